@@ -1,0 +1,173 @@
+"""The grammar IR every front end produces and the compiler consumes.
+
+A grammar is a set of named rules and a start rule.  A rule's body is an
+expression tree over bytes:
+
+* ``Literal(b"...")``      exact bytes (text literals are UTF-8 encoded)
+* ``CharClass(ranges)``    one Unicode scalar value in the inclusive code-point
+                           ranges; surrogates (D800-DFFF) never match.  Front
+                           ends resolve negation with :func:`char_class`.
+* ``ByteClass(ranges)``    one raw byte in the inclusive byte ranges
+* ``Ref(name)``            another rule
+* ``Seq(items)``           concatenation; ``Seq(())`` is the empty string
+* ``Alt(items)``           alternation; ``Alt(())`` matches nothing
+* ``Token(ids, negated)``  one whole LLM token with one of these ids (or, when
+                           ``negated``, any token but these): llama.cpp's
+                           ``<[N]>`` / ``!<[N]>`` syntax.  Parsed; the compiler
+                           currently rejects it with a GrammarError.
+* ``Repeat(item, lo, hi)`` ``item`` between ``lo`` and ``hi`` times (``hi=None``:
+                           unbounded).  Large bounds are fine: the compiler
+                           never unrolls them naively.
+
+The language of a grammar is the set of byte strings derivable from its start
+rule.  Character classes match exactly the UTF-8 encodings of their code
+points (no overlong forms, no surrogates), so every accepted string made only
+of literals and character classes is valid UTF-8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MAX_CODE_POINT = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+
+class Expr:
+    """Base of IR expressions."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Expr):
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CharClass(Expr):
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ByteClass(Expr):
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ref(Expr):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Seq(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alt(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat(Expr):
+    item: Expr
+    lo: int
+    hi: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Token(Expr):
+    ids: tuple[int, ...]
+    negated: bool = False
+
+
+EPSILON = Seq(())
+NOTHING = Alt(())
+
+
+def normalize_ranges(
+    ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], top: int = MAX_CODE_POINT
+) -> tuple[tuple[int, int], ...]:
+    """Sort and merge inclusive ranges, clipped to ``[0, top]``; empty ranges dropped."""
+    cleaned = sorted((max(0, lo), min(top, hi)) for lo, hi in ranges if lo <= hi and hi >= 0 and lo <= top)
+    out: list[tuple[int, int]] = []
+    for lo, hi in cleaned:
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+def complement_ranges(
+    ranges: tuple[tuple[int, int], ...], top: int = MAX_CODE_POINT
+) -> tuple[tuple[int, int], ...]:
+    """The ranges of ``[0, top]`` not covered by normalized ``ranges``."""
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= top:
+        out.append((nxt, top))
+    return tuple(out)
+
+
+def char_class(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], negate: bool = False) -> CharClass:
+    """A normalized character class; ``negate`` complements over all code points."""
+    norm = normalize_ranges(ranges)
+    if negate:
+        norm = complement_ranges(norm)
+    return CharClass(norm)
+
+
+def literal(text: str) -> Literal:
+    return Literal(text.encode("utf-8", "surrogatepass"))
+
+
+def seq(*items: Expr) -> Expr:
+    """Concatenation, flattening nested sequences; a single item is returned as is."""
+    flat: list[Expr] = []
+    for it in items:
+        if isinstance(it, Seq):
+            flat.extend(it.items)
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*items: Expr) -> Expr:
+    """Alternation, flattening nested alternations; a single item is returned as is."""
+    flat: list[Expr] = []
+    for it in items:
+        if isinstance(it, Alt):
+            flat.extend(it.items)
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+@dataclass
+class Grammar:
+    """Rules by name and the start rule.  ``rules[start]`` must exist."""
+
+    rules: dict[str, Expr]
+    start: str
+    meta: dict[str, object] = field(default_factory=dict)
+
+    def references(self, expr: Expr) -> set[str]:
+        """Names of the rules ``expr`` refers to directly."""
+        out: set[str] = set()
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Ref):
+                out.add(e.name)
+            elif isinstance(e, (Seq, Alt)):
+                stack.extend(e.items)
+            elif isinstance(e, Repeat):
+                stack.append(e.item)
+        return out
