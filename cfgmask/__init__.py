@@ -1,13 +1,33 @@
-"""cfgmask: grammar-constrained decoding masks from a C core."""
+"""cfgmask: grammar-constrained decoding masks from a C core.
 
+    vocab = cfgmask.Vocabulary.from_huggingface(tokenizer)
+    compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(text), vocab)
+    matcher = cfgmask.Matcher(compiled)
+    mask = cfgmask.allocate_bitmask(1, vocab.size)
+    matcher.fill_bitmask(mask, 0); ...; matcher.accept_token(t)
+"""
+
+from .automata import CompileLimits
+from .compiler import CompiledGrammar, MatcherLimits, compile
 from .errors import CfgmaskError, GrammarError, LimitError, MatcherError, VocabularyError
 from .grammar import Grammar
+from .matcher import Matcher, allocate_bitmask
+from .vocab import Vocabulary
+
+__version__ = "0.1.0"
 
 __all__ = [
     "CfgmaskError",
+    "CompileLimits",
+    "CompiledGrammar",
     "Grammar",
     "GrammarError",
     "LimitError",
+    "Matcher",
     "MatcherError",
+    "MatcherLimits",
+    "Vocabulary",
     "VocabularyError",
+    "allocate_bitmask",
+    "compile",
 ]

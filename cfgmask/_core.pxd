@@ -1,0 +1,66 @@
+# Mirrors csrc/cfgmask.h, declaration for declaration.
+from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+
+
+cdef extern from "cfgmask.h" nogil:
+    enum cm_status:
+        CM_OK
+        CM_ERR_NOMEM
+        CM_ERR_ARG
+        CM_ERR_LIMIT
+        CM_ERR_STATE
+
+    ctypedef struct cm_vocab:
+        pass
+    ctypedef struct cm_grammar:
+        pass
+    ctypedef struct cm_matcher:
+        pass
+
+    int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in_trie,
+                     size_t n_tokens, cm_vocab **out)
+    void cm_vocab_free(cm_vocab *v)
+    size_t cm_vocab_size(const cm_vocab *v)
+    size_t cm_vocab_trie_size(const cm_vocab *v)
+
+    ctypedef struct cm_tables:
+        uint32_t n_states, n_rules, n_classes, start_rule
+        const uint8_t *byte_class
+        const int32_t *trans
+        const uint32_t *state_rule
+        const uint8_t *accepting
+        const uint32_t *ref_off
+        const uint32_t *ref_rule
+        const uint32_t *ref_target
+        const uint32_t *rule_start
+        const uint8_t *rule_nullable
+        const uint32_t *exit_bytes
+
+    ctypedef struct cm_limits:
+        size_t max_items_per_set
+        size_t max_chart_items
+        size_t max_cache_bytes
+
+    void cm_limits_default(cm_limits *out)
+    int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
+                       size_t n_stop, const cm_limits *limits, cm_grammar **out)
+    void cm_grammar_free(cm_grammar *g)
+    int cm_grammar_warm(cm_grammar *g)
+    size_t cm_grammar_cache_bytes(const cm_grammar *g)
+    size_t cm_grammar_cache_entries(const cm_grammar *g)
+
+    int cm_matcher_new(const cm_grammar *g, cm_matcher **out)
+    void cm_matcher_free(cm_matcher *m)
+    int cm_matcher_fork(const cm_matcher *m, cm_matcher **out)
+    void cm_matcher_reset(cm_matcher *m)
+    int cm_matcher_accept_token(cm_matcher *m, uint32_t token)
+    int cm_matcher_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n)
+    int cm_matcher_can_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n)
+    int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words)
+    int cm_matcher_is_accepting(const cm_matcher *m)
+    int cm_matcher_is_terminated(const cm_matcher *m)
+    int cm_matcher_error(const cm_matcher *m)
+    size_t cm_matcher_num_tokens(const cm_matcher *m)
+    int cm_matcher_rollback(cm_matcher *m, size_t k)
+    long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap)
+    size_t cm_matcher_chart_items(const cm_matcher *m)

@@ -1,0 +1,230 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""Handles on the C core: buffer checks, GIL release, status -> exception.
+
+No algorithm lives here; see csrc/ for those.
+"""
+from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+
+from cfgmask.errors import LimitError, MatcherError, VocabularyError
+
+cdef object _raise(int rc, str what):
+    if rc == CM_ERR_NOMEM:
+        raise MemoryError(f"{what}: out of memory")
+    if rc == CM_ERR_LIMIT:
+        raise LimitError(f"{what}: a matcher limit was exceeded (Earley items per set or in the chart)",
+                         limit="max_items")
+    if rc == CM_ERR_STATE:
+        raise MatcherError(f"{what}: the matcher is in its error state (a limit was hit earlier); "
+                           "roll back or reset it")
+    raise MatcherError(f"{what}: invalid argument")
+
+
+cdef class VocabHandle:
+    """The C token trie of one vocabulary."""
+    cdef cm_vocab *ptr
+    cdef readonly size_t size
+
+    def __cinit__(self, const uint8_t[::1] data, const uint64_t[::1] offsets, const uint8_t[::1] in_trie):
+        cdef size_t n = in_trie.shape[0]
+        cdef int rc
+        if n == 0 or offsets.shape[0] != n + 1:
+            raise VocabularyError("vocabulary arrays disagree in length")
+        cdef const uint8_t *dp = &data[0] if data.shape[0] else NULL
+        if offsets[n] != <uint64_t>data.shape[0]:
+            raise VocabularyError("token offsets do not cover the token bytes")
+        with nogil:
+            rc = cm_vocab_new(dp, &offsets[0], &in_trie[0], n, &self.ptr)
+        if rc:
+            if rc == CM_ERR_NOMEM:
+                raise MemoryError("vocabulary: out of memory")
+            raise VocabularyError("vocabulary rejected by the C core (bad offsets or sizes)")
+        self.size = n
+
+    def __dealloc__(self):
+        cm_vocab_free(self.ptr)
+
+    @property
+    def trie_size(self):
+        return cm_vocab_trie_size(self.ptr)
+
+
+cdef class GrammarHandle:
+    """A compiled grammar in the C core; keeps its vocabulary alive."""
+    cdef cm_grammar *ptr
+    cdef readonly VocabHandle vocab
+
+    def __cinit__(self, tables, VocabHandle vocab, stop_ids, size_t max_items_per_set=0,
+                  size_t max_chart_items=0, size_t max_cache_bytes=0):
+        cdef const uint8_t[::1] byte_class = tables.byte_class
+        cdef const int32_t[:, ::1] trans = tables.trans
+        cdef const uint32_t[::1] state_rule = tables.state_rule
+        cdef const uint8_t[::1] accepting = tables.accepting
+        cdef const uint32_t[::1] ref_off = tables.ref_off
+        cdef const uint32_t[::1] ref_rule = tables.ref_rule
+        cdef const uint32_t[::1] ref_target = tables.ref_target
+        cdef const uint32_t[::1] rule_start = tables.rule_start
+        cdef const uint8_t[::1] rule_nullable = tables.rule_nullable
+        cdef const uint32_t[::1] exit_bytes = tables.exit_bytes
+        cdef cm_tables t
+        cdef cm_limits lim
+        cdef int rc
+        cdef size_t n_states = state_rule.shape[0]
+        if (byte_class.shape[0] != 256 or trans.shape[0] != n_states or accepting.shape[0] != n_states
+                or ref_off.shape[0] != n_states + 1 or exit_bytes.shape[0] != 8 * n_states
+                or rule_nullable.shape[0] != rule_start.shape[0]
+                or ref_rule.shape[0] != ref_target.shape[0] or ref_rule.shape[0] != ref_off[n_states]):
+            raise ValueError("inconsistent automaton tables")
+        t.n_states = <uint32_t>n_states
+        t.n_rules = <uint32_t>rule_start.shape[0]
+        t.n_classes = <uint32_t>trans.shape[1]
+        t.start_rule = <uint32_t>tables.start_rule
+        t.byte_class = &byte_class[0]
+        t.trans = &trans[0, 0]
+        t.state_rule = &state_rule[0]
+        t.accepting = &accepting[0]
+        t.ref_off = &ref_off[0]
+        t.ref_rule = &ref_rule[0] if ref_rule.shape[0] else NULL
+        t.ref_target = &ref_target[0] if ref_target.shape[0] else NULL
+        t.rule_start = &rule_start[0]
+        t.rule_nullable = &rule_nullable[0]
+        t.exit_bytes = &exit_bytes[0]
+        cm_limits_default(&lim)
+        if max_items_per_set:
+            lim.max_items_per_set = max_items_per_set
+        if max_chart_items:
+            lim.max_chart_items = max_chart_items
+        if max_cache_bytes:
+            lim.max_cache_bytes = max_cache_bytes
+        cdef size_t n_stop = len(stop_ids)
+        cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
+        if sp == NULL:
+            raise MemoryError()
+        for i, s in enumerate(stop_ids):
+            sp[i] = <uint32_t>s
+        with nogil:
+            rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
+        free(sp)
+        if rc:
+            _raise(rc, "compile")
+        self.vocab = vocab
+
+    def __dealloc__(self):
+        cm_grammar_free(self.ptr)
+
+    def warm(self):
+        cdef int rc
+        with nogil:
+            rc = cm_grammar_warm(self.ptr)
+        if rc:
+            _raise(rc, "warm")
+
+    @property
+    def cache_bytes(self):
+        return cm_grammar_cache_bytes(self.ptr)
+
+    @property
+    def cache_entries(self):
+        return cm_grammar_cache_entries(self.ptr)
+
+
+cdef class MatcherHandle:
+    cdef cm_matcher *ptr
+    cdef readonly GrammarHandle grammar
+
+    def __cinit__(self, GrammarHandle grammar, bint _empty=False):
+        self.grammar = grammar
+        if _empty:
+            return
+        cdef int rc
+        with nogil:
+            rc = cm_matcher_new(grammar.ptr, &self.ptr)
+        if rc:
+            _raise(rc, "matcher")
+
+    def __dealloc__(self):
+        cm_matcher_free(self.ptr)
+
+    def fork(self):
+        cdef MatcherHandle f = MatcherHandle(self.grammar, True)
+        cdef int rc
+        with nogil:
+            rc = cm_matcher_fork(self.ptr, &f.ptr)
+        if rc:
+            _raise(rc, "fork")
+        return f
+
+    def reset(self):
+        cm_matcher_reset(self.ptr)
+
+    def accept_token(self, long long token):
+        cdef int rc
+        if token < 0 or token >= <long long>self.grammar.vocab.size:
+            raise MatcherError(f"token id {token} is out of range for a vocabulary of "
+                               f"{self.grammar.vocab.size} tokens")
+        with nogil:
+            rc = cm_matcher_accept_token(self.ptr, <uint32_t>token)
+        if rc < 0:
+            _raise(rc, "accept_token")
+        return rc == 1
+
+    def accept_bytes(self, const uint8_t[::1] data, bint dry_run=False):
+        cdef int rc
+        cdef size_t n = data.shape[0]
+        cdef const uint8_t *p = &data[0] if n else NULL
+        with nogil:
+            if dry_run:
+                rc = cm_matcher_can_accept_bytes(self.ptr, p, n)
+            else:
+                rc = cm_matcher_accept_bytes(self.ptr, p, n)
+        if rc < 0:
+            _raise(rc, "accept_bytes")
+        return rc == 1
+
+    def fill_mask(self, int32_t[::1] row):
+        cdef int rc
+        with nogil:
+            rc = cm_matcher_fill_mask(self.ptr, <uint32_t *>&row[0], row.shape[0])
+        if rc:
+            _raise(rc, "fill_bitmask")
+
+    def is_accepting(self):
+        return cm_matcher_is_accepting(self.ptr) == 1
+
+    def is_terminated(self):
+        return cm_matcher_is_terminated(self.ptr) == 1
+
+    def error(self):
+        return cm_matcher_error(self.ptr)
+
+    def num_tokens(self):
+        return cm_matcher_num_tokens(self.ptr)
+
+    def chart_items(self):
+        return cm_matcher_chart_items(self.ptr)
+
+    def rollback(self, size_t k):
+        if cm_matcher_rollback(self.ptr, k):
+            raise MatcherError(f"cannot roll back {k} tokens: only {self.num_tokens()} accepted")
+
+    def jump_forward(self, size_t cap):
+        cdef bytearray buf = bytearray(max(cap, 1))
+        cdef uint8_t *p = <uint8_t *>(<char *>buf)
+        cdef long n
+        with nogil:
+            n = cm_matcher_jump_forward(self.ptr, p, cap)
+        if n < 0:
+            _raise(<int>n, "jump_forward_bytes")
+        return bytes(buf[:n])
+
+
+def fill_masks(list handles, int32_t[:, ::1] mask, list rows):
+    """Fill several rows, GIL released for each; used by the thread pool."""
+    cdef MatcherHandle h
+    cdef int rc
+    cdef Py_ssize_t r
+    for h, r in zip(handles, rows):
+        with nogil:
+            rc = cm_matcher_fill_mask(h.ptr, <uint32_t *>&mask[r, 0], mask.shape[1])
+        if rc:
+            _raise(rc, "fill_bitmask")

@@ -1,0 +1,567 @@
+"""IR -> automaton tables for the C core.
+
+Pipeline (docs/design.md has the why):
+
+1. ``rewrite_repeats``: repetitions whose unrolled size would be large become
+   a logarithmic family of helper rules (P_j = x^(2^j)), so ``{1,100000}`` costs
+   O(log n) rules and never unrolls.
+2. Strongly connected components of the rule graph.  Non-recursive rules and
+   right-linear (tail-recursive) components are *regular*: they are inlined into
+   their callers as byte automata.  Only genuinely recursive rules, the start
+   rule, big repetition helpers and oversized automata stay rules the Earley
+   parser calls.  This is what makes the cost depend on the language, not on
+   how the grammar was written.
+3. Each rule becomes a minimal DFA over bytes and calls; dead states and
+   unproductive rules are trimmed so every Earley item can still complete.
+4. Tables: global byte classes, the transition matrix, call edges, nullable
+   rules and, per state, the bytes that may follow by leaving the state (used
+   to keep most tokens context-independent in the mask cache).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import ir
+from .errors import GrammarError, LimitError
+from .fsm import DFA, NFA, can_accept, determinize, minimize, trim
+from .utf8 import byte_sequences
+
+
+@dataclass(frozen=True)
+class CompileLimits:
+    max_dfa_states: int = 20_000          # one rule's automaton
+    max_total_states: int = 2_000_000     # all rules together
+    max_repeat_product: int = 10**9       # product of nested repetition bounds
+    max_rules: int = 1_000_000
+    inline_max_states: int = 2_000        # largest automaton copied into a caller
+    unroll_budget: int = 1_024            # repetitions below this size are unrolled
+
+
+@dataclass
+class Tables:
+    """Numpy arrays in the layout of ``cm_tables`` (csrc/cfgmask.h)."""
+
+    rule_names: list[str]
+    start_rule: int
+    byte_class: np.ndarray
+    trans: np.ndarray
+    state_rule: np.ndarray
+    accepting: np.ndarray
+    ref_off: np.ndarray
+    ref_rule: np.ndarray
+    ref_target: np.ndarray
+    rule_start: np.ndarray
+    rule_nullable: np.ndarray
+    exit_bytes: np.ndarray
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_states(self) -> int:
+        return int(self.state_rule.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+
+# ---- 1. repetitions -----------------------------------------------------------
+
+
+def _size(expr: ir.Expr) -> int:
+    """A rough NFA size estimate used only to choose unrolling vs helper rules."""
+    if isinstance(expr, ir.Literal):
+        return max(1, len(expr.data))
+    if isinstance(expr, ir.CharClass):
+        return 2 * max(1, len(expr.ranges))
+    if isinstance(expr, (ir.ByteClass, ir.Ref, ir.Token)):
+        return 1 if not isinstance(expr, ir.Ref) else 4
+    if isinstance(expr, (ir.Seq, ir.Alt)):
+        return 1 + sum(_size(e) for e in expr.items)
+    if isinstance(expr, ir.Repeat):
+        n = expr.hi if expr.hi is not None else max(expr.lo, 1)
+        return 1 + _size(expr.item) * max(n, 1)
+    raise TypeError(f"not an IR expression: {expr!r}")
+
+
+class _RepeatRewriter:
+    def __init__(self, rules: dict[str, ir.Expr], limits: CompileLimits) -> None:
+        self.rules = dict(rules)
+        self.limits = limits
+        self.outlined: set[str] = set()
+        self.count = 0
+
+    def run(self) -> dict[str, ir.Expr]:
+        for name in list(self.rules):
+            self.rules[name] = self.expr(self.rules[name], name, 1)
+        return self.rules
+
+    def expr(self, e: ir.Expr, rule: str, product: int) -> ir.Expr:
+        if isinstance(e, ir.Seq):
+            return ir.Seq(tuple(self.expr(x, rule, product) for x in e.items))
+        if isinstance(e, ir.Alt):
+            return ir.Alt(tuple(self.expr(x, rule, product) for x in e.items))
+        if not isinstance(e, ir.Repeat):
+            return e
+        if e.lo < 0 or (e.hi is not None and e.hi < e.lo):
+            raise GrammarError(f"bad repetition bounds {{{e.lo},{e.hi}}} in rule {rule!r}")
+        bound = max(e.lo, e.hi or 0, 1)
+        product *= bound
+        if product > self.limits.max_repeat_product:
+            raise LimitError(
+                f"nested repetition bounds in rule {rule!r} multiply to more than "
+                f"max_repeat_product={self.limits.max_repeat_product}",
+                limit="max_repeat_product",
+                value=self.limits.max_repeat_product,
+            )
+        item = self.expr(e.item, rule, product)
+        if _size(item) * bound <= self.limits.unroll_budget:
+            return ir.Repeat(item, e.lo, e.hi)
+        return self.helpers(item, e.lo, e.hi, rule)
+
+    def helpers(self, item: ir.Expr, lo: int, hi: int | None, rule: str) -> ir.Expr:
+        self.count += 1
+        base = f"{rule}#rep{self.count}"
+        top = max(lo, (hi - lo) if hi is not None else 0)
+        names = [f"{base}.p{j}" for j in range(max(1, top.bit_length()))]
+        self.rules[names[0]] = item
+        for j in range(1, len(names)):
+            self.rules[names[j]] = ir.Seq((ir.Ref(names[j - 1]), ir.Ref(names[j - 1])))
+            self.outlined.add(names[j])
+        if len(self.rules) > self.limits.max_rules:
+            raise LimitError(f"grammar exceeds max_rules={self.limits.max_rules}", limit="max_rules")
+
+        def exact(n: int) -> ir.Expr:
+            return ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1]) if n else ir.EPSILON
+
+        def upto(m: int) -> ir.Expr:
+            if m == 0:
+                return ir.EPSILON
+            k = m.bit_length() - 1
+            low = ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))]) if k else ir.EPSILON
+            return ir.alt(low, ir.seq(ir.Ref(names[k]), upto(m - (1 << k))))
+
+        tail = ir.Repeat(item, 0, None) if hi is None else upto(hi - lo)
+        return ir.seq(exact(lo), tail)
+
+
+# ---- 2. the rule graph --------------------------------------------------------
+
+
+def _sccs(graph: dict[str, set[str]], root: str) -> list[list[str]]:
+    """Tarjan's SCCs of the part reachable from root, callees before callers."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = 0
+    stack.append(root)
+    on.add(root)
+    while work:
+        node, it = work[-1]
+        child = next(it, None)
+        if child is not None:
+            if child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on:
+                low[node] = min(low[node], index[child])
+            continue
+        work.pop()
+        if work:
+            low[work[-1][0]] = min(low[work[-1][0]], low[node])
+        if low[node] == index[node]:
+            comp = []
+            while True:
+                x = stack.pop()
+                on.discard(x)
+                comp.append(x)
+                if x == node:
+                    break
+            out.append(comp)
+    return out
+
+
+def _tail_only(e: ir.Expr, members: set[str], tail: bool) -> bool:
+    """Are all references to ``members`` inside ``e`` in tail position?"""
+    if isinstance(e, ir.Ref):
+        return tail or e.name not in members
+    if isinstance(e, ir.Seq):
+        n = len(e.items)
+        return all(_tail_only(x, members, tail and i == n - 1) for i, x in enumerate(e.items))
+    if isinstance(e, ir.Alt):
+        return all(_tail_only(x, members, tail) for x in e.items)
+    if isinstance(e, ir.Repeat):
+        return _tail_only(e.item, members, False)
+    return True
+
+
+# ---- 3. automata --------------------------------------------------------------
+
+
+class _Builder:
+    """Thompson construction of one rule (or one right-linear component)."""
+
+    def __init__(self, nfa: NFA, fragments: dict[str, DFA], inline: set[str], entries: dict[str, int]) -> None:
+        self.nfa = nfa
+        self.fragments = fragments
+        self.inline = inline
+        self.entries = entries  # members of the right-linear component being built
+
+    def build(self, e: ir.Expr, start: int, end: int, tail: bool) -> None:
+        nfa = self.nfa
+        if isinstance(e, ir.Literal):
+            cur = start
+            for i, b in enumerate(e.data):
+                nxt = end if i == len(e.data) - 1 else nfa.state()
+                nfa.bytes[cur].append((b, b, nxt))
+                cur = nxt
+            if not e.data:
+                nfa.eps[start].append(end)
+        elif isinstance(e, ir.ByteClass):
+            nfa.bytes[start].extend((lo, hi, end) for lo, hi in e.ranges)
+        elif isinstance(e, ir.CharClass):
+            for seq in byte_sequences(e.ranges):
+                cur = start
+                for i, (lo, hi) in enumerate(seq):
+                    nxt = end if i == len(seq) - 1 else nfa.state()
+                    nfa.bytes[cur].append((lo, hi, nxt))
+                    cur = nxt
+        elif isinstance(e, ir.Seq):
+            cur = start
+            for i, x in enumerate(e.items):
+                last = i == len(e.items) - 1
+                nxt = end if last else nfa.state()
+                self.build(x, cur, nxt, tail and last)
+                cur = nxt
+            if not e.items:
+                nfa.eps[start].append(end)
+        elif isinstance(e, ir.Alt):
+            for x in e.items:
+                s = nfa.state()
+                nfa.eps[start].append(s)
+                self.build(x, s, end, tail)
+        elif isinstance(e, ir.Repeat):
+            self.repeat(e, start, end)
+        elif isinstance(e, ir.Ref):
+            self.ref(e.name, start, end, tail)
+        elif isinstance(e, ir.Token):
+            raise GrammarError(f"token terminals (<[{','.join(map(str, e.ids))}]>) are not supported yet")
+        else:
+            raise TypeError(f"not an IR expression: {e!r}")
+
+    def repeat(self, e: ir.Repeat, start: int, end: int) -> None:
+        nfa = self.nfa
+        cur = start
+        for _ in range(e.lo):
+            nxt = nfa.state()
+            self.build(e.item, cur, nxt, False)
+            cur = nxt
+        if e.hi is None:
+            loop = nfa.state()
+            nfa.eps[cur].append(loop)
+            body = nfa.state()
+            nfa.eps[loop].append(body)
+            self.build(e.item, body, loop, False)
+            nfa.eps[loop].append(end)
+            return
+        for _ in range(e.hi - e.lo):
+            nxt = nfa.state()
+            nfa.eps[cur].append(end)
+            self.build(e.item, cur, nxt, False)
+            cur = nxt
+        nfa.eps[cur].append(end)
+
+    def ref(self, name: str, start: int, end: int, tail: bool) -> None:
+        if name in self.entries:
+            assert tail, "right-linear components only have tail calls"
+            self.nfa.eps[start].append(self.entries[name])
+        elif name in self.inline:
+            self.nfa.embed(self.fragments[name], start, end)
+        else:
+            self.nfa.refs[start].append((name, end))
+
+
+def _rule_dfas(rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits) -> dict[str, DFA]:
+    graph = {name: ir.Grammar(rules, start).references(body) for name, body in rules.items()}
+    fragments: dict[str, DFA] = {}
+    inline: set[str] = set()
+    for comp in _sccs(graph, start):
+        members = set(comp)
+        recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
+        regular = not recursive or all(_tail_only(rules[m], members, True) for m in comp)
+        for budget in (limits.inline_max_states, 64, 0):
+            try:
+                dfas = _component(rules, comp, recursive and regular, fragments, inline, budget, limits)
+                break
+            except LimitError:
+                if budget == 0:
+                    raise
+        fragments.update(dfas)
+        for m in comp:
+            if regular and m not in outlined and len(dfas[m]) <= limits.inline_max_states:
+                inline.add(m)
+    return fragments
+
+
+def _component(
+    rules: dict[str, ir.Expr],
+    comp: list[str],
+    right_linear: bool,
+    fragments: dict[str, DFA],
+    inline: set[str],
+    budget: int,
+    limits: CompileLimits,
+) -> dict[str, DFA]:
+    usable = {n for n in inline if len(fragments[n]) <= budget}
+    nfa = NFA()
+    final = nfa.state()
+    out: dict[str, DFA] = {}
+    if right_linear:
+        entries = {m: nfa.state() for m in comp}
+        b = _Builder(nfa, fragments, usable, entries)
+        for m in comp:
+            b.build(rules[m], entries[m], final, True)
+        for m in comp:
+            out[m] = minimize(determinize(nfa, entries[m], final, limits.max_dfa_states))
+        return out
+    b = _Builder(nfa, fragments, usable, {})
+    for m in comp:
+        s = nfa.state()
+        b.build(rules[m], s, final, True)
+        out[m] = minimize(determinize(nfa, s, final, limits.max_dfa_states))
+    return out
+
+
+def _runtime_rules(dfas: dict[str, DFA], start: str) -> list[str]:
+    order = [start]
+    seen = {start}
+    for name in order:
+        for st in dfas[name].states:
+            for callee, _ in st.refs:
+                if callee not in seen:
+                    seen.add(callee)
+                    order.append(callee)
+    return order
+
+
+def _trim_all(dfas: dict[str, DFA], start: str) -> dict[str, DFA]:
+    names = _runtime_rules(dfas, start)
+    productive: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for n in names:
+            if n not in productive and can_accept(dfas[n], productive):
+                productive.add(n)
+                changed = True
+    if start not in productive:
+        raise GrammarError(f"the grammar's language is empty: rule {start!r} derives no finite string")
+    trimmed = {}
+    for n in names:
+        if n in productive:
+            t = trim(dfas[n], productive)
+            assert t is not None
+            trimmed[n] = t
+    return {n: trimmed[n] for n in _runtime_rules(trimmed, start)}
+
+
+# ---- 4. tables ----------------------------------------------------------------
+
+
+def _fixpoint_sets(n: int, step) -> list[int]:  # type: ignore[no-untyped-def]
+    """Iterate ``vals[i] = step(i, vals)`` (monotone, bitsets as ints) to a fixpoint."""
+    vals = [0] * n
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n):
+            v = step(i, vals)
+            if v != vals[i]:
+                vals[i] = v
+                changed = True
+    return vals
+
+
+@dataclass
+class _Flat:
+    """All runtime rules' states in one numbering."""
+
+    names: list[str]
+    rule_of: list[int]
+    start_of: list[int]
+    accepting: list[bool]
+    bytes: list[list[tuple[int, int, int]]]
+    refs: list[list[tuple[int, int]]]
+
+
+def _flatten(dfas: dict[str, DFA], order: list[str]) -> _Flat:
+    rid = {n: i for i, n in enumerate(order)}
+    base: dict[str, int] = {}
+    total = 0
+    for n in order:
+        base[n] = total
+        total += len(dfas[n])
+    f = _Flat(order, [], [base[n] for n in order], [], [], [])
+    for n in order:
+        b = base[n]
+        for st in dfas[n].states:
+            f.rule_of.append(rid[n])
+            f.accepting.append(st.accepting)
+            f.bytes.append([(lo, hi, b + t) for lo, hi, t in st.bytes])
+            f.refs.append([(rid[c], b + t) for c, t in st.refs])
+    return f
+
+
+def _nullable(f: _Flat) -> list[bool]:
+    n_rules = len(f.names)
+    null = [False] * n_rules
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n_rules):
+            if null[r]:
+                continue
+            seen = {f.start_of[r]}
+            stack = [f.start_of[r]]
+            while stack and not null[r]:
+                s = stack.pop()
+                if f.accepting[s]:
+                    null[r] = changed = True
+                for c, t in f.refs[s]:
+                    if null[c] and t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+    return null
+
+
+def _byte_bits(edges: list[tuple[int, int, int]]) -> int:
+    bits = 0
+    for lo, hi, _ in edges:
+        bits |= ((1 << (hi - lo + 1)) - 1) << lo
+    return bits
+
+
+def _exit_bytes(f: _Flat, null: list[bool]) -> list[int]:
+    """Per state: bytes that may be consumed next by leaving the state (calling
+    a rule, or completing this one) -- an over-approximation is always safe."""
+    n = len(f.rule_of)
+    own = [_byte_bits(b) for b in f.bytes]
+    can_end = [False] * n
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n):
+            if not can_end[s] and (f.accepting[s] or any(null[c] and can_end[t] for c, t in f.refs[s])):
+                can_end[s] = changed = True
+
+    # first[r]: bytes rule r can start with; nxt[s]: bytes consumable from s
+    first = [0] * len(f.names)
+    nxt = list(own)
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n):
+            v = nxt[s]
+            for c, t in f.refs[s]:
+                v |= first[c] | (nxt[t] if null[c] else 0)
+            if v != nxt[s]:
+                nxt[s] = v
+                changed = True
+        for r in range(len(f.names)):
+            v = nxt[f.start_of[r]]
+            if v != first[r]:
+                first[r] = v
+                changed = True
+    follow = [0] * len(f.names)
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n):
+            for c, t in f.refs[s]:
+                v = follow[c] | nxt[t] | (follow[f.rule_of[s]] if can_end[t] else 0)
+                if v != follow[c]:
+                    follow[c] = v
+                    changed = True
+    out = []
+    for s in range(n):
+        v = follow[f.rule_of[s]] if can_end[s] else 0
+        for c, t in f.refs[s]:
+            v |= first[c] | (nxt[t] if null[c] else 0)
+        out.append(v)
+    return out
+
+
+def _classes(f: _Flat) -> tuple[np.ndarray, np.ndarray]:
+    n = len(f.rule_of)
+    full = np.full((n, 256), -1, dtype=np.int32)
+    for s, edges in enumerate(f.bytes):
+        for lo, hi, t in edges:
+            full[s, lo : hi + 1] = t
+    _, first_col, inverse = np.unique(full, axis=1, return_index=True, return_inverse=True)
+    byte_class = np.asarray(inverse, dtype=np.uint8).reshape(256)
+    trans = np.ascontiguousarray(full[:, first_col])
+    return byte_class, trans
+
+
+def build_tables(grammar: ir.Grammar, limits: CompileLimits | None = None) -> Tables:
+    """Compile an IR grammar to the C core's tables."""
+    limits = limits or CompileLimits()
+    _validate(grammar)
+    rw = _RepeatRewriter(grammar.rules, limits)
+    rules = rw.run()
+    dfas = _trim_all(_rule_dfas(rules, grammar.start, rw.outlined, limits), grammar.start)
+    order = list(dfas)
+    total = sum(len(d) for d in dfas.values())
+    if total > limits.max_total_states:
+        raise LimitError(
+            f"grammar automata have {total} states, over max_total_states={limits.max_total_states}",
+            limit="max_total_states",
+            value=limits.max_total_states,
+        )
+    f = _flatten(dfas, order)
+    null = _nullable(f)
+    exits = _exit_bytes(f, null)
+    byte_class, trans = _classes(f)
+    ref_off = np.zeros(len(f.refs) + 1, dtype=np.uint32)
+    ref_off[1:] = np.cumsum([len(r) for r in f.refs])
+    exit_arr = np.zeros((len(exits), 8), dtype=np.uint32)
+    for s, bits in enumerate(exits):
+        for w in range(8):
+            exit_arr[s, w] = (bits >> (32 * w)) & 0xFFFFFFFF
+    return Tables(
+        rule_names=order,
+        start_rule=0,
+        byte_class=byte_class,
+        trans=trans,
+        state_rule=np.asarray(f.rule_of, dtype=np.uint32),
+        accepting=np.asarray(f.accepting, dtype=np.uint8),
+        ref_off=ref_off,
+        ref_rule=np.asarray([c for r in f.refs for c, _ in r], dtype=np.uint32),
+        ref_target=np.asarray([t for r in f.refs for _, t in r], dtype=np.uint32),
+        rule_start=np.asarray(f.start_of, dtype=np.uint32),
+        rule_nullable=np.asarray(null, dtype=np.uint8),
+        exit_bytes=exit_arr.reshape(-1),
+        stats={
+            "source_rules": len(grammar.rules),
+            "parser_rules": len(order),
+            "states": total,
+            "byte_classes": int(trans.shape[1]),
+            "call_edges": int(ref_off[-1]),
+        },
+    )
+
+
+def _validate(grammar: ir.Grammar) -> None:
+    if grammar.start not in grammar.rules:
+        raise GrammarError(f"start rule {grammar.start!r} is not defined")
+    for name, body in grammar.rules.items():
+        for ref in grammar.references(body):
+            if ref not in grammar.rules:
+                raise GrammarError(f"rule {name!r} refers to undefined rule {ref!r}")

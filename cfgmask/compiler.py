@@ -1,0 +1,121 @@
+"""``compile(grammar, vocabulary)`` -> ``CompiledGrammar``."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from . import ir
+from .automata import CompileLimits, Tables, build_tables
+from .grammar import Grammar
+from .vocab import Vocabulary
+
+
+@dataclass(frozen=True)
+class MatcherLimits:
+    """Run-time limits of the C core; 0 means the core's default."""
+
+    max_items_per_set: int = 0
+    max_chart_items: int = 0
+    max_cache_bytes: int = 0
+
+
+class CompiledGrammar:
+    """A grammar bound to a vocabulary.  Immutable, thread-safe and picklable:
+    share one between all matchers (and threads) that use the same grammar."""
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        vocab: Vocabulary,
+        tables: Tables,
+        matcher_limits: MatcherLimits,
+    ) -> None:
+        from ._core import GrammarHandle
+
+        self.grammar = grammar
+        self.vocab = vocab
+        self.tables = tables
+        self.matcher_limits = matcher_limits
+        self._handle = GrammarHandle(
+            tables,
+            vocab._handle(),
+            list(vocab.stop_ids),
+            matcher_limits.max_items_per_set,
+            matcher_limits.max_chart_items,
+            matcher_limits.max_cache_bytes,
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab.size
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Automaton sizes and the current mask-cache use."""
+        out = dict(self.tables.stats)
+        out["cache_entries"] = self._handle.cache_entries
+        out["cache_bytes"] = self._handle.cache_bytes
+        return out
+
+    def warm(self) -> CompiledGrammar:
+        """Precompute the mask-cache entry of every state now instead of on first use."""
+        self._handle.warm()
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.grammar, self.vocab, self.tables, self.matcher_limits))
+
+    def __repr__(self) -> str:
+        s = self.tables.stats
+        return f"CompiledGrammar(rules={s['parser_rules']}, states={s['states']}, vocab={self.vocab.size})"
+
+
+def _rebuild(grammar: Grammar, vocab: Vocabulary, tables: Tables, limits: MatcherLimits) -> CompiledGrammar:
+    return CompiledGrammar(grammar, vocab, tables, limits)
+
+
+_TABLE_CACHE: dict[str, Tables] = {}
+_TABLE_LOCK = threading.Lock()
+_TABLE_CACHE_MAX = 256
+
+
+def _tables_key(g: ir.Grammar, limits: CompileLimits) -> str:
+    h = hashlib.sha256(repr((sorted(g.rules.items(), key=lambda kv: kv[0]), g.start, limits)).encode())
+    return h.hexdigest()
+
+
+def compile(  # noqa: A001 - the natural name, as in xgrammar
+    grammar: Grammar | ir.Grammar,
+    vocab: Vocabulary,
+    *,
+    limits: CompileLimits | None = None,
+    matcher_limits: MatcherLimits | None = None,
+    warm: bool = False,
+) -> CompiledGrammar:
+    """Compile ``grammar`` for ``vocab``.
+
+    Automaton tables are cached by grammar content, so compiling the same
+    grammar for a second vocabulary (or again) skips the automaton build.
+    ``warm=True`` fills the whole mask cache now (slower compile, flat latency).
+    """
+    if isinstance(grammar, ir.Grammar):
+        grammar = Grammar(grammar)
+    if not isinstance(vocab, Vocabulary):
+        raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
+    limits = limits or CompileLimits()
+    key = _tables_key(grammar.ir, limits)
+    with _TABLE_LOCK:
+        tables = _TABLE_CACHE.get(key)
+    if tables is None:
+        tables = build_tables(grammar.ir, limits)
+        with _TABLE_LOCK:
+            if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
+                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+            _TABLE_CACHE[key] = tables
+    compiled = CompiledGrammar(grammar, vocab, tables, matcher_limits or MatcherLimits())
+    if warm:
+        compiled.warm()
+    return compiled

@@ -1,0 +1,358 @@
+"""The GBNF front end: llama.cpp grammar text → :class:`ir.Grammar`.
+
+The syntax is llama.cpp's (``src/llama-grammar.cpp``)::
+
+    rule     := name '::=' alts            (a rule runs until the next `name ::=`
+    alts     := seq ('|' seq)*              that starts a line, or the end of text)
+    seq      := (atom repeat*)*             an empty seq is the empty string
+    atom     := '"' char* '"' | '[' '^'? (char ('-' char)?)+ ']' | '.'
+              | name | '(' alts ')' | '<[' int ']>' | '!<[' int ']>'
+    repeat   := '*' | '+' | '?' | '{' int '}' | '{' int ',' '}' | '{' int ',' int '}'
+    char     := any character | '\\' ( x HH | u HHHH | U HHHHHHHH | t r n \\ " [ ] - )
+
+Spaces, tabs, newlines and ``#`` comments separate items anywhere.  Where the
+semantics had to be decided, llama.cpp's behaviour is kept:
+
+* a rule defined twice keeps its last definition (llama.cpp overwrites);
+* any undefined rule name is an error, even one referenced only from an
+  unused rule;
+* ``.`` is any code point; ``\\xHH`` is the code point U+00HH, not a byte;
+* ``""`` is the empty string, and a repetition operator after it is an error;
+* ``a ::= `` and empty alternatives (``"x" |``) are the empty string.
+
+Departures, each stricter or strictly more permissive than llama.cpp:
+
+* rule bodies may continue on the next line (llama.cpp ends a rule at a
+  newline outside parentheses); a rule definition must still start a line;
+* rule names may contain ``_``;
+* ``{m,n}`` keeps its bounds exactly (llama.cpp turns ``n > 2000`` into
+  unbounded and rejects ``m > 2000``; size limits belong to the compiler);
+* ``[]`` and ``[^]`` are errors (llama.cpp reads them as the empty string);
+* literal code points must be Unicode scalar values (no surrogates, none
+  above U+10FFFF); class ranges are clipped to those instead;
+* ``<token>`` text tokens need a vocabulary and are rejected; ``<[N]>`` works.
+"""
+
+from __future__ import annotations
+
+from . import ir
+from .errors import GrammarError
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+_SIMPLE_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-"}
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_MAX_DEPTH = 100
+_MAX_TOKEN_ID = 0xFFFFFFFF
+_ANY = ir.char_class([(0, ir.MAX_CODE_POINT)])
+
+
+def _is_digit(c: str) -> bool:
+    return c != "" and c in "0123456789"
+
+
+def parse_gbnf(text: str, start: str = "root") -> ir.Grammar:
+    """Parse GBNF ``text``; ``start`` names the start rule.  Raises :class:`GrammarError`."""
+    return _Parser(text).parse(start)
+
+
+class _Parser:
+    """Recursive descent over ``text``; ``pos`` is the next character to read."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.newline_seen = True  # did the last skipped gap contain a newline?
+        self.rules: dict[str, ir.Expr] = {}
+        self.rule_offsets: dict[str, int] = {}  # where each kept definition starts
+        self.duplicates: list[str] = []
+        self.ref_offsets: dict[str, int] = {}  # first reference of each name
+
+    # -- errors and low-level scanning -------------------------------------------------
+
+    def error(self, message: str, offset: int | None = None) -> GrammarError:
+        return GrammarError.at(message, self.text, self.pos if offset is None else offset)
+
+    def peek(self, ahead: int = 0) -> str:
+        i = self.pos + ahead
+        return self.text[i] if i < len(self.text) else ""
+
+    def skip_ws(self) -> None:
+        """Skip spaces, tabs, newlines and comments; note whether a newline was crossed."""
+        text, n, i = self.text, len(self.text), self.pos
+        newline = False
+        while i < n:
+            c = text[i]
+            if c in " \t":
+                i += 1
+            elif c in "\r\n":
+                newline = True
+                i += 1
+            elif c == "#":
+                while i < n and text[i] not in "\r\n":
+                    i += 1
+            else:
+                break
+        self.pos = i
+        self.newline_seen = newline
+
+    def name_end(self, i: int) -> int:
+        while i < len(self.text) and self.text[i] in _NAME_CHARS:
+            i += 1
+        return i
+
+    def at_rule_start(self) -> bool:
+        """Is ``pos`` at ``name ::=`` (blanks allowed before ``::=``, no newline)?"""
+        i = self.name_end(self.pos)
+        if i == self.pos:
+            return False
+        while i < len(self.text) and self.text[i] in " \t":
+            i += 1
+        return self.text.startswith("::=", i)
+
+    # -- grammar and rules -------------------------------------------------------------
+
+    def parse(self, start: str) -> ir.Grammar:
+        self.skip_ws()
+        if self.pos >= len(self.text):
+            raise GrammarError("empty grammar: no rules defined")
+        while self.pos < len(self.text):
+            self.parse_rule()
+        self.check_references()
+        if start not in self.rules:
+            defined = ", ".join(sorted(self.rules))
+            raise GrammarError(f"start rule {start!r} is not defined (rules: {defined})")
+        meta: dict[str, object] = {"frontend": "gbnf", "rule_offsets": self.rule_offsets}
+        if self.duplicates:
+            meta["redefined_rules"] = self.duplicates
+        return ir.Grammar(self.rules, start, meta)
+
+    def parse_rule(self) -> None:
+        name_start = self.pos
+        end = self.name_end(name_start)
+        if end == name_start:
+            raise self.error(f"expected a rule name, found {self.describe()}")
+        name = self.text[name_start:end]
+        self.pos = end
+        while self.peek() in (" ", "\t"):
+            self.pos += 1
+        if not self.text.startswith("::=", self.pos):
+            raise self.error(f"expected '::=' after rule name {name!r}")
+        self.pos += 3
+        self.skip_ws()
+        body = self.parse_alternates(0)
+        self.expect_rule_end()
+        if name in self.rules:
+            self.duplicates.append(name)  # llama.cpp: the last definition wins
+        self.rules[name] = body
+        self.rule_offsets[name] = name_start
+
+    def expect_rule_end(self) -> None:
+        if self.pos >= len(self.text) or self.at_rule_start():
+            return
+        if self.peek() == ")":
+            raise self.error("unmatched ')'")
+        raise self.error(f"unexpected {self.describe()}")
+
+    def check_references(self) -> None:
+        undefined = [(off, name) for name, off in self.ref_offsets.items() if name not in self.rules]
+        if undefined:
+            offset, name = min(undefined)
+            raise self.error(f"undefined rule {name!r}", offset)
+
+    def describe(self) -> str:
+        c = self.peek()
+        return "end of input" if not c else f"character {c!r}"
+
+    # -- expressions -------------------------------------------------------------------
+
+    def parse_alternates(self, depth: int) -> ir.Expr:
+        alts = [self.parse_sequence(depth)]
+        while self.peek() == "|":
+            self.pos += 1
+            self.skip_ws()
+            alts.append(self.parse_sequence(depth))
+        return ir.alt(*alts)
+
+    def parse_sequence(self, depth: int) -> ir.Expr:
+        items: list[ir.Expr] = []
+        repeatable = False  # llama.cpp: a repetition needs a non-empty preceding item
+        while True:
+            c = self.peek()
+            if c in ("*", "+", "?", "{"):
+                if not repeatable:
+                    raise self.error(f"nothing to repeat before {c!r}")
+                items[-1] = self.parse_repetition(items[-1])
+            elif c and c in _NAME_CHARS and self.at_rule_start():
+                if not self.newline_seen:
+                    raise self.error("a rule definition must start on a new line")
+                break
+            else:
+                item = self.parse_atom(depth)
+                if item is None:
+                    break
+                items.append(item)
+                repeatable = item != ir.EPSILON or c == "("
+            self.skip_ws()
+        return ir.seq(*items)
+
+    def parse_atom(self, depth: int) -> ir.Expr | None:
+        """One item, or None (nothing consumed) at a character that cannot start one."""
+        c = self.peek()
+        if c == '"':
+            return self.parse_string()
+        if c == "[":
+            return self.parse_class()
+        if c == "(":
+            return self.parse_group(depth)
+        if c == ".":
+            self.pos += 1
+            return _ANY
+        if c in ("<", "!"):
+            return self.parse_token()
+        if c and c in _NAME_CHARS:
+            return self.parse_ref()
+        return None
+
+    def parse_ref(self) -> ir.Expr:
+        end = self.name_end(self.pos)
+        name = self.text[self.pos : end]
+        self.ref_offsets.setdefault(name, self.pos)
+        self.pos = end
+        return ir.Ref(name)
+
+    def parse_group(self, depth: int) -> ir.Expr:
+        open_pos = self.pos
+        if depth >= _MAX_DEPTH:
+            raise self.error(f"parentheses nested deeper than {_MAX_DEPTH}")
+        self.pos += 1
+        self.skip_ws()
+        inner = self.parse_alternates(depth + 1)
+        if self.peek() != ")":
+            if self.pos >= len(self.text) or self.at_rule_start():
+                raise self.error("unclosed '('", open_pos)
+            raise self.error(f"unexpected {self.describe()} (expected ')')")
+        self.pos += 1
+        return inner
+
+    def parse_repetition(self, item: ir.Expr) -> ir.Expr:
+        c = self.peek()
+        self.pos += 1
+        if c == "*":
+            return ir.Repeat(item, 0, None)
+        if c == "+":
+            return ir.Repeat(item, 1, None)
+        if c == "?":
+            return ir.Repeat(item, 0, 1)
+        lo, hi = self.parse_bounds(self.pos - 1)
+        return ir.Repeat(item, lo, hi)
+
+    def parse_bounds(self, brace: int) -> tuple[int, int | None]:
+        """``{m}``, ``{m,}`` or ``{m,n}`` after the ``{`` at ``brace``."""
+        self.skip_ws()
+        lo = self.parse_int("expected an integer after '{'")
+        self.skip_ws()
+        hi: int | None = lo
+        if self.peek() == ",":
+            self.pos += 1
+            self.skip_ws()
+            hi = self.parse_int("") if _is_digit(self.peek()) else None
+            self.skip_ws()
+            if self.peek() != "}":
+                raise self.error("expected '}' to close repetition bounds")
+        elif self.peek() != "}":
+            raise self.error("expected ',' or '}' in repetition bounds")
+        self.pos += 1
+        if hi is not None and hi < lo:
+            raise self.error(f"bad repetition bounds {{{lo},{hi}}}: maximum below minimum", brace)
+        return lo, hi
+
+    def parse_int(self, message: str) -> int:
+        start = self.pos
+        while _is_digit(self.peek()):
+            self.pos += 1
+        if self.pos == start:
+            raise self.error(message)
+        return int(self.text[start : self.pos])
+
+    # -- terminals ---------------------------------------------------------------------
+
+    def parse_string(self) -> ir.Expr:
+        open_pos = self.pos
+        self.pos += 1
+        out: list[str] = []
+        while self.peek() != '"':
+            if not self.peek():
+                raise self.error("unterminated string literal", open_pos)
+            at = self.pos
+            cp = self.parse_char()
+            if cp > ir.MAX_CODE_POINT or ir.SURROGATES[0] <= cp <= ir.SURROGATES[1]:
+                raise self.error(f"U+{cp:04X} is not a Unicode scalar value", at)
+            out.append(chr(cp))
+        self.pos += 1
+        return ir.literal("".join(out)) if out else ir.EPSILON
+
+    def parse_class(self) -> ir.Expr:
+        open_pos = self.pos
+        self.pos += 1
+        negate = self.peek() == "^"
+        if negate:
+            self.pos += 1
+        ranges: list[tuple[int, int]] = []
+        while self.peek() != "]":
+            if not self.peek():
+                raise self.error("unterminated character class", open_pos)
+            lo = self.parse_char()
+            hi = lo
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.pos += 1
+                hi = self.parse_char()
+            ranges.append((lo, hi))  # llama.cpp: a reversed range matches nothing
+        self.pos += 1
+        if not ranges:
+            raise self.error("empty character class", open_pos)
+        return ir.char_class(ranges, negate=negate)
+
+    def parse_char(self) -> int:
+        """One character of a literal or class, escapes decoded, as a code point."""
+        c = self.peek()
+        if c != "\\":
+            self.pos += 1
+            return ord(c)
+        esc = self.peek(1)
+        if esc in _SIMPLE_ESCAPES:
+            self.pos += 2
+            return ord(_SIMPLE_ESCAPES[esc])
+        if esc in _HEX_ESCAPES:
+            return self.parse_hex_escape(_HEX_ESCAPES[esc])
+        if not esc:
+            raise self.error("unfinished escape at end of input")
+        raise self.error(f"unknown escape '\\{esc}'")
+
+    def parse_hex_escape(self, size: int) -> int:
+        digits = self.text[self.pos + 2 : self.pos + 2 + size]
+        if len(digits) != size or any(d not in "0123456789abcdefABCDEF" for d in digits):
+            kind = self.text[self.pos : self.pos + 2]
+            raise self.error(f"escape '{kind}' needs exactly {size} hex digits")
+        self.pos += 2 + size
+        return int(digits, 16)
+
+    def parse_token(self) -> ir.Expr:
+        """``<[N]>`` or ``!<[N]>``: one whole LLM token by id."""
+        start = self.pos
+        negated = self.peek() == "!"
+        if negated:
+            self.pos += 1
+            if self.peek() != "<":
+                raise self.error("expected '<' after '!'")
+        if self.peek(1) != "[":
+            close = self.text.find(">", self.pos)
+            shown = self.text[self.pos : close + 1] if close >= 0 else "<"
+            raise self.error(f"token {shown!r} needs a vocabulary; only token ids like <[42]> are supported", start)
+        self.pos += 2
+        token_id = self.parse_int("expected a token id after '<['")
+        if not self.text.startswith("]>", self.pos):
+            raise self.error("expected ']>' to close the token id")
+        if token_id > _MAX_TOKEN_ID:
+            raise self.error(f"token id {token_id} does not fit in 32 bits", start)
+        self.pos += 2
+        return ir.Token((token_id,), negated)

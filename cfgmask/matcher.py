@@ -1,0 +1,141 @@
+"""``Matcher``: the parser state of one sequence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .compiler import CompiledGrammar
+from .errors import MatcherError
+
+
+def bitmask_words(vocab_size: int) -> int:
+    return (vocab_size + 31) // 32
+
+
+def allocate_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
+    """A zeroed int32 bitmask of shape ``[batch_size, ceil(vocab_size / 32)]``
+    (the XGrammar / llguidance / vLLM layout)."""
+    if batch_size < 1 or vocab_size < 1:
+        raise ValueError(f"batch_size and vocab_size must be positive, got {batch_size}, {vocab_size}")
+    return np.zeros((batch_size, bitmask_words(vocab_size)), dtype=np.int32)
+
+
+class Matcher:
+    """Tracks one sequence under a compiled grammar.
+
+    ``fill_bitmask`` writes the allowed next tokens; ``accept_token`` advances
+    (returning False, state unchanged, for a token the grammar forbids).
+    """
+
+    def __init__(self, compiled: CompiledGrammar, *, _handle: Any = None) -> None:
+        from ._core import MatcherHandle
+
+        if not isinstance(compiled, CompiledGrammar):
+            raise TypeError(f"Matcher needs a CompiledGrammar, not {type(compiled).__name__}")
+        self.compiled = compiled
+        self._h = _handle if _handle is not None else MatcherHandle(compiled._handle)
+
+    # ---- masks ----------------------------------------------------------------
+
+    def fill_bitmask(self, bitmask: Any, row: int = 0) -> None:
+        """Write this matcher's mask into ``bitmask[row]`` (numpy int32, C-contiguous rows
+        of at least ``ceil(V/32)`` words; a torch CPU int32 tensor works too)."""
+        self._h.fill_mask(_row(bitmask, row, self.compiled.vocab.size))
+
+    def allowed_tokens(self) -> np.ndarray:
+        """The allowed token ids, ascending (convenience; slower than a bitmask)."""
+        mask = allocate_bitmask(1, self.compiled.vocab.size)
+        self.fill_bitmask(mask)
+        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[: self.compiled.vocab.size]
+        return np.flatnonzero(bits)
+
+    # ---- advancing ------------------------------------------------------------
+
+    def accept_token(self, token_id: int) -> bool:
+        return bool(self._h.accept_token(int(token_id)))
+
+    def accept_tokens(self, token_ids: Any) -> bool:
+        """Accept tokens in order; on the first rejection roll back to where we started."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                self.rollback(n)
+                return False
+            n += 1
+        return True
+
+    def accept_bytes(self, data: bytes) -> bool:
+        """Advance by raw bytes (counts as one step for rollback)."""
+        return bool(self._h.accept_bytes(bytes(data)))
+
+    def can_accept_bytes(self, data: bytes) -> bool:
+        """Would ``data`` be accepted here?  The state is left unchanged."""
+        return bool(self._h.accept_bytes(bytes(data), True))
+
+    def is_accepting(self) -> bool:
+        """The text so far is a complete string of the language (or a stop token was accepted)."""
+        return bool(self._h.is_accepting())
+
+    def is_terminated(self) -> bool:
+        """A stop token was accepted."""
+        return bool(self._h.is_terminated())
+
+    @property
+    def num_tokens(self) -> int:
+        """Steps that ``rollback`` can undo."""
+        return int(self._h.num_tokens())
+
+    def rollback(self, k: int = 1) -> None:
+        """Undo the last ``k`` accepted tokens (or ``accept_bytes`` calls)."""
+        if k < 0:
+            raise MatcherError(f"rollback count must be >= 0, got {k}")
+        self._h.rollback(k)
+
+    def reset(self) -> None:
+        self._h.reset()
+
+    def fork(self) -> Matcher:
+        """An independent copy (for beams and parallel samples)."""
+        return Matcher(self.compiled, _handle=self._h.fork())
+
+    def jump_forward_bytes(self, max_bytes: int = 4096) -> bytes:
+        """Bytes every continuation must start with (empty if there is a choice or the
+        text may end here)."""
+        return bytes(self._h.jump_forward(max_bytes))
+
+    def __repr__(self) -> str:
+        return f"Matcher(tokens={self.num_tokens}, accepting={self.is_accepting()})"
+
+
+def _row(bitmask: Any, row: int, vocab_size: int) -> np.ndarray:
+    arr = bitmask if isinstance(bitmask, np.ndarray) else _as_numpy(bitmask)
+    if arr.dtype != np.int32:
+        raise MatcherError(f"bitmask must be int32, got {arr.dtype}")
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2:
+        raise MatcherError(f"bitmask must have shape [batch, words], got {arr.shape}")
+    if not 0 <= row < arr.shape[0]:
+        raise MatcherError(f"row {row} out of range for a bitmask of {arr.shape[0]} rows")
+    need = bitmask_words(vocab_size)
+    if arr.shape[1] < need:
+        raise MatcherError(f"bitmask rows have {arr.shape[1]} words; vocabulary of {vocab_size} needs {need}")
+    out = arr[row]
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise MatcherError("bitmask rows must be C-contiguous and writeable")
+    return out
+
+
+def _as_numpy(t: Any) -> np.ndarray:
+    """A torch CPU tensor as a numpy view (no copy); anything else is rejected."""
+    device = getattr(t, "device", None)
+    if device is not None and getattr(device, "type", "cpu") != "cpu":
+        raise MatcherError(
+            "fill_bitmask writes a host buffer: allocate the bitmask on the CPU and copy it "
+            "to the device with one transfer"
+        )
+    if hasattr(t, "numpy"):
+        return t.numpy()
+    raise MatcherError(f"bitmask must be a numpy array or a torch CPU tensor, not {type(t).__name__}")

@@ -1,0 +1,384 @@
+"""Python ``re`` patterns → IR, with ``re.fullmatch`` semantics on ``str``.
+
+A byte string is in the language of ``parse_regex(p)`` iff it is the UTF-8
+encoding of a string ``s`` with ``re.fullmatch(p, s)``.
+
+How it stays exact
+------------------
+The pattern is parsed by Python's own parser (``re._parser``, formerly
+``sre_parse``), so escapes, classes, ``\\N{...}``, inline and scoped flags and
+verbose mode mean exactly what they mean to ``re``.  The parse tree is then
+translated node by node.  Every single-character item (a literal, ``[...]``,
+``.``, ``\\d`` and friends) becomes the exact set of code points it matches:
+plain literals and ranges directly; anything that depends on Unicode tables
+(``\\d \\w \\s`` and their negations, and every item under ``IGNORECASE``) by
+letting ``re`` itself scan a string of all code points once per distinct item
+(cached).  Surrogates are dropped: they have no UTF-8 encoding.
+
+Supported: literals, escapes, classes, ``.``, ``\\d \\w \\s \\D \\W \\S``,
+greedy and lazy quantifiers (``* + ? {m} {m,} {m,n} {,n}``; under fullmatch a
+lazy quantifier accepts the same strings), alternation, ``( )``, ``(?: )``,
+``(?P<n> )``, flags ``i s x a m`` (global or scoped).
+
+Anchors: ``^`` and ``\\A`` where nothing can have been consumed before them are
+no-ops, and where something must have been consumed they match nothing;
+``$`` and ``\\Z`` where nothing can be consumed after them are no-ops (``$``
+before a final newline never ends a full match, so ``a$`` fullmatches only
+``"a"``), and ``\\Z`` with something after it matches nothing.  Any other
+placement is rejected, as are ``\\b`` and ``\\B``.
+
+Rejected with a :class:`GrammarError` naming the construct: backreferences,
+lookahead and lookbehind, conditionals ``(?(1)...)``, atomic groups and
+possessive quantifiers (``a*+a`` never matches, so treating them as greedy
+would change the language), and the ``LOCALE`` flag.
+"""
+
+from __future__ import annotations
+
+import _sre
+import functools
+import re
+from typing import Any
+
+from . import ir
+from .errors import GrammarError
+
+try:  # Python 3.11+
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - older Pythons
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+_I, _S, _M, _A, _L = re.IGNORECASE, re.DOTALL, re.MULTILINE, re.ASCII, re.LOCALE
+_MAXREPEAT = _c.MAXREPEAT
+_CATEGORY_TEXT = {
+    _c.CATEGORY_DIGIT: r"\d",
+    _c.CATEGORY_NOT_DIGIT: r"\D",
+    _c.CATEGORY_SPACE: r"\s",
+    _c.CATEGORY_NOT_SPACE: r"\S",
+    _c.CATEGORY_WORD: r"\w",
+    _c.CATEGORY_NOT_WORD: r"\W",
+}
+_REJECTED = {
+    _c.GROUPREF: ("backreference", "backreference"),
+    _c.GROUPREF_EXISTS: ("conditional group (?(...)...)", "conditional"),
+    _c.ASSERT: ("lookahead/lookbehind assertion", "assert"),
+    _c.ASSERT_NOT: ("negative lookahead/lookbehind assertion", "assert_not"),
+}
+if hasattr(_c, "ATOMIC_GROUP"):
+    _REJECTED[_c.ATOMIC_GROUP] = ("atomic group (?>...)", "atomic")
+    _REJECTED[_c.POSSESSIVE_REPEAT] = ("possessive quantifier", "possessive")
+
+# What a position in the pattern knows about the text matched before (or after) it.
+ZERO, SOME, MAYBE = "zero", "some", "maybe"
+
+Node = tuple[Any, Any]  # one (opcode, argument) pair of the parse tree
+
+
+def parse_regex(pattern: str, flags: int = 0) -> ir.Grammar:
+    """A grammar with one start rule ``root`` whose language is ``re.fullmatch(pattern, ·)``."""
+    return ir.Grammar({"root": regex_to_expr(pattern, flags)}, "root", meta={"regex": pattern})
+
+
+def regex_to_expr(pattern: str, flags: int = 0) -> ir.Expr:
+    """The IR expression for ``pattern`` (``re`` flags in ``flags``); raises GrammarError."""
+    if flags & _L:
+        raise GrammarError("the LOCALE flag is not supported")
+    try:
+        tree = _sre_parse.parse(pattern, flags)
+    except re.error as e:
+        raise GrammarError.at(f"invalid regular expression: {e.msg}", pattern, e.pos or 0) from None
+    return _Translator(pattern, tree.state.flags).sequence(list(tree), tree.state.flags, ZERO, ZERO)
+
+
+# --------------------------------------------------------------------------- code-point sets
+
+
+@functools.lru_cache(maxsize=1)
+def _all_code_points() -> str:
+    return "".join(map(chr, range(ir.MAX_CODE_POINT + 1)))
+
+
+@functools.lru_cache(maxsize=4096)
+def scan_class(atom: str) -> tuple[tuple[int, int], ...]:
+    """The code points (surrogates excluded) that the one-character regex ``atom`` matches.
+
+    Exact by construction: ``re`` itself finds the runs of matching code points.
+    """
+    runs = [(m.start(), m.end() - 1) for m in re.finditer(f"(?:{atom})+", _all_code_points())]
+    return _without_surrogates(ir.normalize_ranges(runs))
+
+
+def _without_surrogates(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    lo, hi = ir.SURROGATES
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        out.extend(r for r in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if r[0] <= r[1])
+    return tuple(out)
+
+
+def _flag_prefix(flags: int, relevant: int) -> str:
+    letters = "".join(ch for ch, f in (("i", _I), ("s", _S), ("a", _A)) if flags & relevant & f)
+    return f"(?{letters}:" if letters else "(?:"
+
+
+def _class_text(items: list[Node]) -> str:
+    parts = []
+    for op, av in items:
+        if op is _c.NEGATE:
+            parts.append("^")
+        elif op is _c.LITERAL:
+            parts.append(f"\\U{av:08x}")
+        elif op is _c.RANGE:
+            parts.append(f"\\U{av[0]:08x}-\\U{av[1]:08x}")
+        elif op is _c.CATEGORY:
+            parts.append(_CATEGORY_TEXT[av])
+        else:  # pragma: no cover - the parser emits nothing else in a class
+            raise GrammarError(f"unsupported class item {op}")
+    return "[" + "".join(parts) + "]"
+
+
+def _direct_ranges(items: list[Node]) -> tuple[tuple[int, int], ...] | None:
+    """Ranges of a case-sensitive class made only of literals and ranges, else None."""
+    negate, out = False, []
+    for op, av in items:
+        if op is _c.NEGATE:
+            negate = True
+        elif op is _c.LITERAL:
+            out.append((av, av))
+        elif op is _c.RANGE:
+            out.append(av)
+        else:
+            return None
+    norm = ir.normalize_ranges(out)
+    return _without_surrogates(ir.complement_ranges(norm) if negate else norm)
+
+
+def char_set(node: Node, flags: int) -> tuple[tuple[int, int], ...]:
+    """Code points matched by a one-character node (LITERAL, NOT_LITERAL, ANY, IN)."""
+    op, av = node
+    if op is _c.ANY:
+        return _without_surrogates(((0, ir.MAX_CODE_POINT),) if flags & _S else ((0, 9), (11, ir.MAX_CODE_POINT)))
+    items = (
+        [(_c.LITERAL, av)]
+        if op is _c.LITERAL
+        else [(_c.NEGATE, None), (_c.LITERAL, av)]
+        if op is _c.NOT_LITERAL
+        else av
+    )
+    if not flags & _I:
+        direct = _direct_ranges(items)
+        if direct is not None:
+            return direct
+    return scan_class(_flag_prefix(flags, _I | _A) + _class_text(items) + ")")
+
+
+# --------------------------------------------------------------------------- widths
+
+
+def _min_len(nodes: list[Node]) -> int:
+    return sum(_node_min(n) for n in nodes)
+
+
+def _node_min(node: Node) -> int:
+    op, av = node
+    if op in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+        return 1
+    if op is _c.BRANCH:
+        return min(_min_len(list(b)) for b in av[1])
+    if op is _c.SUBPATTERN:
+        return _min_len(list(av[-1]))
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
+        return int(av[0]) * _min_len(list(av[2]))
+    return 0
+
+
+def _can_consume(nodes: list[Node]) -> bool:
+    return any(_node_consumes(n) for n in nodes)
+
+
+def _node_consumes(node: Node) -> bool:
+    op, av = node
+    if op in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+        return True
+    if op is _c.BRANCH:
+        return any(_can_consume(list(b)) for b in av[1])
+    if op is _c.SUBPATTERN:
+        return _can_consume(list(av[-1]))
+    if op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
+        return av[1] > 0 and _can_consume(list(av[2]))
+    return False
+
+
+def _state(nodes: list[Node]) -> str:
+    if _min_len(nodes) > 0:
+        return SOME
+    return MAYBE if _can_consume(nodes) else ZERO
+
+
+def _join(a: str, b: str) -> str:
+    if SOME in (a, b):
+        return SOME
+    return ZERO if a == b == ZERO else MAYBE
+
+
+# --------------------------------------------------------------------------- translation
+
+
+class _Translator:
+    """Walks the parse tree; ``before``/``after`` say what surrounds a node in any match."""
+
+    def __init__(self, pattern: str, global_flags: int) -> None:
+        self.pattern = pattern
+        self.verbose = bool(global_flags & re.VERBOSE)
+        self.seen: dict[str, int] = {}
+
+    def sequence(self, nodes: list[Node], flags: int, before: str, after: str) -> ir.Expr:
+        afters = [after] * (len(nodes) + 1)
+        for k in range(len(nodes) - 1, -1, -1):
+            afters[k] = _join(_state([nodes[k]]), afters[k + 1])
+        out: list[ir.Expr] = []
+        for k, node in enumerate(nodes):
+            out.append(self.node(node, flags, before, afters[k + 1]))
+            before = _join(before, _state([node]))
+        return _concat(out)
+
+    def node(self, node: Node, flags: int, before: str, after: str) -> ir.Expr:
+        op, av = node
+        if op in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+            return self.single(node, flags)
+        if op is _c.BRANCH:
+            return ir.alt(*(self.sequence(list(b), flags, before, after) for b in av[1]))
+        if op is _c.SUBPATTERN:
+            _group, add, remove, body = av
+            return self.sequence(list(body), _combine_flags(flags, add, remove), before, after)
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
+            return self.repeat(av, flags, before, after)
+        if op is _c.AT:
+            return self.anchor(av, flags, before, after)
+        if op in _REJECTED:
+            what, kind = _REJECTED[op]
+            raise self.error(f"{what} is not supported", kind)
+        raise self.error(f"unsupported regex construct {op}", "")
+
+    def single(self, node: Node, flags: int) -> ir.Expr:
+        op, av = node
+        if op is _c.LITERAL and (not flags & _I or not _cased(av, flags)):
+            return ir.literal(chr(av)) if not ir.SURROGATES[0] <= av <= ir.SURROGATES[1] else ir.NOTHING
+        ranges = char_set(node, flags)
+        if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+            return ir.literal(chr(ranges[0][0]))
+        return ir.CharClass(ranges)
+
+    def repeat(self, av: tuple[int, int, Any], flags: int, before: str, after: str) -> ir.Expr:
+        lo, hi, body = int(av[0]), int(av[1]), list(av[2])
+        if hi > 1 and _can_consume(body):  # other iterations may surround this one
+            before, after = _join(before, MAYBE), _join(after, MAYBE)
+        item = self.sequence(body, flags, before, after)
+        upper = None if hi == _MAXREPEAT else hi
+        if upper == 0:
+            return ir.EPSILON
+        if lo == 1 and upper == 1:
+            return item
+        return ir.Repeat(item, lo, upper)
+
+    def anchor(self, at: Any, flags: int, before: str, after: str) -> ir.Expr:
+        start = at in (_c.AT_BEGINNING, _c.AT_BEGINNING_STRING)
+        kind = "start" if start else "end" if at in (_c.AT_END, _c.AT_END_STRING) else "boundary"
+        self.seen[kind] = self.seen.get(kind, 0) + 1
+        if kind == "boundary":
+            raise self.error(r"word-boundary assertions (\b, \B) are not supported", kind)
+        side = before if start else after
+        name = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$"}.get(at, r"\Z")
+        if side == ZERO:
+            return ir.EPSILON
+        if side == SOME and not (at is _c.AT_BEGINNING and flags & _M) and at is not _c.AT_END:
+            return ir.NOTHING
+        where = "before" if start else "after"
+        raise self.error(f"anchor {name} with text {where} it is not supported", kind)
+
+    def error(self, message: str, kind: str) -> GrammarError:
+        offset = locate(self.pattern, kind, self.seen.get(kind, 0), self.verbose)
+        return GrammarError.at(message, self.pattern, offset)
+
+
+def _combine_flags(flags: int, add: int, remove: int) -> int:
+    if add & _sre_parse.TYPE_FLAGS:
+        flags &= ~_sre_parse.TYPE_FLAGS
+    return (flags | add) & ~remove
+
+
+def _cased(cp: int, flags: int) -> bool:
+    """Whether ``re`` treats literal ``cp`` case-insensitively (the compiler's own test)."""
+    test = getattr(_sre, "ascii_iscased" if flags & _A else "unicode_iscased", None)
+    return True if test is None else bool(test(cp))
+
+
+def _concat(items: list[ir.Expr]) -> ir.Expr:
+    """Concatenation that merges adjacent literals; any NOTHING makes it NOTHING."""
+    out: list[ir.Expr] = []
+    for it in items:
+        if it == ir.NOTHING:
+            return ir.NOTHING
+        parts = it.items if isinstance(it, ir.Seq) else (it,)
+        for p in parts:
+            if isinstance(p, ir.Literal) and out and isinstance(out[-1], ir.Literal):
+                out[-1] = ir.Literal(out[-1].data + p.data)
+            else:
+                out.append(p)
+    return out[0] if len(out) == 1 else ir.Seq(tuple(out))
+
+
+# --------------------------------------------------------------------------- error positions
+
+_KIND_PATTERNS = {
+    "backreference": re.compile(r"\\[1-9]|\(\?P="),
+    "conditional": re.compile(r"\(\?\("),
+    "assert": re.compile(r"\(\?<?="),
+    "assert_not": re.compile(r"\(\?<?!"),
+    "atomic": re.compile(r"\(\?>"),
+    "possessive": re.compile(r"[*+?}]\+"),
+    "start": re.compile(r"\^|\\A"),
+    "end": re.compile(r"\$|\\Z"),
+    "boundary": re.compile(r"\\[bB]"),
+}
+
+
+def locate(pattern: str, kind: str, occurrence: int, verbose: bool = False) -> int:
+    """Offset of the ``occurrence``-th (1-based) ``kind`` construct outside classes and escapes."""
+    rx = _KIND_PATTERNS.get(kind)
+    if rx is None:
+        return 0
+    hits = [i for i in _outside_classes(pattern, verbose) if rx.match(pattern, i)]
+    if not hits:
+        return 0
+    return hits[min(max(occurrence, 1), len(hits)) - 1]
+
+
+def _outside_classes(pattern: str, verbose: bool) -> list[int]:
+    """Offsets where a token starts outside ``[...]`` and comments (escapes start tokens)."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "[":
+            i = _skip_class(pattern, i)
+            continue
+        if verbose and ch == "#":
+            j = pattern.find("\n", i)
+            i = n if j < 0 else j + 1
+            continue
+        out.append(i)
+        i += 2 if ch == "\\" else 1
+    return out
+
+
+def _skip_class(pattern: str, i: int) -> int:
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j + 1

@@ -1,0 +1,108 @@
+/* cfgmask C core: exact next-token bitmasks for byte-level grammars.
+ *
+ * Opaque handles, caller-provided buffers, int status codes (CM_OK = 0,
+ * negative = error).  Nothing here prints, aborts, or reads the environment.
+ * See docs/design.md for the algorithm.
+ */
+#ifndef CFGMASK_H
+#define CFGMASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum cm_status {
+    CM_OK = 0,
+    CM_ERR_NOMEM = -1,      /* allocation failed */
+    CM_ERR_ARG = -2,        /* bad argument: id out of range, bad buffer, bad table */
+    CM_ERR_LIMIT = -3,      /* a configured limit was hit (see cm_limits) */
+    CM_ERR_STATE = -4,      /* matcher in its sticky error state */
+};
+
+typedef struct cm_vocab cm_vocab;
+typedef struct cm_grammar cm_grammar;
+typedef struct cm_matcher cm_matcher;
+
+/* ---- vocabulary: the token trie ---------------------------------------- */
+
+/* Token t has bytes data[offsets[t] .. offsets[t+1]).  in_trie[t] != 0 marks
+ * ordinary text tokens (non-empty, not special, not stop); only those can be
+ * allowed by a grammar's text.  The vocabulary copies what it needs. */
+int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in_trie,
+                 size_t n_tokens, cm_vocab **out);
+void cm_vocab_free(cm_vocab *v);
+size_t cm_vocab_size(const cm_vocab *v);
+size_t cm_vocab_trie_size(const cm_vocab *v);
+
+/* ---- compiled grammar -------------------------------------------------- */
+
+/* The automaton tables the Python compiler emits (see cfgmask/automata.py).
+ * States of all rules share one numbering.  trans[s * n_classes + byte_class[b]]
+ * is the next state on byte b, or -1.  Ref edges of state s are
+ * ref_rule/ref_target[ref_off[s] .. ref_off[s+1]).  exit_bytes[s * 8 ..] is a
+ * 256-bit set of bytes that may be consumed after state s by leaving it
+ * (completing its rule, or entering a called rule); an over-approximation is
+ * correct, a smaller set is faster. */
+typedef struct cm_tables {
+    uint32_t n_states, n_rules, n_classes, start_rule;
+    const uint8_t *byte_class;     /* [256] */
+    const int32_t *trans;          /* [n_states * n_classes] */
+    const uint32_t *state_rule;    /* [n_states] */
+    const uint8_t *accepting;      /* [n_states] */
+    const uint32_t *ref_off;       /* [n_states + 1] */
+    const uint32_t *ref_rule;      /* [ref_off[n_states]] */
+    const uint32_t *ref_target;    /* [ref_off[n_states]] */
+    const uint32_t *rule_start;    /* [n_rules] */
+    const uint8_t *rule_nullable;  /* [n_rules] */
+    const uint32_t *exit_bytes;    /* [n_states * 8] */
+} cm_tables;
+
+typedef struct cm_limits {
+    size_t max_items_per_set;      /* Earley items in one set */
+    size_t max_chart_items;        /* Earley items held by one matcher */
+    size_t max_cache_bytes;        /* mask cache of one compiled grammar */
+} cm_limits;
+
+void cm_limits_default(cm_limits *out);
+
+/* The grammar borrows v (keep it alive longer) and copies the tables. */
+int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
+                   size_t n_stop, const cm_limits *limits, cm_grammar **out);
+void cm_grammar_free(cm_grammar *g);
+/* Precompute the mask-cache entry of every state that scans bytes. */
+int cm_grammar_warm(cm_grammar *g);
+size_t cm_grammar_cache_bytes(const cm_grammar *g);
+size_t cm_grammar_cache_entries(const cm_grammar *g);
+
+/* ---- matcher: one per sequence ----------------------------------------- */
+
+int cm_matcher_new(const cm_grammar *g, cm_matcher **out);
+void cm_matcher_free(cm_matcher *m);
+int cm_matcher_fork(const cm_matcher *m, cm_matcher **out);
+void cm_matcher_reset(cm_matcher *m);
+
+/* 1 = accepted, 0 = rejected (state unchanged), < 0 = error. */
+int cm_matcher_accept_token(cm_matcher *m, uint32_t token);
+int cm_matcher_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n);
+/* Bytes-only check: would these bytes be accepted?  Leaves the state unchanged. */
+int cm_matcher_can_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n);
+
+/* words has n_words >= ceil(V/32) int32 slots; bit t%32 of word t/32 = token t allowed. */
+int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words);
+
+int cm_matcher_is_accepting(const cm_matcher *m);
+int cm_matcher_is_terminated(const cm_matcher *m);
+int cm_matcher_error(const cm_matcher *m);       /* sticky status, CM_OK if none */
+size_t cm_matcher_num_tokens(const cm_matcher *m);
+int cm_matcher_rollback(cm_matcher *m, size_t k);
+/* Bytes every continuation must start with (stops at cap); returns the count or < 0. */
+long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap);
+size_t cm_matcher_chart_items(const cm_matcher *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

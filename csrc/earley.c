@@ -1,0 +1,206 @@
+/* The Earley chart over bytes.  Rules are byte automata whose states may also
+ * call other rules ("ref edges"); an item is (automaton state, origin set).
+ * Scanning a byte advances every item with a transition on it; the new set is
+ * then closed under prediction (calls) and completion (accepting states),
+ * with Aycock-Horspool's nullable shortcut so completions of empty rules
+ * inside the same set are never missed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define INITIAL_HCAP 64u
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return CM_OK;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return CM_ERR_NOMEM;
+    *p = q;
+    *cap = n;
+    return CM_OK;
+}
+
+static inline uint64_t item_key(uint32_t state, uint32_t origin) {
+    return ((uint64_t)state << 32) | origin;
+}
+
+static inline size_t hslot(uint64_t key, size_t mask) {
+    key ^= key >> 29;
+    key *= 0xbf58476d1ce4e5b9ULL;
+    key ^= key >> 32;
+    return (size_t)key & mask;
+}
+
+static int rehash(cm_chart *c, size_t start) {
+    size_t ncap = c->hcap * 2;
+    uint64_t *k = malloc(ncap * sizeof *k);
+    uint32_t *g = calloc(ncap, sizeof *g);
+    if (!k || !g) {
+        free(k);
+        free(g);
+        return CM_ERR_NOMEM;
+    }
+    free(c->hkeys);
+    free(c->hgen);
+    c->hkeys = k;
+    c->hgen = g;
+    c->hcap = ncap;
+    c->gen = 1;
+    for (size_t i = start; i < c->n_items; i++) {
+        uint64_t key = item_key(c->items[i].state, c->items[i].origin);
+        size_t s = hslot(key, ncap - 1);
+        while (c->hgen[s] == c->gen) s = (s + 1) & (ncap - 1);
+        c->hgen[s] = c->gen;
+        c->hkeys[s] = key;
+    }
+    return CM_OK;
+}
+
+/* Start a new set at the end of the chart. */
+static int begin_set(cm_chart *c) {
+    int rc = grow((void **)&c->set_start, &c->cap_sets, c->n_sets + 2, sizeof *c->set_start);
+    if (rc) return rc;
+    c->set_start[c->n_sets] = (uint32_t)c->n_items;
+    if (++c->gen == 0) {
+        memset(c->hgen, 0, c->hcap * sizeof *c->hgen);
+        c->gen = 1;
+    }
+    return CM_OK;
+}
+
+static void end_set(cm_chart *c) {
+    c->n_sets++;
+    c->set_start[c->n_sets] = (uint32_t)c->n_items;
+}
+
+/* Add an item to the set under construction unless it is there already. */
+static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
+    size_t start = c->set_start[c->n_sets];
+    uint64_t key = item_key(state, origin);
+    size_t mask = c->hcap - 1, s = hslot(key, mask);
+    while (c->hgen[s] == c->gen) {
+        if (c->hkeys[s] == key) return CM_OK;
+        s = (s + 1) & mask;
+    }
+    size_t n_set = c->n_items - start + 1;
+    if (n_set > g->lim.max_items_per_set || c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
+    int rc = grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
+    if (rc) return rc;
+    c->items[c->n_items++] = (cm_item){state, origin};
+    if (n_set * 2 > c->hcap) return rehash(c, start);
+    c->hgen[s] = c->gen;
+    c->hkeys[s] = key;
+    return CM_OK;
+}
+
+/* Rule `rule` completed in the open set `cur` for an item that started at `origin`:
+ * advance every item of set `origin` waiting on it. */
+static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur) {
+    const cm_tables *t = &g->t;
+    for (size_t i = c->set_start[origin]; i < (origin == cur ? c->n_items : c->set_start[origin + 1]); i++) {
+        cm_item it = c->items[i];
+        for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
+            if (t->ref_rule[e] != rule) continue;
+            int rc = add_item(c, g, t->ref_target[e], it.origin);
+            if (rc) return rc;
+        }
+    }
+    return CM_OK;
+}
+
+/* Close the open set under prediction and completion. */
+static int close_set(cm_chart *c, const cm_grammar *g) {
+    const cm_tables *t = &g->t;
+    uint32_t cur = (uint32_t)c->n_sets;
+    for (size_t i = c->set_start[cur]; i < c->n_items; i++) {
+        cm_item it = c->items[i];
+        int rc;
+        if (t->accepting[it.state]) {
+            rc = complete(c, g, t->state_rule[it.state], it.origin, cur);
+            if (rc) return rc;
+        }
+        for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
+            uint32_t callee = t->ref_rule[e];
+            rc = add_item(c, g, t->rule_start[callee], cur);
+            if (!rc && t->rule_nullable[callee]) rc = add_item(c, g, t->ref_target[e], it.origin);
+            if (rc) return rc;
+        }
+    }
+    return CM_OK;
+}
+
+int cm_chart_init(cm_chart *c, const cm_grammar *g) {
+    memset(c, 0, sizeof *c);
+    c->hcap = INITIAL_HCAP;
+    c->hkeys = malloc(c->hcap * sizeof *c->hkeys);
+    c->hgen = calloc(c->hcap, sizeof *c->hgen);
+    if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
+    int rc = begin_set(c);
+    if (!rc) rc = add_item(c, g, g->t.rule_start[g->t.start_rule], 0);
+    if (!rc) rc = close_set(c, g);
+    if (!rc) end_set(c);
+    return rc;
+}
+
+void cm_chart_free(cm_chart *c) {
+    free(c->items);
+    free(c->set_start);
+    free(c->hkeys);
+    free(c->hgen);
+    memset(c, 0, sizeof *c);
+}
+
+int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
+    memset(dst, 0, sizeof *dst);
+    dst->hcap = src->hcap;
+    dst->hkeys = malloc(dst->hcap * sizeof *dst->hkeys);
+    dst->hgen = calloc(dst->hcap, sizeof *dst->hgen);
+    dst->items = malloc((src->n_items ? src->n_items : 1) * sizeof *dst->items);
+    dst->set_start = malloc((src->n_sets + 2) * sizeof *dst->set_start);
+    if (!dst->hkeys || !dst->hgen || !dst->items || !dst->set_start) {
+        cm_chart_free(dst);
+        return CM_ERR_NOMEM;
+    }
+    memcpy(dst->items, src->items, src->n_items * sizeof *dst->items);
+    memcpy(dst->set_start, src->set_start, (src->n_sets + 1) * sizeof *dst->set_start);
+    dst->n_items = dst->cap_items = src->n_items;
+    dst->n_sets = src->n_sets;
+    dst->cap_sets = src->n_sets + 2;
+    if (!dst->cap_items) dst->cap_items = 1;
+    dst->gen = 1;
+    return CM_OK;
+}
+
+/* Scan one byte from the last set: 1 = a non-empty set was appended,
+ * 0 = the byte is not viable here (chart unchanged), < 0 = error. */
+int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    const cm_tables *t = &g->t;
+    uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
+    int rc = begin_set(c);
+    if (rc) return rc;
+    for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
+        cm_item it = c->items[i];
+        if (!g->has_bytes[it.state]) continue;
+        int32_t next = t->trans[(size_t)it.state * t->n_classes + cls];
+        if (next >= 0 && (rc = add_item(c, g, (uint32_t)next, it.origin))) goto fail;
+    }
+    if (c->n_items == c->set_start[c->n_sets]) return 0;
+    if ((rc = close_set(c, g))) goto fail;
+    end_set(c);
+    return 1;
+fail:
+    c->n_items = c->set_start[c->n_sets];
+    return rc;
+}
+
+bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g) {
+    const cm_tables *t = &g->t;
+    size_t last = c->n_sets - 1;
+    for (size_t i = c->set_start[last]; i < c->set_start[last + 1]; i++) {
+        cm_item it = c->items[i];
+        if (it.origin == 0 && t->accepting[it.state] && t->state_rule[it.state] == t->start_rule) return true;
+    }
+    return false;
+}

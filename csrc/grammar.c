@@ -1,0 +1,290 @@
+/* Compiled grammar: validated copies of the automaton tables, and the lazily
+ * filled, thread-safe mask cache (one entry per automaton state that scans). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void cm_limits_default(cm_limits *out) {
+    out->max_items_per_set = 200000;
+    out->max_chart_items = 50000000;
+    out->max_cache_bytes = (size_t)2 << 30;
+}
+
+static int validate(const cm_tables *t) {
+    if (!t->n_states || !t->n_rules || !t->n_classes || t->n_classes > 256 || t->start_rule >= t->n_rules)
+        return CM_ERR_ARG;
+    if (!t->byte_class || !t->trans || !t->state_rule || !t->accepting || !t->ref_off || !t->rule_start ||
+        !t->rule_nullable || !t->exit_bytes)
+        return CM_ERR_ARG;
+    for (int b = 0; b < 256; b++)
+        if (t->byte_class[b] >= t->n_classes) return CM_ERR_ARG;
+    if (t->ref_off[0] != 0) return CM_ERR_ARG;
+    for (uint32_t s = 0; s < t->n_states; s++) {
+        if (t->state_rule[s] >= t->n_rules || t->ref_off[s + 1] < t->ref_off[s]) return CM_ERR_ARG;
+        for (uint32_t c = 0; c < t->n_classes; c++) {
+            int32_t n = t->trans[(size_t)s * t->n_classes + c];
+            if (n < -1 || n >= (int64_t)t->n_states) return CM_ERR_ARG;
+            if (n >= 0 && t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
+        }
+    }
+    uint32_t n_refs = t->ref_off[t->n_states];
+    if (n_refs && (!t->ref_rule || !t->ref_target)) return CM_ERR_ARG;
+    for (uint32_t e = 0; e < n_refs; e++)
+        if (t->ref_rule[e] >= t->n_rules || t->ref_target[e] >= t->n_states) return CM_ERR_ARG;
+    for (uint32_t r = 0; r < t->n_rules; r++)
+        if (t->rule_start[r] >= t->n_states || t->state_rule[t->rule_start[r]] != r) return CM_ERR_ARG;
+    return CM_OK;
+}
+
+/* Copy every table into one allocation owned by the grammar. */
+static int copy_tables(cm_grammar *g, const cm_tables *t) {
+    size_t ns = t->n_states, nr = t->n_rules, ne = t->ref_off[ns];
+    size_t sz = 256 + ns * t->n_classes * 4 + ns * 4 + ns + (ns + 1) * 4 + 2 * ne * 4 + nr * 4 + nr + ns * 32 + 64;
+    uint8_t *p = malloc(sz);
+    if (!p) return CM_ERR_NOMEM;
+    g->blob = p;
+    g->t = *t;
+#define TAKE(field, count, type)                          \
+    do {                                                  \
+        size_t n_ = (size_t)(count) * sizeof(type);       \
+        if (n_) memcpy(p, t->field, n_);                  \
+        g->t.field = (const type *)(void *)p;             \
+        p += (n_ + 7) & ~(size_t)7;                       \
+    } while (0)
+    TAKE(trans, ns * t->n_classes, int32_t);
+    TAKE(state_rule, ns, uint32_t);
+    TAKE(ref_off, ns + 1, uint32_t);
+    TAKE(ref_rule, ne, uint32_t);
+    TAKE(ref_target, ne, uint32_t);
+    TAKE(rule_start, nr, uint32_t);
+    TAKE(exit_bytes, ns * 8, uint32_t);
+    TAKE(byte_class, 256, uint8_t);
+    TAKE(accepting, ns, uint8_t);
+    TAKE(rule_nullable, nr, uint8_t);
+#undef TAKE
+    return CM_OK;
+}
+
+static int derive(cm_grammar *g) {
+    const cm_tables *t = &g->t;
+    g->has_bytes = calloc(t->n_states, 1);
+    g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
+    g->cache = calloc(t->n_states, sizeof *g->cache);
+    if (!g->has_bytes || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
+    for (uint32_t s = 0; s < t->n_states; s++) {
+        for (int b = 0; b < 256; b++) {
+            if (t->trans[(size_t)s * t->n_classes + t->byte_class[b]] < 0) continue;
+            g->has_bytes[s] = 1;
+            g->next_bytes[(size_t)s * 8 + (b >> 5)] |= 1u << (b & 31);
+        }
+    }
+    return CM_OK;
+}
+
+int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
+                   const cm_limits *limits, cm_grammar **out) {
+    if (!t || !v || !out || (n_stop && !stop_ids)) return CM_ERR_ARG;
+    *out = NULL;
+    int rc = validate(t);
+    if (rc) return rc;
+    for (size_t i = 0; i < n_stop; i++)
+        if (stop_ids[i] >= v->n_tokens) return CM_ERR_ARG;
+    cm_grammar *g = calloc(1, sizeof *g);
+    if (!g) return CM_ERR_NOMEM;
+    g->v = v;
+    g->n_words = (v->n_tokens + 31) / 32;
+    if (limits) g->lim = *limits;
+    else cm_limits_default(&g->lim);
+    g->stop_ids = malloc((n_stop ? n_stop : 1) * sizeof *g->stop_ids);
+    if (!g->stop_ids || pthread_mutex_init(&g->lock, NULL)) {
+        free(g->stop_ids);
+        free(g);
+        return CM_ERR_NOMEM;
+    }
+    if (n_stop) memcpy(g->stop_ids, stop_ids, n_stop * sizeof *stop_ids);
+    g->n_stop = n_stop;
+    rc = copy_tables(g, t);
+    if (!rc) rc = derive(g);
+    if (rc) {
+        cm_grammar_free(g);
+        return rc;
+    }
+    *out = g;
+    return CM_OK;
+}
+
+void cm_entry_free(cm_entry *e) {
+    if (!e) return;
+    free(e->accepted_ids);
+    free(e->accepted_bits);
+    free(e->uncertain);
+    free(e);
+}
+
+void cm_grammar_free(cm_grammar *g) {
+    if (!g) return;
+    if (g->cache)
+        for (uint32_t s = 0; s < g->t.n_states; s++) cm_entry_free(atomic_load(&g->cache[s]));
+    free(g->cache);
+    free(g->has_bytes);
+    free(g->next_bytes);
+    free(g->stop_ids);
+    free(g->blob);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+/* ---- building one cache entry: a walk of the token trie ------------------ */
+
+typedef struct walk {
+    uint32_t *bits;             /* accepted tokens, [n_words] */
+    uint32_t n_accepted;
+    uint32_t *unc;
+    size_t n_unc, cap_unc;
+} walk;
+
+static int push_uncertain(walk *w, uint32_t k) {
+    if (w->n_unc == w->cap_unc) {
+        size_t n = w->cap_unc ? w->cap_unc * 2 : 64;
+        uint32_t *p = realloc(w->unc, n * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        w->unc = p;
+        w->cap_unc = n;
+    }
+    w->unc[w->n_unc++] = k;
+    return CM_OK;
+}
+
+/* May the derivation leave state s (complete its rule or enter a callee) and
+ * then consume byte b?  Only exits after >= 1 byte of the token matter: exits
+ * at depth 0 are other items of the same Earley set. */
+static inline bool exit_ok(const cm_tables *t, uint32_t s, uint8_t b) {
+    return (t->exit_bytes[(size_t)s * 8 + (b >> 5)] >> (b & 31)) & 1u;
+}
+
+/* Walk the trie from `state`: tokens whose bytes all stay inside the rule's
+ * automaton are accepted; tokens that die after an exit was possible are
+ * uncertain; the rest are rejected.  Entries sharing a dead prefix share its fate. */
+static int walk_trie(const cm_grammar *g, uint32_t state, walk *w, int32_t *st, uint8_t *fl) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t dead_at = UINT32_MAX;  /* the previous entry's prefix of this length is dead */
+    bool dead_uncertain = false;
+    st[0] = (int32_t)state;
+    fl[0] = 0;
+    for (size_t k = 0; k < v->n_trie; k++) {
+        uint32_t id = v->trie_ids[k], len, d = v->trie_lcp[k];
+        const uint8_t *p = cm_tok_bytes(v, id, &len);
+        if (dead_at <= d) {
+            if (dead_uncertain && push_uncertain(w, (uint32_t)k)) return CM_ERR_NOMEM;
+            continue;
+        }
+        dead_at = UINT32_MAX;
+        for (; d < len; d++) {
+            uint32_t s = (uint32_t)st[d];
+            uint8_t f = fl[d] | (d > 0 && exit_ok(t, s, p[d]));
+            int32_t n = t->trans[(size_t)s * t->n_classes + t->byte_class[p[d]]];
+            if (n < 0) {
+                dead_at = d + 1;
+                dead_uncertain = f;
+                break;
+            }
+            st[d + 1] = n;
+            fl[d + 1] = f;
+        }
+        if (dead_at == UINT32_MAX) {
+            w->bits[id >> 5] |= 1u << (id & 31);
+            w->n_accepted++;
+        } else if (dead_uncertain && push_uncertain(w, (uint32_t)k)) {
+            return CM_ERR_NOMEM;
+        }
+    }
+    return CM_OK;
+}
+
+/* Store accepted tokens as a sorted id list when that is smaller than a bitset. */
+static int finish_entry(const cm_grammar *g, walk *w, cm_entry *e) {
+    e->n_accepted = w->n_accepted;
+    e->n_uncertain = (uint32_t)w->n_unc;
+    e->uncertain = w->unc;
+    w->unc = NULL;
+    e->bytes = sizeof *e + w->n_unc * 4;
+    if ((size_t)w->n_accepted < g->n_words) {
+        e->accepted_ids = malloc((w->n_accepted ? w->n_accepted : 1) * sizeof *e->accepted_ids);
+        if (!e->accepted_ids) return CM_ERR_NOMEM;
+        uint32_t j = 0;
+        for (size_t i = 0; i < g->n_words; i++) {
+            for (uint32_t word = w->bits[i]; word; word &= word - 1)
+                e->accepted_ids[j++] = (uint32_t)(i * 32 + (unsigned)__builtin_ctz(word));
+        }
+        e->bytes += w->n_accepted * 4;
+    } else {
+        e->accepted_bits = w->bits;
+        w->bits = NULL;
+        e->bytes += g->n_words * 4;
+    }
+    return CM_OK;
+}
+
+static cm_entry *build_entry(const cm_grammar *g, uint32_t state) {
+    walk w = {0};
+    cm_entry *e = calloc(1, sizeof *e);
+    int32_t *st = malloc(((size_t)g->v->max_len + 1) * sizeof *st);
+    uint8_t *fl = malloc((size_t)g->v->max_len + 1);
+    w.bits = calloc(g->n_words ? g->n_words : 1, sizeof *w.bits);
+    int rc = (!e || !st || !fl || !w.bits) ? CM_ERR_NOMEM : walk_trie(g, state, &w, st, fl);
+    if (!rc) rc = finish_entry(g, &w, e);
+    free(st);
+    free(fl);
+    free(w.bits);
+    free(w.unc);
+    if (rc) {
+        cm_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The cache entry of `state`.  Built once under the grammar's lock; readers
+ * never lock.  Past the cache-memory limit an entry is built for this call only
+ * and handed back in *owned for the caller to free. */
+const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status) {
+    cm_grammar *mg = (cm_grammar *)g;
+    *owned = NULL;
+    *status = CM_OK;
+    cm_entry *e = atomic_load_explicit(&mg->cache[state], memory_order_acquire);
+    if (e) return e;
+    pthread_mutex_lock(&mg->lock);
+    e = atomic_load_explicit(&mg->cache[state], memory_order_acquire);
+    if (!e) {
+        e = build_entry(g, state);
+        if (!e) {
+            *status = CM_ERR_NOMEM;
+        } else if (atomic_load(&mg->cache_bytes) + e->bytes > g->lim.max_cache_bytes) {
+            *owned = e;
+        } else {
+            atomic_fetch_add(&mg->cache_bytes, e->bytes);
+            atomic_fetch_add(&mg->cache_entries, 1);
+            atomic_store_explicit(&mg->cache[state], e, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&mg->lock);
+    return e;
+}
+
+int cm_grammar_warm(cm_grammar *g) {
+    if (!g) return CM_ERR_ARG;
+    for (uint32_t s = 0; s < g->t.n_states; s++) {
+        if (!g->has_bytes[s]) continue;
+        cm_entry *owned;
+        int rc;
+        cm_grammar_entry(g, s, &owned, &rc);
+        if (owned) cm_entry_free(owned);
+        if (rc) return rc;
+    }
+    return CM_OK;
+}
+
+size_t cm_grammar_cache_bytes(const cm_grammar *g) { return g ? atomic_load(&g->cache_bytes) : 0; }
+size_t cm_grammar_cache_entries(const cm_grammar *g) { return g ? atomic_load(&g->cache_entries) : 0; }

@@ -1,0 +1,106 @@
+/* Internal structures shared by the C core's translation units. */
+#ifndef CFGMASK_INTERNAL_H
+#define CFGMASK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "cfgmask.h"
+
+#define CM_NO_STATE (-1)
+
+struct cm_vocab {
+    size_t n_tokens;
+    uint8_t *data;          /* all token bytes, concatenated */
+    uint64_t *offsets;      /* [n_tokens + 1] */
+    uint8_t *in_trie;       /* [n_tokens] */
+    size_t n_trie;
+    uint32_t *trie_ids;     /* text tokens sorted by bytes: the trie in DFS order */
+    uint32_t *trie_lcp;     /* common prefix length with the previous trie entry */
+    uint32_t max_len;
+};
+
+static inline const uint8_t *cm_tok_bytes(const cm_vocab *v, uint32_t t, uint32_t *len) {
+    *len = (uint32_t)(v->offsets[t + 1] - v->offsets[t]);
+    return v->data + v->offsets[t];
+}
+
+/* Context-independent part of the mask for one automaton state (XGrammar's
+ * adaptive token mask): tokens whose bytes stay inside the state's rule
+ * automaton (accepted), and tokens that leave it mid-token (uncertain: decided
+ * against the real Earley state at run time).  Everything else is rejected. */
+typedef struct cm_entry {
+    uint32_t n_accepted;
+    uint32_t *accepted_ids;     /* sorted token ids, or NULL when bits is used */
+    uint32_t *accepted_bits;    /* [n_words], or NULL */
+    uint32_t n_uncertain;
+    uint32_t *uncertain;        /* trie indices, ascending */
+    size_t bytes;
+} cm_entry;
+
+struct cm_grammar {
+    cm_tables t;                /* pointers into owned copies below */
+    void *blob;                 /* one allocation holding all table copies */
+    const cm_vocab *v;
+    uint32_t *stop_ids;
+    size_t n_stop;
+    cm_limits lim;
+    size_t n_words;             /* ceil(V / 32) */
+    uint8_t *has_bytes;         /* [n_states] state has a byte transition */
+    uint32_t *next_bytes;       /* [n_states * 8] bytes with a transition */
+    _Atomic(cm_entry *) *cache; /* [n_states] */
+    pthread_mutex_t lock;
+    atomic_size_t cache_bytes;
+    atomic_size_t cache_entries;
+};
+
+typedef struct cm_item {
+    uint32_t state;
+    uint32_t origin;
+} cm_item;
+
+/* An Earley chart over bytes: set i holds items[set_start[i] .. set_start[i+1]). */
+typedef struct cm_chart {
+    cm_item *items;
+    size_t n_items, cap_items;
+    uint32_t *set_start;        /* [n_sets + 1] */
+    size_t n_sets, cap_sets;
+    /* dedup of the set under construction: open addressing, generation stamped */
+    uint64_t *hkeys;
+    uint32_t *hgen;
+    size_t hcap;
+    uint32_t gen;
+} cm_chart;
+
+struct cm_matcher {
+    const cm_grammar *g;
+    cm_chart c;
+    uint32_t *hist;             /* per accepted token: number of sets before it */
+    size_t n_hist, cap_hist;
+    bool terminated;
+    int err;
+    /* scratch for fill_mask */
+    uint32_t *stamp;            /* [n_states] */
+    uint32_t stamp_gen;
+    uint64_t *cand;             /* [ceil(n_trie / 64)] */
+};
+
+/* earley.c */
+int cm_chart_init(cm_chart *c, const cm_grammar *g);
+void cm_chart_free(cm_chart *c);
+int cm_chart_copy(cm_chart *dst, const cm_chart *src);
+int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
+bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
+static inline void cm_chart_truncate(cm_chart *c, size_t n_sets) {
+    c->n_sets = n_sets;
+    c->n_items = c->set_start[n_sets];
+}
+
+/* grammar.c */
+const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+void cm_entry_free(cm_entry *e);
+
+static inline bool cm_bit(const uint32_t *set, unsigned i) { return (set[i >> 5] >> (i & 31)) & 1u; }
+
+#endif

@@ -1,0 +1,129 @@
+/* fill_mask: the per-step hot path.
+ *
+ *   1. the distinct automaton states of the current Earley set that scan bytes;
+ *   2. OR their cached accepted sets into the mask;
+ *   3. collect their uncertain tokens (trie order), and decide each one not
+ *      already allowed by running the real Earley chart over its bytes, reusing
+ *      the sets of the common prefix with the previous candidate;
+ *   4. stop tokens iff the set is accepting.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static void or_entry(uint32_t *words, const cm_entry *e, size_t n_words) {
+    if (e->accepted_bits) {
+        for (size_t i = 0; i < n_words; i++) words[i] |= e->accepted_bits[i];
+    } else {
+        for (uint32_t i = 0; i < e->n_accepted; i++) {
+            uint32_t t = e->accepted_ids[i];
+            words[t >> 5] |= 1u << (t & 31);
+        }
+    }
+}
+
+static void mark_candidates(uint64_t *cand, const cm_entry *e) {
+    for (uint32_t i = 0; i < e->n_uncertain; i++) {
+        uint32_t k = e->uncertain[i];
+        cand[k >> 6] |= 1ull << (k & 63);
+    }
+}
+
+/* Steps 1-3 for the states of the last set; fills `words` and `cand`. */
+static int gather(cm_matcher *m, uint32_t *words) {
+    const cm_grammar *g = m->g;
+    const cm_chart *c = &m->c;
+    if (++m->stamp_gen == 0) {
+        memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
+        m->stamp_gen = 1;
+    }
+    for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
+        uint32_t s = c->items[i].state;
+        if (!g->has_bytes[s] || m->stamp[s] == m->stamp_gen) continue;
+        m->stamp[s] = m->stamp_gen;
+        cm_entry *owned;
+        int rc;
+        const cm_entry *e = cm_grammar_entry(g, s, &owned, &rc);
+        if (rc) return rc;
+        or_entry(words, e, g->n_words);
+        mark_candidates(m->cand, e);
+        cm_entry_free(owned);
+    }
+    return CM_OK;
+}
+
+static uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
+    uint32_t n = la < lb ? la : lb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+typedef struct check_state {
+    size_t base;                /* index of the current (real) set */
+    const uint8_t *prev;
+    uint32_t prev_len;
+    uint32_t dead_at;           /* the previous candidate's prefix of this length is dead */
+} check_state;
+
+/* Decide one uncertain token exactly: 1 allowed, 0 not, < 0 error. */
+static int check_token(cm_matcher *m, check_state *cs, uint32_t id) {
+    const cm_grammar *g = m->g;
+    uint32_t len;
+    const uint8_t *p = cm_tok_bytes(g->v, id, &len);
+    uint32_t d = cs->prev ? common_prefix(cs->prev, cs->prev_len, p, len) : 0;
+    cs->prev = p;
+    cs->prev_len = len;
+    if (cs->dead_at <= d) return 0;
+    /* sets for depths 0..d of this prefix are in the chart already */
+    cm_chart_truncate(&m->c, cs->base + d + 1);
+    cs->dead_at = UINT32_MAX;
+    for (; d < len; d++) {
+        int r = cm_chart_scan(&m->c, g, p[d]);
+        if (r < 0) return r;
+        if (r == 0) {
+            cs->dead_at = d + 1;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int check_candidates(cm_matcher *m, uint32_t *words) {
+    const cm_vocab *v = m->g->v;
+    size_t n_sets = m->c.n_sets, n_cw = (v->n_trie + 63) / 64;
+    check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX};
+    int rc = CM_OK;
+    for (size_t w = 0; w < n_cw; w++) {
+        uint64_t bits = m->cand[w];
+        m->cand[w] = 0;
+        for (; bits && rc >= 0; bits &= bits - 1) {
+            uint32_t id = v->trie_ids[w * 64 + (unsigned)__builtin_ctzll(bits)];
+            if (cm_bit(words, id)) continue;
+            rc = check_token(m, &cs, id);
+            if (rc > 0) words[id >> 5] |= 1u << (id & 31);
+        }
+    }
+    cm_chart_truncate(&m->c, n_sets);
+    return rc < 0 ? rc : CM_OK;
+}
+
+int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
+    if (!m || !words) return CM_ERR_ARG;
+    const cm_grammar *g = m->g;
+    if (n_words < g->n_words) return CM_ERR_ARG;
+    if (m->err) return CM_ERR_STATE;
+    memset(words, 0, n_words * sizeof *words);
+    if (!m->terminated) {
+        int rc = gather(m, words);
+        if (!rc) rc = check_candidates(m, words);
+        if (rc) {
+            memset(m->cand, 0, ((g->v->n_trie + 63) / 64) * sizeof *m->cand);
+            memset(words, 0, n_words * sizeof *words);
+            m->err = rc;
+            return rc;
+        }
+    }
+    if (m->terminated || cm_chart_accepting(&m->c, g))
+        for (size_t i = 0; i < g->n_stop; i++) words[g->stop_ids[i] >> 5] |= 1u << (g->stop_ids[i] & 31);
+    return CM_OK;
+}

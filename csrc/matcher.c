@@ -1,0 +1,204 @@
+/* The matcher: one Earley chart per sequence, token history for rollback,
+ * and the error state that sticks once a limit or allocation fails. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int fail(cm_matcher *m, int rc) {
+    if (rc < 0 && rc != CM_ERR_ARG) m->err = rc;
+    return rc;
+}
+
+static int alloc_scratch(cm_matcher *m) {
+    const cm_grammar *g = m->g;
+    m->stamp = calloc(g->t.n_states, sizeof *m->stamp);
+    m->cand = calloc((g->v->n_trie + 63) / 64 + 1, sizeof *m->cand);
+    return (m->stamp && m->cand) ? CM_OK : CM_ERR_NOMEM;
+}
+
+int cm_matcher_new(const cm_grammar *g, cm_matcher **out) {
+    if (!g || !out) return CM_ERR_ARG;
+    *out = NULL;
+    cm_matcher *m = calloc(1, sizeof *m);
+    if (!m) return CM_ERR_NOMEM;
+    m->g = g;
+    int rc = alloc_scratch(m);
+    if (!rc) rc = cm_chart_init(&m->c, g);
+    if (rc) {
+        cm_matcher_free(m);
+        return rc;
+    }
+    *out = m;
+    return CM_OK;
+}
+
+void cm_matcher_free(cm_matcher *m) {
+    if (!m) return;
+    cm_chart_free(&m->c);
+    free(m->hist);
+    free(m->stamp);
+    free(m->cand);
+    free(m);
+}
+
+int cm_matcher_fork(const cm_matcher *m, cm_matcher **out) {
+    if (!m || !out) return CM_ERR_ARG;
+    *out = NULL;
+    cm_matcher *f = calloc(1, sizeof *f);
+    if (!f) return CM_ERR_NOMEM;
+    f->g = m->g;
+    f->terminated = m->terminated;
+    f->err = m->err;
+    int rc = alloc_scratch(f);
+    if (!rc) rc = cm_chart_copy(&f->c, &m->c);
+    if (!rc && m->n_hist) {
+        f->hist = malloc(m->n_hist * sizeof *f->hist);
+        if (!f->hist) rc = CM_ERR_NOMEM;
+        else memcpy(f->hist, m->hist, m->n_hist * sizeof *f->hist);
+        f->n_hist = f->cap_hist = m->n_hist;
+    }
+    if (rc) {
+        cm_matcher_free(f);
+        return rc;
+    }
+    *out = f;
+    return CM_OK;
+}
+
+void cm_matcher_reset(cm_matcher *m) {
+    if (!m) return;
+    cm_chart_truncate(&m->c, 1);
+    m->n_hist = 0;
+    m->terminated = false;
+    m->err = CM_OK;
+}
+
+static int push_hist(cm_matcher *m, uint32_t n_sets) {
+    if (m->n_hist == m->cap_hist) {
+        size_t n = m->cap_hist ? m->cap_hist * 2 : 64;
+        uint32_t *p = realloc(m->hist, n * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        m->hist = p;
+        m->cap_hist = n;
+    }
+    m->hist[m->n_hist++] = n_sets;
+    return CM_OK;
+}
+
+static bool is_stop(const cm_grammar *g, uint32_t token) {
+    for (size_t i = 0; i < g->n_stop; i++)
+        if (g->stop_ids[i] == token) return true;
+    return false;
+}
+
+/* Scan bytes; on rejection or error restore the chart.  1 = all scanned. */
+static int scan_all(cm_matcher *m, const uint8_t *p, size_t n) {
+    size_t n_sets = m->c.n_sets;
+    for (size_t i = 0; i < n; i++) {
+        int r = cm_chart_scan(&m->c, m->g, p[i]);
+        if (r <= 0) {
+            cm_chart_truncate(&m->c, n_sets);
+            return r;
+        }
+    }
+    return 1;
+}
+
+int cm_matcher_accept_token(cm_matcher *m, uint32_t token) {
+    if (!m) return CM_ERR_ARG;
+    const cm_grammar *g = m->g;
+    if (token >= g->v->n_tokens) return CM_ERR_ARG;
+    if (m->err) return CM_ERR_STATE;
+    if (m->terminated) return 0;
+    uint32_t before = (uint32_t)m->c.n_sets;
+    if (is_stop(g, token)) {
+        if (!cm_chart_accepting(&m->c, g)) return 0;
+        int rc = push_hist(m, before);
+        if (rc) return fail(m, rc);
+        m->terminated = true;
+        return 1;
+    }
+    if (!g->v->in_trie[token]) return 0;
+    uint32_t len;
+    const uint8_t *p = cm_tok_bytes(g->v, token, &len);
+    int r = scan_all(m, p, len);
+    if (r <= 0) return r < 0 ? fail(m, r) : 0;
+    int rc = push_hist(m, before);
+    if (rc) {
+        cm_chart_truncate(&m->c, before);
+        return fail(m, rc);
+    }
+    return 1;
+}
+
+int cm_matcher_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n) {
+    if (!m || (n && !data)) return CM_ERR_ARG;
+    if (m->err) return CM_ERR_STATE;
+    if (m->terminated) return n == 0;
+    uint32_t before = (uint32_t)m->c.n_sets;
+    int r = scan_all(m, data, n);
+    if (r <= 0) return r < 0 ? fail(m, r) : 0;
+    int rc = push_hist(m, before);
+    if (rc) {
+        cm_chart_truncate(&m->c, before);
+        return fail(m, rc);
+    }
+    return 1;
+}
+
+int cm_matcher_can_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n) {
+    if (!m || (n && !data)) return CM_ERR_ARG;
+    if (m->err) return CM_ERR_STATE;
+    if (m->terminated) return n == 0;
+    size_t n_sets = m->c.n_sets;
+    int r = scan_all(m, data, n);
+    if (r > 0) cm_chart_truncate(&m->c, n_sets);
+    return r < 0 ? fail(m, r) : r;
+}
+
+int cm_matcher_is_accepting(const cm_matcher *m) {
+    return m && !m->err && (m->terminated || cm_chart_accepting(&m->c, m->g));
+}
+
+int cm_matcher_is_terminated(const cm_matcher *m) { return m && m->terminated; }
+int cm_matcher_error(const cm_matcher *m) { return m ? m->err : CM_ERR_ARG; }
+size_t cm_matcher_num_tokens(const cm_matcher *m) { return m ? m->n_hist : 0; }
+size_t cm_matcher_chart_items(const cm_matcher *m) { return m ? m->c.n_items : 0; }
+
+int cm_matcher_rollback(cm_matcher *m, size_t k) {
+    if (!m || k > m->n_hist) return CM_ERR_ARG;
+    if (k == 0) return CM_OK;
+    m->n_hist -= k;
+    cm_chart_truncate(&m->c, m->hist[m->n_hist]);
+    m->terminated = false;
+    m->err = CM_OK;
+    return CM_OK;
+}
+
+long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap) {
+    if (!m || (cap && !buf)) return CM_ERR_ARG;
+    if (m->err) return CM_ERR_STATE;
+    if (m->terminated) return 0;
+    const cm_grammar *g = m->g;
+    size_t n_sets = m->c.n_sets, n = 0;
+    while (n < cap && !cm_chart_accepting(&m->c, g)) {
+        uint32_t next[8] = {0};
+        const cm_chart *c = &m->c;
+        for (size_t i = c->set_start[c->n_sets - 1]; i < c->n_items; i++)
+            for (int w = 0; w < 8; w++) next[w] |= g->next_bytes[(size_t)c->items[i].state * 8 + w];
+        int only = -1, count = 0;
+        for (int b = 0; b < 256 && count < 2; b++)
+            if ((next[b >> 5] >> (b & 31)) & 1u) only = b, count++;
+        if (count != 1) break;
+        int r = cm_chart_scan(&m->c, g, (uint8_t)only);
+        if (r < 0) {
+            cm_chart_truncate(&m->c, n_sets);
+            return fail(m, r);
+        }
+        if (r == 0) break;
+        buf[n++] = (uint8_t)only;
+    }
+    cm_chart_truncate(&m->c, n_sets);
+    return (long)n;
+}

@@ -1,0 +1,106 @@
+/* The vocabulary and its token trie, stored flat: text tokens sorted by their
+ * bytes (a DFS order of the trie) with each entry's common prefix length with
+ * its predecessor.  Walking the sorted list while keeping one automaton state
+ * per depth visits every trie node exactly once (llguidance's toktrie idea). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct {
+    const cm_vocab *v;
+} sort_ctx;
+
+static int cmp_tokens(const cm_vocab *v, uint32_t a, uint32_t b) {
+    uint32_t la, lb;
+    const uint8_t *pa = cm_tok_bytes(v, a, &la);
+    const uint8_t *pb = cm_tok_bytes(v, b, &lb);
+    uint32_t n = la < lb ? la : lb;
+    int r = n ? memcmp(pa, pb, n) : 0;
+    if (r) return r;
+    if (la != lb) return la < lb ? -1 : 1;
+    return a < b ? -1 : (a > b);
+}
+
+/* Bottom-up merge sort of token ids by bytes (stable, no global context). */
+static int sort_ids(const cm_vocab *v, uint32_t *ids, size_t n) {
+    uint32_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!tmp) return CM_ERR_NOMEM;
+    for (size_t width = 1; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n;
+            size_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) tmp[k++] = cmp_tokens(v, ids[i], ids[j]) <= 0 ? ids[i++] : ids[j++];
+            while (i < mid) tmp[k++] = ids[i++];
+            while (j < hi) tmp[k++] = ids[j++];
+        }
+        memcpy(ids, tmp, n * sizeof *ids);
+    }
+    free(tmp);
+    return CM_OK;
+}
+
+static uint32_t common_prefix(const cm_vocab *v, uint32_t a, uint32_t b) {
+    uint32_t la, lb;
+    const uint8_t *pa = cm_tok_bytes(v, a, &la);
+    const uint8_t *pb = cm_tok_bytes(v, b, &lb);
+    uint32_t n = la < lb ? la : lb, i = 0;
+    while (i < n && pa[i] == pb[i]) i++;
+    return i;
+}
+
+int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in_trie,
+                 size_t n_tokens, cm_vocab **out) {
+    if (!out || !offsets || !in_trie || n_tokens == 0 || n_tokens > UINT32_MAX - 1) return CM_ERR_ARG;
+    *out = NULL;
+    if (offsets[0] != 0) return CM_ERR_ARG;
+    for (size_t i = 0; i < n_tokens; i++) {
+        if (offsets[i + 1] < offsets[i] || offsets[i + 1] - offsets[i] > UINT32_MAX / 2) return CM_ERR_ARG;
+    }
+    size_t total = offsets[n_tokens];
+    if (total && !data) return CM_ERR_ARG;
+    cm_vocab *v = calloc(1, sizeof *v);
+    if (!v) return CM_ERR_NOMEM;
+    v->n_tokens = n_tokens;
+    v->data = malloc(total ? total : 1);
+    v->offsets = malloc((n_tokens + 1) * sizeof *v->offsets);
+    v->in_trie = malloc(n_tokens);
+    v->trie_ids = malloc(n_tokens * sizeof *v->trie_ids);
+    v->trie_lcp = malloc(n_tokens * sizeof *v->trie_lcp);
+    if (!v->data || !v->offsets || !v->in_trie || !v->trie_ids || !v->trie_lcp) {
+        cm_vocab_free(v);
+        return CM_ERR_NOMEM;
+    }
+    if (total) memcpy(v->data, data, total);
+    memcpy(v->offsets, offsets, (n_tokens + 1) * sizeof *offsets);
+    for (size_t i = 0; i < n_tokens; i++) {
+        uint32_t len = (uint32_t)(offsets[i + 1] - offsets[i]);
+        v->in_trie[i] = in_trie[i] && len > 0;
+        if (v->in_trie[i]) {
+            v->trie_ids[v->n_trie++] = (uint32_t)i;
+            if (len > v->max_len) v->max_len = len;
+        }
+    }
+    if (sort_ids(v, v->trie_ids, v->n_trie) != CM_OK) {
+        cm_vocab_free(v);
+        return CM_ERR_NOMEM;
+    }
+    for (size_t k = 0; k < v->n_trie; k++)
+        v->trie_lcp[k] = k ? common_prefix(v, v->trie_ids[k - 1], v->trie_ids[k]) : 0;
+    *out = v;
+    return CM_OK;
+}
+
+void cm_vocab_free(cm_vocab *v) {
+    if (!v) return;
+    free(v->data);
+    free(v->offsets);
+    free(v->in_trie);
+    free(v->trie_ids);
+    free(v->trie_lcp);
+    free(v);
+}
+
+size_t cm_vocab_size(const cm_vocab *v) { return v ? v->n_tokens : 0; }
+size_t cm_vocab_trie_size(const cm_vocab *v) { return v ? v->n_trie : 0; }

@@ -1,0 +1,53 @@
+"""Build switches for the C core and the Cython layer.
+
+CFGMASK_DEBUG=1     -O0 -g, Cython bounds checks on
+CFGMASK_SANITIZE=1  AddressSanitizer + UndefinedBehaviorSanitizer (run Python with
+                    LD_PRELOAD=$(gcc -print-file-name=libasan.so))
+CFGMASK_TSAN=1      ThreadSanitizer
+"""
+
+import os
+from glob import glob
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+debug = os.environ.get("CFGMASK_DEBUG") == "1"
+sanitize = os.environ.get("CFGMASK_SANITIZE") == "1"
+tsan = os.environ.get("CFGMASK_TSAN") == "1"
+
+cflags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-fno-strict-aliasing"]
+cflags += ["-O0", "-g"] if debug else ["-O3", "-g0"]
+ldflags = ["-pthread"]
+if sanitize:
+    cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    ldflags += ["-fsanitize=address,undefined"]
+if tsan:
+    cflags += ["-fsanitize=thread", "-O1", "-g"]
+    ldflags += ["-fsanitize=thread"]
+
+# The C core is built as its own static library so that -Werror applies to it
+# and not to the C that Cython generates.
+c_core = ("cfgmask_core", {"sources": sorted(glob("csrc/*.c")), "include_dirs": ["csrc"], "cflags": cflags + ["-fPIC"]})
+
+core = Extension(
+    "cfgmask._core",
+    sources=["cfgmask/_core.pyx"],
+    include_dirs=["csrc"],
+    libraries=["cfgmask_core"],
+    extra_compile_args=[f for f in cflags if f != "-Werror"],
+    extra_link_args=ldflags,
+)
+
+setup(
+    libraries=[c_core],
+    ext_modules=cythonize(
+        [core],
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": debug,
+            "wraparound": False,
+            "initializedcheck": debug,
+        },
+    ),
+)

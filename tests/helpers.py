@@ -1,0 +1,115 @@
+"""Readable spec tables for tests, and tiny IR builders so grammars read like BNF."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from cfgmask import ir
+
+from .reference import ReferenceMatcher
+
+
+class Recognizer(Protocol):
+    def accepts(self, data: bytes) -> bool: ...
+
+
+def _as_bytes(s: str | bytes) -> bytes:
+    return s if isinstance(s, bytes) else s.encode("utf-8")
+
+
+def check(
+    grammar: ir.Grammar,
+    accepts: Iterable[str | bytes] = (),
+    rejects: Iterable[str | bytes] = (),
+    using: Callable[[ir.Grammar], Recognizer] = ReferenceMatcher,
+) -> None:
+    """Assert that ``grammar`` accepts every string of ``accepts`` and none of ``rejects``.
+
+    ``using`` builds the recognizer under test (the reference by default).
+    Text strings are UTF-8 encoded; bytes are used as they are.
+    """
+    m = using(grammar)
+    wrong = [("should accept", s) for s in accepts if not m.accepts(_as_bytes(s))]
+    wrong += [("should reject", s) for s in rejects if m.accepts(_as_bytes(s))]
+    assert not wrong, "\n".join(f"{why}: {s!r}" for why, s in wrong)
+
+
+# --------------------------------------------------------------------------- IR shorthand
+
+
+def grammar(start: str = "root", **rules: ir.Expr) -> ir.Grammar:
+    """``grammar(root=..., item=...)``: rule names with ``_`` are written as ``-``."""
+    return ir.Grammar({name.replace("_", "-"): body for name, body in rules.items()}, start)
+
+
+def lit(text: str | bytes) -> ir.Literal:
+    return ir.Literal(_as_bytes(text))
+
+
+def chars(*ranges: str | tuple[int, int], negate: bool = False) -> ir.CharClass:
+    """``chars("az", "_", (0x80, 0x10FFFF))``: two-letter strings are ranges, one letter a point."""
+    out: list[tuple[int, int]] = []
+    for r in ranges:
+        if isinstance(r, tuple):
+            out.append(r)
+        elif len(r) == 1:
+            out.append((ord(r), ord(r)))
+        else:
+            out.append((ord(r[0]), ord(r[1])))
+    return ir.char_class(out, negate=negate)
+
+
+def byte_class(*ranges: tuple[int, int]) -> ir.ByteClass:
+    return ir.ByteClass(tuple(ranges))
+
+
+def ref(name: str) -> ir.Ref:
+    return ir.Ref(name)
+
+
+def seq(*items: ir.Expr) -> ir.Seq:
+    return ir.Seq(tuple(items))
+
+
+def alt(*items: ir.Expr) -> ir.Alt:
+    return ir.Alt(tuple(items))
+
+
+def rep(item: ir.Expr, lo: int = 0, hi: int | None = None) -> ir.Repeat:
+    return ir.Repeat(item, lo, hi)
+
+
+def opt(item: ir.Expr) -> ir.Repeat:
+    return ir.Repeat(item, 0, 1)
+
+
+def json_grammar(max_ws: int | None = None) -> ir.Grammar:
+    """JSON written in character-level rules, like llama.cpp's json.gbnf."""
+    ws = rep(chars(" ", "\t", "\n", "\r"), 0, max_ws)
+    escape = seq(
+        lit("\\"),
+        alt(chars('"', "\\", "/", "b", "f", "n", "r", "t"), seq(lit("u"), rep(chars("09", "af", "AF"), 4, 4))),
+    )
+    return grammar(
+        root=seq(ref("ws"), ref("value"), ref("ws")),
+        value=alt(ref("object"), ref("array"), ref("string"), ref("number"), lit("true"), lit("false"), lit("null")),
+        object=seq(
+            lit("{"), ref("ws"), opt(seq(ref("member"), rep(seq(lit(","), ref("ws"), ref("member"))))), lit("}")
+        ),
+        member=seq(ref("string"), ref("ws"), lit(":"), ref("ws"), ref("value"), ref("ws")),
+        array=seq(
+            lit("["),
+            ref("ws"),
+            opt(seq(ref("value"), ref("ws"), rep(seq(lit(","), ref("ws"), ref("value"), ref("ws"))))),
+            lit("]"),
+        ),
+        string=seq(lit('"'), rep(alt(chars('"', "\\", (0, 0x1F), negate=True), escape)), lit('"')),
+        number=seq(
+            opt(lit("-")),
+            alt(lit("0"), seq(chars("19"), rep(chars("09")))),
+            opt(seq(lit("."), rep(chars("09"), 1))),
+            opt(seq(chars("e", "E"), opt(chars("+", "-")), rep(chars("09"), 1))),
+        ),
+        ws=ws,
+    )
