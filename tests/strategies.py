@@ -111,12 +111,14 @@ def grammars(draw: st.DrawFn, alphabet: Alphabet = WIDE, max_rules: int = 5) -> 
     n = draw(st.integers(1, max_rules))
     names = [f"r{i}" for i in range(n)]
     body = exprs(names, alphabet, max_leaves=6)
+    refs = st.sampled_from(names).map(ir.Ref)
+    start = body | st.tuples(body, refs).map(ir.Seq) | st.tuples(refs, body).map(ir.Seq)
     rules: dict[str, ir.Expr] = {}
     for name in names:
         if draw(st.integers(0, 3)) == 0:
             rules[name] = draw(_recursive_rule(name, body))
         else:
-            rules[name] = draw(body)
+            rules[name] = draw(start if name == "r0" else body)
     return ir.Grammar(rules, "r0")
 
 
@@ -159,8 +161,14 @@ def _pieces(alphabet_hint: Sequence[bytes]) -> st.SearchStrategy[bytes]:
 
 @st.composite
 def vocabularies(draw: st.DrawFn, alphabet_hint: Sequence[bytes] = (b"a", b"b", "é".encode())) -> Vocab:
-    """10-60 tokens, some duplicated, 1-2 stop ids (text or none), 0-3 special ids."""
-    texts: list[bytes | None] = draw(st.lists(_pieces(alphabet_hint), min_size=10, max_size=60))
+    """10-60 tokens, some duplicated, 1-2 stop ids (text or none), 0-3 special ids.
+
+    Up to 8 hint pieces and 8 of their bytes are always in the vocabulary, so walks can move.
+    """
+    singles = sorted({h[i : i + 1] for h in alphabet_hint for i in range(len(h))})
+    texts: list[bytes | None] = [*alphabet_hint[:8], *singles[:8]]
+    texts += draw(st.lists(_pieces(alphabet_hint), min_size=max(0, 10 - len(texts)), max_size=60 - len(texts)))
+    texts = draw(st.permutations(texts))
     n = len(texts)
     for i in draw(st.lists(st.integers(0, n - 1), max_size=3)):  # duplicates
         texts[draw(st.integers(0, n - 1))] = texts[i]
@@ -211,7 +219,7 @@ class Walk:
 def token_walks(draw: st.DrawFn, matcher: ReferenceMatcher, vocab: Vocab, max_steps: int = 6) -> Walk:
     """Walk random allowed tokens (never a stop token), so every prefix on the way is viable."""
     walk = Walk([], b"")
-    for _ in range(draw(st.integers(1, max_steps))):
+    for _ in range(draw(st.sampled_from(range(1, max_steps + 1)))):
         allowed = matcher.mask(walk.prefix, vocab.tokens, vocab.stop_ids, vocab.special_ids)
         choices = [t for t, ok in enumerate(allowed) if ok and t not in vocab.stop_ids]
         if not choices:

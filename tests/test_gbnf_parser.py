@@ -92,17 +92,12 @@ def test_resource_limit_vector_parses() -> None:
     assert depth == 7  # six {0,99} around [^x]*
 
 
-@pytest.mark.xfail(
-    not hasattr(cfgmask, "compile"),
-    strict=True,
-    reason="TODO(lead): cfgmask.compile does not exist yet; finish this test with it",
-)
 def test_resource_limit_vector_fails_at_parse_or_compile() -> None:
     """llama.cpp rejects the six-deep {0,99} vector; we must reject it at parse or compile."""
     (record,) = [r for r in PARSER_VECTORS if r["name"] == RESOURCE_LIMIT]
+    vocab = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(256)])
     with pytest.raises((GrammarError, LimitError)):
-        grammar = Grammar.from_gbnf(record["grammar"])
-        cfgmask.compile(grammar)  # type: ignore[attr-defined]  # TODO(lead): real signature
+        cfgmask.compile(Grammar.from_gbnf(record["grammar"]), vocab)
 
 
 # -- whole grammars that must parse -----------------------------------------------------

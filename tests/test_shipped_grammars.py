@@ -172,6 +172,9 @@ def test_c_accepts_and_rejects() -> None:
             "char *s = \"hi\", c = 'x';",
             "double f(double x) { return x * 2.5e-3; }",
             "int g(int n) { if (n) return g(n - 1); else return 0; }",
+            "int f(int n) { for (int i = 0; i < n; ++i) { n -= i; } return(n)*2; }",
+            "void g(void) { x->y.z[3] = f(a, b)[1]; }",
+            "enum color { RED, GREEN = 2, };",
             "",
             C_PROGRAM,
         ],
@@ -208,6 +211,11 @@ def test_sql_accepts_and_rejects() -> None:
             "INSERT INTO t SELECT * FROM s",
             "UPDATE t SET a = a + 1, b = 'x' WHERE id = 3",
             "DELETE FROM t WHERE id = 3;",
+            (
+                "SELECT T1.name FROM head AS T1 JOIN management AS T2 ON T1.head_id = T2.head_id "
+                "WHERE T2.temporary_acting = 'Yes'"
+            ),
+            "SELECT a FROM t WHERE a NOT IN (1, 2, 3) AND EXISTS (SELECT 1 FROM s)",
             "SELECT\n  a,\n  b\nFROM\n  t\nWHERE\n  a <> 2",
         ],
         rejects=[

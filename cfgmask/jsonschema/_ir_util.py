@@ -1,0 +1,57 @@
+"""Small IR helpers shared by the JSON Schema front end."""
+
+from __future__ import annotations
+
+import re
+
+from .. import ir
+
+
+def fresh(rules: dict[str, ir.Expr], base: str) -> str:
+    """A rule name derived from ``base`` not yet used in ``rules`` (reserved on return)."""
+    base = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-")[:60] or "r"
+    name, n = base, 1
+    while name in rules:
+        n += 1
+        name = f"{base}-{n}"
+    rules[name] = ir.NOTHING  # reserved; the caller sets the body
+    return name
+
+
+def opt(e: ir.Expr) -> ir.Expr:
+    return ir.Repeat(e, 0, 1)
+
+
+def lit(s: str) -> ir.Literal:
+    return ir.Literal(s.encode("utf-8"))
+
+
+def char_lengths(e: ir.Expr, rules: dict[str, ir.Expr], seen: frozenset[str] = frozenset()) -> tuple[int, int | None]:
+    """The least and greatest number of characters of a character-level expression
+    (``None``: unbounded).  Recursion counts as unbounded."""
+    if isinstance(e, (ir.CharClass, ir.ByteClass)):
+        return 1, 1
+    if isinstance(e, ir.Literal):
+        n = len(e.data.decode("utf-8", "replace"))
+        return n, n
+    if isinstance(e, ir.Seq):
+        lo, hi = 0, 0
+        for x in e.items:
+            a, b = char_lengths(x, rules, seen)
+            lo += a
+            hi = None if hi is None or b is None else hi + b
+        return lo, hi
+    if isinstance(e, ir.Alt):
+        if not e.items:
+            return 0, 0
+        parts = [char_lengths(x, rules, seen) for x in e.items]
+        his = [b for _, b in parts]
+        return min(a for a, _ in parts), None if None in his else max(h for h in his if h is not None)
+    if isinstance(e, ir.Repeat):
+        a, b = char_lengths(e.item, rules, seen)
+        return a * e.lo, None if e.hi is None or b is None else b * e.hi
+    if isinstance(e, ir.Ref):
+        if e.name in seen:
+            return 0, None
+        return char_lengths(rules[e.name], rules, seen | {e.name})
+    return 0, None

@@ -1,0 +1,212 @@
+"""JSON's lexical layer as IR: whitespace policies, numbers, and the string encoding map.
+
+The one idea here is :func:`encode`: a JSON Schema constrains the *decoded*
+string, while the grammar sees the JSON text, where one character has several
+spellings (``é``, ``\\u00e9``, ``\\u00E9``; ``/`` and ``\\/``; astral characters
+as a surrogate pair).  ``encode`` maps a character-level expression (from the
+regex front end, a format, a key name) to the expression of *all* JSON
+spellings of its strings, character by character.  Because every spelling
+decodes to exactly one character and the spellings of different characters
+are disjoint (unpaired surrogate escapes are never produced), the image of a
+language L is exactly ``{json text t : decode(t) in L}``.
+
+Generic, unconstrained strings (``{"type": "string"}``) use ``JSON_CHAR``,
+which also admits unpaired ``\\uD800``-style escapes, as RFC 8259 and Python's
+``json`` do.  Wherever a string is counted or compared (lengths, patterns,
+formats, enum values, property names) only well-formed spellings are used, so
+``\\uD83D\\uDE00`` can only be read as one character.
+"""
+
+from __future__ import annotations
+
+from . import _ir_util as U
+from .. import ir
+from ..errors import GrammarError
+
+DIGIT = ir.ByteClass(((0x30, 0x39),))
+NONZERO = ir.ByteClass(((0x31, 0x39),))
+HEX = ir.ByteClass(((0x30, 0x39), (0x41, 0x46), (0x61, 0x66)))
+
+# Decoded character -> the letter after the backslash of its short escape.
+SHORT_ESCAPES = {0x22: b'"', 0x5C: b"\\", 0x2F: b"/", 0x08: b"b", 0x0C: b"f", 0x0A: b"n", 0x0D: b"r", 0x09: b"t"}
+RAW_OK = ((0x20, 0x21), (0x23, 0x5B), (0x5D, ir.MAX_CODE_POINT))  # no '"', '\\', controls
+ALL_CHARS = ((0, ir.MAX_CODE_POINT),)
+
+# Bounded whitespace ("default"): at most one newline per slot, then bounded indentation.
+MAX_INDENT = 128
+WHITESPACE_POLICIES = ("default", "compact", "any")
+
+
+def whitespace(policy: str) -> ir.Expr:
+    if policy == "compact":
+        return ir.EPSILON
+    if policy == "default":
+        indent = ir.Repeat(ir.ByteClass(((0x09, 0x09), (0x20, 0x20))), 0, MAX_INDENT)
+        newline = ir.seq(ir.Repeat(ir.Literal(b"\r"), 0, 1), ir.Literal(b"\n"), indent)
+        return ir.Alt((ir.EPSILON, ir.Literal(b" "), newline))
+    if policy == "any":
+        return ir.Repeat(ir.ByteClass(((0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20))), 0, None)
+    raise GrammarError(f"unknown whitespace policy {policy!r}; use one of {', '.join(WHITESPACE_POLICIES)}")
+
+
+# --------------------------------------------------------------------------- numbers
+
+JSON_INT = ir.Alt((ir.Literal(b"0"), ir.seq(NONZERO, ir.Repeat(DIGIT, 0, None))))
+JSON_NUMBER = ir.seq(
+    ir.Repeat(ir.Literal(b"-"), 0, 1),
+    JSON_INT,
+    ir.Repeat(ir.seq(ir.Literal(b"."), ir.Repeat(DIGIT, 1, None)), 0, 1),
+    ir.Repeat(
+        ir.seq(ir.ByteClass(((0x45, 0x45), (0x65, 0x65))), ir.Repeat(ir.ByteClass(((0x2B, 0x2B), (0x2D, 0x2D))), 0, 1),
+               ir.Repeat(DIGIT, 1, None)),
+        0,
+        1,
+    ),
+)
+
+# --------------------------------------------------------------------------- strings
+
+_HIGH = ((0xD800, 0xDBFF),)
+_LOW = ((0xDC00, 0xDFFF),)
+
+
+def _hex_digit_class(values: list[int]) -> ir.Expr:
+    ranges: list[tuple[int, int]] = []
+    for v in values:
+        if v < 10:
+            ranges.append((0x30 + v, 0x30 + v))
+        else:
+            ranges.append((0x61 + v - 10, 0x61 + v - 10))
+            ranges.append((0x41 + v - 10, 0x41 + v - 10))
+    return ir.ByteClass(ir.normalize_ranges(ranges, 0xFF))
+
+
+def _clip(ranges: tuple[tuple[int, int], ...], lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    return tuple((max(a, lo), min(b, hi)) for a, b in ranges if b >= lo and a <= hi)
+
+
+def hex_in(ranges: tuple[tuple[int, int], ...], width: int = 4) -> ir.Expr:
+    """Strings of ``width`` hex digits (either case) whose value lies in ``ranges``."""
+    ranges = ir.normalize_ranges(ranges, 16**width - 1)
+    if not ranges:
+        return ir.NOTHING
+    if ranges == ((0, 16**width - 1),):
+        return ir.Repeat(HEX, width, width) if width > 1 else HEX
+    if width == 1:
+        return _hex_digit_class([v for a, b in ranges for v in range(a, b + 1)])
+    size = 16 ** (width - 1)
+    groups: dict[tuple[tuple[int, int], ...], list[int]] = {}
+    for d in range(16):
+        sub = tuple((a - d * size, b - d * size) for a, b in _clip(ranges, d * size, d * size + size - 1))
+        if sub:
+            groups.setdefault(sub, []).append(d)
+    alts = [ir.seq(_hex_digit_class(ds), hex_in(sub, width - 1)) for sub, ds in groups.items()]
+    return ir.alt(*alts)
+
+
+def _pairs(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
+    """``\\uHHHH\\uLLLL`` surrogate pairs (after the first ``\\u``) for astral code points."""
+    groups: dict[tuple[tuple[int, int], ...], list[tuple[int, int]]] = {}
+    for a, b in _clip(ranges, 0x10000, ir.MAX_CODE_POINT):
+        a, b = a - 0x10000, b - 0x10000
+        ha, la, hb, lb = a >> 10, a & 0x3FF, b >> 10, b & 0x3FF
+        if ha == hb:
+            groups.setdefault(((la, lb),), []).append((ha, ha))
+            continue
+        groups.setdefault(((la, 0x3FF),), []).append((ha, ha))
+        if hb > ha + 1:
+            groups.setdefault(((0, 0x3FF),), []).append((ha + 1, hb - 1))
+        groups.setdefault(((0, lb),), []).append((hb, hb))
+    alts = []
+    for lows, highs in groups.items():
+        hi_set = tuple((0xD800 + x, 0xD800 + y) for x, y in highs)
+        lo_set = tuple((0xDC00 + x, 0xDC00 + y) for x, y in lows)
+        alts.append(ir.seq(hex_in(hi_set), ir.Literal(b"\\u"), hex_in(lo_set)))
+    return ir.alt(*alts) if alts else ir.NOTHING
+
+
+def encode_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
+    """Every JSON spelling of one character in ``ranges`` (well-formed: no lone surrogates)."""
+    ranges = ir.normalize_ranges(ranges)
+    raw = ir.normalize_ranges([r for r in _intersect(ranges, RAW_OK)])
+    short = sorted(letter[0] for cp, letter in SHORT_ESCAPES.items() if _contains(ranges, cp))
+    bmp = _intersect(ranges, ((0, 0xD7FF), (0xE000, 0xFFFF)))
+    astral = _intersect(ranges, ((0x10000, ir.MAX_CODE_POINT),))
+    escaped: list[ir.Expr] = []
+    if short:
+        escaped.append(ir.ByteClass(ir.normalize_ranges([(c, c) for c in short], 0xFF)))
+    u_alts = []
+    if bmp:
+        u_alts.append(hex_in(bmp))
+    if astral:
+        u_alts.append(_pairs(astral))
+    if u_alts:
+        escaped.append(ir.seq(ir.Literal(b"u"), ir.alt(*u_alts)))
+    alts: list[ir.Expr] = []
+    if raw:
+        alts.append(ir.CharClass(raw))
+    if escaped:
+        alts.append(ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)))
+    return ir.alt(*alts) if alts else ir.NOTHING
+
+
+def _contains(ranges: tuple[tuple[int, int], ...], cp: int) -> bool:
+    return any(a <= cp <= b for a, b in ranges)
+
+
+def _intersect(x: tuple[tuple[int, int], ...], y: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    out = [(max(a, c), min(b, d)) for a, b in x for c, d in y if max(a, c) <= min(b, d)]
+    return ir.normalize_ranges(out)
+
+
+# Any one character, every spelling; generic string characters (lone surrogate escapes too).
+ENC_ANY = encode_class(ALL_CHARS)
+JSON_CHAR = ir.Alt(
+    (
+        ir.CharClass(RAW_OK),
+        ir.seq(ir.Literal(b"\\"), ir.alt(ir.ByteClass(ir.normalize_ranges([(c[0], c[0]) for c in SHORT_ESCAPES.values()], 0xFF)),
+                                          ir.seq(ir.Literal(b"u"), ir.Repeat(HEX, 4, 4)))),
+    )
+)
+
+
+def encode_text(text: str) -> ir.Expr:
+    """Every JSON spelling (without quotes) of exactly the string ``text``."""
+    return ir.seq(*(encode_class(((ord(c), ord(c)),)) for c in text)) if text else ir.EPSILON
+
+
+class Encoder:
+    """Maps character-level expressions (and the rules they use) to JSON-spelling expressions."""
+
+    def __init__(self, rules: dict[str, ir.Expr], prefix: str) -> None:
+        self.rules = rules
+        self.prefix = prefix
+        self.done: dict[str, str] = {}
+
+    def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:
+        if isinstance(e, ir.CharClass):
+            return encode_class(e.ranges)
+        if isinstance(e, ir.Literal):
+            try:
+                return encode_text(e.data.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise GrammarError("a pattern literal is not valid UTF-8") from None
+        if isinstance(e, ir.ByteClass):
+            if all(b < 0x80 for _, b in e.ranges):
+                return encode_class(e.ranges)
+            raise GrammarError("a pattern matches raw bytes, not characters")
+        if isinstance(e, ir.Seq):
+            return ir.seq(*(self.encode(x, source) for x in e.items)) if e.items else ir.EPSILON
+        if isinstance(e, ir.Alt):
+            return ir.alt(*(self.encode(x, source) for x in e.items)) if e.items else ir.NOTHING
+        if isinstance(e, ir.Repeat):
+            return ir.Repeat(self.encode(e.item, source), e.lo, e.hi)
+        if isinstance(e, ir.Ref):
+            if source is None or e.name not in source:
+                raise GrammarError(f"pattern refers to unknown rule {e.name!r}")
+            if e.name not in self.done:
+                name = U.fresh(self.rules, f"{self.prefix}-{e.name}")
+                self.done[e.name] = name
+                self.rules[name] = self.encode(source[e.name], source)
+            return ir.Ref(self.done[e.name])
+        raise GrammarError(f"cannot use {type(e).__name__} inside a string pattern")

@@ -1,0 +1,133 @@
+"""The C engine against the pure-Python reference, bit for bit.
+
+Random grammars (left recursion, nullable rules, nested repetition, UTF-8
+classes, unproductive rules), random vocabularies (split UTF-8, invalid UTF-8,
+duplicates, special and stop tokens) and random viable prefixes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import cfgmask
+from cfgmask import ir
+
+from .reference import ReferenceMatcher
+from .strategies import Vocab, grammar_alphabet, grammars, token_walks, vocabularies
+
+
+def _vocab(v: Vocab) -> cfgmask.Vocabulary:
+    return cfgmask.Vocabulary.from_token_bytes(
+        v.tokens, stop_token_ids=v.stop_ids, special_token_ids=v.special_ids
+    )
+
+
+def _compile_or_none(g: ir.Grammar, vocab: cfgmask.Vocabulary, ref: ReferenceMatcher):
+    """Compile; an empty language must be a GrammarError, and only then."""
+    if not ref.is_prefix(b""):
+        with pytest.raises(cfgmask.GrammarError, match="language is empty"):
+            cfgmask.compile(g, vocab)
+        return None
+    return cfgmask.compile(g, vocab)
+
+
+def _mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
+    mask = cfgmask.allocate_bitmask(1, size)
+    m.fill_bitmask(mask)
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[:size]
+    return [bool(b) for b in bits]
+
+
+@st.composite
+def cases(draw: st.DrawFn):
+    g = draw(grammars())
+    v = draw(vocabularies(grammar_alphabet(g) or [b"a"]))
+    return g, v
+
+
+@given(cases(), st.data())
+def test_masks_equal_reference(case, data) -> None:
+    g, v = case
+    ref = ReferenceMatcher(g)
+    vocab = _vocab(v)
+    compiled = _compile_or_none(g, vocab, ref)
+    if compiled is None:
+        return
+    walk = data.draw(token_walks(ref, v))
+    m = cfgmask.Matcher(compiled)
+    prefix = b""
+    for t in [*walk.token_ids, None]:
+        expected = ref.mask(prefix, v.tokens, v.stop_ids, v.special_ids)
+        assert _mask_bools(m, vocab.size) == expected, f"prefix {prefix!r}"
+        assert m.is_accepting() == ref.accepts(prefix)
+        if t is None:
+            break
+        assert m.accept_token(t)
+        prefix += v.tokens[t] or b""
+
+
+@given(cases(), st.data())
+def test_rejected_tokens_leave_state_unchanged(case, data) -> None:
+    g, v = case
+    ref = ReferenceMatcher(g)
+    vocab = _vocab(v)
+    compiled = _compile_or_none(g, vocab, ref)
+    if compiled is None:
+        return
+    m = cfgmask.Matcher(compiled)
+    before = _mask_bools(m, vocab.size)
+    for t, ok in enumerate(before):
+        if not ok:
+            assert not m.accept_token(t)
+    assert _mask_bools(m, vocab.size) == before
+
+
+@given(cases(), st.data())
+def test_rollback_and_fork_restore_masks(case, data) -> None:
+    g, v = case
+    ref = ReferenceMatcher(g)
+    vocab = _vocab(v)
+    compiled = _compile_or_none(g, vocab, ref)
+    if compiled is None:
+        return
+    walk = data.draw(token_walks(ref, v))
+    m = cfgmask.Matcher(compiled)
+    masks = [_mask_bools(m, vocab.size)]
+    forks = [m.fork()]
+    for t in walk.token_ids:
+        assert m.accept_token(t)
+        masks.append(_mask_bools(m, vocab.size))
+        forks.append(m.fork())
+    for k in range(len(walk.token_ids), 0, -1):
+        m.rollback(1)
+        assert _mask_bools(m, vocab.size) == masks[k - 1]
+    for f, expected in zip(forks, masks):
+        assert _mask_bools(f, vocab.size) == expected
+
+
+@given(cases(), st.randoms(use_true_random=False))
+def test_random_logit_generation_stays_in_language(case, rnd) -> None:
+    g, v = case
+    ref = ReferenceMatcher(g)
+    vocab = _vocab(v)
+    compiled = _compile_or_none(g, vocab, ref)
+    if compiled is None:
+        return
+    m = cfgmask.Matcher(compiled)
+    out = b""
+    for _ in range(12):
+        allowed = np.flatnonzero(_mask_bools(m, vocab.size))
+        assert allowed.size > 0, f"empty mask after {out!r}"
+        logits = np.array([rnd.gauss(0, 1) for _ in range(vocab.size)])
+        t = int(allowed[np.argmax(logits[allowed])])
+        assert m.accept_token(t)
+        if t in vocab.stop_ids:
+            assert ref.accepts(out)
+            assert m.is_terminated()
+            return
+        out += vocab.tokens[t]
+        assert ref.is_prefix(out)
+    assert ref.is_prefix(out)
