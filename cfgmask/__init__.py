@@ -1,10 +1,10 @@
 """cfgmask: grammar-constrained decoding masks from a C core.
 
-    vocab = cfgmask.Vocabulary.from_huggingface(tokenizer)
-    compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(text), vocab)
-    matcher = cfgmask.Matcher(compiled)
-    mask = cfgmask.allocate_bitmask(1, vocab.size)
-    matcher.fill_bitmask(mask, 0); ...; matcher.accept_token(t)
+vocab = cfgmask.Vocabulary.from_huggingface(tokenizer)
+compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(text), vocab)
+matcher = cfgmask.Matcher(compiled)
+mask = cfgmask.allocate_bitmask(1, vocab.size)
+matcher.fill_bitmask(mask, 0); ...; matcher.accept_token(t)
 """
 
 from .automata import CompileLimits

@@ -32,12 +32,12 @@ from .utf8 import byte_sequences
 
 @dataclass(frozen=True)
 class CompileLimits:
-    max_dfa_states: int = 20_000          # one rule's automaton
-    max_total_states: int = 2_000_000     # all rules together
-    max_repeat_product: int = 10**9       # product of nested repetition bounds
+    max_dfa_states: int = 20_000  # one rule's automaton
+    max_total_states: int = 2_000_000  # all rules together
+    max_repeat_product: int = 10**9  # product of nested repetition bounds
     max_rules: int = 1_000_000
-    inline_max_states: int = 2_000        # largest automaton copied into a caller
-    unroll_budget: int = 1_024            # repetitions below this size are unrolled
+    inline_max_states: int = 2_000  # largest automaton copied into a caller
+    unroll_budget: int = 1_024  # repetitions below this size are unrolled
 
 
 @dataclass
@@ -134,7 +134,9 @@ class _RepeatRewriter:
             raise LimitError(f"grammar exceeds max_rules={self.limits.max_rules}", limit="max_rules")
 
         def exact(n: int) -> ir.Expr:
-            return ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1]) if n else ir.EPSILON
+            return (
+                ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1]) if n else ir.EPSILON
+            )
 
         def upto(m: int) -> ir.Expr:
             if m == 0:

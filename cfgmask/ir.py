@@ -101,9 +101,7 @@ def normalize_ranges(
     return tuple(out)
 
 
-def complement_ranges(
-    ranges: tuple[tuple[int, int], ...], top: int = MAX_CODE_POINT
-) -> tuple[tuple[int, int], ...]:
+def complement_ranges(ranges: tuple[tuple[int, int], ...], top: int = MAX_CODE_POINT) -> tuple[tuple[int, int], ...]:
     """The ranges of ``[0, top]`` not covered by normalized ``ranges``."""
     out: list[tuple[int, int]] = []
     nxt = 0

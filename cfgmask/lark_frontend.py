@@ -80,7 +80,7 @@ START = "<start>"
 # patterns whose ``re.match`` is the same at every position.  Both right-hand
 # sides are prefix-free, so the IR translation is exact for them.
 _EQUIVALENT = {
-    # common.ESCAPED_STRING: the shortest match ends at the first quote preceded by an even run of backslashes.
+    # common.ESCAPED_STRING: ends at the first quote after an even run of backslashes.
     r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
     # common.C_COMMENT: ends at the first "*/".
     r"/\*(?:.|\n)*?\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
@@ -134,7 +134,8 @@ def _lark_error(message: str, text: str, offset: int | None = None) -> GrammarEr
         return GrammarError(message, line=line, column=column, context=context)
     if offset is None:
         names = re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", message)
-        offset = next((o for o in (_first(text, rf"\b{re.escape(n)}\b") for n in names) if o is not None), None)
+        found_at = (_first(text, rf"\b{re.escape(n)}\b") for n in names)
+        offset = next((o for o in found_at if o is not None), None)
     if offset is None:
         return GrammarError(message)
     return GrammarError.at(message, text, offset)
@@ -161,8 +162,7 @@ class _Builder:
         rules: dict[str, ir.Expr] = {}
         used_terminals: set[str] = set(self.ignore)
         for name in self._reachable_rules():
-            alternatives = [self._expansion(e, used_terminals) for e in self.expansions[name]]
-            rules[name] = ir.alt(*alternatives) if len(alternatives) != 1 else alternatives[0]
+            rules[name] = ir.alt(*(self._expansion(e, used_terminals) for e in self.expansions[name]))
         for name in sorted(used_terminals):
             rules[name] = self._terminal(name)
         if self.ignore:
@@ -215,15 +215,20 @@ class _Builder:
         try:
             return regex_to_expr(_EQUIVALENT.get(regexp, regexp), anchors=False)
         except GrammarError as e:
-            raise GrammarError.at(f"terminal {name}: {e.message}", self.text, self._locate(name, pattern)) from None
+            where = self._locate(name, pattern)
+            raise GrammarError.at(f"terminal {name}: {e.message}", self.text, where) from None
 
     def _locate(self, name: str, pattern: object) -> int:
         """Where terminal ``name`` is written: its regex literal, its definition, or its import."""
         raw = getattr(pattern, "raw", None)
-        candidates = [re.escape(raw)] if raw else []
-        candidates += [rf"^\s*{re.escape(name)}\s*(\.\s*-?\d+\s*)?:", rf"%import\b[^\n]*\b{re.escape(name)}\b"]
+        word = re.escape(name)
+        candidates = [f"(?P<at>{re.escape(raw)})"] if raw else []
+        candidates += [
+            rf"^[ \t]*(?P<at>{word})[ \t]*(\.[ \t]*-?\d+[ \t]*)?:",
+            rf"%import\b[^\n]*\b(?P<at>{word})\b",
+        ]
         for candidate in candidates:
-            offset = _first(self.text, candidate)
-            if offset is not None:
-                return offset + len(self.text[offset:]) - len(self.text[offset:].lstrip())
+            m = re.search(candidate, self.text, re.MULTILINE)
+            if m:
+                return m.start("at")
         return 0

@@ -81,15 +81,19 @@ def parse_regex(pattern: str, flags: int = 0) -> ir.Grammar:
     return ir.Grammar({"root": regex_to_expr(pattern, flags)}, "root", meta={"regex": pattern})
 
 
-def regex_to_expr(pattern: str, flags: int = 0) -> ir.Expr:
-    """The IR expression for ``pattern`` (``re`` flags in ``flags``); raises GrammarError."""
+def regex_to_expr(pattern: str, flags: int = 0, *, anchors: bool = True) -> ir.Expr:
+    """The IR expression for ``pattern`` (``re`` flags in ``flags``); raises GrammarError.
+
+    ``anchors=False`` rejects every anchor (for patterns used with ``re.match(text, pos)``,
+    where ``^`` and ``$`` refer to the whole text rather than to the match).
+    """
     if flags & _L:
         raise GrammarError("the LOCALE flag is not supported")
     try:
         tree = _sre_parse.parse(pattern, flags)
     except re.error as e:
         raise GrammarError.at(f"invalid regular expression: {e.msg}", pattern, e.pos or 0) from None
-    return _Translator(pattern, tree.state.flags).sequence(list(tree), tree.state.flags, ZERO, ZERO)
+    return _Translator(pattern, tree.state.flags, anchors).sequence(list(tree), tree.state.flags, ZERO, ZERO)
 
 
 # --------------------------------------------------------------------------- code-point sets
@@ -159,7 +163,8 @@ def char_set(node: Node, flags: int) -> tuple[tuple[int, int], ...]:
     """Code points matched by a one-character node (LITERAL, NOT_LITERAL, ANY, IN)."""
     op, av = node
     if op is _c.ANY:
-        return _without_surrogates(((0, ir.MAX_CODE_POINT),) if flags & _S else ((0, 9), (11, ir.MAX_CODE_POINT)))
+        everything = ((0, ir.MAX_CODE_POINT),) if flags & _S else ((0, 9), (11, ir.MAX_CODE_POINT))
+        return _without_surrogates(everything)
     items = (
         [(_c.LITERAL, av)]
         if op is _c.LITERAL
@@ -229,8 +234,9 @@ def _join(a: str, b: str) -> str:
 class _Translator:
     """Walks the parse tree; ``before``/``after`` say what surrounds a node in any match."""
 
-    def __init__(self, pattern: str, global_flags: int) -> None:
+    def __init__(self, pattern: str, global_flags: int, anchors: bool = True) -> None:
         self.pattern = pattern
+        self.anchors = anchors
         self.verbose = bool(global_flags & re.VERBOSE)
         self.seen: dict[str, int] = {}
 
@@ -290,6 +296,10 @@ class _Translator:
         if kind == "boundary":
             raise self.error(r"word-boundary assertions (\b, \B) are not supported", kind)
         side = before if start else after
+        if not self.anchors:
+            raise self.error(
+                r"anchors (^ $ \A \Z) are not supported in a pattern matched inside a text", kind
+            )
         name = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$"}.get(at, r"\Z")
         if side == ZERO:
             return ir.EPSILON

@@ -97,8 +97,7 @@ def _default_stops(named: Mapping[str, int], eos: Iterable[int | None]) -> list[
     stops += [named[s] for s in (*END_OF_TEXT_NAMES, *END_OF_TURN_NAMES) if s in named]
     if not stops:
         raise VocabularyError(
-            "cannot tell which token ends generation (no EOS and no known end token); "
-            "pass stop_token_ids=[...]"
+            "cannot tell which token ends generation (no EOS and no known end token); pass stop_token_ids=[...]"
         )
     return stops
 
@@ -153,9 +152,7 @@ class Vocabulary:
         special.update(i for i, t in enumerate(out) if not t)
         self._set(tuple(out), frozenset(special), tuple(sorted(stops)), scheme)
 
-    def _set(
-        self, tokens: tuple[bytes, ...], special: frozenset[int], stops: tuple[int, ...], scheme: str
-    ) -> None:
+    def _set(self, tokens: tuple[bytes, ...], special: frozenset[int], stops: tuple[int, ...], scheme: str) -> None:
         self.size = len(tokens)
         self.tokens = tokens
         self.special_ids = special
@@ -354,9 +351,7 @@ class Vocabulary:
     def __setstate__(self, state: dict[str, Any]) -> None:
         if state.get("version") != 1:
             raise VocabularyError(f"unknown pickled Vocabulary version {state.get('version')!r}")
-        self._set(
-            tuple(state["tokens"]), frozenset(state["special_ids"]), tuple(state["stop_ids"]), state["scheme"]
-        )
+        self._set(tuple(state["tokens"]), frozenset(state["special_ids"]), tuple(state["stop_ids"]), state["scheme"])
 
     def __repr__(self) -> str:
         n_text = self.size - len(self.special_ids)

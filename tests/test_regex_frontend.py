@@ -133,7 +133,28 @@ def test_surrogates_never_match() -> None:
 
 # --------------------------------------------------------------------------- hypothesis
 
-ALPHABET = ["a", "b", "A", "k", "K", "\u212a", "ß", "ẞ", "s", "S", "\n", "é", "É", "1", "٣", " ", "_", "-", "σ", "ς"]
+ALPHABET = [
+    "a",
+    "b",
+    "A",
+    "k",
+    "K",
+    "\u212a",
+    "ß",
+    "ẞ",
+    "s",
+    "S",
+    "\n",
+    "é",
+    "É",
+    "1",
+    "٣",
+    " ",
+    "_",
+    "-",
+    "σ",
+    "ς",
+]
 
 
 def _escape(ch: str) -> str:
@@ -156,7 +177,9 @@ def _class(draw: st.DrawFn) -> str:
 
 @st.composite
 def atoms(draw: st.DrawFn) -> str:
-    kind = draw(st.sampled_from(["lit", "lit", "class", "dot", "cat", "lit", "lit", "class", "dot", "cat", "anchor"]))
+    kind = draw(
+        st.sampled_from(["lit", "lit", "class", "dot", "cat", "lit", "lit", "class", "dot", "cat", "anchor"])
+    )
     if kind == "anchor":  # accepted only where the front end can prove what it means
         return draw(st.sampled_from(["^", "$", r"\A", r"\Z"]))
     if kind == "lit":

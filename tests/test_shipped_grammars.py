@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import cfgmask
 from cfgmask import ir
 from cfgmask.gbnf import parse_gbnf
 
@@ -30,6 +31,12 @@ def test_parses_and_says_what_it_is_for(path: Path) -> None:
     g = parse_gbnf(text)
     assert g.start == "root"
     assert "redefined_rules" not in g.meta
+
+
+@pytest.mark.parametrize("path", SHIPPED_GBNF, ids=lambda p: p.name)
+def test_compiles(path: Path) -> None:
+    vocab = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(256)])
+    cfgmask.compile(cfgmask.Grammar.from_gbnf(path.read_text(encoding="utf-8")), vocab)
 
 
 def test_expected_grammars_are_shipped() -> None:
@@ -177,6 +184,7 @@ def test_c_accepts_and_rejects() -> None:
             "enum color { RED, GREEN = 2, };",
             "",
             C_PROGRAM,
+            "void f() {" + "\n" * 100 + "}",
         ],
         rejects=[
             "void f(int a {}",
@@ -186,7 +194,8 @@ def test_c_accepts_and_rejects() -> None:
             "void f() { if x { } }",
             "int 1x;",
             "int f() { x = ; }",
-            "void f() {" + " " * 65 + "}",
+            "void f() { /* unclosed }",
+            "int main() { return 0; } }",
         ],
     )
 

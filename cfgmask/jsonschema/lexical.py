@@ -57,8 +57,11 @@ JSON_NUMBER = ir.seq(
     JSON_INT,
     ir.Repeat(ir.seq(ir.Literal(b"."), ir.Repeat(DIGIT, 1, None)), 0, 1),
     ir.Repeat(
-        ir.seq(ir.ByteClass(((0x45, 0x45), (0x65, 0x65))), ir.Repeat(ir.ByteClass(((0x2B, 0x2B), (0x2D, 0x2D))), 0, 1),
-               ir.Repeat(DIGIT, 1, None)),
+        ir.seq(
+            ir.ByteClass(((0x45, 0x45), (0x65, 0x65))),
+            ir.Repeat(ir.ByteClass(((0x2B, 0x2B), (0x2D, 0x2D))), 0, 1),
+            ir.Repeat(DIGIT, 1, None),
+        ),
         0,
         1,
     ),
@@ -164,8 +167,13 @@ ENC_ANY = encode_class(ALL_CHARS)
 JSON_CHAR = ir.Alt(
     (
         ir.CharClass(RAW_OK),
-        ir.seq(ir.Literal(b"\\"), ir.alt(ir.ByteClass(ir.normalize_ranges([(c[0], c[0]) for c in SHORT_ESCAPES.values()], 0xFF)),
-                                          ir.seq(ir.Literal(b"u"), ir.Repeat(HEX, 4, 4)))),
+        ir.seq(
+            ir.Literal(b"\\"),
+            ir.alt(
+                ir.ByteClass(ir.normalize_ranges([(c[0], c[0]) for c in SHORT_ESCAPES.values()], 0xFF)),
+                ir.seq(ir.Literal(b"u"), ir.Repeat(HEX, 4, 4)),
+            ),
+        ),
     )
 )
 

@@ -1,0 +1,343 @@
+"""Exact regular languages of JSON numbers in an interval, digit by digit.
+
+No enumeration: a bound with d digits yields an expression of size O(d).
+
+Which spellings are accepted
+----------------------------
+* No bounds, not integer: every JSON number (RFC 8259 grammar).
+* Otherwise two spellings, each exact for its values:
+
+  - plain decimal ``-?(0|[1-9]\\d*)(\\.\\d+)?`` -- what ``json.dumps`` writes for
+    every int and for floats with ``1e-4 <= |x| < 1e16``;
+  - normalized scientific ``-?[1-9](\\.\\d+)?[eE][+-]?\\d+`` (one nonzero digit
+    before the point; any exponent spelling, leading zeros too) -- what
+    ``json.dumps`` (``repr``) writes for the other floats.
+
+  Other spellings of the same value (``10e3``, ``0.5e1``) are not accepted
+  under bounds.  For ``integer`` the plain form may end in ``.0+`` (Python
+  writes integral floats as ``3.0``), and the scientific form is accepted for
+  exponents >= 16 with at most 16 fraction digits -- exactly how Python writes
+  an integral float of 1e16 and above.  Every accepted string denotes an
+  integer; every ``json.dumps`` spelling of an integer value is accepted.
+
+Bounds are compared as exact decimals: a float bound is read as its shortest
+``repr`` (``0.1`` is ``Decimal("0.1")``), which orders the same way as the
+floats ``json.loads`` produces for the ``repr`` of a float.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from .. import ir
+from ._ir_util import opt
+from .lexical import DIGIT, JSON_NUMBER, NONZERO
+
+ZERO_RUN = ir.Repeat(ir.Literal(b"0"), 1, None)
+MAX_INT_SCI_FRACTION = 16
+MIN_INT_SCI_EXPONENT = 16
+
+
+def _digits(lo: int, hi: int) -> ir.Expr:
+    return ir.ByteClass(((0x30 + lo, 0x30 + hi),)) if lo <= hi else ir.NOTHING
+
+
+def _fixed(a: str, b: str) -> ir.Expr:
+    """Digit strings of length ``len(a) == len(b)`` between ``a`` and ``b`` inclusive."""
+    if a == b:
+        return ir.Literal(a.encode()) if a else ir.EPSILON
+    i = 0
+    while a[i] == b[i]:
+        i += 1
+    head = ir.Literal(a[:i].encode()) if i else ir.EPSILON
+    rest = len(a) - i - 1
+    da, db = int(a[i]), int(b[i])
+    tail_a, tail_b = a[i + 1 :], b[i + 1 :]
+    lo_full = tail_a == "0" * rest
+    hi_full = tail_b == "9" * rest
+    free = ir.Repeat(DIGIT, rest, rest)
+    alts: list[ir.Expr] = []
+    mid_lo = da if lo_full else da + 1
+    mid_hi = db if hi_full else db - 1
+    if not lo_full:
+        alts.append(ir.seq(_digits(da, da), _fixed(tail_a, "9" * rest)))
+    if mid_lo <= mid_hi:
+        alts.append(ir.seq(_digits(mid_lo, mid_hi), free) if rest else _digits(mid_lo, mid_hi))
+    if not hi_full:
+        alts.append(ir.seq(_digits(db, db), _fixed("0" * rest, tail_b)))
+    return ir.seq(head, ir.alt(*alts))
+
+
+def uint_range(lo: int, hi: int | None) -> ir.Expr:
+    """Canonical decimal integers (no leading zeros) in ``[lo, hi]`` (``hi=None``: unbounded)."""
+    lo = max(lo, 0)
+    if hi is not None and hi < lo:
+        return ir.NOTHING
+    alts: list[ir.Expr] = []
+    if lo == 0:
+        alts.append(ir.Literal(b"0"))
+        lo = 1
+        if hi == 0:
+            return alts[0]
+    sa = str(lo)
+    la = len(sa)
+    if hi is None:
+        alts.append(_fixed(sa, "9" * la))
+        alts.append(ir.seq(NONZERO, ir.Repeat(DIGIT, la, None)))
+        return ir.alt(*alts)
+    sb = str(hi)
+    lb = len(sb)
+    if la == lb:
+        alts.append(_fixed(sa, sb))
+    else:
+        alts.append(_fixed(sa, "9" * la))
+        if lb - la >= 2:
+            alts.append(ir.seq(NONZERO, ir.Repeat(DIGIT, la, lb - 2)))
+        alts.append(_fixed("1" + "0" * (lb - 1), sb))
+    return ir.alt(*alts)
+
+
+def uint_lz(lo: int, hi: int | None) -> ir.Expr:
+    """Digit strings, leading zeros allowed, whose value is in ``[lo, hi]``."""
+    if hi is not None and hi < lo:
+        return ir.NOTHING
+    zeros = ir.Repeat(ir.Literal(b"0"), 0, None)
+    alts: list[ir.Expr] = []
+    if lo <= 0:
+        alts.append(ZERO_RUN)
+        lo = 1
+    if hi is None or hi >= lo:
+        alts.append(ir.seq(zeros, uint_range(lo, hi)))
+    return ir.alt(*alts)
+
+
+def exponent_range(lo: int | None, hi: int | None) -> ir.Expr:
+    """Exponent text ``[+-]?\\d+`` whose value is in ``[lo, hi]`` (None: unbounded)."""
+    alts: list[ir.Expr] = []
+    nn_lo = 0 if lo is None else max(lo, 0)
+    if hi is None or hi >= nn_lo:
+        alts.append(ir.seq(opt(ir.Literal(b"+")), uint_lz(nn_lo, hi)))
+    if (lo is None or lo <= 0) and (hi is None or hi >= 0):
+        alts.append(ir.seq(ir.Literal(b"-"), ZERO_RUN))
+    neg_hi = -1 if hi is None else min(hi, -1)
+    if lo is None or lo <= neg_hi:
+        alts.append(ir.seq(ir.Literal(b"-"), uint_lz(-neg_hi, None if lo is None else -lo)))
+    return ir.alt(*alts) if alts else ir.NOTHING
+
+
+def _frac_digits(x: Decimal) -> str:
+    """The digits after the point of a nonnegative decimal, trailing zeros stripped."""
+    text = format(x, "f")
+    return text.partition(".")[2].rstrip("0")
+
+
+def _frac(a: str | None, ai: bool, b: str | None, bi: bool, maxlen: int | None) -> tuple[bool, ir.Expr]:
+    """Digit strings s with ``0.a <(=) 0.s <(=) 0.b``; ``a=None``: no lower bound,
+    ``b=None``: no upper bound.  Returns (whether s may be empty, expression for nonempty s).
+    ``a``/``b`` have no trailing zeros; at most ``maxlen`` digits."""
+    return _frac_at(a, ai, b, bi, 0, a is not None, b is not None, maxlen)
+
+
+def _free(n_min: int, maxlen: int | None, used: int) -> ir.Expr:
+    hi = None if maxlen is None else maxlen - used
+    if hi is not None and hi < n_min:
+        return ir.NOTHING
+    return ir.Repeat(DIGIT, n_min, hi)
+
+
+def _frac_at(
+    a: str | None, ai: bool, b: str | None, bi: bool, i: int, tl: bool, th: bool, maxlen: int | None
+) -> tuple[bool, ir.Expr]:
+    at_limit = maxlen is not None and i >= maxlen
+    if not tl and not th:
+        return True, (ir.NOTHING if at_limit else _free(1, maxlen, i))
+    ar = a[i:] if tl and a is not None else ""
+    br = b[i:] if th and b is not None else ""
+    empty_ok = (not tl or (ar == "" and ai)) and (not th or br != "" or bi)
+    if at_limit:
+        return empty_ok, ir.NOTHING
+    if tl and ar == "" and not th:  # equal to a so far, a exhausted
+        if ai:
+            return empty_ok, _free(1, maxlen, i)
+        return empty_ok, _nonzero_somewhere(None if maxlen is None else maxlen - i)
+    if th and br == "":  # equal to b so far, b exhausted: only zeros may follow
+        ok = bi and (not tl or (ar == "" and ai))
+        return ok, (ir.Repeat(ir.Literal(b"0"), 1, None if maxlen is None else maxlen - i) if ok else ir.NOTHING)
+    lo_d = int(ar[0]) if tl and ar else 0
+    hi_d = int(br[0]) if th and br else (0 if th else 9)
+    alts: list[ir.Expr] = []
+    for d in sorted({lo_d, hi_d}):
+        if lo_d <= d <= hi_d:
+            ntl = tl and d == lo_d
+            nth = th and d == hi_d
+            if not ntl and not nth:
+                continue
+            e_ok, nonempty = _frac_at(a, ai, b, bi, i + 1, ntl, nth, maxlen)
+            rest = ir.alt(ir.EPSILON, nonempty) if e_ok else nonempty
+            alts.append(ir.seq(_digits(d, d), rest))
+    inner_lo, inner_hi = lo_d + (1 if tl else 0), hi_d - (1 if th else 0)
+    if tl and not th:
+        inner_hi = 9
+    if th and not tl:
+        inner_lo = 0
+    if inner_lo <= inner_hi:
+        alts.append(ir.seq(_digits(inner_lo, inner_hi), _free(0, maxlen, i + 1)))
+    return empty_ok, ir.alt(*alts) if alts else ir.NOTHING
+
+
+def _nonzero_somewhere(limit: int | None) -> ir.Expr:
+    """Digit strings of length 1..limit with a nonzero digit."""
+    if limit is None:
+        return ir.seq(ir.Repeat(ir.Literal(b"0"), 0, None), NONZERO, ir.Repeat(DIGIT, 0, None))
+    alts = [ir.seq(NONZERO, ir.Repeat(DIGIT, 0, limit - 1))]
+    if limit >= 2:
+        alts.append(ir.seq(ir.Literal(b"0"), _nonzero_somewhere(limit - 1)))
+    return ir.alt(*alts)
+
+
+def _with_frac(head: ir.Expr, frac: tuple[bool, ir.Expr]) -> ir.Expr:
+    empty_ok, nonempty = frac
+    tail = ir.seq(ir.Literal(b"."), nonempty) if nonempty != ir.NOTHING else ir.NOTHING
+    if empty_ok:
+        tail = ir.alt(ir.EPSILON, tail) if tail != ir.NOTHING else ir.EPSILON
+    if tail == ir.NOTHING or head == ir.NOTHING:
+        return ir.NOTHING
+    return ir.seq(head, tail)
+
+
+def _empty(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool) -> bool:
+    return hi is not None and (hi < lo or (hi == lo and not (lo_incl and hi_incl)))
+
+
+def plain_nonneg(
+    lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool, maxlen: int | None = None
+) -> ir.Expr:
+    """Plain decimals ``I(.F)?`` (no sign) with value in the interval; ``lo >= 0``."""
+    if _empty(lo, lo_incl, hi, hi_incl):
+        return ir.NOTHING
+    if integer:
+        a = int(lo.to_integral_value(rounding="ROUND_CEILING"))
+        if not lo_incl and a == lo:
+            a += 1
+        b = None
+        if hi is not None:
+            b = int(hi.to_integral_value(rounding="ROUND_FLOOR"))
+            if not hi_incl and b == hi:
+                b -= 1
+        body = uint_range(a, b)
+        return ir.NOTHING if body == ir.NOTHING else ir.seq(body, opt(ir.seq(ir.Literal(b"."), ZERO_RUN)))
+    i_lo, f_lo = int(lo), _frac_digits(lo - int(lo))
+    any_frac = _frac(None, True, None, True, maxlen)
+    if hi is None:
+        return ir.alt(
+            _with_frac(uint_range(i_lo, i_lo), _frac(f_lo, lo_incl, None, True, maxlen)),
+            _with_frac(uint_range(i_lo + 1, None), any_frac),
+        )
+    i_hi, f_hi = int(hi), _frac_digits(hi - int(hi))
+    if i_lo == i_hi:
+        return _with_frac(uint_range(i_lo, i_lo), _frac(f_lo, lo_incl, f_hi, hi_incl, maxlen))
+    return _alt_live(
+        _with_frac(uint_range(i_lo, i_lo), _frac(f_lo, lo_incl, None, True, maxlen)),
+        _with_frac(uint_range(i_lo + 1, i_hi - 1), any_frac),
+        _with_frac(uint_range(i_hi, i_hi), _frac("", True, f_hi, hi_incl, maxlen)),
+    )
+
+
+def _alt_live(*items: ir.Expr) -> ir.Expr:
+    live = [x for x in items if x != ir.NOTHING]
+    return ir.alt(*live) if live else ir.NOTHING
+
+
+def _normalize(v: Decimal) -> tuple[Decimal, int]:
+    e = v.adjusted()
+    return v.scaleb(-e), e
+
+
+def sci_positive(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool) -> ir.Expr:
+    """Normalized scientific spellings of positive values in the interval (``lo >= 0``)."""
+    if _empty(lo, lo_incl, hi, hi_incl) or hi == 0:
+        return ir.NOTHING
+    maxlen = MAX_INT_SCI_FRACTION if integer else None
+    e_floor = MIN_INT_SCI_EXPONENT if integer else None
+
+    def mant(mlo: Decimal, mli: bool, mhi: Decimal, mhi_incl: bool) -> ir.Expr:
+        return plain_nonneg(mlo, mli, mhi, mhi_incl, False, maxlen)
+
+    def exp(a: int | None, b: int | None) -> ir.Expr:
+        if e_floor is not None:
+            a = e_floor if a is None else max(a, e_floor)
+        if a is not None and b is not None and b < a:
+            return ir.NOTHING
+        return ir.seq(ir.ByteClass(((0x45, 0x45), (0x65, 0x65))), exponent_range(a, b))
+
+    one, ten = Decimal(1), Decimal(10)
+    lower = _normalize(lo) if lo > 0 else None
+    upper = _normalize(hi) if hi is not None else None
+    parts: list[ir.Expr] = []
+    if lower and upper and lower[1] == upper[1]:
+        parts.append(ir.seq(mant(lower[0], lo_incl, upper[0], hi_incl), exp(lower[1], lower[1])))
+    else:
+        e_a = lower[1] + 1 if lower else None
+        e_b = upper[1] - 1 if upper else None
+        parts.append(ir.seq(mant(one, True, ten, False), exp(e_a, e_b)))
+        if lower:
+            parts.append(ir.seq(mant(lower[0], lo_incl, ten, False), exp(lower[1], lower[1])))
+        if upper:
+            parts.append(ir.seq(mant(one, True, upper[0], hi_incl), exp(upper[1], upper[1])))
+    return _alt_live(*[p for p in parts if not _dead(p)])
+
+
+def _dead(e: ir.Expr) -> bool:
+    return isinstance(e, ir.Seq) and any(x == ir.NOTHING for x in e.items)
+
+
+def number_range(
+    lo: Decimal | None, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool
+) -> ir.Expr:
+    """JSON numbers (spellings as in the module doc) with value in the interval."""
+    if lo is None and hi is None and not integer:
+        return JSON_NUMBER
+    zero = Decimal(0)
+    alts: list[ir.Expr] = []
+    # Unsigned texts denote y >= 0.
+    if hi is None or hi >= 0:
+        plo, pli = (zero, True) if lo is None or lo < 0 else (lo, lo_incl)
+        alts.append(plain_nonneg(plo, pli, hi, hi_incl, integer))
+        alts.append(sci_positive(plo, pli, hi, hi_incl, integer))
+    # "-y" denotes -y: need -y in [lo, hi], i.e. y in [-hi, -lo].
+    if lo is None or lo <= 0:
+        if hi is None or hi > 0:
+            nlo, nli = zero, True
+        else:
+            nlo, nli = -hi, hi_incl
+        nhi = None if lo is None else -lo
+        body = _alt_live(
+            plain_nonneg(nlo, nli, nhi, lo_incl, integer), sci_positive(nlo, nli, nhi, lo_incl, integer)
+        )
+        if body != ir.NOTHING:
+            alts.append(ir.seq(ir.Literal(b"-"), body))
+    return _alt_live(*alts)
+
+
+def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
+    """Canonical integers (optionally ``-`` and ``.0+``) divisible by ``k``: a mod-k automaton
+    written as right-linear rules (k rules)."""
+    names = [f"{prefix}-mod{r}" for r in range(k)]
+    for r in range(k):
+        by_target: dict[int, list[int]] = {}
+        for d in range(10):
+            by_target.setdefault((10 * r + d) % k, []).append(d)
+        alts: list[ir.Expr] = [ir.EPSILON] if r == 0 else []
+        for t, ds in sorted(by_target.items()):
+            cls = ir.ByteClass(ir.normalize_ranges([(0x30 + d, 0x30 + d) for d in ds], 0xFF))
+            alts.append(ir.seq(cls, ir.Ref(names[t])))
+        rules[names[r]] = ir.alt(*alts)
+    first: dict[int, list[int]] = {}
+    for d in range(1, 10):
+        first.setdefault(d % k, []).append(d)
+    starts = [
+        ir.seq(ir.ByteClass(ir.normalize_ranges([(0x30 + d, 0x30 + d) for d in ds], 0xFF)), ir.Ref(names[t]))
+        for t, ds in sorted(first.items())
+    ]
+    body = ir.alt(ir.Literal(b"0"), *starts)
+    return ir.seq(opt(ir.Literal(b"-")), body, opt(ir.seq(ir.Literal(b"."), ZERO_RUN)))
