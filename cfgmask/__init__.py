@@ -8,6 +8,7 @@ matcher.fill_bitmask(mask, 0); ...; matcher.accept_token(t)
 """
 
 from .automata import CompileLimits
+from .bitmask import apply_bitmask_inplace, fill_bitmasks
 from .compiler import CompiledGrammar, MatcherLimits, compile
 from .errors import CfgmaskError, GrammarError, LimitError, MatcherError, VocabularyError
 from .grammar import Grammar
@@ -29,5 +30,17 @@ __all__ = [
     "Vocabulary",
     "VocabularyError",
     "allocate_bitmask",
+    "apply_bitmask_inplace",
     "compile",
+    "fill_bitmasks",
+    "GrammarLogitsProcessor",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Lazy, so that ``import cfgmask`` never imports torch or transformers.
+    if name == "GrammarLogitsProcessor":
+        from .transformers import GrammarLogitsProcessor
+
+        return GrammarLogitsProcessor
+    raise AttributeError(f"module 'cfgmask' has no attribute {name!r}")

@@ -135,14 +135,20 @@ class _RepeatRewriter:
 
         def exact(n: int) -> ir.Expr:
             return (
-                ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1]) if n else ir.EPSILON
+                ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1])
+                if n
+                else ir.EPSILON
             )
 
         def upto(m: int) -> ir.Expr:
             if m == 0:
                 return ir.EPSILON
             k = m.bit_length() - 1
-            low = ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))]) if k else ir.EPSILON
+            low = (
+                ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))])
+                if k
+                else ir.EPSILON
+            )
             return ir.alt(low, ir.seq(ir.Ref(names[k]), upto(m - (1 << k))))
 
         tail = ir.Repeat(item, 0, None) if hi is None else upto(hi - lo)
@@ -210,7 +216,9 @@ def _tail_only(e: ir.Expr, members: set[str], tail: bool) -> bool:
 class _Builder:
     """Thompson construction of one rule (or one right-linear component)."""
 
-    def __init__(self, nfa: NFA, fragments: dict[str, DFA], inline: set[str], entries: dict[str, int]) -> None:
+    def __init__(
+        self, nfa: NFA, fragments: dict[str, DFA], inline: set[str], entries: dict[str, int]
+    ) -> None:
         self.nfa = nfa
         self.fragments = fragments
         self.inline = inline
@@ -290,7 +298,9 @@ class _Builder:
             self.nfa.refs[start].append((name, end))
 
 
-def _rule_dfas(rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits) -> dict[str, DFA]:
+def _rule_dfas(
+    rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits
+) -> dict[str, DFA]:
     graph = {name: ir.Grammar(rules, start).references(body) for name, body in rules.items()}
     fragments: dict[str, DFA] = {}
     inline: set[str] = set()

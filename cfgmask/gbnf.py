@@ -347,7 +347,9 @@ class _Parser:
         if self.peek(1) != "[":
             close = self.text.find(">", self.pos)
             shown = self.text[self.pos : close + 1] if close >= 0 else "<"
-            raise self.error(f"token {shown!r} needs a vocabulary; only token ids like <[42]> are supported", start)
+            raise self.error(
+                f"token {shown!r} needs a vocabulary; only token ids like <[42]> are supported", start
+            )
         self.pos += 2
         token_id = self.parse_int("expected a token id after '<['")
         if not self.text.startswith("]>", self.pos):

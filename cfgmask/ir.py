@@ -101,7 +101,9 @@ def normalize_ranges(
     return tuple(out)
 
 
-def complement_ranges(ranges: tuple[tuple[int, int], ...], top: int = MAX_CODE_POINT) -> tuple[tuple[int, int], ...]:
+def complement_ranges(
+    ranges: tuple[tuple[int, int], ...], top: int = MAX_CODE_POINT
+) -> tuple[tuple[int, int], ...]:
     """The ranges of ``[0, top]`` not covered by normalized ``ranges``."""
     out: list[tuple[int, int]] = []
     nxt = 0
@@ -114,7 +116,9 @@ def complement_ranges(ranges: tuple[tuple[int, int], ...], top: int = MAX_CODE_P
     return tuple(out)
 
 
-def char_class(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], negate: bool = False) -> CharClass:
+def char_class(
+    ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], negate: bool = False
+) -> CharClass:
     """A normalized character class; ``negate`` complements over all code points."""
     norm = normalize_ranges(ranges)
     if negate:

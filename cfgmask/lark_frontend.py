@@ -71,20 +71,40 @@ from collections.abc import Sequence
 
 from . import ir
 from .errors import GrammarError
-from .regex_frontend import regex_to_expr
+from .lark_follow import Ranges, Symbol, to_ir
+from .regex_frontend import terminal_variants
 
 IGNORE = "<ignore>"
+TOP = "<top>"  # <ignore> start
 START = "<start>"
 
-# Lark patterns (``to_regexp()``) that need lookbehind, and lookaround-free
-# patterns whose ``re.match`` is the same at every position.  Both right-hand
-# sides are prefix-free, so the IR translation is exact for them.
+# Lark terminal patterns (``to_regexp()``, character for character) that use lazy
+# quantifiers and lookaround, and lookaround-free patterns whose ``re.match`` is
+# the same at every position of every text (tests/test_lark_frontend.py checks
+# this on random texts).  The replacements are prefix-free apart from trailing
+# one-character lookaheads, so the translation is exact for these terminals.
+_COMMENT = r"/\*(?:[^*]|\*+[^*/])*\*+/"  # up to the first "*/"
+_PY_PREFIXES = ("([ubf]?r?|r[ubf])", "[ubf]?r?")  # python.lark, examples/advanced/python2.lark
+_PY_STRING = r"""("(?!"").*?(?<!\\)(\\\\)*?"|'(?!'').*?(?<!\\)(\\\\)*?'))"""
+_PY_STRING_EXACT = r"""("(?:[^"\\\n]|\\[^\n])+"|""(?!")|'(?:[^'\\\n]|\\[^\n])+'|''(?!')))"""
+_PY_LONG = r'(""".*?(?<!\\)(\\\\)*?"""|' + r"'''.*?(?<!\\)(\\\\)*?''')))"
+_PY_LONG_EXACT = (
+    r'("""(?:[^"\\]|\\.|"{1,2}(?:[^"\\]|\\.))*"""|' + r"'''(?:[^'\\]|\\.|'{1,2}(?:[^'\\]|\\.))*''')))"
+)
 _EQUIVALENT = {
-    # common.ESCAPED_STRING: ends at the first quote after an even run of backslashes.
+    # common.ESCAPED_STRING, and lark.lark's STRING: up to the first unescaped quote.
     r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
-    # common.C_COMMENT: ends at the first "*/".
-    r"/\*(?:.|\n)*?\*/": r"/\*(?:[^*]|\*+[^*/])*\*+/",
+    r'".*?(?<!\\)(\\\\)*?"(?:i)?': r'"(?:[^"\\\n]|\\[^\n])*"(?:i|(?!i))',
+    "/\\*(.|\n)*?\\*/": _COMMENT,  # common.C_COMMENT
+    r"\/\*(\*(?!\/)|[^*])*\*\/": _COMMENT,  # verilog.lark's MULTILINE_COMMENT
+    # SynCode's python STRING: no escapes, "." matches newlines.
+    r"""(?s:(?i:[ubf]?r?("(?!"").*?"|'(?!'').*?')))""": (
+        r"""(?s:(?i:[ubf]?r?("[^"]+"|""(?!")|'[^']+'|''(?!'))))"""
+    ),
 }
+for _prefix in _PY_PREFIXES:
+    _EQUIVALENT["(?i:" + _prefix + _PY_STRING] = "(?i:" + _prefix + _PY_STRING_EXACT
+    _EQUIVALENT["(?s:(?i:" + _prefix + _PY_LONG] = "(?s:(?i:" + _prefix + _PY_LONG_EXACT
 
 
 def parse_lark(
@@ -147,7 +167,7 @@ def _first(text: str, pattern: str) -> int | None:
 
 
 class _Builder:
-    """Reads a compiled ``lark.Lark`` object and writes IR rules."""
+    """Reads a compiled ``lark.Lark`` object into a token-level grammar, then writes IR."""
 
     def __init__(self, text: str, parser: object, start: str) -> None:
         self.text = text
@@ -159,19 +179,18 @@ class _Builder:
             self.expansions.setdefault(str(rule.origin.name), []).append(list(rule.expansion))
 
     def build(self) -> ir.Grammar:
-        rules: dict[str, ir.Expr] = {}
-        used_terminals: set[str] = set(self.ignore)
+        rules: dict[str, list[list[Symbol]]] = {}
         for name in self._reachable_rules():
-            rules[name] = ir.alt(*(self._expansion(e, used_terminals) for e in self.expansions[name]))
-        for name in sorted(used_terminals):
-            rules[name] = self._terminal(name)
+            rules[name] = [self._expansion(e) for e in self.expansions[name]]
+        top = [Symbol(self.start, False)]
         if self.ignore:
-            rules[IGNORE] = ir.Repeat(ir.alt(*(ir.Ref(n) for n in self.ignore)), 0, None)
-            rules[START] = ir.seq(ir.Ref(IGNORE), ir.Ref(self.start))
-        else:
-            rules[START] = ir.Ref(self.start)
+            rules[IGNORE] = [[]] + [[Symbol(t, True), Symbol(IGNORE, False)] for t in self.ignore]
+            top.insert(0, Symbol(IGNORE, False))
+        rules[TOP] = [top]
+        used = sorted({s.name for body in rules.values() for e in body for s in e if s.terminal})
+        variants = {name: self._terminal(name) for name in used}
         meta = {"lark_start": self.start, "ignore": tuple(self.ignore)}
-        return ir.Grammar(rules, START, meta=meta)
+        return ir.Grammar(to_ir(rules, variants, TOP, START), START, meta=meta)
 
     def _reachable_rules(self) -> list[str]:
         if self.start not in self.expansions:
@@ -186,34 +205,32 @@ class _Builder:
                         todo.append(name)
         return seen
 
-    def _expansion(self, expansion: list[object], used: set[str]) -> ir.Expr:
-        items: list[ir.Expr] = []
+    def _expansion(self, expansion: list[object]) -> list[Symbol]:
+        out: list[Symbol] = []
         for sym in expansion:
-            name = str(sym.name)  # type: ignore[attr-defined]
-            if sym.is_term:  # type: ignore[attr-defined]
-                used.add(name)
-                items.append(ir.Ref(name))
-                if self.ignore:
-                    items.append(ir.Ref(IGNORE))
-            else:
-                items.append(ir.Ref(name))
-        return ir.seq(*items) if items else ir.EPSILON
+            terminal = bool(sym.is_term)  # type: ignore[attr-defined]
+            out.append(Symbol(str(sym.name), terminal))  # type: ignore[attr-defined]
+            if terminal and self.ignore:
+                out.append(Symbol(IGNORE, False))
+        return out
 
-    def _terminal(self, name: str) -> ir.Expr:
+    def _terminal(self, name: str) -> list[tuple[ir.Expr, Ranges]]:
         term = self.terminals.get(name)
         if term is None:
-            offset = _first(self.text, rf"%declare\b[^\n]*\b{re.escape(name)}\b") or 0
+            offset = _first(self.text, rf"%declare\b[^\n]*\b{re.escape(name)}\b") or _first(
+                self.text, "%import"
+            )
             raise GrammarError.at(
                 f"terminal {name} is %declare'd without a pattern (it needs a postlexer); not supported",
                 self.text,
-                offset,
+                offset or 0,
             )
         pattern = term.pattern
         if type(pattern).__name__ == "PatternStr" and not pattern.flags:
-            return ir.literal(pattern.value)
+            return [(ir.literal(pattern.value), ())]
         regexp = pattern.to_regexp()
         try:
-            return regex_to_expr(_EQUIVALENT.get(regexp, regexp), anchors=False)
+            return terminal_variants(_EQUIVALENT.get(regexp, regexp))
         except GrammarError as e:
             where = self._locate(name, pattern)
             raise GrammarError.at(f"terminal {name}: {e.message}", self.text, where) from None

@@ -42,6 +42,7 @@ from typing import Any
 
 from . import ir
 from .errors import GrammarError
+from .ir_ops import Ranges, concat, longest_match_follow, restrict_first, restrict_last, union
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -52,6 +53,7 @@ except ImportError:  # pragma: no cover - older Pythons
 
 _I, _S, _M, _A, _L = re.IGNORECASE, re.DOTALL, re.MULTILINE, re.ASCII, re.LOCALE
 _MAXREPEAT = _c.MAXREPEAT
+_MARKER = "<follow-restriction>"  # a trailing lookahead in terminal mode, numbered
 _CATEGORY_TEXT = {
     _c.CATEGORY_DIGIT: r"\d",
     _c.CATEGORY_NOT_DIGIT: r"\D",
@@ -63,8 +65,6 @@ _CATEGORY_TEXT = {
 _REJECTED = {
     _c.GROUPREF: ("backreference", "backreference"),
     _c.GROUPREF_EXISTS: ("conditional group (?(...)...)", "conditional"),
-    _c.ASSERT: ("lookahead/lookbehind assertion", "assert"),
-    _c.ASSERT_NOT: ("negative lookahead/lookbehind assertion", "assert_not"),
 }
 if hasattr(_c, "ATOMIC_GROUP"):
     _REJECTED[_c.ATOMIC_GROUP] = ("atomic group (?>...)", "atomic")
@@ -87,13 +87,65 @@ def regex_to_expr(pattern: str, flags: int = 0, *, anchors: bool = True) -> ir.E
     ``anchors=False`` rejects every anchor (for patterns used with ``re.match(text, pos)``,
     where ``^`` and ``$`` refer to the whole text rather than to the match).
     """
+    tree = _parse(pattern, flags)
+    return _Translator(pattern, tree.state.flags, anchors).sequence(list(tree), tree.state.flags, ZERO, ZERO)
+
+
+def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
+    """``pattern`` as a terminal matched inside a text: ``(expr, forbidden)`` pairs.
+
+    The terminal's strings are the union of the ``expr``s; a string of a pair may
+    not be followed directly by a character in ``forbidden``.  Two sources:
+
+    * a trailing negative lookahead ``(?!C)`` (one character): the branches that
+      end in it get ``forbidden = C``;
+    * longest match: when only greedy quantifiers are used, no branch but the last
+      can match the empty string, and the pattern is deterministic (see
+      :func:`cfgmask.ir_ops.longest_match_follow`), ``re.match`` returns the
+      longest match, so a match cannot be followed by a character that extends it.
+
+    Anchors are rejected.
+    """
+    tree = _parse(pattern, 0)
+    translator = _Translator(pattern, tree.state.flags, anchors=False, terminal=True)
+    expr = translator.sequence(list(tree), tree.state.flags, ZERO, ZERO)
+    follow = translator.follow or []
+    if not follow and _greedy(list(tree)):
+        return [(expr, longest_match_follow(expr))]
+    by_follow: dict[Ranges, list[ir.Expr]] = {}
+    variants = [(_plain(expr), ())] + [(_through(expr, f"{_MARKER}{i}"), f) for i, f in enumerate(follow)]
+    for variant, forbidden in variants:
+        if variant != ir.NOTHING:
+            by_follow.setdefault(forbidden, []).append(variant)
+    return [(ir.alt(*exprs), forbidden) for forbidden, exprs in by_follow.items()]
+
+
+def _greedy(nodes: list[Node]) -> bool:
+    """No lazy or possessive quantifier, no assertion, and in every alternation only the
+    last branch may match the empty string: every choice ``re`` makes prefers going on."""
+    for op, av in nodes:
+        if op is _c.BRANCH:
+            branches = [list(b) for b in av[1]]
+            if any(_min_len(b) == 0 for b in branches[:-1]) or not all(_greedy(b) for b in branches):
+                return False
+        elif op is _c.SUBPATTERN:
+            if not _greedy(list(av[-1])):
+                return False
+        elif op is _c.MAX_REPEAT:
+            if not _greedy(list(av[2])):
+                return False
+        elif op not in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+            return False
+    return True
+
+
+def _parse(pattern: str, flags: int) -> Any:
     if flags & _L:
         raise GrammarError("the LOCALE flag is not supported")
     try:
-        tree = _sre_parse.parse(pattern, flags)
+        return _sre_parse.parse(pattern, flags)
     except re.error as e:
         raise GrammarError.at(f"invalid regular expression: {e.msg}", pattern, e.pos or 0) from None
-    return _Translator(pattern, tree.state.flags, anchors).sequence(list(tree), tree.state.flags, ZERO, ZERO)
 
 
 # --------------------------------------------------------------------------- code-point sets
@@ -234,9 +286,11 @@ def _join(a: str, b: str) -> str:
 class _Translator:
     """Walks the parse tree; ``before``/``after`` say what surrounds a node in any match."""
 
-    def __init__(self, pattern: str, global_flags: int, anchors: bool = True) -> None:
+    def __init__(self, pattern: str, global_flags: int, anchors: bool = True, terminal: bool = False) -> None:
         self.pattern = pattern
         self.anchors = anchors
+        # Terminal mode: a trailing (?!C) becomes a marker whose index here holds C.
+        self.follow: list[tuple[tuple[int, int], ...]] | None = [] if terminal else None
         self.verbose = bool(global_flags & re.VERBOSE)
         self.seen: dict[str, int] = {}
 
@@ -246,9 +300,56 @@ class _Translator:
             afters[k] = _join(_state([nodes[k]]), afters[k + 1])
         out: list[ir.Expr] = []
         for k, node in enumerate(nodes):
+            if node[0] in (_c.ASSERT, _c.ASSERT_NOT) and node[1][0] == 1:
+                out.append(self.lookahead(node, nodes[k + 1 :], flags, before, after))
+                break
+            if node[0] in (_c.ASSERT, _c.ASSERT_NOT):
+                inside = _min_len(nodes[:k]) > 0
+                out = [self.lookbehind(node, concat(out), inside, before == ZERO, flags)]
+                continue
             out.append(self.node(node, flags, before, afters[k + 1]))
             before = _join(before, _state([node]))
-        return _concat(out)
+        return concat(out)
+
+    def lookbehind(self, node: Node, prefix: ir.Expr, inside: bool, at_start: bool, flags: int) -> ir.Expr:
+        """``(?<=C)`` / ``(?<!C)`` for a one-character ``C``: restricts the last character of
+        ``prefix`` (what this sequence matched before it) when that is never empty; at the
+        start of a full match nothing precedes it."""
+        op, (_direction, body) = node
+        kind = "assert" if op is _c.ASSERT else "assert_not"
+        self.seen[kind] = self.seen.get(kind, 0) + 1
+        chars = self.one_char(list(body), flags, kind, "lookbehind")
+        if not inside and at_start and self.follow is None and self.anchors:
+            return prefix if op is _c.ASSERT_NOT else ir.NOTHING
+        if not inside:
+            raise self.error("lookbehind that may look before the enclosing group is not supported", kind)
+        allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
+        return restrict_last(prefix, allowed)
+
+    def one_char(self, body: list[Node], flags: int, kind: str, what: str) -> Ranges:
+        if len(body) != 1 or body[0][0] not in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
+            raise self.error(f"{what} of more than one character is not supported", kind)
+        return char_set(body[0], flags)
+
+    def lookahead(self, node: Node, rest: list[Node], flags: int, before: str, after: str) -> ir.Expr:
+        """``(?=C)`` / ``(?!C)`` for a one-character ``C``, applied to the next character:
+        the first character of ``rest`` when ``rest`` must consume one, the end of the
+        text when nothing can follow (or, for a terminal, a follow restriction)."""
+        op, (_direction, body) = node
+        kind = "assert" if op is _c.ASSERT else "assert_not"
+        self.seen[kind] = self.seen.get(kind, 0) + 1
+        chars = self.one_char(list(body), flags, kind, "lookahead")
+        if _min_len(rest) > 0:
+            allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
+            return restrict_first(self.sequence(rest, flags, before, after), allowed)
+        if rest or after != ZERO:
+            raise self.error("lookahead that may be followed by nothing or by text is not supported", kind)
+        if self.follow is None:  # fullmatch: the end of the text follows
+            return ir.EPSILON if op is _c.ASSERT_NOT else ir.NOTHING
+        if op is _c.ASSERT:
+            raise self.error("positive lookahead at the end of a terminal is not supported", kind)
+        self.follow.append(chars)
+        return ir.Ref(f"{_MARKER}{len(self.follow) - 1}")
 
     def node(self, node: Node, flags: int, before: str, after: str) -> ir.Expr:
         op, av = node
@@ -265,6 +366,7 @@ class _Translator:
             return self.anchor(av, flags, before, after)
         if op in _REJECTED:
             what, kind = _REJECTED[op]
+            self.seen[kind] = self.seen.get(kind, 0) + 1
             raise self.error(f"{what} is not supported", kind)
         raise self.error(f"unsupported regex construct {op}", "")
 
@@ -325,19 +427,43 @@ def _cased(cp: int, flags: int) -> bool:
     return True if test is None else bool(test(cp))
 
 
-def _concat(items: list[ir.Expr]) -> ir.Expr:
-    """Concatenation that merges adjacent literals; any NOTHING makes it NOTHING."""
-    out: list[ir.Expr] = []
-    for it in items:
-        if it == ir.NOTHING:
-            return ir.NOTHING
-        parts = it.items if isinstance(it, ir.Seq) else (it,)
-        for p in parts:
-            if isinstance(p, ir.Literal) and out and isinstance(out[-1], ir.Literal):
-                out[-1] = ir.Literal(out[-1].data + p.data)
-            else:
-                out.append(p)
-    return out[0] if len(out) == 1 else ir.Seq(tuple(out))
+# --------------------------------------------------------------------------- IR helpers
+
+
+def _plain(e: ir.Expr) -> ir.Expr:
+    """``e`` without the paths that end in a follow marker."""
+    if isinstance(e, ir.Ref):
+        return ir.NOTHING
+    if isinstance(e, ir.Seq):
+        return concat([_plain(x) for x in e.items])
+    if isinstance(e, ir.Alt):
+        return union([_plain(x) for x in e.items])
+    if isinstance(e, ir.Repeat):
+        item = _plain(e.item)
+        if item == ir.NOTHING:
+            return ir.EPSILON if e.lo == 0 else ir.NOTHING
+        return ir.Repeat(item, e.lo, e.hi)
+    return e
+
+
+def _through(e: ir.Expr, marker: str) -> ir.Expr:
+    """The strings of the paths of ``e`` that pass follow marker ``marker``."""
+    if isinstance(e, ir.Ref):
+        return ir.EPSILON if e.name == marker else ir.NOTHING
+    if isinstance(e, ir.Seq):
+        items = e.items
+        return union(
+            [
+                concat([*map(_plain, items[:k]), _through(x, marker), *map(_plain, items[k + 1 :])])
+                for k, x in enumerate(items)
+            ]
+        )
+    if isinstance(e, ir.Alt):
+        return union([_through(x, marker) for x in e.items])
+    if isinstance(e, ir.Repeat) and e.hi != 0:
+        rest = ir.Repeat(_plain(e.item), max(e.lo - 1, 0), None if e.hi is None else e.hi - 1)
+        return concat([rest if rest.hi != 0 else ir.EPSILON, _through(e.item, marker)])
+    return ir.NOTHING
 
 
 # --------------------------------------------------------------------------- error positions

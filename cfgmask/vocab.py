@@ -152,7 +152,9 @@ class Vocabulary:
         special.update(i for i, t in enumerate(out) if not t)
         self._set(tuple(out), frozenset(special), tuple(sorted(stops)), scheme)
 
-    def _set(self, tokens: tuple[bytes, ...], special: frozenset[int], stops: tuple[int, ...], scheme: str) -> None:
+    def _set(
+        self, tokens: tuple[bytes, ...], special: frozenset[int], stops: tuple[int, ...], scheme: str
+    ) -> None:
         self.size = len(tokens)
         self.tokens = tokens
         self.special_ids = special
@@ -351,7 +353,9 @@ class Vocabulary:
     def __setstate__(self, state: dict[str, Any]) -> None:
         if state.get("version") != 1:
             raise VocabularyError(f"unknown pickled Vocabulary version {state.get('version')!r}")
-        self._set(tuple(state["tokens"]), frozenset(state["special_ids"]), tuple(state["stop_ids"]), state["scheme"])
+        self._set(
+            tuple(state["tokens"]), frozenset(state["special_ids"]), tuple(state["stop_ids"]), state["scheme"]
+        )
 
     def __repr__(self) -> str:
         n_text = self.size - len(self.special_ids)

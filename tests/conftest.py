@@ -9,9 +9,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+_BASE = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-settings.register_profile("ci", max_examples=25, derandomize=True, print_blob=True, **_COMMON)
-settings.register_profile("dev", max_examples=40, **_COMMON)
-settings.register_profile("thorough", max_examples=1000, **_COMMON)
+settings.register_profile("ci", _BASE, max_examples=25, derandomize=True, print_blob=True)
+settings.register_profile("dev", _BASE, max_examples=40)
+settings.register_profile("thorough", _BASE, max_examples=1000)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")

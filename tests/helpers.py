@@ -89,13 +89,20 @@ def json_grammar(max_ws: int | None = None) -> ir.Grammar:
     ws = rep(chars(" ", "\t", "\n", "\r"), 0, max_ws)
     escape = seq(
         lit("\\"),
-        alt(chars('"', "\\", "/", "b", "f", "n", "r", "t"), seq(lit("u"), rep(chars("09", "af", "AF"), 4, 4))),
+        alt(
+            chars('"', "\\", "/", "b", "f", "n", "r", "t"), seq(lit("u"), rep(chars("09", "af", "AF"), 4, 4))
+        ),
     )
     return grammar(
         root=seq(ref("ws"), ref("value"), ref("ws")),
-        value=alt(ref("object"), ref("array"), ref("string"), ref("number"), lit("true"), lit("false"), lit("null")),
+        value=alt(
+            ref("object"), ref("array"), ref("string"), ref("number"), lit("true"), lit("false"), lit("null")
+        ),
         object=seq(
-            lit("{"), ref("ws"), opt(seq(ref("member"), rep(seq(lit(","), ref("ws"), ref("member"))))), lit("}")
+            lit("{"),
+            ref("ws"),
+            opt(seq(ref("member"), rep(seq(lit(","), ref("ws"), ref("member"))))),
+            lit("}"),
         ),
         member=seq(ref("string"), ref("ws"), lit(":"), ref("ws"), ref("value"), ref("ws")),
         array=seq(

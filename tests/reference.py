@@ -193,7 +193,9 @@ def _productive(productions: list[Production]) -> set[int]:
     while changed:
         changed = False
         for p in productions:
-            if p.lhs not in good and all(s in good if isinstance(s, int) else _terminal_productive(s) for s in p.rhs):
+            if p.lhs not in good and all(
+                s in good if isinstance(s, int) else _terminal_productive(s) for s in p.rhs
+            ):
                 good.add(p.lhs)
                 changed = True
     return good
@@ -241,7 +243,9 @@ class ReferenceMatcher:
         productions.append(Production(self._start, (builder.ids[grammar.start],)))
         good = _productive(productions)
         self._prods = [
-            p for p in productions if all(s in good if isinstance(s, int) else _terminal_productive(s) for s in p.rhs)
+            p
+            for p in productions
+            if all(s in good if isinstance(s, int) else _terminal_productive(s) for s in p.rhs)
         ]
         self._by_lhs: dict[int, list[int]] = {}
         for i, p in enumerate(self._prods):

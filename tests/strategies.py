@@ -44,7 +44,15 @@ WIDE = Alphabet(
         (0xE9, 0xE9),  # é
         (0x1F600, 0x1F600),  # 😀
     ),
-    byte_ranges=((0x61, 0x62), (0x78, 0x78), (0x80, 0xBF), (0xC3, 0xC3), (0xA9, 0xA9), (0xF0, 0xF4), (0, 0xFF)),
+    byte_ranges=(
+        (0x61, 0x62),
+        (0x78, 0x78),
+        (0x80, 0xBF),
+        (0xC3, 0xC3),
+        (0xA9, 0xA9),
+        (0xF0, 0xF4),
+        (0, 0xFF),
+    ),
 )
 
 SMALL = Alphabet(
@@ -60,7 +68,9 @@ SMALL_BYTES = (b"a", b"b", b"\xc3", b"\xa9")  # every byte a SMALL grammar can u
 
 
 def _leaf(names: Sequence[str], alphabet: Alphabet) -> st.SearchStrategy[ir.Expr]:
-    text = st.lists(st.sampled_from(alphabet.units), min_size=1, max_size=3).map(lambda us: ir.literal("".join(us)))
+    text = st.lists(st.sampled_from(alphabet.units), min_size=1, max_size=3).map(
+        lambda us: ir.literal("".join(us))
+    )
     ranges = st.lists(st.sampled_from(alphabet.char_ranges), min_size=1, max_size=2)
     byte_ranges = st.lists(st.sampled_from(alphabet.byte_ranges), min_size=1, max_size=2)
     return st.one_of(  # listed twice: drawn twice as often
@@ -80,14 +90,23 @@ def _repeat(item: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Expr]:
     return st.builds(build, item, st.integers(0, 2), st.none() | st.integers(0, 3))
 
 
-def exprs(names: Sequence[str], alphabet: Alphabet = WIDE, max_leaves: int = 8) -> st.SearchStrategy[ir.Expr]:
+def _big_repeat(leaf: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Expr]:
+    """Bounds an engine must not unroll (of a leaf only: the reference does unroll them)."""
+    return st.builds(ir.Repeat, leaf, st.sampled_from((0, 1, 7)), st.sampled_from((20, 50)))
+
+
+def exprs(
+    names: Sequence[str], alphabet: Alphabet = WIDE, max_leaves: int = 8, big_repeats: bool = True
+) -> st.SearchStrategy[ir.Expr]:
     """Expression trees over ``alphabet`` that may refer to ``names``."""
+    leaf = _leaf(names, alphabet)
 
     def extend(children: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Expr]:
         parts = st.lists(children, min_size=1, max_size=3).map(tuple)
-        return st.one_of(parts.map(ir.Seq), parts.map(ir.Alt), _repeat(children))
+        big = [_big_repeat(leaf)] if big_repeats else []
+        return st.one_of(parts.map(ir.Seq), parts.map(ir.Alt), _repeat(children), *big)
 
-    return st.recursive(_leaf(names, alphabet), extend, max_leaves=max_leaves)
+    return st.recursive(leaf, extend, max_leaves=max_leaves)
 
 
 @st.composite
@@ -106,17 +125,20 @@ def _recursive_rule(draw: st.DrawFn, name: str, body: st.SearchStrategy[ir.Expr]
 
 
 @st.composite
-def grammars(draw: st.DrawFn, alphabet: Alphabet = WIDE, max_rules: int = 5) -> ir.Grammar:
+def grammars(
+    draw: st.DrawFn, alphabet: Alphabet = WIDE, max_rules: int = 5, big_repeats: bool = True
+) -> ir.Grammar:
     """Small grammars (1-``max_rules`` rules, start ``r0``), with recursion of every kind.
 
     Rule ``ri`` mostly refers to later rules (so most grammars are productive); a
     quarter of the rules are shaped to recurse, and any rule may refer back now and then.
+    ``big_repeats`` adds bounds like ``{7,50}`` (of a leaf, possibly a rule reference).
     """
     n = draw(st.integers(1, max_rules))
     names = [f"r{i}" for i in range(n)]
     rules: dict[str, ir.Expr] = {}
     for i, name in enumerate(names):
-        body = exprs(names[i + 1 :] * 3 + names, alphabet, max_leaves=6)
+        body = exprs(names[i + 1 :] * 3 + names, alphabet, max_leaves=6, big_repeats=big_repeats)
         if draw(st.integers(0, 3)) == 0:
             rules[name] = draw(_recursive_rule(name, body))
         else:
@@ -156,9 +178,13 @@ def _pieces(alphabet_hint: Sequence[bytes]) -> st.SearchStrategy[bytes]:
     """Token texts made from the hint: whole units, slices of them, and joins."""
     hint = [h for h in alphabet_hint if h] or [b"a"]
     whole = st.sampled_from(hint)
-    sliced = st.builds(lambda h, i, j: h[min(i, j) : max(i, j)] or h, whole, st.integers(0, 4), st.integers(1, 8))
+    sliced = st.builds(
+        lambda h, i, j: h[min(i, j) : max(i, j)] or h, whole, st.integers(0, 4), st.integers(1, 8)
+    )
     joined = st.lists(whole, min_size=2, max_size=3).map(b"".join)
-    return st.one_of(whole, sliced, joined, st.sampled_from(_AWKWARD_TOKENS), st.binary(min_size=1, max_size=3))
+    return st.one_of(
+        whole, sliced, joined, st.sampled_from(_AWKWARD_TOKENS), st.binary(min_size=1, max_size=3)
+    )
 
 
 @st.composite
@@ -169,7 +195,9 @@ def vocabularies(draw: st.DrawFn, alphabet_hint: Sequence[bytes] = (b"a", b"b", 
     """
     singles = sorted({h[i : i + 1] for h in alphabet_hint for i in range(len(h))})
     texts: list[bytes | None] = [*alphabet_hint[:8], *singles[:8]]
-    texts += draw(st.lists(_pieces(alphabet_hint), min_size=max(0, 10 - len(texts)), max_size=60 - len(texts)))
+    texts += draw(
+        st.lists(_pieces(alphabet_hint), min_size=max(0, 10 - len(texts)), max_size=60 - len(texts))
+    )
     texts = draw(st.permutations(texts))
     n = len(texts)
     for i in draw(st.lists(st.integers(0, n - 1), max_size=3)):  # duplicates
@@ -177,8 +205,8 @@ def vocabularies(draw: st.DrawFn, alphabet_hint: Sequence[bytes] = (b"a", b"b", 
     roles = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=5, unique=True))
     n_stop = draw(st.integers(1, min(2, len(roles))))
     stop_ids, special_ids = tuple(roles[:n_stop]), tuple(roles[n_stop:])
-    for t in roles:  # a role token has no text, empty text, or a marker text
-        texts[t] = draw(st.sampled_from((None, b"", b"</s>", b"a")))
+    for t in roles:  # a role token has no text, empty text, a marker, or text the grammar uses
+        texts[t] = draw(st.sampled_from((None, b"", b"</s>", *alphabet_hint[:3])))
     return Vocab(texts, stop_ids, special_ids)
 
 
@@ -237,7 +265,7 @@ def token_walks(draw: st.DrawFn, matcher: ReferenceMatcher, vocab: Vocab, max_st
 # --------------------------------------------------------------------------- regexes
 
 REGEX_UNITS = ("a", "b", "é", "€", "😀")
-REGEX_CLASSES: tuple[tuple[str, Sequence[tuple[int, int]], bool], ...] = (
+REGEX_CLASSES: tuple[tuple[str, tuple[tuple[int, int], ...], bool], ...] = (
     ("[ab]", ((0x61, 0x62),), False),
     ("[a-é]", ((0x61, 0xE9),), False),
     ("[é-😀]", ((0xE9, 0x1F600),), False),

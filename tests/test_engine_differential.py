@@ -120,7 +120,10 @@ def test_random_logit_generation_stays_in_language(case, rnd) -> None:
     out = b""
     for _ in range(12):
         allowed = np.flatnonzero(_mask_bools(m, vocab.size))
-        assert allowed.size > 0, f"empty mask after {out!r}"
+        if allowed.size == 0:
+            # Only possible when this vocabulary cannot spell any continuation.
+            assert not any(ref.mask(out, v.tokens, v.stop_ids, v.special_ids)), out
+            return
         logits = np.array([rnd.gauss(0, 1) for _ in range(vocab.size)])
         t = int(allowed[np.argmax(logits[allowed])])
         assert m.accept_token(t)
@@ -130,4 +133,27 @@ def test_random_logit_generation_stays_in_language(case, rnd) -> None:
             return
         out += vocab.tokens[t]
         assert ref.is_prefix(out)
+    assert ref.is_prefix(out)
+
+
+@given(grammars(), st.lists(st.binary(min_size=2, max_size=4), max_size=20), st.randoms(use_true_random=False))
+def test_byte_complete_vocabulary_never_reaches_an_empty_mask(g, extra, rnd) -> None:
+    """With every single byte in the vocabulary, some token always continues a viable prefix."""
+    tokens: list[bytes | None] = [None, *[bytes([b]) for b in range(256)], *extra]
+    vocab = cfgmask.Vocabulary.from_token_bytes(tokens, stop_token_ids=[0])
+    ref = ReferenceMatcher(g)
+    compiled = _compile_or_none(g, vocab, ref)
+    if compiled is None:
+        return
+    m = cfgmask.Matcher(compiled)
+    out = b""
+    for _ in range(16):
+        allowed = np.flatnonzero(_mask_bools(m, vocab.size))
+        assert allowed.size > 0, f"empty mask after {out!r}"
+        t = int(allowed[rnd.randrange(allowed.size)])
+        assert m.accept_token(t)
+        if t == 0:
+            assert ref.accepts(out)
+            return
+        out += tokens[t] or b""
     assert ref.is_prefix(out)

@@ -24,7 +24,16 @@ from cfgmask import ir
 from .helpers import alt, byte_class, chars, check, grammar, json_grammar, lit, opt, ref, rep, seq
 from .oracle import derives
 from .reference import ReferenceMatcher
-from .strategies import SMALL, SMALL_BYTES, Regex, grammar_alphabet, grammars, regexes, token_walks, vocabularies
+from .strategies import (
+    SMALL,
+    SMALL_BYTES,
+    Regex,
+    grammar_alphabet,
+    grammars,
+    regexes,
+    token_walks,
+    vocabularies,
+)
 
 ALL_BYTES = [bytes((b,)) for b in range(256)]
 
@@ -49,8 +58,12 @@ def test_repeat_bounds() -> None:
     check(grammar(root=rep(ab, 0, 4)), accepts=["", "a", "abab"], rejects=["aaaaa", "c"])
     check(grammar(root=rep(ab, 3, 2)), rejects=["", "aa", "aaa"])  # lo > hi: nothing
     check(grammar(root=rep(lit(""), 2, 5)), accepts=[""], rejects=["a"])
-    check(grammar(root=rep(seq(lit("0x"), rep(chars("AF", "09"), 2, 2), opt(lit(" "))), 3, 5)),
-          accepts=["0xFF 0x12 0xF0", "0xFF 0x12 0xF0 0xFF 0x12 "], rejects=["0xFF 0x12", "0xFF 0x12 0xF0 0xFF 0x12 0xF0"])  # fmt: skip
+    hex_bytes = grammar(root=rep(seq(lit("0x"), rep(chars("AF", "09"), 2, 2), opt(lit(" "))), 3, 5))
+    check(
+        hex_bytes,
+        accepts=["0xFF 0x12 0xF0", "0xF0 0xFF 0x12 0xF0 0x12 "],
+        rejects=["0xFF 0x12", "0x1 0x12 0xF0"],
+    )
 
 
 def test_large_bounded_repeat_is_fast() -> None:
@@ -66,12 +79,19 @@ def test_large_bounded_repeat_is_fast() -> None:
 
 
 def test_recursion() -> None:
-    check(grammar(root=alt(seq(ref("root"), lit("x")), lit("y"))), accepts=["y", "yxxx"], rejects=["", "x", "yy"])
     check(
-        grammar(root=alt(seq(lit("("), ref("root"), lit(")")), ir.EPSILON)), accepts=["", "(())"], rejects=["(()", ")("]
+        grammar(root=alt(seq(ref("root"), lit("x")), lit("y"))),
+        accepts=["y", "yxxx"],
+        rejects=["", "x", "yy"],
+    )
+    check(
+        grammar(root=alt(seq(lit("("), ref("root"), lit(")")), ir.EPSILON)),
+        accepts=["", "(())"],
+        rejects=["(()", ")("],
     )
     mutual = grammar(
-        root=alt(lit("a"), seq(lit("("), ref("b"), lit(")"))), b=seq(ref("root"), rep(seq(lit(","), ref("root"))))
+        root=alt(lit("a"), seq(lit("("), ref("b"), lit(")"))),
+        b=seq(ref("root"), rep(seq(lit(","), ref("root")))),
     )
     check(mutual, accepts=["a", "(a,(a))"], rejects=["()", "(a,)"])
     ambiguous = grammar(root=alt(seq(ref("root"), ref("root")), lit("a"), ir.EPSILON))
@@ -143,6 +163,15 @@ def test_json_document_is_fast() -> None:
     assert time.perf_counter() - t < 1.0
 
 
+def test_mask_roles() -> None:
+    m = ReferenceMatcher(grammar(root=rep(lit("ab"), 1)))
+    tokens: list[bytes | None] = [b"a", b"b", b"ab", b"aba", b"", None, b"ab", b"</s>", b"abab"]
+    stops, specials = (5, 7), (6, 8)  # a special token is blocked even when its text fits
+    allowed = {b"": [0, 2, 3], b"a": [1], b"ab": [0, 2, 3, 5, 7], b"b": []}
+    for prefix, ids in allowed.items():
+        assert m.mask(prefix, tokens, stops, specials) == [t in ids for t in range(len(tokens))], prefix
+
+
 # --------------------------------------------------------------------------- UTF-8
 
 
@@ -156,11 +185,25 @@ def test_utf8_partial_sequences_are_viable() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xf0\x80\x80\x80", b"\xf0\x8f\xbf\xbf",  # overlong
-     b"\xed\xa0\x80", b"\xed\xbf\xbf",  # surrogates
-     b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xf7\xbf\xbf\xbf",  # above U+10FFFF
-     b"\x80", b"\xbf", b"\xff", b"\xfe", b"\xc3a"],
-)  # fmt: skip
+    [
+        b"\xc0\x80",
+        b"\xc1\xbf",
+        b"\xe0\x80\x80",
+        b"\xe0\x9f\xbf",
+        b"\xf0\x80\x80\x80",
+        b"\xf0\x8f\xbf\xbf",  # overlong
+        b"\xed\xa0\x80",
+        b"\xed\xbf\xbf",  # surrogates
+        b"\xf4\x90\x80\x80",
+        b"\xf5\x80\x80\x80",
+        b"\xf7\xbf\xbf\xbf",  # above U+10FFFF
+        b"\x80",
+        b"\xbf",
+        b"\xff",
+        b"\xfe",
+        b"\xc3a",
+    ],
+)
 def test_utf8_invalid_sequences_are_dead(bad: bytes) -> None:
     m = ReferenceMatcher(grammar(root=rep(chars((0, 0x10FFFF)))))
     assert not m.is_prefix(bad) and not m.accepts(bad)
@@ -181,6 +224,7 @@ BOUNDARY_CLASSES = [
     ((0xD7F0, 0xE010),),
     ((0xFFF0, 0x10010),),
     ((0x10FFF0, 0x10FFFF),),
+    ((0x41, 0x41), (0x7FF, 0x800), (0xFFFF, 0x10000)),
 ]
 
 
@@ -188,13 +232,45 @@ BOUNDARY_CLASSES = [
 def test_char_class_prefixes_match_brute_force(ranges: tuple[tuple[int, int], ...]) -> None:
     full, prefixes = _encodings(ranges)
     m = ReferenceMatcher(grammar(root=ir.CharClass(ranges)))
-    starts = sorted({p[:1] for p in prefixes if p} | {b"\x00", b"\x80", b"\xc0", b"\xed", b"\xf4", b"\xf5", b"\xff"})
-    seconds = sorted({p[:2] for p in prefixes if len(p) >= 2})
-    for p in [b""] + starts + seconds:
+    starts = sorted(
+        {p[:1] for p in prefixes if p} | {b"\x00", b"\x80", b"\xc0", b"\xed", b"\xf4", b"\xf5", b"\xff"}
+    )
+    longer = sorted(p for p in prefixes if len(p) in (2, 3))
+    for p in [b""] + starts + longer:
         got = m.mask(p, ALL_BYTES)
         want = [p + b in prefixes for b in ALL_BYTES]
         assert got == want, (ranges, p)
         assert m.accepts(p) == (p in full)
+    assert all(m.accepts(e) for e in full)
+
+
+# Table 3-7 of the Unicode Standard: the well-formed UTF-8 byte sequences, byte range by byte range.
+WELL_FORMED_UTF8 = [
+    [(0x00, 0x7F)],
+    [(0xC2, 0xDF), (0x80, 0xBF)],
+    [(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+    [(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+    [(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+    [(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+    [(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    [(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    [(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+]
+
+
+def _table_prefix(data: bytes) -> bool:
+    return any(
+        len(data) <= len(row) and all(lo <= b <= hi for b, (lo, hi) in zip(data, row, strict=False))
+        for row in WELL_FORMED_UTF8
+    )
+
+
+def test_any_char_class_matches_the_unicode_table() -> None:
+    """Every 1-, 2- and (for the tricky lead bytes) 3-byte prefix of ``[\x00-\U0010ffff]``."""
+    m = ReferenceMatcher(grammar(root=chars((0, 0x10FFFF))))
+    tricky = [bytes((a, b)) for a in (0xE0, 0xED, 0xEF, 0xF0, 0xF4) for b in range(0x7F, 0xC1)]
+    for p in [b""] + ALL_BYTES + tricky:
+        assert m.mask(p, ALL_BYTES) == [_table_prefix(p + b) for b in ALL_BYTES], p
 
 
 # --------------------------------------------------------------------------- regexes
@@ -241,14 +317,16 @@ def test_viable_prefixes_have_completions(g: ir.Grammar, data: st.DataObject) ->
         assert derives(g, found), (s, found)
 
 
-def _complete(m: ReferenceMatcher, prefix: bytes, alphabet: tuple[bytes, ...], depth: int = 12) -> bytes | None:
+def _complete(
+    m: ReferenceMatcher, prefix: bytes, alphabet: tuple[bytes, ...], depth: int = 12
+) -> bytes | None:
     """Breadth-first search for an accepted extension of viable ``prefix``, following the mask."""
     level = [prefix]
     for _ in range(depth):
         for s in level:
             if m.accepts(s):
                 return s
-        nxt = [s + b for s in level for b, ok in zip(alphabet, m.mask(s, list(alphabet))) if ok]
+        nxt = [s + b for s in level for b, ok in zip(alphabet, m.mask(s, list(alphabet)), strict=True) if ok]
         assert nxt, f"viable prefixes {level!r} have no viable extension"
         level = nxt[:32]
     return None
@@ -285,7 +363,7 @@ def test_generated_grammars_have_no_dead_ends(g: ir.Grammar, data: st.DataObject
     for _ in range(data.draw(st.integers(0, 8))):
         if m.accepts(s):
             assert derives(g, s), s
-        nxt = [b for b, ok in zip(ALL_BYTES, m.mask(s, ALL_BYTES)) if ok]
+        nxt = [b for b, ok in zip(ALL_BYTES, m.mask(s, ALL_BYTES), strict=True) if ok]
         if not nxt:
             assert m.accepts(s), s
             return

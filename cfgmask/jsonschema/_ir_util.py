@@ -26,7 +26,9 @@ def lit(s: str) -> ir.Literal:
     return ir.Literal(s.encode("utf-8"))
 
 
-def char_lengths(e: ir.Expr, rules: dict[str, ir.Expr], seen: frozenset[str] = frozenset()) -> tuple[int, int | None]:
+def char_lengths(
+    e: ir.Expr, rules: dict[str, ir.Expr], seen: frozenset[str] = frozenset()
+) -> tuple[int, int | None]:
     """The least and greatest number of characters of a character-level expression
     (``None``: unbounded).  Recursion counts as unbounded."""
     if isinstance(e, (ir.CharClass, ir.ByteClass)):

@@ -28,7 +28,16 @@ NONZERO = ir.ByteClass(((0x31, 0x39),))
 HEX = ir.ByteClass(((0x30, 0x39), (0x41, 0x46), (0x61, 0x66)))
 
 # Decoded character -> the letter after the backslash of its short escape.
-SHORT_ESCAPES = {0x22: b'"', 0x5C: b"\\", 0x2F: b"/", 0x08: b"b", 0x0C: b"f", 0x0A: b"n", 0x0D: b"r", 0x09: b"t"}
+SHORT_ESCAPES = {
+    0x22: b'"',
+    0x5C: b"\\",
+    0x2F: b"/",
+    0x08: b"b",
+    0x0C: b"f",
+    0x0A: b"n",
+    0x0D: b"r",
+    0x09: b"t",
+}
 RAW_OK = ((0x20, 0x21), (0x23, 0x5B), (0x5D, ir.MAX_CODE_POINT))  # no '"', '\\', controls
 ALL_CHARS = ((0, ir.MAX_CODE_POINT),)
 

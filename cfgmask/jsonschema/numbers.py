@@ -162,7 +162,9 @@ def _frac_at(
         return empty_ok, _nonzero_somewhere(None if maxlen is None else maxlen - i)
     if th and br == "":  # equal to b so far, b exhausted: only zeros may follow
         ok = bi and (not tl or (ar == "" and ai))
-        return ok, (ir.Repeat(ir.Literal(b"0"), 1, None if maxlen is None else maxlen - i) if ok else ir.NOTHING)
+        return ok, (
+            ir.Repeat(ir.Literal(b"0"), 1, None if maxlen is None else maxlen - i) if ok else ir.NOTHING
+        )
     lo_d = int(ar[0]) if tl and ar else 0
     hi_d = int(br[0]) if th and br else (0 if th else 9)
     alts: list[ir.Expr] = []

