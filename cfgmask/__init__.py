@@ -23,6 +23,7 @@ __all__ = [
     "CompiledGrammar",
     "Grammar",
     "GrammarError",
+    "GrammarLogitsProcessor",
     "LimitError",
     "Matcher",
     "MatcherError",
@@ -33,7 +34,6 @@ __all__ = [
     "apply_bitmask_inplace",
     "compile",
     "fill_bitmasks",
-    "GrammarLogitsProcessor",
 ]
 
 

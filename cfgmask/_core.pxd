@@ -34,7 +34,7 @@ cdef extern from "cfgmask.h" nogil:
         const uint32_t *ref_target
         const uint32_t *rule_start
         const uint8_t *rule_nullable
-        const uint32_t *exit_bytes
+        const uint32_t *rule_follow
 
     ctypedef struct cm_limits:
         size_t max_items_per_set
@@ -64,3 +64,7 @@ cdef extern from "cfgmask.h" nogil:
     int cm_matcher_rollback(cm_matcher *m, size_t k)
     long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap)
     size_t cm_matcher_chart_items(const cm_matcher *m)
+
+    ctypedef struct cm_mask_stats:
+        size_t n_states, n_candidates, n_checked, n_items
+    void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)

@@ -65,13 +65,13 @@ cdef class GrammarHandle:
         cdef const uint32_t[::1] ref_target = tables.ref_target
         cdef const uint32_t[::1] rule_start = tables.rule_start
         cdef const uint8_t[::1] rule_nullable = tables.rule_nullable
-        cdef const uint32_t[::1] exit_bytes = tables.exit_bytes
+        cdef const uint32_t[::1] rule_follow = tables.rule_follow
         cdef cm_tables t
         cdef cm_limits lim
         cdef int rc
         cdef size_t n_states = state_rule.shape[0]
         if (byte_class.shape[0] != 256 or trans.shape[0] != n_states or accepting.shape[0] != n_states
-                or ref_off.shape[0] != n_states + 1 or exit_bytes.shape[0] != 8 * n_states
+                or ref_off.shape[0] != n_states + 1 or rule_follow.shape[0] != 8 * rule_start.shape[0]
                 or rule_nullable.shape[0] != rule_start.shape[0]
                 or ref_rule.shape[0] != ref_target.shape[0] or ref_rule.shape[0] != ref_off[n_states]):
             raise ValueError("inconsistent automaton tables")
@@ -88,7 +88,7 @@ cdef class GrammarHandle:
         t.ref_target = &ref_target[0] if ref_target.shape[0] else NULL
         t.rule_start = &rule_start[0]
         t.rule_nullable = &rule_nullable[0]
-        t.exit_bytes = &exit_bytes[0]
+        t.rule_follow = &rule_follow[0]
         cm_limits_default(&lim)
         if max_items_per_set:
             lim.max_items_per_set = max_items_per_set
@@ -202,6 +202,12 @@ cdef class MatcherHandle:
 
     def chart_items(self):
         return cm_matcher_chart_items(self.ptr)
+
+    def mask_stats(self):
+        cdef cm_mask_stats st
+        cm_matcher_mask_stats(self.ptr, &st)
+        return {"states": st.n_states, "candidates": st.n_candidates, "checked": st.n_checked,
+                "items": st.n_items}
 
     def rollback(self, size_t k):
         if cm_matcher_rollback(self.ptr, k):

@@ -55,7 +55,7 @@ class Tables:
     ref_target: np.ndarray
     rule_start: np.ndarray
     rule_nullable: np.ndarray
-    exit_bytes: np.ndarray
+    rule_follow: np.ndarray
     stats: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -460,11 +460,11 @@ def _byte_bits(edges: list[tuple[int, int, int]]) -> int:
     return bits
 
 
-def _exit_bytes(f: _Flat, null: list[bool]) -> list[int]:
-    """Per state: bytes that may be consumed next by leaving the state (calling
-    a rule, or completing this one) -- an over-approximation is always safe."""
+def _follow(f: _Flat, null: list[bool]) -> list[int]:
+    """Per rule: bytes that may come right after it completes (FOLLOW, as 256-bit ints).
+    An over-approximation is always safe; the mask cache uses it to keep tokens
+    that leave a rule context-independent when their next byte cannot follow."""
     n = len(f.rule_of)
-    own = [_byte_bits(b) for b in f.bytes]
     can_end = [False] * n
     changed = True
     while changed:
@@ -472,10 +472,9 @@ def _exit_bytes(f: _Flat, null: list[bool]) -> list[int]:
         for s in range(n):
             if not can_end[s] and (f.accepting[s] or any(null[c] and can_end[t] for c, t in f.refs[s])):
                 can_end[s] = changed = True
-
-    # first[r]: bytes rule r can start with; nxt[s]: bytes consumable from s
+    # first[r]: bytes rule r can start with; nxt[s]: bytes consumable from state s
     first = [0] * len(f.names)
-    nxt = list(own)
+    nxt = [_byte_bits(b) for b in f.bytes]
     changed = True
     while changed:
         changed = False
@@ -501,13 +500,7 @@ def _exit_bytes(f: _Flat, null: list[bool]) -> list[int]:
                 if v != follow[c]:
                     follow[c] = v
                     changed = True
-    out = []
-    for s in range(n):
-        v = follow[f.rule_of[s]] if can_end[s] else 0
-        for c, t in f.refs[s]:
-            v |= first[c] | (nxt[t] if null[c] else 0)
-        out.append(v)
-    return out
+    return follow
 
 
 def _classes(f: _Flat) -> tuple[np.ndarray, np.ndarray]:
@@ -539,14 +532,14 @@ def build_tables(grammar: ir.Grammar, limits: CompileLimits | None = None) -> Ta
         )
     f = _flatten(dfas, order)
     null = _nullable(f)
-    exits = _exit_bytes(f, null)
+    follow = _follow(f, null)
     byte_class, trans = _classes(f)
     ref_off = np.zeros(len(f.refs) + 1, dtype=np.uint32)
     ref_off[1:] = np.cumsum([len(r) for r in f.refs])
-    exit_arr = np.zeros((len(exits), 8), dtype=np.uint32)
-    for s, bits in enumerate(exits):
+    follow_arr = np.zeros((len(follow), 8), dtype=np.uint32)
+    for r, bits in enumerate(follow):
         for w in range(8):
-            exit_arr[s, w] = (bits >> (32 * w)) & 0xFFFFFFFF
+            follow_arr[r, w] = (bits >> (32 * w)) & 0xFFFFFFFF
     return Tables(
         rule_names=order,
         start_rule=0,
@@ -559,7 +552,7 @@ def build_tables(grammar: ir.Grammar, limits: CompileLimits | None = None) -> Ta
         ref_target=np.asarray([t for r in f.refs for _, t in r], dtype=np.uint32),
         rule_start=np.asarray(f.start_of, dtype=np.uint32),
         rule_nullable=np.asarray(null, dtype=np.uint8),
-        exit_bytes=exit_arr.reshape(-1),
+        rule_follow=follow_arr.reshape(-1),
         stats={
             "source_rules": len(grammar.rules),
             "parser_rules": len(order),

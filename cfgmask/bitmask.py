@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["apply_bitmask_inplace", "fill_bitmasks", "unpack_bitmask"]
 
 _FLOATS = (np.float16, np.float32, np.float64)
+_NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
 
 
 def unpack_bitmask(bitmask: np.ndarray, width: int) -> np.ndarray:
@@ -58,12 +59,16 @@ def apply_bitmask_inplace(logits: Any, bitmask: Any, indices: Sequence[int] | No
     columns are set to ``-inf``; when ``V' < 32 * words`` only the first ``V'`` bits apply.
     """
     if not isinstance(logits, np.ndarray):
-        if _is_torch_tensor(logits):
+        if not _is_torch_tensor(logits):
+            raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
+        if logits.device.type != "cpu" or str(logits.dtype) not in _NUMPY_FLOATS:
             from .torch_ops import apply_bitmask_inplace_torch
 
             apply_bitmask_inplace_torch(logits, bitmask, indices)
             return
-        raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
+        # A CPU tensor numpy can view: mask it through the view.  Single-threaded numpy is
+        # faster here than torch's intra-op threads, which crawl on a busy machine.
+        logits = logits.detach().numpy()
     if _is_torch_tensor(bitmask):
         if bitmask.device.type != "cpu":
             raise MatcherError("numpy logits need a host bitmask, got one on " + str(bitmask.device))

@@ -225,7 +225,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .vocab import Vocabulary
 
     grammar = load_grammar(*_grammar_choice(args))
+    if args.max_tokens < 1:
+        raise CliError("--max-tokens must be at least 1")
     model, tok = load_model(args.model)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     from .generation import generate_stream
 
     with _Step(f"indexing the vocabulary ({len(tok)} tokens) and compiling the grammar"):
@@ -344,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model", metavar="PATH", help=f"a .gguf file or a checkpoint directory (default: {DEFAULT_MODEL})")
     g.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     g.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     g.add_argument("--no-jump-forward", action="store_true", help="sample every token")
     g.set_defaults(func=cmd_generate)

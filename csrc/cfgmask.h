@@ -42,10 +42,9 @@ size_t cm_vocab_trie_size(const cm_vocab *v);
 /* The automaton tables the Python compiler emits (see cfgmask/automata.py).
  * States of all rules share one numbering.  trans[s * n_classes + byte_class[b]]
  * is the next state on byte b, or -1.  Ref edges of state s are
- * ref_rule/ref_target[ref_off[s] .. ref_off[s+1]).  exit_bytes[s * 8 ..] is a
- * 256-bit set of bytes that may be consumed after state s by leaving it
- * (completing its rule, or entering a called rule); an over-approximation is
- * correct, a smaller set is faster. */
+ * ref_rule/ref_target[ref_off[s] .. ref_off[s+1]).  rule_follow[r * 8 ..] is a
+ * 256-bit set of bytes that may come right after a completed rule r in some
+ * derivation (FOLLOW); an over-approximation is correct, a smaller set is faster. */
 typedef struct cm_tables {
     uint32_t n_states, n_rules, n_classes, start_rule;
     const uint8_t *byte_class;     /* [256] */
@@ -57,7 +56,7 @@ typedef struct cm_tables {
     const uint32_t *ref_target;    /* [ref_off[n_states]] */
     const uint32_t *rule_start;    /* [n_rules] */
     const uint8_t *rule_nullable;  /* [n_rules] */
-    const uint32_t *exit_bytes;    /* [n_states * 8] */
+    const uint32_t *rule_follow;   /* [n_rules * 8] */
 } cm_tables;
 
 typedef struct cm_limits {
@@ -101,6 +100,14 @@ int cm_matcher_rollback(cm_matcher *m, size_t k);
 /* Bytes every continuation must start with (stops at cap); returns the count or < 0. */
 long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap);
 size_t cm_matcher_chart_items(const cm_matcher *m);
+
+/* What the last fill_mask did: scanning states in the Earley set, uncertain
+ * candidates collected, candidates checked against the parser, Earley items
+ * in the current set. */
+typedef struct cm_mask_stats {
+    size_t n_states, n_candidates, n_checked, n_items;
+} cm_mask_stats;
+void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
 
 #ifdef __cplusplus
 }

@@ -118,8 +118,11 @@ static int close_set(cm_chart *c, const cm_grammar *g) {
         cm_item it = c->items[i];
         int rc;
         if (t->accepting[it.state]) {
-            rc = complete(c, g, t->state_rule[it.state], it.origin, cur);
-            if (rc) return rc;
+            if (it.origin == CM_OUTER) {
+                c->exited = true;
+            } else if ((rc = complete(c, g, t->state_rule[it.state], it.origin, cur))) {
+                return rc;
+            }
         }
         for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
             uint32_t callee = t->ref_rule[e];
@@ -131,17 +134,21 @@ static int close_set(cm_chart *c, const cm_grammar *g) {
     return CM_OK;
 }
 
-int cm_chart_init(cm_chart *c, const cm_grammar *g) {
+int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
     memset(c, 0, sizeof *c);
     c->hcap = INITIAL_HCAP;
     c->hkeys = malloc(c->hcap * sizeof *c->hkeys);
     c->hgen = calloc(c->hcap, sizeof *c->hgen);
     if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
     int rc = begin_set(c);
-    if (!rc) rc = add_item(c, g, g->t.rule_start[g->t.start_rule], 0);
+    if (!rc) rc = add_item(c, g, state, origin);
     if (!rc) rc = close_set(c, g);
     if (!rc) end_set(c);
     return rc;
+}
+
+int cm_chart_init(cm_chart *c, const cm_grammar *g) {
+    return cm_chart_init_item(c, g, g->t.rule_start[g->t.start_rule], 0);
 }
 
 void cm_chart_free(cm_chart *c) {
@@ -178,6 +185,23 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
+    c->exited = false;
+    if (c->set_start[prev + 1] - c->set_start[prev] == 1) {
+        /* one item, and its successor neither calls nor completes: the whole
+         * closure is that single item (the common case inside a terminal) */
+        cm_item it = c->items[c->set_start[prev]];
+        int32_t next = g->has_bytes[it.state] ? t->trans[(size_t)it.state * t->n_classes + cls] : -1;
+        if (next < 0) return 0;
+        if (g->simple[next]) {
+            int rc = grow((void **)&c->set_start, &c->cap_sets, c->n_sets + 2, sizeof *c->set_start);
+            if (!rc) rc = grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
+            if (rc) return rc;
+            if (c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
+            c->items[c->n_items++] = (cm_item){(uint32_t)next, it.origin};
+            end_set(c);
+            return 1;
+        }
+    }
     int rc = begin_set(c);
     if (rc) return rc;
     for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {

@@ -15,7 +15,7 @@ static int validate(const cm_tables *t) {
     if (!t->n_states || !t->n_rules || !t->n_classes || t->n_classes > 256 || t->start_rule >= t->n_rules)
         return CM_ERR_ARG;
     if (!t->byte_class || !t->trans || !t->state_rule || !t->accepting || !t->ref_off || !t->rule_start ||
-        !t->rule_nullable || !t->exit_bytes)
+        !t->rule_nullable || !t->rule_follow)
         return CM_ERR_ARG;
     for (int b = 0; b < 256; b++)
         if (t->byte_class[b] >= t->n_classes) return CM_ERR_ARG;
@@ -40,7 +40,7 @@ static int validate(const cm_tables *t) {
 /* Copy every table into one allocation owned by the grammar. */
 static int copy_tables(cm_grammar *g, const cm_tables *t) {
     size_t ns = t->n_states, nr = t->n_rules, ne = t->ref_off[ns];
-    size_t sz = 256 + ns * t->n_classes * 4 + ns * 4 + ns + (ns + 1) * 4 + 2 * ne * 4 + nr * 4 + nr + ns * 32 + 64;
+    size_t sz = 256 + ns * t->n_classes * 4 + ns * 4 + ns + (ns + 1) * 4 + 2 * ne * 4 + nr * 4 + nr + nr * 32 + 128;
     uint8_t *p = malloc(sz);
     if (!p) return CM_ERR_NOMEM;
     g->blob = p;
@@ -58,7 +58,7 @@ static int copy_tables(cm_grammar *g, const cm_tables *t) {
     TAKE(ref_rule, ne, uint32_t);
     TAKE(ref_target, ne, uint32_t);
     TAKE(rule_start, nr, uint32_t);
-    TAKE(exit_bytes, ns * 8, uint32_t);
+    TAKE(rule_follow, nr * 8, uint32_t);
     TAKE(byte_class, 256, uint8_t);
     TAKE(accepting, ns, uint8_t);
     TAKE(rule_nullable, nr, uint8_t);
@@ -69,10 +69,12 @@ static int copy_tables(cm_grammar *g, const cm_tables *t) {
 static int derive(cm_grammar *g) {
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
+    g->simple = calloc(t->n_states, 1);
     g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
     g->cache = calloc(t->n_states, sizeof *g->cache);
-    if (!g->has_bytes || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
+    if (!g->has_bytes || !g->simple || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
     for (uint32_t s = 0; s < t->n_states; s++) {
+        g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
         for (int b = 0; b < 256; b++) {
             if (t->trans[(size_t)s * t->n_classes + t->byte_class[b]] < 0) continue;
             g->has_bytes[s] = 1;
@@ -128,6 +130,7 @@ void cm_grammar_free(cm_grammar *g) {
         for (uint32_t s = 0; s < g->t.n_states; s++) cm_entry_free(atomic_load(&g->cache[s]));
     free(g->cache);
     free(g->has_bytes);
+    free(g->simple);
     free(g->next_bytes);
     free(g->stop_ids);
     free(g->blob);
@@ -156,51 +159,63 @@ static int push_uncertain(walk *w, uint32_t k) {
     return CM_OK;
 }
 
-/* May the derivation leave state s (complete its rule or enter a callee) and
- * then consume byte b?  Only exits after >= 1 byte of the token matter: exits
- * at depth 0 are other items of the same Earley set. */
-static inline bool exit_ok(const cm_tables *t, uint32_t s, uint8_t b) {
-    return (t->exit_bytes[(size_t)s * 8 + (b >> 5)] >> (b & 31)) & 1u;
+static inline bool follows(const cm_tables *t, uint32_t rule, uint8_t b) {
+    return (t->rule_follow[(size_t)rule * 8 + (b >> 5)] >> (b & 31)) & 1u;
 }
 
-/* Walk the trie from `state`: tokens whose bytes all stay inside the rule's
- * automaton are accepted; tokens that die after an exit was possible are
- * uncertain; the rest are rejected.  Entries sharing a dead prefix share its fate. */
-static int walk_trie(const cm_grammar *g, uint32_t state, walk *w, int32_t *st, uint8_t *fl) {
+/* Walk the trie from an item at `state` whose caller is unknown (origin
+ * CM_OUTER), with a private Earley chart: calls made along the way are known,
+ * so only completing the item's own rule depends on the context.
+ *   - all of a token's bytes scanned, chart alive   -> accepted, whatever the stack;
+ *   - dies after the rule could complete at depth >= 1 with the next byte in
+ *     FOLLOW(rule)                                     -> uncertain (checked at run time);
+ *   - otherwise                                        -> rejected.
+ * Completing at depth 0 needs no check: that continuation is another item of
+ * the same Earley set.  Entries sharing a dead prefix share its fate. */
+static int walk_trie(const cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t *fl) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
+    uint32_t rule = t->state_rule[state];
     uint32_t dead_at = UINT32_MAX;  /* the previous entry's prefix of this length is dead */
     bool dead_uncertain = false;
-    st[0] = (int32_t)state;
+    cm_chart c;
+    int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
+    ex[0] = 0;
     fl[0] = 0;
-    for (size_t k = 0; k < v->n_trie; k++) {
+    for (size_t k = 0; k < v->n_trie && !rc; k++) {
         uint32_t id = v->trie_ids[k], len, d = v->trie_lcp[k];
         const uint8_t *p = cm_tok_bytes(v, id, &len);
         if (dead_at <= d) {
-            if (dead_uncertain && push_uncertain(w, (uint32_t)k)) return CM_ERR_NOMEM;
+            if (dead_uncertain) rc = push_uncertain(w, (uint32_t)k);
             continue;
         }
         dead_at = UINT32_MAX;
+        cm_chart_truncate(&c, (size_t)d + 1);
         for (; d < len; d++) {
-            uint32_t s = (uint32_t)st[d];
-            uint8_t f = fl[d] | (d > 0 && exit_ok(t, s, p[d]));
-            int32_t n = t->trans[(size_t)s * t->n_classes + t->byte_class[p[d]]];
-            if (n < 0) {
+            uint8_t f = fl[d] | (ex[d] && follows(t, rule, p[d]));
+            int r = cm_chart_scan(&c, g, p[d]);
+            if (r < 0) {
+                rc = r;
+                break;
+            }
+            if (r == 0) {
                 dead_at = d + 1;
                 dead_uncertain = f;
                 break;
             }
-            st[d + 1] = n;
+            ex[d + 1] = c.exited;
             fl[d + 1] = f;
         }
+        if (rc) break;
         if (dead_at == UINT32_MAX) {
             w->bits[id >> 5] |= 1u << (id & 31);
             w->n_accepted++;
-        } else if (dead_uncertain && push_uncertain(w, (uint32_t)k)) {
-            return CM_ERR_NOMEM;
+        } else if (dead_uncertain) {
+            rc = push_uncertain(w, (uint32_t)k);
         }
     }
-    return CM_OK;
+    cm_chart_free(&c);
+    return rc;
 }
 
 /* Store accepted tokens as a sorted id list when that is smaller than a bitset. */
@@ -227,19 +242,20 @@ static int finish_entry(const cm_grammar *g, walk *w, cm_entry *e) {
     return CM_OK;
 }
 
-static cm_entry *build_entry(const cm_grammar *g, uint32_t state) {
+static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     walk w = {0};
     cm_entry *e = calloc(1, sizeof *e);
-    int32_t *st = malloc(((size_t)g->v->max_len + 1) * sizeof *st);
+    uint8_t *ex = malloc((size_t)g->v->max_len + 1);
     uint8_t *fl = malloc((size_t)g->v->max_len + 1);
     w.bits = calloc(g->n_words ? g->n_words : 1, sizeof *w.bits);
-    int rc = (!e || !st || !fl || !w.bits) ? CM_ERR_NOMEM : walk_trie(g, state, &w, st, fl);
+    int rc = (!e || !ex || !fl || !w.bits) ? CM_ERR_NOMEM : walk_trie(g, state, &w, ex, fl);
     if (!rc) rc = finish_entry(g, &w, e);
-    free(st);
+    free(ex);
     free(fl);
     free(w.bits);
     free(w.unc);
     if (rc) {
+        *status = rc;
         cm_entry_free(e);
         return NULL;
     }
@@ -258,9 +274,8 @@ const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry *
     pthread_mutex_lock(&mg->lock);
     e = atomic_load_explicit(&mg->cache[state], memory_order_acquire);
     if (!e) {
-        e = build_entry(g, state);
+        e = build_entry(g, state, status);
         if (!e) {
-            *status = CM_ERR_NOMEM;
         } else if (atomic_load(&mg->cache_bytes) + e->bytes > g->lim.max_cache_bytes) {
             *owned = e;
         } else {

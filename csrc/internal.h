@@ -9,6 +9,9 @@
 #include "cfgmask.h"
 
 #define CM_NO_STATE (-1)
+/* Origin of the one item a mask-cache walk starts from: its rule's caller is
+ * unknown, so completing it "exits" to the context instead of completing. */
+#define CM_OUTER UINT32_MAX
 
 struct cm_vocab {
     size_t n_tokens;
@@ -48,6 +51,7 @@ struct cm_grammar {
     cm_limits lim;
     size_t n_words;             /* ceil(V / 32) */
     uint8_t *has_bytes;         /* [n_states] state has a byte transition */
+    uint8_t *simple;            /* [n_states] neither accepting nor calling */
     uint32_t *next_bytes;       /* [n_states * 8] bytes with a transition */
     _Atomic(cm_entry *) *cache; /* [n_states] */
     pthread_mutex_t lock;
@@ -71,6 +75,7 @@ typedef struct cm_chart {
     uint32_t *hgen;
     size_t hcap;
     uint32_t gen;
+    bool exited;                /* the last set completed a CM_OUTER item */
 } cm_chart;
 
 struct cm_matcher {
@@ -84,10 +89,12 @@ struct cm_matcher {
     uint32_t *stamp;            /* [n_states] */
     uint32_t stamp_gen;
     uint64_t *cand;             /* [ceil(n_trie / 64)] */
+    cm_mask_stats stats;        /* of the last fill_mask */
 };
 
 /* earley.c */
 int cm_chart_init(cm_chart *c, const cm_grammar *g);
+int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin);
 void cm_chart_free(cm_chart *c);
 int cm_chart_copy(cm_chart *dst, const cm_chart *src);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);

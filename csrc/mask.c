@@ -41,12 +41,14 @@ static int gather(cm_matcher *m, uint32_t *words) {
         uint32_t s = c->items[i].state;
         if (!g->has_bytes[s] || m->stamp[s] == m->stamp_gen) continue;
         m->stamp[s] = m->stamp_gen;
+        m->stats.n_states++;
         cm_entry *owned;
         int rc;
         const cm_entry *e = cm_grammar_entry(g, s, &owned, &rc);
         if (rc) return rc;
         or_entry(words, e, g->n_words);
         mark_candidates(m->cand, e);
+        m->stats.n_candidates += e->n_uncertain;
         cm_entry_free(owned);
     }
     return CM_OK;
@@ -99,6 +101,7 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
         for (; bits && rc >= 0; bits &= bits - 1) {
             uint32_t id = v->trie_ids[w * 64 + (unsigned)__builtin_ctzll(bits)];
             if (cm_bit(words, id)) continue;
+            m->stats.n_checked++;
             rc = check_token(m, &cs, id);
             if (rc > 0) words[id >> 5] |= 1u << (id & 31);
         }
@@ -113,6 +116,8 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (n_words < g->n_words) return CM_ERR_ARG;
     if (m->err) return CM_ERR_STATE;
     memset(words, 0, n_words * sizeof *words);
+    memset(&m->stats, 0, sizeof m->stats);
+    m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
     if (!m->terminated) {
         int rc = gather(m, words);
         if (!rc) rc = check_candidates(m, words);
@@ -126,4 +131,8 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (m->terminated || cm_chart_accepting(&m->c, g))
         for (size_t i = 0; i < g->n_stop; i++) words[g->stop_ids[i] >> 5] |= 1u << (g->stop_ids[i] & 31);
     return CM_OK;
+}
+
+void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out) {
+    if (m && out) *out = m->stats;
 }

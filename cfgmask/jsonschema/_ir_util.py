@@ -37,7 +37,8 @@ def char_lengths(
         n = len(e.data.decode("utf-8", "replace"))
         return n, n
     if isinstance(e, ir.Seq):
-        lo, hi = 0, 0
+        lo: int = 0
+        hi: int | None = 0
         for x in e.items:
             a, b = char_lengths(x, rules, seen)
             lo += a

@@ -247,7 +247,7 @@ class Compiler:
 
     def merge_all_of(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
         where = pointer(path, "allOf")
-        keep = {k: s[k] for k in ("unevaluatedProperties", "unevaluatedItems") if k in s}
+        keep: dict[str, Any] = {k: s[k] for k in ("unevaluatedProperties", "unevaluatedItems") if k in s}
         acc = {k: v for k, v in s.items() if k != "allOf" and k not in keep}
         budget = [MAX_REF_EXPANSIONS]
         for i, part in enumerate(s["allOf"]):
@@ -263,7 +263,7 @@ class Compiler:
             except GrammarError as e:
                 self.rep.rejected(pointer(where, i), "$ref", e.message)
         self.rep.enforced(where, "allOf")
-        acc.update(keep)
+        acc.update(dict(keep))
         return acc
 
     def branches(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
@@ -509,8 +509,8 @@ def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr) -> None:
     rules["json-member"] = member
     rules["json-object"] = ir.alt(
         ir.seq(U.lit("{"), ws, U.lit("}")),
-        ir.seq(U.lit("{"), ws, ir.Ref("json-member"), ir.Repeat(ir.seq(comma, ir.Ref("json-member")), 0, None),
-               ws, U.lit("}")),
+        ir.seq(U.lit("{"), ws, ir.Ref("json-member"),
+               ir.Repeat(ir.seq(comma, ir.Ref("json-member")), 0, None), ws, U.lit("}")),
     )  # fmt: skip
     rules["json-array"] = ir.alt(
         ir.seq(U.lit("["), ws, U.lit("]")),

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any
 from .. import ir
 from ..errors import GrammarError
 from . import _ir_util as U
-from .lexical import encode_text
+from .lexical import Encoder, encode_text
 from .merge import Unmergeable, equal, evaluate, intersect, is_annotation, type_set
 from .report import pointer
 from .strings import not_in, search_language
-from .lexical import Encoder
 
 if TYPE_CHECKING:
     from .compiler import Compiler
@@ -243,8 +242,8 @@ class Containers:
             free = ir.Ref(fname)
         req = [n for n in required if n in member]
         if len(tracked) > MAX_TRACKED:
-            rep.relaxed(pointer(path, "required"), "required",
-                        f"more than {MAX_TRACKED} tracked keys: required keys must come in schema order")  # fmt: skip
+            why = f"more than {MAX_TRACKED} tracked keys: required keys must come in schema order"
+            rep.relaxed(pointer(path, "required"), "required", why)
             others = [member[n] for n in member if n not in req]
             free = ir.alt(*others, *free_parts) if others or free_parts else ir.NOTHING
             return self.machine(
@@ -354,7 +353,7 @@ class Containers:
                 if top is not None and top < need:
                     return ir.NOTHING
                 return ir.Repeat(ir.seq(sep, r), need, top) if top != 0 else ir.EPSILON
-            alts = []
+            alts: list[ir.Expr] = []
             if i >= lo:
                 alts.append(ir.EPSILON)
             if hi is None or i < hi:

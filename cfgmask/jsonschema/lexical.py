@@ -19,9 +19,9 @@ formats, enum values, property names) only well-formed spellings are used, so
 
 from __future__ import annotations
 
-from . import _ir_util as U
 from .. import ir
 from ..errors import GrammarError
+from . import _ir_util as U
 
 DIGIT = ir.ByteClass(((0x30, 0x39),))
 NONZERO = ir.ByteClass(((0x31, 0x39),))
