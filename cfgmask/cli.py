@@ -70,7 +70,7 @@ FRONT_ENDS = {
 }
 
 
-def load_grammar(kind: str, arg: str | None) -> Any:
+def load_grammar(kind: str, arg: str | None, whitespace: str | None = None) -> Any:
     """``cfgmask.Grammar`` from a front end; every failure becomes a ``CliError`` or a
     ``GrammarError`` (printed with its caret)."""
     from .grammar import Grammar
@@ -91,7 +91,7 @@ def load_grammar(kind: str, arg: str | None) -> Any:
         if kind == "regex":
             return Grammar.from_regex(arg or "")
         if kind == "json_schema":
-            return Grammar.from_json_schema(text)
+            return Grammar.from_json_schema(text, **({"whitespace": whitespace} if whitespace else {}))
         return Grammar.json()
     except GrammarError:
         raise
@@ -224,7 +224,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .compiler import compile as compile_grammar
     from .vocab import Vocabulary
 
-    grammar = load_grammar(*_grammar_choice(args))
+    grammar = load_grammar(*_grammar_choice(args), whitespace=args.whitespace)
     if args.max_tokens < 1:
         raise CliError("--max-tokens must be at least 1")
     model, tok = load_model(args.model)
@@ -344,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
     src.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
     src.add_argument("--json", action="store_true", help="any JSON value")
+    g.add_argument(
+        "--whitespace",
+        choices=("default", "compact", "any"),
+        help="JSON Schema whitespace policy (compact: none, so jump-forward takes every key)",
+    )
     g.add_argument("--prompt", required=True, help="the user message")
     g.add_argument("--system", help="a system message (default: the chat template's)")
     g.add_argument("--max-tokens", type=int, default=256)
