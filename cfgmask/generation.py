@@ -7,9 +7,11 @@ sampling and the model reads them in one batched forward pass instead of one pas
 
 Jump-forward must not push the model into token splits it would never produce.  The forced
 bytes are tokenized on their own by the model's tokenizer; only a tokenization that spells
-the bytes exactly and that the matcher accepts is used, and its **last token is left to the
-model**: it might merge with what follows (``": "`` + ``J`` could be one token ``" J"``), so
-the model samples it under the mask, free to pick a longer token.
+the bytes exactly, has no special token and that the matcher accepts is used.  Its last token
+might merge with what follows (``":"`` + ``J`` could be one token ``":"J``), so it is taken
+only when the grammar allows no longer token that starts with its bytes at that point;
+otherwise the model samples it, under the mask, free to pick the longer token.  (The first
+forced token cannot merge backwards into a token already emitted: that split is kept.)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class GenerationStats:
     prefill_seconds: float = 0.0
     mask_steps: int = 0
     mask_seconds: float = 0.0
+    jump_seconds: float = 0.0  # finding jump-forward tokens (forced bytes, tokenizing, checks)
     stop: str = ""  # "stop token" or "max tokens"
     accepting: bool = False  # the output is a complete string of the grammar
 
@@ -127,6 +130,7 @@ def generate_stream(
         if on_bytes is not None:
             on_bytes(data)
 
+    jumper = _Jumper(vocab, encode) if encode is not None else None
     logits = lm.feed(prompt_ids, prefill=True)
     while True:
         if matcher.is_terminated():
@@ -135,7 +139,7 @@ def generate_stream(
         if stats.tokens >= max_tokens:
             stats.stop = "max tokens"
             break
-        jump = _jump_tokens(matcher, encode, max_tokens - stats.tokens) if encode else []
+        jump = jumper.tokens(matcher, max_tokens - stats.tokens) if jumper else []
         if jump:
             stats.jumps += 1
             stats.jump_tokens += len(jump)
@@ -156,6 +160,7 @@ def generate_stream(
         emit([token])
         logits = lm.feed([token])
     stats.accepting = matcher.is_accepting()
+    stats.jump_seconds = jumper.seconds if jumper else 0.0
     return b"".join(out), stats
 
 
@@ -166,24 +171,78 @@ def _sample(logits: torch.Tensor, temperature: float, gen: torch.Generator | Non
     return int(torch.multinomial(probs.cpu(), 1, generator=gen))
 
 
-def _jump_tokens(matcher: Matcher, encode: Callable[[str], list[int]], budget: int) -> list[int]:
-    """The tokens to append without sampling (accepted by ``matcher``), or ``[]``."""
-    forced = matcher.jump_forward_bytes()
-    if not forced or budget <= 0:
-        return []
-    text = _utf8_prefix(forced)
-    if not text:
-        return []
-    tokens = encode(text)
-    vocab = matcher.compiled.vocab
-    if any(not 0 <= t < vocab.size or t in vocab.special_ids for t in tokens):
-        return []
-    if vocab.decode(tokens) != text.encode():
-        return []
-    tokens = tokens[:-1][:budget]  # the last token may merge with what follows: the model picks it
-    if not tokens or not matcher.accept_tokens(tokens):
-        return []
-    return tokens
+class _Jumper:
+    """Turns forced bytes into tokens that are safe to append without sampling."""
+
+    def __init__(self, vocab: Any, encode: Callable[[str], list[int]]) -> None:
+        import numpy as np
+
+        self.vocab = vocab
+        self.encode = encode
+        text_ids = [i for i, _ in vocab.iter_text_tokens()]
+        text_ids.sort(key=lambda i: vocab.tokens[i])
+        self.order = np.array(text_ids, dtype=np.int64)
+        self.keys = [vocab.tokens[i] for i in text_ids]
+        self.mask = allocate_bitmask(1, vocab.size)
+        self.seconds = 0.0
+
+    def tokens(self, matcher: Matcher, budget: int) -> list[int]:
+        """Accept and return the tokens to append, or ``[]`` (matcher unchanged)."""
+        t0 = time.perf_counter()
+        try:
+            return self._tokens(matcher, budget)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def _tokens(self, matcher: Matcher, budget: int) -> list[int]:
+        forced = matcher.jump_forward_bytes()
+        if not forced or budget <= 0:
+            return []
+        text = _utf8_prefix(forced)
+        if not text:
+            return []
+        tokens = self.encode(text)
+        vocab = self.vocab
+        if not tokens or any(not 0 <= t < vocab.size or t in vocab.special_ids for t in tokens):
+            return []
+        if vocab.decode(tokens) != text.encode():
+            return []
+        tokens = tokens[:budget]
+        *head, last = tokens
+        if head and not matcher.accept_tokens(head):
+            return []
+        # The last token is taken only when the model could not have chosen a longer token
+        # starting with the same bytes here; otherwise the model samples it, under the mask.
+        if matcher.accept_token(last):
+            matcher.rollback(1)
+            if not self._extendable(matcher, vocab.tokens[last]):
+                matcher.accept_token(last)
+                head.append(last)
+        return head
+
+    def _extendable(self, matcher: Matcher, prefix: bytes) -> bool:
+        """Does the matcher allow some token strictly longer than ``prefix`` that starts with it?"""
+        import bisect
+
+        import numpy as np
+
+        lo = bisect.bisect_right(self.keys, prefix)  # past the equal keys: strictly longer ones
+        hi = bisect.bisect_left(self.keys, _prefix_end(prefix), lo) if _prefix_end(prefix) else len(self.keys)
+        if lo >= hi:
+            return False
+        matcher.fill_bitmask(self.mask)
+        ids = self.order[lo:hi]
+        words = self.mask[0].view(np.uint32)[ids >> 5]
+        return bool(((words >> (ids & 31).astype(np.uint32)) & 1).any())
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The smallest byte string greater than every string that starts with ``prefix``
+    (empty when there is none: ``prefix`` is all 0xFF)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return b""
+    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 def _utf8_prefix(data: bytes) -> str:

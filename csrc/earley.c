@@ -99,8 +99,10 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
  * advance every item of set `origin` waiting on it. */
 static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur) {
     const cm_tables *t = &g->t;
+    uint64_t bit = 1ull << (rule & 63);
     for (size_t i = c->set_start[origin]; i < (origin == cur ? c->n_items : c->set_start[origin + 1]); i++) {
         cm_item it = c->items[i];
+        if (!(g->calls[it.state] & bit)) continue;
         for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
             if (t->ref_rule[e] != rule) continue;
             int rc = add_item(c, g, t->ref_target[e], it.origin);

@@ -70,11 +70,13 @@ static int derive(cm_grammar *g) {
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
     g->simple = calloc(t->n_states, 1);
+    g->calls = calloc(t->n_states, sizeof *g->calls);
     g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
     g->cache = calloc(t->n_states, sizeof *g->cache);
-    if (!g->has_bytes || !g->simple || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
+    if (!g->has_bytes || !g->simple || !g->calls || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
+        for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
         for (int b = 0; b < 256; b++) {
             if (t->trans[(size_t)s * t->n_classes + t->byte_class[b]] < 0) continue;
             g->has_bytes[s] = 1;
@@ -131,6 +133,7 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->cache);
     free(g->has_bytes);
     free(g->simple);
+    free(g->calls);
     free(g->next_bytes);
     free(g->stop_ids);
     free(g->blob);
@@ -183,12 +186,13 @@ static int walk_trie(const cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, 
     ex[0] = 0;
     fl[0] = 0;
     for (size_t k = 0; k < v->n_trie && !rc; k++) {
-        uint32_t id = v->trie_ids[k], len, d = v->trie_lcp[k];
-        const uint8_t *p = cm_tok_bytes(v, id, &len);
+        uint32_t len, d = v->trie_lcp[k];
         if (dead_at <= d) {
             if (dead_uncertain) rc = push_uncertain(w, (uint32_t)k);
             continue;
         }
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        uint32_t id = v->trie_ids[k];
         dead_at = UINT32_MAX;
         cm_chart_truncate(&c, (size_t)d + 1);
         for (; d < len; d++) {

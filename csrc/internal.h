@@ -21,8 +21,15 @@ struct cm_vocab {
     size_t n_trie;
     uint32_t *trie_ids;     /* text tokens sorted by bytes: the trie in DFS order */
     uint32_t *trie_lcp;     /* common prefix length with the previous trie entry */
+    uint8_t *trie_data;     /* token bytes again, in trie order: walks stream memory */
+    uint64_t *trie_off;     /* [n_trie + 1] */
     uint32_t max_len;
 };
+
+static inline const uint8_t *cm_trie_bytes(const cm_vocab *v, size_t k, uint32_t *len) {
+    *len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);
+    return v->trie_data + v->trie_off[k];
+}
 
 static inline const uint8_t *cm_tok_bytes(const cm_vocab *v, uint32_t t, uint32_t *len) {
     *len = (uint32_t)(v->offsets[t + 1] - v->offsets[t]);
@@ -52,6 +59,7 @@ struct cm_grammar {
     size_t n_words;             /* ceil(V / 32) */
     uint8_t *has_bytes;         /* [n_states] state has a byte transition */
     uint8_t *simple;            /* [n_states] neither accepting nor calling */
+    uint64_t *calls;            /* [n_states] bit r % 64 set if the state calls rule r */
     uint32_t *next_bytes;       /* [n_states * 8] bytes with a transition */
     _Atomic(cm_entry *) *cache; /* [n_states] */
     pthread_mutex_t lock;

@@ -68,10 +68,10 @@ typedef struct check_state {
 } check_state;
 
 /* Decide one uncertain token exactly: 1 allowed, 0 not, < 0 error. */
-static int check_token(cm_matcher *m, check_state *cs, uint32_t id) {
+static int check_token(cm_matcher *m, check_state *cs, size_t k) {
     const cm_grammar *g = m->g;
     uint32_t len;
-    const uint8_t *p = cm_tok_bytes(g->v, id, &len);
+    const uint8_t *p = cm_trie_bytes(g->v, k, &len);
     uint32_t d = cs->prev ? common_prefix(cs->prev, cs->prev_len, p, len) : 0;
     cs->prev = p;
     cs->prev_len = len;
@@ -99,10 +99,11 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
         uint64_t bits = m->cand[w];
         m->cand[w] = 0;
         for (; bits && rc >= 0; bits &= bits - 1) {
-            uint32_t id = v->trie_ids[w * 64 + (unsigned)__builtin_ctzll(bits)];
+            size_t k = w * 64 + (unsigned)__builtin_ctzll(bits);
+            uint32_t id = v->trie_ids[k];
             if (cm_bit(words, id)) continue;
             m->stats.n_checked++;
-            rc = check_token(m, &cs, id);
+            rc = check_token(m, &cs, k);
             if (rc > 0) words[id >> 5] |= 1u << (id & 31);
         }
     }

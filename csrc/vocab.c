@@ -50,6 +50,27 @@ static uint32_t common_prefix(const cm_vocab *v, uint32_t a, uint32_t b) {
     return i;
 }
 
+static int build_trie_data(cm_vocab *v) {
+    size_t total = 0;
+    v->trie_off = malloc((v->n_trie + 1) * sizeof *v->trie_off);
+    if (!v->trie_off) return CM_ERR_NOMEM;
+    for (size_t k = 0; k < v->n_trie; k++) {
+        uint32_t len;
+        cm_tok_bytes(v, v->trie_ids[k], &len);
+        v->trie_off[k] = total;
+        total += len;
+    }
+    v->trie_off[v->n_trie] = total;
+    v->trie_data = malloc(total ? total : 1);
+    if (!v->trie_data) return CM_ERR_NOMEM;
+    for (size_t k = 0; k < v->n_trie; k++) {
+        uint32_t len;
+        const uint8_t *p = cm_tok_bytes(v, v->trie_ids[k], &len);
+        memcpy(v->trie_data + v->trie_off[k], p, len);
+    }
+    return CM_OK;
+}
+
 int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in_trie,
                  size_t n_tokens, cm_vocab **out) {
     if (!out || !offsets || !in_trie || n_tokens == 0 || n_tokens > UINT32_MAX - 1) return CM_ERR_ARG;
@@ -88,6 +109,10 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
     }
     for (size_t k = 0; k < v->n_trie; k++)
         v->trie_lcp[k] = k ? common_prefix(v, v->trie_ids[k - 1], v->trie_ids[k]) : 0;
+    if (build_trie_data(v) != CM_OK) {
+        cm_vocab_free(v);
+        return CM_ERR_NOMEM;
+    }
     *out = v;
     return CM_OK;
 }
@@ -99,6 +124,8 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->in_trie);
     free(v->trie_ids);
     free(v->trie_lcp);
+    free(v->trie_data);
+    free(v->trie_off);
     free(v);
 }
 
