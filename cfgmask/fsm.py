@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .errors import LimitError
 
 
@@ -73,15 +75,27 @@ def _closure(nfa: NFA, seeds: frozenset[int] | set[int]) -> frozenset[int]:
 
 
 def _byte_moves(nfa: NFA, members: frozenset[int]) -> list[tuple[int, int, frozenset[int]]]:
-    edges = [e for s in members for e in nfa.bytes[s]]
-    if not edges:
+    """Disjoint byte ranges and the NFA states they lead to (a sweep over range ends)."""
+    events: dict[int, list[tuple[int, int]]] = {}
+    for s in members:
+        for lo, hi, t in nfa.bytes[s]:
+            events.setdefault(lo, []).append((t, 1))
+            events.setdefault(hi + 1, []).append((t, -1))
+    if not events:
         return []
-    cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+    active: dict[int, int] = {}
     moves: list[tuple[int, int, frozenset[int]]] = []
+    cuts = sorted(events)
     for a, b in zip(cuts, cuts[1:]):
-        targets = frozenset(t for lo, hi, t in edges if lo <= a and b - 1 <= hi)
-        if not targets:
+        for t, d in events[a]:
+            n = active.get(t, 0) + d
+            if n:
+                active[t] = n
+            else:
+                del active[t]
+        if not active:
             continue
+        targets = frozenset(active)
         if moves and moves[-1][1] == a - 1 and moves[-1][2] == targets:
             moves[-1] = (moves[-1][0], b - 1, targets)
         else:
@@ -126,33 +140,67 @@ def determinize(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     return DFA(states)
 
 
-def minimize(dfa: DFA) -> DFA:
-    """Moore partition refinement over byte ranges and call labels."""
-    n = len(dfa.states)
-    block = [1 if st.accepting else 0 for st in dfa.states]
-    while True:
-        sigs: dict[tuple[object, ...], int] = {}
-        new = []
-        for st, b in zip(dfa.states, block):
-            sig = (
-                b,
-                tuple(_merge_ranges([(lo, hi, block[t]) for lo, hi, t in st.bytes])),
-                tuple((name, block[t]) for name, t in st.refs),
-            )
-            new.append(sigs.setdefault(sig, len(sigs)))
-        if len(sigs) == len(set(block)):
-            break
-        block = new
-    # renumber so the start state's block is 0, in first-seen order
-    order: dict[int, int] = {}
-    for s in range(n):
-        order.setdefault(block[s], len(order))
-    out: list[DState | None] = [None] * len(order)
+def _dense(dfa: DFA) -> tuple[np.ndarray, list[tuple[int, int]], list[str]]:
+    """The DFA as a dense [states, labels] target table (-1 = none) over its own
+    byte intervals followed by its call labels."""
+    edges = [(s, lo, hi, t) for s, st in enumerate(dfa.states) for lo, hi, t in st.bytes]
+    cuts = sorted({0, 256} | {x for _, lo, hi, _ in edges for x in (lo, hi + 1)})
+    starts = np.asarray(cuts[:-1], dtype=np.int64)
+    names = sorted({name for st in dfa.states for name, _ in st.refs})
+    col = {name: len(starts) + i for i, name in enumerate(names)}
+    table = np.full((len(dfa.states), len(starts) + len(names)), -1, dtype=np.int64)
+    if edges:
+        e = np.asarray(edges, dtype=np.int64)
+        i0 = np.searchsorted(starts, e[:, 1])
+        i1 = np.searchsorted(starts, e[:, 2] + 1)
+        counts = i1 - i0
+        rows = np.repeat(e[:, 0], counts)
+        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        table[rows, np.repeat(i0, counts) + offsets] = np.repeat(e[:, 3], counts)
     for s, st in enumerate(dfa.states):
-        b = order[block[s]]
-        if out[b] is None:
-            merged = _merge_ranges([(lo, hi, order[block[t]]) for lo, hi, t in st.bytes])
-            out[b] = DState(merged, [(name, order[block[t]]) for name, t in st.refs], st.accepting)
+        for name, t in st.refs:
+            table[s, col[name]] = t
+    intervals = [(lo, hi - 1) for lo, hi in zip(cuts, cuts[1:])]
+    return table, intervals, names
+
+
+def minimize(dfa: DFA) -> DFA:
+    """Moore partition refinement, vectorized over a dense transition table."""
+    n = len(dfa.states)
+    if n <= 1:
+        return dfa
+    table, intervals, names = _dense(dfa)
+    block = np.asarray([1 if st.accepting else 0 for st in dfa.states], dtype=np.int64)
+    n_blocks = len(np.unique(block))
+    weights = np.random.default_rng(0x5EED).integers(1, 2**62, size=table.shape[1] + 1, dtype=np.int64) | 1
+    while True:
+        targets = np.where(table >= 0, block[np.maximum(table, 0)], -1)
+        sig = np.concatenate([block[:, None], targets], axis=1)
+        with np.errstate(over="ignore"):
+            key = (sig + 2) @ weights  # wraps modulo 2**64: a hash of the row
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if not np.array_equal(sig, sig[first[inverse]]):  # a hash collision: stay exact
+            _, first, inverse = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+        if len(first) == n_blocks:
+            break
+        block, n_blocks = inverse, len(first)
+    # renumber blocks in order of first appearance, so the start state's block is 0
+    order: dict[int, int] = {}
+    for b in block.tolist():
+        order.setdefault(b, len(order))
+    new_id = np.asarray([order[b] for b in block.tolist()], dtype=np.int64)
+    out: list[DState | None] = [None] * len(order)
+    n_iv = len(intervals)
+    for s in range(n):
+        b = int(new_id[s])
+        if out[b] is not None:
+            continue
+        row = np.where(table[s] >= 0, new_id[np.maximum(table[s], 0)], -1).tolist()
+        edges = [(lo, hi, row[i]) for i, (lo, hi) in enumerate(intervals) if row[i] >= 0]
+        refs = [(name, row[n_iv + j]) for j, name in enumerate(names) if row[n_iv + j] >= 0]
+        out[b] = DState(_merge_ranges(edges), refs, dfa.states[s].accepting)
     return DFA([st for st in out if st is not None])
 
 
