@@ -70,20 +70,36 @@ class Tables:
 # ---- 1. repetitions -----------------------------------------------------------
 
 
-def _size(expr: ir.Expr) -> int:
-    """A rough NFA size estimate used only to choose unrolling vs helper rules."""
+def _size(expr: ir.Expr, rule_size: dict[str, int] | None = None) -> int:
+    """A rough NFA size estimate used only to choose unrolling vs helper rules;
+    a reference counts as the estimated size of the rule (it may be inlined)."""
     if isinstance(expr, ir.Literal):
         return max(1, len(expr.data))
     if isinstance(expr, ir.CharClass):
         return 2 * max(1, len(expr.ranges))
-    if isinstance(expr, (ir.ByteClass, ir.Ref, ir.Token)):
-        return 1 if not isinstance(expr, ir.Ref) else 4
+    if isinstance(expr, ir.Ref):
+        return (rule_size or {}).get(expr.name, 4)
+    if isinstance(expr, (ir.ByteClass, ir.Token)):
+        return 1
     if isinstance(expr, (ir.Seq, ir.Alt)):
-        return 1 + sum(_size(e) for e in expr.items)
+        return 1 + sum(_size(e, rule_size) for e in expr.items)
     if isinstance(expr, ir.Repeat):
         n = expr.hi if expr.hi is not None else max(expr.lo, 1)
-        return 1 + _size(expr.item) * max(n, 1)
+        return 1 + _size(expr.item, rule_size) * max(n, 1)
     raise TypeError(f"not an IR expression: {expr!r}")
+
+
+def _rule_sizes(rules: dict[str, ir.Expr]) -> dict[str, int]:
+    """Estimated sizes of every rule, references expanded (recursion counts 4), capped."""
+    cap = 1 << 30
+    sizes: dict[str, int] = {}
+    graph = {n: ir.Grammar(rules, n).references(b) for n, b in rules.items()}
+    for comp in _sccs_all(graph):
+        for n in comp:
+            sizes.setdefault(n, 4)
+        for n in comp:
+            sizes[n] = min(cap, _size(rules[n], sizes))
+    return sizes
 
 
 class _RepeatRewriter:
@@ -92,6 +108,7 @@ class _RepeatRewriter:
         self.limits = limits
         self.outlined: set[str] = set()
         self.count = 0
+        self.rule_size = _rule_sizes(self.rules)
 
     def run(self) -> dict[str, ir.Expr]:
         for name in list(self.rules):
@@ -117,7 +134,7 @@ class _RepeatRewriter:
                 value=self.limits.max_repeat_product,
             )
         item = self.expr(e.item, rule, product)
-        if _size(item) * bound <= self.limits.unroll_budget:
+        if bound <= 1 or _size(item, self.rule_size) * bound <= self.limits.unroll_budget:
             return ir.Repeat(item, e.lo, e.hi)
         return self.helpers(item, e.lo, e.hi, rule)
 
@@ -193,6 +210,21 @@ def _sccs(graph: dict[str, set[str]], root: str) -> list[list[str]]:
                 if x == node:
                     break
             out.append(comp)
+    return out
+
+
+def _sccs_all(graph: dict[str, set[str]]) -> list[list[str]]:
+    """SCCs of the whole graph, callees before callers."""
+    out: list[list[str]] = []
+    seen: set[str] = set()
+    for root in graph:
+        if root in seen:
+            continue
+        comps = _sccs({k: {c for c in v if c in graph} for k, v in graph.items()}, root)
+        for comp in comps:
+            if comp[0] not in seen:
+                out.append(comp)
+                seen.update(comp)
     return out
 
 

