@@ -79,7 +79,9 @@ class Replay:
 
 
 def _digest(words: np.ndarray) -> tuple[int, bytes]:
-    return int(np.bitwise_count(words.view(np.uint32)).sum()), hashlib.blake2b(words.tobytes(), digest_size=8).digest()
+    return int(np.bitwise_count(words.view(np.uint32)).sum()), hashlib.blake2b(
+        words.tobytes(), digest_size=8
+    ).digest()
 
 
 def _prefix(tokens: Sequence[int], step: int, width: int = 60) -> str:
@@ -98,9 +100,7 @@ def check_documents(engine: Engine, compiled: Any, docs: Sequence[Doc]) -> dict[
         out[d.index] = None
         for i, t in enumerate(d.tokens):
             if not engine.accept(m, t):
-                out[d.index] = (
-                    f"rejects token {i} {llama3_token_bytes()[t]!r} after {_prefix(d.tokens, i)!r}"
-                )
+                out[d.index] = f"rejects token {i} {llama3_token_bytes()[t]!r} after {_prefix(d.tokens, i)!r}"
                 break
         else:
             if not engine.is_accepting(m):
@@ -111,8 +111,15 @@ def check_documents(engine: Engine, compiled: Any, docs: Sequence[Doc]) -> dict[
 # ---- replay ------------------------------------------------------------------------------
 
 
-def replay(engine: Engine, compiled: Any, docs: Sequence[Doc], stride: int = 1, offset: int = 0,
-           digests: bool = False, only: set[int] | None = None) -> dict[int, Replay]:
+def replay(
+    engine: Engine,
+    compiled: Any,
+    docs: Sequence[Doc],
+    stride: int = 1,
+    offset: int = 0,
+    digests: bool = False,
+    only: set[int] | None = None,
+) -> dict[int, Replay]:
     """One pass over ``docs``: mask step s (counted over the pass) when s % stride == offset,
     or when s is in ``only``; the other steps are only accepted."""
     clock = time.perf_counter_ns
@@ -163,8 +170,15 @@ def choose_stride(engine: Engine, compiled: Any, docs: Sequence[Doc], budget_s: 
 # ---- mask comparison ---------------------------------------------------------------------
 
 
-def compare(ref: Engine, ref_cg: Any, peer: Engine, peer_cg: Any, docs: Sequence[Doc],
-            ref_pass: dict[int, Replay], peer_pass: dict[int, Replay]) -> dict[str, Any]:
+def compare(
+    ref: Engine,
+    ref_cg: Any,
+    peer: Engine,
+    peer_cg: Any,
+    docs: Sequence[Doc],
+    ref_pass: dict[int, Replay],
+    peer_pass: dict[int, Replay],
+) -> dict[str, Any]:
     """Steps where both engines masked and the masks differ; details for the first few."""
     compared = differing = 0
     examples: list[dict[str, Any]] = []
@@ -221,12 +235,17 @@ def bench_grammar(name: str, engines: Sequence[Engine], args: argparse.Namespace
     docs = [Doc(i, s, tokenize(s)) for i, s in enumerate(DOCUMENTS[name]())]
     if args.quick:
         docs = docs[: args.quick_docs]
-    result: dict[str, Any] = {"documents": len(docs), "tokens": sum(len(d.tokens) for d in docs), "engines": {}}
+    result: dict[str, Any] = {
+        "documents": len(docs),
+        "tokens": sum(len(d.tokens) for d in docs),
+        "engines": {},
+    }
     compiled: dict[str, Any] = {}
     compile_s: dict[str, list[float]] = {}  # every cold compile of the run is timed
     accepted: dict[str, set[int]] = {}
     for e in engines:
-        info = result["engines"][e.name] = {}
+        info: dict[str, Any] = {}
+        result["engines"][e.name] = info
         gtext, info["rewrites"] = e.adapt(text)
         try:
             compiled[e.name], t = _cold_compile(e, gtext)
@@ -290,8 +309,9 @@ def bench_grammar(name: str, engines: Sequence[Engine], args: argparse.Namespace
         for e in engines[1:]:
             if e.name in passes:
                 _log(f"  comparing masks: {ref.name} vs {e.name}")
-                result["agreement"][e.name] = compare(ref, compiled[ref.name], e, compiled[e.name],
-                                                      docs, passes[ref.name], passes[e.name])
+                result["agreement"][e.name] = compare(
+                    ref, compiled[ref.name], e, compiled[e.name], docs, passes[ref.name], passes[e.name]
+                )
     result["ratios"] = _ratios(result, ref.name)
     return result
 
@@ -317,7 +337,10 @@ def _ratios(result: dict[str, Any], ref: str) -> dict[str, dict[str, float | Non
         shared = set(r["_per_doc_cold"]) & set(p["_per_doc_cold"])
         a = Stats.of_ns([t for i in shared for t in r["_per_doc_cold"][i]])
         b = Stats.of_ns([t for i in shared for t in p["_per_doc_cold"][i]])
-        row: dict[str, float | None] = {"compile": r["compile_ms"] / p["compile_ms"], "documents": len(shared)}
+        row: dict[str, float | None] = {
+            "compile": r["compile_ms"] / p["compile_ms"],
+            "documents": len(shared),
+        }
         for k in ("mean", "p50", "p99", "max"):
             row[k] = getattr(a, k) / getattr(b, k) if a and b and getattr(b, k) else None
         out[peer] = row
@@ -330,9 +353,14 @@ def _ratios(result: dict[str, Any], ref: str) -> dict[str, dict[str, float | Non
 def table(results: dict[str, Any]) -> str:
     w = 10
     cols = "".join(f"{c:>{w}}" for c in ("mean", "p50", "p99", "max"))
-    head = f"{'grammar':<11}{'engine':<11}{'docs':>5}{'compile ms':>11} |{cols}{'n':>6} |{cols} |{'accept':>8}"
-    lines = [f"{'':<38}| pass 1 (cold): mask µs{'':<24}| pass 2 (warm): mask µs{'':<18}| mean µs", head,
-             "-" * len(head)]
+    head = (
+        f"{'grammar':<11}{'engine':<11}{'docs':>5}{'compile ms':>11} |{cols}{'n':>6} |{cols} |{'accept':>8}"
+    )
+    lines = [
+        f"{'':<38}| pass 1 (cold): mask µs{'':<24}| pass 2 (warm): mask µs{'':<18}| mean µs",
+        head,
+        "-" * len(head),
+    ]
     for g, res in results.items():
         for e, info in res["engines"].items():
             if info.get("cold") is None:
@@ -343,23 +371,36 @@ def table(results: dict[str, Any]) -> str:
             n = f"{c.n}" + ("*" if info["stride"] > 1 else "")
             lines.append(
                 f"{g:<11}{e:<11}{len(info['documents']):>5}{fmt(info['compile_ms'], 11)} |"
-                + "".join(fmt(getattr(c, k), w) for k in ("mean", "p50", "p99", "max")) + f"{n:>6} |"
+                + "".join(fmt(getattr(c, k), w) for k in ("mean", "p50", "p99", "max"))
+                + f"{n:>6} |"
                 + "".join(fmt(getattr(wm, k), w) for k in ("mean", "p50", "p99", "max"))
                 + f" |{fmt(a.mean if a else None, 8)}"
             )
     lines.append("* every k-th step timed (an engine with no lazy state; see --budget)")
-    warm = [f"{g} {fmt(r['engines']['cfgmask']['compile_warm_ms'], 0).strip()} ms" for g, r in results.items()
-            if "compile_warm_ms" in r["engines"].get("cfgmask", {})]
+    warm = [
+        f"{g} {fmt(r['engines']['cfgmask']['compile_warm_ms'], 0).strip()} ms"
+        for g, r in results.items()
+        if "compile_warm_ms" in r["engines"].get("cfgmask", {})
+    ]
     if warm:
         lines.append("cfgmask compile(warm=True), whole mask cache precomputed: " + ", ".join(warm))
-    lines += ["", "cfgmask / peer (pass 1 mask times over the documents both engines accept; < 1: cfgmask faster)",
-              f"{'grammar':<11}{'peer':<11}{'docs':>5}" + "".join(f"{c:>9}" for c in
-                                                             ("compile", "mean", "p50", "p99", "max"))]
+    lines += [
+        "",
+        "cfgmask / peer (pass 1 mask times over the documents both engines accept; < 1: cfgmask faster)",
+        f"{'grammar':<11}{'peer':<11}{'docs':>5}"
+        + "".join(f"{c:>9}" for c in ("compile", "mean", "p50", "p99", "max")),
+    ]
     for g, res in results.items():
         for peer, r in res["ratios"].items():
-            vals = "".join(fmt(r[k]) for k in ("compile", "mean", "p50", "p99", "max"))
+            vals = "".join(_ratio(r[k]) for k in ("compile", "mean", "p50", "p99", "max"))
             lines.append(f"{g:<11}{peer:<11}{r['documents']:>5}{vals}")
     return "\n".join(lines)
+
+
+def _ratio(x: float | None) -> str:
+    if x is None:
+        return f"{'-':>9}"
+    return f"{x:>9.2g}" if x < 0.1 else f"{x:>9.2f}"
 
 
 def findings(results: dict[str, Any]) -> str:
@@ -375,12 +416,16 @@ def findings(results: dict[str, Any]) -> str:
             if info.get("rewrites"):
                 lines.append(f"{g}: {e} got the grammar with: {'; '.join(info['rewrites'])}")
         for peer, a in res["agreement"].items():
-            lines.append(f"{g}: masks cfgmask vs {peer}: {a['steps_differing']} of {a['steps_compared']} "
-                         "compared steps differ")
+            lines.append(
+                f"{g}: masks cfgmask vs {peer}: {a['steps_differing']} of {a['steps_compared']} "
+                "compared steps differ"
+            )
             for x in a["examples"][:3]:
-                lines.append(f"    doc {x['doc']} step {x['step']} after {x['prefix']!r}: "
-                             f"cfgmask {x['cfgmask_allowed']}, {peer} {x[peer + '_allowed']}; "
-                             f"only cfgmask {x['only_cfgmask'][:4]}, only {peer} {x['only_' + peer][:4]}")
+                lines.append(
+                    f"    doc {x['doc']} step {x['step']} after {x['prefix']!r}: "
+                    f"cfgmask {x['cfgmask_allowed']}, {peer} {x[peer + '_allowed']}; "
+                    f"only cfgmask {x['only_cfgmask'][:4]}, only {peer} {x['only_' + peer][:4]}"
+                )
     return "\n".join(lines)
 
 
@@ -393,11 +438,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="smoke run: one document a grammar, one cold pass")
     p.add_argument("--grammars", default=",".join(GRAMMARS))
     p.add_argument("--engines", default=",".join(ENGINES), help="the first one is the reference")
-    p.add_argument("--reps", type=int, default=2, help="cold passes, each on a fresh compile (compile time: median of reps + 1)")
-    p.add_argument("--budget", type=float, default=12.0,
-                   help="seconds of masking one pass may take for an engine with no lazy state")
-    p.add_argument("--no-warm-compile", dest="warm_compile", action="store_false",
-                   help="skip timing cfgmask's compile(warm=True)")
+    p.add_argument(
+        "--reps",
+        type=int,
+        default=2,
+        help="cold passes, each on a fresh compile (compile time: median of reps + 1)",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=12.0,
+        help="seconds of masking one pass may take for an engine with no lazy state",
+    )
+    p.add_argument(
+        "--no-warm-compile",
+        dest="warm_compile",
+        action="store_false",
+        help="skip timing cfgmask's compile(warm=True)",
+    )
     p.add_argument("--out", default="bench_gbnf")
     args = p.parse_args(argv)
     args.quick_docs = 1

@@ -34,8 +34,14 @@ LLAMA3_SPECIAL = range(128_000, 128_256)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GRAMMARS_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS",
-                "TVM_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+_THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "TVM_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 def single_thread() -> None:
@@ -418,8 +424,30 @@ def environment(engines: Sequence[Engine]) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "engines": {e.name: {"version": e.version, "vocab_setup_s": round(e.setup_s, 3)} for e in engines},
         "threads": {v: os.environ.get(v) for v in _THREAD_VARS},
+        "cfgmask_commit": _git_commit(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def _git_commit() -> str | None:
+    """HEAD of the checkout being measured, with "+dirty" when it has uncommitted changes."""
+    import subprocess
+
+    root = GRAMMARS_DIR.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def _cpu_model() -> str:

@@ -50,8 +50,8 @@ _JSON_VALUES: list[object] = [
         "model": "llama-3-8b-instruct",
         "messages": [
             {"role": "system", "content": "You are a helpful assistant.\nAnswer briefly."},
-            {"role": "user", "content": "What's the capital of Japan? Reply in \"JSON\"."},
-            {"role": "assistant", "content": "{\"capital\": \"Tokyo\"}"},
+            {"role": "user", "content": 'What\'s the capital of Japan? Reply in "JSON".'},
+            {"role": "assistant", "content": '{"capital": "Tokyo"}'},
         ],
         "temperature": 0.7,
         "top_p": 0.95,
@@ -80,15 +80,29 @@ _JSON_VALUES: list[object] = [
         "author": "A. Einstein",
         "year": 1905,
         "journal": "Annalen der Physik",
-        "translations": {"ja": "動いている物体の電気力学", "ru": "К электродинамике движущихся тел", "el": "Περί"},
+        "translations": {
+            "ja": "動いている物体の電気力学",
+            "ru": "К электродинамике движущихся тел",
+            "el": "Περί",
+        },
         "tags": ["physics", "relativity", "😀 emoji"],
         "pages": [891, 921],
     },
     {
         "log": [
             {"ts": 1718035200123, "level": "INFO", "msg": "server started on :8080", "pid": 4121},
-            {"ts": 1718035201877, "level": "WARN", "msg": "slow query (812 ms): SELECT * FROM t", "pid": 4121},
-            {"ts": 1718035203002, "level": "ERROR", "msg": "path C:\\temp\\x.txt not found\ttab", "pid": 4122},
+            {
+                "ts": 1718035201877,
+                "level": "WARN",
+                "msg": "slow query (812 ms): SELECT * FROM t",
+                "pid": 4121,
+            },
+            {
+                "ts": 1718035203002,
+                "level": "ERROR",
+                "msg": "path C:\\temp\\x.txt not found\ttab",
+                "pid": 4122,
+            },
         ],
         "count": 3,
         "truncated": False,
@@ -269,8 +283,10 @@ WHERE o.created_at BETWEEN '2024-01-01' AND '2024-12-31'
 GROUP BY o.id, c.name
 ORDER BY total DESC
 LIMIT 20 OFFSET 40;""",
-    "INSERT INTO products (sku, name, price) VALUES ('KB-104', 'Keyboard', 129.99), ('MS-22', 'Mouse', 24.5);",
-    "UPDATE accounts SET balance = balance - 100, updated_at = '2024-06-01' WHERE id = 42 AND balance >= 100;",
+    "INSERT INTO products (sku, name, price) "
+    "VALUES ('KB-104', 'Keyboard', 129.99), ('MS-22', 'Mouse', 24.5);",
+    "UPDATE accounts SET balance = balance - 100, updated_at = '2024-06-01' "
+    "WHERE id = 42 AND balance >= 100;",
     "DELETE FROM sessions WHERE last_seen < '2024-01-01' OR user_id IS NULL;",
     """SELECT name FROM employees e
 WHERE salary > (SELECT AVG(salary) FROM employees WHERE dept_id = e.dept_id)

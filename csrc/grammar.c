@@ -179,44 +179,38 @@ static int walk_trie(const cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, 
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     uint32_t rule = t->state_rule[state];
-    uint32_t dead_at = UINT32_MAX;  /* the previous entry's prefix of this length is dead */
-    bool dead_uncertain = false;
     cm_chart c;
     int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
     ex[0] = 0;
     fl[0] = 0;
-    for (size_t k = 0; k < v->n_trie && !rc; k++) {
-        uint32_t len, d = v->trie_lcp[k];
-        if (dead_at <= d) {
-            if (dead_uncertain) rc = push_uncertain(w, (uint32_t)k);
-            continue;
-        }
+    size_t k = 0;
+    while (k < v->n_trie && !rc) {
+        uint32_t len, d = v->trie_lcp[k], dead_at = 0;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t id = v->trie_ids[k];
-        dead_at = UINT32_MAX;
+        uint8_t f = 0;
         cm_chart_truncate(&c, (size_t)d + 1);
         for (; d < len; d++) {
-            uint8_t f = fl[d] | (ex[d] && follows(t, rule, p[d]));
+            f = fl[d] | (ex[d] && follows(t, rule, p[d]));
             int r = cm_chart_scan(&c, g, p[d]);
-            if (r < 0) {
+            if (r <= 0) {
                 rc = r;
-                break;
-            }
-            if (r == 0) {
                 dead_at = d + 1;
-                dead_uncertain = f;
                 break;
             }
             ex[d + 1] = c.exited;
             fl[d + 1] = f;
         }
         if (rc) break;
-        if (dead_at == UINT32_MAX) {
+        if (!dead_at) {
+            uint32_t id = v->trie_ids[k++];
             w->bits[id >> 5] |= 1u << (id & 31);
             w->n_accepted++;
-        } else if (dead_uncertain) {
-            rc = push_uncertain(w, (uint32_t)k);
+            continue;
         }
+        /* every entry sharing the dead prefix shares its fate */
+        size_t end = v->skip[v->trie_off[k] + dead_at - 1];
+        for (; f && k < end && !rc; k++) rc = push_uncertain(w, (uint32_t)k);
+        k = end;
     }
     cm_chart_free(&c);
     return rc;

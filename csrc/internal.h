@@ -23,6 +23,10 @@ struct cm_vocab {
     uint32_t *trie_lcp;     /* common prefix length with the previous trie entry */
     uint8_t *trie_data;     /* token bytes again, in trie order: walks stream memory */
     uint64_t *trie_off;     /* [n_trie + 1] */
+    /* skip[trie_off[k] + d - 1]: the first entry after k whose common prefix
+     * with its predecessor is shorter than d, i.e. the end of the subtree of
+     * k's first d bytes (the trie's "next sibling" links, one per node on k's path) */
+    uint32_t *skip;
     uint32_t max_len;
 };
 

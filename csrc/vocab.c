@@ -62,7 +62,20 @@ static int build_trie_data(cm_vocab *v) {
     }
     v->trie_off[v->n_trie] = total;
     v->trie_data = malloc(total ? total : 1);
-    if (!v->trie_data) return CM_ERR_NOMEM;
+    v->skip = malloc((total ? total : 1) * sizeof *v->skip);
+    uint32_t *best = malloc(((size_t)v->max_len + 2) * sizeof *best);
+    if (!v->trie_data || !v->skip || !best) {
+        free(best);
+        return CM_ERR_NOMEM;
+    }
+    /* right to left: best[d] = first later entry whose lcp is < d */
+    for (uint32_t d = 0; d <= v->max_len + 1; d++) best[d] = (uint32_t)v->n_trie;
+    for (size_t k = v->n_trie; k-- > 0;) {
+        uint32_t len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);
+        for (uint32_t d = 1; d <= len; d++) v->skip[v->trie_off[k] + d - 1] = best[d];
+        for (uint32_t d = v->trie_lcp[k] + 1; d <= v->max_len; d++) best[d] = (uint32_t)k;
+    }
+    free(best);
     for (size_t k = 0; k < v->n_trie; k++) {
         uint32_t len;
         const uint8_t *p = cm_tok_bytes(v, v->trie_ids[k], &len);
@@ -126,6 +139,7 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->trie_lcp);
     free(v->trie_data);
     free(v->trie_off);
+    free(v->skip);
     free(v);
 }
 
