@@ -249,7 +249,7 @@ class XGrammarEngine(Engine):
 
         torch.set_num_threads(1)
         self._xgr = xgr
-        self.version = xgr._version.__version__ if hasattr(xgr, "_version") else "?"
+        self.version = _dist_version("xgrammar")
         toks = [b"" if i in LLAMA3_SPECIAL else t for i, t in enumerate(llama3_token_bytes())]
         t0 = time.perf_counter()
         self.info = xgr.TokenizerInfo(toks, xgr.VocabType.RAW, stop_token_ids=list(LLAMA3_STOPS))
@@ -349,6 +349,15 @@ ENGINE_CLASSES: dict[str, type[Engine]] = {
     "xgrammar": XGrammarEngine,
     "llguidance": LlguidanceEngine,
 }
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "?"
 
 
 def load_engines(names: Iterable[str]) -> tuple[list[Engine], dict[str, str]]:

@@ -20,6 +20,7 @@ Pipeline (docs/design.md has the why):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -547,13 +548,24 @@ def _classes(f: _Flat) -> tuple[np.ndarray, np.ndarray]:
     return byte_class, trans
 
 
+def _build_dfas(grammar: ir.Grammar, limits: CompileLimits) -> dict[str, DFA]:
+    rw = _RepeatRewriter(grammar.rules, limits)
+    rules = rw.run()
+    return _trim_all(_rule_dfas(rules, grammar.start, rw.outlined, limits), grammar.start)
+
+
 def build_tables(grammar: ir.Grammar, limits: CompileLimits | None = None) -> Tables:
     """Compile an IR grammar to the C core's tables."""
     limits = limits or CompileLimits()
     _validate(grammar)
-    rw = _RepeatRewriter(grammar.rules, limits)
-    rules = rw.run()
-    dfas = _trim_all(_rule_dfas(rules, grammar.start, rw.outlined, limits), grammar.start)
+    try:
+        dfas = _build_dfas(grammar, limits)
+    except LimitError as e:
+        if e.limit != "max_dfa_states" or limits.unroll_budget == 0:
+            raise
+        # Unrolled bounded repetitions can make subset construction explode
+        # ((a x{0,20})* tracks every counter combination); helper rules never do.
+        dfas = _build_dfas(grammar, dataclasses.replace(limits, unroll_budget=0))
     order = list(dfas)
     total = sum(len(d) for d in dfas.values())
     if total > limits.max_total_states:

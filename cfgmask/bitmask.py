@@ -165,7 +165,7 @@ def fill_bitmasks(
     threads at once).  ``bitmask`` is a numpy int32 ``[batch, words]`` array (or a torch CPU
     int32 tensor) with C-contiguous rows wide enough for every matcher's vocabulary.
     """
-    from . import _core
+    from ._core import fill_masks
 
     arr = _host_bitmask(bitmask)
     rows = list(range(len(matchers))) if rows is None else [int(r) for r in rows]
@@ -192,15 +192,15 @@ def fill_bitmasks(
         raise ValueError(f"threads must be >= 1, got {threads}")
     threads = min(threads, n)
     if threads == 1:
-        _core.fill_masks(handles, arr, rows)
+        fill_masks(handles, arr, rows)
         return
     # Contiguous chunks, a few per thread so that uneven rows balance out.
     n_chunks = min(n, threads * 4)
     bounds = [n * k // n_chunks for k in range(n_chunks + 1)]
     pool = _pool(threads)
     futures = [
-        pool.submit(_core.fill_masks, handles[a:b], arr, rows[a:b])
-        for a, b in zip(bounds, bounds[1:])
+        pool.submit(fill_masks, handles[a:b], arr, rows[a:b])
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
         if a < b
     ]
     errors = [f.exception() for f in futures]

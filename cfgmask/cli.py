@@ -91,7 +91,7 @@ def load_grammar(kind: str, arg: str | None, whitespace: str | None = None) -> A
         if kind == "regex":
             return Grammar.from_regex(arg or "")
         if kind == "json_schema":
-            return Grammar.from_json_schema(text, **({"whitespace": whitespace} if whitespace else {}))
+            return Grammar.from_json_schema(text, whitespace=whitespace or "default")
         return Grammar.json()
     except GrammarError:
         raise
@@ -211,7 +211,9 @@ def _save_converted(model: Any, tok: Any, dest: Path, source: dict[str, Any]) ->
 
 def _prompt_ids(tok: Any, prompt: str, system: str | None, chat: bool) -> list[int]:
     if chat and getattr(tok, "chat_template", None):
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
         text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(tok(text, add_special_tokens=False)["input_ids"])
     return list(tok((system + "\n\n" if system else "") + prompt)["input_ids"])
@@ -300,7 +302,9 @@ def _kind_from_suffix(path: str) -> str:
     suffix = Path(path).suffix.lower()
     kinds = {".gbnf": "gbnf", ".lark": "lark", ".json": "json_schema", ".regex": "regex", ".re": "regex"}
     if suffix not in kinds:
-        raise CliError(f"cannot tell the grammar kind of {path}: pass --gbnf, --lark, --json-schema or --regex")
+        raise CliError(
+            f"cannot tell the grammar kind of {path}: pass --gbnf, --lark, --json-schema or --regex"
+        )
     return kinds[suffix]
 
 
@@ -316,12 +320,10 @@ def _check_vocab(name: str) -> Any:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    roots = [Path.cwd(), Path(__file__).resolve().parent.parent]
-    for root in roots:
-        script = root / "benchmarks" / "bench_gbnf.py"
-        if script.is_file():
-            cmd = [sys.executable, str(script), "--quick", *args.extra]
-            _info(f"cfgmask: running {' '.join(cmd)}")
+    for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (root / "benchmarks" / "bench_gbnf.py").is_file():
+            cmd = [sys.executable, "-m", "benchmarks.bench_gbnf", "--quick", *args.extra]
+            _info(f"cfgmask: running {' '.join(cmd[1:])} in {root}")
             return subprocess.call(cmd, cwd=str(root))
     _info(
         "cfgmask bench: benchmarks/bench_gbnf.py is missing (run from a source checkout; the "
@@ -352,7 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prompt", required=True, help="the user message")
     g.add_argument("--system", help="a system message (default: the chat template's)")
     g.add_argument("--max-tokens", type=int, default=256)
-    g.add_argument("--model", metavar="PATH", help=f"a .gguf file or a checkpoint directory (default: {DEFAULT_MODEL})")
+    g.add_argument(
+        "--model", metavar="PATH", help=f"a .gguf file or a checkpoint directory (default: {DEFAULT_MODEL})"
+    )
     g.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
@@ -363,9 +367,16 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="parse and compile a grammar, print its statistics")
     c.add_argument("grammar_file")
     kind = c.add_mutually_exclusive_group()
-    for flag, k in (("--gbnf", "gbnf"), ("--lark", "lark"), ("--json-schema", "json_schema"), ("--regex", "regex")):
+    for flag, k in (
+        ("--gbnf", "gbnf"),
+        ("--lark", "lark"),
+        ("--json-schema", "json_schema"),
+        ("--regex", "regex"),
+    ):
         kind.add_argument(flag, dest="kind", action="store_const", const=k)
-    c.add_argument("--vocab", choices=("llama3", "bytes"), default="llama3", help="compile for this vocabulary")
+    c.add_argument(
+        "--vocab", choices=("llama3", "bytes"), default="llama3", help="compile for this vocabulary"
+    )
     c.set_defaults(func=cmd_check)
 
     b = sub.add_parser("bench", help="run benchmarks/bench_gbnf.py --quick")

@@ -196,15 +196,16 @@ class _Product:
         """Binarized prefixes ``prefix.k.s``: the first ``k`` symbols, ending in state ``s``."""
         previous: dict[int, ir.Expr] = {s: ir.EPSILON for s in valid[0]}
         for k, sym in enumerate(expansion, start=1):
-            options: dict[int, list[ir.Expr]] = {}
+            refs: dict[tuple[int, int], list[ir.Expr]] = {}  # (state before, projected after) -> refs
             for s, t, projected in steps[k - 1]:
-                options.setdefault(projected, []).append(
-                    ir.seq(previous[s], ir.Ref(self.name(sym.name, s, t)))
-                )
+                refs.setdefault((s, projected), []).append(ir.Ref(self.name(sym.name, s, t)))
+            options: dict[int, list[ir.Expr]] = {}
+            for (s, projected), alternatives in refs.items():
+                options.setdefault(projected, []).append(ir.seq(previous[s], union(alternatives)))
             previous = {}
             for t, exprs in options.items():
-                if len(options) == 1 and k < len(expansion):
-                    previous[t] = union(exprs)  # one state: nothing to share, keep it inline
+                if len(exprs) == 1 and len(options) == 1 and k < len(expansion):
+                    previous[t] = exprs[0]  # a plain sequence so far: keep it inline
                 else:
                     out[f"{prefix}.{k}.{t}"] = union(exprs)
                     previous[t] = ir.Ref(f"{prefix}.{k}.{t}")

@@ -50,6 +50,20 @@ def upper_bounds(bitmask: torch.Tensor, width: int, dtype: torch.dtype) -> torch
     return bounds.reshape(bm.shape[0], -1)[:, :n]
 
 
+def _to_device(bitmask: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """The bitmask on ``device``; the caller may refill its buffer as soon as we return.
+
+    From pageable host memory a non-blocking copy is staged before it returns, so it is safe
+    and does not wait for the GPU.  From pinned memory it would return at once and a refill
+    could race the copy, so that copy blocks.
+    """
+    if bitmask.device == device:
+        return bitmask
+    if bitmask.device.type == "cpu":
+        return bitmask.to(device, non_blocking=not bitmask.is_pinned())
+    return bitmask.to(device)
+
+
 def apply_bitmask_inplace_torch(
     logits: torch.Tensor, bitmask: Any, indices: Sequence[int] | torch.Tensor | None = None
 ) -> None:
@@ -79,7 +93,7 @@ def apply_bitmask_inplace_torch(
     width = logits2.shape[1]
     n = min(width, mask2.shape[1] * 32)
     if indices is None:
-        bounds = upper_bounds(mask2.to(device, non_blocking=True), width, logits2.dtype)
+        bounds = upper_bounds(_to_device(mask2, device), width, logits2.dtype)
         logits2[:, :n].clamp_max_(bounds)
         if width > n:
             logits2[:, n:] = float("-inf")
@@ -92,7 +106,7 @@ def apply_bitmask_inplace_torch(
     rows = logits2.shape[0]
     if bool(((idx < 0) | (idx >= rows)).any()):
         raise IndexError(f"row indices {idx.tolist()} out of range for a batch of {rows}")
-    picked = mask2.index_select(0, idx.to(mask2.device)).to(device, non_blocking=True)
+    picked = _to_device(mask2.index_select(0, idx.to(mask2.device)), device)
     bounds = upper_bounds(picked, width, logits2.dtype)
     idx = idx.to(device)
     sub = logits2.index_select(0, idx)

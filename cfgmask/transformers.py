@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
 import numpy as np
 import torch
 from transformers import LogitsProcessor
@@ -160,7 +161,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         # the parent itself (every old row is replaced), the others take forks made first.
         children: dict[int, dict[int, list[int]]] = {}
         rebuilt: list[int] = []
-        for r, (p, t) in enumerate(zip(parents, tokens)):
+        for r, (p, t) in enumerate(zip(parents, tokens, strict=True)):
             if p is None:
                 rebuilt.append(r)
             else:
@@ -175,7 +176,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
                         new[r] = parent
                 continue
             forks = [parent] + [parent.fork() for _ in range(len(by_token) - 1)]
-            for m, (t, rows) in zip(forks, by_token.items()):
+            for m, (t, rows) in zip(forks, by_token.items(), strict=True):
                 self._accept(m, t, rows[0], input_ids)
                 for r in rows:
                     new[r] = m

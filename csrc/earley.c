@@ -58,9 +58,21 @@ static int rehash(cm_chart *c, size_t start) {
     return CM_OK;
 }
 
+static int grow_sets(cm_chart *c, size_t need) {
+    if (need <= c->cap_sets) return CM_OK;
+    size_t cap = c->cap_sets;
+    int rc = grow((void **)&c->set_start, &cap, need, sizeof *c->set_start);
+    if (rc) return rc;
+    uint64_t *v = realloc(c->version, cap * sizeof *v);
+    if (!v) return CM_ERR_NOMEM;
+    c->version = v;
+    c->cap_sets = cap;
+    return CM_OK;
+}
+
 /* Start a new set at the end of the chart. */
 static int begin_set(cm_chart *c) {
-    int rc = grow((void **)&c->set_start, &c->cap_sets, c->n_sets + 2, sizeof *c->set_start);
+    int rc = grow_sets(c, c->n_sets + 2);
     if (rc) return rc;
     c->set_start[c->n_sets] = (uint32_t)c->n_items;
     if (++c->gen == 0) {
@@ -71,6 +83,7 @@ static int begin_set(cm_chart *c) {
 }
 
 static void end_set(cm_chart *c) {
+    c->version[c->n_sets] = ++c->clock;
     c->n_sets++;
     c->set_start[c->n_sets] = (uint32_t)c->n_items;
 }
@@ -136,6 +149,65 @@ static int close_set(cm_chart *c, const cm_grammar *g) {
     return CM_OK;
 }
 
+static cm_memo *memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *max_origin) {
+    uint64_t h = n_kernel;
+    *max_origin = 0;
+    for (uint32_t i = 0; i < n_kernel; i++) {
+        cm_item it = c->items[k0 + i];
+        h = (h ^ item_key(it.state, it.origin)) * 0x9E3779B97F4A7C15ULL;
+        if (it.origin != CM_OUTER && it.origin > *max_origin) *max_origin = it.origin;
+    }
+    return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
+}
+
+static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel) {
+    if (mm->n_kernel != n_kernel || mm->version != c->version[mm->max_origin]) return false;
+    return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
+}
+
+/* close_set, reusing the closure of an identical kernel over an unchanged chart. */
+static int close_memoized(cm_chart *c, const cm_grammar *g) {
+    uint32_t cur = (uint32_t)c->n_sets;
+    size_t k0 = c->set_start[cur];
+    uint32_t n_kernel = (uint32_t)(c->n_items - k0), max_origin;
+    if (n_kernel > CM_MEMO_KERNEL) return close_set(c, g);
+    if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_set(c, g);
+    cm_memo *mm = memo_slot(c, k0, n_kernel, &max_origin);
+    if (max_origin >= cur) return close_set(c, g);
+    if (memo_hit(c, mm, k0, n_kernel)) {
+        if (mm->n_closure > g->lim.max_items_per_set || k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
+        int rc = grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
+        if (rc) return rc;
+        for (uint32_t i = n_kernel; i < mm->n_closure; i++) {
+            cm_item it = mm->closure[i];
+            c->items[k0 + i] = (cm_item){it.state, it.origin == CM_MEMO_HERE ? cur : it.origin};
+        }
+        c->n_items = k0 + mm->n_closure;
+        c->exited = mm->exited;
+        return CM_OK;
+    }
+    int rc = close_set(c, g);
+    if (rc) return rc;
+    uint32_t n = (uint32_t)(c->n_items - k0);
+    if (n > mm->cap_closure) {
+        cm_item *p = realloc(mm->closure, n * sizeof *p);
+        if (!p) return CM_OK;  /* memo is an optimisation only */
+        mm->closure = p;
+        mm->cap_closure = n;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        cm_item it = c->items[k0 + i];
+        mm->closure[i] = (cm_item){it.state, it.origin == cur ? CM_MEMO_HERE : it.origin};
+    }
+    memcpy(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item));
+    mm->n_kernel = n_kernel;
+    mm->n_closure = n;
+    mm->max_origin = max_origin;
+    mm->version = c->version[max_origin];
+    mm->exited = c->exited;
+    return CM_OK;
+}
+
 int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
     memset(c, 0, sizeof *c);
     c->hcap = INITIAL_HCAP;
@@ -154,6 +226,10 @@ int cm_chart_init(cm_chart *c, const cm_grammar *g) {
 }
 
 void cm_chart_free(cm_chart *c) {
+    if (c->memo)
+        for (int i = 0; i < CM_MEMO_SLOTS; i++) free(c->memo[i].closure);
+    free(c->memo);
+    free(c->version);
     free(c->items);
     free(c->set_start);
     free(c->hkeys);
@@ -168,12 +244,15 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
     dst->hgen = calloc(dst->hcap, sizeof *dst->hgen);
     dst->items = malloc((src->n_items ? src->n_items : 1) * sizeof *dst->items);
     dst->set_start = malloc((src->n_sets + 2) * sizeof *dst->set_start);
-    if (!dst->hkeys || !dst->hgen || !dst->items || !dst->set_start) {
+    dst->version = malloc((src->n_sets + 2) * sizeof *dst->version);
+    if (!dst->hkeys || !dst->hgen || !dst->items || !dst->set_start || !dst->version) {
         cm_chart_free(dst);
         return CM_ERR_NOMEM;
     }
     memcpy(dst->items, src->items, src->n_items * sizeof *dst->items);
     memcpy(dst->set_start, src->set_start, (src->n_sets + 1) * sizeof *dst->set_start);
+    memcpy(dst->version, src->version, src->n_sets * sizeof *dst->version);
+    dst->clock = src->clock;
     dst->n_items = dst->cap_items = src->n_items;
     dst->n_sets = src->n_sets;
     dst->cap_sets = src->n_sets + 2;
@@ -195,7 +274,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
         int32_t next = g->has_bytes[it.state] ? t->trans[(size_t)it.state * t->n_classes + cls] : -1;
         if (next < 0) return 0;
         if (g->simple[next]) {
-            int rc = grow((void **)&c->set_start, &c->cap_sets, c->n_sets + 2, sizeof *c->set_start);
+            int rc = grow_sets(c, c->n_sets + 2);
             if (!rc) rc = grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
             if (rc) return rc;
             if (c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
@@ -213,7 +292,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
         if (next >= 0 && (rc = add_item(c, g, (uint32_t)next, it.origin))) goto fail;
     }
     if (c->n_items == c->set_start[c->n_sets]) return 0;
-    if ((rc = close_set(c, g))) goto fail;
+    if ((rc = close_memoized(c, g))) goto fail;
     end_set(c);
     return 1;
 fail:

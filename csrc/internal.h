@@ -76,6 +76,21 @@ typedef struct cm_item {
     uint32_t origin;
 } cm_item;
 
+/* A memoized closure: the items a set's kernel (the items a byte scan produced)
+ * closes to.  It depends only on the kernel and the sets up to the kernel's
+ * newest origin, so it stays valid while that set's version is unchanged. */
+#define CM_MEMO_SLOTS 64
+#define CM_MEMO_KERNEL 4
+#define CM_MEMO_HERE UINT32_MAX - 1    /* origin = the set being built */
+typedef struct cm_memo {
+    uint32_t n_kernel, max_origin;
+    cm_item kernel[CM_MEMO_KERNEL];
+    uint64_t version;
+    cm_item *closure;
+    uint32_t n_closure, cap_closure;
+    bool exited;
+} cm_memo;
+
 /* An Earley chart over bytes: set i holds items[set_start[i] .. set_start[i+1]). */
 typedef struct cm_chart {
     cm_item *items;
@@ -88,6 +103,9 @@ typedef struct cm_chart {
     size_t hcap;
     uint32_t gen;
     bool exited;                /* the last set completed a CM_OUTER item */
+    uint64_t *version;          /* [cap_sets] when each set was last built */
+    uint64_t clock;
+    cm_memo *memo;              /* [CM_MEMO_SLOTS], allocated on first use */
 } cm_chart;
 
 struct cm_matcher {

@@ -165,7 +165,16 @@ def test_import_cfgmask_does_not_import_torch():
 
 # ---- fill_bitmasks --------------------------------------------------------------------------
 
-DOCS = [b"", b'{"a": [1, 2, {"b": "x', b"[tru", b'"hello w\xc3', b'{"k": 12.5e', b"[[[[", b'{"x": {"y": [null, ', b"-0."]
+DOCS = [
+    b"",
+    b'{"a": [1, 2, {"b": "x',
+    b"[tru",
+    b'"hello w\xc3',
+    b'{"k": 12.5e',
+    b"[[[[",
+    b'{"x": {"y": [null, ',
+    b"-0.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +209,7 @@ def test_fill_bitmasks_rows_and_checks(json_llama3):
     matchers = _matchers(json_llama3, DOCS[:3])
     mask = cfgmask.allocate_bitmask(10, json_llama3.vocab_size)
     fill_bitmasks(matchers, mask, rows=[9, 0, 4], threads=2)
-    for m, r in zip(matchers, [9, 0, 4]):
+    for m, r in zip(matchers, [9, 0, 4], strict=True):
         one = cfgmask.allocate_bitmask(1, json_llama3.vocab_size)
         m.fill_bitmask(one)
         assert np.array_equal(mask[r], one[0])

@@ -60,7 +60,12 @@ def test_front_end_failure_is_a_clean_error(monkeypatch, tmp_path, capsys):
         raise ImportError("No module named 'cfgmask.json_schema'")
 
     monkeypatch.setattr(Grammar, "from_json_schema", classmethod(missing))
-    assert cli.main(["generate", "--json-schema", str(ROOT / "examples" / "person.schema.json"), "--prompt", "x"]) == 1
+    assert (
+        cli.main(
+            ["generate", "--json-schema", str(ROOT / "examples" / "person.schema.json"), "--prompt", "x"]
+        )
+        == 1
+    )
     assert "JSON Schema front end is not available" in capsys.readouterr().err
 
 
@@ -81,6 +86,7 @@ def test_generate_needs_one_grammar(capsys):
 
 def test_bench_runs_the_quick_benchmark(tmp_path, monkeypatch, capfd):
     (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "__init__.py").write_text("")
     (tmp_path / "benchmarks" / "bench_gbnf.py").write_text("import sys; print('bench args', sys.argv[1:])\n")
     monkeypatch.chdir(tmp_path)
     assert cli.main(["bench"]) == 0

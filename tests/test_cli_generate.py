@@ -54,7 +54,7 @@ def run(tmp_path_factory):
 def _summary(stderr: str) -> dict[str, int]:
     m = re.search(r"(\d+) tokens \((\d+) sampled, (\d+) by jump-forward in (\d+) jumps", stderr)
     assert m, stderr
-    return dict(zip(("tokens", "sampled", "jump_tokens", "jumps"), map(int, m.groups())))
+    return dict(zip(("tokens", "sampled", "jump_tokens", "jumps"), map(int, m.groups()), strict=True))
 
 
 def test_generate_json_schema(run):
@@ -84,8 +84,8 @@ def test_generate_truncated_is_a_valid_prefix(run):
 
     from .reference import ReferenceMatcher
 
-    gbnf = (ROOT / "grammars" / "json.gbnf").read_text()
-    p = run("--gbnf", str(ROOT / "grammars" / "json.gbnf"), "--prompt", PROMPT, "--max-tokens", "4")
+    gbnf = (ROOT / "examples" / "person.gbnf").read_text()
+    p = run("--gbnf", str(ROOT / "examples" / "person.gbnf"), "--prompt", PROMPT, "--max-tokens", "4")
     assert p.returncode == 3, p.stderr
     assert "incomplete" in p.stderr
     out = p.stdout.removesuffix("\n").encode()

@@ -80,7 +80,14 @@ def _check(text: bytes, stats, grammar):
 def test_jump_forward_output_is_valid(model, compiled, grammar, seed):
     pieces: list[bytes] = []
     text, stats = generate_stream(
-        model, compiled, list(b"go: "), max_tokens=60, temperature=1.0, seed=seed, encode=encode, on_bytes=pieces.append
+        model,
+        compiled,
+        list(b"go: "),
+        max_tokens=60,
+        temperature=1.0,
+        seed=seed,
+        encode=encode,
+        on_bytes=pieces.append,
     )
     assert b"".join(pieces) == text
     _check(text, stats, grammar)

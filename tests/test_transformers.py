@@ -22,7 +22,21 @@ from cfgmask.transformers import GrammarLogitsProcessor  # noqa: E402
 from .reference import ReferenceMatcher  # noqa: E402
 
 JSON_GBNF = (Path(__file__).parent.parent / "grammars" / "json.gbnf").read_text()
-MULTI = [b'{"', b'": ', b'", "', b"true", b"false", b"null", b", ", b'"name"', b"123", b"\n  ", b"}]", b"\xc3", b"\xa9"]
+MULTI = [
+    b'{"',
+    b'": ',
+    b'", "',
+    b"true",
+    b"false",
+    b"null",
+    b", ",
+    b'"name"',
+    b"123",
+    b"\n  ",
+    b"}]",
+    b"\xc3",
+    b"\xa9",
+]
 EOS, PAD = 256 + len(MULTI), 256 + len(MULTI) + 1
 V = PAD + 1
 MODEL_V = V + 7  # a padded logit width, as real checkpoints have
