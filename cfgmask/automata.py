@@ -37,7 +37,8 @@ class CompileLimits:
     max_total_states: int = 2_000_000  # all rules together
     max_repeat_product: int = 10**9  # product of nested repetition bounds
     max_rules: int = 1_000_000
-    inline_max_states: int = 2_000  # largest automaton copied into a caller
+    inline_max_states: int = 2_000  # largest automaton copied into its only caller
+    inline_shared_states: int = 64  # largest automaton copied into several callers
     unroll_budget: int = 1_024  # repetitions below this size are unrolled
 
 
@@ -77,7 +78,7 @@ def _size(expr: ir.Expr, rule_size: dict[str, int] | None = None) -> int:
     if isinstance(expr, ir.Literal):
         return max(1, len(expr.data))
     if isinstance(expr, ir.CharClass):
-        return 2 * max(1, len(expr.ranges))
+        return min(12, 2 * max(1, len(expr.ranges)))  # a class's UTF-8 DFA is shallow
     if isinstance(expr, ir.Ref):
         return (rule_size or {}).get(expr.name, 4)
     if isinstance(expr, (ir.ByteClass, ir.Token)):
@@ -140,34 +141,45 @@ class _RepeatRewriter:
         return self.helpers(item, e.lo, e.hi, rule)
 
     def helpers(self, item: ir.Expr, lo: int, hi: int | None, rule: str) -> ir.Expr:
+        """``item{lo,hi}`` as unrolled blocks of B items counted by helper rules.
+
+        With B = unroll_budget / size(item), a block is a plain automaton, so tokens
+        inside a long bounded string stay context-independent; only tokens that
+        cross a block boundary (every B items) depend on the count."""
+        block = max(1, self.limits.unroll_budget // max(1, _size(item, self.rule_size)))
+        unit = item if block == 1 else ir.Repeat(item, block, block)
         self.count += 1
         base = f"{rule}#rep{self.count}"
-        top = max(lo, (hi - lo) if hi is not None else 0)
+        top = max(lo, (hi - lo) if hi is not None else 0) // block
         names = [f"{base}.p{j}" for j in range(max(1, top.bit_length()))]
-        self.rules[names[0]] = item
+        self.rules[names[0]] = unit
         for j in range(1, len(names)):
             self.rules[names[j]] = ir.Seq((ir.Ref(names[j - 1]), ir.Ref(names[j - 1])))
             self.outlined.add(names[j])
         if len(self.rules) > self.limits.max_rules:
             raise LimitError(f"grammar exceeds max_rules={self.limits.max_rules}", limit="max_rules")
 
-        def exact(n: int) -> ir.Expr:
-            return (
-                ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1])
-                if n
-                else ir.EPSILON
-            )
+        def units_exact(n: int) -> ir.Expr:
+            """unit^n"""
+            return ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1]) if n else ir.EPSILON
 
-        def upto(m: int) -> ir.Expr:
+        def units_upto(m: int) -> ir.Expr:
+            """unit{0,m}: Q_k | P_k unit{0,m-2^k}, unambiguous by count."""
             if m == 0:
                 return ir.EPSILON
             k = m.bit_length() - 1
-            low = (
-                ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))])
-                if k
-                else ir.EPSILON
-            )
-            return ir.alt(low, ir.seq(ir.Ref(names[k]), upto(m - (1 << k))))
+            low = ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))]) if k else ir.EPSILON
+            return ir.alt(low, ir.seq(ir.Ref(names[k]), units_upto(m - (1 << k))))
+
+        def exact(n: int) -> ir.Expr:
+            return ir.seq(units_exact(n // block), ir.Repeat(item, n % block, n % block))
+
+        def upto(m: int) -> ir.Expr:
+            q, r = divmod(m, block)
+            if q == 0:
+                return ir.Repeat(item, 0, r)
+            partial = ir.seq(units_upto(q - 1), ir.Repeat(item, 0, block - 1))
+            return ir.alt(partial, ir.seq(units_exact(q), ir.Repeat(item, 0, r)))
 
         tail = ir.Repeat(item, 0, None) if hi is None else upto(hi - lo)
         return ir.seq(exact(lo), tail)
@@ -335,6 +347,7 @@ def _rule_dfas(
     rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits
 ) -> dict[str, DFA]:
     graph = {name: ir.Grammar(rules, start).references(body) for name, body in rules.items()}
+    uses = _use_counts(rules)
     fragments: dict[str, DFA] = {}
     inline: set[str] = set()
     for comp in _sccs(graph, start):
@@ -350,9 +363,28 @@ def _rule_dfas(
                     raise
         fragments.update(dfas)
         for m in comp:
-            if regular and m not in outlined and len(dfas[m]) <= limits.inline_max_states:
+            # Copying a rule into every caller makes tokens that span it context-independent,
+            # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
+            # big automata are copied only into a single caller.
+            cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
+            if regular and m not in outlined and len(dfas[m]) <= cap:
                 inline.add(m)
     return fragments
+
+
+def _use_counts(rules: dict[str, ir.Expr]) -> dict[str, int]:
+    """How many references to each rule appear in all rule bodies."""
+    counts: dict[str, int] = {}
+    stack = list(rules.values())
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ir.Ref):
+            counts[e.name] = counts.get(e.name, 0) + 1
+        elif isinstance(e, (ir.Seq, ir.Alt)):
+            stack.extend(e.items)
+        elif isinstance(e, ir.Repeat):
+            stack.append(e.item)
+    return counts
 
 
 def _component(

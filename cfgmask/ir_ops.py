@@ -128,6 +128,52 @@ def _restrict_seq(items: list[ir.Expr], allowed: Ranges, first: bool) -> ir.Expr
     return union(options)
 
 
+# --------------------------------------------------------------------------- markers
+
+
+def without_refs(e: ir.Expr) -> ir.Expr:
+    """``e`` without the paths that go through a rule reference (references as nothing)."""
+    if isinstance(e, ir.Ref):
+        return ir.NOTHING
+    if isinstance(e, ir.Seq):
+        return concat([without_refs(x) for x in e.items])
+    if isinstance(e, ir.Alt):
+        return union([without_refs(x) for x in e.items])
+    if isinstance(e, ir.Repeat):
+        item = without_refs(e.item)
+        if item == ir.NOTHING:
+            return ir.EPSILON if e.lo == 0 else ir.NOTHING
+        return ir.Repeat(item, e.lo, e.hi)
+    return e
+
+
+def through_ref(e: ir.Expr, marker: str) -> ir.Expr:
+    """The strings of the paths of ``e`` through reference ``marker`` (matching it as the
+    empty string) and through no other reference."""
+    if isinstance(e, ir.Ref):
+        return ir.EPSILON if e.name == marker else ir.NOTHING
+    if isinstance(e, ir.Seq):
+        items = e.items
+        return union(
+            [
+                concat(
+                    [
+                        *map(without_refs, items[:k]),
+                        through_ref(x, marker),
+                        *map(without_refs, items[k + 1 :]),
+                    ]
+                )
+                for k, x in enumerate(items)
+            ]
+        )
+    if isinstance(e, ir.Alt):
+        return union([through_ref(x, marker) for x in e.items])
+    if isinstance(e, ir.Repeat) and e.hi != 0:
+        rest = ir.Repeat(without_refs(e.item), max(e.lo - 1, 0), None if e.hi is None else e.hi - 1)
+        return concat([rest if rest.hi != 0 else ir.EPSILON, through_ref(e.item, marker)])
+    return ir.NOTHING
+
+
 # --------------------------------------------------------------------------- longest match
 
 
@@ -197,28 +243,35 @@ class _Glushkov:
         return self.seq([e.item] * e.lo + [tail])
 
 
-def longest_match_follow(e: ir.Expr, limit: int = 512) -> Ranges:
-    """Characters that may not follow a longest match of ``e``, when ``e`` is deterministic.
+def longest_match_follow(e: ir.Expr, limit: int = 512) -> list[tuple[ir.Expr, Ranges]]:
+    """``e`` split into its top-level alternatives, each with the characters that may not
+    follow a longest match ending in it (``()`` when nothing is known).
 
-    ``e`` is deterministic when, from the start and after each character, the
-    characters that can come next pick at most one position.  Then a string of
-    ``e`` that ends at a position ``p`` and is followed by a character ``c``
-    that moves to another final position is not a longest match.  The result is
-    the set of such ``c`` common to every final position (empty when ``e`` is not
-    deterministic, too big to analyse, or when there is no such character).
+    ``e`` must be deterministic: from the start and after each character, the
+    characters that can come next pick at most one position.  Then a string that
+    ends at a position ``p`` and is followed by a character ``c`` that moves to
+    another final position is not a longest match.  Each alternative gets the
+    characters ``c`` common to all its final positions.  Nothing is known when
+    ``e`` is not deterministic or too big to analyse.
     """
+    branches = list(e.items) if isinstance(e, ir.Alt) else [e]
     g = _Glushkov(limit)
     try:
-        _nullable, first, last = g.build(e)
+        parts = [g.build(b) for b in branches]
     except _TooBig:
-        return ()
+        return [(e, ())]
+    first = set().union(*(f for _, f, _ in parts))
     if not all(_disjoint([g.classes[p] for p in group]) for group in [first, *g.follow]):
-        return ()
-    common: Ranges | None = None
-    for p in last:
-        here = ir.normalize_ranges([r for q in g.follow[p] if q in last for r in g.classes[q]])
-        common = here if common is None else intersect(common, here)
-    return common or ()
+        return [(e, ())]
+    last_all = set().union(*(la for _, _, la in parts))
+    out = []
+    for branch, (_, _, last) in zip(branches, parts, strict=True):
+        common: Ranges | None = None
+        for p in last:
+            here = ir.normalize_ranges([r for q in g.follow[p] if q in last_all for r in g.classes[q]])
+            common = here if common is None else intersect(common, here)
+        out.append((branch, common or ()))
+    return out
 
 
 def _disjoint(classes: list[Ranges]) -> bool:

@@ -93,7 +93,7 @@ class _Product:
             return state
         key = (state, nxt)
         if key not in self.projected:
-            self.projected[key] = self.state(intersect(self.states[state], nxt))
+            self.projected[key] = state if intersect(self.states[state], nxt) else 0
         return self.projected[key]
 
     # ---------------------------------------------------------------- analysis

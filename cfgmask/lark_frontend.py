@@ -11,57 +11,64 @@ The translation
 ---------------
 * Every rule of Lark's compiled grammar that is reachable from ``start``
   becomes an IR rule with one alternative per expansion.  Aliases, tree
-  shaping and rule priorities only choose among parse trees; they do not
-  change which strings parse, so they are dropped.
-* Every terminal becomes an IR rule named after it: a plain string literal as
-  its UTF-8 bytes, anything else (``"..."i`` and ``/.../flags``) through
-  :func:`cfgmask.regex_frontend.regex_to_expr` on ``pattern.to_regexp()``.  A
-  few well-known terminals whose Lark patterns need lookbehind are replaced by
-  lookaround-free patterns that ``re.match`` identically (``_EQUIVALENT``;
-  tests check the equivalence).
+  shaping and rule and terminal priorities only choose among parse trees in
+  Lark's Earley parser; they do not change which strings parse.
+* Every terminal becomes an IR rule named after it: an unflagged string as its
+  UTF-8 bytes, anything else through :func:`cfgmask.regex_frontend.terminal_variants`.
 * ``%ignore`` terminals may occur any number of times at the start, at the end
-  and between any two terminals: each terminal reference ``T`` becomes
-  ``T <ignore>`` and the start rule ``<start>`` is ``<ignore> start``, with
-  ``<ignore> = (I1 | I2 | ...)*``.
+  and between any two terminals (Lark's scanner carries every pending item over
+  an ignored match): each terminal ``T`` in an expansion becomes ``T <ignore>``,
+  the start is ``<ignore> start``, and ``<ignore> = (I1 | I2 | ...)*``.
+
+How a terminal ends
+-------------------
+Lark's dynamic lexer matches a terminal at position ``i`` with
+``pattern.match(text, i)`` (lark/parsers/xearley.py): each terminal gets *one*
+length there, the one Python's backtracking engine picks, and that choice can
+depend on the text after the match.  A grammar of terminals alone cannot say
+that, so three things keep cfgmask's language equal to Lark's:
+
+1. *Longest match.*  For a terminal with only greedy quantifiers, no empty
+   branch before the last, and a deterministic pattern, ``re.match`` returns the
+   longest match, so a match may not be followed by a character that would
+   extend it (``NAME`` may not be followed by a word character, ``WS`` by
+   whitespace).  See :func:`cfgmask.ir_ops.longest_match_follow`.
+2. *Trailing one-character lookahead* ``(?!C)`` keeps its meaning: the branch
+   ending in it may not be followed by ``C``.  Other one-character lookarounds
+   are compiled into the terminal itself.
+3. *Known lazy terminals* (``ESCAPED_STRING``, ``C_COMMENT``, Python's string
+   terminals, ...) are replaced by patterns that ``re.match`` identically and
+   need neither laziness nor lookbehind (``_EQUIVALENT``).
+
+A follow restriction becomes part of the grammar (:mod:`cfgmask.lark_follow`).
+On the corpora (tests/test_lark_frontend.py) the two languages agree on every
+vector; the restrictions make the IR larger (SynCode's SQL grammar: 151 rules
+plain, about 1,750 with restrictions).
 
 Differences from Lark
 ---------------------
-Lark's dynamic lexer matches a terminal at position ``i`` with
-``pattern.match(text, i)`` (lark/parsers/xearley.py): each terminal gets *one*
-length at each position, the one Python's backtracking engine picks (longest
-for greedy patterns such as ``NAME``, shortest for lazy ones such as
-``C_COMMENT``), and that choice looks at the whole rest of the input.  The IR
-lets a terminal stand for any string of its pattern's ``re.fullmatch``
-language.  Every string Lark accepts is therefore accepted here, and the
-languages are equal whenever each terminal's language is prefix-free (no
-string of it is a proper prefix of another: string literals, quoted strings
-with escapes, ``"/*" ... "*/"`` comments rewritten as below) or the grammar never puts
-something a terminal could absorb right after it.  Where neither holds,
-cfgmask accepts more than Lark:
+Every string Lark accepts is accepted here.  cfgmask accepts more than Lark
+where a terminal's single ``re.match`` length cannot be expressed:
 
-1. Greedy terminals followed by something they could absorb: with
-   ``start: NAME NAME`` (no ``%ignore``), Lark rejects ``"ab"`` because
-   ``NAME`` at 0 matches all of ``"ab"``; cfgmask accepts ``"a" "b"``.
-   Likewise a number terminal followed by a digit-initial token, or ``%ignore
-   WS`` with a terminal that starts with whitespace.
-2. Lazy terminals: Lark ends ``/a.*?b/`` at the first ``b``; cfgmask lets it
-   run over later ones when the rest still parses.  (The common ``C_COMMENT``
-   and ``ESCAPED_STRING`` terminals are rewritten exactly.)
-3. Alternations where Python picks an earlier, shorter branch (``/a|ab/``
-   only ever matches ``a`` in Lark).
-4. ``%ignore`` matches are greedy too: an ignored token is as long as
-   ``re.match`` makes it, which only matters when a following terminal can
-   start with what it would absorb.
-5. ``%declare``'d terminals have no pattern; the dynamic lexer cannot produce
-   them (Lark raises KeyError if a parse reaches one).  cfgmask rejects a
-   grammar where one is reachable from ``start``.
+1. Greedy terminals that are not deterministic or whose extension needs more
+   than one character: ``common.NUMBER`` (``FLOAT | INT``) followed directly by
+   something it could absorb (``start: NUMBER+`` accepts ``"1.1."`` as ``1.``
+   ``1.``; Lark reads ``1.1`` and fails), ``/a|ab/`` (Lark only ever
+   matches ``a``), ``\\d{1,3}`` followed by a digit.
+2. Lazy terminals other than the rewritten ones: Lark ends ``/<.*?>/`` at the
+   first ``>``; cfgmask lets it run over later ones when the rest still parses.
+3. Terminals with a trailing lookahead get no longest-match restriction.
+4. Ignored terminals are subject to 1-3 like any other.
+5. Lark raises ``KeyError`` (not a parse error) when a parse reaches a
+   ``%declare``'d terminal; cfgmask rejects such grammars outright (below).
 
-Rejected with a :class:`GrammarError`: terminals whose patterns use
-constructs the regex front end rejects (lookaround other than the rewritten
-terminals, backreferences, anchors — ``^``/``$`` mean start/end of the *whole
-text* in Lark's ``re.match(text, pos)``, so they are refused in terminals),
-``%declare`` reachable from ``start``, and anything Lark itself refuses (with
-Lark's message; e.g. zero-width terminals, undefined rules, missing imports).
+Rejected with a :class:`GrammarError` naming the construct and its position:
+terminals using what the regex front end rejects (lookaround of more than one
+character, or a lookahead that is neither trailing nor followed by a character
+of the terminal, backreferences, anchors: ``^``/``$`` refer to the whole text
+under ``re.match(text, pos)``), a ``%declare``'d terminal reachable from
+``start`` (it needs a postlexer), and whatever Lark itself refuses (its message
+and position: zero-width terminals, undefined rules, missing imports).
 """
 
 from __future__ import annotations
@@ -78,33 +85,44 @@ IGNORE = "<ignore>"
 TOP = "<top>"  # <ignore> start
 START = "<start>"
 
-# Lark terminal patterns (``to_regexp()``, character for character) that use lazy
-# quantifiers and lookaround, and lookaround-free patterns whose ``re.match`` is
-# the same at every position of every text (tests/test_lark_frontend.py checks
-# this on random texts).  The replacements are prefix-free apart from trailing
-# one-character lookaheads, so the translation is exact for these terminals.
+# Lark terminal patterns (``pattern.value`` and flags, character for character)
+# that use lazy quantifiers and lookaround, and lookaround-free patterns whose
+# ``re.match`` is the same at every position of every text under the same flags
+# (tests/test_lark_frontend.py checks this on random texts).  The replacements
+# are prefix-free apart from trailing one-character lookaheads, so the
+# translation is exact for these terminals.
 _COMMENT = r"/\*(?:[^*]|\*+[^*/])*\*+/"  # up to the first "*/"
 _PY_PREFIXES = ("([ubf]?r?|r[ubf])", "[ubf]?r?")  # python.lark, examples/advanced/python2.lark
-_PY_STRING = r"""("(?!"").*?(?<!\\)(\\\\)*?"|'(?!'').*?(?<!\\)(\\\\)*?'))"""
-_PY_STRING_EXACT = r"""("(?:[^"\\\n]|\\[^\n])+"|""(?!")|'(?:[^'\\\n]|\\[^\n])+'|''(?!')))"""
-_PY_LONG = r'(""".*?(?<!\\)(\\\\)*?"""|' + r"'''.*?(?<!\\)(\\\\)*?''')))"
+_PY_STRING = r"""("(?!"").*?(?<!\\)(\\\\)*?"|'(?!'').*?(?<!\\)(\\\\)*?')"""
+_PY_STRING_EXACT = r"""("(?:[^"\\\n]|\\[^\n])+"|""(?!")|'(?:[^'\\\n]|\\[^\n])+'|''(?!'))"""
+_PY_LONG = r'(""".*?(?<!\\)(\\\\)*?"""|' + r"'''.*?(?<!\\)(\\\\)*?''')"
 _PY_LONG_EXACT = (
-    r'("""(?:[^"\\]|\\.|"{1,2}(?:[^"\\]|\\.))*"""|' + r"'''(?:[^'\\]|\\.|'{1,2}(?:[^'\\]|\\.))*''')))"
+    r'("""(?:[^"\\]|\\.|"{1,2}(?:[^"\\]|\\.))*"""|' + r"'''(?:[^'\\]|\\.|'{1,2}(?:[^'\\]|\\.))*''')"
 )
-_EQUIVALENT = {
+_EQUIVALENT: dict[tuple[str, str], str] = {
     # common.ESCAPED_STRING, and lark.lark's STRING: up to the first unescaped quote.
-    r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
-    r'".*?(?<!\\)(\\\\)*?"(?:i)?': r'"(?:[^"\\\n]|\\[^\n])*"(?:i|(?!i))',
-    "/\\*(.|\n)*?\\*/": _COMMENT,  # common.C_COMMENT
-    r"\/\*(\*(?!\/)|[^*])*\*\/": _COMMENT,  # verilog.lark's MULTILINE_COMMENT
+    (r'".*?(?<!\\)(\\\\)*?"', ""): r'"(?:[^"\\\n]|\\[^\n])*"',
+    (r'".*?(?<!\\)(\\\\)*?"(?:i)?', ""): r'"(?:[^"\\\n]|\\[^\n])*"(?:i|(?!i))',
+    ("/\\*(.|\n)*?\\*/", ""): _COMMENT,  # common.C_COMMENT
+    (r"\/\*(\*(?!\/)|[^*])*\*\/", ""): _COMMENT,  # verilog.lark's MULTILINE_COMMENT
     # SynCode's python STRING: no escapes, "." matches newlines.
-    r"""(?s:(?i:[ubf]?r?("(?!"").*?"|'(?!'').*?')))""": (
-        r"""(?s:(?i:[ubf]?r?("[^"]+"|""(?!")|'[^']+'|''(?!'))))"""
-    ),
+    (r"""[ubf]?r?("(?!"").*?"|'(?!'').*?')""", "is"): r"""[ubf]?r?("[^"]+"|""(?!")|'[^']+'|''(?!'))""",
 }
 for _prefix in _PY_PREFIXES:
-    _EQUIVALENT["(?i:" + _prefix + _PY_STRING] = "(?i:" + _prefix + _PY_STRING_EXACT
-    _EQUIVALENT["(?s:(?i:" + _prefix + _PY_LONG] = "(?s:(?i:" + _prefix + _PY_LONG_EXACT
+    _EQUIVALENT[(_prefix + _PY_STRING, "i")] = _prefix + _PY_STRING_EXACT
+    _EQUIVALENT[(_prefix + _PY_LONG, "is")] = _prefix + _PY_LONG_EXACT
+
+
+def terminal_regexp(pattern: object) -> str:
+    """A Lark pattern as a regex: its known exact equivalent if it has one, flags applied
+    in a fixed order (Lark nests them in set order, which varies between runs)."""
+    flags = "".join(sorted(pattern.flags))  # type: ignore[attr-defined]
+    value: str = pattern.value  # type: ignore[attr-defined]
+    regexp = re.escape(value) if type(pattern).__name__ == "PatternStr" else value
+    regexp = _EQUIVALENT.get((regexp, flags), regexp)
+    for flag in flags:
+        regexp = f"(?{flag}:{regexp})"
+    return regexp
 
 
 def parse_lark(
@@ -154,7 +172,8 @@ def _lark_error(message: str, text: str, offset: int | None = None) -> GrammarEr
         return GrammarError(message, line=line, column=column, context=context)
     if offset is None:
         names = re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", message)
-        found_at = (_first(text, rf"\b{re.escape(n)}\b") for n in names)
+        where = [rf"^[ \t]*[?!_]?{re.escape(n)}\b" for n in names] + [rf"\b{re.escape(n)}\b" for n in names]
+        found_at = (_first(text, w) for w in where)  # a definition of a quoted name, else a use
         offset = next((o for o in found_at if o is not None), None)
     if offset is None:
         return GrammarError(message)
@@ -228,9 +247,8 @@ class _Builder:
         pattern = term.pattern
         if type(pattern).__name__ == "PatternStr" and not pattern.flags:
             return [(ir.literal(pattern.value), ())]
-        regexp = pattern.to_regexp()
         try:
-            return terminal_variants(_EQUIVALENT.get(regexp, regexp))
+            return terminal_variants(terminal_regexp(pattern))
         except GrammarError as e:
             where = self._locate(name, pattern)
             raise GrammarError.at(f"terminal {name}: {e.message}", self.text, where) from None

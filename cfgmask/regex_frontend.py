@@ -27,10 +27,19 @@ before a final newline never ends a full match, so ``a$`` fullmatches only
 ``"a"``), and ``\\Z`` with something after it matches nothing.  Any other
 placement is rejected, as are ``\\b`` and ``\\B``.
 
+Lookaround of one character (``(?=C) (?!C) (?<=C) (?<!C)``, ``C`` a literal,
+class or ``.``) is compiled into the neighbouring text: a lookahead restricts
+the first character of what follows it in its sequence when that cannot be
+empty (at the very end of the pattern, ``(?!C)`` always holds and ``(?=C)``
+never does); a lookbehind restricts the last character of what precedes it in
+its sequence when that cannot be empty (at the very start, ``(?<!C)`` holds).
+Other lookaround is rejected.
+
 Rejected with a :class:`GrammarError` naming the construct: backreferences,
-lookahead and lookbehind, conditionals ``(?(1)...)``, atomic groups and
-possessive quantifiers (``a*+a`` never matches, so treating them as greedy
-would change the language), and the ``LOCALE`` flag.
+lookaround of more than one character or in other places, conditionals
+``(?(1)...)``, atomic groups and possessive quantifiers (``a*+a`` never
+matches, so treating them as greedy would change the language), and the
+``LOCALE`` flag.
 """
 
 from __future__ import annotations
@@ -42,7 +51,15 @@ from typing import Any
 
 from . import ir
 from .errors import GrammarError
-from .ir_ops import Ranges, concat, longest_match_follow, restrict_first, restrict_last, union
+from .ir_ops import (
+    Ranges,
+    concat,
+    longest_match_follow,
+    restrict_first,
+    restrict_last,
+    through_ref,
+    without_refs,
+)
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -111,9 +128,14 @@ def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
     expr = translator.sequence(list(tree), tree.state.flags, ZERO, ZERO)
     follow = translator.follow or []
     if not follow and _greedy(list(tree)):
-        return [(expr, longest_match_follow(expr))]
+        by_follow: dict[Ranges, list[ir.Expr]] = {}
+        for branch, forbidden in longest_match_follow(expr):
+            by_follow.setdefault(forbidden, []).append(branch)
+        return [(ir.alt(*exprs), forbidden) for forbidden, exprs in by_follow.items()]
     by_follow: dict[Ranges, list[ir.Expr]] = {}
-    variants = [(_plain(expr), ())] + [(_through(expr, f"{_MARKER}{i}"), f) for i, f in enumerate(follow)]
+    variants = [(without_refs(expr), ())] + [
+        (through_ref(expr, f"{_MARKER}{i}"), f) for i, f in enumerate(follow)
+    ]
     for variant, forbidden in variants:
         if variant != ir.NOTHING:
             by_follow.setdefault(forbidden, []).append(variant)
@@ -425,45 +447,6 @@ def _cased(cp: int, flags: int) -> bool:
     """Whether ``re`` treats literal ``cp`` case-insensitively (the compiler's own test)."""
     test = getattr(_sre, "ascii_iscased" if flags & _A else "unicode_iscased", None)
     return True if test is None else bool(test(cp))
-
-
-# --------------------------------------------------------------------------- IR helpers
-
-
-def _plain(e: ir.Expr) -> ir.Expr:
-    """``e`` without the paths that end in a follow marker."""
-    if isinstance(e, ir.Ref):
-        return ir.NOTHING
-    if isinstance(e, ir.Seq):
-        return concat([_plain(x) for x in e.items])
-    if isinstance(e, ir.Alt):
-        return union([_plain(x) for x in e.items])
-    if isinstance(e, ir.Repeat):
-        item = _plain(e.item)
-        if item == ir.NOTHING:
-            return ir.EPSILON if e.lo == 0 else ir.NOTHING
-        return ir.Repeat(item, e.lo, e.hi)
-    return e
-
-
-def _through(e: ir.Expr, marker: str) -> ir.Expr:
-    """The strings of the paths of ``e`` that pass follow marker ``marker``."""
-    if isinstance(e, ir.Ref):
-        return ir.EPSILON if e.name == marker else ir.NOTHING
-    if isinstance(e, ir.Seq):
-        items = e.items
-        return union(
-            [
-                concat([*map(_plain, items[:k]), _through(x, marker), *map(_plain, items[k + 1 :])])
-                for k, x in enumerate(items)
-            ]
-        )
-    if isinstance(e, ir.Alt):
-        return union([_through(x, marker) for x in e.items])
-    if isinstance(e, ir.Repeat) and e.hi != 0:
-        rest = ir.Repeat(_plain(e.item), max(e.lo - 1, 0), None if e.hi is None else e.hi - 1)
-        return concat([rest if rest.hi != 0 else ir.EPSILON, _through(e.item, marker)])
-    return ir.NOTHING
 
 
 # --------------------------------------------------------------------------- error positions
