@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ir
+from . import deadline, ir
 from .errors import GrammarError, LimitError
 from .fsm import DFA, NFA, can_accept, determinize, minimize, trim
 from .utf8 import byte_sequences
@@ -40,6 +40,11 @@ class CompileLimits:
     inline_max_states: int = 2_000  # largest automaton copied into its only caller
     inline_shared_states: int = 64  # largest automaton copied into several callers
     unroll_budget: int = 1_024  # repetitions below this size are unrolled
+    # Guards against hostile input (tests/test_hostile.py); no grammar of the corpora comes near.
+    deadline_ms: int = 30_000  # wall clock for one compile (front end and automata); 0 = none
+    max_grammar_bytes: int = 16_000_000  # grammar / schema / regex source text (UTF-8 bytes)
+    max_ir_nodes: int = 4_000_000  # IR expression nodes, all rules (a shared subtree counts per use)
+    max_ir_depth: int = 200  # nesting of IR expressions inside one rule (passes recurse on it)
 
 
 @dataclass
@@ -161,14 +166,22 @@ class _RepeatRewriter:
 
         def units_exact(n: int) -> ir.Expr:
             """unit^n"""
-            return ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1]) if n else ir.EPSILON
+            return (
+                ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1])
+                if n
+                else ir.EPSILON
+            )
 
         def units_upto(m: int) -> ir.Expr:
             """unit{0,m}: Q_k | P_k unit{0,m-2^k}, unambiguous by count."""
             if m == 0:
                 return ir.EPSILON
             k = m.bit_length() - 1
-            low = ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))]) if k else ir.EPSILON
+            low = (
+                ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))])
+                if k
+                else ir.EPSILON
+            )
             return ir.alt(low, ir.seq(ir.Ref(names[k]), units_upto(m - (1 << k))))
 
         def exact(n: int) -> ir.Expr:
@@ -270,6 +283,7 @@ class _Builder:
         self.entries = entries  # members of the right-linear component being built
 
     def build(self, e: ir.Expr, start: int, end: int, tail: bool) -> None:
+        deadline.check("NFA construction")
         nfa = self.nfa
         if isinstance(e, ir.Literal):
             cur = start
@@ -354,12 +368,13 @@ def _rule_dfas(
         members = set(comp)
         recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
         regular = not recursive or all(_tail_only(rules[m], members, True) for m in comp)
+        deadline.check("rule loop")
         for budget in (limits.inline_max_states, 64, 0):
             try:
                 dfas = _component(rules, comp, recursive and regular, fragments, inline, budget, limits)
                 break
-            except LimitError:
-                if budget == 0:
+            except LimitError as e:
+                if budget == 0 or e.limit == "deadline_ms":
                     raise
         fragments.update(dfas)
         for m in comp:
@@ -434,6 +449,7 @@ def _trim_all(dfas: dict[str, DFA], start: str) -> dict[str, DFA]:
     changed = True
     while changed:
         changed = False
+        deadline.check("fixpoint")
         for n in names:
             if n not in productive and can_accept(dfas[n], productive):
                 productive.add(n)
@@ -458,6 +474,7 @@ def _fixpoint_sets(n: int, step) -> list[int]:  # type: ignore[no-untyped-def]
     changed = True
     while changed:
         changed = False
+        deadline.check("fixpoint")
         for i in range(n):
             v = step(i, vals)
             if v != vals[i]:
@@ -502,6 +519,7 @@ def _nullable(f: _Flat) -> list[bool]:
     changed = True
     while changed:
         changed = False
+        deadline.check("fixpoint")
         for r in range(n_rules):
             if null[r]:
                 continue
@@ -534,6 +552,7 @@ def _follow(f: _Flat, null: list[bool]) -> list[int]:
     changed = True
     while changed:
         changed = False
+        deadline.check("fixpoint")
         for s in range(n):
             if not can_end[s] and (f.accepting[s] or any(null[c] and can_end[t] for c, t in f.refs[s])):
                 can_end[s] = changed = True
@@ -543,6 +562,7 @@ def _follow(f: _Flat, null: list[bool]) -> list[int]:
     changed = True
     while changed:
         changed = False
+        deadline.check("fixpoint")
         for s in range(n):
             v = nxt[s]
             for c, t in f.refs[s]:
@@ -559,6 +579,7 @@ def _follow(f: _Flat, null: list[bool]) -> list[int]:
     changed = True
     while changed:
         changed = False
+        deadline.check("fixpoint")
         for s in range(n):
             for c, t in f.refs[s]:
                 v = follow[c] | nxt[t] | (follow[f.rule_of[s]] if can_end[t] else 0)
@@ -587,8 +608,15 @@ def _build_dfas(grammar: ir.Grammar, limits: CompileLimits) -> dict[str, DFA]:
 
 
 def build_tables(grammar: ir.Grammar, limits: CompileLimits | None = None) -> Tables:
-    """Compile an IR grammar to the C core's tables."""
+    """Compile an IR grammar to the C core's tables.  Raises LimitError past any of
+    ``limits`` (``deadline_ms`` included: it bounds the whole build)."""
     limits = limits or CompileLimits()
+    with deadline.Deadline(limits.deadline_ms, "compile"):
+        check_ir(grammar, limits)
+        return _build_tables(grammar, limits)
+
+
+def _build_tables(grammar: ir.Grammar, limits: CompileLimits) -> Tables:
     _validate(grammar)
     try:
         dfas = _build_dfas(grammar, limits)
@@ -637,6 +665,47 @@ def build_tables(grammar: ir.Grammar, limits: CompileLimits | None = None) -> Ta
             "call_edges": int(ref_off[-1]),
         },
     )
+
+
+def check_ir(grammar: ir.Grammar, limits: CompileLimits) -> None:
+    """Size checks that run before any pass that recurses on the IR or builds automata:
+    rule count, IR nodes, nesting depth, and literals too long for one rule's DFA.
+    Iterative, and stops at the first limit, so it is cheap on hostile input too."""
+    if len(grammar.rules) > limits.max_rules:
+        raise LimitError(
+            f"grammar has {len(grammar.rules)} rules, over max_rules={limits.max_rules}",
+            limit="max_rules",
+            value=limits.max_rules,
+        )
+    nodes = 0
+    for name, body in grammar.rules.items():
+        stack = [(body, 1)]
+        while stack:
+            e, depth = stack.pop()
+            nodes += 1
+            if nodes > limits.max_ir_nodes:
+                raise LimitError(
+                    f"grammar has more than max_ir_nodes={limits.max_ir_nodes} IR nodes",
+                    limit="max_ir_nodes",
+                    value=limits.max_ir_nodes,
+                )
+            if depth > limits.max_ir_depth:
+                raise LimitError(
+                    f"rule {name!r} nests expressions more than max_ir_depth={limits.max_ir_depth} deep",
+                    limit="max_ir_depth",
+                    value=limits.max_ir_depth,
+                )
+            if isinstance(e, (ir.Seq, ir.Alt)):
+                stack.extend((x, depth + 1) for x in e.items)
+            elif isinstance(e, ir.Repeat):
+                stack.append((e.item, depth + 1))
+            elif isinstance(e, ir.Literal) and len(e.data) >= limits.max_dfa_states:
+                raise LimitError(
+                    f"rule {name!r} has a literal of {len(e.data)} bytes: its automaton needs more "
+                    f"than max_dfa_states={limits.max_dfa_states}",
+                    limit="max_dfa_states",
+                    value=limits.max_dfa_states,
+                )
 
 
 def _validate(grammar: ir.Grammar) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ir
-from .automata import CompileLimits, Tables, build_tables
+from .automata import CompileLimits, Tables, build_tables, check_ir
 from .grammar import Grammar
 from .vocab import Vocabulary
 
@@ -106,6 +106,7 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
     if not isinstance(vocab, Vocabulary):
         raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
     limits = limits or CompileLimits()
+    check_ir(grammar.ir, limits)  # before hashing: repr() recurses on the IR
     key = _tables_key(grammar.ir, limits)
     with _TABLE_LOCK:
         tables = _TABLE_CACHE.get(key)

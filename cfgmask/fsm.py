@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import deadline
 from .errors import LimitError
 
 
@@ -127,6 +128,7 @@ def determinize(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
 
     k = 0
     while k < len(order):
+        deadline.check("subset construction")
         members = order[k]
         st = DState(accepting=final in members)
         st.bytes = [(lo, hi, target(ts)) for lo, hi, ts in _byte_moves(nfa, members)]
@@ -174,6 +176,7 @@ def minimize(dfa: DFA) -> DFA:
     n_blocks = len(np.unique(block))
     weights = np.random.default_rng(0x5EED).integers(1, 2**62, size=table.shape[1] + 1, dtype=np.int64) | 1
     while True:
+        deadline.check("minimization")
         targets = np.where(table >= 0, block[np.maximum(table, 0)], -1)
         sig = np.concatenate([block[:, None], targets], axis=1)
         with np.errstate(over="ignore"):

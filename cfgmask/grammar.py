@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import ir
+from .deadline import Deadline
+from .errors import GrammarError, LimitError
+
+if TYPE_CHECKING:
+    from .automata import CompileLimits
 
 
 class Grammar:
@@ -24,35 +30,52 @@ class Grammar:
         return self.ir.rules
 
     @classmethod
-    def from_gbnf(cls, text: str, start: str = "root") -> Grammar:
+    def from_gbnf(cls, text: str, start: str = "root", *, limits: CompileLimits | None = None) -> Grammar:
         """A llama.cpp GBNF grammar; ``start`` names the start rule."""
         from .gbnf import parse_gbnf
 
-        return cls(parse_gbnf(text, start=start), source=text)
+        return cls(
+            _front_end("GBNF grammar", text, limits, lambda: parse_gbnf(text, start=start)), source=text
+        )
 
     @classmethod
-    def from_lark(cls, text: str, start: str = "start") -> Grammar:
+    def from_lark(cls, text: str, start: str = "start", *, limits: CompileLimits | None = None) -> Grammar:
         """A Lark grammar; strings are in the language iff Lark's Earley parser accepts them."""
         from .lark_frontend import parse_lark
 
-        return cls(parse_lark(text, start=start), source=text)
+        return cls(
+            _front_end("Lark grammar", text, limits, lambda: parse_lark(text, start=start)), source=text
+        )
 
     @classmethod
-    def from_regex(cls, pattern: str) -> Grammar:
+    def from_regex(cls, pattern: str, *, limits: CompileLimits | None = None) -> Grammar:
         """A Python ``re`` pattern with ``re.fullmatch`` semantics."""
         from .regex_frontend import parse_regex
 
-        return cls(parse_regex(pattern), source=pattern)
+        return cls(
+            _front_end("regular expression", pattern, limits, lambda: parse_regex(pattern)), source=pattern
+        )
 
     @classmethod
     def from_json_schema(
-        cls, schema: str | dict[str, Any] | bool, *, strict: bool = True, whitespace: str = "default"
+        cls,
+        schema: str | dict[str, Any] | bool,
+        *,
+        strict: bool = True,
+        whitespace: str = "default",
+        limits: CompileLimits | None = None,
     ) -> Grammar:
         """A JSON Schema (dict or JSON text).  ``strict`` raises on any keyword not enforced
         exactly; otherwise ``schema_report`` lists each keyword's status."""
         from .json_schema import schema_to_grammar
 
-        ir_grammar, report = schema_to_grammar(schema, strict=strict, whitespace=whitespace)
+        text = schema if isinstance(schema, str) else None
+        ir_grammar, report = _front_end(
+            "JSON Schema",
+            text,
+            limits,
+            lambda: schema_to_grammar(schema, strict=strict, whitespace=whitespace),
+        )
         source = schema if isinstance(schema, str) else ""
         return cls(ir_grammar, source=source, schema_report=report)
 
@@ -65,3 +88,24 @@ class Grammar:
 
     def __repr__(self) -> str:
         return f"Grammar(start={self.start!r}, rules={len(self.rules)})"
+
+
+def _front_end(what: str, text: str | None, limits: CompileLimits | None, parse: Callable[[], Any]) -> Any:
+    """Run a front end under the source-size limit and the compile deadline.  Nesting
+    deeper than Python's recursion allows becomes a GrammarError, never a RecursionError."""
+    from .automata import CompileLimits
+
+    limits = limits or CompileLimits()
+    if text is not None and len(text) > limits.max_grammar_bytes // 4:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limits.max_grammar_bytes:
+            raise LimitError(
+                f"{what} source is {size} bytes, over max_grammar_bytes={limits.max_grammar_bytes}",
+                limit="max_grammar_bytes",
+                value=limits.max_grammar_bytes,
+            )
+    with Deadline(limits.deadline_ms, f"parsing the {what}"):
+        try:
+            return parse()
+        except RecursionError:
+            raise GrammarError(f"{what} is nested too deeply to parse") from None

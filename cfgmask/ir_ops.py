@@ -219,7 +219,7 @@ class _Glushkov:
         raise _TooBig  # rule references, byte classes: not analysed
 
     def seq(self, items: list[ir.Expr]) -> tuple[bool, set[int], set[int]]:
-        nullable_, first, last = True, set(), set()
+        nullable_, first, last = True, set[int](), set[int]()
         for item in items:
             n, f, la = self.build(item)
             for p in last:

@@ -146,9 +146,14 @@ class _Product:
     def emit(self, top: str, start: str) -> dict[str, ir.Expr]:
         self.analyse(top)
         out: dict[str, ir.Expr] = {}
+        self.emitted = out
+        self.tails: dict[tuple[tuple[Symbol, ...], int, int], ir.Expr] = {}
         for (name, state), ends in self.out.items():
             for end in sorted(ends):
-                bodies = [self.path(name, i, state, end, out) for i in range(len(self.rules[name]))]
+                bodies = [
+                    self.tail(tuple(e), self.project(state, self.suffix[(name, i)][0]), end)
+                    for i, e in enumerate(self.rules[name])
+                ]
                 out[self.name(name, state, end)] = union(bodies)
         for (name, state), by_target in self.term_cache.items():
             for end, expr in by_target.items():
@@ -159,58 +164,40 @@ class _Product:
     def name(self, name: str, state: int, end: int) -> str:
         return name if state == end == 0 else f"{name}[{state}>{end}]"
 
-    def path(self, name: str, index: int, state: int, end: int, out: dict[str, ir.Expr]) -> ir.Expr:
-        """The strings of one expansion read from ``state`` that end in ``end``."""
-        expansion, suffix = self.rules[name][index], self.suffix[(name, index)]
-        valid = self.walk(name, index, state)
-        if end not in valid[-1]:
-            return ir.NOTHING
-        valid[-1] = {end}
-        for k in range(len(expansion) - 1, -1, -1):
-            valid[k] = {
-                s
-                for s in valid[k]
-                if any(self.project(t, suffix[k + 1]) in valid[k + 1] for t in self.targets(expansion[k], s))
-            }
-        # steps[k]: (state before, raw state after, projected state after) of symbol k
-        steps = [
-            [
-                (s, t, self.project(t, suffix[k + 1]))
-                for s in sorted(valid[k])
-                for t in sorted(self.targets(sym, s))
-            ]
-            for k, sym in enumerate(expansion)
-        ]
-        steps = [[st for st in step if st[2] in valid[k + 1]] for k, step in enumerate(steps)]
-        if all(len(step) == 1 for step in steps):
-            refs = [
-                ir.Ref(self.name(sym.name, step[0][0], step[0][1]))
-                for sym, step in zip(expansion, steps, strict=True)
-            ]
-            return ir.seq(*refs) if refs else ir.EPSILON
-        return self.chain(f"{self.name(name, state, end)}/{index}", expansion, steps, valid, out)
+    def tail(self, symbols: tuple[Symbol, ...], state: int, end: int) -> ir.Expr:
+        """The strings of ``symbols`` read from (projected) ``state`` that end in ``end``.
 
-    def chain(
-        self, prefix: str, expansion: list[Symbol], steps: list, valid: list[set[int]], out: dict
-    ) -> ir.Expr:
-        """Binarized prefixes ``prefix.k.s``: the first ``k`` symbols, ending in state ``s``."""
-        previous: dict[int, ir.Expr] = {s: ir.EPSILON for s in valid[0]}
-        for k, sym in enumerate(expansion, start=1):
-            refs: dict[tuple[int, int], list[ir.Expr]] = {}  # (state before, projected after) -> refs
-            for s, t, projected in steps[k - 1]:
-                refs.setdefault((s, projected), []).append(ir.Ref(self.name(sym.name, s, t)))
-            options: dict[int, list[ir.Expr]] = {}
-            for (s, projected), alternatives in refs.items():
-                options.setdefault(projected, []).append(ir.seq(previous[s], union(alternatives)))
-            previous = {}
-            for t, exprs in options.items():
-                if len(exprs) == 1 and len(options) == 1 and k < len(expansion):
-                    previous[t] = exprs[0]  # a plain sequence so far: keep it inline
-                else:
-                    out[f"{prefix}.{k}.{t}"] = union(exprs)
-                    previous[t] = ir.Ref(f"{prefix}.{k}.{t}")
-        (only,) = previous.values()
-        return only
+        Shared by every expansion with the same remainder: the state before an
+        expansion mostly matters for its first symbol only.  A tail with more than
+        one way through becomes a rule ``<tail n>``; a single way stays inline.
+        """
+        if not symbols:
+            return ir.EPSILON if state == end else ir.NOTHING
+        key = (symbols, state, end)
+        if key not in self.tails:
+            first, rest = symbols[0], symbols[1:]
+            nxt = self.rest_first(rest)
+            options = []
+            for t in sorted(self.targets(first, state)):
+                after = self.tail(rest, self.project(t, nxt), end)
+                if after != ir.NOTHING:
+                    options.append(ir.seq(ir.Ref(self.name(first.name, state, t)), after))
+            expr = union(options)
+            if len(options) > 1:
+                rule = f"<tail {len(self.tails)}>"
+                self.emitted[rule] = expr
+                expr = ir.Ref(rule)
+            self.tails[key] = expr
+        return self.tails[key]
+
+    def rest_first(self, symbols: tuple[Symbol, ...]) -> Ranges | None:
+        """First characters of ``symbols``, or None if they may derive the empty string."""
+        acc: list[tuple[int, int]] = []
+        for sym in symbols:
+            acc += self.first[sym.name]
+            if sym.name not in self.nullable:
+                return ir.normalize_ranges(acc)
+        return None
 
 
 def _first_sets(rules: Rules, variants: dict[str, Variants]) -> tuple[set[str], dict[str, Ranges]]:

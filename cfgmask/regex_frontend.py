@@ -128,14 +128,11 @@ def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
     expr = translator.sequence(list(tree), tree.state.flags, ZERO, ZERO)
     follow = translator.follow or []
     if not follow and _greedy(list(tree)):
-        by_follow: dict[Ranges, list[ir.Expr]] = {}
-        for branch, forbidden in longest_match_follow(expr):
-            by_follow.setdefault(forbidden, []).append(branch)
-        return [(ir.alt(*exprs), forbidden) for forbidden, exprs in by_follow.items()]
+        variants = longest_match_follow(expr)
+    else:
+        variants = [(without_refs(expr), ())]
+        variants += [(through_ref(expr, f"{_MARKER}{i}"), f) for i, f in enumerate(follow)]
     by_follow: dict[Ranges, list[ir.Expr]] = {}
-    variants = [(without_refs(expr), ())] + [
-        (through_ref(expr, f"{_MARKER}{i}"), f) for i, f in enumerate(follow)
-    ]
     for variant, forbidden in variants:
         if variant != ir.NOTHING:
             by_follow.setdefault(forbidden, []).append(variant)

@@ -19,6 +19,7 @@ from .merge import (
     TYPES,
     Unmergeable,
     equal,
+    equality_key,
     evaluate,
     intersect,
     is_annotation,
@@ -395,6 +396,7 @@ class Compiler:
             raise GrammarError(f"enum at {where} is not a list")
         rest = {k: v for k, v in s.items() if k != "enum" and not is_annotation(k)}
         keep: list[Any] = []
+        seen: set[Any] = set()
         for v in values:
             ok = evaluate(rest, v)
             if ok is None:
@@ -402,7 +404,9 @@ class Compiler:
                     where, "enum", "a keyword beside enum/const cannot be evaluated on its values"
                 )
                 ok = True
-            if ok and not any(equal(v, w) for w in keep):
+            key = equality_key(v)
+            if ok and key not in seen:
+                seen.add(key)
                 keep.append(v)
         self.rep.enforced(where, "enum")
         for k in rest:
