@@ -12,11 +12,11 @@ the strings of ``A`` read from state ``s`` that leave the automaton in state
 ``t`` (the classic product of a context-free grammar with a finite
 automaton, here over terminals).  End of input is allowed in every state.
 
-To keep the product small, a state is cut down to the characters that can
-come next wherever that is known: inside an expansion whose remainder cannot
-be empty, the next character is one of the remainder's first characters, so
-``s`` and ``s ∩ first(remainder)`` behave alike (most restrictions vanish
-there).
+To keep the product small, a state is dropped (to state 0) wherever none of
+its characters can come next: inside an expansion whose remainder cannot be
+empty, the next character is one of the remainder's first characters.  And the
+remainders of expansions (``<tail n>`` rules) are shared, since the state an
+expansion starts in mostly matters for its first symbol only.
 
 Without restrictions the grammar is written out unchanged, one IR rule per
 nonterminal and per terminal.
@@ -68,6 +68,7 @@ class _Product:
         self.term_cache: dict[tuple[str, int], dict[int, ir.Expr]] = {}
         self.projected: dict[tuple[int, Ranges], int] = {}
         self.out: dict[tuple[str, int], set[int]] = {}
+        self.changed = False
         self.nullable, self.first = _first_sets(rules, variants)
         self.suffix = {(n, i): self._suffixes(e) for n, body in rules.items() for i, e in enumerate(body)}
 
@@ -128,18 +129,18 @@ class _Product:
             self.changed = False
             for (name, state), ends in list(self.out.items()):
                 for index in range(len(self.rules[name])):
-                    reached = self.walk(name, index, state)[-1]
+                    reached = self.walk(name, index, state)
                     if not reached <= ends:
                         ends |= reached
                         self.changed = True
 
-    def walk(self, name: str, index: int, state: int) -> list[set[int]]:
-        """The (projected) states reachable after each prefix of an expansion."""
+    def walk(self, name: str, index: int, state: int) -> set[int]:
+        """The states an expansion can end in when read from ``state``."""
         expansion, suffix = self.rules[name][index], self.suffix[(name, index)]
-        sets = [{self.project(state, suffix[0])}]
+        states = {self.project(state, suffix[0])}
         for k, sym in enumerate(expansion):
-            sets.append({self.project(t, suffix[k + 1]) for s in sets[-1] for t in self.targets(sym, s)})
-        return sets
+            states = {self.project(t, suffix[k + 1]) for s in states for t in self.targets(sym, s)}
+        return states
 
     # ---------------------------------------------------------------- output
 
