@@ -35,7 +35,7 @@ Departures, each stricter or strictly more permissive than llama.cpp:
 
 from __future__ import annotations
 
-from . import ir
+from . import deadline, ir
 from .errors import GrammarError
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
@@ -116,6 +116,7 @@ class _Parser:
         if self.pos >= len(self.text):
             raise GrammarError("empty grammar: no rules defined")
         while self.pos < len(self.text):
+            deadline.check("GBNF rules")
             self.parse_rule()
         self.check_references()
         if start not in self.rules:

@@ -2,7 +2,8 @@
 
 A Lark terminal may come with *follow restrictions*: a string of a terminal
 variant may not be followed directly by a character in that variant's
-``forbidden`` set (a trailing ``(?!C)`` in its pattern).  The IR has no
+``forbidden`` set (a trailing ``(?!C)`` in its pattern, or a greedy terminal's
+longest match, see :func:`cfgmask.regex_frontend.terminal_variants`).  The IR has no
 lookahead, so the restriction is compiled into the grammar: the grammar is
 intersected with the automaton whose state is "the set of characters the next
 character must avoid" (state 0 is the empty set).  Reading a terminal variant

@@ -11,7 +11,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from .. import ir
+from .. import deadline, ir
 from ..errors import GrammarError
 from . import _ir_util as U
 from .lexical import ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
@@ -139,6 +139,7 @@ class Compiler:
         if not isinstance(s, dict):
             raise GrammarError(f"the schema at {path or '/'} is neither an object nor a boolean")
         self.depth += 1
+        deadline.check("JSON Schema")
         try:
             if self.depth > MAX_DEPTH:
                 raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
@@ -398,6 +399,7 @@ class Compiler:
         keep: list[Any] = []
         seen: set[Any] = set()
         for v in values:
+            deadline.check("JSON Schema enum")
             ok = evaluate(rest, v)
             if ok is None:
                 self.rep.rejected(

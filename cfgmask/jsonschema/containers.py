@@ -236,7 +236,7 @@ class Containers:
                 rep.enforced(pointer(path, k), k)
         untracked = [member[n] for n in member if n not in tracked]
         free = ir.alt(*untracked, *free_parts) if untracked or free_parts else ir.NOTHING
-        if free != ir.NOTHING and len(untracked) + len(free_parts) > 1:
+        if free != ir.NOTHING:  # one shared rule: every key-subset state refers to it
             fname = U.fresh(c.rules, "members")
             c.rules[fname] = free
             free = ir.Ref(fname)

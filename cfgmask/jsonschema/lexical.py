@@ -19,6 +19,8 @@ formats, enum values, property names) only well-formed spellings are used, so
 
 from __future__ import annotations
 
+import functools
+
 from .. import ir
 from ..errors import GrammarError
 from . import _ir_util as U
@@ -137,6 +139,7 @@ def _pairs(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     return ir.alt(*alts) if alts else ir.NOTHING
 
 
+@functools.lru_cache(maxsize=4096)  # IR is immutable; long strings and big enums repeat characters
 def encode_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     """Every JSON spelling of one character in ``ranges`` (well-formed: no lone surrogates)."""
     ranges = ir.normalize_ranges(ranges)
