@@ -21,6 +21,7 @@ Pipeline (docs/design.md has the why):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,7 +44,7 @@ class CompileLimits:
     # Guards against hostile input (tests/test_hostile.py); no grammar of the corpora comes near.
     deadline_ms: int = 30_000  # wall clock for one compile (front end and automata); 0 = none
     max_grammar_bytes: int = 16_000_000  # grammar / schema / regex source text (UTF-8 bytes)
-    max_ir_nodes: int = 4_000_000  # IR expression nodes, all rules (a shared subtree counts per use)
+    max_ir_nodes: int = 1_000_000  # IR expression nodes, all rules (a shared subtree counts per use)
     max_ir_depth: int = 200  # nesting of IR expressions inside one rule (passes recurse on it)
 
 
@@ -123,6 +124,7 @@ class _RepeatRewriter:
         return self.rules
 
     def expr(self, e: ir.Expr, rule: str, product: int) -> ir.Expr:
+        deadline.check("repetitions")
         if isinstance(e, ir.Seq):
             return ir.Seq(tuple(self.expr(x, rule, product) for x in e.items))
         if isinstance(e, ir.Alt):
@@ -364,18 +366,32 @@ def _rule_dfas(
     uses = _use_counts(rules)
     fragments: dict[str, DFA] = {}
     inline: set[str] = set()
+    keys: dict[str, str] = {}
     for comp in _sccs(graph, start):
         members = set(comp)
         recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
         regular = not recursive or all(_tail_only(rules[m], members, True) for m in comp)
         deadline.check("rule loop")
-        for budget in (limits.inline_max_states, 64, 0):
-            try:
-                dfas = _component(rules, comp, recursive and regular, fragments, inline, budget, limits)
-                break
-            except LimitError as e:
-                if budget == 0 or e.limit == "deadline_ms":
-                    raise
+        callees = sorted({c for m in comp for c in graph[m]} - members)
+        key = hashlib.sha1(
+            repr(
+                (
+                    [(m, rules[m]) for m in comp],
+                    [(c, keys[c] if c in inline else None) for c in callees],
+                    recursive,
+                    regular,
+                    limits,
+                )
+            ).encode()
+        ).hexdigest()
+        dfas = _FRAGMENT_CACHE.get(key)
+        if dfas is None:
+            dfas = _build_component(rules, comp, recursive and regular, fragments, inline, limits)
+            if len(_FRAGMENT_CACHE) >= _FRAGMENT_CACHE_MAX:
+                _FRAGMENT_CACHE.pop(next(iter(_FRAGMENT_CACHE)))
+            _FRAGMENT_CACHE[key] = dfas
+        for m in comp:
+            keys[m] = f"{key}:{m}"
         fragments.update(dfas)
         for m in comp:
             # Copying a rule into every caller makes tokens that span it context-independent,
@@ -385,6 +401,32 @@ def _rule_dfas(
             if regular and m not in outlined and len(dfas[m]) <= cap:
                 inline.add(m)
     return fragments
+
+
+# Automata of rule components, keyed by their IR and their callees' keys: grammars
+# from one front end share most rules (JSON strings, numbers, whitespace), so a
+# process compiling many schemas builds each shared part once.  DFAs are never
+# mutated after construction.
+_FRAGMENT_CACHE: dict[str, dict[str, DFA]] = {}
+_FRAGMENT_CACHE_MAX = 4096
+
+
+def _build_component(
+    rules: dict[str, ir.Expr],
+    comp: list[str],
+    right_linear: bool,
+    fragments: dict[str, DFA],
+    inline: set[str],
+    limits: CompileLimits,
+) -> dict[str, DFA]:
+    """A component's automata, with less inlining if the full inlining blows up."""
+    for budget in (limits.inline_max_states, 64, 0):
+        try:
+            return _component(rules, comp, right_linear, fragments, inline, budget, limits)
+        except LimitError as e:
+            if budget == 0 or e.limit == "deadline_ms":
+                raise
+    raise AssertionError("unreachable")
 
 
 def _use_counts(rules: dict[str, ir.Expr]) -> dict[str, int]:

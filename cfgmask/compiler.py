@@ -9,6 +9,7 @@ from typing import Any
 
 from . import ir
 from .automata import CompileLimits, Tables, build_tables, check_ir
+from .deadline import Deadline
 from .grammar import Grammar
 from .vocab import Vocabulary
 
@@ -106,12 +107,13 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
     if not isinstance(vocab, Vocabulary):
         raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
     limits = limits or CompileLimits()
-    check_ir(grammar.ir, limits)  # before hashing: repr() recurses on the IR
-    key = _tables_key(grammar.ir, limits)
-    with _TABLE_LOCK:
-        tables = _TABLE_CACHE.get(key)
-    if tables is None:
-        tables = build_tables(grammar.ir, limits)
+    with Deadline(limits.deadline_ms, "compile"):
+        check_ir(grammar.ir, limits)  # before hashing: repr() recurses on the IR
+        key = _tables_key(grammar.ir, limits)
+        with _TABLE_LOCK:
+            tables = _TABLE_CACHE.get(key)
+        if tables is None:
+            tables = build_tables(grammar.ir, limits)
         with _TABLE_LOCK:
             if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
                 _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
