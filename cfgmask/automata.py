@@ -14,8 +14,8 @@ Pipeline (docs/design.md has the why):
 3. Each rule becomes a minimal DFA over bytes and calls; dead states and
    unproductive rules are trimmed so every Earley item can still complete.
 4. Tables: global byte classes, the transition matrix, call edges, nullable
-   rules and, per state, the bytes that may follow by leaving the state (used
-   to keep most tokens context-independent in the mask cache).
+   rules and, per rule, the bytes that may follow it (FOLLOW; used to keep most
+   tokens context-independent in the mask cache).
 """
 
 from __future__ import annotations

@@ -114,10 +114,10 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
             tables = _TABLE_CACHE.get(key)
         if tables is None:
             tables = build_tables(grammar.ir, limits)
-        with _TABLE_LOCK:
-            if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
-                _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
-            _TABLE_CACHE[key] = tables
+            with _TABLE_LOCK:
+                if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
+                    _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+                _TABLE_CACHE[key] = tables
     compiled = CompiledGrammar(grammar, vocab, tables, matcher_limits or MatcherLimits())
     if warm:
         compiled.warm()

@@ -115,8 +115,8 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (!m || !words) return CM_ERR_ARG;
     const cm_grammar *g = m->g;
     if (n_words < g->n_words) return CM_ERR_ARG;
+    memset(words, 0, n_words * sizeof *words); /* an error never leaves a stale (permissive) row */
     if (m->err) return CM_ERR_STATE;
-    memset(words, 0, n_words * sizeof *words);
     memset(&m->stats, 0, sizeof m->stats);
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
     if (!m->terminated) {

@@ -297,6 +297,40 @@ def test_small_grammars_against_lark(name: str, data: st.DataObject) -> None:
         assert got == expected if exact else got >= expected, (s, expected)
 
 
+def _terminal_patterns() -> st.SearchStrategy[str]:
+    atoms = st.sampled_from(["a", "b", "[ab]", "c", "[a-c]", "\\.", "[^a]"])
+    return st.recursive(
+        atoms,
+        lambda inner: st.one_of(
+            st.tuples(inner, inner).map("".join),
+            st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+            st.tuples(inner, st.sampled_from(["*", "+", "?", "{1,2}", "*?", "+?"])).map(
+                lambda t: f"(?:{t[0]}){t[1]}"
+            ),
+        ),
+        max_leaves=5,
+    )
+
+
+@given(
+    t=_terminal_patterns(),
+    u=_terminal_patterns(),
+    ignore=st.sampled_from(["", '\n%ignore " "', "\n%ignore / +/"]),
+    data=st.data(),
+)
+def test_random_terminals_never_lose_a_lark_string(t: str, u: str, ignore: str, data: st.DataObject) -> None:
+    """Follow restrictions (longest match, lookahead) may only remove what Lark rejects."""
+    text = f'start: (T | U | "c")+\nT: /{t}/\nU: /{u}/{ignore}'
+    try:
+        theirs(text)
+    except lark.exceptions.LarkError:  # e.g. a terminal that matches the empty string
+        return
+    m = ours(text)
+    for s in data.draw(st.lists(st.text(st.sampled_from("abc. "), min_size=1, max_size=7), max_size=10)):
+        if lark_accepts(text, s):
+            assert m.accepts(s.encode("utf-8")), s
+
+
 # Pinned differences: Lark rejects, cfgmask accepts (both documented in the front end).
 DIFFERENCES = [
     ("start: C+\nC: /<.*?>/", "<>>", "lazy terminal runs past its first end"),
