@@ -35,6 +35,13 @@ cdef extern from "cfgmask.h" nogil:
         const uint32_t *rule_start
         const uint8_t *rule_nullable
         const uint32_t *rule_follow
+        uint32_t n_token_sets
+        const uint32_t *tok_off
+        const uint32_t *tok_set
+        const uint32_t *tok_target
+        const uint32_t *set_off
+        const uint32_t *set_ids
+        const uint8_t *set_negated
 
     ctypedef struct cm_limits:
         size_t max_items_per_set

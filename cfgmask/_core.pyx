@@ -66,6 +66,12 @@ cdef class GrammarHandle:
         cdef const uint32_t[::1] rule_start = tables.rule_start
         cdef const uint8_t[::1] rule_nullable = tables.rule_nullable
         cdef const uint32_t[::1] rule_follow = tables.rule_follow
+        cdef const uint32_t[::1] tok_off = tables.tok_off
+        cdef const uint32_t[::1] tok_set = tables.tok_set
+        cdef const uint32_t[::1] tok_target = tables.tok_target
+        cdef const uint32_t[::1] set_off = tables.set_off
+        cdef const uint32_t[::1] set_ids = tables.set_ids
+        cdef const uint8_t[::1] set_negated = tables.set_negated
         cdef cm_tables t
         cdef cm_limits lim
         cdef int rc
@@ -75,6 +81,10 @@ cdef class GrammarHandle:
                 or rule_nullable.shape[0] != rule_start.shape[0]
                 or ref_rule.shape[0] != ref_target.shape[0] or ref_rule.shape[0] != ref_off[n_states]):
             raise ValueError("inconsistent automaton tables")
+        if (tok_off.shape[0] != n_states + 1 or tok_set.shape[0] != tok_target.shape[0]
+                or tok_set.shape[0] != tok_off[n_states] or set_off.shape[0] != set_negated.shape[0] + 1
+                or set_ids.shape[0] != set_off[set_negated.shape[0]]):
+            raise ValueError("inconsistent token-terminal tables")
         t.n_states = <uint32_t>n_states
         t.n_rules = <uint32_t>rule_start.shape[0]
         t.n_classes = <uint32_t>trans.shape[1]
@@ -89,6 +99,13 @@ cdef class GrammarHandle:
         t.rule_start = &rule_start[0]
         t.rule_nullable = &rule_nullable[0]
         t.rule_follow = &rule_follow[0]
+        t.n_token_sets = <uint32_t>set_negated.shape[0]
+        t.tok_off = &tok_off[0]
+        t.tok_set = &tok_set[0] if tok_set.shape[0] else NULL
+        t.tok_target = &tok_target[0] if tok_target.shape[0] else NULL
+        t.set_off = &set_off[0]
+        t.set_ids = &set_ids[0] if set_ids.shape[0] else NULL
+        t.set_negated = &set_negated[0] if set_negated.shape[0] else NULL
         cm_limits_default(&lim)
         if max_items_per_set:
             lim.max_items_per_set = max_items_per_set

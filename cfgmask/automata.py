@@ -64,7 +64,17 @@ class Tables:
     rule_start: np.ndarray
     rule_nullable: np.ndarray
     rule_follow: np.ndarray
+    tok_off: np.ndarray      # token-terminal edges (llama.cpp's <[N]> and !<[N]>), CSR per state
+    tok_set: np.ndarray
+    tok_target: np.ndarray
+    set_off: np.ndarray      # token sets: ids set_ids[set_off[k] .. set_off[k+1]), negated or not
+    set_ids: np.ndarray
+    set_negated: np.ndarray
     stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def max_token_id(self) -> int:
+        return int(self.set_ids.max()) if self.set_ids.size else -1
 
     @property
     def n_states(self) -> int:
@@ -323,7 +333,7 @@ class _Builder:
         elif isinstance(e, ir.Ref):
             self.ref(e.name, start, end, tail)
         elif isinstance(e, ir.Token):
-            raise GrammarError(f"token terminals (<[{','.join(map(str, e.ids))}]>) are not supported yet")
+            nfa.refs[start].append((token_label(e), end))
         else:
             raise TypeError(f"not an IR expression: {e!r}")
 
@@ -473,13 +483,29 @@ def _component(
     return out
 
 
+TOKEN_LABEL = "\x00tok:"
+
+
+def token_label(t: ir.Token) -> str:
+    """The edge label of a token terminal: ``<[1,2]>`` -> "\0tok:1,2", ``!<[3]>`` -> "\0tok:!3"."""
+    if not t.ids:
+        raise GrammarError("a token terminal needs at least one token id")
+    return TOKEN_LABEL + ("!" if t.negated else "") + ",".join(str(i) for i in sorted(set(t.ids)))
+
+
+def _token_set(label: str) -> tuple[bool, list[int]]:
+    body = label[len(TOKEN_LABEL) :]
+    negated = body.startswith("!")
+    return negated, [int(x) for x in body.lstrip("!").split(",")]
+
+
 def _runtime_rules(dfas: dict[str, DFA], start: str) -> list[str]:
     order = [start]
     seen = {start}
     for name in order:
         for st in dfas[name].states:
             for callee, _ in st.refs:
-                if callee not in seen:
+                if callee not in seen and not callee.startswith(TOKEN_LABEL):
                     seen.add(callee)
                     order.append(callee)
     return order
@@ -487,7 +513,8 @@ def _runtime_rules(dfas: dict[str, DFA], start: str) -> list[str]:
 
 def _trim_all(dfas: dict[str, DFA], start: str) -> dict[str, DFA]:
     names = _runtime_rules(dfas, start)
-    productive: set[str] = set()
+    # token terminals always match something
+    productive: set[str] = {c for n in names for st in dfas[n].states for c, _ in st.refs if c.startswith(TOKEN_LABEL)}
     changed = True
     while changed:
         changed = False
@@ -535,6 +562,8 @@ class _Flat:
     accepting: list[bool]
     bytes: list[list[tuple[int, int, int]]]
     refs: list[list[tuple[int, int]]]
+    tokens: list[list[tuple[int, int]]]  # (token set, target) per state
+    token_sets: list[str]
 
 
 def _flatten(dfas: dict[str, DFA], order: list[str]) -> _Flat:
@@ -544,14 +573,19 @@ def _flatten(dfas: dict[str, DFA], order: list[str]) -> _Flat:
     for n in order:
         base[n] = total
         total += len(dfas[n])
-    f = _Flat(order, [], [base[n] for n in order], [], [], [])
+    f = _Flat(order, [], [base[n] for n in order], [], [], [], [], [])
+    sets: dict[str, int] = {}
     for n in order:
         b = base[n]
         for st in dfas[n].states:
             f.rule_of.append(rid[n])
             f.accepting.append(st.accepting)
             f.bytes.append([(lo, hi, b + t) for lo, hi, t in st.bytes])
-            f.refs.append([(rid[c], b + t) for c, t in st.refs])
+            f.refs.append([(rid[c], b + t) for c, t in st.refs if not c.startswith(TOKEN_LABEL)])
+            f.tokens.append(
+                [(sets.setdefault(c, len(sets)), b + t) for c, t in st.refs if c.startswith(TOKEN_LABEL)]
+            )
+    f.token_sets = list(sets)
     return f
 
 
@@ -578,6 +612,9 @@ def _nullable(f: _Flat) -> list[bool]:
     return null
 
 
+ALL_BYTES = (1 << 256) - 1
+
+
 def _byte_bits(edges: list[tuple[int, int, int]]) -> int:
     bits = 0
     for lo, hi, _ in edges:
@@ -600,7 +637,8 @@ def _follow(f: _Flat, null: list[bool]) -> list[int]:
                 can_end[s] = changed = True
     # first[r]: bytes rule r can start with; nxt[s]: bytes consumable from state s
     first = [0] * len(f.names)
-    nxt = [_byte_bits(b) for b in f.bytes]
+    # a token terminal may be any text token: any byte can come next
+    nxt = [_byte_bits(b) | (ALL_BYTES if f.tokens[s] else 0) for s, b in enumerate(f.bytes)]
     changed = True
     while changed:
         changed = False
@@ -682,6 +720,11 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits) -> Tables:
     byte_class, trans = _classes(f)
     ref_off = np.zeros(len(f.refs) + 1, dtype=np.uint32)
     ref_off[1:] = np.cumsum([len(r) for r in f.refs])
+    tok_off = np.zeros(len(f.tokens) + 1, dtype=np.uint32)
+    tok_off[1:] = np.cumsum([len(r) for r in f.tokens])
+    sets = [_token_set(label) for label in f.token_sets]
+    set_off = np.zeros(len(sets) + 1, dtype=np.uint32)
+    set_off[1:] = np.cumsum([len(ids) for _, ids in sets])
     follow_arr = np.zeros((len(follow), 8), dtype=np.uint32)
     for r, bits in enumerate(follow):
         for w in range(8):
@@ -699,6 +742,12 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits) -> Tables:
         rule_start=np.asarray(f.start_of, dtype=np.uint32),
         rule_nullable=np.asarray(null, dtype=np.uint8),
         rule_follow=follow_arr.reshape(-1),
+        tok_off=tok_off,
+        tok_set=np.asarray([k for r in f.tokens for k, _ in r], dtype=np.uint32),
+        tok_target=np.asarray([t for r in f.tokens for _, t in r], dtype=np.uint32),
+        set_off=set_off,
+        set_ids=np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32),
+        set_negated=np.asarray([neg for neg, _ in sets], dtype=np.uint8),
         stats={
             "source_rules": len(grammar.rules),
             "parser_rules": len(order),

@@ -10,6 +10,7 @@ from typing import Any
 from . import ir
 from .automata import CompileLimits, Tables, build_tables, check_ir
 from .deadline import Deadline
+from .errors import GrammarError
 from .grammar import Grammar
 from .vocab import Vocabulary
 
@@ -118,6 +119,10 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
                 if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
                     _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
                 _TABLE_CACHE[key] = tables
+    if tables.max_token_id >= vocab.size:
+        raise GrammarError(
+            f"token terminal <[{tables.max_token_id}]> is out of range for a vocabulary of {vocab.size} tokens"
+        )
     compiled = CompiledGrammar(grammar, vocab, tables, matcher_limits or MatcherLimits())
     if warm:
         compiled.warm()

@@ -57,6 +57,17 @@ typedef struct cm_tables {
     const uint32_t *rule_start;    /* [n_rules] */
     const uint8_t *rule_nullable;  /* [n_rules] */
     const uint32_t *rule_follow;   /* [n_rules * 8] */
+    /* token terminals: state s consumes one whole token of set tok_set[e] and goes
+     * to tok_target[e], e in tok_off[s] .. tok_off[s+1]; set k holds the ids
+     * set_ids[set_off[k] .. set_off[k+1]), or every token but those if set_negated[k]
+     * (stop tokens excepted: they only end the text) */
+    uint32_t n_token_sets;
+    const uint32_t *tok_off;       /* [n_states + 1] */
+    const uint32_t *tok_set;       /* [tok_off[n_states]] */
+    const uint32_t *tok_target;    /* [tok_off[n_states]] */
+    const uint32_t *set_off;       /* [n_token_sets + 1] */
+    const uint32_t *set_ids;       /* [set_off[n_token_sets]] */
+    const uint8_t *set_negated;    /* [n_token_sets] */
 } cm_tables;
 
 typedef struct cm_limits {

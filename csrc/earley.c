@@ -309,3 +309,52 @@ bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g) {
     }
     return false;
 }
+
+/* Reopen the last (closed) set for more items: index its items for dedup. */
+static int reopen_last(cm_chart *c) {
+    c->n_sets--;
+    size_t start = c->set_start[c->n_sets];
+    while ((c->n_items - start) * 2 > c->hcap) {
+        int rc = rehash(c, start);
+        if (rc) return rc;
+    }
+    if (++c->gen == 0) {
+        memset(c->hgen, 0, c->hcap * sizeof *c->hgen);
+        c->gen = 1;
+    }
+    for (size_t i = start; i < c->n_items; i++) {
+        uint64_t key = item_key(c->items[i].state, c->items[i].origin);
+        size_t s = hslot(key, c->hcap - 1);
+        while (c->hgen[s] == c->gen) s = (s + 1) & (c->hcap - 1);
+        c->hgen[s] = c->gen;
+        c->hkeys[s] = key;
+    }
+    return CM_OK;
+}
+
+/* Consume one whole token through token-terminal edges of the items of set
+ * `from`.  With `merge`, the advanced items join the last set (the one the
+ * token's bytes produced); otherwise they form a new set.  1 = some item
+ * advanced, 0 = none (chart unchanged), < 0 = error. */
+int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge) {
+    const cm_tables *t = &g->t;
+    size_t n_sets = c->n_sets, n_items = c->n_items, added = 0;
+    int rc = merge ? reopen_last(c) : begin_set(c);
+    for (size_t i = c->set_start[from]; !rc && i < c->set_start[from + 1]; i++) {
+        cm_item it = c->items[i];
+        if (!g->has_tokens[it.state]) continue;
+        for (uint32_t e = t->tok_off[it.state]; !rc && e < t->tok_off[it.state + 1]; e++) {
+            if (!cm_token_in_set(g, t->tok_set[e], token)) continue;
+            rc = add_item(c, g, t->tok_target[e], it.origin);
+            added++;
+        }
+    }
+    if (!rc && added) rc = close_set(c, g);
+    if (rc || !added) {
+        c->n_sets = n_sets;
+        c->n_items = n_items;
+        return rc;
+    }
+    end_set(c);
+    return 1;
+}

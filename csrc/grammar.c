@@ -11,6 +11,24 @@ void cm_limits_default(cm_limits *out) {
     out->max_cache_bytes = (size_t)2 << 30;
 }
 
+static int validate_tokens(const cm_tables *t) {
+    if (!t->tok_off || !t->set_off || t->tok_off[0] != 0 || t->set_off[0] != 0) return CM_ERR_ARG;
+    for (uint32_t s = 0; s < t->n_states; s++)
+        if (t->tok_off[s + 1] < t->tok_off[s]) return CM_ERR_ARG;
+    uint32_t n_edges = t->tok_off[t->n_states];
+    if (n_edges && (!t->tok_set || !t->tok_target)) return CM_ERR_ARG;
+    for (uint32_t s = 0; s < t->n_states; s++) {
+        for (uint32_t e = t->tok_off[s]; e < t->tok_off[s + 1]; e++) {
+            if (t->tok_set[e] >= t->n_token_sets || t->tok_target[e] >= t->n_states) return CM_ERR_ARG;
+            if (t->state_rule[t->tok_target[e]] != t->state_rule[s]) return CM_ERR_ARG;
+        }
+    }
+    for (uint32_t k = 0; k < t->n_token_sets; k++)
+        if (t->set_off[k + 1] <= t->set_off[k]) return CM_ERR_ARG;
+    if (t->n_token_sets && (!t->set_ids || !t->set_negated)) return CM_ERR_ARG;
+    return CM_OK;
+}
+
 static int validate(const cm_tables *t) {
     if (!t->n_states || !t->n_rules || !t->n_classes || t->n_classes > 256 || t->start_rule >= t->n_rules)
         return CM_ERR_ARG;
@@ -34,13 +52,15 @@ static int validate(const cm_tables *t) {
         if (t->ref_rule[e] >= t->n_rules || t->ref_target[e] >= t->n_states) return CM_ERR_ARG;
     for (uint32_t r = 0; r < t->n_rules; r++)
         if (t->rule_start[r] >= t->n_states || t->state_rule[t->rule_start[r]] != r) return CM_ERR_ARG;
-    return CM_OK;
+    return validate_tokens(t);
 }
 
 /* Copy every table into one allocation owned by the grammar. */
 static int copy_tables(cm_grammar *g, const cm_tables *t) {
     size_t ns = t->n_states, nr = t->n_rules, ne = t->ref_off[ns];
-    size_t sz = 256 + ns * t->n_classes * 4 + ns * 4 + ns + (ns + 1) * 4 + 2 * ne * 4 + nr * 4 + nr + nr * 32 + 128;
+    size_t nt = t->tok_off[ns], nk = t->n_token_sets, ni = t->set_off[nk];
+    size_t sz = 256 + ns * t->n_classes * 4 + ns * 4 + ns + (ns + 1) * 4 + 2 * ne * 4 + nr * 4 + nr + nr * 32 +
+                (ns + 1) * 4 + 2 * nt * 4 + (nk + 1) * 4 + ni * 4 + nk + 256;
     uint8_t *p = malloc(sz);
     if (!p) return CM_ERR_NOMEM;
     g->blob = p;
@@ -62,6 +82,12 @@ static int copy_tables(cm_grammar *g, const cm_tables *t) {
     TAKE(byte_class, 256, uint8_t);
     TAKE(accepting, ns, uint8_t);
     TAKE(rule_nullable, nr, uint8_t);
+    TAKE(tok_off, ns + 1, uint32_t);
+    TAKE(tok_set, nt, uint32_t);
+    TAKE(tok_target, nt, uint32_t);
+    TAKE(set_off, nk + 1, uint32_t);
+    TAKE(set_ids, ni, uint32_t);
+    TAKE(set_negated, nk, uint8_t);
 #undef TAKE
     return CM_OK;
 }
@@ -70,12 +96,14 @@ static int derive(cm_grammar *g) {
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
     g->simple = calloc(t->n_states, 1);
+    g->has_tokens = calloc(t->n_states, 1);
     g->calls = calloc(t->n_states, sizeof *g->calls);
     g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
     g->cache = calloc(t->n_states, sizeof *g->cache);
-    if (!g->has_bytes || !g->simple || !g->calls || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
+    if (!g->has_bytes || !g->simple || !g->has_tokens || !g->calls || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
+        g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
         for (int b = 0; b < 256; b++) {
             if (t->trans[(size_t)s * t->n_classes + t->byte_class[b]] < 0) continue;
@@ -84,6 +112,35 @@ static int derive(cm_grammar *g) {
         }
     }
     return CM_OK;
+}
+
+/* Token sets: ids in range; negated sets precomputed as bitsets (all tokens but
+ * the listed ones and the stop tokens). */
+static int derive_token_sets(cm_grammar *g) {
+    const cm_tables *t = &g->t;
+    size_t n_neg = 0;
+    for (uint32_t i = 0; i < t->set_off[t->n_token_sets]; i++)
+        if (t->set_ids[i] >= g->v->n_tokens) return CM_ERR_ARG;
+    for (uint32_t k = 0; k < t->n_token_sets; k++) n_neg += t->set_negated[k] != 0;
+    if (!n_neg) return CM_OK;
+    g->negated_bits = calloc(t->n_token_sets * g->n_words, sizeof *g->negated_bits);
+    if (!g->negated_bits) return CM_ERR_NOMEM;
+    for (uint32_t k = 0; k < t->n_token_sets; k++) {
+        if (!t->set_negated[k]) continue;
+        uint32_t *w = g->negated_bits + (size_t)k * g->n_words;
+        for (size_t tok = 0; tok < g->v->n_tokens; tok++) w[tok >> 5] |= 1u << (tok & 31);
+        for (uint32_t i = t->set_off[k]; i < t->set_off[k + 1]; i++) w[t->set_ids[i] >> 5] &= ~(1u << (t->set_ids[i] & 31));
+        for (size_t i = 0; i < g->n_stop; i++) w[g->stop_ids[i] >> 5] &= ~(1u << (g->stop_ids[i] & 31));
+    }
+    return CM_OK;
+}
+
+bool cm_token_in_set(const cm_grammar *g, uint32_t k, uint32_t token) {
+    const cm_tables *t = &g->t;
+    if (t->set_negated[k]) return cm_bit(g->negated_bits + (size_t)k * g->n_words, token);
+    for (uint32_t i = t->set_off[k]; i < t->set_off[k + 1]; i++)
+        if (t->set_ids[i] == token) return true;
+    return false;
 }
 
 int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
@@ -110,6 +167,7 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
     g->n_stop = n_stop;
     rc = copy_tables(g, t);
     if (!rc) rc = derive(g);
+    if (!rc) rc = derive_token_sets(g);
     if (rc) {
         cm_grammar_free(g);
         return rc;
@@ -133,6 +191,8 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->cache);
     free(g->has_bytes);
     free(g->simple);
+    free(g->has_tokens);
+    free(g->negated_bits);
     free(g->calls);
     free(g->next_bytes);
     free(g->stop_ids);

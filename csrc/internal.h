@@ -64,6 +64,8 @@ struct cm_grammar {
     uint8_t *has_bytes;         /* [n_states] state has a byte transition */
     uint8_t *simple;            /* [n_states] neither accepting nor calling */
     uint64_t *calls;            /* [n_states] bit r % 64 set if the state calls rule r */
+    uint8_t *has_tokens;        /* [n_states] state has token-terminal edges */
+    uint32_t *negated_bits;     /* [n_token_sets * n_words]: members of negated token sets */
     uint32_t *next_bytes;       /* [n_states * 8] bytes with a transition */
     _Atomic(cm_entry *) *cache; /* [n_states] */
     pthread_mutex_t lock;
@@ -129,6 +131,7 @@ void cm_chart_free(cm_chart *c);
 int cm_chart_copy(cm_chart *dst, const cm_chart *src);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
+int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge);
 static inline void cm_chart_truncate(cm_chart *c, size_t n_sets) {
     c->n_sets = n_sets;
     c->n_items = c->set_start[n_sets];
@@ -137,6 +140,7 @@ static inline void cm_chart_truncate(cm_chart *c, size_t n_sets) {
 /* grammar.c */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
 void cm_entry_free(cm_entry *e);
+bool cm_token_in_set(const cm_grammar *g, uint32_t set, uint32_t token);
 
 static inline bool cm_bit(const uint32_t *set, unsigned i) { return (set[i >> 5] >> (i & 31)) & 1u; }
 

@@ -29,6 +29,21 @@ static void mark_candidates(uint64_t *cand, const cm_entry *e) {
     }
 }
 
+/* Tokens that token-terminal edges of state s take whole. */
+static void or_token_edges(const cm_grammar *g, uint32_t s, uint32_t *words) {
+    const cm_tables *t = &g->t;
+    for (uint32_t e = t->tok_off[s]; e < t->tok_off[s + 1]; e++) {
+        uint32_t k = t->tok_set[e];
+        if (t->set_negated[k]) {
+            const uint32_t *bits = g->negated_bits + (size_t)k * g->n_words;
+            for (size_t i = 0; i < g->n_words; i++) words[i] |= bits[i];
+        } else {
+            for (uint32_t i = t->set_off[k]; i < t->set_off[k + 1]; i++)
+                words[t->set_ids[i] >> 5] |= 1u << (t->set_ids[i] & 31);
+        }
+    }
+}
+
 /* Steps 1-3 for the states of the last set; fills `words` and `cand`. */
 static int gather(cm_matcher *m, uint32_t *words) {
     const cm_grammar *g = m->g;
@@ -39,6 +54,7 @@ static int gather(cm_matcher *m, uint32_t *words) {
     }
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = c->items[i].state;
+        if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) or_token_edges(g, s, words);
         if (!g->has_bytes[s] || m->stamp[s] == m->stamp_gen) continue;
         m->stamp[s] = m->stamp_gen;
         m->stats.n_states++;

@@ -105,6 +105,44 @@ static int scan_all(cm_matcher *m, const uint8_t *p, size_t n) {
     return 1;
 }
 
+static bool token_edge_matches(const cm_matcher *m, uint32_t token) {
+    const cm_grammar *g = m->g;
+    const cm_chart *c = &m->c;
+    if (!g->t.n_token_sets) return false;
+    for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
+        uint32_t s = c->items[i].state;
+        if (!g->has_tokens[s]) continue;
+        for (uint32_t e = g->t.tok_off[s]; e < g->t.tok_off[s + 1]; e++)
+            if (cm_token_in_set(g, g->t.tok_set[e], token)) return true;
+    }
+    return false;
+}
+
+/* A token some token terminal takes: its bytes (if any) through the byte
+ * automata, and the whole token through the token edges, merged. */
+static int accept_via_token_edge(cm_matcher *m, uint32_t token) {
+    const cm_grammar *g = m->g;
+    size_t before = m->c.n_sets;
+    int r = 0;
+    if (g->v->in_trie[token]) {
+        uint32_t len;
+        const uint8_t *p = cm_tok_bytes(g->v, token, &len);
+        r = scan_all(m, p, len);
+        if (r < 0) return fail(m, r);
+    }
+    int rc = cm_chart_token_scan(&m->c, g, token, before - 1, r == 1);
+    if (rc >= 0 && rc != 1) rc = CM_ERR_STATE;  /* matched above, so it must advance */
+    if (rc < 0) {
+        cm_chart_truncate(&m->c, before);
+        return fail(m, rc);
+    }
+    if ((rc = push_hist(m, (uint32_t)before))) {
+        cm_chart_truncate(&m->c, before);
+        return fail(m, rc);
+    }
+    return 1;
+}
+
 int cm_matcher_accept_token(cm_matcher *m, uint32_t token) {
     if (!m) return CM_ERR_ARG;
     const cm_grammar *g = m->g;
@@ -112,6 +150,7 @@ int cm_matcher_accept_token(cm_matcher *m, uint32_t token) {
     if (m->err) return CM_ERR_STATE;
     if (m->terminated) return 0;
     uint32_t before = (uint32_t)m->c.n_sets;
+    if (token_edge_matches(m, token)) return accept_via_token_edge(m, token);
     if (is_stop(g, token)) {
         if (!cm_chart_accepting(&m->c, g)) return 0;
         int rc = push_hist(m, before);
@@ -185,8 +224,12 @@ long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap) {
     while (n < cap && !cm_chart_accepting(&m->c, g)) {
         uint32_t next[8] = {0};
         const cm_chart *c = &m->c;
-        for (size_t i = c->set_start[c->n_sets - 1]; i < c->n_items; i++)
+        bool tokens = false;
+        for (size_t i = c->set_start[c->n_sets - 1]; i < c->n_items; i++) {
+            tokens |= g->has_tokens[c->items[i].state];
             for (int w = 0; w < 8; w++) next[w] |= g->next_bytes[(size_t)c->items[i].state * 8 + w];
+        }
+        if (tokens) break;  /* a whole token may come next */
         int only = -1, count = 0;
         for (int b = 0; b < 256 && count < 2; b++)
             if ((next[b >> 5] >> (b & 31)) & 1u) only = b, count++;

@@ -68,12 +68,16 @@ static int build_trie_data(cm_vocab *v) {
         free(best);
         return CM_ERR_NOMEM;
     }
-    /* right to left: best[d] = first later entry whose lcp is < d */
-    for (uint32_t d = 0; d <= v->max_len + 1; d++) best[d] = (uint32_t)v->n_trie;
+    /* right to left: best[d] = first later entry whose lcp is < d.  Stored lazily:
+     * best[d] == last for every d > top, so each step writes O(its lcp) slots and
+     * the whole pass is O(total bytes), not O(n_trie * max_len) */
+    uint32_t top = 0, last = (uint32_t)v->n_trie;
     for (size_t k = v->n_trie; k-- > 0;) {
-        uint32_t len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);
-        for (uint32_t d = 1; d <= len; d++) v->skip[v->trie_off[k] + d - 1] = best[d];
-        for (uint32_t d = v->trie_lcp[k] + 1; d <= v->max_len; d++) best[d] = (uint32_t)k;
+        uint32_t len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]), lcp = v->trie_lcp[k];
+        for (uint32_t d = 1; d <= len; d++) v->skip[v->trie_off[k] + d - 1] = d > top ? last : best[d];
+        for (uint32_t d = top + 1; d <= lcp; d++) best[d] = last;
+        top = lcp;
+        last = (uint32_t)k;
     }
     free(best);
     for (size_t k = 0; k < v->n_trie; k++) {

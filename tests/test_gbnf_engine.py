@@ -13,12 +13,16 @@ from .engine import BYTE_VOCAB, EngineRecognizer
 from .helpers import check
 
 CORPUS = Path(__file__).parent / "corpora" / "llama.cpp"
-RECORDS = [
-    r
-    for r in json.loads((CORPUS / "vectors" / "grammar_integration.json").read_text())
-    # token-id terminals (<[N]>) parse but do not compile yet; their two records are left out
-    if r["kind"] == "gbnf" and not r.get("requires_token_ids")
-]
+ALL = json.loads((CORPUS / "vectors" / "grammar_integration.json").read_text())
+RECORDS = [r for r in ALL if r["kind"] == "gbnf" and not r.get("requires_token_ids")]
+TOKEN_RECORDS = [r for r in ALL if r["kind"] == "gbnf" and r.get("requires_token_ids")]
+
+# ids 0-99 are special tokens "<tN>" (99 the stop token), byte b is token 100 + b
+TOKEN_VOCAB = cfgmask.Vocabulary.from_token_bytes(
+    [f"<t{i}>".encode() for i in range(100)] + [bytes([b]) for b in range(256)],
+    special_token_ids=range(100),
+    stop_token_ids=[99],
+)
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=[r["name"] for r in RECORDS])
@@ -41,7 +45,58 @@ def test_corpus_grammars_compile(path) -> None:
     assert m.allowed_tokens().size > 0
 
 
-def test_token_terminals_are_a_clear_compile_error() -> None:
-    g = cfgmask.Grammar.from_gbnf("root ::= <[10]> [a-z]* <[11]>")
-    with pytest.raises(cfgmask.GrammarError, match="token terminals"):
-        cfgmask.compile(g, BYTE_VOCAB)
+def _token_ids(segments) -> list[int]:
+    out: list[int] = []
+    for seg in segments:
+        out += [seg["token"]] if isinstance(seg, dict) else [100 + b for b in seg.encode()]
+    return out
+
+
+def _mask_agrees_with_accept(m: cfgmask.Matcher) -> None:
+    """Every token the mask allows is accepted, every other one rejected (state kept)."""
+    allowed = set(m.allowed_tokens().tolist())
+    for t in range(TOKEN_VOCAB.size):
+        ok = m.accept_token(t)
+        if ok:
+            m.rollback(1)
+        assert ok == (t in allowed), t
+
+
+@pytest.mark.parametrize("record", TOKEN_RECORDS, ids=[r["name"] for r in TOKEN_RECORDS])
+def test_token_terminal_vectors(record) -> None:
+    compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(record["grammar"]), TOKEN_VOCAB)
+    for segments, expected in [(s, True) for s in record["pass"]] + [(s, False) for s in record["fail"]]:
+        m = cfgmask.Matcher(compiled)
+        ok = all(m.accept_token(t) for t in _token_ids(segments)) and m.is_accepting()
+        assert ok == expected, segments
+
+
+@pytest.mark.parametrize("record", TOKEN_RECORDS, ids=[r["name"] for r in TOKEN_RECORDS])
+def test_token_terminal_masks_agree_with_accept(record) -> None:
+    compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(record["grammar"]), TOKEN_VOCAB)
+    for segments in record["pass"][:2]:
+        m = cfgmask.Matcher(compiled)
+        for t in _token_ids(segments):
+            _mask_agrees_with_accept(m)
+            assert m.accept_token(t)
+        _mask_agrees_with_accept(m)
+        assert m.is_accepting()
+
+
+def test_token_terminal_masks() -> None:
+    compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf("root ::= <[10]> ( !<[11]> )* <[11]>"), TOKEN_VOCAB)
+    m = cfgmask.Matcher(compiled)
+    assert m.allowed_tokens().tolist() == [10]
+    assert m.jump_forward_bytes() == b""
+    assert m.accept_token(10)
+    allowed = set(m.allowed_tokens().tolist())
+    assert 11 in allowed and 10 in allowed and 100 + ord("x") in allowed
+    assert 99 not in allowed  # stop tokens only end the text
+    assert m.accept_token(11) and m.is_accepting()
+    assert m.allowed_tokens().tolist() == [99]
+
+
+def test_token_terminal_out_of_range_is_a_grammar_error() -> None:
+    g = cfgmask.Grammar.from_gbnf("root ::= <[100000]>")
+    with pytest.raises(cfgmask.GrammarError, match="out of range"):
+        cfgmask.compile(g, TOKEN_VOCAB)
