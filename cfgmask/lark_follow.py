@@ -67,10 +67,14 @@ class _Product:
         self.states: list[Ranges] = [()]
         self.ids: dict[Ranges, int] = {(): 0}
         self.term_cache: dict[tuple[str, int], dict[int, ir.Expr]] = {}
-        self.projected: dict[tuple[int, Ranges], int] = {}
+        self.projected: dict[tuple[int, frozenset[str]], int] = {}
+        self.hit: dict[tuple[int, str], bool] = {}
         self.out: dict[tuple[str, int], set[int]] = {}
         self.changed = False
         self.nullable, self.first = _first_sets(rules, variants)
+        self.first_chars = {
+            n: ir.normalize_ranges([r for e, _ in vs for r in first_chars(e)]) for n, vs in variants.items()
+        }
         self.suffix = {(n, i): self._suffixes(e) for n, body in rules.items() for i, e in enumerate(body)}
 
     def state(self, ranges: Ranges) -> int:
@@ -79,24 +83,39 @@ class _Product:
             self.states.append(ranges)
         return self.ids[ranges]
 
-    def _suffixes(self, expansion: list[Symbol]) -> list[Ranges | None]:
-        """For each position, the first characters of the rest, or None if the rest may be empty."""
-        out: list[Ranges | None] = [None]
+    def _suffixes(self, expansion: list[Symbol]) -> list[frozenset[str] | None]:
+        """For each position, the terminals that can start the rest (None: the rest may be empty)."""
+        out: list[frozenset[str] | None] = [None]
         for sym in reversed(expansion):
-            rest = out[0]
-            if sym.name in self.nullable:
-                out.insert(0, None if rest is None else ir.normalize_ranges(self.first[sym.name] + rest))
-            else:
-                out.insert(0, self.first[sym.name])
+            out.insert(0, self.rest_first((sym,), out[0]))
         return out
 
-    def project(self, state: int, nxt: Ranges | None) -> int:
+    def rest_first(
+        self, symbols: tuple[Symbol, ...], then: frozenset[str] | None = None
+    ) -> frozenset[str] | None:
+        """The terminals that can start ``symbols`` followed by something that starts with
+        ``then``; None when all of it may be empty."""
+        acc: frozenset[str] = frozenset()
+        for sym in symbols:
+            acc |= self.first[sym.name]
+            if sym.name not in self.nullable:
+                return acc
+        return None if then is None else acc | then
+
+    def project(self, state: int, nxt: frozenset[str] | None) -> int:
+        """``state``, or 0 when none of the characters it forbids can start what comes next."""
         if nxt is None or state == 0:
             return state
         key = (state, nxt)
         if key not in self.projected:
-            self.projected[key] = state if intersect(self.states[state], nxt) else 0
+            self.projected[key] = state if any(self.hits(state, t) for t in nxt) else 0
         return self.projected[key]
+
+    def hits(self, state: int, terminal: str) -> bool:
+        key = (state, terminal)
+        if key not in self.hit:
+            self.hit[key] = bool(intersect(self.states[state], self.first_chars[terminal]))
+        return self.hit[key]
 
     # ---------------------------------------------------------------- analysis
 
@@ -192,39 +211,27 @@ class _Product:
             self.tails[key] = expr
         return self.tails[key]
 
-    def rest_first(self, symbols: tuple[Symbol, ...]) -> Ranges | None:
-        """First characters of ``symbols``, or None if they may derive the empty string."""
-        acc: list[tuple[int, int]] = []
-        for sym in symbols:
-            acc += self.first[sym.name]
-            if sym.name not in self.nullable:
-                return ir.normalize_ranges(acc)
-        return None
 
-
-def _first_sets(rules: Rules, variants: dict[str, Variants]) -> tuple[set[str], dict[str, Ranges]]:
-    """Nullable nonterminals and the first characters of every symbol (least fixpoints)."""
-    first: dict[str, Ranges] = {
-        n: ir.normalize_ranges([r for e, _ in vs for r in first_chars(e)]) for n, vs in variants.items()
-    }
-    first.update({n: () for n in rules})
+def _first_sets(rules: Rules, variants: dict[str, Variants]) -> tuple[set[str], dict[str, frozenset[str]]]:
+    """Nullable nonterminals and the terminals that can start each symbol (least fixpoints)."""
+    first: dict[str, frozenset[str]] = {n: frozenset((n,)) for n in variants}
+    first.update({n: frozenset() for n in rules})
     nullable: set[str] = set()
     changed = True
     while changed:
         changed = False
         for name, body in rules.items():
             for expansion in body:
-                acc: list[tuple[int, int]] = list(first[name])
+                acc = first[name]
                 for sym in expansion:
-                    acc += first[sym.name]
+                    acc |= first[sym.name]
                     if sym.terminal or sym.name not in nullable:
                         break
                 else:
                     if name not in nullable:
                         nullable.add(name)
                         changed = True
-                merged = ir.normalize_ranges(acc)
-                if merged != first[name]:
-                    first[name] = merged
+                if acc != first[name]:
+                    first[name] = acc
                     changed = True
     return nullable, first
