@@ -1,5 +1,5 @@
 # Mirrors csrc/cfgmask.h, declaration for declaration.
-from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 
 cdef extern from "cfgmask.h" nogil:
@@ -75,3 +75,28 @@ cdef extern from "cfgmask.h" nogil:
     ctypedef struct cm_mask_stats:
         size_t n_states, n_candidates, n_checked, n_items
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
+
+    ctypedef struct cm_nfa_view:
+        uint32_t n_states
+        const uint32_t *byte_off
+        const uint8_t *byte_lo
+        const uint8_t *byte_hi
+        const uint32_t *byte_to
+        const uint32_t *label_off
+        const uint32_t *label
+        const uint32_t *label_to
+        const uint32_t *eps_off
+        const uint32_t *eps_to
+
+    ctypedef struct cm_dfa_out:
+        uint32_t n_states, n_classes
+        uint16_t class_lo[257]
+        int32_t *trans
+        uint8_t *accepting
+        uint32_t *lab_off
+        uint32_t *lab
+        uint32_t *lab_to
+
+    int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
+                     cm_dfa_out **out)
+    void cm_dfa_out_free(cm_dfa_out *d)

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import deadline, ir
 from .errors import GrammarError, LimitError
-from .fsm import DFA, NFA, can_accept, determinize, minimize, trim
+from .fsm import DFA, NFA, build_dfa, can_accept, trim
 from .utf8 import byte_sequences
 
 
@@ -473,13 +473,13 @@ def _component(
         for m in comp:
             b.build(rules[m], entries[m], final, True)
         for m in comp:
-            out[m] = minimize(determinize(nfa, entries[m], final, limits.max_dfa_states))
+            out[m] = build_dfa(nfa, entries[m], final, limits.max_dfa_states)
         return out
     b = _Builder(nfa, fragments, usable, {})
     for m in comp:
         s = nfa.state()
         b.build(rules[m], s, final, True)
-        out[m] = minimize(determinize(nfa, s, final, limits.max_dfa_states))
+        out[m] = build_dfa(nfa, s, final, limits.max_dfa_states)
     return out
 
 
@@ -675,7 +675,14 @@ def _classes(f: _Flat) -> tuple[np.ndarray, np.ndarray]:
     for s, edges in enumerate(f.bytes):
         for lo, hi, t in edges:
             full[s, lo : hi + 1] = t
-    _, first_col, inverse = np.unique(full, axis=1, return_index=True, return_inverse=True)
+    # identical columns = one byte class; hash the columns, then check the grouping exactly
+    weights = np.random.default_rng(0xC1A55).integers(1, 2**62, size=n, dtype=np.int64) | 1
+    with np.errstate(over="ignore"):
+        keys = weights @ (full.astype(np.int64) + 2)
+    _, first_col, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(full, full[:, first_col[inverse]]):
+        _, first_col, inverse = np.unique(full, axis=1, return_index=True, return_inverse=True)
     byte_class = np.asarray(inverse, dtype=np.uint8).reshape(256)
     trans = np.ascontiguousarray(full[:, first_col])
     return byte_class, trans

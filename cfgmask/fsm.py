@@ -9,6 +9,7 @@ over both kinds of labels.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -102,6 +103,64 @@ def _byte_moves(nfa: NFA, members: frozenset[int]) -> list[tuple[int, int, froze
         else:
             moves.append((a, b - 1, targets))
     return moves
+
+
+def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
+    """The minimal DFA of ``nfa`` from ``start`` (subset construction and Moore
+    minimization in C); raises LimitError past ``max_states``."""
+    from ._core import fsm_build
+
+    labels: dict[str, int] = {}
+    names: list[str] = []
+    byte_edges = [e for es in nfa.bytes for e in es]
+    ref_edges = [e for es in nfa.refs for e in es]
+    for name, _ in ref_edges:
+        if name not in labels:
+            labels[name] = len(names)
+            names.append(name)
+
+    def offsets(lists: list[list[Any]]) -> np.ndarray:
+        out = np.zeros(len(lists) + 1, dtype=np.uint32)
+        np.cumsum([len(x) for x in lists], out=out[1:])
+        return out
+
+    b = np.asarray(byte_edges, dtype=np.uint32).reshape(-1, 3)
+    r = np.asarray([(labels[n], t) for n, t in ref_edges], dtype=np.uint32).reshape(-1, 2)
+    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(
+        offsets(nfa.bytes),
+        np.ascontiguousarray(b[:, 0], dtype=np.uint8),
+        np.ascontiguousarray(b[:, 1], dtype=np.uint8),
+        np.ascontiguousarray(b[:, 2]),
+        offsets(nfa.refs),
+        np.ascontiguousarray(r[:, 0]),
+        np.ascontiguousarray(r[:, 1]),
+        offsets(nfa.eps),
+        np.asarray([t for es in nfa.eps for t in es], dtype=np.uint32),
+        start,
+        final,
+        max_states,
+    )
+    los = np.frombuffer(class_lo, dtype=np.uint16).tolist()
+    n_classes = len(los) - 1
+    table = np.frombuffer(trans, dtype=np.int32).reshape(-1, n_classes).tolist()
+    accepting = list(acc)
+    loff = np.frombuffer(lab_off, dtype=np.uint32).tolist()
+    labs = np.frombuffer(lab, dtype=np.uint32).tolist()
+    ltos = np.frombuffer(lab_to, dtype=np.uint32).tolist()
+    states = []
+    for k, row in enumerate(table):
+        edges: list[tuple[int, int, int]] = []
+        for c, t in enumerate(row):
+            if t < 0:
+                continue
+            if edges and edges[-1][2] == t and edges[-1][1] == los[c] - 1:
+                edges[-1] = (edges[-1][0], los[c + 1] - 1, t)
+            else:
+                edges.append((los[c], los[c + 1] - 1, t))
+        refs = [(names[labs[e]], ltos[e]) for e in range(loff[k], loff[k + 1])]
+        refs.sort()
+        states.append(DState(edges, refs, bool(accepting[k])))
+    return DFA(states)
 
 
 def determinize(nfa: NFA, start: int, final: int, max_states: int) -> DFA:

@@ -120,6 +120,35 @@ typedef struct cm_mask_stats {
 } cm_mask_stats;
 void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
 
+/* ---- compile-time automaton build (used by cfgmask/fsm.py) ---------------- */
+
+/* An NFA over byte ranges, labels (rule calls, token terminals) and epsilon. */
+typedef struct cm_nfa_view {
+    uint32_t n_states;
+    const uint32_t *byte_off;      /* [n_states + 1] */
+    const uint8_t *byte_lo, *byte_hi;
+    const uint32_t *byte_to;
+    const uint32_t *label_off;     /* [n_states + 1] */
+    const uint32_t *label, *label_to;
+    const uint32_t *eps_off;       /* [n_states + 1] */
+    const uint32_t *eps_to;
+} cm_nfa_view;
+
+/* A minimal DFA: class c covers bytes class_lo[c] .. class_lo[c+1]-1; state 0 starts. */
+typedef struct cm_dfa_out {
+    uint32_t n_states, n_classes;
+    uint16_t class_lo[257];
+    int32_t *trans;                /* [n_states * n_classes], -1 = none */
+    uint8_t *accepting;            /* [n_states] */
+    uint32_t *lab_off;             /* [n_states + 1] */
+    uint32_t *lab, *lab_to;
+} cm_dfa_out;
+
+/* Subset construction from `start` (accepting: sets holding `final`) and
+ * minimization; CM_ERR_LIMIT past max_states. */
+int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, cm_dfa_out **out);
+void cm_dfa_out_free(cm_dfa_out *d);
+
 #ifdef __cplusplus
 }
 #endif
