@@ -475,10 +475,11 @@ def _component(
         for m in comp:
             out[m] = build_dfa(nfa, entries[m], final, limits.max_dfa_states)
         return out
-    b = _Builder(nfa, fragments, usable, {})
-    for m in comp:
+    for m in comp:  # members only call each other: one small NFA each
+        nfa = NFA()
+        final = nfa.state()
         s = nfa.state()
-        b.build(rules[m], s, final, True)
+        _Builder(nfa, fragments, usable, {}).build(rules[m], s, final, True)
         out[m] = build_dfa(nfa, s, final, limits.max_dfa_states)
     return out
 

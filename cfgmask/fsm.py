@@ -24,8 +24,10 @@ class NFA:
         self.bytes: list[list[tuple[int, int, int]]] = []
         self.refs: list[list[tuple[str, int]]] = []
         self.eps: list[list[int]] = []
+        self._arrays: tuple[tuple[np.ndarray, ...], list[str]] | None = None
 
     def state(self) -> int:
+        self._arrays = None
         self.bytes.append([])
         self.refs.append([])
         self.eps.append([])
@@ -33,6 +35,28 @@ class NFA:
 
     def __len__(self) -> int:
         return len(self.eps)
+
+    def arrays(self) -> tuple[tuple[np.ndarray, ...], list[str]]:
+        """CSR arrays for the C builder (cached until a state is added; all edges of a
+        component are in place before its automata are built) and the label names."""
+        if self._arrays is None:
+            names: list[str] = sorted({n for es in self.refs for n, _ in es})
+            index = {n: i for i, n in enumerate(names)}
+            b = np.asarray([e for es in self.bytes for e in es], dtype=np.uint32).reshape(-1, 3)
+            r = np.asarray([(index[n], t) for es in self.refs for n, t in es], dtype=np.uint32).reshape(-1, 2)
+            arrays = (
+                _offsets(self.bytes),
+                np.ascontiguousarray(b[:, 0], dtype=np.uint8),
+                np.ascontiguousarray(b[:, 1], dtype=np.uint8),
+                np.ascontiguousarray(b[:, 2]),
+                _offsets(self.refs),
+                np.ascontiguousarray(r[:, 0]),
+                np.ascontiguousarray(r[:, 1]),
+                _offsets(self.eps),
+                np.asarray([t for es in self.eps for t in es], dtype=np.uint32),
+            )
+            self._arrays = (arrays, names)
+        return self._arrays
 
     def embed(self, dfa: DFA, start: int, end: int) -> None:
         """Copy ``dfa`` between ``start`` and ``end``."""
@@ -45,6 +69,12 @@ class NFA:
             if st.accepting:
                 self.eps[base + i].append(end)
         self.eps[start].append(base)
+
+
+def _offsets(lists: list[list[Any]]) -> np.ndarray:
+    out = np.zeros(len(lists) + 1, dtype=np.uint32)
+    np.cumsum([len(x) for x in lists], out=out[1:])
+    return out
 
 
 @dataclass
@@ -110,36 +140,8 @@ def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     minimization in C); raises LimitError past ``max_states``."""
     from ._core import fsm_build
 
-    labels: dict[str, int] = {}
-    names: list[str] = []
-    byte_edges = [e for es in nfa.bytes for e in es]
-    ref_edges = [e for es in nfa.refs for e in es]
-    for name, _ in ref_edges:
-        if name not in labels:
-            labels[name] = len(names)
-            names.append(name)
-
-    def offsets(lists: list[list[Any]]) -> np.ndarray:
-        out = np.zeros(len(lists) + 1, dtype=np.uint32)
-        np.cumsum([len(x) for x in lists], out=out[1:])
-        return out
-
-    b = np.asarray(byte_edges, dtype=np.uint32).reshape(-1, 3)
-    r = np.asarray([(labels[n], t) for n, t in ref_edges], dtype=np.uint32).reshape(-1, 2)
-    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(
-        offsets(nfa.bytes),
-        np.ascontiguousarray(b[:, 0], dtype=np.uint8),
-        np.ascontiguousarray(b[:, 1], dtype=np.uint8),
-        np.ascontiguousarray(b[:, 2]),
-        offsets(nfa.refs),
-        np.ascontiguousarray(r[:, 0]),
-        np.ascontiguousarray(r[:, 1]),
-        offsets(nfa.eps),
-        np.asarray([t for es in nfa.eps for t in es], dtype=np.uint32),
-        start,
-        final,
-        max_states,
-    )
+    arrays, names = nfa.arrays()
+    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states)
     los = np.frombuffer(class_lo, dtype=np.uint16).tolist()
     n_classes = len(los) - 1
     table = np.frombuffer(trans, dtype=np.int32).reshape(-1, n_classes).tolist()
