@@ -34,6 +34,13 @@ def _compile_or_none(g: ir.Grammar, vocab: cfgmask.Vocabulary, ref: ReferenceMat
     return cfgmask.compile(g, vocab)
 
 
+def _setup(g: ir.Grammar, v: Vocab):
+    """The reference, the vocabulary and the compiled grammar (None for an empty language)."""
+    ref = ReferenceMatcher(g)
+    vocab = _vocab(v)
+    return ref, vocab, _compile_or_none(g, vocab, ref)
+
+
 def _mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
     mask = cfgmask.allocate_bitmask(1, size)
     m.fill_bitmask(mask)
@@ -51,9 +58,7 @@ def cases(draw: st.DrawFn):
 @given(cases(), st.data())
 def test_masks_equal_reference(case, data) -> None:
     g, v = case
-    ref = ReferenceMatcher(g)
-    vocab = _vocab(v)
-    compiled = _compile_or_none(g, vocab, ref)
+    ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
     walk = data.draw(token_walks(ref, v))
@@ -72,9 +77,7 @@ def test_masks_equal_reference(case, data) -> None:
 @given(cases(), st.data())
 def test_rejected_tokens_leave_state_unchanged(case, data) -> None:
     g, v = case
-    ref = ReferenceMatcher(g)
-    vocab = _vocab(v)
-    compiled = _compile_or_none(g, vocab, ref)
+    ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
     m = cfgmask.Matcher(compiled)
@@ -88,9 +91,7 @@ def test_rejected_tokens_leave_state_unchanged(case, data) -> None:
 @given(cases(), st.data())
 def test_rollback_and_fork_restore_masks(case, data) -> None:
     g, v = case
-    ref = ReferenceMatcher(g)
-    vocab = _vocab(v)
-    compiled = _compile_or_none(g, vocab, ref)
+    ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
     walk = data.draw(token_walks(ref, v))
@@ -111,9 +112,7 @@ def test_rollback_and_fork_restore_masks(case, data) -> None:
 @given(cases(), st.randoms(use_true_random=False))
 def test_random_logit_generation_stays_in_language(case, rnd) -> None:
     g, v = case
-    ref = ReferenceMatcher(g)
-    vocab = _vocab(v)
-    compiled = _compile_or_none(g, vocab, ref)
+    ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
     m = cfgmask.Matcher(compiled)
