@@ -105,6 +105,19 @@ static int scan_all(cm_matcher *m, const uint8_t *p, size_t n) {
     return 1;
 }
 
+/* One accepted step made of bytes: scanned, recorded for rollback, or undone. */
+static int step_bytes(cm_matcher *m, const uint8_t *p, size_t n) {
+    uint32_t before = (uint32_t)m->c.n_sets;
+    int r = scan_all(m, p, n);
+    if (r <= 0) return r < 0 ? fail(m, r) : 0;
+    int rc = push_hist(m, before);
+    if (rc) {
+        cm_chart_truncate(&m->c, before);
+        return fail(m, rc);
+    }
+    return 1;
+}
+
 static bool token_edge_matches(const cm_matcher *m, uint32_t token) {
     const cm_grammar *g = m->g;
     const cm_chart *c = &m->c;
@@ -161,29 +174,14 @@ int cm_matcher_accept_token(cm_matcher *m, uint32_t token) {
     if (!g->v->in_trie[token]) return 0;
     uint32_t len;
     const uint8_t *p = cm_tok_bytes(g->v, token, &len);
-    int r = scan_all(m, p, len);
-    if (r <= 0) return r < 0 ? fail(m, r) : 0;
-    int rc = push_hist(m, before);
-    if (rc) {
-        cm_chart_truncate(&m->c, before);
-        return fail(m, rc);
-    }
-    return 1;
+    return step_bytes(m, p, len);
 }
 
 int cm_matcher_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n) {
     if (!m || (n && !data)) return CM_ERR_ARG;
     if (m->err) return CM_ERR_STATE;
     if (m->terminated) return n == 0;
-    uint32_t before = (uint32_t)m->c.n_sets;
-    int r = scan_all(m, data, n);
-    if (r <= 0) return r < 0 ? fail(m, r) : 0;
-    int rc = push_hist(m, before);
-    if (rc) {
-        cm_chart_truncate(&m->c, before);
-        return fail(m, rc);
-    }
-    return 1;
+    return step_bytes(m, data, n);
 }
 
 int cm_matcher_can_accept_bytes(cm_matcher *m, const uint8_t *data, size_t n) {
