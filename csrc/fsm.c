@@ -136,7 +136,7 @@ static int moves(builder *b, size_t k, bool labels, vec32 *keys, vec32 *targets)
             for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++)
                 if (vpush(&b->pairs, c) || vpush(&b->pairs, nfa->byte_to[e])) return CM_ERR_NOMEM;
     }
-    qsort(b->pairs.data, b->pairs.n / 2, 2 * sizeof(uint32_t), cmp_pair);
+    if (b->pairs.n) qsort(b->pairs.data, b->pairs.n / 2, 2 * sizeof(uint32_t), cmp_pair); /* data may be NULL */
     for (size_t i = 0; i < b->pairs.n;) {
         uint32_t key = b->pairs.data[i];
         b->tmp.n = 0;

@@ -18,7 +18,6 @@ from .lexical import ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
     TYPES,
     Unmergeable,
-    equal,
     equality_key,
     evaluate,
     intersect,
@@ -413,7 +412,10 @@ class Compiler:
         self.rep.enforced(where, "enum")
         for k in rest:
             self.rep.enforced(pointer(path, k), k, "checked on each enum/const value")
-        alts = [self.const_value(v, where) for v in keep]
+        alts = []
+        for v in keep:
+            deadline.check("JSON Schema enum")
+            alts.append(self.const_value(v, where))
         return ir.alt(*alts) if alts else ir.NOTHING
 
     def const_value(self, v: Any, where: str) -> ir.Expr:
