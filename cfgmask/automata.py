@@ -64,10 +64,10 @@ class Tables:
     rule_start: np.ndarray
     rule_nullable: np.ndarray
     rule_follow: np.ndarray
-    tok_off: np.ndarray      # token-terminal edges (llama.cpp's <[N]> and !<[N]>), CSR per state
+    tok_off: np.ndarray  # token-terminal edges (llama.cpp's <[N]> and !<[N]>), CSR per state
     tok_set: np.ndarray
     tok_target: np.ndarray
-    set_off: np.ndarray      # token sets: ids set_ids[set_off[k] .. set_off[k+1]), negated or not
+    set_off: np.ndarray  # token sets: ids set_ids[set_off[k] .. set_off[k+1]), negated or not
     set_ids: np.ndarray
     set_negated: np.ndarray
     stats: dict[str, int] = field(default_factory=dict)
@@ -515,7 +515,9 @@ def _runtime_rules(dfas: dict[str, DFA], start: str) -> list[str]:
 def _trim_all(dfas: dict[str, DFA], start: str) -> dict[str, DFA]:
     names = _runtime_rules(dfas, start)
     # token terminals always match something
-    productive: set[str] = {c for n in names for st in dfas[n].states for c, _ in st.refs if c.startswith(TOKEN_LABEL)}
+    productive: set[str] = {
+        c for n in names for st in dfas[n].states for c, _ in st.refs if c.startswith(TOKEN_LABEL)
+    }
     changed = True
     while changed:
         changed = False

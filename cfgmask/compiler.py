@@ -121,7 +121,8 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
                 _TABLE_CACHE[key] = tables
     if tables.max_token_id >= vocab.size:
         raise GrammarError(
-            f"token terminal <[{tables.max_token_id}]> is out of range for a vocabulary of {vocab.size} tokens"
+            f"token terminal <[{tables.max_token_id}]> is out of range "
+            f"for a vocabulary of {vocab.size} tokens"
         )
     compiled = CompiledGrammar(grammar, vocab, tables, matcher_limits or MatcherLimits())
     if warm:

@@ -44,7 +44,7 @@ class GrammarError(CfgmaskError, ValueError):
         if self.line is None:
             return self.message
         out = f"{self.message} (line {self.line}, column {self.column})"
-        if self.context is not None:
+        if self.context is not None and self.column is not None:
             shown = self.context.expandtabs(1)
             out += f"\n  {shown}\n  {' ' * (self.column - 1)}^"
         return out

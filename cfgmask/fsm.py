@@ -118,7 +118,7 @@ def _byte_moves(nfa: NFA, members: frozenset[int]) -> list[tuple[int, int, froze
     active: dict[int, int] = {}
     moves: list[tuple[int, int, frozenset[int]]] = []
     cuts = sorted(events)
-    for a, b in zip(cuts, cuts[1:]):
+    for a, b in zip(cuts, cuts[1:], strict=False):
         for t, d in events[a]:
             n = active.get(t, 0) + d
             if n:
@@ -223,7 +223,7 @@ def _dense(dfa: DFA) -> tuple[np.ndarray, list[tuple[int, int]], list[str]]:
     for s, st in enumerate(dfa.states):
         for name, t in st.refs:
             table[s, col[name]] = t
-    intervals = [(lo, hi - 1) for lo, hi in zip(cuts, cuts[1:])]
+    intervals = [(lo, hi - 1) for lo, hi in zip(cuts, cuts[1:], strict=False)]
     return table, intervals, names
 
 

@@ -44,7 +44,7 @@ def _split(lo: int, hi: int, out: list[ByteSeq]) -> None:
                 _split(hi & ~m, hi, out)
                 return
     a, b = _encode(lo), _encode(hi)
-    out.append(tuple(zip(a, b)))
+    out.append(tuple(zip(a, b, strict=True)))
 
 
 def without_surrogates(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:

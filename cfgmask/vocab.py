@@ -97,7 +97,8 @@ def _default_stops(named: Mapping[str, int], eos: Iterable[int | None]) -> list[
     stops += [named[s] for s in (*END_OF_TEXT_NAMES, *END_OF_TURN_NAMES) if s in named]
     if not stops:
         raise VocabularyError(
-            "cannot tell which token ends generation (no EOS and no known end token); pass stop_token_ids=[...]"
+            "cannot tell which token ends generation (no EOS and no known end token); "
+            "pass stop_token_ids=[...]"
         )
     return stops
 

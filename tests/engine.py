@@ -5,7 +5,9 @@ from __future__ import annotations
 import cfgmask
 from cfgmask import ir
 
-BYTE_VOCAB = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [None], stop_token_ids=[256])
+BYTE_VOCAB = cfgmask.Vocabulary.from_token_bytes(
+    [bytes([b]) for b in range(256)] + [None], stop_token_ids=[256]
+)
 
 
 class EngineRecognizer:

@@ -11,12 +11,12 @@ import cfgmask
 
 from .engine import BYTE_VOCAB
 
-JSONISH = r'''
+JSONISH = r"""
 root  ::= "{" ws ( pair ( "," ws pair )* )? "}"
 pair  ::= "\"" [a-z]+ "\"" ws ":" ws value ws
 value ::= [0-9]+ | "true" | root
 ws    ::= " "?
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_jump_forward_bytes(compiled) -> None:
     assert m.jump_forward_bytes() == b""  # optional space or ':'
     assert m.accept_bytes(b" ")
     assert m.jump_forward_bytes() == b":"
-    assert m.accept_bytes(b': tr')
+    assert m.accept_bytes(b": tr")
     assert m.jump_forward_bytes() == b"ue"
 
 

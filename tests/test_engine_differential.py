@@ -105,7 +105,7 @@ def test_rollback_and_fork_restore_masks(case, data) -> None:
     for k in range(len(walk.token_ids), 0, -1):
         m.rollback(1)
         assert _mask_bools(m, vocab.size) == masks[k - 1]
-    for f, expected in zip(forks, masks):
+    for f, expected in zip(forks, masks, strict=True):
         assert _mask_bools(f, vocab.size) == expected
 
 
@@ -135,7 +135,9 @@ def test_random_logit_generation_stays_in_language(case, rnd) -> None:
     assert ref.is_prefix(out)
 
 
-@given(grammars(), st.lists(st.binary(min_size=2, max_size=4), max_size=20), st.randoms(use_true_random=False))
+@given(
+    grammars(), st.lists(st.binary(min_size=2, max_size=4), max_size=20), st.randoms(use_true_random=False)
+)
 def test_byte_complete_vocabulary_never_reaches_an_empty_mask(g, extra, rnd) -> None:
     """With every single byte in the vocabulary, some token always continues a viable prefix."""
     tokens: list[bytes | None] = [None, *[bytes([b]) for b in range(256)], *extra]

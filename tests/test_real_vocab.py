@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [
     {"name": "Alice", "age": 31, "email": "alice@example.com", "tags": ["admin", "dev"]},
     {"id": 7, "price": -12.5e-3, "ok": True, "none": None, "nested": {"a": [1, 2, {"b": []}], "c": {}}},
-    {"text": "quote \" backslash \\ newline \n tab \t unicode é € 😀", "empty": ""},
+    {"text": 'quote " backslash \\ newline \n tab \t unicode é € 😀', "empty": ""},
     [1, -0.0, 3.25, 1e10, "x", [], {}, [[[]]], False],
     {"items": [{"sku": f"A-{i}", "qty": i, "price": i * 1.5} for i in range(6)]},
 ]
@@ -84,7 +84,9 @@ def test_sampled_steps_equal_reference(llama3, json_gbnf) -> None:
         if i % 4 == 0:
             m.fill_bitmask(mask)
             allowed = m.allowed_tokens()
-            sample = set(rnd.sample(range(llama3.size), 150)) | set(rnd.sample(list(allowed), min(150, len(allowed))))
+            sample = set(rnd.sample(range(llama3.size), 150)) | set(
+                rnd.sample(list(allowed), min(150, len(allowed)))
+            )
             for tok in sorted(sample):
                 data = llama3.tokens[tok]
                 expected = tok not in llama3.special_ids and ref.is_prefix(prefix + data)

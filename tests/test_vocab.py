@@ -111,7 +111,9 @@ def test_byte_to_unicode_table() -> None:
     tk = pytest.importorskip("tokenizers")
     assert set(tk.pre_tokenizers.ByteLevel.alphabet()) == set(CHAR_TO_BYTE)
     # every byte that occurs in UTF-8, checked against tokenizers' own ByteLevel pre-tokenizer
-    text = "".join(map(chr, range(1, 0x800))) + "".join(chr(c << 12 | 0x41) for c in range(16)) + "😀\U00100000"
+    text = (
+        "".join(map(chr, range(1, 0x800))) + "".join(chr(c << 12 | 0x41) for c in range(16)) + "😀\U00100000"
+    )
     pre = tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     assert pre.pre_tokenize_str(text)[0][0] == "".join(BYTE_TO_CHAR[b] for b in text.encode())
 
@@ -160,7 +162,9 @@ def test_huggingface_sentencepiece_byte_fallback() -> None:
     model = tk.models.BPE(vocab, [("a", "b"), ("▁", "a"), ("▁a", "b")], byte_fallback=True, unk_token="<unk>")
     tok = tk.Tokenizer(model)
     tok.pre_tokenizer = tk.pre_tokenizers.Metaspace()
-    tok.decoder = tk.decoders.Sequence([tk.decoders.Replace("▁", " "), tk.decoders.ByteFallback(), tk.decoders.Fuse()])
+    tok.decoder = tk.decoders.Sequence(
+        [tk.decoders.Replace("▁", " "), tk.decoders.ByteFallback(), tk.decoders.Fuse()]
+    )
     tok.add_special_tokens(["<unk>", "<s>", "</s>"])
     v = Vocabulary.from_huggingface(tok)
     assert v.scheme == "sentencepiece" and v.size == len(pieces)
