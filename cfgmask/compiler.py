@@ -22,6 +22,7 @@ class MatcherLimits:
     max_items_per_set: int = 0
     max_chart_items: int = 0
     max_cache_bytes: int = 0
+    direct_walk_states: int = 0  # sets with this many uncached scanning states skip the cache
 
 
 class CompiledGrammar:
@@ -48,6 +49,7 @@ class CompiledGrammar:
             matcher_limits.max_items_per_set,
             matcher_limits.max_chart_items,
             matcher_limits.max_cache_bytes,
+            matcher_limits.direct_walk_states,
         )
 
     @property

@@ -74,6 +74,9 @@ typedef struct cm_limits {
     size_t max_items_per_set;      /* Earley items in one set */
     size_t max_chart_items;        /* Earley items held by one matcher */
     size_t max_cache_bytes;        /* mask cache of one compiled grammar */
+    /* walk the trie once with the real chart when at least this many scanning
+     * states of the current set have no cache entry yet (wide, ambiguous sets) */
+    size_t direct_walk_states;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

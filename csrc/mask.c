@@ -127,6 +127,61 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     return rc < 0 ? rc : CM_OK;
 }
 
+/* A set with many scanning states not in the cache yet (wide, ambiguous grammars
+ * such as Lark's longest-match products) would pay one trie walk per state:
+ * then walk the trie once with the real chart instead (exact by definition:
+ * a token is allowed iff the chart survives its bytes), and leave the cache
+ * for sets that recur. */
+static size_t uncached_states(cm_matcher *m) {
+    const cm_grammar *g = m->g;
+    const cm_chart *c = &m->c;
+    size_t n = 0;
+    if (++m->stamp_gen == 0) {
+        memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
+        m->stamp_gen = 1;
+    }
+    for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
+        uint32_t s = c->items[i].state;
+        if (!g->has_bytes[s] || m->stamp[s] == m->stamp_gen) continue;
+        m->stamp[s] = m->stamp_gen;
+        n += atomic_load_explicit(&g->cache[s], memory_order_acquire) == NULL;
+    }
+    return n;
+}
+
+static int direct_walk(cm_matcher *m, uint32_t *words) {
+    const cm_grammar *g = m->g;
+    const cm_vocab *v = g->v;
+    const cm_chart *c = &m->c;
+    size_t base = c->n_sets - 1, k = 0;
+    int rc = CM_OK;
+    for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++)
+        if (g->has_tokens[c->items[i].state]) or_token_edges(g, c->items[i].state, words);
+    while (k < v->n_trie) {
+        uint32_t len, d = v->trie_lcp[k], dead_at = 0;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        cm_chart_truncate(&m->c, base + d + 1);
+        for (; d < len; d++) {
+            int r = cm_chart_scan(&m->c, g, p[d]);
+            if (r <= 0) {
+                rc = r;
+                dead_at = d + 1;
+                break;
+            }
+        }
+        if (rc) break;
+        if (!dead_at) {
+            uint32_t id = v->trie_ids[k++];
+            words[id >> 5] |= 1u << (id & 31);
+            m->stats.n_checked++;
+            continue;
+        }
+        k = v->skip[v->trie_off[k] + dead_at - 1];
+    }
+    cm_chart_truncate(&m->c, base + 1);
+    return rc;
+}
+
 int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (!m || !words) return CM_ERR_ARG;
     const cm_grammar *g = m->g;
@@ -136,8 +191,13 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     memset(&m->stats, 0, sizeof m->stats);
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
     if (!m->terminated) {
-        int rc = gather(m, words);
-        if (!rc) rc = check_candidates(m, words);
+        int rc;
+        if (uncached_states(m) >= g->lim.direct_walk_states) {
+            rc = direct_walk(m, words);
+        } else {
+            rc = gather(m, words);
+            if (!rc) rc = check_candidates(m, words);
+        }
         if (rc) {
             memset(m->cand, 0, ((g->v->n_trie + 63) / 64) * sizeof *m->cand);
             memset(words, 0, n_words * sizeof *words);

@@ -158,3 +158,23 @@ def test_byte_complete_vocabulary_never_reaches_an_empty_mask(g, extra, rnd) -> 
             return
         out += tokens[t] or b""
     assert ref.is_prefix(out)
+
+
+@given(cases(), st.data())
+def test_direct_walk_masks_equal_reference(case, data) -> None:
+    """``direct_walk_states=1``: every mask walks the trie with the real chart (the path wide,
+    ambiguous sets take) instead of the per-state cache."""
+    g, v = case
+    ref, vocab, compiled = _setup(g, v)
+    if compiled is None:
+        return
+    direct = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(direct_walk_states=1))
+    walk = data.draw(token_walks(ref, v))
+    m = cfgmask.Matcher(direct)
+    prefix = b""
+    for t in [*walk.token_ids, None]:
+        assert _mask_bools(m, vocab.size) == ref.mask(prefix, v.tokens, v.stop_ids, v.special_ids), prefix
+        if t is None:
+            break
+        assert m.accept_token(t)
+        prefix += v.tokens[t] or b""
