@@ -9,6 +9,7 @@ cdef extern from "cfgmask.h" nogil:
         CM_ERR_ARG
         CM_ERR_LIMIT
         CM_ERR_STATE
+        CM_ERR_TIMEOUT
 
     ctypedef struct cm_vocab:
         pass
@@ -99,5 +100,5 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *lab_to
 
     int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
-                     cm_dfa_out **out)
+                     double max_seconds, cm_dfa_out **out)
     void cm_dfa_out_free(cm_dfa_out *d)

@@ -266,7 +266,7 @@ cdef const uint8_t *_u8(const uint8_t[::1] a):
 def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const uint8_t[::1] byte_hi,
               const uint32_t[::1] byte_to, const uint32_t[::1] label_off, const uint32_t[::1] label,
               const uint32_t[::1] label_to, const uint32_t[::1] eps_off, const uint32_t[::1] eps_to,
-              uint32_t start, uint32_t final, size_t max_states):
+              uint32_t start, uint32_t final, size_t max_states, double max_seconds=0):
     """Subset construction + minimization (csrc/fsm.c).  Returns (class_lo, trans, accepting,
     lab_off, lab, lab_to) as bytes (little-endian uint16/int32/uint8/uint32 arrays)."""
     cdef cm_nfa_view v
@@ -289,10 +289,12 @@ def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const ui
     v.eps_off = &eps_off[0]
     v.eps_to = _u32(eps_to)
     with nogil:
-        rc = cm_fsm_build(&v, start, final, max_states, &d)
+        rc = cm_fsm_build(&v, start, final, max_states, max_seconds, &d)
     if rc == CM_ERR_LIMIT:
         raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
                          value=max_states)
+    if rc == CM_ERR_TIMEOUT:
+        raise TimeoutError("automaton build ran past its time budget")
     if rc:
         _raise(rc, "automaton build")
     try:

@@ -46,6 +46,13 @@ class Deadline:
         _local.current = self._outer
 
 
+def remaining() -> float:
+    """Seconds left on this thread's innermost deadline (inf if none); for C loops that
+    cannot poll :func:`check`."""
+    d = getattr(_local, "current", None)
+    return float("inf") if d is None else max(0.0, d.end - time.monotonic())
+
+
 def check(where: str = "") -> None:
     """Raise LimitError if the innermost active deadline of this thread has passed."""
     d = getattr(_local, "current", None)

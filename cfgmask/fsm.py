@@ -8,6 +8,7 @@ over both kinds of labels.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,7 +142,16 @@ def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     from ._core import fsm_build
 
     arrays, names = nfa.arrays()
-    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states)
+    deadline.check("automaton build")
+    left = deadline.remaining()
+    try:
+        class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(
+            *arrays, start, final, max_states, 0.0 if left == float("inf") else max(left, 1e-3)
+        )
+    except TimeoutError:
+        time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
+        deadline.check("automaton build")
+        raise
     los = np.frombuffer(class_lo, dtype=np.uint16).tolist()
     n_classes = len(los) - 1
     table = np.frombuffer(trans, dtype=np.int32).reshape(-1, n_classes).tolist()

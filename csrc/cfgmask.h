@@ -20,6 +20,7 @@ enum cm_status {
     CM_ERR_ARG = -2,        /* bad argument: id out of range, bad buffer, bad table */
     CM_ERR_LIMIT = -3,      /* a configured limit was hit (see cm_limits) */
     CM_ERR_STATE = -4,      /* matcher in its sticky error state */
+    CM_ERR_TIMEOUT = -5,    /* a compile-time step ran past its time budget */
 };
 
 typedef struct cm_vocab cm_vocab;
@@ -148,8 +149,10 @@ typedef struct cm_dfa_out {
 } cm_dfa_out;
 
 /* Subset construction from `start` (accepting: sets holding `final`) and
- * minimization; CM_ERR_LIMIT past max_states. */
-int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, cm_dfa_out **out);
+ * minimization; CM_ERR_LIMIT past max_states, CM_ERR_TIMEOUT past max_seconds
+ * (<= 0: no budget). */
+int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
+                 double max_seconds, cm_dfa_out **out);
 void cm_dfa_out_free(cm_dfa_out *d);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
  * labels.  DFA state 0 is the start state. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -37,7 +38,14 @@ typedef struct {
     size_t hcap;
     vec32 stack, pairs, tmp;
     size_t max_states;
+    double deadline;            /* CLOCK_MONOTONIC seconds, 0 = none */
 } builder;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static uint64_t hash_set(const uint32_t *p, size_t n) {
     uint64_t h = 1469598103934665603ULL ^ n;
@@ -178,6 +186,10 @@ static int subset_construction(builder *b, uint32_t start, cm_dfa_out *d) {
     }
     if (!rc) rc = vpush(&lab_off, 0);
     for (size_t k = 0; !rc && k < b->off.n - 1; k++) {
+        if (b->deadline > 0 && (k & 63) == 0 && now_seconds() > b->deadline) {
+            rc = CM_ERR_TIMEOUT;
+            break;
+        }
         keys.n = targets.n = 0;
         rc = moves(b, k, false, &keys, &targets);
         for (uint32_t c = 0; !rc && c < b->n_classes; c++) rc = vpush(&trans, UINT32_MAX);
@@ -336,7 +348,8 @@ void cm_dfa_out_free(cm_dfa_out *d) {
     free(d);
 }
 
-int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, cm_dfa_out **out) {
+int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
+                 double max_seconds, cm_dfa_out **out) {
     if (!nfa || !out || start >= nfa->n_states || final >= nfa->n_states) return CM_ERR_ARG;
     *out = NULL;
     builder b;
@@ -344,6 +357,7 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     b.nfa = nfa;
     b.final = final;
     b.max_states = max_states;
+    b.deadline = max_seconds > 0 ? now_seconds() + max_seconds : 0;
     b.stamp = calloc(nfa->n_states, sizeof *b.stamp);
     cm_dfa_out *d = calloc(1, sizeof *d);
     int rc = (b.stamp && d) ? CM_OK : CM_ERR_NOMEM;

@@ -28,11 +28,13 @@ def test_deadline_stops_compile_within_twice_its_budget() -> None:
     g = cfgmask.Grammar.from_gbnf(_slow_gbnf())
     t = time.perf_counter()
     with pytest.raises(LimitError) as info:
-        cfgmask.compile(g, BYTES, limits=CompileLimits(deadline_ms=200))
+        cfgmask.compile(g, BYTES, limits=CompileLimits(deadline_ms=500))
     elapsed = time.perf_counter() - t
-    assert info.value.limit == "deadline_ms" and info.value.value == 200
-    assert "deadline_ms=200" in str(info.value)
-    assert elapsed < 0.4 + 0.2  # 2x the deadline, plus scheduling slack on a loaded machine
+    assert info.value.limit == "deadline_ms" and info.value.value == 500
+    assert "deadline_ms=500" in str(info.value)
+    # the requirement: back within about twice the deadline (the C automaton build has
+    # its own time budget, so the overshoot is milliseconds; the rest is scheduling slack)
+    assert elapsed < 2 * 0.5
 
 
 def test_zero_deadline_means_none() -> None:
