@@ -205,11 +205,11 @@ size_t cm_matcher_chart_items(const cm_matcher *m) { return m ? m->c.n_items : 0
 
 int cm_matcher_rollback(cm_matcher *m, size_t k) {
     if (!m || k > m->n_hist) return CM_ERR_ARG;
+    m->err = CM_OK; /* the chart itself is intact: an error only ever aborts a step */
     if (k == 0) return CM_OK;
     m->n_hist -= k;
     cm_chart_truncate(&m->c, m->hist[m->n_hist]);
     m->terminated = false;
-    m->err = CM_OK;
     return CM_OK;
 }
 

@@ -198,3 +198,17 @@ def test_tiny_limits_never_give_a_wrong_mask(limits: dict[str, int]) -> None:
         assert hits == 0 and limited.compiled.stats["cache_entries"] == 0
     else:
         assert hits > 0
+
+
+def test_rollback_zero_clears_the_error_and_keeps_the_state() -> None:
+    """An error aborts one step and leaves the chart as it was: rollback(0) resumes there."""
+    m = cfgmask.Matcher(_compiled(max_items_per_set=12))
+    n = 0
+    with pytest.raises(LimitError):
+        for n in range(100):  # noqa: B007
+            assert m.accept_token(0)
+    m.rollback(0)
+    assert m._h.error() == 0 and m.num_tokens == n
+    fresh = cfgmask.Matcher(_compiled())
+    assert fresh.accept_tokens([0] * n)
+    assert np.array_equal(_mask(m), _mask(fresh))

@@ -339,6 +339,11 @@ class Containers:
             rep.enforced(pointer(path, "uniqueItems"), "uniqueItems")
         elems = [c.schema(x, pointer(path, "prefixItems", i), base) for i, x in enumerate(prefix)]
         r = c.schema(rest, pointer(path, "items"), base)
+        if r not in (ir.NOTHING, ir.EPSILON) and not isinstance(r, ir.Ref):
+            # the item grammar is used twice below: share it, or nested arrays double per level
+            name = U.fresh(c.rules, "items")
+            c.rules[name] = r
+            r = ir.Ref(name)
         sep = c.sep(",")
         n = len(elems)
         if hi is not None and hi < lo:
