@@ -76,7 +76,8 @@ typedef struct cm_limits {
     size_t max_chart_items;        /* Earley items held by one matcher */
     size_t max_cache_bytes;        /* mask cache of one compiled grammar */
     /* walk the trie once with the real chart when at least this many scanning
-     * states of the current set have no cache entry yet (wide, ambiguous sets) */
+     * states of the current set have no cache entry yet (wide, ambiguous sets),
+     * then build a few of those entries; 1 = always walk directly, never fill */
     size_t direct_walk_states;
 } cm_limits;
 

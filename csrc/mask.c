@@ -182,6 +182,26 @@ static int direct_walk(cm_matcher *m, uint32_t *words) {
     return rc;
 }
 
+/* After a direct walk, build a few of the missing entries, so that a wide set
+ * that recurs reaches the cache path after a few visits. */
+#define CM_FILL_PER_WALK 4
+
+static int fill_some(cm_matcher *m, size_t n) {
+    const cm_grammar *g = m->g;
+    const cm_chart *c = &m->c;
+    for (size_t i = c->set_start[c->n_sets - 1]; n && i < c->set_start[c->n_sets]; i++) {
+        uint32_t s = c->items[i].state;
+        if (!g->has_bytes[s] || atomic_load_explicit(&g->cache[s], memory_order_acquire)) continue;
+        cm_entry *owned;
+        int rc;
+        cm_grammar_entry(g, s, &owned, &rc);
+        cm_entry_free(owned);
+        if (rc) return rc;
+        n--;
+    }
+    return CM_OK;
+}
+
 int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (!m || !words) return CM_ERR_ARG;
     const cm_grammar *g = m->g;
@@ -194,6 +214,7 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
         int rc;
         if (uncached_states(m) >= g->lim.direct_walk_states) {
             rc = direct_walk(m, words);
+            if (!rc && g->lim.direct_walk_states > 1) rc = fill_some(m, CM_FILL_PER_WALK);
         } else {
             rc = gather(m, words);
             if (!rc) rc = check_candidates(m, words);
