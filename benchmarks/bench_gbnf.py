@@ -350,14 +350,15 @@ def _ratios(result: dict[str, Any], ref: str) -> dict[str, dict[str, float | Non
 # ---- output ------------------------------------------------------------------------------
 
 
-def table(results: dict[str, Any]) -> str:
-    w = 10
-    cols = "".join(f"{c:>{w}}" for c in ("mean", "p50", "p99", "max"))
-    head = (
-        f"{'grammar':<11}{'engine':<11}{'docs':>5}{'compile ms':>11} |{cols}{'n':>6} |{cols} |{'accept':>8}"
-    )
+def table(results: dict[str, Any], label: str = "grammar", lw: int = 11, w: int = 10) -> str:
+    """The side-by-side table; ``label``/``lw`` name and size the first column, ``w`` the
+    number columns (bench_schemas widens them for seconds-long masks)."""
+    stats = ("mean", "p50", "p99", "max")
+    cols = "".join(f"{c:>{w}}" for c in stats)
+    head = f"{label:<{lw}}{'engine':<11}{'docs':>5}{'compile ms':>11} |{cols}{'n':>6} |{cols} |{'accept':>8}"
     lines = [
-        f"{'':<38}| pass 1 (cold): mask µs{'':<24}| pass 2 (warm): mask µs{'':<18}| mean µs",
+        f"{'':<{lw + 27}}| pass 1 (cold): mask µs{'':<{4 * w - 16}}| pass 2 (warm): mask µs{'':<{4 * w - 22}}"
+        "| mean µs",
         head,
         "-" * len(head),
     ]
@@ -365,15 +366,15 @@ def table(results: dict[str, Any]) -> str:
         for e, info in res["engines"].items():
             if info.get("cold") is None:
                 why = info.get("error", "rejects every document")
-                lines.append(f"{g:<11}{e:<11}  {why[:90]}")
+                lines.append(f"{g:<{lw}}{e:<11}  {why[:90]}")
                 continue
             c, wm, a = info["cold"], info["warm"], info["accept"]
             n = f"{c.n}" + ("*" if info["stride"] > 1 else "")
             lines.append(
-                f"{g:<11}{e:<11}{len(info['documents']):>5}{fmt(info['compile_ms'], 11)} |"
-                + "".join(fmt(getattr(c, k), w) for k in ("mean", "p50", "p99", "max"))
+                f"{g:<{lw}}{e:<11}{len(info['documents']):>5}{fmt(info['compile_ms'], 11)} |"
+                + "".join(fmt(getattr(c, k), w) for k in stats)
                 + f"{n:>6} |"
-                + "".join(fmt(getattr(wm, k), w) for k in ("mean", "p50", "p99", "max"))
+                + "".join(fmt(getattr(wm, k), w) for k in stats)
                 + f" |{fmt(a.mean if a else None, 8)}"
             )
     lines.append("* every k-th step timed (an engine with no lazy state; see --budget)")
@@ -387,13 +388,12 @@ def table(results: dict[str, Any]) -> str:
     lines += [
         "",
         "cfgmask / peer (pass 1 mask times over the documents both engines accept; < 1: cfgmask faster)",
-        f"{'grammar':<11}{'peer':<11}{'docs':>5}"
-        + "".join(f"{c:>9}" for c in ("compile", "mean", "p50", "p99", "max")),
+        f"{label:<{lw}}{'peer':<11}{'docs':>5}" + "".join(f"{c:>9}" for c in ("compile", *stats)),
     ]
     for g, res in results.items():
         for peer, r in res["ratios"].items():
-            vals = "".join(_ratio(r[k]) for k in ("compile", "mean", "p50", "p99", "max"))
-            lines.append(f"{g:<11}{peer:<11}{r['documents']:>5}{vals}")
+            vals = "".join(_ratio(r[k]) for k in ("compile", *stats))
+            lines.append(f"{g:<{lw}}{peer:<11}{r['documents']:>5}{vals}")
     return "\n".join(lines)
 
 

@@ -906,48 +906,7 @@ def check_sql_documents() -> list[str]:
 
 def mask_table(results: dict[str, Any]) -> str:
     """``bench_gbnf.table`` with room for the seconds-long masks of cfgmask on sql.lark."""
-    w = 11
-    stats = ("mean", "p50", "p99", "max")
-    cols = "".join(f"{c:>{w}}" for c in stats)
-    head = f"{'case':<10}{'engine':<11}{'docs':>5}{'compile ms':>11} |{cols}{'n':>6} |{cols} |{'accept':>8}"
-    lines = [
-        f"{'':<37}| pass 1 (cold): mask µs{'':<28}| pass 2 (warm): mask µs{'':<22}| mean µs",
-        head,
-        "-" * len(head),
-    ]
-    for g, res in results.items():
-        for e, info in res["engines"].items():
-            if info.get("cold") is None:
-                why = info.get("error", "rejects every document")
-                lines.append(f"{g:<10}{e:<11}  {why[:90]}")
-                continue
-            c, wm, a = info["cold"], info["warm"], info["accept"]
-            n = f"{c.n}" + ("*" if info["stride"] > 1 else "")
-            lines.append(
-                f"{g:<10}{e:<11}{len(info['documents']):>5}{bench_gbnf.fmt(info['compile_ms'], 11)} |"
-                + "".join(bench_gbnf.fmt(getattr(c, k), w) for k in stats)
-                + f"{n:>6} |"
-                + "".join(bench_gbnf.fmt(getattr(wm, k), w) for k in stats)
-                + f" |{bench_gbnf.fmt(a.mean if a else None, 8)}"
-            )
-    lines.append("* every k-th step timed (an engine with no lazy state; see --budget)")
-    warm = [
-        f"{g} {bench_gbnf.fmt(r['engines']['cfgmask']['compile_warm_ms'], 0).strip()} ms"
-        for g, r in results.items()
-        if "compile_warm_ms" in r["engines"].get("cfgmask", {})
-    ]
-    if warm:
-        lines.append("cfgmask compile(warm=True), whole mask cache precomputed: " + ", ".join(warm))
-    lines += [
-        "",
-        "cfgmask / peer (pass 1 mask times over the documents both engines accept; < 1: cfgmask faster)",
-        f"{'case':<10}{'peer':<11}{'docs':>5}" + "".join(f"{c:>9}" for c in ("compile", *stats)),
-    ]
-    for g, res in results.items():
-        for peer, r in res["ratios"].items():
-            vals = "".join(bench_gbnf._ratio(r[k]) for k in ("compile", *stats))
-            lines.append(f"{g:<10}{peer:<11}{r['documents']:>5}{vals}")
-    return "\n".join(lines)
+    return bench_gbnf.table(results, label="case", lw=10, w=11)
 
 
 def mask_findings(res: dict[str, Any]) -> str:

@@ -41,6 +41,20 @@ def _setup(g: ir.Grammar, v: Vocab):
     return ref, vocab, _compile_or_none(g, vocab, ref)
 
 
+def _replay_against_reference(compiled, ref: ReferenceMatcher, v: Vocab, walk) -> None:
+    """Along the walk (and after its last token), mask and acceptance equal the reference's."""
+    m = cfgmask.Matcher(compiled)
+    prefix = b""
+    for t in [*walk.token_ids, None]:
+        expected = ref.mask(prefix, v.tokens, v.stop_ids, v.special_ids)
+        assert _mask_bools(m, compiled.vocab.size) == expected, f"prefix {prefix!r}"
+        assert m.is_accepting() == ref.accepts(prefix)
+        if t is None:
+            break
+        assert m.accept_token(t)
+        prefix += v.tokens[t] or b""
+
+
 def _mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
     mask = cfgmask.allocate_bitmask(1, size)
     m.fill_bitmask(mask)
@@ -61,17 +75,7 @@ def test_masks_equal_reference(case, data) -> None:
     ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
-    walk = data.draw(token_walks(ref, v))
-    m = cfgmask.Matcher(compiled)
-    prefix = b""
-    for t in [*walk.token_ids, None]:
-        expected = ref.mask(prefix, v.tokens, v.stop_ids, v.special_ids)
-        assert _mask_bools(m, vocab.size) == expected, f"prefix {prefix!r}"
-        assert m.is_accepting() == ref.accepts(prefix)
-        if t is None:
-            break
-        assert m.accept_token(t)
-        prefix += v.tokens[t] or b""
+    _replay_against_reference(compiled, ref, v, data.draw(token_walks(ref, v)))
 
 
 @given(cases(), st.data())
@@ -169,12 +173,4 @@ def test_direct_walk_masks_equal_reference(case, data) -> None:
     if compiled is None:
         return
     direct = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(direct_walk_states=1))
-    walk = data.draw(token_walks(ref, v))
-    m = cfgmask.Matcher(direct)
-    prefix = b""
-    for t in [*walk.token_ids, None]:
-        assert _mask_bools(m, vocab.size) == ref.mask(prefix, v.tokens, v.stop_ids, v.special_ids), prefix
-        if t is None:
-            break
-        assert m.accept_token(t)
-        prefix += v.tokens[t] or b""
+    _replay_against_reference(direct, ref, v, data.draw(token_walks(ref, v)))
