@@ -55,7 +55,8 @@ cdef class GrammarHandle:
     cdef readonly VocabHandle vocab
 
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, size_t max_items_per_set=0,
-                  size_t max_chart_items=0, size_t max_cache_bytes=0, size_t direct_walk_states=0):
+                  size_t max_chart_items=0, size_t max_cache_bytes=0, size_t direct_walk_states=0,
+                  size_t index_min_items=0):
         cdef const uint8_t[::1] byte_class = tables.byte_class
         cdef const int32_t[:, ::1] trans = tables.trans
         cdef const uint32_t[::1] state_rule = tables.state_rule
@@ -115,6 +116,8 @@ cdef class GrammarHandle:
             lim.max_cache_bytes = max_cache_bytes
         if direct_walk_states:
             lim.direct_walk_states = direct_walk_states
+        if index_min_items:
+            lim.index_min_items = index_min_items
         cdef size_t n_stop = len(stop_ids)
         cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
         if sp == NULL:

@@ -23,6 +23,7 @@ class MatcherLimits:
     max_chart_items: int = 0
     max_cache_bytes: int = 0
     direct_walk_states: int = 0  # sets with this many uncached scanning states skip the cache
+    index_min_items: int = 0  # closed Earley sets this big get a waiter index (1: every set)
 
 
 class CompiledGrammar:
@@ -50,6 +51,7 @@ class CompiledGrammar:
             matcher_limits.max_chart_items,
             matcher_limits.max_cache_bytes,
             matcher_limits.direct_walk_states,
+            matcher_limits.index_min_items,
         )
 
     @property

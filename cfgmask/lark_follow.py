@@ -75,9 +75,15 @@ class _Product:
         self.first_chars = {
             n: ir.normalize_ranges([r for e, _ in vs for r in first_chars(e)]) for n, vs in variants.items()
         }
+        # Every next character is the first character of some terminal (or there is none:
+        # end of input is always allowed), so a forbidden character no terminal can start
+        # with never matters: states are kept as their intersection with these.  This merges
+        # e.g. a keyword's (?!\w) with NAME's longest match [A-Za-z0-9_].
+        self.any_first: Ranges = ir.normalize_ranges([r for rs in self.first_chars.values() for r in rs])
         self.suffix = {(n, i): self._suffixes(e) for n, body in rules.items() for i, e in enumerate(body)}
 
     def state(self, ranges: Ranges) -> int:
+        ranges = intersect(ranges, self.any_first)
         if ranges not in self.ids:
             self.ids[ranges] = len(self.states)
             self.states.append(ranges)

@@ -79,6 +79,9 @@ typedef struct cm_limits {
      * states of the current set have no cache entry yet (wide, ambiguous sets),
      * then build a few of those entries; 1 = always walk directly, never fill */
     size_t direct_walk_states;
+    /* a closed Earley set of at least this many items that receives a second
+     * completion gets a waiter index (rule -> items calling it) */
+    size_t index_min_items;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -66,6 +66,14 @@ static int grow_sets(cm_chart *c, size_t need) {
     uint64_t *v = realloc(c->version, cap * sizeof *v);
     if (!v) return CM_ERR_NOMEM;
     c->version = v;
+    uint64_t *wb = realloc(c->wbuilt, cap * sizeof *wb);
+    if (!wb) return CM_ERR_NOMEM;
+    c->wbuilt = wb;
+    uint64_t *ws = realloc(c->wseen, cap * sizeof *ws);
+    if (!ws) return CM_ERR_NOMEM;
+    c->wseen = ws;
+    memset(wb + c->cap_sets, 0, (cap - c->cap_sets) * sizeof *wb);
+    memset(ws + c->cap_sets, 0, (cap - c->cap_sets) * sizeof *ws);
     c->cap_sets = cap;
     return CM_OK;
 }
@@ -108,19 +116,118 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
     return CM_OK;
 }
 
+/* ---- waiter index ----------------------------------------------------------
+ * Completing rule r for an item that started in set o advances the items of o
+ * that call r.  Scanning all of o for them costs O(|o|) per completion, and
+ * expression grammars complete a cascade of rules into the same big sets at
+ * every byte of an identifier; so a closed set that receives a second
+ * completion (same version) gets an index: its (rule, item) pairs sorted by
+ * rule, one hash slot per (set, rule).  Slots carry the set's version, so a set
+ * rebuilt after a truncation is simply indexed again. */
+#define CM_WPOOL_MAX ((size_t)1 << 22)  /* pool entries before everything is dropped */
+
+static inline uint64_t wkey(uint32_t set, uint32_t rule) { return (((uint64_t)set << 32) | rule) + 1; }
+
+static void widx_clear(cm_chart *c) {
+    if (c->wslots) memset(c->wslots, 0, c->wcap * sizeof *c->wslots);
+    memset(c->wbuilt, 0, c->cap_sets * sizeof *c->wbuilt);
+    c->wused = 0;
+    c->wpool_n = 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static cm_wslot *wslot_find(const cm_chart *c, uint64_t key) {
+    size_t mask = c->wcap - 1, s = hslot(key, mask);
+    while (c->wslots[s].key && c->wslots[s].key != key) s = (s + 1) & mask;
+    return &c->wslots[s];
+}
+
+static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
+    const cm_tables *t = &g->t;
+    size_t n = 0;
+    for (size_t i = c->set_start[o]; i < c->set_start[o + 1]; i++) {
+        uint32_t st = c->items[i].state;
+        if (!g->calls[st]) continue;
+        for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
+            int rc = grow((void **)&c->wtmp, &c->wtmp_cap, n + 1, sizeof *c->wtmp);
+            if (rc) return rc;
+            c->wtmp[n++] = ((uint64_t)t->ref_rule[e] << 32) | (uint32_t)i;
+        }
+    }
+    qsort(c->wtmp, n, sizeof *c->wtmp, cmp_u64);
+    size_t groups = 0;
+    for (size_t i = 0; i < n; i++) groups += !i || (c->wtmp[i] >> 32) != (c->wtmp[i - 1] >> 32);
+    if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
+        size_t cap = c->wcap ? c->wcap : 256;
+        while (groups * 4 > cap) cap *= 2;
+        if (cap != c->wcap) {
+            cm_wslot *p = calloc(cap, sizeof *p);
+            if (!p) return CM_ERR_NOMEM;
+            free(c->wslots);
+            c->wslots = p;
+            c->wcap = cap;
+        }
+        widx_clear(c);
+    }
+    int rc = grow((void **)&c->wpool, &c->wpool_cap, c->wpool_n + n, sizeof *c->wpool);
+    if (rc) return rc;
+    uint64_t v = c->version[o];
+    for (size_t i = 0; i < n;) {
+        uint32_t rule = (uint32_t)(c->wtmp[i] >> 32);
+        cm_wslot *sl = wslot_find(c, wkey(o, rule));
+        if (!sl->key) c->wused++;
+        sl->key = wkey(o, rule);
+        sl->version = v;
+        sl->off = (uint32_t)c->wpool_n;
+        for (; i < n && (uint32_t)(c->wtmp[i] >> 32) == rule; i++)
+            if (c->wpool_n == sl->off || c->wpool[c->wpool_n - 1] != (uint32_t)c->wtmp[i])
+                c->wpool[c->wpool_n++] = (uint32_t)c->wtmp[i];
+        sl->n = (uint32_t)(c->wpool_n - sl->off);
+    }
+    c->wbuilt[o] = v;
+    return CM_OK;
+}
+
+static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule) {
+    const cm_tables *t = &g->t;
+    for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
+        if (t->ref_rule[e] != rule) continue;
+        int rc = add_item(c, g, t->ref_target[e], it.origin);
+        if (rc) return rc;
+    }
+    return CM_OK;
+}
+
 /* Rule `rule` completed in the open set `cur` for an item that started at `origin`:
  * advance every item of set `origin` waiting on it. */
 static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur) {
-    const cm_tables *t = &g->t;
+    if (origin != cur && c->set_start[origin + 1] - c->set_start[origin] >= g->lim.index_min_items) {
+        uint64_t v = c->version[origin];
+        if (c->wbuilt[origin] != v && c->wseen[origin] == v) {
+            int rc = widx_build(c, g, origin);
+            if (rc) return rc;
+        }
+        c->wseen[origin] = v;
+        if (c->wbuilt[origin] == v) {
+            const cm_wslot *sl = wslot_find(c, wkey(origin, rule));
+            if (!sl->key || sl->version != v) return CM_OK;  /* indexed: nobody waits on it */
+            for (uint32_t k = 0; k < sl->n; k++) {
+                int rc = advance_waiter(c, g, c->items[c->wpool[sl->off + k]], rule);
+                if (rc) return rc;
+            }
+            return CM_OK;
+        }
+    }
     uint64_t bit = 1ull << (rule & 63);
     for (size_t i = c->set_start[origin]; i < (origin == cur ? c->n_items : c->set_start[origin + 1]); i++) {
         cm_item it = c->items[i];
         if (!(g->calls[it.state] & bit)) continue;
-        for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
-            if (t->ref_rule[e] != rule) continue;
-            int rc = add_item(c, g, t->ref_target[e], it.origin);
-            if (rc) return rc;
-        }
+        int rc = advance_waiter(c, g, it, rule);
+        if (rc) return rc;
     }
     return CM_OK;
 }
@@ -229,6 +336,11 @@ void cm_chart_free(cm_chart *c) {
     if (c->memo)
         for (int i = 0; i < CM_MEMO_SLOTS; i++) free(c->memo[i].closure);
     free(c->memo);
+    free(c->wslots);
+    free(c->wpool);
+    free(c->wbuilt);
+    free(c->wseen);
+    free(c->wtmp);
     free(c->version);
     free(c->items);
     free(c->set_start);
@@ -245,7 +357,10 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
     dst->items = malloc((src->n_items ? src->n_items : 1) * sizeof *dst->items);
     dst->set_start = malloc((src->n_sets + 2) * sizeof *dst->set_start);
     dst->version = malloc((src->n_sets + 2) * sizeof *dst->version);
-    if (!dst->hkeys || !dst->hgen || !dst->items || !dst->set_start || !dst->version) {
+    dst->wbuilt = calloc(src->n_sets + 2, sizeof *dst->wbuilt);
+    dst->wseen = calloc(src->n_sets + 2, sizeof *dst->wseen);
+    if (!dst->hkeys || !dst->hgen || !dst->items || !dst->set_start || !dst->version || !dst->wbuilt ||
+        !dst->wseen) {
         cm_chart_free(dst);
         return CM_ERR_NOMEM;
     }

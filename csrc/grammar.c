@@ -10,6 +10,7 @@ void cm_limits_default(cm_limits *out) {
     out->max_chart_items = 50000000;
     out->max_cache_bytes = (size_t)2 << 30;
     out->direct_walk_states = 33;
+    out->index_min_items = 32;
 }
 
 static int validate_tokens(const cm_tables *t) {

@@ -82,7 +82,7 @@ typedef struct cm_item {
  * closes to.  It depends only on the kernel and the sets up to the kernel's
  * newest origin, so it stays valid while that set's version is unchanged. */
 #define CM_MEMO_SLOTS 64
-#define CM_MEMO_KERNEL 4
+#define CM_MEMO_KERNEL 32
 #define CM_MEMO_HERE UINT32_MAX - 1    /* origin = the set being built */
 typedef struct cm_memo {
     uint32_t n_kernel, max_origin;
@@ -108,7 +108,24 @@ typedef struct cm_chart {
     uint64_t *version;          /* [cap_sets] when each set was last built */
     uint64_t clock;
     cm_memo *memo;              /* [CM_MEMO_SLOTS], allocated on first use */
+    /* Waiter index of closed sets (built on demand for big sets): the items of
+     * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
+     * slot keyed (o, r) whose version is o's current one. */
+    struct cm_wslot *wslots;    /* open addressing, [wcap] */
+    size_t wcap, wused;
+    uint32_t *wpool;
+    size_t wpool_n, wpool_cap;
+    uint64_t *wbuilt;           /* [cap_sets] version whose index is built, 0 none */
+    uint64_t *wseen;            /* [cap_sets] version of the last completion into the set */
+    uint64_t *wtmp;             /* scratch: (rule << 32 | item) pairs of the set being indexed */
+    size_t wtmp_cap;
 } cm_chart;
+
+typedef struct cm_wslot {
+    uint64_t key;               /* set << 32 | rule; 0 = empty (set 0 rule 0 is stored as key ~0) */
+    uint64_t version;
+    uint32_t off, n;
+} cm_wslot;
 
 struct cm_matcher {
     const cm_grammar *g;

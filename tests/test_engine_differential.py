@@ -174,3 +174,18 @@ def test_direct_walk_masks_equal_reference(case, data) -> None:
         return
     direct = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(direct_walk_states=1))
     _replay_against_reference(direct, ref, v, data.draw(token_walks(ref, v)))
+
+
+@given(cases(), st.data())
+def test_waiter_index_masks_equal_reference(case, data) -> None:
+    """``index_min_items=1``: every closed set that receives a second completion is indexed by
+    called rule (the path big sets of expression grammars take), through both the cache walks
+    and the run-time checks; masks must not change."""
+    g, v = case
+    ref, vocab, compiled = _setup(g, v)
+    if compiled is None:
+        return
+    for limits in (cfgmask.MatcherLimits(index_min_items=1),
+                   cfgmask.MatcherLimits(index_min_items=1, direct_walk_states=1)):
+        indexed = cfgmask.compile(g, vocab, matcher_limits=limits)
+        _replay_against_reference(indexed, ref, v, data.draw(token_walks(ref, v)))
