@@ -50,6 +50,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t max_cache_bytes
         size_t direct_walk_states
         size_t index_min_items
+        size_t mask_memo_min_items
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -76,7 +77,7 @@ cdef extern from "cfgmask.h" nogil:
     size_t cm_matcher_chart_items(const cm_matcher *m)
 
     ctypedef struct cm_mask_stats:
-        size_t n_states, n_candidates, n_checked, n_items
+        size_t n_states, n_candidates, n_checked, n_items, memo_hit
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
 
     ctypedef struct cm_nfa_view:

@@ -56,7 +56,7 @@ cdef class GrammarHandle:
 
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, size_t max_items_per_set=0,
                   size_t max_chart_items=0, size_t max_cache_bytes=0, size_t direct_walk_states=0,
-                  size_t index_min_items=0):
+                  size_t index_min_items=0, size_t mask_memo_min_items=0):
         cdef const uint8_t[::1] byte_class = tables.byte_class
         cdef const int32_t[:, ::1] trans = tables.trans
         cdef const uint32_t[::1] state_rule = tables.state_rule
@@ -118,6 +118,8 @@ cdef class GrammarHandle:
             lim.direct_walk_states = direct_walk_states
         if index_min_items:
             lim.index_min_items = index_min_items
+        if mask_memo_min_items:
+            lim.mask_memo_min_items = mask_memo_min_items
         cdef size_t n_stop = len(stop_ids)
         cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
         if sp == NULL:
@@ -229,7 +231,7 @@ cdef class MatcherHandle:
         cdef cm_mask_stats st
         cm_matcher_mask_stats(self.ptr, &st)
         return {"states": st.n_states, "candidates": st.n_candidates, "checked": st.n_checked,
-                "items": st.n_items}
+                "items": st.n_items, "memo_hit": bool(st.memo_hit)}
 
     def rollback(self, size_t k):
         if cm_matcher_rollback(self.ptr, k):

@@ -24,6 +24,8 @@ class MatcherLimits:
     max_cache_bytes: int = 0
     direct_walk_states: int = 0  # sets with this many uncached scanning states skip the cache
     index_min_items: int = 0  # closed Earley sets this big get a waiter index (1: every set)
+    # current sets this big look the whole mask up in the grammar's mask memo (2**63: never)
+    mask_memo_min_items: int = 0
 
 
 class CompiledGrammar:
@@ -52,6 +54,7 @@ class CompiledGrammar:
             matcher_limits.max_cache_bytes,
             matcher_limits.direct_walk_states,
             matcher_limits.index_min_items,
+            matcher_limits.mask_memo_min_items,
         )
 
     @property

@@ -82,6 +82,10 @@ typedef struct cm_limits {
     /* a closed Earley set of at least this many items that receives a second
      * completion gets a waiter index (rule -> items calling it) */
     size_t index_min_items;
+    /* a current Earley set of at least this many items looks its whole mask up
+     * in the grammar's mask memo, keyed by the chart's reachable structure
+     * (SIZE_MAX: never) */
+    size_t mask_memo_min_items;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);
@@ -122,9 +126,9 @@ size_t cm_matcher_chart_items(const cm_matcher *m);
 
 /* What the last fill_mask did: scanning states in the Earley set, uncertain
  * candidates collected, candidates checked against the parser, Earley items
- * in the current set. */
+ * in the current set, whether the mask came from the mask memo. */
 typedef struct cm_mask_stats {
-    size_t n_states, n_candidates, n_checked, n_items;
+    size_t n_states, n_candidates, n_checked, n_items, memo_hit;
 } cm_mask_stats;
 void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
 

@@ -11,6 +11,7 @@ void cm_limits_default(cm_limits *out) {
     out->max_cache_bytes = (size_t)2 << 30;
     out->direct_walk_states = 33;
     out->index_min_items = 32;
+    out->mask_memo_min_items = 64;
 }
 
 static int validate_tokens(const cm_tables *t) {
@@ -165,6 +166,12 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
         free(g);
         return CM_ERR_NOMEM;
     }
+    if (pthread_mutex_init(&g->mlock, NULL)) {
+        pthread_mutex_destroy(&g->lock);
+        free(g->stop_ids);
+        free(g);
+        return CM_ERR_NOMEM;
+    }
     if (n_stop) memcpy(g->stop_ids, stop_ids, n_stop * sizeof *stop_ids);
     g->n_stop = n_stop;
     rc = copy_tables(g, t);
@@ -199,7 +206,14 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->next_bytes);
     free(g->stop_ids);
     free(g->blob);
+    if (g->mslots)
+        for (size_t i = 0; i < CM_MEMO_MASKS; i++) {
+            free(g->mslots[i].sig);
+            free(g->mslots[i].words);
+        }
+    free(g->mslots);
     pthread_mutex_destroy(&g->lock);
+    pthread_mutex_destroy(&g->mlock);
     free(g);
 }
 

@@ -53,6 +53,17 @@ typedef struct cm_entry {
     size_t bytes;
 } cm_entry;
 
+/* One slot of the whole-mask memo: the signature of a chart (its current set
+ * and every set reachable through origins, origins renumbered) and its mask. */
+typedef struct cm_mslot {
+    uint64_t hash;
+    size_t n_sig;
+    uint64_t *sig;
+    uint32_t *words;            /* [n_words], stop tokens included */
+} cm_mslot;
+#define CM_MEMO_MASKS 512       /* slots of the whole-mask memo */
+#define CM_MEMO_MAX_SIG 65536   /* charts with bigger signatures are not memoized */
+
 struct cm_grammar {
     cm_tables t;                /* pointers into owned copies below */
     void *blob;                 /* one allocation holding all table copies */
@@ -71,6 +82,8 @@ struct cm_grammar {
     pthread_mutex_t lock;
     atomic_size_t cache_bytes;
     atomic_size_t cache_entries;
+    cm_mslot *mslots;           /* [CM_MEMO_MASKS], allocated on first use, under mlock */
+    pthread_mutex_t mlock;
 };
 
 typedef struct cm_item {
@@ -139,6 +152,12 @@ struct cm_matcher {
     uint32_t stamp_gen;
     uint64_t *cand;             /* [ceil(n_trie / 64)] */
     cm_mask_stats stats;        /* of the last fill_mask */
+    /* scratch for the mask memo's signature */
+    uint64_t *sig;
+    size_t sig_cap;
+    uint32_t *sq, *slabel, *sgen;   /* [scap] BFS queue, labels, visit stamps per set */
+    size_t scap;
+    uint32_t sgen_cur;
 };
 
 /* earley.c */

@@ -7,6 +7,7 @@
  *      the sets of the common prefix with the previous candidate;
  *   4. stop tokens iff the set is accepting.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -202,6 +203,118 @@ static int fill_some(cm_matcher *m, size_t n) {
     return CM_OK;
 }
 
+/* ---- whole-mask memo -----------------------------------------------------
+ * The allowed tokens are a function of the chart's current set and of every
+ * set reachable from it through item origins (completion reads those, nothing
+ * else): prediction adds items of the current set, scanning reads the current
+ * set.  So two charts whose reachable sets are equal item for item, origins
+ * renumbered in visiting order (set 0 keeps 0: start-rule acceptance needs
+ * it), have the same mask.  Wide sets of expression grammars recur (each item
+ * of a list, each operand), and their masks cost milliseconds; the memo is
+ * shared by all matchers of a grammar. */
+static int grow_scratch(cm_matcher *m, size_t n_sets) {
+    if (n_sets <= m->scap) return CM_OK;
+    size_t cap = m->scap ? m->scap : 64;
+    while (cap < n_sets) cap *= 2;
+    uint32_t *q = realloc(m->sq, cap * sizeof *q);
+    if (!q) return CM_ERR_NOMEM;
+    m->sq = q;
+    uint32_t *l = realloc(m->slabel, cap * sizeof *l);
+    if (!l) return CM_ERR_NOMEM;
+    m->slabel = l;
+    uint32_t *gn = realloc(m->sgen, cap * sizeof *gn);
+    if (!gn) return CM_ERR_NOMEM;
+    memset(gn + m->scap, 0, (cap - m->scap) * sizeof *gn);
+    m->sgen = gn;
+    m->scap = cap;
+    return CM_OK;
+}
+
+static inline int sig_push(cm_matcher *m, size_t *n, uint64_t x) {
+    if (*n == m->sig_cap) {
+        size_t cap = m->sig_cap ? m->sig_cap * 2 : 1024;
+        uint64_t *p = realloc(m->sig, cap * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        m->sig = p;
+        m->sig_cap = cap;
+    }
+    m->sig[(*n)++] = x;
+    return CM_OK;
+}
+
+/* The chart's signature into m->sig; 0 = none (too big or out of memory). */
+static size_t signature(cm_matcher *m, uint64_t *hash) {
+    const cm_chart *c = &m->c;
+    size_t cur = c->n_sets - 1, n = 0, qn = 0;
+    if (grow_scratch(m, c->n_sets)) return 0;
+    if (++m->sgen_cur == 0) {
+        memset(m->sgen, 0, m->scap * sizeof *m->sgen);
+        m->sgen_cur = 1;
+    }
+    uint32_t next = 1;
+    m->sgen[cur] = m->sgen_cur;
+    m->slabel[cur] = cur == 0 ? 0 : next++;
+    m->sq[qn++] = (uint32_t)cur;
+    uint64_t h = 0x9E3779B97F4A7C15ULL;
+    for (size_t qi = 0; qi < qn; qi++) {
+        uint32_t s = m->sq[qi];
+        uint64_t x = (0xFFFFFFFFull << 32) | (c->set_start[s + 1] - c->set_start[s]);
+        if (sig_push(m, &n, x)) return 0;
+        h = (h ^ x) * 0xbf58476d1ce4e5b9ULL;
+        for (size_t i = c->set_start[s]; i < c->set_start[s + 1]; i++) {
+            uint32_t o = c->items[i].origin;
+            if (m->sgen[o] != m->sgen_cur) {
+                m->sgen[o] = m->sgen_cur;
+                m->slabel[o] = o == 0 ? 0 : next++;
+                m->sq[qn++] = o;
+            }
+            x = ((uint64_t)c->items[i].state << 32) | m->slabel[o];
+            if (sig_push(m, &n, x)) return 0;
+            h = (h ^ x) * 0xbf58476d1ce4e5b9ULL;
+        }
+        if (n > CM_MEMO_MAX_SIG) return 0;
+    }
+    *hash = h ^ (h >> 31);
+    return n;
+}
+
+static bool memo_lookup(cm_matcher *m, uint64_t hash, size_t n_sig, uint32_t *words) {
+    cm_grammar *g = (cm_grammar *)m->g;
+    bool hit = false;
+    pthread_mutex_lock(&g->mlock);
+    if (g->mslots) {
+        const cm_mslot *sl = &g->mslots[hash % CM_MEMO_MASKS];
+        if (sl->sig && sl->hash == hash && sl->n_sig == n_sig && !memcmp(sl->sig, m->sig, n_sig * sizeof *m->sig)) {
+            memcpy(words, sl->words, g->n_words * sizeof *words);
+            hit = true;
+        }
+    }
+    pthread_mutex_unlock(&g->mlock);
+    return hit;
+}
+
+static void memo_store(cm_matcher *m, uint64_t hash, size_t n_sig, const uint32_t *words) {
+    cm_grammar *g = (cm_grammar *)m->g;
+    pthread_mutex_lock(&g->mlock);
+    if (!g->mslots) g->mslots = calloc(CM_MEMO_MASKS, sizeof *g->mslots);
+    if (g->mslots) {
+        cm_mslot *sl = &g->mslots[hash % CM_MEMO_MASKS];
+        if (!sl->words) sl->words = malloc(g->n_words * sizeof *sl->words);
+        uint64_t *sig = realloc(sl->sig, n_sig * sizeof *sig);
+        if (sig) sl->sig = sig;
+        if (sl->words && sig) {
+            memcpy(sl->sig, m->sig, n_sig * sizeof *sig);
+            memcpy(sl->words, words, g->n_words * sizeof *words);
+            sl->n_sig = n_sig;
+            sl->hash = hash;
+        } else {
+            sl->n_sig = 0;  /* unusable: memcmp never matches an empty signature of a real chart */
+            sl->hash = 0;
+        }
+    }
+    pthread_mutex_unlock(&g->mlock);
+}
+
 int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (!m || !words) return CM_ERR_ARG;
     const cm_grammar *g = m->g;
@@ -210,6 +323,15 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (m->err) return CM_ERR_STATE;
     memset(&m->stats, 0, sizeof m->stats);
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
+    uint64_t hash = 0;
+    size_t n_sig = 0;
+    if (!m->terminated && m->stats.n_items >= g->lim.mask_memo_min_items) {
+        n_sig = signature(m, &hash);
+        if (n_sig && memo_lookup(m, hash, n_sig, words)) {
+            m->stats.memo_hit = 1;
+            return CM_OK;
+        }
+    }
     if (!m->terminated) {
         int rc;
         if (uncached_states(m) >= g->lim.direct_walk_states) {
@@ -228,6 +350,7 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     }
     if (m->terminated || cm_chart_accepting(&m->c, g))
         for (size_t i = 0; i < g->n_stop; i++) words[g->stop_ids[i] >> 5] |= 1u << (g->stop_ids[i] & 31);
+    if (n_sig) memo_store(m, hash, n_sig, words);
     return CM_OK;
 }
 

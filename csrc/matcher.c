@@ -39,6 +39,10 @@ void cm_matcher_free(cm_matcher *m) {
     free(m->hist);
     free(m->stamp);
     free(m->cand);
+    free(m->sig);
+    free(m->sq);
+    free(m->slabel);
+    free(m->sgen);
     free(m);
 }
 

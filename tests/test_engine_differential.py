@@ -189,3 +189,36 @@ def test_waiter_index_masks_equal_reference(case, data) -> None:
                    cfgmask.MatcherLimits(index_min_items=1, direct_walk_states=1)):
         indexed = cfgmask.compile(g, vocab, matcher_limits=limits)
         _replay_against_reference(indexed, ref, v, data.draw(token_walks(ref, v)))
+
+
+@given(cases(), st.data())
+def test_mask_memo_masks_equal_reference(case, data) -> None:
+    """``mask_memo_min_items=1``: every mask goes through the grammar's whole-mask memo, keyed
+    by the chart's reachable structure.  Later walks on the same compiled grammar hit what
+    earlier walks stored wherever their charts have the same structure, and every mask must
+    still equal the reference's."""
+    g, v = case
+    ref, vocab, compiled = _setup(g, v)
+    if compiled is None:
+        return
+    memo = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=1))
+    for _ in range(3):
+        _replay_against_reference(memo, ref, v, data.draw(token_walks(ref, v)))
+
+
+def test_mask_memo_hits_on_equal_structure() -> None:
+    """Two different texts whose charts have the same structure share one memo entry: after
+    ``a,`` and after ``bb,`` the parser is in the same place (origins renumbered), so the
+    second mask is a hit, and it equals a fresh computation."""
+    g = cfgmask.Grammar.from_gbnf('root ::= item ("," item)* "."\nitem ::= [a-z]+ | "(" root ")"')
+    vocab = cfgmask.Vocabulary.from_token_bytes([b"a", b"bb", b",", b".", b"(", b")", b"a,", b""])
+    memo = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=1))
+    plain = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=2**63))
+    hits = []
+    for text in (b"a,", b"bb,", b"(a,", b"(bb,"):
+        m, p = cfgmask.Matcher(memo), cfgmask.Matcher(plain)
+        assert m.accept_bytes(text) and p.accept_bytes(text)
+        assert _mask_bools(m, vocab.size) == _mask_bools(p, vocab.size), text
+        hits.append(m._h.mask_stats()["memo_hit"])
+        assert not p._h.mask_stats()["memo_hit"]
+    assert hits == [False, True, False, True]
