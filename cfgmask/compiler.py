@@ -26,6 +26,8 @@ class MatcherLimits:
     index_min_items: int = 0  # closed Earley sets this big get a waiter index (1: every set)
     # current sets this big look the whole mask up in the grammar's mask memo (2**63: never)
     mask_memo_min_items: int = 0
+    # ... and so do masks that leave this many uncertain candidates to check (2**63: never)
+    mask_memo_min_candidates: int = 0
 
 
 class CompiledGrammar:
@@ -55,6 +57,7 @@ class CompiledGrammar:
             matcher_limits.direct_walk_states,
             matcher_limits.index_min_items,
             matcher_limits.mask_memo_min_items,
+            matcher_limits.mask_memo_min_candidates,
         )
 
     @property

@@ -86,6 +86,9 @@ typedef struct cm_limits {
      * in the grammar's mask memo, keyed by the chart's reachable structure
      * (SIZE_MAX: never) */
     size_t mask_memo_min_items;
+    /* ... and so does a mask whose scanning states left at least this many
+     * uncertain candidates to check (SIZE_MAX: never) */
+    size_t mask_memo_min_candidates;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -12,6 +12,7 @@ void cm_limits_default(cm_limits *out) {
     out->direct_walk_states = 33;
     out->index_min_items = 32;
     out->mask_memo_min_items = 64;
+    out->mask_memo_min_candidates = 1024;
 }
 
 static int validate_tokens(const cm_tables *t) {

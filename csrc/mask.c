@@ -325,7 +325,9 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
     uint64_t hash = 0;
     size_t n_sig = 0;
+    bool tried = false;  /* the memo was consulted (n_sig: and the mask is to be stored) */
     if (!m->terminated && m->stats.n_items >= g->lim.mask_memo_min_items) {
+        tried = true;
         n_sig = signature(m, &hash);
         if (n_sig && memo_lookup(m, hash, n_sig, words)) {
             m->stats.memo_hit = 1;
@@ -339,6 +341,15 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
             if (!rc && g->lim.direct_walk_states > 1) rc = fill_some(m, CM_FILL_PER_WALK);
         } else {
             rc = gather(m, words);
+            if (!rc && !tried && m->stats.n_candidates >= g->lim.mask_memo_min_candidates) {
+                /* many candidates to check: worth a signature */
+                n_sig = signature(m, &hash);
+                if (n_sig && memo_lookup(m, hash, n_sig, words)) {
+                    memset(m->cand, 0, ((g->v->n_trie + 63) / 64) * sizeof *m->cand);
+                    m->stats.memo_hit = 1;
+                    return CM_OK;
+                }
+            }
             if (!rc) rc = check_candidates(m, words);
         }
         if (rc) {

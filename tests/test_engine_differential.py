@@ -222,3 +222,17 @@ def test_mask_memo_hits_on_equal_structure() -> None:
         hits.append(m._h.mask_stats()["memo_hit"])
         assert not p._h.mask_stats()["memo_hit"]
     assert hits == [False, True, False, True]
+
+
+@given(cases(), st.data())
+def test_mask_memo_by_candidates_masks_equal_reference(case, data) -> None:
+    """``mask_memo_min_candidates=1``: masks that leave any candidate to check go through the
+    memo after their cached parts were gathered (the lookup then replaces them)."""
+    g, v = case
+    ref, vocab, compiled = _setup(g, v)
+    if compiled is None:
+        return
+    limits = cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=1)
+    memo = cfgmask.compile(g, vocab, matcher_limits=limits)
+    for _ in range(3):
+        _replay_against_reference(memo, ref, v, data.draw(token_walks(ref, v)))

@@ -26,12 +26,22 @@ QUERIES = [
 ]
 
 
-def test_sql_lark_masks_with_memo_equal_masks_without() -> None:
+@pytest.mark.parametrize(
+    "limits",
+    [
+        cfgmask.MatcherLimits(mask_memo_min_items=1),  # every mask, before anything else
+        cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=1),  # after gather
+    ],
+    ids=["by-items", "by-candidates"],
+)
+def test_sql_lark_masks_with_memo_equal_masks_without(limits) -> None:
     vocab = cfgmask.Vocabulary.llama3()
     enc = quicktok.get_encoding("llama3")
     g = cfgmask.Grammar.from_lark((ROOT / "grammars" / "sql.lark").read_text())
-    memo = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=1))
-    plain = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=2**63))
+    memo = cfgmask.compile(g, vocab, matcher_limits=limits)
+    plain = cfgmask.compile(
+        g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=2**63)
+    )
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     hits = 0
     for q in QUERIES:
