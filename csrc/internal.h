@@ -60,8 +60,9 @@ typedef struct cm_mslot {
     size_t n_sig;
     uint64_t *sig;
     uint32_t *words;            /* [n_words], stop tokens included */
+    uint64_t stamp;             /* when written (replacement picks the older way) */
 } cm_mslot;
-#define CM_MEMO_MASKS 512       /* slots of the whole-mask memo */
+#define CM_MEMO_MASKS 2048      /* slots of the whole-mask memo (two-way sets) */
 #define CM_MEMO_MAX_SIG 65536   /* charts with bigger signatures are not memoized */
 
 struct cm_grammar {
@@ -83,6 +84,7 @@ struct cm_grammar {
     atomic_size_t cache_bytes;
     atomic_size_t cache_entries;
     cm_mslot *mslots;           /* [CM_MEMO_MASKS], allocated on first use, under mlock */
+    uint64_t mstamp;
     pthread_mutex_t mlock;
 };
 

@@ -283,10 +283,13 @@ static bool memo_lookup(cm_matcher *m, uint64_t hash, size_t n_sig, uint32_t *wo
     bool hit = false;
     pthread_mutex_lock(&g->mlock);
     if (g->mslots) {
-        const cm_mslot *sl = &g->mslots[hash % CM_MEMO_MASKS];
-        if (sl->sig && sl->hash == hash && sl->n_sig == n_sig && !memcmp(sl->sig, m->sig, n_sig * sizeof *m->sig)) {
-            memcpy(words, sl->words, g->n_words * sizeof *words);
-            hit = true;
+        for (size_t way = 0; way < 2 && !hit; way++) {
+            const cm_mslot *sl = &g->mslots[((hash % CM_MEMO_MASKS) & ~(size_t)1) | way];
+            if (sl->sig && sl->hash == hash && sl->n_sig == n_sig &&
+                !memcmp(sl->sig, m->sig, n_sig * sizeof *m->sig)) {
+                memcpy(words, sl->words, g->n_words * sizeof *words);
+                hit = true;
+            }
         }
     }
     pthread_mutex_unlock(&g->mlock);
@@ -298,7 +301,11 @@ static void memo_store(cm_matcher *m, uint64_t hash, size_t n_sig, const uint32_
     pthread_mutex_lock(&g->mlock);
     if (!g->mslots) g->mslots = calloc(CM_MEMO_MASKS, sizeof *g->mslots);
     if (g->mslots) {
-        cm_mslot *sl = &g->mslots[hash % CM_MEMO_MASKS];
+        /* two ways a set: the empty one, else the one not written last */
+        size_t set = (hash % CM_MEMO_MASKS) & ~(size_t)1;
+        cm_mslot *sl = &g->mslots[set];
+        if (sl->sig && (!g->mslots[set | 1].sig || sl->stamp > g->mslots[set | 1].stamp)) sl = &g->mslots[set | 1];
+        sl->stamp = ++g->mstamp;
         if (!sl->words) sl->words = malloc(g->n_words * sizeof *sl->words);
         uint64_t *sig = realloc(sl->sig, n_sig * sizeof *sig);
         if (sig) sl->sig = sig;
@@ -337,6 +344,13 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (!m->terminated) {
         int rc;
         if (uncached_states(m) >= g->lim.direct_walk_states) {
+            if (!tried) {  /* a direct walk is always expensive: worth a signature */
+                n_sig = signature(m, &hash);
+                if (n_sig && memo_lookup(m, hash, n_sig, words)) {
+                    m->stats.memo_hit = 1;
+                    return CM_OK;
+                }
+            }
             rc = direct_walk(m, words);
             if (!rc && g->lim.direct_walk_states > 1) rc = fill_some(m, CM_FILL_PER_WALK);
         } else {
