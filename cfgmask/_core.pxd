@@ -52,6 +52,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t index_min_items
         size_t mask_memo_min_items
         size_t mask_memo_min_candidates
+        size_t share_loop_walks
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,

@@ -28,6 +28,9 @@ class MatcherLimits:
     mask_memo_min_items: int = 0
     # ... and so do masks that leave this many uncertain candidates to check (2**63: never)
     mask_memo_min_candidates: int = 0
+    # cache entries of states in equal loops (copies of one terminal) share their walk inside the
+    # loop (False: every entry walks the whole trie; the masks are the same)
+    share_loop_walks: bool = True
 
 
 class CompiledGrammar:
@@ -58,6 +61,7 @@ class CompiledGrammar:
             matcher_limits.index_min_items,
             matcher_limits.mask_memo_min_items,
             matcher_limits.mask_memo_min_candidates,
+            matcher_limits.share_loop_walks,
         )
 
     @property

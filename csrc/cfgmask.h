@@ -89,6 +89,9 @@ typedef struct cm_limits {
     /* ... and so does a mask whose scanning states left at least this many
      * uncertain candidates to check (SIZE_MAX: never) */
     size_t mask_memo_min_candidates;
+    /* 1: states in equal loops of plain states (copies of one terminal) share
+     * the part of their cache-entry walk that stays inside the loop; 0: not */
+    size_t share_loop_walks;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -13,6 +13,7 @@ void cm_limits_default(cm_limits *out) {
     out->index_min_items = 32;
     out->mask_memo_min_items = 64;
     out->mask_memo_min_candidates = 1024;
+    out->share_loop_walks = 1;
 }
 
 static int validate_tokens(const cm_tables *t) {
@@ -104,6 +105,10 @@ static int derive(cm_grammar *g) {
     g->calls = calloc(t->n_states, sizeof *g->calls);
     g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
     g->cache = calloc(t->n_states, sizeof *g->cache);
+    g->loop_lab = malloc((t->n_states ? t->n_states : 1) * sizeof *g->loop_lab);
+    g->loops = calloc(CM_LOOP_BUCKETS, sizeof *g->loops);
+    if (!g->loop_lab || !g->loops) return CM_ERR_NOMEM;
+    memset(g->loop_lab, 0xff, (t->n_states ? t->n_states : 1) * sizeof *g->loop_lab);
     if (!g->has_bytes || !g->simple || !g->has_tokens || !g->calls || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
@@ -194,6 +199,8 @@ void cm_entry_free(cm_entry *e) {
     free(e);
 }
 
+static void free_loops(cm_grammar *g);
+
 void cm_grammar_free(cm_grammar *g) {
     if (!g) return;
     if (g->cache)
@@ -205,6 +212,8 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->negated_bits);
     free(g->calls);
     free(g->next_bytes);
+    free_loops(g);
+    free(g->loop_lab);
     free(g->stop_ids);
     free(g->blob);
     if (g->mslots)
@@ -252,20 +261,20 @@ static inline bool follows(const cm_tables *t, uint32_t rule, uint8_t b) {
  *   - otherwise                                        -> rejected.
  * Completing at depth 0 needs no check: that continuation is another item of
  * the same Earley set.  Entries sharing a dead prefix share its fate. */
-static int walk_trie(const cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t *fl) {
+static int walk_range(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end,
+                      uint32_t d0, walk *w, uint8_t *ex, uint8_t *fl) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
-    uint32_t rule = t->state_rule[state];
     cm_chart c;
     int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
-    ex[0] = 0;
-    fl[0] = 0;
-    size_t k = 0;
-    while (k < v->n_trie && !rc) {
-        uint32_t len, d = v->trie_lcp[k], dead_at = 0;
+    /* an exit at depth 0 is another item of the same set; deeper, it is an exit */
+    ex[d0] = d0 ? c.exited : 0;
+    fl[d0] = 0;
+    while (k < k_end && !rc) {
+        uint32_t len, d = v->trie_lcp[k] > d0 ? v->trie_lcp[k] : d0, dead_at = 0;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         uint8_t f = 0;
-        cm_chart_truncate(&c, (size_t)d + 1);
+        cm_chart_truncate(&c, (size_t)(d - d0) + 1);
         for (; d < len; d++) {
             f = fl[d] | (ex[d] && follows(t, rule, p[d]));
             int r = cm_chart_scan(&c, g, p[d]);
@@ -291,6 +300,298 @@ static int walk_trie(const cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, 
     }
     cm_chart_free(&c);
     return rc;
+}
+
+static inline bool plain_state(const cm_grammar *g, int32_t s) {
+    return s >= 0 && g->simple[s] && !g->has_tokens[s];
+}
+
+/* walk_range, but through plain states (not accepting, calling nothing: the
+ * private chart would be one item) with the automaton alone, and the chart
+ * only from the first state that is not plain, for that subtree.  Nothing can
+ * complete in a plain state, so no exit flag is raised before it. */
+static int walk_from(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end,
+                     uint32_t d0, walk *w, uint8_t *ex, uint8_t *fl, uint32_t *st) {
+    if (!plain_state(g, (int32_t)state)) return walk_range(g, state, rule, k, k_end, d0, w, ex, fl);
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    int rc = CM_OK;
+    st[d0] = state;
+    while (k < k_end && !rc) {
+        uint32_t len, d = v->trie_lcp[k] > d0 ? v->trie_lcp[k] : d0;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        for (; d < len; d++) {
+            int32_t to = t->trans[(size_t)st[d] * t->n_classes + t->byte_class[p[d]]];
+            if (plain_state(g, to)) {
+                st[d + 1] = (uint32_t)to;
+                continue;
+            }
+            size_t end = v->skip[v->trie_off[k] + d];
+            if (to >= 0) rc = walk_range(g, (uint32_t)to, rule, k, end, d + 1, w, ex, fl);
+            k = end;
+            break;
+        }
+        if (d == len) {
+            uint32_t id = v->trie_ids[k++];
+            w->bits[id >> 5] |= 1u << (id & 31);
+            w->n_accepted++;
+        }
+    }
+    return rc;
+}
+
+/* ---- walks shared by equal loops ----------------------------------------
+ * Most of a trie walk is spent inside a loop of plain states (the inside of a
+ * string, a name, whitespace): not accepting, calling nothing, so the private
+ * chart is one item.  Copies of one terminal inlined in many rules have equal
+ * loops (same transitions inside, different states where they leave), and
+ * every token that stays inside has the same fate.  So the walk of a state in
+ * such a loop (its strongly connected component of plain states) is split:
+ *   - shared, keyed by the loop's canonical form (states numbered breadth
+ *     first from the entry state, each transition inside / out / dead): a DFA
+ *     walk of the trie recording tokens that end inside (accepted) and each
+ *     trie subtree whose prefix leaves the loop (loop state, byte, depth);
+ *   - per state: each recorded exit continued with the private chart from the
+ *     state the byte leads to, over that subtree only.
+ * Same classification as walk_trie: inside the loop nothing can complete, so
+ * no exit flag is raised before the first byte out of it. */
+#define CM_LOOP_MAX 256
+
+typedef struct cm_loop_exit {
+    uint32_t k, k_end, depth, label;
+    uint8_t byte;
+} cm_loop_exit;
+
+struct cm_loop_walk {
+    uint64_t hash;
+    uint32_t n_sig;
+    uint32_t *sig;
+    uint32_t *bits;             /* tokens that end inside the loop */
+    uint32_t n_accepted;
+    cm_loop_exit *exits;
+    size_t n_exits;
+    struct cm_loop_walk *next;
+};
+
+#define LOOP_DEAD UINT32_MAX
+#define LOOP_OUT (UINT32_MAX - 1)
+
+/* The loop of `state`: the plain states that lie on a cycle through it of at
+ * most CM_LOOP_REACH transitions each way (the inside of a string with its
+ * escapes; not the cycle of a whole object, which would make every loop
+ * unique).  Its states in canonical order into ls (n returned, 0 = none or too
+ * big), its signature into *sig.  g->loop_lab (all UINT32_MAX between calls)
+ * maps states to labels meanwhile; the caller resets it with reset_labels. */
+#define CM_LOOP_REACH 3
+
+static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t **sig, uint64_t *hash) {
+    const cm_tables *t = &g->t;
+    uint32_t *lab = ((cm_grammar *)g)->loop_lab;
+    uint32_t nc = t->n_classes, n = 0;
+    *sig = NULL;
+    if (!plain_state(g, (int32_t)state)) return 0;
+    /* forward: plain states within CM_LOOP_REACH transitions (lab = index in fw) */
+    uint32_t *fw = malloc(CM_LOOP_MAX * 4 * sizeof *fw);
+    uint8_t *fd = malloc(CM_LOOP_MAX * 4), *bd = NULL;
+    if (!fw || !fd) {
+        free(fw);
+        free(fd);
+        return 0;
+    }
+    uint32_t nf = 0;
+    fw[nf] = state;
+    fd[nf] = 0;
+    lab[state] = nf++;
+    for (uint32_t i = 0; i < nf; i++) {
+        if (fd[i] == CM_LOOP_REACH) continue;
+        const int32_t *row = t->trans + (size_t)fw[i] * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t to = row[c];
+            if (!plain_state(g, to) || lab[to] != UINT32_MAX) continue;
+            if (nf == CM_LOOP_MAX * 4) goto give_up;
+            fw[nf] = (uint32_t)to;
+            fd[nf] = (uint8_t)(fd[i] + 1);
+            lab[to] = nf++;
+        }
+    }
+    /* backward within that set: bd[i] = transitions from fw[i] back to state */
+    bd = malloc(nf);
+    if (!bd) goto give_up;
+    for (uint32_t i = 0; i < nf; i++) bd[i] = fw[i] == state ? 0 : 0xff;
+    for (uint32_t h = 1; h <= CM_LOOP_REACH; h++)
+        for (uint32_t i = 0; i < nf; i++) {
+            if (bd[i] != 0xff) continue;
+            const int32_t *row = t->trans + (size_t)fw[i] * nc;
+            for (uint32_t c = 0; c < nc && bd[i] == 0xff; c++) {
+                int32_t to = row[c];
+                if (to < 0 || lab[to] == UINT32_MAX) continue;
+                if (bd[lab[to]] < h) bd[i] = (uint8_t)h;
+            }
+        }
+    for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = bd[i] != 0xff ? UINT32_MAX - 2 : UINT32_MAX;
+    free(bd);
+    free(fd);
+    fd = NULL;
+    /* canonical numbering, breadth first by class */
+    ls[n] = state;
+    lab[state] = n++;
+    bool looped = false;
+    uint32_t *s = malloc((size_t)CM_LOOP_MAX * nc * sizeof *s);
+    if (!s) goto give_up;
+    for (uint32_t i = 0; i < n; i++) {
+        const int32_t *row = t->trans + (size_t)ls[i] * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t to = row[c];
+            uint32_t code;
+            if (to < 0) {
+                code = LOOP_DEAD;
+            } else if (lab[to] == UINT32_MAX - 2) {
+                if (n == CM_LOOP_MAX) {
+                    free(s);
+                    goto give_up;
+                }
+                ls[n] = (uint32_t)to;
+                lab[to] = code = n++;
+            } else if (lab[to] < CM_LOOP_MAX) {
+                code = lab[to];
+            } else {
+                code = LOOP_OUT;
+            }
+            looped |= code < CM_LOOP_MAX;
+            s[(size_t)i * nc + c] = code;
+        }
+    }
+    for (uint32_t i = 0; i < nf; i++)
+        if (lab[fw[i]] == UINT32_MAX - 2) lab[fw[i]] = UINT32_MAX;
+    free(fw);
+    if (!looped) {
+        free(s);
+        return n;  /* caller resets labels; no loop, no sharing */
+    }
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    for (size_t i = 0; i < (size_t)n * nc; i++) h = (h ^ s[i]) * 0xbf58476d1ce4e5b9ULL;
+    *hash = h ^ (h >> 29);
+    *sig = s;
+    return n;
+give_up:
+    for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) lab[ls[i]] = UINT32_MAX;
+    free(fw);
+    free(fd);
+    return 0;
+}
+
+static void reset_labels(const cm_grammar *g, const uint32_t *ls, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) g->loop_lab[ls[i]] = UINT32_MAX;
+}
+
+static int push_exit(cm_loop_walk *lw, size_t *cap, cm_loop_exit x) {
+    if (lw->n_exits == *cap) {
+        size_t n = *cap ? *cap * 2 : 64;
+        cm_loop_exit *p = realloc(lw->exits, n * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        lw->exits = p;
+        *cap = n;
+    }
+    lw->exits[lw->n_exits++] = x;
+    return CM_OK;
+}
+
+/* The shared DFA walk of a loop (labels of g->loop_lab are set for ls). */
+static int loop_walk(const cm_grammar *g, const uint32_t *ls, cm_loop_walk *lw) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    const uint32_t *lab = g->loop_lab;
+    uint32_t *st = malloc(((size_t)v->max_len + 1) * sizeof *st);
+    lw->bits = calloc(g->n_words ? g->n_words : 1, sizeof *lw->bits);
+    if (!st || !lw->bits) {
+        free(st);
+        return CM_ERR_NOMEM;
+    }
+    size_t cap = 0, k = 0;
+    int rc = CM_OK;
+    st[0] = ls[0];
+    while (k < v->n_trie && !rc) {
+        uint32_t len, d = v->trie_lcp[k];
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        for (; d < len; d++) {
+            int32_t to = t->trans[(size_t)st[d] * t->n_classes + t->byte_class[p[d]]];
+            if (to >= 0 && lab[to] < CM_LOOP_MAX) {
+                st[d + 1] = (uint32_t)to;
+                continue;
+            }
+            size_t end = v->skip[v->trie_off[k] + d];
+            if (to >= 0) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, lab[st[d]], p[d]});
+            k = end;
+            break;
+        }
+        if (d == len) {
+            uint32_t id = v->trie_ids[k++];
+            lw->bits[id >> 5] |= 1u << (id & 31);
+            lw->n_accepted++;
+        }
+    }
+    free(st);
+    return rc;
+}
+
+static void loop_walk_free(cm_loop_walk *lw) {
+    if (!lw) return;
+    free(lw->sig);
+    free(lw->bits);
+    free(lw->exits);
+    free(lw);
+}
+
+static void free_loops(cm_grammar *g) {
+    if (g->loops)
+        for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
+            for (cm_loop_walk *lw = g->loops[b], *nx; lw; lw = nx) {
+                nx = lw->next;
+                loop_walk_free(lw);
+            }
+    free(g->loops);
+    g->loops = NULL;
+}
+
+/* The shared walk for the loop of `state` (built under the grammar's lock),
+ * its states in ls; NULL when the state is in no loop (or on failure). */
+static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, int *status) {
+    cm_grammar *mg = (cm_grammar *)g;
+    uint32_t *sig;
+    uint64_t hash = 0;
+    uint32_t n = find_loop(g, state, ls, &sig, &hash);
+    if (!sig) {
+        reset_labels(g, ls, n);
+        return NULL;
+    }
+    size_t nsig = (size_t)n * g->t.n_classes, b = hash % CM_LOOP_BUCKETS;
+    for (cm_loop_walk *lw = mg->loops[b]; lw; lw = lw->next)
+        if (lw->hash == hash && lw->n_sig == nsig && !memcmp(lw->sig, sig, nsig * sizeof *sig)) {
+            free(sig);
+            return lw;  /* labels stay set for the caller */
+        }
+    cm_loop_walk *lw = calloc(1, sizeof *lw);
+    if (!lw) {
+        free(sig);
+        reset_labels(g, ls, n);
+        *status = CM_ERR_NOMEM;
+        return NULL;
+    }
+    lw->hash = hash;
+    lw->n_sig = (uint32_t)nsig;
+    lw->sig = sig;
+    int rc = loop_walk(g, ls, lw);
+    if (rc) {
+        loop_walk_free(lw);
+        reset_labels(g, ls, n);
+        *status = rc;
+        return NULL;
+    }
+    lw->next = mg->loops[b];
+    mg->loops[b] = lw;
+    atomic_fetch_add(&mg->cache_bytes, sizeof *lw + nsig * 4 + g->n_words * 4 + lw->n_exits * sizeof *lw->exits);
+    return lw;
 }
 
 /* Store accepted tokens as a sorted id list when that is smaller than a bitset. */
@@ -322,8 +623,32 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     cm_entry *e = calloc(1, sizeof *e);
     uint8_t *ex = malloc((size_t)g->v->max_len + 1);
     uint8_t *fl = malloc((size_t)g->v->max_len + 1);
+    uint32_t *st = malloc(((size_t)g->v->max_len + 1) * sizeof *st);
     w.bits = calloc(g->n_words ? g->n_words : 1, sizeof *w.bits);
-    int rc = (!e || !ex || !fl || !w.bits) ? CM_ERR_NOMEM : walk_trie(g, state, &w, ex, fl);
+    int rc = (!e || !ex || !fl || !st || !w.bits) ? CM_ERR_NOMEM : CM_OK;
+    const cm_loop_walk *lw = NULL;
+    uint32_t *ls = NULL;
+    if (!rc && g->lim.share_loop_walks && plain_state(g, (int32_t)state)) {
+        ls = malloc(CM_LOOP_MAX * sizeof *ls);
+        if (ls) lw = shared_walk(g, state, ls, &rc);
+    }
+    if (!rc && lw) {
+        uint32_t n_loop = lw->n_sig / g->t.n_classes;
+        memcpy(w.bits, lw->bits, g->n_words * sizeof *w.bits);
+        w.n_accepted = lw->n_accepted;
+        uint32_t rule = g->t.state_rule[state];
+        for (size_t i = 0; !rc && i < lw->n_exits; i++) {
+            const cm_loop_exit *x = &lw->exits[i];
+            int32_t to = g->t.trans[(size_t)ls[x->label] * g->t.n_classes + g->t.byte_class[x->byte]];
+            if (to < 0) continue;  /* cannot happen: equal loops, equal transitions */
+            rc = walk_from(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, &w, ex, fl, st);
+        }
+        reset_labels(g, ls, n_loop);
+    } else if (!rc) {
+        rc = walk_from(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, &w, ex, fl, st);
+    }
+    free(ls);
+    free(st);
     if (!rc) rc = finish_entry(g, &w, e);
     free(ex);
     free(fl);

@@ -62,6 +62,8 @@ typedef struct cm_mslot {
     uint32_t *words;            /* [n_words], stop tokens included */
     uint64_t stamp;             /* when written (replacement picks the older way) */
 } cm_mslot;
+typedef struct cm_loop_walk cm_loop_walk;  /* grammar.c: a trie walk shared by equal loops */
+#define CM_LOOP_BUCKETS 256
 #define CM_MEMO_MASKS 2048      /* slots of the whole-mask memo (two-way sets) */
 #define CM_MEMO_MAX_SIG 65536   /* charts with bigger signatures are not memoized */
 
@@ -84,6 +86,8 @@ struct cm_grammar {
     atomic_size_t cache_bytes;
     atomic_size_t cache_entries;
     cm_mslot *mslots;           /* [CM_MEMO_MASKS], allocated on first use, under mlock */
+    cm_loop_walk **loops;       /* [CM_LOOP_BUCKETS] shared loop walks, under lock */
+    uint32_t *loop_lab;         /* [n_states] scratch of find_loop, all UINT32_MAX between uses */
     uint64_t mstamp;
     pthread_mutex_t mlock;
 };

@@ -236,3 +236,22 @@ def test_mask_memo_by_candidates_masks_equal_reference(case, data) -> None:
     memo = cfgmask.compile(g, vocab, matcher_limits=limits)
     for _ in range(3):
         _replay_against_reference(memo, ref, v, data.draw(token_walks(ref, v)))
+
+
+LOOP_COPIES = cfgmask.Grammar.from_gbnf(
+    'root ::= "{" s ":" s ("," s ":" s)* "}" | "[" s "]"\n'
+    's ::= "\\"" ([^"\\\\] | "\\\\" ["\\\\nu] | "\\\\u" [0-9a-f] [0-9a-f])* "\\""'
+).ir
+
+
+@given(vocabularies((b"{", b"}", b"[", b"]", b'"', b":", b",", b"\\", b"u", b"n", b"a", b"0", b'a"', b'":"', b'","')),
+       st.data())
+def test_shared_loop_walks_equal_reference(v, data) -> None:
+    """Copies of one string loop inlined in many places (keys, values, array items) share the
+    part of their cache walks that stays inside the loop; each continues its own exits.  With
+    sharing (the default) and without, masks equal the reference's."""
+    ref, vocab, compiled = _setup(LOOP_COPIES, v)
+    assert compiled is not None
+    unshared = cfgmask.compile(LOOP_COPIES, vocab, matcher_limits=cfgmask.MatcherLimits(share_loop_walks=False))
+    for c in (compiled, unshared):
+        _replay_against_reference(c, ref, v, data.draw(token_walks(ref, v, max_steps=10)))
