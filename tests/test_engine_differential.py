@@ -185,8 +185,10 @@ def test_waiter_index_masks_equal_reference(case, data) -> None:
     ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
-    for limits in (cfgmask.MatcherLimits(index_min_items=1),
-                   cfgmask.MatcherLimits(index_min_items=1, direct_walk_states=1)):
+    for limits in (
+        cfgmask.MatcherLimits(index_min_items=1),
+        cfgmask.MatcherLimits(index_min_items=1, direct_walk_states=1),
+    ):
         indexed = cfgmask.compile(g, vocab, matcher_limits=limits)
         _replay_against_reference(indexed, ref, v, data.draw(token_walks(ref, v)))
 
@@ -244,14 +246,20 @@ LOOP_COPIES = cfgmask.Grammar.from_gbnf(
 ).ir
 
 
-@given(vocabularies((b"{", b"}", b"[", b"]", b'"', b":", b",", b"\\", b"u", b"n", b"a", b"0", b'a"', b'":"', b'","')),
-       st.data())
+@given(
+    vocabularies(
+        (b"{", b"}", b"[", b"]", b'"', b":", b",", b"\\", b"u", b"n", b"a", b"0", b'a"', b'":"', b'","')
+    ),
+    st.data(),
+)
 def test_shared_loop_walks_equal_reference(v, data) -> None:
     """Copies of one string loop inlined in many places (keys, values, array items) share the
     part of their cache walks that stays inside the loop; each continues its own exits.  With
     sharing (the default) and without, masks equal the reference's."""
     ref, vocab, compiled = _setup(LOOP_COPIES, v)
     assert compiled is not None
-    unshared = cfgmask.compile(LOOP_COPIES, vocab, matcher_limits=cfgmask.MatcherLimits(share_loop_walks=False))
+    unshared = cfgmask.compile(
+        LOOP_COPIES, vocab, matcher_limits=cfgmask.MatcherLimits(share_loop_walks=False)
+    )
     for c in (compiled, unshared):
         _replay_against_reference(c, ref, v, data.draw(token_walks(ref, v, max_steps=10)))

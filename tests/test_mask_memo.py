@@ -40,7 +40,9 @@ def test_sql_lark_masks_with_memo_equal_masks_without(limits) -> None:
     g = cfgmask.Grammar.from_lark((ROOT / "grammars" / "sql.lark").read_text())
     memo = cfgmask.compile(g, vocab, matcher_limits=limits)
     plain = cfgmask.compile(
-        g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=2**63)
+        g,
+        vocab,
+        matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=2**63),
     )
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     hits = 0
