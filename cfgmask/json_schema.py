@@ -20,7 +20,8 @@ Implementation map: :mod:`.jsonschema.compiler` (walk, applicators, scalars),
 :mod:`.jsonschema.containers` (objects, arrays), :mod:`.jsonschema.strings`
 (length, pattern, format), :mod:`.jsonschema.numbers` (numeric ranges),
 :mod:`.jsonschema.lexical` (JSON spellings), :mod:`.jsonschema.formats`,
-:mod:`.jsonschema.refs`, :mod:`.jsonschema.merge`, :mod:`.jsonschema.disjoint`.
+:mod:`.jsonschema.refs`, :mod:`.jsonschema.merge`, :mod:`.jsonschema.disjoint`,
+:mod:`.jsonschema.chardfa` (character automata: pattern with length/format, key regions).
 """
 
 from __future__ import annotations

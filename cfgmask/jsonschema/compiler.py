@@ -54,6 +54,10 @@ KNOWN_META = {
     for d in ("draft-04", "draft-06", "draft-07", "draft/2019-09", "draft/2020-12")
 }
 MAX_REF_EXPANSIONS = 64
+# A condition on the keys present in an object: ("anyOf" | "oneOf" | "not", key sets), true when
+# some / exactly one / not every set is contained in the instance's keys.
+Presence = tuple[str, list[frozenset[str]]]
+PRESENCE = "\x00presence"  # where negation() hands one back
 MAX_MULTIPLE_OF = 1000
 
 
@@ -163,6 +167,8 @@ class Compiler:
         s = normalize(s, self.draft)
         if "allOf" in s:
             s = self.merge_all_of(s, path, base)
+        if "if" in s and self.draft >= 7:
+            s = self.conditional(s, path, base)
         if "anyOf" in s or "oneOf" in s:
             return self.branches(s, path, base)
         return self.simple(s, path, base)
@@ -278,6 +284,10 @@ class Compiler:
         subs = s[key]
         if not isinstance(subs, list) or not subs:
             raise GrammarError(f"{key} at {where} must be a non-empty list")
+        presence = self._presence_branches(key, subs, rest, base)
+        if presence is not None:
+            self.rep.enforced(where, key, "a condition on which keys are present")
+            return self.simple(rest, path, base, [presence])
         trivial = not constraining(rest)
         merged: list[Any] = []
         for i, b in enumerate(subs):
@@ -302,6 +312,109 @@ class Compiler:
             else ir.NOTHING
         )
 
+    def conditional(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
+        """``if``/``then``/``else`` as ``anyOf: [if ∧ then, ¬if ∧ else]`` (the two branches are
+        disjoint, so the union is exact), when ``¬if`` can be written exactly: ``if`` may test
+        ``type``, ``required`` and ``properties`` whose schemas are scalar ``enum``/``const``.
+        ``¬if`` is then a union: another type, a required key absent, or a tested key present
+        with another value."""
+        where = pointer(path, "if")
+        rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
+        if "unevaluatedProperties" in s or "unevaluatedItems" in s:  # they see what if/then/else evaluate
+            self.rep.rejected(where, "if", "if/then/else beside unevaluatedProperties/unevaluatedItems")
+            return rest
+        if "then" not in s and "else" not in s:
+            self.rep.enforced(where, "if", "no effect without then/else")
+            return rest
+        try:
+            cond = self.resolve_part(s["if"], base, [MAX_REF_EXPANSIONS])
+            then = self.resolve_part(s.get("then", True), base, [MAX_REF_EXPANSIONS])
+            other = self.resolve_part(s.get("else", True), base, [MAX_REF_EXPANSIONS])
+            negated = self._negate(cond)
+            if negated is None:
+                raise Unmergeable("if", "the negation of this 'if' schema cannot be written exactly")
+            if "anyOf" in rest or "oneOf" in rest:
+                raise Unmergeable("if", "if/then/else beside anyOf/oneOf")
+            branches = [intersect(cond, then)] + [intersect(d, other) for d in negated]
+        except Unmergeable as e:
+            self.rep.rejected(where, "if", e.reason)
+            return rest
+        except GrammarError as e:
+            self.rep.rejected(where, "if", e.message)
+            return rest
+        for k in ("if", "then", "else"):
+            if k in s:
+                self.rep.enforced(pointer(path, k), k, "(if and then) or (not if and else)")
+        return {**rest, "anyOf": branches}
+
+    def _negate(self, cond: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """Schemas whose union is exactly the complement of ``cond``, or None."""
+        keys = {k for k in cond if not is_annotation(k)}
+        if not keys <= {"type", "required", "properties"}:
+            return None
+        ts = type_set(cond)
+        out: list[dict[str, Any]] = []
+        others = [
+            t for t in TYPES if t not in ts and t != "integer" and not (t == "number" and "integer" in ts)
+        ]
+        if "integer" in ts and "number" not in ts:
+            return None  # "a number that is not an integer" needs multipleOf
+        if others:
+            out.append({"type": others})
+        if "object" not in ts:
+            return out
+        required = cond.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            return None
+        for r in required:
+            out.append({"type": "object", "not": {"required": [r]}})
+        props = cond.get("properties", {})
+        if not isinstance(props, dict):
+            return None
+        for name, ps in props.items():
+            if ps is True or (isinstance(ps, dict) and not constraining(ps)):
+                continue
+            if ps is False:  # the key is absent in every instance of cond
+                out.append({"type": "object", "required": [name]})
+                continue
+            if not isinstance(ps, dict):
+                return None
+            ps = normalize(ps, self.draft)
+            if {k for k in ps if not is_annotation(k)} - {"enum", "type"} or "enum" not in ps:
+                return None
+            values = (
+                [v for v in ps["enum"] if evaluate({"type": ps["type"]}, v)] if "type" in ps else ps["enum"]
+            )
+            if any(isinstance(v, (dict, list)) for v in values):
+                return None
+            out.append(
+                {"type": "object", "required": [name], "properties": {name: {"not": {"enum": values}}}}
+            )
+        return out
+
+    def _presence_branches(
+        self, key: str, subs: list[Any], rest: dict[str, Any], base: str
+    ) -> tuple[str, list[frozenset[str]]] | None:
+        """``anyOf``/``oneOf`` of branches that only say ``required`` (``type: object`` at most),
+        beside a schema of objects: a Boolean condition on the set of present keys, which the
+        object's key-set machine checks exactly (so ``oneOf`` needs no disjointness)."""
+        if type_set(rest) != {"object"} or "enum" in rest or "not" in rest:
+            return None
+        sets: list[frozenset[str]] = []
+        for b in subs:
+            try:
+                r = self.resolve_part(b, base, [MAX_REF_EXPANSIONS])
+            except (Unmergeable, GrammarError):
+                return None
+            ks = {k for k in r if not is_annotation(k)}
+            if not ks <= {"required", "type"} or "object" not in type_set(r):
+                return None
+            req = r.get("required", [])
+            if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
+                return None
+            sets.append(frozenset(req))
+        return key, sets
+
     def _pairwise_disjoint(self, bs: list[Any]) -> bool:
         from .disjoint import disjoint
 
@@ -309,7 +422,13 @@ class Compiler:
 
     # ------------------------------------------------------------------ one schema, no applicators
 
-    def simple(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+    def simple(
+        self, s: dict[str, Any], path: str, base: str, presence: list[Presence] | None = None
+    ) -> ir.Expr:
+        """One schema without applicators.  ``presence``: conditions on the set of keys of an
+        object instance (from ``anyOf``/``oneOf``/``not`` of ``required``), checked by
+        :meth:`Containers.object`."""
+        presence = list(presence or [])
         for k in s:
             if k in UNSUPPORTED:
                 self.rep.rejected(pointer(path, k), k, "not supported")
@@ -321,13 +440,17 @@ class Compiler:
         for k in ("if", "then", "else"):
             if k in s and "if" not in s:
                 self.rep.enforced(pointer(path, k), k, "no effect without 'if'")
-        if "if" in s:
-            self.rep.rejected(pointer(path, "if"), "if", "if/then/else is not supported")
+        if "if" in s and self.draft >= 7:
+            self.rep.rejected(pointer(path, "if"), "if", "if/then/else is not supported here")
+        elif "if" in s:
+            self.rep.enforced(pointer(path, "if"), "if", "not a keyword before draft-07: an annotation")
         types = type_set(s)
         extra: dict[str, Any] = {}
         excluded: list[Any] = []
         if "not" in s:
             types, excluded, extra = self.negation(s["not"], types, pointer(path, "not"), base)
+            if PRESENCE in extra:
+                presence.append(extra.pop(PRESENCE))
         if "type" in s:
             self.rep.enforced(pointer(path, "type"), "type")
         if "enum" in s:
@@ -349,7 +472,7 @@ class Compiler:
         else:
             self._ignore(s, NUMBER_KW, path)
         if "object" in types:
-            alts.append(self.containers.object(s if not extra else intersect(s, extra), path, base))
+            alts.append(self.containers.object(s if not extra else intersect(s, extra), path, base, presence))
         else:
             self._ignore(s, OBJECT_KW, path)
         if "array" in types:
@@ -384,6 +507,15 @@ class Compiler:
         if keys == {"required"} and isinstance(n["required"], list) and len(n["required"]) == 1:
             self.rep.enforced(where, "not")
             return types, [], {"properties": {n["required"][0]: False}}
+        if (
+            keys == {"required"}
+            and isinstance(n["required"], list)
+            and all(isinstance(x, str) for x in n["required"])
+            and n["required"]
+        ):
+            self.rep.enforced(where, "not", "a condition on which keys are present")
+            # non-objects satisfy every ``required``, so ``not`` excludes them
+            return types & {"object"}, [], {PRESENCE: ("not", [frozenset(n["required"])])}
         self.rep.rejected(where, "not", "only 'not' of type, of scalar enum/const, or of one required name")
         return types, [], {}
 

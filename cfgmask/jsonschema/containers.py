@@ -5,11 +5,23 @@ Objects: members may come in any order.  Keys that must be counted
 ``min/maxProperties`` need counting) are *tracked*: the grammar has one rule
 per set of tracked keys seen so far, so a tracked key appears at most once
 and the object can close only in a state that satisfies the keywords.  That
-is exponential in the number of tracked keys, hence ``MAX_TRACKED``; beyond it
-strict mode rejects, and non-strict mode requires the required keys in schema
-order (reported ``relaxed``).  Untracked keys may repeat: a JSON parser that
+is exponential in the number of tracked keys, hence ``MAX_TRACKED``, and no
+exact grammar does essentially better: restricted to objects of n members, "n
+required keys in any order" is the set of permutations of n symbols, for which
+context-free grammars need size exponential in n.  Beyond it strict mode
+rejects, and non-strict mode requires the required keys in schema order
+(reported ``relaxed``).  Untracked keys may repeat: a JSON parser that
 keeps the last value (Python's ``json``, JavaScript) sees a valid object,
 since every occurrence's value is checked.
+
+``patternProperties`` (any ``additionalProperties``, overlapping patterns): the
+keys that are not listed names are split by which patterns they match, with a
+product of the patterns' automata (:mod:`.chardfa`); each region's values get
+the ``allOf`` of its patterns' schemas, the region of no pattern gets
+``additionalProperties``.  A listed name gets its property schema and those of
+the patterns it matches.  ``anyOf``/``oneOf``/``not`` of ``required`` arrive as
+conditions on the set of tracked keys (``presence``), checked where the object
+closes.
 
 Arrays: ``prefixItems`` / ``items`` / ``minItems`` / ``maxItems`` exactly;
 ``uniqueItems`` when the items range over a small finite set of values (one
@@ -19,6 +31,7 @@ prefix apply.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
@@ -26,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from .. import ir
 from ..errors import GrammarError
 from . import _ir_util as U
+from . import chardfa
 from .lexical import Encoder, encode_text
 from .merge import Unmergeable, equal, evaluate, intersect, is_annotation, type_set
 from .report import pointer
@@ -35,11 +49,41 @@ if TYPE_CHECKING:
     from .compiler import Compiler
 
 MAX_TRACKED = 8
+MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their automata
 MAX_UNIQUE_VALUES = 8
 
 
 def _trivial(s: Any) -> bool:
     return s is True or (isinstance(s, dict) and not any(not is_annotation(k) for k in s))
+
+
+def _holds(kind: str, sets: list[frozenset[str]], keys: frozenset[str]) -> bool:
+    n = sum(1 for st in sets if st <= keys)
+    return n >= 1 if kind == "anyOf" else n == 1 if kind == "oneOf" else n < len(sets)
+
+
+def _strip(s: Any) -> Any:
+    return {k: v for k, v in s.items() if not is_annotation(k)} if isinstance(s, dict) else s
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same schema (annotations aside; a cheap sufficient test)."""
+    if _trivial(a) and _trivial(b):
+        return True
+    return json.dumps(_strip(a), sort_keys=True, default=str) == json.dumps(
+        _strip(b), sort_keys=True, default=str
+    )
+
+
+def _all_of(parts: list[Any]) -> Any:
+    """One schema for all of ``parts`` (trivial and repeated parts dropped)."""
+    if any(p is False for p in parts):
+        return False
+    keep: list[Any] = []
+    for p in parts:
+        if not _trivial(p) and not any(_same(p, q) for q in keep):
+            keep.append(p)
+    return True if not keep else keep[0] if len(keep) == 1 else {"allOf": keep}
 
 
 class Containers:
@@ -106,8 +150,16 @@ class Containers:
 
     # ------------------------------------------------------------------ objects
 
-    def object(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:  # noqa: C901
+    def object(  # noqa: C901
+        self,
+        s: dict[str, Any],
+        path: str,
+        base: str,
+        presence: list[tuple[str, list[frozenset[str]]]] | None = None,
+    ) -> ir.Expr:
         c, rep = self.c, self.c.rep
+        presence = presence or []
+        conditioned = sorted({n for _, sets in presence for st in sets for n in st})
         props: dict[str, Any] = dict(s.get("properties", {}))
         required = list(dict.fromkeys(s.get("required", [])))
         addl = s.get("additionalProperties", True)
@@ -124,39 +176,24 @@ class Containers:
         for k, v in s.get("dependentSchemas", {}).items():
             if not _trivial(v):
                 rep.rejected(pointer(path, "dependentSchemas", k), "dependentSchemas", "not supported")
-        # patternProperties: keys matching a pattern need its schema, additional keys must avoid them
+        # patternProperties: a key gets the schemas of every pattern it matches (and of its
+        # listed property); a key that matches none and is not listed gets additionalProperties
         patterns = {p: v for p, v in patterns.items() if not (_trivial(v) and _trivial(addl))}
-        if patterns:
-            where = pointer(path, "patternProperties")
-            if not (addl is False or _trivial(addl) and all(_trivial(v) for v in patterns.values())):
-                rep.rejected(
-                    where, "patternProperties", "patternProperties with additionalProperties other than false"
-                )
-                patterns = {}
-            elif len({repr(v) for v in patterns.values()}) > 1:
-                rep.rejected(
-                    where, "patternProperties", "several patterns with different schemas may overlap"
-                )
-                patterns = {}
+        automata = self._pattern_automata(patterns, path)
+        if automata is None:
+            patterns = {}
         names = list(
-            dict.fromkeys([*props, *required, *dep_req, *(b for bs in dep_req.values() for b in bs)])
+            dict.fromkeys(
+                [*props, *required, *dep_req, *(b for bs in dep_req.values() for b in bs), *conditioned]
+            )
         )
         values: dict[str, Any] = {}
+        region_of: dict[str, tuple[bool, ...]] = {}
         for n in names:
-            v = props.get(n, addl)
-            for p, ps in patterns.items():
-                try:
-                    hit = re.search(p, n) is not None
-                except re.error as e:
-                    raise GrammarError(
-                        f"invalid pattern {p!r} at {pointer(path, 'patternProperties')}: {e}"
-                    ) from None
-                if hit:
-                    if n in props and not (_trivial(props[n]) or props[n] == ps):
-                        rep.rejected(pointer(path, "patternProperties"), "patternProperties",
-                                     f"property {n!r} also matches pattern {p!r}")  # fmt: skip
-                    v = ps
-            values[n] = v
+            region_of[n] = tuple(d.matches(n) for d in (automata or []))
+            hits = [ps for ps, hit in zip(patterns.values(), region_of[n], strict=True) if hit]
+            parts = ([props[n]] if n in props else []) + hits
+            values[n] = _all_of(parts) if parts else addl
         pn = s.get("propertyNames", True)
         key_lang: ir.Expr | None = None  # spelling of additional keys, when propertyNames restricts them
         if "propertyNames" in s:
@@ -164,6 +201,8 @@ class Containers:
             if pn is False:
                 names, patterns, addl = [], {}, False
             elif not _trivial(pn):
+                if patterns:
+                    rep.rejected(where, "propertyNames", "propertyNames together with patternProperties")
                 for n in list(names):
                     ok = evaluate(pn, n)
                     if ok is None:
@@ -185,20 +224,13 @@ class Containers:
             c.rules[name] = body
             member[n] = ir.Ref(name)
         free_parts: list[ir.Expr] = []
-        for p, ps in patterns.items():
-            try:
-                langs = search_language(p)
-            except GrammarError as e:
-                rep.rejected(pointer(path, "patternProperties", p), "patternProperties", e.message)
-                continue
-            enc = Encoder(c.rules, "key")
-            key = ir.seq(U.lit('"'), ir.alt(*[enc.encode(x) for x in langs]), U.lit('"'))
-            free_parts.append(
-                ir.seq(key, c.sep(":"), c.schema(ps, pointer(path, "patternProperties", p), base))
+        if patterns and automata:
+            free_parts += self._pattern_members(
+                patterns, automata, names, values, region_of, addl, path, base
             )
         if addl is not False and not patterns:
             if key_lang is None:
-                key_lang = not_in(names) if names else ir.Repeat(c.char_generic(), 0, None)
+                key_lang = not_in(names, c.rules) if names else ir.Repeat(c.char_generic(), 0, None)
             value = c.schema(addl, pointer(path, "additionalProperties"), base)
             if value != ir.NOTHING:
                 free_parts.append(ir.seq(U.lit('"'), key_lang, U.lit('"'), c.sep(":"), value))
@@ -212,6 +244,9 @@ class Containers:
                 if b not in member and a in member:  # a may not appear: its dependency is impossible
                     member.pop(a)
                     tracked.remove(a) if a in tracked else None
+        for n in conditioned:
+            if n not in tracked and n in member:
+                tracked.append(n)
         lo = s.get("minProperties", 0)
         hi = s.get("maxProperties")
         count = False
@@ -242,6 +277,8 @@ class Containers:
             free = ir.Ref(fname)
         req = [n for n in required if n in member]
         if len(tracked) > MAX_TRACKED:
+            if presence:
+                rep.rejected(path, "oneOf", f"a condition on more than {MAX_TRACKED} tracked keys")
             why = f"more than {MAX_TRACKED} tracked keys: required keys must come in schema order"
             rep.relaxed(pointer(path, "required"), "required", why)
             others = [member[n] for n in member if n not in req]
@@ -256,12 +293,86 @@ class Containers:
                 return False
             if not all(all(b in st for b in dep_req.get(a, [])) for a in st):
                 return False
+            if not all(_holds(kind, sets, st) for kind, sets in presence):
+                return False
             return not count or (lo <= len(st) and (hi is None or len(st) <= hi))
 
         def moves(st: frozenset[str]) -> list[tuple[ir.Expr, Any]]:
             return [(member[t], st | {t}) for t in tracked if t not in st]
 
         return self.machine("obj", frozenset(), final, moves, free, "{", "}")
+
+    def _pattern_automata(self, patterns: dict[str, Any], path: str) -> list[chardfa.CharDFA] | None:
+        """One automaton per pattern (its ``re.search`` language), or None (reported)."""
+        if not patterns:
+            return None
+        where = pointer(path, "patternProperties")
+        for p in patterns:
+            try:
+                re.compile(p)
+            except (re.error, TypeError) as e:
+                raise GrammarError(f"invalid pattern {p!r} at {where}: {e}") from None
+        if len(patterns) > MAX_PATTERNS:
+            self.c.rep.rejected(where, "patternProperties", f"more than {MAX_PATTERNS} patterns")
+            return None
+        try:
+            return [chardfa.from_expr(ir.alt(*search_language(p))) for p in patterns]
+        except GrammarError as e:
+            self.c.rep.rejected(where, "patternProperties", e.message)
+            return None
+
+    def _pattern_members(
+        self,
+        patterns: dict[str, Any],
+        automata: list[chardfa.CharDFA],
+        names: list[str],
+        values: dict[str, Any],
+        region_of: dict[str, tuple[bool, ...]],
+        addl: Any,
+        path: str,
+        base: str,
+    ) -> list[ir.Expr]:
+        """Members whose key is not a listed name: the keys are split by which patterns they
+        match (a product of the patterns' automata), each region with the ``allOf`` of its
+        patterns' schemas, or ``additionalProperties`` where none matches.  A listed name is cut
+        out of its region only when its own schema differs from the region's."""
+        c, rep = self.c, self.c.rep
+        where = pointer(path, "patternProperties")
+        schemas = list(patterns.values())
+        try:
+            raw, flags = chardfa.regions(automata)
+        except GrammarError as e:
+            rep.rejected(where, "patternProperties", e.message)
+            return []
+        out: list[ir.Expr] = []
+        for region in sorted(set(flags), key=lambda f: [not x for x in f]):
+            hits = [ps for ps, hit in zip(schemas, region, strict=True) if hit]
+            value = _all_of(hits) if hits else addl
+            if value is False:
+                continue
+            own = [n for n in names if region_of[n] == region and not _same(values[n], value)]
+            try:
+                keys = raw.where([f == region for f in flags])
+                if own:
+                    keys = chardfa.product([keys, chardfa.words(own)], lambda f: f[0] and not f[1])
+                if keys.is_empty():
+                    continue
+                local: dict[str, ir.Expr] = {}
+                key_expr = keys.to_expr(local, "key")
+            except GrammarError as e:
+                rep.rejected(where, "patternProperties", e.message)
+                continue
+            at = (
+                pointer(path, "additionalProperties") if not hits
+                else pointer(where, next(p for p, hit in zip(patterns, region, strict=True) if hit))
+            )  # fmt: skip
+            v = c.schema(value, at, base)
+            if v == ir.NOTHING:
+                continue
+            key = Encoder(c.rules, "key", share_classes=True).encode_all(key_expr, local)
+            out.append(ir.seq(U.lit('"'), key, U.lit('"'), c.sep(":"), v))
+        rep.enforced(where, "patternProperties", "keys split by the patterns they match (re.search)")
+        return out
 
     def _counted_free(
         self, member: dict[str, ir.Expr], free_parts: list[ir.Expr], lo: int, hi: int | None, path: str

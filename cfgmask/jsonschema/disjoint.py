@@ -8,6 +8,7 @@ are apart; or (objects) a property required by both has disjoint schemas
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -85,16 +86,35 @@ def disjoint(a: Any, b: Any, c: Compiler, depth: int = 0) -> bool:
     return True
 
 
+def _value_schema(s: dict[str, Any], key: str) -> Any:
+    """The schema the value of ``key`` must satisfy in an instance of ``s`` (its property
+    schema, the schemas of the patterns it matches, else additionalProperties); None when a
+    pattern cannot be evaluated."""
+    parts: list[Any] = []
+    if key in s.get("properties", {}):
+        parts.append(s["properties"][key])
+    for p, ps in s.get("patternProperties", {}).items():
+        try:
+            if re.search(p, key):
+                parts.append(ps)
+        except (re.error, TypeError):
+            return None
+    if not parts:
+        return s.get("additionalProperties", True)
+    if any(x is False for x in parts):
+        return False
+    return parts[0] if len(parts) == 1 else {"allOf": parts}
+
+
 def _objects_apart(a: dict[str, Any], b: dict[str, Any], c: Compiler, depth: int) -> bool:
-    pa, pb = a.get("properties", {}), b.get("properties", {})
+    """A property required by one side whose value schemas on the two sides share no value:
+    no instance of the other side has it (a discriminator, or a property one side forbids)."""
     ra, rb = set(a.get("required", [])), set(b.get("required", []))
-    for p in ra & rb:
-        if p in pa and p in pb and disjoint(pa[p], pb[p], c, depth + 1):
-            return True
-    for p in ra:
-        if pb.get(p, b.get("additionalProperties", True)) is False:
-            return True
-    for p in rb:
-        if pa.get(p, a.get("additionalProperties", True)) is False:
-            return True
+    for x, y, req in ((a, b, ra), (b, a, rb)):
+        for p in req:
+            vx, vy = _value_schema(x, p), _value_schema(y, p)
+            if vx is None or vy is None:
+                continue
+            if vy is False or disjoint(vx, vy, c, depth + 1):
+                return True
     return False

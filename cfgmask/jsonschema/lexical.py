@@ -20,6 +20,7 @@ formats, enum values, property names) only well-formed spellings are used, so
 from __future__ import annotations
 
 import functools
+import hashlib
 
 from .. import ir
 from ..errors import GrammarError
@@ -195,16 +196,38 @@ def encode_text(text: str) -> ir.Expr:
     return ir.seq(*(encode_class(((ord(c), ord(c)),)) for c in text)) if text else ir.EPSILON
 
 
+SHARED_CLASS_RANGES = 16
+
+
 class Encoder:
     """Maps character-level expressions (and the rules they use) to JSON-spelling expressions."""
 
-    def __init__(self, rules: dict[str, ir.Expr], prefix: str) -> None:
+    def __init__(self, rules: dict[str, ir.Expr], prefix: str, share_classes: bool = False) -> None:
         self.rules = rules
         self.prefix = prefix
         self.done: dict[str, str] = {}
+        # classes of many ranges (``\\w``: ~700) encode to thousands of IR nodes: with
+        # ``share_classes`` each such class is one rule, used by reference
+        self.share_classes = share_classes
+
+    def encode_all(self, e: ir.Expr, source: dict[str, ir.Expr]) -> ir.Expr:
+        """``encode(e, source)`` with every rule of ``source`` named first, so that long chains
+        of rules (an automaton's states) are encoded without deep recursion."""
+        for name in source:
+            if name not in self.done:
+                self.done[name] = U.fresh(self.rules, f"{self.prefix}-{name}")
+        for name in source:
+            if self.rules[self.done[name]] == ir.NOTHING:
+                self.rules[self.done[name]] = self.encode(source[name], source)
+        return self.encode(e, source)
 
     def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:
         if isinstance(e, ir.CharClass):
+            if self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:
+                name = "chars-" + hashlib.sha1(repr(e.ranges).encode()).hexdigest()[:12]
+                if name not in self.rules:
+                    self.rules[name] = encode_class(e.ranges)
+                return ir.Ref(name)
             return encode_class(e.ranges)
         if isinstance(e, ir.Literal):
             try:

@@ -20,6 +20,18 @@ ANNOTATIONS = {
 }  # fmt: skip
 
 
+# Keywords of the JSON Schema vocabularies (drafts 4 to 2020-12); any other keyword is an
+# annotation (JSON Schema 2020-12 section 6.5; the jsonschema package ignores it too).
+VOCABULARY = {
+    "$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "not", "if", "then", "else",
+    "dependentSchemas", "dependencies", "prefixItems", "items", "additionalItems", "contains", "properties",
+    "patternProperties", "additionalProperties", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems", "maxContains", "minContains",
+    "maxProperties", "minProperties", "required", "dependentRequired", "format",
+}  # fmt: skip
+
+
 _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains",
            "maxContains")  # fmt: skip
 
@@ -266,8 +278,8 @@ def evaluate(s: Any, v: Any) -> bool | None:
     results: list[bool] = []
     t = json_type(v)
     for k, x in s.items():
-        if is_annotation(k):
-            continue
+        if is_annotation(k) or (k not in VOCABULARY and not k.startswith("$")):
+            continue  # an annotation: no effect on validity
         r = _evaluate_keyword(k, x, s, v, t)
         if r is None:
             return None

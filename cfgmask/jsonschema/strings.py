@@ -10,10 +10,15 @@ or a trailing ``$``/``\\Z``; a trailing ``$`` also admits one final ``"\\n"``
 (Python's ``$`` matches before a final newline).  Anchors anywhere else are
 rejected.  Lengths count code points (``len()`` of the decoded string).
 
-Two constraints on the same string are intersected only where that is exact
-without an automaton product: a length bound implied by the pattern/format,
-or a pattern of the shape ``fixed... X{m,n} fixed...`` whose one variable
-part repeats a single character.  Other combinations are rejected.
+Several constraints on the same string (pattern, format, length bounds, values
+excluded by ``not``) are intersected directly where that is cheap (a length
+bound implied by the pattern/format, or a pattern ``fixed... X{m,n} fixed...``
+whose one variable part repeats a single character), otherwise as a product of
+character automata (:mod:`.chardfa`), exact up to its size bound.
+
+``format`` names no JSON Schema draft defines (``"topic"``) are annotations, as
+the specification and the jsonschema package treat them; formats some validator
+asserts but this module has no reading of (``iri``, ``regex``...) are rejected.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .. import ir
 from ..errors import GrammarError
 from . import _ir_util as U
+from . import chardfa
 from .formats import FORMAT_READINGS, FORMATS
 from .lexical import ALL_CHARS, Encoder, encode_class
 from .report import pointer
@@ -32,6 +38,14 @@ if TYPE_CHECKING:
     from .compiler import Compiler
 
 ANY_CHAR = ir.CharClass(ALL_CHARS)
+# Formats some validator asserts (the jsonschema package's checkers, drafts 3 to 2020-12) that
+# this converter has no reading of: rejected.  Any other format name is defined by no vocabulary:
+# an annotation, as JSON Schema says and the jsonschema package does (it passes every string).
+ASSERTED_ELSEWHERE = {
+    "idn-email", "idn-hostname", "iri", "iri-reference", "uri-template", "regex", "relative-json-pointer",
+    "color", "host-name", "ip-address", "draft3 time",
+}  # fmt: skip
+UNKNOWN_FORMAT = "a format no JSON Schema draft defines: an annotation (jsonschema passes every string)"
 _GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
 
 
@@ -164,54 +178,86 @@ class Strings:
         for k in ("minLength", "maxLength"):
             if k in s and (not isinstance(s[k], int) or isinstance(s[k], bool) or s[k] < 0):
                 raise GrammarError(f"{pointer(path, k)} must be a nonnegative integer")
-        lang: list[ir.Expr] | None = None
+        # the character-level languages to intersect, with the keyword each comes from
+        langs: list[tuple[str, list[ir.Expr]]] = []
         if "pattern" in s:
             where = pointer(path, "pattern")
             try:
-                lang = search_language(s["pattern"])
+                langs.append(("pattern", search_language(s["pattern"])))
                 c.rep.enforced(where, "pattern", "re.search semantics")
             except GrammarError as e:
                 c.rep.rejected(where, "pattern", e.message)
         if "format" in s:
             where = pointer(path, "format")
             fmt = s["format"]
-            if fmt not in FORMATS:
-                c.rep.rejected(where, "format", f"unknown format {fmt!r}")
-            elif lang is not None:
-                c.rep.rejected(where, "format", "format together with pattern is not supported")
+            if not isinstance(fmt, str):
+                c.rep.rejected(where, "format", "format is not a string")
+            elif fmt not in FORMATS and fmt not in ASSERTED_ELSEWHERE:
+                c.rep.enforced(where, "format", UNKNOWN_FORMAT)
+            elif fmt not in FORMATS:
+                c.rep.rejected(where, "format", f"unsupported format {fmt!r}")
             else:
-                lang = [FORMATS[fmt]()]
+                langs.append(("format", [FORMATS[fmt]()]))
                 c.rep.enforced(where, "format", FORMAT_READINGS[fmt])
-        if excluded:
-            if lang is not None or lo or hi is not None:
-                c.rep.rejected(pointer(path, "not"), "not", "excluding values from a constrained string")
-            else:
-                c.rep.enforced(pointer(path, "not"), "not")
-                return not_in(excluded)
-        if lang is None:
+        bounded = bool(lo) or hi is not None
+        if not langs and not excluded:
             for k in ("minLength", "maxLength"):
                 if k in s:
                     c.rep.enforced(pointer(path, k), k, "code points")
-            if lo == 0 and hi is None:
+            if not bounded:
                 return ir.Repeat(c.char_generic(), 0, None)
-            return ir.Repeat(c.char_wf(), lo, hi)
-        if lo or hi is not None:
-            restricted = [restrict_length(x, lo, hi, c.rules) for x in lang]
-            if any(r is None for r in restricted):
-                for k in ("minLength", "maxLength"):
-                    if k in s:
-                        c.rep.rejected(pointer(path, k), k, "length bound together with a pattern/format")
-            else:
-                lang = [r for r in restricted if r is not None]
+            # One shared rule per bound: the compiler then builds (and counts) each bounded
+            # repetition once, not once per property that uses it.
+            return c._rule(f"chars-{lo}-{hi}", lambda: ir.Repeat(c.char_wf(), lo, hi))
+        if not langs and not bounded:
+            c.rep.enforced(pointer(path, "not"), "not")
+            return not_in(list(excluded or []), c.rules)
+        if len(langs) == 1 and not excluded:
+            lang = langs[0][1]
+            if bounded:  # cheap when the bound is implied or one repetition absorbs it
+                restricted = [restrict_length(x, lo, hi, c.rules) for x in lang]
+                lang = [r for r in restricted if r is not None] if None not in restricted else []
+            if lang or not bounded:
                 for k in ("minLength", "maxLength"):
                     if k in s:
                         c.rep.enforced(pointer(path, k), k, "code points")
-        enc = Encoder(c.rules, "str")
-        return ir.alt(*[enc.encode(x) for x in lang])
+                enc = Encoder(c.rules, "str")
+                return ir.alt(*[enc.encode(x) for x in lang]) if lang else ir.NOTHING
+        # the general case: a product of character automata
+        kws = [k for k, _ in langs] + [k for k in ("minLength", "maxLength") if k in s]
+        kws += ["not"] if excluded else []
+        try:
+            parts = [chardfa.from_expr(ir.alt(*x)) for _, x in langs]
+            if bounded:
+                parts.append(chardfa.length(lo, hi))
+            if excluded:
+                out = chardfa.product([*parts, chardfa.words(excluded)], lambda f: all(f[:-1]) and not f[-1])
+            else:
+                out = chardfa.intersection(parts)
+            rules: dict[str, ir.Expr] = {}
+            expr = out.to_expr(rules, "str")
+        except GrammarError as e:
+            # non-strict mode gets a superset: the first language alone (still enforced), or any string
+            for k in kws[1:] if langs else kws:
+                c.rep.rejected(pointer(path, k), k, f"{' + '.join(kws)}: {e.message}")
+            if not langs:
+                return ir.Repeat(c.char_generic(), 0, None)
+            return ir.alt(*[Encoder(c.rules, "str").encode(x) for x in langs[0][1]])
+        for k in kws:
+            c.rep.enforced(pointer(path, k), k, f"intersected ({' + '.join(kws)}) as automata")
+        return Encoder(c.rules, "str", share_classes=True).encode_all(expr, rules)
 
 
-def not_in(names: list[str]) -> ir.Expr:
-    """JSON spellings (no quotes) of every well-formed string not in ``names``."""
+NOT_IN_RULE_SIZE = 24  # trie nodes: bigger subtrees of ``not_in`` become rules of their own
+
+
+def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None) -> ir.Expr:
+    """JSON spellings (no quotes) of every well-formed string not in ``names``.
+
+    With ``rules``, subtrees of the trie of names with at least ``NOT_IN_RULE_SIZE`` nodes
+    become rules: the compiler minimizes each before embedding it, whereas one expression
+    for 90 names makes its subset construction pass through ~20x the minimal states (one
+    copy of the ``.*`` tail and of each escape's digits per trie node)."""
     trie: dict[str, Any] = {}
     for n in names:
         node = trie
@@ -220,14 +266,21 @@ def not_in(names: list[str]) -> ir.Expr:
         node[""] = {}
     anything = ir.Repeat(encode_class(ALL_CHARS), 0, None)
 
-    def build(node: dict[str, Any]) -> ir.Expr:
+    def size(node: dict[str, Any]) -> int:
+        return 1 + sum(size(v) for k, v in node.items() if k)
+
+    def build(node: dict[str, Any], top: bool) -> ir.Expr:
+        if rules is not None and not top and size(node) >= NOT_IN_RULE_SIZE:
+            name = U.fresh(rules, "key-not-in")
+            rules[name] = build(node, True)
+            return ir.Ref(name)
         alts: list[ir.Expr] = [] if "" in node else [ir.EPSILON]
         chars = sorted(ord(k) for k in node if k)
         for cp in chars:
-            alts.append(ir.seq(encode_class(((cp, cp),)), build(node[chr(cp)])))
+            alts.append(ir.seq(encode_class(((cp, cp),)), build(node[chr(cp)], False)))
         others = ir.complement_ranges(ir.normalize_ranges([(cp, cp) for cp in chars]))
         if others:
             alts.append(ir.seq(encode_class(others), anything))
         return ir.alt(*alts)
 
-    return build(trie)
+    return build(trie, True)

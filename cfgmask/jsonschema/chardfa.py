@@ -1,0 +1,465 @@
+"""Deterministic automata over decoded characters (code points), for the string constraints
+that need an automaton product: a pattern together with a length bound, a format or another
+pattern; the keys of an object that match no ``patternProperties`` pattern (a complement);
+keys that match some patterns and not others.
+
+A :class:`CharDFA` is built from a character-level IR expression (what the regex front end and
+:mod:`.formats` produce: ``CharClass``, ASCII ``ByteClass``, ``Literal``, ``Seq``, ``Alt``,
+``Repeat``; no rule references), combined by :func:`product`, and written back to a
+character-level expression by :meth:`CharDFA.to_expr` (states entered from several places
+become rules, so the output is linear in the automaton), which :class:`.lexical.Encoder` then
+maps to JSON spellings.  Transitions are over *atoms*, the classes of code points no automaton
+involved tells apart (``\\w`` is hundreds of ranges but one atom), so products and
+minimization cost what the pattern's structure costs, not what its character classes do.
+
+Every construction is exact.  Sizes are bounded by ``MAX_STATES`` and the compile deadline;
+past them :class:`~cfgmask.errors.GrammarError` says so (strict mode then rejects the keyword;
+nothing is approximated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .. import deadline, ir
+from ..errors import GrammarError
+from . import _ir_util as U
+
+MAX_STATES = 4000  # states of one automaton (DFA or product); NFAs get 4x
+MAX_INLINE_DEPTH = 32  # states inlined into one expression before a rule is cut
+TOP = ir.MAX_CODE_POINT
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+def _too_big(n: int) -> GrammarError:
+    return GrammarError(f"a string constraint needs more than {n} automaton states")
+
+
+def _refine(sets: Sequence[Ranges]) -> tuple[list[Ranges], list[list[int]]]:
+    """The coarsest partition of all code points that every set in ``sets`` is a union of
+    (the *atoms*), and for each set the atoms it contains."""
+    events: dict[int, list[tuple[int, int]]] = {0: [], TOP + 1: []}
+    for i, rs in enumerate(sets):
+        for lo, hi in rs:
+            events.setdefault(lo, []).append((1, i))
+            events.setdefault(hi + 1, []).append((-1, i))
+    points = sorted(events)
+    count = [0] * len(sets)
+    active: set[int] = set()
+    by_sig: dict[frozenset[int], int] = {}
+    atoms: list[list[tuple[int, int]]] = []
+    members: list[list[int]] = [[] for _ in sets]
+    for j, x in enumerate(points[:-1]):
+        for sign, i in events[x]:
+            count[i] += sign
+            if count[i]:
+                active.add(i)
+            else:
+                active.discard(i)
+        lo, hi = x, points[j + 1] - 1
+        if lo > TOP:
+            break
+        sig = frozenset(active)
+        a = by_sig.get(sig)
+        if a is None:
+            a = by_sig[sig] = len(atoms)
+            atoms.append([])
+            for i in sig:
+                members[i].append(a)
+        if atoms[a] and atoms[a][-1][1] == lo - 1:
+            atoms[a][-1] = (atoms[a][-1][0], hi)
+        else:
+            atoms[a].append((lo, hi))
+    return [tuple(a) for a in atoms], members
+
+
+class CharDFA:
+    """States ``0..n-1``, start ``0``; ``trans[s][a]`` the target on atom ``a`` (``-1``: dead);
+    ``atoms`` partition all code points."""
+
+    def __init__(self, atoms: list[Ranges], trans: list[list[int]], accept: list[bool]) -> None:
+        self.atoms = atoms
+        self.trans = trans
+        self.accept = accept
+
+    def __len__(self) -> int:
+        return len(self.trans)
+
+    # ------------------------------------------------------------------ queries
+
+    def live(self) -> list[bool]:
+        """States from which an accepting state can be reached."""
+        n = len(self)
+        rev: list[list[int]] = [[] for _ in range(n)]
+        for s, row in enumerate(self.trans):
+            for t in set(row):
+                if t >= 0:
+                    rev[t].append(s)
+        ok = list(self.accept)
+        stack = [s for s in range(n) if ok[s]]
+        while stack:
+            s = stack.pop()
+            for p in rev[s]:
+                if not ok[p]:
+                    ok[p] = True
+                    stack.append(p)
+        return ok
+
+    def is_empty(self) -> bool:
+        return not self.live()[0]
+
+    def matches(self, text: str) -> bool:
+        s = 0
+        for ch in text:
+            cp = ord(ch)
+            a = next(i for i, rs in enumerate(self.atoms) if any(lo <= cp <= hi for lo, hi in rs))
+            s = self.trans[s][a]
+            if s < 0:
+                return False
+        return self.accept[s]
+
+    def lengths(self) -> tuple[int, int | None]:
+        """Shortest and longest accepted string (``None``: unbounded); (-1, -1) if empty."""
+        d = self.minimize()
+        if not d.accept[0] and all(t < 0 for t in d.trans[0]):
+            return -1, -1
+        dist = {0: 0}
+        frontier = [0]
+        best = 0 if d.accept[0] else -1
+        while frontier and best < 0:
+            nxt = []
+            for s in frontier:
+                for t in d.trans[s]:
+                    if t >= 0 and t not in dist:
+                        dist[t] = dist[s] + 1
+                        if d.accept[t] and best < 0:
+                            best = dist[t]
+                        nxt.append(t)
+            frontier = nxt
+        longest: dict[int, int] = {}
+        on_stack: set[int] = set()
+
+        def walk(s: int) -> int | None:  # iterative enough: minimal DFAs of patterns are small
+            if s in longest:
+                return longest[s]
+            if s in on_stack:
+                return None
+            on_stack.add(s)
+            v = 0 if d.accept[s] else -1
+            for t in set(d.trans[s]):
+                if t >= 0:
+                    w = walk(t)
+                    if w is None:
+                        return None
+                    if w >= 0:
+                        v = max(v, w + 1)
+            on_stack.discard(s)
+            longest[s] = v
+            return v
+
+        if len(d) > 500:
+            return best, None  # a cheap, safe answer for big automata
+        top = walk(0)
+        return best, top
+
+    # ------------------------------------------------------------------ transformations
+
+    def where(self, accept: list[bool]) -> CharDFA:
+        """The same transitions with other accepting states, minimized."""
+        return CharDFA(self.atoms, self.trans, accept).minimize()
+
+    def minimize(self) -> CharDFA:
+        """Trimmed (only live states reachable from the start) and minimal (Moore)."""
+        live = self.live()
+        if not live[0]:
+            return CharDFA([((0, TOP),)], [[-1]], [False])
+        reach, stack = {0}, [0]
+        while stack:
+            s = stack.pop()
+            for t in self.trans[s]:
+                if t >= 0 and live[t] and t not in reach:
+                    reach.add(t)
+                    stack.append(t)
+        states = sorted(reach)
+        rows = {s: [t if t >= 0 and live[t] else -1 for t in self.trans[s]] for s in states}
+        cls = {s: int(self.accept[s]) for s in states}
+        n_cls = len(set(cls.values()))
+        while True:
+            deadline.check("string automaton")
+            sigs: dict[tuple[int, ...], int] = {}
+            new = {s: sigs.setdefault((cls[s], *(cls[t] if t >= 0 else -1 for t in rows[s])), len(sigs))
+                   for s in states}  # fmt: skip
+            if len(sigs) == n_cls:
+                break
+            cls, n_cls = new, len(sigs)
+        index: dict[int, int] = {cls[0]: 0}
+        for s in states:
+            index.setdefault(cls[s], len(index))
+        trans: list[list[int]] = [[] for _ in index]
+        accept = [False] * len(index)
+        for s in states:
+            k = index[cls[s]]
+            if not trans[k]:
+                trans[k] = [index[cls[t]] if t >= 0 else -1 for t in rows[s]]
+                accept[k] = self.accept[s]
+        # merge atoms no state tells apart
+        cols: dict[tuple[int, ...], list[int]] = {}
+        for a in range(len(self.atoms)):
+            cols.setdefault(tuple(row[a] for row in trans), []).append(a)
+        if len(cols) < len(self.atoms):
+            atoms = [
+                ir.normalize_ranges([r for a in group for r in self.atoms[a]]) for group in cols.values()
+            ]
+            trans = [[row[group[0]] for group in cols.values()] for row in trans]
+            return CharDFA(atoms, trans, accept)
+        return CharDFA(self.atoms, trans, accept)
+
+    def to_expr(self, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
+        """A character-level expression of this language.  States entered from more than one
+        state (and a start state with incoming edges, and every ``MAX_INLINE_DEPTH``-th state of
+        a chain) become rules in ``rules``; every cycle passes through one and calls to them are
+        in tail position, so the rules are right-linear: the compiler keeps them regular."""
+        d = self.minimize()
+        if not d.accept[0] and all(t < 0 for t in d.trans[0]):
+            return ir.NOTHING
+        preds: list[set[int]] = [set() for _ in range(len(d))]
+        for s, row in enumerate(d.trans):
+            for t in row:
+                if t >= 0:
+                    preds[t].add(s)
+        cut = {s for s in range(len(d)) if len(preds[s]) > 1 or (s == 0 and preds[s])}
+        names: dict[int, str] = {}
+
+        def ref(s: int) -> ir.Expr:
+            if s not in names:
+                names[s] = U.fresh(rules, f"{prefix}-q{s}")
+                rules[names[s]] = body(s, 0)
+            return ir.Ref(names[s])
+
+        def body(s: int, depth: int) -> ir.Expr:
+            deadline.check("string automaton")
+            groups: dict[int, list[tuple[int, int]]] = {}
+            for a, t in enumerate(d.trans[s]):
+                if t >= 0:
+                    groups.setdefault(t, []).extend(d.atoms[a])
+            alts: list[ir.Expr] = [ir.EPSILON] if d.accept[s] else []
+            for t, ranges in groups.items():
+                alts.append(ir.seq(ir.CharClass(ir.normalize_ranges(ranges)), nxt(t, depth + 1)))
+            return ir.alt(*alts) if alts else ir.NOTHING
+
+        def nxt(t: int, depth: int) -> ir.Expr:
+            return ref(t) if t in cut or depth >= MAX_INLINE_DEPTH else body(t, depth)
+
+        return nxt(0, 0)
+
+
+# --------------------------------------------------------------------------- construction
+
+
+class _NFA:
+    def __init__(self) -> None:
+        self.edges: list[list[tuple[int, int]]] = []  # (range-set id, target)
+        self.eps: list[list[int]] = []
+        self.sets: list[Ranges] = []
+        self.set_id: dict[Ranges, int] = {}
+
+    def state(self) -> int:
+        if len(self.eps) >= 4 * MAX_STATES:
+            raise _too_big(4 * MAX_STATES)
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.eps) - 1
+
+    def edge(self, a: int, ranges: Ranges, b: int) -> None:
+        i = self.set_id.get(ranges)
+        if i is None:
+            i = self.set_id[ranges] = len(self.sets)
+            self.sets.append(ranges)
+        self.edges[a].append((i, b))
+
+
+def _build(nfa: _NFA, e: ir.Expr, a: int, b: int) -> None:
+    if isinstance(e, ir.CharClass):
+        nfa.edge(a, e.ranges, b)
+    elif isinstance(e, ir.ByteClass):
+        if any(hi >= 0x80 for _, hi in e.ranges):
+            raise GrammarError("a pattern matches raw bytes, not characters")
+        nfa.edge(a, e.ranges, b)
+    elif isinstance(e, ir.Literal):
+        try:
+            text = e.data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise GrammarError("a pattern literal is not valid UTF-8") from None
+        cur = a
+        for i, ch in enumerate(text):
+            nxt = b if i == len(text) - 1 else nfa.state()
+            nfa.edge(cur, ((ord(ch), ord(ch)),), nxt)
+            cur = nxt
+        if not text:
+            nfa.eps[a].append(b)
+    elif isinstance(e, ir.Seq):
+        cur = a
+        for i, x in enumerate(e.items):
+            nxt = b if i == len(e.items) - 1 else nfa.state()
+            _build(nfa, x, cur, nxt)
+            cur = nxt
+        if not e.items:
+            nfa.eps[a].append(b)
+    elif isinstance(e, ir.Alt):
+        for x in e.items:
+            s = nfa.state()
+            nfa.eps[a].append(s)
+            _build(nfa, x, s, b)
+    elif isinstance(e, ir.Repeat):
+        cur = a
+        for _ in range(e.lo):
+            nxt = nfa.state()
+            _build(nfa, e.item, cur, nxt)
+            cur = nxt
+        if e.hi is None:
+            loop = nfa.state()
+            nfa.eps[cur].append(loop)
+            body = nfa.state()
+            nfa.eps[loop].append(body)
+            _build(nfa, e.item, body, loop)
+            nfa.eps[loop].append(b)
+        else:
+            for _ in range(e.hi - e.lo):
+                nxt = nfa.state()
+                nfa.eps[cur].append(b)
+                _build(nfa, e.item, cur, nxt)
+                cur = nxt
+            nfa.eps[cur].append(b)
+    else:
+        raise GrammarError(f"cannot build a character automaton from {type(e).__name__}")
+
+
+def from_expr(e: ir.Expr) -> CharDFA:
+    """The minimal DFA of a character-level expression (subset construction over atoms)."""
+    nfa = _NFA()
+    start, final = nfa.state(), nfa.state()
+    _build(nfa, e, start, final)
+    atoms, members = _refine(nfa.sets)
+
+    def closure(seeds: Sequence[int]) -> frozenset[int]:
+        out = set(seeds)
+        stack = list(seeds)
+        while stack:
+            s = stack.pop()
+            for t in nfa.eps[s]:
+                if t not in out:
+                    out.add(t)
+                    stack.append(t)
+        return frozenset(out)
+
+    first = closure([start])
+    index = {first: 0}
+    order = [first]
+    trans: list[list[int]] = []
+    accept: list[bool] = []
+    k = 0
+    while k < len(order):
+        deadline.check("string automaton")
+        moves: dict[int, set[int]] = {}
+        for s in order[k]:
+            for rs, t in nfa.edges[s]:
+                for a in members[rs]:
+                    moves.setdefault(a, set()).add(t)
+        row = [-1] * len(atoms)
+        for a, ts in moves.items():
+            tgt = closure(sorted(ts))
+            i = index.get(tgt)
+            if i is None:
+                if len(order) >= MAX_STATES:
+                    raise _too_big(MAX_STATES)
+                i = index[tgt] = len(order)
+                order.append(tgt)
+            row[a] = i
+        trans.append(row)
+        accept.append(final in order[k])
+        k += 1
+    return CharDFA(atoms, trans, accept).minimize()
+
+
+def words(names: Sequence[str]) -> CharDFA:
+    """The finite language ``names`` (a trie)."""
+    chars = sorted({ord(ch) for n in names for ch in n})
+    atoms, _ = _refine([((cp, cp),) for cp in chars])
+    atom_of = {cp: next(i for i, rs in enumerate(atoms) if rs == ((cp, cp),)) for cp in chars}
+    trans: list[list[int]] = [[-1] * len(atoms)]
+    accept = [False]
+    for n in names:
+        s = 0
+        for ch in n:
+            a = atom_of[ord(ch)]
+            if trans[s][a] < 0:
+                trans.append([-1] * len(atoms))
+                accept.append(False)
+                trans[s][a] = len(trans) - 1
+            s = trans[s][a]
+        accept[s] = True
+    return CharDFA(atoms, trans, accept)
+
+
+def length(lo: int, hi: int | None) -> CharDFA:
+    """Strings of ``lo`` to ``hi`` characters."""
+    n = lo if hi is None else hi
+    if n + 1 > MAX_STATES:
+        raise GrammarError(f"a length bound of {n} is too large to combine with a pattern or format")
+    trans = [[i + 1] for i in range(n)] + [[n] if hi is None else [-1]]
+    return CharDFA([((0, TOP),)], trans, [i >= lo for i in range(n + 1)])
+
+
+def regions(dfas: Sequence[CharDFA]) -> tuple[CharDFA, list[tuple[bool, ...]]]:
+    """The product automaton on tuples of states (``-1``: that component is dead), not
+    minimized and accepting nothing, and for each of its states the components' accepting
+    flags: :meth:`CharDFA.where` then picks any Boolean combination of the components."""
+    sets = [rs for d in dfas for rs in d.atoms]
+    atoms, members = _refine(sets)
+    # for each common atom, the atom of each component it lies in
+    comp_atom = [[-1] * len(dfas) for _ in atoms]
+    k = 0
+    for i, d in enumerate(dfas):
+        for a in range(len(d.atoms)):
+            for b in members[k]:
+                comp_atom[b][i] = a
+            k += 1
+    start = tuple(0 for _ in dfas)
+    index = {start: 0}
+    order = [start]
+    trans: list[list[int]] = []
+    flags: list[tuple[bool, ...]] = []
+    k = 0
+    while k < len(order):
+        deadline.check("string automaton")
+        st = order[k]
+        row = []
+        for b in range(len(atoms)):
+            nxt = tuple(dfas[i].trans[s][comp_atom[b][i]] if s >= 0 else -1 for i, s in enumerate(st))
+            j = index.get(nxt)
+            if j is None:
+                if len(order) >= MAX_STATES:
+                    raise _too_big(MAX_STATES)
+                j = index[nxt] = len(order)
+                order.append(nxt)
+            row.append(j)
+        trans.append(row)
+        flags.append(tuple(s >= 0 and dfas[i].accept[s] for i, s in enumerate(st)))
+        k += 1
+    return CharDFA(atoms, trans, [False] * len(trans)), flags
+
+
+def product(dfas: Sequence[CharDFA], accept: Callable[[tuple[bool, ...]], bool]) -> CharDFA:
+    """The minimal automaton of the strings whose components' verdicts satisfy ``accept``:
+    intersection (``all``), difference, complement (one component and ``not``), any Boolean
+    combination."""
+    raw, flags = regions(dfas)
+    return raw.where([accept(f) for f in flags])
+
+
+def intersection(dfas: Sequence[CharDFA]) -> CharDFA:
+    return dfas[0] if len(dfas) == 1 else product(dfas, all)
+
+
+__all__ = ["CharDFA", "MAX_STATES", "from_expr", "intersection", "length", "product", "regions", "words"]
