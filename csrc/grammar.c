@@ -105,6 +105,8 @@ static int derive(cm_grammar *g) {
     g->calls = calloc(t->n_states, sizeof *g->calls);
     g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
     g->cache = calloc(t->n_states, sizeof *g->cache);
+    g->plain = calloc(t->n_states ? t->n_states : 1, 1);
+    if (!g->plain) return CM_ERR_NOMEM;
     g->loop_lab = malloc((t->n_states ? t->n_states : 1) * sizeof *g->loop_lab);
     g->loops = calloc(CM_LOOP_BUCKETS, sizeof *g->loops);
     if (!g->loop_lab || !g->loops) return CM_ERR_NOMEM;
@@ -112,6 +114,7 @@ static int derive(cm_grammar *g) {
     if (!g->has_bytes || !g->simple || !g->has_tokens || !g->calls || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
+        g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
         for (int b = 0; b < 256; b++) {
@@ -214,6 +217,7 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->next_bytes);
     free_loops(g);
     free(g->loop_lab);
+    free(g->plain);
     free(g->stop_ids);
     free(g->blob);
     if (g->mslots)
@@ -303,7 +307,7 @@ static int walk_range(const cm_grammar *g, uint32_t state, uint32_t rule, size_t
 }
 
 static inline bool plain_state(const cm_grammar *g, int32_t s) {
-    return s >= 0 && g->simple[s] && !g->has_tokens[s];
+    return s >= 0 && g->plain[s];
 }
 
 /* walk_range, but through plain states (not accepting, calling nothing: the
@@ -313,30 +317,36 @@ static inline bool plain_state(const cm_grammar *g, int32_t s) {
 static int walk_from(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end,
                      uint32_t d0, walk *w, uint8_t *ex, uint8_t *fl, uint32_t *st) {
     if (!plain_state(g, (int32_t)state)) return walk_range(g, state, rule, k, k_end, d0, w, ex, fl);
-    const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
+    const int32_t *trans = g->t.trans;
+    const uint8_t *cls = g->t.byte_class, *plain = g->plain, *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+    const size_t nc = g->t.n_classes;
+    uint32_t *bits = w->bits, n_acc = 0;
     int rc = CM_OK;
     st[d0] = state;
     while (k < k_end && !rc) {
-        uint32_t len, d = v->trie_lcp[k] > d0 ? v->trie_lcp[k] : d0;
-        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        uint32_t d = lcp[k] > d0 ? lcp[k] : d0, len = (uint32_t)(off[k + 1] - off[k]);
+        const uint8_t *p = data + off[k];
         for (; d < len; d++) {
-            int32_t to = t->trans[(size_t)st[d] * t->n_classes + t->byte_class[p[d]]];
-            if (plain_state(g, to)) {
+            int32_t to = trans[(size_t)st[d] * nc + cls[p[d]]];
+            if (to >= 0 && plain[to]) {
                 st[d + 1] = (uint32_t)to;
                 continue;
             }
-            size_t end = v->skip[v->trie_off[k] + d];
+            size_t end = skip[off[k] + d];
             if (to >= 0) rc = walk_range(g, (uint32_t)to, rule, k, end, d + 1, w, ex, fl);
             k = end;
             break;
         }
         if (d == len) {
-            uint32_t id = v->trie_ids[k++];
-            w->bits[id >> 5] |= 1u << (id & 31);
-            w->n_accepted++;
+            uint32_t id = ids[k++];
+            bits[id >> 5] |= 1u << (id & 31);
+            n_acc++;
         }
     }
+    w->n_accepted += n_acc;
     return rc;
 }
 
@@ -355,7 +365,7 @@ static int walk_from(const cm_grammar *g, uint32_t state, uint32_t rule, size_t 
  *     state the byte leads to, over that subtree only.
  * Same classification as walk_trie: inside the loop nothing can complete, so
  * no exit flag is raised before the first byte out of it. */
-#define CM_LOOP_MAX 256
+#define CM_LOOP_MAX 254 /* labels fit a byte beside two codes */
 
 typedef struct cm_loop_exit {
     uint32_t k, k_end, depth, label;
@@ -498,39 +508,54 @@ static int push_exit(cm_loop_walk *lw, size_t *cap, cm_loop_exit x) {
 }
 
 /* The shared DFA walk of a loop (labels of g->loop_lab are set for ls). */
-static int loop_walk(const cm_grammar *g, const uint32_t *ls, cm_loop_walk *lw) {
+static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_walk *lw) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     const uint32_t *lab = g->loop_lab;
-    uint32_t *st = malloc(((size_t)v->max_len + 1) * sizeof *st);
+    /* the loop as a byte-indexed table of labels (small: stays in L1) */
+    enum { OUT = 254, DEAD = 255 };
+    uint8_t *tab = malloc((size_t)n_loop * 256);
+    uint8_t *st = malloc((size_t)v->max_len + 1);
     lw->bits = calloc(g->n_words ? g->n_words : 1, sizeof *lw->bits);
-    if (!st || !lw->bits) {
+    if (!tab || !st || !lw->bits) {
+        free(tab);
         free(st);
         return CM_ERR_NOMEM;
     }
+    for (uint32_t i = 0; i < n_loop; i++)
+        for (int b = 0; b < 256; b++) {
+            int32_t to = t->trans[(size_t)ls[i] * t->n_classes + t->byte_class[b]];
+            tab[(size_t)i * 256 + b] = to < 0 ? DEAD : lab[to] < n_loop ? (uint8_t)lab[to] : OUT;
+        }
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+    uint32_t *bits = lw->bits, n_acc = 0;
     size_t cap = 0, k = 0;
     int rc = CM_OK;
-    st[0] = ls[0];
+    st[0] = 0;
     while (k < v->n_trie && !rc) {
-        uint32_t len, d = v->trie_lcp[k];
-        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        uint32_t d = lcp[k], len = (uint32_t)(off[k + 1] - off[k]);
+        const uint8_t *p = data + off[k];
         for (; d < len; d++) {
-            int32_t to = t->trans[(size_t)st[d] * t->n_classes + t->byte_class[p[d]]];
-            if (to >= 0 && lab[to] < CM_LOOP_MAX) {
-                st[d + 1] = (uint32_t)to;
+            uint8_t to = tab[(size_t)st[d] * 256 + p[d]];
+            if (to < OUT) {
+                st[d + 1] = to;
                 continue;
             }
-            size_t end = v->skip[v->trie_off[k] + d];
-            if (to >= 0) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, lab[st[d]], p[d]});
+            size_t end = skip[off[k] + d];
+            if (to == OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, st[d], p[d]});
             k = end;
             break;
         }
         if (d == len) {
-            uint32_t id = v->trie_ids[k++];
-            lw->bits[id >> 5] |= 1u << (id & 31);
-            lw->n_accepted++;
+            uint32_t id = ids[k++];
+            bits[id >> 5] |= 1u << (id & 31);
+            n_acc++;
         }
     }
+    lw->n_accepted = n_acc;
+    free(tab);
     free(st);
     return rc;
 }
@@ -581,7 +606,7 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
     lw->hash = hash;
     lw->n_sig = (uint32_t)nsig;
     lw->sig = sig;
-    int rc = loop_walk(g, ls, lw);
+    int rc = loop_walk(g, ls, n, lw);
     if (rc) {
         loop_walk_free(lw);
         reset_labels(g, ls, n);

@@ -79,6 +79,7 @@ struct cm_grammar {
     uint8_t *simple;            /* [n_states] neither accepting nor calling */
     uint64_t *calls;            /* [n_states] bit r % 64 set if the state calls rule r */
     uint8_t *has_tokens;        /* [n_states] state has token-terminal edges */
+    uint8_t *plain;             /* [n_states] simple and no token edges: a walk needs no chart */
     uint32_t *negated_bits;     /* [n_token_sets * n_words]: members of negated token sets */
     uint32_t *next_bytes;       /* [n_states * 8] bytes with a transition */
     _Atomic(cm_entry *) *cache; /* [n_states] */
