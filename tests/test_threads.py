@@ -56,11 +56,22 @@ def replay(compiled: cfgmask.CompiledGrammar, ids: list[int], fork_at: int = -1)
     return out
 
 
-def test_shared_grammar_concurrent_matchers_equal_serial(setup) -> None:
+@pytest.mark.parametrize(
+    "limits",
+    [
+        cfgmask.MatcherLimits(),
+        # every mask through the shared whole-mask memo (its mutex), loop walks shared or not
+        cfgmask.MatcherLimits(mask_memo_min_items=1),
+        cfgmask.MatcherLimits(mask_memo_min_items=1, share_loop_walks=False),
+    ],
+    ids=["default", "memo", "memo-unshared-loops"],
+)
+def test_shared_grammar_concurrent_matchers_equal_serial(setup, limits) -> None:
     grammar, vocab, docs = setup
     serial = [replay(cfgmask.compile(grammar, vocab), ids) for ids in docs]
 
-    compiled = cfgmask.compile(grammar, vocab)  # a new compiled grammar: its mask cache is cold
+    # a new compiled grammar: its mask cache (and memo, and shared loop walks) are cold
+    compiled = cfgmask.compile(grammar, vocab, matcher_limits=limits)
     assert compiled.stats["cache_entries"] == 0
     start = threading.Barrier(N_THREADS)
     results: dict[int, list[bytes]] = {}
