@@ -158,7 +158,7 @@ static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
             c->wtmp[n++] = ((uint64_t)t->ref_rule[e] << 32) | (uint32_t)i;
         }
     }
-    qsort(c->wtmp, n, sizeof *c->wtmp, cmp_u64);
+    if (n > 1) qsort(c->wtmp, n, sizeof *c->wtmp, cmp_u64);  /* qsort(NULL, 0) is undefined */
     size_t groups = 0;
     for (size_t i = 0; i < n; i++) groups += !i || (c->wtmp[i] >> 32) != (c->wtmp[i - 1] >> 32);
     if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
