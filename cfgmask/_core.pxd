@@ -106,3 +106,39 @@ cdef extern from "cfgmask.h" nogil:
     int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
                      double max_seconds, cm_dfa_out **out)
     void cm_dfa_out_free(cm_dfa_out *d)
+
+    enum:
+        CM_IR_LIT
+        CM_IR_BYTES
+        CM_IR_UTF8
+        CM_IR_SEQ
+        CM_IR_ALT
+        CM_IR_REPEAT
+        CM_IR_REF
+        CM_IR_BADTOKEN
+        CM_IR_REF_CALL
+        CM_IR_REF_ENTRY
+        CM_IR_REF_EMBED
+
+    ctypedef struct cm_ir_ref:
+        uint32_t name, kind, arg
+
+    ctypedef struct cm_ir_frag:
+        const cm_dfa_out *dfa
+        const uint32_t *labels
+
+    ctypedef struct cm_ir_input:
+        const uint32_t *code
+        size_t code_len
+        const uint32_t *label
+        uint32_t n_names
+        const cm_ir_ref *refs
+        uint32_t n_refs
+        const cm_ir_frag *frags
+        uint32_t n_frags
+
+    int cm_fsm_build_ir(const cm_ir_input *inp, const uint32_t *roots, uint32_t n_roots, int shared,
+                        size_t max_states, double max_seconds, cm_dfa_out **out)
+    int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used)
+    int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result)
+    int cm_dfa_trim(const cm_dfa_out *d, const uint8_t *label_ok, cm_dfa_out **out)

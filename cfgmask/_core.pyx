@@ -318,3 +318,244 @@ def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const ui
         )
     finally:
         cm_dfa_out_free(d)
+
+
+cdef class DfaHandle:
+    """A minimal DFA built by csrc/fsm.c (owned).  Labels are numbered 0..n-1."""
+    cdef cm_dfa_out *ptr
+    cdef readonly uint32_t n_states
+
+    def __dealloc__(self):
+        cm_dfa_out_free(self.ptr)
+        self.ptr = NULL
+
+    def __len__(self):
+        return self.n_states
+
+    def states(self):
+        """Per state: (byte edges [(lo, hi, target)], adjacent ranges merged; label edges
+        [(label, target)], by label; accepting)."""
+        cdef cm_dfa_out *d = self.ptr
+        cdef uint32_t s, c, c1, nc = d.n_classes
+        cdef uint32_t e
+        cdef int32_t to
+        cdef const int32_t *row
+        out = []
+        for s in range(d.n_states):
+            row = d.trans + <size_t>s * nc
+            edges = []
+            c = 0
+            while c < nc:
+                to = row[c]
+                c1 = c + 1
+                while c1 < nc and row[c1] == to:
+                    c1 += 1
+                if to >= 0:
+                    edges.append((d.class_lo[c], d.class_lo[c1] - 1, to))
+                c = c1
+            labels = [(d.lab[e], d.lab_to[e]) for e in range(d.lab_off[s], d.lab_off[s + 1])]
+            out.append((edges, labels, d.accepting[s] != 0))
+        return out
+
+    def arrays(self):
+        """(class_lo, trans, accepting, lab_off, lab, lab_to) as bytes: little-endian
+        uint16 [n_classes + 1], int32 [n_states * n_classes], uint8, uint32 arrays."""
+        cdef cm_dfa_out *d = self.ptr
+        cdef size_t ns = d.n_states, nc = d.n_classes, nl = d.lab_off[d.n_states]
+        return (
+            bytes((<char *>d.class_lo)[:2 * (nc + 1)]),
+            bytes((<char *>d.trans)[:4 * ns * nc]) if ns * nc else b"",
+            bytes((<char *>d.accepting)[:ns]) if ns else b"",
+            bytes((<char *>d.lab_off)[:4 * (ns + 1)]),
+            bytes((<char *>d.lab)[:4 * nl]) if nl else b"",
+            bytes((<char *>d.lab_to)[:4 * nl]) if nl else b"",
+        )
+
+    def flat(self, int32_t base):
+        """For the compiler's tables: (class of each byte as bytes [256], transitions as
+        int32 bytes [n_states * n_classes] with base added to every target (-1 stays),
+        accepting bytes, label edges [(state, label, target + base)])."""
+        cdef cm_dfa_out *d = self.ptr
+        cdef size_t i, nt = <size_t>d.n_states * d.n_classes
+        cdef uint32_t s, e, c, x
+        cdef bytearray cls = bytearray(256)
+        cdef bytearray tr = bytearray(4 * nt)
+        cdef int32_t *t = <int32_t *><char *>tr
+        cdef unsigned char *cp = <unsigned char *><char *>cls
+        for c in range(d.n_classes):
+            for x in range(d.class_lo[c], d.class_lo[c + 1]):
+                cp[x] = <unsigned char>c
+        for i in range(nt):
+            t[i] = d.trans[i] + base if d.trans[i] >= 0 else -1
+        labels = [(s, d.lab[e], d.lab_to[e] + base)
+                  for s in range(d.n_states) for e in range(d.lab_off[s], d.lab_off[s + 1])]
+        return bytes(cls), bytes(tr), bytes((<char *>d.accepting)[:d.n_states]) if d.n_states else b"", labels
+
+    def label_order(self):
+        """The labels in order of first use (states in order, each state's by number)."""
+        cdef cm_dfa_out *d = self.ptr
+        cdef size_t e, m = d.lab_off[d.n_states]
+        seen = set()
+        out = []
+        for e in range(m):
+            if d.lab[e] not in seen:
+                seen.add(d.lab[e])
+                out.append(d.lab[e])
+        return out
+
+    def can_accept(self, const uint8_t[::1] label_ok):
+        """Does the DFA accept some string when only labels l with label_ok[l] count?"""
+        cdef int result = 0, rc
+        self._check_labels(label_ok)
+        rc = cm_dfa_can_accept(self.ptr, _u8(label_ok), &result)
+        if rc:
+            raise MemoryError("can_accept: out of memory")
+        return result != 0
+
+    def trim(self, const uint8_t[::1] label_ok):
+        """The DFA without label edges l where not label_ok[l] and without dead or unreachable
+        states: (DfaHandle, the kept labels' old numbers), or None when the start state is dead."""
+        cdef cm_dfa_out *o = NULL
+        cdef int rc
+        self._check_labels(label_ok)
+        rc = cm_dfa_trim(self.ptr, _u8(label_ok), &o)
+        if rc:
+            raise MemoryError("trim: out of memory")
+        if o == NULL:
+            return None
+        return _wrap_compact(o)
+
+    cdef _check_labels(self, const uint8_t[::1] label_ok):
+        cdef size_t e
+        for e in range(self.ptr.lab_off[self.ptr.n_states]):
+            if self.ptr.lab[e] >= <uint32_t>label_ok.shape[0]:
+                raise ValueError("label mask too short")
+
+
+cdef object _wrap_compact(cm_dfa_out *d):
+    """A handle owning d, its labels renumbered 0..n-1: (handle, their old numbers)."""
+    cdef DfaHandle h = DfaHandle.__new__(DfaHandle)
+    cdef uint32_t n_used = 0, k
+    h.ptr = d
+    h.n_states = d.n_states
+    cdef uint32_t *used = <uint32_t *>malloc((d.lab_off[d.n_states] + 1) * sizeof(uint32_t))
+    if used == NULL:
+        raise MemoryError("out of memory")
+    cm_dfa_compact_labels(d, used, &n_used)
+    try:
+        return h, [used[k] for k in range(n_used)]
+    finally:
+        free(used)
+
+
+def fsm_build_handle(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const uint8_t[::1] byte_hi,
+                     const uint32_t[::1] byte_to, const uint32_t[::1] label_off, const uint32_t[::1] label,
+                     const uint32_t[::1] label_to, const uint32_t[::1] eps_off, const uint32_t[::1] eps_to,
+                     uint32_t start, uint32_t final, size_t max_states, double max_seconds=0):
+    """fsm_build's DFA as (DfaHandle, the NFA label numbers of its labels 0..n-1)."""
+    cdef cm_nfa_view v
+    cdef cm_dfa_out *d = NULL
+    cdef int rc
+    cdef size_t n = byte_off.shape[0] - 1
+    if (n < 1 or label_off.shape[0] != n + 1 or eps_off.shape[0] != n + 1
+            or byte_lo.shape[0] != byte_hi.shape[0] or byte_lo.shape[0] != byte_to.shape[0]
+            or byte_off[n] != byte_to.shape[0] or label_off[n] != label.shape[0]
+            or label.shape[0] != label_to.shape[0] or eps_off[n] != eps_to.shape[0]):
+        raise ValueError("inconsistent NFA arrays")
+    v.n_states = <uint32_t>n
+    v.byte_off = &byte_off[0]
+    v.byte_lo = _u8(byte_lo)
+    v.byte_hi = _u8(byte_hi)
+    v.byte_to = _u32(byte_to)
+    v.label_off = &label_off[0]
+    v.label = _u32(label)
+    v.label_to = _u32(label_to)
+    v.eps_off = &eps_off[0]
+    v.eps_to = _u32(eps_to)
+    with nogil:
+        rc = cm_fsm_build(&v, start, final, max_states, max_seconds, &d)
+    if rc == CM_ERR_LIMIT:
+        raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
+                         value=max_states)
+    if rc == CM_ERR_TIMEOUT:
+        raise TimeoutError("automaton build ran past its time budget")
+    if rc:
+        _raise(rc, "automaton build")
+    return _wrap_compact(d)
+
+
+def fsm_build_ir(const uint32_t[::1] code, const uint32_t[::1] label, const uint32_t[::1] refs,
+                 list frags, const uint32_t[::1] roots, bint shared, size_t max_states,
+                 double max_seconds=0):
+    """Thompson construction of encoded IR, subset construction and minimization
+    (csrc/fsm.c cm_fsm_build_ir).  refs: (name, kind, arg) triples sorted by name; frags:
+    (DfaHandle, label values of its labels) pairs.  Returns [(DfaHandle, label values
+    of its labels 0..n-1)] per root."""
+    cdef cm_ir_input inp
+    cdef uint32_t n_roots = <uint32_t>roots.shape[0]
+    cdef uint32_t n_frags = <uint32_t>len(frags)
+    cdef cm_ir_frag *fr = NULL
+    cdef cm_dfa_out **out = NULL
+    cdef const uint32_t[::1] labs
+    cdef DfaHandle h
+    cdef cm_dfa_out *d
+    cdef int rc = 0
+    cdef uint32_t i, k, n_used
+    cdef uint32_t *used = NULL
+    if n_roots == 0 or refs.shape[0] % 3:
+        raise ValueError("fsm_build_ir: bad arguments")
+    keep = []
+    fr = <cm_ir_frag *>malloc((n_frags + 1) * sizeof(cm_ir_frag))
+    out = <cm_dfa_out **>malloc(n_roots * sizeof(cm_dfa_out *))
+    try:
+        if fr == NULL or out == NULL:
+            raise MemoryError("fsm_build_ir: out of memory")
+        for i in range(n_roots):
+            out[i] = NULL
+        for i in range(n_frags):
+            h, labs = frags[i]
+            if h.ptr == NULL:
+                raise ValueError("fsm_build_ir: empty DFA handle")
+            keep.append(labs)
+            n_used = h.ptr.lab_off[h.ptr.n_states]
+            for k in range(n_used):
+                if h.ptr.lab[k] >= <uint32_t>labs.shape[0]:
+                    raise ValueError("fsm_build_ir: fragment label out of range")
+            fr[i].dfa = h.ptr
+            fr[i].labels = _u32(labs)
+        inp.code = _u32(code)
+        inp.code_len = code.shape[0]
+        inp.label = _u32(label)
+        inp.n_names = <uint32_t>label.shape[0]
+        inp.refs = <const cm_ir_ref *>_u32(refs)
+        inp.n_refs = <uint32_t>(refs.shape[0] // 3)
+        inp.frags = fr
+        inp.n_frags = n_frags
+        for i in range(inp.n_refs):
+            if refs[3 * i + 1] == CM_IR_REF_ENTRY and (not shared or refs[3 * i + 2] >= n_roots):
+                raise ValueError("fsm_build_ir: bad entry")
+        with nogil:
+            rc = cm_fsm_build_ir(&inp, &roots[0], n_roots, shared, max_states, max_seconds, out)
+        if rc == CM_ERR_LIMIT:
+            raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
+                             value=max_states)
+        if rc == CM_ERR_TIMEOUT:
+            raise TimeoutError("automaton build ran past its time budget")
+        if rc == CM_ERR_NOMEM:
+            raise MemoryError("automaton build: out of memory")
+        if rc:
+            raise ValueError("automaton build: malformed IR code")
+        result = []
+        for i in range(n_roots):
+            d = out[i]
+            out[i] = NULL
+            result.append(_wrap_compact(d))
+        return result
+    finally:
+        if out != NULL:
+            if fr != NULL:
+                for i in range(n_roots):
+                    cm_dfa_out_free(out[i])
+        free(out)
+        free(fr)
+        free(used)

@@ -21,8 +21,14 @@ Pipeline (docs/design.md has the why):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import itertools
+import threading
+import time
+from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -85,6 +91,486 @@ class Tables:
         return int(self.trans.shape[1])
 
 
+# ---- 0. the IR as a hash-consed DAG -------------------------------------------
+#
+# Front ends share subtrees (one JSON string body for every string property), and
+# passes that walk the IR as a tree pay for every use.  Each distinct subtree gets an
+# id (exact: a node's key is its kind, its data and its children's ids) and the facts
+# the passes need are computed once per id; the automata are built in C from the
+# DAG serialized once per compile (csrc/cfgmask.h, CM_IR_*).
+
+_LIT, _BYTES, _UTF8, _SEQ, _ALT, _REPEAT, _REF, _BADTOKEN = 1, 2, 3, 4, 5, 6, 7, 8
+_TOKEN = 9  # interned kind only: emitted as _REF (its label) or _BADTOKEN
+_BADOP = 10  # a bound the C builder cannot take: that component is built in Python
+_INF = 0xFFFFFFFF
+_NO_USES: dict[str, int] = {}
+_NO_REFS: frozenset[str] = frozenset()
+
+
+class _Interner:
+    """Ids of IR subtrees and per-id facts: tree size (a shared subtree counted per
+    use), height, longest literal, rules referenced, references per rule (capped at 2)."""
+
+    MAX_NODES = 1 << 18  # then a new generation (the ids are kept alive, and the GC walks them)
+
+    def __init__(self, gen: int) -> None:
+        self.gen = gen
+        self.ids: dict[tuple, int] = {}  # type: ignore[type-arg]
+        self.keys: list[tuple] = []  # type: ignore[type-arg]
+        self.count: list[int] = []
+        self.height: list[int] = []
+        self.maxlit: list[int] = []
+        self.refs: list[frozenset[str]] = []
+        self.uses: list[dict[str, int]] = []
+        self.maxprod: list[int] = []  # largest product of repetition bounds on a path down
+        self.plain: list[bool] = []  # no repetition at all
+        self.size0: dict[int, int] = {}  # _size of reference-free subtrees
+        self.lock = threading.Lock()
+
+    def add(self, key: tuple) -> int:  # type: ignore[type-arg]
+        kind = key[0]
+        count, height, maxlit, refs, uses, maxprod, plain = 1, 1, 0, _NO_REFS, _NO_USES, 1, True
+        if kind == _SEQ or kind == _ALT:
+            kids = key[1]
+            if kids:
+                count = 1 + sum(map(self.count.__getitem__, kids))
+                height = 1 + max(map(self.height.__getitem__, kids))
+                maxlit = max(map(self.maxlit.__getitem__, kids))
+                maxprod = max(map(self.maxprod.__getitem__, kids))
+                plain = all(map(self.plain.__getitem__, kids))
+                rs = [r for r in map(self.refs.__getitem__, kids) if r]
+                if rs:
+                    refs = rs[0] if len(rs) == 1 else frozenset().union(*rs)
+                    us = [u for u in map(self.uses.__getitem__, kids) if u]
+                    if len(us) == 1:
+                        uses = us[0]
+                    else:
+                        uses = {}
+                        for u in us:
+                            for n, v in u.items():
+                                uses[n] = min(2, uses.get(n, 0) + v)
+        elif kind == _REPEAT:
+            k = key[1]
+            count, height, maxlit = 1 + self.count[k], 1 + self.height[k], self.maxlit[k]
+            refs, uses = self.refs[k], self.uses[k]
+            maxprod = max(key[2], key[3] or 0, 1) * self.maxprod[k]
+            plain = False
+        elif kind == _LIT:
+            maxlit = len(key[1])
+        elif kind == _REF:
+            refs, uses = frozenset((key[1],)), {key[1]: 1}
+        with self.lock:
+            got = self.ids.get(key)
+            if got is not None:
+                return got
+            i = len(self.keys)
+            self.count.append(count)
+            self.height.append(height)
+            self.maxlit.append(maxlit)
+            self.refs.append(refs)
+            self.uses.append(uses)
+            self.maxprod.append(maxprod)
+            self.plain.append(plain)
+            self.keys.append(key)
+            self.ids[key] = i
+            return i
+
+
+_INTERNER = _Interner(0)
+_INTERNER_LOCK = threading.Lock()
+
+
+def _reset_interner() -> None:
+    global _INTERNER
+    with _INTERNER_LOCK:
+        _INTERNER = _Interner(_INTERNER.gen + 1)
+
+
+def _current_interner() -> _Interner:
+    if len(_INTERNER.keys) > _Interner.MAX_NODES:
+        _reset_interner()
+    return _INTERNER
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Deep(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=4096)
+def _utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """The code of a character class: its ranges, then its UTF-8 byte sequences."""
+    out = [_UTF8, len(ranges)]
+    for lo, hi in ranges:
+        out += (lo, hi)
+    seqs = byte_sequences(ranges)
+    out.append(len(seqs))
+    for seq in seqs:
+        out.append(len(seq))
+        for lo, hi in seq:
+            out += (lo, hi)
+    return tuple(out)
+
+
+class _Session:
+    """One compile's view of the DAG: node ids by object, and the encoded IR the C
+    builder reads (nodes emitted on first use, names numbered on first use)."""
+
+    def __init__(self, interner: _Interner | None = None) -> None:
+        self.interner = interner or _current_interner()
+        self.gen = self.interner.gen
+        # node ids by object id; ``keep`` holds the objects, so no id is reused meanwhile
+        self.memo: dict[int, int] = {}
+        self.keep: list[ir.Expr] = []
+        self._next_check = 1024
+        self.code = array("I")
+        self.offsets: dict[int, int] = {}
+        self.names: list[str] = []
+        self.name_idx: dict[str, int] = {}
+        self._rank: array[int] | None = None
+        self._sorted: list[str] = []
+        self.roots: dict[str, int] = {}  # rule -> id, the grammar given to prepare()
+        self.tokens: set[tuple[tuple[int, ...], bool]] = set()  # token terminals seen
+
+    # -- ids
+
+    def cid(self, root: ir.Expr, max_nodes: int | None = None) -> int:
+        """The id of ``root`` (interned with its subtree if new).  Raises _TooBig past
+        ``max_nodes`` nodes visited in this session."""
+        memo = self.memo
+        got = memo.get(id(root))
+        if got is not None:
+            return got
+        self.max_nodes = max_nodes
+        try:
+            return self._cid_rec(root, 0)
+        except _Deep:  # the rest without recursion (what is done is memoized)
+            return self._cid_iter(root, max_nodes)
+
+    max_nodes: int | None = None
+
+    def _cid_rec(self, e: ir.Expr, depth: int) -> int:
+        memo = self.memo
+        t = type(e)
+        key: tuple  # type: ignore[type-arg]
+        if t is ir.Seq or t is ir.Alt:
+            if depth > 200:
+                raise _Deep
+            kids = []
+            ids = self.interner.ids
+            keep = self.keep
+            for x in e.items:  # type: ignore[attr-defined]
+                g = memo.get(id(x))
+                if g is None:
+                    tx = type(x)  # leaves here, without a call
+                    if tx is ir.Literal:
+                        leaf: tuple = (_LIT, x.data)  # type: ignore[type-arg, attr-defined]
+                    elif tx is ir.CharClass:
+                        leaf = (_UTF8, x.ranges)  # type: ignore[attr-defined]
+                    elif tx is ir.Ref:
+                        leaf = (_REF, x.name)  # type: ignore[attr-defined]
+                    elif tx is ir.ByteClass:
+                        leaf = (_BYTES, x.ranges)  # type: ignore[attr-defined]
+                    else:
+                        kids.append(self._cid_rec(x, depth + 1))
+                        continue
+                    g = ids.get(leaf)
+                    if g is None:
+                        g = self.interner.add(leaf)
+                    memo[id(x)] = g
+                    keep.append(x)
+                kids.append(g)
+            key = (_SEQ if t is ir.Seq else _ALT, tuple(kids))
+        elif t is ir.Literal:
+            key = (_LIT, e.data)  # type: ignore[attr-defined]
+        elif t is ir.CharClass:
+            key = (_UTF8, e.ranges)  # type: ignore[attr-defined]
+        elif t is ir.Ref:
+            key = (_REF, e.name)  # type: ignore[attr-defined]
+        elif t is ir.ByteClass:
+            key = (_BYTES, e.ranges)  # type: ignore[attr-defined]
+        elif t is ir.Repeat:
+            if depth > 200:
+                raise _Deep
+            x = e.item  # type: ignore[attr-defined]
+            g = memo.get(id(x))
+            k = self._cid_rec(x, depth + 1) if g is None else g
+            key = (_REPEAT, k, e.lo, e.hi)  # type: ignore[attr-defined]
+        else:
+            return self._cid_iter(e, self.max_nodes)
+        i = self.interner.ids.get(key)
+        if i is None:
+            i = self.interner.add(key)
+        memo[id(e)] = i
+        self.keep.append(e)
+        if len(self.keep) >= self._next_check:
+            self._next_check = len(self.keep) + 1024
+            if self.max_nodes is not None and len(self.keep) > self.max_nodes:
+                raise _TooBig
+            deadline.check("IR walk")
+        return i
+
+    def _cid_iter(self, root: ir.Expr, max_nodes: int | None) -> int:
+        memo = self.memo
+        got = memo.get(id(root))
+        if got is not None:
+            return got
+        interner = self.interner
+        ids = interner.ids
+        stack = [root]
+        while stack:
+            e = stack[-1]
+            got = memo.get(id(e))
+            if got is not None:
+                stack.pop()
+                continue
+            t = type(e)
+            key: tuple  # type: ignore[type-arg]
+            if t is ir.Seq or t is ir.Alt or (t is not ir.Repeat and isinstance(e, (ir.Seq, ir.Alt))):
+                kids = []
+                missing = False
+                for x in e.items:  # type: ignore[attr-defined]
+                    g = memo.get(id(x))
+                    if g is None:
+                        stack.append(x)
+                        missing = True
+                    else:
+                        kids.append(g)
+                if missing:
+                    continue
+                key = (_SEQ if isinstance(e, ir.Seq) else _ALT, tuple(kids))
+            elif isinstance(e, ir.Repeat):
+                g = memo.get(id(e.item))
+                if g is None:
+                    stack.append(e.item)
+                    continue
+                key = (_REPEAT, g, e.lo, e.hi)
+            elif isinstance(e, ir.Literal):
+                key = (_LIT, e.data)
+            elif isinstance(e, ir.Ref):
+                key = (_REF, e.name)
+            elif isinstance(e, ir.CharClass):
+                key = (_UTF8, e.ranges)
+            elif isinstance(e, ir.ByteClass):
+                key = (_BYTES, e.ranges)
+            elif isinstance(e, ir.Token):
+                key = (_TOKEN, e.ids, e.negated)
+                self.tokens.add((e.ids, e.negated))
+            else:
+                raise TypeError(f"not an IR expression: {e!r}")
+            stack.pop()
+            i = ids.get(key)
+            if i is None:
+                i = interner.add(key)
+            memo[id(e)] = i
+            self.keep.append(e)
+            if max_nodes is not None and len(self.keep) > max_nodes:
+                raise _TooBig
+            if not len(self.keep) & 1023:
+                deadline.check("IR walk")
+        return memo[id(root)]
+
+    def refs(self, cid: int) -> frozenset[str]:
+        return self.interner.refs[cid]
+
+    # -- sizes (automata._size over the DAG)
+
+    def size(self, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
+        it = self.interner
+        if not it.refs[cid]:
+            got = it.size0.get(cid)
+            if got is None:
+                got = it.size0[cid] = self._size(cid, rule_size, {})
+            return got
+        got = memo.get(cid)
+        if got is None:
+            got = memo[cid] = self._size(cid, rule_size, memo)
+        return got
+
+    def _size(self, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
+        key = self.interner.keys[cid]
+        kind = key[0]
+        if kind == _LIT:
+            return max(1, len(key[1]))
+        if kind == _UTF8:
+            return min(12, 2 * max(1, len(key[1])))
+        if kind == _REF:
+            return rule_size.get(key[1], 4)
+        if kind == _BYTES or kind == _TOKEN:
+            return 1
+        if kind == _SEQ or kind == _ALT:
+            total = 1
+            for k in key[1]:
+                got = memo.get(k)
+                total += self.size(k, rule_size, memo) if got is None else got
+            return total
+        _, item, lo, hi = key
+        n = hi if hi is not None else max(lo, 1)
+        return 1 + self.size(item, rule_size, memo) * max(n, 1)
+
+    # -- the encoded IR
+
+    def name(self, n: str) -> int:
+        i = self.name_idx.get(n)
+        if i is None:
+            i = self.name_idx[n] = len(self.names)
+            self.names.append(n)
+            self._rank = None
+        return i
+
+    def rank(self) -> tuple[array[int], list[str]]:
+        """Label value of each name (its position in name order) and the names in order."""
+        if self._rank is None:
+            order = sorted(range(len(self.names)), key=self.names.__getitem__)
+            rank = array("I", bytes(4 * len(order)))
+            for r, i in enumerate(order):
+                rank[i] = r
+            self._rank = rank
+            self._sorted = [self.names[i] for i in order]
+        return self._rank, self._sorted
+
+    def emit(self, root: int) -> int:
+        """Offset of node ``root`` in ``code`` (emitted with its subtree if new)."""
+        got = self.offsets.get(root)
+        if got is not None:
+            return got
+        try:
+            return self._emit_rec(root, 0)
+        except _Deep:  # the rest without recursion (what is done is kept)
+            return self._emit_iter(root)
+
+    def _emit_rec(self, cid: int, depth: int) -> int:
+        key = self.interner.keys[cid]
+        kind = key[0]
+        offsets = self.offsets
+        body: Any
+        if kind == _SEQ or kind == _ALT:
+            if depth > 200:
+                raise _Deep
+            offs = []
+            for k in key[1]:
+                o = offsets.get(k)
+                offs.append(self._emit_rec(k, depth + 1) if o is None else o)
+            body = (kind, len(offs), *offs)
+        elif kind == _REPEAT:
+            if depth > 200:
+                raise _Deep
+            o = offsets.get(key[1])
+            body = self._repeat_code(key, self._emit_rec(key[1], depth + 1) if o is None else o)
+        else:
+            body = self._leaf_code(key)
+        off = offsets[cid] = len(self.code)
+        self.code.extend(body)
+        return off
+
+    def _emit_iter(self, root: int) -> int:
+        offsets = self.offsets
+        keys = self.interner.keys
+        code = self.code
+        stack = [root]
+        while stack:
+            cid = stack[-1]
+            if cid in offsets:
+                stack.pop()
+                continue
+            key = keys[cid]
+            kind = key[0]
+            if kind == _SEQ or kind == _ALT:
+                missing = [k for k in key[1] if k not in offsets]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                body: Any = (kind, len(key[1]), *[offsets[k] for k in key[1]])
+            elif kind == _REPEAT:
+                if key[1] not in offsets:
+                    stack.append(key[1])
+                    continue
+                body = self._repeat_code(key, offsets[key[1]])
+            else:
+                body = self._leaf_code(key)
+            stack.pop()
+            offsets[cid] = len(code)
+            code.extend(body)
+        return offsets[root]
+
+    @staticmethod
+    def _repeat_code(key: tuple, item: int) -> tuple[int, ...]:  # type: ignore[type-arg]
+        _, _, lo, hi = key
+        if 0 <= lo < _INF and (hi is None or lo <= hi < _INF):
+            return (_REPEAT, lo, _INF if hi is None else hi, item)
+        return (_BADOP, 0)
+
+    def _leaf_code(self, key: tuple) -> Any:  # type: ignore[type-arg]
+        kind = key[0]
+        if kind == _LIT:
+            return (_LIT, len(key[1]), *key[1])
+        if kind == _BYTES:
+            body = [_BYTES, len(key[1])]
+            for lo, hi in key[1]:
+                body += (lo, hi) if 0 <= lo <= hi <= 255 else (1, 0)  # (1, 0): rejected by C
+            return body
+        if kind == _UTF8:
+            return _utf8_code(key[1])
+        if kind == _REF:
+            return (_REF, self.name(key[1]))
+        if key[1]:  # _TOKEN
+            return (_REF, self.name(token_label(ir.Token(key[1], key[2]))))
+        return (_BADTOKEN, 0)
+
+    def build(
+        self,
+        rules: dict[str, ir.Expr],
+        comp: list[str],
+        right_linear: bool,
+        usable: list[str],
+        fragments: dict[str, DFA],
+        limits: CompileLimits,
+    ) -> dict[str, DFA]:
+        """``_component``'s automata, built in C."""
+        from ._core import fsm_build_ir
+
+        roots = array("I", [self.emit(self.cid(rules[m])) for m in comp])
+        over = []
+        if right_linear:
+            over += [(self.name(m), 1, i) for i, m in enumerate(comp)]  # CM_IR_REF_ENTRY
+        frag_names = []
+        for j, c in enumerate(usable):
+            over.append((self.name(c), 2, j))  # CM_IR_REF_EMBED
+            frag_names.append([self.name(n) for n in fragments[c].names or ()])
+        rank, ordered = self.rank()
+        over.sort()
+        refs = array("I", [x for t in over for x in t])
+        frags = []
+        for c, idx in zip(usable, frag_names, strict=True):
+            h = fragments[c].handle
+            assert h is not None
+            frags.append((h, array("I", [rank[i] for i in idx])))
+        deadline.check("automaton build")
+        left = deadline.remaining()
+        try:
+            built = fsm_build_ir(
+                self.code,
+                rank,
+                refs,
+                frags,
+                roots,
+                right_linear,
+                limits.max_dfa_states,
+                0.0 if left == float("inf") else max(left, 1e-3),
+            )
+        except TimeoutError:
+            time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
+            deadline.check("automaton build")
+            raise
+        return {
+            m: DFA(handle=h, names=[ordered[r] for r in used])
+            for m, (h, used) in zip(comp, built, strict=True)
+        }
+
+
 # ---- 1. repetitions -----------------------------------------------------------
 
 
@@ -107,33 +593,88 @@ def _size(expr: ir.Expr, rule_size: dict[str, int] | None = None) -> int:
     raise TypeError(f"not an IR expression: {expr!r}")
 
 
-def _rule_sizes(rules: dict[str, ir.Expr]) -> dict[str, int]:
-    """Estimated sizes of every rule, references expanded (recursion counts 4), capped."""
+def _rule_sizes(
+    rules: dict[str, ir.Expr], sess: _Session | None = None, memo: dict[int, int] | None = None
+) -> dict[str, int]:
+    """Estimated sizes of every rule, references expanded (recursion counts 4), capped.
+    ``memo`` receives the sizes of subtrees (by id) that hold for the final rule sizes."""
     cap = 1 << 30
     sizes: dict[str, int] = {}
-    graph = {n: ir.Grammar(rules, n).references(b) for n, b in rules.items()}
+    if sess is None:
+        graph = {n: ir.Grammar(rules, n).references(b) for n, b in rules.items()}
+    else:
+        cids = {n: sess.cid(b) for n, b in rules.items()}
+        graph = {n: set(sess.refs(c)) for n, c in cids.items()}
+    final: dict[int, int] = {} if memo is None else memo
     for comp in _sccs_all(graph):
         for n in comp:
             sizes.setdefault(n, 4)
+        # a rule outside any cycle refers only to rules sized already: its subtrees' sizes are final
+        settled = len(comp) == 1 and comp[0] not in graph[comp[0]]
         for n in comp:
-            sizes[n] = min(cap, _size(rules[n], sizes))
+            if sess is None:
+                size = _size(rules[n], sizes)
+            else:
+                size = sess.size(cids[n], sizes, final if settled else {})
+            sizes[n] = min(cap, size)
     return sizes
 
 
 class _RepeatRewriter:
-    def __init__(self, rules: dict[str, ir.Expr], limits: CompileLimits) -> None:
+    def __init__(
+        self, rules: dict[str, ir.Expr], limits: CompileLimits, sess: _Session | None = None
+    ) -> None:
         self.rules = dict(rules)
         self.limits = limits
         self.outlined: set[str] = set()
         self.count = 0
-        self.rule_size = _rule_sizes(self.rules)
+        self.sess = sess
+        self._sizes: dict[int, int] = {}
+        self.rule_size = _rule_sizes(self.rules, sess, self._sizes)
+        self._clean: dict[int, bool] = {}
 
     def run(self) -> dict[str, ir.Expr]:
         for name in list(self.rules):
             self.rules[name] = self.expr(self.rules[name], name, 1)
         return self.rules
 
+    def clean(self, cid: int) -> bool:
+        """Does the subtree need no rewriting (and have valid bounds)?"""
+        assert self.sess is not None
+        it = self.sess.interner
+        if it.plain[cid]:
+            return True
+        got = self._clean.get(cid)
+        if got is not None:
+            return got
+        key = it.keys[cid]
+        if key[0] == _SEQ or key[0] == _ALT:
+            got = all(self.clean(k) for k in key[1])
+        elif key[0] == _REPEAT:
+            _, item, lo, hi = key
+            bound = max(lo, hi or 0, 1)
+            got = (
+                lo >= 0
+                and (hi is None or hi >= lo)
+                and self.clean(item)
+                and (
+                    bound <= 1
+                    or self.sess.size(item, self.rule_size, self._sizes) * bound <= self.limits.unroll_budget
+                )
+            )
+        else:
+            got = True
+        self._clean[cid] = got
+        return got
+
     def expr(self, e: ir.Expr, rule: str, product: int) -> ir.Expr:
+        if self.sess is not None:
+            cid = self.sess.cid(e)
+            if (
+                self.clean(cid)
+                and product * self.sess.interner.maxprod[cid] <= self.limits.max_repeat_product
+            ):
+                return e  # nothing to rewrite below: keep the node (and its sharing)
         deadline.check("repetitions")
         if isinstance(e, ir.Seq):
             return ir.Seq(tuple(self.expr(x, rule, product) for x in e.items))
@@ -213,15 +754,22 @@ class _RepeatRewriter:
 # ---- 2. the rule graph --------------------------------------------------------
 
 
-def _sccs(graph: dict[str, set[str]], root: str) -> list[list[str]]:
-    """Tarjan's SCCs of the part reachable from root, callees before callers."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
+def _sccs(
+    graph: dict[str, set[str]],
+    root: str,
+    index: dict[str, int] | None = None,
+    low: dict[str, int] | None = None,
+) -> list[list[str]]:
+    """Tarjan's SCCs of the part reachable from root, callees before callers.  With
+    ``index`` and ``low`` of earlier calls, the nodes they visited are skipped (their
+    components are complete: nothing reachable from them is new)."""
+    if index is None or low is None:
+        index, low = {}, {}
     on: set[str] = set()
     stack: list[str] = []
     out: list[list[str]] = []
     work = [(root, iter(sorted(graph[root])))]
-    index[root] = low[root] = 0
+    index[root] = low[root] = len(index)
     stack.append(root)
     on.add(root)
     while work:
@@ -254,15 +802,12 @@ def _sccs(graph: dict[str, set[str]], root: str) -> list[list[str]]:
 def _sccs_all(graph: dict[str, set[str]]) -> list[list[str]]:
     """SCCs of the whole graph, callees before callers."""
     out: list[list[str]] = []
-    seen: set[str] = set()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    inside = {k: {c for c in v if c in graph} for k, v in graph.items()}
     for root in graph:
-        if root in seen:
-            continue
-        comps = _sccs({k: {c for c in v if c in graph} for k, v in graph.items()}, root)
-        for comp in comps:
-            if comp[0] not in seen:
-                out.append(comp)
-                seen.update(comp)
+        if root not in index:
+            out.extend(_sccs(inside, root, index, low))
     return out
 
 
@@ -370,38 +915,52 @@ class _Builder:
 
 
 def _rule_dfas(
-    rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits
+    rules: dict[str, ir.Expr],
+    start: str,
+    outlined: set[str],
+    limits: CompileLimits,
+    sess: _Session | None = None,
 ) -> dict[str, DFA]:
-    graph = {name: ir.Grammar(rules, start).references(body) for name, body in rules.items()}
-    uses = _use_counts(rules)
+    if sess is None:
+        sess = _Session()
+    cids = {name: sess.cid(body) for name, body in rules.items()}
+    graph = {name: set(sess.refs(c)) for name, c in cids.items()}
+    uses = _use_counts_dag(sess, cids)
+    for name in sorted(rules):  # number the names once: label values need their order
+        sess.name(name)
+    for t in sorted(sess.tokens):
+        if t[0]:
+            sess.name(token_label(ir.Token(*t)))
     fragments: dict[str, DFA] = {}
     inline: set[str] = set()
-    keys: dict[str, str] = {}
+    keys: dict[str, tuple[int, str]] = {}
     for comp in _sccs(graph, start):
         members = set(comp)
         recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
         regular = not recursive or all(_tail_only(rules[m], members, True) for m in comp)
         deadline.check("rule loop")
         callees = sorted({c for m in comp for c in graph[m]} - members)
-        key = hashlib.sha1(
-            repr(
-                (
-                    [(m, rules[m]) for m in comp],
-                    [(c, keys[c] if c in inline else None) for c in callees],
-                    recursive,
-                    regular,
-                    limits,
-                )
-            ).encode()
-        ).hexdigest()
-        dfas = _FRAGMENT_CACHE.get(key)
-        if dfas is None:
-            dfas = _build_component(rules, comp, recursive and regular, fragments, inline, limits)
-            if len(_FRAGMENT_CACHE) >= _FRAGMENT_CACHE_MAX:
-                _FRAGMENT_CACHE.pop(next(iter(_FRAGMENT_CACHE)))
-            _FRAGMENT_CACHE[key] = dfas
+        key = (
+            sess.gen,
+            tuple((m, cids[m]) for m in comp),
+            tuple((c, keys[c] if c in inline else None) for c in callees),
+            recursive,
+            regular,
+            limits,
+        )
+        got = _FRAGMENT_CACHE.get(key)
+        if got is None:
+            dfas = _build_component(
+                rules, comp, recursive and regular, fragments, inline, limits, sess, callees
+            )
+            got = (next(_SERIAL), dfas)
+            with _FRAGMENT_LOCK:
+                if len(_FRAGMENT_CACHE) >= _FRAGMENT_CACHE_MAX:
+                    _FRAGMENT_CACHE.pop(next(iter(_FRAGMENT_CACHE)), None)
+                _FRAGMENT_CACHE[key] = got
+        serial, dfas = got
         for m in comp:
-            keys[m] = f"{key}:{m}"
+            keys[m] = (serial, m)
         fragments.update(dfas)
         for m in comp:
             # Copying a rule into every caller makes tokens that span it context-independent,
@@ -413,12 +972,29 @@ def _rule_dfas(
     return fragments
 
 
-# Automata of rule components, keyed by their IR and their callees' keys: grammars
-# from one front end share most rules (JSON strings, numbers, whitespace), so a
-# process compiling many schemas builds each shared part once.  DFAs are never
+class _FragmentCache(dict):  # type: ignore[type-arg]
+    """``clear()`` also forgets the IR ids (keys hold them) and the character-class codes:
+    a cleared cache means a cold compile."""
+
+    def clear(self) -> None:
+        super().clear()
+        _reset_interner()
+        _utf8_code.cache_clear()
+
+
+# Automata of rule components, keyed by their IR (ids of the interned DAG), their callees'
+# keys and the limits: grammars from one front end share most rules (JSON strings, numbers,
+# whitespace), so a process compiling many schemas builds each shared part once.  Values
+# are (serial, automata); callers' keys name a callee by its serial.  DFAs are never
 # mutated after construction.
-_FRAGMENT_CACHE: dict[str, dict[str, DFA]] = {}
+_FRAGMENT_CACHE: dict[tuple, tuple[int, dict[str, DFA]]] = _FragmentCache()  # type: ignore[type-arg]
 _FRAGMENT_CACHE_MAX = 4096
+_FRAGMENT_LOCK = threading.Lock()
+_SERIAL = itertools.count()
+
+# The builder of the automata: C (from the encoded IR) or Python (_Builder: the reference
+# the tests compare it with).
+_C_BUILDER = True
 
 
 def _build_component(
@@ -428,11 +1004,16 @@ def _build_component(
     fragments: dict[str, DFA],
     inline: set[str],
     limits: CompileLimits,
+    sess: _Session | None = None,
+    callees: list[str] | None = None,
 ) -> dict[str, DFA]:
     """A component's automata, with less inlining if the full inlining blows up."""
+    if callees is None:
+        members = set(comp)
+        callees = sorted({c for m in comp for c in ir.Grammar(rules, m).references(rules[m])} - members)
     for budget in (limits.inline_max_states, 64, 0):
         try:
-            return _component(rules, comp, right_linear, fragments, inline, budget, limits)
+            return _component(rules, comp, right_linear, fragments, inline, budget, limits, sess, callees)
         except LimitError as e:
             if budget == 0 or e.limit == "deadline_ms":
                 raise
@@ -454,6 +1035,16 @@ def _use_counts(rules: dict[str, ir.Expr]) -> dict[str, int]:
     return counts
 
 
+def _use_counts_dag(sess: _Session, cids: dict[str, int]) -> dict[str, int]:
+    """``_use_counts`` capped at 2 (all that inlining asks: one use or more)."""
+    counts: dict[str, int] = {}
+    uses = sess.interner.uses
+    for c in cids.values():
+        for n, v in uses[c].items():
+            counts[n] = min(2, counts.get(n, 0) + v)
+    return counts
+
+
 def _component(
     rules: dict[str, ir.Expr],
     comp: list[str],
@@ -462,8 +1053,28 @@ def _component(
     inline: set[str],
     budget: int,
     limits: CompileLimits,
+    sess: _Session | None = None,
+    callees: list[str] | None = None,
 ) -> dict[str, DFA]:
-    usable = {n for n in inline if len(fragments[n]) <= budget}
+    if callees is None:
+        callees = sorted(inline)
+    usable = [n for n in callees if n in inline and len(fragments[n]) <= budget]
+    if _C_BUILDER and sess is not None and all(fragments[n].handle is not None for n in usable):
+        try:
+            return sess.build(rules, comp, right_linear, usable, fragments, limits)
+        except ValueError:
+            pass  # a token terminal without ids or a bound C cannot take: the Python builder says which
+    return _component_py(rules, comp, right_linear, fragments, set(usable), limits)
+
+
+def _component_py(
+    rules: dict[str, ir.Expr],
+    comp: list[str],
+    right_linear: bool,
+    fragments: dict[str, DFA],
+    usable: set[str],
+    limits: CompileLimits,
+) -> dict[str, DFA]:
     nfa = NFA()
     final = nfa.state()
     out: dict[str, DFA] = {}
@@ -500,24 +1111,31 @@ def _token_set(label: str) -> tuple[bool, list[int]]:
     return negated, [int(x) for x in body.lstrip("!").split(",")]
 
 
+def _callees_in_order(dfa: DFA) -> list[str]:
+    """The labels of ``dfa`` in order of first use (states in order, labels by name)."""
+    if dfa.handle is None:
+        return list(dict.fromkeys(c for st in dfa.states for c, _ in st.refs))
+    names = dfa.names or []
+    if len(names) <= 1:
+        return list(names)
+    return [names[i] for i in dfa.handle.label_order()]
+
+
 def _runtime_rules(dfas: dict[str, DFA], start: str) -> list[str]:
     order = [start]
     seen = {start}
     for name in order:
-        for st in dfas[name].states:
-            for callee, _ in st.refs:
-                if callee not in seen and not callee.startswith(TOKEN_LABEL):
-                    seen.add(callee)
-                    order.append(callee)
+        for callee in _callees_in_order(dfas[name]):
+            if callee not in seen and not callee.startswith(TOKEN_LABEL):
+                seen.add(callee)
+                order.append(callee)
     return order
 
 
 def _trim_all(dfas: dict[str, DFA], start: str) -> dict[str, DFA]:
     names = _runtime_rules(dfas, start)
     # token terminals always match something
-    productive: set[str] = {
-        c for n in names for st in dfas[n].states for c, _ in st.refs if c.startswith(TOKEN_LABEL)
-    }
+    productive: set[str] = {c for n in names for c in _labels(dfas[n]) if c.startswith(TOKEN_LABEL)}
     changed = True
     while changed:
         changed = False
@@ -535,6 +1153,12 @@ def _trim_all(dfas: dict[str, DFA], start: str) -> dict[str, DFA]:
             assert t is not None
             trimmed[n] = t
     return {n: trimmed[n] for n in _runtime_rules(trimmed, start)}
+
+
+def _labels(dfa: DFA) -> list[str]:
+    if dfa.handle is None:
+        return [c for st in dfa.states for c, _ in st.refs]
+    return dfa.names or []
 
 
 # ---- 4. tables ----------------------------------------------------------------
@@ -560,36 +1184,82 @@ class _Flat:
     """All runtime rules' states in one numbering."""
 
     names: list[str]
-    rule_of: list[int]
+    rule_of: np.ndarray  # uint32 [states]
     start_of: list[int]
-    accepting: list[bool]
-    bytes: list[list[tuple[int, int, int]]]
-    refs: list[list[tuple[int, int]]]
-    tokens: list[list[tuple[int, int]]]  # (token set, target) per state
+    accepting: np.ndarray  # uint8 [states]
+    # per rule: its byte transitions, int32 [its states, its byte classes] (global state
+    # numbers, -1 = none) and the class of each byte, intp [256]
+    parts: list[tuple[np.ndarray, np.ndarray]]
+    refs: dict[int, list[tuple[int, int]]]  # (rule, target) per state that calls rules
+    tokens: dict[int, list[tuple[int, int]]]  # (token set, target) per state with token edges
     token_sets: list[str]
+
+    @property
+    def n(self) -> int:
+        return int(self.rule_of.shape[0])
+
+    def byte_targets(self, states: list[int]) -> np.ndarray:
+        """int32 [len(states), 256]: the target of each state on each byte (-1: none)."""
+        out = np.empty((len(states), 256), dtype=np.int32)
+        if not states:
+            return out
+        idx = np.asarray(states, dtype=np.int64)
+        rules = self.rule_of[idx]
+        for r in sorted(set(rules.tolist())):
+            rows = np.nonzero(rules == r)[0]
+            trans, cls = self.parts[r]
+            out[rows] = trans[idx[rows] - self.start_of[r]][:, cls]
+        return out
+
+    def full(self) -> np.ndarray:
+        """int32 [states, 256]: every state's target on every byte (-1: none)."""
+        return (
+            np.concatenate([trans[:, cls] for trans, cls in self.parts])
+            if self.parts
+            else (np.zeros((0, 256), dtype=np.int32))
+        )
 
 
 def _flatten(dfas: dict[str, DFA], order: list[str]) -> _Flat:
     rid = {n: i for i, n in enumerate(order)}
-    base: dict[str, int] = {}
-    total = 0
-    for n in order:
-        base[n] = total
-        total += len(dfas[n])
-    f = _Flat(order, [], [base[n] for n in order], [], [], [], [], [])
+    parts = []
+    accs = []
+    rule_of = []
+    start_of = []
+    refs: dict[int, list[tuple[int, int]]] = {}
+    tokens: dict[int, list[tuple[int, int]]] = {}
     sets: dict[str, int] = {}
-    for n in order:
-        b = base[n]
-        for st in dfas[n].states:
-            f.rule_of.append(rid[n])
-            f.accepting.append(st.accepting)
-            f.bytes.append([(lo, hi, b + t) for lo, hi, t in st.bytes])
-            f.refs.append([(rid[c], b + t) for c, t in st.refs if not c.startswith(TOKEN_LABEL)])
-            f.tokens.append(
-                [(sets.setdefault(c, len(sets)), b + t) for c, t in st.refs if c.startswith(TOKEN_LABEL)]
-            )
-    f.token_sets = list(sets)
-    return f
+    base = 0
+    for r, n in enumerate(order):
+        d = dfas[n]
+        assert d.handle is not None
+        cls_b, trans_b, acc_b, labels = d.handle.flat(base)
+        ns = len(acc_b)
+        cls = np.frombuffer(cls_b, dtype=np.uint8).astype(np.intp)
+        parts.append((np.frombuffer(trans_b, dtype=np.int32).reshape(ns, -1), cls))
+        accs.append(np.frombuffer(acc_b, dtype=np.uint8))
+        rule_of.append(np.full(ns, r, dtype=np.uint32))
+        start_of.append(base)
+        if labels:
+            names = d.names or []
+            is_tok = [c.startswith(TOKEN_LABEL) for c in names]
+            for s, lab, to in labels:
+                c = names[lab]
+                if is_tok[lab]:
+                    tokens.setdefault(base + s, []).append((sets.setdefault(c, len(sets)), to))
+                else:
+                    refs.setdefault(base + s, []).append((rid[c], to))
+        base += ns
+    return _Flat(
+        order,
+        np.concatenate(rule_of) if rule_of else np.zeros(0, dtype=np.uint32),
+        start_of,
+        np.concatenate(accs) if accs else np.zeros(0, dtype=np.uint8),
+        parts,
+        refs,
+        tokens,
+        list(sets),
+    )
 
 
 def _nullable(f: _Flat) -> list[bool]:
@@ -608,7 +1278,7 @@ def _nullable(f: _Flat) -> list[bool]:
                 s = stack.pop()
                 if f.accepting[s]:
                     null[r] = changed = True
-                for c, t in f.refs[s]:
+                for c, t in f.refs.get(s, ()):
                     if null[c] and t not in seen:
                         seen.add(t)
                         stack.append(t)
@@ -628,58 +1298,94 @@ def _byte_bits(edges: list[tuple[int, int, int]]) -> int:
 def _follow(f: _Flat, null: list[bool]) -> list[int]:
     """Per rule: bytes that may come right after it completes (FOLLOW, as 256-bit ints).
     An over-approximation is always safe; the mask cache uses it to keep tokens
-    that leave a rule context-independent when their next byte cannot follow."""
-    n = len(f.rule_of)
-    can_end = [False] * n
+    that leave a rule context-independent when their next byte cannot follow.
+    Only states that call rules change in the fixpoints below; the others keep
+    their own values (accepting; the bytes they consume).  Each fixpoint is the least
+    one whatever the order of the updates; the orders below (states of callees and
+    later states first for can_end and nxt, callers first for follow) need few rounds."""
+    callers = sorted(f.refs)
+    backwards = callers[::-1]
+    refs = f.refs
+    acc = f.accepting.tolist()
+    can_end = {s: bool(acc[s]) for s in callers}
+    for s in callers:
+        for _, t in refs[s]:
+            can_end.setdefault(t, bool(acc[t]))
     changed = True
     while changed:
         changed = False
         deadline.check("fixpoint")
-        for s in range(n):
-            if not can_end[s] and (f.accepting[s] or any(null[c] and can_end[t] for c, t in f.refs[s])):
+        for s in backwards:
+            if not can_end[s] and any(null[c] and can_end[t] for c, t in refs[s]):
                 can_end[s] = changed = True
     # first[r]: bytes rule r can start with; nxt[s]: bytes consumable from state s
-    first = [0] * len(f.names)
-    # a token terminal may be any text token: any byte can come next
-    nxt = [_byte_bits(b) | (ALL_BYTES if f.tokens[s] else 0) for s, b in enumerate(f.bytes)]
+    need = sorted(set(can_end) | set(f.start_of))
+    nxt: dict[int, int] = {}
+    if need:
+        packed = np.packbits(f.byte_targets(need) >= 0, axis=1, bitorder="little")
+        for s, row in zip(need, packed, strict=True):
+            # a token terminal may be any text token: any byte can come next
+            nxt[s] = ALL_BYTES if s in f.tokens else int.from_bytes(row.tobytes(), "little")
+    first = [nxt[s] for s in f.start_of]
+    rule_at = {s: r for r, s in enumerate(f.start_of)}
     changed = True
     while changed:
         changed = False
         deadline.check("fixpoint")
-        for s in range(n):
+        for s in backwards:
             v = nxt[s]
-            for c, t in f.refs[s]:
+            for c, t in refs[s]:
                 v |= first[c] | (nxt[t] if null[c] else 0)
             if v != nxt[s]:
                 nxt[s] = v
                 changed = True
-        for r in range(len(f.names)):
-            v = nxt[f.start_of[r]]
-            if v != first[r]:
-                first[r] = v
-                changed = True
+                r = rule_at.get(s)
+                if r is not None:
+                    first[r] = v
     follow = [0] * len(f.names)
+    rule_of = f.rule_of.tolist()
     changed = True
     while changed:
         changed = False
         deadline.check("fixpoint")
-        for s in range(n):
-            for c, t in f.refs[s]:
-                v = follow[c] | nxt[t] | (follow[f.rule_of[s]] if can_end[t] else 0)
+        for s in callers:
+            caller = rule_of[s]
+            for c, t in refs[s]:
+                v = follow[c] | nxt[t] | (follow[caller] if can_end[t] else 0)
                 if v != follow[c]:
                     follow[c] = v
                     changed = True
     return follow
 
 
+def _rows_as_void(a: np.ndarray) -> np.ndarray:
+    """The rows of a 2-D array as opaque scalars (equal rows, equal scalars)."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(a.shape[0])
+
+
 def _classes(f: _Flat) -> tuple[np.ndarray, np.ndarray]:
-    n = len(f.rule_of)
-    full = np.full((n, 256), -1, dtype=np.int32)
-    for s, edges in enumerate(f.bytes):
-        for lo, hi, t in edges:
-            full[s, lo : hi + 1] = t
-    # identical columns = one byte class; hash the columns, then check the grouping exactly
+    """Global byte classes (bytes whose columns in the [states, 256] transition matrix
+    are equal, numbered in the order of a hash of the column) and the matrix by class.
+    Bytes are grouped through each rule's own classes, so the matrix is only ever built
+    by class."""
+    n = f.n
     weights = np.random.default_rng(0xC1A55).integers(1, 2**62, size=n, dtype=np.int64) | 1
+    if f.parts:
+        # bytes in the same class of every rule have equal columns: group them first
+        per_byte = np.stack([cls for _, cls in f.parts], axis=1)
+        _, reps, fine = np.unique(_rows_as_void(per_byte), return_index=True, return_inverse=True)
+        cols = np.concatenate([trans[:, cls[reps]] for trans, cls in f.parts])
+        keys = np.zeros(cols.shape[1], dtype=np.int64)
+        with np.errstate(over="ignore"):
+            for i in range(0, n, 4096):  # in slices: the sum wraps modulo 2**64 either way
+                keys += weights[i : i + 4096] @ (cols[i : i + 4096].astype(np.int64) + 2)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if np.array_equal(cols, cols[:, first[inverse]]):  # no hash collision: as from the full matrix
+            byte_class = np.asarray(inverse[fine.reshape(-1)], dtype=np.uint8).reshape(256)
+            return byte_class, np.ascontiguousarray(cols[:, first])
+    full = f.full()
     with np.errstate(over="ignore"):
         keys = weights @ (full.astype(np.int64) + 2)
     _, first_col, inverse = np.unique(keys, return_index=True, return_inverse=True)
@@ -691,31 +1397,67 @@ def _classes(f: _Flat) -> tuple[np.ndarray, np.ndarray]:
     return byte_class, trans
 
 
-def _build_dfas(grammar: ir.Grammar, limits: CompileLimits) -> dict[str, DFA]:
-    rw = _RepeatRewriter(grammar.rules, limits)
+def _build_dfas(grammar: ir.Grammar, limits: CompileLimits, sess: _Session | None = None) -> dict[str, DFA]:
+    if sess is None:
+        sess = _Session()
+    rw = _RepeatRewriter(grammar.rules, limits, sess)
     rules = rw.run()
-    return _trim_all(_rule_dfas(rules, grammar.start, rw.outlined, limits), grammar.start)
+    return _trim_all(_rule_dfas(rules, grammar.start, rw.outlined, limits, sess), grammar.start)
 
 
-def build_tables(grammar: ir.Grammar, limits: CompileLimits | None = None) -> Tables:
+def prepare(grammar: ir.Grammar, limits: CompileLimits) -> _Session:
+    """``check_ir`` and the IR's ids, which ``tables_key`` and ``build_tables`` use."""
+    sess = _Session()
+    if len(grammar.rules) > limits.max_rules:
+        _check_ir_exact(grammar, limits)
+    try:
+        for name, body in grammar.rules.items():
+            sess.roots[name] = sess.cid(body, limits.max_ir_nodes)
+    except _TooBig:  # more distinct nodes than max_ir_nodes: more tree nodes too
+        _check_ir_exact(grammar, limits)
+        raise AssertionError("check_ir missed a limit") from None
+    it = sess.interner
+    roots = sess.roots.values()
+    if (
+        sum(it.count[c] for c in roots) > limits.max_ir_nodes
+        or max((it.height[c] for c in roots), default=0) > limits.max_ir_depth
+        or max((it.maxlit[c] for c in roots), default=0) >= limits.max_dfa_states
+    ):
+        _check_ir_exact(grammar, limits)  # raises the error the tree walk meets first
+    return sess
+
+
+def tables_key(sess: _Session, grammar: ir.Grammar, limits: CompileLimits) -> str:
+    """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits."""
+    body = repr((sess.gen, sorted(sess.roots.items()), grammar.start, limits))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def build_tables(
+    grammar: ir.Grammar, limits: CompileLimits | None = None, session: _Session | None = None
+) -> Tables:
     """Compile an IR grammar to the C core's tables.  Raises LimitError past any of
-    ``limits`` (``deadline_ms`` included: it bounds the whole build)."""
+    ``limits`` (``deadline_ms`` included: it bounds the whole build).  ``session``:
+    what ``prepare(grammar, limits)`` returned, if the caller has it."""
     limits = limits or CompileLimits()
     with deadline.Deadline(limits.deadline_ms, "compile"):
-        check_ir(grammar, limits)
-        return _build_tables(grammar, limits)
+        if session is None:
+            session = prepare(grammar, limits)
+        return _build_tables(grammar, limits, session)
 
 
-def _build_tables(grammar: ir.Grammar, limits: CompileLimits) -> Tables:
-    _validate(grammar)
+def _build_tables(grammar: ir.Grammar, limits: CompileLimits, sess: _Session | None = None) -> Tables:
+    if sess is None:
+        sess = prepare(grammar, limits)
+    _validate(grammar, sess)
     try:
-        dfas = _build_dfas(grammar, limits)
+        dfas = _build_dfas(grammar, limits, sess)
     except LimitError as e:
         if e.limit != "max_dfa_states" or limits.unroll_budget == 0:
             raise
         # Unrolled bounded repetitions can make subset construction explode
         # ((a x{0,20})* tracks every counter combination); helper rules never do.
-        dfas = _build_dfas(grammar, dataclasses.replace(limits, unroll_budget=0))
+        dfas = _build_dfas(grammar, dataclasses.replace(limits, unroll_budget=0), sess)
     order = list(dfas)
     total = sum(len(d) for d in dfas.values())
     if total > limits.max_total_states:
@@ -728,10 +1470,17 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits) -> Tables:
     null = _nullable(f)
     follow = _follow(f, null)
     byte_class, trans = _classes(f)
-    ref_off = np.zeros(len(f.refs) + 1, dtype=np.uint32)
-    ref_off[1:] = np.cumsum([len(r) for r in f.refs])
-    tok_off = np.zeros(len(f.tokens) + 1, dtype=np.uint32)
-    tok_off[1:] = np.cumsum([len(r) for r in f.tokens])
+    n_states = f.n
+    callers = sorted(f.refs)
+    ref_off = np.zeros(n_states + 1, dtype=np.uint32)
+    ref_off[np.asarray(callers, dtype=np.int64) + 1] = [len(f.refs[s]) for s in callers]
+    np.cumsum(ref_off, out=ref_off)
+    ref_edges = [e for s in callers for e in f.refs[s]]
+    tok_states = sorted(f.tokens)
+    tok_off = np.zeros(n_states + 1, dtype=np.uint32)
+    tok_off[np.asarray(tok_states, dtype=np.int64) + 1] = [len(f.tokens[s]) for s in tok_states]
+    np.cumsum(tok_off, out=tok_off)
+    tok_edges = [e for s in tok_states for e in f.tokens[s]]
     sets = [_token_set(label) for label in f.token_sets]
     set_off = np.zeros(len(sets) + 1, dtype=np.uint32)
     set_off[1:] = np.cumsum([len(ids) for _, ids in sets])
@@ -744,17 +1493,17 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits) -> Tables:
         start_rule=0,
         byte_class=byte_class,
         trans=trans,
-        state_rule=np.asarray(f.rule_of, dtype=np.uint32),
-        accepting=np.asarray(f.accepting, dtype=np.uint8),
+        state_rule=np.ascontiguousarray(f.rule_of, dtype=np.uint32),
+        accepting=np.ascontiguousarray(f.accepting, dtype=np.uint8),
         ref_off=ref_off,
-        ref_rule=np.asarray([c for r in f.refs for c, _ in r], dtype=np.uint32),
-        ref_target=np.asarray([t for r in f.refs for _, t in r], dtype=np.uint32),
+        ref_rule=np.asarray([c for c, _ in ref_edges], dtype=np.uint32),
+        ref_target=np.asarray([t for _, t in ref_edges], dtype=np.uint32),
         rule_start=np.asarray(f.start_of, dtype=np.uint32),
         rule_nullable=np.asarray(null, dtype=np.uint8),
         rule_follow=follow_arr.reshape(-1),
         tok_off=tok_off,
-        tok_set=np.asarray([k for r in f.tokens for k, _ in r], dtype=np.uint32),
-        tok_target=np.asarray([t for r in f.tokens for _, t in r], dtype=np.uint32),
+        tok_set=np.asarray([k for k, _ in tok_edges], dtype=np.uint32),
+        tok_target=np.asarray([t for _, t in tok_edges], dtype=np.uint32),
         set_off=set_off,
         set_ids=np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32),
         set_negated=np.asarray([neg for neg, _ in sets], dtype=np.uint8),
@@ -769,6 +1518,14 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits) -> Tables:
 
 
 def check_ir(grammar: ir.Grammar, limits: CompileLimits) -> None:
+    """Size checks that run before any pass that recurses on the IR or builds automata:
+    rule count, IR nodes, nesting depth, and literals too long for one rule's DFA.
+    Counted over the DAG of distinct subtrees (see ``prepare``); the tree walk
+    (``_check_ir_exact``) runs only to report a limit that is exceeded."""
+    prepare(grammar, limits)
+
+
+def _check_ir_exact(grammar: ir.Grammar, limits: CompileLimits) -> None:
     """Size checks that run before any pass that recurses on the IR or builds automata:
     rule count, IR nodes, nesting depth, and literals too long for one rule's DFA.
     Iterative, and stops at the first limit, so it is cheap on hostile input too."""
@@ -809,10 +1566,11 @@ def check_ir(grammar: ir.Grammar, limits: CompileLimits) -> None:
                 )
 
 
-def _validate(grammar: ir.Grammar) -> None:
+def _validate(grammar: ir.Grammar, sess: _Session | None = None) -> None:
     if grammar.start not in grammar.rules:
         raise GrammarError(f"start rule {grammar.start!r} is not defined")
     for name, body in grammar.rules.items():
-        for ref in grammar.references(body):
+        refs = grammar.references(body) if sess is None else sess.refs(sess.cid(body))
+        for ref in refs:
             if ref not in grammar.rules:
                 raise GrammarError(f"rule {name!r} refers to undefined rule {ref!r}")

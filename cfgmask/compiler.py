@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from . import ir
-from .automata import CompileLimits, Tables, build_tables, check_ir
+from .automata import CompileLimits, Tables, build_tables, prepare, tables_key
 from .deadline import Deadline
 from .errors import GrammarError
 from .grammar import Grammar
@@ -99,8 +98,7 @@ _TABLE_CACHE_MAX = 256
 
 
 def _tables_key(g: ir.Grammar, limits: CompileLimits) -> str:
-    h = hashlib.sha256(repr((sorted(g.rules.items(), key=lambda kv: kv[0]), g.start, limits)).encode())
-    return h.hexdigest()
+    return tables_key(prepare(g, limits), g, limits)
 
 
 def compile(  # noqa: A001 - the natural name, as in xgrammar
@@ -123,12 +121,12 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
         raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
     limits = limits or CompileLimits()
     with Deadline(limits.deadline_ms, "compile"):
-        check_ir(grammar.ir, limits)  # before hashing: repr() recurses on the IR
-        key = _tables_key(grammar.ir, limits)
+        session = prepare(grammar.ir, limits)  # check_ir, and the IR's node ids
+        key = tables_key(session, grammar.ir, limits)
         with _TABLE_LOCK:
             tables = _TABLE_CACHE.get(key)
         if tables is None:
-            tables = build_tables(grammar.ir, limits)
+            tables = build_tables(grammar.ir, limits, session)
             with _TABLE_LOCK:
                 if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
                     _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))

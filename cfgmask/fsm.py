@@ -85,14 +85,45 @@ class DState:
     accepting: bool = False
 
 
-@dataclass
 class DFA:
-    """State 0 is the start state."""
+    """State 0 is the start state.  Either a list of states or a handle on a DFA built
+    in C (``_core.DfaHandle``; its label l is ``names[l]``) whose states are
+    materialized on first use: a DFA that is only ever copied into other automata
+    never is.  Never mutated after construction."""
 
-    states: list[DState]
+    __slots__ = ("_states", "handle", "names")
+
+    def __init__(
+        self, states: list[DState] | None = None, handle: Any = None, names: list[str] | None = None
+    ) -> None:
+        if (states is None) == (handle is None):
+            raise ValueError("a DFA has either states or a handle")
+        self._states = states
+        self.handle = handle
+        self.names = names
+
+    def _label_mask(self, productive: set[str]) -> bytes:
+        return bytes(n in productive for n in self.names or ())
+
+    @property
+    def states(self) -> list[DState]:
+        if self._states is None:
+            names = self.names
+            assert names is not None
+            self._states = [
+                DState(edges, [(names[lab], t) for lab, t in labels], acc)
+                for edges, labels, acc in self.handle.states()
+            ]
+        return self._states
 
     def __len__(self) -> int:
-        return len(self.states)
+        return self.handle.n_states if self._states is None else len(self._states)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DFA) and self.states == other.states
+
+    def __repr__(self) -> str:
+        return f"DFA({self.states!r})"
 
 
 def _closure(nfa: NFA, seeds: frozenset[int] | set[int]) -> frozenset[int]:
@@ -137,21 +168,31 @@ def _byte_moves(nfa: NFA, members: frozenset[int]) -> list[tuple[int, int, froze
 
 
 def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
-    """The minimal DFA of ``nfa`` from ``start`` (subset construction and Moore
+    """The minimal DFA of ``nfa`` from ``start`` (subset construction and
     minimization in C); raises LimitError past ``max_states``."""
-    from ._core import fsm_build
+    from ._core import fsm_build_handle
 
     arrays, names = nfa.arrays()
     deadline.check("automaton build")
     left = deadline.remaining()
     try:
-        class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(
+        h, used = fsm_build_handle(
             *arrays, start, final, max_states, 0.0 if left == float("inf") else max(left, 1e-3)
         )
     except TimeoutError:
         time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
         deadline.check("automaton build")
         raise
+    return DFA(handle=h, names=[names[i] for i in used])
+
+
+def build_dfa_states(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
+    """``build_dfa`` converted to a list of states in Python (the former conversion,
+    kept as a reference for the tests)."""
+    from ._core import fsm_build
+
+    arrays, names = nfa.arrays()
+    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states, 0.0)
     los = np.frombuffer(class_lo, dtype=np.uint16).tolist()
     n_classes = len(los) - 1
     table = np.frombuffer(trans, dtype=np.int32).reshape(-1, n_classes).tolist()
@@ -291,6 +332,18 @@ def _merge_ranges(edges: list[tuple[int, int, int]]) -> list[tuple[int, int, int
 def trim(dfa: DFA, productive: set[str]) -> DFA | None:
     """Drop calls to unproductive rules and states that cannot reach acceptance
     or cannot be reached; None when the start state itself is dead."""
+    if dfa.handle is not None:
+        got = dfa.handle.trim(dfa._label_mask(productive))
+        if got is None:
+            return None
+        h, used = got
+        names = dfa.names or []
+        return DFA(handle=h, names=[names[i] for i in used])
+    return trim_states(dfa, productive)
+
+
+def trim_states(dfa: DFA, productive: set[str]) -> DFA | None:
+    """``trim`` in Python, on the list of states."""
     n = len(dfa.states)
     preds: list[set[int]] = [set() for _ in range(n)]
     for s, st in enumerate(dfa.states):
@@ -334,6 +387,8 @@ def trim(dfa: DFA, productive: set[str]) -> DFA | None:
 
 def can_accept(dfa: DFA, productive: set[str]) -> bool:
     """Does the DFA accept some string when calls to ``productive`` rules count as steps?"""
+    if dfa.handle is not None:
+        return bool(dfa.handle.can_accept(dfa._label_mask(productive)))
     seen = {0}
     stack = [0]
     while stack:

@@ -64,7 +64,10 @@ def without_surrogates(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, 
 def byte_sequences(ranges: tuple[tuple[int, int], ...]) -> list[ByteSeq]:
     """Byte-range sequences whose concatenations are exactly the UTF-8 encodings
     of the code points in ``ranges`` (surrogates excluded)."""
+    norm = normalize_ranges(ranges)
+    if norm and norm[-1][1] <= 0x7F:  # ASCII only: one byte each (what _split gives)
+        return [((lo, hi),) for lo, hi in norm]
     out: list[ByteSeq] = []
-    for lo, hi in without_surrogates(normalize_ranges(ranges)):
+    for lo, hi in without_surrogates(norm):
         _split(lo, hi, out)
     return out

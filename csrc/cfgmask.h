@@ -169,6 +169,62 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
                  double max_seconds, cm_dfa_out **out);
 void cm_dfa_out_free(cm_dfa_out *d);
 
+/* ---- Thompson construction from encoded IR (cfgmask/automata.py, _Encoder) ---------- */
+
+/* Node ops of the encoded IR: a DAG of nodes in one uint32 array, children by offset.
+ *   LIT    [op, n, byte * n]
+ *   BYTES  [op, n, (lo, hi) * n]                 one byte in the ranges
+ *   UTF8   [op, n, (lo, hi) * n, n_seqs, (len, (lo, hi) * len) * n_seqs]
+ *          a character class: code-point ranges (skipped), then its UTF-8 byte sequences
+ *   SEQ    [op, n, child * n]     ALT [op, n, child * n]
+ *   REPEAT [op, lo, hi (CM_IR_INF: unbounded), child]
+ *   REF    [op, name]                            a rule or token terminal (by name index)
+ *   BADTOKEN [op, 0]                             a token terminal without ids (CM_ERR_ARG) */
+enum { CM_IR_LIT = 1, CM_IR_BYTES = 2, CM_IR_UTF8 = 3, CM_IR_SEQ = 4, CM_IR_ALT = 5,
+       CM_IR_REPEAT = 6, CM_IR_REF = 7, CM_IR_BADTOKEN = 8 };
+#define CM_IR_INF UINT32_MAX
+enum { CM_IR_REF_CALL = 0, CM_IR_REF_ENTRY = 1, CM_IR_REF_EMBED = 2 };
+
+/* How a name is built: a label edge (the default for names without an entry), an
+ * epsilon edge to the entry of member `arg` of a right-linear component, or a copy
+ * of fragment `arg`. */
+typedef struct cm_ir_ref {
+    uint32_t name, kind, arg;
+} cm_ir_ref;
+
+/* A DFA to copy; labels[l] is the label value of its label l. */
+typedef struct cm_ir_frag {
+    const cm_dfa_out *dfa;
+    const uint32_t *labels;
+} cm_ir_frag;
+
+typedef struct cm_ir_input {
+    const uint32_t *code;
+    size_t code_len;
+    const uint32_t *label;         /* [n_names] label value of each name (its rank in name order) */
+    uint32_t n_names;
+    const cm_ir_ref *refs;         /* sorted by name */
+    uint32_t n_refs;
+    const cm_ir_frag *frags;
+    uint32_t n_frags;
+} cm_ir_input;
+
+/* The minimal DFAs of the n_roots bodies at code offsets roots[]: one NFA each, or
+ * (shared) one NFA for all, body i built from entry state i + 1 (a right-linear
+ * component).  out[n_roots] receives the DFAs (labels are label values). */
+int cm_fsm_build_ir(const cm_ir_input *in, const uint32_t *roots, uint32_t n_roots, int shared,
+                    size_t max_states, double max_seconds, cm_dfa_out **out);
+/* Renumber d's labels 0..n-1 by increasing value; used[] (room for lab_off[n_states]
+ * entries) receives the old values. */
+int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used);
+
+/* Does d accept some string when only labels l with label_ok[l] count as steps? */
+int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result);
+/* d without label edges l where !label_ok[l] and without the states that cannot reach
+ * acceptance or be reached (kept states keep their order); *out = NULL when the start
+ * state is dead. */
+int cm_dfa_trim(const cm_dfa_out *d, const uint8_t *label_ok, cm_dfa_out **out);
+
 #ifdef __cplusplus
 }
 #endif

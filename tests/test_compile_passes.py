@@ -1,0 +1,209 @@
+"""The compiler's fast paths against the slow ones they replace.
+
+* the C Thompson construction (``automata._Session.build``, csrc/fsm.c
+  ``cm_fsm_build_ir``) against the Python ``_Builder``: the same automaton for
+  every rule, the same tables for every grammar;
+* Hopcroft minimization (csrc/fsm.c) against the Python subset construction and
+  Moore minimization (``fsm.determinize`` / ``fsm.minimize``);
+* trimming in C against ``fsm.trim_states`` / the Python ``can_accept``;
+* ``check_ir`` over the DAG against the tree walk, the repetition rewriter's
+  shortcut against its full walk, capped use counts against the counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cfgmask import automata, fsm, ir
+from cfgmask.automata import CompileLimits
+from cfgmask.errors import GrammarError, LimitError
+
+from .strategies import SMALL, grammars
+
+TOKENS = st.builds(ir.Token, st.lists(st.integers(0, 5), min_size=1, max_size=2).map(tuple), st.booleans())
+
+
+@st.composite
+def grammars_with_tokens(draw: st.DrawFn) -> ir.Grammar:
+    g = draw(grammars())
+    if draw(st.booleans()):
+        name = draw(st.sampled_from(sorted(g.rules)))
+        g.rules[name] = ir.Alt((g.rules[name], draw(TOKENS)))
+    return g
+
+
+def _cold() -> None:
+    automata._FRAGMENT_CACHE.clear()
+
+
+def _outcome(fn):  # type: ignore[no-untyped-def]
+    try:
+        return fn()
+    except (GrammarError, LimitError) as e:
+        return (type(e).__name__, str(e))
+
+
+def _tables(g: ir.Grammar, c_builder: bool, limits: CompileLimits | None = None) -> object:
+    _cold()
+    old = automata._C_BUILDER
+    automata._C_BUILDER = c_builder
+    try:
+        t = automata.build_tables(g, limits)
+    finally:
+        automata._C_BUILDER = old
+    return {
+        f.name: (v.tobytes() if hasattr(v, "tobytes") else v)
+        for f in dataclasses.fields(t)
+        for v in [getattr(t, f.name)]
+    }
+
+
+@given(grammars_with_tokens())
+def test_c_builder_gives_the_python_builders_tables(g: ir.Grammar) -> None:
+    assert _outcome(lambda: _tables(g, True)) == _outcome(lambda: _tables(g, False))
+
+
+@given(grammars(alphabet=SMALL), st.sampled_from((0, 4, 64)))
+def test_c_builder_gives_the_python_builders_tables_small_unroll(g: ir.Grammar, budget: int) -> None:
+    limits = CompileLimits(unroll_budget=budget, inline_max_states=budget * 4, inline_shared_states=budget)
+    assert _outcome(lambda: _tables(g, True, limits)) == _outcome(lambda: _tables(g, False, limits))
+
+
+def _rule_dfas(g: ir.Grammar, c_builder: bool) -> dict[str, list[fsm.DState]]:
+    _cold()
+    old = automata._C_BUILDER
+    automata._C_BUILDER = c_builder
+    try:
+        limits = CompileLimits()
+        sess = automata._Session()
+        rw = automata._RepeatRewriter(g.rules, limits, sess)
+        rules = rw.run()
+        dfas = automata._rule_dfas(rules, g.start, rw.outlined, limits, sess)
+    finally:
+        automata._C_BUILDER = old
+    return {n: d.states for n, d in dfas.items()}
+
+
+@given(grammars_with_tokens())
+def test_c_builder_gives_the_python_builders_automata(g: ir.Grammar) -> None:
+    """Every rule's automaton (untrimmed, inlined callees included), state for state."""
+    try:
+        automata._validate(g)
+    except GrammarError:
+        return
+    assert _outcome(lambda: _rule_dfas(g, True)) == _outcome(lambda: _rule_dfas(g, False))
+
+
+def _nfa_of(e: ir.Expr) -> tuple[fsm.NFA, int, int]:
+    nfa = fsm.NFA()
+    final = nfa.state()
+    start = nfa.state()
+    automata._Builder(nfa, {}, set(), {}).build(e, start, final, True)
+    return nfa, start, final
+
+
+@settings(max_examples=60)
+@given(grammars_with_tokens())
+def test_hopcroft_gives_moores_automaton(g: ir.Grammar) -> None:
+    """csrc/fsm.c (subset construction, Hopcroft) against fsm.determinize and the numpy
+    Moore minimization; references stay calls."""
+    for body in g.rules.values():
+        nfa, start, final = _nfa_of(body)
+        want = fsm.minimize(fsm.determinize(nfa, start, final, 100_000))
+        assert fsm.build_dfa(nfa, start, final, 100_000).states == want.states
+        assert fsm.build_dfa_states(nfa, start, final, 100_000).states == want.states
+
+
+@given(grammars_with_tokens(), st.data())
+def test_trim_in_c_matches_python(g: ir.Grammar, data: st.DataObject) -> None:
+    for body in g.rules.values():
+        nfa, start, final = _nfa_of(body)
+        d = fsm.build_dfa(nfa, start, final, 100_000)
+        labels = sorted({c for st_ in d.states for c, _ in st_.refs})
+        productive = set(data.draw(st.lists(st.sampled_from(labels), unique=True))) if labels else set()
+        py = fsm.DFA(list(d.states))
+        assert fsm.can_accept(d, productive) == fsm.can_accept(py, productive)
+        got, want = fsm.trim(d, productive), fsm.trim_states(py, productive)
+        assert (got is None) == (want is None)
+        if got is not None and want is not None:
+            assert got.states == want.states
+
+
+def _check(fn, g: ir.Grammar, limits: CompileLimits) -> object:  # type: ignore[no-untyped-def]
+    try:
+        fn(g, limits)
+    except LimitError as e:
+        return (e.limit, str(e))
+    return None
+
+
+@given(grammars(), st.integers(1, 60), st.integers(1, 8), st.integers(2, 6))
+def test_check_ir_over_the_dag_matches_the_tree_walk(g: ir.Grammar, nodes: int, depth: int, lit: int) -> None:
+    limits = CompileLimits(max_ir_nodes=nodes, max_ir_depth=depth, max_dfa_states=lit)
+    assert _check(automata.check_ir, g, limits) == _check(automata._check_ir_exact, g, limits)
+
+
+def test_check_ir_counts_a_shared_subtree_per_use() -> None:
+    e: ir.Expr = ir.literal("a")
+    for _ in range(30):  # 2**30 tree nodes, 31 distinct ones
+        e = ir.Seq((e, e))
+    g = ir.Grammar({"s": e}, "s")
+    with pytest.raises(LimitError) as err:
+        automata.check_ir(g, CompileLimits(max_ir_depth=100))
+    assert err.value.limit == "max_ir_nodes"
+    automata.check_ir(ir.Grammar({"s": e}, "s"), CompileLimits(max_ir_depth=100, max_ir_nodes=1 << 40))
+
+
+@given(grammars(), st.sampled_from((0, 8, 64, 1024)), st.sampled_from((10, 10**4, 10**9)))
+def test_repeat_rewriter_shortcut_matches_the_full_walk(g: ir.Grammar, budget: int, product: int) -> None:
+    limits = CompileLimits(unroll_budget=budget, max_repeat_product=product)
+
+    def run(sess: automata._Session | None) -> object:
+        try:
+            rw = automata._RepeatRewriter(g.rules, limits, sess)
+            return rw.run(), rw.outlined
+        except (GrammarError, LimitError) as e:
+            return type(e).__name__, str(e)
+
+    assert run(automata._Session()) == run(None)
+
+
+@given(grammars())
+def test_use_counts_over_the_dag(g: ir.Grammar) -> None:
+    sess = automata._Session()
+    cids = {n: sess.cid(b) for n, b in g.rules.items()}
+    want = {n: min(2, c) for n, c in automata._use_counts(g.rules).items()}
+    assert automata._use_counts_dag(sess, cids) == want
+
+
+@given(grammars())
+def test_rule_sizes_over_the_dag(g: ir.Grammar) -> None:
+    assert automata._rule_sizes(g.rules, automata._Session()) == automata._rule_sizes(g.rules)
+
+
+def test_tables_key_tells_grammars_apart() -> None:
+    limits = CompileLimits()
+    a = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
+    b = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 4))), "t": ir.literal("x")}, "s")
+    c = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
+    key = automata.tables_key
+    ka, kb, kc = (key(automata.prepare(x, limits), x, limits) for x in (a, b, c))
+    assert ka != kb
+    assert ka == kc
+    assert ka != key(automata.prepare(a, limits), a, dataclasses.replace(limits, unroll_budget=3))
+    automata._FRAGMENT_CACHE.clear()  # a new generation of node ids: old keys never match again
+    assert key(automata.prepare(a, limits), a, limits) != ka
+
+
+def test_deep_ir_takes_the_iterative_walks() -> None:
+    """Past 200 levels the DAG walks (ids, encoding) continue without recursion."""
+    e: ir.Expr = ir.literal("a")
+    for i in range(300):
+        e = ir.Seq((ir.literal("b"), e)) if i % 2 else ir.Alt((e, ir.Repeat(ir.literal("c"), 0, 1)))
+    g = ir.Grammar({"s": ir.Seq((e, ir.Ref("t"))), "t": ir.Repeat(ir.literal("x"), 1, None)}, "s")
+    limits = CompileLimits(max_ir_depth=1000)
+    assert _tables(g, True, limits) == _tables(g, False, limits)
