@@ -272,12 +272,13 @@ cdef const uint8_t *_u8(const uint8_t[::1] a):
     return &a[0] if a.shape[0] else NULL
 
 
-def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const uint8_t[::1] byte_hi,
-              const uint32_t[::1] byte_to, const uint32_t[::1] label_off, const uint32_t[::1] label,
-              const uint32_t[::1] label_to, const uint32_t[::1] eps_off, const uint32_t[::1] eps_to,
-              uint32_t start, uint32_t final, size_t max_states, double max_seconds=0):
-    """Subset construction + minimization (csrc/fsm.c).  Returns (class_lo, trans, accepting,
-    lab_off, lab, lab_to) as bytes (little-endian uint16/int32/uint8/uint32 arrays)."""
+cdef cm_dfa_out *_fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo,
+                            const uint8_t[::1] byte_hi, const uint32_t[::1] byte_to,
+                            const uint32_t[::1] label_off, const uint32_t[::1] label,
+                            const uint32_t[::1] label_to, const uint32_t[::1] eps_off,
+                            const uint32_t[::1] eps_to, uint32_t start, uint32_t final,
+                            size_t max_states, double max_seconds) except NULL:
+    """cm_fsm_build over checked NFA arrays; the caller owns the result."""
     cdef cm_nfa_view v
     cdef cm_dfa_out *d = NULL
     cdef int rc
@@ -306,6 +307,17 @@ def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const ui
         raise TimeoutError("automaton build ran past its time budget")
     if rc:
         _raise(rc, "automaton build")
+    return d
+
+
+def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const uint8_t[::1] byte_hi,
+              const uint32_t[::1] byte_to, const uint32_t[::1] label_off, const uint32_t[::1] label,
+              const uint32_t[::1] label_to, const uint32_t[::1] eps_off, const uint32_t[::1] eps_to,
+              uint32_t start, uint32_t final, size_t max_states, double max_seconds=0):
+    """Subset construction + minimization (csrc/fsm.c).  Returns (class_lo, trans, accepting,
+    lab_off, lab, lab_to) as bytes (little-endian uint16/int32/uint8/uint32 arrays)."""
+    cdef cm_dfa_out *d = _fsm_build(byte_off, byte_lo, byte_hi, byte_to, label_off, label, label_to,
+                                    eps_off, eps_to, start, final, max_states, max_seconds)
     try:
         ns, nc = d.n_states, d.n_classes
         return (
@@ -453,34 +465,8 @@ def fsm_build_handle(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, c
                      const uint32_t[::1] label_to, const uint32_t[::1] eps_off, const uint32_t[::1] eps_to,
                      uint32_t start, uint32_t final, size_t max_states, double max_seconds=0):
     """fsm_build's DFA as (DfaHandle, the NFA label numbers of its labels 0..n-1)."""
-    cdef cm_nfa_view v
-    cdef cm_dfa_out *d = NULL
-    cdef int rc
-    cdef size_t n = byte_off.shape[0] - 1
-    if (n < 1 or label_off.shape[0] != n + 1 or eps_off.shape[0] != n + 1
-            or byte_lo.shape[0] != byte_hi.shape[0] or byte_lo.shape[0] != byte_to.shape[0]
-            or byte_off[n] != byte_to.shape[0] or label_off[n] != label.shape[0]
-            or label.shape[0] != label_to.shape[0] or eps_off[n] != eps_to.shape[0]):
-        raise ValueError("inconsistent NFA arrays")
-    v.n_states = <uint32_t>n
-    v.byte_off = &byte_off[0]
-    v.byte_lo = _u8(byte_lo)
-    v.byte_hi = _u8(byte_hi)
-    v.byte_to = _u32(byte_to)
-    v.label_off = &label_off[0]
-    v.label = _u32(label)
-    v.label_to = _u32(label_to)
-    v.eps_off = &eps_off[0]
-    v.eps_to = _u32(eps_to)
-    with nogil:
-        rc = cm_fsm_build(&v, start, final, max_states, max_seconds, &d)
-    if rc == CM_ERR_LIMIT:
-        raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
-                         value=max_states)
-    if rc == CM_ERR_TIMEOUT:
-        raise TimeoutError("automaton build ran past its time budget")
-    if rc:
-        _raise(rc, "automaton build")
+    cdef cm_dfa_out *d = _fsm_build(byte_off, byte_lo, byte_hi, byte_to, label_off, label, label_to,
+                                    eps_off, eps_to, start, final, max_states, max_seconds)
     return _wrap_compact(d)
 
 

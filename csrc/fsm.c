@@ -69,6 +69,26 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Sort v[0..n) and drop repeats; returns the number kept (n > 0: v is not NULL). */
+static size_t sort_unique_u32(uint32_t *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_u32);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!k || v[k - 1] != v[i]) v[k++] = v[i];
+    return k;
+}
+
+/* The index of x in the sorted v[0..n) (where it would go, if absent). */
+static uint32_t rank_of(const uint32_t *v, size_t n, uint32_t x) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return (uint32_t)lo;
+}
+
 /* eps-closure of b->tmp (in place, sorted, unique). */
 static int closure(builder *b) {
     if (++b->gen == 0) {
@@ -375,17 +395,9 @@ static int hopcroft(const cm_dfa_out *d, const sparse_edges *sp, uint32_t *block
     if (!labv || !lsym) rc = CM_ERR_NOMEM;
     if (!rc && n_lab) {
         memcpy(labv, d->lab, n_lab * sizeof *labv);
-        qsort(labv, n_lab, sizeof *labv, cmp_u32);
-        for (size_t i = 0; i < n_lab; i++)
-            if (!n_labsym || labv[n_labsym - 1] != labv[i]) labv[n_labsym++] = labv[i];
+        n_labsym = sort_unique_u32(labv, n_lab);
         for (size_t i = 0; i < n_lab; i++) {
-            size_t lo = 0, hi = n_labsym;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (labv[mid] < d->lab[i]) lo = mid + 1;
-                else hi = mid;
-            }
-            lsym[i] = nc + (uint32_t)lo;
+            lsym[i] = nc + rank_of(labv, n_labsym, d->lab[i]);
         }
     }
     size_t n_sym = nc + n_labsym, nw = (nc + 63) / 64;
@@ -931,18 +943,9 @@ int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used) {
     *n_used = 0;
     if (!m) return CM_OK;
     memcpy(used, d->lab, m * sizeof *used);
-    qsort(used, m, sizeof *used, cmp_u32);
-    size_t k = 0;
-    for (size_t i = 0; i < m; i++)
-        if (!k || used[k - 1] != used[i]) used[k++] = used[i];
+    size_t k = sort_unique_u32(used, m);
     for (size_t i = 0; i < m; i++) {
-        size_t lo = 0, hi = k;
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (used[mid] < d->lab[i]) lo = mid + 1;
-            else hi = mid;
-        }
-        d->lab[i] = (uint32_t)lo;
+        d->lab[i] = rank_of(used, k, d->lab[i]);
     }
     *n_used = (uint32_t)k;
     return CM_OK;
