@@ -9,6 +9,7 @@ over both kinds of labels.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,12 +127,13 @@ class DFA:
         return f"DFA({self.states!r})"
 
 
-def _closure(nfa: NFA, seeds: frozenset[int] | set[int]) -> frozenset[int]:
+def epsilon_closure(eps: Sequence[Sequence[int]], seeds: Iterable[int]) -> frozenset[int]:
+    """The states reachable from ``seeds`` through ``eps`` (state -> epsilon successors)."""
     out = set(seeds)
     stack = list(seeds)
     while stack:
         s = stack.pop()
-        for t in nfa.eps[s]:
+        for t in eps[s]:
             if t not in out:
                 out.add(t)
                 stack.append(t)
@@ -218,7 +220,7 @@ def build_dfa_states(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
 
 def determinize(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     """Subset construction; raises LimitError past ``max_states``."""
-    first = _closure(nfa, {start})
+    first = epsilon_closure(nfa.eps, (start,))
     index: dict[frozenset[int], int] = {first: 0}
     order = [first]
     states: list[DState] = []
@@ -227,7 +229,7 @@ def determinize(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     def target(seeds: frozenset[int]) -> int:
         cl = closures.get(seeds)
         if cl is None:
-            cl = closures[seeds] = _closure(nfa, seeds)
+            cl = closures[seeds] = epsilon_closure(nfa.eps, seeds)
         i = index.get(cl)
         if i is None:
             if len(order) >= max_states:

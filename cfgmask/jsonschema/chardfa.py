@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from .. import deadline, ir
 from ..errors import GrammarError
+from ..fsm import epsilon_closure
 from . import _ir_util as U
 
 MAX_STATES = 4000  # states of one automaton (DFA or product); NFAs get 4x
@@ -343,15 +344,7 @@ def from_expr(e: ir.Expr) -> CharDFA:
     atoms, members = _refine(nfa.sets)
 
     def closure(seeds: Sequence[int]) -> frozenset[int]:
-        out = set(seeds)
-        stack = list(seeds)
-        while stack:
-            s = stack.pop()
-            for t in nfa.eps[s]:
-                if t not in out:
-                    out.add(t)
-                    stack.append(t)
-        return frozenset(out)
+        return epsilon_closure(nfa.eps, seeds)
 
     first = closure([start])
     index = {first: 0}
