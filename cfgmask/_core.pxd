@@ -10,6 +10,7 @@ cdef extern from "cfgmask.h" nogil:
         CM_ERR_LIMIT
         CM_ERR_STATE
         CM_ERR_TIMEOUT
+        CM_ERR_LIMIT_SET
 
     ctypedef struct cm_vocab:
         pass

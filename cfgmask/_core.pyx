@@ -11,9 +11,12 @@ from cfgmask.errors import LimitError, MatcherError, VocabularyError
 cdef object _raise(int rc, str what):
     if rc == CM_ERR_NOMEM:
         raise MemoryError(f"{what}: out of memory")
+    if rc == CM_ERR_LIMIT_SET:
+        raise LimitError(f"{what}: an Earley set exceeds MatcherLimits.max_items_per_set",
+                         limit="max_items_per_set")
     if rc == CM_ERR_LIMIT:
-        raise LimitError(f"{what}: a matcher limit was exceeded (Earley items per set or in the chart)",
-                         limit="max_items")
+        raise LimitError(f"{what}: the Earley chart exceeds MatcherLimits.max_chart_items",
+                         limit="max_chart_items")
     if rc == CM_ERR_STATE:
         raise MatcherError(f"{what}: the matcher is in its error state (a limit was hit earlier); "
                            "roll back or reset it")

@@ -21,6 +21,8 @@ enum cm_status {
     CM_ERR_LIMIT = -3,      /* a configured limit was hit (see cm_limits) */
     CM_ERR_STATE = -4,      /* matcher in its sticky error state */
     CM_ERR_TIMEOUT = -5,    /* a compile-time step ran past its time budget */
+    CM_ERR_LIMIT_SET = -6,  /* cm_limits.max_items_per_set was hit (CM_ERR_LIMIT from a
+                             * matcher: max_chart_items) */
 };
 
 typedef struct cm_vocab cm_vocab;

@@ -106,7 +106,8 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
         s = (s + 1) & mask;
     }
     size_t n_set = c->n_items - start + 1;
-    if (n_set > g->lim.max_items_per_set || c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
+    if (n_set > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
+    if (c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
     int rc = grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
     if (rc) return rc;
     c->items[c->n_items++] = (cm_item){state, origin};
@@ -282,7 +283,8 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     cm_memo *mm = memo_slot(c, k0, n_kernel, &max_origin);
     if (max_origin >= cur) return close_set(c, g);
     if (memo_hit(c, mm, k0, n_kernel)) {
-        if (mm->n_closure > g->lim.max_items_per_set || k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
+        if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
+        if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
         int rc = grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
         if (rc) return rc;
         for (uint32_t i = n_kernel; i < mm->n_closure; i++) {

@@ -125,10 +125,11 @@ def _mask(m: cfgmask.Matcher) -> np.ndarray:
 def test_limit_hit_in_accept_is_sticky_until_rollback() -> None:
     m = cfgmask.Matcher(_compiled(max_items_per_set=12))
     n = 0
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError) as info:
         for n in range(100):  # noqa: B007
             assert m.accept_token(0)
     assert n > 0
+    assert info.value.limit == "max_items_per_set" and "max_items_per_set" in str(info.value)
     # sticky: every call that would read the state raises; nothing looks permissive
     row = np.full((1, 1), -1, dtype=np.int32)
     with pytest.raises(MatcherError, match="error state"):
@@ -153,9 +154,10 @@ def test_limit_hit_in_accept_is_sticky_until_rollback() -> None:
 
 def test_reset_clears_the_error_state() -> None:
     m = cfgmask.Matcher(_compiled(max_chart_items=40))
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError) as info:
         for _ in range(100):
             m.accept_token(0)
+    assert info.value.limit == "max_chart_items" and "max_chart_items" in str(info.value)
     m.reset()
     assert np.array_equal(_mask(m), _mask(cfgmask.Matcher(_compiled())))
 
