@@ -31,7 +31,7 @@ import hashlib
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -235,6 +235,38 @@ def bench_grammar(name: str, engines: Sequence[Engine], args: argparse.Namespace
     docs = [Doc(i, s, tokenize(s)) for i, s in enumerate(DOCUMENTS[name]())]
     if args.quick:
         docs = docs[: args.quick_docs]
+
+    def first_pass(
+        e: Engine, cg: Any, ds: Sequence[Doc], stride: int, offset: int, first: bool
+    ) -> dict[int, Replay]:
+        return replay(e, cg, ds, stride, offset, digests=first)
+
+    def agree(
+        ref: Engine,
+        peer: Engine,
+        compiled: dict[str, Any],
+        ds: Sequence[Doc],
+        a: dict[int, Replay],
+        b: dict[int, Replay],
+    ) -> dict[str, Any]:
+        return compare(ref, compiled[ref.name], peer, compiled[peer.name], ds, a, b)
+
+    return bench_documents(name, text, engines, docs, args, first_pass, agree)
+
+
+def bench_documents(
+    name: str,
+    text: Any,
+    engines: Sequence[Engine],
+    docs: list[Doc],
+    args: argparse.Namespace,
+    replay_fn: Callable[[Engine, Any, Sequence[Doc], int, int, bool], dict[int, Replay]],
+    compare_fn: Callable[..., dict[str, Any]],
+) -> dict[str, Any]:
+    """Compile ``text`` (through each engine's ``adapt``), check the documents, replay them cold
+    (``args.reps`` fresh compiles) and warm, and compare the masks with the first engine's.
+    ``replay_fn(engine, compiled, docs, stride, offset, first)`` times one pass (``first``: keep
+    what ``compare_fn`` needs); ``compare_fn(ref, peer, compiled, docs, ref_pass, peer_pass)``."""
     result: dict[str, Any] = {
         "documents": len(docs),
         "tokens": sum(len(d.tokens) for d in docs),
@@ -283,7 +315,7 @@ def bench_grammar(name: str, engines: Sequence[Engine], args: argparse.Namespace
             _log(f"  {e.name}: pass 1 (cold) #{rep + 1}, stride {stride}")
             cg, t = _cold_compile(e, gtext)
             compile_s[e.name].append(t)
-            r = replay(e, cg, docs, stride, rep % stride, digests=(rep == 0))
+            r = replay_fn(e, cg, docs, stride, rep % stride, rep == 0)
             if rep == 0:
                 passes[e.name] = r
             for i, x in r.items():
@@ -292,7 +324,7 @@ def bench_grammar(name: str, engines: Sequence[Engine], args: argparse.Namespace
                     cold_accept += x.accept_ns
                     per_doc_cold[i] += x.fill_ns
         _log(f"  {e.name}: pass 2 (warm)")
-        w = replay(e, cg, own, stride)
+        w = replay_fn(e, cg, own, stride, 0, False)
         info["cold"] = Stats.of_ns(cold_fill)
         info["warm"] = Stats.of_ns([t for x in w.values() for t in x.fill_ns])
         info["accept"] = Stats.of_ns(cold_accept)
@@ -309,8 +341,8 @@ def bench_grammar(name: str, engines: Sequence[Engine], args: argparse.Namespace
         for e in engines[1:]:
             if e.name in passes:
                 _log(f"  comparing masks: {ref.name} vs {e.name}")
-                result["agreement"][e.name] = compare(
-                    ref, compiled[ref.name], e, compiled[e.name], docs, passes[ref.name], passes[e.name]
+                result["agreement"][e.name] = compare_fn(
+                    ref, e, compiled, docs, passes[ref.name], passes[e.name]
                 )
     result["ratios"] = _ratios(result, ref.name)
     return result

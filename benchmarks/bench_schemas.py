@@ -44,19 +44,17 @@ from typing import Any
 import numpy as np
 
 from . import bench_gbnf
-from .bench_gbnf import Doc, Replay, _cold_compile, _ratios, check_documents, choose_stride
+from .bench_gbnf import Doc, Replay, bench_documents
 from .common import (
     ENGINE_CLASSES,
     GRAMMARS_DIR,
     LLAMA3_STOPS,
     Engine,
-    Stats,
     allowed_ids,
     environment,
     gbnf_for_xgrammar,
     llama3_token_bytes,
     load_engines,
-    median_ms,
     single_thread,
     tokenize,
     write_results,
@@ -772,82 +770,30 @@ def bench_case(
     base: Sequence[Engine],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """``bench_gbnf.bench_grammar`` for one case: ``sources`` maps an engine to (kind, source,
-    notes); an engine without a source is skipped."""
+    """``bench_gbnf.bench_documents`` for one case: ``sources`` maps an engine to (kind, source,
+    notes); an engine without a source is skipped.  Masks of the first pass are kept whole, so
+    that disagreements are split by direction."""
     engines = [Bound(e, *sources[e.name]) for e in base if e.name in sources]
     docs = [Doc(i, s, tokenize(s)) for i, s in enumerate(texts)]
-    result: dict[str, Any] = {
-        "documents": len(docs),
-        "tokens": sum(len(d.tokens) for d in docs),
-        "engines": {},
-    }
-    compiled: dict[str, Any] = {}
-    compile_s: dict[str, list[float]] = {}
-    accepted: dict[str, set[int]] = {}
+
+    def first_pass(
+        e: Engine, cg: Any, ds: Sequence[Doc], stride: int, offset: int, first: bool
+    ) -> dict[int, Replay]:
+        return replay_keep(e, cg, ds, stride, offset, keep=first)
+
+    def agree(
+        ref: Engine,
+        peer: Engine,
+        _: dict[str, Any],
+        ds: Sequence[Doc],
+        a: dict[int, Replay],
+        b: dict[int, Replay],
+    ) -> dict[str, Any]:
+        return compare_masks(ref.name, peer.name, ds, a, b)
+
+    result = bench_documents(name, None, engines, docs, args, first_pass, agree)
     for e in engines:
-        info: dict[str, Any] = {"rewrites": e.notes, "source": e.kind}
-        result["engines"][e.name] = info
-        try:
-            compiled[e.name], t = _cold_compile(e, e.source)
-            compile_s[e.name] = [t]
-        except Exception as ex:  # noqa: BLE001 - a peer that cannot compile the case is a finding
-            info["error"] = f"{type(ex).__name__}: {ex}"
-            _log(f"  {e.name}: cannot compile: {info['error'][:200]}")
-            continue
-        verdicts = check_documents(e, compiled[e.name], docs)
-        info["rejected"] = {i: v for i, v in verdicts.items() if v}
-        accepted[e.name] = {i for i, v in verdicts.items() if not v}
-        for i, why in info["rejected"].items():
-            _log(f"  {e.name} rejects {name} doc {i}: {why}")
-    ref = engines[0]
-    if ref.name in accepted:
-        result["dropped"] = sorted(set(range(len(docs))) - accepted[ref.name])
-        docs = [d for d in docs if d.index in accepted[ref.name]]
-    passes: dict[str, dict[int, Replay]] = {}
-    for e in engines:
-        if e.name not in compiled:
-            continue
-        info = result["engines"][e.name]
-        own = [d for d in docs if d.index in accepted[e.name]]
-        info["documents"] = [d.index for d in own]
-        stride = choose_stride(e, compiled[e.name], docs, args.budget)
-        info["stride"] = stride
-        keep = {d.index for d in own}
-        cold_fill: list[int] = []
-        cold_accept: list[int] = []
-        per_doc_cold: dict[int, list[int]] = {i: [] for i in keep}
-        for rep in range(args.reps):
-            _log(f"  {e.name}: pass 1 (cold) #{rep + 1}, stride {stride}")
-            cg, t = _cold_compile(e, e.source)
-            compile_s[e.name].append(t)
-            r = replay_keep(e, cg, docs, stride, rep % stride, keep=(rep == 0))
-            if rep == 0:
-                passes[e.name] = r
-            for i, x in r.items():
-                if i in keep:
-                    cold_fill += x.fill_ns
-                    cold_accept += x.accept_ns
-                    per_doc_cold[i] += x.fill_ns
-        _log(f"  {e.name}: pass 2 (warm)")
-        w = replay_keep(e, cg, own, stride)
-        info["cold"] = Stats.of_ns(cold_fill)
-        info["warm"] = Stats.of_ns([t for x in w.values() for t in x.fill_ns])
-        info["accept"] = Stats.of_ns(cold_accept)
-        info["_per_doc_cold"] = per_doc_cold
-        info["compile_ms"] = median_ms(compile_s[e.name])
-        info["compile_runs"] = len(compile_s[e.name])
-        if e.name == "cfgmask" and args.warm_compile:
-            info["compile_warm_ms"] = _cold_compile(e, e.source, warm=True)[1] * 1e3
-        if e.name == "cfgmask":
-            info["cache"] = dict(cg.stats)
-    result["agreement"] = {}
-    if ref.name in passes:
-        for e in engines[1:]:
-            if e.name in passes:
-                result["agreement"][e.name] = compare_masks(
-                    ref.name, e.name, docs, passes[ref.name], passes[e.name]
-                )
-    result["ratios"] = _ratios(result, ref.name)
+        result["engines"][e.name]["source"] = e.kind
     return result
 
 
