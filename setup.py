@@ -28,7 +28,10 @@ if tsan:
 
 # The C core is built as its own static library so that -Werror applies to it
 # and not to the C that Cython generates.
-c_core = ("cfgmask_core", {"sources": sorted(glob("csrc/*.c")), "include_dirs": ["csrc"], "cflags": cflags + ["-fPIC"]})
+c_core = (
+    "cfgmask_core",
+    {"sources": sorted(glob("csrc/*.c")), "include_dirs": ["csrc"], "cflags": cflags + ["-fPIC"]},
+)
 
 core = Extension(
     "cfgmask._core",

@@ -54,6 +54,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t mask_memo_min_items
         size_t mask_memo_min_candidates
         size_t share_loop_walks
+        size_t filter_uncertain
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,

@@ -60,7 +60,8 @@ cdef class GrammarHandle:
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, size_t max_items_per_set=0,
                   size_t max_chart_items=0, size_t max_cache_bytes=0, size_t direct_walk_states=0,
                   size_t index_min_items=0, size_t mask_memo_min_items=0,
-                  size_t mask_memo_min_candidates=0, bint share_loop_walks=True):
+                  size_t mask_memo_min_candidates=0, bint share_loop_walks=True,
+                  bint filter_uncertain=True):
         cdef const uint8_t[::1] byte_class = tables.byte_class
         cdef const int32_t[:, ::1] trans = tables.trans
         cdef const uint32_t[::1] state_rule = tables.state_rule
@@ -127,6 +128,7 @@ cdef class GrammarHandle:
         if mask_memo_min_candidates:
             lim.mask_memo_min_candidates = mask_memo_min_candidates
         lim.share_loop_walks = 1 if share_loop_walks else 0
+        lim.filter_uncertain = 1 if filter_uncertain else 0
         cdef size_t n_stop = len(stop_ids)
         cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
         if sp == NULL:

@@ -30,6 +30,9 @@ class MatcherLimits:
     # cache entries of states in equal loops (copies of one terminal) share their walk inside the
     # loop (False: every entry walks the whole trie; the masks are the same)
     share_loop_walks: bool = True
+    # cache entries drop the uncertain tokens that no context can take, read past the rule's end
+    # through every caller (False: keep every token whose next byte may follow; the masks are the same)
+    filter_uncertain: bool = True
 
 
 class CompiledGrammar:
@@ -61,6 +64,7 @@ class CompiledGrammar:
             matcher_limits.mask_memo_min_items,
             matcher_limits.mask_memo_min_candidates,
             matcher_limits.share_loop_walks,
+            matcher_limits.filter_uncertain,
         )
 
     @property

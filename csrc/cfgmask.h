@@ -94,6 +94,11 @@ typedef struct cm_limits {
     /* 1: states in equal loops of plain states (copies of one terminal) share
      * the part of their cache-entry walk that stays inside the loop; 0: not */
     size_t share_loop_walks;
+    /* 1: a cache entry drops the uncertain tokens that no caller of the state's
+     * rule, in any context, can go on reading (the rule's upward chart dies on
+     * them); 0: every token leaving the rule with its next byte in FOLLOW stays
+     * uncertain.  The masks are the same. */
+    size_t filter_uncertain;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -243,6 +243,11 @@ static int close_set(cm_chart *c, const cm_grammar *g) {
         if (t->accepting[it.state]) {
             if (it.origin == CM_OUTER) {
                 c->exited = true;
+                if (c->upward) {
+                    uint32_t r = t->state_rule[it.state];
+                    for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++)
+                        if ((rc = add_item(c, g, g->ret_state[k], CM_OUTER))) return rc;
+                }
             } else if ((rc = complete(c, g, t->state_rule[it.state], it.origin, cur))) {
                 return rc;
             }
@@ -330,6 +335,26 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
     return rc;
 }
 
+/* A chart for what may follow a completed `rule` in any context: its first set
+ * holds every return state of the rule (an over-approximation of the real
+ * continuation, whatever the stack), and the chart is upward: completing one of
+ * those items returns to every caller of its rule in turn.  If this chart dies
+ * on some bytes, no real chart can read them right after `rule` completes. */
+int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule) {
+    memset(c, 0, sizeof *c);
+    c->upward = true;
+    c->hcap = INITIAL_HCAP;
+    c->hkeys = malloc(c->hcap * sizeof *c->hkeys);
+    c->hgen = calloc(c->hcap, sizeof *c->hgen);
+    if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
+    int rc = begin_set(c);
+    for (uint32_t k = g->ret_off[rule]; !rc && k < g->ret_off[rule + 1]; k++)
+        rc = add_item(c, g, g->ret_state[k], CM_OUTER);
+    if (!rc) rc = close_set(c, g);
+    if (!rc) end_set(c);
+    return rc;
+}
+
 int cm_chart_init(cm_chart *c, const cm_grammar *g) {
     return cm_chart_init_item(c, g, g->t.rule_start[g->t.start_rule], 0);
 }
@@ -375,6 +400,7 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
     dst->cap_sets = src->n_sets + 2;
     if (!dst->cap_items) dst->cap_items = 1;
     dst->gen = 1;
+    dst->upward = src->upward;
     return CM_OK;
 }
 

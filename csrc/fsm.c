@@ -70,7 +70,7 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 /* Sort v[0..n) and drop repeats; returns the number kept (n > 0: v is not NULL). */
-static size_t sort_unique_u32(uint32_t *v, size_t n) {
+size_t cm_sort_unique_u32(uint32_t *v, size_t n) {
     qsort(v, n, sizeof *v, cmp_u32);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
@@ -395,7 +395,7 @@ static int hopcroft(const cm_dfa_out *d, const sparse_edges *sp, uint32_t *block
     if (!labv || !lsym) rc = CM_ERR_NOMEM;
     if (!rc && n_lab) {
         memcpy(labv, d->lab, n_lab * sizeof *labv);
-        n_labsym = sort_unique_u32(labv, n_lab);
+        n_labsym = cm_sort_unique_u32(labv, n_lab);
         for (size_t i = 0; i < n_lab; i++) {
             lsym[i] = nc + rank_of(labv, n_labsym, d->lab[i]);
         }
@@ -943,7 +943,7 @@ int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used) {
     *n_used = 0;
     if (!m) return CM_OK;
     memcpy(used, d->lab, m * sizeof *used);
-    size_t k = sort_unique_u32(used, m);
+    size_t k = cm_sort_unique_u32(used, m);
     for (size_t i = 0; i < m; i++) {
         d->lab[i] = rank_of(used, k, d->lab[i]);
     }

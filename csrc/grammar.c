@@ -14,6 +14,7 @@ void cm_limits_default(cm_limits *out) {
     out->mask_memo_min_items = 64;
     out->mask_memo_min_candidates = 1024;
     out->share_loop_walks = 1;
+    out->filter_uncertain = 1;
 }
 
 static int validate_tokens(const cm_tables *t) {
@@ -97,6 +98,36 @@ static int copy_tables(cm_grammar *g, const cm_tables *t) {
     return CM_OK;
 }
 
+/* Per rule, the distinct states its callers go on in after it completes. */
+static int derive_returns(cm_grammar *g) {
+    const cm_tables *t = &g->t;
+    size_t ne = t->ref_off[t->n_states];
+    g->ret_off = calloc((size_t)t->n_rules + 1, sizeof *g->ret_off);
+    g->ret_state = malloc((ne ? ne : 1) * sizeof *g->ret_state);
+    uint32_t *fill = calloc(t->n_rules ? t->n_rules : 1, sizeof *fill);
+    if (!g->ret_off || !g->ret_state || !fill) {
+        free(fill);
+        return CM_ERR_NOMEM;
+    }
+    for (size_t e = 0; e < ne; e++) g->ret_off[t->ref_rule[e] + 1]++;
+    for (uint32_t r = 0; r < t->n_rules; r++) g->ret_off[r + 1] += g->ret_off[r];
+    for (size_t e = 0; e < ne; e++) {
+        uint32_t r = t->ref_rule[e];
+        g->ret_state[g->ret_off[r] + fill[r]++] = t->ref_target[e];
+    }
+    /* distinct targets, compacted in place */
+    uint32_t w = 0;
+    for (uint32_t r = 0; r < t->n_rules; r++) {
+        uint32_t lo = g->ret_off[r], n = fill[r] ? (uint32_t)cm_sort_unique_u32(g->ret_state + lo, fill[r]) : 0;
+        memmove(g->ret_state + w, g->ret_state + lo, n * sizeof *g->ret_state);
+        g->ret_off[r] = w;
+        w += n;
+    }
+    g->ret_off[t->n_rules] = w;
+    free(fill);
+    return CM_OK;
+}
+
 static int derive(cm_grammar *g) {
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
@@ -123,7 +154,7 @@ static int derive(cm_grammar *g) {
             g->next_bytes[(size_t)s * 8 + (b >> 5)] |= 1u << (b & 31);
         }
     }
-    return CM_OK;
+    return derive_returns(g);
 }
 
 /* Token sets: ids in range; negated sets precomputed as bitsets (all tokens but
@@ -218,6 +249,8 @@ void cm_grammar_free(cm_grammar *g) {
     free_loops(g);
     free(g->loop_lab);
     free(g->plain);
+    free(g->ret_off);
+    free(g->ret_state);
     free(g->stop_ids);
     free(g->blob);
     if (g->mslots)
@@ -643,6 +676,80 @@ static int finish_entry(const cm_grammar *g, walk *w, cm_entry *e) {
     return CM_OK;
 }
 
+static uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
+    uint32_t n = la < lb ? la : lb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Scan p[d..len) into c, whose sets for p[0..d) are built: the number of bytes
+ * of p the chart survives (len: all), or < 0 on error. */
+static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32_t d, uint32_t len,
+                      uint8_t *ex) {
+    cm_chart_truncate(c, (size_t)d + 1);
+    for (; d < len; d++) {
+        int r = cm_chart_scan(c, g, p[d]);
+        if (r < 0) return r;
+        if (r == 0) return d;
+        if (ex) ex[d + 1] = c->exited;
+    }
+    return len;
+}
+
+/* Drop the uncertain tokens that no context can take.  A token is uncertain
+ * because the item's rule may complete inside it, at some depth d >= 1 with
+ * the next byte in FOLLOW; from there on only the rule's callers read it.  The
+ * rule's upward chart (every return state, each returning again when its own
+ * rule completes: cm_chart_init_returns) over-approximates every real
+ * continuation, so if it dies on the token's rest after every such d, the
+ * real chart dies too.  FOLLOW only looks at the next byte; this reads them
+ * all (after a Lark NAME, " B\xe1\xba\xa1n" leaves the name, starts a Unicode
+ * space, and cannot go on).  Any failure here keeps the tokens: the filter
+ * only saves run-time checks. */
+static void filter_uncertain(const cm_grammar *g, uint32_t state, walk *w, uint8_t *ex) {
+    const cm_vocab *v = g->v;
+    const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[state];
+    cm_chart c, u;
+    int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
+    int ru = cm_chart_init_returns(&u, g, rule);
+    const uint8_t *prev = NULL, *uprev = NULL;
+    uint32_t have = 0, uhave = 0;  /* bytes of prev / uprev with sets in c / u */
+    size_t kept = 0, i = 0;
+    for (; !rc && !ru && i < w->n_unc; i++) {
+        uint32_t k = w->unc[i], len;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        uint32_t d = prev ? common_prefix(prev, have, p, len) : 0;
+        long dead = scan_rest(&c, g, p, d, len, ex);
+        if (dead < 0) {
+            rc = (int)dead;
+            break;
+        }
+        prev = p;
+        have = (uint32_t)dead;
+        bool keep = dead == len;  /* not an uncertain token after all: keep it */
+        for (uint32_t e = 1; !keep && e <= (uint32_t)dead; e++) {
+            if (!ex[e] || !((t->rule_follow[(size_t)rule * 8 + (p[e] >> 5)] >> (p[e] & 31)) & 1u)) continue;
+            uint32_t ud = uprev ? common_prefix(uprev, uhave, p + e, len - e) : 0;
+            long alive = scan_rest(&u, g, p + e, ud, len - e, NULL);
+            if (alive < 0) {
+                ru = (int)alive;
+                keep = true;
+                break;
+            }
+            uprev = p + e;
+            uhave = (uint32_t)alive;
+            keep = alive == len - e;
+        }
+        if (keep) w->unc[kept++] = k;
+    }
+    /* on a failure, everything not yet decided stays */
+    for (; i < w->n_unc; i++) w->unc[kept++] = w->unc[i];
+    w->n_unc = kept;
+    cm_chart_free(&c);
+    cm_chart_free(&u);
+}
+
 static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     walk w = {0};
     cm_entry *e = calloc(1, sizeof *e);
@@ -674,6 +781,7 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     }
     free(ls);
     free(st);
+    if (!rc && w.n_unc && g->lim.filter_uncertain) filter_uncertain(g, state, &w, ex);
     if (!rc) rc = finish_entry(g, &w, e);
     free(ex);
     free(fl);

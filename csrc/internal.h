@@ -91,6 +91,8 @@ struct cm_grammar {
     uint32_t *loop_lab;         /* [n_states] scratch of find_loop, all UINT32_MAX between uses */
     uint64_t mstamp;
     pthread_mutex_t mlock;
+    uint32_t *ret_off;          /* [n_rules + 1] return states of rule r: */
+    uint32_t *ret_state;        /*   ret_state[ret_off[r] .. ret_off[r+1]), distinct */
 };
 
 typedef struct cm_item {
@@ -125,6 +127,8 @@ typedef struct cm_chart {
     size_t hcap;
     uint32_t gen;
     bool exited;                /* the last set completed a CM_OUTER item */
+    bool upward;                /* a completed CM_OUTER item returns to every caller of its
+                                   rule (g->ret_*), each as a new CM_OUTER item */
     uint64_t *version;          /* [cap_sets] when each set was last built */
     uint64_t clock;
     cm_memo *memo;              /* [CM_MEMO_SLOTS], allocated on first use */
@@ -170,6 +174,7 @@ struct cm_matcher {
 /* earley.c */
 int cm_chart_init(cm_chart *c, const cm_grammar *g);
 int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin);
+int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule);
 void cm_chart_free(cm_chart *c);
 int cm_chart_copy(cm_chart *dst, const cm_chart *src);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
@@ -179,6 +184,9 @@ static inline void cm_chart_truncate(cm_chart *c, size_t n_sets) {
     c->n_sets = n_sets;
     c->n_items = c->set_start[n_sets];
 }
+
+/* fsm.c */
+size_t cm_sort_unique_u32(uint32_t *v, size_t n);
 
 /* grammar.c */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);

@@ -263,3 +263,27 @@ def test_shared_loop_walks_equal_reference(v, data) -> None:
     )
     for c in (compiled, unshared):
         _replay_against_reference(c, ref, v, data.draw(token_walks(ref, v, max_steps=10)))
+
+
+RETURNS = cfgmask.Grammar.from_gbnf(
+    'root ::= "(" e ")" | "[" e "];" | e "!"\ne ::= t ("+" t)*\nt ::= [ab]+ | "(" e ")" | "-" t'
+).ir
+
+
+@given(
+    vocabularies(
+        (b"(", b")", b"[", b"]", b";", b"!", b"+", b"-", b"a", b"b", b"a)", b"b];", b"a!", b")+", b"];")
+        + (b"a)a", b"b]!", b"a!!", b"a)(", b"b+)")  # leave e or t, then no caller reads on
+    ),
+    st.data(),
+)
+def test_filter_uncertain_equal_reference(v, data) -> None:
+    """`e` and `t` return to several callers, so tokens such as ``a)`` or ``b];`` leave the rule
+    mid-token; ``a)a`` or ``b]!`` leave it, and then no caller can go on reading.  Cache entries
+    drop those (the rule's upward chart dies on them); with the filter (the default) and without,
+    masks equal the reference's."""
+    ref, vocab, compiled = _setup(RETURNS, v)
+    assert compiled is not None
+    unfiltered = cfgmask.compile(RETURNS, vocab, matcher_limits=cfgmask.MatcherLimits(filter_uncertain=False))
+    for c in (compiled, unfiltered):
+        _replay_against_reference(c, ref, v, data.draw(token_walks(ref, v, max_steps=10)))
