@@ -136,9 +136,20 @@ static void widx_clear(cm_chart *c) {
     c->wpool_n = 0;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+/* Stable sort of (rule << 32 | item) pairs by rule (the items come ascending):
+ * LSD radix, 8 bits a pass, as many passes as the rule numbers need.  Returns
+ * a or tmp, whichever holds the result. */
+static uint64_t *sort_by_rule(uint64_t *a, uint64_t *tmp, size_t n, uint32_t n_rules) {
+    for (unsigned shift = 32; shift < 64 && (n_rules - 1) >> (shift - 32); shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[((a[i] >> shift) & 255) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (size_t i = 0; i < n; i++) tmp[count[(a[i] >> shift) & 255]++] = a[i];
+        uint64_t *x = a;
+        a = tmp;
+        tmp = x;
+    }
+    return a;
 }
 
 static cm_wslot *wslot_find(const cm_chart *c, uint64_t key) {
@@ -154,14 +165,15 @@ static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
         uint32_t st = c->items[i].state;
         if (!g->calls[st]) continue;
         for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
-            int rc = grow((void **)&c->wtmp, &c->wtmp_cap, n + 1, sizeof *c->wtmp);
+            int rc = grow((void **)&c->wtmp, &c->wtmp_cap, 2 * (n + 1), sizeof *c->wtmp);
             if (rc) return rc;
             c->wtmp[n++] = ((uint64_t)t->ref_rule[e] << 32) | (uint32_t)i;
         }
     }
-    if (n > 1) qsort(c->wtmp, n, sizeof *c->wtmp, cmp_u64);  /* qsort(NULL, 0) is undefined */
+    /* the second half of wtmp is the sort's scratch */
+    const uint64_t *w = n > 1 ? sort_by_rule(c->wtmp, c->wtmp + c->wtmp_cap / 2, n, t->n_rules) : c->wtmp;
     size_t groups = 0;
-    for (size_t i = 0; i < n; i++) groups += !i || (c->wtmp[i] >> 32) != (c->wtmp[i - 1] >> 32);
+    for (size_t i = 0; i < n; i++) groups += !i || (w[i] >> 32) != (w[i - 1] >> 32);
     if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
         size_t cap = c->wcap ? c->wcap : 256;
         while (groups * 4 > cap) cap *= 2;
@@ -178,15 +190,15 @@ static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
     if (rc) return rc;
     uint64_t v = c->version[o];
     for (size_t i = 0; i < n;) {
-        uint32_t rule = (uint32_t)(c->wtmp[i] >> 32);
+        uint32_t rule = (uint32_t)(w[i] >> 32);
         cm_wslot *sl = wslot_find(c, wkey(o, rule));
         if (!sl->key) c->wused++;
         sl->key = wkey(o, rule);
         sl->version = v;
         sl->off = (uint32_t)c->wpool_n;
-        for (; i < n && (uint32_t)(c->wtmp[i] >> 32) == rule; i++)
-            if (c->wpool_n == sl->off || c->wpool[c->wpool_n - 1] != (uint32_t)c->wtmp[i])
-                c->wpool[c->wpool_n++] = (uint32_t)c->wtmp[i];
+        for (; i < n && (uint32_t)(w[i] >> 32) == rule; i++)
+            if (c->wpool_n == sl->off || c->wpool[c->wpool_n - 1] != (uint32_t)w[i])
+                c->wpool[c->wpool_n++] = (uint32_t)w[i];
         sl->n = (uint32_t)(c->wpool_n - sl->off);
     }
     c->wbuilt[o] = v;

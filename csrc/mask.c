@@ -16,10 +16,9 @@ static void or_entry(uint32_t *words, const cm_entry *e, size_t n_words) {
     if (e->accepted_bits) {
         for (size_t i = 0; i < n_words; i++) words[i] |= e->accepted_bits[i];
     } else {
-        for (uint32_t i = 0; i < e->n_accepted; i++) {
-            uint32_t t = e->accepted_ids[i];
-            words[t >> 5] |= 1u << (t & 31);
-        }
+        /* locals: `words` may alias *e as far as the compiler knows */
+        const uint32_t *ids = e->accepted_ids, n = e->n_accepted;
+        for (uint32_t i = 0; i < n; i++) words[ids[i] >> 5] |= 1u << (ids[i] & 31);
     }
 }
 
