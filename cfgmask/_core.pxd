@@ -44,6 +44,10 @@ cdef extern from "cfgmask.h" nogil:
         const uint32_t *set_off
         const uint32_t *set_ids
         const uint8_t *set_negated
+        uint32_t n_la
+        const uint8_t *rule_la
+        const uint8_t *la_next
+        const uint8_t *la_union
 
     ctypedef struct cm_limits:
         size_t max_items_per_set

@@ -78,6 +78,10 @@ cdef class GrammarHandle:
         cdef const uint32_t[::1] set_off = tables.set_off
         cdef const uint32_t[::1] set_ids = tables.set_ids
         cdef const uint8_t[::1] set_negated = tables.set_negated
+        cdef const uint8_t[::1] rule_la = tables.rule_la
+        cdef const uint8_t[::1] la_next = tables.la_next
+        cdef const uint8_t[::1] la_union = tables.la_union
+        cdef size_t n_la = la_next.shape[0] // 256
         cdef cm_tables t
         cdef cm_limits lim
         cdef int rc
@@ -91,6 +95,9 @@ cdef class GrammarHandle:
                 or tok_set.shape[0] != tok_off[n_states] or set_off.shape[0] != set_negated.shape[0] + 1
                 or set_ids.shape[0] != set_off[set_negated.shape[0]]):
             raise ValueError("inconsistent token-terminal tables")
+        if rule_la.shape[0] and (rule_la.shape[0] != rule_start.shape[0] or la_next.shape[0] != 256 * n_la
+                                 or la_union.shape[0] != n_la * n_la):
+            raise ValueError("inconsistent lookahead tables")
         t.n_states = <uint32_t>n_states
         t.n_rules = <uint32_t>rule_start.shape[0]
         t.n_classes = <uint32_t>trans.shape[1]
@@ -112,6 +119,10 @@ cdef class GrammarHandle:
         t.set_off = &set_off[0]
         t.set_ids = &set_ids[0] if set_ids.shape[0] else NULL
         t.set_negated = &set_negated[0] if set_negated.shape[0] else NULL
+        t.n_la = <uint32_t>n_la if rule_la.shape[0] else 0
+        t.rule_la = &rule_la[0] if rule_la.shape[0] else NULL
+        t.la_next = &la_next[0] if la_next.shape[0] else NULL
+        t.la_union = &la_union[0] if la_union.shape[0] else NULL
         cm_limits_default(&lim)
         if max_items_per_set:
             lim.max_items_per_set = max_items_per_set

@@ -76,6 +76,12 @@ class Tables:
     set_off: np.ndarray  # token sets: ids set_ids[set_off[k] .. set_off[k+1]), negated or not
     set_ids: np.ndarray
     set_negated: np.ndarray
+    # lookahead markers (ir.lookahead_rule): rule_la[r] is the debt a marker rule adds (0 for other
+    # rules; see lookahead_classes); la_next[c * 256 + b] is what debt c leaves after byte b (255:
+    # b is forbidden); la_union[a * n + b] owes both
+    rule_la: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    la_next: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.uint8))
+    la_union: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.uint8))
     stats: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -1402,7 +1408,9 @@ def _build_dfas(grammar: ir.Grammar, limits: CompileLimits, sess: _Session | Non
         sess = _Session()
     rw = _RepeatRewriter(grammar.rules, limits, sess)
     rules = rw.run()
-    return _trim_all(_rule_dfas(rules, grammar.start, rw.outlined, limits, sess), grammar.start)
+    # a lookahead marker stays a rule the parser calls: inlined, it would match "" unconditionally
+    markers = {n for n in rules if ir.lookahead_chars(n) is not None}
+    return _trim_all(_rule_dfas(rules, grammar.start, rw.outlined | markers, limits, sess), grammar.start)
 
 
 def prepare(grammar: ir.Grammar, limits: CompileLimits) -> _Session:
@@ -1488,6 +1496,7 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits, sess: _Session | N
     for r, bits in enumerate(follow):
         for w in range(8):
             follow_arr[r, w] = (bits >> (32 * w)) & 0xFFFFFFFF
+    rule_la, la_next, la_union = _lookahead_tables(order)
     return Tables(
         rule_names=order,
         start_rule=0,
@@ -1507,6 +1516,9 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits, sess: _Session | N
         set_off=set_off,
         set_ids=np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32),
         set_negated=np.asarray([neg for neg, _ in sets], dtype=np.uint8),
+        rule_la=rule_la,
+        la_next=la_next,
+        la_union=la_union,
         stats={
             "source_rules": len(grammar.rules),
             "parser_rules": len(order),
@@ -1514,6 +1526,74 @@ def _build_tables(grammar: ir.Grammar, limits: CompileLimits, sess: _Session | N
             "byte_classes": int(trans.shape[1]),
             "call_edges": int(ref_off[-1]),
         },
+    )
+
+
+_Debt = frozenset[tuple[tuple[int, int], ...]]  # byte-range sequences a forbidden character may still spell
+
+
+def lookahead_classes(
+    markers: list[tuple[tuple[int, int], ...]],
+) -> tuple[list[_Debt], list[list[int]], list[list[int]]]:
+    """The *debts* an Earley item may owe its next bytes, given the markers' forbidden
+    characters: a debt is the set of byte sequences that, read next, would spell a forbidden
+    character (class 0: none).  Returns the classes (the markers' own first, in order), the
+    transition ``next[c][b]`` (0: paid, 255: ``b`` completes a forbidden character, else the
+    debt left for the byte after; a character may be told from a forbidden one only by its
+    second or third byte: ``K`` KELVIN SIGN against the spaces U+2000..) and ``union[a][b]``
+    (255 inside a character, where debts never meet).  Raises ValueError past 254 classes."""
+    classes: list[_Debt] = [frozenset()]
+    ids: dict[_Debt, int] = {frozenset(): 0}
+
+    def cid(d: _Debt) -> int:
+        if d not in ids:
+            if len(classes) >= 255:
+                raise ValueError("over 254 lookahead debts")
+            ids[d] = len(classes)
+            classes.append(d)
+        return ids[d]
+
+    for chars in markers:
+        cid(frozenset(byte_sequences(chars)))
+    # Debts meet (a marker after a completion, a completion of an empty callee) only between
+    # characters: the debts owed there are the markers' and their unions ...
+    i = 1
+    while i < len(classes):
+        for j in range(1, i):
+            cid(classes[i] | classes[j])
+        i += 1
+    boundary = len(classes)
+    # ... and inside a character, what they leave after its first bytes
+    nxt: list[list[int]] = []
+    i = 0
+    while i < len(classes):
+        deadline.check("lookahead classes")
+        row = []
+        for b in range(256):
+            rest = frozenset(seq[1:] for seq in classes[i] if seq[0][0] <= b <= seq[0][1])
+            row.append(255 if () in rest else cid(rest))
+        nxt.append(row)
+        i += 1
+    union = [
+        [ids[a | b] if i < boundary and j < boundary else 255 for j, b in enumerate(classes)]
+        for i, a in enumerate(classes)
+    ]
+    return classes, nxt, union
+
+
+def _lookahead_tables(order: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rule_la, la_next, la_union (see Tables) for the marker rules among ``order``."""
+    marks = [ir.lookahead_chars(n) for n in order]
+    found = sorted({m for m in marks if m is not None})
+    try:
+        classes, nxt, union = lookahead_classes(found)
+    except ValueError as e:
+        raise GrammarError(f"lookahead markers: {e}; not supported") from None
+    rule_la = np.asarray([0 if m is None else found.index(m) + 1 for m in marks], dtype=np.uint8)
+    return (
+        rule_la,
+        np.asarray(nxt, dtype=np.uint8).reshape(-1),
+        np.asarray(union, dtype=np.uint8).reshape(-1),
     )
 
 
@@ -1570,6 +1650,8 @@ def _validate(grammar: ir.Grammar, sess: _Session | None = None) -> None:
     if grammar.start not in grammar.rules:
         raise GrammarError(f"start rule {grammar.start!r} is not defined")
     for name, body in grammar.rules.items():
+        if ir.lookahead_chars(name) is not None and body != ir.EPSILON:
+            raise GrammarError(f"lookahead marker rule {name!r} must match only the empty string")
         refs = grammar.references(body) if sess is None else sess.refs(sess.cid(body))
         for ref in refs:
             if ref not in grammar.rules:

@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import ir
-from .ir_ops import Ranges, first_chars, intersect, restrict_first, union
+from .automata import lookahead_classes
+from .ir_ops import Ranges, first_chars, intersect, nullable, restrict_first, union
 
 Variants = list[tuple[ir.Expr, Ranges]]
 
@@ -44,14 +45,84 @@ class Symbol:
 Rules = dict[str, list[list[Symbol]]]
 
 
-def to_ir(rules: Rules, variants: dict[str, Variants], top: str, start: str) -> dict[str, ir.Expr]:
-    """IR rules for ``rules`` (nonterminal → expansions); ``start`` is the new start rule."""
+def to_ir(
+    rules: Rules, variants: dict[str, Variants], top: str, start: str, ignore: tuple[str, ...] = ()
+) -> dict[str, ir.Expr]:
+    """IR rules for ``rules`` (nonterminal → expansions); ``start`` is the new start rule.
+    ``ignore``: the ``%ignore`` terminals (``rules`` lets them occur before every terminal
+    and at the end)."""
     if all(not forbidden for vs in variants.values() for _, forbidden in vs):
-        out = {name: ir.alt(*(_plain_seq(e) for e in body)) for name, body in rules.items()}
-        out.update({name: ir.alt(*(expr for expr, _ in vs)) for name, vs in variants.items()})
-        out[start] = ir.Ref(top)
-        return out
+        return _plain(
+            rules, {name: ir.alt(*(expr for expr, _ in vs)) for name, vs in variants.items()}, top, start
+        )
+    marked = _with_markers(variants, ignore)
+    if marked is not None:
+        return _plain(rules, marked, top, start)
     return _Product(rules, variants).emit(top, start)
+
+
+def _plain(rules: Rules, terminals: dict[str, ir.Expr], top: str, start: str) -> dict[str, ir.Expr]:
+    out = {name: ir.alt(*(_plain_seq(e) for e in body)) for name, body in rules.items()}
+    out.update(terminals)
+    for e in terminals.values():  # the marker rules the terminals refer to
+        for name in _refs(e):
+            out[name] = ir.EPSILON
+    out[start] = ir.Ref(top)
+    return out
+
+
+def _refs(e: ir.Expr) -> list[str]:
+    if isinstance(e, ir.Ref):
+        return [e.name]
+    if isinstance(e, ir.Seq | ir.Alt):
+        return [n for item in e.items for n in _refs(item)]
+    return []
+
+
+def _with_markers(variants: dict[str, Variants], ignore: tuple[str, ...]) -> dict[str, ir.Expr] | None:
+    """Each terminal as the union of its variants, a restricted variant followed by a
+    lookahead marker (:func:`cfgmask.ir.lookahead_rule`) for its forbidden characters: the
+    parser checks the restriction on the next bytes at run time, instead of the product with
+    the restriction automaton (about 10 times the rules on sql.lark, and Earley sets as many
+    times wider).  None when that would not be exact.  The parser's sets hold items that owe
+    a restriction, and an item whose every continuation is forbidden would be a dead end the
+    product trims; there is none when some ``%ignore`` terminal ``I`` (which may come after
+    any terminal, and before the end) starts with a character no other marker forbids, and
+    forbids no character a non-ignored terminal starts with.
+    """
+    first = {n: ir.normalize_ranges([r for e, _ in vs for r in first_chars(e)]) for n, vs in variants.items()}
+    # no other character can come next: forbidding it or not is the same
+    any_first = ir.normalize_ranges([r for rs in first.values() for r in rs])
+    forbidden = {
+        n: [intersect(ir.normalize_ranges(list(f)), any_first) if f else () for _, f in vs]
+        for n, vs in variants.items()
+    }
+    out: dict[str, ir.Expr] = {}
+    for name, vs in variants.items():
+        options = []
+        for (expr, _), f in zip(vs, forbidden[name], strict=True):
+            if not f:
+                options.append(expr)
+            elif nullable(expr):
+                return None
+            else:
+                options.append(ir.seq(expr, ir.Ref(ir.lookahead_rule(f))))
+        out[name] = ir.alt(*options)
+    try:
+        lookahead_classes(sorted({f for fs in forbidden.values() for f in fs if f}))
+    except ValueError:
+        return None
+    starts = ir.normalize_ranges([r for n in variants if n not in ignore for r in first[n]])
+    for i in ignore:
+        own = ir.normalize_ranges([r for f in forbidden.get(i, ()) for r in f])
+        others = [f for n, fs in forbidden.items() if n != i for f in fs if f]
+        if (
+            i in variants
+            and not intersect(own, starts)
+            and all(intersect(first[i], ir.complement_ranges(f)) for f in others)
+        ):
+            return out
+    return None
 
 
 def _plain_seq(expansion: list[Symbol]) -> ir.Expr:

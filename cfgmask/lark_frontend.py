@@ -215,7 +215,7 @@ class _Builder:
         used = sorted({s.name for body in rules.values() for e in body for s in e if s.terminal})
         variants = {name: self._terminal(name) for name in used}
         meta: dict[str, object] = {"lark_start": self.start, "ignore": tuple(self.ignore)}
-        return ir.Grammar(to_ir(rules, variants, TOP, START), START, meta=meta)
+        return ir.Grammar(to_ir(rules, variants, TOP, START, tuple(self.ignore)), START, meta=meta)
 
     def _reachable_rules(self) -> list[str]:
         if self.start not in self.expansions:

@@ -71,6 +71,15 @@ typedef struct cm_tables {
     const uint32_t *set_off;       /* [n_token_sets + 1] */
     const uint32_t *set_ids;       /* [set_off[n_token_sets]] */
     const uint8_t *set_negated;    /* [n_token_sets] */
+    /* lookahead markers: a call edge to a rule r with rule_la[r] = c != 0 does not call r;
+     * it goes on at once, owing debt c on the next bytes: after byte b the debt is
+     * la_next[c * 256 + b] (0: paid; 255: b is forbidden here).  la_union[a * n_la + b]
+     * owes a and b (255: never needed).  Debt 0 owes nothing; n_la <= 255, and
+     * n_states < 2^24 (an item packs its debt with its state). */
+    uint32_t n_la;
+    const uint8_t *rule_la;        /* [n_rules] */
+    const uint8_t *la_next;        /* [n_la * 256] */
+    const uint8_t *la_union;       /* [n_la * n_la] */
 } cm_tables;
 
 typedef struct cm_limits {

@@ -72,6 +72,9 @@ static int grow_sets(cm_chart *c, size_t need) {
     uint64_t *ws = realloc(c->wseen, cap * sizeof *ws);
     if (!ws) return CM_ERR_NOMEM;
     c->wseen = ws;
+    uint16_t *sb = realloc(c->set_byte, cap * sizeof *sb);
+    if (!sb) return CM_ERR_NOMEM;
+    c->set_byte = sb;
     memset(wb + c->cap_sets, 0, (cap - c->cap_sets) * sizeof *wb);
     memset(ws + c->cap_sets, 0, (cap - c->cap_sets) * sizeof *ws);
     c->cap_sets = cap;
@@ -162,7 +165,7 @@ static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
     const cm_tables *t = &g->t;
     size_t n = 0;
     for (size_t i = c->set_start[o]; i < c->set_start[o + 1]; i++) {
-        uint32_t st = c->items[i].state;
+        uint32_t st = cm_st(c->items[i].state);
         if (!g->calls[st]) continue;
         for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
             int rc = grow((void **)&c->wtmp, &c->wtmp_cap, 2 * (n + 1), sizeof *c->wtmp);
@@ -205,19 +208,35 @@ static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
     return CM_OK;
 }
 
-static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule) {
+/* Advance waiter `it` over its calls of `rule`, which completed in set `cur`
+ * owing debt `la` after starting in set `origin`.  A waiter that owes a debt
+ * itself let the callee start only with bytes that pay it: the callee's span
+ * is read until the debt is paid or found forbidden; a callee that matched
+ * nothing passes the waiter's debt on to what follows. */
+static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule, uint32_t la,
+                          uint32_t origin, uint32_t cur) {
     const cm_tables *t = &g->t;
-    for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
+    uint32_t st = cm_st(it.state), owed = cm_la(it.state);
+    for (uint32_t j = origin + 1; owed && j <= cur; j++) {
+        if (c->set_byte[j] > 255) {  /* a set a whole token made: no bytes to check */
+            owed = 0;
+            break;
+        }
+        owed = cm_la_next(g, owed, c->set_byte[j]);
+        if (owed == CM_LA_DEAD) return CM_OK;
+    }
+    if (owed) la = cm_la_union(g, la, owed);
+    for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
         if (t->ref_rule[e] != rule) continue;
-        int rc = add_item(c, g, t->ref_target[e], it.origin);
+        int rc = add_item(c, g, cm_pack(t->ref_target[e], la), it.origin);
         if (rc) return rc;
     }
     return CM_OK;
 }
 
-/* Rule `rule` completed in the open set `cur` for an item that started at `origin`:
- * advance every item of set `origin` waiting on it. */
-static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur) {
+/* Rule `rule` completed in the open set `cur`, owing class `la`, for an item that
+ * started at `origin`: advance every item of set `origin` waiting on it. */
+static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur, uint32_t la) {
     if (origin != cur && c->set_start[origin + 1] - c->set_start[origin] >= g->lim.index_min_items) {
         uint64_t v = c->version[origin];
         if (c->wbuilt[origin] != v && c->wseen[origin] == v) {
@@ -229,7 +248,7 @@ static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t or
             const cm_wslot *sl = wslot_find(c, wkey(origin, rule));
             if (!sl->key || sl->version != v) return CM_OK;  /* indexed: nobody waits on it */
             for (uint32_t k = 0; k < sl->n; k++) {
-                int rc = advance_waiter(c, g, c->items[c->wpool[sl->off + k]], rule);
+                int rc = advance_waiter(c, g, c->items[c->wpool[sl->off + k]], rule, la, origin, cur);
                 if (rc) return rc;
             }
             return CM_OK;
@@ -238,36 +257,45 @@ static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t or
     uint64_t bit = 1ull << (rule & 63);
     for (size_t i = c->set_start[origin]; i < (origin == cur ? c->n_items : c->set_start[origin + 1]); i++) {
         cm_item it = c->items[i];
-        if (!(g->calls[it.state] & bit)) continue;
-        int rc = advance_waiter(c, g, it, rule);
+        if (!(g->calls[cm_st(it.state)] & bit)) continue;
+        int rc = advance_waiter(c, g, it, rule, la, origin, cur);
         if (rc) return rc;
     }
     return CM_OK;
 }
 
-/* Close the open set under prediction and completion. */
+/* Close the open set under prediction and completion.  An item owing a
+ * lookahead class passes it to the rules it predicts (their first byte is its
+ * next byte) and, through a nullable callee, to its own next state; a marker
+ * edge adds its class to the debt; a completion passes the completed item's
+ * debt to its callers. */
 static int close_set(cm_chart *c, const cm_grammar *g) {
     const cm_tables *t = &g->t;
     uint32_t cur = (uint32_t)c->n_sets;
     for (size_t i = c->set_start[cur]; i < c->n_items; i++) {
         cm_item it = c->items[i];
+        uint32_t st = cm_st(it.state), la = cm_la(it.state);
         int rc;
-        if (t->accepting[it.state]) {
+        if (t->accepting[st]) {
             if (it.origin == CM_OUTER) {
                 c->exited = true;
                 if (c->upward) {
-                    uint32_t r = t->state_rule[it.state];
+                    uint32_t r = t->state_rule[st];
                     for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++)
-                        if ((rc = add_item(c, g, g->ret_state[k], CM_OUTER))) return rc;
+                        if ((rc = add_item(c, g, cm_pack(g->ret_state[k], la), CM_OUTER))) return rc;
                 }
-            } else if ((rc = complete(c, g, t->state_rule[it.state], it.origin, cur))) {
+            } else if ((rc = complete(c, g, t->state_rule[st], it.origin, cur, la))) {
                 return rc;
             }
         }
-        for (uint32_t e = t->ref_off[it.state]; e < t->ref_off[it.state + 1]; e++) {
+        for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
             uint32_t callee = t->ref_rule[e];
-            rc = add_item(c, g, t->rule_start[callee], cur);
-            if (!rc && t->rule_nullable[callee]) rc = add_item(c, g, t->ref_target[e], it.origin);
+            if (t->rule_la[callee]) {
+                rc = add_item(c, g, cm_pack(t->ref_target[e], cm_la_union(g, la, t->rule_la[callee])), it.origin);
+            } else {
+                rc = add_item(c, g, cm_pack(t->rule_start[callee], la), cur);
+                if (!rc && t->rule_nullable[callee]) rc = add_item(c, g, cm_pack(t->ref_target[e], la), it.origin);
+            }
             if (rc) return rc;
         }
     }
@@ -285,8 +313,10 @@ static cm_memo *memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *m
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
 }
 
-static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel) {
-    if (mm->n_kernel != n_kernel || mm->version != c->version[mm->max_origin]) return false;
+static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t vset,
+                     uint16_t byte) {
+    if (mm->n_kernel != n_kernel || mm->vset != vset || mm->byte != byte || mm->version != c->version[vset])
+        return false;
     return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
 }
 
@@ -299,7 +329,16 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_set(c, g);
     cm_memo *mm = memo_slot(c, k0, n_kernel, &max_origin);
     if (max_origin >= cur) return close_set(c, g);
-    if (memo_hit(c, mm, k0, n_kernel)) {
+    /* With lookahead markers a completion also reads the first bytes of the completed
+     * span (set_byte[origin + 1 ..], one character at most: advance_waiter): the
+     * closure depends on the sets up to max_origin + 4, and on this set's own byte. */
+    uint32_t vset = max_origin;
+    uint16_t byte = 0;
+    if (g->t.n_la > 1) {
+        byte = c->set_byte[cur];
+        vset = max_origin + 4 < cur ? max_origin + 4 : cur - 1;
+    }
+    if (memo_hit(c, mm, k0, n_kernel, vset, byte)) {
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
         int rc = grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
@@ -329,7 +368,9 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     mm->n_kernel = n_kernel;
     mm->n_closure = n;
     mm->max_origin = max_origin;
-    mm->version = c->version[max_origin];
+    mm->vset = vset;
+    mm->byte = byte;
+    mm->version = c->version[vset];
     mm->exited = c->exited;
     return CM_OK;
 }
@@ -341,6 +382,7 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
     c->hgen = calloc(c->hcap, sizeof *c->hgen);
     if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
     int rc = begin_set(c);
+    if (!rc) c->set_byte[0] = 256;
     if (!rc) rc = add_item(c, g, state, origin);
     if (!rc) rc = close_set(c, g);
     if (!rc) end_set(c);
@@ -360,6 +402,7 @@ int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule) {
     c->hgen = calloc(c->hcap, sizeof *c->hgen);
     if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
     int rc = begin_set(c);
+    if (!rc) c->set_byte[0] = 256;
     for (uint32_t k = g->ret_off[rule]; !rc && k < g->ret_off[rule + 1]; k++)
         rc = add_item(c, g, g->ret_state[k], CM_OUTER);
     if (!rc) rc = close_set(c, g);
@@ -383,6 +426,7 @@ void cm_chart_free(cm_chart *c) {
     free(c->version);
     free(c->items);
     free(c->set_start);
+    free(c->set_byte);
     free(c->hkeys);
     free(c->hgen);
     memset(c, 0, sizeof *c);
@@ -398,14 +442,16 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
     dst->version = malloc((src->n_sets + 2) * sizeof *dst->version);
     dst->wbuilt = calloc(src->n_sets + 2, sizeof *dst->wbuilt);
     dst->wseen = calloc(src->n_sets + 2, sizeof *dst->wseen);
+    dst->set_byte = malloc((src->n_sets + 2) * sizeof *dst->set_byte);
     if (!dst->hkeys || !dst->hgen || !dst->items || !dst->set_start || !dst->version || !dst->wbuilt ||
-        !dst->wseen) {
+        !dst->wseen || !dst->set_byte) {
         cm_chart_free(dst);
         return CM_ERR_NOMEM;
     }
     memcpy(dst->items, src->items, src->n_items * sizeof *dst->items);
     memcpy(dst->set_start, src->set_start, (src->n_sets + 1) * sizeof *dst->set_start);
     memcpy(dst->version, src->version, src->n_sets * sizeof *dst->version);
+    memcpy(dst->set_byte, src->set_byte, src->n_sets * sizeof *dst->set_byte);
     dst->clock = src->clock;
     dst->n_items = dst->cap_items = src->n_items;
     dst->n_sets = src->n_sets;
@@ -414,6 +460,24 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
     dst->gen = 1;
     dst->upward = src->upward;
     return CM_OK;
+}
+
+/* Inside a character that might still spell a forbidden one (debt `la` left
+ * after its first bytes): can the automaton go on from `s` with bytes that pay
+ * it?  An item that cannot is a dead end, and is dropped.  A state that
+ * completes or calls is between characters (markers follow whole characters),
+ * where the debt passes on; taken as payable. */
+static bool debt_payable(const cm_grammar *g, uint32_t s, uint32_t la, int depth) {
+    const cm_tables *t = &g->t;
+    if (t->accepting[s] || t->ref_off[s] < t->ref_off[s + 1] || g->has_tokens[s] || depth > 4) return true;
+    if (!g->has_bytes[s]) return false;
+    for (unsigned b = 0; b < 256; b++) {
+        uint32_t d = cm_la_next(g, la, b);
+        if (d == CM_LA_DEAD) continue;
+        int32_t n = t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
+        if (n >= 0 && (!d || debt_payable(g, (uint32_t)n, d, depth + 1))) return true;
+    }
+    return false;
 }
 
 /* Scan one byte from the last set: 1 = a non-empty set was appended,
@@ -426,25 +490,30 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
         /* one item, and its successor neither calls nor completes: the whole
          * closure is that single item (the common case inside a terminal) */
         cm_item it = c->items[c->set_start[prev]];
-        int32_t next = g->has_bytes[it.state] ? t->trans[(size_t)it.state * t->n_classes + cls] : -1;
-        if (next < 0) return 0;
+        uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
+        int32_t next = g->has_bytes[st] && la != CM_LA_DEAD ? t->trans[(size_t)st * t->n_classes + cls] : -1;
+        if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) return 0;
         if (g->simple[next]) {
             int rc = grow_sets(c, c->n_sets + 2);
             if (!rc) rc = grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
             if (rc) return rc;
             if (c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
-            c->items[c->n_items++] = (cm_item){(uint32_t)next, it.origin};
+            c->items[c->n_items++] = (cm_item){cm_pack((uint32_t)next, la), it.origin};
+            c->set_byte[c->n_sets] = byte;
             end_set(c);
             return 1;
         }
     }
     int rc = begin_set(c);
     if (rc) return rc;
+    c->set_byte[c->n_sets] = byte;
     for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
         cm_item it = c->items[i];
-        if (!g->has_bytes[it.state]) continue;
-        int32_t next = t->trans[(size_t)it.state * t->n_classes + cls];
-        if (next >= 0 && (rc = add_item(c, g, (uint32_t)next, it.origin))) goto fail;
+        uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
+        if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
+        int32_t next = t->trans[(size_t)st * t->n_classes + cls];
+        if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
+        if ((rc = add_item(c, g, cm_pack((uint32_t)next, la), it.origin))) goto fail;
     }
     if (c->n_items == c->set_start[c->n_sets]) return 0;
     if ((rc = close_memoized(c, g))) goto fail;
@@ -460,7 +529,8 @@ bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g) {
     size_t last = c->n_sets - 1;
     for (size_t i = c->set_start[last]; i < c->set_start[last + 1]; i++) {
         cm_item it = c->items[i];
-        if (it.origin == 0 && t->accepting[it.state] && t->state_rule[it.state] == t->start_rule) return true;
+        uint32_t st = cm_st(it.state);  /* a lookahead owed is met by the end of the text */
+        if (it.origin == 0 && t->accepting[st] && t->state_rule[st] == t->start_rule) return true;
     }
     return false;
 }
@@ -495,10 +565,12 @@ int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t
     const cm_tables *t = &g->t;
     size_t n_sets = c->n_sets, n_items = c->n_items, added = 0;
     int rc = merge ? reopen_last(c) : begin_set(c);
+    if (!rc && !merge) c->set_byte[c->n_sets] = 257;  /* made by no byte (see advance_waiter) */
     for (size_t i = c->set_start[from]; !rc && i < c->set_start[from + 1]; i++) {
         cm_item it = c->items[i];
-        if (!g->has_tokens[it.state]) continue;
-        for (uint32_t e = t->tok_off[it.state]; !rc && e < t->tok_off[it.state + 1]; e++) {
+        uint32_t st = cm_st(it.state);
+        if (!g->has_tokens[st]) continue;
+        for (uint32_t e = t->tok_off[st]; !rc && e < t->tok_off[st + 1]; e++) {
             if (!cm_token_in_set(g, t->tok_set[e], token)) continue;
             rc = add_item(c, g, t->tok_target[e], it.origin);
             added++;

@@ -35,9 +35,29 @@ static int validate_tokens(const cm_tables *t) {
     return CM_OK;
 }
 
+static int validate_lookahead(const cm_tables *t) {
+    if (!t->n_la) return CM_OK;  /* none: copy_tables supplies class 0 */
+    if (t->n_la > CM_LA_DEAD || !t->rule_la || !t->la_next || !t->la_union) return CM_ERR_ARG;
+    for (uint32_t r = 0; r < t->n_rules; r++)
+        if (t->rule_la[r] >= t->n_la || (t->rule_la[r] && r == t->start_rule)) return CM_ERR_ARG;
+    for (int b = 0; b < 256; b++)
+        if (t->la_next[b]) return CM_ERR_ARG;  /* debt 0 owes nothing */
+    for (size_t i = 0; i < (size_t)t->n_la * 256; i++)
+        if (t->la_next[i] >= t->n_la && t->la_next[i] != CM_LA_DEAD) return CM_ERR_ARG;
+    for (size_t i = 0; i < (size_t)t->n_la * t->n_la; i++)
+        if (t->la_union[i] >= t->n_la && t->la_union[i] != CM_LA_DEAD) return CM_ERR_ARG;
+    bool used[256] = {false};  /* markers' debts meet: their unions must be in the table */
+    for (uint32_t r = 0; r < t->n_rules; r++) used[t->rule_la[r]] = true;
+    for (uint32_t a = 1; a < t->n_la; a++)
+        for (uint32_t b = 1; b < t->n_la; b++)
+            if (used[a] && used[b] && t->la_union[(size_t)a * t->n_la + b] == CM_LA_DEAD) return CM_ERR_ARG;
+    return CM_OK;
+}
+
 static int validate(const cm_tables *t) {
     if (!t->n_states || !t->n_rules || !t->n_classes || t->n_classes > 256 || t->start_rule >= t->n_rules)
         return CM_ERR_ARG;
+    if (t->n_states > CM_STATE_MASK) return CM_ERR_ARG;
     if (!t->byte_class || !t->trans || !t->state_rule || !t->accepting || !t->ref_off || !t->rule_start ||
         !t->rule_nullable || !t->rule_follow)
         return CM_ERR_ARG;
@@ -58,15 +78,17 @@ static int validate(const cm_tables *t) {
         if (t->ref_rule[e] >= t->n_rules || t->ref_target[e] >= t->n_states) return CM_ERR_ARG;
     for (uint32_t r = 0; r < t->n_rules; r++)
         if (t->rule_start[r] >= t->n_states || t->state_rule[t->rule_start[r]] != r) return CM_ERR_ARG;
-    return validate_tokens(t);
+    int rc = validate_lookahead(t);
+    return rc ? rc : validate_tokens(t);
 }
 
 /* Copy every table into one allocation owned by the grammar. */
 static int copy_tables(cm_grammar *g, const cm_tables *t) {
     size_t ns = t->n_states, nr = t->n_rules, ne = t->ref_off[ns];
     size_t nt = t->tok_off[ns], nk = t->n_token_sets, ni = t->set_off[nk];
+    size_t nl = t->n_la ? t->n_la : 1;
     size_t sz = 256 + ns * t->n_classes * 4 + ns * 4 + ns + (ns + 1) * 4 + 2 * ne * 4 + nr * 4 + nr + nr * 32 +
-                (ns + 1) * 4 + 2 * nt * 4 + (nk + 1) * 4 + ni * 4 + nk + 256;
+                (ns + 1) * 4 + 2 * nt * 4 + (nk + 1) * 4 + ni * 4 + nk + 256 + nr + nl * 256 + nl * nl + 32;
     uint8_t *p = malloc(sz);
     if (!p) return CM_ERR_NOMEM;
     g->blob = p;
@@ -94,6 +116,19 @@ static int copy_tables(cm_grammar *g, const cm_tables *t) {
     TAKE(set_off, nk + 1, uint32_t);
     TAKE(set_ids, ni, uint32_t);
     TAKE(set_negated, nk, uint8_t);
+    if (t->n_la) {
+        TAKE(rule_la, nr, uint8_t);
+        TAKE(la_next, nl * 256, uint8_t);
+        TAKE(la_union, nl * nl, uint8_t);
+    } else {  /* no markers: debt 0 alone */
+        memset(p, 0, ((nr + 7) & ~(size_t)7) + 256 + 8);
+        g->t.rule_la = p;
+        p += (nr + 7) & ~(size_t)7;
+        g->t.la_next = p;
+        p += 256;
+        g->t.la_union = p;
+        g->t.n_la = 1;
+    }
 #undef TAKE
     return CM_OK;
 }
@@ -186,6 +221,41 @@ bool cm_token_in_set(const cm_grammar *g, uint32_t k, uint32_t token) {
     return false;
 }
 
+/* Per lookahead debt, the text tokens that pay it (their first bytes spell an
+ * allowed character), and the trie entries that end inside a character still
+ * owing it: whether such a token leaves a way on depends on the automaton
+ * (debt_payable in earley.c), so mask.c checks them with the real chart. */
+static int derive_la_allow(cm_grammar *g) {
+    const cm_vocab *v = g->v;
+    if (g->t.n_la <= 1) return CM_OK;
+    g->la_allow = calloc((size_t)g->t.n_la * g->n_words, sizeof *g->la_allow);
+    g->la_pending_off = calloc((size_t)g->t.n_la + 1, sizeof *g->la_pending_off);
+    if (!g->la_allow || !g->la_pending_off) return CM_ERR_NOMEM;
+    size_t n = 0, cap = 0;
+    for (uint32_t la = 1; la < g->t.n_la; la++) {
+        uint32_t *w = g->la_allow + (size_t)la * g->n_words;
+        g->la_pending_off[la] = (uint32_t)n;
+        for (size_t k = 0; k < v->n_trie; k++) {
+            uint32_t id = v->trie_ids[k], len, d = la;
+            const uint8_t *p = cm_trie_bytes(v, k, &len);
+            for (uint32_t i = 0; i < len && d && d != CM_LA_DEAD; i++) d = cm_la_next(g, d, p[i]);
+            if (!d) {
+                w[id >> 5] |= 1u << (id & 31);
+            } else if (d != CM_LA_DEAD) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    uint32_t *q = realloc(g->la_pending, cap * sizeof *q);
+                    if (!q) return CM_ERR_NOMEM;
+                    g->la_pending = q;
+                }
+                g->la_pending[n++] = (uint32_t)k;
+            }
+        }
+    }
+    g->la_pending_off[g->t.n_la] = (uint32_t)n;
+    return CM_OK;
+}
+
 int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
                    const cm_limits *limits, cm_grammar **out) {
     if (!t || !v || !out || (n_stop && !stop_ids)) return CM_ERR_ARG;
@@ -217,6 +287,7 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
     rc = copy_tables(g, t);
     if (!rc) rc = derive(g);
     if (!rc) rc = derive_token_sets(g);
+    if (!rc) rc = derive_la_allow(g);
     if (rc) {
         cm_grammar_free(g);
         return rc;
@@ -249,6 +320,9 @@ void cm_grammar_free(cm_grammar *g) {
     free_loops(g);
     free(g->loop_lab);
     free(g->plain);
+    free(g->la_allow);
+    free(g->la_pending_off);
+    free(g->la_pending);
     free(g->ret_off);
     free(g->ret_state);
     free(g->stop_ids);

@@ -91,14 +91,27 @@ struct cm_grammar {
     uint32_t *loop_lab;         /* [n_states] scratch of find_loop, all UINT32_MAX between uses */
     uint64_t mstamp;
     pthread_mutex_t mlock;
+    uint32_t *la_allow;         /* [n_la * n_words] per lookahead debt, the tokens that pay it
+                                   (debt 0: unused) */
+    uint32_t *la_pending_off;   /* [n_la + 1] per debt, the trie entries that end inside a */
+    uint32_t *la_pending;       /*   character still owing it: la_pending[off[d] .. off[d+1]) */
     uint32_t *ret_off;          /* [n_rules + 1] return states of rule r: */
     uint32_t *ret_state;        /*   ret_state[ret_off[r] .. ret_off[r+1]), distinct */
 };
 
+/* An item's `state` packs the automaton state (low CM_STATE_BITS bits) with the
+ * lookahead class the item owes its next byte (high bits; 0: none).  Items that
+ * differ only in the class they owe are distinct items. */
 typedef struct cm_item {
     uint32_t state;
     uint32_t origin;
 } cm_item;
+
+#define CM_STATE_BITS 24
+#define CM_STATE_MASK ((1u << CM_STATE_BITS) - 1)
+static inline uint32_t cm_st(uint32_t packed) { return packed & CM_STATE_MASK; }
+static inline uint32_t cm_la(uint32_t packed) { return packed >> CM_STATE_BITS; }
+static inline uint32_t cm_pack(uint32_t st, uint32_t la) { return st | (la << CM_STATE_BITS); }
 
 /* A memoized closure: the items a set's kernel (the items a byte scan produced)
  * closes to.  It depends only on the kernel and the sets up to the kernel's
@@ -112,6 +125,8 @@ typedef struct cm_memo {
     uint64_t version;
     cm_item *closure;
     uint32_t n_closure, cap_closure;
+    uint32_t vset;              /* the set whose version is checked (max_origin, or the next) */
+    uint16_t byte;              /* the set's byte, when markers make the closure depend on it */
     bool exited;
 } cm_memo;
 
@@ -120,6 +135,8 @@ typedef struct cm_chart {
     cm_item *items;
     size_t n_items, cap_items;
     uint32_t *set_start;        /* [n_sets + 1] */
+    uint16_t *set_byte;         /* [cap_sets] the byte whose scan made each set; 256: none
+                                   (set 0, a whole-token scan) */
     size_t n_sets, cap_sets;
     /* dedup of the set under construction: open addressing, generation stamped */
     uint64_t *hkeys;
@@ -194,5 +211,25 @@ void cm_entry_free(cm_entry *e);
 bool cm_token_in_set(const cm_grammar *g, uint32_t set, uint32_t token);
 
 static inline bool cm_bit(const uint32_t *set, unsigned i) { return (set[i >> 5] >> (i & 31)) & 1u; }
+
+/* Lookahead debts (cm_tables.rule_la): what debt `la` leaves after byte b
+ * (0 paid, CM_LA_DEAD: b is forbidden). */
+#define CM_LA_DEAD 255u
+static inline uint32_t cm_la_next(const cm_grammar *g, uint32_t la, unsigned b) {
+    return la ? g->t.la_next[(size_t)la * 256 + b] : 0;
+}
+
+static inline bool cm_la_forbids(const cm_grammar *g, uint32_t la, unsigned b) {
+    return cm_la_next(g, la, b) == CM_LA_DEAD;
+}
+
+/* The debt owing both a and b (debts only meet between characters, where the
+ * table is complete; validate() checks what it can). */
+static inline uint32_t cm_la_union(const cm_grammar *g, uint32_t a, uint32_t b) {
+    if (!b || a == b) return a;
+    if (!a) return b;
+    uint32_t u = g->t.la_union[(size_t)a * g->t.n_la + b];
+    return u == CM_LA_DEAD ? a : u;
+}
 
 #endif

@@ -29,6 +29,29 @@ static void mark_candidates(uint64_t *cand, const cm_entry *e) {
     }
 }
 
+/* or_entry and mark_candidates for an item owing lookahead debt `la`: only the
+ * tokens whose first bytes it allows. */
+static void or_entry_owing(const cm_grammar *g, uint32_t *words, uint64_t *cand, const cm_entry *e, uint32_t la) {
+    const uint32_t *allow = g->la_allow + (size_t)la * g->n_words;
+    if (e->accepted_bits) {
+        for (size_t i = 0; i < g->n_words; i++) words[i] |= e->accepted_bits[i] & allow[i];
+    } else {
+        const uint32_t *acc = e->accepted_ids, n = e->n_accepted;
+        for (uint32_t i = 0; i < n; i++)
+            if (cm_bit(allow, acc[i])) words[acc[i] >> 5] |= 1u << (acc[i] & 31);
+    }
+    const uint32_t *ids = g->v->trie_ids;
+    for (uint32_t i = 0; i < e->n_uncertain; i++) {
+        uint32_t k = e->uncertain[i];
+        if (cm_bit(allow, ids[k])) cand[k >> 6] |= 1ull << (k & 63);
+    }
+    /* tokens ending inside a character that still owes the debt: the real chart decides */
+    for (uint32_t i = g->la_pending_off[la]; i < g->la_pending_off[la + 1]; i++) {
+        uint32_t k = g->la_pending[i];
+        cand[k >> 6] |= 1ull << (k & 63);
+    }
+}
+
 /* Tokens that token-terminal edges of state s take whole. */
 static void or_token_edges(const cm_grammar *g, uint32_t s, uint32_t *words) {
     const cm_tables *t = &g->t;
@@ -53,17 +76,21 @@ static int gather(cm_matcher *m, uint32_t *words) {
         m->stamp_gen = 1;
     }
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
-        uint32_t s = c->items[i].state;
+        uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
         if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) or_token_edges(g, s, words);
         if (!g->has_bytes[s] || m->stamp[s] == m->stamp_gen) continue;
-        m->stamp[s] = m->stamp_gen;
+        if (!la) m->stamp[s] = m->stamp_gen;  /* owing a class: a subset of the state's entry */
         m->stats.n_states++;
         cm_entry *owned;
         int rc;
         const cm_entry *e = cm_grammar_entry(g, s, &owned, &rc);
         if (rc) return rc;
-        or_entry(words, e, g->n_words);
-        mark_candidates(m->cand, e);
+        if (la) {
+            or_entry_owing(g, words, m->cand, e, la);
+        } else {
+            or_entry(words, e, g->n_words);
+            mark_candidates(m->cand, e);
+        }
         m->stats.n_candidates += e->n_uncertain;
         cm_entry_free(owned);
     }
@@ -141,7 +168,7 @@ static size_t uncached_states(cm_matcher *m) {
         m->stamp_gen = 1;
     }
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
-        uint32_t s = c->items[i].state;
+        uint32_t s = cm_st(c->items[i].state);
         if (!g->has_bytes[s] || m->stamp[s] == m->stamp_gen) continue;
         m->stamp[s] = m->stamp_gen;
         n += atomic_load_explicit(&g->cache[s], memory_order_acquire) == NULL;
@@ -156,7 +183,7 @@ static int direct_walk(cm_matcher *m, uint32_t *words) {
     size_t base = c->n_sets - 1, k = 0;
     int rc = CM_OK;
     for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++)
-        if (g->has_tokens[c->items[i].state]) or_token_edges(g, c->items[i].state, words);
+        if (g->has_tokens[cm_st(c->items[i].state)]) or_token_edges(g, cm_st(c->items[i].state), words);
     while (k < v->n_trie) {
         uint32_t len, d = v->trie_lcp[k], dead_at = 0;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
@@ -190,7 +217,7 @@ static int fill_some(cm_matcher *m, size_t n) {
     const cm_grammar *g = m->g;
     const cm_chart *c = &m->c;
     for (size_t i = c->set_start[c->n_sets - 1]; n && i < c->set_start[c->n_sets]; i++) {
-        uint32_t s = c->items[i].state;
+        uint32_t s = cm_st(c->items[i].state);
         if (!g->has_bytes[s] || atomic_load_explicit(&g->cache[s], memory_order_acquire)) continue;
         cm_entry *owned;
         int rc;
@@ -257,9 +284,19 @@ static size_t signature(cm_matcher *m, uint64_t *hash) {
     uint64_t h = 0x9E3779B97F4A7C15ULL;
     for (size_t qi = 0; qi < qn; qi++) {
         uint32_t s = m->sq[qi];
-        uint64_t x = (0xFFFFFFFFull << 32) | (c->set_start[s + 1] - c->set_start[s]);
+        /* the set's size (an item's packed state never has its top 16 bits all set) */
+        uint64_t x = (0xFFFFull << 48) | (c->set_start[s + 1] - c->set_start[s]);
         if (sig_push(m, &n, x)) return 0;
         h = (h ^ x) * 0xbf58476d1ce4e5b9ULL;
+        if (m->g->t.n_la > 1) {
+            /* and the bytes read right after it: with lookahead markers a completion
+             * of an item starting there reads up to a character (advance_waiter) */
+            uint64_t after = 0;
+            for (size_t j = s + 1; j <= s + 4; j++) after = (after << 9) | (j < c->n_sets ? c->set_byte[j] : 511u);
+            x = (0xFFFEull << 48) | after;
+            if (sig_push(m, &n, x)) return 0;
+            h = (h ^ x) * 0xbf58476d1ce4e5b9ULL;
+        }
         for (size_t i = c->set_start[s]; i < c->set_start[s + 1]; i++) {
             uint32_t o = c->items[i].origin;
             if (m->sgen[o] != m->sgen_cur) {

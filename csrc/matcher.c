@@ -127,7 +127,7 @@ static bool token_edge_matches(const cm_matcher *m, uint32_t token) {
     const cm_chart *c = &m->c;
     if (!g->t.n_token_sets) return false;
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
-        uint32_t s = c->items[i].state;
+        uint32_t s = cm_st(c->items[i].state);
         if (!g->has_tokens[s]) continue;
         for (uint32_t e = g->t.tok_off[s]; e < g->t.tok_off[s + 1]; e++)
             if (cm_token_in_set(g, g->t.tok_set[e], token)) return true;
@@ -228,8 +228,11 @@ long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap) {
         const cm_chart *c = &m->c;
         bool tokens = false;
         for (size_t i = c->set_start[c->n_sets - 1]; i < c->n_items; i++) {
-            tokens |= g->has_tokens[c->items[i].state];
-            for (int w = 0; w < 8; w++) next[w] |= g->next_bytes[(size_t)c->items[i].state * 8 + w];
+            uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
+            tokens |= g->has_tokens[s];
+            for (int b = 0; b < 256; b++)
+                if (cm_bit(g->next_bytes + (size_t)s * 8, (unsigned)b) && !cm_la_forbids(g, la, (unsigned)b))
+                    next[b >> 5] |= 1u << (b & 31);
         }
         if (tokens) break;  /* a whole token may come next */
         int only = -1, count = 0;

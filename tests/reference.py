@@ -17,6 +17,12 @@ shared with the engine's compiler; the method is the textbook one:
 
 A byte string is a viable prefix iff the Earley set after its last byte is
 non-empty; it is in the language iff that set holds the finished start item.
+
+Lookahead markers (``ir.lookahead_rule``) become ``Ahead`` symbols, decided from
+the text itself: a set is closed knowing the character that follows it.  At
+the end of the text a marker passes (nothing follows); a text that ends inside
+the character after a marker passes it too (the reference does not look for a
+continuation of that character that avoids the forbidden ones).
 """
 
 from __future__ import annotations
@@ -108,7 +114,26 @@ class Chars:
         return "done" if len(partial) == _utf8_length(partial[0]) else "more"
 
 
-Symbol = int | Bytes | Chars  # an int is a nonterminal
+@dataclass(frozen=True, slots=True)
+class Ahead:
+    """Zero-width: the next character of the text is not in ``ranges`` (or there is none)."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    def passes(self, ahead: bytes) -> bool:
+        if not ahead:
+            return True
+        n = _utf8_length(ahead[0])
+        if n == 0 or len(ahead) < n:
+            return True  # not a character, or cut short: see the module docstring
+        try:
+            c = ord(ahead[:n].decode("utf-8"))
+        except UnicodeDecodeError:
+            return True
+        return not _overlaps(self.ranges, c, c)
+
+
+Symbol = int | Bytes | Chars | Ahead  # an int is a nonterminal
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +175,9 @@ class _BnfBuilder:
         if isinstance(e, ir.CharClass):
             return (Chars(tuple(e.ranges)),)
         if isinstance(e, ir.Ref):
+            chars = ir.lookahead_chars(e.name)
+            if chars is not None:
+                return (Ahead(chars),)
             if e.name not in self.ids:
                 raise ValueError(f"undefined rule {e.name!r}")
             return (self.ids[e.name],)
@@ -180,7 +208,9 @@ class _BnfBuilder:
         return (x,) * e.lo + (opt,)
 
 
-def _terminal_productive(s: Bytes | Chars) -> bool:
+def _terminal_productive(s: Bytes | Chars | Ahead) -> bool:
+    if isinstance(s, Ahead):
+        return True
     if isinstance(s, Bytes):
         return bool(s.values)
     return _overlaps(s.ranges, 0, MAX_CODE_POINT)
@@ -251,7 +281,9 @@ class ReferenceMatcher:
         for i, p in enumerate(self._prods):
             self._by_lhs.setdefault(p.lhs, []).append(i)
         self._nullable = _nullable(self._prods)
-        self._initial = self._close([], [(i, 0, 0, b"") for i in self._by_lhs.get(self._start, [])])
+        self._lookahead = any(isinstance(s, Ahead) for p in self._prods for s in p.rhs)
+        self._seeds: list[Item] = [(i, 0, 0, b"") for i in self._by_lhs.get(self._start, [])]
+        self._initial = self._close([], self._seeds)
 
     # ----------------------------------------------------------------- public API
 
@@ -281,6 +313,8 @@ class ReferenceMatcher:
                 out.append(done)
             elif t in specials or not text:
                 out.append(False)
+            elif self._lookahead:  # the last set depends on what follows it
+                out.append(self.is_prefix(prefix + text))
             else:
                 out.append(self._viable_after(chart, text))
         return out
@@ -288,9 +322,16 @@ class ReferenceMatcher:
     # ----------------------------------------------------------------- Earley core
 
     def _parse(self, data: bytes) -> list[_Set]:
-        chart = [self._initial]
-        for b in data:
-            chart.append(self._step(chart, b))
+        if not self._lookahead:
+            chart = [self._initial]
+            for b in data:
+                chart.append(self._step(chart, b))
+                if not chart[-1].items:
+                    break
+            return chart
+        chart = [self._close([], self._seeds, data[:4])]
+        for i, b in enumerate(data):
+            chart.append(self._step(chart, b, data[i + 1 : i + 5]))
             if not chart[-1].items:
                 break
         return chart
@@ -313,8 +354,9 @@ class ReferenceMatcher:
             for p, d, o, _ in chart[-1].items
         )
 
-    def _step(self, chart: list[_Set], b: int) -> _Set:
-        """The Earley set after reading byte ``b``: scan, then close."""
+    def _step(self, chart: list[_Set], b: int, ahead: bytes = b"") -> _Set:
+        """The Earley set after reading byte ``b``: scan, then close (``ahead``: the bytes
+        after ``b``, for lookahead markers)."""
         seeds: list[Item] = []
         for p, d, o, partial in chart[-1].scanning:
             term = self._prods[p].rhs[d]
@@ -328,9 +370,9 @@ class ReferenceMatcher:
                 seeds.append((p, d + 1, o, b""))
             elif status == "more":
                 seeds.append((p, d, o, partial + bytes((b,))))
-        return self._close(chart, seeds)
+        return self._close(chart, seeds, ahead)
 
-    def _close(self, chart: list[_Set], seeds: list[Item]) -> _Set:
+    def _close(self, chart: list[_Set], seeds: list[Item], ahead: bytes = b"") -> _Set:
         """Predict and complete from ``seeds`` until nothing new appears.
 
         ``chart`` holds the finished sets before this one (index ``len(chart)``).
@@ -353,6 +395,10 @@ class ReferenceMatcher:
                     work.extend((q, e + 1, oo, b"") for q, e, oo, _ in chart[o].waiting.get(lhs, ()))
                 continue
             sym = rhs[d]
+            if isinstance(sym, Ahead):
+                if sym.passes(ahead):
+                    work.append((p, d + 1, o, b""))
+                continue
             if not isinstance(sym, int):
                 new.scanning.append(item)
                 continue
