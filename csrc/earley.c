@@ -218,6 +218,7 @@ static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t
     const cm_tables *t = &g->t;
     uint32_t st = cm_st(it.state), owed = cm_la(it.state);
     for (uint32_t j = origin + 1; owed && j <= cur; j++) {
+        if (j > c->read_hi) c->read_hi = j;  /* what the closure depends on (close_memoized) */
         if (c->set_byte[j] > 255) {  /* a set a whole token made: no bytes to check */
             owed = 0;
             break;
@@ -313,9 +314,9 @@ static cm_memo *memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *m
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
 }
 
-static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t vset,
-                     uint16_t byte) {
-    if (mm->n_kernel != n_kernel || mm->vset != vset || mm->byte != byte || mm->version != c->version[vset])
+static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t cur) {
+    if (mm->n_kernel != n_kernel || mm->vset >= cur || mm->version != c->version[mm->vset] ||
+        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]))
         return false;
     return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
 }
@@ -329,16 +330,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_set(c, g);
     cm_memo *mm = memo_slot(c, k0, n_kernel, &max_origin);
     if (max_origin >= cur) return close_set(c, g);
-    /* With lookahead markers a completion also reads the first bytes of the completed
-     * span (set_byte[origin + 1 ..], one character at most: advance_waiter): the
-     * closure depends on the sets up to max_origin + 4, and on this set's own byte. */
-    uint32_t vset = max_origin;
-    uint16_t byte = 0;
-    if (g->t.n_la > 1) {
-        byte = c->set_byte[cur];
-        vset = max_origin + 4 < cur ? max_origin + 4 : cur - 1;
-    }
-    if (memo_hit(c, mm, k0, n_kernel, vset, byte)) {
+    if (memo_hit(c, mm, k0, n_kernel, cur)) {
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
         int rc = grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
@@ -351,8 +343,14 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
         c->exited = mm->exited;
         return CM_OK;
     }
+    c->read_hi = 0;
     int rc = close_set(c, g);
     if (rc) return rc;
+    /* The closure depends on the sets up to max_origin, and, where a waiter's lookahead
+     * debt read the first bytes of a completed span (advance_waiter), on the sets those
+     * bytes made, this one's included. */
+    uint32_t vset = c->read_hi > max_origin ? (c->read_hi < cur ? c->read_hi : cur - 1) : max_origin;
+    uint16_t byte = c->read_hi >= cur ? c->set_byte[cur] : CM_MEMO_ANY_BYTE;
     uint32_t n = (uint32_t)(c->n_items - k0);
     if (n > mm->cap_closure) {
         cm_item *p = realloc(mm->closure, n * sizeof *p);

@@ -119,14 +119,15 @@ static inline uint32_t cm_pack(uint32_t st, uint32_t la) { return st | (la << CM
 #define CM_MEMO_SLOTS 64
 #define CM_MEMO_KERNEL 32
 #define CM_MEMO_HERE UINT32_MAX - 1    /* origin = the set being built */
+#define CM_MEMO_ANY_BYTE 0xFFFFu
 typedef struct cm_memo {
     uint32_t n_kernel, max_origin;
     cm_item kernel[CM_MEMO_KERNEL];
     uint64_t version;
     cm_item *closure;
     uint32_t n_closure, cap_closure;
-    uint32_t vset;              /* the set whose version is checked (max_origin, or the next) */
-    uint16_t byte;              /* the set's byte, when markers make the closure depend on it */
+    uint32_t vset;              /* the set whose version is checked (max_origin, or later) */
+    uint16_t byte;              /* the set's own byte, if the closure read it; else ANY */
     bool exited;
 } cm_memo;
 
@@ -144,6 +145,7 @@ typedef struct cm_chart {
     size_t hcap;
     uint32_t gen;
     bool exited;                /* the last set completed a CM_OUTER item */
+    uint32_t read_hi;           /* the last set a lookahead debt read the byte of (close_memoized) */
     bool upward;                /* a completed CM_OUTER item returns to every caller of its
                                    rule (g->ret_*), each as a new CM_OUTER item */
     uint64_t *version;          /* [cap_sets] when each set was last built */
