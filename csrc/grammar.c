@@ -308,8 +308,8 @@ static void free_loops(cm_grammar *g);
 
 void cm_grammar_free(cm_grammar *g) {
     if (!g) return;
-    if (g->cache)
-        for (uint32_t s = 0; s < g->t.n_states; s++) cm_entry_free(atomic_load(&g->cache[s]));
+    for (size_t i = 0; i < g->entries_cap; i++) cm_entry_free(g->entries[i]);  /* cache[] shares them */
+    free(g->entries);
     free(g->cache);
     free(g->has_bytes);
     free(g->simple);
@@ -824,6 +824,12 @@ static void filter_uncertain(const cm_grammar *g, uint32_t state, walk *w, uint8
     cm_chart_free(&u);
 }
 
+/* Entries with more uncertain tokens than this skip filter_uncertain: the tokens that
+ * cross a block boundary of a counted repetition (a JSON Schema maxLength string:
+ * 100,000 of them) can all go on in some context, and reading each through the
+ * upward chart cost a third of Snowplow's compile(warm=True). */
+#define CM_FILTER_MAX_UNCERTAIN 16384
+
 static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     walk w = {0};
     cm_entry *e = calloc(1, sizeof *e);
@@ -855,7 +861,8 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     }
     free(ls);
     free(st);
-    if (!rc && w.n_unc && g->lim.filter_uncertain) filter_uncertain(g, state, &w, ex);
+    if (!rc && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
+        filter_uncertain(g, state, &w, ex);
     if (!rc) rc = finish_entry(g, &w, e);
     free(ex);
     free(fl);
@@ -866,6 +873,61 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
         cm_entry_free(e);
         return NULL;
     }
+    return e;
+}
+
+static uint64_t entry_hash(const cm_grammar *g, const cm_entry *e) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ e->n_accepted ^ ((uint64_t)e->n_uncertain << 32);
+    if (e->accepted_bits)
+        for (size_t i = 0; i < g->n_words; i++) h = (h ^ e->accepted_bits[i]) * 0x100000001b3ULL;
+    else
+        for (uint32_t i = 0; i < e->n_accepted; i++) h = (h ^ e->accepted_ids[i]) * 0x100000001b3ULL;
+    for (uint32_t i = 0; i < e->n_uncertain; i++) h = (h ^ e->uncertain[i]) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    return h ? h : 1;
+}
+
+static bool entry_equal(const cm_grammar *g, const cm_entry *a, const cm_entry *b) {
+    if (a->hash != b->hash || a->n_accepted != b->n_accepted || a->n_uncertain != b->n_uncertain ||
+        !a->accepted_bits != !b->accepted_bits)
+        return false;
+    if (a->accepted_bits ? memcmp(a->accepted_bits, b->accepted_bits, g->n_words * sizeof(uint32_t))
+                         : memcmp(a->accepted_ids, b->accepted_ids, a->n_accepted * sizeof(uint32_t)))
+        return false;
+    return !memcmp(a->uncertain, b->uncertain, a->n_uncertain * sizeof(uint32_t));
+}
+
+/* The grammar's entry equal to e: an earlier one (e is freed) or e, now owned by
+ * the table.  NULL (e untouched) when the table cannot grow.  Under the lock.
+ * States in equal loops or equal contexts (the copies of a JSON Schema string,
+ * the operand states of an expression grammar) get the same entry, and a mask
+ * ORs it once (gather in mask.c). */
+static cm_entry *entry_intern(cm_grammar *g, cm_entry *e) {
+    e->hash = entry_hash(g, e);
+    if ((g->n_entries + 1) * 2 > g->entries_cap) {
+        size_t cap = g->entries_cap ? g->entries_cap * 2 : 256;
+        cm_entry **t = calloc(cap, sizeof *t);
+        if (!t) return NULL;
+        for (size_t i = 0; i < g->entries_cap; i++) {
+            cm_entry *x = g->entries[i];
+            if (!x) continue;
+            size_t s = x->hash & (cap - 1);
+            while (t[s]) s = (s + 1) & (cap - 1);
+            t[s] = x;
+        }
+        free(g->entries);
+        g->entries = t;
+        g->entries_cap = cap;
+    }
+    size_t s = e->hash & (g->entries_cap - 1);
+    for (; g->entries[s]; s = (s + 1) & (g->entries_cap - 1)) {
+        if (entry_equal(g, g->entries[s], e)) {
+            cm_entry_free(e);
+            return g->entries[s];
+        }
+    }
+    g->entries[s] = e;
+    g->n_entries++;
     return e;
 }
 
@@ -882,11 +944,14 @@ const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry *
     e = atomic_load_explicit(&mg->cache[state], memory_order_acquire);
     if (!e) {
         e = build_entry(g, state, status);
+        cm_entry *shared;
         if (!e) {
-        } else if (atomic_load(&mg->cache_bytes) + e->bytes > g->lim.max_cache_bytes) {
+        } else if (atomic_load(&mg->cache_bytes) + e->bytes > g->lim.max_cache_bytes ||
+                   !(shared = entry_intern(mg, e))) {
             *owned = e;
         } else {
-            atomic_fetch_add(&mg->cache_bytes, e->bytes);
+            if (shared == e) atomic_fetch_add(&mg->cache_bytes, e->bytes);
+            e = shared;
             atomic_fetch_add(&mg->cache_entries, 1);
             atomic_store_explicit(&mg->cache[state], e, memory_order_release);
         }

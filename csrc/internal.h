@@ -51,6 +51,7 @@ typedef struct cm_entry {
     uint32_t n_uncertain;
     uint32_t *uncertain;        /* trie indices, ascending */
     size_t bytes;
+    uint64_t hash;              /* of the content: states with equal entries share one */
 } cm_entry;
 
 /* One slot of the whole-mask memo: the signature of a chart (its current set
@@ -91,6 +92,8 @@ struct cm_grammar {
     uint32_t *loop_lab;         /* [n_states] scratch of find_loop, all UINT32_MAX between uses */
     uint64_t mstamp;
     pthread_mutex_t mlock;
+    cm_entry **entries;         /* distinct cached entries, open addressing [entries_cap], */
+    size_t entries_cap, n_entries;  /* under lock; they own the memory cache[] points to */
     uint32_t *la_allow;         /* [n_la * n_words] per lookahead debt, the tokens that pay it
                                    (debt 0: unused) */
     uint32_t *la_pending_off;   /* [n_la + 1] per debt, the trie entries that end inside a */

@@ -67,6 +67,8 @@ static void or_token_edges(const cm_grammar *g, uint32_t s, uint32_t *words) {
     }
 }
 
+#define CM_GATHER_SEEN 64
+
 /* Steps 1-3 for the states of the last set; fills `words` and `cand`. */
 static int gather(cm_matcher *m, uint32_t *words) {
     const cm_grammar *g = m->g;
@@ -75,16 +77,28 @@ static int gather(cm_matcher *m, uint32_t *words) {
         memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
         m->stamp_gen = 1;
     }
+    const cm_entry *done[CM_GATHER_SEEN];  /* (entry, debt) ORed already: states may share one */
+    uint32_t done_la[CM_GATHER_SEEN];
+    size_t n_done = 0;
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
         if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) or_token_edges(g, s, words);
         if (!g->has_bytes[s] || m->stamp[s] == m->stamp_gen) continue;
-        if (!la) m->stamp[s] = m->stamp_gen;  /* owing a class: a subset of the state's entry */
+        if (!la) m->stamp[s] = m->stamp_gen;  /* owing a debt: a subset of the state's entry */
         m->stats.n_states++;
         cm_entry *owned;
         int rc;
         const cm_entry *e = cm_grammar_entry(g, s, &owned, &rc);
         if (rc) return rc;
+        if (!owned) {
+            size_t j = 0;
+            while (j < n_done && (done[j] != e || done_la[j] != la)) j++;
+            if (j < n_done) continue;
+            if (n_done < CM_GATHER_SEEN) {
+                done[n_done] = e;
+                done_la[n_done++] = la;
+            }
+        }
         if (la) {
             or_entry_owing(g, words, m->cand, e, la);
         } else {
