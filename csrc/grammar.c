@@ -894,7 +894,7 @@ static bool entry_equal(const cm_grammar *g, const cm_entry *a, const cm_entry *
     if (a->accepted_bits ? memcmp(a->accepted_bits, b->accepted_bits, g->n_words * sizeof(uint32_t))
                          : memcmp(a->accepted_ids, b->accepted_ids, a->n_accepted * sizeof(uint32_t)))
         return false;
-    return !memcmp(a->uncertain, b->uncertain, a->n_uncertain * sizeof(uint32_t));
+    return !a->n_uncertain || !memcmp(a->uncertain, b->uncertain, a->n_uncertain * sizeof(uint32_t));
 }
 
 /* The grammar's entry equal to e: an earlier one (e is freed) or e, now owned by
