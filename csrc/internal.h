@@ -119,7 +119,7 @@ static inline uint32_t cm_pack(uint32_t st, uint32_t la) { return st | (la << CM
 /* A memoized closure: the items a set's kernel (the items a byte scan produced)
  * closes to.  It depends only on the kernel and the sets up to the kernel's
  * newest origin, so it stays valid while that set's version is unchanged. */
-#define CM_MEMO_SLOTS 64
+#define CM_MEMO_SLOTS 256
 #define CM_MEMO_KERNEL 32
 #define CM_MEMO_HERE UINT32_MAX - 1    /* origin = the set being built */
 #define CM_MEMO_ANY_BYTE 0xFFFFu
