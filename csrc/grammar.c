@@ -963,7 +963,7 @@ const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry *
 int cm_grammar_warm(cm_grammar *g) {
     if (!g) return CM_ERR_ARG;
     for (uint32_t s = 0; s < g->t.n_states; s++) {
-        if (!g->has_bytes[s]) continue;
+        if (!g->has_bytes[s] && g->t.ref_off[s] == g->t.ref_off[s + 1]) continue;  /* see mask.c, looked_up */
         cm_entry *owned;
         int rc;
         cm_grammar_entry(g, s, &owned, &rc);
