@@ -63,20 +63,9 @@ def to_ir(
 
 def _plain(rules: Rules, terminals: dict[str, ir.Expr], top: str, start: str) -> dict[str, ir.Expr]:
     out = {name: ir.alt(*(_plain_seq(e) for e in body)) for name, body in rules.items()}
-    out.update(terminals)
-    for e in terminals.values():  # the marker rules the terminals refer to
-        for name in _refs(e):
-            out[name] = ir.EPSILON
+    out.update(terminals)  # with the marker rules they refer to
     out[start] = ir.Ref(top)
     return out
-
-
-def _refs(e: ir.Expr) -> list[str]:
-    if isinstance(e, ir.Ref):
-        return [e.name]
-    if isinstance(e, ir.Seq | ir.Alt):
-        return [n for item in e.items for n in _refs(item)]
-    return []
 
 
 def _with_markers(variants: dict[str, Variants], ignore: tuple[str, ...]) -> dict[str, ir.Expr] | None:
@@ -106,7 +95,9 @@ def _with_markers(variants: dict[str, Variants], ignore: tuple[str, ...]) -> dic
             elif nullable(expr):
                 return None
             else:
-                options.append(ir.seq(expr, ir.Ref(ir.lookahead_rule(f))))
+                marker = ir.lookahead_rule(f)
+                out[marker] = ir.EPSILON
+                options.append(ir.seq(expr, ir.Ref(marker)))
         out[name] = ir.alt(*options)
     try:
         lookahead_classes(sorted({f for fs in forbidden.values() for f in fs if f}))

@@ -373,14 +373,21 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     return CM_OK;
 }
 
-int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
+/* An empty chart with its first set begun (no byte made it). */
+static int chart_open(cm_chart *c, bool upward) {
     memset(c, 0, sizeof *c);
+    c->upward = upward;
     c->hcap = INITIAL_HCAP;
     c->hkeys = malloc(c->hcap * sizeof *c->hkeys);
     c->hgen = calloc(c->hcap, sizeof *c->hgen);
     if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
     int rc = begin_set(c);
     if (!rc) c->set_byte[0] = 256;
+    return rc;
+}
+
+int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
+    int rc = chart_open(c, false);
     if (!rc) rc = add_item(c, g, state, origin);
     if (!rc) rc = close_set(c, g);
     if (!rc) end_set(c);
@@ -393,14 +400,7 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
  * those items returns to every caller of its rule in turn.  If this chart dies
  * on some bytes, no real chart can read them right after `rule` completes. */
 int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule) {
-    memset(c, 0, sizeof *c);
-    c->upward = true;
-    c->hcap = INITIAL_HCAP;
-    c->hkeys = malloc(c->hcap * sizeof *c->hkeys);
-    c->hgen = calloc(c->hcap, sizeof *c->hgen);
-    if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
-    int rc = begin_set(c);
-    if (!rc) c->set_byte[0] = 256;
+    int rc = chart_open(c, true);
     for (uint32_t k = g->ret_off[rule]; !rc && k < g->ret_off[rule + 1]; k++)
         rc = add_item(c, g, g->ret_state[k], CM_OUTER);
     if (!rc) rc = close_set(c, g);

@@ -750,12 +750,6 @@ static int finish_entry(const cm_grammar *g, walk *w, cm_entry *e) {
     return CM_OK;
 }
 
-static uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
-    uint32_t n = la < lb ? la : lb, i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
-}
-
 /* Scan p[d..len) into c, whose sets for p[0..d) are built: the number of bytes
  * of p the chart survives (len: all), or < 0 on error. */
 static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32_t d, uint32_t len,
@@ -793,7 +787,7 @@ static void filter_uncertain(const cm_grammar *g, uint32_t state, walk *w, uint8
     for (; !rc && !ru && i < w->n_unc; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t d = prev ? common_prefix(prev, have, p, len) : 0;
+        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : 0;
         long dead = scan_rest(&c, g, p, d, len, ex);
         if (dead < 0) {
             rc = (int)dead;
@@ -804,7 +798,7 @@ static void filter_uncertain(const cm_grammar *g, uint32_t state, walk *w, uint8
         bool keep = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !((t->rule_follow[(size_t)rule * 8 + (p[e] >> 5)] >> (p[e] & 31)) & 1u)) continue;
-            uint32_t ud = uprev ? common_prefix(uprev, uhave, p + e, len - e) : 0;
+            uint32_t ud = uprev ? cm_common_prefix(uprev, uhave, p + e, len - e) : 0;
             long alive = scan_rest(&u, g, p + e, ud, len - e, NULL);
             if (alive < 0) {
                 ru = (int)alive;

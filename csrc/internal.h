@@ -217,6 +217,13 @@ bool cm_token_in_set(const cm_grammar *g, uint32_t set, uint32_t token);
 
 static inline bool cm_bit(const uint32_t *set, unsigned i) { return (set[i >> 5] >> (i & 31)) & 1u; }
 
+/* Length of the common prefix of a[0..la) and b[0..lb). */
+static inline uint32_t cm_common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
+    uint32_t n = la < lb ? la : lb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
 /* Lookahead debts (cm_tables.rule_la): what debt `la` leaves after byte b
  * (0 paid, CM_LA_DEAD: b is forbidden). */
 #define CM_LA_DEAD 255u

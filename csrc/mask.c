@@ -131,12 +131,6 @@ static int gather(cm_matcher *m, uint32_t *words) {
     return CM_OK;
 }
 
-static uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
-    uint32_t n = la < lb ? la : lb, i = 0;
-    while (i < n && a[i] == b[i]) i++;
-    return i;
-}
-
 typedef struct check_state {
     size_t base;                /* index of the current (real) set */
     const uint8_t *prev;
@@ -149,7 +143,7 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
     const cm_grammar *g = m->g;
     uint32_t len;
     const uint8_t *p = cm_trie_bytes(g->v, k, &len);
-    uint32_t d = cs->prev ? common_prefix(cs->prev, cs->prev_len, p, len) : 0;
+    uint32_t d = cs->prev ? cm_common_prefix(cs->prev, cs->prev_len, p, len) : 0;
     cs->prev = p;
     cs->prev_len = len;
     if (cs->dead_at <= d) return 0;
