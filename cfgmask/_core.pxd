@@ -59,6 +59,8 @@ cdef extern from "cfgmask.h" nogil:
         size_t mask_memo_min_candidates
         size_t share_loop_walks
         size_t filter_uncertain
+        size_t compose_entries
+        size_t flat_walks
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -66,7 +68,9 @@ cdef extern from "cfgmask.h" nogil:
     void cm_grammar_free(cm_grammar *g)
     int cm_grammar_warm(cm_grammar *g)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
+    int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
     size_t cm_grammar_cache_entries(const cm_grammar *g)
+    void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *flat_configs)
 
     int cm_matcher_new(const cm_grammar *g, cm_matcher **out)
     void cm_matcher_free(cm_matcher *m)

@@ -61,7 +61,8 @@ cdef class GrammarHandle:
                   size_t max_chart_items=0, size_t max_cache_bytes=0, size_t direct_walk_states=0,
                   size_t index_min_items=0, size_t mask_memo_min_items=0,
                   size_t mask_memo_min_candidates=0, bint share_loop_walks=True,
-                  bint filter_uncertain=True):
+                  bint filter_uncertain=True, bint compose_entries=True,
+                  bint flat_walks=True):
         cdef const uint8_t[::1] byte_class = tables.byte_class
         cdef const int32_t[:, ::1] trans = tables.trans
         cdef const uint32_t[::1] state_rule = tables.state_rule
@@ -140,6 +141,8 @@ cdef class GrammarHandle:
             lim.mask_memo_min_candidates = mask_memo_min_candidates
         lim.share_loop_walks = 1 if share_loop_walks else 0
         lim.filter_uncertain = 1 if filter_uncertain else 0
+        lim.compose_entries = 1 if compose_entries else 0
+        lim.flat_walks = 1 if flat_walks else 0
         cdef size_t n_stop = len(stop_ids)
         cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
         if sp == NULL:
@@ -163,6 +166,23 @@ cdef class GrammarHandle:
         if rc:
             _raise(rc, "warm")
 
+    def entry(self, uint32_t state):
+        """The mask-cache entry of one automaton state: (accepted token bitmask as int32
+        words, uncertain token ids).  For tests and inspection."""
+        import numpy as np
+        n_words = (self.vocab.size + 31) // 32
+        words = np.zeros(max(1, n_words), dtype=np.uint32)
+        unc = np.zeros(max(1, self.vocab.size), dtype=np.uint32)
+        cdef uint32_t[::1] wv = words
+        cdef uint32_t[::1] uv = unc
+        cdef size_t n_unc = 0
+        cdef int rc
+        with nogil:
+            rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
+        if rc:
+            _raise(rc, "entry")
+        return words[:n_words].view(np.int32), unc[:n_unc].copy()
+
     @property
     def cache_bytes(self):
         return cm_grammar_cache_bytes(self.ptr)
@@ -170,6 +190,12 @@ cdef class GrammarHandle:
     @property
     def cache_entries(self):
         return cm_grammar_cache_entries(self.ptr)
+
+    @property
+    def build_stats(self):
+        cdef size_t composed = 0, flat = 0
+        cm_grammar_build_stats(self.ptr, &composed, &flat)
+        return {"composed_entries": composed, "flat_configs": flat}
 
 
 cdef class MatcherHandle:

@@ -33,6 +33,12 @@ class MatcherLimits:
     # cache entries drop the uncertain tokens that no context can take, read past the rule's end
     # through every caller (False: keep every token whose next byte may follow; the masks are the same)
     filter_uncertain: bool = True
+    # a state that only calls rules takes its cache entry from its callees' (checking only the tokens
+    # they leave uncertain) instead of walking the trie (False: every entry walks; the masks are the same)
+    compose_entries: bool = True
+    # trie walks through charts whose live items all wait on the unknown caller (names, strings,
+    # keywords) follow a lazily built DFA over those charts (False: an Earley step a byte; same masks)
+    flat_walks: bool = True
 
 
 class CompiledGrammar:
@@ -65,6 +71,8 @@ class CompiledGrammar:
             matcher_limits.mask_memo_min_candidates,
             matcher_limits.share_loop_walks,
             matcher_limits.filter_uncertain,
+            matcher_limits.compose_entries,
+            matcher_limits.flat_walks,
         )
 
     @property
@@ -77,6 +85,7 @@ class CompiledGrammar:
         out = dict(self.tables.stats)
         out["cache_entries"] = self._handle.cache_entries
         out["cache_bytes"] = self._handle.cache_bytes
+        out.update(self._handle.build_stats)
         return out
 
     def warm(self) -> CompiledGrammar:

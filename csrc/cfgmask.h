@@ -108,6 +108,15 @@ typedef struct cm_limits {
      * them); 0: every token leaving the rule with its next byte in FOLLOW stays
      * uncertain.  The masks are the same. */
     size_t filter_uncertain;
+    /* 1: the entry of a state that only calls (non-nullable) rules is built
+     * from its callees' entries, checking only the tokens they leave
+     * uncertain; 0: every entry walks the trie.  The entries are the same. */
+    size_t compose_entries;
+    /* 1: trie walks through private charts whose live items all wait on the
+     * unknown caller (a name, a string, a keyword and their lookahead markers)
+     * follow a lazily built DFA over those charts, a table lookup a byte;
+     * 0: an Earley step a byte.  The entries are the same. */
+    size_t flat_walks;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);
@@ -119,7 +128,13 @@ void cm_grammar_free(cm_grammar *g);
 /* Precompute the mask-cache entry of every state that scans bytes. */
 int cm_grammar_warm(cm_grammar *g);
 size_t cm_grammar_cache_bytes(const cm_grammar *g);
+/* The mask-cache entry of one automaton state (built if need be), for tests and
+ * inspection: its accepted tokens as a bitmask (words: ceil(V / 32) int32),
+ * its uncertain tokens' ids into unc (room for V) and their number into *n_unc. */
+int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
+/* How entries were built so far: composed from callees', and flat-walk configurations. */
+void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *flat_configs);
 
 /* ---- matcher: one per sequence ----------------------------------------- */
 

@@ -394,6 +394,33 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
     return rc;
 }
 
+/* A chart whose first set is the closure of the given items (packed states),
+ * each with origin CM_OUTER. */
+int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n) {
+    int rc = chart_open(c, false);
+    for (size_t i = 0; !rc && i < n; i++) rc = add_item(c, g, states[i], CM_OUTER);
+    if (!rc) rc = close_set(c, g);
+    if (!rc) end_set(c);
+    return rc;
+}
+
+/* Make c (initialized) a chart of one set again: the closure of the given items,
+ * each with origin CM_OUTER.  Its buffers are reused. */
+int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n) {
+    cm_chart_truncate(c, 0);
+    c->exited = false;
+    int rc = begin_set(c);
+    if (!rc) c->set_byte[0] = 256;
+    for (size_t i = 0; !rc && i < n; i++) rc = add_item(c, g, states[i], CM_OUTER);
+    if (!rc) rc = close_set(c, g);
+    if (rc) {
+        cm_chart_truncate(c, 0);
+        return rc;
+    }
+    end_set(c);
+    return CM_OK;
+}
+
 /* A chart for what may follow a completed `rule` in any context: its first set
  * holds every return state of the rule (an over-approximation of the real
  * continuation, whatever the stack), and the chart is upward: completing one of

@@ -15,6 +15,8 @@ void cm_limits_default(cm_limits *out) {
     out->mask_memo_min_candidates = 1024;
     out->share_loop_walks = 1;
     out->filter_uncertain = 1;
+    out->compose_entries = 1;
+    out->flat_walks = 1;
 }
 
 static int validate_tokens(const cm_tables *t) {
@@ -172,7 +174,10 @@ static int derive(cm_grammar *g) {
     g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
     g->cache = calloc(t->n_states, sizeof *g->cache);
     g->plain = calloc(t->n_states ? t->n_states : 1, 1);
-    if (!g->plain) return CM_ERR_NOMEM;
+    g->solo = calloc(t->n_states ? t->n_states : 1, 1);
+    if (!g->solo) return CM_ERR_NOMEM;
+    g->building = calloc(t->n_states ? t->n_states : 1, 1);
+    if (!g->plain || !g->building) return CM_ERR_NOMEM;
     g->loop_lab = malloc((t->n_states ? t->n_states : 1) * sizeof *g->loop_lab);
     g->loops = calloc(CM_LOOP_BUCKETS, sizeof *g->loops);
     if (!g->loop_lab || !g->loops) return CM_ERR_NOMEM;
@@ -181,6 +186,7 @@ static int derive(cm_grammar *g) {
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
         g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
+        g->solo[s] = t->ref_off[s] == t->ref_off[s + 1] && t->tok_off[s] == t->tok_off[s + 1];
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
         for (int b = 0; b < 256; b++) {
@@ -305,6 +311,7 @@ void cm_entry_free(cm_entry *e) {
 }
 
 static void free_loops(cm_grammar *g);
+static void flat_free(cm_flat *f);
 
 void cm_grammar_free(cm_grammar *g) {
     if (!g) return;
@@ -320,6 +327,9 @@ void cm_grammar_free(cm_grammar *g) {
     free_loops(g);
     free(g->loop_lab);
     free(g->plain);
+    free(g->solo);
+    flat_free(g->flat);
+    free(g->building);
     free(g->la_allow);
     free(g->la_pending_off);
     free(g->la_pending);
@@ -372,15 +382,16 @@ static inline bool follows(const cm_tables *t, uint32_t rule, uint8_t b) {
  *   - otherwise                                        -> rejected.
  * Completing at depth 0 needs no check: that continuation is another item of
  * the same Earley set.  Entries sharing a dead prefix share its fate. */
-static int walk_range(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end,
-                      uint32_t d0, walk *w, uint8_t *ex, uint8_t *fl) {
+static int walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states, uint32_t rule, size_t k,
+                      size_t k_end, uint32_t d0, uint8_t f0, int ex0, walk *w, uint8_t *ex, uint8_t *fl) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     cm_chart c;
-    int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
-    /* an exit at depth 0 is another item of the same set; deeper, it is an exit */
-    ex[d0] = d0 ? c.exited : 0;
-    fl[d0] = 0;
+    int rc = cm_chart_init_items(&c, g, states, n_states);
+    /* an exit at depth 0 is another item of the same set; deeper, it is an exit
+     * (ex0 >= 0: the exit of the set the items were taken from) */
+    ex[d0] = d0 ? (ex0 >= 0 ? (uint8_t)ex0 : c.exited) : 0;
+    fl[d0] = f0;  /* an exit before d0 (walk_from's) */
     while (k < k_end && !rc) {
         uint32_t len, d = v->trie_lcp[k] > d0 ? v->trie_lcp[k] : d0, dead_at = 0;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
@@ -417,37 +428,242 @@ static inline bool plain_state(const cm_grammar *g, int32_t s) {
     return s >= 0 && g->plain[s];
 }
 
-/* walk_range, but through plain states (not accepting, calling nothing: the
- * private chart would be one item) with the automaton alone, and the chart
- * only from the first state that is not plain, for that subtree.  Nothing can
- * complete in a plain state, so no exit flag is raised before it. */
+/* ---- the DFA of flat private charts -----------------------------------------
+ * Inside a name, a string or a keyword, the private chart of a walk holds only
+ * items waiting on the unknown caller (origin CM_OUTER), plus lookahead
+ * markers predicted and completed in the same set, which never scan.  Such a
+ * set is *flat*: what it does with the next byte depends only on its items
+ * that read bytes (packed states, debts included) and on whether it exited.
+ * Interned as a configuration, the next byte's set is computed once with a
+ * real chart and then looked up: a walk through names costs a table lookup a
+ * trie node instead of an Earley step.  A set that predicts a real rule (or
+ * reads token edges) is not flat; the walk then runs the chart from the
+ * configuration's items for that subtree.  Built under the grammar's lock. */
+#define CM_FLAT_MAX 16384       /* configurations; past it, charts take over */
+#define CM_FLAT_UNKNOWN (-2)
+#define CM_FLAT_DEAD (-1)
+#define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
+
+struct cm_flat {
+    uint32_t n, cap;
+    uint32_t *off;              /* [cap + 1] items of configuration i: items[off[i] .. off[i+1]) */
+    uint32_t *items;
+    size_t n_items, cap_items;
+    uint8_t *exited;            /* [cap] */
+    int32_t *next;              /* [cap * width]: by byte class, or by byte where debts
+                                   (which read bytes, not classes) exist */
+    uint32_t width;             /* n_classes, or 256 */
+    bool by_byte;
+    uint32_t *slots;            /* open addressing, id + 1, [hcap] */
+    uint64_t *hashes;           /* [cap] */
+    size_t hcap;
+    cm_chart chart;             /* scratch for computing a transition */
+    bool chart_ok;
+    uint32_t *tmp;
+    size_t cap_tmp;
+};
+
+static void flat_free(cm_flat *f) {
+    if (!f) return;
+    free(f->off);
+    free(f->items);
+    free(f->exited);
+    free(f->next);
+    free(f->slots);
+    free(f->hashes);
+    free(f->tmp);
+    if (f->chart_ok) cm_chart_free(&f->chart);
+    free(f);
+}
+
+static uint64_t flat_hash(const uint32_t *it, size_t n, bool exited) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n ^ ((uint64_t)exited << 40);
+    for (size_t i = 0; i < n; i++) h = (h ^ it[i]) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 31;
+    return h;
+}
+
+/* The id of the configuration (sorted items, exited), added if new;
+ * CM_FLAT_CHART when the table is full, < CM_FLAT_CHART on error. */
+static int32_t flat_intern(cm_grammar *g, cm_flat *f, const uint32_t *it, size_t n, bool exited) {
+    uint64_t h = flat_hash(it, n, exited);
+    size_t mask = f->hcap - 1, s = h & mask;
+    for (; f->slots[s]; s = (s + 1) & mask) {
+        uint32_t id = f->slots[s] - 1;
+        if (f->hashes[id] == h && f->exited[id] == exited && f->off[id + 1] - f->off[id] == n &&
+            !memcmp(f->items + f->off[id], it, n * sizeof *it))
+            return (int32_t)id;
+    }
+    if (f->n == CM_FLAT_MAX) return CM_FLAT_CHART;
+    if (f->n == f->cap) {
+        uint32_t cap = f->cap * 2;
+        uint32_t *off = realloc(f->off, ((size_t)cap + 1) * sizeof *off);
+        if (off) f->off = off;
+        uint8_t *ex = realloc(f->exited, cap);
+        if (ex) f->exited = ex;
+        int32_t *nx = realloc(f->next, (size_t)cap * f->width * sizeof *nx);
+        if (nx) f->next = nx;
+        uint64_t *hs = realloc(f->hashes, (size_t)cap * sizeof *hs);
+        if (hs) f->hashes = hs;
+        if (!off || !ex || !nx || !hs) return CM_ERR_NOMEM - 8;
+        f->cap = cap;
+    }
+    if (f->n_items + n > f->cap_items) {
+        size_t cap = (f->n_items + n) * 2;
+        uint32_t *p = realloc(f->items, cap * sizeof *p);
+        if (!p) return CM_ERR_NOMEM - 8;
+        f->items = p;
+        f->cap_items = cap;
+    }
+    if ((size_t)(f->n + 1) * 2 > f->hcap) {
+        size_t hcap = f->hcap * 2;
+        uint32_t *sl = calloc(hcap, sizeof *sl);
+        if (!sl) return CM_ERR_NOMEM - 8;
+        for (uint32_t i = 0; i < f->n; i++) {
+            size_t j = f->hashes[i] & (hcap - 1);
+            while (sl[j]) j = (j + 1) & (hcap - 1);
+            sl[j] = i + 1;
+        }
+        free(f->slots);
+        f->slots = sl;
+        f->hcap = hcap;
+        mask = hcap - 1;
+        for (s = h & mask; f->slots[s]; s = (s + 1) & mask) {
+        }
+    }
+    uint32_t id = f->n++;
+    memcpy(f->items + f->n_items, it, n * sizeof *it);
+    f->off[id] = (uint32_t)f->n_items;
+    f->n_items += n;
+    f->off[id + 1] = (uint32_t)f->n_items;
+    f->exited[id] = exited;
+    f->hashes[id] = h;
+    for (uint32_t b = 0; b < f->width; b++) f->next[(size_t)id * f->width + b] = CM_FLAT_UNKNOWN;
+    f->slots[s] = id + 1;
+    atomic_fetch_add(&g->cache_bytes, f->width * 4 + n * 4 + 16);
+    return (int32_t)id;
+}
+
+/* The configuration of the chart's last set: its id, CM_FLAT_CHART if the
+ * set is not flat, < CM_FLAT_CHART on error. */
+static int32_t flat_of_set(cm_grammar *g, cm_flat *f, const cm_chart *c) {
+    size_t last = c->n_sets - 1, n = 0;
+    size_t lo = c->set_start[last], hi = c->set_start[last + 1];
+    if (hi - lo > f->cap_tmp) {
+        uint32_t *p = realloc(f->tmp, (hi - lo) * sizeof *p);
+        if (!p) return CM_ERR_NOMEM - 8;
+        f->tmp = p;
+        f->cap_tmp = hi - lo;
+    }
+    for (size_t i = lo; i < hi; i++) {
+        cm_item it = c->items[i];
+        uint32_t st = cm_st(it.state);
+        if (g->has_tokens[st]) return CM_FLAT_CHART;
+        if (it.origin == CM_OUTER) {
+            if (g->has_bytes[st]) f->tmp[n++] = it.state;
+        } else if (it.origin != last || g->has_bytes[st] || g->t.ref_off[st] < g->t.ref_off[st + 1]) {
+            return CM_FLAT_CHART;  /* a predicted rule that may still read: not flat */
+        }
+    }
+    n = n ? cm_sort_unique_u32(f->tmp, n) : 0;
+    return flat_intern(g, f, f->tmp, n, c->exited);
+}
+
+static cm_flat *flat_get(cm_grammar *g) {
+    if (g->flat) return g->flat;
+    cm_flat *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->cap = 64;
+    f->hcap = 256;
+    f->by_byte = g->t.n_la > 1;
+    f->width = f->by_byte ? 256 : g->t.n_classes;
+    f->off = malloc((f->cap + 1) * sizeof *f->off);
+    f->exited = malloc(f->cap);
+    f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);
+    f->hashes = malloc(f->cap * sizeof *f->hashes);
+    f->slots = calloc(f->hcap, sizeof *f->slots);
+    if (!f->off || !f->exited || !f->next || !f->hashes || !f->slots) {
+        flat_free(f);
+        return NULL;
+    }
+    f->off[0] = 0;
+    g->flat = f;
+    return f;
+}
+
+/* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART. */
+static int32_t flat_start(cm_grammar *g, cm_flat *f, uint32_t state) {
+    int rc;
+    if (!f->chart_ok) {
+        rc = cm_chart_init_items(&f->chart, g, &state, 1);
+        f->chart_ok = rc == CM_OK;
+    } else {
+        rc = cm_chart_reset_items(&f->chart, g, &state, 1);
+    }
+    if (rc) return rc - 8;
+    return flat_of_set(g, f, &f->chart);
+}
+
+/* The transition of configuration id on byte b, computed with the scratch chart. */
+static int32_t flat_step(cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
+    int rc = cm_chart_reset_items(&f->chart, g, f->items + f->off[id], f->off[id + 1] - f->off[id]);
+    if (rc) return rc - 8;
+    int r = cm_chart_scan(&f->chart, g, b);
+    if (r < 0) return r - 8;
+    int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart);
+    if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + (f->by_byte ? b : g->t.byte_class[b])] = to;
+    return to;
+}
+
+/* walk_range, but through flat charts with their DFA, and a chart only from
+ * the first set that is not flat, for that subtree (see above). */
 static int walk_from(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end,
                      uint32_t d0, walk *w, uint8_t *ex, uint8_t *fl, uint32_t *st) {
-    if (!plain_state(g, (int32_t)state)) return walk_range(g, state, rule, k, k_end, d0, w, ex, fl);
+    cm_grammar *mg = (cm_grammar *)g;
+    cm_flat *f = g->lim.flat_walks ? flat_get(mg) : NULL;
+    int32_t c0 = f ? flat_start(mg, f, state) : CM_FLAT_CHART;
+    if (c0 < CM_FLAT_CHART) return c0 + 8;
+    if (c0 == CM_FLAT_CHART) return walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w, ex, fl);
     const cm_vocab *v = g->v;
-    const int32_t *trans = g->t.trans;
-    const uint8_t *cls = g->t.byte_class, *plain = g->plain, *data = v->trie_data;
+    const cm_tables *t = &g->t;
+    const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
-    const size_t nc = g->t.n_classes;
+    uint8_t col[256];  /* byte -> column of the transition table */
+    for (int b = 0; b < 256; b++) col[b] = f->by_byte ? (uint8_t)b : t->byte_class[b];
+    const size_t width = f->width;
     uint32_t *bits = w->bits, n_acc = 0;
     int rc = CM_OK;
-    st[d0] = state;
+    st[d0] = (uint32_t)c0;
+    ex[d0] = d0 ? f->exited[c0] : 0;  /* an exit at depth 0 is another item of the same set */
+    fl[d0] = 0;
     while (k < k_end && !rc) {
         uint32_t d = lcp[k] > d0 ? lcp[k] : d0, len = (uint32_t)(off[k + 1] - off[k]);
         const uint8_t *p = data + off[k];
         for (; d < len; d++) {
-            int32_t to = trans[(size_t)st[d] * nc + cls[p[d]]];
-            if (to >= 0 && plain[to]) {
+            uint8_t fd = fl[d] | (ex[d] && follows(t, rule, p[d]));
+            int32_t to = f->next[(size_t)st[d] * width + col[p[d]]];
+            if (to == CM_FLAT_UNKNOWN) to = flat_step(mg, f, st[d], p[d]);
+            if (to >= 0) {
                 st[d + 1] = (uint32_t)to;
+                ex[d + 1] = f->exited[to];
+                fl[d + 1] = fd;
                 continue;
             }
+            if (to < CM_FLAT_CHART) {
+                rc = to + 8;
+                break;
+            }
             size_t end = skip[off[k] + d];
-            if (to >= 0) rc = walk_range(g, (uint32_t)to, rule, k, end, d + 1, w, ex, fl);
+            if (to == CM_FLAT_CHART) {
+                uint32_t a = f->off[st[d]], n = f->off[st[d] + 1] - a;
+                rc = walk_range(g, f->items + a, n, rule, k, end, d, fl[d], ex[d], w, ex, fl);
+            }
+            for (; to == CM_FLAT_DEAD && fd && k < end && !rc; k++) rc = push_uncertain(w, (uint32_t)k);
             k = end;
             break;
         }
-        if (d == len) {
+        if (!rc && d == len) {
             uint32_t id = ids[k++];
             bits[id >> 5] |= 1u << (id & 31);
             n_acc++;
@@ -824,6 +1040,194 @@ static void filter_uncertain(const cm_grammar *g, uint32_t state, walk *w, uint8
  * upward chart cost a third of Snowplow's compile(warm=True). */
 #define CM_FILTER_MAX_UNCERTAIN 16384
 
+/* ---- entries composed from their callees' ----------------------------------
+ * A state where an operand starts (after SELECT, WHERE, "=", "(" in an
+ * expression grammar) predicts the whole expression chain, and a trie walk
+ * through that private chart costs 10-20 ms at V = 128k, once per such state.
+ * Its entry follows from smaller ones instead.  The items of a private chart
+ * each descend from one item of its first set, so the chart of (s, OUTER) is
+ * the union of the charts of its parts, and a token survives it iff it
+ * survives some part:
+ *   - a byte edge s -b-> y: the trie subtree of b, walked from (y, OUTER) at
+ *     depth 1 (usually the start of a keyword: a small walk);
+ *   - a call s -R-> s', R not nullable: R's derivation is the private chart of
+ *     (start(R), OUTER), its exits advancing s to s'.  A token survives it if
+ *     start(R) accepts it, or if R completes at a depth d >= 1 and s' goes on
+ *     through the rest; the next byte then follows R, so the token is accepted
+ *     or uncertain in start(R)'s entry (whose upward filter drops only tokens
+ *     that no caller of R, s' among them, can go on reading);
+ *   - a lookahead marker s -M-> s' (nullable, zero width): s' owing M's debt
+ *     at depth 0.  It accepts what s' accepts among the tokens that pay the
+ *     debt; s''s uncertain tokens and the tokens that end still owing it are
+ *     left to check.
+ * s's own rule completes inside a token only through one of the parts, so
+ * its uncertain tokens are among theirs.  The tokens left to check are decided
+ * by s's real private chart (walk_listed): the same entry as a whole walk, for
+ * a few hundred checks.  Any other nullable callee, a callee whose entry is
+ * being built (recursion through start states), token edges, or too many
+ * tokens to check send s back to the walk. */
+#define CM_COMPOSE_MAX_CANDIDATES 4096
+#define CM_COMPOSE_MAX_DEPTH 64
+
+static const cm_entry *entry_locked(cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+
+static inline bool marker_rule(const cm_grammar *g, uint32_t r) {
+    return g->t.rule_la[r] != 0;
+}
+
+static bool composable(const cm_grammar *g, uint32_t state) {
+    const cm_tables *t = &g->t;
+    if (!g->lim.compose_entries || g->has_tokens[state] || g->compose_depth >= CM_COMPOSE_MAX_DEPTH ||
+        t->ref_off[state] == t->ref_off[state + 1])
+        return false;
+    for (uint32_t e = t->ref_off[state]; e < t->ref_off[state + 1]; e++) {
+        uint32_t r = t->ref_rule[e];
+        uint32_t part = marker_rule(g, r) ? t->ref_target[e] : t->rule_start[r];
+        if ((t->rule_nullable[r] && !marker_rule(g, r)) || g->building[part]) return false;
+    }
+    return true;
+}
+
+/* Decide the listed trie entries (ascending) with the private chart of
+ * (state, OUTER), classified as walk_range does; consecutive entries share the
+ * sets of their common prefix.  Entries already accepted are skipped. */
+static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, walk *w, uint8_t *ex,
+                       uint8_t *fl) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t rule = t->state_rule[state];
+    cm_chart c;
+    int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
+    const uint8_t *prev = NULL;
+    uint32_t have = 0;  /* sets are built for prev[0..have) */
+    ex[0] = fl[0] = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        uint32_t len, id = v->trie_ids[ks[i]];
+        if (cm_bit(w->bits, id)) continue;
+        const uint8_t *p = cm_trie_bytes(v, ks[i], &len);
+        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : 0;
+        bool dead = false;
+        uint8_t f = 0;
+        cm_chart_truncate(&c, (size_t)d + 1);
+        for (; d < len; d++) {
+            f = fl[d] | (ex[d] && follows(t, rule, p[d]));
+            int r = cm_chart_scan(&c, g, p[d]);
+            if (r < 0) rc = r;
+            if (r <= 0) {
+                dead = true;
+                break;
+            }
+            ex[d + 1] = c.exited;
+            fl[d + 1] = f;
+        }
+        prev = p;
+        have = d;
+        if (rc) break;
+        if (!dead) {
+            w->bits[id >> 5] |= 1u << (id & 31);
+        } else if (f) {
+            rc = push_uncertain(w, ks[i]);
+        }
+    }
+    cm_chart_free(&c);
+    return rc;
+}
+
+/* The first trie entry whose first byte is >= b. */
+static size_t trie_lower(const cm_vocab *v, unsigned b) {
+    size_t lo = 0, hi = v->n_trie;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v->trie_data[v->trie_off[mid]] < b) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+typedef struct part {
+    const cm_entry *e;
+    cm_entry *owned;
+    uint32_t la;                /* the debt s' owes (marker parts), 0 for calls */
+} part;
+
+/* The entry of a composable state from its parts (above): 1 done, 0 declined
+ * (w untouched: walk instead), < 0 error.  Under the lock. */
+static int compose(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t *fl, uint32_t *st) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t n_parts = 0, lo = t->ref_off[state], hi = t->ref_off[state + 1];
+    part *parts = calloc(hi - lo, sizeof *parts);
+    if (!parts) return CM_ERR_NOMEM;
+    int rc = CM_OK, done = 1;
+    size_t n_cand = 0;
+    g->building[state] = 1;
+    g->compose_depth++;
+    for (uint32_t e = lo; e < hi && !rc && done; e++) {
+        uint32_t r = t->ref_rule[e];
+        part *pt = &parts[n_parts];
+        pt->la = marker_rule(g, r) ? t->rule_la[r] : 0;
+        pt->e = entry_locked(g, pt->la ? t->ref_target[e] : t->rule_start[r], &pt->owned, &rc);
+        if (rc) break;
+        n_parts++;
+        n_cand += pt->e->n_uncertain;
+        if (pt->la) n_cand += g->la_pending_off[pt->la + 1] - g->la_pending_off[pt->la];
+        if (n_cand > CM_COMPOSE_MAX_CANDIDATES) done = 0;
+    }
+    g->compose_depth--;
+    g->building[state] = 0;
+    uint32_t *cand = NULL;
+    if (!rc && done) {
+        cand = malloc((n_cand ? n_cand : 1) * sizeof *cand);
+        if (!cand) rc = CM_ERR_NOMEM;
+    }
+    if (!rc && done) {
+        atomic_fetch_add(&g->composed, 1);
+        /* byte edges: each first byte's subtree from the state it leads to */
+        for (unsigned b = 0; b < 256 && !rc; b++) {
+            int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
+            if (y < 0) continue;
+            size_t k = trie_lower(v, b), k_end = trie_lower(v, b + 1);
+            if (k < k_end) rc = walk_from(g, (uint32_t)y, t->state_rule[state], k, k_end, 1, w, ex, fl, st);
+        }
+        n_cand = 0;
+        for (uint32_t i = 0; i < n_parts && !rc; i++) {
+            const cm_entry *ce = parts[i].e;
+            const uint32_t *allow = parts[i].la ? g->la_allow + (size_t)parts[i].la * g->n_words : NULL;
+            if (ce->accepted_bits) {
+                for (size_t j = 0; j < g->n_words; j++) w->bits[j] |= ce->accepted_bits[j] & (allow ? allow[j] : ~0u);
+            } else {
+                for (uint32_t j = 0; j < ce->n_accepted; j++) {
+                    uint32_t id = ce->accepted_ids[j];
+                    if (!allow || cm_bit(allow, id)) w->bits[id >> 5] |= 1u << (id & 31);
+                }
+            }
+            memcpy(cand + n_cand, ce->uncertain, ce->n_uncertain * sizeof *cand);
+            n_cand += ce->n_uncertain;
+            if (parts[i].la) {
+                uint32_t a = g->la_pending_off[parts[i].la], z = g->la_pending_off[parts[i].la + 1];
+                memcpy(cand + n_cand, g->la_pending + a, (z - a) * sizeof *cand);
+                n_cand += z - a;
+            }
+        }
+        n_cand = n_cand ? cm_sort_unique_u32(cand, n_cand) : 0;
+        if (!rc) rc = walk_listed(g, state, cand, n_cand, w, ex, fl);
+        if (!rc) {
+            /* the byte walks' uncertain tokens that a call accepts, and repeats, go */
+            size_t n_unc = w->n_unc ? cm_sort_unique_u32(w->unc, w->n_unc) : 0, kept = 0;
+            for (size_t i = 0; i < n_unc; i++)
+                if (!cm_bit(w->bits, v->trie_ids[w->unc[i]])) w->unc[kept++] = w->unc[i];
+            w->n_unc = kept;
+            uint32_t n_acc = 0;
+            for (size_t j = 0; j < g->n_words; j++) n_acc += (uint32_t)__builtin_popcount(w->bits[j]);
+            w->n_accepted = n_acc;
+        }
+    }
+    for (uint32_t i = 0; i < n_parts; i++) cm_entry_free(parts[i].owned);
+    free(parts);
+    free(cand);
+    return rc ? rc : done;
+}
+
 static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     walk w = {0};
     cm_entry *e = calloc(1, sizeof *e);
@@ -834,11 +1238,17 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     int rc = (!e || !ex || !fl || !st || !w.bits) ? CM_ERR_NOMEM : CM_OK;
     const cm_loop_walk *lw = NULL;
     uint32_t *ls = NULL;
-    if (!rc && g->lim.share_loop_walks && plain_state(g, (int32_t)state)) {
+    int composed = 0;
+    if (!rc && composable(g, state)) {
+        composed = compose((cm_grammar *)g, state, &w, ex, fl, st);
+        if (composed < 0) rc = composed;
+    }
+    if (rc || composed) {
+    } else if (g->lim.share_loop_walks && plain_state(g, (int32_t)state)) {
         ls = malloc(CM_LOOP_MAX * sizeof *ls);
         if (ls) lw = shared_walk(g, state, ls, &rc);
     }
-    if (!rc && lw) {
+    if (!rc && !composed && lw) {
         uint32_t n_loop = lw->n_sig / g->t.n_classes;
         memcpy(w.bits, lw->bits, g->n_words * sizeof *w.bits);
         w.n_accepted = lw->n_accepted;
@@ -850,7 +1260,7 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
             rc = walk_from(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, &w, ex, fl, st);
         }
         reset_labels(g, ls, n_loop);
-    } else if (!rc) {
+    } else if (!rc && !composed) {
         rc = walk_from(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, &w, ex, fl, st);
     }
     free(ls);
@@ -925,9 +1335,28 @@ static cm_entry *entry_intern(cm_grammar *g, cm_entry *e) {
     return e;
 }
 
+/* The entry of `state`, built if need be; under the grammar's lock.  Past the
+ * cache-memory limit an entry is built for this call only and handed back in
+ * *owned for the caller to free. */
+static const cm_entry *entry_locked(cm_grammar *g, uint32_t state, cm_entry **owned, int *status) {
+    *owned = NULL;
+    cm_entry *e = atomic_load_explicit(&g->cache[state], memory_order_acquire);
+    if (e) return e;
+    e = build_entry(g, state, status);
+    cm_entry *shared;
+    if (!e) return NULL;
+    if (atomic_load(&g->cache_bytes) + e->bytes > g->lim.max_cache_bytes || !(shared = entry_intern(g, e))) {
+        *owned = e;
+        return e;
+    }
+    if (shared == e) atomic_fetch_add(&g->cache_bytes, e->bytes);
+    atomic_fetch_add(&g->cache_entries, 1);
+    atomic_store_explicit(&g->cache[state], shared, memory_order_release);
+    return shared;
+}
+
 /* The cache entry of `state`.  Built once under the grammar's lock; readers
- * never lock.  Past the cache-memory limit an entry is built for this call only
- * and handed back in *owned for the caller to free. */
+ * never lock. */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status) {
     cm_grammar *mg = (cm_grammar *)g;
     *owned = NULL;
@@ -935,23 +1364,9 @@ const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry *
     cm_entry *e = atomic_load_explicit(&mg->cache[state], memory_order_acquire);
     if (e) return e;
     pthread_mutex_lock(&mg->lock);
-    e = atomic_load_explicit(&mg->cache[state], memory_order_acquire);
-    if (!e) {
-        e = build_entry(g, state, status);
-        cm_entry *shared;
-        if (!e) {
-        } else if (atomic_load(&mg->cache_bytes) + e->bytes > g->lim.max_cache_bytes ||
-                   !(shared = entry_intern(mg, e))) {
-            *owned = e;
-        } else {
-            if (shared == e) atomic_fetch_add(&mg->cache_bytes, e->bytes);
-            e = shared;
-            atomic_fetch_add(&mg->cache_entries, 1);
-            atomic_store_explicit(&mg->cache[state], e, memory_order_release);
-        }
-    }
+    const cm_entry *r = entry_locked(mg, state, owned, status);
     pthread_mutex_unlock(&mg->lock);
-    return e;
+    return r;
 }
 
 int cm_grammar_warm(cm_grammar *g) {
@@ -969,3 +1384,29 @@ int cm_grammar_warm(cm_grammar *g) {
 
 size_t cm_grammar_cache_bytes(const cm_grammar *g) { return g ? atomic_load(&g->cache_bytes) : 0; }
 size_t cm_grammar_cache_entries(const cm_grammar *g) { return g ? atomic_load(&g->cache_entries) : 0; }
+
+void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *flat_configs) {
+    cm_grammar *mg = (cm_grammar *)g;
+    pthread_mutex_lock(&mg->lock);
+    *composed = atomic_load(&g->composed);
+    *flat_configs = g->flat ? g->flat->n : 0;
+    pthread_mutex_unlock(&mg->lock);
+}
+
+int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+    if (!g || !words || !unc || !n_unc || state >= g->t.n_states) return CM_ERR_ARG;
+    cm_entry *owned;
+    int rc;
+    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+    if (rc) return rc;
+    memset(words, 0, g->n_words * sizeof *words);
+    if (e->accepted_bits) {
+        memcpy(words, e->accepted_bits, g->n_words * sizeof *words);
+    } else {
+        for (uint32_t i = 0; i < e->n_accepted; i++) words[e->accepted_ids[i] >> 5] |= 1u << (e->accepted_ids[i] & 31);
+    }
+    for (uint32_t i = 0; i < e->n_uncertain; i++) unc[i] = g->v->trie_ids[e->uncertain[i]];
+    *n_unc = e->n_uncertain;
+    cm_entry_free(owned);
+    return CM_OK;
+}

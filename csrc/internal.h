@@ -64,6 +64,7 @@ typedef struct cm_mslot {
     uint64_t stamp;             /* when written (replacement picks the older way) */
 } cm_mslot;
 typedef struct cm_loop_walk cm_loop_walk;  /* grammar.c: a trie walk shared by equal loops */
+typedef struct cm_flat cm_flat;            /* grammar.c: the DFA of flat private charts */
 #define CM_LOOP_BUCKETS 256
 #define CM_MEMO_MASKS 2048      /* slots of the whole-mask memo (two-way sets) */
 #define CM_MEMO_MAX_SIG 65536   /* charts with bigger signatures are not memoized */
@@ -81,6 +82,7 @@ struct cm_grammar {
     uint64_t *calls;            /* [n_states] bit r % 64 set if the state calls rule r */
     uint8_t *has_tokens;        /* [n_states] state has token-terminal edges */
     uint8_t *plain;             /* [n_states] simple and no token edges: a walk needs no chart */
+    uint8_t *solo;              /* [n_states] calling nothing, no token edges (may accept) */
     uint32_t *negated_bits;     /* [n_token_sets * n_words]: members of negated token sets */
     uint32_t *next_bytes;       /* [n_states * 8] bytes with a transition */
     _Atomic(cm_entry *) *cache; /* [n_states] */
@@ -100,6 +102,10 @@ struct cm_grammar {
     uint32_t *la_pending;       /*   character still owing it: la_pending[off[d] .. off[d+1]) */
     uint32_t *ret_off;          /* [n_rules + 1] return states of rule r: */
     uint32_t *ret_state;        /*   ret_state[ret_off[r] .. ret_off[r+1]), distinct */
+    uint8_t *building;          /* [n_states] entries being composed (under lock) */
+    cm_flat *flat;              /* built lazily by walks, under lock */
+    atomic_size_t composed;     /* entries built by compose() */
+    uint32_t compose_depth;     /* nesting of compose() (under lock) */
 };
 
 /* An item's `state` packs the automaton state (low CM_STATE_BITS bits) with the
@@ -197,6 +203,8 @@ struct cm_matcher {
 int cm_chart_init(cm_chart *c, const cm_grammar *g);
 int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin);
 int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule);
+int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
+int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
 void cm_chart_free(cm_chart *c);
 int cm_chart_copy(cm_chart *dst, const cm_chart *src);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);

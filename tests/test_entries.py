@@ -1,0 +1,117 @@
+"""Cache entries built the cheap ways equal the entries of whole trie walks.
+
+Two shortcuts build a state's mask-cache entry (csrc/grammar.c): *composition* (a state that
+calls rules takes its callees' entries and has its own chart decide only what they leave
+uncertain) and *flat walks* (a lazily built DFA over private charts whose live items all wait
+on the unknown caller).  Both claim the very entry that a walk of the whole trie through the
+private Earley chart gives.  Here every state's entry -- accepted tokens and uncertain tokens --
+is compared bit for bit with both shortcuts off: on the shipped grammars and on JSON Schemas
+with Llama-3, and on random grammars, vocabularies and lookahead markers under hypothesis.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+import cfgmask
+from cfgmask import ir
+
+from .strategies import Vocab, grammars, vocabularies
+from .test_engine_differential import _vocab
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "tests" / "corpora" / "jsonschemabench"
+WALKS_ONLY = cfgmask.MatcherLimits(compose_entries=False, flat_walks=False)
+
+
+def entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [compiled._handle.entry(s) for s in range(compiled.tables.n_states)]
+
+
+def assert_same_entries(g: cfgmask.Grammar | ir.Grammar, vocab: cfgmask.Vocabulary, **limits: bool) -> dict:
+    """Every state's entry equal with the shortcuts on (or as `limits` say) and off; the stats
+    of the shortcut build."""
+    fast = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(**limits))
+    slow = cfgmask.compile(g, vocab, matcher_limits=WALKS_ONLY)
+    for s, (a, b) in enumerate(zip(entries(fast), entries(slow), strict=True)):
+        assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"
+    return fast.stats
+
+
+def shipped(name: str) -> cfgmask.Grammar:
+    text = (ROOT / "grammars" / name).read_text()
+    return cfgmask.Grammar.from_lark(text) if name.endswith(".lark") else cfgmask.Grammar.from_gbnf(text)
+
+
+@pytest.mark.parametrize("name", ["sql.lark", "sql.gbnf", "c.gbnf", "arithmetic.gbnf"])
+def test_shipped_grammars_same_entries(name: str) -> None:
+    stats = assert_same_entries(shipped(name), cfgmask.Vocabulary.llama3())
+    assert stats["composed_entries"] > 0 and stats["flat_configs"] > 0, stats
+
+
+@pytest.mark.parametrize("shortcut", ["compose_entries", "flat_walks"])
+def test_sql_lark_each_shortcut_alone(shortcut: str) -> None:
+    other = {"compose_entries": "flat_walks", "flat_walks": "compose_entries"}[shortcut]
+    stats = assert_same_entries(shipped("sql.lark"), cfgmask.Vocabulary.llama3(), **{other: False})
+    assert stats["composed_entries" if shortcut == "compose_entries" else "flat_configs"] > 0, stats
+
+
+def _schemas(split: str, n: int) -> list[tuple[str, dict]]:
+    out = []
+    for line in (BENCH / f"{split}.jsonl").read_text().splitlines():
+        case = json.loads(line)
+        try:
+            cfgmask.Grammar.from_json_schema(case["schema"])
+        except cfgmask.GrammarError:
+            continue
+        out.append((case["id"], case["schema"]))
+        if len(out) == n:
+            break
+    return out
+
+
+@pytest.mark.parametrize(
+    ("case_id", "schema"),
+    [c for split in ("Github_medium", "Glaiveai2K", "Snowplow") for c in _schemas(split, 2)],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_json_schemas_same_entries(case_id: str, schema: dict) -> None:
+    assert_same_entries(cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3())
+
+
+def test_lark_meta_grammar_same_entries() -> None:
+    """Lark's own grammar (tests/corpora/lark): names, strings and regexes with follow restrictions."""
+    text = (ROOT / "tests" / "corpora" / "lark" / "grammars" / "lark.lark").read_text()
+    stats = assert_same_entries(cfgmask.Grammar.from_lark(text), cfgmask.Vocabulary.llama3())
+    assert stats["composed_entries"] > 0, stats
+
+
+@given(grammars(), vocabularies())
+def test_random_grammars_same_entries(g: ir.Grammar, v: Vocab) -> None:
+    vocab = _vocab(v)
+    try:
+        cfgmask.compile(g, vocab)
+    except cfgmask.GrammarError:
+        return  # an empty language (test_engine_differential checks when)
+    assert_same_entries(g, vocab)
+
+
+KEYWORDS = (
+    'start: stmt+\nstmt: "if" NAME | NAME "=" NAME | KW NAME | "(" stmt+ ")"\n'
+    'KW: /do(?!\\w)/\nNAME: /[a-z\u00e9]+/\n%ignore " "'
+)
+
+
+PIECES = (b"i", b"f", b"d", b"o", b"=", b"a", b"(", b")", b" ", b"if", b"do ", b" a", "\u00e9".encode())
+
+
+@given(vocabularies(PIECES))
+def test_markers_same_entries(v: Vocab) -> None:
+    """Lookahead markers (a keyword's (?!\\w), a name's longest match) over random vocabularies."""
+    assert_same_entries(cfgmask.Grammar.from_lark(KEYWORDS), _vocab(v))
