@@ -12,9 +12,27 @@
 
 #include "internal.h"
 
+/* dst |= src (and dst |= a & b) over n words.  restrict: the compiler may not
+ * otherwise assume the mask and an entry are apart, and would not vectorize;
+ * on x86-64 an AVX2 clone is picked at load time where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define CM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CM_VECTOR_CLONES
+#endif
+
+CM_VECTOR_CLONES static void or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] |= src[i];
+}
+
+CM_VECTOR_CLONES static void or_words_and(uint32_t *restrict dst, const uint32_t *restrict a,
+                                          const uint32_t *restrict b, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] |= a[i] & b[i];
+}
+
 static void or_entry(uint32_t *words, const cm_entry *e, size_t n_words) {
     if (e->accepted_bits) {
-        for (size_t i = 0; i < n_words; i++) words[i] |= e->accepted_bits[i];
+        or_words(words, e->accepted_bits, n_words);
     } else {
         /* locals: `words` may alias *e as far as the compiler knows */
         const uint32_t *ids = e->accepted_ids, n = e->n_accepted;
@@ -34,7 +52,7 @@ static void mark_candidates(uint64_t *cand, const cm_entry *e) {
 static void or_entry_owing(const cm_grammar *g, uint32_t *words, uint64_t *cand, const cm_entry *e, uint32_t la) {
     const uint32_t *allow = g->la_allow + (size_t)la * g->n_words;
     if (e->accepted_bits) {
-        for (size_t i = 0; i < g->n_words; i++) words[i] |= e->accepted_bits[i] & allow[i];
+        or_words_and(words, e->accepted_bits, allow, g->n_words);
     } else {
         const uint32_t *acc = e->accepted_ids, n = e->n_accepted;
         for (uint32_t i = 0; i < n; i++)
