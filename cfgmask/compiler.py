@@ -33,8 +33,9 @@ class MatcherLimits:
     # cache entries drop the uncertain tokens that no context can take, read past the rule's end
     # through every caller (False: keep every token whose next byte may follow; the masks are the same)
     filter_uncertain: bool = True
-    # a state that only calls rules takes its cache entry from its callees' (checking only the tokens
-    # they leave uncertain) instead of walking the trie (False: every entry walks; the masks are the same)
+    # cache entries built from other entries: a state that calls rules from its callees' (checking only
+    # the tokens they leave uncertain), a state that goes where a string loop goes on most bytes from
+    # the loop's (False: every entry walks the trie; the masks are the same)
     compose_entries: bool = True
     # trie walks through charts whose live items all wait on the unknown caller (names, strings,
     # keywords) follow a lazily built DFA over those charts (False: an Earley step a byte; same masks)

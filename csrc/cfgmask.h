@@ -108,9 +108,11 @@ typedef struct cm_limits {
      * them); 0: every token leaving the rule with its next byte in FOLLOW stays
      * uncertain.  The masks are the same. */
     size_t filter_uncertain;
-    /* 1: the entry of a state that only calls (non-nullable) rules is built
-     * from its callees' entries, checking only the tokens they leave
-     * uncertain; 0: every entry walks the trie.  The entries are the same. */
+    /* 1: entries are built from other entries where they can be: a state
+     * that calls rules from its callees' (checking only the tokens they leave
+     * uncertain), a state that goes where a string loop goes on most bytes
+     * from the loop's (walking only the other first bytes again); 0: every
+     * entry walks the trie.  The entries are the same. */
     size_t compose_entries;
     /* 1: trie walks through private charts whose live items all wait on the
      * unknown caller (a name, a string, a keyword and their lookahead markers)
@@ -133,8 +135,9 @@ size_t cm_grammar_cache_bytes(const cm_grammar *g);
  * its uncertain tokens' ids into unc (room for V) and their number into *n_unc. */
 int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
-/* How entries were built so far: composed from callees', and flat-walk configurations. */
-void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *flat_configs);
+/* How entries were built so far: composed from callees', taken from a donor state's,
+ * and the configurations of the flat-walk DFA. */
+void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs);
 
 /* ---- matcher: one per sequence ----------------------------------------- */
 

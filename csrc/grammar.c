@@ -491,7 +491,7 @@ static int32_t flat_intern(cm_grammar *g, cm_flat *f, const uint32_t *it, size_t
     for (; f->slots[s]; s = (s + 1) & mask) {
         uint32_t id = f->slots[s] - 1;
         if (f->hashes[id] == h && f->exited[id] == exited && f->off[id + 1] - f->off[id] == n &&
-            !memcmp(f->items + f->off[id], it, n * sizeof *it))
+            (!n || !memcmp(f->items + f->off[id], it, n * sizeof *it)))
             return (int32_t)id;
     }
     if (f->n == CM_FLAT_MAX) return CM_FLAT_CHART;
@@ -532,7 +532,7 @@ static int32_t flat_intern(cm_grammar *g, cm_flat *f, const uint32_t *it, size_t
         }
     }
     uint32_t id = f->n++;
-    memcpy(f->items + f->n_items, it, n * sizeof *it);
+    if (n) memcpy(f->items + f->n_items, it, n * sizeof *it);
     f->off[id] = (uint32_t)f->n_items;
     f->n_items += n;
     f->off[id + 1] = (uint32_t)f->n_items;
@@ -1201,11 +1201,11 @@ static int compose(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t 
                     if (!allow || cm_bit(allow, id)) w->bits[id >> 5] |= 1u << (id & 31);
                 }
             }
-            memcpy(cand + n_cand, ce->uncertain, ce->n_uncertain * sizeof *cand);
+            if (ce->n_uncertain) memcpy(cand + n_cand, ce->uncertain, ce->n_uncertain * sizeof *cand);
             n_cand += ce->n_uncertain;
             if (parts[i].la) {
                 uint32_t a = g->la_pending_off[parts[i].la], z = g->la_pending_off[parts[i].la + 1];
-                memcpy(cand + n_cand, g->la_pending + a, (z - a) * sizeof *cand);
+                if (z > a) memcpy(cand + n_cand, g->la_pending + a, (z - a) * sizeof *cand);
                 n_cand += z - a;
             }
         }
@@ -1228,6 +1228,95 @@ static int compose(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t 
     return rc ? rc : done;
 }
 
+/* ---- entries from a like state's -------------------------------------------
+ * A solo state (calling nothing, no token edges) that goes where another solo
+ * state goes on most bytes has that state's fate on every token whose first
+ * byte leads both to the same state: after that byte the two private charts
+ * are the same one item.  The states inside a JSON key that may be any string
+ * but the schema's own keys are such states: after `{"bil` (a prefix of
+ * "billing_address") every byte but 'l' leads where any key goes.  So the
+ * entry is the donor's -- the state most of its bytes lead to -- with the
+ * subtrees of the few first bytes where the two part walked again: a key
+ * position costs tens of microseconds instead of a walk of the whole trie. */
+#define CM_DONOR_MAX_REDO 4   /* walk at most 1/4 of the trie again */
+
+/* The state most bytes of s lead to (-1: none). */
+static int32_t mode_target(const cm_grammar *g, uint32_t s) {
+    const cm_tables *t = &g->t;
+    int32_t to[256], best = -1;
+    int best_n = 0;
+    for (int b = 0; b < 256; b++) to[b] = t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
+    for (int b = 0; b < 256; b++) {
+        if (to[b] < 0 || to[b] == best) continue;
+        int n = 0;
+        for (int c = 0; c < 256; c++) n += to[c] == to[b];
+        if (n > best_n) {
+            best = to[b];
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* The donor of s: the solo state most of its bytes lead to, if that state
+ * mostly loops to itself (the inside of a string: its own entry is one walk,
+ * shared by equal loops) or has its entry already -- not a chain of donors. */
+static int32_t donor_of(const cm_grammar *g, uint32_t s) {
+    int32_t d = mode_target(g, s);
+    if (d < 0 || (uint32_t)d == s || !g->solo[d] || g->building[d]) return -1;
+    if (atomic_load_explicit(&g->cache[d], memory_order_acquire)) return d;
+    return mode_target(g, (uint32_t)d) == d ? d : -1;
+}
+
+/* The entry of a solo state from its donor's: 1 done, 0 declined (w untouched),
+ * < 0 error.  Under the lock. */
+static int from_donor(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t *fl, uint32_t *st) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    if (!g->lim.compose_entries || !g->solo[state] || g->compose_depth >= CM_COMPOSE_MAX_DEPTH) return 0;
+    int32_t donor = donor_of(g, state);
+    if (donor < 0) return 0;
+    bool part[256];
+    size_t lo[257], redo = 0;
+    for (unsigned b = 0; b <= 256; b++) lo[b] = b < 256 ? trie_lower(v, b) : v->n_trie;
+    for (unsigned b = 0; b < 256; b++) {
+        size_t cb = t->byte_class[b];
+        part[b] = t->trans[(size_t)state * t->n_classes + cb] != t->trans[(size_t)donor * t->n_classes + cb];
+        if (part[b]) redo += lo[b + 1] - lo[b];
+    }
+    if (redo * CM_DONOR_MAX_REDO > v->n_trie) return 0;
+    cm_entry *owned = NULL;
+    int rc = CM_OK;
+    g->building[state] = 1;
+    g->compose_depth++;
+    const cm_entry *de = entry_locked(g, (uint32_t)donor, &owned, &rc);
+    g->compose_depth--;
+    g->building[state] = 0;
+    if (rc) return rc;
+    if (de->accepted_bits) {
+        memcpy(w->bits, de->accepted_bits, g->n_words * sizeof *w->bits);
+    } else {
+        for (uint32_t i = 0; i < de->n_accepted; i++) w->bits[de->accepted_ids[i] >> 5] |= 1u << (de->accepted_ids[i] & 31);
+    }
+    for (uint32_t i = 0; !rc && i < de->n_uncertain; i++)
+        if (!part[v->trie_data[v->trie_off[de->uncertain[i]]]]) rc = push_uncertain(w, de->uncertain[i]);
+    uint32_t rule = t->state_rule[state];
+    for (unsigned b = 0; !rc && b < 256; b++) {
+        if (!part[b]) continue;
+        for (size_t k = lo[b]; k < lo[b + 1]; k++) w->bits[v->trie_ids[k] >> 5] &= ~(1u << (v->trie_ids[k] & 31));
+        int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
+        if (y >= 0 && lo[b] < lo[b + 1]) rc = walk_from(g, (uint32_t)y, rule, lo[b], lo[b + 1], 1, w, ex, fl, st);
+    }
+    cm_entry_free(owned);
+    if (rc) return rc;
+    w->n_unc = w->n_unc ? cm_sort_unique_u32(w->unc, w->n_unc) : 0;
+    uint32_t n_acc = 0;
+    for (size_t j = 0; j < g->n_words; j++) n_acc += (uint32_t)__builtin_popcount(w->bits[j]);
+    w->n_accepted = n_acc;
+    atomic_fetch_add(&g->donated, 1);
+    return 1;
+}
+
 static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     walk w = {0};
     cm_entry *e = calloc(1, sizeof *e);
@@ -1241,6 +1330,10 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     int composed = 0;
     if (!rc && composable(g, state)) {
         composed = compose((cm_grammar *)g, state, &w, ex, fl, st);
+        if (composed < 0) rc = composed;
+    }
+    if (!rc && !composed) {
+        composed = from_donor((cm_grammar *)g, state, &w, ex, fl, st);
         if (composed < 0) rc = composed;
     }
     if (rc || composed) {
@@ -1385,10 +1478,11 @@ int cm_grammar_warm(cm_grammar *g) {
 size_t cm_grammar_cache_bytes(const cm_grammar *g) { return g ? atomic_load(&g->cache_bytes) : 0; }
 size_t cm_grammar_cache_entries(const cm_grammar *g) { return g ? atomic_load(&g->cache_entries) : 0; }
 
-void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *flat_configs) {
+void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs) {
     cm_grammar *mg = (cm_grammar *)g;
     pthread_mutex_lock(&mg->lock);
     *composed = atomic_load(&g->composed);
+    *donated = atomic_load(&g->donated);
     *flat_configs = g->flat ? g->flat->n : 0;
     pthread_mutex_unlock(&mg->lock);
 }

@@ -105,6 +105,7 @@ struct cm_grammar {
     uint8_t *building;          /* [n_states] entries being composed (under lock) */
     cm_flat *flat;              /* built lazily by walks, under lock */
     atomic_size_t composed;     /* entries built by compose() */
+    atomic_size_t donated;      /* entries built by from_donor() */
     uint32_t compose_depth;     /* nesting of compose() (under lock) */
 };
 

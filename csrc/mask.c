@@ -14,8 +14,9 @@
 
 /* dst |= src (and dst |= a & b) over n words.  restrict: the compiler may not
  * otherwise assume the mask and an entry are apart, and would not vectorize;
- * on x86-64 an AVX2 clone is picked at load time where the CPU has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+ * on x86-64 glibc (ifunc) an AVX2 clone is picked at load time where the CPU
+ * has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define CM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CM_VECTOR_CLONES

@@ -1,12 +1,14 @@
 """Cache entries built the cheap ways equal the entries of whole trie walks.
 
-Two shortcuts build a state's mask-cache entry (csrc/grammar.c): *composition* (a state that
+Three shortcuts build a state's mask-cache entry (csrc/grammar.c): *composition* (a state that
 calls rules takes its callees' entries and has its own chart decide only what they leave
-uncertain) and *flat walks* (a lazily built DFA over private charts whose live items all wait
-on the unknown caller).  Both claim the very entry that a walk of the whole trie through the
-private Earley chart gives.  Here every state's entry -- accepted tokens and uncertain tokens --
-is compared bit for bit with both shortcuts off: on the shipped grammars and on JSON Schemas
-with Llama-3, and on random grammars, vocabularies and lookahead markers under hypothesis.
+uncertain), *donors* (a state that goes where a string loop goes on most bytes takes the loop's
+entry and walks again only the other first bytes) and *flat walks* (a lazily built DFA over
+private charts whose live items all wait on the unknown caller).  All claim the very entry that
+a walk of the whole trie through the private Earley chart gives.  Here every state's entry --
+accepted tokens and uncertain tokens -- is compared bit for bit with the shortcuts off: on the
+shipped grammars and on JSON Schemas with Llama-3, and on random grammars, vocabularies and
+lookahead markers under hypothesis.
 """
 
 from __future__ import annotations
@@ -83,6 +85,26 @@ def _schemas(split: str, n: int) -> list[tuple[str, dict]]:
 )
 def test_json_schemas_same_entries(case_id: str, schema: dict) -> None:
     assert_same_entries(cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3())
+
+
+def test_json_keys_take_their_entries_from_the_key_loop() -> None:
+    """An object open to other keys: the states inside a key that is a prefix of a listed one
+    (``{"bil`` of ``billing_address``) take the entry of the state where any key goes (the
+    donor) and walk again only the first bytes where the two part."""
+    schema = {
+        "type": "object",
+        "properties": {"billing_address": {"type": "string"}, "items": {"type": "array"}},
+        "required": ["billing_address"],
+    }
+    vocab = cfgmask.Vocabulary.llama3()
+    for ws in ("default", "compact"):
+        g = cfgmask.Grammar.from_json_schema(schema, whitespace=ws)
+        assert_same_entries(g, vocab)
+        lazy = cfgmask.compile(g, vocab)
+        m = cfgmask.Matcher(lazy)
+        assert m.accept_bytes(b'{"bil')
+        m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size))
+        assert lazy.stats["donor_entries"] > 0, lazy.stats
 
 
 def test_lark_meta_grammar_same_entries() -> None:
