@@ -61,6 +61,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t filter_uncertain
         size_t compose_entries
         size_t flat_walks
+        size_t wrap_repeats
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,

@@ -62,7 +62,7 @@ cdef class GrammarHandle:
                   size_t index_min_items=0, size_t mask_memo_min_items=0,
                   size_t mask_memo_min_candidates=0, bint share_loop_walks=True,
                   bint filter_uncertain=True, bint compose_entries=True,
-                  bint flat_walks=True):
+                  bint flat_walks=True, size_t wrap_repeats=256):
         cdef const uint8_t[::1] byte_class = tables.byte_class
         cdef const int32_t[:, ::1] trans = tables.trans
         cdef const uint32_t[::1] state_rule = tables.state_rule
@@ -143,6 +143,7 @@ cdef class GrammarHandle:
         lim.filter_uncertain = 1 if filter_uncertain else 0
         lim.compose_entries = 1 if compose_entries else 0
         lim.flat_walks = 1 if flat_walks else 0
+        lim.wrap_repeats = wrap_repeats
         cdef size_t n_stop = len(stop_ids)
         cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
         if sp == NULL:

@@ -40,6 +40,10 @@ class MatcherLimits:
     # trie walks through charts whose live items all wait on the unknown caller (names, strings,
     # keywords) follow a lazily built DFA over those charts (False: an Earley step a byte; same masks)
     flat_walks: bool = True
+    # a block of a counted repetition (x{0,1000} is cut into blocks) with at least this many uncertain
+    # tokens keeps those that cross its end into the next block: a mask takes them at once where the
+    # chart lets the block start again (0: each is checked against the chart; the masks are the same)
+    wrap_repeats: int = 256
 
 
 class CompiledGrammar:
@@ -74,6 +78,7 @@ class CompiledGrammar:
             matcher_limits.filter_uncertain,
             matcher_limits.compose_entries,
             matcher_limits.flat_walks,
+            matcher_limits.wrap_repeats,
         )
 
     @property

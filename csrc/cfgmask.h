@@ -119,6 +119,13 @@ typedef struct cm_limits {
      * follow a lazily built DFA over those charts, a table lookup a byte;
      * 0: an Earley step a byte.  The entries are the same. */
     size_t flat_walks;
+    /* n > 0: a state of a block of a counted repetition (x{0,1000} is cut
+     * into blocks counted by helper rules) with at least n uncertain tokens
+     * keeps, of the tokens that cross the end of its block, those that go on
+     * inside the next one; a mask takes them at once when the real chart lets
+     * the block start again.  0: each is checked against the chart.  The
+     * masks are the same. */
+    size_t wrap_repeats;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

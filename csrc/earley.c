@@ -394,6 +394,26 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
     return rc;
 }
 
+/* Would `rule`, begun at set `origin`, be followed by itself if it completed
+ * after the last set?  Completes it in a scratch set and looks for its start
+ * state predicted there; the chart is left as it was.  1 yes, 0 no, < 0 error. */
+int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin) {
+    size_t n_items = c->n_items;
+    bool exited = c->exited;
+    int rc = begin_set(c);
+    if (rc) return rc;
+    uint32_t cur = (uint32_t)c->n_sets, start = g->t.rule_start[rule];
+    c->set_byte[cur] = 256;
+    rc = complete(c, g, rule, origin, cur, 0);
+    if (!rc) rc = close_set(c, g);
+    int found = 0;
+    for (size_t i = c->set_start[cur]; !rc && i < c->n_items; i++)
+        if (c->items[i].origin == cur && c->items[i].state == start) found = 1;
+    c->n_items = n_items;
+    c->exited = exited;
+    return rc ? rc : found;
+}
+
 /* A chart whose first set is the closure of the given items (packed states),
  * each with origin CM_OUTER. */
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n) {

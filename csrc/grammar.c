@@ -17,6 +17,7 @@ void cm_limits_default(cm_limits *out) {
     out->filter_uncertain = 1;
     out->compose_entries = 1;
     out->flat_walks = 1;
+    out->wrap_repeats = 256;
 }
 
 static int validate_tokens(const cm_tables *t) {
@@ -177,7 +178,9 @@ static int derive(cm_grammar *g) {
     g->solo = calloc(t->n_states ? t->n_states : 1, 1);
     if (!g->solo) return CM_ERR_NOMEM;
     g->building = calloc(t->n_states ? t->n_states : 1, 1);
-    if (!g->plain || !g->building) return CM_ERR_NOMEM;
+    g->rule_block = malloc(t->n_rules ? t->n_rules : 1);
+    if (!g->plain || !g->building || !g->rule_block) return CM_ERR_NOMEM;
+    memset(g->rule_block, 1, t->n_rules ? t->n_rules : 1);
     g->loop_lab = malloc((t->n_states ? t->n_states : 1) * sizeof *g->loop_lab);
     g->loops = calloc(CM_LOOP_BUCKETS, sizeof *g->loops);
     if (!g->loop_lab || !g->loops) return CM_ERR_NOMEM;
@@ -195,6 +198,8 @@ static int derive(cm_grammar *g) {
             g->next_bytes[(size_t)s * 8 + (b >> 5)] |= 1u << (b & 31);
         }
     }
+    for (uint32_t s = 0; s < t->n_states; s++)  /* see wrap_split */
+        if (!g->solo[s] || (t->accepting[s] && g->has_bytes[s])) g->rule_block[t->state_rule[s]] = 0;
     return derive_returns(g);
 }
 
@@ -307,6 +312,8 @@ void cm_entry_free(cm_entry *e) {
     free(e->accepted_ids);
     free(e->accepted_bits);
     free(e->uncertain);
+    free(e->wrap_bits);
+    free(e->rest);
     free(e);
 }
 
@@ -330,6 +337,7 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->solo);
     flat_free(g->flat);
     free(g->building);
+    free(g->rule_block);
     free(g->la_allow);
     free(g->la_pending_off);
     free(g->la_pending);
@@ -1034,6 +1042,79 @@ static void filter_uncertain(const cm_grammar *g, uint32_t state, walk *w, uint8
     cm_chart_free(&u);
 }
 
+/* ---- blocks of counted repetitions --------------------------------------------
+ * x{0,1000} is cut into blocks B = x^b counted by helper rules (automata.py), so
+ * inside a long bounded string the tokens that cross the end of a block depend
+ * on the count: near the end of a block, on Snowplow's strings, 100,000 of them,
+ * each checked against the real chart at every such mask.  But where the count
+ * lets another block start right after this one, a token that crosses into it
+ * and stays inside is accepted, whatever else the stack holds.  So the entry of
+ * a block state splits its uncertain tokens: those that a run of the block
+ * automaton accepts when its end is followed once by its start (wrap_bits), and
+ * the rest.  A mask asks the real chart once whether the block may start again
+ * there (cm_chart_repeats) and then takes wrap_bits whole.  For a rule whose
+ * states all run alone (solo: the private chart is one item) and whose accepting
+ * states read no more (rule_block): the run is deterministic, and its end is
+ * only ever the rule's completion. */
+static int wrap_split(const cm_grammar *g, uint32_t state, walk *w, cm_entry *e) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t rule = t->state_rule[state], start = t->rule_start[rule];
+    uint32_t *bits = calloc(g->n_words ? g->n_words : 1, sizeof *bits);
+    uint32_t *rest = malloc(w->n_unc * sizeof *rest);
+    uint32_t *st = malloc(((size_t)v->max_len + 1) * sizeof *st);
+    uint8_t *wr = malloc((size_t)v->max_len + 1);
+    if (!bits || !rest || !st || !wr) {
+        free(bits);
+        free(rest);
+        free(st);
+        free(wr);
+        return CM_ERR_NOMEM;
+    }
+    const uint8_t *prev = NULL;
+    uint32_t have = 0, n_rest = 0, n_wrap = 0;
+    st[0] = state;
+    wr[0] = 0;
+    for (size_t i = 0; i < w->n_unc; i++) {
+        uint32_t k = w->unc[i], len;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : 0;
+        for (; d < len; d++) {
+            size_t cls = t->byte_class[p[d]];
+            int32_t to = t->trans[(size_t)st[d] * t->n_classes + cls];
+            uint8_t wd = wr[d];
+            if (to < 0 && !wd && t->accepting[st[d]]) {  /* the block ends: the next one starts */
+                to = t->trans[(size_t)start * t->n_classes + cls];
+                wd = 1;
+            }
+            if (to < 0) break;
+            st[d + 1] = (uint32_t)to;
+            wr[d + 1] = wd;
+        }
+        prev = p;
+        have = d;
+        if (d == len && wr[len]) {
+            uint32_t id = v->trie_ids[k];
+            bits[id >> 5] |= 1u << (id & 31);
+            n_wrap++;
+        } else {
+            rest[n_rest++] = k;
+        }
+    }
+    free(st);
+    free(wr);
+    if (!n_wrap) {
+        free(bits);
+        free(rest);
+        return CM_OK;
+    }
+    e->wrap_bits = bits;
+    e->rest = rest;
+    e->n_rest = n_rest;
+    e->bytes += g->n_words * 4 + (size_t)n_rest * 4;
+    return CM_OK;
+}
+
 /* Entries with more uncertain tokens than this skip filter_uncertain: the tokens that
  * cross a block boundary of a counted repetition (a JSON Schema maxLength string:
  * 100,000 of them) can all go on in some context, and reading each through the
@@ -1361,6 +1442,13 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     if (!rc && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
         filter_uncertain(g, state, &w, ex);
     if (!rc) rc = finish_entry(g, &w, e);
+    if (!rc && g->lim.wrap_repeats && g->t.n_la <= 1 && e->n_uncertain >= g->lim.wrap_repeats &&
+        g->rule_block[g->t.state_rule[state]]) {
+        w.unc = e->uncertain;  /* borrowed back for the split */
+        w.n_unc = e->n_uncertain;
+        rc = wrap_split(g, state, &w, e);
+        w.unc = NULL;
+    }
     free(ex);
     free(fl);
     free(w.bits);
@@ -1380,6 +1468,8 @@ static uint64_t entry_hash(const cm_grammar *g, const cm_entry *e) {
     else
         for (uint32_t i = 0; i < e->n_accepted; i++) h = (h ^ e->accepted_ids[i]) * 0x100000001b3ULL;
     for (uint32_t i = 0; i < e->n_uncertain; i++) h = (h ^ e->uncertain[i]) * 0x100000001b3ULL;
+    h = (h ^ e->n_rest) * 0x100000001b3ULL;
+    for (uint32_t i = 0; i < e->n_rest; i++) h = (h ^ e->rest[i]) * 0x100000001b3ULL;
     h ^= h >> 29;
     return h ? h : 1;
 }
@@ -1391,7 +1481,11 @@ static bool entry_equal(const cm_grammar *g, const cm_entry *a, const cm_entry *
     if (a->accepted_bits ? memcmp(a->accepted_bits, b->accepted_bits, g->n_words * sizeof(uint32_t))
                          : memcmp(a->accepted_ids, b->accepted_ids, a->n_accepted * sizeof(uint32_t)))
         return false;
-    return !a->n_uncertain || !memcmp(a->uncertain, b->uncertain, a->n_uncertain * sizeof(uint32_t));
+    if (a->n_uncertain && memcmp(a->uncertain, b->uncertain, a->n_uncertain * sizeof(uint32_t))) return false;
+    if (!a->wrap_bits != !b->wrap_bits || a->n_rest != b->n_rest) return false;
+    if (!a->wrap_bits) return true;
+    return !memcmp(a->wrap_bits, b->wrap_bits, g->n_words * sizeof(uint32_t)) &&
+           (!a->n_rest || !memcmp(a->rest, b->rest, a->n_rest * sizeof(uint32_t)));
 }
 
 /* The grammar's entry equal to e: an earlier one (e is freed) or e, now owned by

@@ -50,6 +50,13 @@ typedef struct cm_entry {
     uint32_t *accepted_bits;    /* [n_words], or NULL */
     uint32_t n_uncertain;
     uint32_t *uncertain;        /* trie indices, ascending */
+    /* A state of a repeated block (its rule may follow itself; see wrap_repeats in
+     * grammar.c): the uncertain tokens accepted when the block may start again
+     * right after it ends, as a bitset, and the others (trie indices, ascending).
+     * NULL / 0 when not computed. */
+    uint32_t *wrap_bits;        /* [n_words] or NULL */
+    uint32_t *rest;
+    uint32_t n_rest;
     size_t bytes;
     uint64_t hash;              /* of the content: states with equal entries share one */
 } cm_entry;
@@ -103,6 +110,7 @@ struct cm_grammar {
     uint32_t *ret_off;          /* [n_rules + 1] return states of rule r: */
     uint32_t *ret_state;        /*   ret_state[ret_off[r] .. ret_off[r+1]), distinct */
     uint8_t *building;          /* [n_states] entries being composed (under lock) */
+    uint8_t *rule_block;        /* [n_rules] every state solo, accepting states read no more */
     cm_flat *flat;              /* built lazily by walks, under lock */
     atomic_size_t composed;     /* entries built by compose() */
     atomic_size_t donated;      /* entries built by from_donor() */
@@ -192,6 +200,9 @@ struct cm_matcher {
     uint32_t stamp_gen;
     uint64_t *cand;             /* [ceil(n_trie / 64)] */
     cm_mask_stats stats;        /* of the last fill_mask */
+    uint32_t rep_rule[8], rep_origin[8];  /* mask.c repeats(): answers during one mask */
+    int8_t rep_ans[8];
+    size_t n_rep;
     /* scratch for the mask memo's signature */
     uint64_t *sig;
     size_t sig_cap;
@@ -206,6 +217,7 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
 int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule);
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
 int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
+int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
 void cm_chart_free(cm_chart *c);
 int cm_chart_copy(cm_chart *dst, const cm_chart *src);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);

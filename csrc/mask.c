@@ -108,6 +108,22 @@ static inline bool looked_up(const cm_grammar *g, const cm_chart *c, cm_item it)
     return g->has_bytes[s] || g->t.ref_off[s] < g->t.ref_off[s + 1];
 }
 
+/* Whether `rule`, begun at set `origin`, may start again right where it
+ * completes (cm_chart_repeats), remembered for the rest of this mask. */
+#define CM_REPEATS_SEEN 8
+
+static int repeats(cm_matcher *m, uint32_t rule, uint32_t origin) {
+    for (size_t i = 0; i < m->n_rep; i++)
+        if (m->rep_rule[i] == rule && m->rep_origin[i] == origin) return m->rep_ans[i];
+    int r = cm_chart_repeats(&m->c, m->g, rule, origin);
+    if (r >= 0 && m->n_rep < CM_REPEATS_SEEN) {
+        m->rep_rule[m->n_rep] = rule;
+        m->rep_origin[m->n_rep] = origin;
+        m->rep_ans[m->n_rep++] = (int8_t)r;
+    }
+    return r;
+}
+
 /* Steps 1-3 for the states of the last set; fills `words` and `cand`. */
 static int gather(cm_matcher *m, uint32_t *words) {
     const cm_grammar *g = m->g;
@@ -116,6 +132,7 @@ static int gather(cm_matcher *m, uint32_t *words) {
         memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
         m->stamp_gen = 1;
     }
+    m->n_rep = 0;
     const cm_entry *done[CM_GATHER_SEEN];  /* (entry, debt) ORed already: states may share one */
     uint32_t done_la[CM_GATHER_SEEN];
     size_t n_done = 0;
@@ -138,13 +155,26 @@ static int gather(cm_matcher *m, uint32_t *words) {
                 done_la[n_done++] = la;
             }
         }
+        int wrap = 0;
+        if (!la && e->wrap_bits && g->lim.wrap_repeats) {
+            wrap = repeats(m, g->t.state_rule[s], c->items[i].origin);
+            if (wrap < 0) {
+                cm_entry_free(owned);
+                return wrap;
+            }
+        }
         if (la) {
             or_entry_owing(g, words, m->cand, e, la);
+        } else if (wrap) {
+            /* the block may start again after this one: what goes on into it is in */
+            or_entry(words, e, g->n_words);
+            or_words(words, e->wrap_bits, g->n_words);
+            for (uint32_t j = 0; j < e->n_rest; j++) m->cand[e->rest[j] >> 6] |= 1ull << (e->rest[j] & 63);
         } else {
             or_entry(words, e, g->n_words);
             mark_candidates(m->cand, e);
         }
-        m->stats.n_candidates += e->n_uncertain;
+        m->stats.n_candidates += wrap ? e->n_rest : e->n_uncertain;
         cm_entry_free(owned);
     }
     return CM_OK;
