@@ -1370,13 +1370,25 @@ def _rows_as_void(a: np.ndarray) -> np.ndarray:
     return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(a.shape[0])
 
 
+_WEIGHTS = np.zeros(0, dtype=np.int64)
+
+
+def _class_weights(n: int) -> np.ndarray:
+    """n fixed odd random weights for hashing columns (a new Generator costs 0.1 ms a compile)."""
+    global _WEIGHTS
+    if len(_WEIGHTS) < n:
+        size = max(n, 2 * len(_WEIGHTS), 4096)
+        _WEIGHTS = np.random.default_rng(0xC1A55).integers(1, 2**62, size=size, dtype=np.int64) | 1
+    return _WEIGHTS[:n]
+
+
 def _classes(f: _Flat) -> tuple[np.ndarray, np.ndarray]:
     """Global byte classes (bytes whose columns in the [states, 256] transition matrix
     are equal, numbered in the order of a hash of the column) and the matrix by class.
     Bytes are grouped through each rule's own classes, so the matrix is only ever built
     by class."""
     n = f.n
-    weights = np.random.default_rng(0xC1A55).integers(1, 2**62, size=n, dtype=np.int64) | 1
+    weights = _class_weights(n)
     if f.parts:
         # bytes in the same class of every rule have equal columns: group them first
         per_byte = np.stack([cls for _, cls in f.parts], axis=1)

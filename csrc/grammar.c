@@ -186,16 +186,18 @@ static int derive(cm_grammar *g) {
     if (!g->loop_lab || !g->loops) return CM_ERR_NOMEM;
     memset(g->loop_lab, 0xff, (t->n_states ? t->n_states : 1) * sizeof *g->loop_lab);
     if (!g->has_bytes || !g->simple || !g->has_tokens || !g->calls || !g->next_bytes || !g->cache) return CM_ERR_NOMEM;
+    uint32_t class_bytes[256 * 8] = {0};  /* the bytes of each class */
+    for (int b = 0; b < 256; b++) class_bytes[t->byte_class[b] * 8 + (b >> 5)] |= 1u << (b & 31);
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
         g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
         g->solo[s] = t->ref_off[s] == t->ref_off[s + 1] && t->tok_off[s] == t->tok_off[s + 1];
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
-        for (int b = 0; b < 256; b++) {
-            if (t->trans[(size_t)s * t->n_classes + t->byte_class[b]] < 0) continue;
+        for (uint32_t c = 0; c < t->n_classes; c++) {
+            if (t->trans[(size_t)s * t->n_classes + c] < 0) continue;
             g->has_bytes[s] = 1;
-            g->next_bytes[(size_t)s * 8 + (b >> 5)] |= 1u << (b & 31);
+            for (int w = 0; w < 8; w++) g->next_bytes[(size_t)s * 8 + w] |= class_bytes[c * 8 + w];
         }
     }
     for (uint32_t s = 0; s < t->n_states; s++)  /* see wrap_split */
