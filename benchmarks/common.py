@@ -8,8 +8,8 @@ in that engine's own convention: cfgmask marks them special, xgrammar gets ``b""
 (its marker for a token without text; given their bytes it would let ``<|eot_id|>`` appear
 inside a JSON string), llguidance gets them with its ``\\xff`` prefix for special tokens.
 
-Call :func:`single_thread` before importing a peer: it sets every thread knob we know of
-to one thread.
+Importing the package (benchmarks/__init__.py) sets every thread knob we know of to one thread,
+before numpy loads; call :func:`single_thread` again before importing a peer.
 """
 
 from __future__ import annotations
@@ -28,25 +28,19 @@ from typing import Any
 
 import numpy as np
 
+from . import THREAD_VARS
+
 LLAMA3_SIZE = 128_256
 LLAMA3_STOPS = (128001, 128009)
 LLAMA3_SPECIAL = range(128_000, 128_256)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 GRAMMARS_DIR = Path(__file__).resolve().parent.parent / "grammars"
 
-_THREAD_VARS = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "RAYON_NUM_THREADS",
-    "TVM_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
-
 
 def single_thread() -> None:
-    """One thread for everything that has a knob (set before the peers are imported)."""
-    for var in _THREAD_VARS:
+    """One thread for everything that has a knob (set before the peers are imported; importing
+    the package did it already, before numpy loaded)."""
+    for var in THREAD_VARS:
         os.environ[var] = "1"
 
 
@@ -432,7 +426,7 @@ def environment(engines: Sequence[Engine]) -> dict[str, Any]:
         "processor": _cpu_model(),
         "cpus": os.cpu_count(),
         "engines": {e.name: {"version": e.version, "vocab_setup_s": round(e.setup_s, 3)} for e in engines},
-        "threads": {v: os.environ.get(v) for v in _THREAD_VARS},
+        "threads": {v: os.environ.get(v) for v in THREAD_VARS},
         "cfgmask_commit": _git_commit(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
