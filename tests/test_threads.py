@@ -109,3 +109,54 @@ def test_batch_fill_on_a_thread_pool_equals_serial(setup) -> None:
             matchers[i].fill_bitmask(one)
             assert np.array_equal(batch[i], one[0]), f"row {i} step {k}"
             assert matchers[i].accept_token(steps[i][k])
+
+
+SQL = [
+    "SELECT id, name FROM users WHERE active = 1 ORDER BY name;",
+    "SELECT c.name, COUNT(DISTINCT o.id) AS n FROM customers c JOIN orders o ON o.cid = c.id "
+    "GROUP BY c.name;",
+    "UPDATE accounts SET balance = balance - 100 WHERE id = 7;",
+]
+
+
+def test_composed_entries_built_concurrently_equal_serial() -> None:
+    """Cold caches filled by many threads at once where entries are composed from callees'
+    (sql.lark: recursion through the grammar's lock), taken from donors and block wraps (a
+    Snowplow schema: maxLength strings in an object open to other keys), and walked through the
+    shared flat-chart DFA: every thread's masks equal a serial replay's."""
+    vocab = cfgmask.Vocabulary.llama3()
+    enc = quicktok.get_encoding("llama3")
+    bench = ROOT / "tests" / "corpora" / "jsonschemabench" / "Snowplow.jsonl"
+    case = next(json.loads(x) for x in bench.read_text().splitlines() if '"Snowplow/sp_13_Normalized"' in x)
+    cases = [
+        (cfgmask.Grammar.from_lark((ROOT / "grammars" / "sql.lark").read_text()), SQL),
+        (
+            cfgmask.Grammar.from_json_schema(case["schema"], whitespace="compact"),
+            [json.dumps(t["data"], separators=(",", ":")) for t in case["tests"] if t["valid"]],
+        ),
+    ]
+    for grammar, texts in cases:
+        docs = [list(enc.encode(t)) for t in texts]
+        serial = [replay(cfgmask.compile(grammar, vocab), ids) for ids in docs]
+        compiled = cfgmask.compile(grammar, vocab)
+        start = threading.Barrier(8)
+        results: dict[int, list[bytes]] = {}
+        errors: list[BaseException] = []
+
+        def work(i: int, compiled=compiled, docs=docs, start=start, results=results, errors=errors) -> None:
+            try:
+                start.wait()
+                results[i] = replay(compiled, docs[i % len(docs)])
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for i in range(8):
+            assert results[i] == serial[i % len(docs)], f"thread {i} disagrees with the serial replay"
+        stats = compiled.stats
+        assert stats["composed_entries"] + stats["donor_entries"] > 0 and stats["flat_configs"] > 0, stats
