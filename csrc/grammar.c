@@ -460,10 +460,10 @@ struct cm_flat {
     uint32_t *items;
     size_t n_items, cap_items;
     uint8_t *exited;            /* [cap] */
-    int32_t *next;              /* [cap * width]: by byte class, or by byte where debts
-                                   (which read bytes, not classes) exist */
-    uint32_t width;             /* n_classes, or 256 */
-    bool by_byte;
+    int32_t *next;              /* [cap * width], by column */
+    uint32_t width;
+    uint8_t col[256];           /* byte -> column: bytes of one class that every lookahead
+                                   debt also treats alike (debts read bytes, not classes) */
     uint32_t *slots;            /* open addressing, id + 1, [hcap] */
     uint64_t *hashes;           /* [cap] */
     size_t hcap;
@@ -579,14 +579,35 @@ static int32_t flat_of_set(cm_grammar *g, cm_flat *f, const cm_chart *c) {
     return flat_intern(g, f, f->tmp, n, c->exited);
 }
 
+/* The columns of the flat DFA: bytes that share their class and, for every
+ * lookahead debt, what the debt becomes after them (a scan depends on nothing
+ * else of the byte: later sets of a flat walk read no byte of this one). */
+static void flat_columns(const cm_grammar *g, cm_flat *f) {
+    const cm_tables *t = &g->t;
+    int16_t first[256];  /* the first byte of each column */
+    uint32_t n = 0;
+    for (int b = 0; b < 256; b++) {
+        uint32_t c = 0;
+        for (; c < n; c++) {
+            int a = first[c];
+            if (t->byte_class[a] != t->byte_class[b]) continue;
+            uint32_t la = 1;
+            while (la < t->n_la && t->la_next[(size_t)la * 256 + a] == t->la_next[(size_t)la * 256 + b]) la++;
+            if (la == t->n_la) break;
+        }
+        if (c == n) first[n++] = (int16_t)b;
+        f->col[b] = (uint8_t)c;
+    }
+    f->width = n;
+}
+
 static cm_flat *flat_get(cm_grammar *g) {
     if (g->flat) return g->flat;
     cm_flat *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->cap = 64;
     f->hcap = 256;
-    f->by_byte = g->t.n_la > 1;
-    f->width = f->by_byte ? 256 : g->t.n_classes;
+    flat_columns(g, f);
     f->off = malloc((f->cap + 1) * sizeof *f->off);
     f->exited = malloc(f->cap);
     f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);
@@ -621,7 +642,7 @@ static int32_t flat_step(cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
     int r = cm_chart_scan(&f->chart, g, b);
     if (r < 0) return r - 8;
     int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart);
-    if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + (f->by_byte ? b : g->t.byte_class[b])] = to;
+    if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
     return to;
 }
 
@@ -639,8 +660,7 @@ static int walk_from(const cm_grammar *g, uint32_t state, uint32_t rule, size_t 
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
-    uint8_t col[256];  /* byte -> column of the transition table */
-    for (int b = 0; b < 256; b++) col[b] = f->by_byte ? (uint8_t)b : t->byte_class[b];
+    const uint8_t *col = f->col;
     const size_t width = f->width;
     uint32_t *bits = w->bits, n_acc = 0;
     int rc = CM_OK;
