@@ -1186,7 +1186,7 @@ static bool composable(const cm_grammar *g, uint32_t state) {
     for (uint32_t e = t->ref_off[state]; e < t->ref_off[state + 1]; e++) {
         uint32_t r = t->ref_rule[e];
         uint32_t part = marker_rule(g, r) ? t->ref_target[e] : t->rule_start[r];
-        if ((t->rule_nullable[r] && !marker_rule(g, r)) || g->building[part]) return false;
+        if ((t->rule_nullable[r] && !marker_rule(g, r)) || part == state || g->building[part]) return false;
     }
     return true;
 }
