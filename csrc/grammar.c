@@ -662,21 +662,28 @@ static int walk_from(const cm_grammar *g, uint32_t state, uint32_t rule, size_t 
     const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
     const uint8_t *col = f->col;
     const size_t width = f->width;
+    /* the tables move only when flat_step adds a configuration */
+    const int32_t *next = f->next;
+    const uint8_t *exited = f->exited;
     uint32_t *bits = w->bits, n_acc = 0;
     int rc = CM_OK;
     st[d0] = (uint32_t)c0;
-    ex[d0] = d0 ? f->exited[c0] : 0;  /* an exit at depth 0 is another item of the same set */
+    ex[d0] = d0 ? exited[c0] : 0;  /* an exit at depth 0 is another item of the same set */
     fl[d0] = 0;
     while (k < k_end && !rc) {
         uint32_t d = lcp[k] > d0 ? lcp[k] : d0, len = (uint32_t)(off[k + 1] - off[k]);
         const uint8_t *p = data + off[k];
         for (; d < len; d++) {
             uint8_t fd = fl[d] | (ex[d] && follows(t, rule, p[d]));
-            int32_t to = f->next[(size_t)st[d] * width + col[p[d]]];
-            if (to == CM_FLAT_UNKNOWN) to = flat_step(mg, f, st[d], p[d]);
+            int32_t to = next[(size_t)st[d] * width + col[p[d]]];
+            if (to == CM_FLAT_UNKNOWN) {
+                to = flat_step(mg, f, st[d], p[d]);
+                next = f->next;
+                exited = f->exited;
+            }
             if (to >= 0) {
                 st[d + 1] = (uint32_t)to;
-                ex[d + 1] = f->exited[to];
+                ex[d + 1] = exited[to];
                 fl[d + 1] = fd;
                 continue;
             }
