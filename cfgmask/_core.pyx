@@ -194,9 +194,10 @@ cdef class GrammarHandle:
 
     @property
     def build_stats(self):
-        cdef size_t composed = 0, donated = 0, flat = 0
-        cm_grammar_build_stats(self.ptr, &composed, &donated, &flat)
-        return {"composed_entries": composed, "donor_entries": donated, "flat_configs": flat}
+        cdef size_t composed = 0, donated = 0, flat = 0, vocab_loops = 0
+        cm_grammar_build_stats(self.ptr, &composed, &donated, &flat, &vocab_loops)
+        return {"composed_entries": composed, "donor_entries": donated, "flat_configs": flat,
+                "vocab_loop_walks": vocab_loops}
 
 
 cdef class MatcherHandle:

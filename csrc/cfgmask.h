@@ -143,8 +143,10 @@ size_t cm_grammar_cache_bytes(const cm_grammar *g);
 int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
 /* How entries were built so far: composed from callees', taken from a donor state's,
- * and the configurations of the flat-walk DFA. */
-void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs);
+ * the configurations of the flat-walk DFA, and loop walks found in the vocabulary's
+ * cache (walked for an earlier grammar). */
+void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
+                            size_t *vocab_loops);
 
 /* ---- matcher: one per sequence ----------------------------------------- */
 

@@ -928,15 +928,127 @@ static void loop_walk_free(cm_loop_walk *lw) {
     free(lw);
 }
 
+void cm_loop_walks_free(cm_loop_walk **buckets) {
+    if (!buckets) return;
+    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
+        for (cm_loop_walk *lw = buckets[b], *nx; lw; lw = nx) {
+            nx = lw->next;
+            loop_walk_free(lw);
+        }
+    free(buckets);
+}
+
 static void free_loops(cm_grammar *g) {
-    if (g->loops)
-        for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
-            for (cm_loop_walk *lw = g->loops[b], *nx; lw; lw = nx) {
-                nx = lw->next;
-                loop_walk_free(lw);
-            }
-    free(g->loops);
+    cm_loop_walks_free(g->loops);
     g->loops = NULL;
+}
+
+/* ---- loop walks shared by grammars ------------------------------------------
+ * A loop walk depends only on the vocabulary and on where each byte leads from
+ * each loop state (inside, out, dead): its byte-level form, unlike the
+ * grammar-level key, which is by the grammar's own byte classes.  The
+ * vocabulary keeps walks by that form for every grammar compiled for it, up to
+ * CM_VOCAB_LOOP_BYTES, so a JSON string's inside is walked once per process. */
+#define CM_VOCAB_LOOP_BYTES ((size_t)64 << 20)
+
+/* The loop's byte-level form: its states numbered breadth first from the entry
+ * by byte (not by the grammar's classes, whose numbering differs between
+ * grammars), each byte's code inside / out / dead.  canon[label] is a state's
+ * number there. */
+static uint32_t *byte_form(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, uint32_t *canon, uint64_t *hash) {
+    const cm_tables *t = &g->t;
+    uint32_t *form = malloc((size_t)n_loop * 256 * sizeof *form);
+    uint32_t *order = malloc((size_t)n_loop * sizeof *order);
+    if (!form || !order) {
+        free(form);
+        free(order);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n_loop; i++) canon[i] = UINT32_MAX;
+    uint32_t n = 0;
+    canon[0] = n;
+    order[n++] = 0;
+    for (uint32_t q = 0; q < n; q++)
+        for (int b = 0; b < 256; b++) {
+            int32_t to = t->trans[(size_t)ls[order[q]] * t->n_classes + t->byte_class[b]];
+            if (to < 0 || g->loop_lab[to] >= n_loop || canon[g->loop_lab[to]] != UINT32_MAX) continue;
+            canon[g->loop_lab[to]] = n;
+            order[n++] = g->loop_lab[to];
+        }
+    if (n < n_loop) {  /* not every state reached by bytes from the entry: no form */
+        free(form);
+        free(order);
+        return NULL;
+    }
+    uint64_t h = 0x51AB1E5ULL ^ n_loop;
+    for (uint32_t q = 0; q < n_loop; q++)
+        for (int b = 0; b < 256; b++) {
+            int32_t to = t->trans[(size_t)ls[order[q]] * t->n_classes + t->byte_class[b]];
+            uint32_t code = to < 0 ? LOOP_DEAD : g->loop_lab[to] < n_loop ? canon[g->loop_lab[to]] : LOOP_OUT;
+            form[(size_t)q * 256 + (size_t)b] = code;
+            h = (h ^ code) * 0xbf58476d1ce4e5b9ULL;
+        }
+    free(order);
+    *hash = h ^ (h >> 29);
+    return form;
+}
+
+/* dst's result (bits, accepted count, exits) copied from src, each exit's loop
+ * state renumbered through map; 0 or CM_ERR_NOMEM. */
+static int copy_walk(const cm_grammar *g, cm_loop_walk *dst, const cm_loop_walk *src, const uint32_t *map) {
+    dst->bits = malloc(g->n_words * sizeof *dst->bits);
+    dst->exits = malloc((src->n_exits ? src->n_exits : 1) * sizeof *dst->exits);
+    if (!dst->bits || !dst->exits) return CM_ERR_NOMEM;
+    memcpy(dst->bits, src->bits, g->n_words * sizeof *dst->bits);
+    for (size_t i = 0; i < src->n_exits; i++) {
+        dst->exits[i] = src->exits[i];
+        dst->exits[i].label = map[src->exits[i].label];
+    }
+    dst->n_exits = src->n_exits;
+    dst->n_accepted = src->n_accepted;
+    return CM_OK;
+}
+
+/* The vocabulary's walk for this loop copied into lw: 1 found, 0 not, < 0 error. */
+static int vocab_walk_get(const cm_grammar *g, const uint32_t *form, size_t n_form, uint64_t hash, const uint32_t *from_canon,
+                          cm_loop_walk *lw) {
+    cm_vocab *v = (cm_vocab *)g->v;
+    int found = 0;
+    pthread_mutex_lock(&v->lw_lock);
+    if (v->lw_cache)
+        for (const cm_loop_walk *x = v->lw_cache[hash % CM_LOOP_BUCKETS]; x && !found; x = x->next)
+            if (x->hash == hash && x->n_sig == n_form && !memcmp(x->sig, form, n_form * sizeof *form))
+                found = copy_walk(g, lw, x, from_canon) ? CM_ERR_NOMEM : 1;
+    pthread_mutex_unlock(&v->lw_lock);
+    return found;
+}
+
+/* A copy of the grammar's new walk kept by the vocabulary (form is taken over);
+ * nothing when the vocabulary's budget is spent or memory is short. */
+static void vocab_walk_put(const cm_grammar *g, uint32_t *form, size_t n_form, uint64_t hash, const uint32_t *canon,
+                           const cm_loop_walk *lw) {
+    cm_vocab *v = (cm_vocab *)g->v;
+    size_t bytes = sizeof *lw + n_form * 4 + g->n_words * 4 + lw->n_exits * sizeof *lw->exits;
+    cm_loop_walk *x = calloc(1, sizeof *x);
+    if (!x || copy_walk(g, x, lw, canon)) {
+        if (x) loop_walk_free(x);
+        free(form);
+        return;
+    }
+    x->hash = hash;
+    x->n_sig = (uint32_t)n_form;
+    x->sig = form;
+    pthread_mutex_lock(&v->lw_lock);
+    if (!v->lw_cache) v->lw_cache = calloc(CM_LOOP_BUCKETS, sizeof *v->lw_cache);
+    if (v->lw_cache && v->lw_bytes + bytes <= CM_VOCAB_LOOP_BYTES) {
+        size_t b = hash % CM_LOOP_BUCKETS;
+        x->next = v->lw_cache[b];
+        v->lw_cache[b] = x;
+        v->lw_bytes += bytes;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&v->lw_lock);
+    loop_walk_free(x);
 }
 
 /* The shared walk for the loop of `state` (built under the grammar's lock),
@@ -966,7 +1078,23 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
     lw->hash = hash;
     lw->n_sig = (uint32_t)nsig;
     lw->sig = sig;
-    int rc = loop_walk(g, ls, n, lw);
+    uint64_t fhash = 0;
+    uint32_t canon[CM_LOOP_MAX], from_canon[CM_LOOP_MAX];
+    uint32_t *form = byte_form(g, ls, n, canon, &fhash);
+    size_t n_form = (size_t)n * 256;
+    for (uint32_t i = 0; form && i < n; i++) from_canon[canon[i]] = i;
+    int rc = form ? vocab_walk_get(g, form, n_form, fhash, from_canon, lw) : 0;
+    if (rc == 0) {
+        rc = loop_walk(g, ls, n, lw);
+        if (!rc && form) {
+            vocab_walk_put(g, form, n_form, fhash, canon, lw);
+            form = NULL;
+        }
+    } else if (rc == 1) {
+        rc = CM_OK;
+        atomic_fetch_add(&mg->loops_from_vocab, 1);
+    }
+    free(form);
     if (rc) {
         loop_walk_free(lw);
         reset_labels(g, ls, n);
@@ -1601,9 +1729,11 @@ int cm_grammar_warm(cm_grammar *g) {
 size_t cm_grammar_cache_bytes(const cm_grammar *g) { return g ? atomic_load(&g->cache_bytes) : 0; }
 size_t cm_grammar_cache_entries(const cm_grammar *g) { return g ? atomic_load(&g->cache_entries) : 0; }
 
-void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs) {
+void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
+                            size_t *vocab_loops) {
     cm_grammar *mg = (cm_grammar *)g;
     pthread_mutex_lock(&mg->lock);
+    *vocab_loops = atomic_load(&g->loops_from_vocab);
     *composed = atomic_load(&g->composed);
     *donated = atomic_load(&g->donated);
     *flat_configs = g->flat ? g->flat->n : 0;

@@ -28,6 +28,13 @@ struct cm_vocab {
      * k's first d bytes (the trie's "next sibling" links, one per node on k's path) */
     uint32_t *skip;
     uint32_t max_len;
+    /* Loop walks shared by every grammar compiled for this vocabulary (grammar.c,
+     * shared_walk), keyed by the loop's byte-level form: the inside of a JSON
+     * string is walked once per process, not once per schema.  Under lw_lock. */
+    pthread_mutex_t lw_lock;
+    bool lw_lock_ok;
+    struct cm_loop_walk **lw_cache;  /* [CM_LOOP_BUCKETS], allocated on first use */
+    size_t lw_bytes;
 };
 
 static inline const uint8_t *cm_trie_bytes(const cm_vocab *v, size_t k, uint32_t *len) {
@@ -114,6 +121,7 @@ struct cm_grammar {
     cm_flat *flat;              /* built lazily by walks, under lock */
     atomic_size_t composed;     /* entries built by compose() */
     atomic_size_t donated;      /* entries built by from_donor() */
+    atomic_size_t loops_from_vocab;  /* loop walks the vocabulary had already */
     uint32_t compose_depth;     /* nesting of compose() (under lock) */
 };
 
@@ -232,6 +240,7 @@ static inline void cm_chart_truncate(cm_chart *c, size_t n_sets) {
 size_t cm_sort_unique_u32(uint32_t *v, size_t n);
 
 /* grammar.c */
+void cm_loop_walks_free(struct cm_loop_walk **buckets);
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
 void cm_entry_free(cm_entry *e);
 bool cm_token_in_set(const cm_grammar *g, uint32_t set, uint32_t token);

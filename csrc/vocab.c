@@ -100,6 +100,11 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
     if (total && !data) return CM_ERR_ARG;
     cm_vocab *v = calloc(1, sizeof *v);
     if (!v) return CM_ERR_NOMEM;
+    if (pthread_mutex_init(&v->lw_lock, NULL)) {
+        free(v);
+        return CM_ERR_NOMEM;
+    }
+    v->lw_lock_ok = true;
     v->n_tokens = n_tokens;
     v->data = malloc(total ? total : 1);
     v->offsets = malloc((n_tokens + 1) * sizeof *v->offsets);
@@ -136,6 +141,8 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
 
 void cm_vocab_free(cm_vocab *v) {
     if (!v) return;
+    cm_loop_walks_free(v->lw_cache);
+    if (v->lw_lock_ok) pthread_mutex_destroy(&v->lw_lock);
     free(v->data);
     free(v->offsets);
     free(v->in_trie);

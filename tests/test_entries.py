@@ -28,7 +28,7 @@ from .test_engine_differential import _vocab
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tests" / "corpora" / "jsonschemabench"
-WALKS_ONLY = cfgmask.MatcherLimits(compose_entries=False, flat_walks=False)
+WALKS_ONLY = cfgmask.MatcherLimits(compose_entries=False, flat_walks=False, share_loop_walks=False)
 
 
 def entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -105,6 +105,20 @@ def test_json_keys_take_their_entries_from_the_key_loop() -> None:
         assert m.accept_bytes(b'{"bil')
         m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size))
         assert lazy.stats["donor_entries"] > 0, lazy.stats
+
+
+def test_loop_walks_shared_through_the_vocabulary() -> None:
+    """A second grammar compiled for the same vocabulary finds the walks of its string loops in
+    the vocabulary's cache (walked for the first): the same entries as whole walks."""
+    vocab = cfgmask.Vocabulary.from_token_bytes(
+        [bytes([b]) for b in range(32, 127)] + [b'"', b'a"', b'":"', b"abc", b"\\n", "\u00e9t\u00e9".encode()]
+    )
+    first = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    second = {"type": "object", "properties": {"bcd": {"type": "string"}}, "required": ["bcd"]}
+    cfgmask.compile(cfgmask.Grammar.from_json_schema(first), vocab, warm=True)
+    g = cfgmask.Grammar.from_json_schema(second)
+    stats = assert_same_entries(g, vocab)
+    assert stats["vocab_loop_walks"] > 0, stats
 
 
 def test_lark_meta_grammar_same_entries() -> None:
