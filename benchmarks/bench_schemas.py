@@ -91,13 +91,7 @@ SQL_EXTRA = [
 
 
 def clear_caches(e: Engine) -> None:
-    if e.name == "cfgmask":
-        from cfgmask import automata, compiler
-
-        compiler._TABLE_CACHE.clear()
-        automata._FRAGMENT_CACHE.clear()
-    else:
-        e.clear_caches()
+    e.clear_caches()
 
 
 def compile_schema(e: Engine, schema: Any, whitespace: str = "flexible", warm: bool = False) -> Any:

@@ -214,9 +214,12 @@ class CfgmaskEngine(Engine):
         return self._cm.compile(self._cm.Grammar.from_gbnf(gbnf), self.vocab, warm=warm)
 
     def clear_caches(self) -> None:
-        from cfgmask import compiler
+        """A cold start: no tables, no automaton fragments, no loop walks kept by the vocabulary."""
+        from cfgmask import automata, compiler
 
         compiler._TABLE_CACHE.clear()
+        automata._FRAGMENT_CACHE.clear()
+        self.vocab._handle().clear_walks()
 
     def matcher(self, compiled: Any) -> Any:
         return self._cm.Matcher(compiled)

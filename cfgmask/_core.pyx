@@ -51,6 +51,11 @@ cdef class VocabHandle:
     def trie_size(self):
         return cm_vocab_trie_size(self.ptr)
 
+    def clear_walks(self):
+        """Drop the loop walks kept for the grammars compiled for this vocabulary."""
+        with nogil:
+            cm_vocab_clear_walks(self.ptr)
+
 
 cdef class GrammarHandle:
     """A compiled grammar in the C core; keeps its vocabulary alive."""

@@ -39,6 +39,9 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
 void cm_vocab_free(cm_vocab *v);
 size_t cm_vocab_size(const cm_vocab *v);
 size_t cm_vocab_trie_size(const cm_vocab *v);
+/* Drop the loop walks the vocabulary keeps for the grammars compiled for it
+ * (benchmarks that measure a cold start; grammars keep their own copies). */
+void cm_vocab_clear_walks(cm_vocab *v);
 
 /* ---- compiled grammar -------------------------------------------------- */
 

@@ -156,3 +156,12 @@ void cm_vocab_free(cm_vocab *v) {
 
 size_t cm_vocab_size(const cm_vocab *v) { return v ? v->n_tokens : 0; }
 size_t cm_vocab_trie_size(const cm_vocab *v) { return v ? v->n_trie : 0; }
+
+void cm_vocab_clear_walks(cm_vocab *v) {
+    if (!v) return;
+    pthread_mutex_lock(&v->lw_lock);
+    cm_loop_walks_free(v->lw_cache);
+    v->lw_cache = NULL;
+    v->lw_bytes = 0;
+    pthread_mutex_unlock(&v->lw_lock);
+}
