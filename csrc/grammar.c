@@ -1371,17 +1371,6 @@ static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, 
     return rc;
 }
 
-/* The first trie entry whose first byte is >= b. */
-static size_t trie_lower(const cm_vocab *v, unsigned b) {
-    size_t lo = 0, hi = v->n_trie;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v->trie_data[v->trie_off[mid]] < b) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 typedef struct part {
     const cm_entry *e;
     cm_entry *owned;
@@ -1424,21 +1413,14 @@ static int compose(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t 
         for (unsigned b = 0; b < 256 && !rc; b++) {
             int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
             if (y < 0) continue;
-            size_t k = trie_lower(v, b), k_end = trie_lower(v, b + 1);
+            size_t k = v->first_off[b], k_end = v->first_off[b + 1];
             if (k < k_end) rc = walk_from(g, (uint32_t)y, t->state_rule[state], k, k_end, 1, w, ex, fl, st);
         }
         n_cand = 0;
         for (uint32_t i = 0; i < n_parts && !rc; i++) {
             const cm_entry *ce = parts[i].e;
             const uint32_t *allow = parts[i].la ? g->la_allow + (size_t)parts[i].la * g->n_words : NULL;
-            if (ce->accepted_bits) {
-                for (size_t j = 0; j < g->n_words; j++) w->bits[j] |= ce->accepted_bits[j] & (allow ? allow[j] : ~0u);
-            } else {
-                for (uint32_t j = 0; j < ce->n_accepted; j++) {
-                    uint32_t id = ce->accepted_ids[j];
-                    if (!allow || cm_bit(allow, id)) w->bits[id >> 5] |= 1u << (id & 31);
-                }
-            }
+            cm_or_accepted(g, w->bits, ce, allow);
             if (ce->n_uncertain) memcpy(cand + n_cand, ce->uncertain, ce->n_uncertain * sizeof *cand);
             n_cand += ce->n_uncertain;
             if (parts[i].la) {
@@ -1455,9 +1437,7 @@ static int compose(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t 
             for (size_t i = 0; i < n_unc; i++)
                 if (!cm_bit(w->bits, v->trie_ids[w->unc[i]])) w->unc[kept++] = w->unc[i];
             w->n_unc = kept;
-            uint32_t n_acc = 0;
-            for (size_t j = 0; j < g->n_words; j++) n_acc += (uint32_t)__builtin_popcount(w->bits[j]);
-            w->n_accepted = n_acc;
+            w->n_accepted = (uint32_t)cm_count_bits(w->bits, g->n_words);
         }
     }
     for (uint32_t i = 0; i < n_parts; i++) cm_entry_free(parts[i].owned);
@@ -1481,15 +1461,17 @@ static int compose(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8_t 
 /* The state most bytes of s lead to (-1: none). */
 static int32_t mode_target(const cm_grammar *g, uint32_t s) {
     const cm_tables *t = &g->t;
-    int32_t to[256], best = -1;
-    int best_n = 0;
-    for (int b = 0; b < 256; b++) to[b] = t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
-    for (int b = 0; b < 256; b++) {
-        if (to[b] < 0 || to[b] == best) continue;
-        int n = 0;
-        for (int c = 0; c < 256; c++) n += to[c] == to[b];
+    uint32_t size[256] = {0};  /* bytes a class has */
+    for (int b = 0; b < 256; b++) size[t->byte_class[b]]++;
+    const int32_t *row = t->trans + (size_t)s * t->n_classes;
+    int32_t best = -1;
+    uint32_t best_n = 0;
+    for (uint32_t c = 0; c < t->n_classes; c++) {
+        if (row[c] < 0 || row[c] == best) continue;
+        uint32_t n = 0;
+        for (uint32_t d = 0; d < t->n_classes; d++) n += row[d] == row[c] ? size[d] : 0;
         if (n > best_n) {
-            best = to[b];
+            best = row[c];
             best_n = n;
         }
     }
@@ -1515,8 +1497,8 @@ static int from_donor(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8
     int32_t donor = donor_of(g, state);
     if (donor < 0) return 0;
     bool part[256];
-    size_t lo[257], redo = 0;
-    for (unsigned b = 0; b <= 256; b++) lo[b] = b < 256 ? trie_lower(v, b) : v->n_trie;
+    const uint32_t *lo = v->first_off;
+    size_t redo = 0;
     for (unsigned b = 0; b < 256; b++) {
         size_t cb = t->byte_class[b];
         part[b] = t->trans[(size_t)state * t->n_classes + cb] != t->trans[(size_t)donor * t->n_classes + cb];
@@ -1531,11 +1513,7 @@ static int from_donor(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8
     g->compose_depth--;
     g->building[state] = 0;
     if (rc) return rc;
-    if (de->accepted_bits) {
-        memcpy(w->bits, de->accepted_bits, g->n_words * sizeof *w->bits);
-    } else {
-        for (uint32_t i = 0; i < de->n_accepted; i++) w->bits[de->accepted_ids[i] >> 5] |= 1u << (de->accepted_ids[i] & 31);
-    }
+    cm_or_accepted(g, w->bits, de, NULL);  /* w->bits is empty */
     for (uint32_t i = 0; !rc && i < de->n_uncertain; i++)
         if (!part[v->trie_data[v->trie_off[de->uncertain[i]]]]) rc = push_uncertain(w, de->uncertain[i]);
     uint32_t rule = t->state_rule[state];
@@ -1548,9 +1526,7 @@ static int from_donor(cm_grammar *g, uint32_t state, walk *w, uint8_t *ex, uint8
     cm_entry_free(owned);
     if (rc) return rc;
     w->n_unc = w->n_unc ? cm_sort_unique_u32(w->unc, w->n_unc) : 0;
-    uint32_t n_acc = 0;
-    for (size_t j = 0; j < g->n_words; j++) n_acc += (uint32_t)__builtin_popcount(w->bits[j]);
-    w->n_accepted = n_acc;
+    w->n_accepted = (uint32_t)cm_count_bits(w->bits, g->n_words);
     atomic_fetch_add(&g->donated, 1);
     return 1;
 }
@@ -1747,11 +1723,7 @@ int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, 
     const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
     if (rc) return rc;
     memset(words, 0, g->n_words * sizeof *words);
-    if (e->accepted_bits) {
-        memcpy(words, e->accepted_bits, g->n_words * sizeof *words);
-    } else {
-        for (uint32_t i = 0; i < e->n_accepted; i++) words[e->accepted_ids[i] >> 5] |= 1u << (e->accepted_ids[i] & 31);
-    }
+    cm_or_accepted(g, words, e, NULL);
     for (uint32_t i = 0; i < e->n_uncertain; i++) unc[i] = g->v->trie_ids[e->uncertain[i]];
     *n_unc = e->n_uncertain;
     cm_entry_free(owned);

@@ -27,6 +27,7 @@ struct cm_vocab {
      * with its predecessor is shorter than d, i.e. the end of the subtree of
      * k's first d bytes (the trie's "next sibling" links, one per node on k's path) */
     uint32_t *skip;
+    uint32_t first_off[257];    /* the trie entries starting with byte b: [first_off[b], first_off[b+1]) */
     uint32_t max_len;
     /* Loop walks shared by every grammar compiled for this vocabulary (grammar.c,
      * shared_walk), keyed by the loop's byte-level form: the inside of a JSON
@@ -238,6 +239,10 @@ static inline void cm_chart_truncate(cm_chart *c, size_t n_sets) {
 
 /* fsm.c */
 size_t cm_sort_unique_u32(uint32_t *v, size_t n);
+
+/* mask.c */
+void cm_or_accepted(const cm_grammar *g, uint32_t *words, const cm_entry *e, const uint32_t *allow);
+size_t cm_count_bits(const uint32_t *words, size_t n);
 
 /* grammar.c */
 void cm_loop_walks_free(struct cm_loop_walk **buckets);

@@ -31,14 +31,23 @@ CM_VECTOR_CLONES static void or_words_and(uint32_t *restrict dst, const uint32_t
     for (size_t i = 0; i < n; i++) dst[i] |= a[i] & b[i];
 }
 
-static void or_entry(uint32_t *words, const cm_entry *e, size_t n_words) {
+/* words |= the entry's accepted tokens (those `allow` has, unless NULL). */
+void cm_or_accepted(const cm_grammar *g, uint32_t *words, const cm_entry *e, const uint32_t *allow) {
     if (e->accepted_bits) {
-        or_words(words, e->accepted_bits, n_words);
-    } else {
-        /* locals: `words` may alias *e as far as the compiler knows */
-        const uint32_t *ids = e->accepted_ids, n = e->n_accepted;
-        for (uint32_t i = 0; i < n; i++) words[ids[i] >> 5] |= 1u << (ids[i] & 31);
+        if (allow) or_words_and(words, e->accepted_bits, allow, g->n_words);
+        else or_words(words, e->accepted_bits, g->n_words);
+        return;
     }
+    /* locals: `words` may alias *e as far as the compiler knows */
+    const uint32_t *ids = e->accepted_ids, n = e->n_accepted;
+    for (uint32_t i = 0; i < n; i++)
+        if (!allow || cm_bit(allow, ids[i])) words[ids[i] >> 5] |= 1u << (ids[i] & 31);
+}
+
+size_t cm_count_bits(const uint32_t *words, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += (size_t)__builtin_popcount(words[i]);
+    return c;
 }
 
 static void mark_candidates(uint64_t *cand, const cm_entry *e) {
@@ -52,13 +61,7 @@ static void mark_candidates(uint64_t *cand, const cm_entry *e) {
  * tokens whose first bytes it allows. */
 static void or_entry_owing(const cm_grammar *g, uint32_t *words, uint64_t *cand, const cm_entry *e, uint32_t la) {
     const uint32_t *allow = g->la_allow + (size_t)la * g->n_words;
-    if (e->accepted_bits) {
-        or_words_and(words, e->accepted_bits, allow, g->n_words);
-    } else {
-        const uint32_t *acc = e->accepted_ids, n = e->n_accepted;
-        for (uint32_t i = 0; i < n; i++)
-            if (cm_bit(allow, acc[i])) words[acc[i] >> 5] |= 1u << (acc[i] & 31);
-    }
+    cm_or_accepted(g, words, e, allow);
     const uint32_t *ids = g->v->trie_ids;
     for (uint32_t i = 0; i < e->n_uncertain; i++) {
         uint32_t k = e->uncertain[i];
@@ -167,11 +170,11 @@ static int gather(cm_matcher *m, uint32_t *words) {
             or_entry_owing(g, words, m->cand, e, la);
         } else if (wrap) {
             /* the block may start again after this one: what goes on into it is in */
-            or_entry(words, e, g->n_words);
+            cm_or_accepted(g, words, e, NULL);
             or_words(words, e->wrap_bits, g->n_words);
             for (uint32_t j = 0; j < e->n_rest; j++) m->cand[e->rest[j] >> 6] |= 1ull << (e->rest[j] & 63);
         } else {
-            or_entry(words, e, g->n_words);
+            cm_or_accepted(g, words, e, NULL);
             mark_candidates(m->cand, e);
         }
         m->stats.n_candidates += wrap ? e->n_rest : e->n_uncertain;

@@ -85,6 +85,11 @@ static int build_trie_data(cm_vocab *v) {
         const uint8_t *p = cm_tok_bytes(v, v->trie_ids[k], &len);
         memcpy(v->trie_data + v->trie_off[k], p, len);
     }
+    /* sorted by bytes: the entries starting with one byte are contiguous */
+    uint32_t count[256] = {0};
+    for (size_t k = 0; k < v->n_trie; k++) count[v->trie_data[v->trie_off[k]]]++;
+    v->first_off[0] = 0;
+    for (int b = 0; b < 256; b++) v->first_off[b + 1] = v->first_off[b] + count[b];
     return CM_OK;
 }
 
