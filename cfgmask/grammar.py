@@ -32,7 +32,7 @@ class Grammar:
     @classmethod
     def from_gbnf(cls, text: str, start: str = "root", *, limits: CompileLimits | None = None) -> Grammar:
         """A llama.cpp GBNF grammar; ``start`` names the start rule."""
-        from .gbnf import parse_gbnf
+        from .frontends.gbnf import parse_gbnf
 
         return cls(
             _front_end("GBNF grammar", text, limits, lambda: parse_gbnf(text, start=start)), source=text
@@ -41,7 +41,7 @@ class Grammar:
     @classmethod
     def from_lark(cls, text: str, start: str = "start", *, limits: CompileLimits | None = None) -> Grammar:
         """A Lark grammar; strings are in the language iff Lark's Earley parser accepts them."""
-        from .lark_frontend import parse_lark
+        from .frontends.lark import parse_lark
 
         return cls(
             _front_end("Lark grammar", text, limits, lambda: parse_lark(text, start=start)), source=text
@@ -50,7 +50,7 @@ class Grammar:
     @classmethod
     def from_regex(cls, pattern: str, *, limits: CompileLimits | None = None) -> Grammar:
         """A Python ``re`` pattern with ``re.fullmatch`` semantics."""
-        from .regex_frontend import parse_regex
+        from .frontends.regex import parse_regex
 
         return cls(
             _front_end("regular expression", pattern, limits, lambda: parse_regex(pattern)), source=pattern
@@ -67,7 +67,7 @@ class Grammar:
     ) -> Grammar:
         """A JSON Schema (dict or JSON text).  ``strict`` raises on any keyword not enforced
         exactly; otherwise ``schema_report`` lists each keyword's status."""
-        from .json_schema import schema_to_grammar
+        from .frontends.json_schema import schema_to_grammar
 
         text = schema if isinstance(schema, str) else None
         ir_grammar, report = _front_end(
@@ -82,7 +82,7 @@ class Grammar:
     @classmethod
     def json(cls) -> Grammar:
         """Generic JSON (any value) with bounded whitespace."""
-        from .json_schema import builtin_json
+        from .frontends.json_schema import builtin_json
 
         return cls(builtin_json())
 

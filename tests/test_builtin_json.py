@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cfgmask.json_schema import builtin_json
+from cfgmask.frontends.json_schema import builtin_json
 
 from .helpers import check
 from .reference import ReferenceMatcher

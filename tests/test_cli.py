@@ -57,7 +57,7 @@ def test_front_end_failure_is_a_clean_error(monkeypatch, tmp_path, capsys):
     assert "the Lark front end failed: RuntimeError: internal trouble" in capsys.readouterr().err
 
     def missing(*a, **k):
-        raise ImportError("No module named 'cfgmask.json_schema'")
+        raise ImportError("No module named 'cfgmask.frontends.json_schema'")
 
     monkeypatch.setattr(Grammar, "from_json_schema", classmethod(missing))
     assert (

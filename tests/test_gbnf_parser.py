@@ -12,7 +12,7 @@ import pytest
 import cfgmask
 from cfgmask import ir
 from cfgmask.errors import GrammarError, LimitError
-from cfgmask.gbnf import parse_gbnf
+from cfgmask.frontends.gbnf import parse_gbnf
 from cfgmask.grammar import Grammar
 
 from .helpers import check

@@ -20,7 +20,7 @@ import pytest
 
 from cfgmask import ir
 from cfgmask.errors import GrammarError
-from cfgmask.json_schema import schema_to_grammar
+from cfgmask.frontends.json_schema import schema_to_grammar
 
 from .helpers import check
 from .reference import ReferenceMatcher

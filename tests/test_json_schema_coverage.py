@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 
 from cfgmask import ir
 from cfgmask.errors import GrammarError
-from cfgmask.json_schema import schema_to_grammar
-from cfgmask.jsonschema import chardfa
-from cfgmask.jsonschema.strings import search_language
+from cfgmask.frontends.json_schema import schema_to_grammar
+from cfgmask.frontends.json_schema import chardfa
+from cfgmask.frontends.json_schema.strings import search_language
 
 from .engine import EngineRecognizer
 

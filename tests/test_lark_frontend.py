@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from cfgmask import ir
 from cfgmask.errors import GrammarError
-from cfgmask.lark_frontend import _EQUIVALENT, parse_lark, terminal_regexp
+from cfgmask.frontends.lark import _EQUIVALENT, parse_lark, terminal_regexp
 
 from .reference import ReferenceMatcher
 

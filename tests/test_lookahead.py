@@ -19,7 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cfgmask
-from cfgmask import ir, lark_follow
+from cfgmask import ir
+from cfgmask.frontends import lark_follow
 
 from .reference import ReferenceMatcher
 from .strategies import token_walks, vocabularies

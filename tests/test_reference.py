@@ -388,5 +388,5 @@ def _gbnf_records() -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("record", _gbnf_records(), ids=lambda r: r["name"])
 def test_llama_cpp_integration_vectors(record: dict[str, Any]) -> None:
-    gbnf = pytest.importorskip("cfgmask.gbnf")
+    gbnf = pytest.importorskip("cfgmask.frontends.gbnf")
     check(gbnf.parse_gbnf(record["grammar"]), accepts=record["pass"], rejects=record["fail"])

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cfgmask import ir
 from cfgmask.errors import GrammarError
-from cfgmask.regex_frontend import parse_regex, regex_to_expr, scan_class
+from cfgmask.frontends.regex import parse_regex, regex_to_expr, scan_class
 
 from .reference import ReferenceMatcher
 

@@ -12,7 +12,7 @@ import pytest
 
 import cfgmask
 from cfgmask import ir
-from cfgmask.gbnf import parse_gbnf
+from cfgmask.frontends.gbnf import parse_gbnf
 
 from .helpers import check
 

@@ -11,8 +11,8 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from .. import deadline, ir
-from ..errors import GrammarError
+from ... import deadline, ir
+from ...errors import GrammarError
 from . import _ir_util as U
 from .lexical import ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
@@ -73,7 +73,7 @@ def constraining(s: dict[str, Any]) -> bool:
     return any(not is_annotation(k) for k in s)
 
 
-class Compiler:
+class SchemaCompiler:
     def __init__(self, root: Any, strict: bool, policy: str) -> None:
         self.root = root
         self.draft = detect_draft(root)
@@ -663,4 +663,4 @@ def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr) -> None:
     )  # fmt: skip
 
 
-__all__ = ["Compiler", "TYPES", "add_builtin", "detect_draft"]
+__all__ = ["SchemaCompiler", "TYPES", "add_builtin", "detect_draft"]

@@ -8,7 +8,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from ..errors import GrammarError
+from ...errors import GrammarError
 
 TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 

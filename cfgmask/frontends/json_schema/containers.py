@@ -36,8 +36,8 @@ import re
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from .. import ir
-from ..errors import GrammarError
+from ... import ir
+from ...errors import GrammarError
 from . import _ir_util as U
 from . import chardfa
 from .lexical import Encoder, encode_text
@@ -46,7 +46,7 @@ from .report import pointer
 from .strings import not_in, search_language
 
 if TYPE_CHECKING:
-    from .compiler import Compiler
+    from .walk import SchemaCompiler
 
 MAX_TRACKED = 8
 MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their automata
@@ -87,7 +87,7 @@ def _all_of(parts: list[Any]) -> Any:
 
 
 class Containers:
-    def __init__(self, c: Compiler) -> None:
+    def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
 
     # ------------------------------------------------------------------ state machines

@@ -3,7 +3,7 @@
 A Lark terminal may come with *follow restrictions*: a string of a terminal
 variant may not be followed directly by a character in that variant's
 ``forbidden`` set (a trailing ``(?!C)`` in its pattern, or a greedy terminal's
-longest match, see :func:`cfgmask.regex_frontend.terminal_variants`).  The IR has no
+longest match, see :func:`cfgmask.frontends.regex.terminal_variants`).  The IR has no
 lookahead, so the restriction is compiled into the grammar: the grammar is
 intersected with the automaton whose state is "the set of characters the next
 character must avoid" (state 0 is the empty set).  Reading a terminal variant
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ir
-from .automata import lookahead_classes
-from .ir_ops import Ranges, first_chars, intersect, nullable, restrict_first, union
+from .. import ir
+from ..lookahead import lookahead_classes
+from ..ir_ops import Ranges, first_chars, intersect, nullable, restrict_first, union
 
 Variants = list[tuple[ir.Expr, Ranges]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import GrammarError
+from ...errors import GrammarError
 
 ENFORCED, RELAXED, REJECTED = "enforced", "relaxed", "rejected"
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 import hashlib
 
-from .. import ir
-from ..errors import GrammarError
+from ... import ir
+from ...errors import GrammarError
 from . import _ir_util as U
 
 DIGIT = ir.ByteClass(((0x30, 0x39),))

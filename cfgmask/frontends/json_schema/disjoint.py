@@ -12,11 +12,11 @@ import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GrammarError
+from ...errors import GrammarError
 from .merge import Unmergeable, equal, evaluate, json_type, type_set
 
 if TYPE_CHECKING:
-    from .compiler import Compiler
+    from .walk import SchemaCompiler
 
 
 def _types(s: dict[str, Any]) -> set[str]:
@@ -30,7 +30,7 @@ def _types(s: dict[str, Any]) -> set[str]:
 
 
 def _interval(s: dict[str, Any]) -> tuple[Decimal | None, bool, Decimal | None, bool]:
-    from .compiler import decimal_of
+    from .walk import decimal_of
 
     lo = hi = None
     li = hi_i = True
@@ -58,7 +58,7 @@ def _apart(a: tuple[Any, bool, Any, bool], b: tuple[Any, bool, Any, bool]) -> bo
     return below(a, b) or below(b, a)
 
 
-def disjoint(a: Any, b: Any, c: Compiler, depth: int = 0) -> bool:
+def disjoint(a: Any, b: Any, c: SchemaCompiler, depth: int = 0) -> bool:
     if a is False or b is False:
         return True
     if depth > 8 or a is True or b is True:
@@ -106,7 +106,7 @@ def _value_schema(s: dict[str, Any], key: str) -> Any:
     return parts[0] if len(parts) == 1 else {"allOf": parts}
 
 
-def _objects_apart(a: dict[str, Any], b: dict[str, Any], c: Compiler, depth: int) -> bool:
+def _objects_apart(a: dict[str, Any], b: dict[str, Any], c: SchemaCompiler, depth: int) -> bool:
     """A property required by one side whose value schemas on the two sides share no value:
     no instance of the other side has it (a discriminator, or a property one side forbids)."""
     ra, rb = set(a.get("required", [])), set(b.get("required", []))

@@ -49,9 +49,9 @@ import functools
 import re
 from typing import Any
 
-from . import ir
-from .errors import GrammarError
-from .ir_ops import (
+from .. import ir
+from ..errors import GrammarError
+from ..ir_ops import (
     Ranges,
     concat,
     longest_match_follow,

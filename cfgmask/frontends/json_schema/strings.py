@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from .. import ir
-from ..errors import GrammarError
+from ... import ir
+from ...errors import GrammarError
 from . import _ir_util as U
 from . import chardfa
 from .formats import FORMAT_READINGS, FORMATS
@@ -35,7 +35,7 @@ from .lexical import ALL_CHARS, Encoder, encode_class
 from .report import pointer
 
 if TYPE_CHECKING:
-    from .compiler import Compiler
+    from .walk import SchemaCompiler
 
 ANY_CHAR = ir.CharClass(ALL_CHARS)
 # Formats some validator asserts (the jsonschema package's checkers, drafts 3 to 2020-12) that
@@ -99,7 +99,7 @@ def _has_anchor(body: str, flags: str) -> bool:
 
 def search_language(p: str) -> list[ir.Expr]:
     """Character-level alternatives whose union is ``{s : re.search(p, s)}``."""
-    from ..regex_frontend import regex_to_expr
+    from ..regex import regex_to_expr
 
     m = _GLOBAL_FLAGS.match(p)
     flags = m.group(1) if m else ""
@@ -164,7 +164,7 @@ def restrict_length(e: ir.Expr, lo: int, hi: int | None, rules: dict[str, ir.Exp
 
 
 class Strings:
-    def __init__(self, c: Compiler) -> None:
+    def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
 
     def string(self, s: dict[str, Any], path: str, excluded: list[str]) -> ir.Expr:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import ir
+from ... import ir
 from ._ir_util import opt
 
 FORMAT_READINGS = {

@@ -14,7 +14,7 @@ The translation
   shaping and rule and terminal priorities only choose among parse trees in
   Lark's Earley parser; they do not change which strings parse.
 * Every terminal becomes an IR rule named after it: an unflagged string as its
-  UTF-8 bytes, anything else through :func:`cfgmask.regex_frontend.terminal_variants`.
+  UTF-8 bytes, anything else through :func:`cfgmask.frontends.regex.terminal_variants`.
 * ``%ignore`` terminals may occur any number of times at the start, at the end
   and between any two terminals (Lark's scanner carries every pending item over
   an ignored match): each terminal ``T`` in an expansion becomes ``<ignore> T``,
@@ -46,7 +46,7 @@ that, so three things keep cfgmask's language equal to Lark's:
    terminals, ...) are replaced by patterns that ``re.match`` identically and
    need neither laziness nor lookbehind (``_EQUIVALENT``).
 
-A follow restriction becomes part of the grammar (:mod:`cfgmask.lark_follow`).
+A follow restriction becomes part of the grammar (:mod:`cfgmask.frontends.lark_follow`).
 On the corpora (tests/test_lark_frontend.py) the two languages agree on every
 vector; the restrictions make the IR larger (SynCode's SQL grammar: 151 rules
 plain, about 1,750 with restrictions).
@@ -82,10 +82,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from . import ir
-from .errors import GrammarError
+from .. import ir
+from ..errors import GrammarError
 from .lark_follow import Ranges, Symbol, to_ir
-from .regex_frontend import terminal_variants
+from .regex import terminal_variants
 
 IGNORE = "<ignore>"
 TOP = "<top>"  # <ignore> start

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .. import ir
+from ... import ir
 
 
 def fresh(rules: dict[str, ir.Expr], base: str) -> str:

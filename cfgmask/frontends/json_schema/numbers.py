@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from .. import ir
+from ... import ir
 from ._ir_util import opt
 from .lexical import DIGIT, JSON_NUMBER, NONZERO
 

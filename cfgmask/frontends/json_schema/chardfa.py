@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .. import deadline, ir
-from ..errors import GrammarError
-from ..fsm import epsilon_closure
+from ... import deadline, ir
+from ...errors import GrammarError
+from ...fsm import epsilon_closure
 from . import _ir_util as U
 
 MAX_STATES = 4000  # states of one automaton (DFA or product); NFAs get 4x

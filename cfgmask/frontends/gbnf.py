@@ -35,8 +35,8 @@ Departures, each stricter or strictly more permissive than llama.cpp:
 
 from __future__ import annotations
 
-from . import deadline, ir
-from .errors import GrammarError
+from .. import deadline, ir
+from ..errors import GrammarError
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 _SIMPLE_ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
-from ..errors import GrammarError
+from ...errors import GrammarError
 
 ROOT_BASE = "cfgmask:/root.json"  # a base with a path, so that relative $ids resolve
 

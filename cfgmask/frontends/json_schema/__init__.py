@@ -7,7 +7,7 @@ relaxed or rejected; in strict mode anything not enforced exactly raises a
 
 The reference semantics is the ``jsonschema`` package validating the
 document that ``json.loads`` makes of the text, with ``format`` asserted
-(readings in :mod:`cfgmask.jsonschema.formats`).  Drafts 2020-12 (default),
+(readings in :mod:`cfgmask.frontends.json_schema.formats`).  Drafts 2020-12 (default),
 2019-09, draft-07/06/04 (by ``$schema``).
 
 Whitespace policies: ``default`` (per slot: nothing, one space, or one
@@ -16,12 +16,12 @@ defaults and ``indent=N`` output all pass, runaway whitespace cannot),
 ``compact`` (none), ``any`` (unbounded RFC 8259 whitespace, also around the
 value: lets a weak model emit newlines forever).
 
-Implementation map: :mod:`.jsonschema.compiler` (walk, applicators, scalars),
-:mod:`.jsonschema.containers` (objects, arrays), :mod:`.jsonschema.strings`
-(length, pattern, format), :mod:`.jsonschema.numbers` (numeric ranges),
-:mod:`.jsonschema.lexical` (JSON spellings), :mod:`.jsonschema.formats`,
-:mod:`.jsonschema.refs`, :mod:`.jsonschema.merge`, :mod:`.jsonschema.disjoint`,
-:mod:`.jsonschema.chardfa` (character automata: pattern with length/format, key regions).
+Implementation map: :mod:`.walk` (walk, applicators, scalars),
+:mod:`.containers` (objects, arrays), :mod:`.strings`
+(length, pattern, format), :mod:`.numbers` (numeric ranges),
+:mod:`.lexical` (JSON spellings), :mod:`.formats`,
+:mod:`.refs`, :mod:`.merge`, :mod:`.disjoint`,
+:mod:`.chardfa` (character automata: pattern with length/format, key regions).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import ir
-from .errors import GrammarError
-from .jsonschema.compiler import Compiler, add_builtin
-from .jsonschema.lexical import whitespace as _whitespace
-from .jsonschema.report import ReportEntry, SchemaReport
+from ... import ir
+from ...errors import GrammarError
+from .walk import SchemaCompiler, add_builtin
+from .lexical import whitespace as _whitespace
+from .report import ReportEntry, SchemaReport
 
 __all__ = ["ReportEntry", "SchemaReport", "builtin_json", "schema_to_grammar"]
 
@@ -50,7 +50,7 @@ def schema_to_grammar(
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
     _whitespace(whitespace)  # validates the policy name
-    c = Compiler(schema, strict, whitespace)
+    c = SchemaCompiler(schema, strict, whitespace)
     return c.compile(), c.rep.report
 
 
