@@ -26,8 +26,7 @@ from hypothesis import strategies as st
 
 from cfgmask import ir
 from cfgmask.errors import GrammarError
-from cfgmask.frontends.json_schema import schema_to_grammar
-from cfgmask.frontends.json_schema import chardfa
+from cfgmask.frontends.json_schema import chardfa, schema_to_grammar
 from cfgmask.frontends.json_schema.strings import search_language
 
 from .engine import EngineRecognizer

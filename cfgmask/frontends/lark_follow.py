@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ir
-from ..lookahead import lookahead_classes
 from ..ir_ops import Ranges, first_chars, intersect, nullable, restrict_first, union
+from ..lookahead import lookahead_classes
 
 Variants = list[tuple[ir.Expr, Ranges]]
 

@@ -31,9 +31,9 @@ from typing import Any
 
 from ... import ir
 from ...errors import GrammarError
-from .walk import SchemaCompiler, add_builtin
 from .lexical import whitespace as _whitespace
 from .report import ReportEntry, SchemaReport
+from .walk import SchemaCompiler, add_builtin
 
 __all__ = ["ReportEntry", "SchemaReport", "builtin_json", "schema_to_grammar"]
 
