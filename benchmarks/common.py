@@ -215,10 +215,9 @@ class CfgmaskEngine(Engine):
 
     def clear_caches(self) -> None:
         """A cold start: no tables, no automaton fragments, no loop walks kept by the vocabulary."""
-        from cfgmask import automata, compiler
+        from cfgmask.compile.compiled import clear_caches
 
-        compiler._TABLE_CACHE.clear()
-        automata._FRAGMENT_CACHE.clear()
+        clear_caches()
         self.vocab._handle().clear_walks()
 
     def matcher(self, compiled: Any) -> Any:

@@ -62,6 +62,8 @@ def _tables_hash(compiled: cfgmask.CompiledGrammar) -> str:
     t = compiled.tables
     for name in sorted(vars(t)):
         v = getattr(t, name)
+        if name == "stats":
+            continue  # counts that describe the build, not what it emits
         h.update(name.encode())
         if isinstance(v, np.ndarray):
             h.update(str(v.dtype).encode() + str(v.shape).encode())

@@ -7,9 +7,8 @@ mask = cfgmask.allocate_bitmask(1, vocab.size)
 matcher.fill_bitmask(mask, 0); ...; matcher.accept_token(t)
 """
 
-from .automata import CompileLimits
 from .bitmask import apply_bitmask_inplace, fill_bitmasks
-from .compiler import CompiledGrammar, MatcherLimits, compile
+from .compile import CompiledGrammar, CompileLimits, MatcherLimits, compile
 from .errors import CfgmaskError, GrammarError, LimitError, MatcherError, VocabularyError
 from .grammar import Grammar
 from .matcher import Matcher, allocate_bitmask

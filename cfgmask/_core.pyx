@@ -57,17 +57,31 @@ cdef class VocabHandle:
             cm_vocab_clear_walks(self.ptr)
 
 
+cdef void _fill_limits(cm_limits *lim, object s) except *:
+    """cm_limits from the attributes of s: sizes (0: the default) and switches."""
+    cm_limits_default(lim)
+    lim.max_items_per_set = s.max_items_per_set or lim.max_items_per_set
+    lim.max_chart_items = s.max_chart_items or lim.max_chart_items
+    lim.max_cache_bytes = s.max_cache_bytes or lim.max_cache_bytes
+    lim.direct_walk_states = s.direct_walk_states or lim.direct_walk_states
+    lim.index_min_items = s.index_min_items or lim.index_min_items
+    lim.mask_memo_min_items = s.mask_memo_min_items or lim.mask_memo_min_items
+    lim.mask_memo_min_candidates = s.mask_memo_min_candidates or lim.mask_memo_min_candidates
+    lim.share_loop_walks = 1 if s.share_loop_walks else 0
+    lim.filter_uncertain = 1 if s.filter_uncertain else 0
+    lim.compose_entries = 1 if s.compose_entries else 0
+    lim.flat_walks = 1 if s.flat_walks else 0
+    lim.wrap_repeats = s.wrap_repeats
+
+
 cdef class GrammarHandle:
     """A compiled grammar in the C core; keeps its vocabulary alive."""
     cdef cm_grammar *ptr
     cdef readonly VocabHandle vocab
 
-    def __cinit__(self, tables, VocabHandle vocab, stop_ids, size_t max_items_per_set=0,
-                  size_t max_chart_items=0, size_t max_cache_bytes=0, size_t direct_walk_states=0,
-                  size_t index_min_items=0, size_t mask_memo_min_items=0,
-                  size_t mask_memo_min_candidates=0, bint share_loop_walks=True,
-                  bint filter_uncertain=True, bint compose_entries=True,
-                  bint flat_walks=True, size_t wrap_repeats=256):
+    def __cinit__(self, tables, VocabHandle vocab, stop_ids, settings):
+        """settings: an object with an attribute per field of cm_limits (MatcherLimits and the
+        private Strategy of cfgmask.compile); 0 in a size keeps the core's default."""
         cdef const uint8_t[::1] byte_class = tables.byte_class
         cdef const int32_t[:, ::1] trans = tables.trans
         cdef const uint32_t[::1] state_rule = tables.state_rule
@@ -129,26 +143,7 @@ cdef class GrammarHandle:
         t.rule_la = &rule_la[0] if rule_la.shape[0] else NULL
         t.la_next = &la_next[0] if la_next.shape[0] else NULL
         t.la_union = &la_union[0] if la_union.shape[0] else NULL
-        cm_limits_default(&lim)
-        if max_items_per_set:
-            lim.max_items_per_set = max_items_per_set
-        if max_chart_items:
-            lim.max_chart_items = max_chart_items
-        if max_cache_bytes:
-            lim.max_cache_bytes = max_cache_bytes
-        if direct_walk_states:
-            lim.direct_walk_states = direct_walk_states
-        if index_min_items:
-            lim.index_min_items = index_min_items
-        if mask_memo_min_items:
-            lim.mask_memo_min_items = mask_memo_min_items
-        if mask_memo_min_candidates:
-            lim.mask_memo_min_candidates = mask_memo_min_candidates
-        lim.share_loop_walks = 1 if share_loop_walks else 0
-        lim.filter_uncertain = 1 if filter_uncertain else 0
-        lim.compose_entries = 1 if compose_entries else 0
-        lim.flat_walks = 1 if flat_walks else 0
-        lim.wrap_repeats = wrap_repeats
+        _fill_limits(&lim, settings)
         cdef size_t n_stop = len(stop_ids)
         cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
         if sp == NULL:

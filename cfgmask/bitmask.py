@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import MatcherError
+from .buffers import check_rows, host_bitmask
 
 if TYPE_CHECKING:
     from .matcher import Matcher
@@ -71,7 +71,7 @@ def apply_bitmask_inplace(logits: Any, bitmask: Any, indices: Sequence[int] | No
         logits = logits.detach().numpy()
     if _is_torch_tensor(bitmask):
         if bitmask.device.type != "cpu":
-            raise MatcherError("numpy logits need a host bitmask, got one on " + str(bitmask.device))
+            raise TypeError("numpy logits need a host bitmask, got one on " + str(bitmask.device))
         bitmask = bitmask.numpy()
     if logits.dtype.type not in _FLOATS:
         raise TypeError(f"logits must be float16, float32 or float64, got {logits.dtype}")
@@ -111,7 +111,7 @@ def _is_torch_tensor(x: Any) -> bool:
 
 def _as_batch(logits: np.ndarray, bitmask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if bitmask.dtype != np.int32:
-        raise MatcherError(f"bitmask must be int32, got {bitmask.dtype}")
+        raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
     if logits.ndim not in (1, 2) or bitmask.ndim not in (1, 2):
         raise ValueError(f"logits {logits.shape} and bitmask {bitmask.shape} must be 1-D or 2-D")
     logits2 = logits[None, :] if logits.ndim == 1 else logits  # a view: writes reach the caller
@@ -167,23 +167,16 @@ def fill_bitmasks(
     """
     from ._core import fill_masks
 
-    arr = _host_bitmask(bitmask)
+    arr = host_bitmask(bitmask, "fill_bitmasks")
     rows = list(range(len(matchers))) if rows is None else [int(r) for r in rows]
     if len(rows) != len(matchers):
         raise ValueError(f"{len(matchers)} matchers but {len(rows)} rows")
     if len(set(rows)) != len(rows):
         raise ValueError("rows must be distinct")
-    for r in rows:
-        if not 0 <= r < arr.shape[0]:
-            raise MatcherError(f"row {r} out of range for a bitmask of {arr.shape[0]} rows")
+    check_rows(arr, rows, max((m.compiled.vocab.size for m in matchers), default=0))
     handles = [m._h for m in matchers]
     if len({id(h) for h in handles}) != len(handles):
         raise ValueError("the same matcher appears twice: fork it for a second row")
-    need = max((m.compiled.vocab.size for m in matchers), default=0)
-    if arr.shape[1] * 32 < need:
-        raise MatcherError(
-            f"bitmask rows have {arr.shape[1]} words; vocabulary of {need} needs {(need + 31) // 32}"
-        )
     n = len(handles)
     if n == 0:
         return
@@ -207,21 +200,3 @@ def fill_bitmasks(
     for e in errors:
         if e is not None:
             raise e
-
-
-def _host_bitmask(bitmask: Any) -> np.ndarray:
-    if not isinstance(bitmask, np.ndarray):
-        if _is_torch_tensor(bitmask) and bitmask.device.type == "cpu":
-            bitmask = bitmask.numpy()
-        else:
-            raise MatcherError(
-                "fill_bitmasks writes a host buffer: pass a numpy array or a torch CPU tensor "
-                "(allocate_bitmask) and copy it to the device with one transfer"
-            )
-    if bitmask.dtype != np.int32:
-        raise MatcherError(f"bitmask must be int32, got {bitmask.dtype}")
-    if bitmask.ndim != 2:
-        raise MatcherError(f"bitmask must have shape [batch, words], got {bitmask.shape}")
-    if not bitmask.flags.c_contiguous or not bitmask.flags.writeable:
-        raise MatcherError("bitmask must be C-contiguous and writeable")
-    return bitmask

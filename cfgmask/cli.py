@@ -223,7 +223,7 @@ def _prompt_ids(tok: Any, prompt: str, system: str | None, chat: bool) -> list[i
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from .compiler import compile as compile_grammar
+    from .compile import compile as compile_grammar
     from .vocab import Vocabulary
 
     grammar = load_grammar(*_grammar_choice(args), whitespace=args.whitespace)
@@ -270,7 +270,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from .compiler import compile as compile_grammar
+    from .compile import compile as compile_grammar
 
     kind = args.kind or _kind_from_suffix(args.grammar_file)
     if kind == "regex":

@@ -58,8 +58,12 @@ class MatcherError(CfgmaskError):
     """A matcher used wrongly (bad token id, wrong buffer) or in its error state."""
 
 
-class LimitError(MatcherError):
-    """A configured resource limit was exceeded; ``limit`` names it, ``value`` is its setting."""
+class LimitError(CfgmaskError):
+    """A configured resource limit was exceeded; ``limit`` names it, ``value`` is its setting.
+
+    Most limits are compile-time (:class:`~cfgmask.CompileLimits`); a matcher that hits one of
+    :class:`~cfgmask.MatcherLimits` raises this once and then :class:`MatcherError` from its
+    sticky error state."""
 
     def __init__(self, message: str, *, limit: str = "", value: int | float | None = None) -> None:
         self.limit = limit

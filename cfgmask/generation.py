@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from .bitmask import apply_bitmask_inplace
-from .compiler import CompiledGrammar
+from .compile import CompiledGrammar
 from .errors import MatcherError
 from .matcher import Matcher, allocate_bitmask
 

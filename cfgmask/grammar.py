@@ -10,7 +10,7 @@ from .deadline import Deadline
 from .errors import GrammarError, LimitError
 
 if TYPE_CHECKING:
-    from .automata import CompileLimits
+    from .compile.limits import CompileLimits
 
 
 class Grammar:
@@ -93,7 +93,7 @@ class Grammar:
 def _front_end(what: str, text: str | None, limits: CompileLimits | None, parse: Callable[[], Any]) -> Any:
     """Run a front end under the source-size limit and the compile deadline.  Nesting
     deeper than Python's recursion allows becomes a GrammarError, never a RecursionError."""
-    from .automata import CompileLimits
+    from .compile.limits import CompileLimits
 
     limits = limits or CompileLimits()
     if text is not None and len(text) > limits.max_grammar_bytes // 4:

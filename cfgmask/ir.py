@@ -13,17 +13,18 @@ expression tree over bytes:
 * ``Alt(items)``           alternation; ``Alt(())`` matches nothing
 * ``Token(ids, negated)``  one whole LLM token with one of these ids (or, when
                            ``negated``, any token but these): llama.cpp's
-                           ``<[N]>`` / ``!<[N]>`` syntax.  Parsed; the compiler
-                           currently rejects it with a GrammarError.
+                           ``<[N]>`` / ``!<[N]>`` syntax.
+* ``Lookahead(forbidden)`` the empty string, where the next character of the
+                           text (if any) is not in the code-point ranges
+                           ``forbidden``: a zero-width assertion (make one with
+                           :func:`lookahead`).
 * ``Repeat(item, lo, hi)`` ``item`` between ``lo`` and ``hi`` times (``hi=None``:
                            unbounded).  Large bounds are fine: the compiler
                            never unrolls them naively.
 
-A rule named by :func:`lookahead_rule` (body ``Seq(())``) is a *lookahead
-marker*: referencing it matches the empty string, but only where the next
-character of the text (if any) is not one of the marker's characters.  The Lark front end
-writes one after each terminal that may not be followed by certain characters
-(a keyword's ``(?!\\w)``, a greedy terminal's longest match).
+The Lark front end writes a ``Lookahead`` after each terminal that may not be
+followed by certain characters (a keyword's ``(?!\\w)``, a greedy terminal's
+longest match); the parser checks it on the next bytes at run time.
 
 The language of a grammar is the set of byte strings derivable from its start
 rule.  Character classes match exactly the UTF-8 encodings of their code
@@ -88,6 +89,11 @@ class Token(Expr):
     negated: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Lookahead(Expr):
+    forbidden: tuple[tuple[int, int], ...]
+
+
 EPSILON = Seq(())
 NOTHING = Alt(())
 
@@ -132,33 +138,13 @@ def char_class(
     return CharClass(norm)
 
 
-_LOOKAHEAD = "<lookahead "
-
-
-def lookahead_rule(forbidden: tuple[tuple[int, int], ...]) -> str:
-    """The name of the marker rule whose reference asserts "the next character is not in
-    ``forbidden``" (code-point ranges; the end of the text is allowed).  The ranges are in the
-    name, so two grammars with equal IR have equal markers."""
+def lookahead(forbidden: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> Lookahead:
+    """The assertion "the next character is not in ``forbidden``" (code-point ranges,
+    normalized; the end of the text is allowed)."""
     ranges = normalize_ranges(forbidden)
     if not ranges:
-        raise ValueError("a lookahead marker forbids a non-empty set of characters")
-    return _LOOKAHEAD + ",".join(f"{lo:x}-{hi:x}" for lo, hi in ranges) + ">"
-
-
-def lookahead_chars(name: str) -> tuple[tuple[int, int], ...] | None:
-    """The characters a marker rule forbids, or None if ``name`` is not a marker's name."""
-    if not (name.startswith(_LOOKAHEAD) and name.endswith(">")):
-        return None
-    try:
-        ranges = tuple(
-            (int(lo, 16), int(hi, 16))
-            for lo, hi in (part.split("-") for part in name[len(_LOOKAHEAD) : -1].split(","))
-        )
-    except ValueError:
-        return None
-    if not ranges or any(not 0 <= lo <= hi <= MAX_CODE_POINT for lo, hi in ranges):
-        return None
-    return normalize_ranges(ranges)
+        raise ValueError("a lookahead forbids a non-empty set of characters")
+    return Lookahead(ranges)
 
 
 def literal(text: str) -> Literal:

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .compiler import CompiledGrammar
+from .buffers import check_rows, host_bitmask
+from .compile import CompiledGrammar
 from .errors import MatcherError
 
 
@@ -42,7 +43,7 @@ class Matcher:
     def fill_bitmask(self, bitmask: Any, row: int = 0) -> None:
         """Write this matcher's mask into ``bitmask[row]`` (numpy int32, C-contiguous rows
         of at least ``ceil(V/32)`` words; a torch CPU int32 tensor works too)."""
-        self._h.fill_mask(_row(bitmask, row, self.compiled.vocab.size))
+        self._h.fill_mask(_row(bitmask, int(row), self.compiled.vocab.size))
 
     def allowed_tokens(self) -> np.ndarray:
         """The allowed token ids, ascending (convenience; slower than a bitmask)."""
@@ -110,32 +111,6 @@ class Matcher:
 
 
 def _row(bitmask: Any, row: int, vocab_size: int) -> np.ndarray:
-    arr = bitmask if isinstance(bitmask, np.ndarray) else _as_numpy(bitmask)
-    if arr.dtype != np.int32:
-        raise MatcherError(f"bitmask must be int32, got {arr.dtype}")
-    if arr.ndim == 1:
-        arr = arr.reshape(1, -1)
-    if arr.ndim != 2:
-        raise MatcherError(f"bitmask must have shape [batch, words], got {arr.shape}")
-    if not 0 <= row < arr.shape[0]:
-        raise MatcherError(f"row {row} out of range for a bitmask of {arr.shape[0]} rows")
-    need = bitmask_words(vocab_size)
-    if arr.shape[1] < need:
-        raise MatcherError(f"bitmask rows have {arr.shape[1]} words; vocabulary of {vocab_size} needs {need}")
-    out = arr[row]
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise MatcherError("bitmask rows must be C-contiguous and writeable")
-    return out
-
-
-def _as_numpy(t: Any) -> np.ndarray:
-    """A torch CPU tensor as a numpy view (no copy); anything else is rejected."""
-    device = getattr(t, "device", None)
-    if device is not None and getattr(device, "type", "cpu") != "cpu":
-        raise MatcherError(
-            "fill_bitmask writes a host buffer: allocate the bitmask on the CPU and copy it "
-            "to the device with one transfer"
-        )
-    if hasattr(t, "numpy"):
-        return t.numpy()
-    raise MatcherError(f"bitmask must be a numpy array or a torch CPU tensor, not {type(t).__name__}")
+    arr = host_bitmask(bitmask, "fill_bitmask")
+    check_rows(arr, [row], vocab_size)
+    return arr[row]

@@ -17,8 +17,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import MatcherError
-
 _TABLES: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
 
 
@@ -72,12 +70,12 @@ def apply_bitmask_inplace_torch(
         raise TypeError(f"logits must be a floating-point tensor, got {logits.dtype}")
     if isinstance(bitmask, np.ndarray):
         if bitmask.dtype != np.int32:
-            raise MatcherError(f"bitmask must be int32, got {bitmask.dtype}")
+            raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
         bitmask = torch.from_numpy(np.ascontiguousarray(bitmask))
     if not isinstance(bitmask, torch.Tensor):
         raise TypeError(f"bitmask must be a numpy array or a torch tensor, not {type(bitmask).__name__}")
     if bitmask.dtype != torch.int32:
-        raise MatcherError(f"bitmask must be int32, got {bitmask.dtype}")
+        raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
     if logits.dim() not in (1, 2) or bitmask.dim() not in (1, 2):
         raise ValueError(
             f"logits {tuple(logits.shape)} and bitmask {tuple(bitmask.shape)} must be 1-D or 2-D"

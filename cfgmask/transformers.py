@@ -36,7 +36,7 @@ import torch
 from transformers import LogitsProcessor
 
 from .bitmask import apply_bitmask_inplace, fill_bitmasks
-from .compiler import CompiledGrammar
+from .compile import CompiledGrammar
 from .errors import MatcherError
 from .matcher import Matcher, allocate_bitmask
 

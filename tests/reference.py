@@ -18,7 +18,7 @@ shared with the engine's compiler; the method is the textbook one:
 A byte string is a viable prefix iff the Earley set after its last byte is
 non-empty; it is in the language iff that set holds the finished start item.
 
-Lookahead markers (``ir.lookahead_rule``) become ``Ahead`` symbols, decided from
+Lookaheads (``ir.Lookahead``) become ``Ahead`` symbols, decided from
 the text itself: a set is closed knowing the character that follows it.  At
 the end of the text a marker passes (nothing follows); a text that ends inside
 the character after a marker passes it too (the reference does not look for a
@@ -174,10 +174,9 @@ class _BnfBuilder:
             return (Bytes(frozenset(b for lo, hi in e.ranges for b in range(max(lo, 0), min(hi, 255) + 1))),)
         if isinstance(e, ir.CharClass):
             return (Chars(tuple(e.ranges)),)
+        if isinstance(e, ir.Lookahead):
+            return (Ahead(e.forbidden),)
         if isinstance(e, ir.Ref):
-            chars = ir.lookahead_chars(e.name)
-            if chars is not None:
-                return (Ahead(chars),)
             if e.name not in self.ids:
                 raise ValueError(f"undefined rule {e.name!r}")
             return (self.ids[e.name],)

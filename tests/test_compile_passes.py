@@ -1,27 +1,34 @@
 """The compiler's fast paths against the slow ones they replace.
 
-* the C Thompson construction (``automata._Session.build``, csrc/fsm.c
-  ``cm_fsm_build_ir``) against the Python ``_Builder``: the same automaton for
-  every rule, the same tables for every grammar;
+* the C Thompson construction (``compile.components._build_in_c``, csrc/fsm.c
+  ``cm_fsm_build_ir``) against the Python ``reference_fsm.Builder``: the same automaton
+  for every rule, the same tables for every grammar;
 * Hopcroft minimization (csrc/fsm.c) against the Python subset construction and
-  Moore minimization (``fsm.determinize`` / ``fsm.minimize``);
-* trimming in C against ``fsm.trim_states`` / the Python ``can_accept``;
+  Moore minimization (``reference_fsm.determinize`` / ``minimize``);
+* trimming in C against ``reference_fsm.trim_states`` / the Python ``can_accept``;
 * ``check_ir`` over the DAG against the tree walk, the repetition rewriter's
   shortcut against its full walk, capped use counts against the counts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfgmask import automata, fsm, ir
-from cfgmask.automata import CompileLimits
+from cfgmask import ir
+from cfgmask.compile import components, encode, graph, repeats
+from cfgmask.compile import limits as limits_mod
+from cfgmask.compile.compiled import clear_caches
+from cfgmask.compile.limits import CompileLimits
+from cfgmask.compile.tables import build_tables
 from cfgmask.errors import GrammarError, LimitError
 
+from . import reference_fsm as fsm
 from .strategies import SMALL, grammars
 
 TOKENS = st.builds(ir.Token, st.lists(st.integers(0, 5), min_size=1, max_size=2).map(tuple), st.booleans())
@@ -37,7 +44,19 @@ def grammars_with_tokens(draw: st.DrawFn) -> ir.Grammar:
 
 
 def _cold() -> None:
-    automata._FRAGMENT_CACHE.clear()
+    clear_caches()
+
+
+@contextlib.contextmanager
+def _builder(c_builder: bool) -> Iterator[None]:
+    """Build components in C (the package) or with the Python reference builder."""
+    saved = components._build_in_c
+    if not c_builder:
+        components._build_in_c = fsm.build_component  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        components._build_in_c = saved  # type: ignore[assignment]
 
 
 def _outcome(fn):  # type: ignore[no-untyped-def]
@@ -49,12 +68,8 @@ def _outcome(fn):  # type: ignore[no-untyped-def]
 
 def _tables(g: ir.Grammar, c_builder: bool, limits: CompileLimits | None = None) -> object:
     _cold()
-    old = automata._C_BUILDER
-    automata._C_BUILDER = c_builder
-    try:
-        t = automata.build_tables(g, limits)
-    finally:
-        automata._C_BUILDER = old
+    with _builder(c_builder):
+        t = build_tables(g, limits)
     return {
         f.name: (v.tobytes() if hasattr(v, "tobytes") else v)
         for f in dataclasses.fields(t)
@@ -75,16 +90,12 @@ def test_c_builder_gives_the_python_builders_tables_small_unroll(g: ir.Grammar, 
 
 def _rule_dfas(g: ir.Grammar, c_builder: bool) -> dict[str, list[fsm.DState]]:
     _cold()
-    old = automata._C_BUILDER
-    automata._C_BUILDER = c_builder
-    try:
-        limits = CompileLimits()
-        sess = automata._Session()
-        rw = automata._RepeatRewriter(g.rules, limits, sess)
+    with _builder(c_builder):
+        lim = CompileLimits()
+        sess = encode.Session()
+        rw = repeats.RepeatRewriter(g.rules, lim, sess)
         rules = rw.run()
-        dfas = automata._rule_dfas(rules, g.start, rw.outlined, limits, sess)
-    finally:
-        automata._C_BUILDER = old
+        dfas = components.rule_dfas(rules, g.start, rw.outlined, lim, sess)
     return {n: d.states for n, d in dfas.items()}
 
 
@@ -92,7 +103,7 @@ def _rule_dfas(g: ir.Grammar, c_builder: bool) -> dict[str, list[fsm.DState]]:
 def test_c_builder_gives_the_python_builders_automata(g: ir.Grammar) -> None:
     """Every rule's automaton (untrimmed, inlined callees included), state for state."""
     try:
-        automata._validate(g)
+        encode.validate(g)
     except GrammarError:
         return
     assert _outcome(lambda: _rule_dfas(g, True)) == _outcome(lambda: _rule_dfas(g, False))
@@ -102,7 +113,7 @@ def _nfa_of(e: ir.Expr) -> tuple[fsm.NFA, int, int]:
     nfa = fsm.NFA()
     final = nfa.state()
     start = nfa.state()
-    automata._Builder(nfa, {}, set(), {}).build(e, start, final, True)
+    fsm.Builder(nfa, {}, set(), {}).build(e, start, final, True)
     return nfa, start, final
 
 
@@ -144,7 +155,7 @@ def _check(fn, g: ir.Grammar, limits: CompileLimits) -> object:  # type: ignore[
 @given(grammars(), st.integers(1, 60), st.integers(1, 8), st.integers(2, 6))
 def test_check_ir_over_the_dag_matches_the_tree_walk(g: ir.Grammar, nodes: int, depth: int, lit: int) -> None:
     limits = CompileLimits(max_ir_nodes=nodes, max_ir_depth=depth, max_dfa_states=lit)
-    assert _check(automata.check_ir, g, limits) == _check(automata._check_ir_exact, g, limits)
+    assert _check(encode.check_ir, g, limits) == _check(limits_mod.check_ir_exact, g, limits)
 
 
 def test_check_ir_counts_a_shared_subtree_per_use() -> None:
@@ -153,36 +164,36 @@ def test_check_ir_counts_a_shared_subtree_per_use() -> None:
         e = ir.Seq((e, e))
     g = ir.Grammar({"s": e}, "s")
     with pytest.raises(LimitError) as err:
-        automata.check_ir(g, CompileLimits(max_ir_depth=100))
+        encode.check_ir(g, CompileLimits(max_ir_depth=100))
     assert err.value.limit == "max_ir_nodes"
-    automata.check_ir(ir.Grammar({"s": e}, "s"), CompileLimits(max_ir_depth=100, max_ir_nodes=1 << 40))
+    encode.check_ir(ir.Grammar({"s": e}, "s"), CompileLimits(max_ir_depth=100, max_ir_nodes=1 << 40))
 
 
 @given(grammars(), st.sampled_from((0, 8, 64, 1024)), st.sampled_from((10, 10**4, 10**9)))
 def test_repeat_rewriter_shortcut_matches_the_full_walk(g: ir.Grammar, budget: int, product: int) -> None:
     limits = CompileLimits(unroll_budget=budget, max_repeat_product=product)
 
-    def run(sess: automata._Session | None) -> object:
+    def run(sess: encode.Session | None) -> object:
         try:
-            rw = automata._RepeatRewriter(g.rules, limits, sess)
+            rw = repeats.RepeatRewriter(g.rules, limits, sess)
             return rw.run(), rw.outlined
         except (GrammarError, LimitError) as e:
             return type(e).__name__, str(e)
 
-    assert run(automata._Session()) == run(None)
+    assert run(encode.Session()) == run(None)
 
 
 @given(grammars())
 def test_use_counts_over_the_dag(g: ir.Grammar) -> None:
-    sess = automata._Session()
+    sess = encode.Session()
     cids = {n: sess.cid(b) for n, b in g.rules.items()}
-    want = {n: min(2, c) for n, c in automata._use_counts(g.rules).items()}
-    assert automata._use_counts_dag(sess, cids) == want
+    want = {n: min(2, c) for n, c in graph.use_counts(g.rules).items()}
+    assert graph.use_counts_dag(sess, cids) == want
 
 
 @given(grammars())
 def test_rule_sizes_over_the_dag(g: ir.Grammar) -> None:
-    assert automata._rule_sizes(g.rules, automata._Session()) == automata._rule_sizes(g.rules)
+    assert repeats.rule_sizes(g.rules, encode.Session()) == repeats.rule_sizes(g.rules)
 
 
 def test_tables_key_tells_grammars_apart() -> None:
@@ -190,13 +201,13 @@ def test_tables_key_tells_grammars_apart() -> None:
     a = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
     b = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 4))), "t": ir.literal("x")}, "s")
     c = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
-    key = automata.tables_key
-    ka, kb, kc = (key(automata.prepare(x, limits), x, limits) for x in (a, b, c))
+    key = encode.tables_key
+    ka, kb, kc = (key(encode.prepare(x, limits), x, limits) for x in (a, b, c))
     assert ka != kb
     assert ka == kc
-    assert ka != key(automata.prepare(a, limits), a, dataclasses.replace(limits, unroll_budget=3))
-    automata._FRAGMENT_CACHE.clear()  # a new generation of node ids: old keys never match again
-    assert key(automata.prepare(a, limits), a, limits) != ka
+    assert ka != key(encode.prepare(a, limits), a, dataclasses.replace(limits, unroll_budget=3))
+    clear_caches()  # a new generation of node ids: old keys never match again
+    assert key(encode.prepare(a, limits), a, limits) != ka
 
 
 def test_deep_ir_takes_the_iterative_walks() -> None:

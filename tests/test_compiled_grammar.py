@@ -77,21 +77,28 @@ def test_out_of_range_token_raises(compiled, bad) -> None:
 
 
 @pytest.mark.parametrize(
-    "mask, match",
+    "mask, error, match",
     [
-        (np.zeros((1, 3), dtype=np.int32), "needs"),
-        (np.zeros((1, 9), dtype=np.int64), "int32"),
-        (np.zeros((2, 9), dtype=np.int32)[:, ::2], "contiguous|needs"),
-        (np.zeros((2, 2, 9), dtype=np.int32), "shape"),
+        (np.zeros((1, 3), dtype=np.int32), ValueError, "needs"),
+        (np.zeros((1, 9), dtype=np.int64), TypeError, "int32"),
+        (np.zeros((2, 9), dtype=np.int32)[:, ::2], ValueError, "contiguous|needs"),
+        (np.zeros((2, 2, 9), dtype=np.int32), ValueError, "shape"),
+        (np.zeros((1, 9), dtype=np.int32).view(np.uint32), TypeError, "int32"),
+        ([[0] * 9], TypeError, "numpy array"),
     ],
 )
-def test_wrong_buffers_raise(compiled, mask, match) -> None:
-    with pytest.raises(cfgmask.MatcherError, match=match):
+def test_wrong_buffers_raise(compiled, mask, error, match) -> None:
+    """The same mistake gets the same exception from fill_bitmask, fill_bitmasks and
+    apply_bitmask_inplace (cfgmask/buffers.py): TypeError for the kind of buffer, ValueError
+    for its shape."""
+    with pytest.raises(error, match=match):
         cfgmask.Matcher(compiled).fill_bitmask(mask)
+    with pytest.raises(error, match=match):
+        cfgmask.fill_bitmasks([cfgmask.Matcher(compiled)], mask)
 
 
 def test_row_out_of_range_raises(compiled) -> None:
-    with pytest.raises(cfgmask.MatcherError, match="row"):
+    with pytest.raises(IndexError, match="row"):
         cfgmask.Matcher(compiled).fill_bitmask(cfgmask.allocate_bitmask(2, BYTE_VOCAB.size), row=2)
 
 

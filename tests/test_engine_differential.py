@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import ir
+from cfgmask.compile.strategy import Strategy
 
 from .reference import ReferenceMatcher
 from .strategies import Vocab, grammar_alphabet, grammars, token_walks, vocabularies
@@ -172,7 +173,7 @@ def test_direct_walk_masks_equal_reference(case, data) -> None:
     ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
-    direct = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(direct_walk_states=1))
+    direct = cfgmask.compile(g, vocab, _strategy=Strategy(direct_walk_states=1))
     _replay_against_reference(direct, ref, v, data.draw(token_walks(ref, v)))
 
 
@@ -186,10 +187,10 @@ def test_waiter_index_masks_equal_reference(case, data) -> None:
     if compiled is None:
         return
     for limits in (
-        cfgmask.MatcherLimits(index_min_items=1),
-        cfgmask.MatcherLimits(index_min_items=1, direct_walk_states=1),
+        Strategy(index_min_items=1),
+        Strategy(index_min_items=1, direct_walk_states=1),
     ):
-        indexed = cfgmask.compile(g, vocab, matcher_limits=limits)
+        indexed = cfgmask.compile(g, vocab, _strategy=limits)
         _replay_against_reference(indexed, ref, v, data.draw(token_walks(ref, v)))
 
 
@@ -203,7 +204,7 @@ def test_mask_memo_masks_equal_reference(case, data) -> None:
     ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
-    memo = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=1))
+    memo = cfgmask.compile(g, vocab, _strategy=Strategy(mask_memo_min_items=1))
     for _ in range(3):
         _replay_against_reference(memo, ref, v, data.draw(token_walks(ref, v)))
 
@@ -214,8 +215,8 @@ def test_mask_memo_hits_on_equal_structure() -> None:
     second mask is a hit, and it equals a fresh computation."""
     g = cfgmask.Grammar.from_gbnf('root ::= item ("," item)* "."\nitem ::= [a-z]+ | "(" root ")"')
     vocab = cfgmask.Vocabulary.from_token_bytes([b"a", b"bb", b",", b".", b"(", b")", b"a,", b""])
-    memo = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=1))
-    plain = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=2**63))
+    memo = cfgmask.compile(g, vocab, _strategy=Strategy(mask_memo_min_items=1))
+    plain = cfgmask.compile(g, vocab, _strategy=Strategy(mask_memo_min_items=2**63))
     hits = []
     for text in (b"a,", b"bb,", b"(a,", b"(bb,"):
         m, p = cfgmask.Matcher(memo), cfgmask.Matcher(plain)
@@ -234,8 +235,8 @@ def test_mask_memo_by_candidates_masks_equal_reference(case, data) -> None:
     ref, vocab, compiled = _setup(g, v)
     if compiled is None:
         return
-    limits = cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=1)
-    memo = cfgmask.compile(g, vocab, matcher_limits=limits)
+    limits = Strategy(mask_memo_min_items=2**63, mask_memo_min_candidates=1)
+    memo = cfgmask.compile(g, vocab, _strategy=limits)
     for _ in range(3):
         _replay_against_reference(memo, ref, v, data.draw(token_walks(ref, v)))
 
@@ -258,9 +259,7 @@ def test_shared_loop_walks_equal_reference(v, data) -> None:
     sharing (the default) and without, masks equal the reference's."""
     ref, vocab, compiled = _setup(LOOP_COPIES, v)
     assert compiled is not None
-    unshared = cfgmask.compile(
-        LOOP_COPIES, vocab, matcher_limits=cfgmask.MatcherLimits(share_loop_walks=False)
-    )
+    unshared = cfgmask.compile(LOOP_COPIES, vocab, _strategy=Strategy(share_loop_walks=False))
     for c in (compiled, unshared):
         _replay_against_reference(c, ref, v, data.draw(token_walks(ref, v, max_steps=10)))
 
@@ -284,6 +283,6 @@ def test_filter_uncertain_equal_reference(v, data) -> None:
     masks equal the reference's."""
     ref, vocab, compiled = _setup(RETURNS, v)
     assert compiled is not None
-    unfiltered = cfgmask.compile(RETURNS, vocab, matcher_limits=cfgmask.MatcherLimits(filter_uncertain=False))
+    unfiltered = cfgmask.compile(RETURNS, vocab, _strategy=Strategy(filter_uncertain=False))
     for c in (compiled, unfiltered):
         _replay_against_reference(c, ref, v, data.draw(token_walks(ref, v, max_steps=10)))

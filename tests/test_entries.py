@@ -22,13 +22,14 @@ from hypothesis import given
 
 import cfgmask
 from cfgmask import ir
+from cfgmask.compile.strategy import Strategy
 
 from .strategies import Vocab, grammars, vocabularies
 from .test_engine_differential import _vocab
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tests" / "corpora" / "jsonschemabench"
-WALKS_ONLY = cfgmask.MatcherLimits(compose_entries=False, flat_walks=False, share_loop_walks=False)
+WALKS_ONLY = Strategy(compose_entries=False, flat_walks=False, share_loop_walks=False)
 
 
 def entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -38,8 +39,8 @@ def entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndar
 def assert_same_entries(g: cfgmask.Grammar | ir.Grammar, vocab: cfgmask.Vocabulary, **limits: bool) -> dict:
     """Every state's entry equal with the shortcuts on (or as `limits` say) and off; the stats
     of the shortcut build."""
-    fast = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(**limits))
-    slow = cfgmask.compile(g, vocab, matcher_limits=WALKS_ONLY)
+    fast = cfgmask.compile(g, vocab, _strategy=Strategy(**limits))
+    slow = cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)
     for s, (a, b) in enumerate(zip(entries(fast), entries(slow), strict=True)):
         assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
         assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"

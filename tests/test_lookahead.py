@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import ir
+from cfgmask.compile.strategy import Strategy
 from cfgmask.frontends import lark_follow
 
 from .reference import ReferenceMatcher
@@ -40,8 +41,19 @@ def product_ir(text: str) -> ir.Grammar:
         lark_follow._with_markers = saved  # type: ignore[assignment]
 
 
-def markers(g: ir.Grammar) -> list[str]:
-    return [n for n in g.rules if ir.lookahead_chars(n) is not None]
+def markers(g: ir.Grammar) -> list[ir.Lookahead]:
+    """The lookaheads in the grammar's rules."""
+    out: list[ir.Lookahead] = []
+    stack = list(g.rules.values())
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ir.Lookahead):
+            out.append(e)
+        elif isinstance(e, (ir.Seq, ir.Alt)):
+            stack.extend(e.items)
+        elif isinstance(e, ir.Repeat):
+            stack.append(e.item)
+    return out
 
 
 def lark_accepts(text: str, s: str) -> bool:
@@ -128,7 +140,7 @@ def test_sql_lark_markers_mask_like_the_product() -> None:
     vocab = cfgmask.Vocabulary.llama3()
     marked = cfgmask.compile(cfgmask.Grammar.from_lark(SQL), vocab)
     memo = cfgmask.compile(  # the whole-mask memo on every step: its key must see the bytes debts read
-        cfgmask.Grammar.from_lark(SQL), vocab, matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=1)
+        cfgmask.Grammar.from_lark(SQL), vocab, _strategy=Strategy(mask_memo_min_items=1)
     )
     product = cfgmask.compile(cfgmask.Grammar(product_ir(SQL)), vocab)
     a, b, c = (cfgmask.allocate_bitmask(1, vocab.size) for _ in range(3))

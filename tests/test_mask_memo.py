@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import cfgmask
+from cfgmask.compile.strategy import Strategy
 
 quicktok = pytest.importorskip("quicktok")
 
@@ -29,8 +30,8 @@ QUERIES = [
 @pytest.mark.parametrize(
     "limits",
     [
-        cfgmask.MatcherLimits(mask_memo_min_items=1),  # every mask, before anything else
-        cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=1),  # after gather
+        Strategy(mask_memo_min_items=1),  # every mask, before anything else
+        Strategy(mask_memo_min_items=2**63, mask_memo_min_candidates=1),  # after gather
     ],
     ids=["by-items", "by-candidates"],
 )
@@ -38,11 +39,11 @@ def test_sql_lark_masks_with_memo_equal_masks_without(limits) -> None:
     vocab = cfgmask.Vocabulary.llama3()
     enc = quicktok.get_encoding("llama3")
     g = cfgmask.Grammar.from_lark((ROOT / "grammars" / "sql.lark").read_text())
-    memo = cfgmask.compile(g, vocab, matcher_limits=limits)
+    memo = cfgmask.compile(g, vocab, _strategy=limits)
     plain = cfgmask.compile(
         g,
         vocab,
-        matcher_limits=cfgmask.MatcherLimits(mask_memo_min_items=2**63, mask_memo_min_candidates=2**63),
+        _strategy=Strategy(mask_memo_min_items=2**63, mask_memo_min_candidates=2**63),
     )
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     hits = 0
@@ -70,8 +71,8 @@ def test_sql_lark_filtered_uncertain_tokens_same_masks_fewer_checks() -> None:
     enc = quicktok.get_encoding("llama3")
     g = cfgmask.Grammar.from_lark((ROOT / "grammars" / "sql.lark").read_text())
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63, "direct_walk_states": 2**32}
-    on = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(**no_memo))
-    off = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(filter_uncertain=False, **no_memo))
+    on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
+    off = cfgmask.compile(g, vocab, _strategy=Strategy(filter_uncertain=False, **no_memo))
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     candidates = {"on": 0, "off": 0}
     for q in QUERIES[:2]:

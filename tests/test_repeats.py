@@ -3,7 +3,7 @@
 ``x{lo,hi}`` past the unroll budget becomes blocks ``B = x^b`` counted by helper rules
 (automata.py).  A token that crosses the end of a block depends on the count; the entry of a
 block state keeps those that go on inside the next block (``wrap_bits``) and a mask takes them
-whole where the real chart lets the block start again (``MatcherLimits.wrap_repeats``;
+whole where the real chart lets the block start again (``Strategy.wrap_repeats``;
 csrc/grammar.c, "blocks of counted repetitions").  Here tiny unroll budgets force blocks of a
 few units on random bounds and vocabularies, and every mask along random walks must equal the
 pure-Python reference's (which unrolls), with the wraps forced on every entry and with them off.
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import ir
+from cfgmask.compile.strategy import Strategy
 
 from .helpers import alt, chars, grammar, lit, ref, rep, seq
 from .reference import ReferenceMatcher
@@ -49,9 +50,7 @@ def bounded(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
 def _compile(g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, wrap: int) -> cfgmask.CompiledGrammar:
     limits = cfgmask.CompileLimits(unroll_budget=budget)
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
-    return cfgmask.compile(
-        g, vocab, limits=limits, matcher_limits=cfgmask.MatcherLimits(wrap_repeats=wrap, **no_memo)
-    )
+    return cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(wrap_repeats=wrap, **no_memo))
 
 
 @given(bounded(), vocabularies(PIECES), st.data())
@@ -84,8 +83,8 @@ def test_snowplow_strings_wrap_with_llama3() -> None:
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(case["schema"], whitespace="compact")
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
-    on = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(**no_memo))
-    off = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(wrap_repeats=0, **no_memo))
+    on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
+    off = cfgmask.compile(g, vocab, _strategy=Strategy(wrap_repeats=0, **no_memo))
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     worst = {"on": 0, "off": 0}
     docs = [json.dumps(t["data"], separators=(",", ":")) for t in case["tests"] if t["valid"]]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import cfgmask
+from cfgmask.compile.strategy import Strategy
 
 quicktok = pytest.importorskip("quicktok")
 
@@ -59,10 +60,10 @@ def replay(compiled: cfgmask.CompiledGrammar, ids: list[int], fork_at: int = -1)
 @pytest.mark.parametrize(
     "limits",
     [
-        cfgmask.MatcherLimits(),
+        Strategy(),
         # every mask through the shared whole-mask memo (its mutex), loop walks shared or not
-        cfgmask.MatcherLimits(mask_memo_min_items=1),
-        cfgmask.MatcherLimits(mask_memo_min_items=1, share_loop_walks=False),
+        Strategy(mask_memo_min_items=1),
+        Strategy(mask_memo_min_items=1, share_loop_walks=False),
     ],
     ids=["default", "memo", "memo-unshared-loops"],
 )
@@ -71,7 +72,7 @@ def test_shared_grammar_concurrent_matchers_equal_serial(setup, limits) -> None:
     serial = [replay(cfgmask.compile(grammar, vocab), ids) for ids in docs]
 
     # a new compiled grammar: its mask cache (and memo, and shared loop walks) are cold
-    compiled = cfgmask.compile(grammar, vocab, matcher_limits=limits)
+    compiled = cfgmask.compile(grammar, vocab, _strategy=limits)
     assert compiled.stats["cache_entries"] == 0
     start = threading.Barrier(N_THREADS)
     results: dict[int, list[bytes]] = {}

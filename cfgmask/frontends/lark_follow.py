@@ -63,14 +63,14 @@ def to_ir(
 
 def _plain(rules: Rules, terminals: dict[str, ir.Expr], top: str, start: str) -> dict[str, ir.Expr]:
     out = {name: ir.alt(*(_plain_seq(e) for e in body)) for name, body in rules.items()}
-    out.update(terminals)  # with the marker rules they refer to
+    out.update(terminals)
     out[start] = ir.Ref(top)
     return out
 
 
 def _with_markers(variants: dict[str, Variants], ignore: tuple[str, ...]) -> dict[str, ir.Expr] | None:
     """Each terminal as the union of its variants, a restricted variant followed by a
-    lookahead marker (:func:`cfgmask.ir.lookahead_rule`) for its forbidden characters: the
+    lookahead (:class:`cfgmask.ir.Lookahead`) on its forbidden characters: the
     parser checks the restriction on the next bytes at run time, instead of the product with
     the restriction automaton (about 10 times the rules on sql.lark, and Earley sets as many
     times wider).  None when that would not be exact.  The parser's sets hold items that owe
@@ -95,9 +95,7 @@ def _with_markers(variants: dict[str, Variants], ignore: tuple[str, ...]) -> dic
             elif nullable(expr):
                 return None
             else:
-                marker = ir.lookahead_rule(f)
-                out[marker] = ir.EPSILON
-                options.append(ir.seq(expr, ir.Ref(marker)))
+                options.append(ir.seq(expr, ir.lookahead(f)))
         out[name] = ir.alt(*options)
     try:
         lookahead_classes(sorted({f for fs in forbidden.values() for f in fs if f}))

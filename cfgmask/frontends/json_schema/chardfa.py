@@ -19,11 +19,10 @@ nothing is approximated).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ... import deadline, ir
 from ...errors import GrammarError
-from ...fsm import epsilon_closure
 from . import _ir_util as U
 
 MAX_STATES = 4000  # states of one automaton (DFA or product); NFAs get 4x
@@ -334,6 +333,18 @@ def _build(nfa: _NFA, e: ir.Expr, a: int, b: int) -> None:
             nfa.eps[cur].append(b)
     else:
         raise GrammarError(f"cannot build a character automaton from {type(e).__name__}")
+
+
+def epsilon_closure(eps: Sequence[Sequence[int]], seeds: Iterable[int]) -> frozenset[int]:
+    """The states reachable from ``seeds`` through ``eps`` (state -> epsilon successors)."""
+    out = set(seeds)
+    stack = list(seeds)
+    while stack:
+        for t in eps[stack.pop()]:
+            if t not in out:
+                out.add(t)
+                stack.append(t)
+    return frozenset(out)
 
 
 def from_expr(e: ir.Expr) -> CharDFA:

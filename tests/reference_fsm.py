@@ -1,5 +1,10 @@
-"""Byte automata with rule calls: the NFA builder, subset construction and
-minimization used by the compiler.
+"""Reference automaton algorithms, in Python, for the tests to compare the C core with.
+
+The package builds every automaton in C (``csrc/fsm.c``: Thompson construction from the
+encoded IR, subset construction, Hopcroft minimization, trimming).  This module keeps the
+slow constructions those replaced: a Python NFA with Thompson construction from the IR
+(:class:`Builder`), subset construction (:func:`determinize`), Moore minimization
+(:func:`minimize`) and trimming on lists of states (:func:`trim_states`).
 
 Edges are labelled with a byte range ``(lo, hi)`` or with a rule name (a call:
 the called rule's whole language is consumed there).  A DFA is deterministic
@@ -8,15 +13,18 @@ over both kinds of labels.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import deadline
-from .errors import LimitError
+from cfgmask import ir
+from cfgmask.compile import automaton
+from cfgmask.compile.automaton import DState
+from cfgmask.compile.encode import token_label
+from cfgmask.compile.limits import CompileLimits
+from cfgmask.errors import LimitError
+from cfgmask.utf8 import byte_sequences
 
 
 class NFA:
@@ -60,7 +68,7 @@ class NFA:
             self._arrays = (arrays, names)
         return self._arrays
 
-    def embed(self, dfa: DFA, start: int, end: int) -> None:
+    def embed(self, dfa: AnyDFA, start: int, end: int) -> None:
         """Copy ``dfa`` between ``start`` and ``end``."""
         base = len(self.eps)
         for _ in range(len(dfa.states)):
@@ -79,52 +87,25 @@ def _offsets(lists: list[list[Any]]) -> np.ndarray:
     return out
 
 
-@dataclass
-class DState:
-    bytes: list[tuple[int, int, int]] = field(default_factory=list)  # sorted, disjoint
-    refs: list[tuple[str, int]] = field(default_factory=list)
-    accepting: bool = False
-
-
 class DFA:
-    """State 0 is the start state.  Either a list of states or a handle on a DFA built
-    in C (``_core.DfaHandle``; its label l is ``names[l]``) whose states are
-    materialized on first use: a DFA that is only ever copied into other automata
-    never is.  Never mutated after construction."""
+    """A DFA as a list of states; state 0 is the start state."""
 
-    __slots__ = ("_states", "handle", "names")
+    __slots__ = ("states",)
 
-    def __init__(
-        self, states: list[DState] | None = None, handle: Any = None, names: list[str] | None = None
-    ) -> None:
-        if (states is None) == (handle is None):
-            raise ValueError("a DFA has either states or a handle")
-        self._states = states
-        self.handle = handle
-        self.names = names
-
-    def _label_mask(self, productive: set[str]) -> bytes:
-        return bytes(n in productive for n in self.names or ())
-
-    @property
-    def states(self) -> list[DState]:
-        if self._states is None:
-            names = self.names
-            assert names is not None
-            self._states = [
-                DState(edges, [(names[lab], t) for lab, t in labels], acc)
-                for edges, labels, acc in self.handle.states()
-            ]
-        return self._states
+    def __init__(self, states: list[DState]) -> None:
+        self.states = states
 
     def __len__(self) -> int:
-        return self.handle.n_states if self._states is None else len(self._states)
+        return len(self.states)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DFA) and self.states == other.states
+        return isinstance(other, (DFA, automaton.DFA)) and self.states == other.states
 
     def __repr__(self) -> str:
         return f"DFA({self.states!r})"
+
+
+AnyDFA = DFA | automaton.DFA
 
 
 def epsilon_closure(eps: Sequence[Sequence[int]], seeds: Iterable[int]) -> frozenset[int]:
@@ -169,29 +150,20 @@ def _byte_moves(nfa: NFA, members: frozenset[int]) -> list[tuple[int, int, froze
     return moves
 
 
-def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
+def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> automaton.DFA:
     """The minimal DFA of ``nfa`` from ``start`` (subset construction and
     minimization in C); raises LimitError past ``max_states``."""
-    from ._core import fsm_build_handle
+    from cfgmask._core import fsm_build_handle
 
     arrays, names = nfa.arrays()
-    deadline.check("automaton build")
-    left = deadline.remaining()
-    try:
-        h, used = fsm_build_handle(
-            *arrays, start, final, max_states, 0.0 if left == float("inf") else max(left, 1e-3)
-        )
-    except TimeoutError:
-        time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
-        deadline.check("automaton build")
-        raise
-    return DFA(handle=h, names=[names[i] for i in used])
+    h, used = fsm_build_handle(*arrays, start, final, max_states, 0.0)
+    return automaton.DFA(h, [names[i] for i in used])
 
 
 def build_dfa_states(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     """``build_dfa`` converted to a list of states in Python (the former conversion,
     kept as a reference for the tests)."""
-    from ._core import fsm_build
+    from cfgmask._core import fsm_build
 
     arrays, names = nfa.arrays()
     class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states, 0.0)
@@ -242,7 +214,6 @@ def determinize(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
 
     k = 0
     while k < len(order):
-        deadline.check("subset construction")
         members = order[k]
         st = DState(accepting=final in members)
         st.bytes = [(lo, hi, target(ts)) for lo, hi, ts in _byte_moves(nfa, members)]
@@ -290,7 +261,6 @@ def minimize(dfa: DFA) -> DFA:
     n_blocks = len(np.unique(block))
     weights = np.random.default_rng(0x5EED).integers(1, 2**62, size=table.shape[1] + 1, dtype=np.int64) | 1
     while True:
-        deadline.check("minimization")
         targets = np.where(table >= 0, block[np.maximum(table, 0)], -1)
         sig = np.concatenate([block[:, None], targets], axis=1)
         with np.errstate(over="ignore"):
@@ -331,20 +301,15 @@ def _merge_ranges(edges: list[tuple[int, int, int]]) -> list[tuple[int, int, int
     return out
 
 
-def trim(dfa: DFA, productive: set[str]) -> DFA | None:
+def trim(dfa: AnyDFA, productive: set[str]) -> AnyDFA | None:
     """Drop calls to unproductive rules and states that cannot reach acceptance
     or cannot be reached; None when the start state itself is dead."""
-    if dfa.handle is not None:
-        got = dfa.handle.trim(dfa._label_mask(productive))
-        if got is None:
-            return None
-        h, used = got
-        names = dfa.names or []
-        return DFA(handle=h, names=[names[i] for i in used])
+    if isinstance(dfa, automaton.DFA):
+        return automaton.trim(dfa, productive)
     return trim_states(dfa, productive)
 
 
-def trim_states(dfa: DFA, productive: set[str]) -> DFA | None:
+def trim_states(dfa: AnyDFA, productive: set[str]) -> DFA | None:
     """``trim`` in Python, on the list of states."""
     n = len(dfa.states)
     preds: list[set[int]] = [set() for _ in range(n)]
@@ -387,10 +352,10 @@ def trim_states(dfa: DFA, productive: set[str]) -> DFA | None:
     return DFA(states)
 
 
-def can_accept(dfa: DFA, productive: set[str]) -> bool:
+def can_accept(dfa: AnyDFA, productive: set[str]) -> bool:
     """Does the DFA accept some string when calls to ``productive`` rules count as steps?"""
-    if dfa.handle is not None:
-        return bool(dfa.handle.can_accept(dfa._label_mask(productive)))
+    if isinstance(dfa, automaton.DFA):
+        return automaton.can_accept(dfa, productive)
     seen = {0}
     stack = [0]
     while stack:
@@ -402,3 +367,122 @@ def can_accept(dfa: DFA, productive: set[str]) -> bool:
                 seen.add(t)
                 stack.append(t)
     return False
+
+
+# ---- Thompson construction from the IR (csrc/fsm.c cm_fsm_build_ir is the fast path)
+
+
+class Builder:
+    """Thompson construction of one rule (or one right-linear component)."""
+
+    def __init__(
+        self, nfa: NFA, fragments: dict[str, automaton.DFA], inline: set[str], entries: dict[str, int]
+    ) -> None:
+        self.nfa = nfa
+        self.fragments = fragments
+        self.inline = inline
+        self.entries = entries  # members of the right-linear component being built
+
+    def build(self, e: ir.Expr, start: int, end: int, tail: bool) -> None:
+        nfa = self.nfa
+        if isinstance(e, ir.Literal):
+            cur = start
+            for i, b in enumerate(e.data):
+                nxt = end if i == len(e.data) - 1 else nfa.state()
+                nfa.bytes[cur].append((b, b, nxt))
+                cur = nxt
+            if not e.data:
+                nfa.eps[start].append(end)
+        elif isinstance(e, ir.ByteClass):
+            nfa.bytes[start].extend((lo, hi, end) for lo, hi in e.ranges)
+        elif isinstance(e, ir.CharClass):
+            for seq in byte_sequences(e.ranges):
+                cur = start
+                for i, (lo, hi) in enumerate(seq):
+                    nxt = end if i == len(seq) - 1 else nfa.state()
+                    nfa.bytes[cur].append((lo, hi, nxt))
+                    cur = nxt
+        elif isinstance(e, ir.Seq):
+            cur = start
+            for i, x in enumerate(e.items):
+                last = i == len(e.items) - 1
+                nxt = end if last else nfa.state()
+                self.build(x, cur, nxt, tail and last)
+                cur = nxt
+            if not e.items:
+                nfa.eps[start].append(end)
+        elif isinstance(e, ir.Alt):
+            for x in e.items:
+                s = nfa.state()
+                nfa.eps[start].append(s)
+                self.build(x, s, end, tail)
+        elif isinstance(e, ir.Repeat):
+            self.repeat(e, start, end)
+        elif isinstance(e, ir.Ref):
+            self.ref(e.name, start, end, tail)
+        elif isinstance(e, ir.Token):
+            nfa.refs[start].append((token_label(e), end))
+        else:
+            raise TypeError(f"not an IR expression: {e!r}")
+
+    def repeat(self, e: ir.Repeat, start: int, end: int) -> None:
+        nfa = self.nfa
+        cur = start
+        for _ in range(e.lo):
+            nxt = nfa.state()
+            self.build(e.item, cur, nxt, False)
+            cur = nxt
+        if e.hi is None:
+            loop = nfa.state()
+            nfa.eps[cur].append(loop)
+            body = nfa.state()
+            nfa.eps[loop].append(body)
+            self.build(e.item, body, loop, False)
+            nfa.eps[loop].append(end)
+            return
+        for _ in range(e.hi - e.lo):
+            nxt = nfa.state()
+            nfa.eps[cur].append(end)
+            self.build(e.item, cur, nxt, False)
+            cur = nxt
+        nfa.eps[cur].append(end)
+
+    def ref(self, name: str, start: int, end: int, tail: bool) -> None:
+        if name in self.entries:
+            assert tail, "right-linear components only have tail calls"
+            self.nfa.eps[start].append(self.entries[name])
+        elif name in self.inline:
+            self.nfa.embed(self.fragments[name], start, end)
+        else:
+            self.nfa.refs[start].append((name, end))
+
+
+def build_component(
+    sess: object,
+    rules: dict[str, ir.Expr],
+    comp: list[str],
+    right_linear: bool,
+    usable_names: list[str],
+    fragments: dict[str, automaton.DFA],
+    limits: CompileLimits,
+) -> dict[str, automaton.DFA]:
+    """``components._build_in_c`` with the Python Thompson construction (and C determinization)."""
+    usable = set(usable_names)
+    nfa = NFA()
+    final = nfa.state()
+    out: dict[str, automaton.DFA] = {}
+    if right_linear:
+        entries = {m: nfa.state() for m in comp}
+        b = Builder(nfa, fragments, usable, entries)
+        for m in comp:
+            b.build(rules[m], entries[m], final, True)
+        for m in comp:
+            out[m] = build_dfa(nfa, entries[m], final, limits.max_dfa_states)
+        return out
+    for m in comp:  # members only call each other: one small NFA each
+        nfa = NFA()
+        final = nfa.state()
+        s = nfa.state()
+        Builder(nfa, fragments, usable, {}).build(rules[m], s, final, True)
+        out[m] = build_dfa(nfa, s, final, limits.max_dfa_states)
+    return out

@@ -1,0 +1,21 @@
+"""The compile pipeline: IR -> automaton tables -> a grammar bound to a vocabulary.
+
+One pass a module, in the order :func:`compile` runs them (docs/design.md, section 2):
+
+* :mod:`.limits`      ``CompileLimits`` and the IR checks that run first
+* :mod:`.encode`      the IR as a hash-consed DAG and its encoding for C (``Session``)
+* :mod:`.repeats`     big counted repetitions as logarithmic helper rules
+* :mod:`.graph`       strongly connected components, tail position, use counts
+* :mod:`.components`  components to minimal DFAs in C, regular rules inlined; trimming
+* :mod:`.flat`        every runtime rule's states in one numbering
+* :mod:`.follow`      nullable rules and FOLLOW bytes
+* :mod:`.tables`      byte classes, call/token/lookahead tables: ``Tables``
+* :mod:`.compiled`    ``compile()``, ``CompiledGrammar``, the table cache
+* :mod:`.automaton`   ``DFA``, the handle on an automaton C built
+"""
+
+from .compiled import CompiledGrammar, MatcherLimits, compile
+from .limits import CompileLimits
+from .tables import Tables, build_tables
+
+__all__ = ["CompileLimits", "CompiledGrammar", "MatcherLimits", "Tables", "build_tables", "compile"]

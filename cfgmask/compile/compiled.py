@@ -1,0 +1,144 @@
+"""``compile(grammar, vocabulary)`` -> ``CompiledGrammar``: the passes of this package in order,
+their tables cached by grammar content, bound to a vocabulary in the C core."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from .. import ir
+from ..deadline import Deadline
+from ..errors import GrammarError
+from ..grammar import Grammar
+from ..vocab import Vocabulary
+from .encode import prepare, tables_key
+from .limits import CompileLimits
+from .strategy import DEFAULT, Strategy
+from .tables import Tables, build_tables
+
+
+@dataclass(frozen=True)
+class MatcherLimits:
+    """Run-time limits of the C core; 0 means the core's default.  Hitting one puts the
+    matcher in its sticky error state (``LimitError`` once, then ``MatcherError``)."""
+
+    max_items_per_set: int = 0  # Earley items in one set
+    max_chart_items: int = 0  # Earley items held by one matcher
+    max_cache_bytes: int = 0  # mask cache of one compiled grammar (past it entries are temporary)
+
+
+class CompiledGrammar:
+    """A grammar bound to a vocabulary.  Immutable, thread-safe and picklable:
+    share one between all matchers (and threads) that use the same grammar."""
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        vocab: Vocabulary,
+        tables: Tables,
+        matcher_limits: MatcherLimits,
+        strategy: Strategy = DEFAULT,
+    ) -> None:
+        from .._core import GrammarHandle
+
+        self.grammar = grammar
+        self.vocab = vocab
+        self.tables = tables
+        self.matcher_limits = matcher_limits
+        self._strategy = strategy
+        settings = SimpleNamespace(**dataclasses.asdict(matcher_limits), **dataclasses.asdict(strategy))
+        self._handle = GrammarHandle(tables, vocab._handle(), list(vocab.stop_ids), settings)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.vocab.size
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Automaton sizes and the current mask-cache use."""
+        out = dict(self.tables.stats)
+        out["cache_entries"] = self._handle.cache_entries
+        out["cache_bytes"] = self._handle.cache_bytes
+        out.update(self._handle.build_stats)
+        return out
+
+    def warm(self) -> CompiledGrammar:
+        """Precompute the mask-cache entry of every state now instead of on first use."""
+        self._handle.warm()
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.grammar, self.vocab, self.tables, self.matcher_limits, self._strategy))
+
+    def __repr__(self) -> str:
+        s = self.tables.stats
+        return f"CompiledGrammar(rules={s['parser_rules']}, states={s['states']}, vocab={self.vocab.size})"
+
+
+def _rebuild(
+    grammar: Grammar, vocab: Vocabulary, tables: Tables, limits: MatcherLimits, strategy: Strategy
+) -> CompiledGrammar:
+    return CompiledGrammar(grammar, vocab, tables, limits, strategy)
+
+
+_TABLE_CACHE: dict[str, Tables] = {}
+_TABLE_LOCK = threading.Lock()
+_TABLE_CACHE_MAX = 256
+
+
+def clear_caches() -> None:
+    """Forget every table and automaton kept for earlier compiles: the next compile is cold
+    (benchmarks of cold starts, tests of the caches)."""
+    from .components import FRAGMENT_CACHE
+
+    with _TABLE_LOCK:
+        _TABLE_CACHE.clear()
+    FRAGMENT_CACHE.clear()
+
+
+def compile(  # noqa: A001 - the natural name, as in xgrammar
+    grammar: Grammar | ir.Grammar,
+    vocab: Vocabulary,
+    *,
+    limits: CompileLimits | None = None,
+    matcher_limits: MatcherLimits | None = None,
+    warm: bool = False,
+    _strategy: Strategy | None = None,
+) -> CompiledGrammar:
+    """Compile ``grammar`` for ``vocab``.
+
+    Automaton tables are cached by grammar content, so compiling the same
+    grammar for a second vocabulary (or again) skips the automaton build.
+    ``warm=True`` fills the whole mask cache now (slower compile, flat latency).
+    ``_strategy`` is private: how the core builds masks (same masks; for tests).
+    """
+    if isinstance(grammar, ir.Grammar):
+        grammar = Grammar(grammar)
+    if not isinstance(vocab, Vocabulary):
+        raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
+    limits = limits or CompileLimits()
+    with Deadline(limits.deadline_ms, "compile"):
+        session = prepare(grammar.ir, limits)  # check_ir, and the IR's node ids
+        key = tables_key(session, grammar.ir, limits)
+        with _TABLE_LOCK:
+            tables = _TABLE_CACHE.get(key)
+        if tables is None:
+            tables = build_tables(grammar.ir, limits, session)
+            with _TABLE_LOCK:
+                if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
+                    _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
+                _TABLE_CACHE[key] = tables
+    if tables.max_token_id >= vocab.size:
+        raise GrammarError(
+            f"token terminal <[{tables.max_token_id}]> is out of range "
+            f"for a vocabulary of {vocab.size} tokens"
+        )
+    compiled = CompiledGrammar(
+        grammar, vocab, tables, matcher_limits or MatcherLimits(), _strategy or DEFAULT
+    )
+    if warm:
+        compiled.warm()
+    return compiled

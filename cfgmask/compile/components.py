@@ -1,0 +1,241 @@
+"""Pass 2: rule components to automata, regular ones inlined into their callers.
+
+Components of the rule graph are built callee first; a regular rule's minimal DFA is copied
+into its callers when it is small (``inline_shared_states``) or has one caller
+(``inline_max_states``), so the cost of a grammar depends on its language, not on how it is
+spelled (docs/design.md, section 2, items 2-3).  Automata of components are cached by
+content across compiles.  Then the rules the parser calls are trimmed: unproductive rules
+and dead states go, so every Earley item can complete.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from array import array
+from collections.abc import Container
+
+from .. import deadline, ir
+from ..errors import GrammarError, LimitError
+from .automaton import DFA, can_accept, trim
+from .encode import Session, _utf8_code, reset_interner
+from .graph import sccs, tail_only, use_counts_dag
+from .limits import CompileLimits
+from .repeats import RepeatRewriter
+
+
+def rule_dfas(
+    rules: dict[str, ir.Expr],
+    start: str,
+    outlined: set[str],
+    limits: CompileLimits,
+    sess: Session | None = None,
+) -> dict[str, DFA]:
+    if sess is None:
+        sess = Session()
+    cids = {name: sess.cid(body) for name, body in rules.items()}
+    graph = {name: set(sess.refs(c)) for name, c in cids.items()}
+    uses = use_counts_dag(sess, cids)
+    for name in sorted(rules):  # number the names once: label values need their order
+        sess.name(name)
+    for ids, negated in sorted(sess.tokens):
+        if ids:
+            sess.token_name(ids, negated)
+    fragments: dict[str, DFA] = {}
+    inline: set[str] = set()
+    keys: dict[str, tuple[int, str]] = {}
+    for comp in sccs(graph, start):
+        members = set(comp)
+        recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
+        regular = not recursive or all(tail_only(rules[m], members, True) for m in comp)
+        deadline.check("rule loop")
+        callees = sorted({c for m in comp for c in graph[m]} - members)
+        key = (
+            sess.gen,
+            tuple((m, cids[m]) for m in comp),
+            tuple((c, keys[c] if c in inline else None) for c in callees),
+            recursive,
+            regular,
+            limits,
+        )
+        got = FRAGMENT_CACHE.get(key)
+        if got is None:
+            dfas = build_component(
+                rules, comp, recursive and regular, fragments, inline, limits, sess, callees
+            )
+            got = (next(_SERIAL), dfas)
+            with _FRAGMENT_LOCK:
+                if len(FRAGMENT_CACHE) >= _FRAGMENT_CACHE_MAX:
+                    FRAGMENT_CACHE.pop(next(iter(FRAGMENT_CACHE)), None)
+                FRAGMENT_CACHE[key] = got
+        serial, dfas = got
+        for m in comp:
+            keys[m] = (serial, m)
+        fragments.update(dfas)
+        for m in comp:
+            # Copying a rule into every caller makes tokens that span it context-independent,
+            # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
+            # big automata are copied only into a single caller.
+            cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
+            if regular and m not in outlined and len(dfas[m]) <= cap:
+                inline.add(m)
+    return fragments
+
+
+class _FragmentCache(dict):  # type: ignore[type-arg]
+    """``clear()`` also forgets the IR ids (keys hold them) and the character-class codes:
+    a cleared cache means a cold compile."""
+
+    def clear(self) -> None:
+        super().clear()
+        reset_interner()
+        _utf8_code.cache_clear()
+
+
+# Automata of rule components, keyed by their IR (ids of the interned DAG), their callees'
+# keys and the limits: grammars from one front end share most rules (JSON strings, numbers,
+# whitespace), so a process compiling many schemas builds each shared part once.  Values
+# are (serial, automata); callers' keys name a callee by its serial.  DFAs are never
+# mutated after construction.
+FRAGMENT_CACHE: dict[tuple, tuple[int, dict[str, DFA]]] = _FragmentCache()  # type: ignore[type-arg]
+
+
+_FRAGMENT_CACHE_MAX = 4096
+
+
+_FRAGMENT_LOCK = threading.Lock()
+
+
+_SERIAL = itertools.count()
+
+
+def build_component(
+    rules: dict[str, ir.Expr],
+    comp: list[str],
+    right_linear: bool,
+    fragments: dict[str, DFA],
+    inline: set[str],
+    limits: CompileLimits,
+    sess: Session,
+    callees: list[str],
+) -> dict[str, DFA]:
+    """A component's automata, with less inlining if the full inlining blows up."""
+    for budget in (limits.inline_max_states, 64, 0):
+        usable = [n for n in callees if n in inline and len(fragments[n]) <= budget]
+        try:
+            return _build_in_c(sess, rules, comp, right_linear, usable, fragments, limits)
+        except LimitError as e:
+            if budget == 0 or e.limit != "max_dfa_states":
+                raise
+    raise AssertionError("unreachable")
+
+
+def _build_in_c(
+    sess: Session,
+    rules: dict[str, ir.Expr],
+    comp: list[str],
+    right_linear: bool,
+    usable: list[str],
+    fragments: dict[str, DFA],
+    limits: CompileLimits,
+) -> dict[str, DFA]:
+    """The members' minimal DFAs, built in C from the encoded IR (Thompson construction,
+    subset construction, Hopcroft minimization: csrc/fsm.c), the ``usable`` callees copied in."""
+    from .._core import fsm_build_ir
+
+    roots = array("I", [sess.emit(sess.cid(rules[m])) for m in comp])
+    over = []
+    if right_linear:
+        over += [(sess.name(m), 1, i) for i, m in enumerate(comp)]  # CM_IR_REF_ENTRY
+    frag_names = []
+    for j, c in enumerate(usable):
+        over.append((sess.name(c), 2, j))  # CM_IR_REF_EMBED
+        frag_names.append([sess.name(n) for n in fragments[c].names])
+    rank, ordered = sess.rank()
+    over.sort()
+    refs = array("I", [x for t in over for x in t])
+    frags = [
+        (fragments[c].handle, array("I", [rank[i] for i in idx]))
+        for c, idx in zip(usable, frag_names, strict=True)
+    ]
+    deadline.check("automaton build")
+    left = deadline.remaining()
+    try:
+        built = fsm_build_ir(
+            sess.code,
+            rank,
+            refs,
+            frags,
+            roots,
+            right_linear,
+            limits.max_dfa_states,
+            0.0 if left == float("inf") else max(left, 1e-3),
+        )
+    except TimeoutError:
+        time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
+        deadline.check("automaton build")
+        raise
+    return {m: DFA(h, [ordered[r] for r in used]) for m, (h, used) in zip(comp, built, strict=True)}
+
+
+def _callees_in_order(dfa: DFA) -> list[str]:
+    """The labels of ``dfa`` in order of first use (states in order, labels by name)."""
+    names = dfa.names
+    if len(names) <= 1:
+        return list(names)
+    return [names[i] for i in dfa.handle.label_order()]
+
+
+def runtime_rules(dfas: dict[str, DFA], start: str, tokens: Container[str]) -> list[str]:
+    """The rules reachable from ``start``, in order of first use (labels in ``tokens`` are
+    token terminals, not rules)."""
+    order = [start]
+    seen = {start}
+    for name in order:
+        for callee in _callees_in_order(dfas[name]):
+            if callee not in seen and callee not in tokens:
+                seen.add(callee)
+                order.append(callee)
+    return order
+
+
+def trim_all(dfas: dict[str, DFA], start: str, tokens: Container[str]) -> dict[str, DFA]:
+    """The runtime rules, productive ones only, each without dead states and calls to
+    unproductive rules; GrammarError if ``start`` derives nothing."""
+    names = runtime_rules(dfas, start, tokens)
+    # token terminals always match something
+    productive: set[str] = {c for n in names for c in _labels(dfas[n]) if c in tokens}
+    changed = True
+    while changed:
+        changed = False
+        deadline.check("fixpoint")
+        for n in names:
+            if n not in productive and can_accept(dfas[n], productive):
+                productive.add(n)
+                changed = True
+    if start not in productive:
+        raise GrammarError(f"the grammar's language is empty: rule {start!r} derives no finite string")
+    trimmed = {}
+    for n in names:
+        if n in productive:
+            t = trim(dfas[n], productive)
+            assert t is not None
+            trimmed[n] = t
+    return {n: trimmed[n] for n in runtime_rules(trimmed, start, tokens)}
+
+
+def _labels(dfa: DFA) -> list[str]:
+    return dfa.names
+
+
+def build_dfas(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = None) -> dict[str, DFA]:
+    if sess is None:
+        sess = Session()
+    rw = RepeatRewriter(grammar.rules, limits, sess)
+    rules = rw.run()
+    # a lookahead is a marker rule the parser calls: inlined, it would match "" unconditionally
+    for name in sess.markers:
+        rules[name] = ir.EPSILON
+    dfas = rule_dfas(rules, grammar.start, rw.outlined | set(sess.markers), limits, sess)
+    return trim_all(dfas, grammar.start, sess.token_sets)

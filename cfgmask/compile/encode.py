@@ -1,0 +1,504 @@
+"""Pass 0: the IR as a hash-consed DAG, and its encoding for the C automaton builder.
+
+Front ends share subtrees (one JSON string body for every string property), and passes
+that walk the IR as a tree pay for every use.  Each distinct subtree gets an id (exact: a
+node's key is its kind, its data and its children's ids) and the facts the passes need are
+computed once per id.  A :class:`Session` is one compile's view of the DAG: ids by object,
+and the encoded IR (csrc/cfgmask.h, ``CM_IR_*``) that C builds automata from.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from array import array
+from typing import Any
+
+from .. import deadline, ir
+from ..errors import GrammarError
+from ..utf8 import byte_sequences
+from .limits import CompileLimits, check_ir_exact
+
+_LIT, _BYTES, _UTF8, _SEQ, _ALT, _REPEAT, _REF = 1, 2, 3, 4, 5, 6, 7  # CM_IR_* of csrc/cfgmask.h
+
+
+_TOKEN = 9  # interned kind only: emitted as _REF to its label
+_LOOKAHEAD = 10  # interned kind only: emitted as _REF to its marker rule
+
+
+_INF = 0xFFFFFFFF
+
+
+_NO_USES: dict[str, int] = {}
+
+
+_NO_REFS: frozenset[str] = frozenset()
+
+
+# Names of the labels the compiler makes up.  A token terminal and a lookahead are IR nodes
+# (ir.Token, ir.Lookahead); in the automata they are edges to a label, which C numbers by name
+# (labels in name order), and a lookahead is a rule the parser calls (rule_la says which).  The
+# names only order and tell the labels apart: what they stand for is kept beside them in the
+# Session (token_sets, markers), never parsed back.  A token label sorts before every rule name.
+
+
+def token_label(t: ir.Token) -> str:
+    """The label of a token terminal (``<[1,2]>``, ``!<[3]>``)."""
+    if not t.ids:
+        raise GrammarError("a token terminal needs at least one token id")
+    return "\x00tok:" + ("!" if t.negated else "") + ",".join(str(i) for i in sorted(set(t.ids)))
+
+
+def marker_name(forbidden: tuple[tuple[int, int], ...]) -> str:
+    """The name of the marker rule of ``ir.Lookahead(forbidden)``."""
+    return "<lookahead " + ",".join(f"{lo:x}-{hi:x}" for lo, hi in forbidden) + ">"
+
+
+class Interner:
+    """Ids of IR subtrees and per-id facts: tree size (a shared subtree counted per
+    use), height, longest literal, rules referenced, references per rule (capped at 2)."""
+
+    MAX_NODES = 1 << 18  # then a new generation (the ids are kept alive, and the GC walks them)
+
+    def __init__(self, gen: int) -> None:
+        self.gen = gen
+        self.ids: dict[tuple, int] = {}  # type: ignore[type-arg]
+        self.keys: list[tuple] = []  # type: ignore[type-arg]
+        self.count: list[int] = []
+        self.height: list[int] = []
+        self.maxlit: list[int] = []
+        self.refs: list[frozenset[str]] = []
+        self.uses: list[dict[str, int]] = []
+        self.maxprod: list[int] = []  # largest product of repetition bounds on a path down
+        self.plain: list[bool] = []  # no repetition at all
+        self.size0: dict[int, int] = {}  # size_estimate of reference-free subtrees
+        self.lock = threading.Lock()
+
+    def add(self, key: tuple) -> int:  # type: ignore[type-arg]
+        kind = key[0]
+        count, height, maxlit, refs, uses, maxprod, plain = 1, 1, 0, _NO_REFS, _NO_USES, 1, True
+        if kind == _SEQ or kind == _ALT:
+            kids = key[1]
+            if kids:
+                count = 1 + sum(map(self.count.__getitem__, kids))
+                height = 1 + max(map(self.height.__getitem__, kids))
+                maxlit = max(map(self.maxlit.__getitem__, kids))
+                maxprod = max(map(self.maxprod.__getitem__, kids))
+                plain = all(map(self.plain.__getitem__, kids))
+                rs = [r for r in map(self.refs.__getitem__, kids) if r]
+                if rs:
+                    refs = rs[0] if len(rs) == 1 else frozenset().union(*rs)
+                    us = [u for u in map(self.uses.__getitem__, kids) if u]
+                    if len(us) == 1:
+                        uses = us[0]
+                    else:
+                        uses = {}
+                        for u in us:
+                            for n, v in u.items():
+                                uses[n] = min(2, uses.get(n, 0) + v)
+        elif kind == _REPEAT:
+            k = key[1]
+            count, height, maxlit = 1 + self.count[k], 1 + self.height[k], self.maxlit[k]
+            refs, uses = self.refs[k], self.uses[k]
+            maxprod = max(key[2], key[3] or 0, 1) * self.maxprod[k]
+            plain = False
+        elif kind == _LIT:
+            maxlit = len(key[1])
+        elif kind == _REF:
+            refs, uses = frozenset((key[1],)), {key[1]: 1}
+        elif kind == _LOOKAHEAD:
+            name = marker_name(key[1])
+            refs, uses = frozenset((name,)), {name: 1}
+        with self.lock:
+            got = self.ids.get(key)
+            if got is not None:
+                return got
+            i = len(self.keys)
+            self.count.append(count)
+            self.height.append(height)
+            self.maxlit.append(maxlit)
+            self.refs.append(refs)
+            self.uses.append(uses)
+            self.maxprod.append(maxprod)
+            self.plain.append(plain)
+            self.keys.append(key)
+            self.ids[key] = i
+            return i
+
+
+_INTERNER = Interner(0)
+
+
+_INTERNER_LOCK = threading.Lock()
+
+
+def reset_interner() -> None:
+    global _INTERNER
+    with _INTERNER_LOCK:
+        _INTERNER = Interner(_INTERNER.gen + 1)
+
+
+def current_interner() -> Interner:
+    if len(_INTERNER.keys) > Interner.MAX_NODES:
+        reset_interner()
+    return _INTERNER
+
+
+class TooBig(Exception):
+    pass
+
+
+class _Deep(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=4096)
+def _utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """The code of a character class: its ranges, then its UTF-8 byte sequences."""
+    out = [_UTF8, len(ranges)]
+    for lo, hi in ranges:
+        out += (lo, hi)
+    seqs = byte_sequences(ranges)
+    out.append(len(seqs))
+    for seq in seqs:
+        out.append(len(seq))
+        for lo, hi in seq:
+            out += (lo, hi)
+    return tuple(out)
+
+
+class Session:
+    """One compile's view of the DAG: node ids by object, and the encoded IR the C
+    builder reads (nodes emitted on first use, names numbered on first use)."""
+
+    def __init__(self, interner: Interner | None = None) -> None:
+        self.interner = interner or current_interner()
+        self.gen = self.interner.gen
+        # node ids by object id; ``keep`` holds the objects, so no id is reused meanwhile
+        self.memo: dict[int, int] = {}
+        self.keep: list[ir.Expr] = []
+        self._next_check = 1024
+        self.code = array("I")
+        self.offsets: dict[int, int] = {}
+        self.names: list[str] = []
+        self.name_idx: dict[str, int] = {}
+        self._rank: array[int] | None = None
+        self._sorted: list[str] = []
+        self.roots: dict[str, int] = {}  # rule -> id, the grammar given to prepare()
+        self.tokens: set[tuple[tuple[int, ...], bool]] = set()  # token terminals seen
+        self.token_sets: dict[str, tuple[bool, list[int]]] = {}  # label -> (negated, sorted ids)
+        self.markers: dict[str, tuple[tuple[int, int], ...]] = {}  # marker rule -> forbidden chars
+
+    # -- ids
+
+    def cid(self, root: ir.Expr, max_nodes: int | None = None) -> int:
+        """The id of ``root`` (interned with its subtree if new).  Raises TooBig past
+        ``max_nodes`` nodes visited in this session."""
+        memo = self.memo
+        got = memo.get(id(root))
+        if got is not None:
+            return got
+        self.max_nodes = max_nodes
+        try:
+            return self._cid_rec(root, 0)
+        except _Deep:  # the rest without recursion (what is done is memoized)
+            return self._cid_iter(root, max_nodes)
+
+    max_nodes: int | None = None
+
+    def _cid_rec(self, e: ir.Expr, depth: int) -> int:
+        memo = self.memo
+        t = type(e)
+        key: tuple  # type: ignore[type-arg]
+        if t is ir.Seq or t is ir.Alt:
+            if depth > 200:
+                raise _Deep
+            kids = []
+            ids = self.interner.ids
+            keep = self.keep
+            for x in e.items:  # type: ignore[attr-defined]
+                g = memo.get(id(x))
+                if g is None:
+                    tx = type(x)  # leaves here, without a call
+                    if tx is ir.Literal:
+                        leaf: tuple = (_LIT, x.data)  # type: ignore[type-arg, attr-defined]
+                    elif tx is ir.CharClass:
+                        leaf = (_UTF8, x.ranges)  # type: ignore[attr-defined]
+                    elif tx is ir.Ref:
+                        leaf = (_REF, x.name)  # type: ignore[attr-defined]
+                    elif tx is ir.ByteClass:
+                        leaf = (_BYTES, x.ranges)  # type: ignore[attr-defined]
+                    else:
+                        kids.append(self._cid_rec(x, depth + 1))
+                        continue
+                    g = ids.get(leaf)
+                    if g is None:
+                        g = self.interner.add(leaf)
+                    memo[id(x)] = g
+                    keep.append(x)
+                kids.append(g)
+            key = (_SEQ if t is ir.Seq else _ALT, tuple(kids))
+        elif t is ir.Literal:
+            key = (_LIT, e.data)  # type: ignore[attr-defined]
+        elif t is ir.CharClass:
+            key = (_UTF8, e.ranges)  # type: ignore[attr-defined]
+        elif t is ir.Ref:
+            key = (_REF, e.name)  # type: ignore[attr-defined]
+        elif t is ir.ByteClass:
+            key = (_BYTES, e.ranges)  # type: ignore[attr-defined]
+        elif t is ir.Repeat:
+            if depth > 200:
+                raise _Deep
+            x = e.item  # type: ignore[attr-defined]
+            g = memo.get(id(x))
+            k = self._cid_rec(x, depth + 1) if g is None else g
+            key = (_REPEAT, k, e.lo, e.hi)  # type: ignore[attr-defined]
+        else:
+            return self._cid_iter(e, self.max_nodes)
+        i = self.interner.ids.get(key)
+        if i is None:
+            i = self.interner.add(key)
+        memo[id(e)] = i
+        self.keep.append(e)
+        if len(self.keep) >= self._next_check:
+            self._next_check = len(self.keep) + 1024
+            if self.max_nodes is not None and len(self.keep) > self.max_nodes:
+                raise TooBig
+            deadline.check("IR walk")
+        return i
+
+    def _cid_iter(self, root: ir.Expr, max_nodes: int | None) -> int:
+        memo = self.memo
+        got = memo.get(id(root))
+        if got is not None:
+            return got
+        interner = self.interner
+        ids = interner.ids
+        stack = [root]
+        while stack:
+            e = stack[-1]
+            got = memo.get(id(e))
+            if got is not None:
+                stack.pop()
+                continue
+            t = type(e)
+            key: tuple  # type: ignore[type-arg]
+            if t is ir.Seq or t is ir.Alt or (t is not ir.Repeat and isinstance(e, (ir.Seq, ir.Alt))):
+                kids = []
+                missing = False
+                for x in e.items:  # type: ignore[attr-defined]
+                    g = memo.get(id(x))
+                    if g is None:
+                        stack.append(x)
+                        missing = True
+                    else:
+                        kids.append(g)
+                if missing:
+                    continue
+                key = (_SEQ if isinstance(e, ir.Seq) else _ALT, tuple(kids))
+            elif isinstance(e, ir.Repeat):
+                g = memo.get(id(e.item))
+                if g is None:
+                    stack.append(e.item)
+                    continue
+                key = (_REPEAT, g, e.lo, e.hi)
+            elif isinstance(e, ir.Literal):
+                key = (_LIT, e.data)
+            elif isinstance(e, ir.Ref):
+                key = (_REF, e.name)
+            elif isinstance(e, ir.CharClass):
+                key = (_UTF8, e.ranges)
+            elif isinstance(e, ir.ByteClass):
+                key = (_BYTES, e.ranges)
+            elif isinstance(e, ir.Token):
+                key = (_TOKEN, e.ids, e.negated)
+                self.tokens.add((e.ids, e.negated))
+            elif isinstance(e, ir.Lookahead):
+                key = (_LOOKAHEAD, e.forbidden)
+                self.markers[marker_name(e.forbidden)] = e.forbidden
+            else:
+                raise TypeError(f"not an IR expression: {e!r}")
+            stack.pop()
+            i = ids.get(key)
+            if i is None:
+                i = interner.add(key)
+            memo[id(e)] = i
+            self.keep.append(e)
+            if max_nodes is not None and len(self.keep) > max_nodes:
+                raise TooBig
+            if not len(self.keep) & 1023:
+                deadline.check("IR walk")
+        return memo[id(root)]
+
+    def refs(self, cid: int) -> frozenset[str]:
+        return self.interner.refs[cid]
+
+    # -- the encoded IR
+
+    def name(self, n: str) -> int:
+        i = self.name_idx.get(n)
+        if i is None:
+            i = self.name_idx[n] = len(self.names)
+            self.names.append(n)
+            self._rank = None
+        return i
+
+    def rank(self) -> tuple[array[int], list[str]]:
+        """Label value of each name (its position in name order) and the names in order."""
+        if self._rank is None:
+            order = sorted(range(len(self.names)), key=self.names.__getitem__)
+            rank = array("I", bytes(4 * len(order)))
+            for r, i in enumerate(order):
+                rank[i] = r
+            self._rank = rank
+            self._sorted = [self.names[i] for i in order]
+        return self._rank, self._sorted
+
+    def emit(self, root: int) -> int:
+        """Offset of node ``root`` in ``code`` (emitted with its subtree if new)."""
+        got = self.offsets.get(root)
+        if got is not None:
+            return got
+        try:
+            return self._emit_rec(root, 0)
+        except _Deep:  # the rest without recursion (what is done is kept)
+            return self._emit_iter(root)
+
+    def _emit_rec(self, cid: int, depth: int) -> int:
+        key = self.interner.keys[cid]
+        kind = key[0]
+        offsets = self.offsets
+        body: Any
+        if kind == _SEQ or kind == _ALT:
+            if depth > 200:
+                raise _Deep
+            offs = []
+            for k in key[1]:
+                o = offsets.get(k)
+                offs.append(self._emit_rec(k, depth + 1) if o is None else o)
+            body = (kind, len(offs), *offs)
+        elif kind == _REPEAT:
+            if depth > 200:
+                raise _Deep
+            o = offsets.get(key[1])
+            body = self._repeat_code(key, self._emit_rec(key[1], depth + 1) if o is None else o)
+        else:
+            body = self._leaf_code(key)
+        off = offsets[cid] = len(self.code)
+        self.code.extend(body)
+        return off
+
+    def _emit_iter(self, root: int) -> int:
+        offsets = self.offsets
+        keys = self.interner.keys
+        code = self.code
+        stack = [root]
+        while stack:
+            cid = stack[-1]
+            if cid in offsets:
+                stack.pop()
+                continue
+            key = keys[cid]
+            kind = key[0]
+            if kind == _SEQ or kind == _ALT:
+                missing = [k for k in key[1] if k not in offsets]
+                if missing:
+                    stack.extend(missing)
+                    continue
+                body: Any = (kind, len(key[1]), *[offsets[k] for k in key[1]])
+            elif kind == _REPEAT:
+                if key[1] not in offsets:
+                    stack.append(key[1])
+                    continue
+                body = self._repeat_code(key, offsets[key[1]])
+            else:
+                body = self._leaf_code(key)
+            stack.pop()
+            offsets[cid] = len(code)
+            code.extend(body)
+        return offsets[root]
+
+    @staticmethod
+    def _repeat_code(key: tuple, item: int) -> tuple[int, ...]:  # type: ignore[type-arg]
+        _, _, lo, hi = key
+        if 0 <= lo < _INF and (hi is None or lo <= hi < _INF):
+            return (_REPEAT, lo, _INF if hi is None else hi, item)
+        raise GrammarError(f"repetition bounds {{{lo},{'' if hi is None else hi}}} are out of range")
+
+    def _leaf_code(self, key: tuple) -> Any:  # type: ignore[type-arg]
+        kind = key[0]
+        if kind == _LIT:
+            return (_LIT, len(key[1]), *key[1])
+        if kind == _BYTES:
+            body = [_BYTES, len(key[1])]
+            for lo, hi in key[1]:
+                if not 0 <= lo <= hi <= 255:
+                    raise GrammarError(f"byte class range {lo}-{hi} is not within 0-255")
+                body += (lo, hi)
+            return body
+        if kind == _UTF8:
+            return _utf8_code(key[1])
+        if kind == _REF:
+            return (_REF, self.name(key[1]))
+        if kind == _LOOKAHEAD:
+            return (_REF, self.name(marker_name(key[1])))
+        return (_REF, self.token_name(key[1], key[2]))  # _TOKEN
+
+    def token_name(self, ids: tuple[int, ...], negated: bool) -> int:
+        """The name index of a token terminal's label, kept with what it stands for."""
+        label = token_label(ir.Token(ids, negated))
+        self.token_sets[label] = (negated, sorted(set(ids)))
+        return self.name(label)
+
+
+def prepare(grammar: ir.Grammar, limits: CompileLimits) -> Session:
+    """``check_ir`` and the IR's ids, which ``tables_key`` and ``build_tables`` use."""
+    sess = Session()
+    if len(grammar.rules) > limits.max_rules:
+        check_ir_exact(grammar, limits)
+    try:
+        for name, body in grammar.rules.items():
+            sess.roots[name] = sess.cid(body, limits.max_ir_nodes)
+    except TooBig:  # more distinct nodes than max_ir_nodes: more tree nodes too
+        check_ir_exact(grammar, limits)
+        raise AssertionError("check_ir missed a limit") from None
+    it = sess.interner
+    roots = sess.roots.values()
+    if (
+        sum(it.count[c] for c in roots) > limits.max_ir_nodes
+        or max((it.height[c] for c in roots), default=0) > limits.max_ir_depth
+        or max((it.maxlit[c] for c in roots), default=0) >= limits.max_dfa_states
+    ):
+        check_ir_exact(grammar, limits)  # raises the error the tree walk meets first
+    return sess
+
+
+def tables_key(sess: Session, grammar: ir.Grammar, limits: CompileLimits) -> str:
+    """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits."""
+    body = repr((sess.gen, sorted(sess.roots.items()), grammar.start, limits))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def check_ir(grammar: ir.Grammar, limits: CompileLimits) -> None:
+    """Size checks that run before any pass that recurses on the IR or builds automata:
+    rule count, IR nodes, nesting depth, and literals too long for one rule's DFA.
+    Counted over the DAG of distinct subtrees (see ``prepare``); the tree walk
+    (``check_ir_exact``) runs only to report a limit that is exceeded."""
+    prepare(grammar, limits)
+
+
+def validate(grammar: ir.Grammar, sess: Session | None = None) -> None:
+    """The start rule and every referenced rule are defined; no rule takes the name the
+    compiler gives a lookahead's marker rule."""
+    if grammar.start not in grammar.rules:
+        raise GrammarError(f"start rule {grammar.start!r} is not defined")
+    if sess is None:
+        sess = Session()
+    for name, body in grammar.rules.items():
+        for ref in sess.refs(sess.cid(body)):
+            if ref not in grammar.rules and ref not in sess.markers:
+                raise GrammarError(f"rule {name!r} refers to undefined rule {ref!r}")
+    for name in sess.markers:
+        if name in grammar.rules:
+            raise GrammarError(f"rule name {name!r} is reserved for a lookahead marker")

@@ -1,0 +1,109 @@
+"""The rule graph: strongly connected components, tail position, use counts.
+
+A rule is *regular* if it is not recursive or all recursion inside its component is in
+tail position (right-linear); :mod:`.components` inlines regular rules into their callers.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from .encode import Session, marker_name
+
+
+def sccs(
+    graph: dict[str, set[str]],
+    root: str,
+    index: dict[str, int] | None = None,
+    low: dict[str, int] | None = None,
+) -> list[list[str]]:
+    """Tarjan's SCCs of the part reachable from root, callees before callers.  With
+    ``index`` and ``low`` of earlier calls, the nodes they visited are skipped (their
+    components are complete: nothing reachable from them is new)."""
+    if index is None or low is None:
+        index, low = {}, {}
+    on: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = len(index)
+    stack.append(root)
+    on.add(root)
+    while work:
+        node, it = work[-1]
+        child = next(it, None)
+        if child is not None:
+            if child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on:
+                low[node] = min(low[node], index[child])
+            continue
+        work.pop()
+        if work:
+            low[work[-1][0]] = min(low[work[-1][0]], low[node])
+        if low[node] == index[node]:
+            comp = []
+            while True:
+                x = stack.pop()
+                on.discard(x)
+                comp.append(x)
+                if x == node:
+                    break
+            out.append(comp)
+    return out
+
+
+def sccs_all(graph: dict[str, set[str]]) -> list[list[str]]:
+    """SCCs of the whole graph, callees before callers."""
+    out: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    inside = {k: {c for c in v if c in graph} for k, v in graph.items()}
+    for root in graph:
+        if root not in index:
+            out.extend(sccs(inside, root, index, low))
+    return out
+
+
+def tail_only(e: ir.Expr, members: set[str], tail: bool) -> bool:
+    """Are all references to ``members`` inside ``e`` in tail position?"""
+    if isinstance(e, ir.Ref):
+        return tail or e.name not in members
+    if isinstance(e, ir.Seq):
+        n = len(e.items)
+        return all(tail_only(x, members, tail and i == n - 1) for i, x in enumerate(e.items))
+    if isinstance(e, ir.Alt):
+        return all(tail_only(x, members, tail) for x in e.items)
+    if isinstance(e, ir.Repeat):
+        return tail_only(e.item, members, False)
+    return True
+
+
+def use_counts(rules: dict[str, ir.Expr]) -> dict[str, int]:
+    """How many references to each rule appear in all rule bodies."""
+    counts: dict[str, int] = {}
+    stack = list(rules.values())
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ir.Ref):
+            counts[e.name] = counts.get(e.name, 0) + 1
+        elif isinstance(e, ir.Lookahead):
+            name = marker_name(e.forbidden)
+            counts[name] = counts.get(name, 0) + 1
+        elif isinstance(e, (ir.Seq, ir.Alt)):
+            stack.extend(e.items)
+        elif isinstance(e, ir.Repeat):
+            stack.append(e.item)
+    return counts
+
+
+def use_counts_dag(sess: Session, cids: dict[str, int]) -> dict[str, int]:
+    """``use_counts`` capped at 2 (all that inlining asks: one use or more)."""
+    counts: dict[str, int] = {}
+    uses = sess.interner.uses
+    for c in cids.values():
+        for n, v in uses[c].items():
+            counts[n] = min(2, counts.get(n, 0) + v)
+    return counts

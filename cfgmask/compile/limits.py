@@ -1,0 +1,69 @@
+"""Compile limits and the IR checks that run before any pass recurses on the IR.
+
+:class:`CompileLimits` guards against hostile input (docs/design.md, section 2): automaton
+states, repetition products, rules, IR size and depth, memory and wall-clock time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import ir
+from ..errors import LimitError
+
+
+@dataclass(frozen=True)
+class CompileLimits:
+    max_dfa_states: int = 20_000  # one rule's automaton
+    max_total_states: int = 2_000_000  # all rules together
+    max_repeat_product: int = 10**9  # product of nested repetition bounds
+    max_rules: int = 1_000_000
+    inline_max_states: int = 2_000  # largest automaton copied into its only caller
+    inline_shared_states: int = 64  # largest automaton copied into several callers
+    unroll_budget: int = 1_024  # repetitions below this size are unrolled
+    # Guards against hostile input (tests/test_hostile.py); no grammar of the corpora comes near.
+    deadline_ms: int = 30_000  # wall clock for one compile (front end and automata); 0 = none
+    max_grammar_bytes: int = 16_000_000  # grammar / schema / regex source text (UTF-8 bytes)
+    max_ir_nodes: int = 1_000_000  # IR expression nodes, all rules (a shared subtree counts per use)
+    max_ir_depth: int = 200  # nesting of IR expressions inside one rule (passes recurse on it)
+
+
+def check_ir_exact(grammar: ir.Grammar, limits: CompileLimits) -> None:
+    """Size checks that run before any pass that recurses on the IR or builds automata:
+    rule count, IR nodes, nesting depth, and literals too long for one rule's DFA.
+    Iterative, and stops at the first limit, so it is cheap on hostile input too."""
+    if len(grammar.rules) > limits.max_rules:
+        raise LimitError(
+            f"grammar has {len(grammar.rules)} rules, over max_rules={limits.max_rules}",
+            limit="max_rules",
+            value=limits.max_rules,
+        )
+    nodes = 0
+    for name, body in grammar.rules.items():
+        stack = [(body, 1)]
+        while stack:
+            e, depth = stack.pop()
+            nodes += 1
+            if nodes > limits.max_ir_nodes:
+                raise LimitError(
+                    f"grammar has more than max_ir_nodes={limits.max_ir_nodes} IR nodes",
+                    limit="max_ir_nodes",
+                    value=limits.max_ir_nodes,
+                )
+            if depth > limits.max_ir_depth:
+                raise LimitError(
+                    f"rule {name!r} nests expressions more than max_ir_depth={limits.max_ir_depth} deep",
+                    limit="max_ir_depth",
+                    value=limits.max_ir_depth,
+                )
+            if isinstance(e, (ir.Seq, ir.Alt)):
+                stack.extend((x, depth + 1) for x in e.items)
+            elif isinstance(e, ir.Repeat):
+                stack.append((e.item, depth + 1))
+            elif isinstance(e, ir.Literal) and len(e.data) >= limits.max_dfa_states:
+                raise LimitError(
+                    f"rule {name!r} has a literal of {len(e.data)} bytes: its automaton needs more "
+                    f"than max_dfa_states={limits.max_dfa_states}",
+                    limit="max_dfa_states",
+                    value=limits.max_dfa_states,
+                )

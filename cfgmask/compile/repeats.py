@@ -1,0 +1,228 @@
+"""Pass 1: big counted repetitions become a logarithmic family of helper rules.
+
+``x{m,n}`` whose unrolled size would exceed ``CompileLimits.unroll_budget`` is cut into
+unrolled blocks ``B = x^b`` counted by rules ``P_j = B^(2^j)``, so ``{1,100000}`` costs
+O(log n) rules and a token inside a long bounded string is still decided by one automaton
+(docs/design.md, section 2, item 1).
+"""
+
+from __future__ import annotations
+
+from .. import deadline, ir
+from ..errors import GrammarError, LimitError
+from .encode import _ALT, _BYTES, _LIT, _LOOKAHEAD, _REF, _REPEAT, _SEQ, _TOKEN, _UTF8, Session
+from .graph import sccs_all
+from .limits import CompileLimits
+
+
+def size_estimate(expr: ir.Expr, rule_size: dict[str, int] | None = None) -> int:
+    """A rough NFA size estimate used only to choose unrolling vs helper rules;
+    a reference counts as the estimated size of the rule (it may be inlined)."""
+    if isinstance(expr, ir.Literal):
+        return max(1, len(expr.data))
+    if isinstance(expr, ir.CharClass):
+        return min(12, 2 * max(1, len(expr.ranges)))  # a class's UTF-8 DFA is shallow
+    if isinstance(expr, ir.Ref):
+        return (rule_size or {}).get(expr.name, 4)
+    if isinstance(expr, (ir.ByteClass, ir.Token, ir.Lookahead)):
+        return 1
+    if isinstance(expr, (ir.Seq, ir.Alt)):
+        return 1 + sum(size_estimate(e, rule_size) for e in expr.items)
+    if isinstance(expr, ir.Repeat):
+        n = expr.hi if expr.hi is not None else max(expr.lo, 1)
+        return 1 + size_estimate(expr.item, rule_size) * max(n, 1)
+    raise TypeError(f"not an IR expression: {expr!r}")
+
+
+def dag_size(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
+    """:func:`size_estimate` of the interned subtree ``cid``; sizes of reference-free subtrees
+    are kept by the interner, the others in ``memo`` (valid for one ``rule_size``)."""
+    it = sess.interner
+    if not it.refs[cid]:
+        got = it.size0.get(cid)
+        if got is None:
+            got = it.size0[cid] = _dag_size(sess, cid, rule_size, {})
+        return got
+    got = memo.get(cid)
+    if got is None:
+        got = memo[cid] = _dag_size(sess, cid, rule_size, memo)
+    return got
+
+
+def _dag_size(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
+    key = sess.interner.keys[cid]
+    kind = key[0]
+    if kind == _LIT:
+        return max(1, len(key[1]))
+    if kind == _UTF8:
+        return min(12, 2 * max(1, len(key[1])))
+    if kind == _REF:
+        return rule_size.get(key[1], 4)
+    if kind == _BYTES or kind == _TOKEN or kind == _LOOKAHEAD:
+        return 1
+    if kind == _SEQ or kind == _ALT:
+        total = 1
+        for k in key[1]:
+            got = memo.get(k)
+            total += dag_size(sess, k, rule_size, memo) if got is None else got
+        return total
+    _, item, lo, hi = key
+    n = hi if hi is not None else max(lo, 1)
+    return 1 + dag_size(sess, item, rule_size, memo) * max(n, 1)
+
+
+def rule_sizes(
+    rules: dict[str, ir.Expr], sess: Session | None = None, memo: dict[int, int] | None = None
+) -> dict[str, int]:
+    """Estimated sizes of every rule, references expanded (recursion counts 4), capped.
+    ``memo`` receives the sizes of subtrees (by id) that hold for the final rule sizes."""
+    cap = 1 << 30
+    sizes: dict[str, int] = {}
+    if sess is None:
+        graph = {n: ir.Grammar(rules, n).references(b) for n, b in rules.items()}
+    else:
+        cids = {n: sess.cid(b) for n, b in rules.items()}
+        graph = {n: set(sess.refs(c)) for n, c in cids.items()}
+    final: dict[int, int] = {} if memo is None else memo
+    for comp in sccs_all(graph):
+        for n in comp:
+            sizes.setdefault(n, 4)
+        # a rule outside any cycle refers only to rules sized already: its subtrees' sizes are final
+        settled = len(comp) == 1 and comp[0] not in graph[comp[0]]
+        for n in comp:
+            if sess is None:
+                size = size_estimate(rules[n], sizes)
+            else:
+                size = dag_size(sess, cids[n], sizes, final if settled else {})
+            sizes[n] = min(cap, size)
+    return sizes
+
+
+class RepeatRewriter:
+    def __init__(self, rules: dict[str, ir.Expr], limits: CompileLimits, sess: Session | None = None) -> None:
+        self.rules = dict(rules)
+        self.limits = limits
+        self.outlined: set[str] = set()
+        self.count = 0
+        self.sess = sess
+        self._sizes: dict[int, int] = {}
+        self.rule_size = rule_sizes(self.rules, sess, self._sizes)
+        self._clean: dict[int, bool] = {}
+
+    def run(self) -> dict[str, ir.Expr]:
+        for name in list(self.rules):
+            self.rules[name] = self.expr(self.rules[name], name, 1)
+        return self.rules
+
+    def clean(self, cid: int) -> bool:
+        """Does the subtree need no rewriting (and have valid bounds)?"""
+        assert self.sess is not None
+        it = self.sess.interner
+        if it.plain[cid]:
+            return True
+        got = self._clean.get(cid)
+        if got is not None:
+            return got
+        key = it.keys[cid]
+        if key[0] == _SEQ or key[0] == _ALT:
+            got = all(self.clean(k) for k in key[1])
+        elif key[0] == _REPEAT:
+            _, item, lo, hi = key
+            bound = max(lo, hi or 0, 1)
+            got = (
+                lo >= 0
+                and (hi is None or hi >= lo)
+                and self.clean(item)
+                and (
+                    bound <= 1
+                    or dag_size(self.sess, item, self.rule_size, self._sizes) * bound
+                    <= self.limits.unroll_budget
+                )
+            )
+        else:
+            got = True
+        self._clean[cid] = got
+        return got
+
+    def expr(self, e: ir.Expr, rule: str, product: int) -> ir.Expr:
+        if self.sess is not None:
+            cid = self.sess.cid(e)
+            if (
+                self.clean(cid)
+                and product * self.sess.interner.maxprod[cid] <= self.limits.max_repeat_product
+            ):
+                return e  # nothing to rewrite below: keep the node (and its sharing)
+        deadline.check("repetitions")
+        if isinstance(e, ir.Seq):
+            return ir.Seq(tuple(self.expr(x, rule, product) for x in e.items))
+        if isinstance(e, ir.Alt):
+            return ir.Alt(tuple(self.expr(x, rule, product) for x in e.items))
+        if not isinstance(e, ir.Repeat):
+            return e
+        if e.lo < 0 or (e.hi is not None and e.hi < e.lo):
+            raise GrammarError(f"bad repetition bounds {{{e.lo},{e.hi}}} in rule {rule!r}")
+        bound = max(e.lo, e.hi or 0, 1)
+        product *= bound
+        if product > self.limits.max_repeat_product:
+            raise LimitError(
+                f"nested repetition bounds in rule {rule!r} multiply to more than "
+                f"max_repeat_product={self.limits.max_repeat_product}",
+                limit="max_repeat_product",
+                value=self.limits.max_repeat_product,
+            )
+        item = self.expr(e.item, rule, product)
+        if bound <= 1 or size_estimate(item, self.rule_size) * bound <= self.limits.unroll_budget:
+            return ir.Repeat(item, e.lo, e.hi)
+        return self.helpers(item, e.lo, e.hi, rule)
+
+    def helpers(self, item: ir.Expr, lo: int, hi: int | None, rule: str) -> ir.Expr:
+        """``item{lo,hi}`` as unrolled blocks of B items counted by helper rules.
+
+        With B = unroll_budget / size(item), a block is a plain automaton, so tokens
+        inside a long bounded string stay context-independent; only tokens that
+        cross a block boundary (every B items) depend on the count."""
+        block = max(1, self.limits.unroll_budget // max(1, size_estimate(item, self.rule_size)))
+        unit = item if block == 1 else ir.Repeat(item, block, block)
+        self.count += 1
+        base = f"{rule}#rep{self.count}"
+        top = max(lo, (hi - lo) if hi is not None else 0) // block
+        names = [f"{base}.p{j}" for j in range(max(1, top.bit_length()))]
+        self.rules[names[0]] = unit
+        for j in range(1, len(names)):
+            self.rules[names[j]] = ir.Seq((ir.Ref(names[j - 1]), ir.Ref(names[j - 1])))
+            self.outlined.add(names[j])
+        if len(self.rules) > self.limits.max_rules:
+            raise LimitError(f"grammar exceeds max_rules={self.limits.max_rules}", limit="max_rules")
+
+        def units_exact(n: int) -> ir.Expr:
+            """unit^n"""
+            return (
+                ir.seq(*[ir.Ref(names[j]) for j in reversed(range(n.bit_length())) if n >> j & 1])
+                if n
+                else ir.EPSILON
+            )
+
+        def units_upto(m: int) -> ir.Expr:
+            """unit{0,m}: Q_k | P_k unit{0,m-2^k}, unambiguous by count."""
+            if m == 0:
+                return ir.EPSILON
+            k = m.bit_length() - 1
+            low = (
+                ir.seq(*[ir.Alt((ir.Ref(names[j]), ir.EPSILON)) for j in reversed(range(k))])
+                if k
+                else ir.EPSILON
+            )
+            return ir.alt(low, ir.seq(ir.Ref(names[k]), units_upto(m - (1 << k))))
+
+        def exact(n: int) -> ir.Expr:
+            return ir.seq(units_exact(n // block), ir.Repeat(item, n % block, n % block))
+
+        def upto(m: int) -> ir.Expr:
+            q, r = divmod(m, block)
+            if q == 0:
+                return ir.Repeat(item, 0, r)
+            partial = ir.seq(units_upto(q - 1), ir.Repeat(item, 0, block - 1))
+            return ir.alt(partial, ir.seq(units_exact(q), ir.Repeat(item, 0, r)))
+
+        tail = ir.Repeat(item, 0, None) if hi is None else upto(hi - lo)
+        return ir.seq(exact(lo), tail)

@@ -1,0 +1,44 @@
+"""How the C core builds masks: strategies and thresholds, private.
+
+Every setting here gives the same masks, bit for bit; only their cost changes
+(docs/design.md, section 4).  They are not public knobs: a user sets limits
+(:class:`~cfgmask.MatcherLimits`), and the tests that compare one strategy with another
+reach these through ``cfgmask.compile(..., _strategy=Strategy(...))``.  The fields mirror
+``cm_limits`` of csrc/cfgmask.h; 0 in a threshold means the core's default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Strategy:
+    # sets with this many uncached scanning states walk the trie with the real chart
+    direct_walk_states: int = 0
+    # closed Earley sets this big get a waiter index (1: every set)
+    index_min_items: int = 0
+    # current sets this big look the whole mask up in the grammar's mask memo (2**63: never)
+    mask_memo_min_items: int = 0
+    # ... and so do masks that leave this many uncertain candidates to check (2**63: never)
+    mask_memo_min_candidates: int = 0
+    # cache entries of states in equal loops (copies of one terminal) share their walk inside
+    # the loop (False: every entry walks the whole trie)
+    share_loop_walks: bool = True
+    # cache entries drop the uncertain tokens that no context can take, read past the rule's
+    # end through every caller (False: keep every token whose next byte may follow)
+    filter_uncertain: bool = True
+    # cache entries built from other entries: a state that calls rules from its callees'
+    # (checking only the tokens they leave uncertain), a state that goes where a string loop
+    # goes on most bytes from the loop's (False: every entry walks the trie)
+    compose_entries: bool = True
+    # trie walks through charts whose live items all wait on the unknown caller (names,
+    # strings, keywords) follow a lazily built DFA over those charts (False: an Earley step a byte)
+    flat_walks: bool = True
+    # a block of a counted repetition (x{0,1000} is cut into blocks) with at least this many
+    # uncertain tokens keeps those that cross its end into the next block; a mask takes them at
+    # once where the chart lets the block start again (0: each is checked against the chart)
+    wrap_repeats: int = 256
+
+
+DEFAULT = Strategy()

@@ -1,0 +1,222 @@
+"""Pass 3: the runtime rules' automata as the C core's tables (``cm_tables``).
+
+All states in one numbering, global byte classes (equal columns of the 256-wide transition
+matrix merged), call and token edges as CSR, nullable rules, FOLLOW bytes and the lookahead
+tables; :func:`build_tables` runs the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import deadline, ir
+from ..errors import GrammarError, LimitError
+from ..lookahead import lookahead_classes
+from .components import build_dfas
+from .encode import Session, prepare, validate
+from .flat import Flat, flatten
+from .follow import follow_bytes, nullable
+from .limits import CompileLimits
+
+
+@dataclass
+class Tables:
+    """Numpy arrays in the layout of ``cm_tables`` (csrc/cfgmask.h)."""
+
+    rule_names: list[str]
+    start_rule: int
+    byte_class: np.ndarray
+    trans: np.ndarray
+    state_rule: np.ndarray
+    accepting: np.ndarray
+    ref_off: np.ndarray
+    ref_rule: np.ndarray
+    ref_target: np.ndarray
+    rule_start: np.ndarray
+    rule_nullable: np.ndarray
+    rule_follow: np.ndarray
+    tok_off: np.ndarray  # token-terminal edges (llama.cpp's <[N]> and !<[N]>), CSR per state
+    tok_set: np.ndarray
+    tok_target: np.ndarray
+    set_off: np.ndarray  # token sets: ids set_ids[set_off[k] .. set_off[k+1]), negated or not
+    set_ids: np.ndarray
+    set_negated: np.ndarray
+    # lookahead markers (ir.Lookahead): rule_la[r] is the debt a marker rule adds (0 for other
+    # rules; see lookahead_classes); la_next[c * 256 + b] is what debt c leaves after byte b (255:
+    # b is forbidden); la_union[a * n + b] owes both
+    rule_la: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint8))
+    la_next: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.uint8))
+    la_union: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.uint8))
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def max_token_id(self) -> int:
+        return int(self.set_ids.max()) if self.set_ids.size else -1
+
+    @property
+    def n_states(self) -> int:
+        return int(self.state_rule.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+
+def _rows_as_void(a: np.ndarray) -> np.ndarray:
+    """The rows of a 2-D array as opaque scalars (equal rows, equal scalars)."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(a.shape[0])
+
+
+_WEIGHTS = np.zeros(0, dtype=np.int64)
+
+
+def _class_weights(n: int) -> np.ndarray:
+    """n fixed odd random weights for hashing columns (a new Generator costs 0.1 ms a compile)."""
+    global _WEIGHTS
+    if len(_WEIGHTS) < n:
+        size = max(n, 2 * len(_WEIGHTS), 4096)
+        _WEIGHTS = np.random.default_rng(0xC1A55).integers(1, 2**62, size=size, dtype=np.int64) | 1
+    return _WEIGHTS[:n]
+
+
+def byte_classes(f: Flat) -> tuple[np.ndarray, np.ndarray]:
+    """Global byte classes (bytes whose columns in the [states, 256] transition matrix
+    are equal, numbered in the order of a hash of the column) and the matrix by class.
+    Bytes are grouped through each rule's own classes, so the matrix is only ever built
+    by class."""
+    n = f.n
+    weights = _class_weights(n)
+    if f.parts:
+        # bytes in the same class of every rule have equal columns: group them first
+        per_byte = np.stack([cls for _, cls in f.parts], axis=1)
+        _, reps, fine = np.unique(_rows_as_void(per_byte), return_index=True, return_inverse=True)
+        cols = np.concatenate([trans[:, cls[reps]] for trans, cls in f.parts])
+        keys = np.zeros(cols.shape[1], dtype=np.int64)
+        with np.errstate(over="ignore"):
+            for i in range(0, n, 4096):  # in slices: the sum wraps modulo 2**64 either way
+                keys += weights[i : i + 4096] @ (cols[i : i + 4096].astype(np.int64) + 2)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if np.array_equal(cols, cols[:, first[inverse]]):  # no hash collision: as from the full matrix
+            byte_class = np.asarray(inverse[fine.reshape(-1)], dtype=np.uint8).reshape(256)
+            return byte_class, np.ascontiguousarray(cols[:, first])
+    full = f.full()
+    with np.errstate(over="ignore"):
+        keys = weights @ (full.astype(np.int64) + 2)
+    _, first_col, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(full, full[:, first_col[inverse]]):
+        _, first_col, inverse = np.unique(full, axis=1, return_index=True, return_inverse=True)
+    byte_class = np.asarray(inverse, dtype=np.uint8).reshape(256)
+    trans = np.ascontiguousarray(full[:, first_col])
+    return byte_class, trans
+
+
+def build_tables(
+    grammar: ir.Grammar, limits: CompileLimits | None = None, session: Session | None = None
+) -> Tables:
+    """Compile an IR grammar to the C core's tables.  Raises LimitError past any of
+    ``limits`` (``deadline_ms`` included: it bounds the whole build).  ``session``:
+    what ``prepare(grammar, limits)`` returned, if the caller has it."""
+    limits = limits or CompileLimits()
+    with deadline.Deadline(limits.deadline_ms, "compile"):
+        if session is None:
+            session = prepare(grammar, limits)
+        return _build_tables_in(grammar, limits, session)
+
+
+def _build_tables_in(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = None) -> Tables:
+    if sess is None:
+        sess = prepare(grammar, limits)
+    validate(grammar, sess)
+    try:
+        dfas = build_dfas(grammar, limits, sess)
+    except LimitError as e:
+        if e.limit != "max_dfa_states" or limits.unroll_budget == 0:
+            raise
+        # Unrolled bounded repetitions can make subset construction explode
+        # ((a x{0,20})* tracks every counter combination); helper rules never do.
+        dfas = build_dfas(grammar, dataclasses.replace(limits, unroll_budget=0), sess)
+    order = list(dfas)
+    total = sum(len(d) for d in dfas.values())
+    if total > limits.max_total_states:
+        raise LimitError(
+            f"grammar automata have {total} states, over max_total_states={limits.max_total_states}",
+            limit="max_total_states",
+            value=limits.max_total_states,
+        )
+    f = flatten(dfas, order, sess.token_sets)
+    null = nullable(f)
+    follow = follow_bytes(f, null)
+    byte_class, trans = byte_classes(f)
+    n_states = f.n
+    callers = sorted(f.refs)
+    ref_off = np.zeros(n_states + 1, dtype=np.uint32)
+    ref_off[np.asarray(callers, dtype=np.int64) + 1] = [len(f.refs[s]) for s in callers]
+    np.cumsum(ref_off, out=ref_off)
+    ref_edges = [e for s in callers for e in f.refs[s]]
+    tok_states = sorted(f.tokens)
+    tok_off = np.zeros(n_states + 1, dtype=np.uint32)
+    tok_off[np.asarray(tok_states, dtype=np.int64) + 1] = [len(f.tokens[s]) for s in tok_states]
+    np.cumsum(tok_off, out=tok_off)
+    tok_edges = [e for s in tok_states for e in f.tokens[s]]
+    sets = [sess.token_sets[label] for label in f.token_sets]
+    set_off = np.zeros(len(sets) + 1, dtype=np.uint32)
+    set_off[1:] = np.cumsum([len(ids) for _, ids in sets])
+    follow_arr = np.zeros((len(follow), 8), dtype=np.uint32)
+    for r, bits in enumerate(follow):
+        for w in range(8):
+            follow_arr[r, w] = (bits >> (32 * w)) & 0xFFFFFFFF
+    rule_la, la_next, la_union = lookahead_tables(order, sess.markers)
+    return Tables(
+        rule_names=order,
+        start_rule=0,
+        byte_class=byte_class,
+        trans=trans,
+        state_rule=np.ascontiguousarray(f.rule_of, dtype=np.uint32),
+        accepting=np.ascontiguousarray(f.accepting, dtype=np.uint8),
+        ref_off=ref_off,
+        ref_rule=np.asarray([c for c, _ in ref_edges], dtype=np.uint32),
+        ref_target=np.asarray([t for _, t in ref_edges], dtype=np.uint32),
+        rule_start=np.asarray(f.start_of, dtype=np.uint32),
+        rule_nullable=np.asarray(null, dtype=np.uint8),
+        rule_follow=follow_arr.reshape(-1),
+        tok_off=tok_off,
+        tok_set=np.asarray([k for k, _ in tok_edges], dtype=np.uint32),
+        tok_target=np.asarray([t for _, t in tok_edges], dtype=np.uint32),
+        set_off=set_off,
+        set_ids=np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32),
+        set_negated=np.asarray([neg for neg, _ in sets], dtype=np.uint8),
+        rule_la=rule_la,
+        la_next=la_next,
+        la_union=la_union,
+        stats={
+            "source_rules": len(grammar.rules),
+            "parser_rules": len(order),
+            "states": total,
+            "byte_classes": int(trans.shape[1]),
+            "call_edges": int(ref_off[-1]),
+        },
+    )
+
+
+def lookahead_tables(
+    order: list[str], markers: dict[str, tuple[tuple[int, int], ...]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rule_la, la_next, la_union (see Tables) for the marker rules among ``order``."""
+    marks = [markers.get(n) for n in order]
+    found = sorted({m for m in marks if m is not None})
+    try:
+        classes, nxt, union = lookahead_classes(found)
+    except ValueError as e:
+        raise GrammarError(f"lookahead markers: {e}; not supported") from None
+    rule_la = np.asarray([0 if m is None else found.index(m) + 1 for m in marks], dtype=np.uint8)
+    return (
+        rule_la,
+        np.asarray(nxt, dtype=np.uint8).reshape(-1),
+        np.asarray(union, dtype=np.uint8).reshape(-1),
+    )
