@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from cfgmask import ir
 from cfgmask.compile import components, encode, graph, repeats
 from cfgmask.compile import limits as limits_mod
+from cfgmask.compile.cache import CACHE
 from cfgmask.compile.compiled import clear_caches
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.tables import build_tables
@@ -201,13 +202,17 @@ def test_tables_key_tells_grammars_apart() -> None:
     a = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
     b = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 4))), "t": ir.literal("x")}, "s")
     c = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
-    key = encode.tables_key
-    ka, kb, kc = (key(encode.prepare(x, limits), x, limits) for x in (a, b, c))
+    def key(g: ir.Grammar, lim: CompileLimits) -> str:
+        return encode.tables_key(encode.prepare(g, lim, CACHE.session()), g, lim)
+
+    ka, kb, kc = (key(x, limits) for x in (a, b, c))
     assert ka != kb
     assert ka == kc
-    assert ka != key(encode.prepare(a, limits), a, dataclasses.replace(limits, unroll_budget=3))
+    assert ka != key(a, dataclasses.replace(limits, unroll_budget=3))
     clear_caches()  # a new generation of node ids: old keys never match again
-    assert key(encode.prepare(a, limits), a, limits) != ka
+    assert key(a, limits) != ka
+    with pytest.raises(ValueError):  # ids of a private session mean nothing to another
+        encode.tables_key(encode.prepare(a, limits), a, limits)
 
 
 def test_deep_ir_takes_the_iterative_walks() -> None:

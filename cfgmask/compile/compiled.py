@@ -14,6 +14,7 @@ from ..deadline import Deadline
 from ..errors import GrammarError
 from ..grammar import Grammar
 from ..vocab import Vocabulary
+from .cache import CACHE
 from .encode import prepare, tables_key
 from .limits import CompileLimits
 from .strategy import DEFAULT, Strategy
@@ -92,11 +93,9 @@ _TABLE_CACHE_MAX = 256
 def clear_caches() -> None:
     """Forget every table and automaton kept for earlier compiles: the next compile is cold
     (benchmarks of cold starts, tests of the caches)."""
-    from .components import FRAGMENT_CACHE
-
     with _TABLE_LOCK:
         _TABLE_CACHE.clear()
-    FRAGMENT_CACHE.clear()
+    CACHE.clear()
 
 
 def compile(  # noqa: A001 - the natural name, as in xgrammar
@@ -121,7 +120,7 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
         raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
     limits = limits or CompileLimits()
     with Deadline(limits.deadline_ms, "compile"):
-        session = prepare(grammar.ir, limits)  # check_ir, and the IR's node ids
+        session = prepare(grammar.ir, limits, CACHE.session())  # check_ir, and the IR's node ids
         key = tables_key(session, grammar.ir, limits)
         with _TABLE_LOCK:
             tables = _TABLE_CACHE.get(key)

@@ -11,7 +11,6 @@ and dead states go, so every Earley item can complete.
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from array import array
 from collections.abc import Container
@@ -19,7 +18,7 @@ from collections.abc import Container
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from .automaton import DFA, can_accept, trim
-from .encode import Session, _utf8_code, reset_interner
+from .encode import Session
 from .graph import sccs, tail_only, use_counts_dag
 from .limits import CompileLimits
 from .repeats import RepeatRewriter
@@ -34,6 +33,8 @@ def rule_dfas(
 ) -> dict[str, DFA]:
     if sess is None:
         sess = Session()
+    cache = sess.cache
+    serials = itertools.count()
     cids = {name: sess.cid(body) for name, body in rules.items()}
     graph = {name: set(sess.refs(c)) for name, c in cids.items()}
     uses = use_counts_dag(sess, cids)
@@ -59,16 +60,12 @@ def rule_dfas(
             regular,
             limits,
         )
-        got = FRAGMENT_CACHE.get(key)
+        got = cache.get(key) if cache is not None else None
         if got is None:
             dfas = build_component(
                 rules, comp, recursive and regular, fragments, inline, limits, sess, callees
             )
-            got = (next(_SERIAL), dfas)
-            with _FRAGMENT_LOCK:
-                if len(FRAGMENT_CACHE) >= _FRAGMENT_CACHE_MAX:
-                    FRAGMENT_CACHE.pop(next(iter(FRAGMENT_CACHE)), None)
-                FRAGMENT_CACHE[key] = got
+            got = cache.put(key, dfas) if cache is not None else (next(serials), dfas)
         serial, dfas = got
         for m in comp:
             keys[m] = (serial, m)
@@ -81,33 +78,6 @@ def rule_dfas(
             if regular and m not in outlined and len(dfas[m]) <= cap:
                 inline.add(m)
     return fragments
-
-
-class _FragmentCache(dict):  # type: ignore[type-arg]
-    """``clear()`` also forgets the IR ids (keys hold them) and the character-class codes:
-    a cleared cache means a cold compile."""
-
-    def clear(self) -> None:
-        super().clear()
-        reset_interner()
-        _utf8_code.cache_clear()
-
-
-# Automata of rule components, keyed by their IR (ids of the interned DAG), their callees'
-# keys and the limits: grammars from one front end share most rules (JSON strings, numbers,
-# whitespace), so a process compiling many schemas builds each shared part once.  Values
-# are (serial, automata); callers' keys name a callee by its serial.  DFAs are never
-# mutated after construction.
-FRAGMENT_CACHE: dict[tuple, tuple[int, dict[str, DFA]]] = _FragmentCache()  # type: ignore[type-arg]
-
-
-_FRAGMENT_CACHE_MAX = 4096
-
-
-_FRAGMENT_LOCK = threading.Lock()
-
-
-_SERIAL = itertools.count()
 
 
 def build_component(

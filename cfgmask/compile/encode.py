@@ -127,24 +127,6 @@ class Interner:
             return i
 
 
-_INTERNER = Interner(0)
-
-
-_INTERNER_LOCK = threading.Lock()
-
-
-def reset_interner() -> None:
-    global _INTERNER
-    with _INTERNER_LOCK:
-        _INTERNER = Interner(_INTERNER.gen + 1)
-
-
-def current_interner() -> Interner:
-    if len(_INTERNER.keys) > Interner.MAX_NODES:
-        reset_interner()
-    return _INTERNER
-
-
 class TooBig(Exception):
     pass
 
@@ -170,10 +152,15 @@ def _utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
 
 class Session:
     """One compile's view of the DAG: node ids by object, and the encoded IR the C
-    builder reads (nodes emitted on first use, names numbered on first use)."""
+    builder reads (nodes emitted on first use, names numbered on first use).
 
-    def __init__(self, interner: Interner | None = None) -> None:
-        self.interner = interner or current_interner()
+    A session opened by an :class:`~.cache.AutomatonCache` shares that cache's interner
+    (its node ids are the cache's keys) and its automata; ``Session()`` has an interner of
+    its own and builds everything."""
+
+    def __init__(self, interner: Interner | None = None, cache: Any = None) -> None:
+        self.interner = interner if interner is not None else Interner(-1)
+        self.cache = cache
         self.gen = self.interner.gen
         # node ids by object id; ``keep`` holds the objects, so no id is reused meanwhile
         self.memo: dict[int, int] = {}
@@ -452,9 +439,11 @@ class Session:
         return self.name(label)
 
 
-def prepare(grammar: ir.Grammar, limits: CompileLimits) -> Session:
-    """``check_ir`` and the IR's ids, which ``tables_key`` and ``build_tables`` use."""
-    sess = Session()
+def prepare(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = None) -> Session:
+    """``check_ir`` and the IR's ids (in ``sess``, a new private session by default), which
+    ``tables_key`` and ``build_tables`` use."""
+    if sess is None:
+        sess = Session()
     if len(grammar.rules) > limits.max_rules:
         check_ir_exact(grammar, limits)
     try:
@@ -476,6 +465,8 @@ def prepare(grammar: ir.Grammar, limits: CompileLimits) -> Session:
 
 def tables_key(sess: Session, grammar: ir.Grammar, limits: CompileLimits) -> str:
     """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits."""
+    if sess.cache is None:
+        raise ValueError("tables_key needs a session of the automaton cache: private ids compare to nothing")
     body = repr((sess.gen, sorted(sess.roots.items()), grammar.start, limits))
     return hashlib.sha256(body.encode()).hexdigest()
 

@@ -51,7 +51,8 @@ class Flat:
         )
 
 
-def flatten(dfas: dict[str, DFA], order: list[str], tokens: Container[str]) -> Flat:
+def flatten(dfas: dict[str, DFA], order: list[str], token_labels: Container[str]) -> Flat:
+    """The rules of ``order`` in one numbering; labels in ``token_labels`` are token terminals."""
     rid = {n: i for i, n in enumerate(order)}
     parts = []
     accs = []
@@ -63,7 +64,6 @@ def flatten(dfas: dict[str, DFA], order: list[str], tokens: Container[str]) -> F
     base = 0
     for r, n in enumerate(order):
         d = dfas[n]
-        assert d.handle is not None
         cls_b, trans_b, acc_b, labels = d.handle.flat(base)
         ns = len(acc_b)
         cls = np.frombuffer(cls_b, dtype=np.uint8).astype(np.intp)
@@ -72,8 +72,8 @@ def flatten(dfas: dict[str, DFA], order: list[str], tokens: Container[str]) -> F
         rule_of.append(np.full(ns, r, dtype=np.uint32))
         start_of.append(base)
         if labels:
-            names = d.names or []
-            is_tok = [c in tokens for c in names]
+            names = d.names
+            is_tok = [c in token_labels for c in names]
             for s, lab, to in labels:
                 c = names[lab]
                 if is_tok[lab]:

@@ -15,6 +15,7 @@ import numpy as np
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from ..lookahead import lookahead_classes
+from .cache import CACHE
 from .components import build_dfas
 from .encode import Session, prepare, validate
 from .flat import Flat, flatten
@@ -125,7 +126,7 @@ def build_tables(
     limits = limits or CompileLimits()
     with deadline.Deadline(limits.deadline_ms, "compile"):
         if session is None:
-            session = prepare(grammar, limits)
+            session = prepare(grammar, limits, CACHE.session())
         return _build_tables_in(grammar, limits, session)
 
 
