@@ -12,6 +12,7 @@
  * published with a release store, and readers never lock. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache.h"
 #include "compose.h"
@@ -222,10 +223,17 @@ const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry *
 
 /* ---- the public face ---- */
 
-int cm_grammar_warm(cm_grammar *g) {
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cm_grammar_warm(const cm_grammar *g, double deadline) {
     if (!g) return CM_ERR_ARG;
     for (uint32_t s = 0; s < g->t.n_states; s++) {
         if (!g->has_bytes[s] && g->t.ref_off[s] == g->t.ref_off[s + 1]) continue;  /* see mask.c, looked_up */
+        if (deadline > 0 && now_seconds() > deadline) return CM_ERR_TIMEOUT;
         cm_entry *owned;
         int rc;
         cm_grammar_entry(g, s, &owned, &rc);
