@@ -68,7 +68,7 @@ cdef extern from "cfgmask.h" nogil:
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                        size_t n_stop, const cm_limits *limits, cm_grammar **out)
     void cm_grammar_free(cm_grammar *g)
-    int cm_grammar_warm(cm_grammar *g)
+    int cm_grammar_warm(const cm_grammar *g, double deadline)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
     int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
     size_t cm_grammar_cache_entries(const cm_grammar *g)

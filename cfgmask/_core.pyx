@@ -160,10 +160,14 @@ cdef class GrammarHandle:
     def __dealloc__(self):
         cm_grammar_free(self.ptr)
 
-    def warm(self):
+    def warm(self, double deadline=0):
+        """Build every mask-cache entry; ``deadline``: ``time.monotonic()`` seconds (<= 0: none)."""
         cdef int rc
         with nogil:
-            rc = cm_grammar_warm(self.ptr)
+            rc = cm_grammar_warm(self.ptr, deadline)
+        if rc == CM_ERR_TIMEOUT:
+            raise LimitError("warm: the mask cache was not filled by the compile deadline; raise "
+                             "CompileLimits.deadline_ms or compile without warm=True", limit="deadline_ms")
         if rc:
             _raise(rc, "warm")
 

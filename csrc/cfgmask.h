@@ -137,8 +137,10 @@ void cm_limits_default(cm_limits *out);
 int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                    size_t n_stop, const cm_limits *limits, cm_grammar **out);
 void cm_grammar_free(cm_grammar *g);
-/* Precompute the mask-cache entry of every state that scans bytes. */
-int cm_grammar_warm(cm_grammar *g);
+/* Precompute the mask-cache entry of every state that scans bytes.  deadline:
+ * seconds on CLOCK_MONOTONIC (Python's time.monotonic()), <= 0 for none; past
+ * it, checked between entries, CM_ERR_TIMEOUT (the entries built so far stay). */
+int cm_grammar_warm(const cm_grammar *g, double deadline);
 size_t cm_grammar_cache_bytes(const cm_grammar *g);
 /* The mask-cache entry of one automaton state (built if need be), for tests and
  * inspection: its accepted tokens as a bitmask (words: ceil(V / 32) int32),

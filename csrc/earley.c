@@ -1,4 +1,4 @@
-/* The Earley chart over bytes.  Rules are byte automata whose states may also
+/* The Earley steps over a chart (chart.h).  Rules are byte automata whose states may also
  * call other rules ("ref edges"); an item is (automaton state, origin set).
  * Scanning a byte advances every item with a transition on it; the new set is
  * then closed under prediction (calls) and completion (accepting states),
@@ -7,103 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-
-#define INITIAL_HCAP 64u
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return CM_OK;
-    size_t n = *cap ? *cap : 16;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q) return CM_ERR_NOMEM;
-    *p = q;
-    *cap = n;
-    return CM_OK;
-}
-
-static inline uint64_t item_key(uint32_t state, uint32_t origin) {
-    return ((uint64_t)state << 32) | origin;
-}
-
-static inline size_t hslot(uint64_t key, size_t mask) {
-    key ^= key >> 29;
-    key *= 0xbf58476d1ce4e5b9ULL;
-    key ^= key >> 32;
-    return (size_t)key & mask;
-}
-
-static int rehash(cm_chart *c, size_t start) {
-    size_t ncap = c->hcap * 2;
-    uint64_t *k = malloc(ncap * sizeof *k);
-    uint32_t *g = calloc(ncap, sizeof *g);
-    if (!k || !g) {
-        free(k);
-        free(g);
-        return CM_ERR_NOMEM;
-    }
-    free(c->hkeys);
-    free(c->hgen);
-    c->hkeys = k;
-    c->hgen = g;
-    c->hcap = ncap;
-    c->gen = 1;
-    for (size_t i = start; i < c->n_items; i++) {
-        uint64_t key = item_key(c->items[i].state, c->items[i].origin);
-        size_t s = hslot(key, ncap - 1);
-        while (c->hgen[s] == c->gen) s = (s + 1) & (ncap - 1);
-        c->hgen[s] = c->gen;
-        c->hkeys[s] = key;
-    }
-    return CM_OK;
-}
-
-static int grow_sets(cm_chart *c, size_t need) {
-    if (need <= c->cap_sets) return CM_OK;
-    size_t cap = c->cap_sets;
-    int rc = grow((void **)&c->set_start, &cap, need, sizeof *c->set_start);
-    if (rc) return rc;
-    uint64_t *v = realloc(c->version, cap * sizeof *v);
-    if (!v) return CM_ERR_NOMEM;
-    c->version = v;
-    uint64_t *wb = realloc(c->wbuilt, cap * sizeof *wb);
-    if (!wb) return CM_ERR_NOMEM;
-    c->wbuilt = wb;
-    uint64_t *ws = realloc(c->wseen, cap * sizeof *ws);
-    if (!ws) return CM_ERR_NOMEM;
-    c->wseen = ws;
-    uint16_t *sb = realloc(c->set_byte, cap * sizeof *sb);
-    if (!sb) return CM_ERR_NOMEM;
-    c->set_byte = sb;
-    memset(wb + c->cap_sets, 0, (cap - c->cap_sets) * sizeof *wb);
-    memset(ws + c->cap_sets, 0, (cap - c->cap_sets) * sizeof *ws);
-    c->cap_sets = cap;
-    return CM_OK;
-}
-
-/* Start a new set at the end of the chart. */
-static int begin_set(cm_chart *c) {
-    int rc = grow_sets(c, c->n_sets + 2);
-    if (rc) return rc;
-    c->set_start[c->n_sets] = (uint32_t)c->n_items;
-    if (++c->gen == 0) {
-        memset(c->hgen, 0, c->hcap * sizeof *c->hgen);
-        c->gen = 1;
-    }
-    return CM_OK;
-}
-
-static void end_set(cm_chart *c) {
-    c->version[c->n_sets] = ++c->clock;
-    c->n_sets++;
-    c->set_start[c->n_sets] = (uint32_t)c->n_items;
-}
+#include "chart.h"
 
 /* Add an item to the set under construction unless it is there already. */
 static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
     size_t start = c->set_start[c->n_sets];
-    uint64_t key = item_key(state, origin);
-    size_t mask = c->hcap - 1, s = hslot(key, mask);
+    uint64_t key = cm_item_key(state, origin);
+    size_t mask = c->hcap - 1, s = cm_hslot(key, mask);
     while (c->hgen[s] == c->gen) {
         if (c->hkeys[s] == key) return CM_OK;
         s = (s + 1) & mask;
@@ -111,100 +21,12 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
     size_t n_set = c->n_items - start + 1;
     if (n_set > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
     if (c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
-    int rc = grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
+    int rc = cm_grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
     if (rc) return rc;
     c->items[c->n_items++] = (cm_item){state, origin};
-    if (n_set * 2 > c->hcap) return rehash(c, start);
+    if (n_set * 2 > c->hcap) return cm_chart_rehash(c, start);
     c->hgen[s] = c->gen;
     c->hkeys[s] = key;
-    return CM_OK;
-}
-
-/* ---- waiter index ----------------------------------------------------------
- * Completing rule r for an item that started in set o advances the items of o
- * that call r.  Scanning all of o for them costs O(|o|) per completion, and
- * expression grammars complete a cascade of rules into the same big sets at
- * every byte of an identifier; so a closed set that receives a second
- * completion (same version) gets an index: its (rule, item) pairs sorted by
- * rule, one hash slot per (set, rule).  Slots carry the set's version, so a set
- * rebuilt after a truncation is simply indexed again. */
-#define CM_WPOOL_MAX ((size_t)1 << 22)  /* pool entries before everything is dropped */
-
-static inline uint64_t wkey(uint32_t set, uint32_t rule) { return (((uint64_t)set << 32) | rule) + 1; }
-
-static void widx_clear(cm_chart *c) {
-    if (c->wslots) memset(c->wslots, 0, c->wcap * sizeof *c->wslots);
-    memset(c->wbuilt, 0, c->cap_sets * sizeof *c->wbuilt);
-    c->wused = 0;
-    c->wpool_n = 0;
-}
-
-/* Stable sort of (rule << 32 | item) pairs by rule (the items come ascending):
- * LSD radix, 8 bits a pass, as many passes as the rule numbers need.  Returns
- * a or tmp, whichever holds the result. */
-static uint64_t *sort_by_rule(uint64_t *a, uint64_t *tmp, size_t n, uint32_t n_rules) {
-    for (unsigned shift = 32; shift < 64 && (n_rules - 1) >> (shift - 32); shift += 8) {
-        size_t count[257] = {0};
-        for (size_t i = 0; i < n; i++) count[((a[i] >> shift) & 255) + 1]++;
-        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
-        for (size_t i = 0; i < n; i++) tmp[count[(a[i] >> shift) & 255]++] = a[i];
-        uint64_t *x = a;
-        a = tmp;
-        tmp = x;
-    }
-    return a;
-}
-
-static cm_wslot *wslot_find(const cm_chart *c, uint64_t key) {
-    size_t mask = c->wcap - 1, s = hslot(key, mask);
-    while (c->wslots[s].key && c->wslots[s].key != key) s = (s + 1) & mask;
-    return &c->wslots[s];
-}
-
-static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
-    const cm_tables *t = &g->t;
-    size_t n = 0;
-    for (size_t i = c->set_start[o]; i < c->set_start[o + 1]; i++) {
-        uint32_t st = cm_st(c->items[i].state);
-        if (!g->calls[st]) continue;
-        for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
-            int rc = grow((void **)&c->wtmp, &c->wtmp_cap, 2 * (n + 1), sizeof *c->wtmp);
-            if (rc) return rc;
-            c->wtmp[n++] = ((uint64_t)t->ref_rule[e] << 32) | (uint32_t)i;
-        }
-    }
-    /* the second half of wtmp is the sort's scratch */
-    const uint64_t *w = n > 1 ? sort_by_rule(c->wtmp, c->wtmp + c->wtmp_cap / 2, n, t->n_rules) : c->wtmp;
-    size_t groups = 0;
-    for (size_t i = 0; i < n; i++) groups += !i || (w[i] >> 32) != (w[i - 1] >> 32);
-    if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
-        size_t cap = c->wcap ? c->wcap : 256;
-        while (groups * 4 > cap) cap *= 2;
-        if (cap != c->wcap) {
-            cm_wslot *p = calloc(cap, sizeof *p);
-            if (!p) return CM_ERR_NOMEM;
-            free(c->wslots);
-            c->wslots = p;
-            c->wcap = cap;
-        }
-        widx_clear(c);
-    }
-    int rc = grow((void **)&c->wpool, &c->wpool_cap, c->wpool_n + n, sizeof *c->wpool);
-    if (rc) return rc;
-    uint64_t v = c->version[o];
-    for (size_t i = 0; i < n;) {
-        uint32_t rule = (uint32_t)(w[i] >> 32);
-        cm_wslot *sl = wslot_find(c, wkey(o, rule));
-        if (!sl->key) c->wused++;
-        sl->key = wkey(o, rule);
-        sl->version = v;
-        sl->off = (uint32_t)c->wpool_n;
-        for (; i < n && (uint32_t)(w[i] >> 32) == rule; i++)
-            if (c->wpool_n == sl->off || c->wpool[c->wpool_n - 1] != (uint32_t)w[i])
-                c->wpool[c->wpool_n++] = (uint32_t)w[i];
-        sl->n = (uint32_t)(c->wpool_n - sl->off);
-    }
-    c->wbuilt[o] = v;
     return CM_OK;
 }
 
@@ -239,21 +61,15 @@ static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t
  * started at `origin`: advance every item of set `origin` waiting on it. */
 static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur, uint32_t la) {
     if (origin != cur && c->set_start[origin + 1] - c->set_start[origin] >= g->lim.index_min_items) {
-        uint64_t v = c->version[origin];
-        if (c->wbuilt[origin] != v && c->wseen[origin] == v) {
-            int rc = widx_build(c, g, origin);
+        const uint32_t *waiting = NULL;
+        uint32_t n = 0;
+        int indexed = cm_waiters(c, g, origin, rule, &waiting, &n);
+        if (indexed < 0) return indexed;
+        for (uint32_t k = 0; indexed && k < n; k++) {
+            int rc = advance_waiter(c, g, c->items[waiting[k]], rule, la, origin, cur);
             if (rc) return rc;
         }
-        c->wseen[origin] = v;
-        if (c->wbuilt[origin] == v) {
-            const cm_wslot *sl = wslot_find(c, wkey(origin, rule));
-            if (!sl->key || sl->version != v) return CM_OK;  /* indexed: nobody waits on it */
-            for (uint32_t k = 0; k < sl->n; k++) {
-                int rc = advance_waiter(c, g, c->items[c->wpool[sl->off + k]], rule, la, origin, cur);
-                if (rc) return rc;
-            }
-            return CM_OK;
-        }
+        if (indexed) return CM_OK;
     }
     uint64_t bit = 1ull << (rule & 63);
     for (size_t i = c->set_start[origin]; i < (origin == cur ? c->n_items : c->set_start[origin + 1]); i++) {
@@ -308,7 +124,7 @@ static cm_memo *memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *m
     *max_origin = 0;
     for (uint32_t i = 0; i < n_kernel; i++) {
         cm_item it = c->items[k0 + i];
-        h = (h ^ item_key(it.state, it.origin)) * 0x9E3779B97F4A7C15ULL;
+        h = (h ^ cm_item_key(it.state, it.origin)) * 0x9E3779B97F4A7C15ULL;
         if (it.origin != CM_OUTER && it.origin > *max_origin) *max_origin = it.origin;
     }
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
@@ -333,7 +149,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     if (memo_hit(c, mm, k0, n_kernel, cur)) {
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
-        int rc = grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
+        int rc = cm_grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
         if (rc) return rc;
         for (uint32_t i = n_kernel; i < mm->n_closure; i++) {
             cm_item it = mm->closure[i];
@@ -373,24 +189,11 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     return CM_OK;
 }
 
-/* An empty chart with its first set begun (no byte made it). */
-static int chart_open(cm_chart *c, bool upward) {
-    memset(c, 0, sizeof *c);
-    c->upward = upward;
-    c->hcap = INITIAL_HCAP;
-    c->hkeys = malloc(c->hcap * sizeof *c->hkeys);
-    c->hgen = calloc(c->hcap, sizeof *c->hgen);
-    if (!c->hkeys || !c->hgen) return CM_ERR_NOMEM;
-    int rc = begin_set(c);
-    if (!rc) c->set_byte[0] = 256;
-    return rc;
-}
-
 int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
-    int rc = chart_open(c, false);
+    int rc = cm_chart_open(c, false);
     if (!rc) rc = add_item(c, g, state, origin);
     if (!rc) rc = close_set(c, g);
-    if (!rc) end_set(c);
+    if (!rc) cm_chart_end_set(c);
     return rc;
 }
 
@@ -400,7 +203,7 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
 int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin) {
     size_t n_items = c->n_items;
     bool exited = c->exited;
-    int rc = begin_set(c);
+    int rc = cm_chart_begin_set(c);
     if (rc) return rc;
     uint32_t cur = (uint32_t)c->n_sets, start = g->t.rule_start[rule];
     c->set_byte[cur] = 256;
@@ -417,10 +220,10 @@ int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t o
 /* A chart whose first set is the closure of the given items (packed states),
  * each with origin CM_OUTER. */
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n) {
-    int rc = chart_open(c, false);
+    int rc = cm_chart_open(c, false);
     for (size_t i = 0; !rc && i < n; i++) rc = add_item(c, g, states[i], CM_OUTER);
     if (!rc) rc = close_set(c, g);
-    if (!rc) end_set(c);
+    if (!rc) cm_chart_end_set(c);
     return rc;
 }
 
@@ -429,7 +232,7 @@ int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states
 int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n) {
     cm_chart_truncate(c, 0);
     c->exited = false;
-    int rc = begin_set(c);
+    int rc = cm_chart_begin_set(c);
     if (!rc) c->set_byte[0] = 256;
     for (size_t i = 0; !rc && i < n; i++) rc = add_item(c, g, states[i], CM_OUTER);
     if (!rc) rc = close_set(c, g);
@@ -437,7 +240,7 @@ int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *state
         cm_chart_truncate(c, 0);
         return rc;
     }
-    end_set(c);
+    cm_chart_end_set(c);
     return CM_OK;
 }
 
@@ -447,64 +250,16 @@ int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *state
  * those items returns to every caller of its rule in turn.  If this chart dies
  * on some bytes, no real chart can read them right after `rule` completes. */
 int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule) {
-    int rc = chart_open(c, true);
+    int rc = cm_chart_open(c, true);
     for (uint32_t k = g->ret_off[rule]; !rc && k < g->ret_off[rule + 1]; k++)
         rc = add_item(c, g, g->ret_state[k], CM_OUTER);
     if (!rc) rc = close_set(c, g);
-    if (!rc) end_set(c);
+    if (!rc) cm_chart_end_set(c);
     return rc;
 }
 
 int cm_chart_init(cm_chart *c, const cm_grammar *g) {
     return cm_chart_init_item(c, g, g->t.rule_start[g->t.start_rule], 0);
-}
-
-void cm_chart_free(cm_chart *c) {
-    if (c->memo)
-        for (int i = 0; i < CM_MEMO_SLOTS; i++) free(c->memo[i].closure);
-    free(c->memo);
-    free(c->wslots);
-    free(c->wpool);
-    free(c->wbuilt);
-    free(c->wseen);
-    free(c->wtmp);
-    free(c->version);
-    free(c->items);
-    free(c->set_start);
-    free(c->set_byte);
-    free(c->hkeys);
-    free(c->hgen);
-    memset(c, 0, sizeof *c);
-}
-
-int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
-    memset(dst, 0, sizeof *dst);
-    dst->hcap = src->hcap;
-    dst->hkeys = malloc(dst->hcap * sizeof *dst->hkeys);
-    dst->hgen = calloc(dst->hcap, sizeof *dst->hgen);
-    dst->items = malloc((src->n_items ? src->n_items : 1) * sizeof *dst->items);
-    dst->set_start = malloc((src->n_sets + 2) * sizeof *dst->set_start);
-    dst->version = malloc((src->n_sets + 2) * sizeof *dst->version);
-    dst->wbuilt = calloc(src->n_sets + 2, sizeof *dst->wbuilt);
-    dst->wseen = calloc(src->n_sets + 2, sizeof *dst->wseen);
-    dst->set_byte = malloc((src->n_sets + 2) * sizeof *dst->set_byte);
-    if (!dst->hkeys || !dst->hgen || !dst->items || !dst->set_start || !dst->version || !dst->wbuilt ||
-        !dst->wseen || !dst->set_byte) {
-        cm_chart_free(dst);
-        return CM_ERR_NOMEM;
-    }
-    memcpy(dst->items, src->items, src->n_items * sizeof *dst->items);
-    memcpy(dst->set_start, src->set_start, (src->n_sets + 1) * sizeof *dst->set_start);
-    memcpy(dst->version, src->version, src->n_sets * sizeof *dst->version);
-    memcpy(dst->set_byte, src->set_byte, src->n_sets * sizeof *dst->set_byte);
-    dst->clock = src->clock;
-    dst->n_items = dst->cap_items = src->n_items;
-    dst->n_sets = src->n_sets;
-    dst->cap_sets = src->n_sets + 2;
-    if (!dst->cap_items) dst->cap_items = 1;
-    dst->gen = 1;
-    dst->upward = src->upward;
-    return CM_OK;
 }
 
 /* Inside a character that might still spell a forbidden one (debt `la` left
@@ -539,17 +294,17 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
         int32_t next = g->has_bytes[st] && la != CM_LA_DEAD ? t->trans[(size_t)st * t->n_classes + cls] : -1;
         if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) return 0;
         if (g->simple[next]) {
-            int rc = grow_sets(c, c->n_sets + 2);
-            if (!rc) rc = grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
+            int rc = c->n_sets + 2 > c->cap_sets ? cm_chart_grow_sets(c, c->n_sets + 2) : CM_OK;
+            if (!rc) rc = cm_grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
             if (rc) return rc;
             if (c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
             c->items[c->n_items++] = (cm_item){cm_pack((uint32_t)next, la), it.origin};
             c->set_byte[c->n_sets] = byte;
-            end_set(c);
+            cm_chart_end_set(c);
             return 1;
         }
     }
-    int rc = begin_set(c);
+    int rc = cm_chart_begin_set(c);
     if (rc) return rc;
     c->set_byte[c->n_sets] = byte;
     for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
@@ -562,7 +317,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     }
     if (c->n_items == c->set_start[c->n_sets]) return 0;
     if ((rc = close_memoized(c, g))) goto fail;
-    end_set(c);
+    cm_chart_end_set(c);
     return 1;
 fail:
     c->n_items = c->set_start[c->n_sets];
@@ -580,28 +335,6 @@ bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g) {
     return false;
 }
 
-/* Reopen the last (closed) set for more items: index its items for dedup. */
-static int reopen_last(cm_chart *c) {
-    c->n_sets--;
-    size_t start = c->set_start[c->n_sets];
-    while ((c->n_items - start) * 2 > c->hcap) {
-        int rc = rehash(c, start);
-        if (rc) return rc;
-    }
-    if (++c->gen == 0) {
-        memset(c->hgen, 0, c->hcap * sizeof *c->hgen);
-        c->gen = 1;
-    }
-    for (size_t i = start; i < c->n_items; i++) {
-        uint64_t key = item_key(c->items[i].state, c->items[i].origin);
-        size_t s = hslot(key, c->hcap - 1);
-        while (c->hgen[s] == c->gen) s = (s + 1) & (c->hcap - 1);
-        c->hgen[s] = c->gen;
-        c->hkeys[s] = key;
-    }
-    return CM_OK;
-}
-
 /* Consume one whole token through token-terminal edges of the items of set
  * `from`.  With `merge`, the advanced items join the last set (the one the
  * token's bytes produced); otherwise they form a new set.  1 = some item
@@ -609,7 +342,7 @@ static int reopen_last(cm_chart *c) {
 int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge) {
     const cm_tables *t = &g->t;
     size_t n_sets = c->n_sets, n_items = c->n_items, added = 0;
-    int rc = merge ? reopen_last(c) : begin_set(c);
+    int rc = merge ? cm_chart_reopen_last(c) : cm_chart_begin_set(c);
     if (!rc && !merge) c->set_byte[c->n_sets] = 257;  /* made by no byte (see advance_waiter) */
     for (size_t i = c->set_start[from]; !rc && i < c->set_start[from + 1]; i++) {
         cm_item it = c->items[i];
@@ -627,6 +360,6 @@ int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t
         c->n_items = n_items;
         return rc;
     }
-    end_set(c);
+    cm_chart_end_set(c);
     return 1;
 }

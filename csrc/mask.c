@@ -10,45 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-
-/* dst |= src (and dst |= a & b) over n words.  restrict: the compiler may not
- * otherwise assume the mask and an entry are apart, and would not vectorize;
- * on x86-64 glibc (ifunc) an AVX2 clone is picked at load time where the CPU
- * has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
-#define CM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CM_VECTOR_CLONES
-#endif
-
-CM_VECTOR_CLONES static void or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] |= src[i];
-}
-
-CM_VECTOR_CLONES static void or_words_and(uint32_t *restrict dst, const uint32_t *restrict a,
-                                          const uint32_t *restrict b, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] |= a[i] & b[i];
-}
-
-/* words |= the entry's accepted tokens (those `allow` has, unless NULL). */
-void cm_or_accepted(const cm_grammar *g, uint32_t *words, const cm_entry *e, const uint32_t *allow) {
-    if (e->accepted_bits) {
-        if (allow) or_words_and(words, e->accepted_bits, allow, g->n_words);
-        else or_words(words, e->accepted_bits, g->n_words);
-        return;
-    }
-    /* locals: `words` may alias *e as far as the compiler knows */
-    const uint32_t *ids = e->accepted_ids, n = e->n_accepted;
-    for (uint32_t i = 0; i < n; i++)
-        if (!allow || cm_bit(allow, ids[i])) words[ids[i] >> 5] |= 1u << (ids[i] & 31);
-}
-
-size_t cm_count_bits(const uint32_t *words, size_t n) {
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += (size_t)__builtin_popcount(words[i]);
-    return c;
-}
+#include "cache.h"
+#include "maskmemo.h"
+#include "matcher.h"
 
 static void mark_candidates(uint64_t *cand, const cm_entry *e) {
     for (uint32_t i = 0; i < e->n_uncertain; i++) {
@@ -171,7 +135,7 @@ static int gather(cm_matcher *m, uint32_t *words) {
         } else if (wrap) {
             /* the block may start again after this one: what goes on into it is in */
             cm_or_accepted(g, words, e, NULL);
-            or_words(words, e->wrap_bits, g->n_words);
+            cm_or_words(words, e->wrap_bits, g->n_words);
             for (uint32_t j = 0; j < e->n_rest; j++) m->cand[e->rest[j] >> 6] |= 1ull << (e->rest[j] & 63);
         } else {
             cm_or_accepted(g, words, e, NULL);
@@ -251,7 +215,7 @@ static size_t uncached_states(cm_matcher *m) {
         uint32_t s = cm_st(c->items[i].state);
         if (m->stamp[s] == m->stamp_gen || !looked_up(g, c, c->items[i])) continue;
         m->stamp[s] = m->stamp_gen;
-        n += atomic_load_explicit(&g->cache[s], memory_order_acquire) == NULL;
+        n += cm_cache_peek(g, s) == NULL;
     }
     return n;
 }
@@ -298,7 +262,7 @@ static int fill_some(cm_matcher *m, size_t n) {
     const cm_chart *c = &m->c;
     for (size_t i = c->set_start[c->n_sets - 1]; n && i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state);
-        if (!looked_up(g, c, c->items[i]) || atomic_load_explicit(&g->cache[s], memory_order_acquire)) continue;
+        if (!looked_up(g, c, c->items[i]) || cm_cache_peek(g, s)) continue;
         cm_entry *owned;
         int rc;
         cm_grammar_entry(g, s, &owned, &rc);
@@ -309,133 +273,45 @@ static int fill_some(cm_matcher *m, size_t n) {
     return CM_OK;
 }
 
-/* ---- whole-mask memo -----------------------------------------------------
- * The allowed tokens are a function of the chart's current set and of every
- * set reachable from it through item origins (completion reads those, nothing
- * else): prediction adds items of the current set, scanning reads the current
- * set.  So two charts whose reachable sets are equal item for item, origins
- * renumbered in visiting order (set 0 keeps 0: start-rule acceptance needs
- * it), have the same mask.  Wide sets of expression grammars recur (each item
- * of a list, each operand), and their masks cost milliseconds; the memo is
- * shared by all matchers of a grammar. */
-static int grow_scratch(cm_matcher *m, size_t n_sets) {
-    if (n_sets <= m->scap) return CM_OK;
-    size_t cap = m->scap ? m->scap : 64;
-    while (cap < n_sets) cap *= 2;
-    uint32_t *q = realloc(m->sq, cap * sizeof *q);
-    if (!q) return CM_ERR_NOMEM;
-    m->sq = q;
-    uint32_t *l = realloc(m->slabel, cap * sizeof *l);
-    if (!l) return CM_ERR_NOMEM;
-    m->slabel = l;
-    uint32_t *gn = realloc(m->sgen, cap * sizeof *gn);
-    if (!gn) return CM_ERR_NOMEM;
-    memset(gn + m->scap, 0, (cap - m->scap) * sizeof *gn);
-    m->sgen = gn;
-    m->scap = cap;
-    return CM_OK;
+/* The chart's signature for the whole-mask memo, taken at most once a mask. */
+typedef struct memo_key {
+    uint64_t hash;
+    size_t n_sig;               /* 0: none (then the mask is not stored) */
+    bool tried;
+} memo_key;
+
+/* Has the memo this chart's mask?  Then it is in words. */
+static bool memo_hit(cm_matcher *m, memo_key *key, uint32_t *words) {
+    key->tried = true;
+    key->n_sig = cm_mask_signature(m, &key->hash);
+    if (!key->n_sig || !cm_mask_memo_lookup(m, key->hash, key->n_sig, words)) return false;
+    m->stats.memo_hit = 1;
+    return true;
 }
 
-static inline int sig_push(cm_matcher *m, size_t *n, uint64_t x) {
-    if (*n == m->sig_cap) {
-        size_t cap = m->sig_cap ? m->sig_cap * 2 : 1024;
-        uint64_t *p = realloc(m->sig, cap * sizeof *p);
-        if (!p) return CM_ERR_NOMEM;
-        m->sig = p;
-        m->sig_cap = cap;
-    }
-    m->sig[(*n)++] = x;
-    return CM_OK;
+static void clear_candidates(cm_matcher *m) {
+    memset(m->cand, 0, ((m->g->v->n_trie + 63) / 64) * sizeof *m->cand);
 }
 
-/* The chart's signature into m->sig; 0 = none (too big or out of memory). */
-static size_t signature(cm_matcher *m, uint64_t *hash) {
-    const cm_chart *c = &m->c;
-    size_t cur = c->n_sets - 1, n = 0, qn = 0;
-    if (grow_scratch(m, c->n_sets)) return 0;
-    if (++m->sgen_cur == 0) {
-        memset(m->sgen, 0, m->scap * sizeof *m->sgen);
-        m->sgen_cur = 1;
+/* Steps 1-3, by a direct walk or from the cache, asking the memo first where
+ * that turns out to be expensive: 0, 1 the memo had the mask, < 0 error. */
+static int compute(cm_matcher *m, uint32_t *words, memo_key *key) {
+    const cm_grammar *g = m->g;
+    int rc;
+    if (uncached_states(m) >= g->lim.direct_walk_states) {
+        /* a direct walk is always expensive: worth a signature */
+        if (!key->tried && memo_hit(m, key, words)) return 1;
+        rc = direct_walk(m, words);
+        if (!rc && g->lim.direct_walk_states > 1) rc = fill_some(m, CM_FILL_PER_WALK);
+        return rc;
     }
-    uint32_t next = 1;
-    m->sgen[cur] = m->sgen_cur;
-    m->slabel[cur] = cur == 0 ? 0 : next++;
-    m->sq[qn++] = (uint32_t)cur;
-    uint64_t h = 0x9E3779B97F4A7C15ULL;
-    for (size_t qi = 0; qi < qn; qi++) {
-        uint32_t s = m->sq[qi];
-        /* the set's size (an item's packed state never has its top 16 bits all set) */
-        uint64_t x = (0xFFFFull << 48) | (c->set_start[s + 1] - c->set_start[s]);
-        if (sig_push(m, &n, x)) return 0;
-        h = (h ^ x) * 0xbf58476d1ce4e5b9ULL;
-        if (m->g->t.n_la > 1) {
-            /* and the bytes read right after it: with lookahead markers a completion
-             * of an item starting there reads up to a character (advance_waiter) */
-            uint64_t after = 0;
-            for (size_t j = s + 1; j <= s + 4; j++) after = (after << 9) | (j < c->n_sets ? c->set_byte[j] : 511u);
-            x = (0xFFFEull << 48) | after;
-            if (sig_push(m, &n, x)) return 0;
-            h = (h ^ x) * 0xbf58476d1ce4e5b9ULL;
-        }
-        for (size_t i = c->set_start[s]; i < c->set_start[s + 1]; i++) {
-            uint32_t o = c->items[i].origin;
-            if (m->sgen[o] != m->sgen_cur) {
-                m->sgen[o] = m->sgen_cur;
-                m->slabel[o] = o == 0 ? 0 : next++;
-                m->sq[qn++] = o;
-            }
-            x = ((uint64_t)c->items[i].state << 32) | m->slabel[o];
-            if (sig_push(m, &n, x)) return 0;
-            h = (h ^ x) * 0xbf58476d1ce4e5b9ULL;
-        }
-        if (n > CM_MEMO_MAX_SIG) return 0;
+    rc = gather(m, words);
+    /* many candidates to check: worth a signature */
+    if (!rc && !key->tried && m->stats.n_candidates >= g->lim.mask_memo_min_candidates && memo_hit(m, key, words)) {
+        clear_candidates(m);
+        return 1;
     }
-    *hash = h ^ (h >> 31);
-    return n;
-}
-
-static bool memo_lookup(cm_matcher *m, uint64_t hash, size_t n_sig, uint32_t *words) {
-    cm_grammar *g = (cm_grammar *)m->g;
-    bool hit = false;
-    pthread_mutex_lock(&g->mlock);
-    if (g->mslots) {
-        for (size_t way = 0; way < 2 && !hit; way++) {
-            const cm_mslot *sl = &g->mslots[((hash % CM_MEMO_MASKS) & ~(size_t)1) | way];
-            if (sl->sig && sl->hash == hash && sl->n_sig == n_sig &&
-                !memcmp(sl->sig, m->sig, n_sig * sizeof *m->sig)) {
-                memcpy(words, sl->words, g->n_words * sizeof *words);
-                hit = true;
-            }
-        }
-    }
-    pthread_mutex_unlock(&g->mlock);
-    return hit;
-}
-
-static void memo_store(cm_matcher *m, uint64_t hash, size_t n_sig, const uint32_t *words) {
-    cm_grammar *g = (cm_grammar *)m->g;
-    pthread_mutex_lock(&g->mlock);
-    if (!g->mslots) g->mslots = calloc(CM_MEMO_MASKS, sizeof *g->mslots);
-    if (g->mslots) {
-        /* two ways a set: the empty one, else the one not written last */
-        size_t set = (hash % CM_MEMO_MASKS) & ~(size_t)1;
-        cm_mslot *sl = &g->mslots[set];
-        if (sl->sig && (!g->mslots[set | 1].sig || sl->stamp > g->mslots[set | 1].stamp)) sl = &g->mslots[set | 1];
-        sl->stamp = ++g->mstamp;
-        if (!sl->words) sl->words = malloc(g->n_words * sizeof *sl->words);
-        uint64_t *sig = realloc(sl->sig, n_sig * sizeof *sig);
-        if (sig) sl->sig = sig;
-        if (sl->words && sig) {
-            memcpy(sl->sig, m->sig, n_sig * sizeof *sig);
-            memcpy(sl->words, words, g->n_words * sizeof *words);
-            sl->n_sig = n_sig;
-            sl->hash = hash;
-        } else {
-            sl->n_sig = 0;  /* unusable: memcmp never matches an empty signature of a real chart */
-            sl->hash = 0;
-        }
-    }
-    pthread_mutex_unlock(&g->mlock);
+    return rc ? rc : check_candidates(m, words);
 }
 
 int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
@@ -446,44 +322,13 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (m->err) return CM_ERR_STATE;
     memset(&m->stats, 0, sizeof m->stats);
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
-    uint64_t hash = 0;
-    size_t n_sig = 0;
-    bool tried = false;  /* the memo was consulted (n_sig: and the mask is to be stored) */
-    if (!m->terminated && m->stats.n_items >= g->lim.mask_memo_min_items) {
-        tried = true;
-        n_sig = signature(m, &hash);
-        if (n_sig && memo_lookup(m, hash, n_sig, words)) {
-            m->stats.memo_hit = 1;
-            return CM_OK;
-        }
-    }
+    memo_key key = {0, 0, false};
+    if (!m->terminated && m->stats.n_items >= g->lim.mask_memo_min_items && memo_hit(m, &key, words)) return CM_OK;
     if (!m->terminated) {
-        int rc;
-        if (uncached_states(m) >= g->lim.direct_walk_states) {
-            if (!tried) {  /* a direct walk is always expensive: worth a signature */
-                n_sig = signature(m, &hash);
-                if (n_sig && memo_lookup(m, hash, n_sig, words)) {
-                    m->stats.memo_hit = 1;
-                    return CM_OK;
-                }
-            }
-            rc = direct_walk(m, words);
-            if (!rc && g->lim.direct_walk_states > 1) rc = fill_some(m, CM_FILL_PER_WALK);
-        } else {
-            rc = gather(m, words);
-            if (!rc && !tried && m->stats.n_candidates >= g->lim.mask_memo_min_candidates) {
-                /* many candidates to check: worth a signature */
-                n_sig = signature(m, &hash);
-                if (n_sig && memo_lookup(m, hash, n_sig, words)) {
-                    memset(m->cand, 0, ((g->v->n_trie + 63) / 64) * sizeof *m->cand);
-                    m->stats.memo_hit = 1;
-                    return CM_OK;
-                }
-            }
-            if (!rc) rc = check_candidates(m, words);
-        }
+        int rc = compute(m, words, &key);
+        if (rc > 0) return CM_OK;
         if (rc) {
-            memset(m->cand, 0, ((g->v->n_trie + 63) / 64) * sizeof *m->cand);
+            clear_candidates(m);
             memset(words, 0, n_words * sizeof *words);
             m->err = rc;
             return rc;
@@ -491,7 +336,7 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     }
     if (m->terminated || cm_chart_accepting(&m->c, g))
         for (size_t i = 0; i < g->n_stop; i++) words[g->stop_ids[i] >> 5] |= 1u << (g->stop_ids[i] & 31);
-    if (n_sig) memo_store(m, hash, n_sig, words);
+    if (key.n_sig) cm_mask_memo_store(m, key.hash, key.n_sig, words);
     return CM_OK;
 }
 

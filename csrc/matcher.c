@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "matcher.h"
 
 static int fail(cm_matcher *m, int rc) {
     if (rc < 0 && rc != CM_ERR_ARG) m->err = rc;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "loops.h"
 
 typedef struct {
     const cm_vocab *v;
@@ -105,18 +105,14 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
     if (total && !data) return CM_ERR_ARG;
     cm_vocab *v = calloc(1, sizeof *v);
     if (!v) return CM_ERR_NOMEM;
-    if (pthread_mutex_init(&v->lw_lock, NULL)) {
-        free(v);
-        return CM_ERR_NOMEM;
-    }
-    v->lw_lock_ok = true;
     v->n_tokens = n_tokens;
+    v->walks = cm_walk_store_new();
     v->data = malloc(total ? total : 1);
     v->offsets = malloc((n_tokens + 1) * sizeof *v->offsets);
     v->in_trie = malloc(n_tokens);
     v->trie_ids = malloc(n_tokens * sizeof *v->trie_ids);
     v->trie_lcp = malloc(n_tokens * sizeof *v->trie_lcp);
-    if (!v->data || !v->offsets || !v->in_trie || !v->trie_ids || !v->trie_lcp) {
+    if (!v->walks || !v->data || !v->offsets || !v->in_trie || !v->trie_ids || !v->trie_lcp) {
         cm_vocab_free(v);
         return CM_ERR_NOMEM;
     }
@@ -146,8 +142,7 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
 
 void cm_vocab_free(cm_vocab *v) {
     if (!v) return;
-    cm_loop_walks_free(v->lw_cache);
-    if (v->lw_lock_ok) pthread_mutex_destroy(&v->lw_lock);
+    cm_walk_store_free(v->walks);
     free(v->data);
     free(v->offsets);
     free(v->in_trie);
@@ -163,10 +158,5 @@ size_t cm_vocab_size(const cm_vocab *v) { return v ? v->n_tokens : 0; }
 size_t cm_vocab_trie_size(const cm_vocab *v) { return v ? v->n_trie : 0; }
 
 void cm_vocab_clear_walks(cm_vocab *v) {
-    if (!v) return;
-    pthread_mutex_lock(&v->lw_lock);
-    cm_loop_walks_free(v->lw_cache);
-    v->lw_cache = NULL;
-    v->lw_bytes = 0;
-    pthread_mutex_unlock(&v->lw_lock);
+    if (v) cm_walk_store_clear(v->walks);
 }

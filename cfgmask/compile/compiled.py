@@ -4,12 +4,14 @@ their tables cached by grammar content, bound to a vocabulary in the C core."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
+import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from .. import ir
+from .. import deadline, ir
 from ..deadline import Deadline
 from ..errors import GrammarError
 from ..grammar import Grammar
@@ -67,8 +69,14 @@ class CompiledGrammar:
         return out
 
     def warm(self) -> CompiledGrammar:
-        """Precompute the mask-cache entry of every state now instead of on first use."""
-        self._handle.warm()
+        """Precompute the mask-cache entry of every state now instead of on first use.
+
+        Under a compile deadline (``compile(warm=True)`` warms under its own) it raises
+        :class:`~cfgmask.errors.LimitError` with ``limit="deadline_ms"`` once that passes;
+        the entries built so far are kept.
+        """
+        left = deadline.remaining()
+        self._handle.warm(time.monotonic() + left if math.isfinite(left) else 0.0)
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -111,7 +119,8 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
 
     Automaton tables are cached by grammar content, so compiling the same
     grammar for a second vocabulary (or again) skips the automaton build.
-    ``warm=True`` fills the whole mask cache now (slower compile, flat latency).
+    ``warm=True`` fills the whole mask cache now (slower compile, flat latency), within
+    ``limits.deadline_ms`` like the rest of the compile.
     ``_strategy`` is private: how the core builds masks (same masks; for tests).
     """
     if isinstance(grammar, ir.Grammar):
@@ -130,14 +139,14 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
                 if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
                     _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))
                 _TABLE_CACHE[key] = tables
-    if tables.max_token_id >= vocab.size:
-        raise GrammarError(
-            f"token terminal <[{tables.max_token_id}]> is out of range "
-            f"for a vocabulary of {vocab.size} tokens"
+        if tables.max_token_id >= vocab.size:
+            raise GrammarError(
+                f"token terminal <[{tables.max_token_id}]> is out of range "
+                f"for a vocabulary of {vocab.size} tokens"
+            )
+        compiled = CompiledGrammar(
+            grammar, vocab, tables, matcher_limits or MatcherLimits(), _strategy or DEFAULT
         )
-    compiled = CompiledGrammar(
-        grammar, vocab, tables, matcher_limits or MatcherLimits(), _strategy or DEFAULT
-    )
-    if warm:
-        compiled.warm()
+        if warm:
+            compiled.warm()  # within the deadline too
     return compiled

@@ -1,0 +1,39 @@
+/* Word loops over token bit sets, and array growth. */
+#include <stdlib.h>
+
+#include "bits.h"
+#include "cfgmask.h"
+
+/* restrict: the compiler may not otherwise assume the mask and an entry are
+ * apart, and would not vectorize; on x86-64 glibc (ifunc) an AVX2 clone is
+ * picked at load time where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
+#define CM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CM_VECTOR_CLONES
+#endif
+
+CM_VECTOR_CLONES void cm_or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] |= src[i];
+}
+
+CM_VECTOR_CLONES void cm_or_words_and(uint32_t *restrict dst, const uint32_t *restrict a, const uint32_t *restrict b,
+                                      size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] |= a[i] & b[i];
+}
+
+size_t cm_count_bits(const uint32_t *words, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += (size_t)__builtin_popcount(words[i]);
+    return c;
+}
+
+int cm_grow_to(void **p, size_t *cap, size_t need, size_t elem) {
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return CM_ERR_NOMEM;
+    *p = q;
+    *cap = n;
+    return CM_OK;
+}

@@ -1,0 +1,35 @@
+/* Bit sets over token ids (bit t % 32 of word t / 32) and small array helpers.
+ * Depends on nothing but the C library: every other file may include it. */
+#ifndef CFGMASK_BITS_H
+#define CFGMASK_BITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+static inline bool cm_bit(const uint32_t *set, unsigned i) { return (set[i >> 5] >> (i & 31)) & 1u; }
+static inline void cm_set_bit(uint32_t *set, unsigned i) { set[i >> 5] |= 1u << (i & 31); }
+
+/* dst |= src, and dst |= a & b, over n words (vectorized; see bits.c). */
+void cm_or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n);
+void cm_or_words_and(uint32_t *restrict dst, const uint32_t *restrict a, const uint32_t *restrict b, size_t n);
+size_t cm_count_bits(const uint32_t *words, size_t n);
+
+/* Sort v[0..n) and drop repeats; returns the number kept (fsm.c). */
+size_t cm_sort_unique_u32(uint32_t *v, size_t n);
+
+/* Length of the common prefix of a[0..la) and b[0..lb). */
+static inline uint32_t cm_common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
+    uint32_t n = la < lb ? la : lb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* *p (an array of *cap elements of elem bytes) grown to hold at least need:
+ * 0, or CM_ERR_NOMEM (*p and *cap unchanged). */
+int cm_grow_to(void **p, size_t *cap, size_t need, size_t elem);
+static inline int cm_grow(void **p, size_t *cap, size_t need, size_t elem) {
+    return need <= *cap ? 0 : cm_grow_to(p, cap, need, elem);
+}
+
+#endif

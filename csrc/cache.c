@@ -1,0 +1,272 @@
+/* The mask cache: entries built on first use, interned, published.
+ *
+ * An entry is built under the cache lock, by the first of these that applies
+ * (the build ladder; each claims the very entry of the whole walk, see
+ * tests/test_entries.py):
+ *   1. composed from its callees' entries (compose.c), for a state that calls;
+ *   2. taken from a donor state's (donor.c), for a solo state like another;
+ *   3. the shared walk of its loop (loops.c), for a plain state in a loop;
+ *   4. a walk of the whole trie (flat.c, walk.c).
+ * Then uncertain tokens no context can take are dropped (walk.c) and a block
+ * state's are split (wrap.c).  States with equal entries share one; a slot is
+ * published with a release store, and readers never lock. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+#include "compose.h"
+#include "donor.h"
+#include "flat.h"
+#include "loops.h"
+#include "wrap.h"
+
+/* Entries with more uncertain tokens than this skip the filter: the tokens that
+ * cross a block boundary of a counted repetition (a JSON Schema maxLength string:
+ * 100,000 of them) can all go on in some context, and reading each through the
+ * upward chart cost a third of Snowplow's compile(warm=True). */
+#define CM_FILTER_MAX_UNCERTAIN 16384
+
+int cm_cache_new(const cm_grammar *g, cm_cache **out) {
+    size_t ns = g->t.n_states ? g->t.n_states : 1;
+    cm_cache *c = calloc(1, sizeof *c);
+    if (!c) return CM_ERR_NOMEM;
+    if (pthread_mutex_init(&c->lock, NULL)) {
+        free(c);
+        return CM_ERR_NOMEM;
+    }
+    if (cm_mask_memo_init(&c->memo)) {
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return CM_ERR_NOMEM;
+    }
+    c->slots = calloc(ns, sizeof *c->slots);
+    c->building = calloc(ns, 1);
+    c->loop_lab = malloc(ns * sizeof *c->loop_lab);
+    c->loops = calloc(CM_LOOP_BUCKETS, sizeof *c->loops);
+    if (!c->slots || !c->building || !c->loop_lab || !c->loops) {
+        cm_cache_free(c);
+        return CM_ERR_NOMEM;
+    }
+    memset(c->loop_lab, 0xff, ns * sizeof *c->loop_lab);
+    *out = c;
+    return CM_OK;
+}
+
+void cm_cache_free(cm_cache *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->entries_cap; i++) cm_entry_free(c->entries[i]);  /* slots[] shares them */
+    free(c->entries);
+    free(c->slots);
+    free(c->building);
+    cm_flat_free(c->flat);
+    cm_loop_walks_free(c->loops);
+    free(c->loop_lab);
+    cm_mask_memo_destroy(&c->memo);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* The table of distinct entries, doubled when half full: 0 or CM_ERR_NOMEM. */
+static int intern_grow(cm_cache *c) {
+    if ((c->n_entries + 1) * 2 <= c->entries_cap) return CM_OK;
+    size_t cap = c->entries_cap ? c->entries_cap * 2 : 256;
+    cm_entry **t = calloc(cap, sizeof *t);
+    if (!t) return CM_ERR_NOMEM;
+    for (size_t i = 0; i < c->entries_cap; i++) {
+        cm_entry *x = c->entries[i];
+        if (!x) continue;
+        size_t s = x->hash & (cap - 1);
+        while (t[s]) s = (s + 1) & (cap - 1);
+        t[s] = x;
+    }
+    free(c->entries);
+    c->entries = t;
+    c->entries_cap = cap;
+    return CM_OK;
+}
+
+/* The cache's entry equal to e: an earlier one (e is freed) or e, now owned by
+ * the table.  NULL (e untouched) when the table cannot grow.  Under the lock.
+ * States in equal loops or equal contexts (the copies of a JSON Schema string,
+ * the operand states of an expression grammar) get the same entry, and a mask
+ * ORs it once (gather in mask.c). */
+static cm_entry *entry_intern(const cm_grammar *g, cm_entry *e) {
+    cm_cache *c = g->cache;
+    e->hash = cm_entry_hash(g, e);
+    if (intern_grow(c)) return NULL;
+    size_t s = e->hash & (c->entries_cap - 1);
+    for (; c->entries[s]; s = (s + 1) & (c->entries_cap - 1)) {
+        if (cm_entry_equal(g, c->entries[s], e)) {
+            cm_entry_free(e);
+            return c->entries[s];
+        }
+    }
+    c->entries[s] = e;
+    c->n_entries++;
+    return e;
+}
+
+static const cm_entry *entry_locked(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+
+/* Rung 1: the entry of a state that calls, from its parts' entries (built
+ * first, recursively): 1 done, 0 declined (w untouched), < 0 error. */
+static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (!cm_compose_can(g, state)) return 0;
+    cm_cache *c = g->cache;
+    uint32_t lo = g->t.ref_off[state], hi = g->t.ref_off[state + 1], n_parts = 0;
+    cm_part *parts = calloc(hi - lo, sizeof *parts);
+    if (!parts) return CM_ERR_NOMEM;
+    int rc = CM_OK, done = 1;
+    size_t n_cand = 0;
+    c->building[state] = 1;
+    c->compose_depth++;
+    for (uint32_t e = lo; e < hi && !rc && done; e++) {
+        cm_part *pt = &parts[n_parts];
+        pt->e = entry_locked(g, cm_compose_part_state(g, e, &pt->la), &pt->owned, &rc);
+        if (rc) break;
+        n_parts++;
+        n_cand += cm_compose_part_candidates(g, pt);
+        if (n_cand > CM_COMPOSE_MAX_CANDIDATES) done = 0;
+    }
+    c->compose_depth--;
+    c->building[state] = 0;
+    if (!rc && done) {
+        atomic_fetch_add(&c->composed, 1);
+        rc = cm_compose(g, state, parts, n_parts, n_cand, w);
+    }
+    for (uint32_t i = 0; i < n_parts; i++) cm_entry_free(parts[i].owned);
+    free(parts);
+    return rc ? rc : done;
+}
+
+/* Rung 2: the entry of a solo state from its donor's (built first): 1 done,
+ * 0 declined (w untouched), < 0 error. */
+static int try_donor(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    bool part[256];
+    int32_t donor = cm_donor_of(g, state, part);
+    if (donor < 0) return 0;
+    cm_cache *c = g->cache;
+    cm_entry *owned = NULL;
+    int rc = CM_OK;
+    c->building[state] = 1;
+    c->compose_depth++;
+    const cm_entry *de = entry_locked(g, (uint32_t)donor, &owned, &rc);
+    c->compose_depth--;
+    c->building[state] = 0;
+    if (rc) return rc;
+    rc = cm_donor_build(g, state, de, part, w);
+    cm_entry_free(owned);
+    if (rc) return rc;
+    atomic_fetch_add(&c->donated, 1);
+    return 1;
+}
+
+/* The walk of `state`'s entry, by the first rung that applies. */
+static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    int done = try_compose(g, state, w);
+    if (!done) done = try_donor(g, state, w);
+    if (!done && g->lim.share_loop_walks && g->plain[state]) done = cm_loop_entry(g, state, w);
+    if (done) return done < 0 ? done : CM_OK;
+    return cm_flat_walk(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, w);
+}
+
+static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
+    cm_walk w;
+    int rc = cm_walk_init(&w, g);
+    cm_entry *e = calloc(1, sizeof *e);
+    if (!rc && !e) rc = CM_ERR_NOMEM;
+    if (!rc) rc = build_walk(g, state, &w);
+    if (!rc && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
+        cm_walk_filter_uncertain(g, state, &w);
+    if (!rc) rc = cm_walk_finish(g, &w, e);
+    if (!rc && cm_wrap_applies(g, state, e->n_uncertain)) rc = cm_wrap_split(g, state, e);
+    cm_walk_free(&w);
+    if (rc) {
+        *status = rc;
+        cm_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The entry of `state`, built if need be; under the cache lock. */
+static const cm_entry *entry_locked(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status) {
+    cm_cache *c = g->cache;
+    *owned = NULL;
+    cm_entry *e = atomic_load_explicit(&c->slots[state], memory_order_acquire);
+    if (e) return e;
+    e = build_entry(g, state, status);
+    cm_entry *shared;
+    if (!e) return NULL;
+    if (atomic_load(&c->bytes) + e->bytes > g->lim.max_cache_bytes || !(shared = entry_intern(g, e))) {
+        *owned = e;
+        return e;
+    }
+    if (shared == e) atomic_fetch_add(&c->bytes, e->bytes);
+    atomic_fetch_add(&c->n_cached, 1);
+    atomic_store_explicit(&c->slots[state], shared, memory_order_release);
+    return shared;
+}
+
+const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status) {
+    cm_cache *c = g->cache;
+    *owned = NULL;
+    *status = CM_OK;
+    cm_entry *e = atomic_load_explicit(&c->slots[state], memory_order_acquire);
+    if (e) return e;
+    pthread_mutex_lock(&c->lock);
+    const cm_entry *r = entry_locked(g, state, owned, status);
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+/* ---- the public face ---- */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cm_grammar_warm(const cm_grammar *g, double deadline) {
+    if (!g) return CM_ERR_ARG;
+    for (uint32_t s = 0; s < g->t.n_states; s++) {
+        if (!g->has_bytes[s] && g->t.ref_off[s] == g->t.ref_off[s + 1]) continue;  /* see mask.c, looked_up */
+        if (deadline > 0 && now_seconds() > deadline) return CM_ERR_TIMEOUT;
+        cm_entry *owned;
+        int rc;
+        cm_grammar_entry(g, s, &owned, &rc);
+        if (owned) cm_entry_free(owned);
+        if (rc) return rc;
+    }
+    return CM_OK;
+}
+
+size_t cm_grammar_cache_bytes(const cm_grammar *g) { return g ? atomic_load(&g->cache->bytes) : 0; }
+size_t cm_grammar_cache_entries(const cm_grammar *g) { return g ? atomic_load(&g->cache->n_cached) : 0; }
+
+void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
+                            size_t *vocab_loops) {
+    cm_cache *c = g->cache;
+    pthread_mutex_lock(&c->lock);
+    *vocab_loops = atomic_load(&c->loops_from_vocab);
+    *composed = atomic_load(&c->composed);
+    *donated = atomic_load(&c->donated);
+    *flat_configs = cm_flat_configs(c->flat);
+    pthread_mutex_unlock(&c->lock);
+}
+
+int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+    if (!g || !words || !unc || !n_unc || state >= g->t.n_states) return CM_ERR_ARG;
+    cm_entry *owned;
+    int rc;
+    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+    if (rc) return rc;
+    memset(words, 0, g->n_words * sizeof *words);
+    cm_or_accepted(g, words, e, NULL);
+    for (uint32_t i = 0; i < e->n_uncertain; i++) unc[i] = g->v->trie_ids[e->uncertain[i]];
+    *n_unc = e->n_uncertain;
+    cm_entry_free(owned);
+    return CM_OK;
+}

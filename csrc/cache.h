@@ -1,0 +1,53 @@
+/* The mask cache of a compiled grammar (cache.c): one entry per automaton
+ * state that scans, built on first use by whichever thread needs it, shared by
+ * every matcher.  Everything a grammar fills in after compile lives here,
+ * behind g->cache: the entries, the locks, what entries are built with (the
+ * flat-walk DFA, loop walks), the whole-mask memo and the counters. */
+#ifndef CFGMASK_CACHE_H
+#define CFGMASK_CACHE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "entry.h"
+#include "maskmemo.h"
+
+#define CM_COMPOSE_MAX_DEPTH 64   /* entries built from entries built from ... */
+
+typedef struct cm_flat cm_flat;            /* flat.c: the DFA of flat private charts */
+typedef struct cm_loop_walk cm_loop_walk;  /* loops.c: a trie walk shared by equal loops */
+
+struct cm_cache {
+    /* the entries: slots are published with release stores and read without the lock */
+    _Atomic(cm_entry *) *slots;     /* [n_states] */
+    pthread_mutex_t lock;           /* builds entries; guards what follows but the atomics */
+    cm_entry **entries;             /* distinct entries, open addressing [entries_cap]; */
+    size_t entries_cap, n_entries;  /*   they own the memory slots[] points to */
+    atomic_size_t bytes;            /* held by entries, the flat DFA and loop walks */
+    atomic_size_t n_cached;         /* states with an entry */
+    /* what entries are built with, under lock */
+    uint8_t *building;              /* [n_states] entries being composed or taken from a donor */
+    uint32_t compose_depth;         /* nesting of those, up to CM_COMPOSE_MAX_DEPTH */
+    cm_flat *flat;                  /* built lazily by walks */
+    cm_loop_walk **loops;           /* [CM_LOOP_BUCKETS] shared loop walks */
+    uint32_t *loop_lab;             /* [n_states] scratch of the loop finder, all UINT32_MAX between uses */
+    /* how entries were built (cm_grammar_build_stats) */
+    atomic_size_t composed, donated, loops_from_vocab;
+    /* finished masks, under memo.lock */
+    cm_mask_memo memo;
+};
+
+int cm_cache_new(const cm_grammar *g, cm_cache **out);
+void cm_cache_free(cm_cache *c);
+
+/* The cache entry of `state`, built if need be.  Past the cache-memory limit an
+ * entry is built for this call only and handed back in *owned for the caller
+ * to free.  Readers never lock. */
+const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+
+/* The entry of `state` if it is built, else NULL. */
+static inline const cm_entry *cm_cache_peek(const cm_grammar *g, uint32_t state) {
+    return atomic_load_explicit(&g->cache->slots[state], memory_order_acquire);
+}
+
+#endif

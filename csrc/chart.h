@@ -1,0 +1,125 @@
+/* The Earley chart over bytes: its storage (chart.c), the waiter index of its
+ * closed sets (waiters.c) and the Earley steps over it (earley.c). */
+#ifndef CFGMASK_CHART_H
+#define CFGMASK_CHART_H
+
+#include "grammar.h"
+
+typedef struct cm_item {
+    uint32_t state;             /* packed: automaton state and the debt owed (cm_pack) */
+    uint32_t origin;
+} cm_item;
+
+/* A memoized closure: the items a set's kernel (the items a byte scan produced)
+ * closes to.  It depends only on the kernel and the sets up to the kernel's
+ * newest origin, so it stays valid while that set's version is unchanged. */
+#define CM_MEMO_SLOTS 256
+#define CM_MEMO_KERNEL 32
+#define CM_MEMO_HERE UINT32_MAX - 1    /* origin = the set being built */
+#define CM_MEMO_ANY_BYTE 0xFFFFu
+typedef struct cm_memo {
+    uint32_t n_kernel, max_origin;
+    cm_item kernel[CM_MEMO_KERNEL];
+    uint64_t version;
+    cm_item *closure;
+    uint32_t n_closure, cap_closure;
+    uint32_t vset;              /* the set whose version is checked (max_origin, or later) */
+    uint16_t byte;              /* the set's own byte, if the closure read it; else ANY */
+    bool exited;
+} cm_memo;
+
+typedef struct cm_wslot {
+    uint64_t key;               /* set << 32 | rule; 0 = empty (set 0 rule 0 is stored as key ~0) */
+    uint64_t version;
+    uint32_t off, n;
+} cm_wslot;
+
+/* An Earley chart over bytes: set i holds items[set_start[i] .. set_start[i+1]). */
+typedef struct cm_chart {
+    cm_item *items;
+    size_t n_items, cap_items;
+    uint32_t *set_start;        /* [n_sets + 1] */
+    uint16_t *set_byte;         /* [cap_sets] the byte whose scan made each set; 256: none
+                                   (set 0, a whole-token scan) */
+    size_t n_sets, cap_sets;
+    /* dedup of the set under construction: open addressing, generation stamped */
+    uint64_t *hkeys;
+    uint32_t *hgen;
+    size_t hcap;
+    uint32_t gen;
+    bool exited;                /* the last set completed a CM_OUTER item */
+    uint32_t read_hi;           /* the last set a lookahead debt read the byte of (close_memoized) */
+    bool upward;                /* a completed CM_OUTER item returns to every caller of its
+                                   rule (g->ret_*), each as a new CM_OUTER item */
+    uint64_t *version;          /* [cap_sets] when each set was last built */
+    uint64_t clock;
+    cm_memo *memo;              /* [CM_MEMO_SLOTS], allocated on first use */
+    /* Waiter index of closed sets (built on demand for big sets): the items of
+     * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
+     * slot keyed (o, r) whose version is o's current one. */
+    cm_wslot *wslots;           /* open addressing, [wcap] */
+    size_t wcap, wused;
+    uint32_t *wpool;
+    size_t wpool_n, wpool_cap;
+    uint64_t *wbuilt;           /* [cap_sets] version whose index is built, 0 none */
+    uint64_t *wseen;            /* [cap_sets] version of the last completion into the set */
+    uint64_t *wtmp;             /* scratch: (rule << 32 | item) pairs of the set being indexed */
+    size_t wtmp_cap;
+} cm_chart;
+
+/* ---- chart.c: storage ---- */
+
+static inline uint64_t cm_item_key(uint32_t state, uint32_t origin) { return ((uint64_t)state << 32) | origin; }
+
+static inline size_t cm_hslot(uint64_t key, size_t mask) {
+    key ^= key >> 29;
+    key *= 0xbf58476d1ce4e5b9ULL;
+    key ^= key >> 32;
+    return (size_t)key & mask;
+}
+
+/* An empty chart with its first set begun (no byte made it). */
+int cm_chart_open(cm_chart *c, bool upward);
+void cm_chart_free(cm_chart *c);
+int cm_chart_copy(cm_chart *dst, const cm_chart *src);
+/* Room for need sets (the per-set arrays). */
+int cm_chart_grow_sets(cm_chart *c, size_t need);
+/* The dedup table, doubled, holding the items from `start` on. */
+int cm_chart_rehash(cm_chart *c, size_t start);
+/* Start a new set at the end of the chart. */
+int cm_chart_begin_set(cm_chart *c);
+/* Reopen the last (closed) set for more items: index its items for dedup. */
+int cm_chart_reopen_last(cm_chart *c);
+
+static inline void cm_chart_end_set(cm_chart *c) {
+    c->version[c->n_sets] = ++c->clock;
+    c->n_sets++;
+    c->set_start[c->n_sets] = (uint32_t)c->n_items;
+}
+
+static inline void cm_chart_truncate(cm_chart *c, size_t n_sets) {
+    c->n_sets = n_sets;
+    c->n_items = c->set_start[n_sets];
+}
+
+/* ---- waiters.c: the waiter index ---- */
+
+/* The items of closed set `origin` that call `rule`, for a completion into it:
+ * 1 with *items / *n set when the set is indexed (n may be 0: nobody waits),
+ * 0 when it is not (scan the set), < 0 on error. */
+int cm_waiters(cm_chart *c, const cm_grammar *g, uint32_t origin, uint32_t rule, const uint32_t **items,
+               uint32_t *n);
+
+/* ---- earley.c: the Earley steps ---- */
+
+int cm_chart_init(cm_chart *c, const cm_grammar *g);
+int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin);
+int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule);
+int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
+int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
+int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
+int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
+bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
+int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge);
+
+#endif

@@ -1,0 +1,28 @@
+/* Entries composed from their callees' (compose.c). */
+#ifndef CFGMASK_COMPOSE_H
+#define CFGMASK_COMPOSE_H
+
+#include "walk.h"
+
+#define CM_COMPOSE_MAX_CANDIDATES 4096
+
+/* A part of a composed entry: the entry of a callee's start state, or of the
+ * state after a lookahead marker, owing its debt la (0 for calls). */
+typedef struct cm_part {
+    const cm_entry *e;
+    cm_entry *owned;            /* e when the cache could not keep it */
+    uint32_t la;
+} cm_part;
+
+/* May the entry of `state` be composed (under the cache lock)? */
+bool cm_compose_can(const cm_grammar *g, uint32_t state);
+/* The state whose entry ref edge e contributes; *la the debt it owes. */
+uint32_t cm_compose_part_state(const cm_grammar *g, uint32_t e, uint32_t *la);
+/* The tokens a part leaves for the composed state's chart to decide. */
+size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p);
+/* The entry of `state` (w empty) from the parts of its ref edges, in order;
+ * n_cand: their candidates in all.  Under the cache lock. */
+int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32_t n_parts, size_t n_cand,
+               cm_walk *w);
+
+#endif

@@ -1,0 +1,301 @@
+/* The DFA of flat private charts.
+ *
+ * Inside a name, a string or a keyword, the private chart of a walk holds only
+ * items waiting on the unknown caller (origin CM_OUTER), plus lookahead
+ * markers predicted and completed in the same set, which never scan.  Such a
+ * set is *flat*: what it does with the next byte depends only on its items
+ * that read bytes (packed states, debts included) and on whether it exited.
+ * Interned as a configuration, the next byte's set is computed once with a
+ * real chart and then looked up: a walk through names costs a table lookup a
+ * trie node instead of an Earley step.  A set that predicts a real rule (or
+ * reads token edges) is not flat; the walk then runs the chart from the
+ * configuration's items for that subtree.  Built under the cache lock. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chart.h"
+#include "flat.h"
+
+#define CM_FLAT_MAX 16384       /* configurations; past it, charts take over */
+#define CM_FLAT_UNKNOWN (-2)
+#define CM_FLAT_DEAD (-1)
+#define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
+/* errors come back as (status - 8), below CM_FLAT_CHART */
+#define FLAT_ERR(rc) ((rc) - 8)
+
+struct cm_flat {
+    uint32_t n, cap;
+    uint32_t *off;              /* [cap + 1] items of configuration i: items[off[i] .. off[i+1]) */
+    uint32_t *items;
+    size_t n_items, cap_items;
+    uint8_t *exited;            /* [cap] */
+    int32_t *next;              /* [cap * width], by column */
+    uint32_t width;
+    uint8_t col[256];           /* byte -> column: bytes of one class that every lookahead
+                                   debt also treats alike (debts read bytes, not classes) */
+    uint32_t *slots;            /* open addressing, id + 1, [hcap] */
+    uint64_t *hashes;           /* [cap] */
+    size_t hcap;
+    cm_chart chart;             /* scratch for computing a transition */
+    bool chart_ok;
+    uint32_t *tmp;
+    size_t cap_tmp;
+};
+
+void cm_flat_free(cm_flat *f) {
+    if (!f) return;
+    free(f->off);
+    free(f->items);
+    free(f->exited);
+    free(f->next);
+    free(f->slots);
+    free(f->hashes);
+    free(f->tmp);
+    if (f->chart_ok) cm_chart_free(&f->chart);
+    free(f);
+}
+
+size_t cm_flat_configs(const cm_flat *f) { return f ? f->n : 0; }
+
+static uint64_t flat_hash(const uint32_t *it, size_t n, bool exited) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n ^ ((uint64_t)exited << 40);
+    for (size_t i = 0; i < n; i++) h = (h ^ it[i]) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 31;
+    return h;
+}
+
+/* Room for one more configuration of n items: 0 or CM_ERR_NOMEM. */
+static int flat_reserve(cm_flat *f, size_t n) {
+    if (f->n == f->cap) {
+        uint32_t cap = f->cap * 2;
+        uint32_t *off = realloc(f->off, ((size_t)cap + 1) * sizeof *off);
+        if (off) f->off = off;
+        uint8_t *ex = realloc(f->exited, cap);
+        if (ex) f->exited = ex;
+        int32_t *nx = realloc(f->next, (size_t)cap * f->width * sizeof *nx);
+        if (nx) f->next = nx;
+        uint64_t *hs = realloc(f->hashes, (size_t)cap * sizeof *hs);
+        if (hs) f->hashes = hs;
+        if (!off || !ex || !nx || !hs) return CM_ERR_NOMEM;
+        f->cap = cap;
+    }
+    if (f->n_items + n > f->cap_items) {
+        size_t cap = (f->n_items + n) * 2;
+        uint32_t *p = realloc(f->items, cap * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        f->items = p;
+        f->cap_items = cap;
+    }
+    return CM_OK;
+}
+
+/* The hash table doubled once it is half full: 0 or CM_ERR_NOMEM. */
+static int flat_rehash(cm_flat *f) {
+    if ((size_t)(f->n + 1) * 2 <= f->hcap) return CM_OK;
+    size_t hcap = f->hcap * 2;
+    uint32_t *sl = calloc(hcap, sizeof *sl);
+    if (!sl) return CM_ERR_NOMEM;
+    for (uint32_t i = 0; i < f->n; i++) {
+        size_t j = f->hashes[i] & (hcap - 1);
+        while (sl[j]) j = (j + 1) & (hcap - 1);
+        sl[j] = i + 1;
+    }
+    free(f->slots);
+    f->slots = sl;
+    f->hcap = hcap;
+    return CM_OK;
+}
+
+/* The id of the configuration (sorted items, exited), added if new;
+ * CM_FLAT_CHART when the table is full, < CM_FLAT_CHART on error. */
+static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, size_t n, bool exited) {
+    uint64_t h = flat_hash(it, n, exited);
+    size_t s = h & (f->hcap - 1);
+    for (; f->slots[s]; s = (s + 1) & (f->hcap - 1)) {
+        uint32_t id = f->slots[s] - 1;
+        if (f->hashes[id] == h && f->exited[id] == exited && f->off[id + 1] - f->off[id] == n &&
+            (!n || !memcmp(f->items + f->off[id], it, n * sizeof *it)))
+            return (int32_t)id;
+    }
+    if (f->n == CM_FLAT_MAX) return CM_FLAT_CHART;
+    size_t hcap = f->hcap;
+    if (flat_reserve(f, n) || flat_rehash(f)) return FLAT_ERR(CM_ERR_NOMEM);
+    if (f->hcap != hcap)
+        for (s = h & (f->hcap - 1); f->slots[s]; s = (s + 1) & (f->hcap - 1)) {
+        }
+    uint32_t id = f->n++;
+    if (n) memcpy(f->items + f->n_items, it, n * sizeof *it);
+    f->off[id] = (uint32_t)f->n_items;
+    f->n_items += n;
+    f->off[id + 1] = (uint32_t)f->n_items;
+    f->exited[id] = exited;
+    f->hashes[id] = h;
+    for (uint32_t b = 0; b < f->width; b++) f->next[(size_t)id * f->width + b] = CM_FLAT_UNKNOWN;
+    f->slots[s] = id + 1;
+    atomic_fetch_add(&g->cache->bytes, f->width * 4 + n * 4 + 16);
+    return (int32_t)id;
+}
+
+/* The configuration of the chart's last set: its id, CM_FLAT_CHART if the
+ * set is not flat, < CM_FLAT_CHART on error. */
+static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
+    size_t last = c->n_sets - 1, n = 0;
+    size_t lo = c->set_start[last], hi = c->set_start[last + 1];
+    if (hi - lo > f->cap_tmp) {
+        uint32_t *p = realloc(f->tmp, (hi - lo) * sizeof *p);
+        if (!p) return FLAT_ERR(CM_ERR_NOMEM);
+        f->tmp = p;
+        f->cap_tmp = hi - lo;
+    }
+    for (size_t i = lo; i < hi; i++) {
+        cm_item it = c->items[i];
+        uint32_t st = cm_st(it.state);
+        if (g->has_tokens[st]) return CM_FLAT_CHART;
+        if (it.origin == CM_OUTER) {
+            if (g->has_bytes[st]) f->tmp[n++] = it.state;
+        } else if (it.origin != last || g->has_bytes[st] || g->t.ref_off[st] < g->t.ref_off[st + 1]) {
+            return CM_FLAT_CHART;  /* a predicted rule that may still read: not flat */
+        }
+    }
+    n = n ? cm_sort_unique_u32(f->tmp, n) : 0;
+    return flat_intern(g, f, f->tmp, n, c->exited);
+}
+
+/* The columns of the flat DFA: bytes that share their class and, for every
+ * lookahead debt, what the debt becomes after them (a scan depends on nothing
+ * else of the byte: later sets of a flat walk read no byte of this one). */
+static void flat_columns(const cm_grammar *g, cm_flat *f) {
+    const cm_tables *t = &g->t;
+    int16_t first[256];  /* the first byte of each column */
+    uint32_t n = 0;
+    for (int b = 0; b < 256; b++) {
+        uint32_t c = 0;
+        for (; c < n; c++) {
+            int a = first[c];
+            if (t->byte_class[a] != t->byte_class[b]) continue;
+            uint32_t la = 1;
+            while (la < t->n_la && t->la_next[(size_t)la * 256 + a] == t->la_next[(size_t)la * 256 + b]) la++;
+            if (la == t->n_la) break;
+        }
+        if (c == n) first[n++] = (int16_t)b;
+        f->col[b] = (uint8_t)c;
+    }
+    f->width = n;
+}
+
+/* The grammar's DFA, created empty on first use; NULL when memory is short. */
+static cm_flat *flat_get(const cm_grammar *g) {
+    if (g->cache->flat) return g->cache->flat;
+    cm_flat *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->cap = 64;
+    f->hcap = 256;
+    flat_columns(g, f);
+    f->off = malloc((f->cap + 1) * sizeof *f->off);
+    f->exited = malloc(f->cap);
+    f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);
+    f->hashes = malloc(f->cap * sizeof *f->hashes);
+    f->slots = calloc(f->hcap, sizeof *f->slots);
+    if (!f->off || !f->exited || !f->next || !f->hashes || !f->slots) {
+        cm_flat_free(f);
+        return NULL;
+    }
+    f->off[0] = 0;
+    g->cache->flat = f;
+    return f;
+}
+
+/* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART. */
+static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state) {
+    int rc;
+    if (!f->chart_ok) {
+        rc = cm_chart_init_items(&f->chart, g, &state, 1);
+        f->chart_ok = rc == CM_OK;
+    } else {
+        rc = cm_chart_reset_items(&f->chart, g, &state, 1);
+    }
+    if (rc) return FLAT_ERR(rc);
+    return flat_of_set(g, f, &f->chart);
+}
+
+/* The transition of configuration id on byte b, computed with the scratch chart. */
+static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
+    int rc = cm_chart_reset_items(&f->chart, g, f->items + f->off[id], f->off[id + 1] - f->off[id]);
+    if (rc) return FLAT_ERR(rc);
+    int r = cm_chart_scan(&f->chart, g, b);
+    if (r < 0) return FLAT_ERR(r);
+    int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart);
+    if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
+    return to;
+}
+
+/* Where configuration st[d] ends trie entry k at depth d (dead, or not flat):
+ * the subtree of k's first d + 1 bytes settled -- uncertain if the walk had
+ * exited before (fd), walked with a chart if not flat.  Returns its end. */
+static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t rule, size_t k, uint32_t d,
+                         uint8_t fd, cm_walk *w, int *rc) {
+    const cm_vocab *v = g->v;
+    size_t end = v->skip[v->trie_off[k] + d];
+    if (to == CM_FLAT_CHART) {
+        uint32_t a = f->off[w->st[d]], n = f->off[w->st[d] + 1] - a;
+        *rc = cm_walk_range(g, f->items + a, n, rule, k, end, d, w->fl[d], w->ex[d], w);
+    }
+    for (; to == CM_FLAT_DEAD && fd && k < end && !*rc; k++) *rc = cm_walk_push_uncertain(w, (uint32_t)k);
+    return end;
+}
+
+/* The flat walk of entries [k, k_end) from configuration c0 at depth d0. */
+static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, size_t k, size_t k_end,
+                          uint32_t d0, cm_walk *w) {
+    const cm_vocab *v = g->v;
+    const uint8_t *data = v->trie_data, *col = f->col;
+    const uint64_t *off = v->trie_off;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids;
+    const size_t width = f->width;
+    uint8_t *ex = w->ex, *fl = w->fl;
+    uint32_t *st = w->st, *bits = w->bits, n_acc = 0;
+    /* the tables move only when flat_step adds a configuration */
+    const int32_t *next = f->next;
+    const uint8_t *exited = f->exited;
+    int rc = CM_OK;
+    st[d0] = (uint32_t)c0;
+    ex[d0] = d0 ? exited[c0] : 0;  /* an exit at depth 0 is another item of the same set */
+    fl[d0] = 0;
+    while (k < k_end && !rc) {
+        uint32_t d = lcp[k] > d0 ? lcp[k] : d0, len = (uint32_t)(off[k + 1] - off[k]);
+        const uint8_t *p = data + off[k];
+        for (; d < len; d++) {
+            uint8_t fd = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
+            int32_t to = next[(size_t)st[d] * width + col[p[d]]];
+            if (to == CM_FLAT_UNKNOWN) {
+                to = flat_step(g, f, st[d], p[d]);
+                next = f->next;
+                exited = f->exited;
+            }
+            if (to >= 0) {
+                st[d + 1] = (uint32_t)to;
+                ex[d + 1] = exited[to];
+                fl[d + 1] = fd;
+                continue;
+            }
+            if (to < CM_FLAT_CHART) rc = to + 8;
+            else k = flat_leave(g, f, to, rule, k, d, fd, w, &rc);
+            break;
+        }
+        if (!rc && d == len) {
+            cm_set_bit(bits, ids[k++]);
+            n_acc++;
+        }
+    }
+    w->n_accepted += n_acc;
+    return rc;
+}
+
+int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
+                 cm_walk *w) {
+    cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
+    int32_t c0 = f ? flat_start(g, f, state) : CM_FLAT_CHART;
+    if (c0 < CM_FLAT_CHART) return c0 + 8;
+    if (c0 == CM_FLAT_CHART) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
+    return flat_walk_from(g, f, c0, rule, k, k_end, d0, w);
+}

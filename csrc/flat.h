@@ -1,0 +1,17 @@
+/* Flat walks (flat.c): trie walks that follow a lazily built DFA over the
+ * private charts of names, strings and keywords instead of an Earley step a
+ * byte.  Under the cache lock. */
+#ifndef CFGMASK_FLAT_H
+#define CFGMASK_FLAT_H
+
+#include "cache.h"
+#include "walk.h"
+
+/* cm_walk_range from the single item (state, OUTER), through the flat DFA
+ * where the chart is flat (when lim.flat_walks), a chart elsewhere. */
+int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
+                 cm_walk *w);
+size_t cm_flat_configs(const cm_flat *f);
+void cm_flat_free(cm_flat *f);
+
+#endif

@@ -1,0 +1,299 @@
+/* Walks shared by equal loops.
+ *
+ * Most of a trie walk is spent inside a loop of plain states (the inside of a
+ * string, a name, whitespace): not accepting, calling nothing, so the private
+ * chart is one item.  Copies of one terminal inlined in many rules have equal
+ * loops (same transitions inside, different states where they leave), and
+ * every token that stays inside has the same fate.  So the walk of a state in
+ * such a loop (its strongly connected component of plain states) is split:
+ *   - shared, keyed by the loop's canonical form (states numbered breadth
+ *     first from the entry state, each transition inside / out / dead): a DFA
+ *     walk of the trie recording tokens that end inside (accepted) and each
+ *     trie subtree whose prefix leaves the loop (loop state, byte, depth);
+ *   - per state: each recorded exit continued with the private chart from the
+ *     state the byte leads to, over that subtree only.
+ * Same classification as a whole walk: inside the loop nothing can complete,
+ * so no exit flag is raised before the first byte out of it.  The walks live
+ * in the cache (g->cache->loops) and, by their byte-level form, in the
+ * vocabulary (loopstore.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "flat.h"
+#include "loops.h"
+
+/* The loop of a state: the plain states that lie on a cycle through it of at
+ * most CM_LOOP_REACH transitions each way (the inside of a string with its
+ * escapes; not the cycle of a whole object, which would make every loop
+ * unique).  cache->loop_lab (all UINT32_MAX between uses) maps states to
+ * labels meanwhile. */
+#define CM_LOOP_REACH 3
+#define CM_LOOP_MARK (UINT32_MAX - 2)   /* on such a cycle, not numbered yet */
+
+static inline bool plain_state(const cm_grammar *g, int32_t s) { return s >= 0 && g->plain[s]; }
+
+/* Forward: the plain states within CM_LOOP_REACH transitions of `state` into
+ * fw[0..*nf) (label: the index in fw); false past CM_LOOP_MAX * 4 of them. */
+static bool loop_reach(const cm_grammar *g, uint32_t state, uint32_t *fw, uint8_t *fd, uint32_t *nf) {
+    const cm_tables *t = &g->t;
+    uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
+    *nf = 0;
+    fw[*nf] = state;
+    fd[*nf] = 0;
+    lab[state] = (*nf)++;
+    for (uint32_t i = 0; i < *nf; i++) {
+        if (fd[i] == CM_LOOP_REACH) continue;
+        const int32_t *row = t->trans + (size_t)fw[i] * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t to = row[c];
+            if (!plain_state(g, to) || lab[to] != UINT32_MAX) continue;
+            if (*nf == CM_LOOP_MAX * 4) return false;
+            fw[*nf] = (uint32_t)to;
+            fd[*nf] = (uint8_t)(fd[i] + 1);
+            lab[to] = (*nf)++;
+        }
+    }
+    return true;
+}
+
+/* Backward within fw: the states `state` is reached again from in at most
+ * CM_LOOP_REACH transitions are labelled CM_LOOP_MARK, the others unlabelled. */
+static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, uint32_t nf) {
+    const cm_tables *t = &g->t;
+    uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
+    uint8_t *bd = malloc(nf);  /* bd[i]: transitions from fw[i] back to state */
+    if (!bd) return false;
+    for (uint32_t i = 0; i < nf; i++) bd[i] = fw[i] == state ? 0 : 0xff;
+    for (uint32_t h = 1; h <= CM_LOOP_REACH; h++)
+        for (uint32_t i = 0; i < nf; i++) {
+            if (bd[i] != 0xff) continue;
+            const int32_t *row = t->trans + (size_t)fw[i] * nc;
+            for (uint32_t c = 0; c < nc && bd[i] == 0xff; c++) {
+                int32_t to = row[c];
+                if (to < 0 || lab[to] == UINT32_MAX) continue;
+                if (bd[lab[to]] < h) bd[i] = (uint8_t)h;
+            }
+        }
+    for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = bd[i] != 0xff ? CM_LOOP_MARK : UINT32_MAX;
+    free(bd);
+    return true;
+}
+
+/* The marked states numbered breadth first by class from `state` into
+ * ls[0..*n) (label: the number), each transition's code into sig; false past
+ * CM_LOOP_MAX states.  *looped: some transition stays inside. */
+static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t *n, uint32_t *sig,
+                        bool *looped) {
+    const cm_tables *t = &g->t;
+    uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
+    *n = 0;
+    ls[*n] = state;
+    lab[state] = (*n)++;
+    for (uint32_t i = 0; i < *n; i++) {
+        const int32_t *row = t->trans + (size_t)ls[i] * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t to = row[c];
+            uint32_t code;
+            if (to < 0) {
+                code = CM_LOOP_DEAD;
+            } else if (lab[to] == CM_LOOP_MARK) {
+                if (*n == CM_LOOP_MAX) return false;
+                ls[*n] = (uint32_t)to;
+                lab[to] = code = (*n)++;
+            } else {
+                code = lab[to] < CM_LOOP_MAX ? lab[to] : CM_LOOP_OUT;
+            }
+            *looped |= code < CM_LOOP_MAX;
+            sig[(size_t)i * nc + c] = code;
+        }
+    }
+    return true;
+}
+
+static void reset_labels(const cm_grammar *g, const uint32_t *ls, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) g->cache->loop_lab[ls[i]] = UINT32_MAX;
+}
+
+/* The loop of `state`: its states in canonical order into ls (their number
+ * returned, 0 = none or too big) with their labels left set for the caller to
+ * reset (reset_labels), its signature into *sig and *hash (*sig NULL: no
+ * transition stays inside, nothing to share). */
+static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t **sig, uint64_t *hash) {
+    uint32_t nc = g->t.n_classes, nf = 0, n = 0;
+    *sig = NULL;
+    if (!plain_state(g, (int32_t)state)) return 0;
+    uint32_t *fw = malloc(CM_LOOP_MAX * 4 * sizeof *fw), *s = NULL;
+    uint8_t *fd = malloc(CM_LOOP_MAX * 4);
+    bool looped = false, ok = fw && fd && loop_reach(g, state, fw, fd, &nf) && loop_mark(g, state, fw, nf);
+    free(fd);
+    ok = ok && (s = malloc((size_t)CM_LOOP_MAX * nc * sizeof *s)) && loop_number(g, state, ls, &n, s, &looped);
+    for (uint32_t i = 0; i < nf; i++)  /* marked, never numbered; or all of them */
+        if (!ok || g->cache->loop_lab[fw[i]] == CM_LOOP_MARK) g->cache->loop_lab[fw[i]] = UINT32_MAX;
+    free(fw);
+    if (!ok) reset_labels(g, ls, n);
+    if (!ok || !looped) {
+        free(s);
+        return ok ? n : 0;  /* no loop, no sharing */
+    }
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    for (size_t i = 0; i < (size_t)n * nc; i++) h = (h ^ s[i]) * 0xbf58476d1ce4e5b9ULL;
+    *hash = h ^ (h >> 29);
+    *sig = s;
+    return n;
+}
+
+static int push_exit(cm_loop_walk *lw, size_t *cap, cm_loop_exit x) {
+    if (lw->n_exits == *cap) {
+        size_t n = *cap ? *cap * 2 : 64;
+        cm_loop_exit *p = realloc(lw->exits, n * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        lw->exits = p;
+        *cap = n;
+    }
+    lw->exits[lw->n_exits++] = x;
+    return CM_OK;
+}
+
+enum { TAB_OUT = 254, TAB_DEAD = 255 };
+
+/* The loop as a byte-indexed table of labels (small: stays in L1). */
+static uint8_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
+    const cm_tables *t = &g->t;
+    const uint32_t *lab = g->cache->loop_lab;
+    uint8_t *tab = malloc((size_t)n_loop * 256);
+    if (!tab) return NULL;
+    for (uint32_t i = 0; i < n_loop; i++)
+        for (int b = 0; b < 256; b++) {
+            int32_t to = t->trans[(size_t)ls[i] * t->n_classes + t->byte_class[b]];
+            tab[(size_t)i * 256 + b] = to < 0 ? TAB_DEAD : lab[to] < n_loop ? (uint8_t)lab[to] : TAB_OUT;
+        }
+    return tab;
+}
+
+/* The shared DFA walk of a loop (labels of cache->loop_lab are set for ls). */
+static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_walk *lw) {
+    const cm_vocab *v = g->v;
+    uint8_t *tab = loop_table(g, ls, n_loop);
+    uint8_t *st = malloc((size_t)v->max_len + 1);
+    lw->bits = calloc(g->n_words ? g->n_words : 1, sizeof *lw->bits);
+    if (!tab || !st || !lw->bits) {
+        free(tab);
+        free(st);
+        return CM_ERR_NOMEM;
+    }
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+    uint32_t *bits = lw->bits, n_acc = 0;
+    size_t cap = 0, k = 0;
+    int rc = CM_OK;
+    st[0] = 0;
+    while (k < v->n_trie && !rc) {
+        uint32_t d = lcp[k], len = (uint32_t)(off[k + 1] - off[k]);
+        const uint8_t *p = data + off[k];
+        for (; d < len; d++) {
+            uint8_t to = tab[(size_t)st[d] * 256 + p[d]];
+            if (to < TAB_OUT) {
+                st[d + 1] = to;
+                continue;
+            }
+            size_t end = skip[off[k] + d];
+            if (to == TAB_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, st[d], p[d]});
+            k = end;
+            break;
+        }
+        if (d == len) {
+            cm_set_bit(bits, ids[k++]);
+            n_acc++;
+        }
+    }
+    lw->n_accepted = n_acc;
+    free(tab);
+    free(st);
+    return rc;
+}
+
+/* A new walk for the loop ls[0..n) (signature sig, taken over): from the
+ * vocabulary's store, else walked and kept there too.  NULL with *status set
+ * on failure. */
+static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n, uint32_t *sig, uint64_t hash,
+                              int *status) {
+    cm_loop_walk *lw = calloc(1, sizeof *lw);
+    if (!lw) {
+        free(sig);
+        *status = CM_ERR_NOMEM;
+        return NULL;
+    }
+    lw->hash = hash;
+    lw->n_sig = n * g->t.n_classes;
+    lw->sig = sig;
+    cm_loop_form lf;
+    cm_loop_form_of(g, ls, n, &lf);
+    int rc = lf.form ? cm_walk_store_get(g, &lf, lw) : 0;
+    if (rc == 0) {
+        rc = loop_walk(g, ls, n, lw);
+        if (!rc && lf.form) cm_walk_store_put(g, &lf, lw);  /* takes the form */
+    } else if (rc == 1) {
+        rc = CM_OK;
+        atomic_fetch_add(&g->cache->loops_from_vocab, 1);
+    }
+    free(lf.form);
+    if (rc) {
+        cm_loop_walk_free(lw);
+        *status = rc;
+        return NULL;
+    }
+    return lw;
+}
+
+/* The shared walk for the loop of `state` (built under the cache lock), its
+ * states in ls with their labels set; NULL when the state is in no loop (or on
+ * failure, *status set), labels reset. */
+static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, int *status) {
+    cm_cache *cache = g->cache;
+    uint32_t *sig;
+    uint64_t hash = 0;
+    uint32_t n = find_loop(g, state, ls, &sig, &hash);
+    if (!sig) {
+        reset_labels(g, ls, n);
+        return NULL;
+    }
+    size_t nsig = (size_t)n * g->t.n_classes, b = hash % CM_LOOP_BUCKETS;
+    for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
+        if (lw->hash == hash && lw->n_sig == nsig && !memcmp(lw->sig, sig, nsig * sizeof *sig)) {
+            free(sig);
+            return lw;  /* labels stay set for the caller */
+        }
+    cm_loop_walk *lw = new_walk(g, ls, n, sig, hash, status);
+    if (!lw) {
+        reset_labels(g, ls, n);
+        return NULL;
+    }
+    lw->next = cache->loops[b];
+    cache->loops[b] = lw;
+    atomic_fetch_add(&cache->bytes, sizeof *lw + nsig * 4 + g->n_words * 4 + lw->n_exits * sizeof *lw->exits);
+    return lw;
+}
+
+int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
+    int rc = CM_OK;
+    const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &rc) : NULL;
+    if (!lw) {
+        free(ls);
+        return rc;
+    }
+    memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
+    w->n_accepted = lw->n_accepted;
+    uint32_t rule = t->state_rule[state];
+    for (size_t i = 0; !rc && i < lw->n_exits; i++) {
+        const cm_loop_exit *x = &lw->exits[i];
+        int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
+        if (to < 0) continue;  /* cannot happen: equal loops, equal transitions */
+        rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+    }
+    reset_labels(g, ls, lw->n_sig / t->n_classes);
+    free(ls);
+    return rc ? rc : 1;
+}

@@ -1,0 +1,67 @@
+/* Walks shared by equal loops (loops.c) and the store of them that the
+ * vocabulary keeps for every grammar compiled for it (loopstore.c). */
+#ifndef CFGMASK_LOOPS_H
+#define CFGMASK_LOOPS_H
+
+#include "cache.h"
+#include "walk.h"
+
+#define CM_LOOP_BUCKETS 256
+#define CM_LOOP_MAX 254         /* states of a loop: labels fit a byte beside two codes */
+#define CM_LOOP_DEAD UINT32_MAX /* a transition's code in a loop's form: dead, */
+#define CM_LOOP_OUT (UINT32_MAX - 1)  /* out of the loop, else the state's number */
+
+/* A trie subtree whose prefix leaves the loop: entries [k, k_end), whose byte
+ * `byte` at `depth` leaves loop state `label`. */
+typedef struct cm_loop_exit {
+    uint32_t k, k_end, depth, label;
+    uint8_t byte;
+} cm_loop_exit;
+
+struct cm_loop_walk {
+    uint64_t hash;
+    uint32_t n_sig;
+    uint32_t *sig;              /* the loop's form: the key */
+    uint32_t *bits;             /* tokens that end inside the loop */
+    uint32_t n_accepted;
+    cm_loop_exit *exits;
+    size_t n_exits;
+    struct cm_loop_walk *next;  /* in its bucket */
+};
+
+/* ---- loops.c ---- */
+
+/* The entry walk of a plain state through the shared walk of its loop: 1 done,
+ * 0 the state is in no loop (w untouched), < 0 error.  Under the cache lock. */
+int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+
+/* ---- loopstore.c ---- */
+
+/* A loop's byte-level form: its states numbered breadth first from the entry
+ * by byte, each byte's code.  canon[label] is a state's number in it,
+ * from_canon the inverse. */
+typedef struct cm_loop_form {
+    uint32_t *form;             /* [n_loop * 256], NULL: none */
+    size_t n_form;
+    uint64_t hash;
+    uint32_t canon[CM_LOOP_MAX], from_canon[CM_LOOP_MAX];
+} cm_loop_form;
+
+/* The form of the loop ls[0..n_loop) (labels of cache->loop_lab set); lf->form
+ * NULL when there is none (a state not reached by bytes from the entry) or
+ * memory is short. */
+void cm_loop_form_of(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_form *lf);
+/* The vocabulary's walk of that form copied into lw: 1 found, 0 not, < 0 error. */
+int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk *lw);
+/* A copy of lw kept by the vocabulary (lf->form is taken over); nothing when its
+ * budget is spent or memory is short. */
+void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk *lw);
+
+void cm_loop_walk_free(cm_loop_walk *lw);
+void cm_loop_walks_free(cm_loop_walk **buckets);
+
+cm_walk_store *cm_walk_store_new(void);
+void cm_walk_store_free(cm_walk_store *s);
+void cm_walk_store_clear(cm_walk_store *s);
+
+#endif

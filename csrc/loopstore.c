@@ -1,0 +1,163 @@
+/* Loop walks shared by grammars.
+ *
+ * A loop walk depends only on the vocabulary and on where each byte leads from
+ * each loop state (inside, out, dead): its byte-level form, unlike the
+ * grammar-level key, which is by the grammar's own byte classes.  The
+ * vocabulary keeps walks by that form for every grammar compiled for it, up to
+ * CM_VOCAB_LOOP_BYTES, so a JSON string's inside is walked once per process. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loops.h"
+
+#define CM_VOCAB_LOOP_BYTES ((size_t)64 << 20)
+
+struct cm_walk_store {
+    pthread_mutex_t lock;
+    cm_loop_walk **buckets;     /* [CM_LOOP_BUCKETS], allocated on first use */
+    size_t bytes;
+};
+
+void cm_loop_walk_free(cm_loop_walk *lw) {
+    if (!lw) return;
+    free(lw->sig);
+    free(lw->bits);
+    free(lw->exits);
+    free(lw);
+}
+
+void cm_loop_walks_free(cm_loop_walk **buckets) {
+    if (!buckets) return;
+    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
+        for (cm_loop_walk *lw = buckets[b], *nx; lw; lw = nx) {
+            nx = lw->next;
+            cm_loop_walk_free(lw);
+        }
+    free(buckets);
+}
+
+cm_walk_store *cm_walk_store_new(void) {
+    cm_walk_store *s = calloc(1, sizeof *s);
+    if (s && pthread_mutex_init(&s->lock, NULL)) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void cm_walk_store_free(cm_walk_store *s) {
+    if (!s) return;
+    cm_loop_walks_free(s->buckets);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+void cm_walk_store_clear(cm_walk_store *s) {
+    pthread_mutex_lock(&s->lock);
+    cm_loop_walks_free(s->buckets);
+    s->buckets = NULL;
+    s->bytes = 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The loop's states in breadth-first order by byte from the entry (labels),
+ * numbering canon[]: all n_loop of them reached, or false. */
+static bool byte_order(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, uint32_t *order,
+                       uint32_t *canon) {
+    const cm_tables *t = &g->t;
+    const uint32_t *lab = g->cache->loop_lab;
+    for (uint32_t i = 0; i < n_loop; i++) canon[i] = UINT32_MAX;
+    uint32_t n = 0;
+    canon[0] = n;
+    order[n++] = 0;
+    for (uint32_t q = 0; q < n; q++)
+        for (int b = 0; b < 256; b++) {
+            int32_t to = t->trans[(size_t)ls[order[q]] * t->n_classes + t->byte_class[b]];
+            if (to < 0 || lab[to] >= n_loop || canon[lab[to]] != UINT32_MAX) continue;
+            canon[lab[to]] = n;
+            order[n++] = lab[to];
+        }
+    return n == n_loop;
+}
+
+void cm_loop_form_of(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_form *lf) {
+    const cm_tables *t = &g->t;
+    const uint32_t *lab = g->cache->loop_lab;
+    uint32_t *form = malloc((size_t)n_loop * 256 * sizeof *form);
+    uint32_t *order = malloc((size_t)n_loop * sizeof *order);
+    lf->form = NULL;
+    lf->n_form = (size_t)n_loop * 256;
+    if (!form || !order || !byte_order(g, ls, n_loop, order, lf->canon)) {
+        free(form);
+        free(order);
+        return;
+    }
+    uint64_t h = 0x51AB1E5ULL ^ n_loop;
+    for (uint32_t q = 0; q < n_loop; q++)
+        for (int b = 0; b < 256; b++) {
+            int32_t to = t->trans[(size_t)ls[order[q]] * t->n_classes + t->byte_class[b]];
+            uint32_t code = to < 0 ? CM_LOOP_DEAD : lab[to] < n_loop ? lf->canon[lab[to]] : CM_LOOP_OUT;
+            form[(size_t)q * 256 + (size_t)b] = code;
+            h = (h ^ code) * 0xbf58476d1ce4e5b9ULL;
+        }
+    free(order);
+    for (uint32_t i = 0; i < n_loop; i++) lf->from_canon[lf->canon[i]] = i;
+    lf->hash = h ^ (h >> 29);
+    lf->form = form;
+}
+
+/* dst's result (bits, accepted count, exits) copied from src, each exit's loop
+ * state renumbered through map; 0 or CM_ERR_NOMEM. */
+static int copy_walk(const cm_grammar *g, cm_loop_walk *dst, const cm_loop_walk *src, const uint32_t *map) {
+    dst->bits = malloc(g->n_words * sizeof *dst->bits);
+    dst->exits = malloc((src->n_exits ? src->n_exits : 1) * sizeof *dst->exits);
+    if (!dst->bits || !dst->exits) return CM_ERR_NOMEM;
+    memcpy(dst->bits, src->bits, g->n_words * sizeof *dst->bits);
+    for (size_t i = 0; i < src->n_exits; i++) {
+        dst->exits[i] = src->exits[i];
+        dst->exits[i].label = map[src->exits[i].label];
+    }
+    dst->n_exits = src->n_exits;
+    dst->n_accepted = src->n_accepted;
+    return CM_OK;
+}
+
+int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk *lw) {
+    cm_walk_store *s = g->v->walks;
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->buckets)
+        for (const cm_loop_walk *x = s->buckets[lf->hash % CM_LOOP_BUCKETS]; x && !found; x = x->next)
+            if (x->hash == lf->hash && x->n_sig == lf->n_form &&
+                !memcmp(x->sig, lf->form, lf->n_form * sizeof *lf->form))
+                found = copy_walk(g, lw, x, lf->from_canon) ? CM_ERR_NOMEM : 1;
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk *lw) {
+    cm_walk_store *s = g->v->walks;
+    size_t bytes = sizeof *lw + lf->n_form * 4 + g->n_words * 4 + lw->n_exits * sizeof *lw->exits;
+    cm_loop_walk *x = calloc(1, sizeof *x);
+    uint32_t *form = lf->form;
+    lf->form = NULL;
+    if (!x || copy_walk(g, x, lw, lf->canon)) {
+        cm_loop_walk_free(x);
+        free(form);
+        return;
+    }
+    x->hash = lf->hash;
+    x->n_sig = (uint32_t)lf->n_form;
+    x->sig = form;
+    pthread_mutex_lock(&s->lock);
+    if (!s->buckets) s->buckets = calloc(CM_LOOP_BUCKETS, sizeof *s->buckets);
+    if (s->buckets && s->bytes + bytes <= CM_VOCAB_LOOP_BYTES) {
+        size_t b = lf->hash % CM_LOOP_BUCKETS;
+        x->next = s->buckets[b];
+        s->buckets[b] = x;
+        s->bytes += bytes;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    cm_loop_walk_free(x);
+}

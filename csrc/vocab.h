@@ -1,0 +1,40 @@
+/* The vocabulary and its token trie (vocab.c). */
+#ifndef CFGMASK_VOCAB_H
+#define CFGMASK_VOCAB_H
+
+#include "cfgmask.h"
+
+/* The loop walks the vocabulary keeps for every grammar compiled for it
+ * (loopstore.c): mutable, shared, behind a pointer of its own. */
+typedef struct cm_walk_store cm_walk_store;
+
+struct cm_vocab {
+    size_t n_tokens;
+    uint8_t *data;          /* all token bytes, concatenated */
+    uint64_t *offsets;      /* [n_tokens + 1] */
+    uint8_t *in_trie;       /* [n_tokens] */
+    size_t n_trie;
+    uint32_t *trie_ids;     /* text tokens sorted by bytes: the trie in DFS order */
+    uint32_t *trie_lcp;     /* common prefix length with the previous trie entry */
+    uint8_t *trie_data;     /* token bytes again, in trie order: walks stream memory */
+    uint64_t *trie_off;     /* [n_trie + 1] */
+    /* skip[trie_off[k] + d - 1]: the first entry after k whose common prefix
+     * with its predecessor is shorter than d, i.e. the end of the subtree of
+     * k's first d bytes (the trie's "next sibling" links, one per node on k's path) */
+    uint32_t *skip;
+    uint32_t first_off[257];    /* the trie entries starting with byte b: [first_off[b], first_off[b+1]) */
+    uint32_t max_len;
+    cm_walk_store *walks;
+};
+
+static inline const uint8_t *cm_trie_bytes(const cm_vocab *v, size_t k, uint32_t *len) {
+    *len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);
+    return v->trie_data + v->trie_off[k];
+}
+
+static inline const uint8_t *cm_tok_bytes(const cm_vocab *v, uint32_t t, uint32_t *len) {
+    *len = (uint32_t)(v->offsets[t + 1] - v->offsets[t]);
+    return v->data + v->offsets[t];
+}
+
+#endif

@@ -1,0 +1,125 @@
+/* The waiter index of closed Earley sets.
+ *
+ * Completing rule r for an item that started in set o advances the items of o
+ * that call r.  Scanning all of o for them costs O(|o|) per completion, and
+ * expression grammars complete a cascade of rules into the same big sets at
+ * every byte of an identifier; so a closed set that receives a second
+ * completion (same version) gets an index: its (rule, item) pairs sorted by
+ * rule, one hash slot per (set, rule).  Slots carry the set's version, so a set
+ * rebuilt after a truncation is simply indexed again. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chart.h"
+
+#define CM_WPOOL_MAX ((size_t)1 << 22)  /* pool entries before everything is dropped */
+
+static inline uint64_t wkey(uint32_t set, uint32_t rule) { return (((uint64_t)set << 32) | rule) + 1; }
+
+static void widx_clear(cm_chart *c) {
+    if (c->wslots) memset(c->wslots, 0, c->wcap * sizeof *c->wslots);
+    memset(c->wbuilt, 0, c->cap_sets * sizeof *c->wbuilt);
+    c->wused = 0;
+    c->wpool_n = 0;
+}
+
+/* Stable sort of (rule << 32 | item) pairs by rule (the items come ascending):
+ * LSD radix, 8 bits a pass, as many passes as the rule numbers need.  Returns
+ * a or tmp, whichever holds the result. */
+static uint64_t *sort_by_rule(uint64_t *a, uint64_t *tmp, size_t n, uint32_t n_rules) {
+    for (unsigned shift = 32; shift < 64 && (n_rules - 1) >> (shift - 32); shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[((a[i] >> shift) & 255) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (size_t i = 0; i < n; i++) tmp[count[(a[i] >> shift) & 255]++] = a[i];
+        uint64_t *x = a;
+        a = tmp;
+        tmp = x;
+    }
+    return a;
+}
+
+static cm_wslot *wslot_find(const cm_chart *c, uint64_t key) {
+    size_t mask = c->wcap - 1, s = cm_hslot(key, mask);
+    while (c->wslots[s].key && c->wslots[s].key != key) s = (s + 1) & mask;
+    return &c->wslots[s];
+}
+
+/* The (rule << 32 | item) pairs of set o into c->wtmp, sorted by rule; their number. */
+static int collect_pairs(cm_chart *c, const cm_grammar *g, uint32_t o, const uint64_t **out, size_t *n_out) {
+    const cm_tables *t = &g->t;
+    size_t n = 0;
+    for (size_t i = c->set_start[o]; i < c->set_start[o + 1]; i++) {
+        uint32_t st = cm_st(c->items[i].state);
+        if (!g->calls[st]) continue;
+        for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
+            int rc = cm_grow((void **)&c->wtmp, &c->wtmp_cap, 2 * (n + 1), sizeof *c->wtmp);
+            if (rc) return rc;
+            c->wtmp[n++] = ((uint64_t)t->ref_rule[e] << 32) | (uint32_t)i;
+        }
+    }
+    /* the second half of wtmp is the sort's scratch */
+    *out = n > 1 ? sort_by_rule(c->wtmp, c->wtmp + c->wtmp_cap / 2, n, t->n_rules) : c->wtmp;
+    *n_out = n;
+    return CM_OK;
+}
+
+/* Room for `groups` more slots and n more pool entries: the table is grown or,
+ * past its budget, everything indexed so far is dropped. */
+static int make_room(cm_chart *c, size_t groups, size_t n) {
+    if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
+        size_t cap = c->wcap ? c->wcap : 256;
+        while (groups * 4 > cap) cap *= 2;
+        if (cap != c->wcap) {
+            cm_wslot *p = calloc(cap, sizeof *p);
+            if (!p) return CM_ERR_NOMEM;
+            free(c->wslots);
+            c->wslots = p;
+            c->wcap = cap;
+        }
+        widx_clear(c);
+    }
+    return cm_grow((void **)&c->wpool, &c->wpool_cap, c->wpool_n + n, sizeof *c->wpool);
+}
+
+static int widx_build(cm_chart *c, const cm_grammar *g, uint32_t o) {
+    const uint64_t *w;
+    size_t n, groups = 0;
+    int rc = collect_pairs(c, g, o, &w, &n);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++) groups += !i || (w[i] >> 32) != (w[i - 1] >> 32);
+    if ((rc = make_room(c, groups, n))) return rc;
+    uint64_t v = c->version[o];
+    for (size_t i = 0; i < n;) {
+        uint32_t rule = (uint32_t)(w[i] >> 32);
+        cm_wslot *sl = wslot_find(c, wkey(o, rule));
+        if (!sl->key) c->wused++;
+        sl->key = wkey(o, rule);
+        sl->version = v;
+        sl->off = (uint32_t)c->wpool_n;
+        for (; i < n && (uint32_t)(w[i] >> 32) == rule; i++)
+            if (c->wpool_n == sl->off || c->wpool[c->wpool_n - 1] != (uint32_t)w[i])
+                c->wpool[c->wpool_n++] = (uint32_t)w[i];
+        sl->n = (uint32_t)(c->wpool_n - sl->off);
+    }
+    c->wbuilt[o] = v;
+    return CM_OK;
+}
+
+int cm_waiters(cm_chart *c, const cm_grammar *g, uint32_t origin, uint32_t rule, const uint32_t **items,
+               uint32_t *n) {
+    uint64_t v = c->version[origin];
+    if (c->wbuilt[origin] != v && c->wseen[origin] == v) {
+        int rc = widx_build(c, g, origin);
+        if (rc) return rc;
+    }
+    c->wseen[origin] = v;
+    if (c->wbuilt[origin] != v) return 0;
+    const cm_wslot *sl = wslot_find(c, wkey(origin, rule));
+    *n = 0;
+    if (sl->key && sl->version == v) {
+        *items = c->wpool + sl->off;
+        *n = sl->n;
+    }
+    return 1;
+}

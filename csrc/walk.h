@@ -1,0 +1,43 @@
+/* Trie walks through private Earley charts (walk.c): what one cache entry is
+ * built from, whichever way (cache.c picks the way). */
+#ifndef CFGMASK_WALK_H
+#define CFGMASK_WALK_H
+
+#include "entry.h"
+
+/* An entry under construction, and the per-depth scratch of its walks. */
+typedef struct cm_walk {
+    uint32_t *bits;             /* accepted tokens, [n_words] */
+    uint32_t n_accepted;
+    uint32_t *unc;              /* uncertain trie entries */
+    size_t n_unc, cap_unc;
+    /* per trie depth, [max_len + 1]: */
+    uint8_t *ex;                /* the private chart's set there completed the item's rule */
+    uint8_t *fl;                /* an exit before, its next byte in FOLLOW: dying makes uncertain */
+    uint32_t *st;               /* flat walks: the configuration there */
+} cm_walk;
+
+int cm_walk_init(cm_walk *w, const cm_grammar *g);
+void cm_walk_free(cm_walk *w);
+int cm_walk_push_uncertain(cm_walk *w, uint32_t k);
+
+static inline void cm_walk_accept(cm_walk *w, uint32_t id) {
+    cm_set_bit(w->bits, id);
+    w->n_accepted++;
+}
+
+/* Trie entries [k, k_end), which share their first d0 bytes, through the
+ * private chart of the given items (packed states, origin CM_OUTER) of `rule`;
+ * f0 / ex0: the exit flags at depth d0 (ex0 < 0: the chart's own). */
+int cm_walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states, uint32_t rule, size_t k,
+                  size_t k_end, uint32_t d0, uint8_t f0, int ex0, cm_walk *w);
+/* The listed trie entries (ascending) through the private chart of (state, OUTER);
+ * entries already accepted are skipped. */
+int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w);
+/* Drop the uncertain tokens that no context can take (failures keep them). */
+void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The walk as an entry: its accepted tokens as ids or bits, whichever is smaller
+ * (the walk's buffers move into e). */
+int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e);
+
+#endif
