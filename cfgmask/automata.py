@@ -49,6 +49,7 @@ class CompileLimits:
     unroll_budget: int = 1_024  # repetitions below this size are unrolled
     # Guards against hostile input (tests/test_hostile.py); no grammar of the corpora comes near.
     deadline_ms: int = 30_000  # wall clock for one compile (front end and automata); 0 = none
+    max_compile_mb: int = 1024  # memory of one automaton build (NFA, subset sets, DFAs); 0 = none
     max_grammar_bytes: int = 16_000_000  # grammar / schema / regex source text (UTF-8 bytes)
     max_ir_nodes: int = 1_000_000  # IR expression nodes, all rules (a shared subtree counts per use)
     max_ir_depth: int = 200  # nesting of IR expressions inside one rule (passes recurse on it)
@@ -555,7 +556,7 @@ class _Session:
             assert h is not None
             frags.append((h, array("I", [rank[i] for i in idx])))
         deadline.check("automaton build")
-        left = deadline.remaining()
+        left = deadline.remaining()  # first: C's deadline is then never before check()'s
         try:
             built = fsm_build_ir(
                 self.code,
@@ -565,11 +566,12 @@ class _Session:
                 roots,
                 right_linear,
                 limits.max_dfa_states,
-                0.0 if left == float("inf") else max(left, 1e-3),
+                limits.max_compile_mb << 20,
+                0.0 if left == float("inf") else time.monotonic() + left,
             )
-        except TimeoutError:
-            time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
-            deadline.check("automaton build")
+        except LimitError as e:
+            if e.limit == "deadline_ms":
+                deadline.check("automaton build")  # the same error, naming the setting
             raise
         return {
             m: DFA(handle=h, names=[ordered[r] for r in used])
@@ -1021,7 +1023,7 @@ def _build_component(
         try:
             return _component(rules, comp, right_linear, fragments, inline, budget, limits, sess, callees)
         except LimitError as e:
-            if budget == 0 or e.limit == "deadline_ms":
+            if budget == 0 or e.limit in ("deadline_ms", "max_compile_mb"):
                 raise
     raise AssertionError("unreachable")
 
@@ -1090,14 +1092,14 @@ def _component_py(
         for m in comp:
             b.build(rules[m], entries[m], final, True)
         for m in comp:
-            out[m] = build_dfa(nfa, entries[m], final, limits.max_dfa_states)
+            out[m] = build_dfa(nfa, entries[m], final, limits.max_dfa_states, limits.max_compile_mb << 20)
         return out
     for m in comp:  # members only call each other: one small NFA each
         nfa = NFA()
         final = nfa.state()
         s = nfa.state()
         _Builder(nfa, fragments, usable, {}).build(rules[m], s, final, True)
-        out[m] = build_dfa(nfa, s, final, limits.max_dfa_states)
+        out[m] = build_dfa(nfa, s, final, limits.max_dfa_states, limits.max_compile_mb << 20)
     return out
 
 

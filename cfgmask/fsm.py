@@ -169,21 +169,22 @@ def _byte_moves(nfa: NFA, members: frozenset[int]) -> list[tuple[int, int, froze
     return moves
 
 
-def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
+def build_dfa(nfa: NFA, start: int, final: int, max_states: int, max_bytes: int = 0) -> DFA:
     """The minimal DFA of ``nfa`` from ``start`` (subset construction and
-    minimization in C); raises LimitError past ``max_states``."""
+    minimization in C); raises LimitError past ``max_states``, ``max_bytes`` of
+    memory (0: none) or the thread's deadline."""
     from ._core import fsm_build_handle
 
     arrays, names = nfa.arrays()
     deadline.check("automaton build")
-    left = deadline.remaining()
+    left = deadline.remaining()  # first: C's deadline is then never before check()'s
     try:
         h, used = fsm_build_handle(
-            *arrays, start, final, max_states, 0.0 if left == float("inf") else max(left, 1e-3)
+            *arrays, start, final, max_states, max_bytes, 0.0 if left == float("inf") else time.monotonic() + left
         )
-    except TimeoutError:
-        time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
-        deadline.check("automaton build")
+    except LimitError as e:
+        if e.limit == "deadline_ms":
+            deadline.check("automaton build")  # the same error, naming the setting
         raise
     return DFA(handle=h, names=[names[i] for i in used])
 
@@ -194,7 +195,7 @@ def build_dfa_states(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     from ._core import fsm_build
 
     arrays, names = nfa.arrays()
-    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states, 0.0)
+    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states)
     los = np.frombuffer(class_lo, dtype=np.uint16).tolist()
     n_classes = len(los) - 1
     table = np.frombuffer(trans, dtype=np.int32).reshape(-1, n_classes).tolist()
