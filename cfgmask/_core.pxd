@@ -11,6 +11,7 @@ cdef extern from "cfgmask.h" nogil:
         CM_ERR_STATE
         CM_ERR_TIMEOUT
         CM_ERR_LIMIT_SET
+        CM_ERR_LIMIT_MEM
 
     ctypedef struct cm_vocab:
         pass
@@ -95,6 +96,11 @@ cdef extern from "cfgmask.h" nogil:
         size_t n_states, n_candidates, n_checked, n_items, memo_hit
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
 
+    ctypedef struct cm_budget:
+        size_t max_bytes
+        size_t used, peak
+        double deadline
+
     ctypedef struct cm_nfa_view:
         uint32_t n_states
         const uint32_t *byte_off
@@ -117,7 +123,7 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *lab_to
 
     int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
-                     double max_seconds, cm_dfa_out **out)
+                     cm_budget *budget, cm_dfa_out **out)
     void cm_dfa_out_free(cm_dfa_out *d)
 
     enum:
@@ -151,7 +157,7 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t n_frags
 
     int cm_fsm_build_ir(const cm_ir_input *inp, const uint32_t *roots, uint32_t n_roots, int shared,
-                        size_t max_states, double max_seconds, cm_dfa_out **out)
+                        size_t max_states, cm_budget *budget, cm_dfa_out **out)
     int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used)
     int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result)
     int cm_dfa_trim(const cm_dfa_out *d, const uint8_t *label_ok, cm_dfa_out **out)

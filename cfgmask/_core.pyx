@@ -320,14 +320,31 @@ cdef const uint8_t *_u8(const uint8_t[::1] a):
     return &a[0] if a.shape[0] else NULL
 
 
+cdef int _fsm_check(int rc, size_t max_states, size_t max_bytes) except -1:
+    """Status of an automaton build -> exception (CM_ERR_ARG is the caller's to map)."""
+    if rc == CM_ERR_LIMIT:
+        raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
+                         value=max_states)
+    if rc == CM_ERR_LIMIT_MEM:
+        raise LimitError(f"automaton build exceeds max_compile_mb={max_bytes >> 20}",
+                         limit="max_compile_mb", value=max_bytes >> 20)
+    if rc == CM_ERR_TIMEOUT:
+        raise LimitError("automaton build ran past its deadline (CompileLimits.deadline_ms)",
+                         limit="deadline_ms")
+    if rc == CM_ERR_NOMEM:
+        raise MemoryError("automaton build: out of memory")
+    return 0
+
+
 cdef cm_dfa_out *_fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo,
                             const uint8_t[::1] byte_hi, const uint32_t[::1] byte_to,
                             const uint32_t[::1] label_off, const uint32_t[::1] label,
                             const uint32_t[::1] label_to, const uint32_t[::1] eps_off,
                             const uint32_t[::1] eps_to, uint32_t start, uint32_t final,
-                            size_t max_states, double max_seconds) except NULL:
+                            size_t max_states, size_t max_bytes, double deadline) except NULL:
     """cm_fsm_build over checked NFA arrays; the caller owns the result."""
     cdef cm_nfa_view v
+    cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
     cdef cm_dfa_out *d = NULL
     cdef int rc
     cdef size_t n = byte_off.shape[0] - 1
@@ -347,12 +364,8 @@ cdef cm_dfa_out *_fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byt
     v.eps_off = &eps_off[0]
     v.eps_to = _u32(eps_to)
     with nogil:
-        rc = cm_fsm_build(&v, start, final, max_states, max_seconds, &d)
-    if rc == CM_ERR_LIMIT:
-        raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
-                         value=max_states)
-    if rc == CM_ERR_TIMEOUT:
-        raise TimeoutError("automaton build ran past its time budget")
+        rc = cm_fsm_build(&v, start, final, max_states, &budget, &d)
+    _fsm_check(rc, max_states, max_bytes)
     if rc:
         _raise(rc, "automaton build")
     return d
@@ -361,11 +374,12 @@ cdef cm_dfa_out *_fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byt
 def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const uint8_t[::1] byte_hi,
               const uint32_t[::1] byte_to, const uint32_t[::1] label_off, const uint32_t[::1] label,
               const uint32_t[::1] label_to, const uint32_t[::1] eps_off, const uint32_t[::1] eps_to,
-              uint32_t start, uint32_t final, size_t max_states, double max_seconds=0):
+              uint32_t start, uint32_t final, size_t max_states, size_t max_bytes=0, double deadline=0):
     """Subset construction + minimization (csrc/fsm.c).  Returns (class_lo, trans, accepting,
-    lab_off, lab, lab_to) as bytes (little-endian uint16/int32/uint8/uint32 arrays)."""
+    lab_off, lab, lab_to) as bytes (little-endian uint16/int32/uint8/uint32 arrays).
+    max_bytes: memory budget (0: none); deadline: time.monotonic() value (<= 0: none)."""
     cdef cm_dfa_out *d = _fsm_build(byte_off, byte_lo, byte_hi, byte_to, label_off, label, label_to,
-                                    eps_off, eps_to, start, final, max_states, max_seconds)
+                                    eps_off, eps_to, start, final, max_states, max_bytes, deadline)
     try:
         ns, nc = d.n_states, d.n_classes
         return (
@@ -511,21 +525,24 @@ cdef object _wrap_compact(cm_dfa_out *d):
 def fsm_build_handle(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const uint8_t[::1] byte_hi,
                      const uint32_t[::1] byte_to, const uint32_t[::1] label_off, const uint32_t[::1] label,
                      const uint32_t[::1] label_to, const uint32_t[::1] eps_off, const uint32_t[::1] eps_to,
-                     uint32_t start, uint32_t final, size_t max_states, double max_seconds=0):
+                     uint32_t start, uint32_t final, size_t max_states, size_t max_bytes=0,
+                     double deadline=0):
     """fsm_build's DFA as (DfaHandle, the NFA label numbers of its labels 0..n-1)."""
     cdef cm_dfa_out *d = _fsm_build(byte_off, byte_lo, byte_hi, byte_to, label_off, label, label_to,
-                                    eps_off, eps_to, start, final, max_states, max_seconds)
+                                    eps_off, eps_to, start, final, max_states, max_bytes, deadline)
     return _wrap_compact(d)
 
 
 def fsm_build_ir(const uint32_t[::1] code, const uint32_t[::1] label, const uint32_t[::1] refs,
                  list frags, const uint32_t[::1] roots, bint shared, size_t max_states,
-                 double max_seconds=0):
+                 size_t max_bytes=0, double deadline=0):
     """Thompson construction of encoded IR, subset construction and minimization
     (csrc/fsm.c cm_fsm_build_ir).  refs: (name, kind, arg) triples sorted by name; frags:
     (DfaHandle, label values of its labels) pairs.  Returns [(DfaHandle, label values
-    of its labels 0..n-1)] per root."""
+    of its labels 0..n-1)] per root.  max_bytes: memory budget of the call (0: none);
+    deadline: time.monotonic() value (<= 0: none)."""
     cdef cm_ir_input inp
+    cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
     cdef uint32_t n_roots = <uint32_t>roots.shape[0]
     cdef uint32_t n_frags = <uint32_t>len(frags)
     cdef cm_ir_frag *fr = NULL
@@ -535,7 +552,6 @@ def fsm_build_ir(const uint32_t[::1] code, const uint32_t[::1] label, const uint
     cdef cm_dfa_out *d
     cdef int rc = 0
     cdef uint32_t i, k, n_used
-    cdef uint32_t *used = NULL
     if n_roots == 0 or refs.shape[0] % 3:
         raise ValueError("fsm_build_ir: bad arguments")
     keep = []
@@ -569,14 +585,8 @@ def fsm_build_ir(const uint32_t[::1] code, const uint32_t[::1] label, const uint
             if refs[3 * i + 1] == CM_IR_REF_ENTRY and (not shared or refs[3 * i + 2] >= n_roots):
                 raise ValueError("fsm_build_ir: bad entry")
         with nogil:
-            rc = cm_fsm_build_ir(&inp, &roots[0], n_roots, shared, max_states, max_seconds, out)
-        if rc == CM_ERR_LIMIT:
-            raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
-                             value=max_states)
-        if rc == CM_ERR_TIMEOUT:
-            raise TimeoutError("automaton build ran past its time budget")
-        if rc == CM_ERR_NOMEM:
-            raise MemoryError("automaton build: out of memory")
+            rc = cm_fsm_build_ir(&inp, &roots[0], n_roots, shared, max_states, &budget, out)
+        _fsm_check(rc, max_states, max_bytes)
         if rc:
             raise ValueError("automaton build: malformed IR code")
         result = []
@@ -592,4 +602,3 @@ def fsm_build_ir(const uint32_t[::1] code, const uint32_t[::1] label, const uint
                     cm_dfa_out_free(out[i])
         free(out)
         free(fr)
-        free(used)

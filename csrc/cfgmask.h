@@ -23,6 +23,7 @@ enum cm_status {
     CM_ERR_TIMEOUT = -5,    /* a compile-time step ran past its time budget */
     CM_ERR_LIMIT_SET = -6,  /* cm_limits.max_items_per_set was hit (CM_ERR_LIMIT from a
                              * matcher: max_chart_items) */
+    CM_ERR_LIMIT_MEM = -7,  /* a compile-time build exceeded its memory budget (cm_budget) */
 };
 
 typedef struct cm_vocab cm_vocab;
@@ -188,6 +189,16 @@ void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
 
 /* ---- compile-time automaton build (used by cfgmask/fsm.py) ---------------- */
 
+/* What one compile-time build may spend, shared by the calls it is passed to.  Every
+ * array a build holds (NFA, subset-construction sets and hash table, DFAs, scratch) is
+ * counted in `used` while it lives; past max_bytes the build stops with
+ * CM_ERR_LIMIT_MEM, past the deadline with CM_ERR_TIMEOUT.  A NULL budget: no limits. */
+typedef struct cm_budget {
+    size_t max_bytes;              /* 0: no limit */
+    size_t used, peak;             /* bytes counted now, and at most (start both at 0) */
+    double deadline;               /* CLOCK_MONOTONIC seconds (Python's time.monotonic()); <= 0: none */
+} cm_budget;
+
 /* An NFA over byte ranges, labels (rule calls, token terminals) and epsilon. */
 typedef struct cm_nfa_view {
     uint32_t n_states;
@@ -211,10 +222,10 @@ typedef struct cm_dfa_out {
 } cm_dfa_out;
 
 /* Subset construction from `start` (accepting: sets holding `final`) and
- * minimization; CM_ERR_LIMIT past max_states, CM_ERR_TIMEOUT past max_seconds
- * (<= 0: no budget). */
+ * minimization; CM_ERR_LIMIT past max_states, CM_ERR_LIMIT_MEM / CM_ERR_TIMEOUT
+ * past the budget.  The DFA stays counted in budget->used. */
 int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
-                 double max_seconds, cm_dfa_out **out);
+                 cm_budget *budget, cm_dfa_out **out);
 void cm_dfa_out_free(cm_dfa_out *d);
 
 /* ---- Thompson construction from encoded IR (cfgmask/automata.py, _Encoder) ---------- */
@@ -261,7 +272,7 @@ typedef struct cm_ir_input {
  * (shared) one NFA for all, body i built from entry state i + 1 (a right-linear
  * component).  out[n_roots] receives the DFAs (labels are label values). */
 int cm_fsm_build_ir(const cm_ir_input *in, const uint32_t *roots, uint32_t n_roots, int shared,
-                    size_t max_states, double max_seconds, cm_dfa_out **out);
+                    size_t max_states, cm_budget *budget, cm_dfa_out **out);
 /* Renumber d's labels 0..n-1 by increasing value; used[] (room for lab_off[n_states]
  * entries) receives the old values. */
 int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used);

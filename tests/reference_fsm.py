@@ -156,7 +156,7 @@ def build_dfa(nfa: NFA, start: int, final: int, max_states: int) -> automaton.DF
     from cfgmask._core import fsm_build_handle
 
     arrays, names = nfa.arrays()
-    h, used = fsm_build_handle(*arrays, start, final, max_states, 0.0)
+    h, used = fsm_build_handle(*arrays, start, final, max_states)
     return automaton.DFA(h, [names[i] for i in used])
 
 
@@ -166,7 +166,7 @@ def build_dfa_states(nfa: NFA, start: int, final: int, max_states: int) -> DFA:
     from cfgmask._core import fsm_build
 
     arrays, names = nfa.arrays()
-    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states, 0.0)
+    class_lo, trans, acc, lab_off, lab, lab_to = fsm_build(*arrays, start, final, max_states)
     los = np.frombuffer(class_lo, dtype=np.uint16).tolist()
     n_classes = len(los) - 1
     table = np.frombuffer(trans, dtype=np.int32).reshape(-1, n_classes).tolist()

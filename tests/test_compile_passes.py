@@ -202,6 +202,7 @@ def test_tables_key_tells_grammars_apart() -> None:
     a = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
     b = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 4))), "t": ir.literal("x")}, "s")
     c = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
+
     def key(g: ir.Grammar, lim: CompileLimits) -> str:
         return encode.tables_key(encode.prepare(g, lim, CACHE.session()), g, lim)
 

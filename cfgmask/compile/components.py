@@ -130,7 +130,7 @@ def _build_in_c(
         for c, idx in zip(usable, frag_names, strict=True)
     ]
     deadline.check("automaton build")
-    left = deadline.remaining()
+    left = deadline.remaining()  # first: C's deadline is then never before check()'s
     try:
         built = fsm_build_ir(
             sess.code,
@@ -140,11 +140,12 @@ def _build_in_c(
             roots,
             right_linear,
             limits.max_dfa_states,
-            0.0 if left == float("inf") else max(left, 1e-3),
+            limits.max_compile_mb << 20,
+            0.0 if left == float("inf") else time.monotonic() + left,
         )
-    except TimeoutError:
-        time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
-        deadline.check("automaton build")
+    except LimitError as e:
+        if e.limit == "deadline_ms":
+            deadline.check("automaton build")  # the same error, naming the setting
         raise
     return {m: DFA(h, [ordered[r] for r in used]) for m, (h, used) in zip(comp, built, strict=True)}
 

@@ -23,6 +23,7 @@ class CompileLimits:
     unroll_budget: int = 1_024  # repetitions below this size are unrolled
     # Guards against hostile input (tests/test_hostile.py); no grammar of the corpora comes near.
     deadline_ms: int = 30_000  # wall clock for one compile (front end and automata); 0 = none
+    max_compile_mb: int = 1024  # memory of one automaton build (NFA, subset sets, DFAs); 0 = none
     max_grammar_bytes: int = 16_000_000  # grammar / schema / regex source text (UTF-8 bytes)
     max_ir_nodes: int = 1_000_000  # IR expression nodes, all rules (a shared subtree counts per use)
     max_ir_depth: int = 200  # nesting of IR expressions inside one rule (passes recurse on it)

@@ -1,0 +1,85 @@
+/* Private to the compile-time automaton build: budget.c (memory and time accounting),
+ * thompson.c (encoded IR -> NFA), fsm.c (subset construction), minimize.c (Hopcroft),
+ * dfa.c (operations on finished DFAs).  Not on the per-token path. */
+#ifndef CFGMASK_FSM_H
+#define CFGMASK_FSM_H
+
+#include <stdbool.h>
+
+#include "cfgmask.h"
+
+/* ---- budget (cm_budget in cfgmask.h; b == NULL: no budget) ------------------ */
+
+/* CLOCK_MONOTONIC seconds: the clock of Python's time.monotonic(). */
+double cm_now_seconds(void);
+/* Count `bytes` against b: CM_ERR_LIMIT_MEM (nothing counted) past b->max_bytes. */
+int cm_budget_charge(cm_budget *b, size_t bytes);
+void cm_budget_release(cm_budget *b, size_t bytes);
+/* CM_ERR_TIMEOUT once b's deadline has passed. */
+int cm_budget_time(const cm_budget *b);
+
+/* Scratch memory: malloc (calloc if zero) of `bytes` counted against b until cm_bfree.
+ * Returns NULL with *rc set when over budget or out of memory; does nothing and
+ * returns NULL when *rc is already set, so a run of allocations is checked once. */
+void *cm_balloc(cm_budget *b, size_t bytes, bool zero, int *rc);
+void cm_bfree(cm_budget *b, void *p);
+
+/* ---- growable uint32 arrays, their capacity counted against bud -------------- */
+
+typedef struct {
+    uint32_t *data;
+    size_t n, cap;
+    cm_budget *bud;
+} cm_vec32;
+
+int cm_vec_reserve(cm_vec32 *v, size_t n);
+void cm_vec_free(cm_vec32 *v);
+/* v's array (shrunk to v->n entries, at least one) for an owner outside the budget's
+ * scratch (a cm_dfa_out); v is left empty and its charge released. */
+uint32_t *cm_vec_take(cm_vec32 *v);
+
+static inline int cm_vec_push(cm_vec32 *v, uint32_t x) {
+    if (v->n == v->cap) {
+        int rc = cm_vec_reserve(v, v->n + 1);
+        if (rc) return rc;
+    }
+    v->data[v->n++] = x;
+    return CM_OK;
+}
+
+static inline int cm_vec_push2(cm_vec32 *v, uint32_t x, uint32_t y) {
+    int rc = cm_vec_push(v, x);
+    return rc ? rc : cm_vec_push(v, y);
+}
+
+/* ---- DFAs ----------------------------------------------------------------- */
+
+/* The index of x in the sorted v[0..n) (where it would go, if absent). */
+static inline uint32_t cm_rank_u32(const uint32_t *v, size_t n, uint32_t x) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return (uint32_t)lo;
+}
+
+/* Bytes held by d's arrays (what a budget counts for a built DFA). */
+size_t cm_dfa_bytes(const cm_dfa_out *d);
+/* A DFA of n_states states, n_classes classes and n_lab label edges, its arrays
+ * allocated (not filled) and counted against b. */
+int cm_dfa_alloc(cm_budget *b, uint32_t n_states, uint32_t n_classes, size_t n_lab, cm_dfa_out **out);
+/* Free d and release what it counted against b. */
+void cm_dfa_release(cm_budget *b, cm_dfa_out *d);
+
+/* The byte transitions of a DFA as lists (state k: class cls[i] -> to[i] for i in
+ * off[k] .. off[k+1]), beside the dense table: minimization walks these. */
+typedef struct {
+    cm_vec32 off, cls, to;
+} cm_sparse_edges;
+
+/* Minimize d in place (Hopcroft; the start state stays 0). */
+int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b);
+
+#endif

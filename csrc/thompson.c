@@ -1,0 +1,341 @@
+/* Thompson construction from encoded IR, then subset construction (fsm.c).
+ *
+ * The compiler (cfgmask/automata.py, _Session) serializes a grammar's IR as a DAG
+ * of nodes in one uint32 array; a node refers to its children by offset.  This
+ * builds the same NFA as automata._Builder (state for state) and hands it to
+ * cm_fsm_build.  Unrolled repetitions make this NFA as large as the grammar text
+ * times its bounds: its arrays are counted against the caller's cm_budget. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsm.h"
+#include "internal.h"
+
+typedef struct {
+    cm_vec32 bsrc, brange, bdst;  /* byte edges: source, lo | hi << 8, target */
+    cm_vec32 lsrc, lab, ldst;     /* label edges */
+    cm_vec32 esrc, edst;          /* epsilon edges */
+    uint32_t n;                   /* states */
+    uint32_t n_entries;           /* right-linear component: member i starts at state 1 + i */
+    const cm_ir_input *in;
+    cm_budget *bud;
+} tbuilder;
+
+#define TB_MAX_STATES (UINT32_MAX / 4)
+#define TB_MAX_DEPTH 10000
+
+static cm_vec32 *tb_vec(tbuilder *t, size_t i) {
+    cm_vec32 *v[] = {&t->bsrc, &t->brange, &t->bdst, &t->lsrc, &t->lab, &t->ldst, &t->esrc, &t->edst};
+    return i < sizeof v / sizeof *v ? v[i] : NULL;
+}
+
+static int tb_state(tbuilder *t, uint32_t *s) {
+    if (t->n >= TB_MAX_STATES) return CM_ERR_NOMEM;
+    if ((t->n & 0xFFFF) == 0xFFFF && cm_budget_time(t->bud)) return CM_ERR_TIMEOUT;
+    *s = t->n++;
+    return CM_OK;
+}
+
+static int tb_byte(tbuilder *t, uint32_t s, uint32_t lo, uint32_t hi, uint32_t d) {
+    if (lo > 255 || hi > 255 || lo > hi) return CM_ERR_ARG;
+    int rc = cm_vec_push(&t->bsrc, s);
+    if (!rc) rc = cm_vec_push(&t->brange, lo | hi << 8);
+    return rc ? rc : cm_vec_push(&t->bdst, d);
+}
+
+static int tb_eps(tbuilder *t, uint32_t s, uint32_t d) {
+    int rc = cm_vec_push(&t->esrc, s);
+    return rc ? rc : cm_vec_push(&t->edst, d);
+}
+
+static int tb_label(tbuilder *t, uint32_t s, uint32_t label, uint32_t d) {
+    int rc = cm_vec_push(&t->lsrc, s);
+    if (!rc) rc = cm_vec_push(&t->lab, label);
+    return rc ? rc : cm_vec_push(&t->ldst, d);
+}
+
+/* Copy a DFA between start and end (automata: NFA.embed). */
+static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t end) {
+    const cm_dfa_out *d = f->dfa;
+    if ((uint64_t)t->n + d->n_states >= TB_MAX_STATES) return CM_ERR_NOMEM;
+    int rc = cm_budget_time(t->bud);
+    uint32_t base = t->n;
+    t->n += d->n_states;
+    for (uint32_t s = 0; !rc && s < d->n_states; s++) {
+        const int32_t *row = d->trans + (size_t)s * d->n_classes;
+        for (uint32_t c = 0; !rc && c < d->n_classes;) {
+            int32_t to = row[c];
+            uint32_t c1 = c + 1;
+            while (c1 < d->n_classes && row[c1] == to) c1++;
+            if (to >= 0) rc = tb_byte(t, base + s, d->class_lo[c], d->class_lo[c1] - 1u, base + (uint32_t)to);
+            c = c1;
+        }
+        for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
+            rc = tb_label(t, base + s, f->labels[d->lab[e]], base + d->lab_to[e]);
+        if (!rc && d->accepting[s]) rc = tb_eps(t, base + s, end);
+    }
+    return rc ? rc : tb_eps(t, start, base);
+}
+
+static const cm_ir_ref *tb_find_ref(const cm_ir_input *in, uint32_t name) {
+    size_t lo = 0, hi = in->n_refs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (in->refs[mid].name < name) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < in->n_refs && in->refs[lo].name == name) ? &in->refs[lo] : NULL;
+}
+
+/* A chain of len byte ranges from start to end; range i is p[i * stride] ..
+ * p[i * stride + stride - 1] (stride 1: a literal's bytes; 2: (lo, hi) pairs). */
+static int tb_chain(tbuilder *t, const uint32_t *p, uint32_t len, uint32_t stride, uint32_t start, uint32_t end) {
+    if (!len) return tb_eps(t, start, end);
+    uint32_t cur = start;
+    int rc = CM_OK;
+    for (uint32_t i = 0; !rc && i < len; i++) {
+        uint32_t nxt = end;
+        if (i != len - 1 && (rc = tb_state(t, &nxt))) break;
+        rc = tb_byte(t, cur, p[(size_t)i * stride], p[(size_t)i * stride + stride - 1], nxt);
+        cur = nxt;
+    }
+    return rc;
+}
+
+static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth);
+
+/* UTF8 [op, n_ranges, ranges..., n_seqs, (len, (lo, hi) * len) * n_seqs]: one chain a sequence. */
+static int tb_utf8(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end) {
+    const uint32_t *code = t->in->code;
+    size_t len_code = t->in->code_len, p = (size_t)pc + 2 + 2 * (size_t)code[pc + 1];
+    if (p >= len_code) return CM_ERR_ARG;
+    uint32_t n_seqs = code[p++];
+    int rc = CM_OK;
+    for (uint32_t k = 0; !rc && k < n_seqs; k++) {
+        if (p >= len_code) return CM_ERR_ARG;
+        uint32_t len = code[p++];
+        if (!len || p + 2 * (size_t)len > len_code) return CM_ERR_ARG;
+        rc = tb_chain(t, code + p, len, 2, start, end);
+        p += 2 * (size_t)len;
+    }
+    return rc;
+}
+
+/* SEQ [op, n, child * n]: the children chained; ALT: each from its own state after start. */
+static int tb_seq_alt(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth) {
+    const uint32_t *code = t->in->code, *kids = code + pc + 2;
+    uint32_t n = code[pc + 1], cur = start;
+    int rc = CM_OK;
+    if (code[pc] == CM_IR_ALT) {
+        for (uint32_t i = 0; !rc && i < n; i++) {
+            uint32_t s;
+            if ((rc = tb_state(t, &s)) || (rc = tb_eps(t, start, s))) break;
+            rc = tb_build(t, kids[i], s, end, depth + 1);
+        }
+        return rc;
+    }
+    if (!n) return tb_eps(t, start, end);
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t nxt = end;
+        if (i != n - 1 && (rc = tb_state(t, &nxt))) break;
+        rc = tb_build(t, kids[i], cur, nxt, depth + 1);
+        cur = nxt;
+    }
+    return rc;
+}
+
+/* REPEAT [op, lo, hi (CM_IR_INF: none), item]: lo copies, then a loop or hi - lo optional copies. */
+static int tb_repeat(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth) {
+    const uint32_t *code = t->in->code;
+    uint32_t lo = code[pc + 1], hi = code[pc + 2], item = code[pc + 3], cur = start, nxt;
+    int rc = CM_OK;
+    if (hi != CM_IR_INF && hi < lo) return CM_ERR_ARG;
+    for (uint32_t i = 0; !rc && i < lo; i++) {
+        if ((rc = tb_state(t, &nxt))) break;
+        rc = tb_build(t, item, cur, nxt, depth + 1);
+        cur = nxt;
+    }
+    if (rc) return rc;
+    if (hi == CM_IR_INF) {
+        uint32_t loop, body;
+        if ((rc = tb_state(t, &loop)) || (rc = tb_eps(t, cur, loop)) || (rc = tb_state(t, &body))
+            || (rc = tb_eps(t, loop, body)) || (rc = tb_build(t, item, body, loop, depth + 1)))
+            return rc;
+        return tb_eps(t, loop, end);
+    }
+    for (uint32_t i = 0; !rc && i < hi - lo; i++) {
+        if ((rc = tb_state(t, &nxt)) || (rc = tb_eps(t, cur, end))) break;
+        rc = tb_build(t, item, cur, nxt, depth + 1);
+        cur = nxt;
+    }
+    return rc ? rc : tb_eps(t, cur, end);
+}
+
+/* REF [op, name]: a label edge, an epsilon edge to a member's entry, or a copied fragment. */
+static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end) {
+    const cm_ir_input *in = t->in;
+    if (name >= in->n_names) return CM_ERR_ARG;
+    const cm_ir_ref *r = tb_find_ref(in, name);
+    if (r && r->kind == CM_IR_REF_ENTRY) {
+        if (r->arg >= t->n_entries) return CM_ERR_ARG;
+        return tb_eps(t, start, 1 + r->arg);
+    }
+    if (r && r->kind == CM_IR_REF_EMBED) {
+        if (r->arg >= in->n_frags) return CM_ERR_ARG;
+        return tb_embed(t, &in->frags[r->arg], start, end);
+    }
+    return tb_label(t, start, in->label[name], end);
+}
+
+/* The NFA of node pc between states start and end. */
+static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth) {
+    const cm_ir_input *in = t->in;
+    if (depth > TB_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return CM_ERR_ARG;
+    uint32_t op = in->code[pc], n = in->code[pc + 1];
+    size_t need = op == CM_IR_BYTES ? 2 + 2 * (size_t)n : op == CM_IR_REPEAT ? 4 : 2 + (size_t)n;
+    if (op == CM_IR_UTF8 || op == CM_IR_REF) need = 2;
+    if ((size_t)pc + need > in->code_len) return CM_ERR_ARG;
+    int rc = CM_OK;
+    switch (op) {
+    case CM_IR_LIT:
+        return tb_chain(t, in->code + pc + 2, n, 1, start, end);
+    case CM_IR_BYTES:
+        for (uint32_t i = 0; !rc && i < n; i++) rc = tb_byte(t, start, in->code[pc + 2 + 2 * i], in->code[pc + 3 + 2 * i], end);
+        return rc;
+    case CM_IR_UTF8:
+        return tb_utf8(t, pc, start, end);
+    case CM_IR_SEQ:
+    case CM_IR_ALT:
+        return tb_seq_alt(t, pc, start, end, depth);
+    case CM_IR_REPEAT:
+        return tb_repeat(t, pc, start, end, depth);
+    case CM_IR_REF:
+        return tb_ref(t, n, start, end);
+    default:
+        return CM_ERR_ARG; /* CM_IR_BADTOKEN (a token terminal without ids) or a bad op */
+    }
+}
+
+/* ---- the NFA as CSR arrays (cm_nfa_view) ---------------------------------- */
+
+typedef struct {
+    cm_nfa_view v;
+    uint32_t *byte_off, *byte_to, *label_off, *label, *label_to, *eps_off, *eps_to;
+    uint8_t *byte_lo, *byte_hi;
+} nfa_arrays;
+
+static void nfa_free(cm_budget *bud, nfa_arrays *a) {
+    void *p[] = {a->byte_off, a->byte_to, a->label_off, a->label, a->label_to, a->eps_off, a->eps_to,
+                 a->byte_lo, a->byte_hi};
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) cm_bfree(bud, p[i]);
+    memset(a, 0, sizeof *a);
+}
+
+/* Offsets of the edges keyed by src (CSR: edges of s at off[s] .. off[s+1]) and a
+ * copy of them, the cursor a stable counting sort fills from. */
+static int csr_offsets(cm_budget *bud, uint32_t n, const cm_vec32 *src, uint32_t **off, uint32_t **fill) {
+    int rc = CM_OK;
+    *off = cm_balloc(bud, ((size_t)n + 1) * sizeof **off, true, &rc);
+    *fill = cm_balloc(bud, ((size_t)n + 1) * sizeof **fill, false, &rc);
+    if (rc) return rc;
+    for (size_t i = 0; i < src->n; i++) (*off)[src->data[i] + 1]++;
+    for (uint32_t s = 0; s < n; s++) (*off)[s + 1] += (*off)[s];
+    memcpy(*fill, *off, ((size_t)n + 1) * sizeof **fill);
+    return CM_OK;
+}
+
+/* The byte edges into CSR arrays; the builder's lists are freed as they are copied. */
+static int csr_bytes(tbuilder *t, nfa_arrays *a) {
+    uint32_t *fill = NULL;
+    size_t m = t->bsrc.n;
+    int rc = csr_offsets(t->bud, t->n, &t->bsrc, &a->byte_off, &fill);
+    a->byte_lo = cm_balloc(t->bud, m + 1, false, &rc);
+    a->byte_hi = cm_balloc(t->bud, m + 1, false, &rc);
+    a->byte_to = cm_balloc(t->bud, (m + 1) * sizeof *a->byte_to, false, &rc);
+    for (size_t i = 0; !rc && i < m; i++) {
+        uint32_t k = fill[t->bsrc.data[i]]++;
+        a->byte_lo[k] = (uint8_t)t->brange.data[i];
+        a->byte_hi[k] = (uint8_t)(t->brange.data[i] >> 8);
+        a->byte_to[k] = t->bdst.data[i];
+    }
+    cm_bfree(t->bud, fill);
+    cm_vec_free(&t->bsrc), cm_vec_free(&t->brange), cm_vec_free(&t->bdst);
+    return rc;
+}
+
+/* Label edges (lab != NULL) or epsilon edges into CSR arrays, the lists freed. */
+static int csr_edges(tbuilder *t, cm_vec32 *src, cm_vec32 *lab, cm_vec32 *dst, uint32_t **off, uint32_t **lab_out,
+                     uint32_t **dst_out) {
+    uint32_t *fill = NULL;
+    size_t m = src->n;
+    int rc = csr_offsets(t->bud, t->n, src, off, &fill);
+    if (lab) *lab_out = cm_balloc(t->bud, (m + 1) * sizeof **lab_out, false, &rc);
+    *dst_out = cm_balloc(t->bud, (m + 1) * sizeof **dst_out, false, &rc);
+    for (size_t i = 0; !rc && i < m; i++) {
+        uint32_t k = fill[src->data[i]]++;
+        if (lab) (*lab_out)[k] = lab->data[i];
+        (*dst_out)[k] = dst->data[i];
+    }
+    cm_bfree(t->bud, fill);
+    cm_vec_free(src), cm_vec_free(dst);
+    if (lab) cm_vec_free(lab);
+    return rc;
+}
+
+static int tb_freeze(tbuilder *t, nfa_arrays *a) {
+    int rc = csr_bytes(t, a);
+    if (!rc) rc = csr_edges(t, &t->lsrc, &t->lab, &t->ldst, &a->label_off, &a->label, &a->label_to);
+    if (!rc) rc = csr_edges(t, &t->esrc, NULL, &t->edst, &a->eps_off, NULL, &a->eps_to);
+    if (rc) return rc;
+    cm_nfa_view v = {t->n, a->byte_off, a->byte_lo, a->byte_hi, a->byte_to, a->label_off, a->label, a->label_to,
+                     a->eps_off, a->eps_to};
+    a->v = v;
+    return CM_OK;
+}
+
+/* One NFA for roots[0..n): state 0 is the final state, 1 + i the start of root i
+ * (entries: ENTRY refs of a right-linear component lead there). */
+static int thompson(const cm_ir_input *in, const uint32_t *roots, uint32_t n, bool entries, cm_budget *bud,
+                    nfa_arrays *a) {
+    tbuilder t;
+    memset(&t, 0, sizeof t);
+    for (size_t i = 0; tb_vec(&t, i); i++) tb_vec(&t, i)->bud = bud;
+    t.in = in;
+    t.bud = bud;
+    t.n = 1 + n;
+    t.n_entries = entries ? n : 0;
+    int rc = CM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++) rc = tb_build(&t, roots[i], 1 + i, 0, 0);
+    if (!rc) rc = tb_freeze(&t, a);
+    for (size_t i = 0; tb_vec(&t, i); i++) cm_vec_free(tb_vec(&t, i));
+    return rc;
+}
+
+/* The DFAs of roots[0..n) from one NFA (shared) or (n = 1) from the root's own. */
+static int build_roots(const cm_ir_input *in, const uint32_t *roots, uint32_t n, bool shared, size_t max_states,
+                       cm_budget *bud, cm_dfa_out **out) {
+    nfa_arrays a;
+    memset(&a, 0, sizeof a);
+    int rc = thompson(in, roots, n, shared, bud, &a);
+    if (!rc) rc = cm_budget_time(bud);
+    for (uint32_t i = 0; !rc && i < n; i++) rc = cm_fsm_build(&a.v, 1 + i, 0, max_states, bud, &out[i]);
+    nfa_free(bud, &a);
+    return rc;
+}
+
+int cm_fsm_build_ir(const cm_ir_input *in, const uint32_t *roots, uint32_t n_roots, int shared, size_t max_states,
+                    cm_budget *budget, cm_dfa_out **out) {
+    if (!in || !roots || !out || !n_roots || (in->n_frags && !in->frags)) return CM_ERR_ARG;
+    for (uint32_t i = 0; i < n_roots; i++) out[i] = NULL;
+    int rc = CM_OK;
+    if (shared) rc = build_roots(in, roots, n_roots, true, max_states, budget, out);
+    for (uint32_t k = 0; !shared && !rc && k < n_roots; k++)
+        rc = build_roots(in, roots + k, 1, false, max_states, budget, out + k);
+    if (rc) {
+        for (uint32_t i = 0; i < n_roots; i++) {
+            cm_dfa_release(budget, out[i]);
+            out[i] = NULL;
+        }
+    }
+    return rc;
+}
