@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+import cfgmask
 from cfgmask import _core
 
-STUB = Path(_core.__file__).with_name("_core.pyi")
+# beside the package's modules (an editable install may keep the compiled module elsewhere)
+STUB = Path(cfgmask.__file__).with_name("_core.pyi")
 
 # What Cython or Python put on every extension class or module: not API
 _MACHINERY = {
@@ -63,7 +65,7 @@ def _stub_defs(body: list[ast.stmt]) -> dict[str, ast.AST]:
 
 @pytest.fixture(scope="module")
 def stub() -> dict[str, ast.AST]:
-    assert STUB.is_file(), f"no stub next to the extension: {STUB}"
+    assert STUB.is_file(), f"no stub in the package: {STUB}"
     return _stub_defs(ast.parse(STUB.read_text(), filename=str(STUB)).body)
 
 
