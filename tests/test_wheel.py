@@ -1,0 +1,171 @@
+"""The wheel, built and installed the way a user gets it: non-editable, into a fresh venv.
+
+An editable install or the source tree on sys.path hides packaging mistakes (a subpackage
+left out, a missing stub or py.typed, a C file not compiled in), so here the wheel is built
+from a copy of the working tree (build isolation: the build-system requirements come from the
+package index), installed into a new venv, and used from a directory outside the repository.
+Needs pip to reach an index for the build requirements and numpy; about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "cfgmask"
+
+# Not part of a clean checkout (build outputs, caches, local venvs; see .gitignore)
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.pyc",
+    "*.so",
+    "*.o",
+    "_core.c",
+    ".hypothesis",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "results",
+)
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without what would point Python at the source tree or change the build
+    (PYTHONPATH, the sanitizer preload, the build switches of setup.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "CFGMASK_", "VIRTUAL_ENV"))}
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    shutil.copytree(ROOT, src, ignore=_NOT_SOURCE)
+    out = work / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)], cwd=work)
+    (whl,) = out.glob(f"{PACKAGE}-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env_dir = tmp_path_factory.mktemp("venv") / "env"
+    _run([sys.executable, "-m", "venv", str(env_dir)], cwd=env_dir.parent)
+    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], cwd=env_dir.parent)
+    return env_dir
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A working directory from which the source tree cannot be imported."""
+    assert ROOT not in tmp_path.parents
+    return tmp_path
+
+
+def _source_packages() -> set[str]:
+    return {
+        str(p.parent.relative_to(ROOT))
+        for p in (ROOT / PACKAGE).rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+
+
+def test_wheel_contents(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    packages = {str(Path(n).parent) for n in names if Path(n).name == "__init__.py"}
+    assert packages == _source_packages()
+    modules = {
+        str(p.relative_to(ROOT))
+        for pkg in _source_packages()
+        for p in (ROOT / pkg).glob("*.py*")
+        if p.suffix in (".py", ".pyi")
+    }
+    assert not modules - names, "modules of the source tree missing from the wheel"
+    for required in ("py.typed", "_core.pyi"):
+        assert f"{PACKAGE}/{required}" in names
+    assert any(n.startswith(f"{PACKAGE}/_core.") and n.endswith(".so") for n in names), "no compiled _core"
+
+
+# Runs in the venv: the README's pipeline on a byte vocabulary plus a whole-prefix token.
+_USE = r"""
+import json, sys
+import cfgmask, cfgmask._core
+
+schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+          "additionalProperties": False}
+tokens = [bytes([b]) for b in range(256)] + [b'{"n":', b"<eos>"]
+vocab = cfgmask.Vocabulary.from_token_bytes(tokens, stop_token_ids=[257])
+grammar = cfgmask.Grammar.from_json_schema(schema, whitespace="compact")
+matcher = cfgmask.Matcher(cfgmask.compile(grammar, vocab))
+mask = cfgmask.allocate_bitmask(1, vocab.size)
+steps = []
+for token in [256, *b"12}"]:
+    matcher.fill_bitmask(mask, 0)
+    allowed = [t for t in range(vocab.size) if mask[0, t // 32] >> (t % 32) & 1]
+    steps.append(allowed)
+    assert matcher.accept_token(token), token
+matcher.fill_bitmask(mask, 0)
+json.dump({"files": [cfgmask.__file__, cfgmask._core.__file__], "first": steps[0],
+           "last": matcher.allowed_tokens().tolist(), "accepting": matcher.is_accepting()}, sys.stdout)
+"""
+
+
+def test_installed_wheel_compiles_and_masks(venv: Path, outside: Path) -> None:
+    proc = _run([str(venv / "bin" / "python"), "-c", _USE], cwd=outside)
+    out = json.loads(proc.stdout)
+    for f in out["files"]:
+        assert Path(f).is_relative_to(venv), f"imported from {f}, not from the installed wheel"
+    assert out["first"] == [ord("{"), 256]  # "{" or the '{"n":' token
+    assert out["last"] == [257] and out["accepting"]  # only the stop token after '{"n":12}'
+
+
+def test_console_script(venv: Path, outside: Path) -> None:
+    proc = _run([str(venv / "bin" / "cfgmask"), "--help"], cwd=outside)
+    assert proc.stdout.startswith("usage: cfgmask")
+
+
+_TYPED_USE = """
+import cfgmask
+from cfgmask._core import fill_masks
+
+vocab = cfgmask.Vocabulary.from_token_bytes([b"a"])
+reveal_type(fill_masks)
+wrong: str = cfgmask.allocate_bitmask(1, vocab.size)
+"""
+
+
+def test_types_reach_users(venv: Path, outside: Path) -> None:
+    """mypy, run on user code against the installed wheel, reads the package's own types
+    (py.typed) and the extension's stub (a wrong assignment is caught; fill_masks has the
+    stub's signature)."""
+    (outside / "use.py").write_text(_TYPED_USE)
+    cmd = [sys.executable, "-m", "mypy", "--python-executable", str(venv / "bin" / "python")]
+    cmd += ["--cache-dir", str(outside / ".mypy_cache"), "--no-error-summary", "use.py"]
+    proc = subprocess.run(cmd, cwd=outside, env=_clean_env(), capture_output=True, text=True, timeout=600)
+    assert "missing library stubs or py.typed" not in proc.stdout, proc.stdout
+    revealed = r'Revealed type is "def \(handles: (builtins\.)?list\[cfgmask\._core\.MatcherHandle\]'
+    assert re.search(revealed, proc.stdout), proc.stdout
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and "use.py:7: error: Incompatible types in assignment" in errors[0], proc.stdout
