@@ -60,6 +60,22 @@ class _Tables(Protocol):
     @property
     def la_union(self) -> _Buffer: ...
 
+class _Settings(Protocol):
+    """cm_limits as attributes: MatcherLimits and the private compile.strategy.Strategy."""
+
+    max_items_per_set: int
+    max_chart_items: int
+    max_cache_bytes: int
+    direct_walk_states: int
+    index_min_items: int
+    mask_memo_min_items: int
+    mask_memo_min_candidates: int
+    share_loop_walks: bool
+    filter_uncertain: bool
+    compose_entries: bool
+    flat_walks: bool
+    wrap_repeats: int
+
 class VocabHandle:
     """The C token trie of one vocabulary."""
 
@@ -74,26 +90,11 @@ class GrammarHandle:
     """A compiled grammar in the C core; keeps its vocabulary alive."""
 
     def __init__(
-        self,
-        tables: _Tables,
-        vocab: VocabHandle,
-        stop_ids: Sequence[int],
-        max_items_per_set: int = 0,
-        max_chart_items: int = 0,
-        max_cache_bytes: int = 0,
-        direct_walk_states: int = 0,
-        index_min_items: int = 0,
-        mask_memo_min_items: int = 0,
-        mask_memo_min_candidates: int = 0,
-        share_loop_walks: bool = True,
-        filter_uncertain: bool = True,
-        compose_entries: bool = True,
-        flat_walks: bool = True,
-        wrap_repeats: int = 256,
+        self, tables: _Tables, vocab: VocabHandle, stop_ids: Sequence[int], settings: _Settings
     ) -> None: ...
     @property
     def vocab(self) -> VocabHandle: ...
-    def warm(self) -> None: ...
+    def warm(self, deadline: float = 0) -> None: ...
     def entry(self, state: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.uint32]]: ...
     @property
     def cache_bytes(self) -> int: ...
@@ -134,7 +135,8 @@ def fsm_build(
     start: int,
     final: int,
     max_states: int,
-    max_seconds: float = 0.0,
+    max_bytes: int = 0,
+    deadline: float = 0,
 ) -> _DfaArrays: ...
 
 class DfaHandle:
@@ -144,7 +146,6 @@ class DfaHandle:
     def n_states(self) -> int: ...
     def __len__(self) -> int: ...
     def states(self) -> list[tuple[list[tuple[int, int, int]], list[tuple[int, int]], bool]]: ...
-    def arrays(self) -> _DfaArrays: ...
     def flat(self, base: int) -> tuple[bytes, bytes, bytes, list[tuple[int, int, int]]]: ...
     def label_order(self) -> list[int]: ...
     def can_accept(self, label_ok: _Buffer) -> bool: ...
@@ -163,7 +164,8 @@ def fsm_build_handle(
     start: int,
     final: int,
     max_states: int,
-    max_seconds: float = 0.0,
+    max_bytes: int = 0,
+    deadline: float = 0,
 ) -> tuple[DfaHandle, list[int]]: ...
 def fsm_build_ir(
     code: _Buffer,
@@ -173,5 +175,6 @@ def fsm_build_ir(
     roots: _Buffer,
     shared: bool,
     max_states: int,
-    max_seconds: float = 0.0,
+    max_bytes: int = 0,
+    deadline: float = 0,
 ) -> list[tuple[DfaHandle, list[int]]]: ...

@@ -431,20 +431,6 @@ cdef class DfaHandle:
             out.append((edges, labels, d.accepting[s] != 0))
         return out
 
-    def arrays(self):
-        """(class_lo, trans, accepting, lab_off, lab, lab_to) as bytes: little-endian
-        uint16 [n_classes + 1], int32 [n_states * n_classes], uint8, uint32 arrays."""
-        cdef cm_dfa_out *d = self.ptr
-        cdef size_t ns = d.n_states, nc = d.n_classes, nl = d.lab_off[d.n_states]
-        return (
-            bytes((<char *>d.class_lo)[:2 * (nc + 1)]),
-            bytes((<char *>d.trans)[:4 * ns * nc]) if ns * nc else b"",
-            bytes((<char *>d.accepting)[:ns]) if ns else b"",
-            bytes((<char *>d.lab_off)[:4 * (ns + 1)]),
-            bytes((<char *>d.lab)[:4 * nl]) if nl else b"",
-            bytes((<char *>d.lab_to)[:4 * nl]) if nl else b"",
-        )
-
     def flat(self, int32_t base):
         """For the compiler's tables: (class of each byte as bytes [256], transitions as
         int32 bytes [n_states * n_classes] with base added to every target (-1 stays),
