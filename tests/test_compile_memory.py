@@ -101,7 +101,8 @@ def test_explosion_ends_in_a_limit_within_the_budget(grammar: str, baseline_mb: 
     cap = baseline_mb + BUDGET_MB + MARGIN_MB
     print(
         f"\n  -> {rec['outcome']} {rec.get('limit', '')}: peak {rec['peak_rss_mb']} MB "
-        f"(cap {cap} MB: baseline {baseline_mb}), compile {rec['seconds']} s, child {time.perf_counter() - t:.1f} s"
+        f"(cap {cap} MB: baseline {baseline_mb}), compile {rec['seconds']} s, "
+        f"child {time.perf_counter() - t:.1f} s"
     )
     assert rec["outcome"] == "LimitError" and rec["limit"] in LIMITS, rec
     assert SANITIZED or rec["peak_rss_mb"] < cap, rec
