@@ -20,7 +20,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -38,14 +37,14 @@ LIMITS = {"max_compile_mb", "max_dfa_states", "max_total_states", "deadline_ms"}
 CASES = {
     # subset construction: every DFA state is a set of a large part of a 100k-state NFA
     "regex (a?b?){300} x100, subset sets": "cfgmask.Grammar.from_regex('(a?b?){300}' * 100)",
-    "gbnf (\"a\"? \"b\"?){300} x100, subset sets": (
+    'gbnf ("a"? "b"?){300} x100, subset sets': (
         """cfgmask.Grammar.from_gbnf('root ::= ' + '("a"? "b"?){300} ' * 100)"""
     ),
-    "lark terminal (\"a\"? \"b\"?)~300 x100, subset sets": (
+    'lark terminal ("a"? "b"?)~300 x100, subset sets': (
         """cfgmask.Grammar.from_lark('start: X\\nX: ' + '("a"? "b"?)~300 ' * 100 + '"x"')"""
     ),
     # Thompson construction: 100,000 unrolled repetitions of 1,000 bytes, one NFA
-    "gbnf \"a\"{1000} x100000, NFA size": """cfgmask.Grammar.from_gbnf('root ::= ' + '"a"{1000} ' * 100_000)""",
+    'gbnf "a"{1000} x100000, NFA size': """cfgmask.Grammar.from_gbnf('root ::= ' + '"a"{1000} ' * 100_000)""",
 }
 
 CHILD = """
@@ -96,12 +95,11 @@ def baseline_mb() -> int:
 
 @pytest.mark.parametrize("grammar", list(CASES.values()), ids=list(CASES))
 def test_explosion_ends_in_a_limit_within_the_budget(grammar: str, baseline_mb: int) -> None:
-    t = time.perf_counter()
     rec = run_child(grammar)
     cap = baseline_mb + BUDGET_MB + MARGIN_MB
     print(
         f"\n  -> {rec['outcome']} {rec.get('limit', '')}: peak {rec['peak_rss_mb']} MB "
-        f"(cap {cap} MB: baseline {baseline_mb}), compile {rec['seconds']} s, child {time.perf_counter() - t:.1f} s"
+        f"(cap {cap} MB: baseline {baseline_mb} MB), compile {rec['seconds']} s"
     )
     assert rec["outcome"] == "LimitError" and rec["limit"] in LIMITS, rec
     assert SANITIZED or rec["peak_rss_mb"] < cap, rec
