@@ -180,7 +180,12 @@ def build_dfa(nfa: NFA, start: int, final: int, max_states: int, max_bytes: int 
     left = deadline.remaining()  # first: C's deadline is then never before check()'s
     try:
         h, used = fsm_build_handle(
-            *arrays, start, final, max_states, max_bytes, 0.0 if left == float("inf") else time.monotonic() + left
+            *arrays,
+            start,
+            final,
+            max_states,
+            max_bytes,
+            0.0 if left == float("inf") else time.monotonic() + left,
         )
     except LimitError as e:
         if e.limit == "deadline_ms":
