@@ -161,3 +161,41 @@ cdef extern from "cfgmask.h" nogil:
     int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used)
     int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result)
     int cm_dfa_trim(const cm_dfa_out *d, const uint8_t *label_ok, cm_dfa_out **out)
+
+    ctypedef struct cm_comp_member:
+        uint32_t name, root, inline_cap
+
+    ctypedef struct cm_component:
+        const cm_comp_member *members
+        uint32_t n_members
+        const uint32_t *callees
+        uint32_t n_callees
+        int right_linear
+        const cm_ir_frag *cached
+
+    ctypedef struct cm_comp_dfa:
+        cm_dfa_out *dfa
+        uint32_t *labels
+        uint32_t n_labels
+
+    int cm_compile_components(const cm_ir_input *inp, const cm_component *comps, uint32_t n_comps,
+                              size_t max_states, size_t inline_max_states, cm_budget *budget,
+                              cm_comp_dfa *out, uint32_t *failed)
+    void cm_comp_dfa_free(cm_comp_dfa *d)
+
+    ctypedef struct cm_flat_rules:
+        uint32_t n_rules
+        uint32_t n_states
+        uint32_t *rule_name
+        uint32_t *rule_state
+        uint32_t *rule_trans
+        uint8_t *byte_class
+        int32_t *trans
+        uint8_t *accepting
+        uint32_t *lab_off
+        uint32_t *lab_name
+        uint32_t *lab_to
+
+    int cm_compile_finish(const cm_ir_input *inp, const cm_ir_frag *rules, const uint8_t *is_token,
+                          uint32_t start, cm_budget *budget, cm_flat_rules **out)
+    void cm_flat_rules_free(cm_flat_rules *f)

@@ -4,7 +4,7 @@
 No algorithm lives here; see csrc/ for those.
 """
 from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 
 from cfgmask.errors import LimitError, MatcherError, VocabularyError
 
@@ -320,19 +320,26 @@ cdef const uint8_t *_u8(const uint8_t[::1] a):
     return &a[0] if a.shape[0] else NULL
 
 
-cdef int _fsm_check(int rc, size_t max_states, size_t max_bytes) except -1:
-    """Status of an automaton build -> exception (CM_ERR_ARG is the caller's to map)."""
+cdef object _fsm_error(int rc, size_t max_states, size_t max_bytes):
+    """The exception for an automaton build's status, or None (CM_ERR_ARG is the caller's)."""
     if rc == CM_ERR_LIMIT:
-        raise LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
-                         value=max_states)
+        return LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
+                          value=max_states)
     if rc == CM_ERR_LIMIT_MEM:
-        raise LimitError(f"automaton build exceeds max_compile_mb={max_bytes >> 20}",
-                         limit="max_compile_mb", value=max_bytes >> 20)
+        return LimitError(f"automaton build exceeds max_compile_mb={max_bytes >> 20}",
+                          limit="max_compile_mb", value=max_bytes >> 20)
     if rc == CM_ERR_TIMEOUT:
-        raise LimitError("automaton build ran past its deadline (CompileLimits.deadline_ms)",
-                         limit="deadline_ms")
+        return LimitError("automaton build ran past its deadline (CompileLimits.deadline_ms)",
+                          limit="deadline_ms")
     if rc == CM_ERR_NOMEM:
-        raise MemoryError("automaton build: out of memory")
+        return MemoryError("automaton build: out of memory")
+    return None
+
+
+cdef int _fsm_check(int rc, size_t max_states, size_t max_bytes) except -1:
+    err = _fsm_error(rc, max_states, max_bytes)
+    if err is not None:
+        raise err
     return 0
 
 
@@ -587,4 +594,168 @@ def fsm_build_ir(const uint32_t[::1] code, const uint32_t[::1] label, const uint
                 for i in range(n_roots):
                     cm_dfa_out_free(out[i])
         free(out)
+        free(fr)
+
+
+cdef object _dfa_handle(cm_dfa_out *d):
+    """A handle owning d (labels already numbered 0..n-1)."""
+    cdef DfaHandle h = DfaHandle.__new__(DfaHandle)
+    h.ptr = d
+    h.n_states = d.n_states
+    return h
+
+
+cdef int _frag(object pair, cm_ir_frag *f, uint32_t n_names, list keep) except -1:
+    """(DfaHandle, label values of its labels) -> f, checked; keep holds the buffer."""
+    cdef DfaHandle h
+    cdef const uint32_t[::1] labs
+    cdef size_t e
+    h, labs = pair
+    if h is None or h.ptr == NULL:
+        raise ValueError("empty DFA handle")
+    for e in range(h.ptr.lab_off[h.ptr.n_states]):
+        if h.ptr.lab[e] >= <uint32_t>labs.shape[0]:
+            raise ValueError("DFA label out of range")
+    for e in range(<size_t>labs.shape[0]):
+        if labs[e] >= n_names:
+            raise ValueError("label value out of range")
+    keep.append(h)
+    keep.append(labs)
+    f.dfa = h.ptr
+    f.labels = _u32(labs)
+    return 0
+
+
+cdef cm_ir_input _ir_input(const uint32_t[::1] code, const uint32_t[::1] label):
+    cdef cm_ir_input inp
+    inp.code = _u32(code)
+    inp.code_len = code.shape[0]
+    inp.label = _u32(label)
+    inp.n_names = <uint32_t>label.shape[0]
+    inp.refs = NULL
+    inp.n_refs = 0
+    inp.frags = NULL
+    inp.n_frags = 0
+    return inp
+
+
+def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list comps, size_t max_states,
+                       size_t inline_max_states, size_t max_bytes=0, double deadline=0):
+    """The automata of every component in one call (csrc/components.c).  comps, callees
+    first: (members [(name, root, inline_cap)], callees [name], right_linear, cached: per
+    member (DfaHandle, label values of its labels), or None to build).  Returns per
+    component None (cached) or per member (DfaHandle, label values of its labels 0..n-1).
+    An error carries .component: the index of the component that failed."""
+    cdef cm_ir_input inp = _ir_input(code, label)
+    cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
+    cdef uint32_t n_comps = <uint32_t>len(comps), failed = 0
+    cdef size_t n_members = sum(len(c[0]) for c in comps), n_callees = sum(len(c[1]) for c in comps)
+    cdef size_t i, k, at = 0, j = 0
+    cdef cm_component *cs = <cm_component *>malloc((n_comps + 1) * sizeof(cm_component))
+    cdef cm_comp_member *ms = <cm_comp_member *>malloc((n_members + 1) * sizeof(cm_comp_member))
+    cdef uint32_t *cl = <uint32_t *>malloc((n_callees + 1) * sizeof(uint32_t))
+    cdef cm_ir_frag *given = <cm_ir_frag *>malloc((n_members + 1) * sizeof(cm_ir_frag))
+    cdef cm_comp_dfa *out = <cm_comp_dfa *>calloc(n_members + 1, sizeof(cm_comp_dfa))
+    cdef int rc
+    keep = []
+    try:
+        if cs == NULL or ms == NULL or cl == NULL or given == NULL or out == NULL:
+            raise MemoryError("compile_components: out of memory")
+        for k in range(n_comps):
+            members, callees, right_linear, cached = comps[k]
+            cs[k].members = ms + at
+            cs[k].n_members = <uint32_t>len(members)
+            cs[k].callees = cl + j
+            cs[k].n_callees = <uint32_t>len(callees)
+            cs[k].right_linear = 1 if right_linear else 0
+            cs[k].cached = NULL
+            for i, (name, root, cap) in enumerate(members):
+                ms[at + i].name, ms[at + i].root, ms[at + i].inline_cap = name, root, cap
+            for i, name in enumerate(callees):
+                cl[j + i] = name
+            if cached is not None:
+                if len(cached) != len(members):
+                    raise ValueError("compile_components: one cached DFA per member")
+                for i, pair in enumerate(cached):
+                    _frag(pair, &given[at + i], inp.n_names, keep)
+                cs[k].cached = given + at
+            at += len(members)
+            j += len(callees)
+        with nogil:
+            rc = cm_compile_components(&inp, cs, n_comps, max_states, inline_max_states, &budget, out, &failed)
+        if rc:
+            err = _fsm_error(rc, max_states, max_bytes)
+            if err is None:
+                err = ValueError(f"automaton build: malformed IR code (component {failed})")
+            err.component = failed
+            raise err
+        result = []
+        at = 0
+        for k in range(n_comps):
+            built = None
+            if cs[k].cached == NULL:
+                built = []
+                for i in range(at, at + cs[k].n_members):
+                    built.append((_dfa_handle(out[i].dfa), [out[i].labels[j] for j in range(out[i].n_labels)]))
+                    out[i].dfa = NULL
+            result.append(built)
+            at += cs[k].n_members
+        return result
+    finally:
+        if out != NULL:
+            for i in range(n_members):
+                cm_comp_dfa_free(&out[i])
+        free(cs)
+        free(ms)
+        free(cl)
+        free(given)
+        free(out)
+
+
+def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_token, uint32_t start,
+                   size_t max_bytes=0, double deadline=0):
+    """Runtime rules, productive rules, trimming and the flat tables in one call
+    (csrc/flatten.c).  rules[name index]: (DfaHandle, label values of its labels) or None.
+    Returns None when the start rule derives no finite string, else (rule names as name
+    indices, then as bytes: rule_state uint32 [n_rules + 1], rule_trans uint32 [n_rules + 1],
+    byte_class uint8 [n_rules * 256], trans int32, accepting uint8 [n_states], lab_off
+    uint32 [n_states + 1], lab_name uint32, lab_to uint32)."""
+    cdef cm_ir_input inp = _ir_input(label[:0], label)
+    cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
+    cdef uint32_t n_names = <uint32_t>label.shape[0], i, n, ns
+    cdef cm_ir_frag *fr = NULL
+    cdef cm_flat_rules *f = NULL
+    cdef int rc
+    if len(rules) != n_names or <uint32_t>is_token.shape[0] != n_names or start >= n_names:
+        raise ValueError("compile_finish: bad arguments")
+    keep = []
+    fr = <cm_ir_frag *>calloc(n_names + 1, sizeof(cm_ir_frag))
+    try:
+        if fr == NULL:
+            raise MemoryError("compile_finish: out of memory")
+        for i in range(n_names):
+            if rules[i] is not None:
+                _frag(rules[i], &fr[i], n_names, keep)
+        with nogil:
+            rc = cm_compile_finish(&inp, fr, &is_token[0], start, &budget, &f)
+        _fsm_check(rc, 0, max_bytes)
+        if rc:
+            raise ValueError("compile_finish: a rule without an automaton, or bad labels")
+        if f.n_rules == 0:
+            return None
+        n, ns = f.n_rules, f.n_states
+        nl = f.lab_off[ns]
+        return (
+            [f.rule_name[i] for i in range(n)],
+            bytes((<char *>f.rule_state)[:4 * (n + 1)]),
+            bytes((<char *>f.rule_trans)[:4 * (n + 1)]),
+            bytes((<char *>f.byte_class)[:256 * n]),
+            bytes((<char *>f.trans)[:4 * f.rule_trans[n]]) if f.rule_trans[n] else b"",
+            bytes((<char *>f.accepting)[:ns]) if ns else b"",
+            bytes((<char *>f.lab_off)[:4 * (ns + 1)]),
+            bytes((<char *>f.lab_name)[:4 * nl]) if nl else b"",
+            bytes((<char *>f.lab_to)[:4 * nl]) if nl else b"",
+        )
+    finally:
+        cm_flat_rules_free(f)
         free(fr)

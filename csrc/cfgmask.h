@@ -284,6 +284,69 @@ int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result)
  * state is dead. */
 int cm_dfa_trim(const cm_dfa_out *d, const uint8_t *label_ok, cm_dfa_out **out);
 
+/* ---- one call per compile stage (cfgmask/automata.py) ------------------------ */
+
+/* A rule of a component of the rule graph. */
+typedef struct cm_comp_member {
+    uint32_t name;                 /* name index */
+    uint32_t root;                 /* code offset of its body */
+    uint32_t inline_cap;           /* its DFA is copied into callers when it has at most this
+                                    * many states (0: never: not regular, or outlined) */
+} cm_comp_member;
+
+typedef struct cm_component {
+    const cm_comp_member *members;
+    uint32_t n_members;
+    const uint32_t *callees;       /* name indices of the rules outside it that it calls */
+    uint32_t n_callees;
+    int right_linear;              /* recursive and regular: one NFA, members ENTRY each other */
+    const cm_ir_frag *cached;      /* [n_members] its DFAs, given (NULL: build them) */
+} cm_component;
+
+/* A built member: its minimal DFA, labels renumbered 0..n_labels-1 by increasing value. */
+typedef struct cm_comp_dfa {
+    cm_dfa_out *dfa;               /* NULL for a member of a cached component */
+    uint32_t *labels;              /* [n_labels] the label value of each label */
+    uint32_t n_labels;
+} cm_comp_dfa;
+
+/* The DFAs of every component not cached, in order (callees first), from the encoded
+ * IR of `in` (its refs and frags are ignored: each component's are derived).  A callee
+ * is copied into a caller if it was inlined (n_states <= its inline_cap) and has at
+ * most `budget` states, for budget in (inline_max_states, 64, 0): the next budget is
+ * tried on CM_ERR_LIMIT (max_states), not on time or memory.  out[] gets one entry per
+ * member of every component, in order (free with cm_comp_dfa_free); on error it is
+ * empty and *failed is the index of the component that failed.  Built DFAs stay
+ * counted in budget->used. */
+int cm_compile_components(const cm_ir_input *in, const cm_component *comps, uint32_t n_comps,
+                          size_t max_states, size_t inline_max_states, cm_budget *budget,
+                          cm_comp_dfa *out, uint32_t *failed);
+void cm_comp_dfa_free(cm_comp_dfa *d);   /* its arrays; d itself is the caller's */
+
+/* Every runtime rule's automaton in one numbering (automata._Flat). */
+typedef struct cm_flat_rules {
+    uint32_t n_rules;              /* 0: the start rule derives no finite string */
+    uint32_t n_states;
+    uint32_t *rule_name;           /* [n_rules] name index, in first-use order from the start */
+    uint32_t *rule_state;          /* [n_rules + 1] first state of each rule (last: n_states) */
+    uint32_t *rule_trans;          /* [n_rules + 1] where each rule's rows start in trans */
+    uint8_t *byte_class;           /* [n_rules * 256] each rule's class of each byte */
+    int32_t *trans;                /* rule r: [its states * its classes] from rule_trans[r];
+                                    * targets in the one numbering, -1 = none */
+    uint8_t *accepting;            /* [n_states] */
+    uint32_t *lab_off;             /* [n_states + 1] */
+    uint32_t *lab_name, *lab_to;   /* [lab_off[n_states]] callee or token name index, target */
+} cm_flat_rules;
+
+/* From every rule's DFA (rules[name].dfa, NULL: not a rule; labels: label values) the
+ * runtime rules (breadth first from `start`, each DFA's callees in order of first use),
+ * the productive ones (token terminals, is_token[name], always are), each trimmed
+ * (cm_dfa_trim), the runtime rules again, flattened in that order.  in->label gives
+ * each name's label value; refs and frags are ignored. */
+int cm_compile_finish(const cm_ir_input *in, const cm_ir_frag *rules, const uint8_t *is_token,
+                      uint32_t start, cm_budget *budget, cm_flat_rules **out);
+void cm_flat_rules_free(cm_flat_rules *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -262,7 +262,8 @@ static int label_moves(builder *b, size_t k) {
     for (size_t i = 0; !rc && i < b->pairs.n;) {
         uint32_t key = b->pairs.data[i];
         b->tmp.n = 0;
-        for (; !rc && i < b->pairs.n && b->pairs.data[i] == key; i += 2) rc = cm_vec_push(&b->tmp, b->pairs.data[i + 1]);
+        for (; !rc && i < b->pairs.n && b->pairs.data[i] == key; i += 2)
+            rc = cm_vec_push(&b->tmp, b->pairs.data[i + 1]);
         if (rc || (rc = closure(b))) break;
         int64_t t = intern(b);
         if (t < 0) return (int)t;

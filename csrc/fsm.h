@@ -1,6 +1,7 @@
 /* Private to the compile-time automaton build: budget.c (memory and time accounting),
  * thompson.c (encoded IR -> NFA), fsm.c (subset construction), minimize.c (Hopcroft),
- * dfa.c (operations on finished DFAs).  Not on the per-token path. */
+ * dfa.c (operations on finished DFAs), components.c and flatten.c (a whole compile
+ * stage per call).  Not on the per-token path. */
 #ifndef CFGMASK_FSM_H
 #define CFGMASK_FSM_H
 

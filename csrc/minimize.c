@@ -224,7 +224,8 @@ static int predecessors_by_symbol(refiner *r, uint32_t B, size_t *total) {
     if ((rc = cm_vec_reserve(&r->bucket, *total))) return rc;
     for (uint32_t i = r->bfirst[B]; i < r->bend[B]; i++) {
         uint32_t t = r->elems[i];
-        for (uint32_t k = r->in_off[t]; k < r->in_off[t + 1]; k++) r->bucket.data[r->sym_cnt[r->in_sym[k]]++] = r->in_src[k];
+        for (uint32_t k = r->in_off[t]; k < r->in_off[t + 1]; k++)
+            r->bucket.data[r->sym_cnt[r->in_sym[k]]++] = r->in_src[k];
     }
     return CM_OK;
 }

@@ -200,7 +200,8 @@ static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int 
     case CM_IR_LIT:
         return tb_chain(t, in->code + pc + 2, n, 1, start, end);
     case CM_IR_BYTES:
-        for (uint32_t i = 0; !rc && i < n; i++) rc = tb_byte(t, start, in->code[pc + 2 + 2 * i], in->code[pc + 3 + 2 * i], end);
+        for (uint32_t i = 0; !rc && i < n; i++)
+            rc = tb_byte(t, start, in->code[pc + 2 + 2 * i], in->code[pc + 3 + 2 * i], end);
         return rc;
     case CM_IR_UTF8:
         return tb_utf8(t, pc, start, end);
