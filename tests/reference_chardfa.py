@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from cfgmask import ir
 from cfgmask.frontends.json_schema import chardfa
-from cfgmask.frontends.json_schema.chardfa import MAX_STATES, TOP, CharDFA, _build, _NFA, _refine, _too_big
+from cfgmask.frontends.json_schema.chardfa import _NFA, MAX_STATES, TOP, CharDFA, _build, _refine, _too_big
 
 
 def epsilon_closure(eps: Sequence[Sequence[int]], seeds: Iterable[int]) -> frozenset[int]:
