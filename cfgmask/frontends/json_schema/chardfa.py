@@ -13,16 +13,13 @@ involved tells apart (``\\w`` is hundreds of ranges but one atom), so products a
 minimization cost what the pattern's structure costs, not what its character classes do.
 
 Determinization and minimization are the C core's (``csrc/fsm.c``: subset construction, then
-Hopcroft), as for every other automaton of the package; this module builds the NFA (Thompson
-construction over atoms) and the products, and reads the C core's DFA back.  Atoms go to the
-C core as *labels*, not as bytes: labels have no 256-symbol cap (a pattern with many distinct
-literal characters, or a product of several automata, can have more atoms than that), so one
-encoding serves every automaton, and a label edge is what an atom is, one symbol, where a byte
-encoding would need a second path past 256 atoms.  The C core minimizes a partial DFA (a
-missing transition goes to an implicit dead state) but does not trim, so the NFA (or the DFA
-handed back for minimization) is trimmed to its live states first: then every subset is live
-and Hopcroft's classes are the minimal automaton's states.  The slow Python constructions are
-the tests' oracle (``tests/reference_chardfa.py``).
+Hopcroft), as for every other automaton here; this module builds the NFA over atoms and the
+products.  Atoms go to the C core as *labels*, not bytes: labels have no 256-symbol cap (many
+distinct literal characters, or a product of several automata, exceed it), so one encoding
+serves every automaton.  The C core minimizes partial DFAs without trimming them, so the NFA
+(or DFA) it gets is trimmed to its live states first; then Hopcroft's classes are the minimal
+automaton's states.  The former Python constructions are the tests' oracle
+(``tests/reference_chardfa.py``).
 
 Every construction is exact.  Sizes are bounded by ``MAX_STATES`` and the compile deadline;
 past them :class:`~cfgmask.errors.GrammarError` says so (strict mode then rejects the keyword;
