@@ -12,6 +12,15 @@ maps to JSON spellings.  Transitions are over *atoms*, the classes of code point
 involved tells apart (``\\w`` is hundreds of ranges but one atom), so products and
 minimization cost what the pattern's structure costs, not what its character classes do.
 
+Determinization and minimization are the C core's (``csrc/fsm.c``: subset construction, then
+Hopcroft), as for every other automaton here; this module builds the NFA over atoms and the
+products.  Atoms go to the C core as *labels*, not bytes: labels have no 256-symbol cap (many
+distinct literal characters, or a product of several automata, exceed it), so one encoding
+serves every automaton.  The C core minimizes partial DFAs without trimming them, so the NFA
+(or DFA) it gets is trimmed to its live states first; then Hopcroft's classes are the minimal
+automaton's states.  The former Python constructions are the tests' oracle
+(``tests/reference_chardfa.py``).
+
 Every construction is exact.  Sizes are bounded by ``MAX_STATES`` and the compile deadline;
 past them :class:`~cfgmask.errors.GrammarError` says so (strict mode then rejects the keyword;
 nothing is approximated).
@@ -19,10 +28,15 @@ nothing is approximated).
 
 from __future__ import annotations
 
+import functools
+import inspect
+import itertools
+import time
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 
 from ... import deadline, ir
-from ...errors import GrammarError
+from ...errors import GrammarError, LimitError
 from . import _ir_util as U
 
 MAX_STATES = 4000  # states of one automaton (DFA or product); NFAs get 4x
@@ -74,14 +88,38 @@ def _refine(sets: Sequence[Ranges]) -> tuple[list[Ranges], list[list[int]]]:
     return [tuple(a) for a in atoms], members
 
 
+def _coreachable(succ: Sequence[Iterable[int]], seeds: Iterable[int]) -> list[bool]:
+    """The states from which one of ``seeds`` can be reached (``succ``: state -> successors,
+    ``-1`` ignored)."""
+    rev: list[list[int]] = [[] for _ in succ]
+    for s, ts in enumerate(succ):
+        for t in ts:
+            if t >= 0:
+                rev[t].append(s)
+    ok = [False] * len(succ)
+    stack = list(seeds)
+    for s in stack:
+        ok[s] = True
+    while stack:
+        for p in rev[stack.pop()]:
+            if not ok[p]:
+                ok[p] = True
+                stack.append(p)
+    return ok
+
+
 class CharDFA:
     """States ``0..n-1``, start ``0``; ``trans[s][a]`` the target on atom ``a`` (``-1``: dead);
-    ``atoms`` partition all code points."""
+    ``atoms`` partition all code points.  ``minimal``: known trimmed and minimal (what
+    :meth:`minimize` returns), so :meth:`minimize` has nothing to do."""
 
-    def __init__(self, atoms: list[Ranges], trans: list[list[int]], accept: list[bool]) -> None:
+    def __init__(
+        self, atoms: list[Ranges], trans: list[list[int]], accept: list[bool], minimal: bool = False
+    ) -> None:
         self.atoms = atoms
         self.trans = trans
         self.accept = accept
+        self.minimal = minimal
 
     def __len__(self) -> int:
         return len(self.trans)
@@ -90,21 +128,7 @@ class CharDFA:
 
     def live(self) -> list[bool]:
         """States from which an accepting state can be reached."""
-        n = len(self)
-        rev: list[list[int]] = [[] for _ in range(n)]
-        for s, row in enumerate(self.trans):
-            for t in set(row):
-                if t >= 0:
-                    rev[t].append(s)
-        ok = list(self.accept)
-        stack = [s for s in range(n) if ok[s]]
-        while stack:
-            s = stack.pop()
-            for p in rev[s]:
-                if not ok[p]:
-                    ok[p] = True
-                    stack.append(p)
-        return ok
+        return _coreachable([set(row) for row in self.trans], [s for s, a in enumerate(self.accept) if a])
 
     def is_empty(self) -> bool:
         return not self.live()[0]
@@ -170,50 +194,19 @@ class CharDFA:
         return CharDFA(self.atoms, self.trans, accept).minimize()
 
     def minimize(self) -> CharDFA:
-        """Trimmed (only live states reachable from the start) and minimal (Moore)."""
+        """Trimmed (only live states reachable from the start) and minimal: the live part,
+        with one extra state that every accepting state has an epsilon edge to (the C core
+        takes one final state), minimized by the C core."""
+        if self.minimal:
+            return self
         live = self.live()
         if not live[0]:
-            return CharDFA([((0, TOP),)], [[-1]], [False])
-        reach, stack = {0}, [0]
-        while stack:
-            s = stack.pop()
-            for t in self.trans[s]:
-                if t >= 0 and live[t] and t not in reach:
-                    reach.add(t)
-                    stack.append(t)
-        states = sorted(reach)
-        rows = {s: [t if t >= 0 and live[t] else -1 for t in self.trans[s]] for s in states}
-        cls = {s: int(self.accept[s]) for s in states}
-        n_cls = len(set(cls.values()))
-        while True:
-            deadline.check("string automaton")
-            sigs: dict[tuple[int, ...], int] = {}
-            new = {s: sigs.setdefault((cls[s], *(cls[t] if t >= 0 else -1 for t in rows[s])), len(sigs))
-                   for s in states}  # fmt: skip
-            if len(sigs) == n_cls:
-                break
-            cls, n_cls = new, len(sigs)
-        index: dict[int, int] = {cls[0]: 0}
-        for s in states:
-            index.setdefault(cls[s], len(index))
-        trans: list[list[int]] = [[] for _ in index]
-        accept = [False] * len(index)
-        for s in states:
-            k = index[cls[s]]
-            if not trans[k]:
-                trans[k] = [index[cls[t]] if t >= 0 else -1 for t in rows[s]]
-                accept[k] = self.accept[s]
-        # merge atoms no state tells apart
-        cols: dict[tuple[int, ...], list[int]] = {}
-        for a in range(len(self.atoms)):
-            cols.setdefault(tuple(row[a] for row in trans), []).append(a)
-        if len(cols) < len(self.atoms):
-            atoms = [
-                ir.normalize_ranges([r for a in group for r in self.atoms[a]]) for group in cols.values()
-            ]
-            trans = [[row[group[0]] for group in cols.values()] for row in trans]
-            return CharDFA(atoms, trans, accept)
-        return CharDFA(self.atoms, trans, accept)
+            return _empty()
+        n = len(self)
+        edges = [[(a, t) for a, t in enumerate(row) if t >= 0 and live[t]] if live[s] else []
+                 for s, row in enumerate(self.trans)]  # fmt: skip
+        eps = [[n] if acc and live[s] else [] for s, acc in enumerate(self.accept)]
+        return _determinize(self.atoms, [*edges, []], [*eps, []], 0, n)
 
     def to_expr(self, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
         """A character-level expression of this language.  States entered from more than one
@@ -335,55 +328,96 @@ def _build(nfa: _NFA, e: ir.Expr, a: int, b: int) -> None:
         raise GrammarError(f"cannot build a character automaton from {type(e).__name__}")
 
 
-def epsilon_closure(eps: Sequence[Sequence[int]], seeds: Iterable[int]) -> frozenset[int]:
-    """The states reachable from ``seeds`` through ``eps`` (state -> epsilon successors)."""
-    out = set(seeds)
-    stack = list(seeds)
-    while stack:
-        for t in eps[stack.pop()]:
-            if t not in out:
-                out.add(t)
-                stack.append(t)
-    return frozenset(out)
+def _empty() -> CharDFA:
+    return CharDFA([((0, TOP),)], [[-1]], [False], minimal=True)
 
 
 def from_expr(e: ir.Expr) -> CharDFA:
-    """The minimal DFA of a character-level expression (subset construction over atoms)."""
+    """The minimal DFA of a character-level expression: its NFA over atoms, trimmed to the
+    states that reach the final one, determinized and minimized by the C core."""
     nfa = _NFA()
     start, final = nfa.state(), nfa.state()
     _build(nfa, e, start, final)
     atoms, members = _refine(nfa.sets)
+    edges = [[(a, t) for rs, t in es for a in members[rs]] for es in nfa.edges]
+    live = _coreachable([[t for _, t in es] + eps for es, eps in zip(edges, nfa.eps, strict=True)], [final])
+    if not live[start]:
+        return _empty()
+    edges = [[(a, t) for a, t in es if live[t]] if live[s] else [] for s, es in enumerate(edges)]
+    eps = [[t for t in ts if live[t]] if live[s] else [] for s, ts in enumerate(nfa.eps)]
+    return _determinize(atoms, edges, eps, start, final)
 
-    def closure(seeds: Sequence[int]) -> frozenset[int]:
-        return epsilon_closure(nfa.eps, seeds)
 
-    first = closure([start])
-    index = {first: 0}
-    order = [first]
-    trans: list[list[int]] = []
-    accept: list[bool] = []
-    k = 0
-    while k < len(order):
+def _determinize(
+    atoms: list[Ranges], edges: list[list[tuple[int, int]]], eps: list[list[int]], start: int, final: int
+) -> CharDFA:
+    """The minimal DFA of an NFA over ``atoms`` (``edges[s]``: (atom, target) pairs,
+    ``eps[s]``: epsilon targets; every state live) from the C core, atoms no state tells
+    apart merged."""
+    from ..._core import fsm_build
+
+    n = len(edges)
+    arrays = (
+        array("I", bytes(4 * (n + 1))),  # no byte edges
+        array("B"),
+        array("B"),
+        array("I"),
+        array("I", itertools.accumulate(map(len, edges), initial=0)),
+        array("I", [a for es in edges for a, _ in es]),
+        array("I", [t for es in edges for _, t in es]),
+        array("I", itertools.accumulate(map(len, eps), initial=0)),
+        array("I", [t for ts in eps for t in ts]),
+    )
+    deadline.check("string automaton")
+    try:
+        out = fsm_build(*arrays, start, final, MAX_STATES, **_time_budget())
+    except LimitError as err:
+        if err.limit != "max_dfa_states":
+            raise
+        raise _too_big(MAX_STATES) from None
+    except TimeoutError:
+        time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
         deadline.check("string automaton")
-        moves: dict[int, set[int]] = {}
-        for s in order[k]:
-            for rs, t in nfa.edges[s]:
-                for a in members[rs]:
-                    moves.setdefault(a, set()).add(t)
-        row = [-1] * len(atoms)
-        for a, ts in moves.items():
-            tgt = closure(sorted(ts))
-            i = index.get(tgt)
-            if i is None:
-                if len(order) >= MAX_STATES:
-                    raise _too_big(MAX_STATES)
-                i = index[tgt] = len(order)
-                order.append(tgt)
-            row[a] = i
-        trans.append(row)
-        accept.append(final in order[k])
-        k += 1
-    return CharDFA(atoms, trans, accept).minimize()
+        raise
+    _, _, acc, lab_off, lab, lab_to = out
+    off = memoryview(lab_off).cast("I").tolist()
+    labs = memoryview(lab).cast("I").tolist()
+    tos = memoryview(lab_to).cast("I").tolist()
+    trans = [[-1] * len(atoms) for _ in acc]
+    for s, row in enumerate(trans):
+        for e in range(off[s], off[s + 1]):
+            row[labs[e]] = tos[e]
+    return _merge_atoms(atoms, trans, [bool(x) for x in acc])
+
+
+def _merge_atoms(atoms: list[Ranges], trans: list[list[int]], accept: list[bool]) -> CharDFA:
+    """The minimal DFA ``trans`` with the atoms no state tells apart merged into one."""
+    cols: dict[tuple[int, ...], list[int]] = {}
+    for a in range(len(atoms)):
+        cols.setdefault(tuple(row[a] for row in trans), []).append(a)
+    if len(cols) < len(atoms):
+        atoms = [ir.normalize_ranges([r for a in group for r in atoms[a]]) for group in cols.values()]
+        trans = [[row[group[0]] for group in cols.values()] for row in trans]
+    return CharDFA(atoms, trans, accept, minimal=True)
+
+
+@functools.cache
+def _budget_is_absolute() -> bool:
+    """Whether the C wrappers take the compile deadline as a ``time.monotonic()`` value
+    (``deadline=``) or as seconds left (``max_seconds=``); both spellings exist while the
+    wrappers' budget arguments change."""
+    from ..._core import fsm_build
+
+    return "deadline" in inspect.signature(fsm_build).parameters
+
+
+def _time_budget() -> dict[str, float]:
+    """The remaining compile time, as the C wrappers take it (nothing: no deadline)."""
+    left = deadline.remaining()
+    if left == float("inf"):
+        return {}
+    left = max(left, 1e-3)
+    return {"deadline": time.monotonic() + left} if _budget_is_absolute() else {"max_seconds": left}
 
 
 def words(names: Sequence[str]) -> CharDFA:
