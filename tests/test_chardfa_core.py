@@ -207,23 +207,3 @@ def test_deadline_reaches_the_c_core() -> None:
         with pytest.raises(LimitError) as err:
             chardfa.from_expr(e)
     assert err.value.limit == "deadline_ms"
-
-
-def test_deadline_as_the_newer_wrappers_take_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Wrappers with ``max_bytes=0, deadline=0`` get a ``time.monotonic()`` value."""
-    import cfgmask._core as _core
-
-    real, seen = _core.fsm_build, []
-
-    def newer(*args: object, max_bytes: int = 0, deadline: float = 0.0) -> object:
-        seen.append(deadline)
-        return real(*args)
-
-    monkeypatch.setattr(_core, "fsm_build", newer)
-    chardfa._budget_is_absolute.cache_clear()
-    try:
-        with deadline.Deadline(60_000):
-            assert chardfa.from_expr(ir.literal("ab")).matches("ab")
-    finally:
-        chardfa._budget_is_absolute.cache_clear()
-    assert len(seen) == 1 and time.monotonic() < seen[0] < time.monotonic() + 61

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cfgmask.automata import TOKEN_LABEL, CompileLimits, _Flat
 
 import cfgmask
 from cfgmask import automata, ir
-from cfgmask.automata import TOKEN_LABEL, CompileLimits, _Flat
 from cfgmask.errors import GrammarError, LimitError
 
 _core: Any = importlib.import_module("cfgmask._core")  # no stubs: Any

@@ -28,8 +28,6 @@ nothing is approximated).
 
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
 import time
 from array import array
@@ -42,6 +40,7 @@ from . import _ir_util as U
 MAX_STATES = 4000  # states of one automaton (DFA or product); NFAs get 4x
 MAX_INLINE_DEPTH = 32  # states inlined into one expression before a rule is cut
 TOP = ir.MAX_CODE_POINT
+INF = float("inf")
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -369,16 +368,15 @@ def _determinize(
         array("I", [t for ts in eps for t in ts]),
     )
     deadline.check("string automaton")
+    left = deadline.remaining()  # first: C's deadline is then never before check()'s
     try:
-        out = fsm_build(*arrays, start, final, MAX_STATES, **_time_budget())
+        out = fsm_build(*arrays, start, final, MAX_STATES, 0, time.monotonic() + left if left != INF else 0.0)
     except LimitError as err:
+        if err.limit == "deadline_ms":
+            deadline.check("string automaton")  # the same error, naming the setting
         if err.limit != "max_dfa_states":
             raise
         raise _too_big(MAX_STATES) from None
-    except TimeoutError:
-        time.sleep(0.002)  # the budget is spent: let check() see it and raise the typed error
-        deadline.check("string automaton")
-        raise
     _, _, acc, lab_off, lab, lab_to = out
     off = memoryview(lab_off).cast("I").tolist()
     labs = memoryview(lab).cast("I").tolist()
@@ -399,25 +397,6 @@ def _merge_atoms(atoms: list[Ranges], trans: list[list[int]], accept: list[bool]
         atoms = [ir.normalize_ranges([r for a in group for r in atoms[a]]) for group in cols.values()]
         trans = [[row[group[0]] for group in cols.values()] for row in trans]
     return CharDFA(atoms, trans, accept, minimal=True)
-
-
-@functools.cache
-def _budget_is_absolute() -> bool:
-    """Whether the C wrappers take the compile deadline as a ``time.monotonic()`` value
-    (``deadline=``) or as seconds left (``max_seconds=``); both spellings exist while the
-    wrappers' budget arguments change."""
-    from ..._core import fsm_build
-
-    return "deadline" in inspect.signature(fsm_build).parameters
-
-
-def _time_budget() -> dict[str, float]:
-    """The remaining compile time, as the C wrappers take it (nothing: no deadline)."""
-    left = deadline.remaining()
-    if left == float("inf"):
-        return {}
-    left = max(left, 1e-3)
-    return {"deadline": time.monotonic() + left} if _budget_is_absolute() else {"max_seconds": left}
 
 
 def words(names: Sequence[str]) -> CharDFA:
