@@ -178,3 +178,22 @@ def fsm_build_ir(
     max_bytes: int = 0,
     deadline: float = 0,
 ) -> list[tuple[DfaHandle, list[int]]]: ...
+def compile_components(
+    code: _Buffer,
+    label: _Buffer,
+    comps: list[
+        tuple[Any, ...]
+    ],  # (members [(name, root, cap)], callees [name], right_linear, cached | None)
+    max_states: int,
+    inline_max_states: int,
+    max_bytes: int = 0,
+    deadline: float = 0,
+) -> list[list[tuple[DfaHandle, list[int]]] | None]: ...
+def compile_finish(
+    label: _Buffer,
+    rules: list[tuple[DfaHandle, Any] | None],
+    is_token: _Buffer,
+    start: int,
+    max_bytes: int = 0,
+    deadline: float = 0,
+) -> tuple[list[int], bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None: ...

@@ -1,8 +1,9 @@
 """The compiler's fast paths against the slow ones they replace.
 
-* the C Thompson construction (``compile.components._build_in_c``, csrc/fsm.c
-  ``cm_fsm_build_ir``) against the Python ``reference_fsm.Builder``: the same automaton
-  for every rule, the same tables for every grammar;
+* the C Thompson construction (``compile.components``, csrc/thompson.c through
+  ``cm_compile_components``) against the Python ``reference_fsm.Builder`` driven a component
+  at a time (``reference_pipeline``): the same automaton for every rule, the same tables
+  for every grammar;
 * Hopcroft minimization (csrc/fsm.c) against the Python subset construction and
   Moore minimization (``reference_fsm.determinize`` / ``minimize``);
 * trimming in C against ``reference_fsm.trim_states`` / the Python ``can_accept``;
@@ -12,24 +13,23 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cfgmask import ir
+from cfgmask import deadline, ir
 from cfgmask.compile import components, encode, graph, repeats
 from cfgmask.compile import limits as limits_mod
 from cfgmask.compile.cache import CACHE
 from cfgmask.compile.compiled import clear_caches
 from cfgmask.compile.limits import CompileLimits
-from cfgmask.compile.tables import build_tables
+from cfgmask.compile.tables import Tables, build_tables, tables_from_flat
 from cfgmask.errors import GrammarError, LimitError
 
 from . import reference_fsm as fsm
+from . import reference_pipeline
 from .strategies import SMALL, grammars
 
 TOKENS = st.builds(ir.Token, st.lists(st.integers(0, 5), min_size=1, max_size=2).map(tuple), st.booleans())
@@ -48,18 +48,6 @@ def _cold() -> None:
     clear_caches()
 
 
-@contextlib.contextmanager
-def _builder(c_builder: bool) -> Iterator[None]:
-    """Build components in C (the package) or with the Python reference builder."""
-    saved = components._build_in_c
-    if not c_builder:
-        components._build_in_c = fsm.build_component  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        components._build_in_c = saved  # type: ignore[assignment]
-
-
 def _outcome(fn):  # type: ignore[no-untyped-def]
     try:
         return fn()
@@ -69,13 +57,27 @@ def _outcome(fn):  # type: ignore[no-untyped-def]
 
 def _tables(g: ir.Grammar, c_builder: bool, limits: CompileLimits | None = None) -> object:
     _cold()
-    with _builder(c_builder):
-        t = build_tables(g, limits)
+    t = build_tables(g, limits) if c_builder else _reference_tables(g, limits or CompileLimits())
     return {
         f.name: (v.tobytes() if hasattr(v, "tobytes") else v)
         for f in dataclasses.fields(t)
         for v in [getattr(t, f.name)]
     }
+
+
+def _reference_tables(g: ir.Grammar, limits: CompileLimits) -> Tables:
+    """``build_tables`` with the Python Thompson construction, one component at a time."""
+    with deadline.Deadline(limits.deadline_ms, "compile"):
+        sess = encode.prepare(g, limits)
+        encode.validate(g, sess)
+        try:
+            f = reference_pipeline.reference_flat(g, limits, sess, fsm.build_component)
+        except LimitError as e:
+            if e.limit != "max_dfa_states" or limits.unroll_budget == 0:
+                raise
+            lim0 = dataclasses.replace(limits, unroll_budget=0)
+            f = reference_pipeline.reference_flat(g, lim0, sess, fsm.build_component)
+        return tables_from_flat(g, f, sess, limits)
 
 
 @given(grammars_with_tokens())
@@ -91,12 +93,14 @@ def test_c_builder_gives_the_python_builders_tables_small_unroll(g: ir.Grammar, 
 
 def _rule_dfas(g: ir.Grammar, c_builder: bool) -> dict[str, list[fsm.DState]]:
     _cold()
-    with _builder(c_builder):
-        lim = CompileLimits()
-        sess = encode.Session()
-        rw = repeats.RepeatRewriter(g.rules, lim, sess)
-        rules = rw.run()
-        dfas = components.rule_dfas(rules, g.start, rw.outlined, lim, sess)
+    lim = CompileLimits()
+    sess = encode.Session()
+    rw = repeats.RepeatRewriter(g.rules, lim, sess)
+    rules = rw.run()
+    if c_builder:
+        dfas = {n: d for n, (d, _) in components.rule_dfas(rules, g.start, rw.outlined, lim, sess).items()}
+    else:
+        dfas = reference_pipeline.rule_dfas(rules, g.start, rw.outlined, lim, sess, fsm.build_component)
     return {n: d.states for n, d in dfas.items()}
 
 

@@ -3,9 +3,10 @@
 Grammars from one front end share most rules (a JSON string, number and whitespace in every
 schema), so a process compiling many grammars builds each shared part once.  The cache keys a
 rule component by its IR, as ids of the hash-consed DAG (:class:`~.encode.Interner`), by its
-callees' keys and by the limits; it owns the interner those ids come from, and a compile opens
-a :class:`~.encode.Session` on it.  Values are ``(serial, automata)``: a caller's key names a
-callee by its serial.  Automata are never mutated after construction.
+callees' keys and what they may inline, and by the limits; it owns the interner those ids come
+from, and a compile opens a :class:`~.encode.Session` on it.  A key is known before anything
+is built (a caller's key holds its callees' key ids), so a compile looks up every component
+first and hands C only the rest.  Automata are never mutated after construction.
 """
 
 from __future__ import annotations
@@ -22,31 +23,40 @@ _Key = tuple[Any, ...]
 
 class AutomatonCache:
     MAX_COMPONENTS = 4096  # then the oldest component goes
+    MAX_KEYS = 1 << 16  # key ids handed out; then a new generation starts
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._gens = itertools.count()
-        self._serials = itertools.count()
         self._interner = Interner(next(self._gens))
-        self._components: dict[_Key, tuple[int, dict[str, DFA]]] = {}
+        self._key_ids: dict[_Key, int] = {}
+        self._components: dict[int, list[DFA]] = {}
 
     def session(self) -> Session:
         """A session for one compile, sharing this cache's node ids and automata."""
         with self._lock:
-            if len(self._interner.keys) > Interner.MAX_NODES:
+            if len(self._interner.keys) > Interner.MAX_NODES or len(self._key_ids) > self.MAX_KEYS:
                 self._renew()  # the ids are kept alive; past this many a new generation starts
             return Session(self._interner, self)
 
-    def get(self, key: _Key) -> tuple[int, dict[str, DFA]] | None:
+    def key_id(self, content: _Key) -> int:
+        """A small id for a component's key (its members' IR ids, its callees' key ids, the
+        limits): equal content, equal id, for as long as the generation lasts."""
+        got = self._key_ids.get(content)
+        if got is None:
+            with self._lock:
+                got = self._key_ids.setdefault(content, len(self._key_ids))
+        return got
+
+    def get(self, key: int) -> list[DFA] | None:
+        """The automata of the component with key id ``key`` (one per member), if kept."""
         return self._components.get(key)
 
-    def put(self, key: _Key, dfas: dict[str, DFA]) -> tuple[int, dict[str, DFA]]:
-        got = (next(self._serials), dfas)
+    def put(self, key: int, dfas: list[DFA]) -> None:
         with self._lock:
             if len(self._components) >= self.MAX_COMPONENTS:
                 self._components.pop(next(iter(self._components)), None)
-            self._components[key] = got
-        return got
+            self._components[key] = dfas
 
     def clear(self) -> None:
         """Forget every automaton and node id: the next compile is cold."""
@@ -56,6 +66,7 @@ class AutomatonCache:
 
     def _renew(self) -> None:
         self._interner = Interner(next(self._gens))  # keys hold the generation: old ones never match
+        self._key_ids = {}
         self._components.clear()
 
 

@@ -1,40 +1,89 @@
-"""Pass 2: rule components to automata, regular ones inlined into their callers.
+"""Pass 2: rule components to automata, regular ones inlined into their callers, then the
+runtime rules trimmed and laid out flat: two calls into C.
 
 Components of the rule graph are built callee first; a regular rule's minimal DFA is copied
 into its callers when it is small (``inline_shared_states``) or has one caller
 (``inline_max_states``), so the cost of a grammar depends on its language, not on how it is
-spelled (docs/design.md, section 2, items 2-3).  Automata of components are cached by
-content across compiles.  Then the rules the parser calls are trimmed: unproductive rules
-and dead states go, so every Earley item can complete.
+spelled (docs/design.md, section 2, items 2-3).  Python plans (the components, their
+members' bodies in the encoded IR, what each may inline, which are cached from earlier
+compiles); ``_core.compile_components`` builds every component that is not cached in one
+call (csrc/components.c, with the retry ladder of less inlining); ``_core.compile_finish``
+finds the runtime rules from the start rule, keeps the productive ones, trims their dead
+states and returns them flat (csrc/flatten.c), so every Earley item can complete.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from array import array
-from collections.abc import Container
+from typing import Any
 
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
-from .automaton import DFA, can_accept, trim
+from .automaton import DFA
 from .encode import Session
+from .flat import Flat, from_door
 from .graph import sccs, tail_only, use_counts_dag
 from .limits import CompileLimits
 from .repeats import RepeatRewriter
 
+# A component of the plan: its members, its cache key id, and what compile_components takes
+# for it: members [(name, body offset, inline cap)], callees [name], right-linear, cached DFAs.
+_Planned = tuple[list[str], int, tuple[Any, ...]]
+
+
+def build_rules(grammar: ir.Grammar, limits: CompileLimits, sess: Session) -> Flat:
+    """The runtime rules' trimmed automata of ``grammar``, flat."""
+    rw = RepeatRewriter(grammar.rules, limits, sess)
+    rules = rw.run()
+    # a lookahead is a marker rule the parser calls: inlined, it would match "" unconditionally
+    for name in sess.markers:
+        rules[name] = ir.EPSILON
+    built = rule_dfas(rules, grammar.start, rw.outlined | set(sess.markers), limits, sess)
+    return finish(built, grammar.start, limits, sess)
+
 
 def rule_dfas(
-    rules: dict[str, ir.Expr],
-    start: str,
-    outlined: set[str],
-    limits: CompileLimits,
-    sess: Session | None = None,
-) -> dict[str, DFA]:
-    if sess is None:
-        sess = Session()
+    rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: Session
+) -> dict[str, tuple[DFA, array[int]]]:
+    """Every rule's DFA (inlined callees included) and its labels' values, in one call."""
+    from .._core import compile_components
+
+    plan = _plan(rules, start, outlined, limits, sess)
+    rank, ordered = sess.rank()  # every name is numbered and every body emitted by now
+    args = [spec if spec[3] is None else (*spec[:3], _given(spec[3], rank, sess)) for _, _, spec in plan]
+    end = _deadline()
+    try:
+        built = compile_components(
+            sess.code, rank, args, limits.max_dfa_states, limits.inline_max_states, _bytes(limits), end
+        )
+    except LimitError as e:
+        deadline.check("automaton build")  # a passed deadline names its setting
+        failed = getattr(e, "component", None)
+        if failed is None:
+            raise
+        raise LimitError(f"rule {plan[failed][0][0]!r}: {e}", limit=e.limit, value=e.value) from None
+    out: dict[str, tuple[DFA, array[int]]] = {}
+    for (members, key, spec), arg, got in zip(plan, args, built, strict=True):
+        if got is None:  # cached: the DFAs and label values given
+            for m, dfa, (_, labels) in zip(members, spec[3], arg[3], strict=True):
+                out[m] = (dfa, labels)
+            continue
+        dfas = {}
+        for m, (handle, values) in zip(members, got, strict=True):
+            dfas[m] = DFA(handle, [ordered[v] for v in values])
+            out[m] = (dfas[m], array("I", values))
+        if sess.cache is not None:
+            sess.cache.put(key, [dfas[m] for m in members])
+    return out
+
+
+def _plan(
+    rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: Session
+) -> list[_Planned]:
+    """The components reachable from ``start``, callees first, each with its cache key:
+    its members' IR, its callees' keys and what they may inline, and the limits."""
     cache = sess.cache
-    serials = itertools.count()
     cids = {name: sess.cid(body) for name, body in rules.items()}
     graph = {name: set(sess.refs(c)) for name, c in cids.items()}
     uses = use_counts_dag(sess, cids)
@@ -43,170 +92,75 @@ def rule_dfas(
     for ids, negated in sorted(sess.tokens):
         if ids:
             sess.token_name(ids, negated)
-    fragments: dict[str, DFA] = {}
-    inline: set[str] = set()
-    keys: dict[str, tuple[int, str]] = {}
+    key_of: dict[str, int] = {}
+    cap_of: dict[str, int] = {}
+    plan: list[_Planned] = []
     for comp in sccs(graph, start):
         members = set(comp)
         recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
         regular = not recursive or all(tail_only(rules[m], members, True) for m in comp)
         deadline.check("rule loop")
         callees = sorted({c for m in comp for c in graph[m]} - members)
-        key = (
-            sess.gen,
-            tuple((m, cids[m]) for m in comp),
-            tuple((c, keys[c] if c in inline else None) for c in callees),
-            recursive,
-            regular,
-            limits,
-        )
-        got = cache.get(key) if cache is not None else None
-        if got is None:
-            dfas = build_component(
-                rules, comp, recursive and regular, fragments, inline, limits, sess, callees
-            )
-            got = cache.put(key, dfas) if cache is not None else (next(serials), dfas)
-        serial, dfas = got
-        for m in comp:
-            keys[m] = (serial, m)
-        fragments.update(dfas)
         for m in comp:
             # Copying a rule into every caller makes tokens that span it context-independent,
             # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
             # big automata are copied only into a single caller.
             cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
-            if regular and m not in outlined and len(dfas[m]) <= cap:
-                inline.add(m)
-    return fragments
-
-
-def build_component(
-    rules: dict[str, ir.Expr],
-    comp: list[str],
-    right_linear: bool,
-    fragments: dict[str, DFA],
-    inline: set[str],
-    limits: CompileLimits,
-    sess: Session,
-    callees: list[str],
-) -> dict[str, DFA]:
-    """A component's automata, with less inlining if the full inlining blows up."""
-    for budget in (limits.inline_max_states, 64, 0):
-        usable = [n for n in callees if n in inline and len(fragments[n]) <= budget]
-        try:
-            return _build_in_c(sess, rules, comp, right_linear, usable, fragments, limits)
-        except LimitError as e:
-            if budget == 0 or e.limit != "max_dfa_states":
-                raise
-    raise AssertionError("unreachable")
-
-
-def _build_in_c(
-    sess: Session,
-    rules: dict[str, ir.Expr],
-    comp: list[str],
-    right_linear: bool,
-    usable: list[str],
-    fragments: dict[str, DFA],
-    limits: CompileLimits,
-) -> dict[str, DFA]:
-    """The members' minimal DFAs, built in C from the encoded IR (Thompson construction,
-    subset construction, Hopcroft minimization: csrc/fsm.c), the ``usable`` callees copied in."""
-    from .._core import fsm_build_ir
-
-    roots = array("I", [sess.emit(sess.cid(rules[m])) for m in comp])
-    over = []
-    if right_linear:
-        over += [(sess.name(m), 1, i) for i, m in enumerate(comp)]  # CM_IR_REF_ENTRY
-    frag_names = []
-    for j, c in enumerate(usable):
-        over.append((sess.name(c), 2, j))  # CM_IR_REF_EMBED
-        frag_names.append([sess.name(n) for n in fragments[c].names])
-    rank, ordered = sess.rank()
-    over.sort()
-    refs = array("I", [x for t in over for x in t])
-    frags = [
-        (fragments[c].handle, array("I", [rank[i] for i in idx]))
-        for c, idx in zip(usable, frag_names, strict=True)
-    ]
-    deadline.check("automaton build")
-    left = deadline.remaining()  # first: C's deadline is then never before check()'s
-    try:
-        built = fsm_build_ir(
-            sess.code,
-            rank,
-            refs,
-            frags,
-            roots,
-            right_linear,
-            limits.max_dfa_states,
-            limits.max_compile_mb << 20,
-            0.0 if left == float("inf") else time.monotonic() + left,
+            cap_of[m] = cap if regular and m not in outlined else 0
+        content = (
+            sess.gen,
+            tuple((m, cids[m], cap_of[m]) for m in comp),
+            tuple((c, key_of[c], cap_of[c]) for c in callees),
+            recursive and regular,
+            limits,
         )
-    except LimitError as e:
-        if e.limit == "deadline_ms":
-            deadline.check("automaton build")  # the same error, naming the setting
+        key = cache.key_id(content) if cache is not None else len(plan)
+        for m in comp:
+            key_of[m] = key
+        cached = cache.get(key) if cache is not None else None
+        spec = (
+            [(sess.name(m), sess.emit(cids[m]), cap_of[m]) for m in comp],
+            [sess.name(c) for c in callees],
+            recursive and regular,
+            cached,
+        )
+        plan.append((comp, key, spec))
+    return plan
+
+
+def _given(dfas: list[DFA], rank: array[int], sess: Session) -> list[tuple[Any, array[int]]]:
+    """Cached DFAs as compile_components takes them: their labels as this session's values."""
+    return [(d.handle, array("I", [rank[sess.name(n)] for n in d.names])) for d in dfas]
+
+
+def finish(
+    built: dict[str, tuple[DFA, array[int]]], start: str, limits: CompileLimits, sess: Session
+) -> Flat:
+    """Runtime rules, productive rules, trimming and the flat layout, in one call."""
+    from .._core import compile_finish
+
+    rank, _ = sess.rank()
+    by_name: list[tuple[Any, array[int]] | None] = [None] * len(sess.names)
+    for name, (dfa, labels) in built.items():
+        by_name[sess.name(name)] = (dfa.handle, labels)
+    is_token = bytes(n in sess.token_sets for n in sess.names)
+    end = _deadline()
+    try:
+        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end)
+    except LimitError:
+        deadline.check("trimming")
         raise
-    return {m: DFA(h, [ordered[r] for r in used]) for m, (h, used) in zip(comp, built, strict=True)}
-
-
-def _callees_in_order(dfa: DFA) -> list[str]:
-    """The labels of ``dfa`` in order of first use (states in order, labels by name)."""
-    names = dfa.names
-    if len(names) <= 1:
-        return list(names)
-    return [names[i] for i in dfa.handle.label_order()]
-
-
-def runtime_rules(dfas: dict[str, DFA], start: str, tokens: Container[str]) -> list[str]:
-    """The rules reachable from ``start``, in order of first use (labels in ``tokens`` are
-    token terminals, not rules)."""
-    order = [start]
-    seen = {start}
-    for name in order:
-        for callee in _callees_in_order(dfas[name]):
-            if callee not in seen and callee not in tokens:
-                seen.add(callee)
-                order.append(callee)
-    return order
-
-
-def trim_all(dfas: dict[str, DFA], start: str, tokens: Container[str]) -> dict[str, DFA]:
-    """The runtime rules, productive ones only, each without dead states and calls to
-    unproductive rules; GrammarError if ``start`` derives nothing."""
-    names = runtime_rules(dfas, start, tokens)
-    # token terminals always match something
-    productive: set[str] = {c for n in names for c in _labels(dfas[n]) if c in tokens}
-    changed = True
-    while changed:
-        changed = False
-        deadline.check("fixpoint")
-        for n in names:
-            if n not in productive and can_accept(dfas[n], productive):
-                productive.add(n)
-                changed = True
-    if start not in productive:
+    if got is None:
         raise GrammarError(f"the grammar's language is empty: rule {start!r} derives no finite string")
-    trimmed = {}
-    for n in names:
-        if n in productive:
-            t = trim(dfas[n], productive)
-            assert t is not None
-            trimmed[n] = t
-    return {n: trimmed[n] for n in runtime_rules(trimmed, start, tokens)}
+    return from_door(got, sess.names, sess.token_sets)
 
 
-def _labels(dfa: DFA) -> list[str]:
-    return dfa.names
+def _deadline() -> float:
+    """The compile deadline as C takes it: a ``time.monotonic()`` value, 0 for none.  Read
+    after ``deadline.check``'s clock, so C never stops before Python would."""
+    left = deadline.remaining()
+    return 0.0 if left == float("inf") else time.monotonic() + left
 
 
-def build_dfas(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = None) -> dict[str, DFA]:
-    if sess is None:
-        sess = Session()
-    rw = RepeatRewriter(grammar.rules, limits, sess)
-    rules = rw.run()
-    # a lookahead is a marker rule the parser calls: inlined, it would match "" unconditionally
-    for name in sess.markers:
-        rules[name] = ir.EPSILON
-    dfas = rule_dfas(rules, grammar.start, rw.outlined | set(sess.markers), limits, sess)
-    return trim_all(dfas, grammar.start, sess.token_sets)
+def _bytes(limits: CompileLimits) -> int:
+    return limits.max_compile_mb << 20

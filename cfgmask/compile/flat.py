@@ -1,13 +1,13 @@
-"""Pass 3a: every runtime rule's states in one numbering (the layout of ``cm_tables``)."""
+"""Every runtime rule's states in one numbering (the layout of ``cm_tables``), as
+``_core.compile_finish`` returns them."""
 
 from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-
-from .automaton import DFA
 
 
 @dataclass
@@ -51,41 +51,37 @@ class Flat:
         )
 
 
-def flatten(dfas: dict[str, DFA], order: list[str], token_labels: Container[str]) -> Flat:
-    """The rules of ``order`` in one numbering; labels in ``token_labels`` are token terminals."""
-    rid = {n: i for i, n in enumerate(order)}
-    parts = []
-    accs = []
-    rule_of = []
-    start_of = []
+def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]) -> Flat:
+    """``Flat`` from what ``_core.compile_finish`` returns (csrc/flatten.c ``cm_flat_rules``);
+    ``names``: the session's names by index; labels in ``token_sets`` are token terminals."""
+    rule_names, rule_state, rule_trans, byte_class, trans, acc, lab_off, lab_name, lab_to = got
+    n = len(rule_names)
+    rs = np.frombuffer(rule_state, dtype=np.uint32)
+    rt = np.frombuffer(rule_trans, dtype=np.uint32)
+    cls = np.frombuffer(byte_class, dtype=np.uint8).reshape(n, 256)
+    tr = np.frombuffer(trans, dtype=np.int32)
+    parts = [
+        (tr[rt[r] : rt[r + 1]].reshape(int(rs[r + 1] - rs[r]), -1), cls[r].astype(np.intp)) for r in range(n)
+    ]
+    off = np.frombuffer(lab_off, dtype=np.uint32)
+    label = np.frombuffer(lab_name, dtype=np.uint32).tolist()
+    to = np.frombuffer(lab_to, dtype=np.uint32).tolist()
+    rid = {c: r for r, c in enumerate(rule_names)}
     refs: dict[int, list[tuple[int, int]]] = {}
     tokens: dict[int, list[tuple[int, int]]] = {}
     sets: dict[str, int] = {}
-    base = 0
-    for r, n in enumerate(order):
-        d = dfas[n]
-        cls_b, trans_b, acc_b, labels = d.handle.flat(base)
-        ns = len(acc_b)
-        cls = np.frombuffer(cls_b, dtype=np.uint8).astype(np.intp)
-        parts.append((np.frombuffer(trans_b, dtype=np.int32).reshape(ns, -1), cls))
-        accs.append(np.frombuffer(acc_b, dtype=np.uint8))
-        rule_of.append(np.full(ns, r, dtype=np.uint32))
-        start_of.append(base)
-        if labels:
-            names = d.names
-            is_tok = [c in token_labels for c in names]
-            for s, lab, to in labels:
-                c = names[lab]
-                if is_tok[lab]:
-                    tokens.setdefault(base + s, []).append((sets.setdefault(c, len(sets)), to))
-                else:
-                    refs.setdefault(base + s, []).append((rid[c], to))
-        base += ns
+    for s in np.flatnonzero(np.diff(off)).tolist():
+        for e in range(int(off[s]), int(off[s + 1])):
+            c = names[label[e]]
+            if c in token_sets:
+                tokens.setdefault(s, []).append((sets.setdefault(c, len(sets)), to[e]))
+            else:
+                refs.setdefault(s, []).append((rid[label[e]], to[e]))
     return Flat(
-        order,
-        np.concatenate(rule_of) if rule_of else np.zeros(0, dtype=np.uint32),
-        start_of,
-        np.concatenate(accs) if accs else np.zeros(0, dtype=np.uint8),
+        [names[i] for i in rule_names],
+        np.repeat(np.arange(n, dtype=np.uint32), np.diff(rs)),
+        rs[:-1].tolist(),
+        np.frombuffer(acc, dtype=np.uint8),
         parts,
         refs,
         tokens,

@@ -16,9 +16,9 @@ from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from ..lookahead import lookahead_classes
 from .cache import CACHE
-from .components import build_dfas
+from .components import build_rules
 from .encode import Session, prepare, validate
-from .flat import Flat, flatten
+from .flat import Flat
 from .follow import follow_bytes, nullable
 from .limits import CompileLimits
 
@@ -135,22 +135,27 @@ def _build_tables_in(grammar: ir.Grammar, limits: CompileLimits, sess: Session |
         sess = prepare(grammar, limits)
     validate(grammar, sess)
     try:
-        dfas = build_dfas(grammar, limits, sess)
+        f = build_rules(grammar, limits, sess)
     except LimitError as e:
         if e.limit != "max_dfa_states" or limits.unroll_budget == 0:
             raise
         # Unrolled bounded repetitions can make subset construction explode
         # ((a x{0,20})* tracks every counter combination); helper rules never do.
-        dfas = build_dfas(grammar, dataclasses.replace(limits, unroll_budget=0), sess)
-    order = list(dfas)
-    total = sum(len(d) for d in dfas.values())
+        f = build_rules(grammar, dataclasses.replace(limits, unroll_budget=0), sess)
+    return tables_from_flat(grammar, f, sess, limits)
+
+
+def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: CompileLimits) -> Tables:
+    """The tables of the runtime rules ``f``: byte classes, edges as CSR, nullable rules,
+    FOLLOW bytes, token sets and lookahead tables."""
+    order = f.names
+    total = f.n
     if total > limits.max_total_states:
         raise LimitError(
             f"grammar automata have {total} states, over max_total_states={limits.max_total_states}",
             limit="max_total_states",
             value=limits.max_total_states,
         )
-    f = flatten(dfas, order, sess.token_sets)
     null = nullable(f)
     follow = follow_bytes(f, null)
     byte_class, trans = byte_classes(f)
