@@ -6,20 +6,29 @@
 
 /* restrict: the compiler may not otherwise assume the mask and an entry are
  * apart, and would not vectorize; on x86-64 glibc (ifunc) an AVX2 clone is
- * picked at load time where the CPU has it. */
+ * picked at load time where the CPU has it.  The clones stay static (resolved
+ * by IRELATIVE relocations after the others, as ThreadSanitizer needs: an
+ * exported ifunc is resolved while the library's own calls are unrelocated)
+ * behind plain entry points. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define CM_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CM_VECTOR_CLONES
 #endif
 
-CM_VECTOR_CLONES void cm_or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n) {
+CM_VECTOR_CLONES static void or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] |= src[i];
 }
 
-CM_VECTOR_CLONES void cm_or_words_and(uint32_t *restrict dst, const uint32_t *restrict a, const uint32_t *restrict b,
-                                      size_t n) {
+CM_VECTOR_CLONES static void or_words_and(uint32_t *restrict dst, const uint32_t *restrict a,
+                                          const uint32_t *restrict b, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] |= a[i] & b[i];
+}
+
+void cm_or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n) { or_words(dst, src, n); }
+
+void cm_or_words_and(uint32_t *restrict dst, const uint32_t *restrict a, const uint32_t *restrict b, size_t n) {
+    or_words_and(dst, a, b, n);
 }
 
 size_t cm_count_bits(const uint32_t *words, size_t n) {
