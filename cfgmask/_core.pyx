@@ -8,19 +8,54 @@ from libc.stdlib cimport calloc, free, malloc
 
 from cfgmask.errors import LimitError, MatcherError, VocabularyError
 
+# ---- status -> exception: one table ---------------------------------------------------
+#
+# What a status means depends on the side of the core that returned it: CM_ERR_LIMIT from a
+# matcher is MatcherLimits.max_chart_items, from an automaton build CompileLimits.max_dfa_states.
+# Each row: exception class, message ({...} filled from the call's settings), the limit named.
+
+_RUN_TIME = {
+    CM_ERR_NOMEM: (MemoryError, "out of memory", None),
+    CM_ERR_LIMIT_SET: (LimitError, "an Earley set exceeds MatcherLimits.max_items_per_set",
+                       "max_items_per_set"),
+    CM_ERR_LIMIT: (LimitError, "the Earley chart exceeds MatcherLimits.max_chart_items", "max_chart_items"),
+    CM_ERR_STATE: (MatcherError, "the matcher is in its error state (a limit was hit earlier); "
+                   "roll back or reset it", None),
+    CM_ERR_TIMEOUT: (LimitError, "the mask cache was not filled by the compile deadline; raise "
+                     "CompileLimits.deadline_ms or compile without warm=True", "deadline_ms"),
+    CM_ERR_ARG: (MatcherError, "invalid argument", None),
+}
+
+_COMPILE_TIME = {
+    CM_ERR_NOMEM: (MemoryError, "out of memory", None),
+    CM_ERR_LIMIT: (LimitError, "automaton exceeds max_dfa_states={max_states}", "max_dfa_states"),
+    CM_ERR_LIMIT_MEM: (LimitError, "automata exceed max_compile_mb={max_compile_mb}", "max_compile_mb"),
+    CM_ERR_TIMEOUT: (LimitError, "ran past its deadline (CompileLimits.deadline_ms)", "deadline_ms"),
+    CM_ERR_ARG: (ValueError, "malformed input", None),
+}
+
+
+cdef object _error(int rc, str what, dict table, dict settings=None):
+    """The exception for status rc of the call `what`, from `table`."""
+    kind, message, limit = table.get(rc, (RuntimeError, f"unexpected status {rc}", None))
+    settings = settings or {}
+    text = f"{what}: {message.format(**settings)}"
+    if limit is None:
+        return kind(text)
+    return LimitError(text, limit=limit, value=settings.get(limit))
+
+
 cdef object _raise(int rc, str what):
-    if rc == CM_ERR_NOMEM:
-        raise MemoryError(f"{what}: out of memory")
-    if rc == CM_ERR_LIMIT_SET:
-        raise LimitError(f"{what}: an Earley set exceeds MatcherLimits.max_items_per_set",
-                         limit="max_items_per_set")
-    if rc == CM_ERR_LIMIT:
-        raise LimitError(f"{what}: the Earley chart exceeds MatcherLimits.max_chart_items",
-                         limit="max_chart_items")
-    if rc == CM_ERR_STATE:
-        raise MatcherError(f"{what}: the matcher is in its error state (a limit was hit earlier); "
-                           "roll back or reset it")
-    raise MatcherError(f"{what}: invalid argument")
+    raise _error(rc, what, _RUN_TIME)
+
+
+cdef int _check_build(int rc, str what, size_t max_states, size_t max_bytes) except -1:
+    """Raise the exception of an automaton build's status (none for CM_OK)."""
+    if rc:
+        raise _error(rc, what, _COMPILE_TIME,
+                     {"max_states": max_states, "max_dfa_states": max_states,
+                      "max_compile_mb": max_bytes >> 20})
+    return 0
 
 
 cdef class VocabHandle:
@@ -165,9 +200,6 @@ cdef class GrammarHandle:
         cdef int rc
         with nogil:
             rc = cm_grammar_warm(self.ptr, deadline)
-        if rc == CM_ERR_TIMEOUT:
-            raise LimitError("warm: the mask cache was not filled by the compile deadline; raise "
-                             "CompileLimits.deadline_ms or compile without warm=True", limit="deadline_ms")
         if rc:
             _raise(rc, "warm")
 
@@ -320,29 +352,6 @@ cdef const uint8_t *_u8(const uint8_t[::1] a):
     return &a[0] if a.shape[0] else NULL
 
 
-cdef object _fsm_error(int rc, size_t max_states, size_t max_bytes):
-    """The exception for an automaton build's status, or None (CM_ERR_ARG is the caller's)."""
-    if rc == CM_ERR_LIMIT:
-        return LimitError(f"automaton exceeds max_dfa_states={max_states}", limit="max_dfa_states",
-                          value=max_states)
-    if rc == CM_ERR_LIMIT_MEM:
-        return LimitError(f"automaton build exceeds max_compile_mb={max_bytes >> 20}",
-                          limit="max_compile_mb", value=max_bytes >> 20)
-    if rc == CM_ERR_TIMEOUT:
-        return LimitError("automaton build ran past its deadline (CompileLimits.deadline_ms)",
-                          limit="deadline_ms")
-    if rc == CM_ERR_NOMEM:
-        return MemoryError("automaton build: out of memory")
-    return None
-
-
-cdef int _fsm_check(int rc, size_t max_states, size_t max_bytes) except -1:
-    err = _fsm_error(rc, max_states, max_bytes)
-    if err is not None:
-        raise err
-    return 0
-
-
 cdef cm_dfa_out *_fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo,
                             const uint8_t[::1] byte_hi, const uint32_t[::1] byte_to,
                             const uint32_t[::1] label_off, const uint32_t[::1] label,
@@ -372,9 +381,7 @@ cdef cm_dfa_out *_fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byt
     v.eps_to = _u32(eps_to)
     with nogil:
         rc = cm_fsm_build(&v, start, final, max_states, &budget, &d)
-    _fsm_check(rc, max_states, max_bytes)
-    if rc:
-        _raise(rc, "automaton build")
+    _check_build(rc, "automaton build", max_states, max_bytes)
     return d
 
 
@@ -579,9 +586,7 @@ def fsm_build_ir(const uint32_t[::1] code, const uint32_t[::1] label, const uint
                 raise ValueError("fsm_build_ir: bad entry")
         with nogil:
             rc = cm_fsm_build_ir(&inp, &roots[0], n_roots, shared, max_states, &budget, out)
-        _fsm_check(rc, max_states, max_bytes)
-        if rc:
-            raise ValueError("automaton build: malformed IR code")
+        _check_build(rc, "automaton build", max_states, max_bytes)
         result = []
         for i in range(n_roots):
             d = out[i]
@@ -684,9 +689,8 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
         with nogil:
             rc = cm_compile_components(&inp, cs, n_comps, max_states, inline_max_states, &budget, out, &failed)
         if rc:
-            err = _fsm_error(rc, max_states, max_bytes)
-            if err is None:
-                err = ValueError(f"automaton build: malformed IR code (component {failed})")
+            err = _error(rc, "automaton build", _COMPILE_TIME,
+                         {"max_states": max_states, "max_compile_mb": max_bytes >> 20})
             err.component = failed
             raise err
         result = []
@@ -738,9 +742,7 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
                 _frag(rules[i], &fr[i], n_names, keep)
         with nogil:
             rc = cm_compile_finish(&inp, fr, &is_token[0], start, &budget, &f)
-        _fsm_check(rc, 0, max_bytes)
-        if rc:
-            raise ValueError("compile_finish: a rule without an automaton, or bad labels")
+        _check_build(rc, "compile_finish", 0, max_bytes)
         if f.n_rules == 0:
             return None
         n, ns = f.n_rules, f.n_states

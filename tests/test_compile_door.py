@@ -26,9 +26,10 @@ from cfgmask import deadline, ir
 from cfgmask.compile import components
 from cfgmask.compile.cache import CACHE
 from cfgmask.compile.compiled import clear_caches
-from cfgmask.compile.encode import Session, prepare, validate
+from cfgmask.compile.encode import Session
 from cfgmask.compile.flat import Flat
 from cfgmask.compile.limits import CompileLimits
+from cfgmask.compile.prepare import prepare, validate
 from cfgmask.errors import GrammarError, LimitError
 
 from . import reference_pipeline

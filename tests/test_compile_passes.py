@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfgmask import deadline, ir
-from cfgmask.compile import components, encode, graph, repeats
+from cfgmask.compile import components, encode, graph, prepare, repeats
 from cfgmask.compile import limits as limits_mod
 from cfgmask.compile.cache import CACHE
 from cfgmask.compile.compiled import clear_caches
@@ -68,8 +68,8 @@ def _tables(g: ir.Grammar, c_builder: bool, limits: CompileLimits | None = None)
 def _reference_tables(g: ir.Grammar, limits: CompileLimits) -> Tables:
     """``build_tables`` with the Python Thompson construction, one component at a time."""
     with deadline.Deadline(limits.deadline_ms, "compile"):
-        sess = encode.prepare(g, limits)
-        encode.validate(g, sess)
+        sess = prepare.prepare(g, limits)
+        prepare.validate(g, sess)
         try:
             f = reference_pipeline.reference_flat(g, limits, sess, fsm.build_component)
         except LimitError as e:
@@ -108,7 +108,7 @@ def _rule_dfas(g: ir.Grammar, c_builder: bool) -> dict[str, list[fsm.DState]]:
 def test_c_builder_gives_the_python_builders_automata(g: ir.Grammar) -> None:
     """Every rule's automaton (untrimmed, inlined callees included), state for state."""
     try:
-        encode.validate(g)
+        prepare.validate(g)
     except GrammarError:
         return
     assert _outcome(lambda: _rule_dfas(g, True)) == _outcome(lambda: _rule_dfas(g, False))
@@ -160,7 +160,7 @@ def _check(fn, g: ir.Grammar, limits: CompileLimits) -> object:  # type: ignore[
 @given(grammars(), st.integers(1, 60), st.integers(1, 8), st.integers(2, 6))
 def test_check_ir_over_the_dag_matches_the_tree_walk(g: ir.Grammar, nodes: int, depth: int, lit: int) -> None:
     limits = CompileLimits(max_ir_nodes=nodes, max_ir_depth=depth, max_dfa_states=lit)
-    assert _check(encode.check_ir, g, limits) == _check(limits_mod.check_ir_exact, g, limits)
+    assert _check(prepare.check_ir, g, limits) == _check(limits_mod.check_ir_exact, g, limits)
 
 
 def test_check_ir_counts_a_shared_subtree_per_use() -> None:
@@ -169,9 +169,9 @@ def test_check_ir_counts_a_shared_subtree_per_use() -> None:
         e = ir.Seq((e, e))
     g = ir.Grammar({"s": e}, "s")
     with pytest.raises(LimitError) as err:
-        encode.check_ir(g, CompileLimits(max_ir_depth=100))
+        prepare.check_ir(g, CompileLimits(max_ir_depth=100))
     assert err.value.limit == "max_ir_nodes"
-    encode.check_ir(ir.Grammar({"s": e}, "s"), CompileLimits(max_ir_depth=100, max_ir_nodes=1 << 40))
+    prepare.check_ir(ir.Grammar({"s": e}, "s"), CompileLimits(max_ir_depth=100, max_ir_nodes=1 << 40))
 
 
 @given(grammars(), st.sampled_from((0, 8, 64, 1024)), st.sampled_from((10, 10**4, 10**9)))
@@ -208,7 +208,7 @@ def test_tables_key_tells_grammars_apart() -> None:
     c = ir.Grammar({"s": ir.Seq((ir.literal("ab"), ir.Repeat(ir.Ref("t"), 0, 3))), "t": ir.literal("x")}, "s")
 
     def key(g: ir.Grammar, lim: CompileLimits) -> str:
-        return encode.tables_key(encode.prepare(g, lim, CACHE.session()), g, lim)
+        return prepare.tables_key(prepare.prepare(g, lim, CACHE.session()), g, lim)
 
     ka, kb, kc = (key(x, limits) for x in (a, b, c))
     assert ka != kb
@@ -217,7 +217,7 @@ def test_tables_key_tells_grammars_apart() -> None:
     clear_caches()  # a new generation of node ids: old keys never match again
     assert key(a, limits) != ka
     with pytest.raises(ValueError):  # ids of a private session mean nothing to another
-        encode.tables_key(encode.prepare(a, limits), a, limits)
+        prepare.tables_key(prepare.prepare(a, limits), a, limits)
 
 
 def test_deep_ir_takes_the_iterative_walks() -> None:

@@ -17,8 +17,8 @@ from ..errors import GrammarError
 from ..grammar import Grammar
 from ..vocab import Vocabulary
 from .cache import CACHE
-from .encode import prepare, tables_key
 from .limits import CompileLimits
+from .prepare import prepare, tables_key
 from .strategy import DEFAULT, Strategy
 from .tables import Tables, build_tables
 

@@ -10,7 +10,6 @@ and the encoded IR (csrc/cfgmask.h, ``CM_IR_*``) that C builds automata from.
 from __future__ import annotations
 
 import functools
-import hashlib
 import threading
 from array import array
 from typing import Any
@@ -18,7 +17,6 @@ from typing import Any
 from .. import deadline, ir
 from ..errors import GrammarError
 from ..utf8 import byte_sequences
-from .limits import CompileLimits, check_ir_exact
 
 _LIT, _BYTES, _UTF8, _SEQ, _ALT, _REPEAT, _REF = 1, 2, 3, 4, 5, 6, 7  # CM_IR_* of csrc/cfgmask.h
 
@@ -437,59 +435,3 @@ class Session:
         label = token_label(ir.Token(ids, negated))
         self.token_sets[label] = (negated, sorted(set(ids)))
         return self.name(label)
-
-
-def prepare(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = None) -> Session:
-    """``check_ir`` and the IR's ids (in ``sess``, a new private session by default), which
-    ``tables_key`` and ``build_tables`` use."""
-    if sess is None:
-        sess = Session()
-    if len(grammar.rules) > limits.max_rules:
-        check_ir_exact(grammar, limits)
-    try:
-        for name, body in grammar.rules.items():
-            sess.roots[name] = sess.cid(body, limits.max_ir_nodes)
-    except TooBig:  # more distinct nodes than max_ir_nodes: more tree nodes too
-        check_ir_exact(grammar, limits)
-        raise AssertionError("check_ir missed a limit") from None
-    it = sess.interner
-    roots = sess.roots.values()
-    if (
-        sum(it.count[c] for c in roots) > limits.max_ir_nodes
-        or max((it.height[c] for c in roots), default=0) > limits.max_ir_depth
-        or max((it.maxlit[c] for c in roots), default=0) >= limits.max_dfa_states
-    ):
-        check_ir_exact(grammar, limits)  # raises the error the tree walk meets first
-    return sess
-
-
-def tables_key(sess: Session, grammar: ir.Grammar, limits: CompileLimits) -> str:
-    """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits."""
-    if sess.cache is None:
-        raise ValueError("tables_key needs a session of the automaton cache: private ids compare to nothing")
-    body = repr((sess.gen, sorted(sess.roots.items()), grammar.start, limits))
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
-def check_ir(grammar: ir.Grammar, limits: CompileLimits) -> None:
-    """Size checks that run before any pass that recurses on the IR or builds automata:
-    rule count, IR nodes, nesting depth, and literals too long for one rule's DFA.
-    Counted over the DAG of distinct subtrees (see ``prepare``); the tree walk
-    (``check_ir_exact``) runs only to report a limit that is exceeded."""
-    prepare(grammar, limits)
-
-
-def validate(grammar: ir.Grammar, sess: Session | None = None) -> None:
-    """The start rule and every referenced rule are defined; no rule takes the name the
-    compiler gives a lookahead's marker rule."""
-    if grammar.start not in grammar.rules:
-        raise GrammarError(f"start rule {grammar.start!r} is not defined")
-    if sess is None:
-        sess = Session()
-    for name, body in grammar.rules.items():
-        for ref in sess.refs(sess.cid(body)):
-            if ref not in grammar.rules and ref not in sess.markers:
-                raise GrammarError(f"rule {name!r} refers to undefined rule {ref!r}")
-    for name in sess.markers:
-        if name in grammar.rules:
-            raise GrammarError(f"rule name {name!r} is reserved for a lookahead marker")

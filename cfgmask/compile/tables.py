@@ -17,10 +17,11 @@ from ..errors import GrammarError, LimitError
 from ..lookahead import lookahead_classes
 from .cache import CACHE
 from .components import build_rules
-from .encode import Session, prepare, validate
+from .encode import Session
 from .flat import Flat
 from .follow import follow_bytes, nullable
 from .limits import CompileLimits
+from .prepare import prepare, validate
 
 
 @dataclass
