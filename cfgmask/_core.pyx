@@ -690,7 +690,8 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
             rc = cm_compile_components(&inp, cs, n_comps, max_states, inline_max_states, &budget, out, &failed)
         if rc:
             err = _error(rc, "automaton build", _COMPILE_TIME,
-                         {"max_states": max_states, "max_compile_mb": max_bytes >> 20})
+                         {"max_states": max_states, "max_dfa_states": max_states,
+                          "max_compile_mb": max_bytes >> 20})
             err.component = failed
             raise err
         result = []
