@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import GrammarError
 from .merge import Unmergeable, equal, evaluate, json_type, type_set
+from .numbers import decimal_of
 
 if TYPE_CHECKING:
     from .walk import SchemaCompiler
@@ -30,7 +31,6 @@ def _types(s: dict[str, Any]) -> set[str]:
 
 
 def _interval(s: dict[str, Any]) -> tuple[Decimal | None, bool, Decimal | None, bool]:
-    from .walk import decimal_of
 
     lo = hi = None
     li = hi_i = True

@@ -125,6 +125,11 @@ def exponent_range(lo: int | None, hi: int | None) -> ir.Expr:
     return ir.alt(*alts) if alts else ir.NOTHING
 
 
+def decimal_of(v: int | float) -> Decimal:
+    """A JSON number's exact value: an int, or the float as ``repr`` spells it."""
+    return Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+
+
 def _frac_digits(x: Decimal) -> str:
     """The digits after the point of a nonnegative decimal, trailing zeros stripped."""
     text = format(x, "f")

@@ -26,7 +26,7 @@ from .merge import (
     normalize,
     type_set,
 )
-from .numbers import multiple_of, number_range
+from .numbers import decimal_of, multiple_of, number_range
 from .refs import ROOT_BASE, Resolver
 from .report import Reporter, pointer
 
@@ -629,10 +629,6 @@ class SchemaCompiler:
             return number_range(None, True, None, True, integer)
         self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
         return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"))
-
-
-def decimal_of(v: int | float) -> Decimal:
-    return Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
 
 
 def json_literal(v: Any) -> str:
