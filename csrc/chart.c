@@ -55,19 +55,9 @@ int cm_chart_grow_sets(cm_chart *c, size_t need) {
     return CM_OK;
 }
 
-static void next_generation(cm_chart *c) {
-    if (++c->gen == 0) {
-        memset(c->hgen, 0, c->hcap * sizeof *c->hgen);
-        c->gen = 1;
-    }
-}
-
-int cm_chart_begin_set(cm_chart *c) {
-    int rc = cm_chart_grow_sets(c, c->n_sets + 2);
-    if (rc) return rc;
-    c->set_start[c->n_sets] = (uint32_t)c->n_items;
-    next_generation(c);
-    return CM_OK;
+void cm_chart_clear_stamps(cm_chart *c) {
+    memset(c->hgen, 0, c->hcap * sizeof *c->hgen);
+    c->gen = 1;
 }
 
 int cm_chart_reopen_last(cm_chart *c) {
@@ -77,7 +67,7 @@ int cm_chart_reopen_last(cm_chart *c) {
         int rc = cm_chart_rehash(c, start);
         if (rc) return rc;
     }
-    next_generation(c);
+    if (++c->gen == 0) cm_chart_clear_stamps(c);
     for (size_t i = start; i < c->n_items; i++) {
         uint64_t key = cm_item_key(c->items[i].state, c->items[i].origin);
         size_t s = cm_hslot(key, c->hcap - 1);

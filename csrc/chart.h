@@ -86,10 +86,21 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src);
 int cm_chart_grow_sets(cm_chart *c, size_t need);
 /* The dedup table, doubled, holding the items from `start` on. */
 int cm_chart_rehash(cm_chart *c, size_t start);
-/* Start a new set at the end of the chart. */
-int cm_chart_begin_set(cm_chart *c);
+/* The dedup table's stamps cleared (its generation counter wrapped). */
+void cm_chart_clear_stamps(cm_chart *c);
 /* Reopen the last (closed) set for more items: index its items for dedup. */
 int cm_chart_reopen_last(cm_chart *c);
+
+/* Start a new set at the end of the chart (once a byte: inline). */
+static inline int cm_chart_begin_set(cm_chart *c) {
+    if (c->n_sets + 2 > c->cap_sets) {
+        int rc = cm_chart_grow_sets(c, c->n_sets + 2);
+        if (rc) return rc;
+    }
+    c->set_start[c->n_sets] = (uint32_t)c->n_items;
+    if (++c->gen == 0) cm_chart_clear_stamps(c);
+    return CM_OK;
+}
 
 static inline void cm_chart_end_set(cm_chart *c) {
     c->version[c->n_sets] = ++c->clock;

@@ -1,9 +1,9 @@
-/* The Earley steps over a chart (chart.h).  Rules are byte automata whose states may also
- * call other rules ("ref edges"); an item is (automaton state, origin set).
- * Scanning a byte advances every item with a transition on it; the new set is
- * then closed under prediction (calls) and completion (accepting states),
- * with Aycock-Horspool's nullable shortcut so completions of empty rules
- * inside the same set are never missed. */
+/* The Earley steps over a chart (chart.h).  Rules are byte automata whose
+ * states may also call other rules ("ref edges"); an item is (automaton state,
+ * origin set).  Scanning a byte advances every item with a transition on it;
+ * the new set is then closed under prediction (calls) and completion
+ * (accepting states), with Aycock-Horspool's nullable shortcut so completions
+ * of empty rules inside the same set are never missed. */
 #include <stdlib.h>
 #include <string.h>
 
