@@ -1,10 +1,10 @@
 """Counted repetitions cut into blocks: masks against the reference, with and without wraps.
 
 ``x{lo,hi}`` past the unroll budget becomes blocks ``B = x^b`` counted by helper rules
-(automata.py).  A token that crosses the end of a block depends on the count; the entry of a
+(cfgmask/compile/repeats.py).  A token that crosses the end of a block depends on the count; the entry of a
 block state keeps those that go on inside the next block (``wrap_bits``) and a mask takes them
 whole where the real chart lets the block start again (``Strategy.wrap_repeats``;
-csrc/grammar.c, "blocks of counted repetitions").  Here tiny unroll budgets force blocks of a
+csrc/wrap.c).  Here tiny unroll budgets force blocks of a
 few units on random bounds and vocabularies, and every mask along random walks must equal the
 pure-Python reference's (which unrolls), with the wraps forced on every entry and with them off.
 """

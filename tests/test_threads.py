@@ -1,7 +1,7 @@
 """Thread safety: one CompiledGrammar shared by many threads, each with its own matcher.
 
 The mask cache starts cold, so the threads fill it concurrently (double-checked
-publication in csrc/grammar.c) while others read it.  Every mask must equal the one a
+publication in csrc/cache.c) while others read it.  Every mask must equal the one a
 single thread computes.  ``tests/sanitize.sh tsan tests/test_threads.py`` runs this
 under ThreadSanitizer.
 """
