@@ -1,6 +1,7 @@
 """Cache entries built the cheap ways equal the entries of whole trie walks.
 
-Three shortcuts build a state's mask-cache entry (csrc/cache.c picks one: csrc/compose.c, csrc/donor.c, csrc/flat.c): *composition* (a state that
+Three shortcuts build a state's mask-cache entry (csrc/cache.c picks one of csrc/compose.c,
+csrc/donor.c, csrc/flat.c): *composition* (a state that
 calls rules takes its callees' entries and has its own chart decide only what they leave
 uncertain), *donors* (a state that goes where a string loop goes on most bytes takes the loop's
 entry and walks again only the other first bytes) and *flat walks* (a lazily built DFA over
