@@ -111,6 +111,17 @@ class Matcher:
 
 
 def _row(bitmask: Any, row: int, vocab_size: int) -> np.ndarray:
-    arr = host_bitmask(bitmask, "fill_bitmask")
+    # the common case without a call: a 2-D int32 numpy array, the row inside, wide enough
+    if (
+        type(bitmask) is np.ndarray
+        and bitmask.dtype == np.int32
+        and bitmask.ndim == 2
+        and 0 <= row < bitmask.shape[0]
+        and bitmask.shape[1] * 32 >= vocab_size
+    ):
+        out = bitmask[row]
+        if out.flags.c_contiguous and out.flags.writeable:
+            return out
+    arr = host_bitmask(bitmask, "fill_bitmask")  # raises what is wrong, or converts
     check_rows(arr, [row], vocab_size)
     return arr[row]
