@@ -26,6 +26,8 @@ from cfgmask.compile.limits import CompileLimits
 from cfgmask.errors import LimitError
 from cfgmask.utf8 import byte_sequences
 
+from . import reference_pipeline
+
 
 class NFA:
     """Thompson-style NFA: states are ints; edges are kept per state."""
@@ -305,7 +307,7 @@ def trim(dfa: AnyDFA, productive: set[str]) -> AnyDFA | None:
     """Drop calls to unproductive rules and states that cannot reach acceptance
     or cannot be reached; None when the start state itself is dead."""
     if isinstance(dfa, automaton.DFA):
-        return automaton.trim(dfa, productive)
+        return reference_pipeline.trim(dfa, productive)
     return trim_states(dfa, productive)
 
 
@@ -355,7 +357,7 @@ def trim_states(dfa: AnyDFA, productive: set[str]) -> DFA | None:
 def can_accept(dfa: AnyDFA, productive: set[str]) -> bool:
     """Does the DFA accept some string when calls to ``productive`` rules count as steps?"""
     if isinstance(dfa, automaton.DFA):
-        return automaton.can_accept(dfa, productive)
+        return reference_pipeline.can_accept(dfa, productive)
     seen = {0}
     stack = [0]
     while stack:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Container
 import numpy as np
 
 from cfgmask import deadline, ir
-from cfgmask.compile.automaton import DFA, can_accept, trim
+from cfgmask.compile.automaton import DFA
 from cfgmask.compile.encode import Session
 from cfgmask.compile.flat import Flat
 from cfgmask.compile.graph import sccs, tail_only, use_counts_dag
@@ -27,6 +27,24 @@ from cfgmask.compile.repeats import RepeatRewriter
 from cfgmask.errors import GrammarError, LimitError
 
 Build = Callable[..., dict[str, DFA]]
+
+
+# Trimming one DFA at a time (cm_compile_finish trims them all in one call in the package)
+
+
+def trim(dfa: DFA, productive: set[str]) -> DFA | None:
+    """Drop calls to unproductive rules and states that cannot reach acceptance
+    or cannot be reached; None when the start state itself is dead."""
+    got = dfa.handle.trim(bytes(n in productive for n in dfa.names))
+    if got is None:
+        return None
+    h, used = got
+    return DFA(h, [dfa.names[i] for i in used])
+
+
+def can_accept(dfa: DFA, productive: set[str]) -> bool:
+    """Does the DFA accept some string when calls to ``productive`` rules count as steps?"""
+    return bool(dfa.handle.can_accept(bytes(n in productive for n in dfa.names)))
 
 
 def rule_dfas(

@@ -32,10 +32,6 @@ class DFA:
         self.names = names
         self._states: list[DState] | None = None
 
-    def label_mask(self, productive: set[str]) -> bytes:
-        """1 for each label that names a rule in ``productive``."""
-        return bytes(n in productive for n in self.names)
-
     @property
     def states(self) -> list[DState]:
         if self._states is None:
@@ -54,18 +50,3 @@ class DFA:
 
     def __repr__(self) -> str:
         return f"DFA({self.states!r})"
-
-
-def trim(dfa: DFA, productive: set[str]) -> DFA | None:
-    """Drop calls to unproductive rules and states that cannot reach acceptance
-    or cannot be reached; None when the start state itself is dead."""
-    got = dfa.handle.trim(dfa.label_mask(productive))
-    if got is None:
-        return None
-    h, used = got
-    return DFA(h, [dfa.names[i] for i in used])
-
-
-def can_accept(dfa: DFA, productive: set[str]) -> bool:
-    """Does the DFA accept some string when calls to ``productive`` rules count as steps?"""
-    return bool(dfa.handle.can_accept(dfa.label_mask(productive)))
