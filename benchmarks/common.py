@@ -215,10 +215,7 @@ class CfgmaskEngine(Engine):
 
     def clear_caches(self) -> None:
         """A cold start: no tables, no automaton fragments, no loop walks kept by the vocabulary."""
-        from cfgmask.compile.compiled import clear_caches
-
-        clear_caches()
-        self.vocab._handle().clear_walks()
+        self._cm.clear_caches()
 
     def matcher(self, compiled: Any) -> Any:
         return self._cm.Matcher(compiled)

@@ -5,10 +5,11 @@ compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(text), vocab)
 matcher = cfgmask.Matcher(compiled)
 mask = cfgmask.allocate_bitmask(1, vocab.size)
 matcher.fill_bitmask(mask, 0); ...; matcher.accept_token(t)
+cfgmask.clear_caches()  # the next compile starts cold
 """
 
 from .bitmask import apply_bitmask_inplace, fill_bitmasks
-from .compile import CompiledGrammar, CompileLimits, MatcherLimits, compile
+from .compile import CompiledGrammar, CompileLimits, MatcherLimits, clear_caches, compile
 from .errors import CfgmaskError, GrammarError, LimitError, MatcherError, VocabularyError
 from .grammar import Grammar
 from .matcher import Matcher, allocate_bitmask
@@ -31,6 +32,7 @@ __all__ = [
     "VocabularyError",
     "allocate_bitmask",
     "apply_bitmask_inplace",
+    "clear_caches",
     "compile",
     "fill_bitmasks",
 ]

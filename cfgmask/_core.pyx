@@ -62,6 +62,7 @@ cdef class VocabHandle:
     """The C token trie of one vocabulary."""
     cdef cm_vocab *ptr
     cdef readonly size_t size
+    cdef object __weakref__  # so that cfgmask.clear_caches() can find every live trie
 
     def __cinit__(self, const uint8_t[::1] data, const uint64_t[::1] offsets, const uint8_t[::1] in_trie):
         cdef size_t n = in_trie.shape[0]

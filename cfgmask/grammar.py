@@ -61,12 +61,25 @@ class Grammar:
         cls,
         schema: str | dict[str, Any] | bool,
         *,
+        canonical: bool = True,
         strict: bool = True,
         whitespace: str = "default",
         limits: CompileLimits | None = None,
     ) -> Grammar:
-        """A JSON Schema (dict or JSON text).  ``strict`` raises on any keyword not enforced
-        exactly; otherwise ``schema_report`` lists each keyword's status."""
+        """A JSON Schema (dict or JSON text).
+
+        ``canonical=True`` (the default) generates one canonical form of each instance, as
+        XGrammar, llguidance and OpenAI's Structured Outputs do: properties in the order
+        ``properties`` lists them (optional ones may be skipped, never moved), no property or
+        item the schema does not list unless it says so (``additionalProperties``,
+        ``patternProperties``, ``unevaluatedProperties``, ``items``), no key twice, keys and
+        strings without needless escapes, numbers without runaway digits.  Every document it
+        allows is valid (the report says ``narrowed``).  ``canonical=False`` is the schema's
+        whole language: every key order and every JSON spelling.
+
+        ``strict`` raises on any keyword not enforced soundly (``relaxed`` or ``rejected``; with
+        ``canonical=False`` also ``narrowed``); otherwise ``schema_report`` lists each keyword's
+        verdict.  See docs/json_schema.md."""
         from .frontends.json_schema import schema_to_grammar
 
         text = schema if isinstance(schema, str) else None
@@ -74,7 +87,7 @@ class Grammar:
             "JSON Schema",
             text,
             limits,
-            lambda: schema_to_grammar(schema, strict=strict, whitespace=whitespace),
+            lambda: schema_to_grammar(schema, strict=strict, whitespace=whitespace, canonical=canonical),
         )
         source = schema if isinstance(schema, str) else ""
         return cls(ir_grammar, source=source, schema_report=report)

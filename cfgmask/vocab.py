@@ -28,6 +28,7 @@ import importlib
 import json
 import operator
 import re
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -101,6 +102,16 @@ def _default_stops(named: Mapping[str, int], eos: Iterable[int | None]) -> list[
             "pass stop_token_ids=[...]"
         )
     return stops
+
+
+# Every vocabulary's C trie that is alive, so that clear_caches() can drop their loop walks.
+_LIVE_HANDLES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def clear_walks() -> None:
+    """Drop the loop walks every live vocabulary keeps (built on a grammar's first masks)."""
+    for h in list(_LIVE_HANDLES):
+        h.clear_walks()
 
 
 class Vocabulary:
@@ -329,6 +340,7 @@ class Vocabulary:
             if self.special_ids:
                 in_trie[np.fromiter(self.special_ids, dtype=np.int64)] = 0
             self._c_handle = VocabHandle(b"".join(self.tokens), offsets, in_trie)
+            _LIVE_HANDLES.add(self._c_handle)
         return self._c_handle
 
     # ---- protocol ----------------------------------------------------------------------

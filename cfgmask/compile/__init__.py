@@ -18,8 +18,8 @@ One pass a module, in the order :func:`compile` runs them (docs/design.md, secti
 * :mod:`.strategy`    how the C core builds masks (private; same masks whatever it says)
 """
 
-from .compiled import CompiledGrammar, MatcherLimits, compile
+from .compiled import CompiledGrammar, MatcherLimits, clear_caches, compile
 from .limits import CompileLimits
 from .tables import Tables, build_tables
 
-__all__ = ["CompileLimits", "CompiledGrammar", "MatcherLimits", "Tables", "build_tables", "compile"]
+__all__ = ["CompileLimits", "CompiledGrammar", "MatcherLimits", "Tables", "build_tables", "clear_caches", "compile"]

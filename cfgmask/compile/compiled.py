@@ -99,11 +99,16 @@ _TABLE_CACHE_MAX = 256
 
 
 def clear_caches() -> None:
-    """Forget every table and automaton kept for earlier compiles: the next compile is cold
-    (benchmarks of cold starts, tests of the caches)."""
+    """Forget everything the process keeps from earlier compiles: tables, automaton fragments,
+    and every live vocabulary's loop walks.  The next compile and its first masks are cold, as
+    for a grammar never seen before (benchmarks of cold starts, tests of the caches).  Compiled
+    grammars and matchers already made keep working."""
+    from ..vocab import clear_walks
+
     with _TABLE_LOCK:
         _TABLE_CACHE.clear()
     CACHE.clear()
+    clear_walks()
 
 
 def compile(  # noqa: A001 - the natural name, as in xgrammar

@@ -1,9 +1,15 @@
 """JSON Schema → IR.
 
-``schema_to_grammar(schema, strict=True, whitespace="default")`` returns the
-grammar and a :class:`SchemaReport` listing every keyword as enforced,
-relaxed or rejected; in strict mode anything not enforced exactly raises a
-:class:`~cfgmask.errors.GrammarError` naming the keyword and its JSON pointer.
+``schema_to_grammar(schema, strict=True, whitespace="default", canonical=True)``
+returns the grammar and a :class:`SchemaReport` listing every keyword as enforced,
+narrowed, relaxed or rejected; in strict mode anything that may allow an invalid
+document raises a :class:`~cfgmask.errors.GrammarError` naming the keyword and its
+JSON pointer (with ``canonical=False``, so does anything narrowed).
+
+``canonical=True`` generates one canonical form per instance (key order of
+``properties``, no unlisted keys or items unless the schema asks for them, no
+repeated key, literal keys and strings, bounded number digits); ``canonical=False``
+is the whole language of the schema.  See docs/json_schema.md.
 
 The reference semantics is the ``jsonschema`` package validating the
 document that ``json.loads`` makes of the text, with ``format`` asserted
@@ -39,7 +45,11 @@ __all__ = ["ReportEntry", "SchemaReport", "builtin_json", "schema_to_grammar"]
 
 
 def schema_to_grammar(
-    schema: dict[str, Any] | bool | str, *, strict: bool = True, whitespace: str = "default"
+    schema: dict[str, Any] | bool | str,
+    *,
+    strict: bool = True,
+    whitespace: str = "default",
+    canonical: bool = True,
 ) -> tuple[ir.Grammar, SchemaReport]:
     """The IR grammar of the JSON texts valid under ``schema``, and the keyword report."""
     if isinstance(schema, str):
@@ -50,7 +60,7 @@ def schema_to_grammar(
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
     _whitespace(whitespace)  # validates the policy name
-    c = SchemaCompiler(schema, strict, whitespace)
+    c = SchemaCompiler(schema, strict, whitespace, canonical)
     return c.compile(), c.rep.report
 
 

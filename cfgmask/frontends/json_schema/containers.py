@@ -280,7 +280,7 @@ class Containers:
             if presence:
                 rep.rejected(path, "oneOf", f"a condition on more than {MAX_TRACKED} tracked keys")
             why = f"more than {MAX_TRACKED} tracked keys: required keys must come in schema order"
-            rep.relaxed(pointer(path, "required"), "required", why)
+            rep.narrowed(pointer(path, "required"), "required", why)
             others = [member[n] for n in member if n not in req]
             free = ir.alt(*others, *free_parts) if others or free_parts else ir.NOTHING
             return self.machine(

@@ -1,4 +1,4 @@
-"""What the converter did with each keyword: enforced, relaxed or rejected."""
+"""What the converter did with each keyword: enforced, narrowed, relaxed or rejected."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 
 from ...errors import GrammarError
 
-ENFORCED, RELAXED, REJECTED = "enforced", "relaxed", "rejected"
+ENFORCED, NARROWED, RELAXED, REJECTED = "enforced", "narrowed", "relaxed", "rejected"
+# What strict mode refuses: a verdict under which the grammar may allow an invalid document.
+UNSOUND = (RELAXED, REJECTED)
+_RANK = {ENFORCED: 0, NARROWED: 1, RELAXED: 2, REJECTED: 3}
 
 
 @dataclass(frozen=True)
@@ -19,10 +22,16 @@ class ReportEntry:
 
     * ``enforced``: the grammar enforces the keyword exactly (annotations
       trivially; ``reason`` may say which reading of a standard was chosen);
-    * ``relaxed``: enforced in a documented weaker or narrower form
-      (``reason`` says which);
+    * ``narrowed``: a sound subset: every document the grammar allows is valid, but some
+      valid documents are left out (``reason`` says which: canonical key order, literal keys,
+      required keys in schema order past the tracking limit);
+    * ``relaxed``: enforced in a documented weaker form: the grammar may allow an invalid
+      document (``reason`` says which);
     * ``rejected``: not enforced at all.  In strict mode this raises; in
       non-strict mode the keyword is ignored (the grammar accepts a superset).
+
+    Strict mode refuses ``relaxed`` and ``rejected``; with ``canonical=False`` (the schema's
+    whole language) it refuses ``narrowed`` too, so it never narrows silently.
     """
 
     path: str
@@ -45,11 +54,20 @@ class SchemaReport:
 
     @property
     def exact(self) -> bool:
-        """True when every keyword is enforced exactly."""
+        """True when every keyword is enforced exactly (nothing narrowed either)."""
         return all(e.status == ENFORCED for e in self.entries)
+
+    @property
+    def sound(self) -> bool:
+        """True when every document the grammar allows is valid (nothing relaxed or rejected)."""
+        return all(e.status not in UNSOUND for e in self.entries)
 
     def with_status(self, status: str) -> list[ReportEntry]:
         return [e for e in self.entries if e.status == status]
+
+    @property
+    def narrowed(self) -> list[ReportEntry]:
+        return self.with_status(NARROWED)
 
     @property
     def relaxed(self) -> list[ReportEntry]:
@@ -68,27 +86,39 @@ class SchemaReport:
 
 
 class Reporter:
-    """Collects entries; in strict mode the first non-enforced one raises."""
+    """Collects entries; in strict mode the first unsound one raises (and, when ``narrowing``
+    is off, the first narrowed one: the whole language was asked for)."""
 
-    def __init__(self, strict: bool) -> None:
+    def __init__(self, strict: bool, narrowing: bool = True) -> None:
         self.strict = strict
+        self.narrowing = narrowing
         self.report = SchemaReport()
-        self._seen: set[tuple[str, str, str]] = set()
+        self._seen: dict[tuple[str, str], int] = {}  # (path, keyword) -> index of its entry
 
     def add(self, path: str, keyword: str, status: str, reason: str = "") -> None:
-        key = (path, keyword, status)
-        if key in self._seen:
+        """Record a verdict; a keyword met twice keeps one entry, its worst verdict."""
+        key = (path, keyword)
+        at = self._seen.get(key)
+        if at is not None and _RANK[self.report.entries[at].status] >= _RANK[status]:
             return
-        if self.strict and status != ENFORCED:
+        if self.strict and (status in UNSOUND or (status == NARROWED and not self.narrowing)):
             where = path or "/"
             raise GrammarError(
                 f"JSON Schema keyword {keyword!r} at {where} cannot be enforced exactly: {reason}"
+                " (strict=False compiles it and lists it in schema_report)"
             )
-        self._seen.add(key)
-        self.report.entries.append(ReportEntry(path, keyword, status, reason))
+        entry = ReportEntry(path, keyword, status, reason)
+        if at is None:
+            self._seen[key] = len(self.report.entries)
+            self.report.entries.append(entry)
+        else:
+            self.report.entries[at] = entry
 
     def enforced(self, path: str, keyword: str, reason: str = "") -> None:
         self.add(path, keyword, ENFORCED, reason)
+
+    def narrowed(self, path: str, keyword: str, reason: str) -> None:
+        self.add(path, keyword, NARROWED, reason)
 
     def relaxed(self, path: str, keyword: str, reason: str) -> None:
         self.add(path, keyword, RELAXED, reason)

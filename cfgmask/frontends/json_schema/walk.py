@@ -74,11 +74,13 @@ def constraining(s: dict[str, Any]) -> bool:
 
 
 class SchemaCompiler:
-    def __init__(self, root: Any, strict: bool, policy: str) -> None:
+    def __init__(self, root: Any, strict: bool, policy: str, canonical: bool = True) -> None:
         self.root = root
         self.draft = detect_draft(root)
         self.rules: dict[str, ir.Expr] = {}
-        self.rep = Reporter(strict)
+        # canonical: one spelling per instance (see Grammar.from_json_schema); else every one
+        self.canonical = canonical
+        self.rep = Reporter(strict, narrowing=canonical)
         self.strict = strict
         self.policy = policy
         self.ws_body = whitespace(policy)
