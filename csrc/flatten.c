@@ -51,14 +51,16 @@ static void label_mask(finisher *f, const cm_ir_frag *r) {
 }
 
 /* The productive rules of f->order: the least fixpoint of "accepts some string
- * through productive labels" (token terminals always are). */
+ * through productive labels" (token terminals always are).  Each pass runs
+ * backwards over the breadth-first order, so a chain of rules, each calling the
+ * next (an object's members walked in order), settles in one pass, not one per link. */
 static int productive(finisher *f, const cm_ir_frag *rules) {
     memcpy(f->prod, f->is_token, f->in->n_names);
     int rc = CM_OK;
     for (bool changed = true; !rc && changed;) {
         changed = false;
         if ((rc = cm_budget_time(f->bud))) break;
-        for (size_t i = 0; !rc && i < f->order.n; i++) {
+        for (size_t i = f->order.n; !rc && i-- > 0;) {
             uint32_t n = f->order.data[i];
             int yes = 0;
             if (f->prod[n]) continue;

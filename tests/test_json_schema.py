@@ -44,6 +44,7 @@ def serializations(data: object) -> set[str]:
 
 
 def grammar(schema: object, **kw: object) -> ir.Grammar:
+    kw.setdefault("canonical", False)  # the verdict suites check the schema's whole language
     return schema_to_grammar(schema, **kw)[0]  # type: ignore[arg-type]
 
 
@@ -149,14 +150,16 @@ def test_whitespace_policies() -> None:
 def test_strict_mode_names_keyword_and_path() -> None:
     schema = {"properties": {"a": {"type": "array", "uniqueItems": True}}}
     with pytest.raises(GrammarError, match=r"uniqueItems.*/properties/a/uniqueItems"):
-        schema_to_grammar(schema)
-    _, report = schema_to_grammar(schema, strict=False)
+        schema_to_grammar(schema, canonical=False)
+    _, report = schema_to_grammar(schema, strict=False, canonical=False)
     assert [(e.path, e.keyword) for e in report.rejected] == [("/properties/a/uniqueItems", "uniqueItems")]
     assert not report.exact
 
 
 def test_annotations_are_trivially_enforced() -> None:
-    _, report = schema_to_grammar({"title": "t", "description": "d", "default": 1, "type": "null"})
+    _, report = schema_to_grammar(
+        {"title": "t", "description": "d", "default": 1, "type": "null"}, canonical=False
+    )
     assert report.exact and {e.keyword for e in report} == {"title", "description", "default", "type"}
 
 
@@ -182,7 +185,7 @@ def test_json_schema_test_suite(draft: str) -> None:
         if draft == "draft7" and isinstance(schema, dict) and "$schema" not in schema:
             schema = {**schema, "$schema": "http://json-schema.org/draft-07/schema#"}
         try:
-            g, _ = schema_to_grammar(schema)
+            g, _ = schema_to_grammar(schema, canonical=False)
         except GrammarError:
             counts["rejected schemas"] += 1
             continue
@@ -213,7 +216,7 @@ def test_jsonschemabench(split: str) -> None:
     for line in lines:
         rec = json.loads(line)
         try:
-            g, _ = schema_to_grammar(rec["schema"])
+            g, _ = schema_to_grammar(rec["schema"], canonical=False)
         except GrammarError:
             counts["rejected"] += 1
             continue

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ... import ir
@@ -49,6 +50,10 @@ if TYPE_CHECKING:
     from .walk import SchemaCompiler
 
 MAX_TRACKED = 8
+# Keywords that say what the keys an object does not list may be.
+OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+ORDERED_RUN = 32  # forced members laid out in one rule before the next rule is referenced
+MAX_ORDERED_STATES = 100_000  # (position, state) pairs of an object walked in order
 MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their automata
 MAX_UNIQUE_VALUES = 8
 
@@ -86,9 +91,43 @@ def _all_of(parts: list[Any]) -> Any:
     return True if not keep else keep[0] if len(keep) == 1 else {"allOf": keep}
 
 
+@dataclass
+class _Object:
+    """An object schema's members, compiled (:meth:`Containers._members`)."""
+
+    s: dict[str, Any]
+    order: list[str]  # the listed keys that may appear, in schema order
+    member: dict[str, ir.Expr]  # key -> ``"key": value``
+    required: list[str]
+    dep_req: dict[str, list[str]]
+    presence: list[tuple[str, list[frozenset[str]]]]
+    free: list[ir.Expr]  # members whose key is not listed
+    closed: bool  # canonical mode closed the object to keys it does not list
+    lo: int
+    hi: int | None
+
+    def watch_names(self) -> set[str]:
+        """Listed keys whose presence a keyword other than ``required`` depends on."""
+        out = set(self.dep_req) | {b for bs in self.dep_req.values() for b in bs}
+        return out | {n for _, sets in self.presence for st in sets for n in st}
+
+
 class Containers:
     def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
+        self._shared: dict[ir.Expr, ir.Ref] = {}
+
+    def shared(self, value: ir.Expr) -> ir.Expr:
+        """``value`` as one rule per distinct expression: the members of a wide object whose
+        values have the same schema call one automaton, instead of each holding a copy (the
+        compiler still inlines a rule with one caller, or a small one)."""
+        if isinstance(value, (ir.Ref, ir.Literal)) or value in (ir.NOTHING, ir.EPSILON):
+            return value
+        ref = self._shared.get(value)
+        if ref is None:
+            ref = self._shared[value] = ir.Ref(U.fresh(self.c.rules, "value"))
+            self.c.rules[ref.name] = value
+        return ref
 
     # ------------------------------------------------------------------ state machines
 
@@ -148,17 +187,108 @@ class Containers:
             alts.append(ir.seq(U.lit(open_), c.ws(), ir.Ref(first)))
         return ir.alt(*alts) if alts else ir.NOTHING
 
+    def ordered(
+        self,
+        prefix: str,
+        n: int,
+        start: Hashable,
+        steps: Callable[[int, Any], list[tuple[ir.Expr | None, int, Any]]],
+        final: Callable[[Any], bool],
+        close: str,
+        max_states: int = MAX_ORDERED_STATES,
+    ) -> ir.Expr | None:
+        """The members of an object (or items of an array) as a walk along positions 0..n:
+        ``steps(i, x)`` lists (member or None for a skip, next position, next state), and the
+        container may close at position ``n`` in a state where ``final`` holds.  The output
+        starts after the opening bracket and its whitespace.  One rule per reachable (position,
+        state, anything written yet) that can still close, so the size is linear in ``n`` when
+        the states are few; built without recursion.  None when more than ``max_states``
+        (position, state) pairs are reachable."""
+        c = self.c
+        edges: dict[tuple[int, Any], list[tuple[ir.Expr | None, int, Any]]] = {}
+        todo = [(0, start)]
+        while todo:
+            node = todo.pop()
+            if node in edges:
+                continue
+            if len(edges) >= max_states:
+                return None
+            edges[node] = out = steps(*node)
+            todo.extend((j, y) for _, j, y in out if (j, y) not in edges)
+        # which (position, state) can still close: backwards over the reversed edges
+        back: dict[tuple[int, Any], list[tuple[int, Any]]] = {}
+        for node, out in edges.items():
+            for _, j, y in out:
+                back.setdefault((j, y), []).append(node)
+        live = {node for node in edges if node[0] == n and final(node[1])}
+        todo = list(live)
+        while todo:
+            for pred in back.get(todo.pop(), []):
+                if pred not in live:
+                    live.add(pred)
+                    todo.append(pred)
+        if (0, start) not in live:
+            return ir.NOTHING
+        names: dict[tuple[int, Any, bool], str] = {}
+        bodies: list[tuple[str, tuple[int, Any, bool]]] = []
+
+        def ref(key: tuple[int, Any, bool]) -> ir.Ref:
+            if key not in names:
+                names[key] = U.fresh(c.rules, f"{prefix}-{key[0]}")
+                bodies.append((names[key], key))
+            return ir.Ref(names[key])
+
+        first = ref((0, start, False))
+        while bodies:
+            name, (i, x, written) = bodies.pop()
+            # a run of forced members (one way on, no close) goes into one flat sequence:
+            # a chain of one rule per member would make the compiler inline each rule's tail
+            # into the rule before it, rebuilding a growing automaton per member
+            run: list[ir.Expr] = []
+            for _ in range(ORDERED_RUN):
+                out = [(e, j, y) for e, j, y in edges[(i, x)] if (j, y) in live]
+                if len(out) != 1 or out[0][0] is None or (i == n and final(x)):
+                    break
+                e, i, x = out[0]
+                run += [c.sep(",") if written else ir.EPSILON, e]
+                written = True
+            alts: list[ir.Expr] = []
+            if i == n and final(x):
+                alts.append(ir.seq(c.ws(), U.lit(close)) if written else U.lit(close))
+            for e, j, y in edges[(i, x)]:
+                if (j, y) not in live:
+                    continue
+                if e is None:
+                    alts.append(ref((j, y, written)))
+                else:
+                    alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, e, ref((j, y, True))))
+            c.rules[name] = ir.seq(*run, ir.alt(*alts))
+        return first
+
     # ------------------------------------------------------------------ objects
 
-    def object(  # noqa: C901
+    def object(
         self,
         s: dict[str, Any],
         path: str,
         base: str,
         presence: list[tuple[str, list[frozenset[str]]]] | None = None,
     ) -> ir.Expr:
-        c, rep = self.c, self.c.rep
+        c = self.c
         presence = presence or []
+        o = self._members(s, path, base, presence)
+        if o is None:
+            return ir.NOTHING
+        if c.canonical:
+            return self._canonical(o, path)
+        return self._any_order(o, path)
+
+    def _members(
+        self, s: dict[str, Any], path: str, base: str, presence: list[tuple[str, list[frozenset[str]]]]
+    ) -> _Object | None:
+        """The object's listed members and free members (keys it does not list), compiled;
+        None when a required key can have no value."""
+        c, rep = self.c, self.c.rep
         conditioned = sorted({n for _, sets in presence for st in sets for n in st})
         props: dict[str, Any] = dict(s.get("properties", {}))
         required = list(dict.fromkeys(s.get("required", [])))
@@ -194,6 +324,17 @@ class Containers:
             hits = [ps for ps, hit in zip(patterns.values(), region_of[n], strict=True) if hit]
             parts = ([props[n]] if n in props else []) + hits
             values[n] = _all_of(parts) if parts else addl
+        canon_closed = (
+            c.canonical
+            and bool(props)
+            and not any(
+                k in s for k in ("additionalProperties", "patternProperties", "unevaluatedProperties")
+            )
+            and s.get("minProperties", 0) <= len(names)
+            and addl is not False
+        )
+        if canon_closed:  # canonical: keys the schema does not list are not generated
+            addl = False
         pn = s.get("propertyNames", True)
         key_lang: ir.Expr | None = None  # spelling of additional keys, when propertyNames restricts them
         if "propertyNames" in s:
@@ -212,16 +353,16 @@ class Containers:
                 if addl is not False:
                     key_lang = self._key_language(pn, where, bool(names or patterns))
             rep.enforced(where, "propertyNames")
-        # members
         member: dict[str, ir.Expr] = {}
+        required_set = set(required)
         for n in names:
-            if n in required and values[n] is False:
-                return ir.NOTHING
+            if n in required_set and values[n] is False:
+                return None
             if values[n] is False:
                 continue
-            body = ir.seq(self.key(n), c.sep(":"), c.schema(values[n], pointer(path, "properties", n), base))
+            value = self.shared(c.schema(values[n], pointer(path, "properties", n), base))
             name = U.fresh(c.rules, f"prop-{n}")
-            c.rules[name] = body
+            c.rules[name] = ir.seq(self.key(n), c.sep(":"), value)
             member[n] = ir.Ref(name)
         free_parts: list[ir.Expr] = []
         if patterns and automata:
@@ -230,25 +371,122 @@ class Containers:
             )
         if addl is not False and not patterns:
             if key_lang is None:
-                key_lang = not_in(names, c.rules) if names else ir.Repeat(c.char_generic(), 0, None)
+                key_lang = (
+                    not_in(names, c.rules, c.canonical) if names else ir.Repeat(c.char_generic(), 0, None)
+                )
             value = c.schema(addl, pointer(path, "additionalProperties"), base)
             if value != ir.NOTHING:
                 free_parts.append(ir.seq(U.lit('"'), key_lang, U.lit('"'), c.sep(":"), value))
-        # which keys to track
-        tracked = [n for n in required if n in member]
         for a, bs in dep_req.items():
-            for n in [a, *bs]:
-                if n not in tracked and n in member:
-                    tracked.append(n)
-            for b in bs:
-                if b not in member and a in member:  # a may not appear: its dependency is impossible
-                    member.pop(a)
-                    tracked.remove(a) if a in tracked else None
-        for n in conditioned:
-            if n not in tracked and n in member:
+            if a in member and any(b not in member for b in bs):
+                member.pop(a)  # a may not appear: one of its dependencies is impossible
+        return _Object(
+            s, [n for n in names if n in member], member, [n for n in required if n in member],
+            dep_req, presence, free_parts, canon_closed, s.get("minProperties", 0), s.get("maxProperties"),
+        )  # fmt: skip
+
+    def _canonical(self, o: _Object, path: str) -> ir.Expr:
+        """Canonical mode: the listed members in the order the schema lists them (optional ones
+        may be skipped, never moved), then the free members; no listed key twice.  Linear in
+        the number of keys: counters and the few keys ``dependentRequired`` or a condition on
+        ``required`` names are remembered, never the set of keys seen."""
+        rep = self.c.rep
+        why = []
+        if len(o.order) > 1:
+            why.append("properties in the order the schema lists them")
+        if o.order:
+            why.append("listed keys spelled literally")
+        if o.closed:
+            why.append("keys the schema does not list are not generated")
+        if why:
+            where = pointer(path, "properties") if "properties" in o.s else path
+            rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
+        free = ir.alt(*o.free) if o.free else ir.NOTHING
+        if o.free:
+            self._repeats_note(o, path)
+        lo, hi = o.lo, o.hi
+        if o.free and lo > len(o.required) + 1:
+            rep.rejected(
+                pointer(path, "minProperties"),
+                "minProperties",
+                "counting properties when extra keys may repeat",
+            )
+            lo = 0
+        for k in ("minProperties", "maxProperties"):
+            if k in o.s:
+                rep.enforced(pointer(path, k), k)
+        out = self._walk(o, o.order, free, False, lo, hi)
+        if out is None:
+            rep.rejected(
+                path, "dependentRequired", f"more than {MAX_ORDERED_STATES} states of keys to remember"
+            )
+            return ir.NOTHING
+        return out
+
+    def _walk(
+        self, o: _Object, order: list[str], free: ir.Expr, free_everywhere: bool, lo: int, hi: int | None
+    ) -> ir.Expr | None:
+        """``{`` members ``}`` walked along ``order`` (required ones forced), with ``free``
+        members at the end (or between any two with ``free_everywhere``), counted for
+        ``lo``/``hi``, ``dependentRequired`` and conditions on ``required`` checked at the close."""
+        c = self.c
+        req = set(o.required)
+        on = set(order)
+        watch = on & (
+            set(o.dep_req) | {b for bs in o.dep_req.values() for b in bs}
+            | {n for _, sets in o.presence for st in sets for n in st}
+        )  # fmt: skip
+        count = lo > len(req) or hi is not None
+        cap = max(lo, 0 if hi is None else hi + 1)
+        has_free = free != ir.NOTHING
+
+        def steps(i: int, x: tuple[frozenset[str], int]) -> list[tuple[ir.Expr | None, int, Any]]:
+            seen, k = x
+            more = hi is None or k < hi
+            nk = min(k + 1, cap) if count else 0
+            out: list[tuple[ir.Expr | None, int, Any]] = []
+            if i < len(order):
+                n = order[i]
+                if more:
+                    out.append((o.member[n], i + 1, (seen | {n} if n in watch else seen, nk)))
+                if n not in req:
+                    out.append((None, i + 1, x))
+            if has_free and more and (free_everywhere or i == len(order)):
+                out.append((free, i, (seen, nk)))
+            return out
+
+        def final(x: tuple[frozenset[str], int]) -> bool:
+            seen, k = x
+            if any(b not in seen for a in seen for b in o.dep_req.get(a, [])):
+                return False
+            if not all(_holds(kind, sets, seen) for kind, sets in o.presence):
+                return False
+            return not count or (lo <= k and (hi is None or k <= hi))
+
+        body = self.ordered("obj", len(order), (frozenset(), 0), steps, final, "}")
+        if body is None or body == ir.NOTHING:
+            return body
+        return ir.seq(U.lit("{"), c.ws(), body)
+
+    def _repeats_note(self, o: _Object, path: str) -> None:
+        kw = next(
+            (k for k in ("additionalProperties", "patternProperties", "properties") if k in o.s), "type"
+        )
+        why = "keys not tracked may appear twice, each value checked (RFC 8259: names SHOULD be unique)"
+        self.c.rep.enforced(pointer(path, kw), kw, why)
+
+    def _any_order(self, o: _Object, path: str) -> ir.Expr:
+        """The whole language: members in any order.  Keys that must be counted (``required``,
+        ``dependentRequired`` names, those of a condition, every key when ``min/maxProperties``
+        need counting) are tracked, one rule per set of them seen; past ``MAX_TRACKED`` the
+        tracked keys come in schema order (narrowed)."""
+        rep = self.c.rep
+        member, free_parts, required = o.member, o.free, o.required
+        tracked = list(required)
+        for n in o.order:
+            if n not in tracked and (n in o.watch_names()):
                 tracked.append(n)
-        lo = s.get("minProperties", 0)
-        hi = s.get("maxProperties")
+        lo, hi = o.lo, o.hi
         count = False
         if lo > len(required) or hi is not None:
             closed = not free_parts
@@ -258,35 +496,34 @@ class Containers:
                 pass
             elif closed:
                 count = True
-                tracked = list(member)
+                tracked = list(o.order)
             elif not tracked and lo <= 1:
                 return self._counted_free(member, free_parts, lo, hi, path)
             else:
                 for k in ("minProperties", "maxProperties"):
-                    if k in s:
+                    if k in o.s:
                         rep.rejected(pointer(path, k), k, "counting properties when extra keys may repeat")
                 lo, hi = 0, None
         for k in ("minProperties", "maxProperties"):
-            if k in s:
+            if k in o.s:
                 rep.enforced(pointer(path, k), k)
-        untracked = [member[n] for n in member if n not in tracked]
+        untracked = [member[n] for n in o.order if n not in tracked]
+        if untracked or free_parts:
+            self._repeats_note(o, path)
         free = ir.alt(*untracked, *free_parts) if untracked or free_parts else ir.NOTHING
         if free != ir.NOTHING:  # one shared rule: every key-subset state refers to it
-            fname = U.fresh(c.rules, "members")
-            c.rules[fname] = free
+            fname = U.fresh(self.c.rules, "members")
+            self.c.rules[fname] = free
             free = ir.Ref(fname)
-        req = [n for n in required if n in member]
         if len(tracked) > MAX_TRACKED:
-            if presence:
+            if o.presence:
                 rep.rejected(path, "oneOf", f"a condition on more than {MAX_TRACKED} tracked keys")
-            why = f"more than {MAX_TRACKED} tracked keys: required keys must come in schema order"
+            why = f"more than {MAX_TRACKED} tracked keys: they come in schema order"
             rep.narrowed(pointer(path, "required"), "required", why)
-            others = [member[n] for n in member if n not in req]
-            free = ir.alt(*others, *free_parts) if others or free_parts else ir.NOTHING
-            return self.machine(
-                "obj", 0, lambda i: i == len(req),
-                lambda i: [(member[req[i]], i + 1)] if i < len(req) else [], free, "{", "}",
-            )  # fmt: skip
+            order = [n for n in o.order if n in tracked]
+            out = self._walk(o, order, free, True, lo if count else 0, hi if count else None)
+            return ir.NOTHING if out is None else out
+        req, dep_req, presence = required, o.dep_req, o.presence
 
         def final(st: frozenset[str]) -> bool:
             if not all(r in st for r in req):
@@ -388,7 +625,7 @@ class Containers:
         return ir.alt(*alts) if alts else ir.NOTHING
 
     def key(self, name: str) -> ir.Expr:
-        return ir.seq(U.lit('"'), encode_text(name), U.lit('"'))
+        return ir.seq(U.lit('"'), encode_text(name, self.c.canonical), U.lit('"'))
 
     def _key_language(self, pn: Any, where: str, others: bool) -> ir.Expr | None:
         c = self.c
@@ -430,6 +667,11 @@ class Containers:
                 rep.enforced(pointer(path, "unevaluatedItems"), "unevaluatedItems", "acts as items here")
         lo = s.get("minItems", 0)
         hi = s.get("maxItems")
+        if c.canonical and prefix and "items" not in s and "unevaluatedItems" not in s and lo <= len(prefix):
+            # canonical: no items beyond those the schema lists (XGrammar's default)
+            rest = False
+            why = "canonical: no items beyond prefixItems are generated"
+            rep.narrowed(pointer(path, "prefixItems"), "prefixItems", why)
         for k in ("prefixItems", "items", "minItems", "maxItems"):
             if k in s:
                 rep.enforced(pointer(path, k), k)

@@ -10,6 +10,14 @@ decodes to exactly one character and the spellings of different characters
 are disjoint (unpaired surrogate escapes are never produced), the image of a
 language L is exactly ``{json text t : decode(t) in L}``.
 
+Canonical mode (``canonical=True``, the default of ``Grammar.from_json_schema``) maps each
+character to its one canonical spelling instead (:func:`canonical_class`): literal where
+JSON allows it, else its short escape (``\\"``, ``\\\\``, ``\\n``, ...), else
+``\\u00xx`` in lowercase hex (the other control characters), which is what
+``json.dumps(..., ensure_ascii=False)`` writes.  No ``\\/``, no ``\\u`` escape of a
+printable character: the escape hatches where a weak model wanders off are gone, and every
+string keeps exactly one spelling.
+
 Generic, unconstrained strings (``{"type": "string"}``) use ``JSON_CHAR``,
 which also admits unpaired ``\\uD800``-style escapes, as RFC 8259 and Python's
 ``json`` do.  Wherever a string is counted or compared (lengths, patterns,
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 
 from ... import ir
 from ...errors import GrammarError
@@ -141,8 +150,11 @@ def _pairs(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
 
 
 @functools.lru_cache(maxsize=4096)  # IR is immutable; long strings and big enums repeat characters
-def encode_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
-    """Every JSON spelling of one character in ``ranges`` (well-formed: no lone surrogates)."""
+def encode_class(ranges: tuple[tuple[int, int], ...], canonical: bool = False) -> ir.Expr:
+    """Every JSON spelling of one character in ``ranges`` (well-formed: no lone surrogates);
+    with ``canonical``, only its canonical spelling."""
+    if canonical:
+        return canonical_class(ranges)
     ranges = ir.normalize_ranges(ranges)
     raw = ir.normalize_ranges([r for r in _intersect(ranges, RAW_OK)])
     short = sorted(letter[0] for cp, letter in SHORT_ESCAPES.items() if _contains(ranges, cp))
@@ -164,6 +176,34 @@ def encode_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     if escaped:
         alts.append(ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)))
     return ir.alt(*alts) if alts else ir.NOTHING
+
+
+CONTROL_SHORT = {cp: letter for cp, letter in SHORT_ESCAPES.items() if cp != 0x2F}  # no "\\/"
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
+    """The canonical JSON spelling of each character in ``ranges`` (module doc); lone
+    surrogates have none."""
+    ranges = ir.normalize_ranges(ranges)
+    raw = _intersect(ranges, RAW_OK)
+    alts: list[ir.Expr] = [ir.CharClass(raw)] if raw else []
+    short = sorted(letter[0] for cp, letter in CONTROL_SHORT.items() if _contains(ranges, cp))
+    if short:
+        alts.append(
+            ir.seq(ir.Literal(b"\\"), ir.ByteClass(ir.normalize_ranges([(c, c) for c in short], 0xFF)))
+        )
+    for cp in range(0x20):
+        if cp not in CONTROL_SHORT and _contains(ranges, cp):
+            alts.append(ir.Literal(b"\\u%04x" % cp))
+    return ir.alt(*alts) if alts else ir.NOTHING
+
+
+def canonical_text(text: str) -> bytes:
+    """The canonical JSON spelling of ``text`` (without quotes): ``json.dumps`` with
+    ``ensure_ascii=False``, a lone surrogate as ``\\udxxx``."""
+    out = json.dumps(text, ensure_ascii=False)[1:-1]
+    return out.encode("utf-8", "backslashreplace")
 
 
 def _contains(ranges: tuple[tuple[int, int], ...], cp: int) -> bool:
@@ -191,8 +231,15 @@ JSON_CHAR = ir.Alt(
 )
 
 
-def encode_text(text: str) -> ir.Expr:
-    """Every JSON spelling (without quotes) of exactly the string ``text``."""
+# Any one character, its canonical spelling (canonical mode's generic string character).
+CANONICAL_CHAR = canonical_class(ALL_CHARS)
+
+
+def encode_text(text: str, canonical: bool = False) -> ir.Expr:
+    """Every JSON spelling (without quotes) of exactly the string ``text``; with
+    ``canonical``, its one canonical spelling."""
+    if canonical:
+        return ir.Literal(canonical_text(text)) if text else ir.EPSILON
     return ir.seq(*(encode_class(((ord(c), ord(c)),)) for c in text)) if text else ir.EPSILON
 
 
@@ -202,8 +249,11 @@ SHARED_CLASS_RANGES = 16
 class Encoder:
     """Maps character-level expressions (and the rules they use) to JSON-spelling expressions."""
 
-    def __init__(self, rules: dict[str, ir.Expr], prefix: str, share_classes: bool = False) -> None:
+    def __init__(
+        self, rules: dict[str, ir.Expr], prefix: str, share_classes: bool = False, canonical: bool = False
+    ) -> None:
         self.rules = rules
+        self.canonical = canonical
         self.prefix = prefix
         self.done: dict[str, str] = {}
         # classes of many ranges (``\\w``: ~700) encode to thousands of IR nodes: with
@@ -224,19 +274,20 @@ class Encoder:
     def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:
         if isinstance(e, ir.CharClass):
             if self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:
-                name = "chars-" + hashlib.sha1(repr(e.ranges).encode()).hexdigest()[:12]
+                tag = "canon-" if self.canonical else ""
+                name = f"chars-{tag}" + hashlib.sha1(repr(e.ranges).encode()).hexdigest()[:12]
                 if name not in self.rules:
-                    self.rules[name] = encode_class(e.ranges)
+                    self.rules[name] = encode_class(e.ranges, self.canonical)
                 return ir.Ref(name)
-            return encode_class(e.ranges)
+            return encode_class(e.ranges, self.canonical)
         if isinstance(e, ir.Literal):
             try:
-                return encode_text(e.data.decode("utf-8"))
+                return encode_text(e.data.decode("utf-8"), self.canonical)
             except UnicodeDecodeError:
                 raise GrammarError("a pattern literal is not valid UTF-8") from None
         if isinstance(e, ir.ByteClass):
             if all(b < 0x80 for _, b in e.ranges):
-                return encode_class(e.ranges)
+                return encode_class(e.ranges, self.canonical)
             raise GrammarError("a pattern matches raw bytes, not characters")
         if isinstance(e, ir.Seq):
             return ir.seq(*(self.encode(x, source) for x in e.items)) if e.items else ir.EPSILON

@@ -27,6 +27,7 @@ floats ``json.loads`` produces for the ``repr`` of a float.
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 
 from ... import ir
@@ -298,6 +299,7 @@ def _dead(e: ir.Expr) -> bool:
     return isinstance(e, ir.Seq) and any(x == ir.NOTHING for x in e.items)
 
 
+@functools.lru_cache(maxsize=1024)  # IR is immutable: equal bounds share one expression
 def number_range(
     lo: Decimal | None, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool
 ) -> ir.Expr:
@@ -324,6 +326,31 @@ def number_range(
         if body != ir.NOTHING:
             alts.append(ir.seq(ir.Literal(b"-"), body))
     return _alt_live(*alts)
+
+
+# Canonical mode: an unbounded run of digits gets at most this many digits beyond its least.
+# An IEEE double (RFC 8259 section 6: what interoperable parsers keep) needs at most 17
+# significant digits and 3 exponent digits, and ``json.dumps`` writes every float and every
+# int below 10**17 within these bounds, so every value such a parser keeps exactly keeps a
+# spelling; a model can no longer write ``1000000000...`` without end.
+CANONICAL_EXTRA_DIGITS = 17
+
+
+def cap_digits(e: ir.Expr) -> ir.Expr:
+    """``e`` with every unbounded repetition of a digit class (``\\d*``, ``0+``) bounded to
+    ``CANONICAL_EXTRA_DIGITS`` beyond its least count: a sound subset of ``e``'s language that
+    keeps a spelling of every value with at most 17 significant digits.  Recursion is on the
+    depth of ``e`` (a number's few nested nodes)."""
+    if isinstance(e, ir.Repeat):
+        item = cap_digits(e.item)
+        if e.hi is None and isinstance(item, (ir.ByteClass, ir.Literal)):
+            return ir.Repeat(item, e.lo, e.lo + CANONICAL_EXTRA_DIGITS)
+        return ir.Repeat(item, e.lo, e.hi)
+    if isinstance(e, ir.Seq):
+        return ir.seq(*(cap_digits(x) for x in e.items))
+    if isinstance(e, ir.Alt):
+        return ir.alt(*(cap_digits(x) for x in e.items))
+    return e
 
 
 def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:

@@ -211,7 +211,7 @@ class Strings:
             return c._rule(f"chars-{lo}-{hi}", lambda: ir.Repeat(c.char_wf(), lo, hi))
         if not langs and not bounded:
             c.rep.enforced(pointer(path, "not"), "not")
-            return not_in(list(excluded or []), c.rules)
+            return not_in(list(excluded or []), c.rules, c.canonical)
         if len(langs) == 1 and not excluded:
             lang = langs[0][1]
             if bounded:  # cheap when the bound is implied or one repetition absorbs it
@@ -221,7 +221,7 @@ class Strings:
                 for k in ("minLength", "maxLength"):
                     if k in s:
                         c.rep.enforced(pointer(path, k), k, "code points")
-                enc = Encoder(c.rules, "str")
+                enc = Encoder(c.rules, "str", canonical=c.canonical)
                 return ir.alt(*[enc.encode(x) for x in lang]) if lang else ir.NOTHING
         # the general case: a product of character automata
         kws = [k for k, _ in langs] + [k for k in ("minLength", "maxLength") if k in s]
@@ -242,17 +242,18 @@ class Strings:
                 c.rep.rejected(pointer(path, k), k, f"{' + '.join(kws)}: {e.message}")
             if not langs:
                 return ir.Repeat(c.char_generic(), 0, None)
-            return ir.alt(*[Encoder(c.rules, "str").encode(x) for x in langs[0][1]])
+            return ir.alt(*[Encoder(c.rules, "str", canonical=c.canonical).encode(x) for x in langs[0][1]])
         for k in kws:
             c.rep.enforced(pointer(path, k), k, f"intersected ({' + '.join(kws)}) as automata")
-        return Encoder(c.rules, "str", share_classes=True).encode_all(expr, rules)
+        return Encoder(c.rules, "str", share_classes=True, canonical=c.canonical).encode_all(expr, rules)
 
 
 NOT_IN_RULE_SIZE = 24  # trie nodes: bigger subtrees of ``not_in`` become rules of their own
 
 
-def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None) -> ir.Expr:
-    """JSON spellings (no quotes) of every well-formed string not in ``names``.
+def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical: bool = False) -> ir.Expr:
+    """JSON spellings (no quotes; with ``canonical`` the canonical one) of every well-formed
+    string not in ``names``.
 
     With ``rules``, subtrees of the trie of names with at least ``NOT_IN_RULE_SIZE`` nodes
     become rules: the compiler minimizes each before embedding it, whereas one expression
@@ -264,7 +265,7 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None) -> ir.Expr
         for ch in n:
             node = node.setdefault(ch, {})
         node[""] = {}
-    anything = ir.Repeat(encode_class(ALL_CHARS), 0, None)
+    anything = ir.Repeat(encode_class(ALL_CHARS, canonical), 0, None)
 
     def size(node: dict[str, Any]) -> int:
         return 1 + sum(size(v) for k, v in node.items() if k)
@@ -277,10 +278,10 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None) -> ir.Expr
         alts: list[ir.Expr] = [] if "" in node else [ir.EPSILON]
         chars = sorted(ord(k) for k in node if k)
         for cp in chars:
-            alts.append(ir.seq(encode_class(((cp, cp),)), build(node[chr(cp)], False)))
+            alts.append(ir.seq(encode_class(((cp, cp),), canonical), build(node[chr(cp)], False)))
         others = ir.complement_ranges(ir.normalize_ranges([(cp, cp) for cp in chars]))
         if others:
-            alts.append(ir.seq(encode_class(others), anything))
+            alts.append(ir.seq(encode_class(others, canonical), anything))
         return ir.alt(*alts)
 
     return build(trie, True)

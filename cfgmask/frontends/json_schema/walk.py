@@ -14,7 +14,7 @@ from typing import Any
 from ... import deadline, ir
 from ...errors import GrammarError
 from . import _ir_util as U
-from .lexical import ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
+from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
     TYPES,
     Unmergeable,
@@ -26,7 +26,7 @@ from .merge import (
     normalize,
     type_set,
 )
-from .numbers import decimal_of, multiple_of, number_range
+from .numbers import cap_digits, decimal_of, multiple_of, number_range
 from .refs import ROOT_BASE, Resolver
 from .report import Reporter, pointer
 
@@ -80,6 +80,7 @@ class SchemaCompiler:
         self.rules: dict[str, ir.Expr] = {}
         # canonical: one spelling per instance (see Grammar.from_json_schema); else every one
         self.canonical = canonical
+        self._capped: dict[int, tuple[ir.Expr, ir.Expr]] = {}
         self.rep = Reporter(strict, narrowing=canonical)
         self.strict = strict
         self.policy = policy
@@ -113,14 +114,27 @@ class SchemaCompiler:
 
     def any_value(self) -> ir.Expr:
         if "json-value" not in self.rules:
-            add_builtin(self.rules, self.ws())
+            self.char_generic()
+            add_builtin(self.rules, self.ws(), self.canonical)
         return ir.Ref("json-value")
 
     def char_generic(self) -> ir.Ref:
-        return self._rule("json-char", lambda: JSON_CHAR)
+        """A character of an unconstrained string (canonical: its one spelling)."""
+        return self._rule("json-char", lambda: CANONICAL_CHAR if self.canonical else JSON_CHAR)
 
     def char_wf(self) -> ir.Ref:
-        return self._rule("json-char-wf", lambda: ENC_ANY)
+        """A character of a counted string: well-formed spellings only."""
+        return self._rule("json-char-wf", lambda: CANONICAL_CHAR if self.canonical else ENC_ANY)
+
+    def number_form(self, e: ir.Expr) -> ir.Expr:
+        """A number's language; canonical mode bounds its digit runs (:func:`.numbers.cap_digits`).
+        Memoized by identity: equal bounds give the same (cached) expression object."""
+        if not self.canonical:
+            return e
+        hit = self._capped.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._capped[id(e)] = (e, cap_digits(e))
+        return hit[1]
 
     # ------------------------------------------------------------------ the walk
 
@@ -470,7 +484,7 @@ class SchemaCompiler:
             self._ignore(s, STRING_KW, path)
         if "integer" in types:
             nums = [v for v in excluded if json_type(v) in ("integer", "number")]
-            alts.append(self.number(s, path, "number" not in types, nums))
+            alts.append(self.number_form(self.number(s, path, "number" not in types, nums)))
         else:
             self._ignore(s, NUMBER_KW, path)
         if "object" in types:
@@ -637,11 +651,12 @@ def json_literal(v: Any) -> str:
     return "null" if v is None else "true" if v else "false"
 
 
-def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr) -> None:
-    """Generic JSON values as rules ``json-value`` and friends."""
-    rules.setdefault("json-char", JSON_CHAR)
+def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr, canonical: bool = False) -> None:
+    """Generic JSON values as rules ``json-value`` and friends (canonical: strings and numbers
+    in canonical spelling; keys may still come in any order and repeat)."""
+    rules.setdefault("json-char", CANONICAL_CHAR if canonical else JSON_CHAR)
     rules["json-string"] = ir.seq(U.lit('"'), ir.Repeat(ir.Ref("json-char"), 0, None), U.lit('"'))
-    rules["json-number"] = JSON_NUMBER
+    rules["json-number"] = cap_digits(JSON_NUMBER) if canonical else JSON_NUMBER
     comma = ir.seq(ws, U.lit(","), ws)
     member = ir.seq(ir.Ref("json-string"), ws, U.lit(":"), ws, ir.Ref("json-value"))
     rules["json-member"] = member
