@@ -247,10 +247,11 @@ class Containers:
             run: list[ir.Expr] = []
             for _ in range(ORDERED_RUN):
                 out = [(e, j, y) for e, j, y in edges[(i, x)] if (j, y) in live]
-                if len(out) != 1 or out[0][0] is None or (i == n and final(x)):
+                forced = out[0][0] if len(out) == 1 else None
+                if forced is None or (i == n and final(x)):
                     break
-                e, i, x = out[0]
-                run += [c.sep(",") if written else ir.EPSILON, e]
+                _, i, x = out[0]
+                run += [c.sep(",") if written else ir.EPSILON, forced]
                 written = True
             alts: list[ir.Expr] = []
             if i == n and final(x):
