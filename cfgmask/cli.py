@@ -70,9 +70,12 @@ FRONT_ENDS = {
 }
 
 
-def load_grammar(kind: str, arg: str | None, whitespace: str | None = None) -> Any:
+def load_grammar(
+    kind: str, arg: str | None, whitespace: str | None = None, full_language: bool = False
+) -> Any:
     """``cfgmask.Grammar`` from a front end; every failure becomes a ``CliError`` or a
-    ``GrammarError`` (printed with its caret)."""
+    ``GrammarError`` (printed with its caret).  ``full_language``: a JSON Schema's every
+    key order and spelling (``canonical=False``), not its canonical form."""
     from .grammar import Grammar
 
     name = FRONT_ENDS[kind]
@@ -91,7 +94,9 @@ def load_grammar(kind: str, arg: str | None, whitespace: str | None = None) -> A
         if kind == "regex":
             return Grammar.from_regex(arg or "")
         if kind == "json_schema":
-            return Grammar.from_json_schema(text, whitespace=whitespace or "default")
+            return Grammar.from_json_schema(
+                text, whitespace=whitespace or "default", canonical=not full_language
+            )
         return Grammar.json()
     except GrammarError:
         raise
@@ -226,7 +231,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .compile import compile as compile_grammar
     from .vocab import Vocabulary
 
-    grammar = load_grammar(*_grammar_choice(args), whitespace=args.whitespace)
+    grammar = load_grammar(
+        *_grammar_choice(args), whitespace=args.whitespace, full_language=args.full_language
+    )
     if args.max_tokens < 1:
         raise CliError("--max-tokens must be at least 1")
     model, tok = load_model(args.model)
@@ -281,7 +288,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         arg = args.grammar_file
     t0 = time.perf_counter()
-    grammar = load_grammar(kind, arg)
+    grammar = load_grammar(kind, arg, full_language=args.full_language)
     t_parse = time.perf_counter() - t0
     vocab = _check_vocab(args.vocab)
     t0 = time.perf_counter()
@@ -335,6 +342,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ---- argument parsing ------------------------------------------------------------------------
 
 
+FULL_LANGUAGE_HELP = (
+    "JSON Schema: allow the schema's whole language (every key order, unlisted keys where the "
+    "schema does not forbid them, every string and number spelling) instead of the canonical "
+    "form (properties in schema order, only listed keys, literal spellings)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cfgmask", description="Grammar-constrained decoding masks.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -351,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("default", "compact", "any"),
         help="JSON Schema whitespace policy (compact: none, so jump-forward takes every key)",
     )
+    g.add_argument("--full-language", action="store_true", help=FULL_LANGUAGE_HELP)
     g.add_argument("--prompt", required=True, help="the user message")
     g.add_argument("--system", help="a system message (default: the chat template's)")
     g.add_argument("--max-tokens", type=int, default=256)
@@ -377,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--vocab", choices=("llama3", "bytes"), default="llama3", help="compile for this vocabulary"
     )
+    c.add_argument("--full-language", action="store_true", help=FULL_LANGUAGE_HELP)
     c.set_defaults(func=cmd_check)
 
     b = sub.add_parser("bench", help="run benchmarks/bench_gbnf.py --quick")

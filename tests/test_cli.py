@@ -44,6 +44,30 @@ def test_check_kind_flags(tmp_path, capsys):
     assert "cannot read" in capsys.readouterr().err
 
 
+def test_check_json_schema_canonical_or_full_language(tmp_path, capsys):
+    schema = tmp_path / "cot.json"
+    schema.write_text('{"properties": {"reasoning": {}, "answer": {}}, "required": ["reasoning", "answer"]}')
+    assert cli.main(["check", str(schema), "--vocab", "bytes"]) == 0
+    assert "narrowed  /properties properties: canonical" in capsys.readouterr().out
+    assert cli.main(["check", str(schema), "--vocab", "bytes", "--full-language"]) == 0
+    out = capsys.readouterr().out
+    assert "OK (JSON Schema" in out and "narrowed" not in out
+
+
+def test_generate_passes_full_language_through(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake(kind, arg, whitespace=None, full_language=False):
+        seen.update(kind=kind, full_language=full_language)
+        raise cli.CliError("stop here")
+
+    monkeypatch.setattr(cli, "load_grammar", fake)
+    schema = tmp_path / "s.json"
+    schema.write_text("{}")
+    assert cli.main(["generate", "--json-schema", str(schema), "--prompt", "p", "--full-language"]) == 1
+    assert seen == {"kind": "json_schema", "full_language": True}
+
+
 def test_front_end_failure_is_a_clean_error(monkeypatch, tmp_path, capsys):
     from cfgmask.grammar import Grammar
 
