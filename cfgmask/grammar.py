@@ -80,6 +80,7 @@ class Grammar:
         ``strict`` raises on any keyword not enforced soundly (``relaxed`` or ``rejected``; with
         ``canonical=False`` also ``narrowed``); otherwise ``schema_report`` lists each keyword's
         verdict.  See docs/json_schema.md."""
+        from .deep import call_deep
         from .frontends.json_schema import schema_to_grammar
 
         text = schema if isinstance(schema, str) else None
@@ -87,7 +88,10 @@ class Grammar:
             "JSON Schema",
             text,
             limits,
-            lambda: schema_to_grammar(schema, strict=strict, whitespace=whitespace, canonical=canonical),
+            lambda: call_deep(
+                lambda: schema_to_grammar(schema, strict=strict, whitespace=whitespace, canonical=canonical),
+                "parsing the JSON Schema",
+            ),
         )
         source = schema if isinstance(schema, str) else ""
         return cls(ir_grammar, source=source, schema_report=report)

@@ -310,3 +310,18 @@ def test_canonical_is_a_sound_subset_that_keeps_canonical_instances(schema: Any,
         digits_ok = not re.search(r"\d{18}", json.dumps(value))
         if valid and digits_ok and not _has_unlisted(value, schema):
             assert canonical.accepts(json.dumps(ordered, ensure_ascii=False).encode()), (schema, ordered)
+
+
+def test_objects_nested_512_deep_compile() -> None:
+    """Deeper than Python's default recursion allows: the walk retries on a big stack."""
+    s: dict[str, Any] = {"type": "integer"}
+    for _ in range(512):
+        s = {"type": "object", "properties": {"a": s}, "required": ["a"]}
+    r = canon(s)
+    assert r.accepts(('{"a":' * 512 + "1" + "}" * 512).encode())
+    assert not r.accepts(('{"a":' * 511 + "1" + "}" * 511).encode())
+    with pytest.raises(GrammarError, match="nesting deeper than"):
+        deeper: Any = True
+        for _ in range(2_001):
+            deeper = {"items": deeper}
+        cfgmask.Grammar.from_json_schema(deeper)

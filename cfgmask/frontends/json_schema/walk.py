@@ -40,7 +40,7 @@ ARRAY_KW = {"prefixItems", "items", "minItems", "maxItems", "uniqueItems", "cont
             "maxContains", "unevaluatedItems"}  # fmt: skip
 GENERIC_KW = {"type", "enum", "not", "if", "then", "else", "$ref", "allOf", "anyOf", "oneOf"}
 KNOWN = STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW
-MAX_DEPTH = 200
+MAX_DEPTH = 2_000  # schema nesting; deep walks run on a big stack (cfgmask/deep.py)
 # Keywords of a JSON Schema vocabulary that this converter cannot enforce.
 UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}
 # Keywords of no JSON Schema vocabulary ("self", "x-order", typos): JSON Schema 2020-12 section 6.5
