@@ -325,3 +325,35 @@ def test_objects_nested_512_deep_compile() -> None:
         for _ in range(2_001):
             deeper = {"items": deeper}
         cfgmask.Grammar.from_json_schema(deeper)
+
+
+def test_canonical_objects_check_dependencies_and_conditions_along_the_order() -> None:
+    props = {k: {"type": "integer"} for k in "abc"}
+    later = {"type": "object", "properties": props, "dependentRequired": {"a": ["c"]}}
+    check(
+        schema_to_grammar(later)[0],
+        accepts=["{}", '{"c":1}', '{"a":1,"c":1}', '{"a":1,"b":1,"c":1}'],
+        rejects=['{"a":1}', '{"a":1,"b":2}', '{"c":1,"a":1}'],
+    )
+    earlier = {"type": "object", "properties": props, "dependentRequired": {"c": ["a"]}}
+    check(
+        schema_to_grammar(earlier)[0],
+        accepts=['{"a":1,"c":1}', '{"b":1}'],
+        rejects=['{"c":1}', '{"b":1,"c":1}'],
+    )
+    either = {"type": "object", "properties": props, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    check(
+        schema_to_grammar(either)[0],
+        accepts=['{"a":1}', '{"b":1}', '{"a":1,"b":1,"c":1}'],
+        rejects=["{}", '{"c":1}', '{"b":1,"a":1}'],
+    )
+    one = {"type": "object", "properties": props, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    check(
+        schema_to_grammar(one)[0], accepts=['{"a":1,"c":1}', '{"b":1}'], rejects=['{"a":1,"b":1}', '{"c":1}']
+    )
+    counted = {"type": "object", "properties": props, "minProperties": 2, "maxProperties": 2}
+    check(
+        schema_to_grammar(counted)[0],
+        accepts=['{"a":1,"b":1}', '{"a":1,"c":1}', '{"b":1,"c":1}'],
+        rejects=['{"a":1}', '{"a":1,"b":1,"c":1}', "{}"],
+    )
