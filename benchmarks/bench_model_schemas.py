@@ -52,6 +52,7 @@ from typing import Any
 
 from .bench_schemas import jsonschema_verdict, load_split
 from .common import RESULTS_DIR, environment, write_results
+from .model_engines import ENGINE_CLASSES
 
 ENGINES = ("cfgmask", "xgrammar", "llguidance")
 MODES = ("greedy", "sampled")
@@ -102,120 +103,6 @@ def select_schemas(n: int, seed: int) -> list[dict[str, Any]]:
 
 def run_seed(seed: int, schema_id: str) -> int:
     return int(hashlib.sha256(f"{seed}:{schema_id}".encode()).hexdigest()[:12], 16)
-
-
-# ---- engines: one schema -> a matcher whose bitmask the loop applies ------------------------
-
-
-class CfgmaskEngine:
-    name = "cfgmask"
-
-    def __init__(self, tok: Any, n_vocab: int, stops: list[int]) -> None:
-        import cfgmask
-
-        self.cm = cfgmask
-        self.version = cfgmask.__version__
-        self.vocab = cfgmask.Vocabulary.from_huggingface(tok, stop_token_ids=stops, size=n_vocab)
-        self.n_vocab = n_vocab
-
-    def compile(self, schema: Any) -> Any:
-        return self.cm.compile(self.cm.Grammar.from_json_schema(schema), self.vocab)
-
-    def matcher(self, compiled: Any) -> Any:
-        return self.cm.Matcher(compiled)
-
-    def new_mask(self) -> Any:
-        return self.cm.allocate_bitmask(1, self.n_vocab)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        m.fill_bitmask(mask, 0)
-
-    def accept(self, m: Any, token: int) -> bool:
-        return bool(m.accept_token(token))
-
-    def is_accepting(self, m: Any) -> bool:
-        return bool(m.is_accepting())
-
-    def error(self, m: Any) -> str:
-        return ""
-
-
-class XGrammarEngine:
-    name = "xgrammar"
-
-    def __init__(self, tok: Any, n_vocab: int, stops: list[int]) -> None:
-        import xgrammar as xgr
-
-        from .common import _dist_version
-
-        self.xgr = xgr
-        self.version = _dist_version("xgrammar")
-        info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=n_vocab, stop_token_ids=stops)
-        self.compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-        self.n_vocab = n_vocab
-
-    def compile(self, schema: Any) -> Any:
-        return self.compiler.compile_json_schema(json.dumps(schema))
-
-    def matcher(self, compiled: Any) -> Any:
-        return self.xgr.GrammarMatcher(compiled)
-
-    def new_mask(self) -> Any:
-        return self.xgr.allocate_token_bitmask(1, self.n_vocab)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        m.fill_next_token_bitmask(mask, 0)
-
-    def accept(self, m: Any, token: int) -> bool:
-        return bool(m.accept_token(token))
-
-    def is_accepting(self, m: Any) -> bool:
-        return bool(m.is_completed())
-
-    def error(self, m: Any) -> str:
-        return ""
-
-
-class LlguidanceEngine:
-    name = "llguidance"
-
-    def __init__(self, tok: Any, n_vocab: int, stops: list[int]) -> None:
-        import llguidance
-        import llguidance.hf
-        import llguidance.numpy as llnp
-
-        self.llg, self.llnp = llguidance, llnp
-        self.version = llguidance.__version__
-        self.tokenizer = llguidance.hf.from_tokenizer(tok, n_vocab=n_vocab, eos_token=stops)
-        self.n_vocab = n_vocab
-
-    def compile(self, schema: Any) -> Any:
-        grammar = self.llg.LLMatcher.grammar_from_json_schema(schema)
-        m = self.llg.LLMatcher(self.tokenizer, grammar, log_level=0)
-        if m.is_error():
-            raise RuntimeError(m.get_error())
-        return m
-
-    def matcher(self, compiled: Any) -> Any:
-        return compiled.deep_copy()
-
-    def new_mask(self) -> Any:
-        return self.llnp.allocate_token_bitmask(1, self.n_vocab)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        self.llnp.fill_next_token_bitmask(m, mask, 0)
-
-    def accept(self, m: Any, token: int) -> bool:
-        return bool(m.consume_token(token))
-
-    def is_accepting(self, m: Any) -> bool:
-        return bool(m.is_accepting())
-
-    def error(self, m: Any) -> str:
-        return str(m.get_error()) if m.is_error() else ""
-
-
-ENGINE_CLASSES = {e.name: e for e in (CfgmaskEngine, XGrammarEngine, LlguidanceEngine)}
 
 
 # ---- the model ----------------------------------------------------------------------------
@@ -413,7 +300,7 @@ def run_engine(model: Model, e: Any, s: dict[str, Any], seed: int, args: argpars
         compiled = e.compile(s["schema"])
     except Exception as ex:  # noqa: BLE001 - any compile failure is that engine's refusal
         msg = f"{type(ex).__name__}: {ex}"[:500]
-        _log(f"  {e.name:<10} refused: {msg[:120]}")
+        _log(f"  {e.name:<14} refused: {msg[:120]}")
         return [{**base, "mode": m, "refused": True, "refusal": msg} for m in args.modes]
     compile_s = round(time.perf_counter() - t0, 3)
     out = []
@@ -424,7 +311,7 @@ def run_engine(model: Model, e: Any, s: dict[str, Any], seed: int, args: argpars
         run_seed_ = seed if mode == "sampled" else None
         out.append({**base, "mode": mode, "refused": False, "seed": run_seed_, "compile_s": compile_s, **r})
         _log(
-            f"  {e.name:<10} {mode:<7} {r['tokens']:>3} tokens {r['wall_s']:6.1f} s  "
+            f"  {e.name:<14} {mode:<7} {r['tokens']:>3} tokens {r['wall_s']:6.1f} s  "
             f"{'finished' if r['finished'] else r['stop'][:40]:<12} {'valid' if r['valid'] else 'invalid'}"
         )
     return out
@@ -549,7 +436,7 @@ def _names(text: str, known: Sequence[str], what: str, p: argparse.ArgumentParse
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--schemas", type=int, default=32, help="how many schemas (a prefix of one fixed order)")
-    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--engines", default=",".join(ENGINES), help="also: cfgmask-legacy (canonical=False)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--max-tokens", type=int, default=384, help="new tokens a run may take, EOS included")
     p.add_argument("--seed", type=int, default=0, help="sampling noise (per schema, same for every engine)")
@@ -566,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.summarize:
         return write_summary(json.loads(Path(args.summarize).read_text()), args.md)
-    args.engines = _names(args.engines, ENGINES, "engines", p)
+    args.engines = _names(args.engines, list(ENGINE_CLASSES), "engines", p)
     args.modes = _names(args.modes, MODES, "modes", p)
     if args.schemas < 1 or args.max_tokens < 1:
         p.error("--schemas and --max-tokens must be at least 1")
