@@ -3,7 +3,8 @@
     python -m benchmarks.schema_refusals [--canonical both|on|off] [--splits DIR] [--out F.json]
 
 Front end only (no automata): each schema of every split is converted with
-``schema_to_grammar(schema, strict=True, canonical=...)``; a ``GrammarError`` is a refusal,
+``schema_to_grammar(schema, strict=True, canonical=...)`` (deep ones on a big stack, as
+``Grammar.from_json_schema`` does); a ``GrammarError`` is a refusal,
 grouped by the keyword it names and its reason (numbers, names and pointers stripped).  A
 ``LimitError`` or any other exception is counted apart.  Progress goes to stderr.
 """
@@ -19,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from cfgmask.deep import call_deep
 from cfgmask.errors import GrammarError, LimitError
 from cfgmask.frontends.json_schema import schema_to_grammar
 
@@ -48,7 +50,7 @@ def run(splits: Path, canonical: bool) -> dict[str, Any]:
         for i, line in enumerate(lines):
             schema = json.loads(line)["schema"]
             try:
-                schema_to_grammar(schema, strict=True, canonical=canonical)
+                call_deep(lambda: schema_to_grammar(schema, strict=True, canonical=canonical), "schema")
                 ok += 1
             except LimitError as e:
                 refused[f"LimitError {e.limit}"] += 1
