@@ -50,7 +50,7 @@ def run(splits: Path, canonical: bool) -> dict[str, Any]:
         for i, line in enumerate(lines):
             schema = json.loads(line)["schema"]
             try:
-                call_deep(lambda: schema_to_grammar(schema, strict=True, canonical=canonical), "schema")
+                call_deep(lambda s=schema: schema_to_grammar(s, strict=True, canonical=canonical), "schema")
                 ok += 1
             except LimitError as e:
                 refused[f"LimitError {e.limit}"] += 1
