@@ -188,14 +188,22 @@ def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     ranges = ir.normalize_ranges(ranges)
     raw = _intersect(ranges, RAW_OK)
     alts: list[ir.Expr] = [ir.CharClass(raw)] if raw else []
+    escaped: list[ir.Expr] = []
     short = sorted(letter[0] for cp, letter in CONTROL_SHORT.items() if _contains(ranges, cp))
     if short:
-        alts.append(
-            ir.seq(ir.Literal(b"\\"), ir.ByteClass(ir.normalize_ranges([(c, c) for c in short], 0xFF)))
-        )
-    for cp in range(0x20):
-        if cp not in CONTROL_SHORT and _contains(ranges, cp):
-            alts.append(ir.Literal(b"\\u%04x" % cp))
+        escaped.append(ir.ByteClass(ir.normalize_ranges([(c, c) for c in short], 0xFF)))
+    # the other control characters: u00 and two lowercase hex digits, grouped by the first
+    u_alts = []
+    for first in (0, 1):
+        cps = [cp for cp in range(16 * first, 16 * first + 16) if cp not in CONTROL_SHORT]
+        lows = [cp & 15 for cp in cps if _contains(ranges, cp)]
+        if lows:
+            digits = [(0x30 + d, 0x30 + d) if d < 10 else (0x57 + d, 0x57 + d) for d in lows]
+            u_alts.append(ir.seq(ir.Literal(b"%d" % first), ir.ByteClass(ir.normalize_ranges(digits, 0xFF))))
+    if u_alts:
+        escaped.append(ir.seq(ir.Literal(b"u00"), ir.alt(*u_alts)))
+    if escaped:
+        alts.append(ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)))
     return ir.alt(*alts) if alts else ir.NOTHING
 
 
