@@ -83,7 +83,11 @@ def work(job: dict[str, Any], path: Path) -> int:
     except BaseException as ex:  # noqa: BLE001 - every failure is recorded with its reason
         if isinstance(ex, KeyboardInterrupt | SystemExit):
             raise
-        state.save(status=_classify(engine.name, ex), reason=f"{type(ex).__name__}: {ex}"[:400])
+        state.save(
+            status=_classify(engine.name, ex),
+            reason=f"{type(ex).__name__}: {ex}"[:400],
+            failed_after_s=time.perf_counter() - t0,
+        )
         return 0
     state.save(compile_s=time.perf_counter() - t0)
     try:
