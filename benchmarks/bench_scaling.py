@@ -171,9 +171,9 @@ def slopes(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 # ---- results: JSON (mergeable) and markdown ---------------------------------------------------------
 
 
-def merge(old_paths: Sequence[str], new: dict[str, Any]) -> dict[str, Any]:
-    """The points of earlier runs plus this run's; a point this run measured (same sweep, point
-    and engine) replaces the earlier one."""
+def merge(old_paths: Sequence[str], new: dict[str, Any] | None) -> dict[str, Any]:
+    """The points of earlier runs plus this run's (if any); a point this run measured (same sweep,
+    point and engine) replaces the earlier one."""
     key = lambda r: (r["sweep"], str(r["point"]), r["engine"])  # noqa: E731
     points: dict[tuple[str, str, str], dict[str, Any]] = {}
     runs: list[dict[str, Any]] = []
@@ -181,8 +181,9 @@ def merge(old_paths: Sequence[str], new: dict[str, Any]) -> dict[str, Any]:
         old = json.loads(Path(path).read_text())
         runs += old["runs"]
         points.update((key(r), r) for r in old["points"])
-    runs.append(new["run"])
-    points.update((key(r), r) for r in new["points"])
+    if new:
+        runs.append(new["run"])
+        points.update((key(r), r) for r in new["points"])
     order = {s: i for i, s in enumerate(SWEEPS)}
     merged = sorted(points.values(), key=lambda r: (order[r["sweep"]], r["n"], ENGINES.index(r["engine"])))
     return {"runs": runs, "points": merged, "slopes": slopes(merged)}
@@ -243,6 +244,7 @@ def _intro(res: dict[str, Any]) -> list[str]:
         "* **mask p50 / max**: over the masks of that replay (µs).",
         "* **RSS**: growth of the process's peak resident memory from just before the compile to the end",
         "  of the document (MB).",
+        "* **tokens**: the document's length in tokens.",
         "* Cells that are not numbers: `refused` (the engine rejects the grammar), `limit` (a compile",
         "  limit), `error` (another exception), `t/o` (past the timeout), `skip` (not run: a smaller N",
         "  timed out), `crash` (the process died), `rejected` (the document was not accepted; the times",
@@ -255,9 +257,10 @@ def _intro(res: dict[str, Any]) -> list[str]:
         eng = ", ".join(f"{k} {v['version']}" for k, v in run["engines"].items())
         where = f", cfgmask from {run['cfgmask']}" if run.get("cfgmask") else ""
         out.append(
-            f"* {run['time']}: {eng}{where}; harness at {run['cfgmask_commit']}; {run['processor']}, "
-            f"{run['cpus']} cores (shared), Python {run['python']}; timeout {run['timeout']:g} s; "
-            f"{run['wall_s'] / 60:.1f} min{' (quick)' if run.get('quick') else ''}"
+            f"* run ending {run['time']}: {eng}{where}; harness at {run['cfgmask_commit']}; "
+            f"{run['processor']}, {run['cpus']} cores (shared), Python {run['python']}; "
+            f"timeout {run['timeout']:g} s; {run['wall_s'] / 60:.1f} min"
+            + (" (quick)" if run.get("quick") else "")
         )
     return out + [""]
 
@@ -327,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--mem-gb", type=float, default=8.0, help="a worker's data-size limit, GiB (8)")
     ap.add_argument("--no-skip", action="store_true", help="run larger N after a timeout too")
     ap.add_argument("--merge", action="append", default=[], metavar="JSON", help="earlier results to combine")
+    ap.add_argument("--report", action="store_true", help="run nothing: tables from the --merge files")
     ap.add_argument("--out", help="JSON (default benchmarks/results/scaling[_quick].json)")
     ap.add_argument("--md", help=f"markdown (default {DEFAULT_MD.relative_to(ROOT)}; none for --quick)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
@@ -339,6 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     engines = [e for e in args.engines.split(",") if e]
     for bad in [s for s in sweeps if s not in SWEEPS] + [e for e in engines if e not in ENGINES]:
         ap.error(f"unknown sweep or engine: {bad}")
+    if args.report:
+        if not args.merge:
+            ap.error("--report needs --merge JSON")
+        return write(merge(args.merge, None), args)
     t0 = time.perf_counter()
     points = sweep_points(sweeps, engines, args)
     run = environment([])
@@ -355,7 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout=args.timeout,
         wall_s=time.perf_counter() - t0,
     )
-    res = merge(args.merge, {"run": run, "points": points})
+    return write(merge(args.merge, {"run": run, "points": points}), args)
+
+
+def write(res: dict[str, Any], args: argparse.Namespace) -> int:
     out = (
         Path(args.out) if args.out else RESULTS_DIR / ("scaling_quick.json" if args.quick else "scaling.json")
     )
