@@ -41,7 +41,11 @@ ENGINES = ("cfgmask", "llguidance", "xgrammar")
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MD = ROOT / "docs" / "scaling.md"
 SETUP_ALLOWANCE_S = 300.0  # a worker's own limit covers compile + document; this covers its start
-DONE = ("ok", "rejected")  # statuses whose compile finished and whose document was replayed to the end
+WORKER_MAIN = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from benchmarks.scaling_worker import work; "
+    "from pathlib import Path; import json; sys.path.pop(0); "
+    "sys.exit(work(json.loads(sys.argv[2]), Path(sys.argv[3])))"
+)
 
 
 # ---- the parent: one worker process per point and engine ----------------------------------------
@@ -59,10 +63,11 @@ def run_point(sweep: str, point: Any, engine: str, args: argparse.Namespace) -> 
             "mem_gb": args.mem_gb,
         }
         env = dict(os.environ)
-        # The worker runs in an empty folder, so that PYTHONPATH (a cfgmask checkout) comes before
-        # this checkout, which only has to provide the benchmarks package (and cfgmask otherwise).
+        # The worker runs in an empty folder with this checkout after PYTHONPATH: cfgmask comes from
+        # PYTHONPATH (another checkout), else from here, else from the installed package; the
+        # harness always from here, even where PYTHONPATH's checkout has a benchmarks package.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ROOT)) if p)
-        cmd = [sys.executable, "-m", "benchmarks.bench_scaling", "--worker", json.dumps(job), str(state)]
+        cmd = [sys.executable, "-c", WORKER_MAIN, str(ROOT), json.dumps(job), str(state)]
         try:
             proc = subprocess.run(
                 cmd,
@@ -333,12 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="run nothing: tables from the --merge files")
     ap.add_argument("--out", help="JSON (default benchmarks/results/scaling[_quick].json)")
     ap.add_argument("--md", help=f"markdown (default {DEFAULT_MD.relative_to(ROOT)}; none for --quick)")
-    ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
-        from .scaling_worker import work
-
-        return work(json.loads(args.worker[0]), Path(args.worker[1]))
     sweeps = [s for s in args.sweeps.split(",") if s]
     engines = [e for e in args.engines.split(",") if e]
     for bad in [s for s in sweeps if s not in SWEEPS] + [e for e in engines if e not in ENGINES]:
