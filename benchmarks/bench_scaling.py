@@ -26,6 +26,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,11 +115,38 @@ def sweep_points(
                     rec["n"] = point if isinstance(point, int) else vocab_size(point)
                     rec["reason"] = f"N={timed_out_at} timed out"
                 else:
-                    rec = run_point(name, point, engine, args)
+                    rec = run_repeated(name, point, engine, args)
                     if rec["status"] == "timeout":
                         timed_out_at = rec["n"]
                 out.append(rec)
                 _log(f"{name:<10} {point!s:>11} {engine:<10} {_summary(rec)}", t0, t_start)
+    return out
+
+
+MEDIANS = ("compile_s", "compile_cpu_s", "end_s", "end_cpu_s", "mask_p50_us", "mask_max_us", "rss_growth_mb")
+
+
+def run_repeated(sweep: str, point: Any, engine: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Up to ``--reps`` fresh workers while they stay cheap (each one under ``--rep-budget``
+    seconds of wall clock, process start included) and succeed; the median of each cost.  The
+    small points are where the noise of a shared machine is as large as the cost."""
+    reps = []
+    while len(reps) < args.reps:
+        t0 = time.perf_counter()
+        rec = run_point(sweep, point, engine, args)
+        if rec["status"] != "ok":
+            return rec  # a failure on any run is the finding
+        reps.append(rec)
+        if time.perf_counter() - t0 > args.rep_budget:
+            break
+    out = dict(reps[0])
+    out["reps"] = len(reps)
+    for k in MEDIANS:
+        values = sorted(r[k] for r in reps if k in r)
+        if values:
+            out[k] = statistics.median(values)
+            if len(values) > 1:
+                out[k + "_all"] = values
     return out
 
 
@@ -163,7 +191,9 @@ def slopes(points: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             row: dict[str, Any] = {"sweep": sweep, "engine": engine, "points": len(recs)}
             for cost, ok in (
                 ("compile_s", lambda r: "compile_s" in r),
+                ("compile_cpu_s", lambda r: "compile_s" in r),
                 ("end_s", lambda r: r["status"] == "ok"),
+                ("end_cpu_s", lambda r: r["status"] == "ok"),
             ):
                 pts = [(r["n"], r[cost]) for r in recs if ok(r) and r.get(cost, 0) > 0]
                 row[cost] = {"slope": slope(pts), "n_points": len(pts)}
@@ -220,16 +250,18 @@ def markdown(res: dict[str, Any]) -> str:
         "Least squares of log(cost) on log(N) over the points that succeeded (compile: every point whose",
         "compile finished; end of document: the points accepted to the end); `k/n`: points used of the",
         "points run.  1 is linear, 2 quadratic; a slope over a range where the cost is mostly fixed",
-        "(process-level overheads, the vocabulary) reads low.",
+        "(process-level overheads, the vocabulary) reads low.  CPU: the same fit on the process's CPU",
+        "time, which other jobs on a shared machine disturb less than the wall clock.",
         "",
-        "| sweep | engine | compile | points | end of document | points |",
-        "|---|---|---|---|---|---|",
+        "| sweep | engine | compile | CPU | points | end of document | CPU | points |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in res["slopes"]:
         c, e = row["compile_s"], row["end_s"]
+        cc, ec, k = row.get("compile_cpu_s"), row.get("end_cpu_s"), row["points"]
         lines.append(
-            f"| {row['sweep']} | {row['engine']} | {_slope(c)} | {c['n_points']}/{row['points']} "
-            f"| {_slope(e)} | {e['n_points']}/{row['points']} |"
+            f"| {row['sweep']} | {row['engine']} | {_slope(c)} | {_slope(cc)} | {c['n_points']}/{k} "
+            f"| {_slope(e)} | {_slope(ec)} | {e['n_points']}/{k} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -263,11 +295,25 @@ def _intro(res: dict[str, Any]) -> list[str]:
         where = f", cfgmask from {run['cfgmask']}" if run.get("cfgmask") else ""
         out.append(
             f"* run ending {run['time']}: {eng}{where}; harness at {run['cfgmask_commit']}; "
-            f"{run['processor']}, {run['cpus']} cores (shared), Python {run['python']}; "
-            f"timeout {run['timeout']:g} s; {run['wall_s'] / 60:.1f} min"
+            f"{run['processor']}, {run['cpus']} cores (shared{_load(run)}), Python {run['python']}; "
+            f"timeout {run['timeout']:g} s; {_reps(run)}; {run['wall_s'] / 60:.1f} min"
             + (" (quick)" if run.get("quick") else "")
         )
     return out + [""]
+
+
+def _load(run: dict[str, Any]) -> str:
+    if "loadavg_start" not in run:
+        return ""
+    return (
+        f": load average {run['loadavg_start'][0]:.1f} at the start, {run['loadavg_end'][0]:.1f} at the end"
+    )
+
+
+def _reps(run: dict[str, Any]) -> str:
+    if run.get("reps", 1) == 1:
+        return "one run a point"
+    return f"median of up to {run['reps']} runs a point (those under {run['rep_budget_s']:g} s a run)"
 
 
 def _sweep_tables(name: str, what: str, recs: list[dict[str, Any]], engines: list[str]) -> list[str]:
@@ -317,8 +363,8 @@ def _num(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _slope(c: dict[str, Any]) -> str:
-    return "-" if c["slope"] is None else f"{c['slope']:.2f}"
+def _slope(c: dict[str, Any] | None) -> str:
+    return "-" if c is None or c["slope"] is None else f"{c['slope']:.2f}"
 
 
 # ---- main ----------------------------------------------------------------------------------------
@@ -333,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="two small points a sweep")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds for compile + document (120)")
     ap.add_argument("--mem-gb", type=float, default=8.0, help="a worker's data-size limit, GiB (8)")
+    ap.add_argument("--reps", type=int, help="fresh runs of a cheap point, median kept (3; --quick: 1)")
+    ap.add_argument(
+        "--rep-budget", type=float, default=10.0, help="repeat a point only if a run takes < S s (10)"
+    )
     ap.add_argument("--no-skip", action="store_true", help="run larger N after a timeout too")
     ap.add_argument("--merge", action="append", default=[], metavar="JSON", help="earlier results to combine")
     ap.add_argument("--report", action="store_true", help="run nothing: tables from the --merge files")
@@ -343,11 +393,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     engines = [e for e in args.engines.split(",") if e]
     for bad in [s for s in sweeps if s not in SWEEPS] + [e for e in engines if e not in ENGINES]:
         ap.error(f"unknown sweep or engine: {bad}")
+    if args.reps is None:
+        args.reps = 1 if args.quick else 3
     if args.report:
         if not args.merge:
             ap.error("--report needs --merge JSON")
         return write(merge(args.merge, None), args)
-    t0 = time.perf_counter()
+    t0, load0 = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
     points = sweep_points(sweeps, engines, args)
     run = environment([])
     run.update(
@@ -361,6 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sweeps=sweeps,
         quick=args.quick,
         timeout=args.timeout,
+        reps=args.reps,
+        loadavg_start=load0,
+        loadavg_end=[round(x, 2) for x in os.getloadavg()],
+        rep_budget_s=args.rep_budget,
         wall_s=time.perf_counter() - t0,
     )
     return write(merge(args.merge, {"run": run, "points": points}), args)
