@@ -20,7 +20,7 @@ import platform
 import re
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -70,6 +70,29 @@ def token_repr(t: int) -> str:
     return repr(llama3_token_bytes()[t])
 
 
+@dataclass(frozen=True)
+class TokenSet:
+    """A vocabulary as every engine is given it: the bytes of each id (``b""`` for an id
+    without text), the stop ids, the special ids (text-free in every engine, each in its own
+    convention) and the tokenizer that turns a document into ids."""
+
+    name: str
+    token_bytes: tuple[bytes, ...]
+    stops: tuple[int, ...]
+    special: frozenset[int]
+    encode: Callable[[str], list[int]]
+
+    @property
+    def size(self) -> int:
+        return len(self.token_bytes)
+
+
+@lru_cache(maxsize=1)
+def llama3() -> TokenSet:
+    """The vocabulary every benchmark uses unless it says otherwise."""
+    return TokenSet("llama3", llama3_token_bytes(), LLAMA3_STOPS, frozenset(LLAMA3_SPECIAL), tokenize)
+
+
 # ---- grammar text adaptations --------------------------------------------------------------
 # Each peer gets the same GBNF, except for spellings its reader does not take; a rewrite never
 # changes the language, and the rewrites applied are recorded in the results.
@@ -100,7 +123,7 @@ def gbnf_for_xgrammar(text: str) -> tuple[str, list[str]]:
     for i, (kind, s) in enumerate(toks):
         out.append(s)
         if kind == "op" and s in ("::=", "|", "("):
-            nxt = next((t for t in toks[i + 1 :] if t[0] not in ("sp", "nl")), ("", ""))
+            nxt = _next_solid(toks, i)
             if nxt[0] == "op" and nxt[1] in ("|", ")"):
                 out.append(' ""')
                 changed = True
@@ -117,7 +140,7 @@ def gbnf_for_llguidance(text: str) -> tuple[str, list[str]]:
       renamed."""
     notes: list[str] = []
     toks = _gbnf_tokens(text)
-    rules = [s for i, (k, s) in enumerate(toks) if k == "name" and _next_solid(toks, i) == "::="]
+    rules = [s for i, (k, s) in enumerate(toks) if k == "name" and _next_solid(toks, i)[1] == "::="]
     renames: dict[str, str] = {}
     seen: dict[str, str] = {}
     for name in rules:
@@ -146,8 +169,13 @@ def gbnf_for_llguidance(text: str) -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", notes
 
 
-def _next_solid(toks: list[tuple[str, str]], i: int) -> str:
-    return next((s for k, s in toks[i + 1 :] if k not in ("sp", "nl")), "")
+def _next_solid(toks: list[tuple[str, str]], i: int) -> tuple[str, str]:
+    """The first piece after ``toks[i]`` that is not white space (no copy of the rest: a grammar
+    of 10,000 rules has 300,000 pieces)."""
+    for j in range(i + 1, len(toks)):
+        if toks[j][0] not in ("sp", "nl"):
+            return toks[j]
+    return ("", "")
 
 
 def _lark_key(name: str) -> str:
@@ -198,14 +226,15 @@ class Engine:
 class CfgmaskEngine(Engine):
     name = "cfgmask"
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenSet | None = None) -> None:
         import cfgmask
 
         self._cm = cfgmask
+        self.tokens = tokens = tokens or llama3()
         self.version = cfgmask.__version__
         t0 = time.perf_counter()
         self.vocab = cfgmask.Vocabulary.from_token_bytes(
-            list(llama3_token_bytes()), stop_token_ids=LLAMA3_STOPS, special_token_ids=LLAMA3_SPECIAL
+            list(tokens.token_bytes), stop_token_ids=tokens.stops, special_token_ids=sorted(tokens.special)
         )
         self.vocab._handle()  # the token trie: built once per vocabulary, like the peers' tokenizers
         self.setup_s = time.perf_counter() - t0
@@ -221,7 +250,7 @@ class CfgmaskEngine(Engine):
         return self._cm.Matcher(compiled)
 
     def new_mask(self) -> Any:
-        return self._cm.allocate_bitmask(1, LLAMA3_SIZE)
+        return self._cm.allocate_bitmask(1, self.tokens.size)
 
     def fill(self, m: Any, mask: Any) -> None:
         m.fill_bitmask(mask, 0)
@@ -236,16 +265,17 @@ class CfgmaskEngine(Engine):
 class XGrammarEngine(Engine):
     name = "xgrammar"
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenSet | None = None) -> None:
         import torch
         import xgrammar as xgr
 
         torch.set_num_threads(1)
         self._xgr = xgr
+        self.tokens = tokens = tokens or llama3()
         self.version = _dist_version("xgrammar")
-        toks = [b"" if i in LLAMA3_SPECIAL else t for i, t in enumerate(llama3_token_bytes())]
+        toks = [b"" if i in tokens.special else t for i, t in enumerate(tokens.token_bytes)]
         t0 = time.perf_counter()
-        self.info = xgr.TokenizerInfo(toks, xgr.VocabType.RAW, stop_token_ids=list(LLAMA3_STOPS))
+        self.info = xgr.TokenizerInfo(toks, xgr.VocabType.RAW, stop_token_ids=list(tokens.stops))
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=1, cache_enabled=False)
         self.setup_s = time.perf_counter() - t0
 
@@ -262,7 +292,7 @@ class XGrammarEngine(Engine):
         return self._xgr.GrammarMatcher(compiled)
 
     def new_mask(self) -> Any:
-        return self._xgr.allocate_token_bitmask(1, LLAMA3_SIZE)
+        return self._xgr.allocate_token_bitmask(1, self.tokens.size)
 
     def fill(self, m: Any, mask: Any) -> None:
         m.fill_next_token_bitmask(mask, 0)
@@ -280,30 +310,32 @@ class XGrammarEngine(Engine):
 class _QuicktokForLlguidance:
     """What ``llguidance.TokenizerWrapper`` reads: token bytes, EOS/BOS ids and an encoder."""
 
-    def __init__(self) -> None:
-        self.eos_token_id = LLAMA3_STOPS[1]
-        self.bos_token_id = 128000
-        self.special_token_ids = list(LLAMA3_SPECIAL)
-        self.tokens = [b"\xff" + t if i in LLAMA3_SPECIAL else t for i, t in enumerate(llama3_token_bytes())]
+    def __init__(self, tokens: TokenSet) -> None:
+        self.eos_token_id = tokens.stops[-1]
+        self.bos_token_id = 128000 if tokens.name == "llama3" else None
+        self.special_token_ids = sorted(tokens.special)
+        self.tokens = [b"\xff" + t if i in tokens.special else t for i, t in enumerate(tokens.token_bytes)]
+        self._encode = tokens.encode
 
     def __call__(self, text: str) -> list[int]:
         if not isinstance(text, str):
             raise TypeError("str only")  # TokenizerWrapper then passes str
-        return tokenize(text)
+        return self._encode(text)
 
 
 class LlguidanceEngine(Engine):
     name = "llguidance"
 
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenSet | None = None) -> None:
         import llguidance
         import llguidance.numpy as llnp
 
         self._llg, self._llnp = llguidance, llnp
+        self.tokens = tokens = tokens or llama3()
         self.version = llguidance.__version__
         t0 = time.perf_counter()
         self.tokenizer = llguidance.LLTokenizer(
-            llguidance.TokenizerWrapper(_QuicktokForLlguidance()), eos_token=list(LLAMA3_STOPS)
+            llguidance.TokenizerWrapper(_QuicktokForLlguidance(tokens)), eos_token=list(tokens.stops)
         )
         self.setup_s = time.perf_counter() - t0
 
@@ -322,7 +354,7 @@ class LlguidanceEngine(Engine):
         return compiled.deep_copy()
 
     def new_mask(self) -> Any:
-        return self._llnp.allocate_token_bitmask(1, LLAMA3_SIZE)
+        return self._llnp.allocate_token_bitmask(1, self.tokens.size)
 
     def fill(self, m: Any, mask: Any) -> None:
         self._llnp.fill_next_token_bitmask(m, mask, 0)
