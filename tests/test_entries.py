@@ -153,3 +153,20 @@ PIECES = (b"i", b"f", b"d", b"o", b"=", b"a", b"(", b")", b" ", b"if", b"do ", b
 def test_markers_same_entries(v: Vocab) -> None:
     """Lookahead markers (a keyword's (?!\\w), a name's longest match) over random vocabularies."""
     assert_same_entries(cfgmask.Grammar.from_lark(KEYWORDS), _vocab(v))
+
+
+def test_clear_caches_drops_the_vocabulary_walks_too() -> None:
+    """``cfgmask.clear_caches()`` makes the next compile cold: no tables, no automata, and no
+    loop walks left in any live vocabulary (the grammar above would find them otherwise)."""
+    vocab = cfgmask.Vocabulary.from_token_bytes(
+        [bytes([b]) for b in range(32, 127)] + [b'"', b'a"', b'":"', b"abc", b"\\n", "\u00e9t\u00e9".encode()]
+    )
+    first = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    second = {"type": "object", "properties": {"bcd": {"type": "string"}}, "required": ["bcd"]}
+    cfgmask.compile(cfgmask.Grammar.from_json_schema(first), vocab, warm=True)
+    cfgmask.clear_caches()
+    stats = cfgmask.compile(cfgmask.Grammar.from_json_schema(second), vocab, warm=True).stats
+    assert stats["vocab_loop_walks"] == 0, stats
+    cfgmask.compile(cfgmask.Grammar.from_json_schema(first), vocab, warm=True)
+    stats = cfgmask.compile(cfgmask.Grammar.from_json_schema(second), vocab, warm=True).stats
+    assert stats["vocab_loop_walks"] > 0, stats
