@@ -208,3 +208,31 @@ def test_reference_agrees_on_a_small_schema() -> None:
     ref = ReferenceMatcher(g.ir)
     for t in ('"a\\/b"', '"\\u00E9"', '"q\\""', '"q\\u0022"', '"a/"'):
         assert ref.accepts(t.encode()) == EngineRecognizer(g).accepts(t.encode()), t
+
+
+# --------------------------------------------------------------------------- hostile encodings
+
+
+@given(
+    st.integers(0, 2),
+    st.lists(st.integers(0, 6), max_size=4),
+    st.binary(max_size=12),
+    st.integers(-2, 2),
+    st.booleans(),
+)
+def test_malformed_words_nodes_are_refused_not_crashed(
+    flags: int, lens: list[int], data: bytes, skew: int, nested: bool
+) -> None:
+    """CM_IR_WORDS with lengths that do not add up, truncated code, bad flags, bytes that are
+    not UTF-8 in JSON mode: built or refused with a ValueError, never read out of bounds."""
+    from array import array
+
+    from cfgmask import _core
+
+    node = array("I", [9, flags, len(lens), max(0, len(data) + skew), *lens])
+    node.frombytes(data + bytes(-len(data) % 4))
+    code = array("I", [4, 1, 3]) + node if nested else node  # SEQ of one child: the Thompson path
+    try:
+        _core.compile_components(code, array("I", [0]), [([(0, 0, 0)], [], False, None)], 100, 10, 0, 0.0)
+    except ValueError as e:
+        assert "malformed" in str(e)
