@@ -41,16 +41,22 @@ typedef struct {
     size_t cap;
 } reg;
 
+static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer: every bit reaches every bit */
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
 static uint64_t reg_hash(uint32_t acc, const uint32_t *sym, const uint32_t *to, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ acc;
-    for (size_t i = 0; i < n; i++) h = (h ^ (sym[i] | (uint64_t)to[i] << 8)) * 0xFF51AFD7ED558CCDull;
-    return h ^ (h >> 29);
+    uint64_t h = mix64(acc + 0x9E3779B97F4A7C15ull);
+    for (size_t i = 0; i < n; i++) h = mix64(h ^ (sym[i] | (uint64_t)to[i] << 9));
+    return h;
 }
 
 static bool reg_equal(const reg *r, uint32_t k, uint32_t acc, const uint32_t *sym, const uint32_t *to, size_t n) {
     uint32_t a = r->off.data[k], b = r->off.data[k + 1];
     if (r->acc.data[k] != acc || b - a != n) return false;
-    return !memcmp(r->sym.data + a, sym, n * sizeof *sym) && !memcmp(r->to.data + a, to, n * sizeof *to);
+    return !n || (!memcmp(r->sym.data + a, sym, n * sizeof *sym) && !memcmp(r->to.data + a, to, n * sizeof *to));
 }
 
 static int reg_grow(reg *r) {

@@ -64,7 +64,7 @@ def canonical_set(strs: list[str], others: list[Any], const_value: Callable[[Any
     scalars (1.0 stays ``1.0``: a valid spelling of the number 1), in one literal set."""
     import json
 
-    if any(map(unspellable, strs)):
+    if has_surrogate("".join(strs)) and any(map(unspellable, strs)):
         strs = [v for v in strs if not unspellable(v)]
     words = canonical_strings(strs)
     words += [json.dumps(v).encode() for v in others if _plain(v)]
