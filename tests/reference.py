@@ -174,7 +174,8 @@ def literal_set_alternatives(e: ir.LiteralSet) -> ir.Alt:
     quote = ir.Literal(b'"')
     return ir.Alt(
         tuple(
-            ir.Seq((quote, *[json_char_spellings(c) for c in w.decode()], quote)) for w in sorted(set(e.words))
+            ir.Seq((quote, *[json_char_spellings(c) for c in w.decode()], quote))
+            for w in sorted(set(e.words))
         )
     )
 

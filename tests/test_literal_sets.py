@@ -48,7 +48,9 @@ def test_set_inside_an_expression_and_shared() -> None:
 
 @given(st.lists(st.binary(max_size=4), min_size=1, max_size=8), st.lists(st.binary(max_size=5), max_size=8))
 def test_words_match_their_definition(words: list[bytes], others: list[bytes]) -> None:
-    g = ir.Grammar({"root": ir.Seq((ir.Literal(b"<"), ir.LiteralSet(tuple(words)), ir.Literal(b">")))}, "root")
+    g = ir.Grammar(
+        {"root": ir.Seq((ir.Literal(b"<"), ir.LiteralSet(tuple(words)), ir.Literal(b">")))}, "root"
+    )
     r = EngineRecognizer(g)
     for w in words + others + [w[:-1] for w in words]:
         assert r.accepts(b"<" + w + b">") == (w in words), w
@@ -88,12 +90,25 @@ def _spelling(rnd: random.Random, s: str) -> str:
         options = []
         if ord(c) >= 0x20 and c not in '"\\':
             options.append(c)
-        short = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+        short = {
+            '"': '\\"',
+            "\\": "\\\\",
+            "/": "\\/",
+            "\b": "\\b",
+            "\f": "\\f",
+            "\n": "\\n",
+            "\r": "\\r",
+            "\t": "\\t",
+        }
         if c in short:
             options.append(short[c])
-        units = [ord(c)] if ord(c) < 0x10000 else [0xD800 + ((ord(c) - 0x10000) >> 10), 0xDC00 + (ord(c) & 0x3FF)]
+        units = (
+            [ord(c)] if ord(c) < 0x10000 else [0xD800 + ((ord(c) - 0x10000) >> 10), 0xDC00 + (ord(c) & 0x3FF)]
+        )
         hexes = "".join(f"\\u{u:04x}" for u in units)
-        options.append("".join(ch.upper() if rnd.random() < 0.5 else ch for ch in hexes).replace("\\U", "\\u"))
+        options.append(
+            "".join(ch.upper() if rnd.random() < 0.5 else ch for ch in hexes).replace("\\U", "\\u")
+        )
         out.append(rnd.choice(options))
     return "".join(out) + '"'
 
@@ -144,11 +159,24 @@ def test_surrogates() -> None:
 def test_mixed_enum() -> None:
     values = ["a", "", 1, 1.0, 2.5, 10**20, -0.0, None, True, [1, "a"], {"k": "v"}]
     canon = EngineRecognizer(cfgmask.Grammar.from_json_schema({"enum": values}, whitespace="compact"))
-    for t in ('"a"', '""', "1", "2.5", "100000000000000000000", "null", "true", '[1,"a"]', '{"k":"v"}', "-0.0"):
+    for t in (
+        '"a"',
+        '""',
+        "1",
+        "2.5",
+        "100000000000000000000",
+        "null",
+        "true",
+        '[1,"a"]',
+        '{"k":"v"}',
+        "-0.0",
+    ):
         assert canon.accepts(t.encode()), t
     for t in ('"\\u0061"', "1.0", "25e-1", "false", "-0", "[1]", "tru"):
         assert not canon.accepts(t.encode()), t  # 1.0 equals 1, which comes first
-    full = EngineRecognizer(cfgmask.Grammar.from_json_schema({"enum": values}, canonical=False, whitespace="compact"))
+    full = EngineRecognizer(
+        cfgmask.Grammar.from_json_schema({"enum": values}, canonical=False, whitespace="compact")
+    )
     for t in ('"\\u0061"', "1.0", "1", "2.50", "-0", "null", '[1,"\\u0061"]'):
         assert full.accepts(t.encode()), t
     assert not full.accepts(b"3") and not full.accepts(b'"b"')
@@ -176,7 +204,12 @@ def _identifiers(n: int, seed: int = 7) -> list[str]:
 def test_hundred_thousand_values_canonical() -> None:
     values = _identifiers(100_000)
     compiled = cfgmask.compile(cfgmask.Grammar.from_json_schema({"enum": values}), BYTES)
-    for text, ok in ((values[0], True), (values[-1], True), (values[5000], True), ("zzzzzzzzzzzzzzzz", False)):
+    for text, ok in (
+        (values[0], True),
+        (values[-1], True),
+        (values[5000], True),
+        ("zzzzzzzzzzzzzzzz", False),
+    ):
         m = cfgmask.Matcher(compiled)
         assert (m.accept_bytes(json.dumps(text).encode()) and m.is_accepting()) == ok, text
     members = set(values)

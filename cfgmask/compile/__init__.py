@@ -22,4 +22,12 @@ from .compiled import CompiledGrammar, MatcherLimits, clear_caches, compile
 from .limits import CompileLimits
 from .tables import Tables, build_tables
 
-__all__ = ["CompileLimits", "CompiledGrammar", "MatcherLimits", "Tables", "build_tables", "clear_caches", "compile"]
+__all__ = [
+    "CompileLimits",
+    "CompiledGrammar",
+    "MatcherLimits",
+    "Tables",
+    "build_tables",
+    "clear_caches",
+    "compile",
+]

@@ -22,7 +22,9 @@ from .report import Reporter
 _KEYWORDS_BY_TYPE = {"type"}  # keywords whose verdict on a string does not depend on which string
 
 
-def kept_values(values: list[Any], rest: dict[str, Any], rep: Reporter, where: str) -> tuple[list[str], list[Any]]:
+def kept_values(
+    values: list[Any], rest: dict[str, Any], rep: Reporter, where: str
+) -> tuple[list[str], list[Any]]:
     """The strings and the other values of ``values`` that satisfy the keywords ``rest`` beside
     the enum (strings as given, repeats included; the others without repeats)."""
     strs = [v for v in values if type(v) is str]

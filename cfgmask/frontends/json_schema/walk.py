@@ -21,7 +21,6 @@ from .lexical import ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
     TYPES,
     Unmergeable,
-    equality_key,
     evaluate,
     intersect,
     is_annotation,
