@@ -269,3 +269,21 @@ def test_malformed_words_nodes_are_refused_not_crashed(
         _core.compile_components(code, array("I", [0]), [([(0, 0, 0)], [], False, None)], 100, 10, 0, 0.0)
     except ValueError as e:
         assert "malformed" in str(e)
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+def test_enums_inside_objects_and_counted_arrays(canonical: bool) -> None:
+    items = {"enum": [f"a{i}" for i in range(3000)]}  # a big set: a rule of its own, counted
+    schema = {
+        "type": "object",
+        "properties": {
+            "c": {"enum": ["red", "green"]},
+            "xs": {"type": "array", "items": items, "maxItems": 3},
+        },
+        "required": ["c"],
+    }
+    r = EngineRecognizer(cfgmask.Grammar.from_json_schema(schema, canonical=canonical))
+    assert r.accepts(b'{"c": "red"}') and r.accepts(b'{"c": "red", "xs": ["a1", "a2999", "a0"]}')
+    for t in ('{"c": "re"}', '{"c": "red", "xs": ["a1", "a1", "a1", "a1"]}', '{"c": "red", "xs": ["a3000"]}'):
+        assert not r.accepts(t.encode()), t
+    assert r.accepts(b'{"c": "\\u0072ed", "xs": ["a\\u0031"]}') == (not canonical)
