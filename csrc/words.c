@@ -324,7 +324,9 @@ static int read_words(const cm_ir_input *in, uint32_t pc, cm_budget *bud, word *
         cm_bfree(bud, w);
         return CM_ERR_ARG;
     }
-    qsort(w, n, sizeof *w, cmp_word);
+    uint32_t sorted = 1;
+    while (sorted < n && cmp_word(&w[sorted - 1], &w[sorted]) <= 0) sorted++;
+    if (sorted < n) qsort(w, n, sizeof *w, cmp_word); /* enums are often listed in order */
     *out = w;
     *n_out = n;
     return CM_OK;
