@@ -287,3 +287,21 @@ def test_enums_inside_objects_and_counted_arrays(canonical: bool) -> None:
     for t in ('{"c": "re"}', '{"c": "red", "xs": ["a1", "a1", "a1", "a1"]}', '{"c": "red", "xs": ["a3000"]}'):
         assert not r.accepts(t.encode()), t
     assert r.accepts(b'{"c": "\\u0072ed", "xs": ["a\\u0031"]}') == (not canonical)
+
+
+def test_limits_of_a_literal_set() -> None:
+    """Not max_dfa_states (subset construction's limit): a set's automaton is no bigger than
+    its text.  max_total_states, max_compile_mb and deadline_ms still hold."""
+    from cfgmask.compile.limits import CompileLimits
+
+    g = cfgmask.Grammar.from_json_schema({"enum": _identifiers(1000)})
+    cfgmask.compile(g, BYTES, limits=CompileLimits(max_dfa_states=100))
+    big = cfgmask.Grammar.from_json_schema({"enum": _identifiers(20_000)})  # a 10 MB table
+    for g, limits, name in (
+        (g, CompileLimits(max_total_states=1000), "max_total_states"),
+        (big, CompileLimits(max_compile_mb=1), "max_compile_mb"),
+    ):
+        cfgmask.clear_caches()
+        with pytest.raises(cfgmask.LimitError) as info:
+            cfgmask.compile(g, BYTES, limits=limits)
+        assert info.value.limit == name
