@@ -297,11 +297,11 @@ def test_limits_of_a_literal_set() -> None:
     g = cfgmask.Grammar.from_json_schema({"enum": _identifiers(1000)})
     cfgmask.compile(g, BYTES, limits=CompileLimits(max_dfa_states=100))
     big = cfgmask.Grammar.from_json_schema({"enum": _identifiers(20_000)})  # a 10 MB table
-    for g, limits, name in (
+    for grammar, limits, name in (
         (g, CompileLimits(max_total_states=1000), "max_total_states"),
         (big, CompileLimits(max_compile_mb=1), "max_compile_mb"),
     ):
         cfgmask.clear_caches()
         with pytest.raises(cfgmask.LimitError) as info:
-            cfgmask.compile(g, BYTES, limits=limits)
+            cfgmask.compile(grammar, BYTES, limits=limits)
         assert info.value.limit == name
