@@ -101,7 +101,10 @@ def byte_classes(f: Flat) -> tuple[np.ndarray, np.ndarray]:
         # bytes in the same class of every rule have equal columns: group them first
         per_byte = np.stack([cls for _, cls in f.parts], axis=1)
         _, reps, fine = np.unique(_rows_as_void(per_byte), return_index=True, return_inverse=True)
-        parts = [trans if _identity(cls[reps]) else trans[:, cls[reps]] for trans, cls in f.parts]
+        # np.take, not fancy indexing: a gather along rows, several times faster
+        parts = [
+            trans if _identity(cls[reps]) else np.take(trans, cls[reps], axis=1) for trans, cls in f.parts
+        ]
         cols = parts[0] if len(parts) == 1 else np.concatenate(parts)
         keys = np.zeros(cols.shape[1], dtype=np.int64)
         with np.errstate(over="ignore"):
@@ -110,10 +113,12 @@ def byte_classes(f: Flat) -> tuple[np.ndarray, np.ndarray]:
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
         merged = first[inverse]
-        # no columns merged (nothing a hash collision could have merged wrongly), or none wrongly
-        if _identity(merged) or np.array_equal(cols, cols[:, merged]):
+        moved = np.flatnonzero(merged != np.arange(len(merged))).tolist()
+        # no hash collision: each column merged into another is equal to it
+        if all(np.array_equal(cols[:, j], cols[:, merged[j]]) for j in moved):
             byte_class = np.asarray(inverse[fine.reshape(-1)], dtype=np.uint8).reshape(256)
-            return byte_class, np.ascontiguousarray(cols if _identity(first) else cols[:, first])
+            by_class = np.ascontiguousarray(cols) if _identity(first) else np.take(cols, first, axis=1)
+            return byte_class, by_class
     full = f.full()
     with np.errstate(over="ignore"):
         keys = weights @ (full.astype(np.int64) + 2)
