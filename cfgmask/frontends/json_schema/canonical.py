@@ -23,7 +23,7 @@ def _escape_surrogate(m: re.Match[str]) -> str:
 
 
 def _spell(text: str) -> bytes:
-    if _SURROGATE.search(text):
+    if not text.isascii() and _SURROGATE.search(text):
         text = _SURROGATE.sub(_escape_surrogate, text)
     return text.encode("utf-8")
 
@@ -45,7 +45,7 @@ def canonical_strings(values: list[str]) -> list[bytes]:
 
 def has_surrogate(s: str) -> bool:
     """Whether ``s`` holds a surrogate code point (only an escape spells one)."""
-    return _SURROGATE.search(s) is not None
+    return not s.isascii() and _SURROGATE.search(s) is not None
 
 
 def unspellable(s: str) -> bool:

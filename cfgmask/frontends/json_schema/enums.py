@@ -27,8 +27,11 @@ def kept_values(
 ) -> tuple[list[str], list[Any]]:
     """The strings and the other values of ``values`` that satisfy the keywords ``rest`` beside
     the enum (strings as given, repeats included; the others without repeats)."""
-    strs = [v for v in values if type(v) is str]
-    others = [v for v in values if type(v) is not str] if len(strs) != len(values) else []
+    if set(map(type, values)) == {str}:  # the usual enum: no loop in Python
+        strs, others = list(values), []
+    else:
+        strs = [v for v in values if type(v) is str]
+        others = [v for v in values if type(v) is not str]
     if rest and strs:
         if set(rest) <= _KEYWORDS_BY_TYPE:
             if not _holds(rest, "", rep, where):
