@@ -10,6 +10,7 @@ strings with a lone surrogate in the full language) keep their own expressions.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -67,8 +68,6 @@ def _plain(v: Any) -> bool:
 def canonical_set(strs: list[str], others: list[Any], const_value: Callable[[Any], ir.Expr]) -> ir.Expr:
     """One spelling of each value: the canonical texts of the strings, ``json.dumps`` of the
     scalars (1.0 stays ``1.0``: a valid spelling of the number 1), in one literal set."""
-    import json
-
     if has_surrogate("".join(strs)) and any(map(unspellable, strs)):
         strs = [v for v in strs if not unspellable(v)]
     words = canonical_strings(strs)
