@@ -305,3 +305,10 @@ def test_limits_of_a_literal_set() -> None:
         with pytest.raises(cfgmask.LimitError) as info:
             cfgmask.compile(grammar, BYTES, limits=limits)
         assert info.value.limit == name
+
+
+def test_json_words_must_be_utf8() -> None:
+    for bad in (b"\xff", "\ud800".encode("utf-8", "surrogatepass"), b"\xc3"):
+        g = ir.Grammar({"root": ir.LiteralSet((b"ok", bad), json=True)}, "root")
+        with pytest.raises(cfgmask.GrammarError, match="not UTF-8"):
+            cfgmask.compile(g, BYTES)

@@ -153,6 +153,11 @@ def _utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
 def _words_code(words: tuple[bytes, ...], json: bool) -> array[int]:
     """CM_IR_WORDS [op, flags, n_words, n_bytes, lengths, the bytes packed 4 a uint32]."""
     blob = b"".join(words)
+    if json:
+        try:
+            blob.decode("utf-8")  # strict: no surrogates either
+        except UnicodeDecodeError:
+            raise GrammarError("a JSON literal set holds a word that is not UTF-8 text") from None
     if len(blob) >= _INF:
         raise GrammarError(f"a literal set of {len(blob)} bytes is too big")
     code = array("I", (_CM_WORDS, _CM_WORDS_JSON if json else 0, len(words), len(blob)))
