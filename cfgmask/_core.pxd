@@ -135,6 +135,8 @@ cdef extern from "cfgmask.h" nogil:
         CM_IR_REPEAT
         CM_IR_REF
         CM_IR_BADTOKEN
+        CM_IR_WORDS
+        CM_WORDS_JSON
         CM_IR_REF_CALL
         CM_IR_REF_ENTRY
         CM_IR_REF_EMBED

@@ -21,6 +21,13 @@ expression tree over bytes:
 * ``Repeat(item, lo, hi)`` ``item`` between ``lo`` and ``hi`` times (``hi=None``:
                            unbounded).  Large bounds are fine: the compiler
                            never unrolls them naively.
+* ``LiteralSet(words, json)`` one of the byte strings ``words`` (any order, repeats
+                           allowed: the set is what counts).  With ``json``, each
+                           word is the UTF-8 value of a JSON string (no
+                           surrogates) and the node matches that string in
+                           quotes, in every spelling JSON allows.  Any size: the
+                           compiler builds its minimal automaton straight from
+                           the words (a JSON Schema ``enum`` of 100,000 values).
 
 The Lark front end writes a ``Lookahead`` after each terminal that may not be
 followed by certain characters (a keyword's ``(?!\\w)``, a greedy terminal's
@@ -92,6 +99,12 @@ class Token(Expr):
 @dataclass(frozen=True, slots=True)
 class Lookahead(Expr):
     forbidden: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LiteralSet(Expr):
+    words: tuple[bytes, ...]
+    json: bool = False
 
 
 EPSILON = Seq(())

@@ -238,9 +238,15 @@ void cm_dfa_out_free(cm_dfa_out *d);
  *   SEQ    [op, n, child * n]     ALT [op, n, child * n]
  *   REPEAT [op, lo, hi (CM_IR_INF: unbounded), child]
  *   REF    [op, name]                            a rule or token terminal (by name index)
- *   BADTOKEN [op, 0]                             a token terminal without ids (CM_ERR_ARG) */
+ *   BADTOKEN [op, 0]                             a token terminal without ids (CM_ERR_ARG)
+ *   WORDS  [op, flags, n_words, n_bytes, len * n_words, bytes packed 4 a uint32 (memory order)]
+ *          one of the words (any order, repeats allowed); flags CM_WORDS_JSON: each word is
+ *          the UTF-8 value of a JSON string (no surrogates), matched in quotes in every JSON
+ *          spelling.  Built straight into a minimal DFA (words.c); a member whose whole body
+ *          is one is not subject to max_states. */
 enum { CM_IR_LIT = 1, CM_IR_BYTES = 2, CM_IR_UTF8 = 3, CM_IR_SEQ = 4, CM_IR_ALT = 5,
-       CM_IR_REPEAT = 6, CM_IR_REF = 7, CM_IR_BADTOKEN = 8 };
+       CM_IR_REPEAT = 6, CM_IR_REF = 7, CM_IR_BADTOKEN = 8, CM_IR_WORDS = 9 };
+enum { CM_WORDS_JSON = 1 };
 #define CM_IR_INF UINT32_MAX
 enum { CM_IR_REF_CALL = 0, CM_IR_REF_ENTRY = 1, CM_IR_REF_EMBED = 2 };
 

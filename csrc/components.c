@@ -69,11 +69,20 @@ out:
     return rc;
 }
 
+/* A component of one rule whose body is a literal set: its minimal DFA, built directly
+ * (a literal set's automaton is no bigger than its text: max_states is for subset
+ * construction; memory and time still count). */
+static bool literal_set(const session *s, const cm_component *c, const uint32_t *roots) {
+    return c->n_members == 1 && !c->right_linear && roots[0] < s->in->code_len
+           && s->in->code[roots[0]] == CM_IR_WORDS;
+}
+
 /* c's DFAs, with less inlining while they exceed max_states.  An attempt that would copy
  * the same callees as the one before is not made again: it would fail the same way. */
 static int build_component(session *s, const cm_component *c, const uint32_t *roots, cm_dfa_out **dfas) {
     size_t budgets[] = {s->inline_max_states, 64, 0};
     int rc = CM_ERR_LIMIT;
+    if (literal_set(s, c, roots)) return cm_words_build(s->in, roots[0], s->bud, &dfas[0]);
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
         int prc = pick_usable(s, c, budgets[i]);
         if (prc) return prc;

@@ -109,33 +109,44 @@ int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result)
     return rc;
 }
 
-/* Predecessors of each state over byte edges and label edges with label_ok, as CSR
- * (pre[pre_off[t] .. pre_off[t+1]), sources in increasing order). */
-static int predecessors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_t **pre_off_out, uint32_t **pre_out) {
+/* The edges of d as (source, target) pairs: byte edges (a row scan each state), then label
+ * edges with label_ok.  One pass over the dense table. */
+static int edge_list(const cm_dfa_out *d, const uint8_t *label_ok, cm_vec32 *src, cm_vec32 *dst) {
     uint32_t n = d->n_states, nc = d->n_classes;
-    uint32_t *pre_off = calloc((size_t)n + 2, sizeof *pre_off), *pre = NULL;
-    size_t m = 0;
-    for (int pass = 0; pre_off && pass < 2; pass++) {
-        for (uint32_t s = 0; s < n; s++) {
-            const int32_t *row = d->trans + (size_t)s * nc;
-            for (uint32_t c = 0; c < nc; c++)
-                if (row[c] >= 0) {
-                    if (pass) pre[pre_off[row[c] + 1]++] = s;
-                    else pre_off[row[c] + 2]++, m++;
-                }
-            for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
-                if (label_ok[d->lab[e]]) {
-                    if (pass) pre[pre_off[d->lab_to[e] + 1]++] = s;
-                    else pre_off[d->lab_to[e] + 2]++, m++;
-                }
-        }
-        if (pass) break;
-        for (uint32_t t = 0; t < n; t++) pre_off[t + 2] += pre_off[t + 1];
-        if (!(pre = malloc((m + 1) * sizeof *pre))) break;
+    int rc = CM_OK;
+    for (uint32_t s = 0; !rc && s < n; s++) {
+        const int32_t *row = d->trans + (size_t)s * nc;
+        for (uint32_t c = 0; !rc && c < nc; c++)
+            if (row[c] >= 0 && (c == 0 || row[c] != row[c - 1])) { /* a run of classes: one edge */
+                rc = cm_vec_push(src, s);
+                if (!rc) rc = cm_vec_push(dst, (uint32_t)row[c]);
+            }
+        for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
+            if (label_ok[d->lab[e]]) {
+                rc = cm_vec_push(src, s);
+                if (!rc) rc = cm_vec_push(dst, d->lab_to[e]);
+            }
     }
-    if (!pre_off || !pre) {
+    return rc;
+}
+
+/* Predecessors of each state over byte edges and label edges with label_ok, as CSR
+ * (pre[pre_off[t] .. pre_off[t+1]), sources in increasing order; a source may repeat). */
+static int predecessors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_t **pre_off_out, uint32_t **pre_out) {
+    uint32_t n = d->n_states;
+    cm_vec32 src = {0}, dst = {0};
+    int rc = edge_list(d, label_ok, &src, &dst);
+    uint32_t *pre_off = rc ? NULL : calloc((size_t)n + 2, sizeof *pre_off);
+    uint32_t *pre = pre_off ? malloc((src.n + 1) * sizeof *pre) : NULL;
+    if (!rc && pre) {
+        for (size_t i = 0; i < dst.n; i++) pre_off[dst.data[i] + 2]++;
+        for (uint32_t t = 0; t < n; t++) pre_off[t + 2] += pre_off[t + 1];
+        for (size_t i = 0; i < src.n; i++) pre[pre_off[dst.data[i] + 1]++] = src.data[i];
+    }
+    cm_vec_free(&src), cm_vec_free(&dst);
+    if (rc || !pre) {
         free(pre_off);
-        return CM_ERR_NOMEM;
+        return rc ? rc : CM_ERR_NOMEM;
     }
     *pre_off_out = pre_off;
     *pre_out = pre;
@@ -189,12 +200,15 @@ static int copy_reachable(const cm_dfa_out *d, const uint8_t *label_ok, const ui
     if (rc) return rc;
     memcpy(o->class_lo, d->class_lo, sizeof o->class_lo);
     o->lab_off[0] = 0;
+    bool all = k == n; /* every state stays, numbered as it was: the table as it is */
+    if (all) memcpy(o->trans, d->trans, (size_t)n * nc * sizeof *o->trans);
     for (uint32_t s = 0; s < n; s++) {
         if (!reach[s]) continue;
         uint32_t i = new_id[s];
         const int32_t *row = d->trans + (size_t)s * nc;
         int32_t *orow = o->trans + (size_t)i * nc;
-        for (uint32_t c = 0; c < nc; c++) orow[c] = (row[c] >= 0 && reach[row[c]]) ? (int32_t)new_id[row[c]] : -1;
+        for (uint32_t c = 0; !all && c < nc; c++)
+            orow[c] = (row[c] >= 0 && reach[row[c]]) ? (int32_t)new_id[row[c]] : -1;
         o->accepting[i] = d->accepting[s];
         for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
             if (label_ok[d->lab[e]] && reach[d->lab_to[e]]) {

@@ -80,6 +80,9 @@ typedef struct {
     cm_vec32 off, cls, to;
 } cm_sparse_edges;
 
+/* The minimal DFA of the WORDS node at in->code[pc] (words.c), counted against b. */
+int cm_words_build(const cm_ir_input *in, uint32_t pc, cm_budget *b, cm_dfa_out **out);
+
 /* Minimize d in place (Hopcroft; the start state stays 0). */
 int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b);
 

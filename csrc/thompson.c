@@ -187,13 +187,24 @@ static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end) {
     return tb_label(t, start, in->label[name], end);
 }
 
+/* WORDS inside an expression: its minimal DFA (words.c), copied.  (A rule whose whole body
+ * is a literal set never gets here: components.c builds it directly.) */
+static int tb_words(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end) {
+    cm_dfa_out *d = NULL;
+    int rc = cm_words_build(t->in, pc, t->bud, &d);
+    cm_ir_frag f = {d, NULL};
+    if (!rc) rc = tb_embed(t, &f, start, end);
+    cm_dfa_release(t->bud, d);
+    return rc;
+}
+
 /* The NFA of node pc between states start and end. */
 static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth) {
     const cm_ir_input *in = t->in;
     if (depth > TB_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return CM_ERR_ARG;
     uint32_t op = in->code[pc], n = in->code[pc + 1];
     size_t need = op == CM_IR_BYTES ? 2 + 2 * (size_t)n : op == CM_IR_REPEAT ? 4 : 2 + (size_t)n;
-    if (op == CM_IR_UTF8 || op == CM_IR_REF) need = 2;
+    if (op == CM_IR_UTF8 || op == CM_IR_REF || op == CM_IR_WORDS) need = 2;
     if ((size_t)pc + need > in->code_len) return CM_ERR_ARG;
     int rc = CM_OK;
     switch (op) {
@@ -212,6 +223,8 @@ static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int 
         return tb_repeat(t, pc, start, end, depth);
     case CM_IR_REF:
         return tb_ref(t, n, start, end);
+    case CM_IR_WORDS:
+        return tb_words(t, pc, start, end);
     default:
         return CM_ERR_ARG; /* CM_IR_BADTOKEN (a token terminal without ids) or a bad op */
     }

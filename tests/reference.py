@@ -142,6 +142,44 @@ class Production:
     rhs: tuple[Symbol, ...]
 
 
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+
+
+def _hex_spelling(unit: int) -> ir.Expr:
+    """``\\u`` and the four hex digits of ``unit``, each in either case."""
+    digits = [ir.Alt((ir.Literal(d.encode()), ir.Literal(d.upper().encode()))) for d in f"{unit:04x}"]
+    return ir.Seq((ir.Literal(b"\\u"), *digits))
+
+
+def json_char_spellings(c: str) -> ir.Expr:
+    """Every JSON spelling of the character ``c`` inside a string (RFC 8259, section 7)."""
+    out: list[ir.Expr] = []
+    if ord(c) >= 0x20 and c not in '"\\':
+        out.append(ir.Literal(c.encode()))
+    if c in _SHORT_ESCAPES:
+        out.append(ir.Literal(b"\\" + _SHORT_ESCAPES[c].encode()))
+    if ord(c) < 0x10000:
+        out.append(_hex_spelling(ord(c)))
+    else:
+        v = ord(c) - 0x10000
+        out.append(ir.Seq((_hex_spelling(0xD800 + (v >> 10)), _hex_spelling(0xDC00 + (v & 0x3FF)))))
+    return ir.Alt(tuple(out))
+
+
+def literal_set_alternatives(e: ir.LiteralSet) -> ir.Alt:
+    """A literal set as an alternation of its words (JSON mode: each word's string in quotes,
+    every character in every spelling): the definition the C builder is checked against."""
+    if not e.json:
+        return ir.Alt(tuple(ir.Literal(w) for w in sorted(set(e.words))))
+    quote = ir.Literal(b'"')
+    return ir.Alt(
+        tuple(
+            ir.Seq((quote, *[json_char_spellings(c) for c in w.decode()], quote))
+            for w in sorted(set(e.words))
+        )
+    )
+
+
 class _BnfBuilder:
     """Turns IR rules into productions over fresh integer nonterminals."""
 
@@ -186,6 +224,8 @@ class _BnfBuilder:
             return (self._fresh(e),)
         if isinstance(e, ir.Repeat):
             return self._repeat(e)
+        if isinstance(e, ir.LiteralSet):
+            return (self._fresh(literal_set_alternatives(e)),)
         if isinstance(e, ir.Token):
             raise NotImplementedError("token-id terminals are outside the reference's scope")
         raise TypeError(f"not an IR expression: {e!r}")

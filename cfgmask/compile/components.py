@@ -34,13 +34,59 @@ _Planned = tuple[list[str], int, tuple[Any, ...]]
 
 def build_rules(grammar: ir.Grammar, limits: CompileLimits, sess: Session) -> Flat:
     """The runtime rules' trimmed automata of ``grammar``, flat."""
-    rw = RepeatRewriter(grammar.rules, limits, sess)
+    rules = outline_sets(grammar.rules, sess) if sess.literal_sets else grammar.rules
+    rw = RepeatRewriter(rules, limits, sess)
     rules = rw.run()
     # a lookahead is a marker rule the parser calls: inlined, it would match "" unconditionally
     for name in sess.markers:
         rules[name] = ir.EPSILON
     built = rule_dfas(rules, grammar.start, rw.outlined | set(sess.markers), limits, sess)
     return finish(built, grammar.start, limits, sess)
+
+
+def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]:
+    """Every literal set that is not a rule's whole body becomes a rule of its own (one per
+    distinct set), so C builds its automaton straight from the words, without subset
+    construction (csrc/words.c); a small one is inlined back into its callers like any
+    regular rule."""
+    out = dict(rules)
+    named: dict[int, str] = {}  # set id -> its rule
+    memo: dict[int, ir.Expr] = {}  # id(node) -> node rewritten
+
+    def name_of(e: ir.LiteralSet) -> str:
+        cid = sess.cid(e)
+        got = named.get(cid)
+        if got is None:
+            k = len(named)
+            while f"<literal set {k}>" in out:
+                k += 1
+            got = named[cid] = f"<literal set {k}>"
+            out[got] = e
+        return got
+
+    def rewrite(e: ir.Expr) -> ir.Expr:
+        got = memo.get(id(e))
+        if got is not None:
+            return got
+        if isinstance(e, ir.LiteralSet):
+            new: ir.Expr = ir.Ref(name_of(e))
+        elif isinstance(e, (ir.Seq, ir.Alt)):
+            items = tuple(rewrite(x) for x in e.items)
+            changed = any(a is not b for a, b in zip(items, e.items, strict=True))
+            new = type(e)(items) if changed else e
+        elif isinstance(e, ir.Repeat):
+            item = rewrite(e.item)
+            new = e if item is e.item else ir.Repeat(item, e.lo, e.hi)
+        else:
+            new = e
+        memo[id(e)] = new
+        return new
+
+    for name, body in rules.items():
+        deadline.check("literal sets")
+        if not isinstance(body, ir.LiteralSet):
+            out[name] = rewrite(body)
+    return out
 
 
 def rule_dfas(

@@ -23,6 +23,8 @@ _LIT, _BYTES, _UTF8, _SEQ, _ALT, _REPEAT, _REF = 1, 2, 3, 4, 5, 6, 7  # CM_IR_* 
 
 _TOKEN = 9  # interned kind only: emitted as _REF to its label
 _LOOKAHEAD = 10  # interned kind only: emitted as _REF to its marker rule
+_WORDS = 11  # interned kind of ir.LiteralSet: emitted as CM_IR_WORDS
+_CM_WORDS, _CM_WORDS_JSON = 9, 1  # CM_IR_WORDS and its flag CM_WORDS_JSON
 
 
 _INF = 0xFFFFFFFF
@@ -148,6 +150,22 @@ def _utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _words_code(words: tuple[bytes, ...], json: bool) -> array[int]:
+    """CM_IR_WORDS [op, flags, n_words, n_bytes, lengths, the bytes packed 4 a uint32]."""
+    blob = b"".join(words)
+    if json:
+        try:
+            blob.decode("utf-8")  # strict: no surrogates either
+        except UnicodeDecodeError:
+            raise GrammarError("a JSON literal set holds a word that is not UTF-8 text") from None
+    if len(blob) >= _INF:
+        raise GrammarError(f"a literal set of {len(blob)} bytes is too big")
+    code = array("I", (_CM_WORDS, _CM_WORDS_JSON if json else 0, len(words), len(blob)))
+    code.extend(array("I", map(len, words)))
+    code.frombytes(blob + bytes(-len(blob) % 4))
+    return code
+
+
 class Session:
     """One compile's view of the DAG: node ids by object, and the encoded IR the C
     builder reads (nodes emitted on first use, names numbered on first use).
@@ -174,6 +192,7 @@ class Session:
         self.tokens: set[tuple[tuple[int, ...], bool]] = set()  # token terminals seen
         self.token_sets: dict[str, tuple[bool, list[int]]] = {}  # label -> (negated, sorted ids)
         self.markers: dict[str, tuple[tuple[int, int], ...]] = {}  # marker rule -> forbidden chars
+        self.literal_sets = False  # an ir.LiteralSet was seen (components.outline_sets)
 
     # -- ids
 
@@ -302,6 +321,9 @@ class Session:
             elif isinstance(e, ir.Lookahead):
                 key = (_LOOKAHEAD, e.forbidden)
                 self.markers[marker_name(e.forbidden)] = e.forbidden
+            elif isinstance(e, ir.LiteralSet):
+                key = (_WORDS, e.words, e.json)
+                self.literal_sets = True
             else:
                 raise TypeError(f"not an IR expression: {e!r}")
             stack.pop()
@@ -428,6 +450,8 @@ class Session:
             return (_REF, self.name(key[1]))
         if kind == _LOOKAHEAD:
             return (_REF, self.name(marker_name(key[1])))
+        if kind == _WORDS:
+            return _words_code(key[1], key[2])
         return (_REF, self.token_name(key[1], key[2]))  # _TOKEN
 
     def token_name(self, ids: tuple[int, ...], negated: bool) -> int:

@@ -14,7 +14,11 @@ from ..errors import LimitError
 
 @dataclass(frozen=True)
 class CompileLimits:
-    max_dfa_states: int = 20_000  # one rule's automaton
+    # One rule's automaton built by subset construction.  A literal set (ir.LiteralSet, a JSON
+    # Schema enum) is built straight from its words and has at most as many states as it has
+    # bytes: it is not refused by this, only by max_total_states, max_compile_mb and deadline_ms
+    # (docs/design.md, section 2, item 7).
+    max_dfa_states: int = 20_000
     max_total_states: int = 2_000_000  # all rules together
     max_repeat_product: int = 10**9  # product of nested repetition bounds
     max_rules: int = 1_000_000

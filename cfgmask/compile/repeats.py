@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
-from .encode import _ALT, _BYTES, _LIT, _LOOKAHEAD, _REF, _REPEAT, _SEQ, _TOKEN, _UTF8, Session
+from .encode import _ALT, _BYTES, _LIT, _LOOKAHEAD, _REF, _REPEAT, _SEQ, _TOKEN, _UTF8, _WORDS, Session
 from .graph import sccs_all
 from .limits import CompileLimits
 
@@ -26,6 +26,8 @@ def size_estimate(expr: ir.Expr, rule_size: dict[str, int] | None = None) -> int
         return (rule_size or {}).get(expr.name, 4)
     if isinstance(expr, (ir.ByteClass, ir.Token, ir.Lookahead)):
         return 1
+    if isinstance(expr, ir.LiteralSet):
+        return max(1, sum(map(len, expr.words)))
     if isinstance(expr, (ir.Seq, ir.Alt)):
         return 1 + sum(size_estimate(e, rule_size) for e in expr.items)
     if isinstance(expr, ir.Repeat):
@@ -60,6 +62,8 @@ def _dag_size(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int
         return rule_size.get(key[1], 4)
     if kind == _BYTES or kind == _TOKEN or kind == _LOOKAHEAD:
         return 1
+    if kind == _WORDS:
+        return max(1, sum(map(len, key[1])))
     if kind == _SEQ or kind == _ALT:
         total = 1
         for k in key[1]:

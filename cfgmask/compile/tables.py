@@ -85,6 +85,11 @@ def _class_weights(n: int) -> np.ndarray:
     return _WEIGHTS[:n]
 
 
+def _identity(index: np.ndarray) -> bool:
+    """Is ``index`` 0, 1, ..., n-1 (indexing by it copies and changes nothing)?"""
+    return bool(np.array_equal(index, np.arange(len(index))))
+
+
 def byte_classes(f: Flat) -> tuple[np.ndarray, np.ndarray]:
     """Global byte classes (bytes whose columns in the [states, 256] transition matrix
     are equal, numbered in the order of a hash of the column) and the matrix by class.
@@ -96,16 +101,24 @@ def byte_classes(f: Flat) -> tuple[np.ndarray, np.ndarray]:
         # bytes in the same class of every rule have equal columns: group them first
         per_byte = np.stack([cls for _, cls in f.parts], axis=1)
         _, reps, fine = np.unique(_rows_as_void(per_byte), return_index=True, return_inverse=True)
-        cols = np.concatenate([trans[:, cls[reps]] for trans, cls in f.parts])
+        # np.take, not fancy indexing: a gather along rows, several times faster
+        parts = [
+            trans if _identity(cls[reps]) else np.take(trans, cls[reps], axis=1) for trans, cls in f.parts
+        ]
+        cols = parts[0] if len(parts) == 1 else np.concatenate(parts)
         keys = np.zeros(cols.shape[1], dtype=np.int64)
         with np.errstate(over="ignore"):
             for i in range(0, n, 4096):  # in slices: the sum wraps modulo 2**64 either way
                 keys += weights[i : i + 4096] @ (cols[i : i + 4096].astype(np.int64) + 2)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
-        if np.array_equal(cols, cols[:, first[inverse]]):  # no hash collision: as from the full matrix
+        merged = first[inverse]
+        moved = np.flatnonzero(merged != np.arange(len(merged))).tolist()
+        # no hash collision: each column merged into another is equal to it
+        if all(np.array_equal(cols[:, j], cols[:, merged[j]]) for j in moved):
             byte_class = np.asarray(inverse[fine.reshape(-1)], dtype=np.uint8).reshape(256)
-            return byte_class, np.ascontiguousarray(cols[:, first])
+            by_class = np.ascontiguousarray(cols) if _identity(first) else np.take(cols, first, axis=1)
+            return byte_class, by_class
     full = f.full()
     with np.errstate(over="ignore"):
         keys = weights @ (full.astype(np.int64) + 2)

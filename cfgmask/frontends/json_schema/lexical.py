@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 
 from ... import ir
 from ...errors import GrammarError
 from . import _ir_util as U
+from .canonical import canonical_string, unspellable
 
 DIGIT = ir.ByteClass(((0x30, 0x39),))
 NONZERO = ir.ByteClass(((0x31, 0x39),))
@@ -207,13 +207,6 @@ def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     return ir.alt(*alts) if alts else ir.NOTHING
 
 
-def canonical_text(text: str) -> bytes:
-    """The canonical JSON spelling of ``text`` (without quotes): ``json.dumps`` with
-    ``ensure_ascii=False``, a lone surrogate as ``\\udxxx``."""
-    out = json.dumps(text, ensure_ascii=False)[1:-1]
-    return out.encode("utf-8", "backslashreplace")
-
-
 def _contains(ranges: tuple[tuple[int, int], ...], cp: int) -> bool:
     return any(a <= cp <= b for a, b in ranges)
 
@@ -247,7 +240,9 @@ def encode_text(text: str, canonical: bool = False) -> ir.Expr:
     """Every JSON spelling (without quotes) of exactly the string ``text``; with
     ``canonical``, its one canonical spelling."""
     if canonical:
-        return ir.Literal(canonical_text(text)) if text else ir.EPSILON
+        if unspellable(text):  # a surrogate pair as two code points: no JSON text decodes to it
+            return ir.NOTHING
+        return ir.Literal(canonical_string(text)[1:-1]) if text else ir.EPSILON
     return ir.seq(*(encode_class(((ord(c), ord(c)),)) for c in text)) if text else ir.EPSILON
 
 

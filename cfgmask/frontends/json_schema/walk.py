@@ -8,17 +8,19 @@ their own (so recursive schemas become recursive rules).
 from __future__ import annotations
 
 import json
+import math
 from decimal import Decimal
 from typing import Any
 
 from ... import deadline, ir
 from ...errors import GrammarError
 from . import _ir_util as U
+from .canonical import canonical_string, unspellable
+from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
     TYPES,
     Unmergeable,
-    equality_key,
     evaluate,
     intersect,
     is_annotation,
@@ -538,43 +540,37 @@ class SchemaCompiler:
     # ------------------------------------------------------------------ scalars
 
     def enum(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        """The values of ``s["enum"]`` that satisfy the keywords beside it, as one literal set
+        (:mod:`.enums`): canonical mode spells each value once, the full language every way."""
         where = pointer(path, "enum")
         values = s["enum"]
         if not isinstance(values, list):
             raise GrammarError(f"enum at {where} is not a list")
         rest = {k: v for k, v in s.items() if k != "enum" and not is_annotation(k)}
-        keep: list[Any] = []
-        seen: set[Any] = set()
-        for v in values:
-            deadline.check("JSON Schema enum")
-            ok = evaluate(rest, v)
-            if ok is None:
-                self.rep.rejected(
-                    where, "enum", "a keyword beside enum/const cannot be evaluated on its values"
-                )
-                ok = True
-            key = equality_key(v)
-            if ok and key not in seen:
-                seen.add(key)
-                keep.append(v)
-        self.rep.enforced(where, "enum")
+        strs, others = kept_values(values, rest, self.rep, where)
+        if self.canonical and (others or any(strs)):
+            self.rep.narrowed(where, "enum", "one spelling of each value: its canonical JSON text")
+        else:
+            self.rep.enforced(where, "enum")
         for k in rest:
             self.rep.enforced(pointer(path, k), k, "checked on each enum/const value")
-        alts = []
-        for v in keep:
-            deadline.check("JSON Schema enum")
-            alts.append(self.const_value(v, where))
-        return ir.alt(*alts) if alts else ir.NOTHING
+        const = lambda v: self.const_value(v, where)  # noqa: E731
+        return canonical_set(strs, others, const) if self.canonical else full_set(strs, others, const)
 
     def const_value(self, v: Any, where: str) -> ir.Expr:
-        """Every spelling of the JSON value ``v`` (equal as JSON Schema compares)."""
+        """The spellings of the JSON value ``v`` (equal as JSON Schema compares): its canonical
+        text in canonical mode (arrays and objects item by item), else every one."""
         if v is None or isinstance(v, bool):
             return U.lit(json_literal(v))
         if isinstance(v, (int, float)):
+            if self.canonical and (isinstance(v, int) or math.isfinite(v)):
+                return U.lit(json.dumps(v))
             d = decimal_of(v)
             return number_range(d, True, d, True, False)
         if isinstance(v, str):
-            return ir.seq(U.lit('"'), encode_text(v), U.lit('"'))
+            if self.canonical:
+                return ir.Literal(canonical_string(v)) if not unspellable(v) else ir.NOTHING
+            return ir.seq(U.lit('"'), encode_text(v), U.lit('"')) if not unspellable(v) else ir.NOTHING
         if isinstance(v, list):
             if not v:
                 return ir.seq(U.lit("["), self.ws(), U.lit("]"))
