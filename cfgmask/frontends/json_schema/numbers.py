@@ -337,19 +337,34 @@ CANONICAL_EXTRA_DIGITS = 17
 
 
 def cap_digits(e: ir.Expr) -> ir.Expr:
+    """``_cap_digits`` memoized by identity: ``number_range`` returns the same (cached) object
+    for the same bounds, so every integer property of a schema, and of the next schema, shares
+    one capped expression.  The memo keeps each key object alive, so an id is never reused."""
+    hit = _CAPPED.get(id(e))
+    if hit is None or hit[0] is not e:
+        if len(_CAPPED) >= 4096:
+            _CAPPED.clear()
+        hit = _CAPPED[id(e)] = (e, _cap_digits(e))
+    return hit[1]
+
+
+_CAPPED: dict[int, tuple[ir.Expr, ir.Expr]] = {}
+
+
+def _cap_digits(e: ir.Expr) -> ir.Expr:
     """``e`` with every unbounded repetition of a digit class (``\\d*``, ``0+``) bounded to
     ``CANONICAL_EXTRA_DIGITS`` beyond its least count: a sound subset of ``e``'s language that
     keeps a spelling of every value with at most 17 significant digits.  Recursion is on the
     depth of ``e`` (a number's few nested nodes)."""
     if isinstance(e, ir.Repeat):
-        item = cap_digits(e.item)
+        item = _cap_digits(e.item)
         if e.hi is None and isinstance(item, (ir.ByteClass, ir.Literal)):
             return ir.Repeat(item, e.lo, e.lo + CANONICAL_EXTRA_DIGITS)
         return ir.Repeat(item, e.lo, e.hi)
     if isinstance(e, ir.Seq):
-        return ir.seq(*(cap_digits(x) for x in e.items))
+        return ir.seq(*(_cap_digits(x) for x in e.items))
     if isinstance(e, ir.Alt):
-        return ir.alt(*(cap_digits(x) for x in e.items))
+        return ir.alt(*(_cap_digits(x) for x in e.items))
     return e
 
 

@@ -82,7 +82,6 @@ class SchemaCompiler:
         self.rules: dict[str, ir.Expr] = {}
         # canonical: one spelling per instance (see Grammar.from_json_schema); else every one
         self.canonical = canonical
-        self._capped: dict[int, tuple[ir.Expr, ir.Expr]] = {}
         self.rep = Reporter(strict, narrowing=canonical)
         self.strict = strict
         self.policy = policy
@@ -129,14 +128,8 @@ class SchemaCompiler:
         return self._rule("json-char-wf", lambda: CANONICAL_CHAR if self.canonical else ENC_ANY)
 
     def number_form(self, e: ir.Expr) -> ir.Expr:
-        """A number's language; canonical mode bounds its digit runs (:func:`.numbers.cap_digits`).
-        Memoized by identity: equal bounds give the same (cached) expression object."""
-        if not self.canonical:
-            return e
-        hit = self._capped.get(id(e))
-        if hit is None or hit[0] is not e:
-            hit = self._capped[id(e)] = (e, cap_digits(e))
-        return hit[1]
+        """A number's language; canonical mode bounds its digit runs (:func:`.numbers.cap_digits`)."""
+        return cap_digits(e) if self.canonical else e
 
     # ------------------------------------------------------------------ the walk
 
