@@ -115,19 +115,20 @@ class _Object:
 class Containers:
     def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
-        self._shared: dict[ir.Expr, ir.Ref] = {}
+        self._shared: dict[int, tuple[ir.Expr, ir.Ref]] = {}  # id -> (expression, its rule)
 
     def shared(self, value: ir.Expr) -> ir.Expr:
-        """``value`` as one rule per distinct expression: the members of a wide object whose
-        values have the same schema call one automaton, instead of each holding a copy (the
-        compiler still inlines a rule with one caller, or a small one)."""
+        """``value`` as one rule per expression object: the members of a wide object whose
+        values compile to the same (cached) expression call one automaton, instead of each
+        holding a copy (the compiler still inlines a rule with one caller, or a small one).
+        Keyed by identity: hashing an expression walks all of it."""
         if isinstance(value, (ir.Ref, ir.Literal)) or value in (ir.NOTHING, ir.EPSILON):
             return value
-        ref = self._shared.get(value)
-        if ref is None:
-            ref = self._shared[value] = ir.Ref(U.fresh(self.c.rules, "value"))
-            self.c.rules[ref.name] = value
-        return ref
+        hit = self._shared.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = self._shared[id(value)] = (value, ir.Ref(U.fresh(self.c.rules, "value")))
+            self.c.rules[hit[1].name] = value
+        return hit[1]
 
     # ------------------------------------------------------------------ state machines
 
