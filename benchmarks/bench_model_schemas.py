@@ -278,6 +278,8 @@ def sweep(args: argparse.Namespace) -> dict[str, Any]:
     }
     schemas = select_schemas(args.schemas, args.selection_seed)
     for i, s in enumerate(schemas, 1):
+        if i < args.start:
+            continue
         ids = model.prompt_ids(s["schema"])
         t0 = time.perf_counter()
         model.prefill(ids)
@@ -450,9 +452,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="model_schemas", help="results/<out>.json")
     p.add_argument("--md", default=str(DOC_PATH), help="where the markdown summary goes ('' for nowhere)")
     p.add_argument("--summarize", metavar="JSON", help="only print (and --md) the summary of a results file")
+    p.add_argument(
+        "--start", type=int, default=1, help="run the selection from its START-th schema (to split a sweep)"
+    )
+    p.add_argument(
+        "--combine",
+        nargs="+",
+        metavar="JSON",
+        help="merge results files of one selection run in parts (--start) into --out, then summarize",
+    )
     args = p.parse_args(argv)
     if args.summarize:
         return write_summary(json.loads(Path(args.summarize).read_text()), args.md)
+    if args.combine:
+        res = combine([json.loads(Path(f).read_text()) for f in args.combine])
+        write_results(args.out, res)
+        return write_summary(res, args.md)
     args.engines = _names(args.engines, list(ENGINE_CLASSES), "engines", p)
     args.modes = _names(args.modes, MODES, "modes", p)
     if args.schemas < 1 or args.max_tokens < 1:
@@ -460,6 +475,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep(args)
     _log(f"wrote {RESULTS_DIR / args.out}.json")
     return write_summary(json.loads((RESULTS_DIR / f"{args.out}.json").read_text()), args.md)
+
+
+def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One results file from the parts of a sweep split with ``--start``: schemas in selection
+    order, each schema's runs from the part that ran it (the first, if two did)."""
+    out = dict(parts[0])
+    order = [
+        s["id"]
+        for s in select_schemas(
+            out["environment"]["args"]["schemas"], out["environment"]["args"]["selection_seed"]
+        )
+    ]
+    seen: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for s in part["schemas"]:
+            seen.setdefault(
+                s["id"], {"schema": s, "runs": [r for r in part["runs"] if r["schema"] == s["id"]]}
+            )
+    ids = [i for i in order if i in seen]
+    out["schemas"] = [seen[i]["schema"] for i in ids]
+    out["runs"] = [r for i in ids for r in seen[i]["runs"]]
+    out["complete"] = len(ids) == len(order)
+    out["environment"] = dict(
+        out["environment"], wall_s=sum(p["environment"].get("wall_s", 0) for p in parts)
+    )
+    out["environment"]["parts"] = len(parts)
+    return out
 
 
 def write_summary(res: dict[str, Any], md: str) -> int:
