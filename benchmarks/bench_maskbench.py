@@ -53,7 +53,9 @@ def load_corpus(folder: Path, limit: int | None, sample: bool) -> list[dict[str,
     for path in sorted(folder.glob("*.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         if limit is not None and limit < len(rows):
-            keep = sorted(random.Random(path.stem).sample(range(len(rows)), limit)) if sample else range(limit)
+            keep = (
+                sorted(random.Random(path.stem).sample(range(len(rows)), limit)) if sample else range(limit)
+            )
             rows = [rows[i] for i in keep]
         for r in rows:
             r["split"] = path.stem
@@ -218,7 +220,13 @@ def counts(results: dict[str, Any], jobs: dict[str, dict[str, Any]], name: str) 
             doc = b"".join(toks[t] for t in job["valid"][k]).decode("utf-8", "replace")
             at = run["at"] or 0
             before = b"".join(toks[t] for t in job["valid"][k][:at]).decode("utf-8", "replace")
-            item: dict[str, Any] = {"id": sid, "instance": k, "status": run["status"], "where": before[-60:], "text": doc}
+            item: dict[str, Any] = {
+                "id": sid,
+                "instance": k,
+                "status": run["status"],
+                "where": before[-60:],
+                "text": doc,
+            }
             if name == "cfgmask":
                 accepted = k in full.get("accepted", [])
                 item["full_language"] = "accepts" if accepted else full.get("error", "rejects")
@@ -232,7 +240,9 @@ def counts(results: dict[str, Any], jobs: dict[str, dict[str, Any]], name: str) 
             for k in r["invalid_accepted"]:
                 doc = b"".join(toks[t] for t in job["invalid"][k]).decode("utf-8", "replace")
                 verdict = jsonschema_verdict(json.loads(job["text"]), doc)
-                found["invalid_accepted"].append({"id": sid, "instance": k, "text": doc, "jsonschema": verdict})
+                found["invalid_accepted"].append(
+                    {"id": sid, "instance": k, "text": doc, "jsonschema": verdict}
+                )
     out["valid_rejected"] = out["valid"] - out["valid_accepted"]
     if name == "cfgmask":
         out["rejected_not_canonical"] = full_ok
@@ -315,7 +325,15 @@ def counts_table(summary: dict[str, Any]) -> str:
     for name, s in summary.items():
         c = s["counts"]
         nc = str(c["rejected_not_canonical"]) if "rejected_not_canonical" in c else "n/a"
-        cells = [name, c["valid"], c["valid_accepted"], c["valid_rejected"], nc, c["invalid"], c["invalid_accepted"]]
+        cells = [
+            name,
+            c["valid"],
+            c["valid_accepted"],
+            c["valid_rejected"],
+            nc,
+            c["invalid"],
+            c["invalid_accepted"],
+        ]
         lines.append("| " + " | ".join(str(x) for x in cells) + " |")
     return "\n".join(lines)
 
@@ -349,10 +367,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="smoke run: 10 schemas a split, xgrammar on 12")
     p.add_argument("--splits", type=Path, default=None, help="folder of *.jsonl splits")
     p.add_argument("--limit", type=int, default=None, help="schemas a split (default: all)")
-    p.add_argument("--sample", action="store_true", help="with --limit: a fixed random subsample, not the first N")
+    p.add_argument(
+        "--sample", action="store_true", help="with --limit: a fixed random subsample, not the first N"
+    )
     p.add_argument("--engines", default=",".join(ENGINES))
-    p.add_argument("--xgrammar-sample", type=int, default=40, help="schemas xgrammar gets (drawn with a fixed seed)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds a schema may take in all (compile, replay, checks)")
+    p.add_argument(
+        "--xgrammar-sample", type=int, default=40, help="schemas xgrammar gets (drawn with a fixed seed)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="seconds a schema may take in all (compile, replay, checks)",
+    )
     p.add_argument("--keep-vocab-walks", action="store_true", help="cfgmask: clear tables and automata only")
     p.add_argument("--mem-gb", type=float, default=8.0, help="a worker's data-size limit")
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "maskbench.json")
@@ -381,10 +408,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary[name] = {"all": stats(res), "counts": counts(res, by_id, name)}
         if name != "cfgmask" and "cfgmask" in raw:
             cm = raw["cfgmask"]["results"]
-            both = {k for k, r in res.items() if r.get("status") == "ok" and cm.get(k, {}).get("status") == "ok"}
+            both = {
+                k for k, r in res.items() if r.get("status") == "ok" and cm.get(k, {}).get("status") == "ok"
+            }
             summary[name]["vs_cfgmask"] = {"cfgmask": stats(cm, both), name: stats(res, both)}
 
-    text = "\n\n".join([main_table(summary), ratio_table(summary), counts_table(summary), findings_text(summary)])
+    text = "\n\n".join(
+        [main_table(summary), ratio_table(summary), counts_table(summary), findings_text(summary)]
+    )
     print(text)
     payload = {
         "corpus": str(folder),

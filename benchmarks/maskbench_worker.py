@@ -138,7 +138,10 @@ def measure(rt: Runtime, job: dict[str, Any], send: Send) -> None:
         if isinstance(ex, KeyboardInterrupt | SystemExit):
             raise
         failed = (CLOCK() - t0) / 1e9
-        send("compiled", {"status": rt.classify(ex), "error": f"{type(ex).__name__}: {ex}"[:400], "failed_s": failed})
+        send(
+            "compiled",
+            {"status": rt.classify(ex), "error": f"{type(ex).__name__}: {ex}"[:400], "failed_s": failed},
+        )
         return
     compile_ns = CLOCK() - t0
     send("compiled", {"status": "ok", "compile_s": compile_ns / 1e9})
@@ -161,7 +164,9 @@ def measure(rt: Runtime, job: dict[str, Any], send: Send) -> None:
     send("measured", out)
 
     checked: dict[str, Any] = {
-        "invalid_accepted": [k for k, toks in enumerate(job["invalid"]) if accepts_whole(rt, rt.engine.matcher(spare), toks)]
+        "invalid_accepted": [
+            k for k, toks in enumerate(job["invalid"]) if accepts_whole(rt, rt.engine.matcher(spare), toks)
+        ]
     }
     rejected = [k for k, r in enumerate(runs) if r["status"] != "ok"]
     if rt.name == "cfgmask" and rejected:
