@@ -51,7 +51,7 @@ def load_corpus(folder: Path, limit: int | None, sample: bool) -> list[dict[str,
     a subsample drawn with the split's name as seed (the same on every run)."""
     out = []
     for path in sorted(folder.glob("*.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
         if limit is not None and limit < len(rows):
             keep = (
                 sorted(random.Random(path.stem).sample(range(len(rows)), limit)) if sample else range(limit)
