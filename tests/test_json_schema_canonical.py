@@ -357,3 +357,22 @@ def test_canonical_objects_check_dependencies_and_conditions_along_the_order() -
         accepts=['{"a":1,"b":1}', '{"a":1,"c":1}', '{"b":1,"c":1}'],
         rejects=['{"a":1}', '{"a":1,"b":1,"c":1}', "{}"],
     )
+
+
+def test_integer_spellings_by_draft_and_mode() -> None:
+    """Draft 4 counts only plain integers (jsonschema: ``12345.0`` is a float, not an integer);
+    drafts 6+ count ``3.0`` as an integer, and canonical mode spells it ``3``."""
+    d4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}
+    for canonical in (True, False):
+        check(
+            schema_to_grammar(d4, canonical=canonical)[0],
+            accepts=["12345", "-7"],
+            rejects=["12345.0", "1e20"],
+        )
+    check(schema_to_grammar({"type": "integer"}, canonical=False)[0], accepts=["3", "3.0", "1e20"])
+    check(schema_to_grammar({"type": "integer"})[0], accepts=["3", "1e20"], rejects=["3.0"])
+    for s in ({"type": "integer", "multipleOf": 2}, {"type": "integer", "minimum": 1}):
+        check(schema_to_grammar({**d4, **s}, canonical=False)[0], accepts=["4"], rejects=["4.0"])
+    check(schema_to_grammar({"type": "number", "multipleOf": 2}, canonical=False)[0], accepts=["4", "4.0"])
+    validator = jsonschema.Draft4Validator(d4)
+    assert not validator.is_valid(json.loads("12345.0")) and validator.is_valid(json.loads("12345"))

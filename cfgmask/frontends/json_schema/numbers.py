@@ -218,9 +218,16 @@ def _empty(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool) -> boo
 
 
 def plain_nonneg(
-    lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool, maxlen: int | None = None
+    lo: Decimal,
+    lo_incl: bool,
+    hi: Decimal | None,
+    hi_incl: bool,
+    integer: bool,
+    maxlen: int | None = None,
+    int_fraction: bool = True,
 ) -> ir.Expr:
-    """Plain decimals ``I(.F)?`` (no sign) with value in the interval; ``lo >= 0``."""
+    """Plain decimals ``I(.F)?`` (no sign) with value in the interval; ``lo >= 0``.  An integer
+    may end in ``.0+`` only with ``int_fraction``."""
     if _empty(lo, lo_incl, hi, hi_incl):
         return ir.NOTHING
     if integer:
@@ -233,7 +240,9 @@ def plain_nonneg(
             if not hi_incl and b == hi:
                 b -= 1
         body = uint_range(a, b)
-        return ir.NOTHING if body == ir.NOTHING else ir.seq(body, opt(ir.seq(ir.Literal(b"."), ZERO_RUN)))
+        if body == ir.NOTHING or not int_fraction:
+            return body
+        return ir.seq(body, opt(ir.seq(ir.Literal(b"."), ZERO_RUN)))
     i_lo, f_lo = int(lo), _frac_digits(lo - int(lo))
     any_frac = _frac(None, True, None, True, maxlen)
     if hi is None:
@@ -299,20 +308,38 @@ def _dead(e: ir.Expr) -> bool:
     return isinstance(e, ir.Seq) and any(x == ir.NOTHING for x in e.items)
 
 
+# How an integer may be spelled: "all" (``3``, ``3.0``, ``3e0`` past 1e16: every spelling whose
+# value is an integer, drafts 6+), "no_fraction" (no ``.0+``: canonical mode, ``3`` keeps the
+# value), "plain" (``-?(0|[1-9][0-9]*)`` only: draft 4, where a JSON number with a fraction or
+# an exponent is not an integer, as jsonschema's draft-4 type checker says).
+INT_FORMS = ("all", "no_fraction", "plain")
+
+
 @functools.lru_cache(maxsize=1024)  # IR is immutable: equal bounds share one expression
 def number_range(
-    lo: Decimal | None, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool
+    lo: Decimal | None,
+    lo_incl: bool,
+    hi: Decimal | None,
+    hi_incl: bool,
+    integer: bool,
+    int_forms: str = "all",
 ) -> ir.Expr:
-    """JSON numbers (spellings as in the module doc) with value in the interval."""
+    """JSON numbers (spellings as in the module doc) with value in the interval; integers
+    spelled as ``int_forms`` says."""
     if lo is None and hi is None and not integer:
         return JSON_NUMBER
+    frac = int_forms == "all"
+
+    def sci(a: Decimal, ai: bool, b: Decimal | None, bi: bool) -> ir.Expr:
+        return ir.NOTHING if integer and int_forms == "plain" else sci_positive(a, ai, b, bi, integer)
+
     zero = Decimal(0)
     alts: list[ir.Expr] = []
     # Unsigned texts denote y >= 0.
     if hi is None or hi >= 0:
         plo, pli = (zero, True) if lo is None or lo < 0 else (lo, lo_incl)
-        alts.append(plain_nonneg(plo, pli, hi, hi_incl, integer))
-        alts.append(sci_positive(plo, pli, hi, hi_incl, integer))
+        alts.append(plain_nonneg(plo, pli, hi, hi_incl, integer, int_fraction=frac))
+        alts.append(sci(plo, pli, hi, hi_incl))
     # "-y" denotes -y: need -y in [lo, hi], i.e. y in [-hi, -lo].
     if lo is None or lo <= 0:
         if hi is None or hi > 0:
@@ -321,7 +348,7 @@ def number_range(
             nlo, nli = -hi, hi_incl
         nhi = None if lo is None else -lo
         body = _alt_live(
-            plain_nonneg(nlo, nli, nhi, lo_incl, integer), sci_positive(nlo, nli, nhi, lo_incl, integer)
+            plain_nonneg(nlo, nli, nhi, lo_incl, integer, int_fraction=frac), sci(nlo, nli, nhi, lo_incl)
         )
         if body != ir.NOTHING:
             alts.append(ir.seq(ir.Literal(b"-"), body))
@@ -368,9 +395,9 @@ def _cap_digits(e: ir.Expr) -> ir.Expr:
     return e
 
 
-def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
-    """Canonical integers (optionally ``-`` and ``.0+``) divisible by ``k``: a mod-k automaton
-    written as right-linear rules (k rules)."""
+def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str, fraction: bool = True) -> ir.Expr:
+    """Canonical integers (optionally ``-``, and ``.0+`` with ``fraction``) divisible by ``k``:
+    a mod-k automaton written as right-linear rules (k rules)."""
     names = [f"{prefix}-mod{r}" for r in range(k)]
     for r in range(k):
         by_target: dict[int, list[int]] = {}
@@ -389,4 +416,5 @@ def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
         for t, ds in sorted(first.items())
     ]
     body = ir.alt(ir.Literal(b"0"), *starts)
-    return ir.seq(opt(ir.Literal(b"-")), body, opt(ir.seq(ir.Literal(b"."), ZERO_RUN)))
+    tail = opt(ir.seq(ir.Literal(b"."), ZERO_RUN)) if fraction else ir.EPSILON
+    return ir.seq(opt(ir.Literal(b"-")), body, tail)

@@ -82,6 +82,8 @@ class SchemaCompiler:
         self.rules: dict[str, ir.Expr] = {}
         # canonical: one spelling per instance (see Grammar.from_json_schema); else every one
         self.canonical = canonical
+        # integer spellings: draft 4 counts only plain integers; canonical mode drops "3.0"
+        self.int_forms = "plain" if self.draft == 4 else "no_fraction" if canonical else "all"
         self.rep = Reporter(strict, narrowing=canonical)
         self.strict = strict
         self.policy = policy
@@ -596,7 +598,7 @@ class SchemaCompiler:
         if "multipleOf" in s:
             return self._multiple_of(s, path, integer, lo, hi, excluded)
         if not excluded:
-            return number_range(lo, lo_incl, hi, hi_incl, integer)
+            return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
         # exclude points: split the interval at each excluded value
         points = sorted({decimal_of(v) for v in excluded})
         pieces: list[ir.Expr] = []
@@ -604,9 +606,9 @@ class SchemaCompiler:
         for p in points:
             if (lo is not None and p < lo) or (hi is not None and p > hi):
                 continue
-            pieces.append(number_range(cur, cur_incl, p, False, integer))
+            pieces.append(number_range(cur, cur_incl, p, False, integer, self.int_forms))
             cur, cur_incl = p, False
-        pieces.append(number_range(cur, cur_incl, hi, hi_incl, integer))
+        pieces.append(number_range(cur, cur_incl, hi, hi_incl, integer, self.int_forms))
         live = [x for x in pieces if x != ir.NOTHING]
         return ir.alt(*live) if live else ir.NOTHING
 
@@ -626,14 +628,17 @@ class SchemaCompiler:
             self.rep.rejected(
                 where, "multipleOf", "only positive integer multipleOf (jsonschema divides floats)"
             )
-            return number_range(lo, True, hi, True, integer) if lo is None and hi is None else JSON_NUMBER
+            if lo is None and hi is None:
+                return number_range(lo, True, hi, True, integer, self.int_forms)
+            return JSON_NUMBER
         if lo is not None or hi is not None or excluded or k > MAX_MULTIPLE_OF:
             self.rep.rejected(
                 where, "multipleOf", f"multipleOf only without bounds and up to {MAX_MULTIPLE_OF}"
             )
-            return number_range(None, True, None, True, integer)
+            return number_range(None, True, None, True, integer, self.int_forms)
         self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
-        return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"))
+        fraction = not integer or self.int_forms == "all"
+        return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"), fraction)
 
 
 def json_literal(v: Any) -> str:
