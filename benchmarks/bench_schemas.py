@@ -378,7 +378,7 @@ class Worker:
 
 def load_split(split: str) -> list[dict[str, Any]]:
     path = CORPUS_DIR / f"{split}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def instances(record: dict[str, Any]) -> list[dict[str, Any]]:
