@@ -26,6 +26,7 @@ cdef extern from "cfgmask.h" nogil:
     size_t cm_vocab_size(const cm_vocab *v)
     size_t cm_vocab_trie_size(const cm_vocab *v)
     void cm_vocab_clear_walks(cm_vocab *v)
+    void cm_vocab_pin_walks(cm_vocab *v)
 
     ctypedef struct cm_tables:
         uint32_t n_states, n_rules, n_classes, start_rule

@@ -88,9 +88,15 @@ cdef class VocabHandle:
         return cm_vocab_trie_size(self.ptr)
 
     def clear_walks(self):
-        """Drop the loop walks kept for the grammars compiled for this vocabulary."""
+        """Drop the loop walks kept for the grammars compiled for this vocabulary (all but
+        the pinned ones)."""
         with nogil:
             cm_vocab_clear_walks(self.ptr)
+
+    def pin_walks(self):
+        """Make every loop walk kept so far part of the vocabulary: clear_walks keeps it."""
+        with nogil:
+            cm_vocab_pin_walks(self.ptr)
 
 
 cdef void _fill_limits(cm_limits *lim, object s) except *:

@@ -41,8 +41,12 @@ void cm_vocab_free(cm_vocab *v);
 size_t cm_vocab_size(const cm_vocab *v);
 size_t cm_vocab_trie_size(const cm_vocab *v);
 /* Drop the loop walks the vocabulary keeps for the grammars compiled for it
- * (benchmarks that measure a cold start; grammars keep their own copies). */
+ * (benchmarks that measure a cold start; grammars keep their own copies), all but
+ * the pinned ones. */
 void cm_vocab_clear_walks(cm_vocab *v);
+/* Pin every loop walk kept so far: it becomes part of the vocabulary, like its
+ * trie (the walks of the loops every JSON grammar has, built with the vocabulary). */
+void cm_vocab_pin_walks(cm_vocab *v);
 
 /* ---- compiled grammar -------------------------------------------------- */
 

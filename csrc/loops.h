@@ -27,6 +27,8 @@ struct cm_loop_walk {
     cm_loop_exit *exits;
     size_t n_exits;
     struct cm_loop_walk *next;  /* in its bucket */
+    size_t bytes;               /* what it counts against CM_VOCAB_LOOP_BYTES */
+    bool pinned;                /* part of the vocabulary: cm_walk_store_clear keeps it */
 };
 
 /* ---- loops.c ---- */
@@ -62,6 +64,7 @@ void cm_loop_walks_free(cm_loop_walk **buckets);
 
 cm_walk_store *cm_walk_store_new(void);
 void cm_walk_store_free(cm_walk_store *s);
-void cm_walk_store_clear(cm_walk_store *s);
+void cm_walk_store_clear(cm_walk_store *s);  /* drops all but the pinned walks */
+void cm_walk_store_pin(cm_walk_store *s);    /* pins every walk stored so far */
 
 #endif

@@ -54,9 +54,25 @@ void cm_walk_store_free(cm_walk_store *s) {
 
 void cm_walk_store_clear(cm_walk_store *s) {
     pthread_mutex_lock(&s->lock);
-    cm_loop_walks_free(s->buckets);
-    s->buckets = NULL;
     s->bytes = 0;
+    for (size_t b = 0; s->buckets && b < CM_LOOP_BUCKETS; b++)
+        for (cm_loop_walk **link = &s->buckets[b]; *link;) {
+            cm_loop_walk *x = *link;
+            if (x->pinned) {
+                s->bytes += x->bytes;
+                link = &x->next;
+            } else {
+                *link = x->next;
+                cm_loop_walk_free(x);
+            }
+        }
+    pthread_mutex_unlock(&s->lock);
+}
+
+void cm_walk_store_pin(cm_walk_store *s) {
+    pthread_mutex_lock(&s->lock);
+    for (size_t b = 0; s->buckets && b < CM_LOOP_BUCKETS; b++)
+        for (cm_loop_walk *x = s->buckets[b]; x; x = x->next) x->pinned = true;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -147,6 +163,7 @@ void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk
         return;
     }
     x->hash = lf->hash;
+    x->bytes = bytes;
     x->n_sig = (uint32_t)lf->n_form;
     x->sig = form;
     pthread_mutex_lock(&s->lock);

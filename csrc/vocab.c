@@ -160,3 +160,7 @@ size_t cm_vocab_trie_size(const cm_vocab *v) { return v ? v->n_trie : 0; }
 void cm_vocab_clear_walks(cm_vocab *v) {
     if (v) cm_walk_store_clear(v->walks);
 }
+
+void cm_vocab_pin_walks(cm_vocab *v) {
+    if (v) cm_walk_store_pin(v->walks);
+}

@@ -170,3 +170,15 @@ def test_clear_caches_drops_the_vocabulary_walks_too() -> None:
     cfgmask.compile(cfgmask.Grammar.from_json_schema(first), vocab, warm=True)
     stats = cfgmask.compile(cfgmask.Grammar.from_json_schema(second), vocab, warm=True).stats
     assert stats["vocab_loop_walks"] > 0, stats
+
+
+def test_large_vocabularies_pin_the_json_string_walks() -> None:
+    """A vocabulary of 10,000 tokens or more walks a JSON string's inside once when its trie is
+    built and keeps the walk through ``clear_caches()``: the next schema's strings copy it, and
+    every entry is still that of a plain walk."""
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    cfgmask.clear_caches()
+    schema = {"type": "object", "properties": {"zz": {"type": "string"}}, "required": ["zz"]}
+    stats = assert_same_entries(cfgmask.Grammar.from_json_schema(schema), vocab)
+    assert stats["vocab_loop_walks"] > 0, stats

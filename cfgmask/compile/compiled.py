@@ -102,7 +102,9 @@ def clear_caches() -> None:
     """Forget everything the process keeps from earlier compiles: tables, automaton fragments,
     and every live vocabulary's loop walks.  The next compile and its first masks are cold, as
     for a grammar never seen before (benchmarks of cold starts, tests of the caches).  Compiled
-    grammars and matchers already made keep working."""
+    grammars and matchers already made keep working.  What a vocabulary builds with its trie
+    (the walks of a JSON string's inside, for vocabularies of 10,000 tokens or more) is part of
+    the vocabulary and stays."""
     from ..vocab import clear_walks
 
     with _TABLE_LOCK:
