@@ -31,6 +31,7 @@ from .merge import (
 from .numbers import cap_digits, decimal_of, multiple_of, number_range
 from .refs import ROOT_BASE, Resolver
 from .report import Reporter, pointer
+from .wellformed import check_document
 
 STRING_KW = {"minLength", "maxLength", "pattern", "format"}
 NUMBER_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
@@ -79,6 +80,7 @@ class SchemaCompiler:
     def __init__(self, root: Any, strict: bool, policy: str, canonical: bool = True) -> None:
         self.root = root
         self.draft = detect_draft(root)
+        check_document(root, self.draft)  # a malformed schema raises here, in either mode
         self.rules: dict[str, ir.Expr] = {}
         # canonical: one spelling per instance (see Grammar.from_json_schema); else every one
         self.canonical = canonical
