@@ -363,6 +363,11 @@ class Containers:
             if values[n] is False:
                 continue
             value = self.shared(c.schema(values[n], pointer(path, "properties", n), base))
+            if value == ir.NOTHING:  # the key cannot appear: the object neither, if it is required
+                if n in required_set:
+                    c.empty_why = f"{pointer(path, 'required')} names {n!r}, and {c.empty_why}"
+                    return None
+                continue
             name = U.fresh(c.rules, f"prop-{n}")
             c.rules[name] = ir.seq(self.key(n), c.sep(":"), value)
             member[n] = ir.Ref(name)
