@@ -253,3 +253,21 @@ def test_random_values_at_keyword_positions(
         )
     except (GrammarError, LimitError):
         pass
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"type": "string", "pattern": "^\\p{Letter}+$"}, "/pattern"),
+        (
+            {"type": "object", "patternProperties": {"^\\p{L}$": {}}, "additionalProperties": False},
+            "/patternProperties",
+        ),
+    ],
+)
+def test_ecma_only_regex_is_valid_but_not_enforced(schema: Any, where: str) -> None:
+    """ECMA-262 syntax that Python's re lacks: a valid schema, refused in strict mode only."""
+    with pytest.raises(NotEnforceable, match=where):
+        Grammar.from_json_schema(schema)
+    report = Grammar.from_json_schema(schema, strict=False).schema_report
+    assert [e.path for e in report.rejected] == [where]

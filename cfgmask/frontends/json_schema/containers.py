@@ -563,8 +563,9 @@ class Containers:
         for p in patterns:
             try:
                 re.compile(p)
-            except (re.error, TypeError) as e:
-                raise GrammarError(f"invalid pattern {p!r} at {where}: {e}") from None
+            except re.error as e:  # ECMA-262 syntax (wellformed.py refused any other error)
+                self.c.rep.rejected(where, "patternProperties", f"Python's re cannot read {p!r}: {e}")
+                return None
         if len(patterns) > MAX_PATTERNS:
             self.c.rep.rejected(where, "patternProperties", f"more than {MAX_PATTERNS} patterns")
             return None

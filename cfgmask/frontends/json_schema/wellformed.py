@@ -82,7 +82,13 @@ def _type(v: Any) -> Bad | None:
     return _type_name(v) if isinstance(v, str) else _wrong(v)
 
 
+# ECMA-262 syntax that Python's re lacks: \p{..} \P{..} \u{..} \cX \k<name> (?<name>..)
+ECMA_ONLY = re.compile(r"\\[pP]\{|\\u\{|\\c[A-Za-z]|\\k<|\(\?<(?![=!])")
+
+
 def _regex(v: Any) -> Bad | None:
+    """A regular expression: one Python's ``re`` compiles, or one that fails only on ECMA-262
+    syntax ``re`` lacks (a valid schema: the walk reports the pattern ``rejected``)."""
     if not isinstance(v, str):
         return _wrong(v)
     try:
@@ -90,6 +96,8 @@ def _regex(v: Any) -> Bad | None:
             warnings.simplefilter("ignore")  # FutureWarning on "[[" and the like
             re.compile(v)
     except re.error as e:
+        if ECMA_ONLY.search(v):
+            return None
         return (), v, f"re: {e.msg}" + (f" at position {e.pos}" if e.pos is not None else "")
     except (OverflowError, RecursionError, ValueError) as e:
         return (), v, f"re: {e}"
