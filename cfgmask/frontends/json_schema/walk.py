@@ -211,13 +211,14 @@ class SchemaCompiler:
             name = U.fresh(self.rules, "def-" + uri.rsplit("#", 1)[-1].rsplit("/", 1)[-1])
             self.ref_rules[uri] = name
             self.ref_active.add(uri)
-            body = self.schema(target, uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri, tbase)
+            tpath = uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri
+            body = self.schema(target, tpath, tbase)
             self.ref_active.discard(uri)
             if body == ir.Ref(name):
                 raise GrammarError(f"$ref at {where} refers to itself without consuming input")
             self.rules[name] = body
             if body == ir.NOTHING:
-                self.empty_rules[name] = self.empty_why or because(target, where, None)
+                self.empty_rules[name] = self.empty_why or because(target, tpath, None)
         self.rep.enforced(where, "$ref")
         name = self.ref_rules[uri]
         if name in self.empty_rules:  # said as nothing, so that the schemas around it can tell why
