@@ -271,3 +271,12 @@ def test_ecma_only_regex_is_valid_but_not_enforced(schema: Any, where: str) -> N
         Grammar.from_json_schema(schema)
     report = Grammar.from_json_schema(schema, strict=False).schema_report
     assert [e.path for e in report.rejected] == [where]
+
+
+def test_not_required_beside_pattern_properties_is_reported_not_leaked() -> None:
+    """An internal Unmergeable escaped here (three JSONSchemaBench schemas, lenient mode)."""
+    schema = {"type": "object", "patternProperties": {"^x": {"type": "string"}}, "not": {"required": ["a"]}}
+    with pytest.raises(NotEnforceable, match="/not"):
+        Grammar.from_json_schema(schema)
+    report = Grammar.from_json_schema(schema, strict=False).schema_report
+    assert [e.path for e in report.rejected] == ["/not"]

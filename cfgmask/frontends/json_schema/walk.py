@@ -520,7 +520,7 @@ class SchemaCompiler:
         else:
             self._ignore(s, NUMBER_KW, path)
         if "object" in types:
-            alts.append(self.containers.object(s if not extra else intersect(s, extra), path, base, presence))
+            alts.append(self.containers.object(self._with_negation(s, extra, path), path, base, presence))
         else:
             self._ignore(s, OBJECT_KW, path)
         if "array" in types:
@@ -529,6 +529,16 @@ class SchemaCompiler:
             self._ignore(s, ARRAY_KW, path)
         live = [a for a in alts if a != ir.NOTHING]
         return ir.alt(*live) if live else ir.NOTHING
+
+    def _with_negation(self, s: dict[str, Any], extra: dict[str, Any], path: str) -> dict[str, Any]:
+        """``s`` and what its ``not`` says of objects, as one schema when they can be merged."""
+        if not extra:
+            return s
+        try:
+            return intersect(s, extra)
+        except Unmergeable as e:  # lenient mode: the 'not' is left out (a superset)
+            self.rep.rejected(pointer(path, "not"), "not", e.reason)
+            return s
 
     def _ignore(self, s: dict[str, Any], kws: set[str], path: str) -> None:
         for k in kws & s.keys():
