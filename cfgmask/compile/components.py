@@ -41,7 +41,7 @@ def build_rules(grammar: ir.Grammar, limits: CompileLimits, sess: Session) -> Fl
     for name in sess.markers:
         rules[name] = ir.EPSILON
     built = rule_dfas(rules, grammar.start, rw.outlined | set(sess.markers), limits, sess)
-    return finish(built, grammar.start, limits, sess)
+    return finish(built, grammar.start, limits, sess, str(grammar.meta.get("empty", "")))
 
 
 def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]:
@@ -180,9 +180,10 @@ def _given(dfas: list[DFA], rank: array[int], sess: Session) -> list[tuple[Any, 
 
 
 def finish(
-    built: dict[str, tuple[DFA, array[int]]], start: str, limits: CompileLimits, sess: Session
+    built: dict[str, tuple[DFA, array[int]]], start: str, limits: CompileLimits, sess: Session, why: str = ""
 ) -> Flat:
-    """Runtime rules, productive rules, trimming and the flat layout, in one call."""
+    """Runtime rules, productive rules, trimming and the flat layout, in one call.  ``why``: what
+    the front end knows of an empty language (the JSON Schema keyword that made it empty)."""
     from .._core import compile_finish
 
     rank, _ = sess.rank()
@@ -197,7 +198,9 @@ def finish(
         deadline.check("trimming")
         raise
     if got is None:
-        raise GrammarError(f"the grammar's language is empty: rule {start!r} derives no finite string")
+        raise GrammarError(
+            f"the grammar's language is empty: {why or f'rule {start!r} derives no finite string'}"
+        )
     return from_door(got, sess.names, sess.token_sets)
 
 

@@ -355,17 +355,9 @@ class Containers:
                 if addl is not False:
                     key_lang = self._key_language(pn, where, bool(names or patterns))
             rep.enforced(where, "propertyNames")
-        member: dict[str, ir.Expr] = {}
-        required_set = set(required)
-        for n in names:
-            if n in required_set and values[n] is False:
-                return None
-            if values[n] is False:
-                continue
-            value = self.shared(c.schema(values[n], pointer(path, "properties", n), base))
-            name = U.fresh(c.rules, f"prop-{n}")
-            c.rules[name] = ir.seq(self.key(n), c.sep(":"), value)
-            member[n] = ir.Ref(name)
+        member = self._listed(names, values, set(required), path, base)
+        if member is None:
+            return None
         free_parts: list[ir.Expr] = []
         if patterns and automata:
             free_parts += self._pattern_members(
@@ -386,6 +378,28 @@ class Containers:
             s, [n for n in names if n in member], member, [n for n in required if n in member],
             dep_req, presence, free_parts, canon_closed, s.get("minProperties", 0), s.get("maxProperties"),
         )  # fmt: skip
+
+    def _listed(
+        self, names: list[str], values: dict[str, Any], required: set[str], path: str, base: str
+    ) -> dict[str, ir.Expr] | None:
+        """Each listed key that may appear -> its member rule; None when a required one cannot."""
+        c = self.c
+        member: dict[str, ir.Expr] = {}
+        for n in names:
+            if n in required and values[n] is False:
+                return None
+            if values[n] is False:
+                continue
+            value = self.shared(c.schema(values[n], pointer(path, "properties", n), base))
+            if value == ir.NOTHING:  # the key cannot appear: the object neither, if it is required
+                if n in required:
+                    c.empty_why = f"{pointer(path, 'required')} names {n!r}, and {c.empty_why}"
+                    return None
+                continue
+            name = U.fresh(c.rules, f"prop-{n}")
+            c.rules[name] = ir.seq(self.key(n), c.sep(":"), value)
+            member[n] = ir.Ref(name)
+        return member
 
     def _canonical(self, o: _Object, path: str) -> ir.Expr:
         """Canonical mode: the listed members in the order the schema lists them (optional ones
@@ -549,8 +563,9 @@ class Containers:
         for p in patterns:
             try:
                 re.compile(p)
-            except (re.error, TypeError) as e:
-                raise GrammarError(f"invalid pattern {p!r} at {where}: {e}") from None
+            except re.error as e:  # ECMA-262 syntax (wellformed.py refused any other error)
+                self.c.rep.rejected(where, "patternProperties", f"Python's re cannot read {p!r}: {e}")
+                return None
         if len(patterns) > MAX_PATTERNS:
             self.c.rep.rejected(where, "patternProperties", f"more than {MAX_PATTERNS} patterns")
             return None

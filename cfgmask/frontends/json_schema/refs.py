@@ -94,13 +94,19 @@ class Resolver:
         if frag == "":
             return node, doc, uri
         if not frag.startswith("/"):
-            raise GrammarError(f"$ref {ref!r}: unknown anchor {frag!r}")
-        for token in frag[1:].split("/"):
-            token = unquote(token).replace("~1", "/").replace("~0", "~")
+            raise GrammarError(
+                f"$ref {ref!r}: no anchor {frag!r} in {'this schema' if doc == ROOT_BASE else doc}"
+            )
+        at = ""
+        for raw in frag[1:].split("/"):
+            token = unquote(raw).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
-                raise GrammarError(f"$ref {ref!r}: JSON pointer does not resolve")
+                raise GrammarError(
+                    f"$ref {ref!r}: the JSON pointer {frag!r} leads nowhere: {at or '/'} has no {token!r}"
+                )
+            at += "/" + raw
         return node, self.base(node, doc), uri

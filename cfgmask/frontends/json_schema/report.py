@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ...errors import GrammarError
+from ...errors import NotEnforceable
 
 ENFORCED, NARROWED, RELAXED, REJECTED = "enforced", "narrowed", "relaxed", "rejected"
 # What strict mode refuses: a verdict under which the grammar may allow an invalid document.
@@ -103,9 +103,10 @@ class Reporter:
             return
         if self.strict and (status in UNSOUND or (status == NARROWED and not self.narrowing)):
             where = path or "/"
-            raise GrammarError(
+            raise NotEnforceable(
                 f"JSON Schema keyword {keyword!r} at {where} cannot be enforced exactly: {reason}"
-                " (strict=False compiles it and lists it in schema_report)"
+                " (strict=False compiles it and lists it in schema_report)",
+                pointer=where,
             )
         entry = ReportEntry(path, keyword, status, reason)
         if at is None:

@@ -175,9 +175,10 @@ class Strings:
         c = self.c
         lo = s.get("minLength", 0)
         hi = s.get("maxLength")
-        for k in ("minLength", "maxLength"):
-            if k in s and (not isinstance(s[k], int) or isinstance(s[k], bool) or s[k] < 0):
-                raise GrammarError(f"{pointer(path, k)} must be a nonnegative integer")
+        if hi is not None and lo > hi:  # no string (the walk names the two bounds)
+            for k in ("minLength", "maxLength"):
+                c.rep.enforced(pointer(path, k), k, "code points")
+            return ir.NOTHING
         # the character-level languages to intersect, with the keyword each comes from
         langs: list[tuple[str, list[ir.Expr]]] = []
         if "pattern" in s:

@@ -13,9 +13,10 @@ from decimal import Decimal
 from typing import Any
 
 from ... import deadline, ir
-from ...errors import GrammarError
+from ...errors import GrammarError, NotEnforceable
 from . import _ir_util as U
 from .canonical import canonical_string, unspellable
+from .empty import because
 from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
@@ -31,6 +32,7 @@ from .merge import (
 from .numbers import cap_digits, decimal_of, multiple_of, number_range
 from .refs import ROOT_BASE, Resolver
 from .report import Reporter, pointer
+from .wellformed import check_document
 
 STRING_KW = {"minLength", "maxLength", "pattern", "format"}
 NUMBER_KW = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
@@ -79,6 +81,7 @@ class SchemaCompiler:
     def __init__(self, root: Any, strict: bool, policy: str, canonical: bool = True) -> None:
         self.root = root
         self.draft = detect_draft(root)
+        check_document(root, self.draft)  # a malformed schema raises here, in either mode
         self.rules: dict[str, ir.Expr] = {}
         # canonical: one spelling per instance (see Grammar.from_json_schema); else every one
         self.canonical = canonical
@@ -92,6 +95,8 @@ class SchemaCompiler:
         self.ref_rules: dict[str, str] = {}
         self.ref_active: set[str] = set()
         self.depth = 0
+        self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
+        self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
         from .containers import Containers
         from .strings import Strings
 
@@ -145,23 +150,33 @@ class SchemaCompiler:
         if self.policy == "any":
             body = ir.seq(self.ws(), body, self.ws())
         self.rules["root"] = body
-        return ir.Grammar(self.rules, "root", meta={"json_schema": True})
+        info: dict[str, object] = {"json_schema": True}
+        if body == ir.NOTHING:  # the compiler's "language is empty" error says why
+            info["empty"] = (
+                f"the JSON Schema allows no value: {self.empty_why or because(self.root, '', None)}"
+            )
+        return ir.Grammar(self.rules, "root", meta=info)
 
     def schema(self, s: Any, path: str, base: str) -> ir.Expr:
         if s is True:
             return self.any_value()
         if s is False:
+            self.empty_why = because(s, path, None)
             return ir.NOTHING
         if not isinstance(s, dict):
             raise GrammarError(f"the schema at {path or '/'} is neither an object nor a boolean")
         self.depth += 1
         deadline.check("JSON Schema")
+        saved, self.empty_why = self.empty_why, None
         try:
             if self.depth > MAX_DEPTH:
                 raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
-            return self._schema(s, path, self.resolver.base(s, base))
+            out = self._schema(s, path, self.resolver.base(s, base))
         finally:
             self.depth -= 1
+        # an empty schema keeps the innermost reason found under it; a live one forgets them
+        self.empty_why = because(s, path, self.empty_why) if out == ir.NOTHING else saved
+        return out
 
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         for k in s:
@@ -193,19 +208,37 @@ class SchemaCompiler:
         try:
             target, tbase, uri = self.resolver.resolve(ref, base)
         except GrammarError as e:
-            self.rep.rejected(where, "$ref", e.message)
-            return self.any_value()
+            return self.unresolved(where, e)
         if uri not in self.ref_rules:
             name = U.fresh(self.rules, "def-" + uri.rsplit("#", 1)[-1].rsplit("/", 1)[-1])
             self.ref_rules[uri] = name
             self.ref_active.add(uri)
-            body = self.schema(target, uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri, tbase)
+            tpath = uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri
+            body = self.schema(target, tpath, tbase)
             self.ref_active.discard(uri)
             if body == ir.Ref(name):
                 raise GrammarError(f"$ref at {where} refers to itself without consuming input")
             self.rules[name] = body
+            if body == ir.NOTHING:
+                self.empty_rules[name] = self.empty_why or because(target, tpath, None)
         self.rep.enforced(where, "$ref")
-        return ir.Ref(self.ref_rules[uri])
+        name = self.ref_rules[uri]
+        if name in self.empty_rules:  # said as nothing, so that the schemas around it can tell why
+            self.empty_why = self.empty_rules[name]
+            return ir.NOTHING
+        return ir.Ref(name)
+
+    def unresolved(self, where: str, e: GrammarError) -> ir.Expr:
+        """A ``$ref`` that resolves to nothing here: strict mode refuses it; lenient mode lets any
+        value through and reports it rejected."""
+        if self.strict:
+            raise NotEnforceable(
+                f"$ref at {where} does not resolve: {e.message} (strict=False lets any value through"
+                " there and lists it in schema_report)",
+                pointer=where,
+            )
+        self.rep.rejected(where, "$ref", e.message)
+        return self.any_value()
 
     def ref_with_siblings(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         """2019-09+: ``$ref`` beside other keywords means both apply.  One rule per
@@ -214,8 +247,7 @@ class SchemaCompiler:
         try:
             _, _, uri = self.resolver.resolve(ref, base)
         except GrammarError as e:
-            self.rep.rejected(pointer(path, "$ref"), "$ref", e.message)
-            return self.any_value()
+            return self.unresolved(pointer(path, "$ref"), e)
         siblings = {k: v for k, v in s.items() if k != "$ref"}
         key = uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str)
         if key not in self.ref_rules:
@@ -281,7 +313,12 @@ class SchemaCompiler:
             except Unmergeable as e:
                 self.rep.rejected(pointer(where, i), e.keyword, e.reason)
             except GrammarError as e:
-                self.rep.rejected(pointer(where, i), "$ref", e.message)
+                at = (
+                    pointer(where, i, "$ref")
+                    if isinstance(part, dict) and "$ref" in part
+                    else pointer(where, i)
+                )
+                self.rep.rejected(at, "$ref", e.message)
         self.rep.enforced(where, "allOf")
         acc.update(dict(keep))
         return acc
@@ -485,7 +522,7 @@ class SchemaCompiler:
         else:
             self._ignore(s, NUMBER_KW, path)
         if "object" in types:
-            alts.append(self.containers.object(s if not extra else intersect(s, extra), path, base, presence))
+            alts.append(self.containers.object(self._with_negation(s, extra, path), path, base, presence))
         else:
             self._ignore(s, OBJECT_KW, path)
         if "array" in types:
@@ -494,6 +531,16 @@ class SchemaCompiler:
             self._ignore(s, ARRAY_KW, path)
         live = [a for a in alts if a != ir.NOTHING]
         return ir.alt(*live) if live else ir.NOTHING
+
+    def _with_negation(self, s: dict[str, Any], extra: dict[str, Any], path: str) -> dict[str, Any]:
+        """``s`` and what its ``not`` says of objects, as one schema when they can be merged."""
+        if not extra:
+            return s
+        try:
+            return intersect(s, extra)
+        except Unmergeable as e:  # lenient mode: the 'not' is left out (a superset)
+            self.rep.rejected(pointer(path, "not"), "not", e.reason)
+            return s
 
     def _ignore(self, s: dict[str, Any], kws: set[str], path: str) -> None:
         for k in kws & s.keys():
