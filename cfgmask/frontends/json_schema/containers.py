@@ -58,6 +58,24 @@ MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their au
 MAX_UNIQUE_VALUES = 8
 
 
+SHARED_BY_CONTENT_NODES = 64  # value expressions up to this many nodes are shared by content
+
+
+def _nodes_at_most(e: ir.Expr, limit: int) -> bool:
+    """Whether ``e`` has at most ``limit`` nodes (stops counting past it)."""
+    stack, n = [e], 0
+    while stack:
+        x = stack.pop()
+        n += 1
+        if n > limit:
+            return False
+        if isinstance(x, (ir.Seq, ir.Alt)):
+            stack.extend(x.items)
+        elif isinstance(x, ir.Repeat):
+            stack.append(x.item)
+    return True
+
+
 def _trivial(s: Any) -> bool:
     return s is True or (isinstance(s, dict) and not any(not is_annotation(k) for k in s))
 
@@ -116,19 +134,28 @@ class Containers:
     def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
         self._shared: dict[int, tuple[ir.Expr, ir.Ref]] = {}  # id -> (expression, its rule)
+        self._shared_content: dict[ir.Expr, ir.Ref] = {}  # small expressions, by content
 
     def shared(self, value: ir.Expr) -> ir.Expr:
-        """``value`` as one rule per expression object: the members of a wide object whose
-        values compile to the same (cached) expression call one automaton, instead of each
-        holding a copy (the compiler still inlines a rule with one caller, or a small one).
-        Keyed by identity: hashing an expression walks all of it."""
+        """``value`` as one rule per distinct expression: the members of a wide object whose
+        values have the same schema call one automaton, instead of each holding a copy (the
+        compiler still inlines a rule with one caller, or a small one).  Keyed by identity
+        first (cached expressions: numbers), then by content for small expressions (a string,
+        a boolean); a big expression is not hashed (hashing walks all of it)."""
         if isinstance(value, (ir.Ref, ir.Literal)) or value in (ir.NOTHING, ir.EPSILON):
             return value
         hit = self._shared.get(id(value))
-        if hit is None or hit[0] is not value:
-            hit = self._shared[id(value)] = (value, ir.Ref(U.fresh(self.c.rules, "value")))
-            self.c.rules[hit[1].name] = value
-        return hit[1]
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        small = _nodes_at_most(value, SHARED_BY_CONTENT_NODES)
+        ref = self._shared_content.get(value) if small else None
+        if ref is None:
+            ref = ir.Ref(U.fresh(self.c.rules, "value"))
+            self.c.rules[ref.name] = value
+            if small:
+                self._shared_content[value] = ref
+        self._shared[id(value)] = (value, ref)
+        return ref
 
     # ------------------------------------------------------------------ state machines
 
