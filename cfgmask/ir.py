@@ -73,14 +73,30 @@ class Ref(Expr):
     name: str
 
 
+# The composite nodes keep their hash once computed: hashing walks the whole subtree, and the
+# compiler's hash-consing and the front ends' sharing hash the same subtrees again and again.
+
+
 @dataclass(frozen=True, slots=True)
 class Seq(Expr):
     items: tuple[Expr, ...]
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        if not self._hash:
+            object.__setattr__(self, "_hash", hash((Seq, self.items)) or 1)
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
 class Alt(Expr):
     items: tuple[Expr, ...]
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        if not self._hash:
+            object.__setattr__(self, "_hash", hash((Alt, self.items)) or 1)
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +104,12 @@ class Repeat(Expr):
     item: Expr
     lo: int
     hi: int | None
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        if not self._hash:
+            object.__setattr__(self, "_hash", hash((Repeat, self.item, self.lo, self.hi)) or 1)
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)

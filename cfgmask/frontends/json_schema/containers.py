@@ -58,24 +58,6 @@ MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their au
 MAX_UNIQUE_VALUES = 8
 
 
-SHARED_BY_CONTENT_NODES = 64  # value expressions up to this many nodes are shared by content
-
-
-def _nodes_at_most(e: ir.Expr, limit: int) -> bool:
-    """Whether ``e`` has at most ``limit`` nodes (stops counting past it)."""
-    stack, n = [e], 0
-    while stack:
-        x = stack.pop()
-        n += 1
-        if n > limit:
-            return False
-        if isinstance(x, (ir.Seq, ir.Alt)):
-            stack.extend(x.items)
-        elif isinstance(x, ir.Repeat):
-            stack.append(x.item)
-    return True
-
-
 def _trivial(s: Any) -> bool:
     return s is True or (isinstance(s, dict) and not any(not is_annotation(k) for k in s))
 
@@ -133,28 +115,19 @@ class _Object:
 class Containers:
     def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
-        self._shared: dict[int, tuple[ir.Expr, ir.Ref]] = {}  # id -> (expression, its rule)
-        self._shared_content: dict[ir.Expr, ir.Ref] = {}  # small expressions, by content
+        self._shared: dict[ir.Expr, ir.Ref] = {}  # value expression -> its rule
 
     def shared(self, value: ir.Expr) -> ir.Expr:
         """``value`` as one rule per distinct expression: the members of a wide object whose
         values have the same schema call one automaton, instead of each holding a copy (the
-        compiler still inlines a rule with one caller, or a small one).  Keyed by identity
-        first (cached expressions: numbers), then by content for small expressions (a string,
-        a boolean); a big expression is not hashed (hashing walks all of it)."""
+        compiler still inlines a rule with one caller, or a small one).  Keyed by content:
+        composite IR nodes keep their hash, so a shared subtree is hashed once."""
         if isinstance(value, (ir.Ref, ir.Literal)) or value in (ir.NOTHING, ir.EPSILON):
             return value
-        hit = self._shared.get(id(value))
-        if hit is not None and hit[0] is value:
-            return hit[1]
-        small = _nodes_at_most(value, SHARED_BY_CONTENT_NODES)
-        ref = self._shared_content.get(value) if small else None
+        ref = self._shared.get(value)
         if ref is None:
-            ref = ir.Ref(U.fresh(self.c.rules, "value"))
+            ref = self._shared[value] = ir.Ref(U.fresh(self.c.rules, "value"))
             self.c.rules[ref.name] = value
-            if small:
-                self._shared_content[value] = ref
-        self._shared[id(value)] = (value, ref)
         return ref
 
     # ------------------------------------------------------------------ state machines
