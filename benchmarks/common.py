@@ -323,7 +323,29 @@ class _QuicktokForLlguidance:
         return self._encode(text)
 
 
-class LlguidanceEngine(Engine):
+class LlguidanceMatcherOps:
+    """What every llguidance engine of the benchmarks does with a matcher (``self._llnp``:
+    ``llguidance.numpy``); the "compiled grammar" is a ready matcher, handed out as copies."""
+
+    _llnp: Any
+
+    def matcher(self, compiled: Any) -> Any:
+        return compiled.deep_copy()
+
+    def fill(self, m: Any, mask: Any) -> None:
+        self._llnp.fill_next_token_bitmask(m, mask, 0)
+
+    def accept(self, m: Any, token: int) -> bool:
+        return bool(m.consume_token(token))
+
+    def is_accepting(self, m: Any) -> bool:
+        return bool(m.is_accepting())
+
+    def error(self, m: Any) -> str:
+        return str(m.get_error()) if m.is_error() else ""
+
+
+class LlguidanceEngine(LlguidanceMatcherOps, Engine):
     name = "llguidance"
 
     def __init__(self, tokens: TokenSet | None = None) -> None:
@@ -350,23 +372,8 @@ class LlguidanceEngine(Engine):
             raise RuntimeError(m.get_error())
         return m
 
-    def matcher(self, compiled: Any) -> Any:
-        return compiled.deep_copy()
-
     def new_mask(self) -> Any:
         return self._llnp.allocate_token_bitmask(1, self.tokens.size)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        self._llnp.fill_next_token_bitmask(m, mask, 0)
-
-    def accept(self, m: Any, token: int) -> bool:
-        return bool(m.consume_token(token))
-
-    def is_accepting(self, m: Any) -> bool:
-        return bool(m.is_accepting())
-
-    def error(self, m: Any) -> str:
-        return str(m.get_error())
 
 
 ENGINE_CLASSES: dict[str, type[Engine]] = {

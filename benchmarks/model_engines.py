@@ -14,7 +14,7 @@ import inspect
 import json
 from typing import Any
 
-from .common import _dist_version
+from .common import LlguidanceMatcherOps, _dist_version
 
 
 class CfgmaskEngine:
@@ -84,7 +84,7 @@ class XGrammarEngine:
         return ""
 
 
-class LlguidanceEngine:
+class LlguidanceEngine(LlguidanceMatcherOps):
     name = "llguidance"
 
     def __init__(self, tok: Any, n_vocab: int, stops: list[int]) -> None:
@@ -93,6 +93,7 @@ class LlguidanceEngine:
         import llguidance.numpy as llnp
 
         self.llg, self.llnp = llguidance, llnp
+        self._llnp = llnp
         self.version = llguidance.__version__
         self.tokenizer = llguidance.hf.from_tokenizer(tok, n_vocab=n_vocab, eos_token=stops)
         self.n_vocab = n_vocab
@@ -104,23 +105,8 @@ class LlguidanceEngine:
             raise RuntimeError(m.get_error())
         return m
 
-    def matcher(self, compiled: Any) -> Any:
-        return compiled.deep_copy()
-
     def new_mask(self) -> Any:
         return self.llnp.allocate_token_bitmask(1, self.n_vocab)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        self.llnp.fill_next_token_bitmask(m, mask, 0)
-
-    def accept(self, m: Any, token: int) -> bool:
-        return bool(m.consume_token(token))
-
-    def is_accepting(self, m: Any) -> bool:
-        return bool(m.is_accepting())
-
-    def error(self, m: Any) -> str:
-        return str(m.get_error()) if m.is_error() else ""
 
 
 class CfgmaskLegacyEngine(CfgmaskEngine):
