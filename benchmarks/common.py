@@ -223,7 +223,20 @@ class Engine:
         return np.asarray(mask)[0]
 
 
-class CfgmaskEngine(Engine):
+class CfgmaskMatcherOps:
+    """What every cfgmask engine of the benchmarks does with a ``cfgmask.Matcher``."""
+
+    def fill(self, m: Any, mask: Any) -> None:
+        m.fill_bitmask(mask, 0)
+
+    def accept(self, m: Any, token: int) -> bool:
+        return bool(m.accept_token(token))
+
+    def is_accepting(self, m: Any) -> bool:
+        return bool(m.is_accepting())
+
+
+class CfgmaskEngine(CfgmaskMatcherOps, Engine):
     name = "cfgmask"
 
     def __init__(self, tokens: TokenSet | None = None) -> None:
@@ -251,15 +264,6 @@ class CfgmaskEngine(Engine):
 
     def new_mask(self) -> Any:
         return self._cm.allocate_bitmask(1, self.tokens.size)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        m.fill_bitmask(mask, 0)
-
-    def accept(self, m: Any, token: int) -> bool:
-        return bool(m.accept_token(token))
-
-    def is_accepting(self, m: Any) -> bool:
-        return bool(m.is_accepting())
 
 
 class XGrammarEngine(Engine):

@@ -14,10 +14,10 @@ import inspect
 import json
 from typing import Any
 
-from .common import LlguidanceMatcherOps, _dist_version
+from .common import CfgmaskMatcherOps, LlguidanceMatcherOps, _dist_version
 
 
-class CfgmaskEngine:
+class CfgmaskEngine(CfgmaskMatcherOps):
     name = "cfgmask"
 
     def __init__(self, tok: Any, n_vocab: int, stops: list[int]) -> None:
@@ -36,15 +36,6 @@ class CfgmaskEngine:
 
     def new_mask(self) -> Any:
         return self.cm.allocate_bitmask(1, self.n_vocab)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        m.fill_bitmask(mask, 0)
-
-    def accept(self, m: Any, token: int) -> bool:
-        return bool(m.accept_token(token))
-
-    def is_accepting(self, m: Any) -> bool:
-        return bool(m.is_accepting())
 
     def error(self, m: Any) -> str:
         return ""

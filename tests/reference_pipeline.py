@@ -19,9 +19,10 @@ import numpy as np
 
 from cfgmask import deadline, ir
 from cfgmask.compile.automaton import DFA
+from cfgmask.compile.components import call_graph
 from cfgmask.compile.encode import Session
 from cfgmask.compile.flat import Flat
-from cfgmask.compile.graph import sccs, tail_only, use_counts_dag
+from cfgmask.compile.graph import sccs, tail_only
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.repeats import RepeatRewriter
 from cfgmask.errors import GrammarError, LimitError
@@ -57,14 +58,7 @@ def rule_dfas(
 ) -> dict[str, DFA]:
     """Every rule's DFA, inlined callees included, a component at a time (no cache)."""
     build = build or build_in_c
-    cids = {name: sess.cid(body) for name, body in rules.items()}
-    graph = {name: set(sess.refs(c)) for name, c in cids.items()}
-    uses = use_counts_dag(sess, cids)
-    for name in sorted(rules):  # number the names once: label values need their order
-        sess.name(name)
-    for ids, negated in sorted(sess.tokens):
-        if ids:
-            sess.token_name(ids, negated)
+    cids, graph, uses = call_graph(rules, sess)
     fragments: dict[str, DFA] = {}
     inline: set[str] = set()
     for comp in sccs(graph, start):

@@ -124,20 +124,29 @@ def rule_dfas(
     return out
 
 
+def call_graph(
+    rules: dict[str, ir.Expr], sess: Session
+) -> tuple[dict[str, int], dict[str, set[str]], dict[str, int]]:
+    """Each rule's DAG id, the rules it calls, and how often each rule is used; names and
+    token terminals numbered once, in order (label values need it)."""
+    cids = {name: sess.cid(body) for name, body in rules.items()}
+    graph = {name: set(sess.refs(c)) for name, c in cids.items()}
+    uses = use_counts_dag(sess, cids)
+    for name in sorted(rules):
+        sess.name(name)
+    for ids, negated in sorted(sess.tokens):
+        if ids:
+            sess.token_name(ids, negated)
+    return cids, graph, uses
+
+
 def _plan(
     rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: Session
 ) -> list[_Planned]:
     """The components reachable from ``start``, callees first, each with its cache key:
     its members' IR, its callees' keys and what they may inline, and the limits."""
     cache = sess.cache
-    cids = {name: sess.cid(body) for name, body in rules.items()}
-    graph = {name: set(sess.refs(c)) for name, c in cids.items()}
-    uses = use_counts_dag(sess, cids)
-    for name in sorted(rules):  # number the names once: label values need their order
-        sess.name(name)
-    for ids, negated in sorted(sess.tokens):
-        if ids:
-            sess.token_name(ids, negated)
+    cids, graph, uses = call_graph(rules, sess)
     key_of: dict[str, int] = {}
     cap_of: dict[str, int] = {}
     plan: list[_Planned] = []
