@@ -14,6 +14,12 @@ expression tree over bytes:
 * ``Token(ids, negated)``  one whole LLM token with one of these ids (or, when
                            ``negated``, any token but these): llama.cpp's
                            ``<[N]>`` / ``!<[N]>`` syntax.
+* ``TokenText(text, negated)`` one whole LLM token named by its text (llama.cpp's
+                           ``<|im_end|>``): resolved to a ``Token`` when the grammar
+                           is compiled for a vocabulary (:mod:`cfgmask.compile.token_texts`).
+                           A front end that writes one records it in
+                           ``Grammar.meta[TOKEN_TEXTS]`` (text → source offset), so
+                           compiling resolves it and reports a missing token there.
 * ``Lookahead(forbidden)`` the empty string, where the next character of the
                            text (if any) is not in the code-point ranges
                            ``forbidden``: a zero-width assertion (make one with
@@ -44,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 MAX_CODE_POINT = 0x10FFFF
+TOKEN_TEXTS = "token_texts"  # Grammar.meta key: the TokenText texts a front end wrote -> source offsets
 SURROGATES = (0xD800, 0xDFFF)
 
 
@@ -115,6 +122,12 @@ class Repeat(Expr):
 @dataclass(frozen=True, slots=True)
 class Token(Expr):
     ids: tuple[int, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TokenText(Expr):
+    text: bytes
     negated: bool = False
 
 

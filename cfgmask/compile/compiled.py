@@ -21,6 +21,8 @@ from .limits import CompileLimits
 from .prepare import prepare, tables_key
 from .strategy import DEFAULT, Strategy
 from .tables import Tables, build_tables
+from .token_texts import META_KEY as TOKEN_TEXTS
+from .token_texts import resolve_token_texts
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,9 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
     if not isinstance(vocab, Vocabulary):
         raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
     limits = limits or CompileLimits()
+    if grammar.ir.meta.get(TOKEN_TEXTS):  # <|im_end|>-style terminals: ids from this vocabulary
+        resolved = resolve_token_texts(grammar.ir, vocab, grammar.source)
+        grammar = Grammar(resolved, source=grammar.source, schema_report=grammar.schema_report)
     with Deadline(limits.deadline_ms, "compile"):
         session = prepare(grammar.ir, limits, CACHE.session())  # check_ir, and the IR's node ids
         key = tables_key(session, grammar.ir, limits)

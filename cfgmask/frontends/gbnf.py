@@ -6,7 +6,7 @@ The syntax is llama.cpp's (``src/llama-grammar.cpp``)::
     alts     := seq ('|' seq)*              that starts a line, or the end of text)
     seq      := (atom repeat*)*             an empty seq is the empty string
     atom     := '"' char* '"' | '[' '^'? (char ('-' char)?)+ ']' | '.'
-              | name | '(' alts ')' | '<[' int ']>' | '!<[' int ']>'
+              | name | '(' alts ')' | '!'? '<[' int ']>' | '!'? '<' text '>'
     repeat   := '*' | '+' | '?' | '{' int '}' | '{' int ',' '}' | '{' int ',' int '}'
     char     := any character | '\\' ( x HH | u HHHH | U HHHHHHHH | t r n \\ " [ ] - )
 
@@ -30,7 +30,9 @@ Departures, each stricter or strictly more permissive than llama.cpp:
 * ``[]`` and ``[^]`` are errors (llama.cpp reads them as the empty string);
 * literal code points must be Unicode scalar values (no surrogates, none
   above U+10FFFF); class ranges are clipped to those instead;
-* ``<token>`` text tokens need a vocabulary and are rejected; ``<[N]>`` works.
+* ``<text>`` tokens (``<|im_end|>``) are looked up when the grammar is compiled, not
+  when it is parsed: a text that is not exactly one token of the vocabulary is an error
+  of ``compile`` (at the token's line and column), not of ``parse_gbnf``.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class _Parser:
         self.rule_offsets: dict[str, int] = {}  # where each kept definition starts
         self.duplicates: list[str] = []
         self.ref_offsets: dict[str, int] = {}  # first reference of each name
+        self.token_texts: dict[bytes, int] = {}  # <text> tokens: first offset of each
 
     # -- errors and low-level scanning -------------------------------------------------
 
@@ -125,6 +128,8 @@ class _Parser:
         meta: dict[str, object] = {"frontend": "gbnf", "rule_offsets": self.rule_offsets}
         if self.duplicates:
             meta["redefined_rules"] = self.duplicates
+        if self.token_texts:
+            meta[ir.TOKEN_TEXTS] = self.token_texts  # resolved by compile() against its vocabulary
         return ir.Grammar(self.rules, start, meta)
 
     def parse_rule(self) -> None:
@@ -338,7 +343,9 @@ class _Parser:
         return int(digits, 16)
 
     def parse_token(self) -> ir.Expr:
-        """``<[N]>`` or ``!<[N]>``: one whole LLM token by id."""
+        """``<[N]>`` / ``!<[N]>``: one whole LLM token by id; ``<text>`` / ``!<text>``: the one
+        token whose text is ``<text>`` (brackets included, as llama.cpp tokenizes it), looked up
+        when the grammar is compiled for a vocabulary."""
         start = self.pos
         negated = self.peek() == "!"
         if negated:
@@ -346,11 +353,7 @@ class _Parser:
             if self.peek() != "<":
                 raise self.error("expected '<' after '!'")
         if self.peek(1) != "[":
-            close = self.text.find(">", self.pos)
-            shown = self.text[self.pos : close + 1] if close >= 0 else "<"
-            raise self.error(
-                f"token {shown!r} needs a vocabulary; only token ids like <[42]> are supported", start
-            )
+            return self.parse_token_text(start, negated)
         self.pos += 2
         token_id = self.parse_int("expected a token id after '<['")
         if not self.text.startswith("]>", self.pos):
@@ -359,3 +362,14 @@ class _Parser:
             raise self.error(f"token id {token_id} does not fit in 32 bits", start)
         self.pos += 2
         return ir.Token((token_id,), negated)
+
+    def parse_token_text(self, start: int, negated: bool) -> ir.Expr:
+        """``<text>`` at ``pos`` (after any ``!``): the text runs to the first ``>``."""
+        close = self.text.find(">", self.pos)
+        newline = min((i for i in (self.text.find("\n", self.pos), self.text.find("\r", self.pos)) if i >= 0), default=-1)
+        if close < 0 or 0 <= newline < close:
+            raise self.error("unterminated token '<...>': expected '>'", start)
+        text = self.text[self.pos : close + 1].encode("utf-8", "surrogatepass")
+        self.token_texts.setdefault(text, self.pos)
+        self.pos = close + 1
+        return ir.TokenText(text, negated)
