@@ -39,6 +39,15 @@ class Grammar:
         )
 
     @classmethod
+    def from_ebnf(cls, text: str, root: str = "root", *, limits: CompileLimits | None = None) -> Grammar:
+        """XGrammar's EBNF dialect (``xgrammar.Grammar.from_ebnf``): GBNF plus its macros
+        (``Regex``, ``Substring``, ``TagDispatch``, ``Token``, ...), rule attributes, lookahead
+        assertions, escapes and ``{m,-1}``; ``root`` names the start rule.  See docs/ebnf.md."""
+        from .frontends.ebnf import parse_ebnf
+
+        return cls(_front_end("EBNF grammar", text, limits, lambda: parse_ebnf(text, root=root)), source=text)
+
+    @classmethod
     def from_lark(cls, text: str, start: str = "start", *, limits: CompileLimits | None = None) -> Grammar:
         """A Lark grammar; strings are in the language iff Lark's Earley parser accepts them."""
         from .frontends.lark import parse_lark

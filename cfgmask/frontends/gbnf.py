@@ -60,6 +60,8 @@ def parse_gbnf(text: str, start: str = "root") -> ir.Grammar:
 class _Parser:
     """Recursive descent over ``text``; ``pos`` is the next character to read."""
 
+    name_chars = _NAME_CHARS
+
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
@@ -99,7 +101,7 @@ class _Parser:
         self.newline_seen = newline
 
     def name_end(self, i: int) -> int:
-        while i < len(self.text) and self.text[i] in _NAME_CHARS:
+        while i < len(self.text) and self.text[i] in self.name_chars:
             i += 1
         return i
 
@@ -188,7 +190,7 @@ class _Parser:
                 if not repeatable:
                     raise self.error(f"nothing to repeat before {c!r}")
                 items[-1] = self.parse_repetition(items[-1])
-            elif c and c in _NAME_CHARS and self.at_rule_start():
+            elif c and c in self.name_chars and self.at_rule_start():
                 if not self.newline_seen:
                     raise self.error("a rule definition must start on a new line")
                 break
@@ -215,7 +217,7 @@ class _Parser:
             return _ANY
         if c in ("<", "!"):
             return self.parse_token()
-        if c and c in _NAME_CHARS:
+        if c and c in self.name_chars:
             return self.parse_ref()
         return None
 
