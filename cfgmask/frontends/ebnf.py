@@ -250,6 +250,8 @@ class _EbnfParser(_Parser):
             raise self.error(f"unexpected {self.describe()} (expected ')' to close the lookahead)")
         if body == ir.EPSILON:
             raise self.error("empty lookahead assertion", open_pos)
+        if _has_alternatives(body):
+            raise self.error("a lookahead assertion is a sequence: no '|' inside it either", open_pos)
         self.pos += 1
         self.skip_ws()
         self.lookaheads[rule] = open_pos
@@ -551,6 +553,14 @@ class _EbnfParser(_Parser):
                 raise self.error(f"{macro}: each positional argument is a pair ({first}, rule)", v.offset)
             out.append((v.value[0], self.rule_ref(v.value[1], macro)))
         return out
+
+
+def _has_alternatives(e: ir.Expr) -> bool:
+    if isinstance(e, ir.Alt):
+        return True
+    if isinstance(e, ir.Seq):
+        return any(_has_alternatives(x) for x in e.items)
+    return isinstance(e, ir.Repeat) and _has_alternatives(e.item)
 
 
 def _regex(p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value]) -> ir.Expr:
