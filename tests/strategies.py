@@ -146,6 +146,33 @@ def grammars(
     return ir.Grammar(rules, "r0")
 
 
+@st.composite
+def ebnf_macro_grammars(draw: st.DrawFn) -> ir.Grammar:
+    """Grammars around XGrammar's EBNF macros as the EBNF front end lowers them
+    (:mod:`cfgmask.frontends.ebnf_macros`): ``TagDispatch`` (tags that overlap and nest,
+    excluded strings, with or without the loop), ``Substring`` and ``Regex(json_string=true)``,
+    between drawn expressions and under drawn rules."""
+    from cfgmask.frontends import ebnf_macros
+
+    units = st.sampled_from(("a", "b", "é", "<", ">"))
+    word = st.lists(units, min_size=1, max_size=3).map("".join)
+    body = exprs(["r1"], SMALL, max_leaves=4, big_repeats=False)
+    rules: dict[str, ir.Expr] = {"r1": draw(exprs(["r1"], SMALL, max_leaves=4, big_repeats=False))}
+    kind = draw(st.sampled_from(("tags", "tags", "substring", "json")))
+    if kind == "tags":
+        tags = draw(st.lists(word, min_size=0, max_size=3, unique=True))
+        excludes = [x for x in draw(st.lists(word, max_size=2)) if not any(t.startswith(x) for t in tags)]
+        pairs = [(t, draw(st.sampled_from((ir.Ref("r1"), ir.literal("a"), ir.EPSILON)))) for t in tags]
+        macro, helpers = ebnf_macros.tag_dispatch(pairs, "td", loop=draw(st.booleans()), excludes=excludes)
+    elif kind == "substring":
+        macro, helpers = ebnf_macros.substring(draw(st.lists(word | st.just(""), max_size=4)), "sub")
+    else:
+        macro, helpers = ebnf_macros.json_string_only(draw(body)), {}
+    rules.update(helpers)
+    rules["r0"] = ir.seq(draw(body), macro, draw(body))
+    return ir.Grammar(rules, "r0")
+
+
 # --------------------------------------------------------------------------- vocabularies
 
 

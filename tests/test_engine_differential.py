@@ -17,7 +17,7 @@ from cfgmask import ir
 from cfgmask.compile.strategy import Strategy
 
 from .reference import ReferenceMatcher
-from .strategies import Vocab, grammar_alphabet, grammars, token_walks, vocabularies
+from .strategies import Vocab, ebnf_macro_grammars, grammar_alphabet, grammars, token_walks, vocabularies
 
 
 def _vocab(v: Vocab) -> cfgmask.Vocabulary:
@@ -72,6 +72,23 @@ def cases(draw: st.DrawFn):
 
 @given(cases(), st.data())
 def test_masks_equal_reference(case, data) -> None:
+    g, v = case
+    ref, vocab, compiled = _setup(g, v)
+    if compiled is None:
+        return
+    _replay_against_reference(compiled, ref, v, data.draw(token_walks(ref, v)))
+
+
+@st.composite
+def ebnf_cases(draw: st.DrawFn):
+    g = draw(ebnf_macro_grammars())
+    v = draw(vocabularies(grammar_alphabet(g) or [b"a"]))
+    return g, v
+
+
+@given(ebnf_cases(), st.data())
+def test_ebnf_macro_masks_equal_reference(case, data) -> None:
+    """TagDispatch, Substring and json_string regexes, as the EBNF front end writes them."""
     g, v = case
     ref, vocab, compiled = _setup(g, v)
     if compiled is None:
