@@ -63,6 +63,7 @@ class CliError(Exception):
 
 FRONT_ENDS = {
     "gbnf": "GBNF",
+    "ebnf": "XGrammar EBNF",
     "lark": "Lark",
     "regex": "regex",
     "json_schema": "JSON Schema",
@@ -86,7 +87,7 @@ def load_grammar(
 
     name = FRONT_ENDS[kind]
     text = ""
-    if kind in ("gbnf", "lark", "json_schema"):
+    if kind in ("gbnf", "ebnf", "lark", "json_schema"):
         assert arg is not None
         try:
             text = Path(arg).read_text(encoding="utf-8")
@@ -95,6 +96,8 @@ def load_grammar(
     try:
         if kind == "gbnf":
             return Grammar.from_gbnf(text)
+        if kind == "ebnf":
+            return Grammar.from_ebnf(text)
         if kind == "lark":
             return Grammar.from_lark(text)
         if kind == "regex":
@@ -115,7 +118,7 @@ def load_grammar(
 
 
 def _grammar_choice(args: argparse.Namespace) -> tuple[str, str | None]:
-    for kind in ("gbnf", "lark", "regex", "json_schema"):
+    for kind in ("gbnf", "ebnf", "lark", "regex", "json_schema"):
         value = getattr(args, kind, None)
         if value is not None:
             return kind, value
@@ -345,10 +348,17 @@ def _list_not_enforced(grammar: Any) -> None:
 
 def _kind_from_suffix(path: str) -> str:
     suffix = Path(path).suffix.lower()
-    kinds = {".gbnf": "gbnf", ".lark": "lark", ".json": "json_schema", ".regex": "regex", ".re": "regex"}
+    kinds = {
+        ".gbnf": "gbnf",
+        ".ebnf": "ebnf",
+        ".lark": "lark",
+        ".json": "json_schema",
+        ".regex": "regex",
+        ".re": "regex",
+    }
     if suffix not in kinds:
         raise CliError(
-            f"cannot tell the grammar kind of {path}: pass --gbnf, --lark, --json-schema or --regex"
+            f"cannot tell the grammar kind of {path}: pass --gbnf, --ebnf, --lark, --json-schema or --regex"
         )
     return kinds[suffix]
 
@@ -428,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar")
+    src.add_argument("--ebnf", metavar="FILE", help="an XGrammar EBNF grammar")
     src.add_argument("--lark", metavar="FILE", help="a Lark grammar")
     src.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
     src.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
@@ -471,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     kind = c.add_mutually_exclusive_group()
     for flag, k, what in (
         ("--gbnf", "gbnf", "a llama.cpp GBNF grammar"),
+        ("--ebnf", "ebnf", "an XGrammar EBNF grammar"),
         ("--lark", "lark", "a Lark grammar"),
         ("--json-schema", "json_schema", "a JSON Schema"),
         ("--regex", "regex", "a file holding a Python regular expression"),

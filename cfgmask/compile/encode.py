@@ -326,7 +326,9 @@ class Session:
                 self.literal_sets = True
             elif isinstance(e, ir.TokenText):
                 shown = e.text.decode("utf-8", "replace")
-                raise GrammarError(f"token {shown!r} is named by its text: compile the grammar for a vocabulary")
+                raise GrammarError(
+                    f"token {shown!r} is named by its text: compile the grammar for a vocabulary"
+                )
             else:
                 raise TypeError(f"not an IR expression: {e!r}")
             stack.pop()

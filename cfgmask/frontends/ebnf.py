@@ -51,7 +51,7 @@ from typing import Any
 from .. import deadline, ir
 from ..errors import GrammarError
 from . import ebnf_macros
-from .gbnf import _ANY, _MAX_DEPTH, _Parser, _is_digit
+from .gbnf import _ANY, _MAX_DEPTH, _is_digit, _Parser
 
 _EBNF_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 _ESCAPES = {
@@ -555,6 +555,50 @@ class _EbnfParser(_Parser):
         return out
 
 
+def ecmascript_to_python(pattern: str) -> str:
+    """The ECMAScript spellings XGrammar's regexes share with JSON Schema, in Python ``re``
+    syntax: ``\\u{1F600}``, ``\\cA``, ``(?<name>...)`` and ``[^]`` (any character).  Everything
+    else is passed through; Python then reads it (and rejects what it cannot)."""
+    out: list[str] = []
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            m = re.compile(r"u\{([0-9a-fA-F]{1,8})\}").match(pattern, i + 1)
+            if m:
+                out.append(f"\\U{int(m.group(1), 16):08x}")
+                i = m.end()
+                continue
+            if pattern[i + 1] == "c" and i + 2 < n and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
+                out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
+                i += 3
+                continue
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            if pattern.startswith("[^]", i):
+                out.append(r"[\s\S]")
+                i += 3
+                continue
+            in_class = True
+            out.append(c)
+            i += 1
+            if i < n and pattern[i] == "^":
+                out.append("^")
+                i += 1
+            continue
+        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+            out.append("(?P<")
+            i += 3
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def _has_alternatives(e: ir.Expr) -> bool:
     if isinstance(e, ir.Alt):
         return True
@@ -580,7 +624,7 @@ def _regex(p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _
                 raise p.error(f"Regex: flag {f!r} is not supported (only i, s, u)", given.offset)
             flags |= {"i": re.IGNORECASE, "s": re.DOTALL, "u": 0}[f]
     try:
-        expr = regex_to_expr(positional[0].value, flags)
+        expr = regex_to_expr(ecmascript_to_python(positional[0].value), flags)
     except GrammarError as e:
         raise p.error(f"Regex: {e.message}", positional[0].offset) from None
     if p.boolean("Regex", named, "json_string", False):
@@ -621,7 +665,9 @@ def _tag_dispatch(p: _EbnfParser, at: int, positional: list[_Value], named: dict
     return expr
 
 
-def _token(p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value], negated: bool) -> ir.Expr:
+def _token(
+    p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value], negated: bool
+) -> ir.Expr:
     macro = "ExcludeToken" if negated else "Token"
     p.no_named(macro, named)
     if not positional:

@@ -368,7 +368,10 @@ class _Parser:
     def parse_token_text(self, start: int, negated: bool) -> ir.Expr:
         """``<text>`` at ``pos`` (after any ``!``): the text runs to the first ``>``."""
         close = self.text.find(">", self.pos)
-        newline = min((i for i in (self.text.find("\n", self.pos), self.text.find("\r", self.pos)) if i >= 0), default=-1)
+        newline = min(
+            (i for i in (self.text.find("\n", self.pos), self.text.find("\r", self.pos)) if i >= 0),
+            default=-1,
+        )
         if close < 0 or 0 <= newline < close:
             raise self.error("unterminated token '<...>': expected '>'", start)
         text = self.text[self.pos : close + 1].encode("utf-8", "surrogatepass")
