@@ -149,8 +149,9 @@ def grammars(
 @st.composite
 def ebnf_macro_grammars(draw: st.DrawFn) -> ir.Grammar:
     """Grammars around XGrammar's EBNF macros as the EBNF front end lowers them
-    (:mod:`cfgmask.frontends.ebnf_macros`): ``TagDispatch`` (tags that overlap and nest,
-    excluded strings, with or without the loop), ``Substring`` and ``Regex(json_string=true)``,
+    (:mod:`cfgmask.frontends.ebnf_macros`, ``ebnf_lazy``): ``TagDispatch`` (tags that overlap and nest,
+    excluded strings, with or without the loop), ``Substring``, ``Regex(json_string=true)`` and
+    lazy rules,
     between drawn expressions and under drawn rules."""
     from cfgmask.frontends import ebnf_macros
 
@@ -158,7 +159,7 @@ def ebnf_macro_grammars(draw: st.DrawFn) -> ir.Grammar:
     word = st.lists(units, min_size=1, max_size=3).map("".join)
     body = exprs(["r1"], SMALL, max_leaves=4, big_repeats=False)
     rules: dict[str, ir.Expr] = {"r1": draw(exprs(["r1"], SMALL, max_leaves=4, big_repeats=False))}
-    kind = draw(st.sampled_from(("tags", "tags", "substring", "json")))
+    kind = draw(st.sampled_from(("tags", "tags", "substring", "json", "lazy")))
     if kind == "tags":
         tags = draw(st.lists(word, min_size=0, max_size=3, unique=True))
         excludes = [x for x in draw(st.lists(word, max_size=2)) if not any(t.startswith(x) for t in tags)]
@@ -166,8 +167,15 @@ def ebnf_macro_grammars(draw: st.DrawFn) -> ir.Grammar:
         macro, helpers = ebnf_macros.tag_dispatch(pairs, "td", loop=draw(st.booleans()), excludes=excludes)
     elif kind == "substring":
         macro, helpers = ebnf_macros.substring(draw(st.lists(word | st.just(""), max_size=4)), "sub")
-    else:
+    elif kind == "json":
         macro, helpers = ebnf_macros.json_string_only(draw(body)), {}
+    else:
+        from cfgmask.frontends.ebnf_lazy import NotTerminalLike, shortest_matches
+
+        try:
+            macro, helpers = shortest_matches(draw(body), {"r1": ir.literal("a")}, "lazy")
+        except NotTerminalLike:  # a byte class or a reference to the (maybe recursive) r1
+            macro, helpers = ir.literal("a"), {}
     rules.update(helpers)
     rules["r0"] = ir.seq(draw(body), macro, draw(body))
     return ir.Grammar(rules, "r0")

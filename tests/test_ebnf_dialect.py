@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import GrammarError, ir
 from cfgmask.frontends import ebnf_macros
+from cfgmask.frontends.ebnf_lazy import NotTerminalLike, shortest_matches
 
 from .engine import EngineRecognizer
 from .helpers import check
 from .reference import ReferenceMatcher
+from .strategies import SMALL, exprs
 
 
 def ebnf(text: str) -> ir.Grammar:
@@ -78,7 +80,14 @@ CASES = [
     ),
     ("root ::= Substring()", [""], ["a"]),
     ('root ::= Substring("a", "", "a")', ["", "a", "aa"], ["aaa"]),
-    # Token terminals and GBNF tokens parse (their masks are tested below)
+    # lazy: each occurrence commits to its shortest match, whatever follows
+    ('root ::= "<" name ">" rest\nname[lazy] ::= [a-z]+\nrest ::= [a-z]+', ["<a>bc"], ["<ab>c", "<a>"]),
+    (
+        'root ::= x "c"?\nx[lazy] ::= "ab" | "abc" | "b" y "c"\ny ::= [a-z]*',
+        ["ab", "abc", "bxc", "bcc"],
+        ["bcxc"],
+    ),
+    ('root ::= x "z"\nx[lazy] ::= [a-z]*', ["z"], ["az"]),
 ]
 
 
@@ -200,6 +209,27 @@ def test_substring_language_is_its_definition(chunks, texts) -> None:
         assert ref.accepts(text.encode()) == (text in runs), text
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    body=exprs(["r1"], SMALL, max_leaves=5, big_repeats=False),
+    texts=st.lists(st.text("abé", max_size=4), max_size=12),
+)
+def test_lazy_language_is_its_definition(body, texts) -> None:
+    """The shortest matches: in the body's language, and no proper prefix is."""
+    rules = {"r1": ir.literal("b")}
+    try:
+        expr, helpers = shortest_matches(body, rules, "lazy")
+    except NotTerminalLike:  # a byte class: no such thing in EBNF text
+        return
+    full = ReferenceMatcher(ir.Grammar({"root": body, **rules}, "root"))
+    lazy = ReferenceMatcher(ir.Grammar({"root": expr, **rules, **helpers}, "root"))
+    for text in texts:
+        first = full.accepts(text.encode()) and not any(
+            full.accepts(text[:k].encode()) for k in range(len(text))
+        )
+        assert lazy.accepts(text.encode()) == first, text
+
+
 @pytest.mark.parametrize("pattern", [r"\S+", r"[^x]*", r"a.c|\\.", r'"?\w*', r"[\x00-\x7f]{0,3}"])
 def test_json_string_regex_is_the_pattern_minus_escaped_characters(pattern: str) -> None:
     g = ebnf(f"root ::= Regex({_quote(pattern)}, json_string=true)")
@@ -271,7 +301,8 @@ MALFORMED = [
     ("root ::= [a\n]", "raw newline", 1, 12),
     (r"root ::= [\d]", "not supported in a character class", 1, 11),
     ('root ::= "a"{2,-3}', "expected '}'", 1, 16),
-    ('root[lazy] ::= "a"', "rule attribute 'lazy' commits each occurrence", 1, 6),
+    ('root ::= x\nx[lazy] ::= "a" x | "b"', "a lazy rule must be terminal-like: rule 'x' is recursive", 2, 3),
+    ("root[lazy] ::= Token(1)", "a lazy rule must be terminal-like", 1, 6),
     ('root[max_tokens=5] ::= "a"', "'max_tokens' bounds each occurrence", 1, 6),
     ('root[max_chars=5] ::= "a"', "'max_chars'", 1, 6),
     ('root[colour=5] ::= "a"', "unknown rule attribute 'colour'", 1, 6),
@@ -388,10 +419,10 @@ def test_cli_check_reads_ebnf_files(tmp_path, capsys) -> None:
     assert cli.main(["check", str(path), "--vocab", "bytes"]) == 0
     assert "XGrammar EBNF" in capsys.readouterr().out
     bad = tmp_path / "bad.ebnf"
-    bad.write_text('root ::= "a"\nitem[lazy] ::= [a-z]+\n')
+    bad.write_text('root ::= "a"\nitem[max_tokens=5] ::= [a-z]+\n')
     assert cli.main(["check", str(bad), "--vocab", "bytes"]) == 1
     err = capsys.readouterr().err
-    assert "'lazy'" in err and "line 2, column 6" in err and "^" in err
+    assert "'max_tokens'" in err and "line 2, column 6" in err and "^" in err
 
 
 def test_cli_check_resolves_gbnf_token_texts(tmp_path, capsys) -> None:

@@ -31,11 +31,12 @@ Macros (:mod:`cfgmask.frontends.ebnf_macros` gives their languages):
   excludes=("s", ...))``, ``Token(id, ...)``, ``ExcludeToken(id, ...)``,
   ``TokenTagDispatch((id, rule), ..., loop_after_dispatch=true, excludes=(id, ...))``.
 
-Rule attributes that do not change which strings the grammar accepts are kept in
-``meta["rule_attributes"]`` and otherwise ignored: ``capture``, ``capture="name"``,
-``temperature``, ``stop_capture`` and the ``capture_hidden_*`` round-trip attributes.  Those
-that do change it are refused with a ``GrammarError``: ``lazy`` (committed shortest match),
-``max_tokens`` (a budget of model tokens per occurrence) and ``max_chars``.
+Rule attributes are kept in ``meta["rule_attributes"]``.  ``lazy`` changes the language:
+each occurrence commits to its shortest match (:mod:`cfgmask.frontends.ebnf_lazy`).  Those
+that do not are otherwise ignored: ``capture``, ``capture="name"``, ``temperature``,
+``stop_capture`` and the ``capture_hidden_*`` round-trip attributes.  Two that change it are
+refused with a ``GrammarError``: ``max_tokens`` (a budget of model tokens per occurrence) and
+``max_chars`` (an end forced at the first end past a number of characters).
 
 A lookahead assertion ``(= ...)`` is parsed and checked (a sequence, not empty, no macros) and
 dropped: XGrammar documented it as a hint that "does not change which strings the grammar
@@ -51,6 +52,7 @@ from typing import Any
 from .. import deadline, ir
 from ..errors import GrammarError
 from . import ebnf_macros
+from .ebnf_lazy import NotTerminalLike, shortest_matches
 from .gbnf import _ANY, _MAX_DEPTH, _is_digit, _Parser
 
 _EBNF_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
@@ -62,6 +64,7 @@ _ESCAPES = {
 _CLASS_ESCAPES = frozenset("^$.*+?(){}|/")  # besides _ESCAPES, inside [...] only
 _SHORTHANDS = frozenset("dDsSwW")
 _IGNORED_ATTRIBUTES = {
+    "lazy": "flag",  # not ignored: see _EbnfParser.commit_lazy_rules
     "capture": "str?",
     "stop_capture": "str",
     "temperature": "float",
@@ -71,7 +74,6 @@ _IGNORED_ATTRIBUTES = {
     "capture_hidden_marker_rule_id": "int",
 }
 _REFUSED_ATTRIBUTES = {
-    "lazy": "commits each occurrence to its shortest match",
     "max_tokens": "bounds each occurrence by a number of model tokens",
     "max_chars": "ends each occurrence at its first end past a number of characters",
 }
@@ -102,15 +104,32 @@ class _EbnfParser(_Parser):
         self.helpers = 0  # helper rules made for macros so far
         self.current = ""  # the rule being parsed
         self.in_lookahead = False
+        self.lazy: dict[str, int] = {}  # lazy rules: where their attribute is written
 
     def parse(self, start: str) -> ir.Grammar:
         grammar = super().parse(start)
+        self.commit_lazy_rules(grammar)
         grammar.meta["frontend"] = "ebnf"
         if self.attributes:
             grammar.meta["rule_attributes"] = self.attributes
         if self.lookaheads:
             grammar.meta["lookaheads"] = self.lookaheads
         return grammar
+
+    def commit_lazy_rules(self, grammar: ir.Grammar) -> None:
+        """Each ``name[lazy]`` rule keeps only its shortest matches (:mod:`.ebnf_lazy`)."""
+        original = dict(grammar.rules)
+        for name, at in self.lazy.items():
+            if name not in original:
+                continue  # a later definition replaced it (an error already raised)
+            try:
+                body, helpers = shortest_matches(original[name], original, f"{name}<lazy>")
+            except NotTerminalLike as e:
+                raise self.error(f"a lazy rule must be terminal-like: {e}", at) from None
+            except ValueError as e:
+                raise self.error(f"lazy rule {name!r} is too large: {e}", at) from None
+            grammar.rules[name] = body
+            grammar.rules.update(helpers)
 
     # -- rules -------------------------------------------------------------------------
 
@@ -188,6 +207,8 @@ class _EbnfParser(_Parser):
                 value = self.parse_attribute_value(key)
             self.check_attribute(key, value, at)
             found[key] = value
+            if key == "lazy":
+                self.lazy[rule] = at
             while self.peek() in (" ", "\t"):
                 self.pos += 1
             if self.peek() == ",":
@@ -232,6 +253,7 @@ class _EbnfParser(_Parser):
             "str": isinstance(value, str) and value != "",
             "int": isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**31 - 1,
             "float": isinstance(value, float) and 0 <= value < float("inf"),
+            "flag": value is True,
         }[kind]
         if not ok:
             raise self.error(f"bad value {value!r} for rule attribute {key!r}", at)
