@@ -13,7 +13,12 @@ expression tree over bytes:
 * ``Alt(items)``           alternation; ``Alt(())`` matches nothing
 * ``Token(ids, negated)``  one whole LLM token with one of these ids (or, when
                            ``negated``, any token but these): llama.cpp's
-                           ``<[N]>`` / ``!<[N]>`` syntax.
+                           ``<[N]>`` / ``!<[N]>`` syntax.  ``Token((), True)``
+                           is any token (llguidance's ``<[*]>``).
+* ``NamedToken(name)``     the token whose text is ``name`` (``<|eot_id|>``),
+                           preferring special tokens: resolved against the
+                           vocabulary by ``compile`` into a ``Token``
+                           (:func:`cfgmask.compile.tokens.resolve_token_names`).
 * ``Lookahead(forbidden)`` the empty string, where the next character of the
                            text (if any) is not in the code-point ranges
                            ``forbidden``: a zero-width assertion (make one with
@@ -116,6 +121,11 @@ class Repeat(Expr):
 class Token(Expr):
     ids: tuple[int, ...]
     negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NamedToken(Expr):
+    name: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from .limits import CompileLimits
 from .prepare import prepare, tables_key
 from .strategy import DEFAULT, Strategy
 from .tables import Tables, build_tables
+from .tokens import resolve_token_names
 
 
 @dataclass(frozen=True)
@@ -136,12 +137,13 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
         raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
     limits = limits or CompileLimits()
     with Deadline(limits.deadline_ms, "compile"):
-        session = prepare(grammar.ir, limits, CACHE.session())  # check_ir, and the IR's node ids
-        key = tables_key(session, grammar.ir, limits)
+        rules_ir = resolve_token_names(grammar.ir, vocab)  # <|name|> tokens: ids of this vocabulary
+        session = prepare(rules_ir, limits, CACHE.session())  # check_ir, and the IR's node ids
+        key = tables_key(session, rules_ir, limits)
         with _TABLE_LOCK:
             tables = _TABLE_CACHE.get(key)
         if tables is None:
-            tables = build_tables(grammar.ir, limits, session)
+            tables = build_tables(rules_ir, limits, session)
             with _TABLE_LOCK:
                 if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
                     _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))

@@ -45,7 +45,7 @@ _NO_REFS: frozenset[str] = frozenset()
 
 def token_label(t: ir.Token) -> str:
     """The label of a token terminal (``<[1,2]>``, ``!<[3]>``)."""
-    if not t.ids:
+    if not t.ids and not t.negated:
         raise GrammarError("a token terminal needs at least one token id")
     return "\x00tok:" + ("!" if t.negated else "") + ",".join(str(i) for i in sorted(set(t.ids)))
 
@@ -324,6 +324,8 @@ class Session:
             elif isinstance(e, ir.LiteralSet):
                 key = (_WORDS, e.words, e.json)
                 self.literal_sets = True
+            elif isinstance(e, ir.NamedToken):
+                raise GrammarError(f"special token {e.name} needs a vocabulary: compile the grammar for one")
             else:
                 raise TypeError(f"not an IR expression: {e!r}")
             stack.pop()
