@@ -240,7 +240,9 @@ class _Builder:
         rules[TOP] = [top]
         used = sorted({s.name for body in rules.values() for e in body for s in e if s.terminal})
         ext = opaque_terminals(self.pre, used, self.terminals, self.text)
-        variants = {name: ext.variants[name] if name in ext.variants else self._terminal(name) for name in used}
+        variants = {
+            name: ext.variants[name] if name in ext.variants else self._terminal(name) for name in used
+        }
         meta: dict[str, object] = {"lark_start": self.start, "ignore": tuple(self.ignore)}
         if ext.token_names:
             meta["token_names"] = tuple(sorted(ext.token_names))

@@ -17,6 +17,7 @@ is put back by the Lark front end when it writes the terminals.
 * ``<|name|>`` / ``<name>``: the special token of that name (:class:`cfgmask.ir.NamedToken`,
   resolved against the vocabulary at compile time); ``<[42]>``, ``<[1-5,9]>``, ``<[^1-5]>``,
   ``<[*]>``: token ids (:class:`cfgmask.ir.Token`).  Only in rules, as llguidance says.
+* ``""`` (the empty string) in a rule, which Lark refuses.
 * ``expr{n}``, ``expr{m,n}``, ``expr{,n}``, ``expr{m,}``: Lark's ``expr ~ m..n`` (``{m,}`` is
   ``expr~m expr*``).  Names may contain ``-`` (renamed for Lark).
 * ``%llguidance { options }``: see :data:`OPTIONS`.
@@ -113,7 +114,9 @@ class Preprocessed:
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _REPEAT = re.compile(r"\{\s*(\d*)\s*(,\s*(\d*)\s*)?\}")
 _DEF = re.compile(r"[?!]?(?P<name>[A-Za-z_][A-Za-z0-9_-]*)(?P<attrs>\[[^\]\n]*\])?\s*(?:\.\s*-?\d+\s*)?:")
-_USES_EXTENSION = re.compile(r"%json|%regex|%llguidance|<|\{\s*\d*\s*,?\s*\d*\s*\}|[a-zA-Z0-9]-[a-zA-Z]|\[")
+_USES_EXTENSION = re.compile(
+    r'%json|%regex|%llguidance|""|<|\{\s*\d*\s*,?\s*\d*\s*\}|[a-zA-Z0-9]-[a-zA-Z]|\[|@|&|~\s*[^\s\d]|::'
+)
 
 
 def preprocess(source: str) -> Preprocessed | None:
@@ -180,6 +183,8 @@ class _Scanner:
                 self.emit(c, i)
                 i += 1
                 line_start = True
+            elif c == '"' and src.startswith('""', i) and not self.in_terminal and src[i + 2 : i + 3] != '"':
+                i = self.placeholder(Embedded(ir.EPSILON, ignore_before=False), i, i + 2)  # llguidance's ""
             elif c == '"':
                 i = self.copy_atom(i, _string_end(src, i))
             elif c == "/" and src.startswith("//", i) or c == "#":
@@ -283,7 +288,9 @@ class _Scanner:
         """``[a, b=1, c="x"]`` as a dict; refused attributes raise."""
         out: dict[str, str] = {}
         body = text[1:-1]
-        for part in re.finditer(r"\s*([A-Za-z_]+)\s*(?:=\s*(\"(?:[^\"\\]|\\.)*\"|/(?:[^/\\]|\\.)*/|[^,]+?))?\s*(?:,|$)", body):
+        for part in re.finditer(
+            r"\s*([A-Za-z_]+)\s*(?:=\s*(\"(?:[^\"\\]|\\.)*\"|/(?:[^/\\]|\\.)*/|[^,]+?))?\s*(?:,|$)", body
+        ):
             key, value = part.group(1), (part.group(2) or "").strip()
             where = at + 1 + part.start(1)
             verdict = ATTRIBUTES.get(key)
@@ -362,13 +369,17 @@ class _Scanner:
             expr = ir.NamedToken(f"<{inner}>")
         else:
             raise self.error("empty special token name '<>'", i)
+        return self.placeholder(Embedded(expr), i, end + 1)
+
+    def placeholder(self, emb: Embedded, start: int, end: int) -> int:
+        """Source ``[start, end)`` becomes a fresh placeholder terminal standing for ``emb``."""
         name = self.fresh()
-        self.embedded[name] = Embedded(expr)
+        self.embedded[name] = emb
         self.declare.append(name)
         self.changed = True
         self.atom_start = self.n_out
-        self.emit(name, i)
-        return end + 1
+        self.emit(name, start)
+        return end
 
     def repeat(self, i: int) -> int:
         m = _REPEAT.match(self.src, i)
@@ -508,7 +519,9 @@ class Opaque:
     token_names: set[str] = field(default_factory=set)
 
 
-def opaque_terminals(pre: Preprocessed | None, used: list[str], terminals: dict[str, Any], text: str) -> Opaque:
+def opaque_terminals(
+    pre: Preprocessed | None, used: list[str], terminals: dict[str, Any], text: str
+) -> Opaque:
     out = Opaque()
     if pre is None:
         return out

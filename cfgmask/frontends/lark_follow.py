@@ -93,7 +93,10 @@ def _with_markers(
     any terminal, and before the end) starts with a character no other marker forbids, and
     forbids no character a non-ignored terminal starts with.
     """
-    first = {n: ir.normalize_ranges([r for e, _ in vs for r in _first_chars(n, e, opaque)]) for n, vs in variants.items()}
+    first = {
+        n: ir.normalize_ranges([r for e, _ in vs for r in _first_chars(n, e, opaque)])
+        for n, vs in variants.items()
+    }
     # no other character can come next: forbidding it or not is the same
     any_first = ir.normalize_ranges([r for rs in first.values() for r in rs])
     forbidden = {
