@@ -15,11 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cfgmask
-from cfgmask import Grammar, GrammarError
+from cfgmask import Grammar, GrammarError, ir
+from cfgmask.compile.tokens import resolve_token_names
 
 from .reference import ReferenceMatcher
-from .strategies import grammar_alphabet, token_walks, vocabularies
-from .test_engine_differential import _replay_against_reference, _vocab
+from .reference_tokens import TokenReferenceMatcher
+from .strategies import Vocab, grammar_alphabet, token_walks, vocabularies
+from .test_engine_differential import _mask_bools, _replay_against_reference, _vocab
 
 CORPUS = Path(__file__).parent / "corpora" / "llguidance"
 SPECIALS = (b"<|eot|>", b"<|python_tag|>", b"<think>", b"</think>", b"<|eom_id|>")
@@ -397,3 +399,61 @@ def test_masks_equal_reference(text: str, data: st.DataObject) -> None:
     v = data.draw(vocabularies([*grammar_alphabet(g), b"!", b"<", b">"]))
     compiled = cfgmask.compile(g, _vocab(v))
     _replay_against_reference(compiled, ref, v, data.draw(token_walks(ref, v)))
+
+
+@st.composite
+def token_cases(draw: st.DrawFn) -> tuple[str, Vocab]:
+    """A Lark grammar of literals and token terminals, and a vocabulary with named specials."""
+    v = draw(vocabularies([b"a", "bé".encode(), b"<y>"]))
+    texts = [*v.tokens, b"<|x|>", b"<y>"]
+    named = (len(v.tokens), len(v.tokens) + 1)
+    special = tuple(sorted({*v.special_ids, named[0], *(named[1:] if draw(st.booleans()) else ())}))
+    vocab = Vocab(texts, v.stop_ids, special)
+    n = len(texts)
+    atoms = st.sampled_from(['"a"', '"bé"', "<|x|>", "<y>"]) | st.builds(
+        lambda neg, a, b: f"<[{'^' if neg else ''}{min(a, b)}-{max(a, b)}]>",
+        st.booleans(),
+        st.integers(0, n - 1),
+        st.integers(0, n - 1),
+    )
+    items = draw(st.lists(atoms, min_size=1, max_size=4))
+    op = draw(st.sampled_from(["", "+", "*", "?", "{1,2}"]))
+    return f'start: ({" | ".join(items)}){op} "a"?', vocab
+
+
+@settings(max_examples=60, deadline=None)
+@given(token_cases(), st.data())
+def test_token_masks_equal_reference(case: tuple[str, Vocab], data: st.DataObject) -> None:
+    text, v = case
+    vocab = _vocab(v)
+    g = Grammar.from_lark(text)
+    compiled = cfgmask.compile(g, vocab)
+    resolved = resolve_token_names(g.ir, vocab)  # what compile built: names as ids
+    ref = TokenReferenceMatcher(resolved, v.tokens, v.stop_ids, v.special_ids)
+    m = cfgmask.Matcher(compiled)
+    ids: list[int] = []
+    for _ in range(data.draw(st.integers(0, 6))):
+        expected = ref.mask_ids(ids)
+        assert _mask_bools(m, vocab.size) == expected, (text, ids)
+        assert m.is_accepting() == ref.accepts_ids(ids)
+        choices = [t for t, ok in enumerate(expected) if ok and t not in v.stop_ids]
+        if not choices:
+            return
+        t = data.draw(st.sampled_from(choices))
+        assert m.accept_token(t)
+        ids.append(t)
+    assert _mask_bools(m, vocab.size) == ref.mask_ids(ids)
+
+
+def test_token_reference_reads_text_and_token_paths() -> None:
+    """A text token may be read as its bytes or by a token terminal; a special one only by the
+    terminal; stop tokens only end the text."""
+    g = ir.Grammar({"root": ir.seq(ir.Token((1,)), ir.literal("a"))}, "root")
+    tokens = [b"a", b"<t>", None]
+    ref = TokenReferenceMatcher(g, tokens, stop_ids=[2], special_ids=[])
+    assert ref.mask_ids([]) == [False, True, False]
+    assert ref.accepts_ids([1, 0]) and not ref.accepts_ids([0])
+    assert ref.mask_ids([1, 0]) == [False, False, True]
+    text = ir.Grammar({"root": ir.literal("<t>a")}, "root")
+    assert TokenReferenceMatcher(text, tokens, [2]).accepts_ids([1, 0])
+    assert not TokenReferenceMatcher(text, tokens, [2], special_ids=[1]).accepts_ids([1, 0])
