@@ -11,22 +11,56 @@ list the names in ``meta["token_names"]``, so grammars without any are not walke
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 from .. import ir
 from ..errors import GrammarError
 from ..vocab import Vocabulary
 
 META_KEY = "token_names"
 
+# Per vocabulary object (by identity: hashing a Vocabulary digests every token): the ids of
+# each token text that can name a token (special ids, and text tokens starting with "<"),
+# built on first use so a compile does not scan the vocabulary once per name.
+_Index = dict[bytes, tuple[tuple[int, ...], tuple[int, ...]]]
+_BY_TEXT: dict[int, _Index] = {}
+_LOCK = threading.Lock()
+
+
+def _forget(key: int) -> None:
+    with _LOCK:
+        _BY_TEXT.pop(key, None)
+
+
+def _index(vocab: Vocabulary) -> _Index:
+    with _LOCK:
+        index = _BY_TEXT.get(id(vocab))
+    if index is None:
+        special: dict[bytes, list[int]] = {}
+        text: dict[bytes, list[int]] = {}
+        for i in sorted(vocab.special_ids):
+            if vocab.tokens[i]:
+                special.setdefault(vocab.tokens[i], []).append(i)
+        for i, t in enumerate(vocab.tokens):
+            if t[:1] == b"<" and i not in vocab.special_ids:
+                text.setdefault(t, []).append(i)
+        index = {t: (tuple(special.get(t, ())), tuple(text.get(t, ()))) for t in special.keys() | text.keys()}
+        with _LOCK:
+            if id(vocab) not in _BY_TEXT:
+                weakref.finalize(vocab, _forget, id(vocab))
+            _BY_TEXT[id(vocab)] = index
+    return index
+
 
 def token_ids(name: str, vocab: Vocabulary) -> tuple[int, ...]:
     """The ids ``name`` stands for in ``vocab`` (see the module docstring)."""
     data = name.encode("utf-8")
-    matches = [i for i, t in enumerate(vocab.tokens) if t == data]
-    special = [i for i in matches if i in vocab.special_ids]
-    found = special or matches
+    special, text = _index(vocab).get(data, ((), ()))
+    found = special or text
     if not found:
         raise GrammarError(f"special token {name} is not in the vocabulary")
-    return tuple(found)
+    return found
 
 
 def resolve_token_names(grammar: ir.Grammar, vocab: Vocabulary) -> ir.Grammar:

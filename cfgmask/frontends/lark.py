@@ -68,6 +68,10 @@ where a terminal's single ``re.match`` length cannot be expressed:
 5. Lark raises ``KeyError`` (not a parse error) when a parse reaches a
    ``%declare``'d terminal; cfgmask rejects such grammars outright (below).
 
+llguidance's extensions of the syntax (``%json``, ``%regex``, special tokens, ``{m,n}``,
+rule attributes, ``%llguidance``) are rewritten into plain Lark first, by
+:mod:`cfgmask.frontends.lark_ext`; docs/lark.md lists what each means here.
+
 Rejected with a :class:`GrammarError` naming the construct and its position:
 terminals using what the regex front end rejects (lookaround of more than one
 character, or a lookahead that is neither trailing nor followed by a character
