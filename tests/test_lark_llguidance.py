@@ -295,7 +295,17 @@ DISAGREE = {
     ),
 }
 
+_OPEN_OBJECT = 'start: %json {"type": "object", "properties": {"a": {"type": "integer"}}}'
+_NUMBER_THEN_DIGITS = 'start: %json {"type": "integer"} /[0-9]+/'
+DISAGREE |= {
+    (_OPEN_OBJECT, '{"a": 1, "c": 2}'),  # canonical JSON: keys the schema lists, in its order
+    (_NUMBER_THEN_DIGITS, "12"),  # llguidance's JSON number is one greedy lexeme; Lark splits
+    (_NUMBER_THEN_DIGITS, "123"),
+}
+
 DIFFERENTIAL = [
+    (_OPEN_OBJECT, ['{"a": 1, "c": 2}', '{"a": 1}', "{}", '{"a": "x"}']),
+    (_NUMBER_THEN_DIGITS, ["12", "123", "1"]),
     ('start: "a" %json {"type": "integer"} "b"\n%ignore /[ ]+/', ["a1b", "a1 b", " a1b", "a 1b", "a12b"]),
     ('start: "a" "b"\n%ignore /[ ]+/', ["ab", "a b", "ab ", " ab"]),
     ('start: "a" <|eot|> "b"\n%ignore /[ ]+/', ["a<|eot|>b", "a <|eot|>b", "a<|eot|> b", "ab"]),

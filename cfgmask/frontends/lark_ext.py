@@ -262,6 +262,7 @@ class _Scanner:
         if self.in_terminal and re.match(r"%(json|regex)\b", self.src[body:]):
             end = self.embed(body, declare_as=self.name(name, m.start()))
             return end
+        self.emit(self.src[m.start() : m.start("name")], m.start())  # Lark's ? and ! modifiers
         if not attrs:
             self.emit(self.name(name, m.start()), m.start("name"))
             self.emit(self.src[m.end("name") : m.end()], m.end("name"))
