@@ -21,7 +21,7 @@ from cfgmask.compile.tokens import resolve_token_names
 from .reference import ReferenceMatcher
 from .reference_tokens import TokenReferenceMatcher
 from .strategies import Vocab, grammar_alphabet, token_walks, vocabularies
-from .test_engine_differential import _mask_bools, _replay_against_reference, _vocab
+from .test_engine_differential import _compile_or_none, _mask_bools, _replay_against_reference, _vocab
 
 CORPUS = Path(__file__).parent / "corpora" / "llguidance"
 SPECIALS = (b"<|eot|>", b"<|python_tag|>", b"<think>", b"</think>", b"<|eom_id|>")
@@ -163,6 +163,18 @@ SPEC = [
         ["A!!"],
         id="options",
     ),
+    pytest.param(  # llguidance's example: lines without an empty one
+        "start: LINES\nLINES: /[a-zA-Z \\n]*/ & ~/(?s:.*)\\n\\n(?s:.*)/",
+        ["ab\ncd", "", "\n", "a b"],
+        ["ab\n\ncd", "a\n\n", "a1"],
+        id="and-not",
+    ),
+    pytest.param(
+        'start: KEY "!"\nKEY: /[a-z]+/ & ~"if" & ~("in" | "on")',
+        ["x!", "iff!", "i!"],
+        ["if!", "in!", "on!"],
+        id="and-not-keywords",
+    ),
     pytest.param(
         'start: x\nx[capture="name"]: "a"',
         ["a"],
@@ -205,8 +217,10 @@ ERRORS = [
     ('%llguidance {"nope": true}\nstart: "a"', "unknown %llguidance option 'nope'", 1, 1),
     ('%llguidance {"allow_invalid_utf8": true}\nstart: "a"', "allow_invalid_utf8", 1, 1),
     ('start: "a" @sub', "sub-grammar", 1, 12),
-    ("start: A\nA: /a+/ & /aa/", "'&'", 2, 9),
-    ("start: A\nA: ~/a/", "'~'", 2, 4),
+    ('start: "a" & "b"', "'&'", 1, 12),
+    ('start: ~"a"', "'~'", 1, 8),
+    ('start: A\nA: /a/ & /b/ | "c"', "in parentheses", 2, 4),
+    ('start: A\nA: /a/ & ~/b/\n  | "c"', "one line", 2, 4),
     ('start: %json {"type": }', "%json: invalid JSON", 1, 23),
     ('start: %json {"type": "string", "x-guidance": {"key_separator": ":"}}', "key_separator", 1, 8),
     ('start: %regex {"type": "number"}', "%regex supports one of", 1, 8),
@@ -306,6 +320,12 @@ DISAGREE |= {
 DIFFERENTIAL = [
     (_OPEN_OBJECT, ['{"a": 1, "c": 2}', '{"a": 1}', "{}", '{"a": "x"}']),
     (_NUMBER_THEN_DIGITS, ["12", "123", "1"]),
+    (
+        "start: LINES\nLINES: /[a-zA-Z \\n]*/ & ~/(?s:.*)\\n\\n(?s:.*)/",
+        ["ab\ncd", "ab\n\ncd", "", "a\n\n"],
+    ),
+    ('start: A "!"\nA: /[a-z]+/ & ~"if" & ~"in"', ["x!", "if!", "in!", "iff!"]),
+    ("start: A\nA: /(?s:.*)/ & ~/(?s:.*)AAA(?s:.*)/", ["AA", "AAA", "xAAAy", "AAbAA"]),
     ('start: "a" %json {"type": "integer"} "b"\n%ignore /[ ]+/', ["a1b", "a1 b", " a1b", "a 1b", "a12b"]),
     ('start: "a" "b"\n%ignore /[ ]+/', ["ab", "a b", "ab ", " ab"]),
     ('start: "a" <|eot|> "b"\n%ignore /[ ]+/', ["a<|eot|>b", "a <|eot|>b", "a<|eot|> b", "ab"]),
@@ -385,7 +405,13 @@ def test_differential_against_llguidance() -> None:
 def extension_grammars(draw: st.DrawFn) -> str:
     """A Lark grammar around one drawn extension: substrings, a lazy terminal, bounds."""
     word = st.text(alphabet="abé", min_size=1, max_size=3)
-    kind = draw(st.sampled_from(["substring", "lazy", "suffix", "repeat"]))
+    kind = draw(st.sampled_from(["substring", "lazy", "suffix", "repeat", "and"]))
+    if kind == "and":
+        left = draw(st.sampled_from(["[abé]*", "(ab|é)+", "[^b]{0,3}"]))
+        right = draw(st.sampled_from(["/.*bb.*/", '"é"', "/a+/", '("ab" | "b")']))
+        neg = draw(st.sampled_from(["~", ""]))
+        return f'start: A "!"\nA: /{left}/ & {neg}{right}'
+
     if kind == "substring":
         chunks = draw(st.lists(word, min_size=1, max_size=4))
         body = '%regex {"substring_chunks": [' + ", ".join(f'"{c}"' for c in chunks) + "]}"
@@ -407,7 +433,9 @@ def test_masks_equal_reference(text: str, data: st.DataObject) -> None:
     g = Grammar.from_lark(text).ir
     ref = ReferenceMatcher(g)
     v = data.draw(vocabularies([*grammar_alphabet(g), b"!", b"<", b">"]))
-    compiled = cfgmask.compile(g, _vocab(v))
+    compiled = _compile_or_none(g, _vocab(v), ref)  # an empty language must be an error
+    if compiled is None:
+        return
     _replay_against_reference(compiled, ref, v, data.draw(token_walks(ref, v)))
 
 

@@ -160,7 +160,7 @@ def _load(
 
     try:
         if pre is not None:  # llguidance's dialect: terminals may match the empty string
-            return _compile_only(pre.text, start, source_path, import_paths)
+            return _compile_only(pre.text, start, source_path, import_paths, pre.helpers)
         return lark.Lark(
             text,
             parser="earley",
@@ -177,7 +177,9 @@ def _load(
         raise _lark_error(f"cannot load grammar: {type(e).__name__}: {e}", text) from None
 
 
-def _compile_only(text: str, start: str, source_path: str | None, import_paths: list[str]) -> object:
+def _compile_only(
+    text: str, start: str, source_path: str | None, import_paths: list[str], keep: set[str]
+) -> object:
     """Lark's rules and terminals for ``text`` without building its parser, whose dynamic
     lexer refuses terminals that can match the empty string (llguidance allows them:
     ``TEXT: /(.|\\n)*/``)."""
@@ -186,7 +188,7 @@ def _compile_only(text: str, start: str, source_path: str | None, import_paths: 
     from lark.load_grammar import load_grammar
 
     grammar, _ = load_grammar(text, source_path or "<string>", import_paths, False)
-    terminals, rules, ignore = grammar.compile([start], set())
+    terminals, rules, ignore = grammar.compile([start], keep)
     return SimpleNamespace(terminals=terminals, rules=rules, ignore_tokens=ignore)
 
 

@@ -26,9 +26,13 @@ is put back by the Lark front end when it writes the terminals.
   that have no proper prefix in it (the match ends as soon as it can), computed on the
   body's character automaton.  ``suffix=S``: the body followed by S, lazily.
 
+* ``NAME: A & ~B & ...`` (a terminal definition on one line): the intersection of the
+  operands' languages, ``~`` complementing one (over characters: unlike llguidance's ``~``,
+  never invalid UTF-8), built on character automata.
+
 Refused, each with a :class:`GrammarError` at its position: ``@name`` sub-grammar references,
-parametric rules (``::``), the ``&`` and ``~`` (negation) regex operators, ``%regex`` forms
-other than substrings, and the attributes and options listed below as refused.
+parametric rules (``::``), ``&`` and ``~`` elsewhere than above, ``%regex`` forms other than
+substrings, and the attributes and options listed below as refused.
 """
 
 from __future__ import annotations
@@ -92,6 +96,13 @@ class Preprocessed:
     ignore_once: bool
     _map: list[tuple[int, int]]  # (offset in text, offset in the source) at each piece's start
     source: str = ""
+    # terminals written with & and ~: the helper terminals of their operands, negated or not
+    combined: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
+
+    @property
+    def helpers(self) -> set[str]:
+        """Terminals Lark must keep although no rule uses them."""
+        return {h for parts in self.combined.values() for h, _ in parts}
 
     def source_offset(self, offset: int) -> int:
         """The source offset of ``offset`` in :attr:`text`."""
@@ -135,6 +146,7 @@ class _Scanner:
         self.map: list[tuple[int, int]] = [(0, 0)]
         self.embedded: dict[str, Embedded] = {}
         self.lazy: dict[str, Lazy] = {}
+        self.combined: dict[str, list[tuple[str, bool]]] = {}
         self.extra: list[str] = []  # definitions appended at the end
         self.declare: list[str] = []
         self.options: dict[str, Any] = {}
@@ -157,7 +169,7 @@ class _Scanner:
         return GrammarError.at(message, self.src, at)
 
     def fresh(self) -> str:
-        return f"{self.prefix}{len(self.embedded) + len(self.lazy) + len(self.declare)}"
+        return f"{self.prefix}{len(self.embedded) + len(self.lazy) + len(self.declare) + len(self.extra)}"
 
     # ------------------------------------------------------------------ scan
 
@@ -238,6 +250,7 @@ class _Scanner:
             bool(self.options.get("ignore_once")),
             self.map,
             self.src,
+            self.combined,
         )
 
     def copy_atom(self, start: int, end: int) -> int:
@@ -262,6 +275,12 @@ class _Scanner:
         if self.in_terminal and re.match(r"%(json|regex)\b", self.src[body:]):
             end = self.embed(body, declare_as=self.name(name, m.start()))
             return end
+        if self.in_terminal and not attrs:
+            end = self.src.find("\n", body)
+            end = len(self.src) if end < 0 else end
+            parts = _split_top(self.src[body:end], "&")
+            if len(parts) > 1 or re.match(r"~\s*[^\s\d]", parts[0].strip()):
+                return self.boolean(self.name(name, m.start()), body, end, parts)
         self.emit(self.src[m.start() : m.start("name")], m.start())  # Lark's ? and ! modifiers
         if not attrs:
             self.emit(self.name(name, m.start()), m.start("name"))
@@ -284,6 +303,28 @@ class _Scanner:
         self.emit(f"{head} {term}\n{body_term}:", m.start("name"))
         self.in_terminal = True
         return m.end()
+
+    def boolean(self, name: str, body: int, end: int, parts: list[str]) -> int:
+        """``NAME: A & ~B ...`` on one line: each operand a helper terminal, NAME their
+        intersection (``~``: the complement of an operand, over characters)."""
+        if self.src[end + 1 :].lstrip(" \t").startswith("|"):
+            raise self.error("a terminal with & or ~ must fit on one line", body)
+        self.changed = True
+        ops: list[tuple[str, bool]] = []
+        for part in parts:
+            text = part.strip()
+            negated = text.startswith("~")
+            text = text[1:].strip() if negated else text
+            if len(_split_top(text, "|")) > 1:
+                raise self.error("'|' inside an operand of '&': write the operand in parentheses", body)
+            if re.match(r"~\s*[^\s\d]", text) or len(_split_top(text, "&")) > 1:
+                raise self.error("'~' applies to the start of an operand of '&' only", body)
+            helper = self.fresh()
+            self.extra.append(f"{helper}: {text}")
+            ops.append((helper, negated))
+        self.combined[name] = ops
+        self.declare.append(name)
+        return end
 
     def attributes(self, text: str, at: int) -> dict[str, str]:
         """``[a, b=1, c="x"]`` as a dict; refused attributes raise."""
@@ -401,6 +442,28 @@ class _Scanner:
         atom = "".join(self.out)[self.atom_start :]
         self.emit(f" ~ {lo} {atom}*" if lo else "*", i)
         return m.end()
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    """``text`` split at ``sep`` outside strings, regexes and brackets."""
+    out, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i = _string_end(text, i)
+            continue
+        if c == "/" and not text.startswith("//", i):
+            i = _regex_end(text, i)
+            continue
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == sep and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+        i += 1
+    return [*out, text[start:]]
 
 
 def _skip_space(text: str, i: int) -> int:
@@ -532,6 +595,8 @@ def opaque_terminals(
             expr, rules = emb.expr, emb.rules
         elif name in pre.lazy:
             expr, rules = _lazy(name, terminals[name], pre, text)
+        elif name in pre.combined:
+            expr, rules = _boolean(name, pre.combined[name], terminals, text)
         else:
             continue
         renamed = {r: f"{name}/{r}" for r in rules}
@@ -560,6 +625,27 @@ def _lazy(name: str, term: Any, pre: Preprocessed, text: str) -> tuple[ir.Expr, 
     rules: dict[str, ir.Expr] = {}
     expr = chardfa.CharDFA(dfa.atoms, trans, list(dfa.accept)).to_expr(rules, "lazy")
     return expr, rules
+
+
+def _boolean(
+    name: str, ops: list[tuple[str, bool]], terminals: dict[str, Any], text: str
+) -> tuple[ir.Expr, dict[str, ir.Expr]]:
+    """Terminal ``name`` = the intersection of its operands (complemented where negated)."""
+    from .json_schema import chardfa
+    from .lark import terminal_regexp
+    from .regex import regex_to_expr
+
+    try:
+        dfas = [
+            chardfa.from_expr(regex_to_expr(terminal_regexp(terminals[h].pattern), anchors=False))
+            for h, _ in ops
+        ]
+        dfa = chardfa.product(dfas, lambda v: all(a != neg for a, (_, neg) in zip(v, ops, strict=True)))
+    except GrammarError as e:
+        at = re.search(rf"^[ \t]*{re.escape(name)}\b", text, re.MULTILINE)
+        raise GrammarError.at(f"terminal {name}: {e.message}", text, at.start() if at else 0) from None
+    rules: dict[str, ir.Expr] = {}
+    return dfa.to_expr(rules, "and"), rules
 
 
 def map_refs(e: ir.Expr, names: dict[str, str]) -> ir.Expr:
