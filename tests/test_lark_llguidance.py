@@ -184,6 +184,34 @@ SPEC = [
 ]
 
 
+# Parametric rules (llguidance's docs/parametric.md), examples written here.
+PERMUTATION = (
+    "start: perm::0x0\n"
+    'perm::_ : "" %if is_ones([0:3])\n'
+    '    | "x" perm::set_bit(0) %if bit_clear(0)\n'
+    '    | "y" perm::set_bit(1) %if bit_clear(1)\n'
+    '    | "z" perm::set_bit(2) %if bit_clear(2)\n'
+)
+COUNTED = (
+    "start: lst::0\n"
+    'lst::_ : "a" lst::incr([0:2]) %if lt([0:2], 2)\n'
+    '    | "b" lst::incr([2:4]) %if and(lt([2:4], 3), not(eq([0:2], 0)))\n'
+    '    | ""\n'
+)
+SPEC += [
+    pytest.param(PERMUTATION, ["xyz", "zyx", "yxz"], ["xy", "xxz", "xyzx", ""], id="param-permutation"),
+    pytest.param(
+        COUNTED, ["", "a", "aa", "ab", "abbb", "abab"], ["b", "aaa", "abbbb", "ba"], id="param-count"
+    ),
+    pytest.param(
+        'start: pick::0xF0\npick::_ : "q" pick::bit_and(0x0F) %if bit_set(4) | "r" %if bit_count_eq(_, 0)',
+        ["qr"],
+        ["r", "q", "qq"],
+        id="param-bit-and",
+    ),
+]
+
+
 @pytest.mark.parametrize(("grammar", "good", "bad"), SPEC)
 def test_extensions(grammar: str, good: list[str], bad: list[str]) -> None:
     check(grammar, good, bad)
@@ -218,6 +246,9 @@ ERRORS = [
     ('%llguidance {"allow_invalid_utf8": true}\nstart: "a"', "allow_invalid_utf8", 1, 1),
     ('start: "a" @sub', "sub-grammar", 1, 12),
     ('start: "a" & "b"', "'&'", 1, 12),
+    ('start: p::0\np::_ : "a" p::frob(1)', "unknown parametric function 'frob'", 2, 12),
+    ('start: p::0\np::_ : "a" %if maybe(1)', "unknown parametric condition 'maybe'", 2, 16),
+    ('start: q::0\np::_ : "a"', "refers to no parametric rule q::_", 1, 8),
     ('start: ~"a"', "'~'", 1, 8),
     ('start: A\nA: /a/ & /b/ | "c"', "in parentheses", 2, 4),
     ('start: A\nA: /a/ & ~/b/\n  | "c"', "one line", 2, 4),
@@ -238,6 +269,14 @@ def test_refusals_name_what_and_where(grammar: str, message: str, line: int, col
         Grammar.from_lark(grammar)
     assert message in str(info.value)
     assert (info.value.line, info.value.column) == (line, column)
+
+
+def test_parametric_instances_are_bounded() -> None:
+    """Every subset of 16 items is an instance: past the bound, a LimitError names it."""
+    items = "\n".join(f'    | "{chr(97 + k)}" s::set_bit({k}) %if bit_clear({k})' for k in range(16))
+    with pytest.raises(cfgmask.LimitError) as info:
+        Grammar.from_lark(f'start: s::0\ns::_ : ""\n{items}\n')
+    assert info.value.limit == "parametric_instances"
 
 
 def test_lark_errors_point_into_the_original_text() -> None:
@@ -325,6 +364,8 @@ DIFFERENTIAL = [
         ["ab\ncd", "ab\n\ncd", "", "a\n\n"],
     ),
     ('start: A "!"\nA: /[a-z]+/ & ~"if" & ~"in"', ["x!", "if!", "in!", "iff!"]),
+    (PERMUTATION, ["xyz", "zyx", "xy", "xxz", ""]),
+    (COUNTED, ["", "aa", "ab", "abbb", "b", "aaa", "abbbb"]),
     ("start: A\nA: /(?s:.*)/ & ~/(?s:.*)AAA(?s:.*)/", ["AA", "AAA", "xAAAy", "AAbAA"]),
     ('start: "a" %json {"type": "integer"} "b"\n%ignore /[ ]+/', ["a1b", "a1 b", " a1b", "a 1b", "a12b"]),
     ('start: "a" "b"\n%ignore /[ ]+/', ["ab", "a b", "ab ", " ab"]),

@@ -26,12 +26,13 @@ is put back by the Lark front end when it writes the terminals.
   that have no proper prefix in it (the match ends as soon as it can), computed on the
   body's character automaton.  ``suffix=S``: the body followed by S, lazily.
 
+* Parametric rules ``name::_`` (:mod:`.lark_param`): every reachable instance written out.
 * ``NAME: A & ~B & ...`` (a terminal definition on one line): the intersection of the
   operands' languages, ``~`` complementing one (over characters: unlike llguidance's ``~``,
   never invalid UTF-8), built on character automata.
 
 Refused, each with a :class:`GrammarError` at its position: ``@name`` sub-grammar references,
-parametric rules (``::``), ``&`` and ``~`` elsewhere than above, ``%regex`` forms other than
+``&`` and ``~`` elsewhere than above, ``%regex`` forms other than
 substrings, and the attributes and options listed below as refused.
 """
 
@@ -135,7 +136,14 @@ def preprocess(source: str) -> Preprocessed | None:
     uses none (plain Lark grammars go to ``lark`` untouched)."""
     if not _USES_EXTENSION.search(source):
         return None
-    return _Scanner(source).run()
+    scanner = _Scanner(source)
+    if "::" in source:
+        from .lark_param import expand
+
+        expanded = expand(source)
+        scanner = _Scanner(expanded)
+        scanner.changed = expanded != source
+    return scanner.run()
 
 
 class _Scanner:
