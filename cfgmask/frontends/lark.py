@@ -88,8 +88,9 @@ from collections.abc import Sequence
 
 from .. import ir
 from ..errors import GrammarError
-from .lark_ext import Preprocessed, opaque_terminals, preprocess
+from .lark_ext import Preprocessed, preprocess
 from .lark_follow import Ranges, Symbol, to_ir
+from .lark_opaque import opaque_terminals
 from .regex import terminal_variants
 
 IGNORE = "<ignore>"
