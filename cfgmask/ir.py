@@ -13,7 +13,8 @@ expression tree over bytes:
 * ``Alt(items)``           alternation; ``Alt(())`` matches nothing
 * ``Token(ids, negated)``  one whole LLM token with one of these ids (or, when
                            ``negated``, any token but these): llama.cpp's
-                           ``<[N]>`` / ``!<[N]>`` syntax.
+                           ``<[N]>`` / ``!<[N]>`` syntax.  ``Token((), True)``
+                           is any token (llguidance's ``<[*]>``).
 * ``TokenText(text, negated)`` one whole LLM token named by its text (llama.cpp's
                            ``<|im_end|>``): resolved to a ``Token`` when the grammar
                            is compiled for a vocabulary (:mod:`cfgmask.compile.token_texts`).

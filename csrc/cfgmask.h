@@ -71,7 +71,7 @@ typedef struct cm_tables {
     /* token terminals: state s consumes one whole token of set tok_set[e] and goes
      * to tok_target[e], e in tok_off[s] .. tok_off[s+1]; set k holds the ids
      * set_ids[set_off[k] .. set_off[k+1]), or every token but those if set_negated[k]
-     * (stop tokens excepted: they only end the text) */
+     * (stop tokens excepted: they only end the text); a set is empty only if negated */
     uint32_t n_token_sets;
     const uint32_t *tok_off;       /* [n_states + 1] */
     const uint32_t *tok_set;       /* [tok_off[n_states]] */

@@ -32,9 +32,10 @@ static int validate_tokens(const cm_tables *t) {
             if (t->state_rule[t->tok_target[e]] != t->state_rule[s]) return CM_ERR_ARG;
         }
     }
-    for (uint32_t k = 0; k < t->n_token_sets; k++)
-        if (t->set_off[k + 1] <= t->set_off[k]) return CM_ERR_ARG;
-    if (t->n_token_sets && (!t->set_ids || !t->set_negated)) return CM_ERR_ARG;
+    if (t->n_token_sets && (!t->set_negated || (t->set_off[t->n_token_sets] && !t->set_ids))) return CM_ERR_ARG;
+    for (uint32_t k = 0; k < t->n_token_sets; k++)  /* empty only negated: every token */
+        if (t->set_off[k + 1] < t->set_off[k] || (t->set_off[k + 1] == t->set_off[k] && !t->set_negated[k]))
+            return CM_ERR_ARG;
     return CM_OK;
 }
 

@@ -133,7 +133,19 @@ class Ahead:
         return not _overlaps(self.ranges, c, c)
 
 
-Symbol = int | Bytes | Chars | Ahead  # an int is a nonterminal
+@dataclass(frozen=True, slots=True)
+class Tok:
+    """Terminal: one whole LLM token whose id is in ``ids`` (not in it, when ``negated``).
+    Bytes never match it; :mod:`tests.reference_tokens` steps over whole tokens."""
+
+    ids: frozenset[int]
+    negated: bool
+
+    def matches(self, token: int) -> bool:
+        return (token in self.ids) != self.negated
+
+
+Symbol = int | Bytes | Chars | Ahead | Tok  # an int is a nonterminal
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +239,7 @@ class _BnfBuilder:
         if isinstance(e, ir.LiteralSet):
             return (self._fresh(literal_set_alternatives(e)),)
         if isinstance(e, ir.Token):
-            raise NotImplementedError("token-id terminals are outside the reference's scope")
+            return (Tok(frozenset(e.ids), e.negated),)
         raise TypeError(f"not an IR expression: {e!r}")
 
     def _repeat(self, e: ir.Repeat) -> tuple[Symbol, ...]:
@@ -247,8 +259,8 @@ class _BnfBuilder:
         return (x,) * e.lo + (opt,)
 
 
-def _terminal_productive(s: Bytes | Chars | Ahead) -> bool:
-    if isinstance(s, Ahead):
+def _terminal_productive(s: Bytes | Chars | Ahead | Tok) -> bool:
+    if isinstance(s, (Ahead, Tok)):
         return True
     if isinstance(s, Bytes):
         return bool(s.values)
@@ -396,9 +408,15 @@ class ReferenceMatcher:
     def _step(self, chart: list[_Set], b: int, ahead: bytes = b"") -> _Set:
         """The Earley set after reading byte ``b``: scan, then close (``ahead``: the bytes
         after ``b``, for lookahead markers)."""
+        return self._close(chart, self._scan(chart, b), ahead)
+
+    def _scan(self, chart: list[_Set], b: int) -> list[Item]:
+        """The items of the last set that byte ``b`` advances."""
         seeds: list[Item] = []
         for p, d, o, partial in chart[-1].scanning:
             term = self._prods[p].rhs[d]
+            if isinstance(term, Tok):
+                continue
             if isinstance(term, Bytes):
                 if b in term.values:
                     seeds.append((p, d + 1, o, b""))
@@ -409,7 +427,7 @@ class ReferenceMatcher:
                 seeds.append((p, d + 1, o, b""))
             elif status == "more":
                 seeds.append((p, d, o, partial + bytes((b,))))
-        return self._close(chart, seeds, ahead)
+        return seeds
 
     def _close(self, chart: list[_Set], seeds: list[Item], ahead: bytes = b"") -> _Set:
         """Predict and complete from ``seeds`` until nothing new appears.

@@ -126,8 +126,6 @@ def test_byte_class_matches_raw_bytes() -> None:
 
 
 def test_errors() -> None:
-    with pytest.raises(NotImplementedError):
-        ReferenceMatcher(grammar(root=ir.Token((1,))))
     with pytest.raises(ValueError, match="undefined"):
         ReferenceMatcher(grammar(root=ref("nope")))
     with pytest.raises(ValueError, match="start"):

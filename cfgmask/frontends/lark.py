@@ -68,6 +68,10 @@ where a terminal's single ``re.match`` length cannot be expressed:
 5. Lark raises ``KeyError`` (not a parse error) when a parse reaches a
    ``%declare``'d terminal; cfgmask rejects such grammars outright (below).
 
+llguidance's extensions of the syntax (``%json``, ``%regex``, special tokens, ``{m,n}``,
+rule attributes, ``%llguidance``) are rewritten into plain Lark first, by
+:mod:`cfgmask.frontends.lark_ext`; docs/lark.md lists what each means here.
+
 Rejected with a :class:`GrammarError` naming the construct and its position:
 terminals using what the regex front end rejects (lookaround of more than one
 character, or a lookahead that is neither trailing nor followed by a character
@@ -84,7 +88,9 @@ from collections.abc import Sequence
 
 from .. import ir
 from ..errors import GrammarError
+from .lark_ext import Preprocessed, preprocess
 from .lark_follow import Ranges, Symbol, to_ir
+from .lark_opaque import opaque_terminals
 from .regex import terminal_variants
 
 IGNORE = "<ignore>"
@@ -143,14 +149,19 @@ def parse_lark(
     ``source_path`` (the grammar file's path) and ``import_paths`` resolve
     relative and extra ``%import`` statements as Lark does.
     """
-    parser = _load(text, start, source_path, list(import_paths))
-    return _Builder(text, parser, start).build()
+    pre = preprocess(text)  # llguidance's extensions, see lark_ext
+    parser = _load(text, start, source_path, list(import_paths), pre)
+    return _Builder(text, parser, start, pre).build()
 
 
-def _load(text: str, start: str, source_path: str | None, import_paths: list[str]) -> object:
+def _load(
+    text: str, start: str, source_path: str | None, import_paths: list[str], pre: Preprocessed | None = None
+) -> object:
     import lark  # imported lazily: only Lark users need it
 
     try:
+        if pre is not None:  # llguidance's dialect: terminals may match the empty string
+            return _compile_only(pre.text, start, source_path, import_paths, pre.helpers)
         return lark.Lark(
             text,
             parser="earley",
@@ -160,17 +171,36 @@ def _load(text: str, start: str, source_path: str | None, import_paths: list[str
             import_paths=import_paths,
         )
     except lark.exceptions.LarkError as e:
-        raise _lark_error(str(e), text) from None
+        raise _lark_error(str(e), text, pre=pre) from None
     except (OSError, re.error) as e:
         raise _lark_error(f"cannot load grammar: {e}", text, _first(text, r"%import")) from None
     except Exception as e:  # noqa: BLE001 - the `regex` module's errors, raised while Lark checks terminals
         raise _lark_error(f"cannot load grammar: {type(e).__name__}: {e}", text) from None
 
 
-def _lark_error(message: str, text: str, offset: int | None = None) -> GrammarError:
+def _compile_only(
+    text: str, start: str, source_path: str | None, import_paths: list[str], keep: set[str]
+) -> object:
+    """Lark's rules and terminals for ``text`` without building its parser, whose dynamic
+    lexer refuses terminals that can match the empty string (llguidance allows them:
+    ``TEXT: /(.|\\n)*/``)."""
+    from types import SimpleNamespace
+
+    from lark.load_grammar import load_grammar
+
+    grammar, _ = load_grammar(text, source_path or "<string>", import_paths, False)
+    terminals, rules, ignore = grammar.compile([start], keep)
+    return SimpleNamespace(terminals=terminals, rules=rules, ignore_tokens=ignore)
+
+
+def _lark_error(
+    message: str, text: str, offset: int | None = None, pre: Preprocessed | None = None
+) -> GrammarError:
     """A GrammarError at Lark's reported position, or at the first name the message quotes."""
     message = message.strip().split("\n\n")[0]
     found = re.search(r"line (\d+),? col(?:umn)? (\d+)", message)
+    if found and pre is not None:  # a position in the rewritten text: map it back
+        return GrammarError.at(message, text, pre.locate(int(found.group(1)), int(found.group(2))))
     if found:
         line, column = int(found.group(1)), int(found.group(2))
         lines = text.split("\n")
@@ -194,9 +224,10 @@ def _first(text: str, pattern: str) -> int | None:
 class _Builder:
     """Reads a compiled ``lark.Lark`` object into a token-level grammar, then writes IR."""
 
-    def __init__(self, text: str, parser: object, start: str) -> None:
+    def __init__(self, text: str, parser: object, start: str, pre: Preprocessed | None = None) -> None:
         self.text = text
         self.start = start
+        self.pre = pre
         self.terminals = {t.name: t for t in parser.terminals}  # type: ignore[attr-defined]
         self.ignore = list(parser.ignore_tokens)  # type: ignore[attr-defined]
         self.expansions: dict[str, list[list[object]]] = {}
@@ -211,11 +242,20 @@ class _Builder:
         if self.ignore:
             rules[IGNORE] = [[]] + [[Symbol(t, True), Symbol(IGNORE, False)] for t in self.ignore]
             top.append(Symbol(IGNORE, False))
+        if self.ignore and self.pre and self.pre.ignore_once:  # %llguidance {"ignore_once": true}
+            rules[IGNORE] = [[]] + [[Symbol(t, True)] for t in self.ignore]
         rules[TOP] = [top]
         used = sorted({s.name for body in rules.values() for e in body for s in e if s.terminal})
-        variants = {name: self._terminal(name) for name in used}
+        ext = opaque_terminals(self.pre, used, self.terminals, self.text)
+        variants = {
+            name: ext.variants[name] if name in ext.variants else self._terminal(name) for name in used
+        }
         meta: dict[str, object] = {"lark_start": self.start, "ignore": tuple(self.ignore)}
-        return ir.Grammar(to_ir(rules, variants, TOP, START, tuple(self.ignore)), START, meta=meta)
+        if ext.token_texts and self.pre is not None:  # compile resolves them (compile/token_texts.py)
+            meta[ir.TOKEN_TEXTS] = {t: self.pre.token_texts[t] for t in sorted(ext.token_texts)}
+        out = to_ir(rules, variants, TOP, START, tuple(self.ignore), ext.first)
+        out.update(ext.rules)
+        return ir.Grammar(out, START, meta=meta)
 
     def _reachable_rules(self) -> list[str]:
         if self.start not in self.expansions:
@@ -234,7 +274,7 @@ class _Builder:
         out: list[Symbol] = []
         for sym in expansion:
             terminal = bool(sym.is_term)  # type: ignore[attr-defined]
-            if terminal and self.ignore:
+            if terminal and self.ignore and (self.pre is None or self.pre.ignore_before(str(sym.name))):  # type: ignore[attr-defined]
                 out.append(Symbol(IGNORE, False))
             out.append(Symbol(str(sym.name), terminal))  # type: ignore[attr-defined]
         return out

@@ -46,19 +46,31 @@ Rules = dict[str, list[list[Symbol]]]
 
 
 def to_ir(
-    rules: Rules, variants: dict[str, Variants], top: str, start: str, ignore: tuple[str, ...] = ()
+    rules: Rules,
+    variants: dict[str, Variants],
+    top: str,
+    start: str,
+    ignore: tuple[str, ...] = (),
+    opaque: dict[str, Ranges] | None = None,
 ) -> dict[str, ir.Expr]:
     """IR rules for ``rules`` (nonterminal → expansions); ``start`` is the new start rule.
     ``ignore``: the ``%ignore`` terminals (``rules`` lets them occur before every terminal
-    and at the end)."""
+    and at the end).  ``opaque``: terminals whose expressions refer to rules or tokens (the
+    llguidance extensions of :mod:`.lark_ext`), with the characters they may start with;
+    they have no follow restriction of their own."""
     if all(not forbidden for vs in variants.values() for _, forbidden in vs):
         return _plain(
             rules, {name: ir.alt(*(expr for expr, _ in vs)) for name, vs in variants.items()}, top, start
         )
-    marked = _with_markers(variants, ignore)
+    opaque = opaque or {}
+    marked = _with_markers(variants, ignore, opaque)
     if marked is not None:
         return _plain(rules, marked, top, start)
-    return _Product(rules, variants).emit(top, start)
+    return _Product(rules, variants, opaque).emit(top, start)
+
+
+def _first_chars(name: str, expr: ir.Expr, opaque: dict[str, Ranges]) -> Ranges:
+    return opaque[name] if name in opaque else first_chars(expr)
 
 
 def _plain(rules: Rules, terminals: dict[str, ir.Expr], top: str, start: str) -> dict[str, ir.Expr]:
@@ -68,7 +80,9 @@ def _plain(rules: Rules, terminals: dict[str, ir.Expr], top: str, start: str) ->
     return out
 
 
-def _with_markers(variants: dict[str, Variants], ignore: tuple[str, ...]) -> dict[str, ir.Expr] | None:
+def _with_markers(
+    variants: dict[str, Variants], ignore: tuple[str, ...], opaque: dict[str, Ranges]
+) -> dict[str, ir.Expr] | None:
     """Each terminal as the union of its variants, a restricted variant followed by a
     lookahead (:class:`cfgmask.ir.Lookahead`) on its forbidden characters: the
     parser checks the restriction on the next bytes at run time, instead of the product with
@@ -79,7 +93,10 @@ def _with_markers(variants: dict[str, Variants], ignore: tuple[str, ...]) -> dic
     any terminal, and before the end) starts with a character no other marker forbids, and
     forbids no character a non-ignored terminal starts with.
     """
-    first = {n: ir.normalize_ranges([r for e, _ in vs for r in first_chars(e)]) for n, vs in variants.items()}
+    first = {
+        n: ir.normalize_ranges([r for e, _ in vs for r in _first_chars(n, e, opaque)])
+        for n, vs in variants.items()
+    }
     # no other character can come next: forbidding it or not is the same
     any_first = ir.normalize_ranges([r for rs in first.values() for r in rs])
     forbidden = {
@@ -121,8 +138,9 @@ def _plain_seq(expansion: list[Symbol]) -> ir.Expr:
 class _Product:
     """The grammar intersected with the follow-restriction automaton."""
 
-    def __init__(self, rules: Rules, variants: dict[str, Variants]) -> None:
+    def __init__(self, rules: Rules, variants: dict[str, Variants], opaque: dict[str, Ranges]) -> None:
         self.rules = rules
+        self.opaque = opaque
         self.variants = variants
         self.states: list[Ranges] = [()]
         self.ids: dict[Ranges, int] = {(): 0}
@@ -133,7 +151,8 @@ class _Product:
         self.changed = False
         self.nullable, self.first = _first_sets(rules, variants)
         self.first_chars = {
-            n: ir.normalize_ranges([r for e, _ in vs for r in first_chars(e)]) for n, vs in variants.items()
+            n: ir.normalize_ranges([r for e, _ in vs for r in _first_chars(n, e, opaque)])
+            for n, vs in variants.items()
         }
         # Every next character is the first character of some terminal (or there is none:
         # end of input is always allowed), so a forbidden character no terminal can start
@@ -192,7 +211,13 @@ class _Product:
             allowed = ir.complement_ranges(self.states[state])
             by_target: dict[int, list[ir.Expr]] = {}
             for expr, forbidden in self.variants[name]:
-                kept = expr if state == 0 else restrict_first(expr, allowed)
+                if state == 0:
+                    kept = expr
+                elif name in self.opaque or nullable(expr):  # a token or nothing may come first:
+                    # the restriction is checked on whatever character comes next
+                    kept = ir.seq(ir.lookahead(self.states[state]), expr)
+                else:
+                    kept = restrict_first(expr, allowed)
                 if kept != ir.NOTHING:
                     by_target.setdefault(self.state(forbidden), []).append(kept)
             self.term_cache[key] = {t: ir.alt(*es) for t, es in by_target.items()}
