@@ -300,7 +300,9 @@ def test_token_names_resolve_per_vocabulary() -> None:
 
 
 def test_unknown_token_name_is_an_error() -> None:
-    with pytest.raises(GrammarError, match=r"special token <\|nope\|> is not in the vocabulary"):
+    with pytest.raises(
+        GrammarError, match=r"token '<\|nope\|>' is not a single token of the vocabulary \(line 1, column 8\)"
+    ):
         cfgmask.compile(Grammar.from_lark("start: <|nope|>"), VOCAB)
 
 

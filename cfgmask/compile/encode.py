@@ -45,7 +45,7 @@ _NO_REFS: frozenset[str] = frozenset()
 
 def token_label(t: ir.Token) -> str:
     """The label of a token terminal (``<[1,2]>``, ``!<[3]>``)."""
-    if not t.ids:
+    if not t.ids and not t.negated:
         raise GrammarError("a token terminal needs at least one token id")
     return "\x00tok:" + ("!" if t.negated else "") + ",".join(str(i) for i in sorted(set(t.ids)))
 
