@@ -682,7 +682,12 @@ def _tag_dispatch(p: _EbnfParser, at: int, positional: list[_Value], named: dict
                 if tag.startswith(x):
                     raise p.error(f"TagDispatch: excluded {x!r} is a prefix of the tag {tag!r}", v.offset)
     loop = p.boolean("TagDispatch", named, "loop_after_dispatch", True)
-    expr, rules = ebnf_macros.tag_dispatch(pairs, p.helper_base("TagDispatch"), loop=loop, excludes=excludes)
+    try:
+        expr, rules = ebnf_macros.tag_dispatch(
+            pairs, p.helper_base("TagDispatch"), loop=loop, excludes=excludes
+        )
+    except ValueError as e:
+        raise p.error(f"TagDispatch is too large: {e}", at) from None
     p.add_helpers(rules)
     return expr
 
