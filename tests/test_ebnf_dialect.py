@@ -134,6 +134,15 @@ def test_tag_dispatch_excludes_stop_the_free_text() -> None:
     )
 
 
+def test_tag_dispatch_excludes_bind_the_free_text_only() -> None:
+    """An excluded string inside or across the tag that ends the free text is not in the free text."""
+    both(
+        'root ::= TagDispatch(("<t>", r), excludes=("t>", "x<"))\nr ::= "1"',
+        ["<t>1", "x<t>1", "<t>1<t>1", "ab"],
+        ["t>", "x<", "<t>1t>", "x<x"],
+    )
+
+
 def test_tag_dispatch_first_tag_wins() -> None:
     # "ab" completes before "abc": the text "abc" dispatches to a's rule at "ab"
     both(
@@ -360,6 +369,7 @@ DIFFERENTIAL = [
         'root ::= TagDispatch(("ab", a), ("abc", c), loop_after_dispatch=false)\na ::= "1"\nc ::= "2"',
         ["ab1", "abc2", "xab1", "ab"],
     ),
+    ('root ::= TagDispatch(("<t>", r), excludes=("t>",))\nr ::= "1"', ["<t>1", "a<t>1", "t>"]),
     (
         'root ::= body "</a>"\nbody ::= TagDispatch(("<t>", b), excludes=("</a>",))\nb ::= "{}"',
         ["x</a>", "<t>{}</a>", "x</a>y</a>"],
@@ -368,11 +378,18 @@ DIFFERENTIAL = [
 
 # Where xgrammar 0.2.9 and its documentation part, cfgmask follows the documentation:
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    (DIFFERENTIAL[-2][0], "abc2"): (
+    (DIFFERENTIAL[-3][0], "abc2"): (
         "tag 'ab' is a prefix of tag 'abc'.  The documentation dispatches when a complete tag "
         "appears, and free text may not contain a tag, so after 'ab' rule a must follow; "
         "xgrammar 0.2.9 also lets the text go on to complete 'abc'."
     ),
+    **{
+        (DIFFERENTIAL[-2][0], text): (
+            "the excluded 't>' ends inside the tag '<t>': the documentation excludes it from the free "
+            "text only; xgrammar 0.2.9 rejects it anywhere, so the tag can never dispatch."
+        )
+        for text in ("<t>1", "a<t>1")
+    },
 }
 
 

@@ -46,12 +46,9 @@ accepts" (its EBNF guide until July 2026); it only sharpened XGrammar's token-ma
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
 
 from .. import deadline, ir
-from ..errors import GrammarError
-from . import ebnf_macros
+from .ebnf_calls import MACROS, Value
 from .ebnf_lazy import NotTerminalLike, shortest_matches
 from .gbnf import _ANY, _MAX_DEPTH, _is_digit, _Parser
 
@@ -83,15 +80,6 @@ _MAX_INT = 10**15  # XGrammar's largest integer in a grammar
 def parse_ebnf(text: str, root: str = "root") -> ir.Grammar:
     """Parse XGrammar EBNF ``text``; ``root`` names the start rule.  Raises :class:`GrammarError`."""
     return _EbnfParser(text).parse(root)
-
-
-@dataclass(frozen=True)
-class _Value:
-    """One macro argument: kind is ``str``, ``int``, ``bool``, ``name`` or ``tuple``."""
-
-    kind: str
-    value: Any
-    offset: int
 
 
 class _EbnfParser(_Parser):
@@ -311,7 +299,7 @@ class _EbnfParser(_Parser):
         if c and c in self.name_chars:
             end = self.name_end(self.pos)
             name = self.text[self.pos : end]
-            if name in _MACROS:
+            if name in MACROS:
                 return self.parse_macro(name, depth)
         return super().parse_atom(depth)
 
@@ -454,13 +442,13 @@ class _EbnfParser(_Parser):
             raise self.error(f"expected '(' after macro {name}")
         positional, named = self.parse_arguments(depth)
         deadline.check("EBNF macros")
-        return _MACROS[name](self, at, positional, named)
+        return MACROS[name](self, at, positional, named)
 
-    def parse_arguments(self, depth: int) -> tuple[list[_Value], dict[str, _Value]]:
+    def parse_arguments(self, depth: int) -> tuple[list[Value], dict[str, Value]]:
         self.pos += 1
         self.skip_ws()
-        positional: list[_Value] = []
-        named: dict[str, _Value] = {}
+        positional: list[Value] = []
+        named: dict[str, Value] = {}
         if self.peek() == ")":
             self.pos += 1
             return positional, named
@@ -490,17 +478,17 @@ class _EbnfParser(_Parser):
             self.pos += 1
             return positional, named
 
-    def parse_value(self, depth: int) -> _Value:
+    def parse_value(self, depth: int) -> Value:
         at = self.pos
         c = self.peek()
         if c == '"':
-            return _Value("str", self.parse_string_text(), at)
+            return Value("str", self.parse_string_text(), at)
         if c == "(":
             if depth >= _MAX_DEPTH:
                 raise self.error(f"parentheses nested deeper than {_MAX_DEPTH}")
             self.pos += 1
             self.skip_ws()
-            items: list[_Value] = []
+            items: list[Value] = []
             while self.peek() != ")":
                 items.append(self.parse_value(depth + 1))
                 self.skip_ws()
@@ -510,21 +498,21 @@ class _EbnfParser(_Parser):
                 elif self.peek() != ")":
                     raise self.error(f"expected ',' or ')' in a tuple, found {self.describe()}")
             self.pos += 1
-            return _Value("tuple", items, at)
+            return Value("tuple", items, at)
         m = re.compile(r"[+-]?[0-9]+").match(self.text, self.pos)
         if m and (m.end() >= len(self.text) or self.text[m.end()] not in self.name_chars):
             self.pos = m.end()
             number = int(m.group())
             if abs(number) > _MAX_INT:
                 raise self.error(f"integer above {_MAX_INT}", at)
-            return _Value("int", number, at)
+            return Value("int", number, at)
         end = self.name_end(self.pos)
         if end > self.pos:
             word = self.text[self.pos : end]
             self.pos = end
             if word in ("true", "false"):
-                return _Value("bool", word == "true", at)
-            return _Value("name", word, at)
+                return Value("bool", word == "true", at)
+            return Value("name", word, at)
         raise self.error(f"expected a macro argument, found {self.describe()}")
 
     # -- macro helpers -----------------------------------------------------------------
@@ -536,90 +524,6 @@ class _EbnfParser(_Parser):
     def add_helpers(self, rules: dict[str, ir.Expr]) -> None:
         self.rules.update(rules)
 
-    def rule_ref(self, v: _Value, macro: str) -> ir.Expr:
-        if v.kind != "name":
-            raise self.error(f"{macro}: expected a rule name", v.offset)
-        self.ref_offsets.setdefault(v.value, v.offset)
-        return ir.Ref(v.value)
-
-    def no_named(self, macro: str, named: dict[str, _Value]) -> None:
-        if named:
-            key, v = next(iter(named.items()))
-            raise self.error(f"{macro}() takes no named argument ({key!r})", v.offset)
-
-    def only_named(self, macro: str, named: dict[str, _Value], allowed: tuple[str, ...]) -> None:
-        for key, v in named.items():
-            if key not in allowed:
-                raise self.error(f"{macro}() has no argument {key!r}", v.offset)
-
-    def boolean(self, macro: str, named: dict[str, _Value], key: str, default: bool) -> bool:
-        v = named.get(key)
-        if v is None:
-            return default
-        if v.kind != "bool":
-            raise self.error(f"{macro}: {key} must be true or false", v.offset)
-        return bool(v.value)
-
-    def token_ids(self, macro: str, values: list[_Value]) -> list[int]:
-        out = []
-        for v in values:
-            if v.kind != "int" or v.value < 0 or v.value > 0xFFFFFFFF:
-                raise self.error(f"{macro}: a token id is a non-negative integer", v.offset)
-            out.append(v.value)
-        return out
-
-    def pairs(self, macro: str, positional: list[_Value], first: str) -> list[tuple[_Value, ir.Expr]]:
-        out = []
-        for v in positional:
-            if v.kind != "tuple" or len(v.value) != 2:
-                raise self.error(f"{macro}: each positional argument is a pair ({first}, rule)", v.offset)
-            out.append((v.value[0], self.rule_ref(v.value[1], macro)))
-        return out
-
-
-def ecmascript_to_python(pattern: str) -> str:
-    """The ECMAScript spellings XGrammar's regexes share with JSON Schema, in Python ``re``
-    syntax: ``\\u{1F600}``, ``\\cA``, ``(?<name>...)`` and ``[^]`` (any character).  Everything
-    else is passed through; Python then reads it (and rejects what it cannot)."""
-    out: list[str] = []
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            m = re.compile(r"u\{([0-9a-fA-F]{1,8})\}").match(pattern, i + 1)
-            if m:
-                out.append(f"\\U{int(m.group(1), 16):08x}")
-                i = m.end()
-                continue
-            if pattern[i + 1] == "c" and i + 2 < n and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
-                out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
-                i += 3
-                continue
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            if pattern.startswith("[^]", i):
-                out.append(r"[\s\S]")
-                i += 3
-                continue
-            in_class = True
-            out.append(c)
-            i += 1
-            if i < n and pattern[i] == "^":
-                out.append("^")
-                i += 1
-            continue
-        elif pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
-            out.append("(?P<")
-            i += 3
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
 
 def _has_alternatives(e: ir.Expr) -> bool:
     if isinstance(e, ir.Alt):
@@ -627,103 +531,3 @@ def _has_alternatives(e: ir.Expr) -> bool:
     if isinstance(e, ir.Seq):
         return any(_has_alternatives(x) for x in e.items)
     return isinstance(e, ir.Repeat) and _has_alternatives(e.item)
-
-
-def _regex(p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value]) -> ir.Expr:
-    from .regex import regex_to_expr
-
-    p.only_named("Regex", named, ("json_string", "flags"))
-    if len(positional) != 1 or positional[0].kind != "str":
-        raise p.error("Regex() takes exactly one pattern string", at)
-    flags = re.ASCII | re.DOTALL
-    given = named.get("flags")
-    if given is not None:
-        if given.kind != "str":
-            raise p.error("Regex: flags must be a string", given.offset)
-        flags = re.ASCII
-        for f in given.value:
-            if f not in "isu":
-                raise p.error(f"Regex: flag {f!r} is not supported (only i, s, u)", given.offset)
-            flags |= {"i": re.IGNORECASE, "s": re.DOTALL, "u": 0}[f]
-    try:
-        expr = regex_to_expr(ecmascript_to_python(positional[0].value), flags)
-    except GrammarError as e:
-        raise p.error(f"Regex: {e.message}", positional[0].offset) from None
-    if p.boolean("Regex", named, "json_string", False):
-        expr = ebnf_macros.json_string_only(expr)
-    return expr
-
-
-def _substring(p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value]) -> ir.Expr:
-    p.no_named("Substring", named)
-    for v in positional:
-        if v.kind != "str":
-            raise p.error("Substring: every argument is a string", v.offset)
-    expr, rules = ebnf_macros.substring([v.value for v in positional], p.helper_base("Substring"))
-    p.add_helpers(rules)
-    return expr
-
-
-def _tag_dispatch(p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value]) -> ir.Expr:
-    p.only_named("TagDispatch", named, ("loop_after_dispatch", "excludes"))
-    pairs = []
-    for tag, body in p.pairs("TagDispatch", positional, "tag"):
-        if tag.kind != "str" or not tag.value:
-            raise p.error("TagDispatch: a tag is a non-empty string", tag.offset)
-        pairs.append((tag.value, body))
-    excludes: list[str] = []
-    if "excludes" in named:
-        v = named["excludes"]
-        if v.kind != "tuple" or any(x.kind != "str" or not x.value for x in v.value):
-            raise p.error("TagDispatch: excludes is a tuple of non-empty strings", v.offset)
-        excludes = [x.value for x in v.value]
-        for x in excludes:
-            for tag, _ in pairs:
-                if tag.startswith(x):
-                    raise p.error(f"TagDispatch: excluded {x!r} is a prefix of the tag {tag!r}", v.offset)
-    loop = p.boolean("TagDispatch", named, "loop_after_dispatch", True)
-    expr, rules = ebnf_macros.tag_dispatch(pairs, p.helper_base("TagDispatch"), loop=loop, excludes=excludes)
-    p.add_helpers(rules)
-    return expr
-
-
-def _token(
-    p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value], negated: bool
-) -> ir.Expr:
-    macro = "ExcludeToken" if negated else "Token"
-    p.no_named(macro, named)
-    if not positional:
-        raise p.error(f"{macro}() needs at least one token id", at)
-    return ir.Token(tuple(sorted(set(p.token_ids(macro, positional)))), negated)
-
-
-def _token_tag_dispatch(
-    p: _EbnfParser, at: int, positional: list[_Value], named: dict[str, _Value]
-) -> ir.Expr:
-    macro = "TokenTagDispatch"
-    p.only_named(macro, named, ("loop_after_dispatch", "excludes"))
-    pairs = [(p.token_ids(macro, [tid])[0], body) for tid, body in p.pairs(macro, positional, "token id")]
-    excludes: list[int] = []
-    if "excludes" in named:
-        v = named["excludes"]
-        if v.kind != "tuple":
-            raise p.error(f"{macro}: excludes is a tuple of token ids", v.offset)
-        excludes = p.token_ids(macro, v.value)
-        if set(excludes) & {t for t, _ in pairs}:
-            raise p.error(f"{macro}: a trigger token id is also excluded", v.offset)
-    if not pairs and not excludes:
-        raise p.error(f"{macro}() with no trigger and no excluded id (any token) is not supported", at)
-    loop = p.boolean(macro, named, "loop_after_dispatch", True)
-    expr, rules = ebnf_macros.token_tag_dispatch(pairs, p.helper_base(macro), loop=loop, excludes=excludes)
-    p.add_helpers(rules)
-    return expr
-
-
-_MACROS = {
-    "Regex": _regex,
-    "Substring": _substring,
-    "TagDispatch": _tag_dispatch,
-    "Token": lambda p, at, a, n: _token(p, at, a, n, False),
-    "ExcludeToken": lambda p, at, a, n: _token(p, at, a, n, True),
-    "TokenTagDispatch": _token_tag_dispatch,
-}

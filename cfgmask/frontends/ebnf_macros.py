@@ -23,11 +23,14 @@ dispatch to either).  An excluded string may overlap the tag that ends the free 
 ``w`` must avoid it.  The free text after a dispatch starts afresh (a tag is not completed
 across the dispatched rule's end).
 
-The rules are the states of two Aho-Corasick automata, over the tags and over the excluded
-strings, run in step on the free text: state ``(a, e)`` may end, read a character that
-completes neither kind of string, or read a whole tag ``t`` that ``a`` reaches without
-completing another tag first and go on with ``t``'s rule.  All recursion is in tail
-position, so the compiler builds them into one automaton that calls the tags' rules.
+The rules are the states of a deterministic automaton: two Aho-Corasick automata, over the
+tags (``a``) and over the excluded strings (``e``), run in step, and ``k``, what an excluded
+string that ended ``k - 1`` characters ago still asks: that the tag that ends the free text be
+at least ``k`` characters long, so that it began before the excluded string ended (0: nothing
+pending).  A character that completes a tag dispatches (to each completed tag long enough);
+any other continues the free text while some tag prefix at least ``k`` long is alive; the free
+text may end where nothing is pending.  All recursion is in tail position, so the compiler
+builds the rules into one automaton that calls the tags' rules.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from .. import ir
+from .. import deadline, ir
 
+MAX_DISPATCH_STATES = 100_000  # free-text states of one TagDispatch (pairs of automaton states)
 _JSON_FORBIDDEN = ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C))  # control characters, '"', '\'
 
 
@@ -106,48 +110,56 @@ def tag_dispatch(
     excludes: Sequence[str] = (),
 ) -> tuple[ir.Expr, dict[str, ir.Expr]]:
     """``TagDispatch``: ``pairs`` are (non-empty tag, the expression that follows it, usually
-    a rule reference); ``excludes`` non-empty strings the free text may not contain."""
+    a rule reference); ``excludes`` non-empty strings the free text may not contain.  Raises
+    ValueError past ``MAX_DISPATCH_STATES``."""
     tags = [[ord(c) for c in t] for t, _ in pairs]
     tag_ac = _AhoCorasick(tags)
     ex_ac = _AhoCorasick([[ord(c) for c in x] for x in excludes])
+    depth = _depths(tag_ac)
     alphabet = sorted(set(tag_ac.alphabet) | set(ex_ac.alphabet))
     others = ir.char_class([(c, c) for c in alphabet], negate=True)
-    # the tags each tag-automaton state may read whole and dispatch on
-    dispatch: list[list[int]] = []
-    for a in range(len(tag_ac.children)):
-        ok = []
-        for k, tag in enumerate(tags):
-            s = a
-            for c in tag[:-1]:
-                s = tag_ac.step(s, c)
-                if tag_ac.done[s]:
-                    break
-            else:
-                ok.append(k)
-        dispatch.append(ok)
-    names: dict[tuple[int, int], str] = {(0, 0): f"{base}.0"}
+    start: _State = (0, 0, 0)
+    names: dict[_State, str] = {start: f"{base}.0"}
     rules: dict[str, ir.Expr] = {}
-    todo = [(0, 0)]
-    after = ir.Ref(names[(0, 0)]) if loop else ir.EPSILON
+    todo = [start]
+    after = ir.Ref(names[start]) if loop else ir.EPSILON
     while todo:
-        a, e = todo.pop()
-        targets: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        deadline.check("TagDispatch")
+        a, e, k = state = todo.pop()
+        free: dict[_State, list[tuple[int, int]]] = {}
+        options: list[ir.Expr] = [ir.EPSILON] if k == 0 else []
+        if k == 0 and others.ranges:
+            options.append(ir.seq(others, ir.Ref(names[start])))
         for c in alphabet:
             a2, e2 = tag_ac.step(a, c), ex_ac.step(e, c)
-            if not tag_ac.done[a2] and not ex_ac.done[e2]:
-                targets.setdefault((a2, e2), []).append((c, c))
-        options: list[ir.Expr] = [ir.EPSILON]
-        if others.ranges:
-            options.append(ir.seq(others, ir.Ref(names[(0, 0)])))
-        for target, chars in targets.items():
+            need = max(k + 1 if k else 0, 1 if ex_ac.done[e2] else 0)
+            if tag_ac.done[a2]:  # a tag ends here: dispatch, if it began before any excluded end
+                bodies = [pairs[t][1] for t in sorted(tag_ac.done[a2]) if len(tags[t]) >= need]
+                if bodies:
+                    options.append(ir.seq(ir.char_class([(c, c)]), ir.alt(*bodies), after))
+            elif depth[a2] >= need:  # free text; a pending excluded end needs a tag begun before it
+                free.setdefault((a2, e2, need), []).append((c, c))
+        for target, chars in free.items():
             if target not in names:
+                if len(names) >= MAX_DISPATCH_STATES:
+                    raise ValueError(f"its free text needs more than {MAX_DISPATCH_STATES} states")
                 names[target] = f"{base}.{len(names)}"
                 todo.append(target)
             options.append(ir.seq(ir.char_class(chars), ir.Ref(names[target])))
-        for k in dispatch[a]:
-            options.append(ir.seq(ir.literal(pairs[k][0]), pairs[k][1], after))
-        rules[names[(a, e)]] = ir.alt(*options)
-    return ir.Ref(names[(0, 0)]), rules
+        rules[names[state]] = ir.alt(*options) if options else ir.NOTHING
+    return ir.Ref(names[start]), rules
+
+
+_State = tuple[int, int, int]  # tag automaton, exclusion automaton, pending (see tag_dispatch)
+
+
+def _depths(ac: _AhoCorasick) -> list[int]:
+    """The length of the pattern prefix each state stands for."""
+    out = [0] * len(ac.children)
+    for s, kids in enumerate(ac.children):
+        for child in kids.values():
+            out[child] = out[s] + 1
+    return out
 
 
 def token_tag_dispatch(
