@@ -343,6 +343,15 @@ FORMAT_INTROS = {
 }
 
 
+FORMAT_NAMES = {
+    "json_schema": "JSON Schema",
+    "json": "request for JSON",
+    "gbnf": "GBNF grammar",
+    "lark": "Lark grammar",
+    "regex": "regular expression",
+}
+
+
 def user_message(args: argparse.Namespace, kind: str, arg: str | None) -> str:
     """``--prompt``, followed by the format the mask will enforce unless ``--no-format-in-prompt``
     (the default for JSON; ``--format-in-prompt`` for a grammar or a regex).  A model that is
@@ -351,7 +360,7 @@ def user_message(args: argparse.Namespace, kind: str, arg: str | None) -> str:
     if not on:
         if args.format_in_prompt is None:
             _info(
-                f"cfgmask: the prompt does not show the model the {FRONT_ENDS[kind]} grammar: say in it "
+                f"cfgmask: the prompt does not show the model the {FORMAT_NAMES[kind]}: say in it "
                 "what to write, or pass --format-in-prompt"
             )
         return str(args.prompt)
@@ -363,9 +372,7 @@ def user_message(args: argparse.Namespace, kind: str, arg: str | None) -> str:
         body = Path(arg).read_text(encoding="utf-8").strip()
     else:
         body = arg or ""
-    _info(
-        f"cfgmask: the prompt ends with the {FRONT_ENDS[kind]} format (--no-format-in-prompt leaves it out)"
-    )
+    _info(f"cfgmask: the prompt ends with the {FORMAT_NAMES[kind]} (--no-format-in-prompt leaves it out)")
     return f"{args.prompt}\n\n{FORMAT_INTROS[kind]}" + (f"\n{body}" if body else "")
 
 
@@ -440,6 +447,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         vocab = Vocabulary.from_huggingface(tok)
         compiled = compile_grammar(grammar, vocab)
     prompt_ids = _prompt_ids(tok, user_message(args, kind, arg), args.system, not args.no_chat)
+    if not prompt_ids:
+        raise CliError("the prompt is empty: --prompt needs some text when --no-chat is given")
     encode: Callable[[str], list[int]] | None = None
     if not args.no_jump_forward:
 
@@ -782,6 +791,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cfgmask generate ... | head`: the reader left; exit quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
