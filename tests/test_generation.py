@@ -164,3 +164,14 @@ def test_helpers():
     assert _utf8_prefix("é!".encode()) == "é!"
     assert _utf8_prefix("aé".encode()[:-1]) == "a"
     assert _utf8_prefix(b"\xff") == ""
+
+
+def test_timings_of_the_summary(model, compiled):
+    text, stats = generate_stream(model, compiled, list(b"go: "), max_tokens=60, encode=encode)
+    assert stats.tokens > 1
+    assert stats.prefill_seconds <= stats.first_token_seconds <= stats.total_seconds
+    after = stats.total_seconds - stats.first_token_seconds
+    assert stats.tokens_per_second == pytest.approx((stats.tokens - 1) / after)
+    assert len(stats.mask_step_seconds) == stats.mask_steps
+    assert sum(stats.mask_step_seconds) == pytest.approx(stats.mask_seconds)
+    assert f"time to first token {stats.first_token_seconds:.2f} s" in stats.summary()

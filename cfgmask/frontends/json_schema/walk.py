@@ -543,7 +543,7 @@ class SchemaCompiler:
             return s
 
     def _ignore(self, s: dict[str, Any], kws: set[str], path: str) -> None:
-        for k in kws & s.keys():
+        for k in [k for k in s if k in kws]:  # schema order: a stable report
             self.rep.enforced(pointer(path, k), k, "no effect: the type excludes it")
 
     def negation(
@@ -639,8 +639,8 @@ class SchemaCompiler:
                 d = self._bound(s[k], pointer(path, k))
                 if hi is None or d < hi or (d == hi and strict_bound):
                     hi, hi_incl = d, not strict_bound
-        for k in NUMBER_KW - {"multipleOf"}:
-            if k in s:
+        for k in s:  # schema order, not a set's: the report must not change between runs
+            if k in NUMBER_KW and k != "multipleOf":
                 self.rep.enforced(pointer(path, k), k)
         if "multipleOf" in s:
             return self._multiple_of(s, path, integer, lo, hi, excluded)
