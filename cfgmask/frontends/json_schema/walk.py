@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from decimal import Decimal
+from collections.abc import Mapping
 from typing import Any
 
 from ... import deadline, ir
@@ -78,7 +79,14 @@ def constraining(s: dict[str, Any]) -> bool:
 
 
 class SchemaCompiler:
-    def __init__(self, root: Any, strict: bool, policy: str, canonical: bool = True) -> None:
+    def __init__(
+        self,
+        root: Any,
+        strict: bool,
+        policy: str,
+        canonical: bool = True,
+        resources: Mapping[str, Any] | None = None,
+    ) -> None:
         self.root = root
         self.draft = detect_draft(root)
         check_document(root, self.draft)  # a malformed schema raises here, in either mode
@@ -91,7 +99,7 @@ class SchemaCompiler:
         self.strict = strict
         self.policy = policy
         self.ws_body = whitespace(policy)
-        self.resolver = Resolver(root, self.draft)
+        self.resolver = Resolver(root, self.draft, resources)
         self.ref_rules: dict[str, str] = {}
         self.ref_active: set[str] = set()
         self.depth = 0
@@ -273,8 +281,8 @@ class SchemaCompiler:
             if budget[0] < 0:
                 raise Unmergeable("$ref", "recursive $ref inside allOf cannot be expanded")
             target, tbase, _ = self.resolver.resolve(part["$ref"], base)
-            if tbase != base and "$ref" in repr(target):
-                raise Unmergeable("$ref", "allOf across schema resources with relative $refs")
+            if tbase != base and "$ref" in repr(target):  # its refs would resolve against `base`
+                target = self.resolver.absolute(target, tbase)
             siblings = {k: v for k, v in part.items() if k != "$ref"} if self.draft > 7 else {}
             if target is False:
                 return {"type": []}
