@@ -21,6 +21,10 @@ ROOT_BASE = "cfgmask:/root.json"  # a base with a path, so that relative $ids re
 
 # Keywords whose values are data, not subschemas: never indexed.
 DATA_KEYWORDS = {"enum", "const", "default", "examples", "example"}
+# Keywords whose values map names to subschemas (the names are not keywords).
+SUBSCHEMA_MAPS = (
+    "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies",
+)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)
@@ -28,6 +32,9 @@ def metaschemas() -> dict[str, Any]:
     """The draft meta-schemas (and 2019-09/2020-12 vocabulary meta-schemas) by URI, without '#'."""
     out: dict[str, Any] = json.loads((Path(__file__).parent / "metaschemas.json").read_text())
     return out
+
+
+SCOPED = "cfgmask-scoped:"
 
 
 def _draft_of(uri: str) -> int:
@@ -51,6 +58,11 @@ class Resolver:
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, Any] = {}
         self.base_of: dict[int, str] = {}
+        # 2020-12 $dynamicAnchor: "resource#name" -> node, and the names each resource defines
+        self.dynamic_anchors: dict[str, Any] = {}
+        self.dynamic_names: dict[str, set[str]] = {}
+        # $refs of inlined copies that carry their dynamic scope (absolute()): "cfgmask-scoped:N"
+        self.scoped: list[tuple[str, dict[str, str]]] = []
         self.indexed: set[str] = set()  # the documents indexed, by the URI they were known by
         self._index(root, ROOT_BASE)
         self.resources.setdefault(ROOT_BASE, root)
@@ -122,42 +134,86 @@ class Resolver:
         anchor = node.get("$anchor")
         if isinstance(anchor, str):
             self.anchors[f"{base}#{anchor}"] = node
+        dynamic = node.get("$dynamicAnchor") if self.draft >= 2020 else None
+        if isinstance(dynamic, str):  # also a plain anchor, for $ref
+            self.anchors.setdefault(f"{base}#{dynamic}", node)
+            self.dynamic_anchors[f"{base}#{dynamic}"] = node
+            self.dynamic_names.setdefault(base, set()).add(dynamic)
         self.base_of[id(node)] = base
         for key, value in node.items():
             if key in DATA_KEYWORDS:
                 continue
-            if key in (
-                "properties",
-                "patternProperties",
-                "$defs",
-                "definitions",
-                "dependentSchemas",
-                "dependencies",
-            ):
+            if key in SUBSCHEMA_MAPS:
                 if isinstance(value, dict):
                     for sub in value.values():
                         self._index(sub, base)
                 continue
             self._index(value, base)
 
-    def absolute(self, node: Any, base: str) -> Any:
-        """A copy of ``node`` whose ``$ref``s are absolute URIs, so that it can be inlined into a
-        schema of another resource (``allOf``, ``if``, ``not``...) and still mean the same."""
+    def bind(self, scope: dict[str, str], base: str) -> dict[str, str]:
+        """The dynamic scope ``scope`` (each ``$dynamicAnchor`` name -> the URI of its outermost
+        definition) after entering the resource ``base``: the outermost definition wins."""
+        names = self.dynamic_names.get(base, set()) - scope.keys()
+        return {**scope, **{n: f"{base}#{n}" for n in names}} if names else scope
+
+    def scoped_ref(self, uri: str, scope: dict[str, str]) -> str:
+        """A ``$ref`` to ``uri`` that is walked in the dynamic scope ``scope`` wherever it is."""
+        if not scope:
+            return uri
+        self.scoped.append((uri, scope))
+        return f"{SCOPED}{len(self.scoped) - 1}"
+
+    def scope_of(self, ref: Any) -> tuple[str, dict[str, str] | None]:
+        """The URI a ``$ref`` names and the dynamic scope it carries (None: the walk's)."""
+        if isinstance(ref, str) and ref.startswith(SCOPED):
+            uri, scope = self.scoped[int(ref[len(SCOPED) :])]
+            return uri, scope
+        return ref, None
+
+    def dynamic(self, ref: str, base: str, scope: dict[str, str]) -> str:
+        """The absolute URI a ``$dynamicRef`` names in the dynamic scope ``scope``: its ``$ref``
+        reading, unless that lands on a ``$dynamicAnchor`` of the same name (the "bookend"),
+        in which case the outermost resource of the scope that defines the name."""
+        uri = _join(base, ref)
+        name = urldefrag(uri)[1]
+        if uri not in self.dynamic_anchors and urldefrag(uri)[0] not in self.resources:
+            self._load(urldefrag(uri)[0]) or self._load_all()
+        if uri in self.dynamic_anchors and name in scope:
+            return scope[name]
+        return uri
+
+    def absolute(self, node: Any, base: str, scope: dict[str, str] | None = None) -> Any:
+        """A copy of ``node`` whose ``$ref``s are absolute URIs and whose ``$dynamicRef``s are
+        ``$ref``s to what they name in the dynamic scope ``scope`` (which entering ``node``'s
+        resources extends), so that it can be inlined into a schema of another resource
+        (``allOf``, ``if``, ``not``...) and still mean the same."""
         if isinstance(node, list):
-            return [self.absolute(x, base) for x in node]
+            return [self.absolute(x, base, scope) for x in node]
         if not isinstance(node, dict):
             return node
-        base = self.base_of.get(id(node), base)
+        inner = self.base_of.get(id(node), base)
+        if scope is not None and inner != base:
+            scope = self.bind(scope, inner)
+        base = inner
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key == "$ref" and isinstance(value, str):
-                out[key] = _join(base, value)
+                uri, carried = self.scope_of(value)
+                out[key] = value if carried is not None else self.scoped_ref(_join(base, uri), scope or {})
+            elif key == "$dynamicRef" and isinstance(value, str) and scope is not None:
+                target = self.scoped_ref(self.dynamic(value, base, scope), scope)
+                if "$ref" in node:
+                    out["allOf"] = [*out.get("allOf", []), {"$ref": target}]
+                else:
+                    out["$ref"] = target
             elif key in DATA_KEYWORDS or key in ("$id", "id", "$anchor"):
-                out[key] = value if key in DATA_KEYWORDS else value
-            elif key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies") and isinstance(value, dict):
-                out[key] = {k: self.absolute(v, base) for k, v in value.items()}
+                out[key] = value
+            elif key in SUBSCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {k: self.absolute(v, base, scope) for k, v in value.items()}
+            elif key == "allOf" and "allOf" in out:
+                out[key] = [*out[key], *self.absolute(value, base, scope)]
             else:
-                out[key] = self.absolute(value, base)
+                out[key] = self.absolute(value, base, scope)
         return out
 
     def base(self, node: Any, default: str) -> str:
@@ -165,6 +221,7 @@ class Resolver:
 
     def resolve(self, ref: str, base: str) -> tuple[Any, str, str]:
         """The subschema ``ref`` names, its base URI and a readable location."""
+        ref = self.scope_of(ref)[0]
         uri = _join(base, ref)
         doc, frag = urldefrag(uri)
         if uri in self.anchors:

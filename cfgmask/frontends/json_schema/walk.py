@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-from decimal import Decimal
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
+from urllib.parse import urldefrag
 
 from ... import deadline, ir
 from ...errors import GrammarError, NotEnforceable
@@ -47,7 +48,7 @@ GENERIC_KW = {"type", "enum", "not", "if", "then", "else", "$ref", "allOf", "any
 KNOWN = STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW
 MAX_DEPTH = 2_000  # schema nesting; deep walks run on a big stack (cfgmask/deep.py)
 # Keywords of a JSON Schema vocabulary that this converter cannot enforce.
-UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}
+UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}  # $dynamicRef: 2019-09 has none; 2020-12 resolves it
 # Keywords of no JSON Schema vocabulary ("self", "x-order", typos): JSON Schema 2020-12 section 6.5
 # and the jsonschema package treat them as annotations, so ignoring them is exact.  Set to
 # "reject" to refuse them in strict mode instead.
@@ -101,7 +102,8 @@ class SchemaCompiler:
         self.ws_body = whitespace(policy)
         self.resolver = Resolver(root, self.draft, resources)
         self.ref_rules: dict[str, str] = {}
-        self.ref_active: set[str] = set()
+        # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
+        self.scope: dict[str, str] = {}
         self.depth = 0
         self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
         self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
@@ -176,12 +178,17 @@ class SchemaCompiler:
         self.depth += 1
         deadline.check("JSON Schema")
         saved, self.empty_why = self.empty_why, None
+        scope = self.scope
+        inner = self.resolver.base(s, base)
+        if inner != base or self.depth == 1:  # a schema resource entered: its dynamic anchors
+            self.scope = self.resolver.bind(scope, inner)
         try:
             if self.depth > MAX_DEPTH:
                 raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
-            out = self._schema(s, path, self.resolver.base(s, base))
+            out = self._schema(s, path, inner)
         finally:
             self.depth -= 1
+            self.scope = scope
         # an empty schema keeps the innermost reason found under it; a live one forgets them
         self.empty_why = because(s, path, self.empty_why) if out == ir.NOTHING else saved
         return out
@@ -190,6 +197,8 @@ class SchemaCompiler:
         for k in s:
             if is_annotation(k):
                 self.rep.enforced(pointer(path, k), k, "annotation")
+        if "$dynamicRef" in s and self.draft >= 2020:
+            s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
             ref = s["$ref"]
             if self.draft <= 7 or not any(not is_annotation(k) for k in s if k != "$ref"):
@@ -209,6 +218,25 @@ class SchemaCompiler:
             return self.branches(s, path, base)
         return self.simple(s, path, base)
 
+    def static_dynamic_ref(self, s: dict[str, Any], base: str) -> dict[str, Any]:
+        """``s`` with its ``$dynamicRef`` made a ``$ref`` to what it names in today's dynamic
+        scope, which the walk knows (it follows the references); rules are memoized per scope."""
+        ref = s["$dynamicRef"]
+        if not isinstance(ref, str):
+            raise GrammarError("$dynamicRef is not a string")
+        target = self.resolver.dynamic(ref, base, self.scope)
+        out = {k: v for k, v in s.items() if k != "$dynamicRef"}
+        if "$ref" in out:
+            out["allOf"] = [*out.get("allOf", []), {"$ref": target}]
+        else:
+            out["$ref"] = target
+        return out
+
+    def scoped(self, key: str) -> str:
+        """A memo key for the rule of ``key``: what a ``$dynamicRef`` under it names depends on
+        the dynamic scope."""
+        return key + "\x00" + json.dumps(sorted(self.scope.items())) if self.scope else key
+
     def ref(self, ref: Any, path: str, base: str) -> ir.Expr:
         where = pointer(path, "$ref")
         if not isinstance(ref, str):
@@ -217,20 +245,32 @@ class SchemaCompiler:
             target, tbase, uri = self.resolver.resolve(ref, base)
         except GrammarError as e:
             return self.unresolved(where, e)
-        if uri not in self.ref_rules:
+        carried = self.resolver.scope_of(ref)[1]  # a $ref of an inlined copy: the scope it was in
+        if carried is not None:
+            saved, self.scope = self.scope, carried
+            try:
+                return self.ref(uri, path, base)
+            finally:
+                self.scope = saved
+        key = self.scoped(uri)
+        if key not in self.ref_rules:
             name = U.fresh(self.rules, "def-" + uri.rsplit("#", 1)[-1].rsplit("/", 1)[-1])
-            self.ref_rules[uri] = name
-            self.ref_active.add(uri)
+            self.ref_rules[key] = name
             tpath = uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri
-            body = self.schema(target, tpath, tbase)
-            self.ref_active.discard(uri)
+            scope = self.scope
+            # the target's resources: the document named, then the one the target is in
+            self.scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            try:
+                body = self.schema(target, tpath, tbase)
+            finally:
+                self.scope = scope
             if body == ir.Ref(name):
                 raise GrammarError(f"$ref at {where} refers to itself without consuming input")
             self.rules[name] = body
             if body == ir.NOTHING:
                 self.empty_rules[name] = self.empty_why or because(target, tpath, None)
         self.rep.enforced(where, "$ref")
-        name = self.ref_rules[uri]
+        name = self.ref_rules[key]
         if name in self.empty_rules:  # said as nothing, so that the schemas around it can tell why
             self.empty_why = self.empty_rules[name]
             return ir.NOTHING
@@ -257,7 +297,7 @@ class SchemaCompiler:
         except GrammarError as e:
             return self.unresolved(pointer(path, "$ref"), e)
         siblings = {k: v for k, v in s.items() if k != "$ref"}
-        key = uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str)
+        key = self.scoped(uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str))
         if key not in self.ref_rules:
             name = U.fresh(self.rules, "ref-" + uri.rsplit("/", 1)[-1])
             self.ref_rules[key] = name
@@ -267,22 +307,40 @@ class SchemaCompiler:
 
     # ------------------------------------------------------------------ applicators
 
-    def resolve_part(self, part: Any, base: str, budget: list[int]) -> dict[str, Any]:
+    def resolve_part(
+        self, part: Any, base: str, budget: list[int], scope: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """A subschema with top-level ``$ref``s resolved and inlined, normalized, with
-        its own ``allOf`` folded in."""
+        its own ``allOf`` folded in.  ``scope``: the dynamic scope where ``part`` is (by default
+        the walk's); a part taken from another resource is copied with absolute ``$ref``s and its
+        ``$dynamicRef``s resolved in the scope it is reached in (:meth:`.Resolver.absolute`)."""
         if part is True:
             return {}
         if part is False:
             return {"type": []}
         if not isinstance(part, dict):
             raise GrammarError("a subschema is neither an object nor a boolean")
-        while "$ref" in part:
+        scope = self.scope if scope is None else scope
+        inner = self.resolver.base(part, base)
+        if inner != base:  # the part is a resource of its own
+            scope = self.resolver.bind(scope, inner)
+            part = self.resolver.absolute(part, inner, scope)
+        while "$ref" in part or ("$dynamicRef" in part and self.draft >= 2020):
+            if "$dynamicRef" in part:
+                saved, self.scope = self.scope, scope
+                try:
+                    part = self.static_dynamic_ref(part, base)
+                finally:
+                    self.scope = saved
             budget[0] -= 1
             if budget[0] < 0:
                 raise Unmergeable("$ref", "recursive $ref inside allOf cannot be expanded")
-            target, tbase, _ = self.resolver.resolve(part["$ref"], base)
-            if tbase != base and "$ref" in repr(target):  # its refs would resolve against `base`
-                target = self.resolver.absolute(target, tbase)
+            target, tbase, uri = self.resolver.resolve(part["$ref"], base)
+            scope = self.resolver.scope_of(part["$ref"])[1] or scope
+            scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            text = repr(target)
+            if (tbase != base or scope != self.scope) and ("$ref" in text or "$dynamicRef" in text):
+                target = self.resolver.absolute(target, tbase, scope)  # else resolved against `base`
             siblings = {k: v for k, v in part.items() if k != "$ref"} if self.draft > 7 else {}
             if target is False:
                 return {"type": []}
@@ -297,7 +355,7 @@ class SchemaCompiler:
             subs = part["allOf"]
             acc = {k: v for k, v in part.items() if k != "allOf"}
             for sub in subs:
-                acc = intersect(acc, self.resolve_part(sub, base, budget))
+                acc = intersect(acc, self.resolve_part(sub, base, budget, scope))
             part = acc
         if "unevaluatedProperties" in part or "unevaluatedItems" in part:
             raise Unmergeable(
