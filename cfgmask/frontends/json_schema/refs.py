@@ -177,7 +177,8 @@ class Resolver:
         uri = _join(base, ref)
         name = urldefrag(uri)[1]
         if uri not in self.dynamic_anchors and urldefrag(uri)[0] not in self.resources:
-            self._load(urldefrag(uri)[0]) or self._load_all()
+            if not self._load(urldefrag(uri)[0]):
+                self._load_all()
         if uri in self.dynamic_anchors and name in scope:
             return scope[name]
         return uri
