@@ -31,11 +31,12 @@ def _compiled(text: str, resources: str, canonical: bool) -> EngineRecognizer:
 
 def _validator(schema: Any, resources: dict[str, Any]) -> Any:
     import referencing
+    from referencing.jsonschema import DRAFT202012
 
     registry = referencing.Registry().with_resources(
         (
             uri,
-            referencing.Resource.from_contents(doc, default_specification=referencing.jsonschema.DRAFT202012),
+            referencing.Resource.from_contents(doc, default_specification=DRAFT202012),
         )
         for uri, doc in resources.items()
     )
