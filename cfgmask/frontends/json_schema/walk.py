@@ -17,6 +17,7 @@ from urllib.parse import urldefrag
 from ... import deadline, ir
 from ...errors import GrammarError, NotEnforceable
 from . import _ir_util as U
+from . import chardfa
 from .canonical import canonical_string, unspellable
 from .empty import because
 from .enums import canonical_set, full_set, kept_values
@@ -60,6 +61,12 @@ KNOWN_META = {
     for d in ("draft-04", "draft-06", "draft-07", "draft/2019-09", "draft/2020-12")
 }
 MAX_REF_EXPANSIONS = 64
+# Bounds an 'if' may test, and the keyword whose value range is their complement (same value;
+# lengths shift by one): ¬(x >= v) is x < v, ¬(len <= v) is len >= v + 1.
+NEGATABLE_BOUNDS = {
+    "minimum": "exclusiveMaximum", "exclusiveMinimum": "maximum", "maximum": "exclusiveMinimum",
+    "exclusiveMaximum": "minimum", "minLength": "maxLength", "maxLength": "minLength",
+}  # fmt: skip
 # A condition on the keys present in an object: ("anyOf" | "oneOf" | "not", key sets), true when
 # some / exactly one / not every set is contained in the instance's keys.
 Presence = tuple[str, list[frozenset[str]]]
@@ -357,6 +364,8 @@ class SchemaCompiler:
             for sub in subs:
                 acc = intersect(acc, self.resolve_part(sub, base, budget, scope))
             part = acc
+        if self.draft >= 7 and ("if" in part or "then" in part or "else" in part):
+            part = self.conditional_part(part, base)  # each part's own if/then/else
         if "unevaluatedProperties" in part or "unevaluatedItems" in part:
             raise Unmergeable(
                 "unevaluatedProperties", "unevaluated* inside allOf only sees its own subschema"
@@ -443,15 +452,7 @@ class SchemaCompiler:
             self.rep.enforced(where, "if", "no effect without then/else")
             return rest
         try:
-            cond = self.resolve_part(s["if"], base, [MAX_REF_EXPANSIONS])
-            then = self.resolve_part(s.get("then", True), base, [MAX_REF_EXPANSIONS])
-            other = self.resolve_part(s.get("else", True), base, [MAX_REF_EXPANSIONS])
-            negated = self._negate(cond)
-            if negated is None:
-                raise Unmergeable("if", "the negation of this 'if' schema cannot be written exactly")
-            if "anyOf" in rest or "oneOf" in rest:
-                raise Unmergeable("if", "if/then/else beside anyOf/oneOf")
-            branches = [intersect(cond, then)] + [intersect(d, other) for d in negated]
+            out = self.conditional_part(s, base)
         except Unmergeable as e:
             self.rep.rejected(where, "if", e.reason)
             return rest
@@ -461,12 +462,40 @@ class SchemaCompiler:
         for k in ("if", "then", "else"):
             if k in s:
                 self.rep.enforced(pointer(path, k), k, "(if and then) or (not if and else)")
-        return {**rest, "anyOf": branches}
+        return out
+
+    def conditional_part(self, s: dict[str, Any], base: str) -> dict[str, Any]:
+        """``s`` with its ``if``/``then``/``else`` written as an ``anyOf`` (see :meth:`conditional`),
+        or :class:`Unmergeable`; ``then``/``else`` without ``if`` are dropped."""
+        rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
+        if "if" not in s or ("then" not in s and "else" not in s):
+            return rest
+        if "unevaluatedProperties" in s or "unevaluatedItems" in s:
+            raise Unmergeable("if", "if/then/else beside unevaluatedProperties/unevaluatedItems")
+        cond = self.resolve_part(s["if"], base, [MAX_REF_EXPANSIONS])
+        then = self.resolve_part(s.get("then", True), base, [MAX_REF_EXPANSIONS])
+        other = self.resolve_part(s.get("else", True), base, [MAX_REF_EXPANSIONS])
+        negated = self._negate(cond)
+        if negated is None:
+            raise Unmergeable("if", "the negation of this 'if' schema cannot be written exactly")
+        branches = [intersect(cond, then)] + [intersect(d, other) for d in negated]
+        return intersect(rest, {"anyOf": branches})
 
     def _negate(self, cond: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """Schemas whose union is exactly the complement of ``cond``, or None."""
+        """Schemas whose union is exactly the complement of ``cond``, or None.  ``cond`` holds
+        when the instance has one of its types and meets each of its keywords (a keyword holds
+        for the instances of other types); so ``¬cond`` is another type, or a value of the
+        keyword's type that breaks it: a number beyond a bound, a string of another length, a
+        missing required key, a tested key with another value, a value outside a scalar enum."""
         keys = {k for k in cond if not is_annotation(k)}
-        if not keys <= {"type", "required", "properties"}:
+        if keys == {"enum"} or keys == {"enum", "type"}:
+            values = cond["enum"]
+            if "type" in cond:
+                values = [v for v in values if evaluate({"type": cond["type"]}, v)]
+            if any(isinstance(v, (dict, list)) for v in values):
+                return None
+            return [{"not": {"enum": values}}] if values else [{}]
+        if not keys <= {"type", "required", "properties", *NEGATABLE_BOUNDS}:
             return None
         ts = type_set(cond)
         out: list[dict[str, Any]] = []
@@ -477,6 +506,17 @@ class SchemaCompiler:
             return None  # "a number that is not an integer" needs multipleOf
         if others:
             out.append({"type": others})
+        for k, flipped in NEGATABLE_BOUNDS.items():
+            if k not in cond or not (ts & {"number", "string"}):
+                continue
+            v = cond[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return None
+            if k in ("minLength", "maxLength"):
+                if "string" in ts and (k == "maxLength" or v > 0):
+                    out.append({"type": "string", flipped: v + 1 if k == "maxLength" else v - 1})
+            elif "number" in ts:
+                out.append({"type": "number", flipped: v})
         if "object" not in ts:
             return out
         required = cond.get("required", [])
@@ -709,7 +749,7 @@ class SchemaCompiler:
             if k in s:
                 self.rep.enforced(pointer(path, k), k)
         if "multipleOf" in s:
-            return self._multiple_of(s, path, integer, lo, hi, excluded)
+            return self._multiple_of(s, path, integer, (lo, lo_incl, hi, hi_incl), excluded)
         if not excluded:
             return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
         # exclude points: split the interval at each excluded value
@@ -731,8 +771,14 @@ class SchemaCompiler:
         return decimal_of(v)
 
     def _multiple_of(
-        self, s: dict[str, Any], path: str, integer: bool, lo: Any, hi: Any, excluded: list[Any]
+        self,
+        s: dict[str, Any],
+        path: str,
+        integer: bool,
+        bounds: tuple[Decimal | None, bool, Decimal | None, bool],
+        excluded: list[Any],
     ) -> ir.Expr:
+        lo, lo_incl, hi, hi_incl = bounds
         where = pointer(path, "multipleOf")
         k = s["multipleOf"]
         if isinstance(k, float) and k.is_integer():
@@ -744,13 +790,26 @@ class SchemaCompiler:
             if lo is None and hi is None:
                 return number_range(lo, True, hi, True, integer, self.int_forms)
             return JSON_NUMBER
-        if lo is not None or hi is not None or excluded or k > MAX_MULTIPLE_OF:
+        if excluded or k > MAX_MULTIPLE_OF:
             self.rep.rejected(
-                where, "multipleOf", f"multipleOf only without bounds and up to {MAX_MULTIPLE_OF}"
+                where, "multipleOf", f"multipleOf only without excluded values and up to {MAX_MULTIPLE_OF}"
             )
             return number_range(None, True, None, True, integer, self.int_forms)
-        self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
         fraction = not integer or self.int_forms == "all"
+        if lo is not None or hi is not None:  # the mod-k automaton times the range's
+            try:
+                bounded = chardfa.intersection(
+                    [
+                        chardfa.from_expr(number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)),
+                        chardfa.multiples(k, fraction),
+                    ]
+                )
+            except GrammarError as e:
+                self.rep.rejected(where, "multipleOf", f"multipleOf with bounds: {e.message}")
+                return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
+            self.rep.enforced(where, "multipleOf", "integers divisible by k in range (plain spelling)")
+            return bounded.to_expr(self.rules, U.fresh(self.rules, f"mult{k}"))
+        self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
         return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"), fraction)
 
 
