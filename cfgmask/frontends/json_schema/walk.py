@@ -61,6 +61,8 @@ KNOWN_META = {
     for d in ("draft-04", "draft-06", "draft-07", "draft/2019-09", "draft/2020-12")
 }
 MAX_REF_EXPANSIONS = 64
+MAX_ONE_OF_TERMS = 64  # terms of an overlapping oneOf written as a union (see _exactly_one)
+MAX_NEGATION_DEPTH = 4  # nested properties that _negate walks into
 # Bounds an 'if' may test, and the keyword whose value range is their complement (same value;
 # lengths shift by one): ¬(x >= v) is x < v, ¬(len <= v) is len >= v + 1.
 NEGATABLE_BOUNDS = {
@@ -219,6 +221,8 @@ class SchemaCompiler:
         s = normalize(s, self.draft)
         if "allOf" in s:
             s = self.merge_all_of(s, path, base)
+        if "dependentSchemas" in s and "unevaluatedProperties" not in s and "unevaluatedItems" not in s:
+            s = self.dependent(s, path, base)
         if "if" in s and self.draft >= 7:
             s = self.conditional(s, path, base)
         if "anyOf" in s or "oneOf" in s:
@@ -364,6 +368,12 @@ class SchemaCompiler:
             for sub in subs:
                 acc = intersect(acc, self.resolve_part(sub, base, budget, scope))
             part = acc
+        for key in ("anyOf", "oneOf"):  # one branch: a part like any other
+            if isinstance(part.get(key), list) and len(part[key]) == 1:
+                sole = part[key][0]
+                part = intersect(
+                    {k: v for k, v in part.items() if k != key}, self.resolve_part(sole, base, budget, scope)
+                )
         if self.draft >= 7 and ("if" in part or "then" in part or "else" in part):
             part = self.conditional_part(part, base)  # each part's own if/then/else
         if "unevaluatedProperties" in part or "unevaluatedItems" in part:
@@ -426,9 +436,16 @@ class SchemaCompiler:
                 self.rep.rejected(pointer(where, i), key, reason)
                 merged.append(b if trivial else rest)
         if key == "oneOf" and not self._pairwise_disjoint(merged):
-            self.rep.rejected(
-                where, "oneOf", "branches not provably disjoint, so 'exactly one' is not enforced"
-            )
+            exact = self._exactly_one(merged)
+            if exact is None:
+                self.rep.rejected(
+                    where, "oneOf", "branches not provably disjoint, so 'exactly one' is not enforced"
+                )
+            else:
+                self.rep.enforced(where, "oneOf", "each branch without the others")
+                exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(exact)]
+                live = [e for e in exprs if e != ir.NOTHING]
+                return ir.alt(*live) if live else ir.NOTHING
         self.rep.enforced(where, key)
         exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(merged)]
         return (
@@ -464,6 +481,27 @@ class SchemaCompiler:
                 self.rep.enforced(pointer(path, k), k, "(if and then) or (not if and else)")
         return out
 
+    def dependent(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
+        """``dependentSchemas`` (and draft-07 ``dependencies`` with schemas): each entry is
+        ``if {type: object, required: [name]} then S``, written as :meth:`conditional_part`
+        writes it and intersected into ``s``."""
+        deps = s["dependentSchemas"]
+        out = {k: v for k, v in s.items() if k != "dependentSchemas"}
+        if not isinstance(deps, dict):
+            raise GrammarError(f"dependentSchemas at {pointer(path, 'dependentSchemas')} is not an object")
+        for name, sub in deps.items():
+            where = pointer(path, "dependentSchemas", name)
+            try:
+                cond = {"if": {"type": "object", "required": [name]}, "then": sub}
+                out = intersect(out, self.conditional_part(cond, base))
+            except Unmergeable as e:
+                self.rep.rejected(where, "dependentSchemas", e.reason)
+            except GrammarError as e:
+                self.rep.rejected(where, "dependentSchemas", e.message)
+            else:
+                self.rep.enforced(where, "dependentSchemas", "(name absent) or (name present and the schema)")
+        return out
+
     def conditional_part(self, s: dict[str, Any], base: str) -> dict[str, Any]:
         """``s`` with its ``if``/``then``/``else`` written as an ``anyOf`` (see :meth:`conditional`),
         or :class:`Unmergeable`; ``then``/``else`` without ``if`` are dropped."""
@@ -481,7 +519,7 @@ class SchemaCompiler:
         branches = [intersect(cond, then)] + [intersect(d, other) for d in negated]
         return intersect(rest, {"anyOf": branches})
 
-    def _negate(self, cond: dict[str, Any]) -> list[dict[str, Any]] | None:
+    def _negate(self, cond: dict[str, Any], depth: int = 0) -> list[dict[str, Any]] | None:
         """Schemas whose union is exactly the complement of ``cond``, or None.  ``cond`` holds
         when the instance has one of its types and meets each of its keywords (a keyword holds
         for the instances of other types); so ``¬cond`` is another type, or a value of the
@@ -522,8 +560,8 @@ class SchemaCompiler:
         required = cond.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             return None
-        for r in required:
-            out.append({"type": "object", "not": {"required": [r]}})
+        for r in required:  # r absent (written so that several such branches intersect)
+            out.append({"type": "object", "properties": {r: False}})
         props = cond.get("properties", {})
         if not isinstance(props, dict):
             return None
@@ -533,19 +571,37 @@ class SchemaCompiler:
             if ps is False:  # the key is absent in every instance of cond
                 out.append({"type": "object", "required": [name]})
                 continue
-            if not isinstance(ps, dict):
+            if not isinstance(ps, dict) or "$ref" in ps or depth >= MAX_NEGATION_DEPTH:
                 return None
-            ps = normalize(ps, self.draft)
-            if {k for k in ps if not is_annotation(k)} - {"enum", "type"} or "enum" not in ps:
+            inner = self._negate(normalize(ps, self.draft), depth + 1)
+            if inner is None:
                 return None
-            values = (
-                [v for v in ps["enum"] if evaluate({"type": ps["type"]}, v)] if "type" in ps else ps["enum"]
-            )
-            if any(isinstance(v, (dict, list)) for v in values):
-                return None
-            out.append(
-                {"type": "object", "required": [name], "properties": {name: {"not": {"enum": values}}}}
-            )
+            # the key present with a value its schema refuses
+            out += [{"type": "object", "required": [name], "properties": {name: n}} for n in inner]
+        return out
+
+    def _exactly_one(self, bs: list[Any]) -> list[dict[str, Any]] | None:
+        """``oneOf`` as the union over i of ``b_i ∧ ¬b_j`` for every j ≠ i, where each ``¬b_j``
+        is :meth:`_negate`'s union, multiplied out (at most ``MAX_ONE_OF_TERMS`` terms); None
+        when a negation cannot be written or the terms do not intersect exactly."""
+        parts = [{} if b is True else {"type": []} if b is False else b for b in bs]
+        if not all(isinstance(b, dict) for b in parts):
+            return None
+        negs = [self._negate(b) for b in parts]
+        if any(n is None for n in negs):
+            return None
+        out: list[dict[str, Any]] = []
+        try:
+            for i, b in enumerate(parts):
+                terms = [b]
+                for j, n in enumerate(negs):
+                    if j != i:
+                        terms = [intersect(t, d) for t in terms for d in n or []]
+                        if len(out) + len(terms) > MAX_ONE_OF_TERMS:
+                            return None
+                out += terms
+        except Unmergeable:
+            return None
         return out
 
     def _presence_branches(
