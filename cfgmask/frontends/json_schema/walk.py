@@ -376,11 +376,7 @@ class SchemaCompiler:
                 )
         if self.draft >= 7 and ("if" in part or "then" in part or "else" in part):
             part = self.conditional_part(part, base)  # each part's own if/then/else
-        if "unevaluatedProperties" in part or "unevaluatedItems" in part:
-            raise Unmergeable(
-                "unevaluatedProperties", "unevaluated* inside allOf only sees its own subschema"
-            )
-        return part
+        return self.close_unevaluated(part)  # it sees only its own subschema
 
     def merge_all_of(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
         where = pointer(path, "allOf")
@@ -412,13 +408,22 @@ class SchemaCompiler:
         key = "anyOf" if "anyOf" in s else "oneOf"
         where = pointer(path, key)
         rest = {k: v for k, v in s.items() if k != key}
-        if "unevaluatedProperties" in rest or "unevaluatedItems" in rest:
-            self.rep.rejected(where, "unevaluatedProperties", "unevaluated* beside anyOf/oneOf")
-            rest.pop("unevaluatedProperties", None)
-            rest.pop("unevaluatedItems", None)
         subs = s[key]
         if not isinstance(subs, list) or not subs:
             raise GrammarError(f"{key} at {where} must be a non-empty list")
+        if "unevaluatedProperties" in rest or "unevaluatedItems" in rest:
+            try:
+                terms = self._branches_unevaluated(key, subs, rest, base)
+            except (Unmergeable, GrammarError) as e:
+                reason = e.reason if isinstance(e, Unmergeable) else e.message
+                self.rep.rejected(where, "unevaluatedProperties", f"unevaluated* beside {key}: {reason}")
+                rest.pop("unevaluatedProperties", None)
+                rest.pop("unevaluatedItems", None)
+            else:
+                self.rep.enforced(where, key, "each branch closed by unevaluated*")
+                exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(terms)]
+                live = [e for e in exprs if e != ir.NOTHING]
+                return ir.alt(*live) if live else ir.NOTHING
         presence = self._presence_branches(key, subs, rest, base)
         if presence is not None:
             self.rep.enforced(where, key, "a condition on which keys are present")
@@ -454,6 +459,46 @@ class SchemaCompiler:
             else ir.NOTHING
         )
 
+    def _branches_unevaluated(
+        self, key: str, subs: list[Any], rest: dict[str, Any], base: str
+    ) -> list[dict[str, Any]]:
+        """``anyOf``/``oneOf`` beside ``unevaluated*``: what is evaluated is what ``rest`` and the
+        branches that hold evaluate.  When no two branches can hold together (or, for ``oneOf``,
+        each is taken without the others), one branch holds, so the union of the branches each
+        closed (:meth:`close_unevaluated`) is exact; else :class:`Unmergeable`."""
+        core = {k: v for k, v in rest.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
+        parts = [self.resolve_part(b, base, [MAX_REF_EXPANSIONS]) for b in subs]
+        closed = [self.close_unevaluated(intersect(rest, p)) for p in parts]
+        plain = [intersect(core, p) for p in parts]
+        if self._pairwise_disjoint(plain):
+            return closed
+        if key == "oneOf":
+            exact = self._exactly_one(closed, plain)
+            if exact is not None:
+                return exact
+        raise Unmergeable("unevaluatedProperties", "branches that may hold together")
+
+    def close_unevaluated(self, part: dict[str, Any]) -> dict[str, Any]:
+        """A schema whose every applicator is folded in (no ``anyOf``/``oneOf``/``if``/
+        ``dependentSchemas`` left), with ``unevaluatedProperties``/``unevaluatedItems`` made the
+        ``additionalProperties``/``items`` they then are: the properties and items evaluated are
+        those its ``properties``/``patternProperties``/``prefixItems`` name."""
+        if not ("unevaluatedProperties" in part or "unevaluatedItems" in part):
+            return part
+        left = [k for k in ("anyOf", "oneOf", "if", "dependentSchemas", "$ref", "$dynamicRef") if k in part]
+        if left:
+            raise Unmergeable("unevaluatedProperties", f"unevaluated* beside {left[0]} inside a subschema")
+        out = dict(part)
+        if "unevaluatedProperties" in out:
+            u = out.pop("unevaluatedProperties")
+            out.setdefault("additionalProperties", u)
+        if "unevaluatedItems" in out:
+            u = out.pop("unevaluatedItems")
+            if "contains" in out:
+                raise Unmergeable("unevaluatedItems", "unevaluatedItems beside contains")
+            out.setdefault("items", u)
+        return out
+
     def conditional(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
         """``if``/``then``/``else`` as ``anyOf: [if ∧ then, ¬if ∧ else]`` (the two branches are
         disjoint, so the union is exact), when ``¬if`` can be written exactly: ``if`` may test
@@ -462,10 +507,11 @@ class SchemaCompiler:
         with another value."""
         where = pointer(path, "if")
         rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
-        if "unevaluatedProperties" in s or "unevaluatedItems" in s:  # they see what if/then/else evaluate
-            self.rep.rejected(where, "if", "if/then/else beside unevaluatedProperties/unevaluatedItems")
-            return rest
-        if "then" not in s and "else" not in s:
+        if (
+            "then" not in s
+            and "else" not in s
+            and not ("unevaluatedProperties" in s or "unevaluatedItems" in s)
+        ):
             self.rep.enforced(where, "if", "no effect without then/else")
             return rest
         try:
@@ -506,16 +552,23 @@ class SchemaCompiler:
         """``s`` with its ``if``/``then``/``else`` written as an ``anyOf`` (see :meth:`conditional`),
         or :class:`Unmergeable`; ``then``/``else`` without ``if`` are dropped."""
         rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
-        if "if" not in s or ("then" not in s and "else" not in s):
+        seen = "unevaluatedProperties" in s or "unevaluatedItems" in s  # they see what 'if' evaluates
+        if "if" not in s or ("then" not in s and "else" not in s and not seen):
             return rest
-        if "unevaluatedProperties" in s or "unevaluatedItems" in s:
-            raise Unmergeable("if", "if/then/else beside unevaluatedProperties/unevaluatedItems")
         cond = self.resolve_part(s["if"], base, [MAX_REF_EXPANSIONS])
         then = self.resolve_part(s.get("then", True), base, [MAX_REF_EXPANSIONS])
         other = self.resolve_part(s.get("else", True), base, [MAX_REF_EXPANSIONS])
         negated = self._negate(cond)
         if negated is None:
             raise Unmergeable("if", "the negation of this 'if' schema cannot be written exactly")
+        if "unevaluatedProperties" in s or "unevaluatedItems" in s:
+            # 'if' that holds evaluates with 'then'; one that fails evaluates nothing: each
+            # branch is closed on what it evaluates, then meets the negation
+            if any(k in rest for k in ("anyOf", "oneOf", "dependentSchemas")):
+                raise Unmergeable("if", "if/then/else beside unevaluated* and anyOf/oneOf")
+            yes = self.close_unevaluated(intersect(rest, intersect(cond, then)))
+            no = self.close_unevaluated(intersect(rest, other))
+            return {"anyOf": [yes] + [intersect(no, d) for d in negated]}
         branches = [intersect(cond, then)] + [intersect(d, other) for d in negated]
         return intersect(rest, {"anyOf": branches})
 
@@ -580,14 +633,15 @@ class SchemaCompiler:
             out += [{"type": "object", "required": [name], "properties": {name: n}} for n in inner]
         return out
 
-    def _exactly_one(self, bs: list[Any]) -> list[dict[str, Any]] | None:
+    def _exactly_one(self, bs: list[Any], negate: list[Any] | None = None) -> list[dict[str, Any]] | None:
         """``oneOf`` as the union over i of ``b_i ∧ ¬b_j`` for every j ≠ i, where each ``¬b_j``
         is :meth:`_negate`'s union, multiplied out (at most ``MAX_ONE_OF_TERMS`` terms); None
         when a negation cannot be written or the terms do not intersect exactly."""
         parts = [{} if b is True else {"type": []} if b is False else b for b in bs]
-        if not all(isinstance(b, dict) for b in parts):
+        others = [{} if b is True else {"type": []} if b is False else b for b in (negate or bs)]
+        if not all(isinstance(b, dict) for b in parts + others):
             return None
-        negs = [self._negate(b) for b in parts]
+        negs = [self._negate(b) for b in others]
         if any(n is None for n in negs):
             return None
         out: list[dict[str, Any]] = []
