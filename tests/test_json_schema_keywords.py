@@ -22,11 +22,22 @@ from cfgmask.frontends.json_schema import schema_to_grammar
 from .engine import EngineRecognizer
 
 
+class _Nothing:
+    """The recognizer of an empty language (the compiler refuses to build one)."""
+
+    def accepts(self, data: bytes) -> bool:
+        return False
+
+
 @functools.lru_cache(maxsize=64)
-def _compiled(text: str, resources: str, canonical: bool) -> EngineRecognizer:
+def _compiled(text: str, resources: str, canonical: bool) -> EngineRecognizer | _Nothing:
     g, report = schema_to_grammar(json.loads(text), canonical=canonical, resources=json.loads(resources))
     assert report.exact or canonical
-    return EngineRecognizer(g)
+    try:
+        return EngineRecognizer(g)
+    except GrammarError as e:
+        assert "language is empty" in str(e)
+        return _Nothing()
 
 
 def _validator(schema: Any, resources: dict[str, Any]) -> Any:
@@ -217,3 +228,225 @@ DYNAMIC_DATA: list[Any] = [
 @pytest.mark.parametrize("i", range(len(DYNAMIC)))
 def test_dynamic_ref(i: int) -> None:
     agree(DYNAMIC[i], DYNAMIC_DATA, {"https://example.com/list": LIST})
+
+
+# --------------------------------------------------------------------------- if / then / else
+
+CONDITIONS = [
+    {"if": {"exclusiveMaximum": 0}, "then": {"minimum": -10}, "else": {"multipleOf": 2}},
+    {"if": {"minimum": 1, "maximum": 5}, "then": {"type": "integer"}, "else": {"type": "string"}},
+    {"if": {"maxLength": 3}, "then": {"pattern": "^a"}, "else": {"minLength": 5}},
+    {
+        "if": {"minLength": 2, "type": "string"},
+        "then": {"maxLength": 3},
+        "else": {"type": ["null", "boolean"]},
+    },
+    {"if": {"const": 1}, "then": False},
+    {"if": {"enum": [1, "a", None], "type": ["integer", "null"]}, "then": {"type": "integer"}, "else": False},
+    {"if": True, "then": {"const": "then"}, "else": {"const": "else"}},
+    {"if": False, "then": {"const": "then"}, "else": {"const": "else"}},
+    # each allOf part keeps its own: no if of one part meets the then of another
+    {"allOf": [{"if": {"exclusiveMaximum": 0}}, {"then": {"minimum": -10}}, {"else": {"multipleOf": 2}}]},
+    # a property tested with a type
+    {
+        "type": "object",
+        "if": {"properties": {"n": {"type": "string", "maxLength": 1}}, "required": ["n"]},
+        "then": {"properties": {"m": {"type": "string"}}},
+        "else": {"required": ["z"]},
+    },
+]
+SCALARS: list[Any] = [
+    None, True, False, -100, -11, -10, -3, -1, -0.5, 0, 1, 2, 3, 4, 5, 5.5, 6, 7, 12, 1e3,
+    "", "a", "ab", "abc", "abcd", "abcde", "xbc", "then", "else",
+]  # fmt: skip
+OBJECTS: list[Any] = [
+    {}, {"n": 1}, {"n": "1"}, {"n": "1", "m": "x"}, {"n": "1", "m": 2}, {"n": "12", "z": 0}, {"z": 0},
+    {"n": "12", "m": 2}, {"n": 1.5, "z": 1},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(CONDITIONS)))
+def test_if_then_else_with_bounds_lengths_and_enums(i: int) -> None:
+    agree(CONDITIONS[i], SCALARS + OBJECTS + [[], [1]])
+
+
+def test_if_refused_where_its_complement_is_not_written() -> None:
+    refused({"if": {"pattern": "^a"}, "then": {"maxLength": 2}}, "/if", "if")
+    refused({"if": {"type": "integer"}, "then": {"minimum": 2}}, "/if", "if")  # "a non-integer number"
+
+
+# --------------------------------------------------------------------------- dependentSchemas
+
+DEPENDENT = [
+    {"dependentSchemas": {"bar": {"properties": {"foo": {"type": "integer"}, "bar": {"type": "integer"}}}}},
+    {"dependentSchemas": {"a": {"required": ["b"]}, "b": {"properties": {"c": False}}}},
+    {"dependentSchemas": {"a": True, "b": False}},
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "dependencies": {"a": ["b"], "c": {"required": ["d"]}},
+    },
+    {
+        "type": "object",
+        "properties": {"x": {"type": "string"}},
+        "dependentSchemas": {"x": {"required": ["y"]}},
+    },
+]
+DEPENDENT_DATA: list[Any] = [
+    {}, {"bar": 1}, {"bar": 1, "foo": 2}, {"bar": 1, "foo": "2"}, {"foo": "2"}, {"a": 1}, {"a": 1, "b": 2},
+    {"b": 1, "c": 2}, {"a": 1, "b": 1, "c": 1}, {"c": 1}, {"c": 1, "d": 2}, {"x": "s"}, {"x": "s", "y": 1},
+    {"x": 1, "y": 1}, 5, "bar", [], None,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(DEPENDENT)))
+def test_dependent_schemas(i: int) -> None:
+    agree(DEPENDENT[i], DEPENDENT_DATA)
+
+
+# --------------------------------------------------------------------------- overlapping oneOf
+
+ONE_OF = [
+    {"type": "string", "oneOf": [{"minLength": 2}, {"maxLength": 4}]},
+    {"oneOf": [True, True, False]},
+    {"oneOf": [True, False, False]},
+    {"oneOf": [{"type": "number"}, {}]},
+    {
+        "oneOf": [
+            {"properties": {"bar": True, "baz": True}, "required": ["bar"]},
+            {"properties": {"foo": True}, "required": ["foo"]},
+        ]
+    },  # noqa: E501
+    {
+        "oneOf": [
+            {"properties": {"a": {"const": 1}}},
+            {"properties": {"a": {"enum": [1, 2]}}, "required": ["a"]},
+        ]
+    },
+    {"oneOf": [{"oneOf": [{"type": "null"}]}]},
+    {"oneOf": [{"minimum": 0}, {"maximum": 10}, {"type": "string", "maxLength": 1}]},
+]
+ONE_OF_DATA: list[Any] = [
+    "", "a", "ab", "abcd", "abcde", None, 0, -1, 5, 11, 1.5, True, {}, {"bar": 1}, {"foo": 1},
+    {"bar": 1, "foo": 2},
+    {"a": 1}, {"a": 2}, {"a": 3}, {"b": 1}, [],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(ONE_OF)))
+def test_overlapping_one_of(i: int) -> None:
+    agree(ONE_OF[i], ONE_OF_DATA)
+
+
+def test_one_of_refused_where_a_complement_is_not_written() -> None:
+    refused({"oneOf": [{"type": "integer"}, {"minimum": 2}]}, "/oneOf", "oneOf")
+    refused({"oneOf": [{"pattern": "a"}, {"pattern": "b"}]}, "/oneOf", "oneOf")
+
+
+# --------------------------------------------------------------------------- multipleOf with bounds
+
+MULTIPLES = [
+    {"type": "integer", "multipleOf": 3, "minimum": -7, "exclusiveMaximum": 30},
+    {"multipleOf": 7, "exclusiveMinimum": 0},
+    {"type": "number", "multipleOf": 2, "maximum": 10.5},
+]
+NUMBERS: list[Any] = [-9, -7, -6, -3, 0, 3, 6, 7, 14, 21, 27, 30, 33, 10, 12, 6.0, 7.5, 1e2, -0.0, "3"]
+
+
+@pytest.mark.parametrize("i", range(len(MULTIPLES)))
+def test_integer_multiple_of_with_bounds(i: int) -> None:
+    agree(MULTIPLES[i], NUMBERS)
+
+
+def test_decimal_multiple_of_is_refused() -> None:
+    """jsonschema divides floats (0.3 is not a multiple of 0.1 there): refused, not guessed."""
+    refused({"multipleOf": 0.1}, "/multipleOf", "multipleOf")
+
+
+# --------------------------------------------------------------------------- unevaluated*
+
+UNEVALUATED = [
+    # an allOf part with its own unevaluatedProperties sees only itself; the outer one sees all
+    {"allOf": [{"properties": {"a": True}, "unevaluatedProperties": False}], "properties": {"b": True}},
+    {"allOf": [{"properties": {"a": True}}], "properties": {"b": True}, "unevaluatedProperties": False},
+    {"allOf": [{"properties": {"a": True}, "unevaluatedProperties": True}], "unevaluatedProperties": False},
+    # beside oneOf / disjoint anyOf: what the holding branch evaluates
+    {
+        "type": "object",
+        "properties": {"k": {"type": "string"}},
+        "oneOf": [
+            {"properties": {"a": {"const": 1}}, "required": ["a"]},
+            {"properties": {"b": True}, "required": ["b"]},
+        ],  # noqa: E501
+        "unevaluatedProperties": False,
+    },
+    {
+        "anyOf": [
+            {"type": "object", "properties": {"t": {"const": "x"}, "x": True}, "required": ["t"]},
+            {"type": "array"},
+        ],
+        "unevaluatedProperties": False,
+        "unevaluatedItems": {"type": "integer"},
+    },
+    # beside if/then/else: a holding 'if' evaluates with its 'then', a failing one not at all
+    {
+        "if": {"properties": {"t": {"const": "a"}}, "required": ["t"]},
+        "then": {"properties": {"a": True}},
+        "else": {"properties": {"b": True}},
+        "unevaluatedProperties": False,
+    },
+    {"if": {"properties": {"t": {"const": "a"}}}, "unevaluatedProperties": False},
+    # items
+    {
+        "prefixItems": [{"type": "integer"}],
+        "allOf": [{"prefixItems": [True, True]}],
+        "unevaluatedItems": False,
+    },
+    {"allOf": [{"prefixItems": [True], "unevaluatedItems": {"type": "string"}}], "unevaluatedItems": False},
+]
+UNEVALUATED_DATA: list[Any] = [
+    {}, {"a": 1}, {"b": 1}, {"a": 1, "b": 1}, {"c": 1}, {"k": "s", "a": 1}, {"k": 1, "a": 1}, {"a": 2},
+    {"a": 1, "b": 2}, {"t": "x"}, {"t": "x", "x": 1}, {"t": "x", "y": 1}, {"t": "a", "a": 1},
+    {"t": "a", "b": 1},
+    {"t": "b", "b": 1}, {"t": "b", "a": 1}, {"t": "a"}, [], [1], [1, 2], [1, 2, 3], [1, "a"], ["a", "b"],
+    [1, "a", "b"], 5, "s",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(UNEVALUATED)))
+def test_unevaluated_beside_applicators(i: int) -> None:
+    agree(UNEVALUATED[i], UNEVALUATED_DATA)
+
+
+def test_unevaluated_refused_where_branches_overlap() -> None:
+    schema = {
+        "anyOf": [{"properties": {"a": True}}, {"properties": {"b": True}}],
+        "unevaluatedProperties": False,
+    }
+    refused(schema, "/anyOf", "unevaluatedProperties")
+
+
+# --------------------------------------------------------------------------- the suite, canonical
+
+
+def test_suite_canonical_accepts_only_valid_instances() -> None:
+    """Every suite group that compiles in canonical mode accepts no invalid instance."""
+    from .test_json_schema import _remotes, _suite_groups
+
+    remotes = _remotes()
+    compiled = 0
+    for draft in ("draft2020-12", "draft7"):
+        for name, group in _suite_groups(draft):
+            schema = group["schema"]
+            if draft == "draft7" and isinstance(schema, dict) and "$schema" not in schema:
+                schema = {**schema, "$schema": "http://json-schema.org/draft-07/schema#"}
+            try:
+                rec = EngineRecognizer(schema_to_grammar(schema, resources=remotes)[0])
+            except GrammarError:
+                continue
+            compiled += 1
+            for test in group["tests"]:
+                if test["valid"]:
+                    continue
+                for text in (json.dumps(test["data"]), json.dumps(test["data"], ensure_ascii=False)):
+                    assert not rec.accepts(text.encode()), (name, group["description"], text)
+    assert compiled >= 500

@@ -333,6 +333,7 @@ class SchemaCompiler:
             raise GrammarError("a subschema is neither an object nor a boolean")
         scope = self.scope if scope is None else scope
         inner = self.resolver.base(part, base)
+        base = base or inner  # "": the caller does not know where the part is
         if inner != base:  # the part is a resource of its own
             scope = self.resolver.bind(scope, inner)
             part = self.resolver.absolute(part, inner, scope)
