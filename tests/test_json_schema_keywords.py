@@ -450,3 +450,55 @@ def test_suite_canonical_accepts_only_valid_instances() -> None:
                 for text in (json.dumps(test["data"]), json.dumps(test["data"], ensure_ascii=False)):
                     assert not rec.accepts(text.encode()), (name, group["description"], text)
     assert compiled >= 500
+
+
+# --------------------------------------------------------------------------- propertyNames, contains
+
+NAMES = [
+    {"propertyNames": {"const": "foo"}},
+    {"propertyNames": {"enum": ["foo", "bar", "é", 1]}},
+    {"propertyNames": {"enum": ["a", "abc", "abcd"], "maxLength": 3}},
+]
+NAMED: list[Any] = [
+    {},
+    {"foo": 1},
+    {"bar": 1},
+    {"foo": 1, "bar": 2},
+    {"baz": 1},
+    {"é": 0},
+    {"a": 1},
+    {"abcd": 1},
+    3,
+]
+
+
+@pytest.mark.parametrize("i", range(len(NAMES)))
+def test_property_names_from_an_enum(i: int) -> None:
+    agree(NAMES[i], NAMED)
+
+
+CONTAINS = [
+    {"contains": {"const": 1}, "maxContains": 1},
+    {"contains": {"const": 1}, "minContains": 2, "maxContains": 3},
+    {"contains": {"const": 1}, "minContains": 0, "maxContains": 0},
+    {"contains": {"type": "number", "minimum": 1}, "maxItems": 3},
+    {"prefixItems": [{"type": "string"}], "contains": {"type": "string"}, "minContains": 2},
+    {
+        "items": {"type": ["integer", "string"]},
+        "contains": {"type": "string", "maxLength": 1},
+        "maxContains": 1,
+    },
+]
+CONTAINED: list[Any] = [
+    [], [1], [1, 1], [1, 1, 1], [1, 1, 1, 1], [2], [1, 2], [2, 1, 2, 1], ["a"], ["a", "b"], ["a", 1, "b"],
+    ["ab", "c"], [0, 0, 5], [0, 0, 0, 0], [1.5], [None, 1], "x", {},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(CONTAINS)))
+def test_contains_counted(i: int) -> None:
+    agree(CONTAINS[i], CONTAINED)
+
+
+def test_contains_refused_where_its_complement_is_not_written() -> None:
+    refused({"contains": {"pattern": "a"}, "maxContains": 1}, "/contains", "contains")
