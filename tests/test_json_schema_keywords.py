@@ -537,3 +537,25 @@ def test_formats_against_the_suites_optional_tests(fmt: str) -> None:
 def test_idn_hostname_and_regex_formats_are_refused() -> None:
     refused({"type": "string", "format": "idn-hostname"}, "/format", "format")
     refused({"type": "string", "format": "regex"}, "/format", "format")
+
+
+# --------------------------------------------------------------------------- not
+
+NOTS = [
+    {"not": {"type": "object", "properties": {"foo": {"type": "string"}}}},
+    {"not": {"minimum": 2, "maximum": 5}},
+    {"type": "object", "not": {"required": ["a"], "properties": {"a": {"const": 1}}}},
+    {"not": {"type": "string", "maxLength": 2}},
+]
+NOT_DATA: list[Any] = [
+    {}, {"foo": "x"}, {"foo": 1}, {"a": 1}, {"a": 2}, {"b": 1}, 1, 2, 3.5, 5, 6, "", "ab", "abc", None, [],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("i", range(len(NOTS)))
+def test_not_written_as_the_complement(i: int) -> None:
+    agree(NOTS[i], NOT_DATA)
+
+
+def test_not_refused_where_the_complement_is_not_written() -> None:
+    refused({"not": {"type": "object", "properties": {"a": {"pattern": "x"}}}}, "/not", "not")

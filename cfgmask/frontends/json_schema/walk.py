@@ -223,6 +223,8 @@ class SchemaCompiler:
             s = self.merge_all_of(s, path, base)
         if "dependentSchemas" in s and "unevaluatedProperties" not in s and "unevaluatedItems" not in s:
             s = self.dependent(s, path, base)
+        if "not" in s:
+            s = self.complement(s, path, base)
         if "if" in s and self.draft >= 7:
             s = self.conditional(s, path, base)
         if "anyOf" in s or "oneOf" in s:
@@ -526,6 +528,28 @@ class SchemaCompiler:
         for k in ("if", "then", "else"):
             if k in s:
                 self.rep.enforced(pointer(path, k), k, "(if and then) or (not if and else)")
+        return out
+
+    def complement(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
+        """``not`` of what :meth:`negation` does not take (objects, bounds, several keywords),
+        written as :meth:`_negate`'s union when it can be; else ``s`` unchanged (for
+        :meth:`negation` to enforce or refuse)."""
+        try:
+            n = self.resolve_part(s["not"], base, [MAX_REF_EXPANSIONS])
+        except (Unmergeable, GrammarError):
+            return s
+        keys = {k for k in n if not is_annotation(k)}
+        if not keys or keys in ({"type"}, {"enum"}, {"required"}):
+            return s  # negation() writes these
+        negs = self._negate(n)
+        if negs is None:
+            return s
+        rest = {k: v for k, v in s.items() if k != "not"}
+        try:
+            out = intersect(rest, {"anyOf": negs}) if negs else intersect(rest, {"type": []})
+        except Unmergeable:
+            return s
+        self.rep.enforced(pointer(path, "not"), "not", "the complement written as a union")
         return out
 
     def dependent(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
