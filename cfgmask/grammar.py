@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import ir
@@ -74,6 +74,7 @@ class Grammar:
         strict: bool = True,
         whitespace: str = "default",
         limits: CompileLimits | None = None,
+        resources: Mapping[str, Any] | None = None,
     ) -> Grammar:
         """A JSON Schema (dict or JSON text).
 
@@ -88,7 +89,11 @@ class Grammar:
 
         ``strict`` raises on any keyword not enforced soundly (``relaxed`` or ``rejected``; with
         ``canonical=False`` also ``narrowed``); otherwise ``schema_report`` lists each keyword's
-        verdict.  See docs/json_schema.md."""
+        verdict.
+
+        ``resources`` maps URIs to schemas (dicts) that a ``$ref`` may name beyond the
+        document: ``{"https://example.com/address.json": {...}}``; nothing is ever fetched.
+        The draft meta-schemas are known by their URIs without it.  See docs/json_schema.md."""
         from .deep import call_deep
         from .frontends.json_schema import schema_to_grammar
 
@@ -98,7 +103,9 @@ class Grammar:
             text,
             limits,
             lambda: call_deep(
-                lambda: schema_to_grammar(schema, strict=strict, whitespace=whitespace, canonical=canonical),
+                lambda: schema_to_grammar(
+                    schema, strict=strict, whitespace=whitespace, canonical=canonical, resources=resources
+                ),
                 "parsing the JSON Schema",
             ),
         )

@@ -103,7 +103,7 @@ def test_wheel_contents(wheel: Path) -> None:
         if p.suffix in (".py", ".pyi")
     }
     assert not modules - names, "modules of the source tree missing from the wheel"
-    for required in ("py.typed", "_core.pyi"):
+    for required in ("py.typed", "_core.pyi", "frontends/json_schema/metaschemas.json"):
         assert f"{PACKAGE}/{required}" in names
     assert any(n.startswith(f"{PACKAGE}/_core.") and n.endswith(".so") for n in names), "no compiled _core"
 
@@ -127,7 +127,12 @@ for token in [256, *b"12}"]:
     steps.append(allowed)
     assert matcher.accept_token(token), token
 matcher.fill_bitmask(mask, 0)
-json.dump({"files": [cfgmask.__file__, cfgmask._core.__file__], "first": steps[0],
+# a $ref into a meta-schema reads the package data
+meta = cfgmask.Grammar.from_json_schema(
+    {"$ref": "https://json-schema.org/draft/2020-12/meta/meta-data#/properties/deprecated"})
+meta_matcher = cfgmask.Matcher(cfgmask.compile(meta, vocab))
+meta_ok = [all(meta_matcher.accept_token(b) for b in b"true"), meta_matcher.is_accepting()]
+json.dump({"files": [cfgmask.__file__, cfgmask._core.__file__], "first": steps[0], "meta": meta_ok,
            "last": matcher.allowed_tokens().tolist(), "accepting": matcher.is_accepting()}, sys.stdout)
 """
 
@@ -139,6 +144,7 @@ def test_installed_wheel_compiles_and_masks(venv: Path, outside: Path) -> None:
         assert Path(f).is_relative_to(venv), f"imported from {f}, not from the installed wheel"
     assert out["first"] == [ord("{"), 256]  # "{" or the '{"n":' token
     assert out["last"] == [257] and out["accepting"]  # only the stop token after '{"n":12}'
+    assert out["meta"] == [True, True]  # the meta-schema's "deprecated": a boolean
 
 
 def test_console_script(venv: Path, outside: Path) -> None:

@@ -1,6 +1,6 @@
 """JSON Schema → IR.
 
-``schema_to_grammar(schema, strict=True, whitespace="default", canonical=True)``
+``schema_to_grammar(schema, strict=True, whitespace="default", canonical=True, resources=None)``
 returns the grammar and a :class:`SchemaReport` listing every keyword as enforced,
 narrowed, relaxed or rejected; in strict mode anything that may allow an invalid
 document raises a :class:`~cfgmask.errors.GrammarError` naming the keyword and its
@@ -33,6 +33,7 @@ Implementation map: :mod:`.walk` (walk, applicators, scalars),
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ... import ir
@@ -50,8 +51,12 @@ def schema_to_grammar(
     strict: bool = True,
     whitespace: str = "default",
     canonical: bool = True,
+    resources: Mapping[str, Any] | None = None,
 ) -> tuple[ir.Grammar, SchemaReport]:
-    """The IR grammar of the JSON texts valid under ``schema``, and the keyword report."""
+    """The IR grammar of the JSON texts valid under ``schema``, and the keyword report.
+
+    ``resources`` maps URIs to schemas that a ``$ref`` may name beyond the document (the
+    draft meta-schemas are known without it)."""
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
@@ -60,7 +65,7 @@ def schema_to_grammar(
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
     _whitespace(whitespace)  # validates the policy name
-    c = SchemaCompiler(schema, strict, whitespace, canonical)
+    c = SchemaCompiler(schema, strict, whitespace, canonical, resources)
     return c.compile(), c.rep.report
 
 

@@ -419,6 +419,33 @@ def words(names: Sequence[str]) -> CharDFA:
     return CharDFA(atoms, trans, accept)
 
 
+def multiples(k: int, fraction: bool) -> CharDFA:
+    """Plain decimal integers divisible by ``k`` (``-`` allowed, no leading zeros), and with
+    ``fraction`` also their spellings with a ``.0+`` tail: a mod-k automaton."""
+    if k + 6 > MAX_STATES:
+        raise _too_big(MAX_STATES)
+    chars = [ord(c) for c in "-.0123456789"]
+    atoms, _ = _refine([((cp, cp),) for cp in chars])
+    atom = {cp: next(i for i, rs in enumerate(atoms) if rs == ((cp, cp),)) for cp in chars}
+    start, minus, zero, dot, zeros, mod0 = 0, 1, 2, 3, 4, 5  # then mod r is state mod0 + r
+    trans = [[-1] * len(atoms) for _ in range(mod0 + k)]
+    accept = [False] * (mod0 + k)
+    for s in (start, minus):
+        trans[s][atom[ord("0")]] = zero
+        for d in range(1, 10):
+            trans[s][atom[0x30 + d]] = mod0 + d % k
+    trans[start][atom[ord("-")]] = minus
+    for r in range(k):
+        for d in range(10):
+            trans[mod0 + r][atom[0x30 + d]] = mod0 + (10 * r + d) % k
+    accept[zero] = accept[mod0] = True
+    if fraction:
+        trans[zero][atom[ord(".")]] = trans[mod0][atom[ord(".")]] = dot
+        trans[dot][atom[ord("0")]] = trans[zeros][atom[ord("0")]] = zeros
+        accept[zeros] = True
+    return CharDFA(atoms, trans, accept)
+
+
 def length(lo: int, hi: int | None) -> CharDFA:
     """Strings of ``lo`` to ``hi`` characters."""
     n = lo if hi is None else hi
@@ -479,4 +506,5 @@ def intersection(dfas: Sequence[CharDFA]) -> CharDFA:
     return dfas[0] if len(dfas) == 1 else product(dfas, all)
 
 
-__all__ = ["CharDFA", "MAX_STATES", "from_expr", "intersection", "length", "product", "regions", "words"]
+__all__ = ["CharDFA", "MAX_STATES", "from_expr", "intersection", "length", "multiples", "product", "regions"]
+__all__ += ["words"]

@@ -56,6 +56,7 @@ ORDERED_RUN = 32  # forced members laid out in one rule before the next rule is 
 MAX_ORDERED_STATES = 100_000  # (position, state) pairs of an object walked in order
 MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their automata
 MAX_UNIQUE_VALUES = 8
+MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, each
 
 
 def _trivial(s: Any) -> bool:
@@ -658,6 +659,14 @@ class Containers:
             return None
         if "string" not in type_set(pn):
             return ir.NOTHING
+        if "enum" in pn:  # a finite set of names: those the other keywords let through
+            others_kw = {k: v for k, v in pn.items() if k != "enum"}
+            verdicts = [(v, evaluate(others_kw, v)) for v in pn["enum"] if isinstance(v, str)]
+            if any(ok is None for _, ok in verdicts):
+                c.rep.rejected(where, "propertyNames", "an enum beside keywords not evaluated here")
+                return None
+            names = list(dict.fromkeys(v for v, ok in verdicts if ok))
+            return ir.alt(*[encode_text(n, c.canonical) for n in names]) if names else ir.NOTHING
         if any(
             k not in ("type", "minLength", "maxLength", "pattern", "format") and not is_annotation(k)
             for k in pn
@@ -754,12 +763,7 @@ class Containers:
             rep.enforced(where, "contains", "minContains 0")
             return None
         if prefix or hi is not None or lo > m or "maxContains" in s:
-            rep.rejected(
-                where,
-                "contains",
-                "contains with prefixItems, maxItems, maxContains or minItems > minContains",
-            )
-            return None
+            return self._contains_counted(s, prefix, rest, lo, hi, path, base)
         try:
             both = intersect(c.resolve_part(rest, base, [16]), c.resolve_part(s["contains"], base, [16]))
         except (Unmergeable, GrammarError):
@@ -776,6 +780,64 @@ class Containers:
             skip, hit, ir.Repeat(ir.seq(sep, skip, hit), m - 1, m - 1), ir.Repeat(ir.seq(sep, r), 0, None)
         )
         return ir.seq(U.lit("["), c.ws(), body, c.ws(), U.lit("]"))
+
+    def _contains_counted(
+        self, s: dict[str, Any], prefix: list[Any], rest: Any, lo: int, hi: int | None, path: str, base: str
+    ) -> ir.Expr | None:
+        """``contains`` with counts, ``prefixItems`` or ``maxItems``: each item either matches
+        ``contains`` or one of the schemas of its complement (:meth:`SchemaCompiler._negate`),
+        and a machine on (position, matches) checks the counts and the length."""
+        c, rep = self.c, self.c.rep
+        where = pointer(path, "contains")
+        m = s.get("minContains", 1)
+        top = s.get("maxContains")
+        width = max(len(prefix), lo, hi or 0)
+        cap = max(m, top + 1 if top is not None else 0)
+        if width > MAX_CONTAINS_STATES or cap > MAX_CONTAINS_STATES:
+            rep.rejected(where, "contains", f"contains counts or positions beyond {MAX_CONTAINS_STATES}")
+            return None
+        try:
+            cont = c.resolve_part(s["contains"], base, [16])
+            negs = c._negate(cont)
+            if negs is None:
+                raise Unmergeable("contains", "the complement of this contains schema cannot be written")
+            parts = [c.resolve_part(x, base, [16]) for x in [*prefix, rest]]
+            hits = [intersect(p, cont) for p in parts]
+            misses = [[intersect(p, d) for d in negs] for p in parts]
+        except Unmergeable as e:
+            rep.rejected(where, "contains", e.reason)
+            return None
+        except GrammarError as e:
+            rep.rejected(where, "contains", e.message)
+            return None
+        for k in ("contains", "minContains", "maxContains"):
+            if k in s:
+                rep.enforced(pointer(path, k), k, "items counted by a machine on (position, matches)")
+        exprs: dict[int, tuple[ir.Expr, ir.Expr]] = {}
+
+        def item(i: int) -> tuple[ir.Expr, ir.Expr]:
+            j = min(i, len(prefix))
+            if j not in exprs:
+                at = pointer(path, "prefixItems", j) if j < len(prefix) else pointer(path, "items")
+                hit = c.schema(hits[j], where, base)
+                miss = [c.schema(x, at, base) for x in misses[j]]
+                live = [x for x in miss if x != ir.NOTHING]
+                exprs[j] = (hit, ir.alt(*live) if live else ir.NOTHING)
+            return exprs[j]
+
+        def moves(st: tuple[int, int]) -> list[tuple[ir.Expr, Any]]:
+            i, h = st
+            if hi is not None and i >= hi:
+                return []
+            hit, miss = item(i)
+            nxt = min(i + 1, width)
+            return [(hit, (nxt, min(h + 1, cap))), (miss, (nxt, h))]
+
+        def final(st: tuple[int, int]) -> bool:
+            i, h = st
+            return i >= lo and h >= m and (top is None or h <= top)
+
+        return self.machine("contains", (0, 0), final, moves, ir.NOTHING, "[", "]")
 
     def _unique(
         self, s: dict[str, Any], prefix: list[Any], rest: Any, lo: int, hi: int | None, path: str, base: str

@@ -26,11 +26,19 @@ report quotes):
   ``URI-reference``.  ASCII only, as RFC 3986 (IRIs are ``iri``, unsupported).
 * ``json-pointer``: RFC 6901.
 * ``duration``: RFC 3339 Appendix A ``duration``.
+* ``iri``, ``iri-reference``: RFC 3987 (``ucschar`` where RFC 3986 has ``unreserved``,
+  ``iprivate`` in the query too).
+* ``relative-json-pointer``: draft-handrews-relative-json-pointer-01, the one JSON Schema
+  2020-12 cites: a non-negative integer, then ``#`` or a JSON pointer.
+* ``uri-template``: RFC 6570 (level 4: operators, prefix and explode modifiers).
+* ``idn-email``: RFC 6531 ``addr-spec`` restricted as ``email`` is, with UTF-8 (non-ASCII)
+  characters in the local part; the domain stays an ASCII hostname (``idn-hostname``, IDNA2008
+  with its contextual rules, is not written as an automaton: refused).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ... import ir
 from ._ir_util import opt
@@ -48,6 +56,11 @@ FORMAT_READINGS = {
     "uri-reference": "RFC 3986 URI-reference, ASCII",
     "json-pointer": "RFC 6901 JSON pointer",
     "duration": "RFC 3339 appendix A duration",
+    "iri": "RFC 3987 IRI (absolute, scheme required)",
+    "iri-reference": "RFC 3987 IRI-reference",
+    "relative-json-pointer": "draft-handrews-relative-json-pointer-01 (no index manipulation)",
+    "uri-template": "RFC 6570 URI Template, level 4",
+    "idn-email": "RFC 6531 addr-spec with UTF-8 dot-atom local part and RFC 1123 (ASCII) hostname domain",
 }
 
 
@@ -175,68 +188,118 @@ def uuid() -> ir.Expr:
     )
 
 
-# RFC 3986 pieces
+# RFC 3986 pieces; with ``iri``, the RFC 3987 ones (``ucschar`` joins the unreserved characters,
+# ``iprivate`` the query)
 _UNRESERVED = ("a-z", "A-Z", "0-9", "-._~")
 _SUB_DELIMS = "!$&'()*+,;="
+Ranges = Sequence[tuple[int, int]]
+UCSCHAR: list[tuple[int, int]] = (
+    [(0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF)]
+    + [(0x10000 * p, 0x10000 * p + 0xFFFD) for p in range(1, 14)]
+    + [(0xE1000, 0xEFFFD)]
+)
+IPRIVATE: list[tuple[int, int]] = [(0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD)]
+
+
+def _cls(*spec: str, extra: Ranges = ()) -> ir.Expr:
+    base = C(*spec)
+    if not extra:
+        return base
+    assert isinstance(base, ir.CharClass)
+    return ir.char_class([*base.ranges, *extra])
 
 
 def _pct() -> ir.Expr:
     return ir.seq(L("%"), HEXDIG, HEXDIG)
 
 
-def _pchar() -> ir.Expr:
-    return ir.alt(C(*_UNRESERVED, _SUB_DELIMS, ":@"), _pct())
+def _pchar(u: Ranges = ()) -> ir.Expr:
+    return ir.alt(_cls(*_UNRESERVED, _SUB_DELIMS, ":@", extra=u), _pct())
 
 
-def _authority() -> ir.Expr:
-    userinfo = R(ir.alt(C(*_UNRESERVED, _SUB_DELIMS, ":"), _pct()), 0, None)
+def _authority(u: Ranges = ()) -> ir.Expr:
+    userinfo = R(ir.alt(_cls(*_UNRESERVED, _SUB_DELIMS, ":", extra=u), _pct()), 0, None)
     ipvfuture = ir.seq(C("vV"), R(HEXDIG, 1, None), L("."), R(C(*_UNRESERVED, _SUB_DELIMS, ":"), 1, None))
     ip_literal = ir.seq(L("["), ir.alt(ipv6(), ipvfuture), L("]"))
-    reg_name = R(ir.alt(C(*_UNRESERVED, _SUB_DELIMS), _pct()), 0, None)  # includes IPv4address
+    reg_name = R(ir.alt(_cls(*_UNRESERVED, _SUB_DELIMS, extra=u), _pct()), 0, None)  # includes IPv4address
     host = ir.alt(ip_literal, reg_name)
     return ir.seq(opt(ir.seq(userinfo, L("@"))), host, opt(ir.seq(L(":"), R(DIGIT, 0, None))))
 
 
-def _segments() -> tuple[ir.Expr, ir.Expr, ir.Expr]:
-    segment = R(_pchar(), 0, None)
-    segment_nz = R(_pchar(), 1, None)
+def _segments(u: Ranges = ()) -> tuple[ir.Expr, ir.Expr, ir.Expr]:
+    segment = R(_pchar(u), 0, None)
+    segment_nz = R(_pchar(u), 1, None)
     abempty = R(ir.seq(L("/"), segment), 0, None)
     return segment, segment_nz, abempty
 
 
-def _query_fragment() -> ir.Expr:
-    qchar = R(ir.alt(_pchar(), C("/?")), 0, None)
-    return ir.seq(opt(ir.seq(L("?"), qchar)), opt(ir.seq(L("#"), qchar)))
+def _query_fragment(u: Ranges = ()) -> ir.Expr:
+    fchar = R(ir.alt(_pchar(u), C("/?")), 0, None)
+    qchar = R(ir.alt(_pchar(u), _cls("/?", extra=IPRIVATE)), 0, None) if u else fchar
+    return ir.seq(opt(ir.seq(L("?"), qchar)), opt(ir.seq(L("#"), fchar)))
 
 
-def uri() -> ir.Expr:
-    segment, segment_nz, abempty = _segments()
-    scheme = ir.seq(ALPHA, R(C("a-z", "A-Z", "0-9", "+-."), 0, None))
+def uri(u: Ranges = ()) -> ir.Expr:
+    segment, segment_nz, abempty = _segments(u)
+    # "+.-", not "+-.": C reads a three-character "x-y" as a range (that one let "," in)
+    scheme = ir.seq(ALPHA, R(C("a-z", "A-Z", "0-9", "+.-"), 0, None))
     hier = ir.alt(
-        ir.seq(L("//"), _authority(), abempty),
+        ir.seq(L("//"), _authority(u), abempty),
         ir.seq(L("/"), opt(ir.seq(segment_nz, abempty))),  # path-absolute
         ir.seq(segment_nz, abempty),  # path-rootless
         ir.EPSILON,
     )
-    return ir.seq(scheme, L(":"), hier, _query_fragment())
+    return ir.seq(scheme, L(":"), hier, _query_fragment(u))
 
 
-def uri_reference() -> ir.Expr:
-    segment, segment_nz, abempty = _segments()
-    nc_segment_nz = R(ir.alt(C(*_UNRESERVED, _SUB_DELIMS, "@"), _pct()), 1, None)
+def uri_reference(u: Ranges = ()) -> ir.Expr:
+    segment, segment_nz, abempty = _segments(u)
+    nc_segment_nz = R(ir.alt(_cls(*_UNRESERVED, _SUB_DELIMS, "@", extra=u), _pct()), 1, None)
     relative = ir.alt(
-        ir.seq(L("//"), _authority(), abempty),
+        ir.seq(L("//"), _authority(u), abempty),
         ir.seq(L("/"), opt(ir.seq(segment_nz, abempty))),
         ir.seq(nc_segment_nz, abempty),  # path-noscheme
         ir.EPSILON,
     )
-    return ir.alt(uri(), ir.seq(relative, _query_fragment()))
+    return ir.alt(uri(u), ir.seq(relative, _query_fragment(u)))
+
+
+def iri() -> ir.Expr:
+    return uri(UCSCHAR)
+
+
+def iri_reference() -> ir.Expr:
+    return uri_reference(UCSCHAR)
 
 
 def json_pointer() -> ir.Expr:
     unescaped = ir.char_class([(0, 0x2E), (0x30, 0x7D), (0x7F, ir.MAX_CODE_POINT)])
     token = R(ir.alt(unescaped, ir.seq(L("~"), C("01"))), 0, None)
     return R(ir.seq(L("/"), token), 0, None)
+
+
+def relative_json_pointer() -> ir.Expr:
+    return ir.seq(ir.alt(L("0"), ir.seq(C("1-9"), R(DIGIT, 0, None))), ir.alt(L("#"), json_pointer()))
+
+
+def uri_template() -> ir.Expr:
+    pct = _pct()
+    # RFC 6570 literals; "'" too, which the ABNF leaves out and the JSON-Schema-Test-Suite counts valid
+    literal = ir.alt(
+        _cls("!", "#$", "&'", "(-;", "=", "?-[", "]", "_", "a-z", "~", extra=UCSCHAR + IPRIVATE), pct
+    )
+    varchar = ir.alt(C("a-z", "A-Z", "0-9", "_"), pct)
+    varname = ir.seq(varchar, R(ir.seq(opt(L(".")), varchar), 0, None))
+    modifier = ir.alt(ir.seq(L(":"), C("1-9"), R(DIGIT, 0, 3)), L("*"))
+    varspec = ir.seq(varname, opt(modifier))
+    expression = ir.seq(L("{"), opt(C("+#./;?&=,!@|")), varspec, R(ir.seq(L(","), varspec), 0, None), L("}"))
+    return R(ir.alt(literal, expression), 0, None)
+
+
+def idn_email() -> ir.Expr:
+    atext = _cls("a-z", "A-Z", "0-9", "!#$%&'*+/=?^_`{|}~-", extra=[(0x80, ir.MAX_CODE_POINT)])
+    atom = R(atext, 1, None)
+    return ir.seq(atom, R(ir.seq(L("."), atom), 0, None), L("@"), hostname())
 
 
 def duration() -> ir.Expr:
@@ -266,4 +329,9 @@ FORMATS: dict[str, Callable[[], ir.Expr]] = {
     "uri-reference": uri_reference,
     "json-pointer": json_pointer,
     "duration": duration,
+    "iri": iri,
+    "iri-reference": iri_reference,
+    "relative-json-pointer": relative_json_pointer,
+    "uri-template": uri_template,
+    "idn-email": idn_email,
 }

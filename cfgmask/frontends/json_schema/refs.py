@@ -1,11 +1,17 @@
-"""Local ``$ref`` resolution: ``$id`` base URIs, ``$anchor``, JSON pointers (RFC 6901).
+"""``$ref`` resolution: ``$id`` base URIs, ``$anchor``, JSON pointers (RFC 6901).
 
-Only references into the document itself are resolved; a reference to any
-other document is a :class:`GrammarError` (nothing is fetched, ever).
+References resolve into the document itself, into the documents the caller passes as
+``resources`` (URI → schema), and into the draft meta-schemas, which ship with the package
+(``metaschemas.json``) and are known by their URIs.  A reference to any other document is a
+:class:`GrammarError` (nothing is fetched, ever).
 """
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -15,6 +21,27 @@ ROOT_BASE = "cfgmask:/root.json"  # a base with a path, so that relative $ids re
 
 # Keywords whose values are data, not subschemas: never indexed.
 DATA_KEYWORDS = {"enum", "const", "default", "examples", "example"}
+# Keywords whose values map names to subschemas (the names are not keywords).
+SUBSCHEMA_MAPS = (
+    "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies",
+)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def metaschemas() -> dict[str, Any]:
+    """The draft meta-schemas (and 2019-09/2020-12 vocabulary meta-schemas) by URI, without '#'."""
+    out: dict[str, Any] = json.loads((Path(__file__).parent / "metaschemas.json").read_text())
+    return out
+
+
+SCOPED = "cfgmask-scoped:"
+
+
+def _draft_of(uri: str) -> int:
+    for n in (4, 6, 7):
+        if f"draft-0{n}" in uri:
+            return n
+    return 2019 if "2019-09" in uri else 2020
 
 
 def _join(base: str, ref: str) -> str:
@@ -26,13 +53,62 @@ def _join(base: str, ref: str) -> str:
 class Resolver:
     """Indexes the resources (``$id``) and anchors of one schema document."""
 
-    def __init__(self, root: Any, draft: int) -> None:
+    def __init__(self, root: Any, draft: int, extra: Mapping[str, Any] | None = None) -> None:
         self.draft = draft
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, Any] = {}
         self.base_of: dict[int, str] = {}
+        # 2020-12 $dynamicAnchor: "resource#name" -> node, and the names each resource defines
+        self.dynamic_anchors: dict[str, Any] = {}
+        self.dynamic_names: dict[str, set[str]] = {}
+        # $refs of inlined copies that carry their dynamic scope (absolute()): "cfgmask-scoped:N"
+        self.scoped: list[tuple[str, dict[str, str]]] = []
+        self.indexed: set[str] = set()  # the documents indexed, by the URI they were known by
         self._index(root, ROOT_BASE)
         self.resources.setdefault(ROOT_BASE, root)
+        for uri in extra or {}:
+            if not isinstance(uri, str):
+                raise GrammarError(f"resources: the key {uri!r} is not a URI string")
+        # indexed when a $ref first needs them (a resource of another draft is an error only then)
+        self.extra = {urldefrag(k)[0]: v for k, v in (extra or {}).items()}
+        self.all_loaded = False
+
+    def _load_all(self) -> None:
+        """Index every resource of the caller's draft: a $ref may name an ``$id`` inside one."""
+        if self.all_loaded:
+            return
+        self.all_loaded = True
+        for doc in self.extra:
+            try:
+                self._load(doc)
+            except GrammarError:
+                pass  # another draft, or malformed: only a $ref to it by its own URI says so
+
+    def _load(self, doc: str) -> bool:
+        """Index the caller's resource or the meta-schema with URI ``doc``; False if neither."""
+        if doc in self.indexed:
+            return True
+        if doc in self.extra:
+            schema = self.extra[doc]
+        elif doc.rstrip("#") in metaschemas():
+            schema = metaschemas()[doc.rstrip("#")]
+        else:
+            return False
+        if not isinstance(schema, (dict, bool)):
+            raise GrammarError(f"resources[{doc!r}] is neither an object nor a boolean")
+        meta = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
+        if meta and _draft_of(meta) != self.draft:
+            raise GrammarError(
+                f"the resource {doc} is written for {meta}, another draft than the schema's own"
+                " (one draft per grammar)"
+            )
+        from .wellformed import check_document
+
+        check_document(schema, self.draft)
+        self.indexed.add(doc)
+        self._index(schema, doc)
+        self.resources.setdefault(doc, schema)
+        return True
 
     def _id_of(self, node: dict[str, Any]) -> str | None:
         key = "id" if self.draft <= 4 else "$id"
@@ -58,37 +134,109 @@ class Resolver:
         anchor = node.get("$anchor")
         if isinstance(anchor, str):
             self.anchors[f"{base}#{anchor}"] = node
+        dynamic = node.get("$dynamicAnchor") if self.draft >= 2020 else None
+        if isinstance(dynamic, str):  # also a plain anchor, for $ref
+            self.anchors.setdefault(f"{base}#{dynamic}", node)
+            self.dynamic_anchors[f"{base}#{dynamic}"] = node
+            self.dynamic_names.setdefault(base, set()).add(dynamic)
         self.base_of[id(node)] = base
         for key, value in node.items():
             if key in DATA_KEYWORDS:
                 continue
-            if key in (
-                "properties",
-                "patternProperties",
-                "$defs",
-                "definitions",
-                "dependentSchemas",
-                "dependencies",
-            ):
+            if key in SUBSCHEMA_MAPS:
                 if isinstance(value, dict):
                     for sub in value.values():
                         self._index(sub, base)
                 continue
             self._index(value, base)
 
+    def bind(self, scope: dict[str, str], base: str) -> dict[str, str]:
+        """The dynamic scope ``scope`` (each ``$dynamicAnchor`` name -> the URI of its outermost
+        definition) after entering the resource ``base``: the outermost definition wins."""
+        names = self.dynamic_names.get(base, set()) - scope.keys()
+        return {**scope, **{n: f"{base}#{n}" for n in names}} if names else scope
+
+    def scoped_ref(self, uri: str, scope: dict[str, str]) -> str:
+        """A ``$ref`` to ``uri`` that is walked in the dynamic scope ``scope`` wherever it is."""
+        if not scope:
+            return uri
+        self.scoped.append((uri, scope))
+        return f"{SCOPED}{len(self.scoped) - 1}"
+
+    def scope_of(self, ref: Any) -> tuple[str, dict[str, str] | None]:
+        """The URI a ``$ref`` names and the dynamic scope it carries (None: the walk's)."""
+        if isinstance(ref, str) and ref.startswith(SCOPED):
+            uri, scope = self.scoped[int(ref[len(SCOPED) :])]
+            return uri, scope
+        return ref, None
+
+    def dynamic(self, ref: str, base: str, scope: dict[str, str]) -> str:
+        """The absolute URI a ``$dynamicRef`` names in the dynamic scope ``scope``: its ``$ref``
+        reading, unless that lands on a ``$dynamicAnchor`` of the same name (the "bookend"),
+        in which case the outermost resource of the scope that defines the name."""
+        uri = _join(base, ref)
+        name = urldefrag(uri)[1]
+        if uri not in self.dynamic_anchors and urldefrag(uri)[0] not in self.resources:
+            if not self._load(urldefrag(uri)[0]):
+                self._load_all()
+        if uri in self.dynamic_anchors and name in scope:
+            return scope[name]
+        return uri
+
+    def absolute(self, node: Any, base: str, scope: dict[str, str] | None = None) -> Any:
+        """A copy of ``node`` whose ``$ref``s are absolute URIs and whose ``$dynamicRef``s are
+        ``$ref``s to what they name in the dynamic scope ``scope`` (which entering ``node``'s
+        resources extends), so that it can be inlined into a schema of another resource
+        (``allOf``, ``if``, ``not``...) and still mean the same."""
+        if isinstance(node, list):
+            return [self.absolute(x, base, scope) for x in node]
+        if not isinstance(node, dict):
+            return node
+        inner = self.base_of.get(id(node), base)
+        if scope is not None and inner != base:
+            scope = self.bind(scope, inner)
+        base = inner
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                uri, carried = self.scope_of(value)
+                out[key] = value if carried is not None else self.scoped_ref(_join(base, uri), scope or {})
+            elif key == "$dynamicRef" and isinstance(value, str) and scope is not None:
+                target = self.scoped_ref(self.dynamic(value, base, scope), scope)
+                if "$ref" in node:
+                    out["allOf"] = [*out.get("allOf", []), {"$ref": target}]
+                else:
+                    out["$ref"] = target
+            elif key in DATA_KEYWORDS or key in ("$id", "id", "$anchor"):
+                out[key] = value
+            elif key in SUBSCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {k: self.absolute(v, base, scope) for k, v in value.items()}
+            elif key == "allOf" and "allOf" in out:
+                out[key] = [*out[key], *self.absolute(value, base, scope)]
+            else:
+                out[key] = self.absolute(value, base, scope)
+        return out
+
     def base(self, node: Any, default: str) -> str:
         return self.base_of.get(id(node), default)
 
     def resolve(self, ref: str, base: str) -> tuple[Any, str, str]:
         """The subschema ``ref`` names, its base URI and a readable location."""
+        ref = self.scope_of(ref)[0]
         uri = _join(base, ref)
         doc, frag = urldefrag(uri)
         if uri in self.anchors:
             node = self.anchors[uri]
             return node, self.base(node, doc), uri
+        if doc not in self.resources and uri not in self.anchors and not self._load(doc):
+            self._load_all()
+        if uri in self.anchors:
+            node = self.anchors[uri]
+            return node, self.base(node, doc), uri
         if doc not in self.resources:
             raise GrammarError(
-                f"$ref {ref!r} points outside this schema ({doc}); only local references are resolved"
+                f"$ref {ref!r} points outside this schema ({doc}); only this document, the"
+                " meta-schemas and the documents passed as resources= are resolved"
             )
         node = self.resources[doc]
         if frag == "":

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urldefrag
 
 from ... import deadline, ir
 from ...errors import GrammarError, NotEnforceable
 from . import _ir_util as U
+from . import chardfa
 from .canonical import canonical_string, unspellable
 from .empty import because
 from .enums import canonical_set, full_set, kept_values
@@ -46,7 +49,7 @@ GENERIC_KW = {"type", "enum", "not", "if", "then", "else", "$ref", "allOf", "any
 KNOWN = STRING_KW | NUMBER_KW | OBJECT_KW | ARRAY_KW | GENERIC_KW
 MAX_DEPTH = 2_000  # schema nesting; deep walks run on a big stack (cfgmask/deep.py)
 # Keywords of a JSON Schema vocabulary that this converter cannot enforce.
-UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}
+UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}  # $dynamicRef: 2019-09 has none; 2020-12 resolves it
 # Keywords of no JSON Schema vocabulary ("self", "x-order", typos): JSON Schema 2020-12 section 6.5
 # and the jsonschema package treat them as annotations, so ignoring them is exact.  Set to
 # "reject" to refuse them in strict mode instead.
@@ -58,6 +61,14 @@ KNOWN_META = {
     for d in ("draft-04", "draft-06", "draft-07", "draft/2019-09", "draft/2020-12")
 }
 MAX_REF_EXPANSIONS = 64
+MAX_ONE_OF_TERMS = 64  # terms of an overlapping oneOf written as a union (see _exactly_one)
+MAX_NEGATION_DEPTH = 4  # nested properties that _negate walks into
+# Bounds an 'if' may test, and the keyword whose value range is their complement (same value;
+# lengths shift by one): ¬(x >= v) is x < v, ¬(len <= v) is len >= v + 1.
+NEGATABLE_BOUNDS = {
+    "minimum": "exclusiveMaximum", "exclusiveMinimum": "maximum", "maximum": "exclusiveMinimum",
+    "exclusiveMaximum": "minimum", "minLength": "maxLength", "maxLength": "minLength",
+}  # fmt: skip
 # A condition on the keys present in an object: ("anyOf" | "oneOf" | "not", key sets), true when
 # some / exactly one / not every set is contained in the instance's keys.
 Presence = tuple[str, list[frozenset[str]]]
@@ -78,7 +89,14 @@ def constraining(s: dict[str, Any]) -> bool:
 
 
 class SchemaCompiler:
-    def __init__(self, root: Any, strict: bool, policy: str, canonical: bool = True) -> None:
+    def __init__(
+        self,
+        root: Any,
+        strict: bool,
+        policy: str,
+        canonical: bool = True,
+        resources: Mapping[str, Any] | None = None,
+    ) -> None:
         self.root = root
         self.draft = detect_draft(root)
         check_document(root, self.draft)  # a malformed schema raises here, in either mode
@@ -91,9 +109,10 @@ class SchemaCompiler:
         self.strict = strict
         self.policy = policy
         self.ws_body = whitespace(policy)
-        self.resolver = Resolver(root, self.draft)
+        self.resolver = Resolver(root, self.draft, resources)
         self.ref_rules: dict[str, str] = {}
-        self.ref_active: set[str] = set()
+        # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
+        self.scope: dict[str, str] = {}
         self.depth = 0
         self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
         self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
@@ -168,12 +187,17 @@ class SchemaCompiler:
         self.depth += 1
         deadline.check("JSON Schema")
         saved, self.empty_why = self.empty_why, None
+        scope = self.scope
+        inner = self.resolver.base(s, base)
+        if inner != base or self.depth == 1:  # a schema resource entered: its dynamic anchors
+            self.scope = self.resolver.bind(scope, inner)
         try:
             if self.depth > MAX_DEPTH:
                 raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
-            out = self._schema(s, path, self.resolver.base(s, base))
+            out = self._schema(s, path, inner)
         finally:
             self.depth -= 1
+            self.scope = scope
         # an empty schema keeps the innermost reason found under it; a live one forgets them
         self.empty_why = because(s, path, self.empty_why) if out == ir.NOTHING else saved
         return out
@@ -182,6 +206,8 @@ class SchemaCompiler:
         for k in s:
             if is_annotation(k):
                 self.rep.enforced(pointer(path, k), k, "annotation")
+        if "$dynamicRef" in s and self.draft >= 2020:
+            s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
             ref = s["$ref"]
             if self.draft <= 7 or not any(not is_annotation(k) for k in s if k != "$ref"):
@@ -195,11 +221,34 @@ class SchemaCompiler:
         s = normalize(s, self.draft)
         if "allOf" in s:
             s = self.merge_all_of(s, path, base)
+        if "dependentSchemas" in s and "unevaluatedProperties" not in s and "unevaluatedItems" not in s:
+            s = self.dependent(s, path, base)
+        if "not" in s:
+            s = self.complement(s, path, base)
         if "if" in s and self.draft >= 7:
             s = self.conditional(s, path, base)
         if "anyOf" in s or "oneOf" in s:
             return self.branches(s, path, base)
         return self.simple(s, path, base)
+
+    def static_dynamic_ref(self, s: dict[str, Any], base: str) -> dict[str, Any]:
+        """``s`` with its ``$dynamicRef`` made a ``$ref`` to what it names in today's dynamic
+        scope, which the walk knows (it follows the references); rules are memoized per scope."""
+        ref = s["$dynamicRef"]
+        if not isinstance(ref, str):
+            raise GrammarError("$dynamicRef is not a string")
+        target = self.resolver.dynamic(ref, base, self.scope)
+        out = {k: v for k, v in s.items() if k != "$dynamicRef"}
+        if "$ref" in out:
+            out["allOf"] = [*out.get("allOf", []), {"$ref": target}]
+        else:
+            out["$ref"] = target
+        return out
+
+    def scoped(self, key: str) -> str:
+        """A memo key for the rule of ``key``: what a ``$dynamicRef`` under it names depends on
+        the dynamic scope."""
+        return key + "\x00" + json.dumps(sorted(self.scope.items())) if self.scope else key
 
     def ref(self, ref: Any, path: str, base: str) -> ir.Expr:
         where = pointer(path, "$ref")
@@ -209,20 +258,32 @@ class SchemaCompiler:
             target, tbase, uri = self.resolver.resolve(ref, base)
         except GrammarError as e:
             return self.unresolved(where, e)
-        if uri not in self.ref_rules:
+        carried = self.resolver.scope_of(ref)[1]  # a $ref of an inlined copy: the scope it was in
+        if carried is not None:
+            saved, self.scope = self.scope, carried
+            try:
+                return self.ref(uri, path, base)
+            finally:
+                self.scope = saved
+        key = self.scoped(uri)
+        if key not in self.ref_rules:
             name = U.fresh(self.rules, "def-" + uri.rsplit("#", 1)[-1].rsplit("/", 1)[-1])
-            self.ref_rules[uri] = name
-            self.ref_active.add(uri)
+            self.ref_rules[key] = name
             tpath = uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri
-            body = self.schema(target, tpath, tbase)
-            self.ref_active.discard(uri)
+            scope = self.scope
+            # the target's resources: the document named, then the one the target is in
+            self.scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            try:
+                body = self.schema(target, tpath, tbase)
+            finally:
+                self.scope = scope
             if body == ir.Ref(name):
                 raise GrammarError(f"$ref at {where} refers to itself without consuming input")
             self.rules[name] = body
             if body == ir.NOTHING:
                 self.empty_rules[name] = self.empty_why or because(target, tpath, None)
         self.rep.enforced(where, "$ref")
-        name = self.ref_rules[uri]
+        name = self.ref_rules[key]
         if name in self.empty_rules:  # said as nothing, so that the schemas around it can tell why
             self.empty_why = self.empty_rules[name]
             return ir.NOTHING
@@ -249,7 +310,7 @@ class SchemaCompiler:
         except GrammarError as e:
             return self.unresolved(pointer(path, "$ref"), e)
         siblings = {k: v for k, v in s.items() if k != "$ref"}
-        key = uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str)
+        key = self.scoped(uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str))
         if key not in self.ref_rules:
             name = U.fresh(self.rules, "ref-" + uri.rsplit("/", 1)[-1])
             self.ref_rules[key] = name
@@ -259,22 +320,41 @@ class SchemaCompiler:
 
     # ------------------------------------------------------------------ applicators
 
-    def resolve_part(self, part: Any, base: str, budget: list[int]) -> dict[str, Any]:
+    def resolve_part(
+        self, part: Any, base: str, budget: list[int], scope: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """A subschema with top-level ``$ref``s resolved and inlined, normalized, with
-        its own ``allOf`` folded in."""
+        its own ``allOf`` folded in.  ``scope``: the dynamic scope where ``part`` is (by default
+        the walk's); a part taken from another resource is copied with absolute ``$ref``s and its
+        ``$dynamicRef``s resolved in the scope it is reached in (:meth:`.Resolver.absolute`)."""
         if part is True:
             return {}
         if part is False:
             return {"type": []}
         if not isinstance(part, dict):
             raise GrammarError("a subschema is neither an object nor a boolean")
-        while "$ref" in part:
+        scope = self.scope if scope is None else scope
+        inner = self.resolver.base(part, base)
+        base = base or inner  # "": the caller does not know where the part is
+        if inner != base:  # the part is a resource of its own
+            scope = self.resolver.bind(scope, inner)
+            part = self.resolver.absolute(part, inner, scope)
+        while "$ref" in part or ("$dynamicRef" in part and self.draft >= 2020):
+            if "$dynamicRef" in part:
+                saved, self.scope = self.scope, scope
+                try:
+                    part = self.static_dynamic_ref(part, base)
+                finally:
+                    self.scope = saved
             budget[0] -= 1
             if budget[0] < 0:
                 raise Unmergeable("$ref", "recursive $ref inside allOf cannot be expanded")
-            target, tbase, _ = self.resolver.resolve(part["$ref"], base)
-            if tbase != base and "$ref" in repr(target):
-                raise Unmergeable("$ref", "allOf across schema resources with relative $refs")
+            target, tbase, uri = self.resolver.resolve(part["$ref"], base)
+            scope = self.resolver.scope_of(part["$ref"])[1] or scope
+            scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            text = repr(target)
+            if (tbase != base or scope != self.scope) and ("$ref" in text or "$dynamicRef" in text):
+                target = self.resolver.absolute(target, tbase, scope)  # else resolved against `base`
             siblings = {k: v for k, v in part.items() if k != "$ref"} if self.draft > 7 else {}
             if target is False:
                 return {"type": []}
@@ -289,13 +369,17 @@ class SchemaCompiler:
             subs = part["allOf"]
             acc = {k: v for k, v in part.items() if k != "allOf"}
             for sub in subs:
-                acc = intersect(acc, self.resolve_part(sub, base, budget))
+                acc = intersect(acc, self.resolve_part(sub, base, budget, scope))
             part = acc
-        if "unevaluatedProperties" in part or "unevaluatedItems" in part:
-            raise Unmergeable(
-                "unevaluatedProperties", "unevaluated* inside allOf only sees its own subschema"
-            )
-        return part
+        for key in ("anyOf", "oneOf"):  # one branch: a part like any other
+            if isinstance(part.get(key), list) and len(part[key]) == 1:
+                sole = part[key][0]
+                part = intersect(
+                    {k: v for k, v in part.items() if k != key}, self.resolve_part(sole, base, budget, scope)
+                )
+        if self.draft >= 7 and ("if" in part or "then" in part or "else" in part):
+            part = self.conditional_part(part, base)  # each part's own if/then/else
+        return self.close_unevaluated(part)  # it sees only its own subschema
 
     def merge_all_of(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
         where = pointer(path, "allOf")
@@ -327,13 +411,22 @@ class SchemaCompiler:
         key = "anyOf" if "anyOf" in s else "oneOf"
         where = pointer(path, key)
         rest = {k: v for k, v in s.items() if k != key}
-        if "unevaluatedProperties" in rest or "unevaluatedItems" in rest:
-            self.rep.rejected(where, "unevaluatedProperties", "unevaluated* beside anyOf/oneOf")
-            rest.pop("unevaluatedProperties", None)
-            rest.pop("unevaluatedItems", None)
         subs = s[key]
         if not isinstance(subs, list) or not subs:
             raise GrammarError(f"{key} at {where} must be a non-empty list")
+        if "unevaluatedProperties" in rest or "unevaluatedItems" in rest:
+            try:
+                terms = self._branches_unevaluated(key, subs, rest, base)
+            except (Unmergeable, GrammarError) as e:
+                reason = e.reason if isinstance(e, Unmergeable) else e.message
+                self.rep.rejected(where, "unevaluatedProperties", f"unevaluated* beside {key}: {reason}")
+                rest.pop("unevaluatedProperties", None)
+                rest.pop("unevaluatedItems", None)
+            else:
+                self.rep.enforced(where, key, "each branch closed by unevaluated*")
+                exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(terms)]
+                live = [e for e in exprs if e != ir.NOTHING]
+                return ir.alt(*live) if live else ir.NOTHING
         presence = self._presence_branches(key, subs, rest, base)
         if presence is not None:
             self.rep.enforced(where, key, "a condition on which keys are present")
@@ -351,9 +444,16 @@ class SchemaCompiler:
                 self.rep.rejected(pointer(where, i), key, reason)
                 merged.append(b if trivial else rest)
         if key == "oneOf" and not self._pairwise_disjoint(merged):
-            self.rep.rejected(
-                where, "oneOf", "branches not provably disjoint, so 'exactly one' is not enforced"
-            )
+            exact = self._exactly_one(merged)
+            if exact is None:
+                self.rep.rejected(
+                    where, "oneOf", "branches not provably disjoint, so 'exactly one' is not enforced"
+                )
+            else:
+                self.rep.enforced(where, "oneOf", "each branch without the others")
+                exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(exact)]
+                live = [e for e in exprs if e != ir.NOTHING]
+                return ir.alt(*live) if live else ir.NOTHING
         self.rep.enforced(where, key)
         exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(merged)]
         return (
@@ -361,6 +461,46 @@ class SchemaCompiler:
             if any(e != ir.NOTHING for e in exprs)
             else ir.NOTHING
         )
+
+    def _branches_unevaluated(
+        self, key: str, subs: list[Any], rest: dict[str, Any], base: str
+    ) -> list[dict[str, Any]]:
+        """``anyOf``/``oneOf`` beside ``unevaluated*``: what is evaluated is what ``rest`` and the
+        branches that hold evaluate.  When no two branches can hold together (or, for ``oneOf``,
+        each is taken without the others), one branch holds, so the union of the branches each
+        closed (:meth:`close_unevaluated`) is exact; else :class:`Unmergeable`."""
+        core = {k: v for k, v in rest.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
+        parts = [self.resolve_part(b, base, [MAX_REF_EXPANSIONS]) for b in subs]
+        closed = [self.close_unevaluated(intersect(rest, p)) for p in parts]
+        plain = [intersect(core, p) for p in parts]
+        if self._pairwise_disjoint(plain):
+            return closed
+        if key == "oneOf":
+            exact = self._exactly_one(closed, plain)
+            if exact is not None:
+                return exact
+        raise Unmergeable("unevaluatedProperties", "branches that may hold together")
+
+    def close_unevaluated(self, part: dict[str, Any]) -> dict[str, Any]:
+        """A schema whose every applicator is folded in (no ``anyOf``/``oneOf``/``if``/
+        ``dependentSchemas`` left), with ``unevaluatedProperties``/``unevaluatedItems`` made the
+        ``additionalProperties``/``items`` they then are: the properties and items evaluated are
+        those its ``properties``/``patternProperties``/``prefixItems`` name."""
+        if not ("unevaluatedProperties" in part or "unevaluatedItems" in part):
+            return part
+        left = [k for k in ("anyOf", "oneOf", "if", "dependentSchemas", "$ref", "$dynamicRef") if k in part]
+        if left:
+            raise Unmergeable("unevaluatedProperties", f"unevaluated* beside {left[0]} inside a subschema")
+        out = dict(part)
+        if "unevaluatedProperties" in out:
+            u = out.pop("unevaluatedProperties")
+            out.setdefault("additionalProperties", u)
+        if "unevaluatedItems" in out:
+            u = out.pop("unevaluatedItems")
+            if "contains" in out:
+                raise Unmergeable("unevaluatedItems", "unevaluatedItems beside contains")
+            out.setdefault("items", u)
+        return out
 
     def conditional(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
         """``if``/``then``/``else`` as ``anyOf: [if ∧ then, ¬if ∧ else]`` (the two branches are
@@ -370,22 +510,15 @@ class SchemaCompiler:
         with another value."""
         where = pointer(path, "if")
         rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
-        if "unevaluatedProperties" in s or "unevaluatedItems" in s:  # they see what if/then/else evaluate
-            self.rep.rejected(where, "if", "if/then/else beside unevaluatedProperties/unevaluatedItems")
-            return rest
-        if "then" not in s and "else" not in s:
+        if (
+            "then" not in s
+            and "else" not in s
+            and not ("unevaluatedProperties" in s or "unevaluatedItems" in s)
+        ):
             self.rep.enforced(where, "if", "no effect without then/else")
             return rest
         try:
-            cond = self.resolve_part(s["if"], base, [MAX_REF_EXPANSIONS])
-            then = self.resolve_part(s.get("then", True), base, [MAX_REF_EXPANSIONS])
-            other = self.resolve_part(s.get("else", True), base, [MAX_REF_EXPANSIONS])
-            negated = self._negate(cond)
-            if negated is None:
-                raise Unmergeable("if", "the negation of this 'if' schema cannot be written exactly")
-            if "anyOf" in rest or "oneOf" in rest:
-                raise Unmergeable("if", "if/then/else beside anyOf/oneOf")
-            branches = [intersect(cond, then)] + [intersect(d, other) for d in negated]
+            out = self.conditional_part(s, base)
         except Unmergeable as e:
             self.rep.rejected(where, "if", e.reason)
             return rest
@@ -395,12 +528,90 @@ class SchemaCompiler:
         for k in ("if", "then", "else"):
             if k in s:
                 self.rep.enforced(pointer(path, k), k, "(if and then) or (not if and else)")
-        return {**rest, "anyOf": branches}
+        return out
 
-    def _negate(self, cond: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """Schemas whose union is exactly the complement of ``cond``, or None."""
+    def complement(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
+        """``not`` of what :meth:`negation` does not take (objects, bounds, several keywords),
+        written as :meth:`_negate`'s union when it can be; else ``s`` unchanged (for
+        :meth:`negation` to enforce or refuse)."""
+        try:
+            n = self.resolve_part(s["not"], base, [MAX_REF_EXPANSIONS])
+        except (Unmergeable, GrammarError):
+            return s
+        keys = {k for k in n if not is_annotation(k)}
+        if not keys or keys in ({"type"}, {"enum"}, {"required"}):
+            return s  # negation() writes these
+        negs = self._negate(n)
+        if negs is None:
+            return s
+        rest = {k: v for k, v in s.items() if k != "not"}
+        try:
+            out = intersect(rest, {"anyOf": negs}) if negs else intersect(rest, {"type": []})
+        except Unmergeable:
+            return s
+        self.rep.enforced(pointer(path, "not"), "not", "the complement written as a union")
+        return out
+
+    def dependent(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
+        """``dependentSchemas`` (and draft-07 ``dependencies`` with schemas): each entry is
+        ``if {type: object, required: [name]} then S``, written as :meth:`conditional_part`
+        writes it and intersected into ``s``."""
+        deps = s["dependentSchemas"]
+        out = {k: v for k, v in s.items() if k != "dependentSchemas"}
+        if not isinstance(deps, dict):
+            raise GrammarError(f"dependentSchemas at {pointer(path, 'dependentSchemas')} is not an object")
+        for name, sub in deps.items():
+            where = pointer(path, "dependentSchemas", name)
+            try:
+                cond = {"if": {"type": "object", "required": [name]}, "then": sub}
+                out = intersect(out, self.conditional_part(cond, base))
+            except Unmergeable as e:
+                self.rep.rejected(where, "dependentSchemas", e.reason)
+            except GrammarError as e:
+                self.rep.rejected(where, "dependentSchemas", e.message)
+            else:
+                self.rep.enforced(where, "dependentSchemas", "(name absent) or (name present and the schema)")
+        return out
+
+    def conditional_part(self, s: dict[str, Any], base: str) -> dict[str, Any]:
+        """``s`` with its ``if``/``then``/``else`` written as an ``anyOf`` (see :meth:`conditional`),
+        or :class:`Unmergeable`; ``then``/``else`` without ``if`` are dropped."""
+        rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
+        seen = "unevaluatedProperties" in s or "unevaluatedItems" in s  # they see what 'if' evaluates
+        if "if" not in s or ("then" not in s and "else" not in s and not seen):
+            return rest
+        cond = self.resolve_part(s["if"], base, [MAX_REF_EXPANSIONS])
+        then = self.resolve_part(s.get("then", True), base, [MAX_REF_EXPANSIONS])
+        other = self.resolve_part(s.get("else", True), base, [MAX_REF_EXPANSIONS])
+        negated = self._negate(cond)
+        if negated is None:
+            raise Unmergeable("if", "the negation of this 'if' schema cannot be written exactly")
+        if "unevaluatedProperties" in s or "unevaluatedItems" in s:
+            # 'if' that holds evaluates with 'then'; one that fails evaluates nothing: each
+            # branch is closed on what it evaluates, then meets the negation
+            if any(k in rest for k in ("anyOf", "oneOf", "dependentSchemas")):
+                raise Unmergeable("if", "if/then/else beside unevaluated* and anyOf/oneOf")
+            yes = self.close_unevaluated(intersect(rest, intersect(cond, then)))
+            no = self.close_unevaluated(intersect(rest, other))
+            return {"anyOf": [yes] + [intersect(no, d) for d in negated]}
+        branches = [intersect(cond, then)] + [intersect(d, other) for d in negated]
+        return intersect(rest, {"anyOf": branches})
+
+    def _negate(self, cond: dict[str, Any], depth: int = 0) -> list[dict[str, Any]] | None:
+        """Schemas whose union is exactly the complement of ``cond``, or None.  ``cond`` holds
+        when the instance has one of its types and meets each of its keywords (a keyword holds
+        for the instances of other types); so ``¬cond`` is another type, or a value of the
+        keyword's type that breaks it: a number beyond a bound, a string of another length, a
+        missing required key, a tested key with another value, a value outside a scalar enum."""
         keys = {k for k in cond if not is_annotation(k)}
-        if not keys <= {"type", "required", "properties"}:
+        if keys == {"enum"} or keys == {"enum", "type"}:
+            values = cond["enum"]
+            if "type" in cond:
+                values = [v for v in values if evaluate({"type": cond["type"]}, v)]
+            if any(isinstance(v, (dict, list)) for v in values):
+                return None
+            return [{"not": {"enum": values}}] if values else [{}]
+        if not keys <= {"type", "required", "properties", *NEGATABLE_BOUNDS}:
             return None
         ts = type_set(cond)
         out: list[dict[str, Any]] = []
@@ -411,13 +622,24 @@ class SchemaCompiler:
             return None  # "a number that is not an integer" needs multipleOf
         if others:
             out.append({"type": others})
+        for k, flipped in NEGATABLE_BOUNDS.items():
+            if k not in cond or not (ts & {"number", "string"}):
+                continue
+            v = cond[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return None
+            if k in ("minLength", "maxLength"):
+                if "string" in ts and (k == "maxLength" or v > 0):
+                    out.append({"type": "string", flipped: v + 1 if k == "maxLength" else v - 1})
+            elif "number" in ts:
+                out.append({"type": "number", flipped: v})
         if "object" not in ts:
             return out
         required = cond.get("required", [])
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             return None
-        for r in required:
-            out.append({"type": "object", "not": {"required": [r]}})
+        for r in required:  # r absent (written so that several such branches intersect)
+            out.append({"type": "object", "properties": {r: False}})
         props = cond.get("properties", {})
         if not isinstance(props, dict):
             return None
@@ -427,19 +649,38 @@ class SchemaCompiler:
             if ps is False:  # the key is absent in every instance of cond
                 out.append({"type": "object", "required": [name]})
                 continue
-            if not isinstance(ps, dict):
+            if not isinstance(ps, dict) or "$ref" in ps or depth >= MAX_NEGATION_DEPTH:
                 return None
-            ps = normalize(ps, self.draft)
-            if {k for k in ps if not is_annotation(k)} - {"enum", "type"} or "enum" not in ps:
+            inner = self._negate(normalize(ps, self.draft), depth + 1)
+            if inner is None:
                 return None
-            values = (
-                [v for v in ps["enum"] if evaluate({"type": ps["type"]}, v)] if "type" in ps else ps["enum"]
-            )
-            if any(isinstance(v, (dict, list)) for v in values):
-                return None
-            out.append(
-                {"type": "object", "required": [name], "properties": {name: {"not": {"enum": values}}}}
-            )
+            # the key present with a value its schema refuses
+            out += [{"type": "object", "required": [name], "properties": {name: n}} for n in inner]
+        return out
+
+    def _exactly_one(self, bs: list[Any], negate: list[Any] | None = None) -> list[dict[str, Any]] | None:
+        """``oneOf`` as the union over i of ``b_i ∧ ¬b_j`` for every j ≠ i, where each ``¬b_j``
+        is :meth:`_negate`'s union, multiplied out (at most ``MAX_ONE_OF_TERMS`` terms); None
+        when a negation cannot be written or the terms do not intersect exactly."""
+        parts = [{} if b is True else {"type": []} if b is False else b for b in bs]
+        others = [{} if b is True else {"type": []} if b is False else b for b in (negate or bs)]
+        if not all(isinstance(b, dict) for b in parts + others):
+            return None
+        negs = [self._negate(b) for b in others]
+        if any(n is None for n in negs):
+            return None
+        out: list[dict[str, Any]] = []
+        try:
+            for i, b in enumerate(parts):
+                terms = [b]
+                for j, n in enumerate(negs):
+                    if j != i:
+                        terms = [intersect(t, d) for t in terms for d in n or []]
+                        if len(out) + len(terms) > MAX_ONE_OF_TERMS:
+                            return None
+                out += terms
+        except Unmergeable:
+            return None
         return out
 
     def _presence_branches(
@@ -643,7 +884,7 @@ class SchemaCompiler:
             if k in NUMBER_KW and k != "multipleOf":
                 self.rep.enforced(pointer(path, k), k)
         if "multipleOf" in s:
-            return self._multiple_of(s, path, integer, lo, hi, excluded)
+            return self._multiple_of(s, path, integer, (lo, lo_incl, hi, hi_incl), excluded)
         if not excluded:
             return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
         # exclude points: split the interval at each excluded value
@@ -665,8 +906,14 @@ class SchemaCompiler:
         return decimal_of(v)
 
     def _multiple_of(
-        self, s: dict[str, Any], path: str, integer: bool, lo: Any, hi: Any, excluded: list[Any]
+        self,
+        s: dict[str, Any],
+        path: str,
+        integer: bool,
+        bounds: tuple[Decimal | None, bool, Decimal | None, bool],
+        excluded: list[Any],
     ) -> ir.Expr:
+        lo, lo_incl, hi, hi_incl = bounds
         where = pointer(path, "multipleOf")
         k = s["multipleOf"]
         if isinstance(k, float) and k.is_integer():
@@ -678,13 +925,26 @@ class SchemaCompiler:
             if lo is None and hi is None:
                 return number_range(lo, True, hi, True, integer, self.int_forms)
             return JSON_NUMBER
-        if lo is not None or hi is not None or excluded or k > MAX_MULTIPLE_OF:
+        if excluded or k > MAX_MULTIPLE_OF:
             self.rep.rejected(
-                where, "multipleOf", f"multipleOf only without bounds and up to {MAX_MULTIPLE_OF}"
+                where, "multipleOf", f"multipleOf only without excluded values and up to {MAX_MULTIPLE_OF}"
             )
             return number_range(None, True, None, True, integer, self.int_forms)
-        self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
         fraction = not integer or self.int_forms == "all"
+        if lo is not None or hi is not None:  # the mod-k automaton times the range's
+            try:
+                bounded = chardfa.intersection(
+                    [
+                        chardfa.from_expr(number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)),
+                        chardfa.multiples(k, fraction),
+                    ]
+                )
+            except GrammarError as e:
+                self.rep.rejected(where, "multipleOf", f"multipleOf with bounds: {e.message}")
+                return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
+            self.rep.enforced(where, "multipleOf", "integers divisible by k in range (plain spelling)")
+            return bounded.to_expr(self.rules, U.fresh(self.rules, f"mult{k}"))
+        self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
         return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"), fraction)
 
 
