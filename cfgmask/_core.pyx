@@ -414,7 +414,8 @@ def apply_mask(object logits, object bitmask, uint64_t neg, const int64_t[::1] r
         if lv.itemsize not in (2, 4, 8) or mv.itemsize != 4:
             raise TypeError(f"logits of {lv.itemsize}-byte elements or a bitmask of {mv.itemsize}-byte "
                             "words: need 2, 4 or 8 and 4")
-        if (lv.n_rows > 1 and lv.row_stride == 0) or (lv.n_cols > 1 and lv.col_stride == 0):
+        if lv.n_rows and lv.n_cols and ((lv.n_rows > 1 and lv.row_stride == 0)
+                                         or (lv.n_cols > 1 and lv.col_stride == 0)):
             raise ValueError("logits elements overlap (a zero stride, as in a broadcast view): "
                              "mask an array that owns one element per logit")
         l = cm_logits_view(base=lv.base, n_rows=lv.n_rows, width=lv.n_cols, row_stride=lv.row_stride,

@@ -146,11 +146,14 @@ def row_indices(indices: Any, n_logits: int, n_mask: int) -> np.ndarray:
     """``indices`` (a sequence of ints, a numpy integer array or a torch integer tensor) as a
     contiguous int64 array, each index checked against both batch sizes."""
     if _is_torch_tensor(indices):
-        if indices.is_floating_point() or indices.is_complex() or str(indices.dtype) == "torch.bool":
+        if not indices.is_floating_point():
+            indices = indices.cpu().numpy()
+        elif indices.numel():
             raise TypeError(f"indices must be integers, got a tensor of {indices.dtype}")
-        indices = indices.cpu().numpy()
+        else:  # empty: no row (bfloat16 has no numpy dtype)
+            indices = np.zeros(tuple(indices.shape), dtype=np.int64)
     arr = np.asarray(indices)
-    if arr.size == 0:
+    if arr.size == 0:  # names no row, whatever its dtype (np.asarray([]) is float64)
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"indices must be integers, got {arr.dtype}")
