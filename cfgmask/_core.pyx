@@ -362,7 +362,7 @@ cdef struct _view:
     ptrdiff_t row_stride, col_stride  # bytes
 
 
-cdef int _view_of(object a, bint writable, Py_buffer *buf, _view *v) except -1:
+cdef int _view_of(object a, str what, bint writable, Py_buffer *buf, _view *v) except -1:
     """A 1-D or 2-D array as base, shape and byte strides: through the buffer protocol
     (numpy; returns 1: buf is filled and must be released), or a CPU torch tensor's own metadata (its
     data_ptr, shape and strides describe memory inside its storage)."""
@@ -370,7 +370,7 @@ cdef int _view_of(object a, bint writable, Py_buffer *buf, _view *v) except -1:
         PyObject_GetBuffer(a, buf, PyBUF_STRIDES | (PyBUF_WRITABLE if writable else 0))
         if buf.ndim < 1 or buf.ndim > 2:
             PyBuffer_Release(buf)
-            raise ValueError(f"expected a 1-D or 2-D array, got {buf.ndim}-D")
+            raise ValueError(f"{what} must be 1-D or 2-D, got {buf.ndim}-D")
         v.base = <uint8_t *>buf.buf
         v.itemsize = buf.itemsize
         v.n_rows = buf.shape[0] if buf.ndim == 2 else 1
@@ -379,11 +379,11 @@ cdef int _view_of(object a, bint writable, Py_buffer *buf, _view *v) except -1:
         v.col_stride = buf.strides[buf.ndim - 1]
         return 1
     if not hasattr(a, "data_ptr") or not a.is_cpu:
-        raise TypeError(f"expected a numpy array or a CPU torch tensor, not {type(a).__name__}")
+        raise TypeError(f"{what} must be a numpy array or a CPU torch tensor, not {type(a).__name__}")
     cdef tuple shape = tuple(a.shape), strides = tuple(a.stride())
     cdef Py_ssize_t nd = len(shape)
     if nd < 1 or nd > 2:
-        raise ValueError(f"expected a 1-D or 2-D tensor, got {nd}-D")
+        raise ValueError(f"{what} must be 1-D or 2-D, got {nd}-D")
     v.itemsize = a.element_size()
     v.base = <uint8_t *><size_t>a.data_ptr()
     v.n_rows = shape[0] if nd == 2 else 1
@@ -409,8 +409,8 @@ def apply_mask(object logits, object bitmask, uint64_t neg, const int64_t[::1] r
     cdef int rc
     cdef bint have_lb = False, have_mb = False
     try:
-        have_lb = _view_of(logits, True, &lb, &lv)
-        have_mb = _view_of(bitmask, False, &mb, &mv)
+        have_lb = _view_of(logits, "logits", True, &lb, &lv)
+        have_mb = _view_of(bitmask, "bitmask", False, &mb, &mv)
         if lv.itemsize not in (2, 4, 8) or mv.itemsize != 4:
             raise TypeError(f"logits of {lv.itemsize}-byte elements or a bitmask of {mv.itemsize}-byte "
                             "words: need 2, 4 or 8 and 4")
@@ -422,7 +422,11 @@ def apply_mask(object logits, object bitmask, uint64_t neg, const int64_t[::1] r
                            col_stride=lv.col_stride, elem_size=lv.itemsize, neg=neg)
         m = cm_mask_view(base=mv.base, n_rows=mv.n_rows, n_words=mv.n_cols, row_stride=mv.row_stride,
                          col_stride=mv.col_stride)
+        if rows is None and lv.n_rows != mv.n_rows:
+            raise ValueError(f"bitmask has {mv.n_rows} rows but logits have {lv.n_rows}: rows correspond "
+                             "one to one (use indices= to mask some rows only)")
         if rows is not None:
+            _check_rows(rows, lv.n_rows, mv.n_rows)
             n_rp = rows.shape[0]
             rp = &rows[0] if n_rp else &no_row  # not NULL (every row): none
         with nogil:
@@ -435,6 +439,21 @@ def apply_mask(object logits, object bitmask, uint64_t neg, const int64_t[::1] r
             PyBuffer_Release(&lb)
         if have_mb:
             PyBuffer_Release(&mb)
+
+
+def check_rows(const int64_t[::1] rows, size_t n_logits, size_t n_mask):
+    """IndexError unless every row is in 0 .. min(n_logits, n_mask) - 1."""
+    _check_rows(rows, n_logits, n_mask)
+
+
+cdef int _check_rows(const int64_t[::1] rows, size_t n_logits, size_t n_mask) except -1:
+    cdef Py_ssize_t k
+    cdef size_t limit = min(n_logits, n_mask)
+    for k in range(rows.shape[0]):
+        if rows[k] < 0 or <uint64_t>rows[k] >= limit:
+            raise IndexError(f"row index {rows[k]} is out of range for logits of {n_logits} rows and a "
+                             f"bitmask of {n_mask} rows (indices name a row of both; no negative indices)")
+    return 0
 
 
 def apply_mask_simd():

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import _core
 from .buffers import check_rows, host_bitmask
 
 if TYPE_CHECKING:
@@ -31,12 +32,6 @@ _NEG_INF = {
     np.dtype(np.float16): 0xFC00,
     np.dtype(np.float32): 0xFF800000,
     np.dtype(np.float64): 0xFFF0000000000000,
-}
-_TORCH_NEG_INF = {
-    "torch.float16": 0xFC00,
-    "torch.bfloat16": 0xFF80,
-    "torch.float32": 0xFF800000,
-    "torch.float64": 0xFFF0000000000000,
 }
 
 
@@ -95,7 +90,7 @@ def apply_bitmask_inplace(logits: Any, bitmask: Any, indices: Any = None) -> Non
         if not logits.flags.writeable:
             raise ValueError("logits are read-only")
     elif _is_torch_tensor(logits):
-        neg = _TORCH_NEG_INF.get(str(logits.dtype))
+        neg = _torch_neg_inf().get(logits.dtype)
         if neg is None:
             raise TypeError(f"logits must be float16, bfloat16, float32 or float64, got {logits.dtype}")
         if not logits.is_cpu:
@@ -105,46 +100,34 @@ def apply_bitmask_inplace(logits: Any, bitmask: Any, indices: Any = None) -> Non
             return
     else:
         raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
-    bitmask = _host_bitmask(bitmask)
-    n_logits, n_mask = _n_rows(logits, "logits"), _n_rows(bitmask, "bitmask")
-    if indices is None:
-        if n_logits != n_mask:
-            raise ValueError(
-                f"bitmask has {n_mask} rows but logits have {n_logits}: rows correspond one to one "
-                "(use indices= to mask some rows only)"
-            )
-        rows = None
-    else:
-        rows = row_indices(indices, n_logits, n_mask)
-    from ._core import apply_mask
-
-    apply_mask(logits, bitmask, neg, rows)
+    _check_host_bitmask(bitmask)
+    # shapes, row correspondence and the index range are checked by _core, which reads the views
+    _core.apply_mask(logits, bitmask, neg, None if indices is None else row_indices(indices))
 
 
-def _host_bitmask(bitmask: Any) -> Any:
+def _check_host_bitmask(bitmask: Any) -> None:
     """The bitmask as the C kernel takes it: a native int32 numpy array or CPU torch tensor."""
     if isinstance(bitmask, np.ndarray):
         if bitmask.dtype != np.int32:  # also refuses a non-native '>i4'
             raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
-        return bitmask
-    if _is_torch_tensor(bitmask):
+    elif _is_torch_tensor(bitmask):
         if not bitmask.is_cpu:
             raise TypeError(f"host logits need a host bitmask, got one on {bitmask.device}")
-        if str(bitmask.dtype) != "torch.int32":
+        if bitmask.dtype is not _torch_int32():
             raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
-        return bitmask
-    raise TypeError(f"bitmask must be a numpy array or a torch tensor, not {type(bitmask).__name__}")
+    else:
+        raise TypeError(f"bitmask must be a numpy array or a torch tensor, not {type(bitmask).__name__}")
 
 
-def _n_rows(a: Any, what: str) -> int:
-    if a.ndim not in (1, 2):
-        raise ValueError(f"{what} must be 1-D or 2-D, got shape {tuple(a.shape)}")
-    return 1 if a.ndim == 1 else int(a.shape[0])
-
-
-def row_indices(indices: Any, n_logits: int, n_mask: int) -> np.ndarray:
+def row_indices(indices: Any) -> np.ndarray:
     """``indices`` (a sequence of ints, a numpy integer array or a torch integer tensor) as a
-    contiguous int64 array, each index checked against both batch sizes."""
+    1-D contiguous int64 array; the range is checked where the batch sizes are known
+    (``_core.apply_mask``, ``_core.check_rows``)."""
+    if type(indices) in (list, tuple) and all(type(i) is int for i in indices):
+        for extreme in (min(indices), max(indices)) if indices else ():
+            if not _I64_MIN <= extreme <= _I64_MAX:
+                raise IndexError(f"row index {extreme} is out of range")
+        return np.array(indices, dtype=np.int64)  # the common case, fast
     if _is_torch_tensor(indices):
         if not indices.is_floating_point():
             indices = indices.cpu().numpy()
@@ -159,24 +142,47 @@ def row_indices(indices: Any, n_logits: int, n_mask: int) -> np.ndarray:
         raise TypeError(f"indices must be integers, got {arr.dtype}")
     if arr.ndim != 1:
         raise ValueError(f"indices must be 1-D, got shape {arr.shape}")
-    limit = min(n_logits, n_mask)
-    if arr.size and (arr.min() < 0 or arr.max() >= limit):
-        bad = arr[(arr < 0) | (arr >= limit)][0]
-        raise IndexError(
-            f"row index {int(bad)} is out of range for logits of {n_logits} rows and a bitmask of "
-            f"{n_mask} rows (indices name a row of both; no negative indices)"
-        )
+    if arr.dtype == np.uint64 and arr.size and arr.max() > _I64_MAX:
+        raise IndexError(f"row index {int(arr.max())} is out of range")
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_TORCH: dict[str, Any] = {}
+
+
+def _torch_neg_inf() -> dict[Any, int]:
+    """The -inf bit pattern of each torch dtype (torch is loaded: a tensor was passed)."""
+    table = _TORCH.get("neg")
+    if table is None:
+        import torch
+
+        table = {
+            torch.float16: 0xFC00,
+            torch.bfloat16: 0xFF80,
+            torch.float32: 0xFF800000,
+            torch.float64: 0xFFF0000000000000,
+        }
+        _TORCH["neg"] = table
+    return table
+
+
+def _torch_int32() -> Any:
+    import torch
+
+    return torch.int32
 
 
 def _is_torch_tensor(x: Any) -> bool:
     # Never import torch here: if a tensor exists, torch is already in sys.modules.
-    mod = type(x).__module__
-    if not mod.startswith("torch"):
-        return False
-    import torch
+    tensor = _TORCH.get("Tensor")
+    if tensor is None:
+        if not type(x).__module__.startswith("torch"):
+            return False
+        import torch
 
-    return isinstance(x, torch.Tensor)
+        tensor = _TORCH["Tensor"] = torch.Tensor
+    return isinstance(x, tensor)
 
 
 # ---- filling a batch ---------------------------------------------------------------------

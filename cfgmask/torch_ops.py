@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import _core
 from .bitmask import row_indices
 
 _TABLES: dict[torch.device, torch.Tensor] = {}
@@ -99,9 +100,11 @@ def apply_bitmask_inplace_torch(logits: torch.Tensor, bitmask: Any, indices: Any
         if width > n:
             logits2[:, n:] = float("-inf")
         return
-    rows = torch.from_numpy(row_indices(indices, logits2.shape[0], mask2.shape[0]))
-    if rows.numel() == 0:
+    picked_rows = row_indices(indices)
+    _core.check_rows(picked_rows, logits2.shape[0], mask2.shape[0])
+    if picked_rows.size == 0:
         return
+    rows = torch.from_numpy(picked_rows)
     picked = _to_device(mask2.index_select(0, rows.to(mask2.device)), device)
     idx = rows.to(device)
     sub = logits2.index_select(0, idx)

@@ -246,7 +246,7 @@ def test_buffers_released_on_every_path():
     mask = np.zeros((2, 2), dtype=np.int32)
     refs = sys.getrefcount(logits), sys.getrefcount(mask)
     apply_bitmask_inplace(logits, mask)
-    with pytest.raises(ValueError):  # after both buffers were taken
+    with pytest.raises(IndexError):  # after both buffers were taken
         _core.apply_mask(logits, mask[:1], 0xFF800000, np.array([1], dtype=np.int64))
     with pytest.raises(TypeError):  # the bitmask's words are not 4 bytes
         _core.apply_mask(logits, np.zeros((2, 2), np.int16), 0xFF800000)
@@ -294,7 +294,8 @@ M2 = np.zeros((2, 2), dtype=np.int32)
         (np.zeros((2, 64), np.float32), M2, [True], TypeError, "integers"),
         (np.zeros((2, 64), np.float32), M2, [[0]], ValueError, "1-D"),
         (np.zeros((2, 64), np.float32), M2, 0, ValueError, "1-D"),
-        (np.zeros((2, 64), np.float32), M2, [2**70], TypeError, "integers"),
+        (np.zeros((2, 64), np.float32), M2, [2**70], IndexError, "out of range"),
+        (np.zeros((2, 64), np.float32), M2, [np.int64(0), 2**70], TypeError, "integers"),
         (np.zeros((2, 64), np.float32), M2, np.array([2**63], np.uint64), IndexError, "out of range"),
         (_misaligned(), M2[:1], None, ValueError, "misaligned"),
         (_writable_broadcast(), np.zeros((3, 2), np.int32), None, ValueError, "overlap"),
@@ -360,20 +361,23 @@ def test_torch_ops_path_checks_the_same(via):
     assert not logits.isinf().any()
 
 
-def test_c_core_checks_rows_itself():
-    """Below the Python checks, the C core refuses rows out of range of either array, and
-    rows that do not correspond, before writing anything."""
+def test_core_checks_rows_itself():
+    """Below the Python checks, _core refuses rows out of range of either array, and rows
+    that do not correspond, before writing anything (and cm_apply_mask checks them again)."""
     logits = np.zeros((2, 64), np.float32)
     neg = 0xFF800000
-    for rows in ([2], [-1], [0, 5]):
-        with pytest.raises(ValueError, match="rejected"):
+    for rows in ([2], [-1], [0, 1]):
+        with pytest.raises(IndexError, match="out of range"):
             _core.apply_mask(logits, M2[:1], neg, np.array(rows, dtype=np.int64))
-    with pytest.raises(ValueError, match="rejected"):
+    with pytest.raises(ValueError, match="correspond"):
         _core.apply_mask(logits, M2[:1], neg)
     with pytest.raises(TypeError, match="2, 4 or 8"):
         _core.apply_mask(np.zeros((2, 64), np.uint8), M2, neg)
     with pytest.raises(TypeError, match="numpy array or a CPU torch tensor"):
         _core.apply_mask(object(), M2, neg)
+    with pytest.raises(IndexError, match="out of range"):
+        _core.check_rows(np.array([0, 3], dtype=np.int64), 4, 3)
+    _core.check_rows(np.array([0, 2], dtype=np.int64), 4, 3)
     assert not logits.any()
 
 
