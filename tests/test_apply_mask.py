@@ -393,3 +393,28 @@ def test_empty_shapes():
         apply_bitmask_inplace(logits, np.zeros((2, 2), np.int32), indices=empty)
         apply_bitmask_inplace_torch(logits, np.zeros((2, 2), np.int32), indices=empty)
     assert (logits == 1).all()
+
+
+# ---- the peer ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # importing xgrammar takes seconds
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_same_as_xgrammar_cpu(dtype):
+    """XGrammar's CPU apply_token_bitmask_inplace and ours agree on what both define: logits
+    as wide as the mask's bits or narrower (XGrammar leaves padded columns unmasked), rows
+    chosen by distinct indices, finite logits."""
+    xgr = pytest.importorskip("xgrammar")
+    rng = np.random.default_rng(17)
+    for width, words in ((1000, 32), (999, 32), (128_256, 4008)):
+        mask = torch.from_numpy(random_mask(rng, 5, words, 0.4))
+        base = torch.from_numpy(rng.standard_normal((5, width), dtype=np.float32)).to(getattr(torch, dtype))
+        for indices in (None, [4, 1], []):
+            ours, theirs = base.clone(), base.clone()
+            apply_bitmask_inplace(ours, mask, indices=indices)
+            xgr.apply_token_bitmask_inplace(theirs, mask, indices=indices)
+            assert torch.equal(bits_of_t(ours), bits_of_t(theirs)), (width, indices)
+
+
+def bits_of_t(t):
+    return t.view(SINT[t.element_size()])
