@@ -125,6 +125,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     import torch
 
     torch.set_num_threads(1)
+    if hasattr(torch, "_dynamo"):  # llg-torch: one compile per dtype and shape, none dropped to eager
+        torch._dynamo.config.recompile_limit = 256
     fns = engines(torch, args.engines)
     for name, fn in fns.items():
         if fn is None:
