@@ -144,7 +144,7 @@ def row_indices(indices: Any) -> np.ndarray:
         raise ValueError(f"indices must be 1-D, got shape {arr.shape}")
     if arr.dtype == np.uint64 and arr.size and arr.max() > _I64_MAX:
         raise IndexError(f"row index {int(arr.max())} is out of range")
-    return np.ascontiguousarray(arr, dtype=np.int64)
+    return np.array(arr, dtype=np.int64)  # a copy: the caller's array may change while C reads it
 
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1

@@ -172,6 +172,11 @@ int cm_apply_mask(const cm_logits_view *l, const cm_mask_view *m, const int64_t 
     if (!l->width) return CM_OK;
     int level = cm_apply_mask_simd();
     words_fn words = words_at(max_simd > 0 && max_simd < level ? max_simd : level);
-    for (size_t k = 0; k < count; k++) apply_row(l, m, rows ? (size_t)rows[k] : k, words);
+    for (size_t k = 0; k < count; k++) {
+        int64_t r = rows ? rows[k] : (int64_t)k;
+        /* read once and checked again where used: rows another thread rewrote meanwhile
+         * cannot lead outside the views */
+        if (r >= 0 && (uint64_t)r < l->n_rows && (uint64_t)r < m->n_rows) apply_row(l, m, (size_t)r, words);
+    }
     return CM_OK;
 }
