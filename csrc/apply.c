@@ -87,18 +87,15 @@ __attribute__((target("avx512f,avx512bw"))) static void words_avx512(void *x, si
 }
 #endif
 
+/* Asked on every call (a few loads of libgcc's CPU model, no cached state to race on). */
 int cm_apply_mask_simd(void) {
-    static int known = -1; /* racing first calls compute the same answer */
-    if (known < 0) {
-        int level = CM_SIMD_BASE;
+    int level = CM_SIMD_BASE;
 #ifdef CM_X86_LEVELS
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx2")) level = CM_SIMD_AVX2;
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) level = CM_SIMD_AVX512;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) level = CM_SIMD_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) level = CM_SIMD_AVX512;
 #endif
-        known = level;
-    }
-    return known;
+    return level;
 }
 
 static words_fn words_at(int level) {

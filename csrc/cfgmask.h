@@ -361,8 +361,8 @@ void cm_flat_rules_free(cm_flat_rules *f);
 
 /* Logits: logit i of row r at base + r * row_stride + i * col_stride (bytes; multiples of
  * elem_size, base aligned to it; any sign).  elem_size is 2, 4 or 8 (bf16/fp16, fp32,
- * fp64); neg is the dtype's -inf bit pattern in its low elem_size bytes (0xFF80 bf16,
- * 0xFC00 fp16, 0xFF800000 fp32, 0xFFF0000000000000 fp64). */
+ * fp64); neg is the dtype's -inf bit pattern as an integer (0xFF80 bf16, 0xFC00 fp16,
+ * 0xFF800000 fp32, 0xFFF0000000000000 fp64). */
 typedef struct cm_logits_view {
     uint8_t *base;
     size_t n_rows, width;
