@@ -1,5 +1,6 @@
 # Mirrors csrc/cfgmask.h, declaration for declaration.
-from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stddef cimport ptrdiff_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 
 cdef extern from "cfgmask.h" nogil:
@@ -202,3 +203,28 @@ cdef extern from "cfgmask.h" nogil:
     int cm_compile_finish(const cm_ir_input *inp, const cm_ir_frag *rules, const uint8_t *is_token,
                           uint32_t start, cm_budget *budget, cm_flat_rules **out)
     void cm_flat_rules_free(cm_flat_rules *f)
+
+    ctypedef struct cm_logits_view:
+        uint8_t *base
+        size_t n_rows
+        size_t width
+        ptrdiff_t row_stride
+        ptrdiff_t col_stride
+        size_t elem_size
+        uint64_t neg
+
+    ctypedef struct cm_mask_view:
+        const uint8_t *base
+        size_t n_rows
+        size_t n_words
+        ptrdiff_t row_stride
+        ptrdiff_t col_stride
+
+    int cm_apply_mask(const cm_logits_view *l, const cm_mask_view *m, const int64_t *rows, size_t n_rows,
+                      int max_simd)
+
+    enum cm_simd:
+        CM_SIMD_BASE
+        CM_SIMD_AVX2
+        CM_SIMD_AVX512
+    int cm_apply_mask_simd()

@@ -3,7 +3,9 @@
 
 No algorithm lives here; see csrc/ for those.
 """
-from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from libc.stddef cimport ptrdiff_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 
 from cfgmask.errors import LimitError, MatcherError, VocabularyError
@@ -349,6 +351,114 @@ def fill_masks(list handles, int32_t[:, ::1] mask, list rows):
             rc = cm_matcher_fill_mask(h.ptr, <uint32_t *>&mask[r, 0], mask.shape[1])
         if rc:
             _raise(rc, "fill_bitmask")
+
+
+# ---- applying a bitmask to logits --------------------------------------------------------
+
+
+cdef struct _view:
+    uint8_t *base
+    size_t n_rows, n_cols, itemsize
+    ptrdiff_t row_stride, col_stride  # bytes
+
+
+cdef int _view_of(object a, str what, bint writable, Py_buffer *buf, _view *v) except -1:
+    """A 1-D or 2-D array as base, shape and byte strides: through the buffer protocol
+    (numpy; returns 1: buf is filled and must be released), or a CPU torch tensor's own metadata (its
+    data_ptr, shape and strides describe memory inside its storage)."""
+    if PyObject_CheckBuffer(a):
+        PyObject_GetBuffer(a, buf, PyBUF_STRIDES | (PyBUF_WRITABLE if writable else 0))
+        if buf.ndim < 1 or buf.ndim > 2:
+            PyBuffer_Release(buf)
+            raise ValueError(f"{what} must be 1-D or 2-D, got {buf.ndim}-D")
+        v.base = <uint8_t *>buf.buf
+        v.itemsize = buf.itemsize
+        v.n_rows = buf.shape[0] if buf.ndim == 2 else 1
+        v.n_cols = buf.shape[buf.ndim - 1]
+        v.row_stride = buf.strides[0] if buf.ndim == 2 else 0
+        v.col_stride = buf.strides[buf.ndim - 1]
+        return 1
+    if not hasattr(a, "data_ptr") or not a.is_cpu:
+        raise TypeError(f"{what} must be a numpy array or a CPU torch tensor, not {type(a).__name__}")
+    cdef tuple shape = tuple(a.shape), strides = tuple(a.stride())
+    cdef Py_ssize_t nd = len(shape)
+    if nd < 1 or nd > 2:
+        raise ValueError(f"{what} must be 1-D or 2-D, got {nd}-D")
+    v.itemsize = a.element_size()
+    v.base = <uint8_t *><size_t>a.data_ptr()
+    v.n_rows = shape[0] if nd == 2 else 1
+    v.n_cols = shape[nd - 1]
+    v.row_stride = strides[0] * <ptrdiff_t>v.itemsize if nd == 2 else 0
+    v.col_stride = strides[nd - 1] * <ptrdiff_t>v.itemsize
+    return 0
+
+
+def apply_mask(object logits, object bitmask, uint64_t neg, const int64_t[::1] rows=None, int max_simd=0):
+    """cm_apply_mask on a logits array (elements of 2, 4 or 8 bytes, -inf pattern `neg`)
+    and an int32 bitmask, each a numpy array or a CPU torch tensor, 1-D (one row) or 2-D;
+    rows: None (every row) or the rows to mask, indexing both.  max_simd: 0 (the CPU's best
+    instruction set) or a cap, 1 = baseline, 2 = AVX2 (tests compare every path).  The GIL is
+    released."""
+    cdef Py_buffer lb, mb
+    cdef _view lv, mv
+    cdef cm_logits_view l
+    cdef cm_mask_view m
+    cdef const int64_t *rp = NULL
+    cdef size_t n_rp = 0
+    cdef int64_t no_row = 0
+    cdef int rc
+    cdef bint have_lb = False, have_mb = False
+    try:
+        have_lb = _view_of(logits, "logits", True, &lb, &lv)
+        have_mb = _view_of(bitmask, "bitmask", False, &mb, &mv)
+        if lv.itemsize not in (2, 4, 8) or mv.itemsize != 4:
+            raise TypeError(f"logits of {lv.itemsize}-byte elements or a bitmask of {mv.itemsize}-byte "
+                            "words: need 2, 4 or 8 and 4")
+        if lv.n_rows and lv.n_cols and ((lv.n_rows > 1 and lv.row_stride == 0)
+                                         or (lv.n_cols > 1 and lv.col_stride == 0)):
+            raise ValueError("logits elements overlap (a zero stride, as in a broadcast view): "
+                             "mask an array that owns one element per logit")
+        l = cm_logits_view(base=lv.base, n_rows=lv.n_rows, width=lv.n_cols, row_stride=lv.row_stride,
+                           col_stride=lv.col_stride, elem_size=lv.itemsize, neg=neg)
+        m = cm_mask_view(base=mv.base, n_rows=mv.n_rows, n_words=mv.n_cols, row_stride=mv.row_stride,
+                         col_stride=mv.col_stride)
+        if rows is None and lv.n_rows != mv.n_rows:
+            raise ValueError(f"bitmask has {mv.n_rows} rows but logits have {lv.n_rows}: rows correspond "
+                             "one to one (use indices= to mask some rows only)")
+        if rows is not None:
+            _check_rows(rows, lv.n_rows, mv.n_rows)
+            n_rp = rows.shape[0]
+            rp = &rows[0] if n_rp else &no_row  # not NULL (every row): none
+        with nogil:
+            rc = cm_apply_mask(&l, &m, rp, n_rp, max_simd)
+        if rc:
+            raise ValueError("apply_bitmask_inplace: the C core rejected the logits/bitmask views "
+                             "(misaligned logits, or a row out of range)")
+    finally:
+        if have_lb:
+            PyBuffer_Release(&lb)
+        if have_mb:
+            PyBuffer_Release(&mb)
+
+
+def check_rows(const int64_t[::1] rows, size_t n_logits, size_t n_mask):
+    """IndexError unless every row is in 0 .. min(n_logits, n_mask) - 1."""
+    _check_rows(rows, n_logits, n_mask)
+
+
+cdef int _check_rows(const int64_t[::1] rows, size_t n_logits, size_t n_mask) except -1:
+    cdef Py_ssize_t k
+    cdef size_t limit = min(n_logits, n_mask)
+    for k in range(rows.shape[0]):
+        if rows[k] < 0 or <uint64_t>rows[k] >= limit:
+            raise IndexError(f"row index {rows[k]} is out of range for logits of {n_logits} rows and a "
+                             f"bitmask of {n_mask} rows (indices name a row of both; no negative indices)")
+    return 0
+
+
+def apply_mask_simd():
+    """The instruction set cm_apply_mask uses on this CPU: 1 baseline, 2 AVX2, 3 AVX-512."""
+    return cm_apply_mask_simd()
 
 
 cdef const uint32_t *_u32(const uint32_t[::1] a):

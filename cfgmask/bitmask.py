@@ -2,9 +2,10 @@
 of bitmask rows on a thread pool.
 
 The layout is the one XGrammar, llguidance, vLLM and SGLang share: bit ``t % 32`` of word
-``t // 32`` set means token ``t`` is allowed.  ``apply_bitmask_inplace`` works on numpy arrays
-here and on torch tensors (CPU or CUDA) in :mod:`cfgmask.torch_ops`, which is imported only
-when a torch tensor is passed, so ``import cfgmask`` never imports torch.
+``t // 32`` set means token ``t`` is allowed.  ``apply_bitmask_inplace`` runs the C kernel of
+``csrc/apply.c`` on host memory (numpy arrays, CPU torch tensors) and torch ops on the logits'
+own device otherwise (:mod:`cfgmask.torch_ops`, imported only when a torch tensor is passed, so
+``import cfgmask`` never imports torch).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import _core
 from .buffers import check_rows, host_bitmask
 
 if TYPE_CHECKING:
@@ -24,8 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = ["apply_bitmask_inplace", "fill_bitmasks", "unpack_bitmask"]
 
-_FLOATS = (np.float16, np.float32, np.float64)
-_NUMPY_FLOATS = ("torch.float16", "torch.float32", "torch.float64")
+# The -inf bit pattern of each logits dtype the C kernel writes (numpy dtypes compare with
+# their byte order: a non-native '>f4' is not float32 here and is refused).
+_NEG_INF = {
+    np.dtype(np.float16): 0xFC00,
+    np.dtype(np.float32): 0xFF800000,
+    np.dtype(np.float64): 0xFFF0000000000000,
+}
 
 
 def unpack_bitmask(bitmask: np.ndarray, width: int) -> np.ndarray:
@@ -44,94 +51,138 @@ def unpack_bitmask(bitmask: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def apply_bitmask_inplace(logits: Any, bitmask: Any, indices: Sequence[int] | None = None) -> None:
-    """Set the logits of disallowed tokens to ``-inf``, in place.
+def apply_bitmask_inplace(logits: Any, bitmask: Any, indices: Any = None) -> None:
+    """Set the logits of blocked tokens to ``-inf``, in place; allowed logits keep their bits.
 
-    ``logits``: ``[V']`` or ``[batch, V']``, a numpy float16/32/64 array or a torch tensor of any
-    floating dtype on any device.  ``bitmask``: int32 ``[words]`` or ``[batch, words]`` (numpy or
-    torch; for a torch ``logits`` the small bitmask is moved to ``logits.device``, the logits are
-    never copied to the host).  Rows correspond: ``bitmask[i]`` masks ``logits[i]``.
+    ``logits``: ``[V']`` or ``[batch, V']``, float16/bfloat16/float32/float64: a numpy array
+    (native byte order, not bfloat16) or a torch tensor on any device.  ``bitmask``: int32
+    ``[words]`` or ``[batch, words]``, numpy or torch.  Token ``t`` of a row is allowed iff bit
+    ``t % 32`` of word ``t // 32`` is set.  Widths may differ: when ``V' > 32 * words`` (a
+    padded logit width) the extra columns become ``-inf``; when ``V' < 32 * words`` only the
+    first ``V'`` bits apply.  A blocked logit becomes ``-inf`` whatever it held (NaN too).
 
-    ``indices``: the rows that have a grammar; only those rows are touched (as in XGrammar's
-    ``apply_token_bitmask_inplace``, ``indices`` index both ``logits`` and ``bitmask``).
+    ``indices``: None (every row; ``bitmask`` has one row per logits row), or the rows that
+    have a grammar, as a list, a numpy integer array or a torch integer tensor: only
+    ``logits[i]`` for ``i`` in ``indices`` is masked, by ``bitmask[i]`` (as in XGrammar's
+    ``apply_token_bitmask_inplace``, an index names a row of both, so the two may have
+    different batch sizes).  Every index must be in ``0 <= i < min(rows of logits, rows of
+    bitmask)`` (no negative indexing); a repeated index masks its row again, which changes
+    nothing; an empty ``indices`` masks nothing.
 
-    Vocabulary sizes may differ: when ``V' > 32 * words`` (a padded logit width) the extra
-    columns are set to ``-inf``; when ``V' < 32 * words`` only the first ``V'`` bits apply.
+    Host memory (numpy, CPU tensors) goes through the C kernel of ``csrc/apply.c`` on the
+    calling thread with the GIL released: rows may be strided, and the logits' last dimension
+    may be too (slower).  The kernel skips a word whose 32 bits are all set and otherwise
+    writes the -inf bit pattern at its zero bits, with vector selects (masked stores under
+    AVX-512).  On another device (CUDA) the mask is applied there with torch ops
+    (:mod:`cfgmask.torch_ops`): a host bitmask is copied to ``logits.device`` (only the rows
+    ``indices`` names), the logits never leave it.
+
+    Raises TypeError for a wrong kind of array, dtype or device, ValueError for wrong shapes,
+    read-only, misaligned or broadcast (zero-stride) logits, IndexError for an index out of
+    range.
     """
-    if not isinstance(logits, np.ndarray):
-        if not _is_torch_tensor(logits):
-            raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
-        if logits.device.type != "cpu" or str(logits.dtype) not in _NUMPY_FLOATS:
+    if isinstance(logits, np.ndarray):
+        neg = _NEG_INF.get(logits.dtype)
+        if neg is None:
+            raise TypeError(
+                f"logits must be float16, float32 or float64 in native byte order, got {logits.dtype}"
+            )
+        if not logits.flags.writeable:
+            raise ValueError("logits are read-only")
+    elif _is_torch_tensor(logits):
+        neg = _torch_neg_inf().get(logits.dtype)
+        if neg is None:
+            raise TypeError(f"logits must be float16, bfloat16, float32 or float64, got {logits.dtype}")
+        if not logits.is_cpu:
             from .torch_ops import apply_bitmask_inplace_torch
 
             apply_bitmask_inplace_torch(logits, bitmask, indices)
             return
-        # A CPU tensor numpy can view: mask it through the view.  Single-threaded numpy is
-        # faster here than torch's intra-op threads, which crawl on a busy machine.
-        logits = logits.detach().numpy()
-    if _is_torch_tensor(bitmask):
-        if bitmask.device.type != "cpu":
-            raise TypeError("numpy logits need a host bitmask, got one on " + str(bitmask.device))
-        bitmask = bitmask.numpy()
-    if logits.dtype.type not in _FLOATS:
-        raise TypeError(f"logits must be float16, float32 or float64, got {logits.dtype}")
-    if not logits.flags.writeable:
-        raise ValueError("logits are read-only")
-    logits2, mask2 = _as_batch(logits, np.asarray(bitmask))
-    rows = _check_indices(indices, logits2.shape[0])
-    width = logits2.shape[1]
-    if rows is None:
-        np.minimum(logits2, _upper_bounds(mask2, width, logits2.dtype), out=logits2)
-        return
-    if len(rows) == 0:
-        return
-    bounds = _upper_bounds(mask2[rows], width, logits2.dtype)
-    for k, r in enumerate(rows):
-        np.minimum(logits2[r], bounds[k], out=logits2[r])
+    else:
+        raise TypeError(f"logits must be a numpy array or a torch tensor, not {type(logits).__name__}")
+    _check_host_bitmask(bitmask)
+    # shapes, row correspondence and the index range are checked by _core, which reads the views
+    _core.apply_mask(logits, bitmask, neg, None if indices is None else row_indices(indices))
 
 
-def _upper_bounds(bitmask: np.ndarray, width: int, dtype: np.dtype) -> np.ndarray:
-    """+inf where allowed, -inf where blocked; ``np.minimum(logits, bounds)`` applies the mask
-    (several times faster than ``np.copyto(..., where=blocked)``; a NaN logit stays NaN)."""
-    bounds = unpack_bitmask(bitmask, width).astype(dtype)
-    bounds -= 0.5
-    bounds *= np.inf
-    return bounds
+def _check_host_bitmask(bitmask: Any) -> None:
+    """The bitmask as the C kernel takes it: a native int32 numpy array or CPU torch tensor."""
+    if isinstance(bitmask, np.ndarray):
+        if bitmask.dtype != np.int32:  # also refuses a non-native '>i4'
+            raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
+    elif _is_torch_tensor(bitmask):
+        if not bitmask.is_cpu:
+            raise TypeError(f"host logits need a host bitmask, got one on {bitmask.device}")
+        if bitmask.dtype is not _torch_int32():
+            raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
+    else:
+        raise TypeError(f"bitmask must be a numpy array or a torch tensor, not {type(bitmask).__name__}")
+
+
+def row_indices(indices: Any) -> np.ndarray:
+    """``indices`` (a sequence of ints, a numpy integer array or a torch integer tensor) as a
+    1-D contiguous int64 array; the range is checked where the batch sizes are known
+    (``_core.apply_mask``, ``_core.check_rows``)."""
+    if type(indices) in (list, tuple) and all(type(i) is int for i in indices):
+        for extreme in (min(indices), max(indices)) if indices else ():
+            if not _I64_MIN <= extreme <= _I64_MAX:
+                raise IndexError(f"row index {extreme} is out of range")
+        return np.array(indices, dtype=np.int64)  # the common case, fast
+    if _is_torch_tensor(indices):
+        if not indices.is_floating_point():
+            indices = indices.cpu().numpy()
+        elif indices.numel():
+            raise TypeError(f"indices must be integers, got a tensor of {indices.dtype}")
+        else:  # empty: no row (bfloat16 has no numpy dtype)
+            indices = np.zeros(tuple(indices.shape), dtype=np.int64)
+    arr = np.asarray(indices)
+    if arr.size == 0:  # names no row, whatever its dtype (np.asarray([]) is float64)
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"indices must be integers, got {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"indices must be 1-D, got shape {arr.shape}")
+    if arr.dtype == np.uint64 and arr.size and arr.max() > _I64_MAX:
+        raise IndexError(f"row index {int(arr.max())} is out of range")
+    return np.array(arr, dtype=np.int64)  # a copy: the caller's array may change while C reads it
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_TORCH: dict[str, Any] = {}
+
+
+def _torch_neg_inf() -> dict[Any, int]:
+    """The -inf bit pattern of each torch dtype (torch is loaded: a tensor was passed)."""
+    table = _TORCH.get("neg")
+    if table is None:
+        import torch
+
+        table = {
+            torch.float16: 0xFC00,
+            torch.bfloat16: 0xFF80,
+            torch.float32: 0xFF800000,
+            torch.float64: 0xFFF0000000000000,
+        }
+        _TORCH["neg"] = table
+    return table
+
+
+def _torch_int32() -> Any:
+    import torch
+
+    return torch.int32
 
 
 def _is_torch_tensor(x: Any) -> bool:
     # Never import torch here: if a tensor exists, torch is already in sys.modules.
-    mod = type(x).__module__
-    if not mod.startswith("torch"):
-        return False
-    import torch
+    tensor = _TORCH.get("Tensor")
+    if tensor is None:
+        if not type(x).__module__.startswith("torch"):
+            return False
+        import torch
 
-    return isinstance(x, torch.Tensor)
-
-
-def _as_batch(logits: np.ndarray, bitmask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if bitmask.dtype != np.int32:
-        raise TypeError(f"bitmask must be int32, got {bitmask.dtype}")
-    if logits.ndim not in (1, 2) or bitmask.ndim not in (1, 2):
-        raise ValueError(f"logits {logits.shape} and bitmask {bitmask.shape} must be 1-D or 2-D")
-    logits2 = logits[None, :] if logits.ndim == 1 else logits  # a view: writes reach the caller
-    mask2 = bitmask[None, :] if bitmask.ndim == 1 else bitmask
-    if mask2.shape[0] != logits2.shape[0]:
-        raise ValueError(
-            f"bitmask has {mask2.shape[0]} rows but logits have {logits2.shape[0]}: "
-            "rows correspond one to one (use indices= to skip rows without a grammar)"
-        )
-    return logits2, mask2
-
-
-def _check_indices(indices: Sequence[int] | None, n_rows: int) -> list[int] | None:
-    if indices is None:
-        return None
-    rows = [int(i) for i in indices]
-    for r in rows:
-        if not 0 <= r < n_rows:
-            raise IndexError(f"row index {r} is out of range for a batch of {n_rows}")
-    return rows
+        tensor = _TORCH["Tensor"] = torch.Tensor
+    return isinstance(x, tensor)
 
 
 # ---- filling a batch ---------------------------------------------------------------------

@@ -357,6 +357,42 @@ int cm_compile_finish(const cm_ir_input *in, const cm_ir_frag *rules, const uint
                       uint32_t start, cm_budget *budget, cm_flat_rules **out);
 void cm_flat_rules_free(cm_flat_rules *f);
 
+/* ---- applying a bitmask to logits (apply.c) ----------------------------------- */
+
+/* Logits: logit i of row r at base + r * row_stride + i * col_stride (bytes; multiples of
+ * elem_size, base aligned to it; any sign).  elem_size is 2, 4 or 8 (bf16/fp16, fp32,
+ * fp64); neg is the dtype's -inf bit pattern as an integer (0xFF80 bf16, 0xFC00 fp16,
+ * 0xFF800000 fp32, 0xFFF0000000000000 fp64). */
+typedef struct cm_logits_view {
+    uint8_t *base;
+    size_t n_rows, width;
+    ptrdiff_t row_stride, col_stride;
+    size_t elem_size;
+    uint64_t neg;
+} cm_logits_view;
+
+/* A bitmask: int32 word w of row r at base + r * row_stride + w * col_stride (bytes). */
+typedef struct cm_mask_view {
+    const uint8_t *base;
+    size_t n_rows, n_words;
+    ptrdiff_t row_stride, col_stride;
+} cm_mask_view;
+
+/* Blocked logits become neg; allowed ones keep their bits.  Token t of a row is allowed
+ * iff t < 32 * n_words and bit t % 32 of word t / 32 is set (columns past the mask are
+ * blocked; mask bits past width are ignored).  rows == NULL: every row, logits row r with
+ * mask row r (l->n_rows == m->n_rows); else rows[0 .. n_rows), each indexing both (a row
+ * listed twice is masked twice, with the same result).  CM_ERR_ARG, before writing
+ * anything, for a bad view or a row out of range of either; the caller vouches that the
+ * views describe memory it owns.  max_simd: 0 for the CPU's best instruction set, or
+ * a cap (tests compare every path). */
+int cm_apply_mask(const cm_logits_view *l, const cm_mask_view *m, const int64_t *rows, size_t n_rows,
+                  int max_simd);
+
+/* The instruction sets cm_apply_mask has a path for; cm_apply_mask_simd: this CPU's best. */
+enum cm_simd { CM_SIMD_BASE = 1, CM_SIMD_AVX2 = 2, CM_SIMD_AVX512 = 3 };
+int cm_apply_mask_simd(void);
+
 #ifdef __cplusplus
 }
 #endif
