@@ -178,7 +178,9 @@ class GrammarCache:
             repr(self.limits),
             repr(self.matcher_limits),
         ]
-        return hashlib.sha256(json.dumps(fields_, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
+        return hashlib.sha256(
+            json.dumps(fields_, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        ).hexdigest()
 
     def get(
         self, kind: str, source: Any, vocab: Vocabulary, options: dict[str, Any] | None = None

@@ -116,7 +116,9 @@ def test_corrupt_file_is_ignored_and_rewritten(
     assert _texts(compiled, [b"", b"a", b"ab"]) == _texts(good, [b"", b"a", b"ab"])
 
 
-def test_file_of_another_key_or_format_is_not_read(vocab: cfgmask.Vocabulary, tmp_path: os.PathLike[str]) -> None:
+def test_file_of_another_key_or_format_is_not_read(
+    vocab: cfgmask.Vocabulary, tmp_path: os.PathLike[str]
+) -> None:
     cache = GrammarCache(directory=tmp_path)
     cache.get("regex", "a", vocab)
     cache.get("regex", "b", vocab)
