@@ -268,10 +268,12 @@ class _Row:
 
 @dataclass
 class StepStats:
-    """``apply`` calls, masked rows, and the seconds of the last ``keep`` calls."""
+    """``apply`` calls, masked rows, the seconds of the last ``keep`` calls, and ``replays``:
+    requests added back with output already generated (vLLM preempted them)."""
 
     steps: int = 0
     rows: int = 0
+    replays: int = 0
     keep: int = 100_000
     seconds: collections.deque[float] = field(default_factory=collections.deque)
 
@@ -399,6 +401,8 @@ class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
             return _Row(GrammarRequest("regex", "", {}), None, output, request_stop_ids(params), str(e))
         if req is None:
             return None
+        if any(t >= 0 for t in output):
+            self.stats.replays += 1
         if self.vocabs is None:
             no_tok = "vLLM runs without a tokenizer (skip_tokenizer_init)"
             return _Row(req, None, output, request_stop_ids(params), no_tok)
