@@ -294,14 +294,38 @@ def processors() -> list[CfgmaskLogitsProcessor]:
     return list(_INSTANCES)
 
 
-class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
+try:  # vLLM's Model Runner V2 has its own processor interface and refuses plugins without it
+    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as _V2Processor
+except ImportError:  # pragma: no cover - older vLLM
+    _V2Processor = object
+
+V2_UNSUPPORTED = (
+    "cfgmask's vLLM plugin implements the V1 model runner's logits-processor interface only; "
+    "start vLLM with VLLM_USE_V2_MODEL_RUNNER=0 for grammar requests"
+)
+
+
+class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[misc]
     """Grammar-constrained decoding for vLLM's v1 model runner (see the module docstring).
 
     ``$CFGMASK_VLLM_THREADS`` (default 1) threads fill a step's bitmasks: vLLM pins its own
     threads to cores, and more fill threads would take time from them.
+
+    Under Model Runner V2 (``__init__(vllm_config, req_states)``) the class loads, so that vLLM
+    starts and serves free requests, but grammar requests are refused with a 400 in
+    ``validate_params``; one that got past it is ended at once (stop ids only), never served free.
     """
 
-    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
+    def __init__(self, vllm_config: Any, *args: Any) -> None:
+        self.v2 = len(args) == 1
+        self.rows: dict[int, _Row] = {}
+        self.v2_rows: dict[int, frozenset[int]] = {}
+        self.stats = StepStats()
+        self._bitmask = np.zeros((0, 0), dtype=np.int32)
+        self._stop_rows: dict[frozenset[int], np.ndarray] = {}
+        if self.v2:
+            log.warning("cfgmask: %s", V2_UNSUPPORTED)
+            return
         from vllm.tokenizers.registry import cached_tokenizer_from_config
 
         model_config = vllm_config.model_config
@@ -309,10 +333,6 @@ class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
         self.vocabs = _Vocabularies(tokenizer, int(model_config.get_vocab_size())) if tokenizer else None
         self.threads = int(os.environ.get("CFGMASK_VLLM_THREADS", "1"))
         self.cache = shared_cache()
-        self.rows: dict[int, _Row] = {}
-        self.stats = StepStats()
-        self._bitmask = np.zeros((0, 0), dtype=np.int32)
-        self._stop_rows: dict[frozenset[int], np.ndarray] = {}
         _INSTANCES.add(self)
 
     # ---- the interface ---------------------------------------------------------------------
@@ -333,6 +353,8 @@ class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
                 parse_grammar(req.kind, req.source, req.options)
                 return
             vocabs, processor = found
+            if getattr(getattr(processor, "vllm_config", None), "use_v2_model_runner", False):
+                raise GrammarError(V2_UNSUPPORTED)
             stops = set(sampling_params.stop_token_ids or ())
             if not sampling_params.ignore_eos:
                 eos = processor.renderer.get_eos_token_id()
@@ -362,13 +384,27 @@ class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
             if rb is not None and direction == MoveDirectionality.SWAP:
                 self.rows[a] = rb
 
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+    def add_request(self, req_idx: int, sampling_params: Any) -> bool:
+        """Model Runner V2: a grammar request that got past validation may only stop."""
+        try:
+            req = grammar_request(sampling_params)
+        except CfgmaskError:
+            req = GrammarRequest("regex", "", {})
+        if req is None:
+            self.v2_rows.pop(req_idx, None)
+            return False
+        log.error("cfgmask: a grammar request under Model Runner V2 is ended: %s", V2_UNSUPPORTED)
+        self.v2_rows[req_idx] = request_stop_ids(sampling_params)
+        return True
+
+    def apply(self, logits: torch.Tensor, ctx: Any = None) -> torch.Tensor:
+        if ctx is not None:
+            return self._apply_v2(logits, ctx)
         if not self.rows:
             return logits
         t0 = time.perf_counter()
         n, width = logits.shape
-        if self._bitmask.shape[0] < n or self._bitmask.shape[1] != bitmask_words(width):
-            self._bitmask = np.zeros((max(n, 2 * self._bitmask.shape[0]), bitmask_words(width)), np.int32)
+        self._ensure_bitmask(n, width)
         live: list[Matcher] = []
         live_rows: list[int] = []
         masked: list[int] = []
@@ -381,7 +417,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
             masked.append(index)
             m = row.matcher
             if row.error or m is None or m.is_terminated():
-                self._bitmask[index] = self._stop_row(row)
+                self._bitmask[index] = self._stop_mask(row.stops)
             else:
                 live.append(m)
                 live_rows.append(index)
@@ -391,6 +427,22 @@ class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
             apply_bitmask_inplace(logits, self._bitmask[:n], masked)
         self.stats.add(len(masked), time.perf_counter() - t0)
         return logits
+
+    def _apply_v2(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+        if not self.v2_rows:
+            return logits
+        slots = ctx.expanded_idx_mapping.tolist()
+        rows = [r for r, slot in enumerate(slots) if slot in self.v2_rows]
+        if rows:
+            self._ensure_bitmask(logits.shape[0], logits.shape[1])
+            for r in rows:
+                self._bitmask[r] = self._stop_mask(self.v2_rows[slots[r]])
+            apply_bitmask_inplace(logits, self._bitmask[: logits.shape[0]], rows)
+        return logits
+
+    def _ensure_bitmask(self, n: int, width: int) -> None:
+        if self._bitmask.shape[0] < n or self._bitmask.shape[1] != bitmask_words(width):
+            self._bitmask = np.zeros((max(n, 2 * self._bitmask.shape[0]), bitmask_words(width)), np.int32)
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -417,8 +469,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
             log.error("cfgmask: %s; the request may only stop", row_error)
         return _Row(req, compiled, output, stops, row_error)
 
-    def _stop_row(self, row: _Row) -> np.ndarray:
-        stops = row.stops
+    def _stop_mask(self, stops: frozenset[int]) -> np.ndarray:
         mask = self._stop_rows.get(stops)
         if mask is None:
             mask = np.zeros(self._bitmask.shape[1], dtype=np.int32)
