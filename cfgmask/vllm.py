@@ -297,7 +297,7 @@ def processors() -> list[CfgmaskLogitsProcessor]:
 try:  # vLLM's Model Runner V2 has its own processor interface and refuses plugins without it
     from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as _V2Processor
 except ImportError:  # pragma: no cover - older vLLM
-    _V2Processor = object
+    _V2Processor = object  # type: ignore[misc,assignment]
 
 V2_UNSUPPORTED = (
     "cfgmask's vLLM plugin implements the V1 model runner's logits-processor interface only; "
