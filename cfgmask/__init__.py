@@ -12,6 +12,7 @@ from .bitmask import apply_bitmask_inplace, fill_bitmasks
 from .compile import CompiledGrammar, CompileLimits, MatcherLimits, clear_caches, compile
 from .errors import CfgmaskError, GrammarError, LimitError, MatcherError, VocabularyError
 from .grammar import Grammar
+from .grammar_cache import GrammarCache
 from .matcher import Matcher, allocate_bitmask
 from .vocab import Vocabulary
 
@@ -22,6 +23,7 @@ __all__ = [
     "CompileLimits",
     "CompiledGrammar",
     "Grammar",
+    "GrammarCache",
     "GrammarError",
     "GrammarLogitsProcessor",
     "LimitError",
