@@ -51,13 +51,16 @@ from typing import Any
 
 from .. import ir
 from ..errors import GrammarError
+from . import ecmascript
 from ..ir_ops import (
     Ranges,
     concat,
     longest_match_follow,
+    nullable,
     restrict_first,
     restrict_last,
     through_ref,
+    union,
     without_refs,
 )
 
@@ -70,6 +73,7 @@ except ImportError:  # pragma: no cover - older Pythons
 
 _I, _S, _M, _A, _L = re.IGNORECASE, re.DOTALL, re.MULTILINE, re.ASCII, re.LOCALE
 _MAXREPEAT = _c.MAXREPEAT
+ECMA_WORD = ecmascript.WORD
 _MARKER = "<follow-restriction>"  # a trailing lookahead in terminal mode, numbered
 _CATEGORY_TEXT = {
     _c.CATEGORY_DIGIT: r"\d",
@@ -93,19 +97,53 @@ ZERO, SOME, MAYBE = "zero", "some", "maybe"
 Node = tuple[Any, Any]  # one (opcode, argument) pair of the parse tree
 
 
-def parse_regex(pattern: str, flags: int = 0) -> ir.Grammar:
-    """A grammar with one start rule ``root`` whose language is ``re.fullmatch(pattern, ·)``."""
-    return ir.Grammar({"root": regex_to_expr(pattern, flags)}, "root", meta={"regex": pattern})
+FLAVORS = ("python", "ecmascript")
 
 
-def regex_to_expr(pattern: str, flags: int = 0, *, anchors: bool = True) -> ir.Expr:
+def parse_regex(pattern: str, flags: int = 0, *, flavor: str = "python") -> ir.Grammar:
+    """A grammar with one start rule ``root`` whose language is ``re.fullmatch(pattern, ·)``
+    (``flavor="ecmascript"``: the strings ECMAScript's ``/^(?:pattern)$/u`` matches)."""
+    return ir.Grammar({"root": regex_to_expr(pattern, flags, flavor=flavor)}, "root", meta={"regex": pattern})
+
+
+def regex_to_expr(pattern: str, flags: int = 0, *, anchors: bool = True, flavor: str = "python") -> ir.Expr:
     """The IR expression for ``pattern`` (``re`` flags in ``flags``); raises GrammarError.
 
     ``anchors=False`` rejects every anchor (for patterns used with ``re.match(text, pos)``,
     where ``^`` and ``$`` refer to the whole text rather than to the match).
+    ``flavor="ecmascript"`` reads ECMA-262 syntax and semantics with the ``u`` flag
+    (:mod:`.ecmascript`; ``flags`` must be 0).
     """
+    if flavor == "ecmascript":
+        if flags:
+            raise GrammarError("re flags do not apply to an ECMAScript pattern")
+        parsed = ecmascript.parse(pattern)
+        return _Translator(pattern, 0, anchors, ecmascript=True).sequence(parsed.nodes, 0, ZERO, ZERO)
+    if flavor != "python":
+        raise GrammarError(f"unknown regex flavor {flavor!r} (expected one of {', '.join(FLAVORS)})")
     tree = _parse(pattern, flags)
     return _Translator(pattern, tree.state.flags, anchors).sequence(list(tree), tree.state.flags, ZERO, ZERO)
+
+
+def ecmascript_search(pattern: str) -> list[ir.Expr]:
+    """Alternatives whose union is the strings an ECMAScript ``u`` regex *finds* a match in
+    (``/pattern/u.test(s)``, JSON Schema's ``pattern``): each top-level branch becomes
+    ``[^]* branch [^]*``, the left (right) side dropped where the branch starts with ``^``
+    (ends with ``$``).  The wrapping belongs to the branch's own sequence, so an assertion
+    at its edge (``\\bcat\\b``) sees the text around the match."""
+    parsed = ecmascript.parse(pattern)
+    nodes = parsed.nodes
+    branches = list(nodes[0][1][1]) if len(nodes) == 1 and nodes[0][0] is _c.BRANCH else [nodes]
+    anything: Node = (_c.MAX_REPEAT, (0, _MAXREPEAT, [ecmascript.ranges_node(ecmascript.everything())]))
+    start, end = (_c.AT, _c.AT_BEGINNING_STRING), (_c.AT, _c.AT_END_STRING)
+    translator = _Translator(pattern, 0, True, ecmascript=True)
+    out = []
+    for branch in branches:
+        body = list(branch)
+        head = [] if body[:1] == [start] else [anything]
+        tail = [] if body[-1:] == [end] and body != [start] else [anything]
+        out.append(translator.sequence(head + body + tail, 0, ZERO, ZERO))
+    return out
 
 
 def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
@@ -305,8 +343,11 @@ def _join(a: str, b: str) -> str:
 class _Translator:
     """Walks the parse tree; ``before``/``after`` say what surrounds a node in any match."""
 
-    def __init__(self, pattern: str, global_flags: int, anchors: bool = True, terminal: bool = False) -> None:
+    def __init__(
+        self, pattern: str, global_flags: int, anchors: bool = True, terminal: bool = False, ecmascript: bool = False
+    ) -> None:
         self.pattern = pattern
+        self.ecmascript = ecmascript
         self.anchors = anchors
         # Terminal mode: a trailing (?!C) becomes a marker whose index here holds C.
         self.follow: list[tuple[tuple[int, int], ...]] | None = [] if terminal else None
@@ -318,7 +359,11 @@ class _Translator:
         for k in range(len(nodes) - 1, -1, -1):
             afters[k] = _join(_state([nodes[k]]), afters[k + 1])
         out: list[ir.Expr] = []
+        start = before
         for k, node in enumerate(nodes):
+            if node[0] is _c.AT and node[1] in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY):
+                rest = self.sequence(nodes[k + 1 :], flags, before, after)
+                return self.boundary(node[1] is _c.AT_BOUNDARY, concat(out), rest, start, after, flags)
             if node[0] in (_c.ASSERT, _c.ASSERT_NOT) and node[1][0] == 1:
                 out.append(self.lookahead(node, nodes[k + 1 :], flags, before, after))
                 break
@@ -329,6 +374,36 @@ class _Translator:
             out.append(self.node(node, flags, before, afters[k + 1]))
             before = _join(before, _state([node]))
         return concat(out)
+
+    def boundary(self, word_b: bool, prefix: ir.Expr, rest: ir.Expr, start: str, after: str, flags: int) -> ir.Expr:
+        """``\\b`` (``word_b``) or ``\\B`` between ``prefix`` (what this sequence matched before
+        it) and ``rest`` (what it matches after), exactly: each side split by its character
+        next to the assertion (a word character, another one, or none).  "None" is the edge
+        of the text, so a side that may be empty must reach it: the start (end) of the
+        sequence must be the start (end) of every match, else the assertion is refused."""
+        kind = "boundary"
+        self.seen[kind] = self.seen.get(kind, 0) + 1
+        edges = self.follow is None and self.anchors
+        if nullable(prefix) and not (edges and start == ZERO):
+            raise self.error("word boundary that may look before the enclosing group is not supported", kind)
+        if nullable(rest) and not (edges and after == ZERO):
+            raise self.error("word boundary that may look past the enclosing group is not supported", kind)
+        word = self.word_chars(flags)
+        other = _without_surrogates(ir.complement_ranges(word))
+        p_word, p_other = restrict_last(prefix, word), restrict_last(prefix, other)
+        r_word, r_other = restrict_first(rest, word), restrict_first(rest, other)
+        p_edge = ir.EPSILON if nullable(prefix) else ir.NOTHING
+        r_edge = ir.EPSILON if nullable(rest) else ir.NOTHING
+        if word_b:
+            pairs = [(p_word, r_other), (p_word, r_edge), (p_other, r_word), (p_edge, r_word)]
+        else:
+            pairs = [(p_word, r_word), (p_other, r_other), (p_other, r_edge), (p_edge, r_other), (p_edge, r_edge)]
+        return union([concat([a, b]) for a, b in pairs])
+
+    def word_chars(self, flags: int) -> Ranges:
+        if self.ecmascript:
+            return ECMA_WORD
+        return scan_class(_flag_prefix(flags, _A) + r"\w)")
 
     def lookbehind(self, node: Node, prefix: ir.Expr, inside: bool, at_start: bool, flags: int) -> ir.Expr:
         """``(?<=C)`` / ``(?<!C)`` for a one-character ``C``: restricts the last character of
@@ -394,6 +469,8 @@ class _Translator:
         if op is _c.LITERAL and (not flags & _I or not _cased(av, flags)):
             return ir.literal(chr(av)) if not ir.SURROGATES[0] <= av <= ir.SURROGATES[1] else ir.NOTHING
         ranges = char_set(node, flags)
+        if not ranges:
+            return ir.NOTHING
         if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
             return ir.literal(chr(ranges[0][0]))
         return ir.CharClass(ranges)
@@ -414,8 +491,6 @@ class _Translator:
         start = at in (_c.AT_BEGINNING, _c.AT_BEGINNING_STRING)
         kind = "start" if start else "end" if at in (_c.AT_END, _c.AT_END_STRING) else "boundary"
         self.seen[kind] = self.seen.get(kind, 0) + 1
-        if kind == "boundary":
-            raise self.error(r"word-boundary assertions (\b, \B) are not supported", kind)
         side = before if start else after
         if not self.anchors:
             raise self.error(
@@ -449,7 +524,7 @@ def _cased(cp: int, flags: int) -> bool:
 # --------------------------------------------------------------------------- error positions
 
 _KIND_PATTERNS = {
-    "backreference": re.compile(r"\\[1-9]|\(\?P="),
+    "backreference": re.compile(r"\\[1-9]|\(\?P=|\\k<"),
     "conditional": re.compile(r"\(\?\("),
     "assert": re.compile(r"\(\?<?="),
     "assert_not": re.compile(r"\(\?<?!"),
