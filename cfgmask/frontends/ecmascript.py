@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import ir
 from ..errors import GrammarError
-from .unicode_props import PropertyError, property_ranges
+from .unicode_props import PropertyError, PropertyTableMissing, property_ranges
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -54,6 +54,22 @@ SYNTAX_CHARS = set("^$\\.*+?()[]{}|")
 CONTROL_ESCAPES = {"f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09, "v": 0x0B}
 _CLASS_ESCAPES = {"d": DIGIT, "w": WORD, "s": SPACE}
 FLAGS = "su"  # the flags this mode accepts (u is implied)
+
+
+class RegexSyntaxError(GrammarError):
+    """The pattern is not an ECMAScript regular expression (a SyntaxError in JavaScript),
+    as opposed to a valid one that cfgmask cannot compile (a plain :class:`GrammarError`)."""
+
+
+def syntax_error(pattern: str) -> RegexSyntaxError | None:
+    """The error that makes ``pattern`` invalid ECMAScript (``u`` flag), or None."""
+    try:
+        parse(pattern)
+    except RegexSyntaxError as e:
+        return e
+    except GrammarError:
+        pass
+    return None
 
 
 def everything() -> Ranges:
@@ -104,7 +120,8 @@ class _Parser:
         self.total_groups = _count_groups(pattern)
 
     def error(self, message: str, at: int | None = None) -> GrammarError:
-        return GrammarError.at(f"invalid ECMAScript regular expression: {message}", self.s, self.i if at is None else at)
+        where = self.i if at is None else at
+        return RegexSyntaxError.at(f"invalid ECMAScript regular expression: {message}", self.s, where)
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -145,7 +162,9 @@ class _Parser:
             return self.no_quantifier((_c.AT, _c.AT_BEGINNING_STRING if ch == "^" else _c.AT_END_STRING))
         if ch == "\\" and self.peek(1) in ("b", "B"):
             self.i += 2
-            return self.no_quantifier((_c.AT, _c.AT_BOUNDARY if self.s[start + 1] == "b" else _c.AT_NON_BOUNDARY))
+            return self.no_quantifier(
+                (_c.AT, _c.AT_BOUNDARY if self.s[start + 1] == "b" else _c.AT_NON_BOUNDARY)
+            )
         if self.s.startswith(("(?=", "(?!", "(?<=", "(?<!"), self.i):
             behind = self.peek(2) == "<"
             negative = self.s[self.i + (3 if behind else 2)] == "!"
@@ -181,7 +200,9 @@ class _Parser:
         if ch in ("*", "+", "?"):
             raise self.error("nothing to repeat")
         if ch == "{":
-            raise self.error("nothing to repeat" if self.quantifier_ahead() else "lone '{' (escape it as \\{)")
+            raise self.error(
+                "nothing to repeat" if self.quantifier_ahead() else "lone '{' (escape it as \\{)"
+            )
         if ch in ("]", "}"):
             raise self.error(f"lone {ch!r} (escape it as \\{ch})")
         self.i += 1
@@ -311,6 +332,8 @@ class _Parser:
             body = self.s[self.i + 1 : end]
             try:
                 r = property_ranges(body)
+            except PropertyTableMissing as e:
+                raise GrammarError.at(str(e), self.s, start) from None
             except PropertyError as e:
                 raise self.error(str(e), start) from None
             self.i = end + 1
@@ -343,7 +366,9 @@ class _Parser:
             return self.unicode_escape(start)
         if ch in SYNTAX_CHARS or ch == "/" or (in_class and ch == "-"):
             return ord(ch)
-        raise self.error(f"invalid escape \\{ch} (with the u flag only syntax characters may be escaped)", start)
+        raise self.error(
+            f"invalid escape \\{ch} (with the u flag only syntax characters may be escaped)", start
+        )
 
     def unicode_escape(self, start: int) -> int:
         if self.peek() == "{":
@@ -388,7 +413,9 @@ class _Parser:
                 b_at = self.i
                 b = self.class_atom()
                 if isinstance(a, tuple) or isinstance(b, tuple):
-                    raise self.error("a class escape cannot bound a range", a_at if isinstance(a, tuple) else b_at)
+                    raise self.error(
+                        "a class escape cannot bound a range", a_at if isinstance(a, tuple) else b_at
+                    )
                 if a > b:
                     raise self.error("range out of order in character class", a_at)
                 out.append((a, b))

@@ -51,7 +51,6 @@ from typing import Any
 
 from .. import ir
 from ..errors import GrammarError
-from . import ecmascript
 from ..ir_ops import (
     Ranges,
     concat,
@@ -63,6 +62,7 @@ from ..ir_ops import (
     union,
     without_refs,
 )
+from . import ecmascript
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -344,7 +344,12 @@ class _Translator:
     """Walks the parse tree; ``before``/``after`` say what surrounds a node in any match."""
 
     def __init__(
-        self, pattern: str, global_flags: int, anchors: bool = True, terminal: bool = False, ecmascript: bool = False
+        self,
+        pattern: str,
+        global_flags: int,
+        anchors: bool = True,
+        terminal: bool = False,
+        ecmascript: bool = False,
     ) -> None:
         self.pattern = pattern
         self.ecmascript = ecmascript
@@ -375,7 +380,9 @@ class _Translator:
             before = _join(before, _state([node]))
         return concat(out)
 
-    def boundary(self, word_b: bool, prefix: ir.Expr, rest: ir.Expr, start: str, after: str, flags: int) -> ir.Expr:
+    def boundary(
+        self, word_b: bool, prefix: ir.Expr, rest: ir.Expr, start: str, after: str, flags: int
+    ) -> ir.Expr:
         """``\\b`` (``word_b``) or ``\\B`` between ``prefix`` (what this sequence matched before
         it) and ``rest`` (what it matches after), exactly: each side split by its character
         next to the assertion (a word character, another one, or none).  "None" is the edge
@@ -397,7 +404,13 @@ class _Translator:
         if word_b:
             pairs = [(p_word, r_other), (p_word, r_edge), (p_other, r_word), (p_edge, r_word)]
         else:
-            pairs = [(p_word, r_word), (p_other, r_other), (p_other, r_edge), (p_edge, r_other), (p_edge, r_edge)]
+            pairs = [
+                (p_word, r_word),
+                (p_other, r_other),
+                (p_other, r_edge),
+                (p_edge, r_other),
+                (p_edge, r_edge),
+            ]
         return union([concat([a, b]) for a, b in pairs])
 
     def word_chars(self, flags: int) -> Ranges:

@@ -75,14 +75,23 @@ _BINARY = [
     ("XID_Continue", "XIDC"), ("XID_Start", "XIDS"),
 ]  # fmt: skip
 BINARY: dict[str, str] = {n: names[0] for names in _BINARY for n in names}
-_SCRIPT_KEYS = {"Script": "Script", "sc": "Script", "Script_Extensions": "Script_Extensions", "scx": "Script_Extensions"}
+_SCRIPT_KEYS = {
+    "Script": "Script",
+    "sc": "Script",
+    "Script_Extensions": "Script_Extensions",
+    "scx": "Script_Extensions",
+}
 # A script value as Unicode spells its names (``Old_Italic``, ``Grek``): the ``regex`` package
 # matches names loosely, so the spelling is checked here (ECMAScript matches exactly).
 _SCRIPT_SPELLING = re.compile(r"[A-Z][a-z]+(?:_[A-Z][a-z]+)*|[A-Z][a-z]{3}|SignWriting|Nko|NKo|Phags_Pa")
 
 
 class PropertyError(ValueError):
-    """An unknown property name or value (ECMAScript: a SyntaxError), or a missing table."""
+    """An unknown property name or value (ECMAScript: a SyntaxError)."""
+
+
+class PropertyTableMissing(PropertyError):
+    """A valid property whose table needs the ``regex`` package, which is not installed."""
 
 
 def property_ranges(body: str) -> Ranges:
@@ -97,7 +106,9 @@ def property_ranges(body: str) -> Ranges:
             if not _SCRIPT_SPELLING.fullmatch(value):
                 raise PropertyError(f"unknown script {value!r}")
             return _from_regex_package(f"{_SCRIPT_KEYS[name]}={value}")
-        raise PropertyError(f"unknown property {name!r} (ECMAScript has General_Category, Script, Script_Extensions)")
+        raise PropertyError(
+            f"unknown property {name!r} (ECMAScript has General_Category, Script, Script_Extensions)"
+        )
     if body in GENERAL_CATEGORY:
         return _category(body)
     if body in BINARY:
@@ -154,7 +165,7 @@ def _from_regex_package(prop: str) -> Ranges:
     try:
         import regex  # type: ignore[import-untyped]
     except ImportError:
-        raise PropertyError(
+        raise PropertyTableMissing(
             f"\\p{{{prop}}} needs the 'regex' package for its Unicode table (pip install cfgmask[ecmascript])"
         ) from None
     try:
