@@ -115,6 +115,7 @@ class _Parser:
         self.dot_all = dot_all
         self.group_count = 0
         self.names: dict[str, int] = {}
+        self.path_names: set[str] = set()  # the names defined on the path parsed so far
         self.refs: list[tuple[str, int]] = []  # \k<name> and where, checked at the end
         self.numbered: list[tuple[int, int]] = []  # \N and where
         self.total_groups = _count_groups(pattern)
@@ -140,10 +141,15 @@ class _Parser:
         return nodes
 
     def disjunction(self) -> list[Node]:
+        # a name may repeat in different alternatives (ES2025), not on one path
+        outer, seen = set(self.path_names), set(self.path_names)
         branches = [self.alternative()]
         while self.peek() == "|":
             self.i += 1
+            seen |= self.path_names
+            self.path_names = set(outer)
             branches.append(self.alternative())
+        self.path_names |= seen
         if len(branches) == 1:
             return branches[0]
         return [(_c.BRANCH, (None, branches))]
@@ -224,7 +230,7 @@ class _Parser:
             name = self.s[self.i : end] if end >= 0 else ""
             if end < 0 or not _group_name(name):
                 raise self.error("invalid group name")
-            if name in self.names:
+            if name in self.path_names:
                 raise self.error(f"duplicate group name {name!r}")
             self.i = end + 1
         elif self.peek(1) == "?":
@@ -235,6 +241,7 @@ class _Parser:
         number = self.group_count
         if name is not None:
             self.names[name] = number
+            self.path_names.add(name)
         return (_c.SUBPATTERN, (number, 0, 0, self.group_body(start)))
 
     def group_body(self, start: int) -> list[Node]:

@@ -366,15 +366,21 @@ class _Translator:
         out: list[ir.Expr] = []
         start = before
         for k, node in enumerate(nodes):
-            if node[0] is _c.AT and node[1] in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY):
-                rest = self.sequence(nodes[k + 1 :], flags, before, after)
+            if _is_boundary(node):
+                j = k  # adjacent assertions test one position: \\b\\b is \\b, \\b\\B is nothing
+                while j < len(nodes) and _is_boundary(nodes[j]):
+                    j += 1
+                kinds = {n[1] for n in nodes[k:j]}
+                self.seen["boundary"] = self.seen.get("boundary", 0) + j - k - 1
+                if len(kinds) > 1:
+                    return ir.NOTHING
+                rest = self.sequence(nodes[j:], flags, before, after)
                 return self.boundary(node[1] is _c.AT_BOUNDARY, concat(out), rest, start, after, flags)
             if node[0] in (_c.ASSERT, _c.ASSERT_NOT) and node[1][0] == 1:
                 out.append(self.lookahead(node, nodes[k + 1 :], flags, before, after))
                 break
             if node[0] in (_c.ASSERT, _c.ASSERT_NOT):
-                inside = _min_len(nodes[:k]) > 0
-                out = [self.lookbehind(node, concat(out), inside, before == ZERO, flags)]
+                out = [self.lookbehind(node, concat(out), start, flags)]
                 continue
             out.append(self.node(node, flags, before, afters[k + 1]))
             before = _join(before, _state([node]))
@@ -418,20 +424,23 @@ class _Translator:
             return ECMA_WORD
         return scan_class(_flag_prefix(flags, _A) + r"\w)")
 
-    def lookbehind(self, node: Node, prefix: ir.Expr, inside: bool, at_start: bool, flags: int) -> ir.Expr:
+    def lookbehind(self, node: Node, prefix: ir.Expr, start: str, flags: int) -> ir.Expr:
         """``(?<=C)`` / ``(?<!C)`` for a one-character ``C``: restricts the last character of
-        ``prefix`` (what this sequence matched before it) when that is never empty; at the
-        start of a full match nothing precedes it."""
+        ``prefix`` (what this sequence matched before it).  Where ``prefix`` may be empty, the
+        sequence must start every match: nothing precedes, so ``(?<!C)`` holds there and
+        ``(?<=C)`` does not."""
         op, (_direction, body) = node
         kind = "assert" if op is _c.ASSERT else "assert_not"
         self.seen[kind] = self.seen.get(kind, 0) + 1
         chars = self.one_char(list(body), flags, kind, "lookbehind")
-        if not inside and at_start and self.follow is None and self.anchors:
-            return prefix if op is _c.ASSERT_NOT else ir.NOTHING
-        if not inside:
-            raise self.error("lookbehind that may look before the enclosing group is not supported", kind)
         allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
-        return restrict_last(prefix, allowed)
+        out = restrict_last(prefix, allowed)
+        if nullable(prefix):
+            if not (self.follow is None and self.anchors and start == ZERO):
+                raise self.error("lookbehind that may look before the enclosing group is not supported", kind)
+            if op is _c.ASSERT_NOT:
+                out = union([out, ir.EPSILON])
+        return out
 
     def one_char(self, body: list[Node], flags: int, kind: str, what: str) -> Ranges:
         if len(body) != 1 or body[0][0] not in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
@@ -510,6 +519,8 @@ class _Translator:
                 r"anchors (^ $ \A \Z) are not supported in a pattern matched inside a text", kind
             )
         name = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$"}.get(at, r"\Z")
+        if self.ecmascript:
+            name = "^" if start else "$"
         if side == ZERO:
             return ir.EPSILON
         if side == SOME and not (at is _c.AT_BEGINNING and flags & _M) and at is not _c.AT_END:
@@ -520,6 +531,10 @@ class _Translator:
     def error(self, message: str, kind: str) -> GrammarError:
         offset = locate(self.pattern, kind, self.seen.get(kind, 0), self.verbose)
         return GrammarError.at(message, self.pattern, offset)
+
+
+def _is_boundary(node: Node) -> bool:
+    return node[0] is _c.AT and node[1] in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY)
 
 
 def _combine_flags(flags: int, add: int, remove: int) -> int:
