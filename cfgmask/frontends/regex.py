@@ -1,7 +1,12 @@
-"""Python ``re`` patterns → IR, with ``re.fullmatch`` semantics on ``str``.
+"""Regular expressions → IR: Python ``re`` (the default) or ECMAScript (``flavor="ecmascript"``).
 
 A byte string is in the language of ``parse_regex(p)`` iff it is the UTF-8
-encoding of a string ``s`` with ``re.fullmatch(p, s)``.
+encoding of a string ``s`` with ``re.fullmatch(p, s)``; of
+``parse_regex(p, flavor="ecmascript")`` iff ECMAScript's ``/^(?:p)$/u`` matches
+``s``.  The ECMAScript flavour (JSON Schema's ``pattern`` dialect) is parsed by
+:mod:`.ecmascript` into the same node tuples as ``re``'s parser produces, every
+character set spelled as explicit ranges, and translated by the same code below;
+:func:`ecmascript_search` gives its search language (a match anywhere).
 
 How it stays exact
 ------------------
@@ -25,14 +30,23 @@ no-ops, and where something must have been consumed they match nothing;
 ``$`` and ``\\Z`` where nothing can be consumed after them are no-ops (``$``
 before a final newline never ends a full match, so ``a$`` fullmatches only
 ``"a"``), and ``\\Z`` with something after it matches nothing.  Any other
-placement is rejected, as are ``\\b`` and ``\\B``.
+placement is rejected.
+
+Word boundaries ``\\b`` and ``\\B`` (over ``\\w``: Unicode or ASCII as the flags
+say; ``[A-Za-z0-9_]`` in ECMAScript) are compiled into both neighbours in their
+sequence: what precedes is split by its last character (a word character,
+another, or none) and what follows by its first, and the pairs the assertion
+allows are kept.  "None" is the edge of the text, so a neighbour that may be
+empty must reach it (the sequence starts or ends every match); otherwise the
+assertion is rejected.
 
 Lookaround of one character (``(?=C) (?!C) (?<=C) (?<!C)``, ``C`` a literal,
 class or ``.``) is compiled into the neighbouring text: a lookahead restricts
 the first character of what follows it in its sequence when that cannot be
 empty (at the very end of the pattern, ``(?!C)`` always holds and ``(?=C)``
 never does); a lookbehind restricts the last character of what precedes it in
-its sequence when that cannot be empty (at the very start, ``(?<!C)`` holds).
+its sequence, which may be empty only where the sequence starts every match
+(there ``(?<!C)`` holds and ``(?<=C)`` does not).
 Other lookaround is rejected.
 
 Rejected with a :class:`GrammarError` naming the construct: backreferences,
@@ -131,9 +145,7 @@ def ecmascript_search(pattern: str) -> list[ir.Expr]:
     ``[^]* branch [^]*``, the left (right) side dropped where the branch starts with ``^``
     (ends with ``$``).  The wrapping belongs to the branch's own sequence, so an assertion
     at its edge (``\\bcat\\b``) sees the text around the match."""
-    parsed = ecmascript.parse(pattern)
-    nodes = parsed.nodes
-    branches = list(nodes[0][1][1]) if len(nodes) == 1 and nodes[0][0] is _c.BRANCH else [nodes]
+    branches = _top_branches(ecmascript.parse(pattern).nodes)
     anything: Node = (_c.MAX_REPEAT, (0, _MAXREPEAT, [ecmascript.ranges_node(ecmascript.everything())]))
     start, end = (_c.AT, _c.AT_BEGINNING_STRING), (_c.AT, _c.AT_END_STRING)
     translator = _Translator(pattern, 0, True, ecmascript=True)
@@ -141,7 +153,7 @@ def ecmascript_search(pattern: str) -> list[ir.Expr]:
     for branch in branches:
         body = list(branch)
         head = [] if body[:1] == [start] else [anything]
-        tail = [] if body[-1:] == [end] and body != [start] else [anything]
+        tail = [] if body[-1:] == [end] else [anything]
         out.append(translator.sequence(head + body + tail, 0, ZERO, ZERO))
     return out
 
@@ -175,6 +187,16 @@ def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
         if variant != ir.NOTHING:
             by_follow.setdefault(forbidden, []).append(variant)
     return [(ir.alt(*exprs), forbidden) for forbidden, exprs in by_follow.items()]
+
+
+def _top_branches(nodes: list[Node]) -> list[list[Node]]:
+    """The alternatives of a sequence, through groups that are all of it: ``(^a$)|(^b$)``
+    is the branches ``^a$`` and ``^b$``, so each gets its own anchors."""
+    if len(nodes) == 1 and nodes[0][0] is _c.SUBPATTERN:
+        return _top_branches(list(nodes[0][1][-1]))
+    if len(nodes) == 1 and nodes[0][0] is _c.BRANCH:
+        return [b for branch in nodes[0][1][1] for b in _top_branches(list(branch))]
+    return [nodes]
 
 
 def _greedy(nodes: list[Node]) -> bool:
@@ -449,15 +471,20 @@ class _Translator:
 
     def lookahead(self, node: Node, rest: list[Node], flags: int, before: str, after: str) -> ir.Expr:
         """``(?=C)`` / ``(?!C)`` for a one-character ``C``, applied to the next character:
-        the first character of ``rest`` when ``rest`` must consume one, the end of the
-        text when nothing can follow (or, for a terminal, a follow restriction)."""
+        the first character of ``rest`` when ``rest`` must consume one; when it may be
+        empty and nothing follows the sequence, that character or the end of the text
+        (or, for a terminal, a follow restriction)."""
         op, (_direction, body) = node
         kind = "assert" if op is _c.ASSERT else "assert_not"
         self.seen[kind] = self.seen.get(kind, 0) + 1
         chars = self.one_char(list(body), flags, kind, "lookahead")
+        allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
         if _min_len(rest) > 0:
-            allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
             return restrict_first(self.sequence(rest, flags, before, after), allowed)
+        if rest and after == ZERO and self.follow is None and self.anchors:  # else the end of the text
+            seq = self.sequence(rest, flags, before, after)
+            out = restrict_first(seq, allowed)
+            return union([out, ir.EPSILON]) if op is _c.ASSERT_NOT and nullable(seq) else out
         if rest or after != ZERO:
             raise self.error("lookahead that may be followed by nothing or by text is not supported", kind)
         if self.follow is None:  # fullmatch: the end of the text follows
