@@ -335,3 +335,11 @@ def test_quantified_assertion_is_a_syntax_error() -> None:
     for pattern in (r"\b+", r"a^*", r"$?", r"\B{2}"):
         with pytest.raises(ecmascript.RegexSyntaxError, match="nothing to repeat"):
             ecmascript.parse(pattern)
+
+
+def test_deep_nesting_is_an_error_not_a_crash() -> None:
+    deep = "(" * 10_000 + "a" + ")" * 10_000
+    with pytest.raises(GrammarError, match="nests groups more than"):
+        parse_regex(deep, flavor="ecmascript")
+    assert ecmascript.syntax_error(deep) is None  # valid ECMAScript: a limit, not malformed
+    assert whole("(?:" * 90 + "a" + ")" * 90).accepts(b"a")

@@ -54,6 +54,7 @@ SYNTAX_CHARS = set("^$\\.*+?()[]{}|")
 CONTROL_ESCAPES = {"f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09, "v": 0x0B}
 _CLASS_ESCAPES = {"d": DIGIT, "w": WORD, "s": SPACE}
 FLAGS = "su"  # the flags this mode accepts (u is implied)
+MAX_DEPTH = 100  # nested groups (and lookarounds): the parser and the translator recurse on them
 
 
 class RegexSyntaxError(GrammarError):
@@ -116,6 +117,7 @@ class _Parser:
         self.group_count = 0
         self.names: dict[str, int] = {}
         self.path_names: set[str] = set()  # the names defined on the path parsed so far
+        self.depth = 0
         self.refs: list[tuple[str, int]] = []  # \k<name> and where, checked at the end
         self.numbered: list[tuple[int, int]] = []  # \N and where
         self.total_groups = _count_groups(pattern)
@@ -245,7 +247,11 @@ class _Parser:
         return (_c.SUBPATTERN, (number, 0, 0, self.group_body(start)))
 
     def group_body(self, start: int) -> list[Node]:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise GrammarError.at(f"the pattern nests groups more than {MAX_DEPTH} deep", self.s, start)
         body = self.disjunction()
+        self.depth -= 1
         if self.peek() != ")":
             raise self.error("missing ')'", start)
         self.i += 1
