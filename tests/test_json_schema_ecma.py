@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cfgmask import Grammar
-from cfgmask.errors import GrammarError, NotEnforceable
+from cfgmask.errors import GrammarError, LimitError, NotEnforceable
 from cfgmask.frontends import ecmascript
 from cfgmask.frontends.json_schema import schema_to_grammar
 
@@ -160,6 +160,9 @@ def test_random_patterns_against_an_ecmascript_validator(pattern: str, strings: 
         validator = ecma.ecma_validator(schema)
         try:
             rec = EngineRecognizer(grammar(schema))
+        except LimitError:  # a typed refusal: a key automaton over every JSON spelling of \p{L}...
+            assume(False)
+            return
         except GrammarError as e:
             if "language is empty" in e.message:  # a pattern no string matches
                 assert not any(validator.is_valid(data) for data in instances), pattern
