@@ -16,6 +16,11 @@ code-point ranges, so :mod:`.regex` translates it with no ``re`` semantics left 
   code point); a lone surrogate matches nothing (no UTF-8 text holds one).  ``\\0``, the
   control escapes ``\\f \\n \\r \\t \\v``, ``[\\b]`` (backspace), identity escapes of the
   syntax characters and ``/`` (and ``-`` in a class).
+* One leniency, the only departure from the ``u`` grammar: ``\\`` before other ASCII
+  punctuation (``\\' \\: \\_ \\- \\~``...) is that character, as ECMAScript reads it
+  without the ``u`` flag (Annex B) and Python's ``re`` does; real schemas write these
+  escapes, and the character is the only meaning any engine gives them.  A letter or digit
+  after ``\\`` keeps its ``u``-mode meaning or is an error (``\\a``, ``\\e``).
 * ``^`` and ``$`` are the start and end of the input (no ``m`` flag): ``\\A`` and ``\\Z``
   of ``re``; ``\\b``/``\\B`` are word boundaries over ``[A-Za-z0-9_]``.
 * ``(?<name>…)`` is a group; ``\\k<name>`` and ``\\1`` are backreferences (the translator
@@ -378,6 +383,8 @@ class _Parser:
         if ch == "u":
             return self.unicode_escape(start)
         if ch in SYNTAX_CHARS or ch == "/" or (in_class and ch == "-"):
+            return ord(ch)
+        if ch.isascii() and ch.isprintable() and not ch.isalnum():  # Annex B's identity escape
             return ord(ch)
         raise self.error(
             f"invalid escape \\{ch} (with the u flag only syntax characters may be escaped)", start
