@@ -191,11 +191,20 @@ def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
 
 def _top_branches(nodes: list[Node]) -> list[list[Node]]:
     """The alternatives of a sequence, through groups that are all of it: ``(^a$)|(^b$)``
-    is the branches ``^a$`` and ``^b$``, so each gets its own anchors."""
+    is the branches ``^a$`` and ``^b$``, so each gets its own anchors; a group at either
+    end whose alternatives hold that end's anchor is distributed (``^a(b|$)`` is ``^ab``
+    and ``^a$``)."""
     if len(nodes) == 1 and nodes[0][0] is _c.SUBPATTERN:
         return _top_branches(list(nodes[0][1][-1]))
     if len(nodes) == 1 and nodes[0][0] is _c.BRANCH:
         return [b for branch in nodes[0][1][1] for b in _top_branches(list(branch))]
+    if len(nodes) > 1:
+        for k, anchor in ((0, _c.AT_BEGINNING_STRING), (len(nodes) - 1, _c.AT_END_STRING)):
+            inner = _top_branches([nodes[k]])
+            edges = [(b[0] if k == 0 else b[-1]) for b in inner if b]
+            if len(inner) > 1 and (_c.AT, anchor) in edges:
+                before, after = nodes[:k], nodes[k + 1 :]
+                return [b for x in inner for b in _top_branches(before + x + after)]
     return [nodes]
 
 
