@@ -149,13 +149,36 @@ def ecmascript_search(pattern: str) -> list[ir.Expr]:
     anything: Node = (_c.MAX_REPEAT, (0, _MAXREPEAT, [ecmascript.ranges_node(ecmascript.everything())]))
     start, end = (_c.AT, _c.AT_BEGINNING_STRING), (_c.AT, _c.AT_END_STRING)
     translator = _Translator(pattern, 0, True, ecmascript=True)
-    out = []
-    for branch in branches:
-        body = list(branch)
-        head = [] if body[:1] == [start] else [anything]
-        tail = [] if body[-1:] == [end] else [anything]
-        out.append(translator.sequence(head + body + tail, 0, ZERO, ZERO))
-    return out
+    # Branches without assertions share one wrapping per kind of anchoring: the automaton of
+    # [^]*(b1|...|bn)[^]* is built directly, where n wrapped copies make subset construction
+    # track every branch's partial match separately.  A branch with an assertion keeps its own
+    # wrapping, in its own sequence, so that the assertion sees the text around the match.
+    shared: dict[tuple[bool, bool], list[list[Node]]] = {}
+    sequences = []
+    for body in branches:
+        anchored = (body[:1] == [start], body[-1:] == [end])
+        if _has_assertion(body[anchored[0] : len(body) - anchored[1]]):
+            sequences.append(([] if anchored[0] else [anything]) + body + ([] if anchored[1] else [anything]))
+        else:
+            shared.setdefault(anchored, []).append(body[anchored[0] : len(body) - anchored[1]])
+    for (left, right), cores in shared.items():
+        middle = cores[0] if len(cores) == 1 else [(_c.BRANCH, (None, cores))]
+        sequences.append(([] if left else [anything]) + middle + ([] if right else [anything]))
+    return [translator.sequence(nodes, 0, ZERO, ZERO) for nodes in sequences]
+
+
+def _has_assertion(nodes: list[Node]) -> bool:
+    """Whether an anchor, word boundary or lookaround occurs in ``nodes``."""
+    for op, av in nodes:
+        if op in (_c.AT, _c.ASSERT, _c.ASSERT_NOT):
+            return True
+        if op is _c.BRANCH and any(_has_assertion(list(b)) for b in av[1]):
+            return True
+        if op is _c.SUBPATTERN and _has_assertion(list(av[-1])):
+            return True
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT) and _has_assertion(list(av[2])):
+            return True
+    return False
 
 
 def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
