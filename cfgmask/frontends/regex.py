@@ -143,8 +143,8 @@ def ecmascript_search(pattern: str) -> list[ir.Expr]:
     """Alternatives whose union is the strings an ECMAScript ``u`` regex *finds* a match in
     (``/pattern/u.test(s)``, JSON Schema's ``pattern``): each top-level branch becomes
     ``[^]* branch [^]*``, the left (right) side dropped where the branch starts with ``^``
-    (ends with ``$``).  The wrapping belongs to the branch's own sequence, so an assertion
-    at its edge (``\\bcat\\b``) sees the text around the match."""
+    (ends with ``$``).  A branch with an assertion gets the wrapping in its own sequence, so
+    that an assertion at its edge (``\\bcat\\b``) sees the text around the match."""
     branches = _top_branches(ecmascript.parse(pattern).nodes)
     anything: Node = (_c.MAX_REPEAT, (0, _MAXREPEAT, [ecmascript.ranges_node(ecmascript.everything())]))
     start, end = (_c.AT, _c.AT_BEGINNING_STRING), (_c.AT, _c.AT_END_STRING)
