@@ -76,12 +76,21 @@ FRONT_ENDS = {
 }
 
 
+REGEX_FLAVOR_HELP = "matched whole (fullmatch); Python re syntax unless --regex-flavor ecmascript"
+REGEX_FLAVOR_FLAG = (
+    "how --regex reads its pattern: python (re semantics, the default) or ecmascript (ECMA-262 with the u "
+    "flag, "
+    "as JSON Schema's pattern: \\d is [0-9], \\w [A-Za-z0-9_], \\p{...} property escapes)"
+)
+
+
 def load_grammar(
     kind: str,
     arg: str | None,
     whitespace: str | None = None,
     full_language: bool = False,
     strict: bool = True,
+    regex_flavor: str = "python",
 ) -> Any:
     """``cfgmask.Grammar`` from a front end; every failure becomes a ``CliError`` or a
     ``GrammarError`` (printed with its caret).  ``full_language``: a JSON Schema's every
@@ -103,7 +112,7 @@ def load_grammar(
         if kind == "lark":
             return Grammar.from_lark(text)
         if kind == "regex":
-            return Grammar.from_regex(arg or "")
+            return Grammar.from_regex(arg or "", flavor=regex_flavor)
         if kind == "json_schema":
             return Grammar.from_json_schema(
                 text, whitespace=whitespace or "default", canonical=not full_language, strict=strict
@@ -434,6 +443,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         whitespace=args.whitespace,
         full_language=args.full_language,
         strict=not args.lenient,
+        regex_flavor=args.regex_flavor,
     )
     _list_not_enforced(grammar)
     if args.max_tokens < 1:
@@ -518,7 +528,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     kind, arg, name = _check_source(args)
     t0 = time.perf_counter()
     grammar = load_grammar(
-        kind, arg, whitespace=args.whitespace, full_language=args.full_language, strict=not args.lenient
+        kind,
+        arg,
+        whitespace=args.whitespace,
+        full_language=args.full_language,
+        strict=not args.lenient,
+        regex_flavor=args.regex_flavor,
     )
     t_parse = time.perf_counter() - t0
     vocab, vocab_name = _check_vocab(args.vocab, args.model)
@@ -671,8 +686,11 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar")
     src.add_argument("--ebnf", metavar="FILE", help="an XGrammar EBNF grammar")
     src.add_argument("--lark", metavar="FILE", help="a Lark grammar")
-    src.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
+    src.add_argument("--regex", metavar="PATTERN", help=f"a regular expression, {REGEX_FLAVOR_HELP}")
     src.add_argument("--regex-file", metavar="FILE", help=REGEX_FILE_HELP)
+    g.add_argument(
+        "--regex-flavor", choices=("python", "ecmascript"), default="python", help=REGEX_FLAVOR_FLAG
+    )
     src.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
     src.add_argument("--json", action="store_true", help="any JSON value")
     g.add_argument(
@@ -730,10 +748,13 @@ def build_parser() -> argparse.ArgumentParser:
     csrc.add_argument("--gbnf", metavar="FILE", help="a llama.cpp GBNF grammar")
     csrc.add_argument("--ebnf", metavar="FILE", help="an XGrammar EBNF grammar")
     csrc.add_argument("--lark", metavar="FILE", help="a Lark grammar")
-    csrc.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
+    csrc.add_argument("--regex", metavar="PATTERN", help=f"a regular expression, {REGEX_FLAVOR_HELP}")
     csrc.add_argument("--regex-file", metavar="FILE", help=REGEX_FILE_HELP)
     csrc.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
     csrc.add_argument("--json", action="store_true", help="any JSON value")
+    c.add_argument(
+        "--regex-flavor", choices=("python", "ecmascript"), default="python", help=REGEX_FLAVOR_FLAG
+    )
     c.add_argument(
         "--whitespace",
         choices=("default", "compact", "any"),

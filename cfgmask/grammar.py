@@ -57,12 +57,18 @@ class Grammar:
         )
 
     @classmethod
-    def from_regex(cls, pattern: str, *, limits: CompileLimits | None = None) -> Grammar:
-        """A Python ``re`` pattern with ``re.fullmatch`` semantics."""
+    def from_regex(
+        cls, pattern: str, *, flavor: str = "python", limits: CompileLimits | None = None
+    ) -> Grammar:
+        """A regular expression matched whole: by default a Python ``re`` pattern with
+        ``re.fullmatch`` semantics; ``flavor="ecmascript"`` reads ECMA-262 with the ``u``
+        flag (JSON Schema's ``pattern`` dialect: ``\\d`` is ``[0-9]``, ``\\w`` is
+        ``[A-Za-z0-9_]``, ``\\p{…}`` property escapes), matched as ``/^(?:pattern)$/u``."""
         from .frontends.regex import parse_regex
 
         return cls(
-            _front_end("regular expression", pattern, limits, lambda: parse_regex(pattern)), source=pattern
+            _front_end("regular expression", pattern, limits, lambda: parse_regex(pattern, flavor=flavor)),
+            source=pattern,
         )
 
     @classmethod

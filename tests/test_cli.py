@@ -58,7 +58,7 @@ def test_check_json_schema_canonical_or_full_language(tmp_path, capsys):
 def test_generate_passes_full_language_through(tmp_path, monkeypatch):
     seen = {}
 
-    def fake(kind, arg, whitespace=None, full_language=False, strict=True):
+    def fake(kind, arg, whitespace=None, full_language=False, strict=True, regex_flavor="python"):
         seen.update(kind=kind, full_language=full_language, strict=strict)
         raise cli.CliError("stop here")
 
@@ -69,6 +69,16 @@ def test_generate_passes_full_language_through(tmp_path, monkeypatch):
     assert seen == {"kind": "json_schema", "full_language": True, "strict": True}
     assert cli.main(["generate", "--json-schema", str(schema), "--prompt", "p", "--lenient"]) == 1
     assert seen == {"kind": "json_schema", "full_language": False, "strict": False}
+
+
+def test_regex_flavor(tmp_path, capsys):
+    """--regex reads Python's re unless --regex-flavor ecmascript (where \\p{L} is a letter)."""
+    pattern = tmp_path / "p.regex"
+    pattern.write_text("\\p{L}\\d{3}\n")
+    assert cli.main(["check", str(pattern), "--vocab", "bytes"]) == 1
+    assert "bad escape \\p" in capsys.readouterr().err
+    assert cli.main(["check", str(pattern), "--vocab", "bytes", "--regex-flavor", "ecmascript"]) == 0
+    assert cli.load_grammar("regex", r"\d", regex_flavor="ecmascript") is not None
 
 
 UNENFORCEABLE = '{"properties": {"a": {"type": "array", "uniqueItems": true}}}'

@@ -1,7 +1,12 @@
-"""Python ``re`` patterns → IR, with ``re.fullmatch`` semantics on ``str``.
+"""Regular expressions → IR: Python ``re`` (the default) or ECMAScript (``flavor="ecmascript"``).
 
 A byte string is in the language of ``parse_regex(p)`` iff it is the UTF-8
-encoding of a string ``s`` with ``re.fullmatch(p, s)``.
+encoding of a string ``s`` with ``re.fullmatch(p, s)``; of
+``parse_regex(p, flavor="ecmascript")`` iff ECMAScript's ``/^(?:p)$/u`` matches
+``s``.  The ECMAScript flavour (JSON Schema's ``pattern`` dialect) is parsed by
+:mod:`.ecmascript` into the same node tuples as ``re``'s parser produces, every
+character set spelled as explicit ranges, and translated by the same code below;
+:func:`ecmascript_search` gives its search language (a match anywhere).
 
 How it stays exact
 ------------------
@@ -25,14 +30,23 @@ no-ops, and where something must have been consumed they match nothing;
 ``$`` and ``\\Z`` where nothing can be consumed after them are no-ops (``$``
 before a final newline never ends a full match, so ``a$`` fullmatches only
 ``"a"``), and ``\\Z`` with something after it matches nothing.  Any other
-placement is rejected, as are ``\\b`` and ``\\B``.
+placement is rejected.
+
+Word boundaries ``\\b`` and ``\\B`` (over ``\\w``: Unicode or ASCII as the flags
+say; ``[A-Za-z0-9_]`` in ECMAScript) are compiled into both neighbours in their
+sequence: what precedes is split by its last character (a word character,
+another, or none) and what follows by its first, and the pairs the assertion
+allows are kept.  "None" is the edge of the text, so a neighbour that may be
+empty must reach it (the sequence starts or ends every match); otherwise the
+assertion is rejected.
 
 Lookaround of one character (``(?=C) (?!C) (?<=C) (?<!C)``, ``C`` a literal,
 class or ``.``) is compiled into the neighbouring text: a lookahead restricts
 the first character of what follows it in its sequence when that cannot be
 empty (at the very end of the pattern, ``(?!C)`` always holds and ``(?=C)``
 never does); a lookbehind restricts the last character of what precedes it in
-its sequence when that cannot be empty (at the very start, ``(?<!C)`` holds).
+its sequence, which may be empty only where the sequence starts every match
+(there ``(?<!C)`` holds and ``(?<=C)`` does not).
 Other lookaround is rejected.
 
 Rejected with a :class:`GrammarError` naming the construct: backreferences,
@@ -55,11 +69,14 @@ from ..ir_ops import (
     Ranges,
     concat,
     longest_match_follow,
+    nullable,
     restrict_first,
     restrict_last,
     through_ref,
+    union,
     without_refs,
 )
+from . import ecmascript
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -70,6 +87,7 @@ except ImportError:  # pragma: no cover - older Pythons
 
 _I, _S, _M, _A, _L = re.IGNORECASE, re.DOTALL, re.MULTILINE, re.ASCII, re.LOCALE
 _MAXREPEAT = _c.MAXREPEAT
+ECMA_WORD = ecmascript.WORD
 _MARKER = "<follow-restriction>"  # a trailing lookahead in terminal mode, numbered
 _CATEGORY_TEXT = {
     _c.CATEGORY_DIGIT: r"\d",
@@ -93,19 +111,74 @@ ZERO, SOME, MAYBE = "zero", "some", "maybe"
 Node = tuple[Any, Any]  # one (opcode, argument) pair of the parse tree
 
 
-def parse_regex(pattern: str, flags: int = 0) -> ir.Grammar:
-    """A grammar with one start rule ``root`` whose language is ``re.fullmatch(pattern, ·)``."""
-    return ir.Grammar({"root": regex_to_expr(pattern, flags)}, "root", meta={"regex": pattern})
+FLAVORS = ("python", "ecmascript")
 
 
-def regex_to_expr(pattern: str, flags: int = 0, *, anchors: bool = True) -> ir.Expr:
+def parse_regex(pattern: str, flags: int = 0, *, flavor: str = "python") -> ir.Grammar:
+    """A grammar with one start rule ``root`` whose language is ``re.fullmatch(pattern, ·)``
+    (``flavor="ecmascript"``: the strings ECMAScript's ``/^(?:pattern)$/u`` matches)."""
+    return ir.Grammar({"root": regex_to_expr(pattern, flags, flavor=flavor)}, "root", meta={"regex": pattern})
+
+
+def regex_to_expr(pattern: str, flags: int = 0, *, anchors: bool = True, flavor: str = "python") -> ir.Expr:
     """The IR expression for ``pattern`` (``re`` flags in ``flags``); raises GrammarError.
 
     ``anchors=False`` rejects every anchor (for patterns used with ``re.match(text, pos)``,
     where ``^`` and ``$`` refer to the whole text rather than to the match).
+    ``flavor="ecmascript"`` reads ECMA-262 syntax and semantics with the ``u`` flag
+    (:mod:`.ecmascript`; ``flags`` must be 0).
     """
+    if flavor == "ecmascript":
+        if flags:
+            raise GrammarError("re flags do not apply to an ECMAScript pattern")
+        parsed = ecmascript.parse(pattern)
+        return _Translator(pattern, 0, anchors, ecmascript=True).sequence(parsed.nodes, 0, ZERO, ZERO)
+    if flavor != "python":
+        raise GrammarError(f"unknown regex flavor {flavor!r} (expected one of {', '.join(FLAVORS)})")
     tree = _parse(pattern, flags)
     return _Translator(pattern, tree.state.flags, anchors).sequence(list(tree), tree.state.flags, ZERO, ZERO)
+
+
+def ecmascript_search(pattern: str) -> list[ir.Expr]:
+    """Alternatives whose union is the strings an ECMAScript ``u`` regex *finds* a match in
+    (``/pattern/u.test(s)``, JSON Schema's ``pattern``): each top-level branch becomes
+    ``[^]* branch [^]*``, the left (right) side dropped where the branch starts with ``^``
+    (ends with ``$``).  A branch with an assertion gets the wrapping in its own sequence, so
+    that an assertion at its edge (``\\bcat\\b``) sees the text around the match."""
+    branches = _top_branches(ecmascript.parse(pattern).nodes)
+    anything: Node = (_c.MAX_REPEAT, (0, _MAXREPEAT, [ecmascript.ranges_node(ecmascript.everything())]))
+    start, end = (_c.AT, _c.AT_BEGINNING_STRING), (_c.AT, _c.AT_END_STRING)
+    translator = _Translator(pattern, 0, True, ecmascript=True)
+    # Branches without assertions share one wrapping per kind of anchoring: the automaton of
+    # [^]*(b1|...|bn)[^]* is built directly, where n wrapped copies make subset construction
+    # track every branch's partial match separately.  A branch with an assertion keeps its own
+    # wrapping, in its own sequence, so that the assertion sees the text around the match.
+    shared: dict[tuple[bool, bool], list[list[Node]]] = {}
+    sequences = []
+    for body in branches:
+        anchored = (body[:1] == [start], body[-1:] == [end])
+        if _has_assertion(body[anchored[0] : len(body) - anchored[1]]):
+            sequences.append(([] if anchored[0] else [anything]) + body + ([] if anchored[1] else [anything]))
+        else:
+            shared.setdefault(anchored, []).append(body[anchored[0] : len(body) - anchored[1]])
+    for (left, right), cores in shared.items():
+        middle = cores[0] if len(cores) == 1 else [(_c.BRANCH, (None, cores))]
+        sequences.append(([] if left else [anything]) + middle + ([] if right else [anything]))
+    return [translator.sequence(nodes, 0, ZERO, ZERO) for nodes in sequences]
+
+
+def _has_assertion(nodes: list[Node]) -> bool:
+    """Whether an anchor, word boundary or lookaround occurs in ``nodes``."""
+    for op, av in nodes:
+        if op in (_c.AT, _c.ASSERT, _c.ASSERT_NOT):
+            return True
+        if op is _c.BRANCH and any(_has_assertion(list(b)) for b in av[1]):
+            return True
+        if op is _c.SUBPATTERN and _has_assertion(list(av[-1])):
+            return True
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT) and _has_assertion(list(av[2])):
+            return True
+    return False
 
 
 def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
@@ -137,6 +210,25 @@ def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
         if variant != ir.NOTHING:
             by_follow.setdefault(forbidden, []).append(variant)
     return [(ir.alt(*exprs), forbidden) for forbidden, exprs in by_follow.items()]
+
+
+def _top_branches(nodes: list[Node]) -> list[list[Node]]:
+    """The alternatives of a sequence, through groups that are all of it: ``(^a$)|(^b$)``
+    is the branches ``^a$`` and ``^b$``, so each gets its own anchors; a group at either
+    end whose alternatives hold that end's anchor is distributed (``^a(b|$)`` is ``^ab``
+    and ``^a$``)."""
+    if len(nodes) == 1 and nodes[0][0] is _c.SUBPATTERN:
+        return _top_branches(list(nodes[0][1][-1]))
+    if len(nodes) == 1 and nodes[0][0] is _c.BRANCH:
+        return [b for branch in nodes[0][1][1] for b in _top_branches(list(branch))]
+    if len(nodes) > 1:
+        for k, anchor in ((0, _c.AT_BEGINNING_STRING), (len(nodes) - 1, _c.AT_END_STRING)):
+            inner = _top_branches([nodes[k]])
+            edges = [(b[0] if k == 0 else b[-1]) for b in inner if b]
+            if len(inner) > 1 and (_c.AT, anchor) in edges:
+                before, after = nodes[:k], nodes[k + 1 :]
+                return [b for x in inner for b in _top_branches(before + x + after)]
+    return [nodes]
 
 
 def _greedy(nodes: list[Node]) -> bool:
@@ -305,8 +397,16 @@ def _join(a: str, b: str) -> str:
 class _Translator:
     """Walks the parse tree; ``before``/``after`` say what surrounds a node in any match."""
 
-    def __init__(self, pattern: str, global_flags: int, anchors: bool = True, terminal: bool = False) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        global_flags: int,
+        anchors: bool = True,
+        terminal: bool = False,
+        ecmascript: bool = False,
+    ) -> None:
         self.pattern = pattern
+        self.ecmascript = ecmascript
         self.anchors = anchors
         # Terminal mode: a trailing (?!C) becomes a marker whose index here holds C.
         self.follow: list[tuple[tuple[int, int], ...]] | None = [] if terminal else None
@@ -318,32 +418,83 @@ class _Translator:
         for k in range(len(nodes) - 1, -1, -1):
             afters[k] = _join(_state([nodes[k]]), afters[k + 1])
         out: list[ir.Expr] = []
+        start = before
         for k, node in enumerate(nodes):
+            if _is_boundary(node):
+                j = k  # adjacent assertions test one position: \\b\\b is \\b, \\b\\B is nothing
+                while j < len(nodes) and _is_boundary(nodes[j]):
+                    j += 1
+                kinds = {n[1] for n in nodes[k:j]}
+                self.seen["boundary"] = self.seen.get("boundary", 0) + j - k - 1
+                if len(kinds) > 1:
+                    return ir.NOTHING
+                rest = self.sequence(nodes[j:], flags, before, after)
+                return self.boundary(node[1] is _c.AT_BOUNDARY, concat(out), rest, start, after, flags)
             if node[0] in (_c.ASSERT, _c.ASSERT_NOT) and node[1][0] == 1:
                 out.append(self.lookahead(node, nodes[k + 1 :], flags, before, after))
                 break
             if node[0] in (_c.ASSERT, _c.ASSERT_NOT):
-                inside = _min_len(nodes[:k]) > 0
-                out = [self.lookbehind(node, concat(out), inside, before == ZERO, flags)]
+                out = [self.lookbehind(node, concat(out), start, flags)]
                 continue
             out.append(self.node(node, flags, before, afters[k + 1]))
             before = _join(before, _state([node]))
         return concat(out)
 
-    def lookbehind(self, node: Node, prefix: ir.Expr, inside: bool, at_start: bool, flags: int) -> ir.Expr:
+    def boundary(
+        self, word_b: bool, prefix: ir.Expr, rest: ir.Expr, start: str, after: str, flags: int
+    ) -> ir.Expr:
+        """``\\b`` (``word_b``) or ``\\B`` between ``prefix`` (what this sequence matched before
+        it) and ``rest`` (what it matches after), exactly: each side split by its character
+        next to the assertion (a word character, another one, or none).  "None" is the edge
+        of the text, so a side that may be empty must reach it: the start (end) of the
+        sequence must be the start (end) of every match, else the assertion is refused."""
+        kind = "boundary"
+        self.seen[kind] = self.seen.get(kind, 0) + 1
+        edges = self.follow is None and self.anchors
+        if nullable(prefix) and not (edges and start == ZERO):
+            raise self.error("word boundary that may look before the enclosing group is not supported", kind)
+        if nullable(rest) and not (edges and after == ZERO):
+            raise self.error("word boundary that may look past the enclosing group is not supported", kind)
+        word = self.word_chars(flags)
+        other = _without_surrogates(ir.complement_ranges(word))
+        p_word, p_other = restrict_last(prefix, word), restrict_last(prefix, other)
+        r_word, r_other = restrict_first(rest, word), restrict_first(rest, other)
+        p_edge = ir.EPSILON if nullable(prefix) else ir.NOTHING
+        r_edge = ir.EPSILON if nullable(rest) else ir.NOTHING
+        if word_b:
+            pairs = [(p_word, r_other), (p_word, r_edge), (p_other, r_word), (p_edge, r_word)]
+        else:
+            pairs = [
+                (p_word, r_word),
+                (p_other, r_other),
+                (p_other, r_edge),
+                (p_edge, r_other),
+                (p_edge, r_edge),
+            ]
+        return union([concat([a, b]) for a, b in pairs])
+
+    def word_chars(self, flags: int) -> Ranges:
+        if self.ecmascript:
+            return ECMA_WORD
+        return scan_class(_flag_prefix(flags, _A) + r"\w)")
+
+    def lookbehind(self, node: Node, prefix: ir.Expr, start: str, flags: int) -> ir.Expr:
         """``(?<=C)`` / ``(?<!C)`` for a one-character ``C``: restricts the last character of
-        ``prefix`` (what this sequence matched before it) when that is never empty; at the
-        start of a full match nothing precedes it."""
+        ``prefix`` (what this sequence matched before it).  Where ``prefix`` may be empty, the
+        sequence must start every match: nothing precedes, so ``(?<!C)`` holds there and
+        ``(?<=C)`` does not."""
         op, (_direction, body) = node
         kind = "assert" if op is _c.ASSERT else "assert_not"
         self.seen[kind] = self.seen.get(kind, 0) + 1
         chars = self.one_char(list(body), flags, kind, "lookbehind")
-        if not inside and at_start and self.follow is None and self.anchors:
-            return prefix if op is _c.ASSERT_NOT else ir.NOTHING
-        if not inside:
-            raise self.error("lookbehind that may look before the enclosing group is not supported", kind)
         allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
-        return restrict_last(prefix, allowed)
+        out = restrict_last(prefix, allowed)
+        if nullable(prefix):
+            if not (self.follow is None and self.anchors and start == ZERO):
+                raise self.error("lookbehind that may look before the enclosing group is not supported", kind)
+            if op is _c.ASSERT_NOT:
+                out = union([out, ir.EPSILON])
+        return out
 
     def one_char(self, body: list[Node], flags: int, kind: str, what: str) -> Ranges:
         if len(body) != 1 or body[0][0] not in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN):
@@ -352,15 +503,20 @@ class _Translator:
 
     def lookahead(self, node: Node, rest: list[Node], flags: int, before: str, after: str) -> ir.Expr:
         """``(?=C)`` / ``(?!C)`` for a one-character ``C``, applied to the next character:
-        the first character of ``rest`` when ``rest`` must consume one, the end of the
-        text when nothing can follow (or, for a terminal, a follow restriction)."""
+        the first character of ``rest`` when ``rest`` must consume one; when it may be
+        empty and nothing follows the sequence, that character or the end of the text
+        (or, for a terminal, a follow restriction)."""
         op, (_direction, body) = node
         kind = "assert" if op is _c.ASSERT else "assert_not"
         self.seen[kind] = self.seen.get(kind, 0) + 1
         chars = self.one_char(list(body), flags, kind, "lookahead")
+        allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
         if _min_len(rest) > 0:
-            allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
             return restrict_first(self.sequence(rest, flags, before, after), allowed)
+        if rest and after == ZERO and self.follow is None and self.anchors:  # else the end of the text
+            seq = self.sequence(rest, flags, before, after)
+            out = restrict_first(seq, allowed)
+            return union([out, ir.EPSILON]) if op is _c.ASSERT_NOT and nullable(seq) else out
         if rest or after != ZERO:
             raise self.error("lookahead that may be followed by nothing or by text is not supported", kind)
         if self.follow is None:  # fullmatch: the end of the text follows
@@ -394,6 +550,8 @@ class _Translator:
         if op is _c.LITERAL and (not flags & _I or not _cased(av, flags)):
             return ir.literal(chr(av)) if not ir.SURROGATES[0] <= av <= ir.SURROGATES[1] else ir.NOTHING
         ranges = char_set(node, flags)
+        if not ranges:
+            return ir.NOTHING
         if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
             return ir.literal(chr(ranges[0][0]))
         return ir.CharClass(ranges)
@@ -414,14 +572,14 @@ class _Translator:
         start = at in (_c.AT_BEGINNING, _c.AT_BEGINNING_STRING)
         kind = "start" if start else "end" if at in (_c.AT_END, _c.AT_END_STRING) else "boundary"
         self.seen[kind] = self.seen.get(kind, 0) + 1
-        if kind == "boundary":
-            raise self.error(r"word-boundary assertions (\b, \B) are not supported", kind)
         side = before if start else after
         if not self.anchors:
             raise self.error(
                 r"anchors (^ $ \A \Z) are not supported in a pattern matched inside a text", kind
             )
         name = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$"}.get(at, r"\Z")
+        if self.ecmascript:
+            name = "^" if start else "$"
         if side == ZERO:
             return ir.EPSILON
         if side == SOME and not (at is _c.AT_BEGINNING and flags & _M) and at is not _c.AT_END:
@@ -432,6 +590,10 @@ class _Translator:
     def error(self, message: str, kind: str) -> GrammarError:
         offset = locate(self.pattern, kind, self.seen.get(kind, 0), self.verbose)
         return GrammarError.at(message, self.pattern, offset)
+
+
+def _is_boundary(node: Node) -> bool:
+    return node[0] is _c.AT and node[1] in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY)
 
 
 def _combine_flags(flags: int, add: int, remove: int) -> int:
@@ -449,7 +611,7 @@ def _cased(cp: int, flags: int) -> bool:
 # --------------------------------------------------------------------------- error positions
 
 _KIND_PATTERNS = {
-    "backreference": re.compile(r"\\[1-9]|\(\?P="),
+    "backreference": re.compile(r"\\[1-9]|\(\?P=|\\k<"),
     "conditional": re.compile(r"\(\?\("),
     "assert": re.compile(r"\(\?<?="),
     "assert_not": re.compile(r"\(\?<?!"),

@@ -8,13 +8,13 @@ are apart; or (objects) a property required by both has disjoint schemas
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GrammarError
 from .merge import Unmergeable, equal, evaluate, json_type, type_set
 from .numbers import decimal_of
+from .strings import pattern_matches
 
 if TYPE_CHECKING:
     from .walk import SchemaCompiler
@@ -94,11 +94,11 @@ def _value_schema(s: dict[str, Any], key: str) -> Any:
     if key in s.get("properties", {}):
         parts.append(s["properties"][key])
     for p, ps in s.get("patternProperties", {}).items():
-        try:
-            if re.search(p, key):
-                parts.append(ps)
-        except (re.error, TypeError):
+        hit = pattern_matches(p, key) if isinstance(p, str) else None
+        if hit is None:
             return None
+        if hit:
+            parts.append(ps)
     if not parts:
         return s.get("additionalProperties", True)
     if any(x is False for x in parts):

@@ -4,7 +4,6 @@ value equality as JSON Schema defines it, and a small evaluator for finite value
 from __future__ import annotations
 
 import math
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -303,10 +302,9 @@ def _evaluate_keyword(k: str, x: Any, s: dict[str, Any], v: Any, t: str) -> bool
         if t != "string":
             return True
         if k == "pattern":
-            try:
-                return re.search(x, v) is not None
-            except re.error:
-                return None
+            from .strings import pattern_matches
+
+            return pattern_matches(x, v) if isinstance(x, str) else None
         return len(v) >= x if k == "minLength" else len(v) <= x
     if k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"):
         if not _num(v) or isinstance(x, bool):

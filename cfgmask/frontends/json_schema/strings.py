@@ -3,12 +3,13 @@
 Constraints are first written over *decoded* characters, then mapped to every
 JSON spelling by :class:`lexical.Encoder` (see the lexical module's doc).
 
-``pattern`` follows jsonschema, i.e. Python's ``re.search``: the pattern may
-match anywhere.  Each top-level alternative ``b`` of the pattern becomes
-``.* b .*`` with the wrapping dropped on the side of a leading ``^``/``\\A``
-or a trailing ``$``/``\\Z``; a trailing ``$`` also admits one final ``"\\n"``
-(Python's ``$`` matches before a final newline).  Anchors anywhere else are
-rejected.  Lengths count code points (``len()`` of the decoded string).
+``pattern`` is an ECMA-262 regular expression with the ``u`` flag, as JSON Schema says
+(draft 2020-12, 6.4): ``\\d`` is ``[0-9]``, ``\\w`` ``[A-Za-z0-9_]``, ``\\p{Letter}`` a
+Unicode property (:mod:`..ecmascript`), and the pattern may match anywhere (a search).  Each
+top-level alternative ``b`` of the pattern becomes ``[^]* b [^]*`` with the wrapping dropped on
+the side of a leading ``^`` or a trailing ``$`` (:func:`..regex.ecmascript_search`); it is
+matched over the decoded characters, whatever escapes spell them in the JSON text.  Lengths
+count code points (``len()`` of the decoded string).
 
 Several constraints on the same string (pattern, format, length bounds, values
 excluded by ``not``) are intersected directly where that is cheap (a length
@@ -23,7 +24,7 @@ asserts but this module has no reading of (``iri``, ``regex``...) are rejected.
 
 from __future__ import annotations
 
-import re
+import functools
 from typing import TYPE_CHECKING, Any
 
 from ... import ir
@@ -46,94 +47,27 @@ ASSERTED_ELSEWHERE = {
     "color", "host-name", "ip-address", "draft3 time",
 }  # fmt: skip
 UNKNOWN_FORMAT = "a format no JSON Schema draft defines: an annotation (jsonschema passes every string)"
-_GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
-
-
-def split_top_level(p: str) -> list[str]:
-    """Split a pattern at its top-level ``|`` (outside groups and classes)."""
-    out, depth, start, i = [], 0, 0, 0
-    while i < len(p):
-        c = p[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            i += 1
-            if i < len(p) and p[i] == "^":
-                i += 1
-            if i < len(p) and p[i] == "]":
-                i += 1
-            while i < len(p) and p[i] != "]":
-                i += 2 if p[i] == "\\" else 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            out.append(p[start:i])
-            start = i + 1
-        i += 1
-    out.append(p[start:])
-    return out
-
-
-def _has_anchor(body: str, flags: str) -> bool:
-    try:
-        from re import _parser as sre  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover
-        import sre_parse as sre  # type: ignore[no-redef]
-    try:
-        tree = sre.parse(f"(?{flags})" + body if flags else body)
-    except re.error:
-        return False  # the regex front end reports the syntax error
-
-    def walk(x: Any) -> bool:
-        if isinstance(x, sre.SubPattern):
-            return any(op is sre.AT or walk(av) for op, av in x.data)
-        if isinstance(x, (list, tuple)):
-            return any(walk(y) for y in x)
-        return False
-
-    return walk(tree)
 
 
 def search_language(p: str) -> list[ir.Expr]:
-    """Character-level alternatives whose union is ``{s : re.search(p, s)}``."""
-    from ..regex import regex_to_expr
+    """Character-level alternatives whose union is ``{s : /p/u.test(s)}`` (ECMA-262 search)."""
+    from ..regex import ecmascript_search
 
-    m = _GLOBAL_FLAGS.match(p)
-    flags = m.group(1) if m else ""
-    rest = p[m.end() :] if m else p
-    if "m" in flags or "x" in flags:
-        if "^" in rest or "$" in rest or "\\A" in rest or "\\Z" in rest or "|" in rest:
-            raise GrammarError("patterns with the MULTILINE or VERBOSE flag and anchors are not supported")
-    out: list[ir.Expr] = []
-    anything = ir.Repeat(ANY_CHAR, 0, None)
-    for branch in split_top_level(rest):
-        start = branch.startswith("^") or branch.startswith("\\A")
-        body = branch[1 if branch.startswith("^") else 2 :] if start else branch
-        end_kind = ""
-        if body.endswith("\\Z") and not _escaped(body, len(body) - 2):
-            end_kind, body = "Z", body[:-2]
-        elif body.endswith("$") and not _escaped(body, len(body) - 1):
-            end_kind, body = "$", body[:-1]
-        if _has_anchor(body, flags):
-            raise GrammarError(f"anchor inside pattern {p!r}: only a leading ^ and trailing $ are supported")
-        expr = regex_to_expr(f"(?{flags})(?:{body})" if flags else f"(?:{body})")
-        head = [] if start else [anything]
-        tails: list[list[ir.Expr]] = [[anything]] if not end_kind else [[]]
-        if end_kind == "$":
-            tails.append([U.lit("\n")])
-        for tail in tails:
-            out.append(ir.seq(*head, expr, *tail) if head or tail else expr)
-    return out
+    return ecmascript_search(p)
 
 
-def _escaped(s: str, i: int) -> bool:
-    n = 0
-    while i - 1 - n >= 0 and s[i - 1 - n] == "\\":
-        n += 1
-    return n % 2 == 1
+@functools.lru_cache(maxsize=256)
+def _pattern_dfa(p: str) -> chardfa.CharDFA:
+    return chardfa.from_expr(ir.alt(*search_language(p)))
+
+
+def pattern_matches(p: str, s: str) -> bool | None:
+    """Whether ECMAScript's ``/p/u`` finds a match in ``s`` (what a validator's ``pattern``
+    checks), by the automaton this module builds; None where the pattern is not supported."""
+    try:
+        return _pattern_dfa(p).matches(s)
+    except GrammarError:
+        return None
 
 
 def restrict_length(e: ir.Expr, lo: int, hi: int | None, rules: dict[str, ir.Expr]) -> ir.Expr | None:
@@ -185,7 +119,7 @@ class Strings:
             where = pointer(path, "pattern")
             try:
                 langs.append(("pattern", search_language(s["pattern"])))
-                c.rep.enforced(where, "pattern", "re.search semantics")
+                c.rep.enforced(where, "pattern", "ECMA-262 (u flag) search semantics")
             except GrammarError as e:
                 c.rep.rejected(where, "pattern", e.message)
         if "format" in s:

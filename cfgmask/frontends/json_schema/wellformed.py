@@ -18,8 +18,6 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import re
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -82,25 +80,21 @@ def _type(v: Any) -> Bad | None:
     return _type_name(v) if isinstance(v, str) else _wrong(v)
 
 
-# ECMA-262 syntax that Python's re lacks: \p{..} \P{..} \u{..} \cX \k<name> (?<name>..)
-ECMA_ONLY = re.compile(r"\\[pP]\{|\\u\{|\\c[A-Za-z]|\\k<|\(\?<(?![=!])")
-
-
 def _regex(v: Any) -> Bad | None:
-    """A regular expression: one Python's ``re`` compiles, or one that fails only on ECMA-262
-    syntax ``re`` lacks (a valid schema: the walk reports the pattern ``rejected``)."""
+    """An ECMA-262 regular expression (``u`` flag): what JSON Schema's pattern keywords hold.
+    A valid one that cfgmask cannot compile (a backreference) is not malformed: the walk
+    reports the keyword ``rejected``."""
     if not isinstance(v, str):
         return _wrong(v)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # FutureWarning on "[[" and the like
-            re.compile(v)
-    except re.error as e:
-        if ECMA_ONLY.search(v):
-            return None
-        return (), v, f"re: {e.msg}" + (f" at position {e.pos}" if e.pos is not None else "")
-    except (OverflowError, RecursionError, ValueError) as e:
-        return (), v, f"re: {e}"
+    from ..ecmascript import syntax_error
+
+    e = syntax_error(v)
+    if e is not None:
+        return (
+            (),
+            v,
+            e.message + (f" at position {e.column - 1}" if e.column is not None and "\n" not in v else ""),
+        )
     return None
 
 
