@@ -18,10 +18,11 @@ engine) with the engine in that process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) s
 per-step processor time can be read off the processor; a warm-up request with a schema not in the
 set runs first.  cfgmask's disk cache is a fresh directory for each run: every schema compiles.
 
-Reported per mode: output tokens per second over the whole batch, time to first token (p50 /
-p90, from adding the requests), cfgmask's processor time per engine step (p50 / p99 / max), and
-validity of every output (``json.loads`` and ``jsonschema`` with format checks; a truncated
-output is invalid).
+Reported per mode: output tokens per second over the whole batch (a mode whose outputs end
+sooner runs a smaller batch for longer: compare TPOT too), time to first token (p50 / p90, from
+adding the requests), time per output token after the first (TPOT, p50 over requests),
+cfgmask's processor time per engine step (p50 / p99 / max), and validity of every output
+(``json.loads`` and ``jsonschema`` with format checks; a truncated output is invalid).
 
     python -m benchmarks.bench_vllm --quick          # 8 requests, 96 tokens
     nice python -m benchmarks.bench_vllm --requests 24
@@ -102,6 +103,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     def run(batch: list[tuple[str, Any]]) -> tuple[dict[str, Any], float]:
         t0 = time.perf_counter()
         first: dict[str, float] = {}
+        last: dict[str, float] = {}
         done: dict[str, Any] = {}
         refused: dict[str, str] = {}
         for rid, schema in batch:
@@ -116,6 +118,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
                     first[out.request_id] = now
                 if out.finished:
                     done[out.request_id] = out
+                    last[out.request_id] = now
         wall = time.perf_counter() - t0
         results = {}
         for rid, schema in batch:
@@ -127,6 +130,9 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             results[rid] = {
                 "tokens": len(c.token_ids),
                 "ttft_s": first.get(rid),
+                "tpot_s": (last[rid] - first[rid]) / (len(c.token_ids) - 1)
+                if rid in first and len(c.token_ids) > 1
+                else None,
                 "finish": c.finish_reason,
                 "verdict": verdict,
                 "text": c.text,
@@ -151,6 +157,7 @@ def run_mode(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "tok_per_s": sum(r["tokens"] for r in served) / wall,
         "ttft_p50_s": _percentile([r["ttft_s"] for r in served if r["ttft_s"] is not None], 0.5),
         "ttft_p90_s": _percentile([r["ttft_s"] for r in served if r["ttft_s"] is not None], 0.9),
+        "tpot_p50_ms": 1e3 * _percentile([r["tpot_s"] for r in served if r["tpot_s"] is not None], 0.5),
         "valid": sum(r["verdict"] == "valid" for r in served),
         "truncated": sum(r["verdict"] == "truncated" for r in served),
         "proc_steps": len(step_s),
@@ -167,7 +174,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     base = next((r["tok_per_s"] for r in rows if r["mode"] == "unconstrained"), None)
     head = (
         f"{'mode':<14}{'req':>4}{'refused':>8}{'tokens':>7}{'tok/s':>8}{'x free':>7}{'TTFT p50':>9}"
-        f"{'p90':>7}{'valid':>7}{'trunc':>6}{'proc p50':>9}{'p99':>7}{'max ms':>7}"
+        f"{'p90':>7}{'TPOT ms':>8}{'valid':>7}{'trunc':>6}{'proc p50':>9}{'p99':>7}{'max ms':>7}"
     )
     lines = [head, "-" * len(head)]
 
@@ -179,7 +186,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         served = r["requests"] - r["refused"]
         lines.append(
             f"{r['mode']:<14}{r['requests']:>4}{r['refused']:>8}{r['tokens']:>7}{r['tok_per_s']:>8.1f}{rel:>7}"
-            f"{r['ttft_p50_s']:>8.2f}s{r['ttft_p90_s']:>6.2f}s{r['valid']:>4}/{served:<2}{r['truncated']:>6}"
+            f"{r['ttft_p50_s']:>8.2f}s{r['ttft_p90_s']:>6.2f}s{r['tpot_p50_ms']:>8.1f}{r['valid']:>4}/{served:<2}{r['truncated']:>6}"
             f"{ms(r['proc_p50_ms']):>9}{ms(r['proc_p99_ms']):>7}{ms(r['proc_max_ms']):>7}"
         )
     return "\n".join(lines)

@@ -125,7 +125,7 @@ def llm(model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
         dtype="float32",
         max_model_len=256,
         block_size=32,
-        num_gpu_blocks_override=8,  # 256 tokens of KV cache: wide batches get preempted
+        num_gpu_blocks_override=9,  # 288 tokens (one block is vLLM's null block): wide batches get preempted
         seed=0,
         logits_processors=[ForcePrefix],
     )
@@ -218,9 +218,9 @@ def test_stops_are_vllms_own(llm: Any) -> None:
 
 
 def test_preemption_replays_and_outputs_stay_valid(llm: Any) -> None:
-    """Six requests of 50-70 tokens each need some 12 KV blocks; the engine has 8, so vLLM
+    """Six requests of 50-70 tokens each need some 12 KV blocks; the engine has 9, so vLLM
     preempts some and later adds them back with their output, which cfgmask replays."""
-    assert llm.llm_engine.vllm_config.cache_config.num_gpu_blocks == 8
+    assert llm.llm_engine.vllm_config.cache_config.num_gpu_blocks == 9
     proc = _processor()
     before = proc.stats.replays
     prompts = [f"List {i + 3} animals, then some more words, in lower case:" for i in range(6)]
