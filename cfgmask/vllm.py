@@ -346,6 +346,13 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
             req = grammar_request(sampling_params)
             if req is None:
                 return
+            if getattr(sampling_params, "min_tokens", 0):
+                # vLLM's min-tokens processor blocks the stop ids before ours runs: a grammar that
+                # is complete earlier would leave its row no allowed token
+                raise _RequestError(
+                    "cfgmask: min_tokens cannot be combined with a grammar (the grammar decides "
+                    "where the output ends); drop min_tokens or put a length bound in the grammar"
+                )
             found = _frontend_vocabularies()
             if found is None:
                 from .grammar_cache import parse_grammar

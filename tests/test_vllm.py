@@ -204,6 +204,9 @@ def test_bad_requests_fail_before_generation(llm: Any) -> None:
     for xargs, message in bad:
         with pytest.raises(VLLMValidationError, match=message):
             llm.generate(["x"], _params(extra_args=xargs), use_tqdm=False)
+    # vLLM's min-tokens processor would block the only tokens a finished grammar allows
+    with pytest.raises(VLLMValidationError, match="cfgmask: min_tokens cannot be combined with a grammar"):
+        llm.generate(["x"], _params(extra_args={"gbnf": COLOR_GBNF}, min_tokens=4), use_tqdm=False)
 
 
 def test_stops_are_vllms_own(llm: Any) -> None:
