@@ -258,12 +258,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .compile import compile as compile_grammar
     from .vocab import Vocabulary
 
-    grammar = load_grammar(
-        *_grammar_choice(args),
-        whitespace=args.whitespace,
-        full_language=args.full_language,
-        strict=not args.lenient,
-    )
+    tools = _load_tools(args.tools) if args.tools else None
+    if tools is not None:
+        grammar = _tools_grammar(args, tools)
+    else:
+        grammar = load_grammar(
+            *_grammar_choice(args),
+            whitespace=args.whitespace,
+            full_language=args.full_language,
+            strict=not args.lenient,
+        )
     _list_not_enforced(grammar)
     if args.max_tokens < 1:
         raise CliError("--max-tokens must be at least 1")
@@ -277,7 +281,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     with _Step(f"indexing the vocabulary ({len(tok)} tokens) and compiling the grammar"):
         vocab = Vocabulary.from_huggingface(tok)
         compiled = compile_grammar(grammar, vocab)
-    prompt_ids = _prompt_ids(tok, args.prompt, args.system, not args.no_chat)
+    system = args.system
+    if tools is not None and system is None:
+        from .tools import tools_system_prompt
+
+        system = tools_system_prompt(tools, args.tool_syntax)
+    prompt_ids = _prompt_ids(tok, args.prompt, system, not args.no_chat)
     encode: Callable[[str], list[int]] | None = None
     if not args.no_jump_forward:
 
@@ -291,7 +300,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     t0 = time.perf_counter()
-    _, stats = generate_stream(
+    output, stats = generate_stream(
         model,
         compiled,
         prompt_ids,
@@ -304,7 +313,56 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sys.stdout.write(decoder.decode(b"", final=True) + "\n")
     sys.stdout.flush()
     _info(f"cfgmask: {stats.summary()}; {time.perf_counter() - t0:.1f} s")
+    if tools is not None:
+        _report_tool_calls(output, args.tool_syntax)
     return 0 if stats.accepting else 3
+
+
+# ---- tool calling (issue 14) -----------------------------------------------------------------
+
+
+def _load_tools(path: str) -> list[Any]:
+    """An OpenAI-style ``tools`` list from a JSON file (or an object holding one under "tools")."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise GrammarError.at(f"{path} is not valid JSON: {e.msg}", e.doc, e.pos) from None
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise CliError(f"{path}: expected a list of tools (or an object with a 'tools' list)")
+    return data
+
+
+def _tools_grammar(args: argparse.Namespace, tools: list[Any]) -> Any:
+    from .tools import tool_call_grammar
+
+    choice: Any = args.tool_choice
+    if choice.startswith("{"):
+        try:
+            choice = json.loads(choice)
+        except json.JSONDecodeError as e:
+            raise CliError(f"--tool-choice is not valid JSON: {e.msg}") from None
+    return tool_call_grammar(
+        tools,
+        tool_choice=choice,
+        syntax=args.tool_syntax,
+        parallel_tool_calls=args.parallel_tool_calls,
+        whitespace=args.whitespace or "default",
+        canonical=not args.full_language,
+        strict=not args.lenient,
+    )
+
+
+def _report_tool_calls(output: bytes, syntax: str) -> None:
+    from .tools import parse_tool_calls
+
+    text, calls = parse_tool_calls(output.decode("utf-8", "replace"), syntax)
+    _info(f"cfgmask: {len(calls)} tool call{'s' if len(calls) != 1 else ''}" + (":" if calls else ""))
+    for call in calls:
+        _info(f"  {call['name']}({json.dumps(call['arguments'], ensure_ascii=False)})")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -432,6 +490,25 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--regex", metavar="PATTERN", help="a Python regular expression (fullmatch)")
     src.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
     src.add_argument("--json", action="store_true", help="any JSON value")
+    src.add_argument("--tools", metavar="FILE", help="an OpenAI-style tools list (JSON): tool calls")
+    g.add_argument(
+        "--tool-choice",
+        default="auto",
+        metavar="CHOICE",
+        help="with --tools: auto, required, none, a tool's name, or OpenAI's JSON object",
+    )
+    g.add_argument(
+        "--tool-syntax",
+        choices=("hermes", "llama3", "mistral"),
+        default="hermes",
+        help="with --tools: call syntax",
+    )
+    g.add_argument(
+        "--parallel-tool-calls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --tools: allow several calls (--no-parallel-tool-calls: one at most)",
+    )
     g.add_argument(
         "--whitespace",
         choices=("default", "compact", "any"),

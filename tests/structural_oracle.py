@@ -136,7 +136,9 @@ class _Oracle:
             return {k for j in any_tag for k in self._dispatching(j, tags, triggers, excludes, loop)}
         return self._dispatching(i, tags, triggers, excludes, loop)
 
-    def _dispatching(self, i: int, tags: list[Any], triggers: list[str], excludes: list[str], loop: bool) -> set[int]:
+    def _dispatching(
+        self, i: int, tags: list[Any], triggers: list[str], excludes: list[str], loop: bool
+    ) -> set[int]:
         out: set[int] = set()
         todo, seen = [i], set()
         while todo:
@@ -165,7 +167,10 @@ class _Oracle:
         if f.get("stop_after_first", False):
             body = one
         else:
-            body = {"type": "sequence", "elements": [one, {"type": "star", "content": {"type": "sequence", "elements": [sep, one]}}]}
+            body = {
+                "type": "sequence",
+                "elements": [one, {"type": "star", "content": {"type": "sequence", "elements": [sep, one]}}],
+            }
         self.synthesized.append(body)  # kept alive: the memo is keyed by id
         ends = set(self.ends(body, i, stops))
         if not f.get("at_least_one", False):

@@ -31,7 +31,9 @@ def _check(fmt: dict[str, Any], accepts: list[str], rejects: list[str], oracle: 
     check(g.ir, accepts, rejects, using=EngineRecognizer)
     if not oracle:
         return
-    wrong = [s for s in accepts if not oracle_accepts(fmt, s)] + [s for s in rejects if oracle_accepts(fmt, s)]
+    wrong = [s for s in accepts if not oracle_accepts(fmt, s)] + [
+        s for s in rejects if oracle_accepts(fmt, s)
+    ]
     assert not wrong, f"the oracle disagrees with the table on {wrong!r}"
 
 
@@ -66,7 +68,12 @@ def test_json_schema() -> None:
 
 
 def test_grammar_is_ebnf_with_root() -> None:
-    _check({"type": "grammar", "grammar": 'root ::= ("yes" | "no") "!"?'}, ["yes", "no!"], ["maybe", "yes!!", ""], oracle=False)
+    _check(
+        {"type": "grammar", "grammar": 'root ::= ("yes" | "no") "!"?'},
+        ["yes", "no!"],
+        ["maybe", "yes!!", ""],
+        oracle=False,
+    )
 
 
 def test_grammar_in_lark_syntax() -> None:
@@ -75,7 +82,9 @@ def test_grammar_in_lark_syntax() -> None:
 
 
 def test_regex() -> None:
-    _check({"type": "regex", "pattern": "[A-Z]{3}-[0-9]{4}"}, ["ABC-1234"], ["AB-1234", "ABC-123", "abc-1234"])
+    _check(
+        {"type": "regex", "pattern": "[A-Z]{3}-[0-9]{4}"}, ["ABC-1234"], ["AB-1234", "ABC-123", "abc-1234"]
+    )
 
 
 def test_any_text() -> None:
@@ -108,7 +117,10 @@ def test_sequence() -> None:
 
 
 def test_or() -> None:
-    fmt = {"type": "or", "elements": [{"type": "const_string", "value": "yes"}, {"type": "const_string", "value": "no"}]}
+    fmt = {
+        "type": "or",
+        "elements": [{"type": "const_string", "value": "yes"}, {"type": "const_string", "value": "no"}],
+    }
     _check(fmt, ["yes", "no"], ["", "yesno", "maybe"])
 
 
@@ -162,7 +174,11 @@ def test_nearest_enclosing_tag_end_only() -> None:
 
 # --------------------------------------------------------------------------- triggered tags
 
-TRIGGERED = {"type": "triggered_tags", "triggers": ["<function="], "tags": [_call("get_weather"), _call("get_time")]}
+TRIGGERED = {
+    "type": "triggered_tags",
+    "triggers": ["<function="],
+    "tags": [_call("get_weather"), _call("get_time")],
+}
 W = '<function=get_weather>{"city": "Paris"}</function>'
 T = '<function=get_time>{"city": "Oslo"}</function>'
 
@@ -219,6 +235,12 @@ def test_first_complete_trigger_dispatches() -> None:
     _check(fmt, ["abcXY", "ab", "abcdZW"[:2]], ["abc", "abcdZW"])
 
 
+def test_trigger_without_tags_stops_the_text() -> None:
+    """A complete trigger dispatches even when no tag begins with it: nothing can follow."""
+    tag = {"type": "tag", "begin": "<", "content": {"type": "const_string", "value": ""}, "end": ">"}
+    _check({"type": "triggered_tags", "triggers": ["<", "a"], "tags": [tag]}, ["", "b<>", "<><>"], ["a", "ba", "<>a"])
+
+
 # --------------------------------------------------------------------------- tags with separator
 
 ITEM = {"type": "tag", "begin": "<i>", "content": {"type": "regex", "pattern": "[0-9]"}, "end": "</i>"}
@@ -271,15 +293,31 @@ ERRORS: list[tuple[Any, str, str]] = [
     ({"type": "const_string"}, "/", "missing 'value'"),
     ({"type": "const_string", "value": 3}, "/value", "must be a string"),
     ({"type": "sequence", "elements": []}, "/elements", "must not be empty"),
-    ({"type": "or", "elements": [{"type": "regex", "pattern": "("}]}, "/elements/0/pattern", "structural tag"),
+    (
+        {"type": "or", "elements": [{"type": "regex", "pattern": "("}]},
+        "/elements/0/pattern",
+        "structural tag",
+    ),
     ({"type": "tag", "begin": "a", "content": {"type": "any_text"}}, "/", "missing 'end'"),
     ({"type": "tag", "begin": "a", "content": {"type": "any_text"}, "end": []}, "/end", "non-empty array"),
-    ({"type": "tag", "begin": {"type": "token", "token": 5}, "content": {"type": "any_text"}, "end": "b"}, "/begin", "token"),
+    (
+        {"type": "tag", "begin": {"type": "token", "token": 5}, "content": {"type": "any_text"}, "end": "b"},
+        "/begin",
+        "token",
+    ),
     ({"type": "triggered_tags", "triggers": [], "tags": [ITEM]}, "/triggers", "must not be empty"),
     ({"type": "triggered_tags", "triggers": [""], "tags": [ITEM]}, "/triggers/0", "non-empty strings"),
     ({"type": "triggered_tags", "triggers": ["<x"], "tags": [ITEM]}, "/tags/0/begin", "no trigger"),
-    ({"type": "triggered_tags", "triggers": ["<", "<i"], "tags": [ITEM]}, "/tags/0/begin", "several triggers"),
-    ({"type": "triggered_tags", "triggers": ["<i"], "tags": [ITEM], "at_least_one": 1}, "/at_least_one", "boolean"),
+    (
+        {"type": "triggered_tags", "triggers": ["<", "<i"], "tags": [ITEM]},
+        "/tags/0/begin",
+        "several triggers",
+    ),
+    (
+        {"type": "triggered_tags", "triggers": ["<i"], "tags": [ITEM], "at_least_one": 1},
+        "/at_least_one",
+        "boolean",
+    ),
     ({"type": "tags_with_separator", "tags": [ITEM]}, "/", "missing 'separator'"),
     ({"type": "any_text", "max_tokens": 5}, "/max_tokens", "not supported"),
     ({"type": "any_tokens"}, "/", "token-level"),
@@ -292,12 +330,19 @@ ERRORS: list[tuple[Any, str, str]] = [
 
 @pytest.mark.parametrize(("fmt", "pointer", "message"), ERRORS)
 def test_malformed_specs_name_their_json_pointer(fmt: Any, pointer: str, message: str) -> None:
-    spec = fmt if not isinstance(fmt, dict) or fmt.get("type") == "structural_tag" else {"type": "structural_tag", "format": fmt}
+    spec = (
+        fmt
+        if not isinstance(fmt, dict) or fmt.get("type") == "structural_tag"
+        else {"type": "structural_tag", "format": fmt}
+    )
     if isinstance(fmt, dict) and fmt.get("type") != "structural_tag" and pointer.startswith("/"):
         pointer = "/format" + (pointer if pointer != "/" else "")
     with pytest.raises(GrammarError) as info:
         cfgmask.Grammar.structural_tag(spec)
-    assert info.value.pointer is not None and info.value.pointer.startswith(pointer), (info.value.pointer, pointer)
+    assert info.value.pointer is not None and info.value.pointer.startswith(pointer), (
+        info.value.pointer,
+        pointer,
+    )
     assert message in str(info.value)
 
 

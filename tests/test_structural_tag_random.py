@@ -31,16 +31,17 @@ def _leaf() -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(
         st.builds(lambda v: {"type": "const_string", "value": v}, st.text(ALPHABET, max_size=3)),
         st.sampled_from(["[ab]*", "a|b<", "(ab)?>"]).map(lambda p: {"type": "regex", "pattern": p}),
-        st.builds(
-            lambda ex: {"type": "any_text", "excludes": ex}, st.lists(_words, max_size=2, unique=True)
-        ),
+        st.builds(lambda ex: {"type": "any_text", "excludes": ex}, st.lists(_words, max_size=2, unique=True)),
     )
 
 
 def _tag(content: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
     end = st.one_of(_words, st.lists(_words, min_size=1, max_size=2))
     return st.builds(
-        lambda b, c, e: {"type": "tag", "begin": b, "content": c, "end": e}, st.text(ALPHABET, max_size=3), content, end
+        lambda b, c, e: {"type": "tag", "begin": b, "content": c, "end": e},
+        st.text(ALPHABET, max_size=3),
+        content,
+        end,
     )
 
 
@@ -127,7 +128,9 @@ def test_engine_masks_equal_reference(fmt: dict[str, Any], data: st.DataObject) 
     g = _grammar(fmt)
     ref = ReferenceMatcher(g.ir)
     v = data.draw(vocabularies([c.encode() for c in ALPHABET] + [b"<a", b"/>", b"ab", "é".encode()]))
-    vocab = cfgmask.Vocabulary.from_token_bytes(v.tokens, stop_token_ids=v.stop_ids, special_token_ids=v.special_ids)
+    vocab = cfgmask.Vocabulary.from_token_bytes(
+        v.tokens, stop_token_ids=v.stop_ids, special_token_ids=v.special_ids
+    )
     if not ref.is_prefix(b""):
         return
     compiled = cfgmask.compile(g, vocab)

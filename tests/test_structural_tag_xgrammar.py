@@ -41,33 +41,103 @@ F = '<function=f>{"city": "Paris"}</function>'
 
 CASES: list[tuple[dict[str, Any], list[str]]] = [
     ({"type": "const_string", "value": "abc"}, ["abc", "ab", "abcd"]),
-    ({"type": "json_schema", "json_schema": SCHEMA}, ['{"city": "x"}', '{"city":"x"}', '{"town": "x"}', "{}"]),
+    (
+        {"type": "json_schema", "json_schema": SCHEMA},
+        ['{"city": "x"}', '{"city":"x"}', '{"town": "x"}', "{}"],
+    ),
     ({"type": "regex", "pattern": "[A-Z]{3}-[0-9]{4}"}, ["ABC-1234", "AB-1234"]),
     ({"type": "grammar", "grammar": 'root ::= "yes" | "no"'}, ["yes", "no", "maybe"]),
     ({"type": "any_text"}, ["", "free text é"]),
     ({"type": "any_text", "excludes": ["ab"]}, ["aab", "aa", "ba", "b"]),
-    ({"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "END"}]}, ["xEND", "ENDEND", "END", "EN"]),
-    ({"type": "or", "elements": [{"type": "const_string", "value": "a"}, {"type": "regex", "pattern": "b+"}]}, ["a", "bbb", "ab", ""]),
-    (_tag("<think>", {"type": "any_text"}, "</think>"), ["<think>abc</think>", "<think>a</think>b</think>", "<think></think>", "<think>a</thin</think>"]),
+    (
+        {"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "END"}]},
+        ["xEND", "ENDEND", "END", "EN"],
+    ),
+    (
+        {
+            "type": "or",
+            "elements": [{"type": "const_string", "value": "a"}, {"type": "regex", "pattern": "b+"}],
+        },
+        ["a", "bbb", "ab", ""],
+    ),
+    (
+        _tag("<think>", {"type": "any_text"}, "</think>"),
+        ["<think>abc</think>", "<think>a</think>b</think>", "<think></think>", "<think>a</thin</think>"],
+    ),
     (_tag("[", {"type": "any_text"}, "aa"), ["[aaa", "[aa", "[baa", "[aaaa"]),
     (_tag("<r>", {"type": "any_text"}, ["</r>", "</a>"]), ["<r>x</r>", "<r>x</a>", "<r>x</a></r>"]),
-    ({"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL]}, ["", "text", f"a {F} b {F}", "<function=g>", f"{F[:-2]}"]),
-    ({"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL], "at_least_one": True}, [F, f"x{F}", f"{F}x", ""]),
-    ({"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL], "stop_after_first": True}, ["", "x", f"x{F}", f"{F}{F}", f"{F}x"]),
-    ({"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL], "at_least_one": True, "stop_after_first": True}, [F, f"{F}{F}", ""]),
-    ({"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL], "excludes": ["<stop>"]}, ["a<stop>", f"{F}b"]),
-    (_tag("<a>", {"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL]}, "</a>"), [f"<a>{F}</a>", "<a>x</a>", "<a>x</a>y</a>"]),
-    ({"type": "tags_with_separator", "tags": [_tag("<i>", {"type": "const_string", "value": "1"}, "</i>")], "separator": ","}, ["", "<i>1</i>", "<i>1</i>,<i>1</i>", "<i>1</i>,"]),
-    ({"type": "tags_with_separator", "tags": [_tag("<i>", EMPTY, "</i>")], "separator": ";", "at_least_one": True, "stop_after_first": True}, ["<i></i>", "", "<i></i>;<i></i>"]),
+    (
+        {"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL]},
+        ["", "text", f"a {F} b {F}", "<function=g>", f"{F[:-2]}"],
+    ),
+    (
+        {"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL], "at_least_one": True},
+        [F, f"x{F}", f"{F}x", ""],
+    ),
+    (
+        {"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL], "stop_after_first": True},
+        ["", "x", f"x{F}", f"{F}{F}", f"{F}x"],
+    ),
+    (
+        {
+            "type": "triggered_tags",
+            "triggers": ["<function="],
+            "tags": [CALL],
+            "at_least_one": True,
+            "stop_after_first": True,
+        },
+        [F, f"{F}{F}", ""],
+    ),
+    (
+        {"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL], "excludes": ["<stop>"]},
+        ["a<stop>", f"{F}b"],
+    ),
+    (
+        _tag("<a>", {"type": "triggered_tags", "triggers": ["<function="], "tags": [CALL]}, "</a>"),
+        [f"<a>{F}</a>", "<a>x</a>", "<a>x</a>y</a>"],
+    ),
+    (
+        {
+            "type": "tags_with_separator",
+            "tags": [_tag("<i>", {"type": "const_string", "value": "1"}, "</i>")],
+            "separator": ",",
+        },
+        ["", "<i>1</i>", "<i>1</i>,<i>1</i>", "<i>1</i>,"],
+    ),
+    (
+        {
+            "type": "tags_with_separator",
+            "tags": [_tag("<i>", EMPTY, "</i>")],
+            "separator": ";",
+            "at_least_one": True,
+            "stop_after_first": True,
+        },
+        ["<i></i>", "", "<i></i>;<i></i>"],
+    ),
     ({"type": "optional", "content": {"type": "const_string", "value": "x"}}, ["", "x", "xx"]),
     ({"type": "star", "content": {"type": "const_string", "value": "x"}}, ["", "xxx", "y"]),
     ({"type": "plus", "content": {"type": "const_string", "value": "x"}}, ["", "xxx"]),
-    ({"type": "repeat", "min": 2, "max": 3, "content": {"type": "const_string", "value": "x"}}, ["x", "xx", "xxx", "xxxx"]),
     (
-        {"type": "triggered_tags", "triggers": ["bc", "abcd"], "tags": [_tag("bcX", EMPTY, "Y"), _tag("abcdZ", EMPTY, "W")]},
+        {"type": "repeat", "min": 2, "max": 3, "content": {"type": "const_string", "value": "x"}},
+        ["x", "xx", "xxx", "xxxx"],
+    ),
+    (
+        {
+            "type": "triggered_tags",
+            "triggers": ["bc", "abcd"],
+            "tags": [_tag("bcX", EMPTY, "Y"), _tag("abcdZ", EMPTY, "W")],
+        },
         ["abcXY", "xbcXY", "abc", "abcdZW", "ab"],
     ),
-    ({"type": "triggered_tags", "triggers": ["bc"], "tags": [_tag("bcX", EMPTY, "Y")], "excludes": ["abcd"]}, ["abcXY", "abc", "bc", "ab"]),
+    (
+        {
+            "type": "triggered_tags",
+            "triggers": ["bc"],
+            "tags": [_tag("bcX", EMPTY, "Y")],
+            "excludes": ["abcd"],
+        },
+        ["abcXY", "abc", "bc", "ab"],
+    ),
 ]
 
 # (format index, text): why XGrammar's answer differs from cfgmask's.

@@ -340,7 +340,10 @@ class _Builder:
         if at_least_one and stop_after_first:
             return self.new_rule("triggered-tags", ir.alt(*whole))
         stops = sorted(set(excludes) | {e for e in ends if e})
-        conts = {t: self.new_rule("trigger-group", ir.alt(*g)) for t, g in groups.items() if g}
+        # a trigger no tag begins with still stops the free text, and nothing can follow it
+        conts = {
+            t: self.new_rule("trigger-group", ir.alt(*g)) if g else ir.NOTHING for t, g in groups.items()
+        }
         body: ir.Expr = free_text(conts, stops, not stop_after_first, self.define, self.reserve)
         if at_least_one:
             body = ir.seq(self.new_rule("first-tag", ir.alt(*whole)), body)
