@@ -138,6 +138,10 @@ CASES: list[tuple[dict[str, Any], list[str]]] = [
         },
         ["abcXY", "abc", "bc", "ab"],
     ),
+    (
+        {"type": "triggered_tags", "triggers": ["<", "a"], "tags": [_tag("<", EMPTY, ">")]},
+        ["", "b<>", "a", "ba", "<>a"],
+    ),
 ]
 
 # (format index, text): why XGrammar's answer differs from cfgmask's.
