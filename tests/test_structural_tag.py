@@ -238,7 +238,8 @@ def test_first_complete_trigger_dispatches() -> None:
 def test_trigger_without_tags_stops_the_text() -> None:
     """A complete trigger dispatches even when no tag begins with it: nothing can follow."""
     tag = {"type": "tag", "begin": "<", "content": {"type": "const_string", "value": ""}, "end": ">"}
-    _check({"type": "triggered_tags", "triggers": ["<", "a"], "tags": [tag]}, ["", "b<>", "<><>"], ["a", "ba", "<>a"])
+    fmt = {"type": "triggered_tags", "triggers": ["<", "a"], "tags": [tag]}
+    _check(fmt, ["", "b<>", "<><>"], ["a", "ba", "<>a"])
 
 
 # --------------------------------------------------------------------------- tags with separator

@@ -27,7 +27,7 @@ self-synchronising and the patterns are text).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .. import ir
 
@@ -35,7 +35,7 @@ __all__ = ["free_text"]
 
 
 def free_text(
-    triggers: dict[str, ir.Expr],
+    triggers: Mapping[str, ir.Expr],
     excludes: list[str],
     loop: bool,
     new_rule: Callable[[str, ir.Expr], ir.Ref],
@@ -106,7 +106,7 @@ def free_text(
 
 def _exit(
     v: str,
-    triggers: dict[str, ir.Expr],
+    triggers: Mapping[str, ir.Expr],
     loop: bool,
     exits: dict[str, ir.Expr],
     start: str,

@@ -89,7 +89,11 @@ class _Builder:
     def __init__(self, *, canonical: bool, whitespace: str, strict: bool) -> None:
         self.rules: dict[str, ir.Expr] = {}
         self.count = 0
-        self.schema_opts = {"canonical": canonical, "whitespace": whitespace, "strict": strict}
+        self.schema_opts: dict[str, Any] = {
+            "canonical": canonical,
+            "whitespace": whitespace,
+            "strict": strict,
+        }
         self.embedded: dict[tuple[str, str], ir.Ref] = {}
 
     # -- rule names --------------------------------------------------------------------------
@@ -204,7 +208,7 @@ class _Builder:
             json.dumps(schema, sort_keys=True),
             path + "/json_schema",
             lambda: schema_to_grammar(schema, **self.schema_opts)[0],
-        )  # type: ignore[arg-type]
+        )
 
     def f_grammar(self, node: dict[str, Any], path: str, ends: tuple[str, ...]) -> ir.Expr:
         text = self.field(node, path, "grammar", str)
