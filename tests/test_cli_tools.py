@@ -3,7 +3,9 @@ test_cli_generate.py for how the model is found and cached).
 
 Ten sampled runs with ``--tool-choice required`` (five with parallel calls, five without): every
 call's arguments validate against its tool's schema (``jsonschema``), and a run without parallel
-calls makes exactly one.  Runs with ``--tool-choice auto`` on a prompt no tool fits: the model
+calls makes exactly one and ends.  With parallel calls SmolLM2 tends to repeat its calls until
+``--max-tokens``; the test accepts that cut (exit 3) when every complete call validates.
+Runs with ``--tool-choice auto`` on a prompt no tool fits: the model
 writes plain text, and any call it does make validates too.  Slow (about a minute a run on two
 busy cores); run with ``pytest -m slow``.
 """
@@ -69,20 +71,29 @@ def test_required_calls_validate(generate, seed: int) -> None:
         "--tool-choice",
         "required",
         "--parallel-tool-calls" if parallel else "--no-parallel-tool-calls",
+        "--whitespace",
+        "compact",
         "--temperature",
         "0.8",
         "--seed",
         str(seed),
         "--max-tokens",
-        "160",
+        "120",
     )
-    assert p.returncode == 0, p.stderr  # 0: a complete string of the grammar
+    print(f"seed {seed} parallel={parallel} rc={p.returncode}: {p.stdout!r}")
     calls = _calls(p.stdout)
-    print(f"seed {seed} parallel={parallel}: {p.stdout!r}")
     assert calls and (parallel or len(calls) == 1)
     for call in calls:
         _validate(call)
-    assert CALL.sub("", p.stdout).strip("\n") == ""  # nothing but calls and their separators
+    if parallel:
+        # a small model may repeat its calls until --max-tokens (exit 3): every complete call
+        # still validates, and what follows the last one is the start of another call
+        assert p.returncode in (0, 3), p.stderr
+        rest = CALL.sub("", p.stdout).strip("\n")
+        assert rest == "" or (p.returncode == 3 and "<tool_call>\n{".startswith(rest[:13]))
+    else:
+        assert p.returncode == 0, p.stderr  # 0: a complete string of the grammar
+        assert CALL.sub("", p.stdout).strip("\n") == ""
     assert f"cfgmask: {len(calls)} tool call" in p.stderr
 
 
