@@ -351,6 +351,7 @@ FORMAT_INTROS = {
     "json": "Answer with one JSON document, and nothing else.",
     "gbnf": "Answer with text in the language of this GBNF grammar (its rule `root` is the whole answer):",
     "lark": "Answer with text in the language of this Lark grammar (its rule `start` is the whole answer):",
+    "ebnf": "Answer with text in the language of this EBNF grammar (its rule `root` is the whole answer):",
     "regex": "Answer with text that this regular expression matches in full:",
 }
 
@@ -360,6 +361,7 @@ FORMAT_NAMES = {
     "json": "request for JSON",
     "gbnf": "GBNF grammar",
     "lark": "Lark grammar",
+    "ebnf": "EBNF grammar",
     "regex": "regular expression",
 }
 
@@ -379,7 +381,7 @@ def user_message(args: argparse.Namespace, kind: str, arg: str | None) -> str:
     if kind == "json_schema":
         assert arg is not None
         body = json.dumps(json.loads(Path(arg).read_text(encoding="utf-8")), ensure_ascii=False)
-    elif kind in ("gbnf", "lark"):
+    elif kind in ("gbnf", "ebnf", "lark"):
         assert arg is not None
         body = Path(arg).read_text(encoding="utf-8").strip()
     else:
@@ -436,15 +438,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
         load = os.getloadavg()[0]  # before this process adds its own
     except (AttributeError, OSError):
         load = 0.0
-    kind, arg = _grammar_choice(args)
-    grammar = load_grammar(
-        kind,
-        arg,
-        whitespace=args.whitespace,
-        full_language=args.full_language,
-        strict=not args.lenient,
-        regex_flavor=args.regex_flavor,
-    )
+    tools = _load_tools(args.tools) if args.tools else None
+    kind, arg = ("tools", args.tools) if tools is not None else _grammar_choice(args)
+    if tools is not None:
+        grammar = _tools_grammar(args, tools)
+    else:
+        grammar = load_grammar(
+            kind,
+            arg,
+            whitespace=args.whitespace,
+            full_language=args.full_language,
+            strict=not args.lenient,
+            regex_flavor=args.regex_flavor,
+        )
     _list_not_enforced(grammar)
     if args.max_tokens < 1:
         raise CliError("--max-tokens must be at least 1")
@@ -459,7 +465,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     with _Step(f"indexing the vocabulary ({len(tok)} tokens) and compiling the grammar"):
         vocab = Vocabulary.from_huggingface(tok)
         compiled = compile_grammar(grammar, vocab)
-    prompt_ids = _prompt_ids(tok, user_message(args, kind, arg), args.system, not args.no_chat)
+    system = args.system
+    if tools is not None and system is None:
+        from .tools import tools_system_prompt
+
+        system = tools_system_prompt(tools, args.tool_syntax)
+    message = str(args.prompt) if tools is not None else user_message(args, kind, arg)
+    prompt_ids = _prompt_ids(tok, message, system, not args.no_chat)
     if not prompt_ids:
         raise CliError("the prompt is empty: --prompt needs some text when --no-chat is given")
     encode: Callable[[str], list[int]] | None = None
@@ -474,7 +486,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         sys.stdout.write(decoder.decode(data))
         sys.stdout.flush()
 
-    _, stats = generate_stream(
+    output, stats = generate_stream(
         model,
         compiled,
         prompt_ids,
@@ -487,10 +499,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sys.stdout.write(decoder.decode(b"", final=True) + "\n")
     sys.stdout.flush()
     _info(f"cfgmask: {stats.summary()}; {stats.total_seconds:.1f} s ({len(prompt_ids)} prompt tokens)")
+    if tools is not None:
+        _report_tool_calls(output, args.tool_syntax)
     return 0 if stats.accepting else 3
 
 
-GRAMMAR_FLAGS = "--gbnf, --lark, --json-schema, --regex, --regex-file or --json"
+GRAMMAR_FLAGS = "--gbnf, --ebnf, --lark, --json-schema, --regex, --regex-file or --json"
 
 # What ``check`` shows of ``CompiledGrammar.stats`` (the rest are the mask cache's internals,
 # empty after a compile: it fills as masks are asked for).
@@ -506,7 +520,7 @@ def _check_source(args: argparse.Namespace) -> tuple[str, str | None, str]:
     """``(kind, argument, name)``: the grammar ``check`` was given, as a FILE whose suffix
     tells its kind or with the grammar options of ``generate``."""
     flagged = any(
-        getattr(args, k) is not None for k in ("gbnf", "lark", "regex", "regex_file", "json_schema")
+        getattr(args, k) is not None for k in ("gbnf", "ebnf", "lark", "regex", "regex_file", "json_schema")
     )
     if args.grammar_file is not None:
         if flagged or args.json:
@@ -520,6 +534,53 @@ def _check_source(args: argparse.Namespace) -> tuple[str, str | None, str]:
     if args.regex_file is not None:
         return kind, arg, args.regex_file
     return kind, arg, {"regex": f"--regex {arg!r}", "json": "--json"}.get(kind, arg or "")
+
+
+# ---- tool calling (issue 14) -----------------------------------------------------------------
+
+
+def _load_tools(path: str) -> list[Any]:
+    """An OpenAI-style ``tools`` list from a JSON file (or an object holding one under "tools")."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CliError(f"cannot read {path}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise GrammarError.at(f"{path} is not valid JSON: {e.msg}", e.doc, e.pos) from None
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise CliError(f"{path}: expected a list of tools (or an object with a 'tools' list)")
+    return data
+
+
+def _tools_grammar(args: argparse.Namespace, tools: list[Any]) -> Any:
+    from .tools import tool_call_grammar
+
+    choice: Any = args.tool_choice
+    if choice.startswith("{"):
+        try:
+            choice = json.loads(choice)
+        except json.JSONDecodeError as e:
+            raise CliError(f"--tool-choice is not valid JSON: {e.msg}") from None
+    return tool_call_grammar(
+        tools,
+        tool_choice=choice,
+        syntax=args.tool_syntax,
+        parallel_tool_calls=args.parallel_tool_calls,
+        whitespace=args.whitespace or "default",
+        canonical=not args.full_language,
+        strict=not args.lenient,
+    )
+
+
+def _report_tool_calls(output: bytes, syntax: str) -> None:
+    from .tools import parse_tool_calls
+
+    text, calls = parse_tool_calls(output.decode("utf-8", "replace"), syntax)
+    _info(f"cfgmask: {len(calls)} tool call{'s' if len(calls) != 1 else ''}" + (":" if calls else ""))
+    for call in calls:
+        _info(f"  {call['name']}({json.dumps(call['arguments'], ensure_ascii=False)})")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -693,6 +754,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument("--json-schema", dest="json_schema", metavar="FILE", help="a JSON Schema file")
     src.add_argument("--json", action="store_true", help="any JSON value")
+    src.add_argument("--tools", metavar="FILE", help="an OpenAI-style tools list (JSON): tool calls")
+    g.add_argument(
+        "--tool-choice",
+        default="auto",
+        metavar="CHOICE",
+        help="with --tools: auto, required, none, a tool's name, or OpenAI's JSON object",
+    )
+    g.add_argument(
+        "--tool-syntax",
+        choices=("hermes", "llama3", "mistral"),
+        default="hermes",
+        help="with --tools: call syntax",
+    )
+    g.add_argument(
+        "--parallel-tool-calls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --tools: allow several calls (--no-parallel-tool-calls: one at most)",
+    )
     g.add_argument(
         "--whitespace",
         choices=("default", "compact", "any"),

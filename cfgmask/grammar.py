@@ -119,6 +119,31 @@ class Grammar:
         return cls(ir_grammar, source=source, schema_report=report)
 
     @classmethod
+    def structural_tag(
+        cls,
+        spec: str | dict[str, Any],
+        *,
+        canonical: bool = True,
+        whitespace: str = "default",
+        strict: bool = True,
+        limits: CompileLimits | None = None,
+    ) -> Grammar:
+        """An XGrammar structural tag (``{"type": "structural_tag", "format": {...}}``, a bare
+        format, or the older ``{"structures", "triggers"}`` form; dict or JSON text).  JSON Schema
+        parts take ``canonical``, ``whitespace`` and ``strict`` as ``from_json_schema`` does.
+        See :mod:`cfgmask.frontends.structural_tag`."""
+        from .frontends.structural_tag import parse_structural_tag
+
+        text = spec if isinstance(spec, str) else None
+        ir_grammar = _front_end(
+            "structural tag",
+            text,
+            limits,
+            lambda: parse_structural_tag(spec, canonical=canonical, whitespace=whitespace, strict=strict),
+        )
+        return cls(ir_grammar, source=text or "")
+
+    @classmethod
     def json(cls) -> Grammar:
         """Generic JSON (any value) with bounded whitespace."""
         from .frontends.json_schema import builtin_json

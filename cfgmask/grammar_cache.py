@@ -60,12 +60,10 @@ KINDS: dict[str, dict[str, type]] = {
     "json": {"whitespace": str},
     "gbnf": {"start": str},
     "lark": {"start": str},
-    "regex": {},
+    "regex": {"flavor": str},
     "ebnf": {"start": str},
-    "structural_tag": {},
+    "structural_tag": {"whitespace": str, "canonical": bool, "strict": bool},
 }
-# kinds whose front end other issues add: accepted once Grammar has the constructor
-_OPTIONAL_KINDS = {"ebnf": "from_ebnf", "structural_tag": "structural_tag"}
 
 
 def parse_grammar(kind: str, source: Any, options: dict[str, Any] | None = None) -> Grammar:
@@ -85,20 +83,15 @@ def parse_grammar(kind: str, source: Any, options: dict[str, Any] | None = None)
     if kind == "lark":
         return Grammar.from_lark(source, **opts)
     if kind == "regex":
-        return Grammar.from_regex(source)
-    ctor = getattr(Grammar, _OPTIONAL_KINDS[kind])
-    result: Grammar = ctor(source, **opts)
-    return result
+        return Grammar.from_regex(source, **opts)
+    if kind == "ebnf":
+        return Grammar.from_ebnf(source, root=opts.get("start", "root"))
+    return Grammar.structural_tag(source, **opts)
 
 
 def _check_options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     if kind not in KINDS:
         raise GrammarError(f"unknown grammar kind {kind!r}; expected one of {', '.join(KINDS)}")
-    if kind in _OPTIONAL_KINDS and not hasattr(Grammar, _OPTIONAL_KINDS[kind]):
-        raise GrammarError(
-            f"{kind} grammars are not supported by this cfgmask "
-            f"(it has no Grammar.{_OPTIONAL_KINDS[kind]}); upgrade cfgmask"
-        )
     allowed = KINDS[kind]
     for name, value in options.items():
         if name not in allowed:

@@ -150,12 +150,18 @@ def test_bad_requests_raise_and_cache_nothing(vocab: cfgmask.Vocabulary, tmp_pat
     assert len(cache) == 0 and not any((tmp_path / f"v{FORMAT_VERSION}").glob("*.cfgm"))  # type: ignore[operator]
 
 
-def test_optional_kinds_say_so_when_absent(vocab: cfgmask.Vocabulary) -> None:
-    for kind, ctor in grammar_cache._OPTIONAL_KINDS.items():
-        if hasattr(cfgmask.Grammar, ctor):
-            continue
-        with pytest.raises(cfgmask.GrammarError, match=f"{kind} grammars are not supported by this cfgmask"):
-            GrammarCache().get(kind, "x", vocab)
+def test_ebnf_structural_tag_and_regex_flavor_kinds(vocab: cfgmask.Vocabulary) -> None:
+    """The kinds vLLM requests name reach their front ends with their options."""
+    cache = GrammarCache()
+    ebnf = cfgmask.Matcher(cache.get("ebnf", 'main ::= "a" Regex("[0-9]+")', vocab, {"start": "main"}))
+    assert ebnf.accept_bytes(b"a12") and ebnf.is_accepting()
+    spec = {"type": "structural_tag", "format": {"type": "const_string", "value": "ab"}}
+    tag = cfgmask.Matcher(cache.get("structural_tag", spec, vocab))
+    assert tag.accept_bytes(b"ab") and tag.is_accepting()
+    ecma = cfgmask.Matcher(cache.get("regex", r"\d+", vocab, {"flavor": "ecmascript"}))
+    assert ecma.accept_bytes(b"42") and not ecma.fork().accept_bytes("١".encode())
+    with pytest.raises(cfgmask.GrammarError, match="option 'flavor' does not apply to gbnf"):
+        cache.get("gbnf", 'root ::= "a"', vocab, {"flavor": "python"})
 
 
 def _worker(args: tuple[str, int]) -> list[int]:
