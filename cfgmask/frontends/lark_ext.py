@@ -239,9 +239,7 @@ class _Scanner:
                 raise self.error("llguidance's '~' (not) operator is not supported", i)
             elif c == ":" and src.startswith("::", i):
                 raise self.error("llguidance parametric rules (name::param) are not supported", i)
-            elif c.isalpha() or c == "_":
-                m = _NAME.match(src, i)
-                assert m is not None
+            elif (m := _NAME.match(src, i)) is not None:  # ASCII names only (c.isalpha() is Unicode)
                 self.atom_start = self.n_out
                 self.emit(self.name(m.group(), i), i)
                 i = m.end()
