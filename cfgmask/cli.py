@@ -137,6 +137,18 @@ def _read_text(path: str) -> str:
         raise CliError(f"cannot read {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
+def _load_grammar_from_args(args: argparse.Namespace, kind: str, arg: str | None) -> Any:
+    """``load_grammar`` with the grammar options shared by ``generate`` and ``check``."""
+    return load_grammar(
+        kind,
+        arg,
+        whitespace=args.whitespace,
+        full_language=args.full_language,
+        strict=not args.lenient,
+        regex_flavor=args.regex_flavor,
+    )
+
+
 def _grammar_choice(args: argparse.Namespace) -> tuple[str, str | None]:
     """The front end and its argument (a file, or a regex's pattern) from the grammar options
     that ``generate`` and ``check`` share."""
@@ -443,14 +455,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if tools is not None:
         grammar = _tools_grammar(args, tools)
     else:
-        grammar = load_grammar(
-            kind,
-            arg,
-            whitespace=args.whitespace,
-            full_language=args.full_language,
-            strict=not args.lenient,
-            regex_flavor=args.regex_flavor,
-        )
+        grammar = _load_grammar_from_args(args, kind, arg)
     _list_not_enforced(grammar)
     if args.max_tokens < 1:
         raise CliError("--max-tokens must be at least 1")
@@ -588,14 +593,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     kind, arg, name = _check_source(args)
     t0 = time.perf_counter()
-    grammar = load_grammar(
-        kind,
-        arg,
-        whitespace=args.whitespace,
-        full_language=args.full_language,
-        strict=not args.lenient,
-        regex_flavor=args.regex_flavor,
-    )
+    grammar = _load_grammar_from_args(args, kind, arg)
     t_parse = time.perf_counter() - t0
     vocab, vocab_name = _check_vocab(args.vocab, args.model)
     t0 = time.perf_counter()

@@ -8,6 +8,8 @@ restriction that removes everything yields ``ir.NOTHING`` itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import ir
 
 Ranges = tuple[tuple[int, int], ...]
@@ -131,20 +133,24 @@ def _restrict_seq(items: list[ir.Expr], allowed: Ranges, first: bool) -> ir.Expr
 # --------------------------------------------------------------------------- markers
 
 
-def without_refs(e: ir.Expr) -> ir.Expr:
-    """``e`` without the paths that go through a rule reference (references as nothing)."""
-    if isinstance(e, ir.Ref):
-        return ir.NOTHING
+def map_leaves(e: ir.Expr, leaf: Callable[[ir.Expr], ir.Expr]) -> ir.Expr:
+    """``e`` rebuilt with ``leaf`` applied to every expression that is not a sequence,
+    alternation or repetition; a part that becomes ``NOTHING`` prunes what needs it."""
     if isinstance(e, ir.Seq):
-        return concat([without_refs(x) for x in e.items])
+        return concat([map_leaves(x, leaf) for x in e.items])
     if isinstance(e, ir.Alt):
-        return union([without_refs(x) for x in e.items])
+        return union([map_leaves(x, leaf) for x in e.items])
     if isinstance(e, ir.Repeat):
-        item = without_refs(e.item)
+        item = map_leaves(e.item, leaf)
         if item == ir.NOTHING:
             return ir.EPSILON if e.lo == 0 else ir.NOTHING
         return ir.Repeat(item, e.lo, e.hi)
-    return e
+    return leaf(e)
+
+
+def without_refs(e: ir.Expr) -> ir.Expr:
+    """``e`` without the paths that go through a rule reference (references as nothing)."""
+    return map_leaves(e, lambda x: ir.NOTHING if isinstance(x, ir.Ref) else x)
 
 
 def through_ref(e: ir.Expr, marker: str) -> ir.Expr:

@@ -38,10 +38,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from .. import deadline, ir
+from .. import deadline, ir, ir_ops
 
 MAX_DISPATCH_STATES = 100_000  # free-text states of one TagDispatch (pairs of automaton states)
 _JSON_FORBIDDEN = ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C))  # control characters, '"', '\'
+_JSON_ALLOWED = ir.complement_ranges(_JSON_FORBIDDEN)
 
 
 # --------------------------------------------------------------------------- Substring
@@ -187,11 +188,15 @@ def token_tag_dispatch(
 
 def json_string_only(e: ir.Expr) -> ir.Expr:
     """``e`` with every character match narrowed to what a JSON string holds unescaped."""
+    return ir_ops.map_leaves(e, _json_string_leaf)
+
+
+def _json_string_leaf(e: ir.Expr) -> ir.Expr:
     if isinstance(e, ir.CharClass):
-        ranges = ir.normalize_ranges([*_subtract(e.ranges, _JSON_FORBIDDEN)])
+        ranges = ir_ops.intersect(ir.normalize_ranges(e.ranges), _JSON_ALLOWED)
         return ir.CharClass(ranges) if ranges else ir.NOTHING
     if isinstance(e, ir.ByteClass):
-        ranges = ir.normalize_ranges([*_subtract(e.ranges, _JSON_FORBIDDEN)], top=0xFF)
+        ranges = ir_ops.intersect(ir.normalize_ranges(e.ranges, top=0xFF), _JSON_ALLOWED)
         return ir.ByteClass(ranges) if ranges else ir.NOTHING
     if isinstance(e, ir.Literal):
         bad = any(lo <= b <= hi for b in e.data for lo, hi in _JSON_FORBIDDEN)
@@ -199,31 +204,4 @@ def json_string_only(e: ir.Expr) -> ir.Expr:
     if isinstance(e, ir.LiteralSet):
         words = tuple(w for w in e.words if not any(lo <= b <= hi for b in w for lo, hi in _JSON_FORBIDDEN))
         return ir.LiteralSet(words, e.json) if words else ir.NOTHING
-    if isinstance(e, ir.Seq):
-        items = [json_string_only(x) for x in e.items]
-        return ir.NOTHING if ir.NOTHING in items else ir.seq(*items)
-    if isinstance(e, ir.Alt):
-        kept = [x for x in (json_string_only(x) for x in e.items) if x != ir.NOTHING]
-        return ir.alt(*kept) if kept else ir.NOTHING
-    if isinstance(e, ir.Repeat):
-        item = json_string_only(e.item)
-        if item == ir.NOTHING:
-            return ir.EPSILON if e.lo == 0 else ir.NOTHING
-        return ir.Repeat(item, e.lo, e.hi)
     return e
-
-
-def _subtract(ranges: Sequence[tuple[int, int]], minus: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = list(ranges)
-    for mlo, mhi in minus:
-        nxt = []
-        for lo, hi in out:
-            if hi < mlo or lo > mhi:
-                nxt.append((lo, hi))
-                continue
-            if lo < mlo:
-                nxt.append((lo, mlo - 1))
-            if hi > mhi:
-                nxt.append((mhi + 1, hi))
-        out = nxt
-    return out
