@@ -84,6 +84,9 @@ def parse_ebnf(text: str, root: str = "root") -> ir.Grammar:
 
 class _EbnfParser(_Parser):
     name_chars = _EBNF_NAME_CHARS
+    simple_escapes = _ESCAPES
+    repeat_twice = False  # one quantifier per element
+    max_bound = _MAX_INT
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
@@ -145,30 +148,18 @@ class _EbnfParser(_Parser):
             j += 1
         return j + 1 if j < len(self.text) and self.text[j] == "]" else None
 
-    def parse_rule(self) -> None:
-        name_start = self.pos
-        end = self.name_end(name_start)
-        if end == name_start:
-            raise self.error(f"expected a rule name, found {self.describe()}")
-        name = self.text[name_start:end]
-        self.pos = end
+    def after_rule_name(self, name: str) -> None:
         self.current = name
         if self.peek() == "[":
             self.parse_attributes(name)
-        while self.peek() in (" ", "\t"):
-            self.pos += 1
-        if not self.text.startswith("::=", self.pos):
-            raise self.error(f"expected '::=' after rule name {name!r}")
+
+    def check_redefinition(self, name: str, offset: int) -> None:
         if name in self.rules:
-            raise self.error(f"rule {name!r} is defined twice", name_start)
-        self.pos += 3
-        self.skip_ws()
-        body = self.parse_alternates(0)
+            raise self.error(f"rule {name!r} is defined twice", offset)
+
+    def after_rule_body(self, name: str) -> None:
         if self.text.startswith("(=", self.pos):
             self.parse_lookahead(name)
-        self.expect_rule_end()
-        self.rules[name] = body
-        self.rule_offsets[name] = name_start
 
     def parse_attributes(self, rule: str) -> None:
         """``[key, key=value, ...]`` after a rule name."""
@@ -268,29 +259,11 @@ class _EbnfParser(_Parser):
 
     # -- expressions -------------------------------------------------------------------
 
-    def parse_sequence(self, depth: int) -> ir.Expr:
-        items: list[ir.Expr] = []
-        quantified = True  # XGrammar: one quantifier per element, and none before the first
-        while True:
-            c = self.peek()
-            if c in ("*", "+", "?", "{"):
-                if quantified:
-                    what = "nothing to repeat" if not items else "a second quantifier needs parentheses"
-                    raise self.error(f"{what} before {c!r}")
-                items[-1] = self.parse_repetition(items[-1])
-                quantified = True
-            elif c and c in self.name_chars and self.at_rule_start():
-                if not self.newline_seen:
-                    raise self.error("a rule definition must start on a new line")
-                break
-            else:
-                item = self.parse_atom(depth)
-                if item is None:
-                    break
-                items.append(item)
-                quantified = False
-            self.skip_ws()
-        return ir.seq(*items)
+    def repeatable(self, item: ir.Expr, first: str) -> bool:
+        return True  # XGrammar repeats "" (still ""): see parse_repetition
+
+    def cannot_repeat(self, items: list[ir.Expr]) -> str:
+        return "nothing to repeat" if not items else "a second quantifier needs parentheses"
 
     def parse_atom(self, depth: int) -> ir.Expr | None:
         c = self.peek()
@@ -303,20 +276,6 @@ class _EbnfParser(_Parser):
                 return self.parse_macro(name, depth)
         return super().parse_atom(depth)
 
-    def parse_group(self, depth: int) -> ir.Expr:
-        open_pos = self.pos
-        if depth >= _MAX_DEPTH:
-            raise self.error(f"parentheses nested deeper than {_MAX_DEPTH}")
-        self.pos += 1
-        self.skip_ws()
-        inner = self.parse_alternates(depth + 1)
-        if self.peek() != ")":
-            if self.pos >= len(self.text) or self.at_rule_start():
-                raise self.error("unclosed '('", open_pos)
-            raise self.error(f"unexpected {self.describe()} (expected ')')")
-        self.pos += 1
-        return inner
-
     def parse_repetition(self, item: ir.Expr) -> ir.Expr:
         if item == ir.EPSILON:  # XGrammar repeats "" (still ""); GBNF refuses it
             self.pos += 1
@@ -325,74 +284,32 @@ class _EbnfParser(_Parser):
             return ir.EPSILON
         return super().parse_repetition(item)
 
-    def parse_bounds(self, brace: int) -> tuple[int, int | None]:
-        """``{m}``, ``{m,}``, ``{m,n}`` and XGrammar's ``{m,-1}`` (unbounded)."""
-        self.skip_ws()
-        lo = self.parse_int("expected an integer after '{'")
-        self.skip_ws()
-        hi: int | None = lo
-        if self.peek() == ",":
-            self.pos += 1
-            self.skip_ws()
-            if self.text.startswith("-1", self.pos) and not _is_digit(self.peek(2)):
-                self.pos += 2
-                hi = None
-            else:
-                hi = self.parse_int("") if _is_digit(self.peek()) else None
-            self.skip_ws()
-            if self.peek() != "}":
-                raise self.error("expected '}' to close repetition bounds")
-        elif self.peek() != "}":
-            raise self.error("expected ',' or '}' in repetition bounds")
-        self.pos += 1
-        if hi is not None and hi < lo:
-            raise self.error(f"bad repetition bounds {{{lo},{hi}}}: maximum below minimum", brace)
-        if max(lo, hi or 0) > _MAX_INT:
-            raise self.error(f"repetition bound above {_MAX_INT}", brace)
-        return lo, hi
+    def parse_upper_bound(self) -> int | None:
+        """XGrammar's ``{m,-1}`` is ``{m,}``."""
+        if self.text.startswith("-1", self.pos) and not _is_digit(self.peek(2)):
+            self.pos += 2
+            return None
+        return super().parse_upper_bound()
 
     # -- terminals ---------------------------------------------------------------------
 
-    def parse_string(self) -> ir.Expr:
-        text = self.parse_string_text()
-        return ir.literal(text) if text else ir.EPSILON
+    def string_char(self) -> str:
+        if self.peek() in "\r\n":
+            raise self.error("a string literal cannot hold a raw newline: write \\n")
+        return super().string_char()
 
-    def parse_string_text(self) -> str:
-        open_pos = self.pos
-        self.pos += 1
-        out: list[str] = []
-        while self.peek() != '"':
-            if not self.peek():
-                raise self.error("unterminated string literal", open_pos)
-            if self.peek() in "\r\n":
-                raise self.error("a string literal cannot hold a raw newline: write \\n")
-            out.append(self.checked_char(False))
-        self.pos += 1
-        return "".join(out)
+    def parse_hex_escape(self, esc: str) -> int:
+        if esc != "x":
+            return super().parse_hex_escape(esc)
+        m = re.compile(r"[0-9a-fA-F]+").match(self.text, self.pos + 2)  # any number of digits
+        if not m:
+            raise self.error("escape '\\x' needs at least one hex digit")
+        self.pos = m.end()
+        return int(m.group(), 16) if len(m.group()) <= 8 else ir.MAX_CODE_POINT + 1
 
-    def checked_char(self, in_class: bool) -> str:
+    def class_char(self) -> int:
         at = self.pos
-        cp = self.parse_class_char() if in_class else self.parse_char()
-        if cp > ir.MAX_CODE_POINT or ir.SURROGATES[0] <= cp <= ir.SURROGATES[1]:
-            raise self.error(f"U+{cp:04X} is not a Unicode scalar value", at)
-        return chr(cp)
-
-    def parse_char(self) -> int:
-        c = self.peek()
-        if c != "\\":
-            self.pos += 1
-            return ord(c)
-        esc = self.peek(1)
-        if esc in _ESCAPES and esc:
-            self.pos += 2
-            return ord(_ESCAPES[esc])
-        if esc == "x":
-            m = re.compile(r"[0-9a-fA-F]+").match(self.text, self.pos + 2)
-            if not m:
-                raise self.error("escape '\\x' needs at least one hex digit")
-            self.pos = m.end()
-            return int(m.group(), 16) if len(m.group()) <= 8 else ir.MAX_CODE_POINT + 1
-        return super().parse_char()
+        return ord(self.scalar(self.parse_class_char(), at))
 
     def parse_class_char(self) -> int:
         if self.peek() == "\\" and self.peek(1) in _CLASS_ESCAPES and self.peek(1):
@@ -404,31 +321,12 @@ class _EbnfParser(_Parser):
             raise self.error("a character class cannot hold a raw newline: write \\n")
         return self.parse_char()
 
-    def parse_class(self) -> ir.Expr:
-        open_pos = self.pos
-        self.pos += 1
-        negate = self.peek() == "^"
-        if negate:
-            self.pos += 1
-        ranges: list[tuple[int, int]] = []
-        while self.peek() != "]":
-            if not self.peek():
-                raise self.error("unterminated character class", open_pos)
-            at = self.pos
-            lo = ord(self.checked_char(True))
-            hi = lo
-            if self.peek() == "-" and self.peek(1) not in ("]", ""):
-                self.pos += 1
-                hi = ord(self.checked_char(True))
-                if hi < lo:
-                    raise self.error("bad character range: the lower bound is above the upper", at)
-            ranges.append((lo, hi))
-        self.pos += 1
-        if not ranges:
-            if negate:
-                return _ANY  # [^]: nothing excluded
-            raise self.error("empty character class", open_pos)
-        return ir.char_class(ranges, negate=negate)
+    def check_range(self, lo: int, hi: int, at: int) -> None:
+        if hi < lo:
+            raise self.error("bad character range: the lower bound is above the upper", at)
+
+    def empty_class(self, negate: bool, open_pos: int) -> ir.Expr:
+        return _ANY if negate else super().empty_class(negate, open_pos)  # [^]: nothing excluded
 
     # -- macros ------------------------------------------------------------------------
 

@@ -60,7 +60,11 @@ def parse_gbnf(text: str, start: str = "root") -> ir.Grammar:
 class _Parser:
     """Recursive descent over ``text``; ``pos`` is the next character to read."""
 
+    # What the XGrammar EBNF parser (a subclass) changes; GBNF keeps llama.cpp's.
     name_chars = _NAME_CHARS
+    simple_escapes = _SIMPLE_ESCAPES
+    repeat_twice = True  # may a repeated item be repeated again ("a"++)?
+    max_bound: int | None = None  # largest repetition bound, None: no limit
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -141,18 +145,30 @@ class _Parser:
             raise self.error(f"expected a rule name, found {self.describe()}")
         name = self.text[name_start:end]
         self.pos = end
+        self.after_rule_name(name)
         while self.peek() in (" ", "\t"):
             self.pos += 1
         if not self.text.startswith("::=", self.pos):
             raise self.error(f"expected '::=' after rule name {name!r}")
+        self.check_redefinition(name, name_start)
         self.pos += 3
         self.skip_ws()
         body = self.parse_alternates(0)
+        self.after_rule_body(name)
         self.expect_rule_end()
         if name in self.rules:
             self.duplicates.append(name)  # llama.cpp: the last definition wins
         self.rules[name] = body
         self.rule_offsets[name] = name_start
+
+    def after_rule_name(self, name: str) -> None:
+        """Hook: what may stand between a rule's name and its ``::=`` (GBNF: nothing)."""
+
+    def check_redefinition(self, name: str, offset: int) -> None:
+        """Hook: refuse a second definition of ``name`` (GBNF: the last one wins)."""
+
+    def after_rule_body(self, name: str) -> None:
+        """Hook: what may follow a rule's body (GBNF: nothing)."""
 
     def expect_rule_end(self) -> None:
         if self.pos >= len(self.text) or self.at_rule_start():
@@ -188,8 +204,9 @@ class _Parser:
             c = self.peek()
             if c in ("*", "+", "?", "{"):
                 if not repeatable:
-                    raise self.error(f"nothing to repeat before {c!r}")
+                    raise self.error(f"{self.cannot_repeat(items)} before {c!r}")
                 items[-1] = self.parse_repetition(items[-1])
+                repeatable = self.repeat_twice
             elif c and c in self.name_chars and self.at_rule_start():
                 if not self.newline_seen:
                     raise self.error("a rule definition must start on a new line")
@@ -199,9 +216,17 @@ class _Parser:
                 if item is None:
                     break
                 items.append(item)
-                repeatable = item != ir.EPSILON or c == "("
+                repeatable = self.repeatable(item, c)
             self.skip_ws()
         return ir.seq(*items)
+
+    def repeatable(self, item: ir.Expr, first: str) -> bool:
+        """May ``item`` (which starts with ``first``) take a repetition operator?"""
+        return item != ir.EPSILON or first == "("
+
+    def cannot_repeat(self, items: list[ir.Expr]) -> str:
+        """Why a repetition operator after ``items`` is refused."""
+        return "nothing to repeat"
 
     def parse_atom(self, depth: int) -> ir.Expr | None:
         """One item, or None (nothing consumed) at a character that cannot start one."""
@@ -263,7 +288,7 @@ class _Parser:
         if self.peek() == ",":
             self.pos += 1
             self.skip_ws()
-            hi = self.parse_int("") if _is_digit(self.peek()) else None
+            hi = self.parse_upper_bound()
             self.skip_ws()
             if self.peek() != "}":
                 raise self.error("expected '}' to close repetition bounds")
@@ -272,7 +297,13 @@ class _Parser:
         self.pos += 1
         if hi is not None and hi < lo:
             raise self.error(f"bad repetition bounds {{{lo},{hi}}}: maximum below minimum", brace)
+        if self.max_bound is not None and max(lo, hi or 0) > self.max_bound:
+            raise self.error(f"repetition bound above {self.max_bound}", brace)
         return lo, hi
+
+    def parse_upper_bound(self) -> int | None:
+        """The ``n`` of ``{m,n}``, or None (unbounded) for ``{m,}``."""
+        return self.parse_int("") if _is_digit(self.peek()) else None
 
     def parse_int(self, message: str) -> int:
         start = self.pos
@@ -285,19 +316,30 @@ class _Parser:
     # -- terminals ---------------------------------------------------------------------
 
     def parse_string(self) -> ir.Expr:
+        text = self.parse_string_text()
+        return ir.literal(text) if text else ir.EPSILON
+
+    def parse_string_text(self) -> str:
+        """A ``"..."`` literal at ``pos``, escapes decoded."""
         open_pos = self.pos
         self.pos += 1
         out: list[str] = []
         while self.peek() != '"':
             if not self.peek():
                 raise self.error("unterminated string literal", open_pos)
-            at = self.pos
-            cp = self.parse_char()
-            if cp > ir.MAX_CODE_POINT or ir.SURROGATES[0] <= cp <= ir.SURROGATES[1]:
-                raise self.error(f"U+{cp:04X} is not a Unicode scalar value", at)
-            out.append(chr(cp))
+            out.append(self.string_char())
         self.pos += 1
-        return ir.literal("".join(out)) if out else ir.EPSILON
+        return "".join(out)
+
+    def string_char(self) -> str:
+        """One character of a literal: a Unicode scalar value."""
+        at = self.pos
+        return self.scalar(self.parse_char(), at)
+
+    def scalar(self, cp: int, at: int) -> str:
+        if cp > ir.MAX_CODE_POINT or ir.SURROGATES[0] <= cp <= ir.SURROGATES[1]:
+            raise self.error(f"U+{cp:04X} is not a Unicode scalar value", at)
+        return chr(cp)
 
     def parse_class(self) -> ir.Expr:
         open_pos = self.pos
@@ -309,16 +351,29 @@ class _Parser:
         while self.peek() != "]":
             if not self.peek():
                 raise self.error("unterminated character class", open_pos)
-            lo = self.parse_char()
+            at = self.pos
+            lo = self.class_char()
             hi = lo
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
                 self.pos += 1
-                hi = self.parse_char()
-            ranges.append((lo, hi))  # llama.cpp: a reversed range matches nothing
+                hi = self.class_char()
+                self.check_range(lo, hi, at)
+            ranges.append((lo, hi))
         self.pos += 1
         if not ranges:
-            raise self.error("empty character class", open_pos)
+            return self.empty_class(negate, open_pos)
         return ir.char_class(ranges, negate=negate)
+
+    def class_char(self) -> int:
+        """One character of a class, as a code point (GBNF: ranges are clipped, not checked)."""
+        return self.parse_char()
+
+    def check_range(self, lo: int, hi: int, at: int) -> None:
+        """Hook: refuse a class range ``lo-hi`` (GBNF: a reversed one matches nothing)."""
+
+    def empty_class(self, negate: bool, open_pos: int) -> ir.Expr:
+        """``[]`` or ``[^]`` (GBNF: an error)."""
+        raise self.error("empty character class", open_pos)
 
     def parse_char(self) -> int:
         """One character of a literal or class, escapes decoded, as a code point."""
@@ -327,16 +382,18 @@ class _Parser:
             self.pos += 1
             return ord(c)
         esc = self.peek(1)
-        if esc in _SIMPLE_ESCAPES:
+        if esc and esc in self.simple_escapes:
             self.pos += 2
-            return ord(_SIMPLE_ESCAPES[esc])
-        if esc in _HEX_ESCAPES:
-            return self.parse_hex_escape(_HEX_ESCAPES[esc])
+            return ord(self.simple_escapes[esc])
+        if esc and esc in _HEX_ESCAPES:
+            return self.parse_hex_escape(esc)
         if not esc:
             raise self.error("unfinished escape at end of input")
         raise self.error(f"unknown escape '\\{esc}'")
 
-    def parse_hex_escape(self, size: int) -> int:
+    def parse_hex_escape(self, esc: str) -> int:
+        """``\\xHH``, ``\\uHHHH`` or ``\\UHHHHHHHH`` at ``pos`` (``esc``: its letter)."""
+        size = _HEX_ESCAPES[esc]
         digits = self.text[self.pos + 2 : self.pos + 2 + size]
         if len(digits) != size or any(d not in "0123456789abcdefABCDEF" for d in digits):
             kind = self.text[self.pos : self.pos + 2]
