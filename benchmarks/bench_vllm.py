@@ -325,12 +325,15 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, "-m", "benchmarks.bench_vllm", "--worker", backend, "--out", str(out)]
             cmd += ["--requests", str(args.requests), "--max-tokens", str(args.max_tokens)]
             cmd += ["--max-model-len", str(args.max_model_len), "--reps", str(args.reps)]
-            proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for line in proc.stderr.splitlines():
-                if line.startswith("["):
-                    print(line, file=sys.stderr)
+            tail: list[str] = []
+            with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+                assert proc.stderr is not None
+                for line in proc.stderr:  # progress lines as they come; the rest kept for errors
+                    if line.startswith("["):
+                        print(line, end="", file=sys.stderr, flush=True)
+                    tail = (tail + [line])[-40:]
             if proc.returncode != 0 or not out.is_file():
-                print(f"{backend}: failed ({proc.returncode})\n{proc.stderr[-3000:]}", file=sys.stderr)
+                print(f"{backend}: failed ({proc.returncode})\n{''.join(tail)}", file=sys.stderr)
                 continue
             engines.append(json.loads(out.read_text()))
     runs = [r for e in engines for r in e["runs"]]
