@@ -44,11 +44,14 @@ def generate(smollm2_cache):
 
 
 def test_every_example_is_tested():
+    """A new example needs its sampling test: person.* here, tools.json in test_cli_tools.py
+    (10 sampled runs whose calls must validate)."""
     assert sorted(
         p.name for p in EXAMPLES.iterdir() if p.suffix in (".json", ".gbnf", ".lark", ".regex")
     ) == [
         "person.gbnf",
         "person.schema.json",
+        "tools.json",
     ]
 
 
