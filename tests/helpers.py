@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -120,3 +121,13 @@ def json_grammar(max_ws: int | None = None) -> ir.Grammar:
         ),
         ws=ws,
     )
+
+
+def json_spellings(data: object) -> set[str]:
+    """``data`` as ``json.dumps`` writes it by default, compact, and as indented raw UTF-8: the
+    serializations a verdict test checks (each must be accepted iff the instance is valid)."""
+    return {
+        json.dumps(data),
+        json.dumps(data, separators=(",", ":")),
+        json.dumps(data, ensure_ascii=False, indent=1),
+    }

@@ -31,6 +31,7 @@ from cfgmask.frontends.json_schema.strings import search_language
 from . import ecma
 from .ecma import ecma_validator
 from .engine import EngineRecognizer
+from .helpers import json_spellings
 
 BENCH = Path(__file__).parent / "corpora" / "jsonschemabench"
 
@@ -48,11 +49,7 @@ def agree(schema: Any, data: Any) -> None:
     keywords with ECMA-262 semantics, tests/ecma.py)."""
     rec, validator = _compiled(json.dumps(schema, sort_keys=True))
     valid = validator.is_valid(data)
-    for text in {
-        json.dumps(data),
-        json.dumps(data, separators=(",", ":")),
-        json.dumps(data, ensure_ascii=False, indent=1),
-    }:
+    for text in json_spellings(data):
         assert rec.accepts(text.encode()) == valid, (schema, text, valid)
 
 

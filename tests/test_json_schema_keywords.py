@@ -21,6 +21,7 @@ from cfgmask.errors import GrammarError, NotEnforceable
 from cfgmask.frontends.json_schema import schema_to_grammar
 
 from .engine import EngineRecognizer
+from .helpers import json_spellings
 
 
 class _Nothing:
@@ -64,11 +65,7 @@ def agree(schema: Any, instances: list[Any], resources: dict[str, Any] | None = 
     canon = _compiled(json.dumps(schema, sort_keys=True), json.dumps(res, sort_keys=True), True)
     for data in instances:
         valid = validator.is_valid(data)
-        for text in {
-            json.dumps(data),
-            json.dumps(data, separators=(",", ":")),
-            json.dumps(data, ensure_ascii=False, indent=1),
-        }:
+        for text in json_spellings(data):
             assert full.accepts(text.encode()) == valid, (schema, text, valid)
             assert not canon.accepts(text.encode()) or valid, ("canonical", schema, text)
 
