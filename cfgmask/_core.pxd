@@ -204,6 +204,25 @@ cdef extern from "cfgmask.h" nogil:
                           uint32_t start, cm_budget *budget, cm_flat_rules **out)
     void cm_flat_rules_free(cm_flat_rules *f)
 
+    ctypedef struct cm_flat_derived:
+        uint32_t n_classes
+        uint8_t byte_class[256]
+        int32_t *trans
+        uint8_t *nullable
+        uint32_t *follow
+        uint32_t *ref_off
+        uint32_t *tok_off
+        uint32_t *ref_rule
+        uint32_t *ref_target
+        uint32_t *tok_set
+        uint32_t *tok_target
+        uint32_t n_sets
+        uint32_t *set_name
+
+    int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
+                       const int64_t *weights, size_t n_weights, cm_flat_derived **out)
+    void cm_flat_derived_free(cm_flat_derived *d)
+
     ctypedef struct cm_logits_view:
         uint8_t *base
         size_t n_rows

@@ -835,14 +835,20 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
 
 
 def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_token, uint32_t start,
-                   size_t max_bytes=0, double deadline=0):
+                   size_t max_bytes=0, double deadline=0, const int64_t[::1] weights=None):
     """Runtime rules, productive rules, trimming and the flat tables in one call
     (csrc/flatten.c).  rules[name index]: (DfaHandle, label values of its labels) or None.
     Returns None when the start rule derives no finite string, else (rule names as name
     indices, then as bytes: rule_state uint32 [n_rules + 1], rule_trans uint32 [n_rules + 1],
     byte_class uint8 [n_rules * 256], trans int32, accepting uint8 [n_states], lab_off
-    uint32 [n_states + 1], lab_name uint32, lab_to uint32)."""
+    uint32 [n_states + 1], lab_name uint32, lab_to uint32).  With ``weights`` (the byte-class
+    hash weights, int64) a tenth item, the tables that follow from those (csrc/tables.c):
+    (n_classes, byte_class [256], trans int32 [n_states * n_classes], nullable uint8 [n_rules],
+    follow uint32 [n_rules * 8], ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target
+    (uint32), token sets' name indices); n_classes 0: no byte classes, the caller makes them."""
     cdef cm_ir_input inp = _ir_input(label[:0], label)
+    cdef cm_flat_derived *d = NULL
+    cdef size_t k, nr, nt
     cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
     cdef uint32_t n_names = <uint32_t>label.shape[0], i, n, ns
     cdef cm_ir_frag *fr = NULL
@@ -865,7 +871,7 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
             return None
         n, ns = f.n_rules, f.n_states
         nl = f.lab_off[ns]
-        return (
+        door = (
             [f.rule_name[i] for i in range(n)],
             bytes((<char *>f.rule_state)[:4 * (n + 1)]),
             bytes((<char *>f.rule_trans)[:4 * (n + 1)]),
@@ -876,6 +882,29 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
             bytes((<char *>f.lab_name)[:4 * nl]) if nl else b"",
             bytes((<char *>f.lab_to)[:4 * nl]) if nl else b"",
         )
+        if weights is None:
+            return door
+        with nogil:
+            rc = cm_flat_derive(f, &is_token[0], n_names, &weights[0] if weights.shape[0] else NULL,
+                                <size_t>weights.shape[0], &d)
+        _check_build(rc, "compile_finish", 0, max_bytes)
+        k = d.n_classes
+        nr, nt = d.ref_off[ns], d.tok_off[ns]
+        return door + ((
+            k,
+            bytes((<char *>d.byte_class)[:256]),
+            bytes((<char *>d.trans)[:4 * ns * k]) if k else b"",
+            bytes((<char *>d.nullable)[:n]),
+            bytes((<char *>d.follow)[:32 * n]),
+            bytes((<char *>d.ref_off)[:4 * (ns + 1)]),
+            bytes((<char *>d.ref_rule)[:4 * nr]) if nr else b"",
+            bytes((<char *>d.ref_target)[:4 * nr]) if nr else b"",
+            bytes((<char *>d.tok_off)[:4 * (ns + 1)]),
+            bytes((<char *>d.tok_set)[:4 * nt]) if nt else b"",
+            bytes((<char *>d.tok_target)[:4 * nt]) if nt else b"",
+            [d.set_name[i] for i in range(d.n_sets)],
+        ),)
     finally:
+        cm_flat_derived_free(d)
         cm_flat_rules_free(f)
         free(fr)

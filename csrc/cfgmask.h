@@ -357,6 +357,28 @@ int cm_compile_finish(const cm_ir_input *in, const cm_ir_frag *rules, const uint
                       uint32_t start, cm_budget *budget, cm_flat_rules **out);
 void cm_flat_rules_free(cm_flat_rules *f);
 
+/* What cm_tables takes that follows from flat rules (tables.c): call edges (callee as rule
+ * index) and token edges (token set in order of first use) as CSR over the states, nullable
+ * rules, FOLLOW bytes and the global byte classes (numbered by a hash of each byte's column,
+ * sum_i weights[i] * (target + 2) as int64, as cfgmask/compile/tables.py does). */
+typedef struct cm_flat_derived {
+    uint32_t n_classes;            /* 0: no byte classes (weights too short, or a hash collision) */
+    uint8_t byte_class[256];
+    int32_t *trans;                /* [n_states * n_classes] */
+    uint8_t *nullable;             /* [n_rules] */
+    uint32_t *follow;              /* [n_rules * 8] 256-bit sets, byte b at bit b % 32 of word b / 32 */
+    uint32_t *ref_off, *tok_off;   /* [n_states + 1] */
+    uint32_t *ref_rule, *ref_target; /* [ref_off[n_states]] */
+    uint32_t *tok_set, *tok_target;  /* [tok_off[n_states]] */
+    uint32_t n_sets;
+    uint32_t *set_name;            /* [n_sets] name index of each token set */
+} cm_flat_derived;
+
+/* From f (n_rules > 0) and is_token[n_names]; byte classes only if n_weights >= n_states. */
+int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
+                   size_t n_weights, cm_flat_derived **out);
+void cm_flat_derived_free(cm_flat_derived *d);
+
 /* ---- applying a bitmask to logits (apply.c) ----------------------------------- */
 
 /* Logits: logit i of row r at base + r * row_stride + i * col_stride (bytes; multiples of

@@ -22,7 +22,7 @@ from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from .automaton import DFA
 from .encode import Session
-from .flat import Flat, from_door
+from .flat import Flat, class_weights, from_door
 from .graph import sccs, tail_only, use_counts_dag
 from .limits import CompileLimits
 from .repeats import RepeatRewriter
@@ -202,7 +202,7 @@ def finish(
     is_token = bytes(n in sess.token_sets for n in sess.names)
     end = _deadline()
     try:
-        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end)
+        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, class_weights(0))
     except LimitError:
         deadline.check("trimming")
         raise

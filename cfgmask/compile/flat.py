@@ -10,9 +10,43 @@ from typing import Any
 import numpy as np
 
 
+_WEIGHTS = np.zeros(0, dtype=np.int64)
+
+
+def class_weights(n: int) -> np.ndarray:
+    """At least n fixed odd random weights for hashing the columns of the transition matrix
+    (byte classes are numbered by the hash); generated once a process (numpy's generator
+    costs 0.1 ms a compile and its import 30 ms), longer when a grammar has more states."""
+    global _WEIGHTS
+    if len(_WEIGHTS) < max(n, 1):
+        size = max(n, 2 * len(_WEIGHTS), 16384)  # a prefix of a longer draw is the shorter draw
+        _WEIGHTS = np.random.default_rng(0xC1A55).integers(1, 2**62, size=size, dtype=np.int64) | 1
+    return _WEIGHTS
+
+
+@dataclass
+class Derived:
+    """What csrc/tables.c makes from the flat rules (``cm_flat_derived``): the tables that
+    ``follow.py`` and ``tables.byte_classes`` compute from a :class:`Flat`, as Tables holds them."""
+
+    byte_class: np.ndarray | None  # uint8 [256]; None: not made (the caller makes them)
+    trans: np.ndarray | None  # int32 [states, classes]
+    nullable: np.ndarray  # uint8 [rules]
+    follow: np.ndarray  # uint32 [rules * 8]
+    ref_off: np.ndarray  # uint32 CSR of the call edges (callee as rule index, target)
+    ref_rule: np.ndarray
+    ref_target: np.ndarray
+    tok_off: np.ndarray  # uint32 CSR of the token edges (token set, target)
+    tok_set: np.ndarray
+    tok_target: np.ndarray
+    token_sets: list[str]  # the token sets' labels, in set order
+
+
 @dataclass
 class Flat:
-    """All runtime rules' states in one numbering."""
+    """All runtime rules' states in one numbering.  From ``_core.compile_finish``, ``parts``,
+    ``refs``, ``tokens`` and ``token_sets`` are made on first use: the compiler reads
+    ``derived`` instead (tests compare them with the reference pipeline's)."""
 
     names: list[str]
     rule_of: np.ndarray  # uint32 [states]
@@ -24,6 +58,15 @@ class Flat:
     refs: dict[int, list[tuple[int, int]]]  # (rule, target) per state that calls rules
     tokens: dict[int, list[tuple[int, int]]]  # (token set, target) per state with token edges
     token_sets: list[str]
+    derived: Derived | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        door = self.__dict__.get("_door")
+        if door is None or name not in ("parts", "refs", "tokens", "token_sets"):
+            raise AttributeError(name)
+        del self.__dict__["_door"]
+        self.parts, self.refs, self.tokens, self.token_sets = _door_edges(*door)
+        return getattr(self, name)
 
     @property
     def n(self) -> int:
@@ -52,11 +95,56 @@ class Flat:
 
 
 def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]) -> Flat:
-    """``Flat`` from what ``_core.compile_finish`` returns (csrc/flatten.c ``cm_flat_rules``);
-    ``names``: the session's names by index; labels in ``token_sets`` are token terminals."""
-    rule_names, rule_state, rule_trans, byte_class, trans, acc, lab_off, lab_name, lab_to = got
+    """``Flat`` from what ``_core.compile_finish`` returns (csrc/flatten.c ``cm_flat_rules``,
+    and csrc/tables.c ``cm_flat_derived`` as a tenth item when asked for); ``names``: the
+    session's names by index; labels in ``token_sets`` are token terminals."""
+    rule_names, rule_state, rule_trans, byte_class, trans, acc, lab_off, lab_name, lab_to = got[:9]
     n = len(rule_names)
     rs = np.frombuffer(rule_state, dtype=np.uint32)
+    flat = Flat.__new__(Flat)
+    flat.names = [names[i] for i in rule_names]
+    flat.rule_of = np.repeat(np.arange(n, dtype=np.uint32), np.diff(rs))
+    flat.start_of = rs[:-1].tolist()
+    flat.accepting = np.frombuffer(acc, dtype=np.uint8)
+    flat.derived = _derived(got[9], names) if len(got) > 9 else None
+    flat.__dict__["_door"] = (rs, rule_names, rule_trans, byte_class, trans, lab_off, lab_name, lab_to, names, token_sets)
+    return flat
+
+
+def _derived(got: tuple[Any, ...], names: list[str]) -> Derived:
+    k, byte_class, trans, null, follow, ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target, sets = got
+    u32 = np.uint32
+    return Derived(
+        np.frombuffer(byte_class, dtype=np.uint8) if k else None,
+        np.frombuffer(trans, dtype=np.int32).reshape(-1, k) if k else None,
+        np.frombuffer(null, dtype=np.uint8),
+        np.frombuffer(follow, dtype=u32),
+        np.frombuffer(ref_off, dtype=u32),
+        np.frombuffer(ref_rule, dtype=u32),
+        np.frombuffer(ref_target, dtype=u32),
+        np.frombuffer(tok_off, dtype=u32),
+        np.frombuffer(tok_set, dtype=u32),
+        np.frombuffer(tok_target, dtype=u32),
+        [names[i] for i in sets],
+    )
+
+
+def _door_edges(
+    rs: np.ndarray,
+    rule_names: list[int],
+    rule_trans: bytes,
+    byte_class: bytes,
+    trans: bytes,
+    lab_off: bytes,
+    lab_name: bytes,
+    lab_to: bytes,
+    names: list[str],
+    token_sets: Container[str],
+) -> tuple[
+    list[tuple[np.ndarray, np.ndarray]], dict[int, list[tuple[int, int]]], dict[int, list[tuple[int, int]]], list[str]
+]:
+    """A door Flat's parts, refs, tokens and token sets."""
+    n = len(rule_names)
     rt = np.frombuffer(rule_trans, dtype=np.uint32)
     cls = np.frombuffer(byte_class, dtype=np.uint8).reshape(n, 256)
     tr = np.frombuffer(trans, dtype=np.int32)
@@ -77,13 +165,4 @@ def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]
                 tokens.setdefault(s, []).append((sets.setdefault(c, len(sets)), to[e]))
             else:
                 refs.setdefault(s, []).append((rid[label[e]], to[e]))
-    return Flat(
-        [names[i] for i in rule_names],
-        np.repeat(np.arange(n, dtype=np.uint32), np.diff(rs)),
-        rs[:-1].tolist(),
-        np.frombuffer(acc, dtype=np.uint8),
-        parts,
-        refs,
-        tokens,
-        list(sets),
-    )
+    return parts, refs, tokens, list(sets)

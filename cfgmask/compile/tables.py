@@ -18,7 +18,7 @@ from ..lookahead import lookahead_classes
 from .cache import CACHE
 from .components import build_rules
 from .encode import Session
-from .flat import Flat
+from .flat import Derived, Flat, class_weights
 from .follow import follow_bytes, nullable
 from .limits import CompileLimits
 from .prepare import prepare, validate
@@ -73,16 +73,9 @@ def _rows_as_void(a: np.ndarray) -> np.ndarray:
     return a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(a.shape[0])
 
 
-_WEIGHTS = np.zeros(0, dtype=np.int64)
-
-
 def _class_weights(n: int) -> np.ndarray:
-    """n fixed odd random weights for hashing columns (a new Generator costs 0.1 ms a compile)."""
-    global _WEIGHTS
-    if len(_WEIGHTS) < n:
-        size = max(n, 2 * len(_WEIGHTS), 4096)
-        _WEIGHTS = np.random.default_rng(0xC1A55).integers(1, 2**62, size=size, dtype=np.int64) | 1
-    return _WEIGHTS[:n]
+    """n fixed odd random weights for hashing columns."""
+    return class_weights(n)[:n]
 
 
 def _identity(index: np.ndarray) -> bool:
@@ -117,7 +110,9 @@ def byte_classes(f: Flat) -> tuple[np.ndarray, np.ndarray]:
         # no hash collision: each column merged into another is equal to it
         if all(np.array_equal(cols[:, j], cols[:, merged[j]]) for j in moved):
             byte_class = np.asarray(inverse[fine.reshape(-1)], dtype=np.uint8).reshape(256)
-            by_class = np.ascontiguousarray(cols) if _identity(first) else np.take(cols, first, axis=1)
+            # (a column per class: cols has one per fine class, and classes may be fewer)
+            same = len(first) == cols.shape[1] and _identity(first)
+            by_class = np.ascontiguousarray(cols) if same else np.take(cols, first, axis=1)
             return byte_class, by_class
     full = f.full()
     with np.errstate(over="ignore"):
@@ -170,6 +165,8 @@ def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: Compil
             limit="max_total_states",
             value=limits.max_total_states,
         )
+    if f.derived is not None:
+        return _tables_derived(grammar, f, f.derived, sess)
     null = nullable(f)
     follow = follow_bytes(f, null)
     byte_class, trans = byte_classes(f)
@@ -220,6 +217,49 @@ def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: Compil
             "states": total,
             "byte_classes": int(trans.shape[1]),
             "call_edges": int(ref_off[-1]),
+        },
+    )
+
+
+def _tables_derived(grammar: ir.Grammar, f: Flat, d: Derived, sess: Session) -> Tables:
+    """``tables_from_flat`` from what csrc/tables.c made (byte classes in Python only where it
+    could not: a hash collision, or more states than weights)."""
+    if d.byte_class is None or d.trans is None:
+        byte_class, trans = byte_classes(f)
+    else:
+        byte_class, trans = d.byte_class, d.trans
+    sets = [sess.token_sets[label] for label in d.token_sets]
+    set_off = np.zeros(len(sets) + 1, dtype=np.uint32)
+    set_off[1:] = np.cumsum([len(ids) for _, ids in sets])
+    rule_la, la_next, la_union = lookahead_tables(f.names, sess.markers)
+    return Tables(
+        rule_names=f.names,
+        start_rule=0,
+        byte_class=byte_class,
+        trans=trans,
+        state_rule=np.ascontiguousarray(f.rule_of, dtype=np.uint32),
+        accepting=np.ascontiguousarray(f.accepting, dtype=np.uint8),
+        ref_off=d.ref_off,
+        ref_rule=d.ref_rule,
+        ref_target=d.ref_target,
+        rule_start=np.asarray(f.start_of, dtype=np.uint32),
+        rule_nullable=d.nullable,
+        rule_follow=d.follow,
+        tok_off=d.tok_off,
+        tok_set=d.tok_set,
+        tok_target=d.tok_target,
+        set_off=set_off,
+        set_ids=np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32),
+        set_negated=np.asarray([neg for neg, _ in sets], dtype=np.uint8),
+        rule_la=rule_la,
+        la_next=la_next,
+        la_union=la_union,
+        stats={
+            "source_rules": len(grammar.rules),
+            "parser_rules": len(f.names),
+            "states": f.n,
+            "byte_classes": int(trans.shape[1]),
+            "call_edges": int(d.ref_off[-1]),
         },
     )
 

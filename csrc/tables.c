@@ -1,0 +1,243 @@
+/* The tables of cm_tables that follow from the flat rules (compile time, after
+ * cm_compile_finish): call and token edges as CSR, nullable rules, FOLLOW bytes and the
+ * global byte classes.  The same results as cfgmask/compile/follow.py and tables.py
+ * (byte_classes) compute from a Flat, which stay the reference (tests/test_compile_passes.py). */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfgmask.h"
+
+typedef struct { uint64_t w[4]; } bits256;
+
+static void bits_or(bits256 *a, const bits256 *b) {
+    for (int i = 0; i < 4; i++) a->w[i] |= b->w[i];
+}
+
+static bool bits_eq(const bits256 *a, const bits256 *b) { return !memcmp(a, b, sizeof *a); }
+
+void cm_flat_derived_free(cm_flat_derived *d) {
+    if (!d) return;
+    free(d->trans), free(d->nullable), free(d->follow), free(d->ref_off), free(d->ref_rule);
+    free(d->ref_target), free(d->tok_off), free(d->tok_set), free(d->tok_target), free(d->set_name);
+    free(d);
+}
+
+/* The edges of f split into calls (callee as rule index) and token terminals (set
+ * numbers in order of first use), each as CSR over the states.  rule_of_name: [n_names]. */
+static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t *rule_of_name,
+                 uint32_t *set_of_name, cm_flat_derived *d) {
+    uint32_t ns = f->n_states, nl = f->lab_off[ns], nr = 0, nt = 0;
+    d->ref_off = calloc((size_t)ns + 1, sizeof *d->ref_off);
+    d->tok_off = calloc((size_t)ns + 1, sizeof *d->tok_off);
+    d->ref_rule = malloc(((size_t)nl + 1) * sizeof *d->ref_rule);
+    d->ref_target = malloc(((size_t)nl + 1) * sizeof *d->ref_target);
+    d->tok_set = malloc(((size_t)nl + 1) * sizeof *d->tok_set);
+    d->tok_target = malloc(((size_t)nl + 1) * sizeof *d->tok_target);
+    d->set_name = malloc(((size_t)nl + 1) * sizeof *d->set_name);
+    if (!d->ref_off || !d->tok_off || !d->ref_rule || !d->ref_target || !d->tok_set || !d->tok_target
+        || !d->set_name)
+        return CM_ERR_NOMEM;
+    for (uint32_t s = 0; s < ns; s++) {
+        for (uint32_t e = f->lab_off[s]; e < f->lab_off[s + 1]; e++) {
+            uint32_t name = f->lab_name[e];
+            if (is_token[name]) {
+                if (set_of_name[name] == UINT32_MAX) set_of_name[name] = d->n_sets, d->set_name[d->n_sets++] = name;
+                d->tok_set[nt] = set_of_name[name], d->tok_target[nt++] = f->lab_to[e];
+            } else {
+                if (rule_of_name[name] == UINT32_MAX) return CM_ERR_ARG; /* a callee that is not a runtime rule */
+                d->ref_rule[nr] = rule_of_name[name], d->ref_target[nr++] = f->lab_to[e];
+            }
+        }
+        d->ref_off[s + 1] = nr, d->tok_off[s + 1] = nt;
+    }
+    return CM_OK;
+}
+
+/* can_end[s]: s may complete its rule through nullable callees only; nullable[r]: can_end
+ * of r's start state.  One least fixpoint of both (follow.py computes nullable first, then
+ * can_end: the same least solution). */
+static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, uint8_t *can_end) {
+    memcpy(can_end, f->accepting, f->n_states);
+    for (uint32_t r = 0; r < f->n_rules; r++) d->nullable[r] = can_end[f->rule_state[r]];
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t s = f->n_states; s-- > 0;) {
+            if (can_end[s]) continue;
+            for (uint32_t e = d->ref_off[s]; e < d->ref_off[s + 1]; e++)
+                if (d->nullable[d->ref_rule[e]] && can_end[d->ref_target[e]]) {
+                    can_end[s] = 1, changed = true;
+                    break;
+                }
+        }
+        for (uint32_t r = 0; r < f->n_rules; r++)
+            if (!d->nullable[r] && can_end[f->rule_state[r]]) d->nullable[r] = 1, changed = true;
+    }
+}
+
+/* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
+ * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
+ * nxt of the target after a nullable callee). */
+static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256 *nxt) {
+    for (uint32_t r = 0; r < f->n_rules; r++) {
+        uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
+        uint32_t nc = n ? (f->rule_trans[r + 1] - f->rule_trans[r]) / n : 0;
+        const uint8_t *cls = f->byte_class + (size_t)r * 256;
+        const int32_t *tr = f->trans + f->rule_trans[r];
+        for (uint32_t i = 0; i < n; i++) {
+            bits256 *b = &nxt[lo + i];
+            memset(b, 0, sizeof *b);
+            if (d->tok_off[lo + i + 1] > d->tok_off[lo + i]) {
+                memset(b, 0xff, sizeof *b);
+                continue;
+            }
+            for (int x = 0; x < 256; x++)
+                if (cls[x] < nc && tr[(size_t)i * nc + cls[x]] >= 0) b->w[x >> 6] |= (uint64_t)1 << (x & 63);
+        }
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t s = f->n_states; s-- > 0;) {
+            bits256 v = nxt[s];
+            for (uint32_t e = d->ref_off[s]; e < d->ref_off[s + 1]; e++) {
+                uint32_t c = d->ref_rule[e];
+                bits_or(&v, &nxt[f->rule_state[c]]);
+                if (d->nullable[c]) bits_or(&v, &nxt[d->ref_target[e]]);
+            }
+            if (!bits_eq(&v, &nxt[s])) nxt[s] = v, changed = true;
+        }
+    }
+}
+
+/* follow[c]: the least fixpoint of nxt of every return state after a call of c, and the
+ * caller's FOLLOW where that state may complete the caller. */
+static void follow_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint8_t *can_end,
+                         const bits256 *nxt, const uint32_t *rule_of_state, bits256 *follow) {
+    memset(follow, 0, (size_t)f->n_rules * sizeof *follow);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t s = 0; s < f->n_states; s++) {
+            for (uint32_t e = d->ref_off[s]; e < d->ref_off[s + 1]; e++) {
+                uint32_t c = d->ref_rule[e], t = d->ref_target[e];
+                bits256 v = follow[c];
+                bits_or(&v, &nxt[t]);
+                if (can_end[t]) bits_or(&v, &follow[rule_of_state[s]]);
+                if (!bits_eq(&v, &follow[c])) follow[c] = v, changed = true;
+            }
+        }
+    }
+    for (uint32_t r = 0; r < f->n_rules; r++)
+        for (int w = 0; w < 8; w++) d->follow[r * 8 + w] = (uint32_t)(follow[r].w[w >> 1] >> (32 * (w & 1)));
+}
+
+typedef struct { int64_t key; uint32_t byte; } keyed;
+
+static int by_key(const void *a, const void *b) {
+    const keyed *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key ? 1 : (int)x->byte - (int)y->byte;
+}
+
+/* Are bytes a and b's columns of the [states, 256] matrix equal? */
+static bool same_column(const cm_flat_rules *f, int a, int b) {
+    for (uint32_t r = 0; r < f->n_rules; r++) {
+        const uint8_t *cls = f->byte_class + (size_t)r * 256;
+        if (cls[a] == cls[b]) continue;
+        uint32_t n = f->rule_state[r + 1] - f->rule_state[r], nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
+        const int32_t *tr = f->trans + f->rule_trans[r];
+        for (uint32_t i = 0; i < n; i++)
+            if (tr[(size_t)i * nc + cls[a]] != tr[(size_t)i * nc + cls[b]]) return false;
+    }
+    return true;
+}
+
+/* Global byte classes: bytes with equal columns share one, numbered in the order of the
+ * column's hash sum_i weights[i] * (target + 2) (mod 2^64, as int64), as tables.byte_classes
+ * numbers them.  Leaves n_classes 0 (the caller's Python path decides) on a hash collision. */
+static int byte_classes(const cm_flat_rules *f, const int64_t *weights, cm_flat_derived *d) {
+    uint64_t key[256] = {0};
+    for (uint32_t r = 0; r < f->n_rules; r++) {
+        uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
+        if (!n) return CM_ERR_ARG;
+        uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
+        const uint8_t *cls = f->byte_class + (size_t)r * 256;
+        const int32_t *tr = f->trans + f->rule_trans[r];
+        uint64_t part[256] = {0};
+        if (nc > 256) return CM_ERR_ARG;
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t c = 0; c < nc; c++)
+                part[c] += (uint64_t)weights[lo + i] * (uint64_t)((int64_t)tr[(size_t)i * nc + c] + 2);
+        for (int x = 0; x < 256; x++) {
+            if (cls[x] >= nc) return CM_ERR_ARG;
+            key[x] += part[cls[x]];
+        }
+    }
+    keyed k[256];
+    for (int x = 0; x < 256; x++) k[x] = (keyed){(int64_t)key[x], (uint32_t)x};
+    qsort(k, 256, sizeof *k, by_key);
+    int rep[256], n_classes = 0;
+    for (int i = 0; i < 256; i++) {
+        if (i == 0 || k[i].key != k[i - 1].key) rep[n_classes++] = (int)k[i].byte;
+        else if (!same_column(f, rep[n_classes - 1], (int)k[i].byte)) return CM_OK; /* a collision */
+        d->byte_class[k[i].byte] = (uint8_t)(n_classes - 1);
+    }
+    d->trans = malloc((size_t)f->n_states * (size_t)n_classes * sizeof *d->trans + 1);
+    if (!d->trans) return CM_ERR_NOMEM;
+    for (uint32_t r = 0; r < f->n_rules; r++) {
+        uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
+        uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
+        const uint8_t *cls = f->byte_class + (size_t)r * 256;
+        const int32_t *tr = f->trans + f->rule_trans[r];
+        int32_t *out = d->trans + (size_t)lo * n_classes;
+        for (uint32_t i = 0; i < n; i++)
+            for (int c = 0; c < n_classes; c++) out[(size_t)i * n_classes + c] = tr[(size_t)i * nc + cls[rep[c]]];
+    }
+    d->n_classes = (uint32_t)n_classes;
+    return CM_OK;
+}
+
+/* The parts that need scratch: rule of each state and of each name, can_end, nxt, FOLLOW. */
+static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, cm_flat_derived *d) {
+    uint32_t *rule_of_name = malloc(((size_t)n_names + 1) * sizeof *rule_of_name);
+    uint32_t *set_of_name = malloc(((size_t)n_names + 1) * sizeof *set_of_name);
+    uint32_t *rule_of_state = malloc(((size_t)f->n_states + 1) * sizeof *rule_of_state);
+    uint8_t *can_end = malloc((size_t)f->n_states + 1);
+    bits256 *nxt = malloc(((size_t)f->n_states + 1) * sizeof *nxt);
+    bits256 *follow = malloc(((size_t)f->n_rules + 1) * sizeof *follow);
+    int rc = CM_ERR_NOMEM;
+    if (rule_of_name && set_of_name && rule_of_state && can_end && nxt && follow) {
+        rc = CM_OK;
+        memset(rule_of_name, 0xff, (size_t)n_names * sizeof *rule_of_name);
+        memset(set_of_name, 0xff, (size_t)n_names * sizeof *set_of_name);
+        for (uint32_t r = 0; r < f->n_rules && !rc; r++) {
+            if (f->rule_name[r] >= n_names || f->rule_state[r + 1] < f->rule_state[r]) rc = CM_ERR_ARG;
+            else rule_of_name[f->rule_name[r]] = r;
+            for (uint32_t s = f->rule_state[r]; !rc && s < f->rule_state[r + 1]; s++) rule_of_state[s] = r;
+        }
+        for (uint32_t e = 0; !rc && e < f->lab_off[f->n_states]; e++)
+            if (f->lab_name[e] >= n_names || f->lab_to[e] >= f->n_states) rc = CM_ERR_ARG;
+        if (!rc) rc = edges(f, is_token, rule_of_name, set_of_name, d);
+    }
+    if (!rc) {
+        nullable_rules(f, d, can_end);
+        next_bytes(f, d, nxt);
+        follow_bytes(f, d, can_end, nxt, rule_of_state, follow);
+    }
+    free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow);
+    return rc;
+}
+
+int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
+                   size_t n_weights, cm_flat_derived **out) {
+    if (!f || !is_token || !out || !f->n_rules || f->rule_state[0] != 0 || f->rule_state[f->n_rules] != f->n_states)
+        return CM_ERR_ARG;
+    *out = NULL;
+    cm_flat_derived *d = calloc(1, sizeof *d);
+    if (!d) return CM_ERR_NOMEM;
+    d->nullable = calloc((size_t)f->n_rules + 1, 1);
+    d->follow = calloc((size_t)f->n_rules * 8 + 1, sizeof *d->follow);
+    int rc = d->nullable && d->follow ? derive(f, is_token, n_names, d) : CM_ERR_NOMEM;
+    if (!rc && weights && n_weights >= f->n_states) rc = byte_classes(f, weights, d);
+    if (rc) cm_flat_derived_free(d);
+    else *out = d;
+    return rc;
+}
