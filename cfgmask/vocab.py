@@ -181,6 +181,9 @@ class Vocabulary:
         self._fingerprint: str | None = None
         self._index: dict[bytes, int] | None = None
         self._c_handle: Any = None  # owned by the C side, see below; never pickled
+        # Built now, not by the first compile: the trie (and a large vocabulary's pinned walks)
+        # is work once a vocabulary, and a process's first grammar should not pay it.
+        self._handle()
 
     # ---- constructors ------------------------------------------------------------------
 

@@ -84,6 +84,10 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256
         uint32_t nc = n ? (f->rule_trans[r + 1] - f->rule_trans[r]) / n : 0;
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
+        bits256 of_class[256]; /* the bytes of each class of r */
+        memset(of_class, 0, (nc < 256 ? nc : 256) * sizeof *of_class);
+        for (int x = 0; x < 256; x++)
+            if (cls[x] < nc) of_class[cls[x]].w[x >> 6] |= (uint64_t)1 << (x & 63);
         for (uint32_t i = 0; i < n; i++) {
             bits256 *b = &nxt[lo + i];
             memset(b, 0, sizeof *b);
@@ -91,8 +95,8 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256
                 memset(b, 0xff, sizeof *b);
                 continue;
             }
-            for (int x = 0; x < 256; x++)
-                if (cls[x] < nc && tr[(size_t)i * nc + cls[x]] >= 0) b->w[x >> 6] |= (uint64_t)1 << (x & 63);
+            for (uint32_t c = 0; c < nc && c < 256; c++)
+                if (tr[(size_t)i * nc + c] >= 0) bits_or(b, &of_class[c]);
         }
     }
     for (bool changed = true; changed;) {

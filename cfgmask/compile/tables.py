@@ -8,6 +8,7 @@ tables; :func:`build_tables` runs the whole pipeline.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -268,8 +269,10 @@ def lookahead_tables(
     order: list[str], markers: dict[str, tuple[tuple[int, int], ...]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """rule_la, la_next, la_union (see Tables) for the marker rules among ``order``."""
-    marks = [markers.get(n) for n in order]
+    marks = [markers.get(n) for n in order] if markers else []
     found = sorted({m for m in marks if m is not None})
+    if not found:  # no marker among the runtime rules: the tables of no debt, made once
+        return (np.zeros(len(order), dtype=np.uint8), *_no_lookahead())
     try:
         classes, nxt, union = lookahead_classes(found)
     except ValueError as e:
@@ -280,3 +283,13 @@ def lookahead_tables(
         np.asarray(nxt, dtype=np.uint8).reshape(-1),
         np.asarray(union, dtype=np.uint8).reshape(-1),
     )
+
+
+@functools.cache
+def _no_lookahead() -> tuple[np.ndarray, np.ndarray]:
+    """la_next and la_union without markers (read-only: every grammar without one shares them)."""
+    _, nxt, union = lookahead_classes([])
+    out = np.asarray(nxt, dtype=np.uint8).reshape(-1), np.asarray(union, dtype=np.uint8).reshape(-1)
+    for a in out:
+        a.setflags(write=False)
+    return out
