@@ -204,4 +204,5 @@ def compile_finish(
     start: int,
     max_bytes: int = 0,
     deadline: float = 0,
-) -> tuple[list[int], bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None: ...
+    weights: _Buffer | None = None,
+) -> tuple[Any, ...] | None: ...

@@ -55,7 +55,9 @@ class CompiledGrammar:
         self.tables = tables
         self.matcher_limits = matcher_limits
         self._strategy = strategy
-        self._handle = GrammarHandle(tables, vocab._handle(), list(vocab.stop_ids), _settings(matcher_limits, strategy))
+        self._handle = GrammarHandle(
+            tables, vocab._handle(), list(vocab.stop_ids), _settings(matcher_limits, strategy)
+        )
 
     @property
     def vocab_size(self) -> int:

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-
 _WEIGHTS = np.zeros(0, dtype=np.int64)
 
 
@@ -107,12 +106,25 @@ def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]
     flat.start_of = rs[:-1].tolist()
     flat.accepting = np.frombuffer(acc, dtype=np.uint8)
     flat.derived = _derived(got[9], names) if len(got) > 9 else None
-    flat.__dict__["_door"] = (rs, rule_names, rule_trans, byte_class, trans, lab_off, lab_name, lab_to, names, token_sets)
+    flat.__dict__["_door"] = (
+        rs,
+        rule_names,
+        rule_trans,
+        byte_class,
+        trans,
+        lab_off,
+        lab_name,
+        lab_to,
+        names,
+        token_sets,
+    )
     return flat
 
 
 def _derived(got: tuple[Any, ...], names: list[str]) -> Derived:
-    k, byte_class, trans, null, follow, ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target, sets = got
+    k, byte_class, trans, null, follow, ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target, sets = (
+        got
+    )
     u32 = np.uint32
     return Derived(
         np.frombuffer(byte_class, dtype=np.uint8) if k else None,
@@ -141,7 +153,10 @@ def _door_edges(
     names: list[str],
     token_sets: Container[str],
 ) -> tuple[
-    list[tuple[np.ndarray, np.ndarray]], dict[int, list[tuple[int, int]]], dict[int, list[tuple[int, int]]], list[str]
+    list[tuple[np.ndarray, np.ndarray]],
+    dict[int, list[tuple[int, int]]],
+    dict[int, list[tuple[int, int]]],
+    list[str],
 ]:
     """A door Flat's parts, refs, tokens and token sets."""
     n = len(rule_names)
