@@ -32,7 +32,7 @@ from .merge import (
     normalize,
     type_set,
 )
-from .numbers import cap_digits, decimal_of, multiple_of, number_range
+from .numbers import cap_digits, decimal_of, multiple_of, multiples_rule_name, multiples_within, number_range
 from .refs import ROOT_BASE, Resolver
 from .report import Reporter, pointer
 from .wellformed import check_document
@@ -885,6 +885,11 @@ class SchemaCompiler:
                 self.rep.enforced(pointer(path, k), k)
         if "multipleOf" in s:
             return self._multiple_of(s, path, integer, (lo, lo_incl, hi, hi_incl), excluded)
+        return self._range(lo, lo_incl, hi, hi_incl, integer, excluded)
+
+    def _range(
+        self, lo: Decimal | None, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool, excluded: list[Any]
+    ) -> ir.Expr:
         if not excluded:
             return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
         # exclude points: split the interval at each excluded value
@@ -918,10 +923,18 @@ class SchemaCompiler:
         k = s["multipleOf"]
         if isinstance(k, float) and k.is_integer():
             k = int(k)
+        if isinstance(k, float) and k > 0 and math.isfinite(k):  # exact decimal arithmetic
+            base = self._range(lo, lo_incl, hi, hi_incl, integer, excluded)
+            try:
+                dfa = multiples_within(decimal_of(k), base, self.canonical)
+            except GrammarError as e:
+                self.rep.rejected(where, "multipleOf", f"multipleOf {k!r}: {e.message}")
+                return base
+            self.rep.enforced(where, "multipleOf", "exact decimal multiples (see numbers.py for exponent spellings)")
+            name = multiples_rule_name(decimal_of(k), self.number_form(base))  # one per divisor and range
+            return self._rule(name, lambda: dfa.to_expr(self.rules, name))
         if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
-            self.rep.rejected(
-                where, "multipleOf", "only positive integer multipleOf (jsonschema divides floats)"
-            )
+            self.rep.rejected(where, "multipleOf", "multipleOf must be a positive number")
             if lo is None and hi is None:
                 return number_range(lo, True, hi, True, integer, self.int_forms)
             return JSON_NUMBER
