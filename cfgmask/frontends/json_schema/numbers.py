@@ -493,36 +493,44 @@ class _Multiples:
         self.plain = self.k - self.top  # a plain spelling's last nonzero fraction digit: at most here
         self.high = max(self.top, 0) + MULTIPLE_OF_INT_ZEROS  # integer trailing zeros followed
 
-    def w0(self, y: int) -> int:
-        return self.top - min(_valuation(y, self.prime) if y else self.k, self.k)
+    def w0(self, y: tuple[int, int]) -> int:
+        return self.top - y[1]
+
+    def _y(self, n1: int) -> tuple[int, int]:
+        """(N1 mod ``mod``, min(v(N1), k)) for the residue ``n1`` of N1."""
+        return n1, min(_valuation(n1, self.prime) if n1 else self.k, self.k)
 
     def size_estimate(self) -> int:
-        per = self.p1 * self.mod * (self.k + 1)
-        frac = (self.plain + self.high + 4) * (self.deep + 2)
-        return per * (frac + self.high + 2) + (self.deep + self.high) ** 2
+        """About the states with a nonzero digit just read (the most numerous kind)."""
+        return self.p1 * self.mod * (self.deep + self.high + 2)
 
     def first(self, d: int, pos: int) -> tuple | None:
         """The first nonzero digit: in the integer part (pos 0) or at fraction position pos.
-        A number state is ``("num", R, Y, zc, c, f)``: R = N mod p1, Y = N1 mod ``mod``, zc the
-        zeros since the last nonzero digit (up to k); f None in the integer part (c: its
+        A number state is ``("num", R, Y, zc, c, f)``: R = N mod p1; Y = (N1 mod ``mod``, or
+        only what the next nonzero digit needs of it after zeros; min(v(N1), k)); zc the zeros
+        since the last nonzero digit (up to k); f None in the integer part (c: its
         trailing zeros, up to high + 1), else the fraction's length (up to deep + 1) and c its
         last nonzero digit's position negated (0 or more: the fraction is zeros so far; None:
         past ``plain`` and followed by zeros, so no spelling ends here)."""
         if pos > self.deep:
             return None
-        return ("num", d % self.p1, d % self.mod, 0, -pos, None if pos == 0 else pos)
+        return ("num", d % self.p1, self._y(d % self.mod), 0, -pos, None if pos == 0 else pos)
 
     def digit(self, st: tuple, d: int) -> tuple | None:
         _, r, y, zc, c, f = st
         r = (10 * r + d) % self.p1
         if d == 0:
             zc = min(zc + 1, self.k)
+            # after z zeros the next nonzero digit sees N1 mod prime**(k - z - 1) only
+            y = (y[0] % self.prime ** max(self.k - zc - 1, 0), y[1])
             if f is None:
                 return ("num", r, y, zc, min(c + 1, self.high + 1), None)
             if c is not None and c < 0 and -c > self.plain:
                 c = None  # only a later nonzero digit can make this a spelling again
+            if c is None:
+                y = (y[0], 0)
             return ("num", r, y, zc, c, min(f + 1, self.deep + 1))
-        y = (y * 10 ** (zc + 1) + d) % self.mod
+        y = self._y((y[0] * 10 ** (zc + 1) + d) % self.mod)
         if f is None:
             return ("num", r, y, 0, 0, None)
         if f + 1 > self.deep:
@@ -630,7 +638,7 @@ def _multiples_product(m: Decimal, base_expr: ir.Expr) -> chardfa.CharDFA:
     automata reach together, so bounds prune it."""
     auto = _Multiples(m)
     estimate = auto.size_estimate()
-    if estimate > 4 * MULTIPLE_OF_STATES:  # don't start what cannot finish
+    if estimate > MULTIPLE_OF_STATES:  # don't start what cannot finish
         raise GrammarError(f"needs about {estimate} automaton states (more than {MULTIPLE_OF_STATES})")
     base = chardfa.from_expr(base_expr)
     atoms, _ = chardfa._refine([((ord(ch), ord(ch)),) for ch in _NUMBER_CHARS])
