@@ -344,9 +344,12 @@ PICKED = Path(__file__).parent / "corpora" / "jsonschemabench" / "picked" / "rec
 # a package whose sub-packages are names or packages: oneOf [string, the root], recursive
 RECURSIVE_BRANCH = {
     "type": "object",
-    "properties": {"name": {"type": "string"}, "sub": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"$ref": "#"}]}}},
+    "properties": {
+        "name": {"type": "string"},
+        "sub": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"$ref": "#"}]}},
+    },
     "required": ["name"],
-}  # fmt: skip
+}
 
 
 def test_one_of_with_a_recursive_ref_branch() -> None:
@@ -354,8 +357,8 @@ def test_one_of_with_a_recursive_ref_branch() -> None:
     ``oneOf`` the branch is then walked as written (its rule), so a reference to the root is
     recursion in the grammar, not an inlining at every level (Github_medium/o17127 raised a
     RecursionError)."""
-    agree(RECURSIVE_BRANCH, [{"name": "a"}, {"name": "a", "sub": ["b", {"name": "c", "sub": [{"name": "d"}]}]},
-                             {"name": "a", "sub": [{"sub": []}]}, {"name": "a", "sub": [1]}, {"sub": []}])  # fmt: skip
+    nested = {"name": "a", "sub": ["b", {"name": "c", "sub": [{"name": "d"}]}]}
+    agree(RECURSIVE_BRANCH, [{"name": "a"}, nested, {"name": "a", "sub": [{"sub": []}]}, {"sub": [1]}])
     (rec,) = [
         r for r in map(json.loads, PICKED.read_text().splitlines()) if r["id"] == "Github_medium/o17127"
     ]
