@@ -394,8 +394,12 @@ MULTIPLES = [
     {"type": "integer", "multipleOf": 3, "minimum": -7, "exclusiveMaximum": 30},
     {"multipleOf": 7, "exclusiveMinimum": 0},
     {"type": "number", "multipleOf": 2, "maximum": 10.5},
+    # past the plain mod-k automaton (k > 1000, excluded values): the exact decimal one
+    {"multipleOf": 5000, "minimum": 0},
+    {"type": "integer", "multipleOf": 3, "not": {"enum": [6, 9]}},
 ]
 NUMBERS: list[Any] = [-9, -7, -6, -3, 0, 3, 6, 7, 14, 21, 27, 30, 33, 10, 12, 6.0, 7.5, 1e2, -0.0, "3"]
+NUMBERS += [5000, -5000, 15000, 5e3, 1e4, 2.5e3, 1e20]
 
 
 @pytest.mark.parametrize("i", range(len(MULTIPLES)))

@@ -959,27 +959,14 @@ class SchemaCompiler:
         if isinstance(k, float) and k.is_integer():
             k = int(k)
         if isinstance(k, float) and k > 0 and math.isfinite(k):  # exact decimal arithmetic
-            base = self._range(lo, lo_incl, hi, hi_incl, integer, excluded)
-            try:
-                dfa = multiples_within(decimal_of(k), base, self.canonical)
-            except GrammarError as e:
-                self.rep.rejected(where, "multipleOf", f"multipleOf {k!r}: {e.message}")
-                return base
-            self.rep.enforced(
-                where, "multipleOf", "exact decimal multiples (see numbers.py for exponent spellings)"
-            )
-            name = multiples_rule_name(decimal_of(k), self.number_form(base))  # one per divisor and range
-            return self._rule(name, lambda: dfa.to_expr(self.rules, name))
+            return self._decimal_multiple(decimal_of(k), where, integer, bounds, excluded)
         if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
             self.rep.rejected(where, "multipleOf", "multipleOf must be a positive number")
             if lo is None and hi is None:
                 return number_range(lo, True, hi, True, integer, self.int_forms)
             return JSON_NUMBER
-        if excluded or k > MAX_MULTIPLE_OF:
-            self.rep.rejected(
-                where, "multipleOf", f"multipleOf only without excluded values and up to {MAX_MULTIPLE_OF}"
-            )
-            return number_range(None, True, None, True, integer, self.int_forms)
+        if excluded or k > MAX_MULTIPLE_OF:  # past the plain mod-k automaton: the decimal one
+            return self._decimal_multiple(decimal_of(s["multipleOf"]), where, integer, bounds, excluded)
         fraction = not integer or self.int_forms == "all"
         if lo is not None or hi is not None:  # the mod-k automaton times the range's
             try:
@@ -996,6 +983,28 @@ class SchemaCompiler:
             return bounded.to_expr(self.rules, U.fresh(self.rules, f"mult{k}"))
         self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
         return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"), fraction)
+
+    def _decimal_multiple(
+        self,
+        m: Decimal,
+        where: str,
+        integer: bool,
+        bounds: tuple[Decimal | None, bool, Decimal | None, bool],
+        excluded: list[Any],
+    ) -> ir.Expr:
+        """Exact multiples of ``m`` in the range (:func:`.numbers.multiples_within`), one rule per
+        divisor and range; past its state budget, rejected (lenient: the range alone)."""
+        base = self._range(*bounds, integer, excluded)
+        try:
+            dfa = multiples_within(m, base, self.canonical)
+        except GrammarError as e:
+            self.rep.rejected(where, "multipleOf", f"multipleOf {m}: {e.message}")
+            return base
+        self.rep.enforced(
+            where, "multipleOf", "exact decimal multiples (see numbers.py for exponent spellings)"
+        )
+        name = multiples_rule_name(m, self.number_form(base))
+        return self._rule(name, lambda: dfa.to_expr(self.rules, name))
 
 
 def json_literal(v: Any) -> str:
