@@ -450,6 +450,7 @@ def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str, fraction: bool =
 MULTIPLE_OF_SIG_DIGITS = 17
 MULTIPLE_OF_INT_ZEROS = 4
 MULTIPLE_OF_STATES = 20_000  # states of the product automaton before minimization
+CANONICAL_MULTIPLE_EXPONENT_DIGITS = 3  # canonical mode: an IEEE double's exponent needs 3
 _NUMBER_CHARS = "+-.0123456789Ee"
 
 
@@ -627,10 +628,27 @@ def multiples_within(m: Decimal, base_expr: ir.Expr, canonical: bool) -> chardfa
     whole = _multiples_product(m, base_expr)
     if not canonical:
         return whole
-    try:  # the product of two minimal automata: cheaper than capping inside the construction
-        return chardfa.intersection([whole, chardfa.from_expr(cap_digits(base_expr))])
+    try:  # the product of minimal automata: cheaper than capping inside the construction
+        return chardfa.intersection([whole, chardfa.from_expr(cap_digits(base_expr)), _short_exponents()])
     except GrammarError as e:
         raise GrammarError(f"with canonical digit caps: {e.message}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _short_exponents() -> chardfa.CharDFA:
+    """JSON numbers whose exponent has at most ``CANONICAL_MULTIPLE_EXPONENT_DIGITS`` digits:
+    canonical mode's multiples keep only these (half the states of 18-digit exponents), and every
+    double's ``json.dumps`` text is one (``1e-05``, ``1e+16``, ``5e-324``)."""
+    sign = ir.ByteClass(((0x2B, 0x2B), (0x2D, 0x2D)))
+    exp = ir.seq(ir.ByteClass(((0x45, 0x45), (0x65, 0x65))), opt(sign))
+    return chardfa.from_expr(
+        ir.seq(
+            opt(ir.Literal(b"-")),
+            ir.alt(ir.Literal(b"0"), ir.seq(NONZERO, ir.Repeat(DIGIT, 0, None))),
+            opt(ir.seq(ir.Literal(b"."), ir.Repeat(DIGIT, 1, None))),
+            opt(ir.seq(exp, ir.Repeat(DIGIT, 1, CANONICAL_MULTIPLE_EXPONENT_DIGITS))),
+        )
+    )
 
 
 def _multiples_product(m: Decimal, base_expr: ir.Expr) -> chardfa.CharDFA:
