@@ -10,9 +10,11 @@ refuses it.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pytest
+import regress
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -178,8 +180,6 @@ SYNTAX_ERRORS = [
     ("{", "lone '{'", 1),
     ("a{", "lone '{'", 2),
     ("a{1", "incomplete quantifier", 2),
-    ("]", "lone ']'", 1),
-    ("a}", "lone '}'", 2),
     (r"[\d-z]", "class escape cannot bound a range", 2),
     ("[z-a]", "out of order", 2),
     ("a{2,1}", "out of order", 2),
@@ -314,12 +314,33 @@ def test_random_patterns_agree_with_an_ecmascript_engine(pattern: str, strings: 
         assert find.accepts(s.encode()) == ecma.search(pattern, s), (pattern, s, "search")
 
 
+QUANTIFIER_BRACES = re.compile(r"\{[0-9]+(,[0-9]*)?\}")
+
+
 def annex_b(pattern: str) -> str:
     """``pattern`` with each identity escape of ASCII punctuation that the ``u`` grammar lacks
-    (``\\'``, ``\\:``, ``\\-`` outside a class...) spelled ``\\xHH``: the same character."""
-    out, i = [], 0
+    (``\\'``, ``\\:``, ``\\-`` outside a class...) and each ``]`` or ``}`` that closes
+    nothing spelled ``\\xHH``: the same character, in the ``u`` grammar."""
+    out, i, in_class = [], 0, False
     while i < len(pattern):
         ch, nxt = pattern[i], pattern[i + 1 : i + 2]
+        if ch == "\\" and nxt in "pPu" and pattern[i + 2 : i + 3] == "{" and "}" in pattern[i:]:
+            end = pattern.index("}", i) + 1  # \p{...}, \u{...}: its braces are its own
+            out.append(pattern[i:end])
+            i = end
+            continue
+        if not in_class and ch == "{" and (q := QUANTIFIER_BRACES.match(pattern, i)):
+            out.append(q.group())
+            i = q.end()
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+        elif ch == "]" and in_class:
+            in_class = False
+        elif ch in "]}" and not in_class:
+            out.append(f"\\x{ord(ch):02x}")
+            i += 1
+            continue
         if (
             ch == "\\"
             and nxt.isascii()
@@ -365,7 +386,7 @@ def test_syntax_errors_are_ecmascripts(pattern: str) -> None:
         ours, message = True, ""
     except ecmascript.RegexSyntaxError as e:
         ours, message = False, e.message
-    if ours and not ecma.is_valid(pattern):  # the one leniency: ASCII punctuation escaped
+    if ours and not ecma.is_valid(pattern):  # the leniencies: ASCII punctuation escaped, lone ] }
         assert ecma.is_valid(annex_b(pattern)), pattern
         return
     if not ours and ecma.is_valid(pattern):
@@ -374,6 +395,23 @@ def test_syntax_errors_are_ecmascripts(pattern: str) -> None:
         assert "an assertion cannot be quantified" in message, (pattern, message)
         return
     assert ours == ecma.is_valid(pattern), (pattern, message)
+
+
+LONE_BRACKETS = ["a}", "]", "a]b", "x{2}}", "[a]]", "}+", "(a])", "a|}", r"\d}", "]]", "}{2}", "a{1}]"]
+
+
+@pytest.mark.parametrize("pattern", LONE_BRACKETS)
+def test_lone_closing_brackets_are_characters(pattern: str) -> None:
+    """Annex B: a ``]`` or ``}`` that closes nothing is that character.  ``regress`` refuses these
+    with the ``u`` flag (the ``u`` grammar has no such atom) and reads them so without it, which
+    is the oracle here (the patterns use nothing else that the two modes read differently)."""
+    assert not ecma.is_valid(pattern)
+    oracle = regress.Regex(pattern, "")
+    anchored = regress.Regex(f"^(?:{pattern})$", "")
+    full, find = whole(pattern), searcher(pattern)
+    for s in ["", "a", "a}", "]", "a]b", "xx}", "x}", "[a]]", "a]", "}", "}}", "]]", "5}", "b", "a|"]:
+        assert full.accepts(s.encode()) == (anchored.find(s) is not None), (pattern, s, "fullmatch")
+        assert find.accepts(s.encode()) == (oracle.find(s) is not None), (pattern, s, "search")
 
 
 def test_quantified_assertion_is_a_syntax_error() -> None:

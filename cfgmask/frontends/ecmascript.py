@@ -3,7 +3,7 @@
 JSON Schema's ``pattern`` and ``patternProperties`` are ECMA-262 regular expressions
 (draft 2020-12, section 6.4), and ``Grammar.from_regex(p, flavor="ecmascript")`` reads the
 same syntax.  This module parses a pattern as ECMAScript does with the ``u`` flag (the
-syntax errors are ECMAScript's: a lone ``{``, ``]`` or ``}``, an unknown escape ``\\a``, a
+syntax errors are ECMAScript's: a lone ``{``, an unknown escape ``\\a``, a
 range with a class escape ``[\\d-z]``, ``\\k<x>`` without group ``x``...) into the node
 tuples of Python's ``re`` parser, with every character set already spelled as explicit
 code-point ranges, so :mod:`.regex` translates it with no ``re`` semantics left in it:
@@ -16,11 +16,13 @@ code-point ranges, so :mod:`.regex` translates it with no ``re`` semantics left 
   code point); a lone surrogate matches nothing (no UTF-8 text holds one).  ``\\0``, the
   control escapes ``\\f \\n \\r \\t \\v``, ``[\\b]`` (backspace), identity escapes of the
   syntax characters and ``/`` (and ``-`` in a class).
-* One leniency, the only departure from the ``u`` grammar: ``\\`` before other ASCII
-  punctuation (``\\' \\: \\_ \\- \\~``...) is that character, as ECMAScript reads it
-  without the ``u`` flag (Annex B) and Python's ``re`` does; real schemas write these
-  escapes, and the character is the only meaning any engine gives them.  A letter or digit
-  after ``\\`` keeps its ``u``-mode meaning or is an error (``\\a``, ``\\e``).
+* Two leniencies, the only departures from the ``u`` grammar, both ECMAScript's reading
+  without the ``u`` flag (Annex B), Python's ``re``'s and every peer's (XGrammar,
+  llguidance): ``\\`` before other ASCII punctuation (``\\' \\: \\_ \\- \\~``...) is
+  that character; and a ``]`` or ``}`` that closes nothing (``a}``, ``]``, ``x{2}}``) is
+  that character.  Real schemas write both, and the character is the only meaning any engine
+  gives them.  A letter or digit after ``\\`` keeps its ``u``-mode meaning or is an error
+  (``\\a``, ``\\e``); a lone ``{`` stays an error (``a{1`` is a broken quantifier).
 * ``^`` and ``$`` are the start and end of the input (no ``m`` flag): ``\\A`` and ``\\Z``
   of ``re``; ``\\b``/``\\B`` are word boundaries over ``[A-Za-z0-9_]``.
 * ``(?<name>…)`` is a group; ``\\k<name>`` and ``\\1`` are backreferences (the translator
@@ -216,9 +218,7 @@ class _Parser:
             raise self.error(
                 "nothing to repeat" if self.quantifier_ahead() else "lone '{' (escape it as \\{)"
             )
-        if ch in ("]", "}"):
-            raise self.error(f"lone {ch!r} (escape it as \\{ch})")
-        self.i += 1
+        self.i += 1  # a lone ']' or '}' too: that character (Annex B; see the module doc)
         cp = ord(ch)
         if 0xD800 <= cp <= 0xDBFF and 0xDC00 <= ord(self.peek() or "\0") <= 0xDFFF:  # a pair in the text
             cp = 0x10000 + ((cp - 0xD800) << 10) + (ord(self.s[self.i]) - 0xDC00)

@@ -192,10 +192,10 @@ class CharDFA:
         """The same transitions with other accepting states, minimized."""
         return CharDFA(self.atoms, self.trans, accept).minimize()
 
-    def minimize(self) -> CharDFA:
+    def minimize(self, limit: int = MAX_STATES) -> CharDFA:
         """Trimmed (only live states reachable from the start) and minimal: the live part,
         with one extra state that every accepting state has an epsilon edge to (the C core
-        takes one final state), minimized by the C core."""
+        takes one final state), minimized by the C core (at most ``limit`` states)."""
         if self.minimal:
             return self
         live = self.live()
@@ -205,7 +205,7 @@ class CharDFA:
         edges = [[(a, t) for a, t in enumerate(row) if t >= 0 and live[t]] if live[s] else []
                  for s, row in enumerate(self.trans)]  # fmt: skip
         eps = [[n] if acc and live[s] else [] for s, acc in enumerate(self.accept)]
-        return _determinize(self.atoms, [*edges, []], [*eps, []], 0, n)
+        return _determinize(self.atoms, [*edges, []], [*eps, []], 0, n, limit)
 
     def to_expr(self, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
         """A character-level expression of this language.  States entered from more than one
@@ -348,7 +348,12 @@ def from_expr(e: ir.Expr) -> CharDFA:
 
 
 def _determinize(
-    atoms: list[Ranges], edges: list[list[tuple[int, int]]], eps: list[list[int]], start: int, final: int
+    atoms: list[Ranges],
+    edges: list[list[tuple[int, int]]],
+    eps: list[list[int]],
+    start: int,
+    final: int,
+    limit: int = MAX_STATES,
 ) -> CharDFA:
     """The minimal DFA of an NFA over ``atoms`` (``edges[s]``: (atom, target) pairs,
     ``eps[s]``: epsilon targets; every state live) from the C core, atoms no state tells
@@ -370,13 +375,13 @@ def _determinize(
     deadline.check("string automaton")
     left = deadline.remaining()  # first: C's deadline is then never before check()'s
     try:
-        out = fsm_build(*arrays, start, final, MAX_STATES, 0, time.monotonic() + left if left != INF else 0.0)
+        out = fsm_build(*arrays, start, final, limit, 0, time.monotonic() + left if left != INF else 0.0)
     except LimitError as err:
         if err.limit == "deadline_ms":
             deadline.check("string automaton")  # the same error, naming the setting
         if err.limit != "max_dfa_states":
             raise
-        raise _too_big(MAX_STATES) from None
+        raise _too_big(limit) from None
     _, _, acc, lab_off, lab, lab_to = out
     off = memoryview(lab_off).cast("I").tolist()
     labs = memoryview(lab).cast("I").tolist()

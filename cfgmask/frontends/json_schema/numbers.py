@@ -28,9 +28,12 @@ floats ``json.loads`` produces for the ``repr`` of a float.
 from __future__ import annotations
 
 import functools
+import hashlib
 from decimal import Decimal
 
-from ... import ir
+from ... import deadline, ir
+from ...errors import GrammarError
+from . import chardfa
 from ._ir_util import opt
 from .lexical import DIGIT, JSON_NUMBER, NONZERO
 
@@ -418,3 +421,268 @@ def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str, fraction: bool =
     body = ir.alt(ir.Literal(b"0"), *starts)
     tail = opt(ir.seq(ir.Literal(b"."), ZERO_RUN)) if fraction else ir.EPSILON
     return ir.seq(opt(ir.Literal(b"-")), body, tail)
+
+
+# --------------------------------------------------------------------------- decimal multipleOf
+#
+# A JSON number text ``-? I (.F)? ([eE] E)?`` denotes v = N * 10**(E - |F|), N the integer of the
+# digits ``IF``.  With the divisor m = p / 10**q (p, q integers, q minimal) and p = 2**a 5**b p1
+# (p1 prime to 10), v is a multiple of m iff p1 divides N and, writing N = N1 * 10**z (N1 not
+# divisible by 10) and w = z + E - |F| (the decimal exponent of v's last nonzero digit),
+#     v2(N1) >= A - w  and  v5(N1) >= B - w,   A = a - q, B = b - q
+# (v / (2**a 5**b / 10**q) has no 2 or 5 in its denominator).  N1 is not divisible by 10, so one
+# of v2(N1), v5(N1) is 0, and the condition is w >= W0 with
+#     W0 = max(A, B) - min(v(N1), k),   k = |a - b|,  v = v2 if a > b else v5,
+# where min(v(N1), k) is read off N1 mod 2**k (or 5**k).  Left to right the automaton keeps N mod
+# p1, N1 mod 2**k (or 5**k), the zeros since the last nonzero digit (up to k) and where the last
+# nonzero digit stands (c = z - |F|: the integer part's trailing zeros, or minus the fraction
+# position); an exponent E is then accepted iff E >= W0 - c, a threshold test on E's digits.
+#
+# The whole language is not regular (``1.0...01e<E>`` is a multiple of 1 iff E is at least its
+# length), so exponent spellings are accepted in this shape: a mantissa fraction of at most
+# q + MULTIPLE_OF_SIG_DIGITS digits that is all zeros or ends in a nonzero digit (``1.25e3``,
+# ``1.0e3``, ``12e1``; not ``1.250e3``), and before a negative exponent at most
+# max(A, B, 0) + MULTIPLE_OF_INT_ZEROS trailing zeros of the integer part count (``100e-2`` is
+# accepted, ``1000000000e-9`` under a divisor 1 is not).  Plain spellings (no exponent) are all
+# accepted, trailing zeros too.  ``json.dumps`` writes at most 17 significant digits and no
+# trailing zero before an exponent, so every float it writes keeps its spelling.
+
+MULTIPLE_OF_SIG_DIGITS = 17
+MULTIPLE_OF_INT_ZEROS = 4
+MULTIPLE_OF_STATES = 20_000  # states of the product automaton before minimization
+CANONICAL_MULTIPLE_EXPONENT_DIGITS = 3  # canonical mode: an IEEE double's exponent needs 3
+_NUMBER_CHARS = "+-.0123456789Ee"
+
+
+def decimal_divisor(m: Decimal) -> tuple[int, int]:
+    """``(p, q)`` with ``m == p / 10**q``, p a positive integer and q >= 0 as small as can be."""
+    _, digits, exp = m.normalize().as_tuple()
+    assert isinstance(exp, int)
+    n = int("".join(map(str, digits)))
+    return (n * 10**exp, 0) if exp >= 0 else (n, -exp)
+
+
+def _valuation(n: int, f: int) -> int:
+    v = 0
+    while n and n % f == 0:
+        n //= f
+        v += 1
+    return v
+
+
+def is_multiple(value: Decimal, m: Decimal) -> bool:
+    """Exact: ``value / m`` is an integer (``multipleOf`` on exact decimals)."""
+    if not value:
+        return True
+    p, q = decimal_divisor(m)
+    scaled = value.scaleb(q)  # value * 10**q, exact
+    return scaled == scaled.to_integral_value() and int(scaled) % p == 0
+
+
+class _Multiples:
+    """The step function of the automaton described above (states are tuples)."""
+
+    def __init__(self, m: Decimal) -> None:
+        p, q = decimal_divisor(m)
+        a, b = _valuation(p, 2), _valuation(p, 5)
+        self.p1 = p // (2**a * 5**b)
+        self.top = max(a, b) - q  # max(A, B)
+        self.k = abs(a - b)
+        self.prime = 2 if a > b else 5
+        self.mod = self.prime**self.k  # N1 mod ``mod`` tells min(v(N1), k)
+        self.deep = q + MULTIPLE_OF_SIG_DIGITS  # longest mantissa fraction before an exponent
+        self.plain = self.k - self.top  # a plain spelling's last nonzero fraction digit: at most here
+        self.high = max(self.top, 0) + MULTIPLE_OF_INT_ZEROS  # integer trailing zeros followed
+
+    def w0(self, y: tuple[int, int]) -> int:
+        return self.top - y[1]
+
+    def _y(self, n1: int) -> tuple[int, int]:
+        """(N1 mod ``mod``, min(v(N1), k)) for the residue ``n1`` of N1."""
+        return n1, min(_valuation(n1, self.prime) if n1 else self.k, self.k)
+
+    def size_estimate(self) -> int:
+        """About the states with a nonzero digit just read (the most numerous kind)."""
+        return self.p1 * self.mod * (self.deep + self.high + 2)
+
+    def first(self, d: int, pos: int) -> tuple | None:
+        """The first nonzero digit: in the integer part (pos 0) or at fraction position pos.
+        A number state is ``("num", R, Y, zc, c, f)``: R = N mod p1; Y = (N1 mod ``mod``, or
+        only what the next nonzero digit needs of it after zeros; min(v(N1), k)); zc the zeros
+        since the last nonzero digit (up to k); f None in the integer part (c: its
+        trailing zeros, up to high + 1), else the fraction's length (up to deep + 1) and c its
+        last nonzero digit's position negated (0 or more: the fraction is zeros so far; None:
+        past ``plain`` and followed by zeros, so no spelling ends here)."""
+        if pos > self.deep:
+            return None
+        return ("num", d % self.p1, self._y(d % self.mod), 0, -pos, None if pos == 0 else pos)
+
+    def digit(self, st: tuple, d: int) -> tuple | None:
+        _, r, y, zc, c, f = st
+        r = (10 * r + d) % self.p1
+        if d == 0:
+            zc = min(zc + 1, self.k)
+            # after z zeros the next nonzero digit sees N1 mod prime**(k - z - 1) only
+            y = (y[0] % self.prime ** max(self.k - zc - 1, 0), y[1])
+            if f is None:
+                return ("num", r, y, zc, min(c + 1, self.high + 1), None)
+            if c is not None and c < 0 and -c > self.plain:
+                c = None  # only a later nonzero digit can make this a spelling again
+            if c is None:
+                y = (y[0], 0)
+            return ("num", r, y, zc, c, min(f + 1, self.deep + 1))
+        y = self._y((y[0] * 10 ** (zc + 1) + d) % self.mod)
+        if f is None:
+            return ("num", r, y, 0, 0, None)
+        if f + 1 > self.deep:
+            return None
+        return ("num", r, y, 0, -(f + 1), f + 1)
+
+    def threshold(self, st: tuple) -> int | None:
+        """The least exponent that makes this mantissa a multiple; None: no exponent may follow."""
+        _, r, y, _, c, f = st
+        if r != 0 or c is None or (f is not None and c < 0 and f != -c):
+            return None  # not a multiple, or a fraction ending in zeros
+        return self.w0(y) - c
+
+    def step(self, st: tuple, ch: str) -> tuple | None:  # noqa: C901 (one table of JSON number syntax)
+        kind = st[0]
+        dig = int(ch) if ch.isdigit() else None
+        if kind in ("start", "minus"):
+            if ch == "-" and kind == "start":
+                return ("minus",)
+            if dig == 0:
+                return ("zero", None)
+            return self.first(dig, 0) if dig else None
+        if kind == "zero":  # the value is 0 so far; st[1]: None in the integer part, else fraction digits
+            f = st[1]
+            if ch == "." and f is None:
+                return ("zdot",)
+            if ch in "eE":
+                return ("eany", 0)
+            if dig is None or f is None:
+                return None
+            return ("zero", min(f + 1, self.deep + 1)) if dig == 0 else self.first(dig, f + 1)
+        if kind == "zdot":
+            if dig is None:
+                return None
+            return ("zero", 1) if dig == 0 else self.first(dig, 1)
+        if kind == "num":
+            if dig is not None:
+                return self.digit(st, dig)
+            if ch == "." and st[5] is None:
+                return ("dot", *st[1:5])
+            if ch in "eE":
+                t = self.threshold(st)
+                return None if t is None else ("esign", t)
+            return None
+        if kind == "dot":
+            return self.digit(("num", *st[1:5], 0), dig) if dig is not None else None
+        if kind == "eany":  # any exponent (the value is 0); st[1]: 0 after e, 1 after a sign, 2 digits
+            if dig is not None:
+                return ("eany", 2)
+            return ("eany", 1) if ch in "+-" and st[1] == 0 else None
+        if kind == "esign":
+            t = st[1]
+            if ch == "+":
+                return ("epos", t, 0)
+            if ch == "-":
+                return ("eneg", t, 0, False) if t <= 0 else None
+            return self.step(("epos", t, 0), ch)
+        if kind == "epos":  # E >= t to come: E's value so far v < t
+            if dig is None:
+                return None
+            v = 10 * st[2] + dig
+            return ("eall",) if v >= st[1] else ("epos", st[1], v)
+        if kind == "eneg":  # -E >= t: E's value so far v <= -t
+            if dig is None:
+                return None
+            v = 10 * st[2] + dig
+            return ("eneg", st[1], v, True) if v <= -st[1] else None
+        if kind == "eall":
+            return ("eall",) if dig is not None else None
+        return None
+
+    def accepting(self, st: tuple) -> bool:
+        kind = st[0]
+        if kind == "num":
+            return st[1] == 0 and st[4] is not None and st[4] >= self.w0(st[2])
+        if kind == "eany":
+            return st[1] == 2
+        if kind == "eneg":
+            return bool(st[3])
+        return kind in ("zero", "eall")
+
+
+def multiples_rule_name(m: Decimal, base_expr: ir.Expr) -> str:
+    """A rule name for the multiples of ``m`` in ``base_expr``: the same in every run."""
+    digest = hashlib.sha1(repr(base_expr).encode()).hexdigest()[:12]
+    return f"multiple-of-{m}-{digest}"
+
+
+@functools.lru_cache(maxsize=256)  # IR and automata are immutable; a schema repeats its divisors
+def multiples_within(m: Decimal, base_expr: ir.Expr, canonical: bool) -> chardfa.CharDFA:
+    """The texts of ``base_expr`` (a number language; with ``canonical``, its digit runs capped
+    by :func:`cap_digits`) whose value is an exact multiple of ``m`` > 0, in the spellings
+    described above; minimal.  Raises :class:`GrammarError` past ``MULTIPLE_OF_STATES``."""
+    whole = _multiples_product(m, base_expr)
+    if not canonical:
+        return whole
+    try:  # the product of minimal automata: cheaper than capping inside the construction
+        return chardfa.intersection([whole, chardfa.from_expr(cap_digits(base_expr)), _short_exponents()])
+    except GrammarError as e:
+        raise GrammarError(f"with canonical digit caps: {e.message}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _short_exponents() -> chardfa.CharDFA:
+    """JSON numbers whose exponent has at most ``CANONICAL_MULTIPLE_EXPONENT_DIGITS`` digits:
+    canonical mode's multiples keep only these (half the states of 18-digit exponents), and every
+    double's ``json.dumps`` text is one (``1e-05``, ``1e+16``, ``5e-324``)."""
+    sign = ir.ByteClass(((0x2B, 0x2B), (0x2D, 0x2D)))
+    exp = ir.seq(ir.ByteClass(((0x45, 0x45), (0x65, 0x65))), opt(sign))
+    return chardfa.from_expr(
+        ir.seq(
+            opt(ir.Literal(b"-")),
+            ir.alt(ir.Literal(b"0"), ir.seq(NONZERO, ir.Repeat(DIGIT, 0, None))),
+            opt(ir.seq(ir.Literal(b"."), ir.Repeat(DIGIT, 1, None))),
+            opt(ir.seq(exp, ir.Repeat(DIGIT, 1, CANONICAL_MULTIPLE_EXPONENT_DIGITS))),
+        )
+    )
+
+
+def _multiples_product(m: Decimal, base_expr: ir.Expr) -> chardfa.CharDFA:
+    """:func:`multiples_within` without the caps: the product is built over the states both
+    automata reach together, so bounds prune it."""
+    auto = _Multiples(m)
+    estimate = auto.size_estimate()
+    if estimate > MULTIPLE_OF_STATES:  # don't start what cannot finish
+        raise GrammarError(f"needs about {estimate} automaton states (more than {MULTIPLE_OF_STATES})")
+    base = chardfa.from_expr(base_expr)
+    atoms, _ = chardfa._refine([((ord(ch), ord(ch)),) for ch in _NUMBER_CHARS])
+    atom_of = {ch: atoms.index(((ord(ch), ord(ch)),)) for ch in _NUMBER_CHARS}
+    base_atom = {ch: next(i for i, rs in enumerate(base.atoms) if any(lo <= ord(ch) <= hi for lo, hi in rs))
+                 for ch in _NUMBER_CHARS}  # fmt: skip
+    start: tuple = (0, ("start",))
+    index: dict[tuple, int] = {start: 0}
+    order: list[tuple] = [start]
+    trans: list[list[int]] = []
+    for b, st in order:  # grows as states are found
+        deadline.check("multipleOf automaton")
+        row = [-1] * len(atoms)
+        for ch in _NUMBER_CHARS:
+            nb = base.trans[b][base_atom[ch]]
+            nxt = auto.step(st, ch) if nb >= 0 else None
+            if nxt is None:
+                continue
+            key = (nb, nxt)
+            j = index.get(key)
+            if j is None:
+                if len(order) >= MULTIPLE_OF_STATES:
+                    raise GrammarError(f"needs more than {MULTIPLE_OF_STATES} automaton states")
+                j = index[key] = len(order)
+                order.append(key)
+            row[atom_of[ch]] = j
+        trans.append(row)
+    accept = [base.accept[b] and auto.accepting(st) for b, st in order]
+    return chardfa.CharDFA(atoms, trans, accept).minimize(limit=MULTIPLE_OF_STATES)

@@ -32,7 +32,7 @@ from .merge import (
     normalize,
     type_set,
 )
-from .numbers import cap_digits, decimal_of, multiple_of, number_range
+from .numbers import cap_digits, decimal_of, multiple_of, multiples_rule_name, multiples_within, number_range
 from .refs import ROOT_BASE, Resolver
 from .report import Reporter, pointer
 from .wellformed import check_document
@@ -61,6 +61,7 @@ KNOWN_META = {
     for d in ("draft-04", "draft-06", "draft-07", "draft/2019-09", "draft/2020-12")
 }
 MAX_REF_EXPANSIONS = 64
+MAX_INLINED_REFS = 32  # oneOf/anyOf branches with a $ref inlined, nested in one another
 MAX_ONE_OF_TERMS = 64  # terms of an overlapping oneOf written as a union (see _exactly_one)
 MAX_NEGATION_DEPTH = 4  # nested properties that _negate walks into
 # Bounds an 'if' may test, and the keyword whose value range is their complement (same value;
@@ -114,6 +115,8 @@ class SchemaCompiler:
         # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
         self.scope: dict[str, str] = {}
         self.depth = 0
+        self.inlined_refs = 0  # branches walked with a $ref inlined, nested (see _branch)
+        self.inlined_root = ""  # the outermost of them
         self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
         self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
         from .containers import Containers
@@ -455,12 +458,38 @@ class SchemaCompiler:
                 live = [e for e in exprs if e != ir.NOTHING]
                 return ir.alt(*live) if live else ir.NOTHING
         self.rep.enforced(where, key)
-        exprs = [self.schema(b, pointer(where, i), base) for i, b in enumerate(merged)]
+        # with nothing beside them, the branches as written: the same languages, and a $ref keeps
+        # its rule (a branch that inlined a recursive $ref would be inlined again at each level)
+        exprs = [
+            self._branch(key, subs[i], b, pointer(where, i), base)
+            for i, b in enumerate(subs if trivial else merged)
+        ]
         return (
             ir.alt(*[e for e in exprs if e != ir.NOTHING])
             if any(e != ir.NOTHING for e in exprs)
             else ir.NOTHING
         )
+
+    def _branch(self, key: str, written: Any, b: Any, where: str, base: str) -> ir.Expr:
+        """A branch that had a ``$ref`` inlined (``b`` is not what was ``written``): walked with a
+        count of such branches nested, so that a recursive ``$ref`` beside other keywords (each
+        level inlines it again) is refused with its pointer, not walked until the stack ends."""
+        if b is written or not isinstance(written, dict) or not ({"$ref", "$dynamicRef"} & written.keys()):
+            return self.schema(b, where, base)
+        if self.inlined_refs >= MAX_INLINED_REFS:
+            self.rep.rejected(
+                self.inlined_root, key,
+                f"a $ref inlined beside other keywords recurses (more than {MAX_INLINED_REFS} levels,"
+                f" the last at {where})",
+            )  # fmt: skip
+            return self.schema(written, where, base)
+        if not self.inlined_refs:
+            self.inlined_root = where
+        self.inlined_refs += 1
+        try:
+            return self.schema(b, where, base)
+        finally:
+            self.inlined_refs -= 1
 
     def _branches_unevaluated(
         self, key: str, subs: list[Any], rest: dict[str, Any], base: str
@@ -885,6 +914,17 @@ class SchemaCompiler:
                 self.rep.enforced(pointer(path, k), k)
         if "multipleOf" in s:
             return self._multiple_of(s, path, integer, (lo, lo_incl, hi, hi_incl), excluded)
+        return self._range(lo, lo_incl, hi, hi_incl, integer, excluded)
+
+    def _range(
+        self,
+        lo: Decimal | None,
+        lo_incl: bool,
+        hi: Decimal | None,
+        hi_incl: bool,
+        integer: bool,
+        excluded: list[Any],
+    ) -> ir.Expr:
         if not excluded:
             return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
         # exclude points: split the interval at each excluded value
@@ -918,18 +958,15 @@ class SchemaCompiler:
         k = s["multipleOf"]
         if isinstance(k, float) and k.is_integer():
             k = int(k)
+        if isinstance(k, float) and k > 0 and math.isfinite(k):  # exact decimal arithmetic
+            return self._decimal_multiple(decimal_of(k), where, integer, bounds, excluded)
         if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
-            self.rep.rejected(
-                where, "multipleOf", "only positive integer multipleOf (jsonschema divides floats)"
-            )
+            self.rep.rejected(where, "multipleOf", "multipleOf must be a positive number")
             if lo is None and hi is None:
                 return number_range(lo, True, hi, True, integer, self.int_forms)
             return JSON_NUMBER
-        if excluded or k > MAX_MULTIPLE_OF:
-            self.rep.rejected(
-                where, "multipleOf", f"multipleOf only without excluded values and up to {MAX_MULTIPLE_OF}"
-            )
-            return number_range(None, True, None, True, integer, self.int_forms)
+        if excluded or k > MAX_MULTIPLE_OF:  # past the plain mod-k automaton: the decimal one
+            return self._decimal_multiple(decimal_of(s["multipleOf"]), where, integer, bounds, excluded)
         fraction = not integer or self.int_forms == "all"
         if lo is not None or hi is not None:  # the mod-k automaton times the range's
             try:
@@ -946,6 +983,28 @@ class SchemaCompiler:
             return bounded.to_expr(self.rules, U.fresh(self.rules, f"mult{k}"))
         self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
         return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"), fraction)
+
+    def _decimal_multiple(
+        self,
+        m: Decimal,
+        where: str,
+        integer: bool,
+        bounds: tuple[Decimal | None, bool, Decimal | None, bool],
+        excluded: list[Any],
+    ) -> ir.Expr:
+        """Exact multiples of ``m`` in the range (:func:`.numbers.multiples_within`), one rule per
+        divisor and range; past its state budget, rejected (lenient: the range alone)."""
+        base = self._range(*bounds, integer, excluded)
+        try:
+            dfa = multiples_within(m, base, self.canonical)
+        except GrammarError as e:
+            self.rep.rejected(where, "multipleOf", f"multipleOf {m}: {e.message}")
+            return base
+        self.rep.enforced(
+            where, "multipleOf", "exact decimal multiples (see numbers.py for exponent spellings)"
+        )
+        name = multiples_rule_name(m, self.number_form(base))
+        return self._rule(name, lambda: dfa.to_expr(self.rules, name))
 
 
 def json_literal(v: Any) -> str:
