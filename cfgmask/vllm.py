@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -203,20 +204,24 @@ def request_stop_ids(params: Any) -> frozenset[int]:
 
 
 class _Row:
-    """A request in the batch: its matcher and where it is in its output."""
+    """A request in the batch: its matcher and how much of its output the matcher has seen.
+
+    Both model runners drive it: V1 hands it vLLM's live output list (``output``, read by
+    ``advance``), V2 reads the committed tokens from its token buffer and calls ``sync``.
+    ``mark``/``try_token``/``undo`` follow a speculative draft without committing to it."""
 
     def __init__(
         self,
         req: GrammarRequest,
         compiled: CompiledGrammar | None,
-        output: list[int],
         stops: frozenset[int],
         error: str = "",
+        output: list[int] | None = None,
     ) -> None:
         self.req = req
         self.stops = stops
         self.compiled = compiled
-        self.output = output  # vLLM's live list
+        self.output = output  # V1: vLLM's live list
         self.error = error  # set: the row may only stop (compile failed, or forced off the grammar)
         self.marker = req.reasoning_end.encode() if req.reasoning_end else b""
         self.restart()
@@ -228,36 +233,59 @@ class _Row:
         self.tail = b""  # output bytes not yet searched for the marker
 
     def advance(self) -> None:
+        """V1: catch up with the live output list."""
         out = self.output
+        assert out is not None
         n = len(out)
         while n and out[n - 1] < 0:  # async scheduling's placeholders: not sampled yet
             n -= 1
+        self.sync(n, lambda a, b: out[a:b])
+
+    def sync(self, n: int, read: Callable[[int, int], Sequence[int]]) -> None:
+        """Advance to the first ``n`` output tokens; ``read(a, b)`` gives output tokens a..b-1."""
         if n < self.consumed:  # vLLM dropped tokens (a failed KV load): replay what is left
             self.restart()
-        for t in out[self.consumed : n]:
-            self._feed(t)
-        self.consumed = n
+        if n > self.consumed:
+            for t in read(self.consumed, n):
+                if what := self._step(int(t)):
+                    self._off(what)
+            self.consumed = n
 
-    def _feed(self, t: int) -> None:
+    def mark(self) -> tuple[bool, bytes, int]:
+        return self.in_grammar, self.tail, self.matcher.num_tokens if self.matcher is not None else 0
+
+    def try_token(self, t: int) -> bool:
+        """Advance by a draft token if it keeps the row in its grammar (False: it does not)."""
+        return t >= 0 and not self._step(t)
+
+    def undo(self, mark: tuple[bool, bytes, int]) -> None:
+        """Back to ``mark`` (the drafts tried since are forgotten)."""
+        self.in_grammar, self.tail, steps = mark
+        if self.matcher is not None:
+            self.matcher.rollback(self.matcher.num_tokens - steps)
+
+    def _step(self, t: int) -> str:
+        """Follow one output token; on failure say what left the grammar ("" when fine)."""
         m = self.matcher
         if self.error or m is None:
-            return
+            return ""
         vocab = m.compiled.vocab
         if not self.in_grammar:
             data = self.tail + (vocab.tokens[t] if 0 <= t < vocab.size else b"")
             at = data.find(self.marker)
             if at < 0:
                 self.tail = data[-(len(self.marker) - 1) :] if len(self.marker) > 1 else b""
-                return
+                return ""
             self.in_grammar = True
             rest = data[at + len(self.marker) :]
             if rest and not m.accept_bytes(rest):
-                self._off(f"the bytes {rest!r} after reasoning_end")
-            return
+                return f"the bytes {rest!r} after reasoning_end"
+            return ""
         if m.is_terminated():
-            return
+            return ""
         if not (0 <= t < vocab.size and m.accept_token(t)):
-            self._off(f"token {t}")
+            return f"token {t}"
+        return ""
 
     def _off(self, what: str) -> None:
         self.error = f"{what} left the grammar (chosen by something other than this mask)"
@@ -299,40 +327,77 @@ try:  # vLLM's Model Runner V2 has its own processor interface and refuses plugi
 except ImportError:  # pragma: no cover - older vLLM
     _V2Processor = object  # type: ignore[misc,assignment]
 
-V2_UNSUPPORTED = (
-    "cfgmask's vLLM plugin implements the V1 model runner's logits-processor interface only; "
-    "start vLLM with VLLM_USE_V2_MODEL_RUNNER=0 for grammar requests"
-)
+
+class _TokenHistory:
+    """Model Runner V2's committed tokens (``req_states.all_token_ids``, ``[slots, max_model_len]``)
+    read on the host.  vLLM keeps that buffer in pinned host memory mapped into the GPU (UVA;
+    ``StagedWriteTensor._uva_buf``), so a span is a plain numpy slice once the stream has
+    caught up; when vLLM keeps it dense on the device instead (``use_dense_all_token_ids``,
+    for the ngram_gpu speculator), only the requested spans are gathered and copied."""
+
+    def __init__(self, all_token_ids: Any) -> None:
+        buf = getattr(all_token_ids, "_uva_buf", None)
+        self.dev: torch.Tensor = all_token_ids.gpu
+        host = getattr(buf, "np", None)
+        if host is None and self.dev.device.type == "cpu":
+            host = self.dev.numpy()
+        self.host: np.ndarray | None = host
+
+    def read(self, spans: list[tuple[int, int, int]]) -> list[Sequence[int]]:
+        """Tokens ``a..b-1`` of slot ``s`` for each ``(s, a, b)``."""
+        if self.host is not None:
+            return [self.host[s, a:b].tolist() for s, a, b in spans]
+        width = self.dev.shape[1]
+        index = np.concatenate([np.arange(s * width + a, s * width + b) for s, a, b in spans])
+        flat = self.dev.view(-1)[torch.from_numpy(index).to(self.dev.device)].cpu().tolist()
+        out: list[Sequence[int]] = []
+        at = 0
+        for _, a, b in spans:
+            out.append(flat[at : at + b - a])
+            at += b - a
+        return out
+
+
+def _given(tokens: Sequence[int]) -> Callable[[int, int], Sequence[int]]:
+    """A ``_Row.sync`` reader that has exactly the tokens asked for already."""
+    return lambda _a, _b: tokens
+
+
+@dataclass
+class _V2Request:
+    """One request of a Model Runner V2 step: its row state and its logits rows (the first,
+    then one per draft token, whose input ids are ``drafts``)."""
+
+    slot: int
+    row: _Row
+    logit_rows: list[int]
+    drafts: list[int]
 
 
 class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[misc]
-    """Grammar-constrained decoding for vLLM's v1 model runner (see the module docstring).
+    """Grammar-constrained decoding for vLLM's model runners (see the module docstring).
 
+    V1 builds it as ``(vllm_config, device, is_pin_memory)`` and drives ``update_state`` and
+    ``apply(logits)``; Model Runner V2 as ``(vllm_config, req_states)`` and drives
+    ``add_request(slot, params)`` and ``apply(logits, ctx)`` (see :meth:`_apply_v2`).
     ``$CFGMASK_VLLM_THREADS`` (default 1) threads fill a step's bitmasks: vLLM pins its own
     threads to cores, and more fill threads would take time from them.
-
-    Under Model Runner V2 (``__init__(vllm_config, req_states)``) the class loads, so that vLLM
-    starts and serves free requests, but grammar requests are refused with a 400 in
-    ``validate_params``; one that got past it is ended at once (stop ids only), never served free.
     """
 
     def __init__(self, vllm_config: Any, *args: Any) -> None:
-        self.v2 = len(args) == 1
-        self.rows: dict[int, _Row] = {}
-        self.v2_rows: dict[int, frozenset[int]] = {}
+        from vllm.tokenizers.registry import cached_tokenizer_from_config
+
+        self.req_states = args[0] if len(args) == 1 else None  # V2's LogitsProcRequestState
+        self.rows: dict[int, _Row] = {}  # V1: batch index; V2: request slot
         self.stats = StepStats()
         self._bitmask = np.zeros((0, 0), dtype=np.int32)
         self._stop_rows: dict[frozenset[int], np.ndarray] = {}
-        if self.v2:
-            log.warning("cfgmask: %s", V2_UNSUPPORTED)
-            return
-        from vllm.tokenizers.registry import cached_tokenizer_from_config
-
         model_config = vllm_config.model_config
         tokenizer = cached_tokenizer_from_config(model_config)
         self.vocabs = _Vocabularies(tokenizer, int(model_config.get_vocab_size())) if tokenizer else None
         self.threads = int(os.environ.get("CFGMASK_VLLM_THREADS", "1"))
         self.cache = shared_cache()
+        self._history = _TokenHistory(self.req_states.all_token_ids) if self.req_states is not None else None
         _INSTANCES.add(self)
 
     # ---- the interface ---------------------------------------------------------------------
@@ -341,7 +406,9 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
     def validate_params(cls, sampling_params: Any) -> None:
         """Parse the request's grammar (and compile it, when the front end's tokenizer can be
         found: then every error a compile can raise is a 400 here, and the engine finds the
-        grammar in the cache).  Raises a ValueError with cfgmask's message."""
+        grammar in the cache).  Raises a ValueError with cfgmask's message.  Both runners'
+        front ends call it from ``InputProcessor._validate_params`` (V2 through the validator
+        of ``build_custom_logits_processors_params_validator``)."""
         try:
             req = grammar_request(sampling_params)
             if req is None:
@@ -360,8 +427,6 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 parse_grammar(req.kind, req.source, req.options)
                 return
             vocabs, processor = found
-            if getattr(getattr(processor, "vllm_config", None), "use_v2_model_runner", False):
-                raise GrammarError(V2_UNSUPPORTED)
             stops = set(sampling_params.stop_token_ids or ())
             if not sampling_params.ignore_eos:
                 eos = processor.renderer.get_eos_token_id()
@@ -374,6 +439,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         return False  # the mask changes which token is largest
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
+        """V1: follow the batch's removed, added and moved rows."""
         if batch_update is None:
             return
         for index in batch_update.removed:
@@ -382,8 +448,10 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
             row = self._new_row(params, output)
             if row is None:
                 self.rows.pop(index, None)
-            else:
-                self.rows[index] = row
+                continue
+            self.rows[index] = row
+            if any(t >= 0 for t in output):
+                self.stats.replays += 1
         for a, b, direction in batch_update.moved:
             ra, rb = self.rows.pop(a, None), self.rows.pop(b, None)
             if ra is not None:
@@ -392,16 +460,17 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 self.rows[a] = rb
 
     def add_request(self, req_idx: int, sampling_params: Any) -> bool:
-        """Model Runner V2: a grammar request that got past validation may only stop."""
-        try:
-            req = grammar_request(sampling_params)
-        except CfgmaskError:
-            req = GrammarRequest("regex", "", {})
-        if req is None:
-            self.v2_rows.pop(req_idx, None)
+        """V2: a request takes slot ``req_idx`` (a recycled slot: whatever it held is dropped).
+        A request resumed after preemption comes back with its partial output
+        (``prefill_len > prompt_len``); its fresh row replays it at the next ``apply``."""
+        row = self._new_row(sampling_params)
+        if row is None:
+            self.rows.pop(req_idx, None)
             return False
-        log.error("cfgmask: a grammar request under Model Runner V2 is ended: %s", V2_UNSUPPORTED)
-        self.v2_rows[req_idx] = request_stop_ids(sampling_params)
+        self.rows[req_idx] = row
+        rs = self.req_states
+        if rs is not None and int(rs.prefill_len.np[req_idx]) > int(rs.prompt_len.np[req_idx]):
+            self.stats.replays += 1
         return True
 
     def apply(self, logits: torch.Tensor, ctx: Any = None) -> torch.Tensor:
@@ -412,13 +481,107 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         t0 = time.perf_counter()
         n, width = logits.shape
         self._ensure_bitmask(n, width)
+        entries: list[tuple[int, _Row]] = []
+        for index, row in self.rows.items():
+            if index < n:
+                row.advance()
+                entries.append((index, row))
+        masked: list[int] = []
+        self._fill(entries, masked)
+        if masked:
+            apply_bitmask_inplace(logits, self._bitmask[:n], masked)
+        self.stats.add(len(masked), time.perf_counter() - t0)
+        return logits
+
+    def _apply_v2(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """Model Runner V2: mask the rows of this processor's requests.
+
+        Each request's row catches up with its committed output, ``all_token_ids[slot,
+        prompt_len:total_len]`` (only the tokens it has not seen are read; a fresh row of a
+        resumed request replays its partial output).  ``total_len`` is copied from the device,
+        which also waits for the step that wrote the last tokens.  Under speculative decoding a
+        request has a logits row per draft token: row j's mask is the grammar after the
+        committed output and drafts 1..j (``ctx.input_ids`` of its rows 1..j), filled layer by
+        layer and rolled back afterwards; rows after a draft the grammar rejects copy the row
+        before it (the rejection sampler discards them)."""
+        slots = ctx.idx_mapping_np.tolist()
+        if not any(s in self.rows for s in slots):
+            return logits
+        t0 = time.perf_counter()
+        n, width = logits.shape
+        self._ensure_bitmask(n, width)
+        reqs = self._v2_layout(n, slots, ctx)
+        self._v2_sync(reqs)
+        masked: list[int] = []
+        marks = [(r.row, r.row.mark()) for r in reqs if len(r.logit_rows) > 1]
+        depth, layer = 0, reqs
+        while layer:
+            self._fill([(r.logit_rows[depth], r.row) for r in layer], masked)
+            deeper = []
+            for r in layer:
+                if depth + 1 >= len(r.logit_rows):
+                    continue
+                if r.row.try_token(r.drafts[depth]):
+                    deeper.append(r)
+                    continue
+                # the rejection sampler rejects this draft: the rows after it are discarded, but
+                # stay finite (the row before's mask, or free if that row was free)
+                src, rest = r.logit_rows[depth], r.logit_rows[depth + 1 :]
+                if src in masked:
+                    self._bitmask[rest] = self._bitmask[src]
+                    masked.extend(rest)
+            depth, layer = depth + 1, deeper
+        for row, mark in marks:
+            row.undo(mark)
+        if masked:
+            apply_bitmask_inplace(logits, self._bitmask[:n], masked)
+        self.stats.add(len(masked), time.perf_counter() - t0)
+        return logits
+
+    def _v2_layout(self, n: int, slots: list[int], ctx: Any) -> list[_V2Request]:
+        """This processor's requests in the step, with their logits rows and draft tokens."""
+        if n == len(slots):  # one row per request: no drafts (the common case, no device copy)
+            return [_V2Request(s, self.rows[s], [i], []) for i, s in enumerate(slots) if s in self.rows]
+        rows = torch.stack([ctx.expanded_idx_mapping.to(torch.int64), ctx.input_ids.to(torch.int64)]).cpu()
+        row_slots, input_ids = rows[0].tolist(), rows[1].tolist()
+        reqs: dict[int, _V2Request] = {}
+        for i, s in enumerate(row_slots):  # a request's rows are contiguous, by local position
+            if s in self.rows:
+                r = reqs.get(s)
+                if r is None:
+                    reqs[s] = _V2Request(s, self.rows[s], [i], [])
+                else:
+                    r.logit_rows.append(i)
+                    r.drafts.append(input_ids[i])
+        return list(reqs.values())
+
+    def _v2_sync(self, reqs: list[_V2Request]) -> None:
+        """Feed each row the committed tokens it has not seen."""
+        rs = self.req_states
+        assert rs is not None and self._history is not None
+        total = rs.total_len.gpu.cpu().numpy()
+        prompt = rs.prompt_len.np
+        spans: list[tuple[int, int, int]] = []
+        todo: list[tuple[_Row, int]] = []
+        for r in reqs:
+            slot, row = r.slot, r.row
+            p, t = int(prompt[slot]), int(total[slot])
+            n = max(t - p, 0)
+            if n < row.consumed:
+                row.restart()
+            if n > row.consumed:
+                spans.append((slot, p + row.consumed, t))
+                todo.append((row, n))
+        if spans:
+            for (row, n), tokens in zip(todo, self._history.read(spans), strict=True):
+                row.sync(n, _given(tokens))
+
+    def _fill(self, entries: list[tuple[int, _Row]], masked: list[int]) -> None:
+        """Fill ``self._bitmask[index]`` for each row in the grammar (a row still reasoning is
+        left free; a broken or finished one may only stop) and list those indices in ``masked``."""
         live: list[Matcher] = []
         live_rows: list[int] = []
-        masked: list[int] = []
-        for index, row in self.rows.items():
-            if index >= n:
-                continue
-            row.advance()
+        for index, row in entries:
             if not row.in_grammar:
                 continue  # still reasoning: free text
             masked.append(index)
@@ -430,22 +593,6 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 live_rows.append(index)
         if live:
             fill_bitmasks(live, self._bitmask, rows=live_rows, threads=self.threads)
-        if masked:
-            apply_bitmask_inplace(logits, self._bitmask[:n], masked)
-        self.stats.add(len(masked), time.perf_counter() - t0)
-        return logits
-
-    def _apply_v2(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
-        if not self.v2_rows:
-            return logits
-        slots = ctx.expanded_idx_mapping.tolist()
-        rows = [r for r, slot in enumerate(slots) if slot in self.v2_rows]
-        if rows:
-            self._ensure_bitmask(logits.shape[0], logits.shape[1])
-            for r in rows:
-                self._bitmask[r] = self._stop_mask(self.v2_rows[slots[r]])
-            apply_bitmask_inplace(logits, self._bitmask[: logits.shape[0]], rows)
-        return logits
 
     def _ensure_bitmask(self, n: int, width: int) -> None:
         if self._bitmask.shape[0] < n or self._bitmask.shape[1] != bitmask_words(width):
@@ -453,28 +600,25 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
 
     # ---- helpers -----------------------------------------------------------------------
 
-    def _new_row(self, params: Any, output: list[int]) -> _Row | None:
+    def _new_row(self, params: Any, output: list[int] | None = None) -> _Row | None:
+        stops = request_stop_ids(params)
         try:
             req = grammar_request(params)
         except CfgmaskError as e:  # validate_params let it through: never serve it unconstrained
-            return _Row(GrammarRequest("regex", "", {}), None, output, request_stop_ids(params), str(e))
+            return _Row(GrammarRequest("regex", "", {}), None, stops, str(e), output)
         if req is None:
             return None
-        if any(t >= 0 for t in output):
-            self.stats.replays += 1
         if self.vocabs is None:
             no_tok = "vLLM runs without a tokenizer (skip_tokenizer_init)"
-            return _Row(req, None, output, request_stop_ids(params), no_tok)
-        stops = request_stop_ids(params)
-        vocab = self.vocabs.get(stops)
+            return _Row(req, None, stops, no_tok, output)
         row_error = ""
         compiled = None
         try:
-            compiled = self.cache.get(req.kind, req.source, vocab, req.options)
+            compiled = self.cache.get(req.kind, req.source, self.vocabs.get(stops), req.options)
         except CfgmaskError as e:
             row_error = f"the grammar did not compile in the engine: {e}"
             log.error("cfgmask: %s; the request may only stop", row_error)
-        return _Row(req, compiled, output, stops, row_error)
+        return _Row(req, compiled, stops, row_error, output)
 
     def _stop_mask(self, stops: frozenset[int]) -> np.ndarray:
         mask = self._stop_rows.get(stops)
