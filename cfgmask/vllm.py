@@ -1,4 +1,5 @@
-"""vLLM integration: a v1 ``LogitsProcessor`` that keeps each request inside its own grammar.
+"""vLLM integration: a ``LogitsProcessor`` that keeps each request inside its own grammar, for
+both of vLLM's model runners (V1's interface and Model Runner V2's, one class).
 
 Installed with ``pip install 'cfgmask[vllm]'`` it registers itself under the entry-point group
 ``vllm.logits_processors``, so ``LLM(model)`` and the OpenAI server load it with no argument.
@@ -11,7 +12,7 @@ A request asks for a grammar through ``SamplingParams.extra_args`` (the server's
 
 A request without these keys is left alone.  See docs/vllm.md.
 
-How a row is followed: ``update_state`` records vLLM's batch changes (removed, then added, then
+How a row is followed under the V1 runner: ``update_state`` records vLLM's batch changes (removed, then added, then
 moved, as ``BatchUpdate`` says); each added request gets a fresh matcher and the *live* list of
 its output tokens.  ``apply`` first feeds every row the tokens its list gained since the last
 step (a preempted request comes back with its whole output, which is replayed into the fresh
@@ -19,6 +20,10 @@ matcher; async scheduling's ``-1`` placeholders are left for the next step), the
 bitmasks and masks the logits.  A finished grammar allows only the request's stop ids, which are
 exactly those vLLM stops on (``eos_token_id`` and ``stop_token_ids`` of the request, after vLLM
 merged the generation config into them), so it never runs on unconstrained.
+
+Under Model Runner V2 a request holds a slot (``add_request``), and ``apply(logits, ctx)`` reads
+each row's new committed tokens from vLLM's ``req_states`` and masks draft rows exactly; the row
+logic (``_Row``) and the mask fill are the same code (see ``_apply_v2`` and docs/vllm.md).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 
 from .bitmask import apply_bitmask_inplace, fill_bitmasks
 from .compile import CompiledGrammar
-from .errors import CfgmaskError, GrammarError
+from .errors import CfgmaskError, GrammarError, MatcherError
 from .grammar_cache import KINDS, GrammarCache
 from .matcher import Matcher, bitmask_words
 from .vocab import Vocabulary
@@ -542,17 +547,22 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         """This processor's requests in the step, with their logits rows and draft tokens."""
         if n == len(slots):  # one row per request: no drafts (the common case, no device copy)
             return [_V2Request(s, self.rows[s], [i], []) for i, s in enumerate(slots) if s in self.rows]
-        rows = torch.stack([ctx.expanded_idx_mapping.to(torch.int64), ctx.input_ids.to(torch.int64)]).cpu()
-        row_slots, input_ids = rows[0].tolist(), rows[1].tolist()
+        rows = torch.stack(
+            [t.to(torch.int64) for t in (ctx.expanded_idx_mapping, ctx.expanded_local_pos, ctx.input_ids)]
+        ).cpu()
+        row_slots, local, input_ids = rows.tolist()
         reqs: dict[int, _V2Request] = {}
-        for i, s in enumerate(row_slots):  # a request's rows are contiguous, by local position
-            if s in self.rows:
-                r = reqs.get(s)
-                if r is None:
-                    reqs[s] = _V2Request(s, self.rows[s], [i], [])
-                else:
-                    r.logit_rows.append(i)
-                    r.drafts.append(input_ids[i])
+        for i, s in enumerate(row_slots):
+            if s not in self.rows:
+                continue
+            r = reqs.get(s)
+            if local[i] == 0:
+                reqs[s] = _V2Request(s, self.rows[s], [i], [])
+            elif r is None or local[i] != len(r.logit_rows):
+                raise MatcherError(f"logits row {i}: draft position {local[i]} out of order for slot {s}")
+            else:  # row j's input is draft j (row 0's is the last committed token)
+                r.logit_rows.append(i)
+                r.drafts.append(input_ids[i])
         return list(reqs.values())
 
     def _v2_sync(self, reqs: list[_V2Request]) -> None:

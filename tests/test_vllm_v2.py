@@ -66,7 +66,9 @@ def vllm_config(tmp_path_factory: pytest.TempPathFactory) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from vllm.engine.arg_utils import EngineArgs
 
-    cfg = EngineArgs(model=str(d), enforce_eager=True, dtype="float32", max_model_len=256).create_engine_config()
+    cfg = EngineArgs(
+        model=str(d), enforce_eager=True, dtype="float32", max_model_len=256
+    ).create_engine_config()
     old = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
     assert cfg.use_v2_model_runner
@@ -149,8 +151,6 @@ class Runner:
         self.proc.add_request(slot, params)
         self.params[req_id] = params
         self.outputs[req_id] = output
-        self.prompts = getattr(self, "prompts", {})
-        self.prompts[req_id] = prompt
         self._apply_writes()  # req_states.apply_staged_writes(), Triton's apply_write in Python
         self.proc.apply_staged_writes()
         return slot
@@ -162,7 +162,9 @@ class Runner:
     def _apply_writes(self) -> None:
         for t in (self.rs.all_token_ids, self.rs.total_len):
             begin = 0
-            for index, start, end in zip(t._staged_write_indices, t._staged_write_starts, t._staged_write_cu_lens):
+            for index, start, end in zip(
+                t._staged_write_indices, t._staged_write_starts, t._staged_write_cu_lens, strict=True
+            ):
                 data = torch.tensor(t._staged_write_contents[begin:end], dtype=t.gpu.dtype)
                 if t.gpu.dim() == 1:
                     t.gpu[index] = data[0]
@@ -199,7 +201,9 @@ class Runner:
                 inputs.append(tok)
                 pos.append(total - 1 + j)
         n = len(row_slots)
-        logits = torch.randn(n, self.vocab_size, generator=torch.Generator().manual_seed(self.rng.randrange(2**31)))
+        logits = torch.randn(
+            n, self.vocab_size, generator=torch.Generator().manual_seed(self.rng.randrange(2**31))
+        )
         before = logits.clone()
         idx = torch.tensor(slots, dtype=torch.int32)
         ctx = LogitsContext(
@@ -228,7 +232,9 @@ class Runner:
 
         p = self.params[req_id]
         req = grammar_request(p)
-        compiled = self.proc.cache.get(req.kind, req.source, self.proc.vocabs.get(request_stop_ids(p)), req.options)
+        compiled = self.proc.cache.get(
+            req.kind, req.source, self.proc.vocabs.get(request_stop_ids(p)), req.options
+        )
         m = Matcher(compiled)
         tokens = self.outputs[req_id] + extra
         if req.reasoning_end:
@@ -318,7 +324,9 @@ def test_v2_rows_match_a_plain_matcher_with_slots_recycled(vllm_config: Any) -> 
     used_slots: dict[int, list[str]] = {}
     steps = 0
     while queue or any(run.params[r].extra_args for r in run.params):
-        for r in [r for r in run.params if run.finished(r) or (not run.params[r].extra_args and steps % 7 == 6)]:
+        for r in [
+            r for r in run.params if run.finished(r) or (not run.params[r].extra_args and steps % 7 == 6)
+        ]:
             run.remove(r)
         while queue and len(run.params) < 4:
             r, kind = queue.pop(0)
@@ -348,8 +356,12 @@ def test_v2_preempted_request_replays_its_output(vllm_config: Any) -> None:
     partial = run.outputs["a"]
     assert len(partial) == 4 and not run.finished("a")
     replays = run.proc.stats.replays
+    slot_a = run.rs.req_id_to_index["a"]
     run.remove("a")
-    run.add("c", _params({"regex": ANSWER_RE}), [4])  # takes a's slot meanwhile
+    assert run.add("d", _params(None), [4]) == slot_a  # a free request in a's old slot stays free
+    run.step()
+    run.remove("d")
+    assert run.add("c", _params({"regex": ANSWER_RE}), [4]) == slot_a  # then a grammar, fresh
     run.step()
     run.add("a", _params({"json_schema": GRAMMARS["json_schema"]}), [5, 6, 7, 8], partial)
     assert run.proc.stats.replays == replays + 1
@@ -392,7 +404,11 @@ def test_v2_speculative_draft_rows(vllm_config: Any) -> None:
             seq: list[int] = []
             for _ in range(rng.randrange(4)):
                 allowed = m.allowed_tokens()
-                t = int(rng.choice(allowed)) if len(allowed) and rng.random() < 0.8 else rng.randrange(run.vocab_size)
+                t = (
+                    int(rng.choice(allowed))
+                    if len(allowed) and rng.random() < 0.8
+                    else rng.randrange(run.vocab_size)
+                )
                 seq.append(t)
                 if not (isinstance(m, Matcher) and m.accept_token(t)):
                     break
