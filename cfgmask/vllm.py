@@ -14,12 +14,13 @@ A request without these keys is left alone.  See docs/vllm.md.
 
 How a row is followed under the V1 runner: ``update_state`` records vLLM's batch changes
 (removed, then added, then moved, as ``BatchUpdate`` says); each added request gets a fresh
-matcher and the *live* list of its output tokens.  ``apply`` first feeds every row the tokens
-its list gained since the last step (a preempted request comes back with its whole output, which is replayed into the fresh
-matcher; async scheduling's ``-1`` placeholders are left for the next step), then fills the
-bitmasks and masks the logits.  A finished grammar allows only the request's stop ids, which are
-exactly those vLLM stops on (``eos_token_id`` and ``stop_token_ids`` of the request, after vLLM
-merged the generation config into them), so it never runs on unconstrained.
+matcher and the *live* list of its output tokens. ``apply`` first feeds every row the tokens its
+list gained since the last step (a preempted request comes back with its whole output, which is
+replayed into the fresh matcher; async scheduling's ``-1`` placeholders are left for the next
+step), then fills the bitmasks and masks the logits. A finished grammar allows only the
+request's stop ids, which are exactly those vLLM stops on (``eos_token_id`` and
+``stop_token_ids`` of the request, after vLLM merged the generation config into them), so it
+never runs on unconstrained.
 
 Under Model Runner V2 a request holds a slot (``add_request``), and ``apply(logits, ctx)`` reads
 each row's new committed tokens from vLLM's ``req_states`` and masks draft rows exactly; the row
