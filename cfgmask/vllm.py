@@ -24,7 +24,7 @@ never runs on unconstrained.
 
 Under Model Runner V2 a request holds a slot (``add_request``), and ``apply(logits, ctx)`` reads
 each row's new committed tokens from vLLM's ``req_states`` and masks draft rows exactly; the row
-logic (``_Row``) and the mask fill are the same code (see ``_apply_v2`` and docs/vllm.md).
+logic (``Row``) and the mask fill are the same code (see ``_apply_v2`` and docs/vllm.md).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -45,8 +44,8 @@ import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
+from ._vllm_rows import Row, TokenHistory, V2Request, given
 from .bitmask import apply_bitmask_inplace, fill_bitmasks
-from .compile import CompiledGrammar
 from .errors import CfgmaskError, GrammarError, MatcherError
 from .grammar_cache import KINDS, GrammarCache
 from .matcher import Matcher, bitmask_words
@@ -209,97 +208,6 @@ def request_stop_ids(params: Any) -> frozenset[int]:
 # ---- one row --------------------------------------------------------------------------------
 
 
-class _Row:
-    """A request in the batch: its matcher and how much of its output the matcher has seen.
-
-    Both model runners drive it: V1 hands it vLLM's live output list (``output``, read by
-    ``advance``), V2 reads the committed tokens from its token buffer and calls ``sync``.
-    ``mark``/``try_token``/``undo`` follow a speculative draft without committing to it."""
-
-    def __init__(
-        self,
-        req: GrammarRequest,
-        compiled: CompiledGrammar | None,
-        stops: frozenset[int],
-        error: str = "",
-        output: list[int] | None = None,
-    ) -> None:
-        self.req = req
-        self.stops = stops
-        self.compiled = compiled
-        self.output = output  # V1: vLLM's live list
-        self.error = error  # set: the row may only stop (compile failed, or forced off the grammar)
-        self.marker = req.reasoning_end.encode() if req.reasoning_end else b""
-        self.restart()
-
-    def restart(self) -> None:
-        self.matcher = Matcher(self.compiled) if self.compiled is not None else None
-        self.consumed = 0
-        self.in_grammar = not self.marker or bool(self.error)  # a broken row stops at once
-        self.tail = b""  # output bytes not yet searched for the marker
-
-    def advance(self) -> None:
-        """V1: catch up with the live output list."""
-        out = self.output
-        assert out is not None
-        n = len(out)
-        while n and out[n - 1] < 0:  # async scheduling's placeholders: not sampled yet
-            n -= 1
-        self.sync(n, lambda a, b: out[a:b])
-
-    def sync(self, n: int, read: Callable[[int, int], Sequence[int]]) -> None:
-        """Advance to the first ``n`` output tokens; ``read(a, b)`` gives output tokens a..b-1."""
-        if n < self.consumed:  # vLLM dropped tokens (a failed KV load): replay what is left
-            self.restart()
-        if n > self.consumed:
-            for t in read(self.consumed, n):
-                if what := self._step(int(t)):
-                    self._off(what)
-            self.consumed = n
-
-    def mark(self) -> tuple[bool, bytes, int]:
-        return self.in_grammar, self.tail, self.matcher.num_tokens if self.matcher is not None else 0
-
-    def try_token(self, t: int) -> bool:
-        """Advance by a draft token if it keeps the row in its grammar (False: it does not)."""
-        return t >= 0 and not self._step(t)
-
-    def undo(self, mark: tuple[bool, bytes, int]) -> None:
-        """Back to ``mark`` (the drafts tried since are forgotten)."""
-        self.in_grammar, self.tail, steps = mark
-        if self.matcher is not None:
-            self.matcher.rollback(self.matcher.num_tokens - steps)
-
-    def _step(self, t: int) -> str:
-        """Follow one output token; on failure say what left the grammar ("" when fine)."""
-        m = self.matcher
-        if self.error or m is None:
-            return ""
-        vocab = m.compiled.vocab
-        if not self.in_grammar:
-            data = self.tail + (vocab.tokens[t] if 0 <= t < vocab.size else b"")
-            at = data.find(self.marker)
-            if at < 0:
-                self.tail = data[-(len(self.marker) - 1) :] if len(self.marker) > 1 else b""
-                return ""
-            self.in_grammar = True
-            rest = data[at + len(self.marker) :]
-            if rest and not m.accept_bytes(rest):
-                return f"the bytes {rest!r} after reasoning_end"
-            return ""
-        if m.is_terminated():
-            return ""
-        if not (0 <= t < vocab.size and m.accept_token(t)):
-            return f"token {t}"
-        return ""
-
-    def _off(self, what: str) -> None:
-        self.error = f"{what} left the grammar (chosen by something other than this mask)"
-        log.error(
-            "cfgmask: a request was forced off its %s grammar: %s; it may only stop now", self.req.kind, what
-        )
-
-
 @dataclass
 class StepStats:
     """``apply`` calls, masked rows, the seconds of the last ``keep`` calls, and ``replays``:
@@ -334,52 +242,6 @@ except ImportError:  # pragma: no cover - older vLLM
     _V2Processor = object  # type: ignore[misc,assignment]
 
 
-class _TokenHistory:
-    """Model Runner V2's committed tokens (``req_states.all_token_ids``, ``[slots, max_model_len]``)
-    read on the host.  vLLM keeps that buffer in pinned host memory mapped into the GPU (UVA;
-    ``StagedWriteTensor._uva_buf``), so a span is a plain numpy slice once the stream has
-    caught up; when vLLM keeps it dense on the device instead (``use_dense_all_token_ids``,
-    for the ngram_gpu speculator), only the requested spans are gathered and copied."""
-
-    def __init__(self, all_token_ids: Any) -> None:
-        buf = getattr(all_token_ids, "_uva_buf", None)
-        self.dev: torch.Tensor = all_token_ids.gpu
-        host = getattr(buf, "np", None)
-        if host is None and self.dev.device.type == "cpu":
-            host = self.dev.numpy()
-        self.host: np.ndarray | None = host
-
-    def read(self, spans: list[tuple[int, int, int]]) -> list[Sequence[int]]:
-        """Tokens ``a..b-1`` of slot ``s`` for each ``(s, a, b)``."""
-        if self.host is not None:
-            return [self.host[s, a:b].tolist() for s, a, b in spans]
-        width = self.dev.shape[1]
-        index = np.concatenate([np.arange(s * width + a, s * width + b) for s, a, b in spans])
-        flat = self.dev.view(-1)[torch.from_numpy(index).to(self.dev.device)].cpu().tolist()
-        out: list[Sequence[int]] = []
-        at = 0
-        for _, a, b in spans:
-            out.append(flat[at : at + b - a])
-            at += b - a
-        return out
-
-
-def _given(tokens: Sequence[int]) -> Callable[[int, int], Sequence[int]]:
-    """A ``_Row.sync`` reader that has exactly the tokens asked for already."""
-    return lambda _a, _b: tokens
-
-
-@dataclass
-class _V2Request:
-    """One request of a Model Runner V2 step: its row state and its logits rows (the first,
-    then one per draft token, whose input ids are ``drafts``)."""
-
-    slot: int
-    row: _Row
-    logit_rows: list[int]
-    drafts: list[int]
-
-
 class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[misc]
     """Grammar-constrained decoding for vLLM's model runners (see the module docstring).
 
@@ -394,7 +256,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         from vllm.tokenizers.registry import cached_tokenizer_from_config
 
         self.req_states = args[0] if len(args) == 1 else None  # V2's LogitsProcRequestState
-        self.rows: dict[int, _Row] = {}  # V1: batch index; V2: request slot
+        self.rows: dict[int, Row] = {}  # V1: batch index; V2: request slot
         self.stats = StepStats()
         self._bitmask = np.zeros((0, 0), dtype=np.int32)
         self._stop_rows: dict[frozenset[int], np.ndarray] = {}
@@ -403,7 +265,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         self.vocabs = _Vocabularies(tokenizer, int(model_config.get_vocab_size())) if tokenizer else None
         self.threads = int(os.environ.get("CFGMASK_VLLM_THREADS", "1"))
         self.cache = shared_cache()
-        self._history = _TokenHistory(self.req_states.all_token_ids) if self.req_states is not None else None
+        self._history = TokenHistory(self.req_states.all_token_ids) if self.req_states is not None else None
         _INSTANCES.add(self)
 
     # ---- the interface ---------------------------------------------------------------------
@@ -487,7 +349,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         t0 = time.perf_counter()
         n, width = logits.shape
         self._ensure_bitmask(n, width)
-        entries: list[tuple[int, _Row]] = []
+        entries: list[tuple[int, Row]] = []
         for index, row in self.rows.items():
             if index < n:
                 row.advance()
@@ -544,21 +406,21 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         self.stats.add(len(masked), time.perf_counter() - t0)
         return logits
 
-    def _v2_layout(self, n: int, slots: list[int], ctx: Any) -> list[_V2Request]:
+    def _v2_layout(self, n: int, slots: list[int], ctx: Any) -> list[V2Request]:
         """This processor's requests in the step, with their logits rows and draft tokens."""
         if n == len(slots):  # one row per request: no drafts (the common case, no device copy)
-            return [_V2Request(s, self.rows[s], [i], []) for i, s in enumerate(slots) if s in self.rows]
+            return [V2Request(s, self.rows[s], [i], []) for i, s in enumerate(slots) if s in self.rows]
         rows = torch.stack(
             [t.to(torch.int64) for t in (ctx.expanded_idx_mapping, ctx.expanded_local_pos, ctx.input_ids)]
         ).cpu()
         row_slots, local, input_ids = rows.tolist()
-        reqs: dict[int, _V2Request] = {}
+        reqs: dict[int, V2Request] = {}
         for i, s in enumerate(row_slots):
             if s not in self.rows:
                 continue
             r = reqs.get(s)
             if local[i] == 0:
-                reqs[s] = _V2Request(s, self.rows[s], [i], [])
+                reqs[s] = V2Request(s, self.rows[s], [i], [])
             elif r is None or local[i] != len(r.logit_rows):
                 raise MatcherError(f"logits row {i}: draft position {local[i]} out of order for slot {s}")
             else:  # row j's input is draft j (row 0's is the last committed token)
@@ -566,14 +428,14 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 r.drafts.append(input_ids[i])
         return list(reqs.values())
 
-    def _v2_sync(self, reqs: list[_V2Request]) -> None:
+    def _v2_sync(self, reqs: list[V2Request]) -> None:
         """Feed each row the committed tokens it has not seen."""
         rs = self.req_states
         assert rs is not None and self._history is not None
         total = rs.total_len.gpu.cpu().numpy()
         prompt = rs.prompt_len.np
         spans: list[tuple[int, int, int]] = []
-        todo: list[tuple[_Row, int]] = []
+        todo: list[tuple[Row, int]] = []
         for r in reqs:
             slot, row = r.slot, r.row
             p, t = int(prompt[slot]), int(total[slot])
@@ -585,9 +447,9 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 todo.append((row, n))
         if spans:
             for (row, n), tokens in zip(todo, self._history.read(spans), strict=True):
-                row.sync(n, _given(tokens))
+                row.sync(n, given(tokens))
 
-    def _fill(self, entries: list[tuple[int, _Row]], masked: list[int]) -> None:
+    def _fill(self, entries: list[tuple[int, Row]], masked: list[int]) -> None:
         """Fill ``self._bitmask[index]`` for each row in the grammar (a row still reasoning is
         left free; a broken or finished one may only stop) and list those indices in ``masked``."""
         live: list[Matcher] = []
@@ -611,17 +473,17 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
 
     # ---- helpers -----------------------------------------------------------------------
 
-    def _new_row(self, params: Any, output: list[int] | None = None) -> _Row | None:
+    def _new_row(self, params: Any, output: list[int] | None = None) -> Row | None:
         stops = request_stop_ids(params)
         try:
             req = grammar_request(params)
         except CfgmaskError as e:  # validate_params let it through: never serve it unconstrained
-            return _Row(GrammarRequest("regex", "", {}), None, stops, str(e), output)
+            return Row(GrammarRequest("regex", "", {}), None, stops, str(e), output)
         if req is None:
             return None
         if self.vocabs is None:
             no_tok = "vLLM runs without a tokenizer (skip_tokenizer_init)"
-            return _Row(req, None, stops, no_tok, output)
+            return Row(req, None, stops, no_tok, output)
         row_error = ""
         compiled = None
         try:
@@ -629,7 +491,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         except CfgmaskError as e:
             row_error = f"the grammar did not compile in the engine: {e}"
             log.error("cfgmask: %s; the request may only stop", row_error)
-        return _Row(req, compiled, stops, row_error, output)
+        return Row(req, compiled, stops, row_error, output)
 
     def _stop_mask(self, stops: frozenset[int]) -> np.ndarray:
         mask = self._stop_rows.get(stops)
