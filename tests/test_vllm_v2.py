@@ -269,8 +269,10 @@ class Runner:
                 if j < len(drafts) and drafts[j] in allowed:  # the rejection sampler keeps it
                     accepted.append(drafts[j])
                     self.drafts_kept += 1
-                    continue
-                self.drafts_rejected += j < len(drafts)
+                    if drafts[j] != EOS:
+                        continue  # else vLLM stops there and drops the rows after it
+                else:
+                    self.drafts_rejected += j < len(drafts)
                 for later in range(j + 1, len(drafts) + 1):  # discarded rows stay finite somewhere
                     assert torch.isfinite(rows[later]).any()
                 break
