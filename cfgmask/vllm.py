@@ -1,4 +1,5 @@
-"""vLLM integration: a v1 ``LogitsProcessor`` that keeps each request inside its own grammar.
+"""vLLM integration: a ``LogitsProcessor`` that keeps each request inside its own grammar, for
+both of vLLM's model runners (V1's interface and Model Runner V2's, one class).
 
 Installed with ``pip install 'cfgmask[vllm]'`` it registers itself under the entry-point group
 ``vllm.logits_processors``, so ``LLM(model)`` and the OpenAI server load it with no argument.
@@ -11,14 +12,19 @@ A request asks for a grammar through ``SamplingParams.extra_args`` (the server's
 
 A request without these keys is left alone.  See docs/vllm.md.
 
-How a row is followed: ``update_state`` records vLLM's batch changes (removed, then added, then
-moved, as ``BatchUpdate`` says); each added request gets a fresh matcher and the *live* list of
-its output tokens.  ``apply`` first feeds every row the tokens its list gained since the last
-step (a preempted request comes back with its whole output, which is replayed into the fresh
-matcher; async scheduling's ``-1`` placeholders are left for the next step), then fills the
-bitmasks and masks the logits.  A finished grammar allows only the request's stop ids, which are
-exactly those vLLM stops on (``eos_token_id`` and ``stop_token_ids`` of the request, after vLLM
-merged the generation config into them), so it never runs on unconstrained.
+How a row is followed under the V1 runner: ``update_state`` records vLLM's batch changes
+(removed, then added, then moved, as ``BatchUpdate`` says); each added request gets a fresh
+matcher and the *live* list of its output tokens. ``apply`` first feeds every row the tokens its
+list gained since the last step (a preempted request comes back with its whole output, which is
+replayed into the fresh matcher; async scheduling's ``-1`` placeholders are left for the next
+step), then fills the bitmasks and masks the logits. A finished grammar allows only the
+request's stop ids, which are exactly those vLLM stops on (``eos_token_id`` and
+``stop_token_ids`` of the request, after vLLM merged the generation config into them), so it
+never runs on unconstrained.
+
+Under Model Runner V2 a request holds a slot (``add_request``), and ``apply(logits, ctx)`` reads
+each row's new committed tokens from vLLM's ``req_states`` and masks draft rows exactly; the row
+logic (``Row``) and the mask fill are the same code (see ``_apply_v2`` and docs/vllm.md).
 """
 
 from __future__ import annotations
@@ -38,9 +44,9 @@ import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
+from ._vllm_rows import Row, TokenHistory, V2Request, given
 from .bitmask import apply_bitmask_inplace, fill_bitmasks
-from .compile import CompiledGrammar
-from .errors import CfgmaskError, GrammarError
+from .errors import CfgmaskError, GrammarError, MatcherError
 from .grammar_cache import KINDS, GrammarCache
 from .matcher import Matcher, bitmask_words
 from .vocab import Vocabulary
@@ -202,70 +208,6 @@ def request_stop_ids(params: Any) -> frozenset[int]:
 # ---- one row --------------------------------------------------------------------------------
 
 
-class _Row:
-    """A request in the batch: its matcher and where it is in its output."""
-
-    def __init__(
-        self,
-        req: GrammarRequest,
-        compiled: CompiledGrammar | None,
-        output: list[int],
-        stops: frozenset[int],
-        error: str = "",
-    ) -> None:
-        self.req = req
-        self.stops = stops
-        self.compiled = compiled
-        self.output = output  # vLLM's live list
-        self.error = error  # set: the row may only stop (compile failed, or forced off the grammar)
-        self.marker = req.reasoning_end.encode() if req.reasoning_end else b""
-        self.restart()
-
-    def restart(self) -> None:
-        self.matcher = Matcher(self.compiled) if self.compiled is not None else None
-        self.consumed = 0
-        self.in_grammar = not self.marker or bool(self.error)  # a broken row stops at once
-        self.tail = b""  # output bytes not yet searched for the marker
-
-    def advance(self) -> None:
-        out = self.output
-        n = len(out)
-        while n and out[n - 1] < 0:  # async scheduling's placeholders: not sampled yet
-            n -= 1
-        if n < self.consumed:  # vLLM dropped tokens (a failed KV load): replay what is left
-            self.restart()
-        for t in out[self.consumed : n]:
-            self._feed(t)
-        self.consumed = n
-
-    def _feed(self, t: int) -> None:
-        m = self.matcher
-        if self.error or m is None:
-            return
-        vocab = m.compiled.vocab
-        if not self.in_grammar:
-            data = self.tail + (vocab.tokens[t] if 0 <= t < vocab.size else b"")
-            at = data.find(self.marker)
-            if at < 0:
-                self.tail = data[-(len(self.marker) - 1) :] if len(self.marker) > 1 else b""
-                return
-            self.in_grammar = True
-            rest = data[at + len(self.marker) :]
-            if rest and not m.accept_bytes(rest):
-                self._off(f"the bytes {rest!r} after reasoning_end")
-            return
-        if m.is_terminated():
-            return
-        if not (0 <= t < vocab.size and m.accept_token(t)):
-            self._off(f"token {t}")
-
-    def _off(self, what: str) -> None:
-        self.error = f"{what} left the grammar (chosen by something other than this mask)"
-        log.error(
-            "cfgmask: a request was forced off its %s grammar: %s; it may only stop now", self.req.kind, what
-        )
-
-
 @dataclass
 class StepStats:
     """``apply`` calls, masked rows, the seconds of the last ``keep`` calls, and ``replays``:
@@ -299,40 +241,31 @@ try:  # vLLM's Model Runner V2 has its own processor interface and refuses plugi
 except ImportError:  # pragma: no cover - older vLLM
     _V2Processor = object  # type: ignore[misc,assignment]
 
-V2_UNSUPPORTED = (
-    "cfgmask's vLLM plugin implements the V1 model runner's logits-processor interface only; "
-    "start vLLM with VLLM_USE_V2_MODEL_RUNNER=0 for grammar requests"
-)
-
 
 class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[misc]
-    """Grammar-constrained decoding for vLLM's v1 model runner (see the module docstring).
+    """Grammar-constrained decoding for vLLM's model runners (see the module docstring).
 
+    V1 builds it as ``(vllm_config, device, is_pin_memory)`` and drives ``update_state`` and
+    ``apply(logits)``; Model Runner V2 as ``(vllm_config, req_states)`` and drives
+    ``add_request(slot, params)`` and ``apply(logits, ctx)`` (see :meth:`_apply_v2`).
     ``$CFGMASK_VLLM_THREADS`` (default 1) threads fill a step's bitmasks: vLLM pins its own
     threads to cores, and more fill threads would take time from them.
-
-    Under Model Runner V2 (``__init__(vllm_config, req_states)``) the class loads, so that vLLM
-    starts and serves free requests, but grammar requests are refused with a 400 in
-    ``validate_params``; one that got past it is ended at once (stop ids only), never served free.
     """
 
     def __init__(self, vllm_config: Any, *args: Any) -> None:
-        self.v2 = len(args) == 1
-        self.rows: dict[int, _Row] = {}
-        self.v2_rows: dict[int, frozenset[int]] = {}
+        from vllm.tokenizers.registry import cached_tokenizer_from_config
+
+        self.req_states = args[0] if len(args) == 1 else None  # V2's LogitsProcRequestState
+        self.rows: dict[int, Row] = {}  # V1: batch index; V2: request slot
         self.stats = StepStats()
         self._bitmask = np.zeros((0, 0), dtype=np.int32)
         self._stop_rows: dict[frozenset[int], np.ndarray] = {}
-        if self.v2:
-            log.warning("cfgmask: %s", V2_UNSUPPORTED)
-            return
-        from vllm.tokenizers.registry import cached_tokenizer_from_config
-
         model_config = vllm_config.model_config
         tokenizer = cached_tokenizer_from_config(model_config)
         self.vocabs = _Vocabularies(tokenizer, int(model_config.get_vocab_size())) if tokenizer else None
         self.threads = int(os.environ.get("CFGMASK_VLLM_THREADS", "1"))
         self.cache = shared_cache()
+        self._history = TokenHistory(self.req_states.all_token_ids) if self.req_states is not None else None
         _INSTANCES.add(self)
 
     # ---- the interface ---------------------------------------------------------------------
@@ -341,7 +274,9 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
     def validate_params(cls, sampling_params: Any) -> None:
         """Parse the request's grammar (and compile it, when the front end's tokenizer can be
         found: then every error a compile can raise is a 400 here, and the engine finds the
-        grammar in the cache).  Raises a ValueError with cfgmask's message."""
+        grammar in the cache).  Raises a ValueError with cfgmask's message.  Both runners'
+        front ends call it from ``InputProcessor._validate_params`` (V2 through the validator
+        of ``build_custom_logits_processors_params_validator``)."""
         try:
             req = grammar_request(sampling_params)
             if req is None:
@@ -360,8 +295,6 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 parse_grammar(req.kind, req.source, req.options)
                 return
             vocabs, processor = found
-            if getattr(getattr(processor, "vllm_config", None), "use_v2_model_runner", False):
-                raise GrammarError(V2_UNSUPPORTED)
             stops = set(sampling_params.stop_token_ids or ())
             if not sampling_params.ignore_eos:
                 eos = processor.renderer.get_eos_token_id()
@@ -374,6 +307,7 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         return False  # the mask changes which token is largest
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
+        """V1: follow the batch's removed, added and moved rows."""
         if batch_update is None:
             return
         for index in batch_update.removed:
@@ -382,8 +316,10 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
             row = self._new_row(params, output)
             if row is None:
                 self.rows.pop(index, None)
-            else:
-                self.rows[index] = row
+                continue
+            self.rows[index] = row
+            if any(t >= 0 for t in output):
+                self.stats.replays += 1
         for a, b, direction in batch_update.moved:
             ra, rb = self.rows.pop(a, None), self.rows.pop(b, None)
             if ra is not None:
@@ -392,16 +328,17 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 self.rows[a] = rb
 
     def add_request(self, req_idx: int, sampling_params: Any) -> bool:
-        """Model Runner V2: a grammar request that got past validation may only stop."""
-        try:
-            req = grammar_request(sampling_params)
-        except CfgmaskError:
-            req = GrammarRequest("regex", "", {})
-        if req is None:
-            self.v2_rows.pop(req_idx, None)
+        """V2: a request takes slot ``req_idx`` (a recycled slot: whatever it held is dropped).
+        A request resumed after preemption comes back with its partial output
+        (``prefill_len > prompt_len``); its fresh row replays it at the next ``apply``."""
+        row = self._new_row(sampling_params)
+        if row is None:
+            self.rows.pop(req_idx, None)
             return False
-        log.error("cfgmask: a grammar request under Model Runner V2 is ended: %s", V2_UNSUPPORTED)
-        self.v2_rows[req_idx] = request_stop_ids(sampling_params)
+        self.rows[req_idx] = row
+        rs = self.req_states
+        if rs is not None and int(rs.prefill_len.np[req_idx]) > int(rs.prompt_len.np[req_idx]):
+            self.stats.replays += 1
         return True
 
     def apply(self, logits: torch.Tensor, ctx: Any = None) -> torch.Tensor:
@@ -412,13 +349,112 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
         t0 = time.perf_counter()
         n, width = logits.shape
         self._ensure_bitmask(n, width)
+        entries: list[tuple[int, Row]] = []
+        for index, row in self.rows.items():
+            if index < n:
+                row.advance()
+                entries.append((index, row))
+        masked: list[int] = []
+        self._fill(entries, masked)
+        if masked:
+            apply_bitmask_inplace(logits, self._bitmask[:n], masked)
+        self.stats.add(len(masked), time.perf_counter() - t0)
+        return logits
+
+    def _apply_v2(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+        """Model Runner V2: mask the rows of this processor's requests.
+
+        Each request's row catches up with its committed output, ``all_token_ids[slot,
+        prompt_len:total_len]`` (only the tokens it has not seen are read; a fresh row of a
+        resumed request replays its partial output).  ``total_len`` is copied from the device,
+        which also waits for the step that wrote the last tokens.  Under speculative decoding a
+        request has a logits row per draft token: row j's mask is the grammar after the
+        committed output and drafts 1..j (``ctx.input_ids`` of its rows 1..j), filled layer by
+        layer and rolled back afterwards; rows after a draft the grammar rejects copy the row
+        before it (the rejection sampler discards them)."""
+        slots = ctx.idx_mapping_np.tolist()
+        if not any(s in self.rows for s in slots):
+            return logits
+        t0 = time.perf_counter()
+        n, width = logits.shape
+        self._ensure_bitmask(n, width)
+        reqs = self._v2_layout(n, slots, ctx)
+        self._v2_sync(reqs)
+        masked: list[int] = []
+        marks = [(r.row, r.row.mark()) for r in reqs if len(r.logit_rows) > 1]
+        depth, layer = 0, reqs
+        while layer:
+            self._fill([(r.logit_rows[depth], r.row) for r in layer], masked)
+            deeper = []
+            for r in layer:
+                if depth + 1 >= len(r.logit_rows):
+                    continue
+                if r.row.try_token(r.drafts[depth]):
+                    deeper.append(r)
+                    continue
+                # the rejection sampler rejects this draft: the rows after it are discarded, but
+                # stay finite (the row before's mask, or free if that row was free)
+                src, rest = r.logit_rows[depth], r.logit_rows[depth + 1 :]
+                if src in masked:
+                    self._bitmask[rest] = self._bitmask[src]
+                    masked.extend(rest)
+            depth, layer = depth + 1, deeper
+        for row, mark in marks:
+            row.undo(mark)
+        if masked:
+            apply_bitmask_inplace(logits, self._bitmask[:n], masked)
+        self.stats.add(len(masked), time.perf_counter() - t0)
+        return logits
+
+    def _v2_layout(self, n: int, slots: list[int], ctx: Any) -> list[V2Request]:
+        """This processor's requests in the step, with their logits rows and draft tokens."""
+        if n == len(slots):  # one row per request: no drafts (the common case, no device copy)
+            return [V2Request(s, self.rows[s], [i], []) for i, s in enumerate(slots) if s in self.rows]
+        rows = torch.stack(
+            [t.to(torch.int64) for t in (ctx.expanded_idx_mapping, ctx.expanded_local_pos, ctx.input_ids)]
+        ).cpu()
+        row_slots, local, input_ids = rows.tolist()
+        reqs: dict[int, V2Request] = {}
+        for i, s in enumerate(row_slots):
+            if s not in self.rows:
+                continue
+            r = reqs.get(s)
+            if local[i] == 0:
+                reqs[s] = V2Request(s, self.rows[s], [i], [])
+            elif r is None or local[i] != len(r.logit_rows):
+                raise MatcherError(f"logits row {i}: draft position {local[i]} out of order for slot {s}")
+            else:  # row j's input is draft j (row 0's is the last committed token)
+                r.logit_rows.append(i)
+                r.drafts.append(input_ids[i])
+        return list(reqs.values())
+
+    def _v2_sync(self, reqs: list[V2Request]) -> None:
+        """Feed each row the committed tokens it has not seen."""
+        rs = self.req_states
+        assert rs is not None and self._history is not None
+        total = rs.total_len.gpu.cpu().numpy()
+        prompt = rs.prompt_len.np
+        spans: list[tuple[int, int, int]] = []
+        todo: list[tuple[Row, int]] = []
+        for r in reqs:
+            slot, row = r.slot, r.row
+            p, t = int(prompt[slot]), int(total[slot])
+            n = max(t - p, 0)
+            if n < row.consumed:
+                row.restart()
+            if n > row.consumed:
+                spans.append((slot, p + row.consumed, t))
+                todo.append((row, n))
+        if spans:
+            for (row, n), tokens in zip(todo, self._history.read(spans), strict=True):
+                row.sync(n, given(tokens))
+
+    def _fill(self, entries: list[tuple[int, Row]], masked: list[int]) -> None:
+        """Fill ``self._bitmask[index]`` for each row in the grammar (a row still reasoning is
+        left free; a broken or finished one may only stop) and list those indices in ``masked``."""
         live: list[Matcher] = []
         live_rows: list[int] = []
-        masked: list[int] = []
-        for index, row in self.rows.items():
-            if index >= n:
-                continue
-            row.advance()
+        for index, row in entries:
             if not row.in_grammar:
                 continue  # still reasoning: free text
             masked.append(index)
@@ -430,22 +466,6 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
                 live_rows.append(index)
         if live:
             fill_bitmasks(live, self._bitmask, rows=live_rows, threads=self.threads)
-        if masked:
-            apply_bitmask_inplace(logits, self._bitmask[:n], masked)
-        self.stats.add(len(masked), time.perf_counter() - t0)
-        return logits
-
-    def _apply_v2(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
-        if not self.v2_rows:
-            return logits
-        slots = ctx.expanded_idx_mapping.tolist()
-        rows = [r for r, slot in enumerate(slots) if slot in self.v2_rows]
-        if rows:
-            self._ensure_bitmask(logits.shape[0], logits.shape[1])
-            for r in rows:
-                self._bitmask[r] = self._stop_mask(self.v2_rows[slots[r]])
-            apply_bitmask_inplace(logits, self._bitmask[: logits.shape[0]], rows)
-        return logits
 
     def _ensure_bitmask(self, n: int, width: int) -> None:
         if self._bitmask.shape[0] < n or self._bitmask.shape[1] != bitmask_words(width):
@@ -453,28 +473,25 @@ class CfgmaskLogitsProcessor(LogitsProcessor, _V2Processor):  # type: ignore[mis
 
     # ---- helpers -----------------------------------------------------------------------
 
-    def _new_row(self, params: Any, output: list[int]) -> _Row | None:
+    def _new_row(self, params: Any, output: list[int] | None = None) -> Row | None:
+        stops = request_stop_ids(params)
         try:
             req = grammar_request(params)
         except CfgmaskError as e:  # validate_params let it through: never serve it unconstrained
-            return _Row(GrammarRequest("regex", "", {}), None, output, request_stop_ids(params), str(e))
+            return Row(GrammarRequest("regex", "", {}), None, stops, str(e), output)
         if req is None:
             return None
-        if any(t >= 0 for t in output):
-            self.stats.replays += 1
         if self.vocabs is None:
             no_tok = "vLLM runs without a tokenizer (skip_tokenizer_init)"
-            return _Row(req, None, output, request_stop_ids(params), no_tok)
-        stops = request_stop_ids(params)
-        vocab = self.vocabs.get(stops)
+            return Row(req, None, stops, no_tok, output)
         row_error = ""
         compiled = None
         try:
-            compiled = self.cache.get(req.kind, req.source, vocab, req.options)
+            compiled = self.cache.get(req.kind, req.source, self.vocabs.get(stops), req.options)
         except CfgmaskError as e:
             row_error = f"the grammar did not compile in the engine: {e}"
             log.error("cfgmask: %s; the request may only stop", row_error)
-        return _Row(req, compiled, output, stops, row_error)
+        return Row(req, compiled, stops, row_error, output)
 
     def _stop_mask(self, stops: frozenset[int]) -> np.ndarray:
         mask = self._stop_rows.get(stops)

@@ -360,27 +360,3 @@ def test_server_bad_grammar_is_400_with_cfgmasks_message(server: str) -> None:
     assert status == 400, body
     message = json.dumps(body)
     assert "cfgmask:" in message and "line 1, column" in message, body
-
-
-def test_model_runner_v2_loads_and_ends_grammar_requests() -> None:
-    """vLLM's Model Runner V2 (the default on CUDA with Triton) refuses plugins that do not
-    subclass its own interface.  The plugin subclasses it so that vLLM starts; grammar requests
-    are refused at validation there, and one that got through may only stop (never free)."""
-    import types
-
-    from vllm import SamplingParams
-    from vllm.v1.worker.gpu.sample.logits_processor.interface import LogitsProcessor as V2Processor
-
-    from cfgmask.vllm import CfgmaskLogitsProcessor
-
-    assert issubclass(CfgmaskLogitsProcessor, V2Processor)
-    proc = CfgmaskLogitsProcessor(object(), object())  # V2's (vllm_config, req_states)
-    free = SamplingParams(max_tokens=4)
-    grammar = SamplingParams(max_tokens=4, extra_args={"regex": "a+"})
-    grammar.update_from_generation_config({}, eos_token_id=2)
-    assert proc.add_request(0, free) is False
-    assert proc.add_request(3, grammar) is True
-    logits = torch.zeros(2, 64)
-    proc.apply(logits, types.SimpleNamespace(expanded_idx_mapping=torch.tensor([3, 0])))
-    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [2]
-    assert torch.isfinite(logits[1]).all()
