@@ -244,6 +244,27 @@ int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *state
     return CM_OK;
 }
 
+/* Make c (initialized) hold the sets of a chart suffix as they are, with no
+ * closure (they were closed when they were made): sig = [n_sets, then for each
+ * set, oldest first, its item count and its items as (packed state, origin)
+ * pairs], an origin being CM_OUTER or the position of a set in sig.  No set
+ * records a byte (256), so no lookahead debt may read one. */
+int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig) {
+    uint32_t n_sets = *sig++;
+    int rc = CM_OK;
+    cm_chart_truncate(c, 0);
+    for (uint32_t j = 0; j < n_sets && !rc; j++) {
+        uint32_t n = *sig++;
+        rc = cm_chart_begin_set(c);
+        if (!rc) c->set_byte[j] = 256;
+        for (uint32_t i = 0; i < n && !rc; i++, sig += 2) rc = add_item(c, g, sig[0], sig[1]);
+        if (!rc) cm_chart_end_set(c);
+    }
+    if (rc) cm_chart_truncate(c, 0);
+    c->exited = false;
+    return rc;
+}
+
 /* A chart for what may follow a completed `rule` in any context: its first set
  * holds every return state of the rule (an over-approximation of the real
  * continuation, whatever the stack), and the chart is upward: completing one of
