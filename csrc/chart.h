@@ -53,7 +53,8 @@ typedef struct cm_chart {
                                    rule (g->ret_*), each as a new CM_OUTER item */
     uint64_t *version;          /* [cap_sets] when each set was last built */
     uint64_t clock;
-    cm_memo *memo;              /* [CM_MEMO_SLOTS], allocated on first use */
+    cm_memo **memo;             /* [CM_MEMO_SLOTS], allocated on first use, and each slot
+                                   when first stored (a private chart of a few bytes stores few) */
     /* Waiter index of closed sets (built on demand for big sets): the items of
      * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
      * slot keyed (o, r) whose version is o's current one. */

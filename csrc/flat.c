@@ -315,6 +315,15 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
     return to;
 }
 
+/* The scratch chart of walks that leave the DFA, opened on first use. */
+static int flat_walk_chart(cm_flat *f) {
+    if (f->walk_ok) return CM_OK;
+    int rc = cm_chart_open(&f->walk, false);
+    f->walk_ok = !rc;
+    if (rc) cm_chart_free(&f->walk);
+    return rc;
+}
+
 /* Where configuration st[d] ends trie entry k at depth d (dead, or not flat):
  * the subtree of k's first d + 1 bytes settled -- uncertain if the walk had
  * exited before (fd), walked with a chart if not flat.  Returns its end. */
@@ -323,11 +332,7 @@ static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t r
     const cm_vocab *v = g->v;
     size_t end = v->skip[v->trie_off[k] + d];
     if (to == CM_FLAT_CHART) {
-        if (!f->walk_ok) {
-            *rc = cm_chart_open(&f->walk, false);
-            f->walk_ok = !*rc;
-            if (*rc) cm_chart_free(&f->walk);
-        }
+        *rc = flat_walk_chart(f);
         if (!*rc) *rc = cm_chart_load(&f->walk, g, f->items + f->off[w->st[d]]);
         if (!*rc) *rc = cm_walk_chart(g, &f->walk, rule, k, end, d, w->fl[d], w->ex[d], w);
     }
@@ -387,6 +392,11 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
     cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
     int32_t c0 = f ? flat_start(g, f, state) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
-    if (c0 == CM_FLAT_CHART) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
+    if (c0 == CM_FLAT_CHART && !f) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
+    if (c0 == CM_FLAT_CHART) {  /* the scratch chart: no chart to allocate a call */
+        int rc = flat_walk_chart(f);
+        if (!rc) rc = cm_chart_reset_items(&f->walk, g, &state, 1);
+        return rc ? rc : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
+    }
     return flat_walk_from(g, f, c0, rule, k, k_end, d0, w);
 }
