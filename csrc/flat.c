@@ -206,7 +206,7 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) 
     f->pos[last] = 0;
     for (size_t j = last + 1; j-- > 0;) {  /* origins point back: one pass down marks them all */
         if (f->pos[j] == UINT32_MAX) continue;
-        n_sets++;
+        if (++n_sets > CM_FLAT_MAX_ITEMS + 1) return 0;  /* enc has room for that many */
         for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
             int keep = flat_keeps(g, c->items[i], j, last);
             if (keep < 0 || (keep && ++n_items > CM_FLAT_MAX_ITEMS)) return 0;
