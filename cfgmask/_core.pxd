@@ -65,6 +65,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t filter_uncertain
         size_t compose_entries
         size_t flat_walks
+        size_t flat_calls
         size_t wrap_repeats
 
     void cm_limits_default(cm_limits *out)

@@ -74,6 +74,7 @@ class _Settings(Protocol):
     filter_uncertain: bool
     compose_entries: bool
     flat_walks: bool
+    flat_calls: bool
     wrap_repeats: int
 
 class VocabHandle:

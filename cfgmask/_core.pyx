@@ -115,6 +115,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.filter_uncertain = 1 if s.filter_uncertain else 0
     lim.compose_entries = 1 if s.compose_entries else 0
     lim.flat_walks = 1 if s.flat_walks else 0
+    lim.flat_calls = 1 if s.flat_calls else 0
     lim.wrap_repeats = s.wrap_repeats
 
 

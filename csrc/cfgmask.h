@@ -127,6 +127,12 @@ typedef struct cm_limits {
      * follow a lazily built DFA over those charts, a table lookup a byte;
      * 0: an Earley step a byte.  The entries are the same. */
     size_t flat_walks;
+    /* 1: those configurations may also hold the items of rules called inside
+     * the token, with the sets they return to (a chart suffix: a string's
+     * helper rules, a callee of a name), when no lookahead debt waits in them;
+     * 0: a set that predicts a rule that reads ends the flat part.  The entries
+     * are the same. */
+    size_t flat_calls;
     /* n > 0: a state of a block of a counted repetition (x{0,1000} is cut
      * into blocks counted by helper rules) with at least n uncertain tokens
      * keeps, of the tokens that cross the end of its block, those that go on

@@ -92,7 +92,11 @@ int cm_chart_open(cm_chart *c, bool upward) {
 
 void cm_chart_free(cm_chart *c) {
     if (c->memo)
-        for (int i = 0; i < CM_MEMO_SLOTS; i++) free(c->memo[i].closure);
+        for (int i = 0; i < CM_MEMO_SLOTS; i++)
+            if (c->memo[i]) {
+                free(c->memo[i]->closure);
+                free(c->memo[i]);
+            }
     free(c->memo);
     free(c->wslots);
     free(c->wpool);

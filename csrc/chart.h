@@ -53,7 +53,8 @@ typedef struct cm_chart {
                                    rule (g->ret_*), each as a new CM_OUTER item */
     uint64_t *version;          /* [cap_sets] when each set was last built */
     uint64_t clock;
-    cm_memo *memo;              /* [CM_MEMO_SLOTS], allocated on first use */
+    cm_memo **memo;             /* [CM_MEMO_SLOTS], allocated on first use, and each slot
+                                   when first stored (a private chart of a few bytes stores few) */
     /* Waiter index of closed sets (built on demand for big sets): the items of
      * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
      * slot keyed (o, r) whose version is o's current one. */
@@ -128,6 +129,7 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
 int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule);
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
 int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
+int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig);
 int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);

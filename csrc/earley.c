@@ -119,7 +119,7 @@ static int close_set(cm_chart *c, const cm_grammar *g) {
     return CM_OK;
 }
 
-static cm_memo *memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *max_origin) {
+static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *max_origin) {
     uint64_t h = n_kernel;
     *max_origin = 0;
     for (uint32_t i = 0; i < n_kernel; i++) {
@@ -144,9 +144,9 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     uint32_t n_kernel = (uint32_t)(c->n_items - k0), max_origin;
     if (n_kernel > CM_MEMO_KERNEL) return close_set(c, g);
     if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_set(c, g);
-    cm_memo *mm = memo_slot(c, k0, n_kernel, &max_origin);
+    cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
     if (max_origin >= cur) return close_set(c, g);
-    if (memo_hit(c, mm, k0, n_kernel, cur)) {
+    if (mm && memo_hit(c, mm, k0, n_kernel, cur)) {
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
         int rc = cm_grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
@@ -168,6 +168,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     uint32_t vset = c->read_hi > max_origin ? (c->read_hi < cur ? c->read_hi : cur - 1) : max_origin;
     uint16_t byte = c->read_hi >= cur ? c->set_byte[cur] : CM_MEMO_ANY_BYTE;
     uint32_t n = (uint32_t)(c->n_items - k0);
+    if (!mm && !(mm = *slot = calloc(1, sizeof *mm))) return CM_OK;  /* memo is an optimisation only */
     if (n > mm->cap_closure) {
         cm_item *p = realloc(mm->closure, n * sizeof *p);
         if (!p) return CM_OK;  /* memo is an optimisation only */
@@ -242,6 +243,27 @@ int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *state
     }
     cm_chart_end_set(c);
     return CM_OK;
+}
+
+/* Make c (initialized) hold the sets of a chart suffix as they are, with no
+ * closure (they were closed when they were made): sig = [n_sets, then for each
+ * set, oldest first, its item count and its items as (packed state, origin)
+ * pairs], an origin being CM_OUTER or the position of a set in sig.  No set
+ * records a byte (256), so no lookahead debt may read one. */
+int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig) {
+    uint32_t n_sets = *sig++;
+    int rc = CM_OK;
+    cm_chart_truncate(c, 0);
+    for (uint32_t j = 0; j < n_sets && !rc; j++) {
+        uint32_t n = *sig++;
+        rc = cm_chart_begin_set(c);
+        if (!rc) c->set_byte[j] = 256;
+        for (uint32_t i = 0; i < n && !rc; i++, sig += 2) rc = add_item(c, g, sig[0], sig[1]);
+        if (!rc) cm_chart_end_set(c);
+    }
+    if (rc) cm_chart_truncate(c, 0);
+    c->exited = false;
+    return rc;
 }
 
 /* A chart for what may follow a completed `rule` in any context: its first set

@@ -7,9 +7,22 @@
  * that read bytes (packed states, debts included) and on whether it exited.
  * Interned as a configuration, the next byte's set is computed once with a
  * real chart and then looked up: a walk through names costs a table lookup a
- * trie node instead of an Earley step.  A set that predicts a real rule (or
- * reads token edges) is not flat; the walk then runs the chart from the
- * configuration's items for that subtree.  Built under the cache lock. */
+ * trie node instead of an Earley step.
+ *
+ * Calls inside the token (lim.flat_calls).  A set whose items called a rule
+ * that reads (a length-bounded string's helper rules, a callee of a name) is
+ * not flat, but what the chart does next still depends on little: the last
+ * set's items that read bytes or call, and, for the completions to come, the
+ * items that call in the sets their origins name, recursively (completion
+ * reads nothing else of an earlier set, and nothing of the sets between,
+ * unless a waiter owes a lookahead debt: such a set is not interned).  That
+ * chart suffix, its sets numbered oldest first, is the configuration; its
+ * transition is computed on the suffix reloaded into a chart.  So a configuration
+ * is [n_sets, then per set its item count and (packed state, origin) pairs],
+ * origins CM_OUTER or a set's position, items sorted: a flat set is one set of
+ * CM_OUTER items.  A set with token edges, or too big a suffix, is not interned;
+ * the walk then runs the chart from the configuration's suffix for that subtree.
+ * Built under the cache lock. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +30,7 @@
 #include "flat.h"
 
 #define CM_FLAT_MAX 16384       /* configurations; past it, charts take over */
+#define CM_FLAT_MAX_ITEMS 128   /* items of one configuration's chart suffix */
 #define CM_FLAT_UNKNOWN (-2)
 #define CM_FLAT_DEAD (-1)
 #define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
@@ -26,7 +40,7 @@
 struct cm_flat {
     uint32_t n, cap;
     uint32_t *off;              /* [cap + 1] items of configuration i: items[off[i] .. off[i+1]) */
-    uint32_t *items;
+    uint32_t *items;            /* chart suffixes, encoded as above */
     size_t n_items, cap_items;
     uint8_t *exited;            /* [cap] */
     int32_t *next;              /* [cap * width], by column */
@@ -38,8 +52,12 @@ struct cm_flat {
     size_t hcap;
     cm_chart chart;             /* scratch for computing a transition */
     bool chart_ok;
-    uint32_t *tmp;
-    size_t cap_tmp;
+    cm_chart walk;              /* scratch for walking a subtree that leaves the DFA */
+    bool walk_ok;
+    uint64_t *tmp;              /* one set's items (state << 32 | origin's position) */
+    uint32_t *enc;              /* the configuration being encoded */
+    uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
+    size_t cap_tmp, cap_pos;
 };
 
 void cm_flat_free(cm_flat *f) {
@@ -51,7 +69,10 @@ void cm_flat_free(cm_flat *f) {
     free(f->slots);
     free(f->hashes);
     free(f->tmp);
+    free(f->enc);
+    free(f->pos);
     if (f->chart_ok) cm_chart_free(&f->chart);
+    if (f->walk_ok) cm_chart_free(&f->walk);
     free(f);
 }
 
@@ -136,29 +157,94 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
     return (int32_t)id;
 }
 
-/* The configuration of the chart's last set: its id, CM_FLAT_CHART if the
- * set is not flat, < CM_FLAT_CHART on error. */
-static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
-    size_t last = c->n_sets - 1, n = 0;
-    size_t lo = c->set_start[last], hi = c->set_start[last + 1];
-    if (hi - lo > f->cap_tmp) {
-        uint32_t *p = realloc(f->tmp, (hi - lo) * sizeof *p);
-        if (!p) return FLAT_ERR(CM_ERR_NOMEM);
-        f->tmp = p;
-        f->cap_tmp = hi - lo;
+/* Does the item at set `set` of a suffix ending at `last` matter to what comes
+ * next: 1 yes, 0 no, -1 the set cannot be interned?  The last set's items that
+ * read or call, and the callers of earlier sets (completions advance them). */
+static int flat_keeps(const cm_grammar *g, cm_item it, size_t set, size_t last) {
+    uint32_t st = cm_st(it.state);
+    bool calls = g->t.ref_off[st] < g->t.ref_off[st + 1];
+    if (g->has_tokens[st]) return -1;
+    if (!g->lim.flat_calls) {  /* flat sets only */
+        if (it.origin == CM_OUTER) return g->has_bytes[st];
+        return it.origin != last || g->has_bytes[st] || calls ? -1 : 0;
     }
-    for (size_t i = lo; i < hi; i++) {
-        cm_item it = c->items[i];
-        uint32_t st = cm_st(it.state);
-        if (g->has_tokens[st]) return CM_FLAT_CHART;
-        if (it.origin == CM_OUTER) {
-            if (g->has_bytes[st]) f->tmp[n++] = it.state;
-        } else if (it.origin != last || g->has_bytes[st] || g->t.ref_off[st] < g->t.ref_off[st + 1]) {
-            return CM_FLAT_CHART;  /* a predicted rule that may still read: not flat */
+    if (set == last) return g->has_bytes[st] || calls;
+    if (calls && cm_la(it.state)) return -1;  /* a waiter owing a debt reads the bytes between */
+    return calls;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Room for the scratch of encoding a chart of n_sets sets, at most n items a
+ * set: 0 or CM_ERR_NOMEM. */
+static int flat_scratch(cm_flat *f, size_t n_sets, size_t n) {
+    if (n_sets > f->cap_pos) {
+        uint32_t *p = realloc(f->pos, n_sets * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        f->pos = p;
+        f->cap_pos = n_sets;
+    }
+    if (n > f->cap_tmp) {
+        uint64_t *t = realloc(f->tmp, n * sizeof *t);
+        if (!t) return CM_ERR_NOMEM;
+        f->tmp = t;
+        f->cap_tmp = n;
+    }
+    if (!f->enc && !(f->enc = malloc((1 + 3 * CM_FLAT_MAX_ITEMS + 2) * sizeof *f->enc))) return CM_ERR_NOMEM;
+    return CM_OK;
+}
+
+/* The sets of the suffix (pos[] set for those in it) and their number; 0 when
+ * it cannot be interned. */
+static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
+    size_t last = c->n_sets - 1, n_items = 0;
+    uint32_t n_sets = 0;
+    for (size_t j = 0; j <= last; j++) f->pos[j] = UINT32_MAX;
+    f->pos[last] = 0;
+    for (size_t j = last + 1; j-- > 0;) {  /* origins point back: one pass down marks them all */
+        if (f->pos[j] == UINT32_MAX) continue;
+        if (++n_sets > CM_FLAT_MAX_ITEMS + 1) return 0;  /* enc has room for that many */
+        for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
+            int keep = flat_keeps(g, c->items[i], j, last);
+            if (keep < 0 || (keep && ++n_items > CM_FLAT_MAX_ITEMS)) return 0;
+            if (keep && c->items[i].origin != CM_OUTER) f->pos[c->items[i].origin] = 0;
         }
     }
-    n = n ? cm_sort_unique_u32(f->tmp, n) : 0;
-    return flat_intern(g, f, f->tmp, n, c->exited);
+    uint32_t p = 0;
+    for (size_t j = 0; j <= last; j++)
+        if (f->pos[j] != UINT32_MAX) f->pos[j] = p++;
+    return n_sets;
+}
+
+/* The configuration of the chart's last set: its id, CM_FLAT_CHART if it
+ * cannot be interned, < CM_FLAT_CHART on error. */
+static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
+    size_t last = c->n_sets - 1, big = 0;
+    for (size_t j = 0; j <= last; j++)
+        if (c->set_start[j + 1] - c->set_start[j] > big) big = c->set_start[j + 1] - c->set_start[j];
+    if (flat_scratch(f, last + 1, big)) return FLAT_ERR(CM_ERR_NOMEM);
+    uint32_t n_sets = flat_suffix(g, f, c), *enc = f->enc, n_enc = 1;
+    if (!n_sets) return CM_FLAT_CHART;
+    enc[0] = n_sets;
+    for (size_t j = 0; j <= last; j++) {
+        if (f->pos[j] == UINT32_MAX) continue;
+        size_t n = 0;
+        for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
+            cm_item it = c->items[i];
+            if (flat_keeps(g, it, j, last))
+                f->tmp[n++] = (uint64_t)it.state << 32 | (it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin]);
+        }
+        qsort(f->tmp, n, sizeof *f->tmp, cmp_u64);
+        enc[n_enc++] = (uint32_t)n;
+        for (size_t i = 0; i < n; i++) {
+            enc[n_enc++] = (uint32_t)(f->tmp[i] >> 32);
+            enc[n_enc++] = (uint32_t)f->tmp[i];
+        }
+    }
+    return flat_intern(g, f, enc, n_enc, c->exited);
 }
 
 /* The columns of the flat DFA: bytes that share their class and, for every
@@ -220,13 +306,22 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state) {
 
 /* The transition of configuration id on byte b, computed with the scratch chart. */
 static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
-    int rc = cm_chart_reset_items(&f->chart, g, f->items + f->off[id], f->off[id + 1] - f->off[id]);
+    int rc = cm_chart_load(&f->chart, g, f->items + f->off[id]);
     if (rc) return FLAT_ERR(rc);
     int r = cm_chart_scan(&f->chart, g, b);
     if (r < 0) return FLAT_ERR(r);
     int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart);
     if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
     return to;
+}
+
+/* The scratch chart of walks that leave the DFA, opened on first use. */
+static int flat_walk_chart(cm_flat *f) {
+    if (f->walk_ok) return CM_OK;
+    int rc = cm_chart_open(&f->walk, false);
+    f->walk_ok = !rc;
+    if (rc) cm_chart_free(&f->walk);
+    return rc;
 }
 
 /* Where configuration st[d] ends trie entry k at depth d (dead, or not flat):
@@ -237,8 +332,9 @@ static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t r
     const cm_vocab *v = g->v;
     size_t end = v->skip[v->trie_off[k] + d];
     if (to == CM_FLAT_CHART) {
-        uint32_t a = f->off[w->st[d]], n = f->off[w->st[d] + 1] - a;
-        *rc = cm_walk_range(g, f->items + a, n, rule, k, end, d, w->fl[d], w->ex[d], w);
+        *rc = flat_walk_chart(f);
+        if (!*rc) *rc = cm_chart_load(&f->walk, g, f->items + f->off[w->st[d]]);
+        if (!*rc) *rc = cm_walk_chart(g, &f->walk, rule, k, end, d, w->fl[d], w->ex[d], w);
     }
     for (; to == CM_FLAT_DEAD && fd && k < end && !*rc; k++) *rc = cm_walk_push_uncertain(w, (uint32_t)k);
     return end;
@@ -296,6 +392,11 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
     cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
     int32_t c0 = f ? flat_start(g, f, state) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
-    if (c0 == CM_FLAT_CHART) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
+    if (c0 == CM_FLAT_CHART && !f) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
+    if (c0 == CM_FLAT_CHART) {  /* the scratch chart: no chart to allocate a call */
+        int rc = flat_walk_chart(f);
+        if (!rc) rc = cm_chart_reset_items(&f->walk, g, &state, 1);
+        return rc ? rc : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
+    }
     return flat_walk_from(g, f, c0, rule, k, k_end, d0, w);
 }

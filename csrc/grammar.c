@@ -17,6 +17,7 @@ void cm_limits_default(cm_limits *out) {
     out->filter_uncertain = 1;
     out->compose_entries = 1;
     out->flat_walks = 1;
+    out->flat_calls = 1;
     out->wrap_repeats = 256;
 }
 

@@ -46,30 +46,30 @@ int cm_walk_push_uncertain(cm_walk *w, uint32_t k) {
     return CM_OK;
 }
 
-int cm_walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states, uint32_t rule, size_t k,
-                  size_t k_end, uint32_t d0, uint8_t f0, int ex0, cm_walk *w) {
+int cm_walk_chart(const cm_grammar *g, cm_chart *c, uint32_t rule, size_t k, size_t k_end, uint32_t d0, uint8_t f0,
+                  int ex0, cm_walk *w) {
     const cm_vocab *v = g->v;
     uint8_t *ex = w->ex, *fl = w->fl;
-    cm_chart c;
-    int rc = cm_chart_init_items(&c, g, states, n_states);
+    size_t base = c->n_sets;  /* sets at depth d0 and before */
+    int rc = CM_OK;
     /* an exit at depth 0 is another item of the same set; deeper, it is an exit
      * (ex0 >= 0: the exit of the set the items were taken from) */
-    ex[d0] = d0 ? (ex0 >= 0 ? (uint8_t)ex0 : c.exited) : 0;
+    ex[d0] = d0 ? (ex0 >= 0 ? (uint8_t)ex0 : c->exited) : 0;
     fl[d0] = f0;  /* an exit before d0 (a flat walk's) */
     while (k < k_end && !rc) {
         uint32_t len, d = v->trie_lcp[k] > d0 ? v->trie_lcp[k] : d0, dead_at = 0;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         uint8_t f = 0;
-        cm_chart_truncate(&c, (size_t)(d - d0) + 1);
+        cm_chart_truncate(c, base + (d - d0));
         for (; d < len; d++) {
             f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
-            int r = cm_chart_scan(&c, g, p[d]);
+            int r = cm_chart_scan(c, g, p[d]);
             if (r <= 0) {
                 rc = r;
                 dead_at = d + 1;
                 break;
             }
-            ex[d + 1] = c.exited;
+            ex[d + 1] = c->exited;
             fl[d + 1] = f;
         }
         if (rc) break;
@@ -82,6 +82,14 @@ int cm_walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states
         for (; f && k < end && !rc; k++) rc = cm_walk_push_uncertain(w, (uint32_t)k);
         k = end;
     }
+    return rc;
+}
+
+int cm_walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states, uint32_t rule, size_t k,
+                  size_t k_end, uint32_t d0, uint8_t f0, int ex0, cm_walk *w) {
+    cm_chart c;
+    int rc = cm_chart_init_items(&c, g, states, n_states);
+    if (!rc) rc = cm_walk_chart(g, &c, rule, k, k_end, d0, f0, ex0, w);
     cm_chart_free(&c);
     return rc;
 }

@@ -31,6 +31,11 @@ static inline void cm_walk_accept(cm_walk *w, uint32_t id) {
  * f0 / ex0: the exit flags at depth d0 (ex0 < 0: the chart's own). */
 int cm_walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states, uint32_t rule, size_t k,
                   size_t k_end, uint32_t d0, uint8_t f0, int ex0, cm_walk *w);
+/* cm_walk_range from a chart whose last set is the private chart's set at
+ * depth d0 (it is left holding some of the walk's sets). */
+typedef struct cm_chart cm_chart;
+int cm_walk_chart(const cm_grammar *g, cm_chart *c, uint32_t rule, size_t k, size_t k_end, uint32_t d0, uint8_t f0,
+                  int ex0, cm_walk *w);
 /* The listed trie entries (ascending) through the private chart of (state, OUTER);
  * entries already accepted are skipped. */
 int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w);

@@ -5,7 +5,8 @@ csrc/donor.c, csrc/flat.c): *composition* (a state that
 calls rules takes its callees' entries and has its own chart decide only what they leave
 uncertain), *donors* (a state that goes where a string loop goes on most bytes takes the loop's
 entry and walks again only the other first bytes) and *flat walks* (a lazily built DFA over
-private charts whose live items all wait on the unknown caller).  All claim the very entry that
+private charts whose live items all wait on the unknown caller, and with *flat calls* over the
+chart suffixes of rules called inside a token).  All claim the very entry that
 a walk of the whole trie through the private Earley chart gives.  Here every state's entry --
 accepted tokens and uncertain tokens -- is compared bit for bit with the shortcuts off: on the
 shipped grammars and on JSON Schemas with Llama-3, and on random grammars, vocabularies and
@@ -64,6 +65,41 @@ def test_sql_lark_each_shortcut_alone(shortcut: str) -> None:
     other = {"compose_entries": "flat_walks", "flat_walks": "compose_entries"}[shortcut]
     stats = assert_same_entries(shipped("sql.lark"), cfgmask.Vocabulary.llama3(), **{other: False})
     assert stats["composed_entries" if shortcut == "compose_entries" else "flat_configs"] > 0, stats
+
+
+@pytest.mark.parametrize("name", ["arithmetic.gbnf", "c.gbnf"])
+def test_flat_sets_only_same_entries(name: str) -> None:
+    """Flat walks without flat calls: a set that predicts a rule that reads leaves the DFA, and
+    the subtree below it is walked with the chart (the expression chain of an operand)."""
+    stats = assert_same_entries(shipped(name), cfgmask.Vocabulary.llama3(), flat_calls=False)
+    assert stats["flat_configs"] > 0, stats
+
+
+# A length-bounded string with an unanchored pattern (the shape of JSONSchemaBench's
+# Github_easy/o10009): the front end counts characters around the first match with helper
+# rules (str-str-q4, ...) that the string's rule calls, so inside the string the private
+# chart predicts rules that read at almost every byte.
+BOUNDED_PATTERN = {
+    "type": "object",
+    "properties": {"id": {"type": "string", "pattern": "[0-9a-f]+", "minLength": 12, "maxLength": 12}},
+    "required": ["id"],
+}
+
+
+def test_flat_calls_same_entries() -> None:
+    """Flat calls keep those charts in the flat DFA (as chart suffixes: the callee's items and
+    the callers they return to): more configurations, and every entry still a whole walk's."""
+    g = cfgmask.Grammar.from_json_schema(BOUNDED_PATTERN)
+    vocab = cfgmask.Vocabulary.llama3()
+    assert_same_entries(g, vocab)
+    configs = {}
+    for flat_calls in (True, False):
+        lazy = cfgmask.compile(g, vocab, _strategy=Strategy(flat_calls=flat_calls))
+        m = cfgmask.Matcher(lazy)
+        assert m.accept_bytes(b'{"id":"')
+        m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size))
+        configs[flat_calls] = lazy.stats["flat_configs"]
+    assert configs[True] > configs[False], configs
 
 
 def _schemas(split: str, n: int) -> list[tuple[str, dict]]:
@@ -138,6 +174,7 @@ def test_random_grammars_same_entries(g: ir.Grammar, v: Vocab) -> None:
     except cfgmask.GrammarError:
         return  # an empty language (test_engine_differential checks when)
     assert_same_entries(g, vocab)
+    assert_same_entries(g, vocab, flat_calls=False)
 
 
 KEYWORDS = (

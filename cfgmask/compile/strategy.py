@@ -35,6 +35,10 @@ class Strategy:
     # trie walks through charts whose live items all wait on the unknown caller (names,
     # strings, keywords) follow a lazily built DFA over those charts (False: an Earley step a byte)
     flat_walks: bool = True
+    # ... and their configurations may hold the items of rules called inside the token with
+    # the sets they return to (a chart suffix), so a string's helper rules stay in the DFA
+    # (False: a set that predicts a rule that reads leaves the DFA for an Earley step a byte)
+    flat_calls: bool = True
     # a block of a counted repetition (x{0,1000} is cut into blocks) with at least this many
     # uncertain tokens keeps those that cross its end into the next block; a mask takes them at
     # once where the chart lets the block start again (0: each is checked against the chart)
