@@ -188,11 +188,16 @@ class Matcher:
         """How the last ``fill_bitmask``'s mask was made, if a prefetch served it."""
         return self._timing
 
-    def _settle(self) -> None:
+    def _settle(self, *, cancel: bool = False) -> None:
         """Wait for an in-flight prefetch, keeping its mask; raise its error (once: the
-        first call to read the state reports the limit, as a direct fill would have)."""
+        first call to read the state reports the limit, as a direct fill would have).
+        ``cancel``: a prefetch no worker has started is cancelled instead (the call will
+        most likely change the state)."""
         ahead = self._ahead
         if ahead is None:
+            return
+        if cancel and ahead.future.cancel():
+            self._ahead = None
             return
         error = ahead.finish()
         if error is not None:
@@ -223,7 +228,7 @@ class Matcher:
         """Advance by one token; False (state unchanged) if the grammar forbids it.
 
         ``prefetch``: once accepted, start the next mask on a worker (see ``prefetch``)."""
-        self._settle()
+        self._settle(cancel=True)
         try:
             ok = bool(self._h.accept_token(int(token_id)))
         except BaseException:
@@ -250,7 +255,7 @@ class Matcher:
 
     def accept_bytes(self, data: bytes) -> bool:
         """Advance by raw bytes (counts as one step for rollback)."""
-        self._settle()
+        self._settle(cancel=True)
         try:
             ok = bool(self._h.accept_bytes(bytes(data)))
         except BaseException:
