@@ -139,20 +139,22 @@ class Matcher:
             self._timing = None
             self._h.fill_mask(out)
             return
+        future = ahead.future
         t0 = time.perf_counter()
-        if ahead.cancel_or_finish():  # still queued behind other prefetches: fill here
+        if not future.done() and future.cancel():  # still queued behind other prefetches
             self._ahead = self._timing = None
             self._h.fill_mask(out)
             return
+        error = future.exception()  # waits for a running fill
         waited = time.perf_counter() - t0
-        error = ahead.finish()
         n = ahead.row.shape[0]
         out[:n] = ahead.row
-        out[n:] = 0
+        if out.shape[0] > n:
+            out[n:] = 0
         if error is not None:
             self._ahead = self._timing = None
             raise error
-        start, end = ahead.future.result()
+        start, end = future.result()
         self._timing = PrefetchTiming(end - start, waited)
 
     def prefetch(self) -> None:

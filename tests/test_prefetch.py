@@ -132,7 +132,13 @@ def test_prefetch_runs_on_a_worker_and_times_it(compiled) -> None:
         assert np.array_equal(_mask(m), _mask(plain))
         timing = m.prefetch_timing
         assert timing is not None and timing.compute_seconds > 0 and timing.wait_seconds >= 0
+    wide = [np.full((2, compiled.vocab.size // 32 + 3), -1, dtype=np.int32) for _ in range(2)]
     m.prefetch()
+    m._ahead.future.result(timeout=30)  # type: ignore[union-attr]
+    m.fill_bitmask(wide[0], 1)  # a wider row: the words past the vocabulary are zeroed too
+    plain.fill_bitmask(wide[1], 1)
+    words = (compiled.vocab.size + 31) // 32
+    assert np.array_equal(wide[0], wide[1]) and not wide[0][1, words:].any() and (wide[0][0] == -1).all()
     m.prefetch()  # the same state: one prefetch
     assert m.prefetch_pending
     assert not m.accept_token(STOP)  # rejected: the state and its prefetched mask stay
