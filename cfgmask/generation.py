@@ -90,13 +90,13 @@ class GenerationStats:
             waited = 1e6 * self.mask_wait_seconds / max(1, self.mask_steps)
             wmedian = 1e6 * statistics.median(self.mask_wait_step_seconds)
             overlap = (
-                f", {self.prefetched} of {self.mask_steps} prefetched during the forward pass: "
-                f"the sampler waited {waited:.0f} µs/token (median {wmedian:.0f} µs)"
+                f"; {self.prefetched} of {self.mask_steps} masks prefetched during the forward pass, "
+                f"the sampler waited {waited:.0f} µs/token for them (median {wmedian:.0f} µs)"
             )
         return (
             f"{self.tokens} tokens ({self.sampled} sampled, {jump}); {speed}; forward {ms:.1f} ms/token "
             f"({self.forward_passes} passes, prefill {1e3 * self.prefill_seconds:.0f} ms); "
-            f"mask {us:.0f} µs/token (median {median:.0f} µs{overlap}); stopped at {self.stop}"
+            f"mask {us:.0f} µs/token (median {median:.0f} µs){overlap}; stopped at {self.stop}"
             + ("" if self.accepting else " (output incomplete: a prefix of the grammar's language)")
         )
 

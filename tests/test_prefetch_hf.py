@@ -92,8 +92,21 @@ def test_generate_stream_same_output_with_prefetch(model, compiled, jump, temper
     # have been cancelled and filled in line if the worker had not started them)
     assert 0 < s_on.prefetched <= s_on.mask_steps
     assert len(s_on.mask_wait_step_seconds) == len(s_on.mask_step_seconds) == s_on.mask_steps
-    assert "prefetched during the forward pass" in s_on.summary()
+    overlap = f"{s_on.prefetched} of {s_on.mask_steps} masks prefetched during the forward pass"
+    assert overlap in s_on.summary()
     assert "prefetched" not in s_off.summary()
+
+
+def test_summary_reports_the_overlap_apart() -> None:
+    from cfgmask.generation import GenerationStats
+
+    s = GenerationStats(tokens=3, sampled=3, forward_passes=3, forward_seconds=0.3, mask_steps=3)
+    s.mask_seconds, s.mask_step_seconds = 0.0031, [0.001, 0.0001, 0.002]
+    s.prefetched, s.mask_wait_seconds, s.mask_wait_step_seconds = 3, 0.0003, [0.0001, 0.00005, 0.00015]
+    s.stop, s.accepting = "stop token", True
+    line = s.summary()
+    assert "mask 1033 µs/token (median 1000 µs); 3 of 3 masks prefetched during the forward pass, " in line
+    assert "the sampler waited 100 µs/token for them (median 100 µs); stopped at stop token" in line
 
 
 # --------------------------------------------------------------------------- the processor
