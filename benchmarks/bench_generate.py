@@ -10,8 +10,9 @@ on ``--threads`` threads (1 by default); with prefetch the masks run on one more
 
 Per decode: ``mask`` is what the masks cost (the C fill, timed on the worker when prefetched,
 plus applying the mask), per sampled token; ``waited`` is the sampler's time on them (waiting
-for the worker, copying, applying): the part of the mask the forward pass did not hide.  Without
-prefetch the two are equal.  The table gives medians over rounds, and ``on/off`` ratios.
+for the worker, copying, applying): the part of the mask the forward pass did not hide, and
+``blocked`` the part of that spent waiting for a worker still filling.  Without prefetch
+``mask`` and ``waited`` are equal and ``blocked`` is 0.  The table gives medians over rounds, and ``on/off`` ratios.
 Prints a table and writes ``benchmarks/results/generate.json``.
 
     python -m benchmarks.bench_generate --rounds 5
@@ -40,6 +41,7 @@ FIELDS = (
     ("mask_median_us", "mask median µs"),
     ("waited_us", "waited µs/token"),
     ("waited_median_us", "waited median µs"),
+    ("blocked_us", "blocked µs/token"),
     ("hidden_pct", "hidden %"),
     ("forward_ms", "forward ms/token"),
     ("ttft_s", "first token s"),
@@ -91,6 +93,7 @@ def _decode(model: Any, tok: Any, grammar: Any, vocab: Any, prompt_ids: list[int
         "waited_us": 1e6 * s.mask_wait_seconds / steps,
         "waited_median_us": 1e6 * statistics.median(s.mask_wait_step_seconds or [0.0]),
         "waited_max_us": 1e6 * max(s.mask_wait_step_seconds or [0.0]),
+        "blocked_us": 1e6 * s.mask_blocked_seconds / steps,
         "hidden_pct": 100.0 * (1 - s.mask_wait_seconds / s.mask_seconds) if s.mask_seconds else 0.0,
         "forward_ms": 1e3 * s.forward_seconds / max(1, s.forward_passes),
         "ttft_s": s.first_token_seconds,

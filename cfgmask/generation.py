@@ -55,6 +55,7 @@ class GenerationStats:
     prefetched: int = 0  # masks computed on the prefetch worker during a forward pass
     mask_wait_seconds: float = 0.0  # the sampler's time on the masks: waiting, copying, applying
     mask_wait_step_seconds: list[float] = field(default_factory=list, repr=False)
+    mask_blocked_seconds: float = 0.0  # of it, blocked on a worker still filling
     jump_seconds: float = 0.0  # finding jump-forward tokens (forced bytes, tokenizing, checks)
     first_token_seconds: float = 0.0  # from the call to the first output token (prefill included)
     total_seconds: float = 0.0  # the whole call
@@ -223,6 +224,7 @@ def _mask_step(matcher: Matcher, mask: Any, logits: torch.Tensor, stats: Generat
     timing = matcher.prefetch_timing
     if timing is not None:
         stats.prefetched += 1
+        stats.mask_blocked_seconds += timing.wait_seconds
         cost = timing.compute_seconds + (t2 - t1)
     else:
         cost = t2 - t0
