@@ -12,8 +12,8 @@ Per decode: ``mask`` is what the masks cost (the C fill, timed on the worker whe
 plus applying the mask), per sampled token; ``waited`` is the sampler's time on them (waiting
 for the worker, copying, applying): the part of the mask the forward pass did not hide, and
 ``blocked`` the part of that spent waiting for a worker still filling.  Without prefetch
-``mask`` and ``waited`` are equal and ``blocked`` is 0.  The table gives medians over rounds, and ``on/off`` ratios.
-Prints a table and writes ``benchmarks/results/generate.json``.
+``mask`` and ``waited`` are equal and ``blocked`` is 0.  The table gives medians over rounds,
+and ``on/off`` ratios.  Prints a table and writes ``benchmarks/results/generate.json``.
 
     python -m benchmarks.bench_generate --rounds 5
 """
