@@ -10,12 +10,20 @@ on ``--threads`` threads (1 by default); with prefetch the masks run on one more
 
 Per decode: ``mask`` is what the masks cost (the C fill, timed on the worker when prefetched,
 plus applying the mask), per sampled token; ``waited`` is the sampler's time on them (waiting
-for the worker, copying, applying): the part of the mask the forward pass did not hide, and
-``blocked`` the part of that spent waiting for a worker still filling.  Without prefetch
+for the worker, copying, applying, and starting the prefetch before the forward pass): the part
+of the mask the forward pass did not hide; ``blocked`` is the part of it spent waiting for a
+worker still filling, ``submit`` the part spent starting prefetches (waking a worker: µs on an
+idle core, up to a time slice on a saturated machine).  Without prefetch
 ``mask`` and ``waited`` are equal and ``blocked`` is 0.  The table gives medians over rounds,
 and ``on/off`` ratios.  Prints a table and writes ``benchmarks/results/generate.json``.
 
     python -m benchmarks.bench_generate --rounds 5
+    python -m benchmarks.bench_generate --rounds 3 --hf   # and through transformers' generate
+
+``--hf`` first decodes through transformers' ``generate`` with ``GrammarLogitsProcessor``, with and
+without its ``prefetcher`` (greedy, no jump-forward): the processor's time per step (advancing
+the matchers, filling and applying the masks) and the prefetcher's, which runs before the
+forward pass.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ FIELDS = (
     ("waited_us", "waited µs/token"),
     ("waited_median_us", "waited median µs"),
     ("blocked_us", "blocked µs/token"),
+    ("submit_us", "submit µs/token"),
     ("hidden_pct", "hidden %"),
     ("forward_ms", "forward ms/token"),
     ("ttft_s", "first token s"),
@@ -94,6 +103,7 @@ def _decode(model: Any, tok: Any, grammar: Any, vocab: Any, prompt_ids: list[int
         "waited_median_us": 1e6 * statistics.median(s.mask_wait_step_seconds or [0.0]),
         "waited_max_us": 1e6 * max(s.mask_wait_step_seconds or [0.0]),
         "blocked_us": 1e6 * s.mask_blocked_seconds / steps,
+        "submit_us": 1e6 * s.prefetch_submit_total / steps,
         "hidden_pct": 100.0 * (1 - s.mask_wait_seconds / s.mask_seconds) if s.mask_seconds else 0.0,
         "forward_ms": 1e3 * s.forward_seconds / max(1, s.forward_passes),
         "ttft_s": s.first_token_seconds,
@@ -103,13 +113,71 @@ def _decode(model: Any, tok: Any, grammar: Any, vocab: Any, prompt_ids: list[int
     }
 
 
+def _hf_decode(model: Any, grammar: Any, vocab: Any, prompt_ids: list[int], prefetch: bool) -> dict:
+    """The same decode through transformers' ``generate`` and ``GrammarLogitsProcessor``
+    (greedy, no jump-forward), with or without its ``prefetcher`` criterion."""
+    import torch
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
+    import cfgmask
+    from cfgmask.transformers import GrammarLogitsProcessor
+
+    cfgmask.clear_caches()
+    proc = GrammarLogitsProcessor(cfgmask.compile(grammar, vocab))
+    criteria = StoppingCriteriaList([proc.prefetcher] if prefetch else [])
+    t0 = time.perf_counter()
+    out = model.generate(
+        input_ids=torch.tensor([prompt_ids]),
+        attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+        logits_processor=LogitsProcessorList([proc]),
+        stopping_criteria=criteria,
+        do_sample=False,
+        max_new_tokens=256,
+    )
+    total = time.perf_counter() - t0
+    steps = max(1, proc.stats.steps)
+    return {
+        "output": str(out[0, len(prompt_ids) :].tolist()),
+        "steps": proc.stats.steps,
+        "prefetched_steps": proc.stats.prefetched_steps,
+        "processor_us": 1e6 * proc.stats.mask_seconds / steps,
+        "prefetcher_us": 1e6 * proc.stats.prefetch_seconds / steps,
+        "total_s": total,
+    }
+
+
+HF_FIELDS = (
+    ("processor_us", "processor µs/step"),
+    ("prefetcher_us", "prefetcher µs/step"),
+    ("total_s", "generate s"),
+)
+
+
+def _hf(model: Any, grammar: Any, vocab: Any, prompt_ids: list[int], rounds: int) -> dict:
+    runs: dict[str, list[dict]] = {m: [] for m in MODES}
+    for r in range(rounds):
+        for mode in MODES if r % 2 == 0 else MODES[::-1]:
+            runs[mode].append(_hf_decode(model, grammar, vocab, prompt_ids, prefetch=mode == "on"))
+    same = len({x["output"] for m in MODES for x in runs[m]}) == 1
+    med = {m: {k: statistics.median(x[k] for x in runs[m]) for k, _ in HF_FIELDS} for m in MODES}
+    n = runs["on"][0]["steps"]
+    print(f"\ntransformers generate, {n} steps; outputs identical: {'yes' if same else 'NO'}")
+    print(f"| prefetcher | {' | '.join(label for _, label in HF_FIELDS)} |")
+    print("|---|" + "---:|" * len(HF_FIELDS))
+    for m in MODES:
+        print(f"| {m} | " + " | ".join(f"{med[m][k]:,.1f}" for k, _ in HF_FIELDS) + " |")
+    return {"outputs_identical": same, "median": med, "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=5, help="decodes per mode")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "generate.json")
+    p.add_argument("--hf", action="store_true", help="also transformers' generate with the processor")
     a = p.parse_args(argv)
     model, tok, (grammar, vocab), prompt_ids = _setup(a.threads)
+    hf = _hf(model, grammar, vocab, prompt_ids, a.rounds) if a.hf else None
     runs: dict[str, list[dict]] = {m: [] for m in MODES}
     loads = [os.getloadavg()[0]]
     for r in range(a.rounds):
@@ -141,12 +209,13 @@ def main(argv: list[str] | None = None) -> int:
                 "outputs_identical": same,
                 "median": med,
                 "runs": runs,
+                "transformers": hf,
             },
             indent=1,
         )
     )
     print(f"wrote {a.out}", file=sys.stderr)
-    return 0 if same else 1
+    return 0 if same and (hf is None or hf["outputs_identical"]) else 1
 
 
 if __name__ == "__main__":

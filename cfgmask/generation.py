@@ -56,6 +56,8 @@ class GenerationStats:
     mask_wait_seconds: float = 0.0  # the sampler's time on the masks: waiting, copying, applying
     mask_wait_step_seconds: list[float] = field(default_factory=list, repr=False)
     mask_blocked_seconds: float = 0.0  # of it, blocked on a worker still filling
+    prefetch_submit_seconds: float = field(default=0.0, repr=False)  # of the next mask, so far
+    prefetch_submit_total: float = 0.0  # starting the prefetches (counted in mask_wait_seconds)
     jump_seconds: float = 0.0  # finding jump-forward tokens (forced bytes, tokenizing, checks)
     first_token_seconds: float = 0.0  # from the call to the first output token (prefill included)
     total_seconds: float = 0.0  # the whole call
@@ -178,7 +180,9 @@ def generate_stream(
             return []
         jump = jumper.tokens(matcher, max_tokens - stats.tokens) if jumper else []
         if not jump and prefetch:
+            t0 = time.perf_counter()
             matcher.prefetch()
+            stats.prefetch_submit_seconds += time.perf_counter() - t0  # waking the worker
         return jump
 
     jump = plan()
@@ -231,8 +235,12 @@ def _mask_step(matcher: Matcher, mask: Any, logits: torch.Tensor, stats: Generat
     stats.mask_steps += 1
     stats.mask_seconds += cost
     stats.mask_step_seconds.append(cost)
-    stats.mask_wait_seconds += t2 - t0
-    stats.mask_wait_step_seconds.append(t2 - t0)
+    # the sampler's time on this mask: taking it and applying it, and starting it (before the
+    # forward pass: on a busy machine, waking the worker can cost the caller a time slice)
+    submit, stats.prefetch_submit_seconds = stats.prefetch_submit_seconds, 0.0
+    stats.prefetch_submit_total += submit
+    stats.mask_wait_seconds += t2 - t0 + submit
+    stats.mask_wait_step_seconds.append(t2 - t0 + submit)
 
 
 def _sample(logits: torch.Tensor, temperature: float, gen: torch.Generator | None) -> int:
