@@ -228,6 +228,16 @@ def fill_bitmasks(
     handles = [m._h for m in matchers]
     if len({id(h) for h in handles}) != len(handles):
         raise ValueError("the same matcher appears twice: fork it for a second row")
+    # A prefetch owns its matcher until it ends: copy the rows of those that started (waiting
+    # for them); the ones still queued are cancelled and filled here with the rest.
+    ahead = [i for i, m in enumerate(matchers) if m._prefetch_started()]
+    if ahead:
+        for i in ahead:
+            matchers[i].fill_bitmask(arr, rows[i])
+        rest = sorted(set(range(len(matchers))) - set(ahead))
+        if rest:
+            fill_bitmasks([matchers[i] for i in rest], arr, threads=threads, rows=[rows[i] for i in rest])
+        return
     n = len(handles)
     if n == 0:
         return

@@ -500,6 +500,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         seed=args.seed,
         encode=encode,
         on_bytes=write,
+        prefetch=not args.no_prefetch,
     )
     sys.stdout.write(decoder.decode(b"", final=True) + "\n")
     sys.stdout.flush()
@@ -810,6 +811,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     g.add_argument("--no-jump-forward", action="store_true", help="sample every token")
+    g.add_argument(
+        "--no-prefetch",
+        action="store_true",
+        help="compute each mask after the forward pass, not on a worker thread during it",
+    )
     g.set_defaults(func=cmd_generate)
 
     c = sub.add_parser(

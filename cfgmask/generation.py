@@ -5,6 +5,13 @@ steps, the mask applied to the logits before temperature, and jump-forward: when
 forces the next bytes (``Matcher.jump_forward_bytes``), their tokens are appended without
 sampling and the model reads them in one batched forward pass instead of one pass each.
 
+Prefetch (on by default): once a step's tokens are accepted, the next mask is started on a
+worker thread (``Matcher.prefetch``) and the model's forward pass runs meanwhile; the sampler
+then copies the mask, waiting only for what the forward pass did not hide.  The masks, and so
+the output, are the same as without it.  The statistics keep the two apart: ``mask_seconds``
+is what the masks cost (as one thread would pay it), ``mask_wait_seconds`` what the sampler
+waited for.
+
 Jump-forward must not push the model into token splits it would never produce.  The forced
 bytes are tokenized on their own by the model's tokenizer; only a tokenization that spells
 the bytes exactly, has no special token and that the matcher accepts is used.  Its last token
@@ -43,8 +50,14 @@ class GenerationStats:
     forward_seconds: float = 0.0
     prefill_seconds: float = 0.0
     mask_steps: int = 0
-    mask_seconds: float = 0.0
+    mask_seconds: float = 0.0  # computing (on the worker when prefetched) and applying the masks
     mask_step_seconds: list[float] = field(default_factory=list, repr=False)  # each mask's time
+    prefetched: int = 0  # masks computed on the prefetch worker during a forward pass
+    mask_wait_seconds: float = 0.0  # the sampler's time on the masks: waiting, copying, applying
+    mask_wait_step_seconds: list[float] = field(default_factory=list, repr=False)
+    mask_blocked_seconds: float = 0.0  # of it, blocked on a worker still filling
+    prefetch_submit_seconds: float = field(default=0.0, repr=False)  # of the next mask, so far
+    prefetch_submit_total: float = 0.0  # starting the prefetches (counted in mask_wait_seconds)
     jump_seconds: float = 0.0  # finding jump-forward tokens (forced bytes, tokenizing, checks)
     first_token_seconds: float = 0.0  # from the call to the first output token (prefill included)
     total_seconds: float = 0.0  # the whole call
@@ -75,10 +88,18 @@ class GenerationStats:
         )
         ttft, rate = self.first_token_seconds, self.tokens_per_second
         speed = f"time to first token {ttft:.2f} s, then {rate:.1f} tokens/s" if self.tokens else "no token"
+        overlap = ""
+        if self.prefetched:
+            waited = 1e6 * self.mask_wait_seconds / max(1, self.mask_steps)
+            wmedian = 1e6 * statistics.median(self.mask_wait_step_seconds)
+            overlap = (
+                f"; {self.prefetched} of {self.mask_steps} masks prefetched during the forward pass, "
+                f"the sampler waited {waited:.0f} µs/token for them (median {wmedian:.0f} µs)"
+            )
         return (
             f"{self.tokens} tokens ({self.sampled} sampled, {jump}); {speed}; forward {ms:.1f} ms/token "
             f"({self.forward_passes} passes, prefill {1e3 * self.prefill_seconds:.0f} ms); "
-            f"mask {us:.0f} µs/token (median {median:.0f} µs); stopped at {self.stop}"
+            f"mask {us:.0f} µs/token (median {median:.0f} µs){overlap}; stopped at {self.stop}"
             + ("" if self.accepting else " (output incomplete: a prefix of the grammar's language)")
         )
 
@@ -122,11 +143,13 @@ def generate_stream(
     seed: int | None = None,
     encode: Callable[[str], list[int]] | None = None,
     on_bytes: Callable[[bytes], None] | None = None,
+    prefetch: bool = True,
 ) -> tuple[bytes, GenerationStats]:
     """Decode one sequence under ``compiled``; returns the output bytes and statistics.
 
     ``temperature`` 0 is greedy.  ``encode`` (text -> token ids, no special tokens) enables
-    jump-forward; ``on_bytes`` receives each piece of output as it is produced.
+    jump-forward; ``on_bytes`` receives each piece of output as it is produced.  ``prefetch``
+    computes each mask during the forward pass before it (same output either way).
     """
     if not prompt_ids:
         raise ValueError("the prompt is empty")
@@ -149,6 +172,20 @@ def generate_stream(
             on_bytes(data)
 
     jumper = _Jumper(vocab, encode) if encode is not None else None
+
+    def plan() -> list[int]:
+        """After the state changed, before the forward pass: the next step's jump-forward
+        tokens (accepted), or else the start of its mask on the prefetch worker."""
+        if matcher.is_terminated() or stats.tokens >= max_tokens:
+            return []
+        jump = jumper.tokens(matcher, max_tokens - stats.tokens) if jumper else []
+        if not jump and prefetch:
+            t0 = time.perf_counter()
+            matcher.prefetch()
+            stats.prefetch_submit_seconds += time.perf_counter() - t0  # waking the worker
+        return jump
+
+    jump = plan()
     logits = lm.feed(prompt_ids, prefill=True)
     while True:
         if matcher.is_terminated():
@@ -157,20 +194,14 @@ def generate_stream(
         if stats.tokens >= max_tokens:
             stats.stop = "max tokens"
             break
-        jump = jumper.tokens(matcher, max_tokens - stats.tokens) if jumper else []
         if jump:
             stats.jumps += 1
             stats.jump_tokens += len(jump)
             emit(jump)
-            logits = lm.feed(jump)
+            fed, jump = jump, plan()
+            logits = lm.feed(fed)
             continue
-        t0 = time.perf_counter()
-        matcher.fill_bitmask(mask)
-        apply_bitmask_inplace(logits, mask)
-        dt = time.perf_counter() - t0
-        stats.mask_seconds += dt
-        stats.mask_step_seconds.append(dt)
-        stats.mask_steps += 1
+        _mask_step(matcher, mask, logits, stats)
         token = _sample(logits, temperature, gen)
         if not matcher.accept_token(token):  # the mask forbids this; never expected
             raise MatcherError(f"sampled token {token} was rejected by the grammar")
@@ -178,11 +209,38 @@ def generate_stream(
             continue
         stats.sampled += 1
         emit([token])
+        jump = plan()
         logits = lm.feed([token])
     stats.accepting = matcher.is_accepting()
     stats.jump_seconds = jumper.seconds if jumper else 0.0
     stats.total_seconds = time.perf_counter() - t_start
     return b"".join(out), stats
+
+
+def _mask_step(matcher: Matcher, mask: Any, logits: torch.Tensor, stats: GenerationStats) -> None:
+    """Fill (or take the prefetched) mask and apply it, counting what it cost and what the
+    sampler waited for."""
+    t0 = time.perf_counter()
+    matcher.fill_bitmask(mask)
+    t1 = time.perf_counter()
+    apply_bitmask_inplace(logits, mask)
+    t2 = time.perf_counter()
+    timing = matcher.prefetch_timing
+    if timing is not None:
+        stats.prefetched += 1
+        stats.mask_blocked_seconds += timing.wait_seconds
+        cost = timing.compute_seconds + (t2 - t1)
+    else:
+        cost = t2 - t0
+    stats.mask_steps += 1
+    stats.mask_seconds += cost
+    stats.mask_step_seconds.append(cost)
+    # the sampler's time on this mask: taking it and applying it, and starting it (before the
+    # forward pass: on a busy machine, waking the worker can cost the caller a time slice)
+    submit, stats.prefetch_submit_seconds = stats.prefetch_submit_seconds, 0.0
+    stats.prefetch_submit_total += submit
+    stats.mask_wait_seconds += t2 - t0 + submit
+    stats.mask_wait_step_seconds.append(t2 - t0 + submit)
 
 
 def _sample(logits: torch.Tensor, temperature: float, gen: torch.Generator | None) -> int:

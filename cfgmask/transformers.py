@@ -24,6 +24,21 @@ matched to the previous step's rows by their generated tokens, so beam search, w
 rows between steps, is followed exactly: a row whose history equals another's shares its
 matcher, and a matcher with several continuations is forked.  After a stop token a row only
 allows stop tokens (``generate`` pads finished rows; the padding is ignored).
+
+Prefetch: a processor sees a step's sampled tokens only at the next step, after the forward
+pass.  ``generate`` calls its stopping criteria earlier, right after appending the tokens and
+before that forward pass; pass ``processor.prefetcher`` among them and the matchers advance
+there and compute their next masks on worker threads while the model runs:
+
+```python
+proc = GrammarLogitsProcessor(compiled)
+out = model.generate(**inputs, logits_processor=LogitsProcessorList([proc]),
+                     stopping_criteria=StoppingCriteriaList([proc.prefetcher]), ...)
+```
+
+The masks are the same either way.  Only rows that stay in place between steps prefetch
+(greedy search and sampling); beam search reorders rows after its criteria run, so its masks
+are filled at the next step as without the prefetcher.
 """
 
 from __future__ import annotations
@@ -33,14 +48,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from transformers import LogitsProcessor
+from transformers import LogitsProcessor, StoppingCriteria
 
 from .bitmask import apply_bitmask_inplace, fill_bitmasks
 from .compile import CompiledGrammar
-from .errors import MatcherError
+from .errors import CfgmaskError, MatcherError
 from .matcher import Matcher, allocate_bitmask
 
-__all__ = ["GrammarLogitsProcessor", "ProcessorStats"]
+__all__ = ["GrammarLogitsProcessor", "GrammarPrefetcher", "ProcessorStats"]
 
 
 @dataclass
@@ -51,6 +66,24 @@ class ProcessorStats:
     steps: int = 0
     rows: int = 0
     mask_seconds: float = 0.0
+    prefetched_steps: int = 0  # steps whose matchers the prefetcher advanced early
+    prefetch_seconds: float = 0.0  # spent in the prefetcher (advancing, starting the masks)
+
+
+class GrammarPrefetcher(StoppingCriteria):
+    """The stopping criterion that lets a :class:`GrammarLogitsProcessor` prefetch: it never
+    stops a row; it advances the processor's matchers as soon as ``generate`` has appended
+    the step's tokens, and starts their next masks before the forward pass."""
+
+    def __init__(self, processor: GrammarLogitsProcessor) -> None:
+        self.processor = processor
+
+    def __call__(
+        self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: object
+    ) -> torch.BoolTensor:
+        self.processor._advance_early(input_ids)
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return done  # type: ignore[return-value]
 
 
 class GrammarLogitsProcessor(LogitsProcessor):
@@ -85,6 +118,9 @@ class GrammarLogitsProcessor(LogitsProcessor):
         stop_bits = self._stop_row.view(np.uint32)
         for s in self.vocab.stop_ids:
             stop_bits[s // 32] |= np.uint32(1 << (s % 32))
+        self.prefetcher = GrammarPrefetcher(self)
+        """Pass it in ``generate``'s ``stopping_criteria`` to compute each step's masks during
+        the forward pass (module docstring)."""
         self.reset()
 
     # ---- state -------------------------------------------------------------------------
@@ -94,6 +130,7 @@ class GrammarLogitsProcessor(LogitsProcessor):
         self._prev_ids: torch.Tensor | None = None
         self._prompt_len = 0
         self._rows: list[Matcher] = []
+        self._early: _Early | None = None
         self.stats = ProcessorStats()
 
     @property
@@ -129,10 +166,16 @@ class GrammarLogitsProcessor(LogitsProcessor):
         if scores.shape[0] != n:
             raise ValueError(f"scores have {scores.shape[0]} rows, input_ids {n}")
         try:
-            if self._continues(input_ids):
-                self._advance(input_ids)
+            early, self._early = self._early, None
+            if early is not None and early.matches(input_ids):
+                pass  # the prefetcher advanced the matchers to this step already
             else:
-                self._start(input_ids)
+                if early is not None:
+                    self._undo(early)  # not the step the prefetcher saw: as if it had not run
+                if self._continues(input_ids):
+                    self._advance(input_ids)
+                else:
+                    self._start(input_ids)
             self._prev_ids = input_ids.clone()  # generate may reuse its buffers
             self._apply(scores)
         except BaseException:
@@ -153,7 +196,44 @@ class GrammarLogitsProcessor(LogitsProcessor):
         where = {tuple(h): i for i, h in enumerate(prev[:, p:].tolist())}
         return [where.get(tuple(h)) for h in input_ids[:, p:-1].tolist()]
 
-    def _advance(self, input_ids: torch.Tensor) -> None:
+    def _advance_early(self, input_ids: torch.Tensor) -> None:
+        """From the prefetcher: advance rows that stay in place and start their next masks.
+        Anything else (beam search's reordered candidates, several tokens at once, a token the
+        grammar rejects, a limit) is left to the next call, which then does what it always did."""
+        t0 = time.perf_counter()
+        prev = self._prev_ids
+        if (
+            self._early is not None
+            or prev is None
+            or not self._continues(input_ids)
+            or not torch.equal(input_ids[:, :-1], prev)
+        ):
+            return
+        old = list({id(m): m for m in self._rows}.values())
+        if any(m._h.error() for m in old):  # a sticky error is the next call's to report
+            return
+        accepted: list[Matcher] = []
+        rows = self._rows
+        try:
+            self._advance(input_ids, accepted)
+        except CfgmaskError:
+            for m in old:  # undo: the accepted steps, and the error a limit left
+                m.rollback(1 if any(m is a for a in accepted) else 0)
+            return
+        self._early = _Early(input_ids.clone(), prev, rows, accepted)
+        self._prev_ids = self._early.ids
+        for m in {id(m): m for m in self._rows}.values():
+            if not m.is_terminated():
+                m.prefetch()
+        self.stats.prefetched_steps += 1
+        self.stats.prefetch_seconds += time.perf_counter() - t0
+
+    def _undo(self, early: _Early) -> None:
+        for m in early.accepted:
+            m.rollback(1)
+        self._rows, self._prev_ids = early.rows, early.prev
+
+    def _advance(self, input_ids: torch.Tensor, accepted: list[Matcher] | None = None) -> None:
         parents = self._parents(input_ids)
         tokens = input_ids[:, -1].tolist()
         old = self._rows
@@ -178,6 +258,8 @@ class GrammarLogitsProcessor(LogitsProcessor):
             forks = [parent] + [parent.fork() for _ in range(len(by_token) - 1)]
             for m, (t, rows) in zip(forks, by_token.items(), strict=True):
                 self._accept(m, t, rows[0], input_ids)
+                if accepted is not None and m is parent:
+                    accepted.append(m)
                 for r in rows:
                     new[r] = m
         for r in rebuilt:
@@ -238,3 +320,17 @@ class GrammarLogitsProcessor(LogitsProcessor):
 
     def __repr__(self) -> str:
         return f"GrammarLogitsProcessor({self.compiled!r}, rows={len(self._rows)})"
+
+
+@dataclass
+class _Early:
+    """A step the prefetcher advanced to (``ids``), and what undoes it: the previous ids and
+    rows, and the old matchers that accepted a token (forks are simply dropped)."""
+
+    ids: torch.Tensor
+    prev: torch.Tensor
+    rows: list[Matcher]
+    accepted: list[Matcher]
+
+    def matches(self, input_ids: torch.Tensor) -> bool:
+        return input_ids.shape == self.ids.shape and torch.equal(input_ids, self.ids)

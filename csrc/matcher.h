@@ -10,6 +10,8 @@ struct cm_matcher {
     cm_chart c;
     uint32_t *hist;             /* per accepted token: number of sets before it */
     size_t n_hist, cap_hist;
+    /* A fill (mask.c) never writes terminated, hist or n_hist: cfgmask/matcher.py reads
+     * them while a prefetch worker fills. */
     bool terminated;
     int err;
     /* scratch for fill_mask */

@@ -47,7 +47,7 @@ if [ $# -eq 0 ]; then
         tests/test_vocab.py tests/test_compiled_grammar.py tests/test_bitmask.py tests/test_builtin_json.py \
         tests/test_gbnf_engine.py tests/test_shipped_grammars.py tests/test_real_vocab.py tests/test_hostile.py \
         tests/test_fuzz_smoke.py tests/test_threads.py tests/test_leaks.py tests/test_compile_passes.py \
-        tests/test_literal_sets.py
+        tests/test_literal_sets.py tests/test_prefetch.py
 fi
 
 # a fresh copy of the working tree (sources only), then an in-place sanitizer build
