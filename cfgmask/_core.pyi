@@ -75,6 +75,7 @@ class _Settings(Protocol):
     compose_entries: bool
     flat_walks: bool
     wrap_repeats: int
+    count_chains: bool
 
 class VocabHandle:
     """The C token trie of one vocabulary."""

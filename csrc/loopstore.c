@@ -23,6 +23,7 @@ void cm_loop_walk_free(cm_loop_walk *lw) {
     free(lw->sig);
     free(lw->bits);
     free(lw->exits);
+    cm_chain_data_free(lw->chain);
     free(lw);
 }
 
