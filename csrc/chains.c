@@ -113,29 +113,34 @@ static bool chain_end(const cm_grammar *g, uint32_t q) {
     return g->t.accepting[q] && g->solo[q] && !g->has_bytes[q];
 }
 
-/* The state most bytes lead to from s (not s itself): the candidate for sigma(s). */
-static int32_t next_position(const cm_grammar *g, uint32_t s) {
+#define CM_CHAIN_TRIES 3  /* candidates for sigma(s) tried */
+
+/* Candidates for sigma(s): the plain states (or ends) s leads to on a byte,
+ * not s itself, most bytes first (ties: the lower class first); how many. */
+static uint32_t next_positions(const cm_grammar *g, uint32_t s, uint32_t *out) {
     const cm_tables *t = &g->t;
-    uint32_t count[256] = {0};
-    int32_t best = -1;
-    uint32_t best_n = 0;
-    for (uint32_t c = 0; c < t->n_classes && c < 256; c++) {
-        int32_t to = t->trans[(size_t)s * t->n_classes + c];
+    uint32_t nc = t->n_classes, bytes[256] = {0}, n_out = 0, got[CM_CHAIN_TRIES] = {0};
+    const int32_t *row = t->trans + (size_t)s * nc;
+    for (int b = 0; b < 256; b++) bytes[t->byte_class[b]]++;
+    for (uint32_t c = 0; c < nc; c++) {
+        int32_t to = row[c];
         if (to < 0 || (uint32_t)to == s || !(g->plain[to] || chain_end(g, (uint32_t)to))) continue;
-        for (int b = 0; b < 256; b++) count[c] += t->byte_class[b] == c;
-    }
-    for (uint32_t c = 0; c < t->n_classes && c < 256; c++) {
-        if (!count[c]) continue;
-        int32_t to = t->trans[(size_t)s * t->n_classes + c];
+        bool seen = false;
+        for (uint32_t c2 = 0; c2 < c && !seen; c2++) seen = row[c2] == to;
+        if (seen) continue;
         uint32_t n = 0;  /* bytes of every class leading to `to` */
-        for (uint32_t c2 = 0; c2 < t->n_classes && c2 < 256; c2++)
-            if (t->trans[(size_t)s * t->n_classes + c2] == to) n += count[c2];
-        if (n > best_n) {
-            best_n = n;
-            best = to;
+        for (uint32_t c2 = c; c2 < nc; c2++)
+            if (row[c2] == to) n += bytes[c2];
+        if (n_out == CM_CHAIN_TRIES && got[n_out - 1] >= n) continue;  /* keep the best few */
+        uint32_t i = n_out == CM_CHAIN_TRIES ? n_out - 1 : n_out++;
+        for (; i > 0 && got[i - 1] < n; i--) {
+            out[i] = out[i - 1];
+            got[i] = got[i - 1];
         }
+        out[i] = (uint32_t)to;
+        got[i] = n;
     }
-    return best;
+    return n_out;
 }
 
 static bool mark_out(chain_scan *cs, uint32_t q) {
@@ -648,13 +653,15 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, const chain_form 
 
 int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!g->plain[state]) return 0;
-    int32_t t0 = next_position(g, state);
-    if (t0 < 0) return 0;
-    chain_scan cs = {.g = g};
+    uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
-    bool ok = pair_walk(&cs, state, (uint32_t)t0) && last_positions(&cs) && orbits(&cs) && cs.inv[0] == NONE &&
-              chain_form_of(&cs, 0, &f);
-    scan_free(&cs);
+    bool ok = false;
+    for (uint32_t i = 0; i < n_cand && !ok; i++) {
+        chain_scan cs = {.g = g};
+        ok = pair_walk(&cs, state, cand[i]) && last_positions(&cs) && orbits(&cs) && cs.inv[0] == NONE &&
+             chain_form_of(&cs, 0, &f);
+        scan_free(&cs);
+    }
     if (!ok) return 0;
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
