@@ -233,6 +233,7 @@ static bool orbits(chain_scan *cs) {
  * [mark, n_lab, per label: end - B, per class: code, lim - B]. */
 typedef struct chain_form {
     uint32_t n_lab, ls[CM_CHAIN_LABELS];
+    uint32_t *head;             /* s's orbit: s, sigma(s), ... [budget + 1] */
     uint32_t *key;
     size_t n_key;
     uint32_t budget;            /* B: how far s is from the end of its orbit */
@@ -325,6 +326,10 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
                 *k++ = code[(size_t)l * nc + c] == CODE_DEAD ? 0 : lim[(size_t)l * nc + c] - B;  /* delta */
             }
         }
+        f->head = malloc(((size_t)B + 1) * sizeof *f->head);
+        ok = f->head != NULL;
+        uint32_t j = 0;
+        for (uint32_t x = f->ls[0]; ok && x != NONE; x = cs->sig[x]) f->head[j++] = cs->st[x];
         for (uint32_t l = 0; l < f->n_lab; l++) f->ls[l] = cs->st[f->ls[l]];  /* labels -> states */
     }
     free(lbl);
@@ -332,7 +337,8 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     free(lim);
     if (!ok) {
         free(f->key);
-        f->key = NULL;
+        free(f->head);
+        f->key = f->head = NULL;
     }
     return ok;
 }
@@ -351,6 +357,16 @@ typedef struct chain_node {    /* a trie node standing at a representative whose
     uint8_t byte;
 } chain_node;
 
+/* A chain analysed from its position `head[0]`: position head[i] has the same
+ * model with budget - i (every check covered its states too: they are the
+ * orbits' later states), so its entry needs no analysis of its own.  The
+ * representatives' out targets are the same all along their orbits. */
+typedef struct chain_inst {
+    uint32_t budget;
+    uint32_t *ls;               /* [n_lab] the representatives, by label */
+    uint32_t *head;             /* [budget + 1] */
+} chain_inst;
+
 struct cm_chain_data {
     uint32_t *ids;              /* tokens that end inside U, by need ascending */
     int32_t *need;
@@ -363,6 +379,8 @@ struct cm_chain_data {
     chain_node *nodes;          /* by budget ascending, then trie order */
     size_t n_nodes, cap_nodes;
     size_t n_entries;           /* entries taken from it (under the cache lock) */
+    chain_inst *insts;          /* the chains analysed with this form */
+    size_t n_insts, cap_insts;
 };
 
 void cm_chain_data_free(cm_chain_data *cd) {
@@ -373,6 +391,11 @@ void cm_chain_data_free(cm_chain_data *cd) {
     free(cd->level_count);
     free(cd->exits);
     free(cd->nodes);
+    for (size_t i = 0; i < cd->n_insts; i++) {
+        free(cd->insts[i].ls);
+        free(cd->insts[i].head);
+    }
+    free(cd->insts);
     free(cd);
 }
 
@@ -615,10 +638,9 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int chain_assemble(const cm_grammar *g, uint32_t state, const chain_form *f, const cm_chain_data *cd,
-                          cm_walk *w) {
+static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const uint32_t *ls,
+                          const cm_chain_data *cd, cm_walk *w) {
     const cm_tables *t = &g->t;
-    int32_t B = (int32_t)f->budget;
     uint32_t rule = t->state_rule[state];
     if (cd->levels && B > cd->need[0]) {  /* level B - 1 - need[0], or the last */
         uint32_t j = (int64_t)B - 1 - cd->need[0] < cd->n_levels ? (uint32_t)(B - 1 - cd->need[0]) : cd->n_levels - 1;
@@ -631,7 +653,7 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, const chain_form 
     for (size_t i = 0; !rc && i < cd->n_exits; i++) {
         const chain_exit *x = &cd->exits[i];
         if (x->need >= B) continue;
-        int32_t to = t->trans[(size_t)f->ls[x->label] * t->n_classes + t->byte_class[x->byte]];
+        int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
         if (to < 0) return CM_ERR_ARG;  /* cannot happen: checked by the model */
         rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
@@ -651,8 +673,48 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, const chain_form 
     return rc;
 }
 
+/* The analysed chain `state` is a later position of: its walk, instance and place. */
+static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const chain_inst **inst, uint32_t *at) {
+    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
+        for (cm_loop_walk *lw = g->cache->loops[b]; lw; lw = lw->next) {
+            if (!lw->chain) continue;
+            for (size_t i = 0; i < lw->chain->n_insts; i++) {
+                const chain_inst *x = &lw->chain->insts[i];
+                for (uint32_t j = 1; j <= x->budget; j++)
+                    if (x->head[j] == state) {
+                        *inst = x;
+                        *at = j;
+                        return lw;
+                    }
+            }
+        }
+    return NULL;
+}
+
+/* Keep f's chain (its representatives and head orbit, taken over) with its walk. */
+static void keep_instance(cm_chain_data *cd, chain_form *f) {
+    size_t cap = cd->cap_insts;
+    uint32_t *ls = malloc((size_t)f->n_lab * sizeof *ls);
+    if (!ls || (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts))) {
+        free(ls);
+        return;  /* only a shortcut lost */
+    }
+    cd->cap_insts = cap;
+    memcpy(ls, f->ls, (size_t)f->n_lab * sizeof *ls);
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, ls, f->head};
+    f->head = NULL;
+}
+
 int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!g->plain[state]) return 0;
+    const chain_inst *inst;
+    uint32_t at;
+    cm_loop_walk *found = find_position(g, state, &inst, &at);
+    if (found) {
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->ls, found->chain, w);
+        found->chain->n_entries++;
+        return rc ? rc : 1;
+    }
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
     bool ok = false;
@@ -665,10 +727,13 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!ok) return 0;
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
-    if (!lw) return rc;
-    rc = chain_assemble(g, state, &f, lw->chain, w);
-    lw->chain->n_entries++;
-    return rc ? rc : 1;
+    if (lw) {
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.ls, lw->chain, w);
+        lw->chain->n_entries++;
+        keep_instance(lw->chain, &f);
+    }
+    free(f.head);
+    return rc ? rc : lw ? 1 : 0;
 }
 
 void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries) {
