@@ -162,8 +162,9 @@ size_t cm_grammar_cache_entries(const cm_grammar *g);
  * cache (walked for an earlier grammar). */
 void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                             size_t *vocab_loops);
-/* The shared walks of counted chains so far, and the entries taken from them (chains.c). */
-void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries);
+/* The shared walks of counted chains so far, the entries taken from them, and how many of
+ * the walks were found in the vocabulary's store (walked for an earlier grammar; chains.c). */
+void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab);
 
 /* ---- matcher: one per sequence ----------------------------------------- */
 

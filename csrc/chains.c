@@ -296,10 +296,10 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         lbl[s_local] = 0;
         f->ls[f->n_lab++] = s_local;
     }
-    for (uint32_t l = 0; ok && l < f->n_lab; l++) {  /* breadth first: labels as met */
+    for (uint32_t l = 0; ok && l < f->n_lab; l++) {  /* breadth first by byte: labels as met */
         uint32_t u = f->ls[l], ur = cs->st[u];
-        for (uint32_t c = 0; c < nc && ok; c++) {
-            uint32_t x = local_of(cs, g->t.trans[(size_t)ur * nc + c]);
+        for (int b = 0; b < 256 && ok; b++) {
+            uint32_t x = local_of(cs, g->t.trans[(size_t)ur * nc + g->t.byte_class[b]]);
             if (x == NONE || lbl[cs->rep[x]] != NONE) continue;
             if (f->n_lab == CM_CHAIN_LABELS) ok = false;
             else {
@@ -311,7 +311,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     }
     if (ok) {
         f->budget = len[0] - 1;
-        f->n_key = 2 + (size_t)f->n_lab * (1 + 2 * (size_t)nc);
+        f->n_key = 2 + (size_t)f->n_lab * (1 + 2 * 256);
         f->key = malloc(f->n_key * sizeof *f->key);
         ok = f->key != NULL;
     }
@@ -321,9 +321,10 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         *k++ = f->n_lab;
         for (uint32_t l = 0; l < f->n_lab; l++) {
             *k++ = ends[l] ? len[l] - 1 - B : (uint32_t)END_NONE;
-            for (uint32_t c = 0; c < nc; c++) {
-                *k++ = code[(size_t)l * nc + c];
-                *k++ = code[(size_t)l * nc + c] == CODE_DEAD ? 0 : lim[(size_t)l * nc + c] - B;  /* delta */
+            for (int b = 0; b < 256; b++) {  /* by byte: the key is the vocabulary's too (loopstore.c) */
+                size_t c = (size_t)l * nc + g->t.byte_class[b];
+                *k++ = code[c];
+                *k++ = code[c] == CODE_DEAD ? 0 : lim[c] - B;  /* delta */
             }
         }
         f->head = malloc(((size_t)B + 1) * sizeof *f->head);
@@ -371,14 +372,18 @@ struct cm_chain_data {
     uint32_t *ids;              /* tokens that end inside U, by need ascending */
     int32_t *need;
     uint32_t n_ids;
-    /* level j: the tokens of need <= need[0] + j (those of budget need[0] + j + 1),
-     * [n_levels * n_words], and how many; NULL when too many levels */
-    uint32_t *levels, *level_count, n_levels;
+    /* level j < n_levels - 1: the tokens of need <= min_need + j (those of budget
+     * min_need + j + 1); the last level: every token; [n_levels * n_words], and
+     * how many each.  Once the levels are built, ids / need keep only the
+     * n_suffix tokens the levels before the last lack (the greatest needs). */
+    uint32_t *levels, *level_count, n_levels, n_suffix;
+    int32_t min_need;
     chain_exit *exits;
     size_t n_exits, cap_exits;
     chain_node *nodes;          /* by budget ascending, then trie order */
     size_t n_nodes, cap_nodes;
     size_t n_entries;           /* entries taken from it (under the cache lock) */
+    bool from_vocab;            /* copied from the vocabulary's store */
     chain_inst *insts;          /* the chains analysed with this form */
     size_t n_insts, cap_insts;
 };
@@ -410,8 +415,7 @@ typedef struct walk_tabs {
     int32_t *end;               /* [n_lab] end - B, or END_NONE */
 } walk_tabs;
 
-static int walk_tables(const cm_grammar *g, const chain_form *f, walk_tabs *wt) {
-    uint32_t nc = g->t.n_classes;
+static int walk_tables(const chain_form *f, walk_tabs *wt) {
     wt->code = malloc((size_t)f->n_lab * 256 * sizeof *wt->code);
     wt->delta = malloc((size_t)f->n_lab * 256 * sizeof *wt->delta);
     wt->end = malloc((size_t)f->n_lab * sizeof *wt->end);
@@ -419,13 +423,10 @@ static int walk_tables(const cm_grammar *g, const chain_form *f, walk_tabs *wt) 
     const uint32_t *k = f->key + 2;
     for (uint32_t l = 0; l < f->n_lab; l++) {
         wt->end[l] = (int32_t)*k++;
-        const uint32_t *row = k;
-        for (int b = 0; b < 256; b++) {
-            uint32_t c = g->t.byte_class[b];
-            wt->code[(size_t)l * 256 + b] = (uint16_t)row[2 * c];
-            wt->delta[(size_t)l * 256 + b] = (int32_t)row[2 * c + 1];
+        for (int b = 0; b < 256; b++, k += 2) {
+            wt->code[(size_t)l * 256 + b] = (uint16_t)k[0];
+            wt->delta[(size_t)l * 256 + b] = (int32_t)k[1];
         }
-        k += 2 * (size_t)nc;
     }
     return CM_OK;
 }
@@ -500,25 +501,36 @@ static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *c
     return rc;
 }
 
-#define CM_CHAIN_LEVEL_BYTES ((size_t)4 << 20)  /* the accepted bitsets of one walk's budgets, at most */
+#define CM_CHAIN_SUFFIX 4096  /* past the levels, at most this many tokens of a greater need */
 
-/* The accepted bitsets of each budget (nothing when they would take more than
- * CM_CHAIN_LEVEL_BYTES: then each entry sets its bits from the sorted ids). */
+/* The accepted tokens of each budget as bitsets (levels), for the budgets
+ * up to the first one where no more than CM_CHAIN_SUFFIX tokens are missing
+ * from the last level, which holds every token: a greater budget takes the
+ * last level less those few (the ids are by need). */
 static int chain_levels(const cm_grammar *g, cm_chain_data *cd) {
     if (!cd->n_ids) return CM_OK;
-    size_t n_lev = (size_t)((int64_t)cd->need[cd->n_ids - 1] - cd->need[0]) + 1, nw = g->n_words;
-    if (n_lev * nw * 4 > CM_CHAIN_LEVEL_BYTES) return CM_OK;
+    cd->min_need = cd->need[0];
+    uint32_t n = cd->n_ids, cut = n > CM_CHAIN_SUFFIX ? n - CM_CHAIN_SUFFIX : 0;  /* ids[cut..n): the suffix */
+    while (cut > 0 && cut < n && cd->need[cut - 1] == cd->need[cut]) cut--;  /* a level's start */
+    /* budgets need[0] + 1 + j for j < J have a level of their own, ids[0..cut) */
+    size_t n_lev = (size_t)((int64_t)cd->need[cut] - cd->need[0]) + 1, nw = g->n_words;
     cd->levels = malloc(n_lev * nw * sizeof *cd->levels);
     cd->level_count = malloc(n_lev * sizeof *cd->level_count);
     if (!cd->levels || !cd->level_count) return CM_ERR_NOMEM;
     uint32_t *cur = cd->levels, i = 0;
     memset(cur, 0, nw * sizeof *cur);
-    for (size_t j = 0; j < n_lev; j++) {
+    for (size_t j = 0; j + 1 < n_lev; j++) {
         if (j) memcpy(cur + nw, cur, nw * sizeof *cur), cur += nw;
-        for (; i < cd->n_ids && cd->need[i] <= cd->need[0] + (int32_t)j; i++) cm_set_bit(cur, cd->ids[i]);
+        for (; i < cut && cd->need[i] <= cd->need[0] + (int32_t)j; i++) cm_set_bit(cur, cd->ids[i]);
         cd->level_count[j] = i;
     }
+    if (n_lev > 1) memcpy(cur + nw, cur, nw * sizeof *cur), cur += nw;
+    for (; i < n; i++) cm_set_bit(cur, cd->ids[i]);
+    cd->level_count[n_lev - 1] = n;
     cd->n_levels = (uint32_t)n_lev;
+    cd->n_suffix = n - cut;  /* only the suffix is read from now on */
+    memmove(cd->ids, cd->ids + cut, (size_t)(n - cut) * sizeof *cd->ids);
+    memmove(cd->need, cd->need + cut, (size_t)(n - cut) * sizeof *cd->need);
     return CM_OK;
 }
 
@@ -583,6 +595,63 @@ static int chain_sort(const cm_grammar *g, cm_chain_data *cd) {
     return chain_levels(g, cd);
 }
 
+static size_t chain_data_bytes(const cm_grammar *g, const cm_chain_data *cd) {
+    return sizeof *cd + (size_t)cd->n_suffix * 8 + cd->n_exits * sizeof *cd->exits +
+           cd->n_nodes * sizeof *cd->nodes + (size_t)cd->n_levels * (g->n_words + 1) * 4;
+}
+
+static void *dup_array(const void *p, size_t bytes, bool *ok) {
+    void *q = malloc(bytes ? bytes : 1);
+    if (q) memcpy(q, p, bytes);
+    else *ok = false;
+    return q;
+}
+
+cm_chain_data *cm_chain_data_copy(const cm_grammar *g, const cm_chain_data *src) {
+    cm_chain_data *cd = calloc(1, sizeof *cd);
+    if (!cd) return NULL;
+    bool ok = true;
+    cd->n_ids = src->n_ids;
+    cd->n_suffix = src->n_suffix;
+    cd->min_need = src->min_need;
+    cd->n_levels = src->n_levels;
+    cd->n_exits = cd->cap_exits = src->n_exits;
+    cd->n_nodes = cd->cap_nodes = src->n_nodes;
+    cd->ids = dup_array(src->ids, (size_t)src->n_suffix * sizeof *cd->ids, &ok);
+    cd->need = dup_array(src->need, (size_t)src->n_suffix * sizeof *cd->need, &ok);
+    cd->levels = dup_array(src->levels, (size_t)src->n_levels * g->n_words * sizeof *cd->levels, &ok);
+    cd->level_count = dup_array(src->level_count, (size_t)src->n_levels * sizeof *cd->level_count, &ok);
+    cd->exits = dup_array(src->exits, src->n_exits * sizeof *cd->exits, &ok);
+    cd->nodes = dup_array(src->nodes, src->n_nodes * sizeof *cd->nodes, &ok);
+    if (!ok) {
+        cm_chain_data_free(cd);
+        return NULL;
+    }
+    return cd;
+}
+
+/* The walk of form f, taken from the vocabulary's store or walked (and put there). */
+static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, cm_chain_data **out) {
+    int rc = cm_walk_store_get_chain(g, f->key, f->n_key, h, out);
+    if (rc > 0) (*out)->from_vocab = true;
+    if (rc) return rc < 0 ? rc : CM_OK;
+    cm_chain_data *cd = calloc(1, sizeof *cd);
+    walk_tabs wt = {0};
+    rc = cd ? walk_tables(f, &wt) : CM_ERR_NOMEM;
+    if (!rc) rc = chain_walk(g, &wt, cd);
+    if (!rc) rc = chain_sort(g, cd);
+    free(wt.code);
+    free(wt.delta);
+    free(wt.end);
+    if (rc) {
+        cm_chain_data_free(cd);
+        return rc;
+    }
+    cm_walk_store_put_chain(g, f->key, f->n_key, h, cd, chain_data_bytes(g, cd) + f->n_key * 4);
+    *out = cd;
+    return CM_OK;
+}
+
 /* The shared walk of form f: found in the cache, else walked and kept there.
  * NULL with *status set on failure (f->key is taken over either way). */
 static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int *status) {
@@ -599,14 +668,8 @@ static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int 
             return lw;
         }
     cm_loop_walk *lw = calloc(1, sizeof *lw);
-    cm_chain_data *cd = calloc(1, sizeof *cd);
-    walk_tabs wt = {0};
-    int rc = lw && cd ? walk_tables(g, f, &wt) : CM_ERR_NOMEM;
-    if (!rc) rc = chain_walk(g, &wt, cd);
-    if (!rc) rc = chain_sort(g, cd);
-    free(wt.code);
-    free(wt.delta);
-    free(wt.end);
+    cm_chain_data *cd = NULL;
+    int rc = lw ? chain_data_of(g, f, h, &cd) : CM_ERR_NOMEM;
     if (lw) {
         lw->hash = h;
         lw->n_sig = (uint32_t)f->n_key;
@@ -623,8 +686,7 @@ static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int 
         *status = rc;
         return NULL;
     }
-    lw->bytes = sizeof *lw + lw->n_sig * 4 + (size_t)cd->n_ids * 8 + cd->n_exits * sizeof *cd->exits +
-                cd->n_nodes * sizeof *cd->nodes + (size_t)cd->n_levels * (g->n_words + 1) * 4;
+    lw->bytes = sizeof *lw + lw->n_sig * 4 + chain_data_bytes(g, cd);
     lw->next = cache->loops[b];
     cache->loops[b] = lw;
     atomic_fetch_add(&cache->bytes, lw->bytes);
@@ -642,12 +704,16 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
                           const cm_chain_data *cd, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[state];
-    if (cd->levels && B > cd->need[0]) {  /* level B - 1 - need[0], or the last */
-        uint32_t j = (int64_t)B - 1 - cd->need[0] < cd->n_levels ? (uint32_t)(B - 1 - cd->need[0]) : cd->n_levels - 1;
+    if (cd->n_ids && B > cd->min_need) {
+        int64_t j = (int64_t)B - 1 - cd->min_need;
+        bool last = j >= (int64_t)cd->n_levels - 1;  /* every token but those of need >= B */
+        if (last) j = cd->n_levels - 1;
         memcpy(w->bits, cd->levels + (size_t)j * g->n_words, g->n_words * sizeof *w->bits);
         w->n_accepted = cd->level_count[j];
-    } else if (!cd->levels) {
-        for (uint32_t i = 0; i < cd->n_ids && cd->need[i] < B; i++) cm_walk_accept(w, cd->ids[i]);
+        for (uint32_t i = cd->n_suffix; last && i > 0 && cd->need[i - 1] >= B; i--) {
+            w->bits[cd->ids[i - 1] >> 5] &= ~(1u << (cd->ids[i - 1] & 31));
+            w->n_accepted--;
+        }
     }
     int rc = CM_OK;
     for (size_t i = 0; !rc && i < cd->n_exits; i++) {
@@ -736,15 +802,16 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return rc ? rc : lw ? 1 : 0;
 }
 
-void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries) {
+void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab) {
     cm_cache *c = g->cache;
-    *walks = *entries = 0;
+    *walks = *entries = *from_vocab = 0;
     pthread_mutex_lock(&c->lock);
     for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
         for (const cm_loop_walk *lw = c->loops[b]; lw; lw = lw->next)
             if (lw->chain) {
                 ++*walks;
                 *entries += lw->chain->n_entries;
+                *from_vocab += lw->chain->from_vocab;
             }
     pthread_mutex_unlock(&c->lock);
 }

@@ -66,6 +66,15 @@ void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk
 
 void cm_loop_walk_free(cm_loop_walk *lw);
 void cm_chain_data_free(cm_chain_data *cd);  /* chains.c */
+/* A copy of a chain walk's result (not the chains it was used for); NULL when memory is short. */
+cm_chain_data *cm_chain_data_copy(const cm_grammar *g, const cm_chain_data *src);
+/* The vocabulary's chain walk of key[0..n_key) copied into *out: 1 found, 0 not, < 0 error. */
+int cm_walk_store_get_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
+                            cm_chain_data **out);
+/* A copy of cd kept by the vocabulary under that key (`bytes` counted); nothing when its budget
+ * is spent or memory is short. */
+void cm_walk_store_put_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
+                             const cm_chain_data *cd, size_t bytes);
 void cm_loop_walks_free(cm_loop_walk **buckets);
 
 cm_walk_store *cm_walk_store_new(void);
