@@ -573,7 +573,7 @@ static int chain_sort(const cm_grammar *g, cm_chain_data *cd) {
         ids[i] = cd->ids[order[i]];
         need[i] = cd->need[order[i]];
     }
-    key_range(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, &lo, &hi);
+    if (cd->n_nodes) key_range(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, &lo, &hi);
     if (!rc && cd->n_nodes &&
         !counting_order(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, lo, (size_t)(hi - lo) + 1, order))
         rc = CM_ERR_NOMEM;
@@ -602,8 +602,8 @@ static size_t chain_data_bytes(const cm_grammar *g, const cm_chain_data *cd) {
 
 static void *dup_array(const void *p, size_t bytes, bool *ok) {
     void *q = malloc(bytes ? bytes : 1);
-    if (q) memcpy(q, p, bytes);
-    else *ok = false;
+    if (q && bytes) memcpy(q, p, bytes);
+    if (!q) *ok = false;
     return q;
 }
 
