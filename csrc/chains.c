@@ -700,21 +700,24 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* bits := the tokens that end inside U with need < B (bits zeroed before); how many. */
+static uint32_t accepted_at(const cm_grammar *g, const cm_chain_data *cd, int64_t B, uint32_t *bits) {
+    if (!cd->n_ids || B <= cd->min_need) return 0;
+    int64_t j = B - 1 - cd->min_need;
+    bool last = j >= (int64_t)cd->n_levels - 1;  /* every token but those of need >= B */
+    if (last) j = cd->n_levels - 1;
+    memcpy(bits, cd->levels + (size_t)j * g->n_words, g->n_words * sizeof *bits);
+    uint32_t n = cd->level_count[j];
+    for (uint32_t i = cd->n_suffix; last && i > 0 && cd->need[i - 1] >= B; i--, n--)
+        bits[cd->ids[i - 1] >> 5] &= ~(1u << (cd->ids[i - 1] & 31));
+    return n;
+}
+
 static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const uint32_t *ls,
                           const cm_chain_data *cd, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[state];
-    if (cd->n_ids && B > cd->min_need) {
-        int64_t j = (int64_t)B - 1 - cd->min_need;
-        bool last = j >= (int64_t)cd->n_levels - 1;  /* every token but those of need >= B */
-        if (last) j = cd->n_levels - 1;
-        memcpy(w->bits, cd->levels + (size_t)j * g->n_words, g->n_words * sizeof *w->bits);
-        w->n_accepted = cd->level_count[j];
-        for (uint32_t i = cd->n_suffix; last && i > 0 && cd->need[i - 1] >= B; i--) {
-            w->bits[cd->ids[i - 1] >> 5] &= ~(1u << (cd->ids[i - 1] & 31));
-            w->n_accepted--;
-        }
-    }
+    w->n_accepted = accepted_at(g, cd, B, w->bits);
     int rc = CM_OK;
     for (size_t i = 0; !rc && i < cd->n_exits; i++) {
         const chain_exit *x = &cd->exits[i];
@@ -746,7 +749,7 @@ static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const ch
             if (!lw->chain) continue;
             for (size_t i = 0; i < lw->chain->n_insts; i++) {
                 const chain_inst *x = &lw->chain->insts[i];
-                for (uint32_t j = 1; j <= x->budget; j++)
+                for (uint32_t j = 0; j <= x->budget; j++)
                     if (x->head[j] == state) {
                         *inst = x;
                         *at = j;
@@ -814,4 +817,64 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
                 *from_vocab += lw->chain->from_vocab;
             }
     pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- block wraps (wrap.c) from the chain ---- */
+
+/* A chain of one accepting end, at the end of s's own orbit, no exits, and
+ * every transition alive to the end of its orbit (delta 0): a block of x^b. */
+static bool plain_block(const cm_loop_walk *lw) {
+    const uint32_t *k = lw->sig + 2;
+    for (uint32_t l = 0; l < lw->sig[1]; l++) {
+        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE)) return false;
+        for (int b = 0; b < 256; b++, k += 2)
+            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && k[1] != 0)) return false;
+    }
+    return true;
+}
+
+int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e) {
+    if (!g->lim.count_chains || !g->lim.share_loop_walks) return 0;
+    const chain_inst *inst;
+    uint32_t at, sat = UINT32_MAX, start = g->t.rule_start[g->t.state_rule[state]];
+    const cm_loop_walk *lw = find_position(g, state, &inst, &at);
+    if (!lw || !plain_block(lw)) return 0;
+    for (uint32_t j = 0; j <= inst->budget && sat == UINT32_MAX; j++)
+        if (inst->head[j] == start) sat = j;
+    if (sat == UINT32_MAX) return 0;
+    /* Every uncertain token dies at the end after B characters and goes on
+     * from the start, where it has budget b2 left: it stays inside the next
+     * block iff it ends inside U with need - B < b2. */
+    int64_t B = (int64_t)inst->budget - at, b2 = (int64_t)inst->budget - sat;
+    uint32_t *acc = calloc(g->n_words ? g->n_words : 1, sizeof *acc);
+    uint32_t *bits = calloc(g->n_words ? g->n_words : 1, sizeof *bits);
+    uint32_t *rest = malloc((e->n_uncertain ? e->n_uncertain : 1) * sizeof *rest);
+    if (!acc || !bits || !rest) {
+        free(acc);
+        free(bits);
+        free(rest);
+        return CM_ERR_NOMEM;
+    }
+    accepted_at(g, lw->chain, B + b2, acc);
+    uint32_t n_rest = 0, n_wrap = 0;
+    for (uint32_t i = 0; i < e->n_uncertain; i++) {
+        uint32_t id = g->v->trie_ids[e->uncertain[i]];
+        if (cm_bit(acc, id)) {
+            cm_set_bit(bits, id);
+            n_wrap++;
+        } else {
+            rest[n_rest++] = e->uncertain[i];
+        }
+    }
+    free(acc);
+    if (!n_wrap) {
+        free(bits);
+        free(rest);
+        return 1;
+    }
+    e->wrap_bits = bits;
+    e->rest = rest;
+    e->n_rest = n_rest;
+    e->bytes += g->n_words * 4 + (size_t)n_rest * 4;
+    return 1;
 }

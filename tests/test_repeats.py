@@ -239,3 +239,27 @@ def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> N
     g = cfgmask.Grammar.from_json_schema(schema, canonical=canonical)
     stats = assert_chain_entries(g, vocab)
     assert stats["chain_entries"] >= 10, stats
+
+
+def test_llama3_block_wraps_from_chains() -> None:
+    """A maxLength-300 string is cut into blocks: their entries' wraps come from the chain (one
+    bit test a token) with count_chains on, from running each token through the block without.
+    The masks along a long document are the same."""
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_json_schema({"type": "string", "maxLength": 300})
+    no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
+    on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
+    off = cfgmask.compile(g, vocab, _strategy=Strategy(count_chains=False, **no_memo))
+    doc = json.dumps(("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 6)[:300])
+    a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
+    m, p = cfgmask.Matcher(on), cfgmask.Matcher(off)
+    for t in [*enc.encode_ordinary(doc), None]:
+        m.fill_bitmask(a)
+        p.fill_bitmask(b)
+        assert np.array_equal(a, b)
+        if t is None:
+            break
+        assert m.accept_token(t) and p.accept_token(t)
+    assert on.stats["chain_entries"] > 20, on.stats
