@@ -252,7 +252,7 @@ def test_llama3_block_wraps_from_chains() -> None:
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
     on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
     off = cfgmask.compile(g, vocab, _strategy=Strategy(count_chains=False, **no_memo))
-    doc = json.dumps(("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 6)[:300])
+    doc = json.dumps(("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 6)[:300], ensure_ascii=False)
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     m, p = cfgmask.Matcher(on), cfgmask.Matcher(off)
     for t in [*enc.encode_ordinary(doc), None]:
