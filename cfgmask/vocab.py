@@ -365,10 +365,13 @@ class Vocabulary:
         mask = allocate_bitmask(1, self.size)
         try:
             for canonical in (True, False):
-                g = Grammar.from_json_schema({"type": "string"}, canonical=canonical)
-                m = Matcher(compile_grammar(g, self))
-                if m.accept_bytes(b'"'):
-                    m.fill_bitmask(mask, 0)
+                # the loop of a string, and the chain of one with a maxLength (one walk serves
+                # every position of every such string: csrc/chains.c)
+                for schema in ({"type": "string"}, {"type": "string", "maxLength": 8}):
+                    g = Grammar.from_json_schema(schema, canonical=canonical)
+                    m = Matcher(compile_grammar(g, self))
+                    if m.accept_bytes(b'"'):
+                        m.fill_bitmask(mask, 0)
         except CfgmaskError:  # an enclosing compile's deadline: the walks are only a speed-up
             return
         assert self._c_handle is not None
