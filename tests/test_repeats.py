@@ -148,7 +148,7 @@ CHAIN_PIECES = (
     "\u20ac".encode()[:2],
     "\u20ac".encode()[2:],
     "\u00e9".encode()[:1],
-    b"aaaa\"",
+    b'aaaa"',
     "\u00e9a".encode(),
     b"ca",
 )
@@ -204,10 +204,15 @@ def test_small_vocabulary_chain_is_shared() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ['root ::= "<" [a-z\u00e9]{0,40} ">"', 'root ::= [0-9a-f]{2,24} "." [0-9]{1,12}', 'root ::= ("ab" | "c"){0,20} "!"'],
+    [
+        'root ::= "<" [a-z\u00e9]{0,40} ">"',
+        'root ::= [0-9a-f]{2,24} "." [0-9]{1,12}',
+        'root ::= ("ab" | "c"){0,20} "!"',
+    ],
 )
 def test_gbnf_counts_chain_entries(text: str) -> None:
-    vocab = _vocab(Vocab([b"a", b"b", b"ab", b"abc", b"0", b"19", b"ff", b"<", b">", b"!", b".", b"c>"], (), ()))
+    pieces = [b"a", b"b", b"ab", b"abc", b"0", b"19", b"ff", b"<", b">", b"!", b".", b"c>"]
+    vocab = _vocab(Vocab(pieces, (), ()))
     stats = assert_chain_entries(cfgmask.Grammar.from_gbnf(text), vocab)
     assert stats["chain_entries"] > 0, stats
 
@@ -225,7 +230,10 @@ LLAMA_SCHEMAS = [
     (
         {
             "type": "object",
-            "properties": {"a": {"type": "string", "maxLength": 12}, "b": {"type": "string", "maxLength": 40}},
+            "properties": {
+                "a": {"type": "string", "maxLength": 12},
+                "b": {"type": "string", "maxLength": 40},
+            },
             "required": ["a", "b"],
         },
         True,
@@ -252,7 +260,8 @@ def test_llama3_block_wraps_from_chains() -> None:
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
     on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
     off = cfgmask.compile(g, vocab, _strategy=Strategy(count_chains=False, **no_memo))
-    doc = json.dumps(("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 6)[:300], ensure_ascii=False)
+    text = ("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 6)[:300]
+    doc = json.dumps(text, ensure_ascii=False)
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     m, p = cfgmask.Matcher(on), cfgmask.Matcher(off)
     for t in [*enc.encode_ordinary(doc), None]:
