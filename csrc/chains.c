@@ -49,6 +49,7 @@
 #define CM_CHAIN_LABELS 254     /* representatives of U */
 #define NONE UINT32_MAX
 #define END_NONE INT32_MIN      /* a representative's orbit does not end accepting */
+#define NO_LAM INT32_MIN        /* a transition alive from the start of its orbit */
 
 enum { CODE_DEAD = 0xffff, CODE_OUT = 0xfffe };
 
@@ -189,10 +190,7 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
         const int32_t *row = t->trans + (size_t)q * t->n_classes, *row2 = t->trans + (size_t)q2 * t->n_classes;
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c], r2 = row2[c];
-            if (r < 0) {
-                if (r2 >= 0) return false;  /* a transition that appears further on */
-                continue;
-            }
+            if (r < 0) continue;  /* dead here; one that appears further on is checked by check_orbit */
             if (r == r2) {  /* leaves the chain (checked later) */
                 if (g->cache->loop_lab[r] == UINT32_MAX && !mark_out(cs, (uint32_t)r)) return false;
                 continue;
@@ -234,51 +232,62 @@ static bool orbits(chain_scan *cs) {
 typedef struct chain_form {
     uint32_t n_lab, ls[CM_CHAIN_LABELS];
     uint32_t *head;             /* s's orbit: s, sigma(s), ... [budget + 1] */
+    int32_t *lam;               /* [n_lab * 256] by byte: lo - B of a transition alive from lo > 0, else NO_LAM */
+    int32_t *to;                /* [n_lab * 256] by byte: where a transition out of the chain goes, else -1 */
     uint32_t *key;
     size_t n_key;
     uint32_t budget;            /* B: how far s is from the end of its orbit */
 } chain_form;
 
-static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_t *code, uint32_t *lim,
-                        uint32_t *len, bool *ends) {
+/* The model of representative u, checked on every state of its orbit: per
+ * class its code, the orbit indices [lo, lim) where it is alive (lo > 0 only
+ * for a transition out of the chain: the exit of a string below its
+ * minLength), its target there, the orbit's length and whether it ends
+ * accepting. */
+static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_t *code, uint32_t *lo,
+                        uint32_t *lim, int32_t *first, uint32_t *len, bool *ends) {
     const cm_grammar *g = cs->g;
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, ur = cs->st[u];
+    uint32_t nc = t->n_classes;  /* first[c]: the target where it is first alive */
     for (uint32_t c = 0; c < nc; c++) {
-        int32_t r0 = t->trans[(size_t)ur * nc + c];
-        uint32_t x = local_of(cs, r0);
-        if (r0 < 0) code[c] = CODE_DEAD;
-        else if (x == NONE) code[c] = CODE_OUT;
-        else if (cs->off[x] > 255 || lbl[cs->rep[x]] == NONE) return false;
-        else code[c] = lbl[cs->rep[x]] | cs->off[x] << 8;
-        lim[c] = UINT32_MAX;
+        code[c] = CODE_DEAD;
+        lo[c] = lim[c] = UINT32_MAX;
     }
     uint32_t j = 0, last = u;
-    for (uint32_t x = u; x != NONE; x = cs->sig[x], j++) {
+    bool ok = true;
+    for (uint32_t x = u; ok && x != NONE; x = cs->sig[x], j++) {
         uint32_t q = cs->st[x];
         last = x;
-        if (!(g->plain[q] || (chain_end(g, q) && cs->sig[x] == NONE))) return false;
-        for (uint32_t c = 0; c < nc; c++) {
+        if (!(g->plain[q] || (chain_end(g, q) && cs->sig[x] == NONE))) ok = false;
+        for (uint32_t c = 0; ok && c < nc; c++) {
             int32_t r = t->trans[(size_t)q * nc + c];
             if (r < 0) {
-                if (lim[c] == UINT32_MAX) lim[c] = j;
+                if (lo[c] != UINT32_MAX && lim[c] == UINT32_MAX) lim[c] = j;
                 continue;
             }
-            if (lim[c] != UINT32_MAX) return false;  /* alive again after dying */
-            int32_t r0 = t->trans[(size_t)ur * nc + c];
-            if (code[c] == CODE_OUT) {
-                if (r != r0) return false;
-                continue;
+            if (lim[c] != UINT32_MAX) ok = false;  /* alive again after dying */
+            else if (lo[c] == UINT32_MAX) {        /* alive from here: its code */
+                uint32_t y = local_of(cs, r);
+                lo[c] = j;
+                first[c] = r;
+                if (y == NONE) code[c] = CODE_OUT;
+                else if (j || cs->off[y] > 255 || lbl[cs->rep[y]] == NONE) ok = false;
+                else code[c] = lbl[cs->rep[y]] | cs->off[y] << 8;
+            } else if (code[c] == CODE_OUT) {
+                ok = r == first[c];
+            } else {
+                uint32_t y = local_of(cs, r), y0 = local_of(cs, first[c]);
+                ok = y != NONE && cs->rep[y] == cs->rep[y0] && cs->off[y] == j + cs->off[y0];
             }
-            uint32_t y = local_of(cs, r), x0 = local_of(cs, r0);
-            if (y == NONE || cs->rep[y] != cs->rep[x0] || cs->off[y] != j + cs->off[x0]) return false;
         }
     }
-    for (uint32_t c = 0; c < nc; c++)
-        if (lim[c] == UINT32_MAX) lim[c] = j;
+    for (uint32_t c = 0; c < nc; c++) {
+        if (lo[c] == UINT32_MAX) lo[c] = lim[c] = 0;  /* dead all along */
+        else if (lim[c] == UINT32_MAX) lim[c] = j;
+    }
     *len = j;
     *ends = chain_end(g, cs->st[last]);
-    return true;
+    return ok;
 }
 
 static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
@@ -287,8 +296,10 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     uint32_t *lbl = malloc((size_t)cs->n * sizeof *lbl);
     uint32_t *code = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *code);
     uint32_t *lim = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lim);
+    uint32_t *lo = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lo);
+    int32_t *first = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *first);
     uint32_t len[CM_CHAIN_LABELS];
-    bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim;
+    bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim && lo && first;
     f->key = NULL;
     f->n_lab = 0;
     if (ok) {
@@ -307,13 +318,16 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
                 f->ls[f->n_lab++] = cs->rep[x];
             }
         }
-        ok = ok && check_orbit(cs, u, lbl, code + (size_t)l * nc, lim + (size_t)l * nc, &len[l], &ends[l]);
+        size_t at = (size_t)l * nc;
+        ok = ok && check_orbit(cs, u, lbl, code + at, lo + at, lim + at, first + at, &len[l], &ends[l]);
     }
     if (ok) {
         f->budget = len[0] - 1;
-        f->n_key = 2 + (size_t)f->n_lab * (1 + 2 * 256);
+        f->n_key = 2 + (size_t)f->n_lab * (1 + 3 * 256);
         f->key = malloc(f->n_key * sizeof *f->key);
-        ok = f->key != NULL;
+        f->lam = malloc((size_t)f->n_lab * 256 * sizeof *f->lam);
+        f->to = malloc((size_t)f->n_lab * 256 * sizeof *f->to);
+        ok = f->key && f->lam && f->to;
     }
     if (ok) {
         uint32_t *k = f->key, B = f->budget;
@@ -325,6 +339,9 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
                 size_t c = (size_t)l * nc + g->t.byte_class[b];
                 *k++ = code[c];
                 *k++ = code[c] == CODE_DEAD ? 0 : lim[c] - B;  /* delta */
+                *k++ = lo[c] > 0;  /* lo itself is the position's (f->lam), not the walk's */
+                f->lam[(size_t)l * 256 + b] = lo[c] > 0 ? (int32_t)((int64_t)lo[c] - B) : NO_LAM;
+                f->to[(size_t)l * 256 + b] = code[c] == CODE_OUT ? first[c] : -1;
             }
         }
         f->head = malloc(((size_t)B + 1) * sizeof *f->head);
@@ -336,10 +353,15 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     free(lbl);
     free(code);
     free(lim);
+    free(lo);
+    free(first);
     if (!ok) {
         free(f->key);
         free(f->head);
+        free(f->lam);
+        free(f->to);
         f->key = f->head = NULL;
+        f->lam = f->to = NULL;
     }
     return ok;
 }
@@ -349,6 +371,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
 typedef struct chain_exit {
     uint32_t k, k_end, depth, label;
     int32_t need;
+    uint32_t shift;             /* the shift it leaves at (its lo, if any, is the position's) */
     uint8_t byte;
 } chain_exit;
 
@@ -364,7 +387,7 @@ typedef struct chain_node {    /* a trie node standing at a representative whose
  * representatives' out targets are the same all along their orbits. */
 typedef struct chain_inst {
     uint32_t budget;
-    uint32_t *ls;               /* [n_lab] the representatives, by label */
+    int32_t *lam, *to;          /* [n_lab * 256] chain_form's */
     uint32_t *head;             /* [budget + 1] */
 } chain_inst;
 
@@ -397,8 +420,9 @@ void cm_chain_data_free(cm_chain_data *cd) {
     free(cd->exits);
     free(cd->nodes);
     for (size_t i = 0; i < cd->n_insts; i++) {
-        free(cd->insts[i].ls);
         free(cd->insts[i].head);
+        free(cd->insts[i].lam);
+        free(cd->insts[i].to);
     }
     free(cd->insts);
     free(cd);
@@ -423,7 +447,7 @@ static int walk_tables(const chain_form *f, walk_tabs *wt) {
     const uint32_t *k = f->key + 2;
     for (uint32_t l = 0; l < f->n_lab; l++) {
         wt->end[l] = (int32_t)*k++;
-        for (int b = 0; b < 256; b++, k += 2) {
+        for (int b = 0; b < 256; b++, k += 3) {
             wt->code[(size_t)l * 256 + b] = (uint16_t)k[0];
             wt->delta[(size_t)l * 256 + b] = (int32_t)k[1];
         }
@@ -475,7 +499,7 @@ static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *c
                     if (!rc)
                         cd->exits[cd->n_exits++] = (chain_exit){
                             (uint32_t)k, (uint32_t)end, d, l, max32(nd[d], clamp_need((int64_t)kk[d] - wt->delta[at])),
-                            p[d]};
+                            kk[d], p[d]};
                 }
                 k = end;
                 break;
@@ -713,7 +737,7 @@ static uint32_t accepted_at(const cm_grammar *g, const cm_chain_data *cd, int64_
     return n;
 }
 
-static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const uint32_t *ls,
+static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
                           const cm_chain_data *cd, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[state];
@@ -721,9 +745,10 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
     int rc = CM_OK;
     for (size_t i = 0; !rc && i < cd->n_exits; i++) {
         const chain_exit *x = &cd->exits[i];
-        if (x->need >= B) continue;
-        int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
-        if (to < 0) return CM_ERR_ARG;  /* cannot happen: checked by the model */
+        int32_t l = lam[(size_t)x->label * 256 + x->byte];  /* alive from shift l + B on */
+        if (x->need >= B || (l != NO_LAM && (int64_t)x->shift - l < B)) continue;
+        int32_t to = out[(size_t)x->label * 256 + x->byte];
+        if (to < 0) return CM_ERR_ARG;  /* cannot happen: an exit's code is CODE_OUT */
         rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
     size_t from_exits = w->n_unc;
@@ -760,18 +785,14 @@ static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const ch
     return NULL;
 }
 
-/* Keep f's chain (its representatives and head orbit, taken over) with its walk. */
+/* Keep f's chain (its head orbit and exits' tables, taken over) with its walk. */
 static void keep_instance(cm_chain_data *cd, chain_form *f) {
     size_t cap = cd->cap_insts;
-    uint32_t *ls = malloc((size_t)f->n_lab * sizeof *ls);
-    if (!ls || (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts))) {
-        free(ls);
-        return;  /* only a shortcut lost */
-    }
-    cd->cap_insts = cap;
-    memcpy(ls, f->ls, (size_t)f->n_lab * sizeof *ls);
-    cd->insts[cd->n_insts++] = (chain_inst){f->budget, ls, f->head};
+    if (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts)) return;
+    cd->cap_insts = cap;  /* (on failure only a shortcut is lost) */
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->head};
     f->head = NULL;
+    f->lam = f->to = NULL;
 }
 
 int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
@@ -780,7 +801,7 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t at;
     cm_loop_walk *found = find_position(g, state, &inst, &at);
     if (found) {
-        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->ls, found->chain, w);
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, found->chain, w);
         found->chain->n_entries++;
         return rc ? rc : 1;
     }
@@ -797,11 +818,13 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
-        rc = chain_assemble(g, state, (int32_t)f.budget, f.ls, lw->chain, w);
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, lw->chain, w);
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f);
     }
     free(f.head);
+    free(f.lam);
+    free(f.to);
     return rc ? rc : lw ? 1 : 0;
 }
 
@@ -827,8 +850,8 @@ static bool plain_block(const cm_loop_walk *lw) {
     const uint32_t *k = lw->sig + 2;
     for (uint32_t l = 0; l < lw->sig[1]; l++) {
         if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE)) return false;
-        for (int b = 0; b < 256; b++, k += 2)
-            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && k[1] != 0)) return false;
+        for (int b = 0; b < 256; b++, k += 3)
+            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) return false;
     }
     return true;
 }

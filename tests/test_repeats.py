@@ -195,11 +195,12 @@ def test_chain_masks_equal_reference(case: tuple[ir.Grammar, int], v: Vocab, dat
 
 
 def test_small_vocabulary_chain_is_shared() -> None:
-    """``"`` x{0,30} ``"`` unrolled: every position after the quote takes its entry from one walk."""
+    """``"`` x{0,30} ``"`` unrolled: the positions after the quote take their entries from one walk
+    (a state inside an escape may find a chain of its own)."""
     vocab = _vocab(Vocab([b"a", b"c", b"ac", b"aaaa", b'"', b'a"', "\u00e9".encode(), b"\\n"], (), ()))
     g = grammar(root=seq(lit('"'), rep(UNITS["escaped"], 0, 30), lit('"')))
     stats = assert_chain_entries(g, vocab)
-    assert stats["chain_walks"] == 1 and stats["chain_entries"] >= 30, stats
+    assert stats["chain_walks"] <= 2 and stats["chain_entries"] >= 30, stats
 
 
 @pytest.mark.parametrize(
@@ -225,6 +226,7 @@ def test_regex_count_chain_entries() -> None:
 
 LLAMA_SCHEMAS = [
     ({"type": "string", "maxLength": 64}, True),
+    ({"type": "string", "minLength": 12, "maxLength": 24}, True),  # positions below the minimum too
     ({"type": "string", "minLength": 4, "maxLength": 30}, False),  # every escape of every character
     ({"type": "string", "maxLength": 300}, True),  # blocks
     (
@@ -241,7 +243,7 @@ LLAMA_SCHEMAS = [
 ]
 
 
-@pytest.mark.parametrize(("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "full", "blocks", "object"])
+@pytest.mark.parametrize(("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "min12", "full", "blocks", "object"])
 def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> None:
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(schema, canonical=canonical)
