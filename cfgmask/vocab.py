@@ -365,9 +365,14 @@ class Vocabulary:
         mask = allocate_bitmask(1, self.size)
         try:
             for canonical in (True, False):
-                # the loop of a string, and the chains of one with a maxLength and a minLength (one
-                # walk serves every position of every such string: csrc/chains.c)
-                bounded = ({"type": "string", "maxLength": 8}, {"type": "string", "minLength": 1, "maxLength": 8})
+                # the loop of a string, and the chains of one with a maxLength, a minLength, and
+                # one long enough to be cut into blocks (one walk serves every position of every
+                # such string: csrc/chains.c)
+                bounded = (
+                    {"type": "string", "maxLength": 8},
+                    {"type": "string", "minLength": 1, "maxLength": 8},
+                    {"type": "string", "maxLength": 1000},
+                )
                 for schema in ({"type": "string"}, *bounded):
                     g = Grammar.from_json_schema(schema, canonical=canonical)
                     m = Matcher(compile_grammar(g, self))
