@@ -357,7 +357,7 @@ class Vocabulary:
         any schema then copies a walk (~40 µs at 128k tokens) instead of walking the whole trie
         (~1.5 ms).  Like the trie they are part of the vocabulary: ``clear_caches()`` keeps
         them.  About 10 ms, once per vocabulary (llguidance precomputes such token classes
-        per tokenizer too)."""
+        per tokenizer too); the chains of bounded strings (csrc/chains.c) add a few walks more."""
         from .compile import compile as compile_grammar
         from .grammar import Grammar
         from .matcher import Matcher, allocate_bitmask
