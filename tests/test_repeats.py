@@ -243,7 +243,9 @@ LLAMA_SCHEMAS = [
 ]
 
 
-@pytest.mark.parametrize(("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "min12", "full", "blocks", "object"])
+@pytest.mark.parametrize(
+    ("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "min12", "full", "blocks", "object"]
+)
 def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> None:
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(schema, canonical=canonical)
