@@ -8,8 +8,9 @@
  * position.  But P_i and P_{i+1} differ only in how far they are from the end.
  *
  * The shift.  sigma maps each state of position j to its copy in position
- * j+1; it is found by walking the pairs (s, t) in step, t the state most bytes
- * lead to from s, and pairing the states both sides reach on each byte.  The
+ * j+1; it is found by walking the pairs (s, t) in step, t one of the few
+ * states most bytes lead to from s, and pairing the states both sides reach
+ * on each byte.  The
  * states no pair maps to are the *representatives* (s among them), the states
  * sigma^j(u) their *orbits*.  Folding every orbit into its representative
  * gives an automaton U (the loop x* of the chain) whose transitions carry a
@@ -17,10 +18,11 @@
  *
  * The model, checked on every state of every orbit before it is used: for a
  * representative u and a byte class c, the transition of sigma^j(u) on c is
- * alive exactly for j < lim(u, c), and then leads to sigma^(j+o)(u') where U
- * leads to (u', o), or to the very state U leads out to; every state of the
- * chain is plain, but an orbit may end in an accepting state that reads no
- * more (the end of a block).  So a token read from s = sigma^0(s) through U,
+ * alive exactly for lo(u, c) <= j < lim(u, c), and then leads to
+ * sigma^(j+o)(u') where U leads to (u', o), or to the very state U leads out
+ * to (lo > 0 only there: the closing quote of a string below its minLength);
+ * every state of the chain is plain, but an orbit may end in an accepting
+ * state that reads no more (the end of a block).  So a token read from s = sigma^0(s) through U,
  * k shifts into it, is alive in the real automaton while every byte's
  * transition has k < lim; with B = the length of s's orbit - 1 (how far s is
  * from the end) and delta = lim - B, a token lives iff
@@ -28,13 +30,15 @@
  * Positions far from the end (B > every need) share their accepted tokens.
  *
  * One walk of the trie through U (shared by every position whose U, deltas and
- * ends are equal: keyed by U's canonical form with them) records each token
+ * ends are equal: keyed by U's form by byte with them, so the vocabulary keeps
+ * it for every grammar, loopstore.c) records each token
  * that ends inside with its need, each subtree that leaves U (as loops.c
  * does) with the need of its prefix, and, where an orbit ends in an accepting
  * state, each trie node standing at a representative with such an end (the
  * budget at which that node is the end, the subtree of its next byte).  The
  * entry of a position is then: the tokens of need < B (accepted), each exit of
- * need < B continued from the state U leaves to (as loops.c does), and the
+ * need < B (and shift - (lo - B) >= B, the position's lo) continued from the
+ * state U leaves to (as loops.c does), and the
  * subtrees standing at the end of the chain whose next byte may follow the
  * rule (uncertain: the plain walk's exit flag is raised there, and the end
  * reads no more).  The same classification as a plain walk, token for token:
@@ -224,11 +228,11 @@ static bool orbits(chain_scan *cs) {
     return true;
 }
 
-/* U from s: its representatives numbered breadth first by class (ls, labels
- * in lbl), each transition's code (label | shift << 8, CODE_OUT, CODE_DEAD)
- * and lim; each label's orbit length and whether it ends accepting.  Every
+/* U from s: its representatives numbered breadth first by byte (ls, labels
+ * in lbl), each transition's code (label | shift << 8, CODE_OUT, CODE_DEAD),
+ * lo and lim; each label's orbit length and whether it ends accepting.  Every
  * state of every orbit checked against the model (see the top).  The key:
- * [mark, n_lab, per label: end - B, per class: code, lim - B]. */
+ * [mark, n_lab, per label: end - B, per byte: code, lim - B, lo > 0]. */
 typedef struct chain_form {
     uint32_t n_lab, ls[CM_CHAIN_LABELS];
     uint32_t *head;             /* s's orbit: s, sigma(s), ... [budget + 1] */
