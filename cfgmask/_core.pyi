@@ -76,6 +76,7 @@ class _Settings(Protocol):
     flat_walks: bool
     flat_calls: bool
     wrap_repeats: int
+    count_chains: bool
 
 class VocabHandle:
     """The C token trie of one vocabulary."""

@@ -118,6 +118,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.flat_walks = 1 if s.flat_walks else 0
     lim.flat_calls = 1 if s.flat_calls else 0
     lim.wrap_repeats = s.wrap_repeats
+    lim.count_chains = 1 if s.count_chains else 0
 
 
 cdef class GrammarHandle:
@@ -242,9 +243,12 @@ cdef class GrammarHandle:
     @property
     def build_stats(self):
         cdef size_t composed = 0, donated = 0, flat = 0, vocab_loops = 0
+        cdef size_t chain_walks = 0, chain_entries = 0, vocab_chains = 0
         cm_grammar_build_stats(self.ptr, &composed, &donated, &flat, &vocab_loops)
+        cm_grammar_chain_stats(self.ptr, &chain_walks, &chain_entries, &vocab_chains)
         return {"composed_entries": composed, "donor_entries": donated, "flat_configs": flat,
-                "vocab_loop_walks": vocab_loops}
+                "vocab_loop_walks": vocab_loops, "chain_walks": chain_walks, "chain_entries": chain_entries,
+                "vocab_chain_walks": vocab_chains}
 
 
 cdef class MatcherHandle:

@@ -360,7 +360,7 @@ class Vocabulary:
         any schema then copies a walk (~40 µs at 128k tokens) instead of walking the whole trie
         (~1.5 ms).  Like the trie they are part of the vocabulary: ``clear_caches()`` keeps
         them.  About 10 ms, once per vocabulary (llguidance precomputes such token classes
-        per tokenizer too)."""
+        per tokenizer too); the chains of bounded strings (csrc/chains.c) add a few walks more."""
         from .compile import compile as compile_grammar
         from .grammar import Grammar
         from .matcher import Matcher, allocate_bitmask
@@ -368,10 +368,19 @@ class Vocabulary:
         mask = allocate_bitmask(1, self.size)
         try:
             for canonical in (True, False):
-                g = Grammar.from_json_schema({"type": "string"}, canonical=canonical)
-                m = Matcher(compile_grammar(g, self))
-                if m.accept_bytes(b'"'):
-                    m.fill_bitmask(mask, 0)
+                # the loop of a string, and the chains of one with a maxLength, a minLength, and
+                # one long enough to be cut into blocks (one walk serves every position of every
+                # such string: csrc/chains.c)
+                bounded = (
+                    {"type": "string", "maxLength": 8},
+                    {"type": "string", "minLength": 1, "maxLength": 8},
+                    {"type": "string", "maxLength": 1000},
+                )
+                for schema in ({"type": "string"}, *bounded):
+                    g = Grammar.from_json_schema(schema, canonical=canonical)
+                    m = Matcher(compile_grammar(g, self))
+                    if m.accept_bytes(b'"'):
+                        m.fill_bitmask(mask, 0)
         except CfgmaskError:  # an enclosing compile's deadline: the walks are only a speed-up
             return
         assert self._c_handle is not None

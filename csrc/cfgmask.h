@@ -140,6 +140,11 @@ typedef struct cm_limits {
      * the block start again.  0: each is checked against the chart.  The
      * masks are the same. */
     size_t wrap_repeats;
+    /* 1: the positions of a counted repetition unrolled into a chain (a
+     * maxLength string, each block of a bigger one) take their entries from
+     * one shared walk of the chain's loop, by how far each is from the end;
+     * 0: each position walks the trie.  The entries are the same. */
+    size_t count_chains;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);
@@ -163,6 +168,9 @@ size_t cm_grammar_cache_entries(const cm_grammar *g);
  * cache (walked for an earlier grammar). */
 void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                             size_t *vocab_loops);
+/* The shared walks of counted chains so far, the entries taken from them, and how many of
+ * the walks were found in the vocabulary's store (walked for an earlier grammar; chains.c). */
+void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab);
 
 /* ---- matcher: one per sequence ----------------------------------------- */
 

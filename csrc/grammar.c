@@ -19,6 +19,7 @@ void cm_limits_default(cm_limits *out) {
     out->flat_walks = 1;
     out->flat_calls = 1;
     out->wrap_repeats = 256;
+    out->count_chains = 1;
 }
 
 static int validate_tokens(const cm_tables *t) {

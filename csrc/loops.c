@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chains.h"
 #include "flat.h"
 #include "loops.h"
 
@@ -282,7 +283,7 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &rc) : NULL;
     if (!lw) {
         free(ls);
-        return rc;
+        return rc || !ls || !g->lim.count_chains ? rc : cm_chain_entry(g, state, w);  /* chains.c */
     }
     memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
     w->n_accepted = lw->n_accepted;

@@ -18,6 +18,8 @@ typedef struct cm_loop_exit {
     uint8_t byte;
 } cm_loop_exit;
 
+typedef struct cm_chain_data cm_chain_data;  /* chains.c */
+
 struct cm_loop_walk {
     uint64_t hash;
     uint32_t n_sig;
@@ -29,7 +31,10 @@ struct cm_loop_walk {
     struct cm_loop_walk *next;  /* in its bucket */
     size_t bytes;               /* what it counts against CM_VOCAB_LOOP_BYTES */
     bool pinned;                /* part of the vocabulary: cm_walk_store_clear keeps it */
+    cm_chain_data *chain;       /* a counted chain's walk (chains.c; sig[0] CM_CHAIN_MARK), else NULL */
 };
+
+#define CM_CHAIN_MARK (UINT32_MAX - 7)  /* first word of a chain walk's key: never a loop's */
 
 /* ---- loops.c ---- */
 
@@ -60,6 +65,16 @@ int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk 
 void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk *lw);
 
 void cm_loop_walk_free(cm_loop_walk *lw);
+void cm_chain_data_free(cm_chain_data *cd);  /* chains.c */
+/* A copy of a chain walk's result (not the chains it was used for); NULL when memory is short. */
+cm_chain_data *cm_chain_data_copy(const cm_grammar *g, const cm_chain_data *src);
+/* The vocabulary's chain walk of key[0..n_key) copied into *out: 1 found, 0 not, < 0 error. */
+int cm_walk_store_get_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
+                            cm_chain_data **out);
+/* A copy of cd kept by the vocabulary under that key (`bytes` counted); nothing when its budget
+ * is spent or memory is short. */
+void cm_walk_store_put_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
+                             const cm_chain_data *cd, size_t bytes);
 void cm_loop_walks_free(cm_loop_walk **buckets);
 
 cm_walk_store *cm_walk_store_new(void);

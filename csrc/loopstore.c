@@ -23,6 +23,7 @@ void cm_loop_walk_free(cm_loop_walk *lw) {
     free(lw->sig);
     free(lw->bits);
     free(lw->exits);
+    cm_chain_data_free(lw->chain);
     free(lw);
 }
 
@@ -170,6 +171,44 @@ void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk
     if (!s->buckets) s->buckets = calloc(CM_LOOP_BUCKETS, sizeof *s->buckets);
     if (s->buckets && s->bytes + bytes <= CM_VOCAB_LOOP_BYTES) {
         size_t b = lf->hash % CM_LOOP_BUCKETS;
+        x->next = s->buckets[b];
+        s->buckets[b] = x;
+        s->bytes += bytes;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    cm_loop_walk_free(x);
+}
+
+int cm_walk_store_get_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
+                            cm_chain_data **out) {
+    cm_walk_store *s = g->v->walks;
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->buckets)
+        for (const cm_loop_walk *x = s->buckets[hash % CM_LOOP_BUCKETS]; x && !found; x = x->next)
+            if (x->chain && x->hash == hash && x->n_sig == n_key && !memcmp(x->sig, key, n_key * sizeof *key))
+                found = (*out = cm_chain_data_copy(g, x->chain)) ? 1 : CM_ERR_NOMEM;
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+void cm_walk_store_put_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
+                             const cm_chain_data *cd, size_t bytes) {
+    cm_walk_store *s = g->v->walks;
+    cm_loop_walk *x = calloc(1, sizeof *x);
+    if (!x || !(x->sig = malloc(n_key * sizeof *key)) || !(x->chain = cm_chain_data_copy(g, cd))) {
+        cm_loop_walk_free(x);
+        return;
+    }
+    memcpy(x->sig, key, n_key * sizeof *key);
+    x->hash = hash;
+    x->bytes = bytes;
+    x->n_sig = (uint32_t)n_key;
+    pthread_mutex_lock(&s->lock);
+    if (!s->buckets) s->buckets = calloc(CM_LOOP_BUCKETS, sizeof *s->buckets);
+    if (s->buckets && s->bytes + bytes <= CM_VOCAB_LOOP_BYTES) {
+        size_t b = hash % CM_LOOP_BUCKETS;
         x->next = s->buckets[b];
         s->buckets[b] = x;
         s->bytes += bytes;

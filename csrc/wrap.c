@@ -15,6 +15,7 @@
  * only ever the rule's completion. */
 #include <stdlib.h>
 
+#include "chains.h"
 #include "wrap.h"
 
 bool cm_wrap_applies(const cm_grammar *g, uint32_t state, size_t n_uncertain) {
@@ -43,6 +44,8 @@ static uint32_t run_block(const cm_tables *t, uint32_t start, const uint8_t *p, 
 }
 
 int cm_wrap_split(const cm_grammar *g, uint32_t state, cm_entry *e) {
+    int done = cm_chain_wrap(g, state, e);  /* a position of a chain: one bit test a token */
+    if (done) return done < 0 ? done : CM_OK;
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     uint32_t start = t->rule_start[t->state_rule[state]];

@@ -7,6 +7,13 @@ whole where the real chart lets the block start again (``Strategy.wrap_repeats``
 csrc/wrap.c).  Here tiny unroll budgets force blocks of a
 few units on random bounds and vocabularies, and every mask along random walks must equal the
 pure-Python reference's (which unrolls), with the wraps forced on every entry and with them off.
+
+The unrolled positions of a count (a block, or a whole ``x{0,64}`` under the budget) form a
+chain; with ``Strategy.count_chains`` their entries come from one shared walk of the chain's
+loop by how far each position is from the end (csrc/chains.c).  Every state's entry -- accepted
+and uncertain tokens -- must be the one each position's own walk gives: on random counts of
+ASCII, multi-byte and escaped units, nested counts, GBNF and regex ``{m,n}``, and maxLength /
+minLength JSON strings with Llama-3.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,10 +55,13 @@ def bounded(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
     return grammar(root=seq(lit('"'), body, lit('"'), rep(seq(lit(","), ref("root")), 0, 1))), budget
 
 
-def _compile(g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, wrap: int) -> cfgmask.CompiledGrammar:
+def _compile(
+    g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, wrap: int, chains: bool = True
+) -> cfgmask.CompiledGrammar:
     limits = cfgmask.CompileLimits(unroll_budget=budget)
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
-    return cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(wrap_repeats=wrap, **no_memo))
+    strategy = Strategy(wrap_repeats=wrap, count_chains=chains, **no_memo)
+    return cfgmask.compile(g, vocab, limits=limits, _strategy=strategy)
 
 
 @given(bounded(), vocabularies(PIECES), st.data())
@@ -59,7 +70,7 @@ def test_blocks_masks_equal_reference(case: tuple[ir.Grammar, int], v: Vocab, da
     ref_m = ReferenceMatcher(g)
     vocab = _vocab(v)
     wrapped = _compile(g, vocab, budget, wrap=1)  # every block entry with an uncertain token wraps
-    plain = _compile(g, vocab, budget, wrap=0)
+    plain = _compile(g, vocab, budget, wrap=0, chains=False)  # and every position walks the trie
     walk = data.draw(token_walks(ref_m, v, max_steps=14))
     m, p = cfgmask.Matcher(wrapped), cfgmask.Matcher(plain)
     prefix = b""
@@ -102,3 +113,166 @@ def test_snowplow_strings_wrap_with_llama3() -> None:
                 break
             assert m.accept_token(t) and p.accept_token(t)
     assert worst["off"] > 10_000 and worst["on"] * 10 < worst["off"], worst
+
+
+# ---- counted chains: every position's entry from the chain's shared walk ----
+
+
+def _entries(c: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [c._handle.entry(s) for s in range(c.tables.n_states)]
+
+
+def assert_chain_entries(
+    g: cfgmask.Grammar | ir.Grammar, vocab: cfgmask.Vocabulary, limits: cfgmask.CompileLimits | None = None
+) -> dict:
+    """Every state's entry equal with count_chains on and off; the stats of the chain build."""
+    on = cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy())
+    off = cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(count_chains=False))
+    for s, (a, b) in enumerate(zip(_entries(on), _entries(off), strict=True)):
+        assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"
+    assert off.stats["chain_entries"] == 0
+    return on.stats
+
+
+# a letter, an escape, a two-byte and a three-byte character, a byte-pair unit
+UNITS = {
+    "letters": chars("ac"),
+    "escaped": alt(chars("ac"), lit("\\n"), chars("\u00e9")),
+    "wide": alt(chars("a"), chars("\u00e9"), chars("\u20ac")),
+    "pair": alt(lit("ab"), chars("c")),
+}
+CHAIN_PIECES = (
+    *PIECES,
+    "\u20ac".encode(),
+    "\u20ac".encode()[:2],
+    "\u20ac".encode()[2:],
+    "\u00e9".encode()[:1],
+    b'aaaa"',
+    "\u00e9a".encode(),
+    b"ca",
+)
+
+
+@st.composite
+def counted(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
+    unit = UNITS[draw(st.sampled_from(sorted(UNITS)))]
+    lo = draw(st.sampled_from((0, 0, 1, 3)))
+    hi = lo + draw(st.integers(1, 30))
+    budget = draw(st.sampled_from((2, 3, 8, 1024)))  # 1024: the whole count unrolled, one chain
+    shape = draw(st.sampled_from(("quote", "list", "nested", "tail")))
+    if shape == "nested":  # a count of counts
+        body = rep(rep(unit, 1, draw(st.integers(2, 3))), lo, hi)
+    else:
+        body = rep(unit, lo, hi)
+    if shape == "list":
+        return grammar(root=seq(lit('"'), body, lit('"'), rep(seq(lit(","), ref("root")), 0, 1))), budget
+    if shape == "tail":  # nothing after the count: its last positions accept
+        return grammar(root=seq(lit('"'), body)), budget
+    return grammar(root=seq(lit('"'), body, lit('"'))), budget
+
+
+@given(counted(), vocabularies(CHAIN_PIECES))
+def test_chain_entries_equal_plain_walks(case: tuple[ir.Grammar, int], v: Vocab) -> None:
+    g, budget = case
+    assert_chain_entries(g, _vocab(v), cfgmask.CompileLimits(unroll_budget=budget))
+
+
+@given(counted(), vocabularies(CHAIN_PIECES), st.data())
+def test_chain_masks_equal_reference(case: tuple[ir.Grammar, int], v: Vocab, data: st.DataObject) -> None:
+    g, budget = case
+    ref_m = ReferenceMatcher(g)
+    vocab = _vocab(v)
+    m = cfgmask.Matcher(_compile(g, vocab, budget, wrap=256))
+    walk = data.draw(token_walks(ref_m, v, max_steps=12))
+    prefix = b""
+    for t in [*walk.token_ids, None]:
+        assert _mask_bools(m, vocab.size) == ref_m.mask(prefix, v.tokens, v.stop_ids, v.special_ids), prefix
+        if t is None:
+            break
+        assert m.accept_token(t)
+        prefix += v.tokens[t] or b""
+
+
+def test_small_vocabulary_chain_is_shared() -> None:
+    """``"`` x{0,30} ``"`` unrolled: the positions after the quote take their entries from one walk
+    (a state inside an escape may find a chain of its own)."""
+    vocab = _vocab(Vocab([b"a", b"c", b"ac", b"aaaa", b'"', b'a"', "\u00e9".encode(), b"\\n"], (), ()))
+    g = grammar(root=seq(lit('"'), rep(UNITS["escaped"], 0, 30), lit('"')))
+    stats = assert_chain_entries(g, vocab)
+    assert stats["chain_walks"] <= 2 and stats["chain_entries"] >= 30, stats
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'root ::= "<" [a-z\u00e9]{0,40} ">"',
+        'root ::= [0-9a-f]{2,24} "." [0-9]{1,12}',
+        'root ::= ("ab" | "c"){0,20} "!"',
+    ],
+)
+def test_gbnf_counts_chain_entries(text: str) -> None:
+    pieces = [b"a", b"b", b"ab", b"abc", b"0", b"19", b"ff", b"<", b">", b"!", b".", b"c>"]
+    vocab = _vocab(Vocab(pieces, (), ()))
+    stats = assert_chain_entries(cfgmask.Grammar.from_gbnf(text), vocab)
+    assert stats["chain_entries"] > 0, stats
+
+
+def test_regex_count_chain_entries() -> None:
+    vocab = _vocab(Vocab([b"a", b"b", b"ab", b"-", b"ab-", b"12", b"1", b"a1"], (), ()))
+    stats = assert_chain_entries(cfgmask.Grammar.from_regex(r"[ab]{3,50}-[0-9]{0,20}"), vocab)
+    assert stats["chain_entries"] > 0, stats
+
+
+LLAMA_SCHEMAS = [
+    ({"type": "string", "maxLength": 64}, True),
+    ({"type": "string", "minLength": 12, "maxLength": 24}, True),  # positions below the minimum too
+    ({"type": "string", "minLength": 4, "maxLength": 30}, False),  # every escape of every character
+    ({"type": "string", "maxLength": 300}, True),  # blocks
+    (
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "maxLength": 12},
+                "b": {"type": "string", "maxLength": 40},
+            },
+            "required": ["a", "b"],
+        },
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "min12", "full", "blocks", "object"]
+)
+def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> None:
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_json_schema(schema, canonical=canonical)
+    stats = assert_chain_entries(g, vocab)
+    assert stats["chain_entries"] >= 10, stats
+
+
+def test_llama3_block_wraps_from_chains() -> None:
+    """A maxLength-300 string is cut into blocks: their entries' wraps come from the chain (one
+    bit test a token) with count_chains on, from running each token through the block without.
+    The masks along a long document are the same."""
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_json_schema({"type": "string", "maxLength": 300})
+    no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
+    on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
+    off = cfgmask.compile(g, vocab, _strategy=Strategy(count_chains=False, **no_memo))
+    text = ("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 6)[:300]
+    doc = json.dumps(text, ensure_ascii=False)
+    a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
+    m, p = cfgmask.Matcher(on), cfgmask.Matcher(off)
+    for t in [*enc.encode_ordinary(doc), None]:
+        m.fill_bitmask(a)
+        p.fill_bitmask(b)
+        assert np.array_equal(a, b)
+        if t is None:
+            break
+        assert m.accept_token(t) and p.accept_token(t)
+    assert on.stats["chain_entries"] > 20, on.stats

@@ -43,6 +43,10 @@ class Strategy:
     # uncertain tokens keeps those that cross its end into the next block; a mask takes them at
     # once where the chart lets the block start again (0: each is checked against the chart)
     wrap_repeats: int = 256
+    # the positions of a counted repetition unrolled into a chain (a maxLength string, each block
+    # of a bigger one) take their entries from one shared walk of the chain's loop, by how far each
+    # is from the end (False: each position walks the trie; needs share_loop_walks)
+    count_chains: bool = True
 
 
 DEFAULT = Strategy()

@@ -1,0 +1,907 @@
+/* Entries of counted chains: the unrolled positions of x{m,n}.
+ *
+ * A counted repetition below the unroll budget (a maxLength-64 JSON string,
+ * [a-z]{0,40}), and each block of a bigger one, is a chain of positions in the
+ * automaton: P_0 -x-> P_1 -x-> ... -x-> P_n, each position its own states (the
+ * middle of a multi-byte character, of an escape), so each is its own cache
+ * entry, and its walk of the trie (~1.5 ms at V = 128k) would be paid once per
+ * position.  But P_i and P_{i+1} differ only in how far they are from the end.
+ *
+ * The shift.  sigma maps each state of position j to its copy in position
+ * j+1; it is found by walking the pairs (s, t) in step, t one of the few
+ * states most bytes lead to from s, and pairing the states both sides reach
+ * on each byte.  The
+ * states no pair maps to are the *representatives* (s among them), the states
+ * sigma^j(u) their *orbits*.  Folding every orbit into its representative
+ * gives an automaton U (the loop x* of the chain) whose transitions carry a
+ * shift o (0 inside a position, 1 onto the next).
+ *
+ * The model, checked on every state of every orbit before it is used: for a
+ * representative u and a byte class c, the transition of sigma^j(u) on c is
+ * alive exactly for lo(u, c) <= j < lim(u, c), and then leads to
+ * sigma^(j+o)(u') where U leads to (u', o), or to the very state U leads out
+ * to (lo > 0 only there: the closing quote of a string below its minLength);
+ * every state of the chain is plain, but an orbit may end in an accepting
+ * state that reads no more (the end of a block).  So a token read from s = sigma^0(s) through U,
+ * k shifts into it, is alive in the real automaton while every byte's
+ * transition has k < lim; with B = the length of s's orbit - 1 (how far s is
+ * from the end) and delta = lim - B, a token lives iff
+ *     need(t) = max over its bytes of (k - delta) < B.
+ * Positions far from the end (B > every need) share their accepted tokens.
+ *
+ * One walk of the trie through U (shared by every position whose U, deltas and
+ * ends are equal: keyed by U's form by byte with them, so the vocabulary keeps
+ * it for every grammar, loopstore.c) records each token
+ * that ends inside with its need, each subtree that leaves U (as loops.c
+ * does) with the need of its prefix, and, where an orbit ends in an accepting
+ * state, each trie node standing at a representative with such an end (the
+ * budget at which that node is the end, the subtree of its next byte).  The
+ * entry of a position is then: the tokens of need < B (accepted), each exit of
+ * need < B (and shift - (lo - B) >= B, the position's lo) continued from the
+ * state U leaves to (as loops.c does), and the
+ * subtrees standing at the end of the chain whose next byte may follow the
+ * rule (uncertain: the plain walk's exit flag is raised there, and the end
+ * reads no more).  The same classification as a plain walk, token for token:
+ * tests/test_repeats.py and tests/test_entries.py compare them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chains.h"
+#include "flat.h"
+
+#define CM_CHAIN_MAX 65536      /* states of a chain followed, at most */
+#define CM_CHAIN_LABELS 254     /* representatives of U */
+#define NONE UINT32_MAX
+#define END_NONE INT32_MIN      /* a representative's orbit does not end accepting */
+#define NO_LAM INT32_MIN        /* a transition alive from the start of its orbit */
+
+enum { CODE_DEAD = 0xffff, CODE_OUT = 0xfffe };
+
+/* ---- finding the chain ---- */
+
+typedef struct chain_scan {
+    const cm_grammar *g;
+    uint32_t *st, *sig, *inv, *rep, *off;  /* per local index */
+    uint32_t n, cap;
+    uint32_t *queue;            /* left sides of pairs, in the order they were paired */
+    uint32_t n_queue;
+    uint32_t *outs;             /* states both sides of a pair lead to (labelled OUT_MARK) */
+    uint32_t n_outs, cap_outs;
+} chain_scan;
+
+#define OUT_MARK (UINT32_MAX - 1)
+
+/* The local index of state q, if it has one. */
+static inline uint32_t local_of(const chain_scan *cs, int32_t q) {
+    uint32_t x = q < 0 ? NONE : cs->g->cache->loop_lab[q];
+    return x < CM_CHAIN_MAX ? x : NONE;
+}
+
+static void scan_free(chain_scan *cs) {
+    uint32_t *lab = cs->g->cache->loop_lab;
+    for (uint32_t i = 0; i < cs->n; i++) lab[cs->st[i]] = UINT32_MAX;
+    for (uint32_t i = 0; i < cs->n_outs; i++) lab[cs->outs[i]] = UINT32_MAX;
+    free(cs->outs);
+    free(cs->st);
+    free(cs->sig);
+    free(cs->inv);
+    free(cs->rep);
+    free(cs->off);
+    free(cs->queue);
+}
+
+/* The local index of state q, given one if new; NONE when past CM_CHAIN_MAX
+ * or out of memory. */
+static uint32_t local(chain_scan *cs, uint32_t q) {
+    uint32_t *lab = cs->g->cache->loop_lab;
+    if (lab[q] != UINT32_MAX) return lab[q] < CM_CHAIN_MAX ? lab[q] : NONE;
+    if (cs->n == cs->cap) {
+        if (cs->cap >= CM_CHAIN_MAX) return NONE;
+        uint32_t cap = cs->cap ? cs->cap * 2 : 256;
+        uint32_t **arrs[6] = {&cs->st, &cs->sig, &cs->inv, &cs->rep, &cs->off, &cs->queue};
+        for (int i = 0; i < 6; i++) {
+            uint32_t *p = realloc(*arrs[i], (size_t)cap * sizeof *p);
+            if (!p) return NONE;
+            *arrs[i] = p;
+        }
+        cs->cap = cap;
+    }
+    uint32_t i = cs->n++;
+    cs->st[i] = q;
+    cs->sig[i] = cs->inv[i] = cs->rep[i] = NONE;
+    cs->off[i] = 0;
+    lab[q] = i;
+    return i;
+}
+
+static bool chain_end(const cm_grammar *g, uint32_t q) {
+    return g->t.accepting[q] && g->solo[q] && !g->has_bytes[q];
+}
+
+#define CM_CHAIN_TRIES 3  /* candidates for sigma(s) tried */
+
+/* Candidates for sigma(s): the plain states (or ends) s leads to on a byte,
+ * not s itself, most bytes first (ties: the lower class first); how many. */
+static uint32_t next_positions(const cm_grammar *g, uint32_t s, uint32_t *out) {
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, bytes[256] = {0}, n_out = 0, got[CM_CHAIN_TRIES] = {0};
+    const int32_t *row = t->trans + (size_t)s * nc;
+    for (int b = 0; b < 256; b++) bytes[t->byte_class[b]]++;
+    for (uint32_t c = 0; c < nc; c++) {
+        int32_t to = row[c];
+        if (to < 0 || (uint32_t)to == s || !(g->plain[to] || chain_end(g, (uint32_t)to))) continue;
+        bool seen = false;
+        for (uint32_t c2 = 0; c2 < c && !seen; c2++) seen = row[c2] == to;
+        if (seen) continue;
+        uint32_t n = 0;  /* bytes of every class leading to `to` */
+        for (uint32_t c2 = c; c2 < nc; c2++)
+            if (row[c2] == to) n += bytes[c2];
+        if (n_out == CM_CHAIN_TRIES && got[n_out - 1] >= n) continue;  /* keep the best few */
+        uint32_t i = n_out == CM_CHAIN_TRIES ? n_out - 1 : n_out++;
+        for (; i > 0 && got[i - 1] < n; i--) {
+            out[i] = out[i - 1];
+            got[i] = got[i - 1];
+        }
+        out[i] = (uint32_t)to;
+        got[i] = n;
+    }
+    return n_out;
+}
+
+static bool mark_out(chain_scan *cs, uint32_t q) {
+    size_t cap = cs->cap_outs;
+    if (cs->n_outs == cap && cm_grow_to((void **)&cs->outs, &cap, cap + 1, sizeof *cs->outs)) return false;
+    cs->cap_outs = (uint32_t)cap;
+    cs->outs[cs->n_outs++] = q;
+    cs->g->cache->loop_lab[q] = OUT_MARK;
+    return true;
+}
+
+/* The states the chain reaches where its copy one position on is dead (the
+ * middle of a character begun in the last position), and on from them:
+ * plain states not yet in the chain and not where it leaves to, each the
+ * whole orbit of its own. */
+static bool last_positions(chain_scan *cs) {
+    const cm_grammar *g = cs->g;
+    const cm_tables *t = &g->t;
+    uint32_t n0 = cs->n;
+    cs->n_queue = 0;
+    for (uint32_t i = 0; i < cs->n; i++) {
+        const int32_t *row = t->trans + (size_t)cs->st[i] * t->n_classes;
+        const int32_t *row2 = i < n0 && cs->sig[i] != NONE ? t->trans + (size_t)cs->st[cs->sig[i]] * t->n_classes : NULL;
+        for (uint32_t c = 0; c < t->n_classes; c++) {
+            int32_t r = row[c];
+            if (r < 0 || (row2 && row2[c] >= 0) || g->cache->loop_lab[r] != UINT32_MAX || !g->plain[r]) continue;
+            if (local(cs, (uint32_t)r) == NONE) return false;
+        }
+    }
+    return true;
+}
+
+/* sigma from the pair (s, t) walked in step: false when it is not a function
+ * that one-to-one pairs plain states (or past the limits). */
+static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
+    const cm_grammar *g = cs->g;
+    const cm_tables *t = &g->t;
+    uint32_t a = local(cs, s), b = local(cs, t0);
+    if (a == NONE || b == NONE) return false;
+    cs->sig[a] = b;
+    cs->inv[b] = a;
+    cs->queue[cs->n_queue++] = a;
+    for (uint32_t qi = 0; qi < cs->n_queue; qi++) {  /* at most one entry a local: fits */
+        uint32_t i = cs->queue[qi], q = cs->st[i], q2 = cs->st[cs->sig[i]];
+        if (!g->plain[q] || !(g->plain[q2] || chain_end(g, q2))) return false;
+        const int32_t *row = t->trans + (size_t)q * t->n_classes, *row2 = t->trans + (size_t)q2 * t->n_classes;
+        for (uint32_t c = 0; c < t->n_classes; c++) {
+            int32_t r = row[c], r2 = row2[c];
+            if (r < 0) continue;  /* dead here; one that appears further on is checked by check_orbit */
+            if (r == r2) {  /* leaves the chain (checked later) */
+                if (g->cache->loop_lab[r] == UINT32_MAX && !mark_out(cs, (uint32_t)r)) return false;
+                continue;
+            }
+            if (r2 < 0) continue;  /* dies further on */
+            uint32_t x = local(cs, (uint32_t)r), y = local(cs, (uint32_t)r2);
+            if (x == NONE || y == NONE) return false;
+            if (cs->sig[x] == y) continue;
+            if (cs->sig[x] != NONE || cs->inv[y] != NONE || x == y) return false;
+            cs->sig[x] = y;
+            cs->inv[y] = x;
+            cs->queue[cs->n_queue++] = x;
+        }
+    }
+    return true;
+}
+
+/* rep and off of every local (its orbit's first state, its place there):
+ * false when sigma has a cycle. */
+static bool orbits(chain_scan *cs) {
+    for (uint32_t i = 0; i < cs->n; i++) {
+        if (cs->inv[i] != NONE) continue;
+        uint32_t j = 0;
+        for (uint32_t x = i; x != NONE; x = cs->sig[x]) {
+            cs->rep[x] = i;
+            cs->off[x] = j++;
+        }
+    }
+    for (uint32_t i = 0; i < cs->n; i++)
+        if (cs->rep[i] == NONE) return false;
+    return true;
+}
+
+/* U from s: its representatives numbered breadth first by byte (ls, labels
+ * in lbl), each transition's code (label | shift << 8, CODE_OUT, CODE_DEAD),
+ * lo and lim; each label's orbit length and whether it ends accepting.  Every
+ * state of every orbit checked against the model (see the top).  The key:
+ * [mark, n_lab, per label: end - B, per byte: code, lim - B, lo > 0]. */
+typedef struct chain_form {
+    uint32_t n_lab, ls[CM_CHAIN_LABELS];
+    uint32_t *head;             /* s's orbit: s, sigma(s), ... [budget + 1] */
+    int32_t *lam;               /* [n_lab * 256] by byte: lo - B of a transition alive from lo > 0, else NO_LAM */
+    int32_t *to;                /* [n_lab * 256] by byte: where a transition out of the chain goes, else -1 */
+    uint32_t *key;
+    size_t n_key;
+    uint32_t budget;            /* B: how far s is from the end of its orbit */
+} chain_form;
+
+/* The model of representative u, checked on every state of its orbit: per
+ * class its code, the orbit indices [lo, lim) where it is alive (lo > 0 only
+ * for a transition out of the chain: the exit of a string below its
+ * minLength), its target there, the orbit's length and whether it ends
+ * accepting. */
+static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_t *code, uint32_t *lo,
+                        uint32_t *lim, int32_t *first, uint32_t *len, bool *ends) {
+    const cm_grammar *g = cs->g;
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes;  /* first[c]: the target where it is first alive */
+    for (uint32_t c = 0; c < nc; c++) {
+        code[c] = CODE_DEAD;
+        lo[c] = lim[c] = UINT32_MAX;
+    }
+    uint32_t j = 0, last = u;
+    bool ok = true;
+    for (uint32_t x = u; ok && x != NONE; x = cs->sig[x], j++) {
+        uint32_t q = cs->st[x];
+        last = x;
+        if (!(g->plain[q] || (chain_end(g, q) && cs->sig[x] == NONE))) ok = false;
+        for (uint32_t c = 0; ok && c < nc; c++) {
+            int32_t r = t->trans[(size_t)q * nc + c];
+            if (r < 0) {
+                if (lo[c] != UINT32_MAX && lim[c] == UINT32_MAX) lim[c] = j;
+                continue;
+            }
+            if (lim[c] != UINT32_MAX) ok = false;  /* alive again after dying */
+            else if (lo[c] == UINT32_MAX) {        /* alive from here: its code */
+                uint32_t y = local_of(cs, r);
+                lo[c] = j;
+                first[c] = r;
+                if (y == NONE) code[c] = CODE_OUT;
+                else if (j || cs->off[y] > 255 || lbl[cs->rep[y]] == NONE) ok = false;
+                else code[c] = lbl[cs->rep[y]] | cs->off[y] << 8;
+            } else if (code[c] == CODE_OUT) {
+                ok = r == first[c];
+            } else {
+                uint32_t y = local_of(cs, r), y0 = local_of(cs, first[c]);
+                ok = y != NONE && cs->rep[y] == cs->rep[y0] && cs->off[y] == j + cs->off[y0];
+            }
+        }
+    }
+    for (uint32_t c = 0; c < nc; c++) {
+        if (lo[c] == UINT32_MAX) lo[c] = lim[c] = 0;  /* dead all along */
+        else if (lim[c] == UINT32_MAX) lim[c] = j;
+    }
+    *len = j;
+    *ends = chain_end(g, cs->st[last]);
+    return ok;
+}
+
+static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
+    const cm_grammar *g = cs->g;
+    uint32_t nc = g->t.n_classes;
+    uint32_t *lbl = malloc((size_t)cs->n * sizeof *lbl);
+    uint32_t *code = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *code);
+    uint32_t *lim = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lim);
+    uint32_t *lo = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lo);
+    int32_t *first = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *first);
+    uint32_t len[CM_CHAIN_LABELS];
+    bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim && lo && first;
+    f->key = NULL;
+    f->n_lab = 0;
+    if (ok) {
+        for (uint32_t i = 0; i < cs->n; i++) lbl[i] = NONE;
+        lbl[s_local] = 0;
+        f->ls[f->n_lab++] = s_local;
+    }
+    for (uint32_t l = 0; ok && l < f->n_lab; l++) {  /* breadth first by byte: labels as met */
+        uint32_t u = f->ls[l], ur = cs->st[u];
+        for (int b = 0; b < 256 && ok; b++) {
+            uint32_t x = local_of(cs, g->t.trans[(size_t)ur * nc + g->t.byte_class[b]]);
+            if (x == NONE || lbl[cs->rep[x]] != NONE) continue;
+            if (f->n_lab == CM_CHAIN_LABELS) ok = false;
+            else {
+                lbl[cs->rep[x]] = f->n_lab;
+                f->ls[f->n_lab++] = cs->rep[x];
+            }
+        }
+        size_t at = (size_t)l * nc;
+        ok = ok && check_orbit(cs, u, lbl, code + at, lo + at, lim + at, first + at, &len[l], &ends[l]);
+    }
+    if (ok) {
+        f->budget = len[0] - 1;
+        f->n_key = 2 + (size_t)f->n_lab * (1 + 3 * 256);
+        f->key = malloc(f->n_key * sizeof *f->key);
+        f->lam = malloc((size_t)f->n_lab * 256 * sizeof *f->lam);
+        f->to = malloc((size_t)f->n_lab * 256 * sizeof *f->to);
+        ok = f->key && f->lam && f->to;
+    }
+    if (ok) {
+        uint32_t *k = f->key, B = f->budget;
+        *k++ = CM_CHAIN_MARK;
+        *k++ = f->n_lab;
+        for (uint32_t l = 0; l < f->n_lab; l++) {
+            *k++ = ends[l] ? len[l] - 1 - B : (uint32_t)END_NONE;
+            for (int b = 0; b < 256; b++) {  /* by byte: the key is the vocabulary's too (loopstore.c) */
+                size_t c = (size_t)l * nc + g->t.byte_class[b];
+                *k++ = code[c];
+                *k++ = code[c] == CODE_DEAD ? 0 : lim[c] - B;  /* delta */
+                *k++ = lo[c] > 0;  /* lo itself is the position's (f->lam), not the walk's */
+                f->lam[(size_t)l * 256 + b] = lo[c] > 0 ? (int32_t)((int64_t)lo[c] - B) : NO_LAM;
+                f->to[(size_t)l * 256 + b] = code[c] == CODE_OUT ? first[c] : -1;
+            }
+        }
+        f->head = malloc(((size_t)B + 1) * sizeof *f->head);
+        ok = f->head != NULL;
+        uint32_t j = 0;
+        for (uint32_t x = f->ls[0]; ok && x != NONE; x = cs->sig[x]) f->head[j++] = cs->st[x];
+        for (uint32_t l = 0; l < f->n_lab; l++) f->ls[l] = cs->st[f->ls[l]];  /* labels -> states */
+    }
+    free(lbl);
+    free(code);
+    free(lim);
+    free(lo);
+    free(first);
+    if (!ok) {
+        free(f->key);
+        free(f->head);
+        free(f->lam);
+        free(f->to);
+        f->key = f->head = NULL;
+        f->lam = f->to = NULL;
+    }
+    return ok;
+}
+
+/* ---- the shared walk ---- */
+
+typedef struct chain_exit {
+    uint32_t k, k_end, depth, label;
+    int32_t need;
+    uint32_t shift;             /* the shift it leaves at (its lo, if any, is the position's) */
+    uint8_t byte;
+} chain_exit;
+
+typedef struct chain_node {    /* a trie node standing at a representative whose orbit ends accepting */
+    int32_t budget, need;       /* the budget at which it is the end; the need of its prefix */
+    uint32_t k, k_end;          /* the subtree of its next byte */
+    uint8_t byte;
+} chain_node;
+
+/* A chain analysed from its position `head[0]`: position head[i] has the same
+ * model with budget - i (every check covered its states too: they are the
+ * orbits' later states), so its entry needs no analysis of its own.  The
+ * representatives' out targets are the same all along their orbits. */
+typedef struct chain_inst {
+    uint32_t budget;
+    int32_t *lam, *to;          /* [n_lab * 256] chain_form's */
+    uint32_t *head;             /* [budget + 1] */
+} chain_inst;
+
+struct cm_chain_data {
+    uint32_t *ids;              /* tokens that end inside U, by need ascending */
+    int32_t *need;
+    uint32_t n_ids;
+    /* level j < n_levels - 1: the tokens of need <= min_need + j (those of budget
+     * min_need + j + 1); the last level: every token; [n_levels * n_words], and
+     * how many each.  Once the levels are built, ids / need keep only the
+     * n_suffix tokens the levels before the last lack (the greatest needs). */
+    uint32_t *levels, *level_count, n_levels, n_suffix;
+    int32_t min_need;
+    chain_exit *exits;
+    size_t n_exits, cap_exits;
+    chain_node *nodes;          /* by budget ascending, then trie order */
+    size_t n_nodes, cap_nodes;
+    size_t n_entries;           /* entries taken from it (under the cache lock) */
+    bool from_vocab;            /* copied from the vocabulary's store */
+    chain_inst *insts;          /* the chains analysed with this form */
+    size_t n_insts, cap_insts;
+};
+
+void cm_chain_data_free(cm_chain_data *cd) {
+    if (!cd) return;
+    free(cd->ids);
+    free(cd->need);
+    free(cd->levels);
+    free(cd->level_count);
+    free(cd->exits);
+    free(cd->nodes);
+    for (size_t i = 0; i < cd->n_insts; i++) {
+        free(cd->insts[i].head);
+        free(cd->insts[i].lam);
+        free(cd->insts[i].to);
+    }
+    free(cd->insts);
+    free(cd);
+}
+
+static int grow(void **p, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return CM_OK;
+    return cm_grow_to(p, cap, n + 1, elem);
+}
+
+typedef struct walk_tabs {
+    uint16_t *code;             /* [n_lab * 256] by byte */
+    int32_t *delta;             /* [n_lab * 256] */
+    int32_t *end;               /* [n_lab] end - B, or END_NONE */
+} walk_tabs;
+
+static int walk_tables(const chain_form *f, walk_tabs *wt) {
+    wt->code = malloc((size_t)f->n_lab * 256 * sizeof *wt->code);
+    wt->delta = malloc((size_t)f->n_lab * 256 * sizeof *wt->delta);
+    wt->end = malloc((size_t)f->n_lab * sizeof *wt->end);
+    if (!wt->code || !wt->delta || !wt->end) return CM_ERR_NOMEM;
+    const uint32_t *k = f->key + 2;
+    for (uint32_t l = 0; l < f->n_lab; l++) {
+        wt->end[l] = (int32_t)*k++;
+        for (int b = 0; b < 256; b++, k += 3) {
+            wt->code[(size_t)l * 256 + b] = (uint16_t)k[0];
+            wt->delta[(size_t)l * 256 + b] = (int32_t)k[1];
+        }
+    }
+    return CM_OK;
+}
+
+static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
+
+/* A need as recorded: every budget is in [0, CM_CHAIN_MAX), so needs below 0 all
+ * mean "alive at any budget" and needs from CM_CHAIN_MAX on "at none" (this
+ * keeps the sorts' key ranges small). */
+static int32_t clamp_need(int64_t n) { return n < -1 ? -1 : n > CM_CHAIN_MAX ? CM_CHAIN_MAX : (int32_t)n; }
+
+/* The trie through U from label 0: tokens inside with their need, exits, end nodes. */
+static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *cd) {
+    const cm_vocab *v = g->v;
+    size_t depths = (size_t)v->max_len + 1, cap_ids = 0;
+    uint32_t *st = malloc(depths * sizeof *st), *kk = malloc(depths * sizeof *kk);
+    int32_t *nd = malloc(depths * sizeof *nd);
+    int rc = st && kk && nd ? CM_OK : CM_ERR_NOMEM;
+    const uint8_t *data = v->trie_data;
+    const uint64_t *toff = v->trie_off;
+    const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
+    size_t k = 0;
+    if (!rc) {
+        st[0] = 0;
+        kk[0] = 0;
+        nd[0] = -1;
+    }
+    while (k < v->n_trie && !rc) {
+        uint32_t d = lcp[k], len = (uint32_t)(toff[k + 1] - toff[k]);
+        const uint8_t *p = data + toff[k];
+        for (; d < len && !rc; d++) {
+            uint32_t l = st[d];
+            size_t at = (size_t)l * 256 + p[d];
+            int64_t budget = (int64_t)kk[d] - wt->end[l];
+            if (wt->end[l] != END_NONE && d >= 1 && budget >= 0 && budget < CM_CHAIN_MAX && nd[d] < budget) {
+                rc = grow((void **)&cd->nodes, &cd->cap_nodes, cd->n_nodes, sizeof *cd->nodes);
+                if (rc) break;
+                cd->nodes[cd->n_nodes++] = (chain_node){(int32_t)budget, nd[d], (uint32_t)k,
+                                                        skip[toff[k] + d], p[d]};
+            }
+            uint16_t code = wt->code[at];
+            if (code == CODE_DEAD || code == CODE_OUT) {
+                size_t end = skip[toff[k] + d];
+                if (code == CODE_OUT) {
+                    rc = grow((void **)&cd->exits, &cd->cap_exits, cd->n_exits, sizeof *cd->exits);
+                    if (!rc)
+                        cd->exits[cd->n_exits++] = (chain_exit){
+                            (uint32_t)k, (uint32_t)end, d, l, max32(nd[d], clamp_need((int64_t)kk[d] - wt->delta[at])),
+                            kk[d], p[d]};
+                }
+                k = end;
+                break;
+            }
+            st[d + 1] = code & 0xff;
+            kk[d + 1] = kk[d] + (code >> 8);
+            nd[d + 1] = max32(nd[d], clamp_need((int64_t)kk[d] - wt->delta[at]));
+        }
+        if (rc || d < len) continue;
+        if (cd->n_ids == cap_ids) {
+            size_t c1 = cap_ids, c2 = cap_ids;
+            rc = cm_grow_to((void **)&cd->ids, &c1, cap_ids + 1, sizeof *cd->ids);
+            if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, cap_ids + 1, sizeof *cd->need);
+            if (rc) break;
+            cap_ids = c1 < c2 ? c1 : c2;
+        }
+        cd->ids[cd->n_ids] = v->trie_ids[k++];
+        cd->need[cd->n_ids++] = nd[len];
+    }
+    free(st);
+    free(kk);
+    free(nd);
+    return rc;
+}
+
+#define CM_CHAIN_SUFFIX 4096  /* past the levels, at most this many tokens of a greater need */
+
+/* The accepted tokens of each budget as bitsets (levels), for the budgets
+ * up to the first one where no more than CM_CHAIN_SUFFIX tokens are missing
+ * from the last level, which holds every token: a greater budget takes the
+ * last level less those few (the ids are by need). */
+static int chain_levels(const cm_grammar *g, cm_chain_data *cd) {
+    if (!cd->n_ids) return CM_OK;
+    cd->min_need = cd->need[0];
+    uint32_t n = cd->n_ids, cut = n > CM_CHAIN_SUFFIX ? n - CM_CHAIN_SUFFIX : 0;  /* ids[cut..n): the suffix */
+    while (cut > 0 && cut < n && cd->need[cut - 1] == cd->need[cut]) cut--;  /* a level's start */
+    /* budgets need[0] + 1 + j for j < J have a level of their own, ids[0..cut) */
+    size_t n_lev = (size_t)((int64_t)cd->need[cut] - cd->need[0]) + 1, nw = g->n_words;
+    cd->levels = malloc(n_lev * nw * sizeof *cd->levels);
+    cd->level_count = malloc(n_lev * sizeof *cd->level_count);
+    if (!cd->levels || !cd->level_count) return CM_ERR_NOMEM;
+    uint32_t *cur = cd->levels, i = 0;
+    memset(cur, 0, nw * sizeof *cur);
+    for (size_t j = 0; j + 1 < n_lev; j++) {
+        if (j) memcpy(cur + nw, cur, nw * sizeof *cur), cur += nw;
+        for (; i < cut && cd->need[i] <= cd->need[0] + (int32_t)j; i++) cm_set_bit(cur, cd->ids[i]);
+        cd->level_count[j] = i;
+    }
+    if (n_lev > 1) memcpy(cur + nw, cur, nw * sizeof *cur), cur += nw;
+    for (; i < n; i++) cm_set_bit(cur, cd->ids[i]);
+    cd->level_count[n_lev - 1] = n;
+    cd->n_levels = (uint32_t)n_lev;
+    cd->n_suffix = n - cut;  /* only the suffix is read from now on */
+    memmove(cd->ids, cd->ids + cut, (size_t)(n - cut) * sizeof *cd->ids);
+    memmove(cd->need, cd->need + cut, (size_t)(n - cut) * sizeof *cd->need);
+    return CM_OK;
+}
+
+/* A stable counting sort of n keys in [lo, lo + span): order[] the positions
+ * by key.  False when out of memory. */
+static bool counting_order(const int32_t *key, size_t stride, size_t n, int32_t lo, size_t span, uint32_t *order) {
+    uint32_t *at = calloc(span + 1, sizeof *at);
+    if (!at) return false;
+    for (size_t i = 0; i < n; i++) at[*(const int32_t *)((const char *)key + i * stride) - lo + 1]++;
+    for (size_t j = 1; j <= span; j++) at[j] += at[j - 1];
+    for (size_t i = 0; i < n; i++) order[at[*(const int32_t *)((const char *)key + i * stride) - lo]++] = (uint32_t)i;
+    free(at);
+    return true;
+}
+
+static void key_range(const int32_t *key, size_t stride, size_t n, int32_t *lo, int32_t *hi) {
+    *lo = INT32_MAX;
+    *hi = INT32_MIN;
+    for (size_t i = 0; i < n; i++) {
+        int32_t k = *(const int32_t *)((const char *)key + i * stride);
+        if (k < *lo) *lo = k;
+        if (k > *hi) *hi = k;
+    }
+}
+
+/* ids by need, nodes by budget (both stable), and the accepted tokens of each
+ * budget up to the greatest need as bitsets (levels). */
+static int chain_sort(const cm_grammar *g, cm_chain_data *cd) {
+    int32_t lo, hi;
+    size_t n = cd->n_ids > cd->n_nodes ? cd->n_ids : cd->n_nodes;
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    uint32_t *ids = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *ids);
+    int32_t *need = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *need);
+    chain_node *nodes = malloc((cd->n_nodes ? cd->n_nodes : 1) * sizeof *nodes);
+    int rc = order && ids && need && nodes ? CM_OK : CM_ERR_NOMEM;
+    key_range(cd->need, sizeof *cd->need, cd->n_ids, &lo, &hi);
+    if (!rc && cd->n_ids && !counting_order(cd->need, sizeof *cd->need, cd->n_ids, lo, (size_t)(hi - lo) + 1, order))
+        rc = CM_ERR_NOMEM;
+    for (uint32_t i = 0; !rc && i < cd->n_ids; i++) {
+        ids[i] = cd->ids[order[i]];
+        need[i] = cd->need[order[i]];
+    }
+    if (cd->n_nodes) key_range(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, &lo, &hi);
+    if (!rc && cd->n_nodes &&
+        !counting_order(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, lo, (size_t)(hi - lo) + 1, order))
+        rc = CM_ERR_NOMEM;
+    for (size_t i = 0; !rc && i < cd->n_nodes; i++) nodes[i] = cd->nodes[order[i]];
+    free(order);
+    if (rc) {
+        free(ids);
+        free(need);
+        free(nodes);
+        return rc;
+    }
+    free(cd->ids);
+    free(cd->need);
+    free(cd->nodes);
+    cd->ids = ids;
+    cd->need = need;
+    cd->nodes = nodes;
+    cd->cap_nodes = cd->n_nodes;
+    return chain_levels(g, cd);
+}
+
+static size_t chain_data_bytes(const cm_grammar *g, const cm_chain_data *cd) {
+    return sizeof *cd + (size_t)cd->n_suffix * 8 + cd->n_exits * sizeof *cd->exits +
+           cd->n_nodes * sizeof *cd->nodes + (size_t)cd->n_levels * (g->n_words + 1) * 4;
+}
+
+static void *dup_array(const void *p, size_t bytes, bool *ok) {
+    void *q = malloc(bytes ? bytes : 1);
+    if (q && bytes) memcpy(q, p, bytes);
+    if (!q) *ok = false;
+    return q;
+}
+
+cm_chain_data *cm_chain_data_copy(const cm_grammar *g, const cm_chain_data *src) {
+    cm_chain_data *cd = calloc(1, sizeof *cd);
+    if (!cd) return NULL;
+    bool ok = true;
+    cd->n_ids = src->n_ids;
+    cd->n_suffix = src->n_suffix;
+    cd->min_need = src->min_need;
+    cd->n_levels = src->n_levels;
+    cd->n_exits = cd->cap_exits = src->n_exits;
+    cd->n_nodes = cd->cap_nodes = src->n_nodes;
+    cd->ids = dup_array(src->ids, (size_t)src->n_suffix * sizeof *cd->ids, &ok);
+    cd->need = dup_array(src->need, (size_t)src->n_suffix * sizeof *cd->need, &ok);
+    cd->levels = dup_array(src->levels, (size_t)src->n_levels * g->n_words * sizeof *cd->levels, &ok);
+    cd->level_count = dup_array(src->level_count, (size_t)src->n_levels * sizeof *cd->level_count, &ok);
+    cd->exits = dup_array(src->exits, src->n_exits * sizeof *cd->exits, &ok);
+    cd->nodes = dup_array(src->nodes, src->n_nodes * sizeof *cd->nodes, &ok);
+    if (!ok) {
+        cm_chain_data_free(cd);
+        return NULL;
+    }
+    return cd;
+}
+
+/* The walk of form f, taken from the vocabulary's store or walked (and put there). */
+static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, cm_chain_data **out) {
+    int rc = cm_walk_store_get_chain(g, f->key, f->n_key, h, out);
+    if (rc > 0) (*out)->from_vocab = true;
+    if (rc) return rc < 0 ? rc : CM_OK;
+    cm_chain_data *cd = calloc(1, sizeof *cd);
+    walk_tabs wt = {0};
+    rc = cd ? walk_tables(f, &wt) : CM_ERR_NOMEM;
+    if (!rc) rc = chain_walk(g, &wt, cd);
+    if (!rc) rc = chain_sort(g, cd);
+    free(wt.code);
+    free(wt.delta);
+    free(wt.end);
+    if (rc) {
+        cm_chain_data_free(cd);
+        return rc;
+    }
+    cm_walk_store_put_chain(g, f->key, f->n_key, h, cd, chain_data_bytes(g, cd) + f->n_key * 4);
+    *out = cd;
+    return CM_OK;
+}
+
+/* The shared walk of form f: found in the cache, else walked and kept there.
+ * NULL with *status set on failure (f->key is taken over either way). */
+static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int *status) {
+    cm_cache *cache = g->cache;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ f->n_key;
+    for (size_t i = 0; i < f->n_key; i++) h = (h ^ f->key[i]) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    size_t b = h % CM_LOOP_BUCKETS;
+    for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
+        if (lw->chain && lw->hash == h && lw->n_sig == f->n_key &&
+            !memcmp(lw->sig, f->key, f->n_key * sizeof *f->key)) {
+            free(f->key);
+            f->key = NULL;
+            return lw;
+        }
+    cm_loop_walk *lw = calloc(1, sizeof *lw);
+    cm_chain_data *cd = NULL;
+    int rc = lw ? chain_data_of(g, f, h, &cd) : CM_ERR_NOMEM;
+    if (lw) {
+        lw->hash = h;
+        lw->n_sig = (uint32_t)f->n_key;
+        lw->sig = f->key;
+        lw->chain = cd;
+        f->key = NULL;
+    } else {
+        cm_chain_data_free(cd);
+        free(f->key);
+        f->key = NULL;
+    }
+    if (rc) {
+        cm_loop_walk_free(lw);
+        *status = rc;
+        return NULL;
+    }
+    lw->bytes = sizeof *lw + lw->n_sig * 4 + chain_data_bytes(g, cd);
+    lw->next = cache->loops[b];
+    cache->loops[b] = lw;
+    atomic_fetch_add(&cache->bytes, lw->bytes);
+    return lw;
+}
+
+/* ---- one position's entry ---- */
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* bits := the tokens that end inside U with need < B (bits zeroed before); how many. */
+static uint32_t accepted_at(const cm_grammar *g, const cm_chain_data *cd, int64_t B, uint32_t *bits) {
+    if (!cd->n_ids || B <= cd->min_need) return 0;
+    int64_t j = B - 1 - cd->min_need;
+    bool last = j >= (int64_t)cd->n_levels - 1;  /* every token but those of need >= B */
+    if (last) j = cd->n_levels - 1;
+    memcpy(bits, cd->levels + (size_t)j * g->n_words, g->n_words * sizeof *bits);
+    uint32_t n = cd->level_count[j];
+    for (uint32_t i = cd->n_suffix; last && i > 0 && cd->need[i - 1] >= B; i--, n--)
+        bits[cd->ids[i - 1] >> 5] &= ~(1u << (cd->ids[i - 1] & 31));
+    return n;
+}
+
+static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
+                          const cm_chain_data *cd, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[state];
+    w->n_accepted = accepted_at(g, cd, B, w->bits);
+    int rc = CM_OK;
+    for (size_t i = 0; !rc && i < cd->n_exits; i++) {
+        const chain_exit *x = &cd->exits[i];
+        int32_t l = lam[(size_t)x->label * 256 + x->byte];  /* alive from shift l + B on */
+        if (x->need >= B || (l != NO_LAM && (int64_t)x->shift - l < B)) continue;
+        int32_t to = out[(size_t)x->label * 256 + x->byte];
+        if (to < 0) return CM_ERR_ARG;  /* cannot happen: an exit's code is CODE_OUT */
+        rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+    }
+    size_t from_exits = w->n_unc;
+    size_t lo = 0, hi = cd->n_nodes;  /* the first node of budget B */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cd->nodes[mid].budget < B) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t i = lo; !rc && i < cd->n_nodes && cd->nodes[i].budget == B; i++) {
+        const chain_node *x = &cd->nodes[i];
+        if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
+        for (uint32_t k = x->k; !rc && k < x->k_end; k++) rc = cm_walk_push_uncertain(w, k);
+    }
+    if (!rc && from_exits && w->n_unc > from_exits) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
+    return rc;
+}
+
+/* The analysed chain `state` is a later position of: its walk, instance and place. */
+static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const chain_inst **inst, uint32_t *at) {
+    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
+        for (cm_loop_walk *lw = g->cache->loops[b]; lw; lw = lw->next) {
+            if (!lw->chain) continue;
+            for (size_t i = 0; i < lw->chain->n_insts; i++) {
+                const chain_inst *x = &lw->chain->insts[i];
+                for (uint32_t j = 0; j <= x->budget; j++)
+                    if (x->head[j] == state) {
+                        *inst = x;
+                        *at = j;
+                        return lw;
+                    }
+            }
+        }
+    return NULL;
+}
+
+/* Keep f's chain (its head orbit and exits' tables, taken over) with its walk. */
+static void keep_instance(cm_chain_data *cd, chain_form *f) {
+    size_t cap = cd->cap_insts;
+    if (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts)) return;
+    cd->cap_insts = cap;  /* (on failure only a shortcut is lost) */
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->head};
+    f->head = NULL;
+    f->lam = f->to = NULL;
+}
+
+int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (!g->plain[state]) return 0;
+    const chain_inst *inst;
+    uint32_t at;
+    cm_loop_walk *found = find_position(g, state, &inst, &at);
+    if (found) {
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, found->chain, w);
+        found->chain->n_entries++;
+        return rc ? rc : 1;
+    }
+    uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
+    chain_form f = {0};
+    bool ok = false;
+    for (uint32_t i = 0; i < n_cand && !ok; i++) {
+        chain_scan cs = {.g = g};
+        ok = pair_walk(&cs, state, cand[i]) && last_positions(&cs) && orbits(&cs) && cs.inv[0] == NONE &&
+             chain_form_of(&cs, 0, &f);
+        scan_free(&cs);
+    }
+    if (!ok) return 0;
+    int rc = CM_OK;
+    const cm_loop_walk *lw = chain_shared(g, &f, &rc);
+    if (lw) {
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, lw->chain, w);
+        lw->chain->n_entries++;
+        keep_instance(lw->chain, &f);
+    }
+    free(f.head);
+    free(f.lam);
+    free(f.to);
+    return rc ? rc : lw ? 1 : 0;
+}
+
+void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab) {
+    cm_cache *c = g->cache;
+    *walks = *entries = *from_vocab = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
+        for (const cm_loop_walk *lw = c->loops[b]; lw; lw = lw->next)
+            if (lw->chain) {
+                ++*walks;
+                *entries += lw->chain->n_entries;
+                *from_vocab += lw->chain->from_vocab;
+            }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- block wraps (wrap.c) from the chain ---- */
+
+/* A chain of one accepting end, at the end of s's own orbit, no exits, and
+ * every transition alive to the end of its orbit (delta 0): a block of x^b. */
+static bool plain_block(const cm_loop_walk *lw) {
+    const uint32_t *k = lw->sig + 2;
+    for (uint32_t l = 0; l < lw->sig[1]; l++) {
+        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE)) return false;
+        for (int b = 0; b < 256; b++, k += 3)
+            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) return false;
+    }
+    return true;
+}
+
+int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e) {
+    if (!g->lim.count_chains || !g->lim.share_loop_walks) return 0;
+    const chain_inst *inst;
+    uint32_t at, sat = UINT32_MAX, start = g->t.rule_start[g->t.state_rule[state]];
+    const cm_loop_walk *lw = find_position(g, state, &inst, &at);
+    if (!lw || !plain_block(lw)) return 0;
+    for (uint32_t j = 0; j <= inst->budget && sat == UINT32_MAX; j++)
+        if (inst->head[j] == start) sat = j;
+    if (sat == UINT32_MAX) return 0;
+    /* Every uncertain token dies at the end after B characters and goes on
+     * from the start, where it has budget b2 left: it stays inside the next
+     * block iff it ends inside U with need - B < b2. */
+    int64_t B = (int64_t)inst->budget - at, b2 = (int64_t)inst->budget - sat;
+    uint32_t *acc = calloc(g->n_words ? g->n_words : 1, sizeof *acc);
+    uint32_t *bits = calloc(g->n_words ? g->n_words : 1, sizeof *bits);
+    uint32_t *rest = malloc((e->n_uncertain ? e->n_uncertain : 1) * sizeof *rest);
+    if (!acc || !bits || !rest) {
+        free(acc);
+        free(bits);
+        free(rest);
+        return CM_ERR_NOMEM;
+    }
+    accepted_at(g, lw->chain, B + b2, acc);
+    uint32_t n_rest = 0, n_wrap = 0;
+    for (uint32_t i = 0; i < e->n_uncertain; i++) {
+        uint32_t id = g->v->trie_ids[e->uncertain[i]];
+        if (cm_bit(acc, id)) {
+            cm_set_bit(bits, id);
+            n_wrap++;
+        } else {
+            rest[n_rest++] = e->uncertain[i];
+        }
+    }
+    free(acc);
+    if (!n_wrap) {
+        free(bits);
+        free(rest);
+        return 1;
+    }
+    e->wrap_bits = bits;
+    e->rest = rest;
+    e->n_rest = n_rest;
+    e->bytes += g->n_words * 4 + (size_t)n_rest * 4;
+    return 1;
+}

@@ -1,0 +1,15 @@
+/* Entries of counted chains (chains.c): the unrolled positions of x{m,n}. */
+#ifndef CFGMASK_CHAINS_H
+#define CFGMASK_CHAINS_H
+
+#include "loops.h"
+
+/* The entry walk of a plain state that is a position of a counted chain, from
+ * the chain's one shared walk: 1 done, 0 the state is in no chain (w
+ * untouched), < 0 error.  Under the cache lock. */
+int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* cm_wrap_split from the chain of `state` where it is a plain block: 1 done,
+ * 0 not such a chain (e untouched), < 0 error.  Under the cache lock. */
+int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e);
+
+#endif
