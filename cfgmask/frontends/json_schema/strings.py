@@ -51,9 +51,19 @@ UNKNOWN_FORMAT = "a format no JSON Schema draft defines: an annotation (jsonsche
 
 def search_language(p: str) -> list[ir.Expr]:
     """Character-level alternatives whose union is ``{s : /p/u.test(s)}`` (ECMA-262 search)."""
+    return list(_search_language(p))
+
+
+@functools.lru_cache(maxsize=1024)  # IR is immutable; schemas repeat their patterns
+def _search_language(p: str) -> tuple[ir.Expr, ...]:
     from ..regex import ecmascript_search
 
-    return ecmascript_search(p)
+    return tuple(ecmascript_search(p))
+
+
+@functools.cache  # one expression per format name (FORMATS is fixed)
+def format_language(fmt: str) -> ir.Expr:
+    return FORMATS[fmt]()
 
 
 @functools.lru_cache(maxsize=256)
@@ -132,7 +142,7 @@ class Strings:
             elif fmt not in FORMATS:
                 c.rep.rejected(where, "format", f"unsupported format {fmt!r}")
             else:
-                langs.append(("format", [FORMATS[fmt]()]))
+                langs.append(("format", [format_language(fmt)]))
                 c.rep.enforced(where, "format", FORMAT_READINGS[fmt])
         bounded = bool(lo) or hi is not None
         if not langs and not excluded:

@@ -16,6 +16,7 @@ Schema 2020-12 section 6.5); only the keywords that hold subschemas lead to more
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -55,13 +56,17 @@ def _elements(v: Any, each: Check, unique: bool = False) -> Bad | None:
     """Each element of the array ``v`` passes ``each`` (and none repeats, when ``unique``)."""
     if not isinstance(v, list):
         return _wrong(v)
-    seen: set[str] = set()
+    seen: set[object] = set()
     for i, x in enumerate(v):
         bad = each(x)
         if bad is not None:
             return (i, *bad[0]), bad[1], bad[2]
-        key = json.dumps(x, sort_keys=True, default=repr)
-        if unique and key in seen:
+        if not unique:
+            continue
+        # a string is its own key (its JSON text is a function of it, and no other value's
+        # text equals a tuple); other values are compared by their sorted JSON text
+        key: object = ("str", x) if isinstance(x, str) else json.dumps(x, sort_keys=True, default=repr)
+        if key in seen:
             return (i,), x, "a repeated element"
         seen.add(key)
     return None
@@ -86,6 +91,11 @@ def _regex(v: Any) -> Bad | None:
     reports the keyword ``rejected``."""
     if not isinstance(v, str):
         return _wrong(v)
+    return _regex_text(v)
+
+
+@functools.lru_cache(maxsize=1024)  # a pattern is parsed once: schemas repeat their patterns
+def _regex_text(v: str) -> Bad | None:
     from ..ecmascript import syntax_error
 
     e = syntax_error(v)
@@ -186,6 +196,7 @@ _ROWS: list[tuple[tuple[str, ...], Check, str, Children | None]] = [
 ]  # fmt: skip
 FORMS = {k: (check, expected, children) for ks, check, expected, children in _ROWS for k in ks}
 CONDITIONAL = {k: FORMS["not"] for k in ("if", "then", "else")}  # keywords from draft-07 on
+FORMS_07 = {**FORMS, **CONDITIONAL}
 
 
 def abbreviate(v: Any, width: int = 40) -> str:
@@ -196,7 +207,7 @@ def abbreviate(v: Any, width: int = 40) -> str:
 
 def check_document(root: Any, draft: int) -> None:
     """Raise a GrammarError at the first keyword (in document order) whose value is malformed."""
-    forms = {**FORMS, **CONDITIONAL} if draft >= 7 else FORMS
+    forms = FORMS_07 if draft >= 7 else FORMS
     stack: list[tuple[Any, str]] = [(root, "")]
     seen: set[int] = set()
     while stack:
