@@ -212,8 +212,13 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
         node[""] = {}
     anything = ir.Repeat(encode_class(ALL_CHARS, canonical), 0, None)
 
+    sizes: dict[int, int] = {}  # id(node) -> its subtree's size: each counted once, not per ancestor
+
     def size(node: dict[str, Any]) -> int:
-        return 1 + sum(size(v) for k, v in node.items() if k)
+        n = sizes.get(id(node))
+        if n is None:
+            n = sizes[id(node)] = 1 + sum(size(v) for k, v in node.items() if k)
+        return n
 
     def build(node: dict[str, Any], top: bool) -> ir.Expr:
         if rules is not None and not top and size(node) >= NOT_IN_RULE_SIZE:

@@ -732,7 +732,7 @@ class SchemaCompiler:
         for k in s:
             if k in UNSUPPORTED:
                 self.rep.rejected(pointer(path, k), k, "not supported")
-            elif not is_annotation(k) and k not in KNOWN:
+            elif k not in KNOWN and not is_annotation(k):
                 if UNKNOWN_KEYWORDS == "reject":
                     self.rep.rejected(pointer(path, k), k, "unknown keyword")
                 else:

@@ -205,21 +205,27 @@ def abbreviate(v: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# Where a subschema is: None for the root, else (its parent's place, keyword, pointer tokens).
+Place = tuple[Any, str, tuple[object, ...]] | None
+
+
 def check_document(root: Any, draft: int) -> None:
     """Raise a GrammarError at the first keyword (in document order) whose value is malformed."""
     forms = FORMS_07 if draft >= 7 else FORMS
-    stack: list[tuple[Any, str]] = [(root, "")]
+    # the pointer string of a place is only written for an error
+    stack: list[tuple[Any, Place]] = [(root, None)]
     seen: set[int] = set()
     while stack:
-        s, path = stack.pop()
-        if isinstance(s, bool):
+        s, at = stack.pop()
+        if s.__class__ is bool:
             continue
         if not isinstance(s, dict):  # only reachable for the root: parents check their subschemas
+            path = _pointer_of(at)
             raise GrammarError(f"the schema at {path or '/'} must be {SCHEMA}; got {abbreviate(s)}")
         if id(s) in seen:
             continue
         seen.add(id(s))
-        subs: list[tuple[Any, str]] = []
+        subs: list[tuple[Any, Place]] = []
         for k, v in s.items():
             form = forms.get(k)
             if form is None:
@@ -227,10 +233,18 @@ def check_document(root: Any, draft: int) -> None:
             check, expected, children = form
             bad = check(v)
             if bad is not None:
-                raise malformed(pointer(path, k, *bad[0]), k, expected, bad[1], bad[2])
+                raise malformed(pointer(_pointer_of(at), k, *bad[0]), k, expected, bad[1], bad[2])
             if children is not None:
-                subs += [(x, pointer(path, k, *at)) for at, x in children(v)]
+                subs += [(x, (at, k, tokens)) for tokens, x in children(v)]
         stack.extend(reversed(subs))
+
+
+def _pointer_of(at: Place) -> str:
+    parts: list[object] = []
+    while at is not None:
+        at, k, tokens = at
+        parts[:0] = [k, *tokens]
+    return pointer("", *parts)
 
 
 def malformed(where: str, keyword: str, expected: str, got: Any, hint: str = "") -> GrammarError:
