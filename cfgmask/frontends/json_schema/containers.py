@@ -332,7 +332,11 @@ class Containers:
         values: dict[str, Any] = {}
         region_of: dict[str, tuple[bool, ...]] = {}
         for n in names:
-            region_of[n] = tuple(d.matches(n) for d in (automata or []))
+            if not automata:  # no pattern (``patterns`` is empty): the property's own schema
+                region_of[n] = ()
+                values[n] = _all_of([props[n]]) if n in props else addl
+                continue
+            region_of[n] = tuple(d.matches(n) for d in automata)
             hits = [ps for ps, hit in zip(patterns.values(), region_of[n], strict=True) if hit]
             parts = ([props[n]] if n in props else []) + hits
             values[n] = _all_of(parts) if parts else addl

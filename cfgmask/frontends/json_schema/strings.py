@@ -110,6 +110,7 @@ def restrict_length(e: ir.Expr, lo: int, hi: int | None, rules: dict[str, ir.Exp
 class Strings:
     def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
+        self._any: ir.Expr | None = None  # any string's body, once made
 
     def string(self, s: dict[str, Any], path: str, excluded: list[str]) -> ir.Expr:
         body = self.body(s, path, excluded)
@@ -150,7 +151,9 @@ class Strings:
                 if k in s:
                     c.rep.enforced(pointer(path, k), k, "code points")
             if not bounded:
-                return ir.Repeat(c.char_generic(), 0, None)
+                if self._any is None:  # the most common string of all: made once per schema
+                    self._any = ir.Repeat(c.char_generic(), 0, None)
+                return self._any
             # One shared rule per bound: the compiler then builds (and counts) each bounded
             # repetition once, not once per property that uses it.
             return c._rule(f"chars-{lo}-{hi}", lambda: ir.Repeat(c.char_wf(), lo, hi))
