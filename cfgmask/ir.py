@@ -202,10 +202,12 @@ def literal(text: str) -> Literal:
 
 def seq(*items: Expr) -> Expr:
     """Concatenation, flattening nested sequences; a single item is returned as is."""
+    if len(items) == 1 and items[0].__class__ is not Seq:
+        return items[0]
     flat: list[Expr] = []
     for it in items:
-        if isinstance(it, Seq):
-            flat.extend(it.items)
+        if it.__class__ is Seq:
+            flat += it.items  # type: ignore[attr-defined]
         else:
             flat.append(it)
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
@@ -213,10 +215,12 @@ def seq(*items: Expr) -> Expr:
 
 def alt(*items: Expr) -> Expr:
     """Alternation, flattening nested alternations; a single item is returned as is."""
+    if len(items) == 1 and items[0].__class__ is not Alt:
+        return items[0]
     flat: list[Expr] = []
     for it in items:
-        if isinstance(it, Alt):
-            flat.extend(it.items)
+        if it.__class__ is Alt:
+            flat += it.items  # type: ignore[attr-defined]
         else:
             flat.append(it)
     return flat[0] if len(flat) == 1 else Alt(tuple(flat))

@@ -6,10 +6,20 @@ import re
 
 from ... import ir
 
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+_STEMS: dict[str, str] = {}  # base -> its rule-name stem; a few thousand distinct bases at most
+_LITERALS: dict[str, ir.Literal] = {}  # text -> its literal: IR is immutable, so one node serves
+_MEMO_MAX = 8192
+
 
 def fresh(rules: dict[str, ir.Expr], base: str) -> str:
     """A rule name derived from ``base`` not yet used in ``rules`` (reserved on return)."""
-    base = re.sub(r"[^A-Za-z0-9_-]+", "-", base).strip("-")[:60] or "r"
+    stem = _STEMS.get(base)
+    if stem is None:
+        stem = _NOT_NAME.sub("-", base).strip("-")[:60] or "r"
+        if len(_STEMS) < _MEMO_MAX:
+            _STEMS[base] = stem
+    base = stem
     name, n = base, 1
     while name in rules:
         n += 1
@@ -23,7 +33,12 @@ def opt(e: ir.Expr) -> ir.Expr:
 
 
 def lit(s: str) -> ir.Literal:
-    return ir.Literal(s.encode("utf-8"))
+    out = _LITERALS.get(s)
+    if out is None:
+        out = ir.Literal(s.encode("utf-8"))
+        if len(_LITERALS) < _MEMO_MAX:
+            _LITERALS[s] = out
+    return out
 
 
 def char_lengths(

@@ -9,6 +9,7 @@ spelled by one call into its C encoder.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -28,6 +29,7 @@ def _spell(text: str) -> bytes:
     return text.encode("utf-8")
 
 
+@functools.lru_cache(maxsize=8192)  # keys and enum strings repeat across a schema and between schemas
 def canonical_string(s: str) -> bytes:
     """The canonical JSON text of ``s``, quotes included (UTF-8)."""
     return _spell(json.dumps(s, ensure_ascii=False))

@@ -230,6 +230,16 @@ class Containers:
                     todo.append(pred)
         if (0, start) not in live:
             return ir.NOTHING
+        closes: dict[Any, bool] = {}  # final(x) at position n, once per state
+
+        def closing(i: int, x: Any) -> bool:
+            if i != n:
+                return False
+            out = closes.get(x)
+            if out is None:
+                out = closes[x] = final(x)
+            return out
+
         names: dict[tuple[int, Any, bool], str] = {}
         bodies: list[tuple[str, tuple[int, Any, bool]]] = []
 
@@ -249,13 +259,13 @@ class Containers:
             for _ in range(ORDERED_RUN):
                 out = [(e, j, y) for e, j, y in edges[(i, x)] if (j, y) in live]
                 forced = out[0][0] if len(out) == 1 else None
-                if forced is None or (i == n and final(x)):
+                if forced is None or closing(i, x):
                     break
                 _, i, x = out[0]
                 run += [c.sep(",") if written else ir.EPSILON, forced]
                 written = True
             alts: list[ir.Expr] = []
-            if i == n and final(x):
+            if closing(i, x):
                 alts.append(ir.seq(c.ws(), U.lit(close)) if written else U.lit(close))
             for e, j, y in edges[(i, x)]:
                 if (j, y) not in live:
@@ -322,7 +332,11 @@ class Containers:
         values: dict[str, Any] = {}
         region_of: dict[str, tuple[bool, ...]] = {}
         for n in names:
-            region_of[n] = tuple(d.matches(n) for d in (automata or []))
+            if not automata:  # no pattern (``patterns`` is empty): the property's own schema
+                region_of[n] = ()
+                values[n] = _all_of([props[n]]) if n in props else addl
+                continue
+            region_of[n] = tuple(d.matches(n) for d in automata)
             hits = [ps for ps, hit in zip(patterns.values(), region_of[n], strict=True) if hit]
             parts = ([props[n]] if n in props else []) + hits
             values[n] = _all_of(parts) if parts else addl
@@ -471,11 +485,13 @@ class Containers:
                 out.append((free, i, (seen, nk)))
             return out
 
+        dep_req, presence = o.dep_req, o.presence
+
         def final(x: tuple[frozenset[str], int]) -> bool:
             seen, k = x
-            if any(b not in seen for a in seen for b in o.dep_req.get(a, [])):
+            if dep_req and any(b not in seen for a in seen for b in dep_req.get(a, [])):
                 return False
-            if not all(_holds(kind, sets, seen) for kind, sets in o.presence):
+            if presence and not all(_holds(kind, sets, seen) for kind, sets in presence):
                 return False
             return not count or (lo <= k and (hi is None or k <= hi))
 

@@ -59,6 +59,12 @@ WHITESPACE_POLICIES = ("default", "compact", "any")
 
 
 def whitespace(policy: str) -> ir.Expr:
+    """The whitespace of one slot under ``policy`` (made once per policy: IR is immutable)."""
+    ws = _WHITESPACE.get(policy) if isinstance(policy, str) else None
+    return ws if ws is not None else _whitespace_of(policy)
+
+
+def _whitespace_of(policy: str) -> ir.Expr:
     if policy == "compact":
         return ir.EPSILON
     if policy == "default":
@@ -68,6 +74,9 @@ def whitespace(policy: str) -> ir.Expr:
     if policy == "any":
         return ir.Repeat(ir.ByteClass(((0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20))), 0, None)
     raise GrammarError(f"unknown whitespace policy {policy!r}; use one of {', '.join(WHITESPACE_POLICIES)}")
+
+
+_WHITESPACE = {p: _whitespace_of(p) for p in WHITESPACE_POLICIES}
 
 
 # --------------------------------------------------------------------------- numbers
@@ -275,6 +284,9 @@ class Encoder:
         return self.encode(e, source)
 
     def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:
+        out = _encode_pure(e, self.canonical, self.share_classes)
+        if out is not None:  # no rule met: the same as every encoder with these settings makes
+            return out
         if isinstance(e, ir.CharClass):
             if self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:
                 tag = "canon-" if self.canonical else ""
@@ -307,3 +319,40 @@ class Encoder:
                 self.rules[name] = self.encode(source[e.name], source)
             return ir.Ref(self.done[e.name])
         raise GrammarError(f"cannot use {type(e).__name__} inside a string pattern")
+
+
+@functools.lru_cache(maxsize=4096)  # formats and patterns repeat within and across schemas
+def _encode_pure(e: ir.Expr, canonical: bool, share_classes: bool) -> ir.Expr | None:
+    """What :meth:`Encoder.encode` makes of ``e`` when that adds no rule (``e`` refers to none
+    and, with ``share_classes``, holds no class of many ranges), else None; the same errors."""
+    t = e.__class__
+    if t is ir.Seq or t is ir.Alt:
+        items = e.items  # type: ignore[attr-defined]
+        if not items:
+            return ir.EPSILON if t is ir.Seq else ir.NOTHING
+        parts = []
+        for x in items:
+            y = _encode_pure(x, canonical, share_classes)
+            if y is None:
+                return None
+            parts.append(y)
+        return ir.seq(*parts) if t is ir.Seq else ir.alt(*parts)
+    if t is ir.Repeat:
+        y = _encode_pure(e.item, canonical, share_classes)  # type: ignore[attr-defined]
+        return None if y is None else ir.Repeat(y, e.lo, e.hi)  # type: ignore[attr-defined]
+    if t is ir.Ref:
+        return None
+    if t is ir.CharClass:
+        if share_classes and len(e.ranges) > SHARED_CLASS_RANGES:  # type: ignore[attr-defined]
+            return None
+        return encode_class(e.ranges, canonical)  # type: ignore[attr-defined]
+    if t is ir.Literal:
+        try:
+            return encode_text(e.data.decode("utf-8"), canonical)  # type: ignore[attr-defined]
+        except UnicodeDecodeError:
+            raise GrammarError("a pattern literal is not valid UTF-8") from None
+    if t is ir.ByteClass:
+        if all(b < 0x80 for _, b in e.ranges):  # type: ignore[attr-defined]
+            return encode_class(e.ranges, canonical)  # type: ignore[attr-defined]
+        raise GrammarError("a pattern matches raw bytes, not characters")
+    raise GrammarError(f"cannot use {type(e).__name__} inside a string pattern")

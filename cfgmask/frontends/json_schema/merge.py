@@ -35,6 +35,12 @@ _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "m
            "maxContains")  # fmt: skip
 
 
+# The keywords normalize() may respell or check.
+_NORMALIZED = frozenset(
+    (*_COUNTS, "exclusiveMaximum", "exclusiveMinimum", "items", "additionalItems", "dependencies", "const")
+)
+
+
 class Unmergeable(Exception):
     """Two schemas whose intersection this module cannot write as one schema."""
 
@@ -53,6 +59,8 @@ def normalize(s: dict[str, Any], draft: int) -> dict[str, Any]:
     numeric ones; draft-07 array ``items``/``additionalItems`` become ``prefixItems``/``items``;
     ``dependencies`` splits into ``dependentRequired``/``dependentSchemas``."""
     out = dict(s)
+    if out.keys().isdisjoint(_NORMALIZED):  # nothing to respell (most subschemas)
+        return out
     for k in _COUNTS:
         v = out.get(k)
         if isinstance(v, float) and v.is_integer():

@@ -25,6 +25,7 @@ DATA_KEYWORDS = {"enum", "const", "default", "examples", "example"}
 SUBSCHEMA_MAPS = (
     "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies",
 )  # fmt: skip
+_SUBSCHEMA_MAPS = frozenset(SUBSCHEMA_MAPS)
 
 
 @functools.lru_cache(maxsize=1)
@@ -141,12 +142,13 @@ class Resolver:
             self.dynamic_names.setdefault(base, set()).add(dynamic)
         self.base_of[id(node)] = base
         for key, value in node.items():
-            if key in DATA_KEYWORDS:
-                continue
-            if key in SUBSCHEMA_MAPS:
+            if not isinstance(value, (dict, list)) or key in DATA_KEYWORDS:
+                continue  # a scalar holds no schema
+            if key in _SUBSCHEMA_MAPS:
                 if isinstance(value, dict):
                     for sub in value.values():
-                        self._index(sub, base)
+                        if isinstance(sub, (dict, list)):
+                            self._index(sub, base)
                 continue
             self._index(value, base)
 

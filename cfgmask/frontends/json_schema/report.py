@@ -99,9 +99,14 @@ class Reporter:
         """Record a verdict; a keyword met twice keeps one entry, its worst verdict."""
         key = (path, keyword)
         at = self._seen.get(key)
-        if at is not None and _RANK[self.report.entries[at].status] >= _RANK[status]:
+        entries = self.report.entries
+        if at is not None and _RANK[entries[at].status] >= _RANK[status]:
             return
-        if self.strict and (status in UNSOUND or (status == NARROWED and not self.narrowing)):
+        if (
+            self.strict
+            and status is not ENFORCED
+            and (status in UNSOUND or (status == NARROWED and not self.narrowing))
+        ):
             where = path or "/"
             raise NotEnforceable(
                 f"JSON Schema keyword {keyword!r} at {where} cannot be enforced exactly: {reason}"
@@ -110,10 +115,10 @@ class Reporter:
             )
         entry = ReportEntry(path, keyword, status, reason)
         if at is None:
-            self._seen[key] = len(self.report.entries)
-            self.report.entries.append(entry)
+            self._seen[key] = len(entries)
+            entries.append(entry)
         else:
-            self.report.entries[at] = entry
+            entries[at] = entry
 
     def enforced(self, path: str, keyword: str, reason: str = "") -> None:
         self.add(path, keyword, ENFORCED, reason)
@@ -131,5 +136,8 @@ class Reporter:
 def pointer(path: str, *parts: object) -> str:
     """Extend a JSON pointer with escaped reference tokens."""
     for p in parts:
-        path += "/" + str(p).replace("~", "~0").replace("/", "~1")
+        t = p if isinstance(p, str) else str(p)
+        if "~" in t or "/" in t:
+            t = t.replace("~", "~0").replace("/", "~1")
+        path += "/" + t
     return path

@@ -51,9 +51,19 @@ UNKNOWN_FORMAT = "a format no JSON Schema draft defines: an annotation (jsonsche
 
 def search_language(p: str) -> list[ir.Expr]:
     """Character-level alternatives whose union is ``{s : /p/u.test(s)}`` (ECMA-262 search)."""
+    return list(_search_language(p))
+
+
+@functools.lru_cache(maxsize=1024)  # IR is immutable; schemas repeat their patterns
+def _search_language(p: str) -> tuple[ir.Expr, ...]:
     from ..regex import ecmascript_search
 
-    return ecmascript_search(p)
+    return tuple(ecmascript_search(p))
+
+
+@functools.cache  # one expression per format name (FORMATS is fixed)
+def format_language(fmt: str) -> ir.Expr:
+    return FORMATS[fmt]()
 
 
 @functools.lru_cache(maxsize=256)
@@ -100,6 +110,7 @@ def restrict_length(e: ir.Expr, lo: int, hi: int | None, rules: dict[str, ir.Exp
 class Strings:
     def __init__(self, c: SchemaCompiler) -> None:
         self.c = c
+        self._any: ir.Expr | None = None  # any string's body, once made
 
     def string(self, s: dict[str, Any], path: str, excluded: list[str]) -> ir.Expr:
         body = self.body(s, path, excluded)
@@ -132,7 +143,7 @@ class Strings:
             elif fmt not in FORMATS:
                 c.rep.rejected(where, "format", f"unsupported format {fmt!r}")
             else:
-                langs.append(("format", [FORMATS[fmt]()]))
+                langs.append(("format", [format_language(fmt)]))
                 c.rep.enforced(where, "format", FORMAT_READINGS[fmt])
         bounded = bool(lo) or hi is not None
         if not langs and not excluded:
@@ -140,7 +151,9 @@ class Strings:
                 if k in s:
                     c.rep.enforced(pointer(path, k), k, "code points")
             if not bounded:
-                return ir.Repeat(c.char_generic(), 0, None)
+                if self._any is None:  # the most common string of all: made once per schema
+                    self._any = ir.Repeat(c.char_generic(), 0, None)
+                return self._any
             # One shared rule per bound: the compiler then builds (and counts) each bounded
             # repetition once, not once per property that uses it.
             return c._rule(f"chars-{lo}-{hi}", lambda: ir.Repeat(c.char_wf(), lo, hi))
@@ -202,8 +215,13 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
         node[""] = {}
     anything = ir.Repeat(encode_class(ALL_CHARS, canonical), 0, None)
 
+    sizes: dict[int, int] = {}  # id(node) -> its subtree's size: each counted once, not per ancestor
+
     def size(node: dict[str, Any]) -> int:
-        return 1 + sum(size(v) for k, v in node.items() if k)
+        n = sizes.get(id(node))
+        if n is None:
+            n = sizes[id(node)] = 1 + sum(size(v) for k, v in node.items() if k)
+        return n
 
     def build(node: dict[str, Any], top: bool) -> ir.Expr:
         if rules is not None and not top and size(node) >= NOT_IN_RULE_SIZE:

@@ -19,6 +19,7 @@ from ...errors import GrammarError, NotEnforceable
 from . import _ir_util as U
 from . import chardfa
 from .canonical import canonical_string, unspellable
+from .containers import Containers
 from .empty import because
 from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
@@ -35,6 +36,7 @@ from .merge import (
 from .numbers import cap_digits, decimal_of, multiple_of, multiples_rule_name, multiples_within, number_range
 from .refs import ROOT_BASE, Resolver
 from .report import Reporter, pointer
+from .strings import Strings
 from .wellformed import check_document
 
 STRING_KW = {"minLength", "maxLength", "pattern", "format"}
@@ -110,6 +112,8 @@ class SchemaCompiler:
         self.strict = strict
         self.policy = policy
         self.ws_body = whitespace(policy)
+        self._ws: ir.Expr | None = None  # ws(), once made
+        self._seps: dict[str, ir.Expr] = {}  # sep(text), once made
         self.resolver = Resolver(root, self.draft, resources)
         self.ref_rules: dict[str, str] = {}
         # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
@@ -119,19 +123,20 @@ class SchemaCompiler:
         self.inlined_root = ""  # the outermost of them
         self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
         self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
-        from .containers import Containers
-        from .strings import Strings
-
         self.strings = Strings(self)
         self.containers = Containers(self)
 
     # ------------------------------------------------------------------ lexical rules
 
     def ws(self) -> ir.Expr:
-        if self.policy == "compact":
-            return ir.EPSILON
-        self._rule("ws", lambda: self.ws_body)
-        return ir.Ref("ws")
+        ws = self._ws
+        if ws is None:  # the rule is added on first use
+            if self.policy == "compact":
+                ws = ir.EPSILON
+            else:
+                ws = self._rule("ws", lambda: self.ws_body)
+            self._ws = ws
+        return ws
 
     def _rule(self, name: str, body: Any) -> ir.Ref:
         if name not in self.rules:
@@ -140,7 +145,11 @@ class SchemaCompiler:
         return ir.Ref(name)
 
     def sep(self, text: str) -> ir.Expr:
-        return ir.seq(self.ws(), U.lit(text), self.ws())
+        out = self._seps.get(text)
+        if out is None:
+            ws = self.ws()
+            out = self._seps[text] = ir.seq(ws, U.lit(text), ws)
+        return out
 
     def any_value(self) -> ir.Expr:
         if "json-value" not in self.rules:
@@ -752,7 +761,7 @@ class SchemaCompiler:
         for k in s:
             if k in UNSUPPORTED:
                 self.rep.rejected(pointer(path, k), k, "not supported")
-            elif not is_annotation(k) and k not in KNOWN:
+            elif k not in KNOWN and not is_annotation(k):
                 if UNKNOWN_KEYWORDS == "reject":
                     self.rep.rejected(pointer(path, k), k, "unknown keyword")
                 else:

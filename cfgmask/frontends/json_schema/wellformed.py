@@ -16,6 +16,7 @@ Schema 2020-12 section 6.5); only the keywords that hold subschemas lead to more
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -55,13 +56,17 @@ def _elements(v: Any, each: Check, unique: bool = False) -> Bad | None:
     """Each element of the array ``v`` passes ``each`` (and none repeats, when ``unique``)."""
     if not isinstance(v, list):
         return _wrong(v)
-    seen: set[str] = set()
+    seen: set[object] = set()
     for i, x in enumerate(v):
         bad = each(x)
         if bad is not None:
             return (i, *bad[0]), bad[1], bad[2]
-        key = json.dumps(x, sort_keys=True, default=repr)
-        if unique and key in seen:
+        if not unique:
+            continue
+        # a string is its own key (its JSON text is a function of it, and no other value's
+        # text equals a tuple); other values are compared by their sorted JSON text
+        key: object = ("str", x) if isinstance(x, str) else json.dumps(x, sort_keys=True, default=repr)
+        if key in seen:
             return (i,), x, "a repeated element"
         seen.add(key)
     return None
@@ -86,6 +91,11 @@ def _regex(v: Any) -> Bad | None:
     reports the keyword ``rejected``."""
     if not isinstance(v, str):
         return _wrong(v)
+    return _regex_text(v)
+
+
+@functools.lru_cache(maxsize=1024)  # a pattern is parsed once: schemas repeat their patterns
+def _regex_text(v: str) -> Bad | None:
     from ..ecmascript import syntax_error
 
     e = syntax_error(v)
@@ -186,6 +196,7 @@ _ROWS: list[tuple[tuple[str, ...], Check, str, Children | None]] = [
 ]  # fmt: skip
 FORMS = {k: (check, expected, children) for ks, check, expected, children in _ROWS for k in ks}
 CONDITIONAL = {k: FORMS["not"] for k in ("if", "then", "else")}  # keywords from draft-07 on
+FORMS_07 = {**FORMS, **CONDITIONAL}
 
 
 def abbreviate(v: Any, width: int = 40) -> str:
@@ -194,21 +205,27 @@ def abbreviate(v: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# Where a subschema is: None for the root, else (its parent's place, keyword, pointer tokens).
+Place = tuple[Any, str, tuple[object, ...]] | None
+
+
 def check_document(root: Any, draft: int) -> None:
     """Raise a GrammarError at the first keyword (in document order) whose value is malformed."""
-    forms = {**FORMS, **CONDITIONAL} if draft >= 7 else FORMS
-    stack: list[tuple[Any, str]] = [(root, "")]
+    forms = FORMS_07 if draft >= 7 else FORMS
+    # the pointer string of a place is only written for an error
+    stack: list[tuple[Any, Place]] = [(root, None)]
     seen: set[int] = set()
     while stack:
-        s, path = stack.pop()
-        if isinstance(s, bool):
+        s, at = stack.pop()
+        if s.__class__ is bool:
             continue
         if not isinstance(s, dict):  # only reachable for the root: parents check their subschemas
+            path = _pointer_of(at)
             raise GrammarError(f"the schema at {path or '/'} must be {SCHEMA}; got {abbreviate(s)}")
         if id(s) in seen:
             continue
         seen.add(id(s))
-        subs: list[tuple[Any, str]] = []
+        subs: list[tuple[Any, Place]] = []
         for k, v in s.items():
             form = forms.get(k)
             if form is None:
@@ -216,10 +233,18 @@ def check_document(root: Any, draft: int) -> None:
             check, expected, children = form
             bad = check(v)
             if bad is not None:
-                raise malformed(pointer(path, k, *bad[0]), k, expected, bad[1], bad[2])
+                raise malformed(pointer(_pointer_of(at), k, *bad[0]), k, expected, bad[1], bad[2])
             if children is not None:
-                subs += [(x, pointer(path, k, *at)) for at, x in children(v)]
+                subs += [(x, (at, k, tokens)) for tokens, x in children(v)]
         stack.extend(reversed(subs))
+
+
+def _pointer_of(at: Place) -> str:
+    parts: list[object] = []
+    while at is not None:
+        at, k, tokens = at
+        parts[:0] = [k, *tokens]
+    return pointer("", *parts)
 
 
 def malformed(where: str, keyword: str, expected: str, got: Any, hint: str = "") -> GrammarError:
