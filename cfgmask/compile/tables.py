@@ -158,7 +158,6 @@ def _build_tables_in(grammar: ir.Grammar, limits: CompileLimits, sess: Session |
 def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: CompileLimits) -> Tables:
     """The tables of the runtime rules ``f``: byte classes, edges as CSR, nullable rules,
     FOLLOW bytes, token sets and lookahead tables."""
-    order = f.names
     total = f.n
     if total > limits.max_total_states:
         raise LimitError(
@@ -166,65 +165,47 @@ def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: Compil
             limit="max_total_states",
             value=limits.max_total_states,
         )
-    if f.derived is not None:
-        return _tables_derived(grammar, f, f.derived, sess)
+    return _tables(grammar, f, f.derived if f.derived is not None else _derived_in_python(f), sess)
+
+
+def _derived_in_python(f: Flat) -> Derived:
+    """What csrc/tables.c derives, by the Python passes (the tests' reference, and grammars
+    built without the C door)."""
     null = nullable(f)
     follow = follow_bytes(f, null)
     byte_class, trans = byte_classes(f)
-    n_states = f.n
     callers = sorted(f.refs)
-    ref_off = np.zeros(n_states + 1, dtype=np.uint32)
+    ref_off = np.zeros(f.n + 1, dtype=np.uint32)
     ref_off[np.asarray(callers, dtype=np.int64) + 1] = [len(f.refs[s]) for s in callers]
     np.cumsum(ref_off, out=ref_off)
     ref_edges = [e for s in callers for e in f.refs[s]]
     tok_states = sorted(f.tokens)
-    tok_off = np.zeros(n_states + 1, dtype=np.uint32)
+    tok_off = np.zeros(f.n + 1, dtype=np.uint32)
     tok_off[np.asarray(tok_states, dtype=np.int64) + 1] = [len(f.tokens[s]) for s in tok_states]
     np.cumsum(tok_off, out=tok_off)
     tok_edges = [e for s in tok_states for e in f.tokens[s]]
-    sets = [sess.token_sets[label] for label in f.token_sets]
-    set_off = np.zeros(len(sets) + 1, dtype=np.uint32)
-    set_off[1:] = np.cumsum([len(ids) for _, ids in sets])
     follow_arr = np.zeros((len(follow), 8), dtype=np.uint32)
     for r, bits in enumerate(follow):
         for w in range(8):
             follow_arr[r, w] = (bits >> (32 * w)) & 0xFFFFFFFF
-    rule_la, la_next, la_union = lookahead_tables(order, sess.markers)
-    return Tables(
-        rule_names=order,
-        start_rule=0,
+    return Derived(
         byte_class=byte_class,
         trans=trans,
-        state_rule=np.ascontiguousarray(f.rule_of, dtype=np.uint32),
-        accepting=np.ascontiguousarray(f.accepting, dtype=np.uint8),
+        nullable=np.asarray(null, dtype=np.uint8),
+        follow=follow_arr.reshape(-1),
         ref_off=ref_off,
         ref_rule=np.asarray([c for c, _ in ref_edges], dtype=np.uint32),
         ref_target=np.asarray([t for _, t in ref_edges], dtype=np.uint32),
-        rule_start=np.asarray(f.start_of, dtype=np.uint32),
-        rule_nullable=np.asarray(null, dtype=np.uint8),
-        rule_follow=follow_arr.reshape(-1),
         tok_off=tok_off,
         tok_set=np.asarray([k for k, _ in tok_edges], dtype=np.uint32),
         tok_target=np.asarray([t for _, t in tok_edges], dtype=np.uint32),
-        set_off=set_off,
-        set_ids=np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32),
-        set_negated=np.asarray([neg for neg, _ in sets], dtype=np.uint8),
-        rule_la=rule_la,
-        la_next=la_next,
-        la_union=la_union,
-        stats={
-            "source_rules": len(grammar.rules),
-            "parser_rules": len(order),
-            "states": total,
-            "byte_classes": int(trans.shape[1]),
-            "call_edges": int(ref_off[-1]),
-        },
+        token_sets=list(f.token_sets),
     )
 
 
-def _tables_derived(grammar: ir.Grammar, f: Flat, d: Derived, sess: Session) -> Tables:
-    """``tables_from_flat`` from what csrc/tables.c made (byte classes in Python only where it
-    could not: a hash collision, or more states than weights)."""
+def _tables(grammar: ir.Grammar, f: Flat, d: Derived, sess: Session) -> Tables:
+    """The Tables of ``f`` from its derived parts (byte classes in Python where csrc/tables.c
+    could not make them: a hash collision, or more states than weights)."""
     if d.byte_class is None or d.trans is None:
         byte_class, trans = byte_classes(f)
     else:
