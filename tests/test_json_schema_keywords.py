@@ -359,14 +359,26 @@ def test_one_of_with_a_recursive_ref_branch() -> None:
                 assert got == valid or (canonical and not got), (canonical, text[:200])
 
 
-def test_a_ref_inlined_beside_keywords_that_recurses_is_refused() -> None:
-    """Beside other keywords the branch must be inlined (intersected with them), and a recursive
-    ``$ref`` would be inlined again at every level: refused at the outermost branch's pointer."""
+def test_a_ref_inlined_beside_keywords_that_recurses_is_exact() -> None:
+    """Beside other keywords the branch is inlined (intersected with them); the inlined root meets
+    the same ``items`` schema again one level down, which is then the rule of its first walk
+    (``SchemaCompiler.walked``): recursion in the grammar, exact (it used to be refused)."""
     schema = {
         "type": "object",
         "properties": {"sub": {"items": {"minLength": 1, "oneOf": [{"type": "string"}, {"$ref": "#"}]}}},
     }
-    refused(schema, "/properties/sub/items/oneOf/1", "oneOf")
+    agree(
+        schema,
+        [
+            {},
+            {"sub": ["a", {}]},
+            {"sub": [""]},
+            {"sub": [{"sub": ["b", {"sub": [1]}]}]},
+            {"sub": [{"sub": [{"sub": ["c"]}]}]},
+            {"sub": [{"sub": [{"sub": [""]}]}]},
+            {"sub": 3},
+        ],
+    )
 
 
 # --------------------------------------------------------------------------- multipleOf with bounds

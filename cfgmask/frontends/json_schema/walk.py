@@ -64,6 +64,12 @@ KNOWN_META = {
 }
 MAX_REF_EXPANSIONS = 64
 MAX_INLINED_REFS = 32  # oneOf/anyOf branches with a $ref inlined, nested in one another
+# Keywords whose walk may inline a $ref target (resolve_part): a schema holding one that is met
+# again inside its own walk (same content, base and scope) is a reference to the rule of that walk
+# (SchemaCompiler.walked), so an inlined recursion becomes recursion in the grammar.
+INLINING = frozenset(
+    {"allOf", "anyOf", "oneOf", "not", "if", "dependentSchemas", "dependencies", "$dynamicRef"}
+)
 MAX_ONE_OF_TERMS = 64  # terms of an overlapping oneOf written as a union (see _exactly_one)
 MAX_NEGATION_DEPTH = 4  # nested properties that _negate walks into
 # Bounds an 'if' may test, and the keyword whose value range is their complement (same value;
@@ -123,6 +129,7 @@ class SchemaCompiler:
         self.inlined_root = ""  # the outermost of them
         self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
         self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
+        self.walks: dict[str, Walk] = {}  # schemas with an INLINING keyword, by content (see walked)
         self.strings = Strings(self)
         self.containers = Containers(self)
 
@@ -206,13 +213,40 @@ class SchemaCompiler:
         try:
             if self.depth > MAX_DEPTH:
                 raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
-            out = self._schema(s, path, inner)
+            walk = self.walked(s, inner)
+            if walk is None:
+                out = self._schema(s, path, inner)
+            elif walk.name is not None:  # met inside its own walk: the rule that walk makes
+                out = ir.Ref(walk.name)
+            else:
+                try:
+                    out = walk.done(self._schema(s, path, inner), self.rules, path)
+                finally:  # met later, beside it: walked afresh (its keywords reported there)
+                    del self.walks[walk.key]
         finally:
             self.depth -= 1
             self.scope = scope
         # an empty schema keeps the innermost reason found under it; a live one forgets them
         self.empty_why = because(s, path, self.empty_why) if out == ir.NOTHING else saved
         return out
+
+    def walked(self, s: dict[str, Any], base: str) -> Walk | None:
+        """The record of ``s``'s walk in this base and dynamic scope while it lasts, when ``s``
+        holds a keyword that may inline a ``$ref`` (``INLINING``); None otherwise.  A schema's
+        language is a function of its content, base and scope alone, so a schema met again inside
+        its own walk (an inlined copy of a recursive target reaches the same subschema one level
+        down) is a reference to the rule that walk makes: recursion in the grammar after one
+        level, not an inlining to ``MAX_DEPTH``."""
+        if INLINING.isdisjoint(s.keys()):
+            return None
+        key = self.scoped(base + "\x00" + json.dumps(s, default=str))  # key order is meaningful
+        walk = self.walks.get(key)
+        if walk is None:
+            walk = self.walks[key] = Walk(key)
+        elif walk.name is None:  # the first meeting inside its own walk
+            walk.name = U.fresh(self.rules, "walk")
+            self.rules[walk.name] = ir.NOTHING  # its body when the walk ends
+        return walk
 
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         for k in s:
@@ -289,7 +323,7 @@ class SchemaCompiler:
                 body = self.schema(target, tpath, tbase)
             finally:
                 self.scope = scope
-            if body == ir.Ref(name):
+            if unit_cycle(self.rules, name, body):
                 raise GrammarError(f"$ref at {where} refers to itself without consuming input")
             self.rules[name] = body
             if body == ir.NOTHING:
@@ -1016,6 +1050,38 @@ class SchemaCompiler:
         return self._rule(name, lambda: dfa.to_expr(self.rules, name))
 
 
+def unit_cycle(rules: dict[str, ir.Expr], name: str, body: ir.Expr) -> bool:
+    """Whether ``body`` is ``name`` itself through rules that are each one bare reference (a
+    schema that is its own ``$ref``, directly or through schemas met again): no language."""
+    seen = set()
+    while isinstance(body, ir.Ref) and body.name not in seen:
+        if body.name == name:
+            return True
+        seen.add(body.name)
+        body = rules.get(body.name, ir.NOTHING)
+    return False
+
+
+class Walk:
+    """A schema being walked (:meth:`SchemaCompiler.walked`), and the rule that holds its
+    expression once the schema was met again inside its own walk."""
+
+    __slots__ = ("key", "name")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.name: str | None = None
+
+    def done(self, out: ir.Expr, rules: dict[str, ir.Expr], path: str) -> ir.Expr:
+        """The walk's result, which is also the body of its rule if it has one."""
+        if self.name is None:
+            return out
+        if unit_cycle(rules, self.name, out):
+            raise GrammarError(f"the schema at {path or '/'} refers to itself without consuming input")
+        rules[self.name] = out
+        return out
+
+
 def json_literal(v: Any) -> str:
     return "null" if v is None else "true" if v else "false"
 
@@ -1045,4 +1111,4 @@ def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr, canonical: bool = False)
     )  # fmt: skip
 
 
-__all__ = ["SchemaCompiler", "TYPES", "add_builtin", "detect_draft"]
+__all__ = ["SchemaCompiler", "TYPES", "Walk", "add_builtin", "detect_draft"]
