@@ -52,7 +52,8 @@ class GenerationStats:
     mask_steps: int = 0
     mask_seconds: float = 0.0  # computing (on the worker when prefetched) and applying the masks
     mask_step_seconds: list[float] = field(default_factory=list, repr=False)  # each mask's time
-    prefetched: int = 0  # masks computed on the prefetch worker during a forward pass
+    prefetch_started: int = 0  # masks started on the prefetch worker before a forward pass
+    prefetched: int = 0  # of them, computed there (not cancelled and filled in line)
     mask_wait_seconds: float = 0.0  # the sampler's time on the masks: waiting, copying, applying
     mask_wait_step_seconds: list[float] = field(default_factory=list, repr=False)
     mask_blocked_seconds: float = 0.0  # of it, blocked on a worker still filling
@@ -89,7 +90,7 @@ class GenerationStats:
         ttft, rate = self.first_token_seconds, self.tokens_per_second
         speed = f"time to first token {ttft:.2f} s, then {rate:.1f} tokens/s" if self.tokens else "no token"
         overlap = ""
-        if self.prefetched:
+        if self.prefetch_started:
             waited = 1e6 * self.mask_wait_seconds / max(1, self.mask_steps)
             wmedian = 1e6 * statistics.median(self.mask_wait_step_seconds)
             overlap = (
@@ -182,6 +183,7 @@ def generate_stream(
         if not jump and prefetch:
             t0 = time.perf_counter()
             matcher.prefetch()
+            stats.prefetch_started += 1
             stats.prefetch_submit_seconds += time.perf_counter() - t0  # waking the worker
         return jump
 

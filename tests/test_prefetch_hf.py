@@ -87,10 +87,13 @@ def test_generate_stream_same_output_with_prefetch(model, compiled, jump, temper
         s_off.mask_steps,
         s_off.stop,
     )
-    assert s_off.prefetched == 0 and s_off.mask_wait_seconds == pytest.approx(s_off.mask_seconds)
-    # every sampled step's mask was started during the forward pass before it (some may
-    # have been cancelled and filled in line if the worker had not started them)
-    assert 0 < s_on.prefetched <= s_on.mask_steps
+    assert s_off.prefetch_started == s_off.prefetched == 0
+    assert s_off.mask_wait_seconds == pytest.approx(s_off.mask_seconds)
+    # every sampled step's mask was started before the forward pass that precedes it; how many
+    # a worker computed (rather than the fill cancelling it and filling in line, when no worker
+    # had started it yet) depends on the scheduler
+    assert s_on.prefetch_started == s_on.mask_steps
+    assert 0 <= s_on.prefetched <= s_on.mask_steps
     assert len(s_on.mask_wait_step_seconds) == len(s_on.mask_step_seconds) == s_on.mask_steps
     overlap = f"{s_on.prefetched} of {s_on.mask_steps} masks prefetched during the forward pass"
     assert overlap in s_on.summary()
@@ -102,6 +105,7 @@ def test_summary_reports_the_overlap_apart() -> None:
 
     s = GenerationStats(tokens=3, sampled=3, forward_passes=3, forward_seconds=0.3, mask_steps=3)
     s.mask_seconds, s.mask_step_seconds = 0.0031, [0.001, 0.0001, 0.002]
+    s.prefetch_started = 3
     s.prefetched, s.mask_wait_seconds, s.mask_wait_step_seconds = 3, 0.0003, [0.0001, 0.00005, 0.00015]
     s.stop, s.accepting = "stop token", True
     line = s.summary()
