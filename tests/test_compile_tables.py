@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -69,12 +68,26 @@ def _ir(path: Path) -> ir.Grammar:
 
 
 def _schemas(per_split: int = 8) -> list[tuple[str, Any]]:
+    """The first ``per_split`` schemas of each split that the front end compiles (a refused one
+    has no tables to compare)."""
     out = []
     for path in SPLITS:
         with path.open(encoding="utf-8") as f:
-            for i, line in enumerate(itertools.islice(f, per_split)):
-                out.append((f"{path.stem}:{i}", json.loads(line)["schema"]))
+            taken = 0
+            for i, line in enumerate(f):
+                if taken == per_split:
+                    break
+                schema = json.loads(line)["schema"]
+                try:
+                    cfgmask.Grammar.from_json_schema(schema)
+                except cfgmask.CfgmaskError:
+                    continue
+                out.append((f"{path.stem}:{i}", schema))
+                taken += 1
     return out
+
+
+SCHEMAS = _schemas()
 
 
 @pytest.mark.parametrize("path", GRAMMARS, ids=lambda p: p.name)
@@ -83,13 +96,9 @@ def test_shipped_grammars(path: Path) -> None:
     assert_same(fast, slow)
 
 
-@pytest.mark.parametrize("schema", [s for _, s in _schemas()], ids=[i for i, _ in _schemas()])
+@pytest.mark.parametrize("schema", [s for _, s in SCHEMAS], ids=[i for i, _ in SCHEMAS])
 def test_json_schemas(schema: Any) -> None:
-    try:
-        g = cfgmask.Grammar.from_json_schema(schema)
-    except cfgmask.CfgmaskError:
-        pytest.skip("refused by the front end")
-    fast, slow, _ = both(g.ir)
+    fast, slow, _ = both(cfgmask.Grammar.from_json_schema(schema).ir)
     assert_same(fast, slow)
 
 
