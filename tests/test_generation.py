@@ -12,6 +12,7 @@ import cfgmask  # noqa: E402
 from cfgmask.generation import _Jumper, _prefix_end, _utf8_prefix, generate_stream  # noqa: E402
 
 from .reference import ReferenceMatcher  # noqa: E402
+from .tiny_llama import tiny_llama  # noqa: E402
 
 MULTI = [b'{"', b'": "', b'", "', b"name", b'ok": ', b"true", b"false", b"}", b' "', b'"n']
 EOS = 256 + len(MULTI)
@@ -53,18 +54,7 @@ def compiled(grammar, vocab):
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(1)
-    config = transformers.LlamaConfig(
-        vocab_size=V + 3,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        eos_token_id=EOS,
-    )
-    return transformers.LlamaForCausalLM(config).eval()
+    return tiny_llama(V + 3, seed=1, eos=EOS)
 
 
 def _check(text: bytes, stats, grammar):

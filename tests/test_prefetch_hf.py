@@ -16,6 +16,8 @@ import cfgmask  # noqa: E402
 from cfgmask.generation import generate_stream  # noqa: E402
 from cfgmask.transformers import GrammarLogitsProcessor  # noqa: E402
 
+from .tiny_llama import tiny_llama  # noqa: E402
+
 JSON_GBNF = (Path(__file__).parent.parent / "grammars" / "json.gbnf").read_text()
 MULTI = [b'{"', b'": ', b'", "', b"true", b"null", b", ", b'"name"', b"12", b"\n  ", b"}]", b"\xc3", b"\xa9"]
 EOS, PAD = 256 + len(MULTI), 256 + len(MULTI) + 1
@@ -30,23 +32,7 @@ def compiled() -> cfgmask.CompiledGrammar:
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(3)
-    config = transformers.LlamaConfig(
-        vocab_size=len(TOKENS) + 5,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=ord("<"),
-        eos_token_id=EOS,
-        pad_token_id=PAD,
-    )
-    m = transformers.LlamaForCausalLM(config).eval()
-    m.generation_config.pad_token_id = PAD
-    m.generation_config.eos_token_id = EOS
-    return m
+    return tiny_llama(len(TOKENS) + 5, seed=3, eos=EOS, pad=PAD, bos=ord("<"))
 
 
 def encode(text: str) -> list[int]:

@@ -20,6 +20,7 @@ import cfgmask  # noqa: E402
 from cfgmask.transformers import GrammarLogitsProcessor  # noqa: E402
 
 from .reference import ReferenceMatcher  # noqa: E402
+from .tiny_llama import tiny_llama  # noqa: E402
 
 JSON_GBNF = (Path(__file__).parent.parent / "grammars" / "json.gbnf").read_text()
 MULTI = [
@@ -61,23 +62,7 @@ def compiled(grammar, vocab) -> cfgmask.CompiledGrammar:
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=MODEL_V,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=ord("<"),
-        eos_token_id=EOS,
-        pad_token_id=PAD,
-    )
-    m = transformers.LlamaForCausalLM(config).eval()
-    m.generation_config.pad_token_id = PAD
-    m.generation_config.eos_token_id = EOS
-    return m
+    return tiny_llama(MODEL_V, seed=0, eos=EOS, pad=PAD, bos=ord("<"), positions=512)
 
 
 class EosBias(transformers.LogitsProcessor):
