@@ -95,7 +95,8 @@ class Worker:
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        target_args = (self.name, self.args.keep_vocab_walks, self.args.mem_gb, child)
+        keep = "steady" if self.args.steady else "vocab-walks" if self.args.keep_vocab_walks else "none"
+        target_args = (self.name, keep, self.args.mem_gb, child)
         self.proc = ctx.Process(target=serve, args=target_args, daemon=True)
         self.proc.start()
         child.close()
@@ -389,6 +390,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds a schema may take in all (compile, replay, checks)",
     )
     p.add_argument("--keep-vocab-walks", action="store_true", help="cfgmask: clear tables and automata only")
+    p.add_argument(
+        "--steady",
+        action="store_true",
+        help="cfgmask: keep what earlier schemas built (shared rules' automata, walks); clear tables only",
+    )
     p.add_argument("--mem-gb", type=float, default=8.0, help="a worker's data-size limit")
     p.add_argument("--out", type=Path, default=RESULTS_DIR / "maskbench.json")
     args = p.parse_args(argv)

@@ -30,21 +30,25 @@ class Runtime:
     ``compile_json_schema(text)`` (flexible whitespace, ``strict_mode=True``); llguidance
     ``grammar_from_json_schema(text)`` + ``LLMatcher``."""
 
-    def __init__(self, name: str, keep_vocab_walks: bool) -> None:
+    def __init__(self, name: str, keep: str = "none") -> None:
         self.name = name
-        self.keep_vocab_walks = keep_vocab_walks
+        self.keep = keep  # cfgmask: "none", "vocab-walks" or "steady" (see ``clear``)
         self.engine: Engine = ENGINE_CLASSES[name]()
         self.mask = self.engine.new_mask()  # one buffer, reused, as a server would
 
     def clear(self) -> None:
-        """A cold start.  cfgmask: tables, automaton fragments and (unless ``keep_vocab_walks``)
-        the loop walks its vocabulary keeps; xgrammar: its compiler cache (also off)."""
-        if self.name == "cfgmask" and self.keep_vocab_walks:
+        """A cold start.  cfgmask: tables, automaton fragments and (unless ``keep`` is
+        ``"vocab-walks"``) the loop walks its vocabulary keeps; with ``"steady"`` only the tables of
+        whole grammars go (a server that has compiled the earlier schemas: their shared rules'
+        automata and walks stay, but no schema finds its own tables); xgrammar: its compiler cache
+        (also off)."""
+        if self.name == "cfgmask" and self.keep != "none":
             from cfgmask.compile import compiled as cc
 
             with cc._TABLE_LOCK:
                 cc._TABLE_CACHE.clear()
-            cc.CACHE.clear()
+            if self.keep == "vocab-walks":
+                cc.CACHE.clear()
         else:
             self.engine.clear_caches()
 
@@ -204,14 +208,14 @@ def warm_up(rt: Runtime) -> None:
         raise RuntimeError(f"{rt.name} rejects the warm-up document: {r['status']}")
 
 
-def serve(name: str, keep_vocab_walks: bool, mem_gb: float, conn: Any) -> None:
+def serve(name: str, keep: str, mem_gb: float, conn: Any) -> None:
     """The worker's loop: a job per schema until ``None``."""
     single_thread()
     limit = int(mem_gb * 2**30)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     log = _StderrLog()  # what a native library prints goes with its schema, not to the progress
     try:
-        rt = Runtime(name, keep_vocab_walks)
+        rt = Runtime(name, keep)
     except ImportError as ex:
         conn.send(("missing", str(ex)))
         return
