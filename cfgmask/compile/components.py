@@ -23,7 +23,7 @@ from ..errors import GrammarError, LimitError
 from .automaton import DFA
 from .encode import Session
 from .flat import Flat, class_weights, from_door
-from .graph import sccs, tail_only, use_counts_dag
+from .graph import sccs, tail_only_dag, use_counts_dag
 from .limits import CompileLimits
 from .repeats import RepeatRewriter
 
@@ -153,7 +153,7 @@ def _plan(
     for comp in sccs(graph, start):
         members = set(comp)
         recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
-        regular = not recursive or all(tail_only(rules[m], members, True) for m in comp)
+        regular = not recursive or all(tail_only_dag(sess, cids[m], members) for m in comp)
         deadline.check("rule loop")
         callees = sorted({c for m in comp for c in graph[m]} - members)
         for m in comp:
@@ -200,9 +200,12 @@ def finish(
     for name, (dfa, labels) in built.items():
         by_name[sess.name(name)] = (dfa.handle, labels)
     is_token = bytes(n in sess.token_sets for n in sess.names)
+    # enough byte-class weights for every state the runtime rules may keep (C leaves the byte
+    # classes to Python past the weights it is given): at most all the rules' states
+    weights = class_weights(min(sum(len(dfa) for dfa, _ in built.values()), limits.max_total_states))
     end = _deadline()
     try:
-        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, class_weights(0))
+        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, weights)
     except LimitError:
         deadline.check("trimming")
         raise
