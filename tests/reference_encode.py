@@ -28,6 +28,9 @@ class ReferenceSession(Session):
         except _Deep:
             return self._cid_iter(root, max_nodes)
 
+    def cids(self, rules: dict[str, ir.Expr], max_nodes: int | None = None) -> dict[str, int]:
+        return {name: self.cid(body, max_nodes) for name, body in rules.items()}
+
     def emit(self, root: int) -> int:
         got = self.offsets.get(root)
         if got is not None:

@@ -260,8 +260,7 @@ def shared_grammars(draw: st.DrawFn) -> ir.Grammar:
 
 
 def _interned(sess: encode.Session, g: ir.Grammar) -> tuple[object, ...]:
-    for name, body in g.rules.items():
-        sess.roots[name] = sess.cid(body)
+    sess.roots.update(sess.cids(g.rules))
     for c in sess.roots.values():
         sess.emit(c)
     it = sess.interner

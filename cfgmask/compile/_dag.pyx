@@ -263,6 +263,21 @@ def intern(sess, root):
     return Interning(sess, Facts(sess.interner)).rec(root, 0)
 
 
+def intern_all(sess, dict rules):
+    """``Session.cid`` of every rule body, by rule name (the walk set up once)."""
+    cdef Interning walk = Interning(sess, Facts(sess.interner))
+    cdef dict out = {}, memo = walk.memo
+    for name, body in rules.items():
+        got = memo.get(id(body))
+        if got is None:
+            try:
+                got = walk.rec(body, 0)
+            except Deep:  # the rest without recursion (what is done is memoized)
+                got = sess._cid_iter(body, walk.max_nodes)
+        out[name] = got
+    return out
+
+
 cdef class Emitting:
     """One call of ``Session.emit``: the recursive walk of ``Session._emit_rec``."""
     cdef object sess

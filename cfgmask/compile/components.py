@@ -147,6 +147,8 @@ def _plan(
     its members' IR, its callees' keys and what they may inline, and the limits."""
     cache = sess.cache
     cids, graph, uses = call_graph(rules, sess)
+    # the limits in every key as a small id (hashing the dataclass costs more than the rest)
+    lim = cache.key_id(limits) if cache is not None else limits
     key_of: dict[str, int] = {}
     cap_of: dict[str, int] = {}
     plan: list[_Planned] = []
@@ -167,7 +169,7 @@ def _plan(
             tuple((m, cids[m], cap_of[m]) for m in comp),
             tuple((c, key_of[c], cap_of[c]) for c in callees),
             recursive and regular,
-            limits,
+            lim,
         )
         key = cache.key_id(content) if cache is not None else len(plan)
         for m in comp:

@@ -205,6 +205,11 @@ class Session:
 
     max_nodes: int | None = None
 
+    def cids(self, rules: dict[str, ir.Expr], max_nodes: int | None = None) -> dict[str, int]:
+        """``cid`` of every rule body, by rule name."""
+        self.max_nodes = max_nodes
+        return _dag.intern_all(self, rules)
+
     def _cid_iter(self, root: ir.Expr, max_nodes: int | None) -> int:
         memo = self.memo
         got = memo.get(id(root))

@@ -24,8 +24,7 @@ def prepare(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = N
     if len(grammar.rules) > limits.max_rules:
         check_ir_exact(grammar, limits)
     try:
-        for name, body in grammar.rules.items():
-            sess.roots[name] = sess.cid(body, limits.max_ir_nodes)
+        sess.roots.update(sess.cids(grammar.rules, limits.max_ir_nodes))
     except TooBig:  # more distinct nodes than max_ir_nodes: more tree nodes too
         check_ir_exact(grammar, limits)
         raise AssertionError("check_ir missed a limit") from None

@@ -110,8 +110,17 @@ class RepeatRewriter:
         self.count = 0
         self.sess = sess
         self._sizes: dict[int, int] = {}
-        self.rule_size = rule_sizes(self.rules, sess, self._sizes)
+        self._given = self.rules.copy()  # run() rewrites self.rules; sizes are of the rules given
+        self._rule_size: dict[str, int] | None = None
         self._clean: dict[int, bool] = {}
+
+    @property
+    def rule_size(self) -> dict[str, int]:
+        """Estimated sizes of the given rules, made on first use: a grammar whose bounded
+        repetitions repeat only reference-free items (a JSON string's characters) never needs them."""
+        if self._rule_size is None:
+            self._rule_size = rule_sizes(self._given, self.sess, self._sizes)
+        return self._rule_size
 
     def run(self) -> dict[str, ir.Expr]:
         for name in list(self.rules):
@@ -139,7 +148,7 @@ class RepeatRewriter:
                 and self.clean(item)
                 and (
                     bound <= 1
-                    or dag_size(self.sess, item, self.rule_size, self._sizes) * bound
+                    or dag_size(self.sess, item, self.rule_size if it.refs[item] else {}, self._sizes) * bound
                     <= self.limits.unroll_budget
                 )
             )
