@@ -126,11 +126,12 @@ def rule_dfas(
 
 def call_graph(
     rules: dict[str, ir.Expr], sess: Session
-) -> tuple[dict[str, int], dict[str, set[str]], dict[str, int]]:
+) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
     """Each rule's DAG id, the rules it calls, and how often each rule is used; names and
     token terminals numbered once, in order (label values need it)."""
     cids = {name: sess.cid(body) for name, body in rules.items()}
-    graph = {name: set(sess.refs(c)) for name, c in cids.items()}
+    refs = sess.interner.refs
+    graph = {name: refs[c] for name, c in cids.items()}
     uses = use_counts_dag(sess, cids)
     for name in sorted(rules):
         sess.name(name)
@@ -152,22 +153,34 @@ def _plan(
     key_of: dict[str, int] = {}
     cap_of: dict[str, int] = {}
     plan: list[_Planned] = []
+    name_idx = sess.name_idx  # every rule is numbered by call_graph
+    shared, single = limits.inline_shared_states, limits.inline_max_states
     for comp in sccs(graph, start):
-        members = set(comp)
-        recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
-        regular = not recursive or all(tail_only_dag(sess, cids[m], members) for m in comp)
+        if len(comp) == 1:  # most components: one rule
+            m = comp[0]
+            calls = graph[m]
+            recursive = m in calls
+            members = {m}
+            regular = not recursive or tail_only_dag(sess, cids[m], members)
+            callees = sorted(calls - members) if recursive else sorted(calls)
+        else:
+            members = set(comp)
+            recursive = True
+            regular = all(tail_only_dag(sess, cids[m], members) for m in comp)
+            callees = sorted({c for m in comp for c in graph[m]} - members)
         deadline.check("rule loop")
-        callees = sorted({c for m in comp for c in graph[m]} - members)
+        mine = []
         for m in comp:
             # Copying a rule into every caller makes tokens that span it context-independent,
             # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
             # big automata are copied only into a single caller.
-            cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
-            cap_of[m] = cap if regular and m not in outlined else 0
+            cap = single if uses.get(m, 0) <= 1 else shared
+            cap = cap_of[m] = cap if regular and m not in outlined else 0
+            mine.append((m, cids[m], cap))
         content = (
             sess.gen,
-            tuple((m, cids[m], cap_of[m]) for m in comp),
-            tuple((c, key_of[c], cap_of[c]) for c in callees),
+            tuple(mine),
+            tuple([(c, key_of[c], cap_of[c]) for c in callees]),
             recursive and regular,
             lim,
         )
@@ -176,8 +189,8 @@ def _plan(
             key_of[m] = key
         cached = cache.get(key) if cache is not None else None
         spec = (
-            [(sess.name(m), sess.emit(cids[m]), cap_of[m]) for m in comp],
-            [sess.name(c) for c in callees],
+            [(name_idx[m], sess.emit(cid), cap) for m, cid, cap in mine],
+            [name_idx[c] for c in callees],
             recursive and regular,
             cached,
         )

@@ -6,12 +6,15 @@ tail position (right-linear); :mod:`.components` inlines regular rules into thei
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+
 from .. import ir
 from .encode import _ALT, _REF, _REPEAT, _SEQ, Session, marker_name
 
 
 def sccs(
-    graph: dict[str, set[str]],
+    graph: Mapping[str, AbstractSet[str]],
     root: str,
     index: dict[str, int] | None = None,
     low: dict[str, int] | None = None,
