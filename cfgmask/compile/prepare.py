@@ -8,7 +8,7 @@ only to report a limit that is exceeded; :func:`validate` checks references; and
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Hashable
 
 from .. import ir
 from ..errors import GrammarError
@@ -39,12 +39,12 @@ def prepare(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = N
     return sess
 
 
-def tables_key(sess: Session, grammar: ir.Grammar, limits: CompileLimits) -> str:
-    """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits."""
+def tables_key(sess: Session, grammar: ir.Grammar, limits: CompileLimits) -> Hashable:
+    """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits.  A tuple
+    (a digest of its text cost more than the rest of a small grammar's checks)."""
     if sess.cache is None:
         raise ValueError("tables_key needs a session of the automaton cache: private ids compare to nothing")
-    body = repr((sess.gen, sorted(sess.roots.items()), grammar.start, limits))
-    return hashlib.sha256(body.encode()).hexdigest()
+    return (sess.gen, frozenset(sess.roots.items()), grammar.start, limits)
 
 
 def check_ir(grammar: ir.Grammar, limits: CompileLimits) -> None:
