@@ -5,7 +5,8 @@ that ``cfgmask/compile/_dag.pyx`` compiles.
 ``emit`` run these walks (and ``Interner.add`` for every new node) instead of the compiled
 ones; everything else (the iterative walks past the recursion cap, the rare node kinds, names)
 is the package's.  Both must give the same ids in the same order, the same facts per id and
-the same encoded IR.
+the same encoded IR.  :func:`utf8_code` is a character class's code from the Python
+``utf8.byte_sequences``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,21 @@ from typing import Any
 
 from cfgmask import deadline, ir
 from cfgmask.compile.encode import _ALT, _BYTES, _LIT, _REF, _REPEAT, _SEQ, _UTF8, Session, TooBig, _Deep
+from cfgmask.utf8 import byte_sequences
+
+
+def utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """``encode._utf8_code`` from ``utf8.byte_sequences``."""
+    out = [_UTF8, len(ranges)]
+    for lo, hi in ranges:
+        out += (lo, hi)
+    seqs = byte_sequences(ranges)
+    out.append(len(seqs))
+    for seq in seqs:
+        out.append(len(seq))
+        for lo, hi in seq:
+            out += (lo, hi)
+    return tuple(out)
 
 
 class ReferenceSession(Session):

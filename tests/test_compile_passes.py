@@ -32,7 +32,7 @@ from cfgmask.errors import GrammarError, LimitError
 
 from . import reference_fsm as fsm
 from . import reference_pipeline
-from .reference_encode import ReferenceSession
+from .reference_encode import ReferenceSession, utf8_code
 from .strategies import SMALL, grammars
 
 TOKENS = st.builds(ir.Token, st.lists(st.integers(0, 5), min_size=1, max_size=2).map(tuple), st.booleans())
@@ -292,3 +292,15 @@ def test_tail_position_over_the_dag_matches_the_tree_walk(g: ir.Grammar, data: s
     sess = encode.Session()
     for body in g.rules.values():
         assert graph.tail_only_dag(sess, sess.cid(body), members) == graph.tail_only(body, members, True)
+
+
+CODE_POINTS = st.one_of(
+    st.sampled_from((0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF)),
+    st.integers(0, 0x10FFFF),
+    st.integers(-5, 0x110005),  # out of range: clipped
+)
+
+
+@given(st.lists(st.tuples(CODE_POINTS, CODE_POINTS), max_size=5))
+def test_compiled_utf8_code_matches_the_python_construction(ranges: list[tuple[int, int]]) -> None:
+    assert _dag.utf8_code(tuple(ranges)) == utf8_code(tuple(ranges))

@@ -17,6 +17,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
 from .. import deadline
 from .. import ir
+from ..utf8 import without_surrogates
 
 # CM_IR_* of csrc/cfgmask.h and the interned-only kinds, as encode.py numbers them (a test
 # checks that both agree)
@@ -357,3 +358,87 @@ def emit(sess, Py_ssize_t root):
     """``Session._emit_rec(root, 0)``: raises :class:`Deep` past the recursion cap (what is
     done is kept)."""
     return Emitting(sess).rec(root, 0)
+
+
+# ---------------------------------------------------------------- character classes
+
+
+cdef int utf8_encode(long cp, unsigned char *out) noexcept:
+    """The UTF-8 bytes of ``cp`` (surrogates encoded as any other 3-byte value)."""
+    if cp < 0x80:
+        out[0] = <unsigned char>cp
+        return 1
+    if cp < 0x800:
+        out[0] = <unsigned char>(0xC0 | (cp >> 6))
+        out[1] = <unsigned char>(0x80 | (cp & 0x3F))
+        return 2
+    if cp < 0x10000:
+        out[0] = <unsigned char>(0xE0 | (cp >> 12))
+        out[1] = <unsigned char>(0x80 | ((cp >> 6) & 0x3F))
+        out[2] = <unsigned char>(0x80 | (cp & 0x3F))
+        return 3
+    out[0] = <unsigned char>(0xF0 | (cp >> 18))
+    out[1] = <unsigned char>(0x80 | ((cp >> 12) & 0x3F))
+    out[2] = <unsigned char>(0x80 | ((cp >> 6) & 0x3F))
+    out[3] = <unsigned char>(0x80 | (cp & 0x3F))
+    return 4
+
+
+cdef int utf8_split(long lo, long hi, list out) except -1:
+    """``utf8._split``: the byte-range sequences of the code points lo..hi (no surrogates),
+    each appended to ``out`` as its length and then its (low, high) byte pairs."""
+    cdef long top, m
+    cdef int i, n
+    cdef unsigned char a[4]
+    cdef unsigned char b[4]
+    if lo > hi:
+        return 0
+    for top in (0x7F, 0x7FF, 0xFFFF):
+        if lo <= top < hi:
+            utf8_split(lo, top, out)
+            utf8_split(top + 1, hi, out)
+            return 0
+    if hi <= 0x7F:
+        out += (1, lo, hi)
+        return 0
+    n = utf8_encode(lo, a)
+    for i in range(1, n):
+        m = (1 << (6 * i)) - 1
+        if lo & ~m != hi & ~m:
+            if lo & m:
+                utf8_split(lo, lo | m, out)
+                utf8_split((lo | m) + 1, hi, out)
+                return 0
+            if hi & m != m:
+                utf8_split(lo, (hi & ~m) - 1, out)
+                utf8_split(hi & ~m, hi, out)
+                return 0
+    utf8_encode(hi, b)
+    out.append(n)
+    for i in range(n):
+        out += (a[i], b[i])
+    return 0
+
+
+def utf8_code(tuple ranges):
+    """``encode._utf8_code`` uncached: a character class's ranges, then its UTF-8 byte
+    sequences (``utf8.byte_sequences``), as CM_IR_UTF8 code."""
+    cdef list out = [UTF8, len(ranges)], seqs = []
+    cdef Py_ssize_t count = 0
+    for lo, hi in ranges:
+        out += (lo, hi)
+    norm = ir.normalize_ranges(ranges)
+    if norm and norm[len(norm) - 1][1] <= 0x7F:  # ASCII only: one byte each (no wraparound)
+        for lo, hi in norm:
+            seqs += (1, lo, hi)
+            count += 1
+    else:
+        for lo, hi in without_surrogates(norm):
+            utf8_split(lo, hi, seqs)
+        i = 0
+        while i < len(seqs):  # count the sequences: each is its length, then its pairs
+            i += 1 + 2 * <Py_ssize_t>seqs[i]
+            count += 1
+    out.append(count)
+    out += seqs
+    return tuple(out)
