@@ -21,7 +21,7 @@ from typing import Any
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from .automaton import DFA
-from .encode import Session
+from .encode import _ALT, _REPEAT, _SEQ, _WORDS, Session
 from .flat import Flat, class_weights, from_door
 from .graph import sccs, tail_only_dag, use_counts_dag
 from .limits import CompileLimits
@@ -52,6 +52,20 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
     out = dict(rules)
     named: dict[int, str] = {}  # set id -> its rule
     memo: dict[int, ir.Expr] = {}  # id(node) -> node rewritten
+    keys, ids = sess.interner.keys, sess.memo
+    below: dict[int, bool] = {}  # DAG id -> a literal set inside
+
+    def has_set(c: int) -> bool:
+        got = below.get(c)
+        if got is None:
+            key = keys[c]
+            kind = key[0]
+            if kind == _SEQ or kind == _ALT:
+                got = any(has_set(k) for k in key[1])
+            else:
+                got = kind == _WORDS or (kind == _REPEAT and has_set(key[1]))
+            below[c] = got
+        return got
 
     def name_of(e: ir.LiteralSet) -> str:
         cid = sess.cid(e)
@@ -68,8 +82,11 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
         got = memo.get(id(e))
         if got is not None:
             return got
-        if isinstance(e, ir.LiteralSet):
-            new: ir.Expr = ir.Ref(name_of(e))
+        c = ids.get(id(e))
+        if c is not None and not has_set(c):  # nothing to outline below (a rule body's node)
+            new: ir.Expr = e
+        elif isinstance(e, ir.LiteralSet):
+            new = ir.Ref(name_of(e))
         elif isinstance(e, (ir.Seq, ir.Alt)):
             items = tuple(rewrite(x) for x in e.items)
             changed = any(a is not b for a, b in zip(items, e.items, strict=True))

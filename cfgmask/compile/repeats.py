@@ -138,7 +138,12 @@ class RepeatRewriter:
             return got
         key = it.keys[cid]
         if key[0] == _SEQ or key[0] == _ALT:
-            got = all(self.clean(k) for k in key[1])
+            plain, memo = it.plain, self._clean
+            got = True
+            for k in key[1]:  # all(), without a call for the plain and known parts
+                if not (plain[k] or (memo[k] if k in memo else self.clean(k))):
+                    got = False
+                    break
         elif key[0] == _REPEAT:
             _, item, lo, hi = key
             bound = max(lo, hi or 0, 1)
