@@ -146,7 +146,7 @@ def call_graph(
 ) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
     """Each rule's DAG id, the rules it calls, and how often each rule is used; names and
     token terminals numbered once, in order (label values need it)."""
-    cids = {name: sess.cid(body) for name, body in rules.items()}
+    cids = sess.cids(rules)
     refs = sess.interner.refs
     graph = {name: refs[c] for name, c in cids.items()}
     uses = use_counts_dag(sess, cids)
