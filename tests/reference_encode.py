@@ -11,6 +11,7 @@ the same encoded IR.  :func:`utf8_code` is a character class's code from the Pyt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cfgmask import deadline, ir
@@ -46,6 +47,9 @@ class ReferenceSession(Session):
 
     def cids(self, rules: dict[str, ir.Expr], max_nodes: int | None = None) -> dict[str, int]:
         return {name: self.cid(body, max_nodes) for name, body in rules.items()}
+
+    def emitter(self) -> Callable[[int], int]:
+        return self.emit
 
     def emit(self, root: int) -> int:
         got = self.offsets.get(root)

@@ -67,7 +67,7 @@ cdef class Facts:
     """The interner's lists, held for one walk (attribute lookups once, not once a node)."""
     cdef dict ids
     cdef list keys, count, height, maxlit, refs, uses, maxprod, plain
-    cdef object lock
+    cdef object acquire, release  # the interner's lock (bound once: ``with`` looks them up a call)
 
     def __init__(self, interner):
         self.ids = interner.ids
@@ -79,12 +79,15 @@ cdef class Facts:
         self.uses = interner.uses
         self.maxprod = interner.maxprod
         self.plain = interner.plain
-        self.lock = interner.lock
+        self.acquire = interner.lock.acquire
+        self.release = interner.lock.release
 
     cdef Py_ssize_t insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
                            dict uses, object maxprod, bint plain) except -1:
         cdef object got
-        with self.lock:
+        cdef Py_ssize_t i
+        self.acquire()
+        try:
             got = self.ids.get(key)
             if got is not None:
                 return <Py_ssize_t>got
@@ -99,6 +102,8 @@ cdef class Facts:
             self.keys.append(key)
             self.ids[key] = i
             return i
+        finally:
+            self.release()
 
     cdef Py_ssize_t add_leaf(self, tuple key) except -1:
         """``Interner.add`` of a literal, class or reference."""
@@ -280,7 +285,8 @@ def intern_all(sess, dict rules):
 
 
 cdef class Emitting:
-    """One call of ``Session.emit``: the recursive walk of ``Session._emit_rec``."""
+    """``Session.emit`` for one or more roots: the recursive walk of ``Session._emit_rec``,
+    the rest past the recursion cap left to ``Session._emit_iter``."""
     cdef object sess
     cdef dict offsets, name_idx
     cdef list keys
@@ -292,6 +298,16 @@ cdef class Emitting:
         self.keys = sess.interner.keys
         self.code = sess.code
         self.name_idx = sess.name_idx
+
+    def emit(self, Py_ssize_t root):
+        """``Session.emit(root)``."""
+        got = self.offsets.get(root)
+        if got is not None:
+            return got
+        try:
+            return self.rec(root, 0)
+        except Deep:  # the rest without recursion (what is done is kept)
+            return self.sess._emit_iter(root)
 
     cdef inline Py_ssize_t grow(self, Py_ssize_t n) except -1:
         cdef Py_ssize_t at = len(self.code)
@@ -352,12 +368,6 @@ cdef class Emitting:
             self.code.extend(body)
         self.offsets[cid] = at
         return at
-
-
-def emit(sess, Py_ssize_t root):
-    """``Session._emit_rec(root, 0)``: raises :class:`Deep` past the recursion cap (what is
-    done is kept)."""
-    return Emitting(sess).rec(root, 0)
 
 
 # ---------------------------------------------------------------- character classes

@@ -171,6 +171,7 @@ def _plan(
     cap_of: dict[str, int] = {}
     plan: list[_Planned] = []
     name_idx = sess.name_idx  # every rule is numbered by call_graph
+    emit = sess.emitter()
     shared, single = limits.inline_shared_states, limits.inline_max_states
     for comp in sccs(graph, start):
         if len(comp) == 1:  # most components: one rule
@@ -206,7 +207,7 @@ def _plan(
             key_of[m] = key
         cached = cache.get(key) if cache is not None else None
         spec = (
-            [(name_idx[m], sess.emit(cid), cap) for m, cid, cap in mine],
+            [(name_idx[m], emit(cid), cap) for m, cid, cap in mine],
             [name_idx[c] for c in callees],
             recursive and regular,
             cached,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import threading
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from .. import deadline, ir
@@ -302,10 +303,11 @@ class Session:
         got = self.offsets.get(root)
         if got is not None:
             return got
-        try:
-            return _dag.emit(self, root)
-        except _Deep:  # the rest without recursion (what is done is kept)
-            return self._emit_iter(root)
+        return _dag.Emitting(self).emit(root)
+
+    def emitter(self) -> Callable[[int], int]:
+        """``emit``, for many roots in a row (the compiled walk set up once)."""
+        return _dag.Emitting(self).emit
 
     def _emit_iter(self, root: int) -> int:
         offsets = self.offsets
