@@ -11,7 +11,7 @@ token texts) and trees deeper than the recursion cap are left to the Python iter
 """
 
 from cpython.array cimport array, resize_smart
-from cpython.long cimport PyLong_AsLong
+from cpython.long cimport PyLong_AsLong, PyLong_FromVoidPtr
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
@@ -51,6 +51,11 @@ class Deep(Exception):
 
 class TooBig(Exception):
     """More nodes visited than the session's ``max_nodes``."""
+
+
+cdef inline object oid(object x):
+    """``id(x)``, without a call of the builtin."""
+    return PyLong_FromVoidPtr(<void *>x)
 
 
 cdef inline tuple new_tuple(Py_ssize_t n):
@@ -227,14 +232,14 @@ cdef class Interning:
             kids = new_tuple(n)
             for i in range(n):
                 x = items[i]
-                g = memo.get(id(x))
+                g = memo.get(oid(x))
                 if g is None:
                     tx = type(x)
                     j = self.leaf(x, tx)
                     if j < 0:
                         j = self.rec(x, depth + 1)
                     else:
-                        memo[id(x)] = j
+                        memo[oid(x)] = j
                         self.keep.append(x)
                     g = j
                 set_item(kids, i, g)
@@ -243,7 +248,7 @@ cdef class Interning:
             if depth > MAX_DEPTH:
                 raise Deep
             x = e.item
-            g = memo.get(id(x))
+            g = memo.get(oid(x))
             n = self.rec(x, depth + 1) if g is None else <Py_ssize_t>g
             key = (REPEAT, n, e.lo, e.hi)
             g = self.ids.get(key)
@@ -252,7 +257,7 @@ cdef class Interning:
             i = self.leaf(e, t)
             if i < 0:
                 return <Py_ssize_t>self.sess._cid_iter(e, self.max_nodes)
-        memo[id(e)] = i
+        memo[oid(e)] = i
         self.keep.append(e)
         n = len(self.keep)
         if n >= self.sess._next_check:
@@ -274,7 +279,7 @@ def intern_all(sess, dict rules):
     cdef Interning walk = Interning(sess, Facts(sess.interner))
     cdef dict out = {}, memo = walk.memo
     for name, body in rules.items():
-        got = memo.get(id(body))
+        got = memo.get(oid(body))
         if got is None:
             try:
                 got = walk.rec(body, 0)
