@@ -42,10 +42,18 @@ core = Extension(
     extra_link_args=ldflags,
 )
 
+# The compiler's loops over the IR (cfgmask/compile/encode.py): Python objects only, no C core
+dag = Extension(
+    "cfgmask.compile._dag",
+    sources=["cfgmask/compile/_dag.pyx"],
+    extra_compile_args=[f for f in cflags if f != "-Werror"],
+    extra_link_args=ldflags,
+)
+
 setup(
     libraries=[c_core],
     ext_modules=cythonize(
-        [core],
+        [core, dag],
         compiler_directives={
             "language_level": 3,
             "boundscheck": debug,

@@ -8,7 +8,9 @@
   Moore minimization (``reference_fsm.determinize`` / ``minimize``);
 * trimming in C against ``reference_fsm.trim_states`` / the Python ``can_accept``;
 * ``check_ir`` over the DAG against the tree walk, the repetition rewriter's
-  shortcut against its full walk, capped use counts against the counts.
+  shortcut against its full walk, capped use counts against the counts;
+* the compiled interning and encoding (``compile/_dag.pyx``) against the Python walks
+  (``reference_encode``), and tail position over the DAG against the tree walk.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfgmask import deadline, ir
-from cfgmask.compile import components, encode, graph, prepare, repeats
+from cfgmask.compile import _dag, components, encode, graph, prepare, repeats
 from cfgmask.compile import limits as limits_mod
 from cfgmask.compile.cache import CACHE
 from cfgmask.compile.compiled import clear_caches
@@ -30,6 +32,7 @@ from cfgmask.errors import GrammarError, LimitError
 
 from . import reference_fsm as fsm
 from . import reference_pipeline
+from .reference_encode import ReferenceSession, utf8_code
 from .strategies import SMALL, grammars
 
 TOKENS = st.builds(ir.Token, st.lists(st.integers(0, 5), min_size=1, max_size=2).map(tuple), st.booleans())
@@ -228,3 +231,76 @@ def test_deep_ir_takes_the_iterative_walks() -> None:
     g = ir.Grammar({"s": ir.Seq((e, ir.Ref("t"))), "t": ir.Repeat(ir.literal("x"), 1, None)}, "s")
     limits = CompileLimits(max_ir_depth=1000)
     assert _tables(g, True, limits) == _tables(g, False, limits)
+
+
+@st.composite
+def shared_grammars(draw: st.DrawFn) -> ir.Grammar:
+    """A drawn grammar (token terminals included) with one more rule made of the other rules'
+    bodies, shared as objects, and of the node kinds the compiled walk leaves to Python."""
+    g = draw(grammars_with_tokens())
+    bodies = list(g.rules.values())
+    picked = draw(st.lists(st.sampled_from(bodies), min_size=1, max_size=4))
+    rare = draw(
+        st.lists(
+            st.sampled_from(
+                (
+                    ir.lookahead([(0x61, 0x62)]),
+                    ir.LiteralSet((b"ab", b"b"), False),
+                    ir.LiteralSet(("é".encode(),), True),
+                    ir.Token((1, 2), True),
+                )
+            ),
+            max_size=2,
+        )
+    )
+    items = tuple(picked + rare)
+    shared = ir.Alt(items) if draw(st.booleans()) else ir.Seq(items)
+    g.rules["shared"] = ir.Repeat(shared, 0, draw(st.sampled_from((1, 3, None))))
+    return g
+
+
+def _interned(sess: encode.Session, g: ir.Grammar) -> tuple[object, ...]:
+    sess.roots.update(sess.cids(g.rules))
+    for c in sess.roots.values():
+        sess.emit(c)
+    it = sess.interner
+    facts = (it.keys, it.count, it.height, it.maxlit, it.refs, it.uses, it.maxprod, it.plain)
+    return sess.roots, facts, sess.code.tolist(), sess.offsets, sess.names, sess.markers, sess.tokens
+
+
+@given(shared_grammars())
+def test_compiled_interning_and_encoding_match_the_python_walks(g: ir.Grammar) -> None:
+    assert _interned(encode.Session(), g) == _interned(ReferenceSession(), g)
+
+
+def test_compiled_walks_number_node_kinds_as_encode() -> None:
+    want = (encode._LIT, encode._BYTES, encode._UTF8, encode._SEQ, encode._ALT, encode._REPEAT, encode._REF)
+    assert _dag.KINDS == (*want, 200)
+
+
+@pytest.mark.parametrize("max_nodes", [1, 5, 40])
+def test_compiled_interning_stops_past_max_nodes(max_nodes: int) -> None:
+    body = ir.Seq(tuple(ir.Alt((ir.literal(f"k{i}"), ir.Ref("v"))) for i in range(1500)))
+    for session in (encode.Session(), ReferenceSession()):
+        with pytest.raises(encode.TooBig):
+            session.cid(body, max_nodes)
+
+
+@given(shared_grammars(), st.data())
+def test_tail_position_over_the_dag_matches_the_tree_walk(g: ir.Grammar, data: st.DataObject) -> None:
+    members = set(data.draw(st.lists(st.sampled_from(sorted(g.rules)), min_size=1)))
+    sess = encode.Session()
+    for body in g.rules.values():
+        assert graph.tail_only_dag(sess, sess.cid(body), members) == graph.tail_only(body, members, True)
+
+
+CODE_POINTS = st.one_of(
+    st.sampled_from((0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF)),
+    st.integers(0, 0x10FFFF),
+    st.integers(-5, 0x110005),  # out of range: clipped
+)
+
+
+@given(st.lists(st.tuples(CODE_POINTS, CODE_POINTS), max_size=5))
+def test_compiled_utf8_code_matches_the_python_construction(ranges: list[tuple[int, int]]) -> None:
+    assert _dag.utf8_code(tuple(ranges)) == utf8_code(tuple(ranges))

@@ -35,6 +35,7 @@ _NOT_SOURCE = shutil.ignore_patterns(
     "*.so",
     "*.o",
     "_core.c",
+    "_dag.c",
     ".hypothesis",
     ".pytest_cache",
     ".mypy_cache",

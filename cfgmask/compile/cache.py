@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any
+from collections.abc import Hashable
 
 from .automaton import DFA
 from .encode import Interner, Session, _utf8_code
-
-_Key = tuple[Any, ...]
 
 
 class AutomatonCache:
@@ -29,7 +27,7 @@ class AutomatonCache:
         self._lock = threading.Lock()
         self._gens = itertools.count()
         self._interner = Interner(next(self._gens))
-        self._key_ids: dict[_Key, int] = {}
+        self._key_ids: dict[Hashable, int] = {}
         self._components: dict[int, list[DFA]] = {}
 
     def session(self) -> Session:
@@ -39,9 +37,10 @@ class AutomatonCache:
                 self._renew()  # the ids are kept alive; past this many a new generation starts
             return Session(self._interner, self)
 
-    def key_id(self, content: _Key) -> int:
+    def key_id(self, content: Hashable) -> int:
         """A small id for a component's key (its members' IR ids, its callees' key ids, the
-        limits): equal content, equal id, for as long as the generation lasts."""
+        limits' id) or for the limits: equal content, equal id, for as long as the generation
+        lasts."""
         got = self._key_ids.get(content)
         if got is None:
             with self._lock:

@@ -8,6 +8,7 @@ import functools
 import math
 import threading
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -103,7 +104,7 @@ def _rebuild(
     return CompiledGrammar(grammar, vocab, tables, limits, strategy)
 
 
-_TABLE_CACHE: dict[str, Tables] = {}
+_TABLE_CACHE: dict[Hashable, Tables] = {}
 _TABLE_LOCK = threading.Lock()
 _TABLE_CACHE_MAX = 256
 

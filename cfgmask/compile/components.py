@@ -21,9 +21,9 @@ from typing import Any
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from .automaton import DFA
-from .encode import Session
+from .encode import _ALT, _REPEAT, _SEQ, _WORDS, Session
 from .flat import Flat, class_weights, from_door
-from .graph import sccs, tail_only, use_counts_dag
+from .graph import sccs, tail_only_dag, use_counts_dag
 from .limits import CompileLimits
 from .repeats import RepeatRewriter
 
@@ -52,6 +52,20 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
     out = dict(rules)
     named: dict[int, str] = {}  # set id -> its rule
     memo: dict[int, ir.Expr] = {}  # id(node) -> node rewritten
+    keys, ids = sess.interner.keys, sess.memo
+    below: dict[int, bool] = {}  # DAG id -> a literal set inside
+
+    def has_set(c: int) -> bool:
+        got = below.get(c)
+        if got is None:
+            key = keys[c]
+            kind = key[0]
+            if kind == _SEQ or kind == _ALT:
+                got = any(has_set(k) for k in key[1])
+            else:
+                got = kind == _WORDS or (kind == _REPEAT and has_set(key[1]))
+            below[c] = got
+        return got
 
     def name_of(e: ir.LiteralSet) -> str:
         cid = sess.cid(e)
@@ -68,8 +82,11 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
         got = memo.get(id(e))
         if got is not None:
             return got
-        if isinstance(e, ir.LiteralSet):
-            new: ir.Expr = ir.Ref(name_of(e))
+        c = ids.get(id(e))
+        if c is not None and not has_set(c):  # nothing to outline below (a rule body's node)
+            new: ir.Expr = e
+        elif isinstance(e, ir.LiteralSet):
+            new = ir.Ref(name_of(e))
         elif isinstance(e, (ir.Seq, ir.Alt)):
             items = tuple(rewrite(x) for x in e.items)
             changed = any(a is not b for a, b in zip(items, e.items, strict=True))
@@ -126,11 +143,12 @@ def rule_dfas(
 
 def call_graph(
     rules: dict[str, ir.Expr], sess: Session
-) -> tuple[dict[str, int], dict[str, set[str]], dict[str, int]]:
+) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
     """Each rule's DAG id, the rules it calls, and how often each rule is used; names and
     token terminals numbered once, in order (label values need it)."""
-    cids = {name: sess.cid(body) for name, body in rules.items()}
-    graph = {name: set(sess.refs(c)) for name, c in cids.items()}
+    cids = sess.cids(rules)
+    refs = sess.interner.refs
+    graph = {name: refs[c] for name, c in cids.items()}
     uses = use_counts_dag(sess, cids)
     for name in sorted(rules):
         sess.name(name)
@@ -147,35 +165,50 @@ def _plan(
     its members' IR, its callees' keys and what they may inline, and the limits."""
     cache = sess.cache
     cids, graph, uses = call_graph(rules, sess)
+    # the limits in every key as a small id (hashing the dataclass costs more than the rest)
+    lim = cache.key_id(limits) if cache is not None else limits
     key_of: dict[str, int] = {}
     cap_of: dict[str, int] = {}
     plan: list[_Planned] = []
+    name_idx = sess.name_idx  # every rule is numbered by call_graph
+    emit = sess.emitter()
+    shared, single = limits.inline_shared_states, limits.inline_max_states
     for comp in sccs(graph, start):
-        members = set(comp)
-        recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
-        regular = not recursive or all(tail_only(rules[m], members, True) for m in comp)
+        if len(comp) == 1:  # most components: one rule
+            m = comp[0]
+            calls = graph[m]
+            recursive = m in calls
+            members = {m}
+            regular = not recursive or tail_only_dag(sess, cids[m], members)
+            callees = sorted(calls - members) if recursive else sorted(calls)
+        else:
+            members = set(comp)
+            recursive = True
+            regular = all(tail_only_dag(sess, cids[m], members) for m in comp)
+            callees = sorted({c for m in comp for c in graph[m]} - members)
         deadline.check("rule loop")
-        callees = sorted({c for m in comp for c in graph[m]} - members)
+        mine = []
         for m in comp:
             # Copying a rule into every caller makes tokens that span it context-independent,
             # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
             # big automata are copied only into a single caller.
-            cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
-            cap_of[m] = cap if regular and m not in outlined else 0
+            cap = single if uses.get(m, 0) <= 1 else shared
+            cap = cap_of[m] = cap if regular and m not in outlined else 0
+            mine.append((m, cids[m], cap))
         content = (
             sess.gen,
-            tuple((m, cids[m], cap_of[m]) for m in comp),
-            tuple((c, key_of[c], cap_of[c]) for c in callees),
+            tuple(mine),
+            tuple([(c, key_of[c], cap_of[c]) for c in callees]),
             recursive and regular,
-            limits,
+            lim,
         )
         key = cache.key_id(content) if cache is not None else len(plan)
         for m in comp:
             key_of[m] = key
         cached = cache.get(key) if cache is not None else None
         spec = (
-            [(sess.name(m), sess.emit(cids[m]), cap_of[m]) for m in comp],
-            [sess.name(c) for c in callees],
+            [(name_idx[m], emit(cid), cap) for m, cid, cap in mine],
+            [name_idx[c] for c in callees],
             recursive and regular,
             cached,
         )
@@ -200,9 +233,12 @@ def finish(
     for name, (dfa, labels) in built.items():
         by_name[sess.name(name)] = (dfa.handle, labels)
     is_token = bytes(n in sess.token_sets for n in sess.names)
+    # enough byte-class weights for every state the runtime rules may keep (C leaves the byte
+    # classes to Python past the weights it is given): at most all the rules' states
+    weights = class_weights(min(sum(len(dfa) for dfa, _ in built.values()), limits.max_total_states))
     end = _deadline()
     try:
-        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, class_weights(0))
+        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, weights)
     except LimitError:
         deadline.check("trimming")
         raise

@@ -12,11 +12,14 @@ from __future__ import annotations
 import functools
 import threading
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from .. import deadline, ir
 from ..errors import GrammarError
-from ..utf8 import byte_sequences
+from . import _dag
+from ._dag import Deep as _Deep
+from ._dag import TooBig
 
 _LIT, _BYTES, _UTF8, _SEQ, _ALT, _REPEAT, _REF = 1, 2, 3, 4, 5, 6, 7  # CM_IR_* of csrc/cfgmask.h
 
@@ -127,27 +130,12 @@ class Interner:
             return i
 
 
-class TooBig(Exception):
-    pass
-
-
-class _Deep(Exception):
-    pass
-
-
 @functools.lru_cache(maxsize=4096)
 def _utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
-    """The code of a character class: its ranges, then its UTF-8 byte sequences."""
-    out = [_UTF8, len(ranges)]
-    for lo, hi in ranges:
-        out += (lo, hi)
-    seqs = byte_sequences(ranges)
-    out.append(len(seqs))
-    for seq in seqs:
-        out.append(len(seq))
-        for lo, hi in seq:
-            out += (lo, hi)
-    return tuple(out)
+    """The code of a character class: its ranges, then its UTF-8 byte sequences
+    (``utf8.byte_sequences``, compiled: the Python construction cost 20 us for a JSON
+    string's character class, a few of them in every cold compile)."""
+    return _dag.utf8_code(ranges)
 
 
 def _words_code(words: tuple[bytes, ...], json: bool) -> array[int]:
@@ -199,78 +187,21 @@ class Session:
     def cid(self, root: ir.Expr, max_nodes: int | None = None) -> int:
         """The id of ``root`` (interned with its subtree if new).  Raises TooBig past
         ``max_nodes`` nodes visited in this session."""
-        memo = self.memo
-        got = memo.get(id(root))
+        got = self.memo.get(id(root))
         if got is not None:
             return got
         self.max_nodes = max_nodes
         try:
-            return self._cid_rec(root, 0)
+            return _dag.intern(self, root)
         except _Deep:  # the rest without recursion (what is done is memoized)
             return self._cid_iter(root, max_nodes)
 
     max_nodes: int | None = None
 
-    def _cid_rec(self, e: ir.Expr, depth: int) -> int:
-        memo = self.memo
-        t = type(e)
-        key: tuple  # type: ignore[type-arg]
-        if t is ir.Seq or t is ir.Alt:
-            if depth > 200:
-                raise _Deep
-            kids = []
-            ids = self.interner.ids
-            keep = self.keep
-            for x in e.items:  # type: ignore[attr-defined]
-                g = memo.get(id(x))
-                if g is None:
-                    tx = type(x)  # leaves here, without a call
-                    if tx is ir.Literal:
-                        leaf: tuple = (_LIT, x.data)  # type: ignore[type-arg, attr-defined]
-                    elif tx is ir.CharClass:
-                        leaf = (_UTF8, x.ranges)  # type: ignore[attr-defined]
-                    elif tx is ir.Ref:
-                        leaf = (_REF, x.name)  # type: ignore[attr-defined]
-                    elif tx is ir.ByteClass:
-                        leaf = (_BYTES, x.ranges)  # type: ignore[attr-defined]
-                    else:
-                        kids.append(self._cid_rec(x, depth + 1))
-                        continue
-                    g = ids.get(leaf)
-                    if g is None:
-                        g = self.interner.add(leaf)
-                    memo[id(x)] = g
-                    keep.append(x)
-                kids.append(g)
-            key = (_SEQ if t is ir.Seq else _ALT, tuple(kids))
-        elif t is ir.Literal:
-            key = (_LIT, e.data)  # type: ignore[attr-defined]
-        elif t is ir.CharClass:
-            key = (_UTF8, e.ranges)  # type: ignore[attr-defined]
-        elif t is ir.Ref:
-            key = (_REF, e.name)  # type: ignore[attr-defined]
-        elif t is ir.ByteClass:
-            key = (_BYTES, e.ranges)  # type: ignore[attr-defined]
-        elif t is ir.Repeat:
-            if depth > 200:
-                raise _Deep
-            x = e.item  # type: ignore[attr-defined]
-            g = memo.get(id(x))
-            k = self._cid_rec(x, depth + 1) if g is None else g
-            key = (_REPEAT, k, e.lo, e.hi)  # type: ignore[attr-defined]
-        else:
-            return self._cid_iter(e, self.max_nodes)
-        i = self.interner.ids.get(key)
-        if i is None:
-            i = self.interner.add(key)
-        memo[id(e)] = i
-        self.keep.append(e)
-        if len(self.keep) >= self._next_check:
-            self._next_check = len(self.keep) + 1024
-            if self.max_nodes is not None and len(self.keep) > self.max_nodes:
-                raise TooBig
-            deadline.check("IR walk")
-        return i
+    def cids(self, rules: dict[str, ir.Expr], max_nodes: int | None = None) -> dict[str, int]:
+        """``cid`` of every rule body, by rule name."""
+        self.max_nodes = max_nodes
+        return _dag.intern_all(self, rules)
 
     def _cid_iter(self, root: ir.Expr, max_nodes: int | None) -> int:
         memo = self.memo
@@ -372,34 +303,11 @@ class Session:
         got = self.offsets.get(root)
         if got is not None:
             return got
-        try:
-            return self._emit_rec(root, 0)
-        except _Deep:  # the rest without recursion (what is done is kept)
-            return self._emit_iter(root)
+        return _dag.Emitting(self).emit(root)
 
-    def _emit_rec(self, cid: int, depth: int) -> int:
-        key = self.interner.keys[cid]
-        kind = key[0]
-        offsets = self.offsets
-        body: Any
-        if kind == _SEQ or kind == _ALT:
-            if depth > 200:
-                raise _Deep
-            offs = []
-            for k in key[1]:
-                o = offsets.get(k)
-                offs.append(self._emit_rec(k, depth + 1) if o is None else o)
-            body = (kind, len(offs), *offs)
-        elif kind == _REPEAT:
-            if depth > 200:
-                raise _Deep
-            o = offsets.get(key[1])
-            body = self._repeat_code(key, self._emit_rec(key[1], depth + 1) if o is None else o)
-        else:
-            body = self._leaf_code(key)
-        off = offsets[cid] = len(self.code)
-        self.code.extend(body)
-        return off
+    def emitter(self) -> Callable[[int], int]:
+        """``emit``, for many roots in a row (the compiled walk set up once)."""
+        return _dag.Emitting(self).emit
 
     def _emit_iter(self, root: int) -> int:
         offsets = self.offsets

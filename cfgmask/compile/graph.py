@@ -6,12 +6,15 @@ tail position (right-linear); :mod:`.components` inlines regular rules into thei
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+
 from .. import ir
-from .encode import Session, marker_name
+from .encode import _ALT, _REF, _REPEAT, _SEQ, Session, marker_name
 
 
 def sccs(
-    graph: dict[str, set[str]],
+    graph: Mapping[str, AbstractSet[str]],
     root: str,
     index: dict[str, int] | None = None,
     low: dict[str, int] | None = None,
@@ -79,6 +82,39 @@ def tail_only(e: ir.Expr, members: set[str], tail: bool) -> bool:
     if isinstance(e, ir.Repeat):
         return tail_only(e.item, members, False)
     return True
+
+
+def tail_only_dag(sess: Session, cid: int, members: set[str]) -> bool:
+    """:func:`tail_only` (in tail position) of the interned subtree ``cid``: a subtree that
+    refers to no member is skipped whole, and each shared subtree is visited once a position
+    (tail or not), so the cost is the DAG's, not the tree's."""
+    it = sess.interner
+    refs, keys = it.refs, it.keys
+    memo: dict[tuple[int, bool], bool] = {}
+
+    def walk(c: int, tail: bool) -> bool:
+        if refs[c].isdisjoint(members):
+            return True
+        got = memo.get((c, tail))
+        if got is not None:
+            return got
+        key = keys[c]
+        kind = key[0]
+        if kind == _REF:  # a member (refs[c] meets members)
+            got = tail
+        elif kind == _SEQ:
+            last = len(key[1]) - 1
+            got = all(walk(k, tail and i == last) for i, k in enumerate(key[1]))
+        elif kind == _ALT:
+            got = all(walk(k, tail) for k in key[1])
+        elif kind == _REPEAT:
+            got = walk(key[1], False)
+        else:  # a lookahead's marker: tail_only does not count it as a reference
+            got = True
+        memo[(c, tail)] = got
+        return got
+
+    return walk(cid, True)
 
 
 def use_counts(rules: dict[str, ir.Expr]) -> dict[str, int]:

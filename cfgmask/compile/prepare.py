@@ -8,7 +8,7 @@ only to report a limit that is exceeded; :func:`validate` checks references; and
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Hashable
 
 from .. import ir
 from ..errors import GrammarError
@@ -24,8 +24,7 @@ def prepare(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = N
     if len(grammar.rules) > limits.max_rules:
         check_ir_exact(grammar, limits)
     try:
-        for name, body in grammar.rules.items():
-            sess.roots[name] = sess.cid(body, limits.max_ir_nodes)
+        sess.roots.update(sess.cids(grammar.rules, limits.max_ir_nodes))
     except TooBig:  # more distinct nodes than max_ir_nodes: more tree nodes too
         check_ir_exact(grammar, limits)
         raise AssertionError("check_ir missed a limit") from None
@@ -40,12 +39,12 @@ def prepare(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = N
     return sess
 
 
-def tables_key(sess: Session, grammar: ir.Grammar, limits: CompileLimits) -> str:
-    """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits."""
+def tables_key(sess: Session, grammar: ir.Grammar, limits: CompileLimits) -> Hashable:
+    """A key of the grammar's tables: equal keys, equal IR (by node ids) and limits.  A tuple
+    (a digest of its text cost more than the rest of a small grammar's checks)."""
     if sess.cache is None:
         raise ValueError("tables_key needs a session of the automaton cache: private ids compare to nothing")
-    body = repr((sess.gen, sorted(sess.roots.items()), grammar.start, limits))
-    return hashlib.sha256(body.encode()).hexdigest()
+    return (sess.gen, frozenset(sess.roots.items()), grammar.start, limits)
 
 
 def check_ir(grammar: ir.Grammar, limits: CompileLimits) -> None:

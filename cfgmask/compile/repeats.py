@@ -110,8 +110,17 @@ class RepeatRewriter:
         self.count = 0
         self.sess = sess
         self._sizes: dict[int, int] = {}
-        self.rule_size = rule_sizes(self.rules, sess, self._sizes)
+        self._given = self.rules.copy()  # run() rewrites self.rules; sizes are of the rules given
+        self._rule_size: dict[str, int] | None = None
         self._clean: dict[int, bool] = {}
+
+    @property
+    def rule_size(self) -> dict[str, int]:
+        """Estimated sizes of the given rules, made on first use: a grammar whose bounded
+        repetitions repeat only reference-free items (a JSON string's characters) never needs them."""
+        if self._rule_size is None:
+            self._rule_size = rule_sizes(self._given, self.sess, self._sizes)
+        return self._rule_size
 
     def run(self) -> dict[str, ir.Expr]:
         for name in list(self.rules):
@@ -129,7 +138,12 @@ class RepeatRewriter:
             return got
         key = it.keys[cid]
         if key[0] == _SEQ or key[0] == _ALT:
-            got = all(self.clean(k) for k in key[1])
+            plain, memo = it.plain, self._clean
+            got = True
+            for k in key[1]:  # all(), without a call for the plain and known parts
+                if not (plain[k] or (memo[k] if k in memo else self.clean(k))):
+                    got = False
+                    break
         elif key[0] == _REPEAT:
             _, item, lo, hi = key
             bound = max(lo, hi or 0, 1)
@@ -139,7 +153,7 @@ class RepeatRewriter:
                 and self.clean(item)
                 and (
                     bound <= 1
-                    or dag_size(self.sess, item, self.rule_size, self._sizes) * bound
+                    or dag_size(self.sess, item, self.rule_size if it.refs[item] else {}, self._sizes) * bound
                     <= self.limits.unroll_budget
                 )
             )

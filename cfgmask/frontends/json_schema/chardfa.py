@@ -479,13 +479,23 @@ def regions(dfas: Sequence[CharDFA]) -> tuple[CharDFA, list[tuple[bool, ...]]]:
     order = [start]
     trans: list[list[int]] = []
     flags: list[tuple[bool, ...]] = []
+    pair = len(dfas) == 2  # the common case (a pattern and a length): without a tuple() a step
+    t0, t1 = (dfas[0].trans, dfas[1].trans) if pair else ([], [])
+    a0, a1 = ([c[0] for c in comp_atom], [c[1] for c in comp_atom]) if pair else ([], [])
     k = 0
     while k < len(order):
         deadline.check("string automaton")
         st = order[k]
         row = []
+        if pair:
+            r0 = t0[st[0]] if st[0] >= 0 else None
+            r1 = t1[st[1]] if st[1] >= 0 else None
         for b in range(len(atoms)):
-            nxt = tuple(dfas[i].trans[s][comp_atom[b][i]] if s >= 0 else -1 for i, s in enumerate(st))
+            nxt: tuple[int, ...]
+            if pair:
+                nxt = (-1 if r0 is None else r0[a0[b]], -1 if r1 is None else r1[a1[b]])
+            else:
+                nxt = tuple(dfas[i].trans[s][comp_atom[b][i]] if s >= 0 else -1 for i, s in enumerate(st))
             j = index.get(nxt)
             if j is None:
                 if len(order) >= MAX_STATES:

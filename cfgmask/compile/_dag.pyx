@@ -1,0 +1,459 @@
+"""The hot loops of :mod:`.encode`, compiled: interning an IR tree into the hash-consed DAG
+(its ids and per-id facts) and emitting interned nodes as the encoded IR C reads.
+
+They do what ``Session._cid_rec``, ``Interner.add`` and ``Session._emit_rec`` did in Python,
+node for node (the same ids in the same order, the same facts, the same code), without the
+interpreter's cost per node: a p50 JSON Schema interns about 100 nodes and emits as many, and
+the Python loops cost 2-4 us a node.  The slow Python versions are the tests' oracle
+(``tests/reference_encode.py``).  Rare node kinds (token terminals, lookaheads, literal sets,
+token texts) and trees deeper than the recursion cap are left to the Python iterative walks of
+:class:`~.encode.Session`, which share the memo.
+"""
+
+from cpython.array cimport array, resize_smart
+from cpython.long cimport PyLong_AsLong, PyLong_FromVoidPtr
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+
+from .. import deadline
+from .. import ir
+from ..utf8 import without_surrogates
+
+# CM_IR_* of csrc/cfgmask.h and the interned-only kinds, as encode.py numbers them (a test
+# checks that both agree)
+cdef enum:
+    LIT = 1
+    BYTES = 2
+    UTF8 = 3
+    SEQ = 4
+    ALT = 5
+    REPEAT = 6
+    REF = 7
+    MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
+
+KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, MAX_DEPTH)
+
+cdef object Seq = ir.Seq
+cdef object Alt = ir.Alt
+cdef object Repeat = ir.Repeat
+cdef object Literal = ir.Literal
+cdef object CharClass = ir.CharClass
+cdef object ByteClass = ir.ByteClass
+cdef object Ref = ir.Ref
+cdef frozenset NO_REFS = frozenset()
+cdef dict NO_USES = {}
+cdef object deadline_check = deadline.check
+
+
+class Deep(Exception):
+    """Nesting past the recursion cap: the caller walks the rest iteratively."""
+
+
+class TooBig(Exception):
+    """More nodes visited than the session's ``max_nodes``."""
+
+
+cdef inline object oid(object x):
+    """``id(x)``, without a call of the builtin."""
+    return PyLong_FromVoidPtr(<void *>x)
+
+
+cdef inline tuple new_tuple(Py_ssize_t n):
+    """A tuple of n empty slots, each filled by ``set_item`` before it is read."""
+    return PyTuple_New(n)
+
+
+cdef inline void set_item(tuple t, Py_ssize_t i, object x):
+    Py_INCREF(x)
+    PyTuple_SET_ITEM(t, i, x)
+
+
+cdef class Facts:
+    """The interner's lists, held for one walk (attribute lookups once, not once a node)."""
+    cdef dict ids
+    cdef list keys, count, height, maxlit, refs, uses, maxprod, plain
+    cdef object acquire, release  # the interner's lock (bound once: ``with`` looks them up a call)
+
+    def __init__(self, interner):
+        self.ids = interner.ids
+        self.keys = interner.keys
+        self.count = interner.count
+        self.height = interner.height
+        self.maxlit = interner.maxlit
+        self.refs = interner.refs
+        self.uses = interner.uses
+        self.maxprod = interner.maxprod
+        self.plain = interner.plain
+        self.acquire = interner.lock.acquire
+        self.release = interner.lock.release
+
+    cdef Py_ssize_t insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
+                           dict uses, object maxprod, bint plain) except -1:
+        cdef object got
+        cdef Py_ssize_t i
+        self.acquire()
+        try:
+            got = self.ids.get(key)
+            if got is not None:
+                return <Py_ssize_t>got
+            i = len(self.keys)
+            self.count.append(count)
+            self.height.append(height)
+            self.maxlit.append(maxlit)
+            self.refs.append(refs)
+            self.uses.append(uses)
+            self.maxprod.append(maxprod)
+            self.plain.append(plain)
+            self.keys.append(key)
+            self.ids[key] = i
+            return i
+        finally:
+            self.release()
+
+    cdef Py_ssize_t add_leaf(self, tuple key) except -1:
+        """``Interner.add`` of a literal, class or reference."""
+        cdef int kind = key[0]
+        if kind == LIT:
+            return self.insert(key, 1, 1, len(<bytes>key[1]), NO_REFS, NO_USES, 1, True)
+        if kind == REF:
+            return self.insert(key, 1, 1, 0, frozenset((key[1],)), {key[1]: 1}, 1, True)
+        return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
+
+    cdef Py_ssize_t add_list(self, int kind, tuple kids) except -1:
+        """``Interner.add`` of a sequence or alternation of interned ``kids``."""
+        cdef tuple key = (kind, kids)
+        cdef object got = self.ids.get(key)
+        if got is not None:
+            return <Py_ssize_t>got
+        if not kids:
+            return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
+        cdef list count = self.count, height = self.height, maxlit = self.maxlit
+        cdef list refs = self.refs, uses = self.uses, maxprod = self.maxprod, plain = self.plain
+        cdef object total = 1, prod = None, p
+        cdef long h = 0, x
+        cdef Py_ssize_t lit = 0, y, k
+        cdef bint all_plain = True
+        cdef frozenset r, ref_one = None
+        cdef list ref_many = None, use_list = None
+        cdef dict u
+        for o in kids:
+            k = <Py_ssize_t>o
+            total = total + count[k]
+            x = height[k]
+            if x > h:
+                h = x
+            y = maxlit[k]
+            if y > lit:
+                lit = y
+            p = maxprod[k]
+            if prod is None or p > prod:
+                prod = p
+            if not plain[k]:
+                all_plain = False
+            r = <frozenset>refs[k]
+            if r:
+                if ref_one is None:
+                    ref_one = r
+                else:
+                    if ref_many is None:
+                        ref_many = [ref_one]
+                    ref_many.append(r)
+                u = <dict>uses[k]
+                if u:
+                    if use_list is None:
+                        use_list = []
+                    use_list.append(u)
+        cdef frozenset out_refs = NO_REFS
+        cdef dict out_uses = NO_USES
+        if ref_one is not None:
+            out_refs = ref_one if ref_many is None else frozenset().union(*ref_many)
+            if use_list is not None:
+                if len(use_list) == 1:
+                    out_uses = use_list[0]
+                else:
+                    out_uses = {}
+                    for u in use_list:
+                        for n, v in u.items():
+                            out_uses[n] = min(2, out_uses.get(n, 0) + v)
+        return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+
+    cdef Py_ssize_t add_repeat(self, tuple key, Py_ssize_t k) except -1:
+        """``Interner.add`` of a repetition of interned ``k``."""
+        cdef object got = self.ids.get(key)
+        if got is not None:
+            return <Py_ssize_t>got
+        bound = max(key[2], key[3] or 0, 1)
+        return self.insert(key, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
+                           self.uses[k], bound * self.maxprod[k], False)
+
+
+cdef class Interning:
+    """One call of ``Session.cid``: the recursive walk of ``Session._cid_rec``."""
+    cdef object sess
+    cdef dict memo, ids
+    cdef list keep
+    cdef Facts facts
+    cdef object max_nodes
+
+    def __init__(self, sess, Facts facts):
+        self.sess = sess
+        self.memo = sess.memo
+        self.keep = sess.keep
+        self.facts = facts
+        self.ids = facts.ids
+        self.max_nodes = sess.max_nodes
+
+    cdef Py_ssize_t leaf(self, object x, object tx) except -2:
+        """The id of a literal, class or reference ``x`` (of type ``tx``), or -1 for another kind."""
+        cdef tuple key
+        if tx is Literal:
+            key = (LIT, (<object>x).data)
+        elif tx is CharClass:
+            key = (UTF8, (<object>x).ranges)
+        elif tx is Ref:
+            key = (REF, (<object>x).name)
+        elif tx is ByteClass:
+            key = (BYTES, (<object>x).ranges)
+        else:
+            return -1
+        got = self.ids.get(key)
+        return self.facts.add_leaf(key) if got is None else <Py_ssize_t>got
+
+    cdef Py_ssize_t rec(self, object e, int depth) except -1:
+        cdef object t = type(e), g, tx
+        cdef Py_ssize_t i, j, n
+        cdef tuple items, kids, key
+        cdef dict memo = self.memo
+        if t is Seq or t is Alt:
+            if depth > MAX_DEPTH:
+                raise Deep
+            items = e.items
+            n = len(items)
+            kids = new_tuple(n)
+            for i in range(n):
+                x = items[i]
+                g = memo.get(oid(x))
+                if g is None:
+                    tx = type(x)
+                    j = self.leaf(x, tx)
+                    if j < 0:
+                        j = self.rec(x, depth + 1)
+                    else:
+                        memo[oid(x)] = j
+                        self.keep.append(x)
+                    g = j
+                set_item(kids, i, g)
+            i = self.facts.add_list(SEQ if t is Seq else ALT, kids)
+        elif t is Repeat:
+            if depth > MAX_DEPTH:
+                raise Deep
+            x = e.item
+            g = memo.get(oid(x))
+            n = self.rec(x, depth + 1) if g is None else <Py_ssize_t>g
+            key = (REPEAT, n, e.lo, e.hi)
+            g = self.ids.get(key)
+            i = self.facts.add_repeat(key, n) if g is None else <Py_ssize_t>g
+        else:
+            i = self.leaf(e, t)
+            if i < 0:
+                return <Py_ssize_t>self.sess._cid_iter(e, self.max_nodes)
+        memo[oid(e)] = i
+        self.keep.append(e)
+        n = len(self.keep)
+        if n >= self.sess._next_check:
+            self.sess._next_check = n + 1024
+            if self.max_nodes is not None and n > self.max_nodes:
+                raise TooBig
+            deadline_check("IR walk")
+        return i
+
+
+def intern(sess, root):
+    """``Session._cid_rec(root, 0)``: raises :class:`Deep` past the recursion cap (what is
+    done is memoized) and :class:`TooBig` past ``sess.max_nodes`` nodes."""
+    return Interning(sess, Facts(sess.interner)).rec(root, 0)
+
+
+def intern_all(sess, dict rules):
+    """``Session.cid`` of every rule body, by rule name (the walk set up once)."""
+    cdef Interning walk = Interning(sess, Facts(sess.interner))
+    cdef dict out = {}, memo = walk.memo
+    for name, body in rules.items():
+        got = memo.get(oid(body))
+        if got is None:
+            try:
+                got = walk.rec(body, 0)
+            except Deep:  # the rest without recursion (what is done is memoized)
+                got = sess._cid_iter(body, walk.max_nodes)
+        out[name] = got
+    return out
+
+
+cdef class Emitting:
+    """``Session.emit`` for one or more roots: the recursive walk of ``Session._emit_rec``,
+    the rest past the recursion cap left to ``Session._emit_iter``."""
+    cdef object sess
+    cdef dict offsets, name_idx
+    cdef list keys
+    cdef array code
+
+    def __init__(self, sess):
+        self.sess = sess
+        self.offsets = sess.offsets
+        self.keys = sess.interner.keys
+        self.code = sess.code
+        self.name_idx = sess.name_idx
+
+    def emit(self, Py_ssize_t root):
+        """``Session.emit(root)``."""
+        got = self.offsets.get(root)
+        if got is not None:
+            return got
+        try:
+            return self.rec(root, 0)
+        except Deep:  # the rest without recursion (what is done is kept)
+            return self.sess._emit_iter(root)
+
+    cdef inline Py_ssize_t grow(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t at = len(self.code)
+        resize_smart(self.code, at + n)
+        return at
+
+    cdef Py_ssize_t rec(self, Py_ssize_t cid, int depth) except -1:
+        cdef tuple key = <tuple>self.keys[cid], kids
+        cdef int kind = key[0]
+        cdef Py_ssize_t n, i, at, off
+        cdef unsigned int *out
+        cdef object o
+        cdef bytes data
+        cdef const unsigned char *p
+        if kind == SEQ or kind == ALT:
+            if depth > MAX_DEPTH:
+                raise Deep
+            kids = <tuple>key[1]
+            n = len(kids)
+            offs = [0] * n
+            for i in range(n):
+                o = self.offsets.get(kids[i])
+                offs[i] = self.rec(<Py_ssize_t>kids[i], depth + 1) if o is None else o
+            at = self.grow(2 + n)
+            out = self.code.data.as_uints
+            out[at] = kind
+            out[at + 1] = <unsigned int>n
+            for i in range(n):
+                out[at + 2 + i] = <unsigned int>PyLong_AsLong(offs[i])
+        elif kind == REPEAT:
+            if depth > MAX_DEPTH:
+                raise Deep
+            o = self.offsets.get(key[1])
+            off = self.rec(<Py_ssize_t>key[1], depth + 1) if o is None else <Py_ssize_t>o
+            body = self.sess._repeat_code(key, off)
+            at = len(self.code)
+            self.code.extend(body)
+        elif kind == LIT:
+            data = <bytes>key[1]
+            n = len(data)
+            at = self.grow(2 + n)
+            out = self.code.data.as_uints
+            out[at] = LIT
+            out[at + 1] = <unsigned int>n
+            p = <const unsigned char *>data
+            for i in range(n):
+                out[at + 2 + i] = p[i]
+        elif kind == REF:
+            o = self.name_idx.get(key[1])
+            i = self.sess.name(key[1]) if o is None else <Py_ssize_t>o
+            at = self.grow(2)
+            out = self.code.data.as_uints
+            out[at] = REF
+            out[at + 1] = <unsigned int>i
+        else:
+            body = self.sess._leaf_code(key)
+            at = len(self.code)
+            self.code.extend(body)
+        self.offsets[cid] = at
+        return at
+
+
+# ---------------------------------------------------------------- character classes
+
+
+cdef int utf8_encode(long cp, unsigned char *out) noexcept:
+    """The UTF-8 bytes of ``cp`` (surrogates encoded as any other 3-byte value)."""
+    if cp < 0x80:
+        out[0] = <unsigned char>cp
+        return 1
+    if cp < 0x800:
+        out[0] = <unsigned char>(0xC0 | (cp >> 6))
+        out[1] = <unsigned char>(0x80 | (cp & 0x3F))
+        return 2
+    if cp < 0x10000:
+        out[0] = <unsigned char>(0xE0 | (cp >> 12))
+        out[1] = <unsigned char>(0x80 | ((cp >> 6) & 0x3F))
+        out[2] = <unsigned char>(0x80 | (cp & 0x3F))
+        return 3
+    out[0] = <unsigned char>(0xF0 | (cp >> 18))
+    out[1] = <unsigned char>(0x80 | ((cp >> 12) & 0x3F))
+    out[2] = <unsigned char>(0x80 | ((cp >> 6) & 0x3F))
+    out[3] = <unsigned char>(0x80 | (cp & 0x3F))
+    return 4
+
+
+cdef int utf8_split(long lo, long hi, list out) except -1:
+    """``utf8._split``: the byte-range sequences of the code points lo..hi (no surrogates),
+    each appended to ``out`` as its length and then its (low, high) byte pairs."""
+    cdef long top, m
+    cdef int i, n
+    cdef unsigned char a[4]
+    cdef unsigned char b[4]
+    if lo > hi:
+        return 0
+    for top in (0x7F, 0x7FF, 0xFFFF):
+        if lo <= top < hi:
+            utf8_split(lo, top, out)
+            utf8_split(top + 1, hi, out)
+            return 0
+    if hi <= 0x7F:
+        out += (1, lo, hi)
+        return 0
+    n = utf8_encode(lo, a)
+    for i in range(1, n):
+        m = (1 << (6 * i)) - 1
+        if lo & ~m != hi & ~m:
+            if lo & m:
+                utf8_split(lo, lo | m, out)
+                utf8_split((lo | m) + 1, hi, out)
+                return 0
+            if hi & m != m:
+                utf8_split(lo, (hi & ~m) - 1, out)
+                utf8_split(hi & ~m, hi, out)
+                return 0
+    utf8_encode(hi, b)
+    out.append(n)
+    for i in range(n):
+        out += (a[i], b[i])
+    return 0
+
+
+def utf8_code(tuple ranges):
+    """``encode._utf8_code`` uncached: a character class's ranges, then its UTF-8 byte
+    sequences (``utf8.byte_sequences``), as CM_IR_UTF8 code."""
+    cdef list out = [UTF8, len(ranges)], seqs = []
+    cdef Py_ssize_t count = 0
+    for lo, hi in ranges:
+        out += (lo, hi)
+    norm = ir.normalize_ranges(ranges)
+    if norm and norm[len(norm) - 1][1] <= 0x7F:  # ASCII only: one byte each (no wraparound)
+        for lo, hi in norm:
+            seqs += (1, lo, hi)
+            count += 1
+    else:
+        for lo, hi in without_surrogates(norm):
+            utf8_split(lo, hi, seqs)
+        i = 0
+        while i < len(seqs):  # count the sequences: each is its length, then its pairs
+            i += 1 + 2 * <Py_ssize_t>seqs[i]
+            count += 1
+    out.append(count)
+    out += seqs
+    return tuple(out)

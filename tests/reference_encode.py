@@ -1,0 +1,146 @@
+"""The IR's interning and encoding the slow way, for the tests: the Python recursive walks
+that ``cfgmask/compile/_dag.pyx`` compiles.
+
+:class:`ReferenceSession` is a :class:`~cfgmask.compile.encode.Session` whose ``cid`` and
+``emit`` run these walks (and ``Interner.add`` for every new node) instead of the compiled
+ones; everything else (the iterative walks past the recursion cap, the rare node kinds, names)
+is the package's.  Both must give the same ids in the same order, the same facts per id and
+the same encoded IR.  :func:`utf8_code` is a character class's code from the Python
+``utf8.byte_sequences``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cfgmask import deadline, ir
+from cfgmask.compile.encode import _ALT, _BYTES, _LIT, _REF, _REPEAT, _SEQ, _UTF8, Session, TooBig, _Deep
+from cfgmask.utf8 import byte_sequences
+
+
+def utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """``encode._utf8_code`` from ``utf8.byte_sequences``."""
+    out = [_UTF8, len(ranges)]
+    for lo, hi in ranges:
+        out += (lo, hi)
+    seqs = byte_sequences(ranges)
+    out.append(len(seqs))
+    for seq in seqs:
+        out.append(len(seq))
+        for lo, hi in seq:
+            out += (lo, hi)
+    return tuple(out)
+
+
+class ReferenceSession(Session):
+    def cid(self, root: ir.Expr, max_nodes: int | None = None) -> int:
+        memo = self.memo
+        got = memo.get(id(root))
+        if got is not None:
+            return got
+        self.max_nodes = max_nodes
+        try:
+            return self._cid_rec(root, 0)
+        except _Deep:
+            return self._cid_iter(root, max_nodes)
+
+    def cids(self, rules: dict[str, ir.Expr], max_nodes: int | None = None) -> dict[str, int]:
+        return {name: self.cid(body, max_nodes) for name, body in rules.items()}
+
+    def emitter(self) -> Callable[[int], int]:
+        return self.emit
+
+    def emit(self, root: int) -> int:
+        got = self.offsets.get(root)
+        if got is not None:
+            return got
+        try:
+            return self._emit_rec(root, 0)
+        except _Deep:
+            return self._emit_iter(root)
+
+    def _cid_rec(self, e: ir.Expr, depth: int) -> int:
+        memo = self.memo
+        t = type(e)
+        key: tuple  # type: ignore[type-arg]
+        if t is ir.Seq or t is ir.Alt:
+            if depth > 200:
+                raise _Deep
+            kids = []
+            ids = self.interner.ids
+            keep = self.keep
+            for x in e.items:  # type: ignore[attr-defined]
+                g = memo.get(id(x))
+                if g is None:
+                    tx = type(x)  # leaves here, without a call
+                    if tx is ir.Literal:
+                        leaf: tuple = (_LIT, x.data)  # type: ignore[type-arg, attr-defined]
+                    elif tx is ir.CharClass:
+                        leaf = (_UTF8, x.ranges)  # type: ignore[attr-defined]
+                    elif tx is ir.Ref:
+                        leaf = (_REF, x.name)  # type: ignore[attr-defined]
+                    elif tx is ir.ByteClass:
+                        leaf = (_BYTES, x.ranges)  # type: ignore[attr-defined]
+                    else:
+                        kids.append(self._cid_rec(x, depth + 1))
+                        continue
+                    g = ids.get(leaf)
+                    if g is None:
+                        g = self.interner.add(leaf)
+                    memo[id(x)] = g
+                    keep.append(x)
+                kids.append(g)
+            key = (_SEQ if t is ir.Seq else _ALT, tuple(kids))
+        elif t is ir.Literal:
+            key = (_LIT, e.data)  # type: ignore[attr-defined]
+        elif t is ir.CharClass:
+            key = (_UTF8, e.ranges)  # type: ignore[attr-defined]
+        elif t is ir.Ref:
+            key = (_REF, e.name)  # type: ignore[attr-defined]
+        elif t is ir.ByteClass:
+            key = (_BYTES, e.ranges)  # type: ignore[attr-defined]
+        elif t is ir.Repeat:
+            if depth > 200:
+                raise _Deep
+            x = e.item  # type: ignore[attr-defined]
+            g = memo.get(id(x))
+            k = self._cid_rec(x, depth + 1) if g is None else g
+            key = (_REPEAT, k, e.lo, e.hi)  # type: ignore[attr-defined]
+        else:
+            return self._cid_iter(e, self.max_nodes)
+        i = self.interner.ids.get(key)
+        if i is None:
+            i = self.interner.add(key)
+        memo[id(e)] = i
+        self.keep.append(e)
+        if len(self.keep) >= self._next_check:
+            self._next_check = len(self.keep) + 1024
+            if self.max_nodes is not None and len(self.keep) > self.max_nodes:
+                raise TooBig
+            deadline.check("IR walk")
+        return i
+
+    def _emit_rec(self, cid: int, depth: int) -> int:
+        key = self.interner.keys[cid]
+        kind = key[0]
+        offsets = self.offsets
+        body: Any
+        if kind == _SEQ or kind == _ALT:
+            if depth > 200:
+                raise _Deep
+            offs = []
+            for k in key[1]:
+                o = offsets.get(k)
+                offs.append(self._emit_rec(k, depth + 1) if o is None else o)
+            body = (kind, len(offs), *offs)
+        elif kind == _REPEAT:
+            if depth > 200:
+                raise _Deep
+            o = offsets.get(key[1])
+            body = self._repeat_code(key, self._emit_rec(key[1], depth + 1) if o is None else o)
+        else:
+            body = self._leaf_code(key)
+        off = offsets[cid] = len(self.code)
+        self.code.extend(body)
+        return off
