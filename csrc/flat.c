@@ -253,17 +253,25 @@ static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
 static void flat_columns(const cm_grammar *g, cm_flat *f) {
     const cm_tables *t = &g->t;
     int16_t first[256];  /* the first byte of each column */
+    int16_t last[256];   /* per class, its newest column (-1: none yet) */
+    int16_t prev[256];   /* per column, the one before it of the same class */
+    memset(last, 0xff, sizeof last);
     uint32_t n = 0;
     for (int b = 0; b < 256; b++) {
-        uint32_t c = 0;
-        for (; c < n; c++) {
+        uint8_t cls = t->byte_class[b];
+        int c = last[cls];
+        for (; c >= 0; c = prev[c]) {  /* only the columns of b's class */
             int a = first[c];
-            if (t->byte_class[a] != t->byte_class[b]) continue;
             uint32_t la = 1;
             while (la < t->n_la && t->la_next[(size_t)la * 256 + a] == t->la_next[(size_t)la * 256 + b]) la++;
-            if (la == t->n_la) break;
+            if (la >= t->n_la) break;
         }
-        if (c == n) first[n++] = (int16_t)b;
+        if (c < 0) {
+            c = (int)n++;
+            first[c] = (int16_t)b;
+            prev[c] = last[cls];
+            last[cls] = (int16_t)c;
+        }
         f->col[b] = (uint8_t)c;
     }
     f->width = n;
@@ -387,6 +395,38 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     return rc;
 }
 
+/* The whole trie from configuration c0, one first byte at a time: a first byte
+ * c0 cannot read rejects its subtree (no exit at depth 0, so nothing is
+ * uncertain) without reading it.  Through the skip links each dead subtree
+ * would cost its first entry's prefix length, bytes and skip link: three
+ * scattered reads, ~250 of each, cache misses after a compile (~120 us of a
+ * schema's first mask, where only `{` lives).  `reads`: the bytes some item of
+ * c0's set has a transition on (a superset of those it survives); the others
+ * are dead without computing the transition. */
+static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, const uint32_t *reads,
+                           cm_walk *w) {
+    const uint32_t *lo = g->v->first_off;
+    int rc = CM_OK;
+    for (unsigned b = 0; b < 256 && !rc; b++) {
+        if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
+        int32_t to = f->next[(size_t)c0 * f->width + f->col[b]];
+        if (to == CM_FLAT_UNKNOWN) to = flat_step(g, f, (uint32_t)c0, (uint8_t)b);
+        if (to == CM_FLAT_DEAD) continue;
+        if (to < CM_FLAT_CHART) return to + 8;
+        rc = flat_walk_from(g, f, c0, rule, lo[b], lo[b + 1], 0, w);
+    }
+    return rc;
+}
+
+/* The bytes the last set of c has a transition on. */
+static void set_reads(const cm_grammar *g, const cm_chart *c, uint32_t *reads) {
+    memset(reads, 0, 8 * sizeof *reads);
+    for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
+        const uint32_t *nb = g->next_bytes + (size_t)cm_st(c->items[i].state) * 8;
+        for (int j = 0; j < 8; j++) reads[j] |= nb[j];
+    }
+}
+
 int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                  cm_walk *w) {
     cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
@@ -397,6 +437,11 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
         int rc = flat_walk_chart(f);
         if (!rc) rc = cm_chart_reset_items(&f->walk, g, &state, 1);
         return rc ? rc : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
+    }
+    if (d0 == 0 && k == 0 && k_end == g->v->n_trie) {
+        uint32_t reads[8];  /* flat_start left c0's set in the scratch chart */
+        set_reads(g, &f->chart, reads);
+        return flat_walk_whole(g, f, c0, rule, reads, w);
     }
     return flat_walk_from(g, f, c0, rule, k, k_end, d0, w);
 }
