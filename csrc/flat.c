@@ -436,7 +436,17 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
     if (c0 == CM_FLAT_CHART) {  /* the scratch chart: no chart to allocate a call */
         int rc = flat_walk_chart(f);
         if (!rc) rc = cm_chart_reset_items(&f->walk, g, &state, 1);
-        return rc ? rc : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
+        if (rc || d0 || k || k_end != g->v->n_trie) return rc ? rc : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
+        /* the whole trie: only the subtrees of first bytes the set reads (as flat_walk_whole) */
+        uint32_t reads[8];
+        const uint32_t *lo = g->v->first_off;
+        set_reads(g, &f->walk, reads);
+        for (unsigned b = 0; b < 256 && !rc; b++) {
+            if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
+            cm_chart_truncate(&f->walk, 1);
+            rc = cm_walk_chart(g, &f->walk, rule, lo[b], lo[b + 1], 0, 0, -1, w);
+        }
+        return rc;
     }
     if (d0 == 0 && k == 0 && k_end == g->v->n_trie) {
         uint32_t reads[8];  /* flat_start left c0's set in the scratch chart */

@@ -237,30 +237,38 @@ static int direct_walk(cm_matcher *m, uint32_t *words) {
     const cm_grammar *g = m->g;
     const cm_vocab *v = g->v;
     const cm_chart *c = &m->c;
-    size_t base = c->n_sets - 1, k = 0;
+    size_t base = c->n_sets - 1;
     int rc = CM_OK;
-    for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++)
-        if (g->has_tokens[cm_st(c->items[i].state)]) or_token_edges(g, cm_st(c->items[i].state), words);
-    while (k < v->n_trie) {
-        uint32_t len, d = v->trie_lcp[k], dead_at = 0;
-        const uint8_t *p = cm_trie_bytes(v, k, &len);
-        cm_chart_truncate(&m->c, base + d + 1);
-        for (; d < len; d++) {
-            int r = cm_chart_scan(&m->c, g, p[d]);
-            if (r <= 0) {
-                rc = r;
-                dead_at = d + 1;
-                break;
+    uint32_t reads[8] = {0};  /* the first bytes some item reads: the other subtrees are dead */
+    for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++) {
+        uint32_t s = cm_st(c->items[i].state);
+        if (g->has_tokens[s]) or_token_edges(g, s, words);
+        for (int j = 0; j < 8; j++) reads[j] |= g->next_bytes[(size_t)s * 8 + j];
+    }
+    for (unsigned b = 0; b < 256 && !rc; b++) {
+        if (!cm_bit(reads, b)) continue;
+        size_t k = v->first_off[b], k_end = v->first_off[b + 1];
+        while (k < k_end) {
+            uint32_t len, d = v->trie_lcp[k], dead_at = 0;
+            const uint8_t *p = cm_trie_bytes(v, k, &len);
+            cm_chart_truncate(&m->c, base + d + 1);
+            for (; d < len; d++) {
+                int r = cm_chart_scan(&m->c, g, p[d]);
+                if (r <= 0) {
+                    rc = r;
+                    dead_at = d + 1;
+                    break;
+                }
             }
+            if (rc) break;
+            if (!dead_at) {
+                uint32_t id = v->trie_ids[k++];
+                words[id >> 5] |= 1u << (id & 31);
+                m->stats.n_checked++;
+                continue;
+            }
+            k = v->skip[v->trie_off[k] + dead_at - 1];
         }
-        if (rc) break;
-        if (!dead_at) {
-            uint32_t id = v->trie_ids[k++];
-            words[id >> 5] |= 1u << (id & 31);
-            m->stats.n_checked++;
-            continue;
-        }
-        k = v->skip[v->trie_off[k] + dead_at - 1];
     }
     cm_chart_truncate(&m->c, base + 1);
     return rc;
