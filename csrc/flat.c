@@ -57,6 +57,8 @@ struct cm_flat {
     uint64_t *tmp;              /* one set's items (state << 32 | origin's position) */
     uint32_t *enc;              /* the configuration being encoded */
     uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
+    int32_t *start_of;          /* [n_states] the configuration of (state, OUTER) + 4; 0: not known
+                                   (NULL when memory was short) */
     size_t cap_tmp, cap_pos;
 };
 
@@ -71,6 +73,7 @@ void cm_flat_free(cm_flat *f) {
     free(f->tmp);
     free(f->enc);
     free(f->pos);
+    free(f->start_of);
     if (f->chart_ok) cm_chart_free(&f->chart);
     if (f->walk_ok) cm_chart_free(&f->walk);
     free(f);
@@ -295,12 +298,17 @@ static cm_flat *flat_get(const cm_grammar *g) {
         return NULL;
     }
     f->off[0] = 0;
+    f->start_of = calloc(g->t.n_states ? g->t.n_states : 1, sizeof *f->start_of);  /* optional */
     g->cache->flat = f;
     return f;
 }
 
-/* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART. */
-static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state) {
+/* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART.  With
+ * `in_chart` the closure is left in the scratch chart (a whole walk reads its
+ * bytes); otherwise a state's configuration is computed once: the exits of a
+ * shared loop walk start hundreds of walks from the same few states. */
+static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
+    if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;
     int rc;
     if (!f->chart_ok) {
         rc = cm_chart_init_items(&f->chart, g, &state, 1);
@@ -309,7 +317,9 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state) {
         rc = cm_chart_reset_items(&f->chart, g, &state, 1);
     }
     if (rc) return FLAT_ERR(rc);
-    return flat_of_set(g, f, &f->chart);
+    int32_t c0 = flat_of_set(g, f, &f->chart);
+    if (c0 >= CM_FLAT_CHART && f->start_of) f->start_of[state] = c0 + 4;
+    return c0;
 }
 
 /* The transition of configuration id on byte b, computed with the scratch chart. */
@@ -427,28 +437,35 @@ static void set_reads(const cm_grammar *g, const cm_chart *c, uint32_t *reads) {
     }
 }
 
+/* The whole trie through the walk chart, holding (state, OUTER) (its set is no
+ * configuration): only the subtrees of first bytes the set reads. */
+static int chart_walk_whole(const cm_grammar *g, cm_flat *f, uint32_t rule, cm_walk *w) {
+    const uint32_t *lo = g->v->first_off;
+    uint32_t reads[8];
+    set_reads(g, &f->walk, reads);
+    int rc = CM_OK;
+    for (unsigned b = 0; b < 256 && !rc; b++) {
+        if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
+        cm_chart_truncate(&f->walk, 1);
+        rc = cm_walk_chart(g, &f->walk, rule, lo[b], lo[b + 1], 0, 0, -1, w);
+    }
+    return rc;
+}
+
 int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                  cm_walk *w) {
+    bool whole = d0 == 0 && k == 0 && k_end == g->v->n_trie;
     cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
-    int32_t c0 = f ? flat_start(g, f, state) : CM_FLAT_CHART;
+    int32_t c0 = f ? flat_start(g, f, state, whole) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
     if (c0 == CM_FLAT_CHART && !f) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
     if (c0 == CM_FLAT_CHART) {  /* the scratch chart: no chart to allocate a call */
         int rc = flat_walk_chart(f);
         if (!rc) rc = cm_chart_reset_items(&f->walk, g, &state, 1);
-        if (rc || d0 || k || k_end != g->v->n_trie) return rc ? rc : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
-        /* the whole trie: only the subtrees of first bytes the set reads (as flat_walk_whole) */
-        uint32_t reads[8];
-        const uint32_t *lo = g->v->first_off;
-        set_reads(g, &f->walk, reads);
-        for (unsigned b = 0; b < 256 && !rc; b++) {
-            if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
-            cm_chart_truncate(&f->walk, 1);
-            rc = cm_walk_chart(g, &f->walk, rule, lo[b], lo[b + 1], 0, 0, -1, w);
-        }
-        return rc;
+        if (rc) return rc;
+        return whole ? chart_walk_whole(g, f, rule, w) : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
     }
-    if (d0 == 0 && k == 0 && k_end == g->v->n_trie) {
+    if (whole) {
         uint32_t reads[8];  /* flat_start left c0's set in the scratch chart */
         set_reads(g, &f->chart, reads);
         return flat_walk_whole(g, f, c0, rule, reads, w);
