@@ -240,7 +240,16 @@ static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
             if (flat_keeps(g, it, j, last))
                 f->tmp[n++] = (uint64_t)it.state << 32 | (it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin]);
         }
-        qsort(f->tmp, n, sizeof *f->tmp, cmp_u64);
+        if (n > 16) {
+            qsort(f->tmp, n, sizeof *f->tmp, cmp_u64);
+        } else {  /* the usual few items: insertion sort, no call per comparison */
+            for (size_t a = 1; a < n; a++) {
+                uint64_t x = f->tmp[a];
+                size_t b = a;
+                for (; b > 0 && f->tmp[b - 1] > x; b--) f->tmp[b] = f->tmp[b - 1];
+                f->tmp[b] = x;
+            }
+        }
         enc[n_enc++] = (uint32_t)n;
         for (size_t i = 0; i < n; i++) {
             enc[n_enc++] = (uint32_t)(f->tmp[i] >> 32);
