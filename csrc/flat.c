@@ -57,6 +57,8 @@ struct cm_flat {
     uint64_t *tmp;              /* one set's items (state << 32 | origin's position) */
     uint32_t *enc;              /* the configuration being encoded */
     uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
+    int32_t *start_of;          /* [n_states] the configuration of (state, OUTER) + 4; 0: not known
+                                   (NULL when memory was short) */
     size_t cap_tmp, cap_pos;
 };
 
@@ -71,6 +73,7 @@ void cm_flat_free(cm_flat *f) {
     free(f->tmp);
     free(f->enc);
     free(f->pos);
+    free(f->start_of);
     if (f->chart_ok) cm_chart_free(&f->chart);
     if (f->walk_ok) cm_chart_free(&f->walk);
     free(f);
@@ -237,7 +240,16 @@ static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
             if (flat_keeps(g, it, j, last))
                 f->tmp[n++] = (uint64_t)it.state << 32 | (it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin]);
         }
-        qsort(f->tmp, n, sizeof *f->tmp, cmp_u64);
+        if (n > 16) {
+            qsort(f->tmp, n, sizeof *f->tmp, cmp_u64);
+        } else {  /* the usual few items: insertion sort, no call per comparison */
+            for (size_t a = 1; a < n; a++) {
+                uint64_t x = f->tmp[a];
+                size_t b = a;
+                for (; b > 0 && f->tmp[b - 1] > x; b--) f->tmp[b] = f->tmp[b - 1];
+                f->tmp[b] = x;
+            }
+        }
         enc[n_enc++] = (uint32_t)n;
         for (size_t i = 0; i < n; i++) {
             enc[n_enc++] = (uint32_t)(f->tmp[i] >> 32);
@@ -253,17 +265,25 @@ static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
 static void flat_columns(const cm_grammar *g, cm_flat *f) {
     const cm_tables *t = &g->t;
     int16_t first[256];  /* the first byte of each column */
+    int16_t last[256];   /* per class, its newest column (-1: none yet) */
+    int16_t prev[256];   /* per column, the one before it of the same class */
+    memset(last, 0xff, sizeof last);
     uint32_t n = 0;
     for (int b = 0; b < 256; b++) {
-        uint32_t c = 0;
-        for (; c < n; c++) {
+        uint8_t cls = t->byte_class[b];
+        int c = last[cls];
+        for (; c >= 0; c = prev[c]) {  /* only the columns of b's class */
             int a = first[c];
-            if (t->byte_class[a] != t->byte_class[b]) continue;
             uint32_t la = 1;
             while (la < t->n_la && t->la_next[(size_t)la * 256 + a] == t->la_next[(size_t)la * 256 + b]) la++;
-            if (la == t->n_la) break;
+            if (la >= t->n_la) break;
         }
-        if (c == n) first[n++] = (int16_t)b;
+        if (c < 0) {
+            c = (int)n++;
+            first[c] = (int16_t)b;
+            prev[c] = last[cls];
+            last[cls] = (int16_t)c;
+        }
         f->col[b] = (uint8_t)c;
     }
     f->width = n;
@@ -287,12 +307,17 @@ static cm_flat *flat_get(const cm_grammar *g) {
         return NULL;
     }
     f->off[0] = 0;
+    f->start_of = calloc(g->t.n_states ? g->t.n_states : 1, sizeof *f->start_of);  /* optional */
     g->cache->flat = f;
     return f;
 }
 
-/* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART. */
-static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state) {
+/* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART.  With
+ * `in_chart` the closure is left in the scratch chart (a whole walk reads its
+ * bytes); otherwise a state's configuration is computed once: the exits of a
+ * shared loop walk start hundreds of walks from the same few states. */
+static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
+    if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;
     int rc;
     if (!f->chart_ok) {
         rc = cm_chart_init_items(&f->chart, g, &state, 1);
@@ -301,7 +326,9 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state) {
         rc = cm_chart_reset_items(&f->chart, g, &state, 1);
     }
     if (rc) return FLAT_ERR(rc);
-    return flat_of_set(g, f, &f->chart);
+    int32_t c0 = flat_of_set(g, f, &f->chart);
+    if (c0 >= CM_FLAT_CHART && f->start_of) f->start_of[state] = c0 + 4;
+    return c0;
 }
 
 /* The transition of configuration id on byte b, computed with the scratch chart. */
@@ -387,16 +414,70 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     return rc;
 }
 
+/* The whole trie from configuration c0, one first byte at a time: a first byte
+ * c0 cannot read rejects its subtree (no exit at depth 0, so nothing is
+ * uncertain) without reading it.  Through the skip links each dead subtree
+ * would cost its first entry's prefix length, bytes and skip link: three
+ * scattered reads, ~250 of each, cache misses after a compile (~120 us of a
+ * schema's first mask, where only `{` lives).  `reads`: the bytes some item of
+ * c0's set has a transition on (a superset of those it survives); the others
+ * are dead without computing the transition. */
+static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, const uint32_t *reads,
+                           cm_walk *w) {
+    const uint32_t *lo = g->v->first_off;
+    int rc = CM_OK;
+    for (unsigned b = 0; b < 256 && !rc; b++) {
+        if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
+        int32_t to = f->next[(size_t)c0 * f->width + f->col[b]];
+        if (to == CM_FLAT_UNKNOWN) to = flat_step(g, f, (uint32_t)c0, (uint8_t)b);
+        if (to == CM_FLAT_DEAD) continue;
+        if (to < CM_FLAT_CHART) return to + 8;
+        rc = flat_walk_from(g, f, c0, rule, lo[b], lo[b + 1], 0, w);
+    }
+    return rc;
+}
+
+/* The bytes the last set of c has a transition on. */
+static void set_reads(const cm_grammar *g, const cm_chart *c, uint32_t *reads) {
+    memset(reads, 0, 8 * sizeof *reads);
+    for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
+        const uint32_t *nb = g->next_bytes + (size_t)cm_st(c->items[i].state) * 8;
+        for (int j = 0; j < 8; j++) reads[j] |= nb[j];
+    }
+}
+
+/* The whole trie through the walk chart, holding (state, OUTER) (its set is no
+ * configuration): only the subtrees of first bytes the set reads. */
+static int chart_walk_whole(const cm_grammar *g, cm_flat *f, uint32_t rule, cm_walk *w) {
+    const uint32_t *lo = g->v->first_off;
+    uint32_t reads[8];
+    set_reads(g, &f->walk, reads);
+    int rc = CM_OK;
+    for (unsigned b = 0; b < 256 && !rc; b++) {
+        if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
+        cm_chart_truncate(&f->walk, 1);
+        rc = cm_walk_chart(g, &f->walk, rule, lo[b], lo[b + 1], 0, 0, -1, w);
+    }
+    return rc;
+}
+
 int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                  cm_walk *w) {
+    bool whole = d0 == 0 && k == 0 && k_end == g->v->n_trie;
     cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
-    int32_t c0 = f ? flat_start(g, f, state) : CM_FLAT_CHART;
+    int32_t c0 = f ? flat_start(g, f, state, whole) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
     if (c0 == CM_FLAT_CHART && !f) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
     if (c0 == CM_FLAT_CHART) {  /* the scratch chart: no chart to allocate a call */
         int rc = flat_walk_chart(f);
         if (!rc) rc = cm_chart_reset_items(&f->walk, g, &state, 1);
-        return rc ? rc : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
+        if (rc) return rc;
+        return whole ? chart_walk_whole(g, f, rule, w) : cm_walk_chart(g, &f->walk, rule, k, k_end, d0, 0, -1, w);
+    }
+    if (whole) {
+        uint32_t reads[8];  /* flat_start left c0's set in the scratch chart */
+        set_reads(g, &f->chart, reads);
+        return flat_walk_whole(g, f, c0, rule, reads, w);
     }
     return flat_walk_from(g, f, c0, rule, k, k_end, d0, w);
 }

@@ -14,19 +14,29 @@
 #include "maskmemo.h"
 #include "matcher.h"
 
-static void mark_candidates(uint64_t *cand, const cm_entry *e) {
-    for (uint32_t i = 0; i < e->n_uncertain; i++) {
-        uint32_t k = e->uncertain[i];
-        cand[k >> 6] |= 1ull << (k & 63);
-    }
+/* Trie entries lo .. hi (inclusive) may be marked: widen the span check_candidates reads. */
+static inline void cand_span(cm_matcher *m, uint32_t lo, uint32_t hi) {
+    if (lo >> 6 < m->cand_lo) m->cand_lo = lo >> 6;
+    if ((hi >> 6) + 1 > m->cand_hi) m->cand_hi = (hi >> 6) + 1;
 }
 
-/* or_entry and mark_candidates for an item owing lookahead debt `la`: only the
+/* The sorted trie entries ks[0..n) as candidates. */
+static void mark_sorted(cm_matcher *m, const uint32_t *ks, uint32_t n) {
+    if (!n) return;
+    cand_span(m, ks[0], ks[n - 1]);
+    uint64_t *cand = m->cand;
+    for (uint32_t i = 0; i < n; i++) cand[ks[i] >> 6] |= 1ull << (ks[i] & 63);
+}
+
+/* cm_or_accepted and mark_sorted for an item owing lookahead debt `la`: only the
  * tokens whose first bytes it allows. */
-static void or_entry_owing(const cm_grammar *g, uint32_t *words, uint64_t *cand, const cm_entry *e, uint32_t la) {
+static void or_entry_owing(cm_matcher *m, uint32_t *words, const cm_entry *e, uint32_t la) {
+    const cm_grammar *g = m->g;
     const uint32_t *allow = g->la_allow + (size_t)la * g->n_words;
+    uint64_t *cand = m->cand;
     cm_or_accepted(g, words, e, allow);
     const uint32_t *ids = g->v->trie_ids;
+    if (e->n_uncertain) cand_span(m, e->uncertain[0], e->uncertain[e->n_uncertain - 1]);
     for (uint32_t i = 0; i < e->n_uncertain; i++) {
         uint32_t k = e->uncertain[i];
         if (cm_bit(allow, ids[k])) cand[k >> 6] |= 1ull << (k & 63);
@@ -34,6 +44,7 @@ static void or_entry_owing(const cm_grammar *g, uint32_t *words, uint64_t *cand,
     /* tokens ending inside a character that still owes the debt: the real chart decides */
     for (uint32_t i = g->la_pending_off[la]; i < g->la_pending_off[la + 1]; i++) {
         uint32_t k = g->la_pending[i];
+        cand_span(m, k, k);
         cand[k >> 6] |= 1ull << (k & 63);
     }
 }
@@ -131,15 +142,15 @@ static int gather(cm_matcher *m, uint32_t *words) {
             }
         }
         if (la) {
-            or_entry_owing(g, words, m->cand, e, la);
+            or_entry_owing(m, words, e, la);
         } else if (wrap) {
             /* the block may start again after this one: what goes on into it is in */
             cm_or_accepted(g, words, e, NULL);
             cm_or_words(words, e->wrap_bits, g->n_words);
-            for (uint32_t j = 0; j < e->n_rest; j++) m->cand[e->rest[j] >> 6] |= 1ull << (e->rest[j] & 63);
+            mark_sorted(m, e->rest, e->n_rest);
         } else {
             cm_or_accepted(g, words, e, NULL);
-            mark_candidates(m->cand, e);
+            mark_sorted(m, e->uncertain, e->n_uncertain);
         }
         m->stats.n_candidates += wrap ? e->n_rest : e->n_uncertain;
         cm_entry_free(owned);
@@ -179,10 +190,12 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
 
 static int check_candidates(cm_matcher *m, uint32_t *words) {
     const cm_vocab *v = m->g->v;
-    size_t n_sets = m->c.n_sets, n_cw = (v->n_trie + 63) / 64;
+    size_t n_sets = m->c.n_sets, lo = m->cand_lo, hi = m->cand_hi;
     check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX};
     int rc = CM_OK;
-    for (size_t w = 0; w < n_cw; w++) {
+    m->cand_lo = UINT32_MAX;
+    m->cand_hi = 0;
+    for (size_t w = lo; w < hi; w++) {
         uint64_t bits = m->cand[w];
         m->cand[w] = 0;
         for (; bits && rc >= 0; bits &= bits - 1) {
@@ -224,30 +237,38 @@ static int direct_walk(cm_matcher *m, uint32_t *words) {
     const cm_grammar *g = m->g;
     const cm_vocab *v = g->v;
     const cm_chart *c = &m->c;
-    size_t base = c->n_sets - 1, k = 0;
+    size_t base = c->n_sets - 1;
     int rc = CM_OK;
-    for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++)
-        if (g->has_tokens[cm_st(c->items[i].state)]) or_token_edges(g, cm_st(c->items[i].state), words);
-    while (k < v->n_trie) {
-        uint32_t len, d = v->trie_lcp[k], dead_at = 0;
-        const uint8_t *p = cm_trie_bytes(v, k, &len);
-        cm_chart_truncate(&m->c, base + d + 1);
-        for (; d < len; d++) {
-            int r = cm_chart_scan(&m->c, g, p[d]);
-            if (r <= 0) {
-                rc = r;
-                dead_at = d + 1;
-                break;
+    uint32_t reads[8] = {0};  /* the first bytes some item reads: the other subtrees are dead */
+    for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++) {
+        uint32_t s = cm_st(c->items[i].state);
+        if (g->has_tokens[s]) or_token_edges(g, s, words);
+        for (int j = 0; j < 8; j++) reads[j] |= g->next_bytes[(size_t)s * 8 + j];
+    }
+    for (unsigned b = 0; b < 256 && !rc; b++) {
+        if (!cm_bit(reads, b)) continue;
+        size_t k = v->first_off[b], k_end = v->first_off[b + 1];
+        while (k < k_end) {
+            uint32_t len, d = v->trie_lcp[k], dead_at = 0;
+            const uint8_t *p = cm_trie_bytes(v, k, &len);
+            cm_chart_truncate(&m->c, base + d + 1);
+            for (; d < len; d++) {
+                int r = cm_chart_scan(&m->c, g, p[d]);
+                if (r <= 0) {
+                    rc = r;
+                    dead_at = d + 1;
+                    break;
+                }
             }
+            if (rc) break;
+            if (!dead_at) {
+                uint32_t id = v->trie_ids[k++];
+                words[id >> 5] |= 1u << (id & 31);
+                m->stats.n_checked++;
+                continue;
+            }
+            k = v->skip[v->trie_off[k] + dead_at - 1];
         }
-        if (rc) break;
-        if (!dead_at) {
-            uint32_t id = v->trie_ids[k++];
-            words[id >> 5] |= 1u << (id & 31);
-            m->stats.n_checked++;
-            continue;
-        }
-        k = v->skip[v->trie_off[k] + dead_at - 1];
     }
     cm_chart_truncate(&m->c, base + 1);
     return rc;
@@ -290,7 +311,9 @@ static bool memo_hit(cm_matcher *m, memo_key *key, uint32_t *words) {
 }
 
 static void clear_candidates(cm_matcher *m) {
-    memset(m->cand, 0, ((m->g->v->n_trie + 63) / 64) * sizeof *m->cand);
+    if (m->cand_lo < m->cand_hi) memset(m->cand + m->cand_lo, 0, (m->cand_hi - m->cand_lo) * sizeof *m->cand);
+    m->cand_lo = UINT32_MAX;
+    m->cand_hi = 0;
 }
 
 /* Steps 1-3, by a direct walk or from the cache, asking the memo first where

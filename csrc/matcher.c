@@ -14,6 +14,8 @@ static int alloc_scratch(cm_matcher *m) {
     const cm_grammar *g = m->g;
     m->stamp = calloc(g->t.n_states, sizeof *m->stamp);
     m->cand = calloc((g->v->n_trie + 63) / 64 + 1, sizeof *m->cand);
+    m->cand_lo = UINT32_MAX;
+    m->cand_hi = 0;
     return (m->stamp && m->cand) ? CM_OK : CM_ERR_NOMEM;
 }
 

@@ -18,6 +18,7 @@ struct cm_matcher {
     uint32_t *stamp;            /* [n_states] */
     uint32_t stamp_gen;
     uint64_t *cand;             /* [ceil(n_trie / 64)] */
+    uint32_t cand_lo, cand_hi;  /* the words of cand that may be nonzero: [lo, hi) (empty: lo >= hi) */
     cm_mask_stats stats;        /* of the last fill_mask */
     uint32_t rep_rule[8], rep_origin[8];  /* mask.c repeats(): answers during one mask */
     int8_t rep_ans[8];

@@ -210,9 +210,15 @@ int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e) {
     if ((size_t)w->n_accepted < g->n_words) {
         e->accepted_ids = malloc((w->n_accepted ? w->n_accepted : 1) * sizeof *e->accepted_ids);
         if (!e->accepted_ids) return CM_ERR_NOMEM;
-        uint32_t j = 0;
-        for (size_t i = 0; i < g->n_words; i++) {
-            for (uint32_t word = w->bits[i]; word; word &= word - 1)
+        /* few ids in a mostly empty bitset: skip zeros four words at a time, stop at the last id */
+        uint32_t j = 0, n = w->n_accepted;
+        const uint32_t *bits = w->bits;
+        for (size_t i = 0; i < g->n_words && j < n; i++) {
+            if (!(i & 3) && i + 4 <= g->n_words && !(bits[i] | bits[i + 1] | bits[i + 2] | bits[i + 3])) {
+                i += 3;
+                continue;
+            }
+            for (uint32_t word = bits[i]; word; word &= word - 1)
                 e->accepted_ids[j++] = (uint32_t)(i * 32 + (unsigned)__builtin_ctz(word));
         }
         e->bytes += w->n_accepted * 4;

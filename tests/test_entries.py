@@ -219,3 +219,81 @@ def test_large_vocabularies_pin_the_json_string_walks() -> None:
     schema = {"type": "object", "properties": {"zz": {"type": "string"}}, "required": ["zz"]}
     stats = assert_same_entries(cfgmask.Grammar.from_json_schema(schema), vocab)
     assert stats["vocab_loop_walks"] > 0, stats
+
+
+# Entries built in the order a document visits them: whole walks go by first byte (only the bytes
+# the start set reads), the exits of a shared loop walk reuse their start configurations, and
+# each mask decides only the span of candidates its entries marked.  The order matters: a state
+# first met as an exit's continuation has its configuration cached before its own whole walk.
+DOC_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
+        "size": {"type": "number"},
+        "kind": {"enum": ["a", "bb", 3]},
+        "ver": {"type": "string", "pattern": "[0-9]+\\.[0-9]+$"},
+    },
+    "required": ["name", "size"],
+}
+DOC = (
+    '{"name": "x\\"y \u00e9t\u00e9", "tags": ["a b", "12345678"], '
+    '"size": -1.5e3, "kind": "bb", "ver": "v1.20"}'
+).encode()
+
+
+def _longest_tokens(vocab: cfgmask.Vocabulary, text: bytes) -> list[int]:
+    """Greedy longest-match tokens of text (any split will do: every mask along it is compared)."""
+    by_bytes = {b: i for i, b in vocab.iter_text_tokens()}
+    longest = max(len(b) for b in by_bytes)
+    out, at = [], 0
+    while at < len(text):
+        n = min(longest, len(text) - at)
+        while text[at : at + n] not in by_bytes:
+            n -= 1
+        out.append(by_bytes[text[at : at + n]])
+        at += n
+    return out
+
+
+def _masks_along(compiled: cfgmask.CompiledGrammar, tokens: list[int]) -> list[np.ndarray]:
+    m = cfgmask.Matcher(compiled)
+    out = []
+    for t in [*tokens, None]:
+        mask = cfgmask.allocate_bitmask(1, compiled.vocab.size)
+        m.fill_bitmask(mask)
+        out.append(mask[0].copy())
+        if t is not None:
+            assert m.accept_token(t)
+    return out
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["cached", "direct-walks"])
+def test_entries_in_document_order_same_masks_and_entries(direct: bool) -> None:
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_json_schema(DOC_SCHEMA)
+    tokens = _longest_tokens(vocab, DOC)
+    strategy = Strategy(direct_walk_states=1) if direct else Strategy()
+    fast = cfgmask.compile(g, vocab, _strategy=strategy)
+    slow = cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)
+    fast_masks, slow_masks = _masks_along(fast, tokens), _masks_along(slow, tokens)
+    for step, (a, b) in enumerate(zip(fast_masks, slow_masks, strict=True)):
+        assert np.array_equal(a, b), f"mask {step} differs after {vocab.decode(tokens[:step])!r}"
+    if direct:
+        return
+    assert fast.stats["vocab_loop_walks"] + fast.stats["flat_configs"] > 0, fast.stats
+    for s, (a, b) in enumerate(zip(entries(fast), entries(slow), strict=True)):  # the rest now
+        assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"
+
+
+def test_first_bytes_a_lookahead_forbids() -> None:
+    """A start state that has transitions on bytes its lookahead debt forbids (a keyword's
+    ``(?!\\w)`` before the next token): those first bytes are read, then die; the whole walk
+    by first byte classifies their subtrees as the plain walk does."""
+    grammar = "start: KW NAME?\nKW: /do(?![a-z])/\nNAME: /[a-z ]+/\n"
+    tokens = [b"do", b"dot", b"do ", b"d", b"o", b" x", b"xy", b"a b", b"zz"]
+    tokens += [bytes([b]) for b in range(97, 123)]
+    vocab = cfgmask.Vocabulary.from_token_bytes(tokens)
+    assert_same_entries(cfgmask.Grammar.from_lark(grammar), vocab)
+    assert_same_entries(cfgmask.Grammar.from_lark(grammar), cfgmask.Vocabulary.llama3())
