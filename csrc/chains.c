@@ -43,6 +43,7 @@
  * rule (uncertain: the plain walk's exit flag is raised there, and the end
  * reads no more).  The same classification as a plain walk, token for token:
  * tests/test_repeats.py and tests/test_entries.py compare them. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -395,7 +396,12 @@ typedef struct chain_inst {
     uint32_t *head;             /* [budget + 1] */
 } chain_inst;
 
-struct cm_chain_data {
+/* What one walk of the trie through U found: immutable once built, and shared
+ * (counted references) by the vocabulary's store and every grammar that uses
+ * it, so a chain whose walk the vocabulary keeps costs no copy (its nodes are
+ * most of the trie's, megabytes). */
+typedef struct chain_walk {
+    atomic_size_t refs;
     uint32_t *ids;              /* tokens that end inside U, by need ascending */
     int32_t *need;
     uint32_t n_ids;
@@ -409,20 +415,30 @@ struct cm_chain_data {
     size_t n_exits, cap_exits;
     chain_node *nodes;          /* by budget ascending, then trie order */
     size_t n_nodes, cap_nodes;
+} chain_walk;
+
+struct cm_chain_data {
+    chain_walk *w;              /* shared */
     size_t n_entries;           /* entries taken from it (under the cache lock) */
-    bool from_vocab;            /* copied from the vocabulary's store */
-    chain_inst *insts;          /* the chains analysed with this form */
+    bool from_vocab;            /* taken from the vocabulary's store */
+    chain_inst *insts;          /* the chains analysed with this form (this grammar's) */
     size_t n_insts, cap_insts;
 };
 
+static void chain_walk_release(chain_walk *cw) {
+    if (!cw || atomic_fetch_sub(&cw->refs, 1) != 1) return;
+    free(cw->ids);
+    free(cw->need);
+    free(cw->levels);
+    free(cw->level_count);
+    free(cw->exits);
+    free(cw->nodes);
+    free(cw);
+}
+
 void cm_chain_data_free(cm_chain_data *cd) {
     if (!cd) return;
-    free(cd->ids);
-    free(cd->need);
-    free(cd->levels);
-    free(cd->level_count);
-    free(cd->exits);
-    free(cd->nodes);
+    chain_walk_release(cd->w);
     for (size_t i = 0; i < cd->n_insts; i++) {
         free(cd->insts[i].head);
         free(cd->insts[i].lam);
@@ -467,7 +483,7 @@ static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
 static int32_t clamp_need(int64_t n) { return n < -1 ? -1 : n > CM_CHAIN_MAX ? CM_CHAIN_MAX : (int32_t)n; }
 
 /* The trie through U from label 0: tokens inside with their need, exits, end nodes. */
-static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *cd) {
+static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const cm_vocab *v = g->v;
     size_t depths = (size_t)v->max_len + 1, cap_ids = 0;
     uint32_t *st = malloc(depths * sizeof *st), *kk = malloc(depths * sizeof *kk);
@@ -535,7 +551,7 @@ static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *c
  * up to the first one where no more than CM_CHAIN_SUFFIX tokens are missing
  * from the last level, which holds every token: a greater budget takes the
  * last level less those few (the ids are by need). */
-static int chain_levels(const cm_grammar *g, cm_chain_data *cd) {
+static int chain_levels(const cm_grammar *g, chain_walk *cd) {
     if (!cd->n_ids) return CM_OK;
     cd->min_need = cd->need[0];
     uint32_t n = cd->n_ids, cut = n > CM_CHAIN_SUFFIX ? n - CM_CHAIN_SUFFIX : 0;  /* ids[cut..n): the suffix */
@@ -586,7 +602,7 @@ static void key_range(const int32_t *key, size_t stride, size_t n, int32_t *lo, 
 
 /* ids by need, nodes by budget (both stable), and the accepted tokens of each
  * budget up to the greatest need as bitsets (levels). */
-static int chain_sort(const cm_grammar *g, cm_chain_data *cd) {
+static int chain_sort(const cm_grammar *g, chain_walk *cd) {
     int32_t lo, hi;
     size_t n = cd->n_ids > cd->n_nodes ? cd->n_ids : cd->n_nodes;
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
@@ -623,38 +639,17 @@ static int chain_sort(const cm_grammar *g, cm_chain_data *cd) {
     return chain_levels(g, cd);
 }
 
-static size_t chain_data_bytes(const cm_grammar *g, const cm_chain_data *cd) {
+static size_t chain_data_bytes(const cm_grammar *g, const chain_walk *cd) {
     return sizeof *cd + (size_t)cd->n_suffix * 8 + cd->n_exits * sizeof *cd->exits +
            cd->n_nodes * sizeof *cd->nodes + (size_t)cd->n_levels * (g->n_words + 1) * 4;
 }
 
-static void *dup_array(const void *p, size_t bytes, bool *ok) {
-    void *q = malloc(bytes ? bytes : 1);
-    if (q && bytes) memcpy(q, p, bytes);
-    if (!q) *ok = false;
-    return q;
-}
-
 cm_chain_data *cm_chain_data_copy(const cm_grammar *g, const cm_chain_data *src) {
+    (void)g;
     cm_chain_data *cd = calloc(1, sizeof *cd);
     if (!cd) return NULL;
-    bool ok = true;
-    cd->n_ids = src->n_ids;
-    cd->n_suffix = src->n_suffix;
-    cd->min_need = src->min_need;
-    cd->n_levels = src->n_levels;
-    cd->n_exits = cd->cap_exits = src->n_exits;
-    cd->n_nodes = cd->cap_nodes = src->n_nodes;
-    cd->ids = dup_array(src->ids, (size_t)src->n_suffix * sizeof *cd->ids, &ok);
-    cd->need = dup_array(src->need, (size_t)src->n_suffix * sizeof *cd->need, &ok);
-    cd->levels = dup_array(src->levels, (size_t)src->n_levels * g->n_words * sizeof *cd->levels, &ok);
-    cd->level_count = dup_array(src->level_count, (size_t)src->n_levels * sizeof *cd->level_count, &ok);
-    cd->exits = dup_array(src->exits, src->n_exits * sizeof *cd->exits, &ok);
-    cd->nodes = dup_array(src->nodes, src->n_nodes * sizeof *cd->nodes, &ok);
-    if (!ok) {
-        cm_chain_data_free(cd);
-        return NULL;
-    }
+    cd->w = src->w;
+    atomic_fetch_add(&cd->w->refs, 1);
     return cd;
 }
 
@@ -664,10 +659,17 @@ static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, c
     if (rc > 0) (*out)->from_vocab = true;
     if (rc) return rc < 0 ? rc : CM_OK;
     cm_chain_data *cd = calloc(1, sizeof *cd);
+    chain_walk *cw = calloc(1, sizeof *cw);
     walk_tabs wt = {0};
-    rc = cd ? walk_tables(f, &wt) : CM_ERR_NOMEM;
-    if (!rc) rc = chain_walk(g, &wt, cd);
-    if (!rc) rc = chain_sort(g, cd);
+    rc = cd && cw ? walk_tables(f, &wt) : CM_ERR_NOMEM;
+    if (cd && cw) {
+        atomic_init(&cw->refs, 1);
+        cd->w = cw;
+    } else {
+        free(cw);
+    }
+    if (!rc) rc = walk_trie(g, &wt, cd->w);
+    if (!rc) rc = chain_sort(g, cd->w);
     free(wt.code);
     free(wt.delta);
     free(wt.end);
@@ -675,7 +677,7 @@ static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, c
         cm_chain_data_free(cd);
         return rc;
     }
-    cm_walk_store_put_chain(g, f->key, f->n_key, h, cd, chain_data_bytes(g, cd) + f->n_key * 4);
+    cm_walk_store_put_chain(g, f->key, f->n_key, h, cd, chain_data_bytes(g, cd->w) + f->n_key * 4);
     *out = cd;
     return CM_OK;
 }
@@ -714,7 +716,7 @@ static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int 
         *status = rc;
         return NULL;
     }
-    lw->bytes = sizeof *lw + lw->n_sig * 4 + chain_data_bytes(g, cd);
+    lw->bytes = sizeof *lw + lw->n_sig * 4 + chain_data_bytes(g, cd->w);
     lw->next = cache->loops[b];
     cache->loops[b] = lw;
     atomic_fetch_add(&cache->bytes, lw->bytes);
@@ -729,7 +731,7 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 /* bits := the tokens that end inside U with need < B (bits zeroed before); how many. */
-static uint32_t accepted_at(const cm_grammar *g, const cm_chain_data *cd, int64_t B, uint32_t *bits) {
+static uint32_t accepted_at(const cm_grammar *g, const chain_walk *cd, int64_t B, uint32_t *bits) {
     if (!cd->n_ids || B <= cd->min_need) return 0;
     int64_t j = B - 1 - cd->min_need;
     bool last = j >= (int64_t)cd->n_levels - 1;  /* every token but those of need >= B */
@@ -742,7 +744,7 @@ static uint32_t accepted_at(const cm_grammar *g, const cm_chain_data *cd, int64_
 }
 
 static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
-                          const cm_chain_data *cd, cm_walk *w) {
+                          const chain_walk *cd, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[state];
     w->n_accepted = accepted_at(g, cd, B, w->bits);
@@ -805,7 +807,7 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t at;
     cm_loop_walk *found = find_position(g, state, &inst, &at);
     if (found) {
-        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, found->chain, w);
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, found->chain->w, w);
         found->chain->n_entries++;
         return rc ? rc : 1;
     }
@@ -822,7 +824,7 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
-        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, lw->chain, w);
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, lw->chain->w, w);
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f);
     }
@@ -882,7 +884,7 @@ int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e) {
         free(rest);
         return CM_ERR_NOMEM;
     }
-    accepted_at(g, lw->chain, B + b2, acc);
+    accepted_at(g, lw->chain->w, B + b2, acc);
     uint32_t n_rest = 0, n_wrap = 0;
     for (uint32_t i = 0; i < e->n_uncertain; i++) {
         uint32_t id = g->v->trie_ids[e->uncertain[i]];
