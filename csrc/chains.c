@@ -42,7 +42,20 @@
  * subtrees standing at the end of the chain whose next byte may follow the
  * rule (uncertain: the plain walk's exit flag is raised there, and the end
  * reads no more).  The same classification as a plain walk, token for token:
- * tests/test_repeats.py and tests/test_entries.py compare them. */
+ * tests/test_repeats.py and tests/test_entries.py compare them.
+ *
+ * Positions where the rule may end.  A count in a rule of its own (a long
+ * string's body shared by several values: Snowplow's maxLength-256 strings)
+ * has every position accepting, or every one from the minimum on.  The
+ * model takes such orbits too -- accepting from an index acc_from on, alike
+ * for every representative -- when each byte that may follow the rule is dead
+ * from every representative that may end it.  A plain walk raises the exit
+ * flag at an accepting state only before a byte that follows the rule, so then
+ * the token dies at that very byte and no flag outlives it: the walk records
+ * each trie node at such a representative before a dead byte (accs: its need
+ * and shift), and a position's entry takes the subtrees of those whose byte
+ * follows the rule, where the node is alive (need < B) and accepting (shift
+ * past acc_from for this position). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +68,7 @@
 #define NONE UINT32_MAX
 #define END_NONE INT32_MIN      /* a representative's orbit does not end accepting */
 #define NO_LAM INT32_MIN        /* a transition alive from the start of its orbit */
+enum { ACC_NEVER = 0, ACC_ALWAYS = 1, ACC_FROM = 2 };  /* where a representative's orbit may end the rule */
 
 enum { CODE_DEAD = 0xffff, CODE_OUT = 0xfffe };
 
@@ -130,7 +144,7 @@ static uint32_t next_positions(const cm_grammar *g, uint32_t s, uint32_t *out) {
     for (int b = 0; b < 256; b++) bytes[t->byte_class[b]]++;
     for (uint32_t c = 0; c < nc; c++) {
         int32_t to = row[c];
-        if (to < 0 || (uint32_t)to == s || !(g->plain[to] || chain_end(g, (uint32_t)to))) continue;
+        if (to < 0 || (uint32_t)to == s || !g->solo[to]) continue;
         bool seen = false;
         for (uint32_t c2 = 0; c2 < c && !seen; c2++) seen = row[c2] == to;
         if (seen) continue;
@@ -172,7 +186,7 @@ static bool last_positions(chain_scan *cs) {
         const int32_t *row2 = i < n0 && cs->sig[i] != NONE ? t->trans + (size_t)cs->st[cs->sig[i]] * t->n_classes : NULL;
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c];
-            if (r < 0 || (row2 && row2[c] >= 0) || g->cache->loop_lab[r] != UINT32_MAX || !g->plain[r]) continue;
+            if (r < 0 || (row2 && row2[c] >= 0) || g->cache->loop_lab[r] != UINT32_MAX || !g->solo[r]) continue;
             if (local(cs, (uint32_t)r) == NONE) return false;
         }
     }
@@ -191,7 +205,7 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
     cs->queue[cs->n_queue++] = a;
     for (uint32_t qi = 0; qi < cs->n_queue; qi++) {  /* at most one entry a local: fits */
         uint32_t i = cs->queue[qi], q = cs->st[i], q2 = cs->st[cs->sig[i]];
-        if (!g->plain[q] || !(g->plain[q2] || chain_end(g, q2))) return false;
+        if (!g->solo[q] || !g->solo[q2]) return false;
         const int32_t *row = t->trans + (size_t)q * t->n_classes, *row2 = t->trans + (size_t)q2 * t->n_classes;
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c], r2 = row2[c];
@@ -239,6 +253,7 @@ typedef struct chain_form {
     uint32_t *head;             /* s's orbit: s, sigma(s), ... [budget + 1] */
     int32_t *lam;               /* [n_lab * 256] by byte: lo - B of a transition alive from lo > 0, else NO_LAM */
     int32_t *to;                /* [n_lab * 256] by byte: where a transition out of the chain goes, else -1 */
+    int32_t *aam;               /* [n_lab]: acc_from - B of an orbit accepting from acc_from > 0 on, else NO_LAM */
     uint32_t *key;
     size_t n_key;
     uint32_t budget;            /* B: how far s is from the end of its orbit */
@@ -250,7 +265,7 @@ typedef struct chain_form {
  * minLength), its target there, the orbit's length and whether it ends
  * accepting. */
 static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_t *code, uint32_t *lo,
-                        uint32_t *lim, int32_t *first, uint32_t *len, bool *ends) {
+                        uint32_t *lim, int32_t *first, uint32_t *len, bool *ends, uint32_t *acc_from) {
     const cm_grammar *g = cs->g;
     const cm_tables *t = &g->t;
     uint32_t nc = t->n_classes;  /* first[c]: the target where it is first alive */
@@ -260,10 +275,13 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
     }
     uint32_t j = 0, last = u;
     bool ok = true;
+    *acc_from = NONE;  /* accepting from this orbit index on (the rule may end there), or never */
     for (uint32_t x = u; ok && x != NONE; x = cs->sig[x], j++) {
         uint32_t q = cs->st[x];
         last = x;
-        if (!(g->plain[q] || (chain_end(g, q) && cs->sig[x] == NONE))) ok = false;
+        if (!g->solo[q]) ok = false;
+        else if (t->accepting[q] && *acc_from == NONE) *acc_from = j;
+        else if (!t->accepting[q] && *acc_from != NONE) ok = false;  /* accepting again only after */
         for (uint32_t c = 0; ok && c < nc; c++) {
             int32_t r = t->trans[(size_t)q * nc + c];
             if (r < 0) {
@@ -292,6 +310,7 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
     }
     *len = j;
     *ends = chain_end(g, cs->st[last]);
+    if (*ends && *acc_from == j - 1) *acc_from = NONE;  /* only its end: a block's, nodes (below) */
     return ok;
 }
 
@@ -303,7 +322,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     uint32_t *lim = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lim);
     uint32_t *lo = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lo);
     int32_t *first = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *first);
-    uint32_t len[CM_CHAIN_LABELS];
+    uint32_t len[CM_CHAIN_LABELS], acc_from[CM_CHAIN_LABELS];
     bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim && lo && first;
     f->key = NULL;
     f->n_lab = 0;
@@ -324,15 +343,21 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
             }
         }
         size_t at = (size_t)l * nc;
-        ok = ok && check_orbit(cs, u, lbl, code + at, lo + at, lim + at, first + at, &len[l], &ends[l]);
+        ok = ok && check_orbit(cs, u, lbl, code + at, lo + at, lim + at, first + at, &len[l], &ends[l], &acc_from[l]);
+        /* where the rule may end, a byte that may follow it must end the token there (then
+         * no exit flag outlives the byte it was raised at: see acc_points below) */
+        uint32_t rule = g->t.state_rule[cs->st[s_local]];
+        for (int b = 0; ok && acc_from[l] != NONE && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || code[at + g->t.byte_class[b]] == CODE_DEAD;
     }
     if (ok) {
         f->budget = len[0] - 1;
-        f->n_key = 2 + (size_t)f->n_lab * (1 + 3 * 256);
+        f->n_key = 2 + (size_t)f->n_lab * (2 + 3 * 256);
         f->key = malloc(f->n_key * sizeof *f->key);
         f->lam = malloc((size_t)f->n_lab * 256 * sizeof *f->lam);
         f->to = malloc((size_t)f->n_lab * 256 * sizeof *f->to);
-        ok = f->key && f->lam && f->to;
+        f->aam = malloc((size_t)f->n_lab * sizeof *f->aam);
+        ok = f->key && f->lam && f->to && f->aam;
     }
     if (ok) {
         uint32_t *k = f->key, B = f->budget;
@@ -340,6 +365,8 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         *k++ = f->n_lab;
         for (uint32_t l = 0; l < f->n_lab; l++) {
             *k++ = ends[l] ? len[l] - 1 - B : (uint32_t)END_NONE;
+            *k++ = acc_from[l] == NONE ? ACC_NEVER : acc_from[l] == 0 ? ACC_ALWAYS : ACC_FROM;
+            f->aam[l] = acc_from[l] == NONE || acc_from[l] == 0 ? NO_LAM : (int32_t)((int64_t)acc_from[l] - B);
             for (int b = 0; b < 256; b++) {  /* by byte: the key is the vocabulary's too (loopstore.c) */
                 size_t c = (size_t)l * nc + g->t.byte_class[b];
                 *k++ = code[c];
@@ -365,8 +392,9 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         free(f->head);
         free(f->lam);
         free(f->to);
+        free(f->aam);
         f->key = f->head = NULL;
-        f->lam = f->to = NULL;
+        f->lam = f->to = f->aam = NULL;
     }
     return ok;
 }
@@ -393,6 +421,7 @@ typedef struct chain_node {    /* a trie node standing at a representative whose
 typedef struct chain_inst {
     uint32_t budget;
     int32_t *lam, *to;          /* [n_lab * 256] chain_form's */
+    int32_t *aam;               /* [n_lab] chain_form's */
     uint32_t *head;             /* [budget + 1] */
 } chain_inst;
 
@@ -415,6 +444,11 @@ typedef struct chain_walk {
     size_t n_exits, cap_exits;
     chain_node *nodes;          /* by budget ascending, then trie order */
     size_t n_nodes, cap_nodes;
+    /* trie nodes at depth >= 1 standing at a representative whose orbit may end the rule,
+     * their next byte dead there (trie order): where that byte follows the rule, the
+     * subtree is uncertain at the positions where the node is alive and accepting */
+    chain_exit *accs;
+    size_t n_accs, cap_accs;
 } chain_walk;
 
 struct cm_chain_data {
@@ -433,6 +467,7 @@ static void chain_walk_release(chain_walk *cw) {
     free(cw->level_count);
     free(cw->exits);
     free(cw->nodes);
+    free(cw->accs);
     free(cw);
 }
 
@@ -443,6 +478,7 @@ void cm_chain_data_free(cm_chain_data *cd) {
         free(cd->insts[i].head);
         free(cd->insts[i].lam);
         free(cd->insts[i].to);
+        free(cd->insts[i].aam);
     }
     free(cd->insts);
     free(cd);
@@ -457,16 +493,19 @@ typedef struct walk_tabs {
     uint16_t *code;             /* [n_lab * 256] by byte */
     int32_t *delta;             /* [n_lab * 256] */
     int32_t *end;               /* [n_lab] end - B, or END_NONE */
+    uint8_t *acc;               /* [n_lab] ACC_* */
 } walk_tabs;
 
 static int walk_tables(const chain_form *f, walk_tabs *wt) {
     wt->code = malloc((size_t)f->n_lab * 256 * sizeof *wt->code);
     wt->delta = malloc((size_t)f->n_lab * 256 * sizeof *wt->delta);
     wt->end = malloc((size_t)f->n_lab * sizeof *wt->end);
-    if (!wt->code || !wt->delta || !wt->end) return CM_ERR_NOMEM;
+    wt->acc = malloc(f->n_lab);
+    if (!wt->code || !wt->delta || !wt->end || !wt->acc) return CM_ERR_NOMEM;
     const uint32_t *k = f->key + 2;
     for (uint32_t l = 0; l < f->n_lab; l++) {
         wt->end[l] = (int32_t)*k++;
+        wt->acc[l] = (uint8_t)*k++;
         for (int b = 0; b < 256; b++, k += 3) {
             wt->code[(size_t)l * 256 + b] = (uint16_t)k[0];
             wt->delta[(size_t)l * 256 + b] = (int32_t)k[1];
@@ -505,7 +544,8 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
             uint32_t l = st[d];
             size_t at = (size_t)l * 256 + p[d];
             int64_t budget = (int64_t)kk[d] - wt->end[l];
-            if (wt->end[l] != END_NONE && d >= 1 && budget >= 0 && budget < CM_CHAIN_MAX && nd[d] < budget) {
+            if (wt->end[l] != END_NONE && !wt->acc[l] && d >= 1 && budget >= 0 && budget < CM_CHAIN_MAX &&
+                nd[d] < budget) {
                 rc = grow((void **)&cd->nodes, &cd->cap_nodes, cd->n_nodes, sizeof *cd->nodes);
                 if (rc) break;
                 cd->nodes[cd->n_nodes++] = (chain_node){(int32_t)budget, nd[d], (uint32_t)k,
@@ -514,6 +554,10 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
             uint16_t code = wt->code[at];
             if (code == CODE_DEAD || code == CODE_OUT) {
                 size_t end = skip[toff[k] + d];
+                if (code == CODE_DEAD && wt->acc[l] && d >= 1 && nd[d] < CM_CHAIN_MAX) {
+                    rc = grow((void **)&cd->accs, &cd->cap_accs, cd->n_accs, sizeof *cd->accs);
+                    if (!rc) cd->accs[cd->n_accs++] = (chain_exit){(uint32_t)k, (uint32_t)end, d, l, nd[d], kk[d], p[d]};
+                }
                 if (code == CODE_OUT) {
                     rc = grow((void **)&cd->exits, &cd->cap_exits, cd->n_exits, sizeof *cd->exits);
                     if (!rc)
@@ -641,7 +685,7 @@ static int chain_sort(const cm_grammar *g, chain_walk *cd) {
 
 static size_t chain_data_bytes(const cm_grammar *g, const chain_walk *cd) {
     return sizeof *cd + (size_t)cd->n_suffix * 8 + cd->n_exits * sizeof *cd->exits +
-           cd->n_nodes * sizeof *cd->nodes + (size_t)cd->n_levels * (g->n_words + 1) * 4;
+           cd->n_nodes * sizeof *cd->nodes + cd->n_accs * sizeof *cd->accs + (size_t)cd->n_levels * (g->n_words + 1) * 4;
 }
 
 cm_chain_data *cm_chain_data_copy(const cm_grammar *g, const cm_chain_data *src) {
@@ -673,6 +717,7 @@ static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, c
     free(wt.code);
     free(wt.delta);
     free(wt.end);
+    free(wt.acc);
     if (rc) {
         cm_chain_data_free(cd);
         return rc;
@@ -743,8 +788,22 @@ static uint32_t accepted_at(const cm_grammar *g, const chain_walk *cd, int64_t B
     return n;
 }
 
+/* Where the rule may end (an orbit accepting from acc_from on: alive from shift aam + B on),
+ * the subtrees of a byte that follows it and is dead there (see chain_form_of): uncertain. */
+static int push_accs(const cm_grammar *g, uint32_t rule, int32_t B, const int32_t *aam, const chain_walk *cd,
+                     cm_walk *w) {
+    int rc = CM_OK;
+    for (size_t i = 0; !rc && i < cd->n_accs; i++) {
+        const chain_exit *x = &cd->accs[i];
+        int32_t a = aam[x->label];
+        if (x->need >= B || (a != NO_LAM && (int64_t)x->shift - a < B) || !cm_follows(g, rule, x->byte)) continue;
+        for (uint32_t k = x->k; !rc && k < x->k_end; k++) rc = cm_walk_push_uncertain(w, k);
+    }
+    return rc;
+}
+
 static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
-                          const chain_walk *cd, cm_walk *w) {
+                          const int32_t *aam, const chain_walk *cd, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[state];
     w->n_accepted = accepted_at(g, cd, B, w->bits);
@@ -769,7 +828,10 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
         if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
         for (uint32_t k = x->k; !rc && k < x->k_end; k++) rc = cm_walk_push_uncertain(w, k);
     }
-    if (!rc && from_exits && w->n_unc > from_exits) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
+    size_t from_nodes = w->n_unc;
+    if (!rc) rc = push_accs(g, rule, B, aam, cd, w);
+    bool mixed = (from_exits && from_nodes > from_exits) || (from_nodes && w->n_unc > from_nodes);
+    if (!rc && mixed) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
     return rc;
 }
 
@@ -796,18 +858,19 @@ static void keep_instance(cm_chain_data *cd, chain_form *f) {
     size_t cap = cd->cap_insts;
     if (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts)) return;
     cd->cap_insts = cap;  /* (on failure only a shortcut is lost) */
-    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->head};
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head};
     f->head = NULL;
-    f->lam = f->to = NULL;
+    f->lam = f->to = f->aam = NULL;
 }
 
 int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
-    if (!g->plain[state]) return 0;
+    if (!g->solo[state]) return 0;
     const chain_inst *inst;
     uint32_t at;
     cm_loop_walk *found = find_position(g, state, &inst, &at);
     if (found) {
-        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, found->chain->w, w);
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain->w,
+                                w);
         found->chain->n_entries++;
         return rc ? rc : 1;
     }
@@ -824,13 +887,14 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
-        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, lw->chain->w, w);
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain->w, w);
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f);
     }
     free(f.head);
     free(f.lam);
     free(f.to);
+    free(f.aam);
     return rc ? rc : lw ? 1 : 0;
 }
 
@@ -855,7 +919,7 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
 static bool plain_block(const cm_loop_walk *lw) {
     const uint32_t *k = lw->sig + 2;
     for (uint32_t l = 0; l < lw->sig[1]; l++) {
-        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE)) return false;
+        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) return false;
         for (int b = 0; b < 256; b++, k += 3)
             if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) return false;
     }
