@@ -82,6 +82,7 @@ typedef struct chain_scan {
     uint32_t n_queue;
     uint32_t *outs;             /* states both sides of a pair lead to (labelled OUT_MARK) */
     uint32_t n_outs, cap_outs;
+    uint32_t open;              /* a first position whose calls are left out (cm_chain_bytes), else NONE */
 } chain_scan;
 
 #define OUT_MARK (UINT32_MAX - 1)
@@ -205,7 +206,7 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
     cs->queue[cs->n_queue++] = a;
     for (uint32_t qi = 0; qi < cs->n_queue; qi++) {  /* at most one entry a local: fits */
         uint32_t i = cs->queue[qi], q = cs->st[i], q2 = cs->st[cs->sig[i]];
-        if (!g->solo[q] || !g->solo[q2]) return false;
+        if ((!g->solo[q] && q != cs->open) || !g->solo[q2]) return false;
         const int32_t *row = t->trans + (size_t)q * t->n_classes, *row2 = t->trans + (size_t)q2 * t->n_classes;
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c], r2 = row2[c];
@@ -279,7 +280,7 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
     for (uint32_t x = u; ok && x != NONE; x = cs->sig[x], j++) {
         uint32_t q = cs->st[x];
         last = x;
-        if (!g->solo[q]) ok = false;
+        if (!g->solo[q] && q != cs->open) ok = false;
         else if (t->accepting[q] && *acc_from == NONE) *acc_from = j;
         else if (!t->accepting[q] && *acc_from != NONE) ok = false;  /* accepting again only after */
         for (uint32_t c = 0; ok && c < nc; c++) {
@@ -288,6 +289,7 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
                 if (lo[c] != UINT32_MAX && lim[c] == UINT32_MAX) lim[c] = j;
                 continue;
             }
+            if ((uint32_t)r == cs->open) ok = false;  /* back into the first position, calls and all */
             if (lim[c] != UINT32_MAX) ok = false;  /* alive again after dying */
             else if (lo[c] == UINT32_MAX) {        /* alive from here: its code */
                 uint32_t y = local_of(cs, r);
@@ -863,22 +865,14 @@ static void keep_instance(cm_chain_data *cd, chain_form *f) {
     f->lam = f->to = f->aam = NULL;
 }
 
-int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
-    if (!g->solo[state]) return 0;
-    const chain_inst *inst;
-    uint32_t at;
-    cm_loop_walk *found = find_position(g, state, &inst, &at);
-    if (found) {
-        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain->w,
-                                w);
-        found->chain->n_entries++;
-        return rc ? rc : 1;
-    }
+/* The entry walk of `state` as the first position of a chain (its calls, if
+ * open, left out): 1 done, 0 no chain, < 0 error. */
+static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *w) {
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
     bool ok = false;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
-        chain_scan cs = {.g = g};
+        chain_scan cs = {.g = g, .open = open ? state : NONE};
         ok = pair_walk(&cs, state, cand[i]) && last_positions(&cs) && orbits(&cs) && cs.inv[0] == NONE &&
              chain_form_of(&cs, 0, &f);
         scan_free(&cs);
@@ -896,6 +890,25 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     free(f.to);
     free(f.aam);
     return rc ? rc : lw ? 1 : 0;
+}
+
+int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (!g->solo[state]) return 0;
+    const chain_inst *inst;
+    uint32_t at;
+    cm_loop_walk *found = find_position(g, state, &inst, &at);
+    if (found) {
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain->w,
+                                w);
+        found->chain->n_entries++;
+        return rc ? rc : 1;
+    }
+    return chain_first(g, state, false, w);
+}
+
+int cm_chain_bytes(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (!g->lim.count_chains || !g->lim.share_loop_walks || g->has_tokens[state] || g->solo[state]) return 0;
+    return chain_first(g, state, true, w);
 }
 
 void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab) {

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "chains.h"
 #include "compose.h"
 #include "flat.h"
 
@@ -64,7 +65,8 @@ size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p) {
 static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
-    int rc = CM_OK;
+    int rc = cm_chain_bytes(g, state, w);  /* a long string's start: its chain's walk */
+    if (rc) return rc < 0 ? rc : CM_OK;
     for (unsigned b = 0; b < 256 && !rc; b++) {
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
         if (y < 0) continue;
