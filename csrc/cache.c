@@ -115,7 +115,7 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!cm_compose_can(g, state)) return 0;
     cm_cache *c = g->cache;
     uint32_t lo = g->t.ref_off[state], hi = g->t.ref_off[state + 1], n_parts = 0;
-    cm_part *parts = calloc(hi - lo, sizeof *parts);
+    cm_part *parts = calloc(2 * (hi - lo), sizeof *parts);  /* a nullable callee's return state too */
     if (!parts) return CM_ERR_NOMEM;
     int rc = CM_OK, done = 1;
     size_t n_cand = 0;
@@ -127,6 +127,14 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
         if (rc) break;
         n_parts++;
         n_cand += cm_compose_part_candidates(g, pt);
+        uint32_t after;
+        if (cm_compose_null_part(g, e, &after) && n_cand <= CM_COMPOSE_MAX_CANDIDATES) {
+            pt = &parts[n_parts];
+            pt->e = entry_locked(g, after, &pt->owned, &rc);
+            if (rc) break;
+            n_parts++;
+            n_cand += cm_compose_part_candidates(g, pt);
+        }
         if (n_cand > CM_COMPOSE_MAX_CANDIDATES) done = 0;
     }
     c->compose_depth--;
