@@ -21,12 +21,6 @@
 #include "loops.h"
 #include "wrap.h"
 
-/* Entries with more uncertain tokens than this skip the filter: the tokens that
- * cross a block boundary of a counted repetition (a JSON Schema maxLength string:
- * 100,000 of them) can all go on in some context, and reading each through the
- * upward chart cost a third of Snowplow's compile(warm=True). */
-#define CM_FILTER_MAX_UNCERTAIN 16384
-
 int cm_cache_new(const cm_grammar *g, cm_cache **out) {
     size_t ns = g->t.n_states ? g->t.n_states : 1;
     cm_cache *c = calloc(1, sizeof *c);
@@ -185,7 +179,7 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     cm_entry *e = calloc(1, sizeof *e);
     if (!rc && !e) rc = CM_ERR_NOMEM;
     if (!rc) rc = build_walk(g, state, &w);
-    if (!rc && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
+    if (!rc && !w.filtered && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
         cm_walk_filter_uncertain(g, state, &w);
     if (!rc) rc = cm_walk_finish(g, &w, e);
     if (!rc && cm_wrap_applies(g, state, e->n_uncertain)) rc = cm_wrap_split(g, state, e);

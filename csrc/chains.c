@@ -453,12 +453,24 @@ typedef struct chain_walk {
     size_t n_accs, cap_accs;
 } chain_walk;
 
+/* The uncertain tokens of an end node or an acc point (a trie subtree) that the
+ * filter keeps, by rule: the same at every position where the node is alive
+ * (see kept_of), so each is filtered once, not once a position. */
+typedef struct kept_slot {
+    uint64_t key;               /* 0: empty */
+    uint32_t off, n;            /* in pool */
+} kept_slot;
+
 struct cm_chain_data {
     chain_walk *w;              /* shared */
     size_t n_entries;           /* entries taken from it (under the cache lock) */
     bool from_vocab;            /* taken from the vocabulary's store */
     chain_inst *insts;          /* the chains analysed with this form (this grammar's) */
     size_t n_insts, cap_insts;
+    kept_slot *kept;            /* open addressing, [cap_kept] (a power of two) */
+    size_t n_kept, cap_kept;
+    uint32_t *pool;
+    size_t n_pool, cap_pool;
 };
 
 static void chain_walk_release(chain_walk *cw) {
@@ -483,6 +495,8 @@ void cm_chain_data_free(cm_chain_data *cd) {
         free(cd->insts[i].aam);
     }
     free(cd->insts);
+    free(cd->kept);
+    free(cd->pool);
     free(cd);
 }
 
@@ -790,23 +804,149 @@ static uint32_t accepted_at(const cm_grammar *g, const chain_walk *cd, int64_t B
     return n;
 }
 
-/* Where the rule may end (an orbit accepting from acc_from on: alive from shift aam + B on),
- * the subtrees of a byte that follows it and is dead there (see chain_form_of): uncertain. */
-static int push_accs(const cm_grammar *g, uint32_t rule, int32_t B, const int32_t *aam, const chain_walk *cd,
-                     cm_walk *w) {
-    int rc = CM_OK;
-    for (size_t i = 0; !rc && i < cd->n_accs; i++) {
+/* The trie subtrees a position's entry holds uncertain: the end nodes of budget B
+ * and the acc points alive there (an orbit accepting from acc_from on: from shift
+ * aam + B on), each where its byte follows the rule (a dead byte: see
+ * chain_form_of).  Their index (acc points after the nodes) into *out. */
+static int uncertain_items(const cm_grammar *g, uint32_t rule, int32_t B, const int32_t *aam, const chain_walk *cd,
+                           uint32_t **out, size_t *n_out) {
+    size_t lo = 0, hi = cd->n_nodes, n = 0, cap = 0;  /* the first node of budget B */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cd->nodes[mid].budget < B) lo = mid + 1;
+        else hi = mid;
+    }
+    *out = NULL;
+    for (size_t i = lo; i < cd->n_nodes && cd->nodes[i].budget == B; i++) {
+        const chain_node *x = &cd->nodes[i];
+        if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
+        if (grow((void **)out, &cap, n, sizeof **out)) return CM_ERR_NOMEM;
+        (*out)[n++] = (uint32_t)i;
+    }
+    for (size_t i = 0; i < cd->n_accs; i++) {
         const chain_exit *x = &cd->accs[i];
         int32_t a = aam[x->label];
         if (x->need >= B || (a != NO_LAM && (int64_t)x->shift - a < B) || !cm_follows(g, rule, x->byte)) continue;
-        for (uint32_t k = x->k; !rc && k < x->k_end; k++) rc = cm_walk_push_uncertain(w, k);
+        if (grow((void **)out, &cap, n, sizeof **out)) return CM_ERR_NOMEM;
+        (*out)[n++] = (uint32_t)(cd->n_nodes + i);
     }
+    *n_out = n;
+    return CM_OK;
+}
+
+static void item_range(const chain_walk *cd, uint32_t item, uint32_t *k, uint32_t *k_end) {
+    if (item < cd->n_nodes) *k = cd->nodes[item].k, *k_end = cd->nodes[item].k_end;
+    else *k = cd->accs[item - cd->n_nodes].k, *k_end = cd->accs[item - cd->n_nodes].k_end;
+}
+
+static kept_slot *kept_find(cm_chain_data *cdata, uint64_t key) {
+    size_t mask = cdata->cap_kept - 1, h = (size_t)(key * 0x9E3779B97F4A7C15ULL >> 20) & mask;
+    while (cdata->kept[h].key && cdata->kept[h].key != key) h = (h + 1) & mask;
+    return &cdata->kept[h];
+}
+
+static int kept_grow(cm_chain_data *cdata) {
+    if (cdata->n_kept * 2 < cdata->cap_kept) return CM_OK;
+    kept_slot *old = cdata->kept;
+    size_t n_old = cdata->cap_kept, cap = n_old ? n_old * 2 : 64;
+    cdata->kept = calloc(cap, sizeof *cdata->kept);
+    if (!cdata->kept) {
+        cdata->kept = old;
+        return CM_ERR_NOMEM;
+    }
+    cdata->cap_kept = cap;
+    for (size_t i = 0; i < n_old; i++)
+        if (old[i].key) *kept_find(cdata, old[i].key) = old[i];
+    free(old);
+    return CM_OK;
+}
+
+/* What the filter keeps of an item's subtree, for `rule`: from its cache, or
+ * filtered now through a scratch walk from `state`.  The same at every position
+ * where the item is alive: a token of the subtree dies at the item's byte (it is
+ * dead there), and no exit flag is raised before it (an earlier byte that follows
+ * the rule where it may end is dead there too; a block's positions but its end
+ * read on), so the filter reads the rest of the token after that one exit, which
+ * does not depend on the position. */
+static int kept_of(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, uint32_t item, cm_walk *tmp,
+                   const uint32_t **ks, uint32_t *n) {
+    uint64_t key = ((uint64_t)g->t.state_rule[state] << 32 | item) + 1;
+    int rc = kept_grow(cdata);
+    if (rc) return rc;
+    kept_slot *slot = kept_find(cdata, key);
+    if (!slot->key) {
+        uint32_t k, k_end;
+        item_range(cdata->w, item, &k, &k_end);
+        tmp->n_unc = 0;
+        for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(tmp, k);
+        if (!rc) cm_walk_filter_uncertain(g, state, tmp);
+        size_t cap = cdata->cap_pool;
+        if (!rc && cdata->n_pool + tmp->n_unc > cap)
+            rc = cm_grow_to((void **)&cdata->pool, &cap, cdata->n_pool + tmp->n_unc, sizeof *cdata->pool);
+        if (rc) return rc;
+        cdata->cap_pool = cap;
+        if (tmp->n_unc) memcpy(cdata->pool + cdata->n_pool, tmp->unc, tmp->n_unc * sizeof *tmp->unc);
+        *slot = (kept_slot){key, (uint32_t)cdata->n_pool, (uint32_t)tmp->n_unc};
+        cdata->n_pool += tmp->n_unc;
+        cdata->n_kept++;
+    }
+    *ks = cdata->pool + slot->off;
+    *n = slot->n;
+    return CM_OK;
+}
+
+/* The items' tokens into w, filtered (each acc point's from its cache) when the
+ * entry's uncertain tokens would be: build_entry (cache.c) filters an entry of
+ * at most CM_FILTER_MAX_UNCERTAIN.  w holds the exits'.  Not when the walk is
+ * only part of an entry (prefilter false: cm_chain_bytes). */
+static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items,
+                      size_t n_items, bool prefilter, cm_walk *w) {
+    const chain_walk *cd = cdata->w;
+    size_t raw = w->n_unc;
+    for (size_t i = 0; i < n_items; i++) {
+        uint32_t k, k_end;
+        item_range(cd, items[i], &k, &k_end);
+        raw += k_end - k;
+    }
+    int rc = CM_OK;
+    if (!prefilter || !g->lim.filter_uncertain || !raw || raw > CM_FILTER_MAX_UNCERTAIN || !n_items) {
+        for (size_t i = 0; !rc && i < n_items; i++) {
+            uint32_t k, k_end;
+            item_range(cd, items[i], &k, &k_end);
+            for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(w, k);
+        }
+        return rc;
+    }
+    /* the exits' tokens and the end nodes' (each node serves one budget: nothing
+     * to share) filtered at once; the acc points' from their cache */
+    size_t i = 0;
+    for (; !rc && i < n_items && items[i] < cd->n_nodes; i++) {
+        uint32_t k, k_end;
+        item_range(cd, items[i], &k, &k_end);
+        for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(w, k);
+    }
+    if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
+    if (rc || i == n_items) {
+        w->filtered = !rc;
+        return rc;
+    }
+    cm_walk tmp;
+    rc = cm_walk_init(&tmp, g);
+    for (; !rc && i < n_items; i++) {
+        const uint32_t *ks;
+        uint32_t n;
+        rc = kept_of(g, state, cdata, items[i], &tmp, &ks, &n);
+        for (uint32_t j = 0; !rc && j < n; j++) rc = cm_walk_push_uncertain(w, ks[j]);
+    }
+    cm_walk_free(&tmp);
+    w->filtered = !rc;
     return rc;
 }
 
 static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
-                          const int32_t *aam, const chain_walk *cd, cm_walk *w) {
+                          const int32_t *aam, cm_chain_data *cdata, bool prefilter, cm_walk *w) {
     const cm_tables *t = &g->t;
+    const chain_walk *cd = cdata->w;
     uint32_t rule = t->state_rule[state];
     w->n_accepted = accepted_at(g, cd, B, w->bits);
     int rc = CM_OK;
@@ -818,22 +958,13 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
         if (to < 0) return CM_ERR_ARG;  /* cannot happen: an exit's code is CODE_OUT */
         rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
-    size_t from_exits = w->n_unc;
-    size_t lo = 0, hi = cd->n_nodes;  /* the first node of budget B */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cd->nodes[mid].budget < B) lo = mid + 1;
-        else hi = mid;
-    }
-    for (size_t i = lo; !rc && i < cd->n_nodes && cd->nodes[i].budget == B; i++) {
-        const chain_node *x = &cd->nodes[i];
-        if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
-        for (uint32_t k = x->k; !rc && k < x->k_end; k++) rc = cm_walk_push_uncertain(w, k);
-    }
-    size_t from_nodes = w->n_unc;
-    if (!rc) rc = push_accs(g, rule, B, aam, cd, w);
-    bool mixed = (from_exits && from_nodes > from_exits) || (from_nodes && w->n_unc > from_nodes);
-    if (!rc && mixed) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
+    uint32_t *items = NULL;
+    size_t n_items = 0, from_exits = w->n_unc;
+    if (!rc) rc = uncertain_items(g, rule, B, aam, cd, &items, &n_items);
+    if (!rc) rc = push_items(g, state, cdata, items, n_items, prefilter, w);
+    free(items);
+    /* the items' tokens come in item order: nodes, then acc points */
+    if (!rc && (from_exits || n_items > 1) && w->n_unc > 1) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
     return rc;
 }
 
@@ -881,7 +1012,7 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
-        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain->w, w);
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain, !open, w);
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f);
     }
@@ -898,8 +1029,8 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t at;
     cm_loop_walk *found = find_position(g, state, &inst, &at);
     if (found) {
-        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain->w,
-                                w);
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain,
+                                true, w);
         found->chain->n_entries++;
         return rc ? rc : 1;
     }
