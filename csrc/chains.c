@@ -1070,6 +1070,14 @@ static bool plain_block(const cm_loop_walk *lw) {
     return true;
 }
 
+bool cm_chain_wraps(const cm_grammar *g, uint32_t state) {
+    const chain_inst *inst;
+    uint32_t at;
+    if (!g->lim.count_chains || !g->lim.share_loop_walks) return false;
+    const cm_loop_walk *lw = find_position(g, state, &inst, &at);
+    return lw && plain_block(lw);
+}
+
 int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e) {
     if (!g->lim.count_chains || !g->lim.share_loop_walks) return 0;
     const chain_inst *inst;
