@@ -187,7 +187,7 @@ static bool last_positions(chain_scan *cs) {
         const int32_t *row2 = i < n0 && cs->sig[i] != NONE ? t->trans + (size_t)cs->st[cs->sig[i]] * t->n_classes : NULL;
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c];
-            if (r < 0 || (row2 && row2[c] >= 0) || g->cache->loop_lab[r] != UINT32_MAX || !g->solo[r]) continue;
+            if (r < 0 || (row2 && row2[c] >= 0) || g->cache->loop_lab[r] != UINT32_MAX || !g->plain[r]) continue;
             if (local(cs, (uint32_t)r) == NONE) return false;
         }
     }
