@@ -222,6 +222,7 @@ def test_small_vocabulary_chain_is_shared() -> None:
         'root ::= "<" [a-z\u00e9]{0,40} ">"',
         'root ::= [0-9a-f]{2,24} "." [0-9]{1,12}',
         'root ::= ("ab" | "c"){0,20} "!"',
+        'root ::= "<" [a-c]{30} ">"',  # an exact count, then the rule's end: no state past it in the chain
     ],
 )
 def test_gbnf_counts_chain_entries(text: str) -> None:
