@@ -899,8 +899,27 @@ static int kept_of(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, ui
  * entry's uncertain tokens would be: build_entry (cache.c) filters an entry of
  * at most CM_FILTER_MAX_UNCERTAIN.  w holds the exits'.  Not when the walk is
  * only part of an entry (prefilter false: cm_chain_bytes). */
+/* The end nodes' tokens into w; with b2 >= 0 those that go on inside the next
+ * block (budget b2 there: need < B + b2) into *wraps instead, the filter being
+ * sure to keep them (wrap_budget). */
+static int push_nodes(const cm_grammar *g, const chain_walk *cd, const uint32_t *items, size_t n, int32_t B, int64_t b2,
+                      cm_walk *w, cm_walk *wraps) {
+    uint32_t *acc = NULL;
+    if (b2 >= 0 && !(acc = calloc(g->n_words ? g->n_words : 1, sizeof *acc))) return CM_ERR_NOMEM;
+    if (acc) accepted_at(g, cd, B + b2, acc);
+    int rc = CM_OK;
+    for (size_t i = 0; !rc && i < n; i++) {
+        uint32_t k, k_end;
+        item_range(cd, items[i], &k, &k_end);
+        for (; !rc && k < k_end; k++)
+            rc = cm_walk_push_uncertain(acc && cm_bit(acc, g->v->trie_ids[k]) ? wraps : w, k);
+    }
+    free(acc);
+    return rc;
+}
+
 static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items,
-                      size_t n_items, bool prefilter, cm_walk *w) {
+                      size_t n_items, int32_t B, int64_t b2, bool prefilter, cm_walk *w) {
     const chain_walk *cd = cdata->w;
     size_t raw = w->n_unc;
     for (size_t i = 0; i < n_items; i++) {
@@ -918,20 +937,15 @@ static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata,
         return rc;
     }
     /* the exits' tokens and the end nodes' (each node serves one budget: nothing
-     * to share) filtered at once; the acc points' from their cache */
+     * to share) filtered at once, but those sure to be kept; the acc points' from
+     * their cache */
     size_t i = 0;
-    for (; !rc && i < n_items && items[i] < cd->n_nodes; i++) {
-        uint32_t k, k_end;
-        item_range(cd, items[i], &k, &k_end);
-        for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(w, k);
-    }
-    if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
-    if (rc || i == n_items) {
-        w->filtered = !rc;
-        return rc;
-    }
+    while (i < n_items && items[i] < cd->n_nodes) i++;
     cm_walk tmp;
     rc = cm_walk_init(&tmp, g);
+    if (!rc) rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
+    if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
+    for (size_t j = 0; !rc && j < tmp.n_unc; j++) rc = cm_walk_push_uncertain(w, tmp.unc[j]);
     for (; !rc && i < n_items; i++) {
         const uint32_t *ks;
         uint32_t n;
@@ -943,8 +957,29 @@ static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata,
     return rc;
 }
 
+static bool plain_block(const cm_loop_walk *lw);
+
+/* The budget the start of `state`'s block has in this chain (head[0..budget]),
+ * where the tokens that reach the end of the block go on, when the filter is sure
+ * to keep each of them that stays inside the next block: the rule is a plain
+ * block (no exit flag before its end) and a state it returns to calls it again,
+ * so its upward chart predicts the block's start right after its end; else -1. */
+static int64_t wrap_budget(const cm_grammar *g, uint32_t state, const cm_loop_walk *lw, const uint32_t *head,
+                           uint32_t budget) {
+    const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[state], start = t->rule_start[rule];
+    if (!g->rule_block[rule] || t->n_la > 1 || !plain_block(lw)) return -1;
+    bool again = false;
+    for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1] && !again; k++)
+        for (uint32_t e = t->ref_off[g->ret_state[k]]; e < t->ref_off[g->ret_state[k] + 1] && !again; e++)
+            again = t->ref_rule[e] == rule;
+    for (uint32_t j = 0; again && j <= budget; j++)
+        if (head[j] == start) return (int64_t)budget - j;
+    return -1;
+}
+
 static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
-                          const int32_t *aam, cm_chain_data *cdata, bool prefilter, cm_walk *w) {
+                          const int32_t *aam, cm_chain_data *cdata, int64_t b2, bool prefilter, cm_walk *w) {
     const cm_tables *t = &g->t;
     const chain_walk *cd = cdata->w;
     uint32_t rule = t->state_rule[state];
@@ -959,12 +994,14 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
         rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
     uint32_t *items = NULL;
-    size_t n_items = 0, from_exits = w->n_unc;
+    size_t n_items = 0;
     if (!rc) rc = uncertain_items(g, rule, B, aam, cd, &items, &n_items);
-    if (!rc) rc = push_items(g, state, cdata, items, n_items, prefilter, w);
+    if (!rc) rc = push_items(g, state, cdata, items, n_items, B, b2, prefilter, w);
     free(items);
-    /* the items' tokens come in item order: nodes, then acc points */
-    if (!rc && (from_exits || n_items > 1) && w->n_unc > 1) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
+    /* the tokens come by source (exits, nodes, wraps, acc points), each in trie order */
+    bool sorted = true;
+    for (size_t i = 1; !rc && sorted && i < w->n_unc; i++) sorted = w->unc[i - 1] < w->unc[i];
+    if (!rc && !sorted) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
     return rc;
 }
 
@@ -1012,7 +1049,8 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
-        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain, !open, w);
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain,
+                            wrap_budget(g, state, lw, f.head, f.budget), !open, w);
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f);
     }
@@ -1030,7 +1068,7 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     cm_loop_walk *found = find_position(g, state, &inst, &at);
     if (found) {
         int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain,
-                                true, w);
+                                wrap_budget(g, state, found, inst->head, inst->budget), true, w);
         found->chain->n_entries++;
         return rc ? rc : 1;
     }
