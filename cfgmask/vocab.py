@@ -377,8 +377,13 @@ class Vocabulary:
                     ({"type": "string", "maxLength": 8}, b'"'),
                     ({"type": "string", "minLength": 1, "maxLength": 8}, b'"'),
                     (long, b'"'),
-                    ({"type": "object", "properties": {"a": long, "b": {**long, "type": ["string", "null"]}}},
-                     b'{"a":"x'),
+                    (
+                        {
+                            "type": "object",
+                            "properties": {"a": long, "b": {**long, "type": ["string", "null"]}},
+                        },
+                        b'{"a":"x',
+                    ),
                 )
                 for schema, prefix in (({"type": "string"}, b'"'), *bounded):
                     g = Grammar.from_json_schema(schema, canonical=canonical)

@@ -129,7 +129,9 @@ def test_nullable_callees_compose() -> None:
     """A state that calls a rule that may be empty (a string body shared by several values, a
     nest of brackets) is composed from the callee's start and from the state it returns to,
     where the empty callee leaves it at once; the entries are those of whole walks."""
-    vocab = _vocab(Vocab([b"(", b")", b"()", b"(()", b"<", b">", b"<>", b"<(", b")>", b"[", b"]", b")]", b"x"], (), ()))
+    vocab = _vocab(
+        Vocab([b"(", b")", b"()", b"(()", b"<", b">", b"<>", b"<(", b")>", b"[", b"]", b")]", b"x"], (), ())
+    )
     g = cfgmask.Grammar.from_gbnf('root ::= "<" s ">" | "[" s "]"\ns ::= "(" s ")" s | ""')
     assert assert_same_entries(g, vocab)["composed_entries"] >= 2
     long = {"type": "string", "maxLength": 300}

@@ -174,7 +174,9 @@ def counted(draw: st.DrawFn) -> tuple[ir.Grammar, cfgmask.CompileLimits]:
     rules = {"body": count} if outlined else {}
     body = ref("body") if outlined else count
     if shape == "list":
-        return grammar(root=seq(lit('"'), body, lit('"'), rep(seq(lit(","), ref("root")), 0, 1)), **rules), limits
+        return grammar(
+            root=seq(lit('"'), body, lit('"'), rep(seq(lit(","), ref("root")), 0, 1)), **rules
+        ), limits
     if shape == "tail":  # nothing after the count: its last positions accept
         return grammar(root=seq(lit('"'), body), **rules), limits
     if shape == "follow":  # what may follow the count may go on inside it too
@@ -245,7 +247,22 @@ def test_gbnf_counts_chain_entries(text: str) -> None:
     ids=["ends", "min", "follows"],
 )
 def test_gbnf_count_in_own_rule_chain_entries(text: str) -> None:
-    pieces = [b"a", b"b", b"ab", b"abc", b"zz", b"<", b">", b"[", b"]", b"c>", b"a]", b"\xc3", b"\xa9", b"\xc3\xa9a"]
+    pieces = [
+        b"a",
+        b"b",
+        b"ab",
+        b"abc",
+        b"zz",
+        b"<",
+        b">",
+        b"[",
+        b"]",
+        b"c>",
+        b"a]",
+        b"\xc3",
+        b"\xa9",
+        b"\xc3\xa9a",
+    ]
     vocab = _vocab(Vocab(pieces, (), ()))
     g = cfgmask.Grammar.from_gbnf(text)
     stats = assert_chain_entries(g, vocab)
