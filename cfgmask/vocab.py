@@ -367,19 +367,28 @@ class Vocabulary:
 
         mask = allocate_bitmask(1, self.size)
         try:
+            long = {"type": "string", "maxLength": 1000}
             for canonical in (True, False):
                 # the loop of a string, and the chains of one with a maxLength, a minLength, and
                 # one long enough to be cut into blocks (one walk serves every position of every
-                # such string: csrc/chains.c)
+                # such string: csrc/chains.c); and a long string's rule shared by two values,
+                # whose positions may each end it (its walk is the chain's from a character in)
                 bounded = (
-                    {"type": "string", "maxLength": 8},
-                    {"type": "string", "minLength": 1, "maxLength": 8},
-                    {"type": "string", "maxLength": 1000},
+                    ({"type": "string", "maxLength": 8}, b'"'),
+                    ({"type": "string", "minLength": 1, "maxLength": 8}, b'"'),
+                    (long, b'"'),
+                    (
+                        {
+                            "type": "object",
+                            "properties": {"a": long, "b": {**long, "type": ["string", "null"]}},
+                        },
+                        b'{"a":"x',
+                    ),
                 )
-                for schema in ({"type": "string"}, *bounded):
+                for schema, prefix in (({"type": "string"}, b'"'), *bounded):
                     g = Grammar.from_json_schema(schema, canonical=canonical)
                     m = Matcher(compile_grammar(g, self))
-                    if m.accept_bytes(b'"'):
+                    if m.accept_bytes(prefix):
                         m.fill_bitmask(mask, 0)
         except CfgmaskError:  # an enclosing compile's deadline: the walks are only a speed-up
             return

@@ -21,12 +21,6 @@
 #include "loops.h"
 #include "wrap.h"
 
-/* Entries with more uncertain tokens than this skip the filter: the tokens that
- * cross a block boundary of a counted repetition (a JSON Schema maxLength string:
- * 100,000 of them) can all go on in some context, and reading each through the
- * upward chart cost a third of Snowplow's compile(warm=True). */
-#define CM_FILTER_MAX_UNCERTAIN 16384
-
 int cm_cache_new(const cm_grammar *g, cm_cache **out) {
     size_t ns = g->t.n_states ? g->t.n_states : 1;
     cm_cache *c = calloc(1, sizeof *c);
@@ -115,7 +109,7 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!cm_compose_can(g, state)) return 0;
     cm_cache *c = g->cache;
     uint32_t lo = g->t.ref_off[state], hi = g->t.ref_off[state + 1], n_parts = 0;
-    cm_part *parts = calloc(hi - lo, sizeof *parts);
+    cm_part *parts = calloc(2 * (hi - lo), sizeof *parts);  /* a nullable callee's return state too */
     if (!parts) return CM_ERR_NOMEM;
     int rc = CM_OK, done = 1;
     size_t n_cand = 0;
@@ -127,6 +121,14 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
         if (rc) break;
         n_parts++;
         n_cand += cm_compose_part_candidates(g, pt);
+        uint32_t after;
+        if (cm_compose_null_part(g, e, &after) && n_cand <= CM_COMPOSE_MAX_CANDIDATES) {
+            pt = &parts[n_parts];
+            pt->e = entry_locked(g, after, &pt->owned, &rc);
+            if (rc) break;
+            n_parts++;
+            n_cand += cm_compose_part_candidates(g, pt);
+        }
         if (n_cand > CM_COMPOSE_MAX_CANDIDATES) done = 0;
     }
     c->compose_depth--;
@@ -166,7 +168,7 @@ static int try_donor(const cm_grammar *g, uint32_t state, cm_walk *w) {
 static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     int done = try_compose(g, state, w);
     if (!done) done = try_donor(g, state, w);
-    if (!done && g->lim.share_loop_walks && g->plain[state]) done = cm_loop_entry(g, state, w);
+    if (!done && g->lim.share_loop_walks && g->solo[state]) done = cm_loop_entry(g, state, w);
     if (done) return done < 0 ? done : CM_OK;
     return cm_flat_walk(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, w);
 }
@@ -177,7 +179,7 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     cm_entry *e = calloc(1, sizeof *e);
     if (!rc && !e) rc = CM_ERR_NOMEM;
     if (!rc) rc = build_walk(g, state, &w);
-    if (!rc && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
+    if (!rc && !w.filtered && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
         cm_walk_filter_uncertain(g, state, &w);
     if (!rc) rc = cm_walk_finish(g, &w, e);
     if (!rc && cm_wrap_applies(g, state, e->n_uncertain)) rc = cm_wrap_split(g, state, e);

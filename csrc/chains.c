@@ -42,7 +42,21 @@
  * subtrees standing at the end of the chain whose next byte may follow the
  * rule (uncertain: the plain walk's exit flag is raised there, and the end
  * reads no more).  The same classification as a plain walk, token for token:
- * tests/test_repeats.py and tests/test_entries.py compare them. */
+ * tests/test_repeats.py and tests/test_entries.py compare them.
+ *
+ * Positions where the rule may end.  A count in a rule of its own (a long
+ * string's body shared by several values: Snowplow's maxLength-256 strings)
+ * has every position accepting, or every one from the minimum on.  The
+ * model takes such orbits too -- accepting from an index acc_from on, alike
+ * for every representative -- when each byte that may follow the rule is dead
+ * from every representative that may end it.  A plain walk raises the exit
+ * flag at an accepting state only before a byte that follows the rule, so then
+ * the token dies at that very byte and no flag outlives it: the walk records
+ * each trie node at such a representative before a dead byte (accs: its need
+ * and shift), and a position's entry takes the subtrees of those whose byte
+ * follows the rule, where the node is alive (need < B) and accepting (shift
+ * past acc_from for this position). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +68,7 @@
 #define NONE UINT32_MAX
 #define END_NONE INT32_MIN      /* a representative's orbit does not end accepting */
 #define NO_LAM INT32_MIN        /* a transition alive from the start of its orbit */
+enum { ACC_NEVER = 0, ACC_ALWAYS = 1, ACC_FROM = 2 };  /* where a representative's orbit may end the rule */
 
 enum { CODE_DEAD = 0xffff, CODE_OUT = 0xfffe };
 
@@ -67,6 +82,7 @@ typedef struct chain_scan {
     uint32_t n_queue;
     uint32_t *outs;             /* states both sides of a pair lead to (labelled OUT_MARK) */
     uint32_t n_outs, cap_outs;
+    uint32_t open;              /* a first position whose calls are left out (cm_chain_bytes), else NONE */
 } chain_scan;
 
 #define OUT_MARK (UINT32_MAX - 1)
@@ -129,7 +145,7 @@ static uint32_t next_positions(const cm_grammar *g, uint32_t s, uint32_t *out) {
     for (int b = 0; b < 256; b++) bytes[t->byte_class[b]]++;
     for (uint32_t c = 0; c < nc; c++) {
         int32_t to = row[c];
-        if (to < 0 || (uint32_t)to == s || !(g->plain[to] || chain_end(g, (uint32_t)to))) continue;
+        if (to < 0 || (uint32_t)to == s || !g->solo[to]) continue;
         bool seen = false;
         for (uint32_t c2 = 0; c2 < c && !seen; c2++) seen = row[c2] == to;
         if (seen) continue;
@@ -190,7 +206,7 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
     cs->queue[cs->n_queue++] = a;
     for (uint32_t qi = 0; qi < cs->n_queue; qi++) {  /* at most one entry a local: fits */
         uint32_t i = cs->queue[qi], q = cs->st[i], q2 = cs->st[cs->sig[i]];
-        if (!g->plain[q] || !(g->plain[q2] || chain_end(g, q2))) return false;
+        if ((!g->solo[q] && q != cs->open) || !g->solo[q2]) return false;
         const int32_t *row = t->trans + (size_t)q * t->n_classes, *row2 = t->trans + (size_t)q2 * t->n_classes;
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c], r2 = row2[c];
@@ -238,6 +254,7 @@ typedef struct chain_form {
     uint32_t *head;             /* s's orbit: s, sigma(s), ... [budget + 1] */
     int32_t *lam;               /* [n_lab * 256] by byte: lo - B of a transition alive from lo > 0, else NO_LAM */
     int32_t *to;                /* [n_lab * 256] by byte: where a transition out of the chain goes, else -1 */
+    int32_t *aam;               /* [n_lab]: acc_from - B of an orbit accepting from acc_from > 0 on, else NO_LAM */
     uint32_t *key;
     size_t n_key;
     uint32_t budget;            /* B: how far s is from the end of its orbit */
@@ -249,7 +266,7 @@ typedef struct chain_form {
  * minLength), its target there, the orbit's length and whether it ends
  * accepting. */
 static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_t *code, uint32_t *lo,
-                        uint32_t *lim, int32_t *first, uint32_t *len, bool *ends) {
+                        uint32_t *lim, int32_t *first, uint32_t *len, bool *ends, uint32_t *acc_from) {
     const cm_grammar *g = cs->g;
     const cm_tables *t = &g->t;
     uint32_t nc = t->n_classes;  /* first[c]: the target where it is first alive */
@@ -259,16 +276,20 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
     }
     uint32_t j = 0, last = u;
     bool ok = true;
+    *acc_from = NONE;  /* accepting from this orbit index on (the rule may end there), or never */
     for (uint32_t x = u; ok && x != NONE; x = cs->sig[x], j++) {
         uint32_t q = cs->st[x];
         last = x;
-        if (!(g->plain[q] || (chain_end(g, q) && cs->sig[x] == NONE))) ok = false;
+        if (!g->solo[q] && q != cs->open) ok = false;
+        else if (t->accepting[q] && *acc_from == NONE) *acc_from = j;
+        else if (!t->accepting[q] && *acc_from != NONE) ok = false;  /* accepting again only after */
         for (uint32_t c = 0; ok && c < nc; c++) {
             int32_t r = t->trans[(size_t)q * nc + c];
             if (r < 0) {
                 if (lo[c] != UINT32_MAX && lim[c] == UINT32_MAX) lim[c] = j;
                 continue;
             }
+            if ((uint32_t)r == cs->open) ok = false;  /* back into the first position, calls and all */
             if (lim[c] != UINT32_MAX) ok = false;  /* alive again after dying */
             else if (lo[c] == UINT32_MAX) {        /* alive from here: its code */
                 uint32_t y = local_of(cs, r);
@@ -291,6 +312,7 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
     }
     *len = j;
     *ends = chain_end(g, cs->st[last]);
+    if (*ends && *acc_from == j - 1) *acc_from = NONE;  /* only its end: a block's, nodes (below) */
     return ok;
 }
 
@@ -302,7 +324,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     uint32_t *lim = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lim);
     uint32_t *lo = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lo);
     int32_t *first = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *first);
-    uint32_t len[CM_CHAIN_LABELS];
+    uint32_t len[CM_CHAIN_LABELS], acc_from[CM_CHAIN_LABELS];
     bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim && lo && first;
     f->key = NULL;
     f->n_lab = 0;
@@ -323,15 +345,21 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
             }
         }
         size_t at = (size_t)l * nc;
-        ok = ok && check_orbit(cs, u, lbl, code + at, lo + at, lim + at, first + at, &len[l], &ends[l]);
+        ok = ok && check_orbit(cs, u, lbl, code + at, lo + at, lim + at, first + at, &len[l], &ends[l], &acc_from[l]);
+        /* where the rule may end, a byte that may follow it must end the token there (then
+         * no exit flag outlives the byte it was raised at: see acc_points below) */
+        uint32_t rule = g->t.state_rule[cs->st[s_local]];
+        for (int b = 0; ok && acc_from[l] != NONE && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || code[at + g->t.byte_class[b]] == CODE_DEAD;
     }
     if (ok) {
         f->budget = len[0] - 1;
-        f->n_key = 2 + (size_t)f->n_lab * (1 + 3 * 256);
+        f->n_key = 2 + (size_t)f->n_lab * (2 + 3 * 256);
         f->key = malloc(f->n_key * sizeof *f->key);
         f->lam = malloc((size_t)f->n_lab * 256 * sizeof *f->lam);
         f->to = malloc((size_t)f->n_lab * 256 * sizeof *f->to);
-        ok = f->key && f->lam && f->to;
+        f->aam = malloc((size_t)f->n_lab * sizeof *f->aam);
+        ok = f->key && f->lam && f->to && f->aam;
     }
     if (ok) {
         uint32_t *k = f->key, B = f->budget;
@@ -339,6 +367,8 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         *k++ = f->n_lab;
         for (uint32_t l = 0; l < f->n_lab; l++) {
             *k++ = ends[l] ? len[l] - 1 - B : (uint32_t)END_NONE;
+            *k++ = acc_from[l] == NONE ? ACC_NEVER : acc_from[l] == 0 ? ACC_ALWAYS : ACC_FROM;
+            f->aam[l] = acc_from[l] == NONE || acc_from[l] == 0 ? NO_LAM : (int32_t)((int64_t)acc_from[l] - B);
             for (int b = 0; b < 256; b++) {  /* by byte: the key is the vocabulary's too (loopstore.c) */
                 size_t c = (size_t)l * nc + g->t.byte_class[b];
                 *k++ = code[c];
@@ -364,8 +394,9 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         free(f->head);
         free(f->lam);
         free(f->to);
+        free(f->aam);
         f->key = f->head = NULL;
-        f->lam = f->to = NULL;
+        f->lam = f->to = f->aam = NULL;
     }
     return ok;
 }
@@ -392,10 +423,16 @@ typedef struct chain_node {    /* a trie node standing at a representative whose
 typedef struct chain_inst {
     uint32_t budget;
     int32_t *lam, *to;          /* [n_lab * 256] chain_form's */
+    int32_t *aam;               /* [n_lab] chain_form's */
     uint32_t *head;             /* [budget + 1] */
 } chain_inst;
 
-struct cm_chain_data {
+/* What one walk of the trie through U found: immutable once built, and shared
+ * (counted references) by the vocabulary's store and every grammar that uses
+ * it, so a chain whose walk the vocabulary keeps costs no copy (its nodes are
+ * most of the trie's, megabytes). */
+typedef struct chain_walk {
+    atomic_size_t refs;
     uint32_t *ids;              /* tokens that end inside U, by need ascending */
     int32_t *need;
     uint32_t n_ids;
@@ -409,26 +446,57 @@ struct cm_chain_data {
     size_t n_exits, cap_exits;
     chain_node *nodes;          /* by budget ascending, then trie order */
     size_t n_nodes, cap_nodes;
+    /* trie nodes at depth >= 1 standing at a representative whose orbit may end the rule,
+     * their next byte dead there (trie order): where that byte follows the rule, the
+     * subtree is uncertain at the positions where the node is alive and accepting */
+    chain_exit *accs;
+    size_t n_accs, cap_accs;
+} chain_walk;
+
+/* The uncertain tokens of an end node or an acc point (a trie subtree) that the
+ * filter keeps, by rule: the same at every position where the node is alive
+ * (see kept_of), so each is filtered once, not once a position. */
+typedef struct kept_slot {
+    uint64_t key;               /* 0: empty */
+    uint32_t off, n;            /* in pool */
+} kept_slot;
+
+struct cm_chain_data {
+    chain_walk *w;              /* shared */
     size_t n_entries;           /* entries taken from it (under the cache lock) */
-    bool from_vocab;            /* copied from the vocabulary's store */
-    chain_inst *insts;          /* the chains analysed with this form */
+    bool from_vocab;            /* taken from the vocabulary's store */
+    chain_inst *insts;          /* the chains analysed with this form (this grammar's) */
     size_t n_insts, cap_insts;
+    kept_slot *kept;            /* open addressing, [cap_kept] (a power of two) */
+    size_t n_kept, cap_kept;
+    uint32_t *pool;
+    size_t n_pool, cap_pool;
 };
+
+static void chain_walk_release(chain_walk *cw) {
+    if (!cw || atomic_fetch_sub(&cw->refs, 1) != 1) return;
+    free(cw->ids);
+    free(cw->need);
+    free(cw->levels);
+    free(cw->level_count);
+    free(cw->exits);
+    free(cw->nodes);
+    free(cw->accs);
+    free(cw);
+}
 
 void cm_chain_data_free(cm_chain_data *cd) {
     if (!cd) return;
-    free(cd->ids);
-    free(cd->need);
-    free(cd->levels);
-    free(cd->level_count);
-    free(cd->exits);
-    free(cd->nodes);
+    chain_walk_release(cd->w);
     for (size_t i = 0; i < cd->n_insts; i++) {
         free(cd->insts[i].head);
         free(cd->insts[i].lam);
         free(cd->insts[i].to);
+        free(cd->insts[i].aam);
     }
     free(cd->insts);
+    free(cd->kept);
+    free(cd->pool);
     free(cd);
 }
 
@@ -441,16 +509,19 @@ typedef struct walk_tabs {
     uint16_t *code;             /* [n_lab * 256] by byte */
     int32_t *delta;             /* [n_lab * 256] */
     int32_t *end;               /* [n_lab] end - B, or END_NONE */
+    uint8_t *acc;               /* [n_lab] ACC_* */
 } walk_tabs;
 
 static int walk_tables(const chain_form *f, walk_tabs *wt) {
     wt->code = malloc((size_t)f->n_lab * 256 * sizeof *wt->code);
     wt->delta = malloc((size_t)f->n_lab * 256 * sizeof *wt->delta);
     wt->end = malloc((size_t)f->n_lab * sizeof *wt->end);
-    if (!wt->code || !wt->delta || !wt->end) return CM_ERR_NOMEM;
+    wt->acc = malloc(f->n_lab);
+    if (!wt->code || !wt->delta || !wt->end || !wt->acc) return CM_ERR_NOMEM;
     const uint32_t *k = f->key + 2;
     for (uint32_t l = 0; l < f->n_lab; l++) {
         wt->end[l] = (int32_t)*k++;
+        wt->acc[l] = (uint8_t)*k++;
         for (int b = 0; b < 256; b++, k += 3) {
             wt->code[(size_t)l * 256 + b] = (uint16_t)k[0];
             wt->delta[(size_t)l * 256 + b] = (int32_t)k[1];
@@ -467,7 +538,7 @@ static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
 static int32_t clamp_need(int64_t n) { return n < -1 ? -1 : n > CM_CHAIN_MAX ? CM_CHAIN_MAX : (int32_t)n; }
 
 /* The trie through U from label 0: tokens inside with their need, exits, end nodes. */
-static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *cd) {
+static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const cm_vocab *v = g->v;
     size_t depths = (size_t)v->max_len + 1, cap_ids = 0;
     uint32_t *st = malloc(depths * sizeof *st), *kk = malloc(depths * sizeof *kk);
@@ -489,7 +560,8 @@ static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *c
             uint32_t l = st[d];
             size_t at = (size_t)l * 256 + p[d];
             int64_t budget = (int64_t)kk[d] - wt->end[l];
-            if (wt->end[l] != END_NONE && d >= 1 && budget >= 0 && budget < CM_CHAIN_MAX && nd[d] < budget) {
+            if (wt->end[l] != END_NONE && !wt->acc[l] && d >= 1 && budget >= 0 && budget < CM_CHAIN_MAX &&
+                nd[d] < budget) {
                 rc = grow((void **)&cd->nodes, &cd->cap_nodes, cd->n_nodes, sizeof *cd->nodes);
                 if (rc) break;
                 cd->nodes[cd->n_nodes++] = (chain_node){(int32_t)budget, nd[d], (uint32_t)k,
@@ -498,6 +570,10 @@ static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *c
             uint16_t code = wt->code[at];
             if (code == CODE_DEAD || code == CODE_OUT) {
                 size_t end = skip[toff[k] + d];
+                if (code == CODE_DEAD && wt->acc[l] && d >= 1 && nd[d] < CM_CHAIN_MAX) {
+                    rc = grow((void **)&cd->accs, &cd->cap_accs, cd->n_accs, sizeof *cd->accs);
+                    if (!rc) cd->accs[cd->n_accs++] = (chain_exit){(uint32_t)k, (uint32_t)end, d, l, nd[d], kk[d], p[d]};
+                }
                 if (code == CODE_OUT) {
                     rc = grow((void **)&cd->exits, &cd->cap_exits, cd->n_exits, sizeof *cd->exits);
                     if (!rc)
@@ -535,7 +611,7 @@ static int chain_walk(const cm_grammar *g, const walk_tabs *wt, cm_chain_data *c
  * up to the first one where no more than CM_CHAIN_SUFFIX tokens are missing
  * from the last level, which holds every token: a greater budget takes the
  * last level less those few (the ids are by need). */
-static int chain_levels(const cm_grammar *g, cm_chain_data *cd) {
+static int chain_levels(const cm_grammar *g, chain_walk *cd) {
     if (!cd->n_ids) return CM_OK;
     cd->min_need = cd->need[0];
     uint32_t n = cd->n_ids, cut = n > CM_CHAIN_SUFFIX ? n - CM_CHAIN_SUFFIX : 0;  /* ids[cut..n): the suffix */
@@ -586,7 +662,7 @@ static void key_range(const int32_t *key, size_t stride, size_t n, int32_t *lo, 
 
 /* ids by need, nodes by budget (both stable), and the accepted tokens of each
  * budget up to the greatest need as bitsets (levels). */
-static int chain_sort(const cm_grammar *g, cm_chain_data *cd) {
+static int chain_sort(const cm_grammar *g, chain_walk *cd) {
     int32_t lo, hi;
     size_t n = cd->n_ids > cd->n_nodes ? cd->n_ids : cd->n_nodes;
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
@@ -623,38 +699,17 @@ static int chain_sort(const cm_grammar *g, cm_chain_data *cd) {
     return chain_levels(g, cd);
 }
 
-static size_t chain_data_bytes(const cm_grammar *g, const cm_chain_data *cd) {
+static size_t chain_data_bytes(const cm_grammar *g, const chain_walk *cd) {
     return sizeof *cd + (size_t)cd->n_suffix * 8 + cd->n_exits * sizeof *cd->exits +
-           cd->n_nodes * sizeof *cd->nodes + (size_t)cd->n_levels * (g->n_words + 1) * 4;
-}
-
-static void *dup_array(const void *p, size_t bytes, bool *ok) {
-    void *q = malloc(bytes ? bytes : 1);
-    if (q && bytes) memcpy(q, p, bytes);
-    if (!q) *ok = false;
-    return q;
+           cd->n_nodes * sizeof *cd->nodes + cd->n_accs * sizeof *cd->accs + (size_t)cd->n_levels * (g->n_words + 1) * 4;
 }
 
 cm_chain_data *cm_chain_data_copy(const cm_grammar *g, const cm_chain_data *src) {
+    (void)g;
     cm_chain_data *cd = calloc(1, sizeof *cd);
     if (!cd) return NULL;
-    bool ok = true;
-    cd->n_ids = src->n_ids;
-    cd->n_suffix = src->n_suffix;
-    cd->min_need = src->min_need;
-    cd->n_levels = src->n_levels;
-    cd->n_exits = cd->cap_exits = src->n_exits;
-    cd->n_nodes = cd->cap_nodes = src->n_nodes;
-    cd->ids = dup_array(src->ids, (size_t)src->n_suffix * sizeof *cd->ids, &ok);
-    cd->need = dup_array(src->need, (size_t)src->n_suffix * sizeof *cd->need, &ok);
-    cd->levels = dup_array(src->levels, (size_t)src->n_levels * g->n_words * sizeof *cd->levels, &ok);
-    cd->level_count = dup_array(src->level_count, (size_t)src->n_levels * sizeof *cd->level_count, &ok);
-    cd->exits = dup_array(src->exits, src->n_exits * sizeof *cd->exits, &ok);
-    cd->nodes = dup_array(src->nodes, src->n_nodes * sizeof *cd->nodes, &ok);
-    if (!ok) {
-        cm_chain_data_free(cd);
-        return NULL;
-    }
+    cd->w = src->w;
+    atomic_fetch_add(&cd->w->refs, 1);
     return cd;
 }
 
@@ -664,18 +719,26 @@ static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, c
     if (rc > 0) (*out)->from_vocab = true;
     if (rc) return rc < 0 ? rc : CM_OK;
     cm_chain_data *cd = calloc(1, sizeof *cd);
+    chain_walk *cw = calloc(1, sizeof *cw);
     walk_tabs wt = {0};
-    rc = cd ? walk_tables(f, &wt) : CM_ERR_NOMEM;
-    if (!rc) rc = chain_walk(g, &wt, cd);
-    if (!rc) rc = chain_sort(g, cd);
+    rc = cd && cw ? walk_tables(f, &wt) : CM_ERR_NOMEM;
+    if (cd && cw) {
+        atomic_init(&cw->refs, 1);
+        cd->w = cw;
+    } else {
+        free(cw);
+    }
+    if (!rc) rc = walk_trie(g, &wt, cd->w);
+    if (!rc) rc = chain_sort(g, cd->w);
     free(wt.code);
     free(wt.delta);
     free(wt.end);
+    free(wt.acc);
     if (rc) {
         cm_chain_data_free(cd);
         return rc;
     }
-    cm_walk_store_put_chain(g, f->key, f->n_key, h, cd, chain_data_bytes(g, cd) + f->n_key * 4);
+    cm_walk_store_put_chain(g, f->key, f->n_key, h, cd, chain_data_bytes(g, cd->w) + f->n_key * 4);
     *out = cd;
     return CM_OK;
 }
@@ -714,7 +777,7 @@ static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int 
         *status = rc;
         return NULL;
     }
-    lw->bytes = sizeof *lw + lw->n_sig * 4 + chain_data_bytes(g, cd);
+    lw->bytes = sizeof *lw + lw->n_sig * 4 + chain_data_bytes(g, cd->w);
     lw->next = cache->loops[b];
     cache->loops[b] = lw;
     atomic_fetch_add(&cache->bytes, lw->bytes);
@@ -729,7 +792,7 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 /* bits := the tokens that end inside U with need < B (bits zeroed before); how many. */
-static uint32_t accepted_at(const cm_grammar *g, const cm_chain_data *cd, int64_t B, uint32_t *bits) {
+static uint32_t accepted_at(const cm_grammar *g, const chain_walk *cd, int64_t B, uint32_t *bits) {
     if (!cd->n_ids || B <= cd->min_need) return 0;
     int64_t j = B - 1 - cd->min_need;
     bool last = j >= (int64_t)cd->n_levels - 1;  /* every token but those of need >= B */
@@ -741,9 +804,184 @@ static uint32_t accepted_at(const cm_grammar *g, const cm_chain_data *cd, int64_
     return n;
 }
 
-static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
-                          const cm_chain_data *cd, cm_walk *w) {
+/* The trie subtrees a position's entry holds uncertain: the end nodes of budget B
+ * and the acc points alive there (an orbit accepting from acc_from on: from shift
+ * aam + B on), each where its byte follows the rule (a dead byte: see
+ * chain_form_of).  Their index (acc points after the nodes) into *out. */
+static int uncertain_items(const cm_grammar *g, uint32_t rule, int32_t B, const int32_t *aam, const chain_walk *cd,
+                           uint32_t **out, size_t *n_out) {
+    size_t lo = 0, hi = cd->n_nodes, n = 0, cap = 0;  /* the first node of budget B */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cd->nodes[mid].budget < B) lo = mid + 1;
+        else hi = mid;
+    }
+    *out = NULL;
+    for (size_t i = lo; i < cd->n_nodes && cd->nodes[i].budget == B; i++) {
+        const chain_node *x = &cd->nodes[i];
+        if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
+        if (grow((void **)out, &cap, n, sizeof **out)) return CM_ERR_NOMEM;
+        (*out)[n++] = (uint32_t)i;
+    }
+    for (size_t i = 0; i < cd->n_accs; i++) {
+        const chain_exit *x = &cd->accs[i];
+        int32_t a = aam[x->label];
+        if (x->need >= B || (a != NO_LAM && (int64_t)x->shift - a < B) || !cm_follows(g, rule, x->byte)) continue;
+        if (grow((void **)out, &cap, n, sizeof **out)) return CM_ERR_NOMEM;
+        (*out)[n++] = (uint32_t)(cd->n_nodes + i);
+    }
+    *n_out = n;
+    return CM_OK;
+}
+
+static void item_range(const chain_walk *cd, uint32_t item, uint32_t *k, uint32_t *k_end) {
+    if (item < cd->n_nodes) *k = cd->nodes[item].k, *k_end = cd->nodes[item].k_end;
+    else *k = cd->accs[item - cd->n_nodes].k, *k_end = cd->accs[item - cd->n_nodes].k_end;
+}
+
+static kept_slot *kept_find(cm_chain_data *cdata, uint64_t key) {
+    size_t mask = cdata->cap_kept - 1, h = (size_t)(key * 0x9E3779B97F4A7C15ULL >> 20) & mask;
+    while (cdata->kept[h].key && cdata->kept[h].key != key) h = (h + 1) & mask;
+    return &cdata->kept[h];
+}
+
+static int kept_grow(cm_chain_data *cdata) {
+    if (cdata->n_kept * 2 < cdata->cap_kept) return CM_OK;
+    kept_slot *old = cdata->kept;
+    size_t n_old = cdata->cap_kept, cap = n_old ? n_old * 2 : 64;
+    cdata->kept = calloc(cap, sizeof *cdata->kept);
+    if (!cdata->kept) {
+        cdata->kept = old;
+        return CM_ERR_NOMEM;
+    }
+    cdata->cap_kept = cap;
+    for (size_t i = 0; i < n_old; i++)
+        if (old[i].key) *kept_find(cdata, old[i].key) = old[i];
+    free(old);
+    return CM_OK;
+}
+
+/* What the filter keeps of an item's subtree, for `rule`: from its cache, or
+ * filtered now through a scratch walk from `state`.  The same at every position
+ * where the item is alive: a token of the subtree dies at the item's byte (it is
+ * dead there), and no exit flag is raised before it (an earlier byte that follows
+ * the rule where it may end is dead there too; a block's positions but its end
+ * read on), so the filter reads the rest of the token after that one exit, which
+ * does not depend on the position. */
+static int kept_of(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, uint32_t item, cm_walk *tmp,
+                   const uint32_t **ks, uint32_t *n) {
+    uint64_t key = ((uint64_t)g->t.state_rule[state] << 32 | item) + 1;
+    int rc = kept_grow(cdata);
+    if (rc) return rc;
+    kept_slot *slot = kept_find(cdata, key);
+    if (!slot->key) {
+        uint32_t k, k_end;
+        item_range(cdata->w, item, &k, &k_end);
+        tmp->n_unc = 0;
+        for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(tmp, k);
+        if (!rc) cm_walk_filter_uncertain(g, state, tmp);
+        size_t cap = cdata->cap_pool;
+        if (!rc && cdata->n_pool + tmp->n_unc > cap)
+            rc = cm_grow_to((void **)&cdata->pool, &cap, cdata->n_pool + tmp->n_unc, sizeof *cdata->pool);
+        if (rc) return rc;
+        cdata->cap_pool = cap;
+        if (tmp->n_unc) memcpy(cdata->pool + cdata->n_pool, tmp->unc, tmp->n_unc * sizeof *tmp->unc);
+        *slot = (kept_slot){key, (uint32_t)cdata->n_pool, (uint32_t)tmp->n_unc};
+        cdata->n_pool += tmp->n_unc;
+        cdata->n_kept++;
+    }
+    *ks = cdata->pool + slot->off;
+    *n = slot->n;
+    return CM_OK;
+}
+
+/* The items' tokens into w, filtered (each acc point's from its cache) when the
+ * entry's uncertain tokens would be: build_entry (cache.c) filters an entry of
+ * at most CM_FILTER_MAX_UNCERTAIN.  w holds the exits'.  Not when the walk is
+ * only part of an entry (prefilter false: cm_chain_bytes). */
+/* The end nodes' tokens into w; with b2 >= 0 those that go on inside the next
+ * block (budget b2 there: need < B + b2) into *wraps instead, the filter being
+ * sure to keep them (wrap_budget). */
+static int push_nodes(const cm_grammar *g, const chain_walk *cd, const uint32_t *items, size_t n, int32_t B, int64_t b2,
+                      cm_walk *w, cm_walk *wraps) {
+    uint32_t *acc = NULL;
+    if (b2 >= 0 && !(acc = calloc(g->n_words ? g->n_words : 1, sizeof *acc))) return CM_ERR_NOMEM;
+    if (acc) accepted_at(g, cd, B + b2, acc);
+    int rc = CM_OK;
+    for (size_t i = 0; !rc && i < n; i++) {
+        uint32_t k, k_end;
+        item_range(cd, items[i], &k, &k_end);
+        for (; !rc && k < k_end; k++)
+            rc = cm_walk_push_uncertain(acc && cm_bit(acc, g->v->trie_ids[k]) ? wraps : w, k);
+    }
+    free(acc);
+    return rc;
+}
+
+static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items,
+                      size_t n_items, int32_t B, int64_t b2, bool prefilter, cm_walk *w) {
+    const chain_walk *cd = cdata->w;
+    size_t raw = w->n_unc;
+    for (size_t i = 0; i < n_items; i++) {
+        uint32_t k, k_end;
+        item_range(cd, items[i], &k, &k_end);
+        raw += k_end - k;
+    }
+    int rc = CM_OK;
+    if (!prefilter || !g->lim.filter_uncertain || !raw || raw > CM_FILTER_MAX_UNCERTAIN || !n_items) {
+        for (size_t i = 0; !rc && i < n_items; i++) {
+            uint32_t k, k_end;
+            item_range(cd, items[i], &k, &k_end);
+            for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(w, k);
+        }
+        return rc;
+    }
+    /* the exits' tokens and the end nodes' (each node serves one budget: nothing
+     * to share) filtered at once, but those sure to be kept; the acc points' from
+     * their cache */
+    size_t i = 0;
+    while (i < n_items && items[i] < cd->n_nodes) i++;
+    cm_walk tmp;
+    rc = cm_walk_init(&tmp, g);
+    if (!rc) rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
+    if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
+    for (size_t j = 0; !rc && j < tmp.n_unc; j++) rc = cm_walk_push_uncertain(w, tmp.unc[j]);
+    for (; !rc && i < n_items; i++) {
+        const uint32_t *ks;
+        uint32_t n;
+        rc = kept_of(g, state, cdata, items[i], &tmp, &ks, &n);
+        for (uint32_t j = 0; !rc && j < n; j++) rc = cm_walk_push_uncertain(w, ks[j]);
+    }
+    cm_walk_free(&tmp);
+    w->filtered = !rc;
+    return rc;
+}
+
+static bool plain_block(const cm_loop_walk *lw);
+
+/* The budget the start of `state`'s block has in this chain (head[0..budget]),
+ * where the tokens that reach the end of the block go on, when the filter is sure
+ * to keep each of them that stays inside the next block: the rule is a plain
+ * block (no exit flag before its end) and a state it returns to calls it again,
+ * so its upward chart predicts the block's start right after its end; else -1. */
+static int64_t wrap_budget(const cm_grammar *g, uint32_t state, const cm_loop_walk *lw, const uint32_t *head,
+                           uint32_t budget) {
     const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[state], start = t->rule_start[rule];
+    if (!g->rule_block[rule] || t->n_la > 1 || !plain_block(lw)) return -1;
+    bool again = false;
+    for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1] && !again; k++)
+        for (uint32_t e = t->ref_off[g->ret_state[k]]; e < t->ref_off[g->ret_state[k] + 1] && !again; e++)
+            again = t->ref_rule[e] == rule;
+    for (uint32_t j = 0; again && j <= budget; j++)
+        if (head[j] == start) return (int64_t)budget - j;
+    return -1;
+}
+
+static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
+                          const int32_t *aam, cm_chain_data *cdata, int64_t b2, bool prefilter, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    const chain_walk *cd = cdata->w;
     uint32_t rule = t->state_rule[state];
     w->n_accepted = accepted_at(g, cd, B, w->bits);
     int rc = CM_OK;
@@ -755,19 +993,15 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
         if (to < 0) return CM_ERR_ARG;  /* cannot happen: an exit's code is CODE_OUT */
         rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
-    size_t from_exits = w->n_unc;
-    size_t lo = 0, hi = cd->n_nodes;  /* the first node of budget B */
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (cd->nodes[mid].budget < B) lo = mid + 1;
-        else hi = mid;
-    }
-    for (size_t i = lo; !rc && i < cd->n_nodes && cd->nodes[i].budget == B; i++) {
-        const chain_node *x = &cd->nodes[i];
-        if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
-        for (uint32_t k = x->k; !rc && k < x->k_end; k++) rc = cm_walk_push_uncertain(w, k);
-    }
-    if (!rc && from_exits && w->n_unc > from_exits) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
+    uint32_t *items = NULL;
+    size_t n_items = 0;
+    if (!rc) rc = uncertain_items(g, rule, B, aam, cd, &items, &n_items);
+    if (!rc) rc = push_items(g, state, cdata, items, n_items, B, b2, prefilter, w);
+    free(items);
+    /* the tokens come by source (exits, nodes, wraps, acc points), each in trie order */
+    bool sorted = true;
+    for (size_t i = 1; !rc && sorted && i < w->n_unc; i++) sorted = w->unc[i - 1] < w->unc[i];
+    if (!rc && !sorted) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
     return rc;
 }
 
@@ -794,26 +1028,19 @@ static void keep_instance(cm_chain_data *cd, chain_form *f) {
     size_t cap = cd->cap_insts;
     if (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts)) return;
     cd->cap_insts = cap;  /* (on failure only a shortcut is lost) */
-    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->head};
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head};
     f->head = NULL;
-    f->lam = f->to = NULL;
+    f->lam = f->to = f->aam = NULL;
 }
 
-int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
-    if (!g->plain[state]) return 0;
-    const chain_inst *inst;
-    uint32_t at;
-    cm_loop_walk *found = find_position(g, state, &inst, &at);
-    if (found) {
-        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, found->chain, w);
-        found->chain->n_entries++;
-        return rc ? rc : 1;
-    }
+/* The entry walk of `state` as the first position of a chain (its calls, if
+ * open, left out): 1 done, 0 no chain, < 0 error. */
+static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *w) {
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
     bool ok = false;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
-        chain_scan cs = {.g = g};
+        chain_scan cs = {.g = g, .open = open ? state : NONE};
         ok = pair_walk(&cs, state, cand[i]) && last_positions(&cs) && orbits(&cs) && cs.inv[0] == NONE &&
              chain_form_of(&cs, 0, &f);
         scan_free(&cs);
@@ -822,14 +1049,35 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
-        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, lw->chain, w);
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain,
+                            wrap_budget(g, state, lw, f.head, f.budget), !open, w);
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f);
     }
     free(f.head);
     free(f.lam);
     free(f.to);
+    free(f.aam);
     return rc ? rc : lw ? 1 : 0;
+}
+
+int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (!g->solo[state]) return 0;
+    const chain_inst *inst;
+    uint32_t at;
+    cm_loop_walk *found = find_position(g, state, &inst, &at);
+    if (found) {
+        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain,
+                                wrap_budget(g, state, found, inst->head, inst->budget), true, w);
+        found->chain->n_entries++;
+        return rc ? rc : 1;
+    }
+    return chain_first(g, state, false, w);
+}
+
+int cm_chain_bytes(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (!g->lim.count_chains || !g->lim.share_loop_walks || g->has_tokens[state] || g->solo[state]) return 0;
+    return chain_first(g, state, true, w);
 }
 
 void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab) {
@@ -853,11 +1101,19 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
 static bool plain_block(const cm_loop_walk *lw) {
     const uint32_t *k = lw->sig + 2;
     for (uint32_t l = 0; l < lw->sig[1]; l++) {
-        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE)) return false;
+        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) return false;
         for (int b = 0; b < 256; b++, k += 3)
             if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) return false;
     }
     return true;
+}
+
+bool cm_chain_wraps(const cm_grammar *g, uint32_t state) {
+    const chain_inst *inst;
+    uint32_t at;
+    if (!g->lim.count_chains || !g->lim.share_loop_walks) return false;
+    const cm_loop_walk *lw = find_position(g, state, &inst, &at);
+    return lw && plain_block(lw);
 }
 
 int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e) {
@@ -882,7 +1138,7 @@ int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e) {
         free(rest);
         return CM_ERR_NOMEM;
     }
-    accepted_at(g, lw->chain, B + b2, acc);
+    accepted_at(g, lw->chain->w, B + b2, acc);
     uint32_t n_rest = 0, n_wrap = 0;
     for (uint32_t i = 0; i < e->n_uncertain; i++) {
         uint32_t id = g->v->trie_ids[e->uncertain[i]];

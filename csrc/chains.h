@@ -4,10 +4,17 @@
 
 #include "loops.h"
 
-/* The entry walk of a plain state that is a position of a counted chain, from
+/* The entry walk of a solo state that is a position of a counted chain, from
  * the chain's one shared walk: 1 done, 0 the state is in no chain (w
  * untouched), < 0 error.  Under the cache lock. */
 int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The byte edges' part of a composed entry (compose.c) of a state that calls
+ * rules and reads on into a chain, from the chain's shared walk, as if the
+ * state were the chain's first position without its calls: 1 done, 0 no chain
+ * (w untouched), < 0 error.  Under the cache lock, on a fresh walk. */
+int cm_chain_bytes(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* Is `state` a position of a chain that is a plain block (its wraps from the chain)? */
+bool cm_chain_wraps(const cm_grammar *g, uint32_t state);
 /* cm_wrap_split from the chain of `state` where it is a plain block: 1 done,
  * 0 not such a chain (e untouched), < 0 error.  Under the cache lock. */
 int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e);

@@ -22,13 +22,17 @@
  * s's own rule completes inside a token only through one of the parts, so
  * its uncertain tokens are among theirs.  The tokens left to check are decided
  * by s's real private chart (cm_walk_listed): the same entry as a whole walk,
- * for a few hundred checks.  Any other nullable callee, a callee whose entry
- * is being built (recursion through start states), token edges, or too many
- * tokens to check send s back to the walk (cache.c fetches the parts). */
+ * for a few hundred checks.  A nullable callee R (a string's body that may be
+ * empty) adds a part more: s advanced over R at once, (s', OUTER) in the first
+ * set, whose tokens have the fate its own entry gives them (its uncertain ones
+ * end s's rule too, and are checked).  A callee whose entry is being built
+ * (recursion through start states; s' == s), token edges, or too many tokens
+ * to check send s back to the walk (cache.c fetches the parts). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
+#include "chains.h"
 #include "compose.h"
 #include "flat.h"
 
@@ -40,11 +44,21 @@ bool cm_compose_can(const cm_grammar *g, uint32_t state) {
         t->ref_off[state] == t->ref_off[state + 1])
         return false;
     for (uint32_t e = t->ref_off[state]; e < t->ref_off[state + 1]; e++) {
-        uint32_t r = t->ref_rule[e];
+        uint32_t r = t->ref_rule[e], after;
         uint32_t part = marker_rule(g, r) ? t->ref_target[e] : t->rule_start[r];
-        if ((t->rule_nullable[r] && !marker_rule(g, r)) || part == state || g->cache->building[part]) return false;
+        if (part == state || g->cache->building[part]) return false;
+        if (!t->rule_nullable[r] || marker_rule(g, r)) continue;
+        /* an empty R may owe a lookahead debt when the grammar has any: not composed */
+        if (!cm_compose_null_part(g, e, &after) || after == state || g->cache->building[after]) return false;
     }
     return true;
+}
+
+bool cm_compose_null_part(const cm_grammar *g, uint32_t e, uint32_t *after) {
+    const cm_tables *t = &g->t;
+    uint32_t r = t->ref_rule[e];
+    *after = t->ref_target[e];
+    return t->rule_nullable[r] && !marker_rule(g, r) && t->n_la <= 1;
 }
 
 uint32_t cm_compose_part_state(const cm_grammar *g, uint32_t e, uint32_t *la) {
@@ -64,7 +78,8 @@ size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p) {
 static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
-    int rc = CM_OK;
+    int rc = cm_chain_bytes(g, state, w);  /* a long string's start: its chain's walk */
+    if (rc) return rc < 0 ? rc : CM_OK;
     for (unsigned b = 0; b < 256 && !rc; b++) {
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
         if (y < 0) continue;

@@ -16,6 +16,9 @@ typedef struct cm_part {
 
 /* May the entry of `state` be composed (under the cache lock)? */
 bool cm_compose_can(const cm_grammar *g, uint32_t state);
+/* Does ref edge e call a nullable rule (no lookahead marker)?  Then the state
+ * it returns to, *after, is a part too, at depth 0. */
+bool cm_compose_null_part(const cm_grammar *g, uint32_t e, uint32_t *after);
 /* The state whose entry ref edge e contributes; *la the debt it owes. */
 uint32_t cm_compose_part_state(const cm_grammar *g, uint32_t e, uint32_t *la);
 /* The tokens a part leaves for the composed state's chart to decide. */

@@ -278,6 +278,8 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
 
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
+    /* a state where the rule may end is in no loop, but may be a position of a chain */
+    if (!g->plain[state]) return g->lim.count_chains ? cm_chain_entry(g, state, w) : 0;
     uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
     int rc = CM_OK;
     const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &rc) : NULL;

@@ -38,8 +38,9 @@ struct cm_loop_walk {
 
 /* ---- loops.c ---- */
 
-/* The entry walk of a plain state through the shared walk of its loop: 1 done,
- * 0 the state is in no loop (w untouched), < 0 error.  Under the cache lock. */
+/* The entry walk of a solo state through the shared walk of its loop (a plain
+ * state) or of its counted chain (chains.c): 1 done, 0 in neither (w
+ * untouched), < 0 error.  Under the cache lock. */
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 
 /* ---- loopstore.c ---- */

@@ -15,6 +15,7 @@ typedef struct cm_walk {
     uint8_t *ex;                /* the private chart's set there completed the item's rule */
     uint8_t *fl;                /* an exit before, its next byte in FOLLOW: dying makes uncertain */
     uint32_t *st;               /* flat walks: the configuration there */
+    bool filtered;              /* unc went through cm_walk_filter_uncertain already (chains.c) */
 } cm_walk;
 
 int cm_walk_init(cm_walk *w, const cm_grammar *g);
@@ -39,7 +40,12 @@ int cm_walk_chart(const cm_grammar *g, cm_chart *c, uint32_t rule, size_t k, siz
 /* The listed trie entries (ascending) through the private chart of (state, OUTER);
  * entries already accepted are skipped. */
 int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w);
-/* Drop the uncertain tokens that no context can take (failures keep them). */
+/* Drop the uncertain tokens that no context can take (failures keep them).
+ * Entries with more uncertain tokens than CM_FILTER_MAX_UNCERTAIN skip the filter:
+ * the tokens that cross a block boundary of a counted repetition (a JSON Schema
+ * maxLength string: 100,000 of them) can all go on in some context, and reading
+ * each through the upward chart cost a third of Snowplow's compile(warm=True). */
+#define CM_FILTER_MAX_UNCERTAIN 16384
 void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w);
 /* The walk as an entry: its accepted tokens as ids or bits, whichever is smaller
  * (the walk's buffers move into e). */

@@ -19,8 +19,10 @@
 #include "wrap.h"
 
 bool cm_wrap_applies(const cm_grammar *g, uint32_t state, size_t n_uncertain) {
-    return g->lim.wrap_repeats && g->t.n_la <= 1 && n_uncertain >= g->lim.wrap_repeats &&
-           g->rule_block[g->t.state_rule[state]];
+    if (!g->lim.wrap_repeats || g->t.n_la > 1 || !n_uncertain || !g->rule_block[g->t.state_rule[state]]) return false;
+    /* from a chain the split is a bit test a token, and a mask then ORs one bitset where it
+     * would check each token: worth it for a few */
+    return n_uncertain >= g->lim.wrap_repeats || cm_chain_wraps(g, state);
 }
 
 /* Run p[d..len) through the block automaton from st[d] / wr[d] (wrapped

@@ -125,6 +125,21 @@ def test_json_schemas_same_entries(case_id: str, schema: dict) -> None:
     assert_same_entries(cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3())
 
 
+def test_nullable_callees_compose() -> None:
+    """A state that calls a rule that may be empty (a string body shared by several values, a
+    nest of brackets) is composed from the callee's start and from the state it returns to,
+    where the empty callee leaves it at once; the entries are those of whole walks."""
+    vocab = _vocab(
+        Vocab([b"(", b")", b"()", b"(()", b"<", b">", b"<>", b"<(", b")>", b"[", b"]", b")]", b"x"], (), ())
+    )
+    g = cfgmask.Grammar.from_gbnf('root ::= "<" s ">" | "[" s "]"\ns ::= "(" s ")" s | ""')
+    assert assert_same_entries(g, vocab)["composed_entries"] >= 2
+    long = {"type": "string", "maxLength": 300}
+    schema = {"type": "object", "properties": {"a": long, "b": {**long, "type": ["string", "null"]}}}
+    stats = assert_same_entries(cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3())
+    assert stats["composed_entries"] > 0 and stats["chain_entries"] > 0, stats
+
+
 def test_json_keys_take_their_entries_from_the_key_loop() -> None:
     """An object open to other keys: the states inside a key that is a prefix of a listed one
     (``{"bil`` of ``billing_address``) take the entry of the state where any key goes (the

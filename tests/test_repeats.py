@@ -154,36 +154,51 @@ CHAIN_PIECES = (
 )
 
 
+# every rule kept apart: a count in a rule of its own has positions where that rule may end
+OUTLINED = {"inline_max_states": 0, "inline_shared_states": 0}
+
+
 @st.composite
-def counted(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
+def counted(draw: st.DrawFn) -> tuple[ir.Grammar, cfgmask.CompileLimits]:
     unit = UNITS[draw(st.sampled_from(sorted(UNITS)))]
     lo = draw(st.sampled_from((0, 0, 1, 3)))
     hi = lo + draw(st.integers(1, 30))
     budget = draw(st.sampled_from((2, 3, 8, 1024)))  # 1024: the whole count unrolled, one chain
-    shape = draw(st.sampled_from(("quote", "list", "nested", "tail")))
+    shape = draw(st.sampled_from(("quote", "list", "nested", "tail", "follow")))
+    outlined = draw(st.booleans())
+    limits = cfgmask.CompileLimits(unroll_budget=budget, **(OUTLINED if outlined else {}))
     if shape == "nested":  # a count of counts
-        body = rep(rep(unit, 1, draw(st.integers(2, 3))), lo, hi)
+        count = rep(rep(unit, 1, draw(st.integers(2, 3))), lo, hi)
     else:
-        body = rep(unit, lo, hi)
+        count = rep(unit, lo, hi)
+    rules = {"body": count} if outlined else {}
+    body = ref("body") if outlined else count
     if shape == "list":
-        return grammar(root=seq(lit('"'), body, lit('"'), rep(seq(lit(","), ref("root")), 0, 1))), budget
+        return grammar(
+            root=seq(lit('"'), body, lit('"'), rep(seq(lit(","), ref("root")), 0, 1)), **rules
+        ), limits
     if shape == "tail":  # nothing after the count: its last positions accept
-        return grammar(root=seq(lit('"'), body)), budget
-    return grammar(root=seq(lit('"'), body, lit('"'))), budget
+        return grammar(root=seq(lit('"'), body), **rules), limits
+    if shape == "follow":  # what may follow the count may go on inside it too
+        return grammar(root=seq(lit('"'), body, alt(lit("a"), lit('"'))), **rules), limits
+    return grammar(root=seq(lit('"'), body, lit('"')), **rules), limits
 
 
 @given(counted(), vocabularies(CHAIN_PIECES))
-def test_chain_entries_equal_plain_walks(case: tuple[ir.Grammar, int], v: Vocab) -> None:
-    g, budget = case
-    assert_chain_entries(g, _vocab(v), cfgmask.CompileLimits(unroll_budget=budget))
+def test_chain_entries_equal_plain_walks(case: tuple[ir.Grammar, cfgmask.CompileLimits], v: Vocab) -> None:
+    g, limits = case
+    assert_chain_entries(g, _vocab(v), limits)
 
 
 @given(counted(), vocabularies(CHAIN_PIECES), st.data())
-def test_chain_masks_equal_reference(case: tuple[ir.Grammar, int], v: Vocab, data: st.DataObject) -> None:
-    g, budget = case
+def test_chain_masks_equal_reference(
+    case: tuple[ir.Grammar, cfgmask.CompileLimits], v: Vocab, data: st.DataObject
+) -> None:
+    g, limits = case
     ref_m = ReferenceMatcher(g)
     vocab = _vocab(v)
-    m = cfgmask.Matcher(_compile(g, vocab, budget, wrap=256))
+    no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
+    m = cfgmask.Matcher(cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(**no_memo)))
     walk = data.draw(token_walks(ref_m, v, max_steps=12))
     prefix = b""
     for t in [*walk.token_ids, None]:
@@ -209,13 +224,50 @@ def test_small_vocabulary_chain_is_shared() -> None:
         'root ::= "<" [a-z\u00e9]{0,40} ">"',
         'root ::= [0-9a-f]{2,24} "." [0-9]{1,12}',
         'root ::= ("ab" | "c"){0,20} "!"',
+        'root ::= "<" [a-c]{30} ">"',  # an exact count, then the rule's end: no state past it in the chain
     ],
 )
 def test_gbnf_counts_chain_entries(text: str) -> None:
     pieces = [b"a", b"b", b"ab", b"abc", b"0", b"19", b"ff", b"<", b">", b"!", b".", b"c>"]
     vocab = _vocab(Vocab(pieces, (), ()))
     stats = assert_chain_entries(cfgmask.Grammar.from_gbnf(text), vocab)
-    assert stats["chain_entries"] > 0, stats
+    assert stats["chain_entries"] > (30 if "{30}" in text else 0), stats  # {30}: every position
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a count in a rule of its own (too big to copy into both callers): each of its positions
+        # may end the rule; what follows it cannot go on inside it
+        'root ::= "<" s ">" | "[" s "]"\ns ::= [a-z\u00e9]{0,100}',
+        'root ::= "<" s ">" | "[" s "]"\ns ::= [a-z]{3,100}',  # below the minimum it may not end
+        # what follows may go on inside: the positions walk as before (same entries either way)
+        'root ::= "<" s [a-c] | "[" s "]"\ns ::= [a-z]{0,100}',
+    ],
+    ids=["ends", "min", "follows"],
+)
+def test_gbnf_count_in_own_rule_chain_entries(text: str) -> None:
+    pieces = [
+        b"a",
+        b"b",
+        b"ab",
+        b"abc",
+        b"zz",
+        b"<",
+        b">",
+        b"[",
+        b"]",
+        b"c>",
+        b"a]",
+        b"\xc3",
+        b"\xa9",
+        b"\xc3\xa9a",
+    ]
+    vocab = _vocab(Vocab(pieces, (), ()))
+    g = cfgmask.Grammar.from_gbnf(text)
+    stats = assert_chain_entries(g, vocab)
+    if "[a-c]" not in text:
+        assert stats["chain_entries"] >= 100, stats
 
 
 def test_regex_count_chain_entries() -> None:
@@ -224,6 +276,8 @@ def test_regex_count_chain_entries() -> None:
     assert stats["chain_entries"] > 0, stats
 
 
+# two properties share the string rule of a long maxLength: its positions may end it
+SHARED_LONG = {"type": "string", "maxLength": 256}
 LLAMA_SCHEMAS = [
     ({"type": "string", "maxLength": 64}, True),
     ({"type": "string", "minLength": 12, "maxLength": 24}, True),  # positions below the minimum too
@@ -240,11 +294,19 @@ LLAMA_SCHEMAS = [
         },
         True,
     ),
+    (
+        {
+            "type": "object",
+            "properties": {"a": SHARED_LONG, "b": {**SHARED_LONG, "type": ["string", "null"]}},
+            "required": ["a"],
+        },
+        True,
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "min12", "full", "blocks", "object"]
+    ("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "min12", "full", "blocks", "object", "shared"]
 )
 def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> None:
     vocab = cfgmask.Vocabulary.llama3()
