@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstats.h"
 #include "fsm.h"
 #include "internal.h"
 
@@ -82,7 +83,12 @@ static bool literal_set(const session *s, const cm_component *c, const uint32_t 
 static int build_component(session *s, const cm_component *c, const uint32_t *roots, cm_dfa_out **dfas) {
     size_t budgets[] = {s->inline_max_states, 64, 0};
     int rc = CM_ERR_LIMIT;
-    if (literal_set(s, c, roots)) return cm_words_build(s->in, roots[0], s->bud, &dfas[0]);
+    if (literal_set(s, c, roots)) {
+        uint64_t t0 = cm_stats_now();
+        rc = cm_words_build(s->in, roots[0], s->bud, &dfas[0]);
+        cm_stats_add(CM_PH_WORDS, t0);
+        return rc;
+    }
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
         int prc = pick_usable(s, c, budgets[i]);
         if (prc) return prc;
@@ -116,6 +122,7 @@ static int do_component(session *s, const cm_component *c, cm_comp_dfa *out) {
     for (uint32_t i = 0; i < c->n_callees; i++)
         if (c->callees[i] >= s->in->n_names) return CM_ERR_ARG;
     if (!c->cached) {
+        cm_stats_name = c->members[0].name;
         uint32_t *roots = cm_balloc(s->bud, ((size_t)c->n_members + 1) * sizeof *roots, false, &rc);
         cm_dfa_out **dfas = cm_balloc(s->bud, ((size_t)c->n_members + 1) * sizeof *dfas, true, &rc);
         for (uint32_t i = 0; !rc && i < c->n_members; i++) roots[i] = c->members[i].root;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstats.h"
 #include "fsm.h"
 #include "internal.h"
 
@@ -365,6 +366,7 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     b.final = final;
     b.max_states = max_states;
     int rc = CM_OK;
+    uint64_t t0 = cm_stats_now(), t1;
     b.stamp = cm_balloc(budget, nfa->n_states * sizeof *b.stamp, true, &rc);
     init_classes(&b);
     if (!rc) rc = subset_construction(&b, start);
@@ -373,7 +375,12 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     cm_sparse_edges sp = b.sp;
     memset(&b.sp, 0, sizeof b.sp);
     builder_free(&b);
+    uint32_t n_dfa = d ? d->n_states : 0;
+    cm_stats_add(CM_PH_SUBSETS, t0);
+    t1 = cm_stats_now();
     if (!rc) rc = cm_fsm_minimize(d, &sp, budget);
+    cm_stats_add(CM_PH_MINIMIZE, t1);
+    if (cm_stats_on() && !rc) cm_stats_build(nfa->n_states, n_dfa, d->n_states, t1 - t0, cm_stats_now() - t1);
     cm_vec_free(&sp.off), cm_vec_free(&sp.cls), cm_vec_free(&sp.to);
     if (rc) {
         cm_dfa_release(budget, d);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cfgmask.h"
+#include "cstats.h"
 
 typedef struct { uint64_t w[4]; } bits256;
 
@@ -235,6 +236,7 @@ int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_n
     if (!f || !is_token || !out || !f->n_rules || f->rule_state[0] != 0 || f->rule_state[f->n_rules] != f->n_states)
         return CM_ERR_ARG;
     *out = NULL;
+    uint64_t t0 = cm_stats_now();
     cm_flat_derived *d = calloc(1, sizeof *d);
     if (!d) return CM_ERR_NOMEM;
     d->nullable = calloc((size_t)f->n_rules + 1, 1);
@@ -243,5 +245,6 @@ int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_n
     if (!rc && weights && n_weights >= f->n_states) rc = byte_classes(f, weights, d);
     if (rc) cm_flat_derived_free(d);
     else *out = d;
+    cm_stats_add(CM_PH_DERIVE, t0);
     return rc;
 }
