@@ -115,7 +115,7 @@ static int closure(builder *b) {
 }
 
 static int grow_table(builder *b) {
-    size_t n_states = b->off.n - 1, cap = b->hcap ? b->hcap * 2 : 1024;
+    size_t n_states = b->off.n - 1, cap = b->hcap ? b->hcap * 2 : 64;
     int rc = CM_OK;
     uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc);
     if (rc) return rc;
@@ -186,7 +186,7 @@ static void sort_unique(builder *b) {
  * are pairs[end[c - 1] .. end[c]) (from 0 for c = 0); *total: their number. */
 static int byte_targets(builder *b, size_t k, uint32_t end[257], size_t *total) {
     const cm_nfa_view *nfa = b->nfa;
-    memset(end, 0, 257 * sizeof *end);
+    memset(end, 0, ((size_t)b->n_classes + 1) * sizeof *end);
     *total = 0;
     for (uint32_t i = b->off.data[k]; i < b->off.data[k + 1]; i++) {
         uint32_t s = b->pool.data[i];
@@ -215,9 +215,46 @@ static bool same_as_prev(const builder *b) {
     return true;
 }
 
+/* The DFA state of the closure of NFA state t alone (or < 0: a status).  Most states of a
+ * Thompson NFA (inside literals, character classes and copied DFAs) have no epsilon edges:
+ * their closure is themselves. */
+static int64_t target_of(builder *b, uint32_t t) {
+    const cm_nfa_view *nfa = b->nfa;
+    b->tmp.n = 0;
+    int rc = cm_vec_push(&b->tmp, t);
+    if (!rc && nfa->eps_off[t] != nfa->eps_off[t + 1]) rc = closure(b);
+    return rc ? rc : intern(b);
+}
+
+/* byte_moves of a DFA state that is one NFA state x whose byte edges are ascending and
+ * disjoint (a copied DFA's, a literal's): class c goes to the closure of the one edge that
+ * covers it, without the counting sort.  The same moves, in the same order, as the general
+ * case; *done is false (nothing done) when x's edges overlap. */
+static int single_byte_moves(builder *b, uint32_t x, bool *done) {
+    const cm_nfa_view *nfa = b->nfa;
+    uint32_t e0 = nfa->byte_off[x], e1 = nfa->byte_off[x + 1];
+    *done = false;
+    for (uint32_t e = e0 + 1; e < e1; e++)
+        if (nfa->byte_lo[e] <= nfa->byte_hi[e - 1]) return CM_OK;
+    *done = true;
+    int rc = CM_OK;
+    for (uint32_t e = e0; !rc && e < e1; e++) {
+        int64_t t = target_of(b, nfa->byte_to[e]);
+        if (t < 0) return (int)t;
+        for (uint32_t c = b->cls[nfa->byte_lo[e]]; !rc && c <= b->cls[nfa->byte_hi[e]]; c++)
+            if (!(rc = cm_vec_push(&b->keys, c))) rc = cm_vec_push(&b->targets, (uint32_t)t);
+    }
+    return rc;
+}
+
 /* Byte moves of DFA state k into keys/targets (class, DFA state); consecutive classes
  * with the same seed set share one closure. */
 static int byte_moves(builder *b, size_t k) {
+    if (b->off.data[k + 1] - b->off.data[k] == 1) {
+        bool done;
+        int rc = single_byte_moves(b, b->pool.data[b->off.data[k]], &done);
+        if (rc || done) return rc;
+    }
     uint32_t end[257];
     size_t total;
     int rc = byte_targets(b, k, end, &total);
