@@ -287,37 +287,40 @@ static int hopcroft(refiner *r) {
 }
 
 /* d with one state per block (block ids are in first-appearance order, so the start
- * state stays 0), its arrays replaced. */
+ * state stays 0), in place: the first state s of block k moves to k <= s, rows in order. */
 static int collapse(cm_dfa_out *d, const uint32_t *block, uint32_t n_blocks, cm_budget *bud) {
-    uint32_t nc = d->n_classes, next = 0;
-    size_t n_lab = 0;
-    for (uint32_t s = 0; s < d->n_states; s++)
-        if (block[s] == next) n_lab += d->lab_off[s + 1] - d->lab_off[s], next++;
+    uint32_t nc = d->n_classes, n = d->n_states, next = 0;
+    for (uint32_t s = 0; s < n; s++)
+        if (block[s] == next) next++;
         else if (block[s] > next) return CM_ERR_ARG; /* ids must be in first-appearance order */
-    cm_dfa_out *o;
-    int rc = cm_dfa_alloc(bud, n_blocks, nc, n_lab, &o);
+    if (next != n_blocks) return CM_ERR_ARG;
+    int rc = CM_OK;
+    int32_t *map = cm_balloc(bud, ((size_t)n + 1) * sizeof *map, false, &rc); /* map[t + 1]: t's block */
     if (rc) return rc;
-    uint32_t nl = 0;
-    o->lab_off[0] = 0;
-    for (uint32_t s = 0, k = 0; s < d->n_states; s++) {
-        if (block[s] != k) continue; /* not the first state of its block */
-        o->accepting[k] = d->accepting[s];
-        for (uint32_t c = 0; c < nc; c++) {
-            int32_t t = d->trans[(size_t)s * nc + c];
-            o->trans[(size_t)k * nc + c] = t < 0 ? -1 : (int32_t)block[t];
+    map[0] = -1;
+    for (uint32_t t = 0; t < n; t++) map[t + 1] = (int32_t)block[t];
+    size_t before = cm_dfa_bytes(d);
+    uint32_t nl = 0, e0 = 0;
+    for (uint32_t s = 0, k = 0; s < n; s++) {
+        uint32_t e1 = d->lab_off[s + 1]; /* not yet overwritten: only lab_off[.. k] is */
+        if (block[s] == k) {
+            const int32_t *row = d->trans + (size_t)s * nc;
+            int32_t *out = d->trans + (size_t)k * nc;
+            for (uint32_t c = 0; c < nc; c++) out[c] = map[row[c] + 1];
+            d->accepting[k] = d->accepting[s];
+            for (uint32_t e = e0; e < e1; e++) {
+                d->lab[nl] = d->lab[e];
+                d->lab_to[nl++] = block[d->lab_to[e]];
+            }
+            d->lab_off[++k] = nl;
         }
-        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) {
-            o->lab[nl] = d->lab[e];
-            o->lab_to[nl++] = block[d->lab_to[e]];
-        }
-        o->lab_off[++k] = nl;
+        e0 = e1;
     }
-    cm_budget_release(bud, cm_dfa_bytes(d));
-    memcpy(o->class_lo, d->class_lo, sizeof o->class_lo);
-    cm_dfa_out tmp = *d;
-    *d = *o;
-    *o = tmp;
-    cm_dfa_out_free(o);
+    cm_bfree(bud, map);
+    d->n_states = n_blocks;
+    cm_budget_release(bud, before - cm_dfa_bytes(d));
+    int32_t *tr = realloc(d->trans, ((size_t)n_blocks * nc + 1) * sizeof *tr); /* shrink */
+    if (tr) d->trans = tr;
     return CM_OK;
 }
 
