@@ -324,144 +324,26 @@ static int collapse(cm_dfa_out *d, const uint32_t *block, uint32_t n_blocks, cm_
     return CM_OK;
 }
 
-/* ---- acyclic DFAs: registration bottom up (Revuz) --------------------------------
- * In a DFA without cycles (over byte and label edges) every state's successors can be
- * given their final class before it is: then s joins the class of an earlier state with
- * the same (accepting, byte classes -> successor classes, labels -> successor classes), or
- * starts one.  By induction on the longest path from s, that is the coarsest partition
- * Hopcroft refines to, in one pass over the edges instead of partition refinement. */
-
-typedef struct {
-    const cm_dfa_out *d;
-    const uint32_t *spo, *spc, *spt;     /* sparse byte edges (sp's arrays) */
-    uint32_t *block;                     /* [n] class of each registered state */
-} revuz;
-
-/* The k-th successor of s (byte edges, then label edges), or UINT32_MAX past the last. */
-static uint32_t succ(const revuz *z, uint32_t s, uint32_t k) {
-    uint32_t nb = z->spo[s + 1] - z->spo[s];
-    if (k < nb) return z->spt[z->spo[s] + k];
-    k -= nb;
-    return k < z->d->lab_off[s + 1] - z->d->lab_off[s] ? z->d->lab_to[z->d->lab_off[s] + k] : UINT32_MAX;
-}
-
-/* The states of z->d in post-order (successors first) into order[]; *acyclic false (order
- * unfinished) at the first cycle. */
-static int post_order(const revuz *z, cm_budget *bud, uint32_t *order, bool *acyclic) {
-    uint32_t n = z->d->n_states, n_out = 0;
+/* Minimize d in place: by registration over its SCCs (register.c) when its cycles are small,
+ * else Hopcroft.  The same partition either way, numbered in order of first appearance. */
+int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
+    if (!d->n_states) return CM_OK;
     int rc = CM_OK;
-    uint8_t *color = cm_balloc(bud, (size_t)n + 1, true, &rc); /* 0 new, 1 on the stack, 2 done */
-    uint32_t *st = cm_balloc(bud, ((size_t)n + 1) * sizeof *st, false, &rc);
-    uint32_t *it = cm_balloc(bud, ((size_t)n + 1) * sizeof *it, false, &rc);
-    *acyclic = true;
-    for (uint32_t r = 0; !rc && *acyclic && r < n; r++) {
-        if (color[r]) continue;
-        size_t top = 0;
-        st[top] = r, it[top++] = 0, color[r] = 1;
-        while (top) {
-            uint32_t s = st[top - 1], t = succ(z, s, it[top - 1]++);
-            if (t == UINT32_MAX) {
-                color[s] = 2, order[n_out++] = s, top--;
-            } else if (color[t] == 1) {
-                *acyclic = false;
-                break;
-            } else if (!color[t]) {
-                st[top] = t, it[top++] = 0, color[t] = 1;
-            }
-        }
-    }
-    cm_bfree(bud, color), cm_bfree(bud, st), cm_bfree(bud, it);
-    return rc;
-}
-
-static uint64_t revuz_hash(const revuz *z, uint32_t s) {
-    const cm_dfa_out *d = z->d;
-    uint64_t h = 1469598103934665603ULL ^ d->accepting[s];
-    for (uint32_t e = z->spo[s]; e < z->spo[s + 1]; e++)
-        h = (((h ^ z->spc[e]) * 1099511628211ULL) ^ z->block[z->spt[e]]) * 1099511628211ULL;
-    for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
-        h = (((h ^ (d->lab[e] | 1ULL << 40)) * 1099511628211ULL) ^ z->block[d->lab_to[e]]) * 1099511628211ULL;
-    return h ^ (h >> 29);
-}
-
-/* Same (accepting, byte classes -> classes, labels -> classes)?  Byte edges are in class
- * order and labels in value order (fsm.c), so the lists compare in place. */
-static bool revuz_same(const revuz *z, uint32_t s, uint32_t t) {
-    const cm_dfa_out *d = z->d;
-    uint32_t nb = z->spo[s + 1] - z->spo[s], nl = d->lab_off[s + 1] - d->lab_off[s];
-    if (d->accepting[s] != d->accepting[t] || nb != z->spo[t + 1] - z->spo[t]
-        || nl != d->lab_off[t + 1] - d->lab_off[t])
-        return false;
-    for (uint32_t i = 0; i < nb; i++) {
-        uint32_t a = z->spo[s] + i, b = z->spo[t] + i;
-        if (z->spc[a] != z->spc[b] || z->block[z->spt[a]] != z->block[z->spt[b]]) return false;
-    }
-    for (uint32_t i = 0; i < nl; i++) {
-        uint32_t a = d->lab_off[s] + i, b = d->lab_off[t] + i;
-        if (d->lab[a] != d->lab[b] || z->block[d->lab_to[a]] != z->block[d->lab_to[b]]) return false;
-    }
-    return true;
-}
-
-/* block[s] for every state of an acyclic DFA in post-order; *n_blocks classes, numbered
- * in order of registration. */
-static int register_states(revuz *z, const uint32_t *order, cm_budget *bud, uint32_t *n_blocks) {
-    uint32_t n = z->d->n_states;
-    size_t cap = 16;
-    while (cap < (size_t)n * 2) cap *= 2;
-    int rc = CM_OK;
-    uint32_t *tab = cm_balloc(bud, cap * sizeof *tab, true, &rc); /* representative + 1 */
-    *n_blocks = 0;
-    for (uint32_t i = 0; !rc && i < n; i++) {
-        uint32_t s = order[i];
-        for (size_t h = revuz_hash(z, s) & (cap - 1);; h = (h + 1) & (cap - 1)) {
-            if (!tab[h]) {
-                tab[h] = s + 1;
-                z->block[s] = (*n_blocks)++;
-                break;
-            }
-            if (revuz_same(z, s, tab[h] - 1)) {
-                z->block[s] = z->block[tab[h] - 1];
-                break;
-            }
-        }
-    }
-    cm_bfree(bud, tab);
-    return rc;
-}
-
-/* Minimal classes of d into block[] (first-appearance order) if d is acyclic; *done false
- * (block[] unspecified) if it has a cycle. */
-static int minimize_acyclic(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
-                            uint32_t *n_blocks, bool *done) {
-    revuz z = {d, sp->off.data, sp->cls.data, sp->to.data, block};
-    int rc = CM_OK;
-    uint32_t *order = cm_balloc(bud, ((size_t)d->n_states + 1) * sizeof *order, false, &rc);
-    if (!rc) rc = post_order(&z, bud, order, done);
-    if (!rc && *done) rc = register_states(&z, order, bud, n_blocks);
-    if (!rc && *done) { /* renumber in first-appearance order (the start state's class is 0) */
-        for (uint32_t b = 0; b < *n_blocks; b++) order[b] = UINT32_MAX;
-        uint32_t next = 0;
-        for (uint32_t s = 0; s < d->n_states; s++) {
+    uint32_t n_blocks = 0, *block = cm_balloc(bud, ((size_t)d->n_states + 1) * sizeof *block, false, &rc);
+    bool done = false;
+    if (!rc) rc = cm_fsm_register(d, sp, bud, block, &n_blocks, &done);
+    if (!rc && done) { /* renumber in order of first appearance (the start state's class is 0) */
+        uint32_t *order = cm_balloc(bud, ((size_t)n_blocks + 1) * sizeof *order, false, &rc), next = 0;
+        for (uint32_t b = 0; !rc && b < n_blocks; b++) order[b] = UINT32_MAX;
+        for (uint32_t s = 0; !rc && s < d->n_states; s++) {
             if (order[block[s]] == UINT32_MAX) order[block[s]] = next++;
             block[s] = order[block[s]];
         }
+        cm_bfree(bud, order);
+        if (!rc && n_blocks < d->n_states) rc = collapse(d, block, n_blocks, bud);
     }
-    cm_bfree(bud, order);
-    return rc;
-}
-
-int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
-    if (d->n_states) {
-        int rc = CM_OK;
-        uint32_t n_blocks = 0, *block = cm_balloc(bud, ((size_t)d->n_states + 1) * sizeof *block, false, &rc);
-        bool done = false;
-        if (!rc) rc = minimize_acyclic(d, sp, bud, block, &n_blocks, &done);
-        if (!rc && done && n_blocks < d->n_states) rc = collapse(d, block, n_blocks, bud);
-        cm_bfree(bud, block);
-        if (rc || done) return rc;
-    }
-    return minimize_hopcroft(d, sp, bud);
+    cm_bfree(bud, block);
+    return rc || done ? rc : minimize_hopcroft(d, sp, bud);
 }
 
 static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
