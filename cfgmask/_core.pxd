@@ -242,6 +242,7 @@ cdef extern from "cfgmask.h" nogil:
         uint64_t ns[9]
         uint64_t n_builds
         uint64_t nfa_states, dfa_states, min_states
+        uint64_t hopcroft_states
 
     ctypedef struct cm_build_rec:
         uint32_t name, nfa_states, dfa_states, min_states

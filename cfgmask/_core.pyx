@@ -941,7 +941,7 @@ def compile_stats_enable(bint on):
 
 def compile_stats(size_t max_recs=65536):
     """This thread's compile-time counters since the last call, reset: {"ns": {phase: ns},
-    "builds", "nfa_states", "dfa_states", "min_states", "records": [(name index, NFA states,
+    "builds", "nfa_states", "dfa_states", "min_states", "hopcroft_states", "records": [(name index, NFA states,
     DFA states, minimal states, subset ns, minimize ns)] per subset construction}."""
     cdef cm_compile_stats st
     cdef cm_build_rec *recs = <cm_build_rec *>malloc((max_recs + 1) * sizeof(cm_build_rec))
@@ -953,7 +953,7 @@ def compile_stats(size_t max_recs=65536):
         return {
             "ns": {name: st.ns[k] for k, name in enumerate(_PHASES)},
             "builds": st.n_builds, "nfa_states": st.nfa_states, "dfa_states": st.dfa_states,
-            "min_states": st.min_states,
+            "min_states": st.min_states, "hopcroft_states": st.hopcroft_states,
             "records": [(recs[i].name, recs[i].nfa_states, recs[i].dfa_states, recs[i].min_states,
                          recs[i].ns_subsets, recs[i].ns_minimize) for i in range(n)],
         }

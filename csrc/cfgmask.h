@@ -403,6 +403,7 @@ typedef struct cm_compile_stats {
     uint64_t ns[CM_PHASES];        /* CLOCK_MONOTONIC nanoseconds spent in each phase */
     uint64_t n_builds;             /* subset constructions */
     uint64_t nfa_states, dfa_states, min_states; /* their sums: NFA, DFA, minimal DFA */
+    uint64_t hopcroft_states;      /* DFA states minimized by Hopcroft (a cycle over 64 states) */
 } cm_compile_stats;
 
 /* One subset construction: the component's first member (name index) and its sizes. */

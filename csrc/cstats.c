@@ -48,6 +48,10 @@ void cm_stats_build(uint32_t nfa_states, uint32_t dfa_states, uint32_t min_state
     t_recs[t_n_recs++] = (cm_build_rec){cm_stats_name, nfa_states, dfa_states, min_states, ns_subsets, ns_minimize};
 }
 
+void cm_stats_hopcroft(uint32_t n_states) {
+    if (g_on) t_stats.hopcroft_states += n_states;
+}
+
 size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs) {
     size_t n = t_n_recs < max_recs ? t_n_recs : max_recs;
     if (out) *out = t_stats;

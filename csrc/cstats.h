@@ -14,6 +14,8 @@ int cm_stats_on(void);
 uint64_t cm_stats_now(void);
 /* Add the time since t0 (a cm_stats_now()) to phase. */
 void cm_stats_add(int phase, uint64_t t0);
+/* A DFA of n_states states left to Hopcroft. */
+void cm_stats_hopcroft(uint32_t n_states);
 /* One subset construction and minimization. */
 void cm_stats_build(uint32_t nfa_states, uint32_t dfa_states, uint32_t min_states, uint64_t ns_subsets,
                     uint64_t ns_minimize);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstats.h"
 #include "fsm.h"
 #include "internal.h"
 
@@ -343,7 +344,9 @@ int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
         if (!rc && n_blocks < d->n_states) rc = collapse(d, block, n_blocks, bud);
     }
     cm_bfree(bud, block);
-    return rc || done ? rc : minimize_hopcroft(d, sp, bud);
+    if (rc || done) return rc;
+    cm_stats_hopcroft(d->n_states);
+    return minimize_hopcroft(d, sp, bud);
 }
 
 static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
