@@ -23,7 +23,8 @@ typedef struct {
     uint32_t n_classes;
     uint32_t *stamp, gen;                 /* per NFA state */
     cm_vec32 pool, off;                   /* DFA state k = pool[off[k] .. off[k+1]) (sorted NFA states) */
-    uint32_t *htab;                       /* open addressing: DFA id + 1, 0 = empty */
+    uint32_t *htab;                       /* open addressing: DFA id + 1, 0 = empty (sets of 2 or more) */
+    uint32_t *single;                     /* per NFA state s: the DFA id + 1 of the set {s} (0: none) */
     size_t hcap;
     cm_vec32 stack, pairs, tmp, prev;     /* scratch */
     cm_vec32 keys, targets;               /* the moves of the state being expanded */
@@ -41,7 +42,8 @@ static void builder_free(builder *b) {
     for (size_t i = 0; builder_vec(b, i); i++) cm_vec_free(builder_vec(b, i));
     cm_bfree(b->bud, b->stamp);
     cm_bfree(b->bud, b->htab);
-    b->stamp = b->htab = NULL;
+    cm_bfree(b->bud, b->single);
+    b->stamp = b->htab = b->single = NULL;
 }
 
 static uint64_t hash_set(const uint32_t *p, size_t n) {
@@ -121,6 +123,7 @@ static int grow_table(builder *b) {
     if (rc) return rc;
     for (size_t k = 0; k < n_states; k++) {
         const uint32_t *p = b->pool.data + b->off.data[k];
+        if (b->off.data[k + 1] - b->off.data[k] == 1) continue; /* in single[] */
         size_t i = hash_set(p, b->off.data[k + 1] - b->off.data[k]) & (cap - 1);
         while (t[i]) i = (i + 1) & (cap - 1);
         t[i] = (uint32_t)k + 1;
@@ -135,6 +138,16 @@ static int grow_table(builder *b) {
 static int64_t intern(builder *b) {
     if (!b->tmp.n) return CM_ERR_ARG;
     size_t n_states = b->off.n - 1;
+    if (b->tmp.n == 1) { /* most sets: looked up by their state, not hashed */
+        uint32_t x = b->tmp.data[0];
+        if (b->single[x]) return b->single[x] - 1;
+        if (n_states >= b->max_states) return CM_ERR_LIMIT;
+        int rc = cm_vec_push(&b->pool, x);
+        if (!rc) rc = cm_vec_push(&b->off, (uint32_t)b->pool.n);
+        if (rc) return rc;
+        b->single[x] = (uint32_t)n_states + 1;
+        return (int64_t)n_states;
+    }
     int rc = (n_states + 1) * 2 > b->hcap ? grow_table(b) : CM_OK;
     if (rc) return rc;
     size_t i = hash_set(b->tmp.data, b->tmp.n) & (b->hcap - 1);
@@ -237,12 +250,13 @@ static int single_byte_moves(builder *b, uint32_t x, bool *done) {
     for (uint32_t e = e0 + 1; e < e1; e++)
         if (nfa->byte_lo[e] <= nfa->byte_hi[e - 1]) return CM_OK;
     *done = true;
-    int rc = CM_OK;
+    int rc = cm_vec_reserve(&b->keys, b->n_classes);
+    if (!rc) rc = cm_vec_reserve(&b->targets, b->n_classes);
     for (uint32_t e = e0; !rc && e < e1; e++) {
         int64_t t = target_of(b, nfa->byte_to[e]);
         if (t < 0) return (int)t;
-        for (uint32_t c = b->cls[nfa->byte_lo[e]]; !rc && c <= b->cls[nfa->byte_hi[e]]; c++)
-            if (!(rc = cm_vec_push(&b->keys, c))) rc = cm_vec_push(&b->targets, (uint32_t)t);
+        for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++) /* disjoint: <= n_classes */
+            b->keys.data[b->keys.n] = c, b->targets.data[b->targets.n++] = (uint32_t)t, b->keys.n++;
     }
     return rc;
 }
@@ -319,9 +333,17 @@ static int expand(builder *b, size_t k) {
         memset(b->trans.data + b->trans.n, 0xFF, nc * sizeof *b->trans.data);
         b->trans.n += nc;
     }
-    for (size_t i = 0; !rc && i < b->keys.n; i++) {
-        b->trans.data[k * nc + b->keys.data[i]] = b->targets.data[i];
-        if (!(rc = cm_vec_push(&b->sp.cls, b->keys.data[i]))) rc = cm_vec_push(&b->sp.to, b->targets.data[i]);
+    size_t m = b->keys.n;
+    if (!rc) rc = cm_vec_reserve(&b->sp.cls, b->sp.cls.n + m);
+    if (!rc) rc = cm_vec_reserve(&b->sp.to, b->sp.to.n + m);
+    if (!rc && m) { /* the row and the sparse edges, room reserved */
+        uint32_t *row = b->trans.data + k * nc, *cls = b->sp.cls.data + b->sp.cls.n, *to = b->sp.to.data + b->sp.to.n;
+        for (size_t i = 0; i < m; i++) {
+            row[b->keys.data[i]] = b->targets.data[i];
+            cls[i] = b->keys.data[i];
+            to[i] = b->targets.data[i];
+        }
+        b->sp.cls.n += m, b->sp.to.n += m;
     }
     if (!rc) rc = cm_vec_push(&b->sp.off, (uint32_t)b->sp.cls.n);
     b->keys.n = b->targets.n = 0;
@@ -405,6 +427,7 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     int rc = CM_OK;
     uint64_t t0 = cm_stats_now(), t1;
     b.stamp = cm_balloc(budget, nfa->n_states * sizeof *b.stamp, true, &rc);
+    b.single = cm_balloc(budget, nfa->n_states * sizeof *b.single, true, &rc);
     init_classes(&b);
     if (!rc) rc = subset_construction(&b, start);
     cm_dfa_out *d = NULL;

@@ -67,8 +67,8 @@ static bool skeleton_same(const reg *r, uint32_t s, uint32_t t) {
     if (d->accepting[s] != d->accepting[t] || nb != r->spo[t + 1] - r->spo[t]
         || nl != d->lab_off[t + 1] - d->lab_off[t])
         return false;
-    return !memcmp(r->spc + r->spo[s], r->spc + r->spo[t], nb * sizeof *r->spc)
-           && !memcmp(d->lab + d->lab_off[s], d->lab + d->lab_off[t], nl * sizeof *d->lab);
+    return (!nb || !memcmp(r->spc + r->spo[s], r->spc + r->spo[t], nb * sizeof *r->spc)) /* spc NULL: no edges */
+           && (!nl || !memcmp(d->lab + d->lab_off[s], d->lab + d->lab_off[t], nl * sizeof *d->lab));
 }
 
 /* The skeleton and the classes of s's successors (all final). */
