@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 import cfgmask
-from cfgmask import _core
 from benchmarks.bench_compile import CORPUS, clear, pct
+from cfgmask import _core
 
 
 def corpus() -> list[tuple[str, cfgmask.Grammar]]:
@@ -64,17 +64,24 @@ def main() -> None:
     print(f"{'phase':12s} {'p50':>8s} {'p90':>8s} {'p99':>8s} {'max':>8s} {'sum':>8s}")
     for ph in [*phases, "total"]:
         xs = [(st["total"] if ph == "total" else st["ns"][ph]) / 1e6 for _, st in rows]
-        print(f"{ph:12s} {pct(xs, .5):8.3f} {pct(xs, .9):8.3f} {pct(xs, .99):8.3f} {max(xs):8.3f} {sum(xs):8.1f}")
+        cols = (pct(xs, 0.5), pct(xs, 0.9), pct(xs, 0.99), max(xs))
+        print(f"{ph:12s} " + " ".join(f"{x:8.3f}" for x in cols) + f" {sum(xs):8.1f}")
     for name, st in sorted(rows, key=lambda r: -r[1]["total"])[: args.top]:
         parts = "  ".join(f"{ph} {st['ns'][ph] / 1e6:.2f}" for ph in phases if st["ns"][ph] >= 5e4)
         print(f"\n{name}: {st['total'] / 1e6:.2f} ms  ({parts})")
-        print(f"  {st['builds']} subset constructions: NFA {st['nfa_states']} -> DFA {st['dfa_states']}"
-              f" -> minimal {st['min_states']} states")
+        print(
+            f"  {st['builds']} subset constructions: NFA {st['nfa_states']} -> DFA {st['dfa_states']}"
+            f" -> minimal {st['min_states']} states"
+        )
         for rec in sorted(st["records"], key=lambda r: -(r[4] + r[5]))[:5]:
-            print(f"  name {rec[0]}: {rec[1]} -> {rec[2]} -> {rec[3]} states,"
-                  f" subsets {rec[4] / 1e6:.2f} ms, minimize {rec[5] / 1e6:.2f} ms")
+            print(
+                f"  name {rec[0]}: {rec[1]} -> {rec[2]} -> {rec[3]} states,"
+                f" subsets {rec[4] / 1e6:.2f} ms, minimize {rec[5] / 1e6:.2f} ms"
+            )
     if args.out:
-        args.out.write_text(json.dumps({n: {k: v for k, v in st.items() if k != "records"} for n, st in rows}))
+        args.out.write_text(
+            json.dumps({n: {k: v for k, v in st.items() if k != "records"} for n, st in rows})
+        )
 
 
 if __name__ == "__main__":

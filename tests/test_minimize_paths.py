@@ -52,9 +52,15 @@ def _check(e: ir.Expr) -> int:
 CASES = {
     "acyclic, shared suffixes": alt(lit("abcx"), lit("bbcx"), lit("cbcx"), lit("abd")),
     "self-loop": seq(lit("a"), star(lit("b")), lit("c")),
-    "two equal loops merge": alt(seq(lit("a"), star(lit("bc")), lit("d")), seq(lit("e"), star(lit("bc")), lit("d"))),
-    "equal loops, different exits": alt(seq(lit("a"), star(lit("bc")), lit("d")), seq(lit("e"), star(lit("bc")), lit("f"))),
-    "unrolled copy equals the loop": alt(seq(lit("x"), lit("a"), star(lit("a"))), seq(lit("y"), star(lit("a")))),
+    "two equal loops merge": alt(
+        seq(lit("a"), star(lit("bc")), lit("d")), seq(lit("e"), star(lit("bc")), lit("d"))
+    ),
+    "equal loops, different exits": alt(
+        seq(lit("a"), star(lit("bc")), lit("d")), seq(lit("e"), star(lit("bc")), lit("f"))
+    ),
+    "unrolled copy equals the loop": alt(
+        seq(lit("x"), lit("a"), star(lit("a"))), seq(lit("y"), star(lit("a")))
+    ),
     "loop equal to acyclic only at its exit": alt(seq(lit("p"), star(lit("ab")), lit("z")), lit("qabz")),
     "nested loops": star(seq(lit("a"), star(lit("b")), lit("c"))),
     "loop with inner redundancy": star(alt(lit("ab"), lit("cb"))),
