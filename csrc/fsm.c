@@ -413,6 +413,21 @@ static int take_dfa(builder *b, cm_dfa_out **out) {
     return CM_OK;
 }
 
+/* Room for as many DFA states as the NFA has states (up to RESERVE_STATES; most DFAs are
+ * about that size), so the arrays are not grown a doubling at a time. */
+#define RESERVE_STATES 4096
+static int reserve_guess(builder *b) {
+    size_t n = b->nfa->n_states < RESERVE_STATES ? b->nfa->n_states : RESERVE_STATES;
+    int rc = cm_vec_reserve(&b->pool, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->off, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->sp.off, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->lab_off, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->trans, n * b->n_classes);
+    if (!rc) rc = cm_vec_reserve(&b->sp.cls, 2 * n);
+    if (!rc) rc = cm_vec_reserve(&b->sp.to, 2 * n);
+    return rc;
+}
+
 int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, cm_budget *budget,
                  cm_dfa_out **out) {
     if (!nfa || !out || start >= nfa->n_states || final >= nfa->n_states) return CM_ERR_ARG;
@@ -429,6 +444,7 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     b.stamp = cm_balloc(budget, nfa->n_states * sizeof *b.stamp, true, &rc);
     b.single = cm_balloc(budget, nfa->n_states * sizeof *b.single, true, &rc);
     init_classes(&b);
+    if (!rc) rc = reserve_guess(&b);
     if (!rc) rc = subset_construction(&b, start);
     cm_dfa_out *d = NULL;
     if (!rc) rc = take_dfa(&b, &d);
