@@ -4,7 +4,7 @@
 
 #include "cfgmask.h"
 
-#define CM_STATS_MAX_RECS ((size_t)1 << 20)
+#define CM_STATS_MAX_RECS ((size_t)1 << 16) /* per thread between takes; later builds are counted, not listed */
 
 /* The first member's name index of the component being built (UINT32_MAX: none). */
 extern _Thread_local uint32_t cm_stats_name;
