@@ -61,30 +61,6 @@ static int validate_lookahead(const cm_tables *t) {
     return CM_OK;
 }
 
-/* Every transition stays inside its state's rule.  When the states are in rule order (as the
- * compiler lays them out), a rule's states are one run [lo, hi) and a target is checked against
- * it, not looked up: big grammars have millions of transitions. */
-static int validate_trans(const cm_tables *t) {
-    uint32_t ns = t->n_states, nc = t->n_classes;
-    bool sorted = true;
-    for (uint32_t s = 1; sorted && s < ns; s++) sorted = t->state_rule[s] >= t->state_rule[s - 1];
-    for (uint32_t lo = 0, hi; lo < ns; lo = hi) {
-        uint32_t r = t->state_rule[lo];
-        if (r >= t->n_rules) return CM_ERR_ARG;
-        for (hi = lo + 1; sorted && hi < ns && t->state_rule[hi] == r; hi++) {}
-        for (uint32_t s = lo; s < hi; s++) {
-            if (t->ref_off[s + 1] < t->ref_off[s]) return CM_ERR_ARG;
-            const int32_t *row = t->trans + (size_t)s * nc;
-            for (uint32_t c = 0; c < nc; c++) {
-                int32_t n = row[c];
-                if (n < -1 || n >= (int64_t)ns) return CM_ERR_ARG;
-                if (n >= 0 && (sorted ? (uint32_t)n < lo || (uint32_t)n >= hi : t->state_rule[n] != r)) return CM_ERR_ARG;
-            }
-        }
-    }
-    return CM_OK;
-}
-
 static int validate(const cm_tables *t) {
     if (!t->n_states || !t->n_rules || !t->n_classes || t->n_classes > 256 || t->start_rule >= t->n_rules)
         return CM_ERR_ARG;
@@ -95,15 +71,21 @@ static int validate(const cm_tables *t) {
     for (int b = 0; b < 256; b++)
         if (t->byte_class[b] >= t->n_classes) return CM_ERR_ARG;
     if (t->ref_off[0] != 0) return CM_ERR_ARG;
-    int rc = validate_trans(t);
-    if (rc) return rc;
+    for (uint32_t s = 0; s < t->n_states; s++) {
+        if (t->state_rule[s] >= t->n_rules || t->ref_off[s + 1] < t->ref_off[s]) return CM_ERR_ARG;
+        for (uint32_t c = 0; c < t->n_classes; c++) {
+            int32_t n = t->trans[(size_t)s * t->n_classes + c];
+            if (n < -1 || n >= (int64_t)t->n_states) return CM_ERR_ARG;
+            if (n >= 0 && t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
+        }
+    }
     uint32_t n_refs = t->ref_off[t->n_states];
     if (n_refs && (!t->ref_rule || !t->ref_target)) return CM_ERR_ARG;
     for (uint32_t e = 0; e < n_refs; e++)
         if (t->ref_rule[e] >= t->n_rules || t->ref_target[e] >= t->n_states) return CM_ERR_ARG;
     for (uint32_t r = 0; r < t->n_rules; r++)
         if (t->rule_start[r] >= t->n_states || t->state_rule[t->rule_start[r]] != r) return CM_ERR_ARG;
-    rc = validate_lookahead(t);
+    int rc = validate_lookahead(t);
     return rc ? rc : validate_tokens(t);
 }
 
@@ -204,30 +186,17 @@ static int derive(cm_grammar *g) {
     memset(g->rule_block, 1, t->n_rules);
     uint32_t class_bytes[256 * 8] = {0};  /* the bytes of each class */
     for (int b = 0; b < 256; b++) class_bytes[t->byte_class[b] * 8 + (b >> 5)] |= 1u << (b & 31);
-    uint64_t prev[4] = {0}; /* the classes the previous state defines (neighbours often agree) */
-    for (uint32_t s = 0; s < t->n_states; s++) {
-        uint64_t def[4] = {0};
-        const int32_t *row = t->trans + (size_t)s * t->n_classes;
-        for (uint32_t c = 0; c < t->n_classes; c++) def[c >> 6] |= (uint64_t)(row[c] >= 0) << (c & 63);
-        uint32_t *nb = g->next_bytes + (size_t)s * 8;
-        g->has_bytes[s] = (def[0] | def[1] | def[2] | def[3]) != 0;
-        if (s && !memcmp(def, prev, sizeof def)) {
-            memcpy(nb, nb - 8, 8 * sizeof *nb);
-        } else {
-            for (int k = 0; k < 4; k++)
-                for (uint64_t m = def[k]; m; m &= m - 1) {
-                    const uint32_t *cb = class_bytes + (size_t)(64 * k + __builtin_ctzll(m)) * 8;
-                    for (int w = 0; w < 8; w++) nb[w] |= cb[w];
-                }
-            memcpy(prev, def, sizeof def);
-        }
-    }
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
         g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
         g->solo[s] = t->ref_off[s] == t->ref_off[s + 1] && t->tok_off[s] == t->tok_off[s + 1];
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
+        for (uint32_t c = 0; c < t->n_classes; c++) {
+            if (t->trans[(size_t)s * t->n_classes + c] < 0) continue;
+            g->has_bytes[s] = 1;
+            for (int w = 0; w < 8; w++) g->next_bytes[(size_t)s * 8 + w] |= class_bytes[c * 8 + w];
+        }
     }
     for (uint32_t s = 0; s < t->n_states; s++)  /* see wrap.c */
         if (!g->solo[s] || (t->accepting[s] && g->has_bytes[s])) g->rule_block[t->state_rule[s]] = 0;

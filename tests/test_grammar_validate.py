@@ -1,8 +1,8 @@
-"""cm_grammar_new (csrc/grammar.c) checks the tables it is given: a transition must stay in
-its state's rule.  It checks that two ways: against each rule's run of states when the
-states are in rule order (as the compiler lays them out), else state by state.  Both are
-exercised here: the compiled tables, the same tables with the rules renumbered so that
-the states are out of rule order (still valid: same masks), and broken copies of each."""
+"""cm_grammar_new (csrc/grammar.c) checks the tables it is given: targets in range, every
+transition inside its state's rule, rule numbers in range.  Checked on the compiled tables
+(states in rule order, the compiler's layout), on the same tables with the rules renumbered so
+that the states are out of rule order (still valid: the same masks), and on broken copies of
+each."""
 
 from __future__ import annotations
 
