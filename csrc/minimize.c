@@ -1,8 +1,10 @@
-/* DFA minimization: Hopcroft's partition refinement (block worklist, smaller half),
- * the same coarsest partition as Moore's rounds (cfgmask/fsm.py minimize, the
- * reference).  Initial blocks are (accepting, defined symbols), a missing transition
- * being one into a sink of its own, and blocks are split by the predecessors of
- * splitter blocks.  Symbols: byte classes 0 .. nc - 1, then the distinct labels. */
+/* DFA minimization: the coarsest partition, the same as Moore's rounds (tests/reference_fsm.py
+ * minimize, the reference), found by registration over strongly connected components
+ * (register.c) when every cycle is small, else by Hopcroft's partition refinement (block
+ * worklist, smaller half): initial blocks are (accepting, defined symbols), a missing
+ * transition being one into a sink of its own, and blocks are split by the predecessors of
+ * splitter blocks.  Symbols: byte classes 0 .. nc - 1, then the distinct labels.  Either way
+ * the blocks are numbered by first appearance (the start state's is 0) and collapsed in place. */
 #include <stdlib.h>
 #include <string.h>
 
