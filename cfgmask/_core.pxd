@@ -226,6 +226,31 @@ cdef extern from "cfgmask.h" nogil:
                        const int64_t *weights, size_t n_weights, cm_flat_derived **out)
     void cm_flat_derived_free(cm_flat_derived *d)
 
+    enum:
+        CM_PH_THOMPSON
+        CM_PH_SUBSETS
+        CM_PH_MINIMIZE
+        CM_PH_WORDS
+        CM_PH_PRODUCTIVE
+        CM_PH_TRIM
+        CM_PH_FLATTEN
+        CM_PH_DERIVE
+        CM_PH_GRAMMAR
+        CM_PHASES
+
+    ctypedef struct cm_compile_stats:
+        uint64_t ns[9]
+        uint64_t n_builds
+        uint64_t nfa_states, dfa_states, min_states
+        uint64_t hopcroft_states
+
+    ctypedef struct cm_build_rec:
+        uint32_t name, nfa_states, dfa_states, min_states
+        uint64_t ns_subsets, ns_minimize
+
+    void cm_compile_stats_enable(int on)
+    size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs)
+
     ctypedef struct cm_logits_view:
         uint8_t *base
         size_t n_rows

@@ -928,3 +928,39 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
         cm_flat_derived_free(d)
         cm_flat_rules_free(f)
         free(fr)
+
+
+_PHASES = ("thompson", "subsets", "minimize", "words", "productive", "trim", "flatten", "derive", "grammar")
+
+
+def compile_stats_enable(bint on):
+    """Turn the C core's compile-time counters on or off for the process (csrc/cstats.c;
+    also on when the environment has CFGMASK_COMPILE_STATS=1 at import)."""
+    cm_compile_stats_enable(1 if on else 0)
+
+
+def compile_stats(size_t max_recs=65536):
+    """This thread's compile-time counters since the last call, reset: {"ns": {phase: ns},
+    "builds", "nfa_states", "dfa_states", "min_states", "hopcroft_states", "records": [(name index, NFA states,
+    DFA states, minimal states, subset ns, minimize ns)] per subset construction}."""
+    cdef cm_compile_stats st
+    cdef cm_build_rec *recs = <cm_build_rec *>malloc((max_recs + 1) * sizeof(cm_build_rec))
+    cdef size_t n, i
+    if recs == NULL:
+        raise MemoryError()
+    try:
+        n = cm_compile_stats_take(&st, recs, max_recs)
+        return {
+            "ns": {name: st.ns[k] for k, name in enumerate(_PHASES)},
+            "builds": st.n_builds, "nfa_states": st.nfa_states, "dfa_states": st.dfa_states,
+            "min_states": st.min_states, "hopcroft_states": st.hopcroft_states,
+            "records": [(recs[i].name, recs[i].nfa_states, recs[i].dfa_states, recs[i].min_states,
+                         recs[i].ns_subsets, recs[i].ns_minimize) for i in range(n)],
+        }
+    finally:
+        free(recs)
+
+
+import os as _os
+if _os.environ.get("CFGMASK_COMPILE_STATS") == "1":
+    cm_compile_stats_enable(1)

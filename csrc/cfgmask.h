@@ -393,6 +393,31 @@ int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_n
                    size_t n_weights, cm_flat_derived **out);
 void cm_flat_derived_free(cm_flat_derived *d);
 
+/* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */
+
+/* Phases of the C half of a compile, timed while the counters are on. */
+enum { CM_PH_THOMPSON = 0, CM_PH_SUBSETS = 1, CM_PH_MINIMIZE = 2, CM_PH_WORDS = 3, CM_PH_PRODUCTIVE = 4,
+       CM_PH_TRIM = 5, CM_PH_FLATTEN = 6, CM_PH_DERIVE = 7, CM_PH_GRAMMAR = 8, CM_PHASES = 9 };
+
+typedef struct cm_compile_stats {
+    uint64_t ns[CM_PHASES];        /* CLOCK_MONOTONIC nanoseconds spent in each phase */
+    uint64_t n_builds;             /* subset constructions */
+    uint64_t nfa_states, dfa_states, min_states; /* their sums: NFA, DFA, minimal DFA */
+    uint64_t hopcroft_states;      /* DFA states minimized by Hopcroft (a cycle over 64 states) */
+} cm_compile_stats;
+
+/* One subset construction: the component's first member (name index) and its sizes. */
+typedef struct cm_build_rec {
+    uint32_t name, nfa_states, dfa_states, min_states;
+    uint64_t ns_subsets, ns_minimize;
+} cm_build_rec;
+
+/* Counters on or off for the whole process (set it before compiling; off by default). */
+void cm_compile_stats_enable(int on);
+/* This thread's counters since the last take, and up to max_recs of its build records
+ * (returns how many); both are reset. */
+size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs);
+
 /* ---- applying a bitmask to logits (apply.c) ----------------------------------- */
 
 /* Logits: logit i of row r at base + r * row_stride + i * col_stride (bytes; multiples of

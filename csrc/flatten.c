@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstats.h"
 #include "fsm.h"
 #include "internal.h"
 
@@ -205,16 +206,22 @@ int cm_compile_finish(const cm_ir_input *in, const cm_ir_frag *rules, const uint
     if (!in || !in->label || !rules || !is_token || !out || start >= in->n_names) return CM_ERR_ARG;
     *out = NULL;
     finisher f = {.in = in, .is_token = is_token, .bud = budget, .order = {.bud = budget}};
+    uint64_t t0 = cm_stats_now();
     int rc = finisher_init(&f, rules);
     if (!rc) rc = runtime_rules(&f, rules, start);
     if (!rc) rc = productive(&f, rules);
+    cm_stats_add(CM_PH_PRODUCTIVE, t0);
     if (!rc && !f.prod[start]) { /* the language is empty */
         *out = calloc(1, sizeof **out);
         rc = *out ? CM_OK : CM_ERR_NOMEM;
     } else if (!rc) {
+        t0 = cm_stats_now();
         rc = trim_all(&f, rules);
         if (!rc) rc = runtime_rules(&f, f.trimmed, start);
+        cm_stats_add(CM_PH_TRIM, t0);
+        t0 = cm_stats_now();
         if (!rc) rc = flatten(&f, out);
+        cm_stats_add(CM_PH_FLATTEN, t0);
     }
     finisher_free(&f);
     return rc;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstats.h"
 #include "fsm.h"
 #include "internal.h"
 
@@ -22,7 +23,8 @@ typedef struct {
     uint32_t n_classes;
     uint32_t *stamp, gen;                 /* per NFA state */
     cm_vec32 pool, off;                   /* DFA state k = pool[off[k] .. off[k+1]) (sorted NFA states) */
-    uint32_t *htab;                       /* open addressing: DFA id + 1, 0 = empty */
+    uint32_t *htab;                       /* open addressing: DFA id + 1, 0 = empty (sets of 2 or more) */
+    uint32_t *single;                     /* per NFA state s: the DFA id + 1 of the set {s} (0: none) */
     size_t hcap;
     cm_vec32 stack, pairs, tmp, prev;     /* scratch */
     cm_vec32 keys, targets;               /* the moves of the state being expanded */
@@ -40,7 +42,8 @@ static void builder_free(builder *b) {
     for (size_t i = 0; builder_vec(b, i); i++) cm_vec_free(builder_vec(b, i));
     cm_bfree(b->bud, b->stamp);
     cm_bfree(b->bud, b->htab);
-    b->stamp = b->htab = NULL;
+    cm_bfree(b->bud, b->single);
+    b->stamp = b->htab = b->single = NULL;
 }
 
 static uint64_t hash_set(const uint32_t *p, size_t n) {
@@ -114,12 +117,13 @@ static int closure(builder *b) {
 }
 
 static int grow_table(builder *b) {
-    size_t n_states = b->off.n - 1, cap = b->hcap ? b->hcap * 2 : 1024;
+    size_t n_states = b->off.n - 1, cap = b->hcap ? b->hcap * 2 : 64;
     int rc = CM_OK;
     uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc);
     if (rc) return rc;
     for (size_t k = 0; k < n_states; k++) {
         const uint32_t *p = b->pool.data + b->off.data[k];
+        if (b->off.data[k + 1] - b->off.data[k] == 1) continue; /* in single[] */
         size_t i = hash_set(p, b->off.data[k + 1] - b->off.data[k]) & (cap - 1);
         while (t[i]) i = (i + 1) & (cap - 1);
         t[i] = (uint32_t)k + 1;
@@ -134,6 +138,16 @@ static int grow_table(builder *b) {
 static int64_t intern(builder *b) {
     if (!b->tmp.n) return CM_ERR_ARG;
     size_t n_states = b->off.n - 1;
+    if (b->tmp.n == 1) { /* most sets: looked up by their state, not hashed */
+        uint32_t x = b->tmp.data[0];
+        if (b->single[x]) return b->single[x] - 1;
+        if (n_states >= b->max_states) return CM_ERR_LIMIT;
+        int rc = cm_vec_push(&b->pool, x);
+        if (!rc) rc = cm_vec_push(&b->off, (uint32_t)b->pool.n);
+        if (rc) return rc;
+        b->single[x] = (uint32_t)n_states + 1;
+        return (int64_t)n_states;
+    }
     int rc = (n_states + 1) * 2 > b->hcap ? grow_table(b) : CM_OK;
     if (rc) return rc;
     size_t i = hash_set(b->tmp.data, b->tmp.n) & (b->hcap - 1);
@@ -185,7 +199,7 @@ static void sort_unique(builder *b) {
  * are pairs[end[c - 1] .. end[c]) (from 0 for c = 0); *total: their number. */
 static int byte_targets(builder *b, size_t k, uint32_t end[257], size_t *total) {
     const cm_nfa_view *nfa = b->nfa;
-    memset(end, 0, 257 * sizeof *end);
+    memset(end, 0, ((size_t)b->n_classes + 1) * sizeof *end);
     *total = 0;
     for (uint32_t i = b->off.data[k]; i < b->off.data[k + 1]; i++) {
         uint32_t s = b->pool.data[i];
@@ -214,9 +228,47 @@ static bool same_as_prev(const builder *b) {
     return true;
 }
 
+/* The DFA state of the closure of NFA state t alone (or < 0: a status).  Most states of a
+ * Thompson NFA (inside literals, character classes and copied DFAs) have no epsilon edges:
+ * their closure is themselves. */
+static int64_t target_of(builder *b, uint32_t t) {
+    const cm_nfa_view *nfa = b->nfa;
+    b->tmp.n = 0;
+    int rc = cm_vec_push(&b->tmp, t);
+    if (!rc && nfa->eps_off[t] != nfa->eps_off[t + 1]) rc = closure(b);
+    return rc ? rc : intern(b);
+}
+
+/* byte_moves of a DFA state that is one NFA state x whose byte edges are ascending and
+ * disjoint (a copied DFA's, a literal's): class c goes to the closure of the one edge that
+ * covers it, without the counting sort.  The same moves, in the same order, as the general
+ * case; *done is false (nothing done) when x's edges overlap. */
+static int single_byte_moves(builder *b, uint32_t x, bool *done) {
+    const cm_nfa_view *nfa = b->nfa;
+    uint32_t e0 = nfa->byte_off[x], e1 = nfa->byte_off[x + 1];
+    *done = false;
+    for (uint32_t e = e0 + 1; e < e1; e++)
+        if (nfa->byte_lo[e] <= nfa->byte_hi[e - 1]) return CM_OK;
+    *done = true;
+    int rc = cm_vec_reserve(&b->keys, b->n_classes);
+    if (!rc) rc = cm_vec_reserve(&b->targets, b->n_classes);
+    for (uint32_t e = e0; !rc && e < e1; e++) {
+        int64_t t = target_of(b, nfa->byte_to[e]);
+        if (t < 0) return (int)t;
+        for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++) /* disjoint: <= n_classes */
+            b->keys.data[b->keys.n] = c, b->targets.data[b->targets.n++] = (uint32_t)t, b->keys.n++;
+    }
+    return rc;
+}
+
 /* Byte moves of DFA state k into keys/targets (class, DFA state); consecutive classes
  * with the same seed set share one closure. */
 static int byte_moves(builder *b, size_t k) {
+    if (b->off.data[k + 1] - b->off.data[k] == 1) {
+        bool done;
+        int rc = single_byte_moves(b, b->pool.data[b->off.data[k]], &done);
+        if (rc || done) return rc;
+    }
     uint32_t end[257];
     size_t total;
     int rc = byte_targets(b, k, end, &total);
@@ -281,9 +333,17 @@ static int expand(builder *b, size_t k) {
         memset(b->trans.data + b->trans.n, 0xFF, nc * sizeof *b->trans.data);
         b->trans.n += nc;
     }
-    for (size_t i = 0; !rc && i < b->keys.n; i++) {
-        b->trans.data[k * nc + b->keys.data[i]] = b->targets.data[i];
-        if (!(rc = cm_vec_push(&b->sp.cls, b->keys.data[i]))) rc = cm_vec_push(&b->sp.to, b->targets.data[i]);
+    size_t m = b->keys.n;
+    if (!rc) rc = cm_vec_reserve(&b->sp.cls, b->sp.cls.n + m);
+    if (!rc) rc = cm_vec_reserve(&b->sp.to, b->sp.to.n + m);
+    if (!rc && m) { /* the row and the sparse edges, room reserved */
+        uint32_t *row = b->trans.data + k * nc, *cls = b->sp.cls.data + b->sp.cls.n, *to = b->sp.to.data + b->sp.to.n;
+        for (size_t i = 0; i < m; i++) {
+            row[b->keys.data[i]] = b->targets.data[i];
+            cls[i] = b->keys.data[i];
+            to[i] = b->targets.data[i];
+        }
+        b->sp.cls.n += m, b->sp.to.n += m;
     }
     if (!rc) rc = cm_vec_push(&b->sp.off, (uint32_t)b->sp.cls.n);
     b->keys.n = b->targets.n = 0;
@@ -353,6 +413,21 @@ static int take_dfa(builder *b, cm_dfa_out **out) {
     return CM_OK;
 }
 
+/* Room for as many DFA states as the NFA has states (up to RESERVE_STATES; most DFAs are
+ * about that size), so the arrays are not grown a doubling at a time. */
+#define RESERVE_STATES 4096
+static int reserve_guess(builder *b) {
+    size_t n = b->nfa->n_states < RESERVE_STATES ? b->nfa->n_states : RESERVE_STATES;
+    int rc = cm_vec_reserve(&b->pool, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->off, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->sp.off, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->lab_off, n + 1);
+    if (!rc) rc = cm_vec_reserve(&b->trans, n * b->n_classes);
+    if (!rc) rc = cm_vec_reserve(&b->sp.cls, 2 * n);
+    if (!rc) rc = cm_vec_reserve(&b->sp.to, 2 * n);
+    return rc;
+}
+
 int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, cm_budget *budget,
                  cm_dfa_out **out) {
     if (!nfa || !out || start >= nfa->n_states || final >= nfa->n_states) return CM_ERR_ARG;
@@ -365,15 +440,23 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     b.final = final;
     b.max_states = max_states;
     int rc = CM_OK;
+    uint64_t t0 = cm_stats_now(), t1;
     b.stamp = cm_balloc(budget, nfa->n_states * sizeof *b.stamp, true, &rc);
+    b.single = cm_balloc(budget, nfa->n_states * sizeof *b.single, true, &rc);
     init_classes(&b);
+    if (!rc) rc = reserve_guess(&b);
     if (!rc) rc = subset_construction(&b, start);
     cm_dfa_out *d = NULL;
     if (!rc) rc = take_dfa(&b, &d);
     cm_sparse_edges sp = b.sp;
     memset(&b.sp, 0, sizeof b.sp);
     builder_free(&b);
+    uint32_t n_dfa = d ? d->n_states : 0;
+    cm_stats_add(CM_PH_SUBSETS, t0);
+    t1 = cm_stats_now();
     if (!rc) rc = cm_fsm_minimize(d, &sp, budget);
+    cm_stats_add(CM_PH_MINIMIZE, t1);
+    if (cm_stats_on() && !rc) cm_stats_build(nfa->n_states, n_dfa, d->n_states, t1 - t0, cm_stats_now() - t1);
     cm_vec_free(&sp.off), cm_vec_free(&sp.cls), cm_vec_free(&sp.to);
     if (rc) {
         cm_dfa_release(budget, d);

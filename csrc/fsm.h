@@ -83,7 +83,13 @@ typedef struct {
 /* The minimal DFA of the WORDS node at in->code[pc] (words.c), counted against b. */
 int cm_words_build(const cm_ir_input *in, uint32_t pc, cm_budget *b, cm_dfa_out **out);
 
-/* Minimize d in place (Hopcroft; the start state stays 0). */
+/* The coarsest partition of d's states into block[] (classes 0 .. *n_blocks - 1, in no set
+ * order) by registration over its strongly connected components (register.c); *done false
+ * (block[] unspecified) when a component is too large for it. */
+int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
+                    uint32_t *n_blocks, bool *done);
+
+/* Minimize d in place (registration, or Hopcroft; the start state stays 0). */
 int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b);
 
 #endif

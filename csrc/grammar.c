@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "cstats.h"
 
 void cm_limits_default(cm_limits *out) {
     out->max_items_per_set = 200000;
@@ -262,6 +263,7 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
                    const cm_limits *limits, cm_grammar **out) {
     if (!t || !v || !out || (n_stop && !stop_ids)) return CM_ERR_ARG;
     *out = NULL;
+    uint64_t t0 = cm_stats_now();
     int rc = validate(t);
     if (rc) return rc;
     for (size_t i = 0; i < n_stop; i++)
@@ -281,6 +283,7 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
     if (!rc) rc = derive_token_sets(g);
     if (!rc) rc = derive_la_allow(g);
     if (!rc) rc = cm_cache_new(g, &g->cache);
+    cm_stats_add(CM_PH_GRAMMAR, t0);
     if (rc) {
         cm_grammar_free(g);
         return rc;

@@ -1,11 +1,14 @@
-/* DFA minimization: Hopcroft's partition refinement (block worklist, smaller half),
- * the same coarsest partition as Moore's rounds (cfgmask/fsm.py minimize, the
- * reference).  Initial blocks are (accepting, defined symbols), a missing transition
- * being one into a sink of its own, and blocks are split by the predecessors of
- * splitter blocks.  Symbols: byte classes 0 .. nc - 1, then the distinct labels. */
+/* DFA minimization: the coarsest partition, the same as Moore's rounds (tests/reference_fsm.py
+ * minimize, the reference), found by registration over strongly connected components
+ * (register.c) when every cycle is small, else by Hopcroft's partition refinement (block
+ * worklist, smaller half): initial blocks are (accepting, defined symbols), a missing
+ * transition being one into a sink of its own, and blocks are split by the predecessors of
+ * splitter blocks.  Symbols: byte classes 0 .. nc - 1, then the distinct labels.  Either way
+ * the blocks are numbered by first appearance (the start state's is 0) and collapsed in place. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstats.h"
 #include "fsm.h"
 #include "internal.h"
 
@@ -25,6 +28,8 @@ typedef struct {
     uint32_t *sym_cnt, *sym_off;         /* [n_sym] predecessors of a splitter by symbol */
     cm_vec32 wl, touched, syms, bucket;
 } refiner;
+
+static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud);
 
 static void refiner_free(refiner *r) {
     void *scratch[] = {r->lsym, r->defw, r->in_off, r->in_src, r->in_sym, r->elems, r->loc,
@@ -285,41 +290,68 @@ static int hopcroft(refiner *r) {
 }
 
 /* d with one state per block (block ids are in first-appearance order, so the start
- * state stays 0), its arrays replaced. */
+ * state stays 0), in place: the first state s of block k moves to k <= s, rows in order. */
 static int collapse(cm_dfa_out *d, const uint32_t *block, uint32_t n_blocks, cm_budget *bud) {
-    uint32_t nc = d->n_classes, next = 0;
-    size_t n_lab = 0;
-    for (uint32_t s = 0; s < d->n_states; s++)
-        if (block[s] == next) n_lab += d->lab_off[s + 1] - d->lab_off[s], next++;
+    uint32_t nc = d->n_classes, n = d->n_states, next = 0;
+    for (uint32_t s = 0; s < n; s++)
+        if (block[s] == next) next++;
         else if (block[s] > next) return CM_ERR_ARG; /* ids must be in first-appearance order */
-    cm_dfa_out *o;
-    int rc = cm_dfa_alloc(bud, n_blocks, nc, n_lab, &o);
+    if (next != n_blocks) return CM_ERR_ARG;
+    int rc = CM_OK;
+    int32_t *map = cm_balloc(bud, ((size_t)n + 1) * sizeof *map, false, &rc); /* map[t + 1]: t's block */
     if (rc) return rc;
-    uint32_t nl = 0;
-    o->lab_off[0] = 0;
-    for (uint32_t s = 0, k = 0; s < d->n_states; s++) {
-        if (block[s] != k) continue; /* not the first state of its block */
-        o->accepting[k] = d->accepting[s];
-        for (uint32_t c = 0; c < nc; c++) {
-            int32_t t = d->trans[(size_t)s * nc + c];
-            o->trans[(size_t)k * nc + c] = t < 0 ? -1 : (int32_t)block[t];
+    map[0] = -1;
+    for (uint32_t t = 0; t < n; t++) map[t + 1] = (int32_t)block[t];
+    size_t before = cm_dfa_bytes(d);
+    uint32_t nl = 0, e0 = 0;
+    for (uint32_t s = 0, k = 0; s < n; s++) {
+        uint32_t e1 = d->lab_off[s + 1]; /* not yet overwritten: only lab_off[.. k] is */
+        if (block[s] == k) {
+            const int32_t *row = d->trans + (size_t)s * nc;
+            int32_t *out = d->trans + (size_t)k * nc;
+            for (uint32_t c = 0; c < nc; c++) out[c] = map[row[c] + 1];
+            d->accepting[k] = d->accepting[s];
+            for (uint32_t e = e0; e < e1; e++) {
+                d->lab[nl] = d->lab[e];
+                d->lab_to[nl++] = block[d->lab_to[e]];
+            }
+            d->lab_off[++k] = nl;
         }
-        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) {
-            o->lab[nl] = d->lab[e];
-            o->lab_to[nl++] = block[d->lab_to[e]];
-        }
-        o->lab_off[++k] = nl;
+        e0 = e1;
     }
-    cm_budget_release(bud, cm_dfa_bytes(d));
-    memcpy(o->class_lo, d->class_lo, sizeof o->class_lo);
-    cm_dfa_out tmp = *d;
-    *d = *o;
-    *o = tmp;
-    cm_dfa_out_free(o);
+    cm_bfree(bud, map);
+    d->n_states = n_blocks;
+    cm_budget_release(bud, before - cm_dfa_bytes(d));
+    int32_t *tr = realloc(d->trans, ((size_t)n_blocks * nc + 1) * sizeof *tr); /* shrink */
+    if (tr) d->trans = tr;
     return CM_OK;
 }
 
+/* Minimize d in place: by registration over its SCCs (register.c) when its cycles are small,
+ * else Hopcroft.  The same partition either way, numbered in order of first appearance. */
 int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
+    if (!d->n_states) return CM_OK;
+    int rc = CM_OK;
+    uint32_t n_blocks = 0, *block = cm_balloc(bud, ((size_t)d->n_states + 1) * sizeof *block, false, &rc);
+    bool done = false;
+    if (!rc) rc = cm_fsm_register(d, sp, bud, block, &n_blocks, &done);
+    if (!rc && done) { /* renumber in order of first appearance (the start state's class is 0) */
+        uint32_t *order = cm_balloc(bud, ((size_t)n_blocks + 1) * sizeof *order, false, &rc), next = 0;
+        for (uint32_t b = 0; !rc && b < n_blocks; b++) order[b] = UINT32_MAX;
+        for (uint32_t s = 0; !rc && s < d->n_states; s++) {
+            if (order[block[s]] == UINT32_MAX) order[block[s]] = next++;
+            block[s] = order[block[s]];
+        }
+        cm_bfree(bud, order);
+        if (!rc && n_blocks < d->n_states) rc = collapse(d, block, n_blocks, bud);
+    }
+    cm_bfree(bud, block);
+    if (rc || done) return rc;
+    cm_stats_hopcroft(d->n_states);
+    return minimize_hopcroft(d, sp, bud);
+}
+
+static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
     refiner r;
     memset(&r, 0, sizeof r);
     r.d = d;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cfgmask.h"
+#include "cstats.h"
 
 typedef struct { uint64_t w[4]; } bits256;
 
@@ -141,24 +142,56 @@ static int by_key(const void *a, const void *b) {
     return x->key < y->key ? -1 : x->key > y->key ? 1 : (int)x->byte - (int)y->byte;
 }
 
-/* Are bytes a and b's columns of the [states, 256] matrix equal? */
-static bool same_column(const cm_flat_rules *f, int a, int b) {
+/* Are columns c1 and c2 of rule r's table (n states, nc classes) equal? */
+static bool same_rule_column(const int32_t *tr, uint32_t n, uint32_t nc, uint32_t c1, uint32_t c2) {
+    for (uint32_t i = 0; i < n; i++)
+        if (tr[(size_t)i * nc + c1] != tr[(size_t)i * nc + c2]) return false;
+    return true;
+}
+
+/* canon[c]: the first class of rule r whose column equals class c's (part[]: the columns'
+ * hashes; equal columns have equal hashes, so only those are compared). */
+static void canonical_classes(const int32_t *tr, uint32_t n, uint32_t nc, const uint64_t *part, uint8_t *canon) {
+    for (uint32_t c = 0; c < nc; c++) {
+        canon[c] = (uint8_t)c;
+        for (uint32_t c0 = 0; c0 < c; c0++)
+            if (canon[c0] == c0 && part[c0] == part[c] && same_rule_column(tr, n, nc, c0, c)) {
+                canon[c] = (uint8_t)c0;
+                break;
+            }
+    }
+}
+
+/* Are bytes a and b's columns of the [states, 256] matrix equal?  Rule by rule: their classes
+ * there have equal columns (canon: [n_rules * 256], canonical_classes of each rule). */
+static bool same_column(const cm_flat_rules *f, const uint8_t *canon, int a, int b) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
-        const uint8_t *cls = f->byte_class + (size_t)r * 256;
-        if (cls[a] == cls[b]) continue;
-        uint32_t n = f->rule_state[r + 1] - f->rule_state[r], nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
-        const int32_t *tr = f->trans + f->rule_trans[r];
-        for (uint32_t i = 0; i < n; i++)
-            if (tr[(size_t)i * nc + cls[a]] != tr[(size_t)i * nc + cls[b]]) return false;
+        const uint8_t *cls = f->byte_class + (size_t)r * 256, *cn = canon + (size_t)r * 256;
+        if (cn[cls[a]] != cn[cls[b]]) return false;
     }
     return true;
 }
+
+static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256], uint8_t *canon);
+static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint8_t *canon,
+                          cm_flat_derived *d);
 
 /* Global byte classes: bytes with equal columns share one, numbered in the order of the
  * column's hash sum_i weights[i] * (target + 2) (mod 2^64, as int64), as tables.byte_classes
  * numbers them.  Leaves n_classes 0 (the caller's Python path decides) on a hash collision. */
 static int byte_classes(const cm_flat_rules *f, const int64_t *weights, cm_flat_derived *d) {
     uint64_t key[256] = {0};
+    uint8_t *canon = malloc((size_t)f->n_rules * 256);
+    if (!canon) return CM_ERR_NOMEM;
+    int rc = columns(f, weights, key, canon);
+    if (!rc) rc = number_classes(f, key, canon, d);
+    free(canon);
+    return rc;
+}
+
+/* key[x]: the hash of byte x's column (the sum over rules of its class's column hash), and
+ * each rule's canonical classes. */
+static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256], uint8_t *canon) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         if (!n) return CM_ERR_ARG;
@@ -174,14 +207,21 @@ static int byte_classes(const cm_flat_rules *f, const int64_t *weights, cm_flat_
             if (cls[x] >= nc) return CM_ERR_ARG;
             key[x] += part[cls[x]];
         }
+        canonical_classes(tr, n, nc, part, canon + (size_t)r * 256);
     }
+    return CM_OK;
+}
+
+/* Classes numbered by sorted key, the table by class; n_classes 0 on a hash collision. */
+static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint8_t *canon,
+                          cm_flat_derived *d) {
     keyed k[256];
     for (int x = 0; x < 256; x++) k[x] = (keyed){(int64_t)key[x], (uint32_t)x};
     qsort(k, 256, sizeof *k, by_key);
     int rep[256], n_classes = 0;
     for (int i = 0; i < 256; i++) {
         if (i == 0 || k[i].key != k[i - 1].key) rep[n_classes++] = (int)k[i].byte;
-        else if (!same_column(f, rep[n_classes - 1], (int)k[i].byte)) return CM_OK; /* a collision */
+        else if (!same_column(f, canon, rep[n_classes - 1], (int)k[i].byte)) return CM_OK; /* a collision */
         d->byte_class[k[i].byte] = (uint8_t)(n_classes - 1);
     }
     d->trans = malloc((size_t)f->n_states * (size_t)n_classes * sizeof *d->trans + 1);
@@ -235,6 +275,7 @@ int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_n
     if (!f || !is_token || !out || !f->n_rules || f->rule_state[0] != 0 || f->rule_state[f->n_rules] != f->n_states)
         return CM_ERR_ARG;
     *out = NULL;
+    uint64_t t0 = cm_stats_now();
     cm_flat_derived *d = calloc(1, sizeof *d);
     if (!d) return CM_ERR_NOMEM;
     d->nullable = calloc((size_t)f->n_rules + 1, 1);
@@ -243,5 +284,6 @@ int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_n
     if (!rc && weights && n_weights >= f->n_states) rc = byte_classes(f, weights, d);
     if (rc) cm_flat_derived_free(d);
     else *out = d;
+    cm_stats_add(CM_PH_DERIVE, t0);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstats.h"
 #include "fsm.h"
 #include "internal.h"
 
@@ -330,7 +331,9 @@ static int build_roots(const cm_ir_input *in, const uint32_t *roots, uint32_t n,
                        cm_budget *bud, cm_dfa_out **out) {
     nfa_arrays a;
     memset(&a, 0, sizeof a);
+    uint64_t t0 = cm_stats_now();
     int rc = thompson(in, roots, n, shared, bud, &a);
+    cm_stats_add(CM_PH_THOMPSON, t0);
     if (!rc) rc = cm_budget_time(bud);
     for (uint32_t i = 0; !rc && i < n; i++) rc = cm_fsm_build(&a.v, 1 + i, 0, max_states, bud, &out[i]);
     nfa_free(bud, &a);

@@ -132,7 +132,12 @@ def test_hopcroft_gives_moores_automaton(g: ir.Grammar) -> None:
     Moore minimization; references stay calls."""
     for body in g.rules.values():
         nfa, start, final = _nfa_of(body)
-        want = fsm.minimize(fsm.determinize(nfa, start, final, 100_000))
+        try:
+            want = fsm.minimize(fsm.determinize(nfa, start, final, 100_000))
+        except LimitError:  # a subset blow-up: the C build must refuse it too
+            with pytest.raises(LimitError):
+                fsm.build_dfa(nfa, start, final, 100_000)
+            continue
         assert fsm.build_dfa(nfa, start, final, 100_000).states == want.states
         assert fsm.build_dfa_states(nfa, start, final, 100_000).states == want.states
 
@@ -141,7 +146,10 @@ def test_hopcroft_gives_moores_automaton(g: ir.Grammar) -> None:
 def test_trim_in_c_matches_python(g: ir.Grammar, data: st.DataObject) -> None:
     for body in g.rules.values():
         nfa, start, final = _nfa_of(body)
-        d = fsm.build_dfa(nfa, start, final, 100_000)
+        try:
+            d = fsm.build_dfa(nfa, start, final, 100_000)
+        except LimitError:  # (a x{0,20})* tracks every counter combination: nothing to trim
+            continue
         labels = sorted({c for st_ in d.states for c, _ in st_.refs})
         productive = set(data.draw(st.lists(st.sampled_from(labels), unique=True))) if labels else set()
         py = fsm.DFA(list(d.states))
