@@ -47,6 +47,10 @@ class Strategy:
     # of a bigger one) take their entries from one shared walk of the chain's loop, by how far each
     # is from the end (False: each position walks the trie; needs share_loop_walks)
     count_chains: bool = True
+    # a composed entry's byte edge into a state that calls (a whitespace position before an
+    # operand) takes the tokens that go through a callee from one walk of the byte's subtree
+    # per (callee start, byte), shared by every such position (False: each edge walks it)
+    tail_parts: bool = True
 
 
 DEFAULT = Strategy()
