@@ -112,6 +112,72 @@ static bool tail_target(const cm_grammar *g, uint32_t y) {
     return true;
 }
 
+/* Candidates for s's real chart, gathered from tail parts. */
+typedef struct cands {
+    uint32_t *k;
+    size_t n, cap;
+} cands;
+
+static int cands_add(cands *x, const uint32_t *ks, size_t n) {
+    if (x->n + n > x->cap) {
+        size_t cap = x->cap ? x->cap : 256;
+        while (cap < x->n + n) cap *= 2;
+        uint32_t *p = realloc(x->k, cap * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        x->k = p;
+        x->cap = cap;
+    }
+    if (n) memcpy(x->k + x->n, ks, n * sizeof *ks);
+    x->n += n;
+    return CM_OK;
+}
+
+static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b, size_t k, size_t k_end,
+                      cm_walk *w, cands *x);
+
+/* y's own bytes may hold at most 1 / CM_TAIL_OWN_SHARE of b's subtree */
+#define CM_TAIL_OWN_SHARE 8
+/* ... unless the subtree is this small: then both ways cost little */
+#define CM_TAIL_SMALL 256
+
+/* The pairs (start, b) whose tail parts are being built, innermost last. */
+#define CM_TAIL_MAX_DEPTH 32
+static _Thread_local uint32_t tail_stack[CM_TAIL_MAX_DEPTH];
+static _Thread_local uint32_t tail_depth;
+
+/* The tail part of (start, b) into tw: from start's own parts where tail_target
+ * allows (a callee's tail part is a part of its caller's: an operand's chain
+ * expr -> term -> power -> unary -> primary walks b's subtree once, at the
+ * bottom), else walked. */
+static int tail_build(const cm_grammar *g, uint32_t start, unsigned b, cm_walk *tw) {
+    const cm_vocab *v = g->v;
+    uint32_t rule = g->t.state_rule[start], key = start * 256u + b;
+    size_t k = v->first_off[b], k_end = v->first_off[b + 1];
+    bool nested = tail_target(g, start) && tail_depth < CM_TAIL_MAX_DEPTH;
+    for (uint32_t i = 0; nested && i < tail_depth; i++) nested = tail_stack[i] != key;  /* recursion */
+    int done = 0, rc = CM_OK;
+    if (nested) {
+        cands x = {0};
+        tail_stack[tail_depth++] = key;
+        done = walk_tails(g, rule, start, b, k, k_end, tw, &x);
+        tail_depth--;
+        if (done == 1) {
+            size_t n = x.n ? cm_sort_unique_u32(x.k, x.n) : 0;
+            rc = cm_walk_listed_at(g, start, x.k, n, 1, tw);
+        }
+        free(x.k);
+        if (done < 0) rc = done;
+    }
+    if (!rc && done != 1) rc = cm_flat_walk(g, start, rule, k, k_end, 1, tw);
+    if (!rc) {  /* uncertain once: those accepted by another part go */
+        size_t n = tw->n_unc ? cm_sort_unique_u32(tw->unc, tw->n_unc) : 0, kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!cm_bit(tw->bits, v->trie_ids[tw->unc[i]])) tw->unc[kept++] = tw->unc[i];
+        tw->n_unc = kept;
+    }
+    return rc;
+}
+
 /* The tail part of (start, b): the cache's, or walked now (kept by the cache
  * if it has room, else *owned for the caller to free).  Under the cache lock. */
 static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **out, cm_tail **owned) {
@@ -122,12 +188,11 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
             *out = c->tails[i];
             return CM_OK;
         }
-    const cm_vocab *v = g->v;
     cm_walk tw;
     int rc = cm_walk_init(&tw, g);
     cm_tail *t = calloc(1, sizeof *t);
     if (!rc && !t) rc = CM_ERR_NOMEM;
-    if (!rc) rc = cm_flat_walk(g, start, g->t.state_rule[start], v->first_off[b], v->first_off[b + 1], 1, &tw);
+    if (!rc) rc = tail_build(g, start, b, &tw);
     if (rc) {
         cm_walk_free(&tw);
         free(t);
@@ -136,7 +201,7 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
     t->state = start;
     t->byte = b;
     t->bits = tw.bits;
-    t->n_unc = tw.n_unc ? cm_sort_unique_u32(tw.unc, tw.n_unc) : 0;
+    t->n_unc = tw.n_unc;
     t->unc = tw.unc;
     tw.bits = tw.unc = NULL;
     cm_walk_free(&tw);
@@ -173,26 +238,6 @@ static size_t second_byte_from(const cm_vocab *v, size_t k, size_t k_end, unsign
     return k;
 }
 
-/* Candidates for s's real chart, gathered from tail parts. */
-typedef struct cands {
-    uint32_t *k;
-    size_t n, cap;
-} cands;
-
-static int cands_add(cands *x, const uint32_t *ks, size_t n) {
-    if (x->n + n > x->cap) {
-        size_t cap = x->cap ? x->cap : 256;
-        while (cap < x->n + n) cap *= 2;
-        uint32_t *p = realloc(x->k, cap * sizeof *p);
-        if (!p) return CM_ERR_NOMEM;
-        x->k = p;
-        x->cap = cap;
-    }
-    if (n) memcpy(x->k + x->n, ks, n * sizeof *ks);
-    x->n += n;
-    return CM_OK;
-}
-
 /* The byte edge s -b-> y (tail_target(y)) from y's parts over b's subtree
  * [k, k_end): 1 done, 0 declined (a callee leaves too many tokens to check;
  * what was added is sound, and the caller walks the edge), < 0 error. */
@@ -201,6 +246,20 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     int rc = CM_OK;
+    /* y's own bytes: the entries b.c... (those of length 1 are the callees') */
+    size_t k1 = k, lo[256], hi[256], own = 0;
+    while (k1 < k_end && v->trie_off[k1 + 1] - v->trie_off[k1] == 1) k1++;
+    for (unsigned c = 0; c < 256; c++) {
+        lo[c] = hi[c] = k1;
+        if (k1 == k_end || t->trans[(size_t)y * t->n_classes + t->byte_class[c]] < 0) continue;
+        lo[c] = second_byte_from(v, k1, k_end, c);
+        hi[c] = second_byte_from(v, lo[c], k_end, c + 1);
+        own += hi[c] - lo[c];
+    }
+    /* Parts walk apart what one walk of y's chart walks once: where y's own
+     * bytes hold much of b's subtree (an operand whose name starts inline, and
+     * a callee's too), their walks and the callees' would cover it twice. */
+    if (k_end - k >= CM_TAIL_SMALL && own * CM_TAIL_OWN_SHARE > k_end - k) return 0;
     for (uint32_t e = t->ref_off[y]; e < t->ref_off[y + 1] && !rc; e++) {
         cm_tail *tp, *owned;
         rc = tail_get(g, t->rule_start[t->ref_rule[e]], b, &tp, &owned);
@@ -213,15 +272,12 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
         rc = cands_add(x, tp->unc, tp->n_unc);
         tail_free(owned);
     }
-    /* y's own bytes: the entries b.c... from (z, OUTER) at depth 2 */
-    size_t k1 = k;
-    while (k1 < k_end && v->trie_off[k1 + 1] - v->trie_off[k1] == 1) k1++;  /* b alone: accepted above */
-    for (unsigned c = 0; c < 256 && !rc && k1 < k_end; c++) {
-        int32_t z = t->trans[(size_t)y * t->n_classes + t->byte_class[c]];
-        if (z < 0) continue;
-        size_t lo = second_byte_from(v, k1, k_end, c), hi = second_byte_from(v, lo, k_end, c + 1);
-        if (lo < hi) rc = cm_flat_walk(g, (uint32_t)z, rule, lo, hi, 2, w);
-    }
+    /* y's own bytes from (z, OUTER) at depth 2 */
+    for (unsigned c = 0; c < 256 && !rc; c++)
+        if (lo[c] < hi[c]) {
+            int32_t z = t->trans[(size_t)y * t->n_classes + t->byte_class[c]];
+            rc = cm_flat_walk(g, (uint32_t)z, rule, lo[c], hi[c], 2, w);
+        }
     if (!rc) atomic_fetch_add(&g->cache->tail_uses, 1);
     return rc ? rc : 1;
 }
