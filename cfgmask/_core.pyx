@@ -119,7 +119,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.flat_calls = 1 if s.flat_calls else 0
     lim.wrap_repeats = s.wrap_repeats
     lim.count_chains = 1 if s.count_chains else 0
-    lim.tail_parts = 1 if s.tail_parts else 0
+    lim.tail_parts = s.tail_parts
 
 
 cdef class GrammarHandle:

@@ -145,12 +145,12 @@ typedef struct cm_limits {
      * one shared walk of the chain's loop, by how far each is from the end;
      * 0: each position walks the trie.  The entries are the same. */
     size_t count_chains;
-    /* 1: a composed entry's byte edge s -b-> y whose y calls rules takes the
-     * tokens b.T that go through a callee R from one walk of b's subtree from
-     * (start(R), OUTER), kept per (start(R), b) and shared by every position
-     * that calls R after b (the whitespace positions of an expression
-     * grammar); 0: each edge walks b's subtree from y.  The entries are the
-     * same. */
+    /* n > 0: a composed entry's byte edge s -b-> y whose y calls rules, when
+     * b's subtree holds at least n trie entries, takes the tokens b.T that go
+     * through a callee R from one walk of b's subtree from (start(R), OUTER),
+     * kept per (start(R), b) and shared by every position that calls R after
+     * b (the whitespace positions of an expression grammar); 0: each edge
+     * walks b's subtree from y.  The entries are the same. */
     size_t tail_parts;
 } cm_limits;
 

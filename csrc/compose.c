@@ -153,7 +153,7 @@ static int tail_build(const cm_grammar *g, uint32_t start, unsigned b, cm_walk *
     const cm_vocab *v = g->v;
     uint32_t rule = g->t.state_rule[start], key = start * 256u + b;
     size_t k = v->first_off[b], k_end = v->first_off[b + 1];
-    bool nested = tail_target(g, start) && tail_depth < CM_TAIL_MAX_DEPTH;
+    bool nested = k_end - k >= g->lim.tail_parts && tail_target(g, start) && tail_depth < CM_TAIL_MAX_DEPTH;
     for (uint32_t i = 0; nested && i < tail_depth; i++) nested = tail_stack[i] != key;  /* recursion */
     int done = 0, rc = CM_OK;
     if (nested) {
@@ -294,7 +294,8 @@ static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cand
         if (y < 0) continue;
         size_t k = v->first_off[b], k_end = v->first_off[b + 1];
         if (k == k_end) continue;
-        int done = tail_target(g, (uint32_t)y) ? walk_tails(g, rule, (uint32_t)y, b, k, k_end, w, x) : 0;
+        bool tails = k_end - k >= g->lim.tail_parts && tail_target(g, (uint32_t)y);
+        int done = tails ? walk_tails(g, rule, (uint32_t)y, b, k, k_end, w, x) : 0;
         if (done < 0) rc = done;
         else if (!done) rc = cm_flat_walk(g, (uint32_t)y, rule, k, k_end, 1, w);
     }

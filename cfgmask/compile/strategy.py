@@ -48,9 +48,10 @@ class Strategy:
     # is from the end (False: each position walks the trie; needs share_loop_walks)
     count_chains: bool = True
     # a composed entry's byte edge into a state that calls (a whitespace position before an
-    # operand) takes the tokens that go through a callee from one walk of the byte's subtree
-    # per (callee start, byte), shared by every such position (False: each edge walks it)
-    tail_parts: bool = True
+    # operand), when the byte leads at least this many trie entries, takes the tokens that go
+    # through a callee from one walk of the byte's subtree per (callee start, byte), shared by
+    # every such position (0: each edge walks it; 1: every edge, as the tests use it)
+    tail_parts: int = 256
 
 
 DEFAULT = Strategy()
