@@ -68,6 +68,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t flat_calls
         size_t wrap_repeats
         size_t count_chains
+        size_t tail_parts
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -80,6 +81,7 @@ cdef extern from "cfgmask.h" nogil:
     void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                                 size_t *vocab_loops)
     void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab)
+    void cm_grammar_tail_stats(const cm_grammar *g, size_t *walks, size_t *uses)
 
     int cm_matcher_new(const cm_grammar *g, cm_matcher **out)
     void cm_matcher_free(cm_matcher *m)

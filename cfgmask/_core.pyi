@@ -77,6 +77,7 @@ class _Settings(Protocol):
     flat_calls: bool
     wrap_repeats: int
     count_chains: bool
+    tail_parts: int
 
 class VocabHandle:
     """The C token trie of one vocabulary."""

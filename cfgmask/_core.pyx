@@ -119,6 +119,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.flat_calls = 1 if s.flat_calls else 0
     lim.wrap_repeats = s.wrap_repeats
     lim.count_chains = 1 if s.count_chains else 0
+    lim.tail_parts = s.tail_parts
 
 
 cdef class GrammarHandle:
@@ -243,12 +244,13 @@ cdef class GrammarHandle:
     @property
     def build_stats(self):
         cdef size_t composed = 0, donated = 0, flat = 0, vocab_loops = 0
-        cdef size_t chain_walks = 0, chain_entries = 0, vocab_chains = 0
+        cdef size_t chain_walks = 0, chain_entries = 0, vocab_chains = 0, tail_walks = 0, tail_uses = 0
         cm_grammar_build_stats(self.ptr, &composed, &donated, &flat, &vocab_loops)
         cm_grammar_chain_stats(self.ptr, &chain_walks, &chain_entries, &vocab_chains)
+        cm_grammar_tail_stats(self.ptr, &tail_walks, &tail_uses)
         return {"composed_entries": composed, "donor_entries": donated, "flat_configs": flat,
                 "vocab_loop_walks": vocab_loops, "chain_walks": chain_walks, "chain_entries": chain_entries,
-                "vocab_chain_walks": vocab_chains}
+                "vocab_chain_walks": vocab_chains, "tail_walks": tail_walks, "tail_uses": tail_uses}
 
 
 cdef class MatcherHandle:

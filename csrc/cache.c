@@ -55,6 +55,7 @@ void cm_cache_free(cm_cache *c) {
     free(c->building);
     cm_flat_free(c->flat);
     cm_loop_walks_free(c->loops);
+    cm_tails_free(c->tails, c->n_tails);
     free(c->loop_lab);
     cm_mask_memo_destroy(&c->memo);
     pthread_mutex_destroy(&c->lock);
@@ -257,6 +258,11 @@ void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donat
     *donated = atomic_load(&c->donated);
     *flat_configs = cm_flat_configs(c->flat);
     pthread_mutex_unlock(&c->lock);
+}
+
+void cm_grammar_tail_stats(const cm_grammar *g, size_t *walks, size_t *uses) {
+    *walks = atomic_load(&g->cache->tail_walks);
+    *uses = atomic_load(&g->cache->tail_uses);
 }
 
 int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {

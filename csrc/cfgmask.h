@@ -145,6 +145,13 @@ typedef struct cm_limits {
      * one shared walk of the chain's loop, by how far each is from the end;
      * 0: each position walks the trie.  The entries are the same. */
     size_t count_chains;
+    /* n > 0: a composed entry's byte edge s -b-> y whose y calls rules, when
+     * b's subtree holds at least n trie entries, takes the tokens b.T that go
+     * through a callee R from one walk of b's subtree from (start(R), OUTER),
+     * kept per (start(R), b) and shared by every position that calls R after
+     * b (the whitespace positions of an expression grammar); 0: each edge
+     * walks b's subtree from y.  The entries are the same. */
+    size_t tail_parts;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);
@@ -171,6 +178,8 @@ void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donat
 /* The shared walks of counted chains so far, the entries taken from them, and how many of
  * the walks were found in the vocabulary's store (walked for an earlier grammar; chains.c). */
 void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab);
+/* Tail parts (compose.c) walked, and taken by composed entries' byte edges. */
+void cm_grammar_tail_stats(const cm_grammar *g, size_t *walks, size_t *uses);
 
 /* ---- matcher: one per sequence ----------------------------------------- */
 

@@ -74,17 +74,245 @@ size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p) {
     return n;
 }
 
-/* Byte edges: each first byte's subtree walked from the state it leads to. */
-static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w) {
+/* ---- tail parts ----
+ *
+ * A byte edge s -b-> y contributes the tokens b.T that survive the private
+ * chart of (y, OUTER) from depth 1.  Where y is a position before an operand
+ * (the whitespace of an expression grammar, `ws [-+] ws term` with ws inlined
+ * as [ \t]{0,8}), that walk is b's whole subtree (' ' leads 47 % of Llama-3's
+ * trie), once per position, and the positions differ (each has its own
+ * count of spaces left) while they call the same few rules.  When y neither
+ * completes its rule, nor calls a nullable rule or a lookahead marker, nor
+ * reads tokens, its chart is the union of its parts one level down:
+ *   - a byte edge y -c-> z: the entries starting with b.c, walked from
+ *     (z, OUTER) at depth 2 (a few thousand entries for "  ");
+ *   - a call y -R-> y': the entries starting with b, walked from
+ *     (start(R), OUTER) at depth 1: the tail part of (start(R), b), walked
+ *     once per grammar and kept.  Its accepted tokens survive R's derivation,
+ *     so s's chart; its uncertain ones (R completes inside the token, the next
+ *     byte in FOLLOW(R)) may go on through y', and are left, with the call
+ *     parts' candidates, to s's real chart (cm_walk_listed); its rejected ones
+ *     die in R's derivation without leaving it.
+ * This is the composition of cm_compose applied to y, with the parts walked
+ * over b's subtree at depth 1 instead of over the trie at depth 0. */
+
+struct cm_tail {
+    uint32_t state, byte;       /* a callee's start state, the first byte */
+    uint32_t *bits;             /* the accepted tokens, [n_words] */
+    uint32_t *unc;              /* the uncertain trie entries, ascending */
+    size_t n_unc;
+};
+
+static void tail_free(cm_tail *t) {
+    if (!t) return;
+    free(t->bits);
+    free(t->unc);
+    free(t);
+}
+
+void cm_tails_free(cm_tail **t, size_t n) {
+    for (size_t i = 0; i < n; i++) tail_free(t[i]);
+    free(t);
+}
+
+/* May the byte edge into y take y's parts? */
+static bool tail_target(const cm_grammar *g, uint32_t y) {
+    const cm_tables *t = &g->t;
+    if (!g->lim.tail_parts || g->has_tokens[y] || t->accepting[y] || t->ref_off[y] == t->ref_off[y + 1]) return false;
+    for (uint32_t e = t->ref_off[y]; e < t->ref_off[y + 1]; e++) {
+        uint32_t r = t->ref_rule[e];
+        if (marker_rule(g, r) || t->rule_nullable[r]) return false;
+    }
+    return true;
+}
+
+/* Candidates for s's real chart, gathered from tail parts. */
+typedef struct cands {
+    uint32_t *k;
+    size_t n, cap;
+} cands;
+
+static int cands_add(cands *x, const uint32_t *ks, size_t n) {
+    if (x->n + n > x->cap) {
+        size_t cap = x->cap ? x->cap : 256;
+        while (cap < x->n + n) cap *= 2;
+        uint32_t *p = realloc(x->k, cap * sizeof *p);
+        if (!p) return CM_ERR_NOMEM;
+        x->k = p;
+        x->cap = cap;
+    }
+    if (n) memcpy(x->k + x->n, ks, n * sizeof *ks);
+    x->n += n;
+    return CM_OK;
+}
+
+static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b, size_t k, size_t k_end,
+                      cm_walk *w, cands *x);
+
+/* y's own bytes may hold at most 1 / CM_TAIL_OWN_SHARE of b's subtree */
+#define CM_TAIL_OWN_SHARE 8
+/* ... unless the subtree is this small: then both ways cost little */
+#define CM_TAIL_SMALL 256
+
+/* The pairs (start, b) whose tail parts are being built, innermost last. */
+#define CM_TAIL_MAX_DEPTH 32
+static _Thread_local uint32_t tail_stack[CM_TAIL_MAX_DEPTH];
+static _Thread_local uint32_t tail_depth;
+
+/* The tail part of (start, b) into tw: from start's own parts where tail_target
+ * allows (a callee's tail part is a part of its caller's: an operand's chain
+ * expr -> term -> power -> unary -> primary walks b's subtree once, at the
+ * bottom), else walked. */
+static int tail_build(const cm_grammar *g, uint32_t start, unsigned b, cm_walk *tw) {
+    const cm_vocab *v = g->v;
+    uint32_t rule = g->t.state_rule[start], key = start * 256u + b;
+    size_t k = v->first_off[b], k_end = v->first_off[b + 1];
+    bool nested = k_end - k >= g->lim.tail_parts && tail_target(g, start) && tail_depth < CM_TAIL_MAX_DEPTH;
+    for (uint32_t i = 0; nested && i < tail_depth; i++) nested = tail_stack[i] != key;  /* recursion */
+    int done = 0, rc = CM_OK;
+    if (nested) {
+        cands x = {0};
+        tail_stack[tail_depth++] = key;
+        done = walk_tails(g, rule, start, b, k, k_end, tw, &x);
+        tail_depth--;
+        if (done == 1) {
+            size_t n = x.n ? cm_sort_unique_u32(x.k, x.n) : 0;
+            rc = cm_walk_listed_at(g, start, x.k, n, 1, tw);
+        }
+        free(x.k);
+        if (done < 0) rc = done;
+    }
+    if (!rc && done != 1) rc = cm_flat_walk(g, start, rule, k, k_end, 1, tw);
+    if (!rc) {  /* uncertain once: those accepted by another part go */
+        size_t n = tw->n_unc ? cm_sort_unique_u32(tw->unc, tw->n_unc) : 0, kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!cm_bit(tw->bits, v->trie_ids[tw->unc[i]])) tw->unc[kept++] = tw->unc[i];
+        tw->n_unc = kept;
+    }
+    return rc;
+}
+
+/* The tail part of (start, b): the cache's, or walked now (kept by the cache
+ * if it has room, else *owned for the caller to free).  Under the cache lock. */
+static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **out, cm_tail **owned) {
+    cm_cache *c = g->cache;
+    *owned = NULL;
+    for (size_t i = 0; i < c->n_tails; i++)
+        if (c->tails[i]->state == start && c->tails[i]->byte == b) {
+            *out = c->tails[i];
+            return CM_OK;
+        }
+    cm_walk tw;
+    int rc = cm_walk_init(&tw, g);
+    cm_tail *t = calloc(1, sizeof *t);
+    if (!rc && !t) rc = CM_ERR_NOMEM;
+    if (!rc) rc = tail_build(g, start, b, &tw);
+    if (rc) {
+        cm_walk_free(&tw);
+        free(t);
+        return rc;
+    }
+    t->state = start;
+    t->byte = b;
+    t->bits = tw.bits;
+    t->n_unc = tw.n_unc;
+    t->unc = tw.unc;
+    tw.bits = tw.unc = NULL;
+    cm_walk_free(&tw);
+    atomic_fetch_add(&c->tail_walks, 1);
+    *out = t;
+    size_t bytes = sizeof *t + (g->n_words + t->n_unc) * sizeof(uint32_t);
+    if (atomic_load(&c->bytes) + bytes > g->lim.max_cache_bytes) {
+        *owned = t;
+        return CM_OK;
+    }
+    if (c->n_tails == c->cap_tails) {
+        size_t cap = c->cap_tails ? c->cap_tails * 2 : 16;
+        cm_tail **p = realloc(c->tails, cap * sizeof *p);
+        if (!p) {
+            *owned = t;
+            return CM_OK;
+        }
+        c->tails = p;
+        c->cap_tails = cap;
+    }
+    c->tails[c->n_tails++] = t;
+    atomic_fetch_add(&c->bytes, bytes);
+    return CM_OK;
+}
+
+/* The first entry in [k, k_end) (entries sharing their first byte, those of
+ * length 1 excluded, so sorted by their second byte) whose second byte is >= c. */
+static size_t second_byte_from(const cm_vocab *v, size_t k, size_t k_end, unsigned c) {
+    while (k < k_end) {
+        size_t mid = k + (k_end - k) / 2;
+        if (v->trie_data[v->trie_off[mid] + 1] < c) k = mid + 1;
+        else k_end = mid;
+    }
+    return k;
+}
+
+/* The byte edge s -b-> y (tail_target(y)) from y's parts over b's subtree
+ * [k, k_end): 1 done, 0 declined (a callee leaves too many tokens to check;
+ * what was added is sound, and the caller walks the edge), < 0 error. */
+static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b, size_t k, size_t k_end,
+                      cm_walk *w, cands *x) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
+    int rc = CM_OK;
+    /* y's own bytes: the entries b.c... (those of length 1 are the callees') */
+    size_t k1 = k, lo[256], hi[256], own = 0;
+    while (k1 < k_end && v->trie_off[k1 + 1] - v->trie_off[k1] == 1) k1++;
+    for (unsigned c = 0; c < 256; c++) {
+        lo[c] = hi[c] = k1;
+        if (k1 == k_end || t->trans[(size_t)y * t->n_classes + t->byte_class[c]] < 0) continue;
+        lo[c] = second_byte_from(v, k1, k_end, c);
+        hi[c] = second_byte_from(v, lo[c], k_end, c + 1);
+        own += hi[c] - lo[c];
+    }
+    /* Parts walk apart what one walk of y's chart walks once: where y's own
+     * bytes hold much of b's subtree (an operand whose name starts inline, and
+     * a callee's too), their walks and the callees' would cover it twice. */
+    if (k_end - k >= CM_TAIL_SMALL && own * CM_TAIL_OWN_SHARE > k_end - k) return 0;
+    for (uint32_t e = t->ref_off[y]; e < t->ref_off[y + 1] && !rc; e++) {
+        cm_tail *tp, *owned;
+        rc = tail_get(g, t->rule_start[t->ref_rule[e]], b, &tp, &owned);
+        if (rc) return rc;
+        if (x->n + tp->n_unc > CM_COMPOSE_MAX_CANDIDATES) {
+            tail_free(owned);
+            return 0;
+        }
+        cm_or_words(w->bits, tp->bits, g->n_words);
+        rc = cands_add(x, tp->unc, tp->n_unc);
+        tail_free(owned);
+    }
+    /* y's own bytes from (z, OUTER) at depth 2 */
+    for (unsigned c = 0; c < 256 && !rc; c++)
+        if (lo[c] < hi[c]) {
+            int32_t z = t->trans[(size_t)y * t->n_classes + t->byte_class[c]];
+            rc = cm_flat_walk(g, (uint32_t)z, rule, lo[c], hi[c], 2, w);
+        }
+    if (!rc) atomic_fetch_add(&g->cache->tail_uses, 1);
+    return rc ? rc : 1;
+}
+
+/* Byte edges: each first byte's subtree walked from the state it leads to (or
+ * from that state's parts, walk_tails). */
+static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cands *x) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t rule = t->state_rule[state];
     int rc = cm_chain_bytes(g, state, w);  /* a long string's start: its chain's walk */
     if (rc) return rc < 0 ? rc : CM_OK;
     for (unsigned b = 0; b < 256 && !rc; b++) {
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
         if (y < 0) continue;
         size_t k = v->first_off[b], k_end = v->first_off[b + 1];
-        if (k < k_end) rc = cm_flat_walk(g, (uint32_t)y, t->state_rule[state], k, k_end, 1, w);
+        if (k == k_end) continue;
+        bool tails = k_end - k >= g->lim.tail_parts && tail_target(g, (uint32_t)y);
+        int done = tails ? walk_tails(g, rule, (uint32_t)y, b, k, k_end, w, x) : 0;
+        if (done < 0) rc = done;
+        else if (!done) rc = cm_flat_walk(g, (uint32_t)y, rule, k, k_end, 1, w);
     }
     return rc;
 }
@@ -110,11 +338,21 @@ static size_t gather_parts(const cm_grammar *g, const cm_part *parts, uint32_t n
 int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32_t n_parts, size_t n_cand,
                cm_walk *w) {
     const cm_vocab *v = g->v;
-    uint32_t *cand = malloc((n_cand ? n_cand : 1) * sizeof *cand);
-    if (!cand) return CM_ERR_NOMEM;
-    int rc = walk_byte_edges(g, state, w);
-    if (!rc) n_cand = gather_parts(g, parts, n_parts, w, cand);
-    if (!rc) rc = cm_walk_listed(g, state, cand, n_cand, w);
+    cands x = {0};
+    uint32_t *cand = NULL;
+    int rc = walk_byte_edges(g, state, w, &x);
+    if (!rc) {
+        cand = malloc((n_cand + x.n ? n_cand + x.n : 1) * sizeof *cand);
+        if (!cand) rc = CM_ERR_NOMEM;
+    }
+    if (!rc) {
+        n_cand = gather_parts(g, parts, n_parts, w, cand);
+        if (x.n) {
+            memcpy(cand + n_cand, x.k, x.n * sizeof *cand);
+            n_cand = cm_sort_unique_u32(cand, n_cand + x.n);
+        }
+        rc = cm_walk_listed(g, state, cand, n_cand, w);
+    }
     if (!rc) {
         /* the byte walks' uncertain tokens that a call accepts, and repeats, go */
         size_t n_unc = w->n_unc ? cm_sort_unique_u32(w->unc, w->n_unc) : 0, kept = 0;
@@ -123,6 +361,7 @@ int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32
         w->n_unc = kept;
         w->n_accepted = (uint32_t)cm_count_bits(w->bits, g->n_words);
     }
+    free(x.k);
     free(cand);
     return rc;
 }

@@ -21,6 +21,7 @@ void cm_limits_default(cm_limits *out) {
     out->flat_calls = 1;
     out->wrap_repeats = 256;
     out->count_chains = 1;
+    out->tail_parts = 256;
 }
 
 static int validate_tokens(const cm_tables *t) {

@@ -96,23 +96,24 @@ int cm_walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states
 
 /* Classified as cm_walk_range does; consecutive entries share the sets of
  * their common prefix. */
-int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w) {
+int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, cm_walk *w) {
     const cm_vocab *v = g->v;
     uint8_t *ex = w->ex, *fl = w->fl;
     uint32_t rule = g->t.state_rule[state];
     cm_chart c;
     int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
     const uint8_t *prev = NULL;
-    uint32_t have = 0;  /* sets are built for prev[0..have) */
-    ex[0] = fl[0] = 0;
+    uint32_t have = d0;  /* sets are built for prev[d0..have) */
+    ex[d0] = fl[d0] = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         uint32_t len, id = v->trie_ids[ks[i]];
         if (cm_bit(w->bits, id)) continue;
         const uint8_t *p = cm_trie_bytes(v, ks[i], &len);
-        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : 0;
+        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : d0;
+        if (d < d0) d = d0;  /* the first d0 bytes are shared, and not read */
         bool dead = false;
         uint8_t f = 0;
-        cm_chart_truncate(&c, (size_t)d + 1);
+        cm_chart_truncate(&c, (size_t)(d - d0) + 1);
         for (; d < len; d++) {
             f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
             int r = cm_chart_scan(&c, g, p[d]);
@@ -132,6 +133,10 @@ int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size
     }
     cm_chart_free(&c);
     return rc;
+}
+
+int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w) {
+    return cm_walk_listed_at(g, state, ks, n, 0, w);
 }
 
 /* Scan p[d..len) into c, whose sets for p[0..d) are built: the number of bytes

@@ -40,6 +40,9 @@ int cm_walk_chart(const cm_grammar *g, cm_chart *c, uint32_t rule, size_t k, siz
 /* The listed trie entries (ascending) through the private chart of (state, OUTER);
  * entries already accepted are skipped. */
 int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w);
+/* The same from depth d0: the listed entries share their first d0 bytes, which
+ * the chart of (state, OUTER) does not read (the tail parts of compose.c). */
+int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, cm_walk *w);
 /* Drop the uncertain tokens that no context can take (failures keep them).
  * Entries with more uncertain tokens than CM_FILTER_MAX_UNCERTAIN skip the filter:
  * the tokens that cross a block boundary of a counted repetition (a JSON Schema

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import ir
@@ -38,7 +39,7 @@ def entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndar
     return [compiled._handle.entry(s) for s in range(compiled.tables.n_states)]
 
 
-def assert_same_entries(g: cfgmask.Grammar | ir.Grammar, vocab: cfgmask.Vocabulary, **limits: bool) -> dict:
+def assert_same_entries(g: cfgmask.Grammar | ir.Grammar, vocab: cfgmask.Vocabulary, **limits: int) -> dict:
     """Every state's entry equal with the shortcuts on (or as `limits` say) and off; the stats
     of the shortcut build."""
     fast = cfgmask.compile(g, vocab, _strategy=Strategy(**limits))
@@ -73,6 +74,99 @@ def test_flat_sets_only_same_entries(name: str) -> None:
     the subtree below it is walked with the chart (the expression chain of an operand)."""
     stats = assert_same_entries(shipped(name), cfgmask.Vocabulary.llama3(), flat_calls=False)
     assert stats["flat_configs"] > 0, stats
+
+
+def _tail_entries(compiled: cfgmask.CompiledGrammar) -> None:
+    """Every state's entry of `compiled` equal to the entry with tail parts off (compositions as
+    before: each byte edge walked from the state it leads to)."""
+    off = cfgmask.compile(compiled.grammar, compiled.vocab, _strategy=Strategy(tail_parts=0))
+    for s, (a, b) in enumerate(zip(entries(compiled), entries(off), strict=True)):
+        assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"
+
+
+@pytest.mark.parametrize("name", ["arithmetic.gbnf", "c.gbnf", "sql.gbnf"])
+def test_tail_parts_taken_and_same_entries(name: str) -> None:
+    """A whitespace position's byte edge into the next position (which calls an operand) takes
+    the operand's tail part, walked once per (callee start, byte) and shared by every position
+    (csrc/compose.c): the same entries as walking the edge, and as the whole walks (above)."""
+    compiled = cfgmask.compile(shipped(name), cfgmask.Vocabulary.llama3())
+    _tail_entries(compiled)
+    stats = compiled.stats
+    # shared: more byte edges took a tail part than there were tail parts to walk
+    assert 0 < stats["tail_walks"] < stats["tail_uses"], stats
+
+
+def test_tail_parts_past_the_cache_limit_same_entries() -> None:
+    """Past max_cache_bytes a tail part is walked for one edge and freed, as entries are."""
+    vocab = cfgmask.Vocabulary.llama3()
+    g = shipped("arithmetic.gbnf")
+    tiny = cfgmask.compile(g, vocab, matcher_limits=cfgmask.MatcherLimits(max_cache_bytes=1 << 16))
+    full = cfgmask.compile(g, vocab, _strategy=Strategy(tail_parts=0))
+    for s in range(0, tiny.tables.n_states, 3):
+        a, b = tiny._handle.entry(s), full._handle.entry(s)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), f"state {s}"
+    kept = cfgmask.compile(g, vocab)
+    for s in range(0, kept.tables.n_states, 3):
+        kept._handle.entry(s)
+    # the flat DFA alone passes the limit, so tail parts were walked again instead of kept
+    assert tiny.stats["tail_walks"] > kept.stats["tail_walks"] > 0, (tiny.stats, kept.stats)
+
+
+# Tail parts for every byte edge, however few tokens the byte leads (by default only subtrees of
+# 256 entries or more take them): the small vocabularies below have no such subtree.
+EVERY_TAIL = Strategy(tail_parts=1)
+
+# Expression grammars with whitespace between operators and operands, and vocabularies whose
+# tokens mix whitespace with the operands' first bytes and with what follows an operand: the
+# tail parts' accepted tokens, the tokens an operand ends inside (left to the state's chart) and
+# the whitespace positions' own bytes (a bounded count, a loop back to the same state).
+EXPR = """root ::= ws expr ws
+expr ::= term ( ws {ops} ws term )*
+term ::= "-" ws term | atom
+atom ::= {atoms}
+ws ::= {ws}
+"""
+EXPR_ATOMS = ("[a-c]+", "[0-9]+", '"(" ws expr ws ")"', '[a-c]+ ws "(" ws expr ( ws "," ws expr )* ws ")"')
+EXPR_WS = ("[ \\t]{0,3}", "[ ]{0,2}", '" "*', "[ \\t]*", '" "?', "[ ] [ ]?")
+EXPR_PIECES = (
+    b" ", b"  ", b" a+", b" 1)", b" a", b"\t", b" (", b" a,",
+    b"1", b"ab", b"  a", b" ab", b"+ ", b" + ", b"(", b"( ", b")", b" )", b" a)", b"a(", b" a(",
+    b"a", b" 1", b" +", b" 1+", b",", b", ", b" ,", b"-", b" -", b" -a", b"a b", b" \t", b"\t1", b" a+1",
+)  # fmt: skip
+
+
+@st.composite
+def expression_grammars(draw: st.DrawFn) -> str:
+    atoms = draw(st.lists(st.sampled_from(EXPR_ATOMS), min_size=1, max_size=4, unique=True))
+    if all("(" in a for a in atoms):
+        atoms.append("[a-c]+")  # a base case
+    ops = "[" + "".join(draw(st.lists(st.sampled_from("+*-"), min_size=1, max_size=3, unique=True))) + "]"
+    return EXPR.format(
+        ops=ops.replace("-", "\\-"), atoms=" | ".join(atoms), ws=draw(st.sampled_from(EXPR_WS))
+    )
+
+
+def test_operand_ending_inside_a_whitespace_token_same_entries() -> None:
+    """`( a+b`: after `(` the space leads into expr -> term -> atom, each a tail part of the one
+    above; atom ends inside the token, term leaves it uncertain too, and expr's own chart takes
+    `+b` (the callers' checks of their callees' uncertain tails)."""
+    text = EXPR.format(ops="[+]", atoms='[a-c]+ | "(" ws expr ws ")"', ws="[ ]{0,2}")
+    vocab = cfgmask.Vocabulary.from_token_bytes(
+        [bytes([c]) for c in b" abc()+"] + [b" a+b", b" a+", b" (a", b"  a+b"]
+    )
+    compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(text), vocab, _strategy=EVERY_TAIL)
+    _tail_entries(compiled)
+    assert_same_entries(compiled.grammar, vocab, tail_parts=1)
+    assert compiled.stats["tail_walks"] >= 3, compiled.stats  # expr's, term's and atom's
+
+
+@given(expression_grammars(), vocabularies(EXPR_PIECES))
+def test_expression_grammars_tail_parts_same_entries(text: str, v: Vocab) -> None:
+    g = cfgmask.Grammar.from_gbnf(text)
+    vocab = _vocab(v)
+    _tail_entries(cfgmask.compile(g, vocab, _strategy=EVERY_TAIL))
+    assert_same_entries(g, vocab, tail_parts=1)
 
 
 # A length-bounded string with an unanchored pattern (the shape of JSONSchemaBench's

@@ -47,6 +47,11 @@ class Strategy:
     # of a bigger one) take their entries from one shared walk of the chain's loop, by how far each
     # is from the end (False: each position walks the trie; needs share_loop_walks)
     count_chains: bool = True
+    # a composed entry's byte edge into a state that calls (a whitespace position before an
+    # operand), when the byte leads at least this many trie entries, takes the tokens that go
+    # through a callee from one walk of the byte's subtree per (callee start, byte), shared by
+    # every such position (0: each edge walks it; 1: every edge, as the tests use it)
+    tail_parts: int = 256
 
 
 DEFAULT = Strategy()
