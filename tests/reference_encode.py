@@ -7,7 +7,7 @@ ones; everything else (the iterative walks past the recursion cap, the rare node
 is the package's.  Both must give the same ids in the same order, the same facts per id and
 the same encoded IR.  :func:`utf8_code` is a character class's code from the Python
 ``utf8.byte_sequences``.  :func:`plan` and :func:`collect` are the Python loops of
-``components._plan`` and ``components.rule_dfas`` that ``_dag.plan`` and ``_dag.collect``
+``components.call_graph``, ``_plan`` and ``rule_dfas`` that ``_dag.plan`` and ``_dag.collect``
 compile (Tarjan by ``graph.sccs``, tail position by ``graph.tail_only_dag``).
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 from cfgmask import deadline, ir
 from cfgmask.compile.automaton import DFA
 from cfgmask.compile.encode import _ALT, _BYTES, _LIT, _REF, _REPEAT, _SEQ, _UTF8, Session, TooBig, _Deep
-from cfgmask.compile.graph import sccs, tail_only_dag
+from cfgmask.compile.graph import sccs, tail_only_dag, use_counts_dag
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.utf8 import byte_sequences
 
@@ -152,13 +152,27 @@ class ReferenceSession(Session):
         return off
 
 
+def call_graph(
+    rules: dict[str, ir.Expr], sess: Session
+) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
+    """``components.call_graph`` in Python: each rule's DAG id, the rules it calls, how often
+    each rule is used (capped at 2); names and token terminals numbered once, in order."""
+    cids = sess.cids(rules)
+    graph = {name: sess.interner.refs[c] for name, c in cids.items()}
+    uses = use_counts_dag(sess, cids)
+    for name in sorted(rules):
+        sess.name(name)
+    for ids, negated in sorted(sess.tokens):
+        if ids:
+            sess.token_name(ids, negated)
+    return cids, graph, uses
+
+
 def plan(
     rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: Session
 ) -> list[tuple[list[str], int, tuple[Any, ...]]]:
     """``components._plan`` in Python: the components reachable from ``start``, callees
     first, each with its cache key and what ``compile_components`` takes for it."""
-    from cfgmask.compile.components import call_graph
-
     cache = sess.cache
     cids, graph, uses = call_graph(rules, sess)
     lim = cache.key_id(limits) if cache is not None else limits

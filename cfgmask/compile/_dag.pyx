@@ -661,3 +661,70 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type):
         if cache is not None:
             cache.put(key, dfas)
     return out
+
+
+def call_graph(sess, dict rules):
+    """``components.call_graph``: each rule's DAG id, the rules it calls, and its uses capped
+    at 2; every rule name numbered in sorted order, then the token terminals."""
+    cdef dict cids = sess.cids(rules), graph = {}, uses = {}, name_idx = sess.name_idx, u
+    cdef list refs = sess.interner.refs, per_use = sess.interner.uses, names = sess.names
+    cdef object c, n, v, got
+    cdef Py_ssize_t k
+    for name, c in cids.items():
+        graph[name] = refs[c]
+    for c in cids.values():
+        u = <dict>per_use[c]
+        for n, v in u.items():
+            got = uses.get(n)
+            k = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t>v
+            uses[n] = 2 if k > 2 else k
+    k = len(names)
+    for name in sorted(rules):
+        if name not in name_idx:
+            name_idx[name] = len(names)
+            names.append(name)
+    if len(names) != k:
+        sess._rank = None
+    if sess.tokens:
+        for ids, negated in sorted(sess.tokens):
+            if ids:
+                sess.token_name(ids, negated)
+    return cids, graph, uses
+
+
+def finish_args(dict built, sess):
+    """What ``components.finish`` hands compile_finish for ``built`` (rule -> (DFA, label
+    values)): per name index the (DFA handle, label values) or None, which names are token
+    terminals (bytes of 0 and 1), and the rules' states in all."""
+    cdef dict name_idx = sess.name_idx, token_sets = sess.token_sets
+    cdef list names = sess.names, by_name = [None] * len(names)
+    cdef tuple pair
+    cdef Py_ssize_t total = 0, i, n = len(names)
+    cdef bytearray is_token = bytearray(n)
+    for name, pair in built.items():
+        dfa = pair[0]
+        handle = dfa.handle
+        by_name[<Py_ssize_t>name_idx[name]] = (handle, pair[1])
+        total += <Py_ssize_t>handle.n_states
+    if token_sets:
+        for i in range(n):
+            if names[i] in token_sets:
+                is_token[i] = 1
+    return by_name, bytes(is_token), total
+
+
+def root_facts(interner, roots):
+    """Over the ids ``roots``: the sum of their tree sizes, their greatest height and their
+    longest literal (what ``prepare`` checks against the limits)."""
+    cdef list count = interner.count, height = interner.height, maxlit = interner.maxlit
+    cdef object total = 0
+    cdef Py_ssize_t h = 0, lit = 0, x
+    for c in roots:
+        total += count[c]
+        x = height[c]
+        if x > h:
+            h = x
+        x = maxlit[c]
+        if x > lit:
+            lit = x
+    return total, h, lit

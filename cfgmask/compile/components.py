@@ -24,7 +24,6 @@ from . import _dag
 from .automaton import DFA
 from .encode import _ALT, _REPEAT, _SEQ, _WORDS, Session
 from .flat import Flat, class_weights, from_door
-from .graph import use_counts_dag
 from .limits import CompileLimits
 from .repeats import RepeatRewriter
 
@@ -136,16 +135,7 @@ def call_graph(
 ) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
     """Each rule's DAG id, the rules it calls, and how often each rule is used; names and
     token terminals numbered once, in order (label values need it)."""
-    cids = sess.cids(rules)
-    refs = sess.interner.refs
-    graph = {name: refs[c] for name, c in cids.items()}
-    uses = use_counts_dag(sess, cids)
-    for name in sorted(rules):
-        sess.name(name)
-    for ids, negated in sorted(sess.tokens):
-        if ids:
-            sess.token_name(ids, negated)
-    return cids, graph, uses
+    return _dag.call_graph(sess, rules)  # compiled: tests/reference_encode.py has the Python loop
 
 
 def _plan(
@@ -177,13 +167,10 @@ def finish(
     from .._core import compile_finish
 
     rank, _ = sess.rank()
-    by_name: list[tuple[Any, array[int]] | None] = [None] * len(sess.names)
-    for name, (dfa, labels) in built.items():
-        by_name[sess.name(name)] = (dfa.handle, labels)
-    is_token = bytes(n in sess.token_sets for n in sess.names)
+    by_name, is_token, states = _dag.finish_args(built, sess)
     # enough byte-class weights for every state the runtime rules may keep (C leaves the byte
     # classes to Python past the weights it is given): at most all the rules' states
-    weights = class_weights(min(sum(len(dfa) for dfa, _ in built.values()), limits.max_total_states))
+    weights = class_weights(min(states, limits.max_total_states))
     end = _deadline()
     try:
         got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, weights)
