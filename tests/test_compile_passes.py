@@ -349,6 +349,26 @@ def test_compiled_plan_matches_the_python_loop(g: ir.Grammar, data: st.DataObjec
         assert got[0] == got[1]
 
 
+@pytest.mark.parametrize("tail", [True, False])
+def test_compiled_plan_past_the_recursion_cap_matches_the_python_loop(tail: bool) -> None:
+    """A recursive rule nested deeper than the compiled walks go (the rest walked by the
+    Python functions) gets the same plan: right-linear only with its call in tail position."""
+    body: ir.Expr = ir.Ref("r0")
+    for i in range(120):  # 240 nodes deep: past the cap of 200, within Python's recursion
+        body = (
+            ir.Seq((ir.literal(f"k{i % 7}"), ir.Alt((body, ir.literal("x")))))
+            if tail
+            else ir.Seq((body, ir.literal("y")))
+        )
+    g = ir.Grammar({"r0": ir.Alt((body, ir.literal("z")))}, "r0")
+    limits = CompileLimits(max_ir_depth=1000)
+    got = [
+        _outcome(lambda p=python: _planned(g, set(), limits, AutomatonCache(), p)) for python in (False, True)
+    ]
+    assert got[0] == got[1]
+    assert got[0][0][0][2][2] is tail  # right-linear
+
+
 CODE_POINTS = st.one_of(
     st.sampled_from((0, 0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xD800, 0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x10FFFF)),
     st.integers(0, 0x10FFFF),

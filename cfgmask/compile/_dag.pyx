@@ -520,12 +520,14 @@ cdef class TailOnly:
         self.members = members
         self.memo = {}
 
-    cdef int walk(self, Py_ssize_t c, bint tail) except -1:
+    cdef int walk(self, Py_ssize_t c, bint tail, int depth) except -1:
         cdef tuple key, kids
         cdef int kind, got
         cdef Py_ssize_t i, last
         if (<frozenset>self.refs[c]).isdisjoint(self.members):
             return 1
+        if depth > MAX_DEPTH:
+            raise Deep
         memo_key = (c, tail)
         g = self.memo.get(memo_key)
         if g is not None:
@@ -539,22 +541,32 @@ cdef class TailOnly:
             last = len(kids) - 1
             got = 1
             for i in range(last + 1):
-                if not self.walk(kids[i], tail and i == last):
+                if not self.walk(kids[i], tail and i == last, depth + 1):
                     got = 0
                     break
         elif kind == ALT:
             kids = key[1]
             got = 1
             for i in range(len(kids)):
-                if not self.walk(kids[i], tail):
+                if not self.walk(kids[i], tail, depth + 1):
                     got = 0
                     break
         elif kind == REPEAT:
-            got = self.walk(key[1], False)
+            got = self.walk(key[1], False, depth + 1)
         else:  # a lookahead's marker: tail_only does not count it as a reference
             got = 1
         self.memo[memo_key] = got
         return got
+
+
+cdef bint tail_only(sess, list refs, list keys, object cid, members) except -1:
+    """``graph.tail_only_dag(sess, cid, members)``; past the recursion cap, that function."""
+    try:
+        return TailOnly(refs, keys, members).walk(cid, True, 0)
+    except Deep:
+        from .graph import tail_only_dag
+
+        return tail_only_dag(sess, cid, members)
 
 
 def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim):
@@ -578,14 +590,14 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             calls = graph[m]
             recursive = m in calls
             members = {m}
-            regular = not recursive or TailOnly(refs, keys, members).walk(cids[m], True)
+            regular = not recursive or tail_only(sess, refs, keys, cids[m], members)
             callees = sorted(calls - members) if recursive else sorted(calls)
         else:
             members = set(comp)
             recursive = True
             regular = True
             for m in comp:
-                if not TailOnly(refs, keys, members).walk(cids[m], True):
+                if not tail_only(sess, refs, keys, cids[m], members):
                     regular = False
                     break
             callees = sorted({c for m in comp for c in graph[m]} - members)
