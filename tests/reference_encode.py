@@ -6,16 +6,22 @@ that ``cfgmask/compile/_dag.pyx`` compiles.
 ones; everything else (the iterative walks past the recursion cap, the rare node kinds, names)
 is the package's.  Both must give the same ids in the same order, the same facts per id and
 the same encoded IR.  :func:`utf8_code` is a character class's code from the Python
-``utf8.byte_sequences``.
+``utf8.byte_sequences``.  :func:`plan` and :func:`collect` are the Python loops of
+``components.call_graph``, ``_plan`` and ``rule_dfas`` that ``_dag.plan`` and ``_dag.collect``
+compile (Tarjan by ``graph.sccs``, tail position by ``graph.tail_only_dag``).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from typing import Any
 
 from cfgmask import deadline, ir
+from cfgmask.compile.automaton import DFA
 from cfgmask.compile.encode import _ALT, _BYTES, _LIT, _REF, _REPEAT, _SEQ, _UTF8, Session, TooBig, _Deep
+from cfgmask.compile.graph import sccs, tail_only_dag, use_counts_dag
+from cfgmask.compile.limits import CompileLimits
 from cfgmask.utf8 import byte_sequences
 
 
@@ -144,3 +150,87 @@ class ReferenceSession(Session):
         off = offsets[cid] = len(self.code)
         self.code.extend(body)
         return off
+
+
+def call_graph(
+    rules: dict[str, ir.Expr], sess: Session
+) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
+    """``components.call_graph`` in Python: each rule's DAG id, the rules it calls, how often
+    each rule is used (capped at 2); names and token terminals numbered once, in order."""
+    cids = sess.cids(rules)
+    graph = {name: sess.interner.refs[c] for name, c in cids.items()}
+    uses = use_counts_dag(sess, cids)
+    for name in sorted(rules):
+        sess.name(name)
+    for ids, negated in sorted(sess.tokens):
+        if ids:
+            sess.token_name(ids, negated)
+    return cids, graph, uses
+
+
+def plan(
+    rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: Session
+) -> list[tuple[list[str], int, tuple[Any, ...]]]:
+    """``components._plan`` in Python: the components reachable from ``start``, callees
+    first, each with its cache key and what ``compile_components`` takes for it."""
+    cache = sess.cache
+    cids, graph, uses = call_graph(rules, sess)
+    lim = cache.key_id(limits) if cache is not None else limits
+    key_of: dict[str, int] = {}
+    cap_of: dict[str, int] = {}
+    out: list[tuple[list[str], int, tuple[Any, ...]]] = []
+    emit = sess.emitter()
+    for comp in sccs(graph, start):
+        members = set(comp)
+        recursive = len(comp) > 1 or comp[0] in graph[comp[0]]
+        regular = not recursive or all(tail_only_dag(sess, cids[m], members) for m in comp)
+        callees = sorted({c for m in comp for c in graph[m]} - members)
+        deadline.check("rule loop")
+        mine = []
+        for m in comp:
+            cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
+            cap = cap_of[m] = cap if regular and m not in outlined else 0
+            mine.append((m, cids[m], cap))
+        content = (
+            sess.gen,
+            tuple(mine),
+            tuple([(c, key_of[c], cap_of[c]) for c in callees]),
+            recursive and regular,
+            lim,
+        )
+        key = cache.key_id(content) if cache is not None else len(out)
+        for m in comp:
+            key_of[m] = key
+        cached = cache.get(key) if cache is not None else None
+        spec = (
+            [(sess.name_idx[m], emit(cid), cap) for m, cid, cap in mine],
+            [sess.name_idx[c] for c in callees],
+            recursive and regular,
+            cached,
+        )
+        out.append((comp, key, spec))
+    return out
+
+
+def collect(
+    planned: list[tuple[list[str], int, tuple[Any, ...]]],
+    args: list[tuple[Any, ...]],
+    built: list[Any],
+    ordered: list[str],
+    cache: Any,
+) -> dict[str, tuple[DFA, array[int]]]:
+    """The end of ``components.rule_dfas`` in Python: each member's DFA and label values."""
+    out: dict[str, tuple[DFA, array[int]]] = {}
+    for (members, key, spec), arg, got in zip(planned, args, built, strict=True):
+        if got is None:
+            for m, dfa, (_, labels) in zip(members, spec[3], arg[3], strict=True):
+                out[m] = (dfa, labels)
+            continue
+        dfas = []
+        for m, (handle, values) in zip(members, got, strict=True):
+            dfa = DFA(handle, [ordered[v] for v in values])
+            out[m] = (dfa, array("I", values))
+            dfas.append(dfa)
+        if cache is not None:
+            cache.put(key, dfas)
+    return out

@@ -10,7 +10,10 @@
 * ``check_ir`` over the DAG against the tree walk, the repetition rewriter's
   shortcut against its full walk, capped use counts against the counts;
 * the compiled interning and encoding (``compile/_dag.pyx``) against the Python walks
-  (``reference_encode``), and tail position over the DAG against the tree walk.
+  (``reference_encode``), and tail position over the DAG against the tree walk;
+* the compiled plan and collection of ``components.rule_dfas`` (``_dag.plan``,
+  ``_dag.collect``) against their Python loops (``reference_encode.plan``, ``collect``), cold
+  and with every component cached.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ from hypothesis import strategies as st
 from cfgmask import deadline, ir
 from cfgmask.compile import _dag, components, encode, graph, prepare, repeats
 from cfgmask.compile import limits as limits_mod
-from cfgmask.compile.cache import CACHE
+from cfgmask.compile.cache import CACHE, AutomatonCache
 from cfgmask.compile.compiled import clear_caches
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.tables import Tables, build_tables, tables_from_flat
 from cfgmask.errors import GrammarError, LimitError
 
+from . import reference_encode, reference_pipeline
 from . import reference_fsm as fsm
-from . import reference_pipeline
 from .reference_encode import ReferenceSession, utf8_code
 from .strategies import SMALL, grammars
 
@@ -300,6 +303,78 @@ def test_tail_position_over_the_dag_matches_the_tree_walk(g: ir.Grammar, data: s
     sess = encode.Session()
     for body in g.rules.values():
         assert graph.tail_only_dag(sess, sess.cid(body), members) == graph.tail_only(body, members, True)
+
+
+def _reference_rule_dfas(
+    rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: encode.Session
+) -> dict[str, object]:
+    """``components.rule_dfas`` with the Python loops of its plan and its collection."""
+    from cfgmask._core import compile_components
+
+    planned = reference_encode.plan(rules, start, outlined, limits, sess)
+    rank, ordered = sess.rank()
+    args = [s if s[3] is None else (*s[:3], components._given(s[3], rank, sess)) for _, _, s in planned]
+    built = compile_components(sess.code, rank, args, limits.max_dfa_states, limits.inline_max_states)
+    return reference_encode.collect(planned, args, built, ordered, sess.cache)  # type: ignore[return-value]
+
+
+def _planned(
+    g: ir.Grammar, outlined: set[str], limits: CompileLimits, cache: AutomatonCache | None, python: bool
+):  # type: ignore[no-untyped-def]
+    """The plan and the DFAs of ``g`` in a new session (of ``cache``, if given): its
+    components, keys, specs (cached DFAs by their states), the encoded IR, the names, and
+    each rule's DFA (names, states, label values)."""
+    sess = cache.session() if cache is not None else encode.Session()
+    rules = dict(g.rules)
+    sess.cids(rules)
+    for name in sess.markers:  # as build_rules: a lookahead's marker rule
+        rules[name] = ir.EPSILON
+    planned = (reference_encode.plan if python else components._plan)(rules, g.start, outlined, limits, sess)
+    dfas = (_reference_rule_dfas if python else components.rule_dfas)(rules, g.start, outlined, limits, sess)
+    return (
+        planned,
+        sess.code.tolist(),
+        sess.names,
+        {m: (d.names, d.states, labels.tolist()) for m, (d, labels) in dfas.items()},  # type: ignore[attr-defined]
+    )
+
+
+@settings(deadline=None)
+@given(shared_grammars(), st.data())
+def test_compiled_plan_matches_the_python_loop(g: ir.Grammar, data: st.DataObject) -> None:
+    outlined = set(data.draw(st.lists(st.sampled_from(sorted(g.rules)), max_size=2)))
+    limits = CompileLimits(
+        inline_shared_states=data.draw(st.sampled_from((0, 3, 64))),
+        inline_max_states=data.draw(st.sampled_from((0, 8, 2000))),
+        max_dfa_states=2000,
+    )
+    caches = {python: AutomatonCache() for python in (False, True)}
+    for cache_of in ({False: None, True: None}, caches, caches):  # no cache, cold, every component cached
+        got = [
+            _outcome(lambda c=cache_of[python], p=python: _planned(g, outlined, limits, c, p))  # type: ignore[misc]
+            for python in (False, True)
+        ]
+        assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("tail", [True, False])
+def test_compiled_plan_past_the_recursion_cap_matches_the_python_loop(tail: bool) -> None:
+    """A recursive rule nested deeper than the compiled walks go (the rest walked by the
+    Python functions) gets the same plan: right-linear only with its call in tail position."""
+    body: ir.Expr = ir.Ref("r0")
+    for i in range(120):  # 240 nodes deep: past the cap of 200, within Python's recursion
+        body = (
+            ir.Seq((ir.literal(f"k{i % 7}"), ir.Alt((body, ir.literal("x")))))
+            if tail
+            else ir.Seq((body, ir.literal("y")))
+        )
+    g = ir.Grammar({"r0": ir.Alt((body, ir.literal("z")))}, "r0")
+    limits = CompileLimits(max_ir_depth=1000)
+    got = [
+        _outcome(lambda p=python: _planned(g, set(), limits, AutomatonCache(), p)) for python in (False, True)
+    ]
+    assert got[0] == got[1]
+    assert got[0][0][0][2][2] is tail  # right-linear
 
 
 CODE_POINTS = st.one_of(

@@ -378,3 +378,52 @@ def test_integer_spellings_by_draft_and_mode() -> None:
     check(schema_to_grammar({"type": "number", "multipleOf": 2}, canonical=False)[0], accepts=["4", "4.0"])
     validator = jsonschema.Draft4Validator(d4)
     assert not validator.is_valid(json.loads("12345.0")) and validator.is_valid(json.loads("12345"))
+
+
+_VALUES = st.sampled_from(
+    ({"type": "string"}, {"type": "integer"}, False, {"enum": ["a", 1]}, {"type": "string", "maxLength": 2})
+)
+
+
+@st.composite
+def _objects(draw: st.DrawFn) -> dict[str, Any]:
+    keys = draw(st.lists(st.sampled_from("abcdef"), unique=True, max_size=5))
+    schema: dict[str, Any] = {"type": "object", "properties": {k: draw(_VALUES) for k in keys}}
+    schema["required"] = draw(st.lists(st.sampled_from(keys), unique=True)) if keys else []
+    extra = draw(st.sampled_from((None, False, True, {"type": "integer"})))
+    if extra is not None:
+        schema["additionalProperties"] = extra
+    for k in ("minProperties", "maxProperties"):
+        if draw(st.integers(0, 3)) == 0:
+            schema[k] = draw(st.integers(0, 4))
+    if keys and draw(st.integers(0, 3)) == 0:
+        schema["dependentRequired"] = {keys[0]: keys[-1:]}
+    if draw(st.booleans()):  # nested: the walk of an inner object as a member
+        schema = {"type": "object", "properties": {"x": schema, "y": {"type": "integer"}}}
+    return schema
+
+
+@settings(max_examples=80, deadline=None)
+@given(_objects())
+def test_objects_with_nothing_to_remember_are_laid_out_as_the_search_lays_them(schema: Any) -> None:
+    """An object whose walk keeps no state (no key watched, nothing counted) is laid out
+    without the search of ``ordered``; the search gives the same rules, in the same order,
+    and the same report."""
+    from cfgmask.frontends.json_schema import containers
+
+    def outcome() -> Any:
+        try:
+            g, report = schema_to_grammar(schema)
+        except GrammarError as e:
+            return str(e)
+        return g.start, [(n, repr(b)) for n, b in g.rules.items()], [repr(e) for e in report.entries]
+
+    fast = outcome()
+    searched = containers.Containers.ordered
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            containers.Containers,
+            "ordered",
+            lambda self, *a, constant=False, **k: searched(self, *a, **k),
+        )
+        assert outcome() == fast

@@ -10,7 +10,7 @@ token texts) and trees deeper than the recursion cap are left to the Python iter
 :class:`~.encode.Session`, which share the memo.
 """
 
-from cpython.array cimport array, resize_smart
+from cpython.array cimport array, clone, resize_smart
 from cpython.long cimport PyLong_AsLong, PyLong_FromVoidPtr
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -457,3 +457,286 @@ def utf8_code(tuple ranges):
     out.append(count)
     out += seqs
     return tuple(out)
+
+
+# -- the plan of components.rule_dfas
+
+
+cdef list tarjan(dict graph, object root):
+    """``graph.sccs(graph, root)``: Tarjan's components of the part reachable from ``root``,
+    callees before callers, children visited in sorted order (the same components in the
+    same order)."""
+    cdef dict index = {}, low = {}
+    cdef set on = set()
+    cdef list stack = [root], out = [], nodes = [root], its = [iter(sorted(graph[root]))], comp
+    cdef Py_ssize_t top, i
+    cdef object node, child, x
+    index[root] = low[root] = 0
+    on.add(root)
+    while nodes:
+        top = len(nodes) - 1
+        node = nodes[top]
+        child = next(its[top], None)
+        if child is not None:
+            if child not in index:
+                i = len(index)
+                index[child] = low[child] = i
+                stack.append(child)
+                on.add(child)
+                nodes.append(child)
+                its.append(iter(sorted(graph[child])))
+            elif child in on:
+                if <Py_ssize_t>index[child] < <Py_ssize_t>low[node]:
+                    low[node] = index[child]
+            continue
+        nodes.pop()
+        its.pop()
+        if nodes:
+            x = nodes[top - 1]
+            if <Py_ssize_t>low[node] < <Py_ssize_t>low[x]:
+                low[x] = low[node]
+        if low[node] == index[node]:
+            comp = []
+            while True:
+                x = stack.pop()
+                on.discard(x)
+                comp.append(x)
+                if x == node:
+                    break
+            out.append(comp)
+    return out
+
+
+cdef class TailOnly:
+    """``graph.tail_only_dag``: are all references to ``members`` below an interned node in
+    tail position?  Each shared subtree is visited once a position."""
+    cdef list refs, keys
+    cdef object members
+    cdef dict memo
+
+    def __init__(self, list refs, list keys, members):
+        self.refs = refs
+        self.keys = keys
+        self.members = members
+        self.memo = {}
+
+    cdef int walk(self, Py_ssize_t c, bint tail, int depth) except -1:
+        cdef tuple key, kids
+        cdef int kind, got
+        cdef Py_ssize_t i, last
+        if (<frozenset>self.refs[c]).isdisjoint(self.members):
+            return 1
+        if depth > MAX_DEPTH:
+            raise Deep
+        memo_key = (c, tail)
+        g = self.memo.get(memo_key)
+        if g is not None:
+            return <int>g
+        key = <tuple>self.keys[c]
+        kind = key[0]
+        if kind == REF:  # a member (refs[c] meets members)
+            got = tail
+        elif kind == SEQ:
+            kids = key[1]
+            last = len(kids) - 1
+            got = 1
+            for i in range(last + 1):
+                if not self.walk(kids[i], tail and i == last, depth + 1):
+                    got = 0
+                    break
+        elif kind == ALT:
+            kids = key[1]
+            got = 1
+            for i in range(len(kids)):
+                if not self.walk(kids[i], tail, depth + 1):
+                    got = 0
+                    break
+        elif kind == REPEAT:
+            got = self.walk(key[1], False, depth + 1)
+        else:  # a lookahead's marker: tail_only does not count it as a reference
+            got = 1
+        self.memo[memo_key] = got
+        return got
+
+
+cdef bint tail_only(sess, list refs, list keys, object cid, members) except -1:
+    """``graph.tail_only_dag(sess, cid, members)``; past the recursion cap, that function."""
+    try:
+        return TailOnly(refs, keys, members).walk(cid, True, 0)
+    except Deep:
+        from .graph import tail_only_dag
+
+        return tail_only_dag(sess, cid, members)
+
+
+def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim):
+    """``components._plan`` after ``call_graph``: the components reachable from ``start``,
+    callees first, each as (members, key id, what compile_components takes for it).
+    ``graph``: the rules each rule calls; ``uses``: each rule's uses, capped at 2;
+    ``shared``, ``single``: the inline caps; ``lim``: the limits' key id (or the limits)."""
+    cdef object cache = sess.cache
+    cdef list out = [], comp, mine, callees, spec_members, keys = sess.interner.keys
+    cdef list refs = sess.interner.refs
+    cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx, offsets = sess.offsets
+    cdef Emitting em = Emitting(sess)
+    cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid
+    cdef bint recursive, regular
+    cdef Py_ssize_t k
+    key_id = cache.key_id if cache is not None else None
+    get = cache.get if cache is not None else None
+    for comp in tarjan(graph, start):
+        if len(comp) == 1:  # most components: one rule
+            m = comp[0]
+            calls = graph[m]
+            recursive = m in calls
+            members = {m}
+            regular = not recursive or tail_only(sess, refs, keys, cids[m], members)
+            callees = sorted(calls - members) if recursive else sorted(calls)
+        else:
+            members = set(comp)
+            recursive = True
+            regular = True
+            for m in comp:
+                if not tail_only(sess, refs, keys, cids[m], members):
+                    regular = False
+                    break
+            callees = sorted({c for m in comp for c in graph[m]} - members)
+        deadline_check("rule loop")
+        mine = []
+        spec_members = []
+        for m in comp:
+            # Copying a rule into every caller makes tokens that span it context-independent,
+            # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
+            # big automata are copied only into a single caller.
+            cap = single if uses.get(m, 0) <= 1 else shared
+            cap = cap if regular and m not in outlined else 0
+            cap_of[m] = cap
+            cid = cids[m]
+            mine.append((m, cid, cap))
+            off = offsets.get(cid)
+            if off is None:
+                try:
+                    off = em.rec(cid, 0)
+                except Deep:  # the rest without recursion (what is done is kept)
+                    off = sess._emit_iter(cid)
+            spec_members.append((name_idx[m], off, cap))
+        content = (
+            gen,
+            tuple(mine),
+            tuple([(c, key_of[c], cap_of[c]) for c in callees]),
+            recursive and regular,
+            lim,
+        )
+        key = key_id(content) if cache is not None else len(out)
+        for m in comp:
+            key_of[m] = key
+        cached = get(key) if cache is not None else None
+        out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached)))
+    return out
+
+
+def collect(list plan, list args, list built, list ordered, cache, dfa_type):
+    """The rest of ``components.rule_dfas``: every member's DFA (a ``dfa_type``) and its
+    labels' values (an ``array('I')``), by rule name, from what compile_components returned
+    (None for a cached component: the DFAs and values given in ``args``); built components
+    go to ``cache``.  ``ordered``: the session's names in label-value order."""
+    cdef dict out = {}
+    cdef list members, got, dfas, names
+    cdef tuple pair
+    cdef array labs, tmpl = array("I")
+    cdef Py_ssize_t k, i, j, n
+    cdef unsigned int *p
+    for k in range(len(plan)):
+        members, key, spec = plan[k]
+        got = built[k]
+        if got is None:  # cached: the DFAs and label values given
+            for m, dfa, given in zip(members, spec[3], args[k][3]):
+                out[m] = (dfa, given[1])
+            continue
+        if len(got) != len(members):
+            raise ValueError("compile_components: one DFA per member")
+        dfas = []
+        for i in range(len(members)):
+            pair = got[i]
+            values = <list>pair[1]
+            n = len(values)
+            names = [None] * n
+            labs = clone(tmpl, n, False)
+            p = labs.data.as_uints
+            for j in range(n):
+                v = values[j]
+                names[j] = ordered[v]
+                p[j] = v
+            dfa = dfa_type(pair[0], names)
+            out[members[i]] = (dfa, labs)
+            dfas.append(dfa)
+        if cache is not None:
+            cache.put(key, dfas)
+    return out
+
+
+def call_graph(sess, dict rules):
+    """``components.call_graph``: each rule's DAG id, the rules it calls, and its uses capped
+    at 2; every rule name numbered in sorted order, then the token terminals."""
+    cdef dict cids = sess.cids(rules), graph = {}, uses = {}, name_idx = sess.name_idx, u
+    cdef list refs = sess.interner.refs, per_use = sess.interner.uses, names = sess.names
+    cdef object c, n, v, got
+    cdef Py_ssize_t k
+    for name, c in cids.items():
+        graph[name] = refs[c]
+    for c in cids.values():
+        u = <dict>per_use[c]
+        for n, v in u.items():
+            got = uses.get(n)
+            k = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t>v
+            uses[n] = 2 if k > 2 else k
+    k = len(names)
+    for name in sorted(rules):
+        if name not in name_idx:
+            name_idx[name] = len(names)
+            names.append(name)
+    if len(names) != k:
+        sess._rank = None
+    if sess.tokens:
+        for ids, negated in sorted(sess.tokens):
+            if ids:
+                sess.token_name(ids, negated)
+    return cids, graph, uses
+
+
+def finish_args(dict built, sess):
+    """What ``components.finish`` hands compile_finish for ``built`` (rule -> (DFA, label
+    values)): per name index the (DFA handle, label values) or None, which names are token
+    terminals (bytes of 0 and 1), and the rules' states in all."""
+    cdef dict name_idx = sess.name_idx, token_sets = sess.token_sets
+    cdef list names = sess.names, by_name = [None] * len(names)
+    cdef tuple pair
+    cdef Py_ssize_t total = 0, i, n = len(names)
+    cdef bytearray is_token = bytearray(n)
+    for name, pair in built.items():
+        dfa = pair[0]
+        handle = dfa.handle
+        by_name[<Py_ssize_t>name_idx[name]] = (handle, pair[1])
+        total += <Py_ssize_t>handle.n_states
+    if token_sets:
+        for i in range(n):
+            if names[i] in token_sets:
+                is_token[i] = 1
+    return by_name, bytes(is_token), total
+
+
+def root_facts(interner, roots):
+    """Over the ids ``roots``: the sum of their tree sizes, their greatest height and their
+    longest literal (what ``prepare`` checks against the limits)."""
+    cdef list count = interner.count, height = interner.height, maxlit = interner.maxlit
+    cdef object total = 0
+    cdef Py_ssize_t h = 0, lit = 0, x
+    for c in roots:
+        total += count[c]
+        x = height[c]
+        if x > h:
+            h = x
+        x = maxlit[c]
+        if x > lit:
+            lit = x
+    return total, h, lit

@@ -20,10 +20,10 @@ from typing import Any
 
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
+from . import _dag
 from .automaton import DFA
 from .encode import _ALT, _REPEAT, _SEQ, _WORDS, Session
 from .flat import Flat, class_weights, from_door
-from .graph import sccs, tail_only_dag, use_counts_dag
 from .limits import CompileLimits
 from .repeats import RepeatRewriter
 
@@ -126,18 +126,7 @@ def rule_dfas(
         if failed is None:
             raise
         raise LimitError(f"rule {plan[failed][0][0]!r}: {e}", limit=e.limit, value=e.value) from None
-    out: dict[str, tuple[DFA, array[int]]] = {}
-    for (members, key, spec), arg, got in zip(plan, args, built, strict=True):
-        if got is None:  # cached: the DFAs and label values given
-            for m, dfa, (_, labels) in zip(members, spec[3], arg[3], strict=True):
-                out[m] = (dfa, labels)
-            continue
-        dfas = {}
-        for m, (handle, values) in zip(members, got, strict=True):
-            dfas[m] = DFA(handle, [ordered[v] for v in values])
-            out[m] = (dfas[m], array("I", values))
-        if sess.cache is not None:
-            sess.cache.put(key, [dfas[m] for m in members])
+    out: dict[str, tuple[DFA, array[int]]] = _dag.collect(plan, args, built, ordered, sess.cache, DFA)
     return out
 
 
@@ -146,16 +135,7 @@ def call_graph(
 ) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
     """Each rule's DAG id, the rules it calls, and how often each rule is used; names and
     token terminals numbered once, in order (label values need it)."""
-    cids = sess.cids(rules)
-    refs = sess.interner.refs
-    graph = {name: refs[c] for name, c in cids.items()}
-    uses = use_counts_dag(sess, cids)
-    for name in sorted(rules):
-        sess.name(name)
-    for ids, negated in sorted(sess.tokens):
-        if ids:
-            sess.token_name(ids, negated)
-    return cids, graph, uses
+    return _dag.call_graph(sess, rules)  # compiled: tests/reference_encode.py has the Python loop
 
 
 def _plan(
@@ -167,53 +147,11 @@ def _plan(
     cids, graph, uses = call_graph(rules, sess)
     # the limits in every key as a small id (hashing the dataclass costs more than the rest)
     lim = cache.key_id(limits) if cache is not None else limits
-    key_of: dict[str, int] = {}
-    cap_of: dict[str, int] = {}
-    plan: list[_Planned] = []
-    name_idx = sess.name_idx  # every rule is numbered by call_graph
-    emit = sess.emitter()
-    shared, single = limits.inline_shared_states, limits.inline_max_states
-    for comp in sccs(graph, start):
-        if len(comp) == 1:  # most components: one rule
-            m = comp[0]
-            calls = graph[m]
-            recursive = m in calls
-            members = {m}
-            regular = not recursive or tail_only_dag(sess, cids[m], members)
-            callees = sorted(calls - members) if recursive else sorted(calls)
-        else:
-            members = set(comp)
-            recursive = True
-            regular = all(tail_only_dag(sess, cids[m], members) for m in comp)
-            callees = sorted({c for m in comp for c in graph[m]} - members)
-        deadline.check("rule loop")
-        mine = []
-        for m in comp:
-            # Copying a rule into every caller makes tokens that span it context-independent,
-            # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
-            # big automata are copied only into a single caller.
-            cap = single if uses.get(m, 0) <= 1 else shared
-            cap = cap_of[m] = cap if regular and m not in outlined else 0
-            mine.append((m, cids[m], cap))
-        content = (
-            sess.gen,
-            tuple(mine),
-            tuple([(c, key_of[c], cap_of[c]) for c in callees]),
-            recursive and regular,
-            lim,
-        )
-        key = cache.key_id(content) if cache is not None else len(plan)
-        for m in comp:
-            key_of[m] = key
-        cached = cache.get(key) if cache is not None else None
-        spec = (
-            [(name_idx[m], emit(cid), cap) for m, cid, cap in mine],
-            [name_idx[c] for c in callees],
-            recursive and regular,
-            cached,
-        )
-        plan.append((comp, key, spec))
-    return plan
+    # Tarjan, tail position, the inline caps, the keys and the emitted bodies, compiled
+    # (tests/reference_encode.py has the Python loop it follows: same plan, same code)
+    return _dag.plan(
+        sess, graph, cids, uses, start, outlined, limits.inline_shared_states, limits.inline_max_states, lim
+    )
 
 
 def _given(dfas: list[DFA], rank: array[int], sess: Session) -> list[tuple[Any, array[int]]]:
@@ -229,13 +167,10 @@ def finish(
     from .._core import compile_finish
 
     rank, _ = sess.rank()
-    by_name: list[tuple[Any, array[int]] | None] = [None] * len(sess.names)
-    for name, (dfa, labels) in built.items():
-        by_name[sess.name(name)] = (dfa.handle, labels)
-    is_token = bytes(n in sess.token_sets for n in sess.names)
+    by_name, is_token, states = _dag.finish_args(built, sess)
     # enough byte-class weights for every state the runtime rules may keep (C leaves the byte
     # classes to Python past the weights it is given): at most all the rules' states
-    weights = class_weights(min(sum(len(dfa) for dfa, _ in built.values()), limits.max_total_states))
+    weights = class_weights(min(states, limits.max_total_states))
     end = _deadline()
     try:
         got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, weights)

@@ -290,12 +290,13 @@ class Session:
     def rank(self) -> tuple[array[int], list[str]]:
         """Label value of each name (its position in name order) and the names in order."""
         if self._rank is None:
-            order = sorted(range(len(self.names)), key=self.names.__getitem__)
-            rank = array("I", bytes(4 * len(order)))
-            for r, i in enumerate(order):
-                rank[i] = r
+            ordered = sorted(self.names)  # names are distinct: no ties
+            idx = self.name_idx
+            rank = array("I", bytes(4 * len(ordered)))
+            for r, n in enumerate(ordered):
+                rank[idx[n]] = r
             self._rank = rank
-            self._sorted = [self.names[i] for i in order]
+            self._sorted = ordered
         return self._rank, self._sorted
 
     def emit(self, root: int) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Hashable
 
 from .. import ir
 from ..errors import GrammarError
+from . import _dag
 from .encode import Session, TooBig
 from .limits import CompileLimits, check_ir_exact
 
@@ -28,13 +29,8 @@ def prepare(grammar: ir.Grammar, limits: CompileLimits, sess: Session | None = N
     except TooBig:  # more distinct nodes than max_ir_nodes: more tree nodes too
         check_ir_exact(grammar, limits)
         raise AssertionError("check_ir missed a limit") from None
-    it = sess.interner
-    roots = sess.roots.values()
-    if (
-        sum(it.count[c] for c in roots) > limits.max_ir_nodes
-        or max((it.height[c] for c in roots), default=0) > limits.max_ir_depth
-        or max((it.maxlit[c] for c in roots), default=0) >= limits.max_dfa_states
-    ):
+    nodes, height, maxlit = _dag.root_facts(sess.interner, sess.roots.values())
+    if nodes > limits.max_ir_nodes or height > limits.max_ir_depth or maxlit >= limits.max_dfa_states:
         check_ir_exact(grammar, limits)  # raises the error the tree walk meets first
     return sess
 

@@ -197,6 +197,7 @@ class Containers:
         final: Callable[[Any], bool],
         close: str,
         max_states: int = MAX_ORDERED_STATES,
+        constant: bool = False,
     ) -> ir.Expr | None:
         """The members of an object (or items of an array) as a walk along positions 0..n:
         ``steps(i, x)`` lists (member or None for a skip, next position, next state), and the
@@ -204,32 +205,26 @@ class Containers:
         starts after the opening bracket and its whitespace.  One rule per reachable (position,
         state, anything written yet) that can still close, so the size is linear in ``n`` when
         the states are few; built without recursion.  None when more than ``max_states``
-        (position, state) pairs are reachable."""
+        (position, state) pairs are reachable.  ``constant``: ``steps`` keeps the state as it is
+        and always has a step to the next position (the common object: nothing to remember or
+        count), so every position is reached and can reach ``n``: the walk is laid out
+        without searching."""
         c = self.c
         edges: dict[tuple[int, Any], list[tuple[ir.Expr | None, int, Any]]] = {}
-        todo = [(0, start)]
-        while todo:
-            node = todo.pop()
-            if node in edges:
-                continue
-            if len(edges) >= max_states:
+        live: set[tuple[int, Any]] | None = None  # None: every node
+        if constant:
+            if n + 1 > max_states:
                 return None
-            edges[node] = out = steps(*node)
-            todo.extend((j, y) for _, j, y in out if (j, y) not in edges)
-        # which (position, state) can still close: backwards over the reversed edges
-        back: dict[tuple[int, Any], list[tuple[int, Any]]] = {}
-        for node, out in edges.items():
-            for _, j, y in out:
-                back.setdefault((j, y), []).append(node)
-        live = {node for node in edges if node[0] == n and final(node[1])}
-        todo = list(live)
-        while todo:
-            for pred in back.get(todo.pop(), []):
-                if pred not in live:
-                    live.add(pred)
-                    todo.append(pred)
-        if (0, start) not in live:
-            return ir.NOTHING
+            if not final(start):
+                return ir.NOTHING
+            for i in range(n + 1):
+                edges[(i, start)] = steps(i, start)
+        else:
+            live = self._live(n, start, steps, final, edges, max_states)
+            if live is None:
+                return None
+            if (0, start) not in live:
+                return ir.NOTHING
         closes: dict[Any, bool] = {}  # final(x) at position n, once per state
 
         def closing(i: int, x: Any) -> bool:
@@ -257,7 +252,9 @@ class Containers:
             # into the rule before it, rebuilding a growing automaton per member
             run: list[ir.Expr] = []
             for _ in range(ORDERED_RUN):
-                out = [(e, j, y) for e, j, y in edges[(i, x)] if (j, y) in live]
+                out = edges[(i, x)]
+                if live is not None:
+                    out = [(e, j, y) for e, j, y in out if (j, y) in live]
                 forced = out[0][0] if len(out) == 1 else None
                 if forced is None or closing(i, x):
                     break
@@ -268,7 +265,7 @@ class Containers:
             if closing(i, x):
                 alts.append(ir.seq(c.ws(), U.lit(close)) if written else U.lit(close))
             for e, j, y in edges[(i, x)]:
-                if (j, y) not in live:
+                if live is not None and (j, y) not in live:
                     continue
                 if e is None:
                     alts.append(ref((j, y, written)))
@@ -276,6 +273,40 @@ class Containers:
                     alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, e, ref((j, y, True))))
             c.rules[name] = ir.seq(*run, ir.alt(*alts))
         return first
+
+    @staticmethod
+    def _live(
+        n: int,
+        start: Hashable,
+        steps: Callable[[int, Any], list[tuple[ir.Expr | None, int, Any]]],
+        final: Callable[[Any], bool],
+        edges: dict[tuple[int, Any], list[tuple[ir.Expr | None, int, Any]]],
+        max_states: int,
+    ) -> set[tuple[int, Any]] | None:
+        """The (position, state) pairs reachable from ``(0, start)`` (their steps put in
+        ``edges``) that can still close; None past ``max_states`` pairs."""
+        todo = [(0, start)]
+        while todo:
+            node = todo.pop()
+            if node in edges:
+                continue
+            if len(edges) >= max_states:
+                return None
+            edges[node] = out = steps(*node)
+            todo.extend((j, y) for _, j, y in out if (j, y) not in edges)
+        # which (position, state) can still close: backwards over the reversed edges
+        back: dict[tuple[int, Any], list[tuple[int, Any]]] = {}
+        for node, out in edges.items():
+            for _, j, y in out:
+                back.setdefault((j, y), []).append(node)
+        live = {node for node in edges if node[0] == n and final(node[1])}
+        todo = list(live)
+        while todo:
+            for pred in back.get(todo.pop(), []):
+                if pred not in live:
+                    live.add(pred)
+                    todo.append(pred)
+        return live
 
     # ------------------------------------------------------------------ objects
 
@@ -495,7 +526,10 @@ class Containers:
                 return False
             return not count or (lo <= k and (hi is None or k <= hi))
 
-        body = self.ordered("obj", len(order), (frozenset(), 0), steps, final, "}")
+        # nothing to remember (no key watched) nor count (no maxProperties, so a member may
+        # always come): the state stays (frozenset(), 0) and the walk needs no search
+        constant = not watch and not count
+        body = self.ordered("obj", len(order), (frozenset(), 0), steps, final, "}", constant=constant)
         if body is None or body == ir.NOTHING:
             return body
         return ir.seq(U.lit("{"), c.ws(), body)

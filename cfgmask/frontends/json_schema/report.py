@@ -121,7 +121,13 @@ class Reporter:
             entries[at] = entry
 
     def enforced(self, path: str, keyword: str, reason: str = "") -> None:
-        self.add(path, keyword, ENFORCED, reason)
+        """``add(path, keyword, ENFORCED, reason)``, the most frequent verdict, inline: the
+        mildest, it never raises and never replaces an entry."""
+        key = (path, keyword)
+        if key not in self._seen:
+            entries = self.report.entries
+            self._seen[key] = len(entries)
+            entries.append(ReportEntry(path, keyword, ENFORCED, reason))
 
     def narrowed(self, path: str, keyword: str, reason: str) -> None:
         self.add(path, keyword, NARROWED, reason)
