@@ -78,6 +78,7 @@ typedef struct chain_scan {
     const cm_grammar *g;
     uint32_t *st, *sig, *inv, *rep, *off;  /* per local index */
     uint32_t n, cap;
+    uint32_t n_rep;             /* representatives (orbits) */
     uint32_t *queue;            /* left sides of pairs, in the order they were paired */
     uint32_t n_queue;
     uint32_t *outs;             /* states both sides of a pair lead to (labelled OUT_MARK) */
@@ -135,6 +136,14 @@ static bool chain_end(const cm_grammar *g, uint32_t q) {
 }
 
 #define CM_CHAIN_TRIES 3  /* candidates for sigma(s) tried */
+/* A chain of fewer positions is left to plain walks: an x? (a number's "-?",
+ * whitespace's "\r?") is a chain of two positions, and its walk through U
+ * costs what the first position's own walk does, so sharing it gains at
+ * most the second position's walk, which is seldom needed, while its
+ * levels, exits and filtered acc points are paid for at once (on 30 Glaive
+ * schemas' first documents, 124 of 159 chains, adding ~80 us to a number
+ * value's first mask). */
+#define CM_CHAIN_MIN_BUDGET 2
 
 /* Candidates for sigma(s): the plain states (or ends) s leads to on a byte,
  * not s itself, most bytes first (ties: the lower class first); how many. */
@@ -231,9 +240,11 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
 /* rep and off of every local (its orbit's first state, its place there):
  * false when sigma has a cycle. */
 static bool orbits(chain_scan *cs) {
+    cs->n_rep = 0;
     for (uint32_t i = 0; i < cs->n; i++) {
         if (cs->inv[i] != NONE) continue;
         uint32_t j = 0;
+        cs->n_rep++;
         for (uint32_t x = i; x != NONE; x = cs->sig[x]) {
             cs->rep[x] = i;
             cs->off[x] = j++;
@@ -242,6 +253,13 @@ static bool orbits(chain_scan *cs) {
     for (uint32_t i = 0; i < cs->n; i++)
         if (cs->rep[i] == NONE) return false;
     return true;
+}
+
+/* B of local 0: how far it is from the end of its orbit. */
+static uint32_t head_budget(const chain_scan *cs) {
+    uint32_t b = 0;
+    for (uint32_t x = cs->sig[0]; x != NONE; x = cs->sig[x]) b++;
+    return b;
 }
 
 /* U from s: its representatives numbered breadth first by byte (ls, labels
@@ -319,11 +337,13 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
 static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     const cm_grammar *g = cs->g;
     uint32_t nc = g->t.n_classes;
+    /* labels go to representatives only: the tables are as big as the chain, not the limit */
+    uint32_t cap = cs->n_rep < CM_CHAIN_LABELS ? cs->n_rep : CM_CHAIN_LABELS;
     uint32_t *lbl = malloc((size_t)cs->n * sizeof *lbl);
-    uint32_t *code = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *code);
-    uint32_t *lim = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lim);
-    uint32_t *lo = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lo);
-    int32_t *first = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *first);
+    uint32_t *code = malloc((size_t)cap * nc * sizeof *code);
+    uint32_t *lim = malloc((size_t)cap * nc * sizeof *lim);
+    uint32_t *lo = malloc((size_t)cap * nc * sizeof *lo);
+    int32_t *first = malloc((size_t)cap * nc * sizeof *first);
     uint32_t len[CM_CHAIN_LABELS], acc_from[CM_CHAIN_LABELS];
     bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim && lo && first;
     f->key = NULL;
@@ -338,7 +358,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         for (int b = 0; b < 256 && ok; b++) {
             uint32_t x = local_of(cs, g->t.trans[(size_t)ur * nc + g->t.byte_class[b]]);
             if (x == NONE || lbl[cs->rep[x]] != NONE) continue;
-            if (f->n_lab == CM_CHAIN_LABELS) ok = false;
+            if (f->n_lab == cap) ok = false;
             else {
                 lbl[cs->rep[x]] = f->n_lab;
                 f->ls[f->n_lab++] = cs->rep[x];
@@ -877,6 +897,10 @@ static int kept_of(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, ui
     if (!slot->key) {
         uint32_t k, k_end;
         item_range(cdata->w, item, &k, &k_end);
+        if (!tmp->ex) {  /* the scratch walk, on the first miss (the filter needs its depths) */
+            free(tmp->unc);
+            rc = cm_walk_init(tmp, g);
+        }
         tmp->n_unc = 0;
         for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(tmp, k);
         if (!rc) cm_walk_filter_uncertain(g, state, tmp);
@@ -941,9 +965,8 @@ static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata,
      * their cache */
     size_t i = 0;
     while (i < n_items && items[i] < cd->n_nodes) i++;
-    cm_walk tmp;
-    rc = cm_walk_init(&tmp, g);
-    if (!rc) rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
+    cm_walk tmp = {0};  /* the wraps' tokens; kept_of makes it a whole scratch walk if it must filter */
+    rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
     if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
     for (size_t j = 0; !rc && j < tmp.n_unc; j++) rc = cm_walk_push_uncertain(w, tmp.unc[j]);
     for (; !rc && i < n_items; i++) {
@@ -1041,8 +1064,8 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     bool ok = false;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
-        ok = pair_walk(&cs, state, cand[i]) && last_positions(&cs) && orbits(&cs) && cs.inv[0] == NONE &&
-             chain_form_of(&cs, 0, &f);
+        ok = pair_walk(&cs, state, cand[i]) && cs.inv[0] == NONE && head_budget(&cs) >= CM_CHAIN_MIN_BUDGET &&
+             last_positions(&cs) && orbits(&cs) && chain_form_of(&cs, 0, &f);
         scan_free(&cs);
     }
     if (!ok) return 0;
