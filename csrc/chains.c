@@ -74,16 +74,25 @@ enum { CODE_DEAD = 0xffff, CODE_OUT = 0xfffe };
 
 /* ---- finding the chain ---- */
 
+/* A grammar's chain walks are few (one per form): they are all filed in one
+ * bucket of cache->loops, so that a position looks for its chain there only. */
+#define CM_CHAIN_BUCKET 0
+
+#define CM_SCAN_INLINE 32     /* locals a scan holds without allocating (most searches fail sooner) */
+enum { SCAN_ARRAYS = 6 };
+
 typedef struct chain_scan {
     const cm_grammar *g;
-    uint32_t *st, *sig, *inv, *rep, *off;  /* per local index */
+    uint32_t *st, *sig, *inv, *rep, *off;  /* per local index: SCAN_ARRAYS arrays of cap in one block, */
     uint32_t n, cap;
+    uint32_t *block;            /*   `inline` while cap is CM_SCAN_INLINE, else allocated */
     uint32_t n_rep;             /* representatives (orbits) */
     uint32_t *queue;            /* left sides of pairs, in the order they were paired */
     uint32_t n_queue;
     uint32_t *outs;             /* states both sides of a pair lead to (labelled OUT_MARK) */
     uint32_t n_outs, cap_outs;
     uint32_t open;              /* a first position whose calls are left out (cm_chain_bytes), else NONE */
+    uint32_t inline_block[SCAN_ARRAYS * CM_SCAN_INLINE];
 } chain_scan;
 
 #define OUT_MARK (UINT32_MAX - 1)
@@ -99,12 +108,23 @@ static void scan_free(chain_scan *cs) {
     for (uint32_t i = 0; i < cs->n; i++) lab[cs->st[i]] = UINT32_MAX;
     for (uint32_t i = 0; i < cs->n_outs; i++) lab[cs->outs[i]] = UINT32_MAX;
     free(cs->outs);
-    free(cs->st);
-    free(cs->sig);
-    free(cs->inv);
-    free(cs->rep);
-    free(cs->off);
-    free(cs->queue);
+    if (cs->block != cs->inline_block) free(cs->block);
+}
+
+/* The per-local arrays with room for cap locals (the first cs->n kept): false when out of memory. */
+static bool scan_reserve(chain_scan *cs, uint32_t cap) {
+    uint32_t *block = cap == CM_SCAN_INLINE ? cs->inline_block : malloc((size_t)SCAN_ARRAYS * cap * sizeof *block);
+    if (!block) return false;
+    uint32_t **arrs[SCAN_ARRAYS] = {&cs->st, &cs->sig, &cs->inv, &cs->rep, &cs->off, &cs->queue};
+    for (int i = 0; i < SCAN_ARRAYS; i++) {
+        uint32_t n = i == SCAN_ARRAYS - 1 ? cs->n_queue : cs->n;
+        if (n) memcpy(block + (size_t)i * cap, *arrs[i], n * sizeof *block);
+        *arrs[i] = block + (size_t)i * cap;
+    }
+    if (cs->block && cs->block != cs->inline_block) free(cs->block);
+    cs->block = block;
+    cs->cap = cap;
+    return true;
 }
 
 /* The local index of state q, given one if new; NONE when past CM_CHAIN_MAX
@@ -113,15 +133,7 @@ static uint32_t local(chain_scan *cs, uint32_t q) {
     uint32_t *lab = cs->g->cache->loop_lab;
     if (lab[q] != UINT32_MAX) return lab[q] < CM_CHAIN_MAX ? lab[q] : NONE;
     if (cs->n == cs->cap) {
-        if (cs->cap >= CM_CHAIN_MAX) return NONE;
-        uint32_t cap = cs->cap ? cs->cap * 2 : 256;
-        uint32_t **arrs[6] = {&cs->st, &cs->sig, &cs->inv, &cs->rep, &cs->off, &cs->queue};
-        for (int i = 0; i < 6; i++) {
-            uint32_t *p = realloc(*arrs[i], (size_t)cap * sizeof *p);
-            if (!p) return NONE;
-            *arrs[i] = p;
-        }
-        cs->cap = cap;
+        if (cs->cap >= CM_CHAIN_MAX || !scan_reserve(cs, cs->cap ? cs->cap * 2 : CM_SCAN_INLINE)) return NONE;
     }
     uint32_t i = cs->n++;
     cs->st[i] = q;
@@ -149,8 +161,12 @@ static bool chain_end(const cm_grammar *g, uint32_t q) {
  * not s itself, most bytes first (ties: the lower class first); how many. */
 static uint32_t next_positions(const cm_grammar *g, uint32_t s, uint32_t *out) {
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, bytes[256] = {0}, n_out = 0, got[CM_CHAIN_TRIES] = {0};
+    uint32_t nc = t->n_classes, bytes[256], n_out = 0, got[CM_CHAIN_TRIES] = {0};
     const int32_t *row = t->trans + (size_t)s * nc;
+    bool any = false;  /* often none: every byte leads back, or to a state that calls (whitespace) */
+    for (uint32_t c = 0; c < nc && !any; c++) any = row[c] >= 0 && (uint32_t)row[c] != s && g->solo[row[c]];
+    if (!any) return 0;
+    memset(bytes, 0, nc * sizeof *bytes);
     for (int b = 0; b < 256; b++) bytes[t->byte_class[b]]++;
     for (uint32_t c = 0; c < nc; c++) {
         int32_t to = row[c];
@@ -770,7 +786,7 @@ static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int 
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ f->n_key;
     for (size_t i = 0; i < f->n_key; i++) h = (h ^ f->key[i]) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 29;
-    size_t b = h % CM_LOOP_BUCKETS;
+    size_t b = CM_CHAIN_BUCKET;
     for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
         if (lw->chain && lw->hash == h && lw->n_sig == f->n_key &&
             !memcmp(lw->sig, f->key, f->n_key * sizeof *f->key)) {
@@ -1030,19 +1046,18 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
 
 /* The analysed chain `state` is a later position of: its walk, instance and place. */
 static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const chain_inst **inst, uint32_t *at) {
-    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
-        for (cm_loop_walk *lw = g->cache->loops[b]; lw; lw = lw->next) {
-            if (!lw->chain) continue;
-            for (size_t i = 0; i < lw->chain->n_insts; i++) {
-                const chain_inst *x = &lw->chain->insts[i];
-                for (uint32_t j = 0; j <= x->budget; j++)
-                    if (x->head[j] == state) {
-                        *inst = x;
-                        *at = j;
-                        return lw;
-                    }
-            }
+    for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
+        if (!lw->chain) continue;
+        for (size_t i = 0; i < lw->chain->n_insts; i++) {
+            const chain_inst *x = &lw->chain->insts[i];
+            for (uint32_t j = 0; j <= x->budget; j++)
+                if (x->head[j] == state) {
+                    *inst = x;
+                    *at = j;
+                    return lw;
+                }
         }
+    }
     return NULL;
 }
 
@@ -1107,13 +1122,12 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
     cm_cache *c = g->cache;
     *walks = *entries = *from_vocab = 0;
     pthread_mutex_lock(&c->lock);
-    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
-        for (const cm_loop_walk *lw = c->loops[b]; lw; lw = lw->next)
-            if (lw->chain) {
-                ++*walks;
-                *entries += lw->chain->n_entries;
-                *from_vocab += lw->chain->from_vocab;
-            }
+    for (const cm_loop_walk *lw = c->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next)
+        if (lw->chain) {
+            ++*walks;
+            *entries += lw->chain->n_entries;
+            *from_vocab += lw->chain->from_vocab;
+        }
     pthread_mutex_unlock(&c->lock);
 }
 
