@@ -391,7 +391,8 @@ class Vocabulary:
                 # position (where it may end) and an exponent; once: they have no escapes
                 kinds = ("number", "integer") if canonical else ()
                 numbers = tuple(({"type": k}, p) for k in kinds for p in (b"1", b"1.", b"1.5", b"1e", b"1e5"))
-                for schema, prefix in (({"type": "string"}, b'"'), *bounded, *numbers):
+                pins: list[tuple[dict[str, Any], bytes]] = [({"type": "string"}, b'"'), *bounded, *numbers]
+                for schema, prefix in pins:
                     g = Grammar.from_json_schema(schema, canonical=canonical)
                     m = Matcher(compile_grammar(g, self))
                     if m.accept_bytes(prefix):
