@@ -360,7 +360,8 @@ class Vocabulary:
         any schema then copies a walk (~40 µs at 128k tokens) instead of walking the whole trie
         (~1.5 ms).  Like the trie they are part of the vocabulary: ``clear_caches()`` keeps
         them.  About 10 ms, once per vocabulary (llguidance precomputes such token classes
-        per tokenizer too); the chains of bounded strings (csrc/chains.c) add a few walks more."""
+        per tokenizer too); the chains of bounded strings and of numbers' digits (csrc/chains.c)
+        add a few walks more."""
         from .compile import compile as compile_grammar
         from .grammar import Grammar
         from .matcher import Matcher, allocate_bitmask
@@ -385,7 +386,13 @@ class Vocabulary:
                         b'{"a":"x',
                     ),
                 )
-                for schema, prefix in (({"type": "string"}, b'"'), *bounded):
+                # the digits of a number and of an integer (counts that bound the int64 range and
+                # the precision: each a chain) from a first digit, a point, a fraction's second
+                # position (where it may end) and an exponent; once: they have no escapes
+                kinds = ("number", "integer") if canonical else ()
+                numbers = tuple(({"type": k}, p) for k in kinds for p in (b"1", b"1.", b"1.5", b"1e", b"1e5"))
+                pins: list[tuple[dict[str, Any], bytes]] = [({"type": "string"}, b'"'), *bounded, *numbers]
+                for schema, prefix in pins:
                     g = Grammar.from_json_schema(schema, canonical=canonical)
                     m = Matcher(compile_grammar(g, self))
                     if m.accept_bytes(prefix):

@@ -74,15 +74,25 @@ enum { CODE_DEAD = 0xffff, CODE_OUT = 0xfffe };
 
 /* ---- finding the chain ---- */
 
+/* A grammar's chain walks are few (one per form): they are all filed in one
+ * bucket of cache->loops, so that a position looks for its chain there only. */
+#define CM_CHAIN_BUCKET 0
+
+#define CM_SCAN_INLINE 32     /* locals a scan holds without allocating (most searches fail sooner) */
+enum { SCAN_ARRAYS = 6 };
+
 typedef struct chain_scan {
     const cm_grammar *g;
-    uint32_t *st, *sig, *inv, *rep, *off;  /* per local index */
+    uint32_t *st, *sig, *inv, *rep, *off;  /* per local index: SCAN_ARRAYS arrays of cap in one block, */
     uint32_t n, cap;
+    uint32_t *block;            /*   `inline` while cap is CM_SCAN_INLINE, else allocated */
+    uint32_t n_rep;             /* representatives (orbits) */
     uint32_t *queue;            /* left sides of pairs, in the order they were paired */
     uint32_t n_queue;
     uint32_t *outs;             /* states both sides of a pair lead to (labelled OUT_MARK) */
     uint32_t n_outs, cap_outs;
     uint32_t open;              /* a first position whose calls are left out (cm_chain_bytes), else NONE */
+    uint32_t inline_block[SCAN_ARRAYS * CM_SCAN_INLINE];
 } chain_scan;
 
 #define OUT_MARK (UINT32_MAX - 1)
@@ -98,12 +108,23 @@ static void scan_free(chain_scan *cs) {
     for (uint32_t i = 0; i < cs->n; i++) lab[cs->st[i]] = UINT32_MAX;
     for (uint32_t i = 0; i < cs->n_outs; i++) lab[cs->outs[i]] = UINT32_MAX;
     free(cs->outs);
-    free(cs->st);
-    free(cs->sig);
-    free(cs->inv);
-    free(cs->rep);
-    free(cs->off);
-    free(cs->queue);
+    if (cs->block != cs->inline_block) free(cs->block);
+}
+
+/* The per-local arrays with room for cap locals (the first cs->n kept): false when out of memory. */
+static bool scan_reserve(chain_scan *cs, uint32_t cap) {
+    uint32_t *block = cap == CM_SCAN_INLINE ? cs->inline_block : malloc((size_t)SCAN_ARRAYS * cap * sizeof *block);
+    if (!block) return false;
+    uint32_t **arrs[SCAN_ARRAYS] = {&cs->st, &cs->sig, &cs->inv, &cs->rep, &cs->off, &cs->queue};
+    for (int i = 0; i < SCAN_ARRAYS; i++) {
+        uint32_t n = i == SCAN_ARRAYS - 1 ? cs->n_queue : cs->n;
+        if (n) memcpy(block + (size_t)i * cap, *arrs[i], n * sizeof *block);
+        *arrs[i] = block + (size_t)i * cap;
+    }
+    if (cs->block && cs->block != cs->inline_block) free(cs->block);
+    cs->block = block;
+    cs->cap = cap;
+    return true;
 }
 
 /* The local index of state q, given one if new; NONE when past CM_CHAIN_MAX
@@ -112,15 +133,7 @@ static uint32_t local(chain_scan *cs, uint32_t q) {
     uint32_t *lab = cs->g->cache->loop_lab;
     if (lab[q] != UINT32_MAX) return lab[q] < CM_CHAIN_MAX ? lab[q] : NONE;
     if (cs->n == cs->cap) {
-        if (cs->cap >= CM_CHAIN_MAX) return NONE;
-        uint32_t cap = cs->cap ? cs->cap * 2 : 256;
-        uint32_t **arrs[6] = {&cs->st, &cs->sig, &cs->inv, &cs->rep, &cs->off, &cs->queue};
-        for (int i = 0; i < 6; i++) {
-            uint32_t *p = realloc(*arrs[i], (size_t)cap * sizeof *p);
-            if (!p) return NONE;
-            *arrs[i] = p;
-        }
-        cs->cap = cap;
+        if (cs->cap >= CM_CHAIN_MAX || !scan_reserve(cs, cs->cap ? cs->cap * 2 : CM_SCAN_INLINE)) return NONE;
     }
     uint32_t i = cs->n++;
     cs->st[i] = q;
@@ -135,13 +148,25 @@ static bool chain_end(const cm_grammar *g, uint32_t q) {
 }
 
 #define CM_CHAIN_TRIES 3  /* candidates for sigma(s) tried */
+/* A chain of fewer positions is left to plain walks: an x? (a number's "-?",
+ * whitespace's "\r?") is a chain of two positions, and its walk through U
+ * costs what the first position's own walk does, so sharing it gains at
+ * most the second position's walk, which is seldom needed, while its
+ * levels, exits and filtered acc points are paid for at once (on 30 Glaive
+ * schemas' first documents, 124 of 159 chains, adding ~80 us to a number
+ * value's first mask). */
+#define CM_CHAIN_MIN_BUDGET 2
 
 /* Candidates for sigma(s): the plain states (or ends) s leads to on a byte,
  * not s itself, most bytes first (ties: the lower class first); how many. */
 static uint32_t next_positions(const cm_grammar *g, uint32_t s, uint32_t *out) {
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, bytes[256] = {0}, n_out = 0, got[CM_CHAIN_TRIES] = {0};
+    uint32_t nc = t->n_classes, bytes[256], n_out = 0, got[CM_CHAIN_TRIES] = {0};
     const int32_t *row = t->trans + (size_t)s * nc;
+    bool any = false;  /* often none: every byte leads back, or to a state that calls (whitespace) */
+    for (uint32_t c = 0; c < nc && !any; c++) any = row[c] >= 0 && (uint32_t)row[c] != s && g->solo[row[c]];
+    if (!any) return 0;
+    memset(bytes, 0, nc * sizeof *bytes);
     for (int b = 0; b < 256; b++) bytes[t->byte_class[b]]++;
     for (uint32_t c = 0; c < nc; c++) {
         int32_t to = row[c];
@@ -231,9 +256,11 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
 /* rep and off of every local (its orbit's first state, its place there):
  * false when sigma has a cycle. */
 static bool orbits(chain_scan *cs) {
+    cs->n_rep = 0;
     for (uint32_t i = 0; i < cs->n; i++) {
         if (cs->inv[i] != NONE) continue;
         uint32_t j = 0;
+        cs->n_rep++;
         for (uint32_t x = i; x != NONE; x = cs->sig[x]) {
             cs->rep[x] = i;
             cs->off[x] = j++;
@@ -242,6 +269,13 @@ static bool orbits(chain_scan *cs) {
     for (uint32_t i = 0; i < cs->n; i++)
         if (cs->rep[i] == NONE) return false;
     return true;
+}
+
+/* B of local 0: how far it is from the end of its orbit. */
+static uint32_t head_budget(const chain_scan *cs) {
+    uint32_t b = 0;
+    for (uint32_t x = cs->sig[0]; x != NONE; x = cs->sig[x]) b++;
+    return b;
 }
 
 /* U from s: its representatives numbered breadth first by byte (ls, labels
@@ -319,11 +353,13 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
 static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     const cm_grammar *g = cs->g;
     uint32_t nc = g->t.n_classes;
+    /* labels go to representatives only: the tables are as big as the chain, not the limit */
+    uint32_t cap = cs->n_rep < CM_CHAIN_LABELS ? cs->n_rep : CM_CHAIN_LABELS;
     uint32_t *lbl = malloc((size_t)cs->n * sizeof *lbl);
-    uint32_t *code = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *code);
-    uint32_t *lim = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lim);
-    uint32_t *lo = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *lo);
-    int32_t *first = malloc((size_t)CM_CHAIN_LABELS * nc * sizeof *first);
+    uint32_t *code = malloc((size_t)cap * nc * sizeof *code);
+    uint32_t *lim = malloc((size_t)cap * nc * sizeof *lim);
+    uint32_t *lo = malloc((size_t)cap * nc * sizeof *lo);
+    int32_t *first = malloc((size_t)cap * nc * sizeof *first);
     uint32_t len[CM_CHAIN_LABELS], acc_from[CM_CHAIN_LABELS];
     bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim && lo && first;
     f->key = NULL;
@@ -338,7 +374,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
         for (int b = 0; b < 256 && ok; b++) {
             uint32_t x = local_of(cs, g->t.trans[(size_t)ur * nc + g->t.byte_class[b]]);
             if (x == NONE || lbl[cs->rep[x]] != NONE) continue;
-            if (f->n_lab == CM_CHAIN_LABELS) ok = false;
+            if (f->n_lab == cap) ok = false;
             else {
                 lbl[cs->rep[x]] = f->n_lab;
                 f->ls[f->n_lab++] = cs->rep[x];
@@ -750,7 +786,7 @@ static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int 
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ f->n_key;
     for (size_t i = 0; i < f->n_key; i++) h = (h ^ f->key[i]) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 29;
-    size_t b = h % CM_LOOP_BUCKETS;
+    size_t b = CM_CHAIN_BUCKET;
     for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
         if (lw->chain && lw->hash == h && lw->n_sig == f->n_key &&
             !memcmp(lw->sig, f->key, f->n_key * sizeof *f->key)) {
@@ -877,6 +913,10 @@ static int kept_of(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, ui
     if (!slot->key) {
         uint32_t k, k_end;
         item_range(cdata->w, item, &k, &k_end);
+        if (!tmp->ex) {  /* the scratch walk, on the first miss (the filter needs its depths) */
+            free(tmp->unc);
+            rc = cm_walk_init(tmp, g);
+        }
         tmp->n_unc = 0;
         for (; !rc && k < k_end; k++) rc = cm_walk_push_uncertain(tmp, k);
         if (!rc) cm_walk_filter_uncertain(g, state, tmp);
@@ -941,9 +981,8 @@ static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata,
      * their cache */
     size_t i = 0;
     while (i < n_items && items[i] < cd->n_nodes) i++;
-    cm_walk tmp;
-    rc = cm_walk_init(&tmp, g);
-    if (!rc) rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
+    cm_walk tmp = {0};  /* the wraps' tokens; kept_of makes it a whole scratch walk if it must filter */
+    rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
     if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
     for (size_t j = 0; !rc && j < tmp.n_unc; j++) rc = cm_walk_push_uncertain(w, tmp.unc[j]);
     for (; !rc && i < n_items; i++) {
@@ -1007,19 +1046,18 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
 
 /* The analysed chain `state` is a later position of: its walk, instance and place. */
 static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const chain_inst **inst, uint32_t *at) {
-    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
-        for (cm_loop_walk *lw = g->cache->loops[b]; lw; lw = lw->next) {
-            if (!lw->chain) continue;
-            for (size_t i = 0; i < lw->chain->n_insts; i++) {
-                const chain_inst *x = &lw->chain->insts[i];
-                for (uint32_t j = 0; j <= x->budget; j++)
-                    if (x->head[j] == state) {
-                        *inst = x;
-                        *at = j;
-                        return lw;
-                    }
-            }
+    for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
+        if (!lw->chain) continue;
+        for (size_t i = 0; i < lw->chain->n_insts; i++) {
+            const chain_inst *x = &lw->chain->insts[i];
+            for (uint32_t j = 0; j <= x->budget; j++)
+                if (x->head[j] == state) {
+                    *inst = x;
+                    *at = j;
+                    return lw;
+                }
         }
+    }
     return NULL;
 }
 
@@ -1041,8 +1079,8 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     bool ok = false;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
-        ok = pair_walk(&cs, state, cand[i]) && last_positions(&cs) && orbits(&cs) && cs.inv[0] == NONE &&
-             chain_form_of(&cs, 0, &f);
+        ok = pair_walk(&cs, state, cand[i]) && cs.inv[0] == NONE && head_budget(&cs) >= CM_CHAIN_MIN_BUDGET &&
+             last_positions(&cs) && orbits(&cs) && chain_form_of(&cs, 0, &f);
         scan_free(&cs);
     }
     if (!ok) return 0;
@@ -1084,13 +1122,12 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
     cm_cache *c = g->cache;
     *walks = *entries = *from_vocab = 0;
     pthread_mutex_lock(&c->lock);
-    for (size_t b = 0; b < CM_LOOP_BUCKETS; b++)
-        for (const cm_loop_walk *lw = c->loops[b]; lw; lw = lw->next)
-            if (lw->chain) {
-                ++*walks;
-                *entries += lw->chain->n_entries;
-                *from_vocab += lw->chain->from_vocab;
-            }
+    for (const cm_loop_walk *lw = c->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next)
+        if (lw->chain) {
+            ++*walks;
+            *entries += lw->chain->n_entries;
+            *from_vocab += lw->chain->from_vocab;
+        }
     pthread_mutex_unlock(&c->lock);
 }
 

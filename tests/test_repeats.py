@@ -270,6 +270,23 @@ def test_gbnf_count_in_own_rule_chain_entries(text: str) -> None:
         assert stats["chain_entries"] >= 100, stats
 
 
+@pytest.mark.parametrize(
+    ("text", "chained"),
+    [
+        ('root ::= "-"? [0-9] "!"', False),  # a number's sign: two positions, left to plain walks
+        ('root ::= "<" [a-c]{0,1} ">"', False),
+        ('root ::= "<" [a-c]{0,2} ">"', True),  # three positions: one walk serves them
+        ('root ::= "<" [a-c]{1,2} ">"', True),
+    ],
+)
+def test_two_positions_are_no_chain(text: str, chained: bool) -> None:
+    """An ``x?`` is a chain of two positions whose shared walk would cost what the first
+    position's own walk does: it is left to plain walks (the same entries either way)."""
+    pieces = [b"a", b"b", b"ab", b"abc", b"-", b"-1", b"1", b"<", b">", b"!", b"c>", b"a!"]
+    stats = assert_chain_entries(cfgmask.Grammar.from_gbnf(text), _vocab(Vocab(pieces, (), ())))
+    assert (stats["chain_entries"] > 0) == chained, stats
+
+
 def test_regex_count_chain_entries() -> None:
     vocab = _vocab(Vocab([b"a", b"b", b"ab", b"-", b"ab-", b"12", b"1", b"a1"], (), ()))
     stats = assert_chain_entries(cfgmask.Grammar.from_regex(r"[ab]{3,50}-[0-9]{0,20}"), vocab)
@@ -313,6 +330,33 @@ def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> N
     g = cfgmask.Grammar.from_json_schema(schema, canonical=canonical)
     stats = assert_chain_entries(g, vocab)
     assert stats["chain_entries"] >= 10, stats
+
+
+def test_llama3_number_chains_pinned_with_the_vocabulary() -> None:
+    """The digits of a number and of an integer (counts bounding the precision and the int64
+    range) are chains whose walks the vocabulary keeps through ``clear_caches()``: a new
+    schema's numbers take them from there, with entries still those of plain walks."""
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    cfgmask.clear_caches()
+    # optional properties: each value ends a rule of its own, so its digits are no calls' states
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "x": {"type": "number"}, "n": {"type": "integer"}},
+    }
+    c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
+    m = cfgmask.Matcher(c)
+    mask = cfgmask.allocate_bitmask(1, vocab.size)
+    for t in [*enc.encode_ordinary('{"x": 1234.5678e12, "n": 98765}'), None]:
+        m.fill_bitmask(mask)
+        if t is None:
+            break
+        assert m.accept_token(t)
+    stats = c.stats
+    assert stats["chain_walks"] >= 3 and stats["vocab_chain_walks"] == stats["chain_walks"], stats
+    assert_chain_entries(cfgmask.Grammar.from_json_schema(schema), vocab)
 
 
 def test_llama3_block_wraps_from_chains() -> None:
