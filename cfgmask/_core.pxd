@@ -181,6 +181,7 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t n_callees
         int right_linear
         const cm_ir_frag *cached
+        int expand
 
     ctypedef struct cm_comp_dfa:
         cm_dfa_out *dfa

@@ -787,8 +787,9 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
                        size_t inline_max_states, size_t max_bytes=0, double deadline=0):
     """The automata of every component in one call (csrc/components.c).  comps, callees
     first: (members [(name, root, inline_cap)], callees [name], right_linear, cached: per
-    member (DfaHandle, label values of its labels), or None to build).  Returns per
-    component None (cached) or per member (DfaHandle, label values of its labels 0..n-1).
+    member (DfaHandle, label values of its labels), or None to build[, expand: built in its
+    caller's NFA, csrc/components.c]).  Returns per component None (cached, or expanded in
+    its caller) or per member (DfaHandle, label values of its labels 0..n-1).
     An error carries .component: the index of the component that failed."""
     cdef cm_ir_input inp = _ir_input(code, label)
     cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
@@ -806,13 +807,14 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
         if cs == NULL or ms == NULL or cl == NULL or given == NULL or out == NULL:
             raise MemoryError("compile_components: out of memory")
         for k in range(n_comps):
-            members, callees, right_linear, cached = comps[k]
+            members, callees, right_linear, cached = comps[k][:4]
             cs[k].members = ms + at
             cs[k].n_members = <uint32_t>len(members)
             cs[k].callees = cl + j
             cs[k].n_callees = <uint32_t>len(callees)
             cs[k].right_linear = 1 if right_linear else 0
             cs[k].cached = NULL
+            cs[k].expand = 1 if len(comps[k]) > 4 and comps[k][4] else 0
             for i, (name, root, cap) in enumerate(members):
                 ms[at + i].name, ms[at + i].root, ms[at + i].inline_cap = name, root, cap
             for i, name in enumerate(callees):
@@ -837,7 +839,7 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
         at = 0
         for k in range(n_comps):
             built = None
-            if cs[k].cached == NULL:
+            if cs[k].cached == NULL and (cs[k].expand == 0 or out[at].dfa != NULL):
                 built = []
                 for i in range(at, at + cs[k].n_members):
                     built.append((_dfa_handle(out[i].dfa), [out[i].labels[j] for j in range(out[i].n_labels)]))

@@ -275,11 +275,12 @@ enum { CM_IR_LIT = 1, CM_IR_BYTES = 2, CM_IR_UTF8 = 3, CM_IR_SEQ = 4, CM_IR_ALT 
        CM_IR_REPEAT = 6, CM_IR_REF = 7, CM_IR_BADTOKEN = 8, CM_IR_WORDS = 9 };
 enum { CM_WORDS_JSON = 1 };
 #define CM_IR_INF UINT32_MAX
-enum { CM_IR_REF_CALL = 0, CM_IR_REF_ENTRY = 1, CM_IR_REF_EMBED = 2 };
+enum { CM_IR_REF_CALL = 0, CM_IR_REF_ENTRY = 1, CM_IR_REF_EMBED = 2, CM_IR_REF_EXPAND = 3 };
 
 /* How a name is built: a label edge (the default for names without an entry), an
- * epsilon edge to the entry of member `arg` of a right-linear component, or a copy
- * of fragment `arg`. */
+ * epsilon edge to the entry of member `arg` of a right-linear component, a copy
+ * of fragment `arg`, or the NFA of the body at code offset `arg` (a rule expanded in place:
+ * it must not refer to itself, directly or through other expanded rules). */
 typedef struct cm_ir_ref {
     uint32_t name, kind, arg;
 } cm_ir_ref;
@@ -334,6 +335,10 @@ typedef struct cm_component {
     uint32_t n_callees;
     int right_linear;              /* recursive and regular: one NFA, members ENTRY each other */
     const cm_ir_frag *cached;      /* [n_members] its DFAs, given (NULL: build them) */
+    int expand;                    /* one member, not recursive, regular, one caller (a later
+                                    * component): not built on its own, its body is expanded
+                                    * in its caller's NFA; built on its own (and copied as
+                                    * usual) only if that caller's build fails a limit so */
 } cm_component;
 
 /* A built member: its minimal DFA, labels renumbered 0..n_labels-1 by increasing value. */
@@ -347,9 +352,12 @@ typedef struct cm_comp_dfa {
  * IR of `in` (its refs and frags are ignored: each component's are derived).  A callee
  * is copied into a caller if it was inlined (n_states <= its inline_cap) and has at
  * most `budget` states, for budget in (inline_max_states, 64, 0): the next budget is
- * tried on CM_ERR_LIMIT (max_states), not on time or memory.  out[] gets one entry per
- * member of every component, in order (free with cm_comp_dfa_free); on error it is
- * empty and *failed is the index of the component that failed.  Built DFAs stay
+ * tried on CM_ERR_LIMIT (max_states), not on time or memory.  A component marked expand is
+ * first expanded in its caller's NFA (with the callees it would copy); if that build fails
+ * a limit (states or memory), the expanded components are built on their own and the
+ * caller's ladder runs as above.  out[] gets one entry per member of every component, in
+ * order (free with cm_comp_dfa_free; dfa NULL for a component expanded in its caller); on
+ * error it is empty and *failed is the index of the component that failed.  Built DFAs stay
  * counted in budget->used. */
 int cm_compile_components(const cm_ir_input *in, const cm_component *comps, uint32_t n_comps,
                           size_t max_states, size_t inline_max_states, cm_budget *budget,

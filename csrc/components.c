@@ -11,10 +11,16 @@
 
 /* A name's DFA once its component is done. */
 typedef struct {
-    const cm_dfa_out *dfa;         /* NULL: not done (or not a rule) */
+    const cm_dfa_out *dfa;         /* NULL: not done (or not a rule), or expanded */
     const uint32_t *labels;
     uint32_t inline_cap;
+    uint32_t expand;               /* its component index + 1 while it is left to expand in its caller */
+    uint32_t est;                  /* states its expansion adds to an NFA (EST_UNSET: not yet known) */
+    uint32_t stamp;                /* the attempt that last picked it */
 } name_info;
+
+#define EST_UNSET UINT32_MAX
+#define EST_MAX_DEPTH 2000 /* expansions nest in Thompson's recursion (TB_MAX_DEPTH 10,000) */
 
 typedef struct {
     const cm_ir_input *in;
@@ -22,6 +28,9 @@ typedef struct {
     cm_budget *bud;
     name_info *names;              /* [n_names] */
     cm_vec32 usable, prev;         /* callees copied in this attempt, and in the one before */
+    cm_vec32 expanded;             /* callees expanded in this attempt, callees first */
+    uint32_t stamp;                /* attempts that picked expansions so far */
+    uint32_t failed;               /* component that failed (UINT32_MAX: the one being built) */
     const cm_component *comps;
     cm_comp_dfa *out;
     size_t *at;                    /* [n_comps] where each component's members start in out */
@@ -34,12 +43,141 @@ static bool inlined(const name_info *x) { return x->dfa && x->dfa->n_states <= x
 static int pick_usable(session *s, const cm_component *c, size_t budget) {
     int rc = CM_OK;
     s->usable.n = 0;
+    s->expanded.n = 0;
     for (uint32_t i = 0; !rc && i < c->n_callees; i++) {
         const name_info *x = &s->names[c->callees[i]];
-        if (!x->dfa) return CM_ERR_ARG; /* callees come first */
+        if (!x->dfa) return CM_ERR_ARG; /* callees come first (and are built: see settle) */
         if (inlined(x) && x->dfa->n_states <= budget) rc = cm_vec_push(&s->usable, c->callees[i]);
     }
     return rc;
+}
+
+static int build_component(session *s, const cm_component *c, const uint32_t *roots, cm_dfa_out **dfas);
+static int take_member(cm_dfa_out *d, cm_comp_dfa *out);
+
+/* Expanded component k built on its own after all (its callees are settled), into its
+ * place in out; then known by name like any built component. */
+static int materialize(session *s, uint32_t k) {
+    const cm_component *c = &s->comps[k];
+    name_info *x = &s->names[c->members[0].name];
+    cm_comp_dfa *o = &s->out[s->at[k]];
+    cm_dfa_out *d = NULL;
+    uint32_t root = c->members[0].root, name = cm_stats_name, stamp = s->stamp;
+    cm_vec32 usable = s->usable, expanded = s->expanded, prev = s->prev; /* the caller's pick, kept */
+    s->usable = (cm_vec32){.bud = s->bud}, s->expanded = (cm_vec32){.bud = s->bud}, s->prev = (cm_vec32){.bud = s->bud};
+    cm_stats_name = c->members[0].name;
+    x->expand = 0;
+    int rc = build_component(s, c, &root, &d);
+    cm_stats_name = name;
+    cm_vec_free(&s->usable), cm_vec_free(&s->expanded), cm_vec_free(&s->prev);
+    s->usable = usable, s->expanded = expanded, s->prev = prev;
+    if (s->stamp != stamp) { /* its picks stamped names of its own: the caller's again */
+        if (++s->stamp == 0) s->stamp = 1;
+        for (size_t j = 0; j < usable.n; j++) s->names[usable.data[j]].stamp = s->stamp;
+        for (size_t j = 0; j < expanded.n; j++) s->names[expanded.data[j]].stamp = s->stamp;
+    }
+    if (!rc) rc = take_member(d, o);
+    if (!o->dfa) cm_dfa_release(s->bud, d);
+    if (rc) {
+        if (s->failed == UINT32_MAX) s->failed = k;
+        return rc;
+    }
+    x->dfa = o->dfa;
+    x->labels = o->labels;
+    return CM_OK;
+}
+
+/* States the NFA of node pc gets from Thompson's construction (thompson.c, tb_build),
+ * expanded names counted by their estimates and copied ones by their DFAs; stops past
+ * `cap` (returns cap + 1).  *depth: the deepest nesting seen. */
+static size_t count_states(const session *s, uint32_t pc, size_t cap, uint32_t level, uint32_t *depth) {
+    const cm_ir_input *in = s->in;
+    if (level > EST_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return cap + 1;
+    if (level > *depth) *depth = level;
+    const uint32_t *code = in->code;
+    uint32_t op = code[pc], n = code[pc + 1];
+    size_t got = 0;
+    switch (op) {
+    case CM_IR_LIT:
+        return n ? n - 1u : 0;
+    case CM_IR_BYTES:
+        return 0;
+    case CM_IR_UTF8: {
+        size_t p = (size_t)pc + 2 + 2 * (size_t)n;
+        if (p >= in->code_len) return cap + 1;
+        uint32_t n_seqs = code[p++];
+        for (uint32_t k = 0; k < n_seqs && got <= cap; k++) {
+            if (p >= in->code_len || !code[p]) return cap + 1;
+            got += code[p] - 1u;
+            p += 1 + 2 * (size_t)code[p];
+        }
+        return got;
+    }
+    case CM_IR_SEQ:
+    case CM_IR_ALT:
+        if ((size_t)pc + 2 + n > in->code_len) return cap + 1;
+        got = op == CM_IR_ALT ? n : n ? n - 1u : 0;
+        for (uint32_t i = 0; i < n && got <= cap; i++) got += count_states(s, code[pc + 2 + i], cap, level + 1, depth);
+        return got;
+    case CM_IR_REPEAT: {
+        if ((size_t)pc + 4 > in->code_len) return cap + 1;
+        uint32_t lo = code[pc + 1], hi = code[pc + 2];
+        size_t item = count_states(s, code[pc + 3], cap, level + 1, depth) + 1;
+        size_t times = hi == CM_IR_INF ? (size_t)lo + 1 : hi;
+        if (item > cap || times > cap) return cap + 1;
+        got = item * times + (hi == CM_IR_INF);
+        return got;
+    }
+    case CM_IR_REF: {
+        if (n >= in->n_names) return cap + 1;
+        const name_info *x = &s->names[n];
+        if (x->expand) return x->est == EST_UNSET ? cap + 1 : x->est;
+        return x->dfa && x->stamp == s->stamp ? x->dfa->n_states : 0; /* copied, or a call */
+    }
+    case CM_IR_WORDS:
+        return (size_t)pc + 4 <= in->code_len ? (size_t)code[pc + 3] + 1 : cap + 1;
+    default:
+        return cap + 1;
+    }
+}
+
+/* Every name below c's callees settled for c's first attempt, and picked under `budget`:
+ * an expanded callee whose estimate (its NFA's states, a bound in practice of its minimal
+ * DFA's) is within its inline cap and the budget stays expanded (its own callees picked the
+ * same way), any other is built now (materialize) and copied if inlined within the budget.
+ * s->usable and s->expanded receive them (expanded callees first). */
+static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_t budget) {
+    int rc = CM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t y = callees[i];
+        name_info *x = &s->names[y];
+        if (x->stamp == s->stamp) continue;
+        x->stamp = s->stamp;
+        if (x->expand) {
+            const cm_component *c = &s->comps[x->expand - 1];
+            if ((rc = pick_expanding(s, c->callees, c->n_callees, budget))) break;
+            uint32_t depth = 0, cap = x->inline_cap < budget ? x->inline_cap : (uint32_t)budget;
+            size_t est = count_states(s, c->members[0].root, cap, 0, &depth);
+            if (est <= cap) {
+                x->est = (uint32_t)est;
+                rc = cm_vec_push(&s->expanded, y);
+                continue;
+            }
+            if ((rc = materialize(s, x->expand - 1))) break;
+            x->stamp = s->stamp; /* (materialize moved the stamp on) */
+        }
+        if (!x->dfa) return CM_ERR_ARG; /* callees come first */
+        if (inlined(x) && x->dfa->n_states <= budget) rc = cm_vec_push(&s->usable, y);
+        else x->stamp = 0; /* a call: counts no states */
+    }
+    return rc;
+}
+
+/* Does c call a name left to expand? */
+static bool expands(const session *s, const cm_component *c) {
+    for (uint32_t i = 0; i < c->n_callees; i++)
+        if (s->names[c->callees[i]].expand) return true;
+    return false;
 }
 
 static int cmp_ref(const void *a, const void *b) {
@@ -51,7 +189,8 @@ static int cmp_ref(const void *a, const void *b) {
 static int attempt(session *s, const cm_component *c, const uint32_t *roots, cm_dfa_out **dfas) {
     uint32_t n_refs = 0, n_usable = (uint32_t)s->usable.n;
     int rc = CM_OK;
-    cm_ir_ref *refs = cm_balloc(s->bud, ((size_t)c->n_members + n_usable + 1) * sizeof *refs, false, &rc);
+    uint32_t n_expanded = (uint32_t)s->expanded.n;
+    cm_ir_ref *refs = cm_balloc(s->bud, ((size_t)c->n_members + n_usable + n_expanded + 1) * sizeof *refs, false, &rc);
     cm_ir_frag *frags = cm_balloc(s->bud, ((size_t)n_usable + 1) * sizeof *frags, false, &rc);
     if (rc) goto out;
     for (uint32_t i = 0; c->right_linear && i < c->n_members; i++)
@@ -60,6 +199,11 @@ static int attempt(session *s, const cm_component *c, const uint32_t *roots, cm_
         const name_info *x = &s->names[s->usable.data[j]];
         refs[n_refs++] = (cm_ir_ref){s->usable.data[j], CM_IR_REF_EMBED, j};
         frags[j] = (cm_ir_frag){x->dfa, x->labels};
+    }
+    for (uint32_t j = 0; j < n_expanded; j++) { /* (one built since by a callee's fallback is not c's callee) */
+        uint32_t y = s->expanded.data[j];
+        if (s->names[y].expand)
+            refs[n_refs++] = (cm_ir_ref){y, CM_IR_REF_EXPAND, s->comps[s->names[y].expand - 1].members[0].root};
     }
     qsort(refs, n_refs, sizeof *refs, cmp_ref);
     cm_ir_input in = *s->in;
@@ -92,6 +236,29 @@ static int build_component(session *s, const cm_component *c, const uint32_t *ro
         rc = cm_words_build(s->in, roots[0], s->bud, &dfas[0]);
         cm_stats_add(CM_PH_WORDS, t0);
         return rc;
+    }
+    if (expands(s, c)) { /* its expanded callees in its NFA, unless that fails a limit */
+        s->usable.n = s->expanded.n = 0;
+        if (++s->stamp == 0) {
+            for (uint32_t i = 0; i < s->in->n_names; i++) s->names[i].stamp = 0;
+            s->stamp = 1;
+        }
+        rc = pick_expanding(s, c->callees, c->n_callees, budgets[0]);
+        if (!rc && s->expanded.n) {
+            rc = attempt(s, c, roots, dfas);
+            if (rc != CM_ERR_LIMIT && rc != CM_ERR_LIMIT_MEM) return rc;
+            /* build them on their own (the list is callees first) and run the ladder */
+            cm_vec32 todo = {.bud = s->bud};
+            rc = CM_OK;
+            for (size_t j = 0; !rc && j < s->expanded.n; j++) rc = cm_vec_push(&todo, s->expanded.data[j]);
+            for (size_t j = 0; !rc && j < todo.n; j++)
+                if (s->names[todo.data[j]].expand) rc = materialize(s, s->names[todo.data[j]].expand - 1);
+            cm_vec_free(&todo);
+        } else if (!rc) {
+            s->expanded.n = 0;
+        }
+        if (rc) return rc;
+        rc = CM_ERR_LIMIT;
     }
     for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
         int prc = pick_usable(s, c, budgets[i]);
@@ -167,6 +334,12 @@ static int do_component(session *s, uint32_t k, cm_comp_dfa *out) {
         if (c->members[i].name >= s->in->n_names || (c->cached && !c->cached[i].dfa)) return CM_ERR_ARG;
     for (uint32_t i = 0; i < c->n_callees; i++)
         if (c->callees[i] >= s->in->n_names) return CM_ERR_ARG;
+    if (c->expand && !c->cached) { /* left to its caller's build (materialize if not) */
+        if (c->n_members != 1 || c->right_linear) return CM_ERR_ARG;
+        name_info *x = &s->names[c->members[0].name];
+        *x = (name_info){.inline_cap = c->members[0].inline_cap, .expand = k + 1, .est = EST_UNSET};
+        return CM_OK;
+    }
     uint32_t twin = c->cached ? 0 : twin_of(s, k);
     if (twin && (rc = copy_member(s->bud, &s->out[s->at[twin - 1]], &out[0]))) return rc;
     if (!c->cached && !twin) {
@@ -209,7 +382,8 @@ int cm_compile_components(const cm_ir_input *in, const cm_component *comps, uint
     if (n_out) memset(out, 0, n_out * sizeof *out);
     *failed = UINT32_MAX;
     session s = {.in = in, .max_states = max_states, .inline_max_states = inline_max_states, .bud = budget,
-                 .usable = {.bud = budget}, .prev = {.bud = budget}, .comps = comps, .out = out};
+                 .usable = {.bud = budget}, .prev = {.bud = budget}, .expanded = {.bud = budget}, .failed = UINT32_MAX,
+                 .comps = comps, .out = out};
     int rc = CM_OK;
     s.names = cm_balloc(budget, ((size_t)in->n_names + 1) * sizeof *s.names, true, &rc);
     s.at = cm_balloc(budget, ((size_t)n_comps + 1) * sizeof *s.at, false, &rc);
@@ -217,9 +391,9 @@ int cm_compile_components(const cm_ir_input *in, const cm_component *comps, uint
     s.by_root = cm_balloc(budget, (size_t)s.cap * sizeof *s.by_root, true, &rc);
     for (size_t k = 0, at = 0; !rc && k < n_comps; at += comps[k++].n_members) s.at[k] = at;
     for (uint32_t k = 0; !rc && k < n_comps; k++)
-        if ((rc = do_component(&s, k, out + s.at[k]))) *failed = k;
+        if ((rc = do_component(&s, k, out + s.at[k]))) *failed = s.failed != UINT32_MAX ? s.failed : k;
     cm_bfree(budget, s.names), cm_bfree(budget, s.at), cm_bfree(budget, s.by_root);
-    cm_vec_free(&s.usable), cm_vec_free(&s.prev);
+    cm_vec_free(&s.usable), cm_vec_free(&s.prev), cm_vec_free(&s.expanded);
     for (size_t i = 0; rc && i < n_out; i++) {
         cm_budget_release(budget, out[i].dfa ? cm_dfa_bytes(out[i].dfa) : 0);
         cm_comp_dfa_free(&out[i]);

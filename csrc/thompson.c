@@ -172,8 +172,9 @@ static int tb_repeat(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int
     return rc ? rc : tb_eps(t, cur, end);
 }
 
-/* REF [op, name]: a label edge, an epsilon edge to a member's entry, or a copied fragment. */
-static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end) {
+/* REF [op, name]: a label edge, an epsilon edge to a member's entry, a copied fragment, or
+ * the referenced body built in place. */
+static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end, int depth) {
     const cm_ir_input *in = t->in;
     if (name >= in->n_names) return CM_ERR_ARG;
     const cm_ir_ref *r = tb_find_ref(in, name);
@@ -185,6 +186,7 @@ static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end) {
         if (r->arg >= in->n_frags) return CM_ERR_ARG;
         return tb_embed(t, &in->frags[r->arg], start, end);
     }
+    if (r && r->kind == CM_IR_REF_EXPAND) return tb_build(t, r->arg, start, end, depth + 1);
     return tb_label(t, start, in->label[name], end);
 }
 
@@ -223,7 +225,7 @@ static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int 
     case CM_IR_REPEAT:
         return tb_repeat(t, pc, start, end, depth);
     case CM_IR_REF:
-        return tb_ref(t, n, start, end);
+        return tb_ref(t, n, start, end, depth);
     case CM_IR_WORDS:
         return tb_words(t, pc, start, end);
     default:

@@ -19,7 +19,7 @@ from typing import Any
 
 from cfgmask import deadline, ir
 from cfgmask.compile.automaton import DFA
-from cfgmask.compile.encode import _ALT, _BYTES, _LIT, _REF, _REPEAT, _SEQ, _UTF8, Session, TooBig, _Deep
+from cfgmask.compile.encode import _ALT, _BYTES, _LIT, _REF, _REPEAT, _SEQ, _UTF8, _WORDS, Session, TooBig, _Deep
 from cfgmask.compile.graph import sccs, tail_only_dag, use_counts_dag
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.utf8 import byte_sequences
@@ -172,13 +172,16 @@ def plan(
     rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: Session
 ) -> list[tuple[list[str], int, tuple[Any, ...]]]:
     """``components._plan`` in Python: the components reachable from ``start``, callees
-    first, each with its cache key and what ``compile_components`` takes for it."""
+    first, each with its cache key and what ``compile_components`` takes for it (a rule
+    used once, not recursive, regular and not a literal set expands in its caller, unless
+    that caller is cached and does not call it)."""
     cache = sess.cache
     cids, graph, uses = call_graph(rules, sess)
     lim = cache.key_id(limits) if cache is not None else limits
     key_of: dict[str, int] = {}
     cap_of: dict[str, int] = {}
     out: list[tuple[list[str], int, tuple[Any, ...]]] = []
+    once: dict[str, int] = {}  # rule used once -> its component's index
     emit = sess.emitter()
     for comp in sccs(graph, start):
         members = set(comp)
@@ -207,7 +210,23 @@ def plan(
             [sess.name_idx[c] for c in callees],
             recursive and regular,
             cached,
+            False,
         )
+        for c in callees:
+            if c in once and (cached is None or all(c not in d.names for d in cached)):
+                k = once.pop(c)
+                out[k] = (out[k][0], out[k][1], (*out[k][2][:4], True))
+        m = comp[0]
+        body = sess.interner.keys[cids[m]]
+        if (
+            not recursive
+            and cached is None
+            and uses.get(m, 0) == 1
+            and cap_of[m] > 0
+            and m != start
+            and body[0] != _WORDS
+        ):
+            once[m] = len(out)
         out.append((comp, key, spec))
     return out
 
@@ -222,6 +241,8 @@ def collect(
     """The end of ``components.rule_dfas`` in Python: each member's DFA and label values."""
     out: dict[str, tuple[DFA, array[int]]] = {}
     for (members, key, spec), arg, got in zip(planned, args, built, strict=True):
+        if got is None and spec[3] is None:  # expanded in its caller
+            continue
         if got is None:
             for m, dfa, (_, labels) in zip(members, spec[3], arg[3], strict=True):
                 out[m] = (dfa, labels)

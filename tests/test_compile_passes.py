@@ -112,12 +112,21 @@ def _rule_dfas(g: ir.Grammar, c_builder: bool) -> dict[str, list[fsm.DState]]:
 
 @given(grammars_with_tokens())
 def test_c_builder_gives_the_python_builders_automata(g: ir.Grammar) -> None:
-    """Every rule's automaton (untrimmed, inlined callees included), state for state."""
+    """Every rule's automaton (untrimmed, inlined callees included), state for state.  The
+    reference builds every rule on its own; C expands a rule used once in its caller
+    instead, so such a rule has no automaton of its own, and none calls it."""
     try:
         prepare.validate(g)
     except GrammarError:
         return
-    assert _outcome(lambda: _rule_dfas(g, True)) == _outcome(lambda: _rule_dfas(g, False))
+    got, want = _outcome(lambda: _rule_dfas(g, True)), _outcome(lambda: _rule_dfas(g, False))
+    if not (isinstance(got, dict) and isinstance(want, dict)):
+        assert got == want
+        return
+    assert got.keys() <= want.keys()
+    assert got == {n: want[n] for n in got}
+    left_out = want.keys() - got.keys()
+    assert not {name for states in got.values() for st_ in states for name, _ in st_.refs} & left_out
 
 
 def _nfa_of(e: ir.Expr) -> tuple[fsm.NFA, int, int]:
@@ -313,7 +322,7 @@ def _reference_rule_dfas(
 
     planned = reference_encode.plan(rules, start, outlined, limits, sess)
     rank, ordered = sess.rank()
-    args = [s if s[3] is None else (*s[:3], components._given(s[3], rank, sess)) for _, _, s in planned]
+    args = [s if s[3] is None else (*s[:3], components._given(s[3], rank, sess), *s[4:]) for _, _, s in planned]
     built = compile_components(sess.code, rank, args, limits.max_dfa_states, limits.inline_max_states)
     return reference_encode.collect(planned, args, built, ordered, sess.cache)  # type: ignore[return-value]
 

@@ -29,6 +29,7 @@ cdef enum:
     ALT = 5
     REPEAT = 6
     REF = 7
+    WORDS = 11  # interned kind of a literal set
     MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
 
 KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, MAX_DEPTH)
@@ -573,7 +574,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     """``components._plan`` after ``call_graph``: the components reachable from ``start``,
     callees first, each as (members, key id, what compile_components takes for it).
     ``graph``: the rules each rule calls; ``uses``: each rule's uses, capped at 2;
-    ``shared``, ``single``: the inline caps; ``lim``: the limits' key id (or the limits)."""
+    ``shared``, ``single``: the inline caps; ``lim``: the limits' key id (or the limits).
+
+    A rule used once, not recursive, regular and not a literal set is marked to expand
+    (the last item of what compile_components takes): C builds it inside its caller's NFA,
+    not on its own first (csrc/components.c), unless its caller is cached and does not
+    call it (then it is not needed at all)."""
     cdef object cache = sess.cache
     cdef list out = [], comp, mine, callees, spec_members, keys = sess.interner.keys
     cdef list refs = sess.interner.refs
@@ -582,6 +588,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid
     cdef bint recursive, regular
     cdef Py_ssize_t k
+    cdef dict once = {}  # rule -> its component's index: may expand in its caller
     key_id = cache.key_id if cache is not None else None
     get = cache.get if cache is not None else None
     for comp in tarjan(graph, start):
@@ -631,7 +638,23 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
         for m in comp:
             key_of[m] = key
         cached = get(key) if cache is not None else None
-        out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached)))
+        for c in callees:
+            k = once.pop(c, -1)
+            if k >= 0 and (cached is None or not any(c in d.names for d in cached)):
+                spec = out[k][2]
+                out[k] = (out[k][0], out[k][1], (*spec[:4], True))
+        m = comp[0]
+        if (
+            len(comp) == 1
+            and not recursive
+            and cached is None
+            and uses.get(m, 0) == 1
+            and cap_of[m] > 0
+            and m != start
+            and (<tuple>keys[cids[m]])[0] != WORDS
+        ):
+            once[m] = len(out)
+        out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
     return out
 
 
@@ -649,6 +672,8 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type):
     for k in range(len(plan)):
         members, key, spec = plan[k]
         got = built[k]
+        if got is None and spec[3] is None:  # expanded in its caller: no DFA of its own
+            continue
         if got is None:  # cached: the DFAs and label values given
             for m, dfa, given in zip(members, spec[3], args[k][3]):
                 out[m] = (dfa, given[1])
