@@ -73,6 +73,10 @@ size_t cm_dfa_bytes(const cm_dfa_out *d);
 int cm_dfa_alloc(cm_budget *b, uint32_t n_states, uint32_t n_classes, size_t n_lab, cm_dfa_out **out);
 /* Free d and release what it counted against b. */
 void cm_dfa_release(cm_budget *b, cm_dfa_out *d);
+/* Merge adjacent byte classes of d whose columns are equal in every row, in place (what
+ * its arrays no longer hold is released from b): a minimal DFA's classes then follow from
+ * its language alone, not from where its NFA's byte ranges were cut. */
+void cm_dfa_merge_classes(cm_budget *b, cm_dfa_out *d);
 
 /* The byte transitions of a DFA as lists (state k: class cls[i] -> to[i] for i in
  * off[k] .. off[k+1]), beside the dense table: minimization walks these. */

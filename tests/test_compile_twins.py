@@ -1,6 +1,7 @@
 """Components with the same body are built once per compile (csrc/components.c copies the
 first one's automaton): the copies are the automata the reference builds, and they are not
-built again (the core's build counters)."""
+built again (the core's build counters).  (Each twin is used twice: a rule used once is
+expanded in its caller instead, tests/test_compile_expand.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from cfgmask.frontends.gbnf import parse_gbnf
 from .test_compile_passes import _outcome, _rule_dfas
 
 TWINS = r"""
-root ::= a "," b "," c "," d
+root ::= a "," b "," c "," d | a b c d
 a ::= [x-z]+ "!" | "(" [0-9]* ")"
 b ::= [x-z]+ "!" | "(" [0-9]* ")"
 c ::= [x-z]+ "!" | "(" [0-9]* ")"

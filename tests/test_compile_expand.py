@@ -1,0 +1,89 @@
+"""A rule used once is expanded in its caller's NFA (csrc/components.c, CM_IR_REF_EXPAND)
+instead of being built on its own and copied: the tables are those of the reference, which
+builds every rule on its own (tests/reference_pipeline.py), whether the expansion holds, its
+estimate is over the inline cap (the rule is built on its own after all), or the caller's
+build fails a limit with it (the rule is built on its own and the caller's ladder runs)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cfgmask import _core, ir
+from cfgmask.compile.limits import CompileLimits
+from cfgmask.frontends.gbnf import parse_gbnf
+
+from .strategies import SMALL, grammars
+from .test_compile_passes import _outcome, _rule_dfas, _tables
+
+CHAIN = r"""
+root ::= "[" item "]"
+item ::= key ":" ws val
+key ::= "\"" [a-z]+ "\""
+val ::= num | "null"
+num ::= "-"? [0-9]+ ("." [0-9]+)?
+ws ::= " "?
+"""
+
+
+def _same(fn: Any) -> Any:
+    """fn()'s outcome, an error without the rule it names (the reference does not name one)."""
+    got = _outcome(fn)
+    return (got[0], re.sub(r"^rule '[^']*': ", "", got[1])) if isinstance(got, tuple) else got
+
+
+def _builds(fn: Any) -> tuple[Any, int]:
+    """fn()'s outcome and the subset constructions it ran."""
+    _core.compile_stats_enable(True)
+    try:
+        _core.compile_stats()
+        got = _outcome(fn)
+        builds = int(_core.compile_stats()["builds"])
+    finally:
+        _core.compile_stats_enable(False)
+        _core.compile_stats()
+    return got, builds
+
+
+def test_a_chain_of_rules_used_once_is_built_once() -> None:
+    g = parse_gbnf(CHAIN)
+    dfas, builds = _builds(lambda: _rule_dfas(g, True))
+    assert set(dfas) == {"root"} and builds == 1  # item, key, val, num, ws: expanded in root
+    assert _tables(g, True) == _tables(g, False)
+
+
+def test_an_estimate_over_the_cap_builds_the_rule_on_its_own() -> None:
+    g = parse_gbnf(CHAIN)
+    # num's NFA is over 8 states: built on its own (then too big to copy: a call)
+    limits = CompileLimits(inline_max_states=8, inline_shared_states=4)
+    got, builds = _builds(lambda: _tables(g, True, limits))
+    assert isinstance(got, dict) and got == _tables(g, False, limits)
+    assert builds > 1
+
+
+def test_a_caller_over_the_limit_with_the_expansion_falls_back() -> None:
+    # x ("ab" | "cb") expanded: 5 subset states; y's minimal DFA copied: 4
+    g = parse_gbnf('root ::= "x" y\ny ::= "ab" | "cb"\n')
+    for cap in range(2, 8):
+        limits = CompileLimits(max_dfa_states=cap)
+        want = _same(lambda limits=limits: _tables(g, False, limits))
+        assert _same(lambda limits=limits: _tables(g, True, limits)) == want
+    # y alone is over 3 states: the error names it, as when it was built on its own first
+    assert "rule 'y'" in _outcome(lambda: _tables(g, True, CompileLimits(max_dfa_states=3)))[1]
+    got, builds = _builds(lambda: _tables(g, True, CompileLimits(max_dfa_states=4)))
+    assert isinstance(got, dict) and builds == 2  # y on its own, then root with its copy
+
+
+@given(
+    grammars(alphabet=SMALL),
+    st.sampled_from((3, 6, 12, 40)),
+    st.sampled_from(((2000, 64), (16, 4), (4, 2))),
+)
+def test_expansions_give_the_reference_tables_under_small_limits(
+    g: ir.Grammar, max_states: int, caps: tuple[int, int]
+) -> None:
+    limits = CompileLimits(max_dfa_states=max_states, inline_max_states=caps[0], inline_shared_states=caps[1])
+    assert _same(lambda: _tables(g, True, limits)) == _same(lambda: _tables(g, False, limits))
