@@ -195,7 +195,7 @@ def compile_components(
     label: _Buffer,
     comps: list[
         tuple[Any, ...]
-    ],  # (members [(name, root, cap)], callees [name], right_linear, cached | None)
+    ],  # (members [(name, root, cap)], callees [name], right_linear, cached | None[, expand])
     max_states: int,
     inline_max_states: int,
     max_bytes: int = 0,

@@ -158,7 +158,7 @@ static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_
             if ((rc = pick_expanding(s, c->callees, c->n_callees, budget))) break;
             uint32_t depth = 0, cap = x->inline_cap < budget ? x->inline_cap : (uint32_t)budget;
             size_t est = count_states(s, c->members[0].root, cap, 0, &depth);
-            if (est <= cap) {
+            if (est + 2 <= cap) { /* its own NFA: these and a start and a final state */
                 x->est = (uint32_t)est;
                 rc = cm_vec_push(&s->expanded, y);
                 continue;

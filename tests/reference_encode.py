@@ -19,7 +19,19 @@ from typing import Any
 
 from cfgmask import deadline, ir
 from cfgmask.compile.automaton import DFA
-from cfgmask.compile.encode import _ALT, _BYTES, _LIT, _REF, _REPEAT, _SEQ, _UTF8, _WORDS, Session, TooBig, _Deep
+from cfgmask.compile.encode import (
+    _ALT,
+    _BYTES,
+    _LIT,
+    _REF,
+    _REPEAT,
+    _SEQ,
+    _UTF8,
+    _WORDS,
+    Session,
+    TooBig,
+    _Deep,
+)
 from cfgmask.compile.graph import sccs, tail_only_dag, use_counts_dag
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.utf8 import byte_sequences

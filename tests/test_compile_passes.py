@@ -322,7 +322,9 @@ def _reference_rule_dfas(
 
     planned = reference_encode.plan(rules, start, outlined, limits, sess)
     rank, ordered = sess.rank()
-    args = [s if s[3] is None else (*s[:3], components._given(s[3], rank, sess), *s[4:]) for _, _, s in planned]
+    args = [
+        s if s[3] is None else (*s[:3], components._given(s[3], rank, sess), *s[4:]) for _, _, s in planned
+    ]
     built = compile_components(sess.code, rank, args, limits.max_dfa_states, limits.inline_max_states)
     return reference_encode.collect(planned, args, built, ordered, sess.cache)  # type: ignore[return-value]
 

@@ -114,7 +114,10 @@ def rule_dfas(
 
     plan = _plan(rules, start, outlined, limits, sess)
     rank, ordered = sess.rank()  # every name is numbered and every body emitted by now
-    args = [spec if spec[3] is None else (*spec[:3], _given(spec[3], rank, sess), *spec[4:]) for _, _, spec in plan]
+    args = [
+        spec if spec[3] is None else (*spec[:3], _given(spec[3], rank, sess), *spec[4:])
+        for _, _, spec in plan
+    ]
     end = _deadline()
     try:
         built = compile_components(
