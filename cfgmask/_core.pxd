@@ -147,6 +147,7 @@ cdef extern from "cfgmask.h" nogil:
         CM_IR_REF_CALL
         CM_IR_REF_ENTRY
         CM_IR_REF_EMBED
+        CM_IR_REF_EXPAND
 
     ctypedef struct cm_ir_ref:
         uint32_t name, kind, arg
