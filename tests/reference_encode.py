@@ -194,6 +194,7 @@ def plan(
     cap_of: dict[str, int] = {}
     out: list[tuple[list[str], int, tuple[Any, ...]]] = []
     once: dict[str, int] = {}  # rule used once -> its component's index
+    nest: dict[str, int] = {}  # such a rule -> the expansions nested in it, itself included
     emit = sess.emitter()
     for comp in sccs(graph, start):
         members = set(comp)
@@ -224,14 +225,17 @@ def plan(
             cached,
             False,
         )
+        depth = 0
         for c in callees:
             if c in once and (cached is None or all(c not in d.names for d in cached)):
                 k = once.pop(c)
                 out[k] = (out[k][0], out[k][1], (*out[k][2][:4], True))
+                depth = max(depth, nest[c])
         m = comp[0]
         body = sess.interner.keys[cids[m]]
         if (
-            not recursive
+            depth < 256  # _dag.pyx MAX_NEST
+            and not recursive
             and cached is None
             and uses.get(m, 0) == 1
             and cap_of[m] > 0
@@ -239,6 +243,7 @@ def plan(
             and body[0] != _WORDS
         ):
             once[m] = len(out)
+            nest[m] = depth + 1
         out.append((comp, key, spec))
     return out
 

@@ -77,6 +77,18 @@ def test_a_caller_over_the_limit_with_the_expansion_falls_back() -> None:
     assert isinstance(got, dict) and builds == 2  # y on its own, then root with its copy
 
 
+def test_a_long_chain_is_cut() -> None:
+    """C recurses on nested expansions: a chain of rules used once is cut every 256 rules
+    (_dag.pyx MAX_NEST), the rule at the cut built on its own."""
+    n = 600
+    g = parse_gbnf(
+        "\n".join([f'r{i} ::= "a" r{i + 1}' for i in range(n)] + [f'r{n} ::= "b"']).replace("r0 ", "root ", 1)
+    )
+    got, builds = _builds(lambda: _tables(g, True))
+    assert isinstance(got, dict) and got == _tables(g, False)
+    assert builds == 3  # r345 and r89 on their own (at 256 rules each from the end), then root
+
+
 @given(grammars(alphabet=SMALL), st.sampled_from(((2000, 64), (16, 4), (4, 2), (8, 8))))
 def test_expansions_give_the_reference_tables_under_small_caps(g: ir.Grammar, caps: tuple[int, int]) -> None:
     """Estimates near the inline caps: the same rules expanded, copied or called."""

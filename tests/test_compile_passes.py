@@ -325,7 +325,13 @@ def _reference_rule_dfas(
     args = [
         s if s[3] is None else (*s[:3], components._given(s[3], rank, sess), *s[4:]) for _, _, s in planned
     ]
-    built = compile_components(sess.code, rank, args, limits.max_dfa_states, limits.inline_max_states)
+    try:
+        built = compile_components(sess.code, rank, args, limits.max_dfa_states, limits.inline_max_states)
+    except LimitError as e:  # named by the rule that failed, as components.rule_dfas does
+        failed = getattr(e, "component", None)
+        if failed is None:
+            raise
+        raise LimitError(f"rule {planned[failed][0][0]!r}: {e}", limit=e.limit, value=e.value) from None
     return reference_encode.collect(planned, args, built, ordered, sess.cache)  # type: ignore[return-value]
 
 

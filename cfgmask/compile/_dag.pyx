@@ -30,6 +30,7 @@ cdef enum:
     REPEAT = 6
     REF = 7
     WORDS = 11  # interned kind of a literal set
+    MAX_NEST = 256  # expansions nested in one caller (C recurses on them): a longer chain is cut
     MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
 
 KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, MAX_DEPTH)
@@ -589,6 +590,8 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef bint recursive, regular
     cdef Py_ssize_t k
     cdef dict once = {}  # rule -> its component's index: may expand in its caller
+    cdef dict nest = {}  # rule marked or left to expand -> the expansions nested in it, itself included
+    cdef Py_ssize_t depth
     key_id = cache.key_id if cache is not None else None
     get = cache.get if cache is not None else None
     for comp in tarjan(graph, start):
@@ -638,14 +641,17 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
         for m in comp:
             key_of[m] = key
         cached = get(key) if cache is not None else None
+        depth = 0
         for c in callees:
             k = once.pop(c, -1)
             if k >= 0 and (cached is None or not any(c in d.names for d in cached)):
                 spec = out[k][2]
                 out[k] = (out[k][0], out[k][1], (*spec[:4], True))
+                depth = max(depth, <Py_ssize_t>nest[c])
         m = comp[0]
         if (
-            len(comp) == 1
+            depth < MAX_NEST
+            and len(comp) == 1
             and not recursive
             and cached is None
             and uses.get(m, 0) == 1
@@ -654,6 +660,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             and (<tuple>keys[cids[m]])[0] != WORDS
         ):
             once[m] = len(out)
+            nest[m] = depth + 1
         out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
     return out
 
