@@ -75,9 +75,24 @@ static uint32_t next_gen(builder *b) {
     return b->gen;
 }
 
-/* Sort v, distinct NFA states in lo .. hi all marked with the current stamp: a scan of
- * the stamps when the range is dense (big sets of unrolled repetitions), else qsort. */
+/* Sort v[0..n) ascending by insertion (the short sets most closures are). */
+static void insertion_sort(uint32_t *v, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        uint32_t x = v[i];
+        size_t j = i;
+        for (; j && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Sort v, distinct NFA states in lo .. hi all marked with the current stamp: insertion for
+ * a few states, a scan of the stamps when the range is dense (big sets of unrolled
+ * repetitions), else qsort. */
 static void sort_marked(const builder *b, cm_vec32 *v, uint32_t lo, uint32_t hi) {
+    if (v->n <= 24) {
+        insertion_sort(v->data, v->n);
+        return;
+    }
     if (v->n < 64 || (size_t)(hi - lo) >= 8 * v->n) {
         qsort(v->data, v->n, sizeof *v->data, cmp_u32);
         return;
@@ -169,12 +184,7 @@ static int64_t intern(builder *b) {
 static void sort_unique(builder *b) {
     cm_vec32 *v = &b->tmp;
     if (v->n <= 16) {
-        for (size_t i = 1; i < v->n; i++) {
-            uint32_t x = v->data[i];
-            size_t j = i;
-            for (; j && v->data[j - 1] > x; j--) v->data[j] = v->data[j - 1];
-            v->data[j] = x;
-        }
+        insertion_sort(v->data, v->n);
         size_t k = 0;
         for (size_t i = 0; i < v->n; i++)
             if (!k || v->data[k - 1] != v->data[i]) v->data[k++] = v->data[i];

@@ -71,9 +71,9 @@ static bool skeleton_same(const reg *r, uint32_t s, uint32_t t) {
            && (!nl || !memcmp(d->lab + d->lab_off[s], d->lab + d->lab_off[t], nl * sizeof *d->lab));
 }
 
-/* The skeleton and the classes of s's successors (all final). */
-static uint64_t full_hash(const reg *r, uint32_t s) {
-    uint64_t h = skeleton_hash(r, s);
+/* The skeleton (hashed as sk) and the classes of s's successors (all final). */
+static uint64_t full_hash(const reg *r, uint32_t s, uint64_t sk) {
+    uint64_t h = sk;
     for (uint32_t i = 0, m = n_edges(r, s); i < m; i++) h = MIX(h, r->cls[target(r, s, i)]);
     return h ^ (h >> 31);
 }
@@ -85,14 +85,15 @@ static bool full_same(const reg *r, uint32_t s, uint32_t t) {
     return true;
 }
 
-/* A new class with representative s (its successors' classes final): in both tables. */
-static uint32_t new_class(reg *r, uint32_t s) {
+/* A new class with representative s (its successors' classes final), its full hash h and
+ * skeleton hash sk: in both tables. */
+static uint32_t new_class(reg *r, uint32_t s, uint64_t h, uint64_t sk) {
     uint32_t c = r->n_cls++;
     r->rep[c] = s;
-    size_t i = full_hash(r, s) & (r->cap - 1);
+    size_t i = h & (r->cap - 1);
     while (r->sig_tab[i]) i = (i + 1) & (r->cap - 1);
     r->sig_tab[i] = c + 1;
-    size_t k = skeleton_hash(r, s) & (r->cap - 1);
+    size_t k = sk & (r->cap - 1);
     r->skel_next[c] = r->skel_head[k];
     r->skel_head[k] = c + 1;
     return c;
@@ -100,12 +101,13 @@ static uint32_t new_class(reg *r, uint32_t s) {
 
 /* A state on no cycle. */
 static void register_trivial(reg *r, uint32_t s) {
-    for (size_t i = full_hash(r, s) & (r->cap - 1); r->sig_tab[i]; i = (i + 1) & (r->cap - 1))
+    uint64_t sk = skeleton_hash(r, s), h = full_hash(r, s, sk);
+    for (size_t i = h & (r->cap - 1); r->sig_tab[i]; i = (i + 1) & (r->cap - 1))
         if (full_same(r, s, r->rep[r->sig_tab[i] - 1])) {
             r->cls[s] = r->sig_tab[i] - 1;
             return;
         }
-    r->cls[s] = new_class(r, s);
+    r->cls[s] = new_class(r, s, h, sk);
 }
 
 /* Do members x and y of the SCC (k states) agree in round 0 (blk == NULL: skeleton, and the
@@ -186,7 +188,10 @@ static void register_cycle(reg *r, uint32_t k) {
     } else {
         uint32_t first = r->n_cls;
         for (uint32_t i = 0; i < k; i++) r->cls[r->memb[i]] = first + r->blk[i];
-        for (uint32_t b = 0; b < n_blk; b++) new_class(r, r->brep[b]);
+        for (uint32_t b = 0; b < n_blk; b++) {
+            uint64_t sk = skeleton_hash(r, r->brep[b]);
+            new_class(r, r->brep[b], full_hash(r, r->brep[b], sk), sk);
+        }
     }
     for (uint32_t i = 0; i < k; i++) r->pos[r->memb[i]] = NONE;
 }
