@@ -73,7 +73,7 @@ static int push_successors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_
                            uint8_t *seen, cm_vec32 *stack) {
     const int32_t *row = d->trans + (size_t)s * d->n_classes;
     int rc = CM_OK;
-    for (uint32_t c = 0; !rc && c < d->n_classes; c++) {
+    for (uint32_t c = 0; !rc && c < d->n_classes; c = cm_run_end(row, c, d->n_classes)) { /* a run: one target */
         int32_t t = row[c];
         if (t >= 0 && (!allowed || allowed[t]) && !seen[t]) {
             seen[t] = 1;

@@ -256,8 +256,10 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
         int32_t *out = d->trans + (size_t)lo * n_classes;
+        uint8_t col[256]; /* the rule's class of each global class */
+        for (int c = 0; c < n_classes; c++) col[c] = cls[rep[c]];
         for (uint32_t i = 0; i < n; i++)
-            for (int c = 0; c < n_classes; c++) out[(size_t)i * n_classes + c] = tr[(size_t)i * nc + cls[rep[c]]];
+            for (int c = 0; c < n_classes; c++) out[(size_t)i * n_classes + c] = tr[(size_t)i * nc + col[c]];
     }
     d->n_classes = (uint32_t)n_classes;
     return CM_OK;
