@@ -73,8 +73,9 @@ static inline uint32_t cm_rank_u32(const uint32_t *v, size_t n, uint32_t x) {
  * the first c1 > c with row[c1] != row[c], or n.  Four entries a step: a DFA's rows are
  * mostly long runs of -1 (no edge) and of one target (a character class). */
 static inline uint32_t cm_run_end(const int32_t *row, uint32_t c, uint32_t n) {
-    uint64_t x = (uint32_t)row[c], pat = x << 32 | x;
     uint32_t c1 = c + 1;
+    if (c1 >= n || row[c1] != row[c]) return c1; /* a run of one: no setup */
+    uint64_t x = (uint32_t)row[c], pat = x << 32 | x;
     for (; c1 + 4 <= n; c1 += 4) {
         uint64_t a, b;
         memcpy(&a, row + c1, sizeof a);
