@@ -61,7 +61,7 @@ void cm_bfree(cm_budget *b, void *p) {
     free(h);
 }
 
-int cm_vec_reserve(cm_vec32 *v, size_t n) {
+int cm_vec_grow(cm_vec32 *v, size_t n) {
     if (v->cap >= n) return CM_OK;
     size_t cap = v->cap ? v->cap : 64;
     while (cap < n) cap *= 2;

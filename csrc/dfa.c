@@ -97,7 +97,7 @@ static int push_successors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_
                            uint8_t *seen, cm_vec32 *stack) {
     const int32_t *row = d->trans + (size_t)s * d->n_classes;
     int rc = CM_OK;
-    for (uint32_t c = 0; !rc && c < d->n_classes; c++) {
+    for (uint32_t c = 0; !rc && c < d->n_classes; c = cm_run_end(row, c, d->n_classes)) { /* a run: one target */
         int32_t t = row[c];
         if (t >= 0 && (!allowed || allowed[t]) && !seen[t]) {
             seen[t] = 1;
@@ -140,11 +140,13 @@ static int edge_list(const cm_dfa_out *d, const uint8_t *label_ok, cm_vec32 *src
     int rc = CM_OK;
     for (uint32_t s = 0; !rc && s < n; s++) {
         const int32_t *row = d->trans + (size_t)s * nc;
-        for (uint32_t c = 0; !rc && c < nc; c++)
-            if (row[c] >= 0 && (c == 0 || row[c] != row[c - 1])) { /* a run of classes: one edge */
+        for (uint32_t c = 0, c1; !rc && c < nc; c = c1) {
+            c1 = cm_run_end(row, c, nc);
+            if (row[c] >= 0) { /* a run of classes: one edge */
                 rc = cm_vec_push(src, s);
                 if (!rc) rc = cm_vec_push(dst, (uint32_t)row[c]);
             }
+        }
         for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
             if (label_ok[d->lab[e]]) {
                 rc = cm_vec_push(src, s);
@@ -231,8 +233,11 @@ static int copy_reachable(const cm_dfa_out *d, const uint8_t *label_ok, const ui
         uint32_t i = new_id[s];
         const int32_t *row = d->trans + (size_t)s * nc;
         int32_t *orow = o->trans + (size_t)i * nc;
-        for (uint32_t c = 0; !all && c < nc; c++)
-            orow[c] = (row[c] >= 0 && reach[row[c]]) ? (int32_t)new_id[row[c]] : -1;
+        for (uint32_t c = 0, c1; !all && c < nc; c = c1) {
+            c1 = cm_run_end(row, c, nc);
+            int32_t to = (row[c] >= 0 && reach[row[c]]) ? (int32_t)new_id[row[c]] : -1;
+            for (uint32_t i = c; i < c1; i++) orow[i] = to;
+        }
         o->accepting[i] = d->accepting[s];
         for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
             if (label_ok[d->lab[e]] && reach[d->lab_to[e]]) {

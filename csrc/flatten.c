@@ -126,8 +126,10 @@ static void flat_rule(const finisher *f, cm_flat_rules *x, uint32_t r, const cm_
     uint8_t *cls = x->byte_class + (size_t)r * 256;
     for (uint32_t c = 0; c < d->n_classes; c++)
         memset(cls + d->class_lo[c], (int)c, d->class_lo[c + 1] - d->class_lo[c]);
-    for (size_t i = 0; i < (size_t)d->n_states * d->n_classes; i++)
-        x->trans[toff + i] = d->trans[i] >= 0 ? d->trans[i] + (int32_t)base : -1;
+    const int32_t *restrict in = d->trans;
+    int32_t *restrict out = x->trans + toff, b = (int32_t)base;
+    for (size_t i = 0; i < (size_t)d->n_states * d->n_classes; i++) /* -1 stays -1 (branch free: vectorized) */
+        out[i] = in[i] + (b & ~(in[i] >> 31));
     memcpy(x->accepting + base, d->accepting, d->n_states);
     uint32_t e0 = x->lab_off[base];
     for (uint32_t s = 0; s < d->n_states; s++) {

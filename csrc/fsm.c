@@ -25,6 +25,7 @@ typedef struct {
     cm_vec32 pool, off;                   /* DFA state k = pool[off[k] .. off[k+1]) (sorted NFA states) */
     uint32_t *htab;                       /* open addressing: DFA id + 1, 0 = empty (sets of 2 or more) */
     uint32_t *single;                     /* per NFA state s: the DFA id + 1 of the set {s} (0: none) */
+    uint32_t *closed;                     /* per NFA state s: the DFA id + 1 of s's closure (0: not yet) */
     size_t hcap;
     cm_vec32 stack, pairs, tmp, prev;     /* scratch */
     cm_vec32 keys, targets;               /* the moves of the state being expanded */
@@ -43,7 +44,8 @@ static void builder_free(builder *b) {
     cm_bfree(b->bud, b->stamp);
     cm_bfree(b->bud, b->htab);
     cm_bfree(b->bud, b->single);
-    b->stamp = b->htab = b->single = NULL;
+    cm_bfree(b->bud, b->closed);
+    b->stamp = b->htab = b->single = b->closed = NULL;
 }
 
 static uint64_t hash_set(const uint32_t *p, size_t n) {
@@ -75,9 +77,24 @@ static uint32_t next_gen(builder *b) {
     return b->gen;
 }
 
-/* Sort v, distinct NFA states in lo .. hi all marked with the current stamp: a scan of
- * the stamps when the range is dense (big sets of unrolled repetitions), else qsort. */
+/* Sort v[0..n) ascending by insertion (the short sets most closures are). */
+static void insertion_sort(uint32_t *v, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        uint32_t x = v[i];
+        size_t j = i;
+        for (; j && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Sort v, distinct NFA states in lo .. hi all marked with the current stamp: insertion for
+ * a few states, a scan of the stamps when the range is dense (big sets of unrolled
+ * repetitions), else qsort. */
 static void sort_marked(const builder *b, cm_vec32 *v, uint32_t lo, uint32_t hi) {
+    if (v->n <= 24) {
+        insertion_sort(v->data, v->n);
+        return;
+    }
     if (v->n < 64 || (size_t)(hi - lo) >= 8 * v->n) {
         qsort(v->data, v->n, sizeof *v->data, cmp_u32);
         return;
@@ -169,12 +186,7 @@ static int64_t intern(builder *b) {
 static void sort_unique(builder *b) {
     cm_vec32 *v = &b->tmp;
     if (v->n <= 16) {
-        for (size_t i = 1; i < v->n; i++) {
-            uint32_t x = v->data[i];
-            size_t j = i;
-            for (; j && v->data[j - 1] > x; j--) v->data[j] = v->data[j - 1];
-            v->data[j] = x;
-        }
+        insertion_sort(v->data, v->n);
         size_t k = 0;
         for (size_t i = 0; i < v->n; i++)
             if (!k || v->data[k - 1] != v->data[i]) v->data[k++] = v->data[i];
@@ -228,15 +240,18 @@ static bool same_as_prev(const builder *b) {
     return true;
 }
 
-/* The DFA state of the closure of NFA state t alone (or < 0: a status).  Most states of a
- * Thompson NFA (inside literals, character classes and copied DFAs) have no epsilon edges:
- * their closure is themselves. */
+/* The DFA state of the closure of NFA state t alone (or < 0: a status), remembered per t.
+ * Most states of a Thompson NFA (inside literals, character classes and copied DFAs) have
+ * no epsilon edges: their closure is themselves. */
 static int64_t target_of(builder *b, uint32_t t) {
+    if (b->closed[t]) return b->closed[t] - 1;
     const cm_nfa_view *nfa = b->nfa;
     b->tmp.n = 0;
     int rc = cm_vec_push(&b->tmp, t);
     if (!rc && nfa->eps_off[t] != nfa->eps_off[t + 1]) rc = closure(b);
-    return rc ? rc : intern(b);
+    int64_t k = rc ? rc : intern(b);
+    if (k >= 0) b->closed[t] = (uint32_t)k + 1;
+    return k;
 }
 
 /* byte_moves of a DFA state that is one NFA state x whose byte edges are ascending and
@@ -284,8 +299,12 @@ static int byte_moves(builder *b, size_t k) {
             if ((rc = cm_vec_reserve(&b->prev, b->tmp.n))) break;
             for (size_t i = 0; i < b->tmp.n; i++) b->prev.data[i] = b->tmp.data[i];
             b->prev.n = b->tmp.n;
-            if ((rc = closure(b))) break;
-            prev_t = intern(b);
+            if (b->tmp.n == 1) {
+                prev_t = target_of(b, b->tmp.data[0]);
+            } else {
+                if ((rc = closure(b))) break;
+                prev_t = intern(b);
+            }
             if (prev_t < 0) return (int)prev_t;
         }
         if (!(rc = cm_vec_push(&b->keys, c))) rc = cm_vec_push(&b->targets, (uint32_t)prev_t);
@@ -299,6 +318,17 @@ static int cmp_pair(const void *a, const void *b) {
     return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
+/* Sort the n (label, target) pairs at p by insertion (cmp_pair's order). */
+static void sort_pairs(uint32_t *p, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        uint32_t x = p[2 * i], y = p[2 * i + 1];
+        size_t j = i;
+        for (; j && (p[2 * j - 2] > x || (p[2 * j - 2] == x && p[2 * j - 1] > y)); j--)
+            p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+        p[2 * j] = x, p[2 * j + 1] = y;
+    }
+}
+
 /* Label moves of DFA state k into keys/targets (label, DFA state), by label. */
 static int label_moves(builder *b, size_t k) {
     const cm_nfa_view *nfa = b->nfa;
@@ -310,14 +340,21 @@ static int label_moves(builder *b, size_t k) {
             rc = cm_vec_push2(&b->pairs, nfa->label[e], nfa->label_to[e]);
     }
     if (rc) return rc;
-    if (b->pairs.n) qsort(b->pairs.data, b->pairs.n / 2, 2 * sizeof(uint32_t), cmp_pair); /* data may be NULL */
+    if (b->pairs.n > 16) qsort(b->pairs.data, b->pairs.n / 2, 2 * sizeof(uint32_t), cmp_pair);
+    else sort_pairs(b->pairs.data, b->pairs.n / 2); /* a few: by insertion (data may be NULL) */
     for (size_t i = 0; !rc && i < b->pairs.n;) {
         uint32_t key = b->pairs.data[i];
         b->tmp.n = 0;
         for (; !rc && i < b->pairs.n && b->pairs.data[i] == key; i += 2)
             rc = cm_vec_push(&b->tmp, b->pairs.data[i + 1]);
-        if (rc || (rc = closure(b))) break;
-        int64_t t = intern(b);
+        if (rc) break;
+        int64_t t;
+        if (b->tmp.n == 1) {
+            t = target_of(b, b->tmp.data[0]);
+        } else {
+            if ((rc = closure(b))) break;
+            t = intern(b);
+        }
         if (t < 0) return (int)t;
         if (!(rc = cm_vec_push(&b->keys, key))) rc = cm_vec_push(&b->targets, (uint32_t)t);
     }
@@ -443,6 +480,7 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     uint64_t t0 = cm_stats_now(), t1;
     b.stamp = cm_balloc(budget, nfa->n_states * sizeof *b.stamp, true, &rc);
     b.single = cm_balloc(budget, nfa->n_states * sizeof *b.single, true, &rc);
+    b.closed = cm_balloc(budget, nfa->n_states * sizeof *b.closed, true, &rc);
     init_classes(&b);
     if (!rc) rc = reserve_guess(&b);
     if (!rc) rc = subset_construction(&b, start);

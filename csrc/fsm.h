@@ -6,6 +6,7 @@
 #define CFGMASK_FSM_H
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "cfgmask.h"
 
@@ -33,7 +34,9 @@ typedef struct {
     cm_budget *bud;
 } cm_vec32;
 
-int cm_vec_reserve(cm_vec32 *v, size_t n);
+/* Room for n entries in v (the growth itself is cm_vec_grow's, out of line). */
+int cm_vec_grow(cm_vec32 *v, size_t n);
+static inline int cm_vec_reserve(cm_vec32 *v, size_t n) { return v->cap >= n ? CM_OK : cm_vec_grow(v, n); }
 void cm_vec_free(cm_vec32 *v);
 /* v's array (shrunk to v->n entries, at least one) for an owner outside the budget's
  * scratch (a cm_dfa_out); v is left empty and its charge released. */
@@ -41,7 +44,7 @@ uint32_t *cm_vec_take(cm_vec32 *v);
 
 static inline int cm_vec_push(cm_vec32 *v, uint32_t x) {
     if (v->n == v->cap) {
-        int rc = cm_vec_reserve(v, v->n + 1);
+        int rc = cm_vec_grow(v, v->n + 1);
         if (rc) return rc;
     }
     v->data[v->n++] = x;
@@ -64,6 +67,23 @@ static inline uint32_t cm_rank_u32(const uint32_t *v, size_t n, uint32_t x) {
         else hi = mid;
     }
     return (uint32_t)lo;
+}
+
+/* The end of the run of equal entries of a dense row (row[0..n), c < n) that starts at c:
+ * the first c1 > c with row[c1] != row[c], or n.  Four entries a step: a DFA's rows are
+ * mostly long runs of -1 (no edge) and of one target (a character class). */
+static inline uint32_t cm_run_end(const int32_t *row, uint32_t c, uint32_t n) {
+    uint32_t c1 = c + 1;
+    if (c1 >= n || row[c1] != row[c]) return c1; /* a run of one: no setup */
+    uint64_t x = (uint32_t)row[c], pat = x << 32 | x;
+    for (; c1 + 4 <= n; c1 += 4) {
+        uint64_t a, b;
+        memcpy(&a, row + c1, sizeof a);
+        memcpy(&b, row + c1 + 2, sizeof b);
+        if ((a ^ pat) | (b ^ pat)) break;
+    }
+    while (c1 < n && row[c1] == row[c]) c1++;
+    return c1;
 }
 
 /* Bytes held by d's arrays (what a budget counts for a built DFA). */

@@ -5,6 +5,7 @@
 
 #include "cache.h"
 #include "cstats.h"
+#include "fsm.h"
 
 void cm_limits_default(cm_limits *out) {
     out->max_items_per_set = 200000;
@@ -74,8 +75,9 @@ static int validate(const cm_tables *t) {
     if (t->ref_off[0] != 0) return CM_ERR_ARG;
     for (uint32_t s = 0; s < t->n_states; s++) {
         if (t->state_rule[s] >= t->n_rules || t->ref_off[s + 1] < t->ref_off[s]) return CM_ERR_ARG;
-        for (uint32_t c = 0; c < t->n_classes; c++) {
-            int32_t n = t->trans[(size_t)s * t->n_classes + c];
+        const int32_t *row = t->trans + (size_t)s * t->n_classes;
+        for (uint32_t c = 0; c < t->n_classes; c = cm_run_end(row, c, t->n_classes)) { /* a run: one target */
+            int32_t n = row[c];
             if (n < -1 || n >= (int64_t)t->n_states) return CM_ERR_ARG;
             if (n >= 0 && t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
         }
@@ -193,10 +195,13 @@ static int derive(cm_grammar *g) {
         g->solo[s] = t->ref_off[s] == t->ref_off[s + 1] && t->tok_off[s] == t->tok_off[s + 1];
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
-        for (uint32_t c = 0; c < t->n_classes; c++) {
-            if (t->trans[(size_t)s * t->n_classes + c] < 0) continue;
+        const int32_t *row = t->trans + (size_t)s * t->n_classes;
+        for (uint32_t c = 0, c1; c < t->n_classes; c = c1) {
+            c1 = cm_run_end(row, c, t->n_classes);
+            if (row[c] < 0) continue;
             g->has_bytes[s] = 1;
-            for (int w = 0; w < 8; w++) g->next_bytes[(size_t)s * 8 + w] |= class_bytes[c * 8 + w];
+            for (uint32_t i = c; i < c1; i++)
+                for (int w = 0; w < 8; w++) g->next_bytes[(size_t)s * 8 + w] |= class_bytes[i * 8 + w];
         }
     }
     for (uint32_t s = 0; s < t->n_states; s++)  /* see wrap.c */

@@ -290,26 +290,24 @@ static int hopcroft(refiner *r) {
 }
 
 /* d with one state per block (block ids are in first-appearance order, so the start
- * state stays 0), in place: the first state s of block k moves to k <= s, rows in order. */
-static int collapse(cm_dfa_out *d, const uint32_t *block, uint32_t n_blocks, cm_budget *bud) {
+ * state stays 0), in place: the first state s of block k moves to k <= s, rows in order,
+ * each written from s's edges in sp (d's byte edges as lists) rather than its dense row. */
+static int collapse(cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block, uint32_t n_blocks,
+                    cm_budget *bud) {
     uint32_t nc = d->n_classes, n = d->n_states, next = 0;
     for (uint32_t s = 0; s < n; s++)
         if (block[s] == next) next++;
         else if (block[s] > next) return CM_ERR_ARG; /* ids must be in first-appearance order */
     if (next != n_blocks) return CM_ERR_ARG;
-    int rc = CM_OK;
-    int32_t *map = cm_balloc(bud, ((size_t)n + 1) * sizeof *map, false, &rc); /* map[t + 1]: t's block */
-    if (rc) return rc;
-    map[0] = -1;
-    for (uint32_t t = 0; t < n; t++) map[t + 1] = (int32_t)block[t];
     size_t before = cm_dfa_bytes(d);
     uint32_t nl = 0, e0 = 0;
     for (uint32_t s = 0, k = 0; s < n; s++) {
         uint32_t e1 = d->lab_off[s + 1]; /* not yet overwritten: only lab_off[.. k] is */
-        if (block[s] == k) {
-            const int32_t *row = d->trans + (size_t)s * nc;
+        if (block[s] == k) { /* row k <= s from s's sparse edges (rows before s are done with) */
             int32_t *out = d->trans + (size_t)k * nc;
-            for (uint32_t c = 0; c < nc; c++) out[c] = map[row[c] + 1];
+            memset(out, 0xFF, nc * sizeof *out);
+            for (uint32_t e = sp->off.data[s]; e < sp->off.data[s + 1]; e++)
+                out[sp->cls.data[e]] = (int32_t)block[sp->to.data[e]];
             d->accepting[k] = d->accepting[s];
             for (uint32_t e = e0; e < e1; e++) {
                 d->lab[nl] = d->lab[e];
@@ -319,7 +317,6 @@ static int collapse(cm_dfa_out *d, const uint32_t *block, uint32_t n_blocks, cm_
         }
         e0 = e1;
     }
-    cm_bfree(bud, map);
     d->n_states = n_blocks;
     cm_budget_release(bud, before - cm_dfa_bytes(d));
     int32_t *tr = realloc(d->trans, ((size_t)n_blocks * nc + 1) * sizeof *tr); /* shrink */
@@ -343,7 +340,7 @@ int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
             block[s] = order[block[s]];
         }
         cm_bfree(bud, order);
-        if (!rc && n_blocks < d->n_states) rc = collapse(d, block, n_blocks, bud);
+        if (!rc && n_blocks < d->n_states) rc = collapse(d, sp, block, n_blocks, bud);
     }
     cm_bfree(bud, block);
     if (rc || done) return rc;
@@ -363,7 +360,7 @@ static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget
     r.block = cm_balloc(bud, ((size_t)r.n + 1) * sizeof *r.block, false, &rc);
     if (!rc) rc = hopcroft(&r);
     refiner_free(&r);
-    if (!rc && r.n_blocks < d->n_states) rc = collapse(d, r.block, r.n_blocks, bud);
+    if (!rc && r.n_blocks < d->n_states) rc = collapse(d, sp, r.block, r.n_blocks, bud);
     cm_bfree(bud, r.block);
     return rc;
 }

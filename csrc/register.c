@@ -28,6 +28,7 @@
 typedef struct {
     const cm_dfa_out *d;
     const uint32_t *spo, *spc, *spt; /* sparse byte edges: classes ascending */
+    uint32_t *eo, *et;               /* every edge's target: byte edges, then labels (CSR) */
     cm_budget *bud;
     uint32_t n, n_cls;
     uint32_t *cls;                   /* [n] final class of each state, NONE before */
@@ -40,14 +41,21 @@ typedef struct {
     size_t work, max_work;
 } reg;
 
-static uint32_t n_edges(const reg *r, uint32_t s) {
-    return r->spo[s + 1] - r->spo[s] + r->d->lab_off[s + 1] - r->d->lab_off[s];
-}
+static uint32_t n_edges(const reg *r, uint32_t s) { return r->eo[s + 1] - r->eo[s]; }
 
 /* The target of edge i of s (byte edges by class, then labels by value). */
-static uint32_t target(const reg *r, uint32_t s, uint32_t i) {
-    uint32_t nb = r->spo[s + 1] - r->spo[s];
-    return i < nb ? r->spt[r->spo[s] + i] : r->d->lab_to[r->d->lab_off[s] + i - nb];
+static uint32_t target(const reg *r, uint32_t s, uint32_t i) { return r->et[r->eo[s] + i]; }
+
+/* eo/et: s's byte edges' targets, then its labels', in one array. */
+static void edge_targets(reg *r) {
+    const cm_dfa_out *d = r->d;
+    uint32_t m = 0;
+    for (uint32_t s = 0; s < r->n; s++) {
+        r->eo[s] = m;
+        for (uint32_t e = r->spo[s]; e < r->spo[s + 1]; e++) r->et[m++] = r->spt[e];
+        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) r->et[m++] = d->lab_to[e];
+    }
+    r->eo[r->n] = m;
 }
 
 #define MIX(h, x) (((h) ^ (uint64_t)(x)) * 1099511628211ULL)
@@ -71,9 +79,9 @@ static bool skeleton_same(const reg *r, uint32_t s, uint32_t t) {
            && (!nl || !memcmp(d->lab + d->lab_off[s], d->lab + d->lab_off[t], nl * sizeof *d->lab));
 }
 
-/* The skeleton and the classes of s's successors (all final). */
-static uint64_t full_hash(const reg *r, uint32_t s) {
-    uint64_t h = skeleton_hash(r, s);
+/* The skeleton (hashed as sk) and the classes of s's successors (all final). */
+static uint64_t full_hash(const reg *r, uint32_t s, uint64_t sk) {
+    uint64_t h = sk;
     for (uint32_t i = 0, m = n_edges(r, s); i < m; i++) h = MIX(h, r->cls[target(r, s, i)]);
     return h ^ (h >> 31);
 }
@@ -85,14 +93,15 @@ static bool full_same(const reg *r, uint32_t s, uint32_t t) {
     return true;
 }
 
-/* A new class with representative s (its successors' classes final): in both tables. */
-static uint32_t new_class(reg *r, uint32_t s) {
+/* A new class with representative s (its successors' classes final), its full hash h and
+ * skeleton hash sk: in both tables. */
+static uint32_t new_class(reg *r, uint32_t s, uint64_t h, uint64_t sk) {
     uint32_t c = r->n_cls++;
     r->rep[c] = s;
-    size_t i = full_hash(r, s) & (r->cap - 1);
+    size_t i = h & (r->cap - 1);
     while (r->sig_tab[i]) i = (i + 1) & (r->cap - 1);
     r->sig_tab[i] = c + 1;
-    size_t k = skeleton_hash(r, s) & (r->cap - 1);
+    size_t k = sk & (r->cap - 1);
     r->skel_next[c] = r->skel_head[k];
     r->skel_head[k] = c + 1;
     return c;
@@ -100,12 +109,13 @@ static uint32_t new_class(reg *r, uint32_t s) {
 
 /* A state on no cycle. */
 static void register_trivial(reg *r, uint32_t s) {
-    for (size_t i = full_hash(r, s) & (r->cap - 1); r->sig_tab[i]; i = (i + 1) & (r->cap - 1))
+    uint64_t sk = skeleton_hash(r, s), h = full_hash(r, s, sk);
+    for (size_t i = h & (r->cap - 1); r->sig_tab[i]; i = (i + 1) & (r->cap - 1))
         if (full_same(r, s, r->rep[r->sig_tab[i] - 1])) {
             r->cls[s] = r->sig_tab[i] - 1;
             return;
         }
-    r->cls[s] = new_class(r, s);
+    r->cls[s] = new_class(r, s, h, sk);
 }
 
 /* Do members x and y of the SCC (k states) agree in round 0 (blk == NULL: skeleton, and the
@@ -186,7 +196,10 @@ static void register_cycle(reg *r, uint32_t k) {
     } else {
         uint32_t first = r->n_cls;
         for (uint32_t i = 0; i < k; i++) r->cls[r->memb[i]] = first + r->blk[i];
-        for (uint32_t b = 0; b < n_blk; b++) new_class(r, r->brep[b]);
+        for (uint32_t b = 0; b < n_blk; b++) {
+            uint64_t sk = skeleton_hash(r, r->brep[b]);
+            new_class(r, r->brep[b], full_hash(r, r->brep[b], sk), sk);
+        }
     }
     for (uint32_t i = 0; i < k; i++) r->pos[r->memb[i]] = NONE;
 }
@@ -210,14 +223,14 @@ static void components(reg *r, tarjan *t, bool *done) {
     for (uint32_t s = 0; s < n; s++) t->index[s] = NONE;
     for (uint32_t root = 0; root < n; root++) {
         if (t->index[root] != NONE) continue;
-        t->call[cp] = root, t->next[cp++] = 0;
+        t->call[cp] = root, t->next[cp++] = r->eo[root];
         t->index[root] = t->low[root] = idx++, t->stack[sp++] = root, t->on[root] = 1;
         while (cp) {
-            uint32_t s = t->call[cp - 1], i = t->next[cp - 1]++;
-            if (i < n_edges(r, s)) {
-                uint32_t u = target(r, s, i);
+            uint32_t s = t->call[cp - 1], e = t->next[cp - 1]++; /* next: s's next edge, in et */
+            if (e < r->eo[s + 1]) {
+                uint32_t u = r->et[e];
                 if (t->index[u] == NONE) {
-                    t->call[cp] = u, t->next[cp++] = 0;
+                    t->call[cp] = u, t->next[cp++] = r->eo[u];
                     t->index[u] = t->low[u] = idx++, t->stack[sp++] = u, t->on[u] = 1;
                 } else if (t->on[u] && t->index[u] < t->low[s]) {
                     t->low[s] = t->index[u];
@@ -247,22 +260,24 @@ static void components(reg *r, tarjan *t, bool *done) {
 int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
                     uint32_t *n_blocks, bool *done) {
     uint32_t n = d->n_states;
-    reg r = {d, sp->off.data, sp->cls.data, sp->to.data, bud, n, 0, .cap = 16};
+    reg r = {.d = d, .spo = sp->off.data, .spc = sp->cls.data, .spt = sp->to.data, .bud = bud, .n = n, .cap = 16};
     tarjan t;
     while (r.cap < (size_t)n * 2) r.cap *= 2;
     r.max_work = 8 * ((size_t)n + sp->cls.n + d->lab_off[n]) + 4096;
     int rc = CM_OK;
-    size_t n1 = (size_t)n + 1;
-    uint32_t *all = cm_balloc(bud, (16 * n1 + 2 * r.cap) * sizeof *all, false, &rc);
+    size_t n1 = (size_t)n + 1, m = sp->cls.n + d->lab_off[n];
+    uint32_t *all = cm_balloc(bud, (17 * n1 + 2 * r.cap + m) * sizeof *all, false, &rc);
     if (rc) return rc;
     uint32_t *p = all;
-    uint32_t **arrays[] = {&r.cls, &r.rep, &r.skel_next, &r.pos, &r.memb, &r.blk, &r.nblk, &r.brep,
-                           &r.map, &r.queue, &t.index, &t.low, &t.stack, &t.call, &t.next};
+    uint32_t **arrays[] = {&r.cls, &r.rep, &r.skel_next, &r.pos, &r.memb, &r.blk, &r.nblk, &r.brep, &r.map,
+                           &r.queue, &r.eo, &t.index, &t.low, &t.stack, &t.call, &t.next};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++, p += n1) *arrays[i] = p;
-    t.on = (uint8_t *)p; /* n1 bytes within the 16th array */
+    t.on = (uint8_t *)p; /* n1 bytes within the 17th array */
     p += n1;
     r.sig_tab = p, r.skel_head = p + r.cap;
+    r.et = p + 2 * r.cap;
     memset(r.sig_tab, 0, 2 * r.cap * sizeof *r.sig_tab);
+    edge_targets(&r);
     memset(t.on, 0, n1);
     for (uint32_t s = 0; s < n; s++) r.pos[s] = NONE;
     components(&r, &t, done);

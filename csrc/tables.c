@@ -137,11 +137,6 @@ static void follow_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const
 
 typedef struct { int64_t key; uint32_t byte; } keyed;
 
-static int by_key(const void *a, const void *b) {
-    const keyed *x = a, *y = b;
-    return x->key < y->key ? -1 : x->key > y->key ? 1 : (int)x->byte - (int)y->byte;
-}
-
 /* Are columns c1 and c2 of rule r's table (n states, nc classes) equal? */
 static bool same_rule_column(const int32_t *tr, uint32_t n, uint32_t nc, uint32_t c1, uint32_t c2) {
     for (uint32_t i = 0; i < n; i++)
@@ -212,17 +207,46 @@ static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[
     return CM_OK;
 }
 
+/* The distinct keys (as int64), each with its first byte, sorted: uniq[0 .. return).  Bytes
+ * are grouped by key through a hash of the keys, then the few groups sorted by insertion.
+ * slot_of[x]: the index in uniq of x's key, before sorting; order[j]: the sorted place of
+ * group j. */
+static int distinct_keys(const uint64_t key[256], keyed uniq[256], uint8_t slot_of[256], uint8_t order[256]) {
+    int16_t tab[512];
+    memset(tab, 0xFF, sizeof tab);
+    int n = 0;
+    for (int x = 0; x < 256; x++) {
+        uint64_t h = key[x] * 0x9E3779B97F4A7C15ULL;
+        size_t i = h >> 55;
+        while (tab[i] >= 0 && uniq[tab[i]].key != (int64_t)key[x]) i = (i + 1) & 511;
+        if (tab[i] < 0) tab[i] = (int16_t)n, uniq[n++] = (keyed){(int64_t)key[x], (uint32_t)x};
+        slot_of[x] = (uint8_t)tab[i];
+    }
+    uint8_t idx[256];
+    for (int j = 0; j < n; j++) idx[j] = (uint8_t)j;
+    for (int j = 1; j < n; j++) { /* by key; keys are distinct */
+        uint8_t v = idx[j];
+        int i = j;
+        for (; i && uniq[idx[i - 1]].key > uniq[v].key; i--) idx[i] = idx[i - 1];
+        idx[i] = v;
+    }
+    keyed sorted[256];
+    for (int j = 0; j < n; j++) sorted[j] = uniq[idx[j]], order[idx[j]] = (uint8_t)j;
+    memcpy(uniq, sorted, (size_t)n * sizeof *uniq);
+    return n;
+}
+
 /* Classes numbered by sorted key, the table by class; n_classes 0 on a hash collision. */
 static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint8_t *canon,
                           cm_flat_derived *d) {
-    keyed k[256];
-    for (int x = 0; x < 256; x++) k[x] = (keyed){(int64_t)key[x], (uint32_t)x};
-    qsort(k, 256, sizeof *k, by_key);
-    int rep[256], n_classes = 0;
-    for (int i = 0; i < 256; i++) {
-        if (i == 0 || k[i].key != k[i - 1].key) rep[n_classes++] = (int)k[i].byte;
-        else if (!same_column(f, canon, rep[n_classes - 1], (int)k[i].byte)) return CM_OK; /* a collision */
-        d->byte_class[k[i].byte] = (uint8_t)(n_classes - 1);
+    keyed uniq[256];
+    uint8_t slot_of[256], order[256];
+    int rep[256], n_classes = distinct_keys(key, uniq, slot_of, order);
+    for (int c = 0; c < n_classes; c++) rep[c] = (int)uniq[c].byte; /* the first byte of each key */
+    for (int x = 0; x < 256; x++) {
+        int c = order[slot_of[x]];
+        if (rep[c] != x && !same_column(f, canon, rep[c], x)) return CM_OK; /* a collision */
+        d->byte_class[x] = (uint8_t)c;
     }
     d->trans = malloc((size_t)f->n_states * (size_t)n_classes * sizeof *d->trans + 1);
     if (!d->trans) return CM_ERR_NOMEM;
@@ -232,8 +256,10 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
         int32_t *out = d->trans + (size_t)lo * n_classes;
+        uint8_t col[256]; /* the rule's class of each global class */
+        for (int c = 0; c < n_classes; c++) col[c] = cls[rep[c]];
         for (uint32_t i = 0; i < n; i++)
-            for (int c = 0; c < n_classes; c++) out[(size_t)i * n_classes + c] = tr[(size_t)i * nc + cls[rep[c]]];
+            for (int c = 0; c < n_classes; c++) out[(size_t)i * n_classes + c] = tr[(size_t)i * nc + col[c]];
     }
     d->n_classes = (uint32_t)n_classes;
     return CM_OK;

@@ -66,8 +66,7 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
         const int32_t *row = d->trans + (size_t)s * d->n_classes;
         for (uint32_t c = 0; !rc && c < d->n_classes;) {
             int32_t to = row[c];
-            uint32_t c1 = c + 1;
-            while (c1 < d->n_classes && row[c1] == to) c1++;
+            uint32_t c1 = cm_run_end(row, c, d->n_classes);
             if (to >= 0) rc = tb_byte(t, base + s, d->class_lo[c], d->class_lo[c1] - 1u, base + (uint32_t)to);
             c = c1;
         }
