@@ -1071,32 +1071,19 @@ static void keep_instance(cm_chain_data *cd, chain_form *f) {
     f->lam = f->to = f->aam = NULL;
 }
 
-/* The chain from `state` (its calls, if open, left out) analysed into *f:
- * false when there is none. */
-static bool chain_analyse(const cm_grammar *g, uint32_t state, bool open, chain_form *f) {
+/* The entry walk of `state` as the first position of a chain (its calls, if
+ * open, left out): 1 done, 0 no chain, < 0 error. */
+static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *w) {
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
+    chain_form f = {0};
     bool ok = false;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
         ok = pair_walk(&cs, state, cand[i]) && cs.inv[0] == NONE && head_budget(&cs) >= CM_CHAIN_MIN_BUDGET &&
-             last_positions(&cs) && orbits(&cs) && chain_form_of(&cs, 0, f);
+             last_positions(&cs) && orbits(&cs) && chain_form_of(&cs, 0, &f);
         scan_free(&cs);
     }
-    return ok;
-}
-
-static void form_free(chain_form *f) {
-    free(f->head);
-    free(f->lam);
-    free(f->to);
-    free(f->aam);
-}
-
-/* The entry walk of `state` as the first position of a chain (its calls, if
- * open, left out): 1 done, 0 no chain, < 0 error. */
-static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *w) {
-    chain_form f = {0};
-    if (!chain_analyse(g, state, open, &f)) return 0;
+    if (!ok) return 0;
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
@@ -1105,30 +1092,11 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f);
     }
-    form_free(&f);
+    free(f.head);
+    free(f.lam);
+    free(f.to);
+    free(f.aam);
     return rc ? rc : lw ? 1 : 0;
-}
-
-/* A block's first position is predicted (by the rule that counts the blocks),
- * never looked up, so the first entry built in a block is a later position, and
- * a chain analysed from there would not hold the block's start: wrap_budget
- * could not tell where the next block begins, and every position would filter
- * the tokens crossing the block's end one by one (~190 a position of a JSON
- * string block, ~100 us).  So a position of a block rule with no chain yet has
- * the chain analysed from its rule's start first (no entry built for it): after
- * this, `state` is found in that chain if it is one of its positions.  < 0 only
- * on error. */
-static int chain_block_start(const cm_grammar *g, uint32_t state) {
-    const cm_tables *t = &g->t;
-    uint32_t rule = t->state_rule[state], start = t->rule_start[rule];
-    if (!g->rule_block[rule] || start == state || !g->solo[start]) return CM_OK;
-    chain_form f = {0};
-    if (!chain_analyse(g, start, false, &f)) return CM_OK;
-    int rc = CM_OK;
-    const cm_loop_walk *lw = chain_shared(g, &f, &rc);
-    if (lw) keep_instance(lw->chain, &f);
-    form_free(&f);
-    return rc;
 }
 
 int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
@@ -1136,11 +1104,6 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const chain_inst *inst;
     uint32_t at;
     cm_loop_walk *found = find_position(g, state, &inst, &at);
-    if (!found) {
-        int rc = chain_block_start(g, state);
-        if (rc) return rc;
-        found = find_position(g, state, &inst, &at);
-    }
     if (found) {
         int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain,
                                 wrap_budget(g, state, found, inst->head, inst->budget), true, w);

@@ -205,8 +205,9 @@ def test_chain_entries_in_any_order_equal_plain_walks(
     case: tuple[ir.Grammar, cfgmask.CompileLimits], v: Vocab, rnd: random.Random
 ) -> None:
     """Entries built in a random order: a block's later position is often built before its start
-    (a mask never looks the start up: it is predicted), and its chain is then analysed from the
-    block's start (chains.c, chain_block_start); the entries are those of plain walks all the same."""
+    (a mask never looks the start up: it is predicted), so its chain is analysed from there, and
+    a chain's positions find an earlier analysis or make their own; the entries are those of
+    plain walks all the same."""
     g, limits = case
     vocab = _vocab(v)
     n = cfgmask.compile(g, vocab, limits=limits).tables.n_states
@@ -362,8 +363,8 @@ def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> N
 )
 def test_llama3_block_entries_later_positions_first(schema: dict) -> None:
     """Entries built from the last state down, as a document builds a block's (its start is
-    predicted, never looked up): each block's chain is then analysed from the block's start, and
-    every entry is still a plain walk's."""
+    predicted, never looked up): each block's chain is analysed from a later position, and every
+    entry is still a plain walk's."""
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema({"type": "object", "properties": {"a": schema, "b": schema}})
     n = cfgmask.compile(g, vocab).tables.n_states
