@@ -119,7 +119,9 @@ def test_snowplow_strings_wrap_with_llama3() -> None:
 # ---- counted chains: every position's entry from the chain's shared walk ----
 
 
-def _entries(c: cfgmask.CompiledGrammar, order: list[int] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+def _entries(
+    c: cfgmask.CompiledGrammar, order: list[int] | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every state's entry, built in ``order`` (default: by state)."""
     n = c.tables.n_states
     built = {s: c._handle.entry(s) for s in (range(n) if order is None else order)}
@@ -359,7 +361,8 @@ def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> N
 
 
 @pytest.mark.parametrize(
-    "schema", [{"type": "string", "maxLength": 300}, {"type": "string", "minLength": 1, "maxLength": 255}, SHARED_LONG]
+    "schema",
+    [{"type": "string", "maxLength": 300}, {"type": "string", "minLength": 1, "maxLength": 255}, SHARED_LONG],
 )
 def test_llama3_block_entries_later_positions_first(schema: dict) -> None:
     """Entries built from the last state down, as a document builds a block's (its start is
