@@ -19,6 +19,7 @@ minLength JSON strings with Llama-3.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -118,17 +119,28 @@ def test_snowplow_strings_wrap_with_llama3() -> None:
 # ---- counted chains: every position's entry from the chain's shared walk ----
 
 
-def _entries(c: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [c._handle.entry(s) for s in range(c.tables.n_states)]
+def _entries(
+    c: cfgmask.CompiledGrammar, order: list[int] | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every state's entry, built in ``order`` (default: by state)."""
+    n = c.tables.n_states
+    built = {s: c._handle.entry(s) for s in (range(n) if order is None else order)}
+    return [built[s] for s in range(n)]
 
 
 def assert_chain_entries(
-    g: cfgmask.Grammar | ir.Grammar, vocab: cfgmask.Vocabulary, limits: cfgmask.CompileLimits | None = None
+    g: cfgmask.Grammar | ir.Grammar,
+    vocab: cfgmask.Vocabulary,
+    limits: cfgmask.CompileLimits | None = None,
+    order: list[int] | None = None,
 ) -> dict:
-    """Every state's entry equal with count_chains on and off; the stats of the chain build."""
+    """Every state's entry equal with count_chains on (built in ``order``) and off; the stats of
+    the chain build."""
     on = cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy())
     off = cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(count_chains=False))
-    for s, (a, b) in enumerate(zip(_entries(on), _entries(off), strict=True)):
+    if order is not None:
+        assert sorted(order) == list(range(on.tables.n_states))
+    for s, (a, b) in enumerate(zip(_entries(on, order), _entries(off), strict=True)):
         assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
         assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"
     assert off.stats["chain_entries"] == 0
@@ -188,6 +200,22 @@ def counted(draw: st.DrawFn) -> tuple[ir.Grammar, cfgmask.CompileLimits]:
 def test_chain_entries_equal_plain_walks(case: tuple[ir.Grammar, cfgmask.CompileLimits], v: Vocab) -> None:
     g, limits = case
     assert_chain_entries(g, _vocab(v), limits)
+
+
+@given(counted(), vocabularies(CHAIN_PIECES), st.randoms(use_true_random=False))
+def test_chain_entries_in_any_order_equal_plain_walks(
+    case: tuple[ir.Grammar, cfgmask.CompileLimits], v: Vocab, rnd: random.Random
+) -> None:
+    """Entries built in a random order: a block's later position is often built before its start
+    (a mask never looks the start up: it is predicted), so its chain is analysed from there, and
+    a chain's positions find an earlier analysis or make their own; the entries are those of
+    plain walks all the same."""
+    g, limits = case
+    vocab = _vocab(v)
+    n = cfgmask.compile(g, vocab, limits=limits).tables.n_states
+    order = list(range(n))
+    rnd.shuffle(order)
+    assert_chain_entries(g, vocab, limits, order)
 
 
 @given(counted(), vocabularies(CHAIN_PIECES), st.data())
@@ -329,6 +357,21 @@ def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> N
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(schema, canonical=canonical)
     stats = assert_chain_entries(g, vocab)
+    assert stats["chain_entries"] >= 10, stats
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{"type": "string", "maxLength": 300}, {"type": "string", "minLength": 1, "maxLength": 255}, SHARED_LONG],
+)
+def test_llama3_block_entries_later_positions_first(schema: dict) -> None:
+    """Entries built from the last state down, as a document builds a block's (its start is
+    predicted, never looked up): each block's chain is analysed from a later position, and every
+    entry is still a plain walk's."""
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_json_schema({"type": "object", "properties": {"a": schema, "b": schema}})
+    n = cfgmask.compile(g, vocab).tables.n_states
+    stats = assert_chain_entries(g, vocab, order=list(reversed(range(n))))
     assert stats["chain_entries"] >= 10, stats
 
 
