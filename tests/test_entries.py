@@ -152,7 +152,7 @@ def test_keyword_then_blanks_composed_from_tail_parts() -> None:
     _tail_entries(compiled)
 
 
-# Tail parts for every byte edge, however few tokens the byte leads# Tail parts for every byte edge, however few tokens the byte leads (by default only subtrees of
+# Tail parts for every byte edge, however few tokens the byte leads (by default only subtrees of
 # 256 entries or more take them): the small vocabularies below have no such subtree.
 EVERY_TAIL = Strategy(tail_parts=1)
 
