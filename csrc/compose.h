@@ -28,6 +28,11 @@ size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p);
 int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32_t n_parts, size_t n_cand,
                cm_walk *w);
 
+/* The entry of a state that calls nothing from its byte edges, where some edge
+ * leads to a position that calls (its tail parts): 1 done, 0 declined (w
+ * untouched), < 0 error.  Under the cache lock. */
+int cm_compose_edges(const cm_grammar *g, uint32_t state, cm_walk *w);
+
 /* Free the cache's tail parts. */
 typedef struct cm_tail cm_tail;
 void cm_tails_free(cm_tail **t, size_t n);

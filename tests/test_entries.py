@@ -113,6 +113,45 @@ def test_tail_parts_past_the_cache_limit_same_entries() -> None:
     assert tiny.stats["tail_walks"] > kept.stats["tail_walks"] > 0, (tiny.stats, kept.stats)
 
 
+# A keyword, blanks, then an operand: the state right after the keyword calls nothing and reads
+# only blanks, into the blank loop that calls the operand's rule.
+KEYWORD_BLANKS = """root ::= "SELECT" [ \t]+ list ( [ ]+ "WHERE" [ ]+ list )?
+list ::= item ( "," [ ]* item )*
+item ::= [a-z]+ | [0-9]+ | "(" [ ]* list [ ]* ")"
+"""
+
+
+def _blank_states(compiled: cfgmask.CompiledGrammar) -> list[int]:
+    """States that call nothing and read only blanks, each into a state that calls."""
+    t = compiled.tables
+    trans = np.asarray(t.trans).reshape(t.n_states, t.n_classes)
+    cls, ref_off = np.asarray(t.byte_class), np.asarray(t.ref_off)
+    out = []
+    for s in range(t.n_states):
+        targets = {int(trans[s, cls[b]]) for b in range(256) if trans[s, cls[b]] >= 0}
+        blanks = {int(trans[s, cls[b]]) for b in b" \t" if trans[s, cls[b]] >= 0}
+        if ref_off[s] == ref_off[s + 1] and targets and targets == blanks:
+            if all(ref_off[y] < ref_off[y + 1] for y in targets):
+                out.append(s)
+    return out
+
+
+def test_keyword_then_blanks_composed_from_tail_parts() -> None:
+    """The state after `SELECT` (or `WHERE`) calls nothing, so it is no composition of callees;
+    its byte edges lead into the blank loop before the operand, whose tail parts it takes
+    (csrc/compose.c, cm_compose_edges): the same entry as a whole walk, built without one."""
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_gbnf(KEYWORD_BLANKS)
+    compiled = cfgmask.compile(g, vocab)
+    states = _blank_states(compiled)
+    assert len(states) >= 2, states  # after SELECT and after WHERE
+    compiled._handle.entry(states[0])
+    # its own entry composed, nothing else (the blank loop's tail parts are no entries)
+    assert compiled.stats["composed_entries"] == 1 and compiled.stats["tail_walks"] > 0, compiled.stats
+    assert_same_entries(g, vocab)
+    _tail_entries(compiled)
+
+
 # Tail parts for every byte edge, however few tokens the byte leads (by default only subtrees of
 # 256 entries or more take them): the small vocabularies below have no such subtree.
 EVERY_TAIL = Strategy(tail_parts=1)
@@ -128,7 +167,7 @@ atom ::= {atoms}
 ws ::= {ws}
 """
 EXPR_ATOMS = ("[a-c]+", "[0-9]+", '"(" ws expr ws ")"', '[a-c]+ ws "(" ws expr ( ws "," ws expr )* ws ")"')
-EXPR_WS = ("[ \\t]{0,3}", "[ ]{0,2}", '" "*', "[ \\t]*", '" "?', "[ ] [ ]?")
+EXPR_WS = ("[ \\t]{0,3}", "[ ]{0,2}", '" "*', "[ \\t]*", '" "?', "[ ] [ ]?", "[ ]+", "[ \\t]{1,3}")
 EXPR_PIECES = (
     b" ", b"  ", b" a+", b" 1)", b" a", b"\t", b" (", b" a,",
     b"1", b"ab", b"  a", b" ab", b"+ ", b" + ", b"(", b"( ", b")", b" )", b" a)", b"a(", b" a(",
