@@ -72,7 +72,11 @@ cdef inline void set_item(tuple t, Py_ssize_t i, object x):
 
 cdef class Facts:
     """An interner's per-id facts (``encode.Interner``): its lists, bound once (attribute
-    lookups once, not once a node), and the one registration of a new node."""
+    lookups once, not once a node), and the one registration of a new node.
+
+    Nodes are registered under the interner's lock (re-entrant): :meth:`add` takes it for
+    one node, a compiled walk (``intern``, ``intern_all``) once for all of its nodes, and the
+    ``add_*`` methods and ``insert`` run with it held, each key looked up once."""
     cdef dict ids
     cdef list keys, count, height, maxlit, refs, uses, maxprod, plain
     cdef object acquire, release  # the interner's lock (bound once: ``with`` looks them up a call)
@@ -97,44 +101,41 @@ cdef class Facts:
         new: tree size (a shared subtree counted per use), height, longest literal, rules
         referenced, references per rule (capped at 2), largest product of repetition bounds on
         a path down, and whether it repeats nothing."""
-        cdef object got = self.ids.get(key)
-        if got is not None:
-            return <Py_ssize_t>got
-        cdef int kind = key[0]
-        if kind == SEQ or kind == ALT:
-            return self.add_list(kind, <tuple>key[1])
-        if kind == REPEAT:
-            return self.add_repeat(key, <Py_ssize_t>key[1])
-        if kind == LOOKAHEAD:
-            name = self.marker_name(key[1])
-            return self.insert(key, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
-        return self.add_leaf(key)
-
-    cdef Py_ssize_t insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
-                           dict uses, object maxprod, bint plain) except -1:
         cdef object got
-        cdef Py_ssize_t i
+        cdef int kind = key[0]
         self.acquire()
         try:
             got = self.ids.get(key)
             if got is not None:
                 return <Py_ssize_t>got
-            i = len(self.keys)
-            self.count.append(count)
-            self.height.append(height)
-            self.maxlit.append(maxlit)
-            self.refs.append(refs)
-            self.uses.append(uses)
-            self.maxprod.append(maxprod)
-            self.plain.append(plain)
-            self.keys.append(key)
-            self.ids[key] = i
-            return i
+            if kind == SEQ or kind == ALT:
+                return self.add_list(kind, <tuple>key[1])
+            if kind == REPEAT:
+                return self.add_repeat(key, <Py_ssize_t>key[1])
+            if kind == LOOKAHEAD:
+                name = self.marker_name(key[1])
+                return self.insert(key, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
+            return self.add_leaf(key)
         finally:
             self.release()
 
+    cdef Py_ssize_t insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
+                           dict uses, object maxprod, bint plain) except -1:
+        """Register ``key``, new (the lock held, the key looked up), with its facts."""
+        cdef Py_ssize_t i = len(self.keys)
+        self.count.append(count)
+        self.height.append(height)
+        self.maxlit.append(maxlit)
+        self.refs.append(refs)
+        self.uses.append(uses)
+        self.maxprod.append(maxprod)
+        self.plain.append(plain)
+        self.keys.append(key)
+        self.ids[key] = i
+        return i
+
     cdef Py_ssize_t add_leaf(self, tuple key) except -1:
-        """``add`` of a leaf but a lookahead: a literal, class, reference, token or literal set."""
+        """``add`` of a new leaf but a lookahead: a literal, class, reference, token or literal set."""
         cdef int kind = key[0]
         if kind == LIT:
             return self.insert(key, 1, 1, len(<bytes>key[1]), NO_REFS, NO_USES, 1, True)
@@ -273,9 +274,7 @@ cdef class Interning:
             x = e.item
             g = memo.get(oid(x))
             n = self.rec(x, depth + 1) if g is None else <Py_ssize_t>g
-            key = (REPEAT, n, e.lo, e.hi)
-            g = self.ids.get(key)
-            i = self.facts.add_repeat(key, n) if g is None else <Py_ssize_t>g
+            i = self.facts.add_repeat((REPEAT, n, e.lo, e.hi), n)
         else:
             i = self.leaf(e, t)
             if i < 0:
@@ -294,21 +293,31 @@ cdef class Interning:
 def intern(sess, root):
     """``Session._cid_rec(root, 0)``: raises :class:`Deep` past the recursion cap (what is
     done is memoized) and :class:`TooBig` past ``sess.max_nodes`` nodes."""
-    return Interning(sess, sess.interner.facts).rec(root, 0)
+    cdef Facts facts = sess.interner.facts
+    facts.acquire()
+    try:
+        return Interning(sess, facts).rec(root, 0)
+    finally:
+        facts.release()
 
 
 def intern_all(sess, dict rules):
     """``Session.cid`` of every rule body, by rule name (the walk set up once)."""
-    cdef Interning walk = Interning(sess, sess.interner.facts)
+    cdef Facts facts = sess.interner.facts
+    cdef Interning walk = Interning(sess, facts)
     cdef dict out = {}, memo = walk.memo
-    for name, body in rules.items():
-        got = memo.get(oid(body))
-        if got is None:
-            try:
-                got = walk.rec(body, 0)
-            except Deep:  # the rest without recursion (what is done is memoized)
-                got = sess._cid_iter(body, walk.max_nodes)
-        out[name] = got
+    facts.acquire()
+    try:
+        for name, body in rules.items():
+            got = memo.get(oid(body))
+            if got is None:
+                try:
+                    got = walk.rec(body, 0)
+                except Deep:  # the rest without recursion (what is done is memoized)
+                    got = sess._cid_iter(body, walk.max_nodes)
+            out[name] = got
+    finally:
+        facts.release()
     return out
 
 

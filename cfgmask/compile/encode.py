@@ -70,7 +70,7 @@ class Interner:
         self.maxprod: list[int] = []  # largest product of repetition bounds on a path down
         self.plain: list[bool] = []  # no repetition at all
         self.size0: dict[int, int] = {}  # size_estimate of reference-free subtrees
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a compiled walk holds it while its nodes call add
         self.facts = _dag.Facts(self, marker_name)  # the lists above, bound for the compiled walks
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
