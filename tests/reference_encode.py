@@ -2,13 +2,14 @@
 that ``cfgmask/compile/_dag.pyx`` compiles.
 
 :class:`ReferenceSession` is a :class:`~cfgmask.compile.encode.Session` whose ``cid`` and
-``emit`` run these walks (and ``Interner.add`` for every new node) instead of the compiled
-ones; everything else (the iterative walks past the recursion cap, the rare node kinds, names)
-is the package's.  Both must give the same ids in the same order, the same facts per id and
-the same encoded IR.  :func:`utf8_code` is a character class's code from the Python
-``utf8.byte_sequences``.  :func:`plan` and :func:`collect` are the Python loops of
-``components.call_graph``, ``_plan`` and ``rule_dfas`` that ``_dag.plan`` and ``_dag.collect``
-compile (Tarjan by ``graph.sccs``, tail position by ``graph.tail_only_dag``).
+``emit`` run these walks, and whose interner (:class:`ReferenceInterner`) registers every new
+node's facts in Python, instead of the compiled ones (``_dag.Facts.add``); everything else (the
+iterative walks past the recursion cap, the rare node kinds, names) is the package's.  Both
+must give the same ids in the same order, the same facts per id and the same encoded IR.
+:func:`utf8_code` is a character class's code from the Python ``utf8.byte_sequences``.
+:func:`plan` and :func:`collect` are the Python loops of ``components.call_graph``, ``_plan``
+and ``rule_dfas`` that ``_dag.plan`` and ``_dag.collect`` compile (Tarjan by ``graph.sccs``,
+tail position by ``graph.tail_only_dag``).
 """
 
 from __future__ import annotations
@@ -23,14 +24,17 @@ from cfgmask.compile.encode import (
     _ALT,
     _BYTES,
     _LIT,
+    _LOOKAHEAD,
     _REF,
     _REPEAT,
     _SEQ,
     _UTF8,
     _WORDS,
+    Interner,
     Session,
     TooBig,
     _Deep,
+    marker_name,
 )
 from cfgmask.compile.graph import sccs, tail_only_dag, use_counts_dag
 from cfgmask.compile.limits import CompileLimits
@@ -51,7 +55,72 @@ def utf8_code(ranges: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+_NO_USES: dict[str, int] = {}
+_NO_REFS: frozenset[str] = frozenset()
+
+
+class ReferenceInterner(Interner):
+    """An interner whose ``add`` is the Python that ``_dag.Facts.add`` compiles: the same ids,
+    the same facts per id."""
+
+    def add(self, key: tuple) -> int:  # type: ignore[type-arg]
+        kind = key[0]
+        count, height, maxlit, refs, uses, maxprod, plain = 1, 1, 0, _NO_REFS, _NO_USES, 1, True
+        if kind == _SEQ or kind == _ALT:
+            kids = key[1]
+            if kids:
+                count = 1 + sum(map(self.count.__getitem__, kids))
+                height = 1 + max(map(self.height.__getitem__, kids))
+                maxlit = max(map(self.maxlit.__getitem__, kids))
+                maxprod = max(map(self.maxprod.__getitem__, kids))
+                plain = all(map(self.plain.__getitem__, kids))
+                rs = [r for r in map(self.refs.__getitem__, kids) if r]
+                if rs:
+                    refs = rs[0] if len(rs) == 1 else frozenset().union(*rs)
+                    us = [u for u in map(self.uses.__getitem__, kids) if u]
+                    if len(us) == 1:
+                        uses = us[0]
+                    else:
+                        uses = {}
+                        for u in us:
+                            for n, v in u.items():
+                                uses[n] = min(2, uses.get(n, 0) + v)
+        elif kind == _REPEAT:
+            k = key[1]
+            count, height, maxlit = 1 + self.count[k], 1 + self.height[k], self.maxlit[k]
+            refs, uses = self.refs[k], self.uses[k]
+            maxprod = max(key[2], key[3] or 0, 1) * self.maxprod[k]
+            plain = False
+        elif kind == _LIT:
+            maxlit = len(key[1])
+        elif kind == _REF:
+            refs, uses = frozenset((key[1],)), {key[1]: 1}
+        elif kind == _LOOKAHEAD:
+            name = marker_name(key[1])
+            refs, uses = frozenset((name,)), {name: 1}
+        with self.lock:
+            got = self.ids.get(key)
+            if got is not None:
+                return got
+            i = len(self.keys)
+            self.count.append(count)
+            self.height.append(height)
+            self.maxlit.append(maxlit)
+            self.refs.append(refs)
+            self.uses.append(uses)
+            self.maxprod.append(maxprod)
+            self.plain.append(plain)
+            self.keys.append(key)
+            self.ids[key] = i
+            return i
+
+
 class ReferenceSession(Session):
+    """A session of the Python walks and a :class:`ReferenceInterner` of its own."""
+
+    def __init__(self) -> None:
+        super().__init__(ReferenceInterner(-1))
+
     def cid(self, root: ir.Expr, max_nodes: int | None = None) -> int:
         memo = self.memo
         got = memo.get(id(root))

@@ -7,7 +7,8 @@ interpreter's cost per node: a p50 JSON Schema interns about 100 nodes and emits
 the Python loops cost 2-4 us a node.  The slow Python versions are the tests' oracle
 (``tests/reference_encode.py``).  Rare node kinds (token terminals, lookaheads, literal sets,
 token texts) and trees deeper than the recursion cap are left to the Python iterative walks of
-:class:`~.encode.Session`, which share the memo.
+:class:`~.encode.Session`, which share the memo; their new nodes' facts are still these
+(``Interner.add`` is :meth:`Facts.add`, for every kind).
 """
 
 from cpython.array cimport array, clone, resize_smart
@@ -29,11 +30,12 @@ cdef enum:
     ALT = 5
     REPEAT = 6
     REF = 7
+    LOOKAHEAD = 10  # interned kind only (encode._LOOKAHEAD): a reference to its marker rule
     WORDS = 11  # interned kind of a literal set
     MAX_NEST = 256  # expansions nested in one caller (C recurses on them): a longer chain is cut
     MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
 
-KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, MAX_DEPTH)
+KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, LOOKAHEAD, MAX_DEPTH)
 
 cdef object Seq = ir.Seq
 cdef object Alt = ir.Alt
@@ -71,12 +73,18 @@ cdef inline void set_item(tuple t, Py_ssize_t i, object x):
 
 
 cdef class Facts:
-    """The interner's lists, held for one walk (attribute lookups once, not once a node)."""
+    """An interner's per-id facts (``encode.Interner``): its lists, bound once (attribute
+    lookups once, not once a node), and the one registration of a new node.
+
+    Nodes are registered under the interner's lock (re-entrant): :meth:`add` takes it for
+    one node, a compiled walk (``intern``, ``intern_all``) once for all of its nodes, and the
+    ``add_*`` methods and ``insert`` run with it held, each key looked up once."""
     cdef dict ids
     cdef list keys, count, height, maxlit, refs, uses, maxprod, plain
     cdef object acquire, release  # the interner's lock (bound once: ``with`` looks them up a call)
+    cdef object marker_name  # encode.marker_name: the rule a lookahead refers to
 
-    def __init__(self, interner):
+    def __init__(self, interner, marker_name):
         self.ids = interner.ids
         self.keys = interner.keys
         self.count = interner.count
@@ -88,32 +96,48 @@ cdef class Facts:
         self.plain = interner.plain
         self.acquire = interner.lock.acquire
         self.release = interner.lock.release
+        self.marker_name = marker_name
 
-    cdef Py_ssize_t insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
-                           dict uses, object maxprod, bint plain) except -1:
+    cpdef Py_ssize_t add(self, tuple key) except -1:
+        """The id of the node ``key`` (kind, data, children's ids), registered with its facts if
+        new: tree size (a shared subtree counted per use), height, longest literal, rules
+        referenced, references per rule (capped at 2), largest product of repetition bounds on
+        a path down, and whether it repeats nothing."""
         cdef object got
-        cdef Py_ssize_t i
+        cdef int kind = key[0]
         self.acquire()
         try:
             got = self.ids.get(key)
             if got is not None:
                 return <Py_ssize_t>got
-            i = len(self.keys)
-            self.count.append(count)
-            self.height.append(height)
-            self.maxlit.append(maxlit)
-            self.refs.append(refs)
-            self.uses.append(uses)
-            self.maxprod.append(maxprod)
-            self.plain.append(plain)
-            self.keys.append(key)
-            self.ids[key] = i
-            return i
+            if kind == SEQ or kind == ALT:
+                return self.add_list(kind, <tuple>key[1])
+            if kind == REPEAT:
+                return self.add_repeat(key, <Py_ssize_t>key[1])
+            if kind == LOOKAHEAD:
+                name = self.marker_name(key[1])
+                return self.insert(key, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
+            return self.add_leaf(key)
         finally:
             self.release()
 
+    cdef Py_ssize_t insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
+                           dict uses, object maxprod, bint plain) except -1:
+        """Register ``key``, new (the lock held, the key looked up), with its facts."""
+        cdef Py_ssize_t i = len(self.keys)
+        self.count.append(count)
+        self.height.append(height)
+        self.maxlit.append(maxlit)
+        self.refs.append(refs)
+        self.uses.append(uses)
+        self.maxprod.append(maxprod)
+        self.plain.append(plain)
+        self.keys.append(key)
+        self.ids[key] = i
+        return i
+
     cdef Py_ssize_t add_leaf(self, tuple key) except -1:
-        """``Interner.add`` of a literal, class or reference."""
+        """``add`` of a new leaf but a lookahead: a literal, class, reference, token or literal set."""
         cdef int kind = key[0]
         if kind == LIT:
             return self.insert(key, 1, 1, len(<bytes>key[1]), NO_REFS, NO_USES, 1, True)
@@ -122,7 +146,7 @@ cdef class Facts:
         return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
 
     cdef Py_ssize_t add_list(self, int kind, tuple kids) except -1:
-        """``Interner.add`` of a sequence or alternation of interned ``kids``."""
+        """``add`` of a sequence or alternation of interned ``kids``."""
         cdef tuple key = (kind, kids)
         cdef object got = self.ids.get(key)
         if got is not None:
@@ -180,7 +204,7 @@ cdef class Facts:
         return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
 
     cdef Py_ssize_t add_repeat(self, tuple key, Py_ssize_t k) except -1:
-        """``Interner.add`` of a repetition of interned ``k``."""
+        """``add`` of a repetition of interned ``k``."""
         cdef object got = self.ids.get(key)
         if got is not None:
             return <Py_ssize_t>got
@@ -252,9 +276,7 @@ cdef class Interning:
             x = e.item
             g = memo.get(oid(x))
             n = self.rec(x, depth + 1) if g is None else <Py_ssize_t>g
-            key = (REPEAT, n, e.lo, e.hi)
-            g = self.ids.get(key)
-            i = self.facts.add_repeat(key, n) if g is None else <Py_ssize_t>g
+            i = self.facts.add_repeat((REPEAT, n, e.lo, e.hi), n)
         else:
             i = self.leaf(e, t)
             if i < 0:
@@ -273,21 +295,31 @@ cdef class Interning:
 def intern(sess, root):
     """``Session._cid_rec(root, 0)``: raises :class:`Deep` past the recursion cap (what is
     done is memoized) and :class:`TooBig` past ``sess.max_nodes`` nodes."""
-    return Interning(sess, Facts(sess.interner)).rec(root, 0)
+    cdef Facts facts = sess.interner.facts
+    facts.acquire()
+    try:
+        return Interning(sess, facts).rec(root, 0)
+    finally:
+        facts.release()
 
 
 def intern_all(sess, dict rules):
     """``Session.cid`` of every rule body, by rule name (the walk set up once)."""
-    cdef Interning walk = Interning(sess, Facts(sess.interner))
+    cdef Facts facts = sess.interner.facts
+    cdef Interning walk = Interning(sess, facts)
     cdef dict out = {}, memo = walk.memo
-    for name, body in rules.items():
-        got = memo.get(oid(body))
-        if got is None:
-            try:
-                got = walk.rec(body, 0)
-            except Deep:  # the rest without recursion (what is done is memoized)
-                got = sess._cid_iter(body, walk.max_nodes)
-        out[name] = got
+    facts.acquire()
+    try:
+        for name, body in rules.items():
+            got = memo.get(oid(body))
+            if got is None:
+                try:
+                    got = walk.rec(body, 0)
+                except Deep:  # the rest without recursion (what is done is memoized)
+                    got = sess._cid_iter(body, walk.max_nodes)
+            out[name] = got
+    finally:
+        facts.release()
     return out
 
 

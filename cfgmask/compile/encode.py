@@ -33,12 +33,6 @@ _CM_WORDS, _CM_WORDS_JSON = 9, 1  # CM_IR_WORDS and its flag CM_WORDS_JSON
 _INF = 0xFFFFFFFF
 
 
-_NO_USES: dict[str, int] = {}
-
-
-_NO_REFS: frozenset[str] = frozenset()
-
-
 # Names of the labels the compiler makes up.  A token terminal and a lookahead are IR nodes
 # (ir.Token, ir.Lookahead); in the automata they are edges to a label, which C numbers by name
 # (labels in name order), and a lookahead is a rule the parser calls (rule_la says which).  The
@@ -76,58 +70,14 @@ class Interner:
         self.maxprod: list[int] = []  # largest product of repetition bounds on a path down
         self.plain: list[bool] = []  # no repetition at all
         self.size0: dict[int, int] = {}  # size_estimate of reference-free subtrees
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a compiled walk holds it while its nodes call add
+        self.facts = _dag.Facts(self, marker_name)  # the lists above, bound for the compiled walks
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
-        kind = key[0]
-        count, height, maxlit, refs, uses, maxprod, plain = 1, 1, 0, _NO_REFS, _NO_USES, 1, True
-        if kind == _SEQ or kind == _ALT:
-            kids = key[1]
-            if kids:
-                count = 1 + sum(map(self.count.__getitem__, kids))
-                height = 1 + max(map(self.height.__getitem__, kids))
-                maxlit = max(map(self.maxlit.__getitem__, kids))
-                maxprod = max(map(self.maxprod.__getitem__, kids))
-                plain = all(map(self.plain.__getitem__, kids))
-                rs = [r for r in map(self.refs.__getitem__, kids) if r]
-                if rs:
-                    refs = rs[0] if len(rs) == 1 else frozenset().union(*rs)
-                    us = [u for u in map(self.uses.__getitem__, kids) if u]
-                    if len(us) == 1:
-                        uses = us[0]
-                    else:
-                        uses = {}
-                        for u in us:
-                            for n, v in u.items():
-                                uses[n] = min(2, uses.get(n, 0) + v)
-        elif kind == _REPEAT:
-            k = key[1]
-            count, height, maxlit = 1 + self.count[k], 1 + self.height[k], self.maxlit[k]
-            refs, uses = self.refs[k], self.uses[k]
-            maxprod = max(key[2], key[3] or 0, 1) * self.maxprod[k]
-            plain = False
-        elif kind == _LIT:
-            maxlit = len(key[1])
-        elif kind == _REF:
-            refs, uses = frozenset((key[1],)), {key[1]: 1}
-        elif kind == _LOOKAHEAD:
-            name = marker_name(key[1])
-            refs, uses = frozenset((name,)), {name: 1}
-        with self.lock:
-            got = self.ids.get(key)
-            if got is not None:
-                return got
-            i = len(self.keys)
-            self.count.append(count)
-            self.height.append(height)
-            self.maxlit.append(maxlit)
-            self.refs.append(refs)
-            self.uses.append(uses)
-            self.maxprod.append(maxprod)
-            self.plain.append(plain)
-            self.keys.append(key)
-            self.ids[key] = i
-            return i
+        """The id of the node ``key`` (its kind, its data and its children's ids), registered
+        with its facts if new (compiled: ``_dag.Facts.add``; tests/reference_encode.py has the
+        Python it follows)."""
+        return self.facts.add(key)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -205,34 +205,33 @@ def _derived_in_python(f: Flat) -> Derived:
 
 def _tables(grammar: ir.Grammar, f: Flat, d: Derived, sess: Session) -> Tables:
     """The Tables of ``f`` from its derived parts (byte classes in Python where csrc/tables.c
-    could not make them: a hash collision, or more states than weights)."""
+    could not make them: a hash collision, or more states than weights).  Few numpy calls
+    (``from_door`` says why): a grammar without token terminals shares its empty set tables."""
     if d.byte_class is None or d.trans is None:
         byte_class, trans = byte_classes(f)
     else:
         byte_class, trans = d.byte_class, d.trans
-    sets = [sess.token_sets[label] for label in d.token_sets]
-    set_off = np.zeros(len(sets) + 1, dtype=np.uint32)
-    set_off[1:] = np.cumsum([len(ids) for _, ids in sets])
+    set_off, set_ids, set_negated = _token_set_tables([sess.token_sets[label] for label in d.token_sets])
     rule_la, la_next, la_union = lookahead_tables(f.names, sess.markers)
     return Tables(
         rule_names=f.names,
         start_rule=0,
         byte_class=byte_class,
         trans=trans,
-        state_rule=np.ascontiguousarray(f.rule_of, dtype=np.uint32),
-        accepting=np.ascontiguousarray(f.accepting, dtype=np.uint8),
+        state_rule=_contiguous(f.rule_of, np.uint32),
+        accepting=_contiguous(f.accepting, np.uint8),
         ref_off=d.ref_off,
         ref_rule=d.ref_rule,
         ref_target=d.ref_target,
-        rule_start=np.asarray(f.start_of, dtype=np.uint32),
+        rule_start=np.array(f.start_of, dtype=np.uint32),
         rule_nullable=d.nullable,
         rule_follow=d.follow,
         tok_off=d.tok_off,
         tok_set=d.tok_set,
         tok_target=d.tok_target,
         set_off=set_off,
-        set_ids=np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32),
-        set_negated=np.asarray([neg for neg, _ in sets], dtype=np.uint8),
+        set_ids=set_ids,
+        set_negated=set_negated,
         rule_la=rule_la,
         la_next=la_next,
         la_union=la_union,
@@ -240,10 +239,34 @@ def _tables(grammar: ir.Grammar, f: Flat, d: Derived, sess: Session) -> Tables:
             "source_rules": len(grammar.rules),
             "parser_rules": len(f.names),
             "states": f.n,
-            "byte_classes": int(trans.shape[1]),
-            "call_edges": int(d.ref_off[-1]),
+            "byte_classes": trans.shape[1],
+            "call_edges": len(d.ref_rule),
         },
     )
+
+
+def _contiguous(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` as a C-contiguous array of ``dtype``: itself when it is one (no numpy call)."""
+    return a if a.dtype == dtype and a.flags.c_contiguous else np.ascontiguousarray(a, dtype=dtype)
+
+
+def _token_set_tables(sets: list[tuple[bool, list[int]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """set_off, set_ids, set_negated (see Tables) of the token sets ``sets``."""
+    if not sets:
+        return _no_token_sets()
+    set_off = np.zeros(len(sets) + 1, dtype=np.uint32)
+    set_off[1:] = np.cumsum([len(ids) for _, ids in sets])
+    set_ids = np.asarray([i for _, ids in sets for i in ids], dtype=np.uint32)
+    return set_off, set_ids, np.asarray([neg for neg, _ in sets], dtype=np.uint8)
+
+
+@functools.cache
+def _no_token_sets() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The token-set tables of a grammar without token terminals (read-only, shared)."""
+    out = np.zeros(1, dtype=np.uint32), np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint8)
+    for a in out:
+        a.setflags(write=False)
+    return out
 
 
 def lookahead_tables(
