@@ -223,16 +223,26 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
             n = sizes[id(node)] = 1 + sum(size(v) for k, v in node.items() if k)
         return n
 
+    # the end of a name with nothing after it (most of the trie's leaves): any non-empty tail
+    leaf = ir.seq(encode_class(ALL_CHARS, canonical), anything)
+
     def build(node: dict[str, Any], top: bool) -> ir.Expr:
+        if len(node) == 1 and "" in node:
+            return leaf
         if rules is not None and not top and size(node) >= NOT_IN_RULE_SIZE:
             name = U.fresh(rules, "key-not-in")
             rules[name] = build(node, True)
             return ir.Ref(name)
         alts: list[ir.Expr] = [] if "" in node else [ir.EPSILON]
         chars = sorted(ord(k) for k in node if k)
+        taken: list[tuple[int, int]] = []  # ``chars`` as merged ranges (sorted, distinct)
         for cp in chars:
             alts.append(ir.seq(encode_class(((cp, cp),), canonical), build(node[chr(cp)], False)))
-        others = ir.complement_ranges(ir.normalize_ranges([(cp, cp) for cp in chars]))
+            if taken and taken[-1][1] + 1 == cp:
+                taken[-1] = (taken[-1][0], cp)
+            else:
+                taken.append((cp, cp))
+        others = ir.complement_ranges(tuple(taken))
         if others:
             alts.append(ir.seq(encode_class(others, canonical), anything))
         return ir.alt(*alts)
