@@ -190,6 +190,12 @@ def encode_class(ranges: tuple[tuple[int, int], ...], canonical: bool = False) -
 CONTROL_SHORT = {cp: letter for cp, letter in SHORT_ESCAPES.items() if cp != 0x2F}  # no "\\/"
 
 
+# the code points canonical spellings escape: control characters, ``"`` and ``\\``
+_ESCAPED = ir.normalize_ranges([(0, 0x1F), *((cp, cp) for cp in CONTROL_SHORT)])
+# per first hex digit (``\u000x``, ``\u001x``): the control characters without a short escape
+_U00 = tuple(tuple(cp for cp in range(16 * f, 16 * f + 16) if cp not in CONTROL_SHORT) for f in (0, 1))
+
+
 @functools.lru_cache(maxsize=4096)
 def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     """The canonical JSON spelling of each character in ``ranges`` (module doc); lone
@@ -198,14 +204,15 @@ def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     raw = _intersect(ranges, RAW_OK)
     alts: list[ir.Expr] = [ir.CharClass(raw)] if raw else []
     escaped: list[ir.Expr] = []
-    short = sorted(letter[0] for cp, letter in CONTROL_SHORT.items() if _contains(ranges, cp))
+    # the characters spelled escaped, as a set: a handful of code points, each range visited once
+    esc = {cp for a, b in _intersect(ranges, _ESCAPED) for cp in range(a, b + 1)}
+    short = sorted(letter[0] for cp, letter in CONTROL_SHORT.items() if cp in esc)
     if short:
         escaped.append(ir.ByteClass(ir.normalize_ranges([(c, c) for c in short], 0xFF)))
     # the other control characters: u00 and two lowercase hex digits, grouped by the first
     u_alts = []
     for first in (0, 1):
-        cps = [cp for cp in range(16 * first, 16 * first + 16) if cp not in CONTROL_SHORT]
-        lows = [cp & 15 for cp in cps if _contains(ranges, cp)]
+        lows = [cp & 15 for cp in _U00[first] if cp in esc]
         if lows:
             digits = [(0x30 + d, 0x30 + d) if d < 10 else (0x57 + d, 0x57 + d) for d in lows]
             u_alts.append(ir.seq(ir.Literal(b"%d" % first), ir.ByteClass(ir.normalize_ranges(digits, 0xFF))))
