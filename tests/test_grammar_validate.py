@@ -117,8 +117,11 @@ def _bad_rule(t: Tables) -> Tables:
     return dataclasses.replace(t, state_rule=sr)
 
 
+BREAKAGES = [_cross_rule, _cross_rule_next_door, _out_of_range, _below_none, _bad_rule]
+
+
 @pytest.mark.parametrize("layout", ["compiled", "renumbered"])
-@pytest.mark.parametrize("breakage", [_cross_rule, _cross_rule_next_door, _out_of_range, _below_none, _bad_rule])
+@pytest.mark.parametrize("breakage", BREAKAGES)
 def test_broken_tables_are_refused(layout: str, breakage) -> None:  # type: ignore[no-untyped-def]
     t = _tables()
     if layout == "renumbered":
