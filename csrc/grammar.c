@@ -74,13 +74,8 @@ static int validate(const cm_tables *t) {
         if (t->byte_class[b] >= t->n_classes) return CM_ERR_ARG;
     if (t->ref_off[0] != 0) return CM_ERR_ARG;
     for (uint32_t s = 0; s < t->n_states; s++) {
+        /* the byte transitions' targets: checked by derive, in its one walk of the rows */
         if (t->state_rule[s] >= t->n_rules || t->ref_off[s + 1] < t->ref_off[s]) return CM_ERR_ARG;
-        const int32_t *row = t->trans + (size_t)s * t->n_classes;
-        for (uint32_t c = 0; c < t->n_classes; c = cm_run_end(row, c, t->n_classes)) { /* a run: one target */
-            int32_t n = row[c];
-            if (n < -1 || n >= (int64_t)t->n_states) return CM_ERR_ARG;
-            if (n >= 0 && t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
-        }
     }
     uint32_t n_refs = t->ref_off[t->n_states];
     if (n_refs && (!t->ref_rule || !t->ref_target)) return CM_ERR_ARG;
@@ -173,6 +168,8 @@ static int derive_returns(cm_grammar *g) {
     return CM_OK;
 }
 
+/* Per state, what the mask and the parser ask of it often; also the last of validate (the byte
+ * transitions' targets), so that the rows are walked once (CM_ERR_ARG: the grammar is freed). */
 static int derive(cm_grammar *g) {
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
@@ -187,8 +184,12 @@ static int derive(cm_grammar *g) {
         !g->rule_block)
         return CM_ERR_NOMEM;
     memset(g->rule_block, 1, t->n_rules);
-    uint32_t class_bytes[256 * 8] = {0};  /* the bytes of each class */
-    for (int b = 0; b < 256; b++) class_bytes[t->byte_class[b] * 8 + (b >> 5)] |= 1u << (b & 31);
+    /* the bytes of classes [0, c) at pre[c * 8]: classes are disjoint, so XOR is their union and
+     * pre[c1] ^ pre[c] the bytes of a run [c, c1) of a row (8 words a run instead of 8 a class) */
+    uint32_t pre[257 * 8] = {0};
+    for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 8 + (b >> 5)] |= 1u << (b & 31);
+    for (uint32_t c = 0; c < t->n_classes; c++)
+        for (int w = 0; w < 8; w++) pre[(c + 1) * 8 + w] ^= pre[c * 8 + w];
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
         g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
@@ -196,12 +197,17 @@ static int derive(cm_grammar *g) {
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
         const int32_t *row = t->trans + (size_t)s * t->n_classes;
-        for (uint32_t c = 0, c1; c < t->n_classes; c = c1) {
+        for (uint32_t c = 0, c1; c < t->n_classes; c = c1) {  /* a run: one target */
             c1 = cm_run_end(row, c, t->n_classes);
-            if (row[c] < 0) continue;
+            int32_t n = row[c];
+            if (n < 0) {
+                if (n < -1) return CM_ERR_ARG;
+                continue;
+            }
+            /* validate's part: a target in range and in the same rule */
+            if (n >= (int64_t)t->n_states || t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
             g->has_bytes[s] = 1;
-            for (uint32_t i = c; i < c1; i++)
-                for (int w = 0; w < 8; w++) g->next_bytes[(size_t)s * 8 + w] |= class_bytes[i * 8 + w];
+            for (int w = 0; w < 8; w++) g->next_bytes[(size_t)s * 8 + w] |= pre[c1 * 8 + w] ^ pre[c * 8 + w];
         }
     }
     for (uint32_t s = 0; s < t->n_states; s++)  /* see wrap.c */

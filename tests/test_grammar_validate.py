@@ -103,14 +103,25 @@ def _out_of_range(t: Tables) -> Tables:
     return dataclasses.replace(t, trans=trans)
 
 
+def _below_none(t: Tables) -> Tables:
+    """A target below -1 (none) in the last class of the last state (the checks walk runs of
+    equal targets: the end of the last row is a run's end)."""
+    trans = t.trans.copy()
+    trans[-1, -1] = -2
+    return dataclasses.replace(t, trans=trans)
+
+
 def _bad_rule(t: Tables) -> Tables:
     sr = t.state_rule.copy()
     sr[-1] = len(t.rule_names)
     return dataclasses.replace(t, state_rule=sr)
 
 
+BREAKAGES = [_cross_rule, _cross_rule_next_door, _out_of_range, _below_none, _bad_rule]
+
+
 @pytest.mark.parametrize("layout", ["compiled", "renumbered"])
-@pytest.mark.parametrize("breakage", [_cross_rule, _cross_rule_next_door, _out_of_range, _bad_rule])
+@pytest.mark.parametrize("breakage", BREAKAGES)
 def test_broken_tables_are_refused(layout: str, breakage) -> None:  # type: ignore[no-untyped-def]
     t = _tables()
     if layout == "renumbered":
