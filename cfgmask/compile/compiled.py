@@ -19,7 +19,7 @@ from ..errors import GrammarError
 from ..grammar import Grammar
 from ..vocab import Vocabulary
 from .cache import CACHE
-from .limits import CompileLimits
+from .limits import DEFAULT_LIMITS, CompileLimits
 from .prepare import prepare, tables_key
 from .strategy import DEFAULT, Strategy
 from .tables import Tables, build_tables
@@ -92,9 +92,24 @@ class CompiledGrammar:
         return f"CompiledGrammar(rules={s['parser_rules']}, states={s['states']}, vocab={self.vocab.size})"
 
 
-@functools.lru_cache(maxsize=64)
+_NO_MATCHER_LIMITS = MatcherLimits()
+
+
 def _settings(limits: MatcherLimits, strategy: Strategy) -> SimpleNamespace:
-    """What GrammarHandle reads: a field per setting (``dataclasses.asdict`` costs 40 µs)."""
+    """What GrammarHandle reads: a field per setting (``dataclasses.asdict`` costs 40 µs; the
+    defaults' without hashing both dataclasses)."""
+    if limits is _NO_MATCHER_LIMITS and strategy is DEFAULT:
+        return _default_settings()
+    return _settings_of(limits, strategy)
+
+
+@functools.cache
+def _default_settings() -> SimpleNamespace:
+    return _settings_of(_NO_MATCHER_LIMITS, DEFAULT)
+
+
+@functools.lru_cache(maxsize=64)
+def _settings_of(limits: MatcherLimits, strategy: Strategy) -> SimpleNamespace:
     return SimpleNamespace(**dataclasses.asdict(limits), **dataclasses.asdict(strategy))
 
 
@@ -145,7 +160,7 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
         grammar = Grammar(grammar)
     if not isinstance(vocab, Vocabulary):
         raise TypeError(f"vocab must be a cfgmask.Vocabulary, not {type(vocab).__name__}")
-    limits = limits or CompileLimits()
+    limits = limits or DEFAULT_LIMITS
     if grammar.ir.meta.get(TOKEN_TEXTS):  # <|im_end|>-style terminals: ids from this vocabulary
         resolved = resolve_token_texts(grammar.ir, vocab, grammar.source)
         grammar = Grammar(resolved, source=grammar.source, schema_report=grammar.schema_report)
@@ -166,7 +181,7 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
                 f"for a vocabulary of {vocab.size} tokens"
             )
         compiled = CompiledGrammar(
-            grammar, vocab, tables, matcher_limits or MatcherLimits(), _strategy or DEFAULT
+            grammar, vocab, tables, matcher_limits or _NO_MATCHER_LIMITS, _strategy or DEFAULT
         )
         if warm:
             compiled.warm()  # within the deadline too

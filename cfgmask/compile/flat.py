@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _dag
+
 _WEIGHTS = np.zeros(0, dtype=np.int64)
 
 
@@ -39,6 +41,7 @@ class Derived:
     tok_set: np.ndarray
     tok_target: np.ndarray
     token_sets: list[str]  # the token sets' labels, in set order
+    rule_start: np.ndarray | None = None  # uint32 [rules]; None: made from Flat.start_of
 
 
 @dataclass
@@ -100,16 +103,17 @@ def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]
 
     It runs right after C has walked the automata, with the processor's caches cold, where a
     numpy call through a Python-level wrapper (``np.diff``, ``np.repeat``) costs 20-45 us
-    instead of 2: only C-level calls and methods here."""
+    instead of 2, and a ufunc (``rs[1:] - rs[:-1]``) with ``repeat`` 50: only C-level calls and
+    methods here, each state's rule from a compiled loop (``_dag.state_rules``)."""
     rule_names, rule_state, rule_trans, byte_class, trans, acc, lab_off, lab_name, lab_to = got[:9]
     n = len(rule_names)
     rs = np.frombuffer(rule_state, dtype=np.uint32)
     flat = Flat.__new__(Flat)
     flat.names = [names[i] for i in rule_names]
-    flat.rule_of = _rule_index(n).repeat(rs[1:] - rs[:-1])
+    flat.rule_of = np.frombuffer(_dag.state_rules(rule_state), dtype=np.uint32)
     flat.start_of = rs[:-1].tolist()
     flat.accepting = np.frombuffer(acc, dtype=np.uint8)
-    flat.derived = _derived(got[9], names) if len(got) > 9 else None
+    flat.derived = _derived(got[9], names, rs[:-1]) if len(got) > 9 else None
     flat.__dict__["_door"] = (
         rs,
         rule_names,
@@ -125,20 +129,7 @@ def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]
     return flat
 
 
-_RULE_INDEX = np.arange(1024, dtype=np.uint32)
-_RULE_INDEX.setflags(write=False)
-
-
-def _rule_index(n: int) -> np.ndarray:
-    """uint32 0, 1, ..., n-1 (a view of one array made once a process, longer when needed)."""
-    global _RULE_INDEX
-    if n > len(_RULE_INDEX):
-        _RULE_INDEX = np.arange(max(n, 2 * len(_RULE_INDEX)), dtype=np.uint32)
-        _RULE_INDEX.setflags(write=False)
-    return _RULE_INDEX[:n]
-
-
-def _derived(got: tuple[Any, ...], names: list[str]) -> Derived:
+def _derived(got: tuple[Any, ...], names: list[str], rule_start: np.ndarray) -> Derived:
     k, byte_class, trans, null, follow, ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target, sets = (
         got
     )
@@ -155,6 +146,7 @@ def _derived(got: tuple[Any, ...], names: list[str]) -> Derived:
         np.frombuffer(tok_set, dtype=u32),
         np.frombuffer(tok_target, dtype=u32),
         [names[i] for i in sets],
+        rule_start,
     )
 
 

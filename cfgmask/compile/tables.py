@@ -21,7 +21,7 @@ from .components import build_rules
 from .encode import Session
 from .flat import Derived, Flat, class_weights
 from .follow import follow_bytes, nullable
-from .limits import CompileLimits
+from .limits import DEFAULT_LIMITS, CompileLimits
 from .prepare import prepare, validate
 
 
@@ -133,7 +133,7 @@ def build_tables(
     """Compile an IR grammar to the C core's tables.  Raises LimitError past any of
     ``limits`` (``deadline_ms`` included: it bounds the whole build).  ``session``:
     what ``prepare(grammar, limits)`` returned, if the caller has it."""
-    limits = limits or CompileLimits()
+    limits = limits or DEFAULT_LIMITS
     with deadline.Deadline(limits.deadline_ms, "compile"):
         if session is None:
             session = prepare(grammar, limits, CACHE.session())
@@ -223,7 +223,7 @@ def _tables(grammar: ir.Grammar, f: Flat, d: Derived, sess: Session) -> Tables:
         ref_off=d.ref_off,
         ref_rule=d.ref_rule,
         ref_target=d.ref_target,
-        rule_start=np.array(f.start_of, dtype=np.uint32),
+        rule_start=np.array(f.start_of, dtype=np.uint32) if d.rule_start is None else d.rule_start,
         rule_nullable=d.nullable,
         rule_follow=d.follow,
         tok_off=d.tok_off,
@@ -276,7 +276,7 @@ def lookahead_tables(
     marks = [markers.get(n) for n in order] if markers else []
     found = sorted({m for m in marks if m is not None})
     if not found:  # no marker among the runtime rules: the tables of no debt, made once
-        return (np.zeros(len(order), dtype=np.uint8), *_no_lookahead())
+        return (_zeros_u8(len(order)), *_no_lookahead())
     try:
         classes, nxt, union = lookahead_classes(found)
     except ValueError as e:
@@ -287,6 +287,20 @@ def lookahead_tables(
         np.asarray(nxt, dtype=np.uint8).reshape(-1),
         np.asarray(union, dtype=np.uint8).reshape(-1),
     )
+
+
+_ZEROS_U8 = np.zeros(1024, dtype=np.uint8)
+_ZEROS_U8.setflags(write=False)
+
+
+def _zeros_u8(n: int) -> np.ndarray:
+    """n zero bytes, read-only: a view of one array made once a process, longer when needed
+    (``np.zeros`` costs ~10 us a compile with the caches cold)."""
+    global _ZEROS_U8
+    if n > len(_ZEROS_U8):
+        _ZEROS_U8 = np.zeros(max(n, 2 * len(_ZEROS_U8)), dtype=np.uint8)
+        _ZEROS_U8.setflags(write=False)
+    return _ZEROS_U8[:n]
 
 
 @functools.cache
