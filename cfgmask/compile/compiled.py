@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from .. import deadline, ir
+from .. import _core, deadline, ir
 from ..deadline import Deadline
 from ..errors import GrammarError
 from ..grammar import Grammar
@@ -49,14 +49,12 @@ class CompiledGrammar:
         matcher_limits: MatcherLimits,
         strategy: Strategy = DEFAULT,
     ) -> None:
-        from .._core import GrammarHandle
-
         self.grammar = grammar
         self.vocab = vocab
         self.tables = tables
         self.matcher_limits = matcher_limits
         self._strategy = strategy
-        self._handle = GrammarHandle(
+        self._handle = _core.GrammarHandle(
             tables, vocab._handle(), list(vocab.stop_ids), _settings(matcher_limits, strategy)
         )
 

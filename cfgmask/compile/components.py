@@ -18,7 +18,7 @@ import time
 from array import array
 from typing import Any
 
-from .. import deadline, ir
+from .. import _core, deadline, ir
 from ..errors import GrammarError, LimitError
 from . import _dag
 from .automaton import DFA
@@ -110,8 +110,6 @@ def rule_dfas(
     rules: dict[str, ir.Expr], start: str, outlined: set[str], limits: CompileLimits, sess: Session
 ) -> dict[str, tuple[DFA, array[int]]]:
     """Every rule's DFA (inlined callees included) and its labels' values, in one call."""
-    from .._core import compile_components
-
     plan = _plan(rules, start, outlined, limits, sess)
     rank, ordered = sess.rank()  # every name is numbered and every body emitted by now
     args = [
@@ -120,7 +118,7 @@ def rule_dfas(
     ]
     end = _deadline()
     try:
-        built = compile_components(
+        built = _core.compile_components(
             sess.code, rank, args, limits.max_dfa_states, limits.inline_max_states, _bytes(limits), end
         )
     except LimitError as e:
@@ -167,8 +165,6 @@ def finish(
 ) -> Flat:
     """Runtime rules, productive rules, trimming and the flat layout, in one call.  ``why``: what
     the front end knows of an empty language (the JSON Schema keyword that made it empty)."""
-    from .._core import compile_finish
-
     rank, _ = sess.rank()
     by_name, is_token, states = _dag.finish_args(built, sess)
     # enough byte-class weights for every state the runtime rules may keep (C leaves the byte
@@ -176,7 +172,7 @@ def finish(
     weights = class_weights(min(states, limits.max_total_states))
     end = _deadline()
     try:
-        got = compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, weights)
+        got = _core.compile_finish(rank, by_name, is_token, sess.name(start), _bytes(limits), end, weights)
     except LimitError:
         deadline.check("trimming")
         raise
