@@ -33,7 +33,7 @@ from cfgmask.compile.strategy import Strategy
 
 from .helpers import alt, chars, grammar, lit, ref, rep, seq
 from .reference import ReferenceMatcher
-from .strategies import Vocab, token_walks, vocabularies
+from .strategies import Vocab, grammars, token_walks, vocabularies
 from .test_engine_differential import _mask_bools, _vocab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -425,3 +425,29 @@ def test_llama3_block_wraps_from_chains() -> None:
             break
         assert m.accept_token(t) and p.accept_token(t)
     assert on.stats["chain_entries"] > 20, on.stats
+
+
+@given(grammars(), st.sampled_from((1, 2, 8, 64, 1024)))
+def test_compiled_clean_equals_the_python_walk(g: ir.Grammar, budget: int) -> None:
+    """``RepeatRewriter.clean`` (compiled, ``_dag.Clean``) answers as its Python walk
+    (``clean_py``) on every interned node, and ``run`` rewrites the same rules into the same
+    bodies as a rewriter that sends every rule through ``expr``."""
+    from cfgmask.compile import repeats
+    from cfgmask.compile.encode import Session
+
+    limits = cfgmask.CompileLimits(unroll_budget=budget)
+    sess = Session()
+    sess.cids(g.rules)
+    compiled = repeats.RepeatRewriter(g.rules, limits, sess)
+    python = repeats.RepeatRewriter(g.rules, limits, sess)
+    for cid in range(len(sess.interner.keys)):
+        assert compiled.clean(cid) == python.clean_py(cid), sess.interner.keys[cid]
+    every = repeats.RepeatRewriter(g.rules, limits, sess)
+    every._compiled = None  # the loop over every rule, each through expr
+    try:
+        want = every.run()
+    except (cfgmask.GrammarError, cfgmask.LimitError) as e:
+        with pytest.raises(type(e)):
+            repeats.RepeatRewriter(g.rules, limits, sess).run()
+        return
+    assert repeats.RepeatRewriter(g.rules, limits, sess).run() == want

@@ -790,6 +790,78 @@ def finish_args(dict built, sess):
     return by_name, bytes(is_token), total
 
 
+# -- repeats.RepeatRewriter's test of what needs no rewriting
+
+
+cdef class Clean:
+    """``RepeatRewriter.clean`` compiled: does the interned subtree ``cid`` need no rewriting
+    (no repetition whose unrolled size passes the budget, valid bounds)?  Answers are kept in
+    ``memo`` (the rewriter's, shared with its Python walk); ``size(item)`` is the size
+    estimate of a repeated item (``repeats.dag_size`` with the rule sizes it needs), asked only
+    of a repetition bounded above 1.  Past the recursion cap it raises :class:`Deep` (what is
+    done is kept) and the caller walks the rest in Python."""
+    cdef list plain, keys
+    cdef dict memo
+    cdef object size, budget
+
+    def __init__(self, interner, dict memo, size, budget):
+        self.plain = interner.plain
+        self.keys = interner.keys
+        self.memo = memo
+        self.size = size
+        self.budget = budget
+
+    def __call__(self, Py_ssize_t cid):
+        return self.walk(cid, 0)
+
+    cdef bint walk(self, Py_ssize_t cid, int depth) except -1:
+        cdef tuple key
+        cdef int kind
+        cdef bint got
+        if self.plain[cid]:
+            return True
+        g = self.memo.get(cid)
+        if g is not None:
+            return <bint>g
+        if depth > MAX_DEPTH:
+            raise Deep
+        key = <tuple>self.keys[cid]
+        kind = key[0]
+        got = True
+        if kind == SEQ or kind == ALT:
+            for k in <tuple>key[1]:
+                if not self.walk(<Py_ssize_t>k, depth + 1):
+                    got = False
+                    break
+        elif kind == REPEAT:
+            item, lo, hi = key[1], key[2], key[3]
+            bound = max(lo, hi or 0, 1)
+            got = (
+                lo >= 0
+                and (hi is None or hi >= lo)
+                and self.walk(<Py_ssize_t>item, depth + 1)
+                and (bound <= 1 or self.size(item) * bound <= self.budget)
+            )
+        self.memo[cid] = got
+        return got
+
+
+def dirty_rules(sess, dict rules, Clean clean, max_product):
+    """The names of ``rules`` that ``RepeatRewriter.expr`` may rewrite, in order: each rule
+    whose body is not interned (a literal set outlined), not clean, or whose repetition
+    bounds multiply past ``max_product``; the others it would keep as they are."""
+    cdef dict memo = sess.memo
+    cdef list maxprod = sess.interner.maxprod, out = []
+    for name, body in rules.items():
+        c = memo.get(oid(body))
+        try:
+            if c is None or not clean.walk(<Py_ssize_t>c, 0) or maxprod[c] > max_product:
+                out.append(name)
+        except Deep:
+            out.append(name)
+    return out
+
+
 def state_rules(bytes rule_state):
     """The rule of every state, uint32 [states] as bytes, from ``rule_state`` (uint32 [rules +
     1] as bytes: each rule's first state, then the number of states; nondecreasing), as

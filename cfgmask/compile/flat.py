@@ -106,7 +106,6 @@ def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]
     instead of 2, and a ufunc (``rs[1:] - rs[:-1]``) with ``repeat`` 50: only C-level calls and
     methods here, each state's rule from a compiled loop (``_dag.state_rules``)."""
     rule_names, rule_state, rule_trans, byte_class, trans, acc, lab_off, lab_name, lab_to = got[:9]
-    n = len(rule_names)
     rs = np.frombuffer(rule_state, dtype=np.uint32)
     flat = Flat.__new__(Flat)
     flat.names = [names[i] for i in rule_names]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
+from . import _dag
 from .encode import _ALT, _BYTES, _LIT, _LOOKAHEAD, _REF, _REPEAT, _SEQ, _TOKEN, _UTF8, _WORDS, Session
 from .graph import sccs_all
 from .limits import CompileLimits
@@ -113,6 +114,11 @@ class RepeatRewriter:
         self._given = self.rules.copy()  # run() rewrites self.rules; sizes are of the rules given
         self._rule_size: dict[str, int] | None = None
         self._clean: dict[int, bool] = {}
+        self._compiled = (
+            None
+            if sess is None
+            else _dag.Clean(sess.interner, self._clean, self._item_size, limits.unroll_budget)
+        )
 
     @property
     def rule_size(self) -> dict[str, int]:
@@ -123,12 +129,32 @@ class RepeatRewriter:
         return self._rule_size
 
     def run(self) -> dict[str, ir.Expr]:
-        for name in list(self.rules):
+        if self._compiled is None:
+            names = list(self.rules)
+        else:  # the rules kept as they are found in one compiled loop (most of them)
+            names = _dag.dirty_rules(self.sess, self.rules, self._compiled, self.limits.max_repeat_product)
+        for name in names:
             self.rules[name] = self.expr(self.rules[name], name, 1)
         return self.rules
 
     def clean(self, cid: int) -> bool:
-        """Does the subtree need no rewriting (and have valid bounds)?"""
+        """Does the subtree need no rewriting (and have valid bounds)?  Compiled
+        (``_dag.Clean``); past its recursion cap, the rest in :meth:`clean_py`."""
+        if self._compiled is not None:
+            try:
+                return self._compiled(cid)
+            except _dag.Deep:
+                pass
+        return self.clean_py(cid)
+
+    def _item_size(self, item: int) -> int:
+        """The size estimate of a repeated item, as ``clean`` weighs it against the budget."""
+        assert self.sess is not None
+        return dag_size(self.sess, item, self.rule_size if self.sess.interner.refs[item] else {}, self._sizes)
+
+    def clean_py(self, cid: int) -> bool:
+        """``clean`` in Python (the compiled walk's fallback past its recursion cap, and its
+        reference in tests/test_repeats.py)."""
         assert self.sess is not None
         it = self.sess.interner
         if it.plain[cid]:
@@ -141,7 +167,7 @@ class RepeatRewriter:
             plain, memo = it.plain, self._clean
             got = True
             for k in key[1]:  # all(), without a call for the plain and known parts
-                if not (plain[k] or (memo[k] if k in memo else self.clean(k))):
+                if not (plain[k] or (memo[k] if k in memo else self.clean_py(k))):
                     got = False
                     break
         elif key[0] == _REPEAT:
@@ -150,12 +176,8 @@ class RepeatRewriter:
             got = (
                 lo >= 0
                 and (hi is None or hi >= lo)
-                and self.clean(item)
-                and (
-                    bound <= 1
-                    or dag_size(self.sess, item, self.rule_size if it.refs[item] else {}, self._sizes) * bound
-                    <= self.limits.unroll_budget
-                )
+                and self.clean_py(item)
+                and (bound <= 1 or self._item_size(item) * bound <= self.limits.unroll_budget)
             )
         else:
             got = True
