@@ -58,9 +58,10 @@ def validate(grammar: ir.Grammar, sess: Session | None = None) -> None:
         raise GrammarError(f"start rule {grammar.start!r} is not defined")
     if sess is None:
         sess = Session()
-    for name, body in grammar.rules.items():
-        for ref in sess.refs(sess.cid(body)):
-            if ref not in grammar.rules and ref not in sess.markers:
+    rules, markers, refs = grammar.rules, sess.markers, sess.interner.refs
+    for name, cid in sess.cids(rules).items():  # one compiled call: ids already interned by prepare
+        for ref in refs[cid]:
+            if ref not in rules and ref not in markers:
                 raise GrammarError(f"rule {name!r} refers to undefined rule {ref!r}")
     for name in sess.markers:
         if name in grammar.rules:
