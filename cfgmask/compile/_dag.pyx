@@ -36,6 +36,8 @@ cdef enum:
     MAX_NEST = 256  # expansions nested in one caller (C recurses on them): a longer chain is cut
     MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
 
+cdef unsigned int INF = 0xFFFFFFFF  # encode._INF: no upper bound
+
 KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, LOOKAHEAD, MAX_DEPTH)
 
 cdef object Seq = ir.Seq
@@ -382,9 +384,15 @@ cdef class Emitting:
                 raise Deep
             o = self.offsets.get(key[1])
             off = self.rec(<Py_ssize_t>key[1], depth + 1) if o is None else <Py_ssize_t>o
-            body = self.sess._repeat_code(key, off)
-            at = len(self.code)
-            self.code.extend(body)
+            lo, hi = key[2], key[3]
+            if not (0 <= lo < INF and (hi is None or lo <= hi < INF)):
+                self.sess._repeat_code(key, off)  # raises the bounds' error
+            at = self.grow(4)  # Session._repeat_code's, without a Python call
+            out = self.code.data.as_uints
+            out[at] = REPEAT
+            out[at + 1] = <unsigned int>lo
+            out[at + 2] = INF if hi is None else <unsigned int>hi
+            out[at + 3] = <unsigned int>off
         elif kind == LIT:
             data = <bytes>key[1]
             n = len(data)
@@ -704,7 +712,7 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type):
     (None for a cached component: the DFAs and values given in ``args``); built components
     go to ``cache``.  ``ordered``: the session's names in label-value order."""
     cdef dict out = {}
-    cdef list members, got, dfas, names
+    cdef list members, got, dfas, names, new = []
     cdef tuple pair
     cdef array labs, tmpl = array("I")
     cdef Py_ssize_t k, i, j, n
@@ -735,8 +743,9 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type):
             dfa = dfa_type(pair[0], names)
             out[members[i]] = (dfa, labs)
             dfas.append(dfa)
-        if cache is not None:
-            cache.put(key, dfas)
+        new.append((key, dfas))
+    if cache is not None and new:
+        cache.put_all(new)
     return out
 
 

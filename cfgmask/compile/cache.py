@@ -52,10 +52,16 @@ class AutomatonCache:
         return self._components.get(key)
 
     def put(self, key: int, dfas: list[DFA]) -> None:
+        self.put_all([(key, dfas)])
+
+    def put_all(self, built: list[tuple[int, list[DFA]]]) -> None:
+        """``put`` of each (key, automata) of ``built``, in order, under one lock."""
         with self._lock:
-            if len(self._components) >= self.MAX_COMPONENTS:
-                self._components.pop(next(iter(self._components)), None)
-            self._components[key] = dfas
+            comps = self._components
+            for key, dfas in built:
+                if len(comps) >= self.MAX_COMPONENTS:
+                    comps.pop(next(iter(comps)), None)
+                comps[key] = dfas
 
     def clear(self) -> None:
         """Forget every automaton and node id: the next compile is cold."""
