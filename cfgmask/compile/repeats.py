@@ -114,11 +114,7 @@ class RepeatRewriter:
         self._given = self.rules.copy()  # run() rewrites self.rules; sizes are of the rules given
         self._rule_size: dict[str, int] | None = None
         self._clean: dict[int, bool] = {}
-        self._compiled = (
-            None
-            if sess is None
-            else _dag.Clean(sess.interner, self._clean, self._item_size, limits.unroll_budget)
-        )
+        self.compiled = sess is not None  # clean() by the compiled walk (tests compare it with clean_py)
 
     @property
     def rule_size(self) -> dict[str, int]:
@@ -129,10 +125,10 @@ class RepeatRewriter:
         return self._rule_size
 
     def run(self) -> dict[str, ir.Expr]:
-        if self._compiled is None:
+        if not self.compiled:
             names = list(self.rules)
         else:  # the rules kept as they are found in one compiled loop (most of them)
-            names = _dag.dirty_rules(self.sess, self.rules, self._compiled, self.limits.max_repeat_product)
+            names = _dag.dirty_rules(self.sess, self.rules, self._walk(), self.limits.max_repeat_product)
         for name in names:
             self.rules[name] = self.expr(self.rules[name], name, 1)
         return self.rules
@@ -140,12 +136,19 @@ class RepeatRewriter:
     def clean(self, cid: int) -> bool:
         """Does the subtree need no rewriting (and have valid bounds)?  Compiled
         (``_dag.Clean``); past its recursion cap, the rest in :meth:`clean_py`."""
-        if self._compiled is not None:
+        if self.compiled:
             try:
-                return self._compiled(cid)
+                return self._walk()(cid)
             except _dag.Deep:
                 pass
         return self.clean_py(cid)
+
+    def _walk(self) -> _dag.Clean:
+        """The compiled walk of ``clean``, sharing its answers.  Made when used and not kept:
+        it holds ``_item_size``, and a rewriter holding it would be a cycle that outlives the
+        compile until the collector runs."""
+        assert self.sess is not None
+        return _dag.Clean(self.sess.interner, self._clean, self._item_size, self.limits.unroll_budget)
 
     def _item_size(self, item: int) -> int:
         """The size estimate of a repeated item, as ``clean`` weighs it against the budget."""
