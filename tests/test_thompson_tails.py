@@ -49,15 +49,15 @@ EXPRS = st.recursive(LEAVES, _tails, max_leaves=12)
 
 
 @settings(max_examples=150, deadline=None)
-@given(EXPRS, EXPRS, st.booleans())
-def test_shared_tails_give_the_python_builders_automata(body: ir.Expr, other: ir.Expr, used_twice: bool) -> None:
+@given(EXPRS, EXPRS)
+def test_shared_tails_give_the_python_builders_automata(body: ir.Expr, other: ir.Expr) -> None:
+    # r1 and leaf used twice: copied or called, not expanded (a rule used once in tail position may be
+    # expanded where the reference calls it, whatever the tails: /work/notes/p90.md)
     rules: dict[str, ir.Expr] = {
-        "r0": ir.alt(ir.seq(body, ir.Ref("r1")), ir.seq(other, ir.Literal(b"ab"))),
-        "r1": ir.alt(other, ir.seq(body, ir.Literal(b"b"))),
+        "r0": ir.seq(ir.alt(ir.seq(body, ir.Ref("r1")), ir.seq(other, ir.Ref("leaf"))), ir.Ref("r1")),
+        "r1": ir.alt(other, ir.seq(body, ir.Literal(b"b")), ir.Ref("leaf")),
         "leaf": ir.alt(ir.Literal(b"qab"), ir.CharClass(((0x80, 0x7FF),))),
     }
-    if used_twice:  # r1 a rule of its own (copied or called), not expanded in r0
-        rules["r0"] = ir.seq(rules["r0"], ir.Ref("r1"))
     g = ir.Grammar(rules, "r0")
     got, want = _outcome(lambda: _rule_dfas(g, True)), _outcome(lambda: _rule_dfas(g, False))
     if not (isinstance(got, dict) and isinstance(want, dict)):
