@@ -67,12 +67,14 @@ def test_shared_tails_give_the_python_builders_automata(body: ir.Expr, other: ir
     assert got == {n: want[n] for n in got}
 
 
-NAMES = st.lists(st.text("abcé\"\\", min_size=1, max_size=6), min_size=1, max_size=30, unique=True)
+NAMES = st.lists(st.text('abcé"\\', min_size=1, max_size=6), min_size=1, max_size=30, unique=True)
 
 
 @settings(max_examples=40, deadline=None)
 @given(NAMES, st.booleans(), st.sampled_from([None, 4, 24]))
-def test_not_in_gives_the_python_builders_tables(names: list[str], canonical: bool, rule_size: int | None) -> None:
+def test_not_in_gives_the_python_builders_tables(
+    names: list[str], canonical: bool, rule_size: int | None
+) -> None:
     rules: dict[str, ir.Expr] = {}
     body = strings.not_in(names, rules if rule_size else None, canonical)
     rules["root"] = ir.seq(ir.Literal(b'"'), body, ir.Literal(b'"'))
