@@ -133,81 +133,85 @@ int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result)
     return rc;
 }
 
-/* The edges of d as (source, target) pairs: byte edges (a row scan each state), then label
- * edges with label_ok.  One pass over the dense table. */
-static int edge_list(const cm_dfa_out *d, const uint8_t *label_ok, cm_vec32 *src, cm_vec32 *dst) {
-    uint32_t n = d->n_states, nc = d->n_classes;
+/* The next successor of s from *cur on (byte runs: cur < n_classes; then label edges with
+ * label_ok: n_classes + e), *cur moved past it; -1 when none is left. */
+static int64_t next_successor(const cm_dfa_out *d, const uint8_t *label_ok, uint32_t s, uint32_t *cur) {
+    uint32_t nc = d->n_classes, c = *cur;
+    const int32_t *row = d->trans + (size_t)s * nc;
+    while (c < nc) {
+        uint32_t c1 = cm_run_end(row, c, nc); /* a run of classes: one target */
+        int32_t t = row[c];
+        c = c1;
+        if (t >= 0) {
+            *cur = c;
+            return t;
+        }
+    }
+    for (uint32_t e = d->lab_off[s] + (c - nc); e < d->lab_off[s + 1]; e++)
+        if (label_ok[d->lab[e]]) {
+            *cur = nc + (e - d->lab_off[s]) + 1;
+            return d->lab_to[e];
+        }
+    *cur = nc + (d->lab_off[s + 1] - d->lab_off[s]);
+    return -1;
+}
+
+/* keep[s]: s is reachable from the start and live (can reach an accepting state).  A path
+ * from the start to a live state passes through live states only, so these are the states
+ * reachable through live states.  One depth-first walk from the start, each state's edges
+ * read once (Tarjan's strongly connected components: a component is live when one of its
+ * states accepts or has an edge to a live state of a finished component), where marking
+ * the live states needed every edge listed, the predecessors sorted, a walk back from the
+ * accepting states and a second walk forward. */
+static int mark_kept(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *keep) {
+    uint32_t n = d->n_states, next = 0;
     int rc = CM_OK;
-    for (uint32_t s = 0; !rc && s < n; s++) {
-        const int32_t *row = d->trans + (size_t)s * nc;
-        for (uint32_t c = 0, c1; !rc && c < nc; c = c1) {
-            c1 = cm_run_end(row, c, nc);
-            if (row[c] >= 0) { /* a run of classes: one edge */
-                rc = cm_vec_push(src, s);
-                if (!rc) rc = cm_vec_push(dst, (uint32_t)row[c]);
+    uint32_t *index = malloc(((size_t)n + 1) * sizeof *index), *low = malloc(((size_t)n + 1) * sizeof *low);
+    uint8_t *on = calloc((size_t)n + 1, 1);
+    cm_vec32 frames = {0}, comp = {0}; /* the walk's (state, cursor) pairs; the open components' states */
+    if (!index || !low || !on) rc = CM_ERR_NOMEM;
+    for (uint32_t s = 0; !rc && s < n; s++) index[s] = UINT32_MAX;
+    if (!rc && n) { /* keep[] serves as the live marks while walking (calloc'd by the caller) */
+        index[0] = low[0] = next++, on[0] = 1, keep[0] = d->accepting[0];
+        rc = cm_vec_push2(&frames, 0, 0);
+        if (!rc) rc = cm_vec_push(&comp, 0);
+    }
+    while (!rc && frames.n) {
+        uint32_t s = frames.data[frames.n - 2], cur = frames.data[frames.n - 1];
+        int64_t t = next_successor(d, label_ok, s, &cur);
+        frames.data[frames.n - 1] = cur;
+        if (t >= 0) {
+            uint32_t u = (uint32_t)t;
+            if (u >= n) {
+                rc = CM_ERR_ARG;
+            } else if (index[u] == UINT32_MAX) { /* a new state: walk it */
+                index[u] = low[u] = next++, on[u] = 1, keep[u] = d->accepting[u];
+                rc = cm_vec_push2(&frames, u, 0);
+                if (!rc) rc = cm_vec_push(&comp, u);
+            } else if (on[u]) { /* in s's component: its liveness joins at the component's end */
+                if (index[u] < low[s]) low[s] = index[u];
+            } else if (keep[u]) { /* a finished component, live */
+                keep[s] = 1;
             }
+            continue;
         }
-        for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
-            if (label_ok[d->lab[e]]) {
-                rc = cm_vec_push(src, s);
-                if (!rc) rc = cm_vec_push(dst, d->lab_to[e]);
-            }
-    }
-    return rc;
-}
-
-/* Predecessors of each state over byte edges and label edges with label_ok, as CSR
- * (pre[pre_off[t] .. pre_off[t+1]), sources in increasing order; a source may repeat). */
-static int predecessors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_t **pre_off_out, uint32_t **pre_out) {
-    uint32_t n = d->n_states;
-    cm_vec32 src = {0}, dst = {0};
-    int rc = edge_list(d, label_ok, &src, &dst);
-    uint32_t *pre_off = rc ? NULL : calloc((size_t)n + 2, sizeof *pre_off);
-    uint32_t *pre = pre_off ? malloc((src.n + 1) * sizeof *pre) : NULL;
-    if (!rc && pre) {
-        for (size_t i = 0; i < dst.n; i++) pre_off[dst.data[i] + 2]++;
-        for (uint32_t t = 0; t < n; t++) pre_off[t + 2] += pre_off[t + 1];
-        for (size_t i = 0; i < src.n; i++) pre[pre_off[dst.data[i] + 1]++] = src.data[i];
-    }
-    cm_vec_free(&src), cm_vec_free(&dst);
-    if (rc || !pre) {
-        free(pre_off);
-        return rc ? rc : CM_ERR_NOMEM;
-    }
-    *pre_off_out = pre_off;
-    *pre_out = pre;
-    return CM_OK;
-}
-
-/* live[s]: s can reach an accepting state. */
-static int mark_live(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *live) {
-    uint32_t *pre_off = NULL, *pre = NULL;
-    cm_vec32 stack = {0};
-    int rc = predecessors(d, label_ok, &pre_off, &pre);
-    for (uint32_t s = 0; !rc && s < d->n_states; s++)
-        if (d->accepting[s]) {
-            live[s] = 1;
-            rc = cm_vec_push(&stack, s);
+        frames.n -= 2; /* s is done */
+        if (low[s] == index[s]) { /* s opened a component: every state above it on comp */
+            size_t k = comp.n;
+            uint8_t live = 0;
+            do live |= keep[comp.data[--k]];
+            while (comp.data[k] != s);
+            for (size_t j = k; j < comp.n; j++) on[comp.data[j]] = 0, keep[comp.data[j]] = live;
+            comp.n = k;
         }
-    while (!rc && stack.n) {
-        uint32_t t = stack.data[--stack.n];
-        for (uint32_t k = pre_off[t]; !rc && k < pre_off[t + 1]; k++)
-            if (!live[pre[k]]) {
-                live[pre[k]] = 1;
-                rc = cm_vec_push(&stack, pre[k]);
-            }
+        if (frames.n) {
+            uint32_t p = frames.data[frames.n - 2];
+            if (low[s] < low[p]) low[p] = low[s];
+            if (keep[s]) keep[p] = 1;
+        }
     }
-    free(pre_off), free(pre), cm_vec_free(&stack);
-    return rc;
-}
-
-/* reach[s]: s is reachable from the start through live states (live[0] holds). */
-static int mark_reachable(const cm_dfa_out *d, const uint8_t *label_ok, const uint8_t *live, uint8_t *reach) {
-    cm_vec32 stack = {0};
-    int rc = cm_vec_push(&stack, 0);
-    reach[0] = 1;
-    while (!rc && stack.n) rc = push_successors(d, label_ok, stack.data[--stack.n], live, reach, &stack);
-    cm_vec_free(&stack);
+    free(index), free(low), free(on);
+    cm_vec_free(&frames), cm_vec_free(&comp);
     return rc;
 }
 
@@ -253,11 +257,10 @@ static int copy_reachable(const cm_dfa_out *d, const uint8_t *label_ok, const ui
 int cm_dfa_trim(const cm_dfa_out *d, const uint8_t *label_ok, cm_dfa_out **out) {
     uint32_t n = d->n_states;
     *out = NULL;
-    uint8_t *live = calloc((size_t)n + 1, 1), *reach = calloc((size_t)n + 1, 1);
+    uint8_t *keep = calloc((size_t)n + 1, 1);
     uint32_t *new_id = malloc(((size_t)n + 1) * sizeof *new_id);
-    int rc = (live && reach && new_id) ? mark_live(d, label_ok, live) : CM_ERR_NOMEM;
-    if (!rc && live[0]) rc = mark_reachable(d, label_ok, live, reach);
-    if (!rc && live[0]) rc = copy_reachable(d, label_ok, reach, new_id, out);
-    free(live), free(reach), free(new_id);
+    int rc = (keep && new_id) ? mark_kept(d, label_ok, keep) : CM_ERR_NOMEM;
+    if (!rc && n && keep[0]) rc = copy_reachable(d, label_ok, keep, new_id, out);
+    free(keep), free(new_id);
     return rc;
 }

@@ -2,7 +2,7 @@
  *
  * The compiler (cfgmask/automata.py, _Session) serializes a grammar's IR as a DAG
  * of nodes in one uint32 array; a node refers to its children by offset.  This
- * builds the same NFA as automata._Builder (state for state) and hands it to
+ * builds a Thompson NFA of it, equal tails shared (below), and hands it to
  * cm_fsm_build.  Unrolled repetitions make this NFA as large as the grammar text
  * times its bounds: its arrays are counted against the caller's cm_budget. */
 #include <stdlib.h>
@@ -20,7 +20,15 @@ typedef struct {
     uint32_t n_entries;           /* right-linear component: member i starts at state 1 + i */
     const cm_ir_input *in;
     cm_budget *bud;
+    /* Shared tails (tb_to, tb_edge_state): open addressing, keys MEMO_EMPTY when free.  A
+     * node's key is MEMO_NODE | pc << 32 | end, a one-edge state's (lo | hi << 8) << 32 | dst. */
+    uint64_t *memo_key;
+    uint32_t *memo_val;
+    size_t memo_n, memo_cap;      /* memo_cap: a power of two (0 until the first entry) */
 } tbuilder;
+
+#define MEMO_EMPTY UINT64_MAX
+#define MEMO_NODE (1ull << 63)
 
 #define TB_MAX_STATES (UINT32_MAX / 4)
 #define TB_MAX_DEPTH 10000
@@ -87,22 +95,95 @@ static const cm_ir_ref *tb_find_ref(const cm_ir_input *in, uint32_t name) {
     return (lo < in->n_refs && in->refs[lo].name == name) ? &in->refs[lo] : NULL;
 }
 
+/* ---- shared tails ----------------------------------------------------------
+ * A state whose only out-edges are those of one fragment has the language of that fragment
+ * followed by its end's; two such states with the same fragment and end are equivalent, so
+ * one serves both.  Every node built toward a state of its own (tb_to: a sequence's items
+ * but its first, an alternative's branches) is kept by (node, end), and every inner state of
+ * a byte chain (literals, UTF-8 sequences) by its one edge: a tail met again is an epsilon
+ * edge, not a copy.  (not_in's trie of names ends each node with the same `.*` and the same
+ * UTF-8 and escape sequences: built per node, subset construction passed through ~20x the
+ * minimal states.)  The language is the same, and so the minimal DFA. */
+
+static size_t memo_slot(const tbuilder *t, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ h >> 29) & (t->memo_cap - 1);
+}
+
+static bool memo_get(const tbuilder *t, uint64_t key, uint32_t *val) {
+    if (!t->memo_cap) return false;
+    for (size_t i = memo_slot(t, key);; i = (i + 1) & (t->memo_cap - 1)) {
+        if (t->memo_key[i] == key) {
+            *val = t->memo_val[i];
+            return true;
+        }
+        if (t->memo_key[i] == MEMO_EMPTY) return false;
+    }
+}
+
+static void memo_place(tbuilder *t, uint64_t key, uint32_t val) {
+    size_t i = memo_slot(t, key);
+    while (t->memo_key[i] != MEMO_EMPTY) i = (i + 1) & (t->memo_cap - 1);
+    t->memo_key[i] = key;
+    t->memo_val[i] = val;
+}
+
+static int memo_put(tbuilder *t, uint64_t key, uint32_t val) {
+    if (2 * (t->memo_n + 1) > t->memo_cap) {
+        size_t cap = t->memo_cap ? 2 * t->memo_cap : 256, old_cap = t->memo_cap;
+        uint64_t *old_key = t->memo_key;
+        uint32_t *old_val = t->memo_val;
+        int rc = CM_OK;
+        uint64_t *keys = cm_balloc(t->bud, cap * sizeof *keys, false, &rc);
+        uint32_t *vals = cm_balloc(t->bud, cap * sizeof *vals, false, &rc);
+        if (rc) {
+            cm_bfree(t->bud, keys);
+            return rc;
+        }
+        memset(keys, 0xFF, cap * sizeof *keys); /* MEMO_EMPTY */
+        t->memo_key = keys, t->memo_val = vals, t->memo_cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old_key[i] != MEMO_EMPTY) memo_place(t, old_key[i], old_val[i]);
+        cm_bfree(t->bud, old_key);
+        cm_bfree(t->bud, old_val);
+    }
+    memo_place(t, key, val);
+    t->memo_n++;
+    return CM_OK;
+}
+
+/* *s: a state whose one out-edge is lo..hi to dst (made once per (lo, hi, dst)). */
+static int tb_edge_state(tbuilder *t, uint32_t lo, uint32_t hi, uint32_t dst, uint32_t *s) {
+    if (lo > 255 || hi > 255) return CM_ERR_ARG;
+    uint64_t key = (uint64_t)(lo | hi << 8) << 32 | dst;
+    if (memo_get(t, key, s)) return CM_OK;
+    int rc = tb_state(t, s);
+    if (!rc) rc = tb_byte(t, *s, lo, hi, dst);
+    return rc ? rc : memo_put(t, key, *s);
+}
+
 /* A chain of len byte ranges from start to end; range i is p[i * stride] ..
- * p[i * stride + stride - 1] (stride 1: a literal's bytes; 2: (lo, hi) pairs). */
+ * p[i * stride + stride - 1] (stride 1: a literal's bytes; 2: (lo, hi) pairs).  Built from
+ * its end: its inner states are shared tails. */
 static int tb_chain(tbuilder *t, const uint32_t *p, uint32_t len, uint32_t stride, uint32_t start, uint32_t end) {
     if (!len) return tb_eps(t, start, end);
-    uint32_t cur = start;
+    uint32_t cur = end;
     int rc = CM_OK;
-    for (uint32_t i = 0; !rc && i < len; i++) {
-        uint32_t nxt = end;
-        if (i != len - 1 && (rc = tb_state(t, &nxt))) break;
-        rc = tb_byte(t, cur, p[(size_t)i * stride], p[(size_t)i * stride + stride - 1], nxt);
-        cur = nxt;
-    }
-    return rc;
+    for (uint32_t i = len - 1; !rc && i > 0; i--)
+        rc = tb_edge_state(t, p[(size_t)i * stride], p[(size_t)i * stride + stride - 1], cur, &cur);
+    return rc ? rc : tb_byte(t, start, p[0], p[stride - 1], cur);
 }
 
 static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth);
+
+/* *s: a state of its own from which node pc's NFA leads to end (made once per (pc, end)). */
+static int tb_to(tbuilder *t, uint32_t pc, uint32_t end, int depth, uint32_t *s) {
+    uint64_t key = MEMO_NODE | (uint64_t)pc << 32 | end;
+    if (pc < (1u << 31) && memo_get(t, key, s)) return CM_OK;
+    int rc = tb_state(t, s);
+    if (!rc) rc = tb_build(t, pc, *s, end, depth);
+    return rc || pc >= (1u << 31) ? rc : memo_put(t, key, *s);
+}
 
 /* UTF8 [op, n_ranges, ranges..., n_seqs, (len, (lo, hi) * len) * n_seqs]: one chain a sequence. */
 static int tb_utf8(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end) {
@@ -121,27 +202,22 @@ static int tb_utf8(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end) {
     return rc;
 }
 
-/* SEQ [op, n, child * n]: the children chained; ALT: each from its own state after start. */
+/* SEQ [op, n, child * n]: the children chained, built from the last (each but the first
+ * toward a state of its own); ALT: each from its own state after start. */
 static int tb_seq_alt(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth) {
     const uint32_t *code = t->in->code, *kids = code + pc + 2;
-    uint32_t n = code[pc + 1], cur = start;
+    uint32_t n = code[pc + 1], cur = end;
     int rc = CM_OK;
     if (code[pc] == CM_IR_ALT) {
         for (uint32_t i = 0; !rc && i < n; i++) {
             uint32_t s;
-            if ((rc = tb_state(t, &s)) || (rc = tb_eps(t, start, s))) break;
-            rc = tb_build(t, kids[i], s, end, depth + 1);
+            if (!(rc = tb_to(t, kids[i], end, depth + 1, &s))) rc = tb_eps(t, start, s);
         }
         return rc;
     }
     if (!n) return tb_eps(t, start, end);
-    for (uint32_t i = 0; !rc && i < n; i++) {
-        uint32_t nxt = end;
-        if (i != n - 1 && (rc = tb_state(t, &nxt))) break;
-        rc = tb_build(t, kids[i], cur, nxt, depth + 1);
-        cur = nxt;
-    }
-    return rc;
+    for (uint32_t i = n - 1; !rc && i > 0; i--) rc = tb_to(t, kids[i], cur, depth + 1, &cur);
+    return rc ? rc : tb_build(t, kids[0], start, cur, depth + 1);
 }
 
 /* REPEAT [op, lo, hi (CM_IR_INF: none), item]: lo copies, then a loop or hi - lo optional copies. */
@@ -322,6 +398,8 @@ static int thompson(const cm_ir_input *in, const uint32_t *roots, uint32_t n, bo
     t.n_entries = entries ? n : 0;
     int rc = CM_OK;
     for (uint32_t i = 0; !rc && i < n; i++) rc = tb_build(&t, roots[i], 1 + i, 0, 0);
+    cm_bfree(bud, t.memo_key);
+    cm_bfree(bud, t.memo_val);
     if (!rc) rc = tb_freeze(&t, a);
     for (size_t i = 0; tb_vec(&t, i); i++) cm_vec_free(tb_vec(&t, i));
     return rc;

@@ -65,8 +65,9 @@ def test_an_estimate_over_the_cap_builds_the_rule_on_its_own() -> None:
 
 
 def test_a_caller_over_the_limit_with_the_expansion_falls_back() -> None:
-    # x ("ab" | "cb") expanded: 5 subset states; y's minimal DFA copied: 4
-    g = parse_gbnf('root ::= "x" y\ny ::= "ab" | "cb"\n')
+    # x ("ab" | "cd") expanded: 5 subset states; y's minimal DFA copied: 4 (no tail in
+    # common: "ab" | "cb" shares its "b", and its subset construction passes through 3)
+    g = parse_gbnf('root ::= "x" y\ny ::= "ab" | "cd"\n')
     for cap in range(2, 8):
         limits = CompileLimits(max_dfa_states=cap)
         want = _same(lambda limits=limits: _tables(g, False, limits))
@@ -102,7 +103,11 @@ def test_expansions_compile_what_the_reference_compiles(g: ir.Grammar, max_state
     fit where the one with its minimal DFA copied does not (a copy's states stay apart from the
     caller's until minimization), so the expansion may hold where the reference fell back to
     less inlining; never the other way (a failed expansion falls back to the reference's
-    ladder), and errors are the reference's."""
+    ladder), and errors are the reference's.  Shared tails in C's Thompson construction
+    (tests/test_thompson_tails.py) fit more: where only the reference hits the limit, C's
+    outcome is the unlimited one (tables, or the error of an empty language)."""
     limits = CompileLimits(max_dfa_states=max_states)
     got, want = _same(lambda: _tables(g, True, limits)), _same(lambda: _tables(g, False, limits))
-    assert isinstance(got, dict) or got == want
+    if got != want and not isinstance(got, dict):
+        assert isinstance(want, tuple) and want[0] == "LimitError" and "max_dfa_states" in want[1]
+        assert got == _same(lambda: _tables(g, False))
