@@ -20,10 +20,10 @@ from . import _ir_util as U
 from . import chardfa
 from .canonical import canonical_string, unspellable
 from .containers import Containers
+from .disjoint import disjoint
 from .empty import because
 from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
-from .disjoint import disjoint
 from .merge import (
     ANNOTATIONS,
     TYPES,
