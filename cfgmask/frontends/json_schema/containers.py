@@ -332,7 +332,7 @@ class Containers:
         """The object's listed members and free members (keys it does not list), compiled;
         None when a required key can have no value."""
         c, rep = self.c, self.c.rep
-        conditioned = sorted({n for _, sets in presence for st in sets for n in st})
+        conditioned = sorted({n for _, sets in presence for st in sets for n in st}) if presence else []
         props: dict[str, Any] = dict(s.get("properties", {}))
         required = list(dict.fromkeys(s.get("required", [])))
         addl = s.get("additionalProperties", True)
@@ -351,15 +351,16 @@ class Containers:
                 rep.rejected(pointer(path, "dependentSchemas", k), "dependentSchemas", "not supported")
         # patternProperties: a key gets the schemas of every pattern it matches (and of its
         # listed property); a key that matches none and is not listed gets additionalProperties
-        patterns = {p: v for p, v in patterns.items() if not (_trivial(v) and _trivial(addl))}
-        automata = self._pattern_automata(patterns, path)
-        if automata is None:
-            patterns = {}
-        names = list(
-            dict.fromkeys(
-                [*props, *required, *dep_req, *(b for bs in dep_req.values() for b in bs), *conditioned]
-            )
-        )
+        automata = None
+        if patterns:
+            patterns = {p: v for p, v in patterns.items() if not (_trivial(v) and _trivial(addl))}
+            automata = self._pattern_automata(patterns, path)
+            if automata is None:
+                patterns = {}
+        listed = [*props, *required]
+        if dep_req:
+            listed += [*dep_req, *(b for bs in dep_req.values() for b in bs)]
+        names = list(dict.fromkeys(listed + conditioned))
         values: dict[str, Any] = {}
         region_of: dict[str, tuple[bool, ...]] = {}
         for n in names:
@@ -374,9 +375,7 @@ class Containers:
         canon_closed = (
             c.canonical
             and bool(props)
-            and not any(
-                k in s for k in ("additionalProperties", "patternProperties", "unevaluatedProperties")
-            )
+            and s.keys().isdisjoint(OPEN_KEYWORDS)
             and s.get("minProperties", 0) <= len(names)
             and addl is not False
         )
@@ -493,9 +492,13 @@ class Containers:
         c = self.c
         req = set(o.required)
         on = set(order)
-        watch = on & (
-            set(o.dep_req) | {b for bs in o.dep_req.values() for b in bs}
-            | {n for _, sets in o.presence for st in sets for n in st}
+        watch = (
+            on & (
+                set(o.dep_req) | {b for bs in o.dep_req.values() for b in bs}
+                | {n for _, sets in o.presence for st in sets for n in st}
+            )
+            if o.dep_req or o.presence
+            else set()
         )  # fmt: skip
         count = lo > len(req) or hi is not None
         cap = max(lo, 0 if hi is None else hi + 1)

@@ -71,7 +71,7 @@ class Resolver:
             if not isinstance(uri, str):
                 raise GrammarError(f"resources: the key {uri!r} is not a URI string")
         # indexed when a $ref first needs them (a resource of another draft is an error only then)
-        self.extra = {urldefrag(k)[0]: v for k, v in (extra or {}).items()}
+        self.extra = {urldefrag(k)[0]: v for k, v in extra.items()} if extra else {}
         self.all_loaded = False
 
     def _load_all(self) -> None:
@@ -121,7 +121,8 @@ class Resolver:
     def _index(self, node: Any, base: str) -> None:
         if isinstance(node, list):
             for x in node:
-                self._index(x, base)
+                if isinstance(x, (dict, list)):  # a scalar holds no schema: no call for it
+                    self._index(x, base)
             return
         if not isinstance(node, dict):
             return

@@ -20,10 +20,12 @@ from . import _ir_util as U
 from . import chardfa
 from .canonical import canonical_string, unspellable
 from .containers import Containers
+from .disjoint import disjoint
 from .empty import because
 from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
+    ANNOTATIONS,
     TYPES,
     Unmergeable,
     evaluate,
@@ -83,6 +85,8 @@ NEGATABLE_BOUNDS = {
 Presence = tuple[str, list[frozenset[str]]]
 PRESENCE = "\x00presence"  # where negation() hands one back
 MAX_MULTIPLE_OF = 1000
+# The type names :meth:`SchemaCompiler.scalar` compiles: a schema ``{"type": one of these}``.
+SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
 
 
 def detect_draft(schema: Any) -> int:
@@ -207,7 +211,7 @@ class SchemaCompiler:
         deadline.check("JSON Schema")
         saved, self.empty_why = self.empty_why, None
         scope = self.scope
-        inner = self.resolver.base(s, base)
+        inner = self.resolver.base_of.get(id(s), base)  # Resolver.base, inline
         if inner != base or self.depth == 1:  # a schema resource entered: its dynamic anchors
             self.scope = self.resolver.bind(scope, inner)
         try:
@@ -249,9 +253,16 @@ class SchemaCompiler:
         return walk
 
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        plain = 0  # keywords that are not annotations
         for k in s:
-            if is_annotation(k):
+            if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
                 self.rep.enforced(pointer(path, k), k, "annotation")
+            else:
+                plain += 1
+        if plain == 1:
+            t = s.get("type")
+            if t.__class__ is str and t in SCALAR_TYPES:
+                return self.scalar(s, path)
         if "$dynamicRef" in s and self.draft >= 2020:
             s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
@@ -779,8 +790,6 @@ class SchemaCompiler:
         return key, sets
 
     def _pairwise_disjoint(self, bs: list[Any]) -> bool:
-        from .disjoint import disjoint
-
         return all(disjoint(bs[i], bs[j], self) for i in range(len(bs)) for j in range(i + 1, len(bs)))
 
     # ------------------------------------------------------------------ one schema, no applicators
@@ -793,16 +802,19 @@ class SchemaCompiler:
         :meth:`Containers.object`."""
         presence = list(presence or [])
         for k in s:
+            if k in KNOWN or k in ANNOTATIONS:  # most keys, checked without a call
+                continue
             if k in UNSUPPORTED:
                 self.rep.rejected(pointer(path, k), k, "not supported")
-            elif k not in KNOWN and not is_annotation(k):
+            elif not k.startswith("x-"):  # neither known nor an annotation (is_annotation)
                 if UNKNOWN_KEYWORDS == "reject":
                     self.rep.rejected(pointer(path, k), k, "unknown keyword")
                 else:
                     self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)
-        for k in ("if", "then", "else"):
-            if k in s and "if" not in s:
-                self.rep.enforced(pointer(path, k), k, "no effect without 'if'")
+        if "if" not in s and ("then" in s or "else" in s):
+            for k in ("then", "else"):
+                if k in s:
+                    self.rep.enforced(pointer(path, k), k, "no effect without 'if'")
         if "if" in s and self.draft >= 7:
             self.rep.rejected(pointer(path, "if"), "if", "if/then/else is not supported here")
         elif "if" in s:
@@ -845,6 +857,20 @@ class SchemaCompiler:
         live = [a for a in alts if a != ir.NOTHING]
         return ir.alt(*live) if live else ir.NOTHING
 
+    def scalar(self, s: dict[str, Any], path: str) -> ir.Expr:
+        """A schema whose one keyword is ``"type"`` naming one scalar type (annotations aside): the
+        commonest property value, compiled as :meth:`simple` would (same expression, same report
+        entries) without its checks for every other keyword."""
+        t = s["type"]
+        self.rep.enforced(pointer(path, "type"), "type")
+        if t == "string":
+            return self.strings.string(s, path, [])
+        if t == "null":
+            return U.lit("null")
+        if t == "boolean":
+            return ir.alt(U.lit("true"), U.lit("false"))
+        return self.number_form(self.number(s, path, t == "integer", []))
+
     def _with_negation(self, s: dict[str, Any], extra: dict[str, Any], path: str) -> dict[str, Any]:
         """``s`` and what its ``not`` says of objects, as one schema when they can be merged."""
         if not extra:
@@ -856,6 +882,8 @@ class SchemaCompiler:
             return s
 
     def _ignore(self, s: dict[str, Any], kws: set[str], path: str) -> None:
+        if kws.isdisjoint(s):  # the common case: no list built
+            return
         for k in [k for k in s if k in kws]:  # schema order: a stable report
             self.rep.enforced(pointer(path, k), k, "no effect: the type excludes it")
 

@@ -134,7 +134,7 @@ def _map(each: Check, key: Check | None = None) -> Check:
 
 
 def _strings(v: Any) -> Bad | None:
-    return _elements(v, _pred(lambda x: isinstance(x, str)), unique=True)
+    return _elements(v, _STRING, unique=True)
 
 
 def _items(v: Any) -> Bad | None:
