@@ -152,6 +152,12 @@ typedef struct cm_limits {
      * b (the whitespace positions of an expression grammar); 0: each edge
      * walks b's subtree from y.  The entries are the same. */
     size_t tail_parts;
+    /* 1: a matcher keeps what the real chart did with an uncertain token's
+     * bytes after they left the current set's innermost rule (a string's
+     * closing quote), per (the set they left into, those bytes), and reuses it
+     * at later masks while the sets below stay; 0: every check runs to the
+     * token's end.  The masks are the same. */
+    size_t closing_verdicts;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);
@@ -208,9 +214,11 @@ size_t cm_matcher_chart_items(const cm_matcher *m);
 
 /* What the last fill_mask did: scanning states in the Earley set, uncertain
  * candidates collected, candidates checked against the parser, Earley items
- * in the current set, whether the mask came from the mask memo. */
+ * in the current set, whether the mask came from the mask memo, Earley steps
+ * the checks ran, checks decided by a closing verdict kept from before. */
 typedef struct cm_mask_stats {
     size_t n_states, n_candidates, n_checked, n_items, memo_hit;
+    size_t n_steps, n_verdicts;
 } cm_mask_stats;
 void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
 

@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "maskmemo.h"
 #include "matcher.h"
+#include "verdict.h"
 
 /* Trie entries lo .. hi (inclusive) may be marked: widen the span check_candidates reads. */
 static inline void cand_span(cm_matcher *m, uint32_t lo, uint32_t hi) {
@@ -163,7 +164,30 @@ typedef struct check_state {
     const uint8_t *prev;
     uint32_t prev_len;
     uint32_t dead_at;           /* the previous candidate's prefix of this length is dead */
+    uint32_t built;             /* ... and the sets of its prefix of this length are in the chart */
+    /* closing verdicts (verdict.c): the newest origin of the current set's items, other
+     * than the set itself (0: none, no verdicts); the depth of the first exit set of the
+     * sets in the chart (UINT32_MAX: none) and its id there (-1: not one) */
+    uint32_t inner, exit_at;
+    int stack;
 } check_state;
+
+/* Has the set just scanned left the innermost rule of the current set: no item
+ * of it has an origin as new as that rule's, but those predicted in it? */
+static bool exit_set(const cm_chart *c, const check_state *cs) {
+    size_t set = c->n_sets - 1;
+    for (size_t i = c->set_start[set]; i < c->set_start[set + 1]; i++)
+        if (c->items[i].origin >= cs->inner && c->items[i].origin != set) return false;
+    return true;
+}
+
+/* The rest of the token after its exit set, decided earlier?  1 allowed, 0 not, -1 unknown. */
+static int known_rest(cm_matcher *m, const check_state *cs, const uint8_t *p, uint32_t len) {
+    if (cs->stack < 0 || cs->exit_at >= len) return -1;
+    int r = cm_verdict_get(&m->verdicts, cs->stack, p + cs->exit_at, len - cs->exit_at);
+    if (r >= 0) m->stats.n_verdicts++;
+    return r;
+}
 
 /* Decide one uncertain token exactly: 1 allowed, 0 not, < 0 error. */
 static int check_token(cm_matcher *m, check_state *cs, size_t k) {
@@ -174,24 +198,54 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
     cs->prev = p;
     cs->prev_len = len;
     if (cs->dead_at <= d) return 0;
+    if (d > cs->built) d = cs->built;
     /* sets for depths 0..d of this prefix are in the chart already */
     cm_chart_truncate(&m->c, cs->base + d + 1);
     cs->dead_at = UINT32_MAX;
+    cs->built = len;
+    if (cs->exit_at > d) cs->exit_at = UINT32_MAX, cs->stack = -1;
+    int known = known_rest(m, cs, p, len);
+    if (known >= 0) {
+        cs->built = d;
+        return known;
+    }
     for (; d < len; d++) {
+        m->stats.n_steps++;
         int r = cm_chart_scan(&m->c, g, p[d]);
         if (r < 0) return r;
         if (r == 0) {
             cs->dead_at = d + 1;
-            return 0;
+            break;
+        }
+        if (cs->inner && cs->exit_at == UINT32_MAX && exit_set(&m->c, cs)) {
+            cs->exit_at = d + 1;
+            cs->stack = cm_verdict_stack(&m->verdicts, &m->c, m->c.n_sets - 1, cs->base);
+            if ((known = known_rest(m, cs, p, len)) >= 0) {
+                cs->built = d + 1;
+                return known;
+            }
         }
     }
-    return 1;
+    bool allowed = cs->dead_at == UINT32_MAX;
+    if (cs->stack >= 0 && cs->exit_at < len) cm_verdict_put(&m->verdicts, cs->stack, p + cs->exit_at, len - cs->exit_at, allowed);
+    return allowed;
+}
+
+/* The newest origin of the current set's items but the set itself, if closing
+ * verdicts apply (not with lookahead debts: their completions read bytes). */
+static uint32_t inner_origin(const cm_matcher *m, size_t cur) {
+    const cm_chart *c = &m->c;
+    uint32_t inner = 0;
+    if (!m->g->lim.closing_verdicts || m->g->t.n_la > 1) return 0;
+    for (size_t i = c->set_start[cur]; i < c->set_start[cur + 1]; i++)
+        if (c->items[i].origin != cur && c->items[i].origin > inner) inner = c->items[i].origin;
+    return inner;
 }
 
 static int check_candidates(cm_matcher *m, uint32_t *words) {
     const cm_vocab *v = m->g->v;
     size_t n_sets = m->c.n_sets, lo = m->cand_lo, hi = m->cand_hi;
-    check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX};
+    check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX, 0, inner_origin(m, n_sets - 1), UINT32_MAX, -1};
     int rc = CM_OK;
     m->cand_lo = UINT32_MAX;
     m->cand_hi = 0;
