@@ -120,7 +120,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.wrap_repeats = s.wrap_repeats
     lim.count_chains = 1 if s.count_chains else 0
     lim.tail_parts = s.tail_parts
-    lim.closing_verdicts = 1 if s.closing_verdicts else 0
+    lim.closing_verdicts = s.closing_verdicts
 
 
 cdef class GrammarHandle:

@@ -152,11 +152,13 @@ typedef struct cm_limits {
      * b (the whitespace positions of an expression grammar); 0: each edge
      * walks b's subtree from y.  The entries are the same. */
     size_t tail_parts;
-    /* 1: a matcher keeps what the real chart did with an uncertain token's
-     * bytes after they left the current set's innermost rule (a string's
-     * closing quote), per (the set they left into, those bytes), and reuses it
-     * at later masks while the sets below stay; 0: every check runs to the
-     * token's end.  The masks are the same. */
+    /* n > 0: a mask with at least n uncertain candidates whose current set is
+     * a few items that read bytes and call nothing (inside a string) decides
+     * them by those items' automata, and the rest of a token after one of
+     * them completes (a string's closing quote) by a verdict the matcher keeps
+     * per (the set that completion makes, those bytes) while the sets below
+     * stay; 0: each candidate is run through the chart.  The masks are the
+     * same. */
     size_t closing_verdicts;
 } cm_limits;
 

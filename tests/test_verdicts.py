@@ -57,7 +57,8 @@ def shared_strings(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
 
 def _compile(g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, verdicts: bool) -> cfgmask.CompiledGrammar:
     limits = cfgmask.CompileLimits(unroll_budget=budget)
-    return cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(closing_verdicts=verdicts, **NO_MEMO))
+    strategy = Strategy(closing_verdicts=1 if verdicts else 0, **NO_MEMO)  # every mask with a candidate
+    return cfgmask.compile(g, vocab, limits=limits, _strategy=strategy)
 
 
 @given(shared_strings(), vocabularies(PIECES), st.data())
@@ -111,7 +112,7 @@ def test_snowplow_documents_same_masks_with_verdicts_and_without(case_id: str) -
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(case["schema"])
     on = cfgmask.compile(g, vocab, _strategy=Strategy(**NO_MEMO))
-    off = cfgmask.compile(g, vocab, _strategy=Strategy(closing_verdicts=False, **NO_MEMO))
+    off = cfgmask.compile(g, vocab, _strategy=Strategy(closing_verdicts=0, **NO_MEMO))
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     docs = [json.dumps(t["data"], separators=(",", ":")) for t in case["tests"] if t["valid"]]
     assert docs
