@@ -1,21 +1,21 @@
-/* Closing verdicts: the rest of a token after it left the current set's innermost rule.
+/* Closing verdicts: the rest of a token after an item's rule completed inside it.
  *
  * Inside a string whose body may end at every position, the tokens that close it
- * (`abc",`, `x"}`) are uncertain at every position and each mask checks them
- * against the real chart.  Once a candidate's bytes have left the innermost open
- * rule of the current set (every item of the new set has an older origin than
- * that rule's, or was predicted in the new set itself: an *exit set*), what the
- * chart does with the token's remaining bytes reads only that set's items and the
- * sets their origins name, recursively (completion reads nothing else; prediction
+ * (`abc",`, `x"}`) are uncertain at every position (mask.c check_split).  Once an
+ * item of the current set has read a prefix of a candidate into an accepting
+ * state, the set its rule's completion makes (the callers advanced, closed) is
+ * all the chart reads for that derivation of the remaining bytes, with the sets
+ * its items' origins name, recursively (completion reads nothing else; prediction
  * and scanning read the last set; grammars with lookahead debts are left out, as
  * their completions read the bytes between).  Those sets are older than the
  * current one, so the verdict holds at every later position of the string, and
- * for every token with the same rest: it is kept per (exit set, rest) while the
- * newest set the exit set's origins name keeps its version (a rollback below it
- * rebuilds it with a new one).  A fork starts with an empty memo.
+ * for every token with the same rest: it is kept per (completion set, rest) while
+ * the newest set the completion set's origins name keeps its version (a rollback
+ * below it rebuilds it with a new one).  A fork starts with an empty memo.
  *
- * Exit sets are compared item for item (origins absolute: they name the same
- * sets), verdicts by their rest's bytes; a full memo starts over. */
+ * Completion sets are compared item for item (origins absolute: they name the
+ * same sets; the set's own index as CM_MEMO_HERE), verdicts by their rest's
+ * bytes; a full memo starts over. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,13 +1,15 @@
-"""Closing verdicts: a matcher's memo of what the chart does with a token after it leaves a string.
+"""Closing verdicts: candidates inside a string decided by its items' automata and kept verdicts.
 
 Inside a string whose body may end at every position, the tokens that close it (``abc",``,
-``x"}``) are checked against the real chart at every mask.  Once a candidate's bytes have left
-the innermost open rule of the current set, the matcher keeps the verdict on the rest of the
-token per (the set they left into, those bytes) and reuses it at later masks while the sets below
-stay (``Strategy.closing_verdicts``; csrc/verdict.c).  Here the masks must stay those of the
-pure-Python reference along random walks of JSON-like grammars whose strings are one shared rule
-(keys and values, bounded or not), with a rollback and a fork in the middle of each walk; and the
-same as with the memo off along JSON Schema documents with Llama-3, where it must be used.
+``x"}``) are uncertain at every mask.  When the current set is a few items that read bytes and
+call nothing, a mask walks each candidate through those items' automata, and decides the rest
+of the token after an item's rule completes by a verdict the matcher keeps per (the set that
+completion makes, the rest) and reuses at later masks while the sets below stay
+(``Strategy.closing_verdicts``; csrc/mask.c ``check_split``, csrc/verdict.c).  Here the masks
+must stay those of the pure-Python reference along random walks of JSON-like grammars whose
+strings are one shared rule (keys and values, bounded or not), with a rollback and a fork in the
+middle of each walk; and the same as with it off along Snowplow documents with Llama-3, where
+kept verdicts must decide checks.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def shared_strings(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
     return grammar(**rules), budget
 
 
-def _compile(g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, verdicts: bool) -> cfgmask.CompiledGrammar:
+def _compile(
+    g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, verdicts: bool
+) -> cfgmask.CompiledGrammar:
     limits = cfgmask.CompileLimits(unroll_budget=budget)
     strategy = Strategy(closing_verdicts=1 if verdicts else 0, **NO_MEMO)  # every mask with a candidate
     return cfgmask.compile(g, vocab, limits=limits, _strategy=strategy)
