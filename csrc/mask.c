@@ -246,7 +246,8 @@ static int exit_stacks(cm_matcher *m, split *sp, size_t base) {
 }
 
 /* Is the current set a few plain items (no lookahead debt, no call, older origin)?
- * Then sp describes them with their completions' stacks: 1; else 0; < 0 error. */
+ * Then sp describes them with their completions' stacks: 1; else 0 (an error
+ * building those sets too: the chart decides then, as without them). */
 static int split_current(cm_matcher *m, split *sp, size_t base) {
     const cm_grammar *g = m->g;
     const cm_chart *c = &m->c;
@@ -255,8 +256,8 @@ static int split_current(cm_matcher *m, split *sp, size_t base) {
     sp->n = sp->n_exit = 0;
     sp->at = -1;
     for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++) {
-        uint32_t s = c->items[i].state, o = c->items[i].origin, r = g->t.state_rule[s], x = 0;
-        if (cm_la(s) || o == base || g->t.ref_off[s] != g->t.ref_off[s + 1]) return 0;
+        uint32_t s = cm_st(c->items[i].state), o = c->items[i].origin, r = g->t.state_rule[s], x = 0;
+        if (cm_la(c->items[i].state) || o == base || g->t.ref_off[s] != g->t.ref_off[s + 1]) return 0;
         while (x < sp->n_exit && (sp->rule[x] != r || sp->origin[x] != o)) x++;
         if (x == sp->n_exit) {
             sp->rule[x] = r;
@@ -274,7 +275,7 @@ static int split_current(cm_matcher *m, split *sp, size_t base) {
         rc = exit_stacks(m, sp, base);
         if (rc > 0 && m->verdicts.gen != gen) rc = 0;
     }
-    return rc;
+    return rc > 0;
 }
 
 /* The verdict of bytes p[0..len) read after the set of completion x. */
