@@ -218,23 +218,6 @@ int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t o
     return rc ? rc : found;
 }
 
-/* Append a set: the closure of the given items, origins as they are (older sets);
- * made by no byte.  Left as it was on error. */
-int cm_chart_push_items(cm_chart *c, const cm_grammar *g, const cm_item *items, size_t n) {
-    size_t n_items = c->n_items;
-    int rc = cm_chart_begin_set(c);
-    if (rc) return rc;
-    c->set_byte[c->n_sets] = 256;
-    for (size_t i = 0; !rc && i < n; i++) rc = add_item(c, g, items[i].state, items[i].origin);
-    if (!rc) rc = close_set(c, g);
-    if (rc) {
-        c->n_items = n_items;
-        return rc;
-    }
-    cm_chart_end_set(c);
-    return CM_OK;
-}
-
 /* Append a set: the closure of `rule` completing, owing nothing, for an item begun
  * at set `origin` (what the callers do next, as cm_chart_repeats sees it).  Left
  * as it was on error. */
