@@ -69,6 +69,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t wrap_repeats
         size_t count_chains
         size_t tail_parts
+        size_t closing_verdicts
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -101,6 +102,7 @@ cdef extern from "cfgmask.h" nogil:
 
     ctypedef struct cm_mask_stats:
         size_t n_states, n_candidates, n_checked, n_items, memo_hit
+        size_t n_steps, n_verdicts
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
 
     ctypedef struct cm_budget:

@@ -78,6 +78,7 @@ class _Settings(Protocol):
     wrap_repeats: int
     count_chains: bool
     tail_parts: int
+    closing_verdicts: int
 
 class VocabHandle:
     """The C token trie of one vocabulary."""

@@ -121,6 +121,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.wrap_repeats = s.wrap_repeats
     lim.count_chains = 1 if s.count_chains else 0
     lim.tail_parts = s.tail_parts
+    lim.closing_verdicts = s.closing_verdicts
 
 
 cdef class GrammarHandle:
@@ -347,7 +348,8 @@ cdef class MatcherHandle:
         cdef cm_mask_stats st
         cm_matcher_mask_stats(self.ptr, &st)
         return {"states": st.n_states, "candidates": st.n_candidates, "checked": st.n_checked,
-                "items": st.n_items, "memo_hit": bool(st.memo_hit)}
+                "items": st.n_items, "memo_hit": bool(st.memo_hit), "steps": st.n_steps,
+                "verdicts": st.n_verdicts}
 
     def rollback(self, size_t k):
         if cm_matcher_rollback(self.ptr, k):

@@ -152,6 +152,14 @@ typedef struct cm_limits {
      * b (the whitespace positions of an expression grammar); 0: each edge
      * walks b's subtree from y.  The entries are the same. */
     size_t tail_parts;
+    /* n > 0: a mask with at least n uncertain candidates whose current set is
+     * a few items that read bytes and call nothing (inside a string) decides
+     * them by those items' automata, and the rest of a token after one of
+     * them completes (a string's closing quote) by a verdict the matcher keeps
+     * per (the set that completion makes, those bytes) while the sets below
+     * stay; 0: each candidate is run through the chart.  The masks are the
+     * same. */
+    size_t closing_verdicts;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);
@@ -208,9 +216,11 @@ size_t cm_matcher_chart_items(const cm_matcher *m);
 
 /* What the last fill_mask did: scanning states in the Earley set, uncertain
  * candidates collected, candidates checked against the parser, Earley items
- * in the current set, whether the mask came from the mask memo. */
+ * in the current set, whether the mask came from the mask memo, Earley steps
+ * the checks ran, checks decided by a closing verdict kept from before. */
 typedef struct cm_mask_stats {
     size_t n_states, n_candidates, n_checked, n_items, memo_hit;
+    size_t n_steps, n_verdicts;
 } cm_mask_stats;
 void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
 

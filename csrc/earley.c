@@ -218,6 +218,24 @@ int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t o
     return rc ? rc : found;
 }
 
+/* Append a set: the closure of `rule` completing, owing nothing, for an item begun
+ * at set `origin` (what the callers do next, as cm_chart_repeats sees it).  Left
+ * as it was on error. */
+int cm_chart_push_completion(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin) {
+    size_t n_items = c->n_items;
+    int rc = cm_chart_begin_set(c);
+    if (rc) return rc;
+    c->set_byte[c->n_sets] = 256;
+    rc = complete(c, g, rule, origin, (uint32_t)c->n_sets, 0);
+    if (!rc) rc = close_set(c, g);
+    if (rc) {
+        c->n_items = n_items;
+        return rc;
+    }
+    cm_chart_end_set(c);
+    return CM_OK;
+}
+
 /* A chart whose first set is the closure of the given items (packed states),
  * each with origin CM_OUTER. */
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n) {

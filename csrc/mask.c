@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "maskmemo.h"
 #include "matcher.h"
+#include "verdict.h"
 
 /* Trie entries lo .. hi (inclusive) may be marked: widen the span check_candidates reads. */
 static inline void cand_span(cm_matcher *m, uint32_t lo, uint32_t hi) {
@@ -178,6 +179,7 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
     cm_chart_truncate(&m->c, cs->base + d + 1);
     cs->dead_at = UINT32_MAX;
     for (; d < len; d++) {
+        m->stats.n_steps++;
         int r = cm_chart_scan(&m->c, g, p[d]);
         if (r < 0) return r;
         if (r == 0) {
@@ -188,11 +190,158 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
     return 1;
 }
 
+/* ---- closing verdicts (verdict.c): the current set as plain items read by their automata ----
+ *
+ * Inside a string the current set is a few items that each read bytes with their rule's
+ * automaton and call nothing: the string body's state, and where the body may end here the
+ * caller's state waiting for the closing quote (or, for a maxLength string cut into blocks,
+ * the current block's state and the value rule's own unrolled tail).  The chart survives a
+ * token iff some item's derivation does, so a token is allowed iff one of these automata
+ * reads all of it, or one reads a prefix of it into an accepting state and the set that
+ * its rule's completion makes survives the rest.  That set reads only the sets up to the
+ * item's origin, the same at every later position of the string: its verdict on a rest is
+ * kept per (set, rest bytes) across masks (verdict.c).  So a closing token costs its bytes'
+ * transitions, and each of its rests one chart run per string, not Earley steps at every
+ * mask.  An automaton that reaches a state that calls a rule leaves the token to the chart. */
+
+#define CM_SPLIT_ITEMS 8
+#define CM_SPLIT_FALLBACK 2     /* check_split: ask the chart */
+
+typedef struct split {
+    uint32_t n, n_exit;
+    uint32_t state[CM_SPLIT_ITEMS];
+    uint32_t exit[CM_SPLIT_ITEMS];      /* each item's completion: an index below */
+    uint32_t rule[CM_SPLIT_ITEMS], origin[CM_SPLIT_ITEMS];
+    int stack[CM_SPLIT_ITEMS];          /* each completion's set as a verdict stack */
+    uint32_t first[CM_SPLIT_ITEMS][8];  /* ... and the first bytes it can read */
+    int at;                             /* the completion whose set is the chart's set base + 1; -1 none */
+    const uint8_t *prev;                /* the rest read after it last: its sets follow in the chart */
+    uint32_t prev_len, dead_at;         /* ... and its prefix of this length is dead */
+} split;
+
+/* Make set base + 1 the set of completion x. */
+static int push_exit(cm_matcher *m, split *sp, size_t base, uint32_t x) {
+    cm_chart_truncate(&m->c, base + 1);
+    sp->at = -1;
+    int rc = cm_chart_push_completion(&m->c, m->g, sp->rule[x], sp->origin[x]);
+    if (!rc) sp->at = (int)x;
+    sp->prev = NULL;
+    return rc;
+}
+
+/* The items' completions as verdict stacks, with their first bytes: 1, or 0 if one
+ * cannot be a stack, < 0 error. */
+static int exit_stacks(cm_matcher *m, split *sp, size_t base) {
+    const cm_chart *c = &m->c;
+    for (uint32_t x = 0; x < sp->n_exit; x++) {
+        int rc = push_exit(m, sp, base, x);
+        if (rc) return rc;
+        if ((sp->stack[x] = cm_verdict_stack(&m->verdicts, c, base + 1, base)) < 0) return 0;
+        uint32_t *f = sp->first[x];
+        memset(f, 0, sizeof sp->first[x]);
+        for (size_t i = c->set_start[base + 1]; i < c->set_start[base + 2]; i++)
+            for (int j = 0; j < 8; j++) f[j] |= m->g->next_bytes[(size_t)cm_st(c->items[i].state) * 8 + j];
+    }
+    return 1;
+}
+
+/* Is the current set a few plain items (no lookahead debt, no call, older origin)?
+ * Then sp describes them with their completions' stacks: 1; else 0 (an error
+ * building those sets too: the chart decides then, as without them). */
+static int split_current(cm_matcher *m, split *sp, size_t base) {
+    const cm_grammar *g = m->g;
+    const cm_chart *c = &m->c;
+    if (g->t.n_la > 1 || base == 0) return 0;
+    if (c->set_start[base + 1] - c->set_start[base] > CM_SPLIT_ITEMS) return 0;
+    sp->n = sp->n_exit = 0;
+    sp->at = -1;
+    for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++) {
+        uint32_t s = cm_st(c->items[i].state), o = c->items[i].origin, r = g->t.state_rule[s], x = 0;
+        if (cm_la(c->items[i].state) || o == base || g->t.ref_off[s] != g->t.ref_off[s + 1]) return 0;
+        while (x < sp->n_exit && (sp->rule[x] != r || sp->origin[x] != o)) x++;
+        if (x == sp->n_exit) {
+            sp->rule[x] = r;
+            sp->origin[x] = o;
+            sp->n_exit++;
+        }
+        sp->state[sp->n] = s;
+        sp->exit[sp->n++] = x;
+    }
+    /* a new stack may start the memo over, dropping those found before it: then once more */
+    uint32_t gen = m->verdicts.gen;
+    int rc = exit_stacks(m, sp, base);
+    if (rc > 0 && m->verdicts.gen != gen) {
+        gen = m->verdicts.gen;
+        rc = exit_stacks(m, sp, base);
+        if (rc > 0 && m->verdicts.gen != gen) rc = 0;
+    }
+    return rc > 0;
+}
+
+/* The verdict of bytes p[0..len) read after the set of completion x. */
+static int rest_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x, const uint8_t *p, uint32_t len) {
+    if (!cm_bit(sp->first[x], p[0])) return 0;
+    int r = cm_verdict_get(&m->verdicts, sp->stack[x], p, len);
+    if (r >= 0) {
+        m->stats.n_verdicts++;
+        return r;
+    }
+    if (sp->at != (int)x && (r = push_exit(m, sp, base, x))) return r;
+    /* the sets of the common prefix with the rest read before are in the chart */
+    uint32_t d = sp->prev ? cm_common_prefix(sp->prev, sp->prev_len, p, len) : 0;
+    r = sp->prev && sp->dead_at <= d ? 0 : 1;
+    if (r) {
+        cm_chart_truncate(&m->c, base + 2 + d);
+        sp->prev = p;
+        sp->prev_len = len;
+        sp->dead_at = UINT32_MAX;
+        for (; d < len && r > 0; d++) {
+            m->stats.n_steps++;
+            r = cm_chart_scan(&m->c, m->g, p[d]);
+        }
+        if (!r) sp->dead_at = d;
+    }
+    if (r >= 0) cm_verdict_put(&m->verdicts, sp->stack[x], p, len, r > 0);
+    return r;
+}
+
+/* Decide one uncertain token through the split: 1 allowed, 0 not,
+ * CM_SPLIT_FALLBACK (the chart must), < 0 error. */
+static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
+    const cm_grammar *g = m->g;
+    const cm_tables *t = &g->t;
+    uint32_t len, s[CM_SPLIT_ITEMS], x[CM_SPLIT_ITEMS], n = sp->n;
+    const uint8_t *p = cm_trie_bytes(g->v, k, &len);
+    memcpy(s, sp->state, n * sizeof *s);
+    memcpy(x, sp->exit, n * sizeof *x);
+    for (uint32_t j = 0; j < len; j++) {
+        uint32_t live = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (j && t->accepting[s[i]]) {
+                int r = rest_verdict(m, sp, base, x[i], p + j, len - j);
+                if (r) return r;
+            }
+            if (t->ref_off[s[i]] != t->ref_off[s[i] + 1]) return CM_SPLIT_FALLBACK;
+            int32_t next = g->has_bytes[s[i]] ? t->trans[(size_t)s[i] * t->n_classes + t->byte_class[p[j]]] : -1;
+            if (next < 0) continue;
+            s[live] = (uint32_t)next;
+            x[live++] = x[i];
+        }
+        if (!(n = live)) return 0;
+    }
+    return 1;  /* an automaton read it all */
+}
+
 static int check_candidates(cm_matcher *m, uint32_t *words) {
     const cm_vocab *v = m->g->v;
     size_t n_sets = m->c.n_sets, lo = m->cand_lo, hi = m->cand_hi;
     check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX};
-    int rc = CM_OK;
+    split sp;
+    sp.at = -1;
+    size_t min = m->g->lim.closing_verdicts;  /* fewer candidates: the split's sets cost more than it saves */
+    int rc = min && m->stats.n_candidates >= min ? split_current(m, &sp, n_sets - 1) : 0;
+    int splits = rc > 0;
+    if (rc > 0) rc = CM_OK;
     m->cand_lo = UINT32_MAX;
     m->cand_hi = 0;
     for (size_t w = lo; w < hi; w++) {
@@ -203,7 +352,14 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
             uint32_t id = v->trie_ids[k];
             if (cm_bit(words, id)) continue;
             m->stats.n_checked++;
-            rc = check_token(m, &cs, k);
+            rc = splits ? check_split(m, &sp, n_sets - 1, k) : CM_SPLIT_FALLBACK;
+            if (rc == CM_SPLIT_FALLBACK) {
+                if (sp.at >= 0) cs.prev = NULL;  /* the split's sets replaced the last candidate's */
+                sp.at = -1;  /* and check_token replaces them */
+                rc = check_token(m, &cs, k);
+            } else {
+                cs.prev = NULL;  /* the split's sets replaced the last candidate's */
+            }
             if (rc > 0) words[id >> 5] |= 1u << (id & 31);
         }
     }

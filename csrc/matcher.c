@@ -38,6 +38,7 @@ int cm_matcher_new(const cm_grammar *g, cm_matcher **out) {
 void cm_matcher_free(cm_matcher *m) {
     if (!m) return;
     cm_chart_free(&m->c);
+    cm_verdicts_free(&m->verdicts);
     free(m->hist);
     free(m->stamp);
     free(m->cand);

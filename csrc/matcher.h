@@ -4,6 +4,7 @@
 #define CFGMASK_MATCHER_H
 
 #include "chart.h"
+#include "verdict.h"
 
 struct cm_matcher {
     const cm_grammar *g;
@@ -29,6 +30,7 @@ struct cm_matcher {
     uint32_t *sq, *slabel, *sgen;   /* [scap] BFS queue, labels, visit stamps per set */
     size_t scap;
     uint32_t sgen_cur;
+    cm_verdicts verdicts;       /* closing verdicts kept across masks (verdict.c) */
 };
 
 #endif

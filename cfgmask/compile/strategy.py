@@ -52,6 +52,12 @@ class Strategy:
     # through a callee from one walk of the byte's subtree per (callee start, byte), shared by
     # every such position (0: each edge walks it; 1: every edge, as the tests use it)
     tail_parts: int = 256
+    # a mask with at least this many uncertain candidates whose current set is a few items that
+    # read bytes and call nothing (inside a string) decides them by those items' automata, and
+    # the rest of a token after one completes (a string's closing quote: `",` `"}`) by a verdict
+    # the matcher keeps per (the set that completion makes, those bytes) for its later masks
+    # while the sets below stay (0: each candidate is run through the chart; 1: every mask)
+    closing_verdicts: int = 64
 
 
 DEFAULT = Strategy()
