@@ -163,8 +163,8 @@ static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32
 typedef struct {
     uint64_t hash;
     const uint8_t *p;   /* NULL: an empty slot */
-    uint32_t len;
-    uint32_t rule_alive;  /* rule << 1 | survives */
+    uint32_t rule;
+    uint32_t len_alive;  /* len << 1 | survives (a token's rest: a few hundred bytes at most) */
 } follow_slot;
 
 struct cm_follow_memo {
@@ -191,7 +191,7 @@ static follow_slot *follow_find(const cm_follow_memo *m, uint64_t h, uint32_t ru
     size_t s = h & (m->cap - 1);
     for (;; s = (s + 1) & (m->cap - 1)) {
         follow_slot *x = &m->slots[s];
-        if (!x->p || (x->hash == h && x->len == len && x->rule_alive >> 1 == rule &&
+        if (!x->p || (x->hash == h && x->len_alive >> 1 == len && x->rule == rule &&
                       (x->p == p || !memcmp(x->p, p, len))))
             return x;
     }
@@ -201,7 +201,7 @@ static follow_slot *follow_find(const cm_follow_memo *m, uint64_t h, uint32_t ru
 static int follow_get(const cm_follow_memo *m, uint32_t rule, const uint8_t *p, uint32_t len) {
     if (!m || !m->n) return -1;
     const follow_slot *x = follow_find(m, follow_hash(rule, p, len), rule, p, len);
-    return x->p ? (int)(x->rule_alive & 1) : -1;
+    return x->p ? (int)(x->len_alive & 1) : -1;
 }
 
 /* Keep a verdict, if the memo can hold it (a full or unallocated memo drops it). */
@@ -231,7 +231,7 @@ static void follow_put(const cm_grammar *g, uint32_t rule, const uint8_t *p, uin
     uint64_t h = follow_hash(rule, p, len);
     follow_slot *x = follow_find(m, h, rule, p, len);
     if (x->p) return;
-    *x = (follow_slot){h, p, len, rule << 1 | (uint32_t)alive};
+    *x = (follow_slot){h, p, rule, len << 1 | (uint32_t)alive};
     m->n++;
 }
 
