@@ -56,6 +56,7 @@ void cm_cache_free(cm_cache *c) {
     cm_flat_free(c->flat);
     cm_loop_walks_free(c->loops);
     cm_tails_free(c->tails, c->n_tails);
+    cm_follow_memo_free(c->follow);
     free(c->loop_lab);
     cm_mask_memo_destroy(&c->memo);
     pthread_mutex_destroy(&c->lock);

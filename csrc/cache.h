@@ -17,6 +17,7 @@
 typedef struct cm_flat cm_flat;            /* flat.c: the DFA of flat private charts */
 typedef struct cm_loop_walk cm_loop_walk;  /* loops.c: a trie walk shared by equal loops */
 typedef struct cm_tail cm_tail;            /* compose.c: a callee's walk of one first byte's subtree */
+typedef struct cm_follow_memo cm_follow_memo;  /* walk.c: the upward filter's verdicts */
 
 struct cm_cache {
     /* the entries: slots are published with release stores and read without the lock */
@@ -34,6 +35,7 @@ struct cm_cache {
     uint32_t *loop_lab;             /* [n_states] scratch of the loop finder, all UINT32_MAX between uses */
     cm_tail **tails;                /* compose.c: tail parts by (callee start, byte), [n_tails] */
     size_t n_tails, cap_tails;
+    cm_follow_memo *follow;         /* walk.c: by (rule, bytes after an exit), built lazily */
     /* how entries were built (cm_grammar_build_stats) */
     atomic_size_t composed, donated, loops_from_vocab;
     atomic_size_t tail_walks, tail_uses;  /* tail parts walked, and taken by byte edges */

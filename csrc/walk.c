@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "chart.h"
 #include "walk.h"
 
@@ -153,6 +154,171 @@ static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32
     return len;
 }
 
+/* The upward filter's verdicts, kept by the cache: does the upward chart of
+ * `rule` survive all of p[0..len) (the bytes of a token after an exit)?  Rules
+ * called from everywhere (a Lark NAME) have a big upward chart, ~200 ns a byte,
+ * and every state of the rule asks about the same few thousand suffixes: a
+ * later state of the rule reads them here.  The bytes are the vocabulary's
+ * trie, which outlives the cache.  Under the cache lock. */
+typedef struct {
+    uint64_t hash;
+    const uint8_t *p;   /* NULL: an empty slot */
+    uint32_t rule;
+    uint32_t len_alive;  /* len << 1 | survives (a token's rest: a few hundred bytes at most) */
+} follow_slot;
+
+struct cm_follow_memo {
+    follow_slot *slots;  /* open addressing, [cap] */
+    size_t cap, n;
+};
+
+#define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1.5 MB of slots */
+
+void cm_follow_memo_free(cm_follow_memo *m) {
+    if (!m) return;
+    free(m->slots);
+    free(m);
+}
+
+static uint64_t follow_hash(uint32_t rule, const uint8_t *p, uint32_t len) {
+    uint64_t h = 1469598103934665603ull ^ ((uint64_t)rule << 8) ^ len;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+static follow_slot *follow_find(const cm_follow_memo *m, uint64_t h, uint32_t rule, const uint8_t *p,
+                                uint32_t len) {
+    size_t s = h & (m->cap - 1);
+    for (;; s = (s + 1) & (m->cap - 1)) {
+        follow_slot *x = &m->slots[s];
+        if (!x->p || (x->hash == h && x->len_alive >> 1 == len && x->rule == rule &&
+                      (x->p == p || !memcmp(x->p, p, len))))
+            return x;
+    }
+}
+
+/* 1 the upward chart survives the bytes, 0 it dies, -1 not known. */
+static int follow_get(const cm_follow_memo *m, uint32_t rule, const uint8_t *p, uint32_t len) {
+    if (!m || !m->n) return -1;
+    const follow_slot *x = follow_find(m, follow_hash(rule, p, len), rule, p, len);
+    return x->p ? (int)(x->len_alive & 1) : -1;
+}
+
+/* Keep a verdict, if the memo can hold it (a full or unallocated memo drops it). */
+static void follow_put(const cm_grammar *g, uint32_t rule, const uint8_t *p, uint32_t len, bool alive) {
+    cm_cache *c = g->cache;
+    cm_follow_memo *m = c->follow;
+    if (!m) {
+        if (!(m = calloc(1, sizeof *m))) return;
+        c->follow = m;
+    }
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 1024;
+        if (m->n >= CM_FOLLOW_MEMO_MAX) return;
+        follow_slot *t = calloc(cap, sizeof *t);
+        if (!t) return;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->slots[i].p) continue;
+            size_t s = m->slots[i].hash & (cap - 1);
+            while (t[s].p) s = (s + 1) & (cap - 1);
+            t[s] = m->slots[i];
+        }
+        free(m->slots);
+        atomic_fetch_add(&c->bytes, (cap - m->cap) * sizeof *t);
+        m->slots = t;
+        m->cap = cap;
+    }
+    uint64_t h = follow_hash(rule, p, len);
+    follow_slot *x = follow_find(m, h, rule, p, len);
+    if (x->p) return;
+    *x = (follow_slot){h, p, rule, len << 1 | (uint32_t)alive};
+    m->n++;
+}
+
+/* The bytes after one exit of uncertain token i, its verdict not known yet. */
+typedef struct {
+    const uint8_t *p;
+    uint32_t len;
+    uint32_t i;
+} follow_ask;
+
+/* The asks in nearly sorted order, by a radix sort of their first 4 bytes
+ * (qsort's compare calls cost more than the scans they save): those sharing a
+ * prefix of up to 4 bytes end up together, which is all follow_answer needs
+ * (any order gives the same verdicts).  0, or CM_ERR_NOMEM (asks unchanged). */
+static int follow_sort(follow_ask *ask, size_t n) {
+    uint32_t *key = malloc(2 * n * sizeof *key);
+    uint32_t *ix = malloc(2 * n * sizeof *ix);
+    follow_ask *out = malloc(n * sizeof *out);
+    int rc = key && ix && out ? CM_OK : CM_ERR_NOMEM;
+    for (size_t i = 0; !rc && i < n; i++) {
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < 4; j++) k = k << 8 | (j < ask[i].len ? ask[i].p[j] : 0);
+        key[i] = k;
+        ix[i] = (uint32_t)i;
+    }
+    uint32_t *k0 = key, *k1 = key + n;
+    uint32_t *i0 = ix, *i1 = ix + n;
+    for (unsigned shift = 0; !rc && shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[(k0[i] >> shift & 255) + 1]++;
+        if (count[(k0[0] >> shift & 255) + 1] == n) continue;  /* one digit: the order stands */
+        for (unsigned b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (size_t i = 0; i < n; i++) {
+            size_t to = count[k0[i] >> shift & 255]++;
+            k1[to] = k0[i];
+            i1[to] = i0[i];
+        }
+        uint32_t *kt = k0;
+        k0 = k1;
+        k1 = kt;
+        uint32_t *it = i0;
+        i0 = i1;
+        i1 = it;
+    }
+    if (!rc) {
+        for (size_t i = 0; i < n; i++) out[i] = ask[i0[i]];
+        memcpy(ask, out, n * sizeof *ask);
+    }
+    free(key);
+    free(ix);
+    free(out);
+    return rc;
+}
+
+/* The questions (sorted) through the upward chart of `rule`: consecutive ones
+ * share the sets of their common prefix, and one that holds the byte its
+ * predecessor died on dies there too.  Each verdict goes to the memo, and a
+ * surviving one keeps its token.  0, or < 0 on error. */
+static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep) {
+    cm_chart u;
+    int rc = cm_chart_init_returns(&u, g, rule);
+    const uint8_t *prev = NULL;
+    uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in u; have < plen: prev died there */
+    for (size_t j = 0; !rc && j < n; j++) {
+        if (keep[q[j].i]) continue;
+        uint32_t d = prev ? cm_common_prefix(prev, plen, q[j].p, q[j].len) : 0;
+        long alive;
+        if (prev && have < plen && d > have) {
+            alive = have;  /* reads the byte prev died on */
+        } else {
+            alive = scan_rest(&u, g, q[j].p, d < have ? d : have, q[j].len, NULL);
+            if (alive < 0) {
+                rc = (int)alive;
+                break;
+            }
+            prev = q[j].p;
+            plen = q[j].len;
+            have = (uint32_t)alive;
+        }
+        bool ok = alive == q[j].len;
+        follow_put(g, rule, q[j].p, q[j].len, ok);
+        if (ok) keep[q[j].i] = 1;
+    }
+    cm_chart_free(&u);
+    return rc;
+}
+
 /* A token is uncertain because the item's rule may complete inside it, at some
  * depth d >= 1 with the next byte in FOLLOW; from there on only the rule's
  * callers read it.  The rule's upward chart (every return state, each
@@ -160,19 +326,24 @@ static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32
  * over-approximates every real continuation, so if it dies on the token's rest
  * after every such d, the real chart dies too.  FOLLOW only looks at the next
  * byte; this reads them all (after a Lark NAME, " B\xe1\xba\xa1n" leaves the
- * name, starts a Unicode space, and cannot go on).  Any failure here keeps the
+ * name, starts a Unicode space, and cannot go on).  First every token through
+ * the item's chart, asking the memo about the rest after each exit; then the
+ * rests it does not know, sorted, through the upward chart (a sorted rest
+ * shares most of its bytes with the one before).  Any failure keeps the
  * tokens: the filter only saves run-time checks. */
 void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_vocab *v = g->v;
     uint8_t *ex = w->ex;
     uint32_t rule = g->t.state_rule[state];
-    cm_chart c, u;
+    size_t n = w->n_unc, n_ask = 0, cap_ask = 0;
+    uint8_t *keep = calloc(n ? n : 1, 1);
+    follow_ask *ask = NULL;
+    if (!keep) return;
+    cm_chart c;
     int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
-    int ru = cm_chart_init_returns(&u, g, rule);
-    const uint8_t *prev = NULL, *uprev = NULL;
-    uint32_t have = 0, uhave = 0;  /* bytes of prev / uprev with sets in c / u */
-    size_t kept = 0, i = 0;
-    for (; !rc && !ru && i < w->n_unc; i++) {
+    const uint8_t *prev = NULL;
+    uint32_t have = 0;  /* bytes of prev with sets in c */
+    for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : 0;
@@ -183,27 +354,30 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         }
         prev = p;
         have = (uint32_t)dead;
-        bool keep = dead == len;  /* not an uncertain token after all: keep it */
-        for (uint32_t e = 1; !keep && e <= (uint32_t)dead; e++) {
+        keep[i] = dead == len;  /* not an uncertain token after all: keep it */
+        for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
-            uint32_t ud = uprev ? cm_common_prefix(uprev, uhave, p + e, len - e) : 0;
-            long alive = scan_rest(&u, g, p + e, ud, len - e, NULL);
-            if (alive < 0) {
-                ru = (int)alive;
-                keep = true;
-                break;
+            int known = follow_get(g->cache->follow, rule, p + e, len - e);
+            if (known >= 0) {
+                keep[i] = (uint8_t)known;
+                continue;
             }
-            uprev = p + e;
-            uhave = (uint32_t)alive;
-            keep = alive == len - e;
+            if (n_ask == cap_ask && (rc = cm_grow_to((void **)&ask, &cap_ask, n_ask + 1, sizeof *ask))) break;
+            ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i};
         }
-        if (keep) w->unc[kept++] = k;
     }
-    /* on a failure, everything not yet decided stays */
-    for (; i < w->n_unc; i++) w->unc[kept++] = w->unc[i];
-    w->n_unc = kept;
     cm_chart_free(&c);
-    cm_chart_free(&u);
+    if (!rc && n_ask) {
+        rc = follow_sort(ask, n_ask);
+        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep);
+    }
+    /* on a failure, every token stays */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keep[i] || rc) w->unc[kept++] = w->unc[i];
+    w->n_unc = kept;
+    free(ask);
+    free(keep);
 }
 
 int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e) {

@@ -50,6 +50,9 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
  * each through the upward chart cost a third of Snowplow's compile(warm=True). */
 #define CM_FILTER_MAX_UNCERTAIN 16384
 void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The filter's memo of verdicts (a cache's, freed with it). */
+typedef struct cm_follow_memo cm_follow_memo;
+void cm_follow_memo_free(cm_follow_memo *m);
 /* The walk as an entry: its accepted tokens as ids or bits, whichever is smaller
  * (the walk's buffers move into e). */
 int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e);

@@ -445,3 +445,39 @@ def test_first_bytes_a_lookahead_forbids() -> None:
     vocab = cfgmask.Vocabulary.from_token_bytes(tokens)
     assert_same_entries(cfgmask.Grammar.from_lark(grammar), vocab)
     assert_same_entries(cfgmask.Grammar.from_lark(grammar), cfgmask.Vocabulary.llama3())
+
+
+# The upward filter (csrc/walk.c) keeps its verdicts per (rule, bytes after an exit) for the
+# grammar's life, and a later state of the same rule reads them instead of scanning again.  A
+# verdict depends on the rule and the bytes only, so every entry is the same whichever states
+# asked first: built in state order, in reverse, or alone in a fresh grammar (an empty memo).
+def _entries_in_order(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, order: list[int]) -> dict:
+    compiled = cfgmask.compile(g, vocab)
+    return {s: compiled._handle.entry(s) for s in order}
+
+
+def assert_entries_order_free(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, n_alone: int) -> int:
+    """Entries equal built forward, backward, and (the n_alone states keeping the most uncertain
+    tokens: those the filter read) each first in a fresh grammar; the number of uncertain tokens
+    the entries keep."""
+    n = cfgmask.compile(g, vocab).tables.n_states
+    forward = _entries_in_order(g, vocab, list(range(n)))
+    backward = _entries_in_order(g, vocab, list(reversed(range(n))))
+    for s in range(n):
+        assert np.array_equal(forward[s][0], backward[s][0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(forward[s][1], backward[s][1]), f"state {s}: uncertain tokens differ"
+    for s in sorted(range(n), key=lambda s: -len(forward[s][1]))[:n_alone]:
+        a, u = _entries_in_order(g, vocab, [s])[s]
+        assert np.array_equal(a, forward[s][0]) and np.array_equal(u, forward[s][1]), f"state {s} alone"
+    return sum(len(forward[s][1]) for s in range(n))
+
+
+def test_filter_verdicts_order_free_sql_lark() -> None:
+    """sql.lark's names are called from everywhere: thousands of uncertain tokens each, whose
+    verdicts the states of one rule share."""
+    assert assert_entries_order_free(shipped("sql.lark"), cfgmask.Vocabulary.llama3(), 6) > 0
+
+
+@given(expression_grammars(), vocabularies(EXPR_PIECES))
+def test_expression_grammars_filter_verdicts_order_free(text: str, v: Vocab) -> None:
+    assert_entries_order_free(cfgmask.Grammar.from_gbnf(text), _vocab(v), 8)
