@@ -79,6 +79,7 @@ class _Settings(Protocol):
     count_chains: bool
     tail_parts: int
     closing_verdicts: int
+    run_walks: int
 
 class VocabHandle:
     """The C token trie of one vocabulary."""

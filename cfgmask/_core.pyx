@@ -122,6 +122,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.count_chains = 1 if s.count_chains else 0
     lim.tail_parts = s.tail_parts
     lim.closing_verdicts = s.closing_verdicts
+    lim.run_walks = s.run_walks
 
 
 cdef class GrammarHandle:

@@ -6,7 +6,8 @@
  *   1. composed from its callees' entries (compose.c), for a state that calls;
  *   2. taken from a donor state's (donor.c), for a solo state like another;
  *   3. the shared walk of its loop (loops.c), for a plain state in a loop;
- *   4. a walk of the whole trie (flat.c, walk.c).
+ *   4. a walk of the whole trie (flat.c, walk.c), the subtrees of first bytes
+ *      that enter a name through its run walk (loops.c).
  * Then uncertain tokens no context can take are dropped (walk.c) and a block
  * state's are split (wrap.c).  States with equal entries share one; a slot is
  * published with a release store, and readers never lock. */
@@ -172,6 +173,7 @@ static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!done) done = try_donor(g, state, w);
     if (!done && g->lim.share_loop_walks && g->solo[state]) done = cm_loop_entry(g, state, w);
     if (!done) done = cm_compose_edges(g, state, w);
+    if (!done) done = cm_run_entry(g, state, w);
     if (done) return done < 0 ? done : CM_OK;
     return cm_flat_walk(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, w);
 }

@@ -160,6 +160,14 @@ typedef struct cm_limits {
      * stay; 0: each candidate is run through the chart.  The masks are the
      * same. */
     size_t closing_verdicts;
+    /* n > 0: a walk of at least n trie entries that enters a name -- a state
+     * that calls nothing and loops to itself on a set of bytes, its run --
+     * takes the tokens that end inside the run, and the subtrees that leave
+     * it, from one walk per (run bytes, trie range) that the vocabulary keeps
+     * for every grammar (up to 16 MB, beside max_cache_bytes), and walks only
+     * those subtrees on; 0: every state walks its names.  The entries are the
+     * same. */
+    size_t run_walks;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

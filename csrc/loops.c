@@ -294,9 +294,172 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
         if (to < 0) continue;  /* cannot happen: equal loops, equal transitions */
-        rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+        rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
     reset_labels(g, ls, lw->n_sig / t->n_classes);
     free(ls);
+    return rc ? rc : 1;
+}
+
+/* ---- run walks ----
+ *
+ * A name (an identifier, a number, a blank run) is a state y that calls
+ * nothing and loops to itself on a set of bytes R, its run.  The private chart
+ * of (y, OUTER) stays that one item on every byte of R, so a walk of trie
+ * entries [k, k_end) from y at depth d0 does the same in every state with that
+ * run: tokens whose bytes from d0 on are all in R end alive (accepted), and
+ * each subtree whose byte at depth d is the first one out of R goes on from y
+ * at depth d.  That split is exact as long as no exit flag is raised inside
+ * the run: y does not accept, or no byte of R may follow its rule.  The part
+ * that depends only on (R, k, k_end, d0) -- which tokens stay, which subtrees
+ * leave -- is walked once and kept by the vocabulary (loopstore.c); each state
+ * walks on only the subtrees that leave, and one that leads into another name
+ * (an identifier after blanks) goes on through that name's run walk. */
+
+/* The run of `state` (as the item's rule `rule` sees it) into r[8]: false when
+ * it calls, has no run, or its run may raise an exit flag. */
+static bool run_bytes(const cm_grammar *g, uint32_t state, uint32_t rule, uint32_t *r) {
+    const cm_tables *t = &g->t;
+    if (state >= t->n_states || !g->solo[state]) return false;
+    const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    bool any = false, acc = t->accepting[state];
+    memset(r, 0, 8 * sizeof *r);
+    for (int b = 0; b < 256; b++) {
+        if (row[t->byte_class[b]] != (int32_t)state) continue;
+        if (acc && cm_follows(g, rule, (uint8_t)b)) return false;
+        r[b >> 5] |= 1u << (b & 31);
+        any = true;
+    }
+    return any;
+}
+
+/* The run walk of r over [k0, k_end) from d0: the ids of the tokens that end in
+ * the run into *ids, the subtrees that leave it (label unused) into *exits. */
+static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_end, uint32_t d0, uint32_t **ids,
+                    uint32_t *n_ids, cm_loop_exit **exits, size_t *n_exits) {
+    const cm_vocab *v = g->v;
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    const uint32_t *lcp = v->trie_lcp, *tid = v->trie_ids, *skip = v->skip;
+    bool in[256];
+    for (int b = 0; b < 256; b++) in[b] = (r[b >> 5] >> (b & 31)) & 1u;
+    size_t cap_ids = 0, cap_x = 0;
+    *ids = NULL;
+    *exits = NULL;
+    *n_ids = 0;
+    *n_exits = 0;
+    for (size_t k = k0; k < k_end;) {
+        /* bytes [d0, lcp) were read in the run by the entry before (else its subtree was skipped) */
+        uint32_t len = (uint32_t)(off[k + 1] - off[k]), d = k == k0 || lcp[k] < d0 ? d0 : lcp[k];
+        const uint8_t *p = data + off[k];
+        while (d < len && in[p[d]]) d++;
+        if (d >= len) {
+            if (*n_ids == cap_ids) {
+                uint32_t *q = realloc(*ids, (cap_ids = cap_ids ? cap_ids * 2 : 256) * sizeof *q);
+                if (!q) return CM_ERR_NOMEM;
+                *ids = q;
+            }
+            (*ids)[(*n_ids)++] = tid[k++];
+            continue;
+        }
+        size_t end = skip[off[k] + d];
+        if (end > k_end || end <= k) end = k_end;  /* a range that is not a subtree: stop at its end */
+        if (*n_exits == cap_x) {
+            cm_loop_exit *q = realloc(*exits, (cap_x = cap_x ? cap_x * 2 : 64) * sizeof *q);
+            if (!q) return CM_ERR_NOMEM;
+            *exits = q;
+        }
+        (*exits)[(*n_exits)++] = (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, 0, p[d]};
+        k = end;
+    }
+    return CM_OK;
+}
+
+/* The run walk of (r, k, k_end, d0): its tokens set in w, its exits into
+ * *exits (the caller frees them); from the vocabulary's store, else walked
+ * and put there. */
+static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_end, uint32_t d0, cm_walk *w,
+                   cm_loop_exit **exits, size_t *n_exits) {
+    uint32_t key[CM_RUN_KEY] = {CM_RUN_MARK};
+    memcpy(key + 1, r, 8 * sizeof *r);
+    key[9] = (uint32_t)k;
+    key[10] = (uint32_t)k_end;
+    key[11] = d0;
+    uint64_t h = 0x52554E57ULL;
+    for (int i = 0; i < CM_RUN_KEY; i++) h = (h ^ key[i]) * 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    int rc = cm_walk_store_get_run(g, key, h, w, exits, n_exits);
+    if (rc) return rc < 0 ? rc : CM_OK;
+    uint32_t *ids, n_ids;
+    rc = run_scan(g, r, k, k_end, d0, &ids, &n_ids, exits, n_exits);
+    if (!rc) {
+        for (uint32_t i = 0; i < n_ids; i++) cm_set_bit(w->bits, ids[i]);
+        w->n_accepted += n_ids;
+        cm_walk_store_put_run(g, key, h, ids, n_ids, *exits, *n_exits);
+    }
+    free(ids);
+    return rc;
+}
+
+/* The subtree x that leaves the run of `state` at depth x->depth, on from there. */
+static int run_exit(const cm_grammar *g, uint32_t state, uint32_t rule, const cm_loop_exit *x, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[x->byte]];
+    /* the flag the byte raises: the chart completed the rule (the state accepts) and the byte may follow */
+    bool f = t->accepting[state] && cm_follows(g, rule, x->byte);
+    if (z < 0 && !f) return CM_OK;  /* dies there, no flag: every token of it rejected */
+    uint32_t r[8];
+    /* no flag: after the byte the chart is the one item (z, OUTER), as a walk from z starts */
+    if (z >= 0 && !f && run_bytes(g, (uint32_t)z, rule, r))
+        return cm_run_walk(g, (uint32_t)z, rule, x->k, x->k_end, x->depth + 1, w);
+    return cm_flat_walk(g, state, rule, x->k, x->k_end, x->depth, w);
+}
+
+int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
+                cm_walk *w) {
+    uint32_t r[8];
+    if (!g->lim.run_walks || !g->lim.share_loop_walks || k_end - k < g->lim.run_walks || k_end > g->v->n_trie || !run_bytes(g, state, rule, r))
+        return cm_flat_walk(g, state, rule, k, k_end, d0, w);
+    cm_loop_exit *xs;
+    size_t n_xs;
+    int rc = run_get(g, r, k, k_end, d0, w, &xs, &n_xs);
+    for (size_t i = 0; !rc && i < n_xs; i++) rc = run_exit(g, state, rule, &xs[i], w);
+    free(xs);
+    return rc;
+}
+
+/* May the subtree of first byte b of `state` go through a run walk?  Its
+ * target's run, no flag raised by b, and enough entries. */
+static bool run_edge(const cm_grammar *g, uint32_t state, uint32_t rule, int b, uint32_t *r) {
+    const cm_tables *t = &g->t;
+    const uint32_t *fo = g->v->first_off;
+    int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
+    return z >= 0 && fo[b + 1] - fo[b] >= g->lim.run_walks && !(t->accepting[state] && cm_follows(g, rule, (uint8_t)b)) &&
+           run_bytes(g, (uint32_t)z, rule, r);
+}
+
+int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[state], r[8];
+    size_t n = g->v->n_trie, lo = 0;
+    if (!g->lim.run_walks || !g->lim.share_loop_walks || !g->solo[state]) return 0;
+    if (run_bytes(g, state, rule, r)) {  /* a name from its first byte on */
+        int rc = cm_run_walk(g, state, rule, 0, n, 0, w);
+        return rc ? rc : 1;
+    }
+    bool any = false;
+    for (int b = 0; b < 256 && !any; b++) any = run_edge(g, state, rule, b, r);
+    if (!any) return 0;
+    const uint32_t *fo = g->v->first_off;
+    int rc = CM_OK;
+    for (int b = 0; b < 256 && !rc; b++) {
+        if (!run_edge(g, state, rule, b, r)) continue;
+        /* the first bytes between, in one range walked as the whole walk would */
+        if (lo < fo[b]) rc = cm_flat_walk(g, state, rule, lo, fo[b], 0, w);
+        int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
+        if (!rc) rc = cm_run_walk(g, (uint32_t)z, rule, fo[b], fo[b + 1], 1, w);
+        lo = fo[b + 1];
+    }
+    if (!rc && lo < n) rc = cm_flat_walk(g, state, rule, lo, n, 0, w);
     return rc ? rc : 1;
 }

@@ -35,6 +35,9 @@ struct cm_loop_walk {
 };
 
 #define CM_CHAIN_MARK (UINT32_MAX - 7)  /* first word of a chain walk's key: never a loop's */
+#define CM_RUN_MARK (UINT32_MAX - 8)    /* first word of a run walk's key */
+/* A run walk's key: the mark, the run's bytes (256 bits), k, k_end, d0. */
+#define CM_RUN_KEY 12
 
 /* ---- loops.c ---- */
 
@@ -42,6 +45,18 @@ struct cm_loop_walk {
  * state) or of its counted chain (chains.c): 1 done, 0 in neither (w
  * untouched), < 0 error.  Under the cache lock. */
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* cm_flat_walk of entries [k, k_end) (sharing their first d0 bytes) from
+ * (state, OUTER), where `state` may begin a name: with lim.run_walks, a state
+ * that calls nothing and loops to itself on a set of bytes (its run) takes the
+ * tokens that end inside the run and the subtrees that leave it from the
+ * vocabulary's run walk of (run bytes, k, k_end, d0), and walks only those
+ * subtrees on.  Under the cache lock. */
+int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
+                cm_walk *w);
+/* The whole walk of a solo state whose byte edges enter names, each such first
+ * byte's subtree through cm_run_walk: 1 done, 0 declined (w untouched), < 0
+ * error.  Under the cache lock. */
+int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 
 /* ---- loopstore.c ---- */
 
@@ -77,6 +92,15 @@ int cm_walk_store_get_chain(const cm_grammar *g, const uint32_t *key, size_t n_k
 void cm_walk_store_put_chain(const cm_grammar *g, const uint32_t *key, size_t n_key, uint64_t hash,
                              const cm_chain_data *cd, size_t bytes);
 void cm_loop_walks_free(cm_loop_walk **buckets);
+/* The vocabulary's run walk of key[0..CM_RUN_KEY): 1 found (its tokens set in w,
+ * its exits copied into *exits, *n_exits), 0 not, < 0 error. */
+int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, cm_walk *w,
+                          cm_loop_exit **exits, size_t *n_exits);
+/* A copy of a run walk kept by the vocabulary under that key; nothing when the
+ * run walks' budget (CM_VOCAB_RUN_BYTES) is spent, memory is short, or it is
+ * there already. */
+void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
+                           uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits);
 
 cm_walk_store *cm_walk_store_new(void);
 void cm_walk_store_free(cm_walk_store *s);

@@ -11,12 +11,20 @@
 #include "loops.h"
 
 #define CM_VOCAB_LOOP_BYTES ((size_t)64 << 20)
+/* Of which run walks (loops.c, cm_run_walk): one per (run bytes, trie range) a
+ * grammar's names were entered at, ~0.3 MB for grammars/c.gbnf at Llama-3's
+ * vocabulary.  They are kept whatever a grammar's max_cache_bytes, so they
+ * have a bound of their own. */
+#define CM_VOCAB_RUN_BYTES ((size_t)16 << 20)
 
 struct cm_walk_store {
     pthread_mutex_t lock;
     cm_loop_walk **buckets;     /* [CM_LOOP_BUCKETS], allocated on first use */
     size_t bytes;
+    size_t run_bytes;           /* of bytes, held by run walks */
 };
+
+static bool is_run(const cm_loop_walk *x) { return !x->chain && x->n_sig == CM_RUN_KEY && x->sig[0] == CM_RUN_MARK; }
 
 void cm_loop_walk_free(cm_loop_walk *lw) {
     if (!lw) return;
@@ -55,12 +63,13 @@ void cm_walk_store_free(cm_walk_store *s) {
 
 void cm_walk_store_clear(cm_walk_store *s) {
     pthread_mutex_lock(&s->lock);
-    s->bytes = 0;
+    s->bytes = s->run_bytes = 0;
     for (size_t b = 0; s->buckets && b < CM_LOOP_BUCKETS; b++)
         for (cm_loop_walk **link = &s->buckets[b]; *link;) {
             cm_loop_walk *x = *link;
             if (x->pinned) {
                 s->bytes += x->bytes;
+                if (is_run(x)) s->run_bytes += x->bytes;
                 link = &x->next;
             } else {
                 *link = x->next;
@@ -161,7 +170,7 @@ int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk 
     pthread_mutex_lock(&s->lock);
     if (s->buckets)
         for (const cm_loop_walk *x = s->buckets[lf->hash % CM_LOOP_BUCKETS]; x && !found; x = x->next)
-            if (!x->chain && x->hash == lf->hash && x->n_sig == lf->n_form &&
+            if (!x->chain && !is_run(x) && x->hash == lf->hash && x->n_sig == lf->n_form &&
                 !memcmp(x->sig, lf->form, lf->n_form * sizeof *lf->form))
                 found = copy_walk(g, lw, x, lf->from_canon) ? CM_ERR_NOMEM : 1;
     pthread_mutex_unlock(&s->lock);
@@ -212,4 +221,70 @@ void cm_walk_store_put_chain(const cm_grammar *g, const uint32_t *key, size_t n_
     x->bytes = bytes;
     x->n_sig = (uint32_t)n_key;
     store_insert(s, x);
+}
+
+/* ---- run walks: key, the accepted token ids in `bits` (n_accepted of them), exits ---- */
+
+static const cm_loop_walk *find_run(const cm_walk_store *s, const uint32_t *key, uint64_t hash) {
+    if (!s->buckets) return NULL;
+    for (const cm_loop_walk *x = s->buckets[hash % CM_LOOP_BUCKETS]; x; x = x->next)
+        if (x->hash == hash && is_run(x) && !memcmp(x->sig, key, CM_RUN_KEY * sizeof *key)) return x;
+    return NULL;
+}
+
+int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, cm_walk *w,
+                          cm_loop_exit **exits, size_t *n_exits) {
+    cm_walk_store *s = g->v->walks;
+    int found = 0;
+    *exits = NULL;
+    *n_exits = 0;
+    pthread_mutex_lock(&s->lock);
+    const cm_loop_walk *x = find_run(s, key, hash);
+    if (x) {
+        /* the exits are copied out: walking them on reads the store again */
+        *exits = malloc((x->n_exits ? x->n_exits : 1) * sizeof **exits);
+        found = *exits ? 1 : CM_ERR_NOMEM;
+    }
+    if (found == 1) {
+        memcpy(*exits, x->exits, x->n_exits * sizeof **exits);
+        *n_exits = x->n_exits;
+        for (uint32_t i = 0; i < x->n_accepted; i++) cm_set_bit(w->bits, x->bits[i]);
+        w->n_accepted += x->n_accepted;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
+                           uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits) {
+    cm_walk_store *s = g->v->walks;
+    cm_loop_walk *x = calloc(1, sizeof *x);
+    if (!x || !(x->sig = malloc(CM_RUN_KEY * sizeof *key)) ||
+        !(x->bits = malloc((n_ids ? n_ids : 1) * sizeof *ids)) ||
+        !(x->exits = malloc((n_exits ? n_exits : 1) * sizeof *exits))) {
+        cm_loop_walk_free(x);
+        return;
+    }
+    memcpy(x->sig, key, CM_RUN_KEY * sizeof *key);
+    memcpy(x->bits, ids, n_ids * sizeof *ids);
+    memcpy(x->exits, exits, n_exits * sizeof *exits);
+    x->hash = hash;
+    x->n_sig = CM_RUN_KEY;
+    x->n_accepted = n_ids;
+    x->n_exits = n_exits;
+    x->bytes = sizeof *x + CM_RUN_KEY * 4 + (size_t)n_ids * 4 + n_exits * sizeof *exits;
+    pthread_mutex_lock(&s->lock);
+    if (!s->buckets) s->buckets = calloc(CM_LOOP_BUCKETS, sizeof *s->buckets);
+    /* another grammar (or thread) may have put it since the miss: keep one */
+    if (s->buckets && s->bytes + x->bytes <= CM_VOCAB_LOOP_BYTES && s->run_bytes + x->bytes <= CM_VOCAB_RUN_BYTES &&
+        !find_run(s, key, hash)) {
+        size_t b = hash % CM_LOOP_BUCKETS;
+        x->next = s->buckets[b];
+        s->buckets[b] = x;
+        s->bytes += x->bytes;
+        s->run_bytes += x->bytes;
+        x = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    cm_loop_walk_free(x);
 }

@@ -58,6 +58,12 @@ class Strategy:
     # the matcher keeps per (the set that completion makes, those bytes) for its later masks
     # while the sets below stay (0: each candidate is run through the chart; 1: every mask)
     closing_verdicts: int = 64
+    # a trie walk of at least this many entries that enters a name (a state that calls nothing
+    # and loops to itself on a set of bytes) takes the tokens that stay inside the name, and the
+    # subtrees that leave it, from one walk per (those bytes, trie range) kept by the vocabulary
+    # for every grammar; each state walks only the subtrees that leave (0: every state walks
+    # its names; 1: every such walk, as the tests use it; needs share_loop_walks)
+    run_walks: int = 64
 
 
 DEFAULT = Strategy()
