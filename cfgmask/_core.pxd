@@ -84,6 +84,7 @@ cdef extern from "cfgmask.h" nogil:
                                 size_t *vocab_loops)
     void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab)
     void cm_grammar_tail_stats(const cm_grammar *g, size_t *walks, size_t *uses)
+    void cm_grammar_run_stats(const cm_grammar *g, size_t *walked, size_t *from_vocab)
 
     int cm_matcher_new(const cm_grammar *g, cm_matcher **out)
     void cm_matcher_free(cm_matcher *m)

@@ -248,12 +248,15 @@ cdef class GrammarHandle:
     def build_stats(self):
         cdef size_t composed = 0, donated = 0, flat = 0, vocab_loops = 0
         cdef size_t chain_walks = 0, chain_entries = 0, vocab_chains = 0, tail_walks = 0, tail_uses = 0
+        cdef size_t run_walks = 0, vocab_runs = 0
         cm_grammar_build_stats(self.ptr, &composed, &donated, &flat, &vocab_loops)
         cm_grammar_chain_stats(self.ptr, &chain_walks, &chain_entries, &vocab_chains)
         cm_grammar_tail_stats(self.ptr, &tail_walks, &tail_uses)
+        cm_grammar_run_stats(self.ptr, &run_walks, &vocab_runs)
         return {"composed_entries": composed, "donor_entries": donated, "flat_configs": flat,
                 "vocab_loop_walks": vocab_loops, "chain_walks": chain_walks, "chain_entries": chain_entries,
-                "vocab_chain_walks": vocab_chains, "tail_walks": tail_walks, "tail_uses": tail_uses}
+                "vocab_chain_walks": vocab_chains, "tail_walks": tail_walks, "tail_uses": tail_uses,
+                "run_walks": run_walks, "vocab_run_walks": vocab_runs}
 
 
 cdef class MatcherHandle:

@@ -269,6 +269,11 @@ void cm_grammar_tail_stats(const cm_grammar *g, size_t *walks, size_t *uses) {
     *uses = atomic_load(&g->cache->tail_uses);
 }
 
+void cm_grammar_run_stats(const cm_grammar *g, size_t *walked, size_t *from_vocab) {
+    *walked = atomic_load(&g->cache->run_walks);
+    *from_vocab = atomic_load(&g->cache->runs_from_vocab);
+}
+
 int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
     if (!g || !words || !unc || !n_unc || state >= g->t.n_states) return CM_ERR_ARG;
     cm_entry *owned;

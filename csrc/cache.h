@@ -39,6 +39,7 @@ struct cm_cache {
     /* how entries were built (cm_grammar_build_stats) */
     atomic_size_t composed, donated, loops_from_vocab;
     atomic_size_t tail_walks, tail_uses;  /* tail parts walked, and taken by byte edges */
+    atomic_size_t run_walks, runs_from_vocab;  /* run walks walked, and found in the vocabulary */
     /* finished masks, under memo.lock */
     cm_mask_memo memo;
 };

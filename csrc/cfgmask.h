@@ -196,6 +196,9 @@ void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donat
 void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab);
 /* Tail parts (compose.c) walked, and taken by composed entries' byte edges. */
 void cm_grammar_tail_stats(const cm_grammar *g, size_t *walks, size_t *uses);
+/* Run walks (loops.c) used by this grammar's entries: walked for it, and found in the
+ * vocabulary's store (walked earlier, for it or another grammar). */
+void cm_grammar_run_stats(const cm_grammar *g, size_t *walked, size_t *from_vocab);
 
 /* ---- matcher: one per sequence ----------------------------------------- */
 

@@ -389,6 +389,7 @@ static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_en
     for (int i = 0; i < CM_RUN_KEY; i++) h = (h ^ key[i]) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 29;
     int rc = cm_walk_store_get_run(g, key, h, w, exits, n_exits);
+    atomic_fetch_add(rc == 1 ? &g->cache->runs_from_vocab : &g->cache->run_walks, rc >= 0);
     if (rc) return rc < 0 ? rc : CM_OK;
     uint32_t *ids, n_ids;
     rc = run_scan(g, r, k, k_end, d0, &ids, &n_ids, exits, n_exits);
