@@ -24,7 +24,8 @@ struct cm_loop_walk {
     uint64_t hash;
     uint32_t n_sig;
     uint32_t *sig;              /* the loop's form: the key */
-    uint32_t *bits;             /* tokens that end inside the loop */
+    uint32_t *bits;             /* tokens that end inside the loop (a run walk's, sig[0]
+                                   CM_RUN_MARK: their ids, n_accepted of them) */
     uint32_t n_accepted;
     cm_loop_exit *exits;
     size_t n_exits;
