@@ -98,6 +98,11 @@ void cm_dfa_release(cm_budget *b, cm_dfa_out *d);
  * its language alone, not from where its NFA's byte ranges were cut. */
 void cm_dfa_merge_classes(cm_budget *b, cm_dfa_out *d);
 
+/* cm_dfa_trim without the copy where nothing is trimmed: *out = d itself then (still
+ * the caller's d, not to be freed as a result), else a new DFA the caller owns, or NULL
+ * when the start state is dead. */
+int cm_dfa_trim_shared(const cm_dfa_out *d, const uint8_t *label_ok, const cm_dfa_out **out);
+
 /* The byte transitions of a DFA as lists (state k: class cls[i] -> to[i] for i in
  * off[k] .. off[k+1]), beside the dense table: minimization walks these. */
 typedef struct {
