@@ -56,9 +56,9 @@ void cm_dfa_merge_classes(cm_budget *b, cm_dfa_out *d) {
     uint32_t nc = d->n_classes, n = d->n_states, k = 1;
     uint8_t keep[256] = {1};
     if (nc < 2) return;
-    for (uint32_t s = 0; s < n; s++) { /* a class that starts a run of some row stays */
+    for (uint32_t s = 0; s < n; s++) {
         const int32_t *row = d->trans + (size_t)s * nc;
-        for (uint32_t c = cm_run_end(row, 0, nc); c < nc; c = cm_run_end(row, c, nc)) keep[c] = 1;
+        for (uint32_t c = 1; c < nc; c++) keep[c] |= row[c] != row[c - 1];
     }
     for (uint32_t c = 1; c < nc; c++) k += keep[c];
     if (k == nc) return;
