@@ -16,7 +16,8 @@ typedef struct {
     cm_budget *bud;
     uint32_t *name_of;             /* [n_names] label value -> name index */
     uint8_t *seen, *prod, *ok;     /* [n_names], [n_names], [label ids] */
-    cm_ir_frag *trimmed;           /* [n_names] */
+    const cm_ir_frag *rules;       /* [n_names] the caller's DFAs */
+    cm_ir_frag *trimmed;           /* [n_names]; a DFA trim kept whole is the caller's (rules[]) */
     cm_vec32 order;
 } finisher;
 
@@ -80,12 +81,13 @@ static int trim_all(finisher *f, const cm_ir_frag *rules) {
         uint32_t n = f->order.data[i];
         if (!f->prod[n]) continue;
         label_mask(f, &rules[n]);
-        cm_dfa_out *t = NULL;
-        if ((rc = cm_dfa_trim(rules[n].dfa, f->ok, &t))) break;
+        const cm_dfa_out *t = NULL;
+        if ((rc = cm_dfa_trim_shared(rules[n].dfa, f->ok, &t))) break;
         if (!t) return CM_ERR_ARG; /* a productive rule's start state is live */
         f->trimmed[n] = (cm_ir_frag){t, rules[n].labels};
+        if (t == rules[n].dfa) continue; /* shared, not copied: nothing new to count */
         rc = cm_budget_charge(f->bud, cm_dfa_bytes(t));
-        if (rc) f->trimmed[n].dfa = NULL, cm_dfa_out_free(t);
+        if (rc) f->trimmed[n].dfa = NULL, cm_dfa_out_free((cm_dfa_out *)t);
     }
     return rc ? rc : cm_budget_time(f->bud);
 }
@@ -128,7 +130,10 @@ static void flat_rule(const finisher *f, cm_flat_rules *x, uint32_t r, const cm_
         memset(cls + d->class_lo[c], (int)c, d->class_lo[c + 1] - d->class_lo[c]);
     const int32_t *restrict in = d->trans;
     int32_t *restrict out = x->trans + toff, b = (int32_t)base;
-    for (size_t i = 0; i < (size_t)d->n_states * d->n_classes; i++) /* -1 stays -1 (branch free: vectorized) */
+    /* the count in a local: read through d in the loop's test, it could change with each store
+     * to out (int32 and uint32 may alias), which kept the loop from being vectorized */
+    size_t m = (size_t)d->n_states * d->n_classes;
+    for (size_t i = 0; i < m; i++) /* -1 stays -1 (branch free: vectorized) */
         out[i] = in[i] + (b & ~(in[i] >> 31));
     memcpy(x->accepting + base, d->accepting, d->n_states);
     uint32_t e0 = x->lab_off[base];
@@ -197,7 +202,8 @@ static int finisher_init(finisher *f, const cm_ir_frag *rules) {
 }
 
 static void finisher_free(finisher *f) {
-    for (uint32_t i = 0; f->trimmed && i < f->in->n_names; i++) cm_dfa_release(f->bud, (cm_dfa_out *)f->trimmed[i].dfa);
+    for (uint32_t i = 0; f->trimmed && i < f->in->n_names; i++)
+        if (f->trimmed[i].dfa != f->rules[i].dfa) cm_dfa_release(f->bud, (cm_dfa_out *)f->trimmed[i].dfa);
     cm_bfree(f->bud, f->name_of), cm_bfree(f->bud, f->seen), cm_bfree(f->bud, f->prod), cm_bfree(f->bud, f->ok);
     cm_bfree(f->bud, f->trimmed);
     cm_vec_free(&f->order);
@@ -207,7 +213,7 @@ int cm_compile_finish(const cm_ir_input *in, const cm_ir_frag *rules, const uint
                       cm_budget *budget, cm_flat_rules **out) {
     if (!in || !in->label || !rules || !is_token || !out || start >= in->n_names) return CM_ERR_ARG;
     *out = NULL;
-    finisher f = {.in = in, .is_token = is_token, .bud = budget, .order = {.bud = budget}};
+    finisher f = {.in = in, .is_token = is_token, .bud = budget, .rules = rules, .order = {.bud = budget}};
     uint64_t t0 = cm_stats_now();
     int rc = finisher_init(&f, rules);
     if (!rc) rc = runtime_rules(&f, rules, start);

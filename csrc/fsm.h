@@ -7,6 +7,9 @@
 
 #include <stdbool.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
 
 #include "cfgmask.h"
 
@@ -71,10 +74,20 @@ static inline uint32_t cm_rank_u32(const uint32_t *v, size_t n, uint32_t x) {
 
 /* The end of the run of equal entries of a dense row (row[0..n), c < n) that starts at c:
  * the first c1 > c with row[c1] != row[c], or n.  Four entries a step: a DFA's rows are
- * mostly long runs of -1 (no edge) and of one target (a character class). */
+ * mostly long runs of -1 (no edge) and of one target (a character class).  With SSE2 (every
+ * x86-64) one compare tests four entries and the mask of the first step that fails gives the
+ * end at once, where the portable loop scanned that step again an entry at a time. */
 static inline uint32_t cm_run_end(const int32_t *row, uint32_t c, uint32_t n) {
     uint32_t c1 = c + 1;
     if (c1 >= n || row[c1] != row[c]) return c1; /* a run of one: no setup */
+#if defined(__SSE2__) && defined(__GNUC__)
+    __m128i pat = _mm_set1_epi32(row[c]);
+    for (; c1 + 4 <= n; c1 += 4) {
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c1)), pat);
+        unsigned m = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq));
+        if (m != 0xF) return c1 + (uint32_t)__builtin_ctz(~m);
+    }
+#else
     uint64_t x = (uint32_t)row[c], pat = x << 32 | x;
     for (; c1 + 4 <= n; c1 += 4) {
         uint64_t a, b;
@@ -82,6 +95,7 @@ static inline uint32_t cm_run_end(const int32_t *row, uint32_t c, uint32_t n) {
         memcpy(&b, row + c1 + 2, sizeof b);
         if ((a ^ pat) | (b ^ pat)) break;
     }
+#endif
     while (c1 < n && row[c1] == row[c]) c1++;
     return c1;
 }
@@ -97,6 +111,11 @@ void cm_dfa_release(cm_budget *b, cm_dfa_out *d);
  * its arrays no longer hold is released from b): a minimal DFA's classes then follow from
  * its language alone, not from where its NFA's byte ranges were cut. */
 void cm_dfa_merge_classes(cm_budget *b, cm_dfa_out *d);
+
+/* cm_dfa_trim without the copy where nothing is trimmed: *out = d itself then (still
+ * the caller's d, not to be freed as a result), else a new DFA the caller owns, or NULL
+ * when the start state is dead. */
+int cm_dfa_trim_shared(const cm_dfa_out *d, const uint8_t *label_ok, const cm_dfa_out **out);
 
 /* The byte transitions of a DFA as lists (state k: class cls[i] -> to[i] for i in
  * off[k] .. off[k+1]), beside the dense table: minimization walks these. */

@@ -186,12 +186,12 @@ static int derive(cm_grammar *g) {
         !g->rule_block)
         return CM_ERR_NOMEM;
     memset(g->rule_block, 1, t->n_rules);
-    /* the bytes of classes [0, c) at pre[c * 8]: classes are disjoint, so XOR is their union and
-     * pre[c1] ^ pre[c] the bytes of a run [c, c1) of a row (8 words a run instead of 8 a class) */
-    uint32_t pre[257 * 8] = {0};
-    for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 8 + (b >> 5)] |= 1u << (b & 31);
+    /* the bytes of classes [0, c) at pre[c * 4]: classes are disjoint, so XOR is their union and
+     * pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row (4 words a span instead of 4 a class) */
+    uint64_t pre[257 * 4] = {0};
+    for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 4 + (b >> 6)] |= (uint64_t)1 << (b & 63);
     for (uint32_t c = 0; c < t->n_classes; c++)
-        for (int w = 0; w < 8; w++) pre[(c + 1) * 8 + w] ^= pre[c * 8 + w];
+        for (int w = 0; w < 4; w++) pre[(c + 1) * 4 + w] ^= pre[c * 4 + w];
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
         g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
@@ -199,18 +199,28 @@ static int derive(cm_grammar *g) {
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
         const int32_t *row = t->trans + (size_t)s * t->n_classes;
+        uint64_t next[4] = {0};
+        uint32_t live = UINT32_MAX;  /* the start of the span of runs with targets that c ends, if any */
         for (uint32_t c = 0, c1; c < t->n_classes; c = c1) {  /* a run: one target */
             c1 = cm_run_end(row, c, t->n_classes);
             int32_t n = row[c];
             if (n < 0) {
                 if (n < -1) return CM_ERR_ARG;
+                if (live != UINT32_MAX)  /* one OR a span of targets, however many runs it has */
+                    for (int w = 0; w < 4; w++) next[w] |= pre[c * 4 + w] ^ pre[live * 4 + w];
+                live = UINT32_MAX;
                 continue;
             }
             /* validate's part: a target in range and in the same rule */
             if (n >= (int64_t)t->n_states || t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
             g->has_bytes[s] = 1;
-            for (int w = 0; w < 8; w++) g->next_bytes[(size_t)s * 8 + w] |= pre[c1 * 8 + w] ^ pre[c * 8 + w];
+            if (live == UINT32_MAX) live = c;
         }
+        if (live != UINT32_MAX)
+            for (int w = 0; w < 4; w++) next[w] |= pre[t->n_classes * 4 + w] ^ pre[live * 4 + w];
+        uint32_t *nb = g->next_bytes + (size_t)s * 8;
+        for (int w = 0; w < 4; w++)  /* to the table's 32-bit words, whatever the byte order */
+            nb[2 * w] = (uint32_t)next[w], nb[2 * w + 1] = (uint32_t)(next[w] >> 32);
     }
     for (uint32_t s = 0; s < t->n_states; s++)  /* see wrap.c */
         if (!g->solo[s] || (t->accepting[s] && g->has_bytes[s])) g->rule_block[t->state_rule[s]] = 0;

@@ -8,11 +8,21 @@
 
 #include "cfgmask.h"
 #include "cstats.h"
+#include "fsm.h"
 
 typedef struct { uint64_t w[4]; } bits256;
 
 static void bits_or(bits256 *a, const bits256 *b) {
     for (int i = 0; i < 4; i++) a->w[i] |= b->w[i];
+}
+
+static void bits_xor(bits256 *a, const bits256 *b) {
+    for (int i = 0; i < 4; i++) a->w[i] ^= b->w[i];
+}
+
+/* a |= the bytes of classes [c, c1) (pre: the prefix unions of next_bytes) */
+static void bits_or_span(bits256 *a, const bits256 *pre, uint32_t c, uint32_t c1) {
+    for (int i = 0; i < 4; i++) a->w[i] |= pre[c1].w[i] ^ pre[c].w[i];
 }
 
 static bool bits_eq(const bits256 *a, const bits256 *b) { return !memcmp(a, b, sizeof *a); }
@@ -82,13 +92,17 @@ static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, uin
 static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256 *nxt) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
-        uint32_t nc = n ? (f->rule_trans[r + 1] - f->rule_trans[r]) / n : 0;
+        uint32_t nc = n ? (f->rule_trans[r + 1] - f->rule_trans[r]) / n : 0, m = nc < 256 ? nc : 256;
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
-        bits256 of_class[256]; /* the bytes of each class of r */
-        memset(of_class, 0, (nc < 256 ? nc : 256) * sizeof *of_class);
+        /* pre[c]: the bytes of r's classes [0, c).  Classes are disjoint, so XOR is their union
+         * and pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row: one OR a span of edges
+         * (a row read as runs), where one OR a class scanned every class of every row */
+        bits256 pre[257];
+        memset(pre, 0, (m + 1) * sizeof *pre);
         for (int x = 0; x < 256; x++)
-            if (cls[x] < nc) of_class[cls[x]].w[x >> 6] |= (uint64_t)1 << (x & 63);
+            if (cls[x] < m) pre[cls[x] + 1].w[x >> 6] |= (uint64_t)1 << (x & 63);
+        for (uint32_t c = 0; c < m; c++) bits_xor(&pre[c + 1], &pre[c]);
         for (uint32_t i = 0; i < n; i++) {
             bits256 *b = &nxt[lo + i];
             memset(b, 0, sizeof *b);
@@ -96,8 +110,18 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256
                 memset(b, 0xff, sizeof *b);
                 continue;
             }
-            for (uint32_t c = 0; c < nc && c < 256; c++)
-                if (tr[(size_t)i * nc + c] >= 0) bits_or(b, &of_class[c]);
+            const int32_t *row = tr + (size_t)i * nc;
+            uint32_t live = UINT32_MAX; /* the start of the span of edges that c ends, if any */
+            for (uint32_t c = 0, c1; c < m; c = c1) {
+                c1 = cm_run_end(row, c, m);
+                if (row[c] >= 0) {
+                    if (live == UINT32_MAX) live = c;
+                } else if (live != UINT32_MAX) {
+                    bits_or_span(b, pre, live, c);
+                    live = UINT32_MAX;
+                }
+            }
+            if (live != UINT32_MAX) bits_or_span(b, pre, live, m);
         }
     }
     for (bool changed = true; changed;) {
@@ -193,11 +217,20 @@ static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[
         uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
-        uint64_t part[256] = {0};
+        uint64_t part[257] = {0};
         if (nc > 256) return CM_ERR_ARG;
-        for (uint32_t i = 0; i < n; i++)
-            for (uint32_t c = 0; c < nc; c++)
-                part[c] += (uint64_t)weights[lo + i] * (uint64_t)((int64_t)tr[(size_t)i * nc + c] + 2);
+        /* part[c] = sum_i weights[lo + i] * (tr[i][c] + 2), a row read as runs of one target:
+         * each run adds its term to part[c] at its start and takes it back at its end, and a
+         * prefix sum spreads it over the run (exact: all of it mod 2^64) */
+        for (uint32_t i = 0; i < n; i++) {
+            const int32_t *row = tr + (size_t)i * nc;
+            for (uint32_t c = 0, c1; c < nc; c = c1) {
+                c1 = cm_run_end(row, c, nc);
+                uint64_t v = (uint64_t)weights[lo + i] * (uint64_t)((int64_t)row[c] + 2);
+                part[c] += v, part[c1] -= v;
+            }
+        }
+        for (uint32_t c = 1; c < nc; c++) part[c] += part[c - 1];
         for (int x = 0; x < 256; x++) {
             if (cls[x] >= nc) return CM_ERR_ARG;
             key[x] += part[cls[x]];
@@ -258,8 +291,14 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
         int32_t *out = d->trans + (size_t)lo * n_classes;
         uint8_t col[256]; /* the rule's class of each global class */
         for (int c = 0; c < n_classes; c++) col[c] = cls[rep[c]];
-        for (uint32_t i = 0; i < n; i++)
-            for (int c = 0; c < n_classes; c++) out[(size_t)i * n_classes + c] = tr[(size_t)i * nc + col[c]];
+        for (uint32_t i = 0; i < n; i++) {
+            const int32_t *row = tr + (size_t)i * nc;
+            int32_t *o = out + (size_t)i * n_classes, v = row[0];
+            if (cm_run_end(row, 0, nc) == nc) /* one target (most often none: calls only): a fill */
+                for (int c = 0; c < n_classes; c++) o[c] = v;
+            else
+                for (int c = 0; c < n_classes; c++) o[c] = row[col[c]];
+        }
     }
     d->n_classes = (uint32_t)n_classes;
     return CM_OK;
