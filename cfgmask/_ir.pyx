@@ -19,7 +19,26 @@ once per level on the C stack.
 """
 
 cimport cython
-from cpython.object cimport Py_EQ, PyObject_RichCompareBool
+from cpython.dict cimport PyDict_SetItem
+from cpython.object cimport Py_EQ, PyObject, PyObject_RichCompareBool
+
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+        int flags
+        const char *doc
+    enum: T_OBJECT_EX
+    enum: READONLY
+
+
+cdef extern from "Python.h":
+    ctypedef struct _TypeWithDict "PyTypeObject":
+        PyObject *tp_dict
+    object PyDescr_NewMember(void *tp, PyMemberDef *member)
+    void PyType_Modified(void *tp)
 
 
 cdef inline bint _same(object a, object b) except -1:
@@ -335,3 +354,65 @@ cdef class Repeat(Expr):
 
     def __reduce__(self):
         return (Repeat, (self.item, self.lo, self.hi))
+
+
+# ---- attributes as member descriptors ----------------------------------------------------------
+#
+# Cython exposes a ``cdef readonly`` attribute through a getset descriptor, which CPython 3.11's
+# specializing interpreter does not specialize: read from Python (the front ends and the compile
+# glue read ``e.items``, ``e.data``... a few times per node) it costs ~3x a dataclass slot.  A
+# member descriptor (what ``__slots__`` makes) is read by LOAD_ATTR_SLOT, one load at a fixed
+# offset.  So each attribute's descriptor is replaced by a read-only member one at import.  The
+# offset of the field is found in a sample whose fields hold sentinels, by scanning the object's
+# words: Cython does not give the address of an object field.
+
+cdef PyMemberDef _members[16]
+cdef int _n_members = 0
+
+
+cdef Py_ssize_t _offset_of(object sample, object sentinel) except -1:
+    cdef PyObject **words = <PyObject **><PyObject *>sample
+    cdef Py_ssize_t i, n = type(sample).__basicsize__ // sizeof(PyObject *)
+    for i in range(n):
+        if words[i] == <PyObject *>sentinel:
+            return i * <Py_ssize_t>sizeof(PyObject *)
+    raise RuntimeError(f"no field of {type(sample).__name__} holds the sentinel")
+
+
+cdef _as_member(type cls, const char *name, object sample, object sentinel):
+    # ``name`` is a C literal (static), as a PyMemberDef's name must outlive the type
+    global _n_members
+    if _n_members == 16:
+        raise RuntimeError("more IR attributes than _members holds")
+    cdef PyMemberDef *m = &_members[_n_members]
+    _n_members += 1
+    m.name = name
+    m.type = T_OBJECT_EX
+    m.offset = _offset_of(sample, sentinel)
+    m.flags = READONLY
+    m.doc = NULL
+    PyDict_SetItem(<object>(<_TypeWithDict *><void *>cls).tp_dict, name.decode(), PyDescr_NewMember(<void *>cls, m))
+    PyType_Modified(<void *>cls)
+
+
+def _install_members():
+    a, b, c = object(), object(), object()
+    _as_member(Literal, "data", Literal(a), a)
+    _as_member(CharClass, "ranges", CharClass(a), a)
+    _as_member(ByteClass, "ranges", ByteClass(a), a)
+    _as_member(Ref, "name", Ref(a), a)
+    _as_member(Token, "ids", Token(a, b), a)
+    _as_member(Token, "negated", Token(a, b), b)
+    _as_member(TokenText, "text", TokenText(a, b), a)
+    _as_member(TokenText, "negated", TokenText(a, b), b)
+    _as_member(Lookahead, "forbidden", Lookahead(a), a)
+    _as_member(LiteralSet, "words", LiteralSet(a, b), a)
+    _as_member(LiteralSet, "json", LiteralSet(a, b), b)
+    _as_member(Seq, "items", Seq(a), a)
+    _as_member(Alt, "items", Alt(a), a)
+    _as_member(Repeat, "item", Repeat(a, b, c), a)
+    _as_member(Repeat, "lo", Repeat(a, b, c), b)
+    _as_member(Repeat, "hi", Repeat(a, b, c), c)
+
+
+_install_members()

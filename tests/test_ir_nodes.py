@@ -219,6 +219,8 @@ def test_read_only() -> None:
             node.other = 1
         with pytest.raises(AttributeError):
             delattr(node, name)
+        # a slot's kind of descriptor, which the interpreter reads at a fixed offset (_ir.pyx)
+        assert type(vars(type(node))[name]) is type(Literal.data)  # type: ignore[attr-defined]
     # what the dataclasses raised is an AttributeError too
     assert issubclass(FrozenInstanceError, AttributeError)
 
