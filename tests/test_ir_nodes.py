@@ -168,7 +168,7 @@ def test_equal_after_hashing_either_side(a: tuple[Any, Any]) -> None:
 
 def test_same_hash_as_the_dataclasses_for_leaves() -> None:
     """A leaf's hash is its fields' tuple's, as it was (the set orders of a process keep)."""
-    for name, args in [
+    leaves: list[tuple[str, tuple[Any, ...]]] = [
         ("Literal", (b"ab",)),
         ("CharClass", (((1, 5),),)),
         ("ByteClass", (((0, 255),),)),
@@ -177,7 +177,8 @@ def test_same_hash_as_the_dataclasses_for_leaves() -> None:
         ("TokenText", (b"<|end|>",)),
         ("Lookahead", (((48, 57),),)),
         ("LiteralSet", ((b"a", b"b"), True)),
-    ]:
+    ]
+    for name, args in leaves:
         assert hash(getattr(ir, name)(*args)) == hash(SPEC[name](*args)), name
 
 
@@ -220,7 +221,7 @@ def test_read_only() -> None:
         with pytest.raises(AttributeError):
             delattr(node, name)
         # a slot's kind of descriptor, which the interpreter reads at a fixed offset (_ir.pyx)
-        assert type(vars(type(node))[name]) is type(Literal.data)  # type: ignore[attr-defined]
+        assert type(vars(type(node))[name]) is type(vars(Literal)["data"])
     # what the dataclasses raised is an AttributeError too
     assert issubclass(FrozenInstanceError, AttributeError)
 
