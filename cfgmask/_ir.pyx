@@ -15,7 +15,9 @@ defaults, no type checks), read-only attributes, equality between nodes of the s
 hashes equal for equal nodes (composite nodes compute theirs once), the dataclass ``repr``
 (``benchmarks/frontend_fingerprint.py`` digests it), pickling and ``__match_args__``.  Composite
 nodes are freed through CPython's trashcan, so dropping a deeply nested tree does not recurse
-once per level on the C stack.
+once per level on the C stack.  The classes are final: nothing subclassed the dataclasses, and
+equality tests the exact class.  Pickles of nodes made by the dataclasses do not load (their state
+was a list of fields).
 """
 
 cimport cython
@@ -23,6 +25,8 @@ from cpython.dict cimport PyDict_SetItem
 from cpython.object cimport Py_EQ, PyObject, PyObject_RichCompareBool
 
 
+# T_OBJECT_EX and READONLY: structmember.h through 3.13 at least (3.12 adds Py_T_OBJECT_EX and
+# Py_READONLY to Python.h and keeps these names)
 cdef extern from "structmember.h":
     ctypedef struct PyMemberDef:
         const char *name
