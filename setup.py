@@ -50,10 +50,18 @@ dag = Extension(
     extra_link_args=ldflags,
 )
 
+# The IR's node types (cfgmask/ir.py re-exports them): Python objects only, no C core
+ir_nodes = Extension(
+    "cfgmask._ir",
+    sources=["cfgmask/_ir.pyx"],
+    extra_compile_args=[f for f in cflags if f != "-Werror"],
+    extra_link_args=ldflags,
+)
+
 setup(
     libraries=[c_core],
     ext_modules=cythonize(
-        [core, dag],
+        [core, dag, ir_nodes],
         compiler_directives={
             "language_level": 3,
             "boundscheck": debug,

@@ -50,97 +50,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The node types are extension types (cfgmask/_ir.pyx): built, hashed and compared in C, and only
+# the composite ones tracked by the collector, for the compile of a grammar never seen before
+# (docs/design.md §7).  They behave as the frozen dataclasses they replaced.  ("X as X": re-exported)
+from ._ir import Alt as Alt
+from ._ir import ByteClass as ByteClass
+from ._ir import CharClass as CharClass
+from ._ir import Expr as Expr
+from ._ir import Literal as Literal
+from ._ir import LiteralSet as LiteralSet
+from ._ir import Lookahead as Lookahead
+from ._ir import Ref as Ref
+from ._ir import Repeat as Repeat
+from ._ir import Seq as Seq
+from ._ir import Token as Token
+from ._ir import TokenText as TokenText
+
 MAX_CODE_POINT = 0x10FFFF
 TOKEN_TEXTS = "token_texts"  # Grammar.meta key: the TokenText texts a front end wrote -> source offsets
 SURROGATES = (0xD800, 0xDFFF)
-
-
-class Expr:
-    """Base of IR expressions."""
-
-    __slots__ = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Literal(Expr):
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class CharClass(Expr):
-    ranges: tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ByteClass(Expr):
-    ranges: tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Ref(Expr):
-    name: str
-
-
-# The composite nodes keep their hash once computed: hashing walks the whole subtree, and the
-# compiler's hash-consing and the front ends' sharing hash the same subtrees again and again.
-
-
-@dataclass(frozen=True, slots=True)
-class Seq(Expr):
-    items: tuple[Expr, ...]
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        if not self._hash:
-            object.__setattr__(self, "_hash", hash((Seq, self.items)) or 1)
-        return self._hash
-
-
-@dataclass(frozen=True, slots=True)
-class Alt(Expr):
-    items: tuple[Expr, ...]
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        if not self._hash:
-            object.__setattr__(self, "_hash", hash((Alt, self.items)) or 1)
-        return self._hash
-
-
-@dataclass(frozen=True, slots=True)
-class Repeat(Expr):
-    item: Expr
-    lo: int
-    hi: int | None
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        if not self._hash:
-            object.__setattr__(self, "_hash", hash((Repeat, self.item, self.lo, self.hi)) or 1)
-        return self._hash
-
-
-@dataclass(frozen=True, slots=True)
-class Token(Expr):
-    ids: tuple[int, ...]
-    negated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class TokenText(Expr):
-    text: bytes
-    negated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Lookahead(Expr):
-    forbidden: tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LiteralSet(Expr):
-    words: tuple[bytes, ...]
-    json: bool = False
 
 
 EPSILON = Seq(())

@@ -54,7 +54,7 @@ fi
 rm -rf "$dst"
 mkdir -p "$dst"
 (cd "$src" && tar cf - --exclude=./.git --exclude=./.venv --exclude=./build --exclude='*.so' \
-    --exclude=./cfgmask/_core.c --exclude=./cfgmask/compile/_dag.c --exclude=.hypothesis --exclude=__pycache__ .) | (cd "$dst" && tar xf -)
+    --exclude=./cfgmask/_core.c --exclude=./cfgmask/compile/_dag.c --exclude=./cfgmask/_ir.c --exclude=.hypothesis --exclude=__pycache__ .) | (cd "$dst" && tar xf -)
 cd "$dst"
 start=$(date +%s)
 python setup.py -q build_clib --force build_ext --inplace --force >build.log 2>&1 || { cat build.log; exit 1; }
