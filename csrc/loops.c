@@ -316,21 +316,31 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
  * walks on only the subtrees that leave, and one that leads into another name
  * (an identifier after blanks) goes on through that name's run walk. */
 
+/* The most bytes a run may have.  A name's run is narrow (an identifier's
+ * [0-9A-Z_a-z] is 63 bytes, digits 10, blanks 2-4); a run over most of
+ * printable ASCII (a JSON string's inside, free text after a pattern's
+ * prefix) keeps nearly every token of its range and leaves it through
+ * thousands of subtrees, so its shared walk costs more than the whole walk it
+ * stands for (JSONSchemaBench o78129's key `[0-9a-f]{32}`, unanchored: its
+ * first mask 4.3 -> 6.6 ms with such runs shared) and is seldom met again. */
+#define CM_RUN_MAX_BYTES 64
+
 /* The run of `state` (as the item's rule `rule` sees it) into r[8]: false when
- * it calls, has no run, or its run may raise an exit flag. */
+ * it calls, has no run, its run is wider than CM_RUN_MAX_BYTES, or it may
+ * raise an exit flag. */
 static bool run_bytes(const cm_grammar *g, uint32_t state, uint32_t rule, uint32_t *r) {
     const cm_tables *t = &g->t;
     if (state >= t->n_states || !g->solo[state]) return false;
     const int32_t *row = t->trans + (size_t)state * t->n_classes;
-    bool any = false, acc = t->accepting[state];
+    bool acc = t->accepting[state];
+    int n = 0;
     memset(r, 0, 8 * sizeof *r);
     for (int b = 0; b < 256; b++) {
         if (row[t->byte_class[b]] != (int32_t)state) continue;
-        if (acc && cm_follows(g, rule, (uint8_t)b)) return false;
+        if (++n > CM_RUN_MAX_BYTES || (acc && cm_follows(g, rule, (uint8_t)b))) return false;
         r[b >> 5] |= 1u << (b & 31);
-        any = true;
     }
-    return any;
+    return n > 0;
 }
 
 /* The run walk of r over [k0, k_end) from d0: the ids of the tokens that end in
