@@ -53,6 +53,17 @@ cdef inline bint _same(object a, object b) except -1:
 cdef class Expr:
     """Base of IR expressions."""
 
+    # repr and pickling from the fields (``__match_args__``, the dataclass's fields in order), as
+    # the dataclasses gave them; equality and hashing are each class's own (they are the hot ones)
+    def __repr__(self):
+        cls = type(self)
+        fields = ", ".join([f"{f}={getattr(self, f)!r}" for f in cls.__match_args__])
+        return f"{cls.__qualname__}({fields})"
+
+    def __reduce__(self):
+        cls = type(self)
+        return (cls, tuple([getattr(self, f) for f in cls.__match_args__]))
+
 
 # ---- leaves: untracked by the collector (they reference no node) -----------------------------
 
@@ -74,12 +85,6 @@ cdef class Literal(Expr):
     def __hash__(self):
         return hash((self.data,))
 
-    def __repr__(self):
-        return f"{type(self).__qualname__}(data={self.data!r})"
-
-    def __reduce__(self):
-        return (Literal, (self.data,))
-
 
 @cython.no_gc
 @cython.final
@@ -97,12 +102,6 @@ cdef class CharClass(Expr):
 
     def __hash__(self):
         return hash((self.ranges,))
-
-    def __repr__(self):
-        return f"{type(self).__qualname__}(ranges={self.ranges!r})"
-
-    def __reduce__(self):
-        return (CharClass, (self.ranges,))
 
 
 @cython.no_gc
@@ -122,12 +121,6 @@ cdef class ByteClass(Expr):
     def __hash__(self):
         return hash((self.ranges,))
 
-    def __repr__(self):
-        return f"{type(self).__qualname__}(ranges={self.ranges!r})"
-
-    def __reduce__(self):
-        return (ByteClass, (self.ranges,))
-
 
 @cython.no_gc
 @cython.final
@@ -145,12 +138,6 @@ cdef class Ref(Expr):
 
     def __hash__(self):
         return hash((self.name,))
-
-    def __repr__(self):
-        return f"{type(self).__qualname__}(name={self.name!r})"
-
-    def __reduce__(self):
-        return (Ref, (self.name,))
 
 
 @cython.no_gc
@@ -172,12 +159,6 @@ cdef class Token(Expr):
     def __hash__(self):
         return hash((self.ids, self.negated))
 
-    def __repr__(self):
-        return f"{type(self).__qualname__}(ids={self.ids!r}, negated={self.negated!r})"
-
-    def __reduce__(self):
-        return (Token, (self.ids, self.negated))
-
 
 @cython.no_gc
 @cython.final
@@ -198,12 +179,6 @@ cdef class TokenText(Expr):
     def __hash__(self):
         return hash((self.text, self.negated))
 
-    def __repr__(self):
-        return f"{type(self).__qualname__}(text={self.text!r}, negated={self.negated!r})"
-
-    def __reduce__(self):
-        return (TokenText, (self.text, self.negated))
-
 
 @cython.no_gc
 @cython.final
@@ -221,12 +196,6 @@ cdef class Lookahead(Expr):
 
     def __hash__(self):
         return hash((self.forbidden,))
-
-    def __repr__(self):
-        return f"{type(self).__qualname__}(forbidden={self.forbidden!r})"
-
-    def __reduce__(self):
-        return (Lookahead, (self.forbidden,))
 
 
 @cython.no_gc
@@ -248,11 +217,7 @@ cdef class LiteralSet(Expr):
     def __hash__(self):
         return hash((self.words, self.json))
 
-    def __repr__(self):
-        return f"{type(self).__qualname__}(words={self.words!r}, json={self.json!r})"
 
-    def __reduce__(self):
-        return (LiteralSet, (self.words, self.json))
 
 
 # ---- composite nodes: tracked by the collector, freed through the trashcan -------------------
@@ -287,12 +252,6 @@ cdef class Seq(Expr):
             self._hash = hash((Seq, self.items)) or 1
         return self._hash
 
-    def __repr__(self):
-        return f"{type(self).__qualname__}(items={self.items!r})"
-
-    def __reduce__(self):
-        return (Seq, (self.items,))
-
 
 @cython.trashcan(True)
 @cython.final
@@ -317,12 +276,6 @@ cdef class Alt(Expr):
         if not self._hash:
             self._hash = hash((Alt, self.items)) or 1
         return self._hash
-
-    def __repr__(self):
-        return f"{type(self).__qualname__}(items={self.items!r})"
-
-    def __reduce__(self):
-        return (Alt, (self.items,))
 
 
 @cython.trashcan(True)
@@ -353,11 +306,7 @@ cdef class Repeat(Expr):
             self._hash = hash((Repeat, self.item, self.lo, self.hi)) or 1
         return self._hash
 
-    def __repr__(self):
-        return f"{type(self).__qualname__}(item={self.item!r}, lo={self.lo!r}, hi={self.hi!r})"
 
-    def __reduce__(self):
-        return (Repeat, (self.item, self.lo, self.hi))
 
 
 # ---- attributes as member descriptors ----------------------------------------------------------
