@@ -266,8 +266,9 @@ void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t ha
         return;
     }
     memcpy(x->sig, key, CM_RUN_KEY * sizeof *key);
-    memcpy(x->bits, ids, n_ids * sizeof *ids);
-    memcpy(x->exits, exits, n_exits * sizeof *exits);
+    /* a run walk may keep no token or leave through no subtree: its array is then NULL */
+    if (n_ids) memcpy(x->bits, ids, n_ids * sizeof *ids);
+    if (n_exits) memcpy(x->exits, exits, n_exits * sizeof *exits);
     x->hash = hash;
     x->n_sig = CM_RUN_KEY;
     x->n_accepted = n_ids;
