@@ -263,14 +263,16 @@ static int copy_reachable(const cm_dfa_out *d, const uint8_t *label_ok, const ui
     return CM_OK;
 }
 
-int cm_dfa_trim_shared(const cm_dfa_out *d, const uint8_t *label_ok, const cm_dfa_out **out) {
+/* The trim of d into *out (NULL when its start state is dead); with `share`, d itself where
+ * nothing is dropped, else always a new DFA. */
+static int trim(const cm_dfa_out *d, const uint8_t *label_ok, bool share, const cm_dfa_out **out) {
     uint32_t n = d->n_states;
     *out = NULL;
     uint8_t *keep = calloc((size_t)n + 1, 1);
     uint32_t *new_id = NULL;
     int rc = keep ? mark_kept(d, label_ok, keep) : CM_ERR_NOMEM;
     if (!rc && n && keep[0]) {
-        if (keeps_all(d, label_ok, keep)) {
+        if (share && keeps_all(d, label_ok, keep)) {
             *out = d; /* nothing to drop: no copy (most rules of a schema are already trim) */
         } else {
             cm_dfa_out *o = NULL;
@@ -283,23 +285,13 @@ int cm_dfa_trim_shared(const cm_dfa_out *d, const uint8_t *label_ok, const cm_df
     return rc;
 }
 
+int cm_dfa_trim_shared(const cm_dfa_out *d, const uint8_t *label_ok, const cm_dfa_out **out) {
+    return trim(d, label_ok, true, out);
+}
+
 int cm_dfa_trim(const cm_dfa_out *d, const uint8_t *label_ok, cm_dfa_out **out) {
-    const cm_dfa_out *t = NULL;
-    *out = NULL;
-    int rc = cm_dfa_trim_shared(d, label_ok, &t);
-    if (rc || t != d) {
-        *out = (cm_dfa_out *)t; /* a new DFA (or NULL): the caller's */
-        return rc;
-    }
-    /* d kept whole: the caller owns what it gets, so a copy */
-    cm_dfa_out *o;
-    if ((rc = cm_dfa_alloc(NULL, d->n_states, d->n_classes, d->lab_off[d->n_states], &o))) return rc;
-    memcpy(o->class_lo, d->class_lo, sizeof o->class_lo);
-    memcpy(o->trans, d->trans, (size_t)d->n_states * d->n_classes * sizeof *o->trans);
-    memcpy(o->accepting, d->accepting, d->n_states);
-    memcpy(o->lab_off, d->lab_off, ((size_t)d->n_states + 1) * sizeof *o->lab_off);
-    memcpy(o->lab, d->lab, (size_t)d->lab_off[d->n_states] * sizeof *o->lab);
-    memcpy(o->lab_to, d->lab_to, (size_t)d->lab_off[d->n_states] * sizeof *o->lab_to);
-    *out = o;
-    return CM_OK;
+    const cm_dfa_out *t;
+    int rc = trim(d, label_ok, false, &t); /* the caller owns what it gets: never d itself */
+    *out = (cm_dfa_out *)t;
+    return rc;
 }
