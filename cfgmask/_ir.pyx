@@ -71,7 +71,6 @@ cdef class Expr:
 @cython.no_gc
 @cython.final
 cdef class Literal(Expr):
-    cdef readonly object data
     __match_args__ = ("data",)
 
     def __init__(self, data):
@@ -89,7 +88,6 @@ cdef class Literal(Expr):
 @cython.no_gc
 @cython.final
 cdef class CharClass(Expr):
-    cdef readonly object ranges
     __match_args__ = ("ranges",)
 
     def __init__(self, ranges):
@@ -107,7 +105,6 @@ cdef class CharClass(Expr):
 @cython.no_gc
 @cython.final
 cdef class ByteClass(Expr):
-    cdef readonly object ranges
     __match_args__ = ("ranges",)
 
     def __init__(self, ranges):
@@ -125,7 +122,6 @@ cdef class ByteClass(Expr):
 @cython.no_gc
 @cython.final
 cdef class Ref(Expr):
-    cdef readonly object name
     __match_args__ = ("name",)
 
     def __init__(self, name):
@@ -143,8 +139,6 @@ cdef class Ref(Expr):
 @cython.no_gc
 @cython.final
 cdef class Token(Expr):
-    cdef readonly object ids
-    cdef readonly object negated
     __match_args__ = ("ids", "negated")
 
     def __init__(self, ids, negated=False):
@@ -163,8 +157,6 @@ cdef class Token(Expr):
 @cython.no_gc
 @cython.final
 cdef class TokenText(Expr):
-    cdef readonly object text
-    cdef readonly object negated
     __match_args__ = ("text", "negated")
 
     def __init__(self, text, negated=False):
@@ -183,7 +175,6 @@ cdef class TokenText(Expr):
 @cython.no_gc
 @cython.final
 cdef class Lookahead(Expr):
-    cdef readonly object forbidden
     __match_args__ = ("forbidden",)
 
     def __init__(self, forbidden):
@@ -201,8 +192,6 @@ cdef class Lookahead(Expr):
 @cython.no_gc
 @cython.final
 cdef class LiteralSet(Expr):
-    cdef readonly object words
-    cdef readonly object json
     __match_args__ = ("words", "json")
 
     def __init__(self, words, json=False):
@@ -231,8 +220,6 @@ cdef class LiteralSet(Expr):
 @cython.trashcan(True)
 @cython.final
 cdef class Seq(Expr):
-    cdef readonly object items
-    cdef Py_hash_t _hash
     __match_args__ = ("items",)
 
     def __init__(self, items):
@@ -256,8 +243,6 @@ cdef class Seq(Expr):
 @cython.trashcan(True)
 @cython.final
 cdef class Alt(Expr):
-    cdef readonly object items
-    cdef Py_hash_t _hash
     __match_args__ = ("items",)
 
     def __init__(self, items):
@@ -281,10 +266,6 @@ cdef class Alt(Expr):
 @cython.trashcan(True)
 @cython.final
 cdef class Repeat(Expr):
-    cdef readonly object item
-    cdef readonly object lo
-    cdef readonly object hi
-    cdef Py_hash_t _hash
     __match_args__ = ("item", "lo", "hi")
 
     def __init__(self, item, lo, hi):
