@@ -156,27 +156,23 @@ class ReferenceSession(Session):
                 raise _Deep
             kids = []
             ids = self.interner.ids
-            keep = self.keep
             for x in e.items:  # type: ignore[attr-defined]
-                g = memo.get(id(x))
+                tx = type(x)  # leaves here, without a call, by their keys (not memoized)
+                if tx is ir.Literal:
+                    leaf: tuple = (_LIT, x.data)  # type: ignore[type-arg, attr-defined]
+                elif tx is ir.CharClass:
+                    leaf = (_UTF8, x.ranges)  # type: ignore[attr-defined]
+                elif tx is ir.Ref:
+                    leaf = (_REF, x.name)  # type: ignore[attr-defined]
+                elif tx is ir.ByteClass:
+                    leaf = (_BYTES, x.ranges)  # type: ignore[attr-defined]
+                else:
+                    g = memo.get(id(x))
+                    kids.append(self._cid_rec(x, depth + 1) if g is None else g)
+                    continue
+                g = ids.get(leaf)
                 if g is None:
-                    tx = type(x)  # leaves here, without a call
-                    if tx is ir.Literal:
-                        leaf: tuple = (_LIT, x.data)  # type: ignore[type-arg, attr-defined]
-                    elif tx is ir.CharClass:
-                        leaf = (_UTF8, x.ranges)  # type: ignore[attr-defined]
-                    elif tx is ir.Ref:
-                        leaf = (_REF, x.name)  # type: ignore[attr-defined]
-                    elif tx is ir.ByteClass:
-                        leaf = (_BYTES, x.ranges)  # type: ignore[attr-defined]
-                    else:
-                        kids.append(self._cid_rec(x, depth + 1))
-                        continue
-                    g = ids.get(leaf)
-                    if g is None:
-                        g = self.interner.add(leaf)
-                    memo[id(x)] = g
-                    keep.append(x)
+                    g = self.interner.add(leaf)
                 kids.append(g)
             key = (_SEQ if t is ir.Seq else _ALT, tuple(kids))
         elif t is ir.Literal:

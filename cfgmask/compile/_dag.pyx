@@ -13,9 +13,16 @@ token texts) and trees deeper than the recursion cap are left to the Python iter
 
 from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.long cimport PyLong_AsLong, PyLong_FromVoidPtr
+from cpython.dict cimport PyDict_GetItemWithError
+from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
+from cpython.set cimport PyFrozenSet_New, PySet_Add
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdlib cimport qsort
+
+from .._ir cimport Alt, ByteClass, CharClass, Literal, Ref, Repeat, Seq
 
 from .. import deadline
 from .. import ir
@@ -35,18 +42,14 @@ cdef enum:
     WORDS = 11  # interned kind of a literal set
     MAX_NEST = 256  # expansions nested in one caller (C recurses on them): a longer chain is cut
     MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
+    MAX_CODE_POINT = 0x10FFFF  # ir.MAX_CODE_POINT
+    SURROGATE_LO = 0xD800  # ir.SURROGATES
+    SURROGATE_HI = 0xDFFF
 
 cdef unsigned int INF = 0xFFFFFFFF  # encode._INF: no upper bound
 
 KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, LOOKAHEAD, MAX_DEPTH)
 
-cdef object Seq = ir.Seq
-cdef object Alt = ir.Alt
-cdef object Repeat = ir.Repeat
-cdef object Literal = ir.Literal
-cdef object CharClass = ir.CharClass
-cdef object ByteClass = ir.ByteClass
-cdef object Ref = ir.Ref
 cdef frozenset NO_REFS = frozenset()
 cdef dict NO_USES = {}
 cdef object deadline_check = deadline.check
@@ -183,7 +186,7 @@ cdef class Facts:
             if r:
                 if ref_one is None:
                     ref_one = r
-                else:
+                elif r is not ref_one:  # the same set again (a rule referred to twice) adds nothing
                     if ref_many is None:
                         ref_many = [ref_one]
                     ref_many.append(r)
@@ -195,15 +198,9 @@ cdef class Facts:
         cdef frozenset out_refs = NO_REFS
         cdef dict out_uses = NO_USES
         if ref_one is not None:
-            out_refs = ref_one if ref_many is None else frozenset().union(*ref_many)
+            out_refs = ref_one if ref_many is None else union(ref_many)
             if use_list is not None:
-                if len(use_list) == 1:
-                    out_uses = use_list[0]
-                else:
-                    out_uses = {}
-                    for u in use_list:
-                        for n, v in u.items():
-                            out_uses[n] = min(2, out_uses.get(n, 0) + v)
+                out_uses = use_list[0] if len(use_list) == 1 else merge_uses(use_list)
         return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
 
     cdef Py_ssize_t add_repeat(self, tuple key, Py_ssize_t k) except -1:
@@ -214,6 +211,30 @@ cdef class Facts:
         bound = max(key[2], key[3] or 0, 1)
         return self.insert(key, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
                            self.uses[k], bound * self.maxprod[k], False)
+
+
+cdef frozenset union(list sets):
+    """The union of ``sets`` (frozensets of rule names), made in place: a new frozenset may be
+    filled before anyone sees it."""
+    cdef frozenset out = PyFrozenSet_New(<object>sets[0])
+    cdef Py_ssize_t i
+    for i in range(1, len(sets)):
+        for x in <frozenset>sets[i]:
+            PySet_Add(out, x)
+    return out
+
+
+cdef dict merge_uses(list use_list):
+    """The sum of the uses per rule of ``use_list`` (dicts of 1 or 2), each capped at 2."""
+    cdef dict out = {}, u
+    cdef PyObject *got
+    cdef Py_ssize_t k
+    for u in use_list:
+        for n, v in u.items():
+            got = PyDict_GetItemWithError(out, n)
+            k = <Py_ssize_t>v if got == NULL else <Py_ssize_t>v + PyLong_AsSsize_t(<object>got)
+            out[n] = 2 if k >= 2 else k
+    return out
 
 
 cdef class Interning:
@@ -235,18 +256,19 @@ cdef class Interning:
     cdef Py_ssize_t leaf(self, object x, object tx) except -2:
         """The id of a literal, class or reference ``x`` (of type ``tx``), or -1 for another kind."""
         cdef tuple key
+        cdef PyObject *got
         if tx is Literal:
-            key = (LIT, (<object>x).data)
+            key = (LIT, (<Literal>x).data)
         elif tx is CharClass:
-            key = (UTF8, (<object>x).ranges)
+            key = (UTF8, (<CharClass>x).ranges)
         elif tx is Ref:
-            key = (REF, (<object>x).name)
+            key = (REF, (<Ref>x).name)
         elif tx is ByteClass:
-            key = (BYTES, (<object>x).ranges)
+            key = (BYTES, (<ByteClass>x).ranges)
         else:
             return -1
-        got = self.ids.get(key)
-        return self.facts.add_leaf(key) if got is None else <Py_ssize_t>got
+        got = PyDict_GetItemWithError(self.ids, key)
+        return self.facts.add_leaf(key) if got == NULL else PyLong_AsSsize_t(<object>got)
 
     cdef Py_ssize_t rec(self, object e, int depth) except -1:
         cdef object t = type(e), g, tx
@@ -256,30 +278,30 @@ cdef class Interning:
         if t is Seq or t is Alt:
             if depth > MAX_DEPTH:
                 raise Deep
-            items = e.items
+            items = (<Seq>e).items if t is Seq else (<Alt>e).items
             n = len(items)
             kids = new_tuple(n)
             for i in range(n):
                 x = items[i]
-                g = memo.get(oid(x))
-                if g is None:
-                    tx = type(x)
-                    j = self.leaf(x, tx)
-                    if j < 0:
-                        j = self.rec(x, depth + 1)
-                    else:
-                        memo[oid(x)] = j
-                        self.keep.append(x)
+                # a leaf child is looked up by its key, not memoized by identity: the key is as
+                # cheap as the memo's, and the memo's two entries a new leaf cost are spared
+                tx = type(x)
+                j = self.leaf(x, tx)
+                if j >= 0:
                     g = j
+                else:
+                    g = memo.get(oid(x))
+                    if g is None:
+                        g = self.rec(x, depth + 1)
                 set_item(kids, i, g)
             i = self.facts.add_list(SEQ if t is Seq else ALT, kids)
         elif t is Repeat:
             if depth > MAX_DEPTH:
                 raise Deep
-            x = e.item
+            x = (<Repeat>e).item
             g = memo.get(oid(x))
             n = self.rec(x, depth + 1) if g is None else <Py_ssize_t>g
-            i = self.facts.add_repeat((REPEAT, n, e.lo, e.hi), n)
+            i = self.facts.add_repeat((REPEAT, n, (<Repeat>e).lo, (<Repeat>e).hi), n)
         else:
             i = self.leaf(e, t)
             if i < 0:
@@ -411,11 +433,68 @@ cdef class Emitting:
             out[at] = REF
             out[at + 1] = <unsigned int>i
         else:
-            body = self.sess._leaf_code(key)
-            at = len(self.code)
-            self.code.extend(body)
+            at = -1
+            if kind == UTF8:
+                at = self.char_class(key[1])
+            elif kind == BYTES:
+                at = self.byte_class(key[1])
+            if at < 0:  # another kind, or ranges the fast paths leave to Python (its errors too)
+                body = self.sess._leaf_code(key)
+                at = len(self.code)
+                self.code.extend(body)
         self.offsets[cid] = at
         return at
+
+    cdef Py_ssize_t char_class(self, object ranges) except -2:
+        """A character class's code (``encode._utf8_code``) written in place, without the
+        Python of ``ir.normalize_ranges`` and ``utf8.without_surrogates`` and the tuple between
+        (~10 us a JSON string's class, each compile with the caches cleared); -1 for ranges that
+        are not a tuple of pairs of ints that fit the code (left to ``Session._leaf_code``)."""
+        cdef Range *r = NULL
+        cdef Py_ssize_t n = parse_ranges(ranges, &r), i, at, k, count
+        cdef unsigned int *out
+        if n < 0:
+            return -1
+        try:
+            for i in range(n):
+                if not (0 <= r[i].lo <= 0xFFFFFFFF and 0 <= r[i].hi <= 0xFFFFFFFF):
+                    return -1
+            at = self.grow(3 + 2 * n)
+            out = self.code.data.as_uints
+            out[at] = UTF8
+            out[at + 1] = <unsigned int>n
+            for i in range(n):
+                out[at + 2 + 2 * i] = <unsigned int>r[i].lo
+                out[at + 3 + 2 * i] = <unsigned int>r[i].hi
+            k = normalize_ranges(r, n)
+            count = utf8_seqs(r, k, r + n, self.code)
+            self.code.data.as_uints[at + 2 + 2 * n] = <unsigned int>count
+            return at
+        finally:
+            PyMem_Free(r)
+
+    cdef Py_ssize_t byte_class(self, object ranges) except -2:
+        """A byte class's code (``Session._leaf_code``) written in place; -1 for ranges that are
+        not a tuple of pairs of ints within 0-255 (left to ``_leaf_code``, which raises)."""
+        cdef Range *r = NULL
+        cdef Py_ssize_t n = parse_ranges(ranges, &r), i, at
+        cdef unsigned int *out
+        if n < 0:
+            return -1
+        try:
+            for i in range(n):
+                if not (0 <= r[i].lo <= r[i].hi <= 255):
+                    return -1
+            at = self.grow(2 + 2 * n)
+            out = self.code.data.as_uints
+            out[at] = BYTES
+            out[at + 1] = <unsigned int>n
+            for i in range(n):
+                out[at + 2 + 2 * i] = <unsigned int>r[i].lo
+                out[at + 3 + 2 * i] = <unsigned int>r[i].hi
+            return at
+        finally:
+            PyMem_Free(r)
 
 
 # ---------------------------------------------------------------- character classes
@@ -442,45 +521,195 @@ cdef int utf8_encode(long cp, unsigned char *out) noexcept:
     return 4
 
 
-cdef int utf8_split(long lo, long hi, list out) except -1:
+cdef int put(array out, const unsigned int *vals, Py_ssize_t m) except -1:
+    """Append ``vals[:m]`` to ``out``."""
+    cdef Py_ssize_t at = len(out), i
+    resize_smart(out, at + m)
+    cdef unsigned int *p = out.data.as_uints + at
+    for i in range(m):
+        p[i] = vals[i]
+    return 0
+
+
+cdef int utf8_split(long lo, long hi, array out, Py_ssize_t *count) except -1:
     """``utf8._split``: the byte-range sequences of the code points lo..hi (no surrogates),
     each appended to ``out`` as its length and then its (low, high) byte pairs."""
     cdef long top, m
     cdef int i, n
     cdef unsigned char a[4]
     cdef unsigned char b[4]
+    cdef unsigned int seq[9]
     if lo > hi:
         return 0
     for top in (0x7F, 0x7FF, 0xFFFF):
         if lo <= top < hi:
-            utf8_split(lo, top, out)
-            utf8_split(top + 1, hi, out)
+            utf8_split(lo, top, out, count)
+            utf8_split(top + 1, hi, out, count)
             return 0
     if hi <= 0x7F:
-        out += (1, lo, hi)
+        seq[0] = 1
+        seq[1] = <unsigned int>lo
+        seq[2] = <unsigned int>hi
+        put(out, seq, 3)
+        count[0] += 1
         return 0
     n = utf8_encode(lo, a)
     for i in range(1, n):
         m = (1 << (6 * i)) - 1
         if lo & ~m != hi & ~m:
             if lo & m:
-                utf8_split(lo, lo | m, out)
-                utf8_split((lo | m) + 1, hi, out)
+                utf8_split(lo, lo | m, out, count)
+                utf8_split((lo | m) + 1, hi, out, count)
                 return 0
             if hi & m != m:
-                utf8_split(lo, (hi & ~m) - 1, out)
-                utf8_split(hi & ~m, hi, out)
+                utf8_split(lo, (hi & ~m) - 1, out, count)
+                utf8_split(hi & ~m, hi, out, count)
                 return 0
     utf8_encode(hi, b)
-    out.append(n)
+    seq[0] = <unsigned int>n
     for i in range(n):
-        out += (a[i], b[i])
+        seq[1 + 2 * i] = a[i]
+        seq[2 + 2 * i] = b[i]
+    put(out, seq, 1 + 2 * n)
+    count[0] += 1
     return 0
+
+
+cdef struct Range:
+    long long lo, hi
+
+
+cdef int range_order(const void *x, const void *y) noexcept nogil:
+    cdef const Range *a = <const Range *>x
+    cdef const Range *b = <const Range *>y
+    if a.lo != b.lo:
+        return -1 if a.lo < b.lo else 1
+    if a.hi != b.hi:
+        return -1 if a.hi < b.hi else 1
+    return 0
+
+
+cdef Py_ssize_t parse_ranges(object ranges, Range **out) except -2:
+    """``ranges`` as C pairs in ``*out`` (room for 3 times as many: the caller's scratch; the
+    caller frees it), their number; -1 (nothing allocated) unless ``ranges`` is a tuple of
+    tuples of two ints within +-2**62, which the Python paths take (their errors included)."""
+    cdef Py_ssize_t n, i
+    cdef Range *r
+    cdef tuple t = None
+    cdef int ovf
+    cdef long long lo, hi
+    if type(ranges) is not tuple:
+        return -1
+    t = <tuple>ranges
+    n = len(t)
+    for i in range(n):
+        x = t[i]
+        if type(x) is not tuple or len(<tuple>x) != 2:
+            return -1
+        if not PyLong_CheckExact((<tuple>x)[0]) or not PyLong_CheckExact((<tuple>x)[1]):
+            return -1
+    r = <Range *>PyMem_Malloc((3 * n + 1) * sizeof(Range))
+    if r == NULL:
+        raise MemoryError
+    for i in range(n):
+        x = t[i]
+        lo = PyLong_AsLongLongAndOverflow((<tuple>x)[0], &ovf)
+        if ovf == 0:
+            hi = PyLong_AsLongLongAndOverflow((<tuple>x)[1], &ovf)
+        if ovf != 0 or not (-(1LL << 62) <= lo <= (1LL << 62)) or not (-(1LL << 62) <= hi <= (1LL << 62)):
+            PyMem_Free(r)
+            return -1
+        r[i].lo = lo
+        r[i].hi = hi
+    out[0] = r
+    return n
+
+
+cdef Py_ssize_t normalize_ranges(Range *r, Py_ssize_t n) noexcept:
+    """``ir.normalize_ranges`` (to U+10FFFF) in place: the ranges kept, clipped, sorted and
+    merged; their number."""
+    cdef Py_ssize_t i, m = 0, k = 0
+    for i in range(n):
+        if r[i].lo <= r[i].hi and r[i].hi >= 0 and r[i].lo <= MAX_CODE_POINT:
+            r[m].lo = r[i].lo if r[i].lo > 0 else 0
+            r[m].hi = r[i].hi if r[i].hi < MAX_CODE_POINT else MAX_CODE_POINT
+            m += 1
+    if m > 1:
+        qsort(r, m, sizeof(Range), range_order)
+    for i in range(m):
+        if k and r[i].lo <= r[k - 1].hi + 1:
+            if r[i].hi > r[k - 1].hi:
+                r[k - 1].hi = r[i].hi
+        else:
+            r[k] = r[i]
+            k += 1
+    return k
+
+
+cdef Py_ssize_t utf8_seqs(const Range *norm, Py_ssize_t k, Range *scratch, array out) except -1:
+    """The UTF-8 byte sequences of the normalized ranges ``norm[:k]`` appended to ``out`` (each
+    its length, then its pairs), as ``utf8.byte_sequences``; their number.  ``scratch``: room
+    for 2k ranges."""
+    cdef Py_ssize_t i, w = 0, count = 0
+    cdef unsigned int seq[3]
+    if k and norm[k - 1].hi <= 0x7F:  # ASCII only: one byte each (no wraparound)
+        seq[0] = 1
+        for i in range(k):
+            seq[1] = <unsigned int>norm[i].lo
+            seq[2] = <unsigned int>norm[i].hi
+            put(out, seq, 3)
+        return k
+    for i in range(k):  # utf8.without_surrogates (what it normalizes again is normal already)
+        if norm[i].hi < SURROGATE_LO or norm[i].lo > SURROGATE_HI:
+            scratch[w] = norm[i]
+            w += 1
+            continue
+        if norm[i].lo < SURROGATE_LO:
+            scratch[w].lo = norm[i].lo
+            scratch[w].hi = SURROGATE_LO - 1
+            w += 1
+        if norm[i].hi > SURROGATE_HI:
+            scratch[w].lo = SURROGATE_HI + 1
+            scratch[w].hi = norm[i].hi
+            w += 1
+    for i in range(w):
+        utf8_split(<long>scratch[i].lo, <long>scratch[i].hi, out, &count)
+    return count
 
 
 def utf8_code(tuple ranges):
     """``encode._utf8_code`` uncached: a character class's ranges, then its UTF-8 byte
     sequences (``utf8.byte_sequences``), as CM_IR_UTF8 code."""
+    cdef Range *r = NULL
+    cdef Py_ssize_t n = parse_ranges(ranges, &r), count
+    cdef array seqs
+    if n < 0:
+        return utf8_code_py(ranges)
+    try:
+        seqs = array("I")
+        count = utf8_seqs(r, normalize_ranges(r, n), r + n, seqs)
+    finally:
+        PyMem_Free(r)
+    cdef list out = [UTF8, n]
+    for lo, hi in ranges:
+        out += (lo, hi)
+    out.append(count)
+    out += seqs
+    return tuple(out)
+
+
+cdef int utf8_split_py(long lo, long hi, list out) except -1:
+    """``utf8_split`` into a list (``utf8_code_py``'s)."""
+    cdef array got = array("I")
+    cdef Py_ssize_t count = 0
+    utf8_split(lo, hi, got, &count)
+    out += got
+    return 0
+
+
+def utf8_code_py(tuple ranges):
+    """``utf8_code`` of ranges that are not pairs of small ints, through the Python of
+    ``ir.normalize_ranges`` and ``utf8.without_surrogates`` (which raise what they raise)."""
     cdef list out = [UTF8, len(ranges)], seqs = []
     cdef Py_ssize_t count = 0
     for lo, hi in ranges:
@@ -492,7 +721,7 @@ def utf8_code(tuple ranges):
             count += 1
     else:
         for lo, hi in without_surrogates(norm):
-            utf8_split(lo, hi, seqs)
+            utf8_split_py(lo, hi, seqs)
         i = 0
         while i < len(seqs):  # count the sequences: each is its length, then its pairs
             i += 1 + 2 * <Py_ssize_t>seqs[i]
