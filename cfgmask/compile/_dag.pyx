@@ -117,20 +117,22 @@ cdef class Facts:
             if got is not None:
                 return <Py_ssize_t>got
             if kind == SEQ or kind == ALT:
-                return self.add_list(kind, <tuple>key[1])
+                return <Py_ssize_t>self.add_list(kind, <tuple>key[1])
             if kind == REPEAT:
-                return self.add_repeat(key, <Py_ssize_t>key[1])
+                return <Py_ssize_t>self.add_repeat(key, <Py_ssize_t>key[1])
             if kind == LOOKAHEAD:
                 name = self.marker_name(key[1])
-                return self.insert(key, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
-            return self.add_leaf(key)
+                return <Py_ssize_t>self.insert(key, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
+            return <Py_ssize_t>self.add_leaf(key)
         finally:
             self.release()
 
-    cdef Py_ssize_t insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
-                           dict uses, object maxprod, bint plain) except -1:
-        """Register ``key``, new (the lock held, the key looked up), with its facts."""
-        cdef Py_ssize_t i = len(self.keys)
+    cdef object insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
+                       dict uses, object maxprod, bint plain):
+        """Register ``key``, new (the lock held, the key looked up), with its facts; its id.
+        Ids travel as the int objects the interner keeps (the walks put them in their keys and
+        memo), not as C ints made into new objects at each step."""
+        cdef object i = len(self.keys)
         self.count.append(count)
         self.height.append(height)
         self.maxlit.append(maxlit)
@@ -142,7 +144,7 @@ cdef class Facts:
         self.ids[key] = i
         return i
 
-    cdef Py_ssize_t add_leaf(self, tuple key) except -1:
+    cdef object add_leaf(self, tuple key):
         """``add`` of a new leaf but a lookahead: a literal, class, reference, token or literal set."""
         cdef int kind = key[0]
         if kind == LIT:
@@ -151,12 +153,12 @@ cdef class Facts:
             return self.insert(key, 1, 1, 0, frozenset((key[1],)), {key[1]: 1}, 1, True)
         return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
 
-    cdef Py_ssize_t add_list(self, int kind, tuple kids) except -1:
+    cdef object add_list(self, int kind, tuple kids):
         """``add`` of a sequence or alternation of interned ``kids``."""
         cdef tuple key = (kind, kids)
-        cdef object got = self.ids.get(key)
-        if got is not None:
-            return <Py_ssize_t>got
+        cdef PyObject *got = PyDict_GetItemWithError(self.ids, key)
+        if got != NULL:
+            return <object>got
         if not kids:
             return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
         cdef list count = self.count, height = self.height, maxlit = self.maxlit
@@ -203,11 +205,11 @@ cdef class Facts:
                 out_uses = use_list[0] if len(use_list) == 1 else merge_uses(use_list)
         return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
 
-    cdef Py_ssize_t add_repeat(self, tuple key, Py_ssize_t k) except -1:
+    cdef object add_repeat(self, tuple key, Py_ssize_t k):
         """``add`` of a repetition of interned ``k``."""
-        cdef object got = self.ids.get(key)
-        if got is not None:
-            return <Py_ssize_t>got
+        cdef PyObject *got = PyDict_GetItemWithError(self.ids, key)
+        if got != NULL:
+            return <object>got
         bound = max(key[2], key[3] or 0, 1)
         return self.insert(key, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
                            self.uses[k], bound * self.maxprod[k], False)
@@ -244,6 +246,7 @@ cdef class Interning:
     cdef list keep
     cdef Facts facts
     cdef object max_nodes
+    cdef Py_ssize_t next_check  # sess._next_check, kept here (written back when it moves)
 
     def __init__(self, sess, Facts facts):
         self.sess = sess
@@ -252,9 +255,10 @@ cdef class Interning:
         self.facts = facts
         self.ids = facts.ids
         self.max_nodes = sess.max_nodes
+        self.next_check = sess._next_check
 
-    cdef Py_ssize_t leaf(self, object x, object tx) except -2:
-        """The id of a literal, class or reference ``x`` (of type ``tx``), or -1 for another kind."""
+    cdef object leaf(self, object x, object tx):
+        """The id of a literal, class or reference ``x`` (of type ``tx``), or None for another kind."""
         cdef tuple key
         cdef PyObject *got
         if tx is Literal:
@@ -266,51 +270,53 @@ cdef class Interning:
         elif tx is ByteClass:
             key = (BYTES, (<ByteClass>x).ranges)
         else:
-            return -1
+            return None
         got = PyDict_GetItemWithError(self.ids, key)
-        return self.facts.add_leaf(key) if got == NULL else PyLong_AsSsize_t(<object>got)
+        return self.facts.add_leaf(key) if got == NULL else <object>got
 
-    cdef Py_ssize_t rec(self, object e, int depth) except -1:
-        cdef object t = type(e), g, tx
-        cdef Py_ssize_t i, j, n
+    cdef object rec(self, object e, int depth, object eid):
+        """The id of ``e`` (``eid``: its identity, the memo's key; not in the memo)."""
+        cdef object t = type(e), g, tx, i, ox
+        cdef Py_ssize_t k, n
         cdef tuple items, kids, key
         cdef dict memo = self.memo
+        cdef PyObject *got
         if t is Seq or t is Alt:
             if depth > MAX_DEPTH:
                 raise Deep
             items = (<Seq>e).items if t is Seq else (<Alt>e).items
             n = len(items)
             kids = new_tuple(n)
-            for i in range(n):
-                x = items[i]
+            for k in range(n):
+                x = items[k]
                 # a leaf child is looked up by its key, not memoized by identity: the key is as
                 # cheap as the memo's, and the memo's two entries a new leaf cost are spared
                 tx = type(x)
-                j = self.leaf(x, tx)
-                if j >= 0:
-                    g = j
-                else:
-                    g = memo.get(oid(x))
-                    if g is None:
-                        g = self.rec(x, depth + 1)
-                set_item(kids, i, g)
+                g = self.leaf(x, tx)
+                if g is None:
+                    ox = oid(x)
+                    got = PyDict_GetItemWithError(memo, ox)
+                    g = self.rec(x, depth + 1, ox) if got == NULL else <object>got
+                set_item(kids, k, g)
             i = self.facts.add_list(SEQ if t is Seq else ALT, kids)
         elif t is Repeat:
             if depth > MAX_DEPTH:
                 raise Deep
             x = (<Repeat>e).item
-            g = memo.get(oid(x))
-            n = self.rec(x, depth + 1) if g is None else <Py_ssize_t>g
-            i = self.facts.add_repeat((REPEAT, n, (<Repeat>e).lo, (<Repeat>e).hi), n)
+            ox = oid(x)
+            got = PyDict_GetItemWithError(memo, ox)
+            g = self.rec(x, depth + 1, ox) if got == NULL else <object>got
+            i = self.facts.add_repeat((REPEAT, g, (<Repeat>e).lo, (<Repeat>e).hi), <Py_ssize_t>g)
         else:
             i = self.leaf(e, t)
-            if i < 0:
-                return <Py_ssize_t>self.sess._cid_iter(e, self.max_nodes)
-        memo[oid(e)] = i
+            if i is None:
+                return self.sess._cid_iter(e, self.max_nodes)
+        memo[eid] = i
         self.keep.append(e)
         n = len(self.keep)
-        if n >= self.sess._next_check:
-            self.sess._next_check = n + 1024
+        if n >= self.next_check:
+            self.next_check = n + 1024
+            self.sess._next_check = self.next_check
             if self.max_nodes is not None and n > self.max_nodes:
                 raise TooBig
             deadline_check("IR walk")
@@ -323,7 +329,7 @@ def intern(sess, root):
     cdef Facts facts = sess.interner.facts
     facts.acquire()
     try:
-        return Interning(sess, facts).rec(root, 0)
+        return Interning(sess, facts).rec(root, 0, oid(root))
     finally:
         facts.release()
 
@@ -336,10 +342,11 @@ def intern_all(sess, dict rules):
     facts.acquire()
     try:
         for name, body in rules.items():
-            got = memo.get(oid(body))
+            ob = oid(body)
+            got = memo.get(ob)
             if got is None:
                 try:
-                    got = walk.rec(body, 0)
+                    got = walk.rec(body, 0, ob)
                 except Deep:  # the rest without recursion (what is done is memoized)
                     got = sess._cid_iter(body, walk.max_nodes)
             out[name] = got
@@ -373,16 +380,24 @@ cdef class Emitting:
         except Deep:  # the rest without recursion (what is done is kept)
             return self.sess._emit_iter(root)
 
+    cdef Py_ssize_t node(self, object cid, int depth) except -1:
+        """The offset of ``cid``, emitted if new."""
+        cdef PyObject *got = PyDict_GetItemWithError(self.offsets, cid)
+        return self.rec(cid, depth) if got == NULL else PyLong_AsSsize_t(<object>got)
+
     cdef inline Py_ssize_t grow(self, Py_ssize_t n) except -1:
         cdef Py_ssize_t at = len(self.code)
         resize_smart(self.code, at + n)
         return at
 
-    cdef Py_ssize_t rec(self, Py_ssize_t cid, int depth) except -1:
-        cdef tuple key = <tuple>self.keys[cid], kids
+    cdef Py_ssize_t rec(self, object cid, int depth) except -1:
+        """The offset of ``cid`` (not emitted yet), emitted with what it needs."""
+        cdef tuple key = <tuple>self.keys[<Py_ssize_t>cid], kids
         cdef int kind = key[0]
         cdef Py_ssize_t n, i, at, off
         cdef unsigned int *out
+        cdef unsigned int few[16]
+        cdef unsigned int *offs
         cdef object o
         cdef bytes data
         cdef const unsigned char *p
@@ -391,21 +406,27 @@ cdef class Emitting:
                 raise Deep
             kids = <tuple>key[1]
             n = len(kids)
-            offs = [0] * n
-            for i in range(n):
-                o = self.offsets.get(kids[i])
-                offs[i] = self.rec(<Py_ssize_t>kids[i], depth + 1) if o is None else o
-            at = self.grow(2 + n)
-            out = self.code.data.as_uints
-            out[at] = kind
-            out[at + 1] = <unsigned int>n
-            for i in range(n):
-                out[at + 2 + i] = <unsigned int>PyLong_AsLong(offs[i])
+            offs = &few[0]
+            if n > 16:
+                offs = <unsigned int *>PyMem_Malloc(n * sizeof(unsigned int))
+                if offs == NULL:
+                    raise MemoryError
+            try:
+                for i in range(n):
+                    offs[i] = <unsigned int>self.node(kids[i], depth + 1)
+                at = self.grow(2 + n)
+                out = self.code.data.as_uints
+                out[at] = kind
+                out[at + 1] = <unsigned int>n
+                for i in range(n):
+                    out[at + 2 + i] = offs[i]
+            finally:
+                if offs != &few[0]:
+                    PyMem_Free(offs)
         elif kind == REPEAT:
             if depth > MAX_DEPTH:
                 raise Deep
-            o = self.offsets.get(key[1])
-            off = self.rec(<Py_ssize_t>key[1], depth + 1) if o is None else <Py_ssize_t>o
+            off = self.node(key[1], depth + 1)
             lo, hi = key[2], key[3]
             if not (0 <= lo < INF and (hi is None or lo <= hi < INF)):
                 self.sess._repeat_code(key, off)  # raises the bounds' error
