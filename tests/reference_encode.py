@@ -272,12 +272,15 @@ def plan(
             cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
             cap = cap_of[m] = cap if regular and m not in outlined else 0
             mine.append((m, cids[m], cap))
+        # flat: the generation, the limits, right-linear, the number of members, each member's
+        # (name, id, cap), then each callee's (name, key, cap)
         content = (
             sess.gen,
-            tuple(mine),
-            tuple([(c, key_of[c], cap_of[c]) for c in callees]),
-            recursive and regular,
             lim,
+            recursive and regular,
+            len(mine),
+            *[x for t in mine for x in t],
+            *[x for c in callees for x in (c, key_of[c], cap_of[c])],
         )
         key = cache.key_id(content) if cache is not None else len(out)
         for m in comp:

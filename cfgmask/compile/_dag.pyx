@@ -758,45 +758,73 @@ def utf8_code_py(tuple ranges):
 cdef list tarjan(dict graph, object root):
     """``graph.sccs(graph, root)``: Tarjan's components of the part reachable from ``root``,
     callees before callers, children visited in sorted order (the same components in the
-    same order)."""
-    cdef dict index = {}, low = {}
-    cdef set on = set()
-    cdef list stack = [root], out = [], nodes = [root], its = [iter(sorted(graph[root]))], comp
-    cdef Py_ssize_t top, i
-    cdef object node, child, x
-    index[root] = low[root] = 0
-    on.add(root)
-    while nodes:
-        top = len(nodes) - 1
-        node = nodes[top]
-        child = next(its[top], None)
-        if child is not None:
-            if child not in index:
-                i = len(index)
-                index[child] = low[child] = i
-                stack.append(child)
-                on.add(child)
-                nodes.append(child)
-                its.append(iter(sorted(graph[child])))
-            elif child in on:
-                if <Py_ssize_t>index[child] < <Py_ssize_t>low[node]:
-                    low[node] = index[child]
-            continue
-        nodes.pop()
-        its.pop()
-        if nodes:
-            x = nodes[top - 1]
-            if <Py_ssize_t>low[node] < <Py_ssize_t>low[x]:
-                low[x] = low[node]
-        if low[node] == index[node]:
-            comp = []
-            while True:
-                x = stack.pop()
-                on.discard(x)
-                comp.append(x)
-                if x == node:
-                    break
-            out.append(comp)
+    same order).  Rules are numbered as they are reached (their Tarjan index), and the index,
+    low link, stack and path are C arrays over those numbers: a rule costs one dict insert and
+    an edge one lookup, where dicts and a set of names cost ~10 operations a rule."""
+    cdef dict num = {}  # rule -> its number (Tarjan's index)
+    cdef list names = [], kids = [], out = [], comp, kl
+    cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x
+    cdef PyObject *got
+    cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
+    if mem == NULL:
+        raise MemoryError
+    cdef Py_ssize_t *low = mem  # per rule: its low link
+    cdef Py_ssize_t *on = mem + cap  # per rule: on the stack
+    cdef Py_ssize_t *stk = mem + 2 * cap  # Tarjan's stack
+    cdef Py_ssize_t *path = mem + 3 * cap  # the rules on the path from the root
+    cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
+    try:
+        kids.append(sorted(graph[root]))
+        num[root] = 0
+        names.append(root)
+        low[0] = 0
+        on[0] = 1
+        stk[0] = 0
+        path[0] = 0
+        pos[0] = 0
+        count = sp = top = 1
+        while top:
+            v = path[top - 1]
+            kl = <list>kids[v]
+            if pos[top - 1] < len(kl):
+                child = kl[pos[top - 1]]
+                pos[top - 1] += 1
+                got = PyDict_GetItemWithError(num, child)
+                if got == NULL:
+                    kids.append(sorted(graph[child]))  # a rule not in graph raises, as sccs
+                    w = count
+                    count += 1
+                    num[child] = w
+                    names.append(child)
+                    low[w] = w
+                    on[w] = 1
+                    stk[sp] = w
+                    sp += 1
+                    path[top] = w
+                    pos[top] = 0
+                    top += 1
+                else:
+                    w = PyLong_AsSsize_t(<object>got)
+                    if on[w] and w < low[v]:
+                        low[v] = w
+                continue
+            top -= 1
+            if top:
+                x = path[top - 1]
+                if low[v] < low[x]:
+                    low[x] = low[v]
+            if low[v] == v:
+                comp = []
+                while True:
+                    sp -= 1
+                    x = stk[sp]
+                    on[x] = 0
+                    comp.append(names[x])
+                    if x == v:
+                        break
+                out.append(comp)
+    finally:
+        PyMem_Free(mem)
     return out
 
 
@@ -873,7 +901,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     not on its own first (csrc/components.c), unless its caller is cached and does not
     call it (then it is not needed at all)."""
     cdef object cache = sess.cache
-    cdef list out = [], comp, mine, callees, spec_members, keys = sess.interner.keys
+    cdef list out = [], comp, callees, spec_members, keys = sess.interner.keys
     cdef list refs = sess.interner.refs
     cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx, offsets = sess.offsets
     cdef Emitting em = Emitting(sess)
@@ -883,8 +911,13 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef dict once = {}  # rule -> its component's index: may expand in its caller
     cdef dict nest = {}  # rule marked or left to expand -> the expansions nested in it, itself included
     cdef Py_ssize_t depth
-    key_id = cache.key_id if cache is not None else None
-    get = cache.get if cache is not None else None
+    cdef list content
+    cdef object lock_acquire = None, lock_release = None
+    cdef dict key_ids
+    cdef tuple whole
+    if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
+        lock_acquire = cache._lock.acquire
+        lock_release = cache._lock.release
     for comp in tarjan(graph, start):
         if len(comp) == 1:  # most components: one rule
             m = comp[0]
@@ -903,7 +936,9 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                     break
             callees = sorted({c for m in comp for c in graph[m]} - members)
         deadline_check("rule loop")
-        mine = []
+        # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
+        # then each callee's (name, key, cap), flat (equal keys, equal components)
+        content = [gen, lim, recursive and regular, len(comp)]
         spec_members = []
         for m in comp:
             # Copying a rule into every caller makes tokens that span it context-independent,
@@ -913,7 +948,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             cap = cap if regular and m not in outlined else 0
             cap_of[m] = cap
             cid = cids[m]
-            mine.append((m, cid, cap))
+            content += (m, cid, cap)
             off = offsets.get(cid)
             if off is None:
                 try:
@@ -921,17 +956,24 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 except Deep:  # the rest without recursion (what is done is kept)
                     off = sess._emit_iter(cid)
             spec_members.append((name_idx[m], off, cap))
-        content = (
-            gen,
-            tuple(mine),
-            tuple([(c, key_of[c], cap_of[c]) for c in callees]),
-            recursive and regular,
-            lim,
-        )
-        key = key_id(content) if cache is not None else len(out)
+        for c in callees:
+            content += (c, key_of[c], cap_of[c])
+        if cache is not None:
+            whole = tuple(content)
+            key = (<dict>cache._key_ids).get(whole)
+            if key is None:
+                lock_acquire()
+                try:
+                    key_ids = cache._key_ids
+                    key = key_ids.setdefault(whole, len(key_ids))
+                finally:
+                    lock_release()
+            cached = (<dict>cache._components).get(key)
+        else:
+            key = len(out)
+            cached = None
         for m in comp:
             key_of[m] = key
-        cached = get(key) if cache is not None else None
         depth = 0
         for c in callees:
             k = once.pop(c, -1)

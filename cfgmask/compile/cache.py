@@ -40,7 +40,7 @@ class AutomatonCache:
     def key_id(self, content: Hashable) -> int:
         """A small id for a component's key (its members' IR ids, its callees' key ids, the
         limits' id) or for the limits: equal content, equal id, for as long as the generation
-        lasts."""
+        lasts.  (``_dag.plan`` does the same inline, under the same lock, a component at a time.)"""
         got = self._key_ids.get(content)
         if got is None:
             with self._lock:
