@@ -15,9 +15,9 @@ from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.set cimport PyFrozenSet_New, PySet_Add
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport qsort
@@ -66,6 +66,12 @@ class TooBig(Exception):
 cdef inline object oid(object x):
     """``id(x)``, without a call of the builtin."""
     return PyLong_FromVoidPtr(<void *>x)
+
+
+cdef inline Py_ssize_t ptr_hash(PyObject *p) noexcept:
+    """A table slot hash of an object's address (objects are 16-byte aligned)."""
+    cdef size_t x = <size_t>p >> 4
+    return <Py_ssize_t>((x * <size_t>0x9E3779B97F4A7C15) >> 17)
 
 
 cdef inline tuple new_tuple(Py_ssize_t n):
@@ -168,7 +174,8 @@ cdef class Facts:
         cdef Py_ssize_t lit = 0, y, k
         cdef bint all_plain = True
         cdef frozenset r, ref_one = None
-        cdef list ref_many = None, use_list = None
+        cdef bint many = False  # children refer to different sets of rules
+        cdef list use_list = None
         cdef dict u
         for o in kids:
             k = <Py_ssize_t>o
@@ -189,20 +196,20 @@ cdef class Facts:
                 if ref_one is None:
                     ref_one = r
                 elif r is not ref_one:  # the same set again (a rule referred to twice) adds nothing
-                    if ref_many is None:
-                        ref_many = [ref_one]
-                    ref_many.append(r)
+                    many = True
                 u = <dict>uses[k]
-                if u:
-                    if use_list is None:
-                        use_list = []
-                    use_list.append(u)
+                if use_list is None:
+                    use_list = []
+                use_list.append(u)
         cdef frozenset out_refs = NO_REFS
         cdef dict out_uses = NO_USES
         if ref_one is not None:
-            out_refs = ref_one if ref_many is None else union(ref_many)
-            if use_list is not None:
-                out_uses = use_list[0] if len(use_list) == 1 else merge_uses(use_list)
+            if len(use_list) == 1:  # one child refers to rules (refs[k] are uses[k]'s keys)
+                out_refs = ref_one
+                out_uses = use_list[0]
+            else:
+                out_uses = merge_uses(use_list)
+                out_refs = PyFrozenSet_New(out_uses) if many else ref_one
         return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
 
     cdef object add_repeat(self, tuple key, Py_ssize_t k):
@@ -213,17 +220,6 @@ cdef class Facts:
         bound = max(key[2], key[3] or 0, 1)
         return self.insert(key, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
                            self.uses[k], bound * self.maxprod[k], False)
-
-
-cdef frozenset union(list sets):
-    """The union of ``sets`` (frozensets of rule names), made in place: a new frozenset may be
-    filled before anyone sees it."""
-    cdef frozenset out = PyFrozenSet_New(<object>sets[0])
-    cdef Py_ssize_t i
-    for i in range(1, len(sets)):
-        for x in <frozenset>sets[i]:
-            PySet_Add(out, x)
-    return out
 
 
 cdef dict merge_uses(list use_list):
@@ -247,6 +243,68 @@ cdef class Interning:
     cdef Facts facts
     cdef object max_nodes
     cdef Py_ssize_t next_check  # sess._next_check, kept here (written back when it moves)
+    # The nodes met in this walk and their ids, by identity: an open-addressed table of
+    # (node, id) pairs, both referenced (so no address is reused while it is here).  A leaf
+    # met again (half of a JSON schema's leaf children are an object met before) costs a probe
+    # here instead of its key's tuple and dict lookup; a composite one instead of the memo's.
+    cdef PyObject **seen
+    cdef Py_ssize_t seen_mask, seen_used
+
+    def __cinit__(self):
+        self.seen = NULL
+        self.seen_mask = -1
+        self.seen_used = 0
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.seen != NULL:
+            for i in range(2 * (self.seen_mask + 1)):
+                Py_XDECREF(self.seen[i])
+            PyMem_Free(self.seen)
+
+    cdef inline PyObject *seen_get(self, object x) noexcept:
+        cdef Py_ssize_t h
+        cdef PyObject *k
+        if self.seen == NULL:
+            return NULL
+        h = ptr_hash(<PyObject *>x) & self.seen_mask
+        while True:
+            k = self.seen[2 * h]
+            if k == <PyObject *>x:
+                return self.seen[2 * h + 1]
+            if k == NULL:
+                return NULL
+            h = (h + 1) & self.seen_mask
+
+    cdef int seen_put(self, object x, object v) except -1:
+        cdef Py_ssize_t h, i, size
+        cdef PyObject **old = self.seen
+        cdef PyObject **t
+        cdef Py_ssize_t old_size = self.seen_mask + 1
+        if 2 * (self.seen_used + 1) > old_size:  # at most half full
+            size = 64 if old_size < 64 else 2 * old_size
+            t = <PyObject **>PyMem_Calloc(2 * size, sizeof(PyObject *))
+            if t == NULL:
+                raise MemoryError
+            for i in range(old_size):
+                if old[2 * i] != NULL:
+                    h = ptr_hash(old[2 * i]) & (size - 1)
+                    while t[2 * h] != NULL:
+                        h = (h + 1) & (size - 1)
+                    t[2 * h] = old[2 * i]
+                    t[2 * h + 1] = old[2 * i + 1]
+            PyMem_Free(old)
+            self.seen = t
+            self.seen_mask = size - 1
+        h = ptr_hash(<PyObject *>x) & self.seen_mask
+        while self.seen[2 * h] != NULL:
+            h = (h + 1) & self.seen_mask
+        Py_INCREF(x)
+        Py_INCREF(v)
+        self.seen[2 * h] = <PyObject *>x
+        self.seen[2 * h + 1] = <PyObject *>v
+        self.seen_used += 1
+        return 0
 
     def __init__(self, sess, Facts facts):
         self.sess = sess
@@ -289,14 +347,19 @@ cdef class Interning:
             kids = new_tuple(n)
             for k in range(n):
                 x = items[k]
-                # a leaf child is looked up by its key, not memoized by identity: the key is as
-                # cheap as the memo's, and the memo's two entries a new leaf cost are spared
+                got = self.seen_get(x)
+                if got != NULL:
+                    set_item(kids, k, <object>got)
+                    continue
+                # a leaf child is looked up by its key (the first time in this walk), not
+                # memoized in the session: the memo's two entries a new leaf cost are spared
                 tx = type(x)
                 g = self.leaf(x, tx)
                 if g is None:
                     ox = oid(x)
                     got = PyDict_GetItemWithError(memo, ox)
                     g = self.rec(x, depth + 1, ox) if got == NULL else <object>got
+                self.seen_put(x, g)
                 set_item(kids, k, g)
             i = self.facts.add_list(SEQ if t is Seq else ALT, kids)
         elif t is Repeat:
