@@ -308,6 +308,19 @@ def test_compiled_walks_number_node_kinds_as_encode() -> None:
     assert _dag.KINDS == (*want, encode._LOOKAHEAD, 200)
 
 
+def test_compiled_facts_past_c_integers_match_the_python_walk() -> None:
+    """Tree sizes and repetition products past 2**62 (a doubling chain, a huge bound) leave the
+    compiled facts' C integers for Python ints: the same facts as the Python walk's."""
+    body: ir.Expr = ir.Alt((ir.literal("a"), ir.Ref("r")))
+    for i in range(70):
+        body = ir.Seq((body, ir.literal(f"s{i % 3}"), body))
+    big: ir.Expr = ir.Seq((ir.Ref("r"), ir.literal("b")))
+    for _ in range(4):  # bounds multiplying to 2**80
+        big = ir.Repeat(big, 0, 1 << 20)
+    g = ir.Grammar({"s": ir.Seq((body, big, ir.Alt((big, body)))), "r": ir.literal("r")}, "s")
+    assert _interned(encode.Session(), g) == _interned(ReferenceSession(), g)
+
+
 @pytest.mark.parametrize("max_nodes", [1, 5, 40])
 def test_compiled_interning_stops_past_max_nodes(max_nodes: int) -> None:
     body = ir.Seq(tuple(ir.Alt((ir.literal(f"k{i}"), ir.Ref("v"))) for i in range(1500)))

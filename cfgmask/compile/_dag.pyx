@@ -15,7 +15,7 @@ from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
-from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.set cimport PyFrozenSet_New, PySet_Add
@@ -84,6 +84,29 @@ cdef inline void set_item(tuple t, Py_ssize_t i, object x):
     PyTuple_SET_ITEM(t, i, x)
 
 
+ctypedef struct Fact:
+    long long count  # tree size, or -1: past SMALL_MAX (the list holds it)
+    long long maxprod  # largest product of repetition bounds, or -1: past SMALL_MAX
+    long height
+    Py_ssize_t maxlit
+    bint plain
+    bint has_refs
+
+cdef long long SMALL_MAX = 1LL << 62
+
+
+cdef inline long long small_int(object x) noexcept:
+    """``x`` as a C integer when it is an int within 0..SMALL_MAX, else -1."""
+    cdef int ovf = 0
+    cdef long long v
+    if not PyLong_CheckExact(x):
+        return -1
+    v = PyLong_AsLongLongAndOverflow(x, &ovf)
+    if ovf != 0 or v < 0 or v > SMALL_MAX:  # an exact int only overflows: no error is set
+        return -1
+    return v
+
+
 cdef class Facts:
     """An interner's per-id facts (``encode.Interner``): its lists, bound once (attribute
     lookups once, not once a node), and the one registration of a new node.
@@ -95,6 +118,19 @@ cdef class Facts:
     cdef list keys, count, height, maxlit, refs, uses, maxprod, plain
     cdef object acquire, release  # the interner's lock (bound once: ``with`` looks them up a call)
     cdef object marker_name  # encode.marker_name: the rule a lookahead refers to
+    # The facts a new sequence or alternation reads of its children, per id in one C array
+    # beside the lists (which stay the interface): a child costs one struct read instead of
+    # six lists' items and the int objects they point to, each a cache miss when the caches
+    # are cold (docs/design.md §7).  Written by ``insert``, under the lock, for every id.
+    cdef Fact *fa
+    cdef Py_ssize_t fa_len, fa_cap
+
+    def __cinit__(self):
+        self.fa = NULL
+        self.fa_len = self.fa_cap = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.fa)
 
     def __init__(self, interner, marker_name):
         self.ids = interner.ids
@@ -139,6 +175,24 @@ cdef class Facts:
         Ids travel as the int objects the interner keeps (the walks put them in their keys and
         memo), not as C ints made into new objects at each step."""
         cdef object i = len(self.keys)
+        cdef Fact *f
+        cdef Py_ssize_t cap
+        if self.fa_len == len(self.keys):  # in step with the lists (always, but for a subclass's add)
+            if self.fa_len == self.fa_cap:
+                cap = 256 if self.fa_cap < 256 else 2 * self.fa_cap
+                f = <Fact *>PyMem_Realloc(self.fa, cap * sizeof(Fact))
+                if f == NULL:
+                    raise MemoryError
+                self.fa = f
+                self.fa_cap = cap
+            f = &self.fa[self.fa_len]
+            f.count = small_int(count)
+            f.maxprod = small_int(maxprod)
+            f.height = height
+            f.maxlit = maxlit
+            f.plain = plain
+            f.has_refs = len(refs) != 0
+            self.fa_len += 1
         self.count.append(count)
         self.height.append(height)
         self.maxlit.append(maxlit)
@@ -167,32 +221,41 @@ cdef class Facts:
             return <object>got
         if not kids:
             return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
-        cdef list count = self.count, height = self.height, maxlit = self.maxlit
-        cdef list refs = self.refs, uses = self.uses, maxprod = self.maxprod, plain = self.plain
-        cdef object total = 1, prod = None, p
-        cdef long h = 0, x
-        cdef Py_ssize_t lit = 0, y, k
-        cdef bint all_plain = True
+        cdef list count = self.count, maxprod = self.maxprod, refs = self.refs, uses = self.uses
+        cdef object total, prod, p
+        cdef long h = 0
+        cdef Py_ssize_t lit = 0, k, n = len(kids), i
+        cdef long long tc = 1, pc = 0
+        cdef bint all_plain = True, big = False
         cdef frozenset r, ref_one = None
         cdef bint many = False  # children refer to different sets of rules
         cdef list use_list = None
         cdef dict u
-        for o in kids:
+        cdef const Fact *f
+        if self.fa_len != len(self.keys):
+            return self.add_list_py(key, kids)
+        for i in range(n):
+            o = kids[i]
             k = <Py_ssize_t>o
-            total = total + count[k]
-            x = height[k]
-            if x > h:
-                h = x
-            y = maxlit[k]
-            if y > lit:
-                lit = y
-            p = maxprod[k]
-            if prod is None or p > prod:
-                prod = p
-            if not plain[k]:
+            if not 0 <= k < self.fa_len:
+                raise IndexError("list index out of range")
+            f = &self.fa[k]
+            if f.count < 0 or f.maxprod < 0:
+                big = True  # a size or product past 2**62: summed as Python ints below
+            else:
+                tc += f.count
+                if f.maxprod > pc:
+                    pc = f.maxprod
+                if tc > SMALL_MAX:
+                    big = True
+            if f.height > h:
+                h = f.height
+            if f.maxlit > lit:
+                lit = f.maxlit
+            if not f.plain:
                 all_plain = False
-            r = <frozenset>refs[k]
-            if r:
+            if f.has_refs:
+                r = <frozenset>refs[k]
                 if ref_one is None:
                     ref_one = r
                 elif r is not ref_one:  # the same set again (a rule referred to twice) adds nothing
@@ -210,6 +273,56 @@ cdef class Facts:
             else:
                 out_uses = merge_uses(use_list)
                 out_refs = PyFrozenSet_New(out_uses) if many else ref_one
+        if big:
+            total = 1
+            prod = None
+            for o in kids:
+                k = <Py_ssize_t>o
+                total = total + count[k]
+                p = maxprod[k]
+                if prod is None or p > prod:
+                    prod = p
+        else:
+            total = tc
+            prod = pc
+        return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+
+    cdef object add_list_py(self, tuple key, tuple kids):
+        """``add_list`` of a new node from the lists alone (the C facts out of step with them:
+        a subclass registered ids its own way)."""
+        cdef list count = self.count, height = self.height, maxlit = self.maxlit
+        cdef list refs = self.refs, uses = self.uses, maxprod = self.maxprod, plain = self.plain
+        cdef object total = 1, prod = None, p
+        cdef long h = 0, x
+        cdef Py_ssize_t lit = 0, y, k
+        cdef bint all_plain = True
+        cdef list use_list = []
+        cdef set names = set()
+        for o in kids:
+            k = <Py_ssize_t>o
+            total = total + count[k]
+            x = height[k]
+            if x > h:
+                h = x
+            y = maxlit[k]
+            if y > lit:
+                lit = y
+            p = maxprod[k]
+            if prod is None or p > prod:
+                prod = p
+            if not plain[k]:
+                all_plain = False
+            if refs[k]:
+                use_list.append(uses[k])
+                names |= <frozenset>refs[k]
+        cdef frozenset out_refs = NO_REFS
+        cdef dict out_uses = NO_USES
+        if len(use_list) == 1:
+            out_refs = frozenset(names)
+            out_uses = use_list[0]
+        elif use_list:
+            out_uses = merge_uses(use_list)
+            out_refs = frozenset(names)
         return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
 
     cdef object add_repeat(self, tuple key, Py_ssize_t k):
