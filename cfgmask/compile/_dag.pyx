@@ -968,6 +968,8 @@ cdef list tarjan(dict graph, object root):
                 got = PyDict_GetItemWithError(num, child)
                 if got == NULL:
                     kids.append(sorted(graph[child]))  # a rule not in graph raises, as sccs
+                    if count >= cap:  # only names that hash unlike themselves get here
+                        raise ValueError("tarjan: more rules reached than the graph holds")
                     w = count
                     count += 1
                     num[child] = w
