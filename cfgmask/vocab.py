@@ -391,7 +391,22 @@ class Vocabulary:
                 # position (where it may end) and an exponent; once: they have no escapes
                 kinds = ("number", "integer") if canonical else ()
                 numbers = tuple(({"type": k}, p) for k in kinds for p in (b"1", b"1.", b"1.5", b"1e", b"1e5"))
-                pins: list[tuple[dict[str, Any], bytes]] = [({"type": "string"}, b'"'), *bounded, *numbers]
+                # the formats whose strings are loops of their own (a URI, an e-mail address, a
+                # host name): their first masks walk the whole trie through the format's automaton
+                formats = (
+                    tuple(
+                        ({"type": "string", "format": f}, b'"')
+                        for f in ("uri", "uri-reference", "email", "hostname")
+                    )
+                    if canonical
+                    else ()
+                )
+                pins: list[tuple[dict[str, Any], bytes]] = [
+                    ({"type": "string"}, b'"'),
+                    *bounded,
+                    *numbers,
+                    *formats,
+                ]
                 for schema, prefix in pins:
                     g = Grammar.from_json_schema(schema, canonical=canonical)
                     m = Matcher(compile_grammar(g, self))
