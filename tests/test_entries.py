@@ -369,6 +369,23 @@ def test_large_vocabularies_pin_the_json_string_walks() -> None:
     assert stats["vocab_loop_walks"] > 0, stats
 
 
+@pytest.mark.parametrize("fmt", ["uri", "uri-reference", "email", "hostname"])
+def test_large_vocabularies_pin_the_format_walks(fmt: str) -> None:
+    """The string formats that are loops of their own are walked with the vocabulary too: a
+    schema's first such string (a property of its own, in an object the pins never saw) takes the
+    loop's walk from the vocabulary through ``clear_caches()``, and every entry is a plain walk's."""
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    cfgmask.clear_caches()
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "link": {"type": "string", "format": fmt}},
+        "required": ["link"],
+    }
+    stats = assert_same_entries(cfgmask.Grammar.from_json_schema(schema), vocab)
+    assert stats["vocab_loop_walks"] > 0, stats
+
+
 # Entries built in the order a document visits them: whole walks go by first byte (only the bytes
 # the start set reads), the exits of a shared loop walk reuse their start configurations, and
 # each mask decides only the span of candidates its entries marked.  The order matters: a state
