@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import ir
 from cfgmask.compile.strategy import Strategy
+from cfgmask.vocab import FORMAT_SAMPLES
 
 from .strategies import Vocab, grammars, vocabularies
 from .test_engine_differential import _vocab
@@ -365,6 +366,23 @@ def test_large_vocabularies_pin_the_json_string_walks() -> None:
     vocab._handle()
     cfgmask.clear_caches()
     schema = {"type": "object", "properties": {"zz": {"type": "string"}}, "required": ["zz"]}
+    stats = assert_same_entries(cfgmask.Grammar.from_json_schema(schema), vocab)
+    assert stats["vocab_loop_walks"] > 0, stats
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMAT_SAMPLES))
+def test_large_vocabularies_pin_the_format_walks(fmt: str) -> None:
+    """The string formats that are loops of their own are walked with the vocabulary too: a
+    schema's first such string (a property of its own, in an object the pins never saw) takes the
+    loop's walk from the vocabulary through ``clear_caches()``, and every entry is a plain walk's."""
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    cfgmask.clear_caches()
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "link": {"type": "string", "format": fmt}},
+        "required": ["link"],
+    }
     stats = assert_same_entries(cfgmask.Grammar.from_json_schema(schema), vocab)
     assert stats["vocab_loop_walks"] > 0, stats
 
