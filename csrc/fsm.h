@@ -132,7 +132,14 @@ int cm_words_build(const cm_ir_input *in, uint32_t pc, cm_budget *b, cm_dfa_out 
 int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
                     uint32_t *n_blocks, bool *done);
 
-/* Minimize d in place (registration, or Hopcroft; the start state stays 0). */
-int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b);
+/* Minimize d in place (registration, or Hopcroft; the start state stays 0) and write its
+ * dense rows (d->trans is NULL on entry: subset construction leaves only the sparse edges sp)
+ * for the states kept; with `merge`, adjacent byte classes whose columns are equal in every
+ * row are one class (cm_dfa_merge_classes's result, without its pass over the rows). */
+int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_budget *b);
+
+/* cm_fsm_build, with `merge`: the DFA's classes merged as cm_dfa_merge_classes would. */
+int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, bool merge,
+                    cm_budget *budget, cm_dfa_out **out);
 
 #endif

@@ -414,8 +414,8 @@ static int build_roots(const cm_ir_input *in, const uint32_t *roots, uint32_t n,
     int rc = thompson(in, roots, n, shared, bud, &a);
     cm_stats_add(CM_PH_THOMPSON, t0);
     if (!rc) rc = cm_budget_time(bud);
-    for (uint32_t i = 0; !rc && i < n; i++) rc = cm_fsm_build(&a.v, 1 + i, 0, max_states, bud, &out[i]);
-    for (uint32_t i = 0; !rc && i < n; i++) cm_dfa_merge_classes(bud, out[i]); /* (expanded callees cut finer) */
+    /* classes merged (expanded callees cut finer) */
+    for (uint32_t i = 0; !rc && i < n; i++) rc = cm_fsm_build_ex(&a.v, 1 + i, 0, max_states, true, bud, &out[i]);
     nfa_free(bud, &a);
     return rc;
 }
