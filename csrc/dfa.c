@@ -114,7 +114,31 @@ static int push_successors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_
     return rc;
 }
 
+/* Does a path of edges to higher-numbered states (byte edges, label edges with label_ok) lead
+ * from the start to an accepting state, taking the first such edge at each state?  Subset
+ * construction numbers states as it finds them, so most DFAs accept this way: no allocation
+ * and a few rows read, where the depth-first walk marked and stacked its way there. */
+static bool accepts_upward(const cm_dfa_out *d, const uint8_t *label_ok) {
+    uint32_t n = d->n_states, nc = d->n_classes, s = 0;
+    while (s < n) {
+        if (d->accepting[s]) return true;
+        const int32_t *row = d->trans + (size_t)s * nc;
+        uint32_t next = s;
+        for (uint32_t c = 0; next == s && c < nc; c = cm_run_end(row, c, nc))
+            if (row[c] > (int32_t)s && row[c] < (int32_t)n) next = (uint32_t)row[c];
+        for (uint32_t e = d->lab_off[s]; next == s && e < d->lab_off[s + 1]; e++)
+            if (label_ok[d->lab[e]] && d->lab_to[e] > s && d->lab_to[e] < n) next = d->lab_to[e];
+        if (next == s) return false;
+        s = next;
+    }
+    return false;
+}
+
 int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result) {
+    if (accepts_upward(d, label_ok)) {
+        *result = 1;
+        return CM_OK;
+    }
     uint8_t *seen = calloc((size_t)d->n_states + 1, 1);
     cm_vec32 stack = {0};
     int rc = seen ? cm_vec_push(&stack, 0) : CM_ERR_NOMEM;
@@ -215,6 +239,37 @@ static int mark_kept(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *keep
     return rc;
 }
 
+/* Is every state of d reachable from the start and live, with every label edge kept (a
+ * sufficient test, one pass over the rows with early exits)?  Each state but the start has an
+ * edge from a lower-numbered state (by induction, a path from the start), and each state that
+ * does not accept has an edge to a higher-numbered one (following those ends at an accepting
+ * state).  Subset construction numbers states as it finds them and minimization keeps that
+ * order, so most rules pass and skip mark_kept's walk; a target out of range fails the test
+ * (the walk reports it). */
+static bool trim_free(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *reached) {
+    uint32_t n = d->n_states, nc = d->n_classes;
+    for (uint32_t e = 0; e < d->lab_off[n]; e++)
+        if (!label_ok[d->lab[e]]) return false;
+    reached[0] = 1;
+    for (uint32_t s = 0; s < n; s++) {
+        if (!reached[s]) return false;
+        bool up = d->accepting[s];
+        const int32_t *row = d->trans + (size_t)s * nc;
+        for (uint32_t c = 0; c < nc; c = cm_run_end(row, c, nc)) {
+            int32_t t = row[c];
+            if (t >= (int32_t)n) return false;
+            if (t > (int32_t)s) reached[t] = 1, up = true;
+        }
+        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) {
+            uint32_t t = d->lab_to[e];
+            if (t >= n) return false;
+            if (t > s) reached[t] = 1, up = true;
+        }
+        if (!up) return false;
+    }
+    return true;
+}
+
 /* Does trimming d keep all of it: every state (reach[]) and every label edge? */
 static bool keeps_all(const cm_dfa_out *d, const uint8_t *label_ok, const uint8_t *reach) {
     for (uint32_t s = 0; s < d->n_states; s++)
@@ -270,7 +325,9 @@ static int trim(const cm_dfa_out *d, const uint8_t *label_ok, bool share, const 
     *out = NULL;
     uint8_t *keep = calloc((size_t)n + 1, 1);
     uint32_t *new_id = NULL;
-    int rc = keep ? mark_kept(d, label_ok, keep) : CM_ERR_NOMEM;
+    int rc = keep ? CM_OK : CM_ERR_NOMEM;
+    if (!rc && n && trim_free(d, label_ok, keep)) memset(keep, 1, n); /* (keep[] held the reached marks) */
+    else if (!rc) memset(keep, 0, n), rc = mark_kept(d, label_ok, keep);
     if (!rc && n && keep[0]) {
         if (share && keeps_all(d, label_ok, keep)) {
             *out = d; /* nothing to drop: no copy (most rules of a schema are already trim) */
