@@ -239,35 +239,68 @@ static int mark_kept(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *keep
     return rc;
 }
 
-/* Is every state of d reachable from the start and live, with every label edge kept (a
- * sufficient test, one pass over the rows with early exits)?  Each state but the start has an
- * edge from a lower-numbered state (by induction, a path from the start), and each state that
- * does not accept has an edge to a higher-numbered one (following those ends at an accepting
- * state).  Subset construction numbers states as it finds them and minimization keeps that
- * order, so most rules pass and skip mark_kept's walk; a target out of range fails the test
- * (the walk reports it). */
-static bool trim_free(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *reached) {
+/* The first pass of trim_free over state s's edges (byte runs, then labels, all kept):
+ * marks the higher targets reached (bit 0); is one of them live (bit 1)?  *bad: a target out
+ * of range.  With `any`, only: is a target of any number live? */
+static bool up_edges(const cm_dfa_out *d, uint32_t s, uint8_t *mark, bool any, bool *bad) {
     uint32_t n = d->n_states, nc = d->n_classes;
+    const int32_t *row = d->trans + (size_t)s * nc;
+    bool live = false;
+    for (uint32_t c = 0; c < nc; c = cm_run_end(row, c, nc)) {
+        if (row[c] < 0) continue;
+        uint32_t t = (uint32_t)row[c];
+        if (t >= n) *bad = true;
+        else if (any) live |= mark[t] >> 1;
+        else if (t > s) mark[t] |= 1, live |= mark[t] >> 1;
+    }
+    for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) {
+        uint32_t t = d->lab_to[e];
+        if (t >= n) *bad = true;
+        else if (any) live |= mark[t] >> 1;
+        else if (t > s) mark[t] |= 1, live |= mark[t] >> 1;
+    }
+    return live;
+}
+
+/* Is every state of d reachable from the start and live, with every label edge kept (a
+ * sufficient test without the walk)?  Reachable: each state but the start has an edge from a
+ * lower-numbered state (by induction, a path from the start).  Live: from the last state down,
+ * a state accepts or has an edge to a higher live one; the few left (a loop's last states,
+ * whose edges lead back) get rounds over their edges to any live state.  Subset construction
+ * numbers states as it finds them and minimization keeps that order, so most rules pass and
+ * skip mark_kept's walk; a target out of range fails the test (the walk reports it).  mark[]:
+ * n zeroed bytes, bit 0 reached, bit 1 live. */
+static bool trim_free(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *mark) {
+    uint32_t n = d->n_states, n_left = 0, *left = NULL;
+    bool bad = false, ok = true;
     for (uint32_t e = 0; e < d->lab_off[n]; e++)
         if (!label_ok[d->lab[e]]) return false;
-    reached[0] = 1;
-    for (uint32_t s = 0; s < n; s++) {
-        if (!reached[s]) return false;
-        bool up = d->accepting[s];
-        const int32_t *row = d->trans + (size_t)s * nc;
-        for (uint32_t c = 0; c < nc; c = cm_run_end(row, c, nc)) {
-            int32_t t = row[c];
-            if (t >= (int32_t)n) return false;
-            if (t > (int32_t)s) reached[t] = 1, up = true;
+    for (uint32_t s = n; !bad && s-- > 0;) {
+        bool live = up_edges(d, s, mark, false, &bad) || d->accepting[s];
+        if (live) {
+            mark[s] |= 2;
+        } else if (!bad) { /* (n_left < n) */
+            if (!left && !(left = malloc((size_t)n * sizeof *left))) bad = true;
+            else left[n_left++] = s;
         }
-        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) {
-            uint32_t t = d->lab_to[e];
-            if (t >= n) return false;
-            if (t > s) reached[t] = 1, up = true;
-        }
-        if (!up) return false;
     }
-    return true;
+    for (uint32_t s = 1; !bad && s < n; s++)
+        if (!(mark[s] & 1)) bad = true;
+    for (uint32_t i = 0; i < n_left / 2; i++) { /* lowest first */
+        uint32_t x = left[i];
+        left[i] = left[n_left - 1 - i], left[n_left - 1 - i] = x;
+    }
+    for (int round = 0; !bad && n_left && round < 4; round++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n_left; i++) /* the states still left move down, in order (k <= i) */
+            if (up_edges(d, left[i], mark, true, &bad)) mark[left[i]] |= 2;
+            else left[k++] = left[i];
+        if (k == n_left) break; /* no progress */
+        n_left = k;
+    }
+    ok = !bad && !n_left;
+    free(left);
+    return ok;
 }
 
 /* Does trimming d keep all of it: every state (reach[]) and every label edge? */

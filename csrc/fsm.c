@@ -389,8 +389,8 @@ static int expand(builder *b, size_t k) {
     if (!rc) rc = cm_vec_reserve(&b->sp.cls, b->sp.cls.n + m);
     if (!rc) rc = cm_vec_reserve(&b->sp.to, b->sp.to.n + m);
     if (!rc && m) { /* the sparse edges, room reserved */
-        memcpy(b->sp.cls.data + b->sp.cls.n, b->keys.data, m * sizeof *b->keys.data);
-        memcpy(b->sp.to.data + b->sp.to.n, b->targets.data, m * sizeof *b->targets.data);
+        uint32_t *cls = b->sp.cls.data + b->sp.cls.n, *to = b->sp.to.data + b->sp.to.n;
+        for (size_t i = 0; i < m; i++) cls[i] = b->keys.data[i], to[i] = b->targets.data[i]; /* a few: no memcpy */
         b->sp.cls.n += m, b->sp.to.n += m;
     }
     if (!rc) rc = cm_vec_push(&b->sp.off, (uint32_t)b->sp.cls.n);

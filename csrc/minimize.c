@@ -338,11 +338,16 @@ static int emit(cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block,
         return rc;
     }
     size_t before = cm_dfa_bytes(d);
-    memset(tr, 0xFF, (size_t)n_blocks * k * sizeof *tr);
-    for (uint32_t b = 0; b < n_blocks; b++) {
+    for (uint32_t b = 0; b < n_blocks; b++) { /* each entry written once, in order: -1 up to each edge */
         int32_t *out = tr + (size_t)b * k;
-        for (uint32_t e = sp->off.data[rep[b]]; e < sp->off.data[rep[b] + 1]; e++)
-            out[cmap[sp->cls.data[e]]] = (int32_t)block[sp->to.data[e]];
+        uint32_t c = 0;
+        for (uint32_t e = sp->off.data[rep[b]]; e < sp->off.data[rep[b] + 1]; e++) {
+            uint32_t x = cmap[sp->cls.data[e]]; /* ascending (merged: equal for a run of one target) */
+            while (c < x) out[c++] = -1;
+            out[x] = (int32_t)block[sp->to.data[e]];
+            c = x + 1;
+        }
+        while (c < k) out[c++] = -1;
     }
     if (n_blocks < n) { /* labels and acceptance of each block's first state, in place */
         uint32_t nl = 0, e0 = 0;
