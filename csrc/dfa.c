@@ -52,30 +52,6 @@ void cm_dfa_release(cm_budget *b, cm_dfa_out *d) {
     cm_dfa_out_free(d);
 }
 
-void cm_dfa_merge_classes(cm_budget *b, cm_dfa_out *d) {
-    uint32_t nc = d->n_classes, n = d->n_states, k = 1;
-    uint8_t keep[256] = {1};
-    if (nc < 2) return;
-    for (uint32_t s = 0; s < n; s++) {
-        const int32_t *row = d->trans + (size_t)s * nc;
-        for (uint32_t c = 1; c < nc; c++) keep[c] |= row[c] != row[c - 1];
-    }
-    for (uint32_t c = 1; c < nc; c++) k += keep[c];
-    if (k == nc) return;
-    size_t before = cm_dfa_bytes(d);
-    for (uint32_t s = 0; s < n; s++) { /* in place: entry s * k + j never passes s * nc + c */
-        const int32_t *row = d->trans + (size_t)s * nc;
-        int32_t *to = d->trans + (size_t)s * k;
-        for (uint32_t c = 0, j = 0; c < nc; c++)
-            if (keep[c]) to[j++] = row[c];
-    }
-    for (uint32_t c = 0, j = 0; c < nc; c++)
-        if (keep[c]) d->class_lo[j++] = d->class_lo[c];
-    d->class_lo[k] = 256;
-    d->n_classes = k;
-    cm_budget_release(b, before - cm_dfa_bytes(d));
-}
-
 /* Renumber d's labels to 0..n-1 in increasing order of their values; used[] (room for
  * d->lab_off[n_states] entries) receives the distinct old values, ascending. */
 int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used) {

@@ -292,10 +292,11 @@ static int hopcroft(refiner *r) {
 }
 
 /* Which byte classes stay (keep[c]: c starts a class of the merged DFA) when adjacent classes
- * whose columns are equal in every row of the minimal DFA are merged (cm_dfa_merge_classes):
- * column c differs from c - 1 in some row where an edge on c has none on c - 1 or another
- * target, or an edge on c - 1 has none on c.  Read from the kept states' sparse edges
- * (classes ascending), targets by block: O(edges), not O(states x classes). */
+ * whose columns are equal in every row of the minimal DFA are merged: column c differs from
+ * c - 1 in some row where an edge on c has none on c - 1 or another target, or an edge on
+ * c - 1 has none on c.  Read from the kept states' sparse edges (classes ascending), targets
+ * by block: O(edges), where the pass this replaces read every row of the table, O(states x
+ * classes). */
 static uint32_t merged_classes(const cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block,
                                const uint32_t *rep, uint32_t n_blocks, uint8_t keep[256]) {
     uint32_t nc = d->n_classes, k = 0;
