@@ -215,70 +215,6 @@ static int mark_kept(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *keep
     return rc;
 }
 
-/* The first pass of trim_free over state s's edges (byte runs, then labels, all kept):
- * marks the higher targets reached (bit 0); is one of them live (bit 1)?  *bad: a target out
- * of range.  With `any`, only: is a target of any number live? */
-static bool up_edges(const cm_dfa_out *d, uint32_t s, uint8_t *mark, bool any, bool *bad) {
-    uint32_t n = d->n_states, nc = d->n_classes;
-    const int32_t *row = d->trans + (size_t)s * nc;
-    bool live = false;
-    for (uint32_t c = 0; c < nc; c = cm_run_end(row, c, nc)) {
-        if (row[c] < 0) continue;
-        uint32_t t = (uint32_t)row[c];
-        if (t >= n) *bad = true;
-        else if (any) live |= mark[t] >> 1;
-        else if (t > s) mark[t] |= 1, live |= mark[t] >> 1;
-    }
-    for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) {
-        uint32_t t = d->lab_to[e];
-        if (t >= n) *bad = true;
-        else if (any) live |= mark[t] >> 1;
-        else if (t > s) mark[t] |= 1, live |= mark[t] >> 1;
-    }
-    return live;
-}
-
-/* Is every state of d reachable from the start and live, with every label edge kept (a
- * sufficient test without the walk)?  Reachable: each state but the start has an edge from a
- * lower-numbered state (by induction, a path from the start).  Live: from the last state down,
- * a state accepts or has an edge to a higher live one; the few left (a loop's last states,
- * whose edges lead back) get rounds over their edges to any live state.  Subset construction
- * numbers states as it finds them and minimization keeps that order, so most rules pass and
- * skip mark_kept's walk; a target out of range fails the test (the walk reports it).  mark[]:
- * n zeroed bytes, bit 0 reached, bit 1 live. */
-static bool trim_free(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *mark) {
-    uint32_t n = d->n_states, n_left = 0, *left = NULL;
-    bool bad = false, ok = true;
-    for (uint32_t e = 0; e < d->lab_off[n]; e++)
-        if (!label_ok[d->lab[e]]) return false;
-    for (uint32_t s = n; !bad && s-- > 0;) {
-        bool live = up_edges(d, s, mark, false, &bad) || d->accepting[s];
-        if (live) {
-            mark[s] |= 2;
-        } else if (!bad) { /* (n_left < n) */
-            if (!left && !(left = malloc((size_t)n * sizeof *left))) bad = true;
-            else left[n_left++] = s;
-        }
-    }
-    for (uint32_t s = 1; !bad && s < n; s++)
-        if (!(mark[s] & 1)) bad = true;
-    for (uint32_t i = 0; i < n_left / 2; i++) { /* lowest first */
-        uint32_t x = left[i];
-        left[i] = left[n_left - 1 - i], left[n_left - 1 - i] = x;
-    }
-    for (int round = 0; !bad && n_left && round < 4; round++) {
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < n_left; i++) /* the states still left move down, in order (k <= i) */
-            if (up_edges(d, left[i], mark, true, &bad)) mark[left[i]] |= 2;
-            else left[k++] = left[i];
-        if (k == n_left) break; /* no progress */
-        n_left = k;
-    }
-    ok = !bad && !n_left;
-    free(left);
-    return ok;
-}
-
 /* Does trimming d keep all of it: every state (reach[]) and every label edge? */
 static bool keeps_all(const cm_dfa_out *d, const uint8_t *label_ok, const uint8_t *reach) {
     for (uint32_t s = 0; s < d->n_states; s++)
@@ -334,9 +270,7 @@ static int trim(const cm_dfa_out *d, const uint8_t *label_ok, bool share, const 
     *out = NULL;
     uint8_t *keep = calloc((size_t)n + 1, 1);
     uint32_t *new_id = NULL;
-    int rc = keep ? CM_OK : CM_ERR_NOMEM;
-    if (!rc && n && trim_free(d, label_ok, keep)) memset(keep, 1, n); /* (keep[] held the reached marks) */
-    else if (!rc) memset(keep, 0, n), rc = mark_kept(d, label_ok, keep);
+    int rc = keep ? mark_kept(d, label_ok, keep) : CM_ERR_NOMEM;
     if (!rc && n && keep[0]) {
         if (share && keeps_all(d, label_ok, keep)) {
             *out = d; /* nothing to drop: no copy (most rules of a schema are already trim) */

@@ -305,8 +305,10 @@ static uint32_t merged_classes(const cm_dfa_out *d, const cm_sparse_edges *sp, c
     for (uint32_t b = 0; b < n_blocks; b++) {
         uint32_t s = rep[b], e0 = sp->off.data[s], e1 = sp->off.data[s + 1];
         for (uint32_t e = e0; e < e1; e++) {
-            uint32_t c = sp->cls.data[e], t = block[sp->to.data[e]];
-            if (c && !(e > e0 && sp->cls.data[e - 1] == c - 1 && block[sp->to.data[e - 1]] == t)) keep[c] = 1;
+            uint32_t c = sp->cls.data[e], u = sp->to.data[e];
+            if (c && !(e > e0 && sp->cls.data[e - 1] == c - 1
+                       && (sp->to.data[e - 1] == u || block[sp->to.data[e - 1]] == block[u])))
+                keep[c] = 1;
             if (c + 1 < nc && !(e + 1 < e1 && sp->cls.data[e + 1] == c + 1)) keep[c + 1] = 1;
         }
     }
@@ -339,16 +341,11 @@ static int emit(cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block,
         return rc;
     }
     size_t before = cm_dfa_bytes(d);
-    for (uint32_t b = 0; b < n_blocks; b++) { /* each entry written once, in order: -1 up to each edge */
+    for (uint32_t b = 0; b < n_blocks; b++) { /* row by row: short memsets */
         int32_t *out = tr + (size_t)b * k;
-        uint32_t c = 0;
-        for (uint32_t e = sp->off.data[rep[b]]; e < sp->off.data[rep[b] + 1]; e++) {
-            uint32_t x = cmap[sp->cls.data[e]]; /* ascending (merged: equal for a run of one target) */
-            while (c < x) out[c++] = -1;
-            out[x] = (int32_t)block[sp->to.data[e]];
-            c = x + 1;
-        }
-        while (c < k) out[c++] = -1;
+        memset(out, 0xFF, k * sizeof *out);
+        for (uint32_t e = sp->off.data[rep[b]]; e < sp->off.data[rep[b] + 1]; e++)
+            out[cmap[sp->cls.data[e]]] = (int32_t)block[sp->to.data[e]];
     }
     if (n_blocks < n) { /* labels and acceptance of each block's first state, in place */
         uint32_t nl = 0, e0 = 0;

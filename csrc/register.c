@@ -79,28 +79,17 @@ static bool skeleton_same(const reg *r, uint32_t s, uint32_t t) {
            && (!nl || !memcmp(d->lab + d->lab_off[s], d->lab + d->lab_off[t], nl * sizeof *d->lab));
 }
 
-/* Acceptance, byte classes and labels of s with the classes of its successors (all final),
- * in one pass over its edges (the skeleton's own hash only when s starts a class). */
-static uint64_t full_hash(const reg *r, uint32_t s) {
-    const cm_dfa_out *d = r->d;
-    const uint32_t *t = r->et + r->eo[s];
-    uint64_t h = MIX(1469598103934665603ULL, d->accepting[s]);
-    for (uint32_t e = r->spo[s]; e < r->spo[s + 1]; e++) h = MIX(MIX(h, r->spc[e]), r->cls[*t++]);
-    for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) h = MIX(MIX(h, d->lab[e] | 1ULL << 40), r->cls[*t++]);
+/* The skeleton (hashed as sk) and the classes of s's successors (all final). */
+static uint64_t full_hash(const reg *r, uint32_t s, uint64_t sk) {
+    uint64_t h = sk;
+    for (uint32_t i = 0, m = n_edges(r, s); i < m; i++) h = MIX(h, r->cls[target(r, s, i)]);
     return h ^ (h >> 31);
 }
 
-/* skeleton_same and the successors' classes, edge by edge in one loop. */
 static bool full_same(const reg *r, uint32_t s, uint32_t t) {
-    const cm_dfa_out *d = r->d;
-    uint32_t nb = r->spo[s + 1] - r->spo[s], m = n_edges(r, s);
-    if (d->accepting[s] != d->accepting[t] || m != n_edges(r, t) || nb != r->spo[t + 1] - r->spo[t]) return false;
-    const uint32_t *cs = r->spc + r->spo[s], *ct = r->spc + r->spo[t], *ts = r->et + r->eo[s], *tt = r->et + r->eo[t];
-    for (uint32_t i = 0; i < nb; i++)
-        if (cs[i] != ct[i] || r->cls[ts[i]] != r->cls[tt[i]]) return false;
-    const uint32_t *ls = d->lab + d->lab_off[s], *lt = d->lab + d->lab_off[t];
-    for (uint32_t i = nb; i < m; i++)
-        if (ls[i - nb] != lt[i - nb] || r->cls[ts[i]] != r->cls[tt[i]]) return false;
+    if (!skeleton_same(r, s, t)) return false;
+    for (uint32_t i = 0, m = n_edges(r, s); i < m; i++)
+        if (r->cls[target(r, s, i)] != r->cls[target(r, t, i)]) return false;
     return true;
 }
 
@@ -120,13 +109,13 @@ static uint32_t new_class(reg *r, uint32_t s, uint64_t h, uint64_t sk) {
 
 /* A state on no cycle. */
 static void register_trivial(reg *r, uint32_t s) {
-    uint64_t h = full_hash(r, s);
+    uint64_t sk = skeleton_hash(r, s), h = full_hash(r, s, sk);
     for (size_t i = h & (r->cap - 1); r->sig_tab[i]; i = (i + 1) & (r->cap - 1))
         if (full_same(r, s, r->rep[r->sig_tab[i] - 1])) {
             r->cls[s] = r->sig_tab[i] - 1;
             return;
         }
-    r->cls[s] = new_class(r, s, h, skeleton_hash(r, s));
+    r->cls[s] = new_class(r, s, h, sk);
 }
 
 /* Do members x and y of the SCC (k states) agree in round 0 (blk == NULL: skeleton, and the
@@ -209,7 +198,7 @@ static void register_cycle(reg *r, uint32_t k) {
         for (uint32_t i = 0; i < k; i++) r->cls[r->memb[i]] = first + r->blk[i];
         for (uint32_t b = 0; b < n_blk; b++) {
             uint64_t sk = skeleton_hash(r, r->brep[b]);
-            new_class(r, r->brep[b], full_hash(r, r->brep[b]), sk);
+            new_class(r, r->brep[b], full_hash(r, r->brep[b], sk), sk);
         }
     }
     for (uint32_t i = 0; i < k; i++) r->pos[r->memb[i]] = NONE;

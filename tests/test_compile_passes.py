@@ -185,7 +185,7 @@ def test_trim_in_c_matches_python(g: ir.Grammar, data: st.DataObject) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        ir.seq(ir.Repeat(ir.literal("ab"), 0, None), ir.literal("c")),  # a state only loops back: the walk
+        ir.seq(ir.Repeat(ir.literal("ab"), 0, None), ir.literal("c")),  # a state only loops back
         ir.seq(ir.literal("a"), ir.Repeat(ir.alt(ir.literal("b"), ir.Ref("r")), 0, None), ir.literal("c")),
         ir.seq(ir.literal("a"), ir.alt(ir.Ref("r"), ir.literal("b")), ir.literal("c")),  # upward only
         ir.alt(ir.seq(ir.Ref("r"), ir.literal("x")), ir.seq(ir.literal("y"), ir.Ref("q"))),
@@ -193,9 +193,8 @@ def test_trim_in_c_matches_python(g: ir.Grammar, data: st.DataObject) -> None:
     ],
 )
 def test_trim_and_can_accept_both_paths(body: ir.Expr) -> None:
-    """csrc/dfa.c's trim and can_accept take a one-pass test first (every state reached from a
-    lower one and reaching a higher one, a path upward to acceptance) and the walk when it fails:
-    each productive set, so both run, against the Python reference."""
+    """csrc/dfa.c's can_accept follows edges upward first and walks when that fails; trim and
+    can_accept for each productive set, so both paths run, against the Python reference."""
     nfa, start, final = _nfa_of(body)
     d = fsm.build_dfa(nfa, start, final, 100_000)
     labels = sorted({c for st_ in d.states for c, _ in st_.refs})
