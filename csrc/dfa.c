@@ -52,30 +52,6 @@ void cm_dfa_release(cm_budget *b, cm_dfa_out *d) {
     cm_dfa_out_free(d);
 }
 
-void cm_dfa_merge_classes(cm_budget *b, cm_dfa_out *d) {
-    uint32_t nc = d->n_classes, n = d->n_states, k = 1;
-    uint8_t keep[256] = {1};
-    if (nc < 2) return;
-    for (uint32_t s = 0; s < n; s++) {
-        const int32_t *row = d->trans + (size_t)s * nc;
-        for (uint32_t c = 1; c < nc; c++) keep[c] |= row[c] != row[c - 1];
-    }
-    for (uint32_t c = 1; c < nc; c++) k += keep[c];
-    if (k == nc) return;
-    size_t before = cm_dfa_bytes(d);
-    for (uint32_t s = 0; s < n; s++) { /* in place: entry s * k + j never passes s * nc + c */
-        const int32_t *row = d->trans + (size_t)s * nc;
-        int32_t *to = d->trans + (size_t)s * k;
-        for (uint32_t c = 0, j = 0; c < nc; c++)
-            if (keep[c]) to[j++] = row[c];
-    }
-    for (uint32_t c = 0, j = 0; c < nc; c++)
-        if (keep[c]) d->class_lo[j++] = d->class_lo[c];
-    d->class_lo[k] = 256;
-    d->n_classes = k;
-    cm_budget_release(b, before - cm_dfa_bytes(d));
-}
-
 /* Renumber d's labels to 0..n-1 in increasing order of their values; used[] (room for
  * d->lab_off[n_states] entries) receives the distinct old values, ascending. */
 int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used) {
@@ -114,7 +90,31 @@ static int push_successors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_
     return rc;
 }
 
+/* Does a path of edges to higher-numbered states (byte edges, label edges with label_ok) lead
+ * from the start to an accepting state, taking the first such edge at each state?  Subset
+ * construction numbers states as it finds them, so most DFAs accept this way: no allocation
+ * and a few rows read, where the depth-first walk marked and stacked its way there. */
+static bool accepts_upward(const cm_dfa_out *d, const uint8_t *label_ok) {
+    uint32_t n = d->n_states, nc = d->n_classes, s = 0;
+    while (s < n) {
+        if (d->accepting[s]) return true;
+        const int32_t *row = d->trans + (size_t)s * nc;
+        uint32_t next = s;
+        for (uint32_t c = 0; next == s && c < nc; c = cm_run_end(row, c, nc))
+            if (row[c] > (int32_t)s && row[c] < (int32_t)n) next = (uint32_t)row[c];
+        for (uint32_t e = d->lab_off[s]; next == s && e < d->lab_off[s + 1]; e++)
+            if (label_ok[d->lab[e]] && d->lab_to[e] > s && d->lab_to[e] < n) next = d->lab_to[e];
+        if (next == s) return false;
+        s = next;
+    }
+    return false;
+}
+
 int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result) {
+    if (accepts_upward(d, label_ok)) {
+        *result = 1;
+        return CM_OK;
+    }
     uint8_t *seen = calloc((size_t)d->n_states + 1, 1);
     cm_vec32 stack = {0};
     int rc = seen ? cm_vec_push(&stack, 0) : CM_ERR_NOMEM;

@@ -29,13 +29,13 @@ typedef struct {
     size_t hcap;
     cm_vec32 stack, pairs, tmp, prev;     /* scratch */
     cm_vec32 keys, targets;               /* the moves of the state being expanded */
-    cm_vec32 trans, lab, lab_to, lab_off; /* the DFA being built (cm_dfa_out's arrays) */
+    cm_vec32 lab, lab_to, lab_off;        /* the DFA being built (cm_dfa_out's arrays; its rows: minimize.c) */
     cm_sparse_edges sp;                   /* its byte edges as lists, for minimization */
 } builder;
 
 static cm_vec32 *builder_vec(builder *b, size_t i) {
     cm_vec32 *v[] = {&b->pool, &b->off, &b->stack, &b->pairs, &b->tmp, &b->prev, &b->keys, &b->targets,
-                     &b->trans, &b->lab, &b->lab_to, &b->lab_off, &b->sp.off, &b->sp.cls, &b->sp.to};
+                     &b->lab, &b->lab_to, &b->lab_off, &b->sp.off, &b->sp.cls, &b->sp.to};
     return i < sizeof v / sizeof *v ? v[i] : NULL;
 }
 
@@ -207,27 +207,37 @@ static void sort_unique(builder *b) {
     sort_marked(b, v, lo, hi);
 }
 
-/* The NFA targets of DFA state k's byte edges by class (a counting sort): class c's
- * are pairs[end[c - 1] .. end[c]) (from 0 for c = 0); *total: their number. */
-static int byte_targets(builder *b, size_t k, uint32_t end[257], size_t *total) {
+/* The NFA targets of DFA state k's byte edges by class (a counting sort): class c's are
+ * pairs[at[c] - cnt[c] .. at[c]), for the classes c set in used[] (the others have none);
+ * *total: their number.  Only the classes used are summed and walked, not all n_classes. */
+static int byte_targets(builder *b, size_t k, uint32_t cnt[256], uint32_t at[256], uint64_t used[4], size_t *total) {
     const cm_nfa_view *nfa = b->nfa;
-    memset(end, 0, ((size_t)b->n_classes + 1) * sizeof *end);
-    *total = 0;
+    memset(cnt, 0, (size_t)b->n_classes * sizeof *cnt);
+    memset(used, 0, 4 * sizeof *used);
+    size_t n = 0;
     for (uint32_t i = b->off.data[k]; i < b->off.data[k + 1]; i++) {
         uint32_t s = b->pool.data[i];
         for (uint32_t e = nfa->byte_off[s]; e < nfa->byte_off[s + 1]; e++)
-            for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++) end[c + 1]++, ++*total;
+            for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++)
+                cnt[c]++, n++, used[c >> 6] |= 1ull << (c & 63);
     }
-    if (!*total) return CM_OK;
-    for (uint32_t c = 0; c < b->n_classes; c++) end[c + 1] += end[c];
+    *total = n;
+    if (!n) return CM_OK;
+    uint32_t acc = 0;
+    for (uint32_t w = 0; w < 4; w++)
+        for (uint64_t m = used[w]; m; m &= m - 1) {
+            uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(m);
+            at[c] = acc;
+            acc += cnt[c];
+        }
     b->pairs.n = 0;
-    int rc = cm_vec_reserve(&b->pairs, *total);
+    int rc = cm_vec_reserve(&b->pairs, n);
     if (rc) return rc;
     for (uint32_t i = b->off.data[k]; i < b->off.data[k + 1]; i++) {
         uint32_t s = b->pool.data[i];
         for (uint32_t e = nfa->byte_off[s]; e < nfa->byte_off[s + 1]; e++)
             for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++)
-                b->pairs.data[end[c]++] = nfa->byte_to[e];
+                b->pairs.data[at[c]++] = nfa->byte_to[e];
     }
     return CM_OK;
 }
@@ -277,38 +287,47 @@ static int single_byte_moves(builder *b, uint32_t x, bool *done) {
 }
 
 /* Byte moves of DFA state k into keys/targets (class, DFA state); consecutive classes
- * with the same seed set share one closure. */
+ * with the same seed set share one closure, and a class whose targets are listed as the
+ * previous one's (the same NFA edges cover both: a wide character class cut by literals
+ * elsewhere) takes its DFA state without sorting its seed set again. */
 static int byte_moves(builder *b, size_t k) {
     if (b->off.data[k + 1] - b->off.data[k] == 1) {
         bool done;
         int rc = single_byte_moves(b, b->pool.data[b->off.data[k]], &done);
         if (rc || done) return rc;
     }
-    uint32_t end[257];
+    uint32_t cnt[256], at[256];
+    uint64_t used[4];
     size_t total;
-    int rc = byte_targets(b, k, end, &total);
+    int rc = byte_targets(b, k, cnt, at, used, &total);
     int64_t prev_t = -1;
-    for (uint32_t c = 0; !rc && total && c < b->n_classes; c++) {
-        uint32_t lo = c ? end[c - 1] : 0, hi = end[c];
-        if (lo == hi) continue;
-        if ((rc = cm_vec_reserve(&b->tmp, hi - lo))) break;
-        for (uint32_t i = lo; i < hi; i++) b->tmp.data[i - lo] = b->pairs.data[i]; /* short: no memcpy */
-        b->tmp.n = hi - lo;
-        sort_unique(b);
-        if (prev_t < 0 || !same_as_prev(b)) {
-            if ((rc = cm_vec_reserve(&b->prev, b->tmp.n))) break;
-            for (size_t i = 0; i < b->tmp.n; i++) b->prev.data[i] = b->tmp.data[i];
-            b->prev.n = b->tmp.n;
-            if (b->tmp.n == 1) {
-                prev_t = target_of(b, b->tmp.data[0]);
-            } else {
-                if ((rc = closure(b))) break;
-                prev_t = intern(b);
+    uint32_t plo = 0, phi = 0; /* the previous class's targets as listed (pairs[plo .. phi)) */
+    for (uint32_t w = 0; !rc && total && w < 4; w++)
+        for (uint64_t bits = used[w]; !rc && bits; bits &= bits - 1) {
+            uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(bits), lo = at[c] - cnt[c], hi = at[c];
+            bool same = prev_t >= 0 && hi - lo == phi - plo; /* the same edges: the same seed set */
+            for (uint32_t i = 0; same && i < hi - lo; i++) same = b->pairs.data[lo + i] == b->pairs.data[plo + i];
+            plo = lo, phi = hi;
+            if (!same) {
+                if ((rc = cm_vec_reserve(&b->tmp, hi - lo))) break;
+                for (uint32_t i = lo; i < hi; i++) b->tmp.data[i - lo] = b->pairs.data[i]; /* short: no memcpy */
+                b->tmp.n = hi - lo;
+                sort_unique(b);
             }
-            if (prev_t < 0) return (int)prev_t;
+            if (!same && (prev_t < 0 || !same_as_prev(b))) {
+                if ((rc = cm_vec_reserve(&b->prev, b->tmp.n))) break;
+                for (size_t i = 0; i < b->tmp.n; i++) b->prev.data[i] = b->tmp.data[i];
+                b->prev.n = b->tmp.n;
+                if (b->tmp.n == 1) {
+                    prev_t = target_of(b, b->tmp.data[0]);
+                } else {
+                    if ((rc = closure(b))) break;
+                    prev_t = intern(b);
+                }
+                if (prev_t < 0) return (int)prev_t;
+            }
+            if (!(rc = cm_vec_push(&b->keys, c))) rc = cm_vec_push(&b->targets, (uint32_t)prev_t);
         }
-        if (!(rc = cm_vec_push(&b->keys, c))) rc = cm_vec_push(&b->targets, (uint32_t)prev_t);
-    }
     return rc;
 }
 
@@ -361,25 +380,17 @@ static int label_moves(builder *b, size_t k) {
     return rc;
 }
 
-/* DFA state k's row of the table, its sparse byte edges and its label edges. */
+/* DFA state k's sparse byte edges and its label edges (the dense rows are written after
+ * minimization, for the states that are kept: minimize.c). */
 static int expand(builder *b, size_t k) {
-    uint32_t nc = b->n_classes;
     b->keys.n = b->targets.n = 0;
     int rc = byte_moves(b, k);
-    if (!rc && !(rc = cm_vec_reserve(&b->trans, b->trans.n + nc))) {
-        memset(b->trans.data + b->trans.n, 0xFF, nc * sizeof *b->trans.data);
-        b->trans.n += nc;
-    }
     size_t m = b->keys.n;
     if (!rc) rc = cm_vec_reserve(&b->sp.cls, b->sp.cls.n + m);
     if (!rc) rc = cm_vec_reserve(&b->sp.to, b->sp.to.n + m);
-    if (!rc && m) { /* the row and the sparse edges, room reserved */
-        uint32_t *row = b->trans.data + k * nc, *cls = b->sp.cls.data + b->sp.cls.n, *to = b->sp.to.data + b->sp.to.n;
-        for (size_t i = 0; i < m; i++) {
-            row[b->keys.data[i]] = b->targets.data[i];
-            cls[i] = b->keys.data[i];
-            to[i] = b->targets.data[i];
-        }
+    if (!rc && m) { /* the sparse edges, room reserved */
+        uint32_t *cls = b->sp.cls.data + b->sp.cls.n, *to = b->sp.to.data + b->sp.to.n;
+        for (size_t i = 0; i < m; i++) cls[i] = b->keys.data[i], to[i] = b->targets.data[i]; /* a few: no memcpy */
         b->sp.cls.n += m, b->sp.to.n += m;
     }
     if (!rc) rc = cm_vec_push(&b->sp.off, (uint32_t)b->sp.cls.n);
@@ -432,12 +443,12 @@ static int take_dfa(builder *b, cm_dfa_out **out) {
     for (int x = 0, c = -1; x < 256; x++)
         if (b->cls[x] != c) d->class_lo[++c] = (uint16_t)x;
     d->class_lo[b->n_classes] = 256;
-    d->trans = (int32_t *)cm_vec_take(&b->trans);
+    d->trans = NULL; /* written by cm_fsm_minimize from the sparse edges (charged below all the same) */
     d->lab = cm_vec_take(&b->lab);
     d->lab_to = cm_vec_take(&b->lab_to);
     d->lab_off = cm_vec_take(&b->lab_off);
     d->accepting = calloc(d->n_states ? d->n_states : 1, 1);
-    int rc = (d->trans && d->lab && d->lab_to && d->lab_off && d->accepting) ? CM_OK : CM_ERR_NOMEM;
+    int rc = (d->lab && d->lab_to && d->lab_off && d->accepting) ? CM_OK : CM_ERR_NOMEM;
     if (!rc) rc = cm_budget_charge(b->bud, cm_dfa_bytes(d));
     if (rc) {
         cm_dfa_out_free(d);
@@ -459,14 +470,13 @@ static int reserve_guess(builder *b) {
     if (!rc) rc = cm_vec_reserve(&b->off, n + 1);
     if (!rc) rc = cm_vec_reserve(&b->sp.off, n + 1);
     if (!rc) rc = cm_vec_reserve(&b->lab_off, n + 1);
-    if (!rc) rc = cm_vec_reserve(&b->trans, n * b->n_classes);
     if (!rc) rc = cm_vec_reserve(&b->sp.cls, 2 * n);
     if (!rc) rc = cm_vec_reserve(&b->sp.to, 2 * n);
     return rc;
 }
 
-int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, cm_budget *budget,
-                 cm_dfa_out **out) {
+int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, bool merge,
+                    cm_budget *budget, cm_dfa_out **out) {
     if (!nfa || !out || start >= nfa->n_states || final >= nfa->n_states) return CM_ERR_ARG;
     *out = NULL;
     builder b;
@@ -492,7 +502,7 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     uint32_t n_dfa = d ? d->n_states : 0;
     cm_stats_add(CM_PH_SUBSETS, t0);
     t1 = cm_stats_now();
-    if (!rc) rc = cm_fsm_minimize(d, &sp, budget);
+    if (!rc) rc = cm_fsm_minimize(d, &sp, merge, budget);
     cm_stats_add(CM_PH_MINIMIZE, t1);
     if (cm_stats_on() && !rc) cm_stats_build(nfa->n_states, n_dfa, d->n_states, t1 - t0, cm_stats_now() - t1);
     cm_vec_free(&sp.off), cm_vec_free(&sp.cls), cm_vec_free(&sp.to);
@@ -502,4 +512,9 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
     }
     *out = d;
     return CM_OK;
+}
+
+int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, cm_budget *budget,
+                 cm_dfa_out **out) {
+    return cm_fsm_build_ex(nfa, start, final, max_states, false, budget, out);
 }

@@ -107,10 +107,6 @@ size_t cm_dfa_bytes(const cm_dfa_out *d);
 int cm_dfa_alloc(cm_budget *b, uint32_t n_states, uint32_t n_classes, size_t n_lab, cm_dfa_out **out);
 /* Free d and release what it counted against b. */
 void cm_dfa_release(cm_budget *b, cm_dfa_out *d);
-/* Merge adjacent byte classes of d whose columns are equal in every row, in place (what
- * its arrays no longer hold is released from b): a minimal DFA's classes then follow from
- * its language alone, not from where its NFA's byte ranges were cut. */
-void cm_dfa_merge_classes(cm_budget *b, cm_dfa_out *d);
 
 /* cm_dfa_trim without the copy where nothing is trimmed: *out = d itself then (still
  * the caller's d, not to be freed as a result), else a new DFA the caller owns, or NULL
@@ -132,7 +128,15 @@ int cm_words_build(const cm_ir_input *in, uint32_t pc, cm_budget *b, cm_dfa_out 
 int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
                     uint32_t *n_blocks, bool *done);
 
-/* Minimize d in place (registration, or Hopcroft; the start state stays 0). */
-int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b);
+/* Minimize d in place (registration, or Hopcroft; the start state stays 0) and write its
+ * dense rows (d->trans is NULL on entry: subset construction leaves only the sparse edges sp)
+ * for the states kept; with `merge`, adjacent byte classes whose columns are equal in every
+ * row are one class: a minimal DFA's classes then follow from its language alone, not from
+ * where its NFA's byte ranges were cut. */
+int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_budget *b);
+
+/* cm_fsm_build, with `merge`: the DFA's classes merged (cm_fsm_minimize). */
+int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, bool merge,
+                    cm_budget *budget, cm_dfa_out **out);
 
 #endif

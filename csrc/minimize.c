@@ -4,7 +4,8 @@
  * worklist, smaller half): initial blocks are (accepting, defined symbols), a missing
  * transition being one into a sink of its own, and blocks are split by the predecessors of
  * splitter blocks.  Symbols: byte classes 0 .. nc - 1, then the distinct labels.  Either way
- * the blocks are numbered by first appearance (the start state's is 0) and collapsed in place. */
+ * the blocks are numbered by first appearance (the start state's is 0); the rows of one state per
+ * block are then written from the sparse edges (subset construction writes no dense rows). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,8 @@ typedef struct {
     cm_vec32 wl, touched, syms, bucket;
 } refiner;
 
-static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud);
+static int minimize_hopcroft(const cm_dfa_out *d, const cm_sparse_edges *sp, uint32_t *block, uint32_t *n_blocks,
+                             cm_budget *bud);
 
 static void refiner_free(refiner *r) {
     void *scratch[] = {r->lsym, r->defw, r->in_off, r->in_src, r->in_sym, r->elems, r->loc,
@@ -289,44 +291,93 @@ static int hopcroft(refiner *r) {
     return rc ? rc : renumber_blocks(r);
 }
 
-/* d with one state per block (block ids are in first-appearance order, so the start
- * state stays 0), in place: the first state s of block k moves to k <= s, rows in order,
- * each written from s's edges in sp (d's byte edges as lists) rather than its dense row. */
-static int collapse(cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block, uint32_t n_blocks,
-                    cm_budget *bud) {
-    uint32_t nc = d->n_classes, n = d->n_states, next = 0;
-    for (uint32_t s = 0; s < n; s++)
-        if (block[s] == next) next++;
-        else if (block[s] > next) return CM_ERR_ARG; /* ids must be in first-appearance order */
-    if (next != n_blocks) return CM_ERR_ARG;
-    size_t before = cm_dfa_bytes(d);
-    uint32_t nl = 0, e0 = 0;
-    for (uint32_t s = 0, k = 0; s < n; s++) {
-        uint32_t e1 = d->lab_off[s + 1]; /* not yet overwritten: only lab_off[.. k] is */
-        if (block[s] == k) { /* row k <= s from s's sparse edges (rows before s are done with) */
-            int32_t *out = d->trans + (size_t)k * nc;
-            memset(out, 0xFF, nc * sizeof *out);
-            for (uint32_t e = sp->off.data[s]; e < sp->off.data[s + 1]; e++)
-                out[sp->cls.data[e]] = (int32_t)block[sp->to.data[e]];
-            d->accepting[k] = d->accepting[s];
-            for (uint32_t e = e0; e < e1; e++) {
-                d->lab[nl] = d->lab[e];
-                d->lab_to[nl++] = block[d->lab_to[e]];
-            }
-            d->lab_off[++k] = nl;
+/* Which byte classes stay (keep[c]: c starts a class of the merged DFA) when adjacent classes
+ * whose columns are equal in every row of the minimal DFA are merged: column c differs from
+ * c - 1 in some row where an edge on c has none on c - 1 or another target, or an edge on
+ * c - 1 has none on c.  Read from the kept states' sparse edges (classes ascending), targets
+ * by block: O(edges), where the pass this replaces read every row of the table, O(states x
+ * classes). */
+static uint32_t merged_classes(const cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block,
+                               const uint32_t *rep, uint32_t n_blocks, uint8_t keep[256]) {
+    uint32_t nc = d->n_classes, k = 0;
+    memset(keep, 0, nc);
+    keep[0] = 1;
+    for (uint32_t b = 0; b < n_blocks; b++) {
+        uint32_t s = rep[b], e0 = sp->off.data[s], e1 = sp->off.data[s + 1];
+        for (uint32_t e = e0; e < e1; e++) {
+            uint32_t c = sp->cls.data[e], u = sp->to.data[e];
+            if (c && !(e > e0 && sp->cls.data[e - 1] == c - 1
+                       && (sp->to.data[e - 1] == u || block[sp->to.data[e - 1]] == block[u])))
+                keep[c] = 1;
+            if (c + 1 < nc && !(e + 1 < e1 && sp->cls.data[e + 1] == c + 1)) keep[c + 1] = 1;
         }
-        e0 = e1;
     }
+    for (uint32_t c = 0; c < nc; c++) k += keep[c];
+    return k;
+}
+
+/* d with one state per block (block ids are in first-appearance order, so the start state
+ * stays 0), its rows written from the sparse edges sp (d->trans is NULL: subset construction
+ * wrote no rows) for the first state of each block, classes merged with `merge`.  Labels
+ * and acceptance move in place: the first state s of block k moves to k <= s. */
+static int emit(cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block, uint32_t n_blocks, bool merge,
+                cm_budget *bud) {
+    uint32_t nc = d->n_classes, n = d->n_states, next = 0;
+    int rc = CM_OK;
+    uint32_t *rep = cm_balloc(bud, ((size_t)n_blocks + 1) * sizeof *rep, false, &rc);
+    if (rc) return rc;
+    for (uint32_t s = 0; s < n; s++)
+        if (block[s] == next) rep[next++] = s;
+        else if (block[s] > next) rc = CM_ERR_ARG; /* ids must be in first-appearance order */
+    if (!rc && next != n_blocks) rc = CM_ERR_ARG;
+    uint8_t keep[256], cmap[256];
+    uint32_t k = nc;
+    if (!rc && merge && nc >= 2) k = merged_classes(d, sp, block, rep, n_blocks, keep);
+    for (uint32_t c = 0, j = 0; !rc && c < nc; c++) cmap[c] = (uint8_t)(k == nc ? c : (j += keep[c]) - 1);
+    int32_t *tr = rc ? NULL : malloc(((size_t)n_blocks * k + 1) * sizeof *tr);
+    if (!rc && !tr) rc = CM_ERR_NOMEM;
+    if (rc) {
+        cm_bfree(bud, rep);
+        return rc;
+    }
+    size_t before = cm_dfa_bytes(d);
+    for (uint32_t b = 0; b < n_blocks; b++) { /* row by row: short memsets */
+        int32_t *out = tr + (size_t)b * k;
+        memset(out, 0xFF, k * sizeof *out);
+        for (uint32_t e = sp->off.data[rep[b]]; e < sp->off.data[rep[b] + 1]; e++)
+            out[cmap[sp->cls.data[e]]] = (int32_t)block[sp->to.data[e]];
+    }
+    if (n_blocks < n) { /* labels and acceptance of each block's first state, in place */
+        uint32_t nl = 0, e0 = 0;
+        for (uint32_t s = 0, b = 0; s < n; s++) {
+            uint32_t e1 = d->lab_off[s + 1]; /* not yet overwritten: only lab_off[.. b] is */
+            if (block[s] == b) {
+                d->accepting[b] = d->accepting[s];
+                for (uint32_t e = e0; e < e1; e++) {
+                    d->lab[nl] = d->lab[e];
+                    d->lab_to[nl++] = block[d->lab_to[e]];
+                }
+                d->lab_off[++b] = nl;
+            }
+            e0 = e1;
+        }
+    }
+    if (k < nc) {
+        for (uint32_t c = 0, j = 0; c < nc; c++)
+            if (keep[c]) d->class_lo[j++] = d->class_lo[c];
+        d->class_lo[k] = 256;
+    }
+    d->trans = tr;
     d->n_states = n_blocks;
+    d->n_classes = k;
     cm_budget_release(bud, before - cm_dfa_bytes(d));
-    int32_t *tr = realloc(d->trans, ((size_t)n_blocks * nc + 1) * sizeof *tr); /* shrink */
-    if (tr) d->trans = tr;
+    cm_bfree(bud, rep);
     return CM_OK;
 }
 
 /* Minimize d in place: by registration over its SCCs (register.c) when its cycles are small,
  * else Hopcroft.  The same partition either way, numbered in order of first appearance. */
-int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
+int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_budget *bud) {
     if (!d->n_states) return CM_OK;
     int rc = CM_OK;
     uint32_t n_blocks = 0, *block = cm_balloc(bud, ((size_t)d->n_states + 1) * sizeof *block, false, &rc);
@@ -340,15 +391,19 @@ int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
             block[s] = order[block[s]];
         }
         cm_bfree(bud, order);
-        if (!rc && n_blocks < d->n_states) rc = collapse(d, sp, block, n_blocks, bud);
     }
+    if (!rc && !done) {
+        cm_stats_hopcroft(d->n_states);
+        rc = minimize_hopcroft(d, sp, block, &n_blocks, bud);
+    }
+    if (!rc) rc = emit(d, sp, block, n_blocks, merge, bud);
     cm_bfree(bud, block);
-    if (rc || done) return rc;
-    cm_stats_hopcroft(d->n_states);
-    return minimize_hopcroft(d, sp, bud);
+    return rc;
 }
 
-static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud) {
+/* block[s]: s's class in the coarsest partition (first-appearance order), *n_blocks of them. */
+static int minimize_hopcroft(const cm_dfa_out *d, const cm_sparse_edges *sp, uint32_t *block, uint32_t *n_blocks,
+                             cm_budget *bud) {
     refiner r;
     memset(&r, 0, sizeof r);
     r.d = d;
@@ -356,11 +411,9 @@ static int minimize_hopcroft(cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget
     r.bud = r.wl.bud = r.touched.bud = r.syms.bud = r.bucket.bud = bud;
     r.n = d->n_states;
     r.nc = d->n_classes;
-    int rc = CM_OK;
-    r.block = cm_balloc(bud, ((size_t)r.n + 1) * sizeof *r.block, false, &rc);
-    if (!rc) rc = hopcroft(&r);
+    r.block = block;
+    int rc = hopcroft(&r);
     refiner_free(&r);
-    if (!rc && r.n_blocks < d->n_states) rc = collapse(d, sp, r.block, r.n_blocks, bud);
-    cm_bfree(bud, r.block);
+    *n_blocks = r.n_blocks;
     return rc;
 }

@@ -28,7 +28,7 @@
 typedef struct {
     const cm_dfa_out *d;
     const uint32_t *spo, *spc, *spt; /* sparse byte edges: classes ascending */
-    uint32_t *eo, *et;               /* every edge's target: byte edges, then labels (CSR) */
+    const uint32_t *eo, *et;         /* every edge's target: byte edges, then labels (CSR) */
     cm_budget *bud;
     uint32_t n, n_cls;
     uint32_t *cls;                   /* [n] final class of each state, NONE before */
@@ -46,16 +46,22 @@ static uint32_t n_edges(const reg *r, uint32_t s) { return r->eo[s + 1] - r->eo[
 /* The target of edge i of s (byte edges by class, then labels by value). */
 static uint32_t target(const reg *r, uint32_t s, uint32_t i) { return r->et[r->eo[s] + i]; }
 
-/* eo/et: s's byte edges' targets, then its labels', in one array. */
-static void edge_targets(reg *r) {
+/* eo/et: s's byte edges' targets, then its labels', in one array (the sparse edges' own
+ * arrays when the DFA has no labels: most rules that call nothing). */
+static void edge_targets(reg *r, uint32_t *eo, uint32_t *et) {
     const cm_dfa_out *d = r->d;
+    if (!d->lab_off[r->n]) {
+        r->eo = r->spo, r->et = r->spt;
+        return;
+    }
     uint32_t m = 0;
     for (uint32_t s = 0; s < r->n; s++) {
-        r->eo[s] = m;
-        for (uint32_t e = r->spo[s]; e < r->spo[s + 1]; e++) r->et[m++] = r->spt[e];
-        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) r->et[m++] = d->lab_to[e];
+        eo[s] = m;
+        for (uint32_t e = r->spo[s]; e < r->spo[s + 1]; e++) et[m++] = r->spt[e];
+        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) et[m++] = d->lab_to[e];
     }
-    r->eo[r->n] = m;
+    eo[r->n] = m;
+    r->eo = eo, r->et = et;
 }
 
 #define MIX(h, x) (((h) ^ (uint64_t)(x)) * 1099511628211ULL)
@@ -268,16 +274,15 @@ int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b
     size_t n1 = (size_t)n + 1, m = sp->cls.n + d->lab_off[n];
     uint32_t *all = cm_balloc(bud, (17 * n1 + 2 * r.cap + m) * sizeof *all, false, &rc);
     if (rc) return rc;
-    uint32_t *p = all;
+    uint32_t *p = all, *eo;
     uint32_t **arrays[] = {&r.cls, &r.rep, &r.skel_next, &r.pos, &r.memb, &r.blk, &r.nblk, &r.brep, &r.map,
-                           &r.queue, &r.eo, &t.index, &t.low, &t.stack, &t.call, &t.next};
+                           &r.queue, &eo, &t.index, &t.low, &t.stack, &t.call, &t.next};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++, p += n1) *arrays[i] = p;
     t.on = (uint8_t *)p; /* n1 bytes within the 17th array */
     p += n1;
     r.sig_tab = p, r.skel_head = p + r.cap;
-    r.et = p + 2 * r.cap;
     memset(r.sig_tab, 0, 2 * r.cap * sizeof *r.sig_tab);
-    edge_targets(&r);
+    edge_targets(&r, eo, p + 2 * r.cap);
     memset(t.on, 0, n1);
     for (uint32_t s = 0; s < n; s++) r.pos[s] = NONE;
     components(&r, &t, done);

@@ -72,12 +72,18 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
     t->n += d->n_states;
     for (uint32_t s = 0; !rc && s < d->n_states; s++) {
         const int32_t *row = d->trans + (size_t)s * d->n_classes;
-        for (uint32_t c = 0; !rc && c < d->n_classes;) {
+        size_t n = t->bsrc.n, k = 0; /* room for a row's runs, then one store each (ranges valid: classes) */
+        if ((rc = cm_vec_reserve(&t->bsrc, n + d->n_classes)) || (rc = cm_vec_reserve(&t->brange, n + d->n_classes))
+            || (rc = cm_vec_reserve(&t->bdst, n + d->n_classes)))
+            break;
+        uint32_t *src = t->bsrc.data + n, *range = t->brange.data + n, *dst = t->bdst.data + n;
+        for (uint32_t c = 0, c1; c < d->n_classes; c = c1) {
             int32_t to = row[c];
-            uint32_t c1 = cm_run_end(row, c, d->n_classes);
-            if (to >= 0) rc = tb_byte(t, base + s, d->class_lo[c], d->class_lo[c1] - 1u, base + (uint32_t)to);
-            c = c1;
+            c1 = cm_run_end(row, c, d->n_classes);
+            if (to < 0) continue;
+            src[k] = base + s, range[k] = d->class_lo[c] | (d->class_lo[c1] - 1u) << 8, dst[k++] = base + (uint32_t)to;
         }
+        t->bsrc.n = t->brange.n = t->bdst.n = n + k;
         for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
             rc = tb_label(t, base + s, f->labels[d->lab[e]], base + d->lab_to[e]);
         if (!rc && d->accepting[s]) rc = tb_eps(t, base + s, end);
@@ -414,8 +420,8 @@ static int build_roots(const cm_ir_input *in, const uint32_t *roots, uint32_t n,
     int rc = thompson(in, roots, n, shared, bud, &a);
     cm_stats_add(CM_PH_THOMPSON, t0);
     if (!rc) rc = cm_budget_time(bud);
-    for (uint32_t i = 0; !rc && i < n; i++) rc = cm_fsm_build(&a.v, 1 + i, 0, max_states, bud, &out[i]);
-    for (uint32_t i = 0; !rc && i < n; i++) cm_dfa_merge_classes(bud, out[i]); /* (expanded callees cut finer) */
+    /* classes merged (expanded callees cut finer) */
+    for (uint32_t i = 0; !rc && i < n; i++) rc = cm_fsm_build_ex(&a.v, 1 + i, 0, max_states, true, bud, &out[i]);
     nfa_free(bud, &a);
     return rc;
 }

@@ -182,6 +182,32 @@ def test_trim_in_c_matches_python(g: ir.Grammar, data: st.DataObject) -> None:
             assert got.states == want.states
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        ir.seq(ir.Repeat(ir.literal("ab"), 0, None), ir.literal("c")),  # a state only loops back
+        ir.seq(ir.literal("a"), ir.Repeat(ir.alt(ir.literal("b"), ir.Ref("r")), 0, None), ir.literal("c")),
+        ir.seq(ir.literal("a"), ir.alt(ir.Ref("r"), ir.literal("b")), ir.literal("c")),  # upward only
+        ir.alt(ir.seq(ir.Ref("r"), ir.literal("x")), ir.seq(ir.literal("y"), ir.Ref("q"))),
+        ir.seq(ir.Ref("r"), ir.Repeat(ir.seq(ir.Ref("q"), ir.literal("z")), 0, None)),
+    ],
+)
+def test_trim_and_can_accept_both_paths(body: ir.Expr) -> None:
+    """csrc/dfa.c's can_accept follows edges upward first and walks when that fails; trim and
+    can_accept for each productive set, so both paths run, against the Python reference."""
+    nfa, start, final = _nfa_of(body)
+    d = fsm.build_dfa(nfa, start, final, 100_000)
+    labels = sorted({c for st_ in d.states for c, _ in st_.refs})
+    py = fsm.DFA(list(d.states))
+    for k in range(1 << len(labels)):
+        productive = {lab for i, lab in enumerate(labels) if k >> i & 1}
+        assert fsm.can_accept(d, productive) == fsm.can_accept(py, productive)
+        got, want = fsm.trim(d, productive), fsm.trim_states(py, productive)
+        assert (got is None) == (want is None)
+        if got is not None and want is not None:
+            assert got.states == want.states
+
+
 def _check(fn, g: ir.Grammar, limits: CompileLimits) -> object:  # type: ignore[no-untyped-def]
     try:
         fn(g, limits)
