@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import ir
 from .deadline import Deadline
-from .deep import call_deep
+from .deep import retry_deep
 from .errors import GrammarError, LimitError
 
 if TYPE_CHECKING:
@@ -108,17 +108,20 @@ class Grammar:
 
             _schema_to_grammar = convert
         text = schema if isinstance(schema, str) else None
-        ir_grammar, report = _front_end(
-            "JSON Schema",
-            text,
-            limits,
-            lambda: call_deep(
-                lambda: convert(
+
+        def run() -> Any:
+            return convert(schema, strict=strict, whitespace=whitespace, canonical=canonical, resources=resources)
+
+        def parse() -> Any:  # call_deep(run) with its first try inline: two frames fewer, cold
+            try:
+                return convert(
                     schema, strict=strict, whitespace=whitespace, canonical=canonical, resources=resources
-                ),
-                "parsing the JSON Schema",
-            ),
-        )
+                )
+            except RecursionError:
+                pass
+            return retry_deep(run, "parsing the JSON Schema")
+
+        ir_grammar, report = _front_end("JSON Schema", text, limits, parse)
         return cls(ir_grammar, source=text or "", schema_report=report)
 
     @classmethod

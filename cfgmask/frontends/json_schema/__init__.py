@@ -59,7 +59,7 @@ def schema_to_grammar(
     draft meta-schemas are known without it)."""
     if isinstance(schema, str):
         try:
-            schema = json.loads(schema)
+            schema = _loads(schema)
         except json.JSONDecodeError as e:
             raise GrammarError.at(f"schema is not valid JSON: {e.msg}", e.doc, e.pos) from None
     if not isinstance(schema, (dict, bool)):
@@ -67,6 +67,25 @@ def schema_to_grammar(
     _whitespace(whitespace)  # validates the policy name
     c = SchemaCompiler(schema, strict, whitespace, canonical, resources)
     return c.compile(), c.rep.report
+
+
+# json.loads without its three Python frames (loads, decode, raw_decode) and two regex matches:
+# the C scanner json.loads calls, on its own decoder with json.loads's defaults
+_scan = json.JSONDecoder().scan_once
+_SPACE = " \t\n\r"
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: the same value or the same error."""
+    if text and text[-1] not in _SPACE and text[0] not in _SPACE:  # json.dumps output, the common text
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration:
+            pass  # not a value: json.loads says where
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
 
 
 def builtin_json(whitespace: str = "default") -> ir.Grammar:
