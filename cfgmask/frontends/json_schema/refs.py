@@ -47,8 +47,20 @@ def _draft_of(uri: str) -> int:
 
 def _join(base: str, ref: str) -> str:
     if ref.startswith("#"):
-        return urldefrag(base)[0] + ref
+        return (base if "#" not in base else urldefrag(base)[0]) + ref  # urldefrag keeps a base without '#'
     return urljoin(base, ref)
+
+
+_ROOT_HASH = ROOT_BASE + "#"
+
+
+def defrag(uri: str) -> tuple[str, str]:
+    """``urldefrag(uri)``: (the URI without its fragment, the fragment).  A reference into this
+    document (the commonest) is split here: urllib's parse and unparse would give the same
+    pair, as ``urlsplit`` only drops tabs and line breaks from such a URI (then it is theirs)."""
+    if uri.startswith(_ROOT_HASH) and "\t" not in uri and "\n" not in uri and "\r" not in uri:
+        return ROOT_BASE, uri[len(_ROOT_HASH) :]
+    return urldefrag(uri)
 
 
 class Resolver:
@@ -227,7 +239,7 @@ class Resolver:
         """The subschema ``ref`` names, its base URI and a readable location."""
         ref = self.scope_of(ref)[0]
         uri = _join(base, ref)
-        doc, frag = urldefrag(uri)
+        doc, frag = defrag(uri)
         if uri in self.anchors:
             node = self.anchors[uri]
             return node, self.base(node, doc), uri
@@ -250,7 +262,7 @@ class Resolver:
             )
         at = ""
         for raw in frag[1:].split("/"):
-            token = unquote(raw).replace("~1", "/").replace("~0", "~")
+            token = (unquote(raw) if "%" in raw else raw).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):

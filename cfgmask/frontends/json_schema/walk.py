@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urldefrag
 
 from ... import deadline, ir
 from ...errors import GrammarError, NotEnforceable
@@ -36,7 +35,7 @@ from .merge import (
     type_set,
 )
 from .numbers import cap_digits, decimal_of, multiple_of, multiples_rule_name, multiples_within, number_range
-from .refs import ROOT_BASE, Resolver
+from .refs import ROOT_BASE, Resolver, defrag
 from .report import Reporter, pointer
 from .strings import Strings
 from .wellformed import check_document
@@ -329,7 +328,7 @@ class SchemaCompiler:
             tpath = uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri
             scope = self.scope
             # the target's resources: the document named, then the one the target is in
-            self.scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            self.scope = self.resolver.bind(self.resolver.bind(scope, defrag(uri)[0]), tbase)
             try:
                 body = self.schema(target, tpath, tbase)
             finally:
@@ -408,7 +407,7 @@ class SchemaCompiler:
                 raise Unmergeable("$ref", "recursive $ref inside allOf cannot be expanded")
             target, tbase, uri = self.resolver.resolve(part["$ref"], base)
             scope = self.resolver.scope_of(part["$ref"])[1] or scope
-            scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            scope = self.resolver.bind(self.resolver.bind(scope, defrag(uri)[0]), tbase)
             text = repr(target)
             if (tbase != base or scope != self.scope) and ("$ref" in text or "$dynamicRef" in text):
                 target = self.resolver.absolute(target, tbase, scope)  # else resolved against `base`
