@@ -110,7 +110,9 @@ class Grammar:
         text = schema if isinstance(schema, str) else None
 
         def run() -> Any:
-            return convert(schema, strict=strict, whitespace=whitespace, canonical=canonical, resources=resources)
+            return convert(
+                schema, strict=strict, whitespace=whitespace, canonical=canonical, resources=resources
+            )
 
         def parse() -> Any:  # call_deep(run) with its first try inline: two frames fewer, cold
             try:

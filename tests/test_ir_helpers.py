@@ -53,13 +53,17 @@ def spec_alt(*items: ir.Expr) -> ir.Expr:
 
 # ---- random arguments ---------------------------------------------------------------------------
 
-_bound = st.integers(-3, 40) | st.sampled_from([ir.MAX_CODE_POINT - 1, ir.MAX_CODE_POINT, ir.MAX_CODE_POINT + 5])
+_bound = st.integers(-3, 40) | st.sampled_from(
+    [ir.MAX_CODE_POINT - 1, ir.MAX_CODE_POINT, ir.MAX_CODE_POINT + 5]
+)
 _pair = st.tuples(_bound, _bound)
 _ranges = st.lists(_pair, max_size=8) | st.lists(_pair, max_size=8).map(tuple)
 # normal inputs too (the C fast path returns them as they are)
 _normal = st.lists(_pair, max_size=8).map(spec_normalize_ranges)
 
-_leaf = st.sampled_from([ir.Literal(b"a"), ir.Literal(b"b"), ir.Ref("r"), ir.CharClass(((48, 57),)), ir.EPSILON])
+_leaf = st.sampled_from(
+    [ir.Literal(b"a"), ir.Literal(b"b"), ir.Ref("r"), ir.CharClass(((48, 57),)), ir.EPSILON]
+)
 _expr = st.recursive(
     _leaf,
     lambda kids: st.one_of(

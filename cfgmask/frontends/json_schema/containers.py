@@ -31,7 +31,6 @@ prefix apply.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -75,9 +74,7 @@ def _same(a: Any, b: Any) -> bool:
     """The same schema (annotations aside; a cheap sufficient test)."""
     if _trivial(a) and _trivial(b):
         return True
-    return json.dumps(_strip(a), sort_keys=True, default=str) == json.dumps(
-        _strip(b), sort_keys=True, default=str
-    )
+    return U.dumps_sorted_key(_strip(a)) == U.dumps_sorted_key(_strip(b))
 
 
 def _all_of(parts: list[Any]) -> Any:

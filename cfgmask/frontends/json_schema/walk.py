@@ -242,7 +242,7 @@ class SchemaCompiler:
         level, not an inlining to ``MAX_DEPTH``."""
         if INLINING.isdisjoint(s.keys()):
             return None
-        key = self.scoped(base + "\x00" + json.dumps(s, default=str))  # key order is meaningful
+        key = self.scoped(base + "\x00" + U.dumps_key(s))  # key order is meaningful
         walk = self.walks.get(key)
         if walk is None:
             walk = self.walks[key] = Walk(key)
@@ -366,7 +366,7 @@ class SchemaCompiler:
         except GrammarError as e:
             return self.unresolved(pointer(path, "$ref"), e)
         siblings = {k: v for k, v in s.items() if k != "$ref"}
-        key = self.scoped(uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str))
+        key = self.scoped(uri + "\x00" + U.dumps_sorted_key(siblings))
         if key not in self.ref_rules:
             name = U.fresh(self.rules, "ref-" + uri.rsplit("/", 1)[-1])
             self.ref_rules[key] = name

@@ -1,0 +1,71 @@
+"""The JSON Schema front end's shortcuts around the standard library, against what they replaced,
+on random inputs: ``refs.defrag`` and ``refs._join`` (references into the document split without
+urllib) against ``urldefrag`` and the old join; ``canonical_string`` against ``json.dumps``;
+``unspellable`` against the regex alone; ``_loads`` (json's C scanner alone) against
+``json.loads``, values and errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cfgmask.frontends.json_schema import _loads
+from cfgmask.frontends.json_schema.canonical import _spell, canonical_string, unspellable
+from cfgmask.frontends.json_schema.refs import ROOT_BASE, _join, defrag
+
+_text = st.text(alphabet=st.sampled_from("ab/#?;%~ \t\n\r:.41[]@\x00é"), max_size=12)
+_base = st.sampled_from([ROOT_BASE, "https://x.org/s.json", "https://x.org/s.json#frag", "urn:a#b", ""])
+
+
+@given(st.one_of(_text, _text.map(lambda t: ROOT_BASE + "#" + t), _text.map(lambda t: ROOT_BASE + t)))
+def test_defrag_as_urldefrag(uri: str) -> None:
+    assert defrag(uri) == tuple(urldefrag(uri))
+
+
+@given(_base, st.one_of(_text, _text.map(lambda t: "#" + t)))
+def test_join_as_before(base: str, ref: str) -> None:
+    want = urldefrag(base)[0] + ref if ref.startswith("#") else urljoin(base, ref)
+    assert _join(base, ref) == want
+
+
+@given(_text)
+def test_unquote_shortcut(raw: str) -> None:
+    assert (unquote(raw) if "%" in raw else raw) == unquote(raw)
+
+
+_chars = st.text(alphabet=st.sampled_from('az"\\/\x00\x1f\n é\u2028\ud800\udc00\U0001f600'), max_size=8)
+
+
+@given(_chars)
+def test_canonical_string_as_json_dumps(s: str) -> None:
+    canonical_string.cache_clear()
+    assert canonical_string(s) == _spell(json.dumps(s, ensure_ascii=False))
+    assert unspellable(s) == (re.search("[\ud800-\udbff][\udc00-\udfff]", s) is not None)
+
+
+_json_text = st.one_of(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _chars,
+        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_chars, kids, max_size=3),
+        max_leaves=6,
+    ).map(json.dumps),
+    st.text(alphabet=st.sampled_from(' \t\n{}[]":,0-1.e\ufeffatrunl'), max_size=10),
+)
+
+
+@given(_json_text, st.sampled_from(["", " ", "\n", "x"]), st.sampled_from(["", " ", "\t"]))
+def test_loads_as_json_loads(text: str, tail: str, head: str) -> None:
+    text = head + text + tail
+
+    def outcome(f: Any) -> Any:
+        try:
+            return "ok", json.dumps(f(text))
+        except json.JSONDecodeError as e:
+            return "error", e.msg, e.pos
+
+    assert outcome(_loads) == outcome(json.loads)
