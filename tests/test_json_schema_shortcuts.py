@@ -69,3 +69,35 @@ def test_loads_as_json_loads(text: str, tail: str, head: str) -> None:
             return "error", e.msg, e.pos
 
     assert outcome(_loads) == outcome(json.loads)
+
+
+def _outcome_of(schema: Any) -> Any:
+    from cfgmask.errors import GrammarError
+    from cfgmask.frontends.json_schema import schema_to_grammar
+
+    try:
+        g, report = schema_to_grammar(schema, strict=False)
+    except GrammarError as e:
+        return "error", str(e)
+    return [(k, repr(v)) for k, v in g.rules.items()], g.start, g.meta, list(report)
+
+
+def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
+    """A text without ``$id``/anchors compiles without the resolver's index walk (from the text)
+    to what the dict compiles to with it (a dict is always indexed)."""
+    from pathlib import Path
+
+    from cfgmask.frontends.json_schema.refs import plain_text
+
+    folder = Path(__file__).parent / "corpora" / "jsonschemabench"
+    plain = 0
+    for path in sorted(folder.glob("*.jsonl"))[:4]:
+        for line in path.read_text().splitlines()[:15]:
+            text = json.dumps(json.loads(line)["schema"])
+            if plain_text(text):
+                plain += 1
+                assert _outcome_of(text) == _outcome_of(json.loads(text))
+    assert plain > 10
+    for key in ("$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
+        assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}))
+    assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}')

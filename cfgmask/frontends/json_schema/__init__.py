@@ -39,6 +39,7 @@ from typing import Any
 from ... import ir
 from ...errors import GrammarError
 from .lexical import whitespace as _whitespace
+from .refs import plain_text
 from .report import ReportEntry, SchemaReport
 from .walk import SchemaCompiler, add_builtin
 
@@ -57,7 +58,9 @@ def schema_to_grammar(
 
     ``resources`` maps URIs to schemas that a ``$ref`` may name beyond the document (the
     draft meta-schemas are known without it)."""
+    plain = False  # the document surely holds no $id or anchor (refs.plain_text)
     if isinstance(schema, str):
+        plain = plain_text(schema)
         try:
             schema = _loads(schema)
         except json.JSONDecodeError as e:
@@ -65,7 +68,7 @@ def schema_to_grammar(
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
     _whitespace(whitespace)  # validates the policy name
-    c = SchemaCompiler(schema, strict, whitespace, canonical, resources)
+    c = SchemaCompiler(schema, strict, whitespace, canonical, resources, plain)
     return c.compile(), c.rep.report
 
 

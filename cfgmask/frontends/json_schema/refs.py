@@ -63,10 +63,23 @@ def defrag(uri: str) -> tuple[str, str]:
     return urldefrag(uri)
 
 
+def plain_text(text: str) -> bool:
+    """Whether the JSON text ``text`` surely has no key that :meth:`Resolver._index` records
+    (``$id``, ``id``, ``$anchor``, ``$dynamicAnchor``): a key is spelled with its characters or
+    with ``\\u`` escapes, so without ``id"``, ``nchor"`` and ``\\u`` in the text there is none."""
+    return 'id"' not in text and 'nchor"' not in text and "\\u" not in text
+
+
 class Resolver:
     """Indexes the resources (``$id``) and anchors of one schema document."""
 
-    def __init__(self, root: Any, draft: int, extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, root: Any, draft: int, extra: Mapping[str, Any] | None = None, plain: bool = False
+    ) -> None:
+        """``plain``: the document is known to hold no ``$id``, ``id``, ``$anchor`` or
+        ``$dynamicAnchor`` key (:func:`plain_text`), so every node of it has the base
+        ``ROOT_BASE``, which is what :meth:`base` answers for a node it has not indexed when
+        asked from inside the document: the index walk is skipped."""
         self.draft = draft
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, Any] = {}
@@ -77,7 +90,8 @@ class Resolver:
         # $refs of inlined copies that carry their dynamic scope (absolute()): "cfgmask-scoped:N"
         self.scoped: list[tuple[str, dict[str, str]]] = []
         self.indexed: set[str] = set()  # the documents indexed, by the URI they were known by
-        self._index(root, ROOT_BASE)
+        if not plain:
+            self._index(root, ROOT_BASE)
         self.resources.setdefault(ROOT_BASE, root)
         for uri in extra or {}:
             if not isinstance(uri, str):

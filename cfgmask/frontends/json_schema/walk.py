@@ -108,6 +108,7 @@ class SchemaCompiler:
         policy: str,
         canonical: bool = True,
         resources: Mapping[str, Any] | None = None,
+        plain: bool = False,
     ) -> None:
         self.root = root
         self.draft = detect_draft(root)
@@ -123,7 +124,7 @@ class SchemaCompiler:
         self.ws_body = whitespace(policy)
         self._ws: ir.Expr | None = None  # ws(), once made
         self._seps: dict[str, ir.Expr] = {}  # sep(text), once made
-        self.resolver = Resolver(root, self.draft, resources)
+        self.resolver = Resolver(root, self.draft, resources, plain)  # plain: see Resolver
         self.ref_rules: dict[str, str] = {}
         # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
         self.scope: dict[str, str] = {}
