@@ -101,3 +101,29 @@ def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
     for key in ("$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
         assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}))
     assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}')
+
+
+_number = (
+    st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([0, -0.0, 2**53, 2**53 + 1, float(2**53), 1e308, 10**400])
+)
+
+
+@given(_number, _number)
+def test_number_equality_keys_as_fractions(a: float, b: float) -> None:
+    from fractions import Fraction
+
+    from cfgmask.frontends.json_schema.merge import equal, equality_key
+
+    ka, kb = equality_key(a), equality_key(b)
+    assert (ka == kb) == (Fraction(a) == Fraction(b)) == equal(a, b)
+    if ka == kb:
+        assert hash(ka) == hash(kb)
+
+
+@given(st.lists(_chars, max_size=5))
+def test_canonical_strings_as_json_dumps(values: list[str]) -> None:
+    from cfgmask.frontends.json_schema.canonical import canonical_strings
+
+    assert canonical_strings(values) == [_spell(json.dumps(v, ensure_ascii=False)) for v in values]

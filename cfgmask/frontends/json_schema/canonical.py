@@ -30,6 +30,10 @@ def _spell(text: str) -> bytes:
     return text.encode("utf-8")
 
 
+# json.dumps(x, ensure_ascii=False) without a JSONEncoder made per call (same settings, no state kept)
+_dumps_utf8 = json.JSONEncoder(ensure_ascii=False).encode
+
+
 @functools.lru_cache(maxsize=8192)  # keys and enum strings repeat across a schema and between schemas
 def canonical_string(s: str) -> bytes:
     """The canonical JSON text of ``s``, quotes included (UTF-8)."""
@@ -42,7 +46,7 @@ def canonical_strings(values: list[str]) -> list[bytes]:
         return []
     # '", "' never occurs inside a string's text (a quote there is escaped), so it
     # separates the items of the list; NUL never occurs in one either (it is \\u0000)
-    blob = _spell(json.dumps(values, ensure_ascii=False))
+    blob = _spell(_dumps_utf8(values))
     return blob[1:-1].replace(b'", "', b'"\x00"').split(b"\x00")
 
 
