@@ -101,12 +101,7 @@ class Grammar:
         ``resources`` maps URIs to schemas (dicts) that a ``$ref`` may name beyond the
         document: ``{"https://example.com/address.json": {...}}``; nothing is ever fetched.
         The draft meta-schemas are known by their URIs without it.  See docs/json_schema.md."""
-        global _schema_to_grammar
-        convert = _schema_to_grammar
-        if convert is None:  # imported once, not per call: a cold schema pays for each import
-            from .frontends.json_schema import schema_to_grammar as convert
-
-            _schema_to_grammar = convert
+        convert = _schema_to_grammar or _import_schema_to_grammar()
         text = schema if isinstance(schema, str) else None
 
         def run() -> Any:
@@ -162,14 +157,32 @@ class Grammar:
         return f"Grammar(start={self.start!r}, rules={len(self.rules)})"
 
 
-_schema_to_grammar: Callable[..., Any] | None = None  # frontends.json_schema's, once imported
+# Imported on first use, then kept here: an import statement run per call (relative, inside the
+# function) goes through importlib's Python each time, which a schema never seen before pays cold.
+_schema_to_grammar: Callable[..., Any] | None = None
+_default_limits: CompileLimits | None = None
+
+
+def _import_schema_to_grammar() -> Callable[..., Any]:
+    global _schema_to_grammar
+    from .frontends.json_schema import schema_to_grammar
+
+    _schema_to_grammar = schema_to_grammar
+    return schema_to_grammar
+
+
+def _import_default_limits() -> CompileLimits:
+    global _default_limits
+    from .compile.limits import DEFAULT_LIMITS
+
+    _default_limits = DEFAULT_LIMITS
+    return DEFAULT_LIMITS
 
 
 def _front_end(what: str, text: str | None, limits: CompileLimits | None, parse: Callable[[], Any]) -> Any:
     """Run a front end under the source-size limit and the compile deadline.  Nesting
     deeper than Python's recursion allows becomes a GrammarError, never a RecursionError."""
-    if limits is None:
-        from .compile.limits import DEFAULT_LIMITS as limits
+    limits = limits or _default_limits or _import_default_limits()
     if text is not None and len(text) > limits.max_grammar_bytes // 4:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > limits.max_grammar_bytes:

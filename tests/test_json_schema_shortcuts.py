@@ -127,3 +127,41 @@ def test_canonical_strings_as_json_dumps(values: list[str]) -> None:
     from cfgmask.frontends.json_schema.canonical import canonical_strings
 
     assert canonical_strings(values) == [_spell(json.dumps(v, ensure_ascii=False)) for v in values]
+
+
+_kw = st.sampled_from(
+    ["type", "format", "$ref", "enum", "required", "items", "not", "additionalProperties", "if", "allOf",
+     "anyOf", "prefixItems", "properties", "$defs", "minLength", "maxItems", "minimum", "maximum", "title"]
+)  # fmt: skip
+_leafval = st.sampled_from(["string", "objec", "a", "", 0, 3, -1, 1.5, 2.0, True, False, None, float("inf")])
+_names = st.sampled_from(["a", "b", "type", "items"])
+_val = st.recursive(
+    _leafval,
+    lambda kids: (
+        st.lists(kids, max_size=3)
+        | st.dictionaries(_names, kids, max_size=3)
+        | st.dictionaries(_kw, kids, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(_kw, _val, max_size=5), st.sampled_from([4, 7, 2020]))
+def test_check_document_quick_forms_as_the_checks(doc: dict[str, Any], draft: int) -> None:
+    """``check_document``'s inline tests of the common forms decide as the rows' checks do: the
+    same error (message, pointer) or none, subschemas visited in the same order."""
+    from unittest import mock
+
+    from cfgmask.errors import GrammarError
+    from cfgmask.frontends.json_schema import wellformed
+
+    def outcome() -> Any:
+        try:
+            wellformed.check_document(doc, draft)
+        except GrammarError as e:
+            return str(e), e.pointer
+        return None
+
+    fast = outcome()
+    with mock.patch.object(wellformed, "_quick", lambda *a: False):
+        assert outcome() == fast

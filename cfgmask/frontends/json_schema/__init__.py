@@ -33,7 +33,7 @@ Implementation map: :mod:`.walk` (walk, applicators, scalars),
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ... import ir
@@ -74,7 +74,7 @@ def schema_to_grammar(
 
 # json.loads without its three Python frames (loads, decode, raw_decode) and two regex matches:
 # the C scanner json.loads calls, on its own decoder with json.loads's defaults
-_scan = json.JSONDecoder().scan_once
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _SPACE = " \t\n\r"
 
 
