@@ -40,7 +40,7 @@ from ...errors import GrammarError
 from . import _ir_util as U
 from . import chardfa
 from .lexical import Encoder, encode_text
-from .merge import Unmergeable, equal, evaluate, intersect, is_annotation, type_set
+from .merge import ANNOTATIONS, Unmergeable, equal, evaluate, intersect, is_annotation, type_set
 from .report import pointer
 from .strings import not_in, search_language
 
@@ -58,7 +58,14 @@ MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, 
 
 
 def _trivial(s: Any) -> bool:
-    return s is True or (isinstance(s, dict) and not any(not is_annotation(k) for k in s))
+    if s is True:
+        return True
+    if not isinstance(s, dict):
+        return False
+    for k in s:  # no generator: one call per property value
+        if k not in ANNOTATIONS and not k.startswith("x-"):  # not is_annotation(k), inline
+            return False
+    return True
 
 
 def _holds(kind: str, sets: list[frozenset[str]], keys: frozenset[str]) -> bool:
@@ -363,7 +370,11 @@ class Containers:
         for n in names:
             if not automata:  # no pattern (``patterns`` is empty): the property's own schema
                 region_of[n] = ()
-                values[n] = _all_of([props[n]]) if n in props else addl
+                if n in props:  # _all_of([p]), inline: the commonest case, once per property
+                    p = props[n]
+                    values[n] = False if p is False else True if _trivial(p) else p
+                else:
+                    values[n] = addl
                 continue
             region_of[n] = tuple(d.matches(n) for d in automata)
             hits = [ps for ps, hit in zip(patterns.values(), region_of[n], strict=True) if hit]

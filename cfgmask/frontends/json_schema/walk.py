@@ -256,7 +256,8 @@ class SchemaCompiler:
         plain = 0  # keywords that are not annotations
         for k in s:
             if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
-                self.rep.enforced(pointer(path, k), k, "annotation")
+                where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
+                self.rep.enforced(where, k, "annotation")
             else:
                 plain += 1
         if plain == 1:
