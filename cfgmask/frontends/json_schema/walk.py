@@ -124,6 +124,7 @@ class SchemaCompiler:
         self.ws_body = whitespace(policy)
         self._ws: ir.Expr | None = None  # ws(), once made
         self._seps: dict[str, ir.Expr] = {}  # sep(text), once made
+        self._scalars: dict[str, ir.Expr] = {}  # scalar(): each type's expression, once made
         self.resolver = Resolver(root, self.draft, resources, plain)  # plain: see Resolver
         self.ref_rules: dict[str, str] = {}
         # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
@@ -217,7 +218,7 @@ class SchemaCompiler:
         try:
             if self.depth > MAX_DEPTH:
                 raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
-            walk = self.walked(s, inner)
+            walk = None if INLINING.isdisjoint(s.keys()) else self.walked(s, inner)  # the test inline
             if walk is None:
                 out = self._schema(s, path, inner)
             elif walk.name is not None:  # met inside its own walk: the rule that walk makes
@@ -863,14 +864,21 @@ class SchemaCompiler:
         commonest property value, compiled as :meth:`simple` would (same expression, same report
         entries) without its checks for every other keyword."""
         t = s["type"]
-        self.rep.enforced(pointer(path, "type"), "type")
-        if t == "string":
-            return self.strings.string(s, path, [])
-        if t == "null":
-            return U.lit("null")
-        if t == "boolean":
-            return ir.alt(U.lit("true"), U.lit("false"))
-        return self.number_form(self.number(s, path, t == "integer", []))
+        self.rep.enforced(path + "/type", "type")  # pointer(path, "type")
+        # with no other keyword the expression depends on the type alone: made once per schema
+        # (the first string also adds the json-char rule, as it did)
+        out = self._scalars.get(t)
+        if out is None:
+            if t == "string":
+                out = self.strings.string(s, path, [])
+            elif t == "null":
+                out = U.lit("null")
+            elif t == "boolean":
+                out = ir.alt(U.lit("true"), U.lit("false"))
+            else:
+                out = self.number_form(self.number(s, path, t == "integer", []))
+            self._scalars[t] = out
+        return out
 
     def _with_negation(self, s: dict[str, Any], extra: dict[str, Any], path: str) -> dict[str, Any]:
         """``s`` and what its ``not`` says of objects, as one schema when they can be merged."""
