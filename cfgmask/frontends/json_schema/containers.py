@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .walk import SchemaCompiler
 
 MAX_TRACKED = 8
+_QUOTE = U.lit('"')
 # Keywords that say what the keys an object does not list may be.
 OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 ORDERED_RUN = 32  # forced members laid out in one rule before the next rule is referenced
@@ -442,7 +443,10 @@ class Containers:
                 return None
             if values[n] is False:
                 continue
-            value = self.shared(c.schema(values[n], pointer(path, "properties", n), base))
+            where = (
+                path + "/properties/" + n if "~" not in n and "/" not in n else pointer(path, "properties", n)
+            )
+            value = self.shared(c.schema(values[n], where, base))
             if value == ir.NOTHING:  # the key cannot appear: the object neither, if it is required
                 if n in required:
                     c.empty_why = f"{pointer(path, 'required')} names {n!r}, and {c.empty_why}"
@@ -697,7 +701,7 @@ class Containers:
         return ir.alt(*alts) if alts else ir.NOTHING
 
     def key(self, name: str) -> ir.Expr:
-        return ir.seq(U.lit('"'), encode_text(name, self.c.canonical), U.lit('"'))
+        return ir.seq(_QUOTE, encode_text(name, self.c.canonical), _QUOTE)
 
     def _key_language(self, pn: Any, where: str, others: bool) -> ir.Expr | None:
         c = self.c
