@@ -290,6 +290,109 @@ cdef class Repeat(Expr):
 
 
 
+# ---- constructors that flatten (re-exported by cfgmask.ir) -------------------------------------
+#
+# The front ends call these a hundred times per JSON Schema; in C they run no bytecode, and when no
+# argument needs flattening the argument tuple becomes the node's items as it is.
+
+cdef inline Seq _seq_of(tuple items):
+    cdef Seq out = Seq.__new__(Seq)
+    out.items = items
+    out._hash = 0
+    return out
+
+
+cdef inline Alt _alt_of(tuple items):
+    cdef Alt out = Alt.__new__(Alt)
+    out.items = items
+    out._hash = 0
+    return out
+
+
+def seq(*items):
+    """Concatenation, flattening nested sequences; a single item is returned as is."""
+    cdef object it
+    cdef list flat
+    if len(items) == 1 and type(items[0]) is not Seq:
+        return items[0]
+    for it in items:
+        if type(it) is Seq:
+            break
+    else:
+        return _seq_of(items)
+    flat = []
+    for it in items:
+        if type(it) is Seq:
+            flat.extend((<Seq>it).items)
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else _seq_of(tuple(flat))
+
+
+def alt(*items):
+    """Alternation, flattening nested alternations; a single item is returned as is."""
+    cdef object it
+    cdef list flat
+    if len(items) == 1 and type(items[0]) is not Alt:
+        return items[0]
+    for it in items:
+        if type(it) is Alt:
+            break
+    else:
+        return _alt_of(items)
+    flat = []
+    for it in items:
+        if type(it) is Alt:
+            flat.extend((<Alt>it).items)
+        else:
+            flat.append(it)
+    return flat[0] if len(flat) == 1 else _alt_of(tuple(flat))
+
+
+cdef bint _normal(object ranges, object top):
+    # ranges already as normalize_ranges leaves them: pairs of ints (tuples), sorted, in [0, top],
+    # neither overlapping nor touching
+    cdef object r, lo, hi
+    cdef object prev = -2
+    for r in ranges:
+        if type(r) is not tuple or len(<tuple>r) != 2:
+            return False
+        lo = (<tuple>r)[0]
+        hi = (<tuple>r)[1]
+        if type(lo) is not int or type(hi) is not int:
+            return False
+        if lo <= prev + 1 or lo > hi or hi > top:
+            return False
+        prev = hi
+    return True
+
+
+def normalize_ranges(ranges, top=0x10FFFF):
+    """Sort and merge inclusive ranges, clipped to ``[0, top]``; empty ranges dropped."""
+    # (indices from the end are out: the module is compiled with wraparound off)
+    cdef list cleaned, out
+    cdef object lo, hi, last
+    cdef Py_ssize_t n
+    if (type(ranges) is tuple or type(ranges) is list) and type(top) is int and _normal(ranges, top):
+        return ranges if type(ranges) is tuple else tuple(ranges)
+    cleaned = []
+    for lo, hi in ranges:
+        if lo <= hi and hi >= 0 and lo <= top:
+            cleaned.append((max(0, lo), min(top, hi)))
+    cleaned.sort()
+    out = []
+    for lo, hi in cleaned:
+        n = len(out)
+        if n:
+            last = out[n - 1]
+            if lo <= last[1] + 1:
+                if hi > last[1]:
+                    out[n - 1] = (last[0], hi)
+                continue
+        out.append((lo, hi))
+    return tuple(out)
+
+
 # ---- attributes as member descriptors ----------------------------------------------------------
 #
 # Cython exposes a ``cdef readonly`` attribute through a getset descriptor, which CPython 3.11's

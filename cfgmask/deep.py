@@ -34,6 +34,13 @@ def call_deep(fn: Callable[[], T], what: str) -> T:
         return fn()
     except RecursionError:
         pass
+    return retry_deep(fn, what)
+
+
+def retry_deep(fn: Callable[[], T], what: str) -> T:
+    """``fn()`` on a thread with a large stack and a recursion limit of
+    ``DEEP_RECURSION_LIMIT``, under the caller's deadline: :func:`call_deep` after its first
+    try on the caller's thread raised RecursionError."""
     ms = deadline.remaining() * 1000
     out: dict[str, object] = {}
 

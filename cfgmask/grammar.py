@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import ir
 from .deadline import Deadline
+from .deep import retry_deep
 from .errors import GrammarError, LimitError
 
 if TYPE_CHECKING:
@@ -100,23 +101,25 @@ class Grammar:
         ``resources`` maps URIs to schemas (dicts) that a ``$ref`` may name beyond the
         document: ``{"https://example.com/address.json": {...}}``; nothing is ever fetched.
         The draft meta-schemas are known by their URIs without it.  See docs/json_schema.md."""
-        from .deep import call_deep
-        from .frontends.json_schema import schema_to_grammar
-
+        convert = _schema_to_grammar or _import_schema_to_grammar()
         text = schema if isinstance(schema, str) else None
-        ir_grammar, report = _front_end(
-            "JSON Schema",
-            text,
-            limits,
-            lambda: call_deep(
-                lambda: schema_to_grammar(
+
+        def run() -> Any:
+            return convert(
+                schema, strict=strict, whitespace=whitespace, canonical=canonical, resources=resources
+            )
+
+        def parse() -> Any:  # call_deep(run) with its first try inline: two frames fewer, cold
+            try:
+                return convert(
                     schema, strict=strict, whitespace=whitespace, canonical=canonical, resources=resources
-                ),
-                "parsing the JSON Schema",
-            ),
-        )
-        source = schema if isinstance(schema, str) else ""
-        return cls(ir_grammar, source=source, schema_report=report)
+                )
+            except RecursionError:
+                pass
+            return retry_deep(run, "parsing the JSON Schema")
+
+        ir_grammar, report = _front_end("JSON Schema", text, limits, parse)
+        return cls(ir_grammar, source=text or "", schema_report=report)
 
     @classmethod
     def structural_tag(
@@ -154,12 +157,32 @@ class Grammar:
         return f"Grammar(start={self.start!r}, rules={len(self.rules)})"
 
 
+# Imported on first use, then kept here: an import statement run per call (relative, inside the
+# function) goes through importlib's Python each time, which a schema never seen before pays cold.
+_schema_to_grammar: Callable[..., Any] | None = None
+_default_limits: CompileLimits | None = None
+
+
+def _import_schema_to_grammar() -> Callable[..., Any]:
+    global _schema_to_grammar
+    from .frontends.json_schema import schema_to_grammar
+
+    _schema_to_grammar = schema_to_grammar
+    return schema_to_grammar
+
+
+def _import_default_limits() -> CompileLimits:
+    global _default_limits
+    from .compile.limits import DEFAULT_LIMITS
+
+    _default_limits = DEFAULT_LIMITS
+    return DEFAULT_LIMITS
+
+
 def _front_end(what: str, text: str | None, limits: CompileLimits | None, parse: Callable[[], Any]) -> Any:
     """Run a front end under the source-size limit and the compile deadline.  Nesting
     deeper than Python's recursion allows becomes a GrammarError, never a RecursionError."""
-    from .compile.limits import CompileLimits
-
-    limits = limits or CompileLimits()
+    limits = limits or _default_limits or _import_default_limits()
     if text is not None and len(text) > limits.max_grammar_bytes // 4:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > limits.max_grammar_bytes:

@@ -66,6 +66,13 @@ from ._ir import Seq as Seq
 from ._ir import Token as Token
 from ._ir import TokenText as TokenText
 
+# In C as well, for the front ends' hundred calls a schema: normalize_ranges(ranges, top=MAX_CODE_POINT)
+# sorts and merges inclusive ranges clipped to [0, top], empty ones dropped; seq(*items) and
+# alt(*items) concatenate and alternate, flattening nested Seq / Alt, a single item as is.
+from ._ir import alt as alt
+from ._ir import normalize_ranges as normalize_ranges
+from ._ir import seq as seq
+
 MAX_CODE_POINT = 0x10FFFF
 TOKEN_TEXTS = "token_texts"  # Grammar.meta key: the TokenText texts a front end wrote -> source offsets
 SURROGATES = (0xD800, 0xDFFF)
@@ -73,21 +80,6 @@ SURROGATES = (0xD800, 0xDFFF)
 
 EPSILON = Seq(())
 NOTHING = Alt(())
-
-
-def normalize_ranges(
-    ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...], top: int = MAX_CODE_POINT
-) -> tuple[tuple[int, int], ...]:
-    """Sort and merge inclusive ranges, clipped to ``[0, top]``; empty ranges dropped."""
-    cleaned = sorted((max(0, lo), min(top, hi)) for lo, hi in ranges if lo <= hi and hi >= 0 and lo <= top)
-    out: list[tuple[int, int]] = []
-    for lo, hi in cleaned:
-        if out and lo <= out[-1][1] + 1:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return tuple(out)
 
 
 def complement_ranges(
@@ -126,32 +118,6 @@ def lookahead(forbidden: tuple[tuple[int, int], ...] | list[tuple[int, int]]) ->
 
 def literal(text: str) -> Literal:
     return Literal(text.encode("utf-8", "surrogatepass"))
-
-
-def seq(*items: Expr) -> Expr:
-    """Concatenation, flattening nested sequences; a single item is returned as is."""
-    if len(items) == 1 and items[0].__class__ is not Seq:
-        return items[0]
-    flat: list[Expr] = []
-    for it in items:
-        if it.__class__ is Seq:
-            flat += it.items  # type: ignore[attr-defined]
-        else:
-            flat.append(it)
-    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
-
-
-def alt(*items: Expr) -> Expr:
-    """Alternation, flattening nested alternations; a single item is returned as is."""
-    if len(items) == 1 and items[0].__class__ is not Alt:
-        return items[0]
-    flat: list[Expr] = []
-    for it in items:
-        if it.__class__ is Alt:
-            flat += it.items  # type: ignore[attr-defined]
-        else:
-            flat.append(it)
-    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
 
 
 @dataclass

@@ -33,12 +33,13 @@ Implementation map: :mod:`.walk` (walk, applicators, scalars),
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ... import ir
 from ...errors import GrammarError
 from .lexical import whitespace as _whitespace
+from .refs import plain_text
 from .report import ReportEntry, SchemaReport
 from .walk import SchemaCompiler, add_builtin
 
@@ -57,16 +58,37 @@ def schema_to_grammar(
 
     ``resources`` maps URIs to schemas that a ``$ref`` may name beyond the document (the
     draft meta-schemas are known without it)."""
+    plain = False  # the document surely holds no $id or anchor (refs.plain_text)
     if isinstance(schema, str):
+        plain = plain_text(schema)
         try:
-            schema = json.loads(schema)
+            schema = _loads(schema)
         except json.JSONDecodeError as e:
             raise GrammarError.at(f"schema is not valid JSON: {e.msg}", e.doc, e.pos) from None
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
     _whitespace(whitespace)  # validates the policy name
-    c = SchemaCompiler(schema, strict, whitespace, canonical, resources)
+    c = SchemaCompiler(schema, strict, whitespace, canonical, resources, plain)
     return c.compile(), c.rep.report
+
+
+# json.loads without its three Python frames (loads, decode, raw_decode) and two regex matches:
+# the C scanner json.loads calls, on its own decoder with json.loads's defaults
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_SPACE = " \t\n\r"
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: the same value or the same error."""
+    if text and text[-1] not in _SPACE and text[0] not in _SPACE:  # json.dumps output, the common text
+        try:
+            value, end = _scan(text, 0)
+        except StopIteration:
+            pass  # not a value: json.loads says where
+        else:
+            if end == len(text):
+                return value
+    return json.loads(text)
 
 
 def builtin_json(whitespace: str = "default") -> ir.Grammar:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from ... import ir
@@ -10,6 +11,11 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _STEMS: dict[str, str] = {}  # base -> its rule-name stem; a few thousand distinct bases at most
 _LITERALS: dict[str, ir.Literal] = {}  # text -> its literal: IR is immutable, so one node serves
 _MEMO_MAX = 8192
+# json.dumps(x, default=str) and json.dumps(x, sort_keys=True, default=str) (memo keys of subschemas)
+# without a JSONEncoder made per call: the same encoder settings, made once (it keeps no state
+# between calls)
+dumps_key = json.JSONEncoder(default=str).encode
+dumps_sorted_key = json.JSONEncoder(default=str, sort_keys=True).encode
 
 
 def fresh(rules: dict[str, ir.Expr], base: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from json.encoder import encode_basestring
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # a high surrogate right before a low one: json.loads reads such a pair as one character, so
@@ -29,10 +30,14 @@ def _spell(text: str) -> bytes:
     return text.encode("utf-8")
 
 
+# json.dumps(x, ensure_ascii=False) without a JSONEncoder made per call (same settings, no state kept)
+_dumps_utf8 = json.JSONEncoder(ensure_ascii=False).encode
+
+
 @functools.lru_cache(maxsize=8192)  # keys and enum strings repeat across a schema and between schemas
 def canonical_string(s: str) -> bytes:
     """The canonical JSON text of ``s``, quotes included (UTF-8)."""
-    return _spell(json.dumps(s, ensure_ascii=False))
+    return _spell(encode_basestring(s))  # what json.dumps(s, ensure_ascii=False) returns for a str
 
 
 def canonical_strings(values: list[str]) -> list[bytes]:
@@ -41,7 +46,7 @@ def canonical_strings(values: list[str]) -> list[bytes]:
         return []
     # '", "' never occurs inside a string's text (a quote there is escaped), so it
     # separates the items of the list; NUL never occurs in one either (it is \\u0000)
-    blob = _spell(json.dumps(values, ensure_ascii=False))
+    blob = _spell(_dumps_utf8(values))
     return blob[1:-1].replace(b'", "', b'"\x00"').split(b"\x00")
 
 
@@ -52,4 +57,4 @@ def has_surrogate(s: str) -> bool:
 
 def unspellable(s: str) -> bool:
     """Whether no JSON text has ``s`` as its value (a surrogate pair as two code points)."""
-    return _PAIR.search(s) is not None
+    return not s.isascii() and _PAIR.search(s) is not None  # keys are mostly ASCII: no regex run

@@ -31,7 +31,6 @@ prefix apply.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,7 +40,7 @@ from ...errors import GrammarError
 from . import _ir_util as U
 from . import chardfa
 from .lexical import Encoder, encode_text
-from .merge import Unmergeable, equal, evaluate, intersect, is_annotation, type_set
+from .merge import ANNOTATIONS, Unmergeable, equal, evaluate, intersect, is_annotation, type_set
 from .report import pointer
 from .strings import not_in, search_language
 
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from .walk import SchemaCompiler
 
 MAX_TRACKED = 8
+_QUOTE = U.lit('"')
 # Keywords that say what the keys an object does not list may be.
 OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 ORDERED_RUN = 32  # forced members laid out in one rule before the next rule is referenced
@@ -59,7 +59,14 @@ MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, 
 
 
 def _trivial(s: Any) -> bool:
-    return s is True or (isinstance(s, dict) and not any(not is_annotation(k) for k in s))
+    if s is True:
+        return True
+    if not isinstance(s, dict):
+        return False
+    for k in s:  # no generator: one call per property value
+        if k not in ANNOTATIONS and not k.startswith("x-"):  # not is_annotation(k), inline
+            return False
+    return True
 
 
 def _holds(kind: str, sets: list[frozenset[str]], keys: frozenset[str]) -> bool:
@@ -75,9 +82,7 @@ def _same(a: Any, b: Any) -> bool:
     """The same schema (annotations aside; a cheap sufficient test)."""
     if _trivial(a) and _trivial(b):
         return True
-    return json.dumps(_strip(a), sort_keys=True, default=str) == json.dumps(
-        _strip(b), sort_keys=True, default=str
-    )
+    return U.dumps_sorted_key(_strip(a)) == U.dumps_sorted_key(_strip(b))
 
 
 def _all_of(parts: list[Any]) -> Any:
@@ -366,7 +371,11 @@ class Containers:
         for n in names:
             if not automata:  # no pattern (``patterns`` is empty): the property's own schema
                 region_of[n] = ()
-                values[n] = _all_of([props[n]]) if n in props else addl
+                if n in props:  # _all_of([p]), inline: the commonest case, once per property
+                    p = props[n]
+                    values[n] = False if p is False else True if _trivial(p) else p
+                else:
+                    values[n] = addl
                 continue
             region_of[n] = tuple(d.matches(n) for d in automata)
             hits = [ps for ps, hit in zip(patterns.values(), region_of[n], strict=True) if hit]
@@ -434,7 +443,10 @@ class Containers:
                 return None
             if values[n] is False:
                 continue
-            value = self.shared(c.schema(values[n], pointer(path, "properties", n), base))
+            where = (
+                path + "/properties/" + n if "~" not in n and "/" not in n else pointer(path, "properties", n)
+            )
+            value = self.shared(c.schema(values[n], where, base))
             if value == ir.NOTHING:  # the key cannot appear: the object neither, if it is required
                 if n in required:
                     c.empty_why = f"{pointer(path, 'required')} names {n!r}, and {c.empty_why}"
@@ -689,7 +701,7 @@ class Containers:
         return ir.alt(*alts) if alts else ir.NOTHING
 
     def key(self, name: str) -> ir.Expr:
-        return ir.seq(U.lit('"'), encode_text(name, self.c.canonical), U.lit('"'))
+        return ir.seq(_QUOTE, encode_text(name, self.c.canonical), _QUOTE)
 
     def _key_language(self, pn: Any, where: str, others: bool) -> ir.Expr | None:
         c = self.c

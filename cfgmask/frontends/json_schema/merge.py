@@ -4,7 +4,6 @@ value equality as JSON Schema defines it, and a small evaluator for finite value
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Any
 
 from ...errors import GrammarError
@@ -132,7 +131,9 @@ def equality_key(v: Any) -> Any:
     if isinstance(v, (int, float)):
         if isinstance(v, float) and not math.isfinite(v):
             return ("nan", id(v)) if math.isnan(v) else ("inf", v)  # nan equals nothing
-        return ("number", Fraction(v))
+        # equal numbers (int or float: Python compares them exactly) hash alike: the number is
+        # its own key, as Fraction(v) was, without running fractions' Python per value
+        return ("number", v)
     if isinstance(v, list):
         return ("list", tuple(equality_key(x) for x in v))
     if isinstance(v, dict):

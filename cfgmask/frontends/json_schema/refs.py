@@ -47,14 +47,39 @@ def _draft_of(uri: str) -> int:
 
 def _join(base: str, ref: str) -> str:
     if ref.startswith("#"):
-        return urldefrag(base)[0] + ref
+        return (base if "#" not in base else urldefrag(base)[0]) + ref  # urldefrag keeps a base without '#'
     return urljoin(base, ref)
+
+
+_ROOT_HASH = ROOT_BASE + "#"
+
+
+def defrag(uri: str) -> tuple[str, str]:
+    """``urldefrag(uri)``: (the URI without its fragment, the fragment).  A reference into this
+    document (the commonest) is split here: urllib's parse and unparse would give the same
+    pair, as ``urlsplit`` only drops tabs and line breaks from such a URI (then it is theirs)."""
+    if uri.startswith(_ROOT_HASH) and "\t" not in uri and "\n" not in uri and "\r" not in uri:
+        return ROOT_BASE, uri[len(_ROOT_HASH) :]
+    return urldefrag(uri)
+
+
+def plain_text(text: str) -> bool:
+    """Whether the JSON text ``text`` surely has no key that :meth:`Resolver._index` records
+    (``$id``, ``id``, ``$anchor``, ``$dynamicAnchor``): a key is spelled with its characters or
+    with ``\\u`` escapes, so without ``id"``, ``nchor"`` and ``\\u`` in the text there is none."""
+    return 'id"' not in text and 'nchor"' not in text and "\\u" not in text
 
 
 class Resolver:
     """Indexes the resources (``$id``) and anchors of one schema document."""
 
-    def __init__(self, root: Any, draft: int, extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, root: Any, draft: int, extra: Mapping[str, Any] | None = None, plain: bool = False
+    ) -> None:
+        """``plain``: the document is known to hold no ``$id``, ``id``, ``$anchor`` or
+        ``$dynamicAnchor`` key (:func:`plain_text`), so every node of it has the base
+        ``ROOT_BASE``, which is what :meth:`base` answers for a node it has not indexed when
+        asked from inside the document: the index walk is skipped."""
         self.draft = draft
         self.resources: dict[str, Any] = {}
         self.anchors: dict[str, Any] = {}
@@ -65,7 +90,8 @@ class Resolver:
         # $refs of inlined copies that carry their dynamic scope (absolute()): "cfgmask-scoped:N"
         self.scoped: list[tuple[str, dict[str, str]]] = []
         self.indexed: set[str] = set()  # the documents indexed, by the URI they were known by
-        self._index(root, ROOT_BASE)
+        if not plain:
+            self._index(root, ROOT_BASE)
         self.resources.setdefault(ROOT_BASE, root)
         for uri in extra or {}:
             if not isinstance(uri, str):
@@ -227,7 +253,7 @@ class Resolver:
         """The subschema ``ref`` names, its base URI and a readable location."""
         ref = self.scope_of(ref)[0]
         uri = _join(base, ref)
-        doc, frag = urldefrag(uri)
+        doc, frag = defrag(uri)
         if uri in self.anchors:
             node = self.anchors[uri]
             return node, self.base(node, doc), uri
@@ -250,7 +276,7 @@ class Resolver:
             )
         at = ""
         for raw in frag[1:].split("/"):
-            token = unquote(raw).replace("~1", "/").replace("~0", "~")
+            token = (unquote(raw) if "%" in raw else raw).replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):

@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urldefrag
 
 from ... import deadline, ir
 from ...errors import GrammarError, NotEnforceable
@@ -36,7 +35,7 @@ from .merge import (
     type_set,
 )
 from .numbers import cap_digits, decimal_of, multiple_of, multiples_rule_name, multiples_within, number_range
-from .refs import ROOT_BASE, Resolver
+from .refs import ROOT_BASE, Resolver, defrag
 from .report import Reporter, pointer
 from .strings import Strings
 from .wellformed import check_document
@@ -109,6 +108,7 @@ class SchemaCompiler:
         policy: str,
         canonical: bool = True,
         resources: Mapping[str, Any] | None = None,
+        plain: bool = False,
     ) -> None:
         self.root = root
         self.draft = detect_draft(root)
@@ -124,7 +124,8 @@ class SchemaCompiler:
         self.ws_body = whitespace(policy)
         self._ws: ir.Expr | None = None  # ws(), once made
         self._seps: dict[str, ir.Expr] = {}  # sep(text), once made
-        self.resolver = Resolver(root, self.draft, resources)
+        self._scalars: dict[str, ir.Expr] = {}  # scalar(): each type's expression, once made
+        self.resolver = Resolver(root, self.draft, resources, plain)  # plain: see Resolver
         self.ref_rules: dict[str, str] = {}
         # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
         self.scope: dict[str, str] = {}
@@ -217,7 +218,7 @@ class SchemaCompiler:
         try:
             if self.depth > MAX_DEPTH:
                 raise GrammarError(f"schema nesting deeper than {MAX_DEPTH} at {path or '/'}")
-            walk = self.walked(s, inner)
+            walk = None if INLINING.isdisjoint(s.keys()) else self.walked(s, inner)  # the test inline
             if walk is None:
                 out = self._schema(s, path, inner)
             elif walk.name is not None:  # met inside its own walk: the rule that walk makes
@@ -243,7 +244,7 @@ class SchemaCompiler:
         level, not an inlining to ``MAX_DEPTH``."""
         if INLINING.isdisjoint(s.keys()):
             return None
-        key = self.scoped(base + "\x00" + json.dumps(s, default=str))  # key order is meaningful
+        key = self.scoped(base + "\x00" + U.dumps_key(s))  # key order is meaningful
         walk = self.walks.get(key)
         if walk is None:
             walk = self.walks[key] = Walk(key)
@@ -256,7 +257,8 @@ class SchemaCompiler:
         plain = 0  # keywords that are not annotations
         for k in s:
             if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
-                self.rep.enforced(pointer(path, k), k, "annotation")
+                where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
+                self.rep.enforced(where, k, "annotation")
             else:
                 plain += 1
         if plain == 1:
@@ -329,7 +331,7 @@ class SchemaCompiler:
             tpath = uri.split("#", 1)[-1] if uri.startswith(ROOT_BASE) else uri
             scope = self.scope
             # the target's resources: the document named, then the one the target is in
-            self.scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            self.scope = self.resolver.bind(self.resolver.bind(scope, defrag(uri)[0]), tbase)
             try:
                 body = self.schema(target, tpath, tbase)
             finally:
@@ -367,7 +369,7 @@ class SchemaCompiler:
         except GrammarError as e:
             return self.unresolved(pointer(path, "$ref"), e)
         siblings = {k: v for k, v in s.items() if k != "$ref"}
-        key = self.scoped(uri + "\x00" + json.dumps(siblings, sort_keys=True, default=str))
+        key = self.scoped(uri + "\x00" + U.dumps_sorted_key(siblings))
         if key not in self.ref_rules:
             name = U.fresh(self.rules, "ref-" + uri.rsplit("/", 1)[-1])
             self.ref_rules[key] = name
@@ -408,7 +410,7 @@ class SchemaCompiler:
                 raise Unmergeable("$ref", "recursive $ref inside allOf cannot be expanded")
             target, tbase, uri = self.resolver.resolve(part["$ref"], base)
             scope = self.resolver.scope_of(part["$ref"])[1] or scope
-            scope = self.resolver.bind(self.resolver.bind(scope, urldefrag(uri)[0]), tbase)
+            scope = self.resolver.bind(self.resolver.bind(scope, defrag(uri)[0]), tbase)
             text = repr(target)
             if (tbase != base or scope != self.scope) and ("$ref" in text or "$dynamicRef" in text):
                 target = self.resolver.absolute(target, tbase, scope)  # else resolved against `base`
@@ -862,14 +864,21 @@ class SchemaCompiler:
         commonest property value, compiled as :meth:`simple` would (same expression, same report
         entries) without its checks for every other keyword."""
         t = s["type"]
-        self.rep.enforced(pointer(path, "type"), "type")
-        if t == "string":
-            return self.strings.string(s, path, [])
-        if t == "null":
-            return U.lit("null")
-        if t == "boolean":
-            return ir.alt(U.lit("true"), U.lit("false"))
-        return self.number_form(self.number(s, path, t == "integer", []))
+        self.rep.enforced(path + "/type", "type")  # pointer(path, "type")
+        # with no other keyword the expression depends on the type alone: made once per schema
+        # (the first string also adds the json-char rule, as it did)
+        out = self._scalars.get(t)
+        if out is None:
+            if t == "string":
+                out = self.strings.string(s, path, [])
+            elif t == "null":
+                out = U.lit("null")
+            elif t == "boolean":
+                out = ir.alt(U.lit("true"), U.lit("false"))
+            else:
+                out = self.number_form(self.number(s, path, t == "integer", []))
+            self._scalars[t] = out
+        return out
 
     def _with_negation(self, s: dict[str, Any], extra: dict[str, Any], path: str) -> dict[str, Any]:
         """``s`` and what its ``not`` says of objects, as one schema when they can be merged."""

@@ -194,7 +194,18 @@ _ROWS: list[tuple[tuple[str, ...], Check, str, Children | None]] = [
      _values),
     (("dependencies",), _map(_dependency), "an object of schemas or arrays of unique strings", _values),
 ]  # fmt: skip
-FORMS = {k: (check, expected, children) for ks, check, expected, children in _ROWS for k in ks}
+# The commonest forms, tested inline by check_document (no call, no generator per keyword) when the
+# value is plainly well formed; anything else (an error, a subclass) goes through the check above.
+_TYPE, _STR, _ONE, _LIST, _ITEMS, _MAP, _NAMES, _ARRAY, _COUNT, _NUM = range(1, 11)
+_QUICK = {
+    "type": _TYPE, "format": _STR, "$ref": _STR, "enum": _ARRAY, "required": _NAMES, "items": _ITEMS,
+    **dict.fromkeys(_ONE_SCHEMA, _ONE), **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems"), _LIST),
+    **dict.fromkeys(("properties", "$defs", "definitions", "dependentSchemas"), _MAP),
+    **dict.fromkeys(_COUNTS, _COUNT), "minimum": _NUM, "maximum": _NUM,
+}  # fmt: skip
+FORMS = {
+    k: (check, expected, children, _QUICK.get(k, 0)) for ks, check, expected, children in _ROWS for k in ks
+}
 CONDITIONAL = {k: FORMS["not"] for k in ("if", "then", "else")}  # keywords from draft-07 on
 FORMS_07 = {**FORMS, **CONDITIONAL}
 
@@ -230,13 +241,58 @@ def check_document(root: Any, draft: int) -> None:
             form = forms.get(k)
             if form is None:
                 continue
-            check, expected, children = form
+            check, expected, children, quick = form
+            if quick and _quick(quick, k, v, at, subs):
+                continue
             bad = check(v)
             if bad is not None:
                 raise malformed(pointer(_pointer_of(at), k, *bad[0]), k, expected, bad[1], bad[2])
             if children is not None:
                 subs += [(x, (at, k, tokens)) for tokens, x in children(v)]
         stack.extend(reversed(subs))
+
+
+def _quick(quick: int, k: str, v: Any, at: Place, subs: list[tuple[Any, Place]]) -> bool:
+    """True when ``v`` plainly has the form of keyword ``k`` (its subschemas put on ``subs``, as
+    the row's ``children`` would); False: ask the row's check."""
+    cls = v.__class__
+    if quick == _TYPE:
+        return cls is str and v in TYPES
+    if quick == _STR:
+        return cls is str
+    if quick == _ONE or (quick == _ITEMS and cls is not list):
+        if cls is dict or cls is bool:
+            subs.append((v, (at, k, ())))
+            return True
+        return False
+    if quick == _LIST or quick == _ITEMS:
+        if cls is not list or (quick == _LIST and not v):
+            return False
+        for x in v:
+            if x.__class__ is not dict and x.__class__ is not bool:
+                return False
+        subs += [(x, (at, k, (i,))) for i, x in enumerate(v)]
+        return True
+    if quick == _MAP:
+        if cls is not dict:
+            return False
+        for x in v.values():
+            if x.__class__ is not dict and x.__class__ is not bool:
+                return False
+        subs += [(x, (at, k, (name,))) for name, x in v.items()]
+        return True
+    if quick == _NAMES:
+        if cls is not list:
+            return False
+        for x in v:
+            if x.__class__ is not str:
+                return False
+        return len(set(v)) == len(v)
+    if quick == _ARRAY:
+        return cls is list
+    if quick == _COUNT:
+        return cls is int and v >= 0
+    return cls is int  # _NUM: an int is a number (a float goes through the check: finite?)
 
 
 def _pointer_of(at: Place) -> str:

@@ -1,0 +1,167 @@
+"""The JSON Schema front end's shortcuts around the standard library, against what they replaced,
+on random inputs: ``refs.defrag`` and ``refs._join`` (references into the document split without
+urllib) against ``urldefrag`` and the old join; ``canonical_string`` against ``json.dumps``;
+``unspellable`` against the regex alone; ``_loads`` (json's C scanner alone) against
+``json.loads``, values and errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import unquote, urldefrag, urljoin
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cfgmask.frontends.json_schema import _loads
+from cfgmask.frontends.json_schema.canonical import _spell, canonical_string, unspellable
+from cfgmask.frontends.json_schema.refs import ROOT_BASE, _join, defrag
+
+_text = st.text(alphabet=st.sampled_from("ab/#?;%~ \t\n\r:.41[]@\x00é"), max_size=12)
+_base = st.sampled_from([ROOT_BASE, "https://x.org/s.json", "https://x.org/s.json#frag", "urn:a#b", ""])
+
+
+@given(st.one_of(_text, _text.map(lambda t: ROOT_BASE + "#" + t), _text.map(lambda t: ROOT_BASE + t)))
+def test_defrag_as_urldefrag(uri: str) -> None:
+    assert defrag(uri) == tuple(urldefrag(uri))
+
+
+@given(_base, st.one_of(_text, _text.map(lambda t: "#" + t)))
+def test_join_as_before(base: str, ref: str) -> None:
+    want = urldefrag(base)[0] + ref if ref.startswith("#") else urljoin(base, ref)
+    assert _join(base, ref) == want
+
+
+@given(_text)
+def test_unquote_shortcut(raw: str) -> None:
+    assert (unquote(raw) if "%" in raw else raw) == unquote(raw)
+
+
+_chars = st.text(alphabet=st.sampled_from('az"\\/\x00\x1f\n é\u2028\ud800\udc00\U0001f600'), max_size=8)
+
+
+@given(_chars)
+def test_canonical_string_as_json_dumps(s: str) -> None:
+    canonical_string.cache_clear()
+    assert canonical_string(s) == _spell(json.dumps(s, ensure_ascii=False))
+    assert unspellable(s) == (re.search("[\ud800-\udbff][\udc00-\udfff]", s) is not None)
+
+
+_json_text = st.one_of(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _chars,
+        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_chars, kids, max_size=3),
+        max_leaves=6,
+    ).map(json.dumps),
+    st.text(alphabet=st.sampled_from(' \t\n{}[]":,0-1.e\ufeffatrunl'), max_size=10),
+)
+
+
+@given(_json_text, st.sampled_from(["", " ", "\n", "x"]), st.sampled_from(["", " ", "\t"]))
+def test_loads_as_json_loads(text: str, tail: str, head: str) -> None:
+    text = head + text + tail
+
+    def outcome(f: Any) -> Any:
+        try:
+            return "ok", json.dumps(f(text))
+        except json.JSONDecodeError as e:
+            return "error", e.msg, e.pos
+
+    assert outcome(_loads) == outcome(json.loads)
+
+
+def _outcome_of(schema: Any) -> Any:
+    from cfgmask.errors import GrammarError
+    from cfgmask.frontends.json_schema import schema_to_grammar
+
+    try:
+        g, report = schema_to_grammar(schema, strict=False)
+    except GrammarError as e:
+        return "error", str(e)
+    return [(k, repr(v)) for k, v in g.rules.items()], g.start, g.meta, list(report)
+
+
+def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
+    """A text without ``$id``/anchors compiles without the resolver's index walk (from the text)
+    to what the dict compiles to with it (a dict is always indexed)."""
+    from pathlib import Path
+
+    from cfgmask.frontends.json_schema.refs import plain_text
+
+    folder = Path(__file__).parent / "corpora" / "jsonschemabench"
+    plain = 0
+    for path in sorted(folder.glob("*.jsonl"))[:4]:
+        for line in path.read_text().splitlines()[:15]:
+            text = json.dumps(json.loads(line)["schema"])
+            if plain_text(text):
+                plain += 1
+                assert _outcome_of(text) == _outcome_of(json.loads(text))
+    assert plain > 10
+    for key in ("$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
+        assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}))
+    assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}')
+
+
+_number = (
+    st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([0, -0.0, 2**53, 2**53 + 1, float(2**53), 1e308, 10**400])
+)
+
+
+@given(_number, _number)
+def test_number_equality_keys_as_fractions(a: float, b: float) -> None:
+    from fractions import Fraction
+
+    from cfgmask.frontends.json_schema.merge import equal, equality_key
+
+    ka, kb = equality_key(a), equality_key(b)
+    assert (ka == kb) == (Fraction(a) == Fraction(b)) == equal(a, b)
+    if ka == kb:
+        assert hash(ka) == hash(kb)
+
+
+@given(st.lists(_chars, max_size=5))
+def test_canonical_strings_as_json_dumps(values: list[str]) -> None:
+    from cfgmask.frontends.json_schema.canonical import canonical_strings
+
+    assert canonical_strings(values) == [_spell(json.dumps(v, ensure_ascii=False)) for v in values]
+
+
+_kw = st.sampled_from(
+    ["type", "format", "$ref", "enum", "required", "items", "not", "additionalProperties", "if", "allOf",
+     "anyOf", "prefixItems", "properties", "$defs", "minLength", "maxItems", "minimum", "maximum", "title"]
+)  # fmt: skip
+_leafval = st.sampled_from(["string", "objec", "a", "", 0, 3, -1, 1.5, 2.0, True, False, None, float("inf")])
+_names = st.sampled_from(["a", "b", "type", "items"])
+_val = st.recursive(
+    _leafval,
+    lambda kids: (
+        st.lists(kids, max_size=3)
+        | st.dictionaries(_names, kids, max_size=3)
+        | st.dictionaries(_kw, kids, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(_kw, _val, max_size=5), st.sampled_from([4, 7, 2020]))
+def test_check_document_quick_forms_as_the_checks(doc: dict[str, Any], draft: int) -> None:
+    """``check_document``'s inline tests of the common forms decide as the rows' checks do: the
+    same error (message, pointer) or none, subschemas visited in the same order."""
+    from unittest import mock
+
+    from cfgmask.errors import GrammarError
+    from cfgmask.frontends.json_schema import wellformed
+
+    def outcome() -> Any:
+        try:
+            wellformed.check_document(doc, draft)
+        except GrammarError as e:
+            return str(e), e.pointer
+        return None
+
+    fast = outcome()
+    with mock.patch.object(wellformed, "_quick", lambda *a: False):
+        assert outcome() == fast
