@@ -285,3 +285,21 @@ def test_not_required_beside_pattern_properties_is_reported_not_leaked() -> None
         Grammar.from_json_schema(schema)
     report = Grammar.from_json_schema(schema, strict=False).schema_report
     assert [e.path for e in report.rejected] == ["/not"]
+
+
+@pytest.mark.parametrize(
+    "schema, where",
+    [
+        ({1: "x"}, "key 1 at /"),
+        ({"properties": {2: {}}}, "key 2 at /properties"),
+        ({"properties": {"a/b": {"enum": [object()]}}}, "value at /properties/a~1b/enum/0"),
+        ({"items": {"const": {1.5}}}, "value at /items/const"),
+    ],
+)
+def test_python_values_that_are_not_json_data(schema: Any, where: str) -> None:
+    """A schema given as a Python dict is checked to be JSON data first: a key that is not a
+    string, or a value JSON has no form for, is a GrammarError naming where (not a crash of
+    whichever pass met it first)."""
+    with pytest.raises(GrammarError, match="invalid JSON Schema") as info:
+        Grammar.from_json_schema(schema)
+    assert where in str(info.value)

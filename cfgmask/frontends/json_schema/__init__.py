@@ -65,6 +65,8 @@ def schema_to_grammar(
             schema = _loads(schema)
         except json.JSONDecodeError as e:
             raise GrammarError.at(f"schema is not valid JSON: {e.msg}", e.doc, e.pos) from None
+    elif isinstance(schema, dict):
+        _check_json_data(schema)  # a text is JSON by construction; a Python value may not be
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
     _whitespace(whitespace)  # validates the policy name
@@ -101,3 +103,37 @@ def builtin_json(whitespace: str = "default") -> ir.Grammar:
     add_builtin(rules, ws)
     rules["root"] = ir.seq(ws, ir.Ref("json-value"), ws) if whitespace == "any" else ir.Ref("json-value")
     return ir.Grammar(rules, "root", meta={"json": True})
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_json_data(root: dict[Any, Any]) -> None:
+    """Raise a GrammarError naming the first place (a JSON pointer) where ``root`` is not JSON
+    data: a key that is not a string, or a value that is not a dict, list, string, number,
+    boolean or None (tuples pass as lists).  The front end reads keys as strings throughout."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    seen: set[int] = set()
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, dict):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise GrammarError(
+                        f"invalid JSON Schema: key {k!r} at {at or '/'} is of type {type(k).__name__}, "
+                        "not a string (JSON object keys are strings)"
+                    )
+                stack.append((x, f"{at}/{k.replace('~', '~0').replace('/', '~1')}"))
+        elif isinstance(v, (list, tuple)):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            stack.extend((x, f"{at}/{i}") for i, x in enumerate(v))
+        elif not isinstance(v, _JSON_SCALARS):
+            raise GrammarError(
+                f"invalid JSON Schema: the value at {at or '/'} is of type {type(v).__name__}, "
+                "not JSON data (dict, list, str, int, float, bool or None)"
+            )
