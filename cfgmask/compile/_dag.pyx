@@ -649,7 +649,6 @@ cdef class Emitting:
         are not a tuple of pairs of ints that fit the code (left to ``Session._leaf_code``)."""
         cdef Range *r = NULL
         cdef Py_ssize_t n = parse_ranges(ranges, &r), i, at, k, count
-        cdef unsigned int *out
         if n < 0:
             return -1
         try:
@@ -657,12 +656,7 @@ cdef class Emitting:
                 if not (0 <= r[i].lo <= 0xFFFFFFFF and 0 <= r[i].hi <= 0xFFFFFFFF):
                     return -1
             at = self.grow(3 + 2 * n)
-            out = self.code.data.as_uints
-            out[at] = UTF8
-            out[at + 1] = <unsigned int>n
-            for i in range(n):
-                out[at + 2 + 2 * i] = <unsigned int>r[i].lo
-                out[at + 3 + 2 * i] = <unsigned int>r[i].hi
+            write_ranges(self.code.data.as_uints + at, UTF8, r, n)
             k = normalize_ranges(r, n)
             count = utf8_seqs(r, k, r + n, self.code)
             self.code.data.as_uints[at + 2 + 2 * n] = <unsigned int>count
@@ -675,7 +669,6 @@ cdef class Emitting:
         not a tuple of pairs of ints within 0-255 (left to ``_leaf_code``, which raises)."""
         cdef Range *r = NULL
         cdef Py_ssize_t n = parse_ranges(ranges, &r), i, at
-        cdef unsigned int *out
         if n < 0:
             return -1
         try:
@@ -683,12 +676,7 @@ cdef class Emitting:
                 if not (0 <= r[i].lo <= r[i].hi <= 255):
                     return -1
             at = self.grow(2 + 2 * n)
-            out = self.code.data.as_uints
-            out[at] = BYTES
-            out[at + 1] = <unsigned int>n
-            for i in range(n):
-                out[at + 2 + 2 * i] = <unsigned int>r[i].lo
-                out[at + 3 + 2 * i] = <unsigned int>r[i].hi
+            write_ranges(self.code.data.as_uints + at, BYTES, r, n)
             return at
         finally:
             PyMem_Free(r)
@@ -784,6 +772,16 @@ cdef int range_order(const void *x, const void *y) noexcept nogil:
     if a.hi != b.hi:
         return -1 if a.hi < b.hi else 1
     return 0
+
+
+cdef inline void write_ranges(unsigned int *out, unsigned int kind, const Range *r, Py_ssize_t n) noexcept:
+    """A class's code head at ``out``: its kind, ``n``, then the ``n`` pairs as given."""
+    cdef Py_ssize_t i
+    out[0] = kind
+    out[1] = <unsigned int>n
+    for i in range(n):
+        out[2 + 2 * i] = <unsigned int>r[i].lo
+        out[3 + 2 * i] = <unsigned int>r[i].hi
 
 
 cdef Py_ssize_t parse_ranges(object ranges, Range **out) except -2:
