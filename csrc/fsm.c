@@ -264,6 +264,13 @@ static int64_t target_of(builder *b, uint32_t t) {
     return k;
 }
 
+/* The DFA state of the seed set in b->tmp (its closure, interned); a CM_ERR_* (< 0) on failure. */
+static int64_t set_target(builder *b) {
+    if (b->tmp.n == 1) return target_of(b, b->tmp.data[0]);
+    int rc = closure(b);
+    return rc ? rc : intern(b);
+}
+
 /* byte_moves of a DFA state that is one NFA state x whose byte edges are ascending and
  * disjoint (a copied DFA's, a literal's): class c goes to the closure of the one edge that
  * covers it, without the counting sort.  The same moves, in the same order, as the general
@@ -318,12 +325,7 @@ static int byte_moves(builder *b, size_t k) {
                 if ((rc = cm_vec_reserve(&b->prev, b->tmp.n))) break;
                 for (size_t i = 0; i < b->tmp.n; i++) b->prev.data[i] = b->tmp.data[i];
                 b->prev.n = b->tmp.n;
-                if (b->tmp.n == 1) {
-                    prev_t = target_of(b, b->tmp.data[0]);
-                } else {
-                    if ((rc = closure(b))) break;
-                    prev_t = intern(b);
-                }
+                prev_t = set_target(b);
                 if (prev_t < 0) return (int)prev_t;
             }
             if (!(rc = cm_vec_push(&b->keys, c))) rc = cm_vec_push(&b->targets, (uint32_t)prev_t);
@@ -367,13 +369,7 @@ static int label_moves(builder *b, size_t k) {
         for (; !rc && i < b->pairs.n && b->pairs.data[i] == key; i += 2)
             rc = cm_vec_push(&b->tmp, b->pairs.data[i + 1]);
         if (rc) break;
-        int64_t t;
-        if (b->tmp.n == 1) {
-            t = target_of(b, b->tmp.data[0]);
-        } else {
-            if ((rc = closure(b))) break;
-            t = intern(b);
-        }
+        int64_t t = set_target(b);
         if (t < 0) return (int)t;
         if (!(rc = cm_vec_push(&b->keys, key))) rc = cm_vec_push(&b->targets, (uint32_t)t);
     }

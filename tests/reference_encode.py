@@ -59,6 +59,21 @@ _NO_USES: dict[str, int] = {}
 _NO_REFS: frozenset[str] = frozenset()
 
 
+def _leaf_key(e: ir.Expr) -> tuple[Any, ...] | None:
+    """The interned key of a literal, class or reference (the leaves a walk keys directly);
+    None for any other node."""
+    t = type(e)
+    if t is ir.Literal:
+        return (_LIT, e.data)  # type: ignore[attr-defined]
+    if t is ir.CharClass:
+        return (_UTF8, e.ranges)  # type: ignore[attr-defined]
+    if t is ir.Ref:
+        return (_REF, e.name)  # type: ignore[attr-defined]
+    if t is ir.ByteClass:
+        return (_BYTES, e.ranges)  # type: ignore[attr-defined]
+    return None
+
+
 class ReferenceInterner(Interner):
     """An interner whose ``add`` is the Python that ``_dag.Facts.add`` compiles: the same ids,
     the same facts per id."""
@@ -157,16 +172,8 @@ class ReferenceSession(Session):
             kids = []
             ids = self.interner.ids
             for x in e.items:  # type: ignore[attr-defined]
-                tx = type(x)  # leaves here, without a call, by their keys (not memoized)
-                if tx is ir.Literal:
-                    leaf: tuple = (_LIT, x.data)  # type: ignore[type-arg, attr-defined]
-                elif tx is ir.CharClass:
-                    leaf = (_UTF8, x.ranges)  # type: ignore[attr-defined]
-                elif tx is ir.Ref:
-                    leaf = (_REF, x.name)  # type: ignore[attr-defined]
-                elif tx is ir.ByteClass:
-                    leaf = (_BYTES, x.ranges)  # type: ignore[attr-defined]
-                else:
+                leaf = _leaf_key(x)  # leaves here by their keys (not memoized)
+                if leaf is None:
                     g = memo.get(id(x))
                     kids.append(self._cid_rec(x, depth + 1) if g is None else g)
                     continue
@@ -175,14 +182,8 @@ class ReferenceSession(Session):
                     g = self.interner.add(leaf)
                 kids.append(g)
             key = (_SEQ if t is ir.Seq else _ALT, tuple(kids))
-        elif t is ir.Literal:
-            key = (_LIT, e.data)  # type: ignore[attr-defined]
-        elif t is ir.CharClass:
-            key = (_UTF8, e.ranges)  # type: ignore[attr-defined]
-        elif t is ir.Ref:
-            key = (_REF, e.name)  # type: ignore[attr-defined]
-        elif t is ir.ByteClass:
-            key = (_BYTES, e.ranges)  # type: ignore[attr-defined]
+        elif (leaf := _leaf_key(e)) is not None:
+            key = leaf
         elif t is ir.Repeat:
             if depth > 200:
                 raise _Deep
