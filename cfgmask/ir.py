@@ -48,6 +48,7 @@ of literals and character classes is valid UTF-8.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 # The node types are extension types (cfgmask/_ir.pyx): built, hashed and compared in C, and only
@@ -95,6 +96,27 @@ def complement_ranges(
     if nxt <= top:
         out.append((nxt, top))
     return tuple(out)
+
+
+def without_surrogates(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Normalized ``ranges`` less the surrogate code points D800-DFFF.  Only the ranges that
+    meet the surrogates are cut (found by bisection): a Unicode class's complement has
+    hundreds of ranges, and the front ends ask for it per lookahead."""
+    lo, hi = SURROGATES
+    i = bisect.bisect_left(ranges, lo, key=_range_end)  # the first range reaching lo
+    j = bisect.bisect_right(ranges, hi, key=_range_start)  # the first range past hi
+    if i == j:
+        return tuple(ranges)
+    cut = [(a, b) for a, b in ((ranges[i][0], lo - 1), (hi + 1, ranges[j - 1][1])) if a <= b]
+    return (*ranges[:i], *cut, *ranges[j:])
+
+
+def _range_start(r: tuple[int, int]) -> int:
+    return r[0]
+
+
+def _range_end(r: tuple[int, int]) -> int:
+    return r[1]
 
 
 def char_class(

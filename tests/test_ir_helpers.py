@@ -1,6 +1,7 @@
-"""``ir.seq``, ``ir.alt`` and ``ir.normalize_ranges`` (in C, cfgmask/_ir.pyx) against the Python
-functions they replaced, kept below as the spec: equal results (repr included: the front end's
-fingerprint digests it) and the same errors, on random arguments."""
+"""``ir.seq``, ``ir.alt`` and ``ir.normalize_ranges`` (in C, cfgmask/_ir.pyx) and
+``ir.without_surrogates`` (by bisection) against the Python functions they replaced, kept below as
+the spec: equal results (repr included: the front end's fingerprint digests it) and the same
+errors, on random arguments."""
 
 from __future__ import annotations
 
@@ -101,3 +102,27 @@ def test_seq_and_alt_as_spec(items: list[ir.Expr]) -> None:
         assert type(got) is type(want) and got == want and repr(got) == repr(want)
         if len(items) == 1 and type(items[0]) is not type(want):
             assert got is items[0]
+
+
+def spec_without_surrogates(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Each range less D800-DFFF, one at a time (the front ends' loop before bisection)."""
+    lo, hi = ir.SURROGATES
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        out.extend(r for r in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if r[0] <= r[1])
+    return tuple(out)
+
+
+_near = st.sampled_from([0, 0xD7FE, 0xD7FF, 0xD800, 0xD801, 0xDBFF, 0xDC00, 0xDFFE, 0xDFFF, 0xE000, 0xE001])
+_points = st.one_of(_near, st.integers(0, ir.MAX_CODE_POINT))
+
+
+@given(st.lists(st.tuples(_points, _points), max_size=8), st.booleans())
+def test_without_surrogates_as_spec(pairs: list[tuple[int, int]], complement: bool) -> None:
+    norm = ir.normalize_ranges(pairs)
+    if complement:
+        norm = ir.complement_ranges(norm)
+    got = ir.without_surrogates(norm)
+    assert got == spec_without_surrogates(norm)
+    assert type(got) is tuple and all(type(r) is tuple for r in got)
+    assert not any(a <= ir.SURROGATES[1] and b >= ir.SURROGATES[0] for a, b in got)

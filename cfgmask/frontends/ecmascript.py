@@ -85,11 +85,7 @@ def everything() -> Ranges:
 
 
 def complement(r: Ranges) -> Ranges:
-    lo, hi = ir.SURROGATES
-    out: list[tuple[int, int]] = []
-    for a, b in ir.complement_ranges(ir.normalize_ranges(list(r))):
-        out.extend(x for x in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if x[0] <= x[1])
-    return tuple(out)
+    return ir.without_surrogates(ir.complement_ranges(ir.normalize_ranges(list(r))))
 
 
 def ranges_node(r: Ranges) -> Node:

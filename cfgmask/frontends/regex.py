@@ -274,15 +274,14 @@ def scan_class(atom: str) -> tuple[tuple[int, int], ...]:
     Exact by construction: ``re`` itself finds the runs of matching code points.
     """
     runs = [(m.start(), m.end() - 1) for m in re.finditer(f"(?:{atom})+", _all_code_points())]
-    return _without_surrogates(ir.normalize_ranges(runs))
+    return ir.without_surrogates(ir.normalize_ranges(runs))
 
 
-def _without_surrogates(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    lo, hi = ir.SURROGATES
-    out: list[tuple[int, int]] = []
-    for a, b in ranges:
-        out.extend(r for r in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if r[0] <= r[1])
-    return tuple(out)
+@functools.lru_cache(maxsize=256)
+def _others(chars: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """The code points not in normalized ``chars``, surrogates excluded: what ``(?!C)`` lets
+    through.  Kept: every keyword of a Lark grammar asks it of the same ``\\w``."""
+    return ir.without_surrogates(ir.complement_ranges(chars))
 
 
 def _flag_prefix(flags: int, relevant: int) -> str:
@@ -319,7 +318,7 @@ def _direct_ranges(items: list[Node]) -> tuple[tuple[int, int], ...] | None:
         else:
             return None
     norm = ir.normalize_ranges(out)
-    return _without_surrogates(ir.complement_ranges(norm) if negate else norm)
+    return ir.without_surrogates(ir.complement_ranges(norm) if negate else norm)
 
 
 def char_set(node: Node, flags: int) -> tuple[tuple[int, int], ...]:
@@ -327,7 +326,7 @@ def char_set(node: Node, flags: int) -> tuple[tuple[int, int], ...]:
     op, av = node
     if op is _c.ANY:
         everything = ((0, ir.MAX_CODE_POINT),) if flags & _S else ((0, 9), (11, ir.MAX_CODE_POINT))
-        return _without_surrogates(everything)
+        return ir.without_surrogates(everything)
     items = (
         [(_c.LITERAL, av)]
         if op is _c.LITERAL
@@ -456,7 +455,7 @@ class _Translator:
         if nullable(rest) and not (edges and after == ZERO):
             raise self.error("word boundary that may look past the enclosing group is not supported", kind)
         word = self.word_chars(flags)
-        other = _without_surrogates(ir.complement_ranges(word))
+        other = _others(word)
         p_word, p_other = restrict_last(prefix, word), restrict_last(prefix, other)
         r_word, r_other = restrict_first(rest, word), restrict_first(rest, other)
         p_edge = ir.EPSILON if nullable(prefix) else ir.NOTHING
@@ -487,7 +486,7 @@ class _Translator:
         kind = "assert" if op is _c.ASSERT else "assert_not"
         self.seen[kind] = self.seen.get(kind, 0) + 1
         chars = self.one_char(list(body), flags, kind, "lookbehind")
-        allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
+        allowed = chars if op is _c.ASSERT else _others(chars)
         out = restrict_last(prefix, allowed)
         if nullable(prefix):
             if not (self.follow is None and self.anchors and start == ZERO):
@@ -510,7 +509,7 @@ class _Translator:
         kind = "assert" if op is _c.ASSERT else "assert_not"
         self.seen[kind] = self.seen.get(kind, 0) + 1
         chars = self.one_char(list(body), flags, kind, "lookahead")
-        allowed = chars if op is _c.ASSERT else _without_surrogates(ir.complement_ranges(chars))
+        allowed = chars if op is _c.ASSERT else _others(chars)
         if _min_len(rest) > 0:
             return restrict_first(self.sequence(rest, flags, before, after), allowed)
         if rest and after == ZERO and self.follow is None and self.anchors:  # else the end of the text

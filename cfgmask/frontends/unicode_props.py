@@ -146,7 +146,7 @@ def _category_runs() -> dict[str, list[tuple[int, int]]]:
 @functools.lru_cache(maxsize=64)
 def _binary(name: str) -> Ranges:
     if name == "Any":
-        return _without_surrogates(((0, ir.MAX_CODE_POINT),))
+        return ir.without_surrogates(((0, ir.MAX_CODE_POINT),))
     if name == "ASCII":
         return ((0, 0x7F),)
     if name == "Assigned":
@@ -174,12 +174,4 @@ def _from_regex_package(prop: str) -> Ranges:
         raise PropertyError(f"unknown property value {prop!r}") from None
     text = _all_code_points()
     runs = [(ord(text[m.start()]), ord(text[m.end() - 1])) for m in rx.finditer(text)]
-    return _without_surrogates(ir.normalize_ranges(runs))
-
-
-def _without_surrogates(ranges: Ranges) -> Ranges:
-    lo, hi = ir.SURROGATES
-    out: list[tuple[int, int]] = []
-    for a, b in ranges:
-        out.extend(r for r in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if r[0] <= r[1])
-    return tuple(out)
+    return ir.without_surrogates(ir.normalize_ranges(runs))
