@@ -375,6 +375,41 @@ def test_missing_start_rule() -> None:
         parse_lark('start: "a"', start="nope")
 
 
+# The checks lark.Lark's parser construction makes, which parse_lark makes itself instead of
+# building the parser: they must pass only where the construction raises nothing (then Lark's
+# own error is the one reported, from the construction itself).
+PARSER_CHECKS = [
+    ('start: "a" | "a"', "start"),  # a rule twice
+    ("start: A\nA: /a*/", "start"),  # a zero-width terminal
+    ("start: A\nA: /(?:)/", "start"),
+    ("start: foo", "start"),  # a rule used and not defined
+    ('start: "a"', "nope"),  # no such start rule
+    ('start: a\na: "x" b?\nb: "y"', "start"),
+    ('start: "a" start | "b"', "start"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "path"),
+    [(t, s, None) for t, s in PARSER_CHECKS]
+    + [((CORPORA / f).read_text(encoding="utf-8"), s, str(CORPORA / f)) for f, s in CASES],
+    ids=[f"check{i}" for i in range(len(PARSER_CHECKS))] + [f"{f}:{s}" for f, s in CASES],
+)
+def test_parser_checks_as_lark_construction(text: str, start: str, path: str | None) -> None:
+    from cfgmask.frontends.lark import _compile_only, _earley_accepts
+
+    try:
+        loaded = _compile_only(text, start, path, [], set())
+    except Exception:  # noqa: BLE001 - refused before any parser check (parse_lark reports it)
+        return
+    try:
+        lark.Lark(text, parser="earley", lexer="dynamic", start=start, source_path=path)
+        builds = True
+    except Exception:  # noqa: BLE001 - any refusal
+        builds = False
+    assert _earley_accepts(loaded, start) == builds
+
+
 # --------------------------------------------------------------------------- grammars/sql.lark
 
 SQL_ACCEPTS = [

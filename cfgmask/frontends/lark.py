@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 from .. import ir
 from ..errors import GrammarError
@@ -162,7 +163,10 @@ def _load(
     try:
         if pre is not None:  # llguidance's dialect: terminals may match the empty string
             return _compile_only(pre.text, start, source_path, import_paths, pre.helpers)
-        return lark.Lark(
+        loaded = _compile_only(text, start, source_path, import_paths, set())
+        if _earley_accepts(loaded, start):
+            return loaded
+        return lark.Lark(  # raises the error building its parser meets (or, if none, is used as is)
             text,
             parser="earley",
             lexer="dynamic",
@@ -180,17 +184,42 @@ def _load(
 
 def _compile_only(
     text: str, start: str, source_path: str | None, import_paths: list[str], keep: set[str]
-) -> object:
+) -> SimpleNamespace:
     """Lark's rules and terminals for ``text`` without building its parser, whose dynamic
     lexer refuses terminals that can match the empty string (llguidance allows them:
     ``TEXT: /(.|\\n)*/``)."""
-    from types import SimpleNamespace
-
     from lark.load_grammar import load_grammar
 
     grammar, _ = load_grammar(text, source_path or "<string>", import_paths, False)
     terminals, rules, ignore = grammar.compile([start], keep)
     return SimpleNamespace(terminals=terminals, rules=rules, ignore_tokens=ignore)
+
+
+def _earley_accepts(loaded: SimpleNamespace, start: str) -> bool:
+    """Whether ``lark.Lark(..., parser="earley", lexer="dynamic")`` would build its parser over
+    these rules and terminals without an error: the checks that construction makes after
+    ``Grammar.compile`` (lark 1.2: every terminal's regexp has a width, not zero, and compiles
+    (``EarleyRegexpMatcher``); no rule twice (``ParseTreeBuilder``, ``GrammarAnalyzer``); every
+    rule used and the start rule defined (``GrammarAnalyzer``)).  Building the parser itself
+    (its FIRST/FOLLOW sets and predictions, which cfgmask never uses) is half of loading a
+    grammar such as sql.lark.  False sends the grammar through ``lark.Lark``, for its error."""
+    from lark.utils import get_regexp_width
+
+    for t in loaded.terminals:
+        regexp = t.pattern.to_regexp()
+        try:
+            if get_regexp_width(regexp)[0] == 0:
+                return False
+            re.compile(regexp)
+        except Exception:  # noqa: BLE001 - any failure is Lark's to report
+            return False
+    rules = loaded.rules
+    defined = {r.origin for r in rules}
+    return (
+        len(set(rules)) == len(rules)
+        and any(o.name == start for o in defined)
+        and all(s.is_term or s in defined for r in rules for s in r.expansion)
+    )
 
 
 def _lark_error(
