@@ -278,7 +278,7 @@ def lookahead_tables(
     if not found:  # no marker among the runtime rules: the tables of no debt, made once
         return (_zeros_u8(len(order)), *_no_lookahead())
     try:
-        classes, nxt, union = lookahead_classes(found)
+        classes, nxt, union = lookahead_classes(tuple(found))
     except ValueError as e:
         raise GrammarError(f"lookahead markers: {e}; not supported") from None
     rule_la = np.asarray([0 if m is None else found.index(m) + 1 for m in marks], dtype=np.uint8)
@@ -306,7 +306,7 @@ def _zeros_u8(n: int) -> np.ndarray:
 @functools.cache
 def _no_lookahead() -> tuple[np.ndarray, np.ndarray]:
     """la_next and la_union without markers (read-only: every grammar without one shares them)."""
-    _, nxt, union = lookahead_classes([])
+    _, nxt, union = lookahead_classes(())
     out = np.asarray(nxt, dtype=np.uint8).reshape(-1), np.asarray(union, dtype=np.uint8).reshape(-1)
     for a in out:
         a.setflags(write=False)

@@ -99,10 +99,14 @@ def _with_markers(
     }
     # no other character can come next: forbidding it or not is the same
     any_first = ir.normalize_ranges([r for rs in first.values() for r in rs])
-    forbidden = {
-        n: [intersect(ir.normalize_ranges(list(f)), any_first) if f else () for _, f in vs]
-        for n, vs in variants.items()
-    }
+    met: dict[Ranges, Ranges] = {}  # most keywords forbid the same word class after them
+
+    def reachable(f: Ranges) -> Ranges:
+        if f not in met:
+            met[f] = intersect(ir.normalize_ranges(list(f)), any_first) if f else ()
+        return met[f]
+
+    forbidden = {n: [reachable(f) for _, f in vs] for n, vs in variants.items()}
     out: dict[str, ir.Expr] = {}
     for name, vs in variants.items():
         options = []
@@ -115,7 +119,7 @@ def _with_markers(
                 options.append(ir.seq(expr, ir.lookahead(f)))
         out[name] = ir.alt(*options)
     try:
-        lookahead_classes(sorted({f for fs in forbidden.values() for f in fs if f}))
+        lookahead_classes(tuple(sorted({f for fs in forbidden.values() for f in fs if f})))
     except ValueError:
         return None
     starts = ir.normalize_ranges([r for n in variants if n not in ignore for r in first[n]])
