@@ -262,20 +262,32 @@ static int derive_la_allow(cm_grammar *g) {
     for (uint32_t la = 1; la < g->t.n_la; la++) {
         uint32_t *w = g->la_allow + (size_t)la * g->n_words;
         g->la_pending_off[la] = (uint32_t)n;
-        for (size_t k = 0; k < v->n_trie; k++) {
-            uint32_t id = v->trie_ids[k], len, d = la;
-            const uint8_t *p = cm_trie_bytes(v, k, &len);
-            for (uint32_t i = 0; i < len && d && d != CM_LA_DEAD; i++) d = cm_la_next(g, d, p[i]);
-            if (!d) {
-                w[id >> 5] |= 1u << (id & 31);
-            } else if (d != CM_LA_DEAD) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 64;
-                    uint32_t *q = realloc(g->la_pending, cap * sizeof *q);
-                    if (!q) return CM_ERR_NOMEM;
-                    g->la_pending = q;
+        /* The entries are grouped by first byte (first_off), and the first byte alone settles
+         * most debts: a group it pays is allowed whole, one it forbids skipped whole, and only
+         * a group left owing (a multi-byte character's lead byte) reads its entries on. */
+        for (int b = 0; b < 256; b++) {
+            uint32_t d0 = cm_la_next(g, la, (uint8_t)b);
+            size_t k = v->first_off[b], k_end = v->first_off[b + 1];
+            if (d0 == CM_LA_DEAD) continue;
+            if (!d0) {
+                for (; k < k_end; k++) w[v->trie_ids[k] >> 5] |= 1u << (v->trie_ids[k] & 31);
+                continue;
+            }
+            for (; k < k_end; k++) {
+                uint32_t id = v->trie_ids[k], len, d = d0;
+                const uint8_t *p = cm_trie_bytes(v, k, &len);
+                for (uint32_t i = 1; i < len && d && d != CM_LA_DEAD; i++) d = cm_la_next(g, d, p[i]);
+                if (!d) {
+                    w[id >> 5] |= 1u << (id & 31);
+                } else if (d != CM_LA_DEAD) {
+                    if (n == cap) {
+                        cap = cap ? cap * 2 : 64;
+                        uint32_t *q = realloc(g->la_pending, cap * sizeof *q);
+                        if (!q) return CM_ERR_NOMEM;
+                        g->la_pending = q;
+                    }
+                    g->la_pending[n++] = (uint32_t)k;
                 }
-                g->la_pending[n++] = (uint32_t)k;
             }
         }
     }
