@@ -142,6 +142,32 @@ def test_categories_match_re_exactly() -> None:
             assert inside == (re.fullmatch(atom, ch) is not None), (atom, ch)
 
 
+SCANNED = [
+    r"\w",
+    r"\W",
+    r"\s",
+    r"(?i:[\U00000061])",
+    r"(?i:k)",
+    r"(?s:.)",
+    r"[^a]",
+    r"[\ud7fe-\ue001]",
+    r"(?i:[\w])",
+]
+
+
+def test_scan_class_as_every_code_point() -> None:
+    """scan_class reads the scalar values without the surrogates (made from a UTF-32 buffer):
+    the same sets as reading every code point with its index as the code point."""
+    every = "".join(map(chr, range(ir.MAX_CODE_POINT + 1)))
+    lo, hi = ir.SURROGATES
+    for atom in SCANNED:
+        runs = [(m.start(), m.end() - 1) for m in re.finditer(f"(?:{atom})+", every)]
+        want = []
+        for a, b in ir.normalize_ranges(runs):
+            want += [r for r in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if r[0] <= r[1]]
+        assert scan_class(atom) == tuple(want), atom
+
+
 def test_surrogates_never_match() -> None:
     expr = regex_to_expr(r"[\ud000-\ue000]")
     assert isinstance(expr, ir.CharClass)

@@ -77,6 +77,7 @@ from ..ir_ops import (
     without_refs,
 )
 from . import ecmascript
+from .unicode_props import scalar_at, scalar_values
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -262,19 +263,15 @@ def _parse(pattern: str, flags: int) -> Any:
 # --------------------------------------------------------------------------- code-point sets
 
 
-@functools.lru_cache(maxsize=1)
-def _all_code_points() -> str:
-    return "".join(map(chr, range(ir.MAX_CODE_POINT + 1)))
-
-
 @functools.lru_cache(maxsize=4096)
 def scan_class(atom: str) -> tuple[tuple[int, int], ...]:
     """The code points (surrogates excluded) that the one-character regex ``atom`` matches.
 
     Exact by construction: ``re`` itself finds the runs of matching code points.
     """
-    runs = [(m.start(), m.end() - 1) for m in re.finditer(f"(?:{atom})+", _all_code_points())]
-    return ir.without_surrogates(ir.normalize_ranges(runs))
+    found = re.finditer(f"(?:{atom})+", scalar_values())
+    runs = [(scalar_at(m.start()), scalar_at(m.end() - 1)) for m in found]
+    return ir.without_surrogates(ir.normalize_ranges(runs))  # a run may span the surrogates
 
 
 @functools.lru_cache(maxsize=256)
