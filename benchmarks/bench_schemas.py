@@ -794,7 +794,10 @@ def bench_case(
 def masks(base: Sequence[Engine], args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
     cases = list(MASK_SCHEMAS.items())[: 1 if args.quick else None]
+    wanted = set(args.cases.split(",")) if args.cases else None
     for case, (split, sid) in cases:
+        if wanted is not None and case not in wanted:
+            continue
         rec = next(r for r in load_split(split) if r["id"] == sid)
         texts = [json.dumps(t["data"], separators=(",", ":")) for t in rec["tests"] if t["valid"]]
         if args.quick:
@@ -803,6 +806,8 @@ def masks(base: Sequence[Engine], args: argparse.Namespace) -> dict[str, Any]:
         sources: dict[str, tuple[str, Any, list[str]]] = {e.name: ("schema", rec["schema"], []) for e in base}
         results[case] = bench_case(case, sources, texts, base, args)
         results[case]["schema_id"] = sid
+    if wanted is not None and "sql" not in wanted:
+        return results
     lark = (GRAMMARS_DIR / "sql.lark").read_text()
     gbnf = (GRAMMARS_DIR / "sql.gbnf").read_text()
     texts = list(SQL_DOCUMENTS) + SQL_EXTRA
@@ -894,6 +899,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sql-reps", type=int, default=1, help="cold mask passes for SQL (cfgmask's are slow)")
     p.add_argument(
         "--budget", type=float, default=6.0, help="seconds of masking one pass may take (xgrammar)"
+    )
+    p.add_argument(
+        "--cases",
+        default="",
+        help=f"mask cases to run, comma-separated, of {', '.join([*MASK_SCHEMAS, 'sql'])} (default: all)",
     )
     p.add_argument("--no-coverage", dest="coverage", action="store_false")
     p.add_argument("--no-masks", dest="masks", action="store_false")
