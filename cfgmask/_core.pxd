@@ -71,7 +71,6 @@ cdef extern from "cfgmask.h" nogil:
         size_t tail_parts
         size_t closing_verdicts
         size_t run_walks
-        size_t upward_dfa
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,

@@ -123,7 +123,6 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.tail_parts = s.tail_parts
     lim.closing_verdicts = s.closing_verdicts
     lim.run_walks = s.run_walks
-    lim.upward_dfa = s.upward_dfa
 
 
 cdef class GrammarHandle:

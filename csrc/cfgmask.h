@@ -168,12 +168,6 @@ typedef struct cm_limits {
      * those subtrees on; 0: every state walks its names.  The entries are the
      * same. */
     size_t run_walks;
-    /* n > 0: the upward filter, given at least n rests to read through a
-     * rule's upward chart at once, interns the chart's sets as the states of
-     * a DFA (per filter call), so a set reached again by other bytes reads
-     * its next byte by a table lookup; 0: an Earley step a byte.  The entries
-     * are the same. */
-    size_t upward_dfa;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -130,7 +130,6 @@ int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule);
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
 int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
 int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig);
-int cm_chart_load_after(cm_chart *c, const cm_grammar *g, const uint32_t *sig, uint32_t keep);
 int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
 int cm_chart_push_completion(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);

@@ -269,24 +269,17 @@ int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *state
  * pairs], an origin being CM_OUTER or the position of a set in sig.  No set
  * records a byte (256), so no lookahead debt may read one. */
 int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig) {
-    return cm_chart_load_after(c, g, sig, 0);
-}
-
-/* cm_chart_load after the chart's first `keep` sets, kept as they are: the
- * sets of sig are numbered from keep on, and an origin may name a kept set.
- * On error the chart is left with its first `keep` sets. */
-int cm_chart_load_after(cm_chart *c, const cm_grammar *g, const uint32_t *sig, uint32_t keep) {
     uint32_t n_sets = *sig++;
     int rc = CM_OK;
-    cm_chart_truncate(c, keep);
+    cm_chart_truncate(c, 0);
     for (uint32_t j = 0; j < n_sets && !rc; j++) {
         uint32_t n = *sig++;
         rc = cm_chart_begin_set(c);
-        if (!rc) c->set_byte[keep + j] = 256;
+        if (!rc) c->set_byte[j] = 256;
         for (uint32_t i = 0; i < n && !rc; i++, sig += 2) rc = add_item(c, g, sig[0], sig[1]);
         if (!rc) cm_chart_end_set(c);
     }
-    if (rc) cm_chart_truncate(c, keep);
+    if (rc) cm_chart_truncate(c, 0);
     c->exited = false;
     return rc;
 }

@@ -265,7 +265,7 @@ static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
 /* The columns of the flat DFA: bytes that share their class and, for every
  * lookahead debt, what the debt becomes after them (a scan depends on nothing
  * else of the byte: later sets of a flat walk read no byte of this one). */
-uint32_t cm_byte_columns(const cm_grammar *g, uint8_t col[256]) {
+static void flat_columns(const cm_grammar *g, cm_flat *f) {
     const cm_tables *t = &g->t;
     int16_t first[256];  /* the first byte of each column */
     int16_t last[256];   /* per class, its newest column (-1: none yet) */
@@ -287,9 +287,9 @@ uint32_t cm_byte_columns(const cm_grammar *g, uint8_t col[256]) {
             prev[c] = last[cls];
             last[cls] = (int16_t)c;
         }
-        col[b] = (uint8_t)c;
+        f->col[b] = (uint8_t)c;
     }
-    return n;
+    f->width = n;
 }
 
 /* The grammar's DFA, created empty on first use; NULL when memory is short. */
@@ -299,7 +299,7 @@ static cm_flat *flat_get(const cm_grammar *g) {
     if (!f) return NULL;
     f->cap = 64;
     f->hcap = 256;
-    f->width = cm_byte_columns(g, f->col);
+    flat_columns(g, f);
     f->off = malloc((f->cap + 1) * sizeof *f->off);
     f->exited = malloc(f->cap);
     f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);

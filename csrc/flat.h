@@ -12,10 +12,6 @@
 int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                  cm_walk *w);
 size_t cm_flat_configs(const cm_flat *f);
-/* Bytes as the columns of a DFA over charts: byte -> column, bytes that share
- * their class and, for every lookahead debt, what the debt becomes after them
- * (a scan depends on nothing else of the byte).  Returns the columns' number. */
-uint32_t cm_byte_columns(const cm_grammar *g, uint8_t col[256]);
 void cm_flat_free(cm_flat *f);
 
 #endif

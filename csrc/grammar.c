@@ -25,7 +25,6 @@ void cm_limits_default(cm_limits *out) {
     out->tail_parts = 256;
     out->closing_verdicts = 64;
     out->run_walks = 64;
-    out->upward_dfa = 64;
 }
 
 static int validate_tokens(const cm_tables *t) {

@@ -235,7 +235,12 @@ static void follow_put(const cm_grammar *g, uint32_t rule, const uint8_t *p, uin
     m->n++;
 }
 
-typedef cm_follow_ask follow_ask;
+/* The bytes after one exit of uncertain token i, its verdict not known yet. */
+typedef struct {
+    const uint8_t *p;
+    uint32_t len;
+    uint32_t i;
+} follow_ask;
 
 /* The asks in nearly sorted order, by a radix sort of their first 4 bytes
  * (qsort's compare calls cost more than the scans they save): those sharing a
@@ -285,17 +290,7 @@ static int follow_sort(follow_ask *ask, size_t n) {
  * share the sets of their common prefix, and one that holds the byte its
  * predecessor died on dies there too.  Each verdict goes to the memo, and a
  * surviving one keeps its token.  0, or < 0 on error. */
-static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep,
-                         uint32_t *st) {
-    if (g->lim.upward_dfa && n >= g->lim.upward_dfa) {
-        uint8_t *verdict = malloc(n);
-        if (verdict) memset(verdict, 2, n);  /* not answered */
-        int rc = verdict ? cm_upward_answer(g, rule, q, n, keep, verdict, st) : CM_ERR_NOMEM;
-        for (size_t j = 0; !rc && j < n; j++)
-            if (verdict[j] < 2) follow_put(g, rule, q[j].p, q[j].len, verdict[j]);
-        free(verdict);
-        if (rc <= 0) return rc;
-    }
+static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep) {
     cm_chart u;
     int rc = cm_chart_init_returns(&u, g, rule);
     const uint8_t *prev = NULL;
@@ -374,7 +369,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     cm_chart_free(&c);
     if (!rc && n_ask) {
         rc = follow_sort(ask, n_ask);
-        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep, w->st);
+        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep);
     }
     /* on a failure, every token stays */
     size_t kept = 0;

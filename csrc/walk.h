@@ -50,20 +50,6 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
  * each through the upward chart cost a third of Snowplow's compile(warm=True). */
 #define CM_FILTER_MAX_UNCERTAIN 16384
 void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w);
-/* The bytes after one exit of uncertain token i (the filter's questions). */
-typedef struct cm_follow_ask {
-    const uint8_t *p;
-    uint32_t len;
-    uint32_t i;
-} cm_follow_ask;
-/* The questions (sorted), those of tokens not yet kept, through the upward
- * chart of `rule` as a DFA over its sets (upward.c): verdict[j] 1 the chart
- * survives all of q[j], 0 it dies, 2 not asked (keep[q[j].i] was set: a
- * surviving question sets it).  st: scratch, one more than the longest
- * question.  0, 1 when the DFA cannot serve the rule (nothing answered), or
- * < 0 on error. */
-int cm_upward_answer(const cm_grammar *g, uint32_t rule, const cm_follow_ask *q, size_t n, uint8_t *keep,
-                     uint8_t *verdict, uint32_t *st);
 /* The filter's memo of verdicts (a cache's, freed with it). */
 typedef struct cm_follow_memo cm_follow_memo;
 void cm_follow_memo_free(cm_follow_memo *m);

@@ -64,11 +64,6 @@ class Strategy:
     # for every grammar; each state walks only the subtrees that leave (0: every state walks
     # its names; 1: every such walk, as the tests use it; needs share_loop_walks)
     run_walks: int = 64
-    # the upward filter of uncertain tokens, given at least this many rests to read through a
-    # rule's upward chart, interns the chart's sets as the states of a DFA (one per filter call),
-    # so a set that other bytes reach again reads its next byte by a table lookup (0: an Earley
-    # step a byte; 1: every filter, as the tests use it)
-    upward_dfa: int = 64
 
 
 DEFAULT = Strategy()
