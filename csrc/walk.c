@@ -161,10 +161,11 @@ static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32
  * later state of the rule reads them here.  The bytes are the vocabulary's
  * trie, which outlives the cache.  Under the cache lock. */
 typedef struct {
-    uint64_t hash;
-    const uint8_t *p;   /* NULL: an empty slot */
+    uint32_t off;        /* the bytes: the trie's data from here */
     uint32_t rule;
-    uint32_t len_alive;  /* len << 1 | survives (a token's rest: a few hundred bytes at most) */
+    uint32_t hash;       /* follow_hash's low 32 bits */
+    uint16_t len;
+    uint16_t verdict;    /* 0: an empty slot; 1: the chart dies; 2: it survives */
 } follow_slot;
 
 struct cm_follow_memo {
@@ -172,7 +173,7 @@ struct cm_follow_memo {
     size_t cap, n;
 };
 
-#define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1.5 MB of slots */
+#define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1 MB of slots */
 
 void cm_follow_memo_free(cm_follow_memo *m) {
     if (!m) return;
@@ -180,66 +181,85 @@ void cm_follow_memo_free(cm_follow_memo *m) {
     free(m);
 }
 
-static uint64_t follow_hash(uint32_t rule, const uint8_t *p, uint32_t len) {
+static uint32_t follow_hash(uint32_t rule, const uint8_t *p, uint32_t len) {
     uint64_t h = 1469598103934665603ull ^ ((uint64_t)rule << 8) ^ len;
     for (uint32_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
+    return (uint32_t)(h ^ (h >> 29));
 }
 
-static follow_slot *follow_find(const cm_follow_memo *m, uint64_t h, uint32_t rule, const uint8_t *p,
-                                uint32_t len) {
+/* Can the memo name these bytes (a slot holds 32-bit offsets and 16-bit lengths)? */
+static bool follow_fits(const cm_vocab *v, const uint8_t *p, uint32_t len) {
+    return len <= UINT16_MAX && (size_t)(p - v->trie_data) <= UINT32_MAX;
+}
+
+static follow_slot *follow_find(const cm_vocab *v, const cm_follow_memo *m, uint32_t h, uint32_t rule,
+                                const uint8_t *p, uint32_t len) {
     size_t s = h & (m->cap - 1);
     for (;; s = (s + 1) & (m->cap - 1)) {
         follow_slot *x = &m->slots[s];
-        if (!x->p || (x->hash == h && x->len_alive >> 1 == len && x->rule == rule &&
-                      (x->p == p || !memcmp(x->p, p, len))))
+        if (!x->verdict || (x->hash == h && x->len == len && x->rule == rule &&
+                            (v->trie_data + x->off == p || !memcmp(v->trie_data + x->off, p, len))))
             return x;
     }
 }
 
-/* 1 the upward chart survives the bytes, 0 it dies, -1 not known. */
-static int follow_get(const cm_follow_memo *m, uint32_t rule, const uint8_t *p, uint32_t len) {
-    if (!m || !m->n) return -1;
-    const follow_slot *x = follow_find(m, follow_hash(rule, p, len), rule, p, len);
-    return x->p ? (int)(x->len_alive & 1) : -1;
+/* 1 the upward chart survives the bytes (hashed to h), 0 it dies, -1 not known. */
+static int follow_get(const cm_grammar *g, uint32_t h, uint32_t rule, const uint8_t *p, uint32_t len) {
+    const cm_follow_memo *m = g->cache->follow;
+    if (!m || !m->n || !follow_fits(g->v, p, len)) return -1;
+    const follow_slot *x = follow_find(g->v, m, h, rule, p, len);
+    return x->verdict ? x->verdict - 1 : -1;
 }
 
-/* Keep a verdict, if the memo can hold it (a full or unallocated memo drops it). */
-static void follow_put(const cm_grammar *g, uint32_t rule, const uint8_t *p, uint32_t len, bool alive) {
+/* Room in the memo for `more` verdicts (up to its bound), in one growth: a
+ * memo grown by doubling while thousands of verdicts went in (a `ws` rule's
+ * first state) cleared and rehashed every table on the way.  A failure leaves
+ * it as it was. */
+static void follow_reserve(const cm_grammar *g, size_t more) {
     cm_cache *c = g->cache;
     cm_follow_memo *m = c->follow;
     if (!m) {
         if (!(m = calloc(1, sizeof *m))) return;
         c->follow = m;
     }
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        if (m->n >= CM_FOLLOW_MEMO_MAX) return;
-        follow_slot *t = calloc(cap, sizeof *t);
-        if (!t) return;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].p) continue;
-            size_t s = m->slots[i].hash & (cap - 1);
-            while (t[s].p) s = (s + 1) & (cap - 1);
-            t[s] = m->slots[i];
-        }
-        free(m->slots);
-        atomic_fetch_add(&c->bytes, (cap - m->cap) * sizeof *t);
-        m->slots = t;
-        m->cap = cap;
+    size_t want = m->n + more < CM_FOLLOW_MEMO_MAX ? m->n + more : CM_FOLLOW_MEMO_MAX, cap = m->cap ? m->cap : 1024;
+    while (want * 2 > cap) cap *= 2;
+    if (cap == m->cap) return;
+    follow_slot *t = calloc(cap, sizeof *t);
+    if (!t) return;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].verdict) continue;
+        size_t s = m->slots[i].hash & (cap - 1);
+        while (t[s].verdict) s = (s + 1) & (cap - 1);
+        t[s] = m->slots[i];
     }
-    uint64_t h = follow_hash(rule, p, len);
-    follow_slot *x = follow_find(m, h, rule, p, len);
-    if (x->p) return;
-    *x = (follow_slot){h, p, rule, len << 1 | (uint32_t)alive};
+    free(m->slots);
+    atomic_fetch_add(&c->bytes, (cap - m->cap) * sizeof *t);
+    m->slots = t;
+    m->cap = cap;
+}
+
+/* Keep a verdict, if the memo can hold it (a full or unallocated memo drops it). */
+static void follow_put(const cm_grammar *g, uint32_t h, uint32_t rule, const uint8_t *p, uint32_t len, bool alive) {
+    cm_follow_memo *m = g->cache->follow;
+    if (!follow_fits(g->v, p, len)) return;
+    if (!m || (m->n + 1) * 2 > m->cap) {
+        if (m && m->n >= CM_FOLLOW_MEMO_MAX) return;
+        follow_reserve(g, 1);
+        if (!(m = g->cache->follow) || (m->n + 1) * 2 > m->cap) return;
+    }
+    follow_slot *x = follow_find(g->v, m, h, rule, p, len);
+    if (x->verdict) return;
+    *x = (follow_slot){(uint32_t)(p - g->v->trie_data), rule, h, (uint16_t)len, (uint16_t)(alive + 1)};
     m->n++;
 }
 
-/* The bytes after one exit of uncertain token i, its verdict not known yet. */
+/* The bytes after one exit of uncertain token i (hashed to h), its verdict not known yet. */
 typedef struct {
     const uint8_t *p;
     uint32_t len;
     uint32_t i;
+    uint32_t h;
 } follow_ask;
 
 /* The asks in nearly sorted order, by a radix sort of their first 4 bytes
@@ -312,7 +332,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
             have = (uint32_t)alive;
         }
         bool ok = alive == q[j].len;
-        follow_put(g, rule, q[j].p, q[j].len, ok);
+        follow_put(g, q[j].h, rule, q[j].p, q[j].len, ok);
         if (ok) keep[q[j].i] = 1;
     }
     cm_chart_free(&u);
@@ -357,17 +377,19 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
-            int known = follow_get(g->cache->follow, rule, p + e, len - e);
+            uint32_t h = follow_hash(rule, p + e, len - e);
+            int known = follow_get(g, h, rule, p + e, len - e);
             if (known >= 0) {
                 keep[i] = (uint8_t)known;
                 continue;
             }
             if (n_ask == cap_ask && (rc = cm_grow_to((void **)&ask, &cap_ask, n_ask + 1, sizeof *ask))) break;
-            ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i};
+            ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
     }
     cm_chart_free(&c);
     if (!rc && n_ask) {
+        follow_reserve(g, n_ask);
         rc = follow_sort(ask, n_ask);
         if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep);
     }
