@@ -277,6 +277,9 @@ static int follow_sort(follow_ask *ask, size_t n) {
         key[i] = k;
         ix[i] = (uint32_t)i;
     }
+    bool sorted = true;  /* trie order often is: the exits of one depth, one after another */
+    for (size_t i = 1; !rc && sorted && i < n; i++) sorted = key[i - 1] <= key[i];
+    if (!rc && sorted) rc = 1;
     uint32_t *k0 = key, *k1 = key + n;
     uint32_t *i0 = ix, *i1 = ix + n;
     for (unsigned shift = 0; !rc && shift < 32; shift += 8) {
@@ -303,7 +306,7 @@ static int follow_sort(follow_ask *ask, size_t n) {
     free(key);
     free(ix);
     free(out);
-    return rc;
+    return rc == 1 ? CM_OK : rc;
 }
 
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones
@@ -362,17 +365,21 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     cm_chart c;
     int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
     const uint8_t *prev = NULL;
-    uint32_t have = 0;  /* bytes of prev with sets in c */
+    uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c; have < plen: prev died there */
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : 0;
-        long dead = scan_rest(&c, g, p, d, len, ex);
-        if (dead < 0) {
-            rc = (int)dead;
-            break;
+        uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
+        long dead = have;
+        if (!prev || have == plen || d <= have) {  /* else p dies on the byte prev died on */
+            dead = scan_rest(&c, g, p, d < have ? d : have, len, ex);
+            if (dead < 0) {
+                rc = (int)dead;
+                break;
+            }
         }
         prev = p;
+        plen = len;
         have = (uint32_t)dead;
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
