@@ -171,14 +171,41 @@ typedef struct {
 struct cm_follow_memo {
     follow_slot *slots;  /* open addressing, [cap] */
     size_t cap, n;
+    /* the filter's charts, reused from call to call (the positions of a long
+     * string's chain filter a few tokens each, 100-200 times in one mask) */
+    cm_chart item, up;
+    bool item_ok, up_ok;
 };
 
 #define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1 MB of slots */
 
 void cm_follow_memo_free(cm_follow_memo *m) {
     if (!m) return;
+    if (m->item_ok) cm_chart_free(&m->item);
+    if (m->up_ok) cm_chart_free(&m->up);
     free(m->slots);
     free(m);
+}
+
+/* The cache's memo, created empty on first use; NULL when memory is short. */
+static cm_follow_memo *follow_memo(const cm_grammar *g) {
+    cm_cache *c = g->cache;
+    if (!c->follow) c->follow = calloc(1, sizeof *c->follow);
+    return c->follow;
+}
+
+/* A scratch chart of the memo made the closure of the given items (origin
+ * CM_OUTER), upward or not; opened on first use.  0 or an error. */
+static int follow_chart(const cm_grammar *g, cm_chart *c, bool *ok, bool upward, const uint32_t *states, size_t n) {
+    if (!*ok) {
+        int rc = cm_chart_open(c, upward);
+        if (rc) {
+            cm_chart_free(c);
+            return rc;
+        }
+        *ok = true;
+    }
+    return cm_chart_reset_items(c, g, states, n);
 }
 
 static uint32_t follow_hash(uint32_t rule, const uint8_t *p, uint32_t len) {
@@ -217,11 +244,8 @@ static int follow_get(const cm_grammar *g, uint32_t h, uint32_t rule, const uint
  * it as it was. */
 static void follow_reserve(const cm_grammar *g, size_t more) {
     cm_cache *c = g->cache;
-    cm_follow_memo *m = c->follow;
-    if (!m) {
-        if (!(m = calloc(1, sizeof *m))) return;
-        c->follow = m;
-    }
+    cm_follow_memo *m = follow_memo(g);
+    if (!m) return;
     size_t want = m->n + more < CM_FOLLOW_MEMO_MAX ? m->n + more : CM_FOLLOW_MEMO_MAX, cap = m->cap ? m->cap : 1024;
     while (want * 2 > cap) cap *= 2;
     if (cap == m->cap) return;
@@ -314,8 +338,11 @@ static int follow_sort(follow_ask *ask, size_t n) {
  * predecessor died on dies there too.  Each verdict goes to the memo, and a
  * surviving one keeps its token.  0, or < 0 on error. */
 static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep) {
-    cm_chart u;
-    int rc = cm_chart_init_returns(&u, g, rule);
+    cm_follow_memo *m = follow_memo(g);
+    if (!m) return CM_ERR_NOMEM;
+    cm_chart *up = &m->up;
+    int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
+                          g->ret_off[rule + 1] - g->ret_off[rule]);
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in u; have < plen: prev died there */
     for (size_t j = 0; !rc && j < n; j++) {
@@ -325,7 +352,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
         if (prev && have < plen && d > have) {
             alive = have;  /* reads the byte prev died on */
         } else {
-            alive = scan_rest(&u, g, q[j].p, d < have ? d : have, q[j].len, NULL);
+            alive = scan_rest(up, g, q[j].p, d < have ? d : have, q[j].len, NULL);
             if (alive < 0) {
                 rc = (int)alive;
                 break;
@@ -338,7 +365,6 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
         follow_put(g, q[j].h, rule, q[j].p, q[j].len, ok);
         if (ok) keep[q[j].i] = 1;
     }
-    cm_chart_free(&u);
     return rc;
 }
 
@@ -361,9 +387,13 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     size_t n = w->n_unc, n_ask = 0, cap_ask = 0;
     uint8_t *keep = calloc(n ? n : 1, 1);
     follow_ask *ask = NULL;
-    if (!keep) return;
-    cm_chart c;
-    int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
+    cm_follow_memo *m = follow_memo(g);
+    if (!keep || !m) {
+        free(keep);
+        return;
+    }
+    cm_chart *c = &m->item;
+    int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c; have < plen: prev died there */
     for (size_t i = 0; !rc && i < n; i++) {
@@ -372,7 +402,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
         long dead = have;
         if (!prev || have == plen || d <= have) {  /* else p dies on the byte prev died on */
-            dead = scan_rest(&c, g, p, d < have ? d : have, len, ex);
+            dead = scan_rest(c, g, p, d < have ? d : have, len, ex);
             if (dead < 0) {
                 rc = (int)dead;
                 break;
@@ -394,7 +424,6 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
     }
-    cm_chart_free(&c);
     if (!rc && n_ask) {
         follow_reserve(g, n_ask);
         rc = follow_sort(ask, n_ask);
