@@ -161,85 +161,129 @@ static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32
  * later state of the rule reads them here.  The bytes are the vocabulary's
  * trie, which outlives the cache.  Under the cache lock. */
 typedef struct {
-    uint64_t hash;
-    const uint8_t *p;   /* NULL: an empty slot */
+    uint32_t off;        /* the bytes: the trie's data from here */
     uint32_t rule;
-    uint32_t len_alive;  /* len << 1 | survives (a token's rest: a few hundred bytes at most) */
+    uint32_t hash;       /* follow_hash's low 32 bits */
+    uint16_t len;
+    uint16_t verdict;    /* 0: an empty slot; 1: the chart dies; 2: it survives */
 } follow_slot;
 
 struct cm_follow_memo {
     follow_slot *slots;  /* open addressing, [cap] */
     size_t cap, n;
+    /* the filter's charts, reused from call to call (the positions of a long
+     * string's chain filter a few tokens each, 100-200 times in one mask) */
+    cm_chart item, up;
+    bool item_ok, up_ok;
 };
 
-#define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1.5 MB of slots */
+#define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1 MB of slots */
 
 void cm_follow_memo_free(cm_follow_memo *m) {
     if (!m) return;
+    if (m->item_ok) cm_chart_free(&m->item);
+    if (m->up_ok) cm_chart_free(&m->up);
     free(m->slots);
     free(m);
 }
 
-static uint64_t follow_hash(uint32_t rule, const uint8_t *p, uint32_t len) {
-    uint64_t h = 1469598103934665603ull ^ ((uint64_t)rule << 8) ^ len;
-    for (uint32_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
+/* The cache's memo, created empty on first use; NULL when memory is short. */
+static cm_follow_memo *follow_memo(const cm_grammar *g) {
+    cm_cache *c = g->cache;
+    if (!c->follow) c->follow = calloc(1, sizeof *c->follow);
+    return c->follow;
 }
 
-static follow_slot *follow_find(const cm_follow_memo *m, uint64_t h, uint32_t rule, const uint8_t *p,
-                                uint32_t len) {
+/* A scratch chart of the memo made the closure of the given items (origin
+ * CM_OUTER), upward or not; opened on first use.  0 or an error. */
+static int follow_chart(const cm_grammar *g, cm_chart *c, bool *ok, bool upward, const uint32_t *states, size_t n) {
+    if (!*ok) {
+        int rc = cm_chart_open(c, upward);
+        if (rc) {
+            cm_chart_free(c);
+            return rc;
+        }
+        *ok = true;
+    }
+    return cm_chart_reset_items(c, g, states, n);
+}
+
+static uint32_t follow_hash(uint32_t rule, const uint8_t *p, uint32_t len) {
+    uint64_t h = 1469598103934665603ull ^ ((uint64_t)rule << 8) ^ len;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return (uint32_t)(h ^ (h >> 29));
+}
+
+/* Can the memo name these bytes (a slot holds 32-bit offsets and 16-bit lengths)? */
+static bool follow_fits(const cm_vocab *v, const uint8_t *p, uint32_t len) {
+    return len <= UINT16_MAX && (size_t)(p - v->trie_data) <= UINT32_MAX;
+}
+
+static follow_slot *follow_find(const cm_vocab *v, const cm_follow_memo *m, uint32_t h, uint32_t rule,
+                                const uint8_t *p, uint32_t len) {
     size_t s = h & (m->cap - 1);
     for (;; s = (s + 1) & (m->cap - 1)) {
         follow_slot *x = &m->slots[s];
-        if (!x->p || (x->hash == h && x->len_alive >> 1 == len && x->rule == rule &&
-                      (x->p == p || !memcmp(x->p, p, len))))
+        if (!x->verdict || (x->hash == h && x->len == len && x->rule == rule &&
+                            (v->trie_data + x->off == p || !memcmp(v->trie_data + x->off, p, len))))
             return x;
     }
 }
 
-/* 1 the upward chart survives the bytes, 0 it dies, -1 not known. */
-static int follow_get(const cm_follow_memo *m, uint32_t rule, const uint8_t *p, uint32_t len) {
-    if (!m || !m->n) return -1;
-    const follow_slot *x = follow_find(m, follow_hash(rule, p, len), rule, p, len);
-    return x->p ? (int)(x->len_alive & 1) : -1;
+/* 1 the upward chart survives the bytes (hashed to h), 0 it dies, -1 not known. */
+static int follow_get(const cm_grammar *g, uint32_t h, uint32_t rule, const uint8_t *p, uint32_t len) {
+    const cm_follow_memo *m = g->cache->follow;
+    if (!m || !m->n || !follow_fits(g->v, p, len)) return -1;
+    const follow_slot *x = follow_find(g->v, m, h, rule, p, len);
+    return x->verdict ? x->verdict - 1 : -1;
+}
+
+/* Room in the memo for `more` verdicts (up to its bound), in one growth: a
+ * memo grown by doubling while thousands of verdicts went in (a `ws` rule's
+ * first state) cleared and rehashed every table on the way.  A failure leaves
+ * it as it was. */
+static void follow_reserve(const cm_grammar *g, size_t more) {
+    cm_cache *c = g->cache;
+    cm_follow_memo *m = follow_memo(g);
+    if (!m) return;
+    size_t want = m->n + more < CM_FOLLOW_MEMO_MAX ? m->n + more : CM_FOLLOW_MEMO_MAX, cap = m->cap ? m->cap : 1024;
+    while (want * 2 > cap) cap *= 2;
+    if (cap == m->cap) return;
+    follow_slot *t = calloc(cap, sizeof *t);
+    if (!t) return;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->slots[i].verdict) continue;
+        size_t s = m->slots[i].hash & (cap - 1);
+        while (t[s].verdict) s = (s + 1) & (cap - 1);
+        t[s] = m->slots[i];
+    }
+    free(m->slots);
+    atomic_fetch_add(&c->bytes, (cap - m->cap) * sizeof *t);
+    m->slots = t;
+    m->cap = cap;
 }
 
 /* Keep a verdict, if the memo can hold it (a full or unallocated memo drops it). */
-static void follow_put(const cm_grammar *g, uint32_t rule, const uint8_t *p, uint32_t len, bool alive) {
-    cm_cache *c = g->cache;
-    cm_follow_memo *m = c->follow;
-    if (!m) {
-        if (!(m = calloc(1, sizeof *m))) return;
-        c->follow = m;
+static void follow_put(const cm_grammar *g, uint32_t h, uint32_t rule, const uint8_t *p, uint32_t len, bool alive) {
+    cm_follow_memo *m = g->cache->follow;
+    if (!follow_fits(g->v, p, len)) return;
+    if (!m || (m->n + 1) * 2 > m->cap) {
+        if (m && m->n >= CM_FOLLOW_MEMO_MAX) return;
+        follow_reserve(g, 1);
+        if (!(m = g->cache->follow) || (m->n + 1) * 2 > m->cap) return;
     }
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        if (m->n >= CM_FOLLOW_MEMO_MAX) return;
-        follow_slot *t = calloc(cap, sizeof *t);
-        if (!t) return;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->slots[i].p) continue;
-            size_t s = m->slots[i].hash & (cap - 1);
-            while (t[s].p) s = (s + 1) & (cap - 1);
-            t[s] = m->slots[i];
-        }
-        free(m->slots);
-        atomic_fetch_add(&c->bytes, (cap - m->cap) * sizeof *t);
-        m->slots = t;
-        m->cap = cap;
-    }
-    uint64_t h = follow_hash(rule, p, len);
-    follow_slot *x = follow_find(m, h, rule, p, len);
-    if (x->p) return;
-    *x = (follow_slot){h, p, rule, len << 1 | (uint32_t)alive};
+    follow_slot *x = follow_find(g->v, m, h, rule, p, len);
+    if (x->verdict) return;
+    *x = (follow_slot){(uint32_t)(p - g->v->trie_data), rule, h, (uint16_t)len, (uint16_t)(alive + 1)};
     m->n++;
 }
 
-/* The bytes after one exit of uncertain token i, its verdict not known yet. */
+/* The bytes after one exit of uncertain token i (hashed to h), its verdict not known yet. */
 typedef struct {
     const uint8_t *p;
     uint32_t len;
     uint32_t i;
+    uint32_t h;
 } follow_ask;
 
 /* The asks in nearly sorted order, by a radix sort of their first 4 bytes
@@ -257,6 +301,9 @@ static int follow_sort(follow_ask *ask, size_t n) {
         key[i] = k;
         ix[i] = (uint32_t)i;
     }
+    bool sorted = true;  /* trie order often is: the exits of one depth, one after another */
+    for (size_t i = 1; !rc && sorted && i < n; i++) sorted = key[i - 1] <= key[i];
+    if (!rc && sorted) rc = 1;
     uint32_t *k0 = key, *k1 = key + n;
     uint32_t *i0 = ix, *i1 = ix + n;
     for (unsigned shift = 0; !rc && shift < 32; shift += 8) {
@@ -283,7 +330,7 @@ static int follow_sort(follow_ask *ask, size_t n) {
     free(key);
     free(ix);
     free(out);
-    return rc;
+    return rc == 1 ? CM_OK : rc;
 }
 
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones
@@ -291,8 +338,11 @@ static int follow_sort(follow_ask *ask, size_t n) {
  * predecessor died on dies there too.  Each verdict goes to the memo, and a
  * surviving one keeps its token.  0, or < 0 on error. */
 static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep) {
-    cm_chart u;
-    int rc = cm_chart_init_returns(&u, g, rule);
+    cm_follow_memo *m = follow_memo(g);
+    if (!m) return CM_ERR_NOMEM;
+    cm_chart *up = &m->up;
+    int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
+                          g->ret_off[rule + 1] - g->ret_off[rule]);
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in u; have < plen: prev died there */
     for (size_t j = 0; !rc && j < n; j++) {
@@ -302,7 +352,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
         if (prev && have < plen && d > have) {
             alive = have;  /* reads the byte prev died on */
         } else {
-            alive = scan_rest(&u, g, q[j].p, d < have ? d : have, q[j].len, NULL);
+            alive = scan_rest(up, g, q[j].p, d < have ? d : have, q[j].len, NULL);
             if (alive < 0) {
                 rc = (int)alive;
                 break;
@@ -312,10 +362,9 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
             have = (uint32_t)alive;
         }
         bool ok = alive == q[j].len;
-        follow_put(g, rule, q[j].p, q[j].len, ok);
+        follow_put(g, q[j].h, rule, q[j].p, q[j].len, ok);
         if (ok) keep[q[j].i] = 1;
     }
-    cm_chart_free(&u);
     return rc;
 }
 
@@ -338,36 +387,45 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     size_t n = w->n_unc, n_ask = 0, cap_ask = 0;
     uint8_t *keep = calloc(n ? n : 1, 1);
     follow_ask *ask = NULL;
-    if (!keep) return;
-    cm_chart c;
-    int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
+    cm_follow_memo *m = follow_memo(g);
+    if (!keep || !m) {
+        free(keep);
+        return;
+    }
+    cm_chart *c = &m->item;
+    int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
     const uint8_t *prev = NULL;
-    uint32_t have = 0;  /* bytes of prev with sets in c */
+    uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c; have < plen: prev died there */
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : 0;
-        long dead = scan_rest(&c, g, p, d, len, ex);
-        if (dead < 0) {
-            rc = (int)dead;
-            break;
+        uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
+        long dead = have;
+        if (!prev || have == plen || d <= have) {  /* else p dies on the byte prev died on */
+            dead = scan_rest(c, g, p, d < have ? d : have, len, ex);
+            if (dead < 0) {
+                rc = (int)dead;
+                break;
+            }
         }
         prev = p;
+        plen = len;
         have = (uint32_t)dead;
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
-            int known = follow_get(g->cache->follow, rule, p + e, len - e);
+            uint32_t h = follow_hash(rule, p + e, len - e);
+            int known = follow_get(g, h, rule, p + e, len - e);
             if (known >= 0) {
                 keep[i] = (uint8_t)known;
                 continue;
             }
             if (n_ask == cap_ask && (rc = cm_grow_to((void **)&ask, &cap_ask, n_ask + 1, sizeof *ask))) break;
-            ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i};
+            ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
     }
-    cm_chart_free(&c);
     if (!rc && n_ask) {
+        follow_reserve(g, n_ask);
         rc = follow_sort(ask, n_ask);
         if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep);
     }

@@ -499,3 +499,16 @@ def test_filter_verdicts_order_free_sql_lark() -> None:
 @given(expression_grammars(), vocabularies(EXPR_PIECES))
 def test_expression_grammars_filter_verdicts_order_free(text: str, v: Vocab) -> None:
     assert_entries_order_free(cfgmask.Grammar.from_gbnf(text), _vocab(v), 8)
+
+
+def test_filter_verdicts_of_long_rests() -> None:
+    """A memo slot names a rest by a 16-bit length: a token whose rest after the exit is longer
+    is read through the upward chart every time, never kept truncated.  `x` completes after `a`;
+    the rest of a long token is read on by `"b"+` (uncertain) or dies on its `c` (rejected)."""
+    g = cfgmask.Grammar.from_gbnf('root ::= x "b"+ | "c" x "c"\nx ::= "a" | "(" x ")"\n')
+    long = 70_000
+    tokens = [b"a", b"b", b"c", b"(", b")", b"a" + b"b" * long, b"a" + b"b" * long + b"c"]
+    tokens += [b"a" + b"b" * (long // 2), b"a)" + b"b" * long, b"a" + b"c" * long]
+    vocab = cfgmask.Vocabulary.from_token_bytes(tokens)
+    assert_same_entries(g, vocab)
+    assert assert_entries_order_free(g, vocab, 3) == 4  # the three b-runs after `a`, one after `a)`
