@@ -275,6 +275,7 @@ def test_fill_bitmask_other_buffers_take_the_checked_path(json_llama3):
         (np.zeros((1, 10), dtype=np.int32), 0),
         (np.zeros((2, want.shape[1]), dtype=np.int32), 2),
         (np.zeros((2, want.shape[1]), dtype=np.int32), -1),
+        (np.zeros((2, want.shape[1]), dtype=np.int32), 1 << 70),
         (np.zeros((1, 1, want.shape[1]), dtype=np.int32), 0),
         (read_only, 0),
     ):
