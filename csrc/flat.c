@@ -135,12 +135,12 @@ static int flat_rehash(cm_flat *f) {
     return CM_OK;
 }
 
-/* The bytes the last set of an encoded configuration has a transition on (a
- * set read with none scans nothing: the configuration is dead on it). */
+/* The bytes some item of an encoded configuration's last set has a transition
+ * on: a scan of any other byte advances nothing, so the configuration dies on it. */
 static void last_set_reads(const cm_grammar *g, const uint32_t *it, size_t n, uint32_t *reads) {
     memset(reads, 0, 8 * sizeof *reads);
     size_t at = 1;
-    for (uint32_t j = 1; n && j < it[0]; j++) at += 1 + 2 * (size_t)it[at];  /* to the last set */
+    for (uint32_t j = 1; n && j < it[0] && at < n; j++) at += 1 + 2 * (size_t)it[at];  /* to the last set */
     if (!n || at >= n) {
         memset(reads, 0xff, 8 * sizeof *reads);  /* not expected: every byte computed */
         return;
