@@ -319,6 +319,27 @@ cdef class MatcherHandle:
         if rc:
             _raise(rc, "fill_bitmask")
 
+    def fill_row(self, object bitmask, object row):
+        """``fill_mask`` into ``bitmask[row]`` of a 2-D, C-contiguous, writable int32 buffer at
+        least a vocabulary wide; False (nothing done) for any other buffer, which the caller
+        checks or converts the slow way.  One buffer request on the caller's own array, no row
+        view: the per-mask path of ``Matcher.fill_bitmask``."""
+        cdef int32_t[:, ::1] mask
+        cdef int rc
+        cdef Py_ssize_t r
+        try:
+            mask = bitmask
+        except (ValueError, TypeError, BufferError):
+            return False
+        if not 0 <= row < mask.shape[0] or mask.shape[1] * 32 < <Py_ssize_t>self.grammar.vocab.size:
+            return False
+        r = row
+        with nogil:
+            rc = cm_matcher_fill_mask(self.ptr, <uint32_t *>&mask[r, 0], mask.shape[1])
+        if rc:
+            _raise(rc, "fill_bitmask")
+        return True
+
     def fill_mask_timed(self, int32_t[::1] row):
         """``fill_mask`` that also returns when the C fill started and ended (seconds of
         CLOCK_MONOTONIC, ``time.monotonic``'s clock), read without the GIL: what a prefetch

@@ -145,12 +145,15 @@ class Matcher:
         After a prefetch of this state it copies the prefetched mask, waiting for it if the
         worker is not done; an error the worker hit (``LimitError``) is raised here, with the
         row zeroed as a direct fill would leave it."""
-        out = _row(bitmask, int(row), self.compiled.vocab.size)
         ahead = self._ahead
         if ahead is None:
+            # the common case in one call: a 2-D int32 numpy array, the row inside, wide enough
             self._timing = None
-            self._h.fill_mask(out)
+            if type(bitmask) is np.ndarray and type(row) is int and self._h.fill_row(bitmask, row):
+                return
+            self._h.fill_mask(_row(bitmask, int(row), self.compiled.vocab.size))
             return
+        out = _row(bitmask, int(row), self.compiled.vocab.size)
         future = ahead.future
         t0 = time.perf_counter()
         if not future.done() and future.cancel():  # still queued behind other prefetches
@@ -242,7 +245,8 @@ class Matcher:
         """Advance by one token; False (state unchanged) if the grammar forbids it.
 
         ``prefetch``: once accepted, start the next mask on a worker (see ``prefetch``)."""
-        self._settle(cancel=True)
+        if self._ahead is not None:
+            self._settle(cancel=True)
         try:
             ok = bool(self._h.accept_token(int(token_id)))
         except BaseException:

@@ -43,6 +43,8 @@ struct cm_flat {
     uint32_t *items;            /* chart suffixes, encoded as above */
     size_t n_items, cap_items;
     uint8_t *exited;            /* [cap] */
+    uint32_t *reads;            /* [cap * 8] the bytes some item of the last set has a transition
+                                   on: a superset of the live columns, the others dead unscanned */
     int32_t *next;              /* [cap * width], by column */
     uint32_t width;
     uint8_t col[256];           /* byte -> column: bytes of one class that every lookahead
@@ -67,6 +69,7 @@ void cm_flat_free(cm_flat *f) {
     free(f->off);
     free(f->items);
     free(f->exited);
+    free(f->reads);
     free(f->next);
     free(f->slots);
     free(f->hashes);
@@ -96,11 +99,13 @@ static int flat_reserve(cm_flat *f, size_t n) {
         if (off) f->off = off;
         uint8_t *ex = realloc(f->exited, cap);
         if (ex) f->exited = ex;
+        uint32_t *rd = realloc(f->reads, (size_t)cap * 8 * sizeof *rd);
+        if (rd) f->reads = rd;
         int32_t *nx = realloc(f->next, (size_t)cap * f->width * sizeof *nx);
         if (nx) f->next = nx;
         uint64_t *hs = realloc(f->hashes, (size_t)cap * sizeof *hs);
         if (hs) f->hashes = hs;
-        if (!off || !ex || !nx || !hs) return CM_ERR_NOMEM;
+        if (!off || !ex || !rd || !nx || !hs) return CM_ERR_NOMEM;
         f->cap = cap;
     }
     if (f->n_items + n > f->cap_items) {
@@ -130,6 +135,22 @@ static int flat_rehash(cm_flat *f) {
     return CM_OK;
 }
 
+/* The bytes some item of an encoded configuration's last set has a transition
+ * on: a scan of any other byte advances nothing, so the configuration dies on it. */
+static void last_set_reads(const cm_grammar *g, const uint32_t *it, size_t n, uint32_t *reads) {
+    memset(reads, 0, 8 * sizeof *reads);
+    size_t at = 1;
+    for (uint32_t j = 1; n && j < it[0] && at < n; j++) at += 1 + 2 * (size_t)it[at];  /* to the last set */
+    if (!n || at >= n) {
+        memset(reads, 0xff, 8 * sizeof *reads);  /* not expected: every byte computed */
+        return;
+    }
+    for (size_t i = 0; i < it[at] && at + 2 + 2 * i < n; i++) {
+        const uint32_t *nb = g->next_bytes + (size_t)cm_st(it[at + 1 + 2 * i]) * 8;
+        for (int j = 0; j < 8; j++) reads[j] |= nb[j];
+    }
+}
+
 /* The id of the configuration (sorted items, exited), added if new;
  * CM_FLAT_CHART when the table is full, < CM_FLAT_CHART on error. */
 static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, size_t n, bool exited) {
@@ -154,9 +175,10 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
     f->off[id + 1] = (uint32_t)f->n_items;
     f->exited[id] = exited;
     f->hashes[id] = h;
+    last_set_reads(g, it, n, f->reads + (size_t)id * 8);
     for (uint32_t b = 0; b < f->width; b++) f->next[(size_t)id * f->width + b] = CM_FLAT_UNKNOWN;
     f->slots[s] = id + 1;
-    atomic_fetch_add(&g->cache->bytes, f->width * 4 + n * 4 + 16);
+    atomic_fetch_add(&g->cache->bytes, f->width * 4 + n * 4 + 48);
     return (int32_t)id;
 }
 
@@ -302,10 +324,11 @@ static cm_flat *flat_get(const cm_grammar *g) {
     flat_columns(g, f);
     f->off = malloc((f->cap + 1) * sizeof *f->off);
     f->exited = malloc(f->cap);
+    f->reads = malloc((size_t)f->cap * 8 * sizeof *f->reads);
     f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);
     f->hashes = malloc(f->cap * sizeof *f->hashes);
     f->slots = calloc(f->hcap, sizeof *f->slots);
-    if (!f->off || !f->exited || !f->next || !f->hashes || !f->slots) {
+    if (!f->off || !f->exited || !f->reads || !f->next || !f->hashes || !f->slots) {
         cm_flat_free(f);
         return NULL;
     }
@@ -334,8 +357,13 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool 
     return c0;
 }
 
-/* The transition of configuration id on byte b, computed with the scratch chart. */
+/* The transition of configuration id on byte b, computed with the scratch chart
+ * unless no item reads b (most of a trie node's children die so). */
 static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
+    if (!cm_bit(f->reads + (size_t)id * 8, b)) {
+        f->next[(size_t)id * f->width + f->col[b]] = CM_FLAT_DEAD;
+        return CM_FLAT_DEAD;
+    }
     int rc = cm_chart_load(&f->chart, g, f->items + f->off[id]);
     if (rc) return FLAT_ERR(rc);
     int r = cm_chart_scan(&f->chart, g, b);

@@ -9,6 +9,7 @@ import pytest
 
 import cfgmask
 from cfgmask.bitmask import apply_bitmask_inplace, fill_bitmasks, unpack_bitmask
+from cfgmask.matcher import _row
 
 ROOT = Path(__file__).parent.parent
 
@@ -229,6 +230,61 @@ def test_fill_bitmasks_rows_and_checks(json_llama3):
     with pytest.raises(TypeError, match="numpy array"):
         fill_bitmasks(matchers[:1], [[0] * 5000])
     fill_bitmasks([], mask)  # nothing to do
+
+
+def _slow_fill(m, bitmask, row=0):
+    """What Matcher.fill_bitmask did before its one-call path: check, take the row, fill it."""
+    m._h.fill_mask(_row(bitmask, row, m.compiled.vocab_size))
+
+
+def test_fill_bitmask_one_call_path_equals_row_path(json_llama3):
+    """A 2-D int32 numpy row is filled by one Cython call (``MatcherHandle.fill_row``): the
+    same words as the checked row view, every word written, wider rows included."""
+    for m in _matchers(json_llama3, DOCS):
+        for width in (json_llama3.vocab_size, json_llama3.vocab_size + 100):
+            fast = cfgmask.allocate_bitmask(3, width)
+            fast[:] = -1
+            m.fill_bitmask(fast, 2)
+            slow = cfgmask.allocate_bitmask(3, width)
+            slow[:] = -1
+            _slow_fill(m, slow, 2)
+            assert np.array_equal(fast, slow)
+            assert (fast[:2] == -1).all()
+
+
+def test_fill_bitmask_other_buffers_take_the_checked_path(json_llama3):
+    """What the one-call path does not take (read-only, strided, 1-D, other dtypes, a row out of
+    range, too narrow, a numpy integer row) goes through the checks as before: converted or the
+    same error."""
+    m = _matchers(json_llama3, DOCS[1:2])[0]
+    want = cfgmask.allocate_bitmask(1, json_llama3.vocab_size)
+    _slow_fill(m, want)
+    one_d = np.full(want.shape[1], -1, dtype=np.int32)
+    m.fill_bitmask(one_d)
+    assert np.array_equal(one_d, want[0])
+    strided = np.full((3, want.shape[1]), -1, dtype=np.int32)[::2]  # rows contiguous, apart
+    m.fill_bitmask(strided, 1)
+    assert np.array_equal(strided[1], want[0])
+    wide = cfgmask.allocate_bitmask(2, json_llama3.vocab_size)
+    m.fill_bitmask(wide, np.int64(1))
+    assert np.array_equal(wide[1], want[0])
+    read_only = cfgmask.allocate_bitmask(1, json_llama3.vocab_size)
+    read_only.flags.writeable = False
+    for bad, row in (
+        (np.zeros((1, want.shape[1]), dtype=np.int64), 0),
+        (np.zeros((1, 10), dtype=np.int32), 0),
+        (np.zeros((2, want.shape[1]), dtype=np.int32), 2),
+        (np.zeros((2, want.shape[1]), dtype=np.int32), -1),
+        (np.zeros((2, want.shape[1]), dtype=np.int32), 1 << 70),
+        (np.zeros((1, 1, want.shape[1]), dtype=np.int32), 0),
+        (read_only, 0),
+    ):
+        errors = []
+        for fill in (_slow_fill, lambda m, a, r: m.fill_bitmask(a, r)):
+            with pytest.raises(Exception) as e:
+                fill(m, bad, row)
+            errors.append((type(e.value), str(e.value)))
+        assert errors[0] == errors[1]
 
 
 def test_fill_bitmasks_torch_cpu_buffer(json_llama3):

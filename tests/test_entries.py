@@ -77,6 +77,25 @@ def test_flat_sets_only_same_entries(name: str) -> None:
     assert stats["flat_configs"] > 0, stats
 
 
+def test_flat_dead_bytes_same_entries() -> None:
+    """The flat DFA takes a byte that no item of a configuration's last set reads as dead
+    without loading and scanning a chart (csrc/flat.c, ``reads``): literal keys with shared
+    prefixes, whose trie nodes have many children that die, and a key left open to any string;
+    flat walks alone (no composition) against whole walks."""
+    keys = ["audio_codec", "audio_channels", "bitrate", "bit_depth", "url", "u"]
+    props: dict = {k: {"type": "integer"} for k in keys}
+    props["urls"] = {"type": "array", "items": {"type": "string"}}
+    schema = {
+        "type": "object",
+        "properties": props,
+        "required": keys[:3],
+        "additionalProperties": {"type": "number"},
+    }
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
+    stats = assert_same_entries(g, cfgmask.Vocabulary.llama3(), compose_entries=False)
+    assert stats["flat_configs"] > 0, stats
+
+
 def _tail_entries(compiled: cfgmask.CompiledGrammar) -> None:
     """Every state's entry of `compiled` equal to the entry with tail parts off (compositions as
     before: each byte edge walked from the state it leads to)."""
