@@ -1066,6 +1066,9 @@ cdef bint tail_only(sess, list refs, list keys, object cid, members) except -1:
         return tail_only_dag(sess, cid, members)
 
 
+cdef list NO_CALLEES = []  # the callees of a rule that calls none (read only)
+
+
 def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim):
     """``components._plan`` after ``call_graph``: the components reachable from ``start``,
     callees first, each as (members, key id, what compile_components takes for it).
@@ -1075,102 +1078,141 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     A rule used once, not recursive, regular and not a literal set is marked to expand
     (the last item of what compile_components takes): C builds it inside its caller's NFA,
     not on its own first (csrc/components.c), unless its caller is cached and does not
-    call it (then it is not needed at all)."""
+    call it (then it is not needed at all).
+
+    A JSON schema's components are mostly one small rule each (~35 a schema), so what a
+    component costs besides its body's code is kept to its key tuple, filled in place, its
+    spec, and dict reads: the cache's lock is taken at the first key not seen yet and held
+    to the end (not twice a component), the deadline read every 16 components, and a
+    rule that does not call itself is given no member set."""
     cdef object cache = sess.cache
     cdef list out = [], comp, callees, spec_members, keys = sess.interner.keys
     cdef list refs = sess.interner.refs
     cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx, offsets = sess.offsets
     cdef Emitting em = Emitting(sess)
-    cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid
-    cdef bint recursive, regular
-    cdef Py_ssize_t k
+    cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid, u
+    cdef bint recursive, regular, locked = False
+    cdef Py_ssize_t k, n_comp, n_callees, at, done = 0
     cdef dict once = {}  # rule -> its component's index: may expand in its caller
     cdef dict nest = {}  # rule marked or left to expand -> the expansions nested in it, itself included
     cdef Py_ssize_t depth
-    cdef list content
-    cdef object lock_acquire = None, lock_release = None
-    cdef dict key_ids
+    cdef object lock_release = None
+    cdef dict key_ids = None, components = None
     cdef tuple whole
+    cdef PyObject *got
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
-        lock_acquire = cache._lock.acquire
-        lock_release = cache._lock.release
-    for comp in tarjan(graph, start):
-        if len(comp) == 1:  # most components: one rule
+        key_ids = cache._key_ids
+        components = cache._components
+    try:
+        for comp in tarjan(graph, start):
+            n_comp = len(comp)
             m = comp[0]
-            calls = graph[m]
-            recursive = m in calls
-            members = {m}
-            regular = not recursive or tail_only(sess, refs, keys, cids[m], members)
-            callees = sorted(calls - members) if recursive else sorted(calls)
-        else:
-            members = set(comp)
-            recursive = True
-            regular = True
+            if n_comp == 1:  # most components: one rule
+                calls = graph[m]
+                recursive = m in calls
+                if recursive:
+                    members = {m}
+                    regular = tail_only(sess, refs, keys, cids[m], members)
+                    callees = sorted(calls - members)
+                else:
+                    regular = True
+                    callees = sorted(calls) if calls else NO_CALLEES
+            else:
+                members = set(comp)
+                recursive = True
+                regular = True
+                for m in comp:
+                    if not tail_only(sess, refs, keys, cids[m], members):
+                        regular = False
+                        break
+                callees = sorted({c for m in comp for c in graph[m]} - members)
+            if done & 15 == 0:
+                deadline_check("rule loop")
+            done += 1
+            n_callees = len(callees)
+            # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
+            # then each callee's (name, key, cap), flat (equal keys, equal components)
+            whole = None
+            if cache is not None:
+                whole = new_tuple(4 + 3 * (n_comp + n_callees))
+                set_item(whole, 0, gen)
+                set_item(whole, 1, lim)
+                set_item(whole, 2, recursive and regular)
+                set_item(whole, 3, n_comp)
+            spec_members = []
+            u = 0
+            at = 4
             for m in comp:
-                if not tail_only(sess, refs, keys, cids[m], members):
-                    regular = False
-                    break
-            callees = sorted({c for m in comp for c in graph[m]} - members)
-        deadline_check("rule loop")
-        # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
-        # then each callee's (name, key, cap), flat (equal keys, equal components)
-        content = [gen, lim, recursive and regular, len(comp)]
-        spec_members = []
-        for m in comp:
-            # Copying a rule into every caller makes tokens that span it context-independent,
-            # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
-            # big automata are copied only into a single caller.
-            cap = single if uses.get(m, 0) <= 1 else shared
-            cap = cap if regular and m not in outlined else 0
-            cap_of[m] = cap
-            cid = cids[m]
-            content += (m, cid, cap)
-            off = offsets.get(cid)
-            if off is None:
-                try:
-                    off = em.rec(cid, 0)
-                except Deep:  # the rest without recursion (what is done is kept)
-                    off = sess._emit_iter(cid)
-            spec_members.append((name_idx[m], off, cap))
-        for c in callees:
-            content += (c, key_of[c], cap_of[c])
-        if cache is not None:
-            whole = tuple(content)
-            key = (<dict>cache._key_ids).get(whole)
-            if key is None:
-                lock_acquire()
-                try:
-                    key_ids = cache._key_ids
+                # Copying a rule into every caller makes tokens that span it context-independent,
+                # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
+                # big automata are copied only into a single caller.
+                u = uses.get(m, 0)
+                cap = single if u <= 1 else shared
+                cap = cap if regular and m not in outlined else 0
+                cap_of[m] = cap
+                cid = cids[m]
+                if whole is not None:
+                    set_item(whole, at, m)
+                    set_item(whole, at + 1, cid)
+                    set_item(whole, at + 2, cap)
+                    at += 3
+                got = PyDict_GetItemWithError(offsets, cid)
+                if got != NULL:
+                    off = <object>got
+                else:
+                    try:
+                        off = em.rec(cid, 0)
+                    except Deep:  # the rest without recursion (what is done is kept)
+                        off = sess._emit_iter(cid)
+                spec_members.append((name_idx[m], off, cap))
+            if whole is not None:
+                for c in callees:
+                    set_item(whole, at, c)
+                    set_item(whole, at + 1, key_of[c])
+                    set_item(whole, at + 2, cap_of[c])
+                    at += 3
+                got = PyDict_GetItemWithError(key_ids, whole)
+                if got != NULL:
+                    key = <object>got
+                else:
+                    if not locked:  # held from here to the end of the plan
+                        cache._lock.acquire()
+                        lock_release = cache._lock.release
+                        locked = True
+                        key_ids = cache._key_ids  # as key_id reads them, under the lock
+                        components = cache._components
                     key = key_ids.setdefault(whole, len(key_ids))
-                finally:
-                    lock_release()
-            cached = (<dict>cache._components).get(key)
-        else:
-            key = len(out)
-            cached = None
-        for m in comp:
-            key_of[m] = key
-        depth = 0
-        for c in callees:
-            k = once.pop(c, -1)
-            if k >= 0 and (cached is None or not any(c in d.names for d in cached)):
-                spec = out[k][2]
-                out[k] = (out[k][0], out[k][1], (*spec[:4], True))
-                depth = max(depth, <Py_ssize_t>nest[c])
-        m = comp[0]
-        if (
-            depth < MAX_NEST
-            and len(comp) == 1
-            and not recursive
-            and cached is None
-            and uses.get(m, 0) == 1
-            and cap_of[m] > 0
-            and m != start
-            and (<tuple>keys[cids[m]])[0] != WORDS
-        ):
-            once[m] = len(out)
-            nest[m] = depth + 1
-        out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
+                got = PyDict_GetItemWithError(components, key)
+                cached = None if got == NULL else <object>got
+            else:
+                key = len(out)
+                cached = None
+            for m in comp:
+                key_of[m] = key
+            depth = 0
+            for c in callees:
+                k = once.pop(c, -1)
+                if k >= 0 and (cached is None or not any(c in d.names for d in cached)):
+                    spec = out[k][2]
+                    out[k] = (out[k][0], out[k][1], (*spec[:4], True))
+                    depth = max(depth, <Py_ssize_t>nest[c])
+            m = comp[0]
+            if (
+                depth < MAX_NEST
+                and n_comp == 1
+                and not recursive
+                and cached is None
+                and u == 1
+                and cap_of[m] > 0
+                and m != start
+                and (<tuple>keys[cid])[0] != WORDS
+            ):
+                once[m] = len(out)
+                nest[m] = depth + 1
+            out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
+    finally:
+        if locked:
+            lock_release()
     return out
 
 
