@@ -19,6 +19,7 @@ from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.set cimport PyFrozenSet_New, PySet_Add
+from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport qsort
 
@@ -52,6 +53,7 @@ KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, LOOKAHEAD, MAX_DEPTH)
 
 cdef frozenset NO_REFS = frozenset()
 cdef dict NO_USES = {}
+cdef list NO_CALLEES = []  # the callees of a rule that calls none (read only)
 cdef object deadline_check = deadline.check
 
 
@@ -929,14 +931,36 @@ def utf8_code_py(tuple ranges):
 # -- the plan of components.rule_dfas
 
 
-cdef list tarjan(dict graph, object root):
+cdef list sorted_calls(object calls):
+    """``sorted(calls)``: a frozenset of rule names (most hold none or one) as a new list, or
+    the shared empty one (read only)."""
+    cdef Py_ssize_t n
+    cdef list out
+    if type(calls) is not frozenset:
+        return sorted(calls)
+    n = len(<frozenset>calls)
+    if n == 0:
+        return NO_CALLEES
+    out = PyList_New(n)
+    n = 0
+    for x in <frozenset>calls:
+        Py_INCREF(x)
+        PyList_SET_ITEM(out, n, x)
+        n += 1
+    if n > 1:
+        out.sort()
+    return out
+
+
+cdef list tarjan(dict graph, object root, dict num, list kids):
     """``graph.sccs(graph, root)``: Tarjan's components of the part reachable from ``root``,
     callees before callers, children visited in sorted order (the same components in the
     same order).  Rules are numbered as they are reached (their Tarjan index), and the index,
     low link, stack and path are C arrays over those numbers: a rule costs one dict insert and
-    an edge one lookup, where dicts and a set of names cost ~10 operations a rule."""
-    cdef dict num = {}  # rule -> its number (Tarjan's index)
-    cdef list names = [], kids = [], out = [], comp, kl
+    an edge one lookup, where dicts and a set of names cost ~10 operations a rule.  Fills
+    ``num`` (rule -> its number) and ``kids`` (by number: the rules it calls, sorted), which
+    the plan reads again."""
+    cdef list names = [], out = [], comp, kl
     cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x
     cdef PyObject *got
     cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
@@ -948,7 +972,7 @@ cdef list tarjan(dict graph, object root):
     cdef Py_ssize_t *path = mem + 3 * cap  # the rules on the path from the root
     cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
     try:
-        kids.append(sorted(graph[root]))
+        kids.append(sorted_calls(graph[root]))
         num[root] = 0
         names.append(root)
         low[0] = 0
@@ -965,7 +989,7 @@ cdef list tarjan(dict graph, object root):
                 pos[top - 1] += 1
                 got = PyDict_GetItemWithError(num, child)
                 if got == NULL:
-                    kids.append(sorted(graph[child]))  # a rule not in graph raises, as sccs
+                    kids.append(sorted_calls(graph[child]))  # a rule not in graph raises, as sccs
                     if count >= cap:  # only names that hash unlike themselves get here
                         raise ValueError("tarjan: more rules reached than the graph holds")
                     w = count
@@ -1066,9 +1090,6 @@ cdef bint tail_only(sess, list refs, list keys, object cid, members) except -1:
         return tail_only_dag(sess, cid, members)
 
 
-cdef list NO_CALLEES = []  # the callees of a rule that calls none (read only)
-
-
 def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim):
     """``components._plan`` after ``call_graph``: the components reachable from ``start``,
     callees first, each as (members, key id, what compile_components takes for it).
@@ -1100,11 +1121,13 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef dict key_ids = None, components = None
     cdef tuple whole
     cdef PyObject *got
+    cdef dict num = {}
+    cdef list called = []  # by Tarjan's number: the rules each calls, sorted
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
         key_ids = cache._key_ids
         components = cache._components
     try:
-        for comp in tarjan(graph, start):
+        for comp in tarjan(graph, start, num, called):
             n_comp = len(comp)
             m = comp[0]
             if n_comp == 1:  # most components: one rule
@@ -1116,7 +1139,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                     callees = sorted(calls - members)
                 else:
                     regular = True
-                    callees = sorted(calls) if calls else NO_CALLEES
+                    callees = <list>called[<Py_ssize_t>num[m]]  # sorted(calls), by tarjan
             else:
                 members = set(comp)
                 recursive = True
