@@ -13,7 +13,7 @@ token texts) and trees deeper than the recursion cap are left to the Python iter
 
 from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_GetItemWithError
+from cpython.dict cimport PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
@@ -166,17 +166,46 @@ cdef class Facts:
                 return <Py_ssize_t>self.add_repeat(key, <Py_ssize_t>key[1])
             if kind == LOOKAHEAD:
                 name = self.marker_name(key[1])
-                return <Py_ssize_t>self.insert(key, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
-            return <Py_ssize_t>self.add_leaf(key)
+                return <Py_ssize_t>self.insert(key, None, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
+            return <Py_ssize_t>self.add_leaf(key, None)
         finally:
             self.release()
 
-    cdef object insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
+    cdef inline PyObject *claim(self, tuple key, object i) except NULL:
+        """``ids.setdefault(key, i)``, ``i`` the next id: a key hashed once, where a lookup and
+        then an insert hash it twice (a node's key hashes its children's ids).  Returns ``i``
+        itself when ``key`` is new: its caller then registers it (``insert`` with ``i``) or, if
+        that raises, takes the claim back (``unclaim``)."""
+        return PyDict_SetDefault(self.ids, key, i)
+
+    cdef int unclaim(self, tuple key, object i) except -1:
+        """Take back the claim of a new ``key`` whose registration raised (the lists are as
+        they were: the facts are computed before anything is appended)."""
+        if len(self.keys) == <Py_ssize_t>i:
+            PyDict_DelItem(self.ids, key)
+        return 0
+
+    cdef object leaf_id(self, tuple key):
+        """The id of the leaf ``key`` but a lookahead, registered if new."""
+        cdef object i = len(self.keys)
+        cdef PyObject *got = self.claim(key, i)
+        if got != <PyObject *>i:
+            return <object>got
+        try:
+            return self.add_leaf(key, i)
+        except BaseException:
+            self.unclaim(key, i)
+            raise
+
+    cdef object insert(self, tuple key, object i, object count, long height, Py_ssize_t maxlit, frozenset refs,
                        dict uses, object maxprod, bint plain):
         """Register ``key``, new (the lock held, the key looked up), with its facts; its id.
+        ``i``: the id claimed for it in ``ids`` (``claim``), or None (then it is added here).
         Ids travel as the int objects the interner keeps (the walks put them in their keys and
         memo), not as C ints made into new objects at each step."""
-        cdef object i = len(self.keys)
+        cdef bint claimed = i is not None
+        if not claimed:
+            i = len(self.keys)
         cdef Fact *f
         cdef Py_ssize_t cap
         if self.fa_len == len(self.keys):  # in step with the lists (always, but for a subclass's add)
@@ -203,26 +232,37 @@ cdef class Facts:
         self.maxprod.append(maxprod)
         self.plain.append(plain)
         self.keys.append(key)
-        self.ids[key] = i
+        if not claimed:
+            self.ids[key] = i
         return i
 
-    cdef object add_leaf(self, tuple key):
-        """``add`` of a new leaf but a lookahead: a literal, class, reference, token or literal set."""
+    cdef object add_leaf(self, tuple key, object i):
+        """``add`` of a new leaf but a lookahead: a literal, class, reference, token or literal
+        set (``i``: as ``insert``)."""
         cdef int kind = key[0]
         if kind == LIT:
-            return self.insert(key, 1, 1, len(<bytes>key[1]), NO_REFS, NO_USES, 1, True)
+            return self.insert(key, i, 1, 1, len(<bytes>key[1]), NO_REFS, NO_USES, 1, True)
         if kind == REF:
-            return self.insert(key, 1, 1, 0, frozenset((key[1],)), {key[1]: 1}, 1, True)
-        return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
+            return self.insert(key, i, 1, 1, 0, frozenset((key[1],)), {key[1]: 1}, 1, True)
+        return self.insert(key, i, 1, 1, 0, NO_REFS, NO_USES, 1, True)
 
     cdef object add_list(self, int kind, tuple kids):
         """``add`` of a sequence or alternation of interned ``kids``."""
         cdef tuple key = (kind, kids)
-        cdef PyObject *got = PyDict_GetItemWithError(self.ids, key)
-        if got != NULL:
+        cdef object i = len(self.keys)
+        cdef PyObject *got = self.claim(key, i)
+        if got != <PyObject *>i:
             return <object>got
+        try:
+            return self.add_list_new(key, kids, i)
+        except BaseException:
+            self.unclaim(key, i)
+            raise
+
+    cdef object add_list_new(self, tuple key, tuple kids, object cid):
+        """``add_list`` of a new node, its id ``cid`` claimed."""
         if not kids:
-            return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
+            return self.insert(key, cid, 1, 1, 0, NO_REFS, NO_USES, 1, True)
         cdef list count = self.count, maxprod = self.maxprod, refs = self.refs, uses = self.uses
         cdef object total, prod, p
         cdef long h = 0
@@ -235,7 +275,7 @@ cdef class Facts:
         cdef dict u
         cdef const Fact *f
         if self.fa_len != len(self.keys):
-            return self.add_list_py(key, kids)
+            return self.add_list_py(key, kids, cid)
         for i in range(n):
             o = kids[i]
             k = <Py_ssize_t>o
@@ -287,9 +327,9 @@ cdef class Facts:
         else:
             total = tc
             prod = pc
-        return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+        return self.insert(key, cid, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
 
-    cdef object add_list_py(self, tuple key, tuple kids):
+    cdef object add_list_py(self, tuple key, tuple kids, object i):
         """``add_list`` of a new node from the lists alone (the C facts out of step with them:
         a subclass registered ids its own way)."""
         cdef list count = self.count, height = self.height, maxlit = self.maxlit
@@ -325,16 +365,21 @@ cdef class Facts:
         elif use_list:
             out_uses = merge_uses(use_list)
             out_refs = frozenset(names)
-        return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+        return self.insert(key, i, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
 
     cdef object add_repeat(self, tuple key, Py_ssize_t k):
         """``add`` of a repetition of interned ``k``."""
-        cdef PyObject *got = PyDict_GetItemWithError(self.ids, key)
-        if got != NULL:
+        cdef object i = len(self.keys)
+        cdef PyObject *got = self.claim(key, i)
+        if got != <PyObject *>i:
             return <object>got
-        bound = max(key[2], key[3] or 0, 1)
-        return self.insert(key, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
-                           self.uses[k], bound * self.maxprod[k], False)
+        try:
+            bound = max(key[2], key[3] or 0, 1)
+            return self.insert(key, i, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
+                               self.uses[k], bound * self.maxprod[k], False)
+        except BaseException:
+            self.unclaim(key, i)
+            raise
 
 
 cdef dict merge_uses(list use_list):
@@ -444,8 +489,7 @@ cdef class Interning:
             key = (BYTES, (<ByteClass>x).ranges)
         else:
             return None
-        got = PyDict_GetItemWithError(self.ids, key)
-        return self.facts.add_leaf(key) if got == NULL else <object>got
+        return self.facts.leaf_id(key)
 
     cdef object rec(self, object e, int depth, object eid):
         """The id of ``e`` (``eid``: its identity, the memo's key; not in the memo)."""
