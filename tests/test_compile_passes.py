@@ -320,7 +320,7 @@ def _interned(sess: encode.Session, g: ir.Grammar) -> tuple[object, ...]:
     for c in sess.roots.values():
         sess.emit(c)
     it = sess.interner
-    facts = (it.keys, it.count, it.height, it.maxlit, it.refs, it.uses, it.maxprod, it.plain)
+    facts = (it.keys, it.count, it.height, it.maxlit, list(it.refs), list(it.uses), it.maxprod, it.plain)
     return sess.roots, facts, sess.code.tolist(), sess.offsets, sess.names, sess.markers, sess.tokens
 
 

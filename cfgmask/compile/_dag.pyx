@@ -44,6 +44,7 @@ cdef enum:
     MAX_NEST = 256  # expansions nested in one caller (C recurses on them): a longer chain is cut
     MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
     MAX_CODE_POINT = 0x10FFFF  # ir.MAX_CODE_POINT
+    TREE_MAX = 256  # Facts.tree_uses: a node's tree this small is walked as a tree
     SURROGATE_LO = 0xD800  # ir.SURROGATES
     SURROGATE_HI = 0xDFFF
 
@@ -166,8 +167,8 @@ cdef class Facts:
         self.count = interner.count
         self.height = interner.height
         self.maxlit = interner.maxlit
-        self.refs = interner.refs
-        self.uses = interner.uses
+        self.refs = interner._refs
+        self.uses = interner._uses
         self.maxprod = interner.maxprod
         self.plain = interner.plain
         self.acquire = interner.lock.acquire
@@ -192,7 +193,7 @@ cdef class Facts:
                 return <Py_ssize_t>self.add_repeat(key, <Py_ssize_t>key[1])
             if kind == LOOKAHEAD:
                 name = self.marker_name(key[1])
-                return <Py_ssize_t>self.insert(key, None, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
+                return <Py_ssize_t>self.insert(key, None, 1, 1, 0, True, 1, True)
             return <Py_ssize_t>self.add_leaf(key, None)
         finally:
             self.release()
@@ -223,10 +224,12 @@ cdef class Facts:
             self.unclaim(key, i)
             raise
 
-    cdef object insert(self, tuple key, object i, object count, long height, Py_ssize_t maxlit, frozenset refs,
-                       dict uses, object maxprod, bint plain):
+    cdef object insert(self, tuple key, object i, object count, long height, Py_ssize_t maxlit, bint has_refs,
+                       object maxprod, bint plain):
         """Register ``key``, new (the lock held, the key looked up), with its facts; its id.
         ``i``: the id claimed for it in ``ids`` (``claim``), or None (then it is added here).
+        ``has_refs``: it refers to a rule (its rules and uses are then made when first asked:
+        ``uses_of``).
         Ids travel as the int objects the interner keeps (the walks put them in their keys and
         memo), not as C ints made into new objects at each step."""
         cdef bint claimed = i is not None
@@ -248,13 +251,13 @@ cdef class Facts:
             f.height = height
             f.maxlit = maxlit
             f.plain = plain
-            f.has_refs = len(refs) != 0
+            f.has_refs = has_refs
             self.fa_len += 1
         self.count.append(count)
         self.height.append(height)
         self.maxlit.append(maxlit)
-        self.refs.append(refs)
-        self.uses.append(uses)
+        self.refs.append(None if has_refs else NO_REFS)
+        self.uses.append(None if has_refs else NO_USES)
         self.maxprod.append(maxprod)
         self.plain.append(plain)
         self.keys.append(key)
@@ -267,10 +270,8 @@ cdef class Facts:
         set (``i``: as ``insert``)."""
         cdef int kind = key[0]
         if kind == LIT:
-            return self.insert(key, i, 1, 1, len(<bytes>key[1]), NO_REFS, NO_USES, 1, True)
-        if kind == REF:
-            return self.insert(key, i, 1, 1, 0, frozenset((key[1],)), {key[1]: 1}, 1, True)
-        return self.insert(key, i, 1, 1, 0, NO_REFS, NO_USES, 1, True)
+            return self.insert(key, i, 1, 1, len(<bytes>key[1]), False, 1, True)
+        return self.insert(key, i, 1, 1, 0, kind == REF, 1, True)
 
     cdef object add_list(self, int kind, tuple kids):
         """``add`` of a sequence or alternation of interned ``kids``."""
@@ -288,17 +289,13 @@ cdef class Facts:
     cdef object add_list_new(self, tuple key, tuple kids, object cid):
         """``add_list`` of a new node, its id ``cid`` claimed."""
         if not kids:
-            return self.insert(key, cid, 1, 1, 0, NO_REFS, NO_USES, 1, True)
-        cdef list count = self.count, maxprod = self.maxprod, refs = self.refs, uses = self.uses
+            return self.insert(key, cid, 1, 1, 0, False, 1, True)
+        cdef list count = self.count, maxprod = self.maxprod
         cdef object total, prod, p
         cdef long h = 0
         cdef Py_ssize_t lit = 0, k, n = len(kids), i
         cdef long long tc = 1, pc = 0
-        cdef bint all_plain = True, big = False
-        cdef frozenset r, ref_one = None
-        cdef bint many = False  # children refer to different sets of rules
-        cdef list use_list = None
-        cdef dict u
+        cdef bint all_plain = True, big = False, has_refs = False
         cdef const Fact *f
         if self.fa_len != len(self.keys):
             return self.add_list_py(key, kids, cid)
@@ -323,24 +320,7 @@ cdef class Facts:
             if not f.plain:
                 all_plain = False
             if f.has_refs:
-                r = <frozenset>refs[k]
-                if ref_one is None:
-                    ref_one = r
-                elif r is not ref_one:  # the same set again (a rule referred to twice) adds nothing
-                    many = True
-                u = <dict>uses[k]
-                if use_list is None:
-                    use_list = []
-                use_list.append(u)
-        cdef frozenset out_refs = NO_REFS
-        cdef dict out_uses = NO_USES
-        if ref_one is not None:
-            if len(use_list) == 1:  # one child refers to rules (refs[k] are uses[k]'s keys)
-                out_refs = ref_one
-                out_uses = use_list[0]
-            else:
-                out_uses = merge_uses(use_list)
-                out_refs = PyFrozenSet_New(out_uses) if many else ref_one
+                has_refs = True
         if big:
             total = 1
             prod = None
@@ -353,19 +333,17 @@ cdef class Facts:
         else:
             total = tc
             prod = pc
-        return self.insert(key, cid, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+        return self.insert(key, cid, total, 1 + h, lit, has_refs, prod, all_plain)
 
     cdef object add_list_py(self, tuple key, tuple kids, object i):
         """``add_list`` of a new node from the lists alone (the C facts out of step with them:
         a subclass registered ids its own way)."""
         cdef list count = self.count, height = self.height, maxlit = self.maxlit
-        cdef list refs = self.refs, uses = self.uses, maxprod = self.maxprod, plain = self.plain
+        cdef list maxprod = self.maxprod, plain = self.plain
         cdef object total = 1, prod = None, p
         cdef long h = 0, x
         cdef Py_ssize_t lit = 0, y, k
-        cdef bint all_plain = True
-        cdef list use_list = []
-        cdef set names = set()
+        cdef bint all_plain = True, has_refs = False
         for o in kids:
             k = <Py_ssize_t>o
             total = total + count[k]
@@ -380,18 +358,9 @@ cdef class Facts:
                 prod = p
             if not plain[k]:
                 all_plain = False
-            if refs[k]:
-                use_list.append(uses[k])
-                names |= <frozenset>refs[k]
-        cdef frozenset out_refs = NO_REFS
-        cdef dict out_uses = NO_USES
-        if len(use_list) == 1:
-            out_refs = frozenset(names)
-            out_uses = use_list[0]
-        elif use_list:
-            out_uses = merge_uses(use_list)
-            out_refs = frozenset(names)
-        return self.insert(key, i, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+            if self.uses_of(k):
+                has_refs = True
+        return self.insert(key, i, total, 1 + h, lit, has_refs, prod, all_plain)
 
     cdef object add_repeat(self, tuple key, Py_ssize_t k):
         """``add`` of a repetition of interned ``k``."""
@@ -401,11 +370,142 @@ cdef class Facts:
             return <object>got
         try:
             bound = max(key[2], key[3] or 0, 1)
-            return self.insert(key, i, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
-                               self.uses[k], bound * self.maxprod[k], False)
+            has_refs = self.fa[k].has_refs if 0 <= k < self.fa_len else len(self.uses_of(k)) != 0
+            return self.insert(key, i, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], has_refs,
+                               bound * self.maxprod[k], False)
         except BaseException:
             self.unclaim(key, i)
             raise
+
+
+    cpdef object uses_of(self, Py_ssize_t c):
+        """``uses[c]``: the references per rule below node ``c`` (a shared subtree counted per
+        use), capped at 2, made when first asked and kept.  Only the rule bodies' are asked
+        for (``call_graph``), and a few inner nodes' (tail position, the repetition
+        rewriter): a node is registered with ``has_refs`` only, where making every node's
+        dict and rule set as it was registered cost a quarter of the interning's
+        instructions (docs/design.md §7)."""
+        cdef object u = self.uses[c]
+        if u is not None:
+            return u
+        if c < self.fa_len and 0 <= self.fa[c].count <= TREE_MAX:
+            u = self.tree_uses(c)
+        else:
+            u = self.dag_uses(c)
+        self.uses[c] = u
+        return u
+
+    cpdef object refs_of(self, Py_ssize_t c):
+        """``refs[c]``: the rules referred to below node ``c`` (``uses_of(c)``'s keys), made
+        when first asked and kept."""
+        cdef object r = self.refs[c]
+        if r is None:
+            r = PyFrozenSet_New(self.uses_of(c))
+            self.refs[c] = r
+        return r
+
+    cdef dict tree_uses(self, Py_ssize_t c):
+        """``uses_of(c)`` for a node of at most TREE_MAX tree nodes, by a walk of its tree
+        (nothing kept for the nodes below): each reference met, left to right, counted into
+        one dict (the merge of the children's dicts, capped at each level, gives the same
+        counts in the same order)."""
+        cdef Py_ssize_t stack[TREE_MAX]
+        cdef Py_ssize_t sp = 1, x, j, k
+        cdef dict out = {}
+        cdef tuple key, kids
+        cdef int kind
+        cdef PyObject *got
+        stack[0] = c
+        while sp:  # a push is a node of the tree: at most its size
+            sp -= 1
+            x = stack[sp]
+            key = <tuple>self.keys[x]
+            kind = key[0]
+            if kind == SEQ or kind == ALT:
+                kids = <tuple>key[1]
+                for j in range(len(kids) - 1, -1, -1):  # popped left to right
+                    k = <Py_ssize_t>kids[j]
+                    if self.fa[k].has_refs:
+                        stack[sp] = k
+                        sp += 1
+            elif kind == REPEAT:
+                stack[sp] = <Py_ssize_t>key[1]
+                sp += 1
+            elif kind == REF or kind == LOOKAHEAD:
+                name = key[1] if kind == REF else self.marker_name(key[1])
+                got = PyDict_GetItemWithError(out, name)
+                out[name] = 1 if got == NULL else 2
+        return out
+
+    cdef dict dag_uses(self, Py_ssize_t c):
+        """``uses_of(c)`` over the DAG below ``c``, each node's kept (children first,
+        iteratively): a node of a large tree."""
+        cdef list stack = [c], uses = self.uses, use_list
+        cdef tuple key
+        cdef int kind
+        cdef bint missing
+        cdef object u
+        while stack:
+            x = stack[len(stack) - 1]
+            if uses[x] is not None:
+                stack.pop()
+                continue
+            key = <tuple>self.keys[x]
+            kind = key[0]
+            if kind == SEQ or kind == ALT:
+                missing = False
+                for k in reversed(<tuple>key[1]):
+                    if uses[k] is None:
+                        stack.append(k)
+                        missing = True
+                if missing:
+                    continue
+                use_list = [uses[k] for k in <tuple>key[1] if uses[k]]
+                if not use_list:
+                    u = NO_USES
+                elif len(use_list) == 1:
+                    u = use_list[0]
+                else:
+                    u = merge_uses(use_list)
+            elif kind == REPEAT:
+                if uses[key[1]] is None:
+                    stack.append(key[1])
+                    continue
+                u = uses[key[1]]
+            elif kind == REF:
+                u = {key[1]: 1}
+            elif kind == LOOKAHEAD:
+                u = {self.marker_name(key[1]): 1}
+            else:
+                u = NO_USES
+            stack.pop()
+            uses[x] = u
+        return <dict>uses[c]
+
+
+cdef class Lazy:
+    """``Interner.refs`` or ``Interner.uses``: a read-only list of the nodes' rule sets or
+    uses per rule, each made when first read (``Facts.refs_of``, ``uses_of``)."""
+    cdef Facts facts
+    cdef bint uses
+
+    def __init__(self, Facts facts, bint uses):
+        self.facts = facts
+        self.uses = uses
+
+    def __len__(self):
+        return len(self.facts.keys)
+
+    def __getitem__(self, Py_ssize_t c):
+        cdef Py_ssize_t n = len(self.facts.keys)
+        if c < 0:
+            c += n
+        if not 0 <= c < n:
+            raise IndexError("list index out of range")
+        return self.facts.uses_of(c) if self.uses else self.facts.refs_of(c)
+
+    def __iter__(self):
+        return iter([self[c] for c in range(len(self))])
 
 
 cdef dict merge_uses(list use_list):
@@ -1101,11 +1201,11 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
 cdef class TailOnly:
     """``graph.tail_only_dag``: are all references to ``members`` below an interned node in
     tail position?  Each shared subtree is visited once a position."""
-    cdef list refs, keys
-    cdef object members
+    cdef list keys
+    cdef object refs, members
     cdef dict memo
 
-    def __init__(self, list refs, list keys, members):
+    def __init__(self, refs, list keys, members):
         self.refs = refs
         self.keys = keys
         self.members = members
@@ -1150,7 +1250,7 @@ cdef class TailOnly:
         return got
 
 
-cdef bint tail_only(sess, list refs, list keys, object cid, members) except -1:
+cdef bint tail_only(sess, refs, list keys, object cid, members) except -1:
     """``graph.tail_only_dag(sess, cid, members)``; past the recursion cap, that function."""
     try:
         return TailOnly(refs, keys, members).walk(cid, True, 0)
@@ -1178,7 +1278,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     rule that does not call itself is given no member set."""
     cdef object cache = sess.cache
     cdef list out = [], comp, callees, spec_members, keys = sess.interner.keys
-    cdef list refs = sess.interner.refs
+    cdef object refs = sess.interner.refs
     cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx, offsets = sess.offsets
     cdef Emitting em = Emitting(sess)
     cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid, u
@@ -1357,7 +1457,8 @@ def call_graph(sess, dict rules):
     """``components.call_graph``: each rule's DAG id, the rules it calls, and its uses capped
     at 2; every rule name numbered in sorted order, then the token terminals."""
     cdef dict cids = sess.cids(rules), graph = {}, uses = {}, name_idx = sess.name_idx, u
-    cdef list refs = sess.interner.refs, per_use = sess.interner.uses, names = sess.names
+    cdef object refs = sess.interner.refs, per_use = sess.interner.uses
+    cdef list names = sess.names
     cdef object c, n, v, got
     cdef Py_ssize_t k
     for name, c in cids.items():
