@@ -362,7 +362,7 @@ def test_compiled_rule_sets_made_when_read_match_the_python_walk(g: ir.Grammar, 
     for c in [*roots.values(), *order]:
         assert it.uses[c] == want.uses[c]
         assert it.refs[c] == want.refs[c]
-    assert len(it.refs) == len(want.refs) and it.refs[-1] == want.refs[-1]
+    assert len(it.refs) == len(want.refs) and it.refs[-1] == want.refs[-1] and it.uses[1:3] == want.uses[1:3]
 
 
 @pytest.mark.parametrize("n", [30, 84, 85, 100])

@@ -496,8 +496,11 @@ cdef class Lazy:
     def __len__(self):
         return len(self.facts.keys)
 
-    def __getitem__(self, Py_ssize_t c):
-        cdef Py_ssize_t n = len(self.facts.keys)
+    def __getitem__(self, index):
+        cdef Py_ssize_t n = len(self.facts.keys), c
+        if type(index) is slice:
+            return [self[i] for i in range(*index.indices(n))]
+        c = index
         if c < 0:
             c += n
         if not 0 <= c < n:
