@@ -76,7 +76,13 @@ def _leaf_key(e: ir.Expr) -> tuple[Any, ...] | None:
 
 class ReferenceInterner(Interner):
     """An interner whose ``add`` is the Python that ``_dag.Facts.add`` compiles: the same ids,
-    the same facts per id."""
+    the same facts per id (its rule sets and uses made as each node is registered, where the
+    compiled interner makes them when first read: ``_dag.Facts.uses_of``)."""
+
+    def __init__(self, gen: int) -> None:
+        super().__init__(gen)
+        self.refs: list[frozenset[str]] = self._refs  # type: ignore[assignment]
+        self.uses: list[dict[str, int]] = self._uses  # type: ignore[assignment]
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
         kind = key[0]

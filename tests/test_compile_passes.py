@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -320,7 +321,7 @@ def _interned(sess: encode.Session, g: ir.Grammar) -> tuple[object, ...]:
     for c in sess.roots.values():
         sess.emit(c)
     it = sess.interner
-    facts = (it.keys, it.count, it.height, it.maxlit, it.refs, it.uses, it.maxprod, it.plain)
+    facts = (it.keys, it.count, it.height, it.maxlit, list(it.refs), list(it.uses), it.maxprod, it.plain)
     return sess.roots, facts, sess.code.tolist(), sess.offsets, sess.names, sess.markers, sess.tokens
 
 
@@ -345,6 +346,45 @@ def test_compiled_facts_past_c_integers_match_the_python_walk() -> None:
         big = ir.Repeat(big, 0, 1 << 20)
     g = ir.Grammar({"s": ir.Seq((body, big, ir.Alt((big, body)))), "r": ir.literal("r")}, "s")
     assert _interned(encode.Session(), g) == _interned(ReferenceSession(), g)
+
+
+@given(shared_grammars(), st.randoms(use_true_random=False))
+def test_compiled_rule_sets_made_when_read_match_the_python_walk(g: ir.Grammar, rnd: Any) -> None:
+    """The compiled interner makes a node's rule set and uses when first read (a small tree's
+    by a walk of it, keeping nothing below; a large one's over the DAG, keeping those below):
+    read in any order, rule bodies first, they are the Python walk's, made as it registers."""
+    sess, ref = encode.Session(), ReferenceSession()
+    roots = sess.cids(g.rules)
+    assert roots == ref.cids(g.rules)
+    it, want = sess.interner, ref.interner
+    order = list(range(len(it.keys)))
+    rnd.shuffle(order)
+    for c in [*roots.values(), *order]:
+        assert it.uses[c] == want.uses[c]
+        assert it.refs[c] == want.refs[c]
+    assert len(it.refs) == len(want.refs) and it.refs[-1] == want.refs[-1] and it.uses[1:3] == want.uses[1:3]
+
+
+@pytest.mark.parametrize("n", [30, 84, 85, 100])
+def test_compiled_rule_sets_of_trees_around_the_walks_cap(n: int) -> None:
+    """A rule body of 4 + 3n tree nodes (``_dag``'s TREE_MAX is 256: n = 84 is the largest
+    walked as a tree), references at its leaves, a subtree shared: its uses are the same by
+    the tree walk and by the DAG walk, read first at the root or first below it."""
+    shared: ir.Expr = ir.Alt((ir.Ref("a"), ir.literal("x")))
+    kids = tuple(shared if i % 2 else ir.Seq((ir.Ref(f"r{i % 5}"), ir.literal(f"y{i}"))) for i in range(n))
+    g = ir.Grammar({"s": ir.Seq((ir.Repeat(ir.Alt(kids), 0, 2), ir.Ref("b"))), "a": ir.literal("a")}, "s")
+    for root_first in (True, False):
+        sess, ref = encode.Session(), ReferenceSession()
+        roots = sess.cids(g.rules)
+        assert roots == ref.cids(g.rules)
+        it, want = sess.interner, ref.interner
+        assert want.count[roots["s"]] == 4 + 3 * n
+        order = list(range(len(it.keys)))
+        if root_first:
+            order.reverse()
+        for c in order:
+            assert (it.uses[c], it.refs[c]) == (want.uses[c], want.refs[c])
+        assert it.uses[roots["s"]] == {"r0": 2, "a": 2, "r2": 2, "r4": 2, "r1": 2, "r3": 2, "b": 1}
 
 
 @pytest.mark.parametrize("max_nodes", [1, 5, 40])

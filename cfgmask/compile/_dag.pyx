@@ -13,12 +13,13 @@ token texts) and trees deeper than the recursion cap are left to the Python iter
 
 from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_GetItemWithError
+from cpython.dict cimport PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.set cimport PyFrozenSet_New, PySet_Add
+from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport qsort
 
@@ -43,6 +44,7 @@ cdef enum:
     MAX_NEST = 256  # expansions nested in one caller (C recurses on them): a longer chain is cut
     MAX_DEPTH = 200  # as encode.py: past it the walks go on iteratively
     MAX_CODE_POINT = 0x10FFFF  # ir.MAX_CODE_POINT
+    TREE_MAX = 256  # Facts.tree_uses: a node's tree this small is walked as a tree
     SURROGATE_LO = 0xD800  # ir.SURROGATES
     SURROGATE_HI = 0xDFFF
 
@@ -52,6 +54,7 @@ KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, LOOKAHEAD, MAX_DEPTH)
 
 cdef frozenset NO_REFS = frozenset()
 cdef dict NO_USES = {}
+cdef list NO_CALLEES = []  # the callees of a rule that calls none (read only)
 cdef object deadline_check = deadline.check
 
 
@@ -72,6 +75,32 @@ cdef inline Py_ssize_t ptr_hash(PyObject *p) noexcept:
     """A table slot hash of an object's address (objects are 16-byte aligned)."""
     cdef size_t x = <size_t>p >> 4
     return <Py_ssize_t>((x * <size_t>0x9E3779B97F4A7C15) >> 17)
+
+
+cdef extern from "Python.h":
+    int PyObject_GC_IsTracked(object o)
+    void PyObject_GC_UnTrack(void *o)
+
+
+cdef object untrack(object x):
+    """``x``, a tuple or frozenset the plan made to keep (a component's key, a member's spec),
+    untracked by the cycle collector when none of its items is tracked: it can then be part
+    of no cycle, and CPython's collector would untrack such a tuple itself, but only after
+    walking it.  The collections that a cold compile's allocations set off in the plan
+    walked each of them once or twice: 12 % of the plan's instructions, 6 % after this."""
+    cdef Py_ssize_t i
+    if type(x) is tuple:
+        for i in range(len(<tuple>x)):
+            if PyObject_GC_IsTracked((<tuple>x)[i]):
+                return x
+    elif type(x) is frozenset:
+        for y in <frozenset>x:
+            if PyObject_GC_IsTracked(y):
+                return x
+    else:
+        return x
+    PyObject_GC_UnTrack(<void *>x)
+    return x
 
 
 cdef inline tuple new_tuple(Py_ssize_t n):
@@ -138,8 +167,8 @@ cdef class Facts:
         self.count = interner.count
         self.height = interner.height
         self.maxlit = interner.maxlit
-        self.refs = interner.refs
-        self.uses = interner.uses
+        self.refs = interner._refs
+        self.uses = interner._uses
         self.maxprod = interner.maxprod
         self.plain = interner.plain
         self.acquire = interner.lock.acquire
@@ -164,17 +193,48 @@ cdef class Facts:
                 return <Py_ssize_t>self.add_repeat(key, <Py_ssize_t>key[1])
             if kind == LOOKAHEAD:
                 name = self.marker_name(key[1])
-                return <Py_ssize_t>self.insert(key, 1, 1, 0, frozenset((name,)), {name: 1}, 1, True)
-            return <Py_ssize_t>self.add_leaf(key)
+                return <Py_ssize_t>self.insert(key, None, 1, 1, 0, True, 1, True)
+            return <Py_ssize_t>self.add_leaf(key, None)
         finally:
             self.release()
 
-    cdef object insert(self, tuple key, object count, long height, Py_ssize_t maxlit, frozenset refs,
-                       dict uses, object maxprod, bint plain):
+    cdef inline PyObject *claim(self, tuple key, object i) except NULL:
+        """``ids.setdefault(key, i)``, ``i`` the next id: a key hashed once, where a lookup and
+        then an insert hash it twice (a node's key hashes its children's ids).  Returns ``i``
+        itself when ``key`` is new: its caller then registers it (``insert`` with ``i``) or, if
+        that raises, takes the claim back (``unclaim``)."""
+        return PyDict_SetDefault(self.ids, key, i)
+
+    cdef int unclaim(self, tuple key, object i) except -1:
+        """Take back the claim of a new ``key`` whose registration raised (the lists are as
+        they were: the facts are computed before anything is appended)."""
+        if len(self.keys) == <Py_ssize_t>i:
+            PyDict_DelItem(self.ids, key)
+        return 0
+
+    cdef object leaf_id(self, tuple key):
+        """The id of the leaf ``key`` but a lookahead, registered if new."""
+        cdef object i = len(self.keys)
+        cdef PyObject *got = self.claim(key, i)
+        if got != <PyObject *>i:
+            return <object>got
+        try:
+            return self.add_leaf(key, i)
+        except BaseException:
+            self.unclaim(key, i)
+            raise
+
+    cdef object insert(self, tuple key, object i, object count, long height, Py_ssize_t maxlit, bint has_refs,
+                       object maxprod, bint plain):
         """Register ``key``, new (the lock held, the key looked up), with its facts; its id.
+        ``i``: the id claimed for it in ``ids`` (``claim``), or None (then it is added here).
+        ``has_refs``: it refers to a rule (its rules and uses are then made when first asked:
+        ``uses_of``).
         Ids travel as the int objects the interner keeps (the walks put them in their keys and
         memo), not as C ints made into new objects at each step."""
-        cdef object i = len(self.keys)
+        cdef bint claimed = i is not None
+        if not claimed:
+            i = len(self.keys)
         cdef Fact *f
         cdef Py_ssize_t cap
         if self.fa_len == len(self.keys):  # in step with the lists (always, but for a subclass's add)
@@ -191,49 +251,54 @@ cdef class Facts:
             f.height = height
             f.maxlit = maxlit
             f.plain = plain
-            f.has_refs = len(refs) != 0
+            f.has_refs = has_refs
             self.fa_len += 1
         self.count.append(count)
         self.height.append(height)
         self.maxlit.append(maxlit)
-        self.refs.append(refs)
-        self.uses.append(uses)
+        self.refs.append(None if has_refs else NO_REFS)
+        self.uses.append(None if has_refs else NO_USES)
         self.maxprod.append(maxprod)
         self.plain.append(plain)
         self.keys.append(key)
-        self.ids[key] = i
+        if not claimed:
+            self.ids[key] = i
         return i
 
-    cdef object add_leaf(self, tuple key):
-        """``add`` of a new leaf but a lookahead: a literal, class, reference, token or literal set."""
+    cdef object add_leaf(self, tuple key, object i):
+        """``add`` of a new leaf but a lookahead: a literal, class, reference, token or literal
+        set (``i``: as ``insert``)."""
         cdef int kind = key[0]
         if kind == LIT:
-            return self.insert(key, 1, 1, len(<bytes>key[1]), NO_REFS, NO_USES, 1, True)
-        if kind == REF:
-            return self.insert(key, 1, 1, 0, frozenset((key[1],)), {key[1]: 1}, 1, True)
-        return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
+            return self.insert(key, i, 1, 1, len(<bytes>key[1]), False, 1, True)
+        return self.insert(key, i, 1, 1, 0, kind == REF, 1, True)
 
     cdef object add_list(self, int kind, tuple kids):
         """``add`` of a sequence or alternation of interned ``kids``."""
         cdef tuple key = (kind, kids)
-        cdef PyObject *got = PyDict_GetItemWithError(self.ids, key)
-        if got != NULL:
+        cdef object i = len(self.keys)
+        cdef PyObject *got = self.claim(key, i)
+        if got != <PyObject *>i:
             return <object>got
+        try:
+            return self.add_list_new(key, kids, i)
+        except BaseException:
+            self.unclaim(key, i)
+            raise
+
+    cdef object add_list_new(self, tuple key, tuple kids, object cid):
+        """``add_list`` of a new node, its id ``cid`` claimed."""
         if not kids:
-            return self.insert(key, 1, 1, 0, NO_REFS, NO_USES, 1, True)
-        cdef list count = self.count, maxprod = self.maxprod, refs = self.refs, uses = self.uses
+            return self.insert(key, cid, 1, 1, 0, False, 1, True)
+        cdef list count = self.count, maxprod = self.maxprod
         cdef object total, prod, p
         cdef long h = 0
         cdef Py_ssize_t lit = 0, k, n = len(kids), i
         cdef long long tc = 1, pc = 0
-        cdef bint all_plain = True, big = False
-        cdef frozenset r, ref_one = None
-        cdef bint many = False  # children refer to different sets of rules
-        cdef list use_list = None
-        cdef dict u
+        cdef bint all_plain = True, big = False, has_refs = False
         cdef const Fact *f
         if self.fa_len != len(self.keys):
-            return self.add_list_py(key, kids)
+            return self.add_list_py(key, kids, cid)
         for i in range(n):
             o = kids[i]
             k = <Py_ssize_t>o
@@ -255,24 +320,7 @@ cdef class Facts:
             if not f.plain:
                 all_plain = False
             if f.has_refs:
-                r = <frozenset>refs[k]
-                if ref_one is None:
-                    ref_one = r
-                elif r is not ref_one:  # the same set again (a rule referred to twice) adds nothing
-                    many = True
-                u = <dict>uses[k]
-                if use_list is None:
-                    use_list = []
-                use_list.append(u)
-        cdef frozenset out_refs = NO_REFS
-        cdef dict out_uses = NO_USES
-        if ref_one is not None:
-            if len(use_list) == 1:  # one child refers to rules (refs[k] are uses[k]'s keys)
-                out_refs = ref_one
-                out_uses = use_list[0]
-            else:
-                out_uses = merge_uses(use_list)
-                out_refs = PyFrozenSet_New(out_uses) if many else ref_one
+                has_refs = True
         if big:
             total = 1
             prod = None
@@ -285,19 +333,17 @@ cdef class Facts:
         else:
             total = tc
             prod = pc
-        return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+        return self.insert(key, cid, total, 1 + h, lit, has_refs, prod, all_plain)
 
-    cdef object add_list_py(self, tuple key, tuple kids):
+    cdef object add_list_py(self, tuple key, tuple kids, object i):
         """``add_list`` of a new node from the lists alone (the C facts out of step with them:
         a subclass registered ids its own way)."""
         cdef list count = self.count, height = self.height, maxlit = self.maxlit
-        cdef list refs = self.refs, uses = self.uses, maxprod = self.maxprod, plain = self.plain
+        cdef list maxprod = self.maxprod, plain = self.plain
         cdef object total = 1, prod = None, p
         cdef long h = 0, x
         cdef Py_ssize_t lit = 0, y, k
-        cdef bint all_plain = True
-        cdef list use_list = []
-        cdef set names = set()
+        cdef bint all_plain = True, has_refs = False
         for o in kids:
             k = <Py_ssize_t>o
             total = total + count[k]
@@ -312,27 +358,157 @@ cdef class Facts:
                 prod = p
             if not plain[k]:
                 all_plain = False
-            if refs[k]:
-                use_list.append(uses[k])
-                names |= <frozenset>refs[k]
-        cdef frozenset out_refs = NO_REFS
-        cdef dict out_uses = NO_USES
-        if len(use_list) == 1:
-            out_refs = frozenset(names)
-            out_uses = use_list[0]
-        elif use_list:
-            out_uses = merge_uses(use_list)
-            out_refs = frozenset(names)
-        return self.insert(key, total, 1 + h, lit, out_refs, out_uses, prod, all_plain)
+            if self.uses_of(k):
+                has_refs = True
+        return self.insert(key, i, total, 1 + h, lit, has_refs, prod, all_plain)
 
     cdef object add_repeat(self, tuple key, Py_ssize_t k):
         """``add`` of a repetition of interned ``k``."""
-        cdef PyObject *got = PyDict_GetItemWithError(self.ids, key)
-        if got != NULL:
+        cdef object i = len(self.keys)
+        cdef PyObject *got = self.claim(key, i)
+        if got != <PyObject *>i:
             return <object>got
-        bound = max(key[2], key[3] or 0, 1)
-        return self.insert(key, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], self.refs[k],
-                           self.uses[k], bound * self.maxprod[k], False)
+        try:
+            bound = max(key[2], key[3] or 0, 1)
+            has_refs = self.fa[k].has_refs if 0 <= k < self.fa_len else len(self.uses_of(k)) != 0
+            return self.insert(key, i, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], has_refs,
+                               bound * self.maxprod[k], False)
+        except BaseException:
+            self.unclaim(key, i)
+            raise
+
+
+    cpdef object uses_of(self, Py_ssize_t c):
+        """``uses[c]``: the references per rule below node ``c`` (a shared subtree counted per
+        use), capped at 2, made when first asked and kept.  Only the rule bodies' are asked
+        for (``call_graph``), and a few inner nodes' (tail position, the repetition
+        rewriter): a node is registered with ``has_refs`` only, where making every node's
+        dict and rule set as it was registered cost a quarter of the interning's
+        instructions (docs/design.md §7)."""
+        cdef object u = self.uses[c]
+        if u is not None:
+            return u
+        if c < self.fa_len and 0 <= self.fa[c].count <= TREE_MAX:
+            u = self.tree_uses(c)
+        else:
+            u = self.dag_uses(c)
+        self.uses[c] = u
+        return u
+
+    cpdef object refs_of(self, Py_ssize_t c):
+        """``refs[c]``: the rules referred to below node ``c`` (``uses_of(c)``'s keys), made
+        when first asked and kept."""
+        cdef object r = self.refs[c]
+        if r is None:
+            r = PyFrozenSet_New(self.uses_of(c))
+            self.refs[c] = r
+        return r
+
+    cdef dict tree_uses(self, Py_ssize_t c):
+        """``uses_of(c)`` for a node of at most TREE_MAX tree nodes, by a walk of its tree
+        (nothing kept for the nodes below): each reference met, left to right, counted into
+        one dict (the merge of the children's dicts, capped at each level, gives the same
+        counts in the same order)."""
+        cdef Py_ssize_t stack[TREE_MAX]
+        cdef Py_ssize_t sp = 1, x, j, k
+        cdef dict out = {}
+        cdef tuple key, kids
+        cdef int kind
+        cdef PyObject *got
+        stack[0] = c
+        while sp:  # a push is a node of the tree: at most its size
+            sp -= 1
+            x = stack[sp]
+            key = <tuple>self.keys[x]
+            kind = key[0]
+            if kind == SEQ or kind == ALT:
+                kids = <tuple>key[1]
+                for j in range(len(kids) - 1, -1, -1):  # popped left to right
+                    k = <Py_ssize_t>kids[j]
+                    if self.fa[k].has_refs:
+                        stack[sp] = k
+                        sp += 1
+            elif kind == REPEAT:
+                stack[sp] = <Py_ssize_t>key[1]
+                sp += 1
+            elif kind == REF or kind == LOOKAHEAD:
+                name = key[1] if kind == REF else self.marker_name(key[1])
+                got = PyDict_GetItemWithError(out, name)
+                out[name] = 1 if got == NULL else 2
+        return out
+
+    cdef dict dag_uses(self, Py_ssize_t c):
+        """``uses_of(c)`` over the DAG below ``c``, each node's kept (children first,
+        iteratively): a node of a large tree."""
+        cdef list stack = [c], uses = self.uses, use_list
+        cdef tuple key
+        cdef int kind
+        cdef bint missing
+        cdef object u
+        while stack:
+            x = stack[len(stack) - 1]
+            if uses[x] is not None:
+                stack.pop()
+                continue
+            key = <tuple>self.keys[x]
+            kind = key[0]
+            if kind == SEQ or kind == ALT:
+                missing = False
+                for k in reversed(<tuple>key[1]):
+                    if uses[k] is None:
+                        stack.append(k)
+                        missing = True
+                if missing:
+                    continue
+                use_list = [uses[k] for k in <tuple>key[1] if uses[k]]
+                if not use_list:
+                    u = NO_USES
+                elif len(use_list) == 1:
+                    u = use_list[0]
+                else:
+                    u = merge_uses(use_list)
+            elif kind == REPEAT:
+                if uses[key[1]] is None:
+                    stack.append(key[1])
+                    continue
+                u = uses[key[1]]
+            elif kind == REF:
+                u = {key[1]: 1}
+            elif kind == LOOKAHEAD:
+                u = {self.marker_name(key[1]): 1}
+            else:
+                u = NO_USES
+            stack.pop()
+            uses[x] = u
+        return <dict>uses[c]
+
+
+cdef class Lazy:
+    """``Interner.refs`` or ``Interner.uses``: a read-only list of the nodes' rule sets or
+    uses per rule, each made when first read (``Facts.refs_of``, ``uses_of``)."""
+    cdef Facts facts
+    cdef bint uses
+
+    def __init__(self, Facts facts, bint uses):
+        self.facts = facts
+        self.uses = uses
+
+    def __len__(self):
+        return len(self.facts.keys)
+
+    def __getitem__(self, index):
+        cdef Py_ssize_t n = len(self.facts.keys), c
+        if type(index) is slice:
+            return [self[i] for i in range(*index.indices(n))]
+        c = index
+        if c < 0:
+            c += n
+        if not 0 <= c < n:
+            raise IndexError("list index out of range")
+        return self.facts.uses_of(c) if self.uses else self.facts.refs_of(c)
+
+    def __iter__(self):
+        return iter([self[c] for c in range(len(self))])
 
 
 cdef dict merge_uses(list use_list):
@@ -442,8 +618,7 @@ cdef class Interning:
             key = (BYTES, (<ByteClass>x).ranges)
         else:
             return None
-        got = PyDict_GetItemWithError(self.ids, key)
-        return self.facts.add_leaf(key) if got == NULL else <object>got
+        return self.facts.leaf_id(key)
 
     cdef object rec(self, object e, int depth, object eid):
         """The id of ``e`` (``eid``: its identity, the memo's key; not in the memo)."""
@@ -929,14 +1104,36 @@ def utf8_code_py(tuple ranges):
 # -- the plan of components.rule_dfas
 
 
-cdef list tarjan(dict graph, object root):
+cdef list sorted_calls(object calls):
+    """``sorted(calls)``: a frozenset of rule names (most hold none or one) as a new list, or
+    the shared empty one (read only)."""
+    cdef Py_ssize_t n
+    cdef list out
+    if type(calls) is not frozenset:
+        return sorted(calls)
+    n = len(<frozenset>calls)
+    if n == 0:
+        return NO_CALLEES
+    out = PyList_New(n)
+    n = 0
+    for x in <frozenset>calls:
+        Py_INCREF(x)
+        PyList_SET_ITEM(out, n, x)
+        n += 1
+    if n > 1:
+        out.sort()
+    return out
+
+
+cdef list tarjan(dict graph, object root, dict num, list kids):
     """``graph.sccs(graph, root)``: Tarjan's components of the part reachable from ``root``,
     callees before callers, children visited in sorted order (the same components in the
     same order).  Rules are numbered as they are reached (their Tarjan index), and the index,
     low link, stack and path are C arrays over those numbers: a rule costs one dict insert and
-    an edge one lookup, where dicts and a set of names cost ~10 operations a rule."""
-    cdef dict num = {}  # rule -> its number (Tarjan's index)
-    cdef list names = [], kids = [], out = [], comp, kl
+    an edge one lookup, where dicts and a set of names cost ~10 operations a rule.  Fills
+    ``num`` (rule -> its number) and ``kids`` (by number: the rules it calls, sorted), which
+    the plan reads again."""
+    cdef list names = [], out = [], comp, kl
     cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x
     cdef PyObject *got
     cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
@@ -948,7 +1145,7 @@ cdef list tarjan(dict graph, object root):
     cdef Py_ssize_t *path = mem + 3 * cap  # the rules on the path from the root
     cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
     try:
-        kids.append(sorted(graph[root]))
+        kids.append(sorted_calls(graph[root]))
         num[root] = 0
         names.append(root)
         low[0] = 0
@@ -965,7 +1162,7 @@ cdef list tarjan(dict graph, object root):
                 pos[top - 1] += 1
                 got = PyDict_GetItemWithError(num, child)
                 if got == NULL:
-                    kids.append(sorted(graph[child]))  # a rule not in graph raises, as sccs
+                    kids.append(sorted_calls(graph[child]))  # a rule not in graph raises, as sccs
                     if count >= cap:  # only names that hash unlike themselves get here
                         raise ValueError("tarjan: more rules reached than the graph holds")
                     w = count
@@ -1007,11 +1204,11 @@ cdef list tarjan(dict graph, object root):
 cdef class TailOnly:
     """``graph.tail_only_dag``: are all references to ``members`` below an interned node in
     tail position?  Each shared subtree is visited once a position."""
-    cdef list refs, keys
-    cdef object members
+    cdef list keys
+    cdef object refs, members
     cdef dict memo
 
-    def __init__(self, list refs, list keys, members):
+    def __init__(self, refs, list keys, members):
         self.refs = refs
         self.keys = keys
         self.members = members
@@ -1056,7 +1253,7 @@ cdef class TailOnly:
         return got
 
 
-cdef bint tail_only(sess, list refs, list keys, object cid, members) except -1:
+cdef bint tail_only(sess, refs, list keys, object cid, members) except -1:
     """``graph.tail_only_dag(sess, cid, members)``; past the recursion cap, that function."""
     try:
         return TailOnly(refs, keys, members).walk(cid, True, 0)
@@ -1075,102 +1272,144 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     A rule used once, not recursive, regular and not a literal set is marked to expand
     (the last item of what compile_components takes): C builds it inside its caller's NFA,
     not on its own first (csrc/components.c), unless its caller is cached and does not
-    call it (then it is not needed at all)."""
+    call it (then it is not needed at all).
+
+    A JSON schema's components are mostly one small rule each (~35 a schema), so what a
+    component costs besides its body's code is kept to its key tuple, filled in place, its
+    spec, and dict reads: the cache's lock is taken at the first key not seen yet and held
+    to the end (not twice a component), the deadline read every 16 components, and a
+    rule that does not call itself is given no member set."""
     cdef object cache = sess.cache
     cdef list out = [], comp, callees, spec_members, keys = sess.interner.keys
-    cdef list refs = sess.interner.refs
+    cdef object refs = sess.interner.refs
     cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx, offsets = sess.offsets
     cdef Emitting em = Emitting(sess)
-    cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid
-    cdef bint recursive, regular
-    cdef Py_ssize_t k
+    cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid, u
+    cdef bint recursive, regular, locked = False
+    cdef Py_ssize_t k, n_comp, n_callees, at, done = 0
     cdef dict once = {}  # rule -> its component's index: may expand in its caller
     cdef dict nest = {}  # rule marked or left to expand -> the expansions nested in it, itself included
     cdef Py_ssize_t depth
-    cdef list content
-    cdef object lock_acquire = None, lock_release = None
-    cdef dict key_ids
+    cdef object lock_release = None
+    cdef dict key_ids = None, components = None
     cdef tuple whole
+    cdef PyObject *got
+    cdef dict num = {}
+    cdef list called = []  # by Tarjan's number: the rules each calls, sorted
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
-        lock_acquire = cache._lock.acquire
-        lock_release = cache._lock.release
-    for comp in tarjan(graph, start):
-        if len(comp) == 1:  # most components: one rule
+        key_ids = cache._key_ids
+        components = cache._components
+    try:
+        for comp in tarjan(graph, start, num, called):
+            n_comp = len(comp)
             m = comp[0]
-            calls = graph[m]
-            recursive = m in calls
-            members = {m}
-            regular = not recursive or tail_only(sess, refs, keys, cids[m], members)
-            callees = sorted(calls - members) if recursive else sorted(calls)
-        else:
-            members = set(comp)
-            recursive = True
-            regular = True
+            if n_comp == 1:  # most components: one rule
+                calls = graph[m]
+                recursive = m in calls
+                if recursive:
+                    members = {m}
+                    regular = tail_only(sess, refs, keys, cids[m], members)
+                    callees = sorted(calls - members)
+                else:
+                    regular = True
+                    callees = <list>called[<Py_ssize_t>num[m]]  # sorted(calls), by tarjan
+            else:
+                members = set(comp)
+                recursive = True
+                regular = True
+                for m in comp:
+                    if not tail_only(sess, refs, keys, cids[m], members):
+                        regular = False
+                        break
+                callees = sorted({c for m in comp for c in graph[m]} - members)
+            if done & 15 == 0:
+                deadline_check("rule loop")
+            done += 1
+            n_callees = len(callees)
+            # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
+            # then each callee's (name, key, cap), flat (equal keys, equal components)
+            whole = None
+            if cache is not None:
+                whole = new_tuple(4 + 3 * (n_comp + n_callees))
+                set_item(whole, 0, gen)
+                set_item(whole, 1, lim)
+                set_item(whole, 2, recursive and regular)
+                set_item(whole, 3, n_comp)
+            spec_members = []
+            u = 0
+            at = 4
             for m in comp:
-                if not tail_only(sess, refs, keys, cids[m], members):
-                    regular = False
-                    break
-            callees = sorted({c for m in comp for c in graph[m]} - members)
-        deadline_check("rule loop")
-        # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
-        # then each callee's (name, key, cap), flat (equal keys, equal components)
-        content = [gen, lim, recursive and regular, len(comp)]
-        spec_members = []
-        for m in comp:
-            # Copying a rule into every caller makes tokens that span it context-independent,
-            # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
-            # big automata are copied only into a single caller.
-            cap = single if uses.get(m, 0) <= 1 else shared
-            cap = cap if regular and m not in outlined else 0
-            cap_of[m] = cap
-            cid = cids[m]
-            content += (m, cid, cap)
-            off = offsets.get(cid)
-            if off is None:
-                try:
-                    off = em.rec(cid, 0)
-                except Deep:  # the rest without recursion (what is done is kept)
-                    off = sess._emit_iter(cid)
-            spec_members.append((name_idx[m], off, cap))
-        for c in callees:
-            content += (c, key_of[c], cap_of[c])
-        if cache is not None:
-            whole = tuple(content)
-            key = (<dict>cache._key_ids).get(whole)
-            if key is None:
-                lock_acquire()
-                try:
-                    key_ids = cache._key_ids
+                # Copying a rule into every caller makes tokens that span it context-independent,
+                # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
+                # big automata are copied only into a single caller.
+                u = uses.get(m, 0)
+                cap = single if u <= 1 else shared
+                cap = cap if regular and m not in outlined else 0
+                cap_of[m] = cap
+                cid = cids[m]
+                if whole is not None:
+                    set_item(whole, at, m)
+                    set_item(whole, at + 1, cid)
+                    set_item(whole, at + 2, cap)
+                    at += 3
+                got = PyDict_GetItemWithError(offsets, cid)
+                if got != NULL:
+                    off = <object>got
+                else:
+                    try:
+                        off = em.rec(cid, 0)
+                    except Deep:  # the rest without recursion (what is done is kept)
+                        off = sess._emit_iter(cid)
+                spec_members.append(untrack((name_idx[m], off, cap)))
+            if whole is not None:
+                for c in callees:
+                    set_item(whole, at, c)
+                    set_item(whole, at + 1, key_of[c])
+                    set_item(whole, at + 2, cap_of[c])
+                    at += 3
+                untrack(whole)
+                got = PyDict_GetItemWithError(key_ids, whole)
+                if got != NULL:
+                    key = <object>got
+                else:
+                    if not locked:  # held from here to the end of the plan
+                        cache._lock.acquire()
+                        lock_release = cache._lock.release
+                        locked = True
+                        key_ids = cache._key_ids  # as key_id reads them, under the lock
+                        components = cache._components
                     key = key_ids.setdefault(whole, len(key_ids))
-                finally:
-                    lock_release()
-            cached = (<dict>cache._components).get(key)
-        else:
-            key = len(out)
-            cached = None
-        for m in comp:
-            key_of[m] = key
-        depth = 0
-        for c in callees:
-            k = once.pop(c, -1)
-            if k >= 0 and (cached is None or not any(c in d.names for d in cached)):
-                spec = out[k][2]
-                out[k] = (out[k][0], out[k][1], (*spec[:4], True))
-                depth = max(depth, <Py_ssize_t>nest[c])
-        m = comp[0]
-        if (
-            depth < MAX_NEST
-            and len(comp) == 1
-            and not recursive
-            and cached is None
-            and uses.get(m, 0) == 1
-            and cap_of[m] > 0
-            and m != start
-            and (<tuple>keys[cids[m]])[0] != WORDS
-        ):
-            once[m] = len(out)
-            nest[m] = depth + 1
-        out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
+                got = PyDict_GetItemWithError(components, key)
+                cached = None if got == NULL else <object>got
+            else:
+                key = len(out)
+                cached = None
+            for m in comp:
+                key_of[m] = key
+            depth = 0
+            for c in callees:
+                k = once.pop(c, -1)
+                if k >= 0 and (cached is None or not any(c in d.names for d in cached)):
+                    spec = out[k][2]
+                    out[k] = (out[k][0], out[k][1], (*spec[:4], True))
+                    depth = max(depth, <Py_ssize_t>nest[c])
+            m = comp[0]
+            if (
+                depth < MAX_NEST
+                and n_comp == 1
+                and not recursive
+                and cached is None
+                and u == 1
+                and cap_of[m] > 0
+                and m != start
+                and (<tuple>keys[cid])[0] != WORDS
+            ):
+                once[m] = len(out)
+                nest[m] = depth + 1
+            out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
+    finally:
+        if locked:
+            lock_release()
     return out
 
 
@@ -1221,7 +1460,8 @@ def call_graph(sess, dict rules):
     """``components.call_graph``: each rule's DAG id, the rules it calls, and its uses capped
     at 2; every rule name numbered in sorted order, then the token terminals."""
     cdef dict cids = sess.cids(rules), graph = {}, uses = {}, name_idx = sess.name_idx, u
-    cdef list refs = sess.interner.refs, per_use = sess.interner.uses, names = sess.names
+    cdef object refs = sess.interner.refs, per_use = sess.interner.uses
+    cdef list names = sess.names
     cdef object c, n, v, got
     cdef Py_ssize_t k
     for name, c in cids.items():

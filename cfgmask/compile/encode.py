@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import threading
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import deadline, ir
@@ -65,13 +65,17 @@ class Interner:
         self.count: list[int] = []
         self.height: list[int] = []
         self.maxlit: list[int] = []
-        self.refs: list[frozenset[str]] = []
-        self.uses: list[dict[str, int]] = []
+        # per id: rules referenced and references per rule, None until first read through
+        # ``refs`` and ``uses`` (made then: most nodes' are never read, docs/design.md §7)
+        self._refs: list[frozenset[str] | None] = []
+        self._uses: list[dict[str, int] | None] = []
         self.maxprod: list[int] = []  # largest product of repetition bounds on a path down
         self.plain: list[bool] = []  # no repetition at all
         self.size0: dict[int, int] = {}  # size_estimate of reference-free subtrees
         self.lock = threading.RLock()  # a compiled walk holds it while its nodes call add
         self.facts = _dag.Facts(self, marker_name)  # the lists above, bound for the compiled walks
+        self.refs: Sequence[frozenset[str]] = _dag.Lazy(self.facts, False)
+        self.uses: Sequence[dict[str, int]] = _dag.Lazy(self.facts, True)
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
         """The id of the node ``key`` (its kind, its data and its children's ids), registered
