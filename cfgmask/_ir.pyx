@@ -309,44 +309,37 @@ cdef inline Alt _alt_of(tuple items):
     return out
 
 
-def seq(*items):
-    """Concatenation, flattening nested sequences; a single item is returned as is."""
+cdef object _flattened(tuple items, type kind):
+    """``items`` as one node of ``kind`` (Seq or Alt), nested nodes of that kind spliced in; a
+    single item is returned as is.  What seq and alt share."""
     cdef object it
     cdef list flat
-    if len(items) == 1 and type(items[0]) is not Seq:
+    if len(items) == 1 and type(items[0]) is not kind:
         return items[0]
     for it in items:
-        if type(it) is Seq:
+        if type(it) is kind:
             break
     else:
-        return _seq_of(items)
+        return _seq_of(items) if kind is Seq else _alt_of(items)
     flat = []
     for it in items:
-        if type(it) is Seq:
-            flat.extend((<Seq>it).items)
+        if type(it) is kind:
+            flat.extend((<Seq>it).items if kind is Seq else (<Alt>it).items)
         else:
             flat.append(it)
-    return flat[0] if len(flat) == 1 else _seq_of(tuple(flat))
+    if len(flat) == 1:
+        return flat[0]
+    return _seq_of(tuple(flat)) if kind is Seq else _alt_of(tuple(flat))
+
+
+def seq(*items):
+    """Concatenation, flattening nested sequences; a single item is returned as is."""
+    return _flattened(items, Seq)
 
 
 def alt(*items):
     """Alternation, flattening nested alternations; a single item is returned as is."""
-    cdef object it
-    cdef list flat
-    if len(items) == 1 and type(items[0]) is not Alt:
-        return items[0]
-    for it in items:
-        if type(it) is Alt:
-            break
-    else:
-        return _alt_of(items)
-    flat = []
-    for it in items:
-        if type(it) is Alt:
-            flat.extend((<Alt>it).items)
-        else:
-            flat.append(it)
-    return flat[0] if len(flat) == 1 else _alt_of(tuple(flat))
+    return _flattened(items, Alt)
 
 
 cdef bint _normal(object ranges, object top):

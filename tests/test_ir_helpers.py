@@ -28,28 +28,24 @@ def spec_normalize_ranges(ranges: Any, top: int = ir.MAX_CODE_POINT) -> tuple[tu
     return tuple(out)
 
 
-def spec_seq(*items: ir.Expr) -> ir.Expr:
-    if len(items) == 1 and items[0].__class__ is not ir.Seq:
+def _spec_flatten(kind: type, items: tuple[ir.Expr, ...]) -> ir.Expr:
+    if len(items) == 1 and items[0].__class__ is not kind:
         return items[0]
     flat: list[ir.Expr] = []
     for it in items:
-        if it.__class__ is ir.Seq:
+        if it.__class__ is kind:
             flat += it.items  # type: ignore[attr-defined]
         else:
             flat.append(it)
-    return flat[0] if len(flat) == 1 else ir.Seq(tuple(flat))
+    return flat[0] if len(flat) == 1 else kind(tuple(flat))
+
+
+def spec_seq(*items: ir.Expr) -> ir.Expr:
+    return _spec_flatten(ir.Seq, items)
 
 
 def spec_alt(*items: ir.Expr) -> ir.Expr:
-    if len(items) == 1 and items[0].__class__ is not ir.Alt:
-        return items[0]
-    flat: list[ir.Expr] = []
-    for it in items:
-        if it.__class__ is ir.Alt:
-            flat += it.items  # type: ignore[attr-defined]
-        else:
-            flat.append(it)
-    return flat[0] if len(flat) == 1 else ir.Alt(tuple(flat))
+    return _spec_flatten(ir.Alt, items)
 
 
 # ---- random arguments ---------------------------------------------------------------------------
