@@ -333,6 +333,7 @@ def test_compiled_interning_and_encoding_match_the_python_walks(g: ir.Grammar) -
 def test_compiled_walks_number_node_kinds_as_encode() -> None:
     want = (encode._LIT, encode._BYTES, encode._UTF8, encode._SEQ, encode._ALT, encode._REPEAT, encode._REF)
     assert _dag.KINDS == (*want, encode._LOOKAHEAD, 200)
+    assert _dag.MORE_KINDS == (encode._TOKEN, encode._WORDS)
 
 
 def test_compiled_facts_past_c_integers_match_the_python_walk() -> None:
@@ -493,3 +494,60 @@ CODE_POINTS = st.one_of(
 @given(st.lists(st.tuples(CODE_POINTS, CODE_POINTS), max_size=5))
 def test_compiled_utf8_code_matches_the_python_construction(ranges: list[tuple[int, int]]) -> None:
     assert _dag.utf8_code(tuple(ranges)) == utf8_code(tuple(ranges))
+
+
+def _sizes(g: ir.Grammar, compiled: bool, order: list[int], rule_size: dict[str, int]) -> tuple[object, ...]:
+    """Every interned node's size estimate (asked in ``order``, by position), a fresh session's
+    ``size0`` and memo after: the compiled walk's or the Python's."""
+    sess = encode.Session()
+    cids = list(sess.cids(g.rules).values())
+    n = len(sess.interner.keys)
+    memo: dict[int, int] = {}
+    size = repeats.dag_size if compiled else repeats.dag_size_py
+    got = [size(sess, i % n, rule_size, memo) for i in order]
+    return got, sess.interner.size0, memo, cids
+
+
+@given(shared_grammars(), st.lists(st.integers(0, 1000), max_size=12), st.integers(1, 9))
+def test_compiled_dag_size_matches_the_python_walk(g: ir.Grammar, order: list[int], k: int) -> None:
+    """``_dag.Sizes`` against ``repeats.dag_size_py``: the same sizes, kept in the same dicts
+    (a node whose subtree refers to no rule in the interner's, the others in the memo)."""
+    rule_size = {name: k * (i + 1) for i, name in enumerate(sorted(g.rules)[::2])}
+    assert _sizes(g, True, order, rule_size) == _sizes(g, False, order, rule_size)
+
+
+def test_compiled_dag_size_past_the_recursion_cap_matches_the_python_walk() -> None:
+    """A repeated item 300 levels deep that refers to a rule: the compiled walk gives up at
+    its cap, and the Python one goes on from what it kept (the same sizes)."""
+    e: ir.Expr = ir.Ref("t")
+    for i in range(300):
+        e = ir.Seq((ir.literal("ab"), e)) if i % 2 else ir.Alt((e, ir.Repeat(ir.CharClass(((97, 99),)), 0, 2)))
+    g = ir.Grammar({"s": ir.Repeat(e, 0, 5), "t": ir.literal("xyz")}, "s")
+    assert repeats.rule_sizes(g.rules, encode.Session()) == repeats.rule_sizes(g.rules)
+    order = list(range(0, 2000, 7))
+    assert _sizes(g, True, order, {"t": 3}) == _sizes(g, False, order, {"t": 3})
+
+
+def _sets_below(sess: encode.Session, c: int, below: dict[int, bool]) -> bool:
+    """Is there a literal set below ``c`` (``components.outline_sets``' test, in Python)?"""
+    got = below.get(c)
+    if got is None:
+        key = sess.interner.keys[c]
+        if key[0] in (encode._SEQ, encode._ALT):
+            got = any(_sets_below(sess, k, below) for k in key[1])
+        else:
+            got = key[0] == encode._WORDS or (key[0] == encode._REPEAT and _sets_below(sess, key[1], below))
+        below[c] = got
+    return got
+
+
+@given(shared_grammars(), st.lists(st.integers(0, 1000), max_size=12))
+def test_compiled_literal_set_test_matches_the_python_walk(g: ir.Grammar, order: list[int]) -> None:
+    sess = encode.Session()
+    sess.cids(g.rules)
+    n = len(sess.interner.keys)
+    below: dict[int, bool] = {}
+    want: dict[int, bool] = {}
+    walk = _dag.SetsBelow(sess.interner.keys, below)
+    assert [walk(i % n) for i in order] == [_sets_below(sess, i % n, want) for i in order]
+    assert below == want

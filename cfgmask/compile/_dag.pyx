@@ -39,6 +39,7 @@ cdef enum:
     ALT = 5
     REPEAT = 6
     REF = 7
+    TOKEN = 9  # interned kind only (encode._TOKEN): a reference to its label
     LOOKAHEAD = 10  # interned kind only (encode._LOOKAHEAD): a reference to its marker rule
     WORDS = 11  # interned kind of a literal set
     MAX_NEST = 256  # expansions nested in one caller (C recurses on them): a longer chain is cut
@@ -51,6 +52,7 @@ cdef enum:
 cdef unsigned int INF = 0xFFFFFFFF  # encode._INF: no upper bound
 
 KINDS = (LIT, BYTES, UTF8, SEQ, ALT, REPEAT, REF, LOOKAHEAD, MAX_DEPTH)
+MORE_KINDS = (TOKEN, WORDS)  # the other interned kinds the compiled walks tell apart
 
 cdef frozenset NO_REFS = frozenset()
 cdef dict NO_USES = {}
@@ -1616,3 +1618,121 @@ def root_facts(interner, roots):
         if x > lit:
             lit = x
     return total, h, lit
+
+
+# -- repeats.dag_size and outline_sets' test of a literal set below, compiled
+
+
+cdef class Sizes:
+    """``repeats.dag_size_py`` compiled: the size estimate (``repeats.size_estimate``) of an
+    interned subtree, reference-free subtrees' kept in the interner's ``size0``, the others in
+    the caller's ``memo`` (valid for one ``rule_size``).  The same values, kept in the same
+    dicts: the repetition rewriter asked it of every repeated item that refers to a rule, and
+    the rule sizes of every rule of such a grammar, in Python that cost ~0.1-8 ms a cold
+    compile of those JSON schemas (a sixth of them), each node a Python call, a ``Lazy`` rule
+    set made for its test of references, and a dict lookup (docs/design.md §7).  Past the
+    recursion cap it raises :class:`Deep` (what is done is kept) and the caller walks the rest
+    in Python."""
+    cdef Facts facts
+    cdef list keys
+    cdef dict size0
+
+    def __init__(self, interner):
+        self.facts = interner.facts
+        self.keys = interner.keys
+        self.size0 = interner.size0
+
+    def __call__(self, cid, dict rule_size, dict memo):
+        if not 0 <= <Py_ssize_t>cid < len(self.keys):
+            raise IndexError("list index out of range")
+        return self.size(cid, rule_size, memo, 0)
+
+    cdef bint has_refs(self, Py_ssize_t c) except -1:
+        """``refs[c]`` is not empty (the C fact, where it is kept)."""
+        if c < self.facts.fa_len:
+            return self.facts.fa[c].has_refs
+        return len(self.facts.refs_of(c)) != 0
+
+    cdef object size(self, object c, dict rule_size, dict memo, int depth):
+        """``dag_size_py(c)``; ``memo`` None for a reference-free subtree's walk (the Python's
+        fresh dict, which that walk never writes)."""
+        cdef PyObject *got
+        cdef object v
+        if depth > MAX_DEPTH:
+            raise Deep
+        if not self.has_refs(<Py_ssize_t>c):
+            got = PyDict_GetItemWithError(self.size0, c)
+            if got != NULL:
+                return <object>got
+            v = self.compute(c, rule_size, None, depth)
+            self.size0[c] = v
+            return v
+        got = PyDict_GetItemWithError(memo, c)
+        if got != NULL:
+            return <object>got
+        v = self.compute(c, rule_size, memo, depth)
+        memo[c] = v
+        return v
+
+    cdef object compute(self, object c, dict rule_size, dict memo, int depth):
+        """``repeats._dag_size_py(c)``."""
+        cdef tuple key = <tuple>self.keys[<Py_ssize_t>c]
+        cdef int kind = key[0]
+        cdef PyObject *got
+        cdef object total, n
+        if kind == LIT:
+            return max(1, len(key[1]))
+        if kind == UTF8:
+            return min(12, 2 * max(1, len(key[1])))
+        if kind == REF:
+            return rule_size.get(key[1], 4)
+        if kind == BYTES or kind == TOKEN or kind == LOOKAHEAD:
+            return 1
+        if kind == WORDS:
+            return max(1, sum(map(len, key[1])))
+        if kind == SEQ or kind == ALT:
+            total = 1
+            for k in <tuple>key[1]:
+                got = NULL if memo is None else PyDict_GetItemWithError(memo, k)
+                total += self.size(k, rule_size, memo, depth + 1) if got == NULL else <object>got
+            return total
+        _, item, lo, hi = key
+        n = hi if hi is not None else max(lo, 1)
+        return 1 + self.size(item, rule_size, memo, depth + 1) * max(n, 1)
+
+
+cdef class SetsBelow:
+    """``components.outline_sets``' test, compiled: is there a literal set below the interned
+    node ``c``?  Answers are kept in ``below`` (shared with the Python walk, which takes over
+    past the recursion cap: :class:`Deep`), the alternatives' and sequences' children tested
+    left to right up to the first that holds one, as ``any`` does."""
+    cdef list keys
+    cdef dict below
+
+    def __init__(self, list keys, dict below):
+        self.keys = keys
+        self.below = below
+
+    def __call__(self, c):
+        return self.walk(c, 0)
+
+    cdef bint walk(self, object c, int depth) except -1:
+        cdef PyObject *got = PyDict_GetItemWithError(self.below, c)
+        cdef tuple key
+        cdef int kind
+        cdef bint out = False
+        if got != NULL:
+            return <bint>(<object>got)
+        if depth > MAX_DEPTH:
+            raise Deep
+        key = <tuple>self.keys[<Py_ssize_t>c]
+        kind = key[0]
+        if kind == SEQ or kind == ALT:
+            for k in <tuple>key[1]:
+                if self.walk(k, depth + 1):
+                    out = True
+                    break
+        else:
+            out = kind == WORDS or (kind == REPEAT and self.walk(key[1], depth + 1))
+        self.below[c] = out
+        return out

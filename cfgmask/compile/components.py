@@ -54,16 +54,24 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
     memo: dict[int, ir.Expr] = {}  # id(node) -> node rewritten
     keys, ids = sess.interner.keys, sess.memo
     below: dict[int, bool] = {}  # DAG id -> a literal set inside
+    has_set_c = _dag.SetsBelow(keys, below)
 
     def has_set(c: int) -> bool:
+        """A literal set below ``c``?  Compiled; past its recursion cap, the rest in Python."""
+        try:
+            return has_set_c(c)
+        except _dag.Deep:
+            return has_set_py(c)
+
+    def has_set_py(c: int) -> bool:
         got = below.get(c)
         if got is None:
             key = keys[c]
             kind = key[0]
             if kind == _SEQ or kind == _ALT:
-                got = any(has_set(k) for k in key[1])
+                got = any(has_set_py(k) for k in key[1])
             else:
-                got = kind == _WORDS or (kind == _REPEAT and has_set(key[1]))
+                got = kind == _WORDS or (kind == _REPEAT and has_set_py(key[1]))
             below[c] = got
         return got
 

@@ -76,6 +76,7 @@ class Interner:
         self.facts = _dag.Facts(self, marker_name)  # the lists above, bound for the compiled walks
         self.refs: Sequence[frozenset[str]] = _dag.Lazy(self.facts, False)
         self.uses: Sequence[dict[str, int]] = _dag.Lazy(self.facts, True)
+        self.sizes = _dag.Sizes(self)  # repeats.dag_size over these ids, kept in size0
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
         """The id of the node ``key`` (its kind, its data and its children's ids), registered

@@ -39,20 +39,30 @@ def size_estimate(expr: ir.Expr, rule_size: dict[str, int] | None = None) -> int
 
 def dag_size(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
     """:func:`size_estimate` of the interned subtree ``cid``; sizes of reference-free subtrees
-    are kept by the interner, the others in ``memo`` (valid for one ``rule_size``)."""
+    are kept by the interner, the others in ``memo`` (valid for one ``rule_size``).  Compiled
+    (``_dag.Sizes``); past its recursion cap, the rest in :func:`dag_size_py`."""
+    try:
+        return sess.interner.sizes(cid, rule_size, memo)  # type: ignore[no-any-return]
+    except _dag.Deep:
+        return dag_size_py(sess, cid, rule_size, memo)
+
+
+def dag_size_py(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
+    """:func:`dag_size` in Python (the compiled walk's fallback past its recursion cap, and
+    its reference in tests/test_compile_passes.py)."""
     it = sess.interner
     if not it.refs[cid]:
         got = it.size0.get(cid)
         if got is None:
-            got = it.size0[cid] = _dag_size(sess, cid, rule_size, {})
+            got = it.size0[cid] = _dag_size_py(sess, cid, rule_size, {})
         return got
     got = memo.get(cid)
     if got is None:
-        got = memo[cid] = _dag_size(sess, cid, rule_size, memo)
+        got = memo[cid] = _dag_size_py(sess, cid, rule_size, memo)
     return got
 
 
-def _dag_size(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
+def _dag_size_py(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int, int]) -> int:
     key = sess.interner.keys[cid]
     kind = key[0]
     if kind == _LIT:
@@ -69,11 +79,11 @@ def _dag_size(sess: Session, cid: int, rule_size: dict[str, int], memo: dict[int
         total = 1
         for k in key[1]:
             got = memo.get(k)
-            total += dag_size(sess, k, rule_size, memo) if got is None else got
+            total += dag_size_py(sess, k, rule_size, memo) if got is None else got
         return total
     _, item, lo, hi = key
     n = hi if hi is not None else max(lo, 1)
-    return 1 + dag_size(sess, item, rule_size, memo) * max(n, 1)
+    return 1 + dag_size_py(sess, item, rule_size, memo) * max(n, 1)
 
 
 def rule_sizes(
