@@ -521,7 +521,8 @@ def test_compiled_dag_size_past_the_recursion_cap_matches_the_python_walk() -> N
     its cap, and the Python one goes on from what it kept (the same sizes)."""
     e: ir.Expr = ir.Ref("t")
     for i in range(300):
-        e = ir.Seq((ir.literal("ab"), e)) if i % 2 else ir.Alt((e, ir.Repeat(ir.CharClass(((97, 99),)), 0, 2)))
+        cls = ir.Repeat(ir.CharClass(((97, 99),)), 0, 2)
+        e = ir.Seq((ir.literal("ab"), e)) if i % 2 else ir.Alt((e, cls))
     g = ir.Grammar({"s": ir.Repeat(e, 0, 5), "t": ir.literal("xyz")}, "s")
     assert repeats.rule_sizes(g.rules, encode.Session()) == repeats.rule_sizes(g.rules)
     order = list(range(0, 2000, 7))
@@ -551,3 +552,13 @@ def test_compiled_literal_set_test_matches_the_python_walk(g: ir.Grammar, order:
     walk = _dag.SetsBelow(sess.interner.keys, below)
     assert [walk(i % n) for i in order] == [_sets_below(sess, i % n, want) for i in order]
     assert below == want
+
+
+NAMES = st.sampled_from("abcdefgh")
+
+
+@given(st.dictionaries(NAMES, st.sets(st.sampled_from("abcdefghij"), max_size=4), max_size=8))
+def test_compiled_sccs_of_the_whole_graph_match_the_python_walk(g: dict[str, set[str]]) -> None:
+    """``_dag.sccs_all`` against ``graph.sccs_all_py``: the same components in the same order
+    (each root in the graph's order, edges to rules outside it dropped)."""
+    assert graph.sccs_all(g) == graph.sccs_all_py(g)

@@ -1134,9 +1134,12 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
     low link, stack and path are C arrays over those numbers: a rule costs one dict insert and
     an edge one lookup, where dicts and a set of names cost ~10 operations a rule.  Fills
     ``num`` (rule -> its number) and ``kids`` (by number: the rules it calls, sorted), which
-    the plan reads again."""
+    the plan reads again.  With ``num`` and ``kids`` of earlier calls (``sccs_all``), the
+    rules they numbered are skipped (their components are complete) and numbering goes on."""
     cdef list names = [], out = [], comp, kl
-    cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x
+    cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x, first = len(num)
+    if len(kids) != first:
+        raise ValueError("tarjan: num and kids out of step")
     cdef PyObject *got
     cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
     if mem == NULL:
@@ -1148,7 +1151,7 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
     cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
     try:
         kids.append(sorted_calls(graph[root]))
-        num[root] = 0
+        num[root] = first
         names.append(root)
         low[0] = 0
         on[0] = 1
@@ -1158,7 +1161,7 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
         count = sp = top = 1
         while top:
             v = path[top - 1]
-            kl = <list>kids[v]
+            kl = <list>kids[first + v]
             if pos[top - 1] < len(kl):
                 child = kl[pos[top - 1]]
                 pos[top - 1] += 1
@@ -1169,7 +1172,7 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                         raise ValueError("tarjan: more rules reached than the graph holds")
                     w = count
                     count += 1
-                    num[child] = w
+                    num[child] = first + w
                     names.append(child)
                     low[w] = w
                     on[w] = 1
@@ -1179,8 +1182,8 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                     pos[top] = 0
                     top += 1
                 else:
-                    w = PyLong_AsSsize_t(<object>got)
-                    if on[w] and w < low[v]:
+                    w = PyLong_AsSsize_t(<object>got) - first  # < 0: numbered by an earlier call
+                    if w >= 0 and on[w] and w < low[v]:
                         low[v] = w
                 continue
             top -= 1
@@ -1200,6 +1203,20 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                 out.append(comp)
     finally:
         PyMem_Free(mem)
+    return out
+
+
+def sccs_all(dict graph):
+    """``graph.sccs_all_py(graph)``: Tarjan's components of the whole graph, callees before
+    callers, each root in the graph's order, children in sorted order (the same components in
+    the same order), edges to rules outside the graph dropped."""
+    cdef dict inside = {}, num = {}
+    cdef list out = [], kids = []
+    for k, v in graph.items():
+        inside[k] = frozenset([c for c in v if c in graph])
+    for root in graph:
+        if root not in num:
+            out += tarjan(inside, root, num, kids)
     return out
 
 

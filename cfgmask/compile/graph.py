@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
 from .. import ir
+from . import _dag
 from .encode import _ALT, _REF, _REPEAT, _SEQ, Session, marker_name
 
 
@@ -58,8 +59,13 @@ def sccs(
     return out
 
 
-def sccs_all(graph: dict[str, set[str]]) -> list[list[str]]:
-    """SCCs of the whole graph, callees before callers."""
+def sccs_all(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
+    """SCCs of the whole graph, callees before callers (compiled: ``_dag.sccs_all``)."""
+    return _dag.sccs_all(dict(graph) if type(graph) is not dict else graph)
+
+
+def sccs_all_py(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
+    """:func:`sccs_all` in Python (the tests' reference)."""
     out: list[list[str]] = []
     index: dict[str, int] = {}
     low: dict[str, int] = {}

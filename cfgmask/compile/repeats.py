@@ -8,6 +8,8 @@ O(log n) rules and a token inside a long bounded string is still decided by one 
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from . import _dag
@@ -93,11 +95,13 @@ def rule_sizes(
     ``memo`` receives the sizes of subtrees (by id) that hold for the final rule sizes."""
     cap = 1 << 30
     sizes: dict[str, int] = {}
+    graph: dict[str, AbstractSet[str]]
     if sess is None:
         graph = {n: ir.Grammar(rules, n).references(b) for n, b in rules.items()}
     else:
-        cids = {n: sess.cid(b) for n, b in rules.items()}
-        graph = {n: set(sess.refs(c)) for n, c in cids.items()}
+        cids = sess.cids(rules)  # one compiled call (the bodies are interned)
+        refs = sess.interner.refs
+        graph = {n: refs[c] for n, c in cids.items()}
     final: dict[int, int] = {} if memo is None else memo
     for comp in sccs_all(graph):
         for n in comp:
