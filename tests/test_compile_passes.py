@@ -562,3 +562,25 @@ def test_compiled_sccs_of_the_whole_graph_match_the_python_walk(g: dict[str, set
     """``_dag.sccs_all`` against ``graph.sccs_all_py``: the same components in the same order
     (each root in the graph's order, edges to rules outside it dropped)."""
     assert graph.sccs_all(g) == graph.sccs_all_py(g)
+
+
+def test_literal_set_past_the_recursion_cap_is_outlined() -> None:
+    """A literal set 300 levels down: the compiled test gives up at its cap, the Python one
+    goes on, and the set becomes a rule of its own as anywhere else."""
+    words = ir.LiteralSet((b"ab", b"cd"), False)
+    e: ir.Expr = ir.Seq((ir.literal("x"), words))
+    for i in range(300):
+        e = ir.Seq((ir.literal("b"), e)) if i % 2 else ir.Alt((e, ir.literal("c")))
+    sess = encode.Session()
+    sess.cids({"s": e})
+    out = components.outline_sets({"s": e}, sess)
+    assert out["<literal set 0>"] is words
+    stack, seen = [out["s"]], 0
+    while stack:
+        x = stack.pop()
+        assert not isinstance(x, ir.LiteralSet)
+        if isinstance(x, ir.Ref):
+            seen += x.name == "<literal set 0>"
+        elif isinstance(x, (ir.Seq, ir.Alt)):
+            stack.extend(x.items)
+    assert seen == 1
