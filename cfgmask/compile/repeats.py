@@ -231,7 +231,7 @@ class RepeatRewriter:
         low_min = 0 < lo < block and hi is not None and hi >= block
         self.count += 1
         base = f"{rule}#rep{self.count}"
-        top = (hi // block) if low_min else max(lo, (hi - lo) if hi is not None else 0) // block
+        top = (hi if low_min and hi is not None else max(lo, (hi - lo) if hi is not None else 0)) // block
         names = [f"{base}.p{j}" for j in range(max(1, top.bit_length()))]
         self.rules[names[0]] = unit
         for j in range(1, len(names)):
@@ -279,7 +279,7 @@ class RepeatRewriter:
             # calls and a chain, so the first position's entry (a string's start) could not
             # come from the chain's shared walk: a whole trie walk at the first mask.
             q, r = divmod(hi, block)
-            parts = [ir.Repeat(item, lo, block - 1)]
+            parts: list[ir.Expr] = [ir.Repeat(item, lo, block - 1)]
             if q >= 2:
                 parts.append(ir.seq(ir.Ref(names[0]), units_upto(q - 2), ir.Repeat(item, 0, block - 1)))
             parts.append(ir.seq(units_exact(q), ir.Repeat(item, 0, r)))
