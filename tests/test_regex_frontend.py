@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from cfgmask import ir
 from cfgmask.errors import GrammarError
+from cfgmask.frontends import regex
 from cfgmask.frontends.regex import parse_regex, regex_to_expr, scan_class
 
 from .reference import ReferenceMatcher
@@ -166,6 +168,57 @@ def test_scan_class_as_every_code_point() -> None:
         for a, b in ir.normalize_ranges(runs):
             want += [r for r in ((a, min(b, lo - 1)), (max(a, hi + 1), b)) if r[0] <= r[1]]
         assert scan_class(atom) == tuple(want), atom
+
+
+# case-insensitive classes of literals and ranges, as char_set spells them: the ones whose case
+# relations are unusual (the long s and the Kelvin sign, the sharp s and its capital, the dotted
+# and dotless i, the three sigmas, a titlecase digraph, the micro sign), ranges, negations, ASCII
+IGNORING_CASE = [
+    *(
+        f"(?i:[\\U{ord(c):08x}])"
+        for c in "sSkKiIyY\u017f\u212a\u00df\u1e9e\u0130\u0131\u03c3\u03c2\u03a3\u01c5\u00b5\u1c80\u0398"
+    ),
+    r"(?i:[\U00000061-\U0000007a])",
+    r"(?i:[\U000000c0-\U000000ff])",
+    r"(?i:[\U00000400-\U0000045f\U00010400-\U0001044f])",
+    r"(?i:[^\U0000006b])",
+    r"(?i:[^\U00000061-\U0000007a\U000000df])",
+    r"(?ia:[\U0000006b])",
+    r"(?ia:[\U00000073\U0000017f])",
+    r"(?i:[\U00000030-\U00000039\U0000005f])",
+]
+
+
+@pytest.mark.parametrize("atom", IGNORING_CASE)
+def test_ignoring_case_as_a_scan_of_every_code_point(atom: str) -> None:
+    """A case-insensitive class of literals and ranges asks re only about the code points whose
+    case matters: the same set as asking it about every scalar value."""
+    flags, cls = atom[2:].split(":", 1)
+    direct = scan_class("(?" + flags.replace("i", "") + ":" + cls)  # the class, case respected
+    assert regex._ignoring_case(atom, direct) == scan_class(atom)
+
+
+def test_case_related_covers_what_re_lowercases() -> None:
+    """Every code point re treats as cased, each one re lowercases to another and that other, and
+    re's extra equivalences are among the code points _ignoring_case asks re about (the argument
+    for its exactness: any other code point is its own lowercase and no other's)."""
+    import _sre
+
+    text, points, related = regex._case_related()
+    assert text == "".join(map(chr, points)) and related == ir.normalize_ranges([(c, c) for c in points])
+    member = np.zeros(ir.MAX_CODE_POINT + 1, dtype=bool)
+    member[points] = True
+    lower, cased = _sre.unicode_tolower, _sre.unicode_iscased
+    lo, hi = ir.SURROGATES
+    missing = [
+        c
+        for c in (*range(lo), *range(hi + 1, ir.MAX_CODE_POINT + 1))
+        if (cased(c) or lower(c) != c) and not (member[c] and member[lower(c)])
+    ]
+    assert not missing, [hex(c) for c in missing[:10]]
+    for low, others in regex._extra_cases().items():
+        assert member[low] and all(member[o] for o in others)
+    assert regex._extra_cases(), "re keeps its extra case equivalences elsewhere: check _extra_cases"
 
 
 def test_surrogates_never_match() -> None:

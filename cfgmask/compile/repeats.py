@@ -240,9 +240,12 @@ class RepeatRewriter:
         cross a block boundary (every B items) depend on the count."""
         block = max(1, self.limits.unroll_budget // max(1, size_estimate(item, self.rule_size)))
         unit = item if block == 1 else ir.Repeat(item, block, block)
+        # a minimum below one block (a string's minLength 1 under a maxLength 255) stays in the
+        # first block's chain instead of leading it as positions of their own (see below)
+        low_min = 0 < lo < block and hi is not None and hi >= block
         self.count += 1
         base = f"{rule}#rep{self.count}"
-        top = max(lo, (hi - lo) if hi is not None else 0) // block
+        top = (hi if low_min and hi is not None else max(lo, (hi - lo) if hi is not None else 0)) // block
         names = [f"{base}.p{j}" for j in range(max(1, top.bit_length()))]
         self.rules[names[0]] = unit
         for j in range(1, len(names)):
@@ -281,5 +284,19 @@ class RepeatRewriter:
             partial = ir.seq(units_upto(q - 1), ir.Repeat(item, 0, block - 1))
             return ir.alt(partial, ir.seq(units_exact(q), ir.Repeat(item, 0, r)))
 
+        if low_min:
+            assert hi is not None
+            # item{lo,hi}, 0 < lo < block <= hi, by its count of whole units: none (lo to block-1
+            # items, one unrolled chain whose first lo positions cannot end), 1 to q-1 (then 0 to
+            # block-1 items), or q (then 0 to r): unambiguous by count, like upto.  Spelled as
+            # exact(lo) then upto(hi - lo), the lo leading positions would be followed by
+            # calls and a chain, so the first position's entry (a string's start) could not
+            # come from the chain's shared walk: a whole trie walk at the first mask.
+            q, r = divmod(hi, block)
+            parts: list[ir.Expr] = [ir.Repeat(item, lo, block - 1)]
+            if q >= 2:
+                parts.append(ir.seq(ir.Ref(names[0]), units_upto(q - 2), ir.Repeat(item, 0, block - 1)))
+            parts.append(ir.seq(units_exact(q), ir.Repeat(item, 0, r)))
+            return ir.alt(*parts)
         tail = ir.Repeat(item, 0, None) if hi is None else upto(hi - lo)
         return ir.seq(exact(lo), tail)

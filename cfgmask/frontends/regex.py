@@ -68,6 +68,7 @@ from ..errors import GrammarError
 from ..ir_ops import (
     Ranges,
     concat,
+    intersect,
     longest_match_follow,
     nullable,
     restrict_first,
@@ -331,11 +332,71 @@ def char_set(node: Node, flags: int) -> tuple[tuple[int, int], ...]:
         if op is _c.NOT_LITERAL
         else av
     )
-    if not flags & _I:
-        direct = _direct_ranges(items)
-        if direct is not None:
-            return direct
-    return scan_class(_flag_prefix(flags, _I | _A) + _class_text(items) + ")")
+    direct = _direct_ranges(items)
+    atom = _flag_prefix(flags, _I | _A) + _class_text(items) + ")"
+    if direct is None:
+        return scan_class(atom)
+    return _ignoring_case(atom, direct) if flags & _I else direct
+
+
+@functools.lru_cache(maxsize=4096)
+def _ignoring_case(atom: str, direct: Ranges) -> Ranges:
+    """What the case-insensitive one-character ``atom`` matches, given ``direct``: what its class
+    of literals and ranges matches with case respected.  Only a code point of
+    :func:`_case_related` can be matched one way and not the other, so ``re`` is asked about
+    those (~2,900 characters) instead of every scalar value (a Lark keyword's ``"select"i``
+    asked it of 1.1 M code points per letter: 30-80 ms each, a second per grammar)."""
+    text, points, related = _case_related()
+    hits = [(points[m.start()], points[m.start()]) for m in re.finditer(atom, text)]
+    return ir.normalize_ranges([*intersect(direct, ir.complement_ranges(related)), *hits])
+
+
+@functools.lru_cache(maxsize=1)
+def _case_related() -> tuple[str, list[int], Ranges]:
+    """The scalar values whose case matters to ``re``: each one whose lowercase or uppercase
+    (``str.lower``/``upper``, one character or more) is not itself, and every character of those
+    mappings, with ``re``'s extra equivalences (the long s, the Kelvin sign): as a string, its
+    code points in order, and as ranges.  Any other code point is its own simple lowercase and no
+    other's, so ``re`` matches it under IGNORECASE exactly as without (a class compiled with it
+    holds the lowercase of its members, and a character is looked up by its lowercase).  Made
+    once a process from the scalar values in blocks (a block whose mapping keeps its length maps
+    character to character: compared as UTF-32 arrays), ~30 ms."""
+    import numpy as np
+
+    text = scalar_values()
+    found: set[int] = set()
+    step = 4096
+    for i in range(0, len(text), step):
+        block = text[i : i + step]
+        for mapped in (block.lower(), block.upper()):
+            if mapped == block:
+                continue
+            if len(mapped) == len(block):
+                a = np.frombuffer(block.encode("utf-32-le"), dtype="<u4")
+                b = np.frombuffer(mapped.encode("utf-32-le"), dtype="<u4")
+                at = np.nonzero(a != b)[0]
+                found.update(a[at].tolist())
+                found.update(b[at].tolist())
+            else:  # a character maps to several (the German sharp s to SS): one by one
+                for ch in block:
+                    for m in (ch.lower(), ch.upper()):
+                        if m != ch:
+                            found.add(ord(ch))
+                            found.update(map(ord, m))
+    for lower, others in _extra_cases().items():
+        found.add(lower)
+        found.update(others)
+    points = sorted(found)
+    runs = ir.normalize_ranges([(c, c) for c in points])
+    return "".join(map(chr, points)), points, runs
+
+
+def _extra_cases() -> dict[int, tuple[int, ...]]:
+    """``re``'s case equivalences beyond lowercasing (its compiler's table; empty where a Python
+    keeps it elsewhere: every member has a case mapping of its own anyway, which the tests check)."""
+    compiler = getattr(re, "_compiler", None)
+    table = getattr(compiler, "_EXTRA_CASES", None)
+    return dict(table) if isinstance(table, dict) else {}
 
 
 # --------------------------------------------------------------------------- widths
