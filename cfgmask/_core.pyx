@@ -263,16 +263,19 @@ cdef class GrammarHandle:
     """A compiled grammar in the C core; keeps its vocabulary alive."""
     cdef cm_grammar *ptr
     cdef readonly VocabHandle vocab
+    cdef object _borrowed  # Tables._raw: the bytes the core reads in place (freed after it)
 
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, settings):
         """settings: an object with an attribute per field of cm_limits (MatcherLimits and the
         private Strategy of cfgmask.compile); 0 in a size keeps the core's default.  Tables
         straight from the compiler carry ``_raw``, the door's bytes (cfgmask/compile/tables.py
-        ``Tables._raw``): read in place, no numpy array or buffer view made for them."""
+        ``Tables._raw``): read in place, no numpy array or buffer view made for them, and
+        borrowed by the core (not copied) while this handle holds them."""
         cdef cm_tables t
         cdef cm_limits lim
         cdef int rc
         raw = getattr(tables, "_raw", None)
+        cdef bint borrow = raw is not None
         if raw is None:
             _tables_from_arrays(tables, &t)
         else:
@@ -286,10 +289,14 @@ cdef class GrammarHandle:
         for i, s in enumerate(stop_ids):
             sp[i] = <uint32_t>s
         with nogil:
-            rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
+            if not borrow:
+                rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
+            else:  # bytes are immutable: the core borrows them while this handle holds them
+                rc = cm_grammar_new_borrowed(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
         free(sp)
         if rc:
             _raise(rc, "compile")
+        self._borrowed = raw
         self.vocab = vocab
 
     def __dealloc__(self):
