@@ -112,7 +112,7 @@ def _raw_arrays(raw: tuple[Any, ...]) -> dict[str, np.ndarray]:
     where it has None)."""
     ns, nr, k = raw[0], raw[1], raw[2]
     u8, u32 = np.uint8, np.uint32
-    out = {
+    out: dict[str, np.ndarray] = {
         "byte_class": np.frombuffer(raw[3], dtype=u8),
         "trans": np.frombuffer(raw[4], dtype=np.int32).reshape(ns, k),
         "state_rule": np.frombuffer(raw[5], dtype=u32),
