@@ -144,7 +144,9 @@ def test_pickled_raw_tables_and_grammars(name: str) -> None:
     t = pickle.loads(pickle.dumps(c.tables))
     assert_same(t, c.tables)
     c2 = pickle.loads(pickle.dumps(c))
+    assert "_raw" in vars(c2.tables) and "trans" not in vars(c2.tables)  # read above, not pickled
     assert_same(c2.tables, c.tables)
+    assert_same(pickle.loads(pickle.dumps(_arrays(c.tables))), c.tables)  # array tables as before
     assert _entries(c2.tables) == _entries(_arrays(c.tables))
 
 

@@ -80,6 +80,11 @@ class Tables:
             d.update(_raw_arrays(d.pop("_raw")))
         d[name] = value
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled: ``_raw`` without the arrays made from it (they are views of its bytes)."""
+        d = self.__dict__
+        return {k: v for k, v in d.items() if k not in _FROM_RAW} if "_raw" in d else d
+
     @property
     def max_token_id(self) -> int:
         raw = self.__dict__.get("_raw")
