@@ -14,6 +14,7 @@ in which inputs compile shows up as well.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -60,7 +61,8 @@ def _grammar(kind: str, src: Any) -> cfgmask.Grammar:
 def _tables_hash(compiled: cfgmask.CompiledGrammar) -> str:
     h = hashlib.sha256()
     t = compiled.tables
-    for name in sorted(vars(t)):
+    # its fields, not vars(t): tables straight from the compiler make their arrays when read
+    for name in sorted(f.name for f in dataclasses.fields(t)):
         v = getattr(t, name)
         if name == "stats":
             continue  # counts that describe the build, not what it emits

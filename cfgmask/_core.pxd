@@ -75,6 +75,8 @@ cdef extern from "cfgmask.h" nogil:
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                        size_t n_stop, const cm_limits *limits, cm_grammar **out)
+    int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
+                                size_t n_stop, const cm_limits *limits, cm_grammar **out)
     void cm_grammar_free(cm_grammar *g)
     int cm_grammar_warm(const cm_grammar *g, double deadline)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)

@@ -17,7 +17,8 @@ _Buffer: TypeAlias = _BufferProtocol | np.ndarray[Any, Any]
 _DfaArrays = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
 
 class _Tables(Protocol):
-    """What GrammarHandle reads from cfgmask.automata.Tables (layout of cm_tables)."""
+    """What GrammarHandle reads from cfgmask.compile.tables.Tables (layout of cm_tables); from a
+    Tables that holds ``_raw`` (straight from the compiler) it reads those bytes instead."""
 
     @property
     def start_rule(self) -> int: ...

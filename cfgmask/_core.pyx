@@ -5,6 +5,7 @@ No algorithm lives here; see csrc/ for those.
 """
 from cpython.array cimport array
 from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
@@ -125,75 +126,161 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.run_walks = s.run_walks
 
 
+cdef uint32_t _NO_SETS[1]
+_NO_SETS[0] = 0
+
+
+cdef void _tables_from_arrays(tables, cm_tables *out) except *:
+    """``out`` pointing into the numpy arrays of a Tables (or any object with its fields: the
+    tests' edited copies, unpickled tables, the disk cache's), checked for shape and dtype.  The
+    pointers stay valid while ``tables`` holds the arrays (cm_grammar_new copies them)."""
+    cdef const uint8_t[::1] byte_class = tables.byte_class
+    cdef const int32_t[:, ::1] trans = tables.trans
+    cdef const uint32_t[::1] state_rule = tables.state_rule
+    cdef const uint8_t[::1] accepting = tables.accepting
+    cdef const uint32_t[::1] ref_off = tables.ref_off
+    cdef const uint32_t[::1] ref_rule = tables.ref_rule
+    cdef const uint32_t[::1] ref_target = tables.ref_target
+    cdef const uint32_t[::1] rule_start = tables.rule_start
+    cdef const uint8_t[::1] rule_nullable = tables.rule_nullable
+    cdef const uint32_t[::1] rule_follow = tables.rule_follow
+    cdef const uint32_t[::1] tok_off = tables.tok_off
+    cdef const uint32_t[::1] tok_set = tables.tok_set
+    cdef const uint32_t[::1] tok_target = tables.tok_target
+    cdef const uint32_t[::1] set_off = tables.set_off
+    cdef const uint32_t[::1] set_ids = tables.set_ids
+    cdef const uint8_t[::1] set_negated = tables.set_negated
+    cdef const uint8_t[::1] rule_la = tables.rule_la
+    cdef const uint8_t[::1] la_next = tables.la_next
+    cdef const uint8_t[::1] la_union = tables.la_union
+    cdef size_t n_la = la_next.shape[0] // 256
+    cdef size_t n_states = state_rule.shape[0]
+    if (byte_class.shape[0] != 256 or trans.shape[0] != n_states or accepting.shape[0] != n_states
+            or ref_off.shape[0] != n_states + 1 or rule_follow.shape[0] != 8 * rule_start.shape[0]
+            or rule_nullable.shape[0] != rule_start.shape[0]
+            or ref_rule.shape[0] != ref_target.shape[0] or ref_rule.shape[0] != ref_off[n_states]):
+        raise ValueError("inconsistent automaton tables")
+    if (tok_off.shape[0] != n_states + 1 or tok_set.shape[0] != tok_target.shape[0]
+            or tok_set.shape[0] != tok_off[n_states] or set_off.shape[0] != set_negated.shape[0] + 1
+            or set_ids.shape[0] != set_off[set_negated.shape[0]]):
+        raise ValueError("inconsistent token-terminal tables")
+    if rule_la.shape[0] and (rule_la.shape[0] != rule_start.shape[0] or la_next.shape[0] != 256 * n_la
+                             or la_union.shape[0] != n_la * n_la):
+        raise ValueError("inconsistent lookahead tables")
+    out.n_states = <uint32_t>n_states
+    out.n_rules = <uint32_t>rule_start.shape[0]
+    out.n_classes = <uint32_t>trans.shape[1]
+    out.byte_class = &byte_class[0]
+    out.trans = &trans[0, 0]
+    out.state_rule = &state_rule[0]
+    out.accepting = &accepting[0]
+    out.ref_off = &ref_off[0]
+    out.ref_rule = &ref_rule[0] if ref_rule.shape[0] else NULL
+    out.ref_target = &ref_target[0] if ref_target.shape[0] else NULL
+    out.rule_start = &rule_start[0]
+    out.rule_nullable = &rule_nullable[0]
+    out.rule_follow = &rule_follow[0]
+    out.n_token_sets = <uint32_t>set_negated.shape[0]
+    out.tok_off = &tok_off[0]
+    out.tok_set = &tok_set[0] if tok_set.shape[0] else NULL
+    out.tok_target = &tok_target[0] if tok_target.shape[0] else NULL
+    out.set_off = &set_off[0]
+    out.set_ids = &set_ids[0] if set_ids.shape[0] else NULL
+    out.set_negated = &set_negated[0] if set_negated.shape[0] else NULL
+    out.n_la = <uint32_t>n_la if rule_la.shape[0] else 0
+    out.rule_la = &rule_la[0] if rule_la.shape[0] else NULL
+    out.la_next = &la_next[0] if la_next.shape[0] else NULL
+    out.la_union = &la_union[0] if la_union.shape[0] else NULL
+
+
+cdef inline const char *_raw_buf(object b, size_t size) except NULL:
+    """The bytes ``b`` of exactly ``size`` bytes, in place."""
+    if type(b) is not bytes or <size_t>PyBytes_GET_SIZE(b) != size:
+        raise ValueError("inconsistent automaton tables")
+    return PyBytes_AS_STRING(b)
+
+
+cdef void _tables_from_raw(tuple raw, cm_tables *out) except *:
+    """``out`` pointing into the bytes of ``Tables._raw`` (see there: the door's buffers as
+    compile_finish returned them), each checked for its length; sets and lookahead None when
+    the grammar has none (no token sets; the core's own tables of no debt)."""
+    cdef size_t ns, nr, k, ne, nt, nk, n_la
+    cdef const uint32_t *ref_off
+    cdef const uint32_t *tok_off
+    cdef const uint32_t *set_off
+    (n_states, n_rules, n_classes, byte_class, trans, state_rule, accepting, ref_off_b, ref_rule, ref_target,
+     rule_state, nullable, follow, tok_off_b, tok_set, tok_target, sets, la) = raw
+    ns, nr, k = n_states, n_rules, n_classes
+    if not 0 < k <= 256:
+        raise ValueError("inconsistent automaton tables")
+    ref_off = <const uint32_t *>_raw_buf(ref_off_b, 4 * (ns + 1))
+    tok_off = <const uint32_t *>_raw_buf(tok_off_b, 4 * (ns + 1))
+    ne, nt = ref_off[ns], tok_off[ns]
+    out.n_states = <uint32_t>ns
+    out.n_rules = <uint32_t>nr
+    out.n_classes = <uint32_t>k
+    out.byte_class = <const uint8_t *>_raw_buf(byte_class, 256)
+    out.trans = <const int32_t *>_raw_buf(trans, 4 * ns * k)
+    out.state_rule = <const uint32_t *>_raw_buf(state_rule, 4 * ns)
+    out.accepting = <const uint8_t *>_raw_buf(accepting, ns)
+    out.ref_off = ref_off
+    out.ref_rule = <const uint32_t *>_raw_buf(ref_rule, 4 * ne)
+    out.ref_target = <const uint32_t *>_raw_buf(ref_target, 4 * ne)
+    out.rule_start = <const uint32_t *>_raw_buf(rule_state, 4 * (nr + 1))  # its first nr
+    out.rule_nullable = <const uint8_t *>_raw_buf(nullable, nr)
+    out.rule_follow = <const uint32_t *>_raw_buf(follow, 32 * nr)
+    out.tok_off = tok_off
+    out.tok_set = <const uint32_t *>_raw_buf(tok_set, 4 * nt)
+    out.tok_target = <const uint32_t *>_raw_buf(tok_target, 4 * nt)
+    if sets is None:
+        out.n_token_sets = 0
+        out.set_off = _NO_SETS
+        out.set_ids = NULL
+        out.set_negated = NULL
+    else:
+        set_off_b, set_ids, set_negated = sets
+        nk = len(set_negated)
+        set_off = <const uint32_t *>_raw_buf(set_off_b, 4 * (nk + 1))
+        out.n_token_sets = <uint32_t>nk
+        out.set_off = set_off
+        out.set_ids = <const uint32_t *>_raw_buf(set_ids, 4 * set_off[nk])
+        out.set_negated = <const uint8_t *>_raw_buf(set_negated, nk)
+    if la is None:  # cm_grammar_new supplies debt 0 alone
+        out.n_la = 0
+        out.rule_la = NULL
+        out.la_next = NULL
+        out.la_union = NULL
+    else:
+        rule_la, la_next, la_union = la
+        n_la = len(la_next) // 256
+        out.n_la = <uint32_t>n_la
+        out.rule_la = <const uint8_t *>_raw_buf(rule_la, nr)
+        out.la_next = <const uint8_t *>_raw_buf(la_next, 256 * n_la)
+        out.la_union = <const uint8_t *>_raw_buf(la_union, n_la * n_la)
+
+
 cdef class GrammarHandle:
     """A compiled grammar in the C core; keeps its vocabulary alive."""
     cdef cm_grammar *ptr
     cdef readonly VocabHandle vocab
+    cdef object _borrowed  # Tables._raw: the bytes the core reads in place (freed after it)
 
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, settings):
         """settings: an object with an attribute per field of cm_limits (MatcherLimits and the
-        private Strategy of cfgmask.compile); 0 in a size keeps the core's default."""
-        cdef const uint8_t[::1] byte_class = tables.byte_class
-        cdef const int32_t[:, ::1] trans = tables.trans
-        cdef const uint32_t[::1] state_rule = tables.state_rule
-        cdef const uint8_t[::1] accepting = tables.accepting
-        cdef const uint32_t[::1] ref_off = tables.ref_off
-        cdef const uint32_t[::1] ref_rule = tables.ref_rule
-        cdef const uint32_t[::1] ref_target = tables.ref_target
-        cdef const uint32_t[::1] rule_start = tables.rule_start
-        cdef const uint8_t[::1] rule_nullable = tables.rule_nullable
-        cdef const uint32_t[::1] rule_follow = tables.rule_follow
-        cdef const uint32_t[::1] tok_off = tables.tok_off
-        cdef const uint32_t[::1] tok_set = tables.tok_set
-        cdef const uint32_t[::1] tok_target = tables.tok_target
-        cdef const uint32_t[::1] set_off = tables.set_off
-        cdef const uint32_t[::1] set_ids = tables.set_ids
-        cdef const uint8_t[::1] set_negated = tables.set_negated
-        cdef const uint8_t[::1] rule_la = tables.rule_la
-        cdef const uint8_t[::1] la_next = tables.la_next
-        cdef const uint8_t[::1] la_union = tables.la_union
-        cdef size_t n_la = la_next.shape[0] // 256
+        private Strategy of cfgmask.compile); 0 in a size keeps the core's default.  Tables
+        straight from the compiler carry ``_raw``, the door's bytes (cfgmask/compile/tables.py
+        ``Tables._raw``): read in place, no numpy array or buffer view made for them, and
+        borrowed by the core (not copied) while this handle holds them."""
         cdef cm_tables t
         cdef cm_limits lim
         cdef int rc
-        cdef size_t n_states = state_rule.shape[0]
-        if (byte_class.shape[0] != 256 or trans.shape[0] != n_states or accepting.shape[0] != n_states
-                or ref_off.shape[0] != n_states + 1 or rule_follow.shape[0] != 8 * rule_start.shape[0]
-                or rule_nullable.shape[0] != rule_start.shape[0]
-                or ref_rule.shape[0] != ref_target.shape[0] or ref_rule.shape[0] != ref_off[n_states]):
-            raise ValueError("inconsistent automaton tables")
-        if (tok_off.shape[0] != n_states + 1 or tok_set.shape[0] != tok_target.shape[0]
-                or tok_set.shape[0] != tok_off[n_states] or set_off.shape[0] != set_negated.shape[0] + 1
-                or set_ids.shape[0] != set_off[set_negated.shape[0]]):
-            raise ValueError("inconsistent token-terminal tables")
-        if rule_la.shape[0] and (rule_la.shape[0] != rule_start.shape[0] or la_next.shape[0] != 256 * n_la
-                                 or la_union.shape[0] != n_la * n_la):
-            raise ValueError("inconsistent lookahead tables")
-        t.n_states = <uint32_t>n_states
-        t.n_rules = <uint32_t>rule_start.shape[0]
-        t.n_classes = <uint32_t>trans.shape[1]
+        raw = getattr(tables, "_raw", None)
+        cdef bint borrow = raw is not None
+        if raw is None:
+            _tables_from_arrays(tables, &t)
+        else:
+            _tables_from_raw(raw, &t)
         t.start_rule = <uint32_t>tables.start_rule
-        t.byte_class = &byte_class[0]
-        t.trans = &trans[0, 0]
-        t.state_rule = &state_rule[0]
-        t.accepting = &accepting[0]
-        t.ref_off = &ref_off[0]
-        t.ref_rule = &ref_rule[0] if ref_rule.shape[0] else NULL
-        t.ref_target = &ref_target[0] if ref_target.shape[0] else NULL
-        t.rule_start = &rule_start[0]
-        t.rule_nullable = &rule_nullable[0]
-        t.rule_follow = &rule_follow[0]
-        t.n_token_sets = <uint32_t>set_negated.shape[0]
-        t.tok_off = &tok_off[0]
-        t.tok_set = &tok_set[0] if tok_set.shape[0] else NULL
-        t.tok_target = &tok_target[0] if tok_target.shape[0] else NULL
-        t.set_off = &set_off[0]
-        t.set_ids = &set_ids[0] if set_ids.shape[0] else NULL
-        t.set_negated = &set_negated[0] if set_negated.shape[0] else NULL
-        t.n_la = <uint32_t>n_la if rule_la.shape[0] else 0
-        t.rule_la = &rule_la[0] if rule_la.shape[0] else NULL
-        t.la_next = &la_next[0] if la_next.shape[0] else NULL
-        t.la_union = &la_union[0] if la_union.shape[0] else NULL
         _fill_limits(&lim, settings)
         cdef size_t n_stop = len(stop_ids)
         cdef uint32_t *sp = <uint32_t *>malloc(max(1, n_stop) * sizeof(uint32_t))
@@ -202,10 +289,14 @@ cdef class GrammarHandle:
         for i, s in enumerate(stop_ids):
             sp[i] = <uint32_t>s
         with nogil:
-            rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
+            if not borrow:
+                rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
+            else:  # bytes are immutable: the core borrows them while this handle holds them
+                rc = cm_grammar_new_borrowed(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
         free(sp)
         if rc:
             _raise(rc, "compile")
+        self._borrowed = raw
         self.vocab = vocab
 
     def __dealloc__(self):

@@ -175,6 +175,10 @@ void cm_limits_default(cm_limits *out);
 /* The grammar borrows v (keep it alive longer) and copies the tables. */
 int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                    size_t n_stop, const cm_limits *limits, cm_grammar **out);
+/* The same, borrowing the tables too: they stay unchanged and alive until cm_grammar_free
+ * (GrammarHandle keeps the compiler's bytes; no copy of the transition matrix). */
+int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
+                            size_t n_stop, const cm_limits *limits, cm_grammar **out);
 void cm_grammar_free(cm_grammar *g);
 /* Precompute the mask-cache entry of every state that scans bytes.  deadline:
  * seconds on CLOCK_MONOTONIC (Python's time.monotonic()), <= 0 for none; past

@@ -89,6 +89,22 @@ static int validate(const cm_tables *t) {
     return rc ? rc : validate_tokens(t);
 }
 
+/* The tables without markers' own (debt 0 alone: zeros) in a small allocation of the grammar;
+ * the others the caller's, which it keeps (cm_grammar_new_borrowed). */
+static int borrow_tables(cm_grammar *g, const cm_tables *t) {
+    g->t = *t;
+    if (t->n_la) return CM_OK;
+    size_t nr8 = ((size_t)t->n_rules + 7) & ~(size_t)7;
+    uint8_t *p = calloc(nr8 + 256 + 8, 1);
+    if (!p) return CM_ERR_NOMEM;
+    g->blob = p;
+    g->t.rule_la = p;
+    g->t.la_next = p + nr8;
+    g->t.la_union = p + nr8 + 256;
+    g->t.n_la = 1;
+    return CM_OK;
+}
+
 /* Copy every table into one allocation owned by the grammar. */
 static int copy_tables(cm_grammar *g, const cm_tables *t) {
     size_t ns = t->n_states, nr = t->n_rules, ne = t->ref_off[ns];
@@ -295,8 +311,8 @@ static int derive_la_allow(cm_grammar *g) {
     return CM_OK;
 }
 
-int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
-                   const cm_limits *limits, cm_grammar **out) {
+static int grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
+                       const cm_limits *limits, bool borrow, cm_grammar **out) {
     if (!t || !v || !out || (n_stop && !stop_ids)) return CM_ERR_ARG;
     *out = NULL;
     uint64_t t0 = cm_stats_now();
@@ -314,7 +330,7 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
     rc = g->stop_ids ? CM_OK : CM_ERR_NOMEM;
     if (n_stop && !rc) memcpy(g->stop_ids, stop_ids, n_stop * sizeof *stop_ids);
     g->n_stop = n_stop;
-    if (!rc) rc = copy_tables(g, t);
+    if (!rc) rc = borrow ? borrow_tables(g, t) : copy_tables(g, t);
     if (!rc) rc = derive(g);
     if (!rc) rc = derive_token_sets(g);
     if (!rc) rc = derive_la_allow(g);
@@ -326,6 +342,16 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
     }
     *out = g;
     return CM_OK;
+}
+
+int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
+                   const cm_limits *limits, cm_grammar **out) {
+    return grammar_new(t, v, stop_ids, n_stop, limits, false, out);
+}
+
+int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
+                            const cm_limits *limits, cm_grammar **out) {
+    return grammar_new(t, v, stop_ids, n_stop, limits, true, out);
 }
 
 void cm_grammar_free(cm_grammar *g) {

@@ -16,8 +16,8 @@ typedef struct cm_cache cm_cache;
 
 struct cm_grammar {
     /* the tables and the vocabulary */
-    cm_tables t;                /* pointers into blob */
-    void *blob;                 /* one allocation holding all table copies */
+    cm_tables t;                /* pointers into blob, or the caller's (cm_grammar_new_borrowed) */
+    void *blob;                 /* one allocation holding all table copies (borrowed: the no-marker ones) */
     const cm_vocab *v;          /* borrowed */
     uint32_t *stop_ids;
     size_t n_stop;

@@ -46,9 +46,9 @@ class Derived:
 
 @dataclass
 class Flat:
-    """All runtime rules' states in one numbering.  From ``_core.compile_finish``, ``parts``,
-    ``refs``, ``tokens`` and ``token_sets`` are made on first use: the compiler reads
-    ``derived`` instead (tests compare them with the reference pipeline's)."""
+    """All runtime rules' states in one numbering.  From ``_core.compile_finish`` (``from_door``)
+    every field is made on first use: the compiler reads the door's bytes instead
+    (``tables._tables_raw``); tests compare the fields with the reference pipeline's."""
 
     names: list[str]
     rule_of: np.ndarray  # uint32 [states]
@@ -63,16 +63,21 @@ class Flat:
     derived: Derived | None = None
 
     def __getattr__(self, name: str) -> Any:
-        door = self.__dict__.get("_door")
+        d = self.__dict__
+        if name in _OPENED and "_got" in d:
+            _open(self, *d.pop("_got"))
+            return getattr(self, name)
+        door = d.get("_door")
         if door is None or name not in ("parts", "refs", "tokens", "token_sets"):
             raise AttributeError(name)
-        del self.__dict__["_door"]
+        del d["_door"]
         self.parts, self.refs, self.tokens, self.token_sets = _door_edges(*door)
         return getattr(self, name)
 
     @property
     def n(self) -> int:
-        return int(self.rule_of.shape[0])
+        got = self.__dict__.get("_got")
+        return len(got[0][5]) if got is not None else int(self.rule_of.shape[0])
 
     def byte_targets(self, states: list[int]) -> np.ndarray:
         """int32 [len(states), 256]: the target of each state on each byte (-1: none)."""
@@ -96,18 +101,32 @@ class Flat:
         )
 
 
+# a default's class attribute would answer ``derived`` before __getattr__ (the default stays
+# the constructor's)
+del Flat.derived
+_OPENED = frozenset(
+    ("names", "rule_of", "start_of", "accepting", "derived", "parts", "refs", "tokens", "token_sets")
+)
+
+
 def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]) -> Flat:
     """``Flat`` from what ``_core.compile_finish`` returns (csrc/flatten.c ``cm_flat_rules``,
     and csrc/tables.c ``cm_flat_derived`` as a tenth item when asked for); ``names``: the
-    session's names by index; labels in ``token_sets`` are token terminals.
+    session's names by index; labels in ``token_sets`` are token terminals.  Nothing is made
+    here: ``tables_from_flat`` reads ``got`` itself, and the fields are made on first read."""
+    flat = Flat.__new__(Flat)
+    flat.__dict__["_got"] = (got, names, token_sets)
+    return flat
 
-    It runs right after C has walked the automata, with the processor's caches cold, where a
-    numpy call through a Python-level wrapper (``np.diff``, ``np.repeat``) costs 20-45 us
-    instead of 2, and a ufunc (``rs[1:] - rs[:-1]``) with ``repeat`` 50: only C-level calls and
-    methods here, each state's rule from a compiled loop (``_dag.state_rules``)."""
+
+def _open(flat: Flat, got: tuple[Any, ...], names: list[str], token_sets: Container[str]) -> None:
+    """A door Flat's fields (``parts``, ``refs``, ``tokens`` and ``token_sets`` on first read).
+
+    Only C-level numpy calls and methods here (with the processor's caches cold a numpy call
+    through a Python-level wrapper, ``np.diff``, ``np.repeat``, costs 20-45 us instead of 2), each
+    state's rule from a compiled loop (``_dag.state_rules``)."""
     rule_names, rule_state, rule_trans, byte_class, trans, acc, lab_off, lab_name, lab_to = got[:9]
     rs = np.frombuffer(rule_state, dtype=np.uint32)
-    flat = Flat.__new__(Flat)
     flat.names = [names[i] for i in rule_names]
     flat.rule_of = np.frombuffer(_dag.state_rules(rule_state), dtype=np.uint32)
     flat.start_of = rs[:-1].tolist()
@@ -125,7 +144,6 @@ def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]
         names,
         token_sets,
     )
-    return flat
 
 
 def _derived(got: tuple[Any, ...], names: list[str], rule_start: np.ndarray) -> Derived:

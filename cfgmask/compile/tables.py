@@ -10,12 +10,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .. import deadline, ir
 from ..errors import GrammarError, LimitError
 from ..lookahead import lookahead_classes
+from . import _dag
 from .cache import CACHE
 from .components import build_rules
 from .encode import Session
@@ -55,17 +57,94 @@ class Tables:
     la_union: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.uint8))
     stats: dict[str, int] = field(default_factory=dict)
 
+    # Tables straight from the compiler (``_tables_raw``) hold ``_raw`` instead of their arrays:
+    # the door's bytes, which GrammarHandle reads in place (numpy arrays made from C buffers
+    # only to be read back into C cost ~0.1 ms a compile with the caches cold).  The arrays are
+    # made on first read, all at once, as the same read-only views of those bytes that
+    # ``from_door`` made; assigning a field first makes them, then drops ``_raw``.  _raw:
+    # (n_states, n_rules, n_classes, byte_class, trans, state_rule, accepting, ref_off, ref_rule,
+    # ref_target, rule_state (rule_start and the state count: uint32 [n_rules + 1]), nullable,
+    # follow, tok_off, tok_set, tok_target, (set_off, set_ids, set_negated) or None for no token
+    # sets, (rule_la, la_next, la_union) or None for no lookahead markers), every buffer bytes.
+
+    def __getattr__(self, name: str) -> Any:
+        raw = self.__dict__.get("_raw")
+        if raw is None or name not in _FROM_RAW:
+            raise AttributeError(name)
+        self.__dict__.update(_raw_arrays(raw))
+        return self.__dict__[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        if "_raw" in d and name in _FROM_RAW:
+            d.update(_raw_arrays(d.pop("_raw")))
+        d[name] = value
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled: ``_raw`` without the arrays made from it (they are views of its bytes)."""
+        d = self.__dict__
+        return {k: v for k, v in d.items() if k not in _FROM_RAW} if "_raw" in d else d
+
     @property
     def max_token_id(self) -> int:
+        raw = self.__dict__.get("_raw")
+        if raw is not None:
+            return -1 if raw[16] is None else _max_u32(raw[16][1])
         return int(self.set_ids.max()) if self.set_ids.size else -1
 
     @property
     def n_states(self) -> int:
-        return int(self.state_rule.shape[0])
+        raw = self.__dict__.get("_raw")
+        return int(raw[0] if raw is not None else self.state_rule.shape[0])
 
     @property
     def n_classes(self) -> int:
-        return int(self.trans.shape[1])
+        raw = self.__dict__.get("_raw")
+        return int(raw[2] if raw is not None else self.trans.shape[1])
+
+
+_FROM_RAW = frozenset(
+    f.name for f in dataclasses.fields(Tables) if f.name not in ("rule_names", "start_rule", "stats")
+)
+
+
+def _max_u32(b: bytes) -> int:
+    return int(np.frombuffer(b, dtype=np.uint32).max()) if b else -1
+
+
+def _raw_arrays(raw: tuple[Any, ...]) -> dict[str, np.ndarray]:
+    """The arrays of ``Tables._raw``: read-only views of its bytes (the shared empty tables
+    where it has None)."""
+    ns, nr, k = raw[0], raw[1], raw[2]
+    u8, u32 = np.uint8, np.uint32
+    out: dict[str, np.ndarray] = {
+        "byte_class": np.frombuffer(raw[3], dtype=u8),
+        "trans": np.frombuffer(raw[4], dtype=np.int32).reshape(ns, k),
+        "state_rule": np.frombuffer(raw[5], dtype=u32),
+        "accepting": np.frombuffer(raw[6], dtype=u8),
+        "ref_off": np.frombuffer(raw[7], dtype=u32),
+        "ref_rule": np.frombuffer(raw[8], dtype=u32),
+        "ref_target": np.frombuffer(raw[9], dtype=u32),
+        "rule_start": np.frombuffer(raw[10], dtype=u32, count=nr),
+        "rule_nullable": np.frombuffer(raw[11], dtype=u8),
+        "rule_follow": np.frombuffer(raw[12], dtype=u32),
+        "tok_off": np.frombuffer(raw[13], dtype=u32),
+        "tok_set": np.frombuffer(raw[14], dtype=u32),
+        "tok_target": np.frombuffer(raw[15], dtype=u32),
+    }
+    if raw[16] is None:
+        out["set_off"], out["set_ids"], out["set_negated"] = _no_token_sets()
+    else:
+        set_off, set_ids, set_negated = raw[16]
+        out["set_off"] = np.frombuffer(set_off, dtype=u32)
+        out["set_ids"] = np.frombuffer(set_ids, dtype=u32)
+        out["set_negated"] = np.frombuffer(set_negated, dtype=u8)
+    if raw[17] is None:
+        out["rule_la"] = _zeros_u8(nr)
+        out["la_next"], out["la_union"] = _no_lookahead()
+    else:
+        out["rule_la"], out["la_next"], out["la_union"] = (np.frombuffer(b, dtype=u8) for b in raw[17])
+    return out
 
 
 def _rows_as_void(a: np.ndarray) -> np.ndarray:
@@ -165,7 +244,63 @@ def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: Compil
             limit="max_total_states",
             value=limits.max_total_states,
         )
+    door = f.__dict__.get("_got")
+    if door is not None and len(door[0]) > 9 and door[0][9][0]:
+        return _tables_raw(grammar, door[0], door[1], sess)
     return _tables(grammar, f, f.derived if f.derived is not None else _derived_in_python(f), sess)
+
+
+def _tables_raw(grammar: ir.Grammar, got: tuple[Any, ...], names: list[str], sess: Session) -> Tables:
+    """The Tables of what ``compile_finish`` returned (``got``, with csrc/tables.c's derived
+    tables and byte classes), holding the door's bytes as ``Tables._raw`` (see there): no numpy
+    array made, and the token-set and lookahead tables only for a grammar that has them."""
+    rule_names, rule_state, acc = got[0], got[1], got[5]
+    k, byte_class, trans, null, follow, ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target, sets = (
+        got[9]
+    )
+    order = [names[i] for i in rule_names]
+    n, ns = len(order), len(acc)
+    set_tables = None
+    if sets:
+        set_tables = tuple(a.tobytes() for a in _token_set_tables([sess.token_sets[names[i]] for i in sets]))
+    la = None
+    if sess.markers:
+        rule_la, la_next, la_union = lookahead_tables(order, sess.markers)
+        if la_next is not _no_lookahead()[0]:
+            la = (rule_la.tobytes(), la_next.tobytes(), la_union.tobytes())
+    t = Tables.__new__(Tables)
+    t.__dict__.update(
+        rule_names=order,
+        start_rule=0,
+        stats={
+            "source_rules": len(grammar.rules),
+            "parser_rules": n,
+            "states": ns,
+            "byte_classes": k,
+            "call_edges": len(ref_rule) // 4,
+        },
+        _raw=(
+            ns,
+            n,
+            k,
+            byte_class,
+            trans,
+            _dag.state_rules(rule_state),
+            acc,
+            ref_off,
+            ref_rule,
+            ref_target,
+            rule_state,
+            null,
+            follow,
+            tok_off,
+            tok_set,
+            tok_target,
+            set_tables,
+            la,
+        ),
+    )
+    return t
 
 
 def _derived_in_python(f: Flat) -> Derived:
