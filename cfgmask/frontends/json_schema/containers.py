@@ -202,7 +202,6 @@ class Containers:
         final: Callable[[Any], bool],
         close: str,
         max_states: int = MAX_ORDERED_STATES,
-        constant: bool = False,
     ) -> ir.Expr | None:
         """The members of an object (or items of an array) as a walk along positions 0..n:
         ``steps(i, x)`` lists (member or None for a skip, next position, next state), and the
@@ -210,26 +209,15 @@ class Containers:
         starts after the opening bracket and its whitespace.  One rule per reachable (position,
         state, anything written yet) that can still close, so the size is linear in ``n`` when
         the states are few; built without recursion.  None when more than ``max_states``
-        (position, state) pairs are reachable.  ``constant``: ``steps`` keeps the state as it is
-        and always has a step to the next position (the common object: nothing to remember or
-        count), so every position is reached and can reach ``n``: the walk is laid out
-        without searching."""
+        (position, state) pairs are reachable.  The common object, with nothing to remember or
+        count, takes :meth:`_ordered_constant`, which lays out the same rules without a search."""
         c = self.c
         edges: dict[tuple[int, Any], list[tuple[ir.Expr | None, int, Any]]] = {}
-        live: set[tuple[int, Any]] | None = None  # None: every node
-        if constant:
-            if n + 1 > max_states:
-                return None
-            if not final(start):
-                return ir.NOTHING
-            for i in range(n + 1):
-                edges[(i, start)] = steps(i, start)
-        else:
-            live = self._live(n, start, steps, final, edges, max_states)
-            if live is None:
-                return None
-            if (0, start) not in live:
-                return ir.NOTHING
+        live: set[tuple[int, Any]] | None = self._live(n, start, steps, final, edges, max_states)
+        if live is None:
+            return None
+        if (0, start) not in live:
+            return ir.NOTHING
         closes: dict[Any, bool] = {}  # final(x) at position n, once per state
 
         def closing(i: int, x: Any) -> bool:
@@ -257,9 +245,7 @@ class Containers:
             # into the rule before it, rebuilding a growing automaton per member
             run: list[ir.Expr] = []
             for _ in range(ORDERED_RUN):
-                out = edges[(i, x)]
-                if live is not None:
-                    out = [(e, j, y) for e, j, y in out if (j, y) in live]
+                out = [(e, j, y) for e, j, y in edges[(i, x)] if (j, y) in live]
                 forced = out[0][0] if len(out) == 1 else None
                 if forced is None or closing(i, x):
                     break
@@ -270,12 +256,72 @@ class Containers:
             if closing(i, x):
                 alts.append(ir.seq(c.ws(), U.lit(close)) if written else U.lit(close))
             for e, j, y in edges[(i, x)]:
-                if live is not None and (j, y) not in live:
+                if (j, y) not in live:
                     continue
                 if e is None:
                     alts.append(ref((j, y, written)))
                 else:
                     alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, e, ref((j, y, True))))
+            c.rules[name] = ir.seq(*run, ir.alt(*alts))
+        return first
+
+    def _ordered_constant(
+        self,
+        order: list[str],
+        member: dict[str, ir.Expr],
+        required: set[str],
+        free: ir.Expr,
+        free_everywhere: bool,
+        final: Callable[[Any], bool],
+    ) -> ir.Expr | None:
+        """:meth:`ordered` for the object whose walk keeps one state, ``(frozenset(), 0)``
+        (nothing remembered or counted): when ``final`` allows it, every position is reached and
+        can close, each listed member is a step to the next position (and, when not
+        ``required``, so is a skip), and ``free`` members (if not NOTHING) come after the last
+        (with ``free_everywhere``, at every position).  The same rules, in the same order and
+        with the same names as :meth:`ordered` makes, laid out without its steps, edges and
+        states."""
+        c = self.c
+        n = len(order)
+        has_free = free != ir.NOTHING
+        everywhere = free_everywhere and has_free
+        if n + 1 > MAX_ORDERED_STATES:
+            return None
+        if not final((frozenset(), 0)):
+            return ir.NOTHING
+        names: dict[tuple[int, bool], str] = {}  # (position, anything written yet) -> its rule
+        bodies: list[tuple[str, int, bool]] = []
+
+        def ref(i: int, written: bool) -> ir.Ref:
+            name = names.get((i, written))
+            if name is None:
+                name = names[(i, written)] = U.fresh(c.rules, f"obj-{i}")
+                bodies.append((name, i, written))
+            return ir.Ref(name)
+
+        first = ref(0, False)
+        while bodies:
+            name, i, written = bodies.pop()
+            # a run of required members (one way on) goes into one flat sequence (see ordered)
+            run: list[ir.Expr] = []
+            for _ in range(ORDERED_RUN):
+                if i == n or order[i] not in required or everywhere:
+                    break
+                run += [c.sep(",") if written else ir.EPSILON, member[order[i]]]
+                i += 1
+                written = True
+            alts: list[ir.Expr] = []
+            if i == n:
+                alts.append(ir.seq(c.ws(), U.lit("}")) if written else U.lit("}"))
+                if has_free:
+                    alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, free, ref(n, True)))
+            else:
+                key = order[i]
+                alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, member[key], ref(i + 1, True)))
+                if key not in required:
+                    alts.append(ref(i + 1, written))
+                if everywhere:
+                    alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, free, ref(i, True)))
             c.rules[name] = ir.seq(*run, ir.alt(*alts))
         return first
 
@@ -543,8 +589,10 @@ class Containers:
 
         # nothing to remember (no key watched) nor count (no maxProperties, so a member may
         # always come): the state stays (frozenset(), 0) and the walk needs no search
-        constant = not watch and not count
-        body = self.ordered("obj", len(order), (frozenset(), 0), steps, final, "}", constant=constant)
+        if not watch and not count:
+            body = self._ordered_constant(order, o.member, req, free, free_everywhere, final)
+        else:
+            body = self.ordered("obj", len(order), (frozenset(), 0), steps, final, "}")
         if body is None or body == ir.NOTHING:
             return body
         return ir.seq(U.lit("{"), c.ws(), body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...errors import NotEnforceable
 
@@ -40,11 +41,34 @@ class ReportEntry:
     reason: str = ""
 
 
+Row = tuple[str, str, str, str]  # (path, keyword, status, reason): a verdict as recorded
+
+
 @dataclass
 class SchemaReport:
     """Every keyword the converter met, with its status."""
 
     entries: list[ReportEntry] = field(default_factory=list)
+
+    @classmethod
+    def _of_rows(cls, rows: list[Row]) -> SchemaReport:
+        """The report of the verdicts ``rows`` (:class:`Reporter`'s), its entries made when first
+        read: a compile reads none of them, and a frozen dataclass costs ~1 µs each to make."""
+        report = cls.__new__(cls)
+        report.__dict__["_rows"] = rows
+        return report
+
+    if not TYPE_CHECKING:  # mypy would take every attribute for a list
+
+        def __getattr__(self, name: str) -> list[ReportEntry]:
+            # only for attributes not found: ``entries`` of a report made by _of_rows, once
+            # (read before it is dropped: two threads reading at once both find it)
+            rows = self.__dict__.get("_rows") if name == "entries" else None
+            if rows is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            self.entries = entries = _entries(rows)
+            self.__dict__.pop("_rows", None)
+            return entries
 
     def __iter__(self) -> Iterator[ReportEntry]:
         return iter(self.entries)
@@ -85,23 +109,40 @@ class SchemaReport:
         return "\n".join(rows)
 
 
+def _entries(rows: list[Row]) -> list[ReportEntry]:
+    """One entry per (path, keyword), where it was first met, with its worst verdict (the first
+    row of that rank)."""
+    at: dict[tuple[str, str], int] = {}  # (path, keyword) -> index of its row in ``out``
+    out: list[Row] = []
+    for row in rows:
+        key = (row[0], row[1])
+        i = at.get(key)
+        if i is None:
+            at[key] = len(out)
+            out.append(row)
+        elif _RANK[row[2]] > _RANK[out[i][2]]:
+            out[i] = row
+    return [ReportEntry(*row) for row in out]
+
+
 class Reporter:
-    """Collects entries; in strict mode the first unsound one raises (and, when ``narrowing``
-    is off, the first narrowed one: the whole language was asked for)."""
+    """Collects verdicts; in strict mode the first unsound one raises (and, when ``narrowing``
+    is off, the first narrowed one: the whole language was asked for).  A keyword met twice
+    keeps one entry, its worst verdict: the rows are merged so when the report is read
+    (:func:`_entries`), which a compile never does."""
 
     def __init__(self, strict: bool, narrowing: bool = True) -> None:
         self.strict = strict
         self.narrowing = narrowing
-        self.report = SchemaReport()
-        self._seen: dict[tuple[str, str], int] = {}  # (path, keyword) -> index of its entry
+        self.rows: list[Row] = []  # every verdict, in the order met
+
+    @property
+    def report(self) -> SchemaReport:
+        return SchemaReport._of_rows(self.rows)
 
     def add(self, path: str, keyword: str, status: str, reason: str = "") -> None:
-        """Record a verdict; a keyword met twice keeps one entry, its worst verdict."""
-        key = (path, keyword)
-        at = self._seen.get(key)
-        entries = self.report.entries
-        if at is not None and _RANK[entries[at].status] >= _RANK[status]:
-            return
+        """Record a verdict.  Strict mode raises on a verdict it refuses: never recorded, so no
+        verdict met earlier for the keyword can be as bad (merging it in could not hide it)."""
         if (
             self.strict
             and status is not ENFORCED
@@ -113,21 +154,12 @@ class Reporter:
                 " (strict=False compiles it and lists it in schema_report)",
                 pointer=where,
             )
-        entry = ReportEntry(path, keyword, status, reason)
-        if at is None:
-            self._seen[key] = len(entries)
-            entries.append(entry)
-        else:
-            entries[at] = entry
+        self.rows.append((path, keyword, status, reason))
 
     def enforced(self, path: str, keyword: str, reason: str = "") -> None:
         """``add(path, keyword, ENFORCED, reason)``, the most frequent verdict, inline: the
-        mildest, it never raises and never replaces an entry."""
-        key = (path, keyword)
-        if key not in self._seen:
-            entries = self.report.entries
-            self._seen[key] = len(entries)
-            entries.append(ReportEntry(path, keyword, ENFORCED, reason))
+        mildest, it never raises."""
+        self.rows.append((path, keyword, ENFORCED, reason))
 
     def narrowed(self, path: str, keyword: str, reason: str) -> None:
         self.add(path, keyword, NARROWED, reason)
