@@ -39,6 +39,8 @@ typedef struct {
     uint32_t *pos;                   /* [n] index in the current SCC, NONE outside it */
     uint32_t *memb, *blk, *nblk, *brep, *map, *queue; /* [n] SCC scratch */
     size_t work, max_work;
+    uint8_t *live;                   /* [n] the state reaches an accepting one (finished SCCs) */
+    bool all_live;
 } reg;
 
 static uint32_t n_edges(const reg *r, uint32_t s) { return r->eo[s + 1] - r->eo[s]; }
@@ -216,6 +218,20 @@ static bool self_loop(const reg *r, uint32_t s) {
     return false;
 }
 
+/* live[] of the SCC whose k states are in r->memb (every state it reaches outside it is in a
+ * finished SCC): all of them when one accepts or has an edge to a live state; all_live false
+ * when not. */
+static void mark_live(reg *r, uint32_t k) {
+    uint8_t lv = 0;
+    for (uint32_t i = 0; !lv && i < k; i++) {
+        uint32_t x = r->memb[i];
+        lv = r->d->accepting[x];
+        for (uint32_t e = r->eo[x]; !lv && e < r->eo[x + 1]; e++) lv = r->live[r->et[e]]; /* 0 inside the SCC */
+    }
+    for (uint32_t i = 0; i < k; i++) r->live[r->memb[i]] = lv;
+    if (!lv) r->all_live = false;
+}
+
 typedef struct {
     uint32_t *index, *low, *stack, *call, *next;
     uint8_t *on;
@@ -256,6 +272,7 @@ static void components(reg *r, tarjan *t, bool *done) {
                 *done = false;
                 return;
             }
+            mark_live(r, k);
             if (k == 1 && !self_loop(r, s)) register_trivial(r, s);
             else register_cycle(r, k);
         }
@@ -264,9 +281,10 @@ static void components(reg *r, tarjan *t, bool *done) {
 }
 
 int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
-                    uint32_t *n_blocks, bool *done) {
+                    uint32_t *n_blocks, bool *done, bool *live) {
     uint32_t n = d->n_states;
-    reg r = {.d = d, .spo = sp->off.data, .spc = sp->cls.data, .spt = sp->to.data, .bud = bud, .n = n, .cap = 16};
+    reg r = {.d = d, .spo = sp->off.data, .spc = sp->cls.data, .spt = sp->to.data, .bud = bud, .n = n, .cap = 16,
+             .all_live = true};
     tarjan t;
     while (r.cap < (size_t)n * 2) r.cap *= 2;
     r.max_work = 8 * ((size_t)n + sp->cls.n + d->lab_off[n]) + 4096;
@@ -278,18 +296,19 @@ int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b
     uint32_t **arrays[] = {&r.cls, &r.rep, &r.skel_next, &r.pos, &r.memb, &r.blk, &r.nblk, &r.brep, &r.map,
                            &r.queue, &eo, &t.index, &t.low, &t.stack, &t.call, &t.next};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++, p += n1) *arrays[i] = p;
-    t.on = (uint8_t *)p; /* n1 bytes within the 17th array */
+    t.on = (uint8_t *)p, r.live = t.on + n1; /* n1 bytes each within the 17th array (4 * n1 bytes) */
     p += n1;
     r.sig_tab = p, r.skel_head = p + r.cap;
     memset(r.sig_tab, 0, 2 * r.cap * sizeof *r.sig_tab);
     edge_targets(&r, eo, p + 2 * r.cap);
-    memset(t.on, 0, n1);
+    memset(t.on, 0, 2 * n1); /* on[], live[] */
     for (uint32_t s = 0; s < n; s++) r.pos[s] = NONE;
     components(&r, &t, done);
     if (*done) {
         for (uint32_t s = 0; s < n; s++) block[s] = r.cls[s];
         *n_blocks = r.n_cls;
     }
+    *live = *done && r.all_live;
     cm_bfree(bud, all);
     return CM_OK;
 }
