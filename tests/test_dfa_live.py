@@ -40,7 +40,8 @@ def _check(body: ir.Expr, productive_sets: list[set[str]] | None = None) -> bool
     if d.handle.live:  # the mark: nothing to trim with every label productive
         assert whole is not None and whole.states == py.states
     if productive_sets is None:
-        productive_sets = [set(c) for k in range(len(labels) + 1) for c in itertools.combinations(labels, k)][:16]
+        subsets = (set(c) for k in range(len(labels) + 1) for c in itertools.combinations(labels, k))
+        productive_sets = list(itertools.islice(subsets, 16))
     for productive in [everything, *productive_sets]:
         assert fsm.can_accept(d, productive) == fsm.can_accept(py, productive)
         got, want = fsm.trim(d, productive), fsm.trim_states(py, productive)
