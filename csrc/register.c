@@ -39,7 +39,7 @@ typedef struct {
     uint32_t *pos;                   /* [n] index in the current SCC, NONE outside it */
     uint32_t *memb, *blk, *nblk, *brep, *map, *queue; /* [n] SCC scratch */
     size_t work, max_work;
-    uint8_t *live;                   /* [n] the state reaches an accepting one (finished SCCs) */
+    uint8_t *live;                   /* [n] the state reaches an accepting one (set on the walk) */
     bool all_live;
 } reg;
 
@@ -218,27 +218,16 @@ static bool self_loop(const reg *r, uint32_t s) {
     return false;
 }
 
-/* live[] of the SCC whose k states are in r->memb (every state it reaches outside it is in a
- * finished SCC): all of them when one accepts or has an edge to a live state; all_live false
- * when not. */
-static void mark_live(reg *r, uint32_t k) {
-    uint8_t lv = 0;
-    for (uint32_t i = 0; !lv && i < k; i++) {
-        uint32_t x = r->memb[i];
-        lv = r->d->accepting[x];
-        for (uint32_t e = r->eo[x]; !lv && e < r->eo[x + 1]; e++) lv = r->live[r->et[e]]; /* 0 inside the SCC */
-    }
-    for (uint32_t i = 0; i < k; i++) r->live[r->memb[i]] = lv;
-    if (!lv) r->all_live = false;
-}
-
 typedef struct {
     uint32_t *index, *low, *stack, *call, *next;
     uint8_t *on;
 } tarjan;
 
 /* Tarjan's SCCs, each registered as it completes (its successors' SCCs have); *done false
- * on an SCC over SCC_MAX states or past the work cap. */
+ * on an SCC over SCC_MAX states or past the work cap.  On the way, r->live: a state is live
+ * when it accepts, has an edge to a live finished SCC or a tree child that is live (each a real
+ * edge), and an SCC when one of its states is (its states reach each other); all_live false
+ * when one is not. */
 static void components(reg *r, tarjan *t, bool *done) {
     uint32_t n = r->n, idx = 0;
     size_t sp = 0, cp = 0;
@@ -247,6 +236,7 @@ static void components(reg *r, tarjan *t, bool *done) {
         if (t->index[root] != NONE) continue;
         t->call[cp] = root, t->next[cp++] = r->eo[root];
         t->index[root] = t->low[root] = idx++, t->stack[sp++] = root, t->on[root] = 1;
+        r->live[root] = r->d->accepting[root];
         while (cp) {
             uint32_t s = t->call[cp - 1], e = t->next[cp - 1]++; /* next: s's next edge, in et */
             if (e < r->eo[s + 1]) {
@@ -254,27 +244,36 @@ static void components(reg *r, tarjan *t, bool *done) {
                 if (t->index[u] == NONE) {
                     t->call[cp] = u, t->next[cp++] = r->eo[u];
                     t->index[u] = t->low[u] = idx++, t->stack[sp++] = u, t->on[u] = 1;
-                } else if (t->on[u] && t->index[u] < t->low[s]) {
-                    t->low[s] = t->index[u];
+                    r->live[u] = r->d->accepting[u];
+                } else if (t->on[u]) {
+                    if (t->index[u] < t->low[s]) t->low[s] = t->index[u];
+                } else if (r->live[u]) { /* a finished SCC, live */
+                    r->live[s] = 1;
                 }
                 continue;
             }
-            if (--cp && t->low[s] < t->low[t->call[cp - 1]]) t->low[t->call[cp - 1]] = t->low[s];
-            if (t->low[s] != t->index[s]) continue;
-            uint32_t k = 0, x;
-            do {
-                x = t->stack[--sp];
-                t->on[x] = 0;
-                if (k < SCC_MAX) r->memb[k] = x;
-                k++;
-            } while (x != s);
-            if (k > SCC_MAX || r->work > r->max_work) {
-                *done = false;
-                return;
+            uint32_t parent = --cp ? t->call[cp - 1] : NONE;
+            if (parent != NONE && t->low[s] < t->low[parent]) t->low[parent] = t->low[s];
+            if (t->low[s] == t->index[s]) {
+                uint32_t k = 0, x;
+                uint8_t lv = 0;
+                do {
+                    x = t->stack[--sp];
+                    t->on[x] = 0;
+                    lv |= r->live[x];
+                    if (k < SCC_MAX) r->memb[k] = x;
+                    k++;
+                } while (x != s);
+                if (k > SCC_MAX || r->work > r->max_work) {
+                    *done = false;
+                    return;
+                }
+                for (uint32_t i = 0; i < k; i++) r->live[r->memb[i]] = lv;
+                if (!lv) r->all_live = false;
+                if (k == 1 && !self_loop(r, s)) register_trivial(r, s);
+                else register_cycle(r, k);
             }
-            mark_live(r, k);
-            if (k == 1 && !self_loop(r, s)) register_trivial(r, s);
-            else register_cycle(r, k);
+            if (parent != NONE && r->live[s]) r->live[parent] = 1; /* the tree edge parent -> s */
         }
     }
     *done = r->work <= r->max_work;
@@ -301,7 +300,7 @@ int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b
     r.sig_tab = p, r.skel_head = p + r.cap;
     memset(r.sig_tab, 0, 2 * r.cap * sizeof *r.sig_tab);
     edge_targets(&r, eo, p + 2 * r.cap);
-    memset(t.on, 0, 2 * n1); /* on[], live[] */
+    memset(t.on, 0, n1);
     for (uint32_t s = 0; s < n; s++) r.pos[s] = NONE;
     components(&r, &t, done);
     if (*done) {
