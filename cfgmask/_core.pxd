@@ -134,6 +134,7 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *lab_off
         uint32_t *lab
         uint32_t *lab_to
+        uint8_t live
 
     int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
                      cm_budget *budget, cm_dfa_out **out)

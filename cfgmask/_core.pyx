@@ -678,6 +678,12 @@ cdef class DfaHandle:
     def __len__(self):
         return self.n_states
 
+    @property
+    def live(self):
+        """Minimization's mark (cm_dfa_out.live): every state is reached from the start and
+        reaches an accepting state when every label edge is followed; False: not known."""
+        return self.ptr.live != 0
+
     def states(self):
         """Per state: (byte edges [(lo, hi, target)], adjacent ranges merged; label edges
         [(label, target)], by label; accepting)."""

@@ -271,6 +271,10 @@ typedef struct cm_dfa_out {
     uint8_t *accepting;            /* [n_states] */
     uint32_t *lab_off;             /* [n_states + 1] */
     uint32_t *lab, *lab_to;
+    /* 1: every state is reached from the start and reaches an accepting state when every label
+     * edge is followed (set by minimization, where it is known at little cost); trimming such a
+     * DFA with every label productive keeps it whole, its rows unread.  0: not known. */
+    uint8_t live;
 } cm_dfa_out;
 
 /* Subset construction from `start` (accepting: sets holding `final`) and

@@ -302,6 +302,7 @@ static int copy_member(cm_budget *bud, const cm_comp_dfa *x, cm_comp_dfa *out) {
     memcpy(o->class_lo, d->class_lo, sizeof o->class_lo);
     memcpy(o->trans, d->trans, (size_t)d->n_states * d->n_classes * sizeof *o->trans);
     memcpy(o->accepting, d->accepting, d->n_states);
+    o->live = d->live;
     memcpy(o->lab_off, d->lab_off, ((size_t)d->n_states + 1) * sizeof *o->lab_off);
     if (n_lab) memcpy(o->lab, d->lab, n_lab * sizeof *o->lab), memcpy(o->lab_to, d->lab_to, n_lab * sizeof *o->lab_to);
     out->labels = malloc((x->n_labels ? x->n_labels : 1) * sizeof *out->labels);

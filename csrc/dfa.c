@@ -110,8 +110,15 @@ static bool accepts_upward(const cm_dfa_out *d, const uint8_t *label_ok) {
     return false;
 }
 
+/* Is every label edge of d productive (label_ok)?  Reads the labels only, not the rows. */
+static bool all_labels_ok(const cm_dfa_out *d, const uint8_t *label_ok) {
+    for (uint32_t e = 0; e < d->lab_off[d->n_states]; e++)
+        if (!label_ok[d->lab[e]]) return false;
+    return true;
+}
+
 int cm_dfa_can_accept(const cm_dfa_out *d, const uint8_t *label_ok, int *result) {
-    if (accepts_upward(d, label_ok)) {
+    if ((d->live && d->n_states && all_labels_ok(d, label_ok)) || accepts_upward(d, label_ok)) {
         *result = 1;
         return CM_OK;
     }
@@ -219,9 +226,7 @@ static int mark_kept(const cm_dfa_out *d, const uint8_t *label_ok, uint8_t *keep
 static bool keeps_all(const cm_dfa_out *d, const uint8_t *label_ok, const uint8_t *reach) {
     for (uint32_t s = 0; s < d->n_states; s++)
         if (!reach[s]) return false;
-    for (uint32_t e = 0; e < d->lab_off[d->n_states]; e++)
-        if (!label_ok[d->lab[e]]) return false;
-    return true;
+    return all_labels_ok(d, label_ok);
 }
 
 /* The DFA of d's states with reach[s], renumbered in order. */
@@ -268,9 +273,15 @@ static int copy_reachable(const cm_dfa_out *d, const uint8_t *label_ok, const ui
 static int trim(const cm_dfa_out *d, const uint8_t *label_ok, bool share, const cm_dfa_out **out) {
     uint32_t n = d->n_states;
     *out = NULL;
+    /* live (minimization's mark) with every label productive: every state is kept, no row read */
+    bool known = n && d->live && all_labels_ok(d, label_ok);
+    if (known && share) {
+        *out = d;
+        return CM_OK;
+    }
     uint8_t *keep = calloc((size_t)n + 1, 1);
     uint32_t *new_id = NULL;
-    int rc = keep ? mark_kept(d, label_ok, keep) : CM_ERR_NOMEM;
+    int rc = !keep ? CM_ERR_NOMEM : known ? (memset(keep, 1, n), CM_OK) : mark_kept(d, label_ok, keep);
     if (!rc && n && keep[0]) {
         if (share && keeps_all(d, label_ok, keep)) {
             *out = d; /* nothing to drop: no copy (most rules of a schema are already trim) */

@@ -124,9 +124,11 @@ int cm_words_build(const cm_ir_input *in, uint32_t pc, cm_budget *b, cm_dfa_out 
 
 /* The coarsest partition of d's states into block[] (classes 0 .. *n_blocks - 1, in no set
  * order) by registration over its strongly connected components (register.c); *done false
- * (block[] unspecified) when a component is too large for it. */
+ * (block[] unspecified) when a component is too large for it.  *live (with *done): every state
+ * reaches an accepting state when every label edge is followed (each component is live when
+ * one of its states accepts or has an edge to a live finished component). */
 int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
-                    uint32_t *n_blocks, bool *done);
+                    uint32_t *n_blocks, bool *done, bool *live);
 
 /* Minimize d in place (registration, or Hopcroft; the start state stays 0) and write its
  * dense rows (d->trans is NULL on entry: subset construction leaves only the sparse edges sp)

@@ -381,8 +381,8 @@ int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_bud
     if (!d->n_states) return CM_OK;
     int rc = CM_OK;
     uint32_t n_blocks = 0, *block = cm_balloc(bud, ((size_t)d->n_states + 1) * sizeof *block, false, &rc);
-    bool done = false;
-    if (!rc) rc = cm_fsm_register(d, sp, bud, block, &n_blocks, &done);
+    bool done = false, live = false;
+    if (!rc) rc = cm_fsm_register(d, sp, bud, block, &n_blocks, &done, &live);
     if (!rc && done) { /* renumber in order of first appearance (the start state's class is 0) */
         uint32_t *order = cm_balloc(bud, ((size_t)n_blocks + 1) * sizeof *order, false, &rc), next = 0;
         for (uint32_t b = 0; !rc && b < n_blocks; b++) order[b] = UINT32_MAX;
@@ -397,6 +397,9 @@ int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_bud
         rc = minimize_hopcroft(d, sp, block, &n_blocks, bud);
     }
     if (!rc) rc = emit(d, sp, block, n_blocks, merge, bud);
+    /* subset construction reaches every state it makes, and so does the quotient; liveness is
+     * the registration's (a class is live when its states are), unknown after Hopcroft */
+    if (!rc) d->live = live;
     cm_bfree(bud, block);
     return rc;
 }

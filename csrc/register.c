@@ -39,6 +39,8 @@ typedef struct {
     uint32_t *pos;                   /* [n] index in the current SCC, NONE outside it */
     uint32_t *memb, *blk, *nblk, *brep, *map, *queue; /* [n] SCC scratch */
     size_t work, max_work;
+    uint8_t *live;                   /* [n] the state reaches an accepting one (set on the walk) */
+    bool all_live;
 } reg;
 
 static uint32_t n_edges(const reg *r, uint32_t s) { return r->eo[s + 1] - r->eo[s]; }
@@ -222,7 +224,10 @@ typedef struct {
 } tarjan;
 
 /* Tarjan's SCCs, each registered as it completes (its successors' SCCs have); *done false
- * on an SCC over SCC_MAX states or past the work cap. */
+ * on an SCC over SCC_MAX states or past the work cap.  On the way, r->live: a state is live
+ * when it accepts, has an edge to a live finished SCC or a tree child that is live (each a real
+ * edge), and an SCC when one of its states is (its states reach each other); all_live false
+ * when one is not. */
 static void components(reg *r, tarjan *t, bool *done) {
     uint32_t n = r->n, idx = 0;
     size_t sp = 0, cp = 0;
@@ -231,6 +236,7 @@ static void components(reg *r, tarjan *t, bool *done) {
         if (t->index[root] != NONE) continue;
         t->call[cp] = root, t->next[cp++] = r->eo[root];
         t->index[root] = t->low[root] = idx++, t->stack[sp++] = root, t->on[root] = 1;
+        r->live[root] = r->d->accepting[root];
         while (cp) {
             uint32_t s = t->call[cp - 1], e = t->next[cp - 1]++; /* next: s's next edge, in et */
             if (e < r->eo[s + 1]) {
@@ -238,35 +244,46 @@ static void components(reg *r, tarjan *t, bool *done) {
                 if (t->index[u] == NONE) {
                     t->call[cp] = u, t->next[cp++] = r->eo[u];
                     t->index[u] = t->low[u] = idx++, t->stack[sp++] = u, t->on[u] = 1;
-                } else if (t->on[u] && t->index[u] < t->low[s]) {
-                    t->low[s] = t->index[u];
+                    r->live[u] = r->d->accepting[u];
+                } else if (t->on[u]) {
+                    if (t->index[u] < t->low[s]) t->low[s] = t->index[u];
+                } else if (r->live[u]) { /* a finished SCC, live */
+                    r->live[s] = 1;
                 }
                 continue;
             }
-            if (--cp && t->low[s] < t->low[t->call[cp - 1]]) t->low[t->call[cp - 1]] = t->low[s];
-            if (t->low[s] != t->index[s]) continue;
-            uint32_t k = 0, x;
-            do {
-                x = t->stack[--sp];
-                t->on[x] = 0;
-                if (k < SCC_MAX) r->memb[k] = x;
-                k++;
-            } while (x != s);
-            if (k > SCC_MAX || r->work > r->max_work) {
-                *done = false;
-                return;
+            uint32_t parent = --cp ? t->call[cp - 1] : NONE;
+            if (parent != NONE && t->low[s] < t->low[parent]) t->low[parent] = t->low[s];
+            if (t->low[s] == t->index[s]) {
+                uint32_t k = 0, x;
+                uint8_t lv = 0;
+                do {
+                    x = t->stack[--sp];
+                    t->on[x] = 0;
+                    lv |= r->live[x];
+                    if (k < SCC_MAX) r->memb[k] = x;
+                    k++;
+                } while (x != s);
+                if (k > SCC_MAX || r->work > r->max_work) {
+                    *done = false;
+                    return;
+                }
+                for (uint32_t i = 0; i < k; i++) r->live[r->memb[i]] = lv;
+                if (!lv) r->all_live = false;
+                if (k == 1 && !self_loop(r, s)) register_trivial(r, s);
+                else register_cycle(r, k);
             }
-            if (k == 1 && !self_loop(r, s)) register_trivial(r, s);
-            else register_cycle(r, k);
+            if (parent != NONE && r->live[s]) r->live[parent] = 1; /* the tree edge parent -> s */
         }
     }
     *done = r->work <= r->max_work;
 }
 
 int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *bud, uint32_t *block,
-                    uint32_t *n_blocks, bool *done) {
+                    uint32_t *n_blocks, bool *done, bool *live) {
     uint32_t n = d->n_states;
-    reg r = {.d = d, .spo = sp->off.data, .spc = sp->cls.data, .spt = sp->to.data, .bud = bud, .n = n, .cap = 16};
+    reg r = {.d = d, .spo = sp->off.data, .spc = sp->cls.data, .spt = sp->to.data, .bud = bud, .n = n, .cap = 16,
+             .all_live = true};
     tarjan t;
     while (r.cap < (size_t)n * 2) r.cap *= 2;
     r.max_work = 8 * ((size_t)n + sp->cls.n + d->lab_off[n]) + 4096;
@@ -278,7 +295,7 @@ int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b
     uint32_t **arrays[] = {&r.cls, &r.rep, &r.skel_next, &r.pos, &r.memb, &r.blk, &r.nblk, &r.brep, &r.map,
                            &r.queue, &eo, &t.index, &t.low, &t.stack, &t.call, &t.next};
     for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++, p += n1) *arrays[i] = p;
-    t.on = (uint8_t *)p; /* n1 bytes within the 17th array */
+    t.on = (uint8_t *)p, r.live = t.on + n1; /* n1 bytes each within the 17th array (4 * n1 bytes) */
     p += n1;
     r.sig_tab = p, r.skel_head = p + r.cap;
     memset(r.sig_tab, 0, 2 * r.cap * sizeof *r.sig_tab);
@@ -290,6 +307,7 @@ int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b
         for (uint32_t s = 0; s < n; s++) block[s] = r.cls[s];
         *n_blocks = r.n_cls;
     }
+    *live = *done && r.all_live;
     cm_bfree(bud, all);
     return CM_OK;
 }

@@ -68,12 +68,14 @@ static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t
 /* can_end[s]: s may complete its rule through nullable callees only; nullable[r]: can_end
  * of r's start state.  One least fixpoint of both (follow.py computes nullable first, then
  * can_end: the same least solution). */
-static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, uint8_t *can_end) {
+static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
+                           uint8_t *can_end) {
     memcpy(can_end, f->accepting, f->n_states);
     for (uint32_t r = 0; r < f->n_rules; r++) d->nullable[r] = can_end[f->rule_state[r]];
     for (bool changed = true; changed;) {
         changed = false;
-        for (uint32_t s = f->n_states; s-- > 0;) {
+        for (uint32_t k = n_calls; k-- > 0;) { /* only a state with calls can change */
+            uint32_t s = calls[k];
             if (can_end[s]) continue;
             for (uint32_t e = d->ref_off[s]; e < d->ref_off[s + 1]; e++)
                 if (d->nullable[d->ref_rule[e]] && can_end[d->ref_target[e]]) {
@@ -88,8 +90,11 @@ static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, uin
 
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
  * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
- * nxt of the target after a nullable callee). */
-static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256 *nxt) {
+ * nxt of the target after a nullable callee).  Only states with calls change in the
+ * fixpoint: its passes walk those (calls[0 .. n_calls), ascending), in the order a pass
+ * over every state would. */
+static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
+                       bits256 *nxt) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         uint32_t nc = n ? (f->rule_trans[r + 1] - f->rule_trans[r]) / n : 0, m = nc < 256 ? nc : 256;
@@ -126,7 +131,8 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256
     }
     for (bool changed = true; changed;) {
         changed = false;
-        for (uint32_t s = f->n_states; s-- > 0;) {
+        for (uint32_t k = n_calls; k-- > 0;) {
+            uint32_t s = calls[k];
             bits256 v = nxt[s];
             for (uint32_t e = d->ref_off[s]; e < d->ref_off[s + 1]; e++) {
                 uint32_t c = d->ref_rule[e];
@@ -139,13 +145,15 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, bits256
 }
 
 /* follow[c]: the least fixpoint of nxt of every return state after a call of c, and the
- * caller's FOLLOW where that state may complete the caller. */
-static void follow_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint8_t *can_end,
-                         const bits256 *nxt, const uint32_t *rule_of_state, bits256 *follow) {
+ * caller's FOLLOW where that state may complete the caller (states with calls only:
+ * calls[0 .. n_calls)). */
+static void follow_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
+                         const uint8_t *can_end, const bits256 *nxt, const uint32_t *rule_of_state, bits256 *follow) {
     memset(follow, 0, (size_t)f->n_rules * sizeof *follow);
     for (bool changed = true; changed;) {
         changed = false;
-        for (uint32_t s = 0; s < f->n_states; s++) {
+        for (uint32_t k = 0; k < n_calls; k++) {
+            uint32_t s = calls[k];
             for (uint32_t e = d->ref_off[s]; e < d->ref_off[s + 1]; e++) {
                 uint32_t c = d->ref_rule[e], t = d->ref_target[e];
                 bits256 v = follow[c];
@@ -169,8 +177,25 @@ static bool same_rule_column(const int32_t *tr, uint32_t n, uint32_t nc, uint32_
 }
 
 /* canon[c]: the first class of rule r whose column equals class c's (part[]: the columns'
- * hashes; equal columns have equal hashes, so only those are compared). */
+ * hashes; equal columns have equal hashes, so only those are compared).  First each class
+ * takes the first class of its hash, and one pass over the rows (read as they lie, where a
+ * column compare reads one line per row) checks every such pair; only a rule where a pair
+ * differs (two columns' hashes collide) compares columns class by class. */
 static void canonical_classes(const int32_t *tr, uint32_t n, uint32_t nc, const uint64_t *part, uint8_t *canon) {
+    uint8_t pair_c[256], pair_c0[256];
+    uint32_t n_pairs = 0;
+    for (uint32_t c = 0; c < nc; c++) {
+        uint32_t c0 = 0;
+        while (part[c0] != part[c]) c0++; /* stops at c itself */
+        canon[c] = (uint8_t)c0;
+        if (c0 != c) pair_c[n_pairs] = (uint8_t)c, pair_c0[n_pairs++] = (uint8_t)c0;
+    }
+    bool same = true;
+    for (uint32_t i = 0; same && n_pairs && i < n; i++) {
+        const int32_t *row = tr + (size_t)i * nc;
+        for (uint32_t k = 0; k < n_pairs; k++) same &= row[pair_c[k]] == row[pair_c0[k]];
+    }
+    if (same) return;
     for (uint32_t c = 0; c < nc; c++) {
         canon[c] = (uint8_t)c;
         for (uint32_t c0 = 0; c0 < c; c0++)
@@ -181,14 +206,15 @@ static void canonical_classes(const int32_t *tr, uint32_t n, uint32_t nc, const 
     }
 }
 
-/* Are bytes a and b's columns of the [states, 256] matrix equal?  Rule by rule: their classes
- * there have equal columns (canon: [n_rules * 256], canonical_classes of each rule). */
-static bool same_column(const cm_flat_rules *f, const uint8_t *canon, int a, int b) {
+/* differ[x]: byte x's column of the [states, 256] matrix differs from byte rep[x]'s.  Rule by
+ * rule (each rule's classes and canonical classes read once, in order): their classes there
+ * have different columns (canon: [n_rules * 256], canonical_classes of each rule). */
+static void columns_differ(const cm_flat_rules *f, const uint8_t *canon, const uint8_t rep[256], uint8_t differ[256]) {
+    memset(differ, 0, 256);
     for (uint32_t r = 0; r < f->n_rules; r++) {
         const uint8_t *cls = f->byte_class + (size_t)r * 256, *cn = canon + (size_t)r * 256;
-        if (cn[cls[a]] != cn[cls[b]]) return false;
+        for (int x = 0; x < 256; x++) differ[x] |= cn[cls[rep[x]]] != cn[cls[x]];
     }
-    return true;
 }
 
 static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256], uint8_t *canon);
@@ -273,13 +299,14 @@ static int distinct_keys(const uint64_t key[256], keyed uniq[256], uint8_t slot_
 static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint8_t *canon,
                           cm_flat_derived *d) {
     keyed uniq[256];
-    uint8_t slot_of[256], order[256];
+    uint8_t slot_of[256], order[256], rep_of[256], differ[256];
     int rep[256], n_classes = distinct_keys(key, uniq, slot_of, order);
     for (int c = 0; c < n_classes; c++) rep[c] = (int)uniq[c].byte; /* the first byte of each key */
+    for (int x = 0; x < 256; x++) rep_of[x] = (uint8_t)rep[order[slot_of[x]]];
+    columns_differ(f, canon, rep_of, differ);
     for (int x = 0; x < 256; x++) {
-        int c = order[slot_of[x]];
-        if (rep[c] != x && !same_column(f, canon, rep[c], x)) return CM_OK; /* a collision */
-        d->byte_class[x] = (uint8_t)c;
+        if (differ[x]) return CM_OK; /* a collision */
+        d->byte_class[x] = order[slot_of[x]];
     }
     d->trans = malloc((size_t)f->n_states * (size_t)n_classes * sizeof *d->trans + 1);
     if (!d->trans) return CM_ERR_NOMEM;
@@ -312,8 +339,9 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
     uint8_t *can_end = malloc((size_t)f->n_states + 1);
     bits256 *nxt = malloc(((size_t)f->n_states + 1) * sizeof *nxt);
     bits256 *follow = malloc(((size_t)f->n_rules + 1) * sizeof *follow);
+    uint32_t *calls = malloc(((size_t)f->n_states + 1) * sizeof *calls), n_calls = 0; /* states with calls */
     int rc = CM_ERR_NOMEM;
-    if (rule_of_name && set_of_name && rule_of_state && can_end && nxt && follow) {
+    if (rule_of_name && set_of_name && rule_of_state && can_end && nxt && follow && calls) {
         rc = CM_OK;
         memset(rule_of_name, 0xff, (size_t)n_names * sizeof *rule_of_name);
         memset(set_of_name, 0xff, (size_t)n_names * sizeof *set_of_name);
@@ -327,11 +355,13 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
         if (!rc) rc = edges(f, is_token, rule_of_name, set_of_name, d);
     }
     if (!rc) {
-        nullable_rules(f, d, can_end);
-        next_bytes(f, d, nxt);
-        follow_bytes(f, d, can_end, nxt, rule_of_state, follow);
+        for (uint32_t s = 0; s < f->n_states; s++)
+            if (d->ref_off[s + 1] > d->ref_off[s]) calls[n_calls++] = s;
+        nullable_rules(f, d, calls, n_calls, can_end);
+        next_bytes(f, d, calls, n_calls, nxt);
+        follow_bytes(f, d, calls, n_calls, can_end, nxt, rule_of_state, follow);
     }
-    free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow);
+    free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow), free(calls);
     return rc;
 }
 
