@@ -22,6 +22,8 @@ from cfgmask.compile.strategy import DEFAULT
 from cfgmask.compile.tables import Tables
 from cfgmask.errors import MatcherError
 
+from .test_compile_tables import assert_same
+
 ROOT = Path(__file__).resolve().parent.parent
 BYTES = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [b'{"', b'":', b"12", b"ab"])
 
@@ -96,15 +98,6 @@ def _as_raw(t: Tables) -> Tables:
         ),
     )
     return out
-
-
-def assert_same(a: Tables, b: Tables) -> None:
-    for field in dataclasses.fields(Tables):
-        x, y = getattr(a, field.name), getattr(b, field.name)
-        if isinstance(x, np.ndarray):
-            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), field.name
-        else:
-            assert x == y, field.name
 
 
 def _handle(t: Tables) -> Any:
