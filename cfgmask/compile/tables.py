@@ -272,13 +272,7 @@ def _tables_raw(grammar: ir.Grammar, got: tuple[Any, ...], names: list[str], ses
     t.__dict__.update(
         rule_names=order,
         start_rule=0,
-        stats={
-            "source_rules": len(grammar.rules),
-            "parser_rules": n,
-            "states": ns,
-            "byte_classes": k,
-            "call_edges": len(ref_rule) // 4,
-        },
+        stats=_stats(grammar, n, ns, k, len(ref_rule) // 4),
         _raw=(
             ns,
             n,
@@ -370,14 +364,19 @@ def _tables(grammar: ir.Grammar, f: Flat, d: Derived, sess: Session) -> Tables:
         rule_la=rule_la,
         la_next=la_next,
         la_union=la_union,
-        stats={
-            "source_rules": len(grammar.rules),
-            "parser_rules": len(f.names),
-            "states": f.n,
-            "byte_classes": trans.shape[1],
-            "call_edges": len(d.ref_rule),
-        },
+        stats=_stats(grammar, len(f.names), f.n, trans.shape[1], len(d.ref_rule)),
     )
+
+
+def _stats(grammar: ir.Grammar, rules: int, states: int, classes: int, call_edges: int) -> dict[str, int]:
+    """``Tables.stats``: the automaton sizes, whichever way the tables were made."""
+    return {
+        "source_rules": len(grammar.rules),
+        "parser_rules": rules,
+        "states": states,
+        "byte_classes": int(classes),
+        "call_edges": call_edges,
+    }
 
 
 def _contiguous(a: np.ndarray, dtype: type) -> np.ndarray:
