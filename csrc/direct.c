@@ -35,7 +35,9 @@
 #include "fsm.h"
 #include "internal.h"
 
-#define DB_NO CM_DIRECT_NO
+#include <stdio.h>
+static int db_no(int line) { if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "DB_NO at %d\n", line); return CM_DIRECT_NO; }
+#define DB_NO db_no(__LINE__)
 #define DB_MAX_DEPTH 10000
 #define DB_MARGIN 4
 #define PENDING 2u /* acc[] of a state made before its edges (a loop's, a copied DFA's) */
@@ -43,27 +45,32 @@
 typedef struct {
     const cm_ir_input *in;
     cm_budget *bud;
-    size_t max_made;
+    size_t made, max_made;        /* states made (those found made already included) and the cap on those kept */
+    size_t fills;                 /* pending states filled so far */
     cm_vec32 acc, e0, e1, l0, l1; /* per state: accepting (0, 1, PENDING), its byte and label edges */
-    cm_vec32 rng, to;             /* byte edges: lo | hi << 8, target; a state's ascending, disjoint */
+    cm_vec32 rng, to;             /* byte edges: lo | hi << 8, target; a state's ascending, disjoint, maximal */
     cm_vec32 lab, lto;            /* label edges: a state's ascending by label */
-    cm_vec32 pairs, ids, map;     /* scratch: (label, target) pairs, union operands, a copy's states */
-    const cm_dfa_out *frag;       /* the copied DFA whose runs are below (the last one copied) */
-    cm_vec32 run_off, run_rng, run_to;
-    int32_t paint[256];
+    cm_vec32 stk;                 /* scratch, a stack: each call pops what it pushed */
+    uint32_t *hc;                 /* made states by content (id + 1, 0 free): open addressing */
+    size_t hc_n, hc_cap;
+    const cm_dfa_out *frag;       /* the copied DFA whose runs and order are below (the last one copied) */
+    cm_vec32 run_off, run_rng, run_to, topo, map, tmap;
+    cm_vec32 upool;               /* unions made: [n, state * n, result] each (UINT32_MAX: in progress) */
+    uint32_t *um;                 /* their offsets in upool + 1 (0 free), by the set: open addressing */
+    size_t um_n, um_cap;
+    bool frag_acyclic;
 } dbuilder;
 
 static cm_vec32 *db_vec(dbuilder *b, size_t i) {
-    cm_vec32 *v[] = {&b->acc,  &b->e0,  &b->e1,  &b->l0,      &b->l1,      &b->rng,    &b->to,
-                     &b->lab,  &b->lto, &b->pairs, &b->ids,  &b->map,     &b->run_off, &b->run_rng,
-                     &b->run_to};
+    cm_vec32 *v[] = {&b->acc, &b->e0,  &b->e1,      &b->l0,      &b->l1,     &b->rng,  &b->to,  &b->lab,
+                     &b->lto, &b->stk, &b->run_off, &b->run_rng, &b->run_to, &b->topo, &b->map, &b->tmap, &b->upool};
     return i < sizeof v / sizeof *v ? v[i] : NULL;
 }
 
-/* A new state (its edges: those pushed until db_close), accepting acc. */
+/* A new state (its edges: those pushed until db_close or db_finish), accepting acc. */
 static int db_new(dbuilder *b, uint32_t acc, uint32_t *s) {
-    if (b->acc.n >= b->max_made) return DB_NO;
-    if ((b->acc.n & 0x3FF) == 0x3FF && cm_budget_time(b->bud)) return CM_ERR_TIMEOUT;
+    if (b->acc.n >= b->max_made || b->made >= DB_MARGIN * b->max_made) { if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "made %zu n %zu\n", b->made, b->acc.n); return DB_NO; }
+    if ((++b->made & 0x3FF) == 0 && cm_budget_time(b->bud)) return CM_ERR_TIMEOUT;
     *s = (uint32_t)b->acc.n;
     uint32_t ne = (uint32_t)b->rng.n, nl = (uint32_t)b->lab.n;
     int rc = cm_vec_push(&b->acc, acc);
@@ -84,144 +91,417 @@ static void db_close(dbuilder *b, uint32_t s) {
     b->l1.data[s] = (uint32_t)b->lab.n;
 }
 
-static int db_edge(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t to) {
+/* A byte edge of the state being made, joined to the one before when it continues it. */
+static int db_edge(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t to, uint32_t s) {
+    size_t n = b->rng.n;
+    if (n > b->e0.data[s] && b->to.data[n - 1] == to && (b->rng.data[n - 1] >> 8) + 1 == lo) {
+        b->rng.data[n - 1] = (b->rng.data[n - 1] & 0xFF) | hi << 8;
+        return CM_OK;
+    }
     int rc = cm_vec_push(&b->rng, lo | hi << 8);
     return rc ? rc : cm_vec_push(&b->to, to);
 }
 
-/* A new state with one edge lo..hi to `to`. */
+static uint64_t db_hash(const dbuilder *b, uint32_t s) {
+    uint64_t h = 1469598103934665603ULL ^ b->acc.data[s];
+    for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++)
+        h = (((h ^ b->rng.data[e]) * 1099511628211ULL) ^ b->to.data[e]) * 1099511628211ULL;
+    h = (h ^ 0x5bd1e995u) * 1099511628211ULL;
+    for (uint32_t e = b->l0.data[s]; e < b->l1.data[s]; e++)
+        h = (((h ^ b->lab.data[e]) * 1099511628211ULL) ^ b->lto.data[e]) * 1099511628211ULL;
+    return h ^ h >> 29;
+}
+
+static bool db_same(const dbuilder *b, uint32_t s, uint32_t t) {
+    uint32_t ne = b->e1.data[s] - b->e0.data[s], nl = b->l1.data[s] - b->l0.data[s];
+    if (b->acc.data[s] != b->acc.data[t] || ne != b->e1.data[t] - b->e0.data[t] || nl != b->l1.data[t] - b->l0.data[t])
+        return false;
+    const uint32_t *r = b->rng.data, *o = b->to.data, *l = b->lab.data, *lt = b->lto.data;
+    uint32_t es = b->e0.data[s], et = b->e0.data[t], ls = b->l0.data[s], ltt = b->l0.data[t];
+    return (!ne || (!memcmp(r + es, r + et, ne * sizeof *r) && !memcmp(o + es, o + et, ne * sizeof *o)))
+           && (!nl || (!memcmp(l + ls, l + ltt, nl * sizeof *l) && !memcmp(lt + ls, lt + ltt, nl * sizeof *lt)));
+}
+
+static void db_place(dbuilder *b, uint32_t s) {
+    size_t i = db_hash(b, s) & (b->hc_cap - 1);
+    while (b->hc[i]) i = (i + 1) & (b->hc_cap - 1);
+    b->hc[i] = s + 1;
+}
+
+/* Close s, the last state made (its edges the last pushed), and keep it by content: *out is
+ * a state made before with the same acceptance and edges (s dropped), or s.  (Shared tails:
+ * an acyclic part is minimal this way; a cycle is left to minimization.) */
+static int db_finish(dbuilder *b, uint32_t s, uint32_t *out) {
+    db_close(b, s);
+    if (2 * (b->hc_n + 1) > b->hc_cap) {
+        size_t old = b->hc_cap, cap = old ? 2 * old : 1024;
+        int rc = CM_OK;
+        uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->hc;
+        if (rc) return rc;
+        b->hc = t, b->hc_cap = cap;
+        for (size_t i = 0; i < old; i++)
+            if (prev[i]) db_place(b, prev[i] - 1);
+        cm_bfree(b->bud, prev);
+    }
+    size_t i = db_hash(b, s) & (b->hc_cap - 1);
+    for (; b->hc[i]; i = (i + 1) & (b->hc_cap - 1)) {
+        uint32_t t = b->hc[i] - 1;
+        if (t != s && db_same(b, s, t)) { /* drop s: the last state, its edges the last */
+            b->rng.n = b->to.n = b->e0.data[s];
+            b->lab.n = b->lto.n = b->l0.data[s];
+            b->acc.n--, b->e0.n--, b->e1.n--, b->l0.n--, b->l1.n--;
+            *out = t;
+            return CM_OK;
+        }
+    }
+    b->hc[i] = s + 1;
+    b->hc_n++;
+    *out = s;
+    return CM_OK;
+}
+
+/* A state with one edge lo..hi to `to`. */
 static int db_edge_state(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t to, uint32_t *s) {
     if (lo > hi || hi > 255) return DB_NO;
-    int rc = db_new(b, 0, s);
-    if (!rc) rc = db_edge(b, lo, hi, to);
-    if (!rc) db_close(b, *s);
-    return rc;
+    uint32_t x;
+    int rc = db_new(b, 0, &x);
+    if (!rc) rc = db_edge(b, lo, hi, to, x);
+    return rc ? rc : db_finish(b, x, s);
 }
 
-/* Push the (label, target) pairs in b->pairs, sorted, as the current state's label edges;
- * DB_NO when one label would lead to two states. */
-static int db_push_labels(dbuilder *b) {
-    uint32_t *p = b->pairs.data;
-    size_t n = b->pairs.n / 2;
-    for (size_t i = 1; i < n; i++) { /* by insertion: a few */
-        uint32_t x = p[2 * i], y = p[2 * i + 1];
-        size_t j = i;
-        for (; j && (p[2 * j - 2] > x || (p[2 * j - 2] == x && p[2 * j - 1] > y)); j--)
-            p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
-        p[2 * j] = x, p[2 * j + 1] = y;
+/* Sort v[0..n) (insertion: a few) and drop repeats; the number kept. */
+static uint32_t db_sort_unique(uint32_t *v, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++) {
+        uint32_t x = v[i], j = i;
+        for (; j && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
     }
-    int rc = CM_OK;
-    for (size_t i = 0; !rc && i < n; i++) {
-        if (i && p[2 * i] == p[2 * i - 2]) {
-            if (p[2 * i + 1] != p[2 * i - 1]) return DB_NO;
-            continue;
-        }
-        if (!(rc = cm_vec_push(&b->lab, p[2 * i]))) rc = cm_vec_push(&b->lto, p[2 * i + 1]);
-    }
-    return rc;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!k || v[k - 1] != v[i]) v[k++] = v[i];
+    return k;
 }
 
-/* Paint state s's byte edges (targets through map[] when map is not NULL) into b->paint and
- * its labels into b->pairs; DB_NO where a byte is painted with another target already. */
-static int db_paint(dbuilder *b, uint32_t s, const uint32_t *map) {
-    for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++) {
-        uint32_t r = b->rng.data[e], t = map ? map[b->to.data[e]] : b->to.data[e];
-        for (uint32_t x = r & 0xFF; x <= r >> 8; x++) {
-            if (b->paint[x] >= 0 && (uint32_t)b->paint[x] != t) return DB_NO;
-            b->paint[x] = (int32_t)t;
-        }
-    }
-    int rc = CM_OK;
-    for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++)
-        rc = cm_vec_push2(&b->pairs, b->lab.data[e], map ? map[b->lto.data[e]] : b->lto.data[e]);
-    return rc;
+#define DB_MAX_UNION 1024
+
+static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint32_t *io, int depth);
+
+static uint64_t db_set_hash(const uint32_t *v, uint32_t n) {
+    uint64_t h = 1469598103934665603ULL ^ n;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ v[i]) * 1099511628211ULL;
+    return h ^ h >> 31;
 }
 
-/* The painted bytes as the current state's edges (runs of one target), b->paint cleared. */
-static int db_push_paint(dbuilder *b) {
-    int rc = CM_OK;
-    for (uint32_t x = 0; !rc && x < 256;) {
-        int32_t t = b->paint[x];
-        uint32_t y = x + 1;
-        while (y < 256 && b->paint[y] == t) y++;
-        if (t >= 0) rc = db_edge(b, x, y - 1, (uint32_t)t);
-        x = y;
+/* The memo slot of set v[0..n): its entry or the free slot where it goes. */
+static size_t db_memo_slot(const dbuilder *b, const uint32_t *v, uint32_t n) {
+    size_t i = db_set_hash(v, n) & (b->um_cap - 1);
+    for (; b->um[i]; i = (i + 1) & (b->um_cap - 1)) {
+        const uint32_t *e = b->upool.data + b->um[i] - 1;
+        if (e[0] == n && !memcmp(e + 1, v, n * sizeof *v)) break;
     }
-    for (uint32_t x = 0; x < 256; x++) b->paint[x] = -1;
-    return rc;
+    return i;
 }
 
-/* The union of states ids[0..n) (none pending): ids[0] itself when n is 1, else a new state
- * (into == UINT32_MAX) or pending state `into`, filled; DB_NO where their edges overlap. */
-static int db_union(dbuilder *b, const uint32_t *ids, uint32_t n, uint32_t into, uint32_t *out) {
-    if (n == 1 && into == UINT32_MAX) {
-        *out = ids[0];
+/* The result slot (in upool) of the union of v[0..n): found (*found), or a new entry in progress. */
+static int db_memo(dbuilder *b, size_t v_at, uint32_t n, size_t *res, bool *found) {
+    if (2 * (b->um_n + 1) > b->um_cap) {
+        size_t old = b->um_cap, cap = old ? 2 * old : 256;
+        int rc = CM_OK;
+        uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->um;
+        if (rc) return rc;
+        b->um = t, b->um_cap = cap;
+        for (size_t i = 0; i < old; i++)
+            if (prev[i]) {
+                const uint32_t *e = b->upool.data + prev[i] - 1;
+                b->um[db_memo_slot(b, e + 1, e[0])] = prev[i];
+            }
+        cm_bfree(b->bud, prev);
+    }
+    size_t i = db_memo_slot(b, b->stk.data + v_at, n);
+    if (b->um[i]) {
+        *found = true;
+        *res = b->um[i] - 1 + 1 + n;
         return CM_OK;
     }
-    uint32_t acc = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (b->acc.data[ids[i]] == PENDING) return DB_NO;
-        acc |= b->acc.data[ids[i]];
-    }
-    b->pairs.n = 0;
+    *found = false;
+    size_t at = b->upool.n;
+    int rc = cm_vec_reserve(&b->upool, at + n + 2);
+    if (rc) return rc;
+    b->upool.data[at] = n;
+    memcpy(b->upool.data + at + 1, b->stk.data + v_at, n * sizeof *b->upool.data);
+    b->upool.data[at + 1 + n] = UINT32_MAX;
+    b->upool.n = at + n + 2;
+    b->um[i] = (uint32_t)at + 1;
+    b->um_n++;
+    *res = at + 1 + n;
+    return CM_OK;
+}
+
+/* The union of the states b->stk[at .. at + n) (popped): the one state when they are one,
+ * else a new state (into == UINT32_MAX) or pending state `into`, filled: accepting when one
+ * is, on each byte and label the union of their targets there (made the same way: subset
+ * construction on demand, for a literal's prefix that two branches share).  DB_NO on a
+ * pending operand or past DB_MAX_UNION levels (a union that loops). */
+static int db_union(dbuilder *b, size_t at, uint32_t into, uint32_t *out, int depth) {
+    uint32_t n = db_sort_unique(b->stk.data + at, (uint32_t)(b->stk.n - at)), acc = 0;
+    b->stk.n = at + n;
     int rc = CM_OK;
-    for (uint32_t i = 0; !rc && i < n; i++) rc = db_paint(b, ids[i], NULL);
-    if (rc) {
-        for (uint32_t x = 0; x < 256; x++) b->paint[x] = -1;
+    if (!n || depth > DB_MAX_UNION) rc = DB_NO;
+    if (!rc && n == 1 && into == UINT32_MAX) *out = b->stk.data[at];
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        if (b->acc.data[s] == PENDING) rc = DB_NO;
+        acc |= b->acc.data[s];
+    }
+    if (rc || (n == 1 && into == UINT32_MAX)) {
+        b->stk.n = at;
         return rc;
     }
-    if (into == UINT32_MAX) rc = db_new(b, acc, &into);
-    if (rc) {
-        for (uint32_t x = 0; x < 256; x++) b->paint[x] = -1;
+    size_t memo = 0;
+    if (into == UINT32_MAX) { /* made before (or in progress: a union that loops) */
+        bool found;
+        if ((rc = db_memo(b, at, n, &memo, &found))) {
+            b->stk.n = at;
+            return rc;
+        }
+        if (found) {
+            b->stk.n = at;
+            if (b->upool.data[memo] == UINT32_MAX) return DB_NO;
+            *out = b->upool.data[memo];
+            return CM_OK;
+        }
+        *out = UINT32_MAX; /* a new state */
+        rc = db_union_made(b, at, n, acc, out, depth);
+        if (!rc) b->upool.data[memo] = *out;
         return rc;
     }
-    b->acc.data[into] = acc;
-    db_open(b, into);
-    rc = db_push_paint(b);
-    if (!rc) rc = db_push_labels(b);
-    if (!rc) db_close(b, into);
-    *out = into;
+    rc = db_union_made(b, at, n, acc, &into, depth);
+    if (!rc) *out = into;
     return rc;
 }
 
-static int db_union2(dbuilder *b, uint32_t x, uint32_t y, uint32_t *out) {
-    uint32_t ids[2] = {x, y};
-    return db_union(b, ids, 2, UINT32_MAX, out);
+static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint32_t *io, int depth) {
+    int rc = CM_OK;
+    uint32_t into = *io;
+    size_t g = b->stk.n;
+    bool clash = false;
+    for (uint32_t i = 0; !rc && i < n; i++) { /* every edge: when none overlap, the union is their list */
+        uint32_t s = b->stk.data[at + i];
+        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) rc = cm_vec_push2(&b->stk, b->rng.data[e], b->to.data[e]);
+    }
+    size_t gl = b->stk.n;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) rc = cm_vec_push2(&b->stk, b->lab.data[e], b->lto.data[e]);
+    }
+    if (rc) {
+        b->stk.n = at;
+        return rc;
+    }
+    uint32_t ne = (uint32_t)(gl - g) / 2, nl = (uint32_t)(b->stk.n - gl) / 2;
+    for (int k = 0; k < 2; k++) { /* bytes by first byte, labels by value (insertion: a few) */
+        uint32_t *p = b->stk.data + (k ? gl : g), m = k ? nl : ne;
+        for (uint32_t i = 1; i < m; i++) {
+            uint32_t x = p[2 * i], y = p[2 * i + 1], j = i;
+            for (; j && (p[2 * j - 2] & (k ? UINT32_MAX : 0xFF)) > (x & (k ? UINT32_MAX : 0xFF)); j--)
+                p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+            p[2 * j] = x, p[2 * j + 1] = y;
+        }
+        for (uint32_t i = 1; i < m; i++)
+            clash |= k ? p[2 * i] == p[2 * i - 2] : (p[2 * i - 2] >> 8) >= (p[2 * i] & 0xFF);
+    }
+    if (!clash) {
+        bool fresh = into == UINT32_MAX;
+        if (fresh) rc = db_new(b, acc, &into);
+        if (!rc) {
+            b->acc.data[into] = acc;
+            db_open(b, into);
+        }
+        for (uint32_t i = 0; !rc && i < ne; i++)
+            rc = db_edge(b, b->stk.data[g + 2 * i] & 0xFF, b->stk.data[g + 2 * i] >> 8, b->stk.data[g + 2 * i + 1], into);
+        for (uint32_t i = 0; !rc && i < nl; i++)
+            if (!(rc = cm_vec_push(&b->lab, b->stk.data[gl + 2 * i]))) rc = cm_vec_push(&b->lto, b->stk.data[gl + 2 * i + 1]);
+        b->stk.n = at;
+        if (rc) return rc;
+        if (fresh) return db_finish(b, into, io);
+        db_close(b, into);
+        b->fills++;
+        *io = into;
+        return CM_OK;
+    }
+    b->stk.n = g;
+    uint8_t cut[257] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++)
+            cut[b->rng.data[e] & 0xFF] = 1, cut[(b->rng.data[e] >> 8) + 1] = 1;
+    }
+    size_t res = b->stk.n; /* (lo | hi << 8, target) for each piece, then (label, target) */
+    uint32_t n_bytes = 0;
+    for (uint32_t x = 0; !rc && x < 256;) {
+        uint32_t y = x + 1;
+        while (y < 256 && !cut[y]) y++;
+        size_t tmp = b->stk.n;
+        for (uint32_t i = 0; !rc && i < n; i++) { /* each operand's edge over x .. y - 1 */
+            uint32_t s = b->stk.data[at + i];
+            for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++)
+                if ((b->rng.data[e] & 0xFF) <= x && x <= b->rng.data[e] >> 8) rc = cm_vec_push(&b->stk, b->to.data[e]);
+        }
+        uint32_t t = UINT32_MAX;
+        if (!rc && b->stk.n > tmp) rc = db_union(b, tmp, UINT32_MAX, &t, depth + 1);
+        b->stk.n = tmp;
+        if (!rc && t != UINT32_MAX) rc = cm_vec_push2(&b->stk, x | (y - 1) << 8, t), n_bytes++;
+        x = y;
+    }
+    size_t pairs = b->stk.n;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) rc = cm_vec_push2(&b->stk, b->lab.data[e], b->lto.data[e]);
+    }
+    size_t end = b->stk.n;
+    for (size_t i = pairs; !rc && i < end; i += 2) { /* each label not seen before: its targets united */
+        uint32_t l = b->stk.data[i], seen = 0;
+        for (size_t j = pairs; j < i; j += 2) seen |= b->stk.data[j] == l;
+        if (seen) continue;
+        size_t tmp = b->stk.n;
+        for (size_t j = i; !rc && j < end; j += 2)
+            if (b->stk.data[j] == l) rc = cm_vec_push(&b->stk, b->stk.data[j + 1]);
+        uint32_t t = UINT32_MAX;
+        if (!rc) rc = db_union(b, tmp, UINT32_MAX, &t, depth + 1);
+        b->stk.n = tmp;
+        if (!rc) rc = cm_vec_push2(&b->stk, l, t);
+    }
+    size_t lab_at = end;
+    uint32_t n_lab = (uint32_t)(b->stk.n - end) / 2;
+    if (!rc) { /* the labels by value (insertion: a few) */
+        uint32_t *p = b->stk.data + lab_at;
+        for (uint32_t i = 1; i < n_lab; i++) {
+            uint32_t x = p[2 * i], y = p[2 * i + 1], j = i;
+            for (; j && p[2 * j - 2] > x; j--) p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+            p[2 * j] = x, p[2 * j + 1] = y;
+        }
+    }
+    bool fresh = into == UINT32_MAX;
+    if (!rc && fresh) rc = db_new(b, acc, &into);
+    if (!rc) {
+        b->acc.data[into] = acc;
+        db_open(b, into);
+    }
+    for (uint32_t i = 0; !rc && i < n_bytes; i++) {
+        uint32_t r = b->stk.data[res + 2 * i];
+        rc = db_edge(b, r & 0xFF, r >> 8, b->stk.data[res + 2 * i + 1], into);
+    }
+    for (uint32_t i = 0; !rc && i < n_lab; i++)
+        if (!(rc = cm_vec_push(&b->lab, b->stk.data[lab_at + 2 * i]))) rc = cm_vec_push(&b->lto, b->stk.data[lab_at + 2 * i + 1]);
+    b->stk.n = at;
+    if (rc) return rc;
+    if (fresh) return db_finish(b, into, io);
+    db_close(b, into);
+    b->fills++;
+    *io = into;
+    return CM_OK;
 }
 
-/* f's DFA as runs of classes with one target (rows read once per DFA copied in a row). */
+static int db_union2(dbuilder *b, uint32_t x, uint32_t y, uint32_t into, uint32_t *out) {
+    size_t at = b->stk.n;
+    int rc = cm_vec_push2(&b->stk, x, y);
+    return rc ? rc : db_union(b, at, into, out, 0);
+}
+
+/* d's rows as runs of classes with one target, and (acyclic) its states targets first. */
 static int db_runs(dbuilder *b, const cm_dfa_out *d) {
     if (b->frag == d) return CM_OK;
     b->frag = NULL;
-    b->run_off.n = b->run_rng.n = b->run_to.n = 0;
+    b->run_off.n = b->run_rng.n = b->run_to.n = b->topo.n = 0;
+    uint32_t n = d->n_states;
     int rc = cm_vec_push(&b->run_off, 0);
-    for (uint32_t s = 0; !rc && s < d->n_states; s++) {
+    for (uint32_t s = 0; !rc && s < n; s++) {
         const int32_t *row = d->trans + (size_t)s * d->n_classes;
         for (uint32_t c = 0, c1; !rc && c < d->n_classes; c = c1) {
             c1 = cm_run_end(row, c, d->n_classes);
             if (row[c] < 0) continue;
-            if ((uint32_t)row[c] >= d->n_states || d->class_lo[c1] == 0 || d->class_lo[c1] > 256) return DB_NO;
+            if ((uint32_t)row[c] >= n || d->class_lo[c1] <= d->class_lo[c] || d->class_lo[c1] > 256) return DB_NO;
             rc = cm_vec_push(&b->run_rng, d->class_lo[c] | (d->class_lo[c1] - 1u) << 8);
             if (!rc) rc = cm_vec_push(&b->run_to, (uint32_t)row[c]);
         }
         if (!rc) rc = cm_vec_push(&b->run_off, (uint32_t)b->run_rng.n);
     }
+    for (uint32_t s = 0; !rc && s < n; s++)
+        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
+            if (d->lab_to[e] >= n) return DB_NO;
+    /* postorder by an iterative DFS (map: 0 new, 1 on the stack, 2 done); a back edge: cyclic */
+    if (!rc) rc = cm_vec_reserve(&b->map, n);
+    size_t base = b->stk.n;
+    b->frag_acyclic = true;
+    for (uint32_t s = 0; !rc && s < n; s++) b->map.data[s] = 0;
+    for (uint32_t r = 0; !rc && r < n && b->frag_acyclic; r++) {
+        if (b->map.data[r]) continue;
+        b->map.data[r] = 1;
+        if ((rc = cm_vec_push2(&b->stk, r, 0))) break;
+        while (!rc && b->stk.n > base && b->frag_acyclic) {
+            uint32_t s = b->stk.data[b->stk.n - 2], i = b->stk.data[b->stk.n - 1]++;
+            uint32_t nr = b->run_off.data[s + 1] - b->run_off.data[s], t;
+            if (i < nr) t = b->run_to.data[b->run_off.data[s] + i];
+            else if (i < nr + d->lab_off[s + 1] - d->lab_off[s]) t = d->lab_to[d->lab_off[s] + i - nr];
+            else {
+                b->map.data[s] = 2;
+                b->stk.n -= 2;
+                rc = cm_vec_push(&b->topo, s);
+                continue;
+            }
+            if (b->map.data[t] == 1) b->frag_acyclic = false;
+            else if (!b->map.data[t]) b->map.data[t] = 1, rc = cm_vec_push2(&b->stk, t, 0);
+        }
+    }
+    b->stk.n = base;
     if (!rc) b->frag = d;
     return rc;
 }
 
-/* A copy of f's DFA into K: its accepting states united with K, those without edges K itself. */
+/* A copy of f's DFA into K: its accepting states united with K (K itself where they have no
+ * edges: a prefix-free item), made targets first and kept by content when f's DFA is acyclic. */
 static int db_embed(dbuilder *b, const cm_ir_frag *f, uint32_t K, uint32_t *out) {
     const cm_dfa_out *d = f->dfa;
     uint32_t n = d->n_states;
     if (!n || d->lab_off[0] != 0) return DB_NO;
-    for (uint32_t s = 0; s < n; s++)
-        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
-            if (d->lab_to[e] >= n) return DB_NO;
     int rc = db_runs(b, d);
     if (!rc) rc = cm_vec_reserve(&b->map, n);
     if (rc) return rc;
-    uint32_t *map = b->map.data, *ro = b->run_off.data;
+    const uint32_t *ro = b->run_off.data;
+    if (b->frag_acyclic) {
+        for (size_t i = 0; !rc && i < b->topo.n; i++) {
+            uint32_t s = b->topo.data[i], x, *map = b->map.data;
+            if (d->accepting[s] && ro[s] == ro[s + 1] && d->lab_off[s] == d->lab_off[s + 1]) {
+                map[s] = K;
+                continue;
+            }
+            if ((rc = db_new(b, 0, &x))) break;
+            for (uint32_t e = ro[s]; !rc && e < ro[s + 1]; e++)
+                rc = db_edge(b, b->run_rng.data[e] & 0xFF, b->run_rng.data[e] >> 8, map[b->run_to.data[e]], x);
+            size_t at = b->stk.n; /* labels by value */
+            for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
+                rc = cm_vec_push2(&b->stk, f->labels[d->lab[e]], map[d->lab_to[e]]);
+            uint32_t nl = (uint32_t)(b->stk.n - at) / 2, *p = b->stk.data + at;
+            for (uint32_t i2 = 1; !rc && i2 < nl; i2++) {
+                uint32_t lx = p[2 * i2], ly = p[2 * i2 + 1], j = i2;
+                for (; j && p[2 * j - 2] > lx; j--) p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+                p[2 * j] = lx, p[2 * j + 1] = ly;
+            }
+            for (uint32_t i2 = 0; !rc && i2 < nl; i2++)
+                if (i2 && p[2 * i2] == p[2 * i2 - 2]) rc = DB_NO; /* (a DFA: one target a label) */
+                else if (!(rc = cm_vec_push(&b->lab, p[2 * i2]))) rc = cm_vec_push(&b->lto, p[2 * i2 + 1]);
+            b->stk.n = at;
+            if (!rc) rc = db_finish(b, x, &x);
+            if (!rc && d->accepting[s]) rc = db_union2(b, x, K, UINT32_MAX, &x);
+            map[s] = x;
+        }
+        if (!rc) *out = b->map.data[0];
+        return rc;
+    }
+    /* cyclic: every state made first (pending), then filled; its accepting states' edges and K's
+     * must not overlap */
+    if (b->acc.data[K] == PENDING) return DB_NO;
+    uint32_t *map = b->map.data;
     for (uint32_t s = 0; !rc && s < n; s++) {
         if (d->accepting[s] && ro[s] == ro[s + 1] && d->lab_off[s] == d->lab_off[s + 1]) map[s] = K;
         else rc = db_new(b, PENDING, &map[s]);
@@ -229,30 +509,43 @@ static int db_embed(dbuilder *b, const cm_ir_frag *f, uint32_t K, uint32_t *out)
     for (uint32_t s = 0; !rc && s < n; s++) {
         uint32_t q = map[s];
         if (q == K) continue;
-        b->pairs.n = 0;
-        for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
-            rc = cm_vec_push2(&b->pairs, f->labels[d->lab[e]], map[d->lab_to[e]]);
+        size_t at = b->stk.n;
+        rc = cm_vec_push(&b->stk, q);
+        for (uint32_t e = ro[s]; !rc && e < ro[s + 1]; e++) /* f's edges first, then K's: ascending */
+            rc = cm_vec_push2(&b->stk, b->run_rng.data[e], map[b->run_to.data[e]]);
         if (rc) break;
         db_open(b, q);
-        if (d->accepting[s]) { /* united with K: painted */
-            if (b->acc.data[K] == PENDING) return DB_NO;
-            for (uint32_t e = ro[s]; e < ro[s + 1]; e++) {
-                uint32_t r = b->run_rng.data[e], t = map[b->run_to.data[e]];
-                for (uint32_t x = r & 0xFF; x <= r >> 8; x++) b->paint[x] = (int32_t)t;
-            }
-            if ((rc = db_paint(b, K, NULL)) || (rc = db_push_paint(b))) {
-                for (uint32_t x = 0; x < 256; x++) b->paint[x] = -1;
-                return rc;
-            }
-            b->acc.data[q] = b->acc.data[K];
-        } else {
-            for (uint32_t e = ro[s]; !rc && e < ro[s + 1]; e++) rc = db_edge(b, b->run_rng.data[e] & 0xFF,
-                                                                              b->run_rng.data[e] >> 8,
-                                                                              map[b->run_to.data[e]]);
-            b->acc.data[q] = 0;
+        uint32_t ke = d->accepting[s] ? b->e0.data[K] : 0, ke1 = d->accepting[s] ? b->e1.data[K] : 0;
+        size_t i = at + 1;
+        while (!rc && (i < b->stk.n || ke < ke1)) { /* merge the two ascending lists */
+            bool mine = ke >= ke1 || (i < b->stk.n && (b->stk.data[i] & 0xFF) < (b->rng.data[ke] & 0xFF));
+            uint32_t r = mine ? b->stk.data[i] : b->rng.data[ke], t = mine ? b->stk.data[i + 1] : b->to.data[ke];
+            size_t last = b->rng.n;
+            if (last > b->e0.data[q] && (b->rng.data[last - 1] >> 8) >= (r & 0xFF)) rc = DB_NO; /* overlap */
+            else rc = db_edge(b, r & 0xFF, r >> 8, t, q);
+            if (mine) i += 2;
+            else ke++;
         }
-        if (!rc) rc = db_push_labels(b);
-        if (!rc) db_close(b, q);
+        b->stk.n = at;
+        size_t lat = b->stk.n;
+        for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
+            rc = cm_vec_push2(&b->stk, f->labels[d->lab[e]], map[d->lab_to[e]]);
+        for (uint32_t e = b->l0.data[K]; !rc && d->accepting[s] && e < b->l1.data[K]; e++)
+            rc = cm_vec_push2(&b->stk, b->lab.data[e], b->lto.data[e]);
+        uint32_t nl = (uint32_t)(b->stk.n - lat) / 2, *p = b->stk.data + lat;
+        for (uint32_t i2 = 1; !rc && i2 < nl; i2++) {
+            uint32_t lx = p[2 * i2], ly = p[2 * i2 + 1], j = i2;
+            for (; j && p[2 * j - 2] > lx; j--) p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+            p[2 * j] = lx, p[2 * j + 1] = ly;
+        }
+        for (uint32_t i2 = 0; !rc && i2 < nl; i2++)
+            if (i2 && p[2 * i2] == p[2 * i2 - 2]) rc = DB_NO;
+            else if (!(rc = cm_vec_push(&b->lab, p[2 * i2]))) rc = cm_vec_push(&b->lto, p[2 * i2 + 1]);
+        b->stk.n = lat;
+        if (rc) break;
+        b->acc.data[q] = d->accepting[s] ? b->acc.data[K] : 0;
+        db_close(b, q);
+        b->fills++;
     }
     if (!rc) *out = map[0];
     return rc;
@@ -280,18 +573,15 @@ static int db_chain(dbuilder *b, const uint32_t *p, uint32_t len, uint32_t strid
     return rc;
 }
 
-/* A new state with b->ids' states (operands) united; the operands pushed by the caller from
- * `base` on (the list is shared by nested calls: each pops its own). */
-static int db_union_ids(dbuilder *b, size_t base, uint32_t *out) {
-    uint32_t n = (uint32_t)(b->ids.n - base);
-    int rc = n ? db_union(b, b->ids.data + base, n, UINT32_MAX, out) : DB_NO;
-    b->ids.n = base;
-    return rc;
+/* The union of the states the caller pushed on b->stk from `base` on (popped). */
+static int db_union_from(dbuilder *b, size_t base, uint32_t *out) {
+    if (b->stk.n == base) return DB_NO;
+    return db_union(b, base, UINT32_MAX, out, 0);
 }
 
 static int db_utf8(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
     const uint32_t *code = b->in->code;
-    size_t len_code = b->in->code_len, p = (size_t)pc + 2 + 2 * (size_t)code[pc + 1], base = b->ids.n;
+    size_t len_code = b->in->code_len, p = (size_t)pc + 2 + 2 * (size_t)code[pc + 1], base = b->stk.n;
     if (p >= len_code) return DB_NO;
     uint32_t n_seqs = code[p++];
     int rc = CM_OK;
@@ -299,55 +589,122 @@ static int db_utf8(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
         uint32_t len = p < len_code ? code[p++] : 0, s;
         if (!len || p + 2 * (size_t)len > len_code) rc = DB_NO;
         if (!rc) rc = db_chain(b, code + p, len, 2, K, &s);
-        if (!rc) rc = cm_vec_push(&b->ids, s);
+        if (!rc) rc = cm_vec_push(&b->stk, s);
         p += 2 * (size_t)len;
     }
     if (rc) {
-        b->ids.n = base;
+        b->stk.n = base;
         return rc;
     }
-    return db_union_ids(b, base, out);
+    return db_union_from(b, base, out);
 }
 
+/* BYTES [op, n, (lo, hi) * n]: one state, its ranges (sorted, joined) into K. */
 static int db_bytes(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
     const uint32_t *code = b->in->code;
-    uint32_t n = code[pc + 1];
+    uint32_t n = code[pc + 1], x;
+    uint8_t on[257] = {0};
     if (!n) return DB_NO;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t lo = code[pc + 2 + 2 * i], hi = code[pc + 3 + 2 * i];
-        if (lo > hi || hi > 255) {
-            for (uint32_t x = 0; x < 256; x++) b->paint[x] = -1;
-            return DB_NO;
-        }
-        for (uint32_t x = lo; x <= hi; x++) b->paint[x] = (int32_t)K;
+        if (lo > hi || hi > 255) return DB_NO;
+        memset(on + lo, 1, hi - lo + 1);
     }
-    int rc = db_new(b, 0, out);
-    if (!rc) rc = db_push_paint(b);
-    if (!rc) db_close(b, *out);
-    else for (uint32_t x = 0; x < 256; x++) b->paint[x] = -1;
+    int rc = db_new(b, 0, &x);
+    for (uint32_t lo = 0; !rc && lo < 256;) {
+        if (!on[lo]) {
+            lo++;
+            continue;
+        }
+        uint32_t hi = lo;
+        while (on[hi + 1]) hi++;
+        rc = db_edge(b, lo, hi, K, x);
+        lo = hi + 1;
+    }
+    return rc ? rc : db_finish(b, x, out);
+}
+
+/* item into `cur`: a copy of the template [first, last) (built into placeholder P, its start T)
+ * with P replaced by cur, or (no template) item built again. */
+static int db_item(dbuilder *b, uint32_t item, uint32_t cur, int depth, uint32_t P, uint32_t T, uint32_t first,
+                   uint32_t last, uint32_t *out) {
+    if (P == UINT32_MAX) return db_build(b, item, cur, depth + 1, out);
+    uint32_t *tm = b->tmap.data; /* (reserved: last - first) UINT32_MAX: not reached from T */
+    int rc = CM_OK;
+    for (uint32_t s = first; !rc && s < last; s++) {
+        if (tm[s - first] == UINT32_MAX) continue;
+        uint32_t x;
+        if ((rc = db_new(b, b->acc.data[s], &x))) break;
+        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+            uint32_t t = b->to.data[e];
+            t = t == P ? cur : t >= first && t < last ? tm[t - first] : t;
+            rc = db_edge(b, b->rng.data[e] & 0xFF, b->rng.data[e] >> 8, t, x);
+        }
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) {
+            uint32_t t = b->lto.data[e];
+            t = t == P ? cur : t >= first && t < last ? tm[t - first] : t;
+            if (!(rc = cm_vec_push(&b->lab, b->lab.data[e]))) rc = cm_vec_push(&b->lto, t);
+        }
+        if (!rc) rc = db_finish(b, x, &tm[s - first]);
+    }
+    if (!rc) *out = tm[T - first];
     return rc;
 }
 
 /* REPEAT [op, lo, hi, item]: from the end, position j is item then position j + 1, united
- * with K from lo on; unbounded: a loop state (item back into it, or K), after lo items. */
+ * with K from lo on; unbounded: a loop state (item back into it, or K), after lo items.  The
+ * item is built once into a placeholder and copied for each position (its states are made
+ * targets first, so a copy is one pass), unless it fills a pending state (a loop inside). */
 static int db_repeat(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *out) {
     const uint32_t *code = b->in->code;
     uint32_t lo = code[pc + 1], hi = code[pc + 2], item = code[pc + 3], cur = K, q;
+    uint32_t P = UINT32_MAX, T = 0, first = 0, last = 0;
     int rc = CM_OK;
+    if (hi != CM_IR_INF && hi < lo) return DB_NO;
+    uint32_t copies = hi == CM_IR_INF ? lo : hi;
+    if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "repeat %u %u made %zu n %zu\n", lo, hi, b->made, b->acc.n);
+    if (copies >= 2) {
+        size_t fills = b->fills;
+        if ((rc = db_new(b, PENDING, &P))) return rc;
+        first = P + 1;
+        if ((rc = db_build(b, item, P, depth + 1, &T))) return rc;
+        last = (uint32_t)b->acc.n;
+        if (b->fills != fills || T < first || T >= last) {
+            P = UINT32_MAX; /* built again for each position */
+        } else { /* the template's states reached from T */
+            if ((rc = cm_vec_reserve(&b->tmap, (size_t)(last - first) + 1))) return rc;
+            uint32_t *tm = b->tmap.data;
+            for (uint32_t s = first; s < last; s++) tm[s - first] = UINT32_MAX;
+            size_t base = b->stk.n;
+            tm[T - first] = 0;
+            rc = cm_vec_push(&b->stk, T);
+            while (!rc && b->stk.n > base) {
+                uint32_t s = b->stk.data[--b->stk.n];
+                for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+                    uint32_t t = b->to.data[e];
+                    if (t >= first && t < last && tm[t - first] == UINT32_MAX) tm[t - first] = 0, rc = cm_vec_push(&b->stk, t);
+                }
+                for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) {
+                    uint32_t t = b->lto.data[e];
+                    if (t >= first && t < last && tm[t - first] == UINT32_MAX) tm[t - first] = 0, rc = cm_vec_push(&b->stk, t);
+                }
+            }
+            b->stk.n = base;
+            if (rc) return rc;
+        }
+    }
+    if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "  template P %u T %u first %u last %u item op %u made %zu\n", P, T, first, last, code[item], b->made);
     if (hi == CM_IR_INF) {
         uint32_t loop;
-        if ((rc = db_new(b, PENDING, &loop)) || (rc = db_build(b, item, loop, depth + 1, &q))) return rc;
+        if ((rc = db_new(b, PENDING, &loop)) || (rc = db_item(b, item, loop, depth, P, T, first, last, &q))) return rc;
         if (q == loop) return DB_NO;
-        uint32_t ids[2] = {q, K};
-        if ((rc = db_union(b, ids, 2, loop, &cur))) return rc;
+        if ((rc = db_union2(b, q, K, loop, &cur))) return rc;
         hi = lo;
-    } else if (hi < lo) {
-        return DB_NO;
     }
     for (uint32_t j = hi; !rc && j > 0; j--) {
-        if ((rc = db_build(b, item, cur, depth + 1, &q))) break;
+        if ((rc = db_item(b, item, cur, depth, P, T, first, last, &q))) break;
         if (q == cur) return DB_NO; /* an empty item */
-        if (j - 1 >= lo) rc = db_union2(b, q, K, &cur);
+        if (j - 1 >= lo) rc = db_union2(b, q, K, UINT32_MAX, &cur);
         else cur = q;
     }
     *out = cur;
@@ -362,12 +719,11 @@ static int db_ref(dbuilder *b, uint32_t name, uint32_t K, int depth, uint32_t *o
     if (r && r->kind == CM_IR_REF_EMBED)
         return r->arg < in->n_frags ? db_embed(b, &in->frags[r->arg], K, out) : DB_NO;
     if (r && r->kind == CM_IR_REF_EXPAND) return db_build(b, r->arg, K, depth + 1, out);
-    b->pairs.n = 0;
-    int rc = db_new(b, 0, out);
-    if (!rc) rc = cm_vec_push2(&b->pairs, in->label[name], K);
-    if (!rc) rc = db_push_labels(b);
-    if (!rc) db_close(b, *out);
-    return rc;
+    uint32_t x;
+    int rc = db_new(b, 0, &x);
+    if (!rc) rc = cm_vec_push(&b->lab, in->label[name]);
+    if (!rc) rc = cm_vec_push(&b->lto, K);
+    return rc ? rc : db_finish(b, x, out);
 }
 
 /* *out: a state whose language is node pc's followed by K's. */
@@ -395,16 +751,16 @@ static int db_build(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *o
         return rc;
     }
     case CM_IR_ALT: {
-        size_t base = b->ids.n;
+        size_t base = b->stk.n;
         for (uint32_t i = 0; !rc && i < n; i++) {
             uint32_t s;
-            if (!(rc = db_build(b, in->code[pc + 2 + i], K, depth + 1, &s))) rc = cm_vec_push(&b->ids, s);
+            if (!(rc = db_build(b, in->code[pc + 2 + i], K, depth + 1, &s))) rc = cm_vec_push(&b->stk, s);
         }
         if (rc) {
-            b->ids.n = base;
+            b->stk.n = base;
             return rc;
         }
-        return db_union_ids(b, base, out);
+        return db_union_from(b, base, out);
     }
     case CM_IR_REPEAT:
         return db_repeat(b, pc, K, depth, out);
@@ -508,19 +864,30 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     dbuilder b;
     memset(&b, 0, sizeof b);
     for (size_t i = 0; db_vec(&b, i); i++) db_vec(&b, i)->bud = bud;
-    for (uint32_t x = 0; x < 256; x++) b.paint[x] = -1;
     b.in = in;
     b.bud = bud;
     b.max_made = max_states / DB_MARGIN;
     uint64_t t0 = cm_stats_now();
     uint32_t final = 0, start = 0;
     int rc = db_new(&b, 1, &final);
+    if (!rc) rc = db_finish(&b, final, &final);
     if (!rc) rc = db_build(&b, root, final, 0, &start);
+    if (!rc && getenv("CM_DIRECT_DUMP")) {
+        fprintf(stderr, "start %u final %u n %zu\n", start, final, b.acc.n);
+        for (size_t q = 0; q < b.acc.n; q++) {
+            fprintf(stderr, " %zu acc %u:", q, b.acc.data[q]);
+            for (uint32_t e = b.e0.data[q]; e < b.e1.data[q]; e++) fprintf(stderr, " %u-%u>%u", b.rng.data[e] & 0xFF, b.rng.data[e] >> 8, b.to.data[e]);
+            for (uint32_t e = b.l0.data[q]; e < b.l1.data[q]; e++) fprintf(stderr, " L%u>%u", b.lab.data[e], b.lto.data[e]);
+            fprintf(stderr, "\n");
+        }
+    }
     cm_sparse_edges sp = {.off = {.bud = bud}, .cls = {.bud = bud}, .to = {.bud = bud}};
     cm_dfa_out *d = NULL;
     if (!rc) rc = db_take(&b, start, &d, &sp);
-    size_t n_made = b.acc.n;
+    size_t n_made = b.made;
     for (size_t i = 0; db_vec(&b, i); i++) cm_vec_free(db_vec(&b, i));
+    cm_bfree(bud, b.hc);
+    cm_bfree(bud, b.um);
     uint32_t n_dfa = d ? d->n_states : 0;
     cm_stats_add(CM_PH_DIRECT, t0);
     uint64_t t1 = cm_stats_now();
