@@ -183,6 +183,18 @@ static uint32_t db_sort_unique(uint32_t *v, uint32_t n) {
 }
 
 #define DB_MAX_UNION 1024
+#define DB_SWEEP 16
+
+/* A piece of a union's edges on the stack (joined to the one before when it continues it). */
+static int db_edge_piece(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t t, size_t res, uint32_t *n) {
+    size_t last = res + 2 * (size_t)*n;
+    if (*n && b->stk.data[last - 1] == t && (b->stk.data[last - 2] >> 8) + 1 == lo) {
+        b->stk.data[last - 2] = (b->stk.data[last - 2] & 0xFF) | hi << 8;
+        return CM_OK;
+    }
+    (*n)++;
+    return cm_vec_push2(&b->stk, lo | hi << 8, t);
+}
 
 static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint32_t *io, int depth);
 
@@ -330,27 +342,43 @@ static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint3
         return CM_OK;
     }
     b->stk.n = g;
+    size_t res = b->stk.n; /* (lo | hi << 8, target) for each piece, then (label, target) */
+    uint32_t n_bytes = 0, cur[DB_SWEEP];
+    bool sweep = n <= DB_SWEEP;
     uint8_t cut[257] = {0};
     for (uint32_t i = 0; i < n; i++) {
         uint32_t s = b->stk.data[at + i];
-        for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++)
-            cut[b->rng.data[e] & 0xFF] = 1, cut[(b->rng.data[e] >> 8) + 1] = 1;
+        if (sweep) cur[i] = b->e0.data[s];
+        else
+            for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++)
+                cut[b->rng.data[e] & 0xFF] = 1, cut[(b->rng.data[e] >> 8) + 1] = 1;
     }
-    size_t res = b->stk.n; /* (lo | hi << 8, target) for each piece, then (label, target) */
-    uint32_t n_bytes = 0;
-    for (uint32_t x = 0; !rc && x < 256;) {
-        uint32_t y = x + 1;
-        while (y < 256 && !cut[y]) y++;
+    for (uint32_t x = 0; !rc && x < 256;) { /* the pieces x .. y - 1 where the same edges cover */
+        uint32_t y = 256;
         size_t tmp = b->stk.n;
         for (uint32_t i = 0; !rc && i < n; i++) { /* each operand's edge over x .. y - 1 */
-            uint32_t s = b->stk.data[at + i];
-            for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++)
-                if ((b->rng.data[e] & 0xFF) <= x && x <= b->rng.data[e] >> 8) rc = cm_vec_push(&b->stk, b->to.data[e]);
+            uint32_t s = b->stk.data[at + i], e1 = b->e1.data[s];
+            if (!sweep) {
+                for (uint32_t e = b->e0.data[s]; !rc && e < e1; e++)
+                    if ((b->rng.data[e] & 0xFF) <= x && x <= b->rng.data[e] >> 8) rc = cm_vec_push(&b->stk, b->to.data[e]);
+                continue;
+            }
+            while (cur[i] < e1 && (b->rng.data[cur[i]] >> 8) < x) cur[i]++; /* (edges ascending, disjoint) */
+            if (cur[i] == e1) continue;
+            uint32_t lo = b->rng.data[cur[i]] & 0xFF, hi = b->rng.data[cur[i]] >> 8;
+            if (lo <= x) {
+                rc = cm_vec_push(&b->stk, b->to.data[cur[i]]);
+                y = hi + 1 < y ? hi + 1 : y;
+            } else {
+                y = lo < y ? lo : y;
+            }
         }
+        if (!sweep)
+            for (y = x + 1; y < 256 && !cut[y];) y++;
         uint32_t t = UINT32_MAX;
         if (!rc && b->stk.n > tmp) rc = db_union(b, tmp, UINT32_MAX, &t, depth + 1);
         b->stk.n = tmp;
-        if (!rc && t != UINT32_MAX) rc = cm_vec_push2(&b->stk, x | (y - 1) << 8, t), n_bytes++;
+        if (!rc && t != UINT32_MAX) rc = db_edge_piece(b, x, y - 1, t, res, &n_bytes);
         x = y;
     }
     size_t pairs = b->stk.n;
