@@ -35,9 +35,7 @@
 #include "fsm.h"
 #include "internal.h"
 
-#include <stdio.h>
-static int db_no(int line) { if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "DB_NO at %d\n", line); return CM_DIRECT_NO; }
-#define DB_NO db_no(__LINE__)
+#define DB_NO CM_DIRECT_NO
 #define DB_MAX_DEPTH 10000
 #define DB_MARGIN 4
 #define PENDING 2u /* acc[] of a state made before its edges (a loop's, a copied DFA's) */
@@ -69,7 +67,7 @@ static cm_vec32 *db_vec(dbuilder *b, size_t i) {
 
 /* A new state (its edges: those pushed until db_close or db_finish), accepting acc. */
 static int db_new(dbuilder *b, uint32_t acc, uint32_t *s) {
-    if (b->acc.n >= b->max_made || b->made >= DB_MARGIN * b->max_made) { if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "made %zu n %zu\n", b->made, b->acc.n); return DB_NO; }
+    if (b->acc.n >= b->max_made || b->made >= DB_MARGIN * b->max_made) return DB_NO;
     if ((++b->made & 0x3FF) == 0 && cm_budget_time(b->bud)) return CM_ERR_TIMEOUT;
     *s = (uint32_t)b->acc.n;
     uint32_t ne = (uint32_t)b->rng.n, nl = (uint32_t)b->lab.n;
@@ -652,90 +650,180 @@ static int db_bytes(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
     return rc ? rc : db_finish(b, x, out);
 }
 
-/* item into `cur`: a copy of the template [first, last) (built into placeholder P, its start T)
- * with P replaced by cur, or (no template) item built again. */
-static int db_item(dbuilder *b, uint32_t item, uint32_t cur, int depth, uint32_t P, uint32_t T, uint32_t first,
-                   uint32_t last, uint32_t *out) {
-    if (P == UINT32_MAX) return db_build(b, item, cur, depth + 1, out);
-    uint32_t *tm = b->tmap.data; /* (reserved: last - first) UINT32_MAX: not reached from T */
+/* A counted item's template: the item built once into placeholder P (pending), its start T, its
+ * states [first, last) (made targets first); tm: those reached from T (0), the rest UINT32_MAX. */
+typedef struct {
+    uint32_t item, P, T, first, last;
+} db_tpl;
+
+static int db_template(dbuilder *b, uint32_t item, int depth, db_tpl *t) {
+    *t = (db_tpl){item, UINT32_MAX, 0, 0, 0};
+    size_t fills = b->fills;
+    uint32_t P, T;
+    int rc = db_new(b, PENDING, &P);
+    if (!rc) rc = db_build(b, item, P, depth + 1, &T);
+    if (rc) return rc;
+    uint32_t first = P + 1, last = (uint32_t)b->acc.n;
+    if (b->fills != fills || T < first || T >= last) return CM_OK; /* built again for each position */
+    if ((rc = cm_vec_reserve(&b->tmap, (size_t)(last - first) + 1))) return rc;
+    uint32_t *tm = b->tmap.data;
+    for (uint32_t s = first; s < last; s++) tm[s - first] = UINT32_MAX;
+    size_t base = b->stk.n;
+    tm[T - first] = 0;
+    rc = cm_vec_push(&b->stk, T);
+    while (!rc && b->stk.n > base) {
+        uint32_t s = b->stk.data[--b->stk.n];
+        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+            uint32_t x = b->to.data[e];
+            if (x >= first && x < last && tm[x - first] == UINT32_MAX) tm[x - first] = 0, rc = cm_vec_push(&b->stk, x);
+        }
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) {
+            uint32_t x = b->lto.data[e];
+            if (x >= first && x < last && tm[x - first] == UINT32_MAX) tm[x - first] = 0, rc = cm_vec_push(&b->stk, x);
+        }
+    }
+    b->stk.n = base;
+    if (!rc) *t = (db_tpl){item, P, T, first, last};
+    return rc;
+}
+
+/* item into `cur`: a copy of the template with P replaced by cur, or (no template) item built
+ * again.  (b->tmap is the template's until the caller is done: nothing builds in between.) */
+static int db_item(dbuilder *b, const db_tpl *t, uint32_t cur, int depth, uint32_t *out) {
+    if (t->P == UINT32_MAX) return db_build(b, t->item, cur, depth + 1, out);
+    uint32_t *tm = b->tmap.data, P = t->P, first = t->first, last = t->last;
     int rc = CM_OK;
     for (uint32_t s = first; !rc && s < last; s++) {
         if (tm[s - first] == UINT32_MAX) continue;
         uint32_t x;
         if ((rc = db_new(b, b->acc.data[s], &x))) break;
         for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
-            uint32_t t = b->to.data[e];
-            t = t == P ? cur : t >= first && t < last ? tm[t - first] : t;
-            rc = db_edge(b, b->rng.data[e] & 0xFF, b->rng.data[e] >> 8, t, x);
+            uint32_t v = b->to.data[e];
+            v = v == P ? cur : v >= first && v < last ? tm[v - first] : v;
+            rc = db_edge(b, b->rng.data[e] & 0xFF, b->rng.data[e] >> 8, v, x);
         }
         for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) {
-            uint32_t t = b->lto.data[e];
-            t = t == P ? cur : t >= first && t < last ? tm[t - first] : t;
-            if (!(rc = cm_vec_push(&b->lab, b->lab.data[e]))) rc = cm_vec_push(&b->lto, t);
+            uint32_t v = b->lto.data[e];
+            v = v == P ? cur : v >= first && v < last ? tm[v - first] : v;
+            if (!(rc = cm_vec_push(&b->lab, b->lab.data[e]))) rc = cm_vec_push(&b->lto, v);
         }
         if (!rc) rc = db_finish(b, x, &tm[s - first]);
     }
-    if (!rc) *out = tm[T - first];
+    if (!rc) *out = tm[t->T - first];
     return rc;
 }
 
-/* REPEAT [op, lo, hi, item]: from the end, position j is item then position j + 1, united
- * with K from lo on; unbounded: a loop state (item back into it, or K), after lo items.  The
- * item is built once into a placeholder and copied for each position (its states are made
- * targets first, so a copy is one pass), unless it fills a pending state (a loop inside). */
+/* A branch x{lo,hi} rest: rest's states (into K) start at `start`. */
+typedef struct {
+    uint32_t lo, hi, start;
+} db_branch;
+
+/* The union of branches x{lo_i,hi_i} rest_i (rests built), one chain of item positions from
+ * the end: position j is the rests whose counts allow j, united with x then position j + 1
+ * (x{m,n} K is one branch).  Branches of one alternative that count the same item (a big
+ * count's blocks: x{0,B-1} | x{B} x{0,r}) share their positions instead of being united
+ * position by position. */
+static int db_counted(dbuilder *b, uint32_t item, const db_branch *br, uint32_t nb, int depth, uint32_t *out) {
+    uint32_t hmax = 0, cur = UINT32_MAX, q;
+    for (uint32_t i = 0; i < nb; i++) hmax = br[i].hi > hmax ? br[i].hi : hmax;
+    db_tpl t = {item, UINT32_MAX, 0, 0, 0};
+    int rc = hmax >= 2 ? db_template(b, item, depth, &t) : CM_OK;
+    for (uint32_t j = hmax + 1; !rc && j > 0; j--) {
+        size_t at = b->stk.n;
+        if (cur != UINT32_MAX) {
+            if ((rc = db_item(b, &t, cur, depth, &q))) break;
+            if (q == cur) rc = DB_NO; /* an empty item */
+            if (!rc) rc = cm_vec_push(&b->stk, q);
+        }
+        for (uint32_t i = 0; !rc && i < nb; i++)
+            if (br[i].lo <= j - 1 && j - 1 <= br[i].hi) rc = cm_vec_push(&b->stk, br[i].start);
+        if (!rc) rc = db_union_from(b, at, &cur);
+        b->stk.n = at;
+    }
+    *out = cur;
+    return rc;
+}
+
+/* REPEAT [op, lo, hi, item]: x{lo,hi} into K (db_counted); unbounded: lo items into a loop
+ * state (item back into it, or K).  The item is built once into a placeholder and copied for
+ * each position (its states are made targets first, so a copy is one pass), unless it fills
+ * a pending state (a loop inside). */
 static int db_repeat(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *out) {
     const uint32_t *code = b->in->code;
     uint32_t lo = code[pc + 1], hi = code[pc + 2], item = code[pc + 3], cur = K, q;
-    uint32_t P = UINT32_MAX, T = 0, first = 0, last = 0;
-    int rc = CM_OK;
-    if (hi != CM_IR_INF && hi < lo) return DB_NO;
-    uint32_t copies = hi == CM_IR_INF ? lo : hi;
-    if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "repeat %u %u made %zu n %zu\n", lo, hi, b->made, b->acc.n);
-    if (copies >= 2) {
-        size_t fills = b->fills;
-        if ((rc = db_new(b, PENDING, &P))) return rc;
-        first = P + 1;
-        if ((rc = db_build(b, item, P, depth + 1, &T))) return rc;
-        last = (uint32_t)b->acc.n;
-        if (b->fills != fills || T < first || T >= last) {
-            P = UINT32_MAX; /* built again for each position */
-        } else { /* the template's states reached from T */
-            if ((rc = cm_vec_reserve(&b->tmap, (size_t)(last - first) + 1))) return rc;
-            uint32_t *tm = b->tmap.data;
-            for (uint32_t s = first; s < last; s++) tm[s - first] = UINT32_MAX;
-            size_t base = b->stk.n;
-            tm[T - first] = 0;
-            rc = cm_vec_push(&b->stk, T);
-            while (!rc && b->stk.n > base) {
-                uint32_t s = b->stk.data[--b->stk.n];
-                for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
-                    uint32_t t = b->to.data[e];
-                    if (t >= first && t < last && tm[t - first] == UINT32_MAX) tm[t - first] = 0, rc = cm_vec_push(&b->stk, t);
-                }
-                for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) {
-                    uint32_t t = b->lto.data[e];
-                    if (t >= first && t < last && tm[t - first] == UINT32_MAX) tm[t - first] = 0, rc = cm_vec_push(&b->stk, t);
-                }
-            }
-            b->stk.n = base;
-            if (rc) return rc;
-        }
+    if (hi != CM_IR_INF) {
+        db_branch one = {lo, hi, K};
+        return hi < lo ? DB_NO : db_counted(b, item, &one, 1, depth, out);
     }
-    if (getenv("CM_DIRECT_DEBUG")) fprintf(stderr, "  template P %u T %u first %u last %u item op %u made %zu\n", P, T, first, last, code[item], b->made);
-    if (hi == CM_IR_INF) {
-        uint32_t loop;
-        if ((rc = db_new(b, PENDING, &loop)) || (rc = db_item(b, item, loop, depth, P, T, first, last, &q))) return rc;
-        if (q == loop) return DB_NO;
-        if ((rc = db_union2(b, q, K, loop, &cur))) return rc;
-        hi = lo;
-    }
-    for (uint32_t j = hi; !rc && j > 0; j--) {
-        if ((rc = db_item(b, item, cur, depth, P, T, first, last, &q))) break;
+    db_tpl t = {item, UINT32_MAX, 0, 0, 0};
+    uint32_t loop;
+    int rc = lo >= 1 ? db_template(b, item, depth, &t) : CM_OK;
+    if (rc || (rc = db_new(b, PENDING, &loop)) || (rc = db_item(b, &t, loop, depth, &q))) return rc;
+    if (q == loop) return DB_NO;
+    if ((rc = db_union2(b, q, K, loop, &cur))) return rc;
+    for (uint32_t j = lo; !rc && j > 0; j--) {
+        if ((rc = db_item(b, &t, cur, depth, &q))) break;
         if (q == cur) return DB_NO; /* an empty item */
-        if (j - 1 >= lo) rc = db_union2(b, q, K, UINT32_MAX, &cur);
-        else cur = q;
+        cur = q;
     }
     *out = cur;
+    return rc;
+}
+
+/* pc with expanded names followed to their bodies. */
+static uint32_t db_resolve(const cm_ir_input *in, uint32_t pc) {
+    for (int k = 0; k < 64 && (size_t)pc + 2 <= in->code_len && in->code[pc] == CM_IR_REF; k++) {
+        const cm_ir_ref *r = db_find_ref(in, in->code[pc + 1]);
+        if (!r || r->kind != CM_IR_REF_EXPAND) break;
+        pc = r->arg;
+    }
+    return pc;
+}
+
+/* Does branch pc start with a bounded count (x{lo,hi}, alone or first in a sequence whose
+ * other items are the rest: seq's children from 1 on)? */
+static bool db_lead(const cm_ir_input *in, uint32_t pc, uint32_t *item, uint32_t *lo, uint32_t *hi, uint32_t *seq) {
+    const uint32_t *code = in->code;
+    pc = db_resolve(in, pc);
+    *seq = UINT32_MAX;
+    if ((size_t)pc + 2 > in->code_len) return false;
+    if (code[pc] == CM_IR_SEQ && code[pc + 1] >= 1 && (size_t)pc + 2 + code[pc + 1] <= in->code_len) {
+        *seq = pc;
+        pc = db_resolve(in, code[pc + 2]);
+    }
+    if ((size_t)pc + 4 > in->code_len || code[pc] != CM_IR_REPEAT || code[pc + 2] == CM_IR_INF
+        || code[pc + 2] < code[pc + 1])
+        return false;
+    *item = code[pc + 3], *lo = code[pc + 1], *hi = code[pc + 2];
+    return true;
+}
+
+/* ALT [op, n, child * n] where two or more branches start with a bounded count of one item:
+ * their rests built, then db_counted; *done false (nothing built) otherwise. */
+static int db_alt_counted(dbuilder *b, uint32_t pc, uint32_t K, int depth, bool *done, uint32_t *out) {
+    const cm_ir_input *in = b->in;
+    const uint32_t *kids = in->code + pc + 2;
+    uint32_t n = in->code[pc + 1], item = UINT32_MAX, x, lo, hi, seq, same = 0;
+    *done = false;
+    for (uint32_t i = 0; i < n; i++)
+        if (db_lead(in, kids[i], &x, &lo, &hi, &seq) && (item == UINT32_MAX || x == item)) item = x, same++;
+    if (same < 2) return CM_OK;
+    *done = true;
+    int rc = CM_OK;
+    db_branch *br = cm_balloc(b->bud, ((size_t)n + 1) * sizeof *br, false, &rc);
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t cur = K;
+        if (db_lead(in, kids[i], &x, &lo, &hi, &seq) && x == item) {
+            for (uint32_t k = seq == UINT32_MAX ? 0 : in->code[seq + 1]; !rc && k > 1; k--)
+                rc = db_build(b, in->code[seq + 2 + k - 1], cur, depth + 1, &cur);
+            br[i] = (db_branch){lo, hi, cur};
+        } else {
+            rc = db_build(b, kids[i], K, depth + 1, &cur);
+            br[i] = (db_branch){0, 0, cur};
+        }
+    }
+    if (!rc) rc = db_counted(b, item, br, n, depth, out);
+    cm_bfree(b->bud, br);
     return rc;
 }
 
@@ -779,6 +867,8 @@ static int db_build(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *o
         return rc;
     }
     case CM_IR_ALT: {
+        bool done;
+        if ((rc = db_alt_counted(b, pc, K, depth, &done, out)) || done) return rc;
         size_t base = b->stk.n;
         for (uint32_t i = 0; !rc && i < n; i++) {
             uint32_t s;
@@ -900,15 +990,6 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     int rc = db_new(&b, 1, &final);
     if (!rc) rc = db_finish(&b, final, &final);
     if (!rc) rc = db_build(&b, root, final, 0, &start);
-    if (!rc && getenv("CM_DIRECT_DUMP")) {
-        fprintf(stderr, "start %u final %u n %zu\n", start, final, b.acc.n);
-        for (size_t q = 0; q < b.acc.n; q++) {
-            fprintf(stderr, " %zu acc %u:", q, b.acc.data[q]);
-            for (uint32_t e = b.e0.data[q]; e < b.e1.data[q]; e++) fprintf(stderr, " %u-%u>%u", b.rng.data[e] & 0xFF, b.rng.data[e] >> 8, b.to.data[e]);
-            for (uint32_t e = b.l0.data[q]; e < b.l1.data[q]; e++) fprintf(stderr, " L%u>%u", b.lab.data[e], b.lto.data[e]);
-            fprintf(stderr, "\n");
-        }
-    }
     cm_sparse_edges sp = {.off = {.bud = bud}, .cls = {.bud = bud}, .to = {.bud = bud}};
     cm_dfa_out *d = NULL;
     if (!rc) rc = db_take(&b, start, &d, &sp);
