@@ -971,6 +971,83 @@ out:
     return rc;
 }
 
+/* Is d's graph (byte and label edges) cyclic?  An iterative DFS; scratch from bud. */
+static int db_dfa_cyclic(const cm_dfa_out *d, cm_budget *bud, bool *cyclic) {
+    uint32_t n = d->n_states;
+    int rc = CM_OK;
+    uint8_t *color = cm_balloc(bud, (size_t)n + 1, true, &rc);
+    uint32_t *st = cm_balloc(bud, 2 * ((size_t)n + 1) * sizeof *st, false, &rc);
+    *cyclic = false;
+    for (uint32_t r = 0; !rc && r < n && !*cyclic; r++) {
+        if (color[r]) continue;
+        size_t sp = 0;
+        color[r] = 1, st[sp++] = r, st[sp++] = 0;
+        while (sp && !*cyclic) {
+            uint32_t s = st[sp - 2], i = st[sp - 1]++, t;
+            if (i < d->n_classes) {
+                int32_t x = d->trans[(size_t)s * d->n_classes + i];
+                if (x < 0 || (uint32_t)x >= n) continue;
+                t = (uint32_t)x;
+            } else if (i - d->n_classes < d->lab_off[s + 1] - d->lab_off[s]) {
+                t = d->lab_to[d->lab_off[s] + i - d->n_classes];
+                if (t >= n) continue;
+            } else {
+                color[s] = 2, sp -= 2;
+                continue;
+            }
+            if (color[t] == 1) *cyclic = true;
+            else if (!color[t]) color[t] = 1, st[sp++] = t, st[sp++] = 0;
+        }
+    }
+    cm_bfree(bud, color);
+    cm_bfree(bud, st);
+    return rc;
+}
+
+/* Is the body at pc one this build is for: a bounded count of two or more items (a chain of
+ * positions, which Thompson's NFA makes with an epsilon edge each and subset construction
+ * walks state by state), and no loop (an unbounded repetition or a copied DFA with a cycle,
+ * whose states this build cannot share by content, so its DFA before minimization can be
+ * far larger than subset construction's)?  At most `*budget` nodes are looked at. */
+static int db_worth(const cm_ir_input *in, uint32_t pc, cm_budget *bud, int depth, size_t *budget, bool *count,
+                    bool *loop) {
+    if (*loop || !*budget || depth > 64 || (size_t)pc + 2 > in->code_len) {
+        *loop = true;
+        return CM_OK;
+    }
+    --*budget;
+    const uint32_t *code = in->code;
+    uint32_t op = code[pc], n = code[pc + 1];
+    int rc = CM_OK;
+    switch (op) {
+    case CM_IR_SEQ:
+    case CM_IR_ALT:
+        if ((size_t)pc + 2 + n > in->code_len) *loop = true;
+        for (uint32_t i = 0; !rc && !*loop && i < n; i++) rc = db_worth(in, code[pc + 2 + i], bud, depth + 1, budget, count, loop);
+        return rc;
+    case CM_IR_REPEAT:
+        if ((size_t)pc + 4 > in->code_len || code[pc + 2] == CM_IR_INF) {
+            *loop = true;
+            return CM_OK;
+        }
+        if (code[pc + 2] >= 2) *count = true;
+        return db_worth(in, code[pc + 3], bud, depth + 1, budget, count, loop);
+    case CM_IR_REF: {
+        const cm_ir_ref *r = n < in->n_names ? db_find_ref(in, n) : NULL;
+        if (r && r->kind == CM_IR_REF_EXPAND) return db_worth(in, r->arg, bud, depth + 1, budget, count, loop);
+        if (r && r->kind == CM_IR_REF_EMBED && r->arg < in->n_frags) return db_dfa_cyclic(in->frags[r->arg].dfa, bud, loop);
+        if (r && r->kind == CM_IR_REF_ENTRY) *loop = true;
+        return CM_OK;
+    }
+    case CM_IR_WORDS:
+    case CM_IR_BADTOKEN:
+        *loop = true;
+        return CM_OK;
+    default:
+        return CM_OK;
+    }
+}
+
 static int g_direct = 1;
 
 void cm_direct_build_enable(int on) { g_direct = on; }
@@ -979,6 +1056,10 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     if (!in || !out) return CM_ERR_ARG;
     *out = NULL;
     if (!g_direct) return DB_NO;
+    bool count = false, loop = false;
+    size_t look = 4096;
+    int wrc = db_worth(in, root, bud, 0, &look, &count, &loop);
+    if (wrc || !count || loop) return wrc ? wrc : DB_NO;
     dbuilder b;
     memset(&b, 0, sizeof b);
     for (size_t i = 0; db_vec(&b, i); i++) db_vec(&b, i)->bud = bud;
