@@ -656,12 +656,20 @@ typedef struct {
     uint32_t item, P, T, first, last;
 } db_tpl;
 
-static int db_template(dbuilder *b, uint32_t item, int depth, db_tpl *t) {
+static int db_template(dbuilder *b, uint32_t item, int depth, const uint32_t *with, uint32_t n_with, db_tpl *t) {
     *t = (db_tpl){item, UINT32_MAX, 0, 0, 0};
     size_t fills = b->fills;
     uint32_t P, T;
     int rc = db_new(b, PENDING, &P);
     if (!rc) rc = db_build(b, item, P, depth + 1, &T);
+    if (!rc && n_with && T != P) { /* united with the states `with` (the rests ending there) */
+        size_t at = b->stk.n;
+        rc = cm_vec_push(&b->stk, T);
+        for (uint32_t i = 0; !rc && i < n_with; i++) rc = cm_vec_push(&b->stk, with[i]);
+        if (!rc) rc = db_union_from(b, at, &T);
+        b->stk.n = at;
+        if (rc == DB_NO) return CM_OK; /* (P met in the union) no template */
+    }
     if (rc) return rc;
     uint32_t first = P + 1, last = (uint32_t)b->acc.n;
     if (b->fills != fills || T < first || T >= last) return CM_OK; /* built again for each position */
@@ -724,19 +732,38 @@ typedef struct {
  * count's blocks: x{0,B-1} | x{B} x{0,r}) share their positions instead of being united
  * position by position. */
 static int db_counted(dbuilder *b, uint32_t item, const db_branch *br, uint32_t nb, int depth, uint32_t *out) {
-    uint32_t hmax = 0, cur = UINT32_MAX, q;
+    uint32_t hmax = 0, cur = UINT32_MAX, q, with[DB_SWEEP];
     for (uint32_t i = 0; i < nb; i++) hmax = br[i].hi > hmax ? br[i].hi : hmax;
     db_tpl t = {item, UINT32_MAX, 0, 0, 0};
-    int rc = hmax >= 2 ? db_template(b, item, depth, &t) : CM_OK;
+    uint64_t key = UINT64_MAX; /* the branches ending at the positions the template is for */
+    int rc = CM_OK;
     for (uint32_t j = hmax + 1; !rc && j > 0; j--) {
         size_t at = b->stk.n;
-        if (cur != UINT32_MAX) {
-            if ((rc = db_item(b, &t, cur, depth, &q))) break;
-            if (q == cur) rc = DB_NO; /* an empty item */
+        uint32_t n_with = 0;
+        uint64_t k = 0;
+        for (uint32_t i = 0; !rc && i < nb; i++)
+            if (br[i].lo <= j - 1 && j - 1 <= br[i].hi) {
+                rc = cm_vec_push(&b->stk, br[i].start);
+                if (n_with < DB_SWEEP) with[n_with] = br[i].start;
+                n_with++;
+                k |= i < 63 ? 1ull << i : 1ull << 63;
+            }
+        if (!rc && cur != UINT32_MAX) {
+            /* the position: a template copy (the item into a placeholder, united with these
+             * rests, built once for each run of positions where the same branches end) */
+            if (k != key && nb <= 63 && n_with <= DB_SWEEP && hmax >= 2) {
+                rc = db_template(b, item, depth, with, n_with, &t);
+                key = k;
+            }
+            if (!rc && t.P != UINT32_MAX && key == k) {
+                b->stk.n = at;
+                rc = db_item(b, &t, cur, depth, &cur);
+                continue;
+            }
+            if (!rc) rc = db_build(b, item, cur, depth + 1, &q);
+            if (!rc && q == cur) rc = DB_NO; /* an empty item */
             if (!rc) rc = cm_vec_push(&b->stk, q);
         }
-        for (uint32_t i = 0; !rc && i < nb; i++)
-            if (br[i].lo <= j - 1 && j - 1 <= br[i].hi) rc = cm_vec_push(&b->stk, br[i].start);
         if (!rc) rc = db_union_from(b, at, &cur);
         b->stk.n = at;
     }
@@ -757,7 +784,7 @@ static int db_repeat(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *
     }
     db_tpl t = {item, UINT32_MAX, 0, 0, 0};
     uint32_t loop;
-    int rc = lo >= 1 ? db_template(b, item, depth, &t) : CM_OK;
+    int rc = lo >= 1 ? db_template(b, item, depth, NULL, 0, &t) : CM_OK;
     if (rc || (rc = db_new(b, PENDING, &loop)) || (rc = db_item(b, &t, loop, depth, &q))) return rc;
     if (q == loop) return DB_NO;
     if ((rc = db_union2(b, q, K, loop, &cur))) return rc;
