@@ -1,33 +1,36 @@
 /* A rule's DFA built directly from its encoded IR, without Thompson's NFA and subset
- * construction (issue 12, the cold path; components.c tries it first for a component of one
- * member that is not right-linear).
+ * construction (issue 12, the cold path).  components.c tries it first for a component of one
+ * member that is not right-linear; it is taken for a body with a bounded count of two or more
+ * items and no loop (db_worth), and gives up (DB_NO: Thompson's path then) on anything else.
  *
  * Built from the end: db_build(node, K) makes a state whose language is node's followed by
- * state K's, K already built.  A literal is a chain of new states into K; a byte class one
- * state; a sequence folds from its last item; an alternative is the union of its branches'
- * states (a new state with every branch's edges); x{m,n} is n copies of x chained from K, the
- * positions from m on united with K; x{m,} a loop state filled once its body is built; a
- * copied DFA (an inlined callee) is copied with each accepting state united with K -- and an
- * accepting state with no edges (a prefix-free item: a JSON string character, an escape, a
- * digit) is K itself, so a counted chain of them is n copies of the item's other states.
- * A union is deterministic only when its parts' edges do not overlap (or lead to the same
- * state): where they would, or anything else is met that this does not build (a literal set,
- * an entry of a right-linear component, an unbounded loop whose body is nullable, a bad
- * node), the build gives up (DB_NO) and the caller takes Thompson's path.
+ * state K's, K already built.  A literal is a chain of states into K; a byte class one state;
+ * a sequence folds from its last item; an alternative is the union of its branches' states.  A
+ * union (db_union) is a new state with every operand's edges; where two operands' edges overlap
+ * the targets there are united in turn (subset construction on demand, memoized by the set: a
+ * prefix two branches share).  x{m,n} is a chain of positions from the end (db_counted): the
+ * item is built once into a placeholder, united with what may end there (K from m on), and
+ * copied for each position in one pass (its states are made targets first); alternatives whose
+ * branches count the same item (a big count's blocks, x{0,B-1} | x{B} x{0,r}) share one chain.
+ * A copied DFA (an inlined callee) is copied with its accepting states united with K, and one
+ * with no edges (a prefix-free item: a JSON string character, an escape unit, a digit) is K
+ * itself.  Every state made is kept by content (db_finish: one with the same acceptance and
+ * edges is reused), so the acyclic DFAs built here are minimal as built.
  *
- * The result is a DFA of the rule's language, renumbered breadth first (byte edges by their
- * first byte, then labels by value: the order in which subset construction discovers its
- * states), and handed to cm_fsm_minimize like subset construction's: the minimal DFA is
- * unique and minimization numbers its classes by first appearance, so the output is the
- * same DFA, state for state, as Thompson's path gives (the classes of equal columns merged
- * the same way: they depend on the minimal DFA's rows only).
+ * The result is renumbered breadth first (byte edges by their first byte, then labels by
+ * value: the order in which subset construction discovers its states) and handed to
+ * cm_fsm_minimize like subset construction's DFA: the minimal DFA is unique and minimization
+ * numbers its classes by first appearance, so the output is the same DFA, state for state, as
+ * Thompson's path gives (the classes of equal columns merged the same way: they depend on the
+ * minimal DFA's rows only).
  *
  * max_states (subset construction's limit, CM_ERR_LIMIT past it) counts the states of the
  * DFA before minimization, which this build does not make: it gives up (the caller's path then
- * decides, limit error or not) once it has made max_states / DB_MARGIN states, so it never
- * succeeds where subset construction, whose DFA is at most a small factor larger on the
- * shapes built here (a copy's accepting states, merged into K here, stay distinct sets there),
- * would fail.  Memory counts against the budget; time is checked every 1,024 states. */
+ * decides, limit error or not) once it keeps max_states / DB_MARGIN states (or has made
+ * max_states, found ones included), so on the shapes built here it does not succeed where
+ * subset construction would fail (tests/test_direct_build.py, test_limits).  Memory counts
+ * against the budget (CM_ERR_LIMIT_MEM: the caller takes Thompson's path, which decides); time
+ * is checked every 1,024 states. */
 #include <stdlib.h>
 #include <string.h>
 
