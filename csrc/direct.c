@@ -921,7 +921,7 @@ static int db_build(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *o
 
 /* The states reached from `start`, breadth first (byte edges ascending, then labels by
  * value), as a DFA with its sparse edges for cm_fsm_minimize. */
-static int db_take(dbuilder *b, uint32_t start, cm_dfa_out **out, cm_sparse_edges *sp) {
+static int db_take(dbuilder *b, uint32_t start, cm_dfa_out **out, cm_sparse_edges *sp, bool *dead_end) {
     size_t n_made = b->acc.n;
     int rc = CM_OK;
     uint32_t *id = cm_balloc(b->bud, (n_made + 1) * sizeof *id, false, &rc);
@@ -950,6 +950,7 @@ static int db_take(dbuilder *b, uint32_t start, cm_dfa_out **out, cm_sparse_edge
             if (id[t] == UINT32_MAX) id[t] = n, order[n++] = t;
         }
         n_lab += b->l1.data[s] - b->l0.data[s];
+        if (!b->acc.data[s] && b->e0.data[s] == b->e1.data[s] && b->l0.data[s] == b->l1.data[s]) *dead_end = true;
     }
     uint8_t cls[256];
     uint32_t nc = 0;
@@ -1103,7 +1104,8 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     if (!rc) rc = db_build(&b, root, final, 0, &start);
     cm_sparse_edges sp = {.off = {.bud = bud}, .cls = {.bud = bud}, .to = {.bud = bud}};
     cm_dfa_out *d = NULL;
-    if (!rc) rc = db_take(&b, start, &d, &sp);
+    bool dead_end = false; /* a state that accepts nothing and has no edges (a copied dead state) */
+    if (!rc) rc = db_take(&b, start, &d, &sp, &dead_end);
     size_t n_made = b.made;
     for (size_t i = 0; db_vec(&b, i); i++) cm_vec_free(db_vec(&b, i));
     cm_bfree(bud, b.hc);
@@ -1111,7 +1113,11 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     uint32_t n_dfa = d ? d->n_states : 0;
     cm_stats_add(CM_PH_DIRECT, t0);
     uint64_t t1 = cm_stats_now();
-    if (!rc) rc = cm_fsm_minimize(d, &sp, true, bud);
+    /* taken only without loops (db_worth): acyclic, every state kept by content and leading to
+     * the final state, so minimal as built (an acyclic trim DFA whose states differ in acceptance
+     * or edges; equal right languages would give equal edges, by induction on the height), and
+     * live when no path ends in a state that neither accepts nor goes on */
+    if (!rc) rc = dead_end ? cm_fsm_minimize(d, &sp, true, bud) : cm_fsm_emit_minimal(d, &sp, true, bud);
     cm_stats_add(CM_PH_MINIMIZE, t1);
     if (cm_stats_on() && !rc) cm_stats_build((uint32_t)n_made, n_dfa, d->n_states, t1 - t0, cm_stats_now() - t1);
     cm_vec_free(&sp.off), cm_vec_free(&sp.cls), cm_vec_free(&sp.to);
