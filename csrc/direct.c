@@ -757,6 +757,10 @@ static int db_counted(dbuilder *b, uint32_t item, const db_branch *br, uint32_t 
             if (k != key && nb <= 63 && n_with <= DB_SWEEP && hmax >= 2) {
                 rc = db_template(b, item, depth, with, n_with, &t);
                 key = k;
+                uint32_t n_t = 0; /* the copies would pass the cap: give up now, not a cap later */
+                for (uint32_t x = t.first; !rc && t.P != UINT32_MAX && x < t.last; x++)
+                    n_t += b->tmap.data[x - t.first] != UINT32_MAX;
+                if (!rc && b->acc.n + (size_t)(j - 1) * n_t >= b->max_made) rc = DB_NO;
             }
             if (!rc && t.P != UINT32_MAX && key == k) {
                 b->stk.n = at;
