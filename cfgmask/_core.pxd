@@ -250,7 +250,7 @@ cdef extern from "cfgmask.h" nogil:
         CM_PHASES
 
     ctypedef struct cm_compile_stats:
-        uint64_t ns[9]
+        uint64_t ns[10]
         uint64_t n_builds
         uint64_t nfa_states, dfa_states, min_states
         uint64_t hopcroft_states
@@ -260,6 +260,7 @@ cdef extern from "cfgmask.h" nogil:
         uint64_t ns_subsets, ns_minimize
 
     void cm_compile_stats_enable(int on)
+    void cm_direct_build_enable(int on)
     size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs)
 
     ctypedef struct cm_logits_view:

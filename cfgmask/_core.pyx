@@ -1070,13 +1070,20 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
         free(fr)
 
 
-_PHASES = ("thompson", "subsets", "minimize", "words", "productive", "trim", "flatten", "derive", "grammar")
+_PHASES = ("thompson", "subsets", "minimize", "words", "productive", "trim", "flatten", "derive", "grammar", "direct")
 
 
 def compile_stats_enable(bint on):
     """Turn the C core's compile-time counters on or off for the process (csrc/cstats.c;
     also on when the environment has CFGMASK_COMPILE_STATS=1 at import)."""
     cm_compile_stats_enable(1 if on else 0)
+
+
+def direct_build_enable(bint on):
+    """Build rules straight to their DFA where they can be (csrc/direct.c, the default) or, off,
+    every rule through Thompson's NFA and subset construction: the reference the tests compare
+    against.  Process-wide; clear the caches after a change (cached automata were built either way)."""
+    cm_direct_build_enable(1 if on else 0)
 
 
 def compile_stats(size_t max_recs=65536):

@@ -443,7 +443,8 @@ void cm_flat_derived_free(cm_flat_derived *d);
 
 /* Phases of the C half of a compile, timed while the counters are on. */
 enum { CM_PH_THOMPSON = 0, CM_PH_SUBSETS = 1, CM_PH_MINIMIZE = 2, CM_PH_WORDS = 3, CM_PH_PRODUCTIVE = 4,
-       CM_PH_TRIM = 5, CM_PH_FLATTEN = 6, CM_PH_DERIVE = 7, CM_PH_GRAMMAR = 8, CM_PHASES = 9 };
+       CM_PH_TRIM = 5, CM_PH_FLATTEN = 6, CM_PH_DERIVE = 7, CM_PH_GRAMMAR = 8, CM_PH_DIRECT = 9,
+       CM_PHASES = 10 };
 
 typedef struct cm_compile_stats {
     uint64_t ns[CM_PHASES];        /* CLOCK_MONOTONIC nanoseconds spent in each phase */
@@ -460,6 +461,9 @@ typedef struct cm_build_rec {
 
 /* Counters on or off for the whole process (set it before compiling; off by default). */
 void cm_compile_stats_enable(int on);
+/* Rules built straight to their DFA where they can be (direct.c; on by default): off, every
+ * rule takes Thompson's path (the reference the tests compare against). */
+void cm_direct_build_enable(int on);
 /* This thread's counters since the last take, and up to max_recs of its build records
  * (returns how many); both are reset. */
 size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs);

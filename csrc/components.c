@@ -211,7 +211,12 @@ static int attempt(session *s, const cm_component *c, const uint32_t *roots, cm_
     in.n_refs = n_refs;
     in.frags = frags;
     in.n_frags = n_usable;
-    rc = cm_fsm_build_ir(&in, roots, c->n_members, c->right_linear, s->max_states, s->bud, dfas);
+    rc = CM_DIRECT_NO;
+    if (c->n_members == 1 && !c->right_linear) { /* straight to its DFA where it can be (direct.c) */
+        rc = cm_direct_build(&in, roots[0], s->max_states, s->bud, dfas);
+        if (rc == CM_ERR_LIMIT_MEM) rc = CM_DIRECT_NO; /* Thompson's path decides */
+    }
+    if (rc == CM_DIRECT_NO) rc = cm_fsm_build_ir(&in, roots, c->n_members, c->right_linear, s->max_states, s->bud, dfas);
 out:
     cm_bfree(s->bud, refs);
     cm_bfree(s->bud, frags);

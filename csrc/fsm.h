@@ -136,6 +136,15 @@ int cm_fsm_register(const cm_dfa_out *d, const cm_sparse_edges *sp, cm_budget *b
  * row are one class: a minimal DFA's classes then follow from its language alone, not from
  * where its NFA's byte ranges were cut. */
 int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_budget *b);
+/* cm_fsm_minimize of a DFA known to be minimal and live (every state reached and reaching
+ * acceptance): its rows written, its classes merged with `merge`, no partition computed. */
+int cm_fsm_emit_minimal(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_budget *b);
+
+/* A member's minimal DFA built straight from its body at code offset root (direct.c), as
+ * cm_fsm_build_ir would build it, state for state; CM_DIRECT_NO (nothing built) where the body
+ * is not built that way (Thompson's path then). */
+enum { CM_DIRECT_NO = 1 };
+int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_budget *budget, cm_dfa_out **out);
 
 /* cm_fsm_build, with `merge`: the DFA's classes merged (cm_fsm_minimize). */
 int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, bool merge,

@@ -404,6 +404,20 @@ int cm_fsm_minimize(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_bud
     return rc;
 }
 
+/* d, already minimal and live (direct.c: an acyclic DFA whose states are kept by content), as
+ * cm_fsm_minimize would leave it: each state its own class, its rows written, classes merged. */
+int cm_fsm_emit_minimal(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm_budget *bud) {
+    if (!d->n_states) return CM_OK;
+    int rc = CM_OK;
+    uint32_t *block = cm_balloc(bud, ((size_t)d->n_states + 1) * sizeof *block, false, &rc);
+    if (rc) return rc;
+    for (uint32_t s = 0; s < d->n_states; s++) block[s] = s;
+    rc = emit(d, sp, block, d->n_states, merge, bud);
+    if (!rc) d->live = 1;
+    cm_bfree(bud, block);
+    return rc;
+}
+
 /* block[s]: s's class in the coarsest partition (first-appearance order), *n_blocks of them. */
 static int minimize_hopcroft(const cm_dfa_out *d, const cm_sparse_edges *sp, uint32_t *block, uint32_t *n_blocks,
                              cm_budget *bud) {

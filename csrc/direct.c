@@ -1,0 +1,1134 @@
+/* A rule's DFA built directly from its encoded IR, without Thompson's NFA and subset
+ * construction (issue 12, the cold path).  components.c tries it first for a component of one
+ * member that is not right-linear; it is taken for a body with a bounded count of two or more
+ * items and no loop (db_worth), and gives up (DB_NO: Thompson's path then) on anything else.
+ *
+ * Built from the end: db_build(node, K) makes a state whose language is node's followed by
+ * state K's, K already built.  A literal is a chain of states into K; a byte class one state;
+ * a sequence folds from its last item; an alternative is the union of its branches' states.  A
+ * union (db_union) is a new state with every operand's edges; where two operands' edges overlap
+ * the targets there are united in turn (subset construction on demand, memoized by the set: a
+ * prefix two branches share).  x{m,n} is a chain of positions from the end (db_counted): the
+ * item is built once into a placeholder, united with what may end there (K from m on), and
+ * copied for each position in one pass (its states are made targets first); alternatives whose
+ * branches count the same item (a big count's blocks, x{0,B-1} | x{B} x{0,r}) share one chain.
+ * A copied DFA (an inlined callee) is copied with its accepting states united with K, and one
+ * with no edges (a prefix-free item: a JSON string character, an escape unit, a digit) is K
+ * itself.  Every state made is kept by content (db_finish: one with the same acceptance and
+ * edges is reused), so the acyclic DFAs built here are minimal as built.
+ *
+ * The result is renumbered breadth first (byte edges by their first byte, then labels by
+ * value: the order in which subset construction discovers its states) and handed to
+ * cm_fsm_minimize like subset construction's DFA: the minimal DFA is unique and minimization
+ * numbers its classes by first appearance, so the output is the same DFA, state for state, as
+ * Thompson's path gives (the classes of equal columns merged the same way: they depend on the
+ * minimal DFA's rows only).
+ *
+ * max_states (subset construction's limit, CM_ERR_LIMIT past it) counts the states of the
+ * DFA before minimization, which this build does not make: it gives up (the caller's path then
+ * decides, limit error or not) once it keeps max_states / DB_MARGIN states (or has made
+ * max_states, found ones included), so on the shapes built here it does not succeed where
+ * subset construction would fail (tests/test_direct_build.py, test_limits).  Memory counts
+ * against the budget (CM_ERR_LIMIT_MEM: the caller takes Thompson's path, which decides); time
+ * is checked every 1,024 states. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cstats.h"
+#include "fsm.h"
+#include "internal.h"
+
+#define DB_NO CM_DIRECT_NO
+#define DB_MAX_DEPTH 10000
+#define DB_MARGIN 4
+#define PENDING 2u /* acc[] of a state made before its edges (a loop's, a copied DFA's) */
+
+typedef struct {
+    const cm_ir_input *in;
+    cm_budget *bud;
+    size_t made, max_made;        /* states made (those found made already included) and the cap on those kept */
+    size_t fills;                 /* pending states filled so far */
+    cm_vec32 acc, e0, e1, l0, l1; /* per state: accepting (0, 1, PENDING), its byte and label edges */
+    cm_vec32 rng, to;             /* byte edges: lo | hi << 8, target; a state's ascending, disjoint, maximal */
+    cm_vec32 lab, lto;            /* label edges: a state's ascending by label */
+    cm_vec32 stk;                 /* scratch, a stack: each call pops what it pushed */
+    uint32_t *hc;                 /* made states by content (id + 1, 0 free): open addressing */
+    size_t hc_n, hc_cap;
+    const cm_dfa_out *frag;       /* the copied DFA whose runs and order are below (the last one copied) */
+    cm_vec32 run_off, run_rng, run_to, topo, map, tmap;
+    cm_vec32 upool;               /* unions made: [n, state * n, result] each (UINT32_MAX: in progress) */
+    uint32_t *um;                 /* their offsets in upool + 1 (0 free), by the set: open addressing */
+    size_t um_n, um_cap;
+    bool frag_acyclic;
+} dbuilder;
+
+static cm_vec32 *db_vec(dbuilder *b, size_t i) {
+    cm_vec32 *v[] = {&b->acc, &b->e0,  &b->e1,      &b->l0,      &b->l1,     &b->rng,  &b->to,  &b->lab,
+                     &b->lto, &b->stk, &b->run_off, &b->run_rng, &b->run_to, &b->topo, &b->map, &b->tmap, &b->upool};
+    return i < sizeof v / sizeof *v ? v[i] : NULL;
+}
+
+/* A new state (its edges: those pushed until db_close or db_finish), accepting acc. */
+static int db_new(dbuilder *b, uint32_t acc, uint32_t *s) {
+    if (b->acc.n >= b->max_made || b->made >= DB_MARGIN * b->max_made) return DB_NO;
+    if ((++b->made & 0x3FF) == 0 && cm_budget_time(b->bud)) return CM_ERR_TIMEOUT;
+    *s = (uint32_t)b->acc.n;
+    uint32_t ne = (uint32_t)b->rng.n, nl = (uint32_t)b->lab.n;
+    int rc = cm_vec_push(&b->acc, acc);
+    if (!rc) rc = cm_vec_push(&b->e0, ne);
+    if (!rc) rc = cm_vec_push(&b->e1, ne);
+    if (!rc) rc = cm_vec_push(&b->l0, nl);
+    return rc ? rc : cm_vec_push(&b->l1, nl);
+}
+
+/* State s's edges: from where they were opened (db_new, db_open) to those pushed since. */
+static void db_open(dbuilder *b, uint32_t s) {
+    b->e0.data[s] = (uint32_t)b->rng.n;
+    b->l0.data[s] = (uint32_t)b->lab.n;
+}
+
+static void db_close(dbuilder *b, uint32_t s) {
+    b->e1.data[s] = (uint32_t)b->rng.n;
+    b->l1.data[s] = (uint32_t)b->lab.n;
+}
+
+/* A byte edge of the state being made, joined to the one before when it continues it. */
+static int db_edge(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t to, uint32_t s) {
+    size_t n = b->rng.n;
+    if (n > b->e0.data[s] && b->to.data[n - 1] == to && (b->rng.data[n - 1] >> 8) + 1 == lo) {
+        b->rng.data[n - 1] = (b->rng.data[n - 1] & 0xFF) | hi << 8;
+        return CM_OK;
+    }
+    int rc = cm_vec_push(&b->rng, lo | hi << 8);
+    return rc ? rc : cm_vec_push(&b->to, to);
+}
+
+static uint64_t db_hash(const dbuilder *b, uint32_t s) {
+    uint64_t h = 1469598103934665603ULL ^ b->acc.data[s];
+    for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++)
+        h = (((h ^ b->rng.data[e]) * 1099511628211ULL) ^ b->to.data[e]) * 1099511628211ULL;
+    h = (h ^ 0x5bd1e995u) * 1099511628211ULL;
+    for (uint32_t e = b->l0.data[s]; e < b->l1.data[s]; e++)
+        h = (((h ^ b->lab.data[e]) * 1099511628211ULL) ^ b->lto.data[e]) * 1099511628211ULL;
+    return h ^ h >> 29;
+}
+
+static bool db_same(const dbuilder *b, uint32_t s, uint32_t t) {
+    uint32_t ne = b->e1.data[s] - b->e0.data[s], nl = b->l1.data[s] - b->l0.data[s];
+    if (b->acc.data[s] != b->acc.data[t] || ne != b->e1.data[t] - b->e0.data[t] || nl != b->l1.data[t] - b->l0.data[t])
+        return false;
+    const uint32_t *r = b->rng.data, *o = b->to.data, *l = b->lab.data, *lt = b->lto.data;
+    uint32_t es = b->e0.data[s], et = b->e0.data[t], ls = b->l0.data[s], ltt = b->l0.data[t];
+    return (!ne || (!memcmp(r + es, r + et, ne * sizeof *r) && !memcmp(o + es, o + et, ne * sizeof *o)))
+           && (!nl || (!memcmp(l + ls, l + ltt, nl * sizeof *l) && !memcmp(lt + ls, lt + ltt, nl * sizeof *lt)));
+}
+
+static void db_place(dbuilder *b, uint32_t s) {
+    size_t i = db_hash(b, s) & (b->hc_cap - 1);
+    while (b->hc[i]) i = (i + 1) & (b->hc_cap - 1);
+    b->hc[i] = s + 1;
+}
+
+/* Close s, the last state made (its edges the last pushed), and keep it by content: *out is
+ * a state made before with the same acceptance and edges (s dropped), or s.  (Shared tails:
+ * an acyclic part is minimal this way; a cycle is left to minimization.) */
+static int db_finish(dbuilder *b, uint32_t s, uint32_t *out) {
+    db_close(b, s);
+    if (2 * (b->hc_n + 1) > b->hc_cap) {
+        size_t old = b->hc_cap, cap = old ? 2 * old : 1024;
+        int rc = CM_OK;
+        uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->hc;
+        if (rc) return rc;
+        b->hc = t, b->hc_cap = cap;
+        for (size_t i = 0; i < old; i++)
+            if (prev[i]) db_place(b, prev[i] - 1);
+        cm_bfree(b->bud, prev);
+    }
+    size_t i = db_hash(b, s) & (b->hc_cap - 1);
+    for (; b->hc[i]; i = (i + 1) & (b->hc_cap - 1)) {
+        uint32_t t = b->hc[i] - 1;
+        if (t != s && db_same(b, s, t)) { /* drop s: the last state, its edges the last */
+            b->rng.n = b->to.n = b->e0.data[s];
+            b->lab.n = b->lto.n = b->l0.data[s];
+            b->acc.n--, b->e0.n--, b->e1.n--, b->l0.n--, b->l1.n--;
+            *out = t;
+            return CM_OK;
+        }
+    }
+    b->hc[i] = s + 1;
+    b->hc_n++;
+    *out = s;
+    return CM_OK;
+}
+
+/* A state with one edge lo..hi to `to`. */
+static int db_edge_state(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t to, uint32_t *s) {
+    if (lo > hi || hi > 255) return DB_NO;
+    uint32_t x;
+    int rc = db_new(b, 0, &x);
+    if (!rc) rc = db_edge(b, lo, hi, to, x);
+    return rc ? rc : db_finish(b, x, s);
+}
+
+/* Sort v[0..n) (insertion: a few) and drop repeats; the number kept. */
+static uint32_t db_sort_unique(uint32_t *v, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++) {
+        uint32_t x = v[i], j = i;
+        for (; j && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!k || v[k - 1] != v[i]) v[k++] = v[i];
+    return k;
+}
+
+#define DB_MAX_UNION 1024
+#define DB_SWEEP 16
+
+/* A piece of a union's edges on the stack (joined to the one before when it continues it). */
+static int db_edge_piece(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t t, size_t res, uint32_t *n) {
+    size_t last = res + 2 * (size_t)*n;
+    if (*n && b->stk.data[last - 1] == t && (b->stk.data[last - 2] >> 8) + 1 == lo) {
+        b->stk.data[last - 2] = (b->stk.data[last - 2] & 0xFF) | hi << 8;
+        return CM_OK;
+    }
+    (*n)++;
+    return cm_vec_push2(&b->stk, lo | hi << 8, t);
+}
+
+static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint32_t *io, int depth);
+
+static uint64_t db_set_hash(const uint32_t *v, uint32_t n) {
+    uint64_t h = 1469598103934665603ULL ^ n;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ v[i]) * 1099511628211ULL;
+    return h ^ h >> 31;
+}
+
+/* The memo slot of set v[0..n): its entry or the free slot where it goes. */
+static size_t db_memo_slot(const dbuilder *b, const uint32_t *v, uint32_t n) {
+    size_t i = db_set_hash(v, n) & (b->um_cap - 1);
+    for (; b->um[i]; i = (i + 1) & (b->um_cap - 1)) {
+        const uint32_t *e = b->upool.data + b->um[i] - 1;
+        if (e[0] == n && !memcmp(e + 1, v, n * sizeof *v)) break;
+    }
+    return i;
+}
+
+/* The result slot (in upool) of the union of v[0..n): found (*found), or a new entry in progress. */
+static int db_memo(dbuilder *b, size_t v_at, uint32_t n, size_t *res, bool *found) {
+    if (2 * (b->um_n + 1) > b->um_cap) {
+        size_t old = b->um_cap, cap = old ? 2 * old : 256;
+        int rc = CM_OK;
+        uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->um;
+        if (rc) return rc;
+        b->um = t, b->um_cap = cap;
+        for (size_t i = 0; i < old; i++)
+            if (prev[i]) {
+                const uint32_t *e = b->upool.data + prev[i] - 1;
+                b->um[db_memo_slot(b, e + 1, e[0])] = prev[i];
+            }
+        cm_bfree(b->bud, prev);
+    }
+    size_t i = db_memo_slot(b, b->stk.data + v_at, n);
+    if (b->um[i]) {
+        *found = true;
+        *res = b->um[i] - 1 + 1 + n;
+        return CM_OK;
+    }
+    *found = false;
+    size_t at = b->upool.n;
+    int rc = cm_vec_reserve(&b->upool, at + n + 2);
+    if (rc) return rc;
+    b->upool.data[at] = n;
+    memcpy(b->upool.data + at + 1, b->stk.data + v_at, n * sizeof *b->upool.data);
+    b->upool.data[at + 1 + n] = UINT32_MAX;
+    b->upool.n = at + n + 2;
+    b->um[i] = (uint32_t)at + 1;
+    b->um_n++;
+    *res = at + 1 + n;
+    return CM_OK;
+}
+
+/* The union of the states b->stk[at .. at + n) (popped): the one state when they are one,
+ * else a new state (into == UINT32_MAX) or pending state `into`, filled: accepting when one
+ * is, on each byte and label the union of their targets there (made the same way: subset
+ * construction on demand, for a literal's prefix that two branches share).  DB_NO on a
+ * pending operand or past DB_MAX_UNION levels (a union that loops). */
+static int db_union(dbuilder *b, size_t at, uint32_t into, uint32_t *out, int depth) {
+    uint32_t n = db_sort_unique(b->stk.data + at, (uint32_t)(b->stk.n - at)), acc = 0;
+    b->stk.n = at + n;
+    int rc = CM_OK;
+    if (!n || depth > DB_MAX_UNION) rc = DB_NO;
+    if (!rc && n == 1 && into == UINT32_MAX) *out = b->stk.data[at];
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        if (b->acc.data[s] == PENDING) rc = DB_NO;
+        acc |= b->acc.data[s];
+    }
+    if (rc || (n == 1 && into == UINT32_MAX)) {
+        b->stk.n = at;
+        return rc;
+    }
+    size_t memo = 0;
+    if (into == UINT32_MAX) { /* made before (or in progress: a union that loops) */
+        bool found;
+        if ((rc = db_memo(b, at, n, &memo, &found))) {
+            b->stk.n = at;
+            return rc;
+        }
+        if (found) {
+            b->stk.n = at;
+            if (b->upool.data[memo] == UINT32_MAX) return DB_NO;
+            *out = b->upool.data[memo];
+            return CM_OK;
+        }
+        *out = UINT32_MAX; /* a new state */
+        rc = db_union_made(b, at, n, acc, out, depth);
+        if (!rc) b->upool.data[memo] = *out;
+        return rc;
+    }
+    rc = db_union_made(b, at, n, acc, &into, depth);
+    if (!rc) *out = into;
+    return rc;
+}
+
+static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint32_t *io, int depth) {
+    int rc = CM_OK;
+    uint32_t into = *io;
+    size_t g = b->stk.n;
+    bool clash = false;
+    for (uint32_t i = 0; !rc && i < n; i++) { /* every edge: when none overlap, the union is their list */
+        uint32_t s = b->stk.data[at + i];
+        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) rc = cm_vec_push2(&b->stk, b->rng.data[e], b->to.data[e]);
+    }
+    size_t gl = b->stk.n;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) rc = cm_vec_push2(&b->stk, b->lab.data[e], b->lto.data[e]);
+    }
+    if (rc) {
+        b->stk.n = at;
+        return rc;
+    }
+    uint32_t ne = (uint32_t)(gl - g) / 2, nl = (uint32_t)(b->stk.n - gl) / 2;
+    for (int k = 0; k < 2; k++) { /* bytes by first byte, labels by value (insertion: a few) */
+        uint32_t *p = b->stk.data + (k ? gl : g), m = k ? nl : ne;
+        for (uint32_t i = 1; i < m; i++) {
+            uint32_t x = p[2 * i], y = p[2 * i + 1], j = i;
+            for (; j && (p[2 * j - 2] & (k ? UINT32_MAX : 0xFF)) > (x & (k ? UINT32_MAX : 0xFF)); j--)
+                p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+            p[2 * j] = x, p[2 * j + 1] = y;
+        }
+        for (uint32_t i = 1; i < m; i++)
+            clash |= k ? p[2 * i] == p[2 * i - 2] : (p[2 * i - 2] >> 8) >= (p[2 * i] & 0xFF);
+    }
+    if (!clash) {
+        bool fresh = into == UINT32_MAX;
+        if (fresh) rc = db_new(b, acc, &into);
+        if (!rc) {
+            b->acc.data[into] = acc;
+            db_open(b, into);
+        }
+        for (uint32_t i = 0; !rc && i < ne; i++)
+            rc = db_edge(b, b->stk.data[g + 2 * i] & 0xFF, b->stk.data[g + 2 * i] >> 8, b->stk.data[g + 2 * i + 1], into);
+        for (uint32_t i = 0; !rc && i < nl; i++)
+            if (!(rc = cm_vec_push(&b->lab, b->stk.data[gl + 2 * i]))) rc = cm_vec_push(&b->lto, b->stk.data[gl + 2 * i + 1]);
+        b->stk.n = at;
+        if (rc) return rc;
+        if (fresh) return db_finish(b, into, io);
+        db_close(b, into);
+        b->fills++;
+        *io = into;
+        return CM_OK;
+    }
+    b->stk.n = g;
+    size_t res = b->stk.n; /* (lo | hi << 8, target) for each piece, then (label, target) */
+    uint32_t n_bytes = 0, cur[DB_SWEEP];
+    bool sweep = n <= DB_SWEEP;
+    uint8_t cut[257] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        if (sweep) cur[i] = b->e0.data[s];
+        else
+            for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++)
+                cut[b->rng.data[e] & 0xFF] = 1, cut[(b->rng.data[e] >> 8) + 1] = 1;
+    }
+    for (uint32_t x = 0; !rc && x < 256;) { /* the pieces x .. y - 1 where the same edges cover */
+        uint32_t y = 256;
+        size_t tmp = b->stk.n;
+        for (uint32_t i = 0; !rc && i < n; i++) { /* each operand's edge over x .. y - 1 */
+            uint32_t s = b->stk.data[at + i], e1 = b->e1.data[s];
+            if (!sweep) {
+                for (uint32_t e = b->e0.data[s]; !rc && e < e1; e++)
+                    if ((b->rng.data[e] & 0xFF) <= x && x <= b->rng.data[e] >> 8) rc = cm_vec_push(&b->stk, b->to.data[e]);
+                continue;
+            }
+            while (cur[i] < e1 && (b->rng.data[cur[i]] >> 8) < x) cur[i]++; /* (edges ascending, disjoint) */
+            if (cur[i] == e1) continue;
+            uint32_t lo = b->rng.data[cur[i]] & 0xFF, hi = b->rng.data[cur[i]] >> 8;
+            if (lo <= x) {
+                rc = cm_vec_push(&b->stk, b->to.data[cur[i]]);
+                y = hi + 1 < y ? hi + 1 : y;
+            } else {
+                y = lo < y ? lo : y;
+            }
+        }
+        if (!sweep)
+            for (y = x + 1; y < 256 && !cut[y];) y++;
+        uint32_t t = UINT32_MAX;
+        if (!rc && b->stk.n > tmp) rc = db_union(b, tmp, UINT32_MAX, &t, depth + 1);
+        b->stk.n = tmp;
+        if (!rc && t != UINT32_MAX) rc = db_edge_piece(b, x, y - 1, t, res, &n_bytes);
+        x = y;
+    }
+    size_t pairs = b->stk.n;
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t s = b->stk.data[at + i];
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) rc = cm_vec_push2(&b->stk, b->lab.data[e], b->lto.data[e]);
+    }
+    size_t end = b->stk.n;
+    for (size_t i = pairs; !rc && i < end; i += 2) { /* each label not seen before: its targets united */
+        uint32_t l = b->stk.data[i], seen = 0;
+        for (size_t j = pairs; j < i; j += 2) seen |= b->stk.data[j] == l;
+        if (seen) continue;
+        size_t tmp = b->stk.n;
+        for (size_t j = i; !rc && j < end; j += 2)
+            if (b->stk.data[j] == l) rc = cm_vec_push(&b->stk, b->stk.data[j + 1]);
+        uint32_t t = UINT32_MAX;
+        if (!rc) rc = db_union(b, tmp, UINT32_MAX, &t, depth + 1);
+        b->stk.n = tmp;
+        if (!rc) rc = cm_vec_push2(&b->stk, l, t);
+    }
+    size_t lab_at = end;
+    uint32_t n_lab = (uint32_t)(b->stk.n - end) / 2;
+    if (!rc) { /* the labels by value (insertion: a few) */
+        uint32_t *p = b->stk.data + lab_at;
+        for (uint32_t i = 1; i < n_lab; i++) {
+            uint32_t x = p[2 * i], y = p[2 * i + 1], j = i;
+            for (; j && p[2 * j - 2] > x; j--) p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+            p[2 * j] = x, p[2 * j + 1] = y;
+        }
+    }
+    bool fresh = into == UINT32_MAX;
+    if (!rc && fresh) rc = db_new(b, acc, &into);
+    if (!rc) {
+        b->acc.data[into] = acc;
+        db_open(b, into);
+    }
+    for (uint32_t i = 0; !rc && i < n_bytes; i++) {
+        uint32_t r = b->stk.data[res + 2 * i];
+        rc = db_edge(b, r & 0xFF, r >> 8, b->stk.data[res + 2 * i + 1], into);
+    }
+    for (uint32_t i = 0; !rc && i < n_lab; i++)
+        if (!(rc = cm_vec_push(&b->lab, b->stk.data[lab_at + 2 * i]))) rc = cm_vec_push(&b->lto, b->stk.data[lab_at + 2 * i + 1]);
+    b->stk.n = at;
+    if (rc) return rc;
+    if (fresh) return db_finish(b, into, io);
+    db_close(b, into);
+    b->fills++;
+    *io = into;
+    return CM_OK;
+}
+
+static int db_union2(dbuilder *b, uint32_t x, uint32_t y, uint32_t into, uint32_t *out) {
+    size_t at = b->stk.n;
+    int rc = cm_vec_push2(&b->stk, x, y);
+    return rc ? rc : db_union(b, at, into, out, 0);
+}
+
+/* d's rows as runs of classes with one target, and (acyclic) its states targets first. */
+static int db_runs(dbuilder *b, const cm_dfa_out *d) {
+    if (b->frag == d) return CM_OK;
+    b->frag = NULL;
+    b->run_off.n = b->run_rng.n = b->run_to.n = b->topo.n = 0;
+    uint32_t n = d->n_states;
+    int rc = cm_vec_push(&b->run_off, 0);
+    for (uint32_t s = 0; !rc && s < n; s++) {
+        const int32_t *row = d->trans + (size_t)s * d->n_classes;
+        for (uint32_t c = 0, c1; !rc && c < d->n_classes; c = c1) {
+            c1 = cm_run_end(row, c, d->n_classes);
+            if (row[c] < 0) continue;
+            if ((uint32_t)row[c] >= n || d->class_lo[c1] <= d->class_lo[c] || d->class_lo[c1] > 256) return DB_NO;
+            rc = cm_vec_push(&b->run_rng, d->class_lo[c] | (d->class_lo[c1] - 1u) << 8);
+            if (!rc) rc = cm_vec_push(&b->run_to, (uint32_t)row[c]);
+        }
+        if (!rc) rc = cm_vec_push(&b->run_off, (uint32_t)b->run_rng.n);
+    }
+    for (uint32_t s = 0; !rc && s < n; s++)
+        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
+            if (d->lab_to[e] >= n) return DB_NO;
+    /* postorder by an iterative DFS (map: 0 new, 1 on the stack, 2 done); a back edge: cyclic */
+    if (!rc) rc = cm_vec_reserve(&b->map, n);
+    size_t base = b->stk.n;
+    b->frag_acyclic = true;
+    for (uint32_t s = 0; !rc && s < n; s++) b->map.data[s] = 0;
+    for (uint32_t r = 0; !rc && r < n && b->frag_acyclic; r++) {
+        if (b->map.data[r]) continue;
+        b->map.data[r] = 1;
+        if ((rc = cm_vec_push2(&b->stk, r, 0))) break;
+        while (!rc && b->stk.n > base && b->frag_acyclic) {
+            uint32_t s = b->stk.data[b->stk.n - 2], i = b->stk.data[b->stk.n - 1]++;
+            uint32_t nr = b->run_off.data[s + 1] - b->run_off.data[s], t;
+            if (i < nr) t = b->run_to.data[b->run_off.data[s] + i];
+            else if (i < nr + d->lab_off[s + 1] - d->lab_off[s]) t = d->lab_to[d->lab_off[s] + i - nr];
+            else {
+                b->map.data[s] = 2;
+                b->stk.n -= 2;
+                rc = cm_vec_push(&b->topo, s);
+                continue;
+            }
+            if (b->map.data[t] == 1) b->frag_acyclic = false;
+            else if (!b->map.data[t]) b->map.data[t] = 1, rc = cm_vec_push2(&b->stk, t, 0);
+        }
+    }
+    b->stk.n = base;
+    if (!rc) b->frag = d;
+    return rc;
+}
+
+/* A copy of f's DFA into K: its accepting states united with K (K itself where they have no
+ * edges: a prefix-free item), made targets first and kept by content when f's DFA is acyclic. */
+static int db_embed(dbuilder *b, const cm_ir_frag *f, uint32_t K, uint32_t *out) {
+    const cm_dfa_out *d = f->dfa;
+    uint32_t n = d->n_states;
+    if (!n || d->lab_off[0] != 0) return DB_NO;
+    int rc = db_runs(b, d);
+    if (!rc) rc = cm_vec_reserve(&b->map, n);
+    if (rc) return rc;
+    const uint32_t *ro = b->run_off.data;
+    if (b->frag_acyclic) {
+        for (size_t i = 0; !rc && i < b->topo.n; i++) {
+            uint32_t s = b->topo.data[i], x, *map = b->map.data;
+            if (d->accepting[s] && ro[s] == ro[s + 1] && d->lab_off[s] == d->lab_off[s + 1]) {
+                map[s] = K;
+                continue;
+            }
+            if ((rc = db_new(b, 0, &x))) break;
+            for (uint32_t e = ro[s]; !rc && e < ro[s + 1]; e++)
+                rc = db_edge(b, b->run_rng.data[e] & 0xFF, b->run_rng.data[e] >> 8, map[b->run_to.data[e]], x);
+            size_t at = b->stk.n; /* labels by value */
+            for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
+                rc = cm_vec_push2(&b->stk, f->labels[d->lab[e]], map[d->lab_to[e]]);
+            uint32_t nl = (uint32_t)(b->stk.n - at) / 2, *p = b->stk.data + at;
+            for (uint32_t i2 = 1; !rc && i2 < nl; i2++) {
+                uint32_t lx = p[2 * i2], ly = p[2 * i2 + 1], j = i2;
+                for (; j && p[2 * j - 2] > lx; j--) p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+                p[2 * j] = lx, p[2 * j + 1] = ly;
+            }
+            for (uint32_t i2 = 0; !rc && i2 < nl; i2++)
+                if (i2 && p[2 * i2] == p[2 * i2 - 2]) rc = DB_NO; /* (a DFA: one target a label) */
+                else if (!(rc = cm_vec_push(&b->lab, p[2 * i2]))) rc = cm_vec_push(&b->lto, p[2 * i2 + 1]);
+            b->stk.n = at;
+            if (!rc) rc = db_finish(b, x, &x);
+            if (!rc && d->accepting[s]) rc = db_union2(b, x, K, UINT32_MAX, &x);
+            map[s] = x;
+        }
+        if (!rc) *out = b->map.data[0];
+        return rc;
+    }
+    /* cyclic: every state made first (pending), then filled; its accepting states' edges and K's
+     * must not overlap */
+    if (b->acc.data[K] == PENDING) return DB_NO;
+    uint32_t *map = b->map.data;
+    for (uint32_t s = 0; !rc && s < n; s++) {
+        if (d->accepting[s] && ro[s] == ro[s + 1] && d->lab_off[s] == d->lab_off[s + 1]) map[s] = K;
+        else rc = db_new(b, PENDING, &map[s]);
+    }
+    for (uint32_t s = 0; !rc && s < n; s++) {
+        uint32_t q = map[s];
+        if (q == K) continue;
+        size_t at = b->stk.n;
+        rc = cm_vec_push(&b->stk, q);
+        for (uint32_t e = ro[s]; !rc && e < ro[s + 1]; e++) /* f's edges first, then K's: ascending */
+            rc = cm_vec_push2(&b->stk, b->run_rng.data[e], map[b->run_to.data[e]]);
+        if (rc) break;
+        db_open(b, q);
+        uint32_t ke = d->accepting[s] ? b->e0.data[K] : 0, ke1 = d->accepting[s] ? b->e1.data[K] : 0;
+        size_t i = at + 1;
+        while (!rc && (i < b->stk.n || ke < ke1)) { /* merge the two ascending lists */
+            bool mine = ke >= ke1 || (i < b->stk.n && (b->stk.data[i] & 0xFF) < (b->rng.data[ke] & 0xFF));
+            uint32_t r = mine ? b->stk.data[i] : b->rng.data[ke], t = mine ? b->stk.data[i + 1] : b->to.data[ke];
+            size_t last = b->rng.n;
+            if (last > b->e0.data[q] && (b->rng.data[last - 1] >> 8) >= (r & 0xFF)) rc = DB_NO; /* overlap */
+            else rc = db_edge(b, r & 0xFF, r >> 8, t, q);
+            if (mine) i += 2;
+            else ke++;
+        }
+        b->stk.n = at;
+        size_t lat = b->stk.n;
+        for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
+            rc = cm_vec_push2(&b->stk, f->labels[d->lab[e]], map[d->lab_to[e]]);
+        for (uint32_t e = b->l0.data[K]; !rc && d->accepting[s] && e < b->l1.data[K]; e++)
+            rc = cm_vec_push2(&b->stk, b->lab.data[e], b->lto.data[e]);
+        uint32_t nl = (uint32_t)(b->stk.n - lat) / 2, *p = b->stk.data + lat;
+        for (uint32_t i2 = 1; !rc && i2 < nl; i2++) {
+            uint32_t lx = p[2 * i2], ly = p[2 * i2 + 1], j = i2;
+            for (; j && p[2 * j - 2] > lx; j--) p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+            p[2 * j] = lx, p[2 * j + 1] = ly;
+        }
+        for (uint32_t i2 = 0; !rc && i2 < nl; i2++)
+            if (i2 && p[2 * i2] == p[2 * i2 - 2]) rc = DB_NO;
+            else if (!(rc = cm_vec_push(&b->lab, p[2 * i2]))) rc = cm_vec_push(&b->lto, p[2 * i2 + 1]);
+        b->stk.n = lat;
+        if (rc) break;
+        b->acc.data[q] = d->accepting[s] ? b->acc.data[K] : 0;
+        db_close(b, q);
+        b->fills++;
+    }
+    if (!rc) *out = map[0];
+    return rc;
+}
+
+static const cm_ir_ref *db_find_ref(const cm_ir_input *in, uint32_t name) {
+    size_t lo = 0, hi = in->n_refs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (in->refs[mid].name < name) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < in->n_refs && in->refs[lo].name == name) ? &in->refs[lo] : NULL;
+}
+
+static int db_build(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *out);
+
+/* A chain of len byte ranges into K, range i p[i * stride] .. p[i * stride + stride - 1]. */
+static int db_chain(dbuilder *b, const uint32_t *p, uint32_t len, uint32_t stride, uint32_t K, uint32_t *out) {
+    uint32_t cur = K;
+    int rc = CM_OK;
+    for (uint32_t i = len; !rc && i > 0; i--)
+        rc = db_edge_state(b, p[(size_t)(i - 1) * stride], p[(size_t)(i - 1) * stride + stride - 1], cur, &cur);
+    *out = cur;
+    return rc;
+}
+
+/* The union of the states the caller pushed on b->stk from `base` on (popped). */
+static int db_union_from(dbuilder *b, size_t base, uint32_t *out) {
+    if (b->stk.n == base) return DB_NO;
+    return db_union(b, base, UINT32_MAX, out, 0);
+}
+
+static int db_utf8(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
+    const uint32_t *code = b->in->code;
+    size_t len_code = b->in->code_len, p = (size_t)pc + 2 + 2 * (size_t)code[pc + 1], base = b->stk.n;
+    if (p >= len_code) return DB_NO;
+    uint32_t n_seqs = code[p++];
+    int rc = CM_OK;
+    for (uint32_t k = 0; !rc && k < n_seqs; k++) {
+        uint32_t len = p < len_code ? code[p++] : 0, s;
+        if (!len || p + 2 * (size_t)len > len_code) rc = DB_NO;
+        if (!rc) rc = db_chain(b, code + p, len, 2, K, &s);
+        if (!rc) rc = cm_vec_push(&b->stk, s);
+        p += 2 * (size_t)len;
+    }
+    if (rc) {
+        b->stk.n = base;
+        return rc;
+    }
+    return db_union_from(b, base, out);
+}
+
+/* BYTES [op, n, (lo, hi) * n]: one state, its ranges (sorted, joined) into K. */
+static int db_bytes(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
+    const uint32_t *code = b->in->code;
+    uint32_t n = code[pc + 1], x;
+    uint8_t on[257] = {0};
+    if (!n) return DB_NO;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t lo = code[pc + 2 + 2 * i], hi = code[pc + 3 + 2 * i];
+        if (lo > hi || hi > 255) return DB_NO;
+        memset(on + lo, 1, hi - lo + 1);
+    }
+    int rc = db_new(b, 0, &x);
+    for (uint32_t lo = 0; !rc && lo < 256;) {
+        if (!on[lo]) {
+            lo++;
+            continue;
+        }
+        uint32_t hi = lo;
+        while (on[hi + 1]) hi++;
+        rc = db_edge(b, lo, hi, K, x);
+        lo = hi + 1;
+    }
+    return rc ? rc : db_finish(b, x, out);
+}
+
+/* A counted item's template: the item built once into placeholder P (pending), its start T, its
+ * states [first, last) (made targets first); tm: those reached from T (0), the rest UINT32_MAX. */
+typedef struct {
+    uint32_t item, P, T, first, last;
+} db_tpl;
+
+static int db_template(dbuilder *b, uint32_t item, int depth, const uint32_t *with, uint32_t n_with, db_tpl *t) {
+    *t = (db_tpl){item, UINT32_MAX, 0, 0, 0};
+    size_t fills = b->fills;
+    uint32_t P, T;
+    int rc = db_new(b, PENDING, &P);
+    if (!rc) rc = db_build(b, item, P, depth + 1, &T);
+    if (!rc && n_with && T != P) { /* united with the states `with` (the rests ending there) */
+        size_t at = b->stk.n;
+        rc = cm_vec_push(&b->stk, T);
+        for (uint32_t i = 0; !rc && i < n_with; i++) rc = cm_vec_push(&b->stk, with[i]);
+        if (!rc) rc = db_union_from(b, at, &T);
+        b->stk.n = at;
+        if (rc == DB_NO) return CM_OK; /* (P met in the union) no template */
+    }
+    if (rc) return rc;
+    uint32_t first = P + 1, last = (uint32_t)b->acc.n;
+    if (b->fills != fills || T < first || T >= last) return CM_OK; /* built again for each position */
+    if ((rc = cm_vec_reserve(&b->tmap, (size_t)(last - first) + 1))) return rc;
+    uint32_t *tm = b->tmap.data;
+    for (uint32_t s = first; s < last; s++) tm[s - first] = UINT32_MAX;
+    size_t base = b->stk.n;
+    tm[T - first] = 0;
+    rc = cm_vec_push(&b->stk, T);
+    while (!rc && b->stk.n > base) {
+        uint32_t s = b->stk.data[--b->stk.n];
+        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+            uint32_t x = b->to.data[e];
+            if (x >= first && x < last && tm[x - first] == UINT32_MAX) tm[x - first] = 0, rc = cm_vec_push(&b->stk, x);
+        }
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) {
+            uint32_t x = b->lto.data[e];
+            if (x >= first && x < last && tm[x - first] == UINT32_MAX) tm[x - first] = 0, rc = cm_vec_push(&b->stk, x);
+        }
+    }
+    b->stk.n = base;
+    if (!rc) *t = (db_tpl){item, P, T, first, last};
+    return rc;
+}
+
+/* item into `cur`: a copy of the template with P replaced by cur, or (no template) item built
+ * again.  (b->tmap is the template's until the caller is done: nothing builds in between.) */
+static int db_item(dbuilder *b, const db_tpl *t, uint32_t cur, int depth, uint32_t *out) {
+    if (t->P == UINT32_MAX) return db_build(b, t->item, cur, depth + 1, out);
+    uint32_t *tm = b->tmap.data, P = t->P, first = t->first, last = t->last;
+    int rc = CM_OK;
+    for (uint32_t s = first; !rc && s < last; s++) {
+        if (tm[s - first] == UINT32_MAX) continue;
+        uint32_t x;
+        if ((rc = db_new(b, b->acc.data[s], &x))) break;
+        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+            uint32_t v = b->to.data[e];
+            v = v == P ? cur : v >= first && v < last ? tm[v - first] : v;
+            rc = db_edge(b, b->rng.data[e] & 0xFF, b->rng.data[e] >> 8, v, x);
+        }
+        for (uint32_t e = b->l0.data[s]; !rc && e < b->l1.data[s]; e++) {
+            uint32_t v = b->lto.data[e];
+            v = v == P ? cur : v >= first && v < last ? tm[v - first] : v;
+            if (!(rc = cm_vec_push(&b->lab, b->lab.data[e]))) rc = cm_vec_push(&b->lto, v);
+        }
+        if (!rc) rc = db_finish(b, x, &tm[s - first]);
+    }
+    if (!rc) *out = tm[t->T - first];
+    return rc;
+}
+
+/* A branch x{lo,hi} rest: rest's states (into K) start at `start`. */
+typedef struct {
+    uint32_t lo, hi, start;
+} db_branch;
+
+/* The union of branches x{lo_i,hi_i} rest_i (rests built), one chain of item positions from
+ * the end: position j is the rests whose counts allow j, united with x then position j + 1
+ * (x{m,n} K is one branch).  Branches of one alternative that count the same item (a big
+ * count's blocks: x{0,B-1} | x{B} x{0,r}) share their positions instead of being united
+ * position by position. */
+static int db_counted(dbuilder *b, uint32_t item, const db_branch *br, uint32_t nb, int depth, uint32_t *out) {
+    uint32_t hmax = 0, cur = UINT32_MAX, q, with[DB_SWEEP];
+    for (uint32_t i = 0; i < nb; i++) hmax = br[i].hi > hmax ? br[i].hi : hmax;
+    db_tpl t = {item, UINT32_MAX, 0, 0, 0};
+    uint64_t key = UINT64_MAX; /* the branches ending at the positions the template is for */
+    int rc = CM_OK;
+    for (uint32_t j = hmax + 1; !rc && j > 0; j--) {
+        size_t at = b->stk.n;
+        uint32_t n_with = 0;
+        uint64_t k = 0;
+        for (uint32_t i = 0; !rc && i < nb; i++)
+            if (br[i].lo <= j - 1 && j - 1 <= br[i].hi) {
+                rc = cm_vec_push(&b->stk, br[i].start);
+                if (n_with < DB_SWEEP) with[n_with] = br[i].start;
+                n_with++;
+                k |= i < 63 ? 1ull << i : 1ull << 63;
+            }
+        if (!rc && cur != UINT32_MAX) {
+            /* the position: a template copy (the item into a placeholder, united with these
+             * rests, built once for each run of positions where the same branches end) */
+            if (k != key && nb <= 63 && n_with <= DB_SWEEP && hmax >= 2) {
+                rc = db_template(b, item, depth, with, n_with, &t);
+                key = k;
+                uint32_t n_t = 0; /* the copies would pass the cap: give up now, not a cap later */
+                for (uint32_t x = t.first; !rc && t.P != UINT32_MAX && x < t.last; x++)
+                    n_t += b->tmap.data[x - t.first] != UINT32_MAX;
+                if (!rc && b->acc.n + (size_t)(j - 1) * n_t >= b->max_made) rc = DB_NO;
+            }
+            if (!rc && t.P != UINT32_MAX && key == k) {
+                b->stk.n = at;
+                rc = db_item(b, &t, cur, depth, &cur);
+                continue;
+            }
+            if (!rc) rc = db_build(b, item, cur, depth + 1, &q);
+            if (!rc && q == cur) rc = DB_NO; /* an empty item */
+            if (!rc) rc = cm_vec_push(&b->stk, q);
+        }
+        if (!rc) rc = db_union_from(b, at, &cur);
+        b->stk.n = at;
+    }
+    *out = cur;
+    return rc;
+}
+
+/* REPEAT [op, lo, hi, item]: x{lo,hi} into K (db_counted); unbounded: lo items into a loop
+ * state (item back into it, or K).  The item is built once into a placeholder and copied for
+ * each position (its states are made targets first, so a copy is one pass), unless it fills
+ * a pending state (a loop inside). */
+static int db_repeat(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *out) {
+    const uint32_t *code = b->in->code;
+    uint32_t lo = code[pc + 1], hi = code[pc + 2], item = code[pc + 3], cur = K, q;
+    if (hi != CM_IR_INF) {
+        db_branch one = {lo, hi, K};
+        return hi < lo ? DB_NO : db_counted(b, item, &one, 1, depth, out);
+    }
+    db_tpl t = {item, UINT32_MAX, 0, 0, 0};
+    uint32_t loop;
+    int rc = lo >= 1 ? db_template(b, item, depth, NULL, 0, &t) : CM_OK;
+    if (rc || (rc = db_new(b, PENDING, &loop)) || (rc = db_item(b, &t, loop, depth, &q))) return rc;
+    if (q == loop) return DB_NO;
+    if ((rc = db_union2(b, q, K, loop, &cur))) return rc;
+    for (uint32_t j = lo; !rc && j > 0; j--) {
+        if ((rc = db_item(b, &t, cur, depth, &q))) break;
+        if (q == cur) return DB_NO; /* an empty item */
+        cur = q;
+    }
+    *out = cur;
+    return rc;
+}
+
+/* pc with expanded names followed to their bodies. */
+static uint32_t db_resolve(const cm_ir_input *in, uint32_t pc) {
+    for (int k = 0; k < 64 && (size_t)pc + 2 <= in->code_len && in->code[pc] == CM_IR_REF; k++) {
+        const cm_ir_ref *r = db_find_ref(in, in->code[pc + 1]);
+        if (!r || r->kind != CM_IR_REF_EXPAND) break;
+        pc = r->arg;
+    }
+    return pc;
+}
+
+/* Does branch pc start with a bounded count (x{lo,hi}, alone or first in a sequence whose
+ * other items are the rest: seq's children from 1 on)? */
+static bool db_lead(const cm_ir_input *in, uint32_t pc, uint32_t *item, uint32_t *lo, uint32_t *hi, uint32_t *seq) {
+    const uint32_t *code = in->code;
+    pc = db_resolve(in, pc);
+    *seq = UINT32_MAX;
+    if ((size_t)pc + 2 > in->code_len) return false;
+    if (code[pc] == CM_IR_SEQ && code[pc + 1] >= 1 && (size_t)pc + 2 + code[pc + 1] <= in->code_len) {
+        *seq = pc;
+        pc = db_resolve(in, code[pc + 2]);
+    }
+    if ((size_t)pc + 4 > in->code_len || code[pc] != CM_IR_REPEAT || code[pc + 2] == CM_IR_INF
+        || code[pc + 2] < code[pc + 1])
+        return false;
+    *item = code[pc + 3], *lo = code[pc + 1], *hi = code[pc + 2];
+    return true;
+}
+
+/* ALT [op, n, child * n] where two or more branches start with a bounded count of one item:
+ * their rests built, then db_counted; *done false (nothing built) otherwise. */
+static int db_alt_counted(dbuilder *b, uint32_t pc, uint32_t K, int depth, bool *done, uint32_t *out) {
+    const cm_ir_input *in = b->in;
+    const uint32_t *kids = in->code + pc + 2;
+    uint32_t n = in->code[pc + 1], item = UINT32_MAX, x, lo, hi, seq, same = 0;
+    *done = false;
+    for (uint32_t i = 0; i < n; i++)
+        if (db_lead(in, kids[i], &x, &lo, &hi, &seq) && (item == UINT32_MAX || x == item)) item = x, same++;
+    if (same < 2) return CM_OK;
+    *done = true;
+    int rc = CM_OK;
+    db_branch *br = cm_balloc(b->bud, ((size_t)n + 1) * sizeof *br, false, &rc);
+    for (uint32_t i = 0; !rc && i < n; i++) {
+        uint32_t cur = K;
+        if (db_lead(in, kids[i], &x, &lo, &hi, &seq) && x == item) {
+            for (uint32_t k = seq == UINT32_MAX ? 0 : in->code[seq + 1]; !rc && k > 1; k--)
+                rc = db_build(b, in->code[seq + 2 + k - 1], cur, depth + 1, &cur);
+            br[i] = (db_branch){lo, hi, cur};
+        } else {
+            rc = db_build(b, kids[i], K, depth + 1, &cur);
+            br[i] = (db_branch){0, 0, cur};
+        }
+    }
+    if (!rc) rc = db_counted(b, item, br, n, depth, out);
+    cm_bfree(b->bud, br);
+    return rc;
+}
+
+static int db_ref(dbuilder *b, uint32_t name, uint32_t K, int depth, uint32_t *out) {
+    const cm_ir_input *in = b->in;
+    if (name >= in->n_names) return DB_NO;
+    const cm_ir_ref *r = db_find_ref(in, name);
+    if (r && r->kind == CM_IR_REF_ENTRY) return DB_NO;
+    if (r && r->kind == CM_IR_REF_EMBED)
+        return r->arg < in->n_frags ? db_embed(b, &in->frags[r->arg], K, out) : DB_NO;
+    if (r && r->kind == CM_IR_REF_EXPAND) return db_build(b, r->arg, K, depth + 1, out);
+    uint32_t x;
+    int rc = db_new(b, 0, &x);
+    if (!rc) rc = cm_vec_push(&b->lab, in->label[name]);
+    if (!rc) rc = cm_vec_push(&b->lto, K);
+    return rc ? rc : db_finish(b, x, out);
+}
+
+/* *out: a state whose language is node pc's followed by K's. */
+static int db_build(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *out) {
+    const cm_ir_input *in = b->in;
+    if (depth > DB_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return DB_NO;
+    uint32_t op = in->code[pc], n = in->code[pc + 1];
+    size_t need = op == CM_IR_BYTES ? 2 + 2 * (size_t)n : op == CM_IR_REPEAT ? 4 : 2 + (size_t)n;
+    if (op == CM_IR_UTF8 || op == CM_IR_REF || op == CM_IR_WORDS) need = 2;
+    if ((size_t)pc + need > in->code_len) return DB_NO;
+    int rc = CM_OK;
+    switch (op) {
+    case CM_IR_LIT:
+        for (uint32_t i = 0; i < n; i++)
+            if (in->code[pc + 2 + i] > 255) return DB_NO;
+        return db_chain(b, in->code + pc + 2, n, 1, K, out);
+    case CM_IR_BYTES:
+        return db_bytes(b, pc, K, out);
+    case CM_IR_UTF8:
+        return db_utf8(b, pc, K, out);
+    case CM_IR_SEQ: {
+        uint32_t cur = K;
+        for (uint32_t i = n; !rc && i > 0; i--) rc = db_build(b, in->code[pc + 2 + i - 1], cur, depth + 1, &cur);
+        *out = cur;
+        return rc;
+    }
+    case CM_IR_ALT: {
+        bool done;
+        if ((rc = db_alt_counted(b, pc, K, depth, &done, out)) || done) return rc;
+        size_t base = b->stk.n;
+        for (uint32_t i = 0; !rc && i < n; i++) {
+            uint32_t s;
+            if (!(rc = db_build(b, in->code[pc + 2 + i], K, depth + 1, &s))) rc = cm_vec_push(&b->stk, s);
+        }
+        if (rc) {
+            b->stk.n = base;
+            return rc;
+        }
+        return db_union_from(b, base, out);
+    }
+    case CM_IR_REPEAT:
+        return db_repeat(b, pc, K, depth, out);
+    case CM_IR_REF:
+        return db_ref(b, n, K, depth, out);
+    default:
+        return DB_NO; /* WORDS (words.c), BADTOKEN, a bad op: Thompson's path */
+    }
+}
+
+/* The states reached from `start`, breadth first (byte edges ascending, then labels by
+ * value), as a DFA with its sparse edges for cm_fsm_minimize. */
+static int db_take(dbuilder *b, uint32_t start, cm_dfa_out **out, cm_sparse_edges *sp, bool *dead_end) {
+    size_t n_made = b->acc.n;
+    int rc = CM_OK;
+    uint32_t *id = cm_balloc(b->bud, (n_made + 1) * sizeof *id, false, &rc);
+    uint32_t *order = cm_balloc(b->bud, (n_made + 1) * sizeof *order, false, &rc);
+    cm_dfa_out *d = NULL;
+    if (rc) goto out;
+    for (size_t s = 0; s < n_made; s++) id[s] = UINT32_MAX;
+    uint32_t n = 0;
+    id[start] = n, order[n++] = start;
+    size_t n_lab = 0;
+    uint8_t cut[257] = {0};
+    cut[0] = 1;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t s = order[k];
+        if (b->acc.data[s] == PENDING) {
+            rc = DB_NO;
+            goto out;
+        }
+        for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++) {
+            uint32_t t = b->to.data[e], r = b->rng.data[e];
+            cut[r & 0xFF] = 1, cut[(r >> 8) + 1] = 1;
+            if (id[t] == UINT32_MAX) id[t] = n, order[n++] = t;
+        }
+        for (uint32_t e = b->l0.data[s]; e < b->l1.data[s]; e++) {
+            uint32_t t = b->lto.data[e];
+            if (id[t] == UINT32_MAX) id[t] = n, order[n++] = t;
+        }
+        n_lab += b->l1.data[s] - b->l0.data[s];
+        if (!b->acc.data[s] && b->e0.data[s] == b->e1.data[s] && b->l0.data[s] == b->l1.data[s]) *dead_end = true;
+    }
+    uint8_t cls[256];
+    uint32_t nc = 0;
+    d = calloc(1, sizeof *d);
+    if (!d) {
+        rc = CM_ERR_NOMEM;
+        goto out;
+    }
+    for (uint32_t x = 0; x < 256; x++) {
+        if (cut[x]) d->class_lo[nc++] = (uint16_t)x;
+        cls[x] = (uint8_t)(nc - 1);
+    }
+    d->class_lo[nc] = 256;
+    d->n_states = n;
+    d->n_classes = nc;
+    d->accepting = calloc(n, 1);
+    d->lab_off = malloc(((size_t)n + 1) * sizeof *d->lab_off);
+    d->lab = malloc((n_lab + 1) * sizeof *d->lab);
+    d->lab_to = malloc((n_lab + 1) * sizeof *d->lab_to);
+    if (!d->accepting || !d->lab_off || !d->lab || !d->lab_to) {
+        cm_dfa_out_free(d);
+        d = NULL;
+        rc = CM_ERR_NOMEM;
+        goto out;
+    }
+    d->lab_off[0] = 0;
+    if ((rc = cm_vec_push(&sp->off, 0))) goto out;
+    for (uint32_t k = 0, nl = 0; !rc && k < n; k++) {
+        uint32_t s = order[k];
+        d->accepting[k] = (uint8_t)b->acc.data[s];
+        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+            uint32_t r = b->rng.data[e], t = id[b->to.data[e]];
+            for (uint32_t c = cls[r & 0xFF]; !rc && c <= cls[r >> 8]; c++)
+                if (!(rc = cm_vec_push(&sp->cls, c))) rc = cm_vec_push(&sp->to, t);
+        }
+        if (!rc) rc = cm_vec_push(&sp->off, (uint32_t)sp->cls.n);
+        for (uint32_t e = b->l0.data[s]; e < b->l1.data[s]; e++) d->lab[nl] = b->lab.data[e], d->lab_to[nl++] = id[b->lto.data[e]];
+        d->lab_off[k + 1] = nl;
+    }
+    if (!rc) rc = cm_budget_charge(b->bud, cm_dfa_bytes(d));
+    if (rc) {
+        cm_dfa_out_free(d);
+        d = NULL;
+    }
+out:
+    cm_bfree(b->bud, id);
+    cm_bfree(b->bud, order);
+    *out = d;
+    return rc;
+}
+
+/* Is d's graph (byte and label edges) cyclic?  An iterative DFS; scratch from bud. */
+static int db_dfa_cyclic(const cm_dfa_out *d, cm_budget *bud, bool *cyclic) {
+    uint32_t n = d->n_states;
+    int rc = CM_OK;
+    uint8_t *color = cm_balloc(bud, (size_t)n + 1, true, &rc);
+    uint32_t *st = cm_balloc(bud, 2 * ((size_t)n + 1) * sizeof *st, false, &rc);
+    *cyclic = false;
+    for (uint32_t r = 0; !rc && r < n && !*cyclic; r++) {
+        if (color[r]) continue;
+        size_t sp = 0;
+        color[r] = 1, st[sp++] = r, st[sp++] = 0;
+        while (sp && !*cyclic) {
+            uint32_t s = st[sp - 2], i = st[sp - 1]++, t;
+            if (i < d->n_classes) {
+                int32_t x = d->trans[(size_t)s * d->n_classes + i];
+                if (x < 0 || (uint32_t)x >= n) continue;
+                t = (uint32_t)x;
+            } else if (i - d->n_classes < d->lab_off[s + 1] - d->lab_off[s]) {
+                t = d->lab_to[d->lab_off[s] + i - d->n_classes];
+                if (t >= n) continue;
+            } else {
+                color[s] = 2, sp -= 2;
+                continue;
+            }
+            if (color[t] == 1) *cyclic = true;
+            else if (!color[t]) color[t] = 1, st[sp++] = t, st[sp++] = 0;
+        }
+    }
+    cm_bfree(bud, color);
+    cm_bfree(bud, st);
+    return rc;
+}
+
+/* Is the body at pc one this build is for: a bounded count of two or more items (a chain of
+ * positions, which Thompson's NFA makes with an epsilon edge each and subset construction
+ * walks state by state), and no loop (an unbounded repetition or a copied DFA with a cycle,
+ * whose states this build cannot share by content, so its DFA before minimization can be
+ * far larger than subset construction's)?  At most `*budget` nodes are looked at. */
+static int db_worth(const cm_ir_input *in, uint32_t pc, cm_budget *bud, int depth, size_t *budget, bool *count,
+                    bool *loop) {
+    if (*loop || !*budget || depth > 64 || (size_t)pc + 2 > in->code_len) {
+        *loop = true;
+        return CM_OK;
+    }
+    --*budget;
+    const uint32_t *code = in->code;
+    uint32_t op = code[pc], n = code[pc + 1];
+    int rc = CM_OK;
+    switch (op) {
+    case CM_IR_SEQ:
+    case CM_IR_ALT:
+        if ((size_t)pc + 2 + n > in->code_len) *loop = true;
+        for (uint32_t i = 0; !rc && !*loop && i < n; i++) rc = db_worth(in, code[pc + 2 + i], bud, depth + 1, budget, count, loop);
+        return rc;
+    case CM_IR_REPEAT:
+        if ((size_t)pc + 4 > in->code_len || code[pc + 2] == CM_IR_INF) {
+            *loop = true;
+            return CM_OK;
+        }
+        if (code[pc + 2] >= 2) *count = true;
+        return db_worth(in, code[pc + 3], bud, depth + 1, budget, count, loop);
+    case CM_IR_REF: {
+        const cm_ir_ref *r = n < in->n_names ? db_find_ref(in, n) : NULL;
+        if (r && r->kind == CM_IR_REF_EXPAND) return db_worth(in, r->arg, bud, depth + 1, budget, count, loop);
+        if (r && r->kind == CM_IR_REF_EMBED && r->arg < in->n_frags) return db_dfa_cyclic(in->frags[r->arg].dfa, bud, loop);
+        if (r && r->kind == CM_IR_REF_ENTRY) *loop = true;
+        return CM_OK;
+    }
+    case CM_IR_WORDS:
+    case CM_IR_BADTOKEN:
+        *loop = true;
+        return CM_OK;
+    default:
+        return CM_OK;
+    }
+}
+
+static int g_direct = 1;
+
+void cm_direct_build_enable(int on) { g_direct = on; }
+
+int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_budget *bud, cm_dfa_out **out) {
+    if (!in || !out) return CM_ERR_ARG;
+    *out = NULL;
+    if (!g_direct) return DB_NO;
+    bool count = false, loop = false;
+    size_t look = 4096;
+    int wrc = db_worth(in, root, bud, 0, &look, &count, &loop);
+    if (wrc || !count || loop) return wrc ? wrc : DB_NO;
+    dbuilder b;
+    memset(&b, 0, sizeof b);
+    for (size_t i = 0; db_vec(&b, i); i++) db_vec(&b, i)->bud = bud;
+    b.in = in;
+    b.bud = bud;
+    b.max_made = max_states / DB_MARGIN;
+    uint64_t t0 = cm_stats_now();
+    uint32_t final = 0, start = 0;
+    int rc = db_new(&b, 1, &final);
+    if (!rc) rc = db_finish(&b, final, &final);
+    if (!rc) rc = db_build(&b, root, final, 0, &start);
+    cm_sparse_edges sp = {.off = {.bud = bud}, .cls = {.bud = bud}, .to = {.bud = bud}};
+    cm_dfa_out *d = NULL;
+    bool dead_end = false; /* a state that accepts nothing and has no edges (a copied dead state) */
+    if (!rc) rc = db_take(&b, start, &d, &sp, &dead_end);
+    size_t n_made = b.made;
+    for (size_t i = 0; db_vec(&b, i); i++) cm_vec_free(db_vec(&b, i));
+    cm_bfree(bud, b.hc);
+    cm_bfree(bud, b.um);
+    uint32_t n_dfa = d ? d->n_states : 0;
+    cm_stats_add(CM_PH_DIRECT, t0);
+    uint64_t t1 = cm_stats_now();
+    /* taken only without loops (db_worth): acyclic, every state kept by content and leading to
+     * the final state, so minimal as built (an acyclic trim DFA whose states differ in acceptance
+     * or edges; equal right languages would give equal edges, by induction on the height), and
+     * live when no path ends in a state that neither accepts nor goes on */
+    if (!rc) rc = dead_end ? cm_fsm_minimize(d, &sp, true, bud) : cm_fsm_emit_minimal(d, &sp, true, bud);
+    cm_stats_add(CM_PH_MINIMIZE, t1);
+    if (cm_stats_on() && !rc) cm_stats_build((uint32_t)n_made, n_dfa, d->n_states, t1 - t0, cm_stats_now() - t1);
+    cm_vec_free(&sp.off), cm_vec_free(&sp.cls), cm_vec_free(&sp.to);
+    if (rc) {
+        cm_dfa_release(bud, d);
+        return rc;
+    }
+    *out = d;
+    return CM_OK;
+}

@@ -1,0 +1,168 @@
+"""Rules built straight to their DFA (csrc/direct.c) against Thompson's path.
+
+A rule whose body has a bounded count and no loop is built by ``cm_direct_build`` (positions of
+the count chained from the end, each a copy of the item; unions made by subset construction on
+demand) and then minimized like subset construction's DFA.  The reference is the other path of
+the same build: with ``_core.direct_build_enable(False)`` every rule goes through Thompson's NFA,
+subset construction and minimization.  The tables must be the same, array for array (the minimal
+DFA is unique, and both number it in the order subset construction discovers its states): over
+hypothesis grammars, counted items of every kind (ASCII and multi-byte classes, escape units,
+items that are not prefix-free, nested counts), JSON strings with minLength / maxLength (blocks
+included), and the limit errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cfgmask
+from cfgmask import _core, ir
+from cfgmask.compile.limits import CompileLimits
+from cfgmask.compile.tables import build_tables
+
+from .strategies import SMALL, grammars
+
+
+def _digest(t: object) -> str:
+    h = hashlib.sha256()
+    for f in sorted(dataclasses.fields(t), key=lambda f: f.name):  # type: ignore[arg-type]
+        if f.name == "stats":
+            continue
+        v = getattr(t, f.name)
+        h.update(f.name.encode())
+        if isinstance(v, np.ndarray):
+            h.update(f"{v.dtype}{v.shape}".encode() + np.ascontiguousarray(v).tobytes())
+        else:
+            h.update(repr(v).encode())
+    return h.hexdigest()
+
+
+@contextmanager
+def _direct(on: bool) -> Iterator[None]:
+    _core.direct_build_enable(on)
+    cfgmask.clear_caches()
+    try:
+        yield
+    finally:
+        _core.direct_build_enable(True)
+        cfgmask.clear_caches()
+
+
+def _outcome(g: ir.Grammar, limits: CompileLimits | None, on: bool) -> str:
+    with _direct(on):
+        try:
+            return _digest(build_tables(g, limits))
+        except cfgmask.LimitError as e:
+            return f"LimitError {e.limit}"
+        except cfgmask.GrammarError as e:
+            return f"GrammarError {e}"
+
+
+def _same(g: ir.Grammar, limits: CompileLimits | None = None) -> str:
+    ref = _outcome(g, limits, False)
+    assert _outcome(g, limits, True) == ref
+    return ref
+
+
+def _gbnf(text: str) -> ir.Grammar:
+    return cfgmask.Grammar.from_gbnf(text).ir
+
+
+ITEMS = [
+    "[a-z]",  # a byte class
+    '[^"\\\\\\x00-\\x1f]',  # a JSON string character: multi-byte UTF-8
+    '[a-z] | "é" | "日"',
+    '[^"\\\\] | "\\\\" ["\\\\/bfnrt] | "\\\\u" [0-9a-fA-F]{4}',  # an escape unit, a count inside
+    '"ab" | "ac"',  # a shared prefix: a union made on demand
+    '"a" | "ab"',  # not prefix-free
+    '"x" [0-9]{1,3}',  # a count inside the item
+    '"q"?',  # nullable
+    "c",  # a rule of its own (inlined or called)
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    item=st.sampled_from(ITEMS),
+    lo=st.integers(0, 6),
+    extra=st.integers(0, 12),
+    tail=st.sampled_from(['"z"', '"a"', "", "[a-c]{0,3}", "c"]),
+    lead=st.sampled_from(['"\\""', "", '"a"?']),
+)
+def test_counted_items(item: str, lo: int, extra: int, tail: str, lead: str) -> None:
+    hi = lo + extra
+    if hi == 0:
+        hi = 1
+    text = f'root ::= {lead} ( {item} ){{{lo},{hi}}} {tail}\nc ::= [a-c] | "é"\n'
+    _same(_gbnf(text))
+
+
+@pytest.mark.parametrize("max_len", [1, 2, 16, 45, 46, 47, 64, 93, 100, 255, 1000])
+@pytest.mark.parametrize("min_len", [0, 1, 3, 46])
+def test_json_strings(min_len: int, max_len: int) -> None:
+    if min_len > max_len:
+        return
+    schema = {"type": "string", "minLength": min_len, "maxLength": max_len}
+    _same(cfgmask.Grammar.from_json_schema(schema).ir)
+    obj = {"type": "object", "properties": {"a": schema, "b": {"type": "string", "maxLength": 7}}}
+    _same(cfgmask.Grammar.from_json_schema(obj).ir)
+
+
+@pytest.mark.parametrize("budget", [8, 40, 200])
+def test_blocks(budget: int) -> None:
+    """Big counts cut into blocks (helpers: x{0,B-1} | x{B} x{0,r} share their positions)."""
+    limits = CompileLimits(unroll_budget=budget)
+    for text in ('root ::= "[" [a-z]{0,300} "]"', 'root ::= ([a-z] | "\\\\u" [0-9]{4}){5,123} "."'):
+        _same(_gbnf(text), limits)
+    schema = {"type": "string", "minLength": 2, "maxLength": 255}
+    _same(cfgmask.Grammar.from_json_schema(schema).ir, limits)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grammars(alphabet=SMALL))
+def test_random_grammars(g: ir.Grammar) -> None:
+    _same(g, CompileLimits(max_dfa_states=2_000))
+
+
+def test_used() -> None:
+    """The direct build is what builds a counted string (not a silent fallback)."""
+    g = cfgmask.Grammar.from_json_schema({"type": "string", "maxLength": 64}).ir
+    _core.compile_stats_enable(True)
+    try:
+        with _direct(True):
+            _core.compile_stats()
+            build_tables(g)
+            ns = _core.compile_stats()["ns"]
+    finally:
+        _core.compile_stats_enable(False)
+    assert ns["direct"] > 0
+
+
+BIG = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("text", "limits"),
+    [
+        ('root ::= "<" [a-z]{0,3000} ">"', CompileLimits(max_dfa_states=1_000, unroll_budget=BIG)),
+        ('root ::= "<" [a-z]{0,3000} ">"', CompileLimits(max_dfa_states=3_000, unroll_budget=BIG)),
+        (
+            'root ::= ([^"] | "\\\\u" [0-9]{4}){0,900} "."',
+            CompileLimits(max_dfa_states=5_000, unroll_budget=BIG),
+        ),
+        ('root ::= [a-z]{0,2000} "."', CompileLimits(max_compile_mb=1, unroll_budget=BIG)),
+        ('root ::= [a-z]{0,2000} "."', CompileLimits(max_total_states=500, unroll_budget=BIG)),
+    ],
+)
+def test_limits(text: str, limits: CompileLimits) -> None:
+    """A count past a limit ends the same way on both paths (the same LimitError, or the same
+    tables after the retry with unit blocks)."""
+    _same(_gbnf(text), limits)
