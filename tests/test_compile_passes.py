@@ -94,7 +94,9 @@ def test_c_builder_gives_the_python_builders_tables(g: ir.Grammar) -> None:
 
 @given(grammars(alphabet=SMALL), st.sampled_from((0, 4, 64)))
 def test_c_builder_gives_the_python_builders_tables_small_unroll(g: ir.Grammar, budget: int) -> None:
-    limits = CompileLimits(unroll_budget=budget, inline_max_states=budget * 4, inline_shared_states=budget)
+    limits = CompileLimits(
+        unroll_budget=budget, unroll_whole=0, inline_max_states=budget * 4, inline_shared_states=budget
+    )
     assert _outcome(lambda: _tables(g, True, limits)) == _outcome(lambda: _tables(g, False, limits))
 
 
@@ -236,7 +238,7 @@ def test_check_ir_counts_a_shared_subtree_per_use() -> None:
 
 @given(grammars(), st.sampled_from((0, 8, 64, 1024)), st.sampled_from((10, 10**4, 10**9)))
 def test_repeat_rewriter_shortcut_matches_the_full_walk(g: ir.Grammar, budget: int, product: int) -> None:
-    limits = CompileLimits(unroll_budget=budget, max_repeat_product=product)
+    limits = CompileLimits(unroll_budget=budget, unroll_whole=0, max_repeat_product=product)
 
     def run(sess: encode.Session | None) -> object:
         try:

@@ -61,7 +61,7 @@ def bounded(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
 def _compile(
     g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, wrap: int, chains: bool = True
 ) -> cfgmask.CompiledGrammar:
-    limits = cfgmask.CompileLimits(unroll_budget=budget)
+    limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0)
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
     strategy = Strategy(wrap_repeats=wrap, count_chains=chains, **no_memo)
     return cfgmask.compile(g, vocab, limits=limits, _strategy=strategy)
@@ -180,7 +180,7 @@ def counted(draw: st.DrawFn) -> tuple[ir.Grammar, cfgmask.CompileLimits]:
     budget = draw(st.sampled_from((2, 3, 8, 1024)))  # 1024: the whole count unrolled, one chain
     shape = draw(st.sampled_from(("quote", "list", "nested", "tail", "follow")))
     outlined = draw(st.booleans())
-    limits = cfgmask.CompileLimits(unroll_budget=budget, **(OUTLINED if outlined else {}))
+    limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0, **(OUTLINED if outlined else {}))
     if shape == "nested":  # a count of counts
         count = rep(rep(unit, 1, draw(st.integers(2, 3))), lo, hi)
     else:
@@ -324,12 +324,13 @@ def test_regex_count_chain_entries() -> None:
 
 
 # two properties share the string rule of a long maxLength: its positions may end it
-SHARED_LONG = {"type": "string", "maxLength": 256}
+SHARED_LONG = {"type": "string", "maxLength": 400}
 LLAMA_SCHEMAS = [
     ({"type": "string", "maxLength": 64}, True),
     ({"type": "string", "minLength": 12, "maxLength": 24}, True),  # positions below the minimum too
     ({"type": "string", "minLength": 4, "maxLength": 30}, False),  # every escape of every character
-    ({"type": "string", "maxLength": 300}, True),  # blocks
+    ({"type": "string", "maxLength": 400}, True),  # blocks (past CompileLimits.unroll_whole)
+    ({"type": "string", "maxLength": 255}, True),  # one chain (under unroll_whole)
     (
         {
             "type": "object",
@@ -353,7 +354,9 @@ LLAMA_SCHEMAS = [
 
 
 @pytest.mark.parametrize(
-    ("schema", "canonical"), LLAMA_SCHEMAS, ids=["max64", "min12", "full", "blocks", "object", "shared"]
+    ("schema", "canonical"),
+    LLAMA_SCHEMAS,
+    ids=["max64", "min12", "full", "blocks", "whole", "object", "shared"],
 )
 def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> None:
     vocab = cfgmask.Vocabulary.llama3()
@@ -364,7 +367,7 @@ def test_llama3_string_lengths_chain_entries(schema: dict, canonical: bool) -> N
 
 @pytest.mark.parametrize(
     "schema",
-    [{"type": "string", "maxLength": 300}, {"type": "string", "minLength": 1, "maxLength": 255}, SHARED_LONG],
+    [{"type": "string", "maxLength": 400}, {"type": "string", "minLength": 1, "maxLength": 400}, SHARED_LONG],
 )
 def test_llama3_block_entries_later_positions_first(schema: dict) -> None:
     """Entries built from the last state down, as a document builds a block's (its start is
@@ -405,17 +408,17 @@ def test_llama3_number_chains_pinned_with_the_vocabulary() -> None:
 
 
 def test_llama3_block_wraps_from_chains() -> None:
-    """A maxLength-300 string is cut into blocks: their entries' wraps come from the chain (one
+    """A maxLength-400 string is cut into blocks: their entries' wraps come from the chain (one
     bit test a token) with count_chains on, from running each token through the block without.
     The masks along a long document are the same."""
     quicktok = pytest.importorskip("quicktok")
     enc = quicktok.get_encoding("llama3")
     vocab = cfgmask.Vocabulary.llama3()
-    g = cfgmask.Grammar.from_json_schema({"type": "string", "maxLength": 300})
+    g = cfgmask.Grammar.from_json_schema({"type": "string", "maxLength": 400})
     no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
     on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
     off = cfgmask.compile(g, vocab, _strategy=Strategy(count_chains=False, **no_memo))
-    text = ("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 6)[:300]
+    text = ("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 8)[:400]
     doc = json.dumps(text, ensure_ascii=False)
     a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
     m, p = cfgmask.Matcher(on), cfgmask.Matcher(off)
@@ -437,7 +440,7 @@ def test_compiled_clean_equals_the_python_walk(g: ir.Grammar, budget: int) -> No
     from cfgmask.compile import repeats
     from cfgmask.compile.encode import Session
 
-    limits = cfgmask.CompileLimits(unroll_budget=budget)
+    limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0)
     sess = Session()
     sess.cids(g.rules)
     compiled = repeats.RepeatRewriter(g.rules, limits, sess)
@@ -453,3 +456,30 @@ def test_compiled_clean_equals_the_python_walk(g: ir.Grammar, budget: int) -> No
             repeats.RepeatRewriter(g.rules, limits, sess).run()
         return
     assert repeats.RepeatRewriter(g.rules, limits, sess).run() == want
+
+
+@pytest.mark.parametrize(("max_length", "whole"), [(255, True), (400, False)])
+def test_unroll_whole_keeps_a_long_count_one_chain(max_length: int, whole: bool) -> None:
+    """``CompileLimits.unroll_whole``: a count whose whole unrolled size is under it (a
+    maxLength-255 string) is one chain, a bigger one (400) is cut into blocks of
+    ``unroll_budget`` as before; either way the masks along a long document equal those of the
+    blocks that ``unroll_whole=0`` makes."""
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_json_schema({"type": "string", "minLength": 1, "maxLength": max_length})
+    default = cfgmask.compile(g, vocab)
+    blocks = cfgmask.compile(g, vocab, limits=cfgmask.CompileLimits(unroll_whole=0))
+    assert any("#rep" in n for n in blocks.tables.rule_names)
+    assert any("#rep" in n for n in default.tables.rule_names) is not whole
+    text = ('Caf\u00e9 \u20ac5, the quick brown fox \\ jumps "over" the lazy dog. ' * 9)[:max_length]
+    a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
+    m, p = cfgmask.Matcher(default), cfgmask.Matcher(blocks)
+    for t in [*enc.encode_ordinary(json.dumps(text, ensure_ascii=False)), None]:
+        m.fill_bitmask(a)
+        p.fill_bitmask(b)
+        assert np.array_equal(a, b)
+        if t is None:
+            break
+        assert m.accept_token(t) and p.accept_token(t)
+    assert m.is_accepting() and p.is_accepting()

@@ -60,7 +60,7 @@ def shared_strings(draw: st.DrawFn) -> tuple[ir.Grammar, int]:
 def _compile(
     g: ir.Grammar, vocab: cfgmask.Vocabulary, budget: int, verdicts: bool
 ) -> cfgmask.CompiledGrammar:
-    limits = cfgmask.CompileLimits(unroll_budget=budget)
+    limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0)
     strategy = Strategy(closing_verdicts=1 if verdicts else 0, **NO_MEMO)  # every mask with a candidate
     return cfgmask.compile(g, vocab, limits=limits, _strategy=strategy)
 

@@ -24,7 +24,12 @@ class CompileLimits:
     max_rules: int = 1_000_000
     inline_max_states: int = 2_000  # largest automaton copied into its only caller
     inline_shared_states: int = 64  # largest automaton copied into several callers
-    unroll_budget: int = 1_024  # repetitions below this size are unrolled
+    unroll_budget: int = 1_024  # repetitions below this size are unrolled; bigger ones in blocks of it
+    # A repetition whose whole unrolled size is at most this is unrolled too, as one chain, instead
+    # of blocks (a maxLength-255 string: each position's mask ~10x cheaper, docs/design.md §7,
+    # session 17).  0: no separate threshold (unroll_budget alone).  Never below unroll_budget, and
+    # off when unroll_budget is 0 (the retry after max_dfa_states).
+    unroll_whole: int = 6_144
     # Guards against hostile input (tests/test_hostile.py); no grammar of the corpora comes near.
     deadline_ms: int = 30_000  # wall clock for one compile (front end and automata); 0 = none
     max_compile_mb: int = 1024  # memory of one automaton build (NFA, subset sets, DFAs); 0 = none
@@ -75,3 +80,10 @@ def check_ir_exact(grammar: ir.Grammar, limits: CompileLimits) -> None:
                     limit="max_dfa_states",
                     value=limits.max_dfa_states,
                 )
+
+
+def whole_budget(limits: CompileLimits) -> int:
+    """The largest unrolled size of a repetition kept whole (see ``unroll_whole``)."""
+    if limits.unroll_budget <= 0:
+        return limits.unroll_budget
+    return max(limits.unroll_budget, limits.unroll_whole)

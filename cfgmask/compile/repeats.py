@@ -1,9 +1,9 @@
 """Pass 1: big counted repetitions become a logarithmic family of helper rules.
 
-``x{m,n}`` whose unrolled size would exceed ``CompileLimits.unroll_budget`` is cut into
-unrolled blocks ``B = x^b`` counted by rules ``P_j = B^(2^j)``, so ``{1,100000}`` costs
-O(log n) rules and a token inside a long bounded string is still decided by one automaton
-(docs/design.md, section 2, item 1).
+``x{m,n}`` whose unrolled size would exceed ``CompileLimits.unroll_whole`` (and
+``unroll_budget``) is cut into unrolled blocks ``B = x^b`` of about ``unroll_budget``, counted
+by rules ``P_j = B^(2^j)``, so ``{1,100000}`` costs O(log n) rules and a token inside a long
+bounded string is still decided by one automaton (docs/design.md, section 2, item 1).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..errors import GrammarError, LimitError
 from . import _dag
 from .encode import _ALT, _BYTES, _LIT, _LOOKAHEAD, _REF, _REPEAT, _SEQ, _TOKEN, _UTF8, _WORDS, Session
 from .graph import sccs_all
-from .limits import CompileLimits
+from .limits import CompileLimits, whole_budget
 
 
 def size_estimate(expr: ir.Expr, rule_size: dict[str, int] | None = None) -> int:
@@ -162,7 +162,7 @@ class RepeatRewriter:
         it holds ``_item_size``, and a rewriter holding it would be a cycle that outlives the
         compile until the collector runs."""
         assert self.sess is not None
-        return _dag.Clean(self.sess.interner, self._clean, self._item_size, self.limits.unroll_budget)
+        return _dag.Clean(self.sess.interner, self._clean, self._item_size, whole_budget(self.limits))
 
     def _item_size(self, item: int) -> int:
         """The size estimate of a repeated item, as ``clean`` weighs it against the budget."""
@@ -194,7 +194,7 @@ class RepeatRewriter:
                 lo >= 0
                 and (hi is None or hi >= lo)
                 and self.clean_py(item)
-                and (bound <= 1 or self._item_size(item) * bound <= self.limits.unroll_budget)
+                and (bound <= 1 or self._item_size(item) * bound <= whole_budget(self.limits))
             )
         else:
             got = True
@@ -228,7 +228,7 @@ class RepeatRewriter:
                 value=self.limits.max_repeat_product,
             )
         item = self.expr(e.item, rule, product)
-        if bound <= 1 or size_estimate(item, self.rule_size) * bound <= self.limits.unroll_budget:
+        if bound <= 1 or size_estimate(item, self.rule_size) * bound <= whole_budget(self.limits):
             return ir.Repeat(item, e.lo, e.hi)
         return self.helpers(item, e.lo, e.hi, rule)
 
