@@ -221,7 +221,6 @@ cdef extern from "cfgmask.h" nogil:
     ctypedef struct cm_flat_derived:
         uint32_t n_classes
         uint8_t byte_class[256]
-        int32_t *trans
         uint8_t *nullable
         uint32_t *follow
         uint32_t *ref_off
@@ -236,6 +235,7 @@ cdef extern from "cfgmask.h" nogil:
     int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
                        const int64_t *weights, size_t n_weights, cm_flat_derived **out)
     void cm_flat_derived_free(cm_flat_derived *d)
+    int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out)
 
     enum:
         CM_PH_THOMPSON

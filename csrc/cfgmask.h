@@ -424,7 +424,6 @@ void cm_flat_rules_free(cm_flat_rules *f);
 typedef struct cm_flat_derived {
     uint32_t n_classes;            /* 0: no byte classes (weights too short, or a hash collision) */
     uint8_t byte_class[256];
-    int32_t *trans;                /* [n_states * n_classes] */
     uint8_t *nullable;             /* [n_rules] */
     uint32_t *follow;              /* [n_rules * 8] 256-bit sets, byte b at bit b % 32 of word b / 32 */
     uint32_t *ref_off, *tok_off;   /* [n_states + 1] */
@@ -438,6 +437,10 @@ typedef struct cm_flat_derived {
 int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
                    size_t n_weights, cm_flat_derived **out);
 void cm_flat_derived_free(cm_flat_derived *d);
+/* The transition table by global byte class, int32 [n_states * d->n_classes] (d from f, with
+ * byte classes: n_classes > 0), into out: written where the caller keeps it (a Python bytes
+ * object), not made and copied. */
+int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out);
 
 /* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */
 
