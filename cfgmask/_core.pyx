@@ -327,6 +327,15 @@ cdef class GrammarHandle:
             _raise(rc, "entry")
         return words[:n_words].view(np.int32), unc[:n_unc].copy()
 
+    def state_bytes(self, uint32_t state):
+        """What the core derived of one state's byte row (for tests): (whether it has a
+        transition, the bytes it has one on as 8 uint32 words, byte b at bit b % 32 of word b // 32)."""
+        cdef uint32_t out[8]
+        cdef int rc = cm_grammar_state_bytes(self.ptr, state, out)
+        if rc < 0:
+            raise IndexError(state)
+        return bool(rc), [out[i] for i in range(8)]
+
     @property
     def cache_bytes(self):
         return cm_grammar_cache_bytes(self.ptr)

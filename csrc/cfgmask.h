@@ -189,6 +189,10 @@ size_t cm_grammar_cache_bytes(const cm_grammar *g);
  * inspection: its accepted tokens as a bitmask (words: ceil(V / 32) int32),
  * its uncertain tokens' ids into unc (room for V) and their number into *n_unc. */
 int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);
+/* What cm_grammar_new derived of a state's byte row (tests): the bytes it has a transition on,
+ * 256 bits as 8 words (byte b at bit b % 32 of word b / 32); returns whether it has one (-1: no
+ * such state). */
+int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
 /* How entries were built so far: composed from callees', taken from a donor state's,
  * the configurations of the flat-walk DFA, and loop walks found in the vocabulary's
