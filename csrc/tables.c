@@ -88,6 +88,34 @@ static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, con
     }
 }
 
+/* live[]: the classes [0, m) of row with a target (m <= 256), four a compare. */
+static void row_live(const int32_t *row, uint32_t m, uint64_t live[4]) {
+    uint32_t c = 0;
+    live[0] = live[1] = live[2] = live[3] = 0;
+#if defined(__SSE2__) && defined(__GNUC__)
+    for (; c + 4 <= m; c += 4) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + c));
+        live[c >> 6] |= (uint64_t)(~_mm_movemask_ps(_mm_castsi128_ps(v)) & 0xF) << (c & 63); /* sign bits */
+    }
+#endif
+    for (; c < m; c++)
+        if (row[c] >= 0) live[c >> 6] |= (uint64_t)1 << (c & 63);
+}
+
+/* a |= the bytes of the classes in live (pre: their prefix unions): one OR a span of
+ * consecutive classes. */
+static void live_spans(bits256 *a, const bits256 *pre, const uint64_t live[4]) {
+    for (uint32_t w = 0; w < 4; w++) {
+        for (uint64_t x = live[w]; x;) {
+            uint32_t c = (uint32_t)__builtin_ctzll(x);
+            uint64_t up = x + ((uint64_t)1 << c); /* the run from c cleared, its end's bit set */
+            uint32_t c1 = up ? (uint32_t)__builtin_ctzll(up) : 64;
+            bits_or_span(a, pre, 64 * w + c, 64 * w + c1);
+            x = c1 == 64 ? 0 : x & (~(uint64_t)0 << c1);
+        }
+    }
+}
+
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
  * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
  * nxt of the target after a nullable callee).  Only states with calls change in the
@@ -101,8 +129,9 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
         /* pre[c]: the bytes of r's classes [0, c).  Classes are disjoint, so XOR is their union
-         * and pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row: one OR a span of edges
-         * (a row read as runs), where one OR a class scanned every class of every row */
+         * and pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row: one OR a span of classes
+         * with targets (a row's as bits, four classes a compare: row_live), where one OR a class
+         * scanned every class of every row */
         bits256 pre[257];
         memset(pre, 0, (m + 1) * sizeof *pre);
         for (int x = 0; x < 256; x++)
@@ -115,18 +144,9 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                 memset(b, 0xff, sizeof *b);
                 continue;
             }
-            const int32_t *row = tr + (size_t)i * nc;
-            uint32_t live = UINT32_MAX; /* the start of the span of edges that c ends, if any */
-            for (uint32_t c = 0, c1; c < m; c = c1) {
-                c1 = cm_run_end(row, c, m);
-                if (row[c] >= 0) {
-                    if (live == UINT32_MAX) live = c;
-                } else if (live != UINT32_MAX) {
-                    bits_or_span(b, pre, live, c);
-                    live = UINT32_MAX;
-                }
-            }
-            if (live != UINT32_MAX) bits_or_span(b, pre, live, m);
+            uint64_t live[4];
+            row_live(tr + (size_t)i * nc, m, live);
+            live_spans(b, pre, live);
         }
     }
     for (bool changed = true; changed;) {
