@@ -346,11 +346,11 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         if (!n) continue;
         uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
+        if (nc > 256) return CM_ERR_ARG;
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
         int32_t *o = out + (size_t)lo * k;
-        /* the global classes of each of the rule's classes j: at[off[j] .. off[j + 1]), so that a
-         * run of the rule's classes [j, j1) is the span at[off[j] .. off[j1]) */
+        /* the global classes of each of the rule's classes j: at[off[j] .. off[j + 1]) */
         uint16_t off[258] = {0};
         uint8_t at[256];
         for (uint32_t c = 0; c < k; c++) {
@@ -359,18 +359,27 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         }
         for (uint32_t j = 2; j <= nc + 1; j++) off[j] += off[j - 1];
         for (uint32_t c = 0; c < k; c++) at[off[cls[rep[c]] + 1]++] = (uint8_t)c;
-        /* a row: -1 everywhere, then each run with a target over its global classes (a row has
-         * few: the work is its live classes, where a class by class copy read one per class) */
+        uint8_t col[256]; /* the rule's class of each global class */
+        for (uint32_t c = 0; c < k; c++) col[c] = cls[rep[c]];
+        /* a row with few classes with targets (most rows: their classes as bits, four a compare):
+         * -1 everywhere, then those classes' targets over their global classes; else a copy
+         * class by class */
         for (uint32_t i = 0; i < n; i++, o += k) {
             const int32_t *row = tr + (size_t)i * nc;
-            uint32_t c1 = cm_run_end(row, 0, nc);
-            int32_t v = c1 == nc ? row[0] : -1; /* one target (most often none: calls only): a fill */
-            for (uint32_t c = 0; c < k; c++) o[c] = v;
-            for (uint32_t c = c1 == nc ? nc : 0; c < nc; c = c1) {
-                c1 = cm_run_end(row, c, nc);
-                if (row[c] >= 0)
-                    for (uint32_t e = off[c]; e < off[c1]; e++) o[at[e]] = row[c];
+            uint64_t live[4];
+            row_live(row, nc, live);
+            uint32_t n_live = 0;
+            for (int w = 0; w < 4; w++) n_live += (uint32_t)__builtin_popcountll(live[w]);
+            if (2 * n_live > nc) {
+                for (uint32_t c = 0; c < k; c++) o[c] = row[col[c]];
+                continue;
             }
+            for (uint32_t c = 0; c < k; c++) o[c] = -1;
+            for (uint32_t w = 0; w < 4; w++)
+                for (uint64_t x = live[w]; x; x &= x - 1) {
+                    uint32_t j = 64 * w + (uint32_t)__builtin_ctzll(x);
+                    for (uint32_t e = off[j]; e < off[j + 1]; e++) o[at[e]] = row[j];
+                }
         }
     }
     cm_stats_add(CM_PH_DERIVE, t0);
