@@ -27,8 +27,14 @@ BYTES = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(256)] + [
 SCHEMAS = {
     "object": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}}},
     "string64": {"type": "string", "maxLength": 64},
-    "strings": {"type": "object", "properties": {"s": {"type": "string", "maxLength": 40}, "t": {"type": "string"}}},
-    "nested": {"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string", "pattern": "^[a-f0-9]{2,5}$"}}}},
+    "strings": {
+        "type": "object",
+        "properties": {"s": {"type": "string", "maxLength": 40}, "t": {"type": "string"}},
+    },
+    "nested": {
+        "type": "array",
+        "items": {"type": "object", "properties": {"k": {"type": "string", "pattern": "^[a-f0-9]{2,5}$"}}},
+    },
 }
 
 
@@ -64,7 +70,9 @@ def _csr(off: np.ndarray, cols: list[np.ndarray], perm: np.ndarray, inv: np.ndar
     counts = np.diff(off.astype(np.int64))[perm]
     new_off = np.zeros(n + 1, dtype=np.uint32)
     np.cumsum(counts, out=new_off[1:])
-    idx = np.concatenate([np.arange(off[s], off[s + 1], dtype=np.int64) for s in perm] or [np.zeros(0, np.int64)])
+    idx = np.concatenate(
+        [np.arange(off[s], off[s + 1], dtype=np.int64) for s in perm] or [np.zeros(0, np.int64)]
+    )
     return [new_off] + [np.asarray(c)[idx].astype(np.uint32) for c in cols]
 
 
