@@ -186,60 +186,6 @@ static int derive_returns(cm_grammar *g) {
     return CM_OK;
 }
 
-/* Are a state's rule's states one block [lo, hi) of the numbering (state_rule nondecreasing, as
- * the compiler lays them out)?  Then "a target in the same rule" is lo <= n < hi. */
-static bool rule_blocks(const cm_tables *t) {
-    for (uint32_t s = 1; s < t->n_states; s++)
-        if (t->state_rule[s] < t->state_rule[s - 1]) return false;
-    return true;
-}
-
-/* live[]: the classes of row (k classes) with a target; false when a target is neither -1 nor in
- * [lo, lo + span) (validate's part, rule blocks only).  Four classes a compare. */
-static bool row_live(const int32_t *row, uint32_t k, uint32_t lo, uint32_t span, uint64_t live[4]) {
-    uint32_t c = 0;
-    live[0] = live[1] = live[2] = live[3] = 0;
-#if defined(__SSE2__) && defined(__GNUC__)
-    const __m128i m1 = _mm_set1_epi32(-1), vlo = _mm_set1_epi32((int32_t)lo);
-    const __m128i bias = _mm_set1_epi32(INT32_MIN), lim = _mm_set1_epi32((int32_t)(span ^ 0x80000000u));
-    __m128i bad = _mm_setzero_si128();
-    for (; c + 4 <= k; c += 4) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + c));
-        __m128i neg = _mm_srai_epi32(v, 31);                                         /* v < 0 */
-        __m128i in = _mm_cmplt_epi32(_mm_xor_si128(_mm_sub_epi32(v, vlo), bias), lim); /* v - lo < span, unsigned */
-        __m128i ok = _mm_or_si128(_mm_cmpeq_epi32(v, m1), _mm_andnot_si128(neg, in));
-        bad = _mm_or_si128(bad, _mm_andnot_si128(ok, m1));
-        live[c >> 6] |= (uint64_t)(~_mm_movemask_ps(_mm_castsi128_ps(neg)) & 0xF) << (c & 63);
-    }
-    if (_mm_movemask_epi8(bad)) return false;
-#endif
-    for (; c < k; c++) {
-        int32_t n = row[c];
-        if (n < 0) {
-            if (n < -1) return false;
-            continue;
-        }
-        if ((uint32_t)n - lo >= span) return false;
-        live[c >> 6] |= (uint64_t)1 << (c & 63);
-    }
-    return true;
-}
-
-/* next |= the bytes of the classes in live (pre: the prefix unions of the classes, 4 words a
- * class): one OR a span of consecutive live classes. */
-static void live_bytes(const uint64_t live[4], const uint64_t *pre, uint64_t next[4]) {
-    for (uint32_t w = 0; w < 4; w++) {
-        for (uint64_t m = live[w]; m;) {
-            uint32_t a = (uint32_t)__builtin_ctzll(m);
-            uint64_t up = m + ((uint64_t)1 << a); /* the run from a cleared, its end's bit set */
-            uint32_t b = up ? (uint32_t)__builtin_ctzll(up) : 64;
-            const uint64_t *pa = pre + (size_t)(64 * w + a) * 4, *pb = pre + (size_t)(64 * w + b) * 4;
-            for (int i = 0; i < 4; i++) next[i] |= pb[i] ^ pa[i];
-            m = b == 64 ? 0 : m & (~(uint64_t)0 << b);
-        }
-    }
-}
-
 /* Per state, what the mask and the parser ask of it often; also the last of validate (the byte
  * transitions' targets), so that the rows are walked once (CM_ERR_ARG: the grammar is freed). */
 static int derive(cm_grammar *g) {
@@ -262,10 +208,6 @@ static int derive(cm_grammar *g) {
     for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 4 + (b >> 6)] |= (uint64_t)1 << (b & 63);
     for (uint32_t c = 0; c < t->n_classes; c++)
         for (int w = 0; w < 4; w++) pre[(c + 1) * 4 + w] ^= pre[c * 4 + w];
-    /* with each rule's states a block (the compiler's tables), a row's check and its classes with
-     * targets are compares four classes at a time (row_live); else a walk of its runs */
-    bool blocks = rule_blocks(t);
-    uint32_t lo = 0, hi = 0;
     for (uint32_t s = 0; s < t->n_states; s++) {
         g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
         g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
@@ -274,33 +216,24 @@ static int derive(cm_grammar *g) {
         for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
         const int32_t *row = t->trans + (size_t)s * t->n_classes;
         uint64_t next[4] = {0};
-        if (blocks) {
-            if (s == hi) /* the next rule's block */
-                for (lo = s; hi < t->n_states && t->state_rule[hi] == t->state_rule[s];) hi++;
-            uint64_t live[4];
-            if (!row_live(row, t->n_classes, lo, hi - lo, live)) return CM_ERR_ARG;
-            g->has_bytes[s] = (live[0] | live[1] | live[2] | live[3]) != 0;
-            live_bytes(live, pre, next);
-        } else {
-            uint32_t live = UINT32_MAX;  /* the start of the span of runs with targets that c ends, if any */
-            for (uint32_t c = 0, c1; c < t->n_classes; c = c1) {  /* a run: one target */
-                c1 = cm_run_end(row, c, t->n_classes);
-                int32_t n = row[c];
-                if (n < 0) {
-                    if (n < -1) return CM_ERR_ARG;
-                    if (live != UINT32_MAX)  /* one OR a span of targets, however many runs it has */
-                        for (int w = 0; w < 4; w++) next[w] |= pre[c * 4 + w] ^ pre[live * 4 + w];
-                    live = UINT32_MAX;
-                    continue;
-                }
-                /* validate's part: a target in range and in the same rule */
-                if (n >= (int64_t)t->n_states || t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
-                g->has_bytes[s] = 1;
-                if (live == UINT32_MAX) live = c;
+        uint32_t live = UINT32_MAX;  /* the start of the span of runs with targets that c ends, if any */
+        for (uint32_t c = 0, c1; c < t->n_classes; c = c1) {  /* a run: one target */
+            c1 = cm_run_end(row, c, t->n_classes);
+            int32_t n = row[c];
+            if (n < 0) {
+                if (n < -1) return CM_ERR_ARG;
+                if (live != UINT32_MAX)  /* one OR a span of targets, however many runs it has */
+                    for (int w = 0; w < 4; w++) next[w] |= pre[c * 4 + w] ^ pre[live * 4 + w];
+                live = UINT32_MAX;
+                continue;
             }
-            if (live != UINT32_MAX)
-                for (int w = 0; w < 4; w++) next[w] |= pre[t->n_classes * 4 + w] ^ pre[live * 4 + w];
+            /* validate's part: a target in range and in the same rule */
+            if (n >= (int64_t)t->n_states || t->state_rule[n] != t->state_rule[s]) return CM_ERR_ARG;
+            g->has_bytes[s] = 1;
+            if (live == UINT32_MAX) live = c;
         }
+        if (live != UINT32_MAX)
+            for (int w = 0; w < 4; w++) next[w] |= pre[t->n_classes * 4 + w] ^ pre[live * 4 + w];
         uint32_t *nb = g->next_bytes + (size_t)s * 8;
         for (int w = 0; w < 4; w++)  /* to the table's 32-bit words, whatever the byte order */
             nb[2 * w] = (uint32_t)next[w], nb[2 * w + 1] = (uint32_t)(next[w] >> 32);

@@ -88,34 +88,6 @@ static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, con
     }
 }
 
-/* live[]: the classes [0, m) of row with a target (m <= 256), four a compare. */
-static void row_live(const int32_t *row, uint32_t m, uint64_t live[4]) {
-    uint32_t c = 0;
-    live[0] = live[1] = live[2] = live[3] = 0;
-#if defined(__SSE2__) && defined(__GNUC__)
-    for (; c + 4 <= m; c += 4) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + c));
-        live[c >> 6] |= (uint64_t)(~_mm_movemask_ps(_mm_castsi128_ps(v)) & 0xF) << (c & 63); /* sign bits */
-    }
-#endif
-    for (; c < m; c++)
-        if (row[c] >= 0) live[c >> 6] |= (uint64_t)1 << (c & 63);
-}
-
-/* a |= the bytes of the classes in live (pre: their prefix unions): one OR a span of
- * consecutive classes. */
-static void live_spans(bits256 *a, const bits256 *pre, const uint64_t live[4]) {
-    for (uint32_t w = 0; w < 4; w++) {
-        for (uint64_t x = live[w]; x;) {
-            uint32_t c = (uint32_t)__builtin_ctzll(x);
-            uint64_t up = x + ((uint64_t)1 << c); /* the run from c cleared, its end's bit set */
-            uint32_t c1 = up ? (uint32_t)__builtin_ctzll(up) : 64;
-            bits_or_span(a, pre, 64 * w + c, 64 * w + c1);
-            x = c1 == 64 ? 0 : x & (~(uint64_t)0 << c1);
-        }
-    }
-}
-
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
  * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
  * nxt of the target after a nullable callee).  Only states with calls change in the
@@ -129,9 +101,8 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
         /* pre[c]: the bytes of r's classes [0, c).  Classes are disjoint, so XOR is their union
-         * and pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row: one OR a span of classes
-         * with targets (a row's as bits, four classes a compare: row_live), where one OR a class
-         * scanned every class of every row */
+         * and pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row: one OR a span of edges
+         * (a row read as runs), where one OR a class scanned every class of every row */
         bits256 pre[257];
         memset(pre, 0, (m + 1) * sizeof *pre);
         for (int x = 0; x < 256; x++)
@@ -144,9 +115,18 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                 memset(b, 0xff, sizeof *b);
                 continue;
             }
-            uint64_t live[4];
-            row_live(tr + (size_t)i * nc, m, live);
-            live_spans(b, pre, live);
+            const int32_t *row = tr + (size_t)i * nc;
+            uint32_t live = UINT32_MAX; /* the start of the span of edges that c ends, if any */
+            for (uint32_t c = 0, c1; c < m; c = c1) {
+                c1 = cm_run_end(row, c, m);
+                if (row[c] >= 0) {
+                    if (live == UINT32_MAX) live = c;
+                } else if (live != UINT32_MAX) {
+                    bits_or_span(b, pre, live, c);
+                    live = UINT32_MAX;
+                }
+            }
+            if (live != UINT32_MAX) bits_or_span(b, pre, live, m);
         }
     }
     for (bool changed = true; changed;) {
@@ -346,40 +326,21 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         if (!n) continue;
         uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
-        if (nc > 256) return CM_ERR_ARG;
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
         int32_t *o = out + (size_t)lo * k;
-        /* the global classes of each of the rule's classes j: at[off[j] .. off[j + 1]) */
-        uint16_t off[258] = {0};
-        uint8_t at[256];
-        for (uint32_t c = 0; c < k; c++) {
-            if (cls[rep[c]] >= nc) return CM_ERR_ARG;
-            off[cls[rep[c]] + 2]++;
-        }
-        for (uint32_t j = 2; j <= nc + 1; j++) off[j] += off[j - 1];
-        for (uint32_t c = 0; c < k; c++) at[off[cls[rep[c]] + 1]++] = (uint8_t)c;
         uint8_t col[256]; /* the rule's class of each global class */
-        for (uint32_t c = 0; c < k; c++) col[c] = cls[rep[c]];
-        /* a row with few classes with targets (most rows: their classes as bits, four a compare):
-         * -1 everywhere, then those classes' targets over their global classes; else a copy
-         * class by class */
+        for (uint32_t c = 0; c < k; c++) {
+            col[c] = cls[rep[c]];
+            if (col[c] >= nc) return CM_ERR_ARG;
+        }
         for (uint32_t i = 0; i < n; i++, o += k) {
             const int32_t *row = tr + (size_t)i * nc;
-            uint64_t live[4];
-            row_live(row, nc, live);
-            uint32_t n_live = 0;
-            for (int w = 0; w < 4; w++) n_live += (uint32_t)__builtin_popcountll(live[w]);
-            if (2 * n_live > nc) {
+            int32_t v = row[0];
+            if (cm_run_end(row, 0, nc) == nc) /* one target (most often none: calls only): a fill */
+                for (uint32_t c = 0; c < k; c++) o[c] = v;
+            else
                 for (uint32_t c = 0; c < k; c++) o[c] = row[col[c]];
-                continue;
-            }
-            for (uint32_t c = 0; c < k; c++) o[c] = -1;
-            for (uint32_t w = 0; w < 4; w++)
-                for (uint64_t x = live[w]; x; x &= x - 1) {
-                    uint32_t j = 64 * w + (uint32_t)__builtin_ctzll(x);
-                    for (uint32_t e = off[j]; e < off[j + 1]; e++) o[at[e]] = row[j];
-                }
         }
     }
     cm_stats_add(CM_PH_DERIVE, t0);
