@@ -1,9 +1,8 @@
-"""What cm_grammar_new derives of each state's byte row (csrc/grammar.c ``derive``), against the
-rows themselves: the bytes with a transition and whether there is one, and the refusal of a
-target that is neither -1 nor a state of the row's own rule.  Rows are read four classes at a
-compare where each rule's states are one block of the numbering (the compiler's layout), and as
-runs otherwise (a permuted layout here); both against the same reference, at every lane and in the
-tail of a row."""
+"""What cm_grammar_new derives of each state's byte row (csrc/grammar.c ``derive``, which reads
+a row as runs), against the rows themselves: the bytes with a transition and whether there is
+one, and the refusal of a target that is neither -1 nor a state of the row's own rule, at every
+class of a row (run starts, middles and ends); in the compiler's layout (each rule's states one
+block) and in a permuted one, so that no check may lean on the blocks."""
 
 from __future__ import annotations
 
