@@ -81,6 +81,7 @@ cdef extern from "cfgmask.h" nogil:
     int cm_grammar_warm(const cm_grammar *g, double deadline)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
     int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
+    int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t *out)
     size_t cm_grammar_cache_entries(const cm_grammar *g)
     void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                                 size_t *vocab_loops)
@@ -221,7 +222,6 @@ cdef extern from "cfgmask.h" nogil:
     ctypedef struct cm_flat_derived:
         uint32_t n_classes
         uint8_t byte_class[256]
-        int32_t *trans
         uint8_t *nullable
         uint32_t *follow
         uint32_t *ref_off
@@ -236,6 +236,7 @@ cdef extern from "cfgmask.h" nogil:
     int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
                        const int64_t *weights, size_t n_weights, cm_flat_derived **out)
     void cm_flat_derived_free(cm_flat_derived *d)
+    int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out)
 
     enum:
         CM_PH_THOMPSON

@@ -5,7 +5,7 @@ No algorithm lives here; see csrc/ for those.
 """
 from cpython.array cimport array
 from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
@@ -326,6 +326,15 @@ cdef class GrammarHandle:
         if rc:
             _raise(rc, "entry")
         return words[:n_words].view(np.int32), unc[:n_unc].copy()
+
+    def state_bytes(self, uint32_t state):
+        """What the core derived of one state's byte row (for tests): (whether it has a
+        transition, the bytes it has one on as 8 uint32 words, byte b at bit b % 32 of word b // 32)."""
+        cdef uint32_t out[8]
+        cdef int rc = cm_grammar_state_bytes(self.ptr, state, out)
+        if rc < 0:
+            raise IndexError(state)
+        return bool(rc), [out[i] for i in range(8)]
 
     @property
     def cache_bytes(self):
@@ -1008,6 +1017,7 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
     (uint32), token sets' name indices); n_classes 0: no byte classes, the caller makes them."""
     cdef cm_ir_input inp = _ir_input(label[:0], label)
     cdef cm_flat_derived *d = NULL
+    cdef int32_t *out
     cdef size_t k, nr, nt
     cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
     cdef uint32_t n_names = <uint32_t>label.shape[0], i, n, ns
@@ -1050,10 +1060,17 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
         _check_build(rc, "compile_finish", 0, max_bytes)
         k = d.n_classes
         nr, nt = d.ref_off[ns], d.tok_off[ns]
+        trans = b""
+        if k:  # written in place in its bytes object (csrc/tables.c), not made and copied
+            trans = PyBytes_FromStringAndSize(NULL, 4 * ns * k)
+            out = <int32_t *>PyBytes_AS_STRING(trans)
+            with nogil:
+                rc = cm_flat_derive_trans(f, d, out)
+            _check_build(rc, "compile_finish", 0, max_bytes)
         return door + ((
             k,
             bytes((<char *>d.byte_class)[:256]),
-            bytes((<char *>d.trans)[:4 * ns * k]) if k else b"",
+            trans,
             bytes((<char *>d.nullable)[:n]),
             bytes((<char *>d.follow)[:32 * n]),
             bytes((<char *>d.ref_off)[:4 * (ns + 1)]),

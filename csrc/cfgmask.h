@@ -189,6 +189,10 @@ size_t cm_grammar_cache_bytes(const cm_grammar *g);
  * inspection: its accepted tokens as a bitmask (words: ceil(V / 32) int32),
  * its uncertain tokens' ids into unc (room for V) and their number into *n_unc. */
 int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);
+/* What cm_grammar_new derived of a state's byte row (tests): the bytes it has a transition on,
+ * 256 bits as 8 words (byte b at bit b % 32 of word b / 32); returns whether it has one (-1: no
+ * such state). */
+int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
 /* How entries were built so far: composed from callees', taken from a donor state's,
  * the configurations of the flat-walk DFA, and loop walks found in the vocabulary's
@@ -424,7 +428,6 @@ void cm_flat_rules_free(cm_flat_rules *f);
 typedef struct cm_flat_derived {
     uint32_t n_classes;            /* 0: no byte classes (weights too short, or a hash collision) */
     uint8_t byte_class[256];
-    int32_t *trans;                /* [n_states * n_classes] */
     uint8_t *nullable;             /* [n_rules] */
     uint32_t *follow;              /* [n_rules * 8] 256-bit sets, byte b at bit b % 32 of word b / 32 */
     uint32_t *ref_off, *tok_off;   /* [n_states + 1] */
@@ -438,6 +441,10 @@ typedef struct cm_flat_derived {
 int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
                    size_t n_weights, cm_flat_derived **out);
 void cm_flat_derived_free(cm_flat_derived *d);
+/* The transition table by global byte class, int32 [n_states * d->n_classes] (d from f, with
+ * byte classes: n_classes > 0), into out: written where the caller keeps it (a Python bytes
+ * object), not made and copied. */
+int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out);
 
 /* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */
 

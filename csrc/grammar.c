@@ -243,6 +243,12 @@ static int derive(cm_grammar *g) {
     return derive_returns(g);
 }
 
+int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]) {
+    if (!g || !out || state >= g->t.n_states) return -1;
+    memcpy(out, g->next_bytes + (size_t)state * 8, 8 * sizeof *out);
+    return g->has_bytes[state];
+}
+
 /* Token sets: ids in range; negated sets precomputed as bitsets (all tokens but
  * the listed ones and the stop tokens). */
 static int derive_token_sets(cm_grammar *g) {

@@ -29,7 +29,7 @@ static bool bits_eq(const bits256 *a, const bits256 *b) { return !memcmp(a, b, s
 
 void cm_flat_derived_free(cm_flat_derived *d) {
     if (!d) return;
-    free(d->trans), free(d->nullable), free(d->follow), free(d->ref_off), free(d->ref_rule);
+    free(d->nullable), free(d->follow), free(d->ref_off), free(d->ref_rule);
     free(d->ref_target), free(d->tok_off), free(d->tok_set), free(d->tok_target), free(d->set_name);
     free(d);
 }
@@ -295,7 +295,8 @@ static int distinct_keys(const uint64_t key[256], keyed uniq[256], uint8_t slot_
     return n;
 }
 
-/* Classes numbered by sorted key, the table by class; n_classes 0 on a hash collision. */
+/* Classes numbered by sorted key; n_classes 0 on a hash collision.  The table by class is
+ * cm_flat_derive_trans's, written where the caller keeps it. */
 static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint8_t *canon,
                           cm_flat_derived *d) {
     keyed uniq[256];
@@ -308,26 +309,41 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
         if (differ[x]) return CM_OK; /* a collision */
         d->byte_class[x] = order[slot_of[x]];
     }
-    d->trans = malloc((size_t)f->n_states * (size_t)n_classes * sizeof *d->trans + 1);
-    if (!d->trans) return CM_ERR_NOMEM;
+    d->n_classes = (uint32_t)n_classes;
+    return CM_OK;
+}
+
+int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out) {
+    uint32_t k = d ? d->n_classes : 0;
+    if (!f || !out || !k || k > 256) return CM_ERR_ARG;
+    uint64_t t0 = cm_stats_now();
+    int rep[256];
+    for (uint32_t c = 0; c < k; c++) rep[c] = -1;
+    for (int x = 255; x >= 0; x--) rep[d->byte_class[x]] = x; /* the first byte of each class */
+    for (uint32_t c = 0; c < k; c++)
+        if (rep[c] < 0) return CM_ERR_ARG;
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
+        if (!n) continue;
         uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
-        int32_t *out = d->trans + (size_t)lo * n_classes;
+        int32_t *o = out + (size_t)lo * k;
         uint8_t col[256]; /* the rule's class of each global class */
-        for (int c = 0; c < n_classes; c++) col[c] = cls[rep[c]];
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t c = 0; c < k; c++) {
+            col[c] = cls[rep[c]];
+            if (col[c] >= nc) return CM_ERR_ARG;
+        }
+        for (uint32_t i = 0; i < n; i++, o += k) {
             const int32_t *row = tr + (size_t)i * nc;
-            int32_t *o = out + (size_t)i * n_classes, v = row[0];
+            int32_t v = row[0];
             if (cm_run_end(row, 0, nc) == nc) /* one target (most often none: calls only): a fill */
-                for (int c = 0; c < n_classes; c++) o[c] = v;
+                for (uint32_t c = 0; c < k; c++) o[c] = v;
             else
-                for (int c = 0; c < n_classes; c++) o[c] = row[col[c]];
+                for (uint32_t c = 0; c < k; c++) o[c] = row[col[c]];
         }
     }
-    d->n_classes = (uint32_t)n_classes;
+    cm_stats_add(CM_PH_DERIVE, t0);
     return CM_OK;
 }
 
