@@ -378,13 +378,15 @@ class Vocabulary:
         try:
             long = {"type": "string", "maxLength": 1000}
             for canonical in (True, False):
-                # the loop of a string, and the chains of one with a maxLength, a minLength, and
+                # the loop of a string, and the chains of one with a maxLength, a minLength (short,
+                # and long: a whole chain under CompileLimits.unroll_whole, whose walk differs), and
                 # one long enough to be cut into blocks (one walk serves every position of every
                 # such string: csrc/chains.c); and a long string's rule shared by two values,
                 # whose positions may each end it (its walk is the chain's from a character in)
                 bounded = (
                     ({"type": "string", "maxLength": 8}, b'"'),
                     ({"type": "string", "minLength": 1, "maxLength": 8}, b'"'),
+                    ({"type": "string", "minLength": 1, "maxLength": 255}, b'"'),
                     (long, b'"'),
                     (
                         {

@@ -483,3 +483,25 @@ def test_unroll_whole_keeps_a_long_count_one_chain(max_length: int, whole: bool)
             break
         assert m.accept_token(t) and p.accept_token(t)
     assert m.is_accepting() and p.is_accepting()
+
+
+def test_llama3_whole_string_chains_pinned_with_the_vocabulary() -> None:
+    """A string kept one chain by ``unroll_whole`` (with a minimum or none) takes its chain's walk
+    from those the vocabulary keeps through ``clear_caches()``, not a whole walk of its own."""
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    mask = cfgmask.allocate_bitmask(1, vocab.size)
+    for lo, hi in ((0, 255), (1, 255), (2, 200), (1, 120)):
+        cfgmask.clear_caches()
+        schema = {"type": "string", "minLength": lo, "maxLength": hi}
+        c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
+        assert not any("#rep" in n for n in c.tables.rule_names)
+        m = cfgmask.Matcher(c)
+        assert m.accept_bytes(b'"')
+        m.fill_bitmask(mask)
+        stats = c.stats
+        assert stats["chain_walks"] >= 1 and stats["vocab_chain_walks"] == stats["chain_walks"], (
+            lo,
+            hi,
+            stats,
+        )
