@@ -248,6 +248,7 @@ cdef extern from "cfgmask.h" nogil:
         CM_PH_FLATTEN
         CM_PH_DERIVE
         CM_PH_GRAMMAR
+        CM_PH_DIRECT
         CM_PHASES
 
     ctypedef struct cm_compile_stats:
