@@ -293,9 +293,35 @@ static int db_union(dbuilder *b, size_t at, uint32_t into, uint32_t *out, int de
     return rc;
 }
 
+/* State *io (a new one when UINT32_MAX) given acceptance acc, the n_bytes (range, target) pairs at
+ * stk[bytes] as its byte edges and the n_lab (label, target) pairs at stk[labs] as its label edges;
+ * the stack cut back to at, also on an error (rc in: an earlier one, which skips the fill). */
+static int db_fill(dbuilder *b, int rc, uint32_t acc, size_t bytes, uint32_t n_bytes, size_t labs, uint32_t n_lab,
+                   size_t at, uint32_t *io) {
+    uint32_t into = *io;
+    bool fresh = into == UINT32_MAX;
+    if (!rc && fresh) rc = db_new(b, acc, &into);
+    if (!rc) {
+        b->acc.data[into] = acc;
+        db_open(b, into);
+    }
+    for (uint32_t i = 0; !rc && i < n_bytes; i++) {
+        uint32_t r = b->stk.data[bytes + 2 * i];
+        rc = db_edge(b, r & 0xFF, r >> 8, b->stk.data[bytes + 2 * i + 1], into);
+    }
+    for (uint32_t i = 0; !rc && i < n_lab; i++)
+        if (!(rc = cm_vec_push(&b->lab, b->stk.data[labs + 2 * i]))) rc = cm_vec_push(&b->lto, b->stk.data[labs + 2 * i + 1]);
+    b->stk.n = at;
+    if (rc) return rc;
+    if (fresh) return db_finish(b, into, io);
+    db_close(b, into);
+    b->fills++;
+    *io = into;
+    return CM_OK;
+}
+
 static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint32_t *io, int depth) {
     int rc = CM_OK;
-    uint32_t into = *io;
     size_t g = b->stk.n;
     bool clash = false;
     for (uint32_t i = 0; !rc && i < n; i++) { /* every edge: when none overlap, the union is their list */
@@ -323,25 +349,7 @@ static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint3
         for (uint32_t i = 1; i < m; i++)
             clash |= k ? p[2 * i] == p[2 * i - 2] : (p[2 * i - 2] >> 8) >= (p[2 * i] & 0xFF);
     }
-    if (!clash) {
-        bool fresh = into == UINT32_MAX;
-        if (fresh) rc = db_new(b, acc, &into);
-        if (!rc) {
-            b->acc.data[into] = acc;
-            db_open(b, into);
-        }
-        for (uint32_t i = 0; !rc && i < ne; i++)
-            rc = db_edge(b, b->stk.data[g + 2 * i] & 0xFF, b->stk.data[g + 2 * i] >> 8, b->stk.data[g + 2 * i + 1], into);
-        for (uint32_t i = 0; !rc && i < nl; i++)
-            if (!(rc = cm_vec_push(&b->lab, b->stk.data[gl + 2 * i]))) rc = cm_vec_push(&b->lto, b->stk.data[gl + 2 * i + 1]);
-        b->stk.n = at;
-        if (rc) return rc;
-        if (fresh) return db_finish(b, into, io);
-        db_close(b, into);
-        b->fills++;
-        *io = into;
-        return CM_OK;
-    }
+    if (!clash) return db_fill(b, CM_OK, acc, g, ne, gl, nl, at, io);
     b->stk.n = g;
     size_t res = b->stk.n; /* (lo | hi << 8, target) for each piece, then (label, target) */
     uint32_t n_bytes = 0, cur[DB_SWEEP];
@@ -410,25 +418,7 @@ static int db_union_made(dbuilder *b, size_t at, uint32_t n, uint32_t acc, uint3
             p[2 * j] = x, p[2 * j + 1] = y;
         }
     }
-    bool fresh = into == UINT32_MAX;
-    if (!rc && fresh) rc = db_new(b, acc, &into);
-    if (!rc) {
-        b->acc.data[into] = acc;
-        db_open(b, into);
-    }
-    for (uint32_t i = 0; !rc && i < n_bytes; i++) {
-        uint32_t r = b->stk.data[res + 2 * i];
-        rc = db_edge(b, r & 0xFF, r >> 8, b->stk.data[res + 2 * i + 1], into);
-    }
-    for (uint32_t i = 0; !rc && i < n_lab; i++)
-        if (!(rc = cm_vec_push(&b->lab, b->stk.data[lab_at + 2 * i]))) rc = cm_vec_push(&b->lto, b->stk.data[lab_at + 2 * i + 1]);
-    b->stk.n = at;
-    if (rc) return rc;
-    if (fresh) return db_finish(b, into, io);
-    db_close(b, into);
-    b->fills++;
-    *io = into;
-    return CM_OK;
+    return db_fill(b, rc, acc, res, n_bytes, lab_at, n_lab, at, io);
 }
 
 static int db_union2(dbuilder *b, uint32_t x, uint32_t y, uint32_t into, uint32_t *out) {
@@ -578,16 +568,6 @@ static int db_embed(dbuilder *b, const cm_ir_frag *f, uint32_t K, uint32_t *out)
     }
     if (!rc) *out = map[0];
     return rc;
-}
-
-static const cm_ir_ref *db_find_ref(const cm_ir_input *in, uint32_t name) {
-    size_t lo = 0, hi = in->n_refs;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (in->refs[mid].name < name) lo = mid + 1;
-        else hi = mid;
-    }
-    return (lo < in->n_refs && in->refs[lo].name == name) ? &in->refs[lo] : NULL;
 }
 
 static int db_build(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *out);
@@ -807,7 +787,7 @@ static int db_repeat(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *
 /* pc with expanded names followed to their bodies. */
 static uint32_t db_resolve(const cm_ir_input *in, uint32_t pc) {
     for (int k = 0; k < 64 && (size_t)pc + 2 <= in->code_len && in->code[pc] == CM_IR_REF; k++) {
-        const cm_ir_ref *r = db_find_ref(in, in->code[pc + 1]);
+        const cm_ir_ref *r = cm_ir_find_ref(in, in->code[pc + 1]);
         if (!r || r->kind != CM_IR_REF_EXPAND) break;
         pc = r->arg;
     }
@@ -864,7 +844,7 @@ static int db_alt_counted(dbuilder *b, uint32_t pc, uint32_t K, int depth, bool 
 static int db_ref(dbuilder *b, uint32_t name, uint32_t K, int depth, uint32_t *out) {
     const cm_ir_input *in = b->in;
     if (name >= in->n_names) return DB_NO;
-    const cm_ir_ref *r = db_find_ref(in, name);
+    const cm_ir_ref *r = cm_ir_find_ref(in, name);
     if (r && r->kind == CM_IR_REF_ENTRY) return DB_NO;
     if (r && r->kind == CM_IR_REF_EMBED)
         return r->arg < in->n_frags ? db_embed(b, &in->frags[r->arg], K, out) : DB_NO;
@@ -879,11 +859,8 @@ static int db_ref(dbuilder *b, uint32_t name, uint32_t K, int depth, uint32_t *o
 /* *out: a state whose language is node pc's followed by K's. */
 static int db_build(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *out) {
     const cm_ir_input *in = b->in;
-    if (depth > DB_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return DB_NO;
+    if (depth > DB_MAX_DEPTH || !cm_ir_node_fits(in, pc)) return DB_NO;
     uint32_t op = in->code[pc], n = in->code[pc + 1];
-    size_t need = op == CM_IR_BYTES ? 2 + 2 * (size_t)n : op == CM_IR_REPEAT ? 4 : 2 + (size_t)n;
-    if (op == CM_IR_UTF8 || op == CM_IR_REF || op == CM_IR_WORDS) need = 2;
-    if ((size_t)pc + need > in->code_len) return DB_NO;
     int rc = CM_OK;
     switch (op) {
     case CM_IR_LIT:
@@ -1068,7 +1045,7 @@ static int db_worth(const cm_ir_input *in, uint32_t pc, cm_budget *bud, int dept
         if (code[pc + 2] >= 2) *count = true;
         return db_worth(in, code[pc + 3], bud, depth + 1, budget, count, loop);
     case CM_IR_REF: {
-        const cm_ir_ref *r = n < in->n_names ? db_find_ref(in, n) : NULL;
+        const cm_ir_ref *r = n < in->n_names ? cm_ir_find_ref(in, n) : NULL;
         if (r && r->kind == CM_IR_REF_EXPAND) return db_worth(in, r->arg, bud, depth + 1, budget, count, loop);
         if (r && r->kind == CM_IR_REF_EMBED && r->arg < in->n_frags) return db_dfa_cyclic(in->frags[r->arg].dfa, bud, loop);
         if (r && r->kind == CM_IR_REF_ENTRY) *loop = true;

@@ -150,4 +150,26 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
 int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, bool merge,
                     cm_budget *budget, cm_dfa_out **out);
 
+/* Node pc of an encoded IR lies whole inside its code: its op and count, then its operands (a
+ * BYTES node's ranges, a REPEAT's bounds and item, a list's children; UTF8, REF and WORDS carry
+ * none inline).  The Thompson and the direct builders check it before reading a node. */
+static inline bool cm_ir_node_fits(const cm_ir_input *in, uint32_t pc) {
+    if ((size_t)pc + 2 > in->code_len) return false;
+    uint32_t op = in->code[pc], n = in->code[pc + 1];
+    size_t need = op == CM_IR_BYTES ? 2 + 2 * (size_t)n : op == CM_IR_REPEAT ? 4 : 2 + (size_t)n;
+    if (op == CM_IR_UTF8 || op == CM_IR_REF || op == CM_IR_WORDS) need = 2;
+    return (size_t)pc + need <= in->code_len;
+}
+
+/* The entry of name in an encoded IR's refs (sorted by name), or NULL. */
+static inline const cm_ir_ref *cm_ir_find_ref(const cm_ir_input *in, uint32_t name) {
+    size_t lo = 0, hi = in->n_refs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (in->refs[mid].name < name) lo = mid + 1;
+        else hi = mid;
+    }
+    return (lo < in->n_refs && in->refs[lo].name == name) ? &in->refs[lo] : NULL;
+}
+
 #endif

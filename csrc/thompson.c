@@ -91,16 +91,6 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
     return rc ? rc : tb_eps(t, start, base);
 }
 
-static const cm_ir_ref *tb_find_ref(const cm_ir_input *in, uint32_t name) {
-    size_t lo = 0, hi = in->n_refs;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (in->refs[mid].name < name) lo = mid + 1;
-        else hi = mid;
-    }
-    return (lo < in->n_refs && in->refs[lo].name == name) ? &in->refs[lo] : NULL;
-}
-
 /* ---- shared tails ----------------------------------------------------------
  * A state whose only out-edges are those of one fragment has the language of that fragment
  * followed by its end's; two such states with the same fragment and end are equivalent, so
@@ -258,7 +248,7 @@ static int tb_repeat(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int
 static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end, int depth) {
     const cm_ir_input *in = t->in;
     if (name >= in->n_names) return CM_ERR_ARG;
-    const cm_ir_ref *r = tb_find_ref(in, name);
+    const cm_ir_ref *r = cm_ir_find_ref(in, name);
     if (r && r->kind == CM_IR_REF_ENTRY) {
         if (r->arg >= t->n_entries) return CM_ERR_ARG;
         return tb_eps(t, start, 1 + r->arg);
@@ -285,11 +275,8 @@ static int tb_words(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end) {
 /* The NFA of node pc between states start and end. */
 static int tb_build(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int depth) {
     const cm_ir_input *in = t->in;
-    if (depth > TB_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return CM_ERR_ARG;
+    if (depth > TB_MAX_DEPTH || !cm_ir_node_fits(in, pc)) return CM_ERR_ARG;
     uint32_t op = in->code[pc], n = in->code[pc + 1];
-    size_t need = op == CM_IR_BYTES ? 2 + 2 * (size_t)n : op == CM_IR_REPEAT ? 4 : 2 + (size_t)n;
-    if (op == CM_IR_UTF8 || op == CM_IR_REF || op == CM_IR_WORDS) need = 2;
-    if ((size_t)pc + need > in->code_len) return CM_ERR_ARG;
     int rc = CM_OK;
     switch (op) {
     case CM_IR_LIT:

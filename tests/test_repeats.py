@@ -407,6 +407,24 @@ def test_llama3_number_chains_pinned_with_the_vocabulary() -> None:
     assert_chain_entries(cfgmask.Grammar.from_json_schema(schema), vocab)
 
 
+def _same_masks_along(
+    x: cfgmask.CompiledGrammar, y: cfgmask.CompiledGrammar, tokens: list[int]
+) -> tuple[cfgmask.Matcher, cfgmask.Matcher]:
+    """The masks of ``x`` and ``y`` equal before every token of ``tokens`` and after the last,
+    every token accepted by both; the two matchers at the end."""
+    size = x.vocab.size
+    a, b = cfgmask.allocate_bitmask(1, size), cfgmask.allocate_bitmask(1, size)
+    m, p = cfgmask.Matcher(x), cfgmask.Matcher(y)
+    for t in [*tokens, None]:
+        m.fill_bitmask(a)
+        p.fill_bitmask(b)
+        assert np.array_equal(a, b)
+        if t is None:
+            break
+        assert m.accept_token(t) and p.accept_token(t)
+    return m, p
+
+
 def test_llama3_block_wraps_from_chains() -> None:
     """A maxLength-400 string is cut into blocks: their entries' wraps come from the chain (one
     bit test a token) with count_chains on, from running each token through the block without.
@@ -419,16 +437,7 @@ def test_llama3_block_wraps_from_chains() -> None:
     on = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
     off = cfgmask.compile(g, vocab, _strategy=Strategy(count_chains=False, **no_memo))
     text = ("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 8)[:400]
-    doc = json.dumps(text, ensure_ascii=False)
-    a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
-    m, p = cfgmask.Matcher(on), cfgmask.Matcher(off)
-    for t in [*enc.encode_ordinary(doc), None]:
-        m.fill_bitmask(a)
-        p.fill_bitmask(b)
-        assert np.array_equal(a, b)
-        if t is None:
-            break
-        assert m.accept_token(t) and p.accept_token(t)
+    _same_masks_along(on, off, enc.encode_ordinary(json.dumps(text, ensure_ascii=False)))
     assert on.stats["chain_entries"] > 20, on.stats
 
 
@@ -473,15 +482,7 @@ def test_unroll_whole_keeps_a_long_count_one_chain(max_length: int, whole: bool)
     assert any("#rep" in n for n in blocks.tables.rule_names)
     assert any("#rep" in n for n in default.tables.rule_names) is not whole
     text = ('Caf\u00e9 \u20ac5, the quick brown fox \\ jumps "over" the lazy dog. ' * 9)[:max_length]
-    a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
-    m, p = cfgmask.Matcher(default), cfgmask.Matcher(blocks)
-    for t in [*enc.encode_ordinary(json.dumps(text, ensure_ascii=False)), None]:
-        m.fill_bitmask(a)
-        p.fill_bitmask(b)
-        assert np.array_equal(a, b)
-        if t is None:
-            break
-        assert m.accept_token(t) and p.accept_token(t)
+    m, p = _same_masks_along(default, blocks, enc.encode_ordinary(json.dumps(text, ensure_ascii=False)))
     assert m.is_accepting() and p.is_accepting()
 
 
