@@ -83,7 +83,10 @@ and position: zero-width terminals, undefined rules, missing imports).
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
+import types
 from collections.abc import Sequence
 from types import SimpleNamespace
 
@@ -190,9 +193,44 @@ def _compile_only(
     ``TEXT: /(.|\\n)*/``)."""
     from lark.load_grammar import load_grammar
 
+    _meta_parser()
     grammar, _ = load_grammar(text, source_path or "<string>", import_paths, False)
     terminals, rules, ignore = grammar.compile([start], keep)
     return SimpleNamespace(terminals=terminals, rules=rules, ignore_tokens=ignore)
+
+
+_META_LOCK = threading.Lock()
+
+
+def _meta_parser() -> None:
+    """Build Lark's own parser of ``.lark`` text once a process, its lexer's checks skipped.
+
+    ``lark.load_grammar`` builds that parser (an LALR parser of Lark's fixed meta-grammar) the
+    first time any grammar is loaded, and its lexer then checks the meta-grammar's own ~30
+    terminals: each compiles, none is empty and, where ``interegular`` is installed (vLLM
+    installs it), no two overlap -- 435 pair intersections, 0.3-0.6 s a process, which never
+    find anything in Lark's grammar and only log when they do.  Lark skips the same checks
+    when it loads a parser from its cache (``skip_validation``).  Here its own builder runs
+    once with a ``LexerConf`` that skips them, in a copy of the function whose globals differ
+    only in that name (nothing of Lark's is changed for other threads); it stores the parser
+    where Lark keeps it, so Lark's later calls use it.  Any surprise (another Lark version)
+    leaves the build to Lark.  ``tests/test_lark_frontend.py`` loads grammars with and without."""
+    try:
+        from lark import load_grammar as lg
+    except ImportError:  # pragma: no cover - lark is a dependency
+        return
+    build = getattr(lg, "_get_parser", None)
+    if build is None or hasattr(build, "cache"):
+        return
+    with _META_LOCK:
+        if hasattr(build, "cache"):
+            return
+        try:
+            conf = lg.LexerConf
+            unchecked = functools.partial(conf, skip_validation=True)
+            types.FunctionType(build.__code__, {**vars(lg), "LexerConf": unchecked})()
+        except Exception:  # noqa: BLE001 - Lark builds it its own way on its next call
+            return
 
 
 def _earley_accepts(loaded: SimpleNamespace, start: str) -> bool:
