@@ -86,6 +86,7 @@ class _EbnfParser(_Parser):
     name_chars = _EBNF_NAME_CHARS
     simple_escapes = _ESCAPES
     repeat_twice = False  # one quantifier per element
+    plain_run = re.compile('[^"\\\\\r\n\ud800-\udfff]+')  # a raw newline is string_char's error
     max_bound = _MAX_INT
 
     def __init__(self, text: str) -> None:
