@@ -109,6 +109,9 @@ class _Parser:
         """Skip spaces, tabs, newlines and comments; note whether a newline was crossed (a
         newline in the gap is never inside a comment: a comment stops before it)."""
         text, i = self.text, self.pos
+        if i >= len(text) or text[i] not in " \t\r\n#":  # no gap: the common case after an item
+            self.newline_seen = False
+            return
         end = _GAP.match(text, i).end()  # type: ignore[union-attr]  # matches the empty gap too
         self.pos = end
         self.newline_seen = end > i and (text.find("\n", i, end) >= 0 or text.find("\r", i, end) >= 0)
@@ -203,8 +206,9 @@ class _Parser:
     def parse_sequence(self, depth: int) -> ir.Expr:
         items: list[ir.Expr] = []
         repeatable = False  # llama.cpp: a repetition needs a non-empty preceding item
+        text = self.text
         while True:
-            c = self.peek()
+            c = text[self.pos] if self.pos < len(text) else ""
             if c in ("*", "+", "?", "{"):
                 if not repeatable:
                     raise self.error(f"{self.cannot_repeat(items)} before {c!r}")
