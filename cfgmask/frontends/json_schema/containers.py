@@ -42,7 +42,7 @@ from . import chardfa
 from .lexical import Encoder, encode_text
 from .merge import ANNOTATIONS, Unmergeable, equal, evaluate, intersect, is_annotation, type_set
 from .report import pointer
-from .strings import not_in, search_language
+from .strings import not_in, pattern_dfa
 
 if TYPE_CHECKING:
     from .walk import SchemaCompiler
@@ -681,7 +681,7 @@ class Containers:
             self.c.rep.rejected(where, "patternProperties", f"more than {MAX_PATTERNS} patterns")
             return None
         try:
-            return [chardfa.from_expr(ir.alt(*search_language(p))) for p in patterns]
+            return [pattern_dfa(p) for p in patterns]  # kept across compiles (strings)
         except GrammarError as e:
             self.c.rep.rejected(where, "patternProperties", e.message)
             return None
