@@ -83,24 +83,33 @@ def _outcome_of(schema: Any) -> Any:
 
 
 def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
-    """A text without ``$id``/anchors compiles without the resolver's index walk (from the text)
-    to what the dict compiles to with it (a dict is always indexed)."""
+    """A text without ``$id`` (``id`` up to draft 4) or anchors compiles without the resolver's
+    index walk (from the text) to what the dict compiles to with it (a dict is always indexed):
+    every schema of the sample, among them those with a property named ``id`` (draft 6 on)."""
     from pathlib import Path
 
     from cfgmask.frontends.json_schema.refs import plain_text
+    from cfgmask.frontends.json_schema.walk import detect_draft
 
     folder = Path(__file__).parent / "corpora" / "jsonschemabench"
-    plain = 0
-    for path in sorted(folder.glob("*.jsonl"))[:4]:
-        for line in path.read_text().splitlines()[:15]:
+    plain = with_id = 0
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
             text = json.dumps(json.loads(line)["schema"])
-            if plain_text(text):
+            if plain_text(text, detect_draft(json.loads(text))):
                 plain += 1
+                with_id += 'id"' in text
                 assert _outcome_of(text) == _outcome_of(json.loads(text))
-    assert plain > 10
-    for key in ("$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
-        assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}))
-    assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}')
+    assert plain > 150 and with_id > 20
+    for draft in (4, 6, 7, 2019, 2020):
+        for key in ("$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
+            assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}), draft)
+        assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}', draft)
+        # ``id`` is an identifier up to draft 4 only (Resolver._id_of)
+        assert plain_text(json.dumps({"properties": {"a": {"id": "x"}}}), draft) == (draft > 4)
+        assert plain_text(json.dumps({"properties": {"id": {"type": "string"}}}), draft) == (draft > 4)
 
 
 _number = (

@@ -63,11 +63,15 @@ def defrag(uri: str) -> tuple[str, str]:
     return urldefrag(uri)
 
 
-def plain_text(text: str) -> bool:
-    """Whether the JSON text ``text`` surely has no key that :meth:`Resolver._index` records
-    (``$id``, ``id``, ``$anchor``, ``$dynamicAnchor``): a key is spelled with its characters or
-    with ``\\u`` escapes, so without ``id"``, ``nchor"`` and ``\\u`` in the text there is none."""
-    return 'id"' not in text and 'nchor"' not in text and "\\u" not in text
+def plain_text(text: str, draft: int) -> bool:
+    """Whether the JSON text ``text`` of a schema of ``draft`` surely has no key that
+    :meth:`Resolver._index` records (``$id``, or ``id`` up to draft 4; ``$anchor``,
+    ``$dynamicAnchor``): a key is spelled with its characters or with ``\\u`` escapes, so without
+    ``$id"`` (``id"`` up to draft 4: a property named ``id`` is one too), ``nchor"`` and ``\\u``
+    in the text there is none."""
+    if 'nchor"' in text or "\\u" in text:
+        return False
+    return 'id"' not in text if draft <= 4 else '$id"' not in text
 
 
 class Resolver:
