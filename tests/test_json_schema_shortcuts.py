@@ -11,6 +11,7 @@ import re
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -110,6 +111,32 @@ def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
         # ``id`` is an identifier up to draft 4 only (Resolver._id_of)
         assert plain_text(json.dumps({"properties": {"a": {"id": "x"}}}), draft) == (draft > 4)
         assert plain_text(json.dumps({"properties": {"id": {"type": "string"}}}), draft) == (draft > 4)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "propertyNames": {"$ref": "#/$defs/k"}, "$defs": {"k": {"maxLength": 3}}},
+        {
+            "properties": {"id": {"type": "object", "propertyNames": {"$ref": "#/definitions/k"}}},
+            "definitions": {"k": {"type": "string", "pattern": "^[a-z]+$"}},
+        },
+        {
+            "properties": {"id": {"oneOf": [{"$ref": "#/definitions/a"}, {"$ref": "#/definitions/b"}]}},
+            "definitions": {"a": {"type": "string"}, "b": {"type": "integer"}},
+        },
+    ],
+)
+def test_plain_text_resolves_parts_of_unknown_base_as_the_index(schema: dict[str, Any]) -> None:
+    """Parts resolved without their base (``propertyNames``, ``disjoint``'s branches: base "")
+    are at the root's base unindexed too, as the index says of every node of a plain document
+    (the text was rejected here, the dict enforced, before)."""
+    from cfgmask.frontends.json_schema.refs import plain_text
+
+    text = json.dumps(schema)
+    assert plain_text(text, 2020)
+    assert _outcome_of(text) == _outcome_of(schema)
+    assert "rejected" not in repr(_outcome_of(text)[3])
 
 
 _number = (

@@ -94,6 +94,9 @@ class Resolver:
         # $refs of inlined copies that carry their dynamic scope (absolute()): "cfgmask-scoped:N"
         self.scoped: list[tuple[str, dict[str, str]]] = []
         self.indexed: set[str] = set()  # the documents indexed, by the URI they were known by
+        # unindexed (plain), an unknown base ("": the caller does not know where a node is) is
+        # the root's, which the index would have given every node of the document
+        self.unknown_base = ROOT_BASE if plain else ""
         if not plain:
             self._index(root, ROOT_BASE)
         self.resources.setdefault(ROOT_BASE, root)
@@ -251,7 +254,7 @@ class Resolver:
         return out
 
     def base(self, node: Any, default: str) -> str:
-        return self.base_of.get(id(node), default)
+        return self.base_of.get(id(node), default or self.unknown_base)
 
     def resolve(self, ref: str, base: str) -> tuple[Any, str, str]:
         """The subschema ``ref`` names, its base URI and a readable location."""
