@@ -1,8 +1,9 @@
 """The JSON Schema front end's memo tables never change what it makes.
 
 The front end keeps process-wide tables of what repeats between schemas (literals, rule-name
-stems, whitespace, canonical strings, pattern and format languages, the JSON spellings of
-pattern expressions, regex syntax checks).  A schema compiled when the tables are warm from
+stems, whitespace, canonical strings, pattern and format languages and automata, the products of a
+string's constraints, object keys' spellings, the JSON spellings of pattern expressions, regex
+syntax checks).  A schema compiled when the tables are warm from
 other schemas must give the same IR (rule names in order, bodies, start, meta) and the same
 report or error as in a process that has seen nothing, whatever came before it.
 """
@@ -13,14 +14,17 @@ import functools
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from cfgmask import Grammar
+from cfgmask import Grammar, ir
 from cfgmask.errors import CfgmaskError
 from cfgmask.frontends import json_schema
-from cfgmask.frontends.json_schema import _ir_util
+from cfgmask.frontends.json_schema import _ir_util, chardfa, containers, strings
+from cfgmask.frontends.json_schema.formats import FORMATS
+from cfgmask.frontends.json_schema.lexical import encode_text
 
 CORPUS = Path(__file__).parent / "corpora" / "jsonschemabench"
 
@@ -46,6 +50,7 @@ def _clear_memos() -> None:
                     v.cache_clear()
     _ir_util._STEMS.clear()
     _ir_util._LITERALS.clear()
+    containers._KEYS.clear()
 
 
 def _output(schema: Any, canonical: bool) -> str:
@@ -90,3 +95,92 @@ def test_the_same_schema_twice_gives_the_same_grammar() -> None:
     assert _output(schema, True) == first
     _clear_memos()
     assert _output(schema, True) == first
+
+
+def _fresh_product(
+    langs: list[tuple[str, str]], lo: int, hi: int | None, excluded: list[str]
+) -> tuple[Any, dict[str, Any]]:
+    """What ``strings._product`` keeps, built here from the languages, uncached."""
+    parts = [
+        chardfa.from_expr(ir.alt(*strings._search_language.__wrapped__(v)))
+        if k == "pattern"
+        else chardfa.from_expr(FORMATS[v]())
+        for k, v in langs
+    ]
+    if lo or hi is not None:
+        parts.append(chardfa.length(lo, hi))
+    if excluded:
+        parts.append(chardfa.words(excluded))
+        out = chardfa.product(parts, lambda f: all(f[:-1]) and not f[-1])
+    else:
+        out = chardfa.product(parts, all) if len(parts) > 1 else parts[0]
+    rules: dict[str, Any] = {}
+    return out.to_expr(rules, "str"), rules
+
+
+@pytest.mark.parametrize(
+    ("langs", "lo", "hi", "excluded"),
+    [
+        ([("pattern", "^(ab|c)+$")], 2, 9, []),
+        ([("pattern", "^[0-9]+-0"), ("format", "date")], 0, None, []),
+        ([("format", "email")], 3, 40, ["a@b.cd"]),
+        ([("pattern", "a"), ("format", "uuid")], 0, 36, ["00000000-0000-0000-0000-00000000000a"]),
+    ],
+)
+def test_a_kept_product_is_what_a_fresh_build_makes(
+    langs: list[tuple[str, str]], lo: int, hi: int | None, excluded: list[str]
+) -> None:
+    """The string automata kept across compiles (a pattern's, a format's, their product's
+    expression and rules) equal a build from nothing, on a miss and on the hit after it; the
+    caller (the encoder) leaves the kept rules as they were."""
+    _clear_memos()
+    want = _fresh_product(langs, lo, hi, excluded)
+    key = (tuple(langs), lo, hi, bool(lo) or hi is not None, tuple(excluded))
+    assert strings._product(*key) == want
+    assert strings._product(*key) == want
+    assert strings._product.cache_info().hits >= 1
+    schema: dict[str, Any] = {"type": "string", **dict(langs)}
+    schema.update({k: v for k, v in (("minLength", lo), ("maxLength", hi)) if v})
+    if excluded:
+        schema["not"] = {"enum": excluded}
+    first = _output(schema, True)
+    assert "('str-" in first and "allows no value" not in first  # the product's rules, named
+    assert _output(schema, False) != first  # the same product, encoded for the other mode
+    assert _output(schema, True) == first
+    assert strings._product(*key) == want  # not changed by the encoders that read it
+
+
+def test_a_string_product_that_fails_is_not_kept() -> None:
+    """A product past MAX_STATES is an error each time (the same report), never a kept entry:
+    only built automata are shared."""
+    _clear_memos()
+    schema = {"type": "string", "pattern": "^[ab]*a[ab]{12}$", "format": "date"}
+    first = _output(schema, True)
+    assert "more than 4000 automaton states" in first
+    assert strings._product.cache_info().currsize == 0
+    assert strings.pattern_dfa.cache_info().currsize == 0
+    assert _output(schema, True) == first
+
+
+def test_kept_automata_and_keys_are_bounded() -> None:
+    assert strings._product.cache_info().maxsize == 256
+    assert strings.pattern_dfa.cache_info().maxsize == 256
+    assert strings._format_dfa.cache_info().maxsize == 64
+    _clear_memos()
+    n = containers._KEYS_MAX + 10
+    props = {f"k{i}": {"type": "null"} for i in range(n)}
+    _output({"type": "object", "properties": props}, True)
+    assert len(containers._KEYS) == containers._KEYS_MAX
+
+
+@pytest.mark.parametrize("name", ["id", 'a"b', "\u00e9\n", "\U0001f600", "\ud83d\ude00", "\ud800", ""])
+def test_a_kept_key_is_the_key_spelled_afresh(name: str) -> None:
+    """A key's expression is kept per (name, mode): each mode's is the quoted spelling
+    ``encode_text`` makes, and the two modes' are not confused."""
+    _clear_memos()
+    quote = ir.Literal(b'"')
+    for canonical in (True, False, True):
+        c = SimpleNamespace(canonical=canonical)
+        got = containers.Containers(c).key(name)  # type: ignore[arg-type]
+        assert got == ir.seq(quote, encode_text(name, canonical), quote)
+    assert len(containers._KEYS) == 2

@@ -11,6 +11,7 @@ import re
 from typing import Any
 from urllib.parse import unquote, urldefrag, urljoin
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -83,24 +84,59 @@ def _outcome_of(schema: Any) -> Any:
 
 
 def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
-    """A text without ``$id``/anchors compiles without the resolver's index walk (from the text)
-    to what the dict compiles to with it (a dict is always indexed)."""
+    """A text without ``$id`` (``id`` up to draft 4) or anchors compiles without the resolver's
+    index walk (from the text) to what the dict compiles to with it (a dict is always indexed):
+    every schema of the sample, among them those with a property named ``id`` (draft 6 on)."""
     from pathlib import Path
 
     from cfgmask.frontends.json_schema.refs import plain_text
+    from cfgmask.frontends.json_schema.walk import detect_draft
 
     folder = Path(__file__).parent / "corpora" / "jsonschemabench"
-    plain = 0
-    for path in sorted(folder.glob("*.jsonl"))[:4]:
-        for line in path.read_text().splitlines()[:15]:
+    plain = with_id = 0
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
             text = json.dumps(json.loads(line)["schema"])
-            if plain_text(text):
+            if plain_text(text, detect_draft(json.loads(text))):
                 plain += 1
+                with_id += 'id"' in text
                 assert _outcome_of(text) == _outcome_of(json.loads(text))
-    assert plain > 10
-    for key in ("$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
-        assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}))
-    assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}')
+    assert plain > 150 and with_id > 20
+    for draft in (4, 6, 7, 2019, 2020):
+        for key in ("$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
+            assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}), draft)
+        assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}', draft)
+        # ``id`` is an identifier up to draft 4 only (Resolver._id_of)
+        assert plain_text(json.dumps({"properties": {"a": {"id": "x"}}}), draft) == (draft > 4)
+        assert plain_text(json.dumps({"properties": {"id": {"type": "string"}}}), draft) == (draft > 4)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "propertyNames": {"$ref": "#/$defs/k"}, "$defs": {"k": {"maxLength": 3}}},
+        {
+            "properties": {"id": {"type": "object", "propertyNames": {"$ref": "#/definitions/k"}}},
+            "definitions": {"k": {"type": "string", "pattern": "^[a-z]+$"}},
+        },
+        {
+            "properties": {"id": {"oneOf": [{"$ref": "#/definitions/a"}, {"$ref": "#/definitions/b"}]}},
+            "definitions": {"a": {"type": "string"}, "b": {"type": "integer"}},
+        },
+    ],
+)
+def test_plain_text_resolves_parts_of_unknown_base_as_the_index(schema: dict[str, Any]) -> None:
+    """Parts resolved without their base (``propertyNames``, ``disjoint``'s branches: base "")
+    are at the root's base unindexed too, as the index says of every node of a plain document
+    (the text was rejected here, the dict enforced, before)."""
+    from cfgmask.frontends.json_schema.refs import plain_text
+
+    text = json.dumps(schema)
+    assert plain_text(text, 2020)
+    assert _outcome_of(text) == _outcome_of(schema)
+    assert "rejected" not in repr(_outcome_of(text)[3])
 
 
 _number = (

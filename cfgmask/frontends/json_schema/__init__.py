@@ -41,7 +41,7 @@ from ...errors import GrammarError
 from .lexical import whitespace as _whitespace
 from .refs import plain_text
 from .report import ReportEntry, SchemaReport
-from .walk import SchemaCompiler, add_builtin
+from .walk import SchemaCompiler, add_builtin, detect_draft
 
 __all__ = ["ReportEntry", "SchemaReport", "builtin_json", "schema_to_grammar"]
 
@@ -60,11 +60,12 @@ def schema_to_grammar(
     draft meta-schemas are known without it)."""
     plain = False  # the document surely holds no $id or anchor (refs.plain_text)
     if isinstance(schema, str):
-        plain = plain_text(schema)
+        text = schema
         try:
-            schema = _loads(schema)
+            schema = _loads(text)
         except json.JSONDecodeError as e:
             raise GrammarError.at(f"schema is not valid JSON: {e.msg}", e.doc, e.pos) from None
+        plain = plain_text(text, detect_draft(schema))
     elif isinstance(schema, dict):
         _check_json_data(schema)  # a text is JSON by construction; a Python value may not be
     if not isinstance(schema, (dict, bool)):

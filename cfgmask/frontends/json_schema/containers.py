@@ -42,7 +42,7 @@ from . import chardfa
 from .lexical import Encoder, encode_text
 from .merge import ANNOTATIONS, Unmergeable, equal, evaluate, intersect, is_annotation, type_set
 from .report import pointer
-from .strings import not_in, search_language
+from .strings import not_in, pattern_dfa
 
 if TYPE_CHECKING:
     from .walk import SchemaCompiler
@@ -56,6 +56,10 @@ MAX_ORDERED_STATES = 100_000  # (position, state) pairs of an object walked in o
 MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their automata
 MAX_UNIQUE_VALUES = 8
 MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, each
+# (key, canonical) -> the key's expression with its quotes (Containers.key); bounded as
+# _ir_util's literals are: the first _KEYS_MAX keys met are kept, later ones made each time
+_KEYS: dict[tuple[str, bool], ir.Expr] = {}
+_KEYS_MAX = 8192
 
 
 def _trivial(s: Any) -> bool:
@@ -677,7 +681,7 @@ class Containers:
             self.c.rep.rejected(where, "patternProperties", f"more than {MAX_PATTERNS} patterns")
             return None
         try:
-            return [chardfa.from_expr(ir.alt(*search_language(p))) for p in patterns]
+            return [pattern_dfa(p) for p in patterns]  # kept across compiles (strings)
         except GrammarError as e:
             self.c.rep.rejected(where, "patternProperties", e.message)
             return None
@@ -749,7 +753,15 @@ class Containers:
         return ir.alt(*alts) if alts else ir.NOTHING
 
     def key(self, name: str) -> ir.Expr:
-        return ir.seq(_QUOTE, encode_text(name, self.c.canonical), _QUOTE)
+        """``"name"`` in every JSON spelling (canonical: its one), made once per process: keys
+        repeat across schemas ("id", "name", "type"), and IR is immutable."""
+        canonical = self.c.canonical
+        out = _KEYS.get((name, canonical))
+        if out is None:
+            out = ir.seq(_QUOTE, encode_text(name, canonical), _QUOTE)
+            if len(_KEYS) < _KEYS_MAX:
+                _KEYS[(name, canonical)] = out
+        return out
 
     def _key_language(self, pn: Any, where: str, others: bool) -> ir.Expr | None:
         c = self.c

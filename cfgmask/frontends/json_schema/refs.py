@@ -63,11 +63,15 @@ def defrag(uri: str) -> tuple[str, str]:
     return urldefrag(uri)
 
 
-def plain_text(text: str) -> bool:
-    """Whether the JSON text ``text`` surely has no key that :meth:`Resolver._index` records
-    (``$id``, ``id``, ``$anchor``, ``$dynamicAnchor``): a key is spelled with its characters or
-    with ``\\u`` escapes, so without ``id"``, ``nchor"`` and ``\\u`` in the text there is none."""
-    return 'id"' not in text and 'nchor"' not in text and "\\u" not in text
+def plain_text(text: str, draft: int) -> bool:
+    """Whether the JSON text ``text`` of a schema of ``draft`` surely has no key that
+    :meth:`Resolver._index` records (``$id``, or ``id`` up to draft 4; ``$anchor``,
+    ``$dynamicAnchor``): a key is spelled with its characters or with ``\\u`` escapes, so without
+    ``$id"`` (``id"`` up to draft 4: a property named ``id`` is one too), ``nchor"`` and ``\\u``
+    in the text there is none."""
+    if 'nchor"' in text or "\\u" in text:
+        return False
+    return 'id"' not in text if draft <= 4 else '$id"' not in text
 
 
 class Resolver:
@@ -90,6 +94,9 @@ class Resolver:
         # $refs of inlined copies that carry their dynamic scope (absolute()): "cfgmask-scoped:N"
         self.scoped: list[tuple[str, dict[str, str]]] = []
         self.indexed: set[str] = set()  # the documents indexed, by the URI they were known by
+        # unindexed (plain), an unknown base ("": the caller does not know where a node is) is
+        # the root's, which the index would have given every node of the document
+        self.unknown_base = ROOT_BASE if plain else ""
         if not plain:
             self._index(root, ROOT_BASE)
         self.resources.setdefault(ROOT_BASE, root)
@@ -247,7 +254,7 @@ class Resolver:
         return out
 
     def base(self, node: Any, default: str) -> str:
-        return self.base_of.get(id(node), default)
+        return self.base_of.get(id(node), default or self.unknown_base)
 
     def resolve(self, ref: str, base: str) -> tuple[Any, str, str]:
         """The subschema ``ref`` names, its base URI and a readable location."""

@@ -66,16 +66,51 @@ def format_language(fmt: str) -> ir.Expr:
     return FORMATS[fmt]()
 
 
+# The automata below are pure functions of their keys, never changed once made (a CharDFA is
+# read, not written), and kept across compiles as the languages above are: a pattern or format
+# met again (in this schema, or in a later one) costs a lookup, not a subset construction.
+# Failures (a GrammarError past MAX_STATES, the deadline's LimitError) are not kept.
 @functools.lru_cache(maxsize=256)
-def _pattern_dfa(p: str) -> chardfa.CharDFA:
+def pattern_dfa(p: str) -> chardfa.CharDFA:
     return chardfa.from_expr(ir.alt(*search_language(p)))
+
+
+@functools.lru_cache(maxsize=64)
+def _format_dfa(fmt: str) -> chardfa.CharDFA:
+    return chardfa.from_expr(ir.alt(format_language(fmt)))
+
+
+def _language_dfa(keyword: str, value: str) -> chardfa.CharDFA:
+    """The automaton of a ``pattern`` or ``format`` value (``Strings.body``'s languages)."""
+    return pattern_dfa(value) if keyword == "pattern" else _format_dfa(value)
+
+
+# (the pattern and format, lengths, excluded values) -> the character-level expression of their
+# product and its rules (CharDFA.to_expr): what Strings.body's general case builds before the
+# encoder names the rules in the grammar
+_Product = tuple[ir.Expr, dict[str, ir.Expr]]
+
+
+@functools.lru_cache(maxsize=256)
+def _product(
+    langs: tuple[tuple[str, str], ...], lo: int, hi: int | None, bounded: bool, excluded: tuple[str, ...]
+) -> _Product:
+    parts = [_language_dfa(k, v) for k, v in langs]
+    if bounded:
+        parts.append(chardfa.length(lo, hi))
+    if excluded:
+        out = chardfa.product([*parts, chardfa.words(excluded)], lambda f: all(f[:-1]) and not f[-1])
+    else:
+        out = chardfa.intersection(parts)
+    rules: dict[str, ir.Expr] = {}
+    return out.to_expr(rules, "str"), rules
 
 
 def pattern_matches(p: str, s: str) -> bool | None:
     """Whether ECMAScript's ``/p/u`` finds a match in ``s`` (what a validator's ``pattern``
     checks), by the automaton this module builds; None where the pattern is not supported."""
     try:
-        return _pattern_dfa(p).matches(s)
+        return pattern_dfa(p).matches(s)
     except GrammarError:
         return None
 
@@ -124,12 +159,15 @@ class Strings:
             for k in ("minLength", "maxLength"):
                 c.rep.enforced(pointer(path, k), k, "code points")
             return ir.NOTHING
-        # the character-level languages to intersect, with the keyword each comes from
+        # the character-level languages to intersect, with the keyword each comes from, and
+        # each one's key (the keyword and its value) for the automata's caches
         langs: list[tuple[str, list[ir.Expr]]] = []
+        keys: list[tuple[str, str]] = []
         if "pattern" in s:
             where = pointer(path, "pattern")
             try:
                 langs.append(("pattern", search_language(s["pattern"])))
+                keys.append(("pattern", s["pattern"]))
                 c.rep.enforced(where, "pattern", "ECMA-262 (u flag) search semantics")
             except GrammarError as e:
                 c.rep.rejected(where, "pattern", e.message)
@@ -144,6 +182,7 @@ class Strings:
                 c.rep.rejected(where, "format", f"unsupported format {fmt!r}")
             else:
                 langs.append(("format", [format_language(fmt)]))
+                keys.append(("format", fmt))
                 c.rep.enforced(where, "format", FORMAT_READINGS[fmt])
         bounded = bool(lo) or hi is not None
         if not langs and not excluded:
@@ -175,15 +214,7 @@ class Strings:
         kws = [k for k, _ in langs] + [k for k in ("minLength", "maxLength") if k in s]
         kws += ["not"] if excluded else []
         try:
-            parts = [chardfa.from_expr(ir.alt(*x)) for _, x in langs]
-            if bounded:
-                parts.append(chardfa.length(lo, hi))
-            if excluded:
-                out = chardfa.product([*parts, chardfa.words(excluded)], lambda f: all(f[:-1]) and not f[-1])
-            else:
-                out = chardfa.intersection(parts)
-            rules: dict[str, ir.Expr] = {}
-            expr = out.to_expr(rules, "str")
+            expr, rules = _product(tuple(keys), lo, hi, bounded, tuple(excluded or ()))
         except GrammarError as e:
             # non-strict mode gets a superset: the first language alone (still enforced), or any string
             for k in kws[1:] if langs else kws:
