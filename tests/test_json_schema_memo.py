@@ -184,3 +184,27 @@ def test_a_kept_key_is_the_key_spelled_afresh(name: str) -> None:
         got = containers.Containers(c).key(name)  # type: ignore[arg-type]
         assert got == ir.seq(quote, encode_text(name, canonical), quote)
     assert len(containers._KEYS) == 2
+
+
+def test_clear_caches_forgets_what_schemas_taught() -> None:
+    """``cfgmask.clear_caches()`` empties the front end's memos of schema content, so that a
+    cold compile (MaskBench's) reuses nothing an earlier schema taught; a schema read after it
+    gives the same grammar."""
+    import cfgmask
+    from cfgmask.frontends.json_schema import _ir_util, containers, numbers, strings
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "mail": {"type": "string", "pattern": "^mailto:", "format": "uri", "maxLength": 40},
+            "n": {"type": "integer", "minimum": 3, "maximum": 977, "multipleOf": 7},
+        },
+    }
+    before = _output(schema, True)
+    memos = (strings._product, strings.pattern_dfa, strings._search_language, numbers.number_range)
+    assert all(m.cache_info().currsize > 0 for m in memos[1:])
+    assert containers._KEYS and _ir_util._LITERALS
+    cfgmask.clear_caches()
+    assert all(m.cache_info().currsize == 0 for m in memos)
+    assert not containers._KEYS and not _ir_util._LITERALS and not _ir_util._STEMS
+    assert _output(schema, True) == before

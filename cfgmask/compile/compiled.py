@@ -124,17 +124,23 @@ _TABLE_CACHE_MAX = 256
 
 def clear_caches() -> None:
     """Forget everything the process keeps from earlier compiles: tables, automaton fragments,
-    and every live vocabulary's loop walks.  The next compile and its first masks are cold, as
-    for a grammar never seen before (benchmarks of cold starts, tests of the caches).  Compiled
-    grammars and matchers already made keep working.  What a vocabulary builds with its trie
-    (the walks of a JSON string's inside, for vocabularies of 10,000 tokens or more) is part of
-    the vocabulary and stays."""
+    every live vocabulary's loop walks, and what the JSON Schema front end keeps of the schemas
+    it has read (patterns' automata, keys, number ranges).  The next compile and its first
+    masks are cold, as for a grammar never seen before (benchmarks of cold starts, tests of the
+    caches).  Compiled grammars and matchers already made keep working.  What a vocabulary
+    builds with its trie (the walks of a JSON string's inside, for vocabularies of 10,000 tokens
+    or more) is part of the vocabulary and stays."""
+    import sys
+
     from ..vocab import clear_walks
 
     with _TABLE_LOCK:
         _TABLE_CACHE.clear()
     CACHE.clear()
     clear_walks()
+    front = sys.modules.get("cfgmask.frontends.json_schema")  # not imported: nothing kept
+    if front is not None:
+        front.clear_memos()
 
 
 def compile(  # noqa: A001 - the natural name, as in xgrammar

@@ -43,7 +43,31 @@ from .refs import plain_text
 from .report import ReportEntry, SchemaReport
 from .walk import SchemaCompiler, add_builtin, detect_draft
 
-__all__ = ["ReportEntry", "SchemaReport", "builtin_json", "schema_to_grammar"]
+__all__ = ["ReportEntry", "SchemaReport", "builtin_json", "clear_memos", "schema_to_grammar"]
+
+
+def clear_memos() -> None:
+    """Forget what the front end keeps from schemas it has read: the IR and automata of
+    patterns, their products with formats and lengths, number ranges and divisors, keys,
+    literals and rule-name stems (``cfgmask.clear_caches()`` calls it, so that a cold compile
+    reuses nothing an earlier schema taught).  What depends on no schema stays: the
+    metaschemas, the named formats' languages, the JSON spellings of classes."""
+    from . import _ir_util, canonical, containers, lexical, numbers, strings, wellformed
+
+    for memo in (
+        strings.pattern_dfa,
+        strings._product,
+        strings._search_language,
+        wellformed._regex_text,
+        numbers.number_range,
+        numbers.multiples_within,
+        canonical.canonical_string,
+        lexical._encode_pure,
+    ):
+        memo.cache_clear()
+    containers._KEYS.clear()
+    _ir_util._STEMS.clear()
+    _ir_util._LITERALS.clear()
 
 
 def schema_to_grammar(
