@@ -1133,27 +1133,50 @@ void cm_chain_memo_release(cm_memo_link *link) {
     free(m);
 }
 
+#define OUT_FLAGS 9  /* of an out state the analysis reads only solo (next_positions) and plain (last_positions) */
+
 static uint8_t state_flags(const cm_grammar *g, uint32_t q) {
     return (uint8_t)((g->solo[q] != 0) | (g->t.accepting[q] != 0) << 1 | (g->has_bytes[q] != 0) << 2 |
                      (g->plain[q] != 0) << 3);
 }
 
-/* The hint memos are filed under: the first position's first candidate's
- * smallest byte, and how many steps that byte reads on from there (a
- * maxLength-64 string's chain is not looked for among the 255 ones'); false
+/* The hint memos are filed under: how many states the main byte set of each
+ * state leads through from the first position's (the plain state most bytes
+ * lead to, not itself; ties: the one of the greatest byte, a character's lead
+ * byte before a closing quote or an escape's backslash -- by bytes, not by the
+ * grammar's classes, so that another grammar's copy of the chain finds it);
+ * a maxLength-64 string's chain is not looked for among the 255 ones'.  False
  * when under CM_MEMO_MIN_STEPS (no memo). */
-static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open, uint64_t *hash) {
+#define CM_MEMO_HINT_STEPS 4096
+static bool memo_key(const cm_grammar *g, uint32_t state, bool open, uint64_t *hash) {
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, b = 0, steps = 0;
-    const int32_t *row = t->trans + (size_t)state * nc;
-    while (b < 256 && row[t->byte_class[b]] != (int32_t)t0) b++;
-    if (b == 256) return false;
-    uint32_t c = t->byte_class[b];
-    for (int32_t q = (int32_t)t0, r; steps < CM_CHAIN_MAX; q = r, steps++) {
-        r = t->trans[(size_t)q * nc + c];
-        if (r < 0 || r == q) break;
+    uint32_t nc = t->n_classes, *lab = g->cache->loop_lab, path[CM_MEMO_HINT_STEPS], steps = 0;
+    uint32_t n_bytes[256], max_byte[256], to[256], got[256], top[256];
+    for (uint32_t c = 0; c < nc; c++) n_bytes[c] = 0;
+    for (uint32_t b = 0; b < 256; b++) n_bytes[t->byte_class[b]]++, max_byte[t->byte_class[b]] = b;
+    lab[state] = 0;  /* marks on the states met (the scratch labels, reset below) */
+    for (uint32_t q = state; steps < CM_MEMO_HINT_STEPS;) {
+        const int32_t *row = t->trans + (size_t)q * nc;
+        uint32_t n_to = 0, best = NONE;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t r = row[c];
+            if (r < 0 || (uint32_t)r == q || !g->solo[r]) continue;
+            uint32_t i = 0;
+            while (i < n_to && to[i] != (uint32_t)r) i++;
+            if (i == n_to) to[n_to] = (uint32_t)r, got[n_to] = 0, top[n_to++] = 0;
+            got[i] += n_bytes[c];
+            if (max_byte[c] > top[i]) top[i] = max_byte[c];
+        }
+        for (uint32_t i = 0; i < n_to; i++)
+            if (best == NONE || got[i] > got[best] || (got[i] == got[best] && top[i] > top[best])) best = i;
+        if (best == NONE || lab[to[best]] != UINT32_MAX) break;
+        q = to[best];
+        lab[q] = 0;
+        path[steps++] = q;
     }
-    *hash = ((uint64_t)steps << 9 | b << 1 | open) * 0x9E3779B97F4A7C15ULL;
+    lab[state] = UINT32_MAX;
+    for (uint32_t i = 0; i < steps; i++) lab[path[i]] = UINT32_MAX;
+    *hash = ((uint64_t)steps << 1 | open) * 0x9E3779B97F4A7C15ULL;
     return steps >= CM_MEMO_MIN_STEPS;
 }
 
@@ -1243,7 +1266,7 @@ static chain_memo *memo_keep(const chain_scan *cs, const chain_form *f, uint64_t
         m->rows = rows;
         rows = NULL;
         for (uint32_t i = 0; i < n; i++) m->flags[i] = state_flags(g, cs->st[i]);
-        for (uint32_t j = 0; j < n_out; j++) m->flags[n + j] = state_flags(g, outs[j]);
+        for (uint32_t j = 0; j < n_out; j++) m->flags[n + j] = state_flags(g, outs[j]) & OUT_FLAGS;
         m->open = cs->open != NONE;
         m->link.hash = hash;
     }
@@ -1296,7 +1319,7 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
         }
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)
-        ok = new_of[j] != NONE && state_flags(g, new_of[j]) == m->flags[j];
+        ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
     /* not the rows: the bytes that follow the rule where an orbit may end it */
     uint32_t rule = t->state_rule[state];
     const uint32_t *k = m->key + 2;
@@ -1355,7 +1378,7 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
     uint64_t hint = 0;
-    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint);
+    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, open, &hint);
     bool ok = memo && memo_recall(g, state, open, hint, &f);
     chain_memo *kept = NULL;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {

@@ -42,7 +42,9 @@ def _memos(on: bool) -> Iterator[None]:
         cfgmask.clear_caches()
 
 
-def _all_entries(g: ir.Grammar, vocab: cfgmask.Vocabulary, **strategy: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+def _all_entries(
+    g: ir.Grammar, vocab: cfgmask.Vocabulary, **strategy: bool
+) -> list[tuple[np.ndarray, np.ndarray]]:
     return _entries(cfgmask.compile(g, vocab, limits=WHOLE, _strategy=Strategy(**strategy)))
 
 
@@ -63,8 +65,39 @@ def _two_values(unit: ir.Expr, lo: int, hi: int, prefix: str) -> ir.Grammar:
     return grammar(root=seq(lit(prefix), _string(unit, lo, hi), lit(","), _string(unit, lo, hi)))
 
 
+def _entries_after(
+    a: ir.Grammar, b: ir.Grammar, vocab: cfgmask.Vocabulary
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """b's entries with a's memos kept before, which b takes none of: it takes as many memos as
+    alone (its own, of a chain it meets twice)."""
+    with _memos(True):
+        hits = _core.chain_memo_hits()
+        _all_entries(b, vocab)
+        alone = _core.chain_memo_hits() - hits
+    with _memos(True):
+        _all_entries(a, vocab)
+        hits = _core.chain_memo_hits()
+        on = _all_entries(b, vocab)
+        assert _core.chain_memo_hits() - hits == alone
+    return on
+
+
 VOCAB = Vocab(
-    [b"a", b"c", b"ac", b"aaaa", b'"', b'a"', b",", b'",', b'","', "\u00e9".encode(), b"\\n", b"{", "\u20ac".encode()],
+    [
+        b"a",
+        b"c",
+        b"ac",
+        b"aaaa",
+        b'"',
+        b'a"',
+        b",",
+        b'",',
+        b'","',
+        "\u00e9".encode(),
+        b"\\n",
+        b"{",
+        "\u20ac".encode(),
+    ],
     (),
     (),
 )
@@ -73,9 +106,9 @@ VOCAB = Vocab(
 @pytest.mark.parametrize("unit", sorted(UNITS))
 @pytest.mark.parametrize(("lo", "hi"), [(0, 20), (1, 20), (3, 40), (0, 64)])
 def test_memo_entries_equal_analysed_and_plain(unit: str, lo: int, hi: int) -> None:
-    """Two grammars, each with the same count twice: with the memos on, the second chain of the
-    first grammar and both of the second (its states numbered otherwise) take the analysis from a
-    memo, and every state's entry is the one with every chain analysed and a plain walk's."""
+    """Two grammars, each with the same count twice: with the memos on, the chains of the second
+    (its states numbered otherwise) take the analysis from the first's memos, and every state's
+    entry is the one with every chain analysed and a plain walk's."""
     vocab = _vocab(VOCAB)
     first, second = _two_values(UNITS[unit], lo, hi, ""), _two_values(UNITS[unit], lo, hi, "{{")
     with _memos(False):
@@ -92,7 +125,9 @@ def test_memo_entries_equal_analysed_and_plain(unit: str, lo: int, hi: int) -> N
     _assert_same(on_second, ref_second)
     _assert_same(on_first, plain_first)
     _assert_same(on_second, plain_second)
-    assert between > hits and after > between, (hits, between, after)
+    assert after >= between >= hits
+    if unit in ("letters", "escaped"):  # (the others' chains may be analysed from a later position)
+        assert after > between, (hits, between, after)
 
 
 @pytest.mark.parametrize(
@@ -111,26 +146,16 @@ def test_memo_not_taken_one_transition_apart(kept: tuple[int, int], other: tuple
     unit = UNITS["escaped"]
     a = grammar(root=_string(unit, *kept))
     b = grammar(root=seq(lit("{"), _string(unit, *other)))
-    with _memos(True):
-        _all_entries(a, vocab)
-        hits = _core.chain_memo_hits()
-        on = _all_entries(b, vocab)
-        assert _core.chain_memo_hits() == hits
-    _assert_same(on, _all_entries(b, vocab, count_chains=False))
+    _assert_same(_entries_after(a, b, vocab), _all_entries(b, vocab, count_chains=False))
 
 
 def test_memo_not_taken_one_class_apart() -> None:
-    """The same count of [ac] and of [a-c]: where the kept chain's byte b is dead, the other's
-    leads on (every row differs in one class); neither takes the other's analysis."""
+    """The same count of a|c and of [a-c]: where the kept chain's byte b is dead, the other's
+    leads on (its rows differ in one byte); it does not take the kept analysis."""
     vocab = _vocab(Vocab([b"a", b"b", b"c", b"ab", b"bc", b'"', b'b"'], (), ()))
-    a = grammar(root=_string(chars("ac"), 0, 25))
-    b = grammar(root=seq(lit("{"), _string(alt(chars("ac"), lit("b")), 0, 25)))
-    with _memos(True):
-        _all_entries(a, vocab)
-        hits = _core.chain_memo_hits()
-        on = _all_entries(b, vocab)
-        assert _core.chain_memo_hits() == hits
-    _assert_same(on, _all_entries(b, vocab, count_chains=False))
+    a = grammar(root=_string(alt(lit("a"), lit("c")), 0, 25))
+    b = grammar(root=seq(lit("{"), _string(chars("ac"), 0, 25)))  # the range a-c
+    _assert_same(_entries_after(a, b, vocab), _all_entries(b, vocab, count_chains=False))
 
 
 @st.composite
@@ -144,10 +169,12 @@ def repeated(draw: st.DrawFn) -> tuple[ir.Grammar, ir.Grammar]:
 
     def one(prefix: str) -> ir.Grammar:
         if draw(st.booleans()):
-            return grammar(root=seq(lit(prefix), lit('"'), ref("body"), lit('"'), alt(lit(","), lit("a"))), body=body)
+            return grammar(
+                root=seq(lit(prefix), lit('"'), ref("body"), lit('"'), alt(lit(","), lit("a"))), body=body
+            )
         return grammar(root=seq(lit(prefix), lit('"'), body, lit('"'), rep(lit(","), 0, 1)))
 
-    return one(draw(st.sampled_from(("", "{", "{{"))), one(draw(st.sampled_from(("", "a", ",,"))))
+    return one(draw(st.sampled_from(("", "{", "{{")))), one(draw(st.sampled_from(("", "a", ",,"))))
 
 
 @given(repeated(), vocabularies(CHAIN_PIECES))
@@ -176,7 +203,9 @@ def test_llama3_long_string_takes_the_pinned_memo() -> None:
         "required": ["n"],
     }
     quicktok = pytest.importorskip("quicktok")
-    tokens = quicktok.get_encoding("llama3").encode_ordinary('{"n":"Example Data Table is a long text \\u00e9 here \u20ac"}')
+    tokens = quicktok.get_encoding("llama3").encode_ordinary(
+        '{"n":"Example Data Table is a long text \u00e9 here \u20ac"}'
+    )
     masks = {}
     for on in (False, True):
         with _memos(on):
