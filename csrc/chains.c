@@ -1154,10 +1154,22 @@ static bool memo_key(const cm_grammar *g, uint32_t state, bool open, uint64_t *h
     uint32_t n_bytes[256], max_byte[256], to[256], got[256], top[256];
     for (uint32_t c = 0; c < nc; c++) n_bytes[c] = 0;
     for (uint32_t b = 0; b < 256; b++) n_bytes[t->byte_class[b]]++, max_byte[t->byte_class[b]] = b;
+    uint64_t live[4] = {0}, before[4];
+    uint32_t grown = 0;  /* steps whose state lives on a class the one before does not */
     lab[state] = 0;  /* marks on the states met (the scratch labels, reset below) */
     for (uint32_t q = state; steps < CM_MEMO_HINT_STEPS;) {
         const int32_t *row = t->trans + (size_t)q * nc;
         uint32_t n_to = 0, best = NONE;
+        memcpy(before, live, sizeof live);
+        memset(live, 0, sizeof live);
+        for (uint32_t c = 0; c < nc; c++)
+            if (row[c] >= 0) live[c >> 6] |= 1ULL << (c & 63);
+        /* a chain's positions live on ever fewer classes, but where the rule may end from
+         * (minLength): past a second growth this is no chain, but a literal's path (an
+         * object's keys) that would lead on through the grammar */
+        if (q != state && (live[0] & ~before[0] || live[1] & ~before[1] || live[2] & ~before[2] ||
+                           live[3] & ~before[3]) && ++grown > 1)
+            break;
         for (uint32_t c = 0; c < nc; c++) {
             int32_t r = row[c];
             if (r < 0 || (uint32_t)r == q || !g->solo[r]) continue;
