@@ -1140,55 +1140,41 @@ static uint8_t state_flags(const cm_grammar *g, uint32_t q) {
                      (g->plain[q] != 0) << 3);
 }
 
-/* The hint memos are filed under: how many states the main byte set of each
- * state leads through from the first position's (the plain state most bytes
- * lead to, not itself; ties: the one of the greatest byte, a character's lead
- * byte before a closing quote or an escape's backslash -- by bytes, not by the
- * grammar's classes, so that another grammar's copy of the chain finds it);
- * a maxLength-64 string's chain is not looked for among the 255 ones'.  False
- * when under CM_MEMO_MIN_STEPS (no memo). */
-#define CM_MEMO_HINT_STEPS 4096
+/* The hint memos are filed under: how many steps the first position's main
+ * byte reads on from there, the same byte all along (a maxLength-64 string's
+ * chain is not looked for among the 255 ones').  The main byte: of the plain
+ * state most bytes lead to, not the position itself (ties: the greatest byte,
+ * a character's lead byte before a closing quote or an escape's backslash),
+ * its greatest -- by bytes, not by the grammar's classes, so that another
+ * grammar's copy of the chain finds it.  False when under CM_MEMO_MIN_STEPS
+ * (no memo: a chain of multi-byte characters alone, which its main byte does
+ * not read on through, is analysed every time). */
+#define CM_MEMO_HINT_STEPS 65536
 static bool memo_key(const cm_grammar *g, uint32_t state, bool open, uint64_t *hash) {
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, *lab = g->cache->loop_lab, path[CM_MEMO_HINT_STEPS], steps = 0;
+    uint32_t nc = t->n_classes, n_to = 0, best = NONE, steps = 0;
     uint32_t n_bytes[256], max_byte[256], to[256], got[256], top[256];
     for (uint32_t c = 0; c < nc; c++) n_bytes[c] = 0;
     for (uint32_t b = 0; b < 256; b++) n_bytes[t->byte_class[b]]++, max_byte[t->byte_class[b]] = b;
-    uint64_t live[4] = {0}, before[4];
-    uint32_t grown = 0;  /* steps whose state lives on a class the one before does not */
-    lab[state] = 0;  /* marks on the states met (the scratch labels, reset below) */
-    for (uint32_t q = state; steps < CM_MEMO_HINT_STEPS;) {
-        const int32_t *row = t->trans + (size_t)q * nc;
-        uint32_t n_to = 0, best = NONE;
-        memcpy(before, live, sizeof live);
-        memset(live, 0, sizeof live);
-        for (uint32_t c = 0; c < nc; c++)
-            if (row[c] >= 0) live[c >> 6] |= 1ULL << (c & 63);
-        /* a chain's positions live on ever fewer classes, but where the rule may end from
-         * (minLength): past a second growth this is no chain, but a literal's path (an
-         * object's keys) that would lead on through the grammar */
-        if (q != state && (live[0] & ~before[0] || live[1] & ~before[1] || live[2] & ~before[2] ||
-                           live[3] & ~before[3]) && ++grown > 1)
-            break;
-        for (uint32_t c = 0; c < nc; c++) {
-            int32_t r = row[c];
-            if (r < 0 || (uint32_t)r == q || !g->solo[r]) continue;
-            uint32_t i = 0;
-            while (i < n_to && to[i] != (uint32_t)r) i++;
-            if (i == n_to) to[n_to] = (uint32_t)r, got[n_to] = 0, top[n_to++] = 0;
-            got[i] += n_bytes[c];
-            if (max_byte[c] > top[i]) top[i] = max_byte[c];
-        }
-        for (uint32_t i = 0; i < n_to; i++)
-            if (best == NONE || got[i] > got[best] || (got[i] == got[best] && top[i] > top[best])) best = i;
-        if (best == NONE || lab[to[best]] != UINT32_MAX) break;
-        q = to[best];
-        lab[q] = 0;
-        path[steps++] = q;
+    const int32_t *row = t->trans + (size_t)state * nc;
+    for (uint32_t c = 0; c < nc; c++) {
+        int32_t r = row[c];
+        if (r < 0 || (uint32_t)r == state || !g->solo[r]) continue;
+        uint32_t i = 0;
+        while (i < n_to && to[i] != (uint32_t)r) i++;
+        if (i == n_to) to[n_to] = (uint32_t)r, got[n_to] = 0, top[n_to++] = 0;
+        got[i] += n_bytes[c];
+        if (max_byte[c] > top[i]) top[i] = max_byte[c];
     }
-    lab[state] = UINT32_MAX;
-    for (uint32_t i = 0; i < steps; i++) lab[path[i]] = UINT32_MAX;
-    *hash = ((uint64_t)steps << 1 | open) * 0x9E3779B97F4A7C15ULL;
+    for (uint32_t i = 0; i < n_to; i++)
+        if (best == NONE || got[i] > got[best] || (got[i] == got[best] && top[i] > top[best])) best = i;
+    if (best == NONE) return false;
+    uint32_t c = t->byte_class[top[best]];
+    for (int32_t q = (int32_t)to[best], r; steps < CM_MEMO_HINT_STEPS; q = r, steps++) {
+        r = t->trans[(size_t)q * nc + c];
+        if (r < 0 || r == q) break;
+    }
+    *hash = ((uint64_t)steps << 9 | top[best] << 1 | open) * 0x9E3779B97F4A7C15ULL;
     return steps >= CM_MEMO_MIN_STEPS;
 }
 
