@@ -1150,9 +1150,18 @@ static uint8_t state_flags(const cm_grammar *g, uint32_t q) {
  * (no memo: a chain of multi-byte characters alone, which its main byte does
  * not read on through, is analysed every time). */
 #define CM_MEMO_HINT_STEPS 65536
-static bool memo_key(const cm_grammar *g, uint32_t state, bool open, uint64_t *hash) {
+static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open, uint64_t *hash) {
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, n_to = 0, best = NONE, steps = 0;
+    uint32_t nc = t->n_classes, n_to = 0, best = NONE, steps = 0, c0 = 0;
+    /* first a quick look along the first candidate's class: most states that may begin a chain
+     * (every solo state whose entry is built) begin none this long */
+    while (c0 < nc && t->trans[(size_t)state * nc + c0] != (int32_t)t0) c0++;
+    for (int32_t q = (int32_t)t0, r; c0 < nc && steps < CM_MEMO_MIN_STEPS; q = r, steps++) {
+        r = t->trans[(size_t)q * nc + c0];
+        if (r < 0 || r == q) break;
+    }
+    if (steps < CM_MEMO_MIN_STEPS) return false;
+    steps = 0;
     uint32_t n_bytes[256], max_byte[256], to[256], got[256], top[256];
     for (uint32_t c = 0; c < nc; c++) n_bytes[c] = 0;
     for (uint32_t b = 0; b < 256; b++) n_bytes[t->byte_class[b]]++, max_byte[t->byte_class[b]] = b;
@@ -1376,14 +1385,14 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
     uint64_t hint = 0;
-    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, open, &hint);
+    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint);
     bool ok = memo && memo_recall(g, state, open, hint, &f);
     chain_memo *kept = NULL;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
         ok = pair_walk(&cs, state, cand[i]) && cs.inv[0] == NONE && head_budget(&cs) >= CM_CHAIN_MIN_BUDGET &&
              last_positions(&cs) && orbits(&cs) && chain_form_of(&cs, 0, &f);
-        if (ok && memo) kept = memo_keep(&cs, &f, hint);
+        if (ok && memo && cm_walk_store_memo_wanted(g, hint)) kept = memo_keep(&cs, &f, hint);
         scan_free(&cs);
     }
     if (kept) cm_walk_store_put_memo(g, &kept->link);

@@ -118,6 +118,10 @@ void cm_chain_memo_hold(cm_memo_link *m);
 void cm_chain_memo_release(cm_memo_link *m);
 /* Up to max memos filed under hash, each held (the caller releases them): how many. */
 size_t cm_walk_store_get_memos(const cm_grammar *g, uint64_t hash, cm_memo_link **out, size_t max);
+/* Is a memo filed under hash worth keeping: while the vocabulary primes its pins
+ * (it has none yet) every one is, after only one whose hint was met before
+ * (marked now). */
+bool cm_walk_store_memo_wanted(const cm_grammar *g, uint64_t hash);
 /* m filed by the vocabulary (its reference taken over): released when the memos'
  * budget is spent or memory is short. */
 void cm_walk_store_put_memo(const cm_grammar *g, cm_memo_link *m);

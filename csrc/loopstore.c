@@ -21,6 +21,7 @@
  * them.  Filed while the budget lasts, like the walks (no eviction). */
 #define CM_VOCAB_MEMO_BYTES ((size_t)16 << 20)
 #define CM_MEMO_BUCKETS 64
+#define CM_MEMO_SEEN 4096  /* hints of analyses met once (a memo is kept on the second): a table, overwritten */
 
 struct cm_walk_store {
     pthread_mutex_t lock;
@@ -29,6 +30,8 @@ struct cm_walk_store {
     size_t run_bytes;           /* of bytes, held by run walks */
     cm_memo_link *memos[CM_MEMO_BUCKETS];
     size_t memo_bytes;
+    uint64_t memo_seen[CM_MEMO_SEEN];
+    bool primed;                /* pinned once: the vocabulary's priming is over */
 };
 
 static bool is_run(const cm_loop_walk *x) { return !x->chain && x->n_sig == CM_RUN_KEY && x->sig[0] == CM_RUN_MARK; }
@@ -89,6 +92,7 @@ void cm_walk_store_clear(cm_walk_store *s) {
             }
         }
     s->memo_bytes = 0;
+    memset(s->memo_seen, 0, sizeof s->memo_seen);
     for (size_t b = 0; b < CM_MEMO_BUCKETS; b++)
         for (cm_memo_link **link = &s->memos[b]; *link;) {
             cm_memo_link *m = *link;
@@ -105,6 +109,7 @@ void cm_walk_store_clear(cm_walk_store *s) {
 
 void cm_walk_store_pin(cm_walk_store *s) {
     pthread_mutex_lock(&s->lock);
+    s->primed = true;
     for (size_t b = 0; s->buckets && b < CM_LOOP_BUCKETS; b++)
         for (cm_loop_walk *x = s->buckets[b]; x; x = x->next) x->pinned = true;
     for (size_t b = 0; b < CM_MEMO_BUCKETS; b++)
@@ -329,6 +334,17 @@ size_t cm_walk_store_get_memos(const cm_grammar *g, uint64_t hash, cm_memo_link 
         }
     pthread_mutex_unlock(&s->lock);
     return n;
+}
+
+bool cm_walk_store_memo_wanted(const cm_grammar *g, uint64_t hash) {
+    cm_walk_store *s = g->v->walks;
+    uint64_t h = hash | 1;  /* 0: an empty slot */
+    pthread_mutex_lock(&s->lock);
+    uint64_t *slot = &s->memo_seen[(hash >> 20) % CM_MEMO_SEEN];
+    bool wanted = !s->primed || *slot == h;
+    *slot = h;
+    pthread_mutex_unlock(&s->lock);
+    return wanted;
 }
 
 void cm_walk_store_put_memo(const cm_grammar *g, cm_memo_link *m) {
