@@ -55,7 +55,12 @@
  * each trie node at such a representative before a dead byte (accs: its need
  * and shift), and a position's entry takes the subtrees of those whose byte
  * follows the rule, where the node is alive (need < B) and accepting (shift
- * past acc_from for this position). */
+ * past acc_from for this position).
+ *
+ * The analysis itself (the pair walk, the last positions, the orbits, the
+ * model on every state, the form) depends only on the chain's rows: the
+ * vocabulary keeps it by them (memos, below), so a chain met again in any
+ * grammar compiled for it costs one pass over its rows. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
