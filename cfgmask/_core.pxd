@@ -289,3 +289,8 @@ cdef extern from "cfgmask.h" nogil:
         CM_SIMD_AVX2
         CM_SIMD_AVX512
     int cm_apply_mask_simd()
+
+
+cdef extern from "chains.h" nogil:
+    void cm_chain_memo_enable(int on)
+    size_t cm_chain_memo_hits()

@@ -1103,6 +1103,18 @@ def direct_build_enable(bint on):
     cm_direct_build_enable(1 if on else 0)
 
 
+def chain_memo_enable(bint on):
+    """Take a counted chain's analysis from the vocabulary's memo of a chain with the same rows
+    (csrc/chains.c, the default) or, off, analyse every chain: the reference the tests compare
+    against.  Process-wide."""
+    cm_chain_memo_enable(1 if on else 0)
+
+
+def chain_memo_hits():
+    """How many chain analyses were taken from memos so far in this process (for the tests)."""
+    return cm_chain_memo_hits()
+
+
 def compile_stats(size_t max_recs=65536):
     """This thread's compile-time counters since the last call, reset: {"ns": {phase: ns},
     "builds", "nfa_states", "dfa_states", "min_states", "hopcroft_states", "records": [(name index, NFA states,

@@ -55,7 +55,12 @@
  * each trie node at such a representative before a dead byte (accs: its need
  * and shift), and a position's entry takes the subtrees of those whose byte
  * follows the rule, where the node is alive (need < B) and accepting (shift
- * past acc_from for this position). */
+ * past acc_from for this position).
+ *
+ * The analysis itself (the pair walk, the last positions, the orbits, the
+ * model on every state, the form) depends only on the chain's rows: the
+ * vocabulary keeps it by them (memos, below), so a chain met again in any
+ * grammar compiled for it costs one pass over its rows. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1071,18 +1076,331 @@ static void keep_instance(cm_chain_data *cd, chain_form *f) {
     f->lam = f->to = f->aam = NULL;
 }
 
+/* ---- the analysis kept by the chain's rows (the vocabulary's memos) ---- */
+
+/* The analysis of a chain depends only on its rows: the states it labels (its
+ * locals), where each byte leads from each of them (dead, a local, a state out
+ * of the chain), their flags and the out states' (solo, plain: what the pair
+ * walk and the last positions read), and whether the first position's calls are
+ * left out.  A memo keeps those rows numbered breadth first by byte from the
+ * first position (locals, then out states, by first meeting), by the classes of
+ * the grammar that made it, with the analysis' result (key, lam, aam; the head
+ * orbit and the out targets by those numbers).  A chain whose rows are the same
+ * up to that renaming -- checked in one pass over its locals, each row once by
+ * the classes both grammars' byte classes cut it into -- has the same model
+ * (every check of chain_form_of is a property of the rows), so it takes the
+ * result renamed to its own states.  What is not the rows is checked again:
+ * the bytes that follow the rule where an orbit may end it (chain_form_of).
+ * Memos are filed by the vocabulary (loopstore.c), so a chain met in another
+ * grammar compiled for it costs the check, not the analysis; they are found by
+ * memo_key (how many steps the first position's main byte reads on), a hint
+ * that only picks the few memos to check. */
+
+#define CM_MEMO_MIN_STEPS 16    /* shorter chains' analyses cost about what the check does */
+#define CM_MEMO_TRIES 4         /* memos of one hint checked, at most */
+#define MEMO_DEAD 0xffffu
+
+static atomic_int g_chain_memo = 1;
+static atomic_size_t g_memo_hits;  /* analyses taken from memos (the tests read it) */
+
+void cm_chain_memo_enable(int on) { atomic_store(&g_chain_memo, on); }
+
+size_t cm_chain_memo_hits(void) { return atomic_load(&g_memo_hits); }
+
+typedef struct chain_memo {
+    cm_memo_link link;          /* first: the store files it */
+    atomic_size_t refs;
+    uint8_t byte_class[256];    /* the classes of rows */
+    uint32_t n_cls, n_loc, n_out;
+    bool open;
+    uint8_t *flags;             /* [n_loc + n_out] state_flags */
+    uint16_t *rows;             /* [n_loc * n_cls]: MEMO_DEAD, a local, n_loc + an out state */
+    uint32_t budget, n_lab;
+    uint32_t *key;              /* chain_form's */
+    size_t n_key;
+    int32_t *lam, *aam;         /* chain_form's */
+    int32_t *to;                /* [n_lab * 256] chain_form's, by out number (-1: none) */
+    uint32_t *head;             /* [budget + 1] by local number */
+} chain_memo;
+
+void cm_chain_memo_hold(cm_memo_link *m) { atomic_fetch_add(&((chain_memo *)m)->refs, 1); }
+
+void cm_chain_memo_release(cm_memo_link *link) {
+    chain_memo *m = (chain_memo *)link;
+    if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+    free(m->flags);
+    free(m->rows);
+    free(m->key);
+    free(m->lam);
+    free(m->aam);
+    free(m->to);
+    free(m->head);
+    free(m);
+}
+
+#define OUT_FLAGS 9  /* of an out state the analysis reads only solo (next_positions) and plain (last_positions) */
+
+static uint8_t state_flags(const cm_grammar *g, uint32_t q) {
+    return (uint8_t)((g->solo[q] != 0) | (g->t.accepting[q] != 0) << 1 | (g->has_bytes[q] != 0) << 2 |
+                     (g->plain[q] != 0) << 3);
+}
+
+/* The hint memos are filed under: how many steps the first position's main
+ * byte reads on from there, the same byte all along (a maxLength-64 string's
+ * chain is not looked for among the 255 ones').  The main byte: of the plain
+ * state most bytes lead to, not the position itself (ties: the greatest byte,
+ * a character's lead byte before a closing quote or an escape's backslash),
+ * its greatest -- by bytes, not by the grammar's classes, so that another
+ * grammar's copy of the chain finds it.  False when under CM_MEMO_MIN_STEPS
+ * (no memo: a chain of multi-byte characters alone, which its main byte does
+ * not read on through, is analysed every time). */
+#define CM_MEMO_HINT_STEPS 65536
+static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open, uint64_t *hash) {
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, n_to = 0, best = NONE, steps = 0, c0 = 0;
+    /* first a quick look along the first candidate's class: most states that may begin a chain
+     * (every solo state whose entry is built) begin none this long */
+    while (c0 < nc && t->trans[(size_t)state * nc + c0] != (int32_t)t0) c0++;
+    for (int32_t q = (int32_t)t0, r; c0 < nc && steps < CM_MEMO_MIN_STEPS; q = r, steps++) {
+        r = t->trans[(size_t)q * nc + c0];
+        if (r < 0 || r == q) break;
+    }
+    if (steps < CM_MEMO_MIN_STEPS) return false;
+    steps = 0;
+    uint32_t n_bytes[256], max_byte[256], to[256], got[256], top[256];
+    for (uint32_t c = 0; c < nc; c++) n_bytes[c] = 0;
+    for (uint32_t b = 0; b < 256; b++) n_bytes[t->byte_class[b]]++, max_byte[t->byte_class[b]] = b;
+    const int32_t *row = t->trans + (size_t)state * nc;
+    for (uint32_t c = 0; c < nc; c++) {
+        int32_t r = row[c];
+        if (r < 0 || (uint32_t)r == state || !g->solo[r]) continue;
+        uint32_t i = 0;
+        while (i < n_to && to[i] != (uint32_t)r) i++;
+        if (i == n_to) to[n_to] = (uint32_t)r, got[n_to] = 0, top[n_to++] = 0;
+        got[i] += n_bytes[c];
+        if (max_byte[c] > top[i]) top[i] = max_byte[c];
+    }
+    for (uint32_t i = 0; i < n_to; i++)
+        if (best == NONE || got[i] > got[best] || (got[i] == got[best] && top[i] > top[best])) best = i;
+    if (best == NONE) return false;
+    uint32_t c = t->byte_class[top[best]];
+    for (int32_t q = (int32_t)to[best], r; steps < CM_MEMO_HINT_STEPS; q = r, steps++) {
+        r = t->trans[(size_t)q * nc + c];
+        if (r < 0 || r == q) break;
+    }
+    *hash = ((uint64_t)steps << 9 | top[best] << 1 | open) * 0x9E3779B97F4A7C15ULL;
+    return steps >= CM_MEMO_MIN_STEPS;
+}
+
+static chain_memo *memo_alloc(uint32_t n_cls, uint32_t n_loc, uint32_t n_out, const chain_form *f) {
+    chain_memo *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    atomic_init(&m->refs, 1);
+    m->flags = malloc((size_t)n_loc + n_out);
+    m->key = malloc(f->n_key * sizeof *m->key);
+    m->lam = malloc((size_t)f->n_lab * 256 * sizeof *m->lam);
+    m->to = malloc((size_t)f->n_lab * 256 * sizeof *m->to);
+    m->aam = malloc((size_t)f->n_lab * sizeof *m->aam);
+    m->head = malloc(((size_t)f->budget + 1) * sizeof *m->head);
+    if (!m->flags || !m->key || !m->lam || !m->to || !m->aam || !m->head) {
+        cm_chain_memo_release(&m->link);
+        return NULL;
+    }
+    m->n_cls = n_cls;
+    m->n_loc = n_loc;
+    m->n_out = n_out;
+    m->budget = f->budget;
+    m->n_lab = f->n_lab;
+    m->n_key = f->n_key;
+    memcpy(m->key, f->key, f->n_key * sizeof *m->key);
+    memcpy(m->lam, f->lam, (size_t)f->n_lab * 256 * sizeof *m->lam);
+    memcpy(m->aam, f->aam, (size_t)f->n_lab * sizeof *m->aam);
+    m->link.bytes = sizeof *m + (size_t)n_loc + n_out + (size_t)n_loc * n_cls * 2 + f->n_key * 4 +
+                    (size_t)f->n_lab * (256 * 8 + 4) + ((size_t)f->budget + 1) * 4;
+    return m;
+}
+
+#define MEMO_OUT_BASE ((uint32_t)CM_CHAIN_MAX + 1)  /* out state j labelled MEMO_OUT_BASE + j while kept */
+
+/* The memo of the chain cs just analysed into f (its labels still set, f's
+ * head and out targets by state); NULL when it has none (past the limits,
+ * memory short).  Locals keep the scan's numbers: each but the first is met
+ * from one of a lower number (the pair walk's and the last positions' order),
+ * so memo_match names every local before it reads its row; out states are
+ * numbered as met. */
+static chain_memo *memo_keep(const chain_scan *cs, const chain_form *f, uint64_t hash) {
+    const cm_grammar *g = cs->g;
+    const cm_tables *t = &g->t;
+    uint32_t *lab = g->cache->loop_lab, nc = t->n_classes, n = cs->n, n_out = 0;
+    uint16_t *rows = malloc((size_t)n * nc * sizeof *rows);
+    uint32_t *outs = NULL, *prev = NULL;
+    size_t cap_outs = 0, cap_prev = 0;
+    bool ok = rows && n + 1 < MEMO_DEAD;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const int32_t *row = t->trans + (size_t)cs->st[i] * nc;
+        uint16_t *mrow = rows + (size_t)i * nc;
+        for (uint32_t c = 0; ok && c < nc; c++) {
+            int32_t r = row[c];
+            uint32_t x = r < 0 ? NONE : lab[r];
+            if (r < 0) {
+                mrow[c] = MEMO_DEAD;
+            } else if (x < CM_CHAIN_MAX) {
+                mrow[c] = (uint16_t)x;
+            } else if (x >= MEMO_OUT_BASE && x < MEMO_OUT_BASE + n_out) {
+                mrow[c] = (uint16_t)(n + x - MEMO_OUT_BASE);
+            } else if (n + n_out + 1 >= MEMO_DEAD ||
+                       cm_grow_to((void **)&outs, &cap_outs, n_out + 1, sizeof *outs) ||
+                       cm_grow_to((void **)&prev, &cap_prev, n_out + 1, sizeof *prev)) {
+                ok = false;
+            } else {
+                outs[n_out] = (uint32_t)r;
+                prev[n_out] = x;
+                lab[r] = MEMO_OUT_BASE + n_out;
+                mrow[c] = (uint16_t)(n + n_out++);
+            }
+        }
+    }
+    chain_memo *m = ok ? memo_alloc(nc, n, n_out, f) : NULL;
+    for (uint32_t j = 0; m && j < (size_t)f->n_lab * 256; j++) {
+        int32_t r = f->to[j];
+        uint32_t x = r < 0 ? NONE : lab[r];
+        if (r >= 0 && (x < MEMO_OUT_BASE || x >= MEMO_OUT_BASE + n_out)) {  /* cannot happen: an out target */
+            cm_chain_memo_release(&m->link);
+            m = NULL;
+        } else {
+            m->to[j] = r < 0 ? -1 : (int32_t)(x - MEMO_OUT_BASE);
+        }
+    }
+    for (uint32_t j = 0; m && j <= f->budget; j++) m->head[j] = lab[f->head[j]];
+    if (m) {
+        memcpy(m->byte_class, t->byte_class, 256);
+        free(m->rows);
+        m->rows = rows;
+        rows = NULL;
+        for (uint32_t i = 0; i < n; i++) m->flags[i] = state_flags(g, cs->st[i]);
+        for (uint32_t j = 0; j < n_out; j++) m->flags[n + j] = state_flags(g, outs[j]) & OUT_FLAGS;
+        m->open = cs->open != NONE;
+        m->link.hash = hash;
+    }
+    for (uint32_t j = 0; j < n_out; j++) lab[outs[j]] = prev[j];
+    free(rows);
+    free(outs);
+    free(prev);
+    return m;
+}
+
+/* Are state's rows memo m's, renamed?  Then f is its analysis, renamed to
+ * state's chain (f's arrays allocated; false: none). */
+static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state, bool open, chain_form *f) {
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out;
+    if (m->open != open) return false;
+    /* the classes both grammars' cut the bytes into: one pair (ours, the memo's) each */
+    uint16_t pc[256], pm[256];
+    uint8_t *seen = calloc((size_t)nc * mc, 1);
+    uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
+    bool ok = seen && new_of;
+    for (int b = 0; ok && b < 256; b++) {
+        uint32_t c = t->byte_class[b], d = m->byte_class[b];
+        if (seen[(size_t)c * mc + d]) continue;
+        seen[(size_t)c * mc + d] = 1;
+        pc[n_pairs] = (uint16_t)c;
+        pm[n_pairs++] = (uint16_t)d;
+    }
+    free(seen);
+    for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
+    if (ok) {
+        new_of[0] = state;
+        lab[state] = 0;
+    }
+    for (uint32_t i = 0; ok && i < m->n_loc; i++) {
+        uint32_t q = new_of[i];
+        if (q == NONE || state_flags(g, q) != m->flags[i]) {
+            ok = false;
+            break;
+        }
+        const int32_t *row = t->trans + (size_t)q * nc;
+        const uint16_t *mrow = m->rows + (size_t)i * mc;
+        for (uint32_t p = 0; ok && p < n_pairs; p++) {
+            uint32_t e = mrow[pm[p]];
+            int32_t r = row[pc[p]];
+            if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
+            else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
+            else if (new_of[e] != NONE) ok = false;
+            else new_of[e] = (uint32_t)r, lab[r] = e;
+        }
+    }
+    for (uint32_t j = m->n_loc; ok && j < n_all; j++)
+        ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
+    /* not the rows: the bytes that follow the rule where an orbit may end it */
+    uint32_t rule = t->state_rule[state];
+    const uint32_t *k = m->key + 2;
+    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
+        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
+    for (uint32_t i = 0; new_of && i < n_all; i++)
+        if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
+    if (ok) {
+        f->n_key = m->n_key;
+        f->n_lab = m->n_lab;
+        f->budget = m->budget;
+        f->key = malloc(m->n_key * sizeof *f->key);
+        f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
+        f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
+        f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
+        f->head = malloc(((size_t)m->budget + 1) * sizeof *f->head);
+        ok = f->key && f->lam && f->to && f->aam && f->head;
+    }
+    if (ok) {
+        memcpy(f->key, m->key, m->n_key * sizeof *f->key);
+        memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
+        memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
+        for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
+            f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
+        for (uint32_t j = 0; j <= m->budget; j++) f->head[j] = new_of[m->head[j]];
+    } else {
+        free(f->key);
+        free(f->lam);
+        free(f->to);
+        free(f->aam);
+        free(f->head);
+        f->key = f->head = NULL;
+        f->lam = f->to = f->aam = NULL;
+    }
+    free(new_of);
+    return ok;
+}
+
+/* f from a memo of the vocabulary's filed under hash whose rows state's are. */
+static bool memo_recall(const cm_grammar *g, uint32_t state, bool open, uint64_t hash, chain_form *f) {
+    cm_memo_link *got[CM_MEMO_TRIES];
+    size_t n = cm_walk_store_get_memos(g, hash, got, CM_MEMO_TRIES);
+    bool ok = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!ok) ok = memo_match(g, (const chain_memo *)got[i], state, open, f);
+        cm_chain_memo_release(got[i]);
+    }
+    if (ok) atomic_fetch_add(&g_memo_hits, 1);
+    return ok;
+}
+
 /* The entry walk of `state` as the first position of a chain (its calls, if
  * open, left out): 1 done, 0 no chain, < 0 error. */
 static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *w) {
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
-    bool ok = false;
+    uint64_t hint = 0;
+    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint);
+    bool ok = memo && memo_recall(g, state, open, hint, &f);
+    chain_memo *kept = NULL;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
         ok = pair_walk(&cs, state, cand[i]) && cs.inv[0] == NONE && head_budget(&cs) >= CM_CHAIN_MIN_BUDGET &&
              last_positions(&cs) && orbits(&cs) && chain_form_of(&cs, 0, &f);
+        if (ok && memo && cm_walk_store_memo_wanted(g, hint)) kept = memo_keep(&cs, &f, hint);
         scan_free(&cs);
     }
+    if (kept) cm_walk_store_put_memo(g, &kept->link);
     if (!ok) return 0;
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);

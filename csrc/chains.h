@@ -19,4 +19,11 @@ bool cm_chain_wraps(const cm_grammar *g, uint32_t state);
  * 0 not such a chain (e untouched), < 0 error.  Under the cache lock. */
 int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e);
 
+/* Chains' analyses kept by their rows and taken from the vocabulary's memos
+ * (on, the default) or every chain analysed (off: the reference the tests
+ * compare against).  Process-wide. */
+void cm_chain_memo_enable(int on);
+/* How many analyses were taken from memos so far (process-wide). */
+size_t cm_chain_memo_hits(void);
+
 #endif

@@ -103,6 +103,29 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
 void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
                            uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits);
 
+/* ---- chain analyses kept by their rows (chains.c's memos, loopstore.c's store) ---- */
+
+/* The head of a memo the store files: chains.c's chain_memo begins with it. */
+typedef struct cm_memo_link {
+    struct cm_memo_link *next;  /* in its bucket */
+    uint64_t hash;              /* chains.c's memo_key */
+    size_t bytes;               /* what it counts against CM_VOCAB_MEMO_BYTES */
+    bool pinned;                /* part of the vocabulary: cm_walk_store_clear keeps it */
+} cm_memo_link;
+
+/* A memo's counted references (chains.c): one the store's, one each reader's. */
+void cm_chain_memo_hold(cm_memo_link *m);
+void cm_chain_memo_release(cm_memo_link *m);
+/* Up to max memos filed under hash, each held (the caller releases them): how many. */
+size_t cm_walk_store_get_memos(const cm_grammar *g, uint64_t hash, cm_memo_link **out, size_t max);
+/* Is a memo filed under hash worth keeping: while the vocabulary primes its pins
+ * (it has none yet) every one is, after only one whose hint was met before
+ * (marked now). */
+bool cm_walk_store_memo_wanted(const cm_grammar *g, uint64_t hash);
+/* m filed by the vocabulary (its reference taken over): released when the memos'
+ * budget is spent or memory is short. */
+void cm_walk_store_put_memo(const cm_grammar *g, cm_memo_link *m);
+
 cm_walk_store *cm_walk_store_new(void);
 void cm_walk_store_free(cm_walk_store *s);
 void cm_walk_store_clear(cm_walk_store *s);  /* drops all but the pinned walks */

@@ -16,12 +16,22 @@
  * vocabulary.  They are kept whatever a grammar's max_cache_bytes, so they
  * have a bound of their own. */
 #define CM_VOCAB_RUN_BYTES ((size_t)16 << 20)
+/* Chain analyses kept by their rows (chains.c's memos): apart from the walks, a
+ * maxLength-255 string's ~0.3 MB (its 3,700 states' rows by class), so ~50 of
+ * them.  Filed while the budget lasts, like the walks (no eviction). */
+#define CM_VOCAB_MEMO_BYTES ((size_t)16 << 20)
+#define CM_MEMO_BUCKETS 64
+#define CM_MEMO_SEEN 4096  /* hints of analyses met once (a memo is kept on the second): a table, overwritten */
 
 struct cm_walk_store {
     pthread_mutex_t lock;
     cm_loop_walk **buckets;     /* [CM_LOOP_BUCKETS], allocated on first use */
     size_t bytes;
     size_t run_bytes;           /* of bytes, held by run walks */
+    cm_memo_link *memos[CM_MEMO_BUCKETS];
+    size_t memo_bytes;
+    uint64_t memo_seen[CM_MEMO_SEEN];
+    bool primed;                /* pinned once: the vocabulary's priming is over */
 };
 
 static bool is_run(const cm_loop_walk *x) { return !x->chain && x->n_sig == CM_RUN_KEY && x->sig[0] == CM_RUN_MARK; }
@@ -57,6 +67,11 @@ cm_walk_store *cm_walk_store_new(void) {
 void cm_walk_store_free(cm_walk_store *s) {
     if (!s) return;
     cm_loop_walks_free(s->buckets);
+    for (size_t b = 0; b < CM_MEMO_BUCKETS; b++)
+        for (cm_memo_link *m = s->memos[b], *nx; m; m = nx) {
+            nx = m->next;
+            cm_chain_memo_release(m);
+        }
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -76,13 +91,29 @@ void cm_walk_store_clear(cm_walk_store *s) {
                 cm_loop_walk_free(x);
             }
         }
+    s->memo_bytes = 0;
+    memset(s->memo_seen, 0, sizeof s->memo_seen);
+    for (size_t b = 0; b < CM_MEMO_BUCKETS; b++)
+        for (cm_memo_link **link = &s->memos[b]; *link;) {
+            cm_memo_link *m = *link;
+            if (m->pinned) {
+                s->memo_bytes += m->bytes;
+                link = &m->next;
+            } else {
+                *link = m->next;
+                cm_chain_memo_release(m);  /* a reader holding it keeps it alive */
+            }
+        }
     pthread_mutex_unlock(&s->lock);
 }
 
 void cm_walk_store_pin(cm_walk_store *s) {
     pthread_mutex_lock(&s->lock);
+    s->primed = true;
     for (size_t b = 0; s->buckets && b < CM_LOOP_BUCKETS; b++)
         for (cm_loop_walk *x = s->buckets[b]; x; x = x->next) x->pinned = true;
+    for (size_t b = 0; b < CM_MEMO_BUCKETS; b++)
+        for (cm_memo_link *m = s->memos[b]; m; m = m->next) m->pinned = true;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -288,4 +319,44 @@ void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t ha
     }
     pthread_mutex_unlock(&s->lock);
     cm_loop_walk_free(x);
+}
+
+/* ---- chain analyses (chains.c): immutable once filed, read by the holders of a reference ---- */
+
+size_t cm_walk_store_get_memos(const cm_grammar *g, uint64_t hash, cm_memo_link **out, size_t max) {
+    cm_walk_store *s = g->v->walks;
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (cm_memo_link *m = s->memos[hash % CM_MEMO_BUCKETS]; m && n < max; m = m->next)
+        if (m->hash == hash) {
+            cm_chain_memo_hold(m);
+            out[n++] = m;
+        }
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+bool cm_walk_store_memo_wanted(const cm_grammar *g, uint64_t hash) {
+    cm_walk_store *s = g->v->walks;
+    uint64_t h = hash | 1;  /* 0: an empty slot */
+    pthread_mutex_lock(&s->lock);
+    uint64_t *slot = &s->memo_seen[(hash >> 20) % CM_MEMO_SEEN];
+    bool wanted = !s->primed || *slot == h;
+    *slot = h;
+    pthread_mutex_unlock(&s->lock);
+    return wanted;
+}
+
+void cm_walk_store_put_memo(const cm_grammar *g, cm_memo_link *m) {
+    cm_walk_store *s = g->v->walks;
+    pthread_mutex_lock(&s->lock);
+    if (s->memo_bytes + m->bytes <= CM_VOCAB_MEMO_BYTES) {
+        size_t b = m->hash % CM_MEMO_BUCKETS;
+        m->next = s->memos[b];
+        s->memos[b] = m;
+        s->memo_bytes += m->bytes;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (m) cm_chain_memo_release(m);
 }

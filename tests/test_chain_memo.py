@@ -1,0 +1,224 @@
+"""Chain analyses kept by their rows (csrc/chains.c's memos, filed by the vocabulary).
+
+A counted chain's analysis (the shift, the orbits, the model checked on every state, the form) is
+kept with the chain's rows, and a chain met later -- in the same grammar or another compiled for
+the same vocabulary, its states numbered otherwise -- whose rows are the same up to renaming takes
+it instead of analysing again.  The references: every state's entry with the memos on equal to
+the memos off (``_core.chain_memo_enable(False)``: every chain analysed) and to plain walks
+(``count_chains=False``); and the memos used exactly where the rows are equal (a chain one
+transition apart from a kept one analyses its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import cfgmask
+from cfgmask import _core, ir
+from cfgmask.compile.strategy import Strategy
+
+from .helpers import alt, chars, grammar, lit, ref, rep, seq
+from .strategies import Vocab, vocabularies
+from .test_engine_differential import _vocab
+from .test_repeats import CHAIN_PIECES, UNITS, _entries
+
+WHOLE = cfgmask.CompileLimits(unroll_budget=1024, unroll_whole=0)
+
+
+@contextmanager
+def _memos(on: bool) -> Iterator[None]:
+    _core.chain_memo_enable(on)
+    cfgmask.clear_caches()
+    try:
+        yield
+    finally:
+        _core.chain_memo_enable(True)
+        cfgmask.clear_caches()
+
+
+def _all_entries(
+    g: ir.Grammar, vocab: cfgmask.Vocabulary, **strategy: bool
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    return _entries(cfgmask.compile(g, vocab, limits=WHOLE, _strategy=Strategy(**strategy)))
+
+
+def _assert_same(a: list[tuple[np.ndarray, np.ndarray]], b: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    assert len(a) == len(b)
+    for s, (x, y) in enumerate(zip(a, b, strict=True)):
+        assert np.array_equal(x[0], y[0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(x[1], y[1]), f"state {s}: uncertain tokens differ"
+
+
+def _string(unit: ir.Expr, lo: int, hi: int) -> ir.Expr:
+    return seq(lit('"'), rep(unit, lo, hi), lit('"'))
+
+
+def _two_values(unit: ir.Expr, lo: int, hi: int, prefix: str) -> ir.Grammar:
+    """``prefix`` then two strings of the same count: the second's chain repeats the first's
+    rows under other state ids (and ``prefix`` moves both in another grammar)."""
+    return grammar(root=seq(lit(prefix), _string(unit, lo, hi), lit(","), _string(unit, lo, hi)))
+
+
+def _entries_after(
+    a: ir.Grammar, b: ir.Grammar, vocab: cfgmask.Vocabulary
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """b's entries with a's memos kept before, which b takes none of: it takes as many memos as
+    alone (its own, of a chain it meets twice)."""
+    with _memos(True):
+        hits = _core.chain_memo_hits()
+        _all_entries(b, vocab)
+        alone = _core.chain_memo_hits() - hits
+    with _memos(True):
+        _all_entries(a, vocab)
+        hits = _core.chain_memo_hits()
+        on = _all_entries(b, vocab)
+        assert _core.chain_memo_hits() - hits == alone
+    return on
+
+
+VOCAB = Vocab(
+    [
+        b"a",
+        b"c",
+        b"ac",
+        b"aaaa",
+        b'"',
+        b'a"',
+        b",",
+        b'",',
+        b'","',
+        "\u00e9".encode(),
+        b"\\n",
+        b"{",
+        "\u20ac".encode(),
+    ],
+    (),
+    (),
+)
+
+
+@pytest.mark.parametrize("unit", sorted(UNITS))
+@pytest.mark.parametrize(("lo", "hi"), [(0, 20), (1, 20), (3, 40), (0, 64)])
+def test_memo_entries_equal_analysed_and_plain(unit: str, lo: int, hi: int) -> None:
+    """Two grammars, each with the same count twice: with the memos on, the chains of the second
+    (its states numbered otherwise) take the analysis from the first's memos, and every state's
+    entry is the one with every chain analysed and a plain walk's."""
+    vocab = _vocab(VOCAB)
+    first, second = _two_values(UNITS[unit], lo, hi, ""), _two_values(UNITS[unit], lo, hi, "{{")
+    with _memos(False):
+        ref_first, ref_second = _all_entries(first, vocab), _all_entries(second, vocab)
+    plain_first = _all_entries(first, vocab, count_chains=False)
+    plain_second = _all_entries(second, vocab, count_chains=False)
+    with _memos(True):
+        hits = _core.chain_memo_hits()
+        on_first = _all_entries(first, vocab)
+        between = _core.chain_memo_hits()
+        on_second = _all_entries(second, vocab)
+        after = _core.chain_memo_hits()
+    _assert_same(on_first, ref_first)
+    _assert_same(on_second, ref_second)
+    _assert_same(on_first, plain_first)
+    _assert_same(on_second, plain_second)
+    assert after >= between >= hits
+    if unit in ("letters", "escaped"):  # (the others' chains may be analysed from a later position)
+        assert after > between, (hits, between, after)
+
+
+@pytest.mark.parametrize(
+    ("kept", "other"),
+    [
+        ((3, 30), (2, 30)),  # the closing quote alive from one position earlier
+        ((0, 30), (0, 31)),  # one position more
+        ((1, 30), (0, 30)),  # the quote alive at the first position
+    ],
+)
+def test_memo_not_taken_one_transition_apart(kept: tuple[int, int], other: tuple[int, int]) -> None:
+    """A chain whose rows differ from a kept one's in one transition analyses its own, though it
+    is looked for among the same memos (the hint, its main byte's steps, may be equal): its
+    entries are those of plain walks."""
+    vocab = _vocab(VOCAB)
+    unit = UNITS["escaped"]
+    a = grammar(root=_string(unit, *kept))
+    b = grammar(root=seq(lit("{"), _string(unit, *other)))
+    _assert_same(_entries_after(a, b, vocab), _all_entries(b, vocab, count_chains=False))
+
+
+def test_memo_not_taken_one_class_apart() -> None:
+    """The same count of a|c and of [a-c]: where the kept chain's byte b is dead, the other's
+    leads on (its rows differ in one byte); it does not take the kept analysis."""
+    vocab = _vocab(Vocab([b"a", b"b", b"c", b"ab", b"bc", b'"', b'b"'], (), ()))
+    a = grammar(root=_string(alt(lit("a"), lit("c")), 0, 25))
+    b = grammar(root=seq(lit("{"), _string(chars("ac"), 0, 25)))  # the range a-c
+    _assert_same(_entries_after(a, b, vocab), _all_entries(b, vocab, count_chains=False))
+
+
+@st.composite
+def repeated(draw: st.DrawFn) -> tuple[ir.Grammar, ir.Grammar]:
+    """Two grammars sharing a count (of a letter, an escape, multi-byte characters, a byte
+    pair), each with other rules around it, the count inline or a rule of its own."""
+    unit = UNITS[draw(st.sampled_from(sorted(UNITS)))]
+    lo = draw(st.sampled_from((0, 0, 1, 3)))
+    hi = lo + draw(st.integers(16, 40))
+    body = rep(unit, lo, hi)
+
+    def one(prefix: str) -> ir.Grammar:
+        if draw(st.booleans()):
+            return grammar(
+                root=seq(lit(prefix), lit('"'), ref("body"), lit('"'), alt(lit(","), lit("a"))), body=body
+            )
+        return grammar(root=seq(lit(prefix), lit('"'), body, lit('"'), rep(lit(","), 0, 1)))
+
+    return one(draw(st.sampled_from(("", "{", "{{")))), one(draw(st.sampled_from(("", "a", ",,"))))
+
+
+@given(repeated(), vocabularies(CHAIN_PIECES))
+def test_memo_entries_equal_plain_walks(case: tuple[ir.Grammar, ir.Grammar], v: Vocab) -> None:
+    """Hypothesis grammars compiled one after the other for one vocabulary (the second may take
+    the first's memos): every entry with the memos on equals the memos off and plain walks."""
+    vocab = _vocab(v)
+    with _memos(False):
+        ref = [_all_entries(g, vocab) for g in case]
+    with _memos(True):
+        on = [_all_entries(g, vocab) for g in case]
+    for g, x, y in zip(case, on, ref, strict=True):
+        _assert_same(x, y)
+        _assert_same(x, _all_entries(g, vocab, count_chains=False))
+
+
+def test_llama3_long_string_takes_the_pinned_memo() -> None:
+    """A maxLength-255 string with a minimum (its chain's memo made with the vocabulary's pins)
+    in a new schema after ``clear_caches()``: its analysis comes from the memo and every mask
+    along a value is the one with every chain analysed."""
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "string", "minLength": 1, "maxLength": 255}},
+        "required": ["n"],
+    }
+    quicktok = pytest.importorskip("quicktok")
+    tokens = quicktok.get_encoding("llama3").encode_ordinary(
+        '{"n":"Example Data Table is a long text \u00e9 here \u20ac"}'
+    )
+    masks = {}
+    for on in (False, True):
+        with _memos(on):
+            hits = _core.chain_memo_hits()
+            m = cfgmask.Matcher(cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab))
+            out = []
+            mask = cfgmask.allocate_bitmask(1, vocab.size)
+            for t in [*tokens, None]:
+                m.fill_bitmask(mask)
+                out.append(mask.copy())
+                if t is None:
+                    break
+                assert m.accept_token(t)
+            masks[on] = out
+            assert (_core.chain_memo_hits() > hits) == on
+    assert all(np.array_equal(x, y) for x, y in zip(masks[False], masks[True], strict=True))
