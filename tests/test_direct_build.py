@@ -176,7 +176,7 @@ PIECES = [
     '( "ab" | "a" )*',  # a star of a small item, not prefix-free
     '( [a-c]{1,3} "," )*',  # a star around a count
     '( "x" | [0-9]+ )+',  # a loop through a union, nested
-    '[c-e a-c x f-g]{1,3}',  # a class of overlapping, adjacent, unsorted ranges
+    "[c-e a-c x f-g]{1,3}",  # a class of overlapping, adjacent, unsorted ranges
     "w",  # a rule with a loop of its own (copied or inlined)
     "c",  # a rule without one
 ]
@@ -186,7 +186,9 @@ PIECES = [
 @given(
     a=st.sampled_from(PIECES),
     b=st.sampled_from(PIECES),
-    shape=st.sampled_from(["{a} {b}", '"[" {a} "," {b} "]"', "( {a} | {b} )*", "( {a} {b} ){{0,3}}", "{a} | {b}"]),
+    shape=st.sampled_from(
+        ["{a} {b}", '"[" {a} "," {b} "]"', "( {a} | {b} )*", "( {a} {b} ){{0,3}}", "{a} | {b}"]
+    ),
 )
 def test_loops(a: str, b: str, shape: str) -> None:
     """Rules with loops beside, around and inside counts: the same tables on both paths."""
