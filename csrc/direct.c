@@ -1074,8 +1074,8 @@ static int db_worth_it(const cm_ir_input *in, uint32_t root, cm_budget *bud) {
     db_worth(in, root, 0, &look, &count, &bad, &embeds);
     int rc = CM_OK;
     if (count && !bad) {
-        uint32_t k = db_sort_unique(embeds.data, (uint32_t)embeds.n); /* (each callee's DFA once) */
-        for (uint32_t i = 0; !rc && !loop && i < k; i++) rc = db_dfa_cyclic(in->frags[embeds.data[i]].dfa, bud, &loop);
+        size_t k = embeds.n ? cm_sort_unique_u32(embeds.data, embeds.n) : 0; /* (each callee's DFA once) */
+        for (size_t i = 0; !rc && !loop && i < k; i++) rc = db_dfa_cyclic(in->frags[embeds.data[i]].dfa, bud, &loop);
     }
     cm_vec_free(&embeds);
     return rc ? rc : count && !bad && !loop ? CM_OK : DB_NO;
