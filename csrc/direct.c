@@ -610,26 +610,29 @@ static int db_utf8(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
 
 /* BYTES [op, n, (lo, hi) * n]: one state, its ranges (sorted, joined) into K. */
 static int db_bytes(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
-    const uint32_t *code = b->in->code;
-    uint32_t n = code[pc + 1], x;
-    uint8_t on[257] = {0};
+    const uint32_t *code = b->in->code + pc + 2;
+    uint32_t n = b->in->code[pc + 1], x;
     if (!n) return DB_NO;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t lo = code[pc + 2 + 2 * i], hi = code[pc + 3 + 2 * i];
-        if (lo > hi || hi > 255) return DB_NO;
-        memset(on + lo, 1, hi - lo + 1);
+    size_t at = b->stk.n;
+    int rc = CM_OK;
+    for (uint32_t i = 0; !rc && i < n; i++) { /* (lo, hi) pairs by lo (insertion: a few) */
+        uint32_t lo = code[2 * i], hi = code[2 * i + 1];
+        if (lo > hi || hi > 255) rc = DB_NO;
+        else rc = cm_vec_push2(&b->stk, lo, hi);
     }
-    int rc = db_new(b, 0, &x);
-    for (uint32_t lo = 0; !rc && lo < 256;) {
-        if (!on[lo]) {
-            lo++;
-            continue;
-        }
-        uint32_t hi = lo;
-        while (on[hi + 1]) hi++;
+    uint32_t *p = b->stk.data + at;
+    for (uint32_t i = 1; !rc && i < n; i++) {
+        uint32_t lo = p[2 * i], hi = p[2 * i + 1], j = i;
+        for (; j && p[2 * j - 2] > lo; j--) p[2 * j] = p[2 * j - 2], p[2 * j + 1] = p[2 * j - 1];
+        p[2 * j] = lo, p[2 * j + 1] = hi;
+    }
+    if (!rc) rc = db_new(b, 0, &x);
+    for (uint32_t i = 0; !rc && i < n;) { /* overlapping or adjacent ranges joined */
+        uint32_t lo = p[2 * i], hi = p[2 * i + 1];
+        for (i++; i < n && p[2 * i] <= hi + 1; i++) hi = p[2 * i + 1] > hi ? p[2 * i + 1] : hi;
         rc = db_edge(b, lo, hi, K, x);
-        lo = hi + 1;
     }
+    b->stk.n = at;
     return rc ? rc : db_finish(b, x, out);
 }
 
@@ -1020,44 +1023,62 @@ static int db_dfa_cyclic(const cm_dfa_out *d, cm_budget *bud, bool *cyclic) {
  * positions, which Thompson's NFA makes with an epsilon edge each and subset construction
  * walks state by state), and no loop (an unbounded repetition or a copied DFA with a cycle,
  * whose states this build cannot share by content, so its DFA before minimization can be
- * far larger than subset construction's)?  At most `*budget` nodes are looked at. */
-static int db_worth(const cm_ir_input *in, uint32_t pc, cm_budget *bud, int depth, size_t *budget, bool *count,
-                    bool *loop) {
-    if (*loop || !*budget || depth > 64 || (size_t)pc + 2 > in->code_len) {
-        *loop = true;
-        return CM_OK;
+ * far larger than subset construction's)?  The IR is scanned first (at most `*budget` nodes;
+ * *bad: something this build does not make), the copied DFAs' cycles looked for only once it
+ * has a count and no repetition (most rules have no count: no DFS of their callees). */
+static void db_worth(const cm_ir_input *in, uint32_t pc, int depth, size_t *budget, bool *count, bool *bad,
+                     cm_vec32 *embeds) {
+    if (*bad) return;
+    if (!*budget || depth > 64 || (size_t)pc + 2 > in->code_len) {
+        *bad = true;
+        return;
     }
     --*budget;
     const uint32_t *code = in->code;
     uint32_t op = code[pc], n = code[pc + 1];
-    int rc = CM_OK;
     switch (op) {
     case CM_IR_SEQ:
     case CM_IR_ALT:
-        if ((size_t)pc + 2 + n > in->code_len) *loop = true;
-        for (uint32_t i = 0; !rc && !*loop && i < n; i++) rc = db_worth(in, code[pc + 2 + i], bud, depth + 1, budget, count, loop);
-        return rc;
+        if ((size_t)pc + 2 + n > in->code_len) *bad = true;
+        for (uint32_t i = 0; !*bad && i < n; i++) db_worth(in, code[pc + 2 + i], depth + 1, budget, count, bad, embeds);
+        return;
     case CM_IR_REPEAT:
         if ((size_t)pc + 4 > in->code_len || code[pc + 2] == CM_IR_INF) {
-            *loop = true;
-            return CM_OK;
+            *bad = true; /* (a loop) */
+            return;
         }
         if (code[pc + 2] >= 2) *count = true;
-        return db_worth(in, code[pc + 3], bud, depth + 1, budget, count, loop);
+        db_worth(in, code[pc + 3], depth + 1, budget, count, bad, embeds);
+        return;
     case CM_IR_REF: {
         const cm_ir_ref *r = n < in->n_names ? cm_ir_find_ref(in, n) : NULL;
-        if (r && r->kind == CM_IR_REF_EXPAND) return db_worth(in, r->arg, bud, depth + 1, budget, count, loop);
-        if (r && r->kind == CM_IR_REF_EMBED && r->arg < in->n_frags) return db_dfa_cyclic(in->frags[r->arg].dfa, bud, loop);
-        if (r && r->kind == CM_IR_REF_ENTRY) *loop = true;
-        return CM_OK;
+        if (r && r->kind == CM_IR_REF_EXPAND) db_worth(in, r->arg, depth + 1, budget, count, bad, embeds);
+        else if (r && r->kind == CM_IR_REF_EMBED && r->arg < in->n_frags && cm_vec_push(embeds, r->arg)) *bad = true;
+        else if (r && r->kind == CM_IR_REF_ENTRY) *bad = true;
+        return;
     }
     case CM_IR_WORDS:
     case CM_IR_BADTOKEN:
-        *loop = true;
-        return CM_OK;
+        *bad = true;
+        return;
     default:
-        return CM_OK;
+        return;
     }
+}
+
+/* db_worth's answer: CM_OK to build, DB_NO (or an error) not. */
+static int db_worth_it(const cm_ir_input *in, uint32_t root, cm_budget *bud) {
+    bool count = false, bad = false, loop = false;
+    size_t look = 4096;
+    cm_vec32 embeds = {.bud = bud};
+    db_worth(in, root, 0, &look, &count, &bad, &embeds);
+    int rc = CM_OK;
+    if (count && !bad) {
+        size_t k = embeds.n ? cm_sort_unique_u32(embeds.data, embeds.n) : 0; /* (each callee's DFA once) */
+        for (size_t i = 0; !rc && !loop && i < k; i++) rc = db_dfa_cyclic(in->frags[embeds.data[i]].dfa, bud, &loop);
+    }
+    cm_vec_free(&embeds);
+    return rc ? rc : count && !bad && !loop ? CM_OK : DB_NO;
 }
 
 static int g_direct = 1;
@@ -1068,10 +1089,8 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     if (!in || !out) return CM_ERR_ARG;
     *out = NULL;
     if (!g_direct) return DB_NO;
-    bool count = false, loop = false;
-    size_t look = 4096;
-    int wrc = db_worth(in, root, bud, 0, &look, &count, &loop);
-    if (wrc || !count || loop) return wrc ? wrc : DB_NO;
+    int wrc = db_worth_it(in, root, bud);
+    if (wrc) return wrc;
     dbuilder b;
     memset(&b, 0, sizeof b);
     for (size_t i = 0; db_vec(&b, i); i++) db_vec(&b, i)->bud = bud;

@@ -8,7 +8,8 @@ subset construction and minimization.  The tables must be the same, array for ar
 DFA is unique, and both number it in the order subset construction discovers its states): over
 hypothesis grammars, counted items of every kind (ASCII and multi-byte classes, escape units,
 items that are not prefix-free, nested counts), JSON strings with minLength / maxLength (blocks
-included), and the limit errors.
+included), the limit errors, and rules with loops (a star beside a count, nested, through a
+union, a callee with a cycle: Thompson's path, the gate db_worth_it; the same tables either way).
 """
 
 from __future__ import annotations
@@ -166,3 +167,54 @@ def test_limits(text: str, limits: CompileLimits) -> None:
     """A count past a limit ends the same way on both paths (the same LimitError, or the same
     tables after the retry with unit blocks)."""
     _same(_gbnf(text), limits)
+
+
+PIECES = [
+    "[0-9]{2,4}",  # a count
+    '( [a-c] | "\\\\u" [0-9]{2} ){0,5}',  # a count of a union with a count inside
+    "[ \\t]*",  # a star of a class (ws*)
+    '( "ab" | "a" )*',  # a star of a small item, not prefix-free
+    '( [a-c]{1,3} "," )*',  # a star around a count
+    '( "x" | [0-9]+ )+',  # a loop through a union, nested
+    "[c-e a-c x f-g]{1,3}",  # a class of overlapping, adjacent, unsorted ranges
+    "w",  # a rule with a loop of its own (copied or inlined)
+    "c",  # a rule without one
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    a=st.sampled_from(PIECES),
+    b=st.sampled_from(PIECES),
+    shape=st.sampled_from(
+        ["{a} {b}", '"[" {a} "," {b} "]"', "( {a} | {b} )*", "( {a} {b} ){{0,3}}", "{a} | {b}"]
+    ),
+)
+def test_loops(a: str, b: str, shape: str) -> None:
+    """Rules with loops beside, around and inside counts: the same tables on both paths."""
+    body = shape.format(a=a, b=b)
+    _same(_gbnf(f'root ::= {body} "."\nw ::= [ \\t]* "-"\nc ::= [a-c] | "é"\n'))
+
+
+@pytest.mark.parametrize(
+    ("text", "direct"),
+    [
+        ('root ::= [0-9]{2,5} c "."\nc ::= "x" [a-z]{0,2}', True),
+        ('root ::= [0-9]{2,5} c "."\nc ::= "x" [a-z]*', False),  # a callee with a cycle
+        ('root ::= [0-9]{2,5} [ ]* "."', False),  # a star beside the count
+        ('root ::= [0-9]* "."', False),  # no count
+    ],
+)
+def test_gate(text: str, direct: bool) -> None:
+    """The direct build is tried for a rule with a count and no loop only (callees' cycles
+    included); the tables are the same either way."""
+    _core.compile_stats_enable(True)
+    try:
+        with _direct(True):
+            _core.compile_stats()
+            build_tables(_gbnf(text))
+            ns = _core.compile_stats()["ns"]
+    finally:
+        _core.compile_stats_enable(False)
+    assert (ns["direct"] > 0) == direct
+    _same(_gbnf(text))
