@@ -67,9 +67,10 @@ def format_language(fmt: str) -> ir.Expr:
 
 
 # The automata below are pure functions of their keys, never changed once made (a CharDFA is
-# read, not written), and kept across compiles as the languages above are: a pattern or format
-# met again (in this schema, or in a later one) costs a lookup, not a subset construction.
-# Failures (a GrammarError past MAX_STATES, the deadline's LimitError) are not kept.
+# read, not written), and kept across compiles until ``cfgmask.clear_caches()`` (which drops the
+# patterns' and products', ``clear_memos``; the named formats' stay): a pattern or format met
+# again costs a lookup, not a subset construction.  Failures (a GrammarError past MAX_STATES,
+# the deadline's LimitError) are not kept.
 @functools.lru_cache(maxsize=256)
 def pattern_dfa(p: str) -> chardfa.CharDFA:
     return chardfa.from_expr(ir.alt(*search_language(p)))
