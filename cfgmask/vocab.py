@@ -369,13 +369,16 @@ class Vocabulary:
         them.  About 10 ms, once per vocabulary (llguidance precomputes such token classes
         per tokenizer too); the chains of bounded strings and of numbers' digits (csrc/chains.c)
         add a few walks more, and the loops of the URI and e-mail formats (``FORMAT_SAMPLES``)
-        ~9 ms."""
+        ~9 ms.  The automata every JSON Schema grammar may share (any JSON value: the
+        prelude, :mod:`cfgmask.compile.prelude`) are pinned first, once a process (~5 ms)."""
         from .compile import compile as compile_grammar
+        from .compile.prelude import pin as pin_prelude
         from .grammar import Grammar
         from .matcher import Matcher, allocate_bitmask
 
         mask = allocate_bitmask(1, self.size)
         try:
+            pin_prelude()
             long = {"type": "string", "maxLength": 1000}
             for canonical in (True, False):
                 # the loop of a string, and the chains of one with a maxLength, a minLength (short,

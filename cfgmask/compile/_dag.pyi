@@ -49,6 +49,7 @@ def collect(
     ordered: list[str],
     cache: Any,
     dfa_type: Any,
+    gen: int | None = None,
 ) -> dict[str, tuple[Any, Any]]: ...
 def call_graph(
     sess: Any, rules: dict[str, ir.Expr]

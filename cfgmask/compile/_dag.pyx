@@ -1432,11 +1432,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     return out
 
 
-def collect(list plan, list args, list built, list ordered, cache, dfa_type):
+def collect(list plan, list args, list built, list ordered, cache, dfa_type, gen=None):
     """The rest of ``components.rule_dfas``: every member's DFA (a ``dfa_type``) and its
     labels' values (an ``array('I')``), by rule name, from what compile_components returned
     (None for a cached component: the DFAs and values given in ``args``); built components
-    go to ``cache``.  ``ordered``: the session's names in label-value order."""
+    go to ``cache`` if it is still at generation ``gen``.  ``ordered``: the session's names in
+    label-value order."""
     cdef dict out = {}
     cdef list members, got, dfas, names, new = []
     cdef tuple pair
@@ -1471,7 +1472,7 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type):
             dfas.append(dfa)
         new.append((key, dfas))
     if cache is not None and new:
-        cache.put_all(new)
+        cache.put_all(new, gen)
     return out
 
 

@@ -7,13 +7,19 @@ callees' keys and what they may inline, and by the limits; it owns the interner 
 from, and a compile opens a :class:`~.encode.Session` on it.  A key is known before anything
 is built (a caller's key holds its callees' key ids), so a compile looks up every component
 first and hands C only the rest.  Automata are never mutated after construction.
+
+The prelude (:mod:`.prelude`): the components every JSON Schema grammar may share whatever its
+content (any JSON value, its strings, whitespace), built once a process in a cache of their
+own and pinned here (:meth:`AutomatonCache.pin`).  Every generation starts with them, so a
+``clear()`` forgets what earlier grammars taught but not what the engine is made of.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 from .automaton import DFA
 from .encode import Interner, Session, _utf8_code
@@ -29,6 +35,7 @@ class AutomatonCache:
         self._interner = Interner(next(self._gens))
         self._key_ids: dict[Hashable, int] = {}
         self._components: dict[int, list[DFA]] = {}
+        self._prelude: _Prelude | None = None
 
     def session(self) -> Session:
         """A session for one compile, sharing this cache's node ids and automata."""
@@ -51,12 +58,16 @@ class AutomatonCache:
         """The automata of the component with key id ``key`` (one per member), if kept."""
         return self._components.get(key)
 
-    def put(self, key: int, dfas: list[DFA]) -> None:
-        self.put_all([(key, dfas)])
+    def put(self, key: int, dfas: list[DFA], gen: int | None = None) -> None:
+        self.put_all([(key, dfas)], gen)
 
-    def put_all(self, built: list[tuple[int, list[DFA]]]) -> None:
-        """``put`` of each (key, automata) of ``built``, in order, under one lock."""
+    def put_all(self, built: list[tuple[int, list[DFA]]], gen: int | None = None) -> None:
+        """``put`` of each (key, automata) of ``built``, in order, under one lock.  ``gen``: the
+        generation whose key ids these are; a compile that began before a ``clear()`` keeps
+        nothing (its key ids mean other components now)."""
         with self._lock:
+            if gen is not None and gen != self._interner.gen:
+                return
             comps = self._components
             for key, dfas in built:
                 if len(comps) >= self.MAX_COMPONENTS:
@@ -69,10 +80,68 @@ class AutomatonCache:
             self._renew()
         _utf8_code.cache_clear()
 
+    def pin(self, other: AutomatonCache, keep: Callable[[list[str]], bool]) -> None:
+        """Start every later generation of this cache with ``other``'s node ids, key ids and
+        the components whose members ``keep`` takes (the prelude: :mod:`.prelude`).  ``other``
+        is private to the caller and done with.  The current generation gets them too if
+        nothing was interned in it yet (a process that has compiled nothing); else it is left
+        as it is."""
+        with other._lock:
+            keys = list(other._key_ids)
+            kept = {k: d for k, d in other._components.items() if keep(_members(keys[k]))}
+            prelude = _Prelude(other._interner.gen, list(other._interner.keys), keys, kept)
+        with self._lock:
+            self._prelude = prelude
+            if not self._interner.keys:
+                self._renew()
+
+    def pinned(self) -> frozenset[int]:
+        """The key ids of the prelude's components, where they stand in this generation."""
+        with self._lock:
+            p = self._prelude
+            return frozenset(k for k in p.components if k in self._components) if p else frozenset()
+
     def _renew(self) -> None:
-        self._interner = Interner(next(self._gens))  # keys hold the generation: old ones never match
+        # keys hold the generation: old ones never match (a compile still running on the old
+        # interner files its automata under keys of the old generation)
+        self._interner = Interner(next(self._gens))
         self._key_ids = {}
-        self._components.clear()
+        self._components = {}
+        if self._prelude is not None:
+            self._prelude.install(self)
+
+
+def _members(key: Hashable) -> list[str]:
+    """The member rules named in a component's key (``_dag.plan``: generation, limits,
+    right-linear, member count, then each member's name, id and cap)."""
+    assert isinstance(key, tuple)
+    return [key[4 + 3 * i] for i in range(key[3])]
+
+
+@dataclass(frozen=True)
+class _Prelude:
+    """What every generation starts with: the nodes (their keys, in id order), the component
+    keys (in id order) and the kept components of the cache the prelude was built in."""
+
+    gen: int
+    nodes: list[tuple]  # type: ignore[type-arg]
+    keys: list[Hashable]
+    components: dict[int, list[DFA]]
+
+    def install(self, cache: AutomatonCache) -> None:
+        """Into the fresh generation of ``cache`` (its lock held): the nodes added again in
+        order get the same ids (a key names only earlier ids), and a component key's
+        generation, its first item, becomes the new one's."""
+        interner = cache._interner
+        for i, node in enumerate(self.nodes):
+            if interner.add(node) != i:  # cannot happen: ids are handed out in order
+                raise AssertionError(f"prelude node {i} got another id")
+        gen = interner.gen
+        cache._key_ids = {
+            (gen, *k[1:]) if isinstance(k, tuple) and k and k[0] == self.gen else k: i
+            for i, k in enumerate(self.keys)
+        }
+        cache._components = dict(self.components)
 
 
 CACHE = AutomatonCache()

@@ -129,7 +129,9 @@ def clear_caches() -> None:
     masks are cold, as for a grammar never seen before (benchmarks of cold starts, tests of the
     caches).  Compiled grammars and matchers already made keep working.  What a vocabulary
     builds with its trie (the walks of a JSON string's inside, for vocabularies of 10,000 tokens
-    or more) is part of the vocabulary and stays."""
+    or more) is part of the vocabulary and stays, and so does the prelude it pins (the automata
+    of any JSON value, :mod:`cfgmask.compile.prelude`): what the engine is made of, not what an
+    earlier grammar taught."""
     import sys
 
     from ..vocab import clear_walks

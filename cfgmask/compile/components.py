@@ -135,8 +135,7 @@ def rule_dfas(
         if failed is None:
             raise
         raise LimitError(f"rule {plan[failed][0][0]!r}: {e}", limit=e.limit, value=e.value) from None
-    out: dict[str, tuple[DFA, array[int]]] = _dag.collect(plan, args, built, ordered, sess.cache, DFA)
-    return out
+    return _dag.collect(plan, args, built, ordered, sess.cache, DFA, sess.gen)
 
 
 def call_graph(
