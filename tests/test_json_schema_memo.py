@@ -208,3 +208,69 @@ def test_clear_caches_forgets_what_schemas_taught() -> None:
     assert all(m.cache_info().currsize == 0 for m in memos)
     assert not containers._KEYS and not _ir_util._LITERALS and not _ir_util._STEMS
     assert _output(schema, True) == before
+
+
+def _rebuilt(e: ir.Expr) -> ir.Expr:
+    """Digits capped by rebuilding every node (the plain recursion ``numbers._cap_digits`` follows)."""
+    from cfgmask.frontends.json_schema.numbers import CANONICAL_EXTRA_DIGITS
+
+    if isinstance(e, ir.Repeat):
+        item = _rebuilt(e.item)
+        if e.hi is None and isinstance(item, (ir.ByteClass, ir.Literal)):
+            return ir.Repeat(item, e.lo, e.lo + CANONICAL_EXTRA_DIGITS)
+        return ir.Repeat(item, e.lo, e.hi)
+    if isinstance(e, ir.Seq):
+        return ir.seq(*(_rebuilt(x) for x in e.items))
+    if isinstance(e, ir.Alt):
+        return ir.alt(*(_rebuilt(x) for x in e.items))
+    return e
+
+
+_BOUNDS = [None, "0", "1", "-1", "7", "0.5", "-2.25", "100", "1e15", "9999999999999999", "1e16", "3.5e17"]
+
+
+@pytest.mark.parametrize("integer", [True, False])
+@pytest.mark.parametrize("lo", _BOUNDS)
+@pytest.mark.parametrize("hi", [None, "0", "100", "1e16", "2.5e18"])
+def test_capped_ranges_equal_a_rebuild(lo: str | None, hi: str | None, integer: bool) -> None:
+    """Capping keeps unchanged nodes as they are: the result equals capping by rebuilding every
+    node, whatever parts of the range are shared constants (an integer's scientific tail)."""
+    from decimal import Decimal
+
+    from cfgmask.frontends.json_schema import numbers
+
+    a, b = (None if x is None else Decimal(x) for x in (lo, hi))
+    for forms in numbers.INT_FORMS if integer else ("all",):
+        e = numbers.number_range(a, True, b, False, integer, forms)
+        got = numbers._cap_digits(e)
+        assert got == _rebuilt(e) and repr(got) == repr(_rebuilt(e))
+
+
+@pytest.mark.parametrize(
+    "lo", ["0", "1", "2", "9.5", "1e10", "123456789012345", "1e15", "9999999999999999", "9.999e15"]
+)
+@pytest.mark.parametrize("incl", [True, False])
+def test_integer_scientific_tail_below_1e16_is_the_constant(lo: str, incl: bool) -> None:
+    """Below 1e16 an integer range's lower bound cuts none of its scientific spellings (they
+    start at 1e16), so every such range shares the engine's constant."""
+    from decimal import Decimal
+
+    from cfgmask.frontends.json_schema import numbers
+
+    d = Decimal(lo)
+    assert numbers._sci_positive(d, incl, None, True, True) == numbers._int_sci_unbounded()
+    assert numbers.sci_positive(d, incl, None, True, True) is numbers._int_sci_unbounded()
+    assert numbers.sci_positive(Decimal("1e16"), incl, None, True, True) == numbers._sci_positive(
+        Decimal("1e16"), incl, None, True, True
+    )
+
+
+def test_unbounded_numbers_outlive_clear_caches() -> None:
+    """The unbounded number and integer (no schema's content) are constants of the engine:
+    ``clear_caches()`` keeps them, as it keeps the named formats' languages."""
+    import cfgmask
+    from cfgmask.frontends.json_schema import numbers
+
+    first = numbers.number_range(None, True, None, True, True, "no_fraction")
+    cfgmask.clear_caches()
+    assert numbers.number_range(None, True, None, True, True, "no_fraction") is first

@@ -275,6 +275,23 @@ def _normalize(v: Decimal) -> tuple[Decimal, int]:
 
 def sci_positive(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool) -> ir.Expr:
     """Normalized scientific spellings of positive values in the interval (``lo >= 0``)."""
+    if integer and hi is None and (lo == 0 or lo.adjusted() < MIN_INT_SCI_EXPONENT):
+        # an integer's scientific spellings start at 1e16: below it, the lower bound cuts
+        # nothing, and every such range (``minimum: 0``, ``1``, ...) has the same ones
+        return _int_sci_unbounded()
+    return _sci_positive(lo, lo_incl, hi, hi_incl, integer)
+
+
+@functools.cache
+def _int_sci_unbounded() -> ir.Expr:
+    """The scientific spellings of every integer from 1e16 up: a constant of the engine, kept
+    by ``clear_memos`` (and its digits capped kept by identity in ``cap_digits``)."""
+    e = _sci_positive(Decimal(0), True, None, True, True)
+    cap_digits(e)  # filed in the memo, for the ranges that hold it
+    return e
+
+
+def _sci_positive(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool) -> ir.Expr:
     if _empty(lo, lo_incl, hi, hi_incl) or hi == 0:
         return ir.NOTHING
     maxlen = MAX_INT_SCI_FRACTION if integer else None
@@ -329,6 +346,23 @@ def number_range(
 ) -> ir.Expr:
     """JSON numbers (spellings as in the module doc) with value in the interval; integers
     spelled as ``int_forms`` says."""
+    if lo is None and hi is None:
+        return _unbounded(integer, int_forms)
+    return _number_range(lo, lo_incl, hi, hi_incl, integer, int_forms)
+
+
+@functools.cache
+def _unbounded(integer: bool, int_forms: str) -> ir.Expr:
+    """Every JSON number, or every integer spelled as ``int_forms`` says: a constant of the
+    engine (no schema's content), so ``clear_memos`` keeps it, where the ranges a schema's
+    bounds make are forgotten; an unbounded integer's expression (and its digits capped, by
+    identity in ``cap_digits``) cost ~0.2 ms of every cold schema with an integer in it."""
+    return _number_range(None, True, None, True, integer, int_forms)
+
+
+def _number_range(
+    lo: Decimal | None, lo_incl: bool, hi: Decimal | None, hi_incl: bool, integer: bool, int_forms: str
+) -> ir.Expr:
     if lo is None and hi is None and not integer:
         return JSON_NUMBER
     frac = int_forms == "all"
@@ -385,17 +419,28 @@ def _cap_digits(e: ir.Expr) -> ir.Expr:
     """``e`` with every unbounded repetition of a digit class (``\\d*``, ``0+``) bounded to
     ``CANONICAL_EXTRA_DIGITS`` beyond its least count: a sound subset of ``e``'s language that
     keeps a spelling of every value with at most 17 significant digits.  Recursion is on the
-    depth of ``e`` (a number's few nested nodes)."""
+    depth of ``e`` (a number's few nested nodes).  A node nothing below changes is returned as
+    it is where ``ir.seq``/``ir.alt`` would rebuild it equal (most of a range's fixed-length
+    digit runs): rebuilding every node was most of an integer property's front end."""
     if isinstance(e, ir.Repeat):
         item = _cap_digits(e.item)
         if e.hi is None and isinstance(item, (ir.ByteClass, ir.Literal)):
             return ir.Repeat(item, e.lo, e.lo + CANONICAL_EXTRA_DIGITS)
-        return ir.Repeat(item, e.lo, e.hi)
-    if isinstance(e, ir.Seq):
-        return ir.seq(*(_cap_digits(x) for x in e.items))
-    if isinstance(e, ir.Alt):
-        return ir.alt(*(_cap_digits(x) for x in e.items))
+        return e if item is e.item else ir.Repeat(item, e.lo, e.hi)
+    if isinstance(e, (ir.Seq, ir.Alt)):
+        t, old = type(e), e.items
+        new = [_capped_child(x) for x in old]
+        if len(old) != 1 and all(a is b and type(a) is not t for a, b in zip(new, old, strict=True)):
+            return e  # what the constructor would make of the same items: an equal node
+        return ir.seq(*new) if t is ir.Seq else ir.alt(*new)
     return e
+
+
+def _capped_child(x: ir.Expr) -> ir.Expr:
+    """``_cap_digits(x)``, taken from ``cap_digits``' memo when ``x`` is a part it holds (the
+    shared constants: an integer's scientific spellings)."""
+    hit = _CAPPED.get(id(x))
+    return hit[1] if hit is not None and hit[0] is x else _cap_digits(x)
 
 
 def multiple_of(k: int, rules: dict[str, ir.Expr], prefix: str, fraction: bool = True) -> ir.Expr:
