@@ -1,7 +1,8 @@
 """MaskBench-style replay of the shipped GBNF grammars: cfgmask beside xgrammar and llguidance.
 
-For each grammar (grammars/{json,c,arithmetic,sql}.gbnf) and a set of real documents
-(benchmarks/documents.py), tokenized with Llama-3 BPE:
+For each grammar (grammars/{json,c,arithmetic,sql}.gbnf, and grammars/sql.lark: the SQL
+documents against the Lark grammar) and a set of real documents (benchmarks/documents.py),
+tokenized with Llama-3 BPE:
 
 1. every engine replays every document; a document cfgmask rejects is dropped, one a peer
    rejects is a finding (with the exact text and token);
@@ -42,6 +43,7 @@ from .common import (
     GRAMMARS_DIR,
     LLAMA3_STOPS,
     Engine,
+    LarkText,
     Stats,
     allowed_ids,
     environment,
@@ -55,7 +57,7 @@ from .common import (
 )
 from .documents import DOCUMENTS
 
-GRAMMARS = ("json", "c", "arithmetic", "sql")
+GRAMMARS = ("json", "c", "arithmetic", "sql", "sql.lark")
 ENGINES = ("cfgmask", "xgrammar", "llguidance")
 SAMPLABLE = {"xgrammar"}  # masks precomputed at compile time: skipping steps changes nothing
 PROBES = 8  # steps masked to estimate an engine's cost before choosing its stride
@@ -230,9 +232,16 @@ def _difference(ref: Engine, ref_cg: Any, peer: Engine, peer_cg: Any, d: Doc, st
 # ---- one grammar -------------------------------------------------------------------------
 
 
+def _grammar_path(name: str) -> Any:
+    """grammars/NAME.gbnf, or grammars/NAME for a Lark grammar (``sql.lark``)."""
+    return GRAMMARS_DIR / (name if name.endswith(".lark") else f"{name}.gbnf")
+
+
 def bench_grammar(name: str, engines: Sequence[Engine], args: argparse.Namespace) -> dict[str, Any]:
-    text = (GRAMMARS_DIR / f"{name}.gbnf").read_text()
-    docs = [Doc(i, s, tokenize(s)) for i, s in enumerate(DOCUMENTS[name]())]
+    lark = name.endswith(".lark")
+    raw = _grammar_path(name).read_text()
+    text = LarkText(raw) if lark else raw
+    docs = [Doc(i, s, tokenize(s)) for i, s in enumerate(DOCUMENTS[name.removesuffix(".lark")]())]
     if args.quick:
         docs = docs[: args.quick_docs]
 
@@ -519,8 +528,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     results: dict[str, Any] = {}
     for g in args.grammars.split(","):
-        if not (GRAMMARS_DIR / f"{g}.gbnf").exists():
-            _log(f"{g}: no grammars/{g}.gbnf, skipped")
+        if not _grammar_path(g).exists():
+            _log(f"{g}: no {_grammar_path(g).relative_to(GRAMMARS_DIR.parent)}, skipped")
             continue
         _log(f"{g}:")
         results[g] = bench_grammar(g, engines, args)

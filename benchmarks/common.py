@@ -186,6 +186,11 @@ def _lark_key(name: str) -> str:
 # ---- engines ------------------------------------------------------------------------------
 
 
+class LarkText(str):
+    """Grammar text in Lark's syntax (bench_gbnf's ``sql.lark``): each engine compiles it as
+    Lark, not as GBNF, or says it cannot."""
+
+
 class Engine:
     """One engine behind the calls the benchmark makes.  ``setup_s`` is the one-off cost of
     building its vocabulary / tokenizer object (not part of any grammar's compile time)."""
@@ -253,7 +258,8 @@ class CfgmaskEngine(CfgmaskMatcherOps, Engine):
         self.setup_s = time.perf_counter() - t0
 
     def compile(self, gbnf: str, warm: bool = False) -> Any:
-        return self._cm.compile(self._cm.Grammar.from_gbnf(gbnf), self.vocab, warm=warm)
+        front = self._cm.Grammar.from_lark if isinstance(gbnf, LarkText) else self._cm.Grammar.from_gbnf
+        return self._cm.compile(front(gbnf), self.vocab, warm=warm)
 
     def clear_caches(self) -> None:
         """A cold start: no tables, no automaton fragments, no loop walks kept by the vocabulary."""
@@ -284,9 +290,11 @@ class XGrammarEngine(Engine):
         self.setup_s = time.perf_counter() - t0
 
     def adapt(self, gbnf: str) -> tuple[str, list[str]]:
-        return gbnf_for_xgrammar(gbnf)
+        return (gbnf, []) if isinstance(gbnf, LarkText) else gbnf_for_xgrammar(gbnf)
 
     def compile(self, gbnf: str) -> Any:
+        if isinstance(gbnf, LarkText):
+            raise NotImplementedError("xgrammar reads EBNF, not Lark grammars")
         return self.compiler.compile_grammar(self._xgr.Grammar.from_ebnf(gbnf))
 
     def clear_caches(self) -> None:
@@ -366,12 +374,14 @@ class LlguidanceEngine(LlguidanceMatcherOps, Engine):
         self.setup_s = time.perf_counter() - t0
 
     def adapt(self, gbnf: str) -> tuple[str, list[str]]:
-        return gbnf_for_llguidance(gbnf)
+        return (gbnf, []) if isinstance(gbnf, LarkText) else gbnf_for_llguidance(gbnf)
 
     def compile(self, gbnf: str) -> Any:
         """llguidance compiles when a matcher is made: the "compiled grammar" is a ready
-        matcher, and :meth:`matcher` hands out copies of it."""
-        m = self._llg.LLMatcher(self.tokenizer, self._llg.grammar_from("gbnf", gbnf), log_level=0)
+        matcher, and :meth:`matcher` hands out copies of it.  Lark text goes to its Lark
+        front end (its own dialect: terminals are lexemes of one lexer)."""
+        kind = "lark" if isinstance(gbnf, LarkText) else "gbnf"
+        m = self._llg.LLMatcher(self.tokenizer, self._llg.grammar_from(kind, gbnf), log_level=0)
         if m.is_error():
             raise RuntimeError(m.get_error())
         return m
