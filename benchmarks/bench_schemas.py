@@ -53,6 +53,7 @@ from .common import (
     allowed_ids,
     environment,
     gbnf_for_xgrammar,
+    lark_for_llguidance,
     llama3_token_bytes,
     load_engines,
     single_thread,
@@ -131,23 +132,6 @@ def _llg_matcher(e: Engine, grammar: str) -> Any:
     if m.is_error():
         raise RuntimeError(m.get_error())
     return m
-
-
-def lark_for_llguidance(text: str) -> tuple[str, list[str]]:
-    """llguidance's Lark reader (regexes by the Rust ``regex`` syntax) rejects look-around, so the
-    keyword terminals' ``(?!\\w)`` is dropped; this changes the language (llguidance's lexer is
-    not longest-match across lexemes: it then takes ``SELECTa FROM b`` as ``SELECT a FROM b``).
-    It honours only one ``%ignore``, so the two are joined into one alternation (same language)."""
-    notes = []
-    out, n = re.subn(r"\(\?!\\w\)/", "/", text)
-    if n:
-        notes.append(f"lookahead (?!\\w) dropped from {n} keyword terminals (changes the language)")
-    ignores = re.findall(r"^%ignore /(.*)/\s*$", out, flags=re.M)
-    if len(ignores) > 1:
-        out = re.sub(r"^%ignore .*\n?", "", out, flags=re.M)
-        out += "%ignore /" + "|".join(f"(?:{x})" for x in ignores) + "/\n"
-        notes.append(f"{len(ignores)} %ignore lines joined into one")
-    return out, notes
 
 
 class Bound(Engine):

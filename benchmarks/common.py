@@ -130,6 +130,23 @@ def gbnf_for_xgrammar(text: str) -> tuple[str, list[str]]:
     return "".join(out), (['empty alternative spelled ""'] if changed else [])
 
 
+def lark_for_llguidance(text: str) -> tuple[str, list[str]]:
+    """llguidance's Lark reader (regexes by the Rust ``regex`` syntax) rejects look-around, so the
+    keyword terminals' ``(?!\\w)`` is dropped; this changes the language (llguidance's lexer is
+    not longest-match across lexemes: it then takes ``SELECTa FROM b`` as ``SELECT a FROM b``).
+    It honours only one ``%ignore``, so the two are joined into one alternation (same language)."""
+    notes = []
+    out, n = re.subn(r"\(\?!\\w\)/", "/", text)
+    if n:
+        notes.append(f"lookahead (?!\\w) dropped from {n} keyword terminals (changes the language)")
+    ignores = re.findall(r"^%ignore /(.*)/\s*$", out, flags=re.M)
+    if len(ignores) > 1:
+        out = re.sub(r"^%ignore .*\n?", "", out, flags=re.M)
+        out += "%ignore /" + "|".join(f"(?:{x})" for x in ignores) + "/\n"
+        notes.append(f"{len(ignores)} %ignore lines joined into one")
+    return out, notes
+
+
 def gbnf_for_llguidance(text: str) -> tuple[str, list[str]]:
     """Two spellings that llguidance's GBNF-to-Lark converter does not take:
 
@@ -374,7 +391,10 @@ class LlguidanceEngine(LlguidanceMatcherOps, Engine):
         self.setup_s = time.perf_counter() - t0
 
     def adapt(self, gbnf: str) -> tuple[str, list[str]]:
-        return (gbnf, []) if isinstance(gbnf, LarkText) else gbnf_for_llguidance(gbnf)
+        if isinstance(gbnf, LarkText):
+            text, notes = lark_for_llguidance(gbnf)
+            return LarkText(text), notes
+        return gbnf_for_llguidance(gbnf)
 
     def compile(self, gbnf: str) -> Any:
         """llguidance compiles when a matcher is made: the "compiled grammar" is a ready
