@@ -272,12 +272,22 @@ int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig) {
     uint32_t n_sets = *sig++;
     int rc = CM_OK;
     cm_chart_truncate(c, 0);
+    /* A set's items are distinct (they were one chart set's), so they are
+     * copied without the dedup table, whose stamps the next set's begin_set
+     * makes stale; the limits trip where add_item's would. */
     for (uint32_t j = 0; j < n_sets && !rc; j++) {
         uint32_t n = *sig++;
         rc = cm_chart_begin_set(c);
-        if (!rc) c->set_byte[j] = 256;
-        for (uint32_t i = 0; i < n && !rc; i++, sig += 2) rc = add_item(c, g, sig[0], sig[1]);
-        if (!rc) cm_chart_end_set(c);
+        if (rc) break;
+        c->set_byte[j] = 256;
+        size_t room = g->lim.max_chart_items > c->n_items ? g->lim.max_chart_items - c->n_items : 0;
+        if (n > g->lim.max_items_per_set && g->lim.max_items_per_set <= room) rc = CM_ERR_LIMIT_SET;
+        else if (n > room) rc = CM_ERR_LIMIT;
+        else rc = cm_grow((void **)&c->items, &c->cap_items, c->n_items + n, sizeof *c->items);
+        if (rc) break;
+        for (uint32_t i = 0; i < n; i++, sig += 2) c->items[c->n_items + i] = (cm_item){sig[0], sig[1]};
+        c->n_items += n;
+        cm_chart_end_set(c);
     }
     if (rc) cm_chart_truncate(c, 0);
     c->exited = false;

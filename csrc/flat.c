@@ -54,9 +54,12 @@ struct cm_flat {
     size_t hcap;
     cm_chart chart;             /* scratch for computing a transition */
     bool chart_ok;
+    uint32_t loaded;            /* the configuration whose sets begin the scratch chart, as
+                                   cm_chart_load left them; UINT32_MAX: none */
     cm_chart walk;              /* scratch for walking a subtree that leaves the DFA */
     bool walk_ok;
     uint64_t *tmp;              /* one set's items (state << 32 | origin's position) */
+    uint8_t *keep;              /* per chart item, whether the configuration keeps it */
     uint32_t *enc;              /* the configuration being encoded */
     uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
     int32_t *start_of;          /* [n_states] the configuration of (state, OUTER) + 4; 0: not known
@@ -74,6 +77,7 @@ void cm_flat_free(cm_flat *f) {
     free(f->slots);
     free(f->hashes);
     free(f->tmp);
+    free(f->keep);
     free(f->enc);
     free(f->pos);
     free(f->start_of);
@@ -185,7 +189,7 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
 /* Does the item at set `set` of a suffix ending at `last` matter to what comes
  * next: 1 yes, 0 no, -1 the set cannot be interned?  The last set's items that
  * read or call, and the callers of earlier sets (completions advance them). */
-static int flat_keeps(const cm_grammar *g, cm_item it, size_t set, size_t last) {
+static inline int flat_keeps(const cm_grammar *g, cm_item it, size_t set, size_t last) {
     uint32_t st = cm_st(it.state);
     bool calls = g->t.ref_off[st] < g->t.ref_off[st + 1];
     if (g->has_tokens[st]) return -1;
@@ -215,8 +219,8 @@ static void sort_u64(uint64_t *v, size_t n) {
     }
 }
 
-/* Room for the scratch of encoding a chart of n_sets sets, at most n items a
- * set: 0 or CM_ERR_NOMEM. */
+/* Room for the scratch of encoding a chart of n_sets sets and n items:
+ * 0 or CM_ERR_NOMEM. */
 static int flat_scratch(cm_flat *f, size_t n_sets, size_t n) {
     if (n_sets > f->cap_pos) {
         uint32_t *p = realloc(f->pos, n_sets * sizeof *p);
@@ -228,14 +232,17 @@ static int flat_scratch(cm_flat *f, size_t n_sets, size_t n) {
         uint64_t *t = realloc(f->tmp, n * sizeof *t);
         if (!t) return CM_ERR_NOMEM;
         f->tmp = t;
+        uint8_t *k = realloc(f->keep, n);
+        if (!k) return CM_ERR_NOMEM;
+        f->keep = k;
         f->cap_tmp = n;
     }
     if (!f->enc && !(f->enc = malloc((1 + 3 * CM_FLAT_MAX_ITEMS + 2) * sizeof *f->enc))) return CM_ERR_NOMEM;
     return CM_OK;
 }
 
-/* The sets of the suffix (pos[] set for those in it) and their number; 0 when
- * it cannot be interned. */
+/* The sets of the suffix (pos[] set for those in it, keep[] for their items)
+ * and their number; 0 when it cannot be interned. */
 static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
     size_t last = c->n_sets - 1, n_items = 0;
     uint32_t n_sets = 0;
@@ -248,6 +255,7 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) 
             int keep = flat_keeps(g, c->items[i], j, last);
             if (keep < 0 || (keep && ++n_items > CM_FLAT_MAX_ITEMS)) return 0;
             if (keep && c->items[i].origin != CM_OUTER) f->pos[c->items[i].origin] = 0;
+            f->keep[i] = (uint8_t)keep;
         }
     }
     uint32_t p = 0;
@@ -259,22 +267,23 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) 
 /* The configuration of the chart's last set: its id, CM_FLAT_CHART if it
  * cannot be interned, < CM_FLAT_CHART on error. */
 static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
-    size_t last = c->n_sets - 1, big = 0;
-    for (size_t j = 0; j <= last; j++)
-        if (c->set_start[j + 1] - c->set_start[j] > big) big = c->set_start[j + 1] - c->set_start[j];
-    if (flat_scratch(f, last + 1, big)) return FLAT_ERR(CM_ERR_NOMEM);
+    size_t last = c->n_sets - 1;
+    if (flat_scratch(f, last + 1, c->n_items)) return FLAT_ERR(CM_ERR_NOMEM);
     uint32_t n_sets = flat_suffix(g, f, c), *enc = f->enc, n_enc = 1;
     if (!n_sets) return CM_FLAT_CHART;
     enc[0] = n_sets;
     for (size_t j = 0; j <= last; j++) {
         if (f->pos[j] == UINT32_MAX) continue;
         size_t n = 0;
+        bool sorted = true;  /* a loaded set's kept items are in order: positions keep theirs */
         for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
             cm_item it = c->items[i];
-            if (flat_keeps(g, it, j, last))
-                f->tmp[n++] = (uint64_t)it.state << 32 | (it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin]);
+            if (!f->keep[i]) continue;
+            f->tmp[n] = (uint64_t)it.state << 32 | (it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin]);
+            sorted &= !n || f->tmp[n - 1] < f->tmp[n];
+            n++;
         }
-        sort_u64(f->tmp, n);
+        if (!sorted) sort_u64(f->tmp, n);
         enc[n_enc++] = (uint32_t)n;
         for (size_t i = 0; i < n; i++) {
             enc[n_enc++] = (uint32_t)(f->tmp[i] >> 32);
@@ -321,6 +330,7 @@ static cm_flat *flat_get(const cm_grammar *g) {
     if (!f) return NULL;
     f->cap = 64;
     f->hcap = 256;
+    f->loaded = UINT32_MAX;
     flat_columns(g, f);
     f->off = malloc((f->cap + 1) * sizeof *f->off);
     f->exited = malloc(f->cap);
@@ -345,6 +355,7 @@ static cm_flat *flat_get(const cm_grammar *g) {
 static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
     if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;
     int rc;
+    f->loaded = UINT32_MAX;  /* the scratch chart is reset */
     if (!f->chart_ok) {
         rc = cm_chart_init_items(&f->chart, g, &state, 1);
         f->chart_ok = rc == CM_OK;
@@ -364,10 +375,20 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
         f->next[(size_t)id * f->width + f->col[b]] = CM_FLAT_DEAD;
         return CM_FLAT_DEAD;
     }
-    int rc = cm_chart_load(&f->chart, g, f->items + f->off[id]);
-    if (rc) return FLAT_ERR(rc);
+    const uint32_t *sig = f->items + f->off[id];
+    if (f->loaded == id) {  /* a trie node's children step the same configuration: its sets are there */
+        cm_chart_truncate(&f->chart, sig[0]);
+    } else {
+        f->loaded = UINT32_MAX;
+        int rc = cm_chart_load(&f->chart, g, sig);
+        if (rc) return FLAT_ERR(rc);
+        f->loaded = id;
+    }
     int r = cm_chart_scan(&f->chart, g, b);
-    if (r < 0) return FLAT_ERR(r);
+    if (r < 0) {
+        f->loaded = UINT32_MAX;
+        return FLAT_ERR(r);
+    }
     int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart);
     if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
     return to;
