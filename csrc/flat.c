@@ -191,7 +191,7 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
  * read or call, and the callers of earlier sets (completions advance them). */
 static inline int flat_keeps(const cm_grammar *g, cm_item it, size_t set, size_t last) {
     uint32_t st = cm_st(it.state);
-    bool calls = g->t.ref_off[st] < g->t.ref_off[st + 1];
+    bool calls = g->calls[st] != 0;
     if (g->has_tokens[st]) return -1;
     if (!g->lim.flat_calls) {  /* flat sets only */
         if (it.origin == CM_OUTER) return g->has_bytes[st];
@@ -242,8 +242,10 @@ static int flat_scratch(cm_flat *f, size_t n_sets, size_t n) {
 }
 
 /* The sets of the suffix (pos[] set for those in it, keep[] for their items)
- * and their number; 0 when it cannot be interned. */
-static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
+ * and their number; 0 when it cannot be interned.  The first `kept` sets are a
+ * configuration's sets before its last, as loaded: flat_keeps kept each of
+ * their items, and keeps it again (neither is the last set). */
+static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c, size_t kept) {
     size_t last = c->n_sets - 1, n_items = 0;
     uint32_t n_sets = 0;
     for (size_t j = 0; j <= last; j++) f->pos[j] = UINT32_MAX;
@@ -252,7 +254,7 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) 
         if (f->pos[j] == UINT32_MAX) continue;
         if (++n_sets > CM_FLAT_MAX_ITEMS + 1) return 0;  /* enc has room for that many */
         for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
-            int keep = flat_keeps(g, c->items[i], j, last);
+            int keep = j < kept ? 1 : flat_keeps(g, c->items[i], j, last);
             if (keep < 0 || (keep && ++n_items > CM_FLAT_MAX_ITEMS)) return 0;
             if (keep && c->items[i].origin != CM_OUTER) f->pos[c->items[i].origin] = 0;
             f->keep[i] = (uint8_t)keep;
@@ -265,11 +267,11 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) 
 }
 
 /* The configuration of the chart's last set: its id, CM_FLAT_CHART if it
- * cannot be interned, < CM_FLAT_CHART on error. */
-static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
+ * cannot be interned, < CM_FLAT_CHART on error.  `kept`: see flat_suffix. */
+static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c, size_t kept) {
     size_t last = c->n_sets - 1;
     if (flat_scratch(f, last + 1, c->n_items)) return FLAT_ERR(CM_ERR_NOMEM);
-    uint32_t n_sets = flat_suffix(g, f, c), *enc = f->enc, n_enc = 1;
+    uint32_t n_sets = flat_suffix(g, f, c, kept), *enc = f->enc, n_enc = 1;
     if (!n_sets) return CM_FLAT_CHART;
     enc[0] = n_sets;
     for (size_t j = 0; j <= last; j++) {
@@ -363,7 +365,7 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool 
         rc = cm_chart_reset_items(&f->chart, g, &state, 1);
     }
     if (rc) return FLAT_ERR(rc);
-    int32_t c0 = flat_of_set(g, f, &f->chart);
+    int32_t c0 = flat_of_set(g, f, &f->chart, 0);
     if (c0 >= CM_FLAT_CHART && f->start_of) f->start_of[state] = c0 + 4;
     return c0;
 }
@@ -389,7 +391,9 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
         f->loaded = UINT32_MAX;
         return FLAT_ERR(r);
     }
-    int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart);
+    /* with flat calls, the loaded sets before the configuration's last keep all their items */
+    size_t kept = g->lim.flat_calls && sig[0] ? sig[0] - 1 : 0;
+    int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart, kept);
     if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
     return to;
 }
