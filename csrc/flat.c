@@ -31,8 +31,8 @@
 
 #define CM_FLAT_MAX 16384       /* configurations; past it, charts take over */
 #define CM_FLAT_MAX_ITEMS 128   /* items of one configuration's chart suffix */
-#define CM_FLAT_UNKNOWN (-2)
-#define CM_FLAT_DEAD (-1)
+#define CM_FLAT_UNKNOWN (-1)     /* all bits set: a new row is one memset */
+#define CM_FLAT_DEAD (-2)
 #define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
@@ -90,7 +90,9 @@ size_t cm_flat_configs(const cm_flat *f) { return f ? f->n : 0; }
 
 static uint64_t flat_hash(const uint32_t *it, size_t n, bool exited) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ n ^ ((uint64_t)exited << 40);
-    for (size_t i = 0; i < n; i++) h = (h ^ it[i]) * 0xbf58476d1ce4e5b9ULL;
+    size_t i = 0;
+    for (; i + 1 < n; i += 2) h = (h ^ it[i] ^ (uint64_t)it[i + 1] << 32) * 0xbf58476d1ce4e5b9ULL;
+    if (i < n) h = (h ^ it[i]) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 31;
     return h;
 }
@@ -180,7 +182,7 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
     f->exited[id] = exited;
     f->hashes[id] = h;
     last_set_reads(g, it, n, f->reads + (size_t)id * 8);
-    for (uint32_t b = 0; b < f->width; b++) f->next[(size_t)id * f->width + b] = CM_FLAT_UNKNOWN;
+    memset(f->next + (size_t)id * f->width, 0xff, f->width * sizeof *f->next);  /* CM_FLAT_UNKNOWN */
     f->slots[s] = id + 1;
     atomic_fetch_add(&g->cache->bytes, f->width * 4 + n * 4 + 48);
     return (int32_t)id;
@@ -276,21 +278,32 @@ static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c, s
     enc[0] = n_sets;
     for (size_t j = 0; j <= last; j++) {
         if (f->pos[j] == UINT32_MAX) continue;
-        size_t n = 0;
-        bool sorted = true;  /* a loaded set's kept items are in order: positions keep theirs */
+        /* the pairs in place, sorted after if they were not in order (a loaded set's
+         * kept items are: positions keep the order of the sets they number) */
+        uint32_t *out = enc + n_enc + 1, n = 0;
+        uint64_t prev = 0;
+        bool sorted = true;
         for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
             cm_item it = c->items[i];
             if (!f->keep[i]) continue;
-            f->tmp[n] = (uint64_t)it.state << 32 | (it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin]);
-            sorted &= !n || f->tmp[n - 1] < f->tmp[n];
+            uint32_t o = it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin];
+            uint64_t key = (uint64_t)it.state << 32 | o;
+            sorted &= !n || prev < key;
+            prev = key;
+            out[2 * n] = it.state;
+            out[2 * n + 1] = o;
             n++;
         }
-        if (!sorted) sort_u64(f->tmp, n);
-        enc[n_enc++] = (uint32_t)n;
-        for (size_t i = 0; i < n; i++) {
-            enc[n_enc++] = (uint32_t)(f->tmp[i] >> 32);
-            enc[n_enc++] = (uint32_t)f->tmp[i];
+        if (!sorted) {
+            for (uint32_t i = 0; i < n; i++) f->tmp[i] = (uint64_t)out[2 * i] << 32 | out[2 * i + 1];
+            sort_u64(f->tmp, n);
+            for (uint32_t i = 0; i < n; i++) {
+                out[2 * i] = (uint32_t)(f->tmp[i] >> 32);
+                out[2 * i + 1] = (uint32_t)f->tmp[i];
+            }
         }
+        enc[n_enc] = n;
+        n_enc += 1 + 2 * n;
     }
     return flat_intern(g, f, enc, n_enc, c->exited);
 }
