@@ -147,6 +147,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
     if (max_origin >= cur) return close_set(c, g);
     if (mm && memo_hit(c, mm, k0, n_kernel, cur)) {
+        c->memo_used = mm;
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
         int rc = cm_grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
@@ -187,6 +188,8 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     mm->byte = byte;
     mm->version = c->version[vset];
     mm->exited = c->exited;
+    mm->note = 0;
+    c->memo_used = mm;
     return CM_OK;
 }
 
@@ -336,6 +339,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
     c->exited = false;
+    c->memo_used = NULL;
     if (c->set_start[prev + 1] - c->set_start[prev] == 1) {
         /* one item, and its successor neither calls nor completes: the whole
          * closure is that single item (the common case inside a terminal) */

@@ -37,6 +37,13 @@
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
 
+/* Sets 0..j of a loaded chart: the prefix of sets 0..j-1 (UINT32_MAX: none)
+ * and set j as a configuration encodes it (items[off]: its count, then pairs). */
+typedef struct flat_prefix {
+    uint64_t hash;
+    uint32_t parent, off;
+} flat_prefix;
+
 struct cm_flat {
     uint32_t n, cap;
     uint32_t *off;              /* [cap + 1] items of configuration i: items[off[i] .. off[i+1]) */
@@ -56,6 +63,10 @@ struct cm_flat {
     bool chart_ok;
     uint32_t loaded;            /* the configuration whose sets begin the scratch chart, as
                                    cm_chart_load left them; UINT32_MAX: none */
+    flat_prefix *pfx;           /* the loaded sets' contents, interned (flat_versions) */
+    uint32_t n_pfx, cap_pfx;
+    uint32_t *pslots;           /* open addressing, prefix id + 1, [pcap] */
+    size_t pcap;
     cm_chart walk;              /* scratch for walking a subtree that leaves the DFA */
     bool walk_ok;
     uint64_t *tmp;              /* one set's items (state << 32 | origin's position) */
@@ -78,6 +89,8 @@ void cm_flat_free(cm_flat *f) {
     free(f->hashes);
     free(f->tmp);
     free(f->keep);
+    free(f->pfx);
+    free(f->pslots);
     free(f->enc);
     free(f->pos);
     free(f->start_of);
@@ -383,6 +396,55 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool 
     return c0;
 }
 
+/* Give the sets of configuration id, just loaded into the scratch chart, the
+ * versions of their contents: set j's is its prefix's id (sets 0..j as they
+ * are), above any clock's, so that two configurations with the same first sets
+ * load them with the same versions and the chart's closure memo (and waiter
+ * index), valid while a set's version is unchanged, holds across loads.  Out of
+ * memory, the clock's versions stay (fresh: no memo entry matches them). */
+static void flat_versions(const cm_grammar *g, cm_flat *f, uint32_t id) {
+    uint32_t at = f->off[id], n_sets = f->items[at++], parent = UINT32_MAX;
+    for (uint32_t j = 0; j < n_sets; j++) {
+        uint32_t n = 1 + 2 * f->items[at];
+        uint64_t h = flat_hash(f->items + at, n, false) ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ULL);
+        if ((size_t)(f->n_pfx + 1) * 2 > f->pcap) {  /* grow the table first */
+            size_t pcap = f->pcap ? f->pcap * 2 : 1024;
+            uint32_t *sl = calloc(pcap, sizeof *sl);
+            if (!sl) return;
+            for (uint32_t i = 0; i < f->n_pfx; i++) {
+                size_t k = f->pfx[i].hash & (pcap - 1);
+                while (sl[k]) k = (k + 1) & (pcap - 1);
+                sl[k] = i + 1;
+            }
+            free(f->pslots);
+            f->pslots = sl;
+            f->pcap = pcap;
+        }
+        size_t k = h & (f->pcap - 1);
+        for (; f->pslots[k]; k = (k + 1) & (f->pcap - 1)) {
+            const flat_prefix *p = &f->pfx[f->pslots[k] - 1];
+            if (p->hash == h && p->parent == parent && f->items[p->off] == f->items[at] &&
+                !memcmp(f->items + p->off, f->items + at, n * sizeof *f->items))
+                break;
+        }
+        if (!f->pslots[k]) {
+            if (f->n_pfx == f->cap_pfx) {
+                uint32_t cap = f->cap_pfx ? f->cap_pfx * 2 : 256;
+                flat_prefix *p = realloc(f->pfx, cap * sizeof *p);
+                if (!p) return;
+                f->pfx = p;
+                f->cap_pfx = cap;
+            }
+            f->pfx[f->n_pfx] = (flat_prefix){h, parent, at};
+            f->pslots[k] = ++f->n_pfx;
+            atomic_fetch_add(&g->cache->bytes, sizeof(flat_prefix) + 2 * sizeof(uint32_t));
+        }
+        parent = f->pslots[k] - 1;
+        f->chart.version[j] = (1ull << 63) | parent;
+        at += n;
+    }
+}
+
 /* The transition of configuration id on byte b, computed with the scratch chart
  * unless no item reads b (most of a trie node's children die so). */
 static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
@@ -397,6 +459,7 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
         f->loaded = UINT32_MAX;
         int rc = cm_chart_load(&f->chart, g, sig);
         if (rc) return FLAT_ERR(rc);
+        flat_versions(g, f, id);
         f->loaded = id;
     }
     int r = cm_chart_scan(&f->chart, g, b);
@@ -404,9 +467,20 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
         f->loaded = UINT32_MAX;
         return FLAT_ERR(r);
     }
-    /* with flat calls, the loaded sets before the configuration's last keep all their items */
-    size_t kept = g->lim.flat_calls && sig[0] ? sig[0] - 1 : 0;
-    int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart, kept);
+    int32_t to;
+    /* A closure the chart's memo gave or stored: the configuration it made before,
+     * if noted.  The memo holds while the kernel and the sets up to its origins are
+     * unchanged, and they are all the new set's suffix reads (its items' origins are
+     * the kernel's, the new set's, or those of waiters in the sets they name). */
+    cm_memo *mm = r ? f->chart.memo_used : NULL;
+    if (mm && mm->note) {
+        to = (int32_t)mm->note - 4;
+    } else {
+        /* with flat calls, the loaded sets before the configuration's last keep all their items */
+        size_t kept = g->lim.flat_calls && sig[0] ? sig[0] - 1 : 0;
+        to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart, kept);
+        if (mm && to >= CM_FLAT_CHART) mm->note = (uint32_t)(to + 4);
+    }
     if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
     return to;
 }
