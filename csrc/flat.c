@@ -22,6 +22,12 @@
  * origins CM_OUTER or a set's position, items sorted: a flat set is one set of
  * CM_OUTER items.  A set with token edges, or too big a suffix, is not interned;
  * the walk then runs the chart from the configuration's suffix for that subtree.
+ *
+ * A new transition costs a load, a scan and an encoding; they reuse what earlier
+ * ones left.  The scratch chart keeps the configuration it holds (a trie node's
+ * children step the same one), its sets carry versions by content (flat_versions),
+ * so the chart's closure memo holds across configurations that share their first
+ * sets, and a memo entry notes the configuration its closure made (flat_step).
  * Built under the cache lock. */
 #include <stdlib.h>
 #include <string.h>
