@@ -26,6 +26,8 @@ typedef struct cm_memo {
     uint32_t vset;              /* the set whose version is checked (max_origin, or later) */
     uint16_t byte;              /* the set's own byte, if the closure read it; else ANY */
     bool exited;
+    uint32_t note;              /* the chart's user's, about this closure; 0 when stored
+                                   (flat.c: the configuration it makes + 4) */
 } cm_memo;
 
 typedef struct cm_wslot {
@@ -55,6 +57,7 @@ typedef struct cm_chart {
     uint64_t clock;
     cm_memo **memo;             /* [CM_MEMO_SLOTS], allocated on first use, and each slot
                                    when first stored (a private chart of a few bytes stores few) */
+    cm_memo *memo_used;         /* the entry the last scan's closure hit or stored; NULL: none */
     /* Waiter index of closed sets (built on demand for big sets): the items of
      * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
      * slot keyed (o, r) whose version is o's current one. */

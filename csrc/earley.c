@@ -147,6 +147,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
     if (max_origin >= cur) return close_set(c, g);
     if (mm && memo_hit(c, mm, k0, n_kernel, cur)) {
+        c->memo_used = mm;
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
         int rc = cm_grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
@@ -187,6 +188,8 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
     mm->byte = byte;
     mm->version = c->version[vset];
     mm->exited = c->exited;
+    mm->note = 0;
+    c->memo_used = mm;
     return CM_OK;
 }
 
@@ -272,12 +275,22 @@ int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig) {
     uint32_t n_sets = *sig++;
     int rc = CM_OK;
     cm_chart_truncate(c, 0);
+    /* A set's items are distinct (they were one chart set's), so they are
+     * copied without the dedup table, whose stamps the next set's begin_set
+     * makes stale; the limits trip where add_item's would. */
     for (uint32_t j = 0; j < n_sets && !rc; j++) {
         uint32_t n = *sig++;
         rc = cm_chart_begin_set(c);
-        if (!rc) c->set_byte[j] = 256;
-        for (uint32_t i = 0; i < n && !rc; i++, sig += 2) rc = add_item(c, g, sig[0], sig[1]);
-        if (!rc) cm_chart_end_set(c);
+        if (rc) break;
+        c->set_byte[j] = 256;
+        size_t room = g->lim.max_chart_items > c->n_items ? g->lim.max_chart_items - c->n_items : 0;
+        if (n > g->lim.max_items_per_set && g->lim.max_items_per_set <= room) rc = CM_ERR_LIMIT_SET;
+        else if (n > room) rc = CM_ERR_LIMIT;
+        else rc = cm_grow((void **)&c->items, &c->cap_items, c->n_items + n, sizeof *c->items);
+        if (rc) break;
+        for (uint32_t i = 0; i < n; i++, sig += 2) c->items[c->n_items + i] = (cm_item){sig[0], sig[1]};
+        c->n_items += n;
+        cm_chart_end_set(c);
     }
     if (rc) cm_chart_truncate(c, 0);
     c->exited = false;
@@ -326,6 +339,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
     c->exited = false;
+    c->memo_used = NULL;
     if (c->set_start[prev + 1] - c->set_start[prev] == 1) {
         /* one item, and its successor neither calls nor completes: the whole
          * closure is that single item (the common case inside a terminal) */

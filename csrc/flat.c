@@ -22,6 +22,12 @@
  * origins CM_OUTER or a set's position, items sorted: a flat set is one set of
  * CM_OUTER items.  A set with token edges, or too big a suffix, is not interned;
  * the walk then runs the chart from the configuration's suffix for that subtree.
+ *
+ * A new transition costs a load, a scan and an encoding; they reuse what earlier
+ * ones left.  The scratch chart keeps the configuration it holds (a trie node's
+ * children step the same one), its sets carry versions by content (flat_versions),
+ * so the chart's closure memo holds across configurations that share their first
+ * sets, and a memo entry notes the configuration its closure made (flat_step).
  * Built under the cache lock. */
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +37,18 @@
 
 #define CM_FLAT_MAX 16384       /* configurations; past it, charts take over */
 #define CM_FLAT_MAX_ITEMS 128   /* items of one configuration's chart suffix */
-#define CM_FLAT_UNKNOWN (-2)
-#define CM_FLAT_DEAD (-1)
+#define CM_FLAT_UNKNOWN (-1)     /* all bits set: a new row is one memset */
+#define CM_FLAT_DEAD (-2)
 #define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
+
+/* Sets 0..j of a loaded chart: the prefix of sets 0..j-1 (UINT32_MAX: none)
+ * and set j as a configuration encodes it (items[off]: its count, then pairs). */
+typedef struct flat_prefix {
+    uint64_t hash;
+    uint32_t parent, off;
+} flat_prefix;
 
 struct cm_flat {
     uint32_t n, cap;
@@ -54,9 +67,16 @@ struct cm_flat {
     size_t hcap;
     cm_chart chart;             /* scratch for computing a transition */
     bool chart_ok;
+    uint32_t loaded;            /* the configuration whose sets begin the scratch chart, as
+                                   cm_chart_load left them; UINT32_MAX: none */
+    flat_prefix *pfx;           /* the loaded sets' contents, interned (flat_versions) */
+    uint32_t n_pfx, cap_pfx;
+    uint32_t *pslots;           /* open addressing, prefix id + 1, [pcap] */
+    size_t pcap;
     cm_chart walk;              /* scratch for walking a subtree that leaves the DFA */
     bool walk_ok;
     uint64_t *tmp;              /* one set's items (state << 32 | origin's position) */
+    uint8_t *keep;              /* per chart item, whether the configuration keeps it */
     uint32_t *enc;              /* the configuration being encoded */
     uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
     int32_t *start_of;          /* [n_states] the configuration of (state, OUTER) + 4; 0: not known
@@ -74,6 +94,9 @@ void cm_flat_free(cm_flat *f) {
     free(f->slots);
     free(f->hashes);
     free(f->tmp);
+    free(f->keep);
+    free(f->pfx);
+    free(f->pslots);
     free(f->enc);
     free(f->pos);
     free(f->start_of);
@@ -86,7 +109,9 @@ size_t cm_flat_configs(const cm_flat *f) { return f ? f->n : 0; }
 
 static uint64_t flat_hash(const uint32_t *it, size_t n, bool exited) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ n ^ ((uint64_t)exited << 40);
-    for (size_t i = 0; i < n; i++) h = (h ^ it[i]) * 0xbf58476d1ce4e5b9ULL;
+    size_t i = 0;
+    for (; i + 1 < n; i += 2) h = (h ^ it[i] ^ (uint64_t)it[i + 1] << 32) * 0xbf58476d1ce4e5b9ULL;
+    if (i < n) h = (h ^ it[i]) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 31;
     return h;
 }
@@ -176,7 +201,7 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
     f->exited[id] = exited;
     f->hashes[id] = h;
     last_set_reads(g, it, n, f->reads + (size_t)id * 8);
-    for (uint32_t b = 0; b < f->width; b++) f->next[(size_t)id * f->width + b] = CM_FLAT_UNKNOWN;
+    memset(f->next + (size_t)id * f->width, 0xff, f->width * sizeof *f->next);  /* CM_FLAT_UNKNOWN */
     f->slots[s] = id + 1;
     atomic_fetch_add(&g->cache->bytes, f->width * 4 + n * 4 + 48);
     return (int32_t)id;
@@ -185,9 +210,9 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
 /* Does the item at set `set` of a suffix ending at `last` matter to what comes
  * next: 1 yes, 0 no, -1 the set cannot be interned?  The last set's items that
  * read or call, and the callers of earlier sets (completions advance them). */
-static int flat_keeps(const cm_grammar *g, cm_item it, size_t set, size_t last) {
+static inline int flat_keeps(const cm_grammar *g, cm_item it, size_t set, size_t last) {
     uint32_t st = cm_st(it.state);
-    bool calls = g->t.ref_off[st] < g->t.ref_off[st + 1];
+    bool calls = g->calls[st] != 0;
     if (g->has_tokens[st]) return -1;
     if (!g->lim.flat_calls) {  /* flat sets only */
         if (it.origin == CM_OUTER) return g->has_bytes[st];
@@ -215,8 +240,8 @@ static void sort_u64(uint64_t *v, size_t n) {
     }
 }
 
-/* Room for the scratch of encoding a chart of n_sets sets, at most n items a
- * set: 0 or CM_ERR_NOMEM. */
+/* Room for the scratch of encoding a chart of n_sets sets and n items:
+ * 0 or CM_ERR_NOMEM. */
 static int flat_scratch(cm_flat *f, size_t n_sets, size_t n) {
     if (n_sets > f->cap_pos) {
         uint32_t *p = realloc(f->pos, n_sets * sizeof *p);
@@ -228,15 +253,20 @@ static int flat_scratch(cm_flat *f, size_t n_sets, size_t n) {
         uint64_t *t = realloc(f->tmp, n * sizeof *t);
         if (!t) return CM_ERR_NOMEM;
         f->tmp = t;
+        uint8_t *k = realloc(f->keep, n);
+        if (!k) return CM_ERR_NOMEM;
+        f->keep = k;
         f->cap_tmp = n;
     }
     if (!f->enc && !(f->enc = malloc((1 + 3 * CM_FLAT_MAX_ITEMS + 2) * sizeof *f->enc))) return CM_ERR_NOMEM;
     return CM_OK;
 }
 
-/* The sets of the suffix (pos[] set for those in it) and their number; 0 when
- * it cannot be interned. */
-static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
+/* The sets of the suffix (pos[] set for those in it, keep[] for their items)
+ * and their number; 0 when it cannot be interned.  The first `kept` sets are a
+ * configuration's sets before its last, as loaded: flat_keeps kept each of
+ * their items, and keeps it again (neither is the last set). */
+static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c, size_t kept) {
     size_t last = c->n_sets - 1, n_items = 0;
     uint32_t n_sets = 0;
     for (size_t j = 0; j <= last; j++) f->pos[j] = UINT32_MAX;
@@ -245,9 +275,10 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) 
         if (f->pos[j] == UINT32_MAX) continue;
         if (++n_sets > CM_FLAT_MAX_ITEMS + 1) return 0;  /* enc has room for that many */
         for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
-            int keep = flat_keeps(g, c->items[i], j, last);
+            int keep = j < kept ? 1 : flat_keeps(g, c->items[i], j, last);
             if (keep < 0 || (keep && ++n_items > CM_FLAT_MAX_ITEMS)) return 0;
             if (keep && c->items[i].origin != CM_OUTER) f->pos[c->items[i].origin] = 0;
+            f->keep[i] = (uint8_t)keep;
         }
     }
     uint32_t p = 0;
@@ -257,29 +288,41 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c) 
 }
 
 /* The configuration of the chart's last set: its id, CM_FLAT_CHART if it
- * cannot be interned, < CM_FLAT_CHART on error. */
-static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c) {
-    size_t last = c->n_sets - 1, big = 0;
-    for (size_t j = 0; j <= last; j++)
-        if (c->set_start[j + 1] - c->set_start[j] > big) big = c->set_start[j + 1] - c->set_start[j];
-    if (flat_scratch(f, last + 1, big)) return FLAT_ERR(CM_ERR_NOMEM);
-    uint32_t n_sets = flat_suffix(g, f, c), *enc = f->enc, n_enc = 1;
+ * cannot be interned, < CM_FLAT_CHART on error.  `kept`: see flat_suffix. */
+static int32_t flat_of_set(const cm_grammar *g, cm_flat *f, const cm_chart *c, size_t kept) {
+    size_t last = c->n_sets - 1;
+    if (flat_scratch(f, last + 1, c->n_items)) return FLAT_ERR(CM_ERR_NOMEM);
+    uint32_t n_sets = flat_suffix(g, f, c, kept), *enc = f->enc, n_enc = 1;
     if (!n_sets) return CM_FLAT_CHART;
     enc[0] = n_sets;
     for (size_t j = 0; j <= last; j++) {
         if (f->pos[j] == UINT32_MAX) continue;
-        size_t n = 0;
+        /* the pairs in place, sorted after if they were not in order (a loaded set's
+         * kept items are: positions keep the order of the sets they number) */
+        uint32_t *out = enc + n_enc + 1, n = 0;
+        uint64_t prev = 0;
+        bool sorted = true;
         for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
             cm_item it = c->items[i];
-            if (flat_keeps(g, it, j, last))
-                f->tmp[n++] = (uint64_t)it.state << 32 | (it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin]);
+            if (!f->keep[i]) continue;
+            uint32_t o = it.origin == CM_OUTER ? CM_OUTER : f->pos[it.origin];
+            uint64_t key = (uint64_t)it.state << 32 | o;
+            sorted &= !n || prev < key;
+            prev = key;
+            out[2 * n] = it.state;
+            out[2 * n + 1] = o;
+            n++;
         }
-        sort_u64(f->tmp, n);
-        enc[n_enc++] = (uint32_t)n;
-        for (size_t i = 0; i < n; i++) {
-            enc[n_enc++] = (uint32_t)(f->tmp[i] >> 32);
-            enc[n_enc++] = (uint32_t)f->tmp[i];
+        if (!sorted) {
+            for (uint32_t i = 0; i < n; i++) f->tmp[i] = (uint64_t)out[2 * i] << 32 | out[2 * i + 1];
+            sort_u64(f->tmp, n);
+            for (uint32_t i = 0; i < n; i++) {
+                out[2 * i] = (uint32_t)(f->tmp[i] >> 32);
+                out[2 * i + 1] = (uint32_t)f->tmp[i];
+            }
         }
+        enc[n_enc] = n;
+        n_enc += 1 + 2 * n;
     }
     return flat_intern(g, f, enc, n_enc, c->exited);
 }
@@ -321,6 +364,7 @@ static cm_flat *flat_get(const cm_grammar *g) {
     if (!f) return NULL;
     f->cap = 64;
     f->hcap = 256;
+    f->loaded = UINT32_MAX;
     flat_columns(g, f);
     f->off = malloc((f->cap + 1) * sizeof *f->off);
     f->exited = malloc(f->cap);
@@ -345,6 +389,7 @@ static cm_flat *flat_get(const cm_grammar *g) {
 static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
     if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;
     int rc;
+    f->loaded = UINT32_MAX;  /* the scratch chart is reset */
     if (!f->chart_ok) {
         rc = cm_chart_init_items(&f->chart, g, &state, 1);
         f->chart_ok = rc == CM_OK;
@@ -352,9 +397,58 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool 
         rc = cm_chart_reset_items(&f->chart, g, &state, 1);
     }
     if (rc) return FLAT_ERR(rc);
-    int32_t c0 = flat_of_set(g, f, &f->chart);
+    int32_t c0 = flat_of_set(g, f, &f->chart, 0);
     if (c0 >= CM_FLAT_CHART && f->start_of) f->start_of[state] = c0 + 4;
     return c0;
+}
+
+/* Give the sets of configuration id, just loaded into the scratch chart, the
+ * versions of their contents: set j's is its prefix's id (sets 0..j as they
+ * are), above any clock's, so that two configurations with the same first sets
+ * load them with the same versions and the chart's closure memo (and waiter
+ * index), valid while a set's version is unchanged, holds across loads.  Out of
+ * memory, the clock's versions stay (fresh: no memo entry matches them). */
+static void flat_versions(const cm_grammar *g, cm_flat *f, uint32_t id) {
+    uint32_t at = f->off[id], n_sets = f->items[at++], parent = UINT32_MAX;
+    for (uint32_t j = 0; j < n_sets; j++) {
+        uint32_t n = 1 + 2 * f->items[at];
+        uint64_t h = flat_hash(f->items + at, n, false) ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ULL);
+        if ((size_t)(f->n_pfx + 1) * 2 > f->pcap) {  /* grow the table first */
+            size_t pcap = f->pcap ? f->pcap * 2 : 1024;
+            uint32_t *sl = calloc(pcap, sizeof *sl);
+            if (!sl) return;
+            for (uint32_t i = 0; i < f->n_pfx; i++) {
+                size_t k = f->pfx[i].hash & (pcap - 1);
+                while (sl[k]) k = (k + 1) & (pcap - 1);
+                sl[k] = i + 1;
+            }
+            free(f->pslots);
+            f->pslots = sl;
+            f->pcap = pcap;
+        }
+        size_t k = h & (f->pcap - 1);
+        for (; f->pslots[k]; k = (k + 1) & (f->pcap - 1)) {
+            const flat_prefix *p = &f->pfx[f->pslots[k] - 1];
+            if (p->hash == h && p->parent == parent && f->items[p->off] == f->items[at] &&
+                !memcmp(f->items + p->off, f->items + at, n * sizeof *f->items))
+                break;
+        }
+        if (!f->pslots[k]) {
+            if (f->n_pfx == f->cap_pfx) {
+                uint32_t cap = f->cap_pfx ? f->cap_pfx * 2 : 256;
+                flat_prefix *p = realloc(f->pfx, cap * sizeof *p);
+                if (!p) return;
+                f->pfx = p;
+                f->cap_pfx = cap;
+            }
+            f->pfx[f->n_pfx] = (flat_prefix){h, parent, at};
+            f->pslots[k] = ++f->n_pfx;
+            atomic_fetch_add(&g->cache->bytes, sizeof(flat_prefix) + 2 * sizeof(uint32_t));
+        }
+        parent = f->pslots[k] - 1;
+        f->chart.version[j] = (1ull << 63) | parent;
+        at += n;
+    }
 }
 
 /* The transition of configuration id on byte b, computed with the scratch chart
@@ -364,11 +458,35 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
         f->next[(size_t)id * f->width + f->col[b]] = CM_FLAT_DEAD;
         return CM_FLAT_DEAD;
     }
-    int rc = cm_chart_load(&f->chart, g, f->items + f->off[id]);
-    if (rc) return FLAT_ERR(rc);
+    const uint32_t *sig = f->items + f->off[id];
+    if (f->loaded == id) {  /* a trie node's children step the same configuration: its sets are there */
+        cm_chart_truncate(&f->chart, sig[0]);
+    } else {
+        f->loaded = UINT32_MAX;
+        int rc = cm_chart_load(&f->chart, g, sig);
+        if (rc) return FLAT_ERR(rc);
+        flat_versions(g, f, id);
+        f->loaded = id;
+    }
     int r = cm_chart_scan(&f->chart, g, b);
-    if (r < 0) return FLAT_ERR(r);
-    int32_t to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart);
+    if (r < 0) {
+        f->loaded = UINT32_MAX;
+        return FLAT_ERR(r);
+    }
+    int32_t to;
+    /* A closure the chart's memo gave or stored: the configuration it made before,
+     * if noted.  The memo holds while the kernel and the sets up to its origins are
+     * unchanged, and they are all the new set's suffix reads (its items' origins are
+     * the kernel's, the new set's, or those of waiters in the sets they name). */
+    cm_memo *mm = r ? f->chart.memo_used : NULL;
+    if (mm && mm->note) {
+        to = (int32_t)mm->note - 4;
+    } else {
+        /* with flat calls, the loaded sets before the configuration's last keep all their items */
+        size_t kept = g->lim.flat_calls && sig[0] ? sig[0] - 1 : 0;
+        to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart, kept);
+        if (mm && to >= CM_FLAT_CHART) mm->note = (uint32_t)(to + 4);
+    }
     if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
     return to;
 }

@@ -96,6 +96,29 @@ def test_flat_dead_bytes_same_entries() -> None:
     assert stats["flat_configs"] > 0, stats
 
 
+@pytest.mark.parametrize(("name", "order"), [("c.gbnf", "reversed"), ("arithmetic.gbnf", "shuffled")])
+def test_flat_transitions_whatever_came_before(name: str, order: str) -> None:
+    """A flat transition reuses what earlier ones left (csrc/flat.c): the configuration still
+    loaded in the scratch chart, its sets' versions by content, so that the chart's closure memo
+    holds across configurations, and the configuration a memoized closure made before.  So the
+    entries are built here in another order than state order, flat walks alone (no compositions,
+    which would build the callees' first), each against the whole walk of its state."""
+    g = shipped(name)
+    vocab = cfgmask.Vocabulary.llama3()
+    fast = cfgmask.compile(g, vocab, _strategy=Strategy(compose_entries=False))
+    slow = cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)
+    states = list(range(fast.tables.n_states))
+    if order == "reversed":
+        states.reverse()
+    else:
+        np.random.default_rng(12).shuffle(states)
+    for s in states:
+        a, b = fast._handle.entry(s), slow._handle.entry(s)
+        assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"
+    assert fast.stats["flat_configs"] > 0, fast.stats
+
+
 def _tail_entries(compiled: cfgmask.CompiledGrammar) -> None:
     """Every state's entry of `compiled` equal to the entry with tail parts off (compositions as
     before: each byte edge walked from the state it leads to)."""
