@@ -474,3 +474,59 @@ int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!rc && lo < n) rc = cm_flat_walk(g, state, rule, lo, n, 0, w);
     return rc ? rc : 1;
 }
+
+/* ---- literals: a chain of states that each read one byte ---- */
+
+/* The one byte `state` has a transition on, or -1. */
+static int single_byte(const cm_grammar *g, uint32_t state) {
+    const uint32_t *nb = g->next_bytes + (size_t)state * 8;
+    int b = -1;
+    for (int j = 0; j < 8; j++) {
+        if (!nb[j]) continue;
+        if (b >= 0 || (nb[j] & (nb[j] - 1))) return -1;
+        b = j * 32 + __builtin_ctz(nb[j]);
+    }
+    return b;
+}
+
+/* Of the entries [*lo, *hi), which share their first j bytes and are all longer
+ * than j, those whose byte j is b (a range: the trie is sorted by bytes). */
+static void narrow(const cm_vocab *v, size_t *lo, size_t *hi, uint32_t j, uint8_t b) {
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    size_t a = *lo, z = *hi;
+    while (a < z) {
+        size_t m = a + (z - a) / 2;
+        if (data[off[m] + j] < b) a = m + 1;
+        else z = m;
+    }
+    size_t e = a;
+    z = *hi;
+    while (e < z) {
+        size_t m = e + (z - e) / 2;
+        if (data[off[m] + j] <= b) e = m + 1;
+        else z = m;
+    }
+    *lo = a;
+    *hi = e;
+}
+
+int cm_literal_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t rule = t->state_rule[state], s = state, j = 0;
+    int b;
+    if (!g->solo[state] || (b = single_byte(g, state)) < 0) return 0;
+    size_t lo = v->first_off[b], hi = v->first_off[b + 1];
+    /* at depth j the private chart is the one item (s, OUTER): s_1 .. s_j-1 call nothing and
+     * cannot complete, so no exit flag is raised before the walk from s_j (depth 0's is none) */
+    for (;;) {
+        s = (uint32_t)t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
+        j++;
+        if (lo < hi && v->trie_off[lo + 1] - v->trie_off[lo] == j) cm_walk_accept(w, v->trie_ids[lo++]);
+        if (lo == hi || !g->solo[s] || t->accepting[s] || (b = single_byte(g, s)) < 0) break;
+        narrow(v, &lo, &hi, j, (uint8_t)b);
+    }
+    int rc = lo < hi ? cm_flat_walk(g, s, rule, lo, hi, j, w) : CM_OK;
+    return rc ? rc : 1;
+}
