@@ -523,7 +523,8 @@ int cm_literal_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     for (;;) {
         s = (uint32_t)t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
         j++;
-        if (lo < hi && v->trie_off[lo + 1] - v->trie_off[lo] == j) cm_walk_accept(w, v->trie_ids[lo++]);
+        /* the tokens that end here (several ids may share their bytes) */
+        while (lo < hi && v->trie_off[lo + 1] - v->trie_off[lo] == j) cm_walk_accept(w, v->trie_ids[lo++]);
         if (lo == hi || !g->solo[s] || t->accepting[s] || (b = single_byte(g, s)) < 0) break;
         narrow(v, &lo, &hi, j, (uint8_t)b);
     }
