@@ -174,6 +174,7 @@ static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!done && g->lim.share_loop_walks && g->solo[state]) done = cm_loop_entry(g, state, w);
     if (!done) done = cm_compose_edges(g, state, w);
     if (!done) done = cm_run_entry(g, state, w);
+    if (!done && g->lim.flat_walks) done = cm_literal_entry(g, state, w);
     if (done) return done < 0 ? done : CM_OK;
     return cm_flat_walk(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, w);
 }

@@ -474,3 +474,83 @@ int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!rc && lo < n) rc = cm_flat_walk(g, state, rule, lo, n, 0, w);
     return rc ? rc : 1;
 }
+
+/* ---- literals: states that read a few bytes each, into states that do the same ---- */
+
+/* A literal state reads at most this many bytes (a key's next character, a few keys'). */
+#define CM_LITERAL_BYTES 4
+
+/* The bytes `state` has a transition on, ascending, if at most CM_LITERAL_BYTES: their
+ * number; else -1. */
+static int literal_bytes(const cm_grammar *g, uint32_t state, uint8_t *out) {
+    const uint32_t *nb = g->next_bytes + (size_t)state * 8;
+    int n = 0;
+    for (int j = 0; j < 8; j++)
+        for (uint32_t x = nb[j]; x; x &= x - 1) {
+            if (n == CM_LITERAL_BYTES) return -1;
+            out[n++] = (uint8_t)(j * 32 + __builtin_ctz(x));
+        }
+    return n;
+}
+
+/* Of the entries [*lo, *hi), which share their first j bytes and are all longer
+ * than j, those whose byte j is b (a range: the trie is sorted by bytes). */
+static void narrow(const cm_vocab *v, size_t *lo, size_t *hi, uint32_t j, uint8_t b) {
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    size_t a = *lo, z = *hi;
+    while (a < z) {
+        size_t m = a + (z - a) / 2;
+        if (data[off[m] + j] < b) a = m + 1;
+        else z = m;
+    }
+    size_t e = a;
+    z = *hi;
+    while (e < z) {
+        size_t m = e + (z - e) / 2;
+        if (data[off[m] + j] <= b) e = m + 1;
+        else z = m;
+    }
+    *lo = a;
+    *hi = e;
+}
+
+/* Does the walk go on byte by byte from (z, OUTER)?  It calls nothing, cannot complete
+ * (no exit flag raised) and reads few bytes. */
+static bool literal_state(const cm_grammar *g, uint32_t z) {
+    uint8_t bs[CM_LITERAL_BYTES];
+    return g->solo[z] && !g->t.accepting[z] && literal_bytes(g, z, bs) >= 0;
+}
+
+/* Entries [lo, hi), which share their first j bytes and are all longer than j, from
+ * (s, OUTER) at depth j, where no exit flag was raised before: byte by byte while the
+ * states are literal_state; the rest by cm_flat_walk.  Bytes ascending: the uncertain
+ * tokens come in trie order. */
+static int literal_walk(const cm_grammar *g, uint32_t s, uint32_t rule, size_t lo, size_t hi, uint32_t j,
+                        cm_walk *w) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint8_t bs[CM_LITERAL_BYTES];
+    int n = literal_bytes(g, s, bs), rc = CM_OK;
+    for (int i = 0; i < n && !rc && lo < hi; i++) {
+        size_t a = lo, e = hi;
+        if (j) narrow(v, &a, &e, j, bs[i]);
+        else a = v->first_off[bs[i]], e = v->first_off[bs[i] + 1];
+        lo = e;
+        uint32_t z = (uint32_t)t->trans[(size_t)s * t->n_classes + t->byte_class[bs[i]]];
+        /* the tokens that end here (several ids may share their bytes) */
+        while (a < e && v->trie_off[a + 1] - v->trie_off[a] == j + 1) cm_walk_accept(w, v->trie_ids[a++]);
+        if (a == e) continue;
+        /* at depth j + 1 the private chart is the one item (z, OUTER) and its closure */
+        rc = literal_state(g, z) ? literal_walk(g, z, rule, a, e, j + 1, w) : cm_flat_walk(g, z, rule, a, e, j + 1, w);
+    }
+    return rc;
+}
+
+int cm_literal_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    uint8_t bs[CM_LITERAL_BYTES];
+    /* depth 0: an exit there is another item of the same set, so `state` may accept */
+    if (!g->solo[state] || literal_bytes(g, state, bs) <= 0) return 0;
+    int rc = literal_walk(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, w);
+    return rc ? rc : 1;
+}

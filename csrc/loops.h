@@ -58,6 +58,13 @@ int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, si
  * byte's subtree through cm_run_walk: 1 done, 0 declined (w untouched), < 0
  * error.  Under the cache lock. */
 int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The whole walk of a solo state that reads a few bytes (CM_LITERAL_BYTES), into
+ * states that call nothing, cannot complete and do the same (the rest of a JSON
+ * key, a choice of keys, a keyword): the ranges of tokens that read on found by
+ * binary search in the trie, byte by byte, and only the subtrees that leave such
+ * states walked on (cm_flat_walk), from where they leave: 1 done, 0 declined
+ * (w untouched), < 0 error.  Under the cache lock. */
+int cm_literal_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 
 /* ---- loopstore.c ---- */
 

@@ -554,3 +554,24 @@ def test_filter_verdicts_of_long_rests() -> None:
     vocab = cfgmask.Vocabulary.from_token_bytes(tokens)
     assert_same_entries(g, vocab)
     assert assert_entries_order_free(g, vocab, 3) == 4  # the three b-runs after `a`, one after `a)`
+
+
+def test_literal_states_same_entries() -> None:
+    """States that read a few bytes each into states that do the same (the rest of a key, a
+    choice of keywords) take the tokens inside the literal by binary search in the trie and walk
+    on only the subtrees that leave it: tokens ending inside, at the end, running past into a
+    call, into an accepting state with a byte that follows, and ids that share their bytes."""
+    words = [b"s", b"se", b"sel", b"select", b"selects", b"set", b"sets", b"set ", b"setx", b"sex"]
+    words += [b"e", b"ect", b"ect(", b"ect x", b"et", b"et(", b"et)", b"t(", b"(", b")", b" ", b"x", b"xx"]
+    words += [b"select(", b"set(x)", b"select x)", b"ec", b"ect", b"sel"]  # the last two: ids sharing bytes
+    vocab = _vocab(Vocab(words, (), ()))
+    g = cfgmask.Grammar.from_gbnf(
+        'root ::= ("select" | "set" | "sex") ("(" args ")" | " " args) root?\nargs ::= "x"+ | ""'
+    )
+    assert_same_entries(g, vocab)
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "integer"} for k in ("name", "names", "nation", "id", "idle")},
+        "required": ["name"],
+    }
+    assert_same_entries(cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3())
