@@ -28,8 +28,9 @@ _pinned = False
 
 
 def pin() -> None:
-    """Build the prelude and pin it in the automaton cache, once a process (~5 ms); it takes
-    effect from the cache's next generation (the next ``clear_caches()``)."""
+    """Build the prelude and pin it in the automaton cache, once a process (~5 ms): every
+    generation from the next ``clear_caches()`` on starts with it, and so does the current one
+    if nothing was compiled yet (``AutomatonCache.pin``)."""
     global _pinned
     with _LOCK:
         if _pinned:
@@ -37,10 +38,11 @@ def pin() -> None:
         from ..frontends.json_schema import schema_to_grammar
 
         own = AutomatonCache()
+        starts = set()
         for canonical in (True, False):
             for schema in SCHEMAS:
                 g, _ = schema_to_grammar(schema, canonical=canonical)
+                starts.add(g.start)
                 build_tables(g, DEFAULT_LIMITS, prepare(g, DEFAULT_LIMITS, own.session()))
-        starts = {schema_to_grammar(s)[0].start for s in SCHEMAS}
         CACHE.pin(own, lambda members: not starts.intersection(members))
         _pinned = True
