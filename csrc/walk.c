@@ -141,16 +141,30 @@ int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size
 }
 
 /* Scan p[d..len) into c, whose sets for p[0..d) are built: the number of bytes
- * of p the chart survives (len: all), or < 0 on error. */
+ * of p the chart survives (len: all), or < 0 on error; *built the bytes whose
+ * sets c then holds.  The last byte is only checked (cm_chart_viable), its
+ * set not built (*built is len - 1): nothing reads on after a text's end, and
+ * the filter's verdicts are mostly decided there (a `ws` start's rests after
+ * the quote, ` "abc`, end a byte after the prefix they share), while the set
+ * cost a closure through every caller.  A later text that reads on from the
+ * whole of p scans that byte again. */
 static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32_t d, uint32_t len,
-                      uint8_t *ex) {
+                      uint8_t *ex, uint32_t *built) {
     cm_chart_truncate(c, (size_t)d + 1);
     for (; d < len; d++) {
+        if (d + 1 == len) {
+            *built = d;
+            return cm_chart_viable(c, g, p[d]) ? len : d;
+        }
         int r = cm_chart_scan(c, g, p[d]);
         if (r < 0) return r;
-        if (r == 0) return d;
+        if (r == 0) {
+            *built = d;
+            return d;
+        }
         if (ex) ex[d + 1] = c->exited;
     }
+    *built = len;
     return len;
 }
 
@@ -344,22 +358,23 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
     int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
                           g->ret_off[rule + 1] - g->ret_off[rule]);
     const uint8_t *prev = NULL;
-    uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in u; have < plen: prev died there */
+    uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in up */
+    bool died = false;            /* prev died on prev[have] */
     for (size_t j = 0; !rc && j < n; j++) {
         if (keep[q[j].i]) continue;
         uint32_t d = prev ? cm_common_prefix(prev, plen, q[j].p, q[j].len) : 0;
         long alive;
-        if (prev && have < plen && d > have) {
+        if (prev && died && d > have) {
             alive = have;  /* reads the byte prev died on */
         } else {
-            alive = scan_rest(up, g, q[j].p, d < have ? d : have, q[j].len, NULL);
+            alive = scan_rest(up, g, q[j].p, d < have ? d : have, q[j].len, NULL, &have);
             if (alive < 0) {
                 rc = (int)alive;
                 break;
             }
             prev = q[j].p;
             plen = q[j].len;
-            have = (uint32_t)alive;
+            died = alive < q[j].len;
         }
         bool ok = alive == q[j].len;
         follow_put(g, q[j].h, rule, q[j].p, q[j].len, ok);
@@ -395,22 +410,23 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     cm_chart *c = &m->item;
     int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
     const uint8_t *prev = NULL;
-    uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c; have < plen: prev died there */
+    uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
+    bool died = false;            /* prev died on prev[have] */
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
         long dead = have;
-        if (!prev || have == plen || d <= have) {  /* else p dies on the byte prev died on */
-            dead = scan_rest(c, g, p, d < have ? d : have, len, ex);
+        if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
+            dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
             if (dead < 0) {
                 rc = (int)dead;
                 break;
             }
+            died = dead < len;
         }
         prev = p;
         plen = len;
-        have = (uint32_t)dead;
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
