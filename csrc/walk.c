@@ -304,20 +304,26 @@ typedef struct {
  * (qsort's compare calls cost more than the scans they save): those sharing a
  * prefix of up to 4 bytes end up together, which is all follow_answer needs
  * (any order gives the same verdicts).  0, or CM_ERR_NOMEM (asks unchanged). */
+static uint32_t follow_key(const follow_ask *a) {
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < 4; j++) k = k << 8 | (j < a->len ? a->p[j] : 0);
+    return k;
+}
+
 static int follow_sort(follow_ask *ask, size_t n) {
+    /* trie order often is sorted (the exits of one depth, one after another):
+     * then nothing is allocated (a `ws` start's 4,302 asks) */
+    size_t run = 1;
+    for (uint32_t a = n ? follow_key(ask) : 0, b; run < n && a <= (b = follow_key(ask + run)); run++) a = b;
+    if (run >= n) return CM_OK;
     uint32_t *key = malloc(2 * n * sizeof *key);
     uint32_t *ix = malloc(2 * n * sizeof *ix);
     follow_ask *out = malloc(n * sizeof *out);
     int rc = key && ix && out ? CM_OK : CM_ERR_NOMEM;
     for (size_t i = 0; !rc && i < n; i++) {
-        uint32_t k = 0;
-        for (uint32_t j = 0; j < 4; j++) k = k << 8 | (j < ask[i].len ? ask[i].p[j] : 0);
-        key[i] = k;
+        key[i] = follow_key(ask + i);
         ix[i] = (uint32_t)i;
     }
-    bool sorted = true;  /* trie order often is: the exits of one depth, one after another */
-    for (size_t i = 1; !rc && sorted && i < n; i++) sorted = key[i - 1] <= key[i];
-    if (!rc && sorted) rc = 1;
     uint32_t *k0 = key, *k1 = key + n;
     uint32_t *i0 = ix, *i1 = ix + n;
     for (unsigned shift = 0; !rc && shift < 32; shift += 8) {
@@ -344,7 +350,7 @@ static int follow_sort(follow_ask *ask, size_t n) {
     free(key);
     free(ix);
     free(out);
-    return rc == 1 ? CM_OK : rc;
+    return rc;
 }
 
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones
@@ -403,8 +409,10 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint8_t *keep = calloc(n ? n : 1, 1);
     follow_ask *ask = NULL;
     cm_follow_memo *m = follow_memo(g);
-    if (!keep || !m) {
+    /* most uncertain tokens ask about one rest: room for that many at once */
+    if (!keep || !m || cm_grow_to((void **)&ask, &cap_ask, n ? n : 1, sizeof *ask)) {
         free(keep);
+        free(ask);
         return;
     }
     cm_chart *c = &m->item;
