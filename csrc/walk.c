@@ -389,6 +389,18 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
     return rc;
 }
 
+/* The common prefix of trie entries a and b (bytes pa, pb): from the trie's
+ * prefix lengths when b follows a closely (the uncertain tokens of a `ws`
+ * start, ` "...`, are a run of the trie), else by comparing bytes. */
+static uint32_t trie_prefix(const cm_vocab *v, uint32_t a, uint32_t b, const uint8_t *pa, uint32_t la,
+                            const uint8_t *pb, uint32_t lb) {
+    if (a >= b || b - a > 8) return cm_common_prefix(pa, la, pb, lb);
+    uint32_t d = v->trie_lcp[b];
+    for (uint32_t j = a + 1; j < b; j++)
+        if (v->trie_lcp[j] < d) d = v->trie_lcp[j];
+    return d;
+}
+
 /* A token is uncertain because the item's rule may complete inside it, at some
  * depth d >= 1 with the next byte in FOLLOW; from there on only the rule's
  * callers read it.  The rule's upward chart (every return state, each
@@ -423,7 +435,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
+        uint32_t d = prev ? trie_prefix(v, w->unc[i - 1], k, prev, plen, p, len) : 0;
         long dead = have;
         if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
             dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
