@@ -136,6 +136,7 @@ int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig);
 int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
 int cm_chart_push_completion(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
+bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
 int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge);
 

@@ -378,6 +378,22 @@ fail:
     return rc;
 }
 
+/* Would cm_chart_scan of this byte append a set (barring errors)?  The set
+ * is not built: an item of the last set reads the byte (its kernel is not
+ * empty), which is all a scan's verdict on the last byte of a text needs. */
+bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    const cm_tables *t = &g->t;
+    uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
+    for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
+        cm_item it = c->items[i];
+        uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
+        if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
+        int32_t next = t->trans[(size_t)st * t->n_classes + cls];
+        if (next >= 0 && (!la || debt_payable(g, (uint32_t)next, la, 0))) return true;
+    }
+    return false;
+}
+
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g) {
     const cm_tables *t = &g->t;
     size_t last = c->n_sets - 1;

@@ -141,16 +141,30 @@ int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size
 }
 
 /* Scan p[d..len) into c, whose sets for p[0..d) are built: the number of bytes
- * of p the chart survives (len: all), or < 0 on error. */
+ * of p the chart survives (len: all), or < 0 on error; *built the bytes whose
+ * sets c then holds.  The last byte is only checked (cm_chart_viable), its
+ * set not built (*built is len - 1): nothing reads on after a text's end, and
+ * the filter's verdicts are mostly decided there (a `ws` start's rests after
+ * the quote, ` "abc`, end a byte after the prefix they share), while the set
+ * cost a closure through every caller.  A later text that reads on from the
+ * whole of p scans that byte again. */
 static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32_t d, uint32_t len,
-                      uint8_t *ex) {
+                      uint8_t *ex, uint32_t *built) {
     cm_chart_truncate(c, (size_t)d + 1);
     for (; d < len; d++) {
+        if (d + 1 == len) {
+            *built = d;
+            return cm_chart_viable(c, g, p[d]) ? len : d;
+        }
         int r = cm_chart_scan(c, g, p[d]);
         if (r < 0) return r;
-        if (r == 0) return d;
+        if (r == 0) {
+            *built = d;
+            return d;
+        }
         if (ex) ex[d + 1] = c->exited;
     }
+    *built = len;
     return len;
 }
 
@@ -290,20 +304,26 @@ typedef struct {
  * (qsort's compare calls cost more than the scans they save): those sharing a
  * prefix of up to 4 bytes end up together, which is all follow_answer needs
  * (any order gives the same verdicts).  0, or CM_ERR_NOMEM (asks unchanged). */
+static uint32_t follow_key(const follow_ask *a) {
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < 4; j++) k = k << 8 | (j < a->len ? a->p[j] : 0);
+    return k;
+}
+
 static int follow_sort(follow_ask *ask, size_t n) {
+    /* trie order often is sorted (the exits of one depth, one after another):
+     * then nothing is allocated (a `ws` start's 4,302 asks) */
+    size_t run = 1;
+    for (uint32_t a = n ? follow_key(ask) : 0, b; run < n && a <= (b = follow_key(ask + run)); run++) a = b;
+    if (run >= n) return CM_OK;
     uint32_t *key = malloc(2 * n * sizeof *key);
     uint32_t *ix = malloc(2 * n * sizeof *ix);
     follow_ask *out = malloc(n * sizeof *out);
     int rc = key && ix && out ? CM_OK : CM_ERR_NOMEM;
     for (size_t i = 0; !rc && i < n; i++) {
-        uint32_t k = 0;
-        for (uint32_t j = 0; j < 4; j++) k = k << 8 | (j < ask[i].len ? ask[i].p[j] : 0);
-        key[i] = k;
+        key[i] = follow_key(ask + i);
         ix[i] = (uint32_t)i;
     }
-    bool sorted = true;  /* trie order often is: the exits of one depth, one after another */
-    for (size_t i = 1; !rc && sorted && i < n; i++) sorted = key[i - 1] <= key[i];
-    if (!rc && sorted) rc = 1;
     uint32_t *k0 = key, *k1 = key + n;
     uint32_t *i0 = ix, *i1 = ix + n;
     for (unsigned shift = 0; !rc && shift < 32; shift += 8) {
@@ -330,7 +350,7 @@ static int follow_sort(follow_ask *ask, size_t n) {
     free(key);
     free(ix);
     free(out);
-    return rc == 1 ? CM_OK : rc;
+    return rc;
 }
 
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones
@@ -344,28 +364,41 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
     int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
                           g->ret_off[rule + 1] - g->ret_off[rule]);
     const uint8_t *prev = NULL;
-    uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in u; have < plen: prev died there */
+    uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in up */
+    bool died = false;            /* prev died on prev[have] */
     for (size_t j = 0; !rc && j < n; j++) {
         if (keep[q[j].i]) continue;
         uint32_t d = prev ? cm_common_prefix(prev, plen, q[j].p, q[j].len) : 0;
         long alive;
-        if (prev && have < plen && d > have) {
+        if (prev && died && d > have) {
             alive = have;  /* reads the byte prev died on */
         } else {
-            alive = scan_rest(up, g, q[j].p, d < have ? d : have, q[j].len, NULL);
+            alive = scan_rest(up, g, q[j].p, d < have ? d : have, q[j].len, NULL, &have);
             if (alive < 0) {
                 rc = (int)alive;
                 break;
             }
             prev = q[j].p;
             plen = q[j].len;
-            have = (uint32_t)alive;
+            died = alive < q[j].len;
         }
         bool ok = alive == q[j].len;
         follow_put(g, q[j].h, rule, q[j].p, q[j].len, ok);
         if (ok) keep[q[j].i] = 1;
     }
     return rc;
+}
+
+/* The common prefix of trie entries a and b (bytes pa, pb): from the trie's
+ * prefix lengths when b follows a closely (the uncertain tokens of a `ws`
+ * start, ` "...`, are a run of the trie), else by comparing bytes. */
+static uint32_t trie_prefix(const cm_vocab *v, uint32_t a, uint32_t b, const uint8_t *pa, uint32_t la,
+                            const uint8_t *pb, uint32_t lb) {
+    if (a >= b || b - a > 8) return cm_common_prefix(pa, la, pb, lb);
+    uint32_t d = v->trie_lcp[b];
+    for (uint32_t j = a + 1; j < b; j++)
+        if (v->trie_lcp[j] < d) d = v->trie_lcp[j];
+    return d;
 }
 
 /* A token is uncertain because the item's rule may complete inside it, at some
@@ -388,29 +421,32 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint8_t *keep = calloc(n ? n : 1, 1);
     follow_ask *ask = NULL;
     cm_follow_memo *m = follow_memo(g);
-    if (!keep || !m) {
+    /* most uncertain tokens ask about one rest: room for that many at once */
+    if (!keep || !m || cm_grow_to((void **)&ask, &cap_ask, n ? n : 1, sizeof *ask)) {
         free(keep);
+        free(ask);
         return;
     }
     cm_chart *c = &m->item;
     int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
     const uint8_t *prev = NULL;
-    uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c; have < plen: prev died there */
+    uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
+    bool died = false;            /* prev died on prev[have] */
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
+        uint32_t d = prev ? trie_prefix(v, w->unc[i - 1], k, prev, plen, p, len) : 0;
         long dead = have;
-        if (!prev || have == plen || d <= have) {  /* else p dies on the byte prev died on */
-            dead = scan_rest(c, g, p, d < have ? d : have, len, ex);
+        if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
+            dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
             if (dead < 0) {
                 rc = (int)dead;
                 break;
             }
+            died = dead < len;
         }
         prev = p;
         plen = len;
-        have = (uint32_t)dead;
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;

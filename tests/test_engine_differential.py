@@ -290,6 +290,9 @@ RETURNS = cfgmask.Grammar.from_gbnf(
     vocabularies(
         (b"(", b")", b"[", b"]", b";", b"!", b"+", b"-", b"a", b"b", b"a)", b"b];", b"a!", b")+", b"];")
         + (b"a)a", b"b]!", b"a!!", b"a)(", b"b+)")  # leave e or t, then no caller reads on
+        # rests that read on from a whole shorter one (`)+` then `)+a`, `)+(`): the filter only
+        # checks a rest's last byte, and scans it again for the longer rest
+        + (b"a)+", b"a)+a", b"a)+(", b"b)+b)", b"a))!", b"a))")
     ),
     st.data(),
 )
@@ -297,7 +300,8 @@ def test_filter_uncertain_equal_reference(v, data) -> None:
     """`e` and `t` return to several callers, so tokens such as ``a)`` or ``b];`` leave the rule
     mid-token; ``a)a`` or ``b]!`` leave it, and then no caller can go on reading.  Cache entries
     drop those (the rule's upward chart dies on them); with the filter (the default) and without,
-    masks equal the reference's."""
+    masks equal the reference's.  The filter builds no set for a rest's last byte (it only checks
+    that some item reads it): ``a)+`` then ``a)+a`` read on past such a byte."""
     ref, vocab, compiled = _setup(RETURNS, v)
     assert compiled is not None
     unfiltered = cfgmask.compile(RETURNS, vocab, _strategy=Strategy(filter_uncertain=False))
