@@ -40,11 +40,8 @@
 #define CM_FLAT_UNKNOWN (-1)     /* all bits set: a new row is one memset */
 #define CM_FLAT_DEAD (-2)
 #define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
-/* A known live transition's cell holds where it goes as the walk uses it: the
- * row of the configuration it reaches (id * width, below 2^22) and, in bit 30,
- * whether that configuration exited; the walk's stack holds the same. */
-#define FLAT_EX (1u << 30)
-#define FLAT_ROW (FLAT_EX - 1)
+/* A known live transition's cell holds the row of the configuration it reaches
+ * (id * width, below 2^22), as the walk uses it; the walk's stack holds rows. */
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
 
@@ -65,6 +62,7 @@ struct cm_flat {
                                    on: a superset of the live columns, the others dead unscanned */
     int32_t *next;              /* [cap * width], by column: a special (< 0) or a live cell (flat_cell) */
     uint32_t width;
+    uint64_t recip;             /* 2^32 / width + 1: a row times it, over 2^32, is its configuration */
     uint8_t col[256];           /* byte -> column: bytes of one class that every lookahead
                                    debt also treats alike (debts read bytes, not classes) */
     uint32_t *slots;            /* open addressing, id + 1, [hcap] */
@@ -360,6 +358,7 @@ static void flat_columns(const cm_grammar *g, cm_flat *f) {
         f->col[b] = (uint8_t)c;
     }
     f->width = n;
+    f->recip = (1ull << 32) / n + 1;
 }
 
 /* The grammar's DFA, created empty on first use; NULL when memory is short. */
@@ -458,8 +457,11 @@ static void flat_versions(const cm_grammar *g, cm_flat *f, uint32_t id) {
 
 /* The cell of a transition to `to` (a special stays as it is). */
 static inline int32_t flat_cell(const cm_flat *f, int32_t to) {
-    return to < 0 ? to : (int32_t)((uint32_t)to * f->width | (f->exited[to] ? FLAT_EX : 0));
+    return to < 0 ? to : (int32_t)((uint32_t)to * f->width);
 }
+
+/* The configuration of a row (exact: rows are below 2^22, multiples of width). */
+static inline uint32_t flat_id(const cm_flat *f, uint32_t row) { return (uint32_t)((row * f->recip) >> 32); }
 
 /* The transition of configuration id on byte b, computed with the scratch chart
  * unless no item reads b (most of a trie node's children die so). */
@@ -527,79 +529,78 @@ static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t i
     return end;
 }
 
-/* Where a flat walk is: entry k at depth d in the cell s (st[d] on the path),
- * the flags of an exit known up to depth fl_ok, n_acc tokens accepted so far;
+/* Where a flat walk is: entry k at depth d in the cell s (st[d] on the path);
  * where it stopped, the special cell `to` it met there. */
 typedef struct flat_pos {
     size_t k;
-    uint32_t d, s, fl_ok, n_acc;
+    uint32_t d, s;
     int32_t to;
 } flat_pos;
 
-/* The walk from `at` on through known live cells, entry after entry, until an
- * entry meets a special cell (at.to: dead, not flat, not computed) or k_end.
- * No call inside: the loop keeps its pointers and counters in registers. */
+/* The walk from `at` on through known live cells, entry after entry, accepting
+ * each entry it reads to its end, until one meets a special cell (at.to: dead,
+ * not flat, not computed) or k_end.  It reads the trie's nodes in order
+ * (trie_sfx) and an entry's prefix length and length as one word (trie_ent);
+ * no call inside: the loop keeps its pointers in registers. */
 static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t *col, const int32_t *next,
                                                size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
-    const uint8_t *data = v->trie_data;
-    const uint64_t *off = v->trie_off;
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids;
+    const uint32_t *ent = v->trie_ent, *ids = v->trie_ids;
     size_t k = at->k;
-    uint32_t d = at->d, s = at->s, fl_ok = at->fl_ok, n_acc = at->n_acc;
-    uint64_t o = off[k], oe = off[k + 1];
+    uint32_t e = ent[k], past = at->d - (e & 0xffff);  /* at->d is at least k's prefix length */
+    size_t s = at->s;
+    const uint8_t *q = v->trie_sfx + v->trie_sfx_off[k] + past, *q_end = q + (e >> 16) - past;
+    uint32_t *sp = st + at->d;
     for (;;) {
-        const uint8_t *p = data + o;
-        uint32_t len = (uint32_t)(oe - o);
-        for (; d < len; d++) {
-            int32_t to = next[(s & FLAT_ROW) + col[p[d]]];
+        for (; q < q_end; q++) {
+            int32_t to = next[s + col[*q]];
             if (to < 0) {
-                *at = (flat_pos){k, d, s, fl_ok, n_acc, to};
+                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, to};
                 return;
             }
             s = (uint32_t)to;
-            st[d + 1] = s;
+            *++sp = (uint32_t)s;
         }
         cm_set_bit(bits, ids[k]);
-        n_acc++;
         if (++k == k_end) break;
-        o = oe;
-        oe = off[k + 1];
-        d = lcp[k];  /* at least the walk's first depth: the entries after the first share its bytes */
-        if (fl_ok > d) fl_ok = d;
-        s = st[d];
+        e = ent[k];  /* its prefix length is at least the walk's first depth */
+        sp = st + (e & 0xffff);
+        s = *sp;
+        q_end = q + (e >> 16);
     }
-    *at = (flat_pos){k, d, s, fl_ok, n_acc, 0};
+    at->k = k;
 }
 
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
  *
  * A trie node costs a byte, its column and a cell: st[d] holds the cell that
- * led there (the configuration's row, its exit in FLAT_EX), and the flags of
- * an exit before (fl) are computed only where a subtree ends dead or leaves the
- * DFA, along the path from the depth up to which they are known (fl_ok): the
- * entries after share them up to their common prefix. */
+ * led there (the configuration's row).  The flags of an exit before (fl) are
+ * computed only where a subtree ends dead or leaves the DFA, along the path
+ * from the depth up to which they are known (fl_ok, at most the prefix length
+ * of each entry read since: k_fl the last one counted). */
 static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, size_t k, size_t k_end,
                           uint32_t d0, cm_walk *w) {
     const cm_vocab *v = g->v;
-    const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8;
+    const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8, *lcp = v->trie_lcp;
     uint8_t *fl = w->fl;
-    uint32_t *st = w->st;
+    uint32_t *st = w->st, fl_ok = d0;
     int rc = CM_OK;
-    st[d0] = (uint32_t)c0 * f->width | (d0 && f->exited[c0] ? FLAT_EX : 0);  /* an exit at depth 0 is
-                                                                            another item of the same set */
+    st[d0] = (uint32_t)c0 * f->width;
     fl[d0] = 0;
     if (k >= k_end) return rc;
-    uint32_t d = v->trie_lcp[k] > d0 ? v->trie_lcp[k] : d0;
-    flat_pos at = {k, d, st[d], d0, 0, 0};
+    uint32_t d = lcp[k] > d0 ? lcp[k] : d0;
+    size_t k_fl = k;
+    flat_pos at = {k, d, st[d], 0};
     for (;;) {
+        size_t k_run = at.k;
         flat_run(v, f->col, f->next, k_end, st, w->bits, &at);
+        w->n_accepted += (uint32_t)(at.k - k_run);  /* a run accepts each entry it passes */
         if (at.k == k_end) break;
         const uint8_t *p = v->trie_data + v->trie_off[at.k];
         uint32_t s = at.s;
         d = at.d;
         int32_t to = at.to;
         if (to == CM_FLAT_UNKNOWN) {
-            to = flat_cell(f, flat_step(g, f, (s & FLAT_ROW) / f->width, p[d]));
+            to = flat_cell(f, flat_step(g, f, flat_id(f, s), p[d]));
             if (to >= 0) {  /* on from the next depth */
                 st[d + 1] = at.s = (uint32_t)to;
                 at.d = d + 1;
@@ -610,18 +611,22 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
             rc = to + 8;
             break;
         }
-        for (uint32_t j = at.fl_ok; j < d; j++)  /* the flags along the path, from where they are known */
-            fl[j + 1] = fl[j] | ((st[j] & FLAT_EX) && cm_bit(fol, p[j]));
-        at.fl_ok = d;
-        uint8_t fd = fl[d] | ((s & FLAT_EX) && cm_bit(fol, p[d]));
-        k = flat_leave(g, f, to, (s & FLAT_ROW) / f->width, rule, at.k, d, fl[d], (s & FLAT_EX) != 0, fd, w, &rc);
+        for (; k_fl < at.k; k_fl++)
+            if (fl_ok > lcp[k_fl + 1]) fl_ok = lcp[k_fl + 1];
+        /* the flags along the path, from where they are known; an exit at depth 0 is
+         * another item of the same set */
+        const uint8_t *exited = f->exited;
+        for (; fl_ok < d; fl_ok++)
+            fl[fl_ok + 1] = fl[fl_ok] | (fl_ok && exited[flat_id(f, st[fl_ok])] && cm_bit(fol, p[fl_ok]));
+        uint32_t id = flat_id(f, s);
+        uint8_t ex = d && exited[id];
+        k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
         if (rc || k >= k_end) break;
+        k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
         at.k = k;
-        at.d = v->trie_lcp[k];  /* at least d0, at most d */
-        if (at.fl_ok > at.d) at.fl_ok = at.d;
+        at.d = lcp[k];  /* at least d0, at most d */
         at.s = st[at.d];
     }
-    w->n_accepted += at.n_acc;
     return rc;
 }
 
@@ -675,7 +680,7 @@ static int chart_walk_whole(const cm_grammar *g, cm_flat *f, uint32_t rule, cm_w
 int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                  cm_walk *w) {
     bool whole = d0 == 0 && k == 0 && k_end == g->v->n_trie;
-    cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
+    cm_flat *f = g->lim.flat_walks && g->v->trie_ent ? flat_get(g) : NULL;
     int32_t c0 = f ? flat_start(g, f, state, whole) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
     if (c0 == CM_FLAT_CHART && !f) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);
