@@ -575,3 +575,37 @@ def test_literal_states_same_entries() -> None:
         "required": ["name"],
     }
     assert_same_entries(cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3())
+
+
+def test_flat_walk_flags_along_shared_prefixes() -> None:
+    """A flat walk keeps a cell a trie node and computes the flags of an exit (the rule could
+    complete, the next byte follows it: dying makes a token uncertain) only where a subtree ends
+    dead or leaves the DFA, from the depth up to which they are known (csrc/flat.c,
+    flat_walk_from): every string of one to four of seven bytes, so that exits, deaths and shared
+    prefixes come in every order, against whole chart walks, with and without flat calls."""
+    alphabet = [b"a", b"b", b",", b";", b" ", b"]", b")"]
+    words = [b""]
+    tokens: list[bytes] = []
+    for _ in range(4):
+        words = [w + c for w in words for c in alphabet]
+        tokens += words
+    vocab = _vocab(Vocab(tokens, (), ()))
+    g = cfgmask.Grammar.from_gbnf(
+        'root ::= "[" list "]"\nlist ::= item ("," " "? item)*\nitem ::= [ab]+ (";" [ab]+)? | "(" list ")"'
+    )
+    stats = assert_same_entries(g, vocab, compose_entries=False)
+    assert stats["flat_configs"] > 0, stats
+    fast = cfgmask.compile(g, vocab, _strategy=Strategy(compose_entries=False))
+    assert any(len(e[1]) for e in entries(fast)), "no uncertain tokens: the flags are not exercised"
+    assert_same_entries(g, vocab, flat_calls=False)
+
+
+def test_flat_walks_beside_a_token_of_65536_bytes() -> None:
+    """The trie's nodes in walk order hold an entry's prefix length and length in 16 bits each
+    (csrc/vocab.c, trie_ent); a vocabulary with a longer token has none, and flat walks give
+    their ranges to the chart: the same entries, and no flat configuration."""
+    tokens = [b"a", b"b", b"ab", b"a+", b"+", b"(", b")", b"a" * 65536, b"a" * 65535 + b"+"]
+    vocab = _vocab(Vocab(tokens, (), ()))
+    g = cfgmask.Grammar.from_gbnf('root ::= term ("+" term)*\nterm ::= [ab]+ | "(" root ")"')
+    stats = assert_same_entries(g, vocab)
+    assert stats["flat_configs"] == 0, stats
