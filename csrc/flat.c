@@ -41,7 +41,11 @@
 #define CM_FLAT_DEAD (-2)
 #define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
 /* A known live transition's cell holds the row of the configuration it reaches
- * (id * width, below 2^22), as the walk uses it; the walk's stack holds rows. */
+ * (id * width, below 2^22), as the walk uses it, and FLAT_ANY if it exited; the
+ * walk's stack holds the row and FLAT_ANY if some set on the path exited (at a
+ * depth above 0): with none, a dead subtree holds nothing uncertain. */
+#define FLAT_ANY (1u << 30)
+#define FLAT_ROW (FLAT_ANY - 1)
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
 
@@ -457,7 +461,7 @@ static void flat_versions(const cm_grammar *g, cm_flat *f, uint32_t id) {
 
 /* The cell of a transition to `to` (a special stays as it is). */
 static inline int32_t flat_cell(const cm_flat *f, int32_t to) {
-    return to < 0 ? to : (int32_t)((uint32_t)to * f->width);
+    return to < 0 ? to : (int32_t)((uint32_t)to * f->width | (f->exited[to] ? FLAT_ANY : 0));
 }
 
 /* The configuration of a row (exact: rows are below 2^22, multiples of width). */
@@ -529,38 +533,57 @@ static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t i
     return end;
 }
 
-/* Where a flat walk is: entry k at depth d in the cell s (st[d] on the path);
- * where it stopped, the special cell `to` it met there. */
+/* Where a flat walk is: entry k at depth d in the cell s (st[d] on the path),
+ * n_acc tokens accepted; where it stopped, the special cell `to` it met there. */
 typedef struct flat_pos {
     size_t k;
-    uint32_t d, s;
+    uint32_t d, s, n_acc;
     int32_t to;
 } flat_pos;
 
 /* The walk from `at` on through known live cells, entry after entry, accepting
- * each entry it reads to its end, until one meets a special cell (at.to: dead,
- * not flat, not computed) or k_end.  It reads the trie's nodes in order
+ * each entry it reads to its end and skipping the dead subtrees with no exit
+ * on their path, until one meets another special cell (at.to: dead after an
+ * exit, not flat, not computed) or k_end.  It reads the trie's nodes in order
  * (trie_sfx) and an entry's prefix length and length as one word (trie_ent);
  * no call inside: the loop keeps its pointers in registers. */
 static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t *col, const int32_t *next,
                                                size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
-    const uint32_t *ent = v->trie_ent, *ids = v->trie_ids;
+    const uint32_t *ent = v->trie_ent, *ids = v->trie_ids, *sfx_off = v->trie_sfx_off, *skip = v->skip;
+    const uint64_t *off = v->trie_off;
+    const uint8_t *sfx = v->trie_sfx;
     size_t k = at->k;
-    uint32_t e = ent[k], past = at->d - (e & 0xffff);  /* at->d is at least k's prefix length */
+    uint32_t e = ent[k], past = at->d - (e & 0xffff), n_acc = at->n_acc;  /* at->d: at least k's prefix */
     size_t s = at->s;
-    const uint8_t *q = v->trie_sfx + v->trie_sfx_off[k] + past, *q_end = q + (e >> 16) - past;
+    const uint8_t *q = sfx + sfx_off[k] + past, *q_end = q + (e >> 16) - past;
     uint32_t *sp = st + at->d;
     for (;;) {
-        for (; q < q_end; q++) {
-            int32_t to = next[s + col[*q]];
-            if (to < 0) {
-                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, to};
+        while (q < q_end) {
+            int32_t to = next[(s & FLAT_ROW) + col[*q]];
+            if (to >= 0) {
+                s = (uint32_t)to | (s & FLAT_ANY);
+                *++sp = (uint32_t)s;
+                q++;
+                continue;
+            }
+            if (to != CM_FLAT_DEAD || (s & FLAT_ANY)) {
+                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, n_acc, to};
                 return;
             }
-            s = (uint32_t)to;
-            *++sp = (uint32_t)s;
+            k = skip[off[k] + (size_t)(sp - st)];  /* the dead subtree of the next byte */
+            if (k >= k_end) {
+                at->k = k_end;
+                at->n_acc = n_acc;
+                return;
+            }
+            e = ent[k];
+            sp = st + (e & 0xffff);
+            s = *sp;
+            q = sfx + sfx_off[k];
+            q_end = q + (e >> 16);
         }
         cm_set_bit(bits, ids[k]);
+        n_acc++;
         if (++k == k_end) break;
         e = ent[k];  /* its prefix length is at least the walk's first depth */
         sp = st + (e & 0xffff);
@@ -568,6 +591,7 @@ static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t 
         q_end = q + (e >> 16);
     }
     at->k = k;
+    at->n_acc = n_acc;
 }
 
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
@@ -584,25 +608,24 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     uint8_t *fl = w->fl;
     uint32_t *st = w->st, fl_ok = d0;
     int rc = CM_OK;
-    st[d0] = (uint32_t)c0 * f->width;
+    st[d0] = (uint32_t)c0 * f->width | (d0 && f->exited[c0] ? FLAT_ANY : 0);  /* an exit at depth 0 is
+                                                                             another item of the same set */
     fl[d0] = 0;
     if (k >= k_end) return rc;
     uint32_t d = lcp[k] > d0 ? lcp[k] : d0;
     size_t k_fl = k;
-    flat_pos at = {k, d, st[d], 0};
+    flat_pos at = {k, d, st[d], 0, 0};
     for (;;) {
-        size_t k_run = at.k;
         flat_run(v, f->col, f->next, k_end, st, w->bits, &at);
-        w->n_accepted += (uint32_t)(at.k - k_run);  /* a run accepts each entry it passes */
         if (at.k == k_end) break;
         const uint8_t *p = v->trie_data + v->trie_off[at.k];
         uint32_t s = at.s;
         d = at.d;
         int32_t to = at.to;
         if (to == CM_FLAT_UNKNOWN) {
-            to = flat_cell(f, flat_step(g, f, flat_id(f, s), p[d]));
+            to = flat_cell(f, flat_step(g, f, flat_id(f, s & FLAT_ROW), p[d]));
             if (to >= 0) {  /* on from the next depth */
-                st[d + 1] = at.s = (uint32_t)to;
+                st[d + 1] = at.s = (uint32_t)to | (s & FLAT_ANY);
                 at.d = d + 1;
                 continue;
             }
@@ -617,8 +640,8 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
          * another item of the same set */
         const uint8_t *exited = f->exited;
         for (; fl_ok < d; fl_ok++)
-            fl[fl_ok + 1] = fl[fl_ok] | (fl_ok && exited[flat_id(f, st[fl_ok])] && cm_bit(fol, p[fl_ok]));
-        uint32_t id = flat_id(f, s);
+            fl[fl_ok + 1] = fl[fl_ok] | (fl_ok && exited[flat_id(f, st[fl_ok] & FLAT_ROW)] && cm_bit(fol, p[fl_ok]));
+        uint32_t id = flat_id(f, s & FLAT_ROW);
         uint8_t ex = d && exited[id];
         k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
         if (rc || k >= k_end) break;
@@ -627,6 +650,7 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
         at.d = lcp[k];  /* at least d0, at most d */
         at.s = st[at.d];
     }
+    w->n_accepted += at.n_acc;
     return rc;
 }
 
