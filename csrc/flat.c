@@ -544,18 +544,16 @@ typedef struct flat_pos {
 /* The walk from `at` on through known live cells, entry after entry, accepting
  * each entry it reads to its end and skipping the dead subtrees with no exit
  * on their path, until one meets another special cell (at.to: dead after an
- * exit, not flat, not computed) or k_end.  It reads the trie's nodes in order
- * (trie_sfx) and an entry's prefix length and length as one word (trie_ent);
- * no call inside: the loop keeps its pointers in registers. */
+ * exit, not flat, not computed) or k_end.  No call inside: the loop keeps
+ * most of its pointers in registers. */
 static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t *col, const int32_t *next,
                                                size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
-    const uint32_t *ent = v->trie_ent, *ids = v->trie_ids, *sfx_off = v->trie_sfx_off, *skip = v->skip;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
     const uint64_t *off = v->trie_off;
-    const uint8_t *sfx = v->trie_sfx;
-    size_t k = at->k;
-    uint32_t e = ent[k], past = at->d - (e & 0xffff), n_acc = at->n_acc;  /* at->d: at least k's prefix */
+    const uint8_t *data = v->trie_data;
+    size_t k = at->k, k0 = k;  /* each entry from k0 on is accepted but those of dead subtrees */
     size_t s = at->s;
-    const uint8_t *q = sfx + sfx_off[k] + past, *q_end = q + (e >> 16) - past;
+    const uint8_t *q = data + off[k] + at->d, *q_end = data + off[k + 1];
     uint32_t *sp = st + at->d;
     for (;;) {
         while (q < q_end) {
@@ -567,31 +565,31 @@ static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t 
                 continue;
             }
             if (to != CM_FLAT_DEAD || (s & FLAT_ANY)) {
-                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, n_acc, to};
+                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, at->n_acc + (uint32_t)(k - k0), to};
                 return;
             }
-            k = skip[off[k] + (size_t)(sp - st)];  /* the dead subtree of the next byte */
+            size_t end = skip[off[k] + (size_t)(sp - st)];  /* the dead subtree of the next byte */
+            at->n_acc -= (uint32_t)((end < k_end ? end : k_end) - k);
+            k = end;
             if (k >= k_end) {
                 at->k = k_end;
-                at->n_acc = n_acc;
+                at->n_acc += (uint32_t)(k_end - k0);
                 return;
             }
-            e = ent[k];
-            sp = st + (e & 0xffff);
+            sp = st + lcp[k];
             s = *sp;
-            q = sfx + sfx_off[k];
-            q_end = q + (e >> 16);
+            q = data + off[k] + lcp[k];
+            q_end = data + off[k + 1];
         }
         cm_set_bit(bits, ids[k]);
-        n_acc++;
         if (++k == k_end) break;
-        e = ent[k];  /* its prefix length is at least the walk's first depth */
-        sp = st + (e & 0xffff);
+        sp = st + lcp[k];  /* at least the walk's first depth: the entries after the first share its bytes */
         s = *sp;
-        q_end = q + (e >> 16);
+        q += lcp[k];  /* entry k's bytes begin where k - 1's end */
+        q_end = data + off[k + 1];
     }
     at->k = k;
-    at->n_acc = n_acc;
+    at->n_acc += (uint32_t)(k - k0);
 }
 
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
@@ -704,7 +702,7 @@ static int chart_walk_whole(const cm_grammar *g, cm_flat *f, uint32_t rule, cm_w
 int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                  cm_walk *w) {
     bool whole = d0 == 0 && k == 0 && k_end == g->v->n_trie;
-    cm_flat *f = g->lim.flat_walks && g->v->trie_ent ? flat_get(g) : NULL;
+    cm_flat *f = g->lim.flat_walks ? flat_get(g) : NULL;
     int32_t c0 = f ? flat_start(g, f, state, whole) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
     if (c0 == CM_FLAT_CHART && !f) return cm_walk_range(g, &state, 1, rule, k, k_end, d0, 0, -1, w);

@@ -85,22 +85,6 @@ static int build_trie_data(cm_vocab *v) {
         const uint8_t *p = cm_tok_bytes(v, v->trie_ids[k], &len);
         memcpy(v->trie_data + v->trie_off[k], p, len);
     }
-    if (v->max_len < 65536 && total <= UINT32_MAX) {  /* the nodes in walk order, for flat walks */
-        size_t nodes = 0;
-        for (size_t k = 0; k < v->n_trie; k++) nodes += v->trie_off[k + 1] - v->trie_off[k] - v->trie_lcp[k];
-        v->trie_sfx = malloc(nodes ? nodes : 1);
-        v->trie_sfx_off = malloc((v->n_trie ? v->n_trie : 1) * sizeof *v->trie_sfx_off);
-        v->trie_ent = malloc((v->n_trie ? v->n_trie : 1) * sizeof *v->trie_ent);
-        if (!v->trie_sfx || !v->trie_sfx_off || !v->trie_ent) return CM_ERR_NOMEM;
-        nodes = 0;
-        for (size_t k = 0; k < v->n_trie; k++) {
-            uint32_t len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]), lcp = v->trie_lcp[k];
-            memcpy(v->trie_sfx + nodes, v->trie_data + v->trie_off[k] + lcp, len - lcp);
-            v->trie_sfx_off[k] = (uint32_t)nodes;
-            v->trie_ent[k] = lcp | (len - lcp) << 16;
-            nodes += len - lcp;
-        }
-    }
     /* sorted by bytes: the entries starting with one byte are contiguous */
     uint32_t count[256] = {0};
     for (size_t k = 0; k < v->n_trie; k++) count[v->trie_data[v->trie_off[k]]]++;
@@ -167,9 +151,6 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->trie_data);
     free(v->trie_off);
     free(v->skip);
-    free(v->trie_sfx);
-    free(v->trie_sfx_off);
-    free(v->trie_ent);
     free(v);
 }
 

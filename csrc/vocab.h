@@ -22,12 +22,6 @@ struct cm_vocab {
      * with its predecessor is shorter than d, i.e. the end of the subtree of
      * k's first d bytes (the trie's "next sibling" links, one per node on k's path) */
     uint32_t *skip;
-    /* the trie's nodes as a flat walk reads them: entry k's bytes past its common
-     * prefix (trie_sfx from trie_sfx_off[k]) and trie_ent[k] = lcp | (len - lcp) << 16;
-     * NULL when a token is 65,536 bytes or longer (flat walks then take charts) */
-    uint8_t *trie_sfx;
-    uint32_t *trie_sfx_off;
-    uint32_t *trie_ent;
     uint32_t first_off[257];    /* the trie entries starting with byte b: [first_off[b], first_off[b+1]) */
     uint32_t max_len;
     cm_walk_store *walks;

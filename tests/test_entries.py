@@ -602,13 +602,3 @@ def test_flat_walk_flags_along_shared_prefixes() -> None:
     assert_same_entries(g, vocab, flat_calls=False, **flat_only)
     assert_same_entries(g, vocab)
 
-
-def test_flat_walks_beside_a_token_of_65536_bytes() -> None:
-    """The trie's nodes in walk order hold an entry's prefix length and length in 16 bits each
-    (csrc/vocab.c, trie_ent); a vocabulary with a longer token has none, and flat walks give
-    their ranges to the chart: the same entries, and no flat configuration."""
-    tokens = [b"a", b"b", b"ab", b"a+", b"+", b"(", b")", b"a" * 65536, b"a" * 65535 + b"+"]
-    vocab = _vocab(Vocab(tokens, (), ()))
-    g = cfgmask.Grammar.from_gbnf('root ::= term ("+" term)*\nterm ::= [ab]+ | "(" root ")"')
-    stats = assert_same_entries(g, vocab)
-    assert stats["flat_configs"] == 0, stats
