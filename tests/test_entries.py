@@ -601,4 +601,3 @@ def test_flat_walk_flags_along_shared_prefixes() -> None:
     assert any(len(e[1]) for e in entries(fast)), "no uncertain tokens: the flags are not exercised"
     assert_same_entries(g, vocab, flat_calls=False, **flat_only)
     assert_same_entries(g, vocab)
-
