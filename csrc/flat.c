@@ -40,6 +40,12 @@
 #define CM_FLAT_UNKNOWN (-1)     /* all bits set: a new row is one memset */
 #define CM_FLAT_DEAD (-2)
 #define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
+/* A known live transition's cell holds the row of the configuration it reaches
+ * (id * width, below 2^22), as the walk uses it, and FLAT_ANY if it exited; the
+ * walk's stack holds the row and FLAT_ANY if some set on the path exited (at a
+ * depth above 0): with none, a dead subtree holds nothing uncertain. */
+#define FLAT_ANY (1u << 30)
+#define FLAT_ROW (FLAT_ANY - 1)
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
 
@@ -58,8 +64,9 @@ struct cm_flat {
     uint8_t *exited;            /* [cap] */
     uint32_t *reads;            /* [cap * 8] the bytes some item of the last set has a transition
                                    on: a superset of the live columns, the others dead unscanned */
-    int32_t *next;              /* [cap * width], by column */
+    int32_t *next;              /* [cap * width], by column: a special (< 0) or a live cell (flat_cell) */
     uint32_t width;
+    uint64_t recip;             /* 2^32 / width + 1: a row times it, over 2^32, is its configuration */
     uint8_t col[256];           /* byte -> column: bytes of one class that every lookahead
                                    debt also treats alike (debts read bytes, not classes) */
     uint32_t *slots;            /* open addressing, id + 1, [hcap] */
@@ -355,6 +362,7 @@ static void flat_columns(const cm_grammar *g, cm_flat *f) {
         f->col[b] = (uint8_t)c;
     }
     f->width = n;
+    f->recip = (1ull << 32) / n + 1;
 }
 
 /* The grammar's DFA, created empty on first use; NULL when memory is short. */
@@ -451,6 +459,14 @@ static void flat_versions(const cm_grammar *g, cm_flat *f, uint32_t id) {
     }
 }
 
+/* The cell of a transition to `to` (a special stays as it is). */
+static inline int32_t flat_cell(const cm_flat *f, int32_t to) {
+    return to < 0 ? to : (int32_t)((uint32_t)to * f->width | (f->exited[to] ? FLAT_ANY : 0));
+}
+
+/* The configuration of a row (exact: rows are below 2^22, multiples of width). */
+static inline uint32_t flat_id(const cm_flat *f, uint32_t row) { return (uint32_t)((row * f->recip) >> 32); }
+
 /* The transition of configuration id on byte b, computed with the scratch chart
  * unless no item reads b (most of a trie node's children die so). */
 static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
@@ -487,7 +503,7 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
         to = r == 0 ? CM_FLAT_DEAD : flat_of_set(g, f, &f->chart, kept);
         if (mm && to >= CM_FLAT_CHART) mm->note = (uint32_t)(to + 4);
     }
-    if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = to;
+    if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = flat_cell(f, to);
     return to;
 }
 
@@ -500,66 +516,139 @@ static int flat_walk_chart(cm_flat *f) {
     return rc;
 }
 
-/* Where configuration st[d] ends trie entry k at depth d (dead, or not flat):
- * the subtree of k's first d + 1 bytes settled -- uncertain if the walk had
- * exited before (fd), walked with a chart if not flat.  Returns its end. */
-static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t rule, size_t k, uint32_t d,
-                         uint8_t fd, cm_walk *w, int *rc) {
+/* Where configuration id (its exit: ex), at depth d, ends trie entry k (dead,
+ * or not flat): the subtree of k's first d + 1 bytes settled -- uncertain if
+ * the walk had exited before (fd), walked with a chart if not flat (fl: an
+ * exit before depth d).  Returns its end. */
+static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t id, uint32_t rule, size_t k,
+                         uint32_t d, uint8_t fl, uint8_t ex, uint8_t fd, cm_walk *w, int *rc) {
     const cm_vocab *v = g->v;
     size_t end = v->skip[v->trie_off[k] + d];
     if (to == CM_FLAT_CHART) {
         *rc = flat_walk_chart(f);
-        if (!*rc) *rc = cm_chart_load(&f->walk, g, f->items + f->off[w->st[d]]);
-        if (!*rc) *rc = cm_walk_chart(g, &f->walk, rule, k, end, d, w->fl[d], w->ex[d], w);
+        if (!*rc) *rc = cm_chart_load(&f->walk, g, f->items + f->off[id]);
+        if (!*rc) *rc = cm_walk_chart(g, &f->walk, rule, k, end, d, fl, ex, w);
     }
     for (; to == CM_FLAT_DEAD && fd && k < end && !*rc; k++) *rc = cm_walk_push_uncertain(w, (uint32_t)k);
     return end;
 }
 
-/* The flat walk of entries [k, k_end) from configuration c0 at depth d0. */
+/* Where a flat walk is: entry k at depth d in the cell s (st[d] on the path),
+ * n_acc tokens accepted; where it stopped, the special cell `to` it met there. */
+typedef struct flat_pos {
+    size_t k;
+    uint32_t d, s, n_acc;
+    int32_t to;
+} flat_pos;
+
+/* The walk from `at` on through known live cells, entry after entry, accepting
+ * each entry it reads to its end and skipping the dead subtrees with no exit
+ * on their path, until one meets another special cell (at.to: dead after an
+ * exit, not flat, not computed) or k_end.  No call inside: the loop keeps
+ * most of its pointers in registers. */
+static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t *col, const int32_t *next,
+                                               size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+    const uint64_t *off = v->trie_off;
+    const uint8_t *data = v->trie_data;
+    size_t k = at->k, k0 = k;  /* each entry from k0 on is accepted but those of dead subtrees */
+    size_t s = at->s;
+    const uint8_t *q = data + off[k] + at->d, *q_end = data + off[k + 1];
+    uint32_t *sp = st + at->d;
+    for (;;) {
+        while (q < q_end) {
+            int32_t to = next[(s & FLAT_ROW) + col[*q]];
+            if (to >= 0) {
+                s = (uint32_t)to | (s & FLAT_ANY);
+                *++sp = (uint32_t)s;
+                q++;
+                continue;
+            }
+            if (to != CM_FLAT_DEAD || (s & FLAT_ANY)) {
+                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, at->n_acc + (uint32_t)(k - k0), to};
+                return;
+            }
+            size_t end = skip[off[k] + (size_t)(sp - st)];  /* the dead subtree of the next byte */
+            at->n_acc -= (uint32_t)((end < k_end ? end : k_end) - k);
+            k = end;
+            if (k >= k_end) {
+                at->k = k_end;
+                at->n_acc += (uint32_t)(k_end - k0);
+                return;
+            }
+            sp = st + lcp[k];
+            s = *sp;
+            q = data + off[k] + lcp[k];
+            q_end = data + off[k + 1];
+        }
+        cm_set_bit(bits, ids[k]);
+        if (++k == k_end) break;
+        sp = st + lcp[k];  /* at least the walk's first depth: the entries after the first share its bytes */
+        s = *sp;
+        q += lcp[k];  /* entry k's bytes begin where k - 1's end */
+        q_end = data + off[k + 1];
+    }
+    at->k = k;
+    at->n_acc += (uint32_t)(k - k0);
+}
+
+/* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
+ *
+ * A trie node costs a byte, its column and a cell: st[d] holds the cell that
+ * led there (the configuration's row).  The flags of an exit before (fl) are
+ * computed only where a subtree ends dead or leaves the DFA, along the path
+ * from the depth up to which they are known (fl_ok, at most the prefix length
+ * of each entry read since: k_fl the last one counted). */
 static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, size_t k, size_t k_end,
                           uint32_t d0, cm_walk *w) {
     const cm_vocab *v = g->v;
-    const uint8_t *data = v->trie_data, *col = f->col;
-    const uint64_t *off = v->trie_off;
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids;
-    const size_t width = f->width;
-    uint8_t *ex = w->ex, *fl = w->fl;
-    uint32_t *st = w->st, *bits = w->bits, n_acc = 0;
-    /* the tables move only when flat_step adds a configuration */
-    const int32_t *next = f->next;
-    const uint8_t *exited = f->exited;
+    const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8, *lcp = v->trie_lcp;
+    uint8_t *fl = w->fl;
+    uint32_t *st = w->st, fl_ok = d0;
     int rc = CM_OK;
-    st[d0] = (uint32_t)c0;
-    ex[d0] = d0 ? exited[c0] : 0;  /* an exit at depth 0 is another item of the same set */
+    st[d0] = (uint32_t)c0 * f->width | (d0 && f->exited[c0] ? FLAT_ANY : 0);  /* an exit at depth 0 is
+                                                                             another item of the same set */
     fl[d0] = 0;
-    while (k < k_end && !rc) {
-        uint32_t d = lcp[k] > d0 ? lcp[k] : d0, len = (uint32_t)(off[k + 1] - off[k]);
-        const uint8_t *p = data + off[k];
-        for (; d < len; d++) {
-            uint8_t fd = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
-            int32_t to = next[(size_t)st[d] * width + col[p[d]]];
-            if (to == CM_FLAT_UNKNOWN) {
-                to = flat_step(g, f, st[d], p[d]);
-                next = f->next;
-                exited = f->exited;
-            }
-            if (to >= 0) {
-                st[d + 1] = (uint32_t)to;
-                ex[d + 1] = exited[to];
-                fl[d + 1] = fd;
+    if (k >= k_end) return rc;
+    uint32_t d = lcp[k] > d0 ? lcp[k] : d0;
+    size_t k_fl = k;
+    flat_pos at = {k, d, st[d], 0, 0};
+    for (;;) {
+        flat_run(v, f->col, f->next, k_end, st, w->bits, &at);
+        if (at.k == k_end) break;
+        const uint8_t *p = v->trie_data + v->trie_off[at.k];
+        uint32_t s = at.s;
+        d = at.d;
+        int32_t to = at.to;
+        if (to == CM_FLAT_UNKNOWN) {
+            to = flat_cell(f, flat_step(g, f, flat_id(f, s & FLAT_ROW), p[d]));
+            if (to >= 0) {  /* on from the next depth */
+                st[d + 1] = at.s = (uint32_t)to | (s & FLAT_ANY);
+                at.d = d + 1;
                 continue;
             }
-            if (to < CM_FLAT_CHART) rc = to + 8;
-            else k = flat_leave(g, f, to, rule, k, d, fd, w, &rc);
+        }
+        if (to < CM_FLAT_CHART) {
+            rc = to + 8;
             break;
         }
-        if (!rc && d == len) {
-            cm_set_bit(bits, ids[k++]);
-            n_acc++;
-        }
+        for (; k_fl < at.k; k_fl++)
+            if (fl_ok > lcp[k_fl + 1]) fl_ok = lcp[k_fl + 1];
+        /* the flags along the path, from where they are known; an exit at depth 0 is
+         * another item of the same set */
+        const uint8_t *exited = f->exited;
+        for (; fl_ok < d; fl_ok++)
+            fl[fl_ok + 1] = fl[fl_ok] | (fl_ok && exited[flat_id(f, st[fl_ok] & FLAT_ROW)] && cm_bit(fol, p[fl_ok]));
+        uint32_t id = flat_id(f, s & FLAT_ROW);
+        uint8_t ex = d && exited[id];
+        k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
+        if (rc || k >= k_end) break;
+        k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
+        at.k = k;
+        at.d = lcp[k];  /* at least d0, at most d */
+        at.s = st[at.d];
     }
-    w->n_accepted += n_acc;
+    w->n_accepted += at.n_acc;
     return rc;
 }
 

@@ -575,3 +575,29 @@ def test_literal_states_same_entries() -> None:
         "required": ["name"],
     }
     assert_same_entries(cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3())
+
+
+def test_flat_walk_flags_along_shared_prefixes() -> None:
+    """A flat walk keeps a cell a trie node and computes the flags of an exit (the rule could
+    complete, the next byte follows it: dying makes a token uncertain) only where a subtree ends
+    dead or leaves the DFA, from the depth up to which they are known (csrc/flat.c,
+    flat_walk_from): every string of one to four of seven bytes, so that exits, deaths and shared
+    prefixes come in every order; flat walks alone (no composition, loop or run walks), with and
+    without flat calls, and all shortcuts, against whole chart walks."""
+    alphabet = [b"a", b"b", b",", b";", b"(", b")", b"]"]
+    words = [b""]
+    tokens: list[bytes] = []
+    for _ in range(4):
+        words = [w + c for w in words for c in alphabet]
+        tokens += words
+    vocab = _vocab(Vocab(tokens, (), ()))
+    g = cfgmask.Grammar.from_gbnf(
+        'root ::= "[" item ("," item)* "]"\nitem ::= [ab]+ ("," "b" | ";" "b")? | "(" item ")"'
+    )  # after `a` the rule may end, and `,` both follows it and goes on in it
+    flat_only = {"compose_entries": False, "share_loop_walks": False, "run_walks": 0}
+    stats = assert_same_entries(g, vocab, **flat_only)
+    assert stats["flat_configs"] > 0, stats
+    fast = cfgmask.compile(g, vocab, _strategy=Strategy(**flat_only))
+    assert any(len(e[1]) for e in entries(fast)), "no uncertain tokens: the flags are not exercised"
+    assert_same_entries(g, vocab, flat_calls=False, **flat_only)
+    assert_same_entries(g, vocab)
