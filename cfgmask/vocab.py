@@ -390,6 +390,9 @@ class Vocabulary:
                     ({"type": "string", "maxLength": 8}, b'"'),
                     ({"type": "string", "minLength": 1, "maxLength": 8}, b'"'),
                     ({"type": "string", "minLength": 1, "maxLength": 255}, b'"'),
+                    # with no minimum, longer than a token (max_len bytes): its first rows serve the
+                    # first positions of every string whose bound is (csrc/chains.c, prefix memos)
+                    ({"type": "string", "maxLength": 255}, b'"'),
                     (long, b'"'),
                     (
                         {

@@ -1435,7 +1435,7 @@ static bool memo_recall(const cm_grammar *g, uint32_t state, bool open, uint64_t
  * Only forms whose entry does not change with the budget past max_need: no
  * transition alive from a later index (lam, a minLength's exit) and no orbit
  * accepting from one (aam). */
-#define CM_PREFIX_EXTRA 32      /* bytes checked past max_len: the positions after the first kept too */
+#define CM_PREFIX_EXTRA 16      /* bytes checked past max_len: the positions after the first kept too */
 
 static atomic_size_t g_prefix_hits;  /* first positions taken from prefix memos (the tests read it) */
 
@@ -1625,11 +1625,11 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     chain_form f = {0};
     uint64_t hint = 0, prefix = 0;
     bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint, &prefix);
-    bool ok = memo && memo_recall(g, state, open, hint, &f);
-    if (!ok && memo) {
+    if (memo) {  /* first the region a first position reads, then the whole chain */
         int got = prefix_first(g, state, open, prefix, w);
         if (got) return got;
     }
+    bool ok = memo && memo_recall(g, state, open, hint, &f);
     chain_memo *kept = NULL, *pre = NULL;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
