@@ -1186,7 +1186,8 @@ static uint8_t state_flags(const cm_grammar *g, uint32_t q) {
  * (no memo: a chain of multi-byte characters alone, which its main byte does
  * not read on through, is analysed every time). */
 #define CM_MEMO_HINT_STEPS 65536
-static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open, uint64_t *hash, uint64_t *prefix) {
+static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open, uint64_t *hash, uint64_t *prefix,
+                     uint32_t *n_steps) {
     const cm_tables *t = &g->t;
     uint32_t nc = t->n_classes, n_to = 0, best = NONE, steps = 0, c0 = 0;
     /* first a quick look along the first candidate's class: most states that may begin a chain
@@ -1221,6 +1222,7 @@ static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open
     }
     *hash = ((uint64_t)steps << 9 | top[best] << 1 | open) * 0x9E3779B97F4A7C15ULL;
     *prefix = ((uint64_t)CM_MEMO_HINT_STEPS << 10 | top[best] << 1 | open) * 0x9E3779B97F4A7C15ULL;
+    *n_steps = steps;
     return steps >= CM_MEMO_MIN_STEPS;
 }
 
@@ -1624,8 +1626,11 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
     uint64_t hint = 0, prefix = 0;
-    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint, &prefix);
-    if (memo) {  /* first the region a first position reads, then the whole chain */
+    uint32_t steps = 0;
+    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint, &prefix, &steps);
+    /* first the region a first position reads, then the whole chain; not where the main byte's
+     * path ends inside the region (a prefix memo's goes on past it: its check would fail) */
+    if (memo && steps + 1 >= prefix_depth(g)) {
         int got = prefix_first(g, state, open, prefix, w);
         if (got) return got;
     }
