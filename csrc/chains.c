@@ -1149,6 +1149,7 @@ typedef struct chain_memo {
     struct chain_memo *of;
     uint32_t *bfs, n_bfs;
     uint16_t *dist;
+    uint32_t steps;             /* memo_key's steps of the kept chain (suffix_first finds a place by them) */
 } chain_memo;
 
 void cm_chain_memo_hold(cm_memo_link *m) { atomic_fetch_add(&((chain_memo *)m)->refs, 1); }
@@ -1441,12 +1442,15 @@ static bool memo_recall(const cm_grammar *g, uint32_t state, bool open, uint64_t
 
 static atomic_size_t g_prefix_hits;  /* first positions taken from prefix memos (the tests read it) */
 
-size_t cm_chain_prefix_hits(void) { return atomic_load(&g_prefix_hits); }
+static atomic_size_t g_suffix_hits;  /* chains taken from a prefix memo's later positions (suffix_first) */
+
+size_t cm_chain_prefix_hits(void) { return atomic_load(&g_prefix_hits) + atomic_load(&g_suffix_hits); }
 
 static uint32_t prefix_depth(const cm_grammar *g) { return g->v->max_len + CM_PREFIX_EXTRA; }
 
 /* The prefix memo of m (held by it), or NULL when m's form is not one (or memory is short). */
-static chain_memo *prefix_keep(const cm_grammar *g, chain_memo *m, const chain_form *f, uint64_t hash) {
+static chain_memo *prefix_keep(const cm_grammar *g, chain_memo *m, const chain_form *f, uint64_t hash,
+                               uint32_t steps) {
     uint32_t depth = prefix_depth(g);
     if (f->budget <= depth || depth >= UINT16_MAX) return NULL;
     for (size_t j = 0; j < (size_t)f->n_lab * 256; j++)
@@ -1481,6 +1485,7 @@ static chain_memo *prefix_keep(const cm_grammar *g, chain_memo *m, const chain_f
     atomic_init(&a->refs, 1);
     cm_chain_memo_hold(&m->link);
     a->of = m;
+    a->steps = steps;
     a->bfs = bfs;
     a->n_bfs = n;
     a->dist = dist;
@@ -1620,6 +1625,119 @@ static int prefix_first(const cm_grammar *g, uint32_t state, bool open, uint64_t
     return rc ? rc : lw ? 1 : 0;
 }
 
+/* A chain shorter than a prefix memo's region: the kept chain's later positions.  Where the
+ * states a position reaches (the rest of its chain, every one) have the rows of the kept
+ * chain's position p, renamed -- p found by the main byte's steps, checked with every row --
+ * its entries are the kept chain's there (the same model with budget B - p: every state a
+ * walk from it reads was checked), so it takes the kept form with that budget and the kept
+ * head orbit from p on, as an analysis of its own would give.  Each state is named from the
+ * row that first leads to it (pairs breadth first), so no order is kept with the memo.
+ * 1 done, 0 none fits, < 0 error. */
+static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, uint32_t state, chain_form *f) {
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out, n_q = 0;
+    uint16_t pc[256], pm[256];
+    uint8_t *seen = calloc((size_t)nc * mc, 1);
+    uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
+    uint32_t *queue = malloc((size_t)m->n_loc * sizeof *queue);
+    bool ok = seen && new_of && queue && !m->open;
+    for (int b = 0; ok && b < 256; b++) {
+        uint32_t c = t->byte_class[b], d = m->byte_class[b];
+        if (seen[(size_t)c * mc + d]) continue;
+        seen[(size_t)c * mc + d] = 1;
+        pc[n_pairs] = (uint16_t)c;
+        pm[n_pairs++] = (uint16_t)d;
+    }
+    free(seen);
+    for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
+    if (ok) {
+        new_of[m->head[p]] = state;
+        lab[state] = m->head[p];
+        queue[n_q++] = m->head[p];
+    }
+    for (uint32_t i = 0; ok && i < n_q; i++) {
+        uint32_t x = queue[i], q = new_of[x];
+        if (state_flags(g, q) != m->flags[x]) {
+            ok = false;
+            break;
+        }
+        const int32_t *row = t->trans + (size_t)q * nc;
+        const uint16_t *mrow = m->rows + (size_t)x * mc;
+        for (uint32_t k = 0; ok && k < n_pairs; k++) {
+            uint32_t e = mrow[pm[k]];
+            int32_t r = row[pc[k]];
+            if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
+            else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
+            else if (new_of[e] != NONE) ok = false;
+            else {
+                new_of[e] = (uint32_t)r;
+                lab[r] = e;
+                if (e < m->n_loc) queue[n_q++] = e;
+            }
+        }
+    }
+    for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
+        ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
+    uint32_t rule = t->state_rule[state];
+    const uint32_t *k = m->key + 2;
+    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
+        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
+    for (uint32_t i = 0; new_of && i < n_all; i++)
+        if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
+    uint32_t n_head = m->budget - p + 1;
+    if (ok) {
+        f->n_key = m->n_key;
+        f->n_lab = m->n_lab;
+        f->budget = m->budget - p;
+        f->key = malloc(m->n_key * sizeof *f->key);
+        f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
+        f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
+        f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
+        f->head = malloc((size_t)n_head * sizeof *f->head);
+        ok = f->key && f->lam && f->to && f->aam && f->head;
+    }
+    if (ok) {
+        memcpy(f->key, m->key, m->n_key * sizeof *f->key);
+        memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
+        memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
+        for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
+            f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
+        for (uint32_t j = 0; j < n_head; j++) f->head[j] = new_of[m->head[p + j]];
+        for (uint32_t j = 0; ok && j < n_head; j++) ok = f->head[j] != NONE;  /* (met: later on s's orbit) */
+    }
+    if (!ok) form_free(f);
+    free(new_of);
+    free(queue);
+    return ok;
+}
+
+static int suffix_first(const cm_grammar *g, uint32_t state, uint64_t hash, uint32_t steps, cm_walk *w) {
+    cm_memo_link *got[CM_MEMO_TRIES];
+    size_t n = cm_walk_store_get_memos(g, hash, got, CM_MEMO_TRIES);
+    chain_form f = {0};
+    bool ok = false;
+    for (size_t i = 0; i < n; i++) {
+        const chain_memo *a = (const chain_memo *)got[i];
+        uint32_t p = a->steps - steps;
+        if (!ok && a->steps > steps && p + CM_CHAIN_MIN_BUDGET <= a->of->budget)
+            ok = suffix_match(g, a->of, p, state, &f);
+        cm_chain_memo_release(got[i]);
+    }
+    if (!ok) return 0;
+    int rc = CM_OK;
+    const cm_loop_walk *lw = chain_shared(g, &f, &rc);
+    if (lw) {
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain,
+                            wrap_budget(g, state, lw, f.head, f.budget, f.budget + 1), true, w);
+        lw->chain->n_entries++;
+        keep_instance(lw->chain, &f, f.budget + 1);
+        atomic_fetch_add(&g_suffix_hits, 1);
+    }
+    form_free(&f);
+    return rc ? rc : lw ? 1 : 0;
+}
+
 /* The entry walk of `state` as the first position of a chain (its calls, if
  * open, left out): 1 done, 0 no chain, < 0 error. */
 static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *w) {
@@ -1635,6 +1753,10 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
         if (got) return got;
     }
     bool ok = memo && memo_recall(g, state, open, hint, &f);
+    if (!ok && memo && !open) {  /* a shorter chain: the later positions of a prefix memo's */
+        int got = suffix_first(g, state, prefix, steps, w);
+        if (got) return got;
+    }
     chain_memo *kept = NULL, *pre = NULL;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
@@ -1643,7 +1765,7 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
         if (ok && memo && cm_walk_store_memo_wanted(g, hint)) kept = memo_keep(&cs, &f, hint);
         scan_free(&cs);
     }
-    if (kept) pre = prefix_keep(g, kept, &f, prefix);
+    if (kept) pre = prefix_keep(g, kept, &f, prefix, steps);
     if (kept) cm_walk_store_put_memo(g, &kept->link);
     if (pre) cm_walk_store_put_memo(g, &pre->link);
     if (!ok) return 0;
