@@ -1439,6 +1439,9 @@ static bool memo_recall(const cm_grammar *g, uint32_t state, bool open, uint64_t
  * transition alive from a later index (lam, a minLength's exit) and no orbit
  * accepting from one (aam). */
 #define CM_PREFIX_EXTRA 16      /* bytes checked past max_len: the positions after the first kept too */
+/* Kept chains shorter than this have no prefix memo: the chains they could serve (suffix_first)
+ * are as cheap to analyse as to check. */
+#define CM_SUFFIX_MIN_BUDGET 32
 
 static atomic_size_t g_prefix_hits;  /* first positions taken from prefix memos (the tests read it) */
 
@@ -1452,7 +1455,7 @@ static uint32_t prefix_depth(const cm_grammar *g) { return g->v->max_len + CM_PR
 static chain_memo *prefix_keep(const cm_grammar *g, chain_memo *m, const chain_form *f, uint64_t hash,
                                uint32_t steps) {
     uint32_t depth = prefix_depth(g);
-    if (f->budget <= depth || depth >= UINT16_MAX) return NULL;
+    if (f->budget < CM_SUFFIX_MIN_BUDGET || depth >= UINT16_MAX) return NULL;
     for (size_t j = 0; j < (size_t)f->n_lab * 256; j++)
         if (f->lam[j] != NO_LAM) return NULL;
     for (uint32_t l = 0; l < f->n_lab; l++)
@@ -1602,8 +1605,9 @@ static int prefix_first(const cm_grammar *g, uint32_t state, bool open, uint64_t
     chain_form f = {0};
     uint32_t n_head = 0, bm = 0;
     bool ok = false;
-    for (size_t i = 0; i < n; i++) {
-        if (!ok) ok = prefix_match(g, (const chain_memo *)got[i], state, open, &f, &n_head, &bm);
+    for (size_t i = 0; i < n; i++) {  /* (a kept chain no longer than the region serves shorter ones) */
+        const chain_memo *a = (const chain_memo *)got[i];
+        if (!ok && a->of->budget > prefix_depth(g)) ok = prefix_match(g, a, state, open, &f, &n_head, &bm);
         cm_chain_memo_release(got[i]);
     }
     if (!ok) return 0;

@@ -229,12 +229,13 @@ def test_llama3_long_string_takes_the_pinned_memo() -> None:
     assert all(np.array_equal(x, y) for x, y in zip(masks[False], masks[True], strict=True))
 
 
-@pytest.mark.parametrize("hi", [145, 150, 200, 240, 255, 256])
+@pytest.mark.parametrize("hi", [40, 100, 140, 145, 150, 200, 255, 256])
 @pytest.mark.parametrize("shape", ["one", "nullable", "two"])
 def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> None:
-    """A string of a bound no memo was kept for, longer than a token (Llama-3: 128 bytes): its
+    """A string of a bound no memo was kept for: longer than a token (Llama-3: 128 bytes), its
     first positions are checked against the first rows of the pinned maxLength-255 string (a
-    prefix memo) instead of analysed whole.  Every mask along values of many lengths (past the
+    prefix memo); shorter, its chain against a pinned longer one's later positions (the 140 one
+    copied into its caller, the 255 one a rule of its own); not analysed whole.  Every mask along values of many lengths (past the
     positions kept from the check, up to and past the bound, escapes and multi-byte characters)
     equals the plain walks' (``count_chains=False``) and every chain analysed (memos off)."""
     vocab = cfgmask.Vocabulary.llama3()
@@ -250,7 +251,7 @@ def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> Non
     masks: dict[str, list[np.ndarray]] = {}
     for mode in ("plain", "off", "on"):
         with _memos(mode != "off"):
-            hits = _core.chain_prefix_hits()
+            hits, prefix = _taken(), _core.chain_prefix_hits()
             strategy = Strategy(count_chains=mode != "plain")
             c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab, _strategy=strategy)
             out = []
@@ -264,9 +265,10 @@ def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> Non
                         break
             masks[mode] = out
             if mode == "on":  # (two strings in one object: their chains' rows are not the pinned one's)
-                assert _core.chain_prefix_hits() > hits or shape == "two"
+                assert _taken() > hits or shape == "two"
+                assert _core.chain_prefix_hits() > prefix or shape == "two" or hi == 140  # (140: pinned)
             else:
-                assert _core.chain_prefix_hits() == hits
+                assert _taken() == hits
     for mode in ("off", "on"):
         assert len(masks[mode]) == len(masks["plain"])
         for i, (x, y) in enumerate(zip(masks["plain"], masks[mode], strict=True)):
