@@ -397,7 +397,11 @@ class Vocabulary:
                     # is a rule of its own, whose positions may end it): its rows, from a later
                     # position on, are those of every shorter such string
                     (
-                        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 140}}, "required": ["a"]},
+                        {
+                            "type": "object",
+                            "properties": {"a": {"type": "string", "maxLength": 140}},
+                            "required": ["a"],
+                        },
                         b'{"a":"',
                     ),
                     (long, b'"'),

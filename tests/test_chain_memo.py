@@ -235,9 +235,10 @@ def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> Non
     """A string of a bound no memo was kept for: longer than a token (Llama-3: 128 bytes), its
     first positions are checked against the first rows of the pinned maxLength-255 string (a
     prefix memo); shorter, its chain against a pinned longer one's later positions (the 140 one
-    copied into its caller, the 255 one a rule of its own); not analysed whole.  Every mask along values of many lengths (past the
-    positions kept from the check, up to and past the bound, escapes and multi-byte characters)
-    equals the plain walks' (``count_chains=False``) and every chain analysed (memos off)."""
+    copied into its caller, the 255 one a rule of its own); not analysed whole.  Every mask
+    along values of many lengths (past the positions kept from the check, up to and past the
+    bound, escapes and multi-byte characters) equals the plain walks' (``count_chains=False``)
+    and every chain analysed (memos off)."""
     vocab = cfgmask.Vocabulary.llama3()
     vocab._handle()
     quicktok = pytest.importorskip("quicktok")
@@ -245,7 +246,7 @@ def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> Non
     string = {"type": ["string", "null"] if shape == "nullable" else "string", "maxLength": hi}
     props = {"n": string, "m": {"type": "string", "maxLength": hi - 1}} if shape == "two" else {"n": string}
     schema = {"type": "object", "properties": props, "required": sorted(props)}
-    texts = ["", "x", "Example Data Table is a long text \u00e9 here \u20ac", "ab\\u00e9\\\"c\\n" * 12]
+    texts = ["", "x", "Example Data Table is a long text \u00e9 here \u20ac", 'ab\\u00e9\\"c\\n' * 12]
     texts += ["word " * (k // 5) + "y" * (k % 5) for k in (40, hi - 20, hi - 1, hi, hi + 3)]
     docs = ["{" + ",".join(f'"{k}":"{t}"' for k in sorted(props)) + "}" for t in texts]
     masks: dict[str, list[np.ndarray]] = {}
