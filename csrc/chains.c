@@ -1523,6 +1523,12 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
         new_of[0] = state;
         lab[state] = 0;
     }
+    /* first what is not the rows (cheap): the bytes that follow the rule where an orbit may end it */
+    uint32_t rule = t->state_rule[state];
+    const uint32_t *k = m->key + 2;
+    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
+        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
     for (uint32_t i = 0; ok && i < a->n_bfs; i++) {  /* nearest first: each named by a row read before */
         uint32_t x = a->bfs[i], q = new_of[x];
         if (q == NONE || state_flags(g, q) != m->flags[x]) {
@@ -1538,16 +1544,12 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
             if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
             else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
             else if (new_of[e] != NONE) ok = false;
+            else if (e >= m->n_loc && (state_flags(g, (uint32_t)r) & OUT_FLAGS) != m->flags[e]) ok = false;
             else new_of[e] = (uint32_t)r, lab[r] = e;
         }
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
-    uint32_t rule = t->state_rule[state];
-    const uint32_t *k = m->key + 2;
-    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
-        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
-            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
     for (uint32_t i = 0; new_of && i < n_all; i++)
         if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
     uint32_t h = 0;  /* positions whose region (max_len bytes on) was checked */
@@ -1653,7 +1655,13 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
         pm[n_pairs++] = (uint16_t)d;
     }
     free(seen);
-    for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
+    /* first what is not the rows (cheap): the bytes that follow the rule where an orbit may end it */
+    uint32_t rule = t->state_rule[state];
+    const uint32_t *kk = m->key + 2;
+    for (uint32_t l = 0; ok && l < m->n_lab; l++, kk += 2 + 3 * 256)
+        for (int b = 0; ok && kk[1] != ACC_NEVER && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || kk[2 + 3 * b] == CODE_DEAD;
+    for (uint32_t i = 0; new_of && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[m->head[p]] = state;
         lab[state] = m->head[p];
@@ -1673,6 +1681,8 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
             if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
             else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
             else if (new_of[e] != NONE) ok = false;
+            else if (e >= m->n_loc && (state_flags(g, (uint32_t)r) & OUT_FLAGS) != m->flags[e])
+                ok = false;  /* an out state's flags at once (checked again below): a late failure costs */
             else {
                 new_of[e] = (uint32_t)r;
                 lab[r] = e;
@@ -1682,11 +1692,6 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
-    uint32_t rule = t->state_rule[state];
-    const uint32_t *k = m->key + 2;
-    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
-        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
-            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
     for (uint32_t i = 0; new_of && i < n_all; i++)
         if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
     uint32_t n_head = m->budget - p + 1;
@@ -1769,7 +1774,7 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
         if (ok && memo && cm_walk_store_memo_wanted(g, hint)) kept = memo_keep(&cs, &f, hint);
         scan_free(&cs);
     }
-    if (kept) pre = prefix_keep(g, kept, &f, prefix, steps);
+    if (kept && cm_walk_store_priming(g)) pre = prefix_keep(g, kept, &f, prefix, steps);
     if (kept) cm_walk_store_put_memo(g, &kept->link);
     if (pre) cm_walk_store_put_memo(g, &pre->link);
     if (!ok) return 0;
