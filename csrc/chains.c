@@ -1440,8 +1440,9 @@ static bool memo_recall(const cm_grammar *g, uint32_t state, bool open, uint64_t
  * accepting from one (aam). */
 #define CM_PREFIX_EXTRA 16      /* bytes checked past max_len: the positions after the first kept too */
 /* Kept chains shorter than this have no prefix memo: the chains they could serve (suffix_first)
- * are as cheap to analyse as to check. */
-#define CM_SUFFIX_MIN_BUDGET 32
+ * are as cheap to analyse as to check, and a long string's blocks (~45 positions, each kept
+ * whole) would crowd the few memos a hint is looked up in. */
+#define CM_SUFFIX_MIN_BUDGET 64
 
 static atomic_size_t g_prefix_hits;  /* first positions taken from prefix memos (the tests read it) */
 
