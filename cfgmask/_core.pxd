@@ -294,3 +294,4 @@ cdef extern from "cfgmask.h" nogil:
 cdef extern from "chains.h" nogil:
     void cm_chain_memo_enable(int on)
     size_t cm_chain_memo_hits()
+    size_t cm_chain_prefix_hits()

@@ -1115,6 +1115,12 @@ def chain_memo_hits():
     return cm_chain_memo_hits()
 
 
+def chain_prefix_hits():
+    """How many chains' first positions were taken from the first rows of a kept chain of another
+    bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""
+    return cm_chain_prefix_hits()
+
+
 def compile_stats(size_t max_recs=65536):
     """This thread's compile-time counters since the last call, reset: {"ns": {phase: ns},
     "builds", "nfa_states", "dfa_states", "min_states", "hopcroft_states", "records": [(name index, NFA states,

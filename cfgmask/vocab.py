@@ -390,6 +390,20 @@ class Vocabulary:
                     ({"type": "string", "maxLength": 8}, b'"'),
                     ({"type": "string", "minLength": 1, "maxLength": 8}, b'"'),
                     ({"type": "string", "minLength": 1, "maxLength": 255}, b'"'),
+                    # with no minimum, longer than a token (max_len bytes): its first rows serve the
+                    # first positions of every string whose bound is (csrc/chains.c, prefix memos)
+                    ({"type": "string", "maxLength": 255}, b'"'),
+                    # and one copied into its only caller (a count past CompileLimits.inline_max_states
+                    # is a rule of its own, whose positions may end it): its rows, from a later
+                    # position on, are those of every shorter such string
+                    (
+                        {
+                            "type": "object",
+                            "properties": {"a": {"type": "string", "maxLength": 140}},
+                            "required": ["a"],
+                        },
+                        b'{"a":"',
+                    ),
                     (long, b'"'),
                     (
                         {

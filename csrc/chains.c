@@ -465,7 +465,8 @@ typedef struct chain_inst {
     uint32_t budget;
     int32_t *lam, *to;          /* [n_lab * 256] chain_form's */
     int32_t *aam;               /* [n_lab] chain_form's */
-    uint32_t *head;             /* [budget + 1] */
+    uint32_t *head;             /* [n_head]: budget + 1, or fewer for a chain's prefix (prefix_first) */
+    uint32_t n_head;
 } chain_inst;
 
 /* What one walk of the trie through U found: immutable once built, and shared
@@ -492,6 +493,9 @@ typedef struct chain_walk {
      * subtree is uncertain at the positions where the node is alive and accepting */
     chain_exit *accs;
     size_t n_accs, cap_accs;
+    /* the greatest need of a token, exit, acc point or end node's budget that some budget
+     * below CM_CHAIN_MAX sees (-1: none): every budget above it has the same entry */
+    int32_t max_need;
 } chain_walk;
 
 /* The uncertain tokens of an end node or an acc point (a trie subtree) that the
@@ -701,6 +705,23 @@ static void key_range(const int32_t *key, size_t stride, size_t n, int32_t *lo, 
     }
 }
 
+/* cd->max_need (ids by need, nodes by budget). */
+static void walk_max_need(chain_walk *cd) {
+    int32_t m = -1;
+    for (uint32_t i = cd->n_ids; i > 0 && m < 0; i--)
+        if (cd->need[i - 1] < CM_CHAIN_MAX) m = cd->need[i - 1];
+    for (size_t i = cd->n_nodes; i > 0; i--)
+        if (cd->nodes[i - 1].budget < CM_CHAIN_MAX) {
+            m = max32(m, cd->nodes[i - 1].budget);
+            break;
+        }
+    for (size_t i = 0; i < cd->n_exits; i++)
+        if (cd->exits[i].need < CM_CHAIN_MAX) m = max32(m, cd->exits[i].need);
+    for (size_t i = 0; i < cd->n_accs; i++)
+        if (cd->accs[i].need < CM_CHAIN_MAX) m = max32(m, cd->accs[i].need);
+    cd->max_need = m;
+}
+
 /* ids by need, nodes by budget (both stable), and the accepted tokens of each
  * budget up to the greatest need as bitsets (levels). */
 static int chain_sort(const cm_grammar *g, chain_walk *cd) {
@@ -737,6 +758,7 @@ static int chain_sort(const cm_grammar *g, chain_walk *cd) {
     cd->need = need;
     cd->nodes = nodes;
     cd->cap_nodes = cd->n_nodes;
+    walk_max_need(cd);
     return chain_levels(g, cd);
 }
 
@@ -1009,7 +1031,7 @@ static bool plain_block(const cm_loop_walk *lw);
  * block (no exit flag before its end) and a state it returns to calls it again,
  * so its upward chart predicts the block's start right after its end; else -1. */
 static int64_t wrap_budget(const cm_grammar *g, uint32_t state, const cm_loop_walk *lw, const uint32_t *head,
-                           uint32_t budget) {
+                           uint32_t budget, uint32_t n_head) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[state], start = t->rule_start[rule];
     if (!g->rule_block[rule] || t->n_la > 1 || !plain_block(lw)) return -1;
@@ -1017,7 +1039,7 @@ static int64_t wrap_budget(const cm_grammar *g, uint32_t state, const cm_loop_wa
     for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1] && !again; k++)
         for (uint32_t e = t->ref_off[g->ret_state[k]]; e < t->ref_off[g->ret_state[k] + 1] && !again; e++)
             again = t->ref_rule[e] == rule;
-    for (uint32_t j = 0; again && j <= budget; j++)
+    for (uint32_t j = 0; again && j < n_head; j++)
         if (head[j] == start) return (int64_t)budget - j;
     return -1;
 }
@@ -1055,7 +1077,7 @@ static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const ch
         if (!lw->chain) continue;
         for (size_t i = 0; i < lw->chain->n_insts; i++) {
             const chain_inst *x = &lw->chain->insts[i];
-            for (uint32_t j = 0; j <= x->budget; j++)
+            for (uint32_t j = 0; j < x->n_head; j++)
                 if (x->head[j] == state) {
                     *inst = x;
                     *at = j;
@@ -1067,11 +1089,11 @@ static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const ch
 }
 
 /* Keep f's chain (its head orbit and exits' tables, taken over) with its walk. */
-static void keep_instance(cm_chain_data *cd, chain_form *f) {
+static void keep_instance(cm_chain_data *cd, chain_form *f, uint32_t n_head) {
     size_t cap = cd->cap_insts;
     if (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts)) return;
     cd->cap_insts = cap;  /* (on failure only a shortcut is lost) */
-    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head};
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head, n_head};
     f->head = NULL;
     f->lam = f->to = f->aam = NULL;
 }
@@ -1121,6 +1143,13 @@ typedef struct chain_memo {
     int32_t *lam, *aam;         /* chain_form's */
     int32_t *to;                /* [n_lab * 256] chain_form's, by out number (-1: none) */
     uint32_t *head;             /* [budget + 1] by local number */
+    /* a prefix memo (filed under memo_key's prefix hash, prefix_match): the memo `of`
+     * (held), its locals within CM_PREFIX_DEPTH bytes of local 0 breadth first, and
+     * each local's distance (UINT16_MAX: farther) */
+    struct chain_memo *of;
+    uint32_t *bfs, n_bfs;
+    uint16_t *dist;
+    uint32_t steps;             /* memo_key's steps of the kept chain (suffix_first finds a place by them) */
 } chain_memo;
 
 void cm_chain_memo_hold(cm_memo_link *m) { atomic_fetch_add(&((chain_memo *)m)->refs, 1); }
@@ -1128,6 +1157,9 @@ void cm_chain_memo_hold(cm_memo_link *m) { atomic_fetch_add(&((chain_memo *)m)->
 void cm_chain_memo_release(cm_memo_link *link) {
     chain_memo *m = (chain_memo *)link;
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
+    if (m->of) cm_chain_memo_release(&m->of->link);
+    free(m->bfs);
+    free(m->dist);
     free(m->flags);
     free(m->rows);
     free(m->key);
@@ -1155,7 +1187,8 @@ static uint8_t state_flags(const cm_grammar *g, uint32_t q) {
  * (no memo: a chain of multi-byte characters alone, which its main byte does
  * not read on through, is analysed every time). */
 #define CM_MEMO_HINT_STEPS 65536
-static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open, uint64_t *hash) {
+static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open, uint64_t *hash, uint64_t *prefix,
+                     uint32_t *n_steps) {
     const cm_tables *t = &g->t;
     uint32_t nc = t->n_classes, n_to = 0, best = NONE, steps = 0, c0 = 0;
     /* first a quick look along the first candidate's class: most states that may begin a chain
@@ -1189,6 +1222,8 @@ static bool memo_key(const cm_grammar *g, uint32_t state, uint32_t t0, bool open
         if (r < 0 || r == q) break;
     }
     *hash = ((uint64_t)steps << 9 | top[best] << 1 | open) * 0x9E3779B97F4A7C15ULL;
+    *prefix = ((uint64_t)CM_MEMO_HINT_STEPS << 10 | top[best] << 1 | open) * 0x9E3779B97F4A7C15ULL;
+    *n_steps = steps;
     return steps >= CM_MEMO_MIN_STEPS;
 }
 
@@ -1384,15 +1419,355 @@ static bool memo_recall(const cm_grammar *g, uint32_t state, bool open, uint64_t
     return ok;
 }
 
+/* ---- a chain's first positions from a kept analysis of another bound ---- */
+
+/* A chain's first position reads tokens of at most max_len bytes, so its entry
+ * depends only on the states within max_len bytes of it (a plain walk reads no
+ * others).  Where those states' rows are a kept chain's of the same form, and
+ * both chains are long enough that no token read from there reaches an end (the
+ * form's walk records every need: max_need), the entry is the kept chain's at
+ * any budget above max_need, whatever the real bound: a maxLength-300 string
+ * is then checked against the pinned long string's first rows, not analysed
+ * whole.  A prefix memo is the kept memo with its locals within
+ * CM_PREFIX_DEPTH = max_len + CM_PREFIX_EXTRA bytes of the first, breadth first;
+ * the check reads the rows of those nearer than the depth, the flags of all of
+ * them, and every out state (as memo_match does, on that region).  The chain's
+ * positions whose own region lies inside the checked one (distance + max_len
+ * within the depth) are kept as an instance of budgets above max_need, so the
+ * next positions of a value find their place as they do in an analysed chain.
+ * Only forms whose entry does not change with the budget past max_need: no
+ * transition alive from a later index (lam, a minLength's exit) and no orbit
+ * accepting from one (aam). */
+#define CM_PREFIX_EXTRA 16      /* bytes checked past max_len: the positions after the first kept too */
+/* Kept chains shorter than this have no prefix memo: the chains they could serve (suffix_first)
+ * are as cheap to analyse as to check, and a long string's blocks (~45 positions, each kept
+ * whole) would crowd the few memos a hint is looked up in. */
+#define CM_SUFFIX_MIN_BUDGET 64
+
+static atomic_size_t g_prefix_hits;  /* first positions taken from prefix memos (the tests read it) */
+
+static atomic_size_t g_suffix_hits;  /* chains taken from a prefix memo's later positions (suffix_first) */
+
+size_t cm_chain_prefix_hits(void) { return atomic_load(&g_prefix_hits) + atomic_load(&g_suffix_hits); }
+
+static uint32_t prefix_depth(const cm_grammar *g) { return g->v->max_len + CM_PREFIX_EXTRA; }
+
+/* The prefix memo of m (held by it), or NULL when m's form is not one (or memory is short). */
+static chain_memo *prefix_keep(const cm_grammar *g, chain_memo *m, const chain_form *f, uint64_t hash,
+                               uint32_t steps) {
+    uint32_t depth = prefix_depth(g);
+    if (f->budget < CM_SUFFIX_MIN_BUDGET || depth >= UINT16_MAX) return NULL;
+    for (size_t j = 0; j < (size_t)f->n_lab * 256; j++)
+        if (f->lam[j] != NO_LAM) return NULL;
+    for (uint32_t l = 0; l < f->n_lab; l++)
+        if (f->aam[l] != NO_LAM) return NULL;
+    chain_memo *a = calloc(1, sizeof *a);
+    uint32_t *bfs = malloc((size_t)m->n_loc * sizeof *bfs);
+    uint16_t *dist = malloc((size_t)m->n_loc * sizeof *dist);
+    if (!a || !bfs || !dist) {
+        free(a);
+        free(bfs);
+        free(dist);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < m->n_loc; i++) dist[i] = UINT16_MAX;
+    uint32_t n = 0;
+    bfs[n++] = 0;
+    dist[0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t x = bfs[i];
+        if (dist[x] >= depth) continue;
+        const uint16_t *row = m->rows + (size_t)x * m->n_cls;
+        for (uint32_t c = 0; c < m->n_cls; c++) {
+            uint32_t e = row[c];
+            if (e < m->n_loc && dist[e] == UINT16_MAX) {
+                dist[e] = (uint16_t)(dist[x] + 1);
+                bfs[n++] = e;
+            }
+        }
+    }
+    atomic_init(&a->refs, 1);
+    cm_chain_memo_hold(&m->link);
+    a->of = m;
+    a->steps = steps;
+    a->bfs = bfs;
+    a->n_bfs = n;
+    a->dist = dist;
+    a->link.hash = hash;
+    a->link.bytes = sizeof *a + (size_t)m->n_loc * 6;
+    return a;
+}
+
+/* Are the rows within the prefix depth of state prefix memo a's, renamed?  Then f is
+ * its form (f's arrays allocated; head: the first *n_head positions, whose regions lie
+ * inside the checked one) and *bm the kept chain's budget; false: none. */
+static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t state, bool open, chain_form *f,
+                         uint32_t *n_head, uint32_t *bm) {
+    const chain_memo *m = a->of;
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out, depth = prefix_depth(g);
+    if (m->open != open) return false;
+    uint16_t pc[256], pm[256];
+    uint8_t *seen = calloc((size_t)nc * mc, 1);
+    uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
+    bool ok = seen && new_of;
+    for (int b = 0; ok && b < 256; b++) {
+        uint32_t c = t->byte_class[b], d = m->byte_class[b];
+        if (seen[(size_t)c * mc + d]) continue;
+        seen[(size_t)c * mc + d] = 1;
+        pc[n_pairs] = (uint16_t)c;
+        pm[n_pairs++] = (uint16_t)d;
+    }
+    free(seen);
+    for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
+    if (ok) {
+        new_of[0] = state;
+        lab[state] = 0;
+    }
+    /* first what is not the rows (cheap): the bytes that follow the rule where an orbit may end it */
+    uint32_t rule = t->state_rule[state];
+    const uint32_t *k = m->key + 2;
+    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
+        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
+    for (uint32_t i = 0; ok && i < a->n_bfs; i++) {  /* nearest first: each named by a row read before */
+        uint32_t x = a->bfs[i], q = new_of[x];
+        if (q == NONE || state_flags(g, q) != m->flags[x]) {
+            ok = false;
+            break;
+        }
+        if (a->dist[x] >= depth) continue;  /* at the depth: a token's last byte may lead here, none reads on */
+        const int32_t *row = t->trans + (size_t)q * nc;
+        const uint16_t *mrow = m->rows + (size_t)x * mc;
+        for (uint32_t p = 0; ok && p < n_pairs; p++) {
+            uint32_t e = mrow[pm[p]];
+            int32_t r = row[pc[p]];
+            if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
+            else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
+            else if (new_of[e] != NONE) ok = false;
+            else if (e >= m->n_loc && (state_flags(g, (uint32_t)r) & OUT_FLAGS) != m->flags[e]) ok = false;
+            else new_of[e] = (uint32_t)r, lab[r] = e;
+        }
+    }
+    for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
+        ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
+    for (uint32_t i = 0; new_of && i < n_all; i++)
+        if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
+    uint32_t h = 0;  /* positions whose region (max_len bytes on) was checked */
+    while (ok && h <= m->budget && a->dist[m->head[h]] != UINT16_MAX &&
+           (uint32_t)a->dist[m->head[h]] + g->v->max_len <= depth)
+        h++;
+    ok = ok && h > 0;
+    if (ok) {
+        f->n_key = m->n_key;
+        f->n_lab = m->n_lab;
+        f->budget = 0;  /* set by the caller from the walk */
+        f->key = malloc(m->n_key * sizeof *f->key);
+        f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
+        f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
+        f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
+        f->head = malloc((size_t)h * sizeof *f->head);
+        ok = f->key && f->lam && f->to && f->aam && f->head;
+    }
+    if (ok) {
+        memcpy(f->key, m->key, m->n_key * sizeof *f->key);
+        memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
+        memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
+        for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
+            f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
+        for (uint32_t j = 0; j < h; j++) f->head[j] = new_of[m->head[j]];
+        *n_head = h;
+        *bm = m->budget;
+    } else {
+        free(f->key);
+        free(f->lam);
+        free(f->to);
+        free(f->aam);
+        free(f->head);
+        f->key = f->head = NULL;
+        f->lam = f->to = f->aam = NULL;
+    }
+    free(new_of);
+    return ok;
+}
+
+static void form_free(chain_form *f) {
+    free(f->key);
+    free(f->head);
+    free(f->lam);
+    free(f->to);
+    free(f->aam);
+    f->key = f->head = NULL;
+    f->lam = f->to = f->aam = NULL;
+}
+
+/* The entry of `state` from a prefix memo filed under hash: 1 done, 0 none fits, < 0 error. */
+static int prefix_first(const cm_grammar *g, uint32_t state, bool open, uint64_t hash, cm_walk *w) {
+    cm_memo_link *got[CM_MEMO_TRIES];
+    size_t n = cm_walk_store_get_memos(g, hash, got, CM_MEMO_TRIES);
+    chain_form f = {0};
+    uint32_t n_head = 0, bm = 0;
+    bool ok = false;
+    for (size_t i = 0; i < n; i++) {  /* (a kept chain no longer than the region serves shorter ones) */
+        const chain_memo *a = (const chain_memo *)got[i];
+        if (!ok && a->of->budget > prefix_depth(g)) ok = prefix_match(g, a, state, open, &f, &n_head, &bm);
+        cm_chain_memo_release(got[i]);
+    }
+    if (!ok) return 0;
+    int rc = CM_OK;
+    const cm_loop_walk *lw = chain_shared(g, &f, &rc);  /* the kept chain's walk: the vocabulary's */
+    int64_t be = lw ? (int64_t)lw->chain->w->max_need + 1 : 0, h = (int64_t)n_head - 1;
+    if (be < 0) be = 0;
+    if (lw && (int64_t)bm - be < h) h = (int64_t)bm - be;  /* the kept chain's budgets there above max_need */
+    if (lw && h >= 0 && be + h < CM_CHAIN_MAX) {
+        f.budget = (uint32_t)(be + h);
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain, -1, !open, w);
+        lw->chain->n_entries++;
+        keep_instance(lw->chain, &f, (uint32_t)h + 1);
+        atomic_fetch_add(&g_prefix_hits, 1);
+    } else {
+        lw = NULL;
+    }
+    form_free(&f);
+    return rc ? rc : lw ? 1 : 0;
+}
+
+/* A chain shorter than a prefix memo's region: the kept chain's later positions.  Where the
+ * states a position reaches (the rest of its chain, every one) have the rows of the kept
+ * chain's position p, renamed -- p found by the main byte's steps, checked with every row --
+ * its entries are the kept chain's there (the same model with budget B - p: every state a
+ * walk from it reads was checked), so it takes the kept form with that budget and the kept
+ * head orbit from p on, as an analysis of its own would give.  Each state is named from the
+ * row that first leads to it (pairs breadth first), so no order is kept with the memo.
+ * 1 done, 0 none fits, < 0 error. */
+static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, uint32_t state, chain_form *f) {
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out, n_q = 0;
+    uint16_t pc[256], pm[256];
+    uint8_t *seen = calloc((size_t)nc * mc, 1);
+    uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
+    uint32_t *queue = malloc((size_t)m->n_loc * sizeof *queue);
+    bool ok = seen && new_of && queue && !m->open;
+    for (int b = 0; ok && b < 256; b++) {
+        uint32_t c = t->byte_class[b], d = m->byte_class[b];
+        if (seen[(size_t)c * mc + d]) continue;
+        seen[(size_t)c * mc + d] = 1;
+        pc[n_pairs] = (uint16_t)c;
+        pm[n_pairs++] = (uint16_t)d;
+    }
+    free(seen);
+    /* first what is not the rows (cheap): the bytes that follow the rule where an orbit may end it */
+    uint32_t rule = t->state_rule[state];
+    const uint32_t *kk = m->key + 2;
+    for (uint32_t l = 0; ok && l < m->n_lab; l++, kk += 2 + 3 * 256)
+        for (int b = 0; ok && kk[1] != ACC_NEVER && b < 256; b++)
+            ok = !cm_follows(g, rule, (uint8_t)b) || kk[2 + 3 * b] == CODE_DEAD;
+    for (uint32_t i = 0; new_of && i < n_all; i++) new_of[i] = NONE;
+    if (ok) {
+        new_of[m->head[p]] = state;
+        lab[state] = m->head[p];
+        queue[n_q++] = m->head[p];
+    }
+    for (uint32_t i = 0; ok && i < n_q; i++) {
+        uint32_t x = queue[i], q = new_of[x];
+        if (state_flags(g, q) != m->flags[x]) {
+            ok = false;
+            break;
+        }
+        const int32_t *row = t->trans + (size_t)q * nc;
+        const uint16_t *mrow = m->rows + (size_t)x * mc;
+        for (uint32_t k = 0; ok && k < n_pairs; k++) {
+            uint32_t e = mrow[pm[k]];
+            int32_t r = row[pc[k]];
+            if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
+            else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
+            else if (new_of[e] != NONE) ok = false;
+            else if (e >= m->n_loc && (state_flags(g, (uint32_t)r) & OUT_FLAGS) != m->flags[e])
+                ok = false;  /* an out state's flags at once (checked again below): a late failure costs */
+            else {
+                new_of[e] = (uint32_t)r;
+                lab[r] = e;
+                if (e < m->n_loc) queue[n_q++] = e;
+            }
+        }
+    }
+    for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
+        ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
+    for (uint32_t i = 0; new_of && i < n_all; i++)
+        if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
+    uint32_t n_head = m->budget - p + 1;
+    if (ok) {
+        f->n_key = m->n_key;
+        f->n_lab = m->n_lab;
+        f->budget = m->budget - p;
+        f->key = malloc(m->n_key * sizeof *f->key);
+        f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
+        f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
+        f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
+        f->head = malloc((size_t)n_head * sizeof *f->head);
+        ok = f->key && f->lam && f->to && f->aam && f->head;
+    }
+    if (ok) {
+        memcpy(f->key, m->key, m->n_key * sizeof *f->key);
+        memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
+        memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
+        for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
+            f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
+        for (uint32_t j = 0; j < n_head; j++) f->head[j] = new_of[m->head[p + j]];
+        for (uint32_t j = 0; ok && j < n_head; j++) ok = f->head[j] != NONE;  /* (met: later on s's orbit) */
+    }
+    if (!ok) form_free(f);
+    free(new_of);
+    free(queue);
+    return ok;
+}
+
+static int suffix_first(const cm_grammar *g, uint32_t state, uint64_t hash, uint32_t steps, cm_walk *w) {
+    cm_memo_link *got[CM_MEMO_TRIES];
+    size_t n = cm_walk_store_get_memos(g, hash, got, CM_MEMO_TRIES);
+    chain_form f = {0};
+    bool ok = false;
+    for (size_t i = 0; i < n; i++) {
+        const chain_memo *a = (const chain_memo *)got[i];
+        uint32_t p = a->steps - steps;
+        if (!ok && a->steps > steps && p + CM_CHAIN_MIN_BUDGET <= a->of->budget)
+            ok = suffix_match(g, a->of, p, state, &f);
+        cm_chain_memo_release(got[i]);
+    }
+    if (!ok) return 0;
+    int rc = CM_OK;
+    const cm_loop_walk *lw = chain_shared(g, &f, &rc);
+    if (lw) {
+        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain,
+                            wrap_budget(g, state, lw, f.head, f.budget, f.budget + 1), true, w);
+        lw->chain->n_entries++;
+        keep_instance(lw->chain, &f, f.budget + 1);
+        atomic_fetch_add(&g_suffix_hits, 1);
+    }
+    form_free(&f);
+    return rc ? rc : lw ? 1 : 0;
+}
+
 /* The entry walk of `state` as the first position of a chain (its calls, if
  * open, left out): 1 done, 0 no chain, < 0 error. */
 static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *w) {
     uint32_t cand[CM_CHAIN_TRIES], n_cand = next_positions(g, state, cand);
     chain_form f = {0};
-    uint64_t hint = 0;
-    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint);
+    uint64_t hint = 0, prefix = 0;
+    uint32_t steps = 0;
+    bool memo = n_cand && atomic_load(&g_chain_memo) && memo_key(g, state, cand[0], open, &hint, &prefix, &steps);
+    /* first the region a first position reads, then the whole chain; not where the main byte's
+     * path ends inside the region (a prefix memo's goes on past it: its check would fail) */
+    if (memo && steps + 1 >= prefix_depth(g)) {
+        int got = prefix_first(g, state, open, prefix, w);
+        if (got) return got;
+    }
     bool ok = memo && memo_recall(g, state, open, hint, &f);
-    chain_memo *kept = NULL;
+    if (!ok && memo && !open) {  /* a shorter chain: the later positions of a prefix memo's */
+        int got = suffix_first(g, state, prefix, steps, w);
+        if (got) return got;
+    }
+    chain_memo *kept = NULL, *pre = NULL;
     for (uint32_t i = 0; i < n_cand && !ok; i++) {
         chain_scan cs = {.g = g, .open = open ? state : NONE};
         ok = pair_walk(&cs, state, cand[i]) && cs.inv[0] == NONE && head_budget(&cs) >= CM_CHAIN_MIN_BUDGET &&
@@ -1400,15 +1775,17 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
         if (ok && memo && cm_walk_store_memo_wanted(g, hint)) kept = memo_keep(&cs, &f, hint);
         scan_free(&cs);
     }
+    if (kept && cm_walk_store_priming(g)) pre = prefix_keep(g, kept, &f, prefix, steps);
     if (kept) cm_walk_store_put_memo(g, &kept->link);
+    if (pre) cm_walk_store_put_memo(g, &pre->link);
     if (!ok) return 0;
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
         rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain,
-                            wrap_budget(g, state, lw, f.head, f.budget), !open, w);
+                            wrap_budget(g, state, lw, f.head, f.budget, f.budget + 1), !open, w);
         lw->chain->n_entries++;
-        keep_instance(lw->chain, &f);
+        keep_instance(lw->chain, &f, f.budget + 1);
     }
     free(f.head);
     free(f.lam);
@@ -1424,7 +1801,7 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     cm_loop_walk *found = find_position(g, state, &inst, &at);
     if (found) {
         int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain,
-                                wrap_budget(g, state, found, inst->head, inst->budget), true, w);
+                                wrap_budget(g, state, found, inst->head, inst->budget, inst->n_head), true, w);
         found->chain->n_entries++;
         return rc ? rc : 1;
     }

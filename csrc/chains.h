@@ -25,5 +25,8 @@ int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e);
 void cm_chain_memo_enable(int on);
 /* How many analyses were taken from memos so far (process-wide). */
 size_t cm_chain_memo_hits(void);
+/* How many chains' first positions were taken from prefix memos (a kept chain of another
+ * bound whose first rows theirs are) so far (process-wide); off with the memos. */
+size_t cm_chain_prefix_hits(void);
 
 #endif

@@ -129,6 +129,8 @@ size_t cm_walk_store_get_memos(const cm_grammar *g, uint64_t hash, cm_memo_link 
  * (it has none yet) every one is, after only one whose hint was met before
  * (marked now). */
 bool cm_walk_store_memo_wanted(const cm_grammar *g, uint64_t hash);
+/* Whether the vocabulary is still priming its pins (what is filed now is pinned). */
+bool cm_walk_store_priming(const cm_grammar *g);
 /* m filed by the vocabulary (its reference taken over): released when the memos'
  * budget is spent or memory is short. */
 void cm_walk_store_put_memo(const cm_grammar *g, cm_memo_link *m);

@@ -347,6 +347,14 @@ bool cm_walk_store_memo_wanted(const cm_grammar *g, uint64_t hash) {
     return wanted;
 }
 
+bool cm_walk_store_priming(const cm_grammar *g) {
+    cm_walk_store *s = g->v->walks;
+    pthread_mutex_lock(&s->lock);
+    bool priming = !s->primed;
+    pthread_mutex_unlock(&s->lock);
+    return priming;
+}
+
 void cm_walk_store_put_memo(const cm_grammar *g, cm_memo_link *m) {
     cm_walk_store *s = g->v->walks;
     pthread_mutex_lock(&s->lock);

@@ -42,6 +42,11 @@ def _memos(on: bool) -> Iterator[None]:
         cfgmask.clear_caches()
 
 
+def _taken() -> int:
+    """Chain analyses taken from memos: whole chains' and first positions' (prefix memos)."""
+    return _core.chain_memo_hits() + _core.chain_prefix_hits()
+
+
 def _all_entries(
     g: ir.Grammar, vocab: cfgmask.Vocabulary, **strategy: bool
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -116,11 +121,11 @@ def test_memo_entries_equal_analysed_and_plain(unit: str, lo: int, hi: int) -> N
     plain_first = _all_entries(first, vocab, count_chains=False)
     plain_second = _all_entries(second, vocab, count_chains=False)
     with _memos(True):
-        hits = _core.chain_memo_hits()
+        hits = _taken()
         on_first = _all_entries(first, vocab)
-        between = _core.chain_memo_hits()
+        between = _taken()
         on_second = _all_entries(second, vocab)
-        after = _core.chain_memo_hits()
+        after = _taken()
     _assert_same(on_first, ref_first)
     _assert_same(on_second, ref_second)
     _assert_same(on_first, plain_first)
@@ -222,3 +227,50 @@ def test_llama3_long_string_takes_the_pinned_memo() -> None:
             masks[on] = out
             assert (_core.chain_memo_hits() > hits) == on
     assert all(np.array_equal(x, y) for x, y in zip(masks[False], masks[True], strict=True))
+
+
+@pytest.mark.parametrize("hi", [40, 100, 140, 145, 150, 200, 255, 256])
+@pytest.mark.parametrize("shape", ["one", "nullable", "two"])
+def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> None:
+    """A string of a bound no memo was kept for: longer than a token (Llama-3: 128 bytes), its
+    first positions are checked against the first rows of the pinned maxLength-255 string (a
+    prefix memo); shorter, its chain against a pinned longer one's later positions (the 140 one
+    copied into its caller, the 255 one a rule of its own); not analysed whole.  Every mask
+    along values of many lengths (past the positions kept from the check, up to and past the
+    bound, escapes and multi-byte characters) equals the plain walks' (``count_chains=False``)
+    and every chain analysed (memos off)."""
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    string = {"type": ["string", "null"] if shape == "nullable" else "string", "maxLength": hi}
+    props = {"n": string, "m": {"type": "string", "maxLength": hi - 1}} if shape == "two" else {"n": string}
+    schema = {"type": "object", "properties": props, "required": sorted(props)}
+    texts = ["", "x", "Example Data Table is a long text \u00e9 here \u20ac", 'ab\\u00e9\\"c\\n' * 12]
+    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (40, hi - 20, hi - 1, hi, hi + 3)]
+    docs = ["{" + ",".join(f'"{k}":"{t}"' for k in sorted(props)) + "}" for t in texts]
+    masks: dict[str, list[np.ndarray]] = {}
+    for mode in ("plain", "off", "on"):
+        with _memos(mode != "off"):
+            hits, prefix = _taken(), _core.chain_prefix_hits()
+            strategy = Strategy(count_chains=mode != "plain")
+            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab, _strategy=strategy)
+            out = []
+            mask = cfgmask.allocate_bitmask(1, vocab.size)
+            for doc in docs:
+                m = cfgmask.Matcher(c)
+                for t in [*enc.encode_ordinary(doc), None]:
+                    m.fill_bitmask(mask)
+                    out.append(mask.copy())
+                    if t is None or not m.accept_token(t):
+                        break
+            masks[mode] = out
+            if mode == "on":  # (two strings in one object: their chains' rows are not the pinned one's)
+                assert _taken() > hits or shape == "two"
+                assert _core.chain_prefix_hits() > prefix or shape == "two" or hi == 140  # (140: pinned)
+            else:
+                assert _taken() == hits
+    for mode in ("off", "on"):
+        assert len(masks[mode]) == len(masks["plain"])
+        for i, (x, y) in enumerate(zip(masks["plain"], masks[mode], strict=True)):
+            assert np.array_equal(x, y), f"{mode}: mask {i} differs"
