@@ -1324,25 +1324,93 @@ static chain_memo *memo_keep(const chain_scan *cs, const chain_form *f, uint64_t
     return m;
 }
 
+static void form_free(chain_form *f) {
+    free(f->key);
+    free(f->head);
+    free(f->lam);
+    free(f->to);
+    free(f->aam);
+    f->key = f->head = NULL;
+    f->lam = f->to = f->aam = NULL;
+}
+
+/* f: memo m's form renamed by new_of (m's locals and outs to state numbers), its
+ * head the n_head positions from m's position first on, its budget budget; false:
+ * out of memory (f's arrays freed). */
+static bool form_renamed(chain_form *f, const chain_memo *m, const uint32_t *new_of, uint32_t first,
+                         uint32_t n_head, uint32_t budget) {
+    f->n_key = m->n_key;
+    f->n_lab = m->n_lab;
+    f->budget = budget;
+    f->key = malloc(m->n_key * sizeof *f->key);
+    f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
+    f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
+    f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
+    f->head = malloc((size_t)n_head * sizeof *f->head);
+    if (!f->key || !f->lam || !f->to || !f->aam || !f->head) {
+        form_free(f);
+        return false;
+    }
+    memcpy(f->key, m->key, m->n_key * sizeof *f->key);
+    memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
+    memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
+    for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
+        f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
+    for (uint32_t j = 0; j < n_head; j++) f->head[j] = new_of[m->head[first + j]];
+    return true;
+}
+
+/* The classes both grammars cut the bytes into: one pair (ours in pc, memo m's in
+ * pm) each, *n of them; false: out of memory. */
+static bool class_pairs(const cm_tables *t, const chain_memo *m, uint16_t *pc, uint16_t *pm, uint32_t *n) {
+    uint32_t mc = m->n_cls;
+    uint8_t *seen = calloc((size_t)t->n_classes * mc, 1);
+    if (!seen) return false;
+    for (int b = 0; b < 256; b++) {
+        uint32_t c = t->byte_class[b], d = m->byte_class[b];
+        if (seen[(size_t)c * mc + d]) continue;
+        seen[(size_t)c * mc + d] = 1;
+        pc[*n] = (uint16_t)c;
+        pm[(*n)++] = (uint16_t)d;
+    }
+    free(seen);
+    return true;
+}
+
+/* Not the rows: does every byte that follows state's rule end memo m's orbits
+ * dead where an orbit may end the rule? */
+static bool follows_fit(const cm_grammar *g, const chain_memo *m, uint32_t state) {
+    uint32_t rule = g->t.state_rule[state];
+    const uint32_t *k = m->key + 2;
+    for (uint32_t l = 0; l < m->n_lab; l++, k += 2 + 3 * 256)
+        for (int b = 0; k[1] != ACC_NEVER && b < 256; b++)
+            if (cm_follows(g, rule, (uint8_t)b) && k[2 + 3 * b] != CODE_DEAD) return false;
+    return true;
+}
+
+/* One class pair of a row: the memo's target e against ours r.  -1: they differ
+ * (out_flags: an out state's flags checked when met, as a late failure costs), 0:
+ * consistent with the names so far, 1: e newly named r. */
+static inline int pair_name(const cm_grammar *g, const chain_memo *m, uint32_t e, int32_t r, uint32_t *new_of,
+                            uint32_t *lab, bool out_flags) {
+    if (e == MEMO_DEAD || r < 0) return e == MEMO_DEAD && r < 0 ? 0 : -1;
+    if (lab[r] != UINT32_MAX) return lab[r] == e ? 0 : -1;
+    if (new_of[e] != NONE) return -1;
+    if (out_flags && e >= m->n_loc && (state_flags(g, (uint32_t)r) & OUT_FLAGS) != m->flags[e]) return -1;
+    new_of[e] = (uint32_t)r;
+    lab[r] = e;
+    return 1;
+}
+
 /* Are state's rows memo m's, renamed?  Then f is its analysis, renamed to
  * state's chain (f's arrays allocated; false: none). */
 static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state, bool open, chain_form *f) {
     const cm_tables *t = &g->t;
     uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out;
     if (m->open != open) return false;
-    /* the classes both grammars' cut the bytes into: one pair (ours, the memo's) each */
     uint16_t pc[256], pm[256];
-    uint8_t *seen = calloc((size_t)nc * mc, 1);
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
-    bool ok = seen && new_of;
-    for (int b = 0; ok && b < 256; b++) {
-        uint32_t c = t->byte_class[b], d = m->byte_class[b];
-        if (seen[(size_t)c * mc + d]) continue;
-        seen[(size_t)c * mc + d] = 1;
-        pc[n_pairs] = (uint16_t)c;
-        pm[n_pairs++] = (uint16_t)d;
-    }
-    free(seen);
+    bool ok = new_of && class_pairs(t, m, pc, pm, &n_pairs);
     for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[0] = state;
@@ -1356,52 +1424,15 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
         }
         const int32_t *row = t->trans + (size_t)q * nc;
         const uint16_t *mrow = m->rows + (size_t)i * mc;
-        for (uint32_t p = 0; ok && p < n_pairs; p++) {
-            uint32_t e = mrow[pm[p]];
-            int32_t r = row[pc[p]];
-            if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
-            else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
-            else if (new_of[e] != NONE) ok = false;
-            else new_of[e] = (uint32_t)r, lab[r] = e;
-        }
+        for (uint32_t p = 0; ok && p < n_pairs; p++)
+            ok = pair_name(g, m, mrow[pm[p]], row[pc[p]], new_of, lab, false) >= 0;
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
-    /* not the rows: the bytes that follow the rule where an orbit may end it */
-    uint32_t rule = t->state_rule[state];
-    const uint32_t *k = m->key + 2;
-    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
-        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
-            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
+    ok = ok && follows_fit(g, m, state);  /* not the rows */
     for (uint32_t i = 0; new_of && i < n_all; i++)
         if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
-    if (ok) {
-        f->n_key = m->n_key;
-        f->n_lab = m->n_lab;
-        f->budget = m->budget;
-        f->key = malloc(m->n_key * sizeof *f->key);
-        f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
-        f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
-        f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
-        f->head = malloc(((size_t)m->budget + 1) * sizeof *f->head);
-        ok = f->key && f->lam && f->to && f->aam && f->head;
-    }
-    if (ok) {
-        memcpy(f->key, m->key, m->n_key * sizeof *f->key);
-        memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
-        memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
-        for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
-            f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
-        for (uint32_t j = 0; j <= m->budget; j++) f->head[j] = new_of[m->head[j]];
-    } else {
-        free(f->key);
-        free(f->lam);
-        free(f->to);
-        free(f->aam);
-        free(f->head);
-        f->key = f->head = NULL;
-        f->lam = f->to = f->aam = NULL;
-    }
+    ok = ok && form_renamed(f, m, new_of, 0, m->budget + 1, m->budget);
     free(new_of);
     return ok;
 }
@@ -1508,28 +1539,14 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
     uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out, depth = prefix_depth(g);
     if (m->open != open) return false;
     uint16_t pc[256], pm[256];
-    uint8_t *seen = calloc((size_t)nc * mc, 1);
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
-    bool ok = seen && new_of;
-    for (int b = 0; ok && b < 256; b++) {
-        uint32_t c = t->byte_class[b], d = m->byte_class[b];
-        if (seen[(size_t)c * mc + d]) continue;
-        seen[(size_t)c * mc + d] = 1;
-        pc[n_pairs] = (uint16_t)c;
-        pm[n_pairs++] = (uint16_t)d;
-    }
-    free(seen);
+    bool ok = new_of && class_pairs(t, m, pc, pm, &n_pairs);
     for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[0] = state;
         lab[state] = 0;
     }
-    /* first what is not the rows (cheap): the bytes that follow the rule where an orbit may end it */
-    uint32_t rule = t->state_rule[state];
-    const uint32_t *k = m->key + 2;
-    for (uint32_t l = 0; ok && l < m->n_lab; l++, k += 2 + 3 * 256)
-        for (int b = 0; ok && k[1] != ACC_NEVER && b < 256; b++)
-            ok = !cm_follows(g, rule, (uint8_t)b) || k[2 + 3 * b] == CODE_DEAD;
+    ok = ok && follows_fit(g, m, state);  /* first what is not the rows (cheap) */
     for (uint32_t i = 0; ok && i < a->n_bfs; i++) {  /* nearest first: each named by a row read before */
         uint32_t x = a->bfs[i], q = new_of[x];
         if (q == NONE || state_flags(g, q) != m->flags[x]) {
@@ -1539,15 +1556,8 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
         if (a->dist[x] >= depth) continue;  /* at the depth: a token's last byte may lead here, none reads on */
         const int32_t *row = t->trans + (size_t)q * nc;
         const uint16_t *mrow = m->rows + (size_t)x * mc;
-        for (uint32_t p = 0; ok && p < n_pairs; p++) {
-            uint32_t e = mrow[pm[p]];
-            int32_t r = row[pc[p]];
-            if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
-            else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
-            else if (new_of[e] != NONE) ok = false;
-            else if (e >= m->n_loc && (state_flags(g, (uint32_t)r) & OUT_FLAGS) != m->flags[e]) ok = false;
-            else new_of[e] = (uint32_t)r, lab[r] = e;
-        }
+        for (uint32_t p = 0; ok && p < n_pairs; p++)
+            ok = pair_name(g, m, mrow[pm[p]], row[pc[p]], new_of, lab, true) >= 0;
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
@@ -1558,47 +1568,13 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
            (uint32_t)a->dist[m->head[h]] + g->v->max_len <= depth)
         h++;
     ok = ok && h > 0;
+    ok = ok && form_renamed(f, m, new_of, 0, h, 0);  /* (budget: set by the caller from the walk) */
     if (ok) {
-        f->n_key = m->n_key;
-        f->n_lab = m->n_lab;
-        f->budget = 0;  /* set by the caller from the walk */
-        f->key = malloc(m->n_key * sizeof *f->key);
-        f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
-        f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
-        f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
-        f->head = malloc((size_t)h * sizeof *f->head);
-        ok = f->key && f->lam && f->to && f->aam && f->head;
-    }
-    if (ok) {
-        memcpy(f->key, m->key, m->n_key * sizeof *f->key);
-        memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
-        memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
-        for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
-            f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
-        for (uint32_t j = 0; j < h; j++) f->head[j] = new_of[m->head[j]];
         *n_head = h;
         *bm = m->budget;
-    } else {
-        free(f->key);
-        free(f->lam);
-        free(f->to);
-        free(f->aam);
-        free(f->head);
-        f->key = f->head = NULL;
-        f->lam = f->to = f->aam = NULL;
     }
     free(new_of);
     return ok;
-}
-
-static void form_free(chain_form *f) {
-    free(f->key);
-    free(f->head);
-    free(f->lam);
-    free(f->to);
-    free(f->aam);
-    f->key = f->head = NULL;
-    f->lam = f->to = f->aam = NULL;
 }
 
 /* The entry of `state` from a prefix memo filed under hash: 1 done, 0 none fits, < 0 error. */
@@ -1644,24 +1620,10 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
     const cm_tables *t = &g->t;
     uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out, n_q = 0;
     uint16_t pc[256], pm[256];
-    uint8_t *seen = calloc((size_t)nc * mc, 1);
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
     uint32_t *queue = malloc((size_t)m->n_loc * sizeof *queue);
-    bool ok = seen && new_of && queue && !m->open;
-    for (int b = 0; ok && b < 256; b++) {
-        uint32_t c = t->byte_class[b], d = m->byte_class[b];
-        if (seen[(size_t)c * mc + d]) continue;
-        seen[(size_t)c * mc + d] = 1;
-        pc[n_pairs] = (uint16_t)c;
-        pm[n_pairs++] = (uint16_t)d;
-    }
-    free(seen);
-    /* first what is not the rows (cheap): the bytes that follow the rule where an orbit may end it */
-    uint32_t rule = t->state_rule[state];
-    const uint32_t *kk = m->key + 2;
-    for (uint32_t l = 0; ok && l < m->n_lab; l++, kk += 2 + 3 * 256)
-        for (int b = 0; ok && kk[1] != ACC_NEVER && b < 256; b++)
-            ok = !cm_follows(g, rule, (uint8_t)b) || kk[2 + 3 * b] == CODE_DEAD;
+    bool ok = new_of && queue && !m->open && class_pairs(t, m, pc, pm, &n_pairs);
+    ok = ok && follows_fit(g, m, state);  /* first what is not the rows (cheap) */
     for (uint32_t i = 0; new_of && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[m->head[p]] = state;
@@ -1678,17 +1640,9 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
         const uint16_t *mrow = m->rows + (size_t)x * mc;
         for (uint32_t k = 0; ok && k < n_pairs; k++) {
             uint32_t e = mrow[pm[k]];
-            int32_t r = row[pc[k]];
-            if (e == MEMO_DEAD || r < 0) ok = e == MEMO_DEAD && r < 0;
-            else if (lab[r] != UINT32_MAX) ok = lab[r] == e;
-            else if (new_of[e] != NONE) ok = false;
-            else if (e >= m->n_loc && (state_flags(g, (uint32_t)r) & OUT_FLAGS) != m->flags[e])
-                ok = false;  /* an out state's flags at once (checked again below): a late failure costs */
-            else {
-                new_of[e] = (uint32_t)r;
-                lab[r] = e;
-                if (e < m->n_loc) queue[n_q++] = e;
-            }
+            int named = pair_name(g, m, e, row[pc[k]], new_of, lab, true);
+            ok = named >= 0;
+            if (named > 0 && e < m->n_loc) queue[n_q++] = e;
         }
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
@@ -1696,26 +1650,8 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
     for (uint32_t i = 0; new_of && i < n_all; i++)
         if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
     uint32_t n_head = m->budget - p + 1;
-    if (ok) {
-        f->n_key = m->n_key;
-        f->n_lab = m->n_lab;
-        f->budget = m->budget - p;
-        f->key = malloc(m->n_key * sizeof *f->key);
-        f->lam = malloc((size_t)m->n_lab * 256 * sizeof *f->lam);
-        f->to = malloc((size_t)m->n_lab * 256 * sizeof *f->to);
-        f->aam = malloc((size_t)m->n_lab * sizeof *f->aam);
-        f->head = malloc((size_t)n_head * sizeof *f->head);
-        ok = f->key && f->lam && f->to && f->aam && f->head;
-    }
-    if (ok) {
-        memcpy(f->key, m->key, m->n_key * sizeof *f->key);
-        memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
-        memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
-        for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
-            f->to[j] = m->to[j] < 0 ? -1 : (int32_t)new_of[m->n_loc + (uint32_t)m->to[j]];
-        for (uint32_t j = 0; j < n_head; j++) f->head[j] = new_of[m->head[p + j]];
-        for (uint32_t j = 0; ok && j < n_head; j++) ok = f->head[j] != NONE;  /* (met: later on s's orbit) */
-    }
+    ok = ok && form_renamed(f, m, new_of, p, n_head, m->budget - p);
+    for (uint32_t j = 0; ok && j < n_head; j++) ok = f->head[j] != NONE;  /* (met: later on s's orbit) */
     if (!ok) form_free(f);
     free(new_of);
     free(queue);
