@@ -26,13 +26,17 @@ SAVE_EVERY_S = 1.0  # how often the replay writes its progress
 # of cfgmask's first JSON Schema compile is that) -- what a server has paid before its first
 # request.  Nothing of it is kept: cfgmask.clear_caches() drops tables, automata and loop walks,
 # xgrammar's compiler cache is off and cleared, llguidance keeps nothing between matchers.
+# The schema has a pattern and a format so that the regex front end's first import (17 ms
+# without bytecode) is not charged to the first schema with a pattern either.
 WARM_UP = {
     "schema": (
         '{"type": "object", "properties": {"w": {"type": "array", "items": {"type": "integer"}, '
         '"maxItems": 2}, "s": {"type": "string", "maxLength": 3}, "e": {"enum": ["x", "y"]}, '
         '"b": {"type": "boolean"}, "f": {"type": "number"}, "o": {"type": "object", "properties": '
-        '{"i": {"type": "integer"}}, "required": ["i"]}}, "required": ["w"]}',
-        '{"w": [1, 2], "s": "ab", "e": "x", "b": true, "f": 1.5, "o": {"i": 3}}',
+        '{"i": {"type": "integer"}}, "required": ["i"]}, "p": {"type": "string", "pattern": "^[a-z]+$"}, '
+        '"d": {"type": "string", "format": "date"}}, "required": ["w"]}',
+        '{"w": [1, 2], "s": "ab", "e": "x", "b": true, "f": 1.5, "o": {"i": 3}, "p": "ab", '
+        '"d": "2024-01-31"}',
     ),
     "gbnf": ('root ::= "(" w " " w ")"\nw ::= [a-z]+ | [0-9]+\n', "(ab 12)"),
 }
