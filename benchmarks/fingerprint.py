@@ -9,6 +9,12 @@ rule names and stats) and, with ``--masks``, of every mask along the benchmark d
 ``--compare``: equal tables mean equal masks for the same C core; equal masks check the
 C core too.  Inputs that fail to compile are recorded with their error type, so a change
 in which inputs compile shows up as well.
+
+``--instances`` hashes instead every mask along every valid instance of every JSONSchemaBench
+schema of ``tests/corpora`` (compact JSON, Llama-3 tokens, a mask before each token and after
+the last), with :func:`cfgmask.clear_caches` before each compile, as MaskBench replays them,
+plus a few bounded strings (``minLength``/``maxLength`` pairs): the guard for changes to the
+cold path (caches, shared walks, first entries), whose masks depend on what came before.
 """
 
 from __future__ import annotations
@@ -98,6 +104,55 @@ def _mask_hashes(vocab: cfgmask.Vocabulary) -> dict[str, str]:
     return out
 
 
+# (minLength, maxLength) of the bounded strings --instances adds; each gets instances at both ends
+_BOUNDED = [(0, 5), (1, 255), (3, 40), (10, 10), (0, 1024), (2, 3000)]
+
+
+def _instance_hashes() -> dict[str, str]:
+    from benchmarks.common import tokenize
+
+    cases: list[tuple[str, Any, list[Any]]] = []
+    for p in sorted((CORPORA / "jsonschemabench").glob("*.jsonl")):
+        for i, line in enumerate(p.read_text().splitlines()):
+            if line.strip():
+                row = json.loads(line)
+                valid = [t["data"] for t in row.get("tests", []) if t["valid"]]
+                cases.append((f"instances:{p.stem}/{row.get('id', i)}", row["schema"], valid))
+    for lo, hi in _BOUNDED:
+        schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": lo, "maxLength": hi}}}
+        alphabet = 'ab9 \u00e9\\"\U0001f600xyz'
+        docs = [{"s": (alphabet * (n // len(alphabet) + 1))[:n]} for n in sorted({lo, min(hi, 300)})]
+        cases.append((f"instances:bounded/{lo}-{hi}", schema, docs))
+    vocab = cfgmask.Vocabulary.llama3()
+    mask = cfgmask.allocate_bitmask(1, vocab.size)
+    out: dict[str, str] = {}
+    start = time.perf_counter()
+    for n, (name, schema, docs) in enumerate(cases):
+        cfgmask.clear_caches()
+        try:
+            compiled = cfgmask.compile(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)
+        except cfgmask.CfgmaskError as e:
+            out[name] = f"error:{type(e).__name__}"
+            continue
+        h = hashlib.sha256()
+        for doc in docs:
+            m = cfgmask.Matcher(compiled)
+            for t in tokenize(json.dumps(doc, separators=(",", ":"))):
+                m.fill_bitmask(mask, 0)
+                h.update(mask.tobytes())
+                if not m.accept_token(t):
+                    h.update(b"rejected")
+                    break
+            else:
+                m.fill_bitmask(mask, 0)
+                h.update(mask.tobytes() + (b"accepting" if m.is_accepting() else b"not accepting"))
+        out[name] = h.hexdigest()
+        if (n + 1) % 25 == 0:
+            took = time.perf_counter() - start
+            print(f"  {n + 1}/{len(cases)} schemas replayed ({took:.1f} s)", file=sys.stderr)
+    return out
+
+
 def run(n_schemas: int, masks: bool) -> dict[str, str]:
     vocab = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(256)])
     out: dict[str, str] = {}
@@ -121,6 +176,8 @@ def main() -> None:
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two fingerprint files")
     ap.add_argument("--schemas", type=int, default=40, help="schemas per JSONSchemaBench split")
     ap.add_argument("--masks", action="store_true", help="also hash masks along the benchmark documents")
+    what = "instead: every mask along every JSONSchemaBench instance, cold start"
+    ap.add_argument("--instances", action="store_true", help=what)
     args = ap.parse_args()
     if args.compare:
         a, b = (json.loads(Path(p).read_text()) for p in args.compare)
@@ -130,7 +187,7 @@ def main() -> None:
         for k in diff:
             print(f"  {k}: {a.get(k)} -> {b.get(k)}")
         sys.exit(1 if diff else 0)
-    fp = run(args.schemas, args.masks)
+    fp = _instance_hashes() if args.instances else run(args.schemas, args.masks)
     errors = sum(v.startswith("error:") for v in fp.values())
     print(f"{len(fp)} fingerprints ({errors} inputs rejected)")
     if args.out:
