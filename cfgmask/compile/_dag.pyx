@@ -13,7 +13,7 @@ token texts) and trees deeper than the recursion cap are left to the Python iter
 
 from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
+from cpython.dict cimport PyDict_Contains, PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
@@ -1206,6 +1206,15 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
     return out
 
 
+cdef bint all_in(frozenset calls, dict graph) except -1:
+    """Is every rule of ``calls`` in ``graph``?  (Then ``sccs_all`` keeps the set as it is:
+    most rules call only rules of the grammar, and a new set a rule cost more than the test.)"""
+    for c in calls:
+        if PyDict_Contains(graph, c) != 1:
+            return False
+    return True
+
+
 def sccs_all(dict graph):
     """``graph.sccs_all_py(graph)``: Tarjan's components of the whole graph, callees before
     callers, each root in the graph's order, children in sorted order (the same components in
@@ -1213,7 +1222,7 @@ def sccs_all(dict graph):
     cdef dict inside = {}, num = {}
     cdef list out = [], kids = []
     for k, v in graph.items():
-        inside[k] = frozenset([c for c in v if c in graph])
+        inside[k] = v if type(v) is frozenset and all_in(<frozenset>v, graph) else frozenset([c for c in v if c in graph])
     for root in graph:
         if root not in num:
             out += tarjan(inside, root, num, kids)
@@ -1717,6 +1726,41 @@ cdef class Sizes:
         _, item, lo, hi = key
         n = hi if hi is not None else max(lo, 1)
         return 1 + self.size(item, rule_size, memo, depth + 1) * max(n, 1)
+
+
+def rule_sizes(sess, dict rules, dict final, fallback):
+    """``repeats.rule_sizes(rules, sess, final)`` compiled: every rule's size estimate,
+    references expanded (a rule in a cycle counts 4 until it is sized), capped at 2**30; the
+    subtrees' sizes that hold for the final rule sizes kept in ``final``.  The Python loop
+    cost a function call, a method call and dict operations a rule (~1 ms a cold compile of
+    the largest JSON schemas, docs/design.md §7).  ``fallback``: ``repeats.dag_size_py``,
+    which finishes a size past the compiled walk's recursion cap."""
+    cdef dict cids = sess.cids(rules), graph = {}, sizes = {}, memo
+    cdef Facts facts = sess.interner.facts
+    cdef Sizes sz = sess.interner.sizes
+    cdef list comp
+    cdef object cap = 1 << 30, size, c
+    cdef bint settled
+    cdef Py_ssize_t n_keys = len(sz.keys)
+    for n, c in cids.items():
+        graph[n] = facts.refs_of(<Py_ssize_t>c)
+    for comp in sccs_all(graph):
+        for n in comp:
+            if n not in sizes:
+                sizes[n] = 4
+        # a rule outside any cycle refers only to rules sized already: its subtrees' sizes are final
+        settled = len(comp) == 1 and comp[0] not in graph[comp[0]]
+        for n in comp:
+            c = cids[n]
+            memo = final if settled else {}
+            if not 0 <= <Py_ssize_t>c < n_keys:
+                raise IndexError("list index out of range")
+            try:
+                size = sz.size(c, sizes, memo, 0)
+            except Deep:  # the rest in Python (what is done is kept)
+                size = fallback(sess, c, sizes, memo)
+            sizes[n] = cap if size > cap else size
+    return sizes
 
 
 cdef class SetsBelow:

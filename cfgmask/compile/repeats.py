@@ -93,27 +93,17 @@ def rule_sizes(
 ) -> dict[str, int]:
     """Estimated sizes of every rule, references expanded (recursion counts 4), capped.
     ``memo`` receives the sizes of subtrees (by id) that hold for the final rule sizes."""
+    final: dict[int, int] = {} if memo is None else memo
+    if sess is not None:  # over the DAG, compiled (the same loop as below, each size by dag_size)
+        return _dag.rule_sizes(sess, rules, final, dag_size_py)  # type: ignore[no-any-return]
     cap = 1 << 30
     sizes: dict[str, int] = {}
-    graph: dict[str, AbstractSet[str]]
-    if sess is None:
-        graph = {n: ir.Grammar(rules, n).references(b) for n, b in rules.items()}
-    else:
-        cids = sess.cids(rules)  # one compiled call (the bodies are interned)
-        refs = sess.interner.refs
-        graph = {n: refs[c] for n, c in cids.items()}
-    final: dict[int, int] = {} if memo is None else memo
+    graph: dict[str, AbstractSet[str]] = {n: ir.Grammar(rules, n).references(b) for n, b in rules.items()}
     for comp in sccs_all(graph):
         for n in comp:
             sizes.setdefault(n, 4)
-        # a rule outside any cycle refers only to rules sized already: its subtrees' sizes are final
-        settled = len(comp) == 1 and comp[0] not in graph[comp[0]]
         for n in comp:
-            if sess is None:
-                size = size_estimate(rules[n], sizes)
-            else:
-                size = dag_size(sess, cids[n], sizes, final if settled else {})
-            sizes[n] = min(cap, size)
+            sizes[n] = min(cap, size_estimate(rules[n], sizes))
     return sizes
 
 
