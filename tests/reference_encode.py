@@ -294,7 +294,7 @@ def plan(
             key_of[m] = key
         cached = cache.get(key) if cache is not None else None
         spec = (
-            [(sess.name_idx[m], emit(cid), cap) for m, cid, cap in mine],
+            [(sess.name_idx[m], 0 if cached is not None else emit(cid), cap) for m, cid, cap in mine],
             [sess.name_idx[c] for c in callees],
             recursive and regular,
             cached,

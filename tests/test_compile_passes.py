@@ -25,6 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cfgmask
 from cfgmask import deadline, ir
 from cfgmask.compile import _dag, components, encode, graph, prepare, repeats
 from cfgmask.compile import limits as limits_mod
@@ -586,3 +587,34 @@ def test_literal_set_past_the_recursion_cap_is_outlined() -> None:
         elif isinstance(x, (ir.Seq, ir.Alt)):
             stack.extend(x.items)
     assert seen == 1
+
+
+def test_compiled_ranks_and_component_args_match_the_python_loops() -> None:
+    """``_dag.ranks`` (``Session.rank``) and ``_dag.comp_args`` (``rule_dfas``' arguments, a
+    cached component's labels as this session's values: ``components._given``) give what their
+    Python loops give, cold and with every component cached; ``validate`` names the first
+    undefined reference as its Python loop did."""
+    g = cfgmask.Grammar.from_json_schema(
+        {"type": "object", "properties": {"a": {"enum": ["x", "y"]}, "b": {"type": "array"}}}
+    ).ir
+    limits = CompileLimits()
+    cache = AutomatonCache()
+    for _ in range(2):  # cold, then cached
+        sess = cache.session()
+        rules = dict(g.rules)
+        sess.cids(rules)
+        planned = components._plan(rules, g.start, set(), limits, sess)
+        rank, ordered = sess.rank()
+        want = sorted(sess.names)
+        assert ordered == want and [want[r] for r in rank] == sess.names
+        args = _dag.comp_args(planned, rank, sess)
+        ref = [
+            s if s[3] is None else (*s[:3], components._given(s[3], rank, sess), *s[4:])
+            for _, _, s in planned
+        ]
+        assert args == ref
+        components.rule_dfas(rules, g.start, set(), limits, sess)
+    assert any(s[3] is not None for _, _, s in planned)
+    bad = ir.Grammar({"root": ir.Seq((ir.Ref("a"), ir.Ref("nope"))), "a": ir.Ref("gone")}, "root")
+    with pytest.raises(GrammarError, match="rule 'root' refers to undefined rule 'nope'"):
+        build_tables(bad)

@@ -1363,7 +1363,6 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 set_item(whole, 1, lim)
                 set_item(whole, 2, recursive and regular)
                 set_item(whole, 3, n_comp)
-            spec_members = []
             u = 0
             at = 4
             for m in comp:
@@ -1374,21 +1373,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
                 cap_of[m] = cap
-                cid = cids[m]
                 if whole is not None:
+                    cid = cids[m]
                     set_item(whole, at, m)
                     set_item(whole, at + 1, cid)
                     set_item(whole, at + 2, cap)
                     at += 3
-                got = PyDict_GetItemWithError(offsets, cid)
-                if got != NULL:
-                    off = <object>got
-                else:
-                    try:
-                        off = em.rec(cid, 0)
-                    except Deep:  # the rest without recursion (what is done is kept)
-                        off = sess._emit_iter(cid)
-                spec_members.append(untrack((name_idx[m], off, cap)))
             if whole is not None:
                 for c in callees:
                     set_item(whole, at, c)
@@ -1414,6 +1404,23 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 cached = None
             for m in comp:
                 key_of[m] = key
+            # the members' bodies as code: not for a cached component (C reads only its DFAs, and
+            # the prelude's bodies, a JSON value's, cost a cold compile their emission every time)
+            spec_members = []
+            for m in comp:
+                cid = cids[m]
+                if cached is not None:
+                    off = 0
+                else:
+                    got = PyDict_GetItemWithError(offsets, cid)
+                    if got != NULL:
+                        off = <object>got
+                    else:
+                        try:
+                            off = em.rec(cid, 0)
+                        except Deep:  # the rest without recursion (what is done is kept)
+                            off = sess._emit_iter(cid)
+                spec_members.append(untrack((name_idx[m], off, cap_of[m])))
             depth = 0
             for c in callees:
                 k = once.pop(c, -1)
@@ -1483,6 +1490,69 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type, gen
     if cache is not None and new:
         cache.put_all(new, gen)
     return out
+
+
+def ranks(list names, dict name_idx):
+    """``Session.rank``: each name's label value (its position in name order, by name index)
+    and the names in order; the loop over the names compiled (a cold compile numbers every
+    rule, ~100 for a JSON schema)."""
+    cdef list ordered = sorted(names)  # names are distinct: no ties
+    cdef Py_ssize_t n = len(ordered), r, i
+    cdef array rank = clone(array("I"), n, True)
+    cdef unsigned int *p = rank.data.as_uints
+    for r in range(n):
+        i = name_idx[ordered[r]]
+        if not 0 <= i < n:
+            raise IndexError("a name's index is past the names")
+        p[i] = <unsigned int>r
+    return rank, ordered
+
+
+def comp_args(list plan, array rank, sess):
+    """``components.rule_dfas``' components as compile_components takes them: each planned
+    spec, a cached component's with its DFAs as (handle, its labels' values in this session)
+    (``components._given``, compiled: a loop over every label of the prelude's automata, which
+    a JSON schema's compile reuses)."""
+    cdef list out = [], given
+    cdef dict name_idx = sess.name_idx
+    cdef tuple spec
+    cdef array labs, tmpl = array("I")
+    cdef list names
+    cdef Py_ssize_t j, n, i, n_rank = len(rank)
+    cdef unsigned int *p
+    cdef PyObject *got
+    for item in plan:
+        spec = <tuple>(<tuple>item)[2]
+        cached = spec[3]
+        if cached is None:
+            out.append(spec)
+            continue
+        given = []
+        for d in cached:
+            names = <list>d.names
+            n = len(names)
+            labs = clone(tmpl, n, False)
+            p = labs.data.as_uints
+            for j in range(n):
+                x = names[j]
+                got = PyDict_GetItemWithError(name_idx, x)
+                i = <Py_ssize_t>(<object>got) if got != NULL else <Py_ssize_t>sess.name(x)
+                if not 0 <= i < n_rank:
+                    raise IndexError("array index out of range")
+                p[j] = rank.data.as_uints[i]
+            given.append((d.handle, labs))
+        out.append((spec[0], spec[1], spec[2], given) + spec[4:])
+    return out
+
+
+def undefined_ref(dict cids, refs, dict rules, dict markers):
+    """``prepare.validate``'s loop: the first (rule, reference) of ``cids`` (rule -> DAG id)
+    whose reference is neither a rule nor a lookahead's marker, or None."""
+    for name, c in cids.items():
+        for ref in refs[c]:
+            if PyDict_Contains(rules, ref) != 1 and PyDict_Contains(markers, ref) != 1:
+                return name, ref
+    return None
 
 
 def call_graph(sess, dict rules):

@@ -22,7 +22,7 @@ from .cache import CACHE
 from .limits import DEFAULT_LIMITS, CompileLimits
 from .prepare import prepare, tables_key
 from .strategy import DEFAULT, Strategy
-from .tables import Tables, build_tables
+from .tables import Tables, _build_tables_in
 from .token_texts import META_KEY as TOKEN_TEXTS
 from .token_texts import resolve_token_texts
 
@@ -176,7 +176,7 @@ def compile(  # noqa: A001 - the natural name, as in xgrammar
         with _TABLE_LOCK:
             tables = _TABLE_CACHE.get(key)
         if tables is None:
-            tables = build_tables(grammar.ir, limits, session)
+            tables = _build_tables_in(grammar.ir, limits, session)  # build_tables, in this deadline
             with _TABLE_LOCK:
                 if len(_TABLE_CACHE) >= _TABLE_CACHE_MAX:
                     _TABLE_CACHE.pop(next(iter(_TABLE_CACHE)))

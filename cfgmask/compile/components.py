@@ -120,10 +120,7 @@ def rule_dfas(
     """Every rule's DFA (inlined callees included) and its labels' values, in one call."""
     plan = _plan(rules, start, outlined, limits, sess)
     rank, ordered = sess.rank()  # every name is numbered and every body emitted by now
-    args = [
-        spec if spec[3] is None else (*spec[:3], _given(spec[3], rank, sess), *spec[4:])
-        for _, _, spec in plan
-    ]
+    args = _dag.comp_args(plan, rank, sess)  # cached components' labels as this session's (_given)
     end = _deadline()
     try:
         built = _core.compile_components(
@@ -163,7 +160,8 @@ def _plan(
 
 
 def _given(dfas: list[DFA], rank: array[int], sess: Session) -> list[tuple[Any, array[int]]]:
-    """Cached DFAs as compile_components takes them: their labels as this session's values."""
+    """Cached DFAs as compile_components takes them: their labels as this session's values
+    (the Python loop of ``_dag.comp_args``, for tests)."""
     return [(d.handle, array("I", [rank[sess.name(n)] for n in d.names])) for d in dfas]
 
 

@@ -245,13 +245,7 @@ class Session:
     def rank(self) -> tuple[array[int], list[str]]:
         """Label value of each name (its position in name order) and the names in order."""
         if self._rank is None:
-            ordered = sorted(self.names)  # names are distinct: no ties
-            idx = self.name_idx
-            rank = array("I", bytes(4 * len(ordered)))
-            for r, n in enumerate(ordered):
-                rank[idx[n]] = r
-            self._rank = rank
-            self._sorted = ordered
+            self._rank, self._sorted = _dag.ranks(self.names, self.name_idx)  # the loop compiled
         return self._rank, self._sorted
 
     def emit(self, root: int) -> int:

@@ -58,11 +58,13 @@ def validate(grammar: ir.Grammar, sess: Session | None = None) -> None:
         raise GrammarError(f"start rule {grammar.start!r} is not defined")
     if sess is None:
         sess = Session()
-    rules, markers, refs = grammar.rules, sess.markers, sess.interner.refs
-    for name, cid in sess.cids(rules).items():  # one compiled call: ids already interned by prepare
-        for ref in refs[cid]:
-            if ref not in rules and ref not in markers:
-                raise GrammarError(f"rule {name!r} refers to undefined rule {ref!r}")
+    rules, markers = grammar.rules, sess.markers
+    # the ids ``prepare`` found for this grammar's rules (interned again only without them)
+    roots = sess.roots
+    cids = roots if roots.keys() == rules.keys() else sess.cids(rules)
+    bad = _dag.undefined_ref(cids, sess.interner.refs, rules, markers)  # the loop compiled
+    if bad is not None:
+        raise GrammarError(f"rule {bad[0]!r} refers to undefined rule {bad[1]!r}")
     for name in sess.markers:
         if name in grammar.rules:
             raise GrammarError(f"rule name {name!r} is reserved for a lookahead marker")
