@@ -4,7 +4,7 @@ tests/test_stubs.py checks that this file names exactly what the compiled module
 """
 
 from collections.abc import Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -208,6 +208,14 @@ def compile_components(
     max_bytes: int = 0,
     deadline: float = 0,
 ) -> list[list[tuple[DfaHandle, list[int]]] | None]: ...
+
+class FlatDoor(Sequence[Any]):
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
+
 def compile_finish(
     label: _Buffer,
     rules: list[tuple[DfaHandle, Any] | None],
@@ -216,7 +224,7 @@ def compile_finish(
     max_bytes: int = 0,
     deadline: float = 0,
     weights: _Buffer | None = None,
-) -> tuple[Any, ...] | None: ...
+) -> tuple[Any, ...] | FlatDoor | None: ...
 def compile_stats_enable(on: bool) -> None: ...
 def direct_build_enable(on: bool) -> None: ...
 def chain_memo_enable(on: bool) -> None: ...

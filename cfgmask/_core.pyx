@@ -1003,6 +1003,62 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
         free(out)
 
 
+cdef class FlatDoor:
+    """What ``compile_finish`` returns with ``weights``: its ten items as a read-only sequence
+    (index, slice, iterate, ``len``), the flat rules' own tables (items 2, 3, 4, 6, 7 and 8:
+    rule_trans, byte_class, trans, lab_off, lab_name, lab_to) made when first read.  The
+    compiler reads only items 0, 1, 5 and 9 (``tables._tables_raw``); the others serve a
+    ``Flat`` opened by the tests or the Python fallback, and copied every compile they cost
+    as much as the tables kept (tens of kB a JSON schema, half a MB past p90, each a fresh
+    allocation).  Holds the C flat rules until it goes."""
+    cdef cm_flat_rules *f
+    cdef list items
+
+    def __cinit__(self):
+        self.f = NULL
+
+    def __dealloc__(self):
+        cm_flat_rules_free(self.f)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        cdef Py_ssize_t n = len(self.items), i
+        if isinstance(index, slice):
+            return tuple([self[j] for j in range(*index.indices(n))])
+        i = index
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("tuple index out of range")
+        x = self.items[i]
+        if x is None:
+            x = self.items[i] = self._make(i)
+        return x
+
+    def __iter__(self):
+        return iter(self[:])
+
+    cdef object _make(self, Py_ssize_t i):
+        cdef cm_flat_rules *f = self.f
+        cdef uint32_t n = f.n_rules, ns = f.n_states
+        cdef size_t nl = f.lab_off[ns]
+        if i == 2:
+            return (<char *>f.rule_trans)[:4 * (n + 1)]
+        if i == 3:
+            return (<char *>f.byte_class)[:256 * n]
+        if i == 4:
+            return (<char *>f.trans)[:4 * f.rule_trans[n]] if f.rule_trans[n] else b""
+        if i == 6:
+            return (<char *>f.lab_off)[:4 * (ns + 1)]
+        if i == 7:
+            return (<char *>f.lab_name)[:4 * nl] if nl else b""
+        if i == 8:
+            return (<char *>f.lab_to)[:4 * nl] if nl else b""
+        raise AssertionError("FlatDoor: an item made at once is missing")
+
+
 def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_token, uint32_t start,
                    size_t max_bytes=0, double deadline=0, const int64_t[::1] weights=None):
     """Runtime rules, productive rules, trimming and the flat tables in one call
@@ -1023,6 +1079,7 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
     cdef uint32_t n_names = <uint32_t>label.shape[0], i, n, ns
     cdef cm_ir_frag *fr = NULL
     cdef cm_flat_rules *f = NULL
+    cdef FlatDoor door
     cdef int rc
     if len(rules) != n_names or <uint32_t>is_token.shape[0] != n_names or start >= n_names:
         raise ValueError("compile_finish: bad arguments")
@@ -1041,19 +1098,18 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
             return None
         n, ns = f.n_rules, f.n_states
         nl = f.lab_off[ns]
-        door = (
-            [f.rule_name[i] for i in range(n)],
-            bytes((<char *>f.rule_state)[:4 * (n + 1)]),
-            bytes((<char *>f.rule_trans)[:4 * (n + 1)]),
-            bytes((<char *>f.byte_class)[:256 * n]),
-            bytes((<char *>f.trans)[:4 * f.rule_trans[n]]) if f.rule_trans[n] else b"",
-            bytes((<char *>f.accepting)[:ns]) if ns else b"",
-            bytes((<char *>f.lab_off)[:4 * (ns + 1)]),
-            bytes((<char *>f.lab_name)[:4 * nl]) if nl else b"",
-            bytes((<char *>f.lab_to)[:4 * nl]) if nl else b"",
-        )
         if weights is None:
-            return door
+            return (
+                [f.rule_name[i] for i in range(n)],
+                bytes((<char *>f.rule_state)[:4 * (n + 1)]),
+                bytes((<char *>f.rule_trans)[:4 * (n + 1)]),
+                bytes((<char *>f.byte_class)[:256 * n]),
+                bytes((<char *>f.trans)[:4 * f.rule_trans[n]]) if f.rule_trans[n] else b"",
+                bytes((<char *>f.accepting)[:ns]) if ns else b"",
+                bytes((<char *>f.lab_off)[:4 * (ns + 1)]),
+                bytes((<char *>f.lab_name)[:4 * nl]) if nl else b"",
+                bytes((<char *>f.lab_to)[:4 * nl]) if nl else b"",
+            )
         with nogil:
             rc = cm_flat_derive(f, &is_token[0], n_names, &weights[0] if weights.shape[0] else NULL,
                                 <size_t>weights.shape[0], &d)
@@ -1067,7 +1123,18 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
             with nogil:
                 rc = cm_flat_derive_trans(f, d, out)
             _check_build(rc, "compile_finish", 0, max_bytes)
-        return door + ((
+        door = FlatDoor()
+        door.items = [
+            [f.rule_name[i] for i in range(n)],
+            bytes((<char *>f.rule_state)[:4 * (n + 1)]),
+            None,
+            None,
+            None,
+            bytes((<char *>f.accepting)[:ns]) if ns else b"",
+            None,
+            None,
+            None,
+            (
             k,
             bytes((<char *>d.byte_class)[:256]),
             trans,
@@ -1080,7 +1147,11 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
             bytes((<char *>d.tok_set)[:4 * nt]) if nt else b"",
             bytes((<char *>d.tok_target)[:4 * nt]) if nt else b"",
             [d.set_name[i] for i in range(d.n_sets)],
-        ),)
+            ),
+        ]
+        door.f = f  # the door frees it
+        f = NULL
+        return door
     finally:
         cm_flat_derived_free(d)
         cm_flat_rules_free(f)

@@ -137,8 +137,8 @@ def test_random_grammars(g: ir.Grammar) -> None:
     assert_same(fast, slow)
 
 
-def _door(g: ir.Grammar, weights: np.ndarray) -> tuple[Any, ...]:
-    """What compile_finish returns for ``g`` with these byte-class weights."""
+def _door(g: ir.Grammar, weights: np.ndarray | None) -> tuple[Any, ...]:
+    """What compile_finish returns for ``g`` with these byte-class weights (None: without them)."""
     from cfgmask.compile import components
 
     clear_caches()
@@ -171,3 +171,32 @@ def test_collision_and_short_weights_leave_byte_classes_to_python() -> None:
     finally:
         flat_mod._WEIGHTS = saved
     assert_same(short.tables, reference)
+
+
+def test_the_door_makes_the_flat_rules_tables_when_read() -> None:
+    """With weights compile_finish returns a ``FlatDoor``: the same first nine items as without
+    them (the flat rules' own tables made on first read, then kept), by index, negative index,
+    slice and iteration."""
+    g = cfgmask.Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "string"}}}).ir
+    plain = _door(g, None)
+    assert len(plain) == 9
+    clear_caches()
+    from cfgmask.compile import components
+
+    limits = CompileLimits()
+    sess = prepare(g, limits)
+    built = components.rule_dfas(dict(g.rules), g.start, set(), limits, sess)
+    rank, _ = sess.rank()
+    by_name: list[Any] = [None] * len(sess.names)
+    for name, (dfa, labels) in built.items():
+        by_name[sess.name(name)] = (dfa.handle, labels)
+    is_token = bytes(n in sess.token_sets for n in sess.names)
+    door = _core.compile_finish(
+        rank, by_name, is_token, sess.name(g.start), 0, 0.0, flat_mod.class_weights(64)
+    )
+    assert isinstance(door, _core.FlatDoor) and len(door) == 10
+    assert door[4] == plain[4] and door[4] is door[4] and door[-6] is door[4]
+    assert door[:9] == plain and tuple(door)[:9] == plain and door[2:7:2] == plain[2:7:2]
+    assert door[9][0] > 0
+    with pytest.raises(IndexError):
+        door[10]

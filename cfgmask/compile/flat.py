@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +109,7 @@ _OPENED = frozenset(
 )
 
 
-def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]) -> Flat:
+def from_door(got: Sequence[Any], names: list[str], token_sets: Container[str]) -> Flat:
     """``Flat`` from what ``_core.compile_finish`` returns (csrc/flatten.c ``cm_flat_rules``,
     and csrc/tables.c ``cm_flat_derived`` as a tenth item when asked for); ``names``: the
     session's names by index; labels in ``token_sets`` are token terminals.  Nothing is made
@@ -119,7 +119,7 @@ def from_door(got: tuple[Any, ...], names: list[str], token_sets: Container[str]
     return flat
 
 
-def _open(flat: Flat, got: tuple[Any, ...], names: list[str], token_sets: Container[str]) -> None:
+def _open(flat: Flat, got: Sequence[Any], names: list[str], token_sets: Container[str]) -> None:
     """A door Flat's fields (``parts``, ``refs``, ``tokens`` and ``token_sets`` on first read).
 
     Only C-level numpy calls and methods here (with the processor's caches cold a numpy call

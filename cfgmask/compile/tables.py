@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,7 +251,7 @@ def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: Compil
     return _tables(grammar, f, f.derived if f.derived is not None else _derived_in_python(f), sess)
 
 
-def _tables_raw(grammar: ir.Grammar, got: tuple[Any, ...], names: list[str], sess: Session) -> Tables:
+def _tables_raw(grammar: ir.Grammar, got: Sequence[Any], names: list[str], sess: Session) -> Tables:
     """The Tables of what ``compile_finish`` returned (``got``, with csrc/tables.c's derived
     tables and byte classes), holding the door's bytes as ``Tables._raw`` (see there): no numpy
     array made, and the token-set and lookahead tables only for a grammar that has them."""
