@@ -1021,10 +1021,10 @@ cdef class FlatDoor:
         cm_flat_rules_free(self.f)
 
     def __len__(self):
-        return len(self.items)
+        return 0 if self.items is None else len(self.items)
 
     def __getitem__(self, index):
-        cdef Py_ssize_t n = len(self.items), i
+        cdef Py_ssize_t n = len(self), i
         if isinstance(index, slice):
             return tuple([self[j] for j in range(*index.indices(n))])
         i = index
@@ -1042,6 +1042,8 @@ cdef class FlatDoor:
 
     cdef object _make(self, Py_ssize_t i):
         cdef cm_flat_rules *f = self.f
+        if f == NULL:
+            raise ValueError("FlatDoor: made by compile_finish only")
         cdef uint32_t n = f.n_rules, ns = f.n_states
         cdef size_t nl = f.lab_off[ns]
         if i == 2:
