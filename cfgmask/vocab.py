@@ -381,6 +381,7 @@ class Vocabulary:
             pin_prelude()
             long = {"type": "string", "maxLength": 1000}
             shared = {"type": "object", "properties": {"a": long, "b": {**long, "type": ["string", "null"]}}}
+            bound = {"type": "string", "maxLength": 128}
             for canonical in (True, False):
                 # the loop of a string, and the chains of one with a maxLength, a minLength (short,
                 # and long: a whole chain under CompileLimits.unroll_whole, whose walk differs), and
@@ -411,6 +412,10 @@ class Vocabulary:
                     # that may end the rule at once): a nullable such string's start in a big
                     # object (Snowplow's maxLength 1024+ strings) is analysed otherwise
                     (shared, b'{"a":"'),
+                    # a string's value rule shared by two properties, quotes and all (a bound
+                    # common in Snowplow's schemas): its chain, and from a later position on those
+                    # of every shorter such string (else analysed and walked at their first mask)
+                    ({"type": "object", "properties": {"a": bound, "b": bound}}, b'{"a":"'),
                 )
                 # the digits of a number and of an integer (counts that bound the int64 range and
                 # the precision: each a chain) from a first digit, a point, a fraction's second

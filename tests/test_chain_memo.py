@@ -12,7 +12,7 @@ transition apart from a kept one analyses its own).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -299,31 +299,51 @@ def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> Non
     _assert_same_masks(masks)
 
 
-def test_llama3_blocked_string_start_from_the_pin() -> None:
-    """Snowplow sp_0's first property, a nullable ``maxLength`` 1024 string cut into blocks whose
-    count is a rule of its own (its first position may end it): that position (the first block's
-    call left out, the inline tail) takes the chain analysis pinned with the vocabulary instead
-    of analysing it, and every mask along values across block ends (escapes, multi-byte
-    characters) equals the plain walks' and every chain analysed (memos off)."""
+def _start_from_pins(schema: dict, prefix: bytes, docs: list[str], taken: Callable[[], int], n: int) -> None:
+    """The first mask after ``prefix`` takes ``n`` analyses from the pins (counted by ``taken``),
+    and every mask along ``docs`` equals the plain walks' and every chain analysed (memos off)."""
     vocab = cfgmask.Vocabulary.llama3()
     vocab._handle()
     quicktok = pytest.importorskip("quicktok")
     enc = quicktok.get_encoding("llama3")
-    rows = (CORPORA / "jsonschemabench" / "Snowplow.jsonl").read_text().splitlines()
-    schema = next(r["schema"] for r in map(json.loads, rows) if r["id"].startswith("Snowplow/sp_0_"))
-    texts = ["", "x", 'ab\\u00e9\\"c\\n' * 9, "Example \u00e9 \u20ac " * 12]
-    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (44, 45, 46, 90, 300)]
-    docs = [f'{{"adgroup_name":"{t}","app_id":"a1"}}' for t in texts]
     masks: dict[str, list[np.ndarray]] = {}
     for mode in ("plain", "off", "on"):
         with _memos(mode != "off"):
             strategy = Strategy(count_chains=mode != "plain")
             c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab, _strategy=strategy)
-            if mode == "on":  # the string's first mask: the block's and the tail's analyses pinned
+            if mode == "on":
                 m = cfgmask.Matcher(c)
-                assert m.accept_bytes(b'{"adgroup_name":"')
-                hits = _core.chain_memo_hits()
+                assert m.accept_bytes(prefix)
+                hits = taken()
                 m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size))
-                assert _core.chain_memo_hits() - hits == 2
+                assert taken() - hits == n
             masks[mode] = _replay(c, [enc.encode_ordinary(doc) for doc in docs])
     _assert_same_masks(masks)
+
+
+def test_llama3_blocked_string_start_from_the_pin() -> None:
+    """Snowplow sp_0's first property, a nullable ``maxLength`` 1024 string cut into blocks whose
+    count is a rule of its own (its first position may end it): that position (the first block's
+    call left out, the inline tail) takes both chains' analyses pinned with the vocabulary instead
+    of analysing the tail's, and every mask along values across block ends (escapes, multi-byte
+    characters) equals the plain walks' and every chain analysed (memos off)."""
+    rows = (CORPORA / "jsonschemabench" / "Snowplow.jsonl").read_text().splitlines()
+    schema = next(r["schema"] for r in map(json.loads, rows) if r["id"].startswith("Snowplow/sp_0_"))
+    texts = ["", "x", 'ab\\u00e9\\"c\\n' * 9, "Example \u00e9 \u20ac " * 12]
+    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (44, 45, 46, 90, 300)]
+    docs = [f'{{"adgroup_name":"{t}","app_id":"a1"}}' for t in texts]
+    _start_from_pins(schema, b'{"adgroup_name":"', docs, _core.chain_memo_hits, 2)
+
+
+@pytest.mark.parametrize("hi", [50, 100, 128])
+def test_llama3_shared_string_rule_from_the_pin(hi: int) -> None:
+    """A bounded string's value rule shared by two properties (quotes and all: Snowplow's
+    ``maxLength`` 128 strings): its first position takes its chain's analysis from the pinned
+    128 one (the same rows, or a later position's on), not analysed or walked again, and every
+    mask along values of many lengths equals the plain walks' and every chain analysed."""
+    string = {"type": "string", "maxLength": hi}
+    schema = {"type": "object", "properties": {"p": string, "q": string}, "required": ["p"]}
+    texts = ["", "x", "Example \u00e9 \u20ac " * 3, 'ab\\"c\\n' * 4]
+    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (hi - 20, hi - 1, hi, hi + 3)]
+    docs = [f'{{"p":"{t}","q":"{t[:9]}"}}' for t in texts]
+    _start_from_pins(schema, b'{"p":"', docs, _taken, 1)
