@@ -416,6 +416,22 @@ class Vocabulary:
                     # common in Snowplow's schemas): its chain, and from a later position on those
                     # of every shorter such string (else analysed and walked at their first mask)
                     ({"type": "object", "properties": {"a": bound, "b": bound}}, b'{"a":"'),
+                    # a long string's start before a property whose value is an array (the state
+                    # after its closing quote is not solo, unlike every pinned one's): its inline
+                    # tail's chain (o9813's description, Snowplow's url before a list)
+                    (
+                        {
+                            "type": "object",
+                            "properties": {
+                                "a": long,
+                                "b": {
+                                    "type": "array",
+                                    "items": {"type": "object", "properties": {"c": {"type": "string"}}},
+                                },
+                            },
+                        },
+                        b'{"a":"',
+                    ),
                 )
                 # the digits of a number and of an integer (counts that bound the int64 range and
                 # the precision: each a chain) from a first digit, a point, a fraction's second

@@ -347,3 +347,17 @@ def test_llama3_shared_string_rule_from_the_pin(hi: int) -> None:
     texts += ["word " * (k // 5) + "y" * (k % 5) for k in (hi - 20, hi - 1, hi, hi + 3)]
     docs = [f'{{"p":"{t}","q":"{t[:9]}"}}' for t in texts]
     _start_from_pins(schema, b'{"p":"', docs, _taken, 1)
+
+
+def test_llama3_long_string_before_an_array_from_the_pin() -> None:
+    """A long string (cut into blocks) before a property whose value is an array (o9813's
+    ``description``): the state after its closing quote is not the pinned strings', so its first
+    position's inline tail takes the analysis pinned for that shape; every mask along values
+    across block ends equals the plain walks' and every chain analysed."""
+    items = {"type": "object", "properties": {"name": {"type": "string"}}}
+    props = {"d": {"type": "string", "maxLength": 32767}, "c": {"type": "array", "items": items}}
+    schema = {"type": "object", "properties": props, "required": ["d"]}
+    texts = ["", "x", 'ab\\"c\\n' * 9, "Example \u00e9 \u20ac " * 12]
+    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (44, 45, 46, 90, 300)]
+    docs = [f'{{"d":"{t}","c":[{{"name":"n"}}]}}' for t in texts]
+    _start_from_pins(schema, b'{"d":"', docs, _core.chain_memo_hits, 2)
