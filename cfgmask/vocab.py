@@ -380,6 +380,8 @@ class Vocabulary:
         try:
             pin_prelude()
             long = {"type": "string", "maxLength": 1000}
+            shared = {"type": "object", "properties": {"a": long, "b": {**long, "type": ["string", "null"]}}}
+            bound = {"type": "string", "maxLength": 128}
             for canonical in (True, False):
                 # the loop of a string, and the chains of one with a maxLength, a minLength (short,
                 # and long: a whole chain under CompileLimits.unroll_whole, whose walk differs), and
@@ -405,12 +407,30 @@ class Vocabulary:
                         b'{"a":"',
                     ),
                     (long, b'"'),
+                    (shared, b'{"a":"x'),
+                    # and that rule's first position (its first block's call left out, the tail
+                    # that may end the rule at once): a nullable such string's start in a big
+                    # object (Snowplow's maxLength 1024+ strings) is analysed otherwise
+                    (shared, b'{"a":"'),
+                    # a string's value rule shared by two properties, quotes and all (a bound
+                    # common in Snowplow's schemas): its chain, and from a later position on those
+                    # of every shorter such string (else analysed and walked at their first mask)
+                    ({"type": "object", "properties": {"a": bound, "b": bound}}, b'{"a":"'),
+                    # a long string's start before a property whose value is an array (the state
+                    # after its closing quote is not solo, unlike every pinned one's): its inline
+                    # tail's chain (o9813's description, Snowplow's url before a list)
                     (
                         {
                             "type": "object",
-                            "properties": {"a": long, "b": {**long, "type": ["string", "null"]}},
+                            "properties": {
+                                "a": long,
+                                "b": {
+                                    "type": "array",
+                                    "items": {"type": "object", "properties": {"c": {"type": "string"}}},
+                                },
+                            },
                         },
-                        b'{"a":"x',
+                        b'{"a":"',
                     ),
                 )
                 # the digits of a number and of an integer (counts that bound the int64 range and

@@ -1402,6 +1402,28 @@ static inline int pair_name(const cm_grammar *g, const chain_memo *m, uint32_t e
     return 1;
 }
 
+/* One row against the memo's: every class pair named consistently (pair_name).  A pair
+ * whose targets are the previous pair's is skipped: pair_name would find them named so
+ * already (0, nothing changed), so the answer is the same.  Newly named locals are
+ * appended to queue (when given).  False: they differ. */
+static bool row_fits(const cm_grammar *g, const chain_memo *m, const int32_t *row, const uint16_t *mrow,
+                     const uint16_t *pc, const uint16_t *pm, uint32_t n_pairs, uint32_t *new_of, uint32_t *lab,
+                     bool out_flags, uint32_t *queue, uint32_t *n_q) {
+    uint32_t pe = NONE;
+    int32_t pr = INT32_MIN;
+    for (uint32_t p = 0; p < n_pairs; p++) {
+        uint32_t e = mrow[pm[p]];
+        int32_t r = row[pc[p]];
+        if (e == pe && r == pr) continue;
+        pe = e;
+        pr = r;
+        int named = pair_name(g, m, e, r, new_of, lab, out_flags);
+        if (named < 0) return false;
+        if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
+    }
+    return true;
+}
+
 /* Are state's rows memo m's, renamed?  Then f is its analysis, renamed to
  * state's chain (f's arrays allocated; false: none). */
 static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state, bool open, chain_form *f) {
@@ -1424,8 +1446,7 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
         }
         const int32_t *row = t->trans + (size_t)q * nc;
         const uint16_t *mrow = m->rows + (size_t)i * mc;
-        for (uint32_t p = 0; ok && p < n_pairs; p++)
-            ok = pair_name(g, m, mrow[pm[p]], row[pc[p]], new_of, lab, false) >= 0;
+        ok = row_fits(g, m, row, mrow, pc, pm, n_pairs, new_of, lab, false, NULL, NULL);
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
@@ -1556,8 +1577,7 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
         if (a->dist[x] >= depth) continue;  /* at the depth: a token's last byte may lead here, none reads on */
         const int32_t *row = t->trans + (size_t)q * nc;
         const uint16_t *mrow = m->rows + (size_t)x * mc;
-        for (uint32_t p = 0; ok && p < n_pairs; p++)
-            ok = pair_name(g, m, mrow[pm[p]], row[pc[p]], new_of, lab, true) >= 0;
+        ok = row_fits(g, m, row, mrow, pc, pm, n_pairs, new_of, lab, true, NULL, NULL);
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
@@ -1638,12 +1658,7 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
         }
         const int32_t *row = t->trans + (size_t)q * nc;
         const uint16_t *mrow = m->rows + (size_t)x * mc;
-        for (uint32_t k = 0; ok && k < n_pairs; k++) {
-            uint32_t e = mrow[pm[k]];
-            int named = pair_name(g, m, e, row[pc[k]], new_of, lab, true);
-            ok = named >= 0;
-            if (named > 0 && e < m->n_loc) queue[n_q++] = e;
-        }
+        ok = row_fits(g, m, row, mrow, pc, pm, n_pairs, new_of, lab, true, queue, &n_q);
     }
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];

@@ -11,8 +11,10 @@ transition apart from a kept one analyses its own).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +30,7 @@ from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_repeats import CHAIN_PIECES, UNITS, _entries
 
+CORPORA = Path(__file__).parent / "corpora"
 WHOLE = cfgmask.CompileLimits(unroll_budget=1024, unroll_whole=0)
 
 
@@ -163,6 +166,16 @@ def test_memo_not_taken_one_class_apart() -> None:
     _assert_same(_entries_after(a, b, vocab), _all_entries(b, vocab, count_chains=False))
 
 
+def test_memo_not_taken_one_class_apart_reversed() -> None:
+    """The kept chain [a-c] (one class of the memo's against two of ours: a row's check skips a
+    pair whose targets are the previous pair's, here only the first is): where ours has b dead
+    the memo's leads on, so it analyses its own, with plain walks' entries."""
+    vocab = _vocab(Vocab([b"a", b"b", b"c", b"ab", b"bc", b'"', b'b"'], (), ()))
+    a = grammar(root=_string(chars("ac"), 0, 25))
+    b = grammar(root=seq(lit("{"), _string(alt(lit("a"), lit("c")), 0, 25)))
+    _assert_same(_entries_after(a, b, vocab), _all_entries(b, vocab, count_chains=False))
+
+
 @st.composite
 def repeated(draw: st.DrawFn) -> tuple[ir.Grammar, ir.Grammar]:
     """Two grammars sharing a count (of a letter, an escape, multi-byte characters, a byte
@@ -229,6 +242,28 @@ def test_llama3_long_string_takes_the_pinned_memo() -> None:
     assert all(np.array_equal(x, y) for x, y in zip(masks[False], masks[True], strict=True))
 
 
+def _replay(c: cfgmask.CompiledGrammar, docs: list[list[int]]) -> list[np.ndarray]:
+    """Every mask along each document's tokens (up to one the grammar rejects) on fresh matchers."""
+    out = []
+    mask = cfgmask.allocate_bitmask(1, c.vocab.size)
+    for tokens in docs:
+        m = cfgmask.Matcher(c)
+        for t in [*tokens, None]:
+            m.fill_bitmask(mask)
+            out.append(mask.copy())
+            if t is None or not m.accept_token(t):
+                break
+    return out
+
+
+def _assert_same_masks(masks: dict[str, list[np.ndarray]]) -> None:
+    """The masks with memos off and on equal the plain walks'."""
+    for mode in ("off", "on"):
+        assert len(masks[mode]) == len(masks["plain"])
+        for i, (x, y) in enumerate(zip(masks["plain"], masks[mode], strict=True)):
+            assert np.array_equal(x, y), f"{mode}: mask {i} differs"
+
+
 @pytest.mark.parametrize("hi", [40, 100, 140, 145, 150, 200, 255, 256])
 @pytest.mark.parametrize("shape", ["one", "nullable", "two"])
 def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> None:
@@ -255,22 +290,74 @@ def test_llama3_first_positions_from_the_pinned_rows(hi: int, shape: str) -> Non
             hits, prefix = _taken(), _core.chain_prefix_hits()
             strategy = Strategy(count_chains=mode != "plain")
             c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab, _strategy=strategy)
-            out = []
-            mask = cfgmask.allocate_bitmask(1, vocab.size)
-            for doc in docs:
-                m = cfgmask.Matcher(c)
-                for t in [*enc.encode_ordinary(doc), None]:
-                    m.fill_bitmask(mask)
-                    out.append(mask.copy())
-                    if t is None or not m.accept_token(t):
-                        break
-            masks[mode] = out
+            masks[mode] = _replay(c, [enc.encode_ordinary(doc) for doc in docs])
             if mode == "on":  # (two strings in one object: their chains' rows are not the pinned one's)
                 assert _taken() > hits or shape == "two"
                 assert _core.chain_prefix_hits() > prefix or shape == "two" or hi == 140  # (140: pinned)
             else:
                 assert _taken() == hits
-    for mode in ("off", "on"):
-        assert len(masks[mode]) == len(masks["plain"])
-        for i, (x, y) in enumerate(zip(masks["plain"], masks[mode], strict=True)):
-            assert np.array_equal(x, y), f"{mode}: mask {i} differs"
+    _assert_same_masks(masks)
+
+
+def _start_from_pins(schema: dict, prefix: bytes, docs: list[str], taken: Callable[[], int], n: int) -> None:
+    """The first mask after ``prefix`` takes ``n`` analyses from the pins (counted by ``taken``),
+    and every mask along ``docs`` equals the plain walks' and every chain analysed (memos off)."""
+    vocab = cfgmask.Vocabulary.llama3()
+    vocab._handle()
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    masks: dict[str, list[np.ndarray]] = {}
+    for mode in ("plain", "off", "on"):
+        with _memos(mode != "off"):
+            strategy = Strategy(count_chains=mode != "plain")
+            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab, _strategy=strategy)
+            if mode == "on":
+                m = cfgmask.Matcher(c)
+                assert m.accept_bytes(prefix)
+                hits = taken()
+                m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size))
+                assert taken() - hits == n
+            masks[mode] = _replay(c, [enc.encode_ordinary(doc) for doc in docs])
+    _assert_same_masks(masks)
+
+
+def test_llama3_blocked_string_start_from_the_pin() -> None:
+    """Snowplow sp_0's first property, a nullable ``maxLength`` 1024 string cut into blocks whose
+    count is a rule of its own (its first position may end it): that position (the first block's
+    call left out, the inline tail) takes both chains' analyses pinned with the vocabulary instead
+    of analysing the tail's, and every mask along values across block ends (escapes, multi-byte
+    characters) equals the plain walks' and every chain analysed (memos off)."""
+    rows = (CORPORA / "jsonschemabench" / "Snowplow.jsonl").read_text().splitlines()
+    schema = next(r["schema"] for r in map(json.loads, rows) if r["id"].startswith("Snowplow/sp_0_"))
+    texts = ["", "x", 'ab\\u00e9\\"c\\n' * 9, "Example \u00e9 \u20ac " * 12]
+    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (44, 45, 46, 90, 300)]
+    docs = [f'{{"adgroup_name":"{t}","app_id":"a1"}}' for t in texts]
+    _start_from_pins(schema, b'{"adgroup_name":"', docs, _core.chain_memo_hits, 2)
+
+
+@pytest.mark.parametrize("hi", [50, 100, 128])
+def test_llama3_shared_string_rule_from_the_pin(hi: int) -> None:
+    """A bounded string's value rule shared by two properties (quotes and all: Snowplow's
+    ``maxLength`` 128 strings): its first position takes its chain's analysis from the pinned
+    128 one (the same rows, or a later position's on), not analysed or walked again, and every
+    mask along values of many lengths equals the plain walks' and every chain analysed."""
+    string = {"type": "string", "maxLength": hi}
+    schema = {"type": "object", "properties": {"p": string, "q": string}, "required": ["p"]}
+    texts = ["", "x", "Example \u00e9 \u20ac " * 3, 'ab\\"c\\n' * 4]
+    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (hi - 20, hi - 1, hi, hi + 3)]
+    docs = [f'{{"p":"{t}","q":"{t[:9]}"}}' for t in texts]
+    _start_from_pins(schema, b'{"p":"', docs, _taken, 1)
+
+
+def test_llama3_long_string_before_an_array_from_the_pin() -> None:
+    """A long string (cut into blocks) before a property whose value is an array (o9813's
+    ``description``): the state after its closing quote is not the pinned strings', so its first
+    position's inline tail takes the analysis pinned for that shape; every mask along values
+    across block ends equals the plain walks' and every chain analysed."""
+    items = {"type": "object", "properties": {"name": {"type": "string"}}}
+    props = {"d": {"type": "string", "maxLength": 32767}, "c": {"type": "array", "items": items}}
+    schema = {"type": "object", "properties": props, "required": ["d"]}
+    texts = ["", "x", 'ab\\"c\\n' * 9, "Example \u00e9 \u20ac " * 12]
+    texts += ["word " * (k // 5) + "y" * (k % 5) for k in (44, 45, 46, 90, 300)]
+    docs = [f'{{"d":"{t}","c":[{{"name":"n"}}]}}' for t in texts]
+    _start_from_pins(schema, b'{"d":"', docs, _core.chain_memo_hits, 2)
