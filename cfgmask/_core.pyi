@@ -155,6 +155,9 @@ def fsm_build(
     max_bytes: int = 0,
     deadline: float = 0,
 ) -> _DfaArrays: ...
+def dfa_product(rows: _Buffer, sizes: _Buffer, n_atoms: int, max_states: int) -> tuple[bytes, bytes]:
+    """cm_dfa_product (csrc/product.c): (targets, tuples) as bytes of uint32, [n][n_atoms] and
+    [n][k]; LimitError (max_dfa_states) past max_states."""
 
 class DfaHandle:
     """A minimal DFA built by csrc/fsm.c (owned).  Labels are numbered 0..n-1."""

@@ -675,6 +675,28 @@ def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const ui
         cm_dfa_out_free(d)
 
 
+def dfa_product(const uint32_t[::1] rows, const uint32_t[::1] sizes, uint32_t n_atoms, uint32_t max_states):
+    """cm_dfa_product (csrc/product.c): (targets, tuples) as bytes of uint32, [n][n_atoms] and
+    [n][k]; LimitError (max_dfa_states) past max_states."""
+    cdef uint32_t n = 0
+    cdef uint32_t *tr = NULL
+    cdef uint32_t *st = NULL
+    cdef int rc
+    cdef uint32_t k = <uint32_t>sizes.shape[0]
+    cdef const uint32_t *rp = _u32(rows)
+    cdef const uint32_t *sp = _u32(sizes)
+    cdef size_t n_rows = rows.shape[0]
+    with nogil:
+        rc = cm_dfa_product(rp, n_rows, sp, k, n_atoms, max_states, &n, &tr, &st)
+    try:
+        _check_build(rc, "automaton product", max_states, 0)
+        return (PyBytes_FromStringAndSize(<char *>tr, 4 * <Py_ssize_t>n * n_atoms),
+                PyBytes_FromStringAndSize(<char *>st, 4 * <Py_ssize_t>n * k))
+    finally:
+        free(tr)
+        free(st)
+
+
 cdef class DfaHandle:
     """A minimal DFA built by csrc/fsm.c (owned).  Labels are numbered 0..n-1."""
     cdef cm_dfa_out *ptr

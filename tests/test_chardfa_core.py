@@ -115,6 +115,27 @@ def test_products_are_the_reference(es: list[ir.Expr], data: st.DataObject, text
     same(chardfa.product(dfas, accept), ref.product(dfas, accept), texts)
 
 
+@given(st.lists(EXPRS, min_size=1, max_size=3), st.booleans())
+def test_regions_are_the_python_loop(es: list[ir.Expr], raw_components: bool) -> None:
+    """The C core's product (``cm_dfa_product``) numbers states and atoms as the Python loop did,
+    on minimal components and on raw ones (unminimized, with dead targets)."""
+    dfas = [chardfa.from_expr(e) for e in es]
+    if raw_components:
+        dfas = [chardfa.CharDFA(d.atoms, [*d.trans, [-1] * len(d.atoms)], [*d.accept, False]) for d in dfas]
+    raw, flags = chardfa.regions(dfas)
+    old, old_flags = ref.regions(dfas)
+    assert (raw.atoms, raw.trans, raw.accept, flags) == (old.atoms, old.trans, old.accept, old_flags)
+
+
+def test_regions_state_limit() -> None:
+    """A product past MAX_STATES is the same GrammarError as before, from the C core's limit."""
+    dfas = [chardfa.length(0, 2000), chardfa.multiples(7, False)]
+    with pytest.raises(GrammarError, match="more than 4000 automaton states"):
+        chardfa.regions(dfas)
+    with pytest.raises(GrammarError, match="more than 4000 automaton states"):
+        ref.regions(dfas)
+
+
 @given(st.lists(EXPRS, min_size=1, max_size=2), st.data(), TEXTS)
 def test_where_is_the_reference(es: list[ir.Expr], data: st.DataObject, texts: list[str]) -> None:
     """Any accepting states of a product (as for the key regions of ``patternProperties``)."""

@@ -474,38 +474,33 @@ def regions(dfas: Sequence[CharDFA]) -> tuple[CharDFA, list[tuple[bool, ...]]]:
             for b in members[k]:
                 comp_atom[b][i] = a
             k += 1
-    start = tuple(0 for _ in dfas)
-    index = {start: 0}
-    order = [start]
-    trans: list[list[int]] = []
-    flags: list[tuple[bool, ...]] = []
-    pair = len(dfas) == 2  # the common case (a pattern and a length): without a tuple() a step
-    t0, t1 = (dfas[0].trans, dfas[1].trans) if pair else ([], [])
-    a0, a1 = ([c[0] for c in comp_atom], [c[1] for c in comp_atom]) if pair else ([], [])
-    k = 0
-    while k < len(order):
-        deadline.check("string automaton")
-        st = order[k]
-        row = []
-        if pair:
-            r0 = t0[st[0]] if st[0] >= 0 else None
-            r1 = t1[st[1]] if st[1] >= 0 else None
-        for b in range(len(atoms)):
-            nxt: tuple[int, ...]
-            if pair:
-                nxt = (-1 if r0 is None else r0[a0[b]], -1 if r1 is None else r1[a1[b]])
-            else:
-                nxt = tuple(dfas[i].trans[s][comp_atom[b][i]] if s >= 0 else -1 for i, s in enumerate(st))
-            j = index.get(nxt)
-            if j is None:
-                if len(order) >= MAX_STATES:
-                    raise _too_big(MAX_STATES)
-                j = index[nxt] = len(order)
-                order.append(nxt)
-            row.append(j)
-        trans.append(row)
-        flags.append(tuple(s >= 0 and dfas[i].accept[s] for i, s in enumerate(st)))
-        k += 1
+    # each component's table over the common atoms, its dead state (-1) a state of its own
+    # (the last, mapping every atom to itself); the C core walks the product breadth first
+    n = len(atoms)
+    rows: list[int] = []
+    sizes = []
+    for i, d in enumerate(dfas):
+        cols = [c[i] for c in comp_atom]
+        dead = len(d.trans)
+        for row in d.trans:
+            rows += [t if t >= 0 else dead for t in (row[a] for a in cols)]
+        rows += [dead] * n
+        sizes.append(dead + 1)
+    deadline.check("string automaton")
+    from ..._core import dfa_product
+
+    try:
+        flat, tuples = dfa_product(array("I", rows), array("I", sizes), n, MAX_STATES)
+    except LimitError as err:
+        if err.limit != "max_dfa_states":
+            raise
+        raise _too_big(MAX_STATES) from None
+    targets = memoryview(flat).cast("I").tolist()
+    trans = [targets[j : j + n] for j in range(0, len(targets), n)]
+    states = memoryview(tuples).cast("I").tolist()
+    k = len(dfas)
+    columns = [[*d.accept, False] for d in dfas]  # accepting flags, the dead state's False
+    flags = list(zip(*[[acc[s] for s in states[i::k]] for i, acc in enumerate(columns)], strict=True))
     return CharDFA(atoms, trans, [False] * len(trans)), flags
 
 
