@@ -287,7 +287,26 @@ class Encoder:
                 self.done[name] = U.fresh(self.rules, f"{self.prefix}-{name}")
         for name in source:
             if self.rules[self.done[name]] == ir.NOTHING:
-                self.rules[self.done[name]] = self.encode(source[name], source)
+                self.rules[self.done[name]] = self._encode_linked(source[name], source)
+        return self._encode_linked(e, source)
+
+    def _encode_linked(self, e: ir.Expr, source: dict[str, ir.Expr]) -> ir.Expr:
+        """``encode(e, source)`` for expressions made of rule references (an automaton's states,
+        :meth:`.chardfa.CharDFA.to_expr`): a sequence or alternative goes straight to its items,
+        not first through :func:`_encode_pure` (which gives up at the first reference), and a
+        named reference is renamed at once; the same expression and the same rules, in the
+        same order, as :meth:`encode`."""
+        t = e.__class__
+        if t is ir.Seq:
+            items = e.items  # type: ignore[attr-defined]
+            return ir.seq(*[self._encode_linked(x, source) for x in items]) if items else ir.EPSILON
+        if t is ir.Alt:
+            items = e.items  # type: ignore[attr-defined]
+            return ir.alt(*[self._encode_linked(x, source) for x in items]) if items else ir.NOTHING
+        if t is ir.Ref:
+            name = self.done.get(e.name) if e.name in source else None  # type: ignore[attr-defined]
+            if name is not None:
+                return ir.Ref(name)
         return self.encode(e, source)
 
     def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:
