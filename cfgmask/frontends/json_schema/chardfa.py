@@ -222,6 +222,7 @@ class CharDFA:
                     preds[t].add(s)
         cut = {s for s in range(len(d)) if len(preds[s]) > 1 or (s == 0 and preds[s])}
         names: dict[int, str] = {}
+        classes: dict[tuple[int, ...], ir.Expr] = {}  # atoms -> their class (states share groups)
 
         def ref(s: int) -> ir.Expr:
             if s not in names:
@@ -231,13 +232,18 @@ class CharDFA:
 
         def body(s: int, depth: int) -> ir.Expr:
             deadline.check("string automaton")
-            groups: dict[int, list[tuple[int, int]]] = {}
+            groups: dict[int, list[int]] = {}
             for a, t in enumerate(d.trans[s]):
                 if t >= 0:
-                    groups.setdefault(t, []).extend(d.atoms[a])
+                    groups.setdefault(t, []).append(a)
             alts: list[ir.Expr] = [ir.EPSILON] if d.accept[s] else []
-            for t, ranges in groups.items():
-                alts.append(ir.seq(ir.CharClass(ir.normalize_ranges(ranges)), nxt(t, depth + 1)))
+            for t, group in groups.items():
+                key = tuple(group)
+                cls = classes.get(key)
+                if cls is None:
+                    ranges = ir.normalize_ranges([r for a in group for r in d.atoms[a]])
+                    cls = classes[key] = ir.CharClass(ranges)
+                alts.append(ir.seq(cls, nxt(t, depth + 1)))
             return ir.alt(*alts) if alts else ir.NOTHING
 
         def nxt(t: int, depth: int) -> ir.Expr:
