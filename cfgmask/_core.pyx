@@ -697,6 +697,41 @@ def dfa_product(const uint32_t[::1] rows, const uint32_t[::1] sizes, uint32_t n_
         free(st)
 
 
+def dfa_trim(const int32_t[::1] trans, uint32_t n, uint32_t m, const uint8_t[::1] accept):
+    """cm_dfa_trim_labels (csrc/product.c): (lab_off, lab, lab_to, eps_off, eps_to) as bytes of
+    uint32, fsm_build's label and epsilon arrays; None when the start state is not live."""
+    if n == 0 or m == 0 or <size_t>trans.shape[0] != <size_t>n * m or <size_t>accept.shape[0] != n:
+        raise ValueError("inconsistent DFA arrays")
+    cdef size_t nm = <size_t>n * m
+    cdef const int32_t *tp = &trans[0]
+    cdef const uint8_t *ap = &accept[0]
+    cdef uint32_t *lab_off = <uint32_t *>malloc((n + 2) * sizeof(uint32_t))
+    cdef uint32_t *eps_off = <uint32_t *>malloc((n + 2) * sizeof(uint32_t))
+    cdef uint32_t *lab = <uint32_t *>malloc(nm * sizeof(uint32_t))
+    cdef uint32_t *lab_to = <uint32_t *>malloc(nm * sizeof(uint32_t))
+    cdef uint32_t *eps_to = <uint32_t *>malloc(n * sizeof(uint32_t))
+    cdef int rc = CM_ERR_NOMEM
+    try:
+        if lab_off and eps_off and lab and lab_to and eps_to:
+            with nogil:
+                rc = cm_dfa_trim_labels(tp, n, m, ap, lab_off, lab, lab_to, eps_off, eps_to)
+        if rc < 0:
+            _check_build(rc, "automaton trim", 0, 0)
+        if rc == 0:
+            return None
+        return (PyBytes_FromStringAndSize(<char *>lab_off, 4 * (<Py_ssize_t>n + 2)),
+                PyBytes_FromStringAndSize(<char *>lab, 4 * <Py_ssize_t>lab_off[n + 1]),
+                PyBytes_FromStringAndSize(<char *>lab_to, 4 * <Py_ssize_t>lab_off[n + 1]),
+                PyBytes_FromStringAndSize(<char *>eps_off, 4 * (<Py_ssize_t>n + 2)),
+                PyBytes_FromStringAndSize(<char *>eps_to, 4 * <Py_ssize_t>eps_off[n + 1]))
+    finally:
+        free(lab_off)
+        free(eps_off)
+        free(lab)
+        free(lab_to)
+        free(eps_to)
+
+
 cdef class DfaHandle:
     """A minimal DFA built by csrc/fsm.c (owned).  Labels are numbered 0..n-1."""
     cdef cm_dfa_out *ptr

@@ -297,6 +297,14 @@ void cm_dfa_out_free(cm_dfa_out *d);
  * CM_ERR_ARG for a target out of range or sizes not covering rows. */
 int cm_dfa_product(const uint32_t *rows, size_t n_rows, const uint32_t *sizes, uint32_t k, uint32_t n_atoms,
                    uint32_t max_states, uint32_t *n_out, uint32_t **trans_out, uint32_t **states_out);
+/* The NFA that a character DFA's minimization hands cm_fsm_build: the DFA (n states, m atoms,
+ * trans[s * m + a] a state or -1, accept[s]) cut to its live states (those reaching an accepting
+ * one), its atoms as labels, plus a final state n that each live accepting state has an epsilon
+ * edge to.  Caller's buffers: lab_off and eps_off [n + 2], lab and lab_to [n * m], eps_to [n].
+ * 1 written, 0 (nothing written) if the start state 0 is not live, CM_ERR_ARG for a target out
+ * of range, CM_ERR_NOMEM. */
+int cm_dfa_trim_labels(const int32_t *trans, uint32_t n, uint32_t m, const uint8_t *accept, uint32_t *lab_off,
+                       uint32_t *lab, uint32_t *lab_to, uint32_t *eps_off, uint32_t *eps_to);
 
 /* ---- Thompson construction from encoded IR (cfgmask/automata.py, _Encoder) ---------- */
 

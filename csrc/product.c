@@ -109,3 +109,81 @@ done:
     free(st);
     return rc;
 }
+
+int cm_dfa_trim_labels(const int32_t *trans, uint32_t n, uint32_t m, const uint8_t *accept, uint32_t *lab_off,
+                       uint32_t *lab, uint32_t *lab_to, uint32_t *eps_off, uint32_t *eps_to) {
+    if (n == 0 || m == 0 || !trans || !accept || (size_t)n > SIZE_MAX / m || n == UINT32_MAX)
+        return CM_ERR_ARG;
+    size_t nm = (size_t)n * m;
+    for (size_t j = 0; j < nm; j++)
+        if (trans[j] < -1 || trans[j] >= (int32_t)n)
+            return CM_ERR_ARG;
+    /* predecessors by target (CSR), then the states that reach an accepting one */
+    uint32_t *rev_off = calloc((size_t)n + 1, sizeof(uint32_t));
+    uint32_t *rev = malloc((nm ? nm : 1) * sizeof(uint32_t));
+    uint32_t *stack = malloc((size_t)n * sizeof(uint32_t));
+    uint8_t *live = calloc(n, 1);
+    int rc = CM_OK;
+    if (!rev_off || !rev || !stack || !live) {
+        rc = CM_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t j = 0; j < nm; j++)
+        if (trans[j] >= 0)
+            rev_off[trans[j] + 1]++;
+    for (uint32_t s = 0; s < n; s++)
+        rev_off[s + 1] += rev_off[s];
+    for (uint32_t s = 0; s < n; s++)
+        for (uint32_t a = 0; a < m; a++) {
+            int32_t t = trans[(size_t)s * m + a];
+            if (t >= 0)
+                rev[rev_off[t]++] = s;
+        }
+    for (uint32_t s = n; s > 0; s--) /* back to the starts */
+        rev_off[s] = rev_off[s - 1];
+    rev_off[0] = 0;
+    size_t top = 0;
+    for (uint32_t s = 0; s < n; s++)
+        if (accept[s]) {
+            live[s] = 1;
+            stack[top++] = s;
+        }
+    while (top) {
+        uint32_t t = stack[--top];
+        for (uint32_t e = rev_off[t]; e < rev_off[t + 1]; e++)
+            if (!live[rev[e]]) {
+                live[rev[e]] = 1;
+                stack[top++] = rev[e];
+            }
+    }
+    if (!live[0]) {
+        rc = 0;
+        goto done;
+    }
+    uint32_t k = 0, x = 0;
+    lab_off[0] = eps_off[0] = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        if (live[s]) {
+            for (uint32_t a = 0; a < m; a++) {
+                int32_t t = trans[(size_t)s * m + a];
+                if (t >= 0 && live[t]) {
+                    lab[k] = a;
+                    lab_to[k++] = (uint32_t)t;
+                }
+            }
+            if (accept[s])
+                eps_to[x++] = n;
+        }
+        lab_off[s + 1] = k;
+        eps_off[s + 1] = x;
+    }
+    lab_off[n + 1] = k; /* the final state n: no edges */
+    eps_off[n + 1] = x;
+    rc = 1;
+done:
+    free(rev_off);
+    free(rev);
+    free(stack);
+    free(live);
+    return rc;
+}

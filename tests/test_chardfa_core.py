@@ -9,6 +9,7 @@ one more character.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -125,6 +126,37 @@ def test_regions_are_the_python_loop(es: list[ir.Expr], raw_components: bool) ->
     raw, flags = chardfa.regions(dfas)
     old, old_flags = ref.regions(dfas)
     assert (raw.atoms, raw.trans, raw.accept, flags) == (old.atoms, old.trans, old.accept, old_flags)
+
+
+@given(st.lists(EXPRS, min_size=1, max_size=2), st.data())
+def test_trim_is_the_python_loop(es: list[ir.Expr], data: st.DataObject) -> None:
+    """The C core's trim (``cm_dfa_trim_labels``), what minimize hands ``fsm_build``: the live
+    states' atom edges in state and atom order, an epsilon edge from each live accepting state
+    to the final one, as the Python loop built them."""
+    from array import array
+
+    from cfgmask._core import dfa_trim
+
+    raw, _ = chardfa.regions([chardfa.from_expr(e) for e in es])
+    n, m = len(raw), len(raw.atoms)
+    trans = [[t if data.draw(st.booleans(), label="keep") else -1 for t in row] for row in raw.trans]
+    accept = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="accept")
+    out = dfa_trim(array("i", [t for row in trans for t in row]), n, m, bytes(accept))
+    live = chardfa.CharDFA(raw.atoms, trans, accept).live()
+    if not live[0]:
+        assert out is None
+        return
+    assert out is not None
+    edges = [
+        [(a, t) for a, t in enumerate(row) if t >= 0 and live[t]] if live[s] else []
+        for s, row in enumerate(trans)
+    ]
+    eps = [[n] if acc and live[s] else [] for s, acc in enumerate(accept)]
+    lab_off, lab, lab_to, eps_off, eps_to = (memoryview(x).cast("I").tolist() for x in out)
+    assert lab_off == [0, *itertools.accumulate(len(es) for es in [*edges, []])]
+    assert (lab, lab_to) == ([a for es in edges for a, _ in es], [t for es in edges for _, t in es])
+    assert eps_off == [0, *itertools.accumulate(len(x) for x in [*eps, []])]
+    assert eps_to == [t for x in eps for t in x]
 
 
 def test_regions_state_limit() -> None:

@@ -198,14 +198,15 @@ class CharDFA:
         takes one final state), minimized by the C core (at most ``limit`` states)."""
         if self.minimal:
             return self
-        live = self.live()
-        if not live[0]:
-            return _empty()
+        from ..._core import dfa_trim
+
         n = len(self)
-        edges = [[(a, t) for a, t in enumerate(row) if t >= 0 and live[t]] if live[s] else []
-                 for s, row in enumerate(self.trans)]  # fmt: skip
-        eps = [[n] if acc and live[s] else [] for s, acc in enumerate(self.accept)]
-        return _determinize(self.atoms, [*edges, []], [*eps, []], 0, n, limit)
+        flat = array("i", itertools.chain.from_iterable(self.trans))
+        out = dfa_trim(flat, n, len(self.atoms), bytes(map(bool, self.accept)))  # C: live part's arrays
+        if out is None:
+            return _empty()
+        lab_off, lab, lab_to, eps_off, eps_to = (memoryview(x).cast("I") for x in out)
+        return _determinize(self.atoms, (lab_off, lab, lab_to), (eps_off, eps_to), 0, n, limit)
 
     def to_expr(self, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
         """A character-level expression of this language.  States entered from more than one
@@ -348,35 +349,44 @@ def from_expr(e: ir.Expr) -> CharDFA:
     live = _coreachable([[t for _, t in es] + eps for es, eps in zip(edges, nfa.eps, strict=True)], [final])
     if not live[start]:
         return _empty()
-    edges = [[(a, t) for a, t in es if live[t]] if live[s] else [] for s, es in enumerate(edges)]
-    eps = [[t for t in ts if live[t]] if live[s] else [] for s, ts in enumerate(nfa.eps)]
-    return _determinize(atoms, edges, eps, start, final)
+    lab_off, lab, lab_to = [0], [], []
+    eps_off, eps_to = [0], []
+    for s, es in enumerate(edges):
+        if live[s]:
+            for a, t in es:
+                if live[t]:
+                    lab.append(a)
+                    lab_to.append(t)
+            eps_to += [t for t in nfa.eps[s] if live[t]]
+        lab_off.append(len(lab))
+        eps_off.append(len(eps_to))
+    return _determinize(atoms, (lab_off, lab, lab_to), (eps_off, eps_to), start, final)
 
 
 def _determinize(
     atoms: list[Ranges],
-    edges: list[list[tuple[int, int]]],
-    eps: list[list[int]],
+    labels: tuple[Sequence[int], Sequence[int], Sequence[int]],
+    eps: tuple[Sequence[int], Sequence[int]],
     start: int,
     final: int,
     limit: int = MAX_STATES,
 ) -> CharDFA:
-    """The minimal DFA of an NFA over ``atoms`` (``edges[s]``: (atom, target) pairs,
-    ``eps[s]``: epsilon targets; every state live) from the C core, atoms no state tells
-    apart merged."""
+    """The minimal DFA of an NFA over ``atoms`` from the C core, atoms no state tells apart
+    merged: ``labels`` its atom edges (offsets per state, atoms, targets), ``eps`` its epsilon
+    edges (offsets, targets); every state live."""
     from ..._core import fsm_build
 
-    n = len(edges)
+    n = len(labels[0]) - 1
     arrays = (
         array("I", bytes(4 * (n + 1))),  # no byte edges
         array("B"),
         array("B"),
         array("I"),
-        array("I", itertools.accumulate(map(len, edges), initial=0)),
-        array("I", [a for es in edges for a, _ in es]),
-        array("I", [t for es in edges for _, t in es]),
-        array("I", itertools.accumulate(map(len, eps), initial=0)),
-        array("I", [t for ts in eps for t in ts]),
+        _u32(labels[0]),
+        _u32(labels[1]),
+        _u32(labels[2]),
+        _u32(eps[0]),
+        _u32(eps[1]),
     )
     deadline.check("string automaton")
     left = deadline.remaining()  # first: C's deadline is then never before check()'s
@@ -392,18 +402,25 @@ def _determinize(
     off = memoryview(lab_off).cast("I").tolist()
     labs = memoryview(lab).cast("I").tolist()
     tos = memoryview(lab_to).cast("I").tolist()
-    trans = [[-1] * len(atoms) for _ in acc]
-    for s, row in enumerate(trans):
-        for e in range(off[s], off[s + 1]):
-            row[labs[e]] = tos[e]
+    trans = []
+    for s in range(len(acc)):
+        row = [-1] * len(atoms)
+        for a, t in zip(labs[off[s] : off[s + 1]], tos[off[s] : off[s + 1]], strict=True):
+            row[a] = t
+        trans.append(row)
     return _merge_atoms(atoms, trans, [bool(x) for x in acc])
+
+
+def _u32(x: Sequence[int]) -> memoryview | array[int]:
+    """``x`` as a buffer of uint32 (the C core's trim gives memoryviews already)."""
+    return x if isinstance(x, memoryview) else array("I", x)
 
 
 def _merge_atoms(atoms: list[Ranges], trans: list[list[int]], accept: list[bool]) -> CharDFA:
     """The minimal DFA ``trans`` with the atoms no state tells apart merged into one."""
     cols: dict[tuple[int, ...], list[int]] = {}
-    for a in range(len(atoms)):
-        cols.setdefault(tuple(row[a] for row in trans), []).append(a)
+    for a, col in enumerate(zip(*trans, strict=True)):  # each atom's column
+        cols.setdefault(col, []).append(a)
     if len(cols) < len(atoms):
         atoms = [ir.normalize_ranges([r for a in group for r in atoms[a]]) for group in cols.values()]
         trans = [[row[group[0]] for group in cols.values()] for row in trans]
