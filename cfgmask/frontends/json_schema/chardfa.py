@@ -216,23 +216,23 @@ class CharDFA:
         d = self.minimize()
         if not d.accept[0] and all(t < 0 for t in d.trans[0]):
             return ir.NOTHING
-        preds: list[set[int]] = [set() for _ in range(len(d))]
-        for s, row in enumerate(d.trans):
-            for t in row:
+        preds = [0] * len(d)  # how many states enter each state
+        for row in d.trans:
+            for t in set(row):
                 if t >= 0:
-                    preds[t].add(s)
-        cut = {s for s in range(len(d)) if len(preds[s]) > 1 or (s == 0 and preds[s])}
+                    preds[t] += 1
+        cut = {s for s in range(len(d)) if preds[s] > 1 or (s == 0 and preds[s])}
         names: dict[int, str] = {}
         classes: dict[tuple[int, ...], ir.Expr] = {}  # atoms -> their class (states share groups)
 
         def ref(s: int) -> ir.Expr:
             if s not in names:
+                deadline.check("string automaton")  # once a rule: every chain is cut into rules
                 names[s] = U.fresh(rules, f"{prefix}-q{s}")
                 rules[names[s]] = body(s, 0)
             return ir.Ref(names[s])
 
         def body(s: int, depth: int) -> ir.Expr:
-            deadline.check("string automaton")
             groups: dict[int, list[int]] = {}
             for a, t in enumerate(d.trans[s]):
                 if t >= 0:
