@@ -140,6 +140,11 @@ cdef extern from "cfgmask.h" nogil:
     int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
                      cm_budget *budget, cm_dfa_out **out)
     void cm_dfa_out_free(cm_dfa_out *d)
+    int cm_dfa_product(const uint32_t *rows, size_t n_rows, const uint32_t *sizes, uint32_t k, uint32_t n_atoms,
+                       uint32_t max_states, uint32_t *n_out, uint32_t **trans_out, uint32_t **states_out)
+    int cm_dfa_trim_labels(const int32_t *trans, uint32_t n, uint32_t m, const uint8_t *accept,
+                           uint32_t *lab_off, uint32_t *lab, uint32_t *lab_to, uint32_t *eps_off,
+                           uint32_t *eps_to)
 
     enum:
         CM_IR_LIT

@@ -155,6 +155,15 @@ def fsm_build(
     max_bytes: int = 0,
     deadline: float = 0,
 ) -> _DfaArrays: ...
+def dfa_product(rows: _Buffer, sizes: _Buffer, n_atoms: int, max_states: int) -> tuple[bytes, bytes]:
+    """cm_dfa_product (csrc/product.c): (targets, tuples) as bytes of uint32, [n][n_atoms] and
+    [n][k]; LimitError (max_dfa_states) past max_states."""
+
+def dfa_trim(
+    trans: _Buffer, n: int, m: int, accept: _Buffer
+) -> tuple[bytes, bytes, bytes, bytes, bytes] | None:
+    """cm_dfa_trim_labels (csrc/product.c): (lab_off, lab, lab_to, eps_off, eps_to) as bytes of
+    uint32, fsm_build's label and epsilon arrays; None when the start state is not live."""
 
 class DfaHandle:
     """A minimal DFA built by csrc/fsm.c (owned).  Labels are numbered 0..n-1."""

@@ -675,6 +675,63 @@ def fsm_build(const uint32_t[::1] byte_off, const uint8_t[::1] byte_lo, const ui
         cm_dfa_out_free(d)
 
 
+def dfa_product(const uint32_t[::1] rows, const uint32_t[::1] sizes, uint32_t n_atoms, uint32_t max_states):
+    """cm_dfa_product (csrc/product.c): (targets, tuples) as bytes of uint32, [n][n_atoms] and
+    [n][k]; LimitError (max_dfa_states) past max_states."""
+    cdef uint32_t n = 0
+    cdef uint32_t *tr = NULL
+    cdef uint32_t *st = NULL
+    cdef int rc
+    cdef uint32_t k = <uint32_t>sizes.shape[0]
+    cdef const uint32_t *rp = _u32(rows)
+    cdef const uint32_t *sp = _u32(sizes)
+    cdef size_t n_rows = rows.shape[0]
+    with nogil:
+        rc = cm_dfa_product(rp, n_rows, sp, k, n_atoms, max_states, &n, &tr, &st)
+    try:
+        _check_build(rc, "automaton product", max_states, 0)
+        return (PyBytes_FromStringAndSize(<char *>tr, 4 * <Py_ssize_t>n * n_atoms),
+                PyBytes_FromStringAndSize(<char *>st, 4 * <Py_ssize_t>n * k))
+    finally:
+        free(tr)
+        free(st)
+
+
+def dfa_trim(const int32_t[::1] trans, uint32_t n, uint32_t m, const uint8_t[::1] accept):
+    """cm_dfa_trim_labels (csrc/product.c): (lab_off, lab, lab_to, eps_off, eps_to) as bytes of
+    uint32, fsm_build's label and epsilon arrays; None when the start state is not live."""
+    if n == 0 or m == 0 or <size_t>trans.shape[0] != <size_t>n * m or <size_t>accept.shape[0] != n:
+        raise ValueError("inconsistent DFA arrays")
+    cdef size_t nm = <size_t>n * m
+    cdef const int32_t *tp = &trans[0]
+    cdef const uint8_t *ap = &accept[0]
+    cdef uint32_t *lab_off = <uint32_t *>malloc((n + 2) * sizeof(uint32_t))
+    cdef uint32_t *eps_off = <uint32_t *>malloc((n + 2) * sizeof(uint32_t))
+    cdef uint32_t *lab = <uint32_t *>malloc(nm * sizeof(uint32_t))
+    cdef uint32_t *lab_to = <uint32_t *>malloc(nm * sizeof(uint32_t))
+    cdef uint32_t *eps_to = <uint32_t *>malloc(n * sizeof(uint32_t))
+    cdef int rc = CM_ERR_NOMEM
+    try:
+        if lab_off and eps_off and lab and lab_to and eps_to:
+            with nogil:
+                rc = cm_dfa_trim_labels(tp, n, m, ap, lab_off, lab, lab_to, eps_off, eps_to)
+        if rc < 0:
+            _check_build(rc, "automaton trim", 0, 0)
+        if rc == 0:
+            return None
+        return (PyBytes_FromStringAndSize(<char *>lab_off, 4 * (<Py_ssize_t>n + 2)),
+                PyBytes_FromStringAndSize(<char *>lab, 4 * <Py_ssize_t>lab_off[n + 1]),
+                PyBytes_FromStringAndSize(<char *>lab_to, 4 * <Py_ssize_t>lab_off[n + 1]),
+                PyBytes_FromStringAndSize(<char *>eps_off, 4 * (<Py_ssize_t>n + 2)),
+                PyBytes_FromStringAndSize(<char *>eps_to, 4 * <Py_ssize_t>eps_off[n + 1]))
+    finally:
+        free(lab_off)
+        free(eps_off)
+        free(lab)
+        free(lab_to)
+        free(eps_to)
+
+
 cdef class DfaHandle:
     """A minimal DFA built by csrc/fsm.c (owned).  Labels are numbered 0..n-1."""
     cdef cm_dfa_out *ptr

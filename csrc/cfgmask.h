@@ -288,6 +288,24 @@ int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t 
                  cm_budget *budget, cm_dfa_out **out);
 void cm_dfa_out_free(cm_dfa_out *d);
 
+/* The product of k DFAs over common atoms (the JSON Schema front end's string and key
+ * automata): rows holds each component's table in turn, sizes[i] states of n_atoms targets
+ * each (a component's dead state included, as a state of its own), start state 0 in every
+ * component.  The tuples reachable from (0, ..., 0), numbered breadth first with successors
+ * in atom order: *n_out of them, *trans_out their targets ([n][n_atoms]), *states_out the
+ * tuples ([n][k]), both malloc'd for the caller to free.  CM_ERR_LIMIT past max_states,
+ * CM_ERR_ARG for a target out of range or sizes not covering rows. */
+int cm_dfa_product(const uint32_t *rows, size_t n_rows, const uint32_t *sizes, uint32_t k, uint32_t n_atoms,
+                   uint32_t max_states, uint32_t *n_out, uint32_t **trans_out, uint32_t **states_out);
+/* The NFA that a character DFA's minimization hands cm_fsm_build: the DFA (n states, m atoms,
+ * trans[s * m + a] a state or -1, accept[s]) cut to its live states (those reaching an accepting
+ * one), its atoms as labels, plus a final state n that each live accepting state has an epsilon
+ * edge to.  Caller's buffers: lab_off and eps_off [n + 2], lab and lab_to [n * m], eps_to [n].
+ * 1 written, 0 (nothing written) if the start state 0 is not live, CM_ERR_ARG for a target out
+ * of range, CM_ERR_NOMEM. */
+int cm_dfa_trim_labels(const int32_t *trans, uint32_t n, uint32_t m, const uint8_t *accept, uint32_t *lab_off,
+                       uint32_t *lab, uint32_t *lab_to, uint32_t *eps_off, uint32_t *eps_to);
+
 /* ---- Thompson construction from encoded IR (cfgmask/automata.py, _Encoder) ---------- */
 
 /* Node ops of the encoded IR: a DAG of nodes in one uint32 array, children by offset.

@@ -107,6 +107,41 @@ def minimize(d: CharDFA) -> CharDFA:
     return CharDFA(d.atoms, trans, accept)
 
 
+def regions(dfas: Sequence[CharDFA]) -> tuple[CharDFA, list[tuple[bool, ...]]]:
+    """``chardfa.regions`` as the Python loop it replaced (the C core's ``cm_dfa_product`` now):
+    product states numbered breadth first, successors in atom order, ``-1`` a dead component."""
+    atoms, members = _refine([rs for d in dfas for rs in d.atoms])
+    comp_atom = [[-1] * len(dfas) for _ in atoms]
+    k = 0
+    for i, d in enumerate(dfas):
+        for a in range(len(d.atoms)):
+            for b in members[k]:
+                comp_atom[b][i] = a
+            k += 1
+    start = tuple(0 for _ in dfas)
+    index = {start: 0}
+    order = [start]
+    trans: list[list[int]] = []
+    flags: list[tuple[bool, ...]] = []
+    k = 0
+    while k < len(order):
+        st = order[k]
+        row = []
+        for b in range(len(atoms)):
+            nxt = tuple(dfas[i].trans[s][comp_atom[b][i]] if s >= 0 else -1 for i, s in enumerate(st))
+            j = index.get(nxt)
+            if j is None:
+                if len(order) >= MAX_STATES:
+                    raise _too_big(MAX_STATES)
+                j = index[nxt] = len(order)
+                order.append(nxt)
+            row.append(j)
+        trans.append(row)
+        flags.append(tuple(s >= 0 and dfas[i].accept[s] for i, s in enumerate(st)))
+        k += 1
+    return CharDFA(atoms, trans, [False] * len(trans)), flags
+
+
 def product(dfas: Sequence[CharDFA], accept: Callable[[tuple[bool, ...]], bool]) -> CharDFA:
     """``chardfa.product`` with the reference minimization."""
     raw, flags = chardfa.regions(dfas)

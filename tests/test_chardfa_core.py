@@ -9,6 +9,7 @@ one more character.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -113,6 +114,58 @@ def test_products_are_the_reference(es: list[ir.Expr], data: st.DataObject, text
         return bool(table >> sum(int(f) << i for i, f in enumerate(flags)) & 1)
 
     same(chardfa.product(dfas, accept), ref.product(dfas, accept), texts)
+
+
+@given(st.lists(EXPRS, min_size=1, max_size=3), st.booleans())
+def test_regions_are_the_python_loop(es: list[ir.Expr], raw_components: bool) -> None:
+    """The C core's product (``cm_dfa_product``) numbers states and atoms as the Python loop did,
+    on minimal components and on raw ones (unminimized, with dead targets)."""
+    dfas = [chardfa.from_expr(e) for e in es]
+    if raw_components:
+        dfas = [chardfa.CharDFA(d.atoms, [*d.trans, [-1] * len(d.atoms)], [*d.accept, False]) for d in dfas]
+    raw, flags = chardfa.regions(dfas)
+    old, old_flags = ref.regions(dfas)
+    assert (raw.atoms, raw.trans, raw.accept, flags) == (old.atoms, old.trans, old.accept, old_flags)
+
+
+@given(st.lists(EXPRS, min_size=1, max_size=2), st.data())
+def test_trim_is_the_python_loop(es: list[ir.Expr], data: st.DataObject) -> None:
+    """The C core's trim (``cm_dfa_trim_labels``), what minimize hands ``fsm_build``: the live
+    states' atom edges in state and atom order, an epsilon edge from each live accepting state
+    to the final one, as the Python loop built them."""
+    from array import array
+
+    from cfgmask._core import dfa_trim
+
+    raw, _ = chardfa.regions([chardfa.from_expr(e) for e in es])
+    n, m = len(raw), len(raw.atoms)
+    trans = [[t if data.draw(st.booleans(), label="keep") else -1 for t in row] for row in raw.trans]
+    accept = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="accept")
+    out = dfa_trim(array("i", [t for row in trans for t in row]), n, m, bytes(accept))
+    live = chardfa.CharDFA(raw.atoms, trans, accept).live()
+    if not live[0]:
+        assert out is None
+        return
+    assert out is not None
+    edges = [
+        [(a, t) for a, t in enumerate(row) if t >= 0 and live[t]] if live[s] else []
+        for s, row in enumerate(trans)
+    ]
+    eps = [[n] if acc and live[s] else [] for s, acc in enumerate(accept)]
+    lab_off, lab, lab_to, eps_off, eps_to = (memoryview(x).cast("I").tolist() for x in out)
+    assert lab_off == [0, *itertools.accumulate(len(es) for es in [*edges, []])]
+    assert (lab, lab_to) == ([a for es in edges for a, _ in es], [t for es in edges for _, t in es])
+    assert eps_off == [0, *itertools.accumulate(len(x) for x in [*eps, []])]
+    assert eps_to == [t for x in eps for t in x]
+
+
+def test_regions_state_limit() -> None:
+    """A product past MAX_STATES is the same GrammarError as before, from the C core's limit."""
+    dfas = [chardfa.length(0, 2000), chardfa.multiples(7, False)]
+    with pytest.raises(GrammarError, match="more than 4000 automaton states"):
+        chardfa.regions(dfas)
+    with pytest.raises(GrammarError, match="more than 4000 automaton states"):
+        ref.regions(dfas)
 
 
 @given(st.lists(EXPRS, min_size=1, max_size=2), st.data(), TEXTS)

@@ -198,14 +198,15 @@ class CharDFA:
         takes one final state), minimized by the C core (at most ``limit`` states)."""
         if self.minimal:
             return self
-        live = self.live()
-        if not live[0]:
-            return _empty()
+        from ..._core import dfa_trim
+
         n = len(self)
-        edges = [[(a, t) for a, t in enumerate(row) if t >= 0 and live[t]] if live[s] else []
-                 for s, row in enumerate(self.trans)]  # fmt: skip
-        eps = [[n] if acc and live[s] else [] for s, acc in enumerate(self.accept)]
-        return _determinize(self.atoms, [*edges, []], [*eps, []], 0, n, limit)
+        flat = array("i", itertools.chain.from_iterable(self.trans))
+        out = dfa_trim(flat, n, len(self.atoms), bytes(map(bool, self.accept)))  # C: live part's arrays
+        if out is None:
+            return _empty()
+        lab_off, lab, lab_to, eps_off, eps_to = (memoryview(x).cast("I") for x in out)
+        return _determinize(self.atoms, (lab_off, lab, lab_to), (eps_off, eps_to), 0, n, limit)
 
     def to_expr(self, rules: dict[str, ir.Expr], prefix: str) -> ir.Expr:
         """A character-level expression of this language.  States entered from more than one
@@ -215,29 +216,35 @@ class CharDFA:
         d = self.minimize()
         if not d.accept[0] and all(t < 0 for t in d.trans[0]):
             return ir.NOTHING
-        preds: list[set[int]] = [set() for _ in range(len(d))]
-        for s, row in enumerate(d.trans):
-            for t in row:
+        preds = [0] * len(d)  # how many states enter each state
+        for row in d.trans:
+            for t in set(row):
                 if t >= 0:
-                    preds[t].add(s)
-        cut = {s for s in range(len(d)) if len(preds[s]) > 1 or (s == 0 and preds[s])}
+                    preds[t] += 1
+        cut = {s for s in range(len(d)) if preds[s] > 1 or (s == 0 and preds[s])}
         names: dict[int, str] = {}
+        classes: dict[tuple[int, ...], ir.Expr] = {}  # atoms -> their class (states share groups)
 
         def ref(s: int) -> ir.Expr:
             if s not in names:
+                deadline.check("string automaton")  # once a rule: every chain is cut into rules
                 names[s] = U.fresh(rules, f"{prefix}-q{s}")
                 rules[names[s]] = body(s, 0)
             return ir.Ref(names[s])
 
         def body(s: int, depth: int) -> ir.Expr:
-            deadline.check("string automaton")
-            groups: dict[int, list[tuple[int, int]]] = {}
+            groups: dict[int, list[int]] = {}
             for a, t in enumerate(d.trans[s]):
                 if t >= 0:
-                    groups.setdefault(t, []).extend(d.atoms[a])
+                    groups.setdefault(t, []).append(a)
             alts: list[ir.Expr] = [ir.EPSILON] if d.accept[s] else []
-            for t, ranges in groups.items():
-                alts.append(ir.seq(ir.CharClass(ir.normalize_ranges(ranges)), nxt(t, depth + 1)))
+            for t, group in groups.items():
+                key = tuple(group)
+                cls = classes.get(key)
+                if cls is None:
+                    ranges = ir.normalize_ranges([r for a in group for r in d.atoms[a]])
+                    cls = classes[key] = ir.CharClass(ranges)
+                alts.append(ir.seq(cls, nxt(t, depth + 1)))
             return ir.alt(*alts) if alts else ir.NOTHING
 
         def nxt(t: int, depth: int) -> ir.Expr:
@@ -342,35 +349,44 @@ def from_expr(e: ir.Expr) -> CharDFA:
     live = _coreachable([[t for _, t in es] + eps for es, eps in zip(edges, nfa.eps, strict=True)], [final])
     if not live[start]:
         return _empty()
-    edges = [[(a, t) for a, t in es if live[t]] if live[s] else [] for s, es in enumerate(edges)]
-    eps = [[t for t in ts if live[t]] if live[s] else [] for s, ts in enumerate(nfa.eps)]
-    return _determinize(atoms, edges, eps, start, final)
+    lab_off, lab, lab_to = [0], [], []
+    eps_off, eps_to = [0], []
+    for s, es in enumerate(edges):
+        if live[s]:
+            for a, t in es:
+                if live[t]:
+                    lab.append(a)
+                    lab_to.append(t)
+            eps_to += [t for t in nfa.eps[s] if live[t]]
+        lab_off.append(len(lab))
+        eps_off.append(len(eps_to))
+    return _determinize(atoms, (lab_off, lab, lab_to), (eps_off, eps_to), start, final)
 
 
 def _determinize(
     atoms: list[Ranges],
-    edges: list[list[tuple[int, int]]],
-    eps: list[list[int]],
+    labels: tuple[Sequence[int], Sequence[int], Sequence[int]],
+    eps: tuple[Sequence[int], Sequence[int]],
     start: int,
     final: int,
     limit: int = MAX_STATES,
 ) -> CharDFA:
-    """The minimal DFA of an NFA over ``atoms`` (``edges[s]``: (atom, target) pairs,
-    ``eps[s]``: epsilon targets; every state live) from the C core, atoms no state tells
-    apart merged."""
+    """The minimal DFA of an NFA over ``atoms`` from the C core, atoms no state tells apart
+    merged: ``labels`` its atom edges (offsets per state, atoms, targets), ``eps`` its epsilon
+    edges (offsets, targets); every state live."""
     from ..._core import fsm_build
 
-    n = len(edges)
+    n = len(labels[0]) - 1
     arrays = (
         array("I", bytes(4 * (n + 1))),  # no byte edges
         array("B"),
         array("B"),
         array("I"),
-        array("I", itertools.accumulate(map(len, edges), initial=0)),
-        array("I", [a for es in edges for a, _ in es]),
-        array("I", [t for es in edges for _, t in es]),
-        array("I", itertools.accumulate(map(len, eps), initial=0)),
-        array("I", [t for ts in eps for t in ts]),
+        _u32(labels[0]),
+        _u32(labels[1]),
+        _u32(labels[2]),
+        _u32(eps[0]),
+        _u32(eps[1]),
     )
     deadline.check("string automaton")
     left = deadline.remaining()  # first: C's deadline is then never before check()'s
@@ -386,18 +402,25 @@ def _determinize(
     off = memoryview(lab_off).cast("I").tolist()
     labs = memoryview(lab).cast("I").tolist()
     tos = memoryview(lab_to).cast("I").tolist()
-    trans = [[-1] * len(atoms) for _ in acc]
-    for s, row in enumerate(trans):
-        for e in range(off[s], off[s + 1]):
-            row[labs[e]] = tos[e]
+    trans = []
+    for s in range(len(acc)):
+        row = [-1] * len(atoms)
+        for a, t in zip(labs[off[s] : off[s + 1]], tos[off[s] : off[s + 1]], strict=True):
+            row[a] = t
+        trans.append(row)
     return _merge_atoms(atoms, trans, [bool(x) for x in acc])
+
+
+def _u32(x: Sequence[int]) -> memoryview | array[int]:
+    """``x`` as a buffer of uint32 (the C core's trim gives memoryviews already)."""
+    return x if isinstance(x, memoryview) else array("I", x)
 
 
 def _merge_atoms(atoms: list[Ranges], trans: list[list[int]], accept: list[bool]) -> CharDFA:
     """The minimal DFA ``trans`` with the atoms no state tells apart merged into one."""
     cols: dict[tuple[int, ...], list[int]] = {}
-    for a in range(len(atoms)):
-        cols.setdefault(tuple(row[a] for row in trans), []).append(a)
+    for a, col in enumerate(zip(*trans, strict=True)):  # each atom's column
+        cols.setdefault(col, []).append(a)
     if len(cols) < len(atoms):
         atoms = [ir.normalize_ranges([r for a in group for r in atoms[a]]) for group in cols.values()]
         trans = [[row[group[0]] for group in cols.values()] for row in trans]
@@ -474,38 +497,33 @@ def regions(dfas: Sequence[CharDFA]) -> tuple[CharDFA, list[tuple[bool, ...]]]:
             for b in members[k]:
                 comp_atom[b][i] = a
             k += 1
-    start = tuple(0 for _ in dfas)
-    index = {start: 0}
-    order = [start]
-    trans: list[list[int]] = []
-    flags: list[tuple[bool, ...]] = []
-    pair = len(dfas) == 2  # the common case (a pattern and a length): without a tuple() a step
-    t0, t1 = (dfas[0].trans, dfas[1].trans) if pair else ([], [])
-    a0, a1 = ([c[0] for c in comp_atom], [c[1] for c in comp_atom]) if pair else ([], [])
-    k = 0
-    while k < len(order):
-        deadline.check("string automaton")
-        st = order[k]
-        row = []
-        if pair:
-            r0 = t0[st[0]] if st[0] >= 0 else None
-            r1 = t1[st[1]] if st[1] >= 0 else None
-        for b in range(len(atoms)):
-            nxt: tuple[int, ...]
-            if pair:
-                nxt = (-1 if r0 is None else r0[a0[b]], -1 if r1 is None else r1[a1[b]])
-            else:
-                nxt = tuple(dfas[i].trans[s][comp_atom[b][i]] if s >= 0 else -1 for i, s in enumerate(st))
-            j = index.get(nxt)
-            if j is None:
-                if len(order) >= MAX_STATES:
-                    raise _too_big(MAX_STATES)
-                j = index[nxt] = len(order)
-                order.append(nxt)
-            row.append(j)
-        trans.append(row)
-        flags.append(tuple(s >= 0 and dfas[i].accept[s] for i, s in enumerate(st)))
-        k += 1
+    # each component's table over the common atoms, its dead state (-1) a state of its own
+    # (the last, mapping every atom to itself); the C core walks the product breadth first
+    n = len(atoms)
+    rows: list[int] = []
+    sizes = []
+    for i, d in enumerate(dfas):
+        cols = [c[i] for c in comp_atom]
+        dead = len(d.trans)
+        for row in d.trans:
+            rows += [t if t >= 0 else dead for t in (row[a] for a in cols)]
+        rows += [dead] * n
+        sizes.append(dead + 1)
+    deadline.check("string automaton")
+    from ..._core import dfa_product
+
+    try:
+        flat, tuples = dfa_product(array("I", rows), array("I", sizes), n, MAX_STATES)
+    except LimitError as err:
+        if err.limit != "max_dfa_states":
+            raise
+        raise _too_big(MAX_STATES) from None
+    targets = memoryview(flat).cast("I").tolist()
+    trans = [targets[j : j + n] for j in range(0, len(targets), n)]
+    states = memoryview(tuples).cast("I").tolist()
+    k = len(dfas)
+    columns = [[*d.accept, False] for d in dfas]  # accepting flags, the dead state's False
+    flags = list(zip(*[[acc[s] for s in states[i::k]] for i, acc in enumerate(columns)], strict=True))
     return CharDFA(atoms, trans, [False] * len(trans)), flags
 
 

@@ -278,6 +278,7 @@ class Encoder:
         # classes of many ranges (``\\w``: ~700) encode to thousands of IR nodes: with
         # ``share_classes`` each such class is one rule, used by reference
         self.share_classes = share_classes
+        self._shared: dict[tuple[tuple[int, int], ...], str] = {}  # ranges -> their rule's name
 
     def encode_all(self, e: ir.Expr, source: dict[str, ir.Expr]) -> ir.Expr:
         """``encode(e, source)`` with every rule of ``source`` named first, so that long chains
@@ -287,7 +288,39 @@ class Encoder:
                 self.done[name] = U.fresh(self.rules, f"{self.prefix}-{name}")
         for name in source:
             if self.rules[self.done[name]] == ir.NOTHING:
-                self.rules[self.done[name]] = self.encode(source[name], source)
+                self.rules[self.done[name]] = self._encode_linked(source[name], source)
+        return self._encode_linked(e, source)
+
+    def _shared_class(self, ranges: tuple[tuple[int, int], ...]) -> ir.Ref:
+        """The rule of a class of many ranges, named by their digest (computed once per class
+        and encoder: an automaton's states repeat their classes)."""
+        name = self._shared.get(ranges)
+        if name is None:
+            digest = hashlib.sha1(repr(ranges).encode()).hexdigest()[:12]
+            name = self._shared[ranges] = ("chars-canon-" if self.canonical else "chars-") + digest
+        if name not in self.rules:
+            self.rules[name] = encode_class(ranges, self.canonical)
+        return ir.Ref(name)
+
+    def _encode_linked(self, e: ir.Expr, source: dict[str, ir.Expr]) -> ir.Expr:
+        """``encode(e, source)`` for expressions made of rule references (an automaton's states,
+        :meth:`.chardfa.CharDFA.to_expr`): a sequence or alternative goes straight to its items,
+        not first through :func:`_encode_pure` (which gives up at the first reference), and a
+        named reference is renamed at once; the same expression and the same rules, in the
+        same order, as :meth:`encode`."""
+        t = e.__class__
+        if t is ir.Seq:
+            items = e.items  # type: ignore[attr-defined]
+            return ir.seq(*[self._encode_linked(x, source) for x in items]) if items else ir.EPSILON
+        if t is ir.Alt:
+            items = e.items  # type: ignore[attr-defined]
+            return ir.alt(*[self._encode_linked(x, source) for x in items]) if items else ir.NOTHING
+        if t is ir.Ref:
+            name = self.done.get(e.name) if e.name in source else None  # type: ignore[attr-defined]
+            if name is not None:
+                return ir.Ref(name)
+        elif t is ir.CharClass and self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:  # type: ignore[attr-defined]
+            return self._shared_class(e.ranges)  # type: ignore[attr-defined]
         return self.encode(e, source)
 
     def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:
@@ -296,11 +329,7 @@ class Encoder:
             return out
         if isinstance(e, ir.CharClass):
             if self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:
-                tag = "canon-" if self.canonical else ""
-                name = f"chars-{tag}" + hashlib.sha1(repr(e.ranges).encode()).hexdigest()[:12]
-                if name not in self.rules:
-                    self.rules[name] = encode_class(e.ranges, self.canonical)
-                return ir.Ref(name)
+                return self._shared_class(e.ranges)
             return encode_class(e.ranges, self.canonical)
         if isinstance(e, ir.Literal):
             try:
