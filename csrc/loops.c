@@ -155,27 +155,97 @@ static int push_exit(cm_loop_walk *lw, size_t *cap, cm_loop_exit x) {
     return CM_OK;
 }
 
-enum { TAB_OUT = 254, TAB_DEAD = 255 };
+/* A loop as a byte-indexed table (small: stays in L1): a transition inside is
+ * the row of the state it reaches (label * 256, so a node costs one add), one
+ * out of the loop LT_OUT, a dead one LT_DEAD.  A run is a loop of one state,
+ * whose row is 0: a byte stays inside iff its cell is 0. */
+#define LT_OUT 0xFFFEu
+#define LT_DEAD 0xFFFFu
+_Static_assert((CM_LOOP_MAX - 1) * 256 + 255 < LT_OUT, "a loop's rows fit uint16 beside LT_OUT and LT_DEAD");
 
-/* The loop as a byte-indexed table of labels (small: stays in L1). */
-static uint8_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
+static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
     const cm_tables *t = &g->t;
     const uint32_t *lab = g->cache->loop_lab;
-    uint8_t *tab = malloc((size_t)n_loop * 256);
+    uint16_t *tab = malloc((size_t)n_loop * 256 * sizeof *tab), code[256];
     if (!tab) return NULL;
-    for (uint32_t i = 0; i < n_loop; i++)
-        for (int b = 0; b < 256; b++) {
-            int32_t to = t->trans[(size_t)ls[i] * t->n_classes + t->byte_class[b]];
-            tab[(size_t)i * 256 + b] = to < 0 ? TAB_DEAD : lab[to] < n_loop ? (uint8_t)lab[to] : TAB_OUT;
-        }
+    for (uint32_t i = 0; i < n_loop; i++) {
+        const int32_t *row = t->trans + (size_t)ls[i] * t->n_classes;
+        for (uint32_t c = 0; c < t->n_classes; c++)
+            code[c] = row[c] < 0 ? LT_DEAD : lab[row[c]] < n_loop ? (uint16_t)(lab[row[c]] << 8) : LT_OUT;
+        for (int b = 0; b < 256; b++) tab[(size_t)i * 256 + b] = code[t->byte_class[b]];
+    }
     return tab;
+}
+
+/* The scan of a loop's walk from entry k at depth *dp (its bytes before *dp
+ * read inside the loop, st[*dp] the row they reached; `multi`: else a run,
+ * row 0, no stack): every entry read to its end inside the loop is accepted
+ * (its bit set, its id appended at *idp if idp) until entry k leaves the loop
+ * or dies at depth *dp (returned) or k_end.  The entries after the first of a
+ * scan share its first *dp bytes (a subtree), so each resumes at its prefix
+ * length, where the one before left off.  No call inside: with `multi`, `idp`
+ * constant, the loop keeps its pointers in registers. */
+static inline __attribute__((always_inline)) size_t loop_scan(const cm_vocab *v, const uint16_t *tab, bool multi,
+                                                               size_t k, size_t k_end, uint32_t d0, uint32_t *dp,
+                                                               uint16_t *st, uint32_t *bits, uint32_t **idp) {
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids;
+    const uint64_t *off = v->trie_off;
+    const uint8_t *data = v->trie_data;
+    const uint8_t *q = data + off[k] + *dp, *q_end = data + off[k + 1];
+    uint16_t *sp = multi ? st + *dp : NULL;
+    uint32_t s = multi ? *sp : 0, *idv = idp ? *idp : NULL;
+    for (;;) {
+        if (multi) {
+            for (; q < q_end; q++) {
+                uint32_t to = tab[s + *q];
+                if (to >= LT_OUT) goto stop;
+                s = to;
+                *++sp = (uint16_t)s;
+            }
+        } else {
+            while (q < q_end && !tab[*q]) q++;
+            if (q < q_end) goto stop;
+        }
+        uint32_t id = ids[k];
+        cm_set_bit(bits, id);
+        if (idp) *idv++ = id;
+        if (++k == k_end) break;
+        uint32_t l = lcp[k] < d0 ? d0 : lcp[k];
+        q += l;  /* entry k's bytes begin where k - 1's end */
+        q_end = data + off[k + 1];
+        if (multi) {
+            sp = st + l;
+            s = *sp;
+        }
+    }
+    if (idp) *idp = idv;
+    return k;
+stop:
+    if (idp) *idp = idv;
+    *dp = (uint32_t)(q - (data + off[k]));
+    return k;
+}
+
+static __attribute__((noinline)) size_t loop_scan_multi(const cm_vocab *v, const uint16_t *tab, size_t k,
+                                                        size_t k_end, uint32_t *dp, uint16_t *st, uint32_t *bits) {
+    return loop_scan(v, tab, true, k, k_end, 0, dp, st, bits, NULL);
+}
+
+static __attribute__((noinline)) size_t loop_scan_run(const cm_vocab *v, const uint16_t *tab, size_t k, size_t k_end,
+                                                      uint32_t *dp, uint32_t *bits) {
+    return loop_scan(v, tab, false, k, k_end, 0, dp, NULL, bits, NULL);
+}
+
+static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const uint16_t *tab, size_t k, size_t k_end,
+                                                      uint32_t d0, uint32_t *dp, uint32_t *bits, uint32_t **idp) {
+    return loop_scan(v, tab, false, k, k_end, d0, dp, NULL, bits, idp);
 }
 
 /* The shared DFA walk of a loop (labels of cache->loop_lab are set for ls). */
 static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_walk *lw) {
     const cm_vocab *v = g->v;
-    uint8_t *tab = loop_table(g, ls, n_loop);
-    uint8_t *st = malloc((size_t)v->max_len + 1);
+    uint16_t *tab = loop_table(g, ls, n_loop);
+    uint16_t *st = malloc(((size_t)v->max_len + 1) * sizeof *st);
     lw->bits = calloc(g->n_words ? g->n_words : 1, sizeof *lw->bits);
     if (!tab || !st || !lw->bits) {
         free(tab);
@@ -184,29 +254,21 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
     }
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
-    uint32_t *bits = lw->bits, n_acc = 0;
-    size_t cap = 0, k = 0;
+    const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
+    size_t cap = 0, k = 0, n = v->n_trie;
+    uint32_t n_acc = 0, d = 0;
     int rc = CM_OK;
     st[0] = 0;
-    while (k < v->n_trie && !rc) {
-        uint32_t d = lcp[k], len = (uint32_t)(off[k + 1] - off[k]);
-        const uint8_t *p = data + off[k];
-        for (; d < len; d++) {
-            uint8_t to = tab[(size_t)st[d] * 256 + p[d]];
-            if (to < TAB_OUT) {
-                st[d + 1] = to;
-                continue;
-            }
-            size_t end = skip[off[k] + d];
-            if (to == TAB_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, st[d], p[d]});
-            k = end;
-            break;
-        }
-        if (d == len) {
-            cm_set_bit(bits, ids[k++]);
-            n_acc++;
-        }
+    while (k < n && !rc) {
+        size_t k1 = n_loop > 1 ? loop_scan_multi(v, tab, k, n, &d, st, lw->bits) : loop_scan_run(v, tab, k, n, &d, lw->bits);
+        n_acc += (uint32_t)(k1 - k);
+        if ((k = k1) == n) break;
+        /* entry k leaves the loop or dies at depth d: so does its subtree of d + 1 bytes */
+        uint8_t b = data[off[k] + d];
+        uint32_t s = n_loop > 1 ? st[d] : 0;
+        size_t end = skip[off[k] + d];
+        if (tab[s + b] == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
+        if ((k = end) < n) d = lcp[k];
     }
     lw->n_accepted = n_acc;
     free(tab);
@@ -343,35 +405,28 @@ static bool run_bytes(const cm_grammar *g, uint32_t state, uint32_t rule, uint32
     return n > 0;
 }
 
-/* The run walk of r over [k0, k_end) from d0: the ids of the tokens that end in
- * the run into *ids, the subtrees that leave it (label unused) into *exits. */
-static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_end, uint32_t d0, uint32_t **ids,
-                    uint32_t *n_ids, cm_loop_exit **exits, size_t *n_exits) {
+/* The run walk of r over [k0, k_end) from d0: the tokens that end in the run
+ * set in bits and their ids into *ids, the subtrees that leave it (label
+ * unused) into *exits. */
+static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_end, uint32_t d0, uint32_t *bits,
+                    uint32_t **ids, uint32_t *n_ids, cm_loop_exit **exits, size_t *n_exits) {
     const cm_vocab *v = g->v;
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
-    const uint32_t *lcp = v->trie_lcp, *tid = v->trie_ids, *skip = v->skip;
-    bool in[256];
-    for (int b = 0; b < 256; b++) in[b] = (r[b >> 5] >> (b & 31)) & 1u;
-    size_t cap_ids = 0, cap_x = 0;
-    *ids = NULL;
+    const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
+    uint16_t tab[256];  /* the run as a loop of one state */
+    for (int b = 0; b < 256; b++) tab[b] = (r[b >> 5] >> (b & 31)) & 1u ? 0 : LT_OUT;
+    size_t cap_x = 0;
     *exits = NULL;
     *n_ids = 0;
     *n_exits = 0;
+    /* at most one id an entry */
+    uint32_t *idv = *ids = malloc((k_end > k0 ? k_end - k0 : 1) * sizeof *idv), d = d0;
+    if (!idv) return CM_ERR_NOMEM;
     for (size_t k = k0; k < k_end;) {
-        /* bytes [d0, lcp) were read in the run by the entry before (else its subtree was skipped) */
-        uint32_t len = (uint32_t)(off[k + 1] - off[k]), d = k == k0 || lcp[k] < d0 ? d0 : lcp[k];
-        const uint8_t *p = data + off[k];
-        while (d < len && in[p[d]]) d++;
-        if (d >= len) {
-            if (*n_ids == cap_ids) {
-                uint32_t *q = realloc(*ids, (cap_ids = cap_ids ? cap_ids * 2 : 256) * sizeof *q);
-                if (!q) return CM_ERR_NOMEM;
-                *ids = q;
-            }
-            (*ids)[(*n_ids)++] = tid[k++];
-            continue;
-        }
+        /* bytes [d0, d) were read in the run by the entry before (else its subtree was skipped) */
+        k = loop_scan_ids(v, tab, k, k_end, d0, &d, bits, &idv);
+        if (k == k_end) break;
         size_t end = skip[off[k] + d];
         if (end > k_end || end <= k) end = k_end;  /* a range that is not a subtree: stop at its end */
         if (*n_exits == cap_x) {
@@ -379,9 +434,10 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
             if (!q) return CM_ERR_NOMEM;
             *exits = q;
         }
-        (*exits)[(*n_exits)++] = (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, 0, p[d]};
-        k = end;
+        (*exits)[(*n_exits)++] = (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, 0, data[off[k] + d]};
+        if ((k = end) < k_end) d = lcp[k] < d0 ? d0 : lcp[k];
     }
+    *n_ids = (uint32_t)(idv - *ids);
     return CM_OK;
 }
 
@@ -402,9 +458,8 @@ static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_en
     atomic_fetch_add(rc == 1 ? &g->cache->runs_from_vocab : &g->cache->run_walks, rc >= 0);
     if (rc) return rc < 0 ? rc : CM_OK;
     uint32_t *ids, n_ids;
-    rc = run_scan(g, r, k, k_end, d0, &ids, &n_ids, exits, n_exits);
+    rc = run_scan(g, r, k, k_end, d0, w->bits, &ids, &n_ids, exits, n_exits);
     if (!rc) {
-        for (uint32_t i = 0; i < n_ids; i++) cm_set_bit(w->bits, ids[i]);
         w->n_accepted += n_ids;
         cm_walk_store_put_run(g, key, h, ids, n_ids, *exits, *n_exits);
     }
