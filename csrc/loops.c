@@ -394,6 +394,9 @@ static bool run_bytes(const cm_grammar *g, uint32_t state, uint32_t rule, uint32
     const cm_tables *t = &g->t;
     if (state >= t->n_states || !g->solo[state]) return false;
     const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    uint32_t c = 0;
+    while (c < t->n_classes && row[c] != (int32_t)state) c++;
+    if (c == t->n_classes) return false;  /* no byte loops: no run (most states; one pass over the classes) */
     bool acc = t->accepting[state];
     int n = 0;
     memset(r, 0, 8 * sizeof *r);
@@ -494,14 +497,30 @@ int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, si
     return rc;
 }
 
-/* May the subtree of first byte b of `state` go through a run walk?  Its
- * target's run, no flag raised by b, and enough entries. */
-static bool run_edge(const cm_grammar *g, uint32_t state, uint32_t rule, int b, uint32_t *r) {
+/* Which subtrees of first byte b of `state` may go through a run walk, into
+ * edge[256]: b's target's run, no flag raised by b, and enough entries.  One
+ * run_bytes a target (bytes to one target are mostly adjacent: a memo of the
+ * last).  Their number returned. */
+static int run_edges(const cm_grammar *g, uint32_t state, uint32_t rule, bool *edge) {
     const cm_tables *t = &g->t;
     const uint32_t *fo = g->v->first_off;
-    int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
-    return z >= 0 && fo[b + 1] - fo[b] >= g->lim.run_walks && !(t->accepting[state] && cm_follows(g, rule, (uint8_t)b)) &&
-           run_bytes(g, (uint32_t)z, rule, r);
+    const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    int32_t last = -1;
+    bool last_ok = false;
+    int n = 0;
+    uint32_t r[8];
+    for (int b = 0; b < 256; b++) {
+        int32_t z = row[t->byte_class[b]];
+        edge[b] = false;
+        if (z < 0 || fo[b + 1] - fo[b] < g->lim.run_walks || (t->accepting[state] && cm_follows(g, rule, (uint8_t)b)))
+            continue;
+        if (z != last) {
+            last = z;
+            last_ok = run_bytes(g, (uint32_t)z, rule, r);
+        }
+        n += edge[b] = last_ok;
+    }
+    return n;
 }
 
 int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
@@ -513,13 +532,12 @@ int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
         int rc = cm_run_walk(g, state, rule, 0, n, 0, w);
         return rc ? rc : 1;
     }
-    bool any = false;
-    for (int b = 0; b < 256 && !any; b++) any = run_edge(g, state, rule, b, r);
-    if (!any) return 0;
+    bool edge[256];
+    if (!run_edges(g, state, rule, edge)) return 0;
     const uint32_t *fo = g->v->first_off;
     int rc = CM_OK;
     for (int b = 0; b < 256 && !rc; b++) {
-        if (!run_edge(g, state, rule, b, r)) continue;
+        if (!edge[b]) continue;
         /* the first bytes between, in one range walked as the whole walk would */
         if (lo < fo[b]) rc = cm_flat_walk(g, state, rule, lo, fo[b], 0, w);
         int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
