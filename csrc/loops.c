@@ -58,26 +58,56 @@ static bool loop_reach(const cm_grammar *g, uint32_t state, uint32_t *fw, uint8_
 }
 
 /* Backward within fw: the states `state` is reached again from in at most
- * CM_LOOP_REACH transitions are labelled CM_LOOP_MARK, the others unlabelled. */
+ * CM_LOOP_REACH transitions are labelled CM_LOOP_MARK, the others unlabelled.
+ * Each state's successors in fw are listed once (its row read once, not once a
+ * round): a round reads only those lists. */
 static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, uint32_t nf) {
     const cm_tables *t = &g->t;
     uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
+    _Static_assert(CM_LOOP_MAX * 4 <= UINT16_MAX, "an index of fw fits uint16");
+    size_t cap = (size_t)nf * 4, n = 0;
     uint8_t *bd = malloc(nf);  /* bd[i]: transitions from fw[i] back to state */
-    if (!bd) return false;
-    for (uint32_t i = 0; i < nf; i++) bd[i] = fw[i] == state ? 0 : 0xff;
-    for (uint32_t h = 1; h <= CM_LOOP_REACH; h++)
-        for (uint32_t i = 0; i < nf; i++) {
-            if (bd[i] != 0xff) continue;
-            const int32_t *row = t->trans + (size_t)fw[i] * nc;
-            for (uint32_t c = 0; c < nc && bd[i] == 0xff; c++) {
-                int32_t to = row[c];
-                if (to < 0 || lab[to] == UINT32_MAX) continue;
-                if (bd[lab[to]] < h) bd[i] = (uint8_t)h;
+    uint16_t *seen = malloc(nf * sizeof *seen), *adj = malloc(cap * sizeof *adj);
+    uint32_t *aoff = malloc((nf + 1) * sizeof *aoff);
+    bool ok = bd && seen && adj && aoff;
+    for (uint32_t i = 0; ok && i < nf; i++) seen[i] = UINT16_MAX;
+    for (uint32_t i = 0; ok && i < nf; i++) {
+        aoff[i] = (uint32_t)n;
+        const int32_t *row = t->trans + (size_t)fw[i] * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t to = row[c];
+            if (to < 0 || lab[to] == UINT32_MAX || seen[lab[to]] == i) continue;
+            seen[lab[to]] = (uint16_t)i;
+            if (n == cap) {
+                uint16_t *q = realloc(adj, (cap *= 2) * sizeof *q);
+                if (!q) {
+                    ok = false;
+                    break;
+                }
+                adj = q;
             }
+            adj[n++] = (uint16_t)lab[to];
         }
-    for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = bd[i] != 0xff ? CM_LOOP_MARK : UINT32_MAX;
+    }
+    if (ok) {
+        aoff[nf] = (uint32_t)n;
+        for (uint32_t i = 0; i < nf; i++) bd[i] = fw[i] == state ? 0 : 0xff;
+        for (uint32_t h = 1; h <= CM_LOOP_REACH; h++)
+            for (uint32_t i = 0; i < nf; i++) {
+                if (bd[i] != 0xff) continue;
+                for (uint32_t j = aoff[i]; j < aoff[i + 1]; j++)
+                    if (bd[adj[j]] < h) {
+                        bd[i] = (uint8_t)h;
+                        break;
+                    }
+            }
+        for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = bd[i] != 0xff ? CM_LOOP_MARK : UINT32_MAX;
+    }
     free(bd);
-    return true;
+    free(seen);
+    free(adj);
+    free(aoff);
+    return ok;
 }
 
 /* The marked states numbered breadth first by class from `state` into
