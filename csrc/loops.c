@@ -210,38 +210,55 @@ static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_
 /* The scan of a loop's walk from entry k at depth *dp (its bytes before *dp
  * read inside the loop, st[*dp] the row they reached; `multi`: else a run,
  * row 0, no stack): every entry read to its end inside the loop is accepted
- * (its bit set, its id appended at *idp if idp) until entry k leaves the loop
- * or dies at depth *dp (returned) or k_end.  The entries after the first of a
- * scan share its first *dp bytes (a subtree), so each resumes at its prefix
- * length, where the one before left off.  No call inside: with `multi`, `idp`
- * constant, the loop keeps its pointers in registers. */
+ * (its bit set; its id appended at *idp if idp, else counted in *nacc) until
+ * entry k leaves the loop at depth *dp (returned) or k_end.  Without idp (a
+ * loop's walk: its range is the whole trie) an entry that dies at depth d is
+ * skipped here with its subtree of d + 1 bytes (no exit to record); with idp
+ * (a run walk, whose table has no dead byte) every stop is returned.  The
+ * entries after the first of a scan share its first *dp bytes (a subtree), so
+ * each resumes at its prefix length, where the one before left off.  No call
+ * inside: with `multi`, `idp` constant, the loop keeps its pointers in
+ * registers. */
 static inline __attribute__((always_inline)) size_t loop_scan(const cm_vocab *v, const uint16_t *tab, bool multi,
                                                                size_t k, size_t k_end, uint32_t d0, uint32_t *dp,
-                                                               uint16_t *st, uint32_t *bits, uint32_t **idp) {
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids;
+                                                               uint16_t *st, uint32_t *bits, uint32_t **idp,
+                                                               uint32_t *nacc) {
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
     const uint8_t *q = data + off[k] + *dp, *q_end = data + off[k + 1];
     uint16_t *sp = multi ? st + *dp : NULL;
-    uint32_t s = multi ? *sp : 0, *idv = idp ? *idp : NULL;
+    uint32_t s = multi ? *sp : 0, *idv = idp ? *idp : NULL, na = 0;
     for (;;) {
+        uint32_t to = 0;
         if (multi) {
             for (; q < q_end; q++) {
-                uint32_t to = tab[s + *q];
-                if (to >= LT_OUT) goto stop;
+                to = tab[s + *q];
+                if (to >= LT_OUT) break;
                 s = to;
                 *++sp = (uint16_t)s;
             }
         } else {
-            while (q < q_end && !tab[*q]) q++;
-            if (q < q_end) goto stop;
+            while (q < q_end && !(to = tab[*q])) q++;
         }
-        uint32_t id = ids[k];
-        cm_set_bit(bits, id);
-        if (idp) *idv++ = id;
-        if (++k == k_end) break;
+        if (q < q_end) {
+            if (idp || to == LT_OUT) goto stop;
+            k = skip[q - data];  /* skip[off[k] + d]: the end of the dead subtree */
+            if (k >= k_end) {
+                k = k_end;
+                break;
+            }
+            q = data + off[k];
+        } else {
+            uint32_t id = ids[k];
+            cm_set_bit(bits, id);
+            if (idp) *idv++ = id;
+            else na++;
+            if (++k == k_end) break;
+            /* q: entry k's bytes begin where k - 1's end */
+        }
         uint32_t l = lcp[k] < d0 ? d0 : lcp[k];
-        q += l;  /* entry k's bytes begin where k - 1's end */
+        q += l;
         q_end = data + off[k + 1];
         if (multi) {
             sp = st + l;
@@ -249,26 +266,29 @@ static inline __attribute__((always_inline)) size_t loop_scan(const cm_vocab *v,
         }
     }
     if (idp) *idp = idv;
+    else *nacc += na;
     return k;
 stop:
     if (idp) *idp = idv;
+    else *nacc += na;
     *dp = (uint32_t)(q - (data + off[k]));
     return k;
 }
 
 static __attribute__((noinline)) size_t loop_scan_multi(const cm_vocab *v, const uint16_t *tab, size_t k,
-                                                        size_t k_end, uint32_t *dp, uint16_t *st, uint32_t *bits) {
-    return loop_scan(v, tab, true, k, k_end, 0, dp, st, bits, NULL);
+                                                        size_t k_end, uint32_t *dp, uint16_t *st, uint32_t *bits,
+                                                        uint32_t *nacc) {
+    return loop_scan(v, tab, true, k, k_end, 0, dp, st, bits, NULL, nacc);
 }
 
 static __attribute__((noinline)) size_t loop_scan_run(const cm_vocab *v, const uint16_t *tab, size_t k, size_t k_end,
-                                                      uint32_t *dp, uint32_t *bits) {
-    return loop_scan(v, tab, false, k, k_end, 0, dp, NULL, bits, NULL);
+                                                      uint32_t *dp, uint32_t *bits, uint32_t *nacc) {
+    return loop_scan(v, tab, false, k, k_end, 0, dp, NULL, bits, NULL, nacc);
 }
 
 static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const uint16_t *tab, size_t k, size_t k_end,
                                                       uint32_t d0, uint32_t *dp, uint32_t *bits, uint32_t **idp) {
-    return loop_scan(v, tab, false, k, k_end, d0, dp, NULL, bits, idp);
+    return loop_scan(v, tab, false, k, k_end, d0, dp, NULL, bits, idp, NULL);
 }
 
 /* The shared DFA walk of a loop (labels of cache->loop_lab are set for ls). */
@@ -290,10 +310,10 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
     int rc = CM_OK;
     st[0] = 0;
     while (k < n && !rc) {
-        size_t k1 = n_loop > 1 ? loop_scan_multi(v, tab, k, n, &d, st, lw->bits) : loop_scan_run(v, tab, k, n, &d, lw->bits);
-        n_acc += (uint32_t)(k1 - k);
-        if ((k = k1) == n) break;
-        /* entry k leaves the loop or dies at depth d: so does its subtree of d + 1 bytes */
+        k = n_loop > 1 ? loop_scan_multi(v, tab, k, n, &d, st, lw->bits, &n_acc)
+                       : loop_scan_run(v, tab, k, n, &d, lw->bits, &n_acc);
+        if (k == n) break;
+        /* entry k leaves the loop at depth d: so does its subtree of d + 1 bytes */
         uint8_t b = data[off[k] + d];
         uint32_t s = n_loop > 1 ? st[d] : 0;
         size_t end = skip[off[k] + d];
