@@ -58,26 +58,56 @@ static bool loop_reach(const cm_grammar *g, uint32_t state, uint32_t *fw, uint8_
 }
 
 /* Backward within fw: the states `state` is reached again from in at most
- * CM_LOOP_REACH transitions are labelled CM_LOOP_MARK, the others unlabelled. */
+ * CM_LOOP_REACH transitions are labelled CM_LOOP_MARK, the others unlabelled.
+ * Each state's successors in fw are listed once (its row read once, not once a
+ * round): a round reads only those lists. */
 static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, uint32_t nf) {
     const cm_tables *t = &g->t;
     uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
+    _Static_assert(CM_LOOP_MAX * 4 <= UINT16_MAX, "an index of fw fits uint16");
+    size_t cap = (size_t)nf * 4, n = 0;
     uint8_t *bd = malloc(nf);  /* bd[i]: transitions from fw[i] back to state */
-    if (!bd) return false;
-    for (uint32_t i = 0; i < nf; i++) bd[i] = fw[i] == state ? 0 : 0xff;
-    for (uint32_t h = 1; h <= CM_LOOP_REACH; h++)
-        for (uint32_t i = 0; i < nf; i++) {
-            if (bd[i] != 0xff) continue;
-            const int32_t *row = t->trans + (size_t)fw[i] * nc;
-            for (uint32_t c = 0; c < nc && bd[i] == 0xff; c++) {
-                int32_t to = row[c];
-                if (to < 0 || lab[to] == UINT32_MAX) continue;
-                if (bd[lab[to]] < h) bd[i] = (uint8_t)h;
+    uint16_t *seen = malloc(nf * sizeof *seen), *adj = malloc(cap * sizeof *adj);
+    uint32_t *aoff = malloc((nf + 1) * sizeof *aoff);
+    bool ok = bd && seen && adj && aoff;
+    for (uint32_t i = 0; ok && i < nf; i++) seen[i] = UINT16_MAX;
+    for (uint32_t i = 0; ok && i < nf; i++) {
+        aoff[i] = (uint32_t)n;
+        const int32_t *row = t->trans + (size_t)fw[i] * nc;
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t to = row[c];
+            if (to < 0 || lab[to] == UINT32_MAX || seen[lab[to]] == i) continue;
+            seen[lab[to]] = (uint16_t)i;
+            if (n == cap) {
+                uint16_t *q = realloc(adj, (cap *= 2) * sizeof *q);
+                if (!q) {
+                    ok = false;
+                    break;
+                }
+                adj = q;
             }
+            adj[n++] = (uint16_t)lab[to];
         }
-    for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = bd[i] != 0xff ? CM_LOOP_MARK : UINT32_MAX;
+    }
+    if (ok) {
+        aoff[nf] = (uint32_t)n;
+        for (uint32_t i = 0; i < nf; i++) bd[i] = fw[i] == state ? 0 : 0xff;
+        for (uint32_t h = 1; h <= CM_LOOP_REACH; h++)
+            for (uint32_t i = 0; i < nf; i++) {
+                if (bd[i] != 0xff) continue;
+                for (uint32_t j = aoff[i]; j < aoff[i + 1]; j++)
+                    if (bd[adj[j]] < h) {
+                        bd[i] = (uint8_t)h;
+                        break;
+                    }
+            }
+        for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = bd[i] != 0xff ? CM_LOOP_MARK : UINT32_MAX;
+    }
     free(bd);
-    return true;
+    free(seen);
+    free(adj);
+    free(aoff);
+    return ok;
 }
 
 /* The marked states numbered breadth first by class from `state` into
@@ -155,27 +185,117 @@ static int push_exit(cm_loop_walk *lw, size_t *cap, cm_loop_exit x) {
     return CM_OK;
 }
 
-enum { TAB_OUT = 254, TAB_DEAD = 255 };
+/* A loop as a byte-indexed table (small: stays in L1): a transition inside is
+ * the row of the state it reaches (label * 256, so a node costs one add), one
+ * out of the loop LT_OUT, a dead one LT_DEAD.  A run is a loop of one state,
+ * whose row is 0: a byte stays inside iff its cell is 0. */
+#define LT_OUT 0xFFFEu
+#define LT_DEAD 0xFFFFu
+_Static_assert((CM_LOOP_MAX - 1) * 256 + 255 < LT_OUT, "a loop's rows fit uint16 beside LT_OUT and LT_DEAD");
 
-/* The loop as a byte-indexed table of labels (small: stays in L1). */
-static uint8_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
+static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
     const cm_tables *t = &g->t;
     const uint32_t *lab = g->cache->loop_lab;
-    uint8_t *tab = malloc((size_t)n_loop * 256);
+    uint16_t *tab = malloc((size_t)n_loop * 256 * sizeof *tab), code[256];
     if (!tab) return NULL;
-    for (uint32_t i = 0; i < n_loop; i++)
-        for (int b = 0; b < 256; b++) {
-            int32_t to = t->trans[(size_t)ls[i] * t->n_classes + t->byte_class[b]];
-            tab[(size_t)i * 256 + b] = to < 0 ? TAB_DEAD : lab[to] < n_loop ? (uint8_t)lab[to] : TAB_OUT;
-        }
+    for (uint32_t i = 0; i < n_loop; i++) {
+        const int32_t *row = t->trans + (size_t)ls[i] * t->n_classes;
+        for (uint32_t c = 0; c < t->n_classes; c++)
+            code[c] = row[c] < 0 ? LT_DEAD : lab[row[c]] < n_loop ? (uint16_t)(lab[row[c]] << 8) : LT_OUT;
+        for (int b = 0; b < 256; b++) tab[(size_t)i * 256 + b] = code[t->byte_class[b]];
+    }
     return tab;
+}
+
+/* The scan of a loop's walk from entry k at depth *dp (its bytes before *dp
+ * read inside the loop, st[*dp] the row they reached; `multi`: else a run,
+ * row 0, no stack): every entry read to its end inside the loop is accepted
+ * (its bit set; its id appended at *idp if idp, else counted in *nacc) until
+ * entry k leaves the loop at depth *dp (returned) or k_end.  Without idp (a
+ * loop's walk: its range is the whole trie) an entry that dies at depth d is
+ * skipped here with its subtree of d + 1 bytes (no exit to record); with idp
+ * (a run walk, whose table has no dead byte) every stop is returned.  The
+ * entries after the first of a scan share its first *dp bytes (a subtree), so
+ * each resumes at its prefix length, where the one before left off.  No call
+ * inside: with `multi`, `idp` constant, the loop keeps its pointers in
+ * registers. */
+static inline __attribute__((always_inline)) size_t loop_scan(const cm_vocab *v, const uint16_t *tab, bool multi,
+                                                               size_t k, size_t k_end, uint32_t d0, uint32_t *dp,
+                                                               uint16_t *st, uint32_t *bits, uint32_t **idp,
+                                                               uint32_t *nacc) {
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+    const uint64_t *off = v->trie_off;
+    const uint8_t *data = v->trie_data;
+    const uint8_t *q = data + off[k] + *dp, *q_end = data + off[k + 1];
+    uint16_t *sp = multi ? st + *dp : NULL;
+    uint32_t s = multi ? *sp : 0, *idv = idp ? *idp : NULL, na = 0;
+    for (;;) {
+        uint32_t to = 0;
+        if (multi) {
+            for (; q < q_end; q++) {
+                to = tab[s + *q];
+                if (to >= LT_OUT) break;
+                s = to;
+                *++sp = (uint16_t)s;
+            }
+        } else {
+            while (q < q_end && !(to = tab[*q])) q++;
+        }
+        if (q < q_end) {
+            if (idp || to == LT_OUT) goto stop;
+            k = skip[q - data];  /* skip[off[k] + d]: the end of the dead subtree */
+            if (k >= k_end) {
+                k = k_end;
+                break;
+            }
+            q = data + off[k];
+        } else {
+            uint32_t id = ids[k];
+            cm_set_bit(bits, id);
+            if (idp) *idv++ = id;
+            else na++;
+            if (++k == k_end) break;
+            /* q: entry k's bytes begin where k - 1's end */
+        }
+        uint32_t l = lcp[k] < d0 ? d0 : lcp[k];
+        q += l;
+        q_end = data + off[k + 1];
+        if (multi) {
+            sp = st + l;
+            s = *sp;
+        }
+    }
+    if (idp) *idp = idv;
+    else *nacc += na;
+    return k;
+stop:
+    if (idp) *idp = idv;
+    else *nacc += na;
+    *dp = (uint32_t)(q - (data + off[k]));
+    return k;
+}
+
+static __attribute__((noinline)) size_t loop_scan_multi(const cm_vocab *v, const uint16_t *tab, size_t k,
+                                                        size_t k_end, uint32_t *dp, uint16_t *st, uint32_t *bits,
+                                                        uint32_t *nacc) {
+    return loop_scan(v, tab, true, k, k_end, 0, dp, st, bits, NULL, nacc);
+}
+
+static __attribute__((noinline)) size_t loop_scan_run(const cm_vocab *v, const uint16_t *tab, size_t k, size_t k_end,
+                                                      uint32_t *dp, uint32_t *bits, uint32_t *nacc) {
+    return loop_scan(v, tab, false, k, k_end, 0, dp, NULL, bits, NULL, nacc);
+}
+
+static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const uint16_t *tab, size_t k, size_t k_end,
+                                                      uint32_t d0, uint32_t *dp, uint32_t *bits, uint32_t **idp) {
+    return loop_scan(v, tab, false, k, k_end, d0, dp, NULL, bits, idp, NULL);
 }
 
 /* The shared DFA walk of a loop (labels of cache->loop_lab are set for ls). */
 static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_walk *lw) {
     const cm_vocab *v = g->v;
-    uint8_t *tab = loop_table(g, ls, n_loop);
-    uint8_t *st = malloc((size_t)v->max_len + 1);
+    uint16_t *tab = loop_table(g, ls, n_loop);
+    uint16_t *st = malloc(((size_t)v->max_len + 1) * sizeof *st);
     lw->bits = calloc(g->n_words ? g->n_words : 1, sizeof *lw->bits);
     if (!tab || !st || !lw->bits) {
         free(tab);
@@ -184,29 +304,21 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
     }
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
-    uint32_t *bits = lw->bits, n_acc = 0;
-    size_t cap = 0, k = 0;
+    const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
+    size_t cap = 0, k = 0, n = v->n_trie;
+    uint32_t n_acc = 0, d = 0;
     int rc = CM_OK;
     st[0] = 0;
-    while (k < v->n_trie && !rc) {
-        uint32_t d = lcp[k], len = (uint32_t)(off[k + 1] - off[k]);
-        const uint8_t *p = data + off[k];
-        for (; d < len; d++) {
-            uint8_t to = tab[(size_t)st[d] * 256 + p[d]];
-            if (to < TAB_OUT) {
-                st[d + 1] = to;
-                continue;
-            }
-            size_t end = skip[off[k] + d];
-            if (to == TAB_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, st[d], p[d]});
-            k = end;
-            break;
-        }
-        if (d == len) {
-            cm_set_bit(bits, ids[k++]);
-            n_acc++;
-        }
+    while (k < n && !rc) {
+        k = n_loop > 1 ? loop_scan_multi(v, tab, k, n, &d, st, lw->bits, &n_acc)
+                       : loop_scan_run(v, tab, k, n, &d, lw->bits, &n_acc);
+        if (k == n) break;
+        /* entry k leaves the loop at depth d: so does its subtree of d + 1 bytes */
+        uint8_t b = data[off[k] + d];
+        uint32_t s = n_loop > 1 ? st[d] : 0;
+        size_t end = skip[off[k] + d];
+        if (tab[s + b] == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
+        if ((k = end) < n) d = lcp[k];
     }
     lw->n_accepted = n_acc;
     free(tab);
@@ -332,6 +444,9 @@ static bool run_bytes(const cm_grammar *g, uint32_t state, uint32_t rule, uint32
     const cm_tables *t = &g->t;
     if (state >= t->n_states || !g->solo[state]) return false;
     const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    uint32_t c = 0;
+    while (c < t->n_classes && row[c] != (int32_t)state) c++;
+    if (c == t->n_classes) return false;  /* no byte loops: no run (most states; one pass over the classes) */
     bool acc = t->accepting[state];
     int n = 0;
     memset(r, 0, 8 * sizeof *r);
@@ -343,35 +458,28 @@ static bool run_bytes(const cm_grammar *g, uint32_t state, uint32_t rule, uint32
     return n > 0;
 }
 
-/* The run walk of r over [k0, k_end) from d0: the ids of the tokens that end in
- * the run into *ids, the subtrees that leave it (label unused) into *exits. */
-static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_end, uint32_t d0, uint32_t **ids,
-                    uint32_t *n_ids, cm_loop_exit **exits, size_t *n_exits) {
+/* The run walk of r over [k0, k_end) from d0: the tokens that end in the run
+ * set in bits and their ids into *ids, the subtrees that leave it (label
+ * unused) into *exits. */
+static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_end, uint32_t d0, uint32_t *bits,
+                    uint32_t **ids, uint32_t *n_ids, cm_loop_exit **exits, size_t *n_exits) {
     const cm_vocab *v = g->v;
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
-    const uint32_t *lcp = v->trie_lcp, *tid = v->trie_ids, *skip = v->skip;
-    bool in[256];
-    for (int b = 0; b < 256; b++) in[b] = (r[b >> 5] >> (b & 31)) & 1u;
-    size_t cap_ids = 0, cap_x = 0;
-    *ids = NULL;
+    const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
+    uint16_t tab[256];  /* the run as a loop of one state */
+    for (int b = 0; b < 256; b++) tab[b] = (r[b >> 5] >> (b & 31)) & 1u ? 0 : LT_OUT;
+    size_t cap_x = 0;
     *exits = NULL;
     *n_ids = 0;
     *n_exits = 0;
+    /* at most one id an entry */
+    uint32_t *idv = *ids = malloc((k_end > k0 ? k_end - k0 : 1) * sizeof *idv), d = d0;
+    if (!idv) return CM_ERR_NOMEM;
     for (size_t k = k0; k < k_end;) {
-        /* bytes [d0, lcp) were read in the run by the entry before (else its subtree was skipped) */
-        uint32_t len = (uint32_t)(off[k + 1] - off[k]), d = k == k0 || lcp[k] < d0 ? d0 : lcp[k];
-        const uint8_t *p = data + off[k];
-        while (d < len && in[p[d]]) d++;
-        if (d >= len) {
-            if (*n_ids == cap_ids) {
-                uint32_t *q = realloc(*ids, (cap_ids = cap_ids ? cap_ids * 2 : 256) * sizeof *q);
-                if (!q) return CM_ERR_NOMEM;
-                *ids = q;
-            }
-            (*ids)[(*n_ids)++] = tid[k++];
-            continue;
-        }
+        /* bytes [d0, d) were read in the run by the entry before (else its subtree was skipped) */
+        k = loop_scan_ids(v, tab, k, k_end, d0, &d, bits, &idv);
+        if (k == k_end) break;
         size_t end = skip[off[k] + d];
         if (end > k_end || end <= k) end = k_end;  /* a range that is not a subtree: stop at its end */
         if (*n_exits == cap_x) {
@@ -379,9 +487,10 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
             if (!q) return CM_ERR_NOMEM;
             *exits = q;
         }
-        (*exits)[(*n_exits)++] = (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, 0, p[d]};
-        k = end;
+        (*exits)[(*n_exits)++] = (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, 0, data[off[k] + d]};
+        if ((k = end) < k_end) d = lcp[k] < d0 ? d0 : lcp[k];
     }
+    *n_ids = (uint32_t)(idv - *ids);
     return CM_OK;
 }
 
@@ -402,9 +511,8 @@ static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_en
     atomic_fetch_add(rc == 1 ? &g->cache->runs_from_vocab : &g->cache->run_walks, rc >= 0);
     if (rc) return rc < 0 ? rc : CM_OK;
     uint32_t *ids, n_ids;
-    rc = run_scan(g, r, k, k_end, d0, &ids, &n_ids, exits, n_exits);
+    rc = run_scan(g, r, k, k_end, d0, w->bits, &ids, &n_ids, exits, n_exits);
     if (!rc) {
-        for (uint32_t i = 0; i < n_ids; i++) cm_set_bit(w->bits, ids[i]);
         w->n_accepted += n_ids;
         cm_walk_store_put_run(g, key, h, ids, n_ids, *exits, *n_exits);
     }
@@ -439,14 +547,30 @@ int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, si
     return rc;
 }
 
-/* May the subtree of first byte b of `state` go through a run walk?  Its
- * target's run, no flag raised by b, and enough entries. */
-static bool run_edge(const cm_grammar *g, uint32_t state, uint32_t rule, int b, uint32_t *r) {
+/* Which subtrees of first byte b of `state` may go through a run walk, into
+ * edge[256]: b's target's run, no flag raised by b, and enough entries.  One
+ * run_bytes a target (bytes to one target are mostly adjacent: a memo of the
+ * last).  Their number returned. */
+static int run_edges(const cm_grammar *g, uint32_t state, uint32_t rule, bool *edge) {
     const cm_tables *t = &g->t;
     const uint32_t *fo = g->v->first_off;
-    int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
-    return z >= 0 && fo[b + 1] - fo[b] >= g->lim.run_walks && !(t->accepting[state] && cm_follows(g, rule, (uint8_t)b)) &&
-           run_bytes(g, (uint32_t)z, rule, r);
+    const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    int32_t last = -1;
+    bool last_ok = false;
+    int n = 0;
+    uint32_t r[8];
+    for (int b = 0; b < 256; b++) {
+        int32_t z = row[t->byte_class[b]];
+        edge[b] = false;
+        if (z < 0 || fo[b + 1] - fo[b] < g->lim.run_walks || (t->accepting[state] && cm_follows(g, rule, (uint8_t)b)))
+            continue;
+        if (z != last) {
+            last = z;
+            last_ok = run_bytes(g, (uint32_t)z, rule, r);
+        }
+        n += edge[b] = last_ok;
+    }
+    return n;
 }
 
 int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
@@ -458,13 +582,12 @@ int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
         int rc = cm_run_walk(g, state, rule, 0, n, 0, w);
         return rc ? rc : 1;
     }
-    bool any = false;
-    for (int b = 0; b < 256 && !any; b++) any = run_edge(g, state, rule, b, r);
-    if (!any) return 0;
+    bool edge[256];
+    if (!run_edges(g, state, rule, edge)) return 0;
     const uint32_t *fo = g->v->first_off;
     int rc = CM_OK;
     for (int b = 0; b < 256 && !rc; b++) {
-        if (!run_edge(g, state, rule, b, r)) continue;
+        if (!edge[b]) continue;
         /* the first bytes between, in one range walked as the whole walk would */
         if (lo < fo[b]) rc = cm_flat_walk(g, state, rule, lo, fo[b], 0, w);
         int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];

@@ -7,7 +7,7 @@
 #include "walk.h"
 
 #define CM_LOOP_BUCKETS 256
-#define CM_LOOP_MAX 254         /* states of a loop: labels fit a byte beside two codes */
+#define CM_LOOP_MAX 254         /* states of a loop: labels fit a byte, rows (label * 256) a uint16, beside two codes */
 #define CM_LOOP_DEAD UINT32_MAX /* a transition's code in a loop's form: dead, */
 #define CM_LOOP_OUT (UINT32_MAX - 1)  /* out of the loop, else the state's number */
 

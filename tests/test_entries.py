@@ -350,6 +350,29 @@ def test_loop_walks_shared_through_the_vocabulary() -> None:
     assert stats["vocab_loop_walks"] > 0, stats
 
 
+def test_wide_loop_walks_same_entries() -> None:
+    """A loop of ~110 states (three-byte words, their middles all distinct): the shared walk's
+    byte table holds a row per state (label * 256 in uint16 cells), its row stack one per byte of
+    the longest token; every state's entry equal to whole walks, with tokens through every row."""
+    words = [
+        x + y + ("#" if (z := chr(33 + (i * 7 + j * 3) % 90)) in '"\\' else z)
+        for i, x in enumerate("ABCDEFGHIJKLMNOPQRST")
+        for j, y in enumerate("abcdefghijkl")
+    ]
+    quoted = " | ".join(json.dumps(w) for w in words)
+    g = cfgmask.Grammar.from_gbnf(f'root ::= "<" ({quoted})* ">"')
+    # tokens that start anywhere in a word and end anywhere in the next, and ones that leave the loop
+    nexts = words[5:] + words[:5]
+    pieces = {w[i:] + v[:j] for w, v in zip(words, nexts, strict=True) for i in range(3) for j in range(4)}
+    pieces |= {w + ">" for w in words[::7]} | {w[:2] + "!" for w in words[::5]}
+    tokens = [bytes([b]) for b in range(256)] + sorted(p.encode() for p in pieces)
+    vocab = cfgmask.Vocabulary.from_token_bytes(tokens)
+    cfgmask.clear_caches()
+    assert_same_entries(g, vocab, compose_entries=False, flat_walks=False)
+    again = cfgmask.compile(g, vocab, warm=True, _strategy=Strategy(compose_entries=False, flat_walks=False))
+    assert again.tables.n_states > 100 and again.stats["vocab_loop_walks"] > 100, again.stats
+
+
 def test_lark_meta_grammar_same_entries() -> None:
     """Lark's own grammar (tests/corpora/lark): names, strings and regexes with follow restrictions."""
     text = (ROOT / "tests" / "corpora" / "lark" / "grammars" / "lark.lark").read_text()
