@@ -63,7 +63,7 @@ void cm_bfree(cm_budget *b, void *p) {
 
 int cm_vec_grow(cm_vec32 *v, size_t n) {
     if (v->cap >= n) return CM_OK;
-    size_t cap = v->cap ? v->cap : 64;
+    size_t cap = v->cap ? v->cap : 256;
     while (cap < n) cap *= 2;
     if (cap > SIZE_MAX / sizeof *v->data) return CM_ERR_NOMEM;
     int rc = cm_budget_charge(v->bud, (cap - v->cap) * sizeof *v->data);

@@ -193,8 +193,8 @@ static int derive(cm_grammar *g) {
     g->has_bytes = calloc(t->n_states, 1);
     g->simple = calloc(t->n_states, 1);
     g->has_tokens = calloc(t->n_states, 1);
-    g->calls = calloc(t->n_states, sizeof *g->calls);
-    g->next_bytes = calloc((size_t)t->n_states * 8, sizeof *g->next_bytes);
+    g->calls = malloc((size_t)t->n_states * sizeof *g->calls);  /* every state's written below */
+    g->next_bytes = malloc((size_t)t->n_states * 8 * sizeof *g->next_bytes);
     g->plain = calloc(t->n_states, 1);
     g->solo = calloc(t->n_states, 1);
     g->rule_block = malloc(t->n_rules);
@@ -204,7 +204,8 @@ static int derive(cm_grammar *g) {
     memset(g->rule_block, 1, t->n_rules);
     /* the bytes of classes [0, c) at pre[c * 4]: classes are disjoint, so XOR is their union and
      * pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row (4 words a span instead of 4 a class) */
-    uint64_t pre[257 * 4] = {0};
+    uint64_t pre[257 * 4];  /* [0, n_classes] used */
+    memset(pre, 0, ((size_t)t->n_classes + 1) * 4 * sizeof *pre);
     for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 4 + (b >> 6)] |= (uint64_t)1 << (b & 63);
     for (uint32_t c = 0; c < t->n_classes; c++)
         for (int w = 0; w < 4; w++) pre[(c + 1) * 4 + w] ^= pre[c * 4 + w];
@@ -213,7 +214,9 @@ static int derive(cm_grammar *g) {
         g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
         g->solo[s] = t->ref_off[s] == t->ref_off[s + 1] && t->tok_off[s] == t->tok_off[s + 1];
         g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
-        for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) g->calls[s] |= 1ull << (t->ref_rule[e] & 63);
+        uint64_t calls = 0;
+        for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) calls |= 1ull << (t->ref_rule[e] & 63);
+        g->calls[s] = calls;
         const int32_t *row = t->trans + (size_t)s * t->n_classes;
         uint64_t next[4] = {0};
         uint32_t live = UINT32_MAX;  /* the start of the span of runs with targets that c ends, if any */

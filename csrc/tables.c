@@ -329,18 +329,34 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
         int32_t *o = out + (size_t)lo * k;
-        uint8_t col[256]; /* the rule's class of each global class */
+        if (nc > 256) return CM_ERR_ARG;
+        /* the global classes of each class of the rule, grouped by it: inv[inv_off[j] ..
+         * inv_off[j + 1]) (a counting sort of the rule's class of each global class) */
+        uint16_t inv_off[258] = {0};
+        uint8_t inv[256];
         for (uint32_t c = 0; c < k; c++) {
-            col[c] = cls[rep[c]];
-            if (col[c] >= nc) return CM_ERR_ARG;
+            uint8_t j = cls[rep[c]];
+            if (j >= nc) return CM_ERR_ARG;
+            inv_off[j + 2]++;
         }
+        for (uint32_t j = 0; j < nc; j++) inv_off[j + 2] += inv_off[j + 1];
+        for (uint32_t c = 0; c < k; c++) inv[inv_off[cls[rep[c]] + 1]++] = (uint8_t)c;
         for (uint32_t i = 0; i < n; i++, o += k) {
             const int32_t *row = tr + (size_t)i * nc;
             int32_t v = row[0];
-            if (cm_run_end(row, 0, nc) == nc) /* one target (most often none: calls only): a fill */
+            uint32_t j1 = cm_run_end(row, 0, nc);
+            if (j1 == nc) { /* one target (most often none: calls only): a fill */
                 for (uint32_t c = 0; c < k; c++) o[c] = v;
-            else
-                for (uint32_t c = 0; c < k; c++) o[c] = row[col[c]];
+                continue;
+            }
+            /* rows are mostly no edge: a fill of -1, then each run of the rule's row with
+             * another value written to its global classes (a store a global class with an
+             * edge, where a gather read every global class's rule class) */
+            for (uint32_t c = 0; c < k; c++) o[c] = -1;
+            for (uint32_t j = 0; j < nc; j = j1, j1 = j < nc ? cm_run_end(row, j, nc) : nc) {
+                if ((v = row[j]) == -1) continue;
+                for (uint32_t x = inv_off[j]; x < inv_off[j1]; x++) o[inv[x]] = v;
+            }
         }
     }
     cm_stats_add(CM_PH_DERIVE, t0);
