@@ -3,7 +3,7 @@
 tests/test_stubs.py checks that this file names exactly what the compiled module defines.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeAlias, overload
 
 import numpy as np
@@ -221,9 +221,10 @@ def compile_components(
 class FlatDoor(Sequence[Any]):
     def __len__(self) -> int: ...
     @overload
-    def __getitem__(self, index: int) -> Any: ...
+    def __getitem__(self, key: int) -> Any: ...
     @overload
-    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
+    def __getitem__(self, key: slice) -> tuple[Any, ...]: ...
+    def __iter__(self) -> Iterator[Any]: ...
 
 def compile_finish(
     label: _Buffer,

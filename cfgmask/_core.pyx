@@ -1080,11 +1080,11 @@ cdef class FlatDoor:
     def __len__(self):
         return 0 if self.items is None else len(self.items)
 
-    def __getitem__(self, index):
+    def __getitem__(self, key):
         cdef Py_ssize_t n = len(self), i
-        if isinstance(index, slice):
-            return tuple([self[j] for j in range(*index.indices(n))])
-        i = index
+        if isinstance(key, slice):
+            return tuple([self[j] for j in range(*key.indices(n))])
+        i = key
         if i < 0:
             i += n
         if not 0 <= i < n:
