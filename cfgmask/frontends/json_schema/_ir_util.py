@@ -22,7 +22,9 @@ def fresh(rules: dict[str, ir.Expr], base: str) -> str:
     """A rule name derived from ``base`` not yet used in ``rules`` (reserved on return)."""
     stem = _STEMS.get(base)
     if stem is None:
-        stem = _NOT_NAME.sub("-", base).strip("-")[:60] or "r"
+        # a base of name characters only (most: "prop-" and a key) is kept as it is, no regex run
+        plain = base.isascii() and base.replace("-", "").replace("_", "").isalnum()
+        stem = (base if plain else _NOT_NAME.sub("-", base)).strip("-")[:60] or "r"
         if len(_STEMS) < _MEMO_MAX:
             _STEMS[base] = stem
     base = stem

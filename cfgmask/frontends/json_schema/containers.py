@@ -293,40 +293,66 @@ class Containers:
             return None
         if not final((frozenset(), 0)):
             return ir.NOTHING
-        names: dict[tuple[int, bool], str] = {}  # (position, anything written yet) -> its rule
+        # the rule of (position, anything written yet), at 2 * position + written; made (its
+        # name reserved, its body queued) on first reference, as ``ordered`` does
+        names: list[str | None] = [None] * (2 * n + 2)
         bodies: list[tuple[str, int, bool]] = []
+        rules, fresh, seq, alt, Ref, eps = c.rules, U.fresh, ir.seq, ir.alt, ir.Ref, ir.EPSILON
+        comma: ir.Expr | None = None  # c.sep(","), asked for where ordered asks for it first
+        close = U.lit("}")
 
-        def ref(i: int, written: bool) -> ir.Ref:
-            name = names.get((i, written))
-            if name is None:
-                name = names[(i, written)] = U.fresh(c.rules, f"obj-{i}")
-                bodies.append((name, i, written))
-            return ir.Ref(name)
-
-        first = ref(0, False)
+        name = names[0] = fresh(rules, "obj-0")
+        bodies.append((name, 0, False))
+        first = Ref(name)
         while bodies:
             name, i, written = bodies.pop()
             # a run of required members (one way on) goes into one flat sequence (see ordered)
             run: list[ir.Expr] = []
             for _ in range(ORDERED_RUN):
-                if i == n or order[i] not in required or everywhere:
+                if i == n or everywhere or order[i] not in required:
                     break
-                run += [c.sep(",") if written else ir.EPSILON, member[order[i]]]
+                if written:
+                    if comma is None:
+                        comma = c.sep(",")
+                    run += [comma, member[order[i]]]
+                else:
+                    run += [eps, member[order[i]]]
                 i += 1
                 written = True
+            lead: ir.Expr = eps
+            if written:
+                if comma is None:
+                    comma = c.sep(",")
+                lead = comma
             alts: list[ir.Expr] = []
             if i == n:
-                alts.append(ir.seq(c.ws(), U.lit("}")) if written else U.lit("}"))
-                if has_free:
-                    alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, free, ref(n, True)))
+                alts.append(seq(c.ws(), close) if written else close)
+                if not has_free:
+                    rules[name] = seq(*run, alt(*alts))
+                    continue
+            j = i + 1 if i < n else n  # where a member (or a free one at the end) leads
+            nxt = names[2 * j + 1]
+            if nxt is None:
+                nxt = names[2 * j + 1] = fresh(rules, f"obj-{j}")
+                bodies.append((nxt, j, True))
+            if i == n:
+                alts.append(seq(lead, free, Ref(nxt)))
             else:
-                key = order[i]
-                alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, member[key], ref(i + 1, True)))
-                if key not in required:
-                    alts.append(ref(i + 1, written))
+                alts.append(seq(lead, member[order[i]], Ref(nxt)))
+                if order[i] not in required:
+                    k = 2 * j + written
+                    skip = names[k]
+                    if skip is None:
+                        skip = names[k] = fresh(rules, f"obj-{j}")
+                        bodies.append((skip, j, written))
+                    alts.append(Ref(skip))
                 if everywhere:
-                    alts.append(ir.seq(c.sep(",") if written else ir.EPSILON, free, ref(i, True)))
-            c.rules[name] = ir.seq(*run, ir.alt(*alts))
+                    here = names[2 * i + 1]
+                    if here is None:
+                        here = names[2 * i + 1] = fresh(rules, f"obj-{i}")
+                        bodies.append((here, i, True))
+                    alts.append(seq(lead, free, Ref(here)))
+            rules[name] = seq(*run, alt(*alts))
         return first
 
     @staticmethod
