@@ -355,6 +355,16 @@ static bool check_orbit(chain_scan *cs, uint32_t u, const uint32_t *lbl, uint32_
     return ok;
 }
 
+static void form_free(chain_form *f) {
+    free(f->key);
+    free(f->head);
+    free(f->lam);
+    free(f->to);
+    free(f->aam);
+    f->key = f->head = NULL;
+    f->lam = f->to = f->aam = NULL;
+}
+
 static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     const cm_grammar *g = cs->g;
     uint32_t nc = g->t.n_classes;
@@ -430,15 +440,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     free(lim);
     free(lo);
     free(first);
-    if (!ok) {
-        free(f->key);
-        free(f->head);
-        free(f->lam);
-        free(f->to);
-        free(f->aam);
-        f->key = f->head = NULL;
-        f->lam = f->to = f->aam = NULL;
-    }
+    if (!ok) form_free(f);
     return ok;
 }
 
@@ -1322,16 +1324,6 @@ static chain_memo *memo_keep(const chain_scan *cs, const chain_form *f, uint64_t
     free(outs);
     free(prev);
     return m;
-}
-
-static void form_free(chain_form *f) {
-    free(f->key);
-    free(f->head);
-    free(f->lam);
-    free(f->to);
-    free(f->aam);
-    f->key = f->head = NULL;
-    f->lam = f->to = f->aam = NULL;
 }
 
 /* f: memo m's form renamed by new_of (m's locals and outs to state numbers), its
