@@ -300,16 +300,26 @@ static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const u
  * bytes and characters ends inside, accepted, with no exit; one with another
  * byte is read as loop_scan reads it.  The vocabulary's byte features
  * (tokclass.c) give the entries holding a feature not wholly inside
- * (`outside`); the rest are taken at once (a loop's walk: by token id, one OR
- * of bit sets; a run walk, whose ids are listed: a word of 32 entries at a
- * time).  An exit's or a dead byte's subtree holds only entries with that
+ * (`outside`, by trie entry) and the tokens holding none (by id: one OR of bit
+ * sets).  An exit's or a dead byte's subtree holds only entries with that
  * byte, none of them taken so: the same tokens, exits (in the same order) and
- * count as loop_scan's walk. */
+ * count as loop_scan's walk.  Not for run walks (run_scan): their ids are
+ * listed one by one, and a name's run is a cheap read already (GBNF grammars'
+ * cold masks +4.6 % instructions with it, the ORs costing more than the reads
+ * they saved). */
 
-/* Entries below this many, or whose first bytes inside open fewer, walk as
- * before (the features' OR costs ~100 k instructions at Llama-3 when X is
- * narrow, and a narrow X's plain walk skips most subtrees at their first byte). */
+/* A loop whose first bytes inside open fewer entries walks as before (the
+ * features' OR costs ~100 k instructions at Llama-3 when X is narrow, and a
+ * narrow X's plain walk skips most subtrees at their first byte). */
 #define CM_TC_MIN_ENTRIES 2048
+/* A loop of one state with more features outside than this walks as before:
+ * each costs an OR of two sets (~4 k instructions at Llama-3), and such a loop
+ * (whitespace, a name: 1 to 35 of 98 features inside) keeps few entries inside
+ * or reads them cheaply (GBNF grammars' cold masks +3.9 % instructions without
+ * this bound).  A loop of several states reads its entries dearly: it tries
+ * whenever a sample of the sets says at most 3/4 of the entries are outside. */
+#define CM_TC_MAX_OFF 32
+#define CM_TC_SAMPLES 256  /* words of the sample (every 64th: 2,000 entries at Llama-3) */
 
 static inline bool in_x(const uint32_t *x, uint32_t b) { return (x[b >> 5] >> (b & 31)) & 1u; }
 
@@ -404,50 +414,31 @@ static bool inside_bytes(const uint16_t *tab, uint32_t n_rows, uint32_t *x, bool
     return ok;
 }
 
-typedef struct tc_out {
-    uint32_t *bits;             /* accepted tokens */
-    uint32_t *ids;              /* their ids appended (a run walk's), or NULL */
-    uint32_t n_acc;
-    cm_loop_exit *exits;
-    size_t n_exits, cap;
-    bool scatter;               /* the entries outside `outside` taken here (else the caller took them) */
-    bool clamp;                 /* a run walk's range: an exit's subtree ends at k_end at most */
-} tc_out;
-
-/* The walk of entries [k0, k_end) from depth d0 (their first d0 bytes shared
- * and in X; st[d0]: the row there) through tab: those in `outside` read byte
- * by byte, the others accepted. */
-static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, const uint32_t *outside, size_t k0,
-                         size_t k_end, uint32_t d0, uint16_t *st, tc_out *o) {
+/* The walk of the whole trie through tab (st[0] = 0): the entries in
+ * `outside` read as loop_scan reads them, the others left to the caller (taken
+ * by id).  Into lw: the tokens accepted here (added to those taken: n_acc of
+ * them) and the exits. */
+static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, const uint32_t *outside, uint16_t *st,
+                         uint32_t n_acc, cm_loop_walk *lw) {
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
-    size_t k = k0, prev = SIZE_MAX;
-    uint32_t pv = d0, *idv = o->ids, *bits = o->bits, n_acc = 0;  /* st holds prev's rows up to depth pv */
+    size_t k = 0, n = v->n_trie, prev = SIZE_MAX, cap = 0;
+    uint32_t pv = 0, *bits = lw->bits;  /* st holds prev's rows up to depth pv */
     int rc = CM_OK;
-    while (k < k_end) {
+    while (k < n && !rc) {
         size_t w = k >> 5, base = w << 5;
-        uint32_t from = ~0u << (k & 31), upto = k_end - base >= 32 ? ~0u : (1u << (k_end - base)) - 1;
-        uint32_t walk = outside[w] & from & upto;
-        if (o->scatter) {
-            uint32_t take = ~outside[w] & from & upto;
-            for (take &= walk ? (1u << __builtin_ctz(walk)) - 1 : ~0u; take; take &= take - 1) {
-                uint32_t id = ids[base + __builtin_ctz(take)];
-                cm_set_bit(bits, id);
-                if (idv) *idv++ = id;
-                n_acc++;
-            }
-        }
+        uint32_t walk = outside[w] & (~0u << (k & 31)) & (n - base >= 32 ? ~0u : (1u << (n - base)) - 1);
         if (!walk) {
             k = base + 32;
             continue;
         }
         k = base + __builtin_ctz(walk);
-        uint32_t len = (uint32_t)(off[k + 1] - off[k]), l = d0;
+        uint32_t len = (uint32_t)(off[k + 1] - off[k]), l = 0;
         const uint8_t *p = data + off[k];
-        if (prev != SIZE_MAX) {
+        if (prev != SIZE_MAX) {  /* the prefix shared with the entry read before */
             uint32_t m = lcp[k] < pv ? lcp[k] : pv;
-            if (prev + 1 == k) l = m > d0 ? m : d0;
+            if (prev + 1 == k) l = m;
             else
                 for (const uint8_t *q = data + off[prev]; l < m && p[l] == q[l];) l++;
         }
@@ -465,54 +456,46 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
         prev = k;
         pv = d;
         if (d == len) {
-            cm_set_bit(bits, ids[k]);
-            if (idv) *idv++ = ids[k];
+            cm_set_bit(bits, ids[k++]);
             n_acc++;
-            k++;
             continue;
         }
-        size_t end = skip[off[k] + d];
-        if (o->clamp && (end > k_end || end <= k)) end = k_end;
-        if (to == LT_OUT) {
-            if (o->n_exits == o->cap) {
-                size_t n = o->cap ? o->cap * 2 : 64;
-                cm_loop_exit *q = realloc(o->exits, n * sizeof *q);
-                if (!q) {
-                    rc = CM_ERR_NOMEM;
-                    break;
-                }
-                o->exits = q;
-                o->cap = n;
-            }
-            o->exits[o->n_exits++] = (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, p[d]};
-        }
+        size_t end = skip[off[k] + d];  /* the subtree that leaves or dies with this byte */
+        if (to == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, p[d]});
         k = end;
     }
-    o->ids = idv;
-    o->n_acc += n_acc;
+    lw->n_accepted = n_acc;
     return rc;
 }
 
-/* The entries of [k0, k_end) holding a feature not inside x (utf8: the
- * characters are) into a new set over the vocabulary's trie words (the caller
- * frees it), `in` the features inside, when a bulk walk pays: the range is
- * large, a feature is inside, and of a loop of several states (`multi`) at most
- * half the range is outside (its entries outside are long reads: o78129's key
- * loop, 61 % outside, walked 5.4 -> 8.8 M instructions so, o82704's, 38 %, 3.5
- * -> 0.4 M), of a run at least one entry in 16 is inside (an entry outside
- * stops at its first byte out of the run).  Else NULL. */
-static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, size_t k0, size_t k_end,
-                            bool *in) {
-    int mode = cm_tokclass_mode();
-    if (!mode || (mode == 1 && k_end - k0 < CM_TC_MIN_ENTRIES) || !cm_tokclass_inside(x, utf8, in)) return NULL;
+/* The trie entries holding a feature not inside x (utf8: the characters are)
+ * into a new set (the caller frees it), `in` the features inside, when a bulk
+ * walk pays: a feature is inside, at most CM_TC_MAX_OFF are not, and, of a loop
+ * of several states (`multi`), at
+ * most half the entries are outside (those are long reads: o78129's key loop,
+ * 61 % outside, walked 5.4 -> 8.8 M instructions so, o82704's, 38 %, 3.5 -> 0.4
+ * M), of a loop of one state at least one entry in 16 is inside (an entry
+ * outside stops at its first byte out).  Else NULL. */
+static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, bool *in) {
+    int mode = cm_tokclass_mode(), n_off = 0;
+    if (!mode || !cm_tokclass_inside(x, utf8, in)) return NULL;
+    for (int f = 0; f < CM_TC_FEATURES; f++) n_off += !in[f];
+    if (mode == 1 && !multi && n_off > CM_TC_MAX_OFF) return NULL;
     const cm_tokclass *tc = cm_tokclass_of(v);
     if (!tc) return NULL;
-    size_t w0 = k0 >> 5, w1 = (k_end + 31) >> 5;
+    if (mode == 1 && multi) {  /* estimated first from every 64th word (the trie's order mixes little) */
+        uint32_t u[CM_TC_SAMPLES] = {0};
+        size_t n_est = 0, n_words = (tc->n_words + 63) / 64;
+        for (int f = 0; f < CM_TC_FEATURES; f++)
+            for (size_t i = 0; !in[f] && i < n_words && i < CM_TC_SAMPLES; i++) u[i] |= tc->has[(size_t)f * tc->n_words + i * 64];
+        if (n_words > CM_TC_SAMPLES) n_words = CM_TC_SAMPLES;
+        for (size_t i = 0; i < n_words; i++) n_est += (size_t)__builtin_popcount(u[i]);
+        if (n_est * 4 > n_words * 32 * 3) return NULL;  /* over 3/4 outside */
+    }
     uint32_t *out = malloc((tc->n_words ? tc->n_words : 1) * sizeof *out);
     if (!out) return NULL;
-    cm_tokclass_union(tc, in, false, w0, w1, out);
-    size_t n_out = cm_count_bits(out + w0, w1 - w0);  /* the edge words' entries outside the range count too */
-    size_t n = k_end - k0;
+    cm_tokclass_union(tc, in, false, 0, tc->n_words, out);
+    size_t n_out = cm_count_bits(out, tc->n_words), n = v->n_trie;
     if (mode == 1 && (multi ? n_out > n / 2 : n_out + n / 16 > n)) {
         free(out);
         return NULL;
@@ -542,19 +525,14 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
     for (int b = 0; b < 256; b++)  /* the subtrees a plain walk enters at all */
         if (tab[b] < LT_OUT) opened += v->first_off[b + 1] - v->first_off[b];
     bool utf8, in[CM_TC_FEATURES];
-    uint32_t *outside = (opened >= CM_TC_MIN_ENTRIES || cm_tokclass_mode() == 2) && inside_bytes(tab, n_loop, x, &utf8)
-                            ? tc_outside(v, x, utf8, n_loop > 1, 0, n, in)
-                            : NULL;
+    bool wide = opened >= CM_TC_MIN_ENTRIES || cm_tokclass_mode() == 2;
+    uint32_t *outside = wide && inside_bytes(tab, n_loop, x, &utf8) ? tc_outside(v, x, utf8, n_loop > 1, in) : NULL;
     if (outside) {  /* the tokens of no feature outside, by id; the other entries walked */
         const cm_tokclass *tc = cm_tokclass_of(v);
         size_t nw = tc->n_id_words < g->n_words ? tc->n_id_words : g->n_words;
         cm_tokclass_union(tc, in, true, 0, nw, lw->bits);
         for (size_t i = 0; i < nw; i++) lw->bits[i] = tc->trie_ids[i] & ~lw->bits[i];
-        tc_out o = {lw->bits, NULL, (uint32_t)cm_count_bits(lw->bits, nw), NULL, 0, 0, false, false};
-        rc = tokclass_walk(v, tab, n_loop > 1, outside, 0, n, 0, st, &o);
-        lw->exits = o.exits;
-        lw->n_exits = o.n_exits;
-        lw->n_accepted = o.n_acc;
+        rc = tokclass_walk(v, tab, n_loop > 1, outside, st, (uint32_t)cm_count_bits(lw->bits, nw), lw);
         free(outside);
         free(tab);
         free(st);
@@ -727,23 +705,6 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
     /* at most one id an entry */
     uint32_t *idv = *ids = malloc((k_end > k0 ? k_end - k0 : 1) * sizeof *idv), d = d0;
     if (!idv) return CM_ERR_NOMEM;
-    const uint8_t *pre = data + off[k0];  /* the range's first d0 bytes, in the run? */
-    uint32_t i = 0;
-    while (i < d0 && tab[pre[i]] == 0) i++;
-    bool in[CM_TC_FEATURES];
-    /* a character's bytes are in the run or not, whatever came before them */
-    bool utf8 = true;
-    for (uint32_t b = 0x80; b < 0xF5; b++) utf8 &= b == 0xC0 || b == 0xC1 || tab[b] == 0;
-    uint32_t *outside = i == d0 && k0 < k_end ? tc_outside(v, r, utf8, false, k0, k_end, in) : NULL;
-    if (outside) {
-        tc_out o = {bits, idv, 0, NULL, 0, 0, true, true};
-        int rc = tokclass_walk(v, tab, false, outside, k0, k_end, d0, NULL, &o);
-        free(outside);
-        *exits = o.exits;
-        *n_exits = o.n_exits;
-        *n_ids = (uint32_t)(o.ids - *ids);
-        return rc;
-    }
     for (size_t k = k0; k < k_end;) {
         /* bytes [d0, d) were read in the run by the entry before (else its subtree was skipped) */
         k = loop_scan_ids(v, tab, k, k_end, d0, &d, bits, &idv);
