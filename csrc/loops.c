@@ -470,12 +470,12 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
 
 /* The trie entries holding a feature not inside x (utf8: the characters are)
  * into a new set (the caller frees it), `in` the features inside, when a bulk
- * walk pays: a feature is inside, at most CM_TC_MAX_OFF are not, and, of a loop
- * of several states (`multi`), at
- * most half the entries are outside (those are long reads: o78129's key loop,
- * 61 % outside, walked 5.4 -> 8.8 M instructions so, o82704's, 38 %, 3.5 -> 0.4
- * M), of a loop of one state at least one entry in 16 is inside (an entry
- * outside stops at its first byte out).  Else NULL. */
+ * walk pays (mode 1): a feature is inside and, for a loop of one state, at most
+ * CM_TC_MAX_OFF are not and at least one entry in 16 is inside (an entry
+ * outside stops at its first byte out); for a loop of several states (`multi`),
+ * at most half the entries are outside (theirs are long reads: o78129's key
+ * loop, 61 % outside, walked 5.4 -> 8.8 M instructions so; o82704's, 38 %, 3.5
+ * -> 0.4 M), a sample saying so before the whole OR.  Else NULL. */
 static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, bool *in) {
     int mode = cm_tokclass_mode(), n_off = 0;
     if (!mode || !cm_tokclass_inside(x, utf8, in)) return NULL;
@@ -486,9 +486,9 @@ static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, boo
     if (mode == 1 && multi) {  /* estimated first from every 64th word (the trie's order mixes little) */
         uint32_t u[CM_TC_SAMPLES] = {0};
         size_t n_est = 0, n_words = (tc->n_words + 63) / 64;
-        for (int f = 0; f < CM_TC_FEATURES; f++)
-            for (size_t i = 0; !in[f] && i < n_words && i < CM_TC_SAMPLES; i++) u[i] |= tc->has[(size_t)f * tc->n_words + i * 64];
         if (n_words > CM_TC_SAMPLES) n_words = CM_TC_SAMPLES;
+        for (int f = 0; f < CM_TC_FEATURES; f++)
+            for (size_t i = 0; !in[f] && i < n_words; i++) u[i] |= tc->has[(size_t)f * tc->n_words + i * 64];
         for (size_t i = 0; i < n_words; i++) n_est += (size_t)__builtin_popcount(u[i]);
         if (n_est * 4 > n_words * 32 * 3) return NULL;  /* over 3/4 outside */
     }

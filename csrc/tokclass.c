@@ -43,7 +43,9 @@ int cm_utf8_len(const uint8_t *p, size_t n) {
 
 static inline int ascii_feature(uint8_t b) { return b < 0x20 || b == 0x7f ? 0 : b - 0x1f; }
 
-static void mark(uint32_t *has, size_t n_words, int f, size_t i) { has[(size_t)f * n_words + (i >> 5)] |= 1u << (i & 31); }
+static void mark(uint32_t *has, size_t n_words, int f, size_t i) {
+    has[(size_t)f * n_words + (i >> 5)] |= 1u << (i & 31);
+}
 
 static cm_tokclass *build(const cm_vocab *v) {
     cm_tokclass *tc = calloc(1, sizeof *tc);

@@ -26,6 +26,11 @@ from .test_engine_differential import _vocab
 from .test_entries import assert_same_entries
 
 
+def _llama3() -> cfgmask.Vocabulary:
+    pytest.importorskip("quicktok")
+    return cfgmask.Vocabulary.llama3()
+
+
 @contextmanager
 def _mode(mode: int) -> Iterator[None]:
     _core.tokclass_enable(mode)
@@ -60,14 +65,14 @@ LLAMA_PATTERNS = [
 
 @pytest.mark.parametrize("pattern", LLAMA_PATTERNS)
 def test_llama3_pattern_loops_same_entries(pattern: str) -> None:
-    vocab = cfgmask.Vocabulary.llama3()
+    vocab = _llama3()
     with _mode(1):
         assert_same_entries(_string(pattern), vocab)
 
 
 def test_llama3_bulk_walks_taken() -> None:
     """The unanchored patterns' loops (and a wide run) take the bulk walk at Llama-3's size."""
-    vocab = cfgmask.Vocabulary.llama3()
+    vocab = _llama3()
     for pattern in ("\\d{4}-\\d{2}-\\d{2}T\\d{2}", "^[\\w\\/\\.:-]+$", "^all|tags$"):
         with _mode(1):
             before = _core.tokclass_walks()
@@ -81,7 +86,7 @@ def test_llama3_bulk_walks_taken() -> None:
 @pytest.mark.parametrize("pattern", ["^[0-9]+$", "(\\w{2})", "^[\u00e0-\u00ff]+$", "[0-9a-f]{3}"])
 def test_llama3_everywhere_and_off_same_entries(pattern: str) -> None:
     """Narrow classes too (mode 2: no size test), and the reference with the bulk walks off."""
-    vocab = cfgmask.Vocabulary.llama3()
+    vocab = _llama3()
     for mode in (2, 0):
         with _mode(mode):
             assert_same_entries(_string(pattern), vocab)
