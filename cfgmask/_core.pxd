@@ -300,3 +300,8 @@ cdef extern from "chains.h" nogil:
     void cm_chain_memo_enable(int on)
     size_t cm_chain_memo_hits()
     size_t cm_chain_prefix_hits()
+
+
+cdef extern from "tokclass.h" nogil:
+    void cm_tokclass_enable(int mode)
+    size_t cm_tokclass_walks()

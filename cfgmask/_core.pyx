@@ -1245,6 +1245,20 @@ def chain_memo_hits():
     return cm_chain_memo_hits()
 
 
+def tokclass_enable(int mode):
+    """Take a loop's or run's walk's entries whose bytes all stay inside it at once, from the
+    vocabulary's byte features (csrc/tokclass.c): 1 where it pays (the default), 2 wherever it
+    applies (small vocabularies), 0 never (every entry read: the reference the tests compare
+    against).  Process-wide."""
+    cm_tokclass_enable(mode)
+
+
+def tokclass_walks():
+    """How many loop and run walks took entries from the byte features so far in this process
+    (for the tests)."""
+    return cm_tokclass_walks()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

@@ -22,6 +22,7 @@
 #include "chains.h"
 #include "flat.h"
 #include "loops.h"
+#include "tokclass.h"
 
 /* The loop of a state: the plain states that lie on a cycle through it of at
  * most CM_LOOP_REACH transitions each way (the inside of a string with its
@@ -291,6 +292,218 @@ static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const u
     return loop_scan(v, tab, false, k, k_end, d0, dp, NULL, bits, idp, NULL);
 }
 
+/* ---- walks that take the entries inside a loop's byte set at once ----
+ *
+ * X, the bytes on which the loop stays inside from its first state and from
+ * every state those bytes lead to (inside_bytes), and whether every
+ * well-formed multi-byte UTF-8 character does the same: an entry made of such
+ * bytes and characters ends inside, accepted, with no exit; one with another
+ * byte is read as loop_scan reads it.  The vocabulary's byte features
+ * (tokclass.c) give the entries holding a feature not wholly inside
+ * (`outside`, by trie entry) and the tokens holding none (by id: one OR of bit
+ * sets).  An exit's or a dead byte's subtree holds only entries with that
+ * byte, none of them taken so: the same tokens, exits (in the same order) and
+ * count as loop_scan's walk.  Not for run walks (run_scan): their ids are
+ * listed one by one, and a name's run is a cheap read already (GBNF grammars'
+ * cold masks +4.6 % instructions with it, the ORs costing more than the reads
+ * they saved). */
+
+/* A loop whose first bytes inside open fewer entries walks as before (the
+ * features' OR costs ~100 k instructions at Llama-3 when X is narrow, and a
+ * narrow X's plain walk skips most subtrees at their first byte). */
+#define CM_TC_MIN_ENTRIES 2048
+/* A loop of one state with more features outside than this walks as before:
+ * each costs an OR of two sets (~4 k instructions at Llama-3), and such a loop
+ * (whitespace, a name: 1 to 35 of 98 features inside) keeps few entries inside
+ * or reads them cheaply (GBNF grammars' cold masks +3.9 % instructions without
+ * this bound).  A loop of several states reads its entries dearly: it tries
+ * whenever a sample of the sets says at most 3/4 of the entries are outside. */
+#define CM_TC_MAX_OFF 32
+#define CM_TC_SAMPLES 256  /* words of the sample (every 64th: 2,000 entries at Llama-3) */
+
+static inline bool in_x(const uint32_t *x, uint32_t b) { return (x[b >> 5] >> (b & 31)) & 1u; }
+
+/* Does row code t stay inside on every byte of x? */
+static bool row_keeps(const uint16_t *tab, uint32_t t, const uint32_t *x) {
+    for (uint32_t c = 0; c < 256; c++)
+        if (in_x(x, c) && tab[t + c] >= LT_OUT) return false;
+    return true;
+}
+
+/* The rows that a well-formed multi-byte character read from row code r
+ * reaches, marked in fin[]; false when one leaves or dies on the way.  seen:
+ * 15 * n_rows bytes, queue: 15 * n_rows, both scratch. */
+static bool utf8_rows(const uint16_t *tab, uint32_t n_rows, uint32_t r, uint8_t *fin, uint8_t *seen,
+                      uint32_t *queue) {
+    static const uint8_t lo[5] = {0x80, 0xA0, 0x80, 0x90, 0x80}, hi[5] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
+    uint32_t nq = 0;
+    memset(seen, 0, (size_t)15 * n_rows);
+    memset(fin, 0, n_rows);
+    for (uint32_t b = 0xC2; b <= 0xF4; b++) {
+        uint32_t t = tab[r + b], need = b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+        uint32_t kind = b == 0xE0 ? 1 : b == 0xED ? 2 : b == 0xF0 ? 3 : b == 0xF4 ? 4 : 0;
+        if (t >= LT_OUT) return false;
+        uint32_t node = ((need - 1) * 5 + kind) * n_rows + (t >> 8);
+        if (!seen[node]) seen[node] = 1, queue[nq++] = node;
+    }
+    for (uint32_t i = 0; i < nq; i++) {
+        uint32_t node = queue[i], row = node % n_rows, need = node / n_rows / 5 + 1, kind = node / n_rows % 5;
+        for (uint32_t c = lo[kind]; c <= hi[kind]; c++) {
+            uint32_t t = tab[(size_t)row * 256 + c];
+            if (t >= LT_OUT) return false;
+            if (need == 1) {
+                fin[t >> 8] = 1;
+                continue;
+            }
+            uint32_t next = (need - 2) * 5 * n_rows + (t >> 8);
+            if (!seen[next]) seen[next] = 1, queue[nq++] = next;
+        }
+    }
+    return true;
+}
+
+/* X of a loop's table of n_rows rows into x[8], and *utf8: the bytes (and
+ * whether the characters) on which row 0 and every row they lead to (S) stay
+ * inside.  Grown from row 0: a row first reached on byte b (on a character)
+ * that would leave or die on a byte of X (the middle of a character, an
+ * escape, the last step of a pattern's match) drops b (the characters) from X
+ * instead; until nothing changes, so that every row of S stays in S on every
+ * byte and character of X.  False when out of memory. */
+static bool inside_bytes(const uint16_t *tab, uint32_t n_rows, uint32_t *x, bool *utf8) {
+    uint8_t *in_s = calloc(n_rows, 1), *fin = malloc(n_rows), *seen = malloc((size_t)15 * n_rows);
+    uint32_t *rows = malloc(n_rows * sizeof *rows), *queue = malloc((size_t)15 * n_rows * sizeof *queue), n_s = 1;
+    bool ok = in_s && fin && seen && rows && queue;
+    memset(x, 0, 8 * sizeof *x);
+    for (uint32_t b = 0; b < 256; b++)
+        if (tab[b] < LT_OUT) x[b >> 5] |= 1u << (b & 31);
+    *utf8 = true;
+    if (ok) rows[0] = 0, in_s[0] = 1;
+    for (bool changed = ok; changed;) {
+        changed = false;
+        for (uint32_t i = 0; i < n_s; i++) {
+            uint32_t r = rows[i] << 8;
+            for (uint32_t b = 0; b < 256; b++) {
+                if (!in_x(x, b)) continue;
+                uint32_t t = tab[r + b];
+                if (t < LT_OUT && in_s[t >> 8]) continue;
+                if (t < LT_OUT && row_keeps(tab, t, x)) {
+                    in_s[t >> 8] = 1;
+                    rows[n_s++] = t >> 8;
+                } else {  /* b leaves S (or leads to a row that would) */
+                    x[b >> 5] &= ~(1u << (b & 31));
+                }
+                changed = true;
+            }
+            if (!*utf8) continue;
+            bool keep = utf8_rows(tab, n_rows, r, fin, seen, queue);
+            for (uint32_t t = 0; keep && t < n_rows; t++) {
+                if (!fin[t] || in_s[t]) continue;
+                if (!(keep = row_keeps(tab, t << 8, x))) break;
+                in_s[t] = 1;
+                rows[n_s++] = t;
+                changed = true;
+            }
+            if (!keep) *utf8 = false, changed = true;
+        }
+    }
+    free(in_s);
+    free(fin);
+    free(seen);
+    free(rows);
+    free(queue);
+    return ok;
+}
+
+/* The walk of the whole trie through tab (st[0] = 0): the entries in
+ * `outside` read as loop_scan reads them, the others left to the caller (taken
+ * by id).  Into lw: the tokens accepted here (added to those taken: n_acc of
+ * them) and the exits. */
+static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, const uint32_t *outside, uint16_t *st,
+                         uint32_t n_acc, cm_loop_walk *lw) {
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+    size_t k = 0, n = v->n_trie, prev = SIZE_MAX, cap = 0;
+    uint32_t pv = 0, *bits = lw->bits;  /* st holds prev's rows up to depth pv */
+    int rc = CM_OK;
+    while (k < n && !rc) {
+        size_t w = k >> 5, base = w << 5;
+        uint32_t walk = outside[w] & (~0u << (k & 31)) & (n - base >= 32 ? ~0u : (1u << (n - base)) - 1);
+        if (!walk) {
+            k = base + 32;
+            continue;
+        }
+        k = base + __builtin_ctz(walk);
+        uint32_t len = (uint32_t)(off[k + 1] - off[k]), l = 0;
+        const uint8_t *p = data + off[k];
+        if (prev != SIZE_MAX) {  /* the prefix shared with the entry read before */
+            uint32_t m = lcp[k] < pv ? lcp[k] : pv;
+            if (prev + 1 == k) l = m;
+            else
+                for (const uint8_t *q = data + off[prev]; l < m && p[l] == q[l];) l++;
+        }
+        uint32_t s = multi ? st[l] : 0, d = l, to = 0;
+        if (multi) {
+            for (; d < len; d++) {
+                to = tab[s + p[d]];
+                if (to >= LT_OUT) break;
+                s = to;
+                st[d + 1] = (uint16_t)s;
+            }
+        } else {
+            while (d < len && !(to = tab[p[d]])) d++;
+        }
+        prev = k;
+        pv = d;
+        if (d == len) {
+            cm_set_bit(bits, ids[k++]);
+            n_acc++;
+            continue;
+        }
+        size_t end = skip[off[k] + d];  /* the subtree that leaves or dies with this byte */
+        if (to == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, p[d]});
+        k = end;
+    }
+    lw->n_accepted = n_acc;
+    return rc;
+}
+
+/* The trie entries holding a feature not inside x (utf8: the characters are)
+ * into a new set (the caller frees it), `in` the features inside, when a bulk
+ * walk pays (mode 1): a feature is inside and, for a loop of one state, at most
+ * CM_TC_MAX_OFF are not and at least one entry in 16 is inside (an entry
+ * outside stops at its first byte out); for a loop of several states (`multi`),
+ * at most half the entries are outside (theirs are long reads: o78129's key
+ * loop, 61 % outside, walked 5.4 -> 8.8 M instructions so; o82704's, 38 %, 3.5
+ * -> 0.4 M), a sample saying so before the whole OR.  Else NULL. */
+static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, bool *in) {
+    int mode = cm_tokclass_mode(), n_off = 0;
+    if (!mode || !cm_tokclass_inside(x, utf8, in)) return NULL;
+    for (int f = 0; f < CM_TC_FEATURES; f++) n_off += !in[f];
+    if (mode == 1 && !multi && n_off > CM_TC_MAX_OFF) return NULL;
+    const cm_tokclass *tc = cm_tokclass_of(v);
+    if (!tc) return NULL;
+    if (mode == 1 && multi) {  /* estimated first from every 64th word (the trie's order mixes little) */
+        uint32_t u[CM_TC_SAMPLES] = {0};
+        size_t n_est = 0, n_words = (tc->n_words + 63) / 64;
+        if (n_words > CM_TC_SAMPLES) n_words = CM_TC_SAMPLES;
+        for (int f = 0; f < CM_TC_FEATURES; f++)
+            for (size_t i = 0; !in[f] && i < n_words; i++) u[i] |= tc->has[(size_t)f * tc->n_words + i * 64];
+        for (size_t i = 0; i < n_words; i++) n_est += (size_t)__builtin_popcount(u[i]);
+        if (n_est * 4 > n_words * 32 * 3) return NULL;  /* over 3/4 outside */
+    }
+    uint32_t *out = malloc((tc->n_words ? tc->n_words : 1) * sizeof *out);
+    if (!out) return NULL;
+    cm_tokclass_union(tc, in, false, 0, tc->n_words, out);
+    size_t n_out = cm_count_bits(out, tc->n_words), n = v->n_trie;
+    if (mode == 1 && (multi ? n_out > n / 2 : n_out + n / 16 > n)) {
+        free(out);
+        return NULL;
+    }
+    cm_tokclass_count_walk();
+    return out;
+}
+
 /* The shared DFA walk of a loop (labels of cache->loop_lab are set for ls). */
 static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_walk *lw) {
     const cm_vocab *v = g->v;
@@ -306,9 +519,25 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
     size_t cap = 0, k = 0, n = v->n_trie;
-    uint32_t n_acc = 0, d = 0;
+    uint32_t n_acc = 0, d = 0, x[8], opened = 0;
     int rc = CM_OK;
     st[0] = 0;
+    for (int b = 0; b < 256; b++)  /* the subtrees a plain walk enters at all */
+        if (tab[b] < LT_OUT) opened += v->first_off[b + 1] - v->first_off[b];
+    bool utf8, in[CM_TC_FEATURES];
+    bool wide = opened >= CM_TC_MIN_ENTRIES || cm_tokclass_mode() == 2;
+    uint32_t *outside = wide && inside_bytes(tab, n_loop, x, &utf8) ? tc_outside(v, x, utf8, n_loop > 1, in) : NULL;
+    if (outside) {  /* the tokens of no feature outside, by id; the other entries walked */
+        const cm_tokclass *tc = cm_tokclass_of(v);
+        size_t nw = tc->n_id_words < g->n_words ? tc->n_id_words : g->n_words;
+        cm_tokclass_union(tc, in, true, 0, nw, lw->bits);
+        for (size_t i = 0; i < nw; i++) lw->bits[i] = tc->trie_ids[i] & ~lw->bits[i];
+        rc = tokclass_walk(v, tab, n_loop > 1, outside, st, (uint32_t)cm_count_bits(lw->bits, nw), lw);
+        free(outside);
+        free(tab);
+        free(st);
+        return rc;
+    }
     while (k < n && !rc) {
         k = n_loop > 1 ? loop_scan_multi(v, tab, k, n, &d, st, lw->bits, &n_acc)
                        : loop_scan_run(v, tab, k, n, &d, lw->bits, &n_acc);

@@ -2,10 +2,12 @@
  * bytes (a DFS order of the trie) with each entry's common prefix length with
  * its predecessor.  Walking the sorted list while keeping one automaton state
  * per depth visits every trie node exactly once (llguidance's toktrie idea). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "loops.h"
+#include "tokclass.h"
 
 typedef struct {
     const cm_vocab *v;
@@ -151,6 +153,7 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->trie_data);
     free(v->trie_off);
     free(v->skip);
+    cm_tokclass_free(atomic_load(&v->tokclass));
     free(v);
 }
 

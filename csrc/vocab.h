@@ -7,6 +7,8 @@
 /* The loop walks the vocabulary keeps for every grammar compiled for it
  * (loopstore.c): mutable, shared, behind a pointer of its own. */
 typedef struct cm_walk_store cm_walk_store;
+/* Which bytes each trie entry holds (tokclass.c), made on first use. */
+typedef struct cm_tokclass cm_tokclass;
 
 struct cm_vocab {
     size_t n_tokens;
@@ -25,6 +27,7 @@ struct cm_vocab {
     uint32_t first_off[257];    /* the trie entries starting with byte b: [first_off[b], first_off[b+1]) */
     uint32_t max_len;
     cm_walk_store *walks;
+    _Atomic(cm_tokclass *) tokclass;
 };
 
 static inline const uint8_t *cm_trie_bytes(const cm_vocab *v, size_t k, uint32_t *len) {
