@@ -92,6 +92,7 @@ from types import SimpleNamespace
 
 from .. import ir
 from ..errors import GrammarError
+from . import lark_load
 from .lark_ext import Preprocessed, preprocess
 from .lark_follow import Ranges, Symbol, to_ir
 from .lark_opaque import opaque_terminals
@@ -191,10 +192,8 @@ def _compile_only(
     """Lark's rules and terminals for ``text`` without building its parser, whose dynamic
     lexer refuses terminals that can match the empty string (llguidance allows them:
     ``TEXT: /(.|\\n)*/``)."""
-    from lark.load_grammar import load_grammar
-
-    _meta_parser()
-    grammar, _ = load_grammar(text, source_path or "<string>", import_paths, False)
+    _meta_parser()  # imported grammars are still read by Lark's meta-parser
+    grammar = lark_load.load(text, source_path or "<string>", import_paths)
     terminals, rules, ignore = grammar.compile([start], keep)
     return SimpleNamespace(terminals=terminals, rules=rules, ignore_tokens=ignore)
 

@@ -1,0 +1,87 @@
+"""cfgmask.frontends.lark_load: its meta-parse of ``.lark`` text is Lark's, tree for tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lark")
+
+from lark import Token, Tree  # noqa: E402
+from lark.load_grammar import _parse_grammar, load_grammar  # noqa: E402
+
+from cfgmask.frontends import lark_load  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = sorted(
+    p for d in ("grammars", "tests", "examples") for p in (ROOT / d).rglob("*.lark") if p.is_file()
+)
+
+# Inline snippets: every construct of the syntax, and text Lark's meta-parser rejects.
+SNIPPETS = [
+    'start: a\n?a.2: "x"i -> b | /y/is [c] (d | e)* "f".."g"~3 h~1..2 \n!c: C+\nC.-1: "c"\n',
+    'start: _t{x, "y"}\n_t{a, b}: a b\nx: X\nX: /x/\n%declare Y z\n%ignore " "\n',
+    '%import common.WS\n%import common (INT, NUMBER)\n%import .foo -> bar\n%override a: b\n%extend T: "t"\n',
+    'start:\n    | "a" \\\n  "b"  // comment\n# another\n',
+    "",
+    "\n",
+    "start: a**\n",
+    "start: (\n",
+    'start "a"\n',
+    'start: "a" ->\n',
+    "a: b ~ \n",
+    "?!a: b\n!?a: b\n",
+    'start: a{"b".."c", d{e}}\n',
+    "%import a.b.C\n%ignore A B\n",
+]
+
+
+def _same(a: object, b: object) -> bool:
+    """Trees equal, tokens equal with their types and positions."""
+    if isinstance(a, Tree) and isinstance(b, Tree):
+        return (
+            a.data == b.data
+            and len(a.children) == len(b.children)
+            and all(_same(x, y) for x, y in zip(a.children, b.children, strict=True))
+        )
+    if isinstance(a, Token) or isinstance(b, Token):
+        fields = ("type", "value", "start_pos", "line", "column", "end_line", "end_column", "end_pos")
+        return type(a) is type(b) and all(getattr(a, f) == getattr(b, f) for f in fields)
+    return type(a) is type(b) and a == b and repr(a) == repr(b)
+
+
+def _lark_tree(text: str) -> object:
+    try:
+        return _parse_grammar(text, "<t>")
+    except Exception:  # noqa: BLE001 - Lark's parser rejects the text
+        return None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [p.read_text() for p in FILES] + SNIPPETS,
+    ids=[str(p.relative_to(ROOT)) for p in FILES] + [f"snippet{i}" for i in range(len(SNIPPETS))],
+)
+def test_tree_is_larks(text: str) -> None:
+    ours = lark_load.parse_tree(text)
+    theirs = _lark_tree(text)
+    if theirs is None:
+        assert ours is None
+    else:
+        assert ours is not None and _same(ours, theirs)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
+def test_compiled_grammar_is_larks(path: Path) -> None:
+    text = path.read_text()
+    try:
+        theirs = load_grammar(text, str(path), [], False)[0]
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            lark_load.load(text, str(path), [])
+        return
+    ours = lark_load.load(text, str(path), [])
+    assert repr(ours.term_defs) == repr(theirs.term_defs)
+    assert repr(ours.rule_defs) == repr(theirs.rule_defs)
+    assert ours.ignore == theirs.ignore
