@@ -85,3 +85,32 @@ def test_compiled_grammar_is_larks(path: Path) -> None:
     assert repr(ours.term_defs) == repr(theirs.term_defs)
     assert repr(ours.rule_defs) == repr(theirs.rule_defs)
     assert ours.ignore == theirs.ignore
+
+
+@pytest.mark.parametrize("text", SNIPPETS, ids=[f"snippet{i}" for i in range(len(SNIPPETS))])
+def test_load_raises_larks_error(text: str) -> None:
+    try:
+        theirs = load_grammar(text, "<t>", [], False)[0]
+    except Exception as e:  # noqa: BLE001 - the same exception, the same message
+        with pytest.raises(type(e)) as ours:
+            lark_load.load(text, "<t>", [])
+        assert str(ours.value) == str(e)
+        return
+    ours = lark_load.load(text, "<t>", [])
+    assert repr(ours.term_defs) == repr(theirs.term_defs) and repr(ours.rule_defs) == repr(theirs.rule_defs)
+
+
+def test_imports_use_this_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = lark_load._Parser.start
+
+    def start(self: lark_load._Parser) -> object:
+        calls.append("x")
+        return real(self)
+
+    monkeypatch.setattr(lark_load._Parser, "start", start)
+    text = "start: INT WORD\n%import common (INT, WORD)\n%import common.WS\n%ignore WS\n"
+    ours = lark_load.load(text, "<t>", [])
+    theirs = load_grammar(text, "<t>", [], False)[0]
+    assert repr(ours.term_defs) == repr(theirs.term_defs)
+    assert len(calls) == 2  # the grammar, and common.lark (Lark groups the imports by file)

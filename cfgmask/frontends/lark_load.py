@@ -4,14 +4,16 @@
 (``lark/load_grammar.py``: ``TERMINALS``, ``RULES``), then turns ``terminal``/``nonterminal``
 subtrees into symbols (``PrepareGrammar``); the rest of the loader (imports, templates,
 ``%ignore``, ``%override``/``%extend``) and ``Grammar.compile`` work on that tree.  On sql.lark
-the meta-parse is about 6 of cfgmask's 33 ms of compile.  :func:`parse_tree` builds the same
-tree by recursive descent (one ``re`` match a token, Lark's own token patterns in Lark's order,
-tokens with Lark's positions), and :func:`load` runs Lark's ``GrammarBuilder.load_grammar`` with
-it.  Exactness: the tree is the tree Lark builds, so everything after it is Lark's own code
-(``tests/test_lark_load.py`` compares both trees and both compiled grammars on every Lark
-grammar of the repository).  Text this parser does not accept (a syntax error, or anything
-it does not expect) goes through Lark's parser, which then raises its error or, if it
-accepts the text after all, loads it: never a different result, only a slower one.
+the meta-parse was about 6 of cfgmask's 33 ms of front end.  :func:`parse_tree` builds the
+same tree by recursive descent (one ``re`` match a token, Lark's own token patterns in Lark's
+order, tokens with Lark's positions), and :func:`load` runs Lark's ``GrammarBuilder`` with it,
+for the grammar and for every grammar it imports.  Exactness: the tree is the tree Lark
+builds, so everything after it is Lark's own code (``tests/test_lark_load.py`` compares both
+trees and both compiled grammars on every Lark grammar of the repository).  Text this parser
+does not accept (a syntax error, or anything it does not expect) goes through Lark's parser,
+which then raises its error or, if it accepts the text after all, loads it: never a
+different result, only a slower one.  A Lark whose loader is not of the expected shape is
+used as it is.
 """
 
 from __future__ import annotations
@@ -50,16 +52,20 @@ def _setup() -> dict[str, Any] | None:
             )
             scanner = re.compile("|".join(f"(?P<{n}>{p.value})" for n, p in order))
             newline = frozenset(n for n, p in order if _regexp_has_newline(p.value))
-            builder = lg.GrammarBuilder
-            load = types.FunctionType(
-                builder.load_grammar.__code__,
-                {**vars(lg), "_parse_grammar": _parse_grammar},
-                "load_grammar",
-                builder.load_grammar.__defaults__,
-            )
+            # Lark's GrammarBuilder with two of its methods' globals changed: load_grammar's
+            # meta-parse is ours, and do_import loads imported files with this builder too.
+            base = lg.GrammarBuilder
+            space = {**vars(lg), "_parse_grammar": _parse_grammar}
+            methods = {}
+            for name in ("load_grammar", "do_import"):
+                f = getattr(base, name)
+                if f.__code__.co_freevars:  # a closure (super()): not the expected shape
+                    raise TypeError(name)
+                methods[name] = types.FunctionType(f.__code__, space, name, f.__defaults__)
+            space["GrammarBuilder"] = builder = type("GrammarBuilder", (base,), methods)
             _STATE.update(
                 ok=True, lg=lg, Tree=Tree, Token=Token, Terminal=Terminal, NonTerminal=NonTerminal,
-                scanner=scanner, newline=newline, load=load,
+                scanner=scanner, newline=newline, builder=builder,
             )  # fmt: skip
         except Exception:  # noqa: BLE001 - another Lark version: its own loader runs
             _STATE["ok"] = False
@@ -68,15 +74,15 @@ def _setup() -> dict[str, Any] | None:
 
 
 def load(text: str, source: str, import_paths: list[str]) -> Any:
-    """``lark.load_grammar.load_grammar(text, source, import_paths, False)[0]``, its meta-parse
-    done here (imported grammars are read by Lark's own loader)."""
+    """``lark.load_grammar.load_grammar(text, source, import_paths, False)[0]``, the
+    meta-parse of ``text`` and of every grammar it imports done here."""
     state = _setup()
     if state is None:
         from lark.load_grammar import load_grammar
 
         return load_grammar(text, source, import_paths, False)[0]
-    builder = state["lg"].GrammarBuilder(False, import_paths)
-    state["load"](builder, text, source)
+    builder = state["builder"](False, import_paths)
+    builder.load_grammar(text, source)
     return builder.build()
 
 
