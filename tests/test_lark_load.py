@@ -151,3 +151,22 @@ def test_mutated_grammars_parse_as_lark_parses_them() -> None:
         theirs = _lark_tree(text)
         ours = lark_load.parse_tree(text)
         assert (ours is None) if theirs is None else (ours is not None and _same(ours, theirs)), text
+
+
+def _compiled(out: object) -> str:
+    terminals, rules, ignore = out  # type: ignore[misc]
+    rows = [(r.origin, r.expansion, r.alias, r.order, vars(r.options) if r.options else None) for r in rules]
+    return repr(([(t.name, t.pattern, t.priority) for t in terminals], rows, ignore))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
+def test_compile_once_is_compile(path: Path) -> None:
+    text = path.read_text()
+    try:
+        theirs = load_grammar(text, str(path), [], False)[0].compile(["start"], set())
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            lark_load.compile_once(lark_load.load(text, str(path), []), ["start"], set())
+        return
+    ours = lark_load.compile_once(lark_load.load(text, str(path), []), ["start"], set())
+    assert _compiled(ours) == _compiled(theirs)

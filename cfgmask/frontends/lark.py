@@ -194,7 +194,7 @@ def _compile_only(
     ``TEXT: /(.|\\n)*/``)."""
     _meta_parser()  # imported grammars are still read by Lark's meta-parser
     grammar = lark_load.load(text, source_path or "<string>", import_paths)
-    terminals, rules, ignore = grammar.compile([start], keep)
+    terminals, rules, ignore = lark_load.compile_once(grammar, [start], keep)
     return SimpleNamespace(terminals=terminals, rules=rules, ignore_tokens=ignore)
 
 

@@ -63,9 +63,16 @@ def _setup() -> dict[str, Any] | None:
                     raise TypeError(name)
                 methods[name] = types.FunctionType(f.__code__, space, name, f.__defaults__)
             space["GrammarBuilder"] = builder = type("GrammarBuilder", (base,), methods)
+            # Grammar.compile copies every tree first so that a Grammar can be compiled more
+            # than once; compile_once skips the copies for a Grammar compiled once.
+            f = lg.Grammar.compile
+            if f.__code__.co_freevars:
+                raise TypeError("compile")
+            once = {**vars(lg), "nr_deepcopy_tree": _same_tree}
+            compile_once = types.FunctionType(f.__code__, once, "compile", f.__defaults__)
             _STATE.update(
                 ok=True, lg=lg, Tree=Tree, Token=Token, Terminal=Terminal, NonTerminal=NonTerminal,
-                scanner=scanner, newline=newline, builder=builder,
+                scanner=scanner, newline=newline, builder=builder, compile_once=compile_once,
             )  # fmt: skip
         except Exception:  # noqa: BLE001 - another Lark version: its own loader runs
             _STATE["ok"] = False
@@ -84,6 +91,19 @@ def load(text: str, source: str, import_paths: list[str]) -> Any:
     builder = state["builder"](False, import_paths)
     builder.load_grammar(text, source)
     return builder.build()
+
+
+def compile_once(grammar: Any, start: list[str], keep: set[str]) -> Any:
+    """``grammar.compile(start, keep)`` for a Grammar from :func:`load` that is compiled only
+    this once (its trees are changed in place instead of copied first)."""
+    state = _setup()
+    if state is None:
+        return grammar.compile(start, keep)
+    return state["compile_once"](grammar, start, keep)
+
+
+def _same_tree(tree: Any) -> Any:
+    return tree
 
 
 def _parse_grammar(text: str, name: str, start: str = "start") -> Any:
