@@ -2,7 +2,8 @@
 
 The reference (DESIGN.md): a string is in the language iff
 ``lark.Lark(text, parser="earley", lexer="dynamic").parse(s)`` succeeds.  The
-``lark`` package itself reads the grammar text, so ``%import common.*``,
+``lark`` package itself loads the grammar (:mod:`cfgmask.frontends.lark_load` only
+replaces its meta-parser, building the very tree Lark's would), so ``%import common.*``,
 relative imports, templates, ``~ m..n``, ``?``/``_``/``!`` modifiers, aliases
 and priorities mean exactly what they mean to Lark; this module translates the
 compiled rules and terminals.
@@ -92,6 +93,7 @@ from types import SimpleNamespace
 
 from .. import ir
 from ..errors import GrammarError
+from . import lark_load
 from .lark_ext import Preprocessed, preprocess
 from .lark_follow import Ranges, Symbol, to_ir
 from .lark_opaque import opaque_terminals
@@ -191,11 +193,9 @@ def _compile_only(
     """Lark's rules and terminals for ``text`` without building its parser, whose dynamic
     lexer refuses terminals that can match the empty string (llguidance allows them:
     ``TEXT: /(.|\\n)*/``)."""
-    from lark.load_grammar import load_grammar
-
-    _meta_parser()
-    grammar, _ = load_grammar(text, source_path or "<string>", import_paths, False)
-    terminals, rules, ignore = grammar.compile([start], keep)
+    _meta_parser()  # Lark's meta-parser reads what lark_load leaves to it (syntax errors)
+    grammar = lark_load.load(text, source_path or "<string>", import_paths)
+    terminals, rules, ignore = lark_load.compile_once(grammar, [start], keep)
     return SimpleNamespace(terminals=terminals, rules=rules, ignore_tokens=ignore)
 
 
