@@ -689,12 +689,13 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     return rc;
 }
 
-/* Whether every configuration c0 reaches on plain bytes (vocab.h) is flat and
- * live: then every plain entry is accepted (and none is uncertain: none dies),
- * and a subtree a walk from c0 leaves dead or through a chart holds none (its
- * path has a byte that is not plain).  A proof: the closure of c0 under the
- * plain bytes' columns, each transition computed; past FLAT_PLAIN_MAX
- * configurations, or on any failure, no. */
+/* Whether every configuration c0 reaches on fewer than CM_PLAIN_MAX_LEN plain
+ * bytes (vocab.h) steps to a flat live one on every plain byte: then every plain
+ * entry is accepted (and none is uncertain: none dies), and a subtree a walk
+ * from c0 leaves dead or through a chart holds none (its path has a byte that is
+ * not plain, or is longer).  A proof: the closure of c0 under the plain bytes'
+ * columns, breadth first to that depth, each transition computed; past
+ * FLAT_PLAIN_MAX configurations, or on any failure, no. */
 #define FLAT_PLAIN_MAX 64
 static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
     uint8_t rep[256];  /* one plain byte a column */
@@ -706,9 +707,16 @@ static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
         rep[n_rep++] = (uint8_t)b;
     }
     uint32_t q[FLAT_PLAIN_MAX];
+    uint8_t depth[FLAT_PLAIN_MAX];  /* breadth first: the least depth */
     unsigned n = 0;
+    depth[n] = 0;
     q[n++] = c0;
     for (unsigned i = 0; i < n; i++) {
+        if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole plain entries only */
+        /* a plain byte no item reads is dead: no transition to compute (most fail so) */
+        const uint32_t *rd = f->reads + (size_t)q[i] * 8;
+        for (unsigned j = 0; j < n_rep; j++)
+            if (!cm_bit(rd, rep[j])) return false;
         for (unsigned j = 0; j < n_rep; j++) {
             int32_t to = f->next[(size_t)q[i] * f->width + f->col[rep[j]]];
             if (to == CM_FLAT_UNKNOWN) {
@@ -723,6 +731,7 @@ static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
             while (m < n && q[m] != (uint32_t)to) m++;
             if (m < n) continue;
             if (n == FLAT_PLAIN_MAX) return false;
+            depth[n] = (uint8_t)(depth[i] + 1);
             q[n++] = (uint32_t)to;
         }
     }

@@ -68,7 +68,7 @@ static void build_plain(cm_vocab *v) {
     for (size_t k = v->n_trie; k-- > 0;) {
         uint32_t len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        bool plain = len > 0;
+        bool plain = len > 0 && len <= CM_PLAIN_MAX_LEN;
         for (uint32_t i = 0; i < len && plain; i++) plain = cm_plain_byte(p[i]);
         if (plain) {
             cm_set_bit(v->plain_bits, v->trie_ids[k]);

@@ -24,7 +24,8 @@ struct cm_vocab {
     uint32_t *skip;
     uint32_t first_off[257];    /* the trie entries starting with byte b: [first_off[b], first_off[b+1]) */
     uint32_t max_len;
-    /* The plain entries: tokens of JSON string bytes only (0x20-0x7E but `"` and `\`), which
+    /* The plain entries: tokens of JSON string bytes only (0x20-0x7E but `"` and `\`), at most
+     * CM_PLAIN_MAX_LEN long, which
      * a flat walk accepts in bulk where every configuration they reach is live (flat.c).
      * NULL when memory was short (no bulk skip).  plain_next[k]: the first entry >= k that
      * is not plain ([n_trie + 1], plain_next[n_trie] = n_trie); plain_lcp[k]: for an entry
@@ -34,6 +35,10 @@ struct cm_vocab {
     uint32_t n_plain;
     cm_walk_store *walks;
 };
+
+/* A plain entry is at most this long: a walk whose start dies on plain bytes only
+ * past this depth (a counted key, a maxLength string) still skips them. */
+#define CM_PLAIN_MAX_LEN 16
 
 static inline bool cm_plain_byte(uint8_t b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
 
