@@ -76,6 +76,7 @@ class _Settings(Protocol):
     compose_entries: bool
     flat_walks: bool
     flat_calls: bool
+    plain_skip: bool
     wrap_repeats: int
     count_chains: bool
     tail_parts: int

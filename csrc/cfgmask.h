@@ -133,6 +133,11 @@ typedef struct cm_limits {
      * 0: a set that predicts a rule that reads ends the flat part.  The entries
      * are the same. */
     size_t flat_calls;
+    /* 1: a whole-trie flat walk whose start reaches only live configurations on
+     * plain JSON string bytes (a proof: their closure) accepts the plain tokens
+     * in bulk and walks the others (vocab.h); 0: every token.  The entries are
+     * the same. */
+    size_t plain_skip;
     /* n > 0: a state of a block of a counted repetition (x{0,1000} is cut
      * into blocks counted by helper rules) with at least n uncertain tokens
      * keeps, of the tokens that cross the end of its block, those that go on

@@ -546,12 +546,15 @@ typedef struct flat_pos {
  * on their path, until one meets another special cell (at.to: dead after an
  * exit, not flat, not computed) or k_end.  No call inside: the loop keeps
  * most of its pointers in registers. */
-static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t *col, const int32_t *next,
-                                               size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+static inline __attribute__((always_inline)) void flat_run_g(const cm_vocab *v, const uint8_t *col,
+                                                             const int32_t *next, size_t k_end, uint32_t *st,
+                                                             uint32_t *bits, flat_pos *at, const uint32_t *lcp,
+                                                             const uint32_t *nxt) {
+    const uint32_t *ids = v->trie_ids, *skip = v->skip;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
     size_t k = at->k, k0 = k;  /* each entry from k0 on is accepted but those of dead subtrees */
+    uint32_t n = 0;             /* with nxt (only the entries nxt names): the entries accepted */
     size_t s = at->s;
     const uint8_t *q = data + off[k] + at->d, *q_end = data + off[k + 1];
     uint32_t *sp = st + at->d;
@@ -565,15 +568,20 @@ static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t 
                 continue;
             }
             if (to != CM_FLAT_DEAD || (s & FLAT_ANY)) {
-                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, at->n_acc + (uint32_t)(k - k0), to};
+                uint32_t acc = nxt ? at->n_acc + n : at->n_acc + (uint32_t)(k - k0);
+                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, acc, to};
                 return;
             }
             size_t end = skip[off[k] + (size_t)(sp - st)];  /* the dead subtree of the next byte */
-            at->n_acc -= (uint32_t)((end < k_end ? end : k_end) - k);
+            if (nxt) {
+                end = nxt[end];
+            } else {
+                at->n_acc -= (uint32_t)((end < k_end ? end : k_end) - k);
+            }
             k = end;
             if (k >= k_end) {
                 at->k = k_end;
-                at->n_acc += (uint32_t)(k_end - k0);
+                at->n_acc += nxt ? n : (uint32_t)(k_end - k0);
                 return;
             }
             sp = st + lcp[k];
@@ -582,14 +590,36 @@ static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t 
             q_end = data + off[k + 1];
         }
         cm_set_bit(bits, ids[k]);
-        if (++k == k_end) break;
+        if (nxt) {
+            n++;
+            k = nxt[k + 1];
+            if (k >= k_end) {
+                k = k_end;
+                break;
+            }
+            q = data + off[k] + lcp[k];
+        } else {
+            if (++k == k_end) break;
+            q += lcp[k];  /* entry k's bytes begin where k - 1's end */
+        }
         sp = st + lcp[k];  /* at least the walk's first depth: the entries after the first share its bytes */
         s = *sp;
-        q += lcp[k];  /* entry k's bytes begin where k - 1's end */
         q_end = data + off[k + 1];
     }
     at->k = k;
-    at->n_acc += (uint32_t)(k - k0);
+    at->n_acc += nxt ? n : (uint32_t)(k - k0);
+}
+
+static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t *col, const int32_t *next,
+                                               size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
+    flat_run_g(v, col, next, k_end, st, bits, at, v->trie_lcp, NULL);
+}
+
+/* flat_run over the entries that are not plain only (at->k one of them): the
+ * plain ones are accepted in bulk (flat_walk_whole). */
+static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const uint8_t *col, const int32_t *next,
+                                                  size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
+    flat_run_g(v, col, next, k_end, st, bits, at, v->plain_lcp, v->plain_next);
 }
 
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
@@ -600,9 +630,10 @@ static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t 
  * from the depth up to which they are known (fl_ok, at most the prefix length
  * of each entry read since: k_fl the last one counted). */
 static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, size_t k, size_t k_end,
-                          uint32_t d0, cm_walk *w) {
+                          uint32_t d0, cm_walk *w, bool np) {
     const cm_vocab *v = g->v;
-    const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8, *lcp = v->trie_lcp;
+    const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8, *lcp = np ? v->plain_lcp : v->trie_lcp;
+    const uint32_t *nxt = v->plain_next;
     uint8_t *fl = w->fl;
     uint32_t *st = w->st, fl_ok = d0;
     int rc = CM_OK;
@@ -614,7 +645,10 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     size_t k_fl = k;
     flat_pos at = {k, d, st[d], 0, 0};
     for (;;) {
-        flat_run(v, f->col, f->next, k_end, st, w->bits, &at);
+        if (np)
+            flat_run_np(v, f->col, f->next, k_end, st, w->bits, &at);
+        else
+            flat_run(v, f->col, f->next, k_end, st, w->bits, &at);
         if (at.k == k_end) break;
         const uint8_t *p = v->trie_data + v->trie_off[at.k];
         uint32_t s = at.s;
@@ -632,8 +666,10 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
             rc = to + 8;
             break;
         }
-        for (; k_fl < at.k; k_fl++)
-            if (fl_ok > lcp[k_fl + 1]) fl_ok = lcp[k_fl + 1];
+        for (size_t kn; k_fl < at.k; k_fl = kn) {
+            kn = np ? nxt[k_fl + 1] : k_fl + 1;
+            if (fl_ok > lcp[kn]) fl_ok = lcp[kn];
+        }
         /* the flags along the path, from where they are known; an exit at depth 0 is
          * another item of the same set */
         const uint8_t *exited = f->exited;
@@ -642,6 +678,7 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
         uint32_t id = flat_id(f, s & FLAT_ROW);
         uint8_t ex = d && exited[id];
         k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
+        if (np && k < k_end) k = nxt[k];  /* a subtree left so holds no plain entry (flat_plain_live) */
         if (rc || k >= k_end) break;
         k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
         at.k = k;
@@ -650,6 +687,55 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     }
     w->n_accepted += at.n_acc;
     return rc;
+}
+
+/* Whether every configuration c0 reaches on fewer than CM_PLAIN_MAX_LEN plain
+ * bytes (vocab.h) steps to a flat live one on every plain byte: then every plain
+ * entry is accepted (and none is uncertain: none dies), and a subtree a walk
+ * from c0 leaves dead or through a chart holds none (its path has a byte that is
+ * not plain, or is longer).  A proof: the closure of c0 under the plain bytes'
+ * columns, breadth first to that depth, each transition computed; past
+ * FLAT_PLAIN_MAX configurations, or on any failure, no. */
+#define FLAT_PLAIN_MAX 64
+static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
+    uint8_t rep[256];  /* one plain byte a column */
+    unsigned n_rep = 0;
+    bool seen_col[256] = {false};
+    for (unsigned b = 0x20; b < 0x7F; b++) {
+        if (!cm_plain_byte((uint8_t)b) || seen_col[f->col[b]]) continue;
+        seen_col[f->col[b]] = true;
+        rep[n_rep++] = (uint8_t)b;
+    }
+    uint32_t q[FLAT_PLAIN_MAX];
+    uint8_t depth[FLAT_PLAIN_MAX];  /* breadth first: the least depth */
+    unsigned n = 0;
+    depth[n] = 0;
+    q[n++] = c0;
+    for (unsigned i = 0; i < n; i++) {
+        if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole plain entries only */
+        /* a plain byte no item reads is dead: no transition to compute (most fail so) */
+        const uint32_t *rd = f->reads + (size_t)q[i] * 8;
+        for (unsigned j = 0; j < n_rep; j++)
+            if (!cm_bit(rd, rep[j])) return false;
+        for (unsigned j = 0; j < n_rep; j++) {
+            int32_t to = f->next[(size_t)q[i] * f->width + f->col[rep[j]]];
+            if (to == CM_FLAT_UNKNOWN) {
+                to = flat_step(g, f, q[i], rep[j]);
+                if (to < 0) return false;
+            } else if (to < 0) {
+                return false;
+            } else {
+                to = (int32_t)flat_id(f, (uint32_t)to & FLAT_ROW);
+            }
+            unsigned m = 0;
+            while (m < n && q[m] != (uint32_t)to) m++;
+            if (m < n) continue;
+            if (n == FLAT_PLAIN_MAX) return false;
+            depth[n] = (uint8_t)(depth[i] + 1);
+            q[n++] = (uint32_t)to;
+        }
+    }
+    return true;
 }
 
 /* The whole trie from configuration c0, one first byte at a time: a first byte
@@ -662,7 +748,13 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
  * are dead without computing the transition. */
 static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, const uint32_t *reads,
                            cm_walk *w) {
-    const uint32_t *lo = g->v->first_off;
+    const cm_vocab *v = g->v;
+    const uint32_t *lo = v->first_off;
+    bool np = v->plain_bits && g->lim.plain_skip && flat_plain_live(g, f, (uint32_t)c0);
+    if (np) {
+        for (size_t i = 0; i < g->n_words && i < (v->n_tokens + 31) / 32; i++) w->bits[i] |= v->plain_bits[i];
+        w->n_accepted += v->n_plain;
+    }
     int rc = CM_OK;
     for (unsigned b = 0; b < 256 && !rc; b++) {
         if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
@@ -670,7 +762,9 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
         if (to == CM_FLAT_UNKNOWN) to = flat_step(g, f, (uint32_t)c0, (uint8_t)b);
         if (to == CM_FLAT_DEAD) continue;
         if (to < CM_FLAT_CHART) return to + 8;
-        rc = flat_walk_from(g, f, c0, rule, lo[b], lo[b + 1], 0, w);
+        bool npb = np && cm_plain_byte((uint8_t)b);
+        size_t k = npb ? v->plain_next[lo[b]] : lo[b];
+        if (k < lo[b + 1]) rc = flat_walk_from(g, f, c0, rule, k, lo[b + 1], 0, w, npb);
     }
     return rc;
 }
@@ -717,5 +811,5 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
         set_reads(g, &f->chart, reads);
         return flat_walk_whole(g, f, c0, rule, reads, w);
     }
-    return flat_walk_from(g, f, c0, rule, k, k_end, d0, w);
+    return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, false);
 }

@@ -52,6 +52,44 @@ static uint32_t common_prefix(const cm_vocab *v, uint32_t a, uint32_t b) {
     return i;
 }
 
+/* The plain entries' tables (vocab.h); left NULL when memory is short. */
+static void build_plain(cm_vocab *v) {
+    v->plain_next = malloc((v->n_trie + 1) * sizeof *v->plain_next);
+    v->plain_lcp = malloc((v->n_trie ? v->n_trie : 1) * sizeof *v->plain_lcp);
+    v->plain_bits = calloc((v->n_tokens + 31) / 32, sizeof *v->plain_bits);
+    if (!v->plain_next || !v->plain_lcp || !v->plain_bits) {
+        free(v->plain_next);
+        free(v->plain_lcp);
+        free(v->plain_bits);
+        v->plain_next = v->plain_lcp = v->plain_bits = NULL;
+        return;
+    }
+    v->n_plain = 0;
+    uint32_t next = (uint32_t)v->n_trie, run = UINT32_MAX;  /* min lcp since the last entry not plain */
+    v->plain_next[v->n_trie] = next;
+    for (size_t k = v->n_trie; k-- > 0;) {
+        uint32_t len;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        bool plain = len > 0 && len <= CM_PLAIN_MAX_LEN;
+        for (uint32_t i = 0; i < len && plain; i++) plain = cm_plain_byte(p[i]);
+        if (plain) {
+            cm_set_bit(v->plain_bits, v->trie_ids[k]);
+            v->n_plain++;
+        } else {
+            next = (uint32_t)k;
+        }
+        v->plain_next[k] = next;
+    }
+    bool seen = false;
+    for (size_t k = 0; k < v->n_trie; k++) {
+        if (k && v->trie_lcp[k] < run) run = v->trie_lcp[k];
+        if (v->plain_next[k] != k) continue;
+        v->plain_lcp[k] = run == UINT32_MAX || !seen ? 0 : run;
+        run = UINT32_MAX;
+        seen = true;
+    }
+}
+
 static int build_trie_data(cm_vocab *v) {
     size_t total = 0;
     v->trie_off = malloc((v->n_trie + 1) * sizeof *v->trie_off);
@@ -92,6 +130,7 @@ static int build_trie_data(cm_vocab *v) {
     for (size_t k = 0; k < v->n_trie; k++) count[v->trie_data[v->trie_off[k]]]++;
     v->first_off[0] = 0;
     for (int b = 0; b < 256; b++) v->first_off[b + 1] = v->first_off[b] + count[b];
+    build_plain(v);
     return CM_OK;
 }
 
@@ -154,6 +193,9 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->trie_off);
     free(v->skip);
     cm_tokclass_free(atomic_load(&v->tokclass));
+    free(v->plain_next);
+    free(v->plain_lcp);
+    free(v->plain_bits);
     free(v);
 }
 

@@ -26,9 +26,24 @@ struct cm_vocab {
     uint32_t *skip;
     uint32_t first_off[257];    /* the trie entries starting with byte b: [first_off[b], first_off[b+1]) */
     uint32_t max_len;
+    /* The plain entries: tokens of JSON string bytes only (0x20-0x7E but `"` and `\`), at most
+     * CM_PLAIN_MAX_LEN long, which
+     * a flat walk accepts in bulk where every configuration they reach is live (flat.c).
+     * NULL when memory was short (no bulk skip).  plain_next[k]: the first entry >= k that
+     * is not plain ([n_trie + 1], plain_next[n_trie] = n_trie); plain_lcp[k]: for an entry
+     * that is not plain, its common prefix with the previous one that is not; plain_bits:
+     * the plain entries' tokens, [ceil(n_tokens / 32)], n_plain of them. */
+    uint32_t *plain_next, *plain_lcp, *plain_bits;
+    uint32_t n_plain;
     cm_walk_store *walks;
     _Atomic(cm_tokclass *) tokclass;
 };
+
+/* A plain entry is at most this long: a walk whose start dies on plain bytes only
+ * past this depth (a counted key, a maxLength string) still skips them. */
+#define CM_PLAIN_MAX_LEN 16
+
+static inline bool cm_plain_byte(uint8_t b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
 
 static inline const uint8_t *cm_trie_bytes(const cm_vocab *v, size_t k, uint32_t *len) {
     *len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);

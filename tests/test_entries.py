@@ -624,3 +624,44 @@ def test_flat_walk_flags_along_shared_prefixes() -> None:
     assert any(len(e[1]) for e in entries(fast)), "no uncertain tokens: the flags are not exercised"
     assert_same_entries(g, vocab, flat_calls=False, **flat_only)
     assert_same_entries(g, vocab)
+
+
+def _plain_skip_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary) -> None:
+    """Every state's entry with the bulk skip of plain tokens equal to a plain flat walk's."""
+    fast = cfgmask.compile(g, vocab, _strategy=Strategy())
+    slow = cfgmask.compile(g, vocab, _strategy=Strategy(plain_skip=False))
+    for s, (a, b) in enumerate(zip(entries(fast), entries(slow), strict=True)):
+        assert np.array_equal(a[0], b[0]), f"state {s}: accepted tokens differ"
+        assert np.array_equal(a[1], b[1]), f"state {s}: uncertain tokens differ"
+
+
+PLAIN_SKIP_SCHEMAS = [
+    # o78129's keys: a counted hex key (dies past 31 plain bytes: the skip holds to depth 15)
+    # and its complement
+    {"type": "object", "patternProperties": {"^[0-9a-f]{32}$": {"type": "null"}}},
+    # any string (applies), a short bounded string (maxLength below the plain length: fails),
+    # a long bounded one (applies), a string where one plain byte dies (fails)
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "maxLength": 5}}},
+    {"type": "object", "properties": {"c": {"type": "string", "maxLength": 40}}},
+    {"type": "object", "properties": {"d": {"type": "string", "pattern": "^[^x]*$"}}},
+    {"type": "object", "additionalProperties": {"type": "string", "minLength": 3}},
+]
+
+
+@pytest.mark.parametrize("schema", PLAIN_SKIP_SCHEMAS)
+def test_plain_skip_same_entries_llama3(schema: dict) -> None:
+    _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), cfgmask.Vocabulary.llama3())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_skip_same_entries_random_vocab(seed: int) -> None:
+    """A random small vocabulary: plain tokens of every length around the bound, others mixed in."""
+    rng = np.random.default_rng(seed)
+    alphabet = [*b' a0x{}:,"\\', 0x0A, 0xC3]
+    toks = sorted(
+        {bytes(rng.choice(alphabet, size=int(rng.integers(1, 20)))) for _ in range(600)}
+        | {bytes([b]) for b in range(256)}
+    )
+    vocab = cfgmask.Vocabulary.from_token_bytes(toks)
+    for schema in PLAIN_SKIP_SCHEMAS:
+        _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)

@@ -39,6 +39,10 @@ class Strategy:
     # the sets they return to (a chart suffix), so a string's helper rules stay in the DFA
     # (False: a set that predicts a rule that reads leaves the DFA for an Earley step a byte)
     flat_calls: bool = True
+    # a whole-trie flat walk from a configuration whose every configuration reached on plain
+    # JSON string bytes (0x20-0x7E but `"` and `\`) is live accepts the plain tokens at once
+    # (one OR of a bitmask the vocabulary made) and walks only the others (False: all of them)
+    plain_skip: bool = True
     # a block of a counted repetition (x{0,1000} is cut into blocks) with at least this many
     # uncertain tokens keeps those that cross its end into the next block; a mask takes them at
     # once where the chart lets the block start again (0: each is checked against the chart)
