@@ -107,13 +107,11 @@ def _same_tree(tree: Any) -> Any:
 
 
 def _parse_grammar(text: str, name: str, start: str = "start") -> Any:
+    tree = parse_tree(text) if start == "start" else None
+    if tree is not None:
+        return tree
     state = _setup()
     assert state is not None
-    if start == "start":
-        try:
-            return _Parser(state, text + "\n").start()
-        except _Reject:
-            pass
     return state["lg"]._parse_grammar(text, name, start)
 
 
