@@ -28,7 +28,7 @@ typedef struct {
     uint32_t *closed;                     /* per NFA state s: the DFA id + 1 of s's closure (0: not yet) */
     size_t hcap;
     cm_vec32 stack, pairs, tmp, prev;     /* scratch */
-    cm_vec32 keys, targets;               /* the moves of the state being expanded */
+    cm_vec32 keys, targets;               /* the moves of the state being expanded (swapped in: expand) */
     cm_vec32 lab, lab_to, lab_off;        /* the DFA being built (cm_dfa_out's arrays; its rows: minimize.c) */
     cm_sparse_edges sp;                   /* its byte edges as lists, for minimization */
 } builder;
@@ -282,8 +282,8 @@ static int single_byte_moves(builder *b, uint32_t x, bool *done) {
     for (uint32_t e = e0 + 1; e < e1; e++)
         if (nfa->byte_lo[e] <= nfa->byte_hi[e - 1]) return CM_OK;
     *done = true;
-    int rc = cm_vec_reserve(&b->keys, b->n_classes);
-    if (!rc) rc = cm_vec_reserve(&b->targets, b->n_classes);
+    int rc = cm_vec_reserve(&b->keys, b->keys.n + b->n_classes);
+    if (!rc) rc = cm_vec_reserve(&b->targets, b->targets.n + b->n_classes);
     for (uint32_t e = e0; !rc && e < e1; e++) {
         int64_t t = target_of(b, nfa->byte_to[e]);
         if (t < 0) return (int)t;
@@ -376,24 +376,22 @@ static int label_moves(builder *b, size_t k) {
     return rc;
 }
 
+static void swap_vec(cm_vec32 *x, cm_vec32 *y) {
+    cm_vec32 t = *x;
+    *x = *y, *y = t;
+}
+
 /* DFA state k's sparse byte edges and its label edges (the dense rows are written after
- * minimization, for the states that are kept: minimize.c). */
+ * minimization, for the states that are kept: minimize.c).  The byte moves are appended to
+ * the sparse edges where they lie (keys and targets are those arrays meanwhile: no copy). */
 static int expand(builder *b, size_t k) {
-    b->keys.n = b->targets.n = 0;
+    swap_vec(&b->keys, &b->sp.cls), swap_vec(&b->targets, &b->sp.to);
     int rc = byte_moves(b, k);
-    size_t m = b->keys.n;
-    if (!rc) rc = cm_vec_reserve(&b->sp.cls, b->sp.cls.n + m);
-    if (!rc) rc = cm_vec_reserve(&b->sp.to, b->sp.to.n + m);
-    if (!rc && m) { /* the sparse edges, room reserved */
-        uint32_t *cls = b->sp.cls.data + b->sp.cls.n, *to = b->sp.to.data + b->sp.to.n;
-        for (size_t i = 0; i < m; i++) cls[i] = b->keys.data[i], to[i] = b->targets.data[i]; /* a few: no memcpy */
-        b->sp.cls.n += m, b->sp.to.n += m;
-    }
+    swap_vec(&b->keys, &b->sp.cls), swap_vec(&b->targets, &b->sp.to);
     if (!rc) rc = cm_vec_push(&b->sp.off, (uint32_t)b->sp.cls.n);
-    b->keys.n = b->targets.n = 0;
+    swap_vec(&b->keys, &b->lab), swap_vec(&b->targets, &b->lab_to); /* the same for the labels */
     if (!rc) rc = label_moves(b, k);
-    for (size_t i = 0; !rc && i < b->keys.n; i++)
-        if (!(rc = cm_vec_push(&b->lab, b->keys.data[i]))) rc = cm_vec_push(&b->lab_to, b->targets.data[i]);
+    swap_vec(&b->keys, &b->lab), swap_vec(&b->targets, &b->lab_to);
     return rc ? rc : cm_vec_push(&b->lab_off, (uint32_t)b->lab.n);
 }
 

@@ -169,74 +169,62 @@ static void follow_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const
 
 typedef struct { int64_t key; uint32_t byte; } keyed;
 
-/* Are columns c1 and c2 of rule r's table (n states, nc classes) equal? */
-static bool same_rule_column(const int32_t *tr, uint32_t n, uint32_t nc, uint32_t c1, uint32_t c2) {
-    for (uint32_t i = 0; i < n; i++)
-        if (tr[(size_t)i * nc + c1] != tr[(size_t)i * nc + c2]) return false;
-    return true;
-}
-
-/* canon[c]: the first class of rule r whose column equals class c's (part[]: the columns'
- * hashes; equal columns have equal hashes, so only those are compared).  First each class
- * takes the first class of its hash, and one pass over the rows (read as they lie, where a
- * column compare reads one line per row) checks every such pair; only a rule where a pair
- * differs (two columns' hashes collide) compares columns class by class. */
-static void canonical_classes(const int32_t *tr, uint32_t n, uint32_t nc, const uint64_t *part, uint8_t *canon) {
-    uint8_t pair_c[256], pair_c0[256];
-    uint32_t n_pairs = 0;
-    for (uint32_t c = 0; c < nc; c++) {
-        uint32_t c0 = 0;
-        while (part[c0] != part[c]) c0++; /* stops at c itself */
-        canon[c] = (uint8_t)c0;
-        if (c0 != c) pair_c[n_pairs] = (uint8_t)c, pair_c0[n_pairs++] = (uint8_t)c0;
-    }
+/* Are the columns of each pair (a[k], b[k]) of rule classes equal in every row of the rule's
+ * table (n states, nc classes)?  One pass over the rows, read as they lie (a column compare
+ * would read one line per row for each pair). */
+static bool rule_pairs_equal(const int32_t *tr, uint32_t n, uint32_t nc, const uint8_t *a, const uint8_t *b,
+                             uint32_t n_pairs) {
     bool same = true;
     for (uint32_t i = 0; same && n_pairs && i < n; i++) {
         const int32_t *row = tr + (size_t)i * nc;
-        for (uint32_t k = 0; k < n_pairs; k++) same &= row[pair_c[k]] == row[pair_c0[k]];
+        for (uint32_t k = 0; k < n_pairs; k++) same &= row[a[k]] == row[b[k]];
     }
-    if (same) return;
-    for (uint32_t c = 0; c < nc; c++) {
-        canon[c] = (uint8_t)c;
-        for (uint32_t c0 = 0; c0 < c; c0++)
-            if (canon[c0] == c0 && part[c0] == part[c] && same_rule_column(tr, n, nc, c0, c)) {
-                canon[c] = (uint8_t)c0;
-                break;
-            }
-    }
+    return same;
 }
 
-/* differ[x]: byte x's column of the [states, 256] matrix differs from byte rep[x]'s.  Rule by
- * rule (each rule's classes and canonical classes read once, in order): their classes there
- * have different columns (canon: [n_rules * 256], canonical_classes of each rule). */
-static void columns_differ(const cm_flat_rules *f, const uint8_t *canon, const uint8_t rep[256], uint8_t differ[256]) {
-    memset(differ, 0, 256);
+/* Does some byte x's column of the [states, 256] matrix differ from byte rep[x]'s?  Rule by
+ * rule, only the pairs of the rule's classes that the bytes grouped by key put together (class
+ * of x, class of rep[x], where they differ) are compared, each pair once: the columns of bytes
+ * with equal keys are equal unless two hashes collide, and a rule's classes that other rules
+ * tell apart are never compared (a JSON string's character classes, split around '"' and '\',
+ * against the literals of the keys). */
+static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256]) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
-        const uint8_t *cls = f->byte_class + (size_t)r * 256, *cn = canon + (size_t)r * 256;
-        for (int x = 0; x < 256; x++) differ[x] |= cn[cls[rep[x]]] != cn[cls[x]];
+        uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
+        uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n; /* n > 0, nc <= 256: columns() */
+        const uint8_t *cls = f->byte_class + (size_t)r * 256;
+        uint8_t first[256], a[256], b[256];  /* first[c]: the partner c's first pair has (c: none) */
+        uint32_t n_pairs = 0;
+        for (uint32_t c = 0; c < nc; c++) first[c] = (uint8_t)c;
+        for (int x = 0; x < 256; x++) {
+            uint8_t c = cls[x], c0 = cls[rep[x]];
+            if (c == c0 || first[c] == c0) continue;
+            if (first[c] == c) first[c] = c0;
+            a[n_pairs] = c, b[n_pairs++] = c0; /* (a class met again with another partner: a pair more) */
+            if (n_pairs == 256) { /* compare what is gathered, go on with the rest */
+                if (!rule_pairs_equal(f->trans + f->rule_trans[r], n, nc, a, b, n_pairs)) return true;
+                n_pairs = 0;
+            }
+        }
+        if (!rule_pairs_equal(f->trans + f->rule_trans[r], n, nc, a, b, n_pairs)) return true;
     }
+    return false;
 }
 
-static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256], uint8_t *canon);
-static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint8_t *canon,
-                          cm_flat_derived *d);
+static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256]);
+static int number_classes(const cm_flat_rules *f, const uint64_t key[256], cm_flat_derived *d);
 
 /* Global byte classes: bytes with equal columns share one, numbered in the order of the
  * column's hash sum_i weights[i] * (target + 2) (mod 2^64, as int64), as tables.byte_classes
  * numbers them.  Leaves n_classes 0 (the caller's Python path decides) on a hash collision. */
 static int byte_classes(const cm_flat_rules *f, const int64_t *weights, cm_flat_derived *d) {
     uint64_t key[256] = {0};
-    uint8_t *canon = malloc((size_t)f->n_rules * 256);
-    if (!canon) return CM_ERR_NOMEM;
-    int rc = columns(f, weights, key, canon);
-    if (!rc) rc = number_classes(f, key, canon, d);
-    free(canon);
-    return rc;
+    int rc = columns(f, weights, key);
+    return rc ? rc : number_classes(f, key, d);
 }
 
-/* key[x]: the hash of byte x's column (the sum over rules of its class's column hash), and
- * each rule's canonical classes. */
-static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256], uint8_t *canon) {
+/* key[x]: the hash of byte x's column (the sum over rules of its class's column hash). */
+static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256]) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         if (!n) return CM_ERR_ARG;
@@ -261,7 +249,6 @@ static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[
             if (cls[x] >= nc) return CM_ERR_ARG;
             key[x] += part[cls[x]];
         }
-        canonical_classes(tr, n, nc, part, canon + (size_t)r * 256);
     }
     return CM_OK;
 }
@@ -297,18 +284,14 @@ static int distinct_keys(const uint64_t key[256], keyed uniq[256], uint8_t slot_
 
 /* Classes numbered by sorted key; n_classes 0 on a hash collision.  The table by class is
  * cm_flat_derive_trans's, written where the caller keeps it. */
-static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint8_t *canon,
-                          cm_flat_derived *d) {
+static int number_classes(const cm_flat_rules *f, const uint64_t key[256], cm_flat_derived *d) {
     keyed uniq[256];
-    uint8_t slot_of[256], order[256], rep_of[256], differ[256];
+    uint8_t slot_of[256], order[256], rep_of[256];
     int rep[256], n_classes = distinct_keys(key, uniq, slot_of, order);
     for (int c = 0; c < n_classes; c++) rep[c] = (int)uniq[c].byte; /* the first byte of each key */
     for (int x = 0; x < 256; x++) rep_of[x] = (uint8_t)rep[order[slot_of[x]]];
-    columns_differ(f, canon, rep_of, differ);
-    for (int x = 0; x < 256; x++) {
-        if (differ[x]) return CM_OK; /* a collision */
-        d->byte_class[x] = order[slot_of[x]];
-    }
+    if (columns_differ(f, rep_of)) return CM_OK; /* a collision */
+    for (int x = 0; x < 256; x++) d->byte_class[x] = order[slot_of[x]];
     d->n_classes = (uint32_t)n_classes;
     return CM_OK;
 }
