@@ -70,9 +70,12 @@ def _setup() -> dict[str, Any] | None:
                 raise TypeError("compile")
             once = {**vars(lg), "nr_deepcopy_tree": _same_tree, **_quick_dispatch(lg)}
             compile_once = types.FunctionType(f.__code__, once, "compile", f.__defaults__)
+            plain = {**once, "ApplyTemplates": _NoTemplates}
+            compile_plain = types.FunctionType(f.__code__, plain, "compile", f.__defaults__)
             _STATE.update(
                 ok=True, lg=lg, Tree=Tree, Token=Token, Terminal=Terminal, NonTerminal=NonTerminal,
                 scanner=scanner, newline=newline, builder=builder, compile_once=compile_once,
+                compile_plain=compile_plain,
             )  # fmt: skip
         except Exception:  # noqa: BLE001 - another Lark version: its own loader runs
             _STATE["ok"] = False
@@ -99,11 +102,27 @@ def compile_once(grammar: Any, start: list[str], keep: set[str]) -> Any:
     state = _setup()
     if state is None:
         return grammar.compile(start, keep)
-    return state["compile_once"](grammar, start, keep)
+    if any(params for _name, params, _tree, _options in grammar.rule_defs):
+        return state["compile_once"](grammar, start, keep)
+    return state["compile_plain"](grammar, start, keep)
 
 
 def _same_tree(tree: Any) -> Any:
     return tree
+
+
+class _NoTemplates:
+    """``ApplyTemplates`` for a Grammar from :func:`load` in which no rule has template
+    parameters.  ``GrammarBuilder.validate`` (run by ``build``) has then refused every
+    ``template_usage`` (its name must be a definition taking as many arguments as it passes,
+    at least one), so Lark's pass would find nothing to apply and only copy every node of a
+    tree that the passes before it have just copied (nothing else refers to it)."""
+
+    def __init__(self, rule_defs: Any) -> None:
+        pass
+
+    def transform(self, tree: Any) -> Any:
+        return tree
 
 
 _COMPILE_CLASSES = (
