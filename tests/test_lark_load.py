@@ -208,3 +208,22 @@ def test_compile_once_is_compile_on_edits_and_snippets() -> None:
             assert ours == theirs, text
             compiled += theirs.startswith("([")
     assert compiled > 150
+
+
+def test_compile_once_reads_literals_as_lark() -> None:
+    """String literals of random printable characters (quotes, non-ASCII, escapes): the same
+    patterns from compile_once (which unescapes a literal without backslashes itself) as from
+    Lark's compile."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = [chr(c) for c in range(32, 0x3000) if chr(c).isprintable() and chr(c) not in '"\\']
+    alphabet += ["'", "''", "'''", "\\n", "\\t", "\\\\", '\\"', "\\u00e9", "\\x41", "\\'", "é", "\U0001f600"]
+    literals = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(400)]
+    text = "start: " + " | ".join(f'"{s}"' for s in literals) + "\n"
+    text += "".join(f'T{i}: "{s}"i\n' for i, s in enumerate(literals[:50]))
+    text += "t: " + " ".join(f"T{i}" for i in range(50)) + "\n"
+    for start in ("start", "t"):
+        theirs = _compile_outcome(lambda g, s, k: g.compile(s, k), text, start)
+        assert theirs.startswith("([")
+        assert _compile_outcome(lark_load.compile_once, text, start) == theirs

@@ -137,6 +137,35 @@ _COMPILE_CLASSES = (
 )
 
 
+def _quick_literals(lg: Any, cls: type) -> dict[str, Any]:
+    """``PrepareLiterals.literal`` whose ``_literal_to_pattern`` unescapes a literal without
+    backslashes made of printable characters as itself: Lark's ``eval_escaping`` then only
+    puts a backslash before each ``'`` and reads ``u'''...'''`` with ``ast.literal_eval``
+    (a compile of Python source, most of the time of reading sql.lark's ~130 literals), which
+    gives the text back.  Other literals go to Lark's ``eval_escaping``."""
+    wrapped: Any = cls.__dict__.get("literal")
+    base = getattr(wrapped, "base_func", None)
+    to_pattern = getattr(lg, "_literal_to_pattern", None)
+    escaping = getattr(lg, "eval_escaping", None)
+    if not isinstance(base, types.FunctionType) or not hasattr(wrapped, "visit_wrapper"):
+        return {}
+    if not isinstance(to_pattern, types.FunctionType) or escaping is None:
+        return {}
+    if base.__code__.co_freevars or to_pattern.__code__.co_freevars:
+        return {}
+
+    def eval_escaping(s: str) -> str:
+        if "\\" not in s and s.isprintable():
+            return s
+        return escaping(s)  # type: ignore[no-any-return]
+
+    space = {**vars(lg), "eval_escaping": eval_escaping}
+    quick = types.FunctionType(to_pattern.__code__, space, to_pattern.__name__, to_pattern.__defaults__)
+    space = {**vars(lg), "_literal_to_pattern": quick}
+    literal = types.FunctionType(base.__code__, space, base.__name__, base.__defaults__)
+    return {"literal": type(wrapped)(literal, wrapped.visit_wrapper)}
+
+
 def _quick_dispatch(lg: Any) -> dict[str, type]:
     """Subclasses of the transformers and the visitor ``Grammar.compile`` uses, for its copy
     (``compile_once``): the same methods called in the same order with the same arguments,
@@ -215,6 +244,8 @@ def _quick_dispatch(lg: Any) -> dict[str, type]:
     for name in _COMPILE_CLASSES:
         cls = getattr(lg, name)
         body: dict[str, Any] = {}
+        if name == "PrepareLiterals":
+            body.update(_quick_literals(lg, cls))
         if issubclass(cls, v.Transformer) and cls._call_userfunc is v.Transformer._call_userfunc:
             body["_call_userfunc"] = call_userfunc
             if issubclass(cls, v.Transformer_InPlace) and (
