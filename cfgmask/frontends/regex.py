@@ -184,7 +184,7 @@ def _has_assertion(nodes: list[Node]) -> bool:
     return False
 
 
-def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
+def terminal_variants(pattern: str, parsed: Any = None) -> list[tuple[ir.Expr, Ranges]]:
     """``pattern`` as a terminal matched inside a text: ``(expr, forbidden)`` pairs.
 
     The terminal's strings are the union of the ``expr``s; a string of a pair may
@@ -197,9 +197,9 @@ def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
       :func:`cfgmask.ir_ops.longest_match_follow`), ``re.match`` returns the
       longest match, so a match cannot be followed by a character that extends it.
 
-    Anchors are rejected.
+    Anchors are rejected.  ``parsed``: ``re``'s parse of ``pattern`` (flags 0), if made already.
     """
-    tree = _parse(pattern, 0)
+    tree = _parse(pattern, 0) if parsed is None else parsed
     translator = _Translator(pattern, tree.state.flags, anchors=False, terminal=True)
     expr = translator.sequence(list(tree), tree.state.flags, ZERO, ZERO)
     follow = translator.follow or []
