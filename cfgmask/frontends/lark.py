@@ -346,23 +346,28 @@ class _Builder:
     def _reachable_rules(self) -> list[str]:
         if self.start not in self.expansions:
             raise GrammarError.at(f"start rule {self.start!r} is not defined", self.text, 0)
-        seen, todo = [self.start], [self.start]
+        seen, todo, known = [self.start], [self.start], {self.start}
         while todo:
             for expansion in self.expansions[todo.pop()]:
                 for sym in expansion:
+                    if sym.is_term:  # type: ignore[attr-defined]
+                        continue
                     name = str(sym.name)  # type: ignore[attr-defined]
-                    if not sym.is_term and name not in seen:  # type: ignore[attr-defined]
+                    if name not in known:
                         seen.append(name)
                         todo.append(name)
+                        known.add(name)
         return seen
 
     def _expansion(self, expansion: list[object]) -> list[Symbol]:
         out: list[Symbol] = []
+        ignore, pre = bool(self.ignore), self.pre
         for sym in expansion:
             terminal = bool(sym.is_term)  # type: ignore[attr-defined]
-            if terminal and self.ignore and (self.pre is None or self.pre.ignore_before(str(sym.name))):  # type: ignore[attr-defined]
+            name = str(sym.name)  # type: ignore[attr-defined]
+            if terminal and ignore and (pre is None or pre.ignore_before(name)):
                 out.append(Symbol(IGNORE, False))
-            out.append(Symbol(str(sym.name), terminal))  # type: ignore[attr-defined]
+            out.append(Symbol(name, terminal))
         return out
 
     def _terminal(self, name: str) -> list[tuple[ir.Expr, Ranges]]:
