@@ -186,23 +186,23 @@ def _quick_dispatch(lg: Any) -> dict[str, type]:
             table = self.__dict__["_cfgmask_methods"] = {}
         return table
 
-    def lookup(self: Any, data: Any) -> Any:
-        table = methods(self)
-        found = table.get(data)
-        if found is None:
-            try:
-                f = getattr(self, data)
-            except AttributeError:
-                found = (default, None)
-            else:
-                found = (f, getattr(f, "visit_wrapper", None))
-            if data not in self.__dict__:  # a method of the class: the same object each time
-                table[data] = found
+    def lookup(self: Any, data: Any) -> Any:  # the first time this instance meets ``data``
+        try:
+            f = getattr(self, data)
+        except AttributeError:
+            found = (default, None)
+        else:
+            found = (f, getattr(f, "visit_wrapper", None))
+        if data not in self.__dict__:  # a method of the class: the same object each time
+            methods(self)[data] = found
         return found
 
     def call_userfunc(self: Any, tree: Any, new_children: Any = None) -> Any:  # Transformer's
         children = new_children if new_children is not None else tree.children
-        f, wrapper = lookup(self, tree.data)
+        try:
+            f, wrapper = self._cfgmask_methods[tree.data]
+        except (AttributeError, KeyError):
+            f, wrapper = lookup(self, tree.data)
         if f is default:
             return self.__default__(tree.data, children, tree.meta)
         try:
@@ -211,8 +211,8 @@ def _quick_dispatch(lg: Any) -> dict[str, type]:
             return f(children)
         except GrammarError:
             raise
-        except Exception as e:  # noqa: BLE001 - as Lark wraps it
-            raise VisitError(tree.data, tree, e) from e
+        except Exception as e:  # noqa: BLE001 - as Lark wraps it (no "from": Lark has none)
+            raise VisitError(tree.data, tree, e)  # noqa: B904
 
     def transform_in_place(self: Any, tree: Any) -> Any:  # Transformer_InPlace's
         call = self._call_userfunc
@@ -232,12 +232,12 @@ def _quick_dispatch(lg: Any) -> dict[str, type]:
         return call(tree)
 
     def visitor_call(self: Any, tree: Any) -> Any:  # VisitorBase's
-        table = methods(self)
-        f = table.get(tree.data)
-        if f is None:
+        try:
+            f = self._cfgmask_methods[tree.data]
+        except (AttributeError, KeyError):
             f = getattr(self, tree.data, self.__default__)
             if tree.data not in self.__dict__:
-                table[tree.data] = f
+                methods(self)[tree.data] = f
         return f(tree)
 
     out: dict[str, type] = {}
