@@ -159,18 +159,9 @@ def through_ref(e: ir.Expr, marker: str) -> ir.Expr:
     if isinstance(e, ir.Ref):
         return ir.EPSILON if e.name == marker else ir.NOTHING
     if isinstance(e, ir.Seq):
-        items = e.items
+        plain = [without_refs(x) for x in e.items]  # once an item, not once a pair
         return union(
-            [
-                concat(
-                    [
-                        *map(without_refs, items[:k]),
-                        through_ref(x, marker),
-                        *map(without_refs, items[k + 1 :]),
-                    ]
-                )
-                for k, x in enumerate(items)
-            ]
+            [concat([*plain[:k], through_ref(x, marker), *plain[k + 1 :]]) for k, x in enumerate(e.items)]
         )
     if isinstance(e, ir.Alt):
         return union([through_ref(x, marker) for x in e.items])

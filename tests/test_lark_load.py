@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,14 @@ def test_mutated_grammars_parse_as_lark_parses_them() -> None:
     and no tree where it does not (ad hoc, 9,000 seeds of this found no difference)."""
     import random
 
-    rng = random.Random(12)
+    for text in _mutated(random.Random(12), 600):
+        theirs = _lark_tree(text)
+        ours = lark_load.parse_tree(text)
+        assert (ours is None) if theirs is None else (ours is not None and _same(ours, theirs)), text
+
+
+def _mutated(rng: object, count: int, window: int = 10) -> list[str]:
+    """``count`` random edits of a window of ``window`` lines of the grammars and snippets above."""
     texts = [p.read_text() for p in FILES] + SNIPPETS
     pieces = [*':|()[]{}?*+~.,->%/"\n \\#i', "..", "->", "%import ", "%ignore ", "%declare "]
     pieces += [
@@ -140,17 +148,17 @@ def test_mutated_grammars_parse_as_lark_parses_them() -> None:
         "?a",
         "!b",
     ]
-    for _ in range(600):
-        lines = rng.choice(texts).split("\n")
-        k = rng.randrange(max(1, len(lines) - 10))
-        text = "\n".join(lines[k : k + 10])
-        for _ in range(rng.randint(1, 3)):
-            i = rng.randrange(len(text) + 1)
-            j = min(len(text), i + rng.randint(0, 3))
-            text = text[:i] + (rng.choice(pieces) if rng.random() < 0.7 else "") + text[j:]
-        theirs = _lark_tree(text)
-        ours = lark_load.parse_tree(text)
-        assert (ours is None) if theirs is None else (ours is not None and _same(ours, theirs)), text
+    out = []
+    for _ in range(count):
+        lines = rng.choice(texts).split("\n")  # type: ignore[attr-defined]
+        k = rng.randrange(max(1, len(lines) - window))  # type: ignore[attr-defined]
+        text = "\n".join(lines[k : k + window])
+        for _ in range(rng.randint(1, 3)):  # type: ignore[attr-defined]
+            i = rng.randrange(len(text) + 1)  # type: ignore[attr-defined]
+            j = min(len(text), i + rng.randint(0, 3))  # type: ignore[attr-defined]
+            text = text[:i] + (rng.choice(pieces) if rng.random() < 0.7 else "") + text[j:]  # type: ignore[attr-defined]
+        out.append(text)
+    return out
 
 
 def _compiled(out: object) -> str:
@@ -170,3 +178,52 @@ def test_compile_once_is_compile(path: Path) -> None:
         return
     ours = lark_load.compile_once(lark_load.load(text, str(path), []), ["start"], set())
     assert _compiled(ours) == _compiled(theirs)
+
+
+def _compile_outcome(compile: object, text: str, start: str) -> str:
+    """The compiled grammar of ``text``, or the exception ``compile`` raises (type and message)."""
+    try:
+        grammar = load_grammar(text, "<t>", [], False)[0]
+    except Exception:  # noqa: BLE001 - not loadable: nothing to compile
+        return "unloadable"
+    try:
+        return _compiled(compile(grammar, [start], set()))  # type: ignore[operator]
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+
+
+def test_compile_once_is_compile_on_edits_and_snippets() -> None:
+    """compile_once (Lark's compile without its tree copies, its transformers' method lookups
+    done once an instance) against Lark's compile: the same terminals, rules and errors on the
+    snippets (templates, aliases, ``~``, priorities) and on random edits of every grammar."""
+    import random
+
+    texts = SNIPPETS + [p.read_text() for p in FILES] + _mutated(random.Random(34), 300, window=10**6)
+    compiled = 0
+    for text in texts:
+        names = re.findall(r"^[?!]?([a-z_][a-z0-9_]*)", text, re.MULTILINE)  # a rule name or two
+        for start in dict.fromkeys(["start", "a", *names[:1], *names[-1:]]):
+            theirs = _compile_outcome(lambda g, s, k: g.compile(s, k), text, start)
+            ours = _compile_outcome(lark_load.compile_once, text, start)
+            assert ours == theirs, text
+            compiled += theirs.startswith("([")
+    assert compiled > 150
+
+
+def test_compile_once_reads_literals_as_lark() -> None:
+    """String literals of random printable characters (quotes, non-ASCII, escapes): the same
+    patterns from compile_once (which unescapes a literal without backslashes itself) as from
+    Lark's compile."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = [chr(c) for c in range(32, 0x3000) if chr(c).isprintable() and chr(c) not in '"\\']
+    alphabet += ["'", "''", "'''", "\\n", "\\t", "\\\\", '\\"', "\\u00e9", "\\x41", "\\'", "é", "\U0001f600"]
+    literals = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(400)]
+    text = "start: " + " | ".join(f'"{s}"' for s in literals) + "\n"
+    text += "".join(f'T{i}: "{s}"i\n' for i, s in enumerate(literals[:50]))
+    text += "t: " + " ".join(f"T{i}" for i in range(50)) + "\n"
+    for start in ("start", "t"):
+        theirs = _compile_outcome(lambda g, s, k: g.compile(s, k), text, start)
+        assert theirs.startswith("([")
+        assert _compile_outcome(lark_load.compile_once, text, start) == theirs

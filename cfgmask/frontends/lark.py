@@ -97,7 +97,7 @@ from . import lark_load
 from .lark_ext import Preprocessed, preprocess
 from .lark_follow import Ranges, Symbol, to_ir
 from .lark_opaque import opaque_terminals
-from .regex import terminal_variants
+from .regex import _sre_parse, terminal_variants
 
 IGNORE = "<ignore>"
 TOP = "<top>"  # <ignore> start
@@ -241,16 +241,16 @@ def _earley_accepts(loaded: SimpleNamespace, start: str) -> bool:
     rule used and the start rule defined (``GrammarAnalyzer``)).  Building the parser itself
     (its FIRST/FOLLOW sets and predictions, which cfgmask never uses) is half of loading a
     grammar such as sql.lark.  False sends the grammar through ``lark.Lark``, for its error."""
-    from lark.utils import get_regexp_width
-
+    parsed: dict[str, object] = {}
     for t in loaded.terminals:
         regexp = t.pattern.to_regexp()
         try:
-            if get_regexp_width(regexp)[0] == 0:
+            if _min_width(regexp, parsed) == 0:
                 return False
             re.compile(regexp)
         except Exception:  # noqa: BLE001 - any failure is Lark's to report
             return False
+    loaded.parsed = parsed  # for terminal_variants, where its pattern is the same text
     rules = loaded.rules
     defined = {r.origin for r in rules}
     return (
@@ -258,6 +258,24 @@ def _earley_accepts(loaded: SimpleNamespace, start: str) -> bool:
         and any(o.name == start for o in defined)
         and all(s.is_term or s in defined for r in rules for s in r.expansion)
     )
+
+
+def _min_width(regexp: str, parsed: dict[str, object]) -> int:
+    """``lark.utils.get_regexp_width(regexp)[0]``, keeping ``re``'s parse of ``regexp`` in
+    ``parsed``.  Without ``\\p`` in it Lark's substitution of ``\\p{...}`` changes nothing and
+    Lark returns the parse's minimum width; a pattern ``re`` cannot parse goes to Lark's
+    function (its ``regex`` fallback, or its error)."""
+    from lark.utils import get_regexp_width
+
+    if "\\p" not in regexp:
+        try:
+            tree = _sre_parse.parse(regexp)
+        except re.error:
+            pass
+        else:
+            parsed[regexp] = tree
+            return int(tree.getwidth()[0])
+    return int(get_regexp_width(regexp)[0])
 
 
 def _lark_error(
@@ -296,6 +314,7 @@ class _Builder:
         self.start = start
         self.pre = pre
         self.terminals = {t.name: t for t in parser.terminals}  # type: ignore[attr-defined]
+        self.parsed: dict[str, object] = getattr(parser, "parsed", {})  # re's parses, by pattern
         self.ignore = list(parser.ignore_tokens)  # type: ignore[attr-defined]
         self.expansions: dict[str, list[list[object]]] = {}
         for rule in parser.rules:  # type: ignore[attr-defined]
@@ -327,23 +346,28 @@ class _Builder:
     def _reachable_rules(self) -> list[str]:
         if self.start not in self.expansions:
             raise GrammarError.at(f"start rule {self.start!r} is not defined", self.text, 0)
-        seen, todo = [self.start], [self.start]
+        seen, todo, known = [self.start], [self.start], {self.start}
         while todo:
             for expansion in self.expansions[todo.pop()]:
                 for sym in expansion:
+                    if sym.is_term:  # type: ignore[attr-defined]
+                        continue
                     name = str(sym.name)  # type: ignore[attr-defined]
-                    if not sym.is_term and name not in seen:  # type: ignore[attr-defined]
+                    if name not in known:
                         seen.append(name)
                         todo.append(name)
+                        known.add(name)
         return seen
 
     def _expansion(self, expansion: list[object]) -> list[Symbol]:
         out: list[Symbol] = []
+        ignore, pre = bool(self.ignore), self.pre
         for sym in expansion:
             terminal = bool(sym.is_term)  # type: ignore[attr-defined]
-            if terminal and self.ignore and (self.pre is None or self.pre.ignore_before(str(sym.name))):  # type: ignore[attr-defined]
+            name = str(sym.name)  # type: ignore[attr-defined]
+            if terminal and ignore and (pre is None or pre.ignore_before(name)):
                 out.append(Symbol(IGNORE, False))
-            out.append(Symbol(str(sym.name), terminal))  # type: ignore[attr-defined]
+            out.append(Symbol(name, terminal))
         return out
 
     def _terminal(self, name: str) -> list[tuple[ir.Expr, Ranges]]:
@@ -360,8 +384,9 @@ class _Builder:
         pattern = term.pattern
         if type(pattern).__name__ == "PatternStr" and not pattern.flags:
             return [(ir.literal(pattern.value), ())]
+        regexp = terminal_regexp(pattern)
         try:
-            return terminal_variants(terminal_regexp(pattern))
+            return terminal_variants(regexp, self.parsed.get(regexp))
         except GrammarError as e:
             where = self._locate(name, pattern)
             raise GrammarError.at(f"terminal {name}: {e.message}", self.text, where) from None

@@ -128,6 +128,10 @@ class Preprocessed:
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)*")
 _REPEAT = re.compile(r"\{\s*(\d*)\s*(,\s*(\d*)\s*)?\}")
 _DEF = re.compile(r"[?!]?(?P<name>[A-Za-z_][A-Za-z0-9_-]*)(?P<attrs>\[[^\]\n]*\])?\s*(?:\.\s*-?\d+\s*)?:")
+# Characters that none of _Scanner.run's cases but the last takes (a run of them is one piece:
+# the map keeps its offsets, which are consecutive within a piece).
+_PLAIN = re.compile(r'[^\n"/#%<{(\[)\]@&~:A-Za-z_]+')
+_EMBED = re.compile(r"%(json|regex)\b")
 _USES_EXTENSION = re.compile(
     r'%json|%regex|%llguidance|""|<|\{\s*\d*\s*,?\s*\d*\s*\}|[a-zA-Z0-9]-[a-zA-Z]|\[|@|&|~\s*[^\s\d]|::'
 )
@@ -243,9 +247,11 @@ class _Scanner:
                 self.atom_start = self.n_out
                 self.emit(self.name(m.group(), i), i)
                 i = m.end()
-            else:
-                self.emit(c, i)
-                i += 1
+            else:  # with the characters after it that would come here one by one too
+                m = _PLAIN.match(src, i)
+                end = m.end() if m else i + 1
+                self.emit(src[i:end], i)
+                i = end
         if not self.changed:
             return None
         tail = "".join(f"\n{d}" for d in self.extra)
@@ -282,7 +288,7 @@ class _Scanner:
         self.in_terminal = name.lstrip("_")[:1].isupper()
         attrs = m.group("attrs")
         body = _skip_space(self.src, m.end())
-        if self.in_terminal and re.match(r"%(json|regex)\b", self.src[body:]):
+        if self.in_terminal and _EMBED.match(self.src, body):
             end = self.embed(body, declare_as=self.name(name, m.start()))
             return end
         if self.in_terminal and not attrs:

@@ -68,11 +68,14 @@ def _setup() -> dict[str, Any] | None:
             f = lg.Grammar.compile
             if f.__code__.co_freevars:
                 raise TypeError("compile")
-            once = {**vars(lg), "nr_deepcopy_tree": _same_tree}
+            once = {**vars(lg), "nr_deepcopy_tree": _same_tree, **_quick_dispatch(lg)}
             compile_once = types.FunctionType(f.__code__, once, "compile", f.__defaults__)
+            plain = {**once, "ApplyTemplates": _NoTemplates}
+            compile_plain = types.FunctionType(f.__code__, plain, "compile", f.__defaults__)
             _STATE.update(
                 ok=True, lg=lg, Tree=Tree, Token=Token, Terminal=Terminal, NonTerminal=NonTerminal,
                 scanner=scanner, newline=newline, builder=builder, compile_once=compile_once,
+                compile_plain=compile_plain,
             )  # fmt: skip
         except Exception:  # noqa: BLE001 - another Lark version: its own loader runs
             _STATE["ok"] = False
@@ -99,11 +102,164 @@ def compile_once(grammar: Any, start: list[str], keep: set[str]) -> Any:
     state = _setup()
     if state is None:
         return grammar.compile(start, keep)
-    return state["compile_once"](grammar, start, keep)
+    if any(params for _name, params, _tree, _options in grammar.rule_defs):
+        return state["compile_once"](grammar, start, keep)
+    return state["compile_plain"](grammar, start, keep)
 
 
 def _same_tree(tree: Any) -> Any:
     return tree
+
+
+class _NoTemplates:
+    """``ApplyTemplates`` for a Grammar from :func:`load` in which no rule has template
+    parameters.  ``GrammarBuilder.validate`` (run by ``build``) has then refused every
+    ``template_usage`` (its name must be a definition taking as many arguments as it passes,
+    at least one), so Lark's pass would find nothing to apply and only copy every node of a
+    tree that the passes before it have just copied (nothing else refers to it)."""
+
+    def __init__(self, rule_defs: Any) -> None:
+        pass
+
+    def transform(self, tree: Any) -> Any:
+        return tree
+
+
+_COMPILE_CLASSES = (
+    "PrepareLiterals",
+    "TerminalTreeToPattern",
+    "ValidateSymbols",
+    "PrepareAnonTerminals",
+    "ApplyTemplates",
+    "EBNF_to_BNF",
+    "SimplifyRule_Visitor",
+    "RuleTreeToText",
+)
+
+
+def _quick_literals(lg: Any, cls: type) -> dict[str, Any]:
+    """``PrepareLiterals.literal`` whose ``_literal_to_pattern`` unescapes a literal without
+    backslashes made of printable characters as itself: Lark's ``eval_escaping`` then only
+    puts a backslash before each ``'`` and reads ``u'''...'''`` with ``ast.literal_eval``
+    (a compile of Python source, most of the time of reading sql.lark's ~130 literals), which
+    gives the text back.  Other literals go to Lark's ``eval_escaping``."""
+    wrapped: Any = cls.__dict__.get("literal")
+    base = getattr(wrapped, "base_func", None)
+    to_pattern = getattr(lg, "_literal_to_pattern", None)
+    escaping = getattr(lg, "eval_escaping", None)
+    if not isinstance(base, types.FunctionType) or not hasattr(wrapped, "visit_wrapper"):
+        return {}
+    if not isinstance(to_pattern, types.FunctionType) or escaping is None:
+        return {}
+    if base.__code__.co_freevars or to_pattern.__code__.co_freevars:
+        return {}
+
+    def eval_escaping(s: str) -> str:
+        if "\\" not in s and s.isprintable():
+            return s
+        return escaping(s)  # type: ignore[no-any-return]
+
+    space = {**vars(lg), "eval_escaping": eval_escaping}
+    quick = types.FunctionType(to_pattern.__code__, space, to_pattern.__name__, to_pattern.__defaults__)
+    space = {**vars(lg), "_literal_to_pattern": quick}
+    literal = types.FunctionType(base.__code__, space, base.__name__, base.__defaults__)
+    return {"literal": type(wrapped)(literal, wrapped.visit_wrapper)}
+
+
+def _quick_dispatch(lg: Any) -> dict[str, type]:
+    """Subclasses of the transformers and the visitor ``Grammar.compile`` uses, for its copy
+    (``compile_once``): the same methods called in the same order with the same arguments,
+    each instance looking a tree's method up once instead of at every node.  Lark's
+    ``_call_userfunc`` runs ``getattr(self, tree.data)`` a node, and on an ``@inline_args``
+    class (``PrepareLiterals``, ``EBNF_to_BNF``) that builds a new ``_VArgsWrapper`` with
+    ``functools.update_wrapper`` each time; an in-place transform also walks each node's
+    children through a generator.  A class of another shape is left as it is."""
+    from lark import visitors as v
+    from lark.exceptions import GrammarError, VisitError
+
+    Tree, Token, Discard = v.Tree, v.Token, v.Discard
+    default = object()  # no method of that name: __default__
+
+    def methods(self: Any) -> dict[Any, Any]:
+        table = self.__dict__.get("_cfgmask_methods")
+        if table is None:
+            table = self.__dict__["_cfgmask_methods"] = {}
+        return table
+
+    def lookup(self: Any, data: Any) -> Any:  # the first time this instance meets ``data``
+        try:
+            f = getattr(self, data)
+        except AttributeError:
+            found = (default, None)
+        else:
+            found = (f, getattr(f, "visit_wrapper", None))
+        if data not in self.__dict__:  # a method of the class: the same object each time
+            methods(self)[data] = found
+        return found
+
+    def call_userfunc(self: Any, tree: Any, new_children: Any = None) -> Any:  # Transformer's
+        children = new_children if new_children is not None else tree.children
+        try:
+            f, wrapper = self._cfgmask_methods[tree.data]
+        except (AttributeError, KeyError):
+            f, wrapper = lookup(self, tree.data)
+        if f is default:
+            return self.__default__(tree.data, children, tree.meta)
+        try:
+            if wrapper is not None:
+                return f.visit_wrapper(f, tree.data, children, tree.meta)
+            return f(children)
+        except GrammarError:
+            raise
+        except Exception as e:  # noqa: BLE001 - as Lark wraps it (no "from": Lark has none)
+            raise VisitError(tree.data, tree, e)  # noqa: B904
+
+    def transform_in_place(self: Any, tree: Any) -> Any:  # Transformer_InPlace's
+        call = self._call_userfunc
+        tokens = self.__visit_tokens__
+        for subtree in tree.iter_subtrees():
+            children = []
+            for c in subtree.children:
+                if isinstance(c, Tree):
+                    res = call(c)
+                elif tokens and isinstance(c, Token):
+                    res = self._call_userfunc_token(c)
+                else:
+                    res = c
+                if res is not Discard:
+                    children.append(res)
+            subtree.children = children
+        return call(tree)
+
+    def visitor_call(self: Any, tree: Any) -> Any:  # VisitorBase's
+        try:
+            f = self._cfgmask_methods[tree.data]
+        except (AttributeError, KeyError):
+            f = getattr(self, tree.data, self.__default__)
+            if tree.data not in self.__dict__:
+                methods(self)[tree.data] = f
+        return f(tree)
+
+    out: dict[str, type] = {}
+    for name in _COMPILE_CLASSES:
+        cls = getattr(lg, name)
+        body: dict[str, Any] = {}
+        if name == "PrepareLiterals":
+            body.update(_quick_literals(lg, cls))
+        if issubclass(cls, v.Transformer) and cls._call_userfunc is v.Transformer._call_userfunc:
+            body["_call_userfunc"] = call_userfunc
+            if issubclass(cls, v.Transformer_InPlace) and (
+                cls.transform is v.Transformer_InPlace.transform
+                and cls._transform_tree is v.Transformer_InPlace._transform_tree
+                and cls._transform_children is v.Transformer._transform_children
+            ):
+                body["transform"] = transform_in_place
+        elif issubclass(cls, v.Visitor) and cls._call_userfunc is v.VisitorBase._call_userfunc:
+            body["_call_userfunc"] = visitor_call
+        if body:
+            body.update(__module__=cls.__module__, __qualname__=cls.__qualname__)
+            out[name] = type(name, (cls,), body)
+    return out
 
 
 def _parse_grammar(text: str, name: str, start: str = "start") -> Any:

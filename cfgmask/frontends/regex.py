@@ -87,7 +87,8 @@ except ImportError:  # pragma: no cover - older Pythons
     import sre_constants as _c  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-_I, _S, _M, _A, _L = re.IGNORECASE, re.DOTALL, re.MULTILINE, re.ASCII, re.LOCALE
+# Plain ints: ``flags & re.IGNORECASE`` builds a ``RegexFlag`` (an enum operation) each time.
+_I, _S, _M, _A, _L = (int(f) for f in (re.IGNORECASE, re.DOTALL, re.MULTILINE, re.ASCII, re.LOCALE))
 _MAXREPEAT = _c.MAXREPEAT
 ECMA_WORD = ecmascript.WORD
 _MARKER = "<follow-restriction>"  # a trailing lookahead in terminal mode, numbered
@@ -183,7 +184,7 @@ def _has_assertion(nodes: list[Node]) -> bool:
     return False
 
 
-def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
+def terminal_variants(pattern: str, parsed: Any = None) -> list[tuple[ir.Expr, Ranges]]:
     """``pattern`` as a terminal matched inside a text: ``(expr, forbidden)`` pairs.
 
     The terminal's strings are the union of the ``expr``s; a string of a pair may
@@ -196,9 +197,9 @@ def terminal_variants(pattern: str) -> list[tuple[ir.Expr, Ranges]]:
       :func:`cfgmask.ir_ops.longest_match_follow`), ``re.match`` returns the
       longest match, so a match cannot be followed by a character that extends it.
 
-    Anchors are rejected.
+    Anchors are rejected.  ``parsed``: ``re``'s parse of ``pattern`` (flags 0), if made already.
     """
-    tree = _parse(pattern, 0)
+    tree = _parse(pattern, 0) if parsed is None else parsed
     translator = _Translator(pattern, tree.state.flags, anchors=False, terminal=True)
     expr = translator.sequence(list(tree), tree.state.flags, ZERO, ZERO)
     follow = translator.follow or []
@@ -282,6 +283,7 @@ def _others(chars: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
     return ir.without_surrogates(ir.complement_ranges(chars))
 
 
+@functools.lru_cache(maxsize=64)
 def _flag_prefix(flags: int, relevant: int) -> str:
     letters = "".join(ch for ch, f in (("i", _I), ("s", _S), ("a", _A)) if flags & relevant & f)
     return f"(?{letters}:" if letters else "(?:"
@@ -333,10 +335,10 @@ def char_set(node: Node, flags: int) -> tuple[tuple[int, int], ...]:
         else av
     )
     direct = _direct_ranges(items)
+    if direct is not None and not flags & _I:
+        return direct
     atom = _flag_prefix(flags, _I | _A) + _class_text(items) + ")"
-    if direct is None:
-        return scan_class(atom)
-    return _ignoring_case(atom, direct) if flags & _I else direct
+    return scan_class(atom) if direct is None else _ignoring_case(atom, direct)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -469,11 +471,13 @@ class _Translator:
         self.follow: list[tuple[tuple[int, int], ...]] | None = [] if terminal else None
         self.verbose = bool(global_flags & re.VERBOSE)
         self.seen: dict[str, int] = {}
+        self.states: dict[int, tuple[Node, str]] = {}
 
     def sequence(self, nodes: list[Node], flags: int, before: str, after: str) -> ir.Expr:
+        states = [self.state(node) for node in nodes]
         afters = [after] * (len(nodes) + 1)
         for k in range(len(nodes) - 1, -1, -1):
-            afters[k] = _join(_state([nodes[k]]), afters[k + 1])
+            afters[k] = _join(states[k], afters[k + 1])
         out: list[ir.Expr] = []
         start = before
         for k, node in enumerate(nodes):
@@ -494,8 +498,15 @@ class _Translator:
                 out = [self.lookbehind(node, concat(out), start, flags)]
                 continue
             out.append(self.node(node, flags, before, afters[k + 1]))
-            before = _join(before, _state([node]))
+            before = _join(before, states[k])
         return concat(out)
+
+    def state(self, node: Node) -> str:
+        """``_state([node])``, once a node: nested sequences ask it of the same nodes again."""
+        known = self.states.get(id(node))
+        if known is None:
+            known = self.states[id(node)] = (node, _state([node]))  # the node kept: its id stays its own
+        return known[1]
 
     def boundary(
         self, word_b: bool, prefix: ir.Expr, rest: ir.Expr, start: str, after: str, flags: int
