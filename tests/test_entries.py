@@ -659,7 +659,7 @@ def test_plain_skip_same_entries_random_vocab(seed: int) -> None:
     rng = np.random.default_rng(seed)
     alphabet = [*b' a0x{}:,"\\', 0x0A, 0xC3]
     toks = sorted(
-        {bytes(rng.choice(alphabet, size=int(rng.integers(1, 20)))) for _ in range(600)}
+        {bytes(rng.choice(alphabet, size=int(rng.integers(1, 20))).astype(np.uint8)) for _ in range(600)}
         | {bytes([b]) for b in range(256)}
     )
     vocab = cfgmask.Vocabulary.from_token_bytes(toks)
