@@ -61,9 +61,6 @@ static void build_plain(cm_vocab *v) {
         free(v->plain_next);
         free(v->plain_lcp);
         free(v->plain_bits);
-    free(v->name_next);
-    free(v->name_lcp);
-    free(v->name_ids);
         v->plain_next = v->plain_lcp = v->plain_bits = NULL;
         return;
     }
