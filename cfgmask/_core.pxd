@@ -67,6 +67,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t flat_walks
         size_t flat_calls
         size_t plain_skip
+        size_t name_skip
         size_t wrap_repeats
         size_t count_chains
         size_t tail_parts

@@ -120,6 +120,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.flat_walks = 1 if s.flat_walks else 0
     lim.flat_calls = 1 if s.flat_calls else 0
     lim.plain_skip = 1 if s.plain_skip else 0
+    lim.name_skip = 1 if s.name_skip else 0
     lim.wrap_repeats = s.wrap_repeats
     lim.count_chains = 1 if s.count_chains else 0
     lim.tail_parts = s.tail_parts

@@ -138,6 +138,11 @@ typedef struct cm_limits {
      * in bulk and walks the others (vocab.h); 0: every token.  The entries are
      * the same. */
     size_t plain_skip;
+    /* 1: a flat walk of a first byte's subtree (the whole trie's, a byte edge's)
+     * whose configuration after that byte reaches only live ones on a name
+     * ([A-Za-z_][A-Za-z0-9_]*) accepts the name entries in bulk (vocab.h); 0:
+     * every token.  The entries are the same. */
+    size_t name_skip;
     /* n > 0: a state of a block of a counted repetition (x{0,1000} is cut
      * into blocks counted by helper rules) with at least n uncertain tokens
      * keeps, of the tokens that cross the end of its block, those that go on

@@ -616,11 +616,16 @@ static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t 
 }
 
 /* flat_run over the entries that are not plain only (at->k one of them): the
- * plain ones are accepted in bulk (flat_walk_whole). */
+ * plain ones are accepted in bulk (flat_walk_whole).  Likewise the entries that
+ * are no names (lcp, nxt: the name tables). */
 static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const uint8_t *col, const int32_t *next,
-                                                  size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
-    flat_run_g(v, col, next, k_end, st, bits, at, v->plain_lcp, v->plain_next);
+                                                  size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at,
+                                                  const uint32_t *lcp, const uint32_t *nxt) {
+    flat_run_g(v, col, next, k_end, st, bits, at, lcp, nxt);
 }
+
+/* The bulk tables a walk skips by: the plain entries', the name entries', none. */
+typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_NAMES } flat_bulk;
 
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
  *
@@ -630,10 +635,12 @@ static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const uint8
  * from the depth up to which they are known (fl_ok, at most the prefix length
  * of each entry read since: k_fl the last one counted). */
 static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, size_t k, size_t k_end,
-                          uint32_t d0, cm_walk *w, bool np) {
+                          uint32_t d0, cm_walk *w, flat_bulk bulk) {
     const cm_vocab *v = g->v;
-    const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8, *lcp = np ? v->plain_lcp : v->trie_lcp;
-    const uint32_t *nxt = v->plain_next;
+    bool np = bulk != FLAT_BULK_NONE;
+    const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8;
+    const uint32_t *lcp = bulk == FLAT_BULK_PLAIN ? v->plain_lcp : bulk == FLAT_BULK_NAMES ? v->name_lcp : v->trie_lcp;
+    const uint32_t *nxt = bulk == FLAT_BULK_NAMES ? v->name_next : v->plain_next;
     uint8_t *fl = w->fl;
     uint32_t *st = w->st, fl_ok = d0;
     int rc = CM_OK;
@@ -646,7 +653,7 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     flat_pos at = {k, d, st[d], 0, 0};
     for (;;) {
         if (np)
-            flat_run_np(v, f->col, f->next, k_end, st, w->bits, &at);
+            flat_run_np(v, f->col, f->next, k_end, st, w->bits, &at, lcp, nxt);
         else
             flat_run(v, f->col, f->next, k_end, st, w->bits, &at);
         if (at.k == k_end) break;
@@ -678,7 +685,8 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
         uint32_t id = flat_id(f, s & FLAT_ROW);
         uint8_t ex = d && exited[id];
         k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
-        if (np && k < k_end) k = nxt[k];  /* a subtree left so holds no plain entry (flat_plain_live) */
+        if (np && k < k_end) k = nxt[k];  /* a subtree left so holds no plain entry (flat_plain_live),
+                                             no name (flat_names_live) */
         if (rc || k >= k_end) break;
         k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
         at.k = k;
@@ -689,6 +697,49 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     return rc;
 }
 
+#define FLAT_PLAIN_MAX 64
+/* a first byte's name entries are taken in bulk from this many on (the proof costs
+ * a few transitions) */
+#define CM_FLAT_NAMES_MIN 64
+
+/* The configuration of cell `to` (from f->next) or of c's step on b: < 0 if
+ * not a live flat one. */
+static int32_t flat_live_step(const cm_grammar *g, cm_flat *f, uint32_t c, uint8_t b) {
+    int32_t to = f->next[(size_t)c * f->width + f->col[b]];
+    if (to == CM_FLAT_UNKNOWN) return flat_step(g, f, c, b);
+    return to < 0 ? to : (int32_t)flat_id(f, (uint32_t)to & FLAT_ROW);
+}
+
+/* Configuration c into the breadth-first queue at depth d unless there: false
+ * past FLAT_PLAIN_MAX configurations. */
+static bool flat_enqueue(uint32_t *q, uint8_t *depth, unsigned *n, uint32_t c, unsigned d) {
+    for (unsigned m = 0; m < *n; m++)
+        if (q[m] == c) return true;
+    if (*n == FLAT_PLAIN_MAX) return false;
+    depth[*n] = (uint8_t)d;
+    q[(*n)++] = c;
+    return true;
+}
+
+/* Whether each of q[0 .. n) (at its depth) and every configuration it reaches
+ * on the bytes rep (one a column) before depth CM_PLAIN_MAX_LEN is flat, live
+ * and steps to a flat live one on each of them. */
+static bool flat_closure_live(const cm_grammar *g, cm_flat *f, uint32_t *q, uint8_t *depth, unsigned n,
+                              const uint8_t *rep, unsigned n_rep) {
+    for (unsigned i = 0; i < n; i++) {
+        if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
+        /* a byte no item reads is dead: no transition to compute (most fail so) */
+        const uint32_t *rd = f->reads + (size_t)q[i] * 8;
+        for (unsigned j = 0; j < n_rep; j++)
+            if (!cm_bit(rd, rep[j])) return false;
+        for (unsigned j = 0; j < n_rep; j++) {
+            int32_t to = flat_live_step(g, f, q[i], rep[j]);
+            if (to < 0 || !flat_enqueue(q, depth, &n, (uint32_t)to, depth[i] + 1u)) return false;
+        }
+    }
+    return true;
+}
+
 /* Whether every configuration c0 reaches on fewer than CM_PLAIN_MAX_LEN plain
  * bytes (vocab.h) steps to a flat live one on every plain byte: then every plain
  * entry is accepted (and none is uncertain: none dies), and a subtree a walk
@@ -696,7 +747,6 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
  * not plain, or is longer).  A proof: the closure of c0 under the plain bytes'
  * columns, breadth first to that depth, each transition computed; past
  * FLAT_PLAIN_MAX configurations, or on any failure, no. */
-#define FLAT_PLAIN_MAX 64
 static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
     uint8_t rep[256];  /* one plain byte a column */
     unsigned n_rep = 0;
@@ -706,35 +756,53 @@ static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
         seen_col[f->col[b]] = true;
         rep[n_rep++] = (uint8_t)b;
     }
-    uint32_t q[FLAT_PLAIN_MAX];
-    uint8_t depth[FLAT_PLAIN_MAX];  /* breadth first: the least depth */
-    unsigned n = 0;
-    depth[n] = 0;
-    q[n++] = c0;
-    for (unsigned i = 0; i < n; i++) {
-        if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole plain entries only */
-        /* a plain byte no item reads is dead: no transition to compute (most fail so) */
-        const uint32_t *rd = f->reads + (size_t)q[i] * 8;
-        for (unsigned j = 0; j < n_rep; j++)
-            if (!cm_bit(rd, rep[j])) return false;
-        for (unsigned j = 0; j < n_rep; j++) {
-            int32_t to = f->next[(size_t)q[i] * f->width + f->col[rep[j]]];
-            if (to == CM_FLAT_UNKNOWN) {
-                to = flat_step(g, f, q[i], rep[j]);
-                if (to < 0) return false;
-            } else if (to < 0) {
-                return false;
-            } else {
-                to = (int32_t)flat_id(f, (uint32_t)to & FLAT_ROW);
-            }
-            unsigned m = 0;
-            while (m < n && q[m] != (uint32_t)to) m++;
-            if (m < n) continue;
-            if (n == FLAT_PLAIN_MAX) return false;
-            depth[n] = (uint8_t)(depth[i] + 1);
-            q[n++] = (uint32_t)to;
+    uint32_t q[FLAT_PLAIN_MAX] = {c0};
+    uint8_t depth[FLAT_PLAIN_MAX] = {0};  /* breadth first: the least */
+    return flat_closure_live(g, f, q, depth, 1, rep, n_rep);
+}
+
+/* Whether every name entry of first byte b (vocab.h) is accepted from c, the
+ * configuration after b: the configurations c reaches on a name's first byte,
+ * then on its other bytes to the name entries' greatest length, are all flat
+ * and live (as flat_plain_live proves it of the plain bytes).  Then a subtree
+ * a walk from c leaves dead or through a chart holds no name entry. */
+static bool flat_names_live(const cm_grammar *g, cm_flat *f, uint32_t c) {
+    uint8_t rep1[256], rep[256];  /* one name byte a column: first bytes, all bytes */
+    unsigned n_rep1 = 0, n_rep = 0;
+    bool seen1[256] = {false}, seen[256] = {false};
+    for (unsigned b = '0'; b <= 'z'; b++) {
+        if (!cm_name_byte((uint8_t)b)) continue;
+        if (cm_name_first((uint8_t)b) && !seen1[f->col[b]]) {
+            seen1[f->col[b]] = true;
+            rep1[n_rep1++] = (uint8_t)b;
+        }
+        if (!seen[f->col[b]]) {
+            seen[f->col[b]] = true;
+            rep[n_rep++] = (uint8_t)b;
         }
     }
+    uint32_t q[FLAT_PLAIN_MAX];
+    uint8_t depth[FLAT_PLAIN_MAX];  /* the entries' depth there, breadth first: the least */
+    unsigned n = 0;
+    const uint32_t *rd = f->reads + (size_t)c * 8;
+    for (unsigned j = 0; j < n_rep1; j++)
+        if (!cm_bit(rd, rep1[j])) return false;
+    for (unsigned j = 0; j < n_rep1; j++) {
+        int32_t to = flat_live_step(g, f, c, rep1[j]);
+        if (to < 0 || !flat_enqueue(q, depth, &n, (uint32_t)to, 2)) return false;
+    }
+    return flat_closure_live(g, f, q, depth, n, rep, n_rep);
+}
+
+/* First byte b's name entries into w if flat_names_live(c) proves them
+ * accepted (c: the configuration after b): whether it did. */
+static bool flat_names_bulk(const cm_grammar *g, cm_flat *f, uint32_t c, uint8_t b, cm_walk *w) {
+    const cm_vocab *v = g->v;
+    if (!v->name_ids || !g->lim.name_skip) return false;
+    uint32_t n0 = v->name_off[b], n1 = v->name_off[b + 1];
+    if (n1 - n0 < CM_FLAT_NAMES_MIN || !flat_names_live(g, f, c)) return false;
+    for (uint32_t i = n0; i < n1; i++) cm_set_bit(w->bits, v->name_ids[i]);
+    w->n_accepted += n1 - n0;
     return true;
 }
 
@@ -763,8 +831,16 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
         if (to == CM_FLAT_DEAD) continue;
         if (to < CM_FLAT_CHART) return to + 8;
         bool npb = np && cm_plain_byte((uint8_t)b);
+        flat_bulk bulk = npb ? FLAT_BULK_PLAIN : FLAT_BULK_NONE;
         size_t k = npb ? v->plain_next[lo[b]] : lo[b];
-        if (k < lo[b + 1]) rc = flat_walk_from(g, f, c0, rule, k, lo[b + 1], 0, w, npb);
+        if (!npb && to >= 0) {
+            int32_t c = flat_live_step(g, f, (uint32_t)c0, (uint8_t)b);
+            if (c >= 0 && flat_names_bulk(g, f, (uint32_t)c, (uint8_t)b, w)) {
+                bulk = FLAT_BULK_NAMES;
+                k = v->name_next[lo[b]];
+            }
+        }
+        if (k < lo[b + 1]) rc = flat_walk_from(g, f, c0, rule, k, lo[b + 1], 0, w, bulk);
     }
     return rc;
 }
@@ -811,5 +887,15 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
         set_reads(g, &f->chart, reads);
         return flat_walk_whole(g, f, c0, rule, reads, w);
     }
-    return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, false);
+    flat_bulk bulk = FLAT_BULK_NONE;
+    if (d0 == 1 && k < k_end) {  /* a first byte's subtree (a byte edge's, walk_byte_edges) */
+        const cm_vocab *v = g->v;
+        uint8_t b = v->trie_data[v->trie_off[k]];
+        if (k == v->first_off[b] && k_end == v->first_off[b + 1] && flat_names_bulk(g, f, (uint32_t)c0, b, w)) {
+            bulk = FLAT_BULK_NAMES;
+            k = v->name_next[k];
+            if (k >= k_end) return CM_OK;
+        }
+    }
+    return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, bulk);
 }

@@ -21,6 +21,7 @@ void cm_limits_default(cm_limits *out) {
     out->flat_walks = 1;
     out->flat_calls = 1;
     out->plain_skip = 1;
+    out->name_skip = 1;
     out->wrap_repeats = 256;
     out->count_chains = 1;
     out->tail_parts = 256;

@@ -90,6 +90,46 @@ static void build_plain(cm_vocab *v) {
     }
 }
 
+/* The name entries' tables (vocab.h), in the plain ones' shape; left NULL
+ * when memory is short. */
+static void build_names(cm_vocab *v) {
+    v->name_next = malloc((v->n_trie + 1) * sizeof *v->name_next);
+    v->name_lcp = malloc((v->n_trie ? v->n_trie : 1) * sizeof *v->name_lcp);
+    v->name_ids = malloc((v->n_trie ? v->n_trie : 1) * sizeof *v->name_ids);
+    if (!v->name_next || !v->name_lcp || !v->name_ids) {
+        free(v->name_next);
+        free(v->name_lcp);
+        free(v->name_ids);
+        v->name_next = v->name_lcp = v->name_ids = NULL;
+        return;
+    }
+    uint32_t next = (uint32_t)v->n_trie, run = UINT32_MAX, n = 0;
+    v->name_next[v->n_trie] = next;
+    for (size_t k = v->n_trie; k-- > 0;) {
+        uint32_t len;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        bool name = len >= 2 && len <= CM_PLAIN_MAX_LEN && cm_name_first(p[1]);
+        for (uint32_t i = 2; i < len && name; i++) name = cm_name_byte(p[i]);
+        if (!name) next = (uint32_t)k;
+        v->name_next[k] = next;
+    }
+    memset(v->name_off, 0, sizeof v->name_off);
+    bool seen = false;
+    for (size_t k = 0; k < v->n_trie; k++) {
+        if (k && v->trie_lcp[k] < run) run = v->trie_lcp[k];
+        if (v->name_next[k] != k) {
+            v->name_ids[n++] = v->trie_ids[k];
+            v->name_off[v->trie_data[v->trie_off[k]] + 1] = n;
+            continue;
+        }
+        v->name_lcp[k] = run == UINT32_MAX || !seen ? 0 : run;
+        run = UINT32_MAX;
+        seen = true;
+    }
+    for (unsigned b = 0; b < 256; b++)
+        if (v->name_off[b + 1] < v->name_off[b]) v->name_off[b + 1] = v->name_off[b];
+}
+
 static int build_trie_data(cm_vocab *v) {
     size_t total = 0;
     v->trie_off = malloc((v->n_trie + 1) * sizeof *v->trie_off);
@@ -131,6 +171,7 @@ static int build_trie_data(cm_vocab *v) {
     v->first_off[0] = 0;
     for (int b = 0; b < 256; b++) v->first_off[b + 1] = v->first_off[b] + count[b];
     build_plain(v);
+    build_names(v);
     return CM_OK;
 }
 
@@ -196,6 +237,9 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->plain_next);
     free(v->plain_lcp);
     free(v->plain_bits);
+    free(v->name_next);
+    free(v->name_lcp);
+    free(v->name_ids);
     free(v);
 }
 

@@ -35,6 +35,15 @@ struct cm_vocab {
      * the plain entries' tokens, [ceil(n_tokens / 32)], n_plain of them. */
     uint32_t *plain_next, *plain_lcp, *plain_bits;
     uint32_t n_plain;
+    /* The name entries: a first byte, then a name ([A-Za-z_][A-Za-z0-9_]*), at most
+     * CM_PLAIN_MAX_LEN long (` foo`, `foo`), which a whole flat walk accepts in bulk
+     * under a first byte whose configuration stays live on every such name (flat.c:
+     * Lark's keywords and names, inline in each rule after its blanks).  The same
+     * tables as the plain ones: name_next, name_lcp; name_ids: the name entries'
+     * tokens in trie order, those of first byte b at name_off[b] .. name_off[b + 1).
+     * NULL when memory was short. */
+    uint32_t *name_next, *name_lcp, *name_ids;
+    uint32_t name_off[257];
     cm_walk_store *walks;
     _Atomic(cm_tokclass *) tokclass;
 };
@@ -44,6 +53,10 @@ struct cm_vocab {
 #define CM_PLAIN_MAX_LEN 16
 
 static inline bool cm_plain_byte(uint8_t b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
+
+/* A name's first byte ([A-Za-z_]) and its other bytes ([A-Za-z0-9_]). */
+static inline bool cm_name_first(uint8_t b) { return (unsigned)((b | 0x20) - 'a') < 26u || b == '_'; }
+static inline bool cm_name_byte(uint8_t b) { return cm_name_first(b) || (unsigned)(b - '0') < 10u; }
 
 static inline const uint8_t *cm_trie_bytes(const cm_vocab *v, size_t k, uint32_t *len) {
     *len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);

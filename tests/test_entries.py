@@ -665,3 +665,53 @@ def test_plain_skip_same_entries_random_vocab(seed: int) -> None:
     vocab = cfgmask.Vocabulary.from_token_bytes(toks)
     for schema in PLAIN_SKIP_SCHEMAS:
         _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)
+
+
+def _name_skip_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary) -> None:
+    """Every state's entry with the bulk skip of name tokens equal to a flat walk's of each:
+    with every shortcut (byte edges' subtrees, tail parts) and with flat walks alone (whole
+    walks; no plain skip either, which would take the names after a plain byte first)."""
+    flat_only = {"compose_entries": False, "share_loop_walks": False, "run_walks": 0, "plain_skip": False}
+    for limits in ({}, flat_only):
+        fast = cfgmask.compile(g, vocab, _strategy=Strategy(**limits))
+        slow = cfgmask.compile(g, vocab, _strategy=Strategy(**{**limits, "name_skip": False}))
+        for s, (a, b) in enumerate(zip(entries(fast), entries(slow), strict=True)):
+            assert np.array_equal(a[0], b[0]), f"state {s} ({limits}): accepted tokens differ"
+            assert np.array_equal(a[1], b[1]), f"state {s} ({limits}): uncertain tokens differ"
+
+
+NAME_SKIP_GRAMMARS = [
+    # Lark: keywords that may not run into a name (a lookahead), names, blanks between (sql.lark's shape)
+    cfgmask.Grammar.from_lark(
+        'start: item ("," item)*\n?item: SELECT NAME | NAME "(" NAME ")" | NAME\n'
+        "SELECT: /select(?!\\w)/i\nNAME: /[a-z_][a-z0-9_]*/i\n%import common.WS\n%ignore WS"
+    ),
+    # a bounded name (dies past 6 bytes: the proof must fail), a name whose first byte may be a
+    # digit, a name of letters only (a digit dies), a name after a quote
+    cfgmask.Grammar.from_gbnf('root ::= ( " " | "\\"" )? [a-z_] [a-z0-9_]{0,5} ";"'),
+    cfgmask.Grammar.from_gbnf('root ::= " "? [a-zA-Z0-9_]+ ( " " [a-zA-Z0-9_]+ )* ";"?'),
+    cfgmask.Grammar.from_gbnf('root ::= " "? [a-zA-Z_]+ ( "." [a-zA-Z_]+ )*'),
+    cfgmask.Grammar.from_gbnf('root ::= ( " " | "\\"" | "x" )* [a-zA-Z_] [a-zA-Z0-9_]* "\\""'),
+]
+
+
+@pytest.mark.parametrize("index", range(len(NAME_SKIP_GRAMMARS)))
+@pytest.mark.parametrize("seed", range(3))
+def test_name_skip_same_entries_random_vocab(index: int, seed: int) -> None:
+    """A random vocabulary: names of every length around the bound after every kind of first
+    byte (blank, quote, letter, digit, dot), other tokens mixed in."""
+    rng = np.random.default_rng(seed)
+    name = [*b"abcsxyzSELECTelt_019"]
+    first = [*b' "x_0.\t(']
+    toks = {bytes([b]) for b in range(256)}
+    for _ in range(1500):
+        body = bytes(rng.choice(name, size=int(rng.integers(1, 20))).astype(np.uint8))
+        toks.add(bytes([int(rng.choice(first))]) + body)
+        if rng.random() < 0.3:  # a name that runs into something else
+            toks.add(bytes([int(rng.choice(first))]) + body + bytes([int(rng.choice([*b'(),; "']))]))
+    _name_skip_same(NAME_SKIP_GRAMMARS[index], cfgmask.Vocabulary.from_token_bytes(sorted(toks)))
+
+
+@pytest.mark.parametrize("name", ["sql.lark", "c.gbnf"])
+def test_name_skip_same_entries_llama3(name: str) -> None:
+    _name_skip_same(shipped(name), cfgmask.Vocabulary.llama3())

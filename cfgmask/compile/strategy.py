@@ -43,6 +43,11 @@ class Strategy:
     # JSON string bytes (0x20-0x7E but `"` and `\`) is live accepts the plain tokens at once
     # (one OR of a bitmask the vocabulary made) and walks only the others (False: all of them)
     plain_skip: bool = True
+    # a flat walk of a first byte's subtree whose configuration after that byte stays live on
+    # every name ([A-Za-z_][A-Za-z0-9_]*: Lark's names and keywords, inline after a rule's
+    # blanks, ` foo` and `foo`) accepts the name tokens at once and walks only the others
+    # (False: all of them)
+    name_skip: bool = True
     # a block of a counted repetition (x{0,1000} is cut into blocks) with at least this many
     # uncertain tokens keeps those that cross its end into the next block; a mask takes them at
     # once where the chart lets the block start again (0: each is checked against the chart)
