@@ -518,6 +518,7 @@ struct cm_chain_data {
     size_t n_kept, cap_kept;
     uint32_t *pool;
     size_t n_pool, cap_pool;
+    uint8_t plain;              /* plain_block's answer: 0 not asked yet, 1 yes, 2 no */
     /* the wrap split of the entry push_wrapping built last, for cm_chain_wrap to take over
      * (split_bits NULL: no token wraps); has_split false once taken */
     bool has_split;
@@ -1034,29 +1035,31 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     const chain_walk *cd = cdata->w;
     const uint32_t *trie_ids = g->v->trie_ids;
     uint32_t rule = g->t.state_rule[state];
-    size_t lo = first_node(cd, B), hi = lo, raw = 0, n_items = 0, end = 0;
+    size_t lo = first_node(cd, B), hi = first_node(cd, B + 1), n_items = 0, end = 0;
     split_drop(cdata);
-    for (; hi < cd->n_nodes && cd->nodes[hi].budget == B; hi++) {
-        const chain_node *x = &cd->nodes[hi];
-        if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
-        if (x->k < end) return 0;
-        end = x->k_end;
-        raw += x->k_end - x->k;
-        n_items++;
-    }
-    bool filter = g->lim.filter_uncertain && raw && raw <= CM_FILTER_MAX_UNCERTAIN && n_items;
+    /* the nodes' subtrees are disjoint and in trie order: the span of theirs bounds their tokens */
+    size_t bound = lo < hi ? cd->nodes[hi - 1].k_end - cd->nodes[lo].k : 0;
+    if (lo < hi && cd->nodes[hi - 1].k_end < cd->nodes[lo].k) return 0;
     size_t nw = g->n_words ? g->n_words : 1, cap = w->cap_unc, n = 0, n_rest = 0;
-    uint32_t *acc = calloc(nw, sizeof *acc), *bits = calloc(nw, sizeof *bits);
-    uint32_t *rest = malloc((raw ? raw : 1) * sizeof *rest);
-    int rc = acc && bits && rest && !cm_grow((void **)&w->unc, &cap, raw, sizeof *w->unc) ? CM_OK : CM_ERR_NOMEM;
+    uint32_t *acc = malloc(nw * sizeof *acc), *bits = calloc(nw, sizeof *bits);
+    uint32_t *rest = malloc((bound ? bound : 1) * sizeof *rest);
+    int rc = acc && bits && rest && !cm_grow((void **)&w->unc, &cap, bound, sizeof *w->unc) ? CM_OK : CM_ERR_NOMEM;
     if (!rc) {
         w->cap_unc = cap;
-        accepted_at(g, cd, B + b2, acc);
-        uint32_t *all = w->unc;
+        if (!accepted_at(g, cd, B + b2, acc)) memset(acc, 0, nw * sizeof *acc);
+        uint32_t *all = w->unc, follow[8];  /* (the rule's FOLLOW row: cm_follows) */
+        memcpy(follow, g->t.rule_follow + (size_t)rule * 8, sizeof follow);
         for (size_t i = lo; i < hi; i++) {
             const chain_node *x = &cd->nodes[i];
-            if (x->need >= B || !cm_follows(g, rule, x->byte)) continue;
-            for (uint32_t k = x->k; k < x->k_end; k++) {
+            if (x->need >= B || !(follow[x->byte >> 5] >> (x->byte & 31) & 1u)) continue;
+            uint32_t k = x->k, k_end = x->k_end;
+            if (k < end || k_end - k > bound - n) {  /* (cannot happen) */
+                rc = 1;
+                break;
+            }
+            end = k_end;
+            n_items++;
+            for (; k < k_end; k++) {
                 uint32_t id = trie_ids[k], bit = 1u << (id & 31);
                 all[n++] = k;
                 if (acc[id >> 5] & bit) bits[id >> 5] |= bit;
@@ -1065,12 +1068,13 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
         }
     }
     free(acc);
+    bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
     if (!rc && filter && n_rest) {  /* the rest through the filter (as w), then out of the whole */
         uint32_t *all = w->unc;
         size_t cap_all = w->cap_unc, n_kept;
         w->unc = rest;
         w->n_unc = n_rest;
-        w->cap_unc = raw;
+        w->cap_unc = bound;
         cm_walk_filter_uncertain(g, state, w);
         n_kept = w->n_unc;
         if (n_kept < n_rest) {
@@ -1104,7 +1108,7 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     }
     free(bits);
     free(rest);
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items,
@@ -1899,13 +1903,17 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
 /* A chain of one accepting end, at the end of s's own orbit, no exits, and
  * every transition alive to the end of its orbit (delta 0): a block of x^b. */
 static bool plain_block(const cm_loop_walk *lw) {
+    cm_chain_data *cd = lw->chain;  /* (its answer kept: asked for each entry, 3 * 256 words a label) */
+    if (cd->plain) return cd->plain == 1;
     const uint32_t *k = lw->sig + 2;
-    for (uint32_t l = 0; l < lw->sig[1]; l++) {
-        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) return false;
-        for (int b = 0; b < 256; b++, k += 3)
-            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) return false;
+    bool plain = true;
+    for (uint32_t l = 0; l < lw->sig[1] && plain; l++) {
+        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) plain = false;
+        for (int b = 0; b < 256 && plain; b++, k += 3)
+            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) plain = false;
     }
-    return true;
+    cd->plain = plain ? 1 : 2;
+    return plain;
 }
 
 bool cm_chain_wraps(const cm_grammar *g, uint32_t state) {
