@@ -1094,6 +1094,13 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     if (!rc) {
         w->n_unc = n;
         w->filtered = filter;
+        /* the buffers were sized by the nodes' span: give back what the entry does not hold */
+        uint32_t *p;
+        if (w->cap_unc > 2 * n + 64 && (p = realloc(w->unc, (n ? n : 1) * sizeof *p))) {
+            w->unc = p;
+            w->cap_unc = n ? n : 1;
+        }
+        if (bound > 2 * n_rest + 64 && (p = realloc(rest, (n_rest ? n_rest : 1) * sizeof *p))) rest = p;
         cdata->has_split = true;
         cdata->split_state = state;
         cdata->split_B = B;
