@@ -300,6 +300,8 @@ cdef extern from "cfgmask.h" nogil:
 
 cdef extern from "chains.h" nogil:
     void cm_chain_memo_enable(int on)
+    void cm_chain_wrap_direct_enable(int on)
+    size_t cm_chain_wrap_direct_hits()
     size_t cm_chain_memo_hits()
     size_t cm_chain_prefix_hits()
 
@@ -307,3 +309,7 @@ cdef extern from "chains.h" nogil:
 cdef extern from "tokclass.h" nogil:
     void cm_tokclass_enable(int mode)
     size_t cm_tokclass_walks()
+
+
+cdef extern from "wrap.h" nogil:
+    int cm_grammar_entry_wrap(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *rest, size_t *n_rest)

@@ -329,6 +329,26 @@ cdef class GrammarHandle:
             _raise(rc, "entry")
         return words[:n_words].view(np.int32), unc[:n_unc].copy()
 
+    def entry_wrap(self, uint32_t state):
+        """The wrap split of one state's mask-cache entry (csrc/wrap.c): (the tokens taken whole
+        where the block may start again, as int32 words; the rest's token ids), or None when the
+        entry is not split.  For tests."""
+        import numpy as np
+        n_words = (self.vocab.size + 31) // 32
+        words = np.zeros(max(1, n_words), dtype=np.uint32)
+        rest = np.zeros(max(1, self.vocab.size), dtype=np.uint32)
+        cdef uint32_t[::1] wv = words
+        cdef uint32_t[::1] rv = rest
+        cdef size_t n_rest = 0
+        cdef int rc
+        with nogil:
+            rc = cm_grammar_entry_wrap(self.ptr, state, &wv[0], &rv[0], &n_rest)
+        if rc < 0:
+            _raise(rc, "entry_wrap")
+        if rc == 0:
+            return None
+        return words[:n_words].view(np.int32), rest[:n_rest].copy()
+
     def state_bytes(self, uint32_t state):
         """What the core derived of one state's byte row (for tests): (whether it has a
         transition, the bytes it has one on as 8 uint32 words, byte b at bit b % 32 of word b // 32)."""
@@ -1240,6 +1260,19 @@ def chain_memo_enable(bint on):
     (csrc/chains.c, the default) or, off, analyse every chain: the reference the tests compare
     against.  Process-wide."""
     cm_chain_memo_enable(1 if on else 0)
+
+
+def chain_wrap_direct_enable(bint on):
+    """Split a wrapping block position's uncertain tokens as its entry is assembled from the
+    chain's bitsets (csrc/chains.c, the default) or, off, afterwards a token at a time: the
+    reference the tests compare against.  Process-wide; clear the caches after a change."""
+    cm_chain_wrap_direct_enable(1 if on else 0)
+
+
+def chain_wrap_direct_hits():
+    """How many block positions' entries were split as they were assembled so far in this
+    process (for the tests)."""
+    return cm_chain_wrap_direct_hits()
 
 
 def chain_memo_hits():

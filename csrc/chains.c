@@ -518,7 +518,23 @@ struct cm_chain_data {
     size_t n_kept, cap_kept;
     uint32_t *pool;
     size_t n_pool, cap_pool;
+    uint8_t plain;              /* plain_block's answer: 0 not asked yet, 1 yes, 2 no */
+    /* the wrap split of the entry push_wrapping built last, for cm_chain_wrap to take over
+     * (split_bits NULL: no token wraps); has_split false once taken */
+    bool has_split;
+    uint32_t split_state;
+    int64_t split_B, split_b2;
+    size_t split_n_unc;
+    uint32_t *split_bits, *split_rest;
+    uint32_t n_split_rest;
 };
+
+static void split_drop(cm_chain_data *cd) {
+    free(cd->split_bits);
+    free(cd->split_rest);
+    cd->split_bits = cd->split_rest = NULL;
+    cd->has_split = false;
+}
 
 static void chain_walk_release(chain_walk *cw) {
     if (!cw || atomic_fetch_sub(&cw->refs, 1) != 1) return;
@@ -544,6 +560,7 @@ void cm_chain_data_free(cm_chain_data *cd) {
     free(cd->insts);
     free(cd->kept);
     free(cd->pool);
+    split_drop(cd);
     free(cd);
 }
 
@@ -987,6 +1004,120 @@ static int push_nodes(const cm_grammar *g, const chain_walk *cd, const uint32_t 
     return rc;
 }
 
+static atomic_int g_wrap_direct = 1;
+static atomic_size_t g_wrap_direct_hits;  /* entries split by push_wrapping (the tests read it) */
+
+void cm_chain_wrap_direct_enable(int on) { atomic_store(&g_wrap_direct, on); }
+
+size_t cm_chain_wrap_direct_hits(void) { return atomic_load(&g_wrap_direct_hits); }
+
+/* The first end node of budget B (nodes are by budget). */
+static size_t first_node(const chain_walk *cd, int32_t B) {
+    size_t lo = 0, hi = cd->n_nodes;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cd->nodes[mid].budget < B) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* uncertain_items and push_items for a position of a plain block that wraps (b2 >= 0;
+ * no exits, no acc points: its items are the end nodes of budget B, disjoint subtrees in
+ * trie order), w empty: every node's token into w in trie order, and at once split by
+ * whether it goes on inside the next block (need < B + b2: the wrap bits) or not (the
+ * rest, filtered where push_items would filter it; the wraps the filter is sure to keep).
+ * The split is kept for cm_chain_wrap, which would make the same one from the entry a
+ * token at a time (near a block's end 10^5 tokens, each pushed, split and pushed again).
+ * 1 done, 0 the nodes are not in trie order (cannot happen; w untouched), < 0 error. */
+static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, int32_t B, int64_t b2,
+                         cm_walk *w) {
+    const chain_walk *cd = cdata->w;
+    const uint32_t *trie_ids = g->v->trie_ids;
+    uint32_t rule = g->t.state_rule[state];
+    size_t lo = first_node(cd, B), hi = first_node(cd, B + 1), n_items = 0, end = 0;
+    split_drop(cdata);
+    /* the nodes' subtrees are disjoint and in trie order: the span of theirs bounds their tokens */
+    size_t bound = lo < hi ? cd->nodes[hi - 1].k_end - cd->nodes[lo].k : 0;
+    if (lo < hi && cd->nodes[hi - 1].k_end < cd->nodes[lo].k) return 0;
+    size_t nw = g->n_words ? g->n_words : 1, cap = w->cap_unc, n = 0, n_rest = 0;
+    uint32_t *acc = malloc(nw * sizeof *acc), *bits = calloc(nw, sizeof *bits);
+    uint32_t *rest = malloc((bound ? bound : 1) * sizeof *rest);
+    int rc = acc && bits && rest && !cm_grow((void **)&w->unc, &cap, bound, sizeof *w->unc) ? CM_OK : CM_ERR_NOMEM;
+    if (!rc) {
+        w->cap_unc = cap;
+        if (!accepted_at(g, cd, B + b2, acc)) memset(acc, 0, nw * sizeof *acc);
+        uint32_t *all = w->unc, follow[8];  /* (the rule's FOLLOW row: cm_follows) */
+        memcpy(follow, g->t.rule_follow + (size_t)rule * 8, sizeof follow);
+        for (size_t i = lo; i < hi; i++) {
+            const chain_node *x = &cd->nodes[i];
+            if (x->need >= B || !(follow[x->byte >> 5] >> (x->byte & 31) & 1u)) continue;
+            uint32_t k = x->k, k_end = x->k_end;
+            if (k < end || k_end - k > bound - n) {  /* (cannot happen) */
+                rc = 1;
+                break;
+            }
+            end = k_end;
+            n_items++;
+            for (; k < k_end; k++) {
+                uint32_t id = trie_ids[k], bit = 1u << (id & 31);
+                all[n++] = k;
+                if (acc[id >> 5] & bit) bits[id >> 5] |= bit;
+                else rest[n_rest++] = k;
+            }
+        }
+    }
+    free(acc);
+    bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
+    if (!rc && filter && n_rest) {  /* the rest through the filter (as w), then out of the whole */
+        uint32_t *all = w->unc;
+        size_t cap_all = w->cap_unc, n_kept;
+        w->unc = rest;
+        w->n_unc = n_rest;
+        w->cap_unc = bound;
+        cm_walk_filter_uncertain(g, state, w);
+        n_kept = w->n_unc;
+        if (n_kept < n_rest) {
+            size_t o = 0, j = 0;
+            for (size_t i = 0; i < n; i++) {
+                uint32_t k = all[i], id = trie_ids[k];
+                if (cm_bit(bits, id)) all[o++] = k;
+                else if (j < n_kept && rest[j] == k) all[o++] = k, j++;
+            }
+            n = o;
+        }
+        rest = w->unc;  /* (the filter may have moved it) */
+        n_rest = n_kept;
+        w->unc = all;
+        w->cap_unc = cap_all;
+    }
+    if (!rc) {
+        w->n_unc = n;
+        w->filtered = filter;
+        /* the buffers were sized by the nodes' span: give back what the entry does not hold */
+        uint32_t *p;
+        if (w->cap_unc > 2 * n + 64 && (p = realloc(w->unc, (n ? n : 1) * sizeof *p))) {
+            w->unc = p;
+            w->cap_unc = n ? n : 1;
+        }
+        if (bound > 2 * n_rest + 64 && (p = realloc(rest, (n_rest ? n_rest : 1) * sizeof *p))) rest = p;
+        cdata->has_split = true;
+        cdata->split_state = state;
+        cdata->split_B = B;
+        cdata->split_b2 = b2;
+        cdata->split_n_unc = n;
+        cdata->split_rest = rest;
+        cdata->n_split_rest = (uint32_t)n_rest;
+        cdata->split_bits = n > n_rest ? bits : NULL;  /* none: no token wraps */
+        if (n == n_rest) free(bits);
+        atomic_fetch_add(&g_wrap_direct_hits, 1);
+        return 1;
+    }
+    free(bits);
+    free(rest);
+    return rc < 0 ? rc : 0;
+}
+
 static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items,
                       size_t n_items, int32_t B, int64_t b2, bool prefilter, cm_walk *w) {
     const chain_walk *cd = cdata->w;
@@ -1060,6 +1191,11 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
         int32_t to = out[(size_t)x->label * 256 + x->byte];
         if (to < 0) return CM_ERR_ARG;  /* cannot happen: an exit's code is CODE_OUT */
         rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+    }
+    if (!rc && b2 >= 0 && prefilter && g->lim.wrap_repeats && !cd->n_exits && !cd->n_accs && !w->n_unc &&
+        atomic_load(&g_wrap_direct)) {
+        rc = push_wrapping(g, state, cdata, B, b2, w);
+        if (rc) return rc < 0 ? rc : CM_OK;  /* in trie order */
     }
     uint32_t *items = NULL;
     size_t n_items = 0;
@@ -1774,13 +1910,17 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
 /* A chain of one accepting end, at the end of s's own orbit, no exits, and
  * every transition alive to the end of its orbit (delta 0): a block of x^b. */
 static bool plain_block(const cm_loop_walk *lw) {
+    cm_chain_data *cd = lw->chain;  /* (its answer kept: asked for each entry, 3 * 256 words a label) */
+    if (cd->plain) return cd->plain == 1;
     const uint32_t *k = lw->sig + 2;
-    for (uint32_t l = 0; l < lw->sig[1]; l++) {
-        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) return false;
-        for (int b = 0; b < 256; b++, k += 3)
-            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) return false;
+    bool plain = true;
+    for (uint32_t l = 0; l < lw->sig[1] && plain; l++) {
+        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) plain = false;
+        for (int b = 0; b < 256 && plain; b++, k += 3)
+            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) plain = false;
     }
-    return true;
+    cd->plain = plain ? 1 : 2;
+    return plain;
 }
 
 bool cm_chain_wraps(const cm_grammar *g, uint32_t state) {
@@ -1804,6 +1944,21 @@ int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e) {
      * from the start, where it has budget b2 left: it stays inside the next
      * block iff it ends inside U with need - B < b2. */
     int64_t B = (int64_t)inst->budget - at, b2 = (int64_t)inst->budget - sat;
+    cm_chain_data *cd = lw->chain;
+    if (cd->has_split && cd->split_state == state && cd->split_B == B && cd->split_b2 == b2 &&
+        cd->split_n_unc == e->n_uncertain) {  /* made with the entry (push_wrapping) */
+        cd->has_split = false;
+        if (!cd->split_bits) {
+            split_drop(cd);
+            return 1;
+        }
+        e->wrap_bits = cd->split_bits;
+        e->rest = cd->split_rest;
+        e->n_rest = cd->n_split_rest;
+        e->bytes += g->n_words * 4 + (size_t)e->n_rest * 4;
+        cd->split_bits = cd->split_rest = NULL;
+        return 1;
+    }
     uint32_t *acc = calloc(g->n_words ? g->n_words : 1, sizeof *acc);
     uint32_t *bits = calloc(g->n_words ? g->n_words : 1, sizeof *bits);
     uint32_t *rest = malloc((e->n_uncertain ? e->n_uncertain : 1) * sizeof *rest);

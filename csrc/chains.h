@@ -23,6 +23,12 @@ int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e);
  * (on, the default) or every chain analysed (off: the reference the tests
  * compare against).  Process-wide. */
 void cm_chain_memo_enable(int on);
+/* A wrapping block position's wrap split made with its entry, from its chain's
+ * bitsets (on, the default), or by cm_chain_wrap a token at a time (off: the
+ * reference the tests compare against).  Process-wide. */
+void cm_chain_wrap_direct_enable(int on);
+/* How many entries were split so far (process-wide). */
+size_t cm_chain_wrap_direct_hits(void);
 /* How many analyses were taken from memos so far (process-wide). */
 size_t cm_chain_memo_hits(void);
 /* How many chains' first positions were taken from prefix memos (a kept chain of another

@@ -47,7 +47,10 @@ static uint64_t hash_u32(uint64_t h, const uint32_t *p, size_t n) {
 uint64_t cm_entry_hash(const cm_grammar *g, const cm_entry *e) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ e->n_accepted ^ ((uint64_t)e->n_uncertain << 32);
     h = e->accepted_bits ? hash_u32(h, e->accepted_bits, g->n_words) : hash_u32(h, e->accepted_ids, e->n_accepted);
-    h = hash_u32(h, e->uncertain, e->n_uncertain);
+    /* a split entry's uncertain tokens are its wrap bits' and its rest: near a block's end
+     * 10^5 of them, where the bits are n_words (equal entries are split alike) */
+    if (e->wrap_bits && e->n_uncertain > g->n_words) h = hash_u32(h ^ 1, e->wrap_bits, g->n_words);
+    else h = hash_u32(h, e->uncertain, e->n_uncertain);
     h = hash_u32(h ^ e->n_rest, e->rest, e->n_rest);
     h ^= h >> 29;
     return h ? h : 1;

@@ -14,7 +14,9 @@
  * states read no more (rule_block): the run is deterministic, and its end is
  * only ever the rule's completion. */
 #include <stdlib.h>
+#include <string.h>
 
+#include "cache.h"
 #include "chains.h"
 #include "wrap.h"
 
@@ -87,4 +89,20 @@ int cm_wrap_split(const cm_grammar *g, uint32_t state, cm_entry *e) {
     e->n_rest = n_rest;
     e->bytes += g->n_words * 4 + (size_t)n_rest * 4;
     return CM_OK;
+}
+
+int cm_grammar_entry_wrap(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *rest, size_t *n_rest) {
+    if (!g || !words || !rest || !n_rest || state >= g->t.n_states) return CM_ERR_ARG;
+    cm_entry *owned;
+    int rc;
+    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+    if (rc) return rc;
+    int split = e->wrap_bits != NULL;
+    if (split) {
+        memcpy(words, e->wrap_bits, g->n_words * sizeof *words);
+        for (uint32_t i = 0; i < e->n_rest; i++) rest[i] = g->v->trie_ids[e->rest[i]];
+        *n_rest = e->n_rest;
+    }
+    cm_entry_free(owned);
+    return split;
 }

@@ -10,4 +10,10 @@ bool cm_wrap_applies(const cm_grammar *g, uint32_t state, size_t n_uncertain);
  * e->rest; nothing when no token wraps. */
 int cm_wrap_split(const cm_grammar *g, uint32_t state, cm_entry *e);
 
+/* The wrap split of `state`'s entry (built if need be), for tests: the wrap bits
+ * into words (ceil(V / 32)) and the rest's token ids into rest (room for V), their
+ * number into *n_rest; 1 when the entry is split, 0 when not (nothing written),
+ * < 0 error. */
+int cm_grammar_entry_wrap(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *rest, size_t *n_rest);
+
 #endif

@@ -506,3 +506,93 @@ def test_llama3_whole_string_chains_pinned_with_the_vocabulary() -> None:
             hi,
             stats,
         )
+
+
+def _block_entries(
+    compiled: cfgmask.CompiledGrammar, direct: bool
+) -> list[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]]:
+    """Every state's entry and its wrap split, built with the split made as a wrapping block
+    position's entry is assembled (``direct``) or afterwards a token at a time."""
+    from cfgmask import _core
+
+    _core.chain_wrap_direct_enable(direct)
+    try:
+        h = compiled._handle
+        return [(*h.entry(s), h.entry_wrap(s)) for s in range(compiled.tables.n_states)]
+    finally:
+        _core.chain_wrap_direct_enable(True)
+
+
+def _assert_same_block_entries(
+    g: ir.Grammar | cfgmask.Grammar, vocab: cfgmask.Vocabulary, **kw: object
+) -> int:
+    """The entries and wrap splits of every state equal with the split made as the entry is
+    assembled (csrc/chains.c, push_wrapping) and made afterwards (cm_chain_wrap); the entries
+    equal to those of plain walks (no chains, no wraps); how many entries took the new path."""
+    from cfgmask import _core
+
+    no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
+    limits = kw.pop("limits", None)
+    hits = _core.chain_wrap_direct_hits()
+    on = _block_entries(cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(**kw, **no_memo)), True)
+    taken = _core.chain_wrap_direct_hits() - hits
+    off = _block_entries(cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(**kw, **no_memo)), False)
+    walk = Strategy(count_chains=False, share_loop_walks=False, wrap_repeats=0, **no_memo)
+    plain = _block_entries(cfgmask.compile(g, vocab, limits=limits, _strategy=walk), False)
+    for s, (a, b, c) in enumerate(zip(on, off, plain, strict=True)):
+        for x, what in ((b, "split afterwards"), (c, "plain walk")):
+            assert np.array_equal(a[0], x[0]), f"state {s}: accepted tokens differ from the {what}"
+            assert np.array_equal(a[1], x[1]), f"state {s}: uncertain tokens differ from the {what}"
+        assert (a[2] is None) == (b[2] is None), f"state {s}: split once only"
+        if a[2] is not None and b[2] is not None:
+            assert np.array_equal(a[2][0], b[2][0]), f"state {s}: wrap bits differ"
+            assert np.array_equal(a[2][1], b[2][1]), f"state {s}: rest differs"
+    return taken
+
+
+@given(bounded(), vocabularies(PIECES), st.sampled_from((0, 1)))
+def test_block_wrap_split_with_the_entry_same_entries(
+    case: tuple[ir.Grammar, int], v: Vocab, wrap: int
+) -> None:
+    """Blocks of random counts and vocabularies: a wrapping block position's entry split as
+    it is assembled from the chain's bitsets equals the entry of a plain walk, and its split
+    the one made afterwards; with wraps forced on every block entry (1) and by default."""
+    g, budget = case
+    kw: dict = {"wrap_repeats": 1} if wrap else {}
+    _assert_same_block_entries(
+        g, _vocab(v), limits=cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0), **kw
+    )
+
+
+@pytest.mark.parametrize("max_length", [400, 1000])
+def test_llama3_block_wrap_split_with_the_entry(max_length: int) -> None:
+    """maxLength strings cut into blocks with Llama-3 (near a block's end 10^5 tokens wrap):
+    the entries split as they are assembled, equal to plain walks' and to the split made
+    afterwards, and the masks along a document that fills the string (its last block cannot
+    repeat) the same either way."""
+    quicktok = pytest.importorskip("quicktok")
+    from cfgmask import _core
+
+    enc = quicktok.get_encoding("llama3")
+    vocab = cfgmask.Vocabulary.llama3()
+    g = cfgmask.Grammar.from_json_schema({"type": "string", "maxLength": max_length})
+    assert _assert_same_block_entries(g, vocab) > 0
+    no_memo = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
+    text = ("The quick brown fox jumps over the lazy dog, caf\u00e9 \u20ac5. " * 20)[:max_length]
+    tokens = enc.encode_ordinary(json.dumps(text, ensure_ascii=False))
+    masks = []
+    for direct in (True, False):  # (entries are built as the masks are filled)
+        _core.chain_wrap_direct_enable(direct)
+        try:
+            m = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo)))
+            got = []
+            for t in [*tokens, None]:
+                mask = cfgmask.allocate_bitmask(1, vocab.size)
+                m.fill_bitmask(mask)
+                got.append(mask)
+                assert t is None or m.accept_token(t)
+            assert m.is_accepting()
+            masks.append(got)
+        finally:
+            _core.chain_wrap_direct_enable(True)
+    assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True))
