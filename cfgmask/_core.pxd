@@ -306,3 +306,7 @@ cdef extern from "chains.h" nogil:
 cdef extern from "tokclass.h" nogil:
     void cm_tokclass_enable(int mode)
     size_t cm_tokclass_walks()
+
+
+cdef extern from "loops.h" nogil:
+    size_t cm_plain_loop_walks()

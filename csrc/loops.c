@@ -16,6 +16,7 @@
  * so no exit flag is raised before the first byte out of it.  The walks live
  * in the cache (g->cache->loops) and, by their byte-level form, in the
  * vocabulary (loopstore.c). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@
 #include "flat.h"
 #include "loops.h"
 #include "tokclass.h"
+#include "vocab.h"
 
 /* The loop of a state: the plain states that lie on a cycle through it of at
  * most CM_LOOP_REACH transitions each way (the inside of a string with its
@@ -617,6 +619,55 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
     return lw;
 }
 
+/* Whether entry k's first d bytes are plain ones, at most CM_PLAIN_MAX_LEN: its
+ * subtree of d bytes may hold plain entries. */
+static bool plain_prefix(const cm_vocab *v, size_t k, uint32_t d) {
+    const uint8_t *p = v->trie_data + v->trie_off[k];
+    if (d > CM_PLAIN_MAX_LEN) return false;
+    for (uint32_t i = 0; i < d; i++)
+        if (!cm_plain_byte(p[i])) return false;
+    return true;
+}
+
+/* Whether every plain token is accepted from the loop ls[0..n_loop) (labels
+ * set) at its first state, and some leaves it on plain bytes (else there is
+ * nothing to skip): from each row that plain bytes reach, no plain byte dies,
+ * and each that leaves leads to a state whose plain closure is proven live
+ * (cm_flat_plain_live: its walk, from any depth, accepts every plain entry).
+ * A plain token then ends inside (in the loop's walk) or is accepted after its
+ * exit, so the exits' walks need only read the other entries. */
+static bool loop_plain_live(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
+    const cm_tables *t = &g->t;
+    const uint32_t *lab = g->cache->loop_lab;
+    if (!g->v->plain_bits || !g->lim.plain_skip || !g->lim.flat_walks) return false;
+    uint8_t seen[CM_LOOP_MAX] = {0};
+    uint32_t queue[CM_LOOP_MAX], nq = 0;
+    int32_t last_out = -1;  /* the out targets of neighbouring bytes are mostly one */
+    bool any_out = false;
+    seen[0] = 1;
+    queue[nq++] = 0;
+    for (uint32_t i = 0; i < nq; i++) {
+        const int32_t *row = t->trans + (size_t)ls[queue[i]] * t->n_classes;
+        for (unsigned b = 0x20; b < 0x7F; b++) {
+            if (!cm_plain_byte((uint8_t)b)) continue;
+            int32_t to = row[t->byte_class[b]];
+            if (to < 0) return false;
+            uint32_t l = lab[to];
+            if (l < n_loop) {
+                if (!seen[l]) seen[l] = 1, queue[nq++] = l;
+                continue;
+            }
+            if (to != last_out && !cm_flat_plain_live(g, (uint32_t)to)) return false;
+            last_out = to;
+            any_out = true;
+        }
+    }
+    return any_out;
+}
+
+static atomic_size_t g_plain_loops;
+size_t cm_plain_loop_walks(void) { return atomic_load(&g_plain_loops); }
+
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     /* a state where the rule may end is in no loop, but may be a position of a chain */
@@ -630,11 +681,25 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     }
     memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
     w->n_accepted = lw->n_accepted;
-    uint32_t rule = t->state_rule[state];
+    uint32_t rule = t->state_rule[state], n_loop = lw->n_sig / t->n_classes;
+    const cm_vocab *v = g->v;
+    bool np = loop_plain_live(g, ls, n_loop);
+    if (np) {  /* every plain token accepted: those inside are in lw->bits already */
+        size_t nw = (v->n_tokens + 31) / 32 < g->n_words ? (v->n_tokens + 31) / 32 : g->n_words;
+        size_t before = cm_count_bits(w->bits, nw);
+        cm_or_words(w->bits, v->plain_bits, nw);
+        w->n_accepted += (uint32_t)(cm_count_bits(w->bits, nw) - before);
+        atomic_fetch_add(&g_plain_loops, 1);
+    }
     for (size_t i = 0; !rc && i < lw->n_exits; i++) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
         if (to < 0) continue;  /* cannot happen: equal loops, equal transitions */
+        if (np && plain_prefix(v, x->k, x->depth + 1)) {  /* its plain entries taken: walk the others */
+            if (v->plain_next[x->k] < x->k_end)
+                rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+            continue;
+        }
         rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
     reset_labels(g, ls, lw->n_sig / t->n_classes);

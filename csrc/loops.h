@@ -46,6 +46,9 @@ struct cm_loop_walk {
  * state) or of its counted chain (chains.c): 1 done, 0 in neither (w
  * untouched), < 0 error.  Under the cache lock. */
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The loop entries that took every plain token at once (their exits walking
+ * only the other entries, lim.plain_skip) so far in this process (for the tests). */
+size_t cm_plain_loop_walks(void);
 /* cm_flat_walk of entries [k, k_end) (sharing their first d0 bytes) from
  * (state, OUTER), where `state` may begin a name: with lim.run_walks, a state
  * that calls nothing and loops to itself on a set of bytes (its run) takes the
