@@ -393,6 +393,12 @@ static __attribute__((noinline)) size_t loop_scan_np_run(const cm_vocab *v, cons
  * whenever a sample of the sets says at most 3/4 of the entries are outside. */
 #define CM_TC_MAX_OFF 32
 #define CM_TC_SAMPLES 256  /* words of the sample (every 64th: 2,000 entries at Llama-3) */
+/* A loop that takes every plain token (loop_plain_live) walks the entries that
+ * are not plain (~35 k at Llama-3) unless the features' walk reads fewer than a
+ * third as many (it pays more an entry: the OR, prefixes compared across gaps):
+ * o12620's mask 3, 7 k outside, 2.13 -> 1.42 M instructions so; o48748's
+ * 17 k, the plain tokens' walk 2.14 M against 2.76 M. */
+#define CM_TC_NP_RATIO 3
 
 static inline bool in_x(const uint32_t *x, uint32_t b) { return (x[b >> 5] >> (b & 31)) & 1u; }
 
@@ -549,7 +555,7 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
  * at most half the entries are outside (theirs are long reads: o78129's key
  * loop, 61 % outside, walked 5.4 -> 8.8 M instructions so; o82704's, 38 %, 3.5
  * -> 0.4 M), a sample saying so before the whole OR.  Else NULL. */
-static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, bool *in) {
+static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, bool *in, size_t *n_outp) {
     int mode = cm_tokclass_mode(), n_off = 0;
     if (!mode || !cm_tokclass_inside(x, utf8, in)) return NULL;
     for (int f = 0; f < CM_TC_FEATURES; f++) n_off += !in[f];
@@ -569,6 +575,7 @@ static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, boo
     if (!out) return NULL;
     cm_tokclass_union(tc, in, false, 0, tc->n_words, out);
     size_t n_out = cm_count_bits(out, tc->n_words), n = v->n_trie;
+    *n_outp = n_out;
     if (mode == 1 && (multi ? n_out > n / 2 : n_out + n / 16 > n)) {
         free(out);
         return NULL;
@@ -613,24 +620,28 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
         return CM_ERR_NOMEM;
     }
     st[0] = 0;
-    /* the plain tokens' walk is the cheaper where both apply (o13110's first mask 4.07 -> 3.88 M
-     * instructions, o48748's 2.76 -> 2.14 M) */
-    int rc = lw->np ? loop_walk_np(v, tab, n_loop, st, lw) : CM_OK;
-    if (lw->np) {
-        free(tab);
-        free(st);
-        return rc;
-    }
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
     size_t cap = 0, k = 0, n = v->n_trie;
     uint32_t n_acc = 0, d = 0, x[8], opened = 0;
+    int rc = CM_OK;
     for (int b = 0; b < 256; b++)  /* the subtrees a plain walk enters at all */
         if (tab[b] < LT_OUT) opened += v->first_off[b + 1] - v->first_off[b];
     bool utf8, in[CM_TC_FEATURES];
     bool wide = opened >= CM_TC_MIN_ENTRIES || cm_tokclass_mode() == 2;
-    uint32_t *outside = wide && inside_bytes(tab, n_loop, x, &utf8) ? tc_outside(v, x, utf8, n_loop > 1, in) : NULL;
+    size_t n_out = 0;
+    uint32_t *outside = wide && inside_bytes(tab, n_loop, x, &utf8) ? tc_outside(v, x, utf8, n_loop > 1, in, &n_out) : NULL;
+    /* where both apply, the cheaper by the entries each reads: the features' walk
+     * those outside, the plain tokens' the entries not plain */
+    if (lw->np && (!outside || n_out * CM_TC_NP_RATIO >= (size_t)(v->n_trie - v->n_plain))) {
+        free(outside);
+        rc = loop_walk_np(v, tab, n_loop, st, lw);
+        free(tab);
+        free(st);
+        return rc;
+    }
+    lw->np = false;  /* a walk of every entry (which serves such a loop too) */
     if (outside) {  /* the tokens of no feature outside, by id; the other entries walked */
         const cm_tokclass *tc = cm_tokclass_of(v);
         size_t nw = tc->n_id_words < g->n_words ? tc->n_id_words : g->n_words;
