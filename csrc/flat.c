@@ -370,9 +370,8 @@ static void flat_columns(const cm_grammar *g, cm_flat *f) {
     f->recip = (1ull << 32) / n + 1;
 }
 
-/* The grammar's DFA, created empty on first use; NULL when memory is short. */
-static cm_flat *flat_get(const cm_grammar *g) {
-    if (g->cache->flat) return g->cache->flat;
+/* The grammar's DFA, created empty (flat_get: on first use); NULL when memory is short. */
+static __attribute__((noinline)) cm_flat *flat_new(const cm_grammar *g) {
     cm_flat *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->cap = 64;
@@ -396,12 +395,13 @@ static cm_flat *flat_get(const cm_grammar *g) {
     return f;
 }
 
+static inline cm_flat *flat_get(const cm_grammar *g) { return g->cache->flat ? g->cache->flat : flat_new(g); }
+
 /* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART.  With
  * `in_chart` the closure is left in the scratch chart (a whole walk reads its
  * bytes); otherwise a state's configuration is computed once: the exits of a
  * shared loop walk start hundreds of walks from the same few states. */
-static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
-    if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;
+static __attribute__((noinline)) int32_t flat_start_new(const cm_grammar *g, cm_flat *f, uint32_t state) {
     int rc;
     f->loaded = UINT32_MAX;  /* the scratch chart is reset */
     if (!f->chart_ok) {
@@ -414,6 +414,11 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool 
     int32_t c0 = flat_of_set(g, f, &f->chart, 0);
     if (c0 >= CM_FLAT_CHART && f->start_of) f->start_of[state] = c0 + 4;
     return c0;
+}
+
+static inline int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
+    if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;  /* known */
+    return flat_start_new(g, f, state);
 }
 
 /* Give the sets of configuration id, just loaded into the scratch chart, the
