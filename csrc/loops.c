@@ -394,11 +394,11 @@ static __attribute__((noinline)) size_t loop_scan_np_run(const cm_vocab *v, cons
 #define CM_TC_MAX_OFF 32
 #define CM_TC_SAMPLES 256  /* words of the sample (every 64th: 2,000 entries at Llama-3) */
 /* A loop that takes every plain token (loop_plain_live) walks the entries that
- * are not plain (~35 k at Llama-3) unless the features' walk reads fewer than a
- * third as many (it pays more an entry: the OR, prefixes compared across gaps):
- * o12620's mask 3, 7 k outside, 2.13 -> 1.42 M instructions so; o48748's
- * 17 k, the plain tokens' walk 2.14 M against 2.76 M. */
-#define CM_TC_NP_RATIO 3
+ * are not plain (~35 k at Llama-3) unless the features' walk reads fewer than
+ * half as many: o12620's mask 3, 7 k outside, 2.13 -> 1.42 M instructions so;
+ * o48748's mask 7, 17 k outside, is 2.76 M that way against 2.29 M, but its
+ * thread time 0.56-0.60 ms against 0.61-0.73 ms (the plain links' cold lines). */
+#define CM_TC_NP_RATIO 2
 
 static inline bool in_x(const uint32_t *x, uint32_t b) { return (x[b >> 5] >> (b & 31)) & 1u; }
 
