@@ -313,3 +313,6 @@ cdef extern from "tokclass.h" nogil:
 
 cdef extern from "wrap.h" nogil:
     int cm_grammar_entry_wrap(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *rest, size_t *n_rest)
+
+cdef extern from "loops.h" nogil:
+    size_t cm_plain_loop_walks()

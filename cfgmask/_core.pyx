@@ -1294,6 +1294,12 @@ def tokclass_walks():
     return cm_tokclass_walks()
 
 
+def plain_loop_walks():
+    """How many loop entries took every plain JSON string token at once, their exits walking only
+    the other entries (csrc/loops.c, lim.plain_skip), so far in this process (for the tests)."""
+    return cm_plain_loop_walks()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

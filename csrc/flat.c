@@ -88,6 +88,7 @@ struct cm_flat {
     uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
     int32_t *start_of;          /* [n_states] the configuration of (state, OUTER) + 4; 0: not known
                                    (NULL when memory was short) */
+    uint8_t *plain_ok;          /* [cap] flat_plain_live's answer: 0 not known, 1 yes, 2 no */
     size_t cap_tmp, cap_pos;
 };
 
@@ -107,6 +108,7 @@ void cm_flat_free(cm_flat *f) {
     free(f->enc);
     free(f->pos);
     free(f->start_of);
+    free(f->plain_ok);
     if (f->chart_ok) cm_chart_free(&f->chart);
     if (f->walk_ok) cm_chart_free(&f->walk);
     free(f);
@@ -137,7 +139,9 @@ static int flat_reserve(cm_flat *f, size_t n) {
         if (nx) f->next = nx;
         uint64_t *hs = realloc(f->hashes, (size_t)cap * sizeof *hs);
         if (hs) f->hashes = hs;
-        if (!off || !ex || !rd || !nx || !hs) return CM_ERR_NOMEM;
+        uint8_t *po = realloc(f->plain_ok, cap);
+        if (po) f->plain_ok = po;
+        if (!off || !ex || !rd || !nx || !hs || !po) return CM_ERR_NOMEM;
         f->cap = cap;
     }
     if (f->n_items + n > f->cap_items) {
@@ -206,6 +210,7 @@ static int32_t flat_intern(const cm_grammar *g, cm_flat *f, const uint32_t *it, 
     f->n_items += n;
     f->off[id + 1] = (uint32_t)f->n_items;
     f->exited[id] = exited;
+    f->plain_ok[id] = 0;
     f->hashes[id] = h;
     last_set_reads(g, it, n, f->reads + (size_t)id * 8);
     memset(f->next + (size_t)id * f->width, 0xff, f->width * sizeof *f->next);  /* CM_FLAT_UNKNOWN */
@@ -365,9 +370,8 @@ static void flat_columns(const cm_grammar *g, cm_flat *f) {
     f->recip = (1ull << 32) / n + 1;
 }
 
-/* The grammar's DFA, created empty on first use; NULL when memory is short. */
-static cm_flat *flat_get(const cm_grammar *g) {
-    if (g->cache->flat) return g->cache->flat;
+/* The grammar's DFA, created empty (flat_get: on first use); NULL when memory is short. */
+static __attribute__((noinline)) cm_flat *flat_new(const cm_grammar *g) {
     cm_flat *f = calloc(1, sizeof *f);
     if (!f) return NULL;
     f->cap = 64;
@@ -380,7 +384,8 @@ static cm_flat *flat_get(const cm_grammar *g) {
     f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);
     f->hashes = malloc(f->cap * sizeof *f->hashes);
     f->slots = calloc(f->hcap, sizeof *f->slots);
-    if (!f->off || !f->exited || !f->reads || !f->next || !f->hashes || !f->slots) {
+    f->plain_ok = malloc(f->cap);
+    if (!f->off || !f->exited || !f->reads || !f->next || !f->hashes || !f->slots || !f->plain_ok) {
         cm_flat_free(f);
         return NULL;
     }
@@ -390,12 +395,13 @@ static cm_flat *flat_get(const cm_grammar *g) {
     return f;
 }
 
+static inline cm_flat *flat_get(const cm_grammar *g) { return g->cache->flat ? g->cache->flat : flat_new(g); }
+
 /* The configuration of the closure of (state, OUTER), or CM_FLAT_CHART.  With
  * `in_chart` the closure is left in the scratch chart (a whole walk reads its
  * bytes); otherwise a state's configuration is computed once: the exits of a
  * shared loop walk start hundreds of walks from the same few states. */
-static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
-    if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;
+static __attribute__((noinline)) int32_t flat_start_new(const cm_grammar *g, cm_flat *f, uint32_t state) {
     int rc;
     f->loaded = UINT32_MAX;  /* the scratch chart is reset */
     if (!f->chart_ok) {
@@ -408,6 +414,11 @@ static int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool 
     int32_t c0 = flat_of_set(g, f, &f->chart, 0);
     if (c0 >= CM_FLAT_CHART && f->start_of) f->start_of[state] = c0 + 4;
     return c0;
+}
+
+static inline int32_t flat_start(const cm_grammar *g, cm_flat *f, uint32_t state, bool in_chart) {
+    if (!in_chart && f->start_of && f->start_of[state]) return f->start_of[state] - 4;  /* known */
+    return flat_start_new(g, f, state);
 }
 
 /* Give the sets of configuration id, just loaded into the scratch chart, the
@@ -806,6 +817,16 @@ static bool flat_names_bulk(const cm_grammar *g, cm_flat *f, uint32_t c, uint8_t
     return true;
 }
 
+/* flat_plain_live, once a configuration (its answer depends on the DFA only;
+ * a failure out of memory or past CM_FLAT_MAX stays a no). */
+static bool flat_plain_ok(const cm_grammar *g, cm_flat *f, uint32_t c0) {
+    if (!f->plain_ok[c0]) {
+        bool ok = flat_plain_live(g, f, c0);  /* may add configurations: plain_ok moves */
+        f->plain_ok[c0] = ok ? 1 : 2;
+    }
+    return f->plain_ok[c0] == 1;
+}
+
 /* The whole trie from configuration c0, one first byte at a time: a first byte
  * c0 cannot read rejects its subtree (no exit at depth 0, so nothing is
  * uncertain) without reading it.  Through the skip links each dead subtree
@@ -818,7 +839,7 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
                            cm_walk *w) {
     const cm_vocab *v = g->v;
     const uint32_t *lo = v->first_off;
-    bool np = v->plain_bits && g->lim.plain_skip && flat_plain_live(g, f, (uint32_t)c0);
+    bool np = v->plain_bits && g->lim.plain_skip && flat_plain_ok(g, f, (uint32_t)c0);
     if (np) {
         for (size_t i = 0; i < g->n_words && i < (v->n_tokens + 31) / 32; i++) w->bits[i] |= v->plain_bits[i];
         w->n_accepted += v->n_plain;
@@ -898,4 +919,21 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
         }
     }
     return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, bulk);
+}
+
+bool cm_flat_plain_live(const cm_grammar *g, uint32_t state) {
+    if (!g->v->plain_bits || !g->lim.plain_skip || !g->lim.flat_walks) return false;
+    cm_flat *f = flat_get(g);
+    int32_t c0 = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
+    return c0 >= 0 && flat_plain_ok(g, f, (uint32_t)c0);
+}
+
+int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
+                    cm_walk *w) {
+    cm_flat *f = g->cache->flat;  /* cm_flat_plain_live made it and state's configuration */
+    int32_t c0 = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
+    if (c0 < CM_FLAT_CHART) return c0 + 8;
+    if (c0 == CM_FLAT_CHART || k_end > g->v->n_trie) return CM_ERR_ARG;  /* not a proven start */
+    k = g->v->plain_next[k];
+    return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, FLAT_BULK_PLAIN) : CM_OK;
 }

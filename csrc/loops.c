@@ -16,6 +16,7 @@
  * so no exit flag is raised before the first byte out of it.  The walks live
  * in the cache (g->cache->loops) and, by their byte-level form, in the
  * vocabulary (loopstore.c). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@
 #include "flat.h"
 #include "loops.h"
 #include "tokclass.h"
+#include "vocab.h"
 
 /* The loop of a state: the plain states that lie on a cycle through it of at
  * most CM_LOOP_REACH transitions each way (the inside of a string with its
@@ -208,6 +210,32 @@ static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_
     return tab;
 }
 
+/* An entry's bytes from q on through the loop's table (a run's: row 0, no
+ * stack), each row pushed on *sp: q where it stops (q_end: read to its end
+ * inside), the code met there (LT_OUT, LT_DEAD). */
+static inline __attribute__((always_inline)) uint32_t loop_read(const uint16_t *tab, bool multi, const uint8_t **qp,
+                                                                const uint8_t *q_end, uint32_t *sp_s,
+                                                                uint16_t **spp) {
+    const uint8_t *q = *qp;
+    uint32_t to = 0;
+    if (multi) {
+        uint32_t s = *sp_s;
+        uint16_t *sp = *spp;
+        for (; q < q_end; q++) {
+            to = tab[s + *q];
+            if (to >= LT_OUT) break;
+            s = to;
+            *++sp = (uint16_t)s;
+        }
+        *sp_s = s;
+        *spp = sp;
+    } else {
+        while (q < q_end && !(to = tab[*q])) q++;
+    }
+    *qp = q;
+    return to;
+}
+
 /* The scan of a loop's walk from entry k at depth *dp (its bytes before *dp
  * read inside the loop, st[*dp] the row they reached; `multi`: else a run,
  * row 0, no stack): every entry read to its end inside the loop is accepted
@@ -231,17 +259,7 @@ static inline __attribute__((always_inline)) size_t loop_scan(const cm_vocab *v,
     uint16_t *sp = multi ? st + *dp : NULL;
     uint32_t s = multi ? *sp : 0, *idv = idp ? *idp : NULL, na = 0;
     for (;;) {
-        uint32_t to = 0;
-        if (multi) {
-            for (; q < q_end; q++) {
-                to = tab[s + *q];
-                if (to >= LT_OUT) break;
-                s = to;
-                *++sp = (uint16_t)s;
-            }
-        } else {
-            while (q < q_end && !(to = tab[*q])) q++;
-        }
+        uint32_t to = loop_read(tab, multi, &q, q_end, &s, &sp);
         if (q < q_end) {
             if (idp || to == LT_OUT) goto stop;
             k = skip[q - data];  /* skip[off[k] + d]: the end of the dead subtree */
@@ -292,6 +310,61 @@ static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const u
     return loop_scan(v, tab, false, k, k_end, d0, dp, NULL, bits, idp, NULL);
 }
 
+/* loop_scan over the entries that are not plain (vocab.h: plain_next, plain_lcp),
+ * for a loop whose every plain token is accepted anyway (loop_plain_live): from
+ * such an entry k at depth *dp, each entry read to its end inside is accepted,
+ * a dead one's subtree skipped (it holds no plain entry: its path has a byte
+ * that is not plain, or a plain byte from a row no plain bytes reach), until
+ * entry k leaves the loop at depth *dp (returned) or the end. */
+static inline __attribute__((always_inline)) size_t loop_scan_np(const cm_vocab *v, const uint16_t *tab, bool multi,
+                                                                  size_t k, uint32_t *dp, uint16_t *st,
+                                                                  uint32_t *bits, uint32_t *nacc) {
+    const uint32_t *lcp = v->plain_lcp, *nxt = v->plain_next, *ids = v->trie_ids, *skip = v->skip;
+    const uint64_t *off = v->trie_off;
+    const uint8_t *data = v->trie_data;
+    size_t n = v->n_trie;
+    const uint8_t *q = data + off[k] + *dp, *q_end = data + off[k + 1];
+    uint16_t *sp = multi ? st + *dp : NULL;
+    uint32_t s = multi ? *sp : 0, na = 0;
+    for (;;) {
+        uint32_t to = loop_read(tab, multi, &q, q_end, &s, &sp);
+        if (q < q_end) {
+            if (to == LT_OUT) {
+                *dp = (uint32_t)(q - (data + off[k]));
+                *nacc += na;
+                return k;
+            }
+            k = nxt[skip[q - data]];  /* the dead subtree, then the next entry not plain */
+        } else {
+            cm_set_bit(bits, ids[k]);
+            na++;
+            k = nxt[k + 1];
+        }
+        if (k >= n) break;
+        /* its prefix with the entry not plain before it, whose path st holds that far */
+        uint32_t l = lcp[k];
+        q = data + off[k] + l;
+        q_end = data + off[k + 1];
+        if (multi) {
+            sp = st + l;
+            s = *sp;
+        }
+    }
+    *nacc += na;
+    return n;
+}
+
+static __attribute__((noinline)) size_t loop_scan_np_multi(const cm_vocab *v, const uint16_t *tab, size_t k,
+                                                           uint32_t *dp, uint16_t *st, uint32_t *bits,
+                                                           uint32_t *nacc) {
+    return loop_scan_np(v, tab, true, k, dp, st, bits, nacc);
+}
+
+static __attribute__((noinline)) size_t loop_scan_np_run(const cm_vocab *v, const uint16_t *tab, size_t k,
+                                                         uint32_t *dp, uint32_t *bits, uint32_t *nacc) {
+    return loop_scan_np(v, tab, false, k, dp, NULL, bits, nacc);
+}
+
 /* ---- walks that take the entries inside a loop's byte set at once ----
  *
  * X, the bytes on which the loop stays inside from its first state and from
@@ -320,6 +393,12 @@ static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const u
  * whenever a sample of the sets says at most 3/4 of the entries are outside. */
 #define CM_TC_MAX_OFF 32
 #define CM_TC_SAMPLES 256  /* words of the sample (every 64th: 2,000 entries at Llama-3) */
+/* A loop that takes every plain token (loop_plain_live) walks the entries that
+ * are not plain (~35 k at Llama-3) unless the features' walk reads fewer than
+ * half as many: o12620's mask 3, 7 k outside, 2.13 -> 1.42 M instructions so;
+ * o48748's mask 7, 17 k outside, is 2.76 M that way against 2.29 M, but its
+ * thread time 0.56-0.60 ms against 0.61-0.73 ms (the plain links' cold lines). */
+#define CM_TC_NP_RATIO 2
 
 static inline bool in_x(const uint32_t *x, uint32_t b) { return (x[b >> 5] >> (b & 31)) & 1u; }
 
@@ -476,7 +555,7 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
  * at most half the entries are outside (theirs are long reads: o78129's key
  * loop, 61 % outside, walked 5.4 -> 8.8 M instructions so; o82704's, 38 %, 3.5
  * -> 0.4 M), a sample saying so before the whole OR.  Else NULL. */
-static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, bool *in) {
+static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, bool multi, bool *in, size_t *n_outp) {
     int mode = cm_tokclass_mode(), n_off = 0;
     if (!mode || !cm_tokclass_inside(x, utf8, in)) return NULL;
     for (int f = 0; f < CM_TC_FEATURES; f++) n_off += !in[f];
@@ -496,12 +575,37 @@ static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, boo
     if (!out) return NULL;
     cm_tokclass_union(tc, in, false, 0, tc->n_words, out);
     size_t n_out = cm_count_bits(out, tc->n_words), n = v->n_trie;
+    *n_outp = n_out;
     if (mode == 1 && (multi ? n_out > n / 2 : n_out + n / 16 > n)) {
         free(out);
         return NULL;
     }
     cm_tokclass_count_walk();
     return out;
+}
+
+/* The shared walk of a loop, its table tab, over the entries that are not
+ * plain only (lw->np): its exits' subtrees begin at their first such entry. */
+static int loop_walk_np(const cm_vocab *v, const uint16_t *tab, uint32_t n_loop, uint16_t *st, cm_loop_walk *lw) {
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    const uint32_t *skip = v->skip, *nxt = v->plain_next;
+    size_t cap = 0, n = v->n_trie, k = nxt[0];
+    uint32_t n_acc = 0, d = 0;  /* the first entry not plain has no prefix with one before */
+    int rc = CM_OK;
+    while (k < n && !rc) {
+        k = n_loop > 1 ? loop_scan_np_multi(v, tab, k, &d, st, lw->bits, &n_acc)
+                       : loop_scan_np_run(v, tab, k, &d, lw->bits, &n_acc);
+        if (k >= n) break;
+        /* entry k leaves the loop at depth d: so does its subtree of d + 1 bytes */
+        uint8_t b = data[off[k] + d];
+        uint32_t s = n_loop > 1 ? st[d] : 0;
+        size_t end = skip[off[k] + d];
+        rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
+        if ((k = nxt[end]) < n) d = v->plain_lcp[k];
+    }
+    lw->n_accepted = n_acc;
+    return rc;
 }
 
 /* The shared DFA walk of a loop (labels of cache->loop_lab are set for ls). */
@@ -515,18 +619,29 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
         free(st);
         return CM_ERR_NOMEM;
     }
+    st[0] = 0;
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
     size_t cap = 0, k = 0, n = v->n_trie;
     uint32_t n_acc = 0, d = 0, x[8], opened = 0;
     int rc = CM_OK;
-    st[0] = 0;
     for (int b = 0; b < 256; b++)  /* the subtrees a plain walk enters at all */
         if (tab[b] < LT_OUT) opened += v->first_off[b + 1] - v->first_off[b];
     bool utf8, in[CM_TC_FEATURES];
     bool wide = opened >= CM_TC_MIN_ENTRIES || cm_tokclass_mode() == 2;
-    uint32_t *outside = wide && inside_bytes(tab, n_loop, x, &utf8) ? tc_outside(v, x, utf8, n_loop > 1, in) : NULL;
+    size_t n_out = 0;
+    uint32_t *outside = wide && inside_bytes(tab, n_loop, x, &utf8) ? tc_outside(v, x, utf8, n_loop > 1, in, &n_out) : NULL;
+    /* where both apply, the cheaper by the entries each reads: the features' walk
+     * those outside, the plain tokens' the entries not plain */
+    if (lw->np && (!outside || n_out * CM_TC_NP_RATIO >= (size_t)(v->n_trie - v->n_plain))) {
+        free(outside);
+        rc = loop_walk_np(v, tab, n_loop, st, lw);
+        free(tab);
+        free(st);
+        return rc;
+    }
+    lw->np = false;  /* a walk of every entry (which serves such a loop too) */
     if (outside) {  /* the tokens of no feature outside, by id; the other entries walked */
         const cm_tokclass *tc = cm_tokclass_of(v);
         size_t nw = tc->n_id_words < g->n_words ? tc->n_id_words : g->n_words;
@@ -555,11 +670,58 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
     return rc;
 }
 
-/* A new walk for the loop ls[0..n) (signature sig, taken over): from the
- * vocabulary's store, else walked and kept there too.  NULL with *status set
- * on failure. */
+/* Whether entry k's first d bytes are plain ones, at most CM_PLAIN_MAX_LEN: its
+ * subtree of d bytes may hold plain entries. */
+static bool plain_prefix(const cm_vocab *v, size_t k, uint32_t d) {
+    const uint8_t *p = v->trie_data + v->trie_off[k];
+    if (d > CM_PLAIN_MAX_LEN) return false;
+    for (uint32_t i = 0; i < d; i++)
+        if (!cm_plain_byte(p[i])) return false;
+    return true;
+}
+
+/* Whether every plain token is accepted from the loop ls[0..n_loop) (labels
+ * set) at its first state, and some leaves it on plain bytes (else there is
+ * nothing to skip): from each row that plain bytes reach, no plain byte dies,
+ * and each that leaves leads to a state whose plain closure is proven live
+ * (cm_flat_plain_live: its walk, from any depth, accepts every plain entry).
+ * A plain token then ends inside (in the loop's walk) or is accepted after its
+ * exit, so the exits' walks need only read the other entries. */
+static bool loop_plain_live(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
+    const cm_tables *t = &g->t;
+    const uint32_t *lab = g->cache->loop_lab;
+    if (!g->v->plain_bits || !g->lim.plain_skip || !g->lim.flat_walks) return false;
+    uint8_t seen[CM_LOOP_MAX] = {0};
+    uint32_t queue[CM_LOOP_MAX], nq = 0;
+    int32_t last_out = -1;  /* the out targets of neighbouring bytes are mostly one */
+    bool any_out = false;
+    seen[0] = 1;
+    queue[nq++] = 0;
+    for (uint32_t i = 0; i < nq; i++) {
+        const int32_t *row = t->trans + (size_t)ls[queue[i]] * t->n_classes;
+        for (unsigned b = 0x20; b < 0x7F; b++) {
+            if (!cm_plain_byte((uint8_t)b)) continue;
+            int32_t to = row[t->byte_class[b]];
+            if (to < 0) return false;
+            uint32_t l = lab[to];
+            if (l < n_loop) {
+                if (!seen[l]) seen[l] = 1, queue[nq++] = l;
+                continue;
+            }
+            if (to != last_out && !cm_flat_plain_live(g, (uint32_t)to)) return false;
+            last_out = to;
+            any_out = true;
+        }
+    }
+    return any_out;
+}
+
+/* A new walk for the loop ls[0..n) (signature sig, taken over), of the
+ * entries that are not plain only if np (a loop_plain_live loop, which may also
+ * take a whole walk, np cleared, from the vocabulary's store): from the store,
+ * else walked and kept there too.  NULL with *status set on failure. */
 static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n, uint32_t *sig, uint64_t hash,
-                              int *status) {
+                              bool np, int *status) {
     cm_loop_walk *lw = calloc(1, sizeof *lw);
     if (!lw) {
         free(sig);
@@ -569,9 +731,14 @@ static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t 
     lw->hash = hash;
     lw->n_sig = n * g->t.n_classes;
     lw->sig = sig;
+    lw->np = np;
     cm_loop_form lf;
     cm_loop_form_of(g, ls, n, &lf);
     int rc = lf.form ? cm_walk_store_get(g, &lf, lw) : 0;
+    if (rc == 0 && np && lf.form) {
+        lw->np = false;
+        if ((rc = cm_walk_store_get(g, &lf, lw)) == 0) lw->np = true;
+    }
     if (rc == 0) {
         rc = loop_walk(g, ls, n, lw);
         if (!rc && lf.form) cm_walk_store_put(g, &lf, lw);  /* takes the form */
@@ -589,9 +756,10 @@ static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t 
 }
 
 /* The shared walk for the loop of `state` (built under the cache lock), its
- * states in ls with their labels set; NULL when the state is in no loop (or on
- * failure, *status set), labels reset. */
-static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, int *status) {
+ * states in ls with their labels set, and *np whether the loop takes every
+ * plain token (loop_plain_live; the walk then may leave them out: lw->np);
+ * NULL when the state is in no loop (or on failure, *status set), labels reset. */
+static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, bool *np, int *status) {
     cm_cache *cache = g->cache;
     uint32_t *sig;
     uint64_t hash = 0;
@@ -600,13 +768,22 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
         reset_labels(g, ls, n);
         return NULL;
     }
+    *np = loop_plain_live(g, ls, n);
     size_t nsig = (size_t)n * g->t.n_classes, b = hash % CM_LOOP_BUCKETS;
+    const cm_loop_walk *whole = NULL;  /* a walk of every entry serves a loop that takes the plain ones too */
     for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
         if (lw->hash == hash && lw->n_sig == nsig && !memcmp(lw->sig, sig, nsig * sizeof *sig)) {
-            free(sig);
-            return lw;  /* labels stay set for the caller */
+            if (lw->np == *np) {
+                free(sig);
+                return lw;  /* labels stay set for the caller */
+            }
+            if (!lw->np) whole = lw;
         }
-    cm_loop_walk *lw = new_walk(g, ls, n, sig, hash, status);
+    if (whole) {
+        free(sig);
+        return whole;
+    }
+    cm_loop_walk *lw = new_walk(g, ls, n, sig, hash, *np, status);
     if (!lw) {
         reset_labels(g, ls, n);
         return NULL;
@@ -617,13 +794,17 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
     return lw;
 }
 
+static atomic_size_t g_plain_loops;
+size_t cm_plain_loop_walks(void) { return atomic_load(&g_plain_loops); }
+
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     /* a state where the rule may end is in no loop, but may be a position of a chain */
     if (!g->plain[state]) return g->lim.count_chains ? cm_chain_entry(g, state, w) : 0;
     uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
     int rc = CM_OK;
-    const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &rc) : NULL;
+    bool np = false;
+    const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &np, &rc) : NULL;
     if (!lw) {
         free(ls);
         return rc || !ls || !g->lim.count_chains ? rc : cm_chain_entry(g, state, w);  /* chains.c */
@@ -631,10 +812,24 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
     w->n_accepted = lw->n_accepted;
     uint32_t rule = t->state_rule[state];
+    const cm_vocab *v = g->v;
+    if (np) {  /* every plain token accepted: those inside are in lw->bits already */
+        size_t nw = (v->n_tokens + 31) / 32 < g->n_words ? (v->n_tokens + 31) / 32 : g->n_words;
+        size_t before = cm_count_bits(w->bits, nw);
+        cm_or_words(w->bits, v->plain_bits, nw);
+        w->n_accepted += (uint32_t)(cm_count_bits(w->bits, nw) - before);
+        atomic_fetch_add(&g_plain_loops, 1);
+    }
     for (size_t i = 0; !rc && i < lw->n_exits; i++) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
         if (to < 0) continue;  /* cannot happen: equal loops, equal transitions */
+        /* its plain entries taken: walk the others (with lw->np, x->k is the first of them) */
+        if (np && plain_prefix(v, x->k, x->depth + 1)) {
+            if (v->plain_next[x->k] < x->k_end)
+                rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+            continue;
+        }
         rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
     reset_labels(g, ls, lw->n_sig / t->n_classes);

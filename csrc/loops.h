@@ -32,6 +32,7 @@ struct cm_loop_walk {
     struct cm_loop_walk *next;  /* in its bucket */
     size_t bytes;               /* what it counts against CM_VOCAB_LOOP_BYTES */
     bool pinned;                /* part of the vocabulary: cm_walk_store_clear keeps it */
+    bool np;                    /* a loop's walk of the entries that are not plain only (vocab.h) */
     cm_chain_data *chain;       /* a counted chain's walk (chains.c; sig[0] CM_CHAIN_MARK), else NULL */
 };
 
@@ -46,6 +47,9 @@ struct cm_loop_walk {
  * state) or of its counted chain (chains.c): 1 done, 0 in neither (w
  * untouched), < 0 error.  Under the cache lock. */
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The loop entries that took every plain token at once (their exits walking
+ * only the other entries, lim.plain_skip) so far in this process (for the tests). */
+size_t cm_plain_loop_walks(void);
 /* cm_flat_walk of entries [k, k_end) (sharing their first d0 bytes) from
  * (state, OUTER), where `state` may begin a name: with lim.run_walks, a state
  * that calls nothing and loops to itself on a set of bytes (its run) takes the
@@ -82,7 +86,8 @@ typedef struct cm_loop_form {
  * NULL when there is none (a state not reached by bytes from the entry) or
  * memory is short. */
 void cm_loop_form_of(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_form *lf);
-/* The vocabulary's walk of that form copied into lw: 1 found, 0 not, < 0 error. */
+/* The vocabulary's walk of that form (of the entries not plain only as lw->np)
+ * copied into lw: 1 found, 0 not, < 0 error. */
 int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk *lw);
 /* A copy of lw kept by the vocabulary (lf->form is taken over); nothing when its
  * budget is spent or memory is short. */

@@ -201,7 +201,7 @@ int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk 
     pthread_mutex_lock(&s->lock);
     if (s->buckets)
         for (const cm_loop_walk *x = s->buckets[lf->hash % CM_LOOP_BUCKETS]; x && !found; x = x->next)
-            if (!x->chain && !is_run(x) && x->hash == lf->hash && x->n_sig == lf->n_form &&
+            if (!x->chain && !is_run(x) && x->np == lw->np && x->hash == lf->hash && x->n_sig == lf->n_form &&
                 !memcmp(x->sig, lf->form, lf->n_form * sizeof *lf->form))
                 found = copy_walk(g, lw, x, lf->from_canon) ? CM_ERR_NOMEM : 1;
     pthread_mutex_unlock(&s->lock);
@@ -220,6 +220,7 @@ void cm_walk_store_put(const cm_grammar *g, cm_loop_form *lf, const cm_loop_walk
         return;
     }
     x->hash = lf->hash;
+    x->np = lw->np;
     x->bytes = bytes;
     x->n_sig = (uint32_t)lf->n_form;
     x->sig = form;

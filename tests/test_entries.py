@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cfgmask
-from cfgmask import ir
+from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 from cfgmask.vocab import FORMAT_SAMPLES
 
@@ -645,12 +645,35 @@ PLAIN_SKIP_SCHEMAS = [
     {"type": "object", "properties": {"c": {"type": "string", "maxLength": 40}}},
     {"type": "object", "properties": {"d": {"type": "string", "pattern": "^[^x]*$"}}},
     {"type": "object", "additionalProperties": {"type": "string", "minLength": 3}},
+    # loops whose plain bytes leave them for a string's inside (their exits walk only the entries
+    # that are not plain): unanchored patterns (o16373, o13110), a key's run with any other key
+    # allowed (wp_81); a loop left on a plain byte for a state that dies on one (fails)
+    {"type": "object", "properties": {"e": {"type": "string", "pattern": "(\\w{2})"}}},
+    {"type": "object", "properties": {"f": {"type": "string", "pattern": "[0-9]+.[0-9]+.[0-9]+$"}}},
+    {
+        "type": "object",
+        "patternProperties": {"^[a-zA-Z0-9_]*$": {"type": "integer"}},
+        "properties": {"g": {}},
+    },
+    {"type": "object", "properties": {"h": {"type": "string", "pattern": "^[^d]*d[^x]*$"}}},
 ]
 
 
 @pytest.mark.parametrize("schema", PLAIN_SKIP_SCHEMAS)
 def test_plain_skip_same_entries_llama3(schema: dict) -> None:
     _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), cfgmask.Vocabulary.llama3())
+
+
+def test_plain_skip_loop_exits_taken() -> None:
+    """The loops of PLAIN_SKIP_SCHEMAS that leave on plain bytes for a live string take every plain
+    token at once (csrc/loops.c, loop_plain_live) at Llama-3's size, the last one never."""
+    vocab = cfgmask.Vocabulary.llama3()
+    for schema, taken in zip(PLAIN_SKIP_SCHEMAS[-4:], (True, True, True, False), strict=True):
+        cfgmask.clear_caches()
+        before = _core.plain_loop_walks()
+        compiled = cfgmask.compile(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)
+        entries(compiled)
+        assert (_core.plain_loop_walks() > before) == taken, schema
 
 
 @pytest.mark.parametrize("seed", range(4))
