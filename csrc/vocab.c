@@ -52,6 +52,21 @@ static uint32_t common_prefix(const cm_vocab *v, uint32_t a, uint32_t b) {
     return i;
 }
 
+/* The skip links' prefix lengths (vocab.h: plain_lcp, name_lcp): for each entry k
+ * that is no member (next[k] == k), the least trie_lcp since the last non-member entry
+ * before it (0 for the first), which a walk skipping the members in between holds. */
+static void skip_lcp(const cm_vocab *v, const uint32_t *next, uint32_t *lcp) {
+    uint32_t run = UINT32_MAX;
+    bool seen = false;
+    for (size_t k = 0; k < v->n_trie; k++) {
+        if (k && v->trie_lcp[k] < run) run = v->trie_lcp[k];
+        if (next[k] != k) continue;
+        lcp[k] = run == UINT32_MAX || !seen ? 0 : run;
+        run = UINT32_MAX;
+        seen = true;
+    }
+}
+
 /* The plain entries' tables (vocab.h); left NULL when memory is short. */
 static void build_plain(cm_vocab *v) {
     v->plain_next = malloc((v->n_trie + 1) * sizeof *v->plain_next);
@@ -65,7 +80,7 @@ static void build_plain(cm_vocab *v) {
         return;
     }
     v->n_plain = 0;
-    uint32_t next = (uint32_t)v->n_trie, run = UINT32_MAX;  /* min lcp since the last entry not plain */
+    uint32_t next = (uint32_t)v->n_trie;
     v->plain_next[v->n_trie] = next;
     for (size_t k = v->n_trie; k-- > 0;) {
         uint32_t len;
@@ -80,14 +95,7 @@ static void build_plain(cm_vocab *v) {
         }
         v->plain_next[k] = next;
     }
-    bool seen = false;
-    for (size_t k = 0; k < v->n_trie; k++) {
-        if (k && v->trie_lcp[k] < run) run = v->trie_lcp[k];
-        if (v->plain_next[k] != k) continue;
-        v->plain_lcp[k] = run == UINT32_MAX || !seen ? 0 : run;
-        run = UINT32_MAX;
-        seen = true;
-    }
+    skip_lcp(v, v->plain_next, v->plain_lcp);
 }
 
 /* The name entries' tables (vocab.h), in the plain ones' shape; left NULL
@@ -103,7 +111,7 @@ static void build_names(cm_vocab *v) {
         v->name_next = v->name_lcp = v->name_ids = NULL;
         return;
     }
-    uint32_t next = (uint32_t)v->n_trie, run = UINT32_MAX, n = 0;
+    uint32_t next = (uint32_t)v->n_trie, n = 0;
     v->name_next[v->n_trie] = next;
     for (size_t k = v->n_trie; k-- > 0;) {
         uint32_t len;
@@ -113,19 +121,13 @@ static void build_names(cm_vocab *v) {
         if (!name) next = (uint32_t)k;
         v->name_next[k] = next;
     }
+    skip_lcp(v, v->name_next, v->name_lcp);
     memset(v->name_off, 0, sizeof v->name_off);
-    bool seen = false;
-    for (size_t k = 0; k < v->n_trie; k++) {
-        if (k && v->trie_lcp[k] < run) run = v->trie_lcp[k];
+    for (size_t k = 0; k < v->n_trie; k++)
         if (v->name_next[k] != k) {
             v->name_ids[n++] = v->trie_ids[k];
             v->name_off[v->trie_data[v->trie_off[k]] + 1] = n;
-            continue;
         }
-        v->name_lcp[k] = run == UINT32_MAX || !seen ? 0 : run;
-        run = UINT32_MAX;
-        seen = true;
-    }
     for (unsigned b = 0; b < 256; b++)
         if (v->name_off[b + 1] < v->name_off[b]) v->name_off[b + 1] = v->name_off[b];
 }
