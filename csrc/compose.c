@@ -349,8 +349,9 @@ static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cand
  * 1 ms a state.  Its chart after the first byte b is (y, OUTER) for its edge
  * s -b-> y, so a whole walk is the union of its byte edges' walks at depth 1,
  * which walk_byte_edges takes from y's parts (the tail parts shared by every
- * position before that operand) where tail_target(y) allows.  Decline (w
- * untouched) unless some edge may. */
+ * position before that operand) where tail_target(y) allows, or from the kept
+ * walk of (y, b) where y loops on b (a Lark rule's start and its blank run,
+ * whose entry takes the same walk).  Decline (w untouched) unless some edge may. */
 int cm_compose_edges(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
@@ -358,7 +359,9 @@ int cm_compose_edges(const cm_grammar *g, uint32_t state, cm_walk *w) {
     bool tails = false;
     for (unsigned b = 0; b < 256 && !tails; b++) {
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
-        tails = y >= 0 && v->first_off[b + 1] - v->first_off[b] >= g->lim.tail_parts && tail_target(g, (uint32_t)y);
+        size_t n = v->first_off[b + 1] - v->first_off[b];
+        tails = y >= 0 && ((n >= g->lim.tail_parts && tail_target(g, (uint32_t)y)) ||
+                           (g->lim.share_edges && n >= g->lim.share_edges && edge_shared(g, (uint32_t)y, b)));
     }
     if (!tails) return 0;
     atomic_fetch_add(&g->cache->composed, 1);
