@@ -165,7 +165,8 @@ typedef struct cm_limits {
     /* n > 0: a composed entry's byte edge s -b-> y whose subtree has at least n
      * trie entries takes the walk of b's subtree from (y, OUTER), kept per
      * (y, b) with the tail parts and shared by every state with an edge b into
-     * y; 0: each state walks its edges.  The entries are the same. */
+     * y, where y is a blank run before a lookahead marker (compose.c,
+     * edge_shared); 0: each state walks its edges.  The entries are the same. */
     size_t share_edges;
     /* n > 0: a mask with at least n uncertain candidates whose current set is
      * a few items that read bytes and call nothing (inside a string) decides

@@ -63,8 +63,9 @@ class Strategy:
     tail_parts: int = 256
     # a composed entry's byte edge s -b-> y whose byte leads at least this many trie entries takes
     # the walk of b's subtree from y, kept per (y, b) and shared by every state with such an edge
-    # into y (a Lark rule's blank run, entered from the rule's start, itself and after its
-    # lookahead marker; 0: each state walks its edges; 1: every edge, as the tests use it)
+    # into y, where y is a blank run before a lookahead marker (a Lark rule's, entered from the
+    # rule's start, itself and after the marker; 0: each state walks its edges; 1: every such
+    # edge, as the tests use it)
     share_edges: int = 256
     # a mask with at least this many uncertain candidates whose current set is a few items that
     # read bytes and call nothing (inside a string) decides them by those items' automata, and
