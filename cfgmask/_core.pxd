@@ -71,6 +71,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t wrap_repeats
         size_t count_chains
         size_t tail_parts
+        size_t share_edges
         size_t closing_verdicts
         size_t run_walks
 

@@ -80,6 +80,7 @@ class _Settings(Protocol):
     wrap_repeats: int
     count_chains: bool
     tail_parts: int
+    share_edges: int
     closing_verdicts: int
     run_walks: int
 

@@ -124,6 +124,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.wrap_repeats = s.wrap_repeats
     lim.count_chains = 1 if s.count_chains else 0
     lim.tail_parts = s.tail_parts
+    lim.share_edges = s.share_edges
     lim.closing_verdicts = s.closing_verdicts
     lim.run_walks = s.run_walks
 

@@ -162,6 +162,12 @@ typedef struct cm_limits {
      * b (the whitespace positions of an expression grammar); 0: each edge
      * walks b's subtree from y.  The entries are the same. */
     size_t tail_parts;
+    /* n > 0: a composed entry's byte edge s -b-> y whose subtree has at least n
+     * trie entries takes the walk of b's subtree from (y, OUTER), kept per
+     * (y, b) with the tail parts and shared by every state with an edge b into
+     * y, where y is a blank run before a lookahead marker (compose.c,
+     * edge_shared); 0: each state walks its edges.  The entries are the same. */
+    size_t share_edges;
     /* n > 0: a mask with at least n uncertain candidates whose current set is
      * a few items that read bytes and call nothing (inside a string) decides
      * them by those items' automata, and the rest of a token after one of

@@ -296,8 +296,28 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
     return rc ? rc : 1;
 }
 
+/* Is the walk of (y, b) met again?  Kept, it costs a bitset, and c.gbnf's
+ * blank runs' walks are not met again in a cold pass (keeping every edge into
+ * a state that loops on its byte, and composing the states before them: +12 %
+ * thread time), so only where y is a blank run before a lookahead marker
+ * (Lark's %ignore): y loops on b and calls the marker, whose return state has
+ * y's edges, so the rule's start, y and that state each walk (y, b). */
+static bool edge_shared(const cm_grammar *g, uint32_t y, unsigned b) {
+    const cm_tables *t = &g->t;
+    if (t->trans[(size_t)y * t->n_classes + t->byte_class[b]] != (int32_t)y) return false;
+    for (uint32_t e = t->ref_off[y]; e < t->ref_off[y + 1]; e++)
+        if (marker_rule(g, t->ref_rule[e])) return true;
+    return false;
+}
+
 /* Byte edges: each first byte's subtree walked from the state it leads to (or
- * from that state's parts, walk_tails). */
+ * from that state's parts, walk_tails).  The walk of a big subtree, b's from
+ * (y, OUTER) at depth 1, depends on y and b only: it is the tail part of
+ * (y, b), kept by the cache, its candidates decided on y's chart.  States that
+ * share an edge target share its walk: a Lark rule's blank run y is entered
+ * from the rule's start, from y itself and from the state after the blank's
+ * lookahead marker, and sql.lark's ' ' subtree from such a y costs 0.4-0.6 ms
+ * (its runs of '-' nest negations and comments). */
 static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cands *x) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
@@ -309,6 +329,16 @@ static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cand
         if (y < 0) continue;
         size_t k = v->first_off[b], k_end = v->first_off[b + 1];
         if (k == k_end) continue;
+        if (g->lim.share_edges && k_end - k >= g->lim.share_edges && edge_shared(g, (uint32_t)y, b)) {
+            cm_tail *tp, *owned;
+            rc = tail_get(g, (uint32_t)y, b, &tp, &owned);
+            if (rc) break;
+            cm_or_words(w->bits, tp->bits, g->n_words);
+            for (size_t i = 0; i < tp->n_unc && !rc; i++) rc = cm_walk_push_uncertain(w, tp->unc[i]);
+            tail_free(owned);
+            atomic_fetch_add(&g->cache->tail_uses, 1);
+            continue;
+        }
         bool tails = k_end - k >= g->lim.tail_parts && tail_target(g, (uint32_t)y);
         int done = tails ? walk_tails(g, rule, (uint32_t)y, b, k, k_end, w, x) : 0;
         if (done < 0) rc = done;

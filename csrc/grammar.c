@@ -25,6 +25,7 @@ void cm_limits_default(cm_limits *out) {
     out->wrap_repeats = 256;
     out->count_chains = 1;
     out->tail_parts = 256;
+    out->share_edges = 256;
     out->closing_verdicts = 64;
     out->run_walks = 64;
 }

@@ -738,3 +738,63 @@ def test_name_skip_same_entries_random_vocab(index: int, seed: int) -> None:
 @pytest.mark.parametrize("name", ["sql.lark", "c.gbnf"])
 def test_name_skip_same_entries_llama3(name: str) -> None:
     _name_skip_same(shipped(name), cfgmask.Vocabulary.llama3())
+
+
+def _shared_edges_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, **limits: int) -> tuple[dict, dict]:
+    """Every state's entry with composed entries' byte edges taken from the walk kept per (target,
+    byte) (csrc/compose.c, walk_byte_edges) equal to each state walking its edges; both stats."""
+    on = cfgmask.compile(g, vocab, _strategy=Strategy(**limits))
+    off = cfgmask.compile(g, vocab, _strategy=Strategy(**{**limits, "share_edges": 0}))
+    for s, (a, b) in enumerate(zip(entries(on), entries(off), strict=True)):
+        assert np.array_equal(a[0], b[0]), f"state {s} ({limits}): accepted tokens differ"
+        assert np.array_equal(a[1], b[1]), f"state {s} ({limits}): uncertain tokens differ"
+    return on.stats, off.stats
+
+
+@pytest.mark.parametrize("name", ["sql.lark", "c.gbnf", "sql.gbnf", "arithmetic.gbnf"])
+def test_shared_edges_taken_and_same_entries_llama3(name: str) -> None:
+    """A Lark rule's blank run y (before the %ignore lookahead marker) is entered on ' ' from the
+    rule's start, from y and from the marker's return state: the walk of ' ''s subtree from y is
+    kept once and taken by each (the tail part of (y, ' ')).  The same entries as each state
+    walking the edge, and as whole walks (test_shipped_grammars_same_entries); GBNF grammars have
+    no such run and keep nothing more."""
+    on, off = _shared_edges_same(shipped(name), cfgmask.Vocabulary.llama3())
+    if name.endswith(".lark"):
+        assert on["tail_walks"] > off["tail_walks"], (on, off)  # the edges' walks were kept
+    else:
+        assert on["tail_walks"] == off["tail_walks"], (on, off)
+
+
+# Lark expression grammars with ignored blanks (each rule's blank run before its lookahead
+# marker), negation and, in some, a `--` comment: runs of '-' nest negations and comments.
+SHARED_EDGE_LARK = [
+    'start: expr\n?expr: term (("+" | "-") term)*\n?term: "-" term | atom\n'
+    'atom: NAME | NUMBER | "(" expr ")"\nNAME: /[a-z_]+/\nNUMBER: /[0-9]+/\n'
+    "%import common.WS\n%ignore WS\n" + extra
+    for extra in ("", "%ignore /--[^\\n]*/\n")
+]
+SHARED_EDGE_PIECES = b" \t\n-*/+=(),;.'\"abcxyzSELECTWHERENOT019_"
+
+
+@pytest.mark.parametrize("grammar", ["sql.lark", "c.gbnf", "lark0", "lark1"])
+@pytest.mark.parametrize("seed", range(3))
+def test_shared_edges_same_entries_random_vocab(grammar: str, seed: int) -> None:
+    """A random vocabulary of the grammars' bytes (blank runs, runs of '-' and '*', names,
+    keywords, operators): every edge into a blank run shared however few tokens its byte leads,
+    with tail parts for every edge or by default; against each state walking its edges and
+    against whole walks."""
+    rng = np.random.default_rng(seed)
+    pieces = [*SHARED_EDGE_PIECES]
+    toks = {bytes([b]) for b in range(256)}
+    for _ in range(1500):
+        toks.add(bytes(rng.choice(pieces, size=int(rng.integers(1, 12))).astype(np.uint8)))
+        if rng.random() < 0.2:  # a run of one byte after a blank
+            toks.add(b" " + bytes([int(rng.choice([*b" -*a"]))]) * int(rng.integers(2, 30)))
+    vocab = cfgmask.Vocabulary.from_token_bytes(sorted(toks))
+    lark = grammar.startswith("lark")
+    g = cfgmask.Grammar.from_lark(SHARED_EDGE_LARK[int(grammar[-1])]) if lark else shipped(grammar)
+    for limits in ({"share_edges": 1}, {"share_edges": 1, "tail_parts": 1}):
+        on, off = _shared_edges_same(g, vocab, **limits)
+        if grammar.endswith("lark") or lark:
+            assert on["tail_walks"] > off["tail_walks"], (limits, on, off)
+    assert_same_entries(g, vocab, share_edges=1)

@@ -61,6 +61,12 @@ class Strategy:
     # through a callee from one walk of the byte's subtree per (callee start, byte), shared by
     # every such position (0: each edge walks it; 1: every edge, as the tests use it)
     tail_parts: int = 256
+    # a composed entry's byte edge s -b-> y whose byte leads at least this many trie entries takes
+    # the walk of b's subtree from y, kept per (y, b) and shared by every state with such an edge
+    # into y, where y is a blank run before a lookahead marker (a Lark rule's, entered from the
+    # rule's start, itself and after the marker; 0: each state walks its edges; 1: every such
+    # edge, as the tests use it)
+    share_edges: int = 256
     # a mask with at least this many uncertain candidates whose current set is a few items that
     # read bytes and call nothing (inside a string) decides them by those items' automata, and
     # the rest of a token after one completes (a string's closing quote: `",` `"}`) by a verdict
