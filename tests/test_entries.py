@@ -738,3 +738,52 @@ def test_name_skip_same_entries_random_vocab(index: int, seed: int) -> None:
 @pytest.mark.parametrize("name", ["sql.lark", "c.gbnf"])
 def test_name_skip_same_entries_llama3(name: str) -> None:
     _name_skip_same(shipped(name), cfgmask.Vocabulary.llama3())
+
+
+TEXT_SKIP_SCHEMAS = [
+    # o78129's keys (the key start proves its text entries live: any other key is allowed)
+    {"type": "object", "patternProperties": {"^[0-9a-f]{32}$": {"type": "null"}}, "properties": {"k": {}}},
+    {"type": "object", "patternProperties": {"[0-9a-f]{32}": {"type": "null"}}},
+    # such a key or one without a character (its lead byte lives), no other: the proof fails
+    *(
+        {
+            "type": "object",
+            "patternProperties": {"[0-9a-f]{32}": {"type": "null"}, f"^[^{c}]*$": {"type": "null"}},
+            "additionalProperties": False,
+        }
+        for c in "é\u20ac\U0001f600"
+    ),
+    {"type": "object", "additionalProperties": {"type": "string"}},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 40}}},
+    # non-ASCII patterns: one character allowed (the others die), one character dying (a
+    # continuation byte dies after its lead: the proof must fail), a 3-byte range, 4-byte ones
+    {"type": "object", "properties": {"b": {"type": "string", "pattern": "^[a-zé ]*$"}}},
+    {"type": "object", "properties": {"c": {"type": "string", "pattern": "^[^ü]*$"}}},
+    {"type": "object", "properties": {"d": {"type": "string", "pattern": "^[^\u20ac-\u20af]*$"}}},
+    {"type": "object", "properties": {"e": {"type": "string", "pattern": "^[^\U0001f600]*$"}}},
+    {"type": "object", "properties": {"f": {"type": "string", "pattern": "ção"}}},
+]
+
+
+@pytest.mark.parametrize("schema", TEXT_SKIP_SCHEMAS)
+def test_text_skip_same_entries_llama3(schema: dict) -> None:
+    """Text tokens (plain bytes and whole UTF-8 characters, vocab.h) taken in bulk by a whole flat
+    walk (flat.c: flat_text_live): every state's entry equal to a plain walk's."""
+    _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), cfgmask.Vocabulary.llama3())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_text_skip_same_entries_random_vocab(seed: int) -> None:
+    """A random small vocabulary of plain bytes, UTF-8 lead and continuation bytes (well-formed
+    characters, surrogates, overlong and cut ones) and others."""
+    rng = np.random.default_rng(seed)
+    alphabet = [*b' a0x{}:,"\\', 0x0A, *b"\xc3\xa9\xbc\xc0\xe2\x82\xac\xed\xa0\xf0\x9f\x98\x80"]
+    chars = [c.encode() for c in "éüç€\U0001f600\ud7ff\U0010ffff"]
+    toks = {bytes(rng.choice(alphabet, size=int(rng.integers(1, 20))).astype(np.uint8)) for _ in range(500)}
+    for _ in range(500):
+        parts = [chars[int(i)] for i in rng.integers(0, len(chars), size=int(rng.integers(1, 6)))]
+        toks.add(b"".join(p if rng.random() < 0.7 else bytes([int(rng.choice(alphabet[:4]))]) for p in parts))
+    toks |= {bytes([b]) for b in range(256)}
+    vocab = cfgmask.Vocabulary.from_token_bytes(sorted(toks))
+    for schema in TEXT_SKIP_SCHEMAS:
+        _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)
