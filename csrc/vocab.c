@@ -67,8 +67,9 @@ static void skip_lcp(const cm_vocab *v, const uint32_t *next, uint32_t *lcp) {
     }
 }
 
-/* Whether trie entry k is plain (text: false) or text (true) (vocab.h). */
-static bool entry_bulk(const cm_vocab *v, size_t k, bool text) {
+/* Whether trie entry k is plain (text: false) or text (true) (vocab.h); inlined
+ * with text a constant (a pass over every entry's bytes at the vocabulary's build). */
+static inline __attribute__((always_inline)) bool entry_bulk(const cm_vocab *v, size_t k, bool text) {
     uint32_t len;
     const uint8_t *p = cm_trie_bytes(v, k, &len);
     if (len == 0 || len > CM_PLAIN_MAX_LEN) return false;
@@ -78,8 +79,9 @@ static bool entry_bulk(const cm_vocab *v, size_t k, bool text) {
 }
 
 /* The plain (text: the text) entries' tables (vocab.h); left NULL when memory is short. */
-static void build_bulk(cm_vocab *v, bool text, uint32_t **next_out, uint32_t **lcp_out, uint32_t **bits_out,
-                       uint32_t *n_out) {
+static inline __attribute__((always_inline)) void build_bulk(cm_vocab *v, bool text, uint32_t **next_out,
+                                                             uint32_t **lcp_out, uint32_t **bits_out,
+                                                             uint32_t *n_out) {
     uint32_t *nx = malloc((v->n_trie + 1) * sizeof *nx);
     uint32_t *lcp = malloc((v->n_trie ? v->n_trie : 1) * sizeof *lcp);
     uint32_t *bits = calloc((v->n_tokens + 31) / 32, sizeof *bits);
@@ -93,7 +95,9 @@ static void build_bulk(cm_vocab *v, bool text, uint32_t **next_out, uint32_t **l
     uint32_t next = (uint32_t)v->n_trie;
     nx[v->n_trie] = next;
     for (size_t k = v->n_trie; k-- > 0;) {
-        if (entry_bulk(v, k, text)) {
+        /* a plain entry is a text one (the plain tables are made first) */
+        bool plain = text && v->plain_bits && cm_bit(v->plain_bits, v->trie_ids[k]);
+        if (plain || entry_bulk(v, k, text)) {
             cm_set_bit(bits, v->trie_ids[k]);
             n++;
         } else {
