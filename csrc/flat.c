@@ -88,8 +88,12 @@ struct cm_flat {
     uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
     int32_t *start_of;          /* [n_states] the configuration of (state, OUTER) + 4; 0: not known
                                    (NULL when memory was short) */
-    uint8_t *plain_ok;          /* [cap] flat_plain_live's answer: 0 not known, 1 yes, 2 no; flat_text_live's
-                                   in the next two bits: 4 yes, 8 no */
+    uint32_t *plain_ok;         /* [cap] flat_plain_live's answer: 0 not known, 1 yes, 2 no; flat_text_live's
+                                   from UTF-8 state u in the two bits 2u + 2 on, the same way */
+    /* flat_text_live's bytes: from each UTF-8 state, one byte a (column, next state) pair and
+       that state; made on first use (text_n_rep[0] 0: not yet) */
+    uint8_t text_rep[CM_UTF8_STATES][256], text_rep_u[CM_UTF8_STATES][256];
+    uint16_t text_n_rep[CM_UTF8_STATES];
     size_t cap_tmp, cap_pos;
 };
 
@@ -140,7 +144,7 @@ static int flat_reserve(cm_flat *f, size_t n) {
         if (nx) f->next = nx;
         uint64_t *hs = realloc(f->hashes, (size_t)cap * sizeof *hs);
         if (hs) f->hashes = hs;
-        uint8_t *po = realloc(f->plain_ok, cap);
+        uint32_t *po = realloc(f->plain_ok, (size_t)cap * sizeof *po);
         if (po) f->plain_ok = po;
         if (!off || !ex || !rd || !nx || !hs || !po) return CM_ERR_NOMEM;
         f->cap = cap;
@@ -385,7 +389,7 @@ static __attribute__((noinline)) cm_flat *flat_new(const cm_grammar *g) {
     f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);
     f->hashes = malloc(f->cap * sizeof *f->hashes);
     f->slots = calloc(f->hcap, sizeof *f->slots);
-    f->plain_ok = malloc(f->cap);
+    f->plain_ok = malloc(f->cap * sizeof *f->plain_ok);
     if (!f->off || !f->exited || !f->reads || !f->next || !f->hashes || !f->slots || !f->plain_ok) {
         cm_flat_free(f);
         return NULL;
@@ -782,40 +786,46 @@ static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
  * steps to a flat live one on each byte that continues it as text: then every
  * text entry is accepted, and a subtree a walk from c0 leaves dead or through a
  * chart holds none (flat_plain_live's argument, with partial characters).  A
- * proof: the closure of (c0, character start) under one byte a (column, next
- * UTF-8 state) pair (cm_utf8_step), breadth first to depth CM_PLAIN_MAX_LEN in
- * bytes; past FLAT_TEXT_MAX pairs, or on any failure, no. */
-static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
-    uint8_t rep[CM_UTF8_STATES][256];  /* one byte a (column, next state) pair, from each state */
-    unsigned n_rep[CM_UTF8_STATES] = {0};
-    for (int u = 0; u < CM_UTF8_STATES; u++) {
-        uint8_t seen[256] = {0};  /* per column: the next states seen, a bit each */
-        for (unsigned b = 0; b < 256; b++) {
-            int u2 = cm_utf8_step(u, (uint8_t)b);
-            if (u2 < 0 || (seen[f->col[b]] >> u2 & 1)) continue;
-            seen[f->col[b]] |= (uint8_t)(1u << u2);
-            rep[u][n_rep[u]++] = (uint8_t)b;
+ * proof: the closure of (c0, UTF-8 state u0: 0 at a character's start) under one
+ * byte a (column, next UTF-8 state) pair (cm_utf8_step), breadth first to depth
+ * CM_PLAIN_MAX_LEN in bytes; past FLAT_TEXT_MAX pairs, or on any failure, no.
+ * From u0 > 0 (a loop's exit inside a character, loops.c) the entries read on
+ * from there are the text entries' rest. */
+static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
+    if (!f->text_n_rep[0])
+        for (int u = 0; u < CM_UTF8_STATES; u++) {
+            uint8_t seen[256] = {0};  /* per column: the next states seen, a bit each */
+            for (unsigned b = u ? 0x80 : 0x20; b < (u ? 0xC0u : 0xF5u); b++) {
+                int u2 = cm_utf8_step(u, (uint8_t)b);
+                if (u2 < 0 || (seen[f->col[b]] >> u2 & 1)) continue;
+                seen[f->col[b]] |= (uint8_t)(1u << u2);
+                f->text_rep_u[u][f->text_n_rep[u]] = (uint8_t)u2;
+                f->text_rep[u][f->text_n_rep[u]++] = (uint8_t)b;
+            }
         }
-    }
     uint32_t q[FLAT_TEXT_MAX] = {c0};
-    uint8_t depth[FLAT_TEXT_MAX] = {0}, us[FLAT_TEXT_MAX] = {0};  /* breadth first: the least depth */
+    uint8_t depth[FLAT_TEXT_MAX] = {0}, us[FLAT_TEXT_MAX] = {u0};  /* breadth first: the least depth */
+    uint32_t slot[4 * FLAT_TEXT_MAX];  /* the pairs queued, open addressing: (c << 3 | u) + 1 */
+    memset(slot, 0, sizeof slot);
+    slot[((uint32_t)c0 << 3 | u0) * 0x9E3779B1u >> 23] = ((uint32_t)c0 << 3 | u0) + 1;
     unsigned n = 1;
     for (unsigned i = 0; i < n; i++) {
         if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
         const uint32_t *rd = f->reads + (size_t)q[i] * 8;
-        const uint8_t *r = rep[us[i]];
-        for (unsigned j = 0; j < n_rep[us[i]]; j++)
+        const uint8_t *r = f->text_rep[us[i]], *ru = f->text_rep_u[us[i]];
+        unsigned n_rep = f->text_n_rep[us[i]];
+        for (unsigned j = 0; j < n_rep; j++)
             if (!cm_bit(rd, r[j])) return false;
-        for (unsigned j = 0; j < n_rep[us[i]]; j++) {
+        for (unsigned j = 0; j < n_rep; j++) {
             int32_t to = flat_live_step(g, f, q[i], r[j]);
             if (to < 0) return false;
-            uint8_t u2 = (uint8_t)cm_utf8_step(us[i], r[j]);
-            unsigned m = 0;
-            while (m < n && (q[m] != (uint32_t)to || us[m] != u2)) m++;
-            if (m < n) continue;
+            uint32_t key = (uint32_t)to << 3 | ru[j], h = key * 0x9E3779B1u >> 23;
+            while (slot[h] && slot[h] != key + 1) h = (h + 1) & (4 * FLAT_TEXT_MAX - 1);
+            if (slot[h]) continue;
             if (n == FLAT_TEXT_MAX) return false;
+            slot[h] = key + 1;
             q[n] = (uint32_t)to;
-            us[n] = u2;
+            us[n] = ru[j];
             depth[n++] = (uint8_t)(depth[i] + 1u);
         }
     }
@@ -872,18 +882,20 @@ static bool flat_names_bulk(const cm_grammar *g, cm_flat *f, uint32_t c, uint8_t
 static bool flat_plain_ok(const cm_grammar *g, cm_flat *f, uint32_t c0) {
     if (!(f->plain_ok[c0] & 3)) {
         bool ok = flat_plain_live(g, f, c0);  /* may add configurations: plain_ok moves */
-        f->plain_ok[c0] = (uint8_t)((f->plain_ok[c0] & 12) | (ok ? 1 : 2));
+        f->plain_ok[c0] |= ok ? 1 : 2;
     }
     return (f->plain_ok[c0] & 3) == 1;
 }
 
-/* flat_text_live, once a configuration, where flat_plain_ok holds (it implies it). */
-static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0) {
-    if (!(f->plain_ok[c0] & 12)) {
-        bool ok = flat_text_live(g, f, c0);  /* may add configurations: plain_ok moves */
-        f->plain_ok[c0] |= ok ? 4 : 8;
+/* flat_text_live from UTF-8 state u, once a (configuration, u) pair; from u = 0
+ * where flat_plain_ok holds (it implies it). */
+static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u) {
+    unsigned sh = 2u * u + 2u;
+    if (!(f->plain_ok[c0] >> sh & 3)) {
+        bool ok = flat_text_live(g, f, c0, u);  /* may add configurations: plain_ok moves */
+        f->plain_ok[c0] |= (ok ? 1u : 2u) << sh;
     }
-    return (f->plain_ok[c0] & 12) == 4;
+    return (f->plain_ok[c0] >> sh & 3) == 1;
 }
 
 /* The whole trie from configuration c0, one first byte at a time: a first byte
@@ -899,7 +911,7 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
     const cm_vocab *v = g->v;
     const uint32_t *lo = v->first_off;
     bool np = v->plain_bits && g->lim.plain_skip && flat_plain_ok(g, f, (uint32_t)c0);
-    bool tx = np && v->text_bits && flat_text_ok(g, f, (uint32_t)c0);
+    bool tx = np && v->text_bits && flat_text_ok(g, f, (uint32_t)c0, 0);
     if (np) {
         const uint32_t *bits = tx ? v->text_bits : v->plain_bits;
         for (size_t i = 0; i < g->n_words && i < (v->n_tokens + 31) / 32; i++) w->bits[i] |= bits[i];
@@ -989,12 +1001,21 @@ bool cm_flat_plain_live(const cm_grammar *g, uint32_t state) {
     return c0 >= 0 && flat_plain_ok(g, f, (uint32_t)c0);
 }
 
+bool cm_flat_text_live(const cm_grammar *g, uint32_t state, uint8_t u) {
+    if (!g->v->text_bits || !g->lim.plain_skip || !g->lim.flat_walks || u >= CM_UTF8_STATES) return false;
+    cm_flat *f = flat_get(g);
+    int32_t c0 = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
+    if (c0 < 0) return false;
+    return (u || flat_plain_ok(g, f, (uint32_t)c0)) && flat_text_ok(g, f, (uint32_t)c0, u);
+}
+
 int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
-                    cm_walk *w) {
+                    bool text, cm_walk *w) {
     cm_flat *f = g->cache->flat;  /* cm_flat_plain_live made it and state's configuration */
     int32_t c0 = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
     if (c0 == CM_FLAT_CHART || k_end > g->v->n_trie) return CM_ERR_ARG;  /* not a proven start */
-    k = g->v->plain_next[k];
-    return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, FLAT_BULK_PLAIN) : CM_OK;
+    k = (text ? g->v->text_next : g->v->plain_next)[k];
+    return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, text ? FLAT_BULK_TEXT : FLAT_BULK_PLAIN)
+                     : CM_OK;
 }
