@@ -1301,6 +1301,12 @@ def plain_loop_walks():
     return cm_plain_loop_walks()
 
 
+def text_loop_walks():
+    """How many of them took every text token (plain bytes and whole UTF-8 characters) at once too,
+    their exits walking only the entries that are not text (csrc/loops.c, loop_text_live)."""
+    return cm_text_loop_walks()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

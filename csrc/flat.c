@@ -88,7 +88,12 @@ struct cm_flat {
     uint32_t *pos;              /* chart set -> position in the suffix (UINT32_MAX: not in it) */
     int32_t *start_of;          /* [n_states] the configuration of (state, OUTER) + 4; 0: not known
                                    (NULL when memory was short) */
-    uint8_t *plain_ok;          /* [cap] flat_plain_live's answer: 0 not known, 1 yes, 2 no */
+    uint32_t *plain_ok;         /* [cap] flat_plain_live's answer: 0 not known, 1 yes, 2 no; flat_text_live's
+                                   from UTF-8 state u in the two bits 2u + 2 on, the same way */
+    /* flat_text_live's bytes: from each UTF-8 state, one byte a (column, next state) pair and
+       that state; made on first use (text_n_rep[0] 0: not yet) */
+    uint8_t text_rep[CM_UTF8_STATES][256], text_rep_u[CM_UTF8_STATES][256];
+    uint16_t text_n_rep[CM_UTF8_STATES];
     size_t cap_tmp, cap_pos;
 };
 
@@ -139,7 +144,7 @@ static int flat_reserve(cm_flat *f, size_t n) {
         if (nx) f->next = nx;
         uint64_t *hs = realloc(f->hashes, (size_t)cap * sizeof *hs);
         if (hs) f->hashes = hs;
-        uint8_t *po = realloc(f->plain_ok, cap);
+        uint32_t *po = realloc(f->plain_ok, (size_t)cap * sizeof *po);
         if (po) f->plain_ok = po;
         if (!off || !ex || !rd || !nx || !hs || !po) return CM_ERR_NOMEM;
         f->cap = cap;
@@ -384,7 +389,7 @@ static __attribute__((noinline)) cm_flat *flat_new(const cm_grammar *g) {
     f->next = malloc((size_t)f->cap * f->width * sizeof *f->next);
     f->hashes = malloc(f->cap * sizeof *f->hashes);
     f->slots = calloc(f->hcap, sizeof *f->slots);
-    f->plain_ok = malloc(f->cap);
+    f->plain_ok = malloc(f->cap * sizeof *f->plain_ok);
     if (!f->off || !f->exited || !f->reads || !f->next || !f->hashes || !f->slots || !f->plain_ok) {
         cm_flat_free(f);
         return NULL;
@@ -635,8 +640,8 @@ static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const uint8
     flat_run_g(v, col, next, k_end, st, bits, at, lcp, nxt);
 }
 
-/* The bulk tables a walk skips by: the plain entries', the name entries', none. */
-typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_NAMES } flat_bulk;
+/* The bulk tables a walk skips by: the plain entries', the text entries', the name entries', none. */
+typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_TEXT, FLAT_BULK_NAMES } flat_bulk;
 
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
  *
@@ -650,8 +655,11 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     const cm_vocab *v = g->v;
     bool np = bulk != FLAT_BULK_NONE;
     const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8;
-    const uint32_t *lcp = bulk == FLAT_BULK_PLAIN ? v->plain_lcp : bulk == FLAT_BULK_NAMES ? v->name_lcp : v->trie_lcp;
-    const uint32_t *nxt = bulk == FLAT_BULK_NAMES ? v->name_next : v->plain_next;
+    const uint32_t *lcp = bulk == FLAT_BULK_PLAIN  ? v->plain_lcp
+                          : bulk == FLAT_BULK_TEXT ? v->text_lcp
+                          : bulk == FLAT_BULK_NAMES ? v->name_lcp
+                                                    : v->trie_lcp;
+    const uint32_t *nxt = bulk == FLAT_BULK_NAMES ? v->name_next : bulk == FLAT_BULK_TEXT ? v->text_next : v->plain_next;
     uint8_t *fl = w->fl;
     uint32_t *st = w->st, fl_ok = d0;
     int rc = CM_OK;
@@ -697,7 +705,7 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
         uint8_t ex = d && exited[id];
         k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
         if (np && k < k_end) k = nxt[k];  /* a subtree left so holds no plain entry (flat_plain_live),
-                                             no name (flat_names_live) */
+                                             no text entry (flat_text_live), no name (flat_names_live) */
         if (rc || k >= k_end) break;
         k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
         at.k = k;
@@ -709,6 +717,8 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
 }
 
 #define FLAT_PLAIN_MAX 64
+/* flat_text_live's cap: (configuration, UTF-8 state) pairs */
+#define FLAT_TEXT_MAX 128
 /* a first byte's name entries are taken in bulk from this many on (the proof costs
  * a few transitions) */
 #define CM_FLAT_NAMES_MIN 64
@@ -772,6 +782,56 @@ static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
     return flat_closure_live(g, f, q, depth, 1, rep, n_rep);
 }
 
+/* Whether every configuration c0 reaches on a prefix of a text entry (vocab.h)
+ * steps to a flat live one on each byte that continues it as text: then every
+ * text entry is accepted, and a subtree a walk from c0 leaves dead or through a
+ * chart holds none (flat_plain_live's argument, with partial characters).  A
+ * proof: the closure of (c0, UTF-8 state u0: 0 at a character's start) under one
+ * byte a (column, next UTF-8 state) pair (cm_utf8_step), breadth first to depth
+ * CM_PLAIN_MAX_LEN in bytes; past FLAT_TEXT_MAX pairs, or on any failure, no.
+ * From u0 > 0 (a loop's exit inside a character, loops.c) the entries read on
+ * from there are the text entries' rest. */
+static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
+    if (!f->text_n_rep[0])
+        for (int u = 0; u < CM_UTF8_STATES; u++) {
+            uint8_t seen[256] = {0};  /* per column: the next states seen, a bit each */
+            for (unsigned b = u ? 0x80 : 0x20; b < (u ? 0xC0u : 0xF5u); b++) {
+                int u2 = cm_utf8_step(u, (uint8_t)b);
+                if (u2 < 0 || (seen[f->col[b]] >> u2 & 1)) continue;
+                seen[f->col[b]] |= (uint8_t)(1u << u2);
+                f->text_rep_u[u][f->text_n_rep[u]] = (uint8_t)u2;
+                f->text_rep[u][f->text_n_rep[u]++] = (uint8_t)b;
+            }
+        }
+    uint32_t q[FLAT_TEXT_MAX] = {c0};
+    uint8_t depth[FLAT_TEXT_MAX] = {0}, us[FLAT_TEXT_MAX] = {u0};  /* breadth first: the least depth */
+    uint32_t slot[4 * FLAT_TEXT_MAX];  /* the pairs queued, open addressing: (c << 3 | u) + 1 */
+    memset(slot, 0, sizeof slot);
+    slot[((uint32_t)c0 << 3 | u0) * 0x9E3779B1u >> 23] = ((uint32_t)c0 << 3 | u0) + 1;
+    unsigned n = 1;
+    for (unsigned i = 0; i < n; i++) {
+        if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
+        const uint32_t *rd = f->reads + (size_t)q[i] * 8;
+        const uint8_t *r = f->text_rep[us[i]], *ru = f->text_rep_u[us[i]];
+        unsigned n_rep = f->text_n_rep[us[i]];
+        for (unsigned j = 0; j < n_rep; j++)
+            if (!cm_bit(rd, r[j])) return false;
+        for (unsigned j = 0; j < n_rep; j++) {
+            int32_t to = flat_live_step(g, f, q[i], r[j]);
+            if (to < 0) return false;
+            uint32_t key = (uint32_t)to << 3 | ru[j], h = key * 0x9E3779B1u >> 23;
+            while (slot[h] && slot[h] != key + 1) h = (h + 1) & (4 * FLAT_TEXT_MAX - 1);
+            if (slot[h]) continue;
+            if (n == FLAT_TEXT_MAX) return false;
+            slot[h] = key + 1;
+            q[n] = (uint32_t)to;
+            us[n] = ru[j];
+            depth[n++] = (uint8_t)(depth[i] + 1u);
+        }
+    }
+    return true;
+}
+
 /* Whether every name entry of first byte b (vocab.h) is accepted from c, the
  * configuration after b: the configurations c reaches on a name's first byte,
  * then on its other bytes to the name entries' greatest length, are all flat
@@ -820,11 +880,22 @@ static bool flat_names_bulk(const cm_grammar *g, cm_flat *f, uint32_t c, uint8_t
 /* flat_plain_live, once a configuration (its answer depends on the DFA only;
  * a failure out of memory or past CM_FLAT_MAX stays a no). */
 static bool flat_plain_ok(const cm_grammar *g, cm_flat *f, uint32_t c0) {
-    if (!f->plain_ok[c0]) {
+    if (!(f->plain_ok[c0] & 3)) {
         bool ok = flat_plain_live(g, f, c0);  /* may add configurations: plain_ok moves */
-        f->plain_ok[c0] = ok ? 1 : 2;
+        f->plain_ok[c0] |= ok ? 1 : 2;
     }
-    return f->plain_ok[c0] == 1;
+    return (f->plain_ok[c0] & 3) == 1;
+}
+
+/* flat_text_live from UTF-8 state u, once a (configuration, u) pair; from u = 0
+ * where flat_plain_ok holds (it implies it). */
+static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u) {
+    unsigned sh = 2u * u + 2u;
+    if (!(f->plain_ok[c0] >> sh & 3)) {
+        bool ok = flat_text_live(g, f, c0, u);  /* may add configurations: plain_ok moves */
+        f->plain_ok[c0] |= (ok ? 1u : 2u) << sh;
+    }
+    return (f->plain_ok[c0] >> sh & 3) == 1;
 }
 
 /* The whole trie from configuration c0, one first byte at a time: a first byte
@@ -840,9 +911,11 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
     const cm_vocab *v = g->v;
     const uint32_t *lo = v->first_off;
     bool np = v->plain_bits && g->lim.plain_skip && flat_plain_ok(g, f, (uint32_t)c0);
+    bool tx = np && v->text_bits && flat_text_ok(g, f, (uint32_t)c0, 0);
     if (np) {
-        for (size_t i = 0; i < g->n_words && i < (v->n_tokens + 31) / 32; i++) w->bits[i] |= v->plain_bits[i];
-        w->n_accepted += v->n_plain;
+        const uint32_t *bits = tx ? v->text_bits : v->plain_bits;
+        for (size_t i = 0; i < g->n_words && i < (v->n_tokens + 31) / 32; i++) w->bits[i] |= bits[i];
+        w->n_accepted += tx ? v->n_text : v->n_plain;
     }
     int rc = CM_OK;
     for (unsigned b = 0; b < 256 && !rc; b++) {
@@ -851,9 +924,9 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
         if (to == CM_FLAT_UNKNOWN) to = flat_step(g, f, (uint32_t)c0, (uint8_t)b);
         if (to == CM_FLAT_DEAD) continue;
         if (to < CM_FLAT_CHART) return to + 8;
-        bool npb = np && cm_plain_byte((uint8_t)b);
-        flat_bulk bulk = npb ? FLAT_BULK_PLAIN : FLAT_BULK_NONE;
-        size_t k = npb ? v->plain_next[lo[b]] : lo[b];
+        bool npb = np && (tx ? cm_utf8_step(0, (uint8_t)b) >= 0 : cm_plain_byte((uint8_t)b));
+        flat_bulk bulk = !npb ? FLAT_BULK_NONE : tx ? FLAT_BULK_TEXT : FLAT_BULK_PLAIN;
+        size_t k = !npb ? lo[b] : tx ? v->text_next[lo[b]] : v->plain_next[lo[b]];
         if (!npb && to >= 0) {
             int32_t c = flat_live_step(g, f, (uint32_t)c0, (uint8_t)b);
             if (c >= 0 && flat_names_bulk(g, f, (uint32_t)c, (uint8_t)b, w)) {
@@ -928,12 +1001,21 @@ bool cm_flat_plain_live(const cm_grammar *g, uint32_t state) {
     return c0 >= 0 && flat_plain_ok(g, f, (uint32_t)c0);
 }
 
+bool cm_flat_text_live(const cm_grammar *g, uint32_t state, uint8_t u) {
+    if (!g->v->text_bits || !g->lim.plain_skip || !g->lim.flat_walks || u >= CM_UTF8_STATES) return false;
+    cm_flat *f = flat_get(g);
+    int32_t c0 = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
+    if (c0 < 0) return false;
+    return (u || flat_plain_ok(g, f, (uint32_t)c0)) && flat_text_ok(g, f, (uint32_t)c0, u);
+}
+
 int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
-                    cm_walk *w) {
+                    bool text, cm_walk *w) {
     cm_flat *f = g->cache->flat;  /* cm_flat_plain_live made it and state's configuration */
     int32_t c0 = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
     if (c0 < CM_FLAT_CHART) return c0 + 8;
     if (c0 == CM_FLAT_CHART || k_end > g->v->n_trie) return CM_ERR_ARG;  /* not a proven start */
-    k = g->v->plain_next[k];
-    return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, FLAT_BULK_PLAIN) : CM_OK;
+    k = (text ? g->v->text_next : g->v->plain_next)[k];
+    return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, text ? FLAT_BULK_TEXT : FLAT_BULK_PLAIN)
+                     : CM_OK;
 }

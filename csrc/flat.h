@@ -15,11 +15,17 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
  * ends live: flat_plain_live's proof for its configuration, kept a
  * configuration.  False when lim.plain_skip or lim.flat_walks is off. */
 bool cm_flat_plain_live(const cm_grammar *g, uint32_t state);
-/* cm_flat_walk of the entries of [k, k_end) that are not plain, for a state
- * cm_flat_plain_live said yes to (the plain ones are accepted by the caller,
- * in bulk); [k, k_end) is a subtree of its first d0 bytes. */
+/* Whether every rest of a text entry (vocab.h) read from (state, OUTER) at
+ * UTF-8 state u (cm_utf8_step; 0: at a character's start), from any depth,
+ * ends live: flat_text_live's proof for its configuration (kept for u = 0).
+ * False when lim.plain_skip or lim.flat_walks is off. */
+bool cm_flat_text_live(const cm_grammar *g, uint32_t state, uint8_t u);
+/* cm_flat_walk of the entries of [k, k_end) that are not plain (text: not
+ * text), for a state cm_flat_plain_live (cm_flat_text_live at the UTF-8 state
+ * of the subtree's first d0 bytes) said yes to (those entries are accepted by
+ * the caller, in bulk); [k, k_end) is a subtree of its first d0 bytes. */
 int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
-                    cm_walk *w);
+                    bool text, cm_walk *w);
 size_t cm_flat_configs(const cm_flat *f);
 void cm_flat_free(cm_flat *f);
 

@@ -315,11 +315,14 @@ static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const u
  * such an entry k at depth *dp, each entry read to its end inside is accepted,
  * a dead one's subtree skipped (it holds no plain entry: its path has a byte
  * that is not plain, or a plain byte from a row no plain bytes reach), until
- * entry k leaves the loop at depth *dp (returned) or the end. */
+ * entry k leaves the loop at depth *dp (returned) or the end.  With text, the
+ * same over the entries that are not text (text_next, text_lcp), for a loop
+ * that accepts every text token (loop_text_live). */
 static inline __attribute__((always_inline)) size_t loop_scan_np(const cm_vocab *v, const uint16_t *tab, bool multi,
-                                                                  size_t k, uint32_t *dp, uint16_t *st,
+                                                                  bool text, size_t k, uint32_t *dp, uint16_t *st,
                                                                   uint32_t *bits, uint32_t *nacc) {
-    const uint32_t *lcp = v->plain_lcp, *nxt = v->plain_next, *ids = v->trie_ids, *skip = v->skip;
+    const uint32_t *lcp = text ? v->text_lcp : v->plain_lcp, *nxt = text ? v->text_next : v->plain_next;
+    const uint32_t *ids = v->trie_ids, *skip = v->skip;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
     size_t n = v->n_trie;
@@ -354,15 +357,15 @@ static inline __attribute__((always_inline)) size_t loop_scan_np(const cm_vocab 
     return n;
 }
 
-static __attribute__((noinline)) size_t loop_scan_np_multi(const cm_vocab *v, const uint16_t *tab, size_t k,
-                                                           uint32_t *dp, uint16_t *st, uint32_t *bits,
+static __attribute__((noinline)) size_t loop_scan_np_multi(const cm_vocab *v, const uint16_t *tab, bool text,
+                                                           size_t k, uint32_t *dp, uint16_t *st, uint32_t *bits,
                                                            uint32_t *nacc) {
-    return loop_scan_np(v, tab, true, k, dp, st, bits, nacc);
+    return loop_scan_np(v, tab, true, text, k, dp, st, bits, nacc);
 }
 
-static __attribute__((noinline)) size_t loop_scan_np_run(const cm_vocab *v, const uint16_t *tab, size_t k,
+static __attribute__((noinline)) size_t loop_scan_np_run(const cm_vocab *v, const uint16_t *tab, bool text, size_t k,
                                                          uint32_t *dp, uint32_t *bits, uint32_t *nacc) {
-    return loop_scan_np(v, tab, false, k, dp, NULL, bits, nacc);
+    return loop_scan_np(v, tab, false, text, k, dp, NULL, bits, nacc);
 }
 
 /* ---- walks that take the entries inside a loop's byte set at once ----
@@ -585,24 +588,27 @@ static uint32_t *tc_outside(const cm_vocab *v, const uint32_t *x, bool utf8, boo
 }
 
 /* The shared walk of a loop, its table tab, over the entries that are not
- * plain only (lw->np): its exits' subtrees begin at their first such entry. */
+ * plain (lw->np 1) or not text (2) only: its exits' subtrees begin at their
+ * first such entry. */
 static int loop_walk_np(const cm_vocab *v, const uint16_t *tab, uint32_t n_loop, uint16_t *st, cm_loop_walk *lw) {
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
-    const uint32_t *skip = v->skip, *nxt = v->plain_next;
+    bool text = lw->np == 2;
+    const uint32_t *skip = v->skip, *nxt = text ? v->text_next : v->plain_next;
+    const uint32_t *lcp = text ? v->text_lcp : v->plain_lcp;
     size_t cap = 0, n = v->n_trie, k = nxt[0];
     uint32_t n_acc = 0, d = 0;  /* the first entry not plain has no prefix with one before */
     int rc = CM_OK;
     while (k < n && !rc) {
-        k = n_loop > 1 ? loop_scan_np_multi(v, tab, k, &d, st, lw->bits, &n_acc)
-                       : loop_scan_np_run(v, tab, k, &d, lw->bits, &n_acc);
+        k = n_loop > 1 ? loop_scan_np_multi(v, tab, text, k, &d, st, lw->bits, &n_acc)
+                       : loop_scan_np_run(v, tab, text, k, &d, lw->bits, &n_acc);
         if (k >= n) break;
         /* entry k leaves the loop at depth d: so does its subtree of d + 1 bytes */
         uint8_t b = data[off[k] + d];
         uint32_t s = n_loop > 1 ? st[d] : 0;
         size_t end = skip[off[k] + d];
         rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
-        if ((k = nxt[end]) < n) d = v->plain_lcp[k];
+        if ((k = nxt[end]) < n) d = lcp[k];
     }
     lw->n_accepted = n_acc;
     return rc;
@@ -633,15 +639,15 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
     size_t n_out = 0;
     uint32_t *outside = wide && inside_bytes(tab, n_loop, x, &utf8) ? tc_outside(v, x, utf8, n_loop > 1, in, &n_out) : NULL;
     /* where both apply, the cheaper by the entries each reads: the features' walk
-     * those outside, the plain tokens' the entries not plain */
-    if (lw->np && (!outside || n_out * CM_TC_NP_RATIO >= (size_t)(v->n_trie - v->n_plain))) {
+     * those outside, the plain (text) tokens' the entries not plain (not text) */
+    if (lw->np && (!outside || n_out * CM_TC_NP_RATIO >= (size_t)(v->n_trie - (lw->np == 2 ? v->n_text : v->n_plain)))) {
         free(outside);
         rc = loop_walk_np(v, tab, n_loop, st, lw);
         free(tab);
         free(st);
         return rc;
     }
-    lw->np = false;  /* a walk of every entry (which serves such a loop too) */
+    lw->np = 0;  /* a walk of every entry (which serves such a loop too) */
     if (outside) {  /* the tokens of no feature outside, by id; the other entries walked */
         const cm_tokclass *tc = cm_tokclass_of(v);
         size_t nw = tc->n_id_words < g->n_words ? tc->n_id_words : g->n_words;
@@ -716,12 +722,80 @@ static bool loop_plain_live(const cm_grammar *g, const uint32_t *ls, uint32_t n_
     return any_out;
 }
 
+/* Whether entry k's first d bytes are a text entry's prefix (vocab.h: plain
+ * bytes, whole characters, then perhaps a character's first bytes), at most
+ * CM_PLAIN_MAX_LEN: its subtree of d bytes may hold text entries; the UTF-8
+ * state after them into *u. */
+static bool text_prefix(const cm_vocab *v, size_t k, uint32_t d, uint8_t *u) {
+    const uint8_t *p = v->trie_data + v->trie_off[k];
+    if (d > CM_PLAIN_MAX_LEN) return false;
+    int s = 0;
+    for (uint32_t i = 0; i < d && s >= 0; i++) s = cm_utf8_step(s, p[i]);
+    *u = (uint8_t)s;
+    return s >= 0;
+}
+
+/* The (state, UTF-8 state) pairs outside a loop that loop_text_live proved,
+ * most of them one or two (the bytes of a class leave for one target). */
+#define LOOP_TEXT_OUTS 64
+
+/* Whether every text token (vocab.h) is accepted from the loop ls[0..n_loop)
+ * (labels set) at its first state, where loop_plain_live holds (its plain bytes
+ * are these from UTF-8 state 0; a loop no plain byte leaves proved nothing in
+ * JSONSchemaBench's first documents: 784 proofs, +14.3 M instructions, no
+ * walk shorter): its proof over
+ * (row, UTF-8 state) pairs (cm_utf8_step), from (0, 0): from each pair reached,
+ * no byte that goes on as text dies, and each that leaves leads to a state
+ * whose closure from the UTF-8 state after the byte is proven live
+ * (cm_flat_text_live: its walk accepts every rest of a text entry from there).
+ * A text token then ends inside (in the loop's walk) or is accepted after its
+ * exit, so the exits' walks need only read the entries that are not text. */
+static bool loop_text_live(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
+    const cm_tables *t = &g->t;
+    const uint32_t *lab = g->cache->loop_lab;
+    if (!g->v->text_bits) return false;
+    uint8_t seen[CM_LOOP_MAX] = {0};  /* per label: the UTF-8 states reached, a bit each */
+    uint16_t queue[CM_LOOP_MAX * CM_UTF8_STATES];  /* label << 3 | UTF-8 state */
+    int32_t outs[LOOP_TEXT_OUTS];
+    uint8_t out_u[LOOP_TEXT_OUTS];
+    uint32_t nq = 0, n_outs = 0;
+    seen[0] = 1;
+    queue[nq++] = 0;
+    for (uint32_t i = 0; i < nq; i++) {
+        uint32_t l = queue[i] >> 3;
+        int u = queue[i] & 7;
+        const int32_t *row = t->trans + (size_t)ls[l] * t->n_classes;
+        for (unsigned b = u ? 0x80 : 0x20; b < (u ? 0xC0u : 0xF5u); b++) {
+            int u2 = cm_utf8_step(u, (uint8_t)b);
+            if (u2 < 0) continue;
+            int32_t to = row[t->byte_class[b]];
+            if (to < 0) return false;
+            uint32_t l2 = lab[to];
+            if (l2 < n_loop) {
+                if (!(seen[l2] >> u2 & 1)) {
+                    seen[l2] |= (uint8_t)(1u << u2);
+                    queue[nq++] = (uint16_t)(l2 << 3 | (uint32_t)u2);
+                }
+                continue;
+            }
+            uint32_t m = 0;
+            while (m < n_outs && (outs[m] != to || out_u[m] != u2)) m++;
+            if (m < n_outs) continue;
+            if (n_outs == LOOP_TEXT_OUTS || !cm_flat_text_live(g, (uint32_t)to, (uint8_t)u2)) return false;
+            outs[n_outs] = to;
+            out_u[n_outs++] = (uint8_t)u2;
+        }
+    }
+    return n_outs > 0;
+}
+
 /* A new walk for the loop ls[0..n) (signature sig, taken over), of the
- * entries that are not plain only if np (a loop_plain_live loop, which may also
- * take a whole walk, np cleared, from the vocabulary's store): from the store,
- * else walked and kept there too.  NULL with *status set on failure. */
+ * entries that are not plain (np 1: a loop_plain_live loop) or not text (np 2:
+ * a loop_text_live one) only, which may also take a whole walk (np 0) from the
+ * vocabulary's store: from the store, else walked and kept there too.  NULL
+ * with *status set on failure. */
 static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n, uint32_t *sig, uint64_t hash,
-                              bool np, int *status) {
+                              uint8_t np, int *status) {
     cm_loop_walk *lw = calloc(1, sizeof *lw);
     if (!lw) {
         free(sig);
@@ -736,8 +810,8 @@ static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t 
     cm_loop_form_of(g, ls, n, &lf);
     int rc = lf.form ? cm_walk_store_get(g, &lf, lw) : 0;
     if (rc == 0 && np && lf.form) {
-        lw->np = false;
-        if ((rc = cm_walk_store_get(g, &lf, lw)) == 0) lw->np = true;
+        lw->np = 0;
+        if ((rc = cm_walk_store_get(g, &lf, lw)) == 0) lw->np = np;
     }
     if (rc == 0) {
         rc = loop_walk(g, ls, n, lw);
@@ -757,9 +831,11 @@ static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t 
 
 /* The shared walk for the loop of `state` (built under the cache lock), its
  * states in ls with their labels set, and *np whether the loop takes every
- * plain token (loop_plain_live; the walk then may leave them out: lw->np);
- * NULL when the state is in no loop (or on failure, *status set), labels reset. */
-static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, bool *np, int *status) {
+ * plain token (1: loop_plain_live) or every text token (2: loop_text_live; the
+ * walk then may leave them out: lw->np); NULL when the state is in no loop (or
+ * on failure, *status set), labels reset. */
+static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, uint8_t *np,
+                                       int *status) {
     cm_cache *cache = g->cache;
     uint32_t *sig;
     uint64_t hash = 0;
@@ -768,16 +844,17 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
         reset_labels(g, ls, n);
         return NULL;
     }
-    *np = loop_plain_live(g, ls, n);
+    *np = loop_plain_live(g, ls, n) ? 1 + loop_text_live(g, ls, n) : 0;
     size_t nsig = (size_t)n * g->t.n_classes, b = hash % CM_LOOP_BUCKETS;
-    const cm_loop_walk *whole = NULL;  /* a walk of every entry serves a loop that takes the plain ones too */
+    /* a walk of more entries (np less) serves a loop that takes the plain or text ones too */
+    const cm_loop_walk *whole = NULL;
     for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
         if (lw->hash == hash && lw->n_sig == nsig && !memcmp(lw->sig, sig, nsig * sizeof *sig)) {
             if (lw->np == *np) {
                 free(sig);
                 return lw;  /* labels stay set for the caller */
             }
-            if (!lw->np) whole = lw;
+            if (lw->np < *np && (!whole || whole->np < lw->np)) whole = lw;
         }
     if (whole) {
         free(sig);
@@ -794,8 +871,9 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
     return lw;
 }
 
-static atomic_size_t g_plain_loops;
+static atomic_size_t g_plain_loops, g_text_loops;
 size_t cm_plain_loop_walks(void) { return atomic_load(&g_plain_loops); }
+size_t cm_text_loop_walks(void) { return atomic_load(&g_text_loops); }
 
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
@@ -803,7 +881,7 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!g->plain[state]) return g->lim.count_chains ? cm_chain_entry(g, state, w) : 0;
     uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
     int rc = CM_OK;
-    bool np = false;
+    uint8_t np = 0;
     const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &np, &rc) : NULL;
     if (!lw) {
         free(ls);
@@ -813,21 +891,29 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     w->n_accepted = lw->n_accepted;
     uint32_t rule = t->state_rule[state];
     const cm_vocab *v = g->v;
-    if (np) {  /* every plain token accepted: those inside are in lw->bits already */
+    if (np) {  /* every plain (text) token accepted: those inside are in lw->bits already */
         size_t nw = (v->n_tokens + 31) / 32 < g->n_words ? (v->n_tokens + 31) / 32 : g->n_words;
         size_t before = cm_count_bits(w->bits, nw);
-        cm_or_words(w->bits, v->plain_bits, nw);
+        cm_or_words(w->bits, np == 2 ? v->text_bits : v->plain_bits, nw);
         w->n_accepted += (uint32_t)(cm_count_bits(w->bits, nw) - before);
         atomic_fetch_add(&g_plain_loops, 1);
+        if (np == 2) atomic_fetch_add(&g_text_loops, 1);
     }
     for (size_t i = 0; !rc && i < lw->n_exits; i++) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
         if (to < 0) continue;  /* cannot happen: equal loops, equal transitions */
-        /* its plain entries taken: walk the others (with lw->np, x->k is the first of them) */
-        if (np && plain_prefix(v, x->k, x->depth + 1)) {
+        /* its plain (text) entries taken: walk the others (with lw->np, x->k is the first
+         * of them, or of the entries not plain, which holds them) */
+        uint8_t u;
+        if (np == 2 && text_prefix(v, x->k, x->depth + 1, &u)) {
+            if (v->text_next[x->k] < x->k_end)
+                rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, true, w);
+            continue;
+        }
+        if (np == 1 && plain_prefix(v, x->k, x->depth + 1)) {
             if (v->plain_next[x->k] < x->k_end)
-                rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+                rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, false, w);
             continue;
         }
         rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);

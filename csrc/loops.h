@@ -32,7 +32,8 @@ struct cm_loop_walk {
     struct cm_loop_walk *next;  /* in its bucket */
     size_t bytes;               /* what it counts against CM_VOCAB_LOOP_BYTES */
     bool pinned;                /* part of the vocabulary: cm_walk_store_clear keeps it */
-    bool np;                    /* a loop's walk of the entries that are not plain only (vocab.h) */
+    uint8_t np;                 /* a loop's walk of every entry (0), of the entries that are not plain
+                                   (1) or not text (2) only (vocab.h) */
     cm_chain_data *chain;       /* a counted chain's walk (chains.c; sig[0] CM_CHAIN_MARK), else NULL */
 };
 
@@ -50,6 +51,8 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 /* The loop entries that took every plain token at once (their exits walking
  * only the other entries, lim.plain_skip) so far in this process (for the tests). */
 size_t cm_plain_loop_walks(void);
+/* Those of them that took every text token (vocab.h) at once too (loop_text_live). */
+size_t cm_text_loop_walks(void);
 /* cm_flat_walk of entries [k, k_end) (sharing their first d0 bytes) from
  * (state, OUTER), where `state` may begin a name: with lim.run_walks, a state
  * that calls nothing and loops to itself on a set of bytes (its run) takes the

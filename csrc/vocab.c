@@ -67,35 +67,49 @@ static void skip_lcp(const cm_vocab *v, const uint32_t *next, uint32_t *lcp) {
     }
 }
 
-/* The plain entries' tables (vocab.h); left NULL when memory is short. */
-static void build_plain(cm_vocab *v) {
-    v->plain_next = malloc((v->n_trie + 1) * sizeof *v->plain_next);
-    v->plain_lcp = malloc((v->n_trie ? v->n_trie : 1) * sizeof *v->plain_lcp);
-    v->plain_bits = calloc((v->n_tokens + 31) / 32, sizeof *v->plain_bits);
-    if (!v->plain_next || !v->plain_lcp || !v->plain_bits) {
-        free(v->plain_next);
-        free(v->plain_lcp);
-        free(v->plain_bits);
-        v->plain_next = v->plain_lcp = v->plain_bits = NULL;
+/* Whether trie entry k is plain (text: false) or text (true) (vocab.h); inlined
+ * with text a constant (a pass over every entry's bytes at the vocabulary's build). */
+static inline __attribute__((always_inline)) bool entry_bulk(const cm_vocab *v, size_t k, bool text) {
+    uint32_t len;
+    const uint8_t *p = cm_trie_bytes(v, k, &len);
+    if (len == 0 || len > CM_PLAIN_MAX_LEN) return false;
+    int u = 0;
+    for (uint32_t i = 0; i < len && u >= 0; i++) u = text ? cm_utf8_step(u, p[i]) : cm_plain_byte(p[i]) ? 0 : -1;
+    return u == 0;
+}
+
+/* The plain (text: the text) entries' tables (vocab.h); left NULL when memory is short. */
+static inline __attribute__((always_inline)) void build_bulk(cm_vocab *v, bool text, uint32_t **next_out,
+                                                             uint32_t **lcp_out, uint32_t **bits_out,
+                                                             uint32_t *n_out) {
+    uint32_t *nx = malloc((v->n_trie + 1) * sizeof *nx);
+    uint32_t *lcp = malloc((v->n_trie ? v->n_trie : 1) * sizeof *lcp);
+    uint32_t *bits = calloc((v->n_tokens + 31) / 32, sizeof *bits);
+    if (!nx || !lcp || !bits) {
+        free(nx);
+        free(lcp);
+        free(bits);
         return;
     }
-    v->n_plain = 0;
+    uint32_t n = 0;
     uint32_t next = (uint32_t)v->n_trie;
-    v->plain_next[v->n_trie] = next;
+    nx[v->n_trie] = next;
     for (size_t k = v->n_trie; k-- > 0;) {
-        uint32_t len;
-        const uint8_t *p = cm_trie_bytes(v, k, &len);
-        bool plain = len > 0 && len <= CM_PLAIN_MAX_LEN;
-        for (uint32_t i = 0; i < len && plain; i++) plain = cm_plain_byte(p[i]);
-        if (plain) {
-            cm_set_bit(v->plain_bits, v->trie_ids[k]);
-            v->n_plain++;
+        /* a plain entry is a text one (the plain tables are made first) */
+        bool plain = text && v->plain_bits && cm_bit(v->plain_bits, v->trie_ids[k]);
+        if (plain || entry_bulk(v, k, text)) {
+            cm_set_bit(bits, v->trie_ids[k]);
+            n++;
         } else {
             next = (uint32_t)k;
         }
-        v->plain_next[k] = next;
+        nx[k] = next;
     }
-    skip_lcp(v, v->plain_next, v->plain_lcp);
+    skip_lcp(v, nx, lcp);
+    *next_out = nx;
+    *lcp_out = lcp;
+    *bits_out = bits;
+    *n_out = n;
 }
 
 /* The name entries' tables (vocab.h), in the plain ones' shape; left NULL
@@ -172,7 +186,8 @@ static int build_trie_data(cm_vocab *v) {
     for (size_t k = 0; k < v->n_trie; k++) count[v->trie_data[v->trie_off[k]]]++;
     v->first_off[0] = 0;
     for (int b = 0; b < 256; b++) v->first_off[b + 1] = v->first_off[b] + count[b];
-    build_plain(v);
+    build_bulk(v, false, &v->plain_next, &v->plain_lcp, &v->plain_bits, &v->n_plain);
+    build_bulk(v, true, &v->text_next, &v->text_lcp, &v->text_bits, &v->n_text);
     build_names(v);
     return CM_OK;
 }
@@ -239,6 +254,9 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->plain_next);
     free(v->plain_lcp);
     free(v->plain_bits);
+    free(v->text_next);
+    free(v->text_lcp);
+    free(v->text_bits);
     free(v->name_next);
     free(v->name_lcp);
     free(v->name_ids);

@@ -35,6 +35,14 @@ struct cm_vocab {
      * the plain entries' tokens, [ceil(n_tokens / 32)], n_plain of them. */
     uint32_t *plain_next, *plain_lcp, *plain_bits;
     uint32_t n_plain;
+    /* The text entries: plain bytes and whole well-formed UTF-8 characters of 2-4 bytes
+     * (no surrogates, no overlong forms: cm_utf8_step), at most CM_PLAIN_MAX_LEN bytes
+     * long (` é`, `ção`); the plain entries are text entries.  A whole flat walk whose
+     * start stays live on them accepts them in bulk (flat.c).  The same tables as the
+     * plain ones: text_next, text_lcp, text_bits (n_text of them).  NULL when memory
+     * was short. */
+    uint32_t *text_next, *text_lcp, *text_bits;
+    uint32_t n_text;
     /* The name entries: a first byte, then a name ([A-Za-z_][A-Za-z0-9_]*), at most
      * CM_PLAIN_MAX_LEN long (` foo`, `foo`), which a whole flat walk accepts in bulk
      * under a first byte whose configuration stays live on every such name (flat.c:
@@ -53,6 +61,30 @@ struct cm_vocab {
 #define CM_PLAIN_MAX_LEN 16
 
 static inline bool cm_plain_byte(uint8_t b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
+
+/* The UTF-8 automaton of text entries (Unicode's table 3-7): from state u (0: at a
+ * character's start; 1-3: that many continuation bytes 0x80-0xBF left; 4: after 0xE0,
+ * 5: after 0xED, 6: after 0xF0, 7: after 0xF4, whose next byte has a narrower range,
+ * then 1, 1, 2, 2 left) on byte b: the next state, -1 if b cannot come there. */
+#define CM_UTF8_STATES 8
+static inline int cm_utf8_step(int u, uint8_t b) {
+    if (u == 0) {
+        if (cm_plain_byte(b)) return 0;
+        if (b >= 0xC2 && b <= 0xDF) return 1;
+        if (b == 0xE0) return 4;
+        if (b == 0xED) return 5;
+        if (b >= 0xE1 && b <= 0xEF) return 2;
+        if (b == 0xF0) return 6;
+        if (b >= 0xF1 && b <= 0xF3) return 3;
+        return b == 0xF4 ? 7 : -1;
+    }
+    if (b < 0x80 || b > 0xBF) return -1;
+    if (u <= 3) return u - 1;
+    if (u == 4) return b >= 0xA0 ? 1 : -1;
+    if (u == 5) return b <= 0x9F ? 1 : -1;
+    if (u == 6) return b >= 0x90 ? 2 : -1;
+    return b <= 0x8F ? 2 : -1;
+}
 
 /* A name's first byte ([A-Za-z_]) and its other bytes ([A-Za-z0-9_]). */
 static inline bool cm_name_first(uint8_t b) { return (unsigned)((b | 0x20) - 'a') < 26u || b == '_'; }

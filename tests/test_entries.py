@@ -16,6 +16,7 @@ lookahead markers under hypothesis.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -664,16 +665,20 @@ def test_plain_skip_same_entries_llama3(schema: dict) -> None:
     _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), cfgmask.Vocabulary.llama3())
 
 
+def _loop_walks_taken(schemas: list[dict], taken: tuple[bool, ...], counter: Callable[[], int]) -> None:
+    """Whether each schema's entries (Llama-3) add to the counter of a loop walk's kind."""
+    vocab = cfgmask.Vocabulary.llama3()
+    for schema, want in zip(schemas, taken, strict=True):
+        cfgmask.clear_caches()
+        before = counter()
+        entries(cfgmask.compile(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab))
+        assert (counter() > before) == want, schema
+
+
 def test_plain_skip_loop_exits_taken() -> None:
     """The loops of PLAIN_SKIP_SCHEMAS that leave on plain bytes for a live string take every plain
     token at once (csrc/loops.c, loop_plain_live) at Llama-3's size, the last one never."""
-    vocab = cfgmask.Vocabulary.llama3()
-    for schema, taken in zip(PLAIN_SKIP_SCHEMAS[-4:], (True, True, True, False), strict=True):
-        cfgmask.clear_caches()
-        before = _core.plain_loop_walks()
-        compiled = cfgmask.compile(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)
-        entries(compiled)
-        assert (_core.plain_loop_walks() > before) == taken, schema
+    _loop_walks_taken(PLAIN_SKIP_SCHEMAS[-4:], (True, True, True, False), _core.plain_loop_walks)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -798,3 +803,77 @@ def test_shared_edges_same_entries_random_vocab(grammar: str, seed: int) -> None
         if grammar.endswith("lark") or lark:
             assert on["tail_walks"] > off["tail_walks"], (limits, on, off)
     assert_same_entries(g, vocab, share_edges=1)
+
+
+TEXT_SKIP_SCHEMAS = [
+    # o78129's keys (the key start proves its text entries live: any other key is allowed)
+    {"type": "object", "patternProperties": {"^[0-9a-f]{32}$": {"type": "null"}}, "properties": {"k": {}}},
+    {"type": "object", "patternProperties": {"[0-9a-f]{32}": {"type": "null"}}},
+    # such a key or one without a character (its lead byte lives), no other: the proof fails
+    *(
+        {
+            "type": "object",
+            "patternProperties": {"[0-9a-f]{32}": {"type": "null"}, f"^[^{c}]*$": {"type": "null"}},
+            "additionalProperties": False,
+        }
+        for c in "é\u20ac\U0001f600"
+    ),
+    {"type": "object", "additionalProperties": {"type": "string"}},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 40}}},
+    # non-ASCII patterns: one character allowed (the others die), one character dying (a
+    # continuation byte dies after its lead: the proof must fail), a 3-byte range, 4-byte ones
+    {"type": "object", "properties": {"b": {"type": "string", "pattern": "^[a-zé ]*$"}}},
+    {"type": "object", "properties": {"c": {"type": "string", "pattern": "^[^ü]*$"}}},
+    {"type": "object", "properties": {"d": {"type": "string", "pattern": "^[^\u20ac-\u20af]*$"}}},
+    {"type": "object", "properties": {"e": {"type": "string", "pattern": "^[^\U0001f600]*$"}}},
+    {"type": "object", "properties": {"f": {"type": "string", "pattern": "ção"}}},
+    # loops whose text bytes leave them (csrc/loops.c, loop_text_live): an unanchored pattern
+    # (o13110), a key's run with any other key allowed (wp_81); left on a plain byte and on a lead
+    # byte inside a character for a live rest (U+0100-U+013F: lead 0xC4; `.` would not do: U+2028
+    # dies) and for one where a continuation byte dies; left on a plain byte for a state where a
+    # character dies, and for a live one from a loop where one dies (the proof must fail)
+    {"type": "object", "properties": {"g": {"type": "string", "pattern": "(\\w{2})"}}},
+    {
+        "type": "object",
+        "patternProperties": {"^[a-zA-Z0-9_]*$": {"type": "integer"}},
+        "properties": {"h": {}},
+    },
+    {
+        "type": "object",
+        "properties": {"i": {"type": "string", "pattern": "^[^\u0100-\u013fd]*[\u0100-\u013fd]"}},
+    },
+    {"type": "object", "properties": {"j": {"type": "string", "pattern": "^[^\u0100-\u013fd]*[\u0100d]"}}},
+    {"type": "object", "properties": {"k": {"type": "string", "pattern": "^[^d]*d[^é]*$"}}},
+    {"type": "object", "properties": {"l": {"type": "string", "pattern": "^[^üd]*d"}}},
+]
+
+
+@pytest.mark.parametrize("schema", TEXT_SKIP_SCHEMAS)
+def test_text_skip_same_entries_llama3(schema: dict) -> None:
+    """Text tokens (plain bytes and whole UTF-8 characters, vocab.h) taken in bulk by a whole flat
+    walk (flat.c: flat_text_live): every state's entry equal to a plain walk's."""
+    _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), cfgmask.Vocabulary.llama3())
+
+
+def test_text_skip_loop_exits_taken() -> None:
+    """The loops of TEXT_SKIP_SCHEMAS that leave on text bytes for a state that reads every text
+    entry's rest take every text token at once (csrc/loops.c, loop_text_live) at Llama-3's size
+    (their entries equal a plain walk's: test_text_skip_same_entries_llama3), the last three never."""
+    _loop_walks_taken(TEXT_SKIP_SCHEMAS[-6:], (True, True, True, False, False, False), _core.text_loop_walks)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_text_skip_same_entries_random_vocab(seed: int) -> None:
+    """A random small vocabulary of plain bytes, UTF-8 lead and continuation bytes (well-formed
+    characters, surrogates, overlong and cut ones) and others."""
+    rng = np.random.default_rng(seed)
+    alphabet = [*b' a0x{}:,"\\', 0x0A, *b"\xc3\xa9\xbc\xc0\xe2\x82\xac\xed\xa0\xf0\x9f\x98\x80\xc4"]
+    chars = [c.encode() for c in "éüç€\U0001f600\ud7ff\U0010ffff\u0100\u0101\u013fdw"]
+    toks = {bytes(rng.choice(alphabet, size=int(rng.integers(1, 20))).astype(np.uint8)) for _ in range(500)}
+    for _ in range(500):
+        parts = [chars[int(i)] for i in rng.integers(0, len(chars), size=int(rng.integers(1, 6)))]
+        toks.add(b"".join(p if rng.random() < 0.7 else bytes([int(rng.choice(alphabet[:4]))]) for p in parts))
+    toks |= {bytes([b]) for b in range(256)}
+    vocab = cfgmask.Vocabulary.from_token_bytes(sorted(toks))
+    for schema in TEXT_SKIP_SCHEMAS:
+        _plain_skip_same(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)
