@@ -242,6 +242,7 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c], r2 = row2[c];
             if (r < 0) continue;  /* dead here; one that appears further on is checked by check_orbit */
+            if (c && r == row[c - 1] && r2 == row2[c - 1]) continue;  /* the pair just read: nothing new */
             if (r == r2) {  /* leaves the chain (checked later) */
                 if (g->cache->loop_lab[r] == UINT32_MAX && !mark_out(cs, (uint32_t)r)) return false;
                 continue;
@@ -631,6 +632,8 @@ typedef struct bulk_take {
     int64_t s, d;               /* label 0's shift and delta on X */
 } bulk_take;
 
+static bool self_loop(uint16_t code) { return code != CODE_DEAD && code != CODE_OUT && (code & 0xff) == 0; }
+
 /* X of label 0 (the self-loop bytes of its most common shift and delta) and the
  * entries outside it, when a bulk take applies and pays (mode 2: wherever it
  * applies); else outside NULL. */
@@ -638,11 +641,12 @@ static bulk_take chain_bulk(const cm_vocab *v, const walk_tabs *wt) {
     bulk_take bt = {NULL, 0, 0};
     int mode = cm_tokclass_mode();
     if (!mode || (wt->end[0] != END_NONE && !wt->acc[0])) return bt;  /* end nodes at label 0 */
-    uint32_t best = 0, x[8] = {0};
+    uint32_t best = 0, n_self = 0, x[8] = {0};
     uint16_t pick = 0;
-    for (int b = 0; b < 256; b++) {  /* the (shift, delta) of the most self-loop bytes */
+    for (int b = 0; b < 256; b++) n_self += self_loop(wt->code[b]);
+    for (int b = 0; b < 256 && best * 2 <= n_self; b++) {  /* the (shift, delta) of the most self-loop bytes */
         uint16_t c = wt->code[b];
-        if (c == CODE_DEAD || c == CODE_OUT || (c & 0xff) != 0) continue;
+        if (!self_loop(c)) continue;
         uint32_t n = 0;
         for (int b2 = b; b2 < 256; b2++) n += wt->code[b2] == c && wt->delta[b2] == wt->delta[b];
         if (n > best) best = n, pick = (uint16_t)b;
@@ -690,6 +694,13 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const uint32_t *outside = bt.outside;
     size_t k = 0, prev = SIZE_MAX;  /* the entry walked last, to depth pv */
     uint32_t pv = 0;
+    if (outside && !rc) {  /* room for the entries taken and as many again walked, at once */
+        size_t nw = (v->n_trie + 31) / 32, n_in = v->n_trie - cm_count_bits(outside, nw);
+        size_t c1 = 0, c2 = 0;
+        rc = cm_grow_to((void **)&cd->ids, &c1, 2 * n_in + 64, sizeof *cd->ids);
+        if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, 2 * n_in + 64, sizeof *cd->need);
+        cap_ids = c1 < c2 ? c1 : c2;
+    }
     if (!rc) {
         st[0] = 0;
         kk[0] = 0;
