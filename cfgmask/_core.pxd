@@ -305,6 +305,7 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_wrap_direct_hits()
     size_t cm_chain_memo_hits()
     size_t cm_chain_prefix_hits()
+    size_t cm_chain_bulk_takes()
 
 
 cdef extern from "tokclass.h" nogil:

@@ -1281,6 +1281,12 @@ def chain_memo_hits():
     return cm_chain_memo_hits()
 
 
+def chain_bulk_takes():
+    """How many counted chains' walks took their loop bytes' entries at once from the
+    vocabulary's byte features so far in this process (for the tests)."""
+    return cm_chain_bulk_takes()
+
+
 def tokclass_enable(int mode):
     """Take a loop's or run's walk's entries whose bytes all stay inside it at once, from the
     vocabulary's byte features (csrc/tokclass.c): 1 where it pays (the default), 2 wherever it

@@ -67,6 +67,7 @@
 
 #include "chains.h"
 #include "flat.h"
+#include "tokclass.h"
 
 #define CM_CHAIN_MAX 65536      /* states of a chain followed, at most */
 #define CM_CHAIN_LABELS 254     /* representatives of U */
@@ -241,6 +242,7 @@ static bool pair_walk(chain_scan *cs, uint32_t s, uint32_t t0) {
         for (uint32_t c = 0; c < t->n_classes; c++) {
             int32_t r = row[c], r2 = row2[c];
             if (r < 0) continue;  /* dead here; one that appears further on is checked by check_orbit */
+            if (c && r == row[c - 1] && r2 == row2[c - 1]) continue;  /* the pair just read: nothing new */
             if (r == r2) {  /* leaves the chain (checked later) */
                 if (g->cache->loop_lab[r] == UINT32_MAX && !mark_out(cs, (uint32_t)r)) return false;
                 continue;
@@ -601,6 +603,83 @@ static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
  * keeps the sorts' key ranges small). */
 static int32_t clamp_need(int64_t n) { return n < -1 ? -1 : n > CM_CHAIN_MAX ? CM_CHAIN_MAX : (int32_t)n; }
 
+/* The bulk take.  A chain's walk reads every trie entry its first bytes open
+ * (o6193's `^[0-9a-zA-Z_-]{1,255}$`: ~36 k tokens of Llama-3, ~3.5 M
+ * instructions), though most are made only of bytes X on which label 0 loops
+ * back to itself with one shift s and one delta D: such an entry stays at label
+ * 0 all along, k = i * s before its byte i, so it ends inside with
+ *     need = max over its bytes of clamp(i * s - D) = clamp((len - 1) * s - D),
+ * no exit, no acc point (those are at dead bytes) and no end node where label 0's
+ * orbit does not end (or ends accepting: acc points then).  The vocabulary's byte
+ * features (tokclass.c) give the entries holding a feature not wholly in X
+ * (`outside`); the others are taken by their length in trie order, the rest
+ * walked as before from the prefix they share with the entry walked before
+ * them (the least common prefix of the entries between).  An exit's, a dead
+ * byte's or an end node's subtree holds a byte outside X in every entry, so the
+ * same ids, needs, exits, nodes and acc points come, in the same order. */
+
+/* A chain whose bytes X open fewer entries walks them all (the features' OR
+ * costs ~50-150 k instructions at Llama-3; a narrow X's walk skips most
+ * subtrees at their first byte): as loops.c's CM_TC_MIN_ENTRIES. */
+#define CM_CHAIN_TC_MIN_ENTRIES 2048
+
+static atomic_size_t g_bulk_takes;
+
+size_t cm_chain_bulk_takes(void) { return atomic_load(&g_bulk_takes); }
+
+typedef struct bulk_take {
+    uint32_t *outside;          /* by trie entry: read through U; NULL: every entry is */
+    int64_t s, d;               /* label 0's shift and delta on X */
+} bulk_take;
+
+static bool self_loop(uint16_t code) { return code != CODE_DEAD && code != CODE_OUT && (code & 0xff) == 0; }
+
+/* X of label 0 (the self-loop bytes of its most common shift and delta) and the
+ * entries outside it, when a bulk take applies and pays (mode 2: wherever it
+ * applies); else outside NULL. */
+static bulk_take chain_bulk(const cm_vocab *v, const walk_tabs *wt) {
+    bulk_take bt = {NULL, 0, 0};
+    int mode = cm_tokclass_mode();
+    if (!mode || (wt->end[0] != END_NONE && !wt->acc[0])) return bt;  /* end nodes at label 0 */
+    uint32_t best = 0, n_self = 0, x[8] = {0};
+    uint16_t pick = 0;
+    for (int b = 0; b < 256; b++) n_self += self_loop(wt->code[b]);
+    for (int b = 0; b < 256 && best * 2 <= n_self; b++) {  /* the (shift, delta) of the most self-loop bytes */
+        uint16_t c = wt->code[b];
+        if (!self_loop(c)) continue;
+        uint32_t n = 0;
+        for (int b2 = b; b2 < 256; b2++) n += wt->code[b2] == c && wt->delta[b2] == wt->delta[b];
+        if (n > best) best = n, pick = (uint16_t)b;
+    }
+    if (!best) return bt;
+    uint32_t opened = 0;
+    for (int b = 0; b < 256; b++)
+        if (wt->code[b] == wt->code[pick] && wt->delta[b] == wt->delta[pick]) {
+            x[b >> 5] |= 1u << (b & 31);
+            opened += v->first_off[b + 1] - v->first_off[b];
+        }
+    bool in[CM_TC_FEATURES];
+    if ((mode == 1 && opened < CM_CHAIN_TC_MIN_ENTRIES) || !cm_tokclass_inside(x, false, in)) return bt;
+    const cm_tokclass *tc = cm_tokclass_of(v);
+    if (!tc || !(bt.outside = malloc((tc->n_words ? tc->n_words : 1) * sizeof *bt.outside))) return bt;
+    cm_tokclass_union(tc, in, false, 0, tc->n_words, bt.outside);
+    bt.s = wt->code[pick] >> 8;
+    bt.d = wt->delta[pick];
+    atomic_fetch_add(&g_bulk_takes, 1);
+    return bt;
+}
+
+/* How many entries from k on are not in `outside` (of n). */
+static size_t inside_run(const uint32_t *outside, size_t k, size_t n) {
+    size_t i = k;
+    while (i < n) {
+        uint32_t w = outside[i >> 5] >> (i & 31);
+        if (w) return (i + (size_t)__builtin_ctz(w) < n ? i + (size_t)__builtin_ctz(w) : n) - k;
+        i = (i | 31) + 1;
+    }
+    return n - k;
+}
+
 /* The trie through U from label 0: tokens inside with their need, exits, end nodes. */
 static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const cm_vocab *v = g->v;
@@ -611,15 +690,51 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const uint8_t *data = v->trie_data;
     const uint64_t *toff = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
-    size_t k = 0;
+    bulk_take bt = rc ? (bulk_take){NULL, 0, 0} : chain_bulk(v, wt);
+    const uint32_t *outside = bt.outside;
+    size_t k = 0, prev = SIZE_MAX;  /* the entry walked last, to depth pv */
+    uint32_t pv = 0;
+    if (outside && !rc) {  /* room for the entries taken and as many again walked, at once */
+        size_t nw = (v->n_trie + 31) / 32, n_in = v->n_trie - cm_count_bits(outside, nw);
+        size_t c1 = 0, c2 = 0;
+        rc = cm_grow_to((void **)&cd->ids, &c1, 2 * n_in + 64, sizeof *cd->ids);
+        if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, 2 * n_in + 64, sizeof *cd->need);
+        cap_ids = c1 < c2 ? c1 : c2;
+    }
     if (!rc) {
         st[0] = 0;
         kk[0] = 0;
         nd[0] = -1;
     }
     while (k < v->n_trie && !rc) {
+        size_t run = outside ? inside_run(outside, k, v->n_trie) : 0;  /* entries of X only from k */
+        if (cd->n_ids + run + 1 > cap_ids) {
+            size_t c1 = cap_ids, c2 = cap_ids;
+            rc = cm_grow_to((void **)&cd->ids, &c1, cd->n_ids + run + 1, sizeof *cd->ids);
+            if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, cd->n_ids + run + 1, sizeof *cd->need);
+            if (rc) break;
+            cap_ids = c1 < c2 ? c1 : c2;
+        }
+        if (run) {  /* accepted, each its need by its length */
+            uint32_t *ids = cd->ids + cd->n_ids;
+            int32_t *need = cd->need + cd->n_ids;
+            memcpy(ids, v->trie_ids + k, run * sizeof *ids);
+            for (size_t i = 0; i < run; i++) {  /* (a trie entry is not empty) */
+                int64_t n = (int64_t)(toff[k + i + 1] - toff[k + i] - 1) * bt.s - bt.d;
+                need[i] = n < -1 ? -1 : n > CM_CHAIN_MAX ? CM_CHAIN_MAX : (int32_t)n;
+            }
+            cd->n_ids += (uint32_t)run;
+            k += run;
+            if (k >= v->n_trie) break;
+        }
         uint32_t d = lcp[k], len = (uint32_t)(toff[k + 1] - toff[k]);
         const uint8_t *p = data + toff[k];
+        if (run) {  /* the prefix shared with the entry walked before (to depth pv), if any */
+            uint32_t m = prev == SIZE_MAX ? 0 : d < pv ? d : pv;
+            const uint8_t *q = prev == SIZE_MAX ? p : data + toff[prev];
+            for (d = 0; d < m && p[d] == q[d];) d++;
+        }
+        prev = k;
         for (; d < len && !rc; d++) {
             uint32_t l = st[d];
             size_t at = (size_t)l * 256 + p[d];
@@ -652,17 +767,12 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
             kk[d + 1] = kk[d] + (code >> 8);
             nd[d + 1] = max32(nd[d], clamp_need((int64_t)kk[d] - wt->delta[at]));
         }
+        pv = d;
         if (rc || d < len) continue;
-        if (cd->n_ids == cap_ids) {
-            size_t c1 = cap_ids, c2 = cap_ids;
-            rc = cm_grow_to((void **)&cd->ids, &c1, cap_ids + 1, sizeof *cd->ids);
-            if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, cap_ids + 1, sizeof *cd->need);
-            if (rc) break;
-            cap_ids = c1 < c2 ? c1 : c2;
-        }
         cd->ids[cd->n_ids] = v->trie_ids[k++];
         cd->need[cd->n_ids++] = nd[len];
     }
+    free(bt.outside);
     free(st);
     free(kk);
     free(nd);
@@ -745,18 +855,27 @@ static void walk_max_need(chain_walk *cd) {
  * budget up to the greatest need as bitsets (levels). */
 static int chain_sort(const cm_grammar *g, chain_walk *cd) {
     int32_t lo, hi;
-    size_t n = cd->n_ids > cd->n_nodes ? cd->n_ids : cd->n_nodes;
-    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    uint32_t *order = malloc((cd->n_nodes ? cd->n_nodes : 1) * sizeof *order);
     uint32_t *ids = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *ids);
     int32_t *need = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *need);
     chain_node *nodes = malloc((cd->n_nodes ? cd->n_nodes : 1) * sizeof *nodes);
     int rc = order && ids && need && nodes ? CM_OK : CM_ERR_NOMEM;
     key_range(cd->need, sizeof *cd->need, cd->n_ids, &lo, &hi);
-    if (!rc && cd->n_ids && !counting_order(cd->need, sizeof *cd->need, cd->n_ids, lo, (size_t)(hi - lo) + 1, order))
-        rc = CM_ERR_NOMEM;
-    for (uint32_t i = 0; !rc && i < cd->n_ids; i++) {
-        ids[i] = cd->ids[order[i]];
-        need[i] = cd->need[order[i]];
+    if (!rc && cd->n_ids) {  /* a stable counting sort of the ids by need, the needs filled by bucket */
+        size_t span = (size_t)(hi - lo) + 1;
+        uint32_t *at = calloc(span + 1, sizeof *at), n = cd->n_ids;
+        const uint32_t *from = cd->ids;
+        const int32_t *key = cd->need;
+        if (at) {
+            for (uint32_t i = 0; i < n; i++) at[key[i] - lo + 1]++;
+            for (size_t j = 1; j <= span; j++) {
+                for (uint32_t i = at[j - 1]; i < at[j - 1] + at[j]; i++) need[i] = lo + (int32_t)(j - 1);
+                at[j] += at[j - 1];
+            }
+            for (uint32_t i = 0; i < n; i++) ids[at[key[i] - lo]++] = from[i];
+        }
+        rc = at ? CM_OK : CM_ERR_NOMEM;
+        free(at);
     }
     if (cd->n_nodes) key_range(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, &lo, &hi);
     if (!rc && cd->n_nodes &&

@@ -34,5 +34,8 @@ size_t cm_chain_memo_hits(void);
 /* How many chains' first positions were taken from prefix memos (a kept chain of another
  * bound whose first rows theirs are) so far (process-wide); off with the memos. */
 size_t cm_chain_prefix_hits(void);
+/* How many chain walks took the entries of label 0's loop bytes at once, from the
+ * vocabulary's byte features, so far (process-wide; off with cm_tokclass_enable(0)). */
+size_t cm_chain_bulk_takes(void);
 
 #endif
