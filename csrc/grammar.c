@@ -189,8 +189,26 @@ static int derive_returns(cm_grammar *g) {
     return CM_OK;
 }
 
+/* Bit c: row[c] != -1, for a row of nc <= 64 classes (one compare a 4 classes, where a walk of
+ * the row as runs set up a scan at every run: most rows are a few edges among ~45 classes). */
+static inline uint64_t row_edges(const int32_t *row, uint32_t nc) {
+    uint64_t m = 0;
+    uint32_t c = 0;
+#if defined(__SSE2__) && defined(__GNUC__)
+    const __m128i none = _mm_set1_epi32(-1);
+    for (; c + 4 <= nc; c += 4) {
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c)), none);
+        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << c;
+    }
+#endif
+    for (; c < nc; c++) m |= (uint64_t)(row[c] != -1) << c;
+    return m;
+}
+
 /* Per state, what the mask and the parser ask of it often; also the last of validate (the byte
- * transitions' targets), so that the rows are walked once (CM_ERR_ARG: the grammar is freed). */
+ * transitions' targets), so that the rows are walked once (CM_ERR_ARG: the grammar is freed).
+ * A row of up to 64 classes is read as a bit per class (row_edges), its spans of edges taken
+ * from the bits; a wider one as runs of one target. */
 static int derive(cm_grammar *g) {
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
@@ -212,16 +230,45 @@ static int derive(cm_grammar *g) {
     for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 4 + (b >> 6)] |= (uint64_t)1 << (b & 63);
     for (uint32_t c = 0; c < t->n_classes; c++)
         for (int w = 0; w < 4; w++) pre[(c + 1) * 4 + w] ^= pre[c * 4 + w];
-    for (uint32_t s = 0; s < t->n_states; s++) {
-        g->simple[s] = !t->accepting[s] && t->ref_off[s] == t->ref_off[s + 1];
-        g->plain[s] = g->simple[s] && t->tok_off[s] == t->tok_off[s + 1];
-        g->solo[s] = t->ref_off[s] == t->ref_off[s + 1] && t->tok_off[s] == t->tok_off[s + 1];
-        g->has_tokens[s] = t->tok_off[s] < t->tok_off[s + 1];
+    /* the tables' fields in locals: the byte flags' stores may alias them (uint8_t) */
+    const uint32_t ns = t->n_states, nc = t->n_classes, *ref_off = t->ref_off, *tok_off = t->tok_off;
+    const uint32_t *state_rule = t->state_rule, *ref_rule = t->ref_rule;
+    const uint8_t *accepting = t->accepting;
+    const int32_t *trans = t->trans;
+    uint8_t *simple = g->simple, *plain = g->plain, *solo = g->solo, *has_tokens = g->has_tokens;
+    uint8_t *has_bytes = g->has_bytes;
+    for (uint32_t s = 0; s < ns; s++) {
+        uint32_t r0 = ref_off[s], r1 = ref_off[s + 1], k0 = tok_off[s], k1 = tok_off[s + 1];
+        bool no_refs = r0 == r1, no_toks = k0 == k1;
+        simple[s] = !accepting[s] && no_refs;
+        plain[s] = !accepting[s] && no_refs && no_toks;
+        solo[s] = no_refs && no_toks;
+        has_tokens[s] = !no_toks;
         uint64_t calls = 0;
-        for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) calls |= 1ull << (t->ref_rule[e] & 63);
+        for (uint32_t e = r0; e < r1; e++) calls |= 1ull << (ref_rule[e] & 63);
         g->calls[s] = calls;
-        const int32_t *row = t->trans + (size_t)s * t->n_classes;
+        const int32_t *row = trans + (size_t)s * nc;
         uint64_t next[4] = {0};
+        uint32_t *nb = g->next_bytes + (size_t)s * 8;
+        if (nc <= 64) { /* the spans of edges from a bit per class */
+            uint32_t r = state_rule[s];
+            uint64_t m = row_edges(row, nc);
+            has_bytes[s] = m != 0;
+            while (m) {
+                uint32_t c = (uint32_t)__builtin_ctzll(m), c1 = c;
+                for (int32_t prev = -1; c1 < nc && (m >> c1 & 1); c1++) {
+                    int32_t n = row[c1];  /* validate's part: a target in range and in the same rule */
+                    if (n == prev) continue;
+                    if (n < 0 || (uint32_t)n >= ns || state_rule[n] != r) return CM_ERR_ARG;
+                    prev = n;
+                }
+                for (int w = 0; w < 4; w++) next[w] |= pre[c1 * 4 + w] ^ pre[c * 4 + w];
+                m = c1 < 64 ? m >> c1 << c1 : 0;
+            }
+            for (int w = 0; w < 4; w++)
+                nb[2 * w] = (uint32_t)next[w], nb[2 * w + 1] = (uint32_t)(next[w] >> 32);
+            continue;
+        }
         uint32_t live = UINT32_MAX;  /* the start of the span of runs with targets that c ends, if any */
         for (uint32_t c = 0, c1; c < t->n_classes; c = c1) {  /* a run: one target */
             c1 = cm_run_end(row, c, t->n_classes);
@@ -240,7 +287,6 @@ static int derive(cm_grammar *g) {
         }
         if (live != UINT32_MAX)
             for (int w = 0; w < 4; w++) next[w] |= pre[t->n_classes * 4 + w] ^ pre[live * 4 + w];
-        uint32_t *nb = g->next_bytes + (size_t)s * 8;
         for (int w = 0; w < 4; w++)  /* to the table's 32-bit words, whatever the byte order */
             nb[2 * w] = (uint32_t)next[w], nb[2 * w + 1] = (uint32_t)(next[w] >> 32);
     }

@@ -88,18 +88,37 @@ static void nullable_rules(const cm_flat_rules *f, const cm_flat_derived *d, con
     }
 }
 
+/* key[x] += the hash of byte x's column in rule r's rows (byte_classes), from part[c] = sum_i
+ * weights[lo + i] * (tr[i][c] + 2) over the rule's rows (the terms added at each run's start and
+ * taken back at its end, next_bytes: a prefix sum spreads them, exact mod 2^64).  CM_ERR_ARG for
+ * a rule without states or with a byte of no class. */
+static int key_add(const uint8_t *cls, uint32_t n, uint32_t nc, uint64_t *part, uint64_t key[256]) {
+    if (!n || nc > 256) return CM_ERR_ARG;
+    for (uint32_t c = 1; c < nc; c++) part[c] += part[c - 1];
+    for (int x = 0; x < 256; x++) {
+        if (cls[x] >= nc) return CM_ERR_ARG;
+        key[x] += part[cls[x]];
+    }
+    return CM_OK;
+}
+
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
  * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
  * nxt of the target after a nullable callee).  Only states with calls change in the
  * fixpoint: its passes walk those (calls[0 .. n_calls), ascending), in the order a pass
- * over every state would. */
+ * over every state would.  With weights (one per state), the same walk of the rows as runs
+ * also sums the column hashes of the global byte classes into key (byte_classes: one walk of
+ * the rows, not two); *key_rc: CM_ERR_ARG for a rule without states or with a byte of no class. */
 static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
-                       bits256 *nxt) {
+                       bits256 *nxt, const int64_t *weights, uint64_t key[256], int *key_rc) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         uint32_t nc = n ? (f->rule_trans[r + 1] - f->rule_trans[r]) / n : 0, m = nc < 256 ? nc : 256;
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         const int32_t *tr = f->trans + f->rule_trans[r];
+        bool keyed = weights && !*key_rc && n && nc <= 256; /* (else key_add says why not) */
+        uint64_t part[257];
+        if (keyed) memset(part, 0, (nc + 1) * sizeof *part);
         /* pre[c]: the bytes of r's classes [0, c).  Classes are disjoint, so XOR is their union
          * and pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row: one OR a span of edges
          * (a row read as runs), where one OR a class scanned every class of every row */
@@ -110,15 +129,26 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         for (uint32_t c = 0; c < m; c++) bits_xor(&pre[c + 1], &pre[c]);
         for (uint32_t i = 0; i < n; i++) {
             bits256 *b = &nxt[lo + i];
-            memset(b, 0, sizeof *b);
+            const int32_t *row = tr + (size_t)i * nc;
             if (d->tok_off[lo + i + 1] > d->tok_off[lo + i]) {
                 memset(b, 0xff, sizeof *b);
+                if (keyed) /* its row still counts in the columns */
+                    for (uint32_t c = 0, c1; c < nc; c = c1) {
+                        c1 = cm_run_end(row, c, nc);
+                        uint64_t v = (uint64_t)weights[lo + i] * (uint64_t)((int64_t)row[c] + 2);
+                        part[c] += v, part[c1] -= v;
+                    }
                 continue;
             }
-            const int32_t *row = tr + (size_t)i * nc;
+            memset(b, 0, sizeof *b);
+            uint64_t w = keyed ? (uint64_t)weights[lo + i] : 0;
             uint32_t live = UINT32_MAX; /* the start of the span of edges that c ends, if any */
-            for (uint32_t c = 0, c1; c < m; c = c1) {
+            for (uint32_t c = 0, c1; c < m; c = c1) { /* (m == nc where keyed) */
                 c1 = cm_run_end(row, c, m);
+                if (keyed) {
+                    uint64_t v = w * (uint64_t)((int64_t)row[c] + 2);
+                    part[c] += v, part[c1] -= v;
+                }
                 if (row[c] >= 0) {
                     if (live == UINT32_MAX) live = c;
                 } else if (live != UINT32_MAX) {
@@ -128,6 +158,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
             }
             if (live != UINT32_MAX) bits_or_span(b, pre, live, m);
         }
+        if (weights && !*key_rc) *key_rc = keyed ? key_add(cls, n, nc, part, key) : CM_ERR_ARG;
     }
     for (bool changed = true; changed;) {
         changed = false;
@@ -191,7 +222,7 @@ static bool rule_pairs_equal(const int32_t *tr, uint32_t n, uint32_t nc, const u
 static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256]) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
-        uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n; /* n > 0, nc <= 256: columns() */
+        uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n; /* n > 0, nc <= 256: key_add */
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
         uint8_t first[256], a[256], b[256];  /* first[c]: the partner c's first pair has (c: none) */
         uint32_t n_pairs = 0;
@@ -211,47 +242,7 @@ static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256]) {
     return false;
 }
 
-static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256]);
 static int number_classes(const cm_flat_rules *f, const uint64_t key[256], cm_flat_derived *d);
-
-/* Global byte classes: bytes with equal columns share one, numbered in the order of the
- * column's hash sum_i weights[i] * (target + 2) (mod 2^64, as int64), as tables.byte_classes
- * numbers them.  Leaves n_classes 0 (the caller's Python path decides) on a hash collision. */
-static int byte_classes(const cm_flat_rules *f, const int64_t *weights, cm_flat_derived *d) {
-    uint64_t key[256] = {0};
-    int rc = columns(f, weights, key);
-    return rc ? rc : number_classes(f, key, d);
-}
-
-/* key[x]: the hash of byte x's column (the sum over rules of its class's column hash). */
-static int columns(const cm_flat_rules *f, const int64_t *weights, uint64_t key[256]) {
-    for (uint32_t r = 0; r < f->n_rules; r++) {
-        uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
-        if (!n) return CM_ERR_ARG;
-        uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n;
-        const uint8_t *cls = f->byte_class + (size_t)r * 256;
-        const int32_t *tr = f->trans + f->rule_trans[r];
-        uint64_t part[257] = {0};
-        if (nc > 256) return CM_ERR_ARG;
-        /* part[c] = sum_i weights[lo + i] * (tr[i][c] + 2), a row read as runs of one target:
-         * each run adds its term to part[c] at its start and takes it back at its end, and a
-         * prefix sum spreads it over the run (exact: all of it mod 2^64) */
-        for (uint32_t i = 0; i < n; i++) {
-            const int32_t *row = tr + (size_t)i * nc;
-            for (uint32_t c = 0, c1; c < nc; c = c1) {
-                c1 = cm_run_end(row, c, nc);
-                uint64_t v = (uint64_t)weights[lo + i] * (uint64_t)((int64_t)row[c] + 2);
-                part[c] += v, part[c1] -= v;
-            }
-        }
-        for (uint32_t c = 1; c < nc; c++) part[c] += part[c - 1];
-        for (int x = 0; x < 256; x++) {
-            if (cls[x] >= nc) return CM_ERR_ARG;
-            key[x] += part[cls[x]];
-        }
-    }
-    return CM_OK;
-}
 
 /* The distinct keys (as int64), each with its first byte, sorted: uniq[0 .. return).  Bytes
  * are grouped by key through a hash of the keys, then the few groups sorted by insertion.
@@ -282,8 +273,11 @@ static int distinct_keys(const uint64_t key[256], keyed uniq[256], uint8_t slot_
     return n;
 }
 
-/* Classes numbered by sorted key; n_classes 0 on a hash collision.  The table by class is
- * cm_flat_derive_trans's, written where the caller keeps it. */
+/* Global byte classes: bytes with equal columns share one, numbered in the order of the
+ * column's hash sum_i weights[i] * (target + 2) (key[x], mod 2^64, as int64: next_bytes sums it
+ * over the rules), as tables.byte_classes numbers them; n_classes 0 (the caller's Python path
+ * decides) on a hash collision.  The table by class is cm_flat_derive_trans's, written where
+ * the caller keeps it. */
 static int number_classes(const cm_flat_rules *f, const uint64_t key[256], cm_flat_derived *d) {
     keyed uniq[256];
     uint8_t slot_of[256], order[256], rep_of[256];
@@ -347,7 +341,8 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
 }
 
 /* The parts that need scratch: rule of each state and of each name, can_end, nxt, FOLLOW. */
-static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, cm_flat_derived *d) {
+static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
+                  cm_flat_derived *d) {
     uint32_t *rule_of_name = malloc(((size_t)n_names + 1) * sizeof *rule_of_name);
     uint32_t *set_of_name = malloc(((size_t)n_names + 1) * sizeof *set_of_name);
     uint32_t *rule_of_state = malloc(((size_t)f->n_states + 1) * sizeof *rule_of_state);
@@ -372,9 +367,12 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
     if (!rc) {
         for (uint32_t s = 0; s < f->n_states; s++)
             if (d->ref_off[s + 1] > d->ref_off[s]) calls[n_calls++] = s;
+        uint64_t key[256] = {0};
+        int key_rc = CM_OK;
         nullable_rules(f, d, calls, n_calls, can_end);
-        next_bytes(f, d, calls, n_calls, nxt);
+        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc);
         follow_bytes(f, d, calls, n_calls, can_end, nxt, rule_of_state, follow);
+        if (weights) rc = key_rc ? key_rc : number_classes(f, key, d);
     }
     free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow), free(calls);
     return rc;
@@ -390,8 +388,9 @@ int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_n
     if (!d) return CM_ERR_NOMEM;
     d->nullable = calloc((size_t)f->n_rules + 1, 1);
     d->follow = calloc((size_t)f->n_rules * 8 + 1, sizeof *d->follow);
-    int rc = d->nullable && d->follow ? derive(f, is_token, n_names, d) : CM_ERR_NOMEM;
-    if (!rc && weights && n_weights >= f->n_states) rc = byte_classes(f, weights, d);
+    int rc = d->nullable && d->follow
+                 ? derive(f, is_token, n_names, weights && n_weights >= f->n_states ? weights : NULL, d)
+                 : CM_ERR_NOMEM;
     if (rc) cm_flat_derived_free(d);
     else *out = d;
     cm_stats_add(CM_PH_DERIVE, t0);

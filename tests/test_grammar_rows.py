@@ -1,13 +1,15 @@
 """What cm_grammar_new derives of each state's byte row (csrc/grammar.c ``derive``, which reads
-a row as runs), against the rows themselves: the bytes with a transition and whether there is
-one, and the refusal of a target that is neither -1 nor a state of the row's own rule, at every
-class of a row (run starts, middles and ends); in the compiler's layout (each rule's states one
-block) and in a permuted one, so that no check may lean on the blocks."""
+a row of up to 64 classes as a bit per class, a wider one as runs), against the rows
+themselves: the bytes with a transition and whether there is one, and the refusal of a target
+that is neither -1 nor a state of the row's own rule, at every class of a row (run starts,
+middles and ends); in the compiler's layout (each rule's states one block) and in a permuted
+one, so that no check may lean on the blocks."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import string
 
 import numpy as np
 import pytest
@@ -34,6 +36,9 @@ SCHEMAS = {
         "type": "array",
         "items": {"type": "object", "properties": {"k": {"type": "string", "pattern": "^[a-f0-9]{2,5}$"}}},
     },
+    # more than 64 global byte classes (70 first bytes, each its own continuation): the rows
+    # derive walks as runs, not as the bit per class of narrower tables
+    "wide": {"enum": [c * 3 for c in string.ascii_letters + string.digits + "-_.~!@#$"]},
 }
 
 
@@ -119,16 +124,18 @@ def _valid(t: Tables, s: int, v: int) -> bool:
     return v == -1 or (0 <= v < t.n_states and int(t.state_rule[v]) == int(t.state_rule[s]))
 
 
+@pytest.mark.parametrize("name", ["nested", "wide"])
 @pytest.mark.parametrize("layout", ["blocks", "permuted"])
-def test_bad_targets_refused_at_every_class(layout: str) -> None:
+def test_bad_targets_refused_at_every_class(layout: str, name: str) -> None:
     """Each class of a row (every lane of the four-class compares and the tail) with a target
     just outside the rule's block, in another rule, out of range, below -1, or a legal one at
     the block's ends: refused exactly when the reference says it is broken."""
-    base = dataclasses.replace(_tables("nested"))
+    base = dataclasses.replace(_tables(name))
     if layout == "permuted":
         base = _permuted(base, 2)
     n, k = base.n_states, base.trans.shape[1]
     assert k % 4 != 0 or k > 4  # some tail or several compares
+    assert (k > 64) == (name == "wide")  # both ways derive reads a row
     rng = np.random.default_rng(3)
     states = rng.choice(n, size=min(n, 6), replace=False)
     sr = np.asarray(base.state_rule).astype(np.int64)

@@ -274,3 +274,22 @@ def test_unbounded_numbers_outlive_clear_caches() -> None:
     first = numbers.number_range(None, True, None, True, True, "no_fraction")
     cfgmask.clear_caches()
     assert numbers.number_range(None, True, None, True, True, "no_fraction") is first
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+def test_a_format_alone_is_spelled_once_and_outlives_clear_caches(canonical: bool) -> None:
+    """A ``format`` with no length, pattern or excluded value: its JSON spelling is made once a
+    process (no schema's content: ``clear_caches()`` keeps it), equal to what the encoder makes
+    of the format's language from nothing, and the schema's IR is the one it gives."""
+    import cfgmask
+    from cfgmask.frontends.json_schema.lexical import Encoder, _encode_pure
+
+    for fmt in FORMATS:
+        _encode_pure.cache_clear()
+        fresh = ir.alt(*[Encoder({}, "str", canonical=canonical).encode(strings.format_language(fmt))])
+        kept = strings.format_spelling(fmt, canonical)
+        assert kept == fresh
+        cfgmask.clear_caches()
+        assert strings.format_spelling(fmt, canonical) is kept
+        g, _ = json_schema.schema_to_grammar({"type": "string", "format": fmt}, canonical=canonical)
+        assert g.rules[g.start] == ir.seq(ir.Literal(b'"'), fresh, ir.Literal(b'"'))

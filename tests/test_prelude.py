@@ -163,6 +163,38 @@ def test_ids_stay_right_across_generations() -> None:
         assert sorted(CACHE._key_ids.values()) == list(range(len(prel.keys)))
 
 
+def test_seeded_node_ids_are_the_ids_interning_gives() -> None:
+    """Every session of a generation with the prelude starts its memo with the prelude's IR
+    objects' node ids (``Interner.seed``): each is the id a walk of the object finds, in every
+    generation, and the objects are alive (held by the prelude)."""
+    prel = CACHE._prelude
+    assert prel is not None
+    held = {id(o): o for o in prel.held}
+    for _ in range(2):
+        cfgmask.clear_caches()
+        seed = CACHE._interner.seed
+        assert seed and CACHE.session().memo == seed and set(seed) <= set(held)
+        walk = Session(CACHE._interner, CACHE)
+        walk.memo.clear()
+        assert {k: walk.cid(held[k]) for k in seed} == seed
+    # a generation without the prelude (a cache that pinned none) seeds nothing
+    assert AutomatonCache().session().memo == {}
+
+
+def test_pin_seeds_only_generations_with_the_prelude() -> None:
+    cache = AutomatonCache()
+    g, _ = schema_to_grammar({"type": "string", "maxLength": 5})
+    build_tables(g, DEFAULT_LIMITS, prepare(g, DEFAULT_LIMITS, cache.session()))
+    own = AutomatonCache()
+    g2, _ = schema_to_grammar({})
+    sess = prepare(g2, DEFAULT_LIMITS, own.session())
+    build_tables(g2, DEFAULT_LIMITS, sess)
+    cache.pin(own, lambda members: "root" not in members, dict(sess.memo), list(sess.keep))
+    assert cache.session().memo == {}  # the used generation has other ids: no seed
+    cache.clear()
+    assert cache.session().memo == sess.memo
+
+
 def test_a_compile_begun_before_a_clear_files_nothing() -> None:
     sess = CACHE.session()
     cfgmask.clear_caches()  # a new generation: sess's key ids mean nothing in it

@@ -20,6 +20,7 @@ import itertools
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 from .automaton import DFA
 from .encode import Interner, Session, _utf8_code
@@ -80,16 +81,26 @@ class AutomatonCache:
             self._renew()
         _utf8_code.cache_clear()
 
-    def pin(self, other: AutomatonCache, keep: Callable[[list[str]], bool]) -> None:
+    def pin(
+        self,
+        other: AutomatonCache,
+        keep: Callable[[list[str]], bool],
+        seed: dict[int, int] | None = None,
+        held: list[Any] | None = None,
+    ) -> None:
         """Start every later generation of this cache with ``other``'s node ids, key ids and
         the components whose members ``keep`` takes (the prelude: :mod:`.prelude`).  ``other``
-        is private to the caller and done with.  The current generation gets them too if
-        nothing was interned in it yet (a process that has compiled nothing); else it is left
-        as it is."""
+        is private to the caller and done with.  ``seed``: node ids of ``other``'s by object
+        id, which every session of those generations starts its memo with; ``held``: the
+        objects, kept alive here (so no id in ``seed`` is ever another object's).  The current
+        generation gets them too if nothing was interned in it yet (a process that has
+        compiled nothing); else it is left as it is."""
         with other._lock:
             keys = list(other._key_ids)
             kept = {k: d for k, d in other._components.items() if keep(_members(keys[k]))}
-            prelude = _Prelude(other._interner.gen, list(other._interner.keys), keys, kept)
+            prelude = _Prelude(
+                other._interner.gen, list(other._interner.keys), keys, kept, seed or {}, list(held or ())
+            )
         with self._lock:
             self._prelude = prelude
             if not self._interner.keys:
@@ -127,6 +138,8 @@ class _Prelude:
     nodes: list[tuple]  # type: ignore[type-arg]
     keys: list[Hashable]
     components: dict[int, list[DFA]]
+    seed: dict[int, int]  # node ids by object id (Interner.seed), of the objects in ``held``
+    held: list[Any]
 
     def install(self, cache: AutomatonCache) -> None:
         """Into the fresh generation of ``cache`` (its lock held): the nodes added again in
@@ -142,6 +155,7 @@ class _Prelude:
             for i, k in enumerate(self.keys)
         }
         cache._components = dict(self.components)
+        interner.seed = self.seed
 
 
 CACHE = AutomatonCache()

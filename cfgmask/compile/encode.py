@@ -77,6 +77,11 @@ class Interner:
         self.refs: Sequence[frozenset[str]] = _dag.Lazy(self.facts, False)
         self.uses: Sequence[dict[str, int]] = _dag.Lazy(self.facts, True)
         self.sizes = _dag.Sizes(self)  # repeats.dag_size over these ids, kept in size0
+        # node ids by object id that every session of this generation starts its memo with:
+        # the prelude's IR objects (kept alive by it) where the prelude is installed
+        # (``cache._Prelude.install``), so the front end's constant bodies (a JSON string's
+        # character, whitespace) are not walked again by every compile
+        self.seed: dict[int, int] = {}
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
         """The id of the node ``key`` (its kind, its data and its children's ids), registered
@@ -122,7 +127,7 @@ class Session:
         self.cache = cache
         self.gen = self.interner.gen
         # node ids by object id; ``keep`` holds the objects, so no id is reused meanwhile
-        self.memo: dict[int, int] = {}
+        self.memo: dict[int, int] = self.interner.seed.copy()
         self.keep: list[ir.Expr] = []
         self._next_check = 1024
         self.code = array("I")

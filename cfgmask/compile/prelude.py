@@ -39,10 +39,15 @@ def pin() -> None:
 
         own = AutomatonCache()
         starts = set()
+        seed: dict[int, int] = {}  # the IR objects met, their node ids (the same every generation)
+        held: list[object] = []
         for canonical in (True, False):
             for schema in SCHEMAS:
                 g, _ = schema_to_grammar(schema, canonical=canonical)
                 starts.add(g.start)
-                build_tables(g, DEFAULT_LIMITS, prepare(g, DEFAULT_LIMITS, own.session()))
-        CACHE.pin(own, lambda members: not starts.intersection(members))
+                sess = prepare(g, DEFAULT_LIMITS, own.session())
+                build_tables(g, DEFAULT_LIMITS, sess)
+                seed.update(sess.memo)
+                held += sess.keep
+        CACHE.pin(own, lambda members: not starts.intersection(members), seed, held)
         _pinned = True

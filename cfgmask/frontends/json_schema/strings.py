@@ -81,6 +81,17 @@ def _format_dfa(fmt: str) -> chardfa.CharDFA:
     return chardfa.from_expr(ir.alt(format_language(fmt)))
 
 
+@functools.lru_cache(maxsize=64)
+def format_spelling(fmt: str, canonical: bool) -> ir.Expr:
+    """What ``Strings.body`` makes of a ``format`` with no length, pattern or excluded value:
+    the JSON spelling (quotes aside) of the format's language, which adds no rule (a format
+    refers to none).  A pure function of the format's name, so it is kept across compiles and
+    ``cfgmask.clear_caches()``, as the formats' automata are: a date-time costs ~75 us to
+    encode, each compile, where every schema gets the same expression."""
+    enc = Encoder({}, "str", canonical=canonical)
+    return ir.alt(enc.encode(format_language(fmt)))
+
+
 def _language_dfa(keyword: str, value: str) -> chardfa.CharDFA:
     """The automaton of a ``pattern`` or ``format`` value (``Strings.body``'s languages)."""
     return pattern_dfa(value) if keyword == "pattern" else _format_dfa(value)
@@ -209,6 +220,8 @@ class Strings:
                 for k in ("minLength", "maxLength"):
                     if k in s:
                         c.rep.enforced(pointer(path, k), k, "code points")
+                if not bounded and keys[0][0] == "format":  # the format's spelling, made once
+                    return format_spelling(keys[0][1], c.canonical)
                 enc = Encoder(c.rules, "str", canonical=c.canonical)
                 return ir.alt(*[enc.encode(x) for x in lang]) if lang else ir.NOTHING
         # the general case: a product of character automata
