@@ -182,21 +182,9 @@ typedef struct {
     uint16_t verdict;    /* 0: an empty slot; 1: the chart dies; 2: it survives */
 } follow_slot;
 
-/* A run of one byte after an exit (`----`, 64 spaces: long tokens that cross a block's
- * end, their rests a few bytes longer at each later position): the upward chart of the
- * rule reads lo of them and dies at the hi-th (0: not known).  Reading is prefix-closed,
- * so that decides every run of the byte. */
-typedef struct {
-    uint32_t rule;
-    uint32_t lo, hi;
-    uint16_t byte;       /* + 1; 0: an empty slot */
-} follow_run;
-
 struct cm_follow_memo {
     follow_slot *slots;  /* open addressing, [cap] */
     size_t cap, n;
-    follow_run *runs;    /* open addressing, [runs_cap] */
-    size_t runs_cap, n_runs;
     /* the filter's charts, reused from call to call (the positions of a long
      * string's chain filter a few tokens each, 100-200 times in one mask) */
     cm_chart item, up;
@@ -210,7 +198,6 @@ void cm_follow_memo_free(cm_follow_memo *m) {
     if (m->item_ok) cm_chart_free(&m->item);
     if (m->up_ok) cm_chart_free(&m->up);
     free(m->slots);
-    free(m->runs);
     free(m);
 }
 
@@ -305,76 +292,6 @@ static void follow_put(const cm_grammar *g, uint32_t h, uint32_t rule, const uin
     m->n++;
 }
 
-static bool is_run(const uint8_t *p, uint32_t len) {
-    uint32_t i = 1;
-    while (i < len && p[i] == p[0]) i++;
-    return len > 1 && i == len;
-}
-
-static follow_run *run_find(const cm_follow_memo *m, uint32_t rule, uint8_t byte) {
-    size_t s = (size_t)(((uint64_t)rule << 8 | byte) * 0x9E3779B97F4A7C15ULL >> 40) & (m->runs_cap - 1);
-    while (m->runs[s].byte && (m->runs[s].rule != rule || m->runs[s].byte != byte + 1u))
-        s = (s + 1) & (m->runs_cap - 1);
-    return &m->runs[s];
-}
-
-/* 1 the upward chart of `rule` survives len bytes `byte`, 0 it dies, -1 not known;
- * *lo: how many it is known to read. */
-static int run_get(const cm_grammar *g, uint32_t rule, uint8_t byte, uint32_t len, uint32_t *lo) {
-    const cm_follow_memo *m = g->cache->follow;
-    *lo = 0;
-    if (!m || !m->n_runs) return -1;
-    const follow_run *r = run_find(m, rule, byte);
-    if (!r->byte) return -1;
-    *lo = r->lo;
-    if (len <= r->lo) return 1;
-    return r->hi && len >= r->hi ? 0 : -1;
-}
-
-/* Keep what a run read, if the memo can hold it (a failure drops it). */
-static void run_put(const cm_grammar *g, uint32_t rule, uint8_t byte, uint32_t lo, uint32_t hi) {
-    cm_follow_memo *m = follow_memo(g);
-    if (!m) return;
-    if ((m->n_runs + 1) * 2 > m->runs_cap) {
-        if (m->n_runs >= CM_FOLLOW_MEMO_MAX) return;
-        size_t cap = m->runs_cap ? m->runs_cap * 2 : 256;
-        follow_run *t = calloc(cap, sizeof *t), *old = m->runs;
-        if (!t) return;
-        size_t old_cap = m->runs_cap;
-        m->runs = t;
-        m->runs_cap = cap;
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i].byte) *run_find(m, old[i].rule, (uint8_t)(old[i].byte - 1)) = old[i];
-        free(old);
-        atomic_fetch_add(&g->cache->bytes, (cap - old_cap) * sizeof *t);
-    }
-    follow_run *r = run_find(m, rule, byte);
-    if (!r->byte) {
-        *r = (follow_run){rule, 0, 0, (uint16_t)(byte + 1u)};
-        m->n_runs++;
-    }
-    if (lo > r->lo) r->lo = lo;
-    if (hi && (!r->hi || hi < r->hi)) r->hi = hi;
-}
-
-/* The verdict of len bytes `byte` through the upward chart up (its first set the
- * rule's return states): read on to twice the length asked or known (at most the
- * longest token), kept by run_put.  1, 0, or < 0 on error; up keeps its first set. */
-static int run_answer(const cm_grammar *g, uint32_t rule, cm_chart *up, uint8_t byte, uint32_t len) {
-    uint32_t lo, max = g->v->max_len, d = 0;
-    int r = run_get(g, rule, byte, len, &lo);
-    if (r >= 0) return r;
-    uint32_t cap = 2 * (lo > len ? lo : len);
-    if (cap > max) cap = max > len ? max : len;
-    cm_chart_truncate(up, 1);
-    for (r = 1; d < cap && r > 0; d++) r = cm_chart_scan(up, g, byte);
-    cm_chart_truncate(up, 1);
-    if (r < 0) return r;
-    if (!r) d--;  /* the d-th byte died: d - 1 read */
-    run_put(g, rule, byte, d, r ? 0 : d + 1);
-    return len <= d;
-}
-
 /* The bytes after one exit of uncertain token i (hashed to h), its verdict not known yet. */
 typedef struct {
     const uint8_t *p;
@@ -451,17 +368,6 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
     bool died = false;            /* prev died on prev[have] */
     for (size_t j = 0; !rc && j < n; j++) {
         if (keep[q[j].i]) continue;
-        if (is_run(q[j].p, q[j].len)) {
-            int r = run_answer(g, rule, up, q[j].p[0], q[j].len);
-            if (r < 0) {
-                rc = r;
-                break;
-            }
-            prev = NULL;  /* up holds its first set only */
-            have = 0;
-            if (r) keep[q[j].i] = 1;
-            continue;
-        }
         uint32_t d = prev ? cm_common_prefix(prev, plen, q[j].p, q[j].len) : 0;
         long alive;
         if (prev && died && d > have) {
@@ -544,9 +450,8 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
-            uint32_t h = follow_hash(rule, p + e, len - e), lo;
-            int known = is_run(p + e, len - e) ? run_get(g, rule, p[e], len - e, &lo)
-                                               : follow_get(g, h, rule, p + e, len - e);
+            uint32_t h = follow_hash(rule, p + e, len - e);
+            int known = follow_get(g, h, rule, p + e, len - e);
             if (known >= 0) {
                 keep[i] = (uint8_t)known;
                 continue;

@@ -738,22 +738,3 @@ def test_name_skip_same_entries_random_vocab(index: int, seed: int) -> None:
 @pytest.mark.parametrize("name", ["sql.lark", "c.gbnf"])
 def test_name_skip_same_entries_llama3(name: str) -> None:
     _name_skip_same(shipped(name), cfgmask.Vocabulary.llama3())
-
-
-@given(st.integers(0, 12), st.permutations(list(range(1, 17))))
-def test_filter_runs_after_an_exit_same_masks(n: int, order: list[int]) -> None:
-    """A rest that is a run of one byte (`b`s after `x` completes on `)`) is decided by how
-    many of that byte the rule's upward chart reads (here n: every caller bounds it), kept per
-    (rule, byte) and read on past the length asked (csrc/walk.c run_answer): masks equal those
-    with the filter off, and entries built in any order equal (runs asked in the order drawn)."""
-    g = cfgmask.Grammar.from_gbnf(f'root ::= x "b"{{0,{n}}} | "c" x "c"\nx ::= "a" | "(" x ")"\n')
-    tokens = [b"a", b"b", b"c", b"(", b")", b"a)", b"))"] + [b"a)" + b"b" * k for k in order]
-    tokens += [b"a" + b"b" * k for k in order[:6]] + [b"))" + b"b" * k for k in order[6:]]
-    vocab = cfgmask.Vocabulary.from_token_bytes(tokens)
-    on = cfgmask.compile(g, vocab)
-    off = cfgmask.compile(g, vocab, _strategy=Strategy(filter_uncertain=False))
-    for text in (b"", b"(", b"((", b"c(", b"(((a"):
-        m, p = cfgmask.Matcher(on), cfgmask.Matcher(off)
-        assert m.accept_bytes(text) and p.accept_bytes(text)
-        assert np.array_equal(m.allowed_tokens(), p.allowed_tokens()), text
-    assert_entries_order_free(g, vocab, 4)
