@@ -278,9 +278,39 @@ static int split_current(cm_matcher *m, split *sp, size_t base) {
     return rc > 0;
 }
 
+/* The verdict of len bytes p[0] (a run: `----`, 64 spaces) read after the set of
+ * completion x.  Reading is prefix-closed, so how many of them the chart reads decides
+ * every run of that byte: it is kept per (completion set, byte), read on to twice what
+ * was known (a block position's long runs cross the block's end a few bytes later at
+ * each later position: their rests grow, and each new length was a chart run). */
+static int run_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x, uint8_t byte, uint32_t len) {
+    uint32_t lo, max = m->g->v->max_len;
+    int r = cm_verdict_run_get(&m->verdicts, sp->stack[x], byte, len, &lo);
+    if (r >= 0) {
+        m->stats.n_verdicts++;
+        return r;
+    }
+    if (sp->at != (int)x && (r = push_exit(m, sp, base, x))) return r;
+    uint32_t cap = 2 * lo > len ? 2 * lo : len, d = 0;
+    if (cap > max && max >= len) cap = max;
+    cm_chart_truncate(&m->c, base + 2);
+    sp->prev = NULL;  /* the sets above the completion's are this run's */
+    for (r = 1; d < cap && r > 0; d++) {
+        m->stats.n_steps++;
+        r = cm_chart_scan(&m->c, m->g, byte);
+    }
+    if (r < 0) return r;
+    if (!r) d--;  /* the d-th byte died: d - 1 read */
+    cm_verdict_run_put(&m->verdicts, sp->stack[x], byte, d, r ? 0 : d + 1);
+    return len <= d;
+}
+
 /* The verdict of bytes p[0..len) read after the set of completion x. */
 static int rest_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x, const uint8_t *p, uint32_t len) {
     if (!cm_bit(sp->first[x], p[0])) return 0;
+    uint32_t i = 1;
+    while (i < len && p[i] == p[0]) i++;
+    if (len > 1 && i == len) return run_verdict(m, sp, base, x, p[0], len);
     int r = cm_verdict_get(&m->verdicts, sp->stack[x], p, len);
     if (r >= 0) {
         m->stats.n_verdicts++;

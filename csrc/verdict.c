@@ -29,8 +29,10 @@ void cm_verdicts_clear(cm_verdicts *v) {
     v->n_items = 0;
     v->n_rest = 0;
     v->n_used = 0;
+    v->n_runs = 0;
     if (++v->gen == 0) {  /* wrapped: stamps of long ago would look current */
         if (v->slots) memset(v->slots, 0, CM_VERDICT_SLOTS * sizeof *v->slots);
+        if (v->runs) memset(v->runs, 0, CM_VERDICT_RUNS * sizeof *v->runs);
         v->gen = 1;
     }
 }
@@ -39,6 +41,7 @@ void cm_verdicts_free(cm_verdicts *v) {
     free(v->items);
     free(v->rest);
     free(v->slots);
+    free(v->runs);
     memset(v, 0, sizeof *v);
 }
 
@@ -58,7 +61,8 @@ static int alloc_memo(cm_verdicts *v) {
     v->items = malloc(ITEM_CAP * sizeof *v->items);
     v->rest = malloc(CM_VERDICT_POOL);
     v->slots = calloc(CM_VERDICT_SLOTS, sizeof *v->slots);
-    if (!v->items || !v->rest || !v->slots) {
+    v->runs = calloc(CM_VERDICT_RUNS, sizeof *v->runs);
+    if (!v->items || !v->rest || !v->slots || !v->runs) {
         cm_verdicts_free(v);
         return CM_ERR_NOMEM;
     }
@@ -129,4 +133,34 @@ void cm_verdict_put(cm_verdicts *v, int stack, const uint8_t *rest, uint32_t len
     v->slots[i] = (cm_vslot){h, v->gen, (uint32_t)stack, v->n_rest, len, allowed};
     v->n_rest += len;
     v->n_used++;
+}
+
+/* Runs of one byte: one slot per (stack, byte). */
+static size_t run_slot(const cm_verdicts *v, int stack, uint8_t byte) {
+    size_t i = (size_t)(mix((uint64_t)(uint32_t)stack << 8 | byte, 0x9E3779B97F4A7C15ULL) >> 40) % CM_VERDICT_RUNS;
+    while (v->runs[i].gen == v->gen && (v->runs[i].stack != (uint32_t)stack || v->runs[i].byte != byte))
+        i = (i + 1) % CM_VERDICT_RUNS;
+    return i;
+}
+
+int cm_verdict_run_get(const cm_verdicts *v, int stack, uint8_t byte, uint32_t len, uint32_t *lo) {
+    *lo = 0;
+    if (!v->runs || stack < 0 || (uint32_t)stack >= v->n_stack) return -1;
+    const cm_vrun *r = &v->runs[run_slot(v, stack, byte)];
+    if (r->gen != v->gen) return -1;
+    *lo = r->lo;
+    if (len <= r->lo) return 1;
+    return r->hi && len >= r->hi ? 0 : -1;
+}
+
+void cm_verdict_run_put(cm_verdicts *v, int stack, uint8_t byte, uint32_t lo, uint32_t hi) {
+    if (!v->runs || stack < 0 || (uint32_t)stack >= v->n_stack) return;
+    cm_vrun *r = &v->runs[run_slot(v, stack, byte)];
+    if (r->gen != v->gen) {
+        if (v->n_runs * 2 >= CM_VERDICT_RUNS) return;  /* full until cleared */
+        *r = (cm_vrun){v->gen, (uint32_t)stack, 0, 0, byte};
+        v->n_runs++;
+    }
+    if (lo > r->lo) r->lo = lo;
+    if (hi && (!r->hi || hi < r->hi)) r->hi = hi;
 }

@@ -10,6 +10,7 @@
 #define CM_VERDICT_STACKS 64        /* distinct completion sets held at once */
 #define CM_VERDICT_SLOTS 4096       /* verdict slots (open addressing, at most half full) */
 #define CM_VERDICT_POOL 65536       /* bytes of items and rests held at once */
+#define CM_VERDICT_RUNS 512         /* run slots (open addressing, at most half full) */
 
 /* A completion set: its items, an origin equal to the set's own index stored as
  * CM_MEMO_HERE; valid while the set of its newest other origin (vset) keeps
@@ -29,6 +30,16 @@ typedef struct cm_vslot {
     uint8_t allowed;
 } cm_vslot;
 
+/* What the chart does with a run of one byte after a completion set: it reads
+ * lo of them, and dies at the hi-th (0: not known).  Reading is prefix-closed, so
+ * every run of at most lo is allowed and every run of at least hi is not. */
+typedef struct cm_vrun {
+    uint32_t gen;               /* the memo's generation when written; else empty */
+    uint32_t stack;
+    uint32_t lo, hi;
+    uint8_t byte;
+} cm_vrun;
+
 typedef struct cm_verdicts {
     cm_vstack stack[CM_VERDICT_STACKS];  /* the sets, "stacks": what they read is below the string */
     uint32_t n_stack;
@@ -39,6 +50,8 @@ typedef struct cm_verdicts {
     uint32_t n_rest;
     cm_vslot *slots;            /* [CM_VERDICT_SLOTS] */
     uint32_t n_used, gen;
+    cm_vrun *runs;              /* [CM_VERDICT_RUNS] */
+    uint32_t n_runs;
 } cm_verdicts;
 
 /* Forget every verdict (keeps the buffers). */
@@ -51,5 +64,10 @@ int cm_verdict_stack(cm_verdicts *v, const cm_chart *c, size_t set, size_t base)
 /* The verdict of `rest` read after completion set `stack`: 1 allowed, 0 not, -1 unknown. */
 int cm_verdict_get(const cm_verdicts *v, int stack, const uint8_t *rest, uint32_t len);
 void cm_verdict_put(cm_verdicts *v, int stack, const uint8_t *rest, uint32_t len, bool allowed);
+/* The verdict of `len` bytes `byte` read after completion set `stack`: 1 allowed, 0 not,
+ * -1 unknown; *lo: how many of them it is known to read. */
+int cm_verdict_run_get(const cm_verdicts *v, int stack, uint8_t byte, uint32_t len, uint32_t *lo);
+/* Completion set `stack` reads lo bytes `byte` (and dies at the hi-th, hi > lo; 0 not known). */
+void cm_verdict_run_put(cm_verdicts *v, int stack, uint8_t byte, uint32_t lo, uint32_t hi);
 
 #endif

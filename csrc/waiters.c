@@ -64,9 +64,67 @@ static int collect_pairs(cm_chart *c, const cm_grammar *g, uint32_t o, const uin
     return CM_OK;
 }
 
-/* Room for `groups` more slots and n more pool entries: the table is grown or,
- * past its budget, everything indexed so far is dropped. */
+/* A slot of a set rebuilt since (its version changed) is dead: a lookup treats it as
+ * no slot.  Its set is below cap_sets (which never shrinks).  A set truncated and
+ * not rebuilt keeps its version, and its slots: the set may come back as it was. */
+static inline bool slot_live(const cm_chart *c, const cm_wslot *sl) {
+    return sl->key && sl->version == c->version[(sl->key - 1) >> 32];
+}
+
+/* Into a table of `cap` slots and a pool of their entries: the live slots of c's
+ * table, the dead ones and their pool entries dropped. */
+static int rehash_live(cm_chart *c, size_t cap) {
+    size_t n_pool = 0;
+    for (size_t i = 0; i < c->wcap; i++)
+        if (slot_live(c, &c->wslots[i])) n_pool += c->wslots[i].n;
+    cm_wslot *p = calloc(cap, sizeof *p);
+    uint32_t *pool = malloc((n_pool ? n_pool : 1) * sizeof *pool);
+    if (!p || !pool) {
+        free(p);
+        free(pool);
+        return CM_ERR_NOMEM;
+    }
+    size_t used = 0, at = 0;
+    for (size_t i = 0; i < c->wcap; i++) {
+        const cm_wslot *sl = &c->wslots[i];
+        if (!slot_live(c, sl)) continue;
+        size_t s = cm_hslot(sl->key, cap - 1);
+        while (p[s].key) s = (s + 1) & (cap - 1);
+        p[s] = *sl;
+        p[s].off = (uint32_t)at;
+        memcpy(pool + at, c->wpool + sl->off, sl->n * sizeof *pool);
+        at += sl->n;
+        used++;
+    }
+    free(c->wslots);
+    free(c->wpool);
+    c->wslots = p;
+    c->wcap = cap;
+    c->wused = used;
+    c->wpool = pool;
+    c->wpool_n = at;
+    c->wpool_cap = n_pool ? n_pool : 1;
+    return CM_OK;
+}
+
+#define CM_WSLOTS_MAX ((size_t)1 << 16)
+
+/* Room for `groups` more slots and n more pool entries.  A full table first drops
+ * the slots of sets rebuilt since (a matcher's chart keeps its big sets, the ones
+ * worth an index, across masks, while the scratch sets above them come and go),
+ * growing if the live ones still fill half; past its budget, or the pool's,
+ * everything indexed so far is dropped. */
 static int make_room(cm_chart *c, size_t groups, size_t n) {
+    if (c->wslots && (c->wused + groups) * 2 > c->wcap) {
+        size_t live = 0;
+        for (size_t i = 0; i < c->wcap; i++) live += slot_live(c, &c->wslots[i]);
+        size_t cap = c->wcap;
+        while ((live + groups) * 2 > cap) cap *= 2;
+        if (cap <= CM_WSLOTS_MAX) {
+            int rc = rehash_live(c, cap);
+            if (rc) return rc;
+        }
+    }
     if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
         size_t cap = c->wcap ? c->wcap : 256;
         while (groups * 4 > cap) cap *= 2;

@@ -9,7 +9,9 @@ completion makes, the rest) and reuses at later masks while the sets below stay
 must stay those of the pure-Python reference along random walks of JSON-like grammars whose
 strings are one shared rule (keys and values, bounded or not), with a rollback and a fork in the
 middle of each walk; and the same as with it off along Snowplow documents with Llama-3, where
-kept verdicts must decide checks.
+kept verdicts must decide checks.  A rest that is a run of one byte (``----``, 64 spaces: the
+long tokens that cross a block's end) is decided by how many of that byte the completion's set
+reads, kept per (set, byte).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ NO_MEMO = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
 PIECES = (
     b'"', b'",', b'"}', b'"]', b'":', b'","', b'"},', b"a", b"ab", b'a"', b'a",', b'ab"}', b"\\n", b"\\",
     b"{", b"}", b"[", b"]", b",", b":", b"1", b'{"', b'["', b'}"', b'1,"', b"aaaaaaa", b'aaaa",',
+    b"aaaaaaaaaaaaaaaa", b"a" * 40, b"bbbbb", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
 )  # fmt: skip
 
 
