@@ -620,7 +620,10 @@ static int32_t clamp_need(int64_t n) { return n < -1 ? -1 : n > CM_CHAIN_MAX ? C
 
 /* A chain whose bytes X open fewer entries walks them all (the features' OR
  * costs ~50-150 k instructions at Llama-3; a narrow X's walk skips most
- * subtrees at their first byte): as loops.c's CM_TC_MIN_ENTRIES. */
+ * subtrees at their first byte): as loops.c's CM_TC_MIN_ENTRIES.  So does one
+ * whose entries made of X only are fewer than that or than a quarter of those
+ * X opens (arithmetic.gbnf's `ws ::= [ \t]{0,8}`: the ' ' subtree is nearly all
+ * walked either way, and the take cost its masks +9 % at p99). */
 #define CM_CHAIN_TC_MIN_ENTRIES 2048
 
 static atomic_size_t g_bulk_takes;
@@ -630,7 +633,37 @@ size_t cm_chain_bulk_takes(void) { return atomic_load(&g_bulk_takes); }
 typedef struct bulk_take {
     uint32_t *outside;          /* by trie entry: read through U; NULL: every entry is */
     int64_t s, d;               /* label 0's shift and delta on X */
+    size_t n_in;                /* entries not outside: taken in bulk */
 } bulk_take;
+
+/* The first entry of [lo, hi) (trie entries starting with one byte, sorted by
+ * their bytes) whose second byte is c or more (the one-byte entry sorts first). */
+static size_t second_byte_from(const cm_vocab *v, size_t lo, size_t hi, int c) {
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t o = v->trie_off[mid];
+        if (v->trie_off[mid + 1] - o < 2 || v->trie_data[o + 1] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* At least as many entries as are made only of the bytes X (n of them, at most
+ * CM_CHAIN_X_SMALL): their first two bytes are in X, or they are one byte long.
+ * Before the features' OR, which costs more than a small X's walk saves. */
+#define CM_CHAIN_X_SMALL 16
+static size_t x_only_bound(const cm_vocab *v, const uint32_t *x) {
+    size_t n = 0;
+    for (int b = 0; b < 256; b++) {
+        if (!(x[b >> 5] >> (b & 31) & 1)) continue;
+        size_t lo = v->first_off[b], hi = v->first_off[b + 1];
+        n += lo < hi && v->trie_off[lo + 1] - v->trie_off[lo] == 1;  /* the entry b itself */
+        for (int c = 0; c < 256; c++)
+            if (x[c >> 5] >> (c & 31) & 1)
+                n += second_byte_from(v, lo, hi, c + 1) - second_byte_from(v, lo, hi, c);
+    }
+    return n;
+}
 
 static bool self_loop(uint16_t code) { return code != CODE_DEAD && code != CODE_OUT && (code & 0xff) == 0; }
 
@@ -638,7 +671,7 @@ static bool self_loop(uint16_t code) { return code != CODE_DEAD && code != CODE_
  * entries outside it, when a bulk take applies and pays (mode 2: wherever it
  * applies); else outside NULL. */
 static bulk_take chain_bulk(const cm_vocab *v, const walk_tabs *wt) {
-    bulk_take bt = {NULL, 0, 0};
+    bulk_take bt = {NULL, 0, 0, 0};
     int mode = cm_tokclass_mode();
     if (!mode || (wt->end[0] != END_NONE && !wt->acc[0])) return bt;  /* end nodes at label 0 */
     uint32_t best = 0, n_self = 0, x[8] = {0};
@@ -660,9 +693,16 @@ static bulk_take chain_bulk(const cm_vocab *v, const walk_tabs *wt) {
         }
     bool in[CM_TC_FEATURES];
     if ((mode == 1 && opened < CM_CHAIN_TC_MIN_ENTRIES) || !cm_tokclass_inside(x, false, in)) return bt;
+    if (mode == 1 && best <= CM_CHAIN_X_SMALL && x_only_bound(v, x) < CM_CHAIN_TC_MIN_ENTRIES) return bt;
     const cm_tokclass *tc = cm_tokclass_of(v);
     if (!tc || !(bt.outside = malloc((tc->n_words ? tc->n_words : 1) * sizeof *bt.outside))) return bt;
     cm_tokclass_union(tc, in, false, 0, tc->n_words, bt.outside);
+    bt.n_in = v->n_trie - cm_count_bits(bt.outside, (v->n_trie + 31) / 32);
+    if (mode == 1 && (bt.n_in < CM_CHAIN_TC_MIN_ENTRIES || bt.n_in * 4 < opened)) {
+        free(bt.outside);  /* X's own entries are few (`ws ::= [ \t]{0,8}`): walked, not taken */
+        bt.outside = NULL;
+        return bt;
+    }
     bt.s = wt->code[pick] >> 8;
     bt.d = wt->delta[pick];
     atomic_fetch_add(&g_bulk_takes, 1);
@@ -690,12 +730,12 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const uint8_t *data = v->trie_data;
     const uint64_t *toff = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
-    bulk_take bt = rc ? (bulk_take){NULL, 0, 0} : chain_bulk(v, wt);
+    bulk_take bt = rc ? (bulk_take){NULL, 0, 0, 0} : chain_bulk(v, wt);
     const uint32_t *outside = bt.outside;
     size_t k = 0, prev = SIZE_MAX;  /* the entry walked last, to depth pv */
     uint32_t pv = 0;
     if (outside && !rc) {  /* room for the entries taken and as many again walked, at once */
-        size_t nw = (v->n_trie + 31) / 32, n_in = v->n_trie - cm_count_bits(outside, nw);
+        size_t n_in = bt.n_in;
         size_t c1 = 0, c2 = 0;
         rc = cm_grow_to((void **)&cd->ids, &c1, 2 * n_in + 64, sizeof *cd->ids);
         if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, 2 * n_in + 64, sizeof *cd->need);
