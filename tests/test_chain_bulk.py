@@ -60,17 +60,22 @@ def test_llama3_class_chains_same_entries(schema: dict) -> None:
             assert_chain_entries(_object(schema, {"type": "string", "maxLength": 8}), vocab)
 
 
+def _taken_in_bulk(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, prefix: bytes) -> bool:
+    """Whether the first mask after ``prefix`` (on a fresh compile) took a chain's walk in bulk."""
+    before = _core.chain_bulk_takes()
+    m = cfgmask.Matcher(cfgmask.compile(g, vocab))
+    assert m.accept_bytes(prefix)
+    m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size), 0)
+    return _core.chain_bulk_takes() > before
+
+
 def test_llama3_class_chain_taken_in_bulk() -> None:
     """o6193's id pattern takes its chain's walk in bulk at Llama-3's size, and not when off."""
     vocab = _llama3()
     g = _object({"type": "string", "pattern": "^[0-9a-zA-Z_-]{1,255}$"})
     for mode, taken in ((1, True), (0, False)):
         with _mode(mode):
-            before = _core.chain_bulk_takes()
-            m = cfgmask.Matcher(cfgmask.compile(g, vocab))
-            assert m.accept_bytes(b'{"p0":"')
-            m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size), 0)
-            assert (_core.chain_bulk_takes() > before) == taken, mode
+            assert _taken_in_bulk(g, vocab, b'{"p0":"') == taken, mode
 
 
 def test_llama3_blank_count_walked_not_taken() -> None:
@@ -81,11 +86,7 @@ def test_llama3_blank_count_walked_not_taken() -> None:
     g = cfgmask.Grammar.from_gbnf('root ::= "(" [ \\t]{0,8} "x" [ \\t]{0,8} ")"')
     for mode, taken in ((1, False), (2, True)):
         with _mode(mode):
-            before = _core.chain_bulk_takes()
-            m = cfgmask.Matcher(cfgmask.compile(g, vocab))
-            assert m.accept_bytes(b"(")
-            m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size), 0)
-            assert (_core.chain_bulk_takes() > before) == taken, mode
+            assert _taken_in_bulk(g, vocab, b"(") == taken, mode
             assert_chain_entries(g, vocab)
 
 
