@@ -3,7 +3,7 @@ walk (``SchemaCompiler`` and the helpers that point back at it), an array's recu
 and the literal-set pass's ``rewrite`` (which holds the compile session) are freed by reference
 counting when they finish.  Left to the collector, a median schema's few hundred IR nodes,
 tuples and dicts were walked and cleared by its passes in the middle of the next compile
-(docs/design.md §7: ~4 % of a median compile's instructions)."""
+(about 2 % of a median compile's instructions, session 26)."""
 
 from __future__ import annotations
 
