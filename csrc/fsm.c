@@ -28,14 +28,14 @@ typedef struct {
     uint32_t *closed;                     /* per NFA state s: the DFA id + 1 of s's closure (0: not yet) */
     size_t hcap;
     cm_vec32 stack, pairs, tmp, prev;     /* scratch */
-    cm_vec32 keys, targets;               /* the moves of the state being expanded (swapped in: expand) */
+    cm_vec32 *keys, *targets;             /* where the moves of the state being expanded go (expand) */
     cm_vec32 lab, lab_to, lab_off;        /* the DFA being built (cm_dfa_out's arrays; its rows: minimize.c) */
     cm_sparse_edges sp;                   /* its byte edges as lists, for minimization */
 } builder;
 
 static cm_vec32 *builder_vec(builder *b, size_t i) {
-    cm_vec32 *v[] = {&b->pool, &b->off, &b->stack, &b->pairs, &b->tmp, &b->prev, &b->keys, &b->targets,
-                     &b->lab, &b->lab_to, &b->lab_off, &b->sp.off, &b->sp.cls, &b->sp.to};
+    cm_vec32 *v[] = {&b->pool, &b->off,    &b->stack,   &b->pairs,  &b->tmp,    &b->prev,
+                     &b->lab,  &b->lab_to, &b->lab_off, &b->sp.off, &b->sp.cls, &b->sp.to};
     return i < sizeof v / sizeof *v ? v[i] : NULL;
 }
 
@@ -282,13 +282,14 @@ static int single_byte_moves(builder *b, uint32_t x, bool *done) {
     for (uint32_t e = e0 + 1; e < e1; e++)
         if (nfa->byte_lo[e] <= nfa->byte_hi[e - 1]) return CM_OK;
     *done = true;
-    int rc = cm_vec_reserve(&b->keys, b->keys.n + b->n_classes);
-    if (!rc) rc = cm_vec_reserve(&b->targets, b->targets.n + b->n_classes);
+    cm_vec32 *keys = b->keys, *targets = b->targets;
+    int rc = cm_vec_reserve(keys, keys->n + b->n_classes);
+    if (!rc) rc = cm_vec_reserve(targets, targets->n + b->n_classes);
     for (uint32_t e = e0; !rc && e < e1; e++) {
         int64_t t = target_of(b, nfa->byte_to[e]);
         if (t < 0) return (int)t;
         for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++) /* disjoint: <= n_classes */
-            b->keys.data[b->keys.n] = c, b->targets.data[b->targets.n++] = (uint32_t)t, b->keys.n++;
+            keys->data[keys->n++] = c, targets->data[targets->n++] = (uint32_t)t;
     }
     return rc;
 }
@@ -328,7 +329,7 @@ static int byte_moves(builder *b, size_t k) {
                 prev_t = set_target(b);
                 if (prev_t < 0) return (int)prev_t;
             }
-            if (!(rc = cm_vec_push(&b->keys, c))) rc = cm_vec_push(&b->targets, (uint32_t)prev_t);
+            if (!(rc = cm_vec_push(b->keys, c))) rc = cm_vec_push(b->targets, (uint32_t)prev_t);
         }
     return rc;
 }
@@ -371,27 +372,21 @@ static int label_moves(builder *b, size_t k) {
         if (rc) break;
         int64_t t = set_target(b);
         if (t < 0) return (int)t;
-        if (!(rc = cm_vec_push(&b->keys, key))) rc = cm_vec_push(&b->targets, (uint32_t)t);
+        if (!(rc = cm_vec_push(b->keys, key))) rc = cm_vec_push(b->targets, (uint32_t)t);
     }
     return rc;
 }
 
-static void swap_vec(cm_vec32 *x, cm_vec32 *y) {
-    cm_vec32 t = *x;
-    *x = *y, *y = t;
-}
-
 /* DFA state k's sparse byte edges and its label edges (the dense rows are written after
  * minimization, for the states that are kept: minimize.c).  The byte moves are appended to
- * the sparse edges where they lie (keys and targets are those arrays meanwhile: no copy). */
+ * the sparse edges where they lie, the label moves to the label edges: keys and targets point
+ * at those arrays in turn (where swapping the vectors in and out copied eight structs a state). */
 static int expand(builder *b, size_t k) {
-    swap_vec(&b->keys, &b->sp.cls), swap_vec(&b->targets, &b->sp.to);
+    b->keys = &b->sp.cls, b->targets = &b->sp.to;
     int rc = byte_moves(b, k);
-    swap_vec(&b->keys, &b->sp.cls), swap_vec(&b->targets, &b->sp.to);
     if (!rc) rc = cm_vec_push(&b->sp.off, (uint32_t)b->sp.cls.n);
-    swap_vec(&b->keys, &b->lab), swap_vec(&b->targets, &b->lab_to); /* the same for the labels */
+    b->keys = &b->lab, b->targets = &b->lab_to; /* the same for the labels */
     if (!rc) rc = label_moves(b, k);
-    swap_vec(&b->keys, &b->lab), swap_vec(&b->targets, &b->lab_to);
     return rc ? rc : cm_vec_push(&b->lab_off, (uint32_t)b->lab.n);
 }
 

@@ -190,12 +190,20 @@ static int derive_returns(cm_grammar *g) {
 }
 
 /* Bit c: row[c] != -1, for a row of nc <= 64 classes (one compare a 4 classes, where a walk of
- * the row as runs set up a scan at every run: most rows are a few edges among ~45 classes). */
+ * the row as runs set up a scan at every run: most rows are a few edges among ~45 classes).
+ * Sixteen classes' compares are packed into one byte mask (int32 -> int16 -> int8, saturating:
+ * -1 stays -1, 0 stays 0, in class order), one movemask for them, then four at a time. */
 static inline uint64_t row_edges(const int32_t *row, uint32_t nc) {
     uint64_t m = 0;
     uint32_t c = 0;
 #if defined(__SSE2__) && defined(__GNUC__)
     const __m128i none = _mm_set1_epi32(-1);
+#define ROW_EQ(i) _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c + (i))), none)
+    for (; c + 16 <= nc; c += 16) {
+        __m128i lo = _mm_packs_epi32(ROW_EQ(0), ROW_EQ(4)), hi = _mm_packs_epi32(ROW_EQ(8), ROW_EQ(12));
+        m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) & 0xFFFFu) << c;
+    }
+#undef ROW_EQ
     for (; c + 4 <= nc; c += 4) {
         __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c)), none);
         m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << c;

@@ -142,17 +142,33 @@ static bool local_same(reg *r, uint32_t x, uint32_t y, const uint32_t *blk) {
     return true;
 }
 
-/* Moore's rounds on the k members: r->blk[i], blocks 0 .. *n_blk - 1, brep[b] a member. */
+/* What local_same compares in round 0, hashed: states it finds the same hash the same (its
+ * skeleton, each edge's target inside the SCC or its final class outside). */
+static uint32_t round0_hash(const reg *r, uint32_t x) {
+    uint64_t h = skeleton_hash(r, x);
+    for (uint32_t i = 0, m = n_edges(r, x); i < m; i++) {
+        uint32_t u = target(r, x, i);
+        h = MIX(h, r->pos[u] != NONE ? NONE : r->cls[u]);
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Moore's rounds on the k members: r->blk[i], blocks 0 .. *n_blk - 1, brep[b] a member.  A member
+ * is compared with each block found so far, in order; one whose filter differs is passed over
+ * without the compare (round 0: the hash of what it compares, kept per block in r->queue, which
+ * match() uses only after this; later rounds: the member's block in the round before), so the
+ * blocks and their order are local_same's alone. */
 static void local_blocks(reg *r, uint32_t k, uint32_t *n_blk) {
     const uint32_t *prev = NULL;
-    uint32_t nb = 0, nb_prev = 0;
+    uint32_t nb = 0, nb_prev = 0, *bh = r->queue;
     for (;;) {
         uint32_t *out = prev == r->blk ? r->nblk : r->blk;
         nb = 0;
         for (uint32_t i = 0; i < k; i++) {
             uint32_t x = r->memb[i], b = 0;
-            while (b < nb && !local_same(r, x, r->brep[b], prev)) b++;
-            if (b == nb) r->brep[nb++] = x;
+            uint32_t f = prev ? prev[r->pos[x]] : round0_hash(r, x);
+            while (b < nb && (f != bh[b] || !local_same(r, x, r->brep[b], prev))) b++;
+            if (b == nb) r->brep[nb] = x, bh[nb++] = f;
             out[i] = b;
         }
         if (prev && nb == nb_prev) break; /* stable: no block split */

@@ -124,10 +124,11 @@ def _valid(t: Tables, s: int, v: int) -> bool:
     return v == -1 or (0 <= v < t.n_states and int(t.state_rule[v]) == int(t.state_rule[s]))
 
 
-@pytest.mark.parametrize("name", ["nested", "wide"])
+@pytest.mark.parametrize("name", ["nested", "strings", "wide"])
 @pytest.mark.parametrize("layout", ["blocks", "permuted"])
 def test_bad_targets_refused_at_every_class(layout: str, name: str) -> None:
-    """Each class of a row (every lane of the four-class compares and the tail) with a target
+    """Each class of a row (every lane of the sixteen-class compares (``strings``: 31 classes),
+    the four-class ones and the tail) with a target
     just outside the rule's block, in another rule, out of range, below -1, or a legal one at
     the block's ends: refused exactly when the reference says it is broken."""
     base = dataclasses.replace(_tables(name))
@@ -136,6 +137,7 @@ def test_bad_targets_refused_at_every_class(layout: str, name: str) -> None:
     n, k = base.n_states, base.trans.shape[1]
     assert k % 4 != 0 or k > 4  # some tail or several compares
     assert (k > 64) == (name == "wide")  # both ways derive reads a row
+    assert (16 < k < 64) == (name == "strings")  # sixteen at once, then four, then the tail
     rng = np.random.default_rng(3)
     states = rng.choice(n, size=min(n, 6), replace=False)
     sr = np.asarray(base.state_rule).astype(np.int64)

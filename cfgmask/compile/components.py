@@ -111,7 +111,15 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
         deadline.check("literal sets")
         if not isinstance(body, ir.LiteralSet):
             out[name] = rewrite(body)
+    # rewrite calls itself through its cell, a cycle that keeps its memo and the session alive
+    # until the collector runs (in the middle of a later pass): rebound, they are freed here
+    rewrite = _spent
     return out
+
+
+def _spent(e: ir.Expr) -> ir.Expr:
+    """What outline_sets' finished rewrite is rebound to (its cycle broken)."""
+    raise AssertionError("a walk called after its pass")
 
 
 def rule_dfas(

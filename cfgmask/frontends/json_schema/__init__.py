@@ -96,7 +96,13 @@ def schema_to_grammar(
         raise GrammarError("a JSON Schema must be an object or a boolean")
     _whitespace(whitespace)  # validates the policy name
     c = SchemaCompiler(schema, strict, whitespace, canonical, resources, plain)
-    return c.compile(), c.rep.report
+    try:
+        return c.compile(), c.rep.report
+    finally:
+        # its helpers point back at it: without the cycle, the walk's state (a few hundred IR
+        # nodes, tuples and dicts a schema) is freed here, not left to the collector, whose
+        # passes during the compile that follows it would walk and then clear it
+        c.strings = c.containers = None  # type: ignore[assignment]
 
 
 # json.loads without its three Python frames (loads, decode, raw_decode) and two regex matches:

@@ -36,6 +36,13 @@ def fresh(rules: dict[str, ir.Expr], base: str) -> str:
     return name
 
 
+def spent(i: int) -> ir.Expr:
+    """What a finished walk by position (a recursive closure) is rebound to: its cycle (the
+    closure, its own cell) broken, what it holds is freed when its maker returns, not by the
+    collector."""
+    raise AssertionError("a walk called after it finished")
+
+
 def opt(e: ir.Expr) -> ir.Expr:
     return ir.Repeat(e, 0, 1)
 

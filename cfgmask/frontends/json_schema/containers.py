@@ -895,6 +895,7 @@ class Containers:
             first, after = (elems[0], tail(1)) if n else (r, tail(1))
             if first != ir.NOTHING and after != ir.NOTHING:
                 alts.append(ir.seq(U.lit("["), c.ws(), first, after, c.ws(), U.lit("]")))
+        tail = U.spent  # it calls itself through its cell: rebound, it is freed here, not by the collector
         return ir.alt(*alts) if alts else ir.NOTHING
 
     def _contains(
