@@ -14,7 +14,7 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .strategies import Vocab
+from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_entries import (
     EXPR_PIECES,
@@ -22,7 +22,6 @@ from .test_entries import (
     entries,
     expression_grammars,
     shipped,
-    vocabularies,
 )
 
 
