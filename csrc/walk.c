@@ -413,6 +413,7 @@ static const name_stops *name_stops_of(const cm_grammar *g, cm_follow_memo *m, u
     if (!m->stops) {
         if (!(m->stops = calloc(t->n_rules, sizeof *m->stops))) return NULL;
         m->n_rules = t->n_rules;
+        atomic_fetch_add(&g->cache->bytes, t->n_rules * sizeof *m->stops);
     }
     if (m->stops[rule]) return m->stops[rule];
     size_t nw = ((size_t)t->n_states + 63) / 64;
@@ -464,9 +465,14 @@ static const name_stops *name_stops_of(const cm_grammar *g, cm_follow_memo *m, u
 /* Whether the name stops prove that the upward chart dies on p[0..len): its
  * first byte after a run of name bytes is one no state of T reads, or a
  * non-ASCII one followed by a byte nothing reads after it. */
-static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len) {
+static uint32_t name_run(const uint8_t *p, uint32_t len) {
     uint32_t j = 0;
     while (j < len && cm_name_byte(p[j])) j++;
+    return j;
+}
+
+static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len) {
+    uint32_t j = name_run(p, len);
     if (j == len) return false;
     uint8_t x = p[j];
     if (!cm_bit(ns->first, x)) return true;
@@ -549,9 +555,13 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     }
     cm_chart *c = &m->item;
     int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
-    /* many tokens: the name stops answer most of a name's rests at once */
-    const name_stops *ns = !rc && g->lim.name_stops && n >= g->lim.name_stops ? name_stops_of(g, m, rule) : NULL;
-    size_t stopped = 0;
+    /* The name stops answer a name's rests at once, made once a filter meets
+     * enough rests that stop on a non-ASCII byte after a name (what they
+     * decide best; making them costs a pass over the states, ~0.2 M
+     * instructions in sql.lark), then kept for the rule's later filters. */
+    bool stops_on = g->lim.name_stops != 0;
+    const name_stops *ns = stops_on && m->stops ? m->stops[rule] : NULL;
+    size_t stopped = 0, non_ascii = 0;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
     bool died = false;            /* prev died on prev[have] */
@@ -573,6 +583,11 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
+            if (stops_on && !ns) {
+                uint32_t j = name_run(p + e, len - e);
+                if (j < len - e && p[e + j] >= 0x80 && ++non_ascii >= g->lim.name_stops)
+                    stops_on = (ns = name_stops_of(g, m, rule)) != NULL;
+            }
             if (ns && name_stops_dead(ns, p + e, len - e)) {
                 stopped++;
                 continue;
