@@ -74,6 +74,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t share_edges
         size_t closing_verdicts
         size_t run_walks
+        size_t name_stops
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -297,6 +298,10 @@ cdef extern from "cfgmask.h" nogil:
         CM_SIMD_AVX2
         CM_SIMD_AVX512
     int cm_apply_mask_simd()
+
+
+cdef extern from "walk.h" nogil:
+    size_t cm_walk_name_stop_hits()
 
 
 cdef extern from "chains.h" nogil:

@@ -127,6 +127,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.share_edges = s.share_edges
     lim.closing_verdicts = s.closing_verdicts
     lim.run_walks = s.run_walks
+    lim.name_stops = s.name_stops
 
 
 cdef uint32_t _NO_SETS[1]
@@ -1279,6 +1280,12 @@ def chain_wrap_direct_hits():
 def chain_memo_hits():
     """How many chain analyses were taken from memos so far in this process (for the tests)."""
     return cm_chain_memo_hits()
+
+
+def name_stop_hits():
+    """How many of the upward filter's questions the name stops answered so far in this
+    process (for the tests)."""
+    return cm_walk_name_stop_hits()
 
 
 def chain_bulk_takes():

@@ -184,6 +184,12 @@ typedef struct cm_limits {
      * those subtrees on; 0: every state walks its names.  The entries are the
      * same. */
     size_t run_walks;
+    /* n > 0: the upward filter answers the rests of tokens after their exits
+     * whose first byte after a run of name bytes no state the rule's callers
+     * reach through name bytes reads (walk.c, name_stops), by tables made per
+     * rule once a filter has met n rests that stop on a non-ASCII byte after
+     * a name, and kept; 0: every rest is scanned.  The entries are the same. */
+    size_t name_stops;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -28,6 +28,7 @@ void cm_limits_default(cm_limits *out) {
     out->share_edges = 256;
     out->closing_verdicts = 64;
     out->run_walks = 64;
+    out->name_stops = 128;
 }
 
 static int validate_tokens(const cm_tables *t) {

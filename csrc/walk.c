@@ -182,9 +182,28 @@ typedef struct {
     uint16_t verdict;    /* 0: an empty slot; 1: the chart dies; 2: it survives */
 } follow_slot;
 
+/* What the upward chart of a rule can read after a name (follow_answer's
+ * shortcut): T is every state reachable from the rule's return states through
+ * name bytes ([A-Za-z0-9_]), calls, markers and returns, where a completed
+ * rule returns to every state any call of it returns to.  The items of the
+ * upward chart after any run of name bytes are at states of T (the chart adds
+ * nothing else: a completion returns to a subset of those states, a lookahead
+ * debt only drops items), so a byte no state of T reads kills it there;
+ * likewise a second byte after a non-ASCII first one x that no state reached
+ * from T on x (and closed) reads.  After a name, the lead byte of a non-ASCII
+ * letter (`Nguy\xe1\xbb\x85n`) is such a byte in most grammars: the rests of a
+ * name token that the item's rule leaves inside it, one a position, die there
+ * without a chart step. */
+typedef struct {
+    uint32_t first[8];         /* the bytes some state of T reads */
+    uint32_t second[128][8];   /* by x - 0x80, for the non-ASCII x in first: the bytes after x */
+} name_stops;
+
 struct cm_follow_memo {
     follow_slot *slots;  /* open addressing, [cap] */
     size_t cap, n;
+    name_stops **stops;  /* [n_rules], made on first use; NULL: not yet */
+    uint32_t n_rules;
     /* the filter's charts, reused from call to call (the positions of a long
      * string's chain filter a few tokens each, 100-200 times in one mask) */
     cm_chart item, up;
@@ -197,6 +216,9 @@ void cm_follow_memo_free(cm_follow_memo *m) {
     if (!m) return;
     if (m->item_ok) cm_chart_free(&m->item);
     if (m->up_ok) cm_chart_free(&m->up);
+    if (m->stops)
+        for (uint32_t r = 0; r < m->n_rules; r++) free(m->stops[r]);
+    free(m->stops);
     free(m->slots);
     free(m);
 }
@@ -353,6 +375,110 @@ static int follow_sort(follow_ask *ask, size_t n) {
     return rc;
 }
 
+static atomic_size_t g_name_stop_hits;
+
+size_t cm_walk_name_stop_hits(void) { return atomic_load(&g_name_stop_hits); }
+
+/* State s into T (in: its bits, list: its states in order) unless there. */
+static inline void stops_push(uint64_t *in, uint32_t *list, uint32_t *n, uint32_t s) {
+    if (in[s >> 6] >> (s & 63) & 1) return;
+    in[s >> 6] |= 1ull << (s & 63);
+    list[(*n)++] = s;
+}
+
+/* The states a chart's closure adds for an item at s, over-approximated as
+ * above: its calls' starts, the targets of its markers and nullable calls, and
+ * if it accepts, every return state of its rule. */
+static void stops_closure_of(const cm_grammar *g, uint32_t s, uint64_t *in, uint32_t *list, uint32_t *n) {
+    const cm_tables *t = &g->t;
+    if (t->accepting[s]) {
+        uint32_t r = t->state_rule[s];
+        for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++) stops_push(in, list, n, g->ret_state[k]);
+    }
+    for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) {
+        uint32_t callee = t->ref_rule[e];
+        if (!t->rule_la[callee]) stops_push(in, list, n, t->rule_start[callee]);
+        if (t->rule_la[callee] || t->rule_nullable[callee]) stops_push(in, list, n, t->ref_target[e]);
+    }
+}
+
+static void stops_reads(const cm_grammar *g, const uint32_t *list, uint32_t from, uint32_t n, uint32_t *reads) {
+    for (uint32_t i = from; i < n; i++)
+        for (int j = 0; j < 8; j++) reads[j] |= g->next_bytes[(size_t)list[i] * 8 + j];
+}
+
+/* The name stops of `rule`, made on first use; NULL when memory is short. */
+static const name_stops *name_stops_of(const cm_grammar *g, cm_follow_memo *m, uint32_t rule) {
+    const cm_tables *t = &g->t;
+    if (!m->stops) {
+        if (!(m->stops = calloc(t->n_rules, sizeof *m->stops))) return NULL;
+        m->n_rules = t->n_rules;
+        atomic_fetch_add(&g->cache->bytes, t->n_rules * sizeof *m->stops);
+    }
+    if (m->stops[rule]) return m->stops[rule];
+    size_t nw = ((size_t)t->n_states + 63) / 64;
+    uint64_t *in = calloc(2 * nw, sizeof *in), *in2 = in + nw;
+    uint32_t *list = malloc(2 * (size_t)t->n_states * sizeof *list), *list2 = list + t->n_states;
+    name_stops *ns = calloc(1, sizeof *ns);
+    if (!in || !list || !ns) {
+        free(in);
+        free(list);
+        free(ns);
+        return NULL;
+    }
+    uint32_t cls[256], n_cls = 0, n = 0;  /* one class a name byte's */
+    bool seen[256] = {false};
+    for (unsigned b = 0; b < 256; b++) {
+        uint8_t c = t->byte_class[b];
+        if (cm_name_byte((uint8_t)b) && !seen[c]) {
+            seen[c] = true;
+            cls[n_cls++] = c;
+        }
+    }
+    for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1]; k++) stops_push(in, list, &n, g->ret_state[k]);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = list[i];
+        stops_closure_of(g, s, in, list, &n);
+        if (!g->has_bytes[s]) continue;
+        const int32_t *row = t->trans + (size_t)s * t->n_classes;
+        for (uint32_t j = 0; j < n_cls; j++)
+            if (row[cls[j]] >= 0) stops_push(in, list, &n, (uint32_t)row[cls[j]]);
+    }
+    stops_reads(g, list, 0, n, ns->first);
+    for (unsigned x = 0x80; x < 256; x++) {
+        if (!cm_bit(ns->first, x)) continue;
+        uint32_t n2 = 0;
+        memset(in2, 0, nw * sizeof *in2);
+        for (uint32_t i = 0; i < n; i++) {
+            int32_t to = g->has_bytes[list[i]] ? t->trans[(size_t)list[i] * t->n_classes + t->byte_class[x]] : -1;
+            if (to >= 0) stops_push(in2, list2, &n2, (uint32_t)to);
+        }
+        for (uint32_t i = 0; i < n2; i++) stops_closure_of(g, list2[i], in2, list2, &n2);
+        stops_reads(g, list2, 0, n2, ns->second[x - 0x80]);
+    }
+    free(in);
+    free(list);
+    atomic_fetch_add(&g->cache->bytes, sizeof *ns);
+    return m->stops[rule] = ns;
+}
+
+/* Whether the name stops prove that the upward chart dies on p[0..len): its
+ * first byte after a run of name bytes is one no state of T reads, or a
+ * non-ASCII one followed by a byte nothing reads after it. */
+static uint32_t name_run(const uint8_t *p, uint32_t len) {
+    uint32_t j = 0;
+    while (j < len && cm_name_byte(p[j])) j++;
+    return j;
+}
+
+static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len) {
+    uint32_t j = name_run(p, len);
+    if (j == len) return false;
+    uint8_t x = p[j];
+    if (!cm_bit(ns->first, x)) return true;
+    return x >= 0x80 && j + 1 < len && !cm_bit(ns->second[x - 0x80], p[j + 1]);
+}
+
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones
  * share the sets of their common prefix, and one that holds the byte its
  * predecessor died on dies there too.  Each verdict goes to the memo, and a
@@ -429,6 +555,13 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     }
     cm_chart *c = &m->item;
     int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
+    /* The name stops answer a name's rests at once, made once a filter meets
+     * enough rests that stop on a non-ASCII byte after a name (what they
+     * decide best; making them costs a pass over the states, ~0.2 M
+     * instructions in sql.lark), then kept for the rule's later filters. */
+    bool stops_on = g->lim.name_stops != 0;
+    const name_stops *ns = stops_on && m->stops ? m->stops[rule] : NULL;
+    size_t stopped = 0, non_ascii = 0;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
     bool died = false;            /* prev died on prev[have] */
@@ -450,6 +583,15 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
+            if (stops_on && !ns) {
+                uint32_t j = name_run(p + e, len - e);
+                if (j < len - e && p[e + j] >= 0x80 && ++non_ascii >= g->lim.name_stops)
+                    stops_on = (ns = name_stops_of(g, m, rule)) != NULL;
+            }
+            if (ns && name_stops_dead(ns, p + e, len - e)) {
+                stopped++;
+                continue;
+            }
             uint32_t h = follow_hash(rule, p + e, len - e);
             int known = follow_get(g, h, rule, p + e, len - e);
             if (known >= 0) {
@@ -460,6 +602,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
     }
+    if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
     if (!rc && n_ask) {
         follow_reserve(g, n_ask);
         rc = follow_sort(ask, n_ask);

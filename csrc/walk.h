@@ -50,6 +50,9 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
  * each through the upward chart cost a third of Snowplow's compile(warm=True). */
 #define CM_FILTER_MAX_UNCERTAIN 16384
 void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* How many of the filter's questions the name stops answered so far in this
+ * process (for the tests). */
+size_t cm_walk_name_stop_hits(void);
 /* The filter's memo of verdicts (a cache's, freed with it). */
 typedef struct cm_follow_memo cm_follow_memo;
 void cm_follow_memo_free(cm_follow_memo *m);

@@ -79,6 +79,13 @@ class Strategy:
     # for every grammar; each state walks only the subtrees that leave (0: every state walks
     # its names; 1: every such walk, as the tests use it; needs share_loop_walks)
     run_walks: int = 64
+    # the upward filter (a cache entry's uncertain tokens, their rests after the rule exits)
+    # drops the rests whose first byte after a run of name bytes ([A-Za-z0-9_]) no state of the
+    # rule's callers, reached through name bytes, reads (a name token's rests at each of its
+    # positions, ending in a non-ASCII letter), by tables made per rule once one filter has met
+    # this many rests that stop on a non-ASCII byte after a name, then kept for the rule's later
+    # filters (0: every rest goes through the upward chart; 1: at once, as the tests use it)
+    name_stops: int = 128
 
 
 DEFAULT = Strategy()
