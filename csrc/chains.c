@@ -760,8 +760,7 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
             int32_t *need = cd->need + cd->n_ids;
             memcpy(ids, v->trie_ids + k, run * sizeof *ids);
             for (size_t i = 0; i < run; i++) {  /* (a trie entry is not empty) */
-                int64_t n = (int64_t)(toff[k + i + 1] - toff[k + i] - 1) * bt.s - bt.d;
-                need[i] = n < -1 ? -1 : n > CM_CHAIN_MAX ? CM_CHAIN_MAX : (int32_t)n;
+                need[i] = clamp_need((int64_t)(toff[k + i + 1] - toff[k + i] - 1) * bt.s - bt.d);
             }
             cd->n_ids += (uint32_t)run;
             k += run;
