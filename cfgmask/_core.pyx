@@ -1257,6 +1257,19 @@ def direct_build_enable(bint on):
     cm_direct_build_enable(1 if on else 0)
 
 
+def dfa_runs_enable(bint on):
+    """Copy an inlined callee's DFA into its callers' NFAs from its rows kept as runs on it, made at
+    its first copy (csrc/dfa.c, cm_dfa_runs_of; the default), or, off, from a walk of its rows at
+    each copy: the reference the tests compare against.  Process-wide; the NFAs are the same."""
+    cm_dfa_runs_enable(1 if on else 0)
+
+
+def dfa_runs_reused():
+    """How many copies of a DFA into a caller's NFA took its runs made for an earlier copy, so far
+    in this process (for the tests)."""
+    return cm_dfa_runs_reused()
+
+
 def chain_memo_enable(bint on):
     """Take a counted chain's analysis from the vocabulary's memo of a chain with the same rows
     (csrc/chains.c, the default) or, off, analyse every chain: the reference the tests compare

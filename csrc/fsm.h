@@ -100,6 +100,21 @@ static inline uint32_t cm_run_end(const int32_t *row, uint32_t c, uint32_t n) {
     return c1;
 }
 
+/* A DFA's byte rows as runs (cm_dfa_out.runs): state s's are off[s] .. off[s + 1], each the
+ * bytes rng & 0xFF .. rng >> 8 of one class span to state to[] (no run for "no edge"), in class
+ * order: what a walk of the row with cm_run_end yields.  One allocation (free(runs)). */
+typedef struct cm_dfa_runs {
+    uint32_t *off;                 /* [n_states + 1] */
+    uint16_t *rng;                 /* [off[n_states]] lo | hi << 8 */
+    uint32_t *to;                  /* [off[n_states]] */
+} cm_dfa_runs;
+
+/* d's runs, made on the first call and kept on d (safe from several threads: one is published,
+ * the others' freed); NULL when out of memory (walk the rows then).  *reused: they were made
+ * already.  d must not change after its first call (a finished DFA does not).  Its memory is not
+ * counted against a budget: at most 1.5x d's table, and only for a DFA copied into a caller. */
+const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d, bool *reused);
+
 /* Bytes held by d's arrays (what a budget counts for a built DFA). */
 size_t cm_dfa_bytes(const cm_dfa_out *d);
 /* A DFA of n_states states, n_classes classes and n_lab label edges, its arrays

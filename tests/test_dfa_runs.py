@@ -1,0 +1,112 @@
+"""An inlined callee's DFA is copied into each caller's NFA from its rows kept as runs on it, made
+at its first copy (csrc/dfa.c, ``cm_dfa_runs_of``; csrc/thompson.c, ``tb_embed``): the copies
+take the runs (the core's counter), and the automata, tables and masks are those of copies that
+walk the rows each time (``_core.dfa_runs_enable(False)``, the reference)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+
+import cfgmask
+from cfgmask import _core
+from cfgmask.frontends.gbnf import parse_gbnf
+
+from .test_compile_passes import _outcome, _rule_dfas, _tables, grammars_with_tokens
+
+# `num` is inlined into five callers (each a rule of its own: used twice, not expanded)
+NUMBERS = r"""
+root ::= "{" (a | b | c | d | e) "}" | "[" a b c d e "]"
+a ::= "a=" num ";"
+b ::= "bb=" num ","
+c ::= "c:" num
+d ::= "dd" num "!" num
+e ::= "e" num | num "e"
+num ::= "-"? ("0" | [1-9] [0-9]{0,7}) ("." [0-9]{1,6})? ([eE] [+-]? [0-9]{1,3})?
+"""
+
+# the JSON number inlined into five properties (Glaiveai2K's calculate_area)
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "shape": {"type": "string"},
+        "dimensions": {
+            "type": "object",
+            "properties": {k: {"type": "number"} for k in ("base", "height", "length", "radius", "width")},
+        },
+    },
+    "required": ["shape", "dimensions"],
+}
+
+
+@pytest.fixture
+def runs_off() -> Iterator[None]:
+    _core.dfa_runs_enable(False)
+    try:
+        yield
+    finally:
+        _core.dfa_runs_enable(True)
+
+
+def _both(fn):  # type: ignore[no-untyped-def]
+    """fn() with the runs (and how many copies reused them), then with every copy walking."""
+    before = _core.dfa_runs_reused()
+    got = _outcome(fn)
+    reused = _core.dfa_runs_reused() - before
+    _core.dfa_runs_enable(False)
+    try:
+        before = _core.dfa_runs_reused()
+        want = _outcome(fn)
+        assert _core.dfa_runs_reused() == before  # off: no copy takes them
+    finally:
+        _core.dfa_runs_enable(True)
+    return got, want, reused
+
+
+def test_copies_take_the_runs_and_give_the_same_automata() -> None:
+    g = parse_gbnf(NUMBERS)
+    got, want, reused = _both(lambda: _rule_dfas(g, True))
+    assert got == want
+    assert reused >= 4  # five copies of num (six in d's two): the first makes them
+
+
+def test_copies_take_the_runs_and_give_the_same_tables() -> None:
+    g = parse_gbnf(NUMBERS)
+    got, want, reused = _both(lambda: _tables(g, True))
+    assert got == want
+    assert reused >= 4
+
+
+def test_json_number_copies_give_the_same_tables() -> None:
+    g = cfgmask.Grammar.from_json_schema(json.dumps(SCHEMA)).ir
+    got, want, reused = _both(lambda: _tables(g, True))
+    assert got == want
+    assert reused >= 4  # the number in five properties
+
+
+def _masks(schema: dict, doc: str) -> list[bytes]:
+    cfgmask.clear_caches()
+    tokens = [bytes([b]) for b in range(32, 127)] + [b'{"', b'":', b"12", b".5"]
+    vocab = cfgmask.Vocabulary.from_token_bytes(tokens)
+    m = cfgmask.Matcher(cfgmask.compile(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab))
+    out = []
+    for ch in doc:
+        out.append(m.allowed_tokens().tobytes())
+        assert m.accept_bytes(ch.encode())
+    return out
+
+
+def test_json_number_copies_give_the_same_masks(runs_off: None) -> None:
+    doc = '{"shape": "square", "dimensions": {"base": -1.5e3, "width": 20}}'
+    want = _masks(SCHEMA, doc)
+    _core.dfa_runs_enable(True)
+    assert _masks(SCHEMA, doc) == want
+
+
+@given(grammars_with_tokens())
+def test_runs_give_the_walks_automata(g) -> None:  # type: ignore[no-untyped-def]
+    got, want, _ = _both(lambda: _rule_dfas(g, True))
+    assert got == want
