@@ -140,6 +140,7 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *lab
         uint32_t *lab_to
         uint8_t live
+        void *runs
 
     int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
                      cm_budget *budget, cm_dfa_out **out)
@@ -241,6 +242,8 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *tok_target
         uint32_t n_sets
         uint32_t *set_name
+        uint32_t *run_off
+        uint16_t *run_end
 
     int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
                        const int64_t *weights, size_t n_weights, cm_flat_derived **out)
