@@ -1258,9 +1258,9 @@ def direct_build_enable(bint on):
 
 
 def dfa_runs_enable(bint on):
-    """Copy an inlined callee's DFA into its callers' NFAs from its rows kept as runs on it, made at
-    its first copy (csrc/dfa.c, cm_dfa_runs_of; the default), or, off, from a walk of its rows at
-    each copy: the reference the tests compare against.  Process-wide; the NFAs are the same."""
+    """Copy an inlined callee's DFA into its callers' NFAs from its rows kept as runs on it at its
+    first copy (csrc/thompson.c, tb_embed; the default), or, off, from a walk of its rows at each
+    copy: the reference the tests compare against.  Process-wide; the NFAs are the same."""
     cm_dfa_runs_enable(1 if on else 0)
 
 

@@ -301,10 +301,10 @@ typedef struct cm_dfa_out {
      * edge is followed (set by minimization, where it is known at little cost); trimming such a
      * DFA with every label productive keeps it whole, its rows unread.  0: not known. */
     uint8_t live;
-    /* Its byte rows as runs of classes with one target (fsm.h, cm_dfa_runs_of): made the first
-     * time a copy of it into a caller's NFA needs them, by whichever thread gets there first,
-     * and kept, so an automaton inlined several times (a JSON number) is walked once; NULL until
-     * then, freed with it.  Zero it where a cm_dfa_out is made field by field. */
+    /* Its byte rows as runs of classes with one target (fsm.h, cm_dfa_runs_of): kept at its
+     * first copy into a caller's NFA (what that copy's walk of the rows found; the first thread's
+     * where several copy it at once), so an automaton inlined several times (a JSON number) is
+     * walked once; NULL until then, freed with it.  Zero where a cm_dfa_out is made. */
     struct cm_dfa_runs *runs;
 } cm_dfa_out;
 

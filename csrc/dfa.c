@@ -25,59 +25,33 @@ void cm_dfa_out_free(cm_dfa_out *d) {
     free(d);
 }
 
-/* d's runs in one allocation, made in one walk of its rows: room for the most there can be (a
- * run a class), the targets and ranges moved down after the offsets once their number is known. */
-static cm_dfa_runs *make_runs(const cm_dfa_out *d) {
-    uint32_t n = d->n_states, nc = d->n_classes;
-    size_t most = (size_t)n * nc, head = sizeof(cm_dfa_runs) + ((size_t)n + 1) * sizeof(uint32_t);
-    cm_dfa_runs *r = malloc(head + most * (sizeof(uint32_t) + sizeof(uint16_t)) + 1);
+cm_dfa_runs *cm_dfa_runs_alloc(uint32_t n_states, size_t n_runs) {
+    size_t head = sizeof(cm_dfa_runs), offs = ((size_t)n_states + 1) * sizeof(uint32_t);
+    cm_dfa_runs *r = malloc(head + offs + n_runs * (sizeof(uint32_t) + sizeof(uint16_t)) + 1);
     if (!r) return NULL;
     r->off = (uint32_t *)(void *)(r + 1);
-    uint32_t *to = r->off + n + 1;
-    uint16_t *rng = (uint16_t *)(void *)(to + most);
-    uint32_t k = 0;
-    r->off[0] = 0;
-    for (uint32_t s = 0; s < n; s++) {
-        const int32_t *row = d->trans + (size_t)s * nc;
-        for (uint32_t c = 0, c1; c < nc; c = c1) {
-            c1 = cm_run_end(row, c, nc);
-            if (row[c] < 0) continue;
-            rng[k] = (uint16_t)(d->class_lo[c] | (d->class_lo[c1] - 1u) << 8), to[k++] = (uint32_t)row[c];
-        }
-        r->off[s + 1] = k;
-    }
-    r->to = to;
-    r->rng = (uint16_t *)(void *)(to + k); /* (k <= most: below where it was written) */
-    memmove(r->rng, rng, (size_t)k * sizeof *rng);
-    cm_dfa_runs *shrunk = realloc(r, head + (size_t)k * (sizeof(uint32_t) + sizeof(uint16_t)) + 1);
-    if (shrunk && shrunk != r) { /* moved: its pointers again */
-        shrunk->off = (uint32_t *)(void *)(shrunk + 1);
-        shrunk->to = shrunk->off + n + 1;
-        shrunk->rng = (uint16_t *)(void *)(shrunk->to + k);
-    }
-    return shrunk ? shrunk : r;
+    r->to = r->off + n_states + 1;
+    r->rng = (uint16_t *)(void *)(r->to + n_runs);
+    return r;
 }
 
 static atomic_size_t g_runs_reused;
 
 size_t cm_dfa_runs_reused(void) { return atomic_load_explicit(&g_runs_reused, memory_order_relaxed); }
 
+const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d) {
+    cm_dfa_runs *r = atomic_load_explicit((_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs, memory_order_acquire);
+    if (r) atomic_fetch_add_explicit(&g_runs_reused, 1, memory_order_relaxed);
+    return r;
+}
+
 /* As tokclass.c's cm_tokclass_of: a DFA shared between compiles (a cached component's) may be
- * copied by several threads at once; the first runs published win. */
-const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d, bool *reused) {
+ * copied by several threads at once; the first runs published are kept. */
+void cm_dfa_runs_keep(const cm_dfa_out *d, cm_dfa_runs *made) {
     _Atomic(cm_dfa_runs *) *slot = (_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs;
-    cm_dfa_runs *r = atomic_load_explicit(slot, memory_order_acquire), *none = NULL;
-    *reused = r != NULL;
-    if (r) {
-        atomic_fetch_add_explicit(&g_runs_reused, 1, memory_order_relaxed);
-        return r;
-    }
-    cm_dfa_runs *made = make_runs(d);
-    if (!made) return NULL;
-    if (atomic_compare_exchange_strong_explicit(slot, &none, made, memory_order_acq_rel, memory_order_acquire))
-        return made;
-    free(made); /* another thread made them first */
-    return none;
+    cm_dfa_runs *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(slot, &none, made, memory_order_acq_rel, memory_order_acquire))
+        free(made); /* another thread kept its own first */
 }
 
 int cm_dfa_alloc(cm_budget *b, uint32_t n_states, uint32_t n_classes, size_t n_lab, cm_dfa_out **out) {

@@ -109,11 +109,15 @@ typedef struct cm_dfa_runs {
     uint32_t *to;                  /* [off[n_states]] */
 } cm_dfa_runs;
 
-/* d's runs, made on the first call and kept on d (safe from several threads: one is published,
- * the others' freed); NULL when out of memory (walk the rows then).  *reused: they were made
- * already.  d must not change after its first call (a finished DFA does not).  Its memory is not
- * counted against a budget: at most 1.5x d's table, and only for a DFA copied into a caller. */
-const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d, bool *reused);
+/* d's runs if they were kept (cm_dfa_runs_keep; counted in cm_dfa_runs_reused), else NULL.  A
+ * finished DFA does not change, so runs kept once stay true. */
+const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d);
+/* Room for the runs of a DFA of n_states states with n_runs runs in all (NULL: out of memory). */
+cm_dfa_runs *cm_dfa_runs_alloc(uint32_t n_states, size_t n_runs);
+/* Keep `made` (cm_dfa_runs_alloc, filled) as d's runs unless some are kept already (another
+ * thread's: made is freed).  Safe from several threads.  Its memory is not counted against a
+ * budget: at most 1.5x d's table, and only for a DFA copied into a caller. */
+void cm_dfa_runs_keep(const cm_dfa_out *d, cm_dfa_runs *made);
 
 /* Bytes held by d's arrays (what a budget counts for a built DFA). */
 size_t cm_dfa_bytes(const cm_dfa_out *d);

@@ -1,5 +1,5 @@
-"""An inlined callee's DFA is copied into each caller's NFA from its rows kept as runs on it, made
-at its first copy (csrc/dfa.c, ``cm_dfa_runs_of``; csrc/thompson.c, ``tb_embed``): the copies
+"""An inlined callee's DFA is copied into each caller's NFA from its rows kept as runs on it at its
+first copy (csrc/thompson.c, ``tb_embed``; csrc/dfa.c, ``cm_dfa_runs_keep``): the later copies
 take the runs (the core's counter), and the automata, tables and masks are those of copies that
 walk the rows each time (``_core.dfa_runs_enable(False)``, the reference)."""
 
