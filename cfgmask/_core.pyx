@@ -769,6 +769,18 @@ cdef class DfaHandle:
         return self.n_states
 
     @property
+    def runs_kept(self):
+        """Whether its rows are kept as runs (cm_dfa_out.runs: at a copy into a caller, or pinned)."""
+        return self.ptr.runs != NULL
+
+    def keep_runs(self):
+        """Keep its rows as runs now, for its copies into callers (cm_dfa_keep_runs): the prelude's
+        automata get theirs when pinned (cfgmask/compile/cache.py, AutomatonCache.pin)."""
+        cdef int rc = cm_dfa_keep_runs(self.ptr)
+        if rc != CM_OK:
+            _raise(rc, "keep_runs")
+
+    @property
     def live(self):
         """Minimization's mark (cm_dfa_out.live): every state is reached from the start and
         reaches an accepting state when every label edge is followed; False: not known."""

@@ -526,6 +526,10 @@ void cm_direct_build_enable(int on);
 void cm_dfa_runs_enable(int on);
 /* How many copies took a DFA's runs already made for an earlier copy, so far in this process. */
 size_t cm_dfa_runs_reused(void);
+/* Keep d's runs now (a walk of its rows) unless it has them: the prelude's automata, pinned for
+ * every compile, get theirs when pinned, not from whichever compile first copies them (so a
+ * compile after the caches are cleared finds what every other does). */
+int cm_dfa_keep_runs(const cm_dfa_out *d);
 /* This thread's counters since the last take, and up to max_recs of its build records
  * (returns how many); both are reset. */
 size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs);

@@ -45,6 +45,31 @@ const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d) {
     return r;
 }
 
+int cm_dfa_keep_runs(const cm_dfa_out *d) {
+    if (!d) return CM_ERR_ARG;
+    if (atomic_load_explicit((_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs, memory_order_acquire)) return CM_OK;
+    uint32_t n = d->n_states, nc = d->n_classes;
+    size_t m = 0;
+    for (int pass = 0; pass < 2; pass++) { /* count, then write */
+        cm_dfa_runs *r = pass ? cm_dfa_runs_alloc(n, m) : NULL;
+        if (pass && !r) return CM_ERR_NOMEM;
+        uint32_t k = 0;
+        for (uint32_t s = 0; s < n; s++) {
+            const int32_t *row = d->trans + (size_t)s * nc;
+            if (r) r->off[s] = k;
+            for (uint32_t c = 0, c1; c < nc; c = c1) {
+                c1 = cm_run_end(row, c, nc);
+                if (row[c] < 0) continue;
+                if (r) r->rng[k] = (uint16_t)(d->class_lo[c] | (d->class_lo[c1] - 1u) << 8), r->to[k] = (uint32_t)row[c];
+                k++;
+            }
+        }
+        if (r) r->off[n] = k, cm_dfa_runs_keep(d, r);
+        m = k;
+    }
+    return CM_OK;
+}
+
 /* As tokclass.c's cm_tokclass_of: a DFA shared between compiles (a cached component's) may be
  * copied by several threads at once; the first runs published are kept. */
 void cm_dfa_runs_keep(const cm_dfa_out *d, cm_dfa_runs *made) {

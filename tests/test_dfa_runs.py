@@ -6,6 +6,9 @@ walk the rows each time (``_core.dfa_runs_enable(False)``, the reference)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,8 @@ from hypothesis import given
 
 import cfgmask
 from cfgmask import _core
+from cfgmask.compile import prelude
+from cfgmask.compile.cache import CACHE
 from cfgmask.frontends.gbnf import parse_gbnf
 
 from .test_compile_passes import _outcome, _rule_dfas, _tables, grammars_with_tokens
@@ -106,3 +111,47 @@ def test_json_number_copies_give_the_same_masks(runs_off: None) -> None:
 def test_runs_give_the_walks_automata(g) -> None:  # type: ignore[no-untyped-def]
     got, want, _ = _both(lambda: _rule_dfas(g, True))
     assert got == want
+
+
+def test_the_prelude_keeps_its_runs_when_pinned() -> None:
+    """The prelude's automata (pinned, never cleared) have their runs from when they were pinned,
+    not from the first compile that copies them: no run a compile keeps outlives
+    ``clear_caches``, and every cold compile finds what every other does."""
+    prelude.pin()
+    cfgmask.clear_caches()
+    pinned = [dfa for dfas in CACHE._components.values() for dfa in dfas]
+    assert pinned and all(dfa.handle.runs_kept for dfa in pinned)
+
+
+COLD_TWICE = """
+import json, sys
+import cfgmask
+from cfgmask import _core
+from cfgmask.compile import prelude
+from cfgmask.compile.cache import CACHE
+vocab = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)])
+schema = json.loads(sys.argv[1])
+got = []
+for _ in range(2):
+    cfgmask.clear_caches()
+    before = _core.dfa_runs_reused()
+    cfgmask.compile(cfgmask.Grammar.from_json_schema(json.dumps(schema)), vocab)
+    got.append(_core.dfa_runs_reused() - before)
+print(got)
+"""
+
+
+def test_cold_compiles_find_the_same_runs() -> None:
+    """The prelude's automata (pinned, not cleared) have their runs from when they were pinned, so
+    the first cold compile of a process copies them as every later cold compile does: no run
+    kept by an earlier compile outlives ``clear_caches``."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {}, "c": {"type": "array"}}}
+    out = subprocess.run(
+        [sys.executable, "-c", COLD_TWICE, json.dumps(schema)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    ).stdout
+    first, second = json.loads(out)
+    assert first == second
