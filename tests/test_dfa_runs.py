@@ -9,16 +9,20 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 
 import cfgmask
-from cfgmask import _core
+from cfgmask import _core, ir
 from cfgmask.compile import prelude
 from cfgmask.compile.cache import CACHE
+from cfgmask.compile.tables import build_tables
 from cfgmask.frontends.gbnf import parse_gbnf
 
 from .test_compile_passes import _outcome, _rule_dfas, _tables, grammars_with_tokens
@@ -126,7 +130,7 @@ def test_the_prelude_keeps_its_runs_when_pinned() -> None:
 COLD_TWICE = """
 import json, sys
 import cfgmask
-from cfgmask import _core
+from cfgmask import _core, ir
 from cfgmask.compile import prelude
 from cfgmask.compile.cache import CACHE
 vocab = cfgmask.Vocabulary.from_token_bytes([bytes([b]) for b in range(32, 127)])
@@ -155,3 +159,29 @@ def test_cold_compiles_find_the_same_runs() -> None:
     ).stdout
     first, second = json.loads(out)
     assert first == second
+
+
+def _tables_after(start: threading.Barrier, g: ir.Grammar) -> object:
+    start.wait()
+    t = build_tables(g)
+    return {
+        f.name: (v.tobytes() if hasattr(v, "tobytes") else v) for f in fields(t) for v in [getattr(t, f.name)]
+    }
+
+
+def test_threads_copying_one_cached_dfa_build_the_same_tables() -> None:
+    """Compiles on several threads at once copy the cached components' DFAs (the JSON number's,
+    the string's) and keep their runs on them (one published, the others freed: cm_dfa_runs_keep):
+    every thread's tables are those of a compile whose copies walk the rows."""
+    g = cfgmask.Grammar.from_json_schema(json.dumps(SCHEMA)).ir
+    _core.dfa_runs_enable(False)
+    try:
+        want = _tables(g, True)
+    finally:
+        _core.dfa_runs_enable(True)
+    for _ in range(3):
+        cfgmask.clear_caches()
+        start = threading.Barrier(6)
+        with ThreadPoolExecutor(6) as pool:
+            got = list(pool.map(lambda _, b=start: _tables_after(b, g), range(6)))
+        assert all(x == want for x in got)
