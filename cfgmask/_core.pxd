@@ -140,6 +140,7 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *lab
         uint32_t *lab_to
         uint8_t live
+        void *runs
 
     int cm_fsm_build(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states,
                      cm_budget *budget, cm_dfa_out **out)
@@ -241,6 +242,8 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *tok_target
         uint32_t n_sets
         uint32_t *set_name
+        uint32_t *run_off
+        uint16_t *run_end
 
     int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
                        const int64_t *weights, size_t n_weights, cm_flat_derived **out)
@@ -272,6 +275,9 @@ cdef extern from "cfgmask.h" nogil:
 
     void cm_compile_stats_enable(int on)
     void cm_direct_build_enable(int on)
+    void cm_dfa_runs_enable(int on)
+    size_t cm_dfa_runs_reused()
+    int cm_dfa_keep_runs(const cm_dfa_out *d)
     size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs)
 
     ctypedef struct cm_logits_view:

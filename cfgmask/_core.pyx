@@ -769,6 +769,18 @@ cdef class DfaHandle:
         return self.n_states
 
     @property
+    def runs_kept(self):
+        """Whether its rows are kept as runs (cm_dfa_out.runs: at a copy into a caller, or pinned)."""
+        return self.ptr.runs != NULL
+
+    def keep_runs(self):
+        """Keep its rows as runs now, for its copies into callers (cm_dfa_keep_runs): the prelude's
+        automata get theirs when pinned (cfgmask/compile/cache.py, AutomatonCache.pin)."""
+        cdef int rc = cm_dfa_keep_runs(self.ptr)
+        if rc != CM_OK:
+            _raise(rc, "keep_runs")
+
+    @property
     def live(self):
         """Minimization's mark (cm_dfa_out.live): every state is reached from the start and
         reaches an accepting state when every label edge is followed; False: not known."""
@@ -1255,6 +1267,19 @@ def direct_build_enable(bint on):
     every rule through Thompson's NFA and subset construction: the reference the tests compare
     against.  Process-wide; clear the caches after a change (cached automata were built either way)."""
     cm_direct_build_enable(1 if on else 0)
+
+
+def dfa_runs_enable(bint on):
+    """Copy an inlined callee's DFA into its callers' NFAs from its rows kept as runs on it at its
+    first copy (csrc/thompson.c, tb_embed; the default), or, off, from a walk of its rows at each
+    copy: the reference the tests compare against.  Process-wide; the NFAs are the same."""
+    cm_dfa_runs_enable(1 if on else 0)
+
+
+def dfa_runs_reused():
+    """How many copies of a DFA into a caller's NFA took its runs made for an earlier copy, so far
+    in this process (for the tests)."""
+    return cm_dfa_runs_reused()
 
 
 def chain_memo_enable(bint on):

@@ -301,6 +301,11 @@ typedef struct cm_dfa_out {
      * edge is followed (set by minimization, where it is known at little cost); trimming such a
      * DFA with every label productive keeps it whole, its rows unread.  0: not known. */
     uint8_t live;
+    /* Its byte rows as runs of classes with one target (fsm.h, cm_dfa_runs_of): kept at its
+     * first copy into a caller's NFA (what that copy's walk of the rows found; the first thread's
+     * where several copy it at once), so an automaton inlined several times (a JSON number) is
+     * walked once; NULL until then, freed with it.  Zero where a cm_dfa_out is made. */
+    struct cm_dfa_runs *runs;
 } cm_dfa_out;
 
 /* Subset construction from `start` (accepting: sets holding `final`) and
@@ -475,6 +480,11 @@ typedef struct cm_flat_derived {
     uint32_t *tok_set, *tok_target;  /* [tok_off[n_states]] */
     uint32_t n_sets;
     uint32_t *set_name;            /* [n_sets] name index of each token set */
+    /* The runs of one target that the FOLLOW pass found in each state's row, for
+     * cm_flat_derive_trans (one walk of the rows, not two): state s's rule-class runs end at
+     * run_end[run_off[s] .. run_off[s + 1]), in order.  NULL when not found (no byte classes). */
+    uint32_t *run_off;             /* [n_states + 1] */
+    uint16_t *run_end;
 } cm_flat_derived;
 
 /* From f (n_rules > 0) and is_token[n_names]; byte classes only if n_weights >= n_states. */
@@ -511,6 +521,15 @@ void cm_compile_stats_enable(int on);
 /* Rules built straight to their DFA where they can be (direct.c; on by default): off, every
  * rule takes Thompson's path (the reference the tests compare against). */
 void cm_direct_build_enable(int on);
+/* The copies of a DFA into callers' NFAs take its rows as runs kept on it (cm_dfa_out.runs; on by
+ * default): off, each copy walks the rows (the reference the tests compare against). */
+void cm_dfa_runs_enable(int on);
+/* How many copies took a DFA's runs already made for an earlier copy, so far in this process. */
+size_t cm_dfa_runs_reused(void);
+/* Keep d's runs now (a walk of its rows) unless it has them: the prelude's automata, pinned for
+ * every compile, get theirs when pinned, not from whichever compile first copies them (so a
+ * compile after the caches are cleared finds what every other does). */
+int cm_dfa_keep_runs(const cm_dfa_out *d);
 /* This thread's counters since the last take, and up to max_recs of its build records
  * (returns how many); both are reset. */
 size_t cm_compile_stats_take(cm_compile_stats *out, cm_build_rec *recs, size_t max_recs);

@@ -1,5 +1,6 @@
 /* Operations on finished DFAs (cm_dfa_out): allocation, label compaction, and the
  * trimming of dead and unreachable states (automata._trim_all). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,62 @@ void cm_dfa_out_free(cm_dfa_out *d) {
     free(d->lab);
     free(d->lab_to);
     free(d->lab_off);
+    free(d->runs);
     free(d);
+}
+
+cm_dfa_runs *cm_dfa_runs_alloc(uint32_t n_states, size_t n_runs) {
+    size_t head = sizeof(cm_dfa_runs), offs = ((size_t)n_states + 1) * sizeof(uint32_t);
+    cm_dfa_runs *r = malloc(head + offs + n_runs * (sizeof(uint32_t) + sizeof(uint16_t)) + 1);
+    if (!r) return NULL;
+    r->off = (uint32_t *)(void *)(r + 1);
+    r->to = r->off + n_states + 1;
+    r->rng = (uint16_t *)(void *)(r->to + n_runs);
+    return r;
+}
+
+static atomic_size_t g_runs_reused;
+
+size_t cm_dfa_runs_reused(void) { return atomic_load_explicit(&g_runs_reused, memory_order_relaxed); }
+
+const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d) {
+    cm_dfa_runs *r = atomic_load_explicit((_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs, memory_order_acquire);
+    if (r) atomic_fetch_add_explicit(&g_runs_reused, 1, memory_order_relaxed);
+    return r;
+}
+
+int cm_dfa_keep_runs(const cm_dfa_out *d) {
+    if (!d) return CM_ERR_ARG;
+    if (atomic_load_explicit((_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs, memory_order_acquire)) return CM_OK;
+    uint32_t n = d->n_states, nc = d->n_classes;
+    size_t m = 0;
+    for (int pass = 0; pass < 2; pass++) { /* count, then write */
+        cm_dfa_runs *r = pass ? cm_dfa_runs_alloc(n, m) : NULL;
+        if (pass && !r) return CM_ERR_NOMEM;
+        uint32_t k = 0;
+        for (uint32_t s = 0; s < n; s++) {
+            const int32_t *row = d->trans + (size_t)s * nc;
+            if (r) r->off[s] = k;
+            for (uint32_t c = 0, c1; c < nc; c = c1) {
+                c1 = cm_run_end(row, c, nc);
+                if (row[c] < 0) continue;
+                if (r) r->rng[k] = (uint16_t)(d->class_lo[c] | (d->class_lo[c1] - 1u) << 8), r->to[k] = (uint32_t)row[c];
+                k++;
+            }
+        }
+        if (r) r->off[n] = k, cm_dfa_runs_keep(d, r);
+        m = k;
+    }
+    return CM_OK;
+}
+
+/* As tokclass.c's cm_tokclass_of: a DFA shared between compiles (a cached component's) may be
+ * copied by several threads at once; the first runs published are kept. */
+void cm_dfa_runs_keep(const cm_dfa_out *d, cm_dfa_runs *made) {
+    _Atomic(cm_dfa_runs *) *slot = (_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs;
+    cm_dfa_runs *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(slot, &none, made, memory_order_acq_rel, memory_order_acquire))
+        free(made); /* another thread kept its own first */
 }
 
 int cm_dfa_alloc(cm_budget *b, uint32_t n_states, uint32_t n_classes, size_t n_lab, cm_dfa_out **out) {

@@ -100,6 +100,25 @@ static inline uint32_t cm_run_end(const int32_t *row, uint32_t c, uint32_t n) {
     return c1;
 }
 
+/* A DFA's byte rows as runs (cm_dfa_out.runs): state s's are off[s] .. off[s + 1], each the
+ * bytes rng & 0xFF .. rng >> 8 of one class span to state to[] (no run for "no edge"), in class
+ * order: what a walk of the row with cm_run_end yields.  One allocation (free(runs)). */
+typedef struct cm_dfa_runs {
+    uint32_t *off;                 /* [n_states + 1] */
+    uint16_t *rng;                 /* [off[n_states]] lo | hi << 8 */
+    uint32_t *to;                  /* [off[n_states]] */
+} cm_dfa_runs;
+
+/* d's runs if they were kept (cm_dfa_runs_keep; counted in cm_dfa_runs_reused), else NULL.  A
+ * finished DFA does not change, so runs kept once stay true. */
+const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d);
+/* Room for the runs of a DFA of n_states states with n_runs runs in all (NULL: out of memory). */
+cm_dfa_runs *cm_dfa_runs_alloc(uint32_t n_states, size_t n_runs);
+/* Keep `made` (cm_dfa_runs_alloc, filled) as d's runs unless some are kept already (another
+ * thread's: made is freed).  Safe from several threads.  Its memory is not counted against a
+ * budget: at most 1.5x d's table, and only for a DFA copied into a caller. */
+void cm_dfa_runs_keep(const cm_dfa_out *d, cm_dfa_runs *made);
+
 /* Bytes held by d's arrays (what a budget counts for a built DFA). */
 size_t cm_dfa_bytes(const cm_dfa_out *d);
 /* A DFA of n_states states, n_classes classes and n_lab label edges, its arrays

@@ -23,6 +23,8 @@
 #include "fsm.h"
 
 #define SCC_MAX 64
+#define CHAIN_MIN 12    /* members of an SCC from which its blocks are found by filter (local_blocks) */
+#define CHAIN_END 0xFFu
 #define NONE UINT32_MAX
 
 typedef struct {
@@ -161,14 +163,37 @@ static uint32_t round0_hash(const reg *r, uint32_t x) {
 static void local_blocks(reg *r, uint32_t k, uint32_t *n_blk) {
     const uint32_t *prev = NULL;
     uint32_t nb = 0, nb_prev = 0, *bh = r->queue;
+    /* From CHAIN_MIN members on, the blocks of each filter are chained in the order they were
+     * made (head: by filter, open addressing; next: the chain), so a member meets only the
+     * blocks its filter allows, in the order the scan of every block met them: the same
+     * compares, where the scan passed over every block made so far (quadratic in the SCC). */
+    uint8_t head[4 * SCC_MAX], next[SCC_MAX]; /* block + 1 (0: free); block (CHAIN_END: last) */
+    uint32_t size = 0;
+    if (k >= CHAIN_MIN)
+        for (size = 16; size < 2 * k; size *= 2) {}
     for (;;) {
         uint32_t *out = prev == r->blk ? r->nblk : r->blk;
         nb = 0;
+        if (size) memset(head, 0, size);
         for (uint32_t i = 0; i < k; i++) {
             uint32_t x = r->memb[i], b = 0;
             uint32_t f = prev ? prev[r->pos[x]] : round0_hash(r, x);
-            while (b < nb && (f != bh[b] || !local_same(r, x, r->brep[b], prev))) b++;
-            if (b == nb) r->brep[nb] = x, bh[nb++] = f;
+            if (!size) {
+                while (b < nb && (f != bh[b] || !local_same(r, x, r->brep[b], prev))) b++;
+                if (b == nb) r->brep[nb] = x, bh[nb++] = f;
+                out[i] = b;
+                continue;
+            }
+            uint32_t h = (f * 2654435761u) >> 7 & (size - 1), last = CHAIN_END;
+            while (head[h] && bh[head[h] - 1] != f) h = (h + 1) & (size - 1);
+            for (b = head[h] ? head[h] - 1u : CHAIN_END; b != CHAIN_END && !local_same(r, x, r->brep[b], prev);)
+                last = b, b = next[b];
+            if (b == CHAIN_END) {
+                b = nb++;
+                r->brep[b] = x, bh[b] = f, next[b] = CHAIN_END;
+                if (last != CHAIN_END) next[last] = (uint8_t)b;
+                else head[h] = (uint8_t)(b + 1);
+            }
             out[i] = b;
         }
         if (prev && nb == nb_prev) break; /* stable: no block split */

@@ -31,6 +31,7 @@ void cm_flat_derived_free(cm_flat_derived *d) {
     if (!d) return;
     free(d->nullable), free(d->follow), free(d->ref_off), free(d->ref_rule);
     free(d->ref_target), free(d->tok_off), free(d->tok_set), free(d->tok_target), free(d->set_name);
+    free(d->run_off), free(d->run_end);
     free(d);
 }
 
@@ -110,7 +111,9 @@ static int key_add(const uint8_t *cls, uint32_t n, uint32_t nc, uint64_t *part, 
  * also sums the column hashes of the global byte classes into key (byte_classes: one walk of
  * the rows, not two); *key_rc: CM_ERR_ARG for a rule without states or with a byte of no class. */
 static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
-                       bits256 *nxt, const int64_t *weights, uint64_t key[256], int *key_rc) {
+                       bits256 *nxt, const int64_t *weights, uint64_t key[256], int *key_rc, uint32_t *run_off,
+                       uint16_t *run_end) {
+    uint32_t n_runs = 0; /* (run_off: the runs' ends kept where every row is keyed, the only case they are read) */
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         uint32_t nc = n ? (f->rule_trans[r + 1] - f->rule_trans[r]) / n : 0, m = nc < 256 ? nc : 256;
@@ -130,6 +133,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         for (uint32_t i = 0; i < n; i++) {
             bits256 *b = &nxt[lo + i];
             const int32_t *row = tr + (size_t)i * nc;
+            if (keyed && run_off) run_off[lo + i] = n_runs;
             if (d->tok_off[lo + i + 1] > d->tok_off[lo + i]) {
                 memset(b, 0xff, sizeof *b);
                 if (keyed) /* its row still counts in the columns */
@@ -137,6 +141,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                         c1 = cm_run_end(row, c, nc);
                         uint64_t v = (uint64_t)weights[lo + i] * (uint64_t)((int64_t)row[c] + 2);
                         part[c] += v, part[c1] -= v;
+                        if (run_off) run_end[n_runs++] = (uint16_t)c1;
                     }
                 continue;
             }
@@ -148,6 +153,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                 if (keyed) {
                     uint64_t v = w * (uint64_t)((int64_t)row[c] + 2);
                     part[c] += v, part[c1] -= v;
+                    if (run_off) run_end[n_runs++] = (uint16_t)c1;
                 }
                 if (row[c] >= 0) {
                     if (live == UINT32_MAX) live = c;
@@ -160,6 +166,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         }
         if (weights && !*key_rc) *key_rc = keyed ? key_add(cls, n, nc, part, key) : CM_ERR_ARG;
     }
+    if (run_off) run_off[f->n_states] = n_runs;
     for (bool changed = true; changed;) {
         changed = false;
         for (uint32_t k = n_calls; k-- > 0;) {
@@ -320,8 +327,10 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         for (uint32_t c = 0; c < k; c++) inv[inv_off[cls[rep[c]] + 1]++] = (uint8_t)c;
         for (uint32_t i = 0; i < n; i++, o += k) {
             const int32_t *row = tr + (size_t)i * nc;
+            /* the row's runs as the FOLLOW pass found them (d->run_end), else walked again */
+            const uint16_t *ends = d->run_off ? d->run_end + d->run_off[lo + i] : NULL;
             int32_t v = row[0];
-            uint32_t j1 = cm_run_end(row, 0, nc);
+            uint32_t j1 = ends ? ends[0] : cm_run_end(row, 0, nc);
             if (j1 == nc) { /* one target (most often none: calls only): a fill */
                 for (uint32_t c = 0; c < k; c++) o[c] = v;
                 continue;
@@ -330,7 +339,7 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
              * another value written to its global classes (a store a global class with an
              * edge, where a gather read every global class's rule class) */
             for (uint32_t c = 0; c < k; c++) o[c] = -1;
-            for (uint32_t j = 0; j < nc; j = j1, j1 = j < nc ? cm_run_end(row, j, nc) : nc) {
+            for (uint32_t j = 0; j < nc; j = j1, j1 = j < nc ? (ends ? *++ends : cm_run_end(row, j, nc)) : nc) {
                 if ((v = row[j]) == -1) continue;
                 for (uint32_t x = inv_off[j]; x < inv_off[j1]; x++) o[inv[x]] = v;
             }
@@ -370,7 +379,13 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
         uint64_t key[256] = {0};
         int key_rc = CM_OK;
         nullable_rules(f, d, calls, n_calls, can_end);
-        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc);
+        if (weights) { /* room for a run a class of every row: the table's size (a half of its bytes) */
+            d->run_off = malloc(((size_t)f->n_states + 1) * sizeof *d->run_off);
+            d->run_end = malloc(((size_t)f->rule_trans[f->n_rules] + 1) * sizeof *d->run_end);
+            if (!d->run_off || !d->run_end) free(d->run_off), free(d->run_end), d->run_off = NULL, d->run_end = NULL;
+        }
+        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc, d->run_off, d->run_end);
+        if (key_rc) free(d->run_off), free(d->run_end), d->run_off = NULL, d->run_end = NULL;
         follow_bytes(f, d, calls, n_calls, can_end, nxt, rule_of_state, follow);
         if (weights) rc = key_rc ? key_rc : number_classes(f, key, d);
     }

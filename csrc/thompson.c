@@ -63,13 +63,62 @@ static int tb_label(tbuilder *t, uint32_t s, uint32_t label, uint32_t d) {
     return rc ? rc : cm_vec_push(&t->ldst, d);
 }
 
-/* Copy a DFA between start and end (automata: NFA.embed). */
+static int g_dfa_runs = 1;
+
+void cm_dfa_runs_enable(int on) { g_dfa_runs = on; }
+
+/* d's byte edges from its runs kept on it (cm_dfa_runs_of), states base on: the edges, in the
+ * order the walk of its rows pushes them (tb_embed). */
+static int tb_embed_runs(tbuilder *t, const cm_dfa_runs *r, uint32_t n_states, uint32_t base) {
+    size_t m = r->off[n_states], n = t->bsrc.n;
+    int rc = cm_vec_reserve(&t->bsrc, n + m);
+    if (!rc) rc = cm_vec_reserve(&t->brange, n + m);
+    if (!rc) rc = cm_vec_reserve(&t->bdst, n + m);
+    if (rc) return rc;
+    uint32_t *src = t->bsrc.data + n, *range = t->brange.data + n, *dst = t->bdst.data + n;
+    for (uint32_t s = 0; s < n_states; s++)
+        for (uint32_t e = r->off[s]; e < r->off[s + 1]; e++) src[e] = base + s;
+    for (size_t e = 0; e < m; e++) range[e] = r->rng[e], dst[e] = base + r->to[e];
+    t->bsrc.n = t->brange.n = t->bdst.n = n + m;
+    return CM_OK;
+}
+
+/* The runs of d (n states) from its byte edges that a walk of its rows just wrote at `from` on
+ * (states base on), kept on d for its next copies: a copy of what the walk found, not a walk
+ * more.  Out of memory: nothing kept (the next copy walks). */
+static void tb_keep_runs(const tbuilder *t, const cm_dfa_out *d, size_t from, uint32_t base) {
+    uint32_t n = d->n_states;
+    size_t m = t->bsrc.n - from;
+    cm_dfa_runs *r = cm_dfa_runs_alloc(n, m);
+    if (!r) return;
+    memset(r->off, 0, ((size_t)n + 1) * sizeof *r->off);
+    const uint32_t *src = t->bsrc.data + from, *range = t->brange.data + from, *dst = t->bdst.data + from;
+    for (size_t e = 0; e < m; e++) r->off[src[e] - base + 1]++, r->rng[e] = (uint16_t)range[e], r->to[e] = dst[e] - base;
+    for (uint32_t s = 0; s < n; s++) r->off[s + 1] += r->off[s];
+    cm_dfa_runs_keep(d, r);
+}
+
+/* Copy a DFA between start and end (automata: NFA.embed).  Its byte edges come from its runs
+ * (kept on it at its first copy, from what that copy's walk of its rows wrote: an inlined callee
+ * is copied into each of its callers, the JSON number five times into one schema's object),
+ * else from a walk of its rows. */
 static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t end) {
     const cm_dfa_out *d = f->dfa;
     if ((uint64_t)t->n + d->n_states >= TB_MAX_STATES) return CM_ERR_NOMEM;
     int rc = cm_budget_time(t->bud);
     uint32_t base = t->n;
     t->n += d->n_states;
+    const cm_dfa_runs *runs = g_dfa_runs && !rc ? cm_dfa_runs_of(d) : NULL;
+    if (runs) { /* the byte edges at once (each kind of edge has its own arrays: the same NFA) */
+        rc = tb_embed_runs(t, runs, d->n_states, base);
+        for (uint32_t s = 0; !rc && s < d->n_states; s++) {
+            for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
+                rc = tb_label(t, base + s, f->labels[d->lab[e]], base + d->lab_to[e]);
+            if (!rc && d->accepting[s]) rc = tb_eps(t, base + s, end);
+        }
+        return rc ? rc : tb_eps(t, start, base);
+    }
+    size_t from = t->bsrc.n;
     for (uint32_t s = 0; !rc && s < d->n_states; s++) {
         const int32_t *row = d->trans + (size_t)s * d->n_classes;
         size_t n = t->bsrc.n, k = 0; /* room for a row's runs, then one store each (ranges valid: classes) */
@@ -88,6 +137,7 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
             rc = tb_label(t, base + s, f->labels[d->lab[e]], base + d->lab_to[e]);
         if (!rc && d->accepting[s]) rc = tb_eps(t, base + s, end);
     }
+    if (!rc && g_dfa_runs) tb_keep_runs(t, d, from, base);
     return rc ? rc : tb_eps(t, start, base);
 }
 

@@ -69,6 +69,11 @@ CASES = {
         seq(lit("x"), star(lit("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!@#"))),
         seq(lit("y"), star(lit("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!@#"))),
     ),
+    # a cycle of over 12 states (register.c chains its blocks by filter) whose states after x, y,
+    # z, w, v, u share a filter and split three ways in a later round, w equal to y, v to x, u to z
+    "a block of a cycle split three ways": star(
+        alt(lit("xa1"), lit("ya2"), lit("za3"), lit("wa2"), lit("va1"), lit("ua3"), lit("ta2"), lit("sa1"))
+    ),
     "loop of 64 states": star(lit("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!@")),
 }
 

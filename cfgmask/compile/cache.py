@@ -98,6 +98,9 @@ class AutomatonCache:
         with other._lock:
             keys = list(other._key_ids)
             kept = {k: d for k, d in other._components.items() if keep(_members(keys[k]))}
+            for dfas in kept.values():  # their runs for every copy from now on (csrc/dfa.c)
+                for dfa in dfas:
+                    dfa.handle.keep_runs()
             prelude = _Prelude(
                 other._interner.gen, list(other._interner.keys), keys, kept, seed or {}, list(held or ())
             )
