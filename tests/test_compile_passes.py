@@ -325,7 +325,8 @@ def _interned(sess: encode.Session, g: ir.Grammar) -> tuple[object, ...]:
         sess.emit(c)
     it = sess.interner
     facts = (it.keys, it.count, it.height, it.maxlit, list(it.refs), list(it.uses), it.maxprod, it.plain)
-    return sess.roots, facts, sess.code.tolist(), sess.offsets, sess.names, sess.markers, sess.tokens
+    offsets = dict(sess.offsets.items())
+    return sess.roots, facts, sess.code.tolist(), offsets, sess.names, sess.markers, sess.tokens
 
 
 @given(shared_grammars())

@@ -708,11 +708,77 @@ def intern_all(sess, dict rules):
     return out
 
 
+cdef class Offsets:
+    """``Session.offsets``: the offset in the code of each node emitted, by node id.  A C
+    array over the ids (dense: a session's interner numbers its nodes 0, 1, ...), -1 where
+    not emitted, with the read and write of a dict (``get``, ``in``, ``[]``, ``items``): the
+    dict it replaces cost ~0.5 K instructions a node emitted, its resizes and an int object
+    an entry, 1 % of a median JSON schema's compile (docs/design.md §7)."""
+    cdef Py_ssize_t *at
+    cdef Py_ssize_t cap, used
+
+    def __cinit__(self):
+        self.at = NULL
+        self.cap = self.used = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.at)
+
+    cdef inline Py_ssize_t of(self, Py_ssize_t cid) noexcept:
+        """The offset of ``cid``, or -1 (not emitted, or no node id)."""
+        return self.at[cid] if 0 <= cid < self.cap else -1
+
+    cdef int put(self, Py_ssize_t cid, Py_ssize_t off) except -1:
+        cdef Py_ssize_t cap = self.cap, i
+        cdef Py_ssize_t *p
+        if cid < 0 or off < 0:
+            raise ValueError(f"an offset {off} of node {cid}")
+        if cid >= cap:
+            while cap <= cid:
+                cap = 256 if cap < 256 else 2 * cap
+            p = <Py_ssize_t *>PyMem_Realloc(self.at, cap * sizeof(Py_ssize_t))
+            if p == NULL:
+                raise MemoryError
+            for i in range(self.cap, cap):
+                p[i] = -1
+            self.at = p
+            self.cap = cap
+        if self.at[cid] < 0:
+            self.used += 1
+        self.at[cid] = off
+        return 0
+
+    def get(self, cid, default=None):
+        cdef Py_ssize_t off = self.of(cid)
+        return default if off < 0 else off
+
+    def __contains__(self, cid):
+        return self.of(cid) >= 0
+
+    def __getitem__(self, cid):
+        cdef Py_ssize_t off = self.of(cid)
+        if off < 0:
+            raise KeyError(cid)
+        return off
+
+    def __setitem__(self, cid, off):
+        self.put(cid, off)
+
+    def __len__(self):
+        return self.used
+
+    def items(self):
+        """The (node id, offset) pairs, by node id."""
+        cdef Py_ssize_t i
+        return [(i, self.at[i]) for i in range(self.cap) if self.at[i] >= 0]
+
+
 cdef class Emitting:
     """``Session.emit`` for one or more roots: the recursive walk of ``Session._emit_rec``,
     the rest past the recursion cap left to ``Session._emit_iter``."""
     cdef object sess
-    cdef dict offsets, name_idx
+    cdef Offsets offsets
+    cdef dict name_idx
     cdef list keys
     cdef array code
 
@@ -725,9 +791,9 @@ cdef class Emitting:
 
     def emit(self, Py_ssize_t root):
         """``Session.emit(root)``."""
-        got = self.offsets.get(root)
-        if got is not None:
-            return got
+        cdef Py_ssize_t off = self.offsets.of(root)
+        if off >= 0:
+            return off
         try:
             return self.rec(root, 0)
         except Deep:  # the rest without recursion (what is done is kept)
@@ -735,8 +801,8 @@ cdef class Emitting:
 
     cdef Py_ssize_t node(self, object cid, int depth) except -1:
         """The offset of ``cid``, emitted if new."""
-        cdef PyObject *got = PyDict_GetItemWithError(self.offsets, cid)
-        return self.rec(cid, depth) if got == NULL else PyLong_AsSsize_t(<object>got)
+        cdef Py_ssize_t off = self.offsets.of(cid)
+        return self.rec(cid, depth) if off < 0 else off
 
     cdef inline Py_ssize_t grow(self, Py_ssize_t n) except -1:
         cdef Py_ssize_t at = len(self.code)
@@ -816,7 +882,7 @@ cdef class Emitting:
                 body = self.sess._leaf_code(key)
                 at = len(self.code)
                 self.code.extend(body)
-        self.offsets[cid] = at
+        self.offsets.put(cid, at)
         return at
 
     cdef Py_ssize_t char_class(self, object ranges) except -2:
@@ -1310,7 +1376,8 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef object cache = sess.cache
     cdef list out = [], comp, callees, spec_members, keys = sess.interner.keys
     cdef object refs = sess.interner.refs
-    cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx, offsets = sess.offsets
+    cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx
+    cdef Offsets offsets = sess.offsets
     cdef Emitting em = Emitting(sess)
     cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid, u
     cdef bint recursive, regular, locked = False
@@ -1412,9 +1479,9 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 if cached is not None:
                     off = 0
                 else:
-                    got = PyDict_GetItemWithError(offsets, cid)
-                    if got != NULL:
-                        off = <object>got
+                    k = offsets.of(cid)
+                    if k >= 0:
+                        off = k
                     else:
                         try:
                             off = em.rec(cid, 0)
