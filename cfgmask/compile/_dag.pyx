@@ -1374,16 +1374,14 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     to the end (not twice a component), the deadline read every 16 components, and a
     rule that does not call itself is given no member set."""
     cdef object cache = sess.cache
-    cdef list out = [], comp, callees, spec_members, keys = sess.interner.keys
+    cdef list out = [], comp, comps, callees, spec_members, keys = sess.interner.keys
     cdef object refs = sess.interner.refs
-    cdef dict key_of = {}, cap_of = {}, name_idx = sess.name_idx
+    cdef dict name_idx = sess.name_idx
     cdef Offsets offsets = sess.offsets
     cdef Emitting em = Emitting(sess)
     cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid, u
     cdef bint recursive, regular, locked = False
-    cdef Py_ssize_t k, n_comp, n_callees, at, done = 0
-    cdef dict once = {}  # rule -> its component's index: may expand in its caller
-    cdef dict nest = {}  # rule marked or left to expand -> the expansions nested in it, itself included
+    cdef Py_ssize_t k, n_comp, n_callees, at, i, w, n_rules, done = 0
     cdef Py_ssize_t depth
     cdef object lock_release = None
     cdef dict key_ids = None, components = None
@@ -1391,11 +1389,31 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef PyObject *got
     cdef dict num = {}
     cdef list called = []  # by Tarjan's number: the rules each calls, sorted
+    # By Tarjan's number (every rule reached has one): each rule's key id and inline cap,
+    # where dicts by name cost ~2 K instructions a component (a dict read or write for each
+    # member and callee, four times: 2 % of a median JSON schema's compile)
+    cdef list key_by, cap_by
+    cdef Py_ssize_t *mem = NULL
+    cdef Py_ssize_t *once  # the plan index of a rule that may expand in its caller, else -1
+    cdef Py_ssize_t *nest  # a rule marked or left to expand: the expansions nested in it, itself included
+    cdef Py_ssize_t *callee_num  # the current component's callees' numbers
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
         key_ids = cache._key_ids
         components = cache._components
+    comps = tarjan(graph, start, num, called)
+    n_rules = len(num)
+    key_by = [None] * n_rules
+    cap_by = [None] * n_rules
+    mem = <Py_ssize_t *>PyMem_Malloc((3 * n_rules + 1) * sizeof(Py_ssize_t))
+    if mem == NULL:
+        raise MemoryError
+    once = mem
+    nest = mem + n_rules
+    callee_num = mem + 2 * n_rules
+    for i in range(n_rules):
+        once[i] = -1
     try:
-        for comp in tarjan(graph, start, num, called):
+        for comp in comps:
             n_comp = len(comp)
             m = comp[0]
             if n_comp == 1:  # most components: one rule
@@ -1421,6 +1439,8 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 deadline_check("rule loop")
             done += 1
             n_callees = len(callees)
+            for i in range(n_callees):  # reached from a member: numbered, in an earlier component
+                callee_num[i] = <Py_ssize_t>num[callees[i]]
             # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
             # then each callee's (name, key, cap), flat (equal keys, equal components)
             whole = None
@@ -1439,7 +1459,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 u = uses.get(m, 0)
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
-                cap_of[m] = cap
+                cap_by[<Py_ssize_t>num[m]] = cap
                 if whole is not None:
                     cid = cids[m]
                     set_item(whole, at, m)
@@ -1447,10 +1467,11 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                     set_item(whole, at + 2, cap)
                     at += 3
             if whole is not None:
-                for c in callees:
-                    set_item(whole, at, c)
-                    set_item(whole, at + 1, key_of[c])
-                    set_item(whole, at + 2, cap_of[c])
+                for i in range(n_callees):
+                    w = callee_num[i]
+                    set_item(whole, at, callees[i])
+                    set_item(whole, at + 1, key_by[w])
+                    set_item(whole, at + 2, cap_by[w])
                     at += 3
                 untrack(whole)
                 got = PyDict_GetItemWithError(key_ids, whole)
@@ -1469,12 +1490,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             else:
                 key = len(out)
                 cached = None
-            for m in comp:
-                key_of[m] = key
             # the members' bodies as code: not for a cached component (C reads only its DFAs, and
             # the prelude's bodies, a JSON value's, cost a cold compile their emission every time)
             spec_members = []
             for m in comp:
+                w = <Py_ssize_t>num[m]
+                key_by[w] = key
                 cid = cids[m]
                 if cached is not None:
                     off = 0
@@ -1487,29 +1508,34 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                             off = em.rec(cid, 0)
                         except Deep:  # the rest without recursion (what is done is kept)
                             off = sess._emit_iter(cid)
-                spec_members.append(untrack((name_idx[m], off, cap_of[m])))
+                spec_members.append(untrack((name_idx[m], off, cap_by[w])))
             depth = 0
-            for c in callees:
-                k = once.pop(c, -1)
-                if k >= 0 and (cached is None or not any(c in d.names for d in cached)):
+            for i in range(n_callees):
+                w = callee_num[i]
+                k = once[w]
+                once[w] = -1
+                if k >= 0 and (cached is None or not any(callees[i] in d.names for d in cached)):
                     spec = out[k][2]
                     out[k] = (out[k][0], out[k][1], (*spec[:4], True))
-                    depth = max(depth, <Py_ssize_t>nest[c])
+                    if nest[w] > depth:
+                        depth = nest[w]
             m = comp[0]
+            w = <Py_ssize_t>num[m]
             if (
                 depth < MAX_NEST
                 and n_comp == 1
                 and not recursive
                 and cached is None
                 and u == 1
-                and cap_of[m] > 0
+                and cap_by[w] > 0
                 and m != start
                 and (<tuple>keys[cid])[0] != WORDS
             ):
-                once[m] = len(out)
-                nest[m] = depth + 1
+                once[w] = len(out)
+                nest[w] = depth + 1
             out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
     finally:
+        PyMem_Free(mem)
         if locked:
             lock_release()
     return out
