@@ -13,7 +13,7 @@ token texts) and trees deeper than the recursion cap are left to the Python iter
 
 from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_Contains, PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
+from cpython.dict cimport PyDict_Contains, PyDict_Copy, PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
@@ -242,7 +242,8 @@ cdef class Facts:
         cdef Py_ssize_t cap
         if self.fa_len == len(self.keys):  # in step with the lists (always, but for a subclass's add)
             if self.fa_len == self.fa_cap:
-                cap = 256 if self.fa_cap < 256 else 2 * self.fa_cap
+                # room for the prelude's nodes and a few compiles' before the first copy
+                cap = 1024 if self.fa_cap < 1024 else 2 * self.fa_cap
                 f = <Fact *>PyMem_Realloc(self.fa, cap * sizeof(Fact))
                 if f == NULL:
                     raise MemoryError
@@ -692,7 +693,9 @@ def intern_all(sess, dict rules):
     """``Session.cid`` of every rule body, by rule name (the walk set up once)."""
     cdef Facts facts = sess.interner.facts
     cdef Interning walk = Interning(sess, facts)
-    cdef dict out = {}, memo = walk.memo
+    # the rules' names, each value replaced by its body's id: a dict made at its size, where
+    # one grown by an insert a name cost ~0.3 K instructions a name
+    cdef dict out = PyDict_Copy(rules), memo = walk.memo
     facts.acquire()
     try:
         for name, body in rules.items():
@@ -1652,15 +1655,15 @@ def undefined_ref(dict cids, refs, dict rules, dict markers):
 def call_graph(sess, dict rules):
     """``components.call_graph``: each rule's DAG id, the rules it calls, and its uses capped
     at 2; every rule name numbered in sorted order, then the token terminals."""
-    cdef dict cids = sess.cids(rules), graph = {}, uses = {}, name_idx = sess.name_idx, u
-    cdef object refs = sess.interner.refs, per_use = sess.interner.uses
+    cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {}, name_idx = sess.name_idx, u
+    cdef Facts facts = sess.interner.facts  # its rule sets and uses read without ``Lazy``
     cdef list names = sess.names
     cdef object c, n, v, got
     cdef Py_ssize_t k
     for name, c in cids.items():
-        graph[name] = refs[c]
+        graph[name] = facts.refs_of(c)
     for c in cids.values():
-        u = <dict>per_use[c]
+        u = <dict>facts.uses_of(c)
         for n, v in u.items():
             got = uses.get(n)
             k = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t>v
