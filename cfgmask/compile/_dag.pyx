@@ -1396,11 +1396,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     # By Tarjan's number (every rule reached has one): each rule's key id and inline cap,
     # where dicts by name cost ~2 K instructions a component (a dict read or write for each
     # member and callee, four times: 2 % of a median JSON schema's compile)
-    cdef list key_by, cap_by
+    cdef list key_by, cap_by, cid_by, idx_by, callee_idx  # cid_by: its body's id; idx_by: its name index
     cdef Py_ssize_t *mem = NULL
     cdef Py_ssize_t *once  # the plan index of a rule that may expand in its caller, else -1
     cdef Py_ssize_t *nest  # a rule marked or left to expand: the expansions nested in it, itself included
     cdef Py_ssize_t *callee_num  # the current component's callees' numbers
+    cdef Py_ssize_t *member_num  # the current component's members' numbers
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
         key_ids = cache._key_ids
         components = cache._components
@@ -1408,12 +1409,15 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     n_rules = len(num)
     key_by = [None] * n_rules
     cap_by = [None] * n_rules
-    mem = <Py_ssize_t *>PyMem_Malloc((3 * n_rules + 1) * sizeof(Py_ssize_t))
+    cid_by = [None] * n_rules
+    idx_by = [None] * n_rules
+    mem = <Py_ssize_t *>PyMem_Malloc((4 * n_rules + 1) * sizeof(Py_ssize_t))
     if mem == NULL:
         raise MemoryError
     once = mem
     nest = mem + n_rules
     callee_num = mem + 2 * n_rules
+    member_num = mem + 3 * n_rules
     for i in range(n_rules):
         once[i] = -1
     try:
@@ -1456,16 +1460,18 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 set_item(whole, 3, n_comp)
             u = 0
             at = 4
-            for m in comp:
+            for i in range(n_comp):
                 # Copying a rule into every caller makes tokens that span it context-independent,
                 # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
                 # big automata are copied only into a single caller.
+                m = comp[i]
+                w = member_num[i] = <Py_ssize_t>num[m]
                 u = uses.get(m, 0)
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
-                cap_by[<Py_ssize_t>num[m]] = cap
+                cap_by[w] = cap
+                cid = cid_by[w] = cids[m]
                 if whole is not None:
-                    cid = cids[m]
                     set_item(whole, at, m)
                     set_item(whole, at + 1, cid)
                     set_item(whole, at + 2, cap)
@@ -1497,10 +1503,10 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             # the members' bodies as code: not for a cached component (C reads only its DFAs, and
             # the prelude's bodies, a JSON value's, cost a cold compile their emission every time)
             spec_members = []
-            for m in comp:
-                w = <Py_ssize_t>num[m]
+            for i in range(n_comp):
+                w = member_num[i]
                 key_by[w] = key
-                cid = cids[m]
+                cid = cid_by[w]
                 if cached is not None:
                     off = 0
                 else:
@@ -1512,7 +1518,8 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                             off = em.rec(cid, 0)
                         except Deep:  # the rest without recursion (what is done is kept)
                             off = sess._emit_iter(cid)
-                spec_members.append(untrack((name_idx[m], off, cap_by[w])))
+                idx_by[w] = name_idx[comp[i]]
+                spec_members.append(untrack((idx_by[w], off, cap_by[w])))
             depth = 0
             for i in range(n_callees):
                 w = callee_num[i]
@@ -1524,7 +1531,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                     if nest[w] > depth:
                         depth = nest[w]
             m = comp[0]
-            w = <Py_ssize_t>num[m]
+            w = member_num[0]
             if (
                 depth < MAX_NEST
                 and n_comp == 1
@@ -1537,7 +1544,8 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             ):
                 once[w] = len(out)
                 nest[w] = depth + 1
-            out.append((comp, key, (spec_members, [name_idx[c] for c in callees], recursive and regular, cached, False)))
+            callee_idx = [idx_by[callee_num[i]] for i in range(n_callees)]
+            out.append((comp, key, (spec_members, callee_idx, recursive and regular, cached, False)))
     finally:
         PyMem_Free(mem)
         if locked:
