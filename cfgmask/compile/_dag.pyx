@@ -5,8 +5,8 @@ They do what ``Session._cid_rec``, ``Interner.add`` and ``Session._emit_rec`` di
 node for node (the same ids in the same order, the same facts, the same code), without the
 interpreter's cost per node: a p50 JSON Schema interns about 100 nodes and emits as many, and
 the Python loops cost 2-4 us a node.  The slow Python versions are the tests' oracle
-(``tests/reference_encode.py``).  Rare node kinds (token terminals, lookaheads, literal sets,
-token texts) and trees deeper than the recursion cap are left to the Python iterative walks of
+(``tests/reference_encode.py``).  Rare node kinds (token terminals, lookaheads, token texts)
+and trees deeper than the recursion cap are left to the Python iterative walks of
 :class:`~.encode.Session`, which share the memo; their new nodes' facts are still these
 (``Interner.add`` is :meth:`Facts.add`, for every kind).
 """
@@ -23,7 +23,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport qsort
 
-from .._ir cimport Alt, ByteClass, CharClass, Literal, Ref, Repeat, Seq
+from .._ir cimport Alt, ByteClass, CharClass, Literal, LiteralSet, Ref, Repeat, Seq
 
 from .. import deadline
 from .. import ir
@@ -609,7 +609,8 @@ cdef class Interning:
         self.next_check = sess._next_check
 
     cdef object leaf(self, object x, object tx):
-        """The id of a literal, class or reference ``x`` (of type ``tx``), or None for another kind."""
+        """The id of a literal, class, reference or literal set ``x`` (of type ``tx``), or None
+        for another kind."""
         cdef tuple key
         cdef PyObject *got
         if tx is Literal:
@@ -620,6 +621,9 @@ cdef class Interning:
             key = (REF, (<Ref>x).name)
         elif tx is ByteClass:
             key = (BYTES, (<ByteClass>x).ranges)
+        elif tx is LiteralSet:  # (a JSON enum's words: one in a sixth of the schemas)
+            key = (WORDS, (<LiteralSet>x).words, (<LiteralSet>x).json)
+            self.sess.literal_sets = True  # as Session._cid_iter notes it (components.outline_sets)
         else:
             return None
         return self.facts.leaf_id(key)
