@@ -414,11 +414,10 @@ cdef class Facts:
         one dict (the merge of the children's dicts, capped at each level, gives the same
         counts in the same order)."""
         cdef Py_ssize_t stack[TREE_MAX]
-        cdef Py_ssize_t sp = 1, x, j, k
+        cdef Py_ssize_t sp = 1, x, j, k, n
         cdef dict out = {}
         cdef tuple key, kids
         cdef int kind
-        cdef PyObject *got
         stack[0] = c
         while sp:  # a push is a node of the tree: at most its size
             sp -= 1
@@ -437,8 +436,10 @@ cdef class Facts:
                 sp += 1
             elif kind == REF or kind == LOOKAHEAD:
                 name = key[1] if kind == REF else self.marker_name(key[1])
-                got = PyDict_GetItemWithError(out, name)
-                out[name] = 1 if got == NULL else 2
+                n = len(out)
+                PyDict_SetDefault(out, name, 1)  # one probe for a name met first (most)
+                if len(out) == n:  # met before
+                    out[name] = 2
         return out
 
     cdef dict dag_uses(self, Py_ssize_t c):
@@ -1657,8 +1658,9 @@ def comp_args(list plan, array rank, sess):
 def undefined_ref(dict cids, refs, dict rules, dict markers):
     """``prepare.validate``'s loop: the first (rule, reference) of ``cids`` (rule -> DAG id)
     whose reference is neither a rule nor a lookahead's marker, or None."""
+    cdef Facts facts = (<Lazy>refs).facts if type(refs) is Lazy and not (<Lazy>refs).uses else None
     for name, c in cids.items():
-        for ref in refs[c]:
+        for ref in (refs[c] if facts is None else facts.refs_of(c)):  # the same sets, without Lazy's call
             if PyDict_Contains(rules, ref) != 1 and PyDict_Contains(markers, ref) != 1:
                 return name, ref
     return None
