@@ -723,12 +723,8 @@ cdef class Offsets:
     not emitted, with the read and write of a dict (``get``, ``in``, ``[]``, ``items``): the
     dict it replaces cost ~0.5 K instructions a node emitted, its resizes and an int object
     an entry, 1 % of a median JSON schema's compile."""
-    cdef Py_ssize_t *at
+    cdef Py_ssize_t *at  # NULL, and ``cap`` 0, until the first write (an object starts zeroed)
     cdef Py_ssize_t cap, used
-
-    def __cinit__(self):
-        self.at = NULL
-        self.cap = self.used = 0
 
     def __dealloc__(self):
         PyMem_Free(self.at)
