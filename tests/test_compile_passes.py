@@ -283,6 +283,24 @@ def test_tables_key_tells_grammars_apart() -> None:
         prepare.tables_key(prepare.prepare(a, limits), a, limits)
 
 
+def test_a_components_key_tells_its_callees_apart() -> None:
+    """A component's cache key holds each of its callees' keys: a caller spelled the same
+    whose second callee differs is built again, not taken from the cache (its automaton
+    inlines them)."""
+    limits = CompileLimits()
+
+    def start_states(g: ir.Grammar, sess: encode.Session) -> list[Any]:
+        prepare.prepare(g, limits, sess)
+        built = components.rule_dfas(dict(g.rules), g.start, set(), limits, sess)
+        return built[g.start][0].states
+
+    clear_caches()
+    for last in ("2", "3"):
+        rules: dict[str, ir.Expr] = {"s": ir.Seq((ir.Ref("a"), ir.Ref("b"))), "a": ir.literal("1")}
+        g = ir.Grammar({**rules, "b": ir.literal(last)}, "s")
+        assert start_states(g, CACHE.session()) == start_states(g, encode.Session())
+
+
 def test_deep_ir_takes_the_iterative_walks() -> None:
     """Past 200 levels the DAG walks (ids, encoding) continue without recursion."""
     e: ir.Expr = ir.literal("a")
@@ -325,12 +343,55 @@ def _interned(sess: encode.Session, g: ir.Grammar) -> tuple[object, ...]:
         sess.emit(c)
     it = sess.interner
     facts = (it.keys, it.count, it.height, it.maxlit, list(it.refs), list(it.uses), it.maxprod, it.plain)
-    return sess.roots, facts, sess.code.tolist(), sess.offsets, sess.names, sess.markers, sess.tokens
+    offsets = dict(sess.offsets.items())
+    return sess.roots, facts, sess.code.tolist(), offsets, sess.names, sess.markers, sess.tokens
 
 
 @given(shared_grammars())
 def test_compiled_interning_and_encoding_match_the_python_walks(g: ir.Grammar) -> None:
     assert _interned(encode.Session(), g) == _interned(ReferenceSession(), g)
+
+
+def _no_python_walk(self: encode.Session, root: ir.Expr, max_nodes: int | None) -> int:
+    raise AssertionError(f"Session._cid_iter walked {root!r}")
+
+
+def test_compiled_interning_takes_literal_sets_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A literal set inside a rule is interned by the compiled walk as the other leaves are,
+    not by ``Session._cid_iter``'s Python loop: the same ids, facts and code as the Python
+    walk's, and the session notes the set (``components.outline_sets`` reads that)."""
+    words = ir.LiteralSet((b"ab", b"b"), False)
+    json_words = ir.LiteralSet(("\u00e9".encode(), b"e"), True)
+    body = ir.Seq((ir.literal("x"), words, ir.Alt((json_words, words, ir.Ref("s")))))
+    g = ir.Grammar({"s": ir.Repeat(body, 0, 2), "t": ir.Seq((words, ir.Ref("s")))}, "t")
+    sess = encode.Session()
+    monkeypatch.setattr(encode.Session, "_cid_iter", _no_python_walk)
+    sess.roots.update(sess.cids(g.rules))
+    monkeypatch.undo()
+    assert sess.literal_sets
+    assert _interned(sess, g) == _interned(ReferenceSession(), g)
+
+
+@given(st.lists(st.tuples(st.integers(0, 700), st.integers(0, 1 << 40)), max_size=40))
+def test_offsets_read_and_write_as_a_dict(puts: list[tuple[int, int]]) -> None:
+    """``Session.offsets`` (``_dag.Offsets``, a C array by node id) answers ``get``, ``in``,
+    ``[]``, ``len`` and ``items`` as a dict given the same writes."""
+    got, want = _dag.Offsets(), {}
+    for cid, off in puts:
+        got[cid] = off
+        want[cid] = off
+    for cid in range(-2, 710):
+        assert got.get(cid) == want.get(cid)
+        assert (cid in got) == (cid in want)
+        if cid in want:
+            assert got[cid] == want[cid]
+        else:
+            with pytest.raises(KeyError):
+                got[cid]
+    assert len(got) == len(want)
+    assert dict(got.items()) == want
+    with pytest.raises(ValueError):
+        got[-1] = 0
 
 
 def test_compiled_walks_number_node_kinds_as_encode() -> None:

@@ -467,6 +467,35 @@ def test_compiled_clean_equals_the_python_walk(g: ir.Grammar, budget: int) -> No
     assert repeats.RepeatRewriter(g.rules, limits, sess).run() == want
 
 
+@given(grammars(), st.sampled_from((1, 2, 8, 64, 1024)))
+def test_compiled_clean_sizes_reference_free_items_itself(g: ir.Grammar, budget: int) -> None:
+    """``_dag.Clean`` sizes a repeated item that refers to no rule from the interner's sizes
+    (the same whatever the rules' sizes), asking its callback only of the others: the same
+    answers as ``clean_py``."""
+    from cfgmask.compile import _dag, repeats
+    from cfgmask.compile.encode import Session
+    from cfgmask.compile.limits import whole_budget
+
+    limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0)
+    sess = Session()
+    sess.cids(g.rules)
+    python = repeats.RepeatRewriter(g.rules, limits, sess)
+    asked = []
+
+    def size(item: int) -> int:
+        asked.append(item)
+        return python._item_size(item)
+
+    clean = _dag.Clean(sess.interner, {}, size, whole_budget(limits))
+    for cid in range(len(sess.interner.keys)):
+        try:
+            got = clean(cid)
+        except _dag.Deep:
+            continue
+        assert got == python.clean_py(cid), sess.interner.keys[cid]
+    assert all(sess.interner.refs[item] for item in asked)
+
+
 @pytest.mark.parametrize(("max_length", "whole"), [(255, True), (400, False)])
 def test_unroll_whole_keeps_a_long_count_one_chain(max_length: int, whole: bool) -> None:
     """``CompileLimits.unroll_whole``: a count whose whole unrolled size is under it (a

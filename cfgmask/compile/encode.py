@@ -131,7 +131,7 @@ class Session:
         self.keep: list[ir.Expr] = []
         self._next_check = 1024
         self.code = array("I")
-        self.offsets: dict[int, int] = {}
+        self.offsets = _dag.Offsets()  # node id -> its offset in ``code``
         self.names: list[str] = []
         self.name_idx: dict[str, int] = {}
         self._rank: array[int] | None = None
