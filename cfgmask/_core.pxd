@@ -77,6 +77,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t name_stops
         size_t filter_runs
         size_t run_stops
+        size_t run_ahead
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,

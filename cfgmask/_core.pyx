@@ -130,6 +130,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.name_stops = s.name_stops
     lim.filter_runs = s.filter_runs
     lim.run_stops = s.run_stops
+    lim.run_ahead = s.run_ahead
 
 
 cdef uint32_t _NO_SETS[1]

@@ -203,6 +203,11 @@ typedef struct cm_limits {
      * table made per (rule, byte) once its filters have met n such rests
      * (walk.c, run_stops_of); 0: never.  The entries are the same. */
     size_t run_stops;
+    /* n > 0 (and filter_runs): once the filter has read n runs of a byte
+     * whole past the length known to survive, it reads the next one on to
+     * twice its length (walk.c, run_ahead); 0: never.  The entries are the
+     * same. */
+    size_t run_ahead;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -31,6 +31,7 @@ void cm_limits_default(cm_limits *out) {
     out->name_stops = 128;
     out->filter_runs = 3;
     out->run_stops = 64;
+    out->run_ahead = 4;
 }
 
 static int validate_tokens(const cm_tables *t) {

@@ -212,6 +212,7 @@ typedef struct {
     uint32_t rule;
     uint32_t lo, hi;
     uint32_t met;    /* rests met whose leading run of the byte another byte ends */
+    uint32_t misses; /* runs of the byte the filter scanned and read whole */
     uint32_t *stops; /* [8], the bytes read after any run of the byte (walk.c, run_stops_of); NULL: not made */
     uint16_t byte;   /* + 1; 0: an empty slot */
 } follow_run;
@@ -575,6 +576,22 @@ static void run_learn(follow_run *r, uint32_t j, long alive) {
     }
 }
 
+/* A run of len bytes of r's byte that up survives (its sets built for the
+ * first `built`: len - 1 or len, as scan_rest left them) read on to twice that
+ * (at most the longest token), kept in r: at each later position of a string
+ * the rests are a few bytes longer, each a new scan from the first byte that
+ * the known lo does not cover.  The bytes of the run with sets in up. */
+static uint32_t run_ahead(const cm_grammar *g, cm_chart *up, follow_run *r, uint32_t len, uint32_t built) {
+    uint32_t read = built, max = g->v->max_len, target = 2 * len < max ? 2 * len : max;
+    int sr = 1;
+    while (read < target && (sr = cm_chart_scan(up, g, (uint8_t)(r->byte - 1))) > 0) read++;
+    if (sr >= 0) {  /* a failed scan (a limit) leaves up as it was, and r */
+        if (read > r->lo) r->lo = read;
+        if (!sr && (!r->hi || read + 1 < r->hi)) r->hi = read + 1;
+    }
+    return read < len ? read : len;
+}
+
 /* The bytes that some state of T reads, where T is every state reachable
  * from the rule's return states through r's byte, calls, markers and returns
  * (stops_reach): after any run of the byte, the upward chart's items are at
@@ -645,6 +662,8 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
                 died = alive < len;
                 ok = alive == len;
                 if (r) run_learn(r, run, alive);
+                if (r && ok && run == len && g->lim.run_ahead && ++r->misses >= g->lim.run_ahead)
+                    have = run_ahead(g, up, r, len, have);
             }
         }
         follow_put(g, q[j].h, rule, p, len, ok);

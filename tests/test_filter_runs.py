@@ -21,6 +21,9 @@ from cfgmask.compile.strategy import Strategy
 
 from .test_entries import WALKS_ONLY, entries, shipped
 
+# the runs answer every question they know, make their stops at once and read ahead at once
+EVERY = Strategy(filter_runs=1, run_stops=1, run_ahead=1)
+
 
 def _runs_same(
     g: cfgmask.Grammar,
@@ -33,9 +36,7 @@ def _runs_same(
     default) equal to each rest read through the upward chart (and with `plain`, to a plain
     walk's); how many questions the runs answered."""
     before = _core.filter_run_hits()
-    fast = cfgmask.compile(
-        g, vocab, limits=limits, _strategy=Strategy(filter_runs=1, run_stops=1) if every else None
-    )
+    fast = cfgmask.compile(g, vocab, limits=limits, _strategy=EVERY if every else None)
     fast_entries = entries(fast)
     hits = _core.filter_run_hits() - before
     others = [Strategy(filter_runs=0)] + ([WALKS_ONLY] if plain else [])

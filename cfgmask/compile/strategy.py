@@ -98,6 +98,10 @@ class Strategy:
     # a JSON string's block: a raw newline) dies without a chart step, by a table made per (rule,
     # byte) once its filters have met this many such rests (0: never; 1: at once, as the tests)
     run_stops: int = 64
+    # with filter_runs, once the filter has read this many runs of a byte whole past the length
+    # known to survive (a string's later positions: each rest a few bytes longer), it reads the
+    # next one on to twice its length (0: never; 1: at once, as the tests use it)
+    run_ahead: int = 4
 
 
 DEFAULT = Strategy()
