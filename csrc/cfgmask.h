@@ -200,8 +200,9 @@ typedef struct cm_limits {
     /* n > 0 (and filter_runs): a rest whose leading run of a byte ends in a
      * byte that no state reachable from the rule's return states through the
      * run's byte, calls and returns reads dies without a chart step, by a
-     * table made per (rule, byte) once its filters have met n such rests
-     * (walk.c, run_stops_of); 0: never.  The entries are the same. */
+     * table made per (rule, byte) once its filters have read n rests die on
+     * the byte after their run (walk.c, run_stops_of); 0: never.  The
+     * entries are the same. */
     size_t run_stops;
     /* n > 0 (and filter_runs): once the filter has read n runs of a byte
      * whole past the length known to survive, it reads the next one on to

@@ -211,7 +211,7 @@ typedef struct {
 typedef struct {
     uint32_t rule;
     uint32_t lo, hi;
-    uint32_t met;    /* rests met whose leading run of the byte another byte ends */
+    uint32_t met;    /* rests read that died on the byte ending their leading run of the byte */
     uint32_t misses; /* runs of the byte the filter scanned and read whole */
     uint32_t *stops; /* [8], the bytes read after any run of the byte (walk.c, run_stops_of); NULL: not made */
     uint16_t byte;   /* + 1; 0: an empty slot */
@@ -568,9 +568,10 @@ static int run_known(const follow_run *r, const uint8_t *p, uint32_t len, uint32
 
 /* Keep what reading p[0..len) (a leading run of j >= 2 bytes) through the
  * upward chart showed: it read `alive` bytes of it (len: all). */
-static void run_learn(follow_run *r, uint32_t j, long alive) {
+static void run_learn(follow_run *r, uint32_t j, uint32_t len, long alive) {
     if (alive >= (long)j) {
         if (j > r->lo) r->lo = j;
+        r->met += alive == (long)j && j < len;  /* what the stops would have answered */
     } else if (!r->hi || (uint32_t)alive + 1 < r->hi) {
         r->hi = (uint32_t)alive + 1;  /* the (alive + 1)-th byte of the run killed it */
     }
@@ -661,7 +662,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
                 plen = len;
                 died = alive < len;
                 ok = alive == len;
-                if (r) run_learn(r, run, alive);
+                if (r) run_learn(r, run, len, alive);
                 if (r && ok && run == len && g->lim.run_ahead && ++r->misses >= g->lim.run_ahead)
                     have = run_ahead(g, up, r, len, have);
             }
@@ -753,12 +754,12 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             }
             if (runs_on && e + 1 < len && p[e + 1] == p[e]) {
                 /* the stops after a run are made once the rule's filters have
-                 * met enough rests that another byte ends a run in (making
-                 * them is a pass over the states the run reaches) */
+                 * read enough rests die on the byte that ends their run (making
+                 * them is a pass over the states the run reaches: in sql.lark,
+                 * where blanks and comments read on, ~0.3 M for nothing) */
                 uint32_t j = run_length(p + e, len - e);
-                bool ends = j < len - e && stops_after;
-                follow_run *r = run_slot(g, m, rule, p[e], ends);
-                if (r && ends && !r->stops && ++r->met >= stops_after) run_stops_of(g, rule, r);
+                follow_run *r = run_slot(g, m, rule, p[e], false);
+                if (r && j < len - e && stops_after && !r->stops && r->met >= stops_after) run_stops_of(g, rule, r);
                 int known = r ? run_known(r, p + e, len - e, j) : -1;
                 if (known >= 0) {
                     run_hits++;

@@ -96,12 +96,13 @@ class Strategy:
     # with filter_runs, a rest whose leading run of a byte ends in a byte that nothing reachable
     # from the rule's return states through the run's byte reads (Llama-3's `#####...#\n` after
     # a JSON string's block: a raw newline) dies without a chart step, by a table made per (rule,
-    # byte) once its filters have met this many such rests (0: never; 1: at once, as the tests)
-    run_stops: int = 64
+    # byte) once its filters have read this many rests die on the byte after their run (0:
+    # never; 1: at the first, as the tests use it)
+    run_stops: int = 8
     # with filter_runs, once the filter has read this many runs of a byte whole past the length
     # known to survive (a string's later positions: each rest a few bytes longer), it reads the
     # next one on to twice its length (0: never; 1: at once, as the tests use it)
-    run_ahead: int = 4
+    run_ahead: int = 16
 
 
 DEFAULT = Strategy()
