@@ -75,6 +75,9 @@ cdef extern from "cfgmask.h" nogil:
         size_t closing_verdicts
         size_t run_walks
         size_t name_stops
+        size_t filter_runs
+        size_t run_stops
+        size_t run_ahead
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -308,6 +311,7 @@ cdef extern from "cfgmask.h" nogil:
 
 cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
+    size_t cm_walk_filter_run_hits()
 
 
 cdef extern from "chains.h" nogil:

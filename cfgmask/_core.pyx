@@ -128,6 +128,9 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.closing_verdicts = s.closing_verdicts
     lim.run_walks = s.run_walks
     lim.name_stops = s.name_stops
+    lim.filter_runs = s.filter_runs
+    lim.run_stops = s.run_stops
+    lim.run_ahead = s.run_ahead
 
 
 cdef uint32_t _NO_SETS[1]
@@ -1311,6 +1314,12 @@ def name_stop_hits():
     """How many of the upward filter's questions the name stops answered so far in this
     process (for the tests)."""
     return cm_walk_name_stop_hits()
+
+
+def filter_run_hits():
+    """How many of the upward filter's questions the runs of one byte it kept answered so far
+    in this process (for the tests)."""
+    return cm_walk_filter_run_hits()
 
 
 def chain_bulk_takes():

@@ -190,6 +190,25 @@ typedef struct cm_limits {
      * rule once a filter has met n rests that stop on a non-ASCII byte after
      * a name, and kept; 0: every rest is scanned.  The entries are the same. */
     size_t name_stops;
+    /* n > 0: the upward filter keeps, per (rule, byte), how many of the
+     * byte its upward chart reads and where it dies, learnt from the rests it
+     * reads, and answers from that the rests that are runs of the byte (or die
+     * inside their leading run): at once before asking, and among the asks
+     * when that saves at least n steps (walk.c, follow_run); 0: every rest is
+     * scanned.  The entries are the same. */
+    size_t filter_runs;
+    /* n > 0 (and filter_runs): a rest whose leading run of a byte ends in a
+     * byte that no state reachable from the rule's return states through the
+     * run's byte, calls and returns reads dies without a chart step, by a
+     * table made per (rule, byte) once its filters have read n rests die on
+     * the byte after their run (walk.c, run_stops_of); 0: never.  The
+     * entries are the same. */
+    size_t run_stops;
+    /* n > 0 (and filter_runs): once the filter has read n runs of a byte
+     * whole past the length known to survive, it reads the next one on to
+     * twice its length (walk.c, run_ahead); 0: never.  The entries are the
+     * same. */
+    size_t run_ahead;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -29,6 +29,9 @@ void cm_limits_default(cm_limits *out) {
     out->closing_verdicts = 64;
     out->run_walks = 64;
     out->name_stops = 128;
+    out->filter_runs = 3;
+    out->run_stops = 8;
+    out->run_ahead = 16;
 }
 
 static int validate_tokens(const cm_tables *t) {

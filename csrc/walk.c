@@ -199,9 +199,29 @@ typedef struct {
     uint32_t second[128][8];   /* by x - 0x80, for the non-ASCII x in first: the bytes after x */
 } name_stops;
 
+/* A run of one byte after an exit (`=====`, `/////`, 40 spaces: Llama-3's long
+ * punctuation tokens crossing a block's end, their rests a byte or a few longer
+ * at each later position of the string, each a new rest for the memo above).
+ * A chart that survives k bytes of a run survives fewer, so how many of the
+ * byte the rule's upward chart is known to read (lo) and the length it is known
+ * to die at (hi, 0: not known) decide every rest that is a run of the byte, and
+ * kill every rest whose leading run reaches hi.  Learnt from the rests the
+ * filter reads anyway: the upward chart is the same one for every filter of
+ * the rule. */
+typedef struct {
+    uint32_t rule;
+    uint32_t lo, hi;
+    uint32_t met;    /* rests read that died on the byte ending their leading run of the byte */
+    uint32_t misses; /* runs of the byte the filter scanned and read whole */
+    uint32_t *stops; /* [8], the bytes read after any run of the byte (walk.c, run_stops_of); NULL: not made */
+    uint16_t byte;   /* + 1; 0: an empty slot */
+} follow_run;
+
 struct cm_follow_memo {
     follow_slot *slots;  /* open addressing, [cap] */
     size_t cap, n;
+    follow_run *runs;    /* open addressing, [runs_cap] */
+    size_t runs_cap, n_runs;
     name_stops **stops;  /* [n_rules], made on first use; NULL: not yet */
     uint32_t n_rules;
     /* the filter's charts, reused from call to call (the positions of a long
@@ -220,6 +240,8 @@ void cm_follow_memo_free(cm_follow_memo *m) {
         for (uint32_t r = 0; r < m->n_rules; r++) free(m->stops[r]);
     free(m->stops);
     free(m->slots);
+    for (size_t i = 0; i < m->runs_cap; i++) free(m->runs[i].stops);
+    free(m->runs);
     free(m);
 }
 
@@ -312,6 +334,20 @@ static void follow_put(const cm_grammar *g, uint32_t h, uint32_t rule, const uin
     if (x->verdict) return;
     *x = (follow_slot){(uint32_t)(p - g->v->trie_data), rule, h, (uint16_t)len, (uint16_t)(alive + 1)};
     m->n++;
+}
+
+/* How many times p[0] opens p[0..len). */
+static uint32_t run_length(const uint8_t *p, uint32_t len) {
+    uint32_t j = 1;
+    while (j < len && p[j] == p[0]) j++;
+    return j;
+}
+
+static follow_run *run_find(const cm_follow_memo *m, uint32_t rule, uint8_t byte) {
+    size_t s = (size_t)(((uint64_t)rule << 8 | byte) * 0x9E3779B97F4A7C15ULL >> 40) & (m->runs_cap - 1);
+    while (m->runs[s].byte && (m->runs[s].rule != rule || m->runs[s].byte != byte + 1u))
+        s = (s + 1) & (m->runs_cap - 1);
+    return &m->runs[s];
 }
 
 /* The bytes after one exit of uncertain token i (hashed to h), its verdict not known yet. */
@@ -407,6 +443,26 @@ static void stops_reads(const cm_grammar *g, const uint32_t *list, uint32_t from
         for (int j = 0; j < 8; j++) reads[j] |= g->next_bytes[(size_t)list[i] * 8 + j];
 }
 
+/* T, into in and list (its size returned): every state reachable from the
+ * rule's return states through bytes of the given classes, calls, markers and
+ * returns, where a completed rule returns to every state any call of it
+ * returns to. */
+static uint32_t stops_reach(const cm_grammar *g, uint32_t rule, const uint32_t *cls, uint32_t n_cls, uint64_t *in,
+                            uint32_t *list) {
+    const cm_tables *t = &g->t;
+    uint32_t n = 0;
+    for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1]; k++) stops_push(in, list, &n, g->ret_state[k]);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = list[i];
+        stops_closure_of(g, s, in, list, &n);
+        if (!g->has_bytes[s]) continue;
+        const int32_t *row = t->trans + (size_t)s * t->n_classes;
+        for (uint32_t j = 0; j < n_cls; j++)
+            if (row[cls[j]] >= 0) stops_push(in, list, &n, (uint32_t)row[cls[j]]);
+    }
+    return n;
+}
+
 /* The name stops of `rule`, made on first use; NULL when memory is short. */
 static const name_stops *name_stops_of(const cm_grammar *g, cm_follow_memo *m, uint32_t rule) {
     const cm_tables *t = &g->t;
@@ -426,7 +482,7 @@ static const name_stops *name_stops_of(const cm_grammar *g, cm_follow_memo *m, u
         free(ns);
         return NULL;
     }
-    uint32_t cls[256], n_cls = 0, n = 0;  /* one class a name byte's */
+    uint32_t cls[256], n_cls = 0;  /* one class a name byte's */
     bool seen[256] = {false};
     for (unsigned b = 0; b < 256; b++) {
         uint8_t c = t->byte_class[b];
@@ -435,15 +491,7 @@ static const name_stops *name_stops_of(const cm_grammar *g, cm_follow_memo *m, u
             cls[n_cls++] = c;
         }
     }
-    for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1]; k++) stops_push(in, list, &n, g->ret_state[k]);
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t s = list[i];
-        stops_closure_of(g, s, in, list, &n);
-        if (!g->has_bytes[s]) continue;
-        const int32_t *row = t->trans + (size_t)s * t->n_classes;
-        for (uint32_t j = 0; j < n_cls; j++)
-            if (row[cls[j]] >= 0) stops_push(in, list, &n, (uint32_t)row[cls[j]]);
-    }
+    uint32_t n = stops_reach(g, rule, cls, n_cls, in, list);
     stops_reads(g, list, 0, n, ns->first);
     for (unsigned x = 0x80; x < 256; x++) {
         if (!cm_bit(ns->first, x)) continue;
@@ -479,37 +527,147 @@ static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len
     return x >= 0x80 && j + 1 < len && !cm_bit(ns->second[x - 0x80], p[j + 1]);
 }
 
+static atomic_size_t g_run_hits;
+
+size_t cm_walk_filter_run_hits(void) { return atomic_load(&g_run_hits); }
+
+/* The slot of (rule, byte), made if `make` and the table has room (else NULL when absent). */
+static follow_run *run_slot(const cm_grammar *g, cm_follow_memo *m, uint32_t rule, uint8_t byte, bool make) {
+    if (m->n_runs) {
+        follow_run *r = run_find(m, rule, byte);
+        if (r->byte || !make) return r->byte ? r : NULL;
+    }
+    if (!make) return NULL;
+    if ((m->n_runs + 1) * 2 > m->runs_cap) {
+        if (m->n_runs >= CM_FOLLOW_MEMO_MAX) return NULL;
+        size_t cap = m->runs_cap ? m->runs_cap * 2 : 64, old_cap = m->runs_cap;
+        follow_run *t = calloc(cap, sizeof *t), *old = m->runs;
+        if (!t) return NULL;
+        m->runs = t;
+        m->runs_cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].byte) *run_find(m, old[i].rule, (uint8_t)(old[i].byte - 1)) = old[i];
+        free(old);
+        atomic_fetch_add(&g->cache->bytes, (cap - old_cap) * sizeof *t);
+    }
+    follow_run *r = run_find(m, rule, byte);
+    *r = (follow_run){.rule = rule, .byte = (uint16_t)(byte + 1u)};
+    m->n_runs++;
+    return r;
+}
+
+/* What the run known decides about p[0..len), whose leading run of r's byte
+ * is j bytes long (j >= 2): 1 the upward chart survives it, 0 it dies (inside
+ * the run, or on the byte after it, which nothing reads after any run of the
+ * byte), -1 not known. */
+static int run_known(const follow_run *r, const uint8_t *p, uint32_t len, uint32_t j) {
+    if (r->hi && j >= r->hi) return 0;
+    if (j < len) return r->stops && !cm_bit(r->stops, p[j]) ? 0 : -1;
+    return j <= r->lo ? 1 : -1;
+}
+
+/* Keep what reading p[0..len) (a leading run of j >= 2 bytes) through the
+ * upward chart showed: it read `alive` bytes of it (len: all). */
+static void run_learn(follow_run *r, uint32_t j, uint32_t len, long alive) {
+    if (alive >= (long)j) {
+        if (j > r->lo) r->lo = j;
+        r->met += alive == (long)j && j < len;  /* what the stops would have answered */
+    } else if (!r->hi || (uint32_t)alive + 1 < r->hi) {
+        r->hi = (uint32_t)alive + 1;  /* the (alive + 1)-th byte of the run killed it */
+    }
+}
+
+/* A run of len bytes of r's byte that up survives (its sets built for the
+ * first `built`: len - 1 or len, as scan_rest left them) read on to twice that
+ * (at most the longest token), kept in r: at each later position of a string
+ * the rests are a few bytes longer, each a new scan from the first byte that
+ * the known lo does not cover.  The bytes of the run with sets in up. */
+static uint32_t run_ahead(const cm_grammar *g, cm_chart *up, follow_run *r, uint32_t len, uint32_t built) {
+    uint32_t read = built, max = g->v->max_len, target = 2 * len < max ? 2 * len : max;
+    int sr = 1;
+    while (read < target && (sr = cm_chart_scan(up, g, (uint8_t)(r->byte - 1))) > 0) read++;
+    if (sr >= 0) {  /* a failed scan (a limit) leaves up as it was, and r */
+        if (read > r->lo) r->lo = read;
+        if (!sr && (!r->hi || read + 1 < r->hi)) r->hi = read + 1;
+    }
+    return read < len ? read : len;
+}
+
+/* The bytes that some state of T reads, where T is every state reachable
+ * from the rule's return states through r's byte, calls, markers and returns
+ * (stops_reach): after any run of the byte, the upward chart's items are at
+ * states of T, as after a name for the name stops.  A JSON string's block
+ * rule: the string's characters and its quote, not the newline that ends
+ * Llama-3's `#####...#\n`.  Kept in r; false when memory is short. */
+static bool run_stops_of(const cm_grammar *g, uint32_t rule, follow_run *r) {
+    const cm_tables *t = &g->t;
+    size_t nw = ((size_t)t->n_states + 63) / 64;
+    uint64_t *in = calloc(nw, sizeof *in);
+    uint32_t *list = malloc((size_t)t->n_states * sizeof *list);
+    uint32_t *stops = calloc(8, sizeof *stops);
+    uint32_t cls = t->byte_class[r->byte - 1];
+    if (!in || !list || !stops) {
+        free(in);
+        free(list);
+        free(stops);
+        return false;
+    }
+    uint32_t n = stops_reach(g, rule, &cls, 1, in, list);
+    stops_reads(g, list, 0, n, stops);
+    free(in);
+    free(list);
+    atomic_fetch_add(&g->cache->bytes, 8 * sizeof *stops);
+    r->stops = stops;
+    return true;
+}
+
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones
  * share the sets of their common prefix, and one that holds the byte its
  * predecessor died on dies there too.  Each verdict goes to the memo, and a
  * surviving one keeps its token.  0, or < 0 on error. */
-static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep) {
+static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep,
+                         size_t *run_hits) {
     cm_follow_memo *m = follow_memo(g);
     if (!m) return CM_ERR_NOMEM;
     cm_chart *up = &m->up;
     int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
                           g->ret_off[rule + 1] - g->ret_off[rule]);
+    bool runs_on = g->lim.filter_runs != 0;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in up */
     bool died = false;            /* prev died on prev[have] */
     for (size_t j = 0; !rc && j < n; j++) {
         if (keep[q[j].i]) continue;
-        uint32_t d = prev ? cm_common_prefix(prev, plen, q[j].p, q[j].len) : 0;
-        long alive;
+        const uint8_t *p = q[j].p;
+        uint32_t len = q[j].len, d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
+        int ok;
         if (prev && died && d > have) {
-            alive = have;  /* reads the byte prev died on */
+            ok = 0;  /* reads the byte prev died on */
         } else {
-            alive = scan_rest(up, g, q[j].p, d < have ? d : have, q[j].len, NULL, &have);
-            if (alive < 0) {
-                rc = (int)alive;
-                break;
+            uint32_t from = d < have ? d : have, run = runs_on && len > 1 && p[1] == p[0] ? run_length(p, len) : 0;
+            /* the runs known answer a run when that saves at least
+             * lim.filter_runs steps: scanning one or two more bytes keeps the
+             * sets the next ask (sorted, often the run one byte longer) shares */
+            follow_run *r = run ? run_slot(g, m, rule, p[0], true) : NULL;
+            ok = r && len - from >= g->lim.filter_runs ? run_known(r, p, len, run) : -1;
+            if (ok >= 0) {
+                (*run_hits)++;
+            } else {
+                long alive = scan_rest(up, g, p, from, len, NULL, &have);
+                if (alive < 0) {
+                    rc = (int)alive;
+                    break;
+                }
+                prev = p;
+                plen = len;
+                died = alive < len;
+                ok = alive == len;
+                if (r) run_learn(r, run, len, alive);
+                if (r && ok && run == len && g->lim.run_ahead && ++r->misses >= g->lim.run_ahead)
+                    have = run_ahead(g, up, r, len, have);
             }
-            prev = q[j].p;
-            plen = q[j].len;
-            died = alive < q[j].len;
         }
-        bool ok = alive == q[j].len;
-        follow_put(g, q[j].h, rule, q[j].p, q[j].len, ok);
+        follow_put(g, q[j].h, rule, p, len, ok);
         if (ok) keep[q[j].i] = 1;
     }
     return rc;
@@ -561,7 +719,9 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
      * instructions in sql.lark), then kept for the rule's later filters. */
     bool stops_on = g->lim.name_stops != 0;
     const name_stops *ns = stops_on && m->stops ? m->stops[rule] : NULL;
-    size_t stopped = 0, non_ascii = 0;
+    size_t stopped = 0, non_ascii = 0, run_hits = 0;
+    bool runs_on = g->lim.filter_runs != 0;
+    size_t stops_after = runs_on ? g->lim.run_stops : 0;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
     bool died = false;            /* prev died on prev[have] */
@@ -592,6 +752,21 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                 stopped++;
                 continue;
             }
+            if (runs_on && e + 1 < len && p[e + 1] == p[e]) {
+                /* the stops after a run are made once the rule's filters have
+                 * read enough rests die on the byte that ends their run (making
+                 * them is a pass over the states the run reaches: in sql.lark,
+                 * where blanks and comments read on, ~0.3 M for nothing) */
+                uint32_t j = run_length(p + e, len - e);
+                follow_run *r = run_slot(g, m, rule, p[e], false);
+                if (r && j < len - e && stops_after && !r->stops && r->met >= stops_after) run_stops_of(g, rule, r);
+                int known = r ? run_known(r, p + e, len - e, j) : -1;
+                if (known >= 0) {
+                    run_hits++;
+                    keep[i] = (uint8_t)known;
+                    continue;
+                }
+            }
             uint32_t h = follow_hash(rule, p + e, len - e);
             int known = follow_get(g, h, rule, p + e, len - e);
             if (known >= 0) {
@@ -602,12 +777,13 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
     }
-    if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
     if (!rc && n_ask) {
         follow_reserve(g, n_ask);
         rc = follow_sort(ask, n_ask);
-        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep);
+        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep, &run_hits);
     }
+    if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
+    if (run_hits) atomic_fetch_add(&g_run_hits, run_hits);
     /* on a failure, every token stays */
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)

@@ -86,6 +86,23 @@ class Strategy:
     # this many rests that stop on a non-ASCII byte after a name, then kept for the rule's later
     # filters (0: every rest goes through the upward chart; 1: at once, as the tests use it)
     name_stops: int = 128
+    # the upward filter keeps, per (rule, byte), how many of the byte the rule's upward chart
+    # reads and where it dies, learnt from the rests it reads, and answers from that the rests
+    # that are a run of the byte (`=====`, 40 spaces: long tokens crossing a block's end, a new
+    # rest at each position) or die inside their leading run: before asking, and among the
+    # sorted asks when that saves at least this many chart steps (scanning one or two keeps the
+    # sets the next ask shares; 0: every rest is scanned; 1: whenever known, as the tests use it)
+    filter_runs: int = 3
+    # with filter_runs, a rest whose leading run of a byte ends in a byte that nothing reachable
+    # from the rule's return states through the run's byte reads (Llama-3's `#####...#\n` after
+    # a JSON string's block: a raw newline) dies without a chart step, by a table made per (rule,
+    # byte) once its filters have read this many rests die on the byte after their run (0:
+    # never; 1: at the first, as the tests use it)
+    run_stops: int = 8
+    # with filter_runs, once the filter has read this many runs of a byte whole past the length
+    # known to survive (a string's later positions: each rest a few bytes longer), it reads the
+    # next one on to twice its length (0: never; 1: at once, as the tests use it)
+    run_ahead: int = 16
 
 
 DEFAULT = Strategy()
