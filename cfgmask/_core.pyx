@@ -128,6 +128,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.closing_verdicts = s.closing_verdicts
     lim.run_walks = s.run_walks
     lim.name_stops = s.name_stops
+    lim.stack_verdicts = 1 if s.stack_verdicts else 0
 
 
 cdef uint32_t _NO_SETS[1]
@@ -1286,6 +1287,12 @@ def name_stop_hits():
     """How many of the upward filter's questions the name stops answered so far in this
     process (for the tests)."""
     return cm_walk_name_stop_hits()
+
+
+def stack_verdict_hits():
+    """How many uncertain tokens' verdicts masks took from their matcher's stack verdicts
+    (csrc/stackmemo.c) so far in this process (for the tests)."""
+    return cm_stack_verdict_hits()
 
 
 def chain_bulk_takes():

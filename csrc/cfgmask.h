@@ -190,6 +190,12 @@ typedef struct cm_limits {
      * rule once a filter has met n rests that stop on a non-ASCII byte after
      * a name, and kept; 0: every rest is scanned.  The entries are the same. */
     size_t name_stops;
+    /* 1: an uncertain token's verdict from the chart is kept per (token, the
+     * enclosing stack its check read: the sets reachable from the current one
+     * down to the lowest a completion read, origins relabelled), and taken at
+     * a later mask over the same stack (stackmemo.c); 0: every candidate is
+     * run through the chart.  The masks are the same. */
+    size_t stack_verdicts;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "maskmemo.h"
 #include "matcher.h"
+#include "stackmemo.h"
 #include "verdict.h"
 
 /* Trie entries lo .. hi (inclusive) may be marked: widen the span check_candidates reads. */
@@ -164,7 +165,34 @@ typedef struct check_state {
     const uint8_t *prev;
     uint32_t prev_len;
     uint32_t dead_at;           /* the previous candidate's prefix of this length is dead */
+    cm_stackmemo *sm;           /* stack verdicts (stackmemo.c): the matcher's scratch; NULL: off */
+    cm_stack_store *store;      /* ... and the grammar's verdicts */
+    bool begun;                 /* sm began this mask */
+    size_t hits;                /* verdicts sm gave */
 } check_state;
+
+/* The lowest set the closure of chart set `set` read: its completed items' lowest origin. */
+static uint32_t lowest_read(const cm_chart *c, const cm_grammar *g, size_t set, uint32_t lo) {
+    for (size_t i = c->set_start[set]; i < c->set_start[set + 1]; i++)
+        if (c->items[i].origin < lo && g->t.accepting[cm_st(c->items[i].state)]) lo = c->items[i].origin;
+    return lo;
+}
+
+static int begin_stacks(cm_matcher *m, check_state *cs) {
+    if (cs->begun) return CM_OK;
+    int rc = cm_stackmemo_begin(cs->sm, cs->base, m->g->v->max_len);
+    if (rc) return rc;
+    cs->begun = true;
+    return CM_OK;
+}
+
+/* The verdict sm holds for trie entry k over this mask's stack: 1, 0, or -1 unknown. */
+static int stack_verdict(cm_matcher *m, check_state *cs, size_t k) {
+    if (!cs->sm || begin_stacks(m, cs)) return -1;
+    int r = cm_stackmemo_get(cs->sm, cs->store, &m->c, (uint32_t)k);
+    if (r >= 0) cs->hits++;
+    return r;
+}
 
 /* Decide one uncertain token exactly: 1 allowed, 0 not, < 0 error. */
 static int check_token(cm_matcher *m, check_state *cs, size_t k) {
@@ -172,22 +200,39 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
     uint32_t len;
     const uint8_t *p = cm_trie_bytes(g->v, k, &len);
     uint32_t d = cs->prev ? cm_common_prefix(cs->prev, cs->prev_len, p, len) : 0;
+    if (cs->dead_at <= d) {
+        cs->prev = p;
+        cs->prev_len = len;
+        return 0;
+    }
+    int r = stack_verdict(m, cs, k);
+    if (r >= 0) return r;  /* the chart keeps the previous candidate's sets */
     cs->prev = p;
     cs->prev_len = len;
-    if (cs->dead_at <= d) return 0;
     /* sets for depths 0..d of this prefix are in the chart already */
     cm_chart_truncate(&m->c, cs->base + d + 1);
     cs->dead_at = UINT32_MAX;
+    if (cs->sm && begin_stacks(m, cs)) cs->sm = NULL;  /* out of memory: check without it */
+    uint32_t *reach = cs->sm ? cs->sm->reach : NULL, from = d;
+    r = 1;
     for (; d < len; d++) {
         m->stats.n_steps++;
-        int r = cm_chart_scan(&m->c, g, p[d]);
+        r = cm_chart_scan(&m->c, g, p[d]);
         if (r < 0) return r;
         if (r == 0) {
             cs->dead_at = d + 1;
-            return 0;
+            break;
         }
+        if (reach) reach[d + 1] = lowest_read(&m->c, g, cs->base + d + 1, reach[d]);
     }
-    return 1;
+    if (reach && from < len) {
+        /* the verdict read the closures of the sets before the last byte's (the last
+         * byte's kernel is empty or not whatever its closure reads) */
+        uint32_t used = r ? len - 1 : d;
+        cm_stackmemo_put(cs->sm, cs->store, &m->c, (uint32_t)k, cm_stackmemo_frames(cs->sm, &m->c, reach[used]),
+                         r > 0);
+    }
+    return r;
 }
 
 /* ---- closing verdicts (verdict.c): the current set as plain items read by their automata ----
@@ -365,7 +410,9 @@ static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
 static int check_candidates(cm_matcher *m, uint32_t *words) {
     const cm_vocab *v = m->g->v;
     size_t n_sets = m->c.n_sets, lo = m->cand_lo, hi = m->cand_hi;
-    check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX};
+    check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX, NULL, &m->g->cache->stacks, false, 0};
+    /* a grammar with lookahead debts: completions read the bytes between too */
+    if (m->g->lim.stack_verdicts && m->g->t.n_la <= 1) cs.sm = &m->stacks;
     split sp;
     sp.at = -1;
     size_t min = m->g->lim.closing_verdicts;  /* fewer candidates: the split's sets cost more than it saves */
@@ -394,6 +441,7 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
         }
     }
     cm_chart_truncate(&m->c, n_sets);
+    cm_stackmemo_note_hits(cs.hits);
     return rc < 0 ? rc : CM_OK;
 }
 

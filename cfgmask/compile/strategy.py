@@ -86,6 +86,13 @@ class Strategy:
     # this many rests that stop on a non-ASCII byte after a name, then kept for the rule's later
     # filters (0: every rest goes through the upward chart; 1: at once, as the tests use it)
     name_stops: int = 128
+    # an uncertain token's verdict from the chart is kept by the matcher per (token, the
+    # enclosing stack its check read: the sets reachable from the current one through
+    # origins down to the lowest a completion read, origins relabelled by rank) and taken at
+    # a later mask over the same stack (an operand's closing tokens at every operand inside
+    # the same parentheses; grammars without lookahead debts; False: each candidate is run
+    # through the chart)
+    stack_verdicts: bool = True
 
 
 DEFAULT = Strategy()
