@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bits.h"
 #include "stackmemo.h"
 
 #define BELOW UINT32_MAX
@@ -61,7 +62,7 @@ static void clear(cm_stack_store *st) {
     memset(st->index, 0xff, sizeof st->index);
     for (size_t k = 0; k < st->n_trie; k++) atomic_store_explicit(&st->depths[k], 0, memory_order_relaxed);
     if (++st->gen == 0) {
-        memset(st->slots, 0, CM_SM_SLOTS * sizeof *st->slots);
+        memset(st->slots, 0, st->n_slots * sizeof *st->slots);
         st->gen = 1;
     }
 }
@@ -71,7 +72,8 @@ static int alloc_store(cm_stack_store *st) {
     if (st->slots) return CM_OK;
     st->pool = malloc(CM_SM_POOL * sizeof *st->pool);
     st->depths = calloc(st->n_trie ? st->n_trie : 1, sizeof *st->depths);
-    st->slots = calloc(CM_SM_SLOTS, sizeof *st->slots);
+    st->slots = calloc(CM_SM_SLOTS_MIN, sizeof *st->slots);
+    st->n_slots = CM_SM_SLOTS_MIN;
     if (!st->pool || !st->depths || !st->slots) {
         free(st->pool);
         free((void *)st->depths);
@@ -100,10 +102,25 @@ static size_t index_slot(const cm_stack_store *st, uint64_t h, const uint64_t *k
 
 static size_t slot_of(const cm_stack_store *st, uint32_t stack, uint32_t k) {
     uint64_t h = mix(mix(0x9E3779B97F4A7C15ULL, stack), k);
-    size_t i = (size_t)(h >> 40) % CM_SM_SLOTS;
-    while (st->slots[i].gen == st->gen && (st->slots[i].stack != stack || st->slots[i].token != k))
-        i = (i + 1) % CM_SM_SLOTS;
+    size_t mask = st->n_slots - 1, i = (size_t)(h >> 40) & mask;
+    while (st->slots[i].gen == st->gen && (st->slots[i].stack != stack || st->slots[i].token >> 1 != k))
+        i = (i + 1) & mask;
     return i;
+}
+
+/* The verdict slots doubled, up to CM_SM_SLOTS (under lock): 0, or < 0 when they cannot grow. */
+static int grow_slots(cm_stack_store *st) {
+    if (st->n_slots >= CM_SM_SLOTS) return CM_ERR_LIMIT;
+    cm_smslot *old = st->slots;
+    size_t n_old = st->n_slots;
+    cm_smslot *p = calloc(n_old * 2, sizeof *p);
+    if (!p) return CM_ERR_NOMEM;
+    st->slots = p;
+    st->n_slots = n_old * 2;
+    for (size_t i = 0; i < n_old; i++)
+        if (old[i].gen == st->gen) st->slots[slot_of(st, old[i].stack, old[i].token >> 1)] = old[i];
+    free(old);
+    return CM_OK;
 }
 
 /* ---- a matcher's scratch ---- */
@@ -114,6 +131,8 @@ void cm_stackmemo_free(cm_stackmemo *sm) {
     free(sm->mark);
     free(sm->reach);
     free(sm->key);
+    free(sm->put);
+    free(sm->ask);
     memset(sm, 0, sizeof *sm);
 }
 
@@ -142,6 +161,8 @@ int cm_stackmemo_begin(cm_stackmemo *sm, size_t base, uint32_t max_len) {
     sm->n_order = 0;
     sm->cursor = (int64_t)base;
     sm->n_key = 0;
+    sm->n_ask = 0;
+    sm->need = 0;
     memset(sm->made, 0, sizeof sm->made);
     sm->reach[0] = (uint32_t)base;
     return CM_OK;
@@ -229,38 +250,89 @@ static int32_t stack_id(cm_stackmemo *sm, cm_stack_store *st, uint32_t f, bool a
     return id;
 }
 
-int cm_stackmemo_get(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c, uint32_t k) {
-    if (!st->depths) return -1;
-    uint32_t bits = atomic_load_explicit(&st->depths[k], memory_order_relaxed), ask = 0;
-    for (uint32_t b = bits; b; b &= b - 1) {
+bool cm_stackmemo_ask(cm_stackmemo *sm, const cm_stack_store *st, uint32_t k) {
+    if (!atomic_load_explicit(&st->ready, memory_order_acquire)) return false;
+    uint32_t at = atomic_load_explicit(&st->depths[k], memory_order_relaxed);
+    if (!at) return false;
+    if (sm->n_ask == sm->cap_ask) {
+        size_t cap = sm->cap_ask ? sm->cap_ask * 2 : 256;
+        uint32_t *p = realloc(sm->ask, cap * sizeof *p);
+        if (!p) return false;  /* checked now: slower, never wrong */
+        sm->ask = p;
+        sm->cap_ask = cap;
+    }
+    sm->ask[sm->n_ask++] = k;
+    sm->need |= at;
+    return true;
+}
+
+size_t cm_stackmemo_take(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c, const uint32_t *trie_ids,
+                         uint32_t *words) {
+    /* the keys of the depths asked about, outside the lock */
+    uint32_t ask = 0;
+    for (uint32_t b = sm->need; b; b &= b - 1) {
         uint32_t f = (uint32_t)__builtin_ctz(b) + 1;
         if (make_key(sm, c, f)) ask |= 1u << (f - 1);
     }
-    if (!ask) return -1;
-    int r = -1;
+    sm->need = 0;
+    if (!ask) return 0;
+    size_t hits = 0, n = 0;
     pthread_mutex_lock(&st->lock);
-    for (; ask && r < 0; ask &= ask - 1) {
-        uint32_t f = (uint32_t)__builtin_ctz(ask) + 1;
-        int32_t id = stack_id(sm, st, f, false);
-        if (id < 0) continue;
-        const cm_smslot *sl = &st->slots[slot_of(st, (uint32_t)id, k)];
-        if (sl->gen == st->gen) r = sl->allowed;
+    int32_t ids[CM_SM_FRAMES + 1];
+    for (uint32_t b = ask; b; b &= b - 1) {
+        uint32_t f = (uint32_t)__builtin_ctz(b) + 1;
+        if ((ids[f] = stack_id(sm, st, f, false)) < 0) ask &= ~(1u << (f - 1));
+    }
+    for (size_t i = 0; i < sm->n_ask; i++) {
+        uint32_t k = sm->ask[i], at = atomic_load_explicit(&st->depths[k], memory_order_relaxed) & ask;
+        int r = -1;
+        for (; at && r < 0; at &= at - 1) {
+            uint32_t f = (uint32_t)__builtin_ctz(at) + 1;
+            const cm_smslot *sl = &st->slots[slot_of(st, (uint32_t)ids[f], k)];
+            if (sl->gen == st->gen) r = (int)(sl->token & 1);
+        }
+        if (r < 0) {
+            sm->ask[n++] = k;  /* left for the chart */
+        } else {
+            if (r) words[trie_ids[k] >> 5] |= 1u << (trie_ids[k] & 31);
+            hits++;
+        }
     }
     pthread_mutex_unlock(&st->lock);
-    return r;
+    sm->n_ask = n;
+    return hits;
 }
 
-void cm_stackmemo_put(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c, uint32_t k, uint32_t f,
-                      bool allowed) {
-    if (!f || f > CM_SM_FRAMES || !make_key(sm, c, f)) return;
+void cm_stackmemo_put(cm_stackmemo *sm, uint32_t k, uint32_t f, bool allowed) {
+    if (!f || f > CM_SM_FRAMES) return;
+    if (sm->n_put == sm->cap_put) {
+        size_t cap = sm->cap_put ? sm->cap_put * 2 : 256;
+        uint32_t *p = realloc(sm->put, cap * sizeof *p);
+        if (!p) return;  /* not kept: slower, never wrong */
+        sm->put = p;
+        sm->cap_put = cap;
+    }
+    sm->put[sm->n_put++] = k << 6 | f << 1 | allowed;
+}
+
+void cm_stackmemo_flush(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c) {
+    uint32_t need = 0;
+    for (size_t i = 0; i < sm->n_put; i++) need |= 1u << ((sm->put[i] >> 1 & 31) - 1);
+    for (uint32_t b = need; b; b &= b - 1) make_key(sm, c, (uint32_t)__builtin_ctz(b) + 1);
     pthread_mutex_lock(&st->lock);
     if (!alloc_store(st)) {
-        if (st->n_used * 2 >= CM_SM_SLOTS) clear(st);  /* full: start over */
-        uint32_t id = (uint32_t)stack_id(sm, st, f, true);
-        cm_smslot *sl = &st->slots[slot_of(st, id, k)];
-        if (sl->gen != st->gen) st->n_used++;
-        *sl = (cm_smslot){st->gen, id, k, allowed};
-        atomic_fetch_or_explicit(&st->depths[k], (uint16_t)(1u << (f - 1)), memory_order_relaxed);
+        for (size_t i = 0; i < sm->n_put; i++) {
+            uint32_t k = sm->put[i] >> 6, f = sm->put[i] >> 1 & 31;
+            if (sm->made[f] != 1) continue;
+            if (st->n_used * 2 >= st->n_slots && grow_slots(st)) clear(st);  /* full: start over */
+            uint32_t id = (uint32_t)stack_id(sm, st, f, true);
+            cm_smslot *sl = &st->slots[slot_of(st, id, k)];
+            if (sl->gen != st->gen) st->n_used++;
+            *sl = (cm_smslot){st->gen, (uint16_t)id, k << 1 | (sm->put[i] & 1)};
+            atomic_fetch_or_explicit(&st->depths[k], (uint8_t)(1u << (f - 1)), memory_order_relaxed);
+        }
+        atomic_store_explicit(&st->ready, true, memory_order_release);
     }
     pthread_mutex_unlock(&st->lock);
+    sm->n_put = 0;
 }

@@ -13,8 +13,9 @@
 #define CM_SM_INDEX 2048            /* their hash index (open addressing) */
 #define CM_SM_POOL (1u << 18)       /* their key words held at once */
 #define CM_SM_KEY_MAX 4096          /* key words of one stack at most (bigger: not memoized) */
-#define CM_SM_SLOTS 65536           /* verdict slots (open addressing, at most half full) */
-#define CM_SM_FRAMES 16             /* deepest stack memoized, in reachable sets */
+#define CM_SM_SLOTS_MIN 2048        /* verdict slots at first (open addressing, at most half full) */
+#define CM_SM_SLOTS 65536           /* ... doubled up to these */
+#define CM_SM_FRAMES 8              /* deepest stack memoized, in reachable sets */
 
 typedef struct cm_smstack {
     uint64_t hash;
@@ -22,9 +23,9 @@ typedef struct cm_smstack {
 } cm_smstack;
 
 typedef struct cm_smslot {
-    uint32_t gen;                   /* the store's generation when written; else empty */
-    uint32_t stack, token;          /* token: a trie index */
-    uint8_t allowed;
+    uint16_t gen;                   /* the store's generation when written; else empty */
+    uint16_t stack;
+    uint32_t token;                 /* a trie index << 1 | allowed */
 } cm_smslot;
 
 /* The grammar's verdicts, under lock; the keys are the chart's contents, not its
@@ -36,9 +37,12 @@ typedef struct cm_stack_store {
     int32_t index[CM_SM_INDEX];     /* stack ids by hash; -1 empty (valid while gen holds) */
     uint64_t *pool;                 /* [CM_SM_POOL] */
     uint32_t n_pool;
-    cm_smslot *slots;               /* [CM_SM_SLOTS], allocated on first use */
-    uint32_t n_used, gen;
-    _Atomic uint16_t *depths;       /* [n_trie] bit f - 1: a verdict of the token is stored over f frames */
+    cm_smslot *slots;               /* [n_slots], allocated on first use */
+    size_t n_slots;
+    uint32_t n_used;
+    uint16_t gen;
+    _Atomic uint8_t *depths;        /* [n_trie] bit f - 1: a verdict of the token is stored over f frames */
+    atomic_bool ready;              /* depths allocated (read without the lock) */
     size_t n_trie;
 } cm_stack_store;
 
@@ -57,6 +61,11 @@ typedef struct cm_stackmemo {
     uint64_t key_hash[CM_SM_FRAMES + 1];
     uint32_t id_gen[CM_SM_FRAMES + 1];   /* the store's generation key_id was found in */
     int32_t key_id[CM_SM_FRAMES + 1];    /* the key's stack in the store; -1 not there */
+    uint32_t *put;                  /* verdicts to store at the mask's end: k << 6 | f << 1 | allowed */
+    size_t n_put, cap_put;
+    uint32_t *ask;                  /* the candidates asked about (cm_stackmemo_ask) */
+    size_t n_ask, cap_ask;
+    uint32_t need;                  /* ... the depths they have verdicts at */
 } cm_stackmemo;
 
 int cm_stack_store_init(cm_stack_store *st, size_t n_trie);
@@ -68,12 +77,18 @@ int cm_stackmemo_begin(cm_stackmemo *sm, size_t base, uint32_t max_len);
 /* How many reachable sets, newest first, reach down to set `lo` (lo reachable from
  * the current set): 0 when that is deeper than CM_SM_FRAMES. */
 uint32_t cm_stackmemo_frames(cm_stackmemo *sm, const cm_chart *c, uint32_t lo);
-/* The verdict of trie entry k stored over frames equal to this mask's: 1 allowed,
- * 0 not, -1 unknown. */
-int cm_stackmemo_get(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c, uint32_t k);
-/* Trie entry k's check read f frames (cm_stackmemo_frames) and gave `allowed`. */
-void cm_stackmemo_put(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c, uint32_t k, uint32_t f,
-                      bool allowed);
+/* Should candidate k (a trie index) be asked about (it has verdicts stored at some
+ * depth)?  Then it is noted for cm_stackmemo_take: true. */
+bool cm_stackmemo_ask(cm_stackmemo *sm, const cm_stack_store *st, uint32_t k);
+/* The stored verdicts of the candidates asked about over frames equal to this mask's
+ * (one lock): an allowed one set in words; those without one are left in
+ * sm->ask[0 .. n_ask), in the order asked.  How many it decided. */
+size_t cm_stackmemo_take(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c, const uint32_t *trie_ids,
+                         uint32_t *words);
+/* Trie entry k's check read f frames (cm_stackmemo_frames) and gave `allowed`: noted, for
+ * cm_stackmemo_flush to store at the mask's end (one lock a mask). */
+void cm_stackmemo_put(cm_stackmemo *sm, uint32_t k, uint32_t f, bool allowed);
+void cm_stackmemo_flush(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c);
 void cm_stackmemo_note_hits(size_t n);
 /* Verdicts taken from the stores so far in this process (for the tests). */
 size_t cm_stack_verdict_hits(void);
