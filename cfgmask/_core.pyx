@@ -128,7 +128,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.closing_verdicts = s.closing_verdicts
     lim.run_walks = s.run_walks
     lim.name_stops = s.name_stops
-    lim.stack_verdicts = 1 if s.stack_verdicts else 0
+    lim.stack_verdicts = s.stack_verdicts
 
 
 cdef uint32_t _NO_SETS[1]

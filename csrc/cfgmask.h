@@ -190,11 +190,13 @@ typedef struct cm_limits {
      * rule once a filter has met n rests that stop on a non-ASCII byte after
      * a name, and kept; 0: every rest is scanned.  The entries are the same. */
     size_t name_stops;
-    /* 1: an uncertain token's verdict from the chart is kept per (token, the
+    /* n > 0: once the grammar's candidate checks have run n - 1 chart steps,
+     * an uncertain token's verdict from the chart is kept per (token, the
      * enclosing stack its check read: the sets reachable from the current one
      * down to the lowest a completion read, origins relabelled), and taken at
-     * a later mask over the same stack (stackmemo.c); 0: every candidate is
-     * run through the chart.  The masks are the same. */
+     * a later mask over the same stack (stackmemo.c; a grammar whose checks
+     * stay few, most JSON Schemas, never pays for the store); 0: every
+     * candidate is run through the chart.  The masks are the same. */
     size_t stack_verdicts;
 } cm_limits;
 

@@ -29,7 +29,7 @@ void cm_limits_default(cm_limits *out) {
     out->closing_verdicts = 64;
     out->run_walks = 64;
     out->name_stops = 128;
-    out->stack_verdicts = 1;
+    out->stack_verdicts = 4096;
 }
 
 static int validate_tokens(const cm_tables *t) {

@@ -408,8 +408,11 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     const cm_vocab *v = m->g->v;
     size_t n_sets = m->c.n_sets, lo = m->cand_lo, hi = m->cand_hi;
     check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX, NULL, &m->g->cache->stacks};
-    /* a grammar with lookahead debts: completions read the bytes between too */
-    if (lo < hi && m->g->lim.stack_verdicts && m->g->t.n_la <= 1 && !cm_stackmemo_begin(&m->stacks, n_sets - 1, v->max_len))
+    /* a grammar with lookahead debts: completions read the bytes between too; and a store
+     * costs more than it saves until the grammar's checks have run a few thousand steps */
+    size_t steps = m->stats.n_steps, want = m->g->lim.stack_verdicts;
+    bool counting = want && m->g->t.n_la <= 1 && atomic_load_explicit(&cs.store->steps, memory_order_relaxed) + 1 < want;
+    if (lo < hi && want && m->g->t.n_la <= 1 && !counting && !cm_stackmemo_begin(&m->stacks, n_sets - 1, v->max_len))
         cs.sm = &m->stacks;
     split sp;
     sp.at = -1;
@@ -448,6 +451,7 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     }
     cm_chart_truncate(&m->c, n_sets);
     if (cs.sm && cs.sm->n_put) cm_stackmemo_flush(cs.sm, cs.store, &m->c);
+    if (counting) atomic_fetch_add_explicit(&cs.store->steps, m->stats.n_steps - steps, memory_order_relaxed);
     return rc < 0 ? rc : CM_OK;
 }
 

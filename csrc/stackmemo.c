@@ -198,14 +198,7 @@ static bool make_key(cm_stackmemo *sm, const cm_chart *c, uint32_t f) {
     size_t n = 0;
     for (uint32_t r = 0; r < f; r++) n += 1 + c->set_start[sm->order[r] + 1] - c->set_start[sm->order[r]];
     if (n > CM_SM_KEY_MAX) return false;
-    if (sm->n_key + n > sm->cap_key) {
-        size_t cap = sm->cap_key ? sm->cap_key : 4096;
-        while (cap < sm->n_key + n) cap *= 2;
-        uint64_t *p = realloc(sm->key, cap * sizeof *p);
-        if (!p) return false;
-        sm->key = p;
-        sm->cap_key = cap;
-    }
+    if (cm_grow((void **)&sm->key, &sm->cap_key, sm->n_key + n, sizeof *sm->key)) return false;
     uint64_t *key = sm->key + sm->n_key, h = f;
     n = 0;
     for (uint32_t r = 0; r < f; r++) {
@@ -254,13 +247,7 @@ bool cm_stackmemo_ask(cm_stackmemo *sm, const cm_stack_store *st, uint32_t k) {
     if (!atomic_load_explicit(&st->ready, memory_order_acquire)) return false;
     uint32_t at = atomic_load_explicit(&st->depths[k], memory_order_relaxed);
     if (!at) return false;
-    if (sm->n_ask == sm->cap_ask) {
-        size_t cap = sm->cap_ask ? sm->cap_ask * 2 : 256;
-        uint32_t *p = realloc(sm->ask, cap * sizeof *p);
-        if (!p) return false;  /* checked now: slower, never wrong */
-        sm->ask = p;
-        sm->cap_ask = cap;
-    }
+    if (cm_grow((void **)&sm->ask, &sm->cap_ask, sm->n_ask + 1, sizeof *sm->ask)) return false;  /* checked now */
     sm->ask[sm->n_ask++] = k;
     sm->need |= at;
     return true;
@@ -305,13 +292,7 @@ size_t cm_stackmemo_take(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c
 
 void cm_stackmemo_put(cm_stackmemo *sm, uint32_t k, uint32_t f, bool allowed) {
     if (!f || f > CM_SM_FRAMES) return;
-    if (sm->n_put == sm->cap_put) {
-        size_t cap = sm->cap_put ? sm->cap_put * 2 : 256;
-        uint32_t *p = realloc(sm->put, cap * sizeof *p);
-        if (!p) return;  /* not kept: slower, never wrong */
-        sm->put = p;
-        sm->cap_put = cap;
-    }
+    if (cm_grow((void **)&sm->put, &sm->cap_put, sm->n_put + 1, sizeof *sm->put)) return;  /* not kept: slower */
     sm->put[sm->n_put++] = k << 6 | f << 1 | allowed;
 }
 

@@ -14,7 +14,7 @@
 #define CM_SM_POOL (1u << 18)       /* their key words held at once */
 #define CM_SM_KEY_MAX 4096          /* key words of one stack at most (bigger: not memoized) */
 #define CM_SM_SLOTS_MIN 2048        /* verdict slots at first (open addressing, at most half full) */
-#define CM_SM_SLOTS 65536           /* ... doubled up to these */
+#define CM_SM_SLOTS (1u << 17)      /* ... doubled up to these (1 MB) */
 #define CM_SM_FRAMES 8              /* deepest stack memoized, in reachable sets */
 
 typedef struct cm_smstack {
@@ -43,6 +43,7 @@ typedef struct cm_stack_store {
     uint16_t gen;
     _Atomic uint8_t *depths;        /* [n_trie] bit f - 1: a verdict of the token is stored over f frames */
     atomic_bool ready;              /* depths allocated (read without the lock) */
+    atomic_size_t steps;            /* chart steps of the grammar's checks, until the store is used */
     size_t n_trie;
 } cm_stack_store;
 

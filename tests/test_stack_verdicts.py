@@ -38,7 +38,7 @@ CLOSERS = (
 
 
 def _compile(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool) -> cfgmask.CompiledGrammar:
-    return cfgmask.compile(g, vocab, _strategy=Strategy(stack_verdicts=on, **CHECKS))
+    return cfgmask.compile(g, vocab, _strategy=Strategy(stack_verdicts=1 if on else 0, **CHECKS))
 
 
 @given(expression_grammars(), vocabularies(EXPR_PIECES + CLOSERS), st.data())
@@ -141,7 +141,7 @@ def test_c_gbnf_llama3_same_masks_and_hits() -> None:
     vocab = cfgmask.Vocabulary.llama3()
     g = shipped("c.gbnf")
     before = _core.stack_verdict_hits()
-    on = cfgmask.compile(g, vocab, _strategy=Strategy(stack_verdicts=True))
-    off = cfgmask.compile(g, vocab, _strategy=Strategy(stack_verdicts=False))
+    on = cfgmask.compile(g, vocab, _strategy=Strategy())  # as by default: after the first checks
+    off = cfgmask.compile(g, vocab, _strategy=Strategy(stack_verdicts=0))
     _same_masks(on, off, [ids, ids[: len(ids) // 2]], vocab.size)
     assert _core.stack_verdict_hits() - before > 1000

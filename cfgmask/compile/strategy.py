@@ -86,13 +86,14 @@ class Strategy:
     # this many rests that stop on a non-ASCII byte after a name, then kept for the rule's later
     # filters (0: every rest goes through the upward chart; 1: at once, as the tests use it)
     name_stops: int = 128
-    # an uncertain token's verdict from the chart is kept by the matcher per (token, the
+    # once the grammar's candidate checks have run this many chart steps (less one), an
+    # uncertain token's verdict from the chart is kept by the grammar per (token, the
     # enclosing stack its check read: the sets reachable from the current one through
     # origins down to the lowest a completion read, origins relabelled by rank) and taken at
     # a later mask over the same stack (an operand's closing tokens at every operand inside
-    # the same parentheses; grammars without lookahead debts; False: each candidate is run
-    # through the chart)
-    stack_verdicts: bool = True
+    # the same parentheses; grammars without lookahead debts; 0: each candidate is run
+    # through the chart; 1: from the first mask, as the tests use it)
+    stack_verdicts: int = 4096
 
 
 DEFAULT = Strategy()
