@@ -78,6 +78,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t filter_runs
         size_t run_stops
         size_t run_ahead
+        size_t stack_verdicts
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -307,6 +308,10 @@ cdef extern from "cfgmask.h" nogil:
         CM_SIMD_AVX2
         CM_SIMD_AVX512
     int cm_apply_mask_simd()
+
+
+cdef extern from "stackmemo.h" nogil:
+    size_t cm_stack_verdict_hits()
 
 
 cdef extern from "walk.h" nogil:

@@ -131,6 +131,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.filter_runs = s.filter_runs
     lim.run_stops = s.run_stops
     lim.run_ahead = s.run_ahead
+    lim.stack_verdicts = s.stack_verdicts
 
 
 cdef uint32_t _NO_SETS[1]
@@ -1320,6 +1321,12 @@ def filter_run_hits():
     """How many of the upward filter's questions the runs of one byte it kept answered so far
     in this process (for the tests)."""
     return cm_walk_filter_run_hits()
+
+
+def stack_verdict_hits():
+    """How many uncertain tokens' verdicts masks took from their grammar's stack verdicts
+    (csrc/stackmemo.c) so far in this process (for the tests)."""
+    return cm_stack_verdict_hits()
 
 
 def chain_bulk_takes():

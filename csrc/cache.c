@@ -35,6 +35,12 @@ int cm_cache_new(const cm_grammar *g, cm_cache **out) {
         free(c);
         return CM_ERR_NOMEM;
     }
+    if (cm_stack_store_init(&c->stacks, g->v->n_trie)) {
+        cm_mask_memo_destroy(&c->memo);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return CM_ERR_NOMEM;
+    }
     c->slots = calloc(ns, sizeof *c->slots);
     c->building = calloc(ns, 1);
     c->loop_lab = malloc(ns * sizeof *c->loop_lab);
@@ -60,6 +66,7 @@ void cm_cache_free(cm_cache *c) {
     cm_follow_memo_free(c->follow);
     free(c->loop_lab);
     cm_mask_memo_destroy(&c->memo);
+    cm_stack_store_destroy(&c->stacks);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }

@@ -11,6 +11,7 @@
 
 #include "entry.h"
 #include "maskmemo.h"
+#include "stackmemo.h"
 
 #define CM_COMPOSE_MAX_DEPTH 64   /* entries built from entries built from ... */
 
@@ -42,6 +43,8 @@ struct cm_cache {
     atomic_size_t run_walks, runs_from_vocab;  /* run walks walked, and found in the vocabulary */
     /* finished masks, under memo.lock */
     cm_mask_memo memo;
+    /* uncertain tokens' verdicts by enclosing stack, under stacks.lock */
+    cm_stack_store stacks;
 };
 
 int cm_cache_new(const cm_grammar *g, cm_cache **out);

@@ -209,6 +209,14 @@ typedef struct cm_limits {
      * twice its length (walk.c, run_ahead); 0: never.  The entries are the
      * same. */
     size_t run_ahead;
+    /* n > 0: once the grammar's candidate checks have run n - 1 chart steps,
+     * an uncertain token's verdict from the chart is kept per (token, the
+     * enclosing stack its check read: the sets reachable from the current one
+     * down to the lowest a completion read, origins relabelled), and taken at
+     * a later mask over the same stack (stackmemo.c; a grammar whose checks
+     * stay few, most JSON Schemas, never pays for the store); 0: every
+     * candidate is run through the chart.  The masks are the same. */
+    size_t stack_verdicts;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

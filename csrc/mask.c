@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "maskmemo.h"
 #include "matcher.h"
+#include "stackmemo.h"
 #include "verdict.h"
 
 /* Trie entries lo .. hi (inclusive) may be marked: widen the span check_candidates reads. */
@@ -164,7 +165,16 @@ typedef struct check_state {
     const uint8_t *prev;
     uint32_t prev_len;
     uint32_t dead_at;           /* the previous candidate's prefix of this length is dead */
+    cm_stackmemo *sm;           /* stack verdicts (stackmemo.c): the matcher's scratch; NULL: off */
+    cm_stack_store *store;      /* ... and the grammar's verdicts */
 } check_state;
+
+/* The lowest set the closure of chart set `set` read: its completed items' lowest origin. */
+static uint32_t lowest_read(const cm_chart *c, const cm_grammar *g, size_t set, uint32_t lo) {
+    for (size_t i = c->set_start[set]; i < c->set_start[set + 1]; i++)
+        if (c->items[i].origin < lo && g->t.accepting[cm_st(c->items[i].state)]) lo = c->items[i].origin;
+    return lo;
+}
 
 /* Decide one uncertain token exactly: 1 allowed, 0 not, < 0 error. */
 static int check_token(cm_matcher *m, check_state *cs, size_t k) {
@@ -172,22 +182,35 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
     uint32_t len;
     const uint8_t *p = cm_trie_bytes(g->v, k, &len);
     uint32_t d = cs->prev ? cm_common_prefix(cs->prev, cs->prev_len, p, len) : 0;
+    if (cs->dead_at <= d) {
+        cs->prev = p;
+        cs->prev_len = len;
+        return 0;
+    }
     cs->prev = p;
     cs->prev_len = len;
-    if (cs->dead_at <= d) return 0;
     /* sets for depths 0..d of this prefix are in the chart already */
     cm_chart_truncate(&m->c, cs->base + d + 1);
     cs->dead_at = UINT32_MAX;
+    uint32_t *reach = cs->sm ? cs->sm->reach : NULL, from = d;
+    int r = 1;
     for (; d < len; d++) {
         m->stats.n_steps++;
-        int r = cm_chart_scan(&m->c, g, p[d]);
+        r = cm_chart_scan(&m->c, g, p[d]);
         if (r < 0) return r;
         if (r == 0) {
             cs->dead_at = d + 1;
-            return 0;
+            break;
         }
+        if (reach) reach[d + 1] = lowest_read(&m->c, g, cs->base + d + 1, reach[d]);
     }
-    return 1;
+    if (reach && from < len) {
+        /* the verdict read the closures of the sets before the last byte's (the last
+         * byte's kernel is empty or not whatever its closure reads) */
+        uint32_t used = r ? len - 1 : d;
+        cm_stackmemo_put(cs->sm, (uint32_t)k, cm_stackmemo_frames(cs->sm, &m->c, reach[used]), r > 0);
+    }
+    return r;
 }
 
 /* ---- closing verdicts (verdict.c): the current set as plain items read by their automata ----
@@ -362,15 +385,40 @@ static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
     return 1;  /* an automaton read it all */
 }
 
+static void clear_candidates(cm_matcher *m) {
+    if (m->cand_lo < m->cand_hi) memset(m->cand + m->cand_lo, 0, (m->cand_hi - m->cand_lo) * sizeof *m->cand);
+    m->cand_lo = UINT32_MAX;
+    m->cand_hi = 0;
+}
+
+/* Decide candidate k (not yet allowed): 1 allowed, 0 not, < 0 error. */
+static int decide(cm_matcher *m, check_state *cs, split *sp, bool splits, size_t k) {
+    m->stats.n_checked++;
+    int rc = splits ? check_split(m, sp, cs->base, k) : CM_SPLIT_FALLBACK;
+    if (rc == CM_SPLIT_FALLBACK) {
+        if (sp->at >= 0) cs->prev = NULL;  /* the split's sets replaced the last candidate's */
+        sp->at = -1;  /* and check_token replaces them */
+        return check_token(m, cs, k);
+    }
+    cs->prev = NULL;  /* the split's sets replaced the last candidate's */
+    return rc;
+}
+
 static int check_candidates(cm_matcher *m, uint32_t *words) {
     const cm_vocab *v = m->g->v;
     size_t n_sets = m->c.n_sets, lo = m->cand_lo, hi = m->cand_hi;
-    check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX};
+    check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX, NULL, &m->g->cache->stacks};
+    /* a grammar with lookahead debts: completions read the bytes between too; and a store
+     * costs more than it saves until the grammar's checks have run a few thousand steps */
+    size_t steps = m->stats.n_steps, want = m->g->lim.stack_verdicts;
+    bool counting = want && m->g->t.n_la <= 1 && atomic_load_explicit(&cs.store->steps, memory_order_relaxed) + 1 < want;
+    if (lo < hi && want && m->g->t.n_la <= 1 && !counting && !cm_stackmemo_begin(&m->stacks, n_sets - 1, v->max_len))
+        cs.sm = &m->stacks;
     split sp;
     sp.at = -1;
     size_t min = m->g->lim.closing_verdicts;  /* fewer candidates: the split's sets cost more than it saves */
     int rc = min && m->stats.n_candidates >= min ? split_current(m, &sp, n_sets - 1) : 0;
-    int splits = rc > 0;
+    bool splits = rc > 0;
     if (rc > 0) rc = CM_OK;
     m->cand_lo = UINT32_MAX;
     m->cand_hi = 0;
@@ -381,19 +429,29 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
             size_t k = w * 64 + (unsigned)__builtin_ctzll(bits);
             uint32_t id = v->trie_ids[k];
             if (cm_bit(words, id)) continue;
-            m->stats.n_checked++;
-            rc = splits ? check_split(m, &sp, n_sets - 1, k) : CM_SPLIT_FALLBACK;
-            if (rc == CM_SPLIT_FALLBACK) {
-                if (sp.at >= 0) cs.prev = NULL;  /* the split's sets replaced the last candidate's */
-                sp.at = -1;  /* and check_token replaces them */
-                rc = check_token(m, &cs, k);
-            } else {
-                cs.prev = NULL;  /* the split's sets replaced the last candidate's */
-            }
+            /* a candidate with verdicts kept at some depth waits for them (one lock for all) */
+            if (cs.sm && cm_stackmemo_ask(cs.sm, cs.store, (uint32_t)k)) continue;
+            rc = decide(m, &cs, &sp, splits, k);
+            if (rc > 0) words[id >> 5] |= 1u << (id & 31);
+        }
+    }
+    if (cs.sm && cs.sm->n_ask && rc >= 0) {
+        cm_chart_truncate(&m->c, n_sets);  /* the keys read the sets up to the current one */
+        size_t hits = cm_stackmemo_take(cs.sm, cs.store, &m->c, v->trie_ids, words);
+        m->stats.n_checked += hits;
+        cm_stackmemo_note_hits(hits);
+        /* the rest, in trie order still, through the chart */
+        cs.prev = NULL;
+        sp.at = -1;
+        for (size_t i = 0; i < cs.sm->n_ask && rc >= 0; i++) {
+            uint32_t k = cs.sm->ask[i], id = v->trie_ids[k];
+            rc = decide(m, &cs, &sp, splits, k);
             if (rc > 0) words[id >> 5] |= 1u << (id & 31);
         }
     }
     cm_chart_truncate(&m->c, n_sets);
+    if (cs.sm && cs.sm->n_put) cm_stackmemo_flush(cs.sm, cs.store, &m->c);
+    if (counting) atomic_fetch_add_explicit(&cs.store->steps, m->stats.n_steps - steps, memory_order_relaxed);
     return rc < 0 ? rc : CM_OK;
 }
 
@@ -494,12 +552,6 @@ static bool memo_hit(cm_matcher *m, memo_key *key, uint32_t *words) {
     if (!key->n_sig || !cm_mask_memo_lookup(m, key->hash, key->n_sig, words)) return false;
     m->stats.memo_hit = 1;
     return true;
-}
-
-static void clear_candidates(cm_matcher *m) {
-    if (m->cand_lo < m->cand_hi) memset(m->cand + m->cand_lo, 0, (m->cand_hi - m->cand_lo) * sizeof *m->cand);
-    m->cand_lo = UINT32_MAX;
-    m->cand_hi = 0;
 }
 
 /* Steps 1-3, by a direct walk or from the cache, asking the memo first where

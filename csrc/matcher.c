@@ -39,6 +39,7 @@ void cm_matcher_free(cm_matcher *m) {
     if (!m) return;
     cm_chart_free(&m->c);
     cm_verdicts_free(&m->verdicts);
+    cm_stackmemo_free(&m->stacks);
     free(m->hist);
     free(m->stamp);
     free(m->cand);

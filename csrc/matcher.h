@@ -4,6 +4,7 @@
 #define CFGMASK_MATCHER_H
 
 #include "chart.h"
+#include "stackmemo.h"
 #include "verdict.h"
 
 struct cm_matcher {
@@ -31,6 +32,7 @@ struct cm_matcher {
     size_t scap;
     uint32_t sgen_cur;
     cm_verdicts verdicts;       /* closing verdicts kept across masks (verdict.c) */
+    cm_stackmemo stacks;        /* stack verdicts kept across masks (stackmemo.c) */
 };
 
 #endif

@@ -103,6 +103,14 @@ class Strategy:
     # known to survive (a string's later positions: each rest a few bytes longer), it reads the
     # next one on to twice its length (0: never; 1: at once, as the tests use it)
     run_ahead: int = 16
+    # once the grammar's candidate checks have run this many chart steps (less one), an
+    # uncertain token's verdict from the chart is kept by the grammar per (token, the
+    # enclosing stack its check read: the sets reachable from the current one through
+    # origins down to the lowest a completion read, origins relabelled by rank) and taken at
+    # a later mask over the same stack (an operand's closing tokens at every operand inside
+    # the same parentheses; grammars without lookahead debts; 0: each candidate is run
+    # through the chart; 1: from the first mask, as the tests use it)
+    stack_verdicts: int = 4096
 
 
 DEFAULT = Strategy()
