@@ -63,6 +63,28 @@ def _mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
     return [bool(b) for b in bits]
 
 
+class ReferenceWalk:
+    """A walk of token ids and the masks the reference gives after each of its prefixes: what a
+    matcher (a fork, one rolled back, another of the grammar) must give along it."""
+
+    def __init__(self, ref_m: ReferenceMatcher, v: Vocab, vocab: cfgmask.Vocabulary, ids: list[int]) -> None:
+        self.ref_m, self.v, self.size, self.ids = ref_m, v, vocab.size, ids
+
+    def expect(self, n: int) -> list[bool]:
+        prefix = b"".join(self.v.tokens[t] or b"" for t in self.ids[:n])
+        return self.ref_m.mask(prefix, self.v.tokens, self.v.stop_ids, self.v.special_ids)
+
+    def follow(self, matcher: cfgmask.Matcher, start: int, stop: int | None = None) -> None:
+        """The masks after ids[:start] .. ids[:stop], accepting ids[start:stop]; stop None: to
+        the walk's end, its last mask included."""
+        end = len(self.ids) if stop is None else stop
+        for i in range(start, end):
+            assert _mask_bools(matcher, self.size) == self.expect(i), f"after {i} tokens"
+            assert matcher.accept_token(self.ids[i])
+        if stop is None:
+            assert _mask_bools(matcher, self.size) == self.expect(end), f"after {end} tokens"
+
+
 @st.composite
 def cases(draw: st.DrawFn):
     g = draw(grammars())

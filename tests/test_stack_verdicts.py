@@ -25,7 +25,7 @@ from cfgmask.compile.strategy import Strategy
 
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
-from .test_engine_differential import _mask_bools, _vocab
+from .test_engine_differential import ReferenceWalk, _vocab
 from .test_entries import EXPR, EXPR_PIECES, expression_grammars, shipped
 
 # every mask's candidates checked one by one (no whole-mask memo, no closing verdicts)
@@ -54,25 +54,14 @@ def test_expression_masks_equal_reference_across_matchers_rollback_and_fork(
     at = data.draw(st.integers(0, len(ids)))
     back = data.draw(st.integers(0, at))
 
-    def expect(n: int) -> list[bool]:
-        prefix = b"".join(v.tokens[t] or b"" for t in ids[:n])
-        return ref_m.mask(prefix, v.tokens, v.stop_ids, v.special_ids)
-
-    def follow(matcher: cfgmask.Matcher, start: int) -> None:
-        for i in range(start, len(ids) + 1):
-            assert _mask_bools(matcher, vocab.size) == expect(i), f"after {i} tokens"
-            if i < len(ids):
-                assert matcher.accept_token(ids[i])
-
+    rw = ReferenceWalk(ref_m, v, vocab, ids)
     m = cfgmask.Matcher(compiled)
-    for i in range(at):  # verdicts stored along the way
-        assert _mask_bools(m, vocab.size) == expect(i), f"after {i} tokens"
-        assert m.accept_token(ids[i])
+    rw.follow(m, 0, at)  # verdicts stored along the way
     f = m.fork()
     m.rollback(back)  # the sets at and below the stack are rebuilt: keys name no position
-    follow(m, at - back)
-    follow(f, at)
-    follow(cfgmask.Matcher(compiled), 0)  # another matcher of the grammar takes the stored verdicts
+    rw.follow(m, at - back)
+    rw.follow(f, at)
+    rw.follow(cfgmask.Matcher(compiled), 0)  # another matcher of the grammar takes the stored verdicts
 
 
 # Nested calls and parentheses: `f(a, (b))` at several depths, operands of one and two bytes.

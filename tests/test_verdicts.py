@@ -31,7 +31,7 @@ from cfgmask.compile.strategy import Strategy
 from .helpers import alt, chars, grammar, lit, opt, ref, rep, seq
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
-from .test_engine_differential import _mask_bools, _vocab
+from .test_engine_differential import ReferenceWalk, _vocab
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_MEMO = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
@@ -80,27 +80,14 @@ def test_shared_strings_masks_equal_reference_with_rollback_and_fork(
     ids = walk.token_ids
     at = data.draw(st.integers(0, len(ids)))
     back = data.draw(st.integers(0, at))
-
-    def expect(n: int) -> list[bool]:
-        prefix = b"".join(v.tokens[t] or b"" for t in ids[:n])
-        return ref_m.mask(prefix, v.tokens, v.stop_ids, v.special_ids)
-
-    def follow(matcher: cfgmask.Matcher, start: int) -> None:
-        """Masks from ids[:start] to the walk's end, accepting its tokens."""
-        for i in range(start, len(ids) + 1):
-            assert _mask_bools(matcher, vocab.size) == expect(i), f"after {i} tokens"
-            if i < len(ids):
-                assert matcher.accept_token(ids[i])
-
-    for i in range(at):  # masks to the middle, verdicts kept along the way
-        assert _mask_bools(m, vocab.size) == expect(i), f"after {i} tokens"
-        assert m.accept_token(ids[i])
+    rw = ReferenceWalk(ref_m, v, vocab, ids)
+    rw.follow(m, 0, at)  # masks to the middle, verdicts kept along the way
     f = m.fork()
     m.rollback(back)  # the sets below may change under the kept verdicts: they must not stand
-    follow(m, at - back)
-    follow(f, at)  # a fork starts with none and goes on from the middle
+    rw.follow(m, at - back)
+    rw.follow(f, at)  # a fork starts with none and goes on from the middle
     m.reset()
-    follow(m, 0)
+    rw.follow(m, 0)
 
 
 def _schema_case(split: str, case_id: str) -> dict:
