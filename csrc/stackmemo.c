@@ -48,6 +48,8 @@ int cm_stack_store_init(cm_stack_store *st, size_t n_trie) {
 }
 
 void cm_stack_store_destroy(cm_stack_store *st) {
+    free(st->stack);
+    free(st->index);
     free(st->pool);
     free(st->slots);
     free((void *)st->depths);
@@ -59,7 +61,7 @@ static void clear(cm_stack_store *st) {
     st->n_stack = 0;
     st->n_pool = 0;
     st->n_used = 0;
-    memset(st->index, 0xff, sizeof st->index);
+    memset(st->index, 0xff, CM_SM_INDEX * sizeof *st->index);
     for (size_t k = 0; k < st->n_trie; k++) atomic_store_explicit(&st->depths[k], 0, memory_order_relaxed);
     if (++st->gen == 0) {
         memset(st->slots, 0, st->n_slots * sizeof *st->slots);
@@ -70,20 +72,26 @@ static void clear(cm_stack_store *st) {
 /* The store's arrays, on its first verdict (under lock). */
 static int alloc_store(cm_stack_store *st) {
     if (st->slots) return CM_OK;
+    st->stack = malloc(CM_SM_STACKS * sizeof *st->stack);
+    st->index = malloc(CM_SM_INDEX * sizeof *st->index);
     st->pool = malloc(CM_SM_POOL * sizeof *st->pool);
     st->depths = calloc(st->n_trie ? st->n_trie : 1, sizeof *st->depths);
     st->slots = calloc(CM_SM_SLOTS_MIN, sizeof *st->slots);
     st->n_slots = CM_SM_SLOTS_MIN;
-    if (!st->pool || !st->depths || !st->slots) {
+    if (!st->stack || !st->index || !st->pool || !st->depths || !st->slots) {
+        free(st->stack);
+        free(st->index);
         free(st->pool);
         free((void *)st->depths);
         free(st->slots);
+        st->stack = NULL;
+        st->index = NULL;
         st->pool = NULL;
         st->depths = NULL;
         st->slots = NULL;
         return CM_ERR_NOMEM;
     }
-    memset(st->index, 0xff, sizeof st->index);
+    memset(st->index, 0xff, CM_SM_INDEX * sizeof *st->index);
     st->gen = 1;
     return CM_OK;
 }

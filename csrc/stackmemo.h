@@ -32,9 +32,9 @@ typedef struct cm_smslot {
  * positions, so they hold for every matcher, mask and document.  Full: starts over. */
 typedef struct cm_stack_store {
     pthread_mutex_t lock;
-    cm_smstack stack[CM_SM_STACKS];
+    cm_smstack *stack;              /* [CM_SM_STACKS], allocated on first use (as below) */
     uint32_t n_stack;
-    int32_t index[CM_SM_INDEX];     /* stack ids by hash; -1 empty (valid while gen holds) */
+    int32_t *index;                 /* [CM_SM_INDEX] stack ids by hash; -1 empty (valid while gen holds) */
     uint64_t *pool;                 /* [CM_SM_POOL] */
     uint32_t n_pool;
     cm_smslot *slots;               /* [n_slots], allocated on first use */
