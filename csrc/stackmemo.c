@@ -47,12 +47,22 @@ int cm_stack_store_init(cm_stack_store *st, size_t n_trie) {
     return pthread_mutex_init(&st->lock, NULL) ? CM_ERR_NOMEM : CM_OK;
 }
 
-void cm_stack_store_destroy(cm_stack_store *st) {
+/* The arrays alloc_store makes, freed and forgotten (the store as before its first verdict). */
+static void free_arrays(cm_stack_store *st) {
     free(st->stack);
     free(st->index);
     free(st->pool);
-    free(st->slots);
     free((void *)st->depths);
+    free(st->slots);
+    st->stack = NULL;
+    st->index = NULL;
+    st->pool = NULL;
+    st->depths = NULL;
+    st->slots = NULL;
+}
+
+void cm_stack_store_destroy(cm_stack_store *st) {
+    free_arrays(st);
     pthread_mutex_destroy(&st->lock);
 }
 
@@ -79,16 +89,7 @@ static int alloc_store(cm_stack_store *st) {
     st->slots = calloc(CM_SM_SLOTS_MIN, sizeof *st->slots);
     st->n_slots = CM_SM_SLOTS_MIN;
     if (!st->stack || !st->index || !st->pool || !st->depths || !st->slots) {
-        free(st->stack);
-        free(st->index);
-        free(st->pool);
-        free((void *)st->depths);
-        free(st->slots);
-        st->stack = NULL;
-        st->index = NULL;
-        st->pool = NULL;
-        st->depths = NULL;
-        st->slots = NULL;
+        free_arrays(st);
         return CM_ERR_NOMEM;
     }
     memset(st->index, 0xff, CM_SM_INDEX * sizeof *st->index);
