@@ -319,6 +319,10 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_run_hits()
 
 
+cdef extern from "cache.h" nogil:
+    size_t cm_entry_spare_takes()
+
+
 cdef extern from "chains.h" nogil:
     void cm_chain_memo_enable(int on)
     void cm_chain_wrap_direct_enable(int on)

@@ -1329,6 +1329,12 @@ def stack_verdict_hits():
     return cm_stack_verdict_hits()
 
 
+def entry_spare_takes():
+    """How many entry builds took the bitset an earlier build left zero, not a fresh one,
+    so far in this process (for the tests)."""
+    return cm_entry_spare_takes()
+
+
 def chain_bulk_takes():
     """How many counted chains' walks took their loop bytes' entries at once from the
     vocabulary's byte features so far in this process (for the tests)."""
