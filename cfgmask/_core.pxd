@@ -116,6 +116,7 @@ cdef extern from "cfgmask.h" nogil:
     ctypedef struct cm_mask_stats:
         size_t n_states, n_candidates, n_checked, n_items, memo_hit
         size_t n_steps, n_verdicts
+        size_t copied
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
 
     ctypedef struct cm_budget:

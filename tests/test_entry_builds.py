@@ -84,3 +84,57 @@ def test_first_document_takes_spare_bitsets() -> None:
         if i < len(doc):
             assert fast.accept_bytes(doc[i : i + 1]) and slow.accept_bytes(doc[i : i + 1])
     assert _core.entry_spare_takes() > before
+
+
+# ---- the row zeroed lazily (csrc/mask.c): the first bitset entry copied over it ----
+
+
+def _rows_along(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, doc: bytes) -> tuple[int, int]:
+    """Every mask along ``doc`` into a row full of stale bits (-1, and a wider row's tail)
+    equals the mask of a compile whose entries are whole walks, filled into zeros; how many
+    masks copied their first entry and how many did not."""
+    cfgmask.clear_caches()
+    fast = cfgmask.Matcher(cfgmask.compile(g, vocab))
+    slow = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
+    width = (vocab.size + 31) // 32
+    copied = plain = 0
+    for i in range(len(doc) + 1):
+        stale = np.full((2, width + 3), -1, dtype=np.int32)
+        fast.fill_bitmask(stale, 1)
+        want = np.zeros((1, width), dtype=np.int32)
+        slow.fill_bitmask(want, 0)
+        assert np.array_equal(stale[1, :width], want[0]), f"mask {i} differs"
+        assert not stale[1, width:].any() and (stale[0] == -1).all()
+        if fast._h.mask_stats()["copied"]:
+            copied += 1
+        else:
+            plain += 1
+        if i < len(doc):
+            assert fast.accept_bytes(doc[i : i + 1]) and slow.accept_bytes(doc[i : i + 1])
+    return copied, plain
+
+
+def test_json_schema_rows_zeroed_lazily() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "n": {"type": "number"},
+            "kind": {"enum": ["a", "b", 3]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["name", "n"],
+    }
+    doc = b'{"name":"Ada \\"L\\"","n":-1.5e3,"kind":3,"tags":["x","yz"]}'
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
+    copied, plain = _rows_along(g, cfgmask.Vocabulary.llama3(), doc)
+    assert copied > 0 and plain > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "doc"),
+    [("arithmetic.gbnf", b"(1 + 23) * 4 - 5"), ("json.gbnf", b'{"a": [1, true, "x"], "b": null}')],
+)
+def test_shipped_grammars_rows_zeroed_lazily(name: str, doc: bytes) -> None:
+    copied, plain = _rows_along(shipped(name), cfgmask.Vocabulary.llama3(), doc)
+    assert copied + plain == len(doc) + 1
