@@ -138,3 +138,20 @@ def test_json_schema_rows_zeroed_lazily() -> None:
 def test_shipped_grammars_rows_zeroed_lazily(name: str, doc: bytes) -> None:
     copied, plain = _rows_along(shipped(name), cfgmask.Vocabulary.llama3(), doc)
     assert copied + plain == len(doc) + 1
+
+
+def test_number_entries_kept_as_bitsets() -> None:
+    """Inside an integer the state accepts Llama-3's ~1,130 digit tokens: past an eighth of the
+    bitset's words (csrc/walk.c CM_IDS_FRACTION) that entry is a bitset, so the mask copies it
+    (one pass) instead of setting 1,130 scattered bits; and the masks along the number equal the
+    whole walks'."""
+    vocab = cfgmask.Vocabulary.llama3()
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
+    copied, _ = _rows_along(g, vocab, b'{"a":-1234567}')
+    assert copied > 0
+    cfgmask.clear_caches()
+    m = cfgmask.Matcher(cfgmask.compile(g, vocab))
+    assert m.accept_bytes(b'{"a":12')
+    m.fill_bitmask(cfgmask.allocate_bitmask(1, vocab.size), 0)
+    assert m._h.mask_stats()["copied"]
