@@ -116,6 +116,7 @@ cdef extern from "cfgmask.h" nogil:
     ctypedef struct cm_mask_stats:
         size_t n_states, n_candidates, n_checked, n_items, memo_hit
         size_t n_steps, n_verdicts
+        size_t copied
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
 
     ctypedef struct cm_budget:
@@ -317,6 +318,10 @@ cdef extern from "stackmemo.h" nogil:
 cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
     size_t cm_walk_filter_run_hits()
+
+
+cdef extern from "cache.h" nogil:
+    size_t cm_entry_spare_takes()
 
 
 cdef extern from "chains.h" nogil:

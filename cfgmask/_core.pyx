@@ -4,7 +4,10 @@
 No algorithm lives here; see csrc/ for those.
 """
 from cpython.array cimport array
-from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer,
+    PyObject_GetBuffer,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -387,6 +390,16 @@ cdef class GrammarHandle:
                 "run_walks": run_walks, "vocab_run_walks": vocab_runs}
 
 
+cdef inline bint _int32_format(const char *f) noexcept:
+    """A buffer format of signed 32-bit ints in native order, as numpy's int32 gives it
+    (what a typed ``int32_t`` memoryview accepts of it)."""
+    if f == NULL:
+        return False  # unsigned bytes
+    if f[0] == b'@' or f[0] == b'=':
+        f += 1
+    return f[0] == b'i' and f[1] == 0
+
+
 cdef class MatcherHandle:
     cdef cm_matcher *ptr
     cdef readonly GrammarHandle grammar
@@ -451,19 +464,28 @@ cdef class MatcherHandle:
         """``fill_mask`` into ``bitmask[row]`` of a 2-D, C-contiguous, writable int32 buffer at
         least a vocabulary wide; False (nothing done) for any other buffer, which the caller
         checks or converts the slow way.  One buffer request on the caller's own array, no row
-        view: the per-mask path of ``Matcher.fill_bitmask``."""
-        cdef int32_t[:, ::1] mask
+        view and no typed memoryview (whose object and format parse cost as much as a small
+        mask's ORs): the per-mask path of ``Matcher.fill_bitmask``."""
+        cdef Py_buffer buf
         cdef int rc
         cdef Py_ssize_t r
+        cdef uint32_t *words
+        cdef size_t n_words
         try:
-            mask = bitmask
+            PyObject_GetBuffer(bitmask, &buf, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT)
         except (ValueError, TypeError, BufferError):
             return False
-        if not 0 <= row < mask.shape[0] or mask.shape[1] * 32 < <Py_ssize_t>self.grammar.vocab.size:
-            return False
-        r = row
-        with nogil:
-            rc = cm_matcher_fill_mask(self.ptr, <uint32_t *>&mask[r, 0], mask.shape[1])
+        try:
+            if (buf.ndim != 2 or buf.itemsize != 4 or not _int32_format(buf.format)
+                    or not 0 <= row < buf.shape[0] or buf.shape[1] * 32 < <Py_ssize_t>self.grammar.vocab.size):
+                return False
+            r = row
+            n_words = <size_t>buf.shape[1]
+            words = <uint32_t *>(<char *>buf.buf + r * n_words * 4)
+            with nogil:
+                rc = cm_matcher_fill_mask(self.ptr, words, n_words)
+        finally:
+            PyBuffer_Release(&buf)
         if rc:
             _raise(rc, "fill_bitmask")
         return True
@@ -502,7 +524,7 @@ cdef class MatcherHandle:
         cm_matcher_mask_stats(self.ptr, &st)
         return {"states": st.n_states, "candidates": st.n_candidates, "checked": st.n_checked,
                 "items": st.n_items, "memo_hit": bool(st.memo_hit), "steps": st.n_steps,
-                "verdicts": st.n_verdicts}
+                "verdicts": st.n_verdicts, "copied": bool(st.copied)}
 
     def rollback(self, size_t k):
         if cm_matcher_rollback(self.ptr, k):
@@ -1327,6 +1349,12 @@ def stack_verdict_hits():
     """How many uncertain tokens' verdicts masks took from their grammar's stack verdicts
     (csrc/stackmemo.c) so far in this process (for the tests)."""
     return cm_stack_verdict_hits()
+
+
+def entry_spare_takes():
+    """How many entry builds took the bitset an earlier build left zero, not a fresh one,
+    so far in this process (for the tests)."""
+    return cm_entry_spare_takes()
 
 
 def chain_bulk_takes():

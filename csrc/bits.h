@@ -14,6 +14,9 @@ static inline void cm_set_bit(uint32_t *set, unsigned i) { set[i >> 5] |= 1u << 
 void cm_or_words(uint32_t *restrict dst, const uint32_t *restrict src, size_t n);
 void cm_or_words_and(uint32_t *restrict dst, const uint32_t *restrict a, const uint32_t *restrict b, size_t n);
 size_t cm_count_bits(const uint32_t *words, size_t n);
+/* The set bits of words[0..n) as ascending indices into out, their words left zero: how many
+ * (cap at most; more than cap: some bits past the first cap are left set). */
+size_t cm_bits_take(uint32_t *restrict words, size_t n, uint32_t *restrict out, size_t cap);
 
 /* Sort v[0..n) and drop repeats; returns the number kept (fsm.c). */
 size_t cm_sort_unique_u32(uint32_t *v, size_t n);

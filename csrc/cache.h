@@ -14,6 +14,7 @@
 #include "stackmemo.h"
 
 #define CM_COMPOSE_MAX_DEPTH 64   /* entries built from entries built from ... */
+#define CM_SPARE_BITS 4           /* builds nest (composed entries, donors): a few bitsets kept */
 
 typedef struct cm_flat cm_flat;            /* flat.c: the DFA of flat private charts */
 typedef struct cm_loop_walk cm_loop_walk;  /* loops.c: a trie walk shared by equal loops */
@@ -37,6 +38,8 @@ struct cm_cache {
     cm_tail **tails;                /* compose.c: tail parts by (callee start, byte), [n_tails] */
     size_t n_tails, cap_tails;
     cm_follow_memo *follow;         /* walk.c: by (rule, bytes after an exit), built lazily */
+    uint32_t *spare_bits[CM_SPARE_BITS];  /* zeroed [n_words] bitsets for the next builds' walks */
+    uint32_t n_spare;
     /* how entries were built (cm_grammar_build_stats) */
     atomic_size_t composed, donated, loops_from_vocab;
     atomic_size_t tail_walks, tail_uses;  /* tail parts walked, and taken by byte edges */
@@ -54,6 +57,10 @@ void cm_cache_free(cm_cache *c);
  * entry is built for this call only and handed back in *owned for the caller
  * to free.  Readers never lock. */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+
+/* How many entry builds took a spare bitset, zeroed by an earlier build, so far in this
+ * process (for the tests). */
+size_t cm_entry_spare_takes(void);
 
 /* The entry of `state` if it is built, else NULL. */
 static inline const cm_entry *cm_cache_peek(const cm_grammar *g, uint32_t state) {

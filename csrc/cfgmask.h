@@ -289,6 +289,7 @@ size_t cm_matcher_chart_items(const cm_matcher *m);
 typedef struct cm_mask_stats {
     size_t n_states, n_candidates, n_checked, n_items, memo_hit;
     size_t n_steps, n_verdicts;
+    size_t copied;  /* the first entry's bitset was copied over the row, not ORed into zeros */
 } cm_mask_stats;
 void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
 

@@ -66,6 +66,28 @@ static void or_token_edges(const cm_grammar *g, uint32_t s, uint32_t *words) {
     }
 }
 
+/* The row is zeroed lazily: `*fresh` while nothing has been written to words[0..n_words)
+ * (stale contents), so that the first entry a mask ORs, when it is a bitset (a string's
+ * inside, a value's start: most steps), is copied over the row in one pass instead of
+ * zeroing 16 KB and ORing into it. */
+static inline void zero_if_fresh(const cm_grammar *g, uint32_t *words, bool *fresh) {
+    if (!*fresh) return;
+    memset(words, 0, g->n_words * sizeof *words);
+    *fresh = false;
+}
+
+static void or_accepted_first(cm_matcher *m, uint32_t *words, const cm_entry *e, bool *fresh) {
+    const cm_grammar *g = m->g;
+    if (*fresh && e->accepted_bits) {
+        memcpy(words, e->accepted_bits, g->n_words * sizeof *words);
+        *fresh = false;
+        m->stats.copied = 1;
+        return;
+    }
+    zero_if_fresh(g, words, fresh);
+    cm_or_accepted(g, words, e, NULL);
+}
+
 #define CM_GATHER_SEEN 64
 
 /* Items predicted in the current set (origin: this set, past set 0) need no
@@ -104,8 +126,9 @@ static int repeats(cm_matcher *m, uint32_t rule, uint32_t origin) {
     return r;
 }
 
-/* Steps 1-3 for the states of the last set; fills `words` and `cand`. */
-static int gather(cm_matcher *m, uint32_t *words) {
+/* Steps 1-3 for the states of the last set; fills `words` (zeroed or copied over first
+ * while *fresh) and `cand`. */
+static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
     const cm_grammar *g = m->g;
     const cm_chart *c = &m->c;
     if (++m->stamp_gen == 0) {
@@ -118,7 +141,10 @@ static int gather(cm_matcher *m, uint32_t *words) {
     size_t n_done = 0;
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
-        if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) or_token_edges(g, s, words);
+        if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) {
+            zero_if_fresh(g, words, fresh);
+            or_token_edges(g, s, words);
+        }
         if (m->stamp[s] == m->stamp_gen || !looked_up(g, c, c->items[i])) continue;
         if (!la) m->stamp[s] = m->stamp_gen;  /* owing a debt: a subset of the state's entry */
         m->stats.n_states++;
@@ -144,14 +170,15 @@ static int gather(cm_matcher *m, uint32_t *words) {
             }
         }
         if (la) {
+            zero_if_fresh(g, words, fresh);
             or_entry_owing(m, words, e, la);
         } else if (wrap) {
             /* the block may start again after this one: what goes on into it is in */
-            cm_or_accepted(g, words, e, NULL);
+            or_accepted_first(m, words, e, fresh);
             cm_or_words(words, e->wrap_bits, g->n_words);
             mark_sorted(m, e->rest, e->n_rest);
         } else {
-            cm_or_accepted(g, words, e, NULL);
+            or_accepted_first(m, words, e, fresh);
             mark_sorted(m, e->uncertain, e->n_uncertain);
         }
         m->stats.n_candidates += wrap ? e->n_rest : e->n_uncertain;
@@ -555,18 +582,21 @@ static bool memo_hit(cm_matcher *m, memo_key *key, uint32_t *words) {
 }
 
 /* Steps 1-3, by a direct walk or from the cache, asking the memo first where
- * that turns out to be expensive: 0, 1 the memo had the mask, < 0 error. */
-static int compute(cm_matcher *m, uint32_t *words, memo_key *key) {
+ * that turns out to be expensive: 0, 1 the memo had the mask, < 0 error.  While
+ * *fresh, words[0..n_words) is still to be zeroed (a memo hit writes it whole). */
+static int compute(cm_matcher *m, uint32_t *words, memo_key *key, bool *fresh) {
     const cm_grammar *g = m->g;
     int rc;
     if (uncached_states(m) >= g->lim.direct_walk_states) {
         /* a direct walk is always expensive: worth a signature */
         if (!key->tried && memo_hit(m, key, words)) return 1;
+        zero_if_fresh(g, words, fresh);
         rc = direct_walk(m, words);
         if (!rc && g->lim.direct_walk_states > 1) rc = fill_some(m, CM_FILL_PER_WALK);
         return rc;
     }
-    rc = gather(m, words);
+    rc = gather(m, words, fresh);
+    zero_if_fresh(g, words, fresh);
     /* many candidates to check: worth a signature */
     if (!rc && !key->tried && m->stats.n_candidates >= g->lim.mask_memo_min_candidates && memo_hit(m, key, words)) {
         clear_candidates(m);
@@ -579,14 +609,18 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     if (!m || !words) return CM_ERR_ARG;
     const cm_grammar *g = m->g;
     if (n_words < g->n_words) return CM_ERR_ARG;
-    memset(words, 0, n_words * sizeof *words); /* an error never leaves a stale (permissive) row */
+    /* an error never leaves a stale (permissive) row; the vocabulary's words are zeroed
+     * here unless a mask is computed (compute zeroes them, or copies an entry over them) */
+    bool fresh = !m->err && !m->terminated;
+    size_t from = fresh ? g->n_words : 0;
+    if (n_words > from) memset(words + from, 0, (n_words - from) * sizeof *words);
     if (m->err) return CM_ERR_STATE;
     memset(&m->stats, 0, sizeof m->stats);
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
     memo_key key = {0, 0, false};
     if (!m->terminated && m->stats.n_items >= g->lim.mask_memo_min_items && memo_hit(m, &key, words)) return CM_OK;
     if (!m->terminated) {
-        int rc = compute(m, words, &key);
+        int rc = compute(m, words, &key, &fresh);
         if (rc > 0) return CM_OK;
         if (rc) {
             clear_candidates(m);

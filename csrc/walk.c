@@ -16,10 +16,12 @@
 #include "chart.h"
 #include "walk.h"
 
-int cm_walk_init(cm_walk *w, const cm_grammar *g) {
+int cm_walk_init(cm_walk *w, const cm_grammar *g) { return cm_walk_init_spare(w, g, NULL); }
+
+int cm_walk_init_spare(cm_walk *w, const cm_grammar *g, uint32_t *zero_bits) {
     size_t depths = (size_t)g->v->max_len + 1;
     memset(w, 0, sizeof *w);
-    w->bits = calloc(g->n_words ? g->n_words : 1, sizeof *w->bits);
+    w->bits = zero_bits ? zero_bits : calloc(g->n_words ? g->n_words : 1, sizeof *w->bits);
     w->ex = malloc(depths);
     w->fl = malloc(depths);
     w->st = malloc(depths * sizeof *w->st);
@@ -793,26 +795,25 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     free(keep);
 }
 
+/* An entry keeps its accepted tokens as ids below an eighth of the bitset's words: past that
+ * the ids cost more than the 16 KB they save.  A mask ORs ids one scattered bit at a time (a
+ * number's ~1,130 digit tokens: ~1.5 us, where a bitset is one vectorized pass or, first in
+ * the mask, a copy), and taking them out of the walk's bitset visits each word that has one. */
+#define CM_IDS_FRACTION 8
+
 int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e) {
     e->n_accepted = w->n_accepted;
     e->n_uncertain = (uint32_t)w->n_unc;
     e->uncertain = w->unc;
     w->unc = NULL;
     e->bytes = sizeof *e + w->n_unc * 4;
-    if ((size_t)w->n_accepted < g->n_words) {
+    if ((size_t)w->n_accepted < g->n_words / CM_IDS_FRACTION) {
         e->accepted_ids = malloc((w->n_accepted ? w->n_accepted : 1) * sizeof *e->accepted_ids);
         if (!e->accepted_ids) return CM_ERR_NOMEM;
-        /* few ids in a mostly empty bitset: skip zeros four words at a time, stop at the last id */
-        uint32_t j = 0, n = w->n_accepted;
-        const uint32_t *bits = w->bits;
-        for (size_t i = 0; i < g->n_words && j < n; i++) {
-            if (!(i & 3) && i + 4 <= g->n_words && !(bits[i] | bits[i + 1] | bits[i + 2] | bits[i + 3])) {
-                i += 3;
-                continue;
-            }
-            for (uint32_t word = bits[i]; word; word &= word - 1)
-                e->accepted_ids[j++] = (uint32_t)(i * 32 + (unsigned)__builtin_ctz(word));
-        }
+        /* the ids taken out of the bitset, which is left zero for the next walk (cm_walk_init_spare) */
+        size_t n = cm_bits_take(w->bits, g->n_words, e->accepted_ids, w->n_accepted);
+        if (n != w->n_accepted) return CM_ERR_STATE;  /* the count and the bits disagree */
+        w->bits_zero = true;
         e->bytes += w->n_accepted * 4;
     } else {
         e->accepted_bits = w->bits;

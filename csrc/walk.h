@@ -16,9 +16,13 @@ typedef struct cm_walk {
     uint8_t *fl;                /* an exit before, its next byte in FOLLOW: dying makes uncertain */
     uint32_t *st;               /* flat walks: the configuration there */
     bool filtered;              /* unc went through cm_walk_filter_uncertain already (chains.c) */
+    bool bits_zero;             /* cm_walk_finish took the accepted ids out: bits is all zero again */
 } cm_walk;
 
 int cm_walk_init(cm_walk *w, const cm_grammar *g);
+/* cm_walk_init with zero_bits (n_words, all zero) as its bitset if not NULL: an entry build
+ * reuses the last sparse one's (cache.c), not a fresh 16 KB calloc and its free. */
+int cm_walk_init_spare(cm_walk *w, const cm_grammar *g, uint32_t *zero_bits);
 void cm_walk_free(cm_walk *w);
 int cm_walk_push_uncertain(cm_walk *w, uint32_t k);
 
@@ -60,7 +64,7 @@ size_t cm_walk_filter_run_hits(void);
 typedef struct cm_follow_memo cm_follow_memo;
 void cm_follow_memo_free(cm_follow_memo *m);
 /* The walk as an entry: its accepted tokens as ids or bits, whichever is smaller
- * (the walk's buffers move into e). */
+ * (the walk's buffers move into e; ids: the bitset is left zero, bits_zero set). */
 int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e);
 
 #endif
