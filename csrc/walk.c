@@ -222,9 +222,12 @@ typedef struct {
  * After a `ws` rule (a JSON value's blanks) some 4,000 blank-led tokens each
  * leave it with a rest (` the` -> `the`), three in four dying on that second
  * byte, each of them hashed, looked up, sorted and asked one at a time before
- * these.  Made from the chart itself (the first set, then one step a first
- * byte it reads), so a rest it kills is one the chart dies on. */
+ * these.  Made from the chart itself, one step from its first set a first
+ * byte, when a rest led by that byte is first met (a string's rule reads
+ * most bytes first, and its filters meet a few of them), so a rest it kills
+ * is one the chart dies on. */
 typedef struct {
+    uint32_t made[8];         /* the first bytes whose row of second is made */
     uint32_t second[256][8];  /* by the first byte: the bytes some item of the set after it reads */
 } pair_stops;
 
@@ -236,6 +239,7 @@ struct cm_follow_memo {
     name_stops **stops;  /* [n_rules], made on first use; NULL: not yet */
     uint32_t n_rules;
     pair_stops **pairs;  /* [n_pair_rules], made once a rule's filters met lim.filter_pairs rests; NULL: not yet */
+    uint32_t up_rule;    /* + 1: the rule whose return states' closure is up's first set; 0: none */
     uint32_t *pair_met;  /* [n_pair_rules]: the rests met by the rule's filters while it has none */
     uint32_t n_pair_rules;
     /* the filter's charts, reused from call to call (the positions of a long
@@ -560,10 +564,9 @@ static void set_reads(const cm_grammar *g, const cm_chart *up, uint32_t *reads) 
 }
 
 /* The pair stops of `rule` once its filters have met lim.filter_pairs rests
- * without them (counted here: `more` this call), made in up (the memo's upward
- * chart, which follow_answer resets before reading); NULL: not yet, or memory
- * or a chart limit ran out (counted again from 0). */
-static const pair_stops *pair_stops_of(const cm_grammar *g, cm_follow_memo *m, uint32_t rule, size_t more) {
+ * without them (counted here: `more` this call), their rows made when asked
+ * (pair_second); NULL: not yet, or memory is short. */
+static pair_stops *pair_stops_of(const cm_grammar *g, cm_follow_memo *m, uint32_t rule, size_t more) {
     const cm_tables *t = &g->t;
     if (!m->pairs) {
         m->pairs = calloc(t->n_rules, sizeof *m->pairs);
@@ -581,28 +584,31 @@ static const pair_stops *pair_stops_of(const cm_grammar *g, cm_follow_memo *m, u
     if (m->pairs[rule]) return m->pairs[rule];
     size_t met = m->pair_met[rule] + more;
     m->pair_met[rule] = met < UINT32_MAX ? (uint32_t)met : UINT32_MAX;
-    if (met < g->lim.filter_pairs) return NULL;
-    pair_stops *ps = calloc(1, sizeof *ps);
+    if (met < g->lim.filter_pairs || !(m->pairs[rule] = calloc(1, sizeof *m->pairs[rule]))) return NULL;
+    atomic_fetch_add(&g->cache->bytes, sizeof *m->pairs[rule]);
+    return m->pairs[rule];
+}
+
+/* The bytes the upward chart of `rule` reads after the first byte x: made
+ * now (one step of up, the memo's upward chart, from its first set) unless
+ * made before; NULL: a chart limit or memory ran out (asked, then). */
+static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_stops *ps, uint32_t rule,
+                                   uint8_t x) {
+    if (cm_bit(ps->made, x)) return ps->second[x];
     cm_chart *up = &m->up;
-    int rc = ps ? follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
-                               g->ret_off[rule + 1] - g->ret_off[rule])
-                : CM_ERR_NOMEM;
-    uint32_t first[8] = {0};
-    if (!rc) set_reads(g, up, first);
-    for (unsigned x = 0; !rc && x < 256; x++) {
-        if (!cm_bit(first, x)) continue;  /* no item reads x: every rest led by x dies on it */
-        cm_chart_truncate(up, 1);
-        int sc = cm_chart_scan(up, g, (uint8_t)x);
-        if (sc < 0) rc = sc;
-        else if (sc > 0) set_reads(g, up, ps->second[x]);
+    if (m->up_rule != rule + 1) {
+        m->up_rule = 0;
+        if (follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
+                         g->ret_off[rule + 1] - g->ret_off[rule]))
+            return NULL;
+        m->up_rule = rule + 1;
     }
-    if (rc) {
-        free(ps);
-        m->pair_met[rule] = 0;
-        return NULL;
-    }
-    atomic_fetch_add(&g->cache->bytes, sizeof *ps);
-    return m->pairs[rule] = ps;
+    cm_chart_truncate(up, 1);
+    int sc = cm_chart_scan(up, g, x);  /* 0: no item reads x, and every rest led by x dies on it */
+    if (sc < 0) return NULL;
+    if (sc > 0) set_reads(g, up, ps->second[x]);
+    cm_set_bit(ps->made, x);
+    return ps->second[x];
 }
 
 static atomic_size_t g_run_hits;
@@ -710,6 +716,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
     cm_chart *up = &m->up;
     int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
                           g->ret_off[rule + 1] - g->ret_off[rule]);
+    m->up_rule = rc ? 0 : rule + 1;  /* (its first set: what pair_second reads) */
     bool runs_on = g->lim.filter_runs != 0;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in up */
@@ -801,7 +808,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     bool runs_on = g->lim.filter_runs != 0;
     size_t stops_after = runs_on ? g->lim.run_stops : 0;
     /* the pair stops, once made for the rule; until then the rests they would have read are counted */
-    const pair_stops *ps = m->pairs ? m->pairs[rule] : NULL;
+    pair_stops *ps = m->pairs ? m->pairs[rule] : NULL;
     size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
@@ -829,7 +836,8 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                     ps = pair_stops_of(g, m, rule, pair_met);
                     pair_met = 0;
                 }
-                if (ps && !cm_bit(ps->second[p[e]], p[e + 1])) {
+                const uint32_t *second = ps ? pair_second(g, m, ps, rule, p[e]) : NULL;
+                if (second && !cm_bit(second, p[e + 1])) {
                     paired++;
                     continue;
                 }
