@@ -714,8 +714,12 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
     cm_follow_memo *m = follow_memo(g);
     if (!m) return CM_ERR_NOMEM;
     cm_chart *up = &m->up;
-    int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
-                          g->ret_off[rule + 1] - g->ret_off[rule]);
+    /* its first set is the rule's already when the last filter's asks (a chain's positions ask
+     * about the same rule 100-200 times a mask) or pair_second left it so: not closed again */
+    int rc = CM_OK;
+    if (m->up_rule == rule + 1) cm_chart_truncate(up, 1);
+    else rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
+                           g->ret_off[rule + 1] - g->ret_off[rule]);
     m->up_rule = rc ? 0 : rule + 1;  /* (its first set: what pair_second reads) */
     bool runs_on = g->lim.filter_runs != 0;
     const uint8_t *prev = NULL;
