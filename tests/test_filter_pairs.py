@@ -64,11 +64,11 @@ ANY_VALUES = {
 }
 
 
-@pytest.mark.parametrize("case", ["json_schema", "sql.lark"])
+@pytest.mark.parametrize("case", ["json_schema", "c.gbnf"])
 def test_pairs_taken_and_same_entries_llama3(case: str) -> None:
-    """The JSON Schema above with the pair stops as by default, and sql.lark (whose names and
+    """The JSON Schema above with the pair stops as by default, and c.gbnf (whose names and
     blanks leave rests that many callers read on) with them made at a rule's first rest."""
-    every = case == "sql.lark"
+    every = case == "c.gbnf"
     g = shipped(case) if every else cfgmask.Grammar.from_json_schema(json.dumps(ANY_VALUES))
     hits = _pairs_same(g, cfgmask.Vocabulary.llama3(), fast=EVERY if every else None)
     assert hits > (0 if every else 1000), hits

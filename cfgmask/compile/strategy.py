@@ -107,7 +107,8 @@ class Strategy:
     # upward chart reads second after each first byte it reads are made (one chart step a first
     # byte) and a rest whose second byte is not among them dies without being asked (after a
     # JSON value's `ws`, ~4,000 blank-led tokens leave it with a rest, ` the` -> `the`, three in
-    # four dying on that byte; 0: every rest is asked; 1: at once, as the tests use it)
+    # four dying on that byte; grammars with lookahead debts are left out; 0: every rest is
+    # asked; 1: at once, as the tests use it)
     filter_pairs: int = 1024
     # once the grammar's candidate checks have run this many chart steps (less one), an
     # uncertain token's verdict from the chart is kept by the grammar per (token, the
