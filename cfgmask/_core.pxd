@@ -78,6 +78,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t filter_runs
         size_t run_stops
         size_t run_ahead
+        size_t filter_pairs
         size_t stack_verdicts
 
     void cm_limits_default(cm_limits *out)
@@ -318,6 +319,7 @@ cdef extern from "stackmemo.h" nogil:
 cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
     size_t cm_walk_filter_run_hits()
+    size_t cm_walk_filter_pair_hits()
 
 
 cdef extern from "cache.h" nogil:

@@ -134,6 +134,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.filter_runs = s.filter_runs
     lim.run_stops = s.run_stops
     lim.run_ahead = s.run_ahead
+    lim.filter_pairs = s.filter_pairs
     lim.stack_verdicts = s.stack_verdicts
 
 
@@ -1343,6 +1344,12 @@ def filter_run_hits():
     """How many of the upward filter's questions the runs of one byte it kept answered so far
     in this process (for the tests)."""
     return cm_walk_filter_run_hits()
+
+
+def filter_pair_hits():
+    """How many of the upward filter's questions its pair stops (the bytes a rule's upward chart
+    reads second after each first byte) answered so far in this process (for the tests)."""
+    return cm_walk_filter_pair_hits()
 
 
 def stack_verdict_hits():

@@ -209,6 +209,12 @@ typedef struct cm_limits {
      * twice its length (walk.c, run_ahead); 0: never.  The entries are the
      * same. */
     size_t run_ahead;
+    /* n > 0: once the upward filter has met n rests of a rule's tokens, the
+     * bytes its upward chart reads second after each first byte are made
+     * (one chart step a first byte it reads) and a rest whose second byte is
+     * not among them dies without being asked (walk.c, pair_stops; not in
+     * grammars with lookahead debts); 0: never.  The entries are the same. */
+    size_t filter_pairs;
     /* n > 0: once the grammar's candidate checks have run n - 1 chart steps,
      * an uncertain token's verdict from the chart is kept per (token, the
      * enclosing stack its check read: the sets reachable from the current one

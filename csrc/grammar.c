@@ -32,6 +32,7 @@ void cm_limits_default(cm_limits *out) {
     out->filter_runs = 3;
     out->run_stops = 8;
     out->run_ahead = 16;
+    out->filter_pairs = 1024;
     out->stack_verdicts = 4096;
 }
 

@@ -219,6 +219,20 @@ typedef struct {
     uint16_t byte;   /* + 1; 0: an empty slot */
 } follow_run;
 
+/* The bytes the upward chart of a rule reads second, after each first byte
+ * (the pair stops): a rest whose second byte is not among them dies there.
+ * After a `ws` rule (a JSON value's blanks) some 4,000 blank-led tokens each
+ * leave it with a rest (` the` -> `the`), three in four dying on that second
+ * byte, each of them hashed, looked up, sorted and asked one at a time before
+ * these.  Made from the chart itself, one step from its first set a first
+ * byte, when a rest led by that byte is first met (a string's rule reads
+ * most bytes first, and its filters meet a few of them), so a rest it kills
+ * is one the chart dies on. */
+typedef struct {
+    uint32_t made[8];         /* the first bytes whose row of second is made */
+    uint32_t second[256][8];  /* by the first byte: the bytes some item of the set after it reads */
+} pair_stops;
+
 struct cm_follow_memo {
     follow_slot *slots;  /* open addressing, [cap] */
     size_t cap, n;
@@ -226,6 +240,10 @@ struct cm_follow_memo {
     size_t runs_cap, n_runs;
     name_stops **stops;  /* [n_rules], made on first use; NULL: not yet */
     uint32_t n_rules;
+    pair_stops **pairs;  /* [n_pair_rules], made once a rule's filters met lim.filter_pairs rests; NULL: not yet */
+    uint32_t up_rule;    /* + 1: the rule whose return states' closure is up's first set; 0: none */
+    uint32_t *pair_met;  /* [n_pair_rules]: the rests met by the rule's filters while it has none */
+    uint32_t n_pair_rules;
     /* the filter's charts, reused from call to call (the positions of a long
      * string's chain filter a few tokens each, 100-200 times in one mask) */
     cm_chart item, up;
@@ -241,6 +259,10 @@ void cm_follow_memo_free(cm_follow_memo *m) {
     if (m->stops)
         for (uint32_t r = 0; r < m->n_rules; r++) free(m->stops[r]);
     free(m->stops);
+    if (m->pairs)
+        for (uint32_t r = 0; r < m->n_pair_rules; r++) free(m->pairs[r]);
+    free(m->pairs);
+    free(m->pair_met);
     free(m->slots);
     for (size_t i = 0; i < m->runs_cap; i++) free(m->runs[i].stops);
     free(m->runs);
@@ -529,6 +551,68 @@ static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len
     return x >= 0x80 && j + 1 < len && !cm_bit(ns->second[x - 0x80], p[j + 1]);
 }
 
+static atomic_size_t g_pair_hits;
+
+size_t cm_walk_filter_pair_hits(void) { return atomic_load(&g_pair_hits); }
+
+/* The bytes some item of up's last set reads (next_bytes: a byte no item reads
+ * is one cm_chart_scan appends no set for), into reads. */
+static void set_reads(const cm_grammar *g, const cm_chart *up, uint32_t *reads) {
+    size_t last = up->n_sets - 1;
+    for (size_t i = up->set_start[last]; i < up->set_start[last + 1]; i++) {
+        const uint32_t *nb = g->next_bytes + (size_t)cm_st(up->items[i].state) * 8;
+        for (int j = 0; j < 8; j++) reads[j] |= nb[j];
+    }
+}
+
+/* The pair stops of `rule` once its filters have met lim.filter_pairs rests
+ * without them (counted here: `more` this call), their rows made when asked
+ * (pair_second); NULL: not yet, or memory is short. */
+static pair_stops *pair_stops_of(const cm_grammar *g, cm_follow_memo *m, uint32_t rule, size_t more) {
+    const cm_tables *t = &g->t;
+    if (!m->pairs) {
+        m->pairs = calloc(t->n_rules, sizeof *m->pairs);
+        m->pair_met = calloc(t->n_rules, sizeof *m->pair_met);
+        if (!m->pairs || !m->pair_met) {
+            free(m->pairs);
+            free(m->pair_met);
+            m->pairs = NULL;
+            m->pair_met = NULL;
+            return NULL;
+        }
+        m->n_pair_rules = t->n_rules;
+        atomic_fetch_add(&g->cache->bytes, t->n_rules * (sizeof *m->pairs + sizeof *m->pair_met));
+    }
+    if (m->pairs[rule]) return m->pairs[rule];
+    size_t met = m->pair_met[rule] + more;
+    m->pair_met[rule] = met < UINT32_MAX ? (uint32_t)met : UINT32_MAX;
+    if (met < g->lim.filter_pairs || !(m->pairs[rule] = calloc(1, sizeof *m->pairs[rule]))) return NULL;
+    atomic_fetch_add(&g->cache->bytes, sizeof *m->pairs[rule]);
+    return m->pairs[rule];
+}
+
+/* The bytes the upward chart of `rule` reads after the first byte x: made
+ * now (one step of up, the memo's upward chart, from its first set) unless
+ * made before; NULL: a chart limit or memory ran out (asked, then). */
+static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_stops *ps, uint32_t rule,
+                                   uint8_t x) {
+    if (cm_bit(ps->made, x)) return ps->second[x];
+    cm_chart *up = &m->up;
+    if (m->up_rule != rule + 1) {
+        m->up_rule = 0;
+        if (follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
+                         g->ret_off[rule + 1] - g->ret_off[rule]))
+            return NULL;
+        m->up_rule = rule + 1;
+    }
+    cm_chart_truncate(up, 1);
+    int sc = cm_chart_scan(up, g, x);  /* 0: no item reads x, and every rest led by x dies on it */
+    if (sc < 0) return NULL;
+    if (sc > 0) set_reads(g, up, ps->second[x]);
+    cm_set_bit(ps->made, x);
+    return ps->second[x];
+}
+
 static atomic_size_t g_run_hits;
 
 size_t cm_walk_filter_run_hits(void) { return atomic_load(&g_run_hits); }
@@ -632,8 +716,13 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
     cm_follow_memo *m = follow_memo(g);
     if (!m) return CM_ERR_NOMEM;
     cm_chart *up = &m->up;
-    int rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
-                          g->ret_off[rule + 1] - g->ret_off[rule]);
+    /* its first set is the rule's already when the last filter's asks (a chain's positions ask
+     * about the same rule 100-200 times a mask) or pair_second left it so: not closed again */
+    int rc = CM_OK;
+    if (m->up_rule == rule + 1) cm_chart_truncate(up, 1);
+    else rc = follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
+                           g->ret_off[rule + 1] - g->ret_off[rule]);
+    m->up_rule = rc ? 0 : rule + 1;  /* (its first set: what pair_second reads) */
     bool runs_on = g->lim.filter_runs != 0;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in up */
@@ -724,6 +813,9 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     size_t stopped = 0, non_ascii = 0, run_hits = 0;
     bool runs_on = g->lim.filter_runs != 0;
     size_t stops_after = runs_on ? g->lim.run_stops : 0;
+    /* the pair stops, once made for the rule; until then the rests they would have read are counted */
+    pair_stops *ps = m->pairs ? m->pairs[rule] : NULL;
+    size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
     bool died = false;            /* prev died on prev[have] */
@@ -745,6 +837,19 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
+            /* not with lookahead debts (Lark's): there the rules' upward charts read on after
+             * most pairs, and the rows cost sql.lark's cold pass +0.27 % */
+            if (e + 1 < len && g->lim.filter_pairs && g->t.n_la <= 1) {
+                if (!ps && ++pair_met >= pair_batch) {
+                    ps = pair_stops_of(g, m, rule, pair_met);
+                    pair_met = 0;
+                }
+                const uint32_t *second = ps ? pair_second(g, m, ps, rule, p[e]) : NULL;
+                if (second && !cm_bit(second, p[e + 1])) {
+                    paired++;
+                    continue;
+                }
+            }
             if (stops_on && !ns) {
                 uint32_t j = name_run(p + e, len - e);
                 if (j < len - e && p[e + j] >= 0x80 && ++non_ascii >= g->lim.name_stops)
@@ -784,7 +889,9 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         rc = follow_sort(ask, n_ask);
         if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep, &run_hits);
     }
+    if (!ps && pair_met && g->lim.filter_pairs) pair_stops_of(g, m, rule, pair_met);
     if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
+    if (paired) atomic_fetch_add(&g_pair_hits, paired);
     if (run_hits) atomic_fetch_add(&g_run_hits, run_hits);
     /* on a failure, every token stays */
     size_t kept = 0;

@@ -103,6 +103,13 @@ class Strategy:
     # known to survive (a string's later positions: each rest a few bytes longer), it reads the
     # next one on to twice its length (0: never; 1: at once, as the tests use it)
     run_ahead: int = 16
+    # once the upward filter has met this many rests of a rule's tokens, the bytes the rule's
+    # upward chart reads second after each first byte it reads are made (one chart step a first
+    # byte) and a rest whose second byte is not among them dies without being asked (after a
+    # JSON value's `ws`, ~4,000 blank-led tokens leave it with a rest, ` the` -> `the`, three in
+    # four dying on that byte; grammars with lookahead debts are left out; 0: every rest is
+    # asked; 1: at once, as the tests use it)
+    filter_pairs: int = 1024
     # once the grammar's candidate checks have run this many chart steps (less one), an
     # uncertain token's verdict from the chart is kept by the grammar per (token, the
     # enclosing stack its check read: the sets reachable from the current one through
