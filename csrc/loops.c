@@ -114,10 +114,11 @@ static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, u
 }
 
 /* The marked states numbered breadth first by class from `state` into
- * ls[0..*n) (label: the number), each transition's code into sig; false past
- * CM_LOOP_MAX states.  *looped: some transition stays inside. */
+ * ls[0..*n) (label: the number), each transition's code into sig (a dead one
+ * coded as one out: find_loop); false past CM_LOOP_MAX states.  *looped: some
+ * transition stays inside; *dies: a hash of where the loop dies. */
 static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t *n, uint32_t *sig,
-                        bool *looped) {
+                        bool *looped, uint64_t *dies) {
     const cm_tables *t = &g->t;
     uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
     *n = 0;
@@ -129,7 +130,8 @@ static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint3
             int32_t to = row[c];
             uint32_t code;
             if (to < 0) {
-                code = CM_LOOP_DEAD;
+                code = CM_LOOP_OUT;
+                *dies = (*dies ^ ((uint64_t)i * nc + c)) * 0xbf58476d1ce4e5b9ULL;
             } else if (lab[to] == CM_LOOP_MARK) {
                 if (*n == CM_LOOP_MAX) return false;
                 ls[*n] = (uint32_t)to;
@@ -151,8 +153,17 @@ static void reset_labels(const cm_grammar *g, const uint32_t *ls, uint32_t n) {
 /* The loop of `state`: its states in canonical order into ls (their number
  * returned, 0 = none or too big) with their labels left set for the caller to
  * reset (reset_labels), its signature into *sig and *hash (*sig NULL: no
- * transition stays inside, nothing to share). */
-static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t **sig, uint64_t *hash) {
+ * transition stays inside, nothing to share), and into *dies a hash of its
+ * dead transitions, which the signature leaves out.  A transition that dies is
+ * coded as one that leaves: the walk records its subtrees as exits too, and
+ * each state's entry drops those its own row kills (cm_loop_entry), so loops
+ * that differ only in where they leave and where they die share one walk: the
+ * blanks after an operand at each level of an expression chain, each level
+ * leaving on its own operators (c.gbnf's mask after `printf` made twelve such
+ * walks, now two).  Only where an exit dies is its first byte read again:
+ * inside the loop nothing completes, so no flag is raised before it. */
+static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t **sig, uint64_t *hash,
+                          uint64_t *dies) {
     uint32_t nc = g->t.n_classes, nf = 0, n = 0;
     *sig = NULL;
     if (!plain_state(g, (int32_t)state)) return 0;
@@ -160,7 +171,9 @@ static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uin
     uint8_t *fd = malloc(CM_LOOP_MAX * 4);
     bool looped = false, ok = fw && fd && loop_reach(g, state, fw, fd, &nf) && loop_mark(g, state, fw, nf);
     free(fd);
-    ok = ok && (s = malloc((size_t)CM_LOOP_MAX * nc * sizeof *s)) && loop_number(g, state, ls, &n, s, &looped);
+    *dies = 0x44454144ULL;
+    ok = ok && (s = malloc((size_t)CM_LOOP_MAX * nc * sizeof *s)) &&
+         loop_number(g, state, ls, &n, s, &looped, dies);
     for (uint32_t i = 0; i < nf; i++)  /* marked, never numbered; or all of them */
         if (!ok || g->cache->loop_lab[fw[i]] == CM_LOOP_MARK) g->cache->loop_lab[fw[i]] = UINT32_MAX;
     free(fw);
@@ -190,11 +203,10 @@ static int push_exit(cm_loop_walk *lw, size_t *cap, cm_loop_exit x) {
 
 /* A loop as a byte-indexed table (small: stays in L1): a transition inside is
  * the row of the state it reaches (label * 256, so a node costs one add), one
- * out of the loop LT_OUT, a dead one LT_DEAD.  A run is a loop of one state,
+ * out of the loop or dead LT_OUT (find_loop).  A run is a loop of one state,
  * whose row is 0: a byte stays inside iff its cell is 0. */
 #define LT_OUT 0xFFFEu
-#define LT_DEAD 0xFFFFu
-_Static_assert((CM_LOOP_MAX - 1) * 256 + 255 < LT_OUT, "a loop's rows fit uint16 beside LT_OUT and LT_DEAD");
+_Static_assert((CM_LOOP_MAX - 1) * 256 + 255 < LT_OUT, "a loop's rows fit uint16 beside LT_OUT");
 
 static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
     const cm_tables *t = &g->t;
@@ -204,7 +216,7 @@ static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_
     for (uint32_t i = 0; i < n_loop; i++) {
         const int32_t *row = t->trans + (size_t)ls[i] * t->n_classes;
         for (uint32_t c = 0; c < t->n_classes; c++)
-            code[c] = row[c] < 0 ? LT_DEAD : lab[row[c]] < n_loop ? (uint16_t)(lab[row[c]] << 8) : LT_OUT;
+            code[c] = row[c] >= 0 && lab[row[c]] < n_loop ? (uint16_t)(lab[row[c]] << 8) : LT_OUT;
         for (int b = 0; b < 256; b++) tab[(size_t)i * 256 + b] = code[t->byte_class[b]];
     }
     return tab;
@@ -212,17 +224,15 @@ static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_
 
 /* An entry's bytes from q on through the loop's table (a run's: row 0, no
  * stack), each row pushed on *sp: q where it stops (q_end: read to its end
- * inside), the code met there (LT_OUT, LT_DEAD). */
-static inline __attribute__((always_inline)) uint32_t loop_read(const uint16_t *tab, bool multi, const uint8_t **qp,
-                                                                const uint8_t *q_end, uint32_t *sp_s,
-                                                                uint16_t **spp) {
+ * inside; else the byte there leaves the loop or dies). */
+static inline __attribute__((always_inline)) void loop_read(const uint16_t *tab, bool multi, const uint8_t **qp,
+                                                            const uint8_t *q_end, uint32_t *sp_s, uint16_t **spp) {
     const uint8_t *q = *qp;
-    uint32_t to = 0;
     if (multi) {
         uint32_t s = *sp_s;
         uint16_t *sp = *spp;
         for (; q < q_end; q++) {
-            to = tab[s + *q];
+            uint32_t to = tab[s + *q];
             if (to >= LT_OUT) break;
             s = to;
             *++sp = (uint16_t)s;
@@ -230,21 +240,17 @@ static inline __attribute__((always_inline)) uint32_t loop_read(const uint16_t *
         *sp_s = s;
         *spp = sp;
     } else {
-        while (q < q_end && !(to = tab[*q])) q++;
+        while (q < q_end && !tab[*q]) q++;
     }
     *qp = q;
-    return to;
 }
 
 /* The scan of a loop's walk from entry k at depth *dp (its bytes before *dp
  * read inside the loop, st[*dp] the row they reached; `multi`: else a run,
  * row 0, no stack): every entry read to its end inside the loop is accepted
  * (its bit set; its id appended at *idp if idp, else counted in *nacc) until
- * entry k leaves the loop at depth *dp (returned) or k_end.  Without idp (a
- * loop's walk: its range is the whole trie) an entry that dies at depth d is
- * skipped here with its subtree of d + 1 bytes (no exit to record); with idp
- * (a run walk, whose table has no dead byte) every stop is returned.  The
- * entries after the first of a scan share its first *dp bytes (a subtree), so
+ * entry k leaves the loop (or dies: find_loop) at depth *dp (returned) or
+ * k_end.  The entries after the first of a scan share its first *dp bytes (a subtree), so
  * each resumes at its prefix length, where the one before left off.  No call
  * inside: with `multi`, `idp` constant, the loop keeps its pointers in
  * registers. */
@@ -252,30 +258,21 @@ static inline __attribute__((always_inline)) size_t loop_scan(const cm_vocab *v,
                                                                size_t k, size_t k_end, uint32_t d0, uint32_t *dp,
                                                                uint16_t *st, uint32_t *bits, uint32_t **idp,
                                                                uint32_t *nacc) {
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
     const uint8_t *q = data + off[k] + *dp, *q_end = data + off[k + 1];
     uint16_t *sp = multi ? st + *dp : NULL;
     uint32_t s = multi ? *sp : 0, *idv = idp ? *idp : NULL, na = 0;
     for (;;) {
-        uint32_t to = loop_read(tab, multi, &q, q_end, &s, &sp);
-        if (q < q_end) {
-            if (idp || to == LT_OUT) goto stop;
-            k = skip[q - data];  /* skip[off[k] + d]: the end of the dead subtree */
-            if (k >= k_end) {
-                k = k_end;
-                break;
-            }
-            q = data + off[k];
-        } else {
-            uint32_t id = ids[k];
-            cm_set_bit(bits, id);
-            if (idp) *idv++ = id;
-            else na++;
-            if (++k == k_end) break;
-            /* q: entry k's bytes begin where k - 1's end */
-        }
+        loop_read(tab, multi, &q, q_end, &s, &sp);
+        if (q < q_end) goto stop;
+        uint32_t id = ids[k];
+        cm_set_bit(bits, id);
+        if (idp) *idv++ = id;
+        else na++;
+        if (++k == k_end) break;
+        /* q: entry k's bytes begin where k - 1's end */
         uint32_t l = lcp[k] < d0 ? d0 : lcp[k];
         q += l;
         q_end = data + off[k + 1];
@@ -312,17 +309,16 @@ static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const u
 
 /* loop_scan over the entries that are not plain (vocab.h: plain_next, plain_lcp),
  * for a loop whose every plain token is accepted anyway (loop_plain_live): from
- * such an entry k at depth *dp, each entry read to its end inside is accepted,
- * a dead one's subtree skipped (it holds no plain entry: its path has a byte
- * that is not plain, or a plain byte from a row no plain bytes reach), until
- * entry k leaves the loop at depth *dp (returned) or the end.  With text, the
+ * such an entry k at depth *dp, each entry read to its end inside is accepted
+ * until entry k leaves the loop (or dies: find_loop) at depth *dp (returned)
+ * or the end.  With text, the
  * same over the entries that are not text (text_next, text_lcp), for a loop
  * that accepts every text token (loop_text_live). */
 static inline __attribute__((always_inline)) size_t loop_scan_np(const cm_vocab *v, const uint16_t *tab, bool multi,
                                                                   bool text, size_t k, uint32_t *dp, uint16_t *st,
                                                                   uint32_t *bits, uint32_t *nacc) {
     const uint32_t *lcp = text ? v->text_lcp : v->plain_lcp, *nxt = text ? v->text_next : v->plain_next;
-    const uint32_t *ids = v->trie_ids, *skip = v->skip;
+    const uint32_t *ids = v->trie_ids;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
     size_t n = v->n_trie;
@@ -330,19 +326,15 @@ static inline __attribute__((always_inline)) size_t loop_scan_np(const cm_vocab 
     uint16_t *sp = multi ? st + *dp : NULL;
     uint32_t s = multi ? *sp : 0, na = 0;
     for (;;) {
-        uint32_t to = loop_read(tab, multi, &q, q_end, &s, &sp);
+        loop_read(tab, multi, &q, q_end, &s, &sp);
         if (q < q_end) {
-            if (to == LT_OUT) {
-                *dp = (uint32_t)(q - (data + off[k]));
-                *nacc += na;
-                return k;
-            }
-            k = nxt[skip[q - data]];  /* the dead subtree, then the next entry not plain */
-        } else {
-            cm_set_bit(bits, ids[k]);
-            na++;
-            k = nxt[k + 1];
+            *dp = (uint32_t)(q - (data + off[k]));
+            *nacc += na;
+            return k;
         }
+        cm_set_bit(bits, ids[k]);
+        na++;
+        k = nxt[k + 1];
         if (k >= n) break;
         /* its prefix with the entry not plain before it, whose path st holds that far */
         uint32_t l = lcp[k];
@@ -524,16 +516,16 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
             else
                 for (const uint8_t *q = data + off[prev]; l < m && p[l] == q[l];) l++;
         }
-        uint32_t s = multi ? st[l] : 0, d = l, to = 0;
+        uint32_t s = multi ? st[l] : 0, d = l;
         if (multi) {
             for (; d < len; d++) {
-                to = tab[s + p[d]];
+                uint32_t to = tab[s + p[d]];
                 if (to >= LT_OUT) break;
                 s = to;
                 st[d + 1] = (uint16_t)s;
             }
         } else {
-            while (d < len && !(to = tab[p[d]])) d++;
+            while (d < len && !tab[p[d]]) d++;
         }
         prev = k;
         pv = d;
@@ -543,7 +535,7 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
             continue;
         }
         size_t end = skip[off[k] + d];  /* the subtree that leaves or dies with this byte */
-        if (to == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, p[d]});
+        rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, p[d]});
         k = end;
     }
     lw->n_accepted = n_acc;
@@ -663,11 +655,11 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
         k = n_loop > 1 ? loop_scan_multi(v, tab, k, n, &d, st, lw->bits, &n_acc)
                        : loop_scan_run(v, tab, k, n, &d, lw->bits, &n_acc);
         if (k == n) break;
-        /* entry k leaves the loop at depth d: so does its subtree of d + 1 bytes */
+        /* entry k leaves the loop (or dies) at depth d: so does its subtree of d + 1 bytes */
         uint8_t b = data[off[k] + d];
         uint32_t s = n_loop > 1 ? st[d] : 0;
         size_t end = skip[off[k] + d];
-        if (tab[s + b] == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
+        rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
         if ((k = end) < n) d = lcp[k];
     }
     lw->n_accepted = n_acc;
@@ -834,12 +826,15 @@ static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t 
  * plain token (1: loop_plain_live) or every text token (2: loop_text_live; the
  * walk then may leave them out: lw->np); NULL when the state is in no loop (or
  * on failure, *status set), labels reset. */
+static atomic_size_t g_dead_shared;
+size_t cm_loop_walks_past_dead(void) { return atomic_load(&g_dead_shared); }
+
 static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, uint8_t *np,
                                        int *status) {
     cm_cache *cache = g->cache;
     uint32_t *sig;
-    uint64_t hash = 0;
-    uint32_t n = find_loop(g, state, ls, &sig, &hash);
+    uint64_t hash = 0, dies;
+    uint32_t n = find_loop(g, state, ls, &sig, &hash, &dies);
     if (!sig) {
         reset_labels(g, ls, n);
         return NULL;
@@ -851,12 +846,13 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
     for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
         if (lw->hash == hash && lw->n_sig == nsig && !memcmp(lw->sig, sig, nsig * sizeof *sig)) {
             if (lw->np == *np) {
-                free(sig);
-                return lw;  /* labels stay set for the caller */
+                whole = lw;
+                break;
             }
             if (lw->np < *np && (!whole || whole->np < lw->np)) whole = lw;
         }
-    if (whole) {
+    if (whole) {  /* labels stay set for the caller */
+        if (whole->dies != dies) atomic_fetch_add(&g_dead_shared, 1);
         free(sig);
         return whole;
     }
@@ -865,6 +861,7 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
         reset_labels(g, ls, n);
         return NULL;
     }
+    lw->dies = dies;
     lw->next = cache->loops[b];
     cache->loops[b] = lw;
     atomic_fetch_add(&cache->bytes, sizeof *lw + nsig * 4 + g->n_words * 4 + lw->n_exits * sizeof *lw->exits);
@@ -902,7 +899,7 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     for (size_t i = 0; !rc && i < lw->n_exits; i++) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
-        if (to < 0) continue;  /* cannot happen: equal loops, equal transitions */
+        if (to < 0) continue;  /* dies here (find_loop): every token of it rejected */
         /* its plain (text) entries taken: walk the others (with lw->np, x->k is the first
          * of them, or of the entries not plain, which holds them) */
         uint8_t u;
