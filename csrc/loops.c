@@ -114,11 +114,10 @@ static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, u
 }
 
 /* The marked states numbered breadth first by class from `state` into
- * ls[0..*n) (label: the number), each transition's code into sig (a dead one
- * coded as one out: find_loop); false past CM_LOOP_MAX states.  *looped: some
- * transition stays inside; *dies: a hash of where the loop dies. */
+ * ls[0..*n) (label: the number), each transition's code into sig; false past
+ * CM_LOOP_MAX states.  *looped: some transition stays inside. */
 static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t *n, uint32_t *sig,
-                        bool *looped, uint64_t *dies) {
+                        bool *looped) {
     const cm_tables *t = &g->t;
     uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
     *n = 0;
@@ -130,8 +129,7 @@ static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint3
             int32_t to = row[c];
             uint32_t code;
             if (to < 0) {
-                code = CM_LOOP_OUT;
-                *dies = (*dies ^ ((uint64_t)i * nc + c)) * 0xbf58476d1ce4e5b9ULL;
+                code = CM_LOOP_DEAD;
             } else if (lab[to] == CM_LOOP_MARK) {
                 if (*n == CM_LOOP_MAX) return false;
                 ls[*n] = (uint32_t)to;
@@ -146,6 +144,22 @@ static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint3
     return true;
 }
 
+/* A loop entered from state ls[0] whose transitions from there stay inside on
+ * at most this many bytes (the blanks before an operator) is narrow. */
+#define CM_LOOP_NARROW 8
+
+bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
+    const cm_tables *t = &g->t;
+    const int32_t *row = t->trans + (size_t)ls[0] * t->n_classes;
+    const uint32_t *lab = g->cache->loop_lab;
+    uint32_t inside = 0;
+    for (int b = 0; b < 256 && inside <= CM_LOOP_NARROW; b++) {
+        int32_t to = row[t->byte_class[b]];
+        inside += to >= 0 && lab[to] < n_loop;
+    }
+    return inside <= CM_LOOP_NARROW;
+}
+
 static void reset_labels(const cm_grammar *g, const uint32_t *ls, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) g->cache->loop_lab[ls[i]] = UINT32_MAX;
 }
@@ -153,15 +167,17 @@ static void reset_labels(const cm_grammar *g, const uint32_t *ls, uint32_t n) {
 /* The loop of `state`: its states in canonical order into ls (their number
  * returned, 0 = none or too big) with their labels left set for the caller to
  * reset (reset_labels), its signature into *sig and *hash (*sig NULL: no
- * transition stays inside, nothing to share), and into *dies a hash of its
- * dead transitions, which the signature leaves out.  A transition that dies is
+ * transition stays inside, nothing to share), and into *dies a hash of where
+ * it dies.  In a narrow loop (cm_loop_dead_out) a transition that dies is
  * coded as one that leaves: the walk records its subtrees as exits too, and
- * each state's entry drops those its own row kills (cm_loop_entry), so loops
- * that differ only in where they leave and where they die share one walk: the
- * blanks after an operand at each level of an expression chain, each level
- * leaving on its own operators (c.gbnf's mask after `printf` made twelve such
- * walks, now two).  Only where an exit dies is its first byte read again:
- * inside the loop nothing completes, so no flag is raised before it. */
+ * each state's entry drops those its own row kills (cm_loop_entry), so narrow
+ * loops that differ only in where they leave and where they die share one
+ * walk: the blanks after an operand at each level of an expression chain, each
+ * level leaving on its own operators (c.gbnf's mask after `printf` made twelve
+ * such walks, now two).  Inside the loop nothing completes, so no flag is
+ * raised before an exit's first byte, dead or not.  A wide loop (a JSON
+ * string's inside) keeps its dead subtrees skipped: recorded, the tokens a
+ * control character ends would be thousands of exits to drop at every string. */
 static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t **sig, uint64_t *hash,
                           uint64_t *dies) {
     uint32_t nc = g->t.n_classes, nf = 0, n = 0;
@@ -171,9 +187,7 @@ static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uin
     uint8_t *fd = malloc(CM_LOOP_MAX * 4);
     bool looped = false, ok = fw && fd && loop_reach(g, state, fw, fd, &nf) && loop_mark(g, state, fw, nf);
     free(fd);
-    *dies = 0x44454144ULL;
-    ok = ok && (s = malloc((size_t)CM_LOOP_MAX * nc * sizeof *s)) &&
-         loop_number(g, state, ls, &n, s, &looped, dies);
+    ok = ok && (s = malloc((size_t)CM_LOOP_MAX * nc * sizeof *s)) && loop_number(g, state, ls, &n, s, &looped);
     for (uint32_t i = 0; i < nf; i++)  /* marked, never numbered; or all of them */
         if (!ok || g->cache->loop_lab[fw[i]] == CM_LOOP_MARK) g->cache->loop_lab[fw[i]] = UINT32_MAX;
     free(fw);
@@ -182,6 +196,13 @@ static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uin
         free(s);
         return ok ? n : 0;  /* no loop, no sharing */
     }
+    *dies = 0;
+    if (cm_loop_dead_out(g, ls, n))
+        for (size_t i = 0; i < (size_t)n * nc; i++)
+            if (s[i] == CM_LOOP_DEAD) {
+                s[i] = CM_LOOP_OUT;
+                *dies = (*dies ^ i) * 0xbf58476d1ce4e5b9ULL;
+            }
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
     for (size_t i = 0; i < (size_t)n * nc; i++) h = (h ^ s[i]) * 0xbf58476d1ce4e5b9ULL;
     *hash = h ^ (h >> 29);
@@ -203,20 +224,23 @@ static int push_exit(cm_loop_walk *lw, size_t *cap, cm_loop_exit x) {
 
 /* A loop as a byte-indexed table (small: stays in L1): a transition inside is
  * the row of the state it reaches (label * 256, so a node costs one add), one
- * out of the loop or dead LT_OUT (find_loop).  A run is a loop of one state,
- * whose row is 0: a byte stays inside iff its cell is 0. */
+ * out of the loop LT_OUT, a dead one LT_DEAD (LT_OUT in a narrow loop:
+ * find_loop).  A run is a loop of one state, whose row is 0: a byte stays
+ * inside iff its cell is 0. */
 #define LT_OUT 0xFFFEu
-_Static_assert((CM_LOOP_MAX - 1) * 256 + 255 < LT_OUT, "a loop's rows fit uint16 beside LT_OUT");
+#define LT_DEAD 0xFFFFu
+_Static_assert((CM_LOOP_MAX - 1) * 256 + 255 < LT_OUT, "a loop's rows fit uint16 beside LT_OUT and LT_DEAD");
 
 static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
     const cm_tables *t = &g->t;
     const uint32_t *lab = g->cache->loop_lab;
     uint16_t *tab = malloc((size_t)n_loop * 256 * sizeof *tab), code[256];
     if (!tab) return NULL;
+    uint16_t dead = cm_loop_dead_out(g, ls, n_loop) ? LT_OUT : LT_DEAD;
     for (uint32_t i = 0; i < n_loop; i++) {
         const int32_t *row = t->trans + (size_t)ls[i] * t->n_classes;
         for (uint32_t c = 0; c < t->n_classes; c++)
-            code[c] = row[c] >= 0 && lab[row[c]] < n_loop ? (uint16_t)(lab[row[c]] << 8) : LT_OUT;
+            code[c] = row[c] < 0 ? dead : lab[row[c]] < n_loop ? (uint16_t)(lab[row[c]] << 8) : LT_OUT;
         for (int b = 0; b < 256; b++) tab[(size_t)i * 256 + b] = code[t->byte_class[b]];
     }
     return tab;
@@ -224,15 +248,17 @@ static uint16_t *loop_table(const cm_grammar *g, const uint32_t *ls, uint32_t n_
 
 /* An entry's bytes from q on through the loop's table (a run's: row 0, no
  * stack), each row pushed on *sp: q where it stops (q_end: read to its end
- * inside; else the byte there leaves the loop or dies). */
-static inline __attribute__((always_inline)) void loop_read(const uint16_t *tab, bool multi, const uint8_t **qp,
-                                                            const uint8_t *q_end, uint32_t *sp_s, uint16_t **spp) {
+ * inside), the code met there (LT_OUT, LT_DEAD). */
+static inline __attribute__((always_inline)) uint32_t loop_read(const uint16_t *tab, bool multi, const uint8_t **qp,
+                                                                const uint8_t *q_end, uint32_t *sp_s,
+                                                                uint16_t **spp) {
     const uint8_t *q = *qp;
+    uint32_t to = 0;
     if (multi) {
         uint32_t s = *sp_s;
         uint16_t *sp = *spp;
         for (; q < q_end; q++) {
-            uint32_t to = tab[s + *q];
+            to = tab[s + *q];
             if (to >= LT_OUT) break;
             s = to;
             *++sp = (uint16_t)s;
@@ -240,17 +266,21 @@ static inline __attribute__((always_inline)) void loop_read(const uint16_t *tab,
         *sp_s = s;
         *spp = sp;
     } else {
-        while (q < q_end && !tab[*q]) q++;
+        while (q < q_end && !(to = tab[*q])) q++;
     }
     *qp = q;
+    return to;
 }
 
 /* The scan of a loop's walk from entry k at depth *dp (its bytes before *dp
  * read inside the loop, st[*dp] the row they reached; `multi`: else a run,
  * row 0, no stack): every entry read to its end inside the loop is accepted
  * (its bit set; its id appended at *idp if idp, else counted in *nacc) until
- * entry k leaves the loop (or dies: find_loop) at depth *dp (returned) or
- * k_end.  The entries after the first of a scan share its first *dp bytes (a subtree), so
+ * entry k leaves the loop at depth *dp (returned) or k_end.  Without idp (a
+ * loop's walk: its range is the whole trie) an entry that dies at depth d is
+ * skipped here with its subtree of d + 1 bytes (no exit to record); with idp
+ * (a run walk, whose table has no dead byte) every stop is returned.  The
+ * entries after the first of a scan share its first *dp bytes (a subtree), so
  * each resumes at its prefix length, where the one before left off.  No call
  * inside: with `multi`, `idp` constant, the loop keeps its pointers in
  * registers. */
@@ -258,21 +288,30 @@ static inline __attribute__((always_inline)) size_t loop_scan(const cm_vocab *v,
                                                                size_t k, size_t k_end, uint32_t d0, uint32_t *dp,
                                                                uint16_t *st, uint32_t *bits, uint32_t **idp,
                                                                uint32_t *nacc) {
-    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids;
+    const uint32_t *lcp = v->trie_lcp, *ids = v->trie_ids, *skip = v->skip;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
     const uint8_t *q = data + off[k] + *dp, *q_end = data + off[k + 1];
     uint16_t *sp = multi ? st + *dp : NULL;
     uint32_t s = multi ? *sp : 0, *idv = idp ? *idp : NULL, na = 0;
     for (;;) {
-        loop_read(tab, multi, &q, q_end, &s, &sp);
-        if (q < q_end) goto stop;
-        uint32_t id = ids[k];
-        cm_set_bit(bits, id);
-        if (idp) *idv++ = id;
-        else na++;
-        if (++k == k_end) break;
-        /* q: entry k's bytes begin where k - 1's end */
+        uint32_t to = loop_read(tab, multi, &q, q_end, &s, &sp);
+        if (q < q_end) {
+            if (idp || to == LT_OUT) goto stop;
+            k = skip[q - data];  /* skip[off[k] + d]: the end of the dead subtree */
+            if (k >= k_end) {
+                k = k_end;
+                break;
+            }
+            q = data + off[k];
+        } else {
+            uint32_t id = ids[k];
+            cm_set_bit(bits, id);
+            if (idp) *idv++ = id;
+            else na++;
+            if (++k == k_end) break;
+            /* q: entry k's bytes begin where k - 1's end */
+        }
         uint32_t l = lcp[k] < d0 ? d0 : lcp[k];
         q += l;
         q_end = data + off[k + 1];
@@ -309,16 +348,17 @@ static __attribute__((noinline)) size_t loop_scan_ids(const cm_vocab *v, const u
 
 /* loop_scan over the entries that are not plain (vocab.h: plain_next, plain_lcp),
  * for a loop whose every plain token is accepted anyway (loop_plain_live): from
- * such an entry k at depth *dp, each entry read to its end inside is accepted
- * until entry k leaves the loop (or dies: find_loop) at depth *dp (returned)
- * or the end.  With text, the
+ * such an entry k at depth *dp, each entry read to its end inside is accepted,
+ * a dead one's subtree skipped (it holds no plain entry: its path has a byte
+ * that is not plain, or a plain byte from a row no plain bytes reach), until
+ * entry k leaves the loop at depth *dp (returned) or the end.  With text, the
  * same over the entries that are not text (text_next, text_lcp), for a loop
  * that accepts every text token (loop_text_live). */
 static inline __attribute__((always_inline)) size_t loop_scan_np(const cm_vocab *v, const uint16_t *tab, bool multi,
                                                                   bool text, size_t k, uint32_t *dp, uint16_t *st,
                                                                   uint32_t *bits, uint32_t *nacc) {
     const uint32_t *lcp = text ? v->text_lcp : v->plain_lcp, *nxt = text ? v->text_next : v->plain_next;
-    const uint32_t *ids = v->trie_ids;
+    const uint32_t *ids = v->trie_ids, *skip = v->skip;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
     size_t n = v->n_trie;
@@ -326,15 +366,19 @@ static inline __attribute__((always_inline)) size_t loop_scan_np(const cm_vocab 
     uint16_t *sp = multi ? st + *dp : NULL;
     uint32_t s = multi ? *sp : 0, na = 0;
     for (;;) {
-        loop_read(tab, multi, &q, q_end, &s, &sp);
+        uint32_t to = loop_read(tab, multi, &q, q_end, &s, &sp);
         if (q < q_end) {
-            *dp = (uint32_t)(q - (data + off[k]));
-            *nacc += na;
-            return k;
+            if (to == LT_OUT) {
+                *dp = (uint32_t)(q - (data + off[k]));
+                *nacc += na;
+                return k;
+            }
+            k = nxt[skip[q - data]];  /* the dead subtree, then the next entry not plain */
+        } else {
+            cm_set_bit(bits, ids[k]);
+            na++;
+            k = nxt[k + 1];
         }
-        cm_set_bit(bits, ids[k]);
-        na++;
-        k = nxt[k + 1];
         if (k >= n) break;
         /* its prefix with the entry not plain before it, whose path st holds that far */
         uint32_t l = lcp[k];
@@ -516,16 +560,16 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
             else
                 for (const uint8_t *q = data + off[prev]; l < m && p[l] == q[l];) l++;
         }
-        uint32_t s = multi ? st[l] : 0, d = l;
+        uint32_t s = multi ? st[l] : 0, d = l, to = 0;
         if (multi) {
             for (; d < len; d++) {
-                uint32_t to = tab[s + p[d]];
+                to = tab[s + p[d]];
                 if (to >= LT_OUT) break;
                 s = to;
                 st[d + 1] = (uint16_t)s;
             }
         } else {
-            while (d < len && !tab[p[d]]) d++;
+            while (d < len && !(to = tab[p[d]])) d++;
         }
         prev = k;
         pv = d;
@@ -535,7 +579,7 @@ static int tokclass_walk(const cm_vocab *v, const uint16_t *tab, bool multi, con
             continue;
         }
         size_t end = skip[off[k] + d];  /* the subtree that leaves or dies with this byte */
-        rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, p[d]});
+        if (to == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, p[d]});
         k = end;
     }
     lw->n_accepted = n_acc;
@@ -655,11 +699,11 @@ static int loop_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
         k = n_loop > 1 ? loop_scan_multi(v, tab, k, n, &d, st, lw->bits, &n_acc)
                        : loop_scan_run(v, tab, k, n, &d, lw->bits, &n_acc);
         if (k == n) break;
-        /* entry k leaves the loop (or dies) at depth d: so does its subtree of d + 1 bytes */
+        /* entry k leaves the loop at depth d: so does its subtree of d + 1 bytes */
         uint8_t b = data[off[k] + d];
         uint32_t s = n_loop > 1 ? st[d] : 0;
         size_t end = skip[off[k] + d];
-        rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
+        if (tab[s + b] == LT_OUT) rc = push_exit(lw, &cap, (cm_loop_exit){(uint32_t)k, (uint32_t)end, d, s >> 8, b});
         if ((k = end) < n) d = lcp[k];
     }
     lw->n_accepted = n_acc;
@@ -833,7 +877,7 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
                                        int *status) {
     cm_cache *cache = g->cache;
     uint32_t *sig;
-    uint64_t hash = 0, dies;
+    uint64_t hash = 0, dies = 0;
     uint32_t n = find_loop(g, state, ls, &sig, &hash, &dies);
     if (!sig) {
         reset_labels(g, ls, n);
@@ -899,7 +943,7 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     for (size_t i = 0; !rc && i < lw->n_exits; i++) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
-        if (to < 0) continue;  /* dies here (find_loop): every token of it rejected */
+        if (to < 0) continue;  /* dies here, in a narrow loop (find_loop): every token of it rejected */
         /* its plain (text) entries taken: walk the others (with lw->np, x->k is the first
          * of them, or of the entries not plain, which holds them) */
         uint8_t u;
