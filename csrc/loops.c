@@ -146,7 +146,7 @@ static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint3
 
 /* A loop entered from state ls[0] whose transitions from there stay inside on
  * at most this many bytes (the blanks before an operator) is narrow. */
-#define CM_LOOP_NARROW 8
+#define CM_LOOP_NARROW 64
 
 bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
     const cm_tables *t = &g->t;
