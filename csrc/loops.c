@@ -145,7 +145,8 @@ static bool loop_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint3
 }
 
 /* A loop entered from state ls[0] whose transitions from there stay inside on
- * at most this many bytes (the blanks before an operator) is narrow. */
+ * at most this many bytes (a name's, as CM_RUN_MAX_BYTES: the blanks or an
+ * identifier before an operator) is narrow. */
 #define CM_LOOP_NARROW 64
 
 bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop) {
@@ -865,14 +866,14 @@ static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t 
     return lw;
 }
 
+static atomic_size_t g_dead_shared;
+size_t cm_loop_walks_past_dead(void) { return atomic_load(&g_dead_shared); }
+
 /* The shared walk for the loop of `state` (built under the cache lock), its
  * states in ls with their labels set, and *np whether the loop takes every
  * plain token (1: loop_plain_live) or every text token (2: loop_text_live; the
  * walk then may leave them out: lw->np); NULL when the state is in no loop (or
  * on failure, *status set), labels reset. */
-static atomic_size_t g_dead_shared;
-size_t cm_loop_walks_past_dead(void) { return atomic_load(&g_dead_shared); }
-
 static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, uint8_t *np,
                                        int *status) {
     cm_cache *cache = g->cache;
