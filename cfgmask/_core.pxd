@@ -346,3 +346,4 @@ cdef extern from "wrap.h" nogil:
 cdef extern from "loops.h" nogil:
     size_t cm_plain_loop_walks()
     size_t cm_text_loop_walks()
+    size_t cm_loop_walks_past_dead()

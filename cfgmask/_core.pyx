@@ -1396,6 +1396,13 @@ def text_loop_walks():
     return cm_text_loop_walks()
 
 
+def loop_walks_past_dead():
+    """How many loop entries took the shared walk of a loop that dies where theirs leaves, or
+    leaves where theirs dies (csrc/loops.c, find_loop: dead transitions walked as exits), so far
+    in this process (for the tests)."""
+    return cm_loop_walks_past_dead()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

@@ -24,6 +24,7 @@ struct cm_loop_walk {
     uint64_t hash;
     uint32_t n_sig;
     uint32_t *sig;              /* the loop's form: the key */
+    uint64_t dies;              /* where the narrow loop that made it dies (left out of the key) */
     uint32_t *bits;             /* tokens that end inside the loop (a run walk's, sig[0]
                                    CM_RUN_MARK: their ids, n_accepted of them) */
     uint32_t n_accepted;
@@ -53,6 +54,12 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 size_t cm_plain_loop_walks(void);
 /* Those of them that took every text token (vocab.h) at once too (loop_text_live). */
 size_t cm_text_loop_walks(void);
+/* Whether the loop ls[0..n_loop) (labels set) is narrow: its dead transitions
+ * coded as exits (loops.c, find_loop). */
+bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop);
+/* The loop entries that took the walk of a narrow loop that dies where theirs
+ * leaves or leaves where theirs dies, so far in this process (for the tests). */
+size_t cm_loop_walks_past_dead(void);
 /* cm_flat_walk of entries [k, k_end) (sharing their first d0 bytes) from
  * (state, OUTER), where `state` may begin a name: with lim.run_walks, a state
  * that calls nothing and loops to itself on a set of bytes (its run) takes the

@@ -150,10 +150,11 @@ void cm_loop_form_of(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, c
         return;
     }
     uint64_t h = 0x51AB1E5ULL ^ n_loop;
+    uint32_t dead = cm_loop_dead_out(g, ls, n_loop) ? CM_LOOP_OUT : CM_LOOP_DEAD;  /* loops.c, find_loop */
     for (uint32_t q = 0; q < n_loop; q++)
         for (int b = 0; b < 256; b++) {
             int32_t to = t->trans[(size_t)ls[order[q]] * t->n_classes + t->byte_class[b]];
-            uint32_t code = to < 0 ? CM_LOOP_DEAD : lab[to] < n_loop ? lf->canon[lab[to]] : CM_LOOP_OUT;
+            uint32_t code = to < 0 ? dead : lab[to] < n_loop ? lf->canon[lab[to]] : CM_LOOP_OUT;
             form[(size_t)q * 256 + (size_t)b] = code;
             h = (h ^ code) * 0xbf58476d1ce4e5b9ULL;
         }
