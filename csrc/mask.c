@@ -426,7 +426,9 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     /* the candidates with verdicts kept, 64 at once: the rest never touch the store */
     const _Atomic uint64_t *kept = cs.sm ? cm_stack_store_kept(cs.store) : NULL;
     for (size_t w = lo; w < hi; w++) {
-        uint64_t bits = m->cand[w], with = kept && bits ? atomic_load_explicit(&kept[w], memory_order_relaxed) : 0;
+        uint64_t bits = m->cand[w];
+        if (!bits) continue;  /* most words of a wide range: nothing to load or clear */
+        uint64_t with = kept ? atomic_load_explicit(&kept[w], memory_order_relaxed) : 0;
         m->cand[w] = 0;
         for (; bits && rc >= 0; bits &= bits - 1) {
             size_t k = w * 64 + (unsigned)__builtin_ctzll(bits);
