@@ -314,6 +314,8 @@ cdef extern from "cfgmask.h" nogil:
 
 cdef extern from "stackmemo.h" nogil:
     size_t cm_stack_verdict_hits()
+    size_t cm_stack_verdict_gate_closes()
+    void cm_stack_verdict_gate_force(int mode)
 
 
 cdef extern from "walk.h" nogil:

@@ -1364,6 +1364,18 @@ def entry_spare_takes():
     return cm_entry_spare_takes()
 
 
+def stack_verdict_gate_closes():
+    """How many times a grammar's stack verdicts closed their hit-rate gate (too few hits for the
+    verdicts stored; csrc/stackmemo.c) so far in this process (for the tests)."""
+    return cm_stack_verdict_gate_closes()
+
+
+def stack_verdict_gate_force(int mode):
+    """For the tests: 0 the gate as measured, 1 always closed, 2 closing on any window of 64
+    verdicts stored with fewer hits than verdicts, for 4 masks at first (csrc/stackmemo.c)."""
+    cm_stack_verdict_gate_force(mode)
+
+
 def chain_bulk_takes():
     """How many counted chains' walks took their loop bytes' entries at once from the
     vocabulary's byte features so far in this process (for the tests)."""

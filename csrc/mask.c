@@ -439,7 +439,8 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
      * costs more than it saves until the grammar's checks have run a few thousand steps */
     size_t steps = m->stats.n_steps, want = m->g->lim.stack_verdicts;
     bool counting = want && m->g->t.n_la <= 1 && atomic_load_explicit(&cs.store->steps, memory_order_relaxed) + 1 < want;
-    if (lo < hi && want && m->g->t.n_la <= 1 && !counting && !cm_stackmemo_begin(&m->stacks, n_sets - 1, v->max_len))
+    if (lo < hi && want && m->g->t.n_la <= 1 && !counting && cm_stack_store_open(cs.store) &&
+        !cm_stackmemo_begin(&m->stacks, n_sets - 1, v->max_len))
         cs.sm = &m->stacks;
     split sp;
     sp.at = -1;
@@ -449,15 +450,19 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     if (rc > 0) rc = CM_OK;
     m->cand_lo = UINT32_MAX;
     m->cand_hi = 0;
+    /* the candidates with verdicts kept, 64 at once: the rest never touch the store */
+    const _Atomic uint64_t *kept = cs.sm ? cm_stack_store_kept(cs.store) : NULL;
     for (size_t w = lo; w < hi; w++) {
         uint64_t bits = m->cand[w];
+        if (!bits) continue;  /* most words of a wide range: nothing to load or clear */
+        uint64_t with = kept ? atomic_load_explicit(&kept[w], memory_order_relaxed) : 0;
         m->cand[w] = 0;
         for (; bits && rc >= 0; bits &= bits - 1) {
             size_t k = w * 64 + (unsigned)__builtin_ctzll(bits);
             uint32_t id = v->trie_ids[k];
             if (cm_bit(words, id)) continue;
             /* a candidate with verdicts kept at some depth waits for them (one lock for all) */
-            if (cs.sm && cm_stackmemo_ask(cs.sm, cs.store, (uint32_t)k)) continue;
+            if (with >> (k & 63) & 1 && cm_stackmemo_ask(cs.sm, cs.store, (uint32_t)k)) continue;
             rc = decide(m, &cs, &sp, splits, k);
             if (rc > 0) words[id >> 5] |= 1u << (id & 31);
         }

@@ -31,7 +31,12 @@
 
 #define BELOW UINT32_MAX
 
-static atomic_size_t g_hits;
+static atomic_size_t g_hits, g_gate_closes;
+static atomic_int g_gate_force;
+
+size_t cm_stack_verdict_gate_closes(void) { return atomic_load(&g_gate_closes); }
+
+void cm_stack_verdict_gate_force(int mode) { atomic_store(&g_gate_force, mode); }
 
 size_t cm_stack_verdict_hits(void) { return atomic_load(&g_hits); }
 
@@ -53,11 +58,13 @@ static void free_arrays(cm_stack_store *st) {
     free(st->index);
     free(st->pool);
     free((void *)st->depths);
+    free((void *)st->kept);
     free(st->slots);
     st->stack = NULL;
     st->index = NULL;
     st->pool = NULL;
     st->depths = NULL;
+    st->kept = NULL;
     st->slots = NULL;
 }
 
@@ -73,6 +80,7 @@ static void clear(cm_stack_store *st) {
     st->n_used = 0;
     memset(st->index, 0xff, CM_SM_INDEX * sizeof *st->index);
     for (size_t k = 0; k < st->n_trie; k++) atomic_store_explicit(&st->depths[k], 0, memory_order_relaxed);
+    for (size_t w = 0; w < (st->n_trie + 63) / 64; w++) atomic_store_explicit(&st->kept[w], 0, memory_order_relaxed);
     if (++st->gen == 0) {
         memset(st->slots, 0, st->n_slots * sizeof *st->slots);
         st->gen = 1;
@@ -86,9 +94,10 @@ static int alloc_store(cm_stack_store *st) {
     st->index = malloc(CM_SM_INDEX * sizeof *st->index);
     st->pool = malloc(CM_SM_POOL * sizeof *st->pool);
     st->depths = calloc(st->n_trie ? st->n_trie : 1, sizeof *st->depths);
+    st->kept = calloc((st->n_trie + 63) / 64 + 1, sizeof *st->kept);
     st->slots = calloc(CM_SM_SLOTS_MIN, sizeof *st->slots);
     st->n_slots = CM_SM_SLOTS_MIN;
-    if (!st->stack || !st->index || !st->pool || !st->depths || !st->slots) {
+    if (!st->stack || !st->index || !st->pool || !st->depths || !st->kept || !st->slots) {
         free_arrays(st);
         return CM_ERR_NOMEM;
     }
@@ -130,6 +139,40 @@ static int grow_slots(cm_stack_store *st) {
         if (old[i].gen == st->gen) st->slots[slot_of(st, old[i].stack, old[i].token >> 1)] = old[i];
     free(old);
     return CM_OK;
+}
+
+/* ---- the hit-rate gate ----
+ * A verdict stored costs its check's lowest-read pass, its key and a slot; it pays only when a
+ * later mask asks it again over the same stack.  Where stacks do not recur (few hits for the
+ * verdicts stored), the store is a cost on every mask that checks: so after each window of
+ * verdicts stored the gate looks at the hits it got, and closes for a number of masks (the
+ * masks then run as with the store off, the verdicts kept) that doubles each time it closes
+ * again; when it opens, a new window measures again, so a grammar whose stacks start to recur
+ * gets its store back. */
+
+bool cm_stack_store_open(cm_stack_store *st) {
+    if (atomic_load_explicit(&g_gate_force, memory_order_relaxed) == 1) return false;
+    size_t left = atomic_load_explicit(&st->shut, memory_order_relaxed);
+    while (left && !atomic_compare_exchange_weak_explicit(&st->shut, &left, left - 1, memory_order_relaxed,
+                                                          memory_order_relaxed)) {
+    }
+    return !left;
+}
+
+/* A window's verdicts stored and hits taken (under lock): the gate closes when they are too few. */
+static void gate_count(cm_stack_store *st, size_t puts, size_t hits) {
+    st->win_puts += puts;
+    st->win_hits += hits;
+    bool strict = atomic_load_explicit(&g_gate_force, memory_order_relaxed) == 2;
+    if (st->win_puts < (strict ? 64 : CM_SM_GATE_PUTS)) return;
+    /* a store's first window stores what later ones take: it is not judged */
+    if (st->judged && (strict ? st->win_hits < st->win_puts : st->win_hits * CM_SM_GATE_RATIO < st->win_puts)) {
+        st->shut_for = st->shut_for ? st->shut_for * 2 : strict ? 4 : CM_SM_GATE_SHUT;
+        atomic_store_explicit(&st->shut, st->shut_for, memory_order_relaxed);
+        atomic_fetch_add(&g_gate_closes, 1);
+    }
+    st->judged = true;
+    st->win_puts = st->win_hits = 0;
 }
 
 /* ---- a matcher's scratch ---- */
@@ -294,6 +337,7 @@ size_t cm_stackmemo_take(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c
             hits++;
         }
     }
+    gate_count(st, 0, hits);
     pthread_mutex_unlock(&st->lock);
     sm->n_ask = n;
     return hits;
@@ -319,9 +363,15 @@ void cm_stackmemo_flush(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c)
             cm_smslot *sl = &st->slots[slot_of(st, id, k)];
             if (sl->gen != st->gen) st->n_used++;
             *sl = (cm_smslot){st->gen, (uint16_t)id, k << 1 | (sm->put[i] & 1)};
-            atomic_fetch_or_explicit(&st->depths[k], (uint8_t)(1u << (f - 1)), memory_order_relaxed);
+            /* mostly noted already: no locked write then */
+            uint8_t bit = (uint8_t)(1u << (f - 1));
+            if (!(atomic_load_explicit(&st->depths[k], memory_order_relaxed) & bit))
+                atomic_fetch_or_explicit(&st->depths[k], bit, memory_order_relaxed);
+            if (!(atomic_load_explicit(&st->kept[k >> 6], memory_order_relaxed) >> (k & 63) & 1))
+                atomic_fetch_or_explicit(&st->kept[k >> 6], 1ull << (k & 63), memory_order_relaxed);
         }
         atomic_store_explicit(&st->ready, true, memory_order_release);
+        gate_count(st, sm->n_put, 0);
     }
     pthread_mutex_unlock(&st->lock);
     sm->n_put = 0;

@@ -13,9 +13,12 @@
 #define CM_SM_INDEX 2048            /* their hash index (open addressing) */
 #define CM_SM_POOL (1u << 18)       /* their key words held at once */
 #define CM_SM_KEY_MAX 4096          /* key words of one stack at most (bigger: not memoized) */
-#define CM_SM_SLOTS_MIN 2048        /* verdict slots at first (open addressing, at most half full) */
+#define CM_SM_SLOTS_MIN 16384       /* verdict slots at first (open addressing, at most half full) */
 #define CM_SM_SLOTS (1u << 17)      /* ... doubled up to these (1 MB) */
 #define CM_SM_FRAMES 8              /* deepest stack memoized, in reachable sets */
+#define CM_SM_GATE_PUTS 4096        /* verdicts stored a window: then the gate looks at its hits */
+#define CM_SM_GATE_RATIO 8          /* fewer hits than a window's verdicts / this: the gate closes */
+#define CM_SM_GATE_SHUT 256         /* masks it stays closed for the first time (then twice as many) */
 
 typedef struct cm_smstack {
     uint64_t hash;
@@ -42,8 +45,13 @@ typedef struct cm_stack_store {
     uint32_t n_used;
     uint16_t gen;
     _Atomic uint8_t *depths;        /* [n_trie] bit f - 1: a verdict of the token is stored over f frames */
+    _Atomic uint64_t *kept;         /* [n_trie / 64 + 1] bit k: depths[k] is not 0 (a candidate word at once) */
     atomic_bool ready;              /* depths allocated (read without the lock) */
     atomic_size_t steps;            /* chart steps of the grammar's checks, until the store is used */
+    size_t win_puts, win_hits;      /* this window's verdicts stored and taken (under lock) */
+    bool judged;                    /* a window has passed (under lock) */
+    size_t shut_for;                /* how long the gate closes next, in masks (under lock) */
+    atomic_size_t shut;             /* masks left before the gate opens again; 0 open */
     size_t n_trie;
 } cm_stack_store;
 
@@ -72,6 +80,12 @@ typedef struct cm_stackmemo {
 int cm_stack_store_init(cm_stack_store *st, size_t n_trie);
 void cm_stack_store_destroy(cm_stack_store *st);
 
+/* The tokens with verdicts kept, 64 trie entries a word (read without the lock), or NULL
+ * before the first verdict: a mask's candidates without any skip the store in one AND. */
+static inline const _Atomic uint64_t *cm_stack_store_kept(const cm_stack_store *st) {
+    return atomic_load_explicit(&st->ready, memory_order_acquire) ? st->kept : NULL;
+}
+
 void cm_stackmemo_free(cm_stackmemo *sm);
 /* Begin a mask whose current set is the chart's set `base`: 0, or < 0 out of memory. */
 int cm_stackmemo_begin(cm_stackmemo *sm, size_t base, uint32_t max_len);
@@ -91,6 +105,14 @@ size_t cm_stackmemo_take(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c
 void cm_stackmemo_put(cm_stackmemo *sm, uint32_t k, uint32_t f, bool allowed);
 void cm_stackmemo_flush(cm_stackmemo *sm, cm_stack_store *st, const cm_chart *c);
 void cm_stackmemo_note_hits(size_t n);
+/* The hit-rate gate: may this mask use the store (not closed; a closed gate counts the mask
+ * down towards opening again, its verdicts kept)? */
+bool cm_stack_store_open(cm_stack_store *st);
+/* How many times a gate closed so far in this process (for the tests). */
+size_t cm_stack_verdict_gate_closes(void);
+/* The tests' gate: 0 as measured, 1 always closed, 2 closing on any window of 64 verdicts
+ * with fewer hits than verdicts, for 4 masks at first (small vocabularies' few verdicts). */
+void cm_stack_verdict_gate_force(int mode);
 /* Verdicts taken from the stores so far in this process (for the tests). */
 size_t cm_stack_verdict_hits(void);
 

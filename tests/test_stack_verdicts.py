@@ -14,6 +14,8 @@ and the same as with the memo off on c.gbnf with Llama-3, where kept verdicts mu
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -129,8 +131,51 @@ def test_c_gbnf_llama3_same_masks_and_hits() -> None:
     ids = quicktok.get_encoding("llama3").encode_ordinary(C_PROGRAM)
     vocab = cfgmask.Vocabulary.llama3()
     g = shipped("c.gbnf")
-    before = _core.stack_verdict_hits()
+    before, closes = _core.stack_verdict_hits(), _core.stack_verdict_gate_closes()
     on = cfgmask.compile(g, vocab, _strategy=Strategy())  # as by default: after the first checks
     off = cfgmask.compile(g, vocab, _strategy=Strategy(stack_verdicts=0))
     _same_masks(on, off, [ids, ids[: len(ids) // 2]], vocab.size)
     assert _core.stack_verdict_hits() - before > 1000
+    assert _core.stack_verdict_gate_closes() == closes  # verdicts recur: the gate stays open
+
+
+# The hit-rate gate: a store whose verdicts are seldom asked again closes for a while (the masks as
+# with the store off) and measures again once it opens.
+
+
+@pytest.fixture
+def gate_mode() -> Iterator[Callable[[int], None]]:
+    yield _core.stack_verdict_gate_force
+    _core.stack_verdict_gate_force(0)
+
+
+def _nested() -> tuple[cfgmask.Grammar, cfgmask.Vocabulary, list[list[int]]]:
+    vocab = cfgmask.Vocabulary.from_token_bytes(NESTED_TOKENS)
+    return cfgmask.Grammar.from_gbnf(NESTED), vocab, [_greedy(NESTED_TOKENS, d) for d in NESTED_DOCS]
+
+
+def test_gate_forced_closed_takes_and_stores_nothing(gate_mode: Callable[[int], None]) -> None:
+    """Closed, the store is neither asked nor written: no hit, and the masks are those without it."""
+    g, vocab, docs = _nested()
+    gate_mode(1)
+    before = _core.stack_verdict_hits()
+    on = _compile(g, vocab, on=True)
+    _same_masks(on, _compile(g, vocab, on=False), docs + docs, vocab.size)
+    assert _core.stack_verdict_hits() == before
+    gate_mode(0)  # opened: the same grammar's store starts and is asked
+    _same_masks(on, _compile(g, vocab, on=False), docs + docs, vocab.size)
+    assert _core.stack_verdict_hits() - before > 20
+
+
+def test_gate_closes_on_few_hits_and_opens_again(gate_mode: Callable[[int], None]) -> None:
+    """A gate that asks more hits than the nested documents give (one a verdict) closes on them,
+    the masks unchanged, and opens again after its few masks: the verdicts kept are taken again."""
+    g, vocab, docs = _nested()
+    gate_mode(2)
+    closes = _core.stack_verdict_gate_closes()
+    on, off = _compile(g, vocab, on=True), _compile(g, vocab, on=False)
+    _same_masks(on, off, docs, vocab.size)
+    assert _core.stack_verdict_gate_closes() > closes
+    hits = _core.stack_verdict_hits()
+    _same_masks(on, off, docs + docs, vocab.size)
+    assert _core.stack_verdict_hits() > hits  # the way back
