@@ -109,7 +109,7 @@ class Strategy:
     # JSON value's `ws`, ~4,000 blank-led tokens leave it with a rest, ` the` -> `the`, three in
     # four dying on that byte; grammars with lookahead debts are left out; 0: every rest is
     # asked; 1: at once, as the tests use it)
-    filter_pairs: int = 1024
+    filter_pairs: int = 256
     # once the grammar's candidate checks have run this many chart steps (less one), an
     # uncertain token's verdict from the chart is kept by the grammar per (token, the
     # enclosing stack its check read: the sets reachable from the current one through
