@@ -167,7 +167,9 @@ static void gate_count(cm_stack_store *st, size_t puts, size_t hits) {
     if (st->win_puts < (strict ? 64 : CM_SM_GATE_PUTS)) return;
     /* a store's first window stores what later ones take: it is not judged */
     if (st->judged && (strict ? st->win_hits < st->win_puts : st->win_hits * CM_SM_GATE_RATIO < st->win_puts)) {
-        st->shut_for = st->shut_for ? st->shut_for * 2 : strict ? 4 : CM_SM_GATE_SHUT;
+        st->shut_for = !st->shut_for                    ? (strict ? 4 : CM_SM_GATE_SHUT)
+                       : st->shut_for < CM_SM_GATE_SHUT_MAX ? st->shut_for * 2
+                                                            : CM_SM_GATE_SHUT_MAX;
         atomic_store_explicit(&st->shut, st->shut_for, memory_order_relaxed);
         atomic_fetch_add(&g_gate_closes, 1);
     }

@@ -19,6 +19,7 @@
 #define CM_SM_GATE_PUTS 4096        /* verdicts stored a window: then the gate looks at its hits */
 #define CM_SM_GATE_RATIO 8          /* fewer hits than a window's verdicts / this: the gate closes */
 #define CM_SM_GATE_SHUT 256         /* masks it stays closed for the first time (then twice as many) */
+#define CM_SM_GATE_SHUT_MAX (1u << 20) /* ... up to this: a long-lived matcher's grammar still gets measured again */
 
 typedef struct cm_smstack {
     uint64_t hash;
