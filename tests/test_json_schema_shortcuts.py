@@ -19,6 +19,8 @@ from cfgmask.frontends.json_schema import _loads
 from cfgmask.frontends.json_schema.canonical import _spell, canonical_string, unspellable
 from cfgmask.frontends.json_schema.refs import ROOT_BASE, _join, defrag
 
+from . import reference_wellformed
+
 _text = st.text(alphabet=st.sampled_from("ab/#?;%~ \t\n\r:.41[]@\x00é"), max_size=12)
 _base = st.sampled_from([ROOT_BASE, "https://x.org/s.json", "https://x.org/s.json#frag", "urn:a#b", ""])
 
@@ -188,16 +190,70 @@ def test_check_document_quick_forms_as_the_checks(doc: dict[str, Any], draft: in
     same error (message, pointer) or none, subschemas visited in the same order."""
     from unittest import mock
 
+    fast = _check_outcome(reference_wellformed.check_document_py, doc, draft)
+    with mock.patch.object(reference_wellformed, "_quick", lambda *a: False):
+        assert _check_outcome(reference_wellformed.check_document_py, doc, draft) == fast
+
+
+def _check_outcome(check: Any, doc: Any, draft: int) -> Any:
     from cfgmask.errors import GrammarError
+
+    try:
+        check(doc, draft)
+    except GrammarError as e:
+        return str(e), e.pointer
+    return None
+
+
+@given(st.dictionaries(_kw, _val, max_size=5) | _val, st.sampled_from([4, 7, 2020]))
+def test_check_document_compiled_as_python(doc: Any, draft: int) -> None:
+    """The compiled walk (``_wellformed.walk``) decides as ``check_document_py``: the same error
+    (message, pointer) or none, on any value (a root that is not a schema included)."""
     from cfgmask.frontends.json_schema import wellformed
 
-    def outcome() -> Any:
-        try:
-            wellformed.check_document(doc, draft)
-        except GrammarError as e:
-            return str(e), e.pointer
-        return None
+    fast = _check_outcome(wellformed.check_document, doc, draft)
+    assert fast == _check_outcome(reference_wellformed.check_document_py, doc, draft)
 
-    fast = outcome()
-    with mock.patch.object(wellformed, "_quick", lambda *a: False):
-        assert outcome() == fast
+
+@pytest.mark.parametrize(
+    "doc",
+    [5, [], "x", None, True, {}, {"type": "objec"}, {"type": ["string", "nul"]}, {"type": 3},
+     {"format": 1}, {"$ref": 2}, {"not": 3}, {"not": {"type": "x"}}, {"items": [{"type": "x"}]},
+     {"items": 4}, {"allOf": []}, {"anyOf": [{"type": "x"}, {"type": "y"}]}, {"prefixItems": [1]},
+     {"properties": {"a": 5}}, {"properties": {"a": {"type": "x"}}, "items": {"type": "y"}},
+     {"$defs": {"a": {"minLength": -1}}}, {"required": ["a", "a"]}, {"required": ["a", 1]},
+     {"required": "a"}, {"enum": 3}, {"minLength": -1}, {"minLength": 1.5}, {"maxItems": True},
+     {"minimum": "1"}, {"minimum": float("inf")}, {"maximum": 2.5}, {"if": 3}, {"pattern": "("},
+     {"dependencies": {"a": 3}}, {"patternProperties": {"(": {}}}, {"uniqueItems": 1}],
+)  # fmt: skip
+def test_check_document_compiled_on_malformed(doc: Any) -> None:
+    """Each inline form's failures (and a root that is not a schema): the compiled walk raises
+    what the Python walk raises, in every draft."""
+    from cfgmask.frontends.json_schema import wellformed
+
+    for draft in (4, 7, 2020):
+        fast = _check_outcome(wellformed.check_document, doc, draft)
+        assert fast == _check_outcome(reference_wellformed.check_document_py, doc, draft)
+
+
+def test_check_document_compiled_on_the_corpus() -> None:
+    """Every JSONSchemaBench schema: the compiled walk's outcome is the Python walk's, and both
+    number the inline forms alike."""
+    from pathlib import Path
+
+    from cfgmask.frontends.json_schema import _wellformed, wellformed
+
+    assert _wellformed.QUICK_KINDS == tuple(sorted(set(wellformed._QUICK.values())))
+    w = wellformed
+    assert _wellformed.QUICK_KINDS == (w._TYPE, w._STR, w._ONE, w._LIST, w._ITEMS, w._MAP, w._NAMES, w._ARRAY,
+                                       w._COUNT, w._NUM)  # fmt: skip
+    n = 0
+    for path in sorted(Path(__file__).parent.glob("corpora/jsonschemabench/*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                schema = json.loads(line)["schema"]
+                for draft in (4, 7, 2020):
+                    got = _check_outcome(wellformed.check_document, schema, draft)
+                    assert got == _check_outcome(reference_wellformed.check_document_py, schema, draft)
+                n += 1
+    assert n > 200
