@@ -106,13 +106,25 @@ def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
                 with_id += 'id"' in text
                 assert _outcome_of(text) == _outcome_of(json.loads(text))
     assert plain > 150 and with_id > 20
+    # draft-04 texts with a property named ``id`` and no string-valued ``id`` skip the walk too
+    assert plain_text(json.dumps({"$schema": "http://json-schema.org/draft-04/schema#",
+                                  "properties": {"id": {"type": "integer"}}}), 4)  # fmt: skip
     for draft in (4, 6, 7, 2019, 2020):
-        for key in ("$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
+        for key in ("$anchor", "$dynamicAnchor", "$recursiveAnchor"):
             assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}), draft)
+        # ``$id`` is an identifier from draft 6 on (Resolver._id_of)
+        assert plain_text(json.dumps({"properties": {"a": {"$id": "x"}}}), draft) == (draft <= 4)
         assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}', draft)
         # ``id`` is an identifier up to draft 4 only (Resolver._id_of)
         assert plain_text(json.dumps({"properties": {"a": {"id": "x"}}}), draft) == (draft > 4)
-        assert plain_text(json.dumps({"properties": {"id": {"type": "string"}}}), draft) == (draft > 4)
+        # a property named ``id`` (an object, not a string, after the colon) is no identifier
+        assert plain_text(json.dumps({"properties": {"id": {"type": "string"}}}), draft)
+        for text in ('{"id": "x"}', '{"id" :\n\t"x"}', '{"default": {"id":"x"}}', '{"a": {"\\u0069d": "x"}}'):
+            assert not plain_text(text, draft) or draft > 4  # an id, or a false alarm: indexed
+            assert not plain_text(text.replace('"id"', '"$id"'), draft) or draft <= 4
+        escaped = json.dumps({"description": '"id": "x"', "title": '"$id": "y"'})
+        assert plain_text(escaped, draft)  # inside a string, a quote is escaped: no key
+        assert _outcome_of(escaped) == _outcome_of(json.loads(escaped))
 
 
 @pytest.mark.parametrize(
