@@ -58,10 +58,18 @@ ir_nodes = Extension(
     extra_link_args=ldflags,
 )
 
+# The walk of the JSON Schema front end's well-formedness check (wellformed.py): Python objects only
+wellformed = Extension(
+    "cfgmask.frontends.json_schema._wellformed",
+    sources=["cfgmask/frontends/json_schema/_wellformed.pyx"],
+    extra_compile_args=[f for f in cflags if f != "-Werror"],
+    extra_link_args=ldflags,
+)
+
 setup(
     libraries=[c_core],
     ext_modules=cythonize(
-        [core, dag, ir_nodes],
+        [core, dag, ir_nodes, wellformed],
         compiler_directives={
             "language_level": 3,
             "boundscheck": debug,

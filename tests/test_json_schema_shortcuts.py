@@ -19,6 +19,8 @@ from cfgmask.frontends.json_schema import _loads
 from cfgmask.frontends.json_schema.canonical import _spell, canonical_string, unspellable
 from cfgmask.frontends.json_schema.refs import ROOT_BASE, _join, defrag
 
+from . import reference_wellformed
+
 _text = st.text(alphabet=st.sampled_from("ab/#?;%~ \t\n\r:.41[]@\x00é"), max_size=12)
 _base = st.sampled_from([ROOT_BASE, "https://x.org/s.json", "https://x.org/s.json#frag", "urn:a#b", ""])
 
@@ -104,13 +106,25 @@ def test_plain_text_skips_only_what_the_index_would_not_find() -> None:
                 with_id += 'id"' in text
                 assert _outcome_of(text) == _outcome_of(json.loads(text))
     assert plain > 150 and with_id > 20
+    # draft-04 texts with a property named ``id`` and no string-valued ``id`` skip the walk too
+    assert plain_text(json.dumps({"$schema": "http://json-schema.org/draft-04/schema#",
+                                  "properties": {"id": {"type": "integer"}}}), 4)  # fmt: skip
     for draft in (4, 6, 7, 2019, 2020):
-        for key in ("$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"):
+        for key in ("$anchor", "$dynamicAnchor", "$recursiveAnchor"):
             assert not plain_text(json.dumps({"properties": {"a": {key: "x"}}}), draft)
+        # ``$id`` is an identifier from draft 6 on (Resolver._id_of)
+        assert plain_text(json.dumps({"properties": {"a": {"$id": "x"}}}), draft) == (draft <= 4)
         assert not plain_text('{"properties": {"a": {"$i\\u0064": "x"}}}', draft)
         # ``id`` is an identifier up to draft 4 only (Resolver._id_of)
         assert plain_text(json.dumps({"properties": {"a": {"id": "x"}}}), draft) == (draft > 4)
-        assert plain_text(json.dumps({"properties": {"id": {"type": "string"}}}), draft) == (draft > 4)
+        # a property named ``id`` (an object, not a string, after the colon) is no identifier
+        assert plain_text(json.dumps({"properties": {"id": {"type": "string"}}}), draft)
+        for text in ('{"id": "x"}', '{"id" :\n\t"x"}', '{"default": {"id":"x"}}', '{"a": {"\\u0069d": "x"}}'):
+            assert not plain_text(text, draft) or draft > 4  # an id, or a false alarm: indexed
+            assert not plain_text(text.replace('"id"', '"$id"'), draft) or draft <= 4
+        escaped = json.dumps({"description": '"id": "x"', "title": '"$id": "y"'})
+        assert plain_text(escaped, draft)  # inside a string, a quote is escaped: no key
+        assert _outcome_of(escaped) == _outcome_of(json.loads(escaped))
 
 
 @pytest.mark.parametrize(
@@ -188,16 +202,70 @@ def test_check_document_quick_forms_as_the_checks(doc: dict[str, Any], draft: in
     same error (message, pointer) or none, subschemas visited in the same order."""
     from unittest import mock
 
+    fast = _check_outcome(reference_wellformed.check_document_py, doc, draft)
+    with mock.patch.object(reference_wellformed, "_quick", lambda *a: False):
+        assert _check_outcome(reference_wellformed.check_document_py, doc, draft) == fast
+
+
+def _check_outcome(check: Any, doc: Any, draft: int) -> Any:
     from cfgmask.errors import GrammarError
+
+    try:
+        check(doc, draft)
+    except GrammarError as e:
+        return str(e), e.pointer
+    return None
+
+
+@given(st.dictionaries(_kw, _val, max_size=5) | _val, st.sampled_from([4, 7, 2020]))
+def test_check_document_compiled_as_python(doc: Any, draft: int) -> None:
+    """The compiled walk (``_wellformed.walk``) decides as ``check_document_py``: the same error
+    (message, pointer) or none, on any value (a root that is not a schema included)."""
     from cfgmask.frontends.json_schema import wellformed
 
-    def outcome() -> Any:
-        try:
-            wellformed.check_document(doc, draft)
-        except GrammarError as e:
-            return str(e), e.pointer
-        return None
+    fast = _check_outcome(wellformed.check_document, doc, draft)
+    assert fast == _check_outcome(reference_wellformed.check_document_py, doc, draft)
 
-    fast = outcome()
-    with mock.patch.object(wellformed, "_quick", lambda *a: False):
-        assert outcome() == fast
+
+@pytest.mark.parametrize(
+    "doc",
+    [5, [], "x", None, True, {}, {"type": "objec"}, {"type": ["string", "nul"]}, {"type": 3},
+     {"format": 1}, {"$ref": 2}, {"not": 3}, {"not": {"type": "x"}}, {"items": [{"type": "x"}]},
+     {"items": 4}, {"allOf": []}, {"anyOf": [{"type": "x"}, {"type": "y"}]}, {"prefixItems": [1]},
+     {"properties": {"a": 5}}, {"properties": {"a": {"type": "x"}}, "items": {"type": "y"}},
+     {"$defs": {"a": {"minLength": -1}}}, {"required": ["a", "a"]}, {"required": ["a", 1]},
+     {"required": "a"}, {"enum": 3}, {"minLength": -1}, {"minLength": 1.5}, {"maxItems": True},
+     {"minimum": "1"}, {"minimum": float("inf")}, {"maximum": 2.5}, {"if": 3}, {"pattern": "("},
+     {"dependencies": {"a": 3}}, {"patternProperties": {"(": {}}}, {"uniqueItems": 1}],
+)  # fmt: skip
+def test_check_document_compiled_on_malformed(doc: Any) -> None:
+    """Each inline form's failures (and a root that is not a schema): the compiled walk raises
+    what the Python walk raises, in every draft."""
+    from cfgmask.frontends.json_schema import wellformed
+
+    for draft in (4, 7, 2020):
+        fast = _check_outcome(wellformed.check_document, doc, draft)
+        assert fast == _check_outcome(reference_wellformed.check_document_py, doc, draft)
+
+
+def test_check_document_compiled_on_the_corpus() -> None:
+    """Every JSONSchemaBench schema: the compiled walk's outcome is the Python walk's, and both
+    number the inline forms alike."""
+    from pathlib import Path
+
+    from cfgmask.frontends.json_schema import _wellformed, wellformed
+
+    assert _wellformed.QUICK_KINDS == tuple(sorted(set(wellformed._QUICK.values())))
+    w = wellformed
+    assert _wellformed.QUICK_KINDS == (w._TYPE, w._STR, w._ONE, w._LIST, w._ITEMS, w._MAP, w._NAMES, w._ARRAY,
+                                       w._COUNT, w._NUM)  # fmt: skip
+    n = 0
+    for path in sorted(Path(__file__).parent.glob("corpora/jsonschemabench/*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                schema = json.loads(line)["schema"]
+                for draft in (4, 7, 2020):
+                    got = _check_outcome(wellformed.check_document, schema, draft)
+                    assert got == _check_outcome(reference_wellformed.check_document_py, schema, draft)
+                n += 1
+    assert n > 200

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -65,13 +66,23 @@ def defrag(uri: str) -> tuple[str, str]:
 
 def plain_text(text: str, draft: int) -> bool:
     """Whether the JSON text ``text`` of a schema of ``draft`` surely has no key that
-    :meth:`Resolver._index` records (``$id``, or ``id`` up to draft 4; ``$anchor``,
-    ``$dynamicAnchor``): a key is spelled with its characters or with ``\\u`` escapes, so without
-    ``$id"`` (``id"`` up to draft 4: a property named ``id`` is one too), ``nchor"`` and ``\\u``
-    in the text there is none."""
+    :meth:`Resolver._index` records (``$id``, or ``id`` up to draft 4, with a string value;
+    ``$anchor``, ``$dynamicAnchor``): a key is spelled with its characters or with ``\\u``
+    escapes, so without ``nchor"`` and ``\\u`` in the text, and without ``"$id"`` (``"id"`` up to
+    draft 4) then a colon then a string's opening quote (JSON whitespace between), there is none.
+    (A property named ``id``, an object there, is the common draft-04 case the colon test
+    tells apart: its text is indexed for nothing.)"""
     if 'nchor"' in text or "\\u" in text:
         return False
-    return 'id"' not in text if draft <= 4 else '$id"' not in text
+    if draft <= 4:
+        return 'id"' not in text or _ID_STRING.search(text) is None
+    return '$id"' not in text or _DOLLAR_ID_STRING.search(text) is None
+
+
+# a key "id" / "$id" with a string value, as JSON text spells it (an escaped quote inside a string
+# is preceded by a backslash, so a match is a key or a false alarm, never a miss)
+_ID_STRING = re.compile(r'"id"[ \t\n\r]*:[ \t\n\r]*"')
+_DOLLAR_ID_STRING = re.compile(r'"\$id"[ \t\n\r]*:[ \t\n\r]*"')
 
 
 class Resolver:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...errors import GrammarError
+from ._wellformed import walk as _walk
 from .merge import TYPES
 from .report import pointer
 
@@ -221,78 +222,26 @@ Place = tuple[Any, str, tuple[object, ...]] | None
 
 
 def check_document(root: Any, draft: int) -> None:
-    """Raise a GrammarError at the first keyword (in document order) whose value is malformed."""
-    forms = FORMS_07 if draft >= 7 else FORMS
-    # the pointer string of a place is only written for an error
-    stack: list[tuple[Any, Place]] = [(root, None)]
-    seen: set[int] = set()
-    while stack:
-        s, at = stack.pop()
-        if s.__class__ is bool:
-            continue
-        if not isinstance(s, dict):  # only reachable for the root: parents check their subschemas
-            path = _pointer_of(at)
-            raise GrammarError(f"the schema at {path or '/'} must be {SCHEMA}; got {abbreviate(s)}")
-        if id(s) in seen:
-            continue
-        seen.add(id(s))
-        subs: list[tuple[Any, Place]] = []
-        for k, v in s.items():
-            form = forms.get(k)
-            if form is None:
-                continue
-            check, expected, children, quick = form
-            if quick and _quick(quick, k, v, at, subs):
-                continue
-            bad = check(v)
-            if bad is not None:
-                raise malformed(pointer(_pointer_of(at), k, *bad[0]), k, expected, bad[1], bad[2])
-            if children is not None:
-                subs += [(x, (at, k, tokens)) for tokens, x in children(v)]
-        stack.extend(reversed(subs))
+    """Raise a GrammarError at the first keyword (in document order) whose value is malformed
+    (compiled: ``tests/reference_wellformed.py`` has the Python it follows)."""
+    _walk(root, FORMS_07 if draft >= 7 else FORMS, TYPES, _slow, _not_schema)
 
 
-def _quick(quick: int, k: str, v: Any, at: Place, subs: list[tuple[Any, Place]]) -> bool:
-    """True when ``v`` plainly has the form of keyword ``k`` (its subschemas put on ``subs``, as
-    the row's ``children`` would); False: ask the row's check."""
-    cls = v.__class__
-    if quick == _TYPE:
-        return cls is str and v in TYPES
-    if quick == _STR:
-        return cls is str
-    if quick == _ONE or (quick == _ITEMS and cls is not list):
-        if cls is dict or cls is bool:
-            subs.append((v, (at, k, ())))
-            return True
-        return False
-    if quick == _LIST or quick == _ITEMS:
-        if cls is not list or (quick == _LIST and not v):
-            return False
-        for x in v:
-            if x.__class__ is not dict and x.__class__ is not bool:
-                return False
-        subs += [(x, (at, k, (i,))) for i, x in enumerate(v)]
-        return True
-    if quick == _MAP:
-        if cls is not dict:
-            return False
-        for x in v.values():
-            if x.__class__ is not dict and x.__class__ is not bool:
-                return False
-        subs += [(x, (at, k, (name,))) for name, x in v.items()]
-        return True
-    if quick == _NAMES:
-        if cls is not list:
-            return False
-        for x in v:
-            if x.__class__ is not str:
-                return False
-        return len(set(v)) == len(v)
-    if quick == _ARRAY:
-        return cls is list
-    if quick == _COUNT:
-        return cls is int and v >= 0
-    return cls is int  # _NUM: an int is a number (a float goes through the check: finite?)
+def _not_schema(s: Any, at: Place) -> None:
+    path = _pointer_of(at)
+    raise GrammarError(f"the schema at {path or '/'} must be {SCHEMA}; got {abbreviate(s)}")
+
+
+def _slow(
+    k: str, v: Any, at: Place, form: tuple[Check, str, Children | None, int], subs: list[tuple[Any, Place]]
+) -> None:
+    """Keyword ``k`` checked by its row (raising if ``v`` is malformed), its subschemas put on ``subs``."""
+    check, expected, children, _ = form
+    bad = check(v)
+    if bad is not None:
+        raise malformed(pointer(_pointer_of(at), k, *bad[0]), k, expected, bad[1], bad[2])
+    if children is not None:
+        subs += [(x, (at, k, tokens)) for tokens, x in children(v)]
 
 
 def _pointer_of(at: Place) -> str:

@@ -1,0 +1,5 @@
+from typing import Any
+
+QUICK_KINDS: tuple[int, ...]
+
+def walk(root: Any, forms: dict[str, Any], types: tuple[str, ...], slow: Any, not_schema: Any) -> None: ...
