@@ -1316,6 +1316,18 @@ def chain_memo_enable(bint on):
     cm_chain_memo_enable(1 if on else 0)
 
 
+def chain_shapes_enable(bint on):
+    """Check a chain's rows against a memo's by each memo row's shape (csrc/chains.c, the default)
+    or, off, pair by pair: the reference the tests compare against.  Process-wide."""
+    cm_chain_shapes_enable(1 if on else 0)
+
+
+def chain_shaped_rows():
+    """How many rows of chains were checked against memos by their shape so far in this process
+    (for the tests)."""
+    return cm_chain_shaped_rows()
+
+
 def chain_wrap_direct_enable(bint on):
     """Split a wrapping block position's uncertain tokens as its entry is assembled from the
     chain's bitsets (csrc/chains.c, the default) or, off, afterwards a token at a time: the

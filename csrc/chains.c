@@ -1420,8 +1420,14 @@ static void keep_instance(cm_chain_data *cd, chain_form *f, uint32_t n_head) {
 
 static atomic_int g_chain_memo = 1;
 static atomic_size_t g_memo_hits;  /* analyses taken from memos (the tests read it) */
+static atomic_int g_row_shapes = 1;
+static atomic_size_t g_shaped_rows;  /* rows checked by their shape's plan (the tests read it) */
 
 void cm_chain_memo_enable(int on) { atomic_store(&g_chain_memo, on); }
+
+void cm_chain_shapes_enable(int on) { atomic_store(&g_row_shapes, on); }
+
+size_t cm_chain_shaped_rows(void) { return atomic_load(&g_shaped_rows); }
 
 size_t cm_chain_memo_hits(void) { return atomic_load(&g_memo_hits); }
 
@@ -1433,6 +1439,11 @@ typedef struct chain_memo {
     bool open;
     uint8_t *flags;             /* [n_loc + n_out] state_flags */
     uint16_t *rows;             /* [n_loc * n_cls]: MEMO_DEAD, a local, n_loc + an out state */
+    /* each row's shape (row_shapes): which of its classes lead to the same state, as the
+     * slot of each class's target among the row's distinct ones by first class; NULL: none */
+    uint16_t *shape;            /* [n_loc]: the row's shape, MEMO_NO_SHAPE: one past the limit */
+    uint8_t *slot;              /* [n_shapes * n_cls] */
+    uint32_t n_shapes;
     uint32_t budget, n_lab;
     uint32_t *key;              /* chain_form's */
     size_t n_key;
@@ -1458,6 +1469,8 @@ void cm_chain_memo_release(cm_memo_link *link) {
     free(m->dist);
     free(m->flags);
     free(m->rows);
+    free(m->shape);
+    free(m->slot);
     free(m->key);
     free(m->lam);
     free(m->aam);
@@ -1553,6 +1566,55 @@ static chain_memo *memo_alloc(uint32_t n_cls, uint32_t n_loc, uint32_t n_out, co
 
 #define MEMO_OUT_BASE ((uint32_t)CM_CHAIN_MAX + 1)  /* out state j labelled MEMO_OUT_BASE + j while kept */
 
+/* A chain's rows have few shapes: the rows of one role at each position (a string's
+ * character, an escape's k-th hex digit) lead their classes to their own targets the
+ * same way.  A row check names one pair a distinct target and compares the rest of our
+ * row with that pair's (row_check), so the shapes are kept with the memo; rows past
+ * MEMO_MAX_SHAPES shapes are checked pair by pair. */
+#define MEMO_MAX_SHAPES 64
+#define MEMO_NO_SHAPE 0xffffu
+
+/* m's rows' shapes (m->shape, m->slot; left NULL when memory is short). */
+static void row_shapes(chain_memo *m) {
+    uint32_t mc = m->n_cls, n_shapes = 0;
+    uint16_t *shape = malloc((size_t)m->n_loc * sizeof *shape);
+    uint8_t *slot = malloc((size_t)MEMO_MAX_SHAPES * mc);
+    if (!shape || !slot) {
+        free(shape);
+        free(slot);
+        return;
+    }
+    uint8_t cur[256], table[2 * MEMO_MAX_SHAPES] = {0};  /* shapes by hash: shape + 1, 0 empty */
+    uint16_t seen[256];  /* distinct targets of the row so far */
+    for (uint32_t i = 0; i < m->n_loc; i++) {
+        const uint16_t *row = m->rows + (size_t)i * mc;
+        uint32_t n_seen = 0;
+        uint64_t h = 0;
+        for (uint32_t d = 0; d < mc; d++) {
+            uint32_t k = 0;
+            while (k < n_seen && seen[k] != row[d]) k++;
+            if (k == n_seen) seen[n_seen++] = row[d];
+            cur[d] = (uint8_t)k;
+            h = (h ^ k) * 0x100000001B3ULL;
+        }
+        uint32_t at = (uint32_t)(h >> 32) % (2 * MEMO_MAX_SHAPES), x = MEMO_NO_SHAPE;
+        for (; table[at]; at = (at + 1) % (2 * MEMO_MAX_SHAPES))
+            if (!memcmp(slot + (size_t)(table[at] - 1) * mc, cur, mc)) {
+                x = table[at] - 1u;
+                break;
+            }
+        if (x == MEMO_NO_SHAPE && n_shapes < MEMO_MAX_SHAPES) {
+            memcpy(slot + (size_t)n_shapes * mc, cur, mc);
+            x = n_shapes++;
+            table[at] = (uint8_t)(x + 1);
+        }
+        shape[i] = (uint16_t)x;
+    }
+    m->shape = shape;
+    m->slot = slot;
+    m->n_shapes = n_shapes;
+}
+
 /* The memo of the chain cs just analysed into f (its labels still set, f's
  * head and out targets by state); NULL when it has none (past the limits,
  * memory short).  Locals keep the scan's numbers: each but the first is met
@@ -1608,6 +1670,7 @@ static chain_memo *memo_keep(const chain_scan *cs, const chain_form *f, uint64_t
         free(m->rows);
         m->rows = rows;
         rows = NULL;
+        row_shapes(m);
         for (uint32_t i = 0; i < n; i++) m->flags[i] = state_flags(g, cs->st[i]);
         for (uint32_t j = 0; j < n_out; j++) m->flags[n + j] = state_flags(g, outs[j]) & OUT_FLAGS;
         m->open = cs->open != NONE;
@@ -1710,15 +1773,104 @@ static bool row_fits(const cm_grammar *g, const chain_memo *m, const int32_t *ro
     return true;
 }
 
+/* How a check reads the rows of each of memo m's shapes against ours (row_check): per
+ * shape, for each of its slots in the order pairs first meet them (names are made as
+ * row_fits makes them), the first such pair, then the classes of the slot's other pairs
+ * (our row must lead each to the first pair's state, as the memo's row leads its classes). */
+typedef struct shape_plans {
+    const chain_memo *m;
+    const uint16_t *pc, *pm;
+    uint32_t n_pairs;
+    uint16_t *plans;    /* [n_shapes * 4 * n_pairs]: per shape (class, memo class) of each slot's
+                         * first pair, where each slot's other classes end, those classes; NULL: none */
+    uint16_t *n_first;  /* [n_shapes]: its slots, UINT16_MAX: not planned yet */
+    size_t n_rows;      /* rows checked by a plan */
+} shape_plans;
+
+static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc, const uint16_t *pm,
+                       uint32_t n_pairs) {
+    *sp = (shape_plans){m, pc, pm, n_pairs, NULL, NULL, 0};
+    if (!m->shape || !n_pairs || !atomic_load(&g_row_shapes)) return;
+    sp->plans = malloc((size_t)m->n_shapes * 4 * n_pairs * sizeof *sp->plans);
+    sp->n_first = malloc((size_t)m->n_shapes * sizeof *sp->n_first);
+    if (!sp->plans || !sp->n_first) {
+        free(sp->plans);
+        free(sp->n_first);
+        sp->plans = sp->n_first = NULL;
+        return;
+    }
+    for (uint32_t x = 0; x < m->n_shapes; x++) sp->n_first[x] = UINT16_MAX;
+}
+
+static void plans_done(shape_plans *sp) {
+    if (sp->n_rows) atomic_fetch_add(&g_shaped_rows, sp->n_rows);
+    free(sp->plans);
+    free(sp->n_first);
+}
+
+static void plan_shape(shape_plans *sp, uint32_t x) {
+    uint32_t np = sp->n_pairs, n_first = 0, n_other[256] = {0};
+    const uint8_t *slot = sp->m->slot + (size_t)x * sp->m->n_cls;
+    uint16_t *pl = sp->plans + (size_t)x * 4 * np, *ends = pl + 2 * np, *others = pl + 3 * np, order[256];
+    for (uint32_t k = 0; k < 256; k++) order[k] = UINT16_MAX;
+    for (uint32_t p = 0; p < np; p++) {  /* each slot's first pair, in pair order */
+        uint32_t k = slot[sp->pm[p]];
+        if (order[k] == UINT16_MAX) {
+            order[k] = (uint16_t)n_first;
+            pl[2 * n_first] = sp->pc[p];
+            pl[2 * n_first++ + 1] = sp->pm[p];
+        } else {
+            n_other[order[k]]++;
+        }
+    }
+    for (uint32_t j = 0, at = 0; j < n_first; j++) ends[j] = (uint16_t)(at += n_other[j]);
+    for (uint32_t p = np; p-- > 0;) {  /* the others, by slot (filled from each slot's end) */
+        uint32_t j = order[slot[sp->pm[p]]];
+        if (pl[2 * j] != sp->pc[p] || pl[2 * j + 1] != sp->pm[p]) others[ends[j] - n_other[j]--] = sp->pc[p];
+    }
+    sp->n_first[x] = (uint16_t)n_first;
+}
+
+/* row_fits of our row against memo local x's, by x's shape's plan where it has one: the
+ * same answer and the same names in the same order (a pair of a slot met before has the
+ * slot's target; ours must then be the slot's first pair's, as pair_name would require). */
+static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const int32_t *row, uint32_t *new_of,
+                      uint32_t *lab, bool out_flags, uint32_t *queue, uint32_t *n_q) {
+    const chain_memo *m = sp->m;
+    const uint16_t *mrow = m->rows + (size_t)x * m->n_cls;
+    uint32_t s = sp->plans ? m->shape[x] : MEMO_NO_SHAPE;
+    if (s == MEMO_NO_SHAPE)
+        return row_fits(g, m, row, mrow, sp->pc, sp->pm, sp->n_pairs, new_of, lab, out_flags, queue, n_q);
+    if (sp->n_first[s] == UINT16_MAX) plan_shape(sp, s);
+    const uint16_t *pl = sp->plans + (size_t)s * 4 * sp->n_pairs, *ends = pl + 2 * sp->n_pairs,
+                   *others = pl + 3 * sp->n_pairs;
+    uint32_t n_first = sp->n_first[s], differ = 0;
+    sp->n_rows++;
+    for (uint32_t k = 0, at = 0; k < n_first; k++) {
+        uint32_t e = mrow[pl[2 * k + 1]];
+        int32_t r = row[pl[2 * k]];
+        int named = pair_name(g, m, e, r, new_of, lab, out_flags);
+        if (named < 0) return false;
+        if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
+        for (; at < ends[k]; at++) differ |= (uint32_t)(row[others[at]] ^ r);
+    }
+    for (uint32_t k = 0, at = 0; differ && k < n_first; k++)  /* (dead: any negative target) */
+        for (int32_t r = row[pl[2 * k]]; at < ends[k]; at++)
+            if (row[others[at]] != r && (row[others[at]] >= 0 || r >= 0)) return false;
+    return true;
+}
+
 /* Are state's rows memo m's, renamed?  Then f is its analysis, renamed to
  * state's chain (f's arrays allocated; false: none). */
 static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state, bool open, chain_form *f) {
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out;
+    uint32_t nc = t->n_classes, n_pairs = 0, n_all = m->n_loc + m->n_out;
     if (m->open != open) return false;
     uint16_t pc[256], pm[256];
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
     bool ok = new_of && class_pairs(t, m, pc, pm, &n_pairs);
+    shape_plans sp;
+    plans_init(&sp, m, pc, pm, n_pairs);
     for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[0] = state;
@@ -1730,10 +1882,9 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
             ok = false;
             break;
         }
-        const int32_t *row = t->trans + (size_t)q * nc;
-        const uint16_t *mrow = m->rows + (size_t)i * mc;
-        ok = row_fits(g, m, row, mrow, pc, pm, n_pairs, new_of, lab, false, NULL, NULL);
+        ok = row_check(&sp, g, i, t->trans + (size_t)q * nc, new_of, lab, false, NULL, NULL);
     }
+    plans_done(&sp);
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
     ok = ok && follows_fit(g, m, state);  /* not the rows */
@@ -1843,11 +1994,13 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
                          uint32_t *n_head, uint32_t *bm) {
     const chain_memo *m = a->of;
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out, depth = prefix_depth(g);
+    uint32_t nc = t->n_classes, n_pairs = 0, n_all = m->n_loc + m->n_out, depth = prefix_depth(g);
     if (m->open != open) return false;
     uint16_t pc[256], pm[256];
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
     bool ok = new_of && class_pairs(t, m, pc, pm, &n_pairs);
+    shape_plans sp;
+    plans_init(&sp, m, pc, pm, n_pairs);
     for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[0] = state;
@@ -1861,10 +2014,9 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
             break;
         }
         if (a->dist[x] >= depth) continue;  /* at the depth: a token's last byte may lead here, none reads on */
-        const int32_t *row = t->trans + (size_t)q * nc;
-        const uint16_t *mrow = m->rows + (size_t)x * mc;
-        ok = row_fits(g, m, row, mrow, pc, pm, n_pairs, new_of, lab, true, NULL, NULL);
+        ok = row_check(&sp, g, x, t->trans + (size_t)q * nc, new_of, lab, true, NULL, NULL);
     }
+    plans_done(&sp);
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
     for (uint32_t i = 0; new_of && i < n_all; i++)
@@ -1924,11 +2076,13 @@ static int prefix_first(const cm_grammar *g, uint32_t state, bool open, uint64_t
  * 1 done, 0 none fits, < 0 error. */
 static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, uint32_t state, chain_form *f) {
     const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes, mc = m->n_cls, n_pairs = 0, n_all = m->n_loc + m->n_out, n_q = 0;
+    uint32_t nc = t->n_classes, n_pairs = 0, n_all = m->n_loc + m->n_out, n_q = 0;
     uint16_t pc[256], pm[256];
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
     uint32_t *queue = malloc((size_t)m->n_loc * sizeof *queue);
     bool ok = new_of && queue && !m->open && class_pairs(t, m, pc, pm, &n_pairs);
+    shape_plans sp;
+    plans_init(&sp, m, pc, pm, n_pairs);
     ok = ok && follows_fit(g, m, state);  /* first what is not the rows (cheap) */
     for (uint32_t i = 0; new_of && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
@@ -1942,10 +2096,9 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
             ok = false;
             break;
         }
-        const int32_t *row = t->trans + (size_t)q * nc;
-        const uint16_t *mrow = m->rows + (size_t)x * mc;
-        ok = row_fits(g, m, row, mrow, pc, pm, n_pairs, new_of, lab, true, queue, &n_q);
+        ok = row_check(&sp, g, x, t->trans + (size_t)q * nc, new_of, lab, true, queue, &n_q);
     }
+    plans_done(&sp);
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)  /* every out state met, as the kept chain's */
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
     for (uint32_t i = 0; new_of && i < n_all; i++)

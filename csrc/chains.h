@@ -23,6 +23,12 @@ int cm_chain_wrap(const cm_grammar *g, uint32_t state, cm_entry *e);
  * (on, the default) or every chain analysed (off: the reference the tests
  * compare against).  Process-wide. */
 void cm_chain_memo_enable(int on);
+/* A memo's rows checked against a chain's by each row's shape, one pair a target and
+ * the others compared in our row (on, the default), or pair by pair (off: the reference
+ * the tests compare against).  Process-wide. */
+void cm_chain_shapes_enable(int on);
+/* How many rows were checked by their shape so far (process-wide). */
+size_t cm_chain_shaped_rows(void);
 /* A wrapping block position's wrap split made with its entry, from its chain's
  * bitsets (on, the default), or by cm_chain_wrap a token at a time (off: the
  * reference the tests compare against).  Process-wide. */
