@@ -1087,7 +1087,7 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
     if (names) {
         uint32_t n0 = v->name_off[b0], n = v->name_off[b0 + 1] - n0;
         memcpy(idv, v->name_ids + n0, n * sizeof *idv);
-        cm_set_bits(bits, idv, n);
+        cm_vocab_names(v, b0, bits);
         idv += n;
         k = v->name_next[k0];
         atomic_fetch_add(&g_run_name_scans, 1);
