@@ -4,8 +4,10 @@ A run that holds every name byte ([0-9A-Za-z_], an identifier's) reads each name
 byte's subtree -- that byte, then [A-Za-z_][A-Za-z0-9_]*, at most 16 bytes long -- to its end
 inside, so the run walk of that subtree takes them from the vocabulary's name list (one OR of a bit
 set where the first byte has many: vocab.c, cm_vocab_names) and reads only the other entries, for
-the tokens that end inside and the subtrees that leave.  arithmetic.gbnf's first mask walks every
-letter's subtree so (`call`'s start: an identifier, blanks, then a parenthesis).  Here every
+the tokens that end inside and the subtrees that leave; the whole trie from such a run (a name
+state's own walk) goes a first byte at a time, a byte outside the run one exit at depth 0.
+arithmetic.gbnf's first mask walks every letter's subtree so (`call`'s start: an identifier,
+blanks, then a parenthesis), its mask after `(a` the identifier's whole trie.  Here every
 state's entry is compared bit for bit with whole walks and with run walks off
 (`test_run_walks.assert_run_entries`: states asked forward, backward and shuffled, the vocabulary
 keeping its run walks between them) on the shipped grammars with Llama-3 and on identifier
