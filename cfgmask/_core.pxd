@@ -351,3 +351,4 @@ cdef extern from "loops.h" nogil:
     size_t cm_plain_loop_walks()
     size_t cm_text_loop_walks()
     size_t cm_loop_walks_past_dead()
+    size_t cm_run_name_scans()

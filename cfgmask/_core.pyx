@@ -1427,6 +1427,13 @@ def loop_walks_past_dead():
     return cm_loop_walks_past_dead()
 
 
+def run_name_scans():
+    """How many run walks of a first byte's subtree took its name tokens from the vocabulary's
+    list and read only the other entries (csrc/loops.c, run_scan_names) so far in this process
+    (for the tests)."""
+    return cm_run_name_scans()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

@@ -32,6 +32,10 @@ void cm_or_words_and(uint32_t *restrict dst, const uint32_t *restrict a, const u
     or_words_and(dst, a, b, n);
 }
 
+void cm_set_bits(uint32_t *restrict set, const uint32_t *restrict ids, size_t n) {
+    for (size_t i = 0; i < n; i++) set[ids[i] >> 5] |= 1u << (ids[i] & 31);
+}
+
 /* the clone has the popcnt instruction (the baseline calls libgcc per word) */
 CM_VECTOR_CLONES static size_t count_bits(const uint32_t *words, size_t n) {
     size_t c = 0;

@@ -60,6 +60,9 @@ bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop);
 /* The loop entries that took the walk of a narrow loop that dies where theirs
  * leaves or leaves where theirs dies, so far in this process (for the tests). */
 size_t cm_loop_walks_past_dead(void);
+/* The run walks of a first byte's subtree that took its name entries from the
+ * vocabulary's list (run_scan_names), so far in this process (for the tests). */
+size_t cm_run_name_scans(void);
 /* cm_flat_walk of entries [k, k_end) (sharing their first d0 bytes) from
  * (state, OUTER), where `state` may begin a name: with lim.run_walks, a state
  * that calls nothing and loops to itself on a set of bytes (its run) takes the

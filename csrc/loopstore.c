@@ -281,7 +281,7 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
     if (found == 1) {
         memcpy(*exits, x->exits, x->n_exits * sizeof **exits);
         *n_exits = x->n_exits;
-        for (uint32_t i = 0; i < x->n_accepted; i++) cm_set_bit(w->bits, x->bits[i]);
+        cm_set_bits(w->bits, x->bits, x->n_accepted);
         w->n_accepted += x->n_accepted;
     }
     pthread_mutex_unlock(&s->lock);

@@ -144,6 +144,20 @@ static void build_names(cm_vocab *v) {
         }
     for (unsigned b = 0; b < 256; b++)
         if (v->name_off[b + 1] < v->name_off[b]) v->name_off[b + 1] = v->name_off[b];
+    size_t n_words = (v->n_tokens + 31) / 32;
+    for (unsigned b = 0; b < 256; b++) {
+        uint32_t n0 = v->name_off[b], n_b = v->name_off[b + 1] - n0;
+        /* no set (memory short): the ids one by one */
+        if (n_b >= n_words && (v->name_bits[b] = calloc(n_words, sizeof(uint32_t))))
+            cm_set_bits(v->name_bits[b], v->name_ids + n0, n_b);
+    }
+}
+
+uint32_t cm_vocab_names(const cm_vocab *v, uint8_t b, uint32_t *bits) {
+    uint32_t n0 = v->name_off[b], n_b = v->name_off[b + 1] - n0;
+    if (v->name_bits[b]) cm_or_words(bits, v->name_bits[b], (v->n_tokens + 31) / 32);
+    else cm_set_bits(bits, v->name_ids + n0, n_b);
+    return n_b;
 }
 
 static int build_trie_data(cm_vocab *v) {
@@ -260,6 +274,7 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->name_next);
     free(v->name_lcp);
     free(v->name_ids);
+    for (unsigned b = 0; b < 256; b++) free(v->name_bits[b]);
     free(v);
 }
 
