@@ -80,6 +80,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t run_ahead
         size_t filter_pairs
         size_t stack_verdicts
+        size_t flat_plain_steps
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -335,6 +336,11 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_memo_hits()
     size_t cm_chain_prefix_hits()
     size_t cm_chain_bulk_takes()
+
+
+cdef extern from "flat.h" nogil:
+    size_t cm_flat_plain_steps()
+    size_t cm_flat_plain_proofs()
 
 
 cdef extern from "tokclass.h" nogil:

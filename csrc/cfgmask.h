@@ -223,6 +223,13 @@ typedef struct cm_limits {
      * stay few, most JSON Schemas, never pays for the store); 0: every
      * candidate is run through the chart.  The masks are the same. */
     size_t stack_verdicts;
+    /* 1: a flat walk's transition from a configuration of one set of items
+     * waiting on the unknown caller into states that neither call nor
+     * complete (a name's, a string's, a key's bytes) is made from the
+     * automaton's transitions, without a chart (flat.c, flat_step_plain); 0:
+     * every transition is computed with the scratch chart.  The entries are
+     * the same. */
+    size_t flat_plain_steps;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);
