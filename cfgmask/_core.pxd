@@ -81,6 +81,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t filter_pairs
         size_t stack_verdicts
         size_t flat_plain_steps
+        size_t listed_reads
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -323,6 +324,7 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
     size_t cm_walk_filter_run_hits()
     size_t cm_walk_filter_pair_hits()
+    size_t cm_walk_listed_unread()
 
 
 cdef extern from "cache.h" nogil:

@@ -137,6 +137,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.filter_pairs = s.filter_pairs
     lim.stack_verdicts = s.stack_verdicts
     lim.flat_plain_steps = 1 if s.flat_plain_steps else 0
+    lim.listed_reads = 1 if s.listed_reads else 0
 
 
 cdef uint32_t _NO_SETS[1]
@@ -1351,6 +1352,13 @@ def filter_pair_hits():
     """How many of the upward filter's questions its pair stops (the bytes a rule's upward chart
     reads second after each first byte) answered so far in this process (for the tests)."""
     return cm_walk_filter_pair_hits()
+
+
+def listed_unread():
+    """How many tokens a composed entry's check let die on a byte no item of their chart set
+    reads, without a scan, so far in this process (csrc/walk.c, cm_walk_listed_at; for the
+    tests)."""
+    return cm_walk_listed_unread()
 
 
 def stack_verdict_hits():

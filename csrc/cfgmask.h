@@ -230,6 +230,12 @@ typedef struct cm_limits {
      * every transition is computed with the scratch chart.  The entries are
      * the same. */
     size_t flat_plain_steps;
+    /* 1: a composed entry's check of the tokens its parts leave uncertain
+     * (one chart run along them in trie order) keeps, for each set a second
+     * token resumes from, the bytes its items read, and a token whose next
+     * byte none reads dies there without a scan (walk.c, cm_walk_listed_at);
+     * 0: every byte is scanned.  The entries are the same. */
+    size_t listed_reads;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -123,6 +123,12 @@ class Strategy:
     # name's, a string's, an object key's bytes), is made from the automaton's transitions, not
     # with a chart (False: every transition with the chart)
     flat_plain_steps: bool = True
+    # a composed entry's check of the tokens its parts leave uncertain keeps, for each chart set
+    # that a second token resumes from, the bytes its items read: a token whose next byte none
+    # reads dies without a scan (after a value's `ws`, ` {` ` [` ` "` die on their 2nd byte, each
+    # scan looping over an item per rule of an object's chain of optional properties; False:
+    # every byte scanned)
+    listed_reads: bool = True
 
 
 DEFAULT = Strategy()
