@@ -490,14 +490,28 @@ static atomic_size_t g_plain_steps, g_plain_proofs;
 size_t cm_flat_plain_steps(void) { return atomic_load(&g_plain_steps); }
 size_t cm_flat_plain_proofs(void) { return atomic_load(&g_plain_proofs); }
 
+/* The configuration of (st, OUTER) for a plain state st with bytes: its
+ * chart's set is that item alone (no call, no completion), not exited, which
+ * flat_of_set encodes as [1 set, 1 item, st, OUTER]; interned if new (as
+ * flat_start_new would), the state's start_of noted.  CM_FLAT_CHART when the
+ * table is full, < CM_FLAT_CHART on error. */
+static int32_t plain_config(const cm_grammar *g, cm_flat *f, uint32_t st) {
+    if (f->start_of && f->start_of[st]) return f->start_of[st] - 4;
+    uint32_t enc[4] = {1, 1, st, CM_OUTER};
+    int32_t c = flat_intern(g, f, enc, 4, false);
+    if (c >= CM_FLAT_CHART && f->start_of) f->start_of[st] = c + 4;
+    return c;
+}
+
 /* The transition of a configuration of one set of CM_OUTER items owing no debt
  * on a byte that takes each item that reads it to a plain state with bytes (no
  * call, no completion, no token edge, not accepting): the chart's new set is
  * those targets and closes to itself, not exited, and flat_of_set would encode
  * it as they are, sorted and distinct.  So it is interned as that, with no
- * chart: inside a name, a string or a key most transitions are such (an
- * object's key that may be any string but the schema's keys walks each key
- * prefix's DFA state; the chart's load, scan and encoding were ~3 K
+ * chart, into the same table in the same order (the DFA grows as the chart's
+ * way grows it): inside a name, a string or a key most transitions are such
+ * (an object's key that may be any string but the schema's keys walks the DFA
+ * of the keys' prefixes; the chart's load, scan and encoding were ~3 K
  * instructions a transition).  CM_FLAT_UNKNOWN: not such a step. */
 static int32_t flat_step_plain(const cm_grammar *g, cm_flat *f, const uint32_t *sig, uint8_t b) {
     const cm_tables *t = &g->t;
@@ -519,9 +533,10 @@ static int32_t flat_step_plain(const cm_grammar *g, cm_flat *f, const uint32_t *
         n++;
     }
     if (!n) return CM_FLAT_UNKNOWN;  /* not expected: the reads row said some item reads b */
+    atomic_fetch_add_explicit(&g_plain_steps, 1, memory_order_relaxed);
+    if (n == 1) return plain_config(g, f, to[0]);
     enc[0] = 1;
     enc[1] = n;
-    atomic_fetch_add_explicit(&g_plain_steps, 1, memory_order_relaxed);
     return flat_intern(g, f, enc, 2 + 2 * n, false);
 }
 
@@ -802,22 +817,26 @@ static int64_t flat_plain_item(const cm_grammar *g, const cm_flat *f, uint32_t c
 
 /* flat_closure_live where q[0 .. n) and every configuration they reach are of
  * one plain item each (flat_plain_item): the configuration of (s, OUTER) reads
- * next_bytes[s] and steps on b to that of the state s goes to (flat_step_plain),
- * so the same breadth-first walk runs over the automaton's states, with no
- * transition made (a key that may be any string but the schema's keys proves
- * its names live over the DFA of the keys' prefixes: ~14 K transitions at ~400
- * instructions each for a schema with 150 keys).  1 live, 0 not (the same
- * verdict: the same states in the same order, counted alike), -1 some
- * configuration reached is not such (flat_closure_live proves it). */
-static int plain_closure_live(const cm_grammar *g, const cm_flat *f, const uint32_t *q, const uint8_t *depth,
+ * next_bytes[s] and steps on b to that of the state s goes to (plain_config),
+ * so the same breadth-first walk runs over the automaton's states, making the
+ * configurations and cells the chart's way makes, in its order, without a
+ * chart (a key that may be any string but the schema's keys proves its names
+ * live over the DFA of the keys' prefixes: ~14 K transitions at ~400
+ * instructions each for a schema with 150 keys).  The same verdict, and the
+ * same table after: a walk that a proof lets skip entries relies on the cells
+ * it proved (with the table full, a cell not made would be a chart's).  1
+ * live, 0 not, -1 some configuration reached is not such (flat_closure_live
+ * goes on from the cells made), < -1 an error (as flat_live_step gives it). */
+static int plain_closure_live(const cm_grammar *g, cm_flat *f, const uint32_t *q, const uint8_t *depth,
                               unsigned n, const uint8_t *rep, unsigned n_rep) {
     const cm_tables *t = &g->t;
-    uint32_t sq[FLAT_PLAIN_MAX];
+    uint32_t sq[FLAT_PLAIN_MAX], cq[FLAT_PLAIN_MAX];
     uint8_t sd[FLAT_PLAIN_MAX];
     for (unsigned i = 0; i < n; i++) {
         int64_t s = flat_plain_item(g, f, q[i]);
         if (s < 0) return -1;
         sq[i] = (uint32_t)s;
+        cq[i] = q[i];
         sd[i] = depth[i];
     }
     for (unsigned i = 0; i < n; i++) {
@@ -826,10 +845,27 @@ static int plain_closure_live(const cm_grammar *g, const cm_flat *f, const uint3
         for (unsigned j = 0; j < n_rep; j++)
             if (!cm_bit(nb, rep[j])) return 0;
         const int32_t *row = t->trans + (size_t)sq[i] * t->n_classes;
+        int32_t *cells = f->next + (size_t)cq[i] * f->width;
         for (unsigned j = 0; j < n_rep; j++) {
+            int32_t cell = cells[f->col[rep[j]]], c;
             uint32_t to = (uint32_t)row[t->byte_class[rep[j]]];  /* >= 0: s reads rep[j] */
-            if (!g->plain[to] || !g->has_bytes[to]) return -1;
-            if (!flat_enqueue(sq, sd, &n, to, sd[i] + 1u)) return 0;
+            if (cell != CM_FLAT_UNKNOWN) {  /* made before, as flat_live_step reads it */
+                if (cell < 0) return cell < CM_FLAT_CHART ? cell : 0;
+                c = (int32_t)flat_id(f, (uint32_t)cell & FLAT_ROW);
+            } else {
+                if (!g->plain[to] || !g->has_bytes[to]) return -1;
+                c = plain_config(g, f, to);
+                if (c < CM_FLAT_CHART) return c;
+                cells = f->next + (size_t)cq[i] * f->width;  /* interning may move the table */
+                cells[f->col[rep[j]]] = flat_cell(f, c);  /* a full table's CM_FLAT_CHART too, as flat_step */
+                atomic_fetch_add_explicit(&g_plain_steps, 1, memory_order_relaxed);
+                if (c < 0) return 0;
+            }
+            int64_t s = flat_plain_item(g, f, (uint32_t)c);
+            if (s < 0) return -1;
+            unsigned before = n;
+            if (!flat_enqueue(cq, sd, &n, (uint32_t)c, sd[i] + 1u)) return 0;
+            if (n > before) sq[n - 1] = (uint32_t)s;
         }
     }
     return 1;
@@ -841,6 +877,7 @@ static int plain_closure_live(const cm_grammar *g, const cm_flat *f, const uint3
 static bool flat_closure_live(const cm_grammar *g, cm_flat *f, uint32_t *q, uint8_t *depth, unsigned n,
                               const uint8_t *rep, unsigned n_rep) {
     int plain = g->lim.flat_plain_steps ? plain_closure_live(g, f, q, depth, n, rep, n_rep) : -1;
+    if (plain < -1) return false;  /* an error: flat_live_step's make the proof fail too */
     if (plain >= 0) {
         atomic_fetch_add_explicit(&g_plain_proofs, 1, memory_order_relaxed);
         return plain;
