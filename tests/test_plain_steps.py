@@ -104,7 +104,9 @@ def test_open_object_keys_same_entries_llama3() -> None:
 def test_open_object_keys_take_plain_steps() -> None:
     steps, proofs = _steps_taken(_open_object(KEYS, {"type": "string"}))
     assert steps > 100 and proofs > 0, (steps, proofs)
-    off = cfgmask.compile(_open_object(KEYS, {"type": "string"}), cfgmask.Vocabulary.llama3(), _strategy=CHARTS_ONLY)
+    off = cfgmask.compile(
+        _open_object(KEYS, {"type": "string"}), cfgmask.Vocabulary.llama3(), _strategy=CHARTS_ONLY
+    )
     before = _core.flat_plain_steps(), _core.flat_plain_proofs()
     entries(off)
     assert (_core.flat_plain_steps(), _core.flat_plain_proofs()) == before
@@ -130,10 +132,28 @@ def test_heaviest_first_masks_schemas_same_entries(case_id: str) -> None:
     chain of ~130 optional properties), every state's entry against the charts' way."""
     rows = [json.loads(line) for line in (BENCH / "Snowplow.jsonl").read_text().splitlines() if line.strip()]
     (schema,) = [r["schema"] for r in rows if r["id"] == case_id]
-    _same_entries(cfgmask.Grammar.from_json_schema(json.dumps(schema)), cfgmask.Vocabulary.llama3(), walks=False)
+    _same_entries(
+        cfgmask.Grammar.from_json_schema(json.dumps(schema)), cfgmask.Vocabulary.llama3(), walks=False
+    )
 
 
-KEY_PIECES = (b'"', b"a", b"ad", b"adj", b"_", b"app", b"id", b"x", b" ", b":", b",", b"{", b"}", b'",', b'":')
+KEY_PIECES = (
+    b'"',
+    b"a",
+    b"ad",
+    b"adj",
+    b"_",
+    b"app",
+    b"id",
+    b"x",
+    b" ",
+    b":",
+    b",",
+    b"{",
+    b"}",
+    b'",',
+    b'":',
+)
 
 
 @given(
