@@ -827,8 +827,9 @@ static int64_t flat_plain_item(const cm_grammar *g, const cm_flat *f, uint32_t c
  * it proved (with the table full, a cell not made would be a chart's).  1
  * live, 0 not, -1 some configuration reached is not such (flat_closure_live
  * goes on from the cells made), < -1 an error (as flat_live_step gives it). */
-static int plain_closure_live(const cm_grammar *g, cm_flat *f, const uint32_t *q, const uint8_t *depth,
-                              unsigned n, const uint8_t *rep, unsigned n_rep) {
+static int plain_closure_live(const cm_grammar *g, cm_flat *f, uint32_t *q, uint8_t *depth, unsigned *n_q,
+                              const uint8_t *rep, unsigned n_rep, unsigned *at_i, unsigned *at_j) {
+    unsigned n = *n_q;
     const cm_tables *t = &g->t;
     uint32_t sq[FLAT_PLAIN_MAX], cq[FLAT_PLAIN_MAX];
     uint8_t sd[FLAT_PLAIN_MAX];
@@ -839,21 +840,22 @@ static int plain_closure_live(const cm_grammar *g, cm_flat *f, const uint32_t *q
         cq[i] = q[i];
         sd[i] = depth[i];
     }
-    for (unsigned i = 0; i < n; i++) {
+    unsigned i, j;
+    for (i = 0; i < n; i++) {
         if (sd[i] >= CM_PLAIN_MAX_LEN) continue;
         const uint32_t *nb = g->next_bytes + (size_t)sq[i] * 8;
-        for (unsigned j = 0; j < n_rep; j++)
+        for (j = 0; j < n_rep; j++)
             if (!cm_bit(nb, rep[j])) return 0;
         const int32_t *row = t->trans + (size_t)sq[i] * t->n_classes;
         int32_t *cells = f->next + (size_t)cq[i] * f->width;
-        for (unsigned j = 0; j < n_rep; j++) {
+        for (j = 0; j < n_rep; j++) {
             int32_t cell = cells[f->col[rep[j]]], c;
             uint32_t to = (uint32_t)row[t->byte_class[rep[j]]];  /* >= 0: s reads rep[j] */
             if (cell != CM_FLAT_UNKNOWN) {  /* made before, as flat_live_step reads it */
                 if (cell < 0) return cell < CM_FLAT_CHART ? cell : 0;
                 c = (int32_t)flat_id(f, (uint32_t)cell & FLAT_ROW);
             } else {
-                if (!g->plain[to] || !g->has_bytes[to]) return -1;
+                if (!g->plain[to] || !g->has_bytes[to]) goto resume;
                 c = plain_config(g, f, to);
                 if (c < CM_FLAT_CHART) return c;
                 cells = f->next + (size_t)cq[i] * f->width;  /* interning may move the table */
@@ -862,13 +864,19 @@ static int plain_closure_live(const cm_grammar *g, cm_flat *f, const uint32_t *q
                 if (c < 0) return 0;
             }
             int64_t s = flat_plain_item(g, f, (uint32_t)c);
-            if (s < 0) return -1;
+            if (s < 0) goto resume;
             unsigned before = n;
             if (!flat_enqueue(cq, sd, &n, (uint32_t)c, sd[i] + 1u)) return 0;
             if (n > before) sq[n - 1] = (uint32_t)s;
         }
     }
     return 1;
+resume:  /* flat_closure_live goes on from here: the queue as it is, the cells made read back */
+    for (unsigned k = *n_q; k < n; k++) q[k] = cq[k], depth[k] = sd[k];
+    *n_q = n;
+    *at_i = i;
+    *at_j = j;
+    return -1;
 }
 
 /* Whether each of q[0 .. n) (at its depth) and every configuration it reaches
@@ -876,19 +884,20 @@ static int plain_closure_live(const cm_grammar *g, cm_flat *f, const uint32_t *q
  * and steps to a flat live one on each of them. */
 static bool flat_closure_live(const cm_grammar *g, cm_flat *f, uint32_t *q, uint8_t *depth, unsigned n,
                               const uint8_t *rep, unsigned n_rep) {
-    int plain = g->lim.flat_plain_steps ? plain_closure_live(g, f, q, depth, n, rep, n_rep) : -1;
+    unsigned i0 = 0, j0 = 0;  /* where plain_closure_live stopped: the reads of q[i0] checked, j0 steps taken */
+    int plain = g->lim.flat_plain_steps ? plain_closure_live(g, f, q, depth, &n, rep, n_rep, &i0, &j0) : -1;
     if (plain < -1) return false;  /* an error: flat_live_step's make the proof fail too */
     if (plain >= 0) {
         atomic_fetch_add_explicit(&g_plain_proofs, 1, memory_order_relaxed);
         return plain;
     }
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = i0; i < n; i++) {
         if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
         /* a byte no item reads is dead: no transition to compute (most fail so) */
         const uint32_t *rd = f->reads + (size_t)q[i] * 8;
         for (unsigned j = 0; j < n_rep; j++)
             if (!cm_bit(rd, rep[j])) return false;
-        for (unsigned j = 0; j < n_rep; j++) {
+        for (unsigned j = i == i0 ? j0 : 0; j < n_rep; j++) {
             int32_t to = flat_live_step(g, f, q[i], rep[j]);
             if (to < 0 || !flat_enqueue(q, depth, &n, (uint32_t)to, depth[i] + 1u)) return false;
         }
