@@ -80,6 +80,8 @@ cdef extern from "cfgmask.h" nogil:
         size_t run_ahead
         size_t filter_pairs
         size_t stack_verdicts
+        size_t flat_plain_steps
+        size_t listed_reads
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -322,6 +324,7 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
     size_t cm_walk_filter_run_hits()
     size_t cm_walk_filter_pair_hits()
+    size_t cm_walk_listed_unread()
 
 
 cdef extern from "cache.h" nogil:
@@ -337,6 +340,11 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_memo_hits()
     size_t cm_chain_prefix_hits()
     size_t cm_chain_bulk_takes()
+
+
+cdef extern from "flat.h" nogil:
+    size_t cm_flat_plain_steps()
+    size_t cm_flat_plain_proofs()
 
 
 cdef extern from "tokclass.h" nogil:

@@ -136,6 +136,8 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.run_ahead = s.run_ahead
     lim.filter_pairs = s.filter_pairs
     lim.stack_verdicts = s.stack_verdicts
+    lim.flat_plain_steps = 1 if s.flat_plain_steps else 0
+    lim.listed_reads = 1 if s.listed_reads else 0
 
 
 cdef uint32_t _NO_SETS[1]
@@ -1364,6 +1366,13 @@ def filter_pair_hits():
     return cm_walk_filter_pair_hits()
 
 
+def listed_unread():
+    """How many tokens a composed entry's check let die on a byte no item of their chart set
+    reads, without a scan, so far in this process (csrc/walk.c, cm_walk_listed_at; for the
+    tests)."""
+    return cm_walk_listed_unread()
+
+
 def stack_verdict_hits():
     """How many uncertain tokens' verdicts masks took from their grammar's stack verdicts
     (csrc/stackmemo.c) so far in this process (for the tests)."""
@@ -1392,6 +1401,19 @@ def chain_bulk_takes():
     """How many counted chains' walks took their loop bytes' entries at once from the
     vocabulary's byte features so far in this process (for the tests)."""
     return cm_chain_bulk_takes()
+
+
+def flat_plain_steps():
+    """How many flat walks' transitions were made from the automaton's transitions, without a
+    chart, so far in this process (csrc/flat.c, flat_step_plain; for the tests)."""
+    return cm_flat_plain_steps()
+
+
+def flat_plain_proofs():
+    """How many flat walks' liveness proofs (a name's, a plain string's) ran over the automaton's
+    states, without a transition made, so far in this process (csrc/flat.c, plain_closure_live;
+    for the tests)."""
+    return cm_flat_plain_proofs()
 
 
 def tokclass_enable(int mode):

@@ -114,6 +114,25 @@ static cm_entry *entry_intern(const cm_grammar *g, cm_entry *e) {
 
 static const cm_entry *entry_locked(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
 
+/* A walk not yet written lends its zero bitset to the builds of its parts, as
+ * a spare (build_entry): a chain of nested callees (an object's optional
+ * properties in order, each a rule that calls the next) otherwise holds one
+ * bitset a level, each a 16 KB calloc (sp_339's first mask of its chain: 37). */
+static void lend_bits(cm_cache *c, cm_walk *w) {
+    if (w->bits && c->n_spare < CM_SPARE_BITS) {
+        c->spare_bits[c->n_spare++] = w->bits;
+        w->bits = NULL;
+    }
+}
+
+/* ... and takes one back (any spare: all are zero) once they are built. */
+static int take_bits(const cm_grammar *g, cm_walk *w) {
+    cm_cache *c = g->cache;
+    if (w->bits) return CM_OK;
+    w->bits = c->n_spare ? c->spare_bits[--c->n_spare] : calloc(g->n_words ? g->n_words : 1, sizeof *w->bits);
+    return w->bits ? CM_OK : CM_ERR_NOMEM;
+}
+
 /* Rung 1: the entry of a state that calls, from its parts' entries (built
  * first, recursively): 1 done, 0 declined (w untouched), < 0 error. */
 static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
@@ -126,6 +145,7 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
     size_t n_cand = 0;
     c->building[state] = 1;
     c->compose_depth++;
+    lend_bits(c, w);
     for (uint32_t e = lo; e < hi && !rc && done; e++) {
         cm_part *pt = &parts[n_parts];
         pt->e = entry_locked(g, cm_compose_part_state(g, e, &pt->la), &pt->owned, &rc);
@@ -144,6 +164,8 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
     }
     c->compose_depth--;
     c->building[state] = 0;
+    int taken = take_bits(g, w);
+    if (!rc) rc = taken;
     if (!rc && done) {
         atomic_fetch_add(&c->composed, 1);
         rc = cm_compose(g, state, parts, n_parts, n_cand, w);
@@ -164,10 +186,16 @@ static int try_donor(const cm_grammar *g, uint32_t state, cm_walk *w) {
     int rc = CM_OK;
     c->building[state] = 1;
     c->compose_depth++;
+    lend_bits(c, w);
     const cm_entry *de = entry_locked(g, (uint32_t)donor, &owned, &rc);
     c->compose_depth--;
     c->building[state] = 0;
-    if (rc) return rc;
+    int taken = take_bits(g, w);
+    if (!rc) rc = taken;
+    if (rc) {
+        cm_entry_free(owned);
+        return rc;
+    }
     rc = cm_donor_build(g, state, de, part, w);
     cm_entry_free(owned);
     if (rc) return rc;

@@ -223,6 +223,19 @@ typedef struct cm_limits {
      * stay few, most JSON Schemas, never pays for the store); 0: every
      * candidate is run through the chart.  The masks are the same. */
     size_t stack_verdicts;
+    /* 1: a flat walk's transition from a configuration of one set of items
+     * waiting on the unknown caller into states that neither call nor
+     * complete (a name's, a string's, a key's bytes) is made from the
+     * automaton's transitions, without a chart (flat.c, flat_step_plain); 0:
+     * every transition is computed with the scratch chart.  The entries are
+     * the same. */
+    size_t flat_plain_steps;
+    /* 1: a composed entry's check of the tokens its parts leave uncertain
+     * (one chart run along them in trie order) keeps, for each set a second
+     * token resumes from, the bytes its items read, and a token whose next
+     * byte none reads dies there without a scan (walk.c, cm_walk_listed_at);
+     * 0: every byte is scanned.  The entries are the same. */
+    size_t listed_reads;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

@@ -483,6 +483,63 @@ static inline int32_t flat_cell(const cm_flat *f, int32_t to) {
 /* The configuration of a row (exact: rows are below 2^22, multiples of width). */
 static inline uint32_t flat_id(const cm_flat *f, uint32_t row) { return (uint32_t)((row * f->recip) >> 32); }
 
+/* How many transitions flat_step_plain made, and proofs plain_closure_live
+ * settled, in this process: for the tests. */
+static atomic_size_t g_plain_steps, g_plain_proofs;
+
+size_t cm_flat_plain_steps(void) { return atomic_load(&g_plain_steps); }
+size_t cm_flat_plain_proofs(void) { return atomic_load(&g_plain_proofs); }
+
+/* The configuration of (st, OUTER) for a plain state st with bytes: its
+ * chart's set is that item alone (no call, no completion), not exited, which
+ * flat_of_set encodes as [1 set, 1 item, st, OUTER]; interned if new (as
+ * flat_start_new would), the state's start_of noted.  CM_FLAT_CHART when the
+ * table is full, < CM_FLAT_CHART on error. */
+static int32_t plain_config(const cm_grammar *g, cm_flat *f, uint32_t st) {
+    if (f->start_of && f->start_of[st]) return f->start_of[st] - 4;
+    uint32_t enc[4] = {1, 1, st, CM_OUTER};
+    int32_t c = flat_intern(g, f, enc, 4, false);
+    if (c >= CM_FLAT_CHART && f->start_of) f->start_of[st] = c + 4;
+    return c;
+}
+
+/* The transition of a configuration of one set of CM_OUTER items owing no debt
+ * on a byte that takes each item that reads it to a plain state with bytes (no
+ * call, no completion, no token edge, not accepting): the chart's new set is
+ * those targets and closes to itself, not exited, and flat_of_set would encode
+ * it as they are, sorted and distinct.  So it is interned as that, with no
+ * chart, into the same table in the same order (the DFA grows as the chart's
+ * way grows it): inside a name, a string or a key most transitions are such
+ * (an object's key that may be any string but the schema's keys walks the DFA
+ * of the keys' prefixes; the chart's load, scan and encoding were ~3 K
+ * instructions a transition).  CM_FLAT_UNKNOWN: not such a step. */
+static int32_t flat_step_plain(const cm_grammar *g, cm_flat *f, const uint32_t *sig, uint8_t b) {
+    const cm_tables *t = &g->t;
+    if (sig[0] != 1 || sig[1] > CM_FLAT_MAX_ITEMS) return CM_FLAT_UNKNOWN;
+    uint32_t enc[2 + 2 * CM_FLAT_MAX_ITEMS], *to = enc + 2, n = 0, cls = t->byte_class[b];
+    for (uint32_t i = 0; i < sig[1]; i++) {
+        uint32_t packed = sig[2 + 2 * i], st = cm_st(packed);
+        if (sig[3 + 2 * i] != CM_OUTER || cm_la(packed)) return CM_FLAT_UNKNOWN;
+        int32_t next = g->has_bytes[st] ? t->trans[(size_t)st * t->n_classes + cls] : -1;
+        if (next < 0) continue;
+        if (!g->plain[next] || !g->has_bytes[next]) return CM_FLAT_UNKNOWN;
+        /* (state, CM_OUTER) pairs, ascending and distinct, as the chart's dedup and the encoding's sort make them */
+        uint32_t j = n;
+        while (j && to[2 * j - 2] > (uint32_t)next) j--;
+        if (j && to[2 * j - 2] == (uint32_t)next) continue;
+        memmove(to + 2 * j + 2, to + 2 * j, 2 * (n - j) * sizeof *to);
+        to[2 * j] = (uint32_t)next;
+        to[2 * j + 1] = CM_OUTER;
+        n++;
+    }
+    if (!n) return CM_FLAT_UNKNOWN;  /* not expected: the reads row said some item reads b */
+    atomic_fetch_add_explicit(&g_plain_steps, 1, memory_order_relaxed);
+    if (n == 1) return plain_config(g, f, to[0]);
+    enc[0] = 1;
+    enc[1] = n;
+    return flat_intern(g, f, enc, 2 + 2 * n, false);
+}
+
 /* The transition of configuration id on byte b, computed with the scratch chart
  * unless no item reads b (most of a trie node's children die so). */
 static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
@@ -491,6 +548,13 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
         return CM_FLAT_DEAD;
     }
     const uint32_t *sig = f->items + f->off[id];
+    if (g->lim.flat_plain_steps) {
+        int32_t to = flat_step_plain(g, f, sig, b);
+        if (to != CM_FLAT_UNKNOWN) {
+            if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = flat_cell(f, to);
+            return to;
+        }
+    }
     if (f->loaded == id) {  /* a trie node's children step the same configuration: its sets are there */
         cm_chart_truncate(&f->chart, sig[0]);
     } else {
@@ -742,18 +806,98 @@ static bool flat_enqueue(uint32_t *q, uint8_t *depth, unsigned *n, uint32_t c, u
     return true;
 }
 
+/* The state of a configuration of one item (state, OUTER) owing no debt, if
+ * that state is plain with bytes; else -1. */
+static int64_t flat_plain_item(const cm_grammar *g, const cm_flat *f, uint32_t c) {
+    const uint32_t *sig = f->items + f->off[c];
+    if (sig[0] != 1 || sig[1] != 1 || sig[3] != CM_OUTER || cm_la(sig[2])) return -1;
+    uint32_t st = sig[2];
+    return g->plain[st] && g->has_bytes[st] ? (int64_t)st : -1;
+}
+
+/* flat_closure_live where q[0 .. n) and every configuration they reach are of
+ * one plain item each (flat_plain_item): the configuration of (s, OUTER) reads
+ * next_bytes[s] and steps on b to that of the state s goes to (plain_config),
+ * so the same breadth-first walk runs over the automaton's states, making the
+ * configurations and cells the chart's way makes, in its order, without a
+ * chart (a key that may be any string but the schema's keys proves its names
+ * live over the DFA of the keys' prefixes: ~14 K transitions at ~400
+ * instructions each for a schema with 150 keys).  The same verdict, and the
+ * same table after: a walk that a proof lets skip entries relies on the cells
+ * it proved (with the table full, a cell not made would be a chart's).  1
+ * live, 0 not, -1 some configuration reached is not such (flat_closure_live
+ * goes on from the cells made), < -1 an error (as flat_live_step gives it). */
+static int plain_closure_live(const cm_grammar *g, cm_flat *f, uint32_t *q, uint8_t *depth, unsigned *n_q,
+                              const uint8_t *rep, unsigned n_rep, unsigned *at_i, unsigned *at_j) {
+    unsigned n = *n_q;
+    const cm_tables *t = &g->t;
+    uint32_t sq[FLAT_PLAIN_MAX], cq[FLAT_PLAIN_MAX];
+    uint8_t sd[FLAT_PLAIN_MAX];
+    for (unsigned i = 0; i < n; i++) {
+        int64_t s = flat_plain_item(g, f, q[i]);
+        if (s < 0) return -1;
+        sq[i] = (uint32_t)s;
+        cq[i] = q[i];
+        sd[i] = depth[i];
+    }
+    unsigned i, j;
+    for (i = 0; i < n; i++) {
+        if (sd[i] >= CM_PLAIN_MAX_LEN) continue;
+        const uint32_t *nb = g->next_bytes + (size_t)sq[i] * 8;
+        for (j = 0; j < n_rep; j++)
+            if (!cm_bit(nb, rep[j])) return 0;
+        const int32_t *row = t->trans + (size_t)sq[i] * t->n_classes;
+        int32_t *cells = f->next + (size_t)cq[i] * f->width;
+        for (j = 0; j < n_rep; j++) {
+            int32_t cell = cells[f->col[rep[j]]], c;
+            uint32_t to = (uint32_t)row[t->byte_class[rep[j]]];  /* >= 0: s reads rep[j] */
+            if (cell != CM_FLAT_UNKNOWN) {  /* made before, as flat_live_step reads it */
+                if (cell < 0) return cell < CM_FLAT_CHART ? cell : 0;
+                c = (int32_t)flat_id(f, (uint32_t)cell & FLAT_ROW);
+            } else {
+                if (!g->plain[to] || !g->has_bytes[to]) goto resume;
+                c = plain_config(g, f, to);
+                if (c < CM_FLAT_CHART) return c;
+                cells = f->next + (size_t)cq[i] * f->width;  /* interning may move the table */
+                cells[f->col[rep[j]]] = flat_cell(f, c);  /* a full table's CM_FLAT_CHART too, as flat_step */
+                atomic_fetch_add_explicit(&g_plain_steps, 1, memory_order_relaxed);
+                if (c < 0) return 0;
+            }
+            int64_t s = flat_plain_item(g, f, (uint32_t)c);
+            if (s < 0) goto resume;
+            unsigned before = n;
+            if (!flat_enqueue(cq, sd, &n, (uint32_t)c, sd[i] + 1u)) return 0;
+            if (n > before) sq[n - 1] = (uint32_t)s;
+        }
+    }
+    return 1;
+resume:  /* flat_closure_live goes on from here: the queue as it is, the cells made read back */
+    for (unsigned k = *n_q; k < n; k++) q[k] = cq[k], depth[k] = sd[k];
+    *n_q = n;
+    *at_i = i;
+    *at_j = j;
+    return -1;
+}
+
 /* Whether each of q[0 .. n) (at its depth) and every configuration it reaches
  * on the bytes rep (one a column) before depth CM_PLAIN_MAX_LEN is flat, live
  * and steps to a flat live one on each of them. */
 static bool flat_closure_live(const cm_grammar *g, cm_flat *f, uint32_t *q, uint8_t *depth, unsigned n,
                               const uint8_t *rep, unsigned n_rep) {
-    for (unsigned i = 0; i < n; i++) {
+    unsigned i0 = 0, j0 = 0;  /* where plain_closure_live stopped: the reads of q[i0] checked, j0 steps taken */
+    int plain = g->lim.flat_plain_steps ? plain_closure_live(g, f, q, depth, &n, rep, n_rep, &i0, &j0) : -1;
+    if (plain < -1) return false;  /* an error: flat_live_step's make the proof fail too */
+    if (plain >= 0) {
+        atomic_fetch_add_explicit(&g_plain_proofs, 1, memory_order_relaxed);
+        return plain;
+    }
+    for (unsigned i = i0; i < n; i++) {
         if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
         /* a byte no item reads is dead: no transition to compute (most fail so) */
         const uint32_t *rd = f->reads + (size_t)q[i] * 8;
         for (unsigned j = 0; j < n_rep; j++)
             if (!cm_bit(rd, rep[j])) return false;
-        for (unsigned j = 0; j < n_rep; j++) {
+        for (unsigned j = i == i0 ? j0 : 0; j < n_rep; j++) {
             int32_t to = flat_live_step(g, f, q[i], rep[j]);
             if (to < 0 || !flat_enqueue(q, depth, &n, (uint32_t)to, depth[i] + 1u)) return false;
         }

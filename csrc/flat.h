@@ -27,6 +27,10 @@ bool cm_flat_text_live(const cm_grammar *g, uint32_t state, uint8_t u);
 int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                     bool text, cm_walk *w);
 size_t cm_flat_configs(const cm_flat *f);
+/* How many transitions flat_step_plain made, and closures plain_closure_live
+ * proved or refuted, in this process (for the tests). */
+size_t cm_flat_plain_steps(void);
+size_t cm_flat_plain_proofs(void);
 void cm_flat_free(cm_flat *f);
 
 #endif

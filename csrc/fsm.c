@@ -61,7 +61,9 @@ static int cmp_u32(const void *a, const void *b) {
 
 /* Sort v[0..n) and drop repeats; returns the number kept (n > 0: v is not NULL). */
 size_t cm_sort_unique_u32(uint32_t *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_u32);
+    size_t i = 1;
+    while (i < n && v[i - 1] <= v[i]) i++;
+    if (i < n) qsort(v, n, sizeof *v, cmp_u32);  /* else sorted already (a composed entry's uncertain tokens) */
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!k || v[k - 1] != v[i]) v[k++] = v[i];

@@ -34,6 +34,8 @@ void cm_limits_default(cm_limits *out) {
     out->run_ahead = 16;
     out->filter_pairs = 1024;
     out->stack_verdicts = 4096;
+    out->flat_plain_steps = 1;
+    out->listed_reads = 1;
 }
 
 static int validate_tokens(const cm_tables *t) {

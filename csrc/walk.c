@@ -99,6 +99,48 @@ int cm_walk_range(const cm_grammar *g, const uint32_t *states, uint32_t n_states
 
 /* Classified as cm_walk_range does; consecutive entries share the sets of
  * their common prefix. */
+/* The bytes some item of a listed walk's set reads, made when a second
+ * candidate resumes from that set (set_reads of flat.c): a candidate whose next
+ * byte no item reads dies there without a scan (cm_chart_scan advances nothing
+ * on it, and returns 0).  A composed entry's candidates mostly share a first
+ * byte and die on the next one (after a value's `ws`: ` {`, ` [`, ` "`), and
+ * where the state's chart predicts a chain of nested rules (an object's
+ * optional properties in order, each a rule that calls the next) each such
+ * scan looped over an item per rule of the chain. */
+typedef struct listed_reads {
+    uint32_t *words;            /* [n_sets * 8] */
+    uint64_t *version;          /* [n_sets] the version of the set read (0: none) */
+    uint8_t *resumed;           /* [n_sets] candidates that resumed from that version */
+    size_t n_sets;
+} listed_reads;
+
+/* How many candidates of listed walks died on a byte no item of their set reads, in this
+ * process: for the tests. */
+static atomic_size_t g_listed_unread;
+
+size_t cm_walk_listed_unread(void) { return atomic_load(&g_listed_unread); }
+
+/* Whether set k of c (its last) reads byte b, as far as its row tells; true
+ * while it has no row (the first candidate to resume from it scans). */
+static bool listed_reads_byte(listed_reads *lr, const cm_grammar *g, const cm_chart *c, size_t k, uint8_t b) {
+    if (k >= lr->n_sets) return true;
+    if (lr->version[k] != c->version[k]) {
+        lr->version[k] = c->version[k];
+        lr->resumed[k] = 0;
+    }
+    if (lr->resumed[k] < 2 && ++lr->resumed[k] < 2) return true;
+    uint32_t *reads = lr->words + k * 8;
+    if (lr->resumed[k] == 2) {
+        lr->resumed[k] = 3;
+        memset(reads, 0, 8 * sizeof *reads);
+        for (size_t i = c->set_start[k]; i < c->set_start[k + 1]; i++) {
+            const uint32_t *nb = g->next_bytes + (size_t)cm_st(c->items[i].state) * 8;
+            for (int j = 0; j < 8; j++) reads[j] |= nb[j];
+        }
+    }
+    return cm_bit(reads, b);
+}
+
 int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, cm_walk *w) {
     const cm_vocab *v = g->v;
     uint8_t *ex = w->ex, *fl = w->fl;
@@ -107,6 +149,14 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
     int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
     const uint8_t *prev = NULL;
     uint32_t have = d0;  /* sets are built for prev[d0..have) */
+    listed_reads lr = {0};
+    if (n > 2 && g->lim.listed_reads) {  /* else no set is resumed twice */
+        lr.n_sets = (size_t)v->max_len + 1;
+        lr.words = malloc(lr.n_sets * 8 * sizeof *lr.words);
+        lr.version = calloc(lr.n_sets, sizeof *lr.version);
+        lr.resumed = malloc(lr.n_sets);
+        if (!lr.words || !lr.version || !lr.resumed) lr.n_sets = 0;
+    }
     ex[d0] = fl[d0] = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         uint32_t len, id = v->trie_ids[ks[i]];
@@ -117,7 +167,12 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
         bool dead = false;
         uint8_t f = 0;
         cm_chart_truncate(&c, (size_t)(d - d0) + 1);
-        for (; d < len; d++) {
+        if (prev && d < len && lr.n_sets && !listed_reads_byte(&lr, g, &c, d - d0, p[d])) {
+            f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
+            atomic_fetch_add_explicit(&g_listed_unread, 1, memory_order_relaxed);
+            dead = true;
+        }
+        for (; d < len && !dead; d++) {
             f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
             int r = cm_chart_scan(&c, g, p[d]);
             if (r < 0) rc = r;
@@ -134,6 +189,9 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
         if (!dead) cm_set_bit(w->bits, id);
         else if (f) rc = cm_walk_push_uncertain(w, ks[i]);
     }
+    free(lr.words);
+    free(lr.version);
+    free(lr.resumed);
     cm_chart_free(&c);
     return rc;
 }

@@ -63,6 +63,9 @@ size_t cm_walk_filter_run_hits(void);
 /* How many of the filter's questions the pair stops answered so far in this
  * process (for the tests). */
 size_t cm_walk_filter_pair_hits(void);
+/* How many tokens of listed walks (cm_walk_listed_at) died on a byte no item of
+ * their set reads, without a scan, so far in this process (for the tests). */
+size_t cm_walk_listed_unread(void);
 /* The filter's memo of verdicts (a cache's, freed with it). */
 typedef struct cm_follow_memo cm_follow_memo;
 void cm_follow_memo_free(cm_follow_memo *m);

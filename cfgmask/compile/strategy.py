@@ -118,6 +118,17 @@ class Strategy:
     # the same parentheses; grammars without lookahead debts; 0: each candidate is run
     # through the chart; 1: from the first mask, as the tests use it)
     stack_verdicts: int = 4096
+    # a flat walk's transition from a configuration of one set of items waiting on the unknown
+    # caller, on a byte that takes each of them to a state that neither calls nor completes (a
+    # name's, a string's, an object key's bytes), is made from the automaton's transitions, not
+    # with a chart (False: every transition with the chart)
+    flat_plain_steps: bool = True
+    # a composed entry's check of the tokens its parts leave uncertain keeps, for each chart set
+    # that a second token resumes from, the bytes its items read: a token whose next byte none
+    # reads dies without a scan (after a value's `ws`, ` {` ` [` ` "` die on their 2nd byte, each
+    # scan looping over an item per rule of an object's chain of optional properties; False:
+    # every byte scanned)
+    listed_reads: bool = True
 
 
 DEFAULT = Strategy()
