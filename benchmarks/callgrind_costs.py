@@ -1,0 +1,271 @@
+"""Instructions per compile and per mask on the cold path, counted by callgrind: deterministic
+figures for A/B comparisons on a machine whose wall time is too noisy to resolve a few per cent.
+
+The module runs itself under ``valgrind --tool=callgrind`` with instrumentation off until the
+vocabulary is built, then counts only the regions it marks (client requests from a small C shim
+compiled on first use) and dumps each one under its label:
+
+* ``--what first-docs``: every JSONSchemaBench schema of ``--splits`` (default
+  ``tests/corpora/jsonschemabench``) as MaskBench takes it: caches cleared, ``compile:ID``, then its
+  first valid instance (compact JSON, Llama-3 tokens) on a fresh matcher: ``fill:ID:STEP`` for each
+  mask, ``accept:ID:STEP`` for each token (the matcher's construction counts in the first accept);
+* ``--what gbnf``: every grammar of bench_gbnf, caches cleared, ``compile:G``, then one cold pass over
+  its documents (``fill:G:DOC:STEP``, ``accept:G:DOC:STEP``).
+
+``--profile FILE`` instead collects every marked region into one callgrind file (no per-region
+dumps) for ``callgrind_annotate``.  Without it the labels' counts go to ``--out`` (JSON); sums by
+kind and the largest regions are printed, and ``--compare A B`` sets two such files side by side.
+
+    python -m benchmarks.callgrind_costs --what first-docs --out /tmp/a.json
+    python -m benchmarks.callgrind_costs --compare /tmp/a.json /tmp/b.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_SHIM = r"""
+#include <valgrind/callgrind.h>
+void cg_on(void) { CALLGRIND_START_INSTRUMENTATION; }
+void cg_toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
+void cg_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
+"""
+
+
+def _shim() -> ctypes.CDLL:
+    """The client-request shim, built once into the user's cache (needs valgrind's headers)."""
+    folder = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cfgmask-bench"
+    folder.mkdir(parents=True, exist_ok=True)
+    lib = folder / "cgshim.so"
+    if not lib.exists():
+        src = folder / "cgshim.c"
+        src.write_text(_SHIM)
+        subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return ctypes.CDLL(str(lib))
+
+
+class Counter:
+    """Marks regions: ``with counter("label"):`` collects the block, then dumps it under the label
+    (or, profiling, keeps collecting into one total)."""
+
+    def __init__(self, profile: bool) -> None:
+        self.lib = _shim()
+        self.profile = profile
+        self.lib.cg_on()
+
+    def region(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
+        self.lib.cg_toggle()
+        try:
+            return fn(*args)
+        finally:
+            self.lib.cg_toggle()
+            if not self.profile:
+                self.lib.cg_dump(label.encode())
+
+
+# ---- the workloads (run inside valgrind) -----------------------------------------------------
+
+
+def _first_docs(cm: Any, vocab: Any, count: Counter, splits: Path, limit: int | None) -> Iterator[str]:
+    from .bench_maskbench import job_of, load_corpus
+
+    mask = cm.allocate_bitmask(1, vocab.size)
+    for rec in load_corpus(splits, limit, sample=False):
+        job = job_of(rec)
+        if not job["valid"]:
+            continue
+        sid = job["id"]
+        cm.clear_caches()
+        try:
+            cg = count.region(f"compile:{sid}", _compile, cm.Grammar.from_json_schema, job["text"], vocab)
+        except (cm.GrammarError, cm.LimitError, ValueError, NotImplementedError):
+            continue
+        yield from _replay(cm, cg, count, mask, sid, job["valid"][0])
+
+
+def _gbnf(cm: Any, vocab: Any, count: Counter, names: Sequence[str]) -> Iterator[str]:
+    from .bench_gbnf import _grammar_path
+    from .common import tokenize
+    from .documents import DOCUMENTS
+
+    mask = cm.allocate_bitmask(1, vocab.size)
+    for name in names:
+        raw = _grammar_path(name).read_text()
+        front = cm.Grammar.from_lark if name.endswith(".lark") else cm.Grammar.from_gbnf
+        cm.clear_caches()
+        cg = count.region(f"compile:{name}", _compile, front, raw, vocab)
+        for i, text in enumerate(DOCUMENTS[name.removesuffix(".lark")]()):
+            yield from _replay(cm, cg, count, mask, f"{name}:{i}", tokenize(text))
+
+
+def _compile(front: Callable[[str], Any], text: str, vocab: Any) -> Any:
+    import cfgmask as cm
+
+    return cm.compile(front(text), vocab)
+
+
+def _replay(cm: Any, cg: Any, count: Counter, mask: Any, key: str, tokens: Sequence[int]) -> Iterator[str]:
+    holder: list[Any] = []
+    for i in range(len(tokens) + 1):
+        if not holder:
+            holder.append(count.region(f"accept:{key}:0", cm.Matcher, cg))
+        m = holder[0]
+        count.region(f"fill:{key}:{i}", m.fill_bitmask, mask, 0)
+        if i == len(tokens):
+            break
+        ok = count.region(f"accept:{key}:{i + 1}", m.accept_token, tokens[i])
+        if not ok:
+            raise SystemExit(f"{key}: token {i} rejected: the replay is not a valid document")
+    yield key
+
+
+def inner(args: argparse.Namespace) -> None:
+    """The part that runs under valgrind."""
+    import cfgmask as cm
+
+    from .common import llama3
+
+    tokens = llama3()
+    vocab = cm.Vocabulary.from_token_bytes(
+        list(tokens.token_bytes), stop_token_ids=tokens.stops, special_token_ids=sorted(tokens.special)
+    )
+    vocab._handle()
+    count = Counter(profile=bool(args.profile))
+    work = (
+        _first_docs(cm, vocab, count, args.splits, args.limit)
+        if args.what == "first-docs"
+        else _gbnf(cm, vocab, count, args.grammars.split(","))
+    )
+    t0 = time.monotonic()
+    for n, key in enumerate(work, 1):
+        if n % 25 == 0:
+            print(f"  {n} documents ({key}), {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+_LABEL = re.compile(r"^desc: Trigger: Client Request: (.*)$", re.M)
+_TOTAL = re.compile(r"^(?:summary|totals): (\d+)", re.M)
+
+
+def run(args: argparse.Namespace) -> dict[str, int]:
+    with tempfile.TemporaryDirectory(prefix="cgcosts") as tmp:
+        out = Path(args.profile) if args.profile else Path(tmp) / "cg.out"
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "benchmarks.callgrind_costs",
+            "--inner",
+            "--what",
+            args.what,
+            "--splits",
+            str(args.splits),
+            "--grammars",
+            args.grammars,
+        ]
+        if args.limit is not None:
+            cmd += ["--limit", str(args.limit)]
+        if args.profile:
+            cmd += ["--profile", str(args.profile)]
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=sys.stderr)
+        if args.profile:
+            return {}
+        counts: dict[str, int] = {}
+        for f in Path(tmp).iterdir():
+            text = f.read_text(errors="replace")
+            label, total = _LABEL.search(text), _TOTAL.search(text)
+            if label and total:
+                counts[label.group(1)] = counts.get(label.group(1), 0) + int(total.group(1))
+        return counts
+
+
+def summary(counts: dict[str, int], top: int) -> str:
+    by_kind: dict[str, list[int]] = {}
+    for label, n in counts.items():
+        by_kind.setdefault(label.split(":", 1)[0], []).append(n)
+    lines = [f"{'kind':8} {'regions':>8} {'sum M':>12} {'p50 K':>10} {'p99 K':>10} {'max K':>10}"]
+    for kind, ns in sorted(by_kind.items()):
+        ns.sort()
+        p99 = ns[min(len(ns) - 1, int(0.99 * len(ns)))]
+        lines.append(
+            f"{kind:8} {len(ns):8} {sum(ns) / 1e6:12.2f} {statistics.median(ns) / 1e3:10.1f} "
+            f"{p99 / 1e3:10.1f} {ns[-1] / 1e3:10.1f}"
+        )
+    lines.append(f"largest {top}:")
+    for label, n in sorted(counts.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {n / 1e6:9.2f} M  {label}")
+    return "\n".join(lines)
+
+
+def compare(a: dict[str, int], b: dict[str, int], top: int) -> str:
+    both = sorted(set(a) & set(b))
+    lines = [f"{len(both)} regions in both ({len(a)} / {len(b)})"]
+    kinds = sorted({k.split(":", 1)[0] for k in both})
+    for kind in kinds:
+        keys = [k for k in both if k.startswith(kind + ":")]
+        sa, sb = sum(a[k] for k in keys), sum(b[k] for k in keys)
+        ratios = sorted(b[k] / a[k] for k in keys if a[k])
+        lines.append(
+            f"{kind:8} {sa / 1e6:12.2f} -> {sb / 1e6:12.2f} M ({(sb / sa - 1) * 100:+.2f} %), "
+            f"median region ratio {statistics.median(ratios):.3f}"
+        )
+        for label in ("max", "p99"):
+            xa = sorted(a[k] for k in keys)
+            xb = sorted(b[k] for k in keys)
+            q = len(xa) - 1 if label == "max" else min(len(xa) - 1, int(0.99 * len(xa)))
+            lines.append(f"   {label}: {xa[q] / 1e3:.1f} -> {xb[q] / 1e3:.1f} K")
+    lines.append(f"largest changes ({top}):")
+    for k in sorted(both, key=lambda k: -abs(b[k] - a[k]))[:top]:
+        lines.append(f"  {a[k] / 1e6:9.3f} -> {b[k] / 1e6:9.3f} M  {k}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--what", choices=("first-docs", "gbnf"), default="first-docs")
+    ap.add_argument("--splits", type=Path, default=ROOT / "tests" / "corpora" / "jsonschemabench")
+    ap.add_argument("--limit", type=int, default=None, help="schemas a split")
+    ap.add_argument("--grammars", default="json,arithmetic,c,sql,sql.lark")
+    ap.add_argument("--profile", help="one callgrind file of every region, for callgrind_annotate")
+    ap.add_argument("--out", type=Path, help="the regions' counts (JSON)")
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"))
+    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.inner:
+        inner(args)
+        return 0
+    if args.compare:
+        a, b = (json.loads(p.read_text()) for p in args.compare)
+        print(compare(a, b, args.top))
+        return 0
+    counts = run(args)
+    if counts:
+        if args.out:
+            args.out.write_text(json.dumps(counts, indent=0, sort_keys=True))
+        print(summary(counts, args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
