@@ -327,6 +327,11 @@ static int derive(cm_grammar *g) {
     return derive_returns(g);
 }
 
+int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule) {
+    if (!g || rule >= g->t.n_rules) return -1;
+    return g->rule_block[rule];
+}
+
 int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]) {
     if (!g || !out || state >= g->t.n_states) return -1;
     memcpy(out, g->next_bytes + (size_t)state * 8, 8 * sizeof *out);
