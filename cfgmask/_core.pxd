@@ -93,6 +93,7 @@ cdef extern from "cfgmask.h" nogil:
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
     int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
     int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t *out)
+    int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule)
     size_t cm_grammar_cache_entries(const cm_grammar *g)
     void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                                 size_t *vocab_loops)

@@ -370,6 +370,14 @@ cdef class GrammarHandle:
             raise IndexError(state)
         return bool(rc), [out[i] for i in range(8)]
 
+    def rule_block(self, uint32_t rule):
+        """Whether the core found ``rule`` a block (for tests): every state without calls or
+        token edges, its accepting states reading no byte (csrc/wrap.c)."""
+        cdef int rc = cm_grammar_rule_block(self.ptr, rule)
+        if rc < 0:
+            raise IndexError(rule)
+        return bool(rc)
+
     @property
     def cache_bytes(self):
         return cm_grammar_cache_bytes(self.ptr)

@@ -261,6 +261,9 @@ int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, 
  * 256 bits as 8 words (byte b at bit b % 32 of word b / 32); returns whether it has one (-1: no
  * such state). */
 int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]);
+/* Whether cm_grammar_new found every state of a rule without calls or token edges, its
+ * accepting states reading no byte (wrap.c's rule_block; tests): 1 or 0 (-1: no such rule). */
+int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
 /* How entries were built so far: composed from callees', taken from a donor state's,
  * the configurations of the flat-walk DFA, and loop walks found in the vocabulary's

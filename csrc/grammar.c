@@ -252,7 +252,7 @@ static int derive(cm_grammar *g) {
     const uint8_t *accepting = t->accepting;
     const int32_t *trans = t->trans;
     uint8_t *simple = g->simple, *plain = g->plain, *solo = g->solo, *has_tokens = g->has_tokens;
-    uint8_t *has_bytes = g->has_bytes;
+    uint8_t *has_bytes = g->has_bytes, *rule_block = g->rule_block;
     for (uint32_t s = 0; s < ns; s++) {
         uint32_t r0 = ref_off[s], r1 = ref_off[s + 1], k0 = tok_off[s], k1 = tok_off[s + 1];
         bool no_refs = r0 == r1, no_toks = k0 == k1;
@@ -270,6 +270,11 @@ static int derive(cm_grammar *g) {
             uint32_t r = state_rule[s];
             uint64_t m = row_edges(row, nc);
             has_bytes[s] = m != 0;
+            if (!solo[s] || (accepting[s] && m)) rule_block[r] = 0; /* see wrap.c */
+#if defined(__SSE2__) && defined(__GNUC__)
+            __m128i lo = _mm_setzero_si128(), hi = lo; /* next's words 0-1 and 2-3 */
+#define PRE_AT(i) _mm_loadu_si128((const __m128i *)(const void *)(pre + (i)))
+#endif
             while (m) {
                 uint32_t c = (uint32_t)__builtin_ctzll(m), c1 = c;
                 for (int32_t prev = -1; c1 < nc && (m >> c1 & 1); c1++) {
@@ -278,11 +283,23 @@ static int derive(cm_grammar *g) {
                     if (n < 0 || (uint32_t)n >= ns || state_rule[n] != r) return CM_ERR_ARG;
                     prev = n;
                 }
+#if defined(__SSE2__) && defined(__GNUC__)
+                lo = _mm_or_si128(lo, _mm_xor_si128(PRE_AT(c1 * 4), PRE_AT(c * 4)));
+                hi = _mm_or_si128(hi, _mm_xor_si128(PRE_AT(c1 * 4 + 2), PRE_AT(c * 4 + 2)));
+#else
                 for (int w = 0; w < 4; w++) next[w] |= pre[c1 * 4 + w] ^ pre[c * 4 + w];
+#endif
                 m = c1 < 64 ? m >> c1 << c1 : 0;
             }
+#if defined(__SSE2__) && defined(__GNUC__)
+#undef PRE_AT
+            /* x86 is little-endian: word w's low and high halves are nb[2w] and nb[2w + 1] as they lie */
+            _mm_storeu_si128((__m128i *)(void *)nb, lo);
+            _mm_storeu_si128((__m128i *)(void *)(nb + 4), hi);
+#else
             for (int w = 0; w < 4; w++)
                 nb[2 * w] = (uint32_t)next[w], nb[2 * w + 1] = (uint32_t)(next[w] >> 32);
+#endif
             continue;
         }
         uint32_t live = UINT32_MAX;  /* the start of the span of runs with targets that c ends, if any */
@@ -305,10 +322,14 @@ static int derive(cm_grammar *g) {
             for (int w = 0; w < 4; w++) next[w] |= pre[t->n_classes * 4 + w] ^ pre[live * 4 + w];
         for (int w = 0; w < 4; w++)  /* to the table's 32-bit words, whatever the byte order */
             nb[2 * w] = (uint32_t)next[w], nb[2 * w + 1] = (uint32_t)(next[w] >> 32);
+        if (!solo[s] || (accepting[s] && has_bytes[s])) rule_block[state_rule[s]] = 0; /* see wrap.c */
     }
-    for (uint32_t s = 0; s < t->n_states; s++)  /* see wrap.c */
-        if (!g->solo[s] || (t->accepting[s] && g->has_bytes[s])) g->rule_block[t->state_rule[s]] = 0;
     return derive_returns(g);
+}
+
+int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule) {
+    if (!g || rule >= g->t.n_rules) return -1;
+    return g->rule_block[rule];
 }
 
 int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]) {
