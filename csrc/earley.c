@@ -72,9 +72,20 @@ static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t or
         if (indexed) return CM_OK;
     }
     uint64_t bit = 1ull << (rule & 63);
-    for (size_t i = c->set_start[origin]; i < (origin == cur ? c->n_items : c->set_start[origin + 1]); i++) {
+    const uint64_t *calls = g->calls;
+    if (origin != cur) {  /* a closed set: its bounds stay, the item array may move as items are added */
+        const cm_item *items = c->items;
+        for (size_t i = c->set_start[origin], end = c->set_start[origin + 1]; i < end; i++) {
+            if (!(calls[cm_st(items[i].state)] & bit)) continue;
+            int rc = advance_waiter(c, g, items[i], rule, la, origin, cur);
+            if (rc) return rc;
+            items = c->items;
+        }
+        return CM_OK;
+    }
+    for (size_t i = c->set_start[origin]; i < c->n_items; i++) {
         cm_item it = c->items[i];
-        if (!(g->calls[cm_st(it.state)] & bit)) continue;
+        if (!(calls[cm_st(it.state)] & bit)) continue;
         int rc = advance_waiter(c, g, it, rule, la, origin, cur);
         if (rc) return rc;
     }
