@@ -364,11 +364,15 @@ static bool debt_payable(const cm_grammar *g, uint32_t s, uint32_t la, int depth
     const cm_tables *t = &g->t;
     if (t->accepting[s] || t->ref_off[s] < t->ref_off[s + 1] || g->has_tokens[s] || depth > 4) return true;
     if (!g->has_bytes[s]) return false;
-    for (unsigned b = 0; b < 256; b++) {
-        uint32_t d = cm_la_next(g, la, b);
-        if (d == CM_LA_DEAD) continue;
-        int32_t n = t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
-        if (n >= 0 && (!d || debt_payable(g, (uint32_t)n, d, depth + 1))) return true;
+    const uint32_t *reads = g->next_bytes + (size_t)s * 8;  /* only the bytes s has a transition on */
+    for (unsigned w = 0; w < 8; w++) {
+        for (uint32_t m = reads[w]; m; m &= m - 1) {
+            unsigned b = w * 32 + (unsigned)__builtin_ctz(m);
+            uint32_t d = cm_la_next(g, la, b);
+            if (d == CM_LA_DEAD) continue;
+            int32_t n = t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
+            if (n >= 0 && (!d || debt_payable(g, (uint32_t)n, d, depth + 1))) return true;
+        }
     }
     return false;
 }
