@@ -4,6 +4,7 @@
  * the new set is then closed under prediction (calls) and completion
  * (accepting states), with Aycock-Horspool's nullable shortcut so completions
  * of empty rules inside the same set are never missed. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,6 +382,12 @@ static bool debt_payable(const cm_grammar *g, uint32_t s, uint32_t la, int depth
  * added so far; a larger one by the dedup table. */
 #define SCAN_LINEAR 8
 
+/* How many scans' kernels grew past SCAN_LINEAR items and went on in the dedup table, in
+ * this process: for the tests. */
+static atomic_size_t g_scan_hashed;
+
+size_t cm_chart_scans_hashed(void) { return atomic_load_explicit(&g_scan_hashed, memory_order_relaxed); }
+
 /* The kernel of a scan of `byte` (class cls) from items [lo, hi) of the last set,
  * appended to the open set as add_item appends them (the same items in the same
  * order), with room for hi - lo items made and no limit reachable.  A small kernel
@@ -416,6 +423,7 @@ static int scan_kernel(cm_chart *c, const cm_grammar *g, uint32_t cls, uint8_t b
             c->n_items = n;
             if ((rc = index_open_set(c))) return rc;
             hashed = true;
+            atomic_fetch_add_explicit(&g_scan_hashed, 1, memory_order_relaxed);
         }
         uint64_t key = cm_item_key(packed, it.origin);
         size_t mask = c->hcap - 1, s = cm_hslot(key, mask);
