@@ -361,3 +361,6 @@ cdef extern from "loops.h" nogil:
     size_t cm_text_loop_walks()
     size_t cm_loop_walks_past_dead()
     size_t cm_run_name_scans()
+
+cdef extern from "chart.h" nogil:
+    size_t cm_chart_scans_hashed()

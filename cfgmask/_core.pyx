@@ -1464,6 +1464,13 @@ def run_name_scans():
     return cm_run_name_scans()
 
 
+def chart_scans_hashed():
+    """How many Earley scans' kernels grew past the few items kept distinct by comparison and
+    went on in the set's dedup table (csrc/earley.c, scan_kernel) so far in this process (for the
+    tests)."""
+    return cm_chart_scans_hashed()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

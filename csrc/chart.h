@@ -139,5 +139,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
 int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge);
+/* How many scans' kernels went past the small-kernel comparison into the dedup table (tests). */
+size_t cm_chart_scans_hashed(void);
 
 #endif

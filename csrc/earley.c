@@ -4,6 +4,7 @@
  * the new set is then closed under prediction (calls) and completion
  * (accepting states), with Aycock-Horspool's nullable shortcut so completions
  * of empty rules inside the same set are never missed. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,9 +73,20 @@ static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t or
         if (indexed) return CM_OK;
     }
     uint64_t bit = 1ull << (rule & 63);
-    for (size_t i = c->set_start[origin]; i < (origin == cur ? c->n_items : c->set_start[origin + 1]); i++) {
+    const uint64_t *calls = g->calls;
+    if (origin != cur) {  /* a closed set: its bounds stay, the item array may move as items are added */
+        const cm_item *items = c->items;
+        for (size_t i = c->set_start[origin], end = c->set_start[origin + 1]; i < end; i++) {
+            if (!(calls[cm_st(items[i].state)] & bit)) continue;
+            int rc = advance_waiter(c, g, items[i], rule, la, origin, cur);
+            if (rc) return rc;
+            items = c->items;
+        }
+        return CM_OK;
+    }
+    for (size_t i = c->set_start[origin]; i < c->n_items; i++) {
         cm_item it = c->items[i];
-        if (!(g->calls[cm_st(it.state)] & bit)) continue;
+        if (!(calls[cm_st(it.state)] & bit)) continue;
         int rc = advance_waiter(c, g, it, rule, la, origin, cur);
         if (rc) return rc;
     }
@@ -137,15 +149,44 @@ static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n
     return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
 }
 
-/* close_set, reusing the closure of an identical kernel over an unchanged chart. */
-static int close_memoized(cm_chart *c, const cm_grammar *g) {
+/* Put the open set's items, which the dedup table does not hold (a kernel scan_kernel
+ * added without it), in the table: what add_item would have made of them. */
+static int index_open_set(cm_chart *c) {
+    size_t start = c->set_start[c->n_sets];
+    if ((c->n_items - start) * 2 > c->hcap) {
+        while ((c->n_items - start) * 2 > c->hcap) {  /* cm_chart_rehash indexes them too */
+            int rc = cm_chart_rehash(c, start);
+            if (rc) return rc;
+        }
+        return CM_OK;
+    }
+    size_t mask = c->hcap - 1;
+    for (size_t i = start; i < c->n_items; i++) {
+        uint64_t key = cm_item_key(c->items[i].state, c->items[i].origin);
+        size_t s = cm_hslot(key, mask);
+        while (c->hgen[s] == c->gen) s = (s + 1) & mask;
+        c->hgen[s] = c->gen;
+        c->hkeys[s] = key;
+    }
+    return CM_OK;
+}
+
+/* close_set over a kernel the dedup table holds (indexed) or not yet. */
+static int close_kernel(cm_chart *c, const cm_grammar *g, bool indexed) {
+    int rc = indexed ? CM_OK : index_open_set(c);
+    return rc ? rc : close_set(c, g);
+}
+
+/* close_set, reusing the closure of an identical kernel over an unchanged chart;
+ * `indexed`: the kernel is in the dedup table (a hit never needs it). */
+static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
     uint32_t cur = (uint32_t)c->n_sets;
     size_t k0 = c->set_start[cur];
     uint32_t n_kernel = (uint32_t)(c->n_items - k0), max_origin;
-    if (n_kernel > CM_MEMO_KERNEL) return close_set(c, g);
-    if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_set(c, g);
+    if (n_kernel > CM_MEMO_KERNEL) return close_kernel(c, g, indexed);
+    if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_kernel(c, g, indexed);
     cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
-    if (max_origin >= cur) return close_set(c, g);
+    if (max_origin >= cur) return close_kernel(c, g, indexed);
     if (mm && memo_hit(c, mm, k0, n_kernel, cur)) {
         c->memo_used = mm;
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
@@ -161,7 +202,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g) {
         return CM_OK;
     }
     c->read_hi = 0;
-    int rc = close_set(c, g);
+    int rc = close_kernel(c, g, indexed);
     if (rc) return rc;
     /* The closure depends on the sets up to max_origin, and, where a waiter's lookahead
      * debt read the first bytes of a completed span (advance_waiter), on the sets those
@@ -324,13 +365,82 @@ static bool debt_payable(const cm_grammar *g, uint32_t s, uint32_t la, int depth
     const cm_tables *t = &g->t;
     if (t->accepting[s] || t->ref_off[s] < t->ref_off[s + 1] || g->has_tokens[s] || depth > 4) return true;
     if (!g->has_bytes[s]) return false;
-    for (unsigned b = 0; b < 256; b++) {
-        uint32_t d = cm_la_next(g, la, b);
-        if (d == CM_LA_DEAD) continue;
-        int32_t n = t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
-        if (n >= 0 && (!d || debt_payable(g, (uint32_t)n, d, depth + 1))) return true;
+    const uint32_t *reads = g->next_bytes + (size_t)s * 8;  /* only the bytes s has a transition on */
+    for (unsigned w = 0; w < 8; w++) {
+        for (uint32_t m = reads[w]; m; m &= m - 1) {
+            unsigned b = w * 32 + (unsigned)__builtin_ctz(m);
+            uint32_t d = cm_la_next(g, la, b);
+            if (d == CM_LA_DEAD) continue;
+            int32_t n = t->trans[(size_t)s * t->n_classes + t->byte_class[b]];
+            if (n >= 0 && (!d || debt_payable(g, (uint32_t)n, d, depth + 1))) return true;
+        }
     }
     return false;
+}
+
+/* A kernel up to this many items is kept distinct by comparing with the items
+ * added so far; a larger one by the dedup table. */
+#define SCAN_LINEAR 8
+
+/* How many scans' kernels grew past SCAN_LINEAR items and went on in the dedup table, in
+ * this process: for the tests. */
+static atomic_size_t g_scan_hashed;
+
+size_t cm_chart_scans_hashed(void) { return atomic_load_explicit(&g_scan_hashed, memory_order_relaxed); }
+
+/* The kernel of a scan of `byte` (class cls) from items [lo, hi) of the last set,
+ * appended to the open set as add_item appends them (the same items in the same
+ * order), with room for hi - lo items made and no limit reachable.  A small kernel
+ * is kept distinct without the dedup table (*indexed false: close_memoized puts it
+ * there when a closure is computed; a memo hit never needs it). */
+static int scan_kernel(cm_chart *c, const cm_grammar *g, uint32_t cls, uint8_t byte, size_t lo, size_t hi,
+                       bool *indexed) {
+    const cm_tables *t = &g->t;
+    const int32_t *trans = t->trans;
+    const uint32_t nc = t->n_classes;
+    cm_item *items = c->items;
+    size_t k0 = c->n_items, n = k0;
+    bool hashed = false;
+    int rc = CM_OK;
+    for (size_t i = lo; i < hi; i++) {
+        cm_item it = items[i];
+        uint32_t st = cm_st(it.state), la = cm_la(it.state);
+        int32_t next = trans[(size_t)st * nc + cls];  /* -1 in every class of a state without bytes */
+        if (next < 0) continue;
+        if (la) {
+            la = cm_la_next(g, la, byte);
+            if (la == CM_LA_DEAD || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
+        }
+        uint32_t packed = cm_pack((uint32_t)next, la);
+        if (!hashed) {
+            size_t j = k0;
+            while (j < n && (items[j].state != packed || items[j].origin != it.origin)) j++;
+            if (j < n) continue;
+            if (n - k0 < SCAN_LINEAR) {
+                items[n++] = (cm_item){packed, it.origin};
+                continue;
+            }
+            c->n_items = n;
+            if ((rc = index_open_set(c))) return rc;
+            hashed = true;
+            atomic_fetch_add_explicit(&g_scan_hashed, 1, memory_order_relaxed);
+        }
+        uint64_t key = cm_item_key(packed, it.origin);
+        size_t mask = c->hcap - 1, s = cm_hslot(key, mask);
+        while (c->hgen[s] == c->gen && c->hkeys[s] != key) s = (s + 1) & mask;
+        if (c->hgen[s] == c->gen) continue;
+        items[n++] = (cm_item){packed, it.origin};
+        if ((n - k0) * 2 > c->hcap) {
+            c->n_items = n;
+            if ((rc = cm_chart_rehash(c, k0))) return rc;
+        } else {
+            c->hgen[s] = c->gen;
+            c->hkeys[s] = key;
+        }
+    }
+    c->n_items = n;
+    *indexed = hashed;
+    return CM_OK;
 }
 
 /* Scan one byte from the last set: 1 = a non-empty set was appended,
@@ -361,16 +471,25 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     int rc = cm_chart_begin_set(c);
     if (rc) return rc;
     c->set_byte[c->n_sets] = byte;
-    for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
-        cm_item it = c->items[i];
-        uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
-        if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
-        int32_t next = t->trans[(size_t)st * t->n_classes + cls];
-        if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
-        if ((rc = add_item(c, g, cm_pack((uint32_t)next, la), it.origin))) goto fail;
+    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
+    bool indexed = true;
+    if (hi - lo <= g->lim.max_items_per_set && c->n_items + (hi - lo) <= g->lim.max_chart_items) {
+        /* no add can trip a limit: the kernel is added without add_item's checks */
+        if ((rc = cm_grow((void **)&c->items, &c->cap_items, c->n_items + (hi - lo), sizeof *c->items)))
+            goto fail;
+        if ((rc = scan_kernel(c, g, cls, byte, lo, hi, &indexed))) goto fail;
+    } else {
+        for (size_t i = lo; i < hi; i++) {
+            cm_item it = c->items[i];
+            uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
+            if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
+            int32_t next = t->trans[(size_t)st * t->n_classes + cls];
+            if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
+            if ((rc = add_item(c, g, cm_pack((uint32_t)next, la), it.origin))) goto fail;
+        }
     }
     if (c->n_items == c->set_start[c->n_sets]) return 0;
-    if ((rc = close_memoized(c, g))) goto fail;
+    if ((rc = close_memoized(c, g, indexed))) goto fail;
     cm_chart_end_set(c);
     return 1;
 fail:
