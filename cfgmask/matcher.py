@@ -148,9 +148,8 @@ class Matcher:
         ahead = self._ahead
         if ahead is None:
             # the common case in one call: a 2-D int32 numpy array, an int row inside it, wide
-            # enough (fill_row checks the types itself); the attribute written only if set
-            if self._timing is not None:
-                self._timing = None
+            # enough (fill_row checks the types itself)
+            self._timing = None
             if self._h.fill_row(bitmask, row):
                 return
             self._h.fill_mask(_row(bitmask, int(row), self.compiled.vocab.size))
@@ -247,8 +246,7 @@ class Matcher:
         """Advance by one token; False (state unchanged) if the grammar forbids it.
 
         ``prefetch``: once accepted, start the next mask on a worker (see ``prefetch``)."""
-        ahead = self._ahead
-        if ahead is not None:
+        if self._ahead is not None:
             self._settle(cancel=True)
         try:
             # the handle returns a bool; an int goes in as is (the per-token path: int() and
@@ -258,8 +256,7 @@ class Matcher:
             self._ahead = None  # the matcher is in its error state: no stale mask
             raise
         if ok:
-            if ahead is not None:  # else still None: nothing since has set it
-                self._ahead = None
+            self._ahead = None
             if prefetch and not self._h.is_terminated():
                 self.prefetch()
         return ok
