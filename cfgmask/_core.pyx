@@ -452,9 +452,9 @@ def fill_row_fast_fills():
 def fill_row_fields(bint on):
     """Tests: read arrays' fields in place (after the layout check) or never (the buffer request)."""
     global _np_state
-    _np_state = 0 if on else -1
-    if on:
-        _np_check()
+    _np_check()  # numpy.ndarray known either way
+    if not on:
+        _np_state = -1
     return _np_state > 0
 
 
