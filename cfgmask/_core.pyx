@@ -411,6 +411,87 @@ cdef inline bint _int32_format(const char *f) noexcept:
     return f[0] == b'i' and f[1] == 0
 
 
+# ---- a numpy row without the buffer protocol -------------------------------------------
+#
+# ``fill_row``'s common argument is the same 2-D int32 numpy array at every step.  A buffer
+# request on it costs numpy ~640 instructions a call (its buffer info rebuilt, a format string
+# made and compared): a fifth of a warm fill's wrapper.  An exact ``numpy.ndarray``'s fields
+# are read in place instead, through numpy's public object layout (PyArrayObject_fields, fixed
+# since numpy 1.7), which is checked against a real array before it is first trusted; anything
+# else, or an array whose fields do not qualify, takes the buffer request as before.
+
+cdef extern from *:
+    """
+    typedef struct {
+        PyObject_HEAD
+        char *data;
+        int nd;
+        Py_ssize_t *dimensions;
+        Py_ssize_t *strides;
+        PyObject *base;
+        PyObject *descr;
+        int flags;
+    } cm_np_fields;
+    """
+    ctypedef struct cm_np_fields:
+        char *data
+        int nd
+        Py_ssize_t *dimensions
+        Py_ssize_t *strides
+        void *descr
+        int flags
+
+# numpy's NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE, and WARN_ON_WRITE
+# (a buffer request for writing warns or fails on such arrays: they take that way)
+cdef int _NP_NEED = 0x0001 | 0x0100 | 0x0400
+cdef unsigned int _NP_WARN = 0x80000000u
+cdef int _np_state = 0           # 0 not checked yet, 1 fields trusted, -1 not trusted
+cdef object _np_ndarray = None   # numpy.ndarray (exact type only)
+cdef void *_np_int32 = NULL      # numpy's native int32 descriptor (the one np.zeros(dtype=np.int32) uses)
+cdef object _np_int32_ref = None  # ... kept alive
+cdef size_t _np_fast_fills = 0   # fills that read the fields in place (for the tests)
+
+
+def fill_row_fast_fills():
+    """How many ``fill_row`` calls read their array's fields in place, in this process."""
+    return _np_fast_fills
+
+
+def fill_row_fields(bint on):
+    """Tests: read arrays' fields in place (after the layout check) or never (the buffer request)."""
+    global _np_state
+    _np_check()  # numpy.ndarray known either way
+    if not on:
+        _np_state = -1
+    return _np_state > 0
+
+
+cdef int _np_check() except -1:
+    """Check numpy's object layout on an array whose fields are known (once)."""
+    global _np_state, _np_ndarray, _np_int32, _np_int32_ref
+    _np_state = -1
+    import numpy as np
+    _np_ndarray = np.ndarray
+    a = np.zeros((3, 5), dtype=np.int32)
+    dt = np.dtype(np.int32)
+    adt = a.dtype
+    cdef cm_np_fields *f = <cm_np_fields *><void *>a
+    if (type(a) is not np.ndarray or f.nd != 2 or f.dimensions[0] != 3 or f.dimensions[1] != 5
+            or f.strides[0] != 20 or f.strides[1] != 4
+            or <size_t>f.data != <size_t>a.__array_interface__["data"][0]
+            or f.descr != <void *>adt or f.descr != <void *>dt
+            or (f.flags & _NP_NEED) != _NP_NEED or f.flags != a.flags.num):
+        return 0
+    r = a[:, 1:]  # not C-contiguous
+    a.flags.writeable = False  # r stays writeable: its own flag
+    if (f.flags & 0x0400) or (<cm_np_fields *><void *>r).flags & 0x0001:
+        return 0
+    _np_int32_ref = dt
+    _np_int32 = <void *>_np_int32_ref
+    _np_state = 1
+    return 0
+
+
 cdef class MatcherHandle:
     cdef cm_matcher *ptr
     cdef readonly GrammarHandle grammar
@@ -472,16 +553,37 @@ cdef class MatcherHandle:
             _raise(rc, "fill_bitmask")
 
     def fill_row(self, object bitmask, object row):
-        """``fill_mask`` into ``bitmask[row]`` of a 2-D, C-contiguous, writable int32 buffer at
-        least a vocabulary wide; False (nothing done) for any other buffer, which the caller
-        checks or converts the slow way.  One buffer request on the caller's own array, no row
-        view and no typed memoryview (whose object and format parse cost as much as a small
-        mask's ORs): the per-mask path of ``Matcher.fill_bitmask``."""
+        """``fill_mask`` into ``bitmask[row]`` of a 2-D, C-contiguous, writable int32 numpy
+        array (exactly ``numpy.ndarray``) at least a vocabulary wide, ``row`` an int; False
+        (nothing done) for anything else, which the caller converts or rejects the slow way.
+        No row view and no typed memoryview (whose object and format parse cost as much as a
+        small mask's ORs); an array that qualifies by its own fields not even a buffer
+        request: the per-mask path of ``Matcher.fill_bitmask``."""
         cdef Py_buffer buf
         cdef int rc
         cdef Py_ssize_t r
         cdef uint32_t *words
         cdef size_t n_words
+        cdef cm_np_fields *f
+        global _np_fast_fills
+        if _np_state == 0:
+            _np_check()
+        if type(row) is not int or type(bitmask) is not _np_ndarray:
+            return False
+        if _np_state > 0:
+            f = <cm_np_fields *><void *>bitmask
+            if (f.nd == 2 and f.descr == _np_int32 and (f.flags & _NP_NEED) == _NP_NEED
+                    and not (<unsigned int>f.flags & _NP_WARN) and 0 <= row < f.dimensions[0]
+                    and f.dimensions[1] * 32 >= <Py_ssize_t>self.grammar.vocab.size):
+                r = row
+                n_words = <size_t>f.dimensions[1]
+                words = <uint32_t *>(f.data + r * f.dimensions[1] * 4)
+                _np_fast_fills += 1
+                with nogil:
+                    rc = cm_matcher_fill_mask(self.ptr, words, n_words)
+                if rc:
+                    _raise(rc, "fill_bitmask")
+                return True
         try:
             PyObject_GetBuffer(bitmask, &buf, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT)
         except (ValueError, TypeError, BufferError):

@@ -78,6 +78,19 @@ def _batch_policy() -> None:
         pass
 
 
+# MatcherHandle, imported on the first matcher's construction (importing cfgmask loads no
+# extension) and kept: an import statement in __init__ was ~10 K instructions a matcher
+_HANDLE: Any = None
+
+
+def _handle_class() -> Any:
+    global _HANDLE
+    from ._core import MatcherHandle
+
+    _HANDLE = MatcherHandle
+    return MatcherHandle
+
+
 class PrefetchTiming(NamedTuple):
     """How a mask served from a prefetch was made: ``compute_seconds`` the C fill took on
     the worker; ``wait_seconds`` the ``fill_bitmask`` call waited for it (the part of the
@@ -120,14 +133,12 @@ class Matcher:
     """
 
     def __init__(self, compiled: CompiledGrammar, *, _handle: Any = None) -> None:
-        from ._core import MatcherHandle
-
         self._ahead: _Ahead | None = None
         self._timing: PrefetchTiming | None = None
         if not isinstance(compiled, CompiledGrammar):
             raise TypeError(f"Matcher needs a CompiledGrammar, not {type(compiled).__name__}")
         self.compiled = compiled
-        self._h = _handle if _handle is not None else MatcherHandle(compiled._handle)
+        self._h = _handle if _handle is not None else (_HANDLE or _handle_class())(compiled._handle)
 
     def __del__(self) -> None:
         # A queued prefetch is cancelled; a running one keeps the C matcher alive (the
@@ -147,9 +158,10 @@ class Matcher:
         row zeroed as a direct fill would leave it."""
         ahead = self._ahead
         if ahead is None:
-            # the common case in one call: a 2-D int32 numpy array, the row inside, wide enough
+            # the common case in one call: a 2-D int32 numpy array, an int row inside it, wide
+            # enough (fill_row checks the types itself)
             self._timing = None
-            if type(bitmask) is np.ndarray and type(row) is int and self._h.fill_row(bitmask, row):
+            if self._h.fill_row(bitmask, row):
                 return
             self._h.fill_mask(_row(bitmask, int(row), self.compiled.vocab.size))
             return
