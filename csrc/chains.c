@@ -1180,6 +1180,20 @@ static size_t first_node(const chain_walk *cd, int32_t B) {
     return lo;
 }
 
+/* Each of the n trie entries of all into bits (its id in acc: it goes on inside the next block)
+ * or, in order, into rest: how many went there. */
+__attribute__((noinline)) static size_t split_wraps(const uint32_t *restrict trie_ids, const uint32_t *restrict acc, const uint32_t *restrict all,
+                          size_t n, uint32_t *restrict bits, uint32_t *restrict rest) {
+    size_t r = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = all[i], id = trie_ids[k], word = id >> 5, on = acc[word] & (1u << (id & 31));
+        bits[word] |= on;
+        rest[r] = k;  /* (kept only where the token does not wrap) */
+        r += !on;
+    }
+    return r;
+}
+
 /* uncertain_items and push_items for a position of a plain block that wraps (b2 >= 0;
  * no exits, no acc points: its items are the end nodes of budget B, disjoint subtrees in
  * trie order), w empty: every node's token into w in trie order, and at once split by
@@ -1205,25 +1219,28 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     if (!rc) {
         w->cap_unc = cap;
         if (!accepted_at(g, cd, B + b2, acc)) memset(acc, 0, nw * sizeof *acc);
-        uint32_t *all = w->unc, follow[8];  /* (the rule's FOLLOW row: cm_follows) */
-        memcpy(follow, g->t.rule_follow + (size_t)rule * 8, sizeof follow);
-        for (size_t i = lo; i < hi; i++) {
-            const chain_node *x = &cd->nodes[i];
-            if (x->need >= B || !(follow[x->byte >> 5] >> (x->byte & 31) & 1u)) continue;
+        uint8_t follows[256];  /* (the rule's FOLLOW row, cm_follows, a byte a byte) */
+        const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
+        for (int c = 0; c < 256; c++) follows[c] = row[c >> 5] >> (c & 31) & 1u;
+        /* near a block's end ~40 K nodes of one or two tokens each: first every kept node's
+         * entries (a node's check and its range's start cost more than its tokens), then each
+         * token's id at once, split branch-free */
+        const chain_node *x = cd->nodes + lo, *x_end = cd->nodes + hi;
+        uint32_t *restrict all = w->unc, last = lo < hi ? cd->nodes[hi - 1].k_end : 0;
+        end = lo < hi ? cd->nodes[lo].k : 0;
+        for (; x < x_end; x++) {
+            if (x->need >= B || !follows[x->byte]) continue;
             uint32_t k = x->k, k_end = x->k_end;
-            if (k < end || k_end - k > bound - n) {  /* (cannot happen) */
+            /* ascending, disjoint and inside the span: at most bound entries in all */
+            if (k < end || k_end < k || k_end > last) {  /* (cannot happen) */
                 rc = 1;
                 break;
             }
             end = k_end;
             n_items++;
-            for (; k < k_end; k++) {
-                uint32_t id = trie_ids[k], bit = 1u << (id & 31);
-                all[n++] = k;
-                if (acc[id >> 5] & bit) bits[id >> 5] |= bit;
-                else rest[n_rest++] = k;
-            }
+            for (; k < k_end; k++) all[n++] = k;
         }
+        if (!rc) n_rest = split_wraps(trie_ids, acc, all, n, bits, rest);
     }
     free(acc);
     bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
