@@ -1181,40 +1181,35 @@ static size_t first_node(const chain_walk *cd, int32_t B) {
 }
 
 /* The entries of the nodes [x, x_end) kept at budget B (need below it, byte in follows) into
- * all, in order, counting the nodes kept into *n_items: their number, at most the nodes' span
- * (x_end[-1].k_end - x->k, checked: SIZE_MAX where they are not ascending and disjoint inside
- * it, which cannot happen).  Near a block's end ~40 K nodes of one or two tokens each: a plain
- * loop (vectorizing a node's one or two stores cost more than the stores). */
-__attribute__((noinline, optimize("no-tree-vectorize"))) static size_t gather_nodes(
-    const chain_node *x, const chain_node *x_end, int32_t B, const uint8_t *follows, uint32_t *restrict all,
-    size_t *n_items) {
+ * all, in order, each at once into bits (its id in acc: it goes on inside the next block) or,
+ * in order, appended to rest[*n_rest]; the nodes kept counted into *n_items.  The number of
+ * entries, at most the nodes' span (x_end[-1].k_end - x->k, checked: SIZE_MAX where they are
+ * not ascending and disjoint inside it, which cannot happen).  Near a block's end ~40 K nodes
+ * of one or two tokens each, at its last positions a few of 10^4: one plain loop, a token's
+ * split branch-free (a vectorized store of a node's one or two entries cost more than they). */
+__attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-distribution"))) static size_t gather_nodes(
+    const chain_node *x, const chain_node *x_end, int32_t B, const uint8_t *follows, const uint32_t *restrict trie_ids,
+    const uint32_t *restrict acc, uint32_t *restrict all, uint32_t *restrict bits, uint32_t *restrict rest,
+    size_t *n_rest, size_t *n_items) {
     uint32_t end = x->k, last = x_end[-1].k_end;
-    size_t n = 0, kept = 0;
+    size_t n = 0, kept = 0, r = 0;
     for (; x < x_end; x++) {
         if (x->need >= B || !follows[x->byte]) continue;
         uint32_t k = x->k, k_end = x->k_end;
         if (k < end || k_end < k || k_end > last) return SIZE_MAX;
         end = k_end;
         kept++;
-        for (; k < k_end; k++) all[n++] = k;
+        for (; k < k_end; k++) {
+            uint32_t id = trie_ids[k], word = id >> 5, on = acc[word] & (1u << (id & 31));
+            all[n++] = k;
+            bits[word] |= on;
+            rest[r] = k;  /* (kept only where the token does not wrap) */
+            r += !on;
+        }
     }
     *n_items += kept;
+    *n_rest = r;
     return n;
-}
-
-/* Each of the n trie entries of all into bits (its id in acc: it goes on inside the next block)
- * or, in order, into rest: how many went there. */
-__attribute__((noinline)) static size_t split_wraps(const uint32_t *restrict trie_ids, const uint32_t *restrict acc,
-                                                    const uint32_t *restrict all, size_t n, uint32_t *restrict bits,
-                                                    uint32_t *restrict rest) {
-    size_t r = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t k = all[i], id = trie_ids[k], word = id >> 5, on = acc[word] & (1u << (id & 31));
-        bits[word] |= on;
-        rest[r] = k;  /* (kept only where the token does not wrap) */
-        r += !on;
-    }
-    return r;
 }
 
 /* uncertain_items and push_items for a position of a plain block that wraps (b2 >= 0;
@@ -1245,11 +1240,11 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
         uint8_t follows[256];  /* (the rule's FOLLOW row, cm_follows, a byte a byte) */
         const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
         for (int c = 0; c < 256; c++) follows[c] = row[c >> 5] >> (c & 31) & 1u;
-        /* first every kept node's entries, then each token's id at once, split branch-free */
-        size_t got = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, w->unc, &n_items) : 0;
+        size_t got = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, trie_ids, acc, w->unc, bits,
+                                            rest, &n_rest, &n_items)
+                             : 0;
         if (got == SIZE_MAX) rc = 1;
         else n = got;
-        if (!rc) n_rest = split_wraps(trie_ids, acc, w->unc, n, bits, rest);
     }
     free(acc);
     bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
