@@ -1187,7 +1187,13 @@ static size_t first_node(const chain_walk *cd, int32_t B) {
  * not ascending and disjoint inside it, which cannot happen).  Near a block's end ~40 K nodes
  * of one or two tokens each, at its last positions a few of 10^4: one plain loop, a token's
  * split branch-free (a vectorized store of a node's one or two entries cost more than they). */
-__attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-distribution"))) static size_t gather_nodes(
+#if defined(__GNUC__) && !defined(__clang__)
+#define CM_PLAIN_LOOPS __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-distribution")))
+#else
+#define CM_PLAIN_LOOPS __attribute__((noinline))
+#endif
+
+CM_PLAIN_LOOPS static size_t gather_nodes(
     const chain_node *x, const chain_node *x_end, int32_t B, const uint8_t *follows, const uint32_t *restrict trie_ids,
     const uint32_t *restrict acc, uint32_t *restrict all, uint32_t *restrict bits, uint32_t *restrict rest,
     size_t *n_rest, size_t *n_items) {
