@@ -1180,6 +1180,44 @@ static size_t first_node(const chain_walk *cd, int32_t B) {
     return lo;
 }
 
+/* The entries of the nodes [x, x_end) kept at budget B (need below it, byte in follows) into
+ * all, in order, each at once into bits (its id in acc: it goes on inside the next block) or,
+ * in order, appended to rest[*n_rest]; the nodes kept counted into *n_items.  The number of
+ * entries, at most the nodes' span (x_end[-1].k_end - x->k, checked: SIZE_MAX where they are
+ * not ascending and disjoint inside it, which cannot happen).  Near a block's end ~40 K nodes
+ * of one or two tokens each, at its last positions a few of 10^4: one plain loop, a token's
+ * split branch-free (a vectorized store of a node's one or two entries cost more than they). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define CM_PLAIN_LOOPS __attribute__((noinline, optimize("no-tree-vectorize", "no-tree-loop-distribution")))
+#else
+#define CM_PLAIN_LOOPS __attribute__((noinline))
+#endif
+
+CM_PLAIN_LOOPS static size_t gather_nodes(
+    const chain_node *x, const chain_node *x_end, int32_t B, const uint8_t *follows, const uint32_t *restrict trie_ids,
+    const uint32_t *restrict acc, uint32_t *restrict all, uint32_t *restrict bits, uint32_t *restrict rest,
+    size_t *n_rest, size_t *n_items) {
+    uint32_t end = x->k, last = x_end[-1].k_end;
+    size_t n = 0, kept = 0, r = 0;
+    for (; x < x_end; x++) {
+        if (x->need >= B || !follows[x->byte]) continue;
+        uint32_t k = x->k, k_end = x->k_end;
+        if (k < end || k_end < k || k_end > last) return SIZE_MAX;
+        end = k_end;
+        kept++;
+        for (; k < k_end; k++) {
+            uint32_t id = trie_ids[k], word = id >> 5, on = acc[word] & (1u << (id & 31));
+            all[n++] = k;
+            bits[word] |= on;
+            rest[r] = k;  /* (kept only where the token does not wrap) */
+            r += !on;
+        }
+    }
+    *n_items += kept;
+    *n_rest = r;
+    return n;
+}
+
 /* uncertain_items and push_items for a position of a plain block that wraps (b2 >= 0;
  * no exits, no acc points: its items are the end nodes of budget B, disjoint subtrees in
  * trie order), w empty: every node's token into w in trie order, and at once split by
@@ -1193,7 +1231,7 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     const chain_walk *cd = cdata->w;
     const uint32_t *trie_ids = g->v->trie_ids;
     uint32_t rule = g->t.state_rule[state];
-    size_t lo = first_node(cd, B), hi = first_node(cd, B + 1), n_items = 0, end = 0;
+    size_t lo = first_node(cd, B), hi = first_node(cd, B + 1), n_items = 0;
     split_drop(cdata);
     /* the nodes' subtrees are disjoint and in trie order: the span of theirs bounds their tokens */
     size_t bound = lo < hi ? cd->nodes[hi - 1].k_end - cd->nodes[lo].k : 0;
@@ -1205,25 +1243,14 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     if (!rc) {
         w->cap_unc = cap;
         if (!accepted_at(g, cd, B + b2, acc)) memset(acc, 0, nw * sizeof *acc);
-        uint32_t *all = w->unc, follow[8];  /* (the rule's FOLLOW row: cm_follows) */
-        memcpy(follow, g->t.rule_follow + (size_t)rule * 8, sizeof follow);
-        for (size_t i = lo; i < hi; i++) {
-            const chain_node *x = &cd->nodes[i];
-            if (x->need >= B || !(follow[x->byte >> 5] >> (x->byte & 31) & 1u)) continue;
-            uint32_t k = x->k, k_end = x->k_end;
-            if (k < end || k_end - k > bound - n) {  /* (cannot happen) */
-                rc = 1;
-                break;
-            }
-            end = k_end;
-            n_items++;
-            for (; k < k_end; k++) {
-                uint32_t id = trie_ids[k], bit = 1u << (id & 31);
-                all[n++] = k;
-                if (acc[id >> 5] & bit) bits[id >> 5] |= bit;
-                else rest[n_rest++] = k;
-            }
-        }
+        uint8_t follows[256];  /* (the rule's FOLLOW row, cm_follows, a byte a byte) */
+        const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
+        for (int c = 0; c < 256; c++) follows[c] = row[c >> 5] >> (c & 31) & 1u;
+        size_t got = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, trie_ids, acc, w->unc, bits,
+                                            rest, &n_rest, &n_items)
+                             : 0;
+        if (got == SIZE_MAX) rc = 1;
+        else n = got;
     }
     free(acc);
     bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
