@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
 
+import cfgmask
 from cfgmask import ir
 
 from .reference import ReferenceMatcher
@@ -131,3 +133,16 @@ def json_spellings(data: object) -> set[str]:
         json.dumps(data, separators=(",", ":")),
         json.dumps(data, ensure_ascii=False, indent=1),
     }
+
+
+@contextmanager
+def core_switch(enable: Callable[[Any], object], value: object, default: object = True) -> Iterator[None]:
+    """A strategy of the core switched by ``enable(value)`` (a ``_core.*_enable``), every cache
+    cleared on entry and again after ``enable(default)`` restores it, so no entry outlives its mode."""
+    enable(value)
+    cfgmask.clear_caches()
+    try:
+        yield
+    finally:
+        enable(default)
+        cfgmask.clear_caches()

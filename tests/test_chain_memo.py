@@ -12,8 +12,8 @@ transition apart from a kept one analyses its own).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import alt, chars, grammar, lit, ref, rep, seq
+from .helpers import alt, chars, core_switch, grammar, lit, ref, rep, seq
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_repeats import CHAIN_PIECES, UNITS, _entries
@@ -34,15 +34,8 @@ CORPORA = Path(__file__).parent / "corpora"
 WHOLE = cfgmask.CompileLimits(unroll_budget=1024, unroll_whole=0)
 
 
-@contextmanager
-def _memos(on: bool) -> Iterator[None]:
-    _core.chain_memo_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.chain_memo_enable(True)
-        cfgmask.clear_caches()
+def _memos(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.chain_memo_enable, on)
 
 
 def _taken() -> int:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import numpy as np
 import pytest
@@ -29,6 +28,7 @@ from cfgmask import _core, ir
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.tables import build_tables
 
+from .helpers import core_switch
 from .strategies import SMALL, grammars
 
 
@@ -46,15 +46,8 @@ def _digest(t: object) -> str:
     return h.hexdigest()
 
 
-@contextmanager
-def _direct(on: bool) -> Iterator[None]:
-    _core.direct_build_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.direct_build_enable(True)
-        cfgmask.clear_caches()
+def _direct(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.direct_build_enable, on)
 
 
 def _outcome(g: ir.Grammar, limits: CompileLimits | None, on: bool) -> str:

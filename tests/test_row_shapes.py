@@ -10,8 +10,7 @@ as often, and every entry and mask equals the shapes on, every chain analysed an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import alt, chars, grammar, lit, seq
+from .helpers import alt, chars, core_switch, grammar, lit, seq
 from .strategies import Vocab, vocabularies
 from .test_chain_memo import (
     VOCAB,
@@ -38,15 +37,8 @@ from .test_engine_differential import _vocab
 from .test_repeats import CHAIN_PIECES, UNITS
 
 
-@contextmanager
-def _shapes(on: bool) -> Iterator[None]:
-    _core.chain_shapes_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.chain_shapes_enable(True)
-        cfgmask.clear_caches()
+def _shapes(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.chain_shapes_enable, on)
 
 
 def _entries_taken(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary, on: bool) -> tuple[list, int, int]:

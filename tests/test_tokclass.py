@@ -11,8 +11,7 @@ random vocabularies, narrow classes) and off; and the bulk walks taken where the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +20,7 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
+from .helpers import core_switch
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_entries import assert_same_entries
@@ -31,15 +31,8 @@ def _llama3() -> cfgmask.Vocabulary:
     return cfgmask.Vocabulary.llama3()
 
 
-@contextmanager
-def _mode(mode: int) -> Iterator[None]:
-    _core.tokclass_enable(mode)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.tokclass_enable(1)
-        cfgmask.clear_caches()
+def _mode(mode: int) -> AbstractContextManager[None]:
+    return core_switch(_core.tokclass_enable, mode, 1)
 
 
 def _string(pattern: str) -> cfgmask.Grammar:
