@@ -121,11 +121,8 @@ def _compile(front: Callable[..., Any], text: str, vocab: Any, limits: Any = Non
 
 
 def _replay(cm: Any, cg: Any, count: Counter, mask: Any, key: str, tokens: Sequence[int]) -> Iterator[str]:
-    holder: list[Any] = []
+    m = count.region(f"accept:{key}:0", cm.Matcher, cg)  # the construction counts as accept 0
     for i in range(len(tokens) + 1):
-        if not holder:
-            holder.append(count.region(f"accept:{key}:0", cm.Matcher, cg))
-        m = holder[0]
         count.region(f"fill:{key}:{i}", m.fill_bitmask, mask, 0)
         if i == len(tokens):
             break
