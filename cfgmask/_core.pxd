@@ -326,6 +326,9 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_run_hits()
     size_t cm_walk_filter_pair_hits()
     size_t cm_walk_listed_unread()
+    void cm_walk_loop_stop_enable(int on)
+    size_t cm_walk_loop_stops()
+    size_t cm_walk_loop_reduced()
 
 
 cdef extern from "cache.h" nogil:

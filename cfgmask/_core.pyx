@@ -1483,6 +1483,26 @@ def listed_unread():
     return cm_walk_listed_unread()
 
 
+def walk_loop_stop_enable(bint on):
+    """Loop stops of chart walks on (the default) or off: the trie subtree below a growing chart
+    set that holds an item, owing no debt, whose state goes to itself on the next byte is
+    settled from that item (csrc/walk.c); off, every byte is scanned.  The entries are the
+    same; clear the caches around a switch (for the tests)."""
+    cm_walk_loop_stop_enable(1 if on else 0)
+
+
+def walk_loop_stops():
+    """How many trie subtrees chart walks settled by a loop stop so far in this process
+    (csrc/walk.c, cm_walk_chart; for the tests)."""
+    return cm_walk_loop_stops()
+
+
+def walk_loop_reduced():
+    """How many entries of loop stops' subtrees a reduced chart (the loop item's closure alone,
+    past the byte that leaves the loop) accepted so far in this process (for the tests)."""
+    return cm_walk_loop_reduced()
+
+
 def stack_verdict_hits():
     """How many uncertain tokens' verdicts masks took from their grammar's stack verdicts
     (csrc/stackmemo.c) so far in this process (for the tests)."""

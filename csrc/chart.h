@@ -135,6 +135,17 @@ int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *state
 int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig);
 int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
 int cm_chart_push_completion(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin);
+/* Append a set made by `byte` (256: by none): the closure of the given items, each with its
+ * origin (an earlier set or CM_OUTER).  Left as it was on error. */
+int cm_chart_push_items(cm_chart *c, const cm_grammar *g, const cm_item *items, size_t n, uint16_t byte);
+/* Append an empty set made by `byte` (no item may name it as origin). */
+static inline int cm_chart_push_empty(cm_chart *c, uint16_t byte) {
+    int rc = cm_chart_begin_set(c);
+    if (rc) return rc;
+    c->set_byte[c->n_sets] = byte;
+    cm_chart_end_set(c);
+    return CM_OK;
+}
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);

@@ -280,6 +280,25 @@ int cm_chart_push_completion(cm_chart *c, const cm_grammar *g, uint32_t rule, ui
     return CM_OK;
 }
 
+/* Append a set made by `byte` (256: by none): the closure of the given items (packed
+ * states and origins, each an earlier set or CM_OUTER).  Left as it was on error. */
+int cm_chart_push_items(cm_chart *c, const cm_grammar *g, const cm_item *items, size_t n, uint16_t byte) {
+    size_t n_items = c->n_items;
+    int rc = cm_chart_begin_set(c);
+    if (rc) return rc;
+    c->set_byte[c->n_sets] = byte;
+    c->exited = false;
+    c->memo_used = NULL;
+    for (size_t i = 0; !rc && i < n; i++) rc = add_item(c, g, items[i].state, items[i].origin);
+    if (!rc) rc = close_set(c, g);
+    if (rc) {
+        c->n_items = n_items;
+        return rc;
+    }
+    cm_chart_end_set(c);
+    return CM_OK;
+}
+
 /* A chart whose first set is the closure of the given items (packed states),
  * each with origin CM_OUTER. */
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n) {

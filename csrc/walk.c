@@ -9,6 +9,7 @@
  *   - otherwise                                        -> rejected.
  * Completing at depth 0 needs no check: that continuation is another item of
  * the same Earley set.  Entries sharing a dead prefix share its fate. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,20 +50,181 @@ int cm_walk_push_uncertain(cm_walk *w, uint32_t k) {
     return CM_OK;
 }
 
+/* Loop stops.  Along a run of one byte a chart can grow by an item or more a byte (sql.lark
+ * after `SELECT`: each dash of ` --------` may start a negation or a `--` comment, one item per
+ * origin), so a walk down such a subtree costs the square of its depth.  Where a growing set
+ * holds a loop item -- one owing no debt whose state goes to itself on the next byte (the
+ * comment's body) -- the subtree below it is settled entry by entry from that item alone:
+ *   - an entry whose bytes past the set all keep the item's state is accepted: every later
+ *     scan keeps the item (scan_kernel: same state, same origin, no debt), so the chart
+ *     lives to the entry's end, as the scans would have found;
+ *   - an entry that leaves the loop at byte x is scanned from a reduced chart: the sets up to
+ *     the loop's set as they are, empty sets for the bytes the loop read (each with its byte,
+ *     for the debts that read spans), then the closure of the loop item alone at depth x.
+ *     Every set of it is a subset of the real chart's (the loop item is in the real set at
+ *     x, which is closed, and scans and closures only add items from items), so if the
+ *     reduced chart lives to the entry's end, so does the real one: accepted;
+ *   - every other entry (the reduced chart died, or the loop was left within LOOP_MIN_RUN
+ *     bytes) is scanned as before from the loop's set, its exits and FOLLOW checks as
+ *     cm_walk_chart's, after the others (entries in trie order, sharing their prefixes).
+ * The entries are the same; only which scans decide them changes. */
+#define LOOP_MIN_ITEMS 16
+#define LOOP_MIN_RUN 4
+
+static atomic_int g_loop_stop = 1;
+static atomic_size_t g_loop_stops, g_loop_reduced;
+
+void cm_walk_loop_stop_enable(int on) { atomic_store(&g_loop_stop, on ? 1 : 0); }
+
+size_t cm_walk_loop_stops(void) { return atomic_load(&g_loop_stops); }
+
+size_t cm_walk_loop_reduced(void) { return atomic_load(&g_loop_reduced); }
+
+/* A loop item of the chart's last set, if it has grown to LOOP_MIN_ITEMS items and more than
+ * the set before it: an item owing no debt whose state goes to itself on byte `next`. */
+static bool loop_item(const cm_grammar *g, const cm_chart *c, uint8_t next, cm_item *out) {
+    const cm_tables *t = &g->t;
+    size_t last = c->n_sets - 1, lo = c->set_start[last], hi = c->set_start[last + 1];
+    if (hi - lo < LOOP_MIN_ITEMS || (last && hi - lo <= lo - c->set_start[last - 1])) return false;
+    const int32_t *trans = t->trans;
+    const uint32_t nc = t->n_classes, cls = t->byte_class[next];
+    for (size_t i = lo; i < hi; i++) {
+        uint32_t packed = c->items[i].state, st = cm_st(packed);
+        if (!cm_la(packed) && trans[(size_t)st * nc + cls] == (int32_t)st) {
+            *out = c->items[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Defer entry k to the loop stop's scans from the loop's set (its list: the uncertain
+ * list's tail). */
+static int loop_defer(cm_walk *w, uint32_t k) { return cm_walk_push_uncertain(w, k); }
+
+/* The entries [k, end), which share their first D bytes (the path to the chart's last set,
+ * at depth D), settled from the loop item `it` of that set (see above). */
+static int loop_subtree(const cm_grammar *g, cm_chart *c, uint32_t rule, cm_item it, size_t k, size_t end, uint32_t D,
+                        cm_walk *w) {
+    const cm_vocab *v = g->v;
+    const cm_tables *t = &g->t;
+    const int32_t *row = t->trans + (size_t)cm_st(it.state) * t->n_classes;
+    const uint8_t *bc = t->byte_class;
+    const int32_t self = (int32_t)cm_st(it.state);
+    uint8_t *ex = w->ex, *fl = w->fl;
+    size_t iD = c->n_sets - 1, unc0 = w->n_unc;
+    int rc = CM_OK;
+    /* the reduced chart above set D: built along rp for depths up to r_have, rooted at r_x */
+    const uint8_t *rp = NULL;
+    uint32_t r_have = 0, r_x = 0, x_prev = 0;
+    for (size_t j = k; j < end && !rc; j++) {
+        uint32_t len, x;
+        const uint8_t *p = cm_trie_bytes(v, j, &len);
+        if (j > k && x_prev < v->trie_lcp[j]) {
+            x = x_prev;  /* the byte that leaves the loop is shared */
+        } else {
+            x = j > k ? v->trie_lcp[j] : D;
+            while (x < len && row[bc[p[x]]] == self) x++;
+        }
+        x_prev = x;
+        if (x == len) {
+            cm_walk_accept(w, v->trie_ids[j]);
+            continue;
+        }
+        if (x - D < LOOP_MIN_RUN) {
+            rc = loop_defer(w, (uint32_t)j);
+            continue;
+        }
+        uint32_t d = rp && r_x == x ? cm_common_prefix(rp, r_have, p, len) : 0;
+        if (d < x) {  /* a new root: empty sets for the loop's bytes, then the item's closure */
+            rp = NULL;
+            cm_chart_truncate(c, iD + 1);
+            int r = CM_OK;
+            for (uint32_t e = D; e + 1 < x && !r; e++) r = cm_chart_push_empty(c, p[e]);
+            if (!r) r = cm_chart_push_items(c, g, &it, 1, p[x - 1]);
+            if (r) {  /* memory or limits: the real chart decides */
+                rc = loop_defer(w, (uint32_t)j);
+                continue;
+            }
+            d = x;
+            r_x = x;
+        }
+        cm_chart_truncate(c, iD + 1 + (d - D));
+        int r = 1;
+        for (; d < len && (r = cm_chart_scan(c, g, p[d])) > 0; d++) {
+        }
+        rp = p;
+        r_have = d;
+        if (r > 0) {
+            cm_walk_accept(w, v->trie_ids[j]);
+            atomic_fetch_add_explicit(&g_loop_reduced, 1, memory_order_relaxed);
+        } else {
+            rc = loop_defer(w, (uint32_t)j);
+        }
+    }
+    atomic_fetch_add_explicit(&g_loop_stops, 1, memory_order_relaxed);
+    /* The deferred entries, scanned from set D as cm_walk_chart scans them, in trie order,
+     * each sharing the sets of its common prefix with the one before.  They lie on the
+     * uncertain list from unc0 on; the list is compacted in place (the entry at i is read
+     * before the i-th or an earlier slot is written), keeping the uncertain ones. */
+    size_t n_def = w->n_unc - unc0;
+    const uint8_t *prev = NULL;
+    uint32_t have = D;
+    cm_chart_truncate(c, iD + 1);
+    w->n_unc = unc0;
+    for (size_t i = 0; i < n_def && !rc; i++) {
+        uint32_t j = w->unc[unc0 + i], len;
+        const uint8_t *p = cm_trie_bytes(v, j, &len);
+        uint32_t d = prev ? cm_common_prefix(prev, have, p, len) : D;
+        if (d < D) d = D;
+        bool dead = false;
+        uint8_t f = 0;
+        cm_chart_truncate(c, iD + 1 + (d - D));
+        for (; d < len; d++) {
+            f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
+            int r = cm_chart_scan(c, g, p[d]);
+            if (r <= 0) {
+                rc = r;
+                dead = true;
+                break;
+            }
+            ex[d + 1] = c->exited;
+            fl[d + 1] = f;
+        }
+        prev = p;
+        have = d;
+        if (rc) break;
+        if (!dead) cm_walk_accept(w, v->trie_ids[j]);
+        else if (f) w->unc[w->n_unc++] = j;
+    }
+    return rc;
+}
+
 int cm_walk_chart(const cm_grammar *g, cm_chart *c, uint32_t rule, size_t k, size_t k_end, uint32_t d0, uint8_t f0,
                   int ex0, cm_walk *w) {
     const cm_vocab *v = g->v;
     uint8_t *ex = w->ex, *fl = w->fl;
     size_t base = c->n_sets;  /* sets at depth d0 and before */
     int rc = CM_OK;
+    bool loops = atomic_load_explicit(&g_loop_stop, memory_order_relaxed);
     /* an exit at depth 0 is another item of the same set; deeper, it is an exit
      * (ex0 >= 0: the exit of the set the items were taken from) */
     ex[d0] = d0 ? (ex0 >= 0 ? (uint8_t)ex0 : c->exited) : 0;
     fl[d0] = f0;  /* an exit before d0 (a flat walk's) */
+    if (loops && k < k_end) {  /* the set the walk starts from (later ones: when they are made) */
+        uint32_t len;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        cm_item it;
+        if (len > d0 && (k_end - k > 1 || len - d0 >= LOOP_MIN_RUN) && loop_item(g, c, p[d0], &it)) {
+            rc = loop_subtree(g, c, rule, it, k, k_end, d0, w);
+            k = k_end;
+        }
+    }
     while (k < k_end && !rc) {
         uint32_t len, d = v->trie_lcp[k] > d0 ? v->trie_lcp[k] : d0, dead_at = 0;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         uint8_t f = 0;
+        bool stopped = false;
         cm_chart_truncate(c, base + (d - d0));
         for (; d < len; d++) {
             f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
@@ -74,8 +236,21 @@ int cm_walk_chart(const cm_grammar *g, cm_chart *c, uint32_t rule, size_t k, siz
             }
             ex[d + 1] = c->exited;
             fl[d + 1] = f;
+            if (loops) {
+                size_t end = v->skip[v->trie_off[k] + d];
+                cm_item it;
+                if (end > k_end) end = k_end;
+                if ((end - k > 1 || len - (d + 1) >= LOOP_MIN_RUN) &&
+                    loop_item(g, c, d + 1 < len ? p[d + 1] : p[d], &it)) {
+                    rc = loop_subtree(g, c, rule, it, k, end, d + 1, w);
+                    k = end;
+                    stopped = true;
+                    break;
+                }
+            }
         }
         if (rc) break;
+        if (stopped) continue;
         if (!dead_at) {
             cm_walk_accept(w, v->trie_ids[k++]);
             continue;

@@ -66,6 +66,14 @@ size_t cm_walk_filter_pair_hits(void);
 /* How many tokens of listed walks (cm_walk_listed_at) died on a byte no item of
  * their set reads, without a scan, so far in this process (for the tests). */
 size_t cm_walk_listed_unread(void);
+/* Loop stops of chart walks (cm_walk_chart): the subtree below a growing set that holds an
+ * item, owing nothing, whose state goes to itself on the next byte is settled from that item
+ * (walk.c).  On by default; off: every byte is scanned (the entries are the same). */
+void cm_walk_loop_stop_enable(int on);
+/* How many subtrees loop stops settled so far in this process (for the tests). */
+size_t cm_walk_loop_stops(void);
+/* How many of their entries a reduced chart (the loop item's closure alone) accepted. */
+size_t cm_walk_loop_reduced(void);
 /* The filter's memo of verdicts (a cache's, freed with it). */
 typedef struct cm_follow_memo cm_follow_memo;
 void cm_follow_memo_free(cm_follow_memo *m);
