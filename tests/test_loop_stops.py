@@ -42,7 +42,9 @@ PIECES = (
 
 
 def _vocab(pieces: tuple[bytes, ...]) -> tuple[cfgmask.Vocabulary, list[bytes]]:
-    vocab = cfgmask.Vocabulary.from_token_bytes([*pieces, None], stop_token_ids=[len(pieces)], special_token_ids=[])
+    vocab = cfgmask.Vocabulary.from_token_bytes(
+        [*pieces, None], stop_token_ids=[len(pieces)], special_token_ids=[]
+    )
     return vocab, [*pieces, b""]
 
 
@@ -93,7 +95,7 @@ def _walk(ref: ReferenceMatcher, tokens: list[bytes], rng: random.Random, steps:
     return out
 
 
-def _check(pieces: tuple[bytes, ...], walk_of: object = None, seed: int = 0, steps: int = 1) -> tuple[int, int]:
+def _check(pieces: tuple[bytes, ...], seed: int = 0, steps: int = 1) -> tuple[int, int]:
     """Masks along a walk equal the reference's and the masks with loop stops off; returns how many
     subtrees the stops settled and how many entries reduced charts accepted, stops on."""
     grammar = cfgmask.Grammar.from_lark(SQL)
@@ -143,15 +145,20 @@ def test_random_vocabularies(seed: int) -> None:
     _check(pieces, seed=seed, steps=4)
 
 
-def _entries(grammar: cfgmask.Grammar, vocab: cfgmask.Vocabulary, **strategy: bool) -> list[tuple[list, list]]:
+def _entries(
+    grammar: cfgmask.Grammar, vocab: cfgmask.Vocabulary, **strategy: bool
+) -> list[tuple[list, list]]:
+    """Every state's entry (accepted words, uncertain ids) of a fresh compile."""
     cfgmask.clear_caches()
     compiled = cfgmask.compile(grammar, vocab, _strategy=Strategy(**strategy))
-    return [
-        (a.tolist(), b.tolist()) for a, b in (compiled._handle.entry(s) for s in range(compiled.tables.n_states))
-    ]
+    handle = compiled._handle
+    return [(a.tolist(), b.tolist()) for a, b in (handle.entry(s) for s in range(compiled.tables.n_states))]
 
 
-@pytest.mark.parametrize("strategy", [{}, {"compose_entries": False, "flat_walks": False, "share_loop_walks": False}])
+CHART_WALKS = {"compose_entries": False, "flat_walks": False, "share_loop_walks": False}
+
+
+@pytest.mark.parametrize("strategy", [{}, CHART_WALKS])
 def test_every_entry_as_without_stops(strategy: dict[str, bool]) -> None:
     """Every state's entry, accepted and uncertain tokens, equal with loop stops on and off (the
     uncertain ones are what the scans from the loop's set add back: a comment, a newline, then a
