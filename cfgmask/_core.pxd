@@ -338,6 +338,8 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_shaped_rows()
     void cm_chain_row_gather_enable(int on)
     size_t cm_chain_gathered_rows()
+    void cm_chain_kept_batch_enable(int on)
+    size_t cm_chain_kept_batched()
     void cm_chain_wrap_direct_enable(int on)
     size_t cm_chain_wrap_direct_hits()
     size_t cm_chain_memo_hits()

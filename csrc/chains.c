@@ -1139,6 +1139,78 @@ static int kept_of(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, ui
     return CM_OK;
 }
 
+/* kept_of for every acc point of items[0..n) not cached yet, filtered in one call: a chain's
+ * first position meets ~100 acc points of a few tokens each, and each filter call's own
+ * cost (its scratch arrays, the item's chart, the memo's set-up: ~3 K instructions) was most
+ * of it.  The filter's verdict is the token's (the sets a token shares with the one before
+ * only save its scan), so each point keeps what a call of its own would keep: the kept
+ * tokens come back in order, a subsequence of the pushed ones, and each point takes those of
+ * its own range.  Off (cm_chain_kept_batch_enable), or with fewer than two points to filter,
+ * kept_of filters each on its own as before. */
+static atomic_int g_kept_batch = 1;
+static atomic_size_t g_kept_batched;  /* acc points filtered in a batch (the tests read it) */
+
+void cm_chain_kept_batch_enable(int on) { atomic_store(&g_kept_batch, on); }
+
+size_t cm_chain_kept_batched(void) { return atomic_load(&g_kept_batched); }
+
+static int kept_batch(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items, size_t n,
+                      cm_walk *tmp) {
+    if (!atomic_load(&g_kept_batch) || n < 2) return CM_OK;
+    uint64_t rule_key = (uint64_t)g->t.state_rule[state] << 32;
+    uint32_t *miss = malloc(n * sizeof *miss), *pushed = NULL;
+    size_t n_miss = 0, n_pushed = 0;
+    if (!miss) return CM_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (!cdata->cap_kept || !kept_find(cdata, (rule_key | items[i]) + 1)->key) miss[n_miss++] = items[i];
+    }
+    int rc = CM_OK;
+    if (n_miss >= 2) {
+        size_t total = 0;
+        for (size_t i = 0; i < n_miss; i++) {
+            uint32_t k, k_end;
+            item_range(cdata->w, miss[i], &k, &k_end);
+            total += k_end - k;
+        }
+        if (!tmp->ex) {  /* the scratch walk (the filter needs its depths) */
+            free(tmp->unc);
+            rc = cm_walk_init(tmp, g);
+        }
+        tmp->n_unc = 0;
+        if (!rc && !(pushed = malloc((total ? total : 1) * sizeof *pushed))) rc = CM_ERR_NOMEM;
+        for (size_t i = 0; !rc && i < n_miss; i++) {
+            uint32_t k, k_end;
+            item_range(cdata->w, miss[i], &k, &k_end);
+            for (; !rc && k < k_end; k++) {
+                pushed[n_pushed++] = k;
+                rc = cm_walk_push_uncertain(tmp, k);
+            }
+        }
+        if (!rc) cm_walk_filter_uncertain(g, state, tmp);
+        size_t cap = cdata->cap_pool;
+        if (!rc && cdata->n_pool + tmp->n_unc > cap)
+            rc = cm_grow_to((void **)&cdata->pool, &cap, cdata->n_pool + tmp->n_unc, sizeof *cdata->pool);
+        if (!rc) cdata->cap_pool = cap;
+        /* each point's share: the kept tokens, in order, matched against the pushed ones */
+        size_t j = 0, at = 0;
+        for (size_t i = 0; !rc && i < n_miss; i++) {
+            uint32_t k, k_end, off = (uint32_t)cdata->n_pool;
+            item_range(cdata->w, miss[i], &k, &k_end);
+            for (size_t end = at + (k_end - k); at < end; at++)
+                if (j < tmp->n_unc && tmp->unc[j] == pushed[at]) cdata->pool[cdata->n_pool++] = tmp->unc[j++];
+            if ((rc = kept_grow(cdata))) break;
+            *kept_find(cdata, (rule_key | miss[i]) + 1) =
+                (kept_slot){(rule_key | miss[i]) + 1, off, (uint32_t)(cdata->n_pool - off)};
+            cdata->n_kept++;
+        }
+        if (!rc && j != tmp->n_unc) rc = CM_ERR_STATE;  /* not a subsequence: cannot happen */
+        if (!rc) atomic_fetch_add(&g_kept_batched, n_miss);
+    }
+    free(pushed);
+    free(miss);
+    return rc;
+}
+
 /* The items' tokens into w, filtered (each acc point's from its cache) when the
  * entry's uncertain tokens would be: build_entry (cache.c) filters an entry of
  * at most CM_FILTER_MAX_UNCERTAIN.  w holds the exits'.  Not when the walk is
@@ -1330,6 +1402,7 @@ static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata,
     rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
     if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
     for (size_t j = 0; !rc && j < tmp.n_unc; j++) rc = cm_walk_push_uncertain(w, tmp.unc[j]);
+    if (!rc && i < n_items) rc = kept_batch(g, state, cdata, items + i, n_items - i, &tmp);
     for (; !rc && i < n_items; i++) {
         const uint32_t *ks;
         uint32_t n;
