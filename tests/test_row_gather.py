@@ -24,7 +24,17 @@ from cfgmask.compile.strategy import Strategy
 
 from .helpers import alt, chars, core_switch, grammar, lit, seq
 from .strategies import Vocab, vocabularies
-from .test_chain_memo import VOCAB, _all_entries, _assert_same, _memos, _replay, _string, _taken, _two_values, repeated
+from .test_chain_memo import (
+    VOCAB,
+    _all_entries,
+    _assert_same,
+    _memos,
+    _replay,
+    _string,
+    _taken,
+    _two_values,
+    repeated,
+)
 from .test_engine_differential import _vocab
 from .test_repeats import CHAIN_PIECES, UNITS
 
@@ -99,12 +109,13 @@ def _wide(skip: str, prefix: str) -> ir.Grammar:
     return grammar(root=seq(lit(prefix), doubled, _string(chars(*(c for c in LETTERS if c != skip)), 0, 25)))
 
 
-@pytest.mark.parametrize(("skip", "taken"), [("", True), ("r", False)])
+@pytest.mark.parametrize(("skip", "taken"), [("", True), ("b", False), ("d", False), ("r", False)])
 def test_wide_slot_checked_past_the_first_lanes(skip: str, taken: bool) -> None:
     """A kept string of a..s, then one of a..s but skip: with none skipped the rows are the kept
-    ones renamed and the memo is taken; with r skipped our row leads r (one of the slot's last
-    other classes, past lane 16) nowhere where the memo's leads on (its hint, the steps along s,
-    is the same): the check refuses it, gathers on as off, and the entries are plain walks'."""
+    ones renamed and the memo is taken; with a letter skipped our row leads it nowhere where the
+    memo's leads on (the hint, the steps along s, is the same): the check refuses it on the first
+    row, gathers on as off, and the entries are plain walks'.  b's and d's classes sit past the
+    first 8 lanes (a check of those alone took their memos)."""
     vocab = _vocab(WIDE_VOCAB)
     gs = [_wide("", ""), _wide(skip, "{")]
     with _memos(True), _gather(True):
