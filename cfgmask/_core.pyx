@@ -1440,6 +1440,32 @@ def chain_shaped_rows():
     return cm_chain_shaped_rows()
 
 
+def chain_row_gather_enable(bint on):
+    """Compare a shaped row's other classes with their slots' first pairs' 8 at a time by AVX2
+    gathers where the CPU has them (csrc/chains.c, the default) or, off, one by one: the
+    reference the tests compare against.  Process-wide."""
+    cm_chain_row_gather_enable(1 if on else 0)
+
+
+def chain_gathered_rows():
+    """How many shaped rows had their other classes gathered so far in this process (for the
+    tests; 0 on a CPU without AVX2)."""
+    return cm_chain_gathered_rows()
+
+
+def chain_kept_batch_enable(bint on):
+    """Filter a chain position's acc points not filtered yet in one call (csrc/chains.c, the
+    default) or, off, each in a call of its own: the reference the tests compare against.
+    Process-wide."""
+    cm_chain_kept_batch_enable(1 if on else 0)
+
+
+def chain_kept_batched():
+    """How many acc points of chains were filtered in a batch so far in this process (for the
+    tests)."""
+    return cm_chain_kept_batched()
+
+
 def chain_wrap_direct_enable(bint on):
     """Split a wrapping block position's uncertain tokens as its entry is assembled from the
     chain's bitsets (csrc/chains.c, the default) or, off, afterwards a token at a time: the

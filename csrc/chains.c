@@ -1139,6 +1139,78 @@ static int kept_of(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, ui
     return CM_OK;
 }
 
+/* kept_of for every acc point of items[0..n) not cached yet, filtered in one call: a chain's
+ * first position meets ~100 acc points of a few tokens each, and each filter call's own
+ * cost (its scratch arrays, the item's chart, the memo's set-up: ~3 K instructions) was most
+ * of it.  The filter's verdict is the token's (the sets a token shares with the one before
+ * only save its scan), so each point keeps what a call of its own would keep: the kept
+ * tokens come back in order, a subsequence of the pushed ones, and each point takes those of
+ * its own range.  Off (cm_chain_kept_batch_enable), or with fewer than two points to filter,
+ * kept_of filters each on its own as before. */
+static atomic_int g_kept_batch = 1;
+static atomic_size_t g_kept_batched;  /* acc points filtered in a batch (the tests read it) */
+
+void cm_chain_kept_batch_enable(int on) { atomic_store(&g_kept_batch, on); }
+
+size_t cm_chain_kept_batched(void) { return atomic_load(&g_kept_batched); }
+
+static int kept_batch(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items, size_t n,
+                      cm_walk *tmp) {
+    if (!atomic_load(&g_kept_batch) || n < 2) return CM_OK;
+    uint64_t rule_key = (uint64_t)g->t.state_rule[state] << 32;
+    uint32_t *miss = malloc(n * sizeof *miss), *pushed = NULL;
+    size_t n_miss = 0, n_pushed = 0;
+    if (!miss) return CM_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (!cdata->cap_kept || !kept_find(cdata, (rule_key | items[i]) + 1)->key) miss[n_miss++] = items[i];
+    }
+    int rc = CM_OK;
+    if (n_miss >= 2) {
+        size_t total = 0;
+        for (size_t i = 0; i < n_miss; i++) {
+            uint32_t k, k_end;
+            item_range(cdata->w, miss[i], &k, &k_end);
+            total += k_end - k;
+        }
+        if (!tmp->ex) {  /* the scratch walk (the filter needs its depths) */
+            free(tmp->unc);
+            rc = cm_walk_init(tmp, g);
+        }
+        tmp->n_unc = 0;
+        if (!rc && !(pushed = malloc((total ? total : 1) * sizeof *pushed))) rc = CM_ERR_NOMEM;
+        for (size_t i = 0; !rc && i < n_miss; i++) {
+            uint32_t k, k_end;
+            item_range(cdata->w, miss[i], &k, &k_end);
+            for (; !rc && k < k_end; k++) {
+                pushed[n_pushed++] = k;
+                rc = cm_walk_push_uncertain(tmp, k);
+            }
+        }
+        if (!rc) cm_walk_filter_uncertain(g, state, tmp);
+        size_t cap = cdata->cap_pool;
+        if (!rc && cdata->n_pool + tmp->n_unc > cap)
+            rc = cm_grow_to((void **)&cdata->pool, &cap, cdata->n_pool + tmp->n_unc, sizeof *cdata->pool);
+        if (!rc) cdata->cap_pool = cap;
+        /* each point's share: the kept tokens, in order, matched against the pushed ones */
+        size_t j = 0, at = 0;
+        for (size_t i = 0; !rc && i < n_miss; i++) {
+            uint32_t k, k_end, off = (uint32_t)cdata->n_pool;
+            item_range(cdata->w, miss[i], &k, &k_end);
+            for (size_t end = at + (k_end - k); at < end; at++)
+                if (j < tmp->n_unc && tmp->unc[j] == pushed[at]) cdata->pool[cdata->n_pool++] = tmp->unc[j++];
+            if ((rc = kept_grow(cdata))) break;
+            *kept_find(cdata, (rule_key | miss[i]) + 1) =
+                (kept_slot){(rule_key | miss[i]) + 1, off, (uint32_t)(cdata->n_pool - off)};
+            cdata->n_kept++;
+        }
+        if (!rc && j != tmp->n_unc) rc = CM_ERR_STATE;  /* not a subsequence: cannot happen */
+        if (!rc) atomic_fetch_add(&g_kept_batched, n_miss);
+    }
+    free(pushed);
+    free(miss);
+    return rc;
+}
+
 /* The items' tokens into w, filtered (each acc point's from its cache) when the
  * entry's uncertain tokens would be: build_entry (cache.c) filters an entry of
  * at most CM_FILTER_MAX_UNCERTAIN.  w holds the exits'.  Not when the walk is
@@ -1330,6 +1402,7 @@ static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata,
     rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
     if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
     for (size_t j = 0; !rc && j < tmp.n_unc; j++) rc = cm_walk_push_uncertain(w, tmp.unc[j]);
+    if (!rc && i < n_items) rc = kept_batch(g, state, cdata, items + i, n_items - i, &tmp);
     for (; !rc && i < n_items; i++) {
         const uint32_t *ks;
         uint32_t n;
@@ -1811,12 +1884,49 @@ typedef struct shape_plans {
     uint16_t *plans;    /* [n_shapes * 4 * n_pairs]: per shape (class, memo class) of each slot's
                          * first pair, where each slot's other classes end, those classes; NULL: none */
     uint16_t *n_first;  /* [n_shapes]: its slots, UINT16_MAX: not planned yet */
+    uint16_t *gather;   /* [n_shapes * 2 * n_pad]: per shape each other class, then its slot's first
+                         * pair's class, each run padded with class 0 to n_pad; NULL: the scalar loop */
+    uint32_t n_pad;     /* n_pairs rounded up to a multiple of 8 */
     size_t n_rows;      /* rows checked by a plan */
+    size_t n_gathered;  /* of them, rows whose other classes were compared 8 at a time */
 } shape_plans;
+
+/* A row's other classes against their slots' first pairs' 8 lanes at a time: AVX2 gathers
+ * where the CPU has them (a string position's row: ~40 other classes, ~200 instructions a
+ * row one by one, of ~225), else the plan's scalar loop.  Same answer either way: whether any
+ * other class's target differs, bit for bit, from its slot's first pair's. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define CM_ROW_GATHER 1
+__attribute__((target("avx2"))) static uint32_t others_differ_avx2(const int32_t *row, const uint16_t *oc,
+                                                                 const uint16_t *fc, uint32_t n) {
+    __m256i acc = _mm256_setzero_si256();
+    for (uint32_t at = 0; at < n; at += 8) {
+        __m256i io = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(oc + at)));
+        __m256i jf = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(fc + at)));
+        __m256i a = _mm256_i32gather_epi32((const int *)row, io, 4);
+        __m256i b = _mm256_i32gather_epi32((const int *)row, jf, 4);
+        acc = _mm256_or_si256(acc, _mm256_xor_si256(a, b));
+    }
+    return !_mm256_testz_si256(acc, acc);
+}
+
+static bool row_gather_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+#endif
+
+static atomic_int g_row_gather = 1;
+static atomic_size_t g_gathered_rows;  /* rows whose other classes were gathered (the tests read it) */
+
+void cm_chain_row_gather_enable(int on) { atomic_store(&g_row_gather, on); }
+
+size_t cm_chain_gathered_rows(void) { return atomic_load(&g_gathered_rows); }
 
 static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc, const uint16_t *pm,
                        uint32_t n_pairs) {
-    *sp = (shape_plans){m, pc, pm, n_pairs, NULL, NULL, 0};
+    *sp = (shape_plans){m, pc, pm, n_pairs, NULL, NULL, NULL, 0, 0, 0};
     if (!m->shape || !n_pairs || !atomic_load(&g_row_shapes)) return;
     sp->plans = malloc((size_t)m->n_shapes * 4 * n_pairs * sizeof *sp->plans);
     sp->n_first = malloc((size_t)m->n_shapes * sizeof *sp->n_first);
@@ -1826,13 +1936,21 @@ static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc,
         sp->plans = sp->n_first = NULL;
         return;
     }
+#ifdef CM_ROW_GATHER
+    if (atomic_load(&g_row_gather) && row_gather_supported()) {
+        sp->n_pad = (n_pairs + 7) & ~7u;
+        sp->gather = malloc((size_t)m->n_shapes * 2 * sp->n_pad * sizeof *sp->gather);  /* NULL: scalar */
+    }
+#endif
     for (uint32_t x = 0; x < m->n_shapes; x++) sp->n_first[x] = UINT16_MAX;
 }
 
 static void plans_done(shape_plans *sp) {
     if (sp->n_rows) atomic_fetch_add(&g_shaped_rows, sp->n_rows);
+    if (sp->n_gathered) atomic_fetch_add(&g_gathered_rows, sp->n_gathered);
     free(sp->plans);
     free(sp->n_first);
+    free(sp->gather);
 }
 
 static void plan_shape(shape_plans *sp, uint32_t x) {
@@ -1855,6 +1973,16 @@ static void plan_shape(shape_plans *sp, uint32_t x) {
         uint32_t j = order[slot[sp->pm[p]]];
         if (pl[2 * j] != sp->pc[p] || pl[2 * j + 1] != sp->pm[p]) others[ends[j] - n_other[j]--] = sp->pc[p];
     }
+    if (sp->gather) {  /* the others again, each beside its slot's first pair's class, padded */
+        uint16_t *oc = sp->gather + (size_t)x * 2 * sp->n_pad, *fc = oc + sp->n_pad;
+        uint32_t at = 0;
+        for (uint32_t j = 0; j < n_first; j++)
+            for (; at < ends[j]; at++) {
+                oc[at] = others[at];
+                fc[at] = pl[2 * j];
+            }
+        for (; at < sp->n_pad; at++) oc[at] = fc[at] = 0;  /* row[0] ^ row[0]: no difference */
+    }
     sp->n_first[x] = (uint16_t)n_first;
 }
 
@@ -1873,6 +2001,20 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
                    *others = pl + 3 * sp->n_pairs;
     uint32_t n_first = sp->n_first[s], differ = 0;
     sp->n_rows++;
+#ifdef CM_ROW_GATHER
+    if (sp->gather) {  /* the names first, as below; then the others all at once */
+        sp->n_gathered++;
+        for (uint32_t k = 0; k < n_first; k++) {
+            uint32_t e = mrow[pl[2 * k + 1]];
+            int named = pair_name(g, m, e, row[pl[2 * k]], new_of, lab, out_flags);
+            if (named < 0) return false;
+            if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
+        }
+        uint32_t n_others = n_first ? ends[n_first - 1] : 0;
+        const uint16_t *oc = sp->gather + (size_t)s * 2 * sp->n_pad;
+        differ = n_others ? others_differ_avx2(row, oc, oc + sp->n_pad, n_others) : 0;
+    } else
+#endif
     for (uint32_t k = 0, at = 0; k < n_first; k++) {
         uint32_t e = mrow[pl[2 * k + 1]];
         int32_t r = row[pl[2 * k]];

@@ -29,6 +29,18 @@ void cm_chain_memo_enable(int on);
 void cm_chain_shapes_enable(int on);
 /* How many rows were checked by their shape so far (process-wide). */
 size_t cm_chain_shaped_rows(void);
+/* A shaped row's other classes compared with AVX2 gathers, 8 at a time, where the CPU
+ * has them (on, the default), or one by one (off: the reference the tests compare
+ * against).  Process-wide. */
+void cm_chain_row_gather_enable(int on);
+/* How many rows had their other classes gathered so far (process-wide). */
+size_t cm_chain_gathered_rows(void);
+/* A chain position's acc points not filtered yet filtered in one call (on, the
+ * default), or each in a call of its own (off: the reference the tests compare
+ * against).  Process-wide. */
+void cm_chain_kept_batch_enable(int on);
+/* How many acc points were filtered in a batch so far (process-wide). */
+size_t cm_chain_kept_batched(void);
 /* A wrapping block position's wrap split made with its entry, from its chain's
  * bitsets (on, the default), or by cm_chain_wrap a token at a time (off: the
  * reference the tests compare against).  Process-wide. */
