@@ -1442,8 +1442,9 @@ def chain_shaped_rows():
 
 def chain_row_gather_enable(bint on):
     """Compare a shaped row's other classes with their slots' first pairs' 8 at a time by AVX2
-    gathers where the CPU has them (csrc/chains.c, the default) or, off, one by one: the
-    reference the tests compare against.  Process-wide."""
+    gathers where the CPU has them (csrc/chains.c) or, off (the default: on the AMD EPYC we
+    measure on, a gather is microcoded and the chain starts ran 9-10 % slower in wall time
+    although their instructions fell), one by one.  Process-wide."""
     cm_chain_row_gather_enable(1 if on else 0)
 
 

@@ -1917,7 +1917,7 @@ static bool row_gather_supported(void) {
 }
 #endif
 
-static atomic_int g_row_gather = 1;
+static atomic_int g_row_gather = 0;  /* off: on this AMD EPYC a gather is microcoded, +9-10 % wall on the chain starts (design.md §7) */
 static atomic_size_t g_gathered_rows;  /* rows whose other classes were gathered (the tests read it) */
 
 void cm_chain_row_gather_enable(int on) { atomic_store(&g_row_gather, on); }

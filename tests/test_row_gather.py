@@ -51,7 +51,7 @@ AVX2 = _has_avx2()
 
 
 def _gather(on: bool) -> AbstractContextManager[None]:
-    return core_switch(_core.chain_row_gather_enable, on)
+    return core_switch(_core.chain_row_gather_enable, on, default=False)
 
 
 def _entries_taken(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary, on: bool) -> tuple[list, int, int]:
