@@ -8,18 +8,11 @@ their own (nothing a user compiled goes in), and pinned in :data:`.cache.CACHE`,
 generation of it, the one after ``clear_caches()`` included, starts with them: what the
 engine is made of, like the vocabulary's pinned walks, not what an earlier grammar taught.
 A schema's own rules (the start rule's component) are not kept.
-
-Its components are keyed by their bodies, not their rules' names (``_dag.plan``), so they are
-taken wherever a schema has the same rule under another name: besides a JSON value's parts, the
-scalars most schemas have (an integer, a number, a boolean, each used twice so that it is built
-on its own with the shared inline cap, and an object's closing ``ws "}"``), whose automata every
-schema with such properties would otherwise build again after ``clear_caches()``.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from .cache import CACHE, AutomatonCache
 from .limits import DEFAULT_LIMITS
@@ -27,25 +20,8 @@ from .prepare import prepare
 from .tables import build_tables
 
 # The schemas whose shared rules are pinned, each in both generation modes: any value, an
-# object or an array of any values, a plain string, and an object of the common scalars.
-SCHEMAS: tuple[dict[str, Any], ...] = (
-    {},
-    {"type": "object"},
-    {"type": "array"},
-    {"type": "string"},
-    {
-        "type": "object",
-        "properties": {
-            "a": {"type": "integer"},
-            "b": {"type": "integer"},
-            "c": {"type": "number"},
-            "d": {"type": "number"},
-            "e": {"type": "boolean"},
-            "f": {"type": "boolean"},
-        },
-        "required": ["a"],
-    },
-)
+# object or an array of any values, and a plain string.
+SCHEMAS: tuple[dict[str, str], ...] = ({}, {"type": "object"}, {"type": "array"}, {"type": "string"})
 
 _LOCK = threading.Lock()
 _pinned = False
