@@ -280,13 +280,14 @@ def plan(
             cap = cap_of[m] = cap if regular and m not in outlined else 0
             mine.append((m, cids[m], cap))
         # flat: the generation, the limits, right-linear, the number of members, each member's
-        # (name, id, cap), then each callee's (name, key, cap)
+        # (name, id, cap), then each callee's (name, key, cap); the member's name is None for a
+        # rule that is neither recursive nor the start (its automaton does not depend on it)
         content = (
             sess.gen,
             lim,
             recursive and regular,
             len(mine),
-            *[x for t in mine for x in t],
+            *[x for m, cid, cap in mine for x in (m if recursive or m == start else None, cid, cap)],
             *[x for c in callees for x in (c, key_of[c], cap_of[c])],
         )
         key = cache.key_id(content) if cache is not None else len(out)

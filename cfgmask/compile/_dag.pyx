@@ -1452,7 +1452,8 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             for i in range(n_callees):  # reached from a member: numbered, in an earlier component
                 callee_num[i] = <Py_ssize_t>num[callees[i]]
             # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
-            # then each callee's (name, key, cap), flat (equal keys, equal components)
+            # then each callee's (name, key, cap), flat (equal keys, equal components); a
+            # member's name is None in a component of one rule that does not call itself
             whole = None
             if cache is not None:
                 whole = new_tuple(4 + 3 * (n_comp + n_callees))
@@ -1474,7 +1475,11 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 cap_by[w] = cap
                 cid = cid_by[w] = cids[m]
                 if whole is not None:
-                    set_item(whole, at, m)
+                    # one rule that calls no member: its automaton is the same whatever the
+                    # rule is called (labels name callees only), so its key has no name and a
+                    # schema's plain string finds the prelude's `json-string`; the start rule's
+                    # keeps it (the prelude does not pin a start: cache.pin's filter)
+                    set_item(whole, at, m if recursive or n_comp > 1 or m == start else None)
                     set_item(whole, at + 1, cid)
                     set_item(whole, at + 2, cap)
                     at += 3

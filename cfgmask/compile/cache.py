@@ -84,7 +84,7 @@ class AutomatonCache:
     def pin(
         self,
         other: AutomatonCache,
-        keep: Callable[[list[str]], bool],
+        keep: Callable[[list[str | None]], bool],
         seed: dict[int, int] | None = None,
         held: list[Any] | None = None,
     ) -> None:
@@ -125,9 +125,11 @@ class AutomatonCache:
             self._prelude.install(self)
 
 
-def _members(key: Hashable) -> list[str]:
+def _members(key: Hashable) -> list[str | None]:
     """The member rules named in a component's key (``_dag.plan``: generation, limits,
-    right-linear, member count, then each member's name, id and cap)."""
+    right-linear, member count, then each member's name, id and cap).  A rule that is neither
+    recursive nor the start is keyed without its name (None here): its automaton is the same
+    whatever it is called."""
     assert isinstance(key, tuple)
     return [key[4 + 3 * i] for i in range(key[3])]
 
