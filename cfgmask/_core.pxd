@@ -355,6 +355,13 @@ cdef extern from "flat.h" nogil:
     size_t cm_flat_plain_proofs()
 
 
+cdef extern from "compose.h" nogil:
+    void cm_tail_alias_enable(int on)
+    size_t cm_tail_aliases()
+    void cm_tail_names_enable(int on)
+    size_t cm_tail_names_taken()
+
+
 cdef extern from "tokclass.h" nogil:
     void cm_tokclass_enable(int mode)
     size_t cm_tokclass_walks()

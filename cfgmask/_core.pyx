@@ -1573,6 +1573,33 @@ def flat_plain_proofs():
     return cm_flat_plain_proofs()
 
 
+def tail_alias_enable(bint on):
+    """Take the tail part of an expression level that passes a blank's subtree through to its one
+    callee as that callee's, its uncertain tokens left to the caller's chart (csrc/compose.c,
+    tail_through; the default), or, off, check them at every level: the reference the tests
+    compare against.  Process-wide; clear the caches after a change.  The entries are the same."""
+    cm_tail_alias_enable(1 if on else 0)
+
+
+def tail_aliases():
+    """How many tail parts were taken as their one callee's so far in this process (for the tests)."""
+    return cm_tail_aliases()
+
+
+def tail_names_enable(bint on):
+    """Accept a tail part's name entries (a blank, then a name) at once where the position reads
+    every name's first byte into states that stay live on names (csrc/compose.c, own_names; the
+    default), or, off, walk them: the reference the tests compare against.  Process-wide; clear
+    the caches after a change.  The entries are the same."""
+    cm_tail_names_enable(1 if on else 0)
+
+
+def tail_names_taken():
+    """How many times a tail part's name entries were accepted at once so far in this process
+    (for the tests)."""
+    return cm_tail_names_taken()
+
+
 def tokclass_enable(int mode):
     """Take a loop's or run's walk's entries whose bytes all stay inside it at once, from the
     vocabulary's byte features (csrc/tokclass.c): 1 where it pays (the default), 2 wherever it

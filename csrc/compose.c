@@ -101,14 +101,29 @@ struct cm_tail {
     uint32_t *bits;             /* the accepted tokens, [n_words] */
     uint32_t *unc;              /* the uncertain trie entries, ascending */
     size_t n_unc;
+    const cm_tail *alias;       /* a level that passes through: bits and unc are this one's */
 };
 
 static void tail_free(cm_tail *t) {
     if (!t) return;
-    free(t->bits);
-    free(t->unc);
+    if (!t->alias) {
+        free(t->bits);
+        free(t->unc);
+    }
     free(t);
 }
+
+/* Pass-through levels (tail_through) and names in bulk after a position's own
+ * bytes (own_names): on by default; how many were taken, in this process. */
+static atomic_int g_alias_on = 1, g_names_on = 1;
+static atomic_size_t g_tail_aliases, g_own_names;
+/* own_names only where b leads at least this many names (the proof costs a few steps) */
+#define CM_TAIL_NAMES_MIN 64
+
+void cm_tail_alias_enable(int on) { atomic_store(&g_alias_on, on ? 1 : 0); }
+size_t cm_tail_aliases(void) { return atomic_load(&g_tail_aliases); }
+void cm_tail_names_enable(int on) { atomic_store(&g_names_on, on ? 1 : 0); }
+size_t cm_tail_names_taken(void) { return atomic_load(&g_own_names); }
 
 void cm_tails_free(cm_tail **t, size_t n) {
     for (size_t i = 0; i < n; i++) tail_free(t[i]);
@@ -148,11 +163,7 @@ static int cands_add(cands *x, const uint32_t *ks, size_t n) {
 
 static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b, size_t k, size_t k_end,
                       cm_walk *w, cands *x);
-
-/* y's own bytes may hold at most 1 / CM_TAIL_OWN_SHARE of b's subtree */
-#define CM_TAIL_OWN_SHARE 8
-/* ... unless the subtree is this small: then both ways cost little */
-#define CM_TAIL_SMALL 256
+static size_t second_byte_from(const cm_vocab *v, size_t k, size_t k_end, unsigned c);
 
 /* The pairs (start, b) whose tail parts are being built, innermost last. */
 #define CM_TAIL_MAX_DEPTH 32
@@ -192,6 +203,82 @@ static int tail_build(const cm_grammar *g, uint32_t start, unsigned b, cm_walk *
     return rc;
 }
 
+static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **out, cm_tail **owned);
+
+/* The callee whose start state a level passes b's subtree through to, or
+ * UINT32_MAX.  A start state that tail_target allows, with one call R and no
+ * byte of its own that any entry b.c... reads on (y -R-> y' and nothing
+ * else), is a level of an expression chain (expr -> assign -> cond -> log-or
+ * -> ... -> unary: c.gbnf has seventeen).  What survives its chart from depth
+ * 1 survives R's: R's accepted tokens are its accepted ones, and R's uncertain
+ * ones (R ends inside the token) are the only others that may survive.  So
+ * its tail part is R's, kept undecided: the tokens R leaves uncertain are
+ * candidates that the caller's real chart decides (walk_tails: the first
+ * level above that is no such level, from depth 1, or the composed state's
+ * chart), and a chart of a level above holds every level below, so it gives
+ * each candidate the fate a check at this level and then at the caller's
+ * would.  No bitset, no check a level: c.gbnf's operands after a blank walked
+ * ~72 candidates through the chart of each of seventeen levels. */
+static uint32_t tail_through(const cm_grammar *g, uint32_t start, unsigned b) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    if (!atomic_load_explicit(&g_alias_on, memory_order_relaxed) || t->ref_off[start + 1] - t->ref_off[start] != 1)
+        return UINT32_MAX;
+    size_t k = v->first_off[b], k_end = v->first_off[b + 1];
+    if (k_end - k < g->lim.tail_parts || !tail_target(g, start)) return UINT32_MAX;
+    while (k < k_end && v->trie_off[k + 1] - v->trie_off[k] == 1) k++;  /* b alone: the callee's */
+    for (unsigned c = 0; c < 256 && k < k_end; c++) {
+        if (t->trans[(size_t)start * t->n_classes + t->byte_class[c]] < 0) continue;
+        size_t lo = second_byte_from(v, k, k_end, c);
+        if (lo < k_end && v->trie_data[v->trie_off[lo] + 1] == c) return UINT32_MAX;
+    }
+    return t->rule_start[t->ref_rule[t->ref_off[start]]];
+}
+
+/* The tail part of (start, b) as its callee's (tail_through), kept by the
+ * cache: 1 done, 0 not such a level (or the callee's part is not kept, or
+ * the levels recur), < 0 error. */
+static int tail_alias(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **out, cm_tail **owned) {
+    uint32_t callee = tail_through(g, start, b), key = start * 256u + b;
+    if (callee == UINT32_MAX || tail_depth >= CM_TAIL_MAX_DEPTH) return 0;
+    for (uint32_t i = 0; i < tail_depth; i++)
+        if (tail_stack[i] == key) return 0;  /* recursion: walked, as tail_build does */
+    cm_tail *sub, *sub_owned;
+    tail_stack[tail_depth++] = key;
+    int rc = tail_get(g, callee, b, &sub, &sub_owned);
+    tail_depth--;
+    if (rc) return rc;
+    if (sub_owned) {  /* past the cache limit: this level walks as before */
+        tail_free(sub_owned);
+        return 0;
+    }
+    const cm_tail *root = sub->alias ? sub->alias : sub;
+    cm_tail *t = calloc(1, sizeof *t);
+    if (!t) return CM_ERR_NOMEM;
+    *t = (cm_tail){start, b, root->bits, root->unc, root->n_unc, root};
+    atomic_fetch_add_explicit(&g_tail_aliases, 1, memory_order_relaxed);
+    *out = t;
+    *owned = NULL;
+    cm_cache *c = g->cache;
+    if (atomic_load(&c->bytes) + sizeof *t > g->lim.max_cache_bytes) {
+        *owned = t;
+        return 1;
+    }
+    if (c->n_tails == c->cap_tails) {
+        size_t cap = c->cap_tails ? c->cap_tails * 2 : 16;
+        cm_tail **p = realloc(c->tails, cap * sizeof *p);
+        if (!p) {
+            *owned = t;
+            return 1;
+        }
+        c->tails = p;
+        c->cap_tails = cap;
+    }
+    c->tails[c->n_tails++] = t;
+    atomic_fetch_add(&c->bytes, sizeof *t);
+    return 1;
+}
+
 /* The tail part of (start, b): the cache's, or walked now (kept by the cache
  * if it has room, else *owned for the caller to free).  Under the cache lock. */
 static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **out, cm_tail **owned) {
@@ -202,8 +289,10 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
             *out = c->tails[i];
             return CM_OK;
         }
+    int rc = tail_alias(g, start, b, out, owned);
+    if (rc) return rc < 0 ? rc : CM_OK;
     cm_walk tw;
-    int rc = cm_walk_init(&tw, g);
+    rc = cm_walk_init(&tw, g);
     cm_tail *t = calloc(1, sizeof *t);
     if (!rc && !t) rc = CM_ERR_NOMEM;
     if (!rc) rc = tail_build(g, start, b, &tw);
@@ -252,6 +341,37 @@ static size_t second_byte_from(const cm_vocab *v, size_t k, size_t k_end, unsign
     return k;
 }
 
+/* Do y's own bytes take b's name entries (b, then a name: ` foo`) at once?
+ * Where y reads every name's first byte into states from which every name
+ * goes on live (a name that starts inline: a label's in c.gbnf's `item`, a
+ * column's in sql.gbnf's `primary`), each name entry b.c... walked from
+ * (z, OUTER) at depth 2 is accepted (cm_flat_names_after), and the walks of
+ * y's own bytes need only the others: Llama-3 has 42,839 names after ' ', of
+ * the 57,875 entries there, and the flat walk read each at ~57 instructions. */
+static bool own_names(const cm_grammar *g, uint32_t y, unsigned b) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    if (!v->name_ids || !g->lim.name_skip || !atomic_load_explicit(&g_names_on, memory_order_relaxed) ||
+        v->name_off[b + 1] - v->name_off[b] < CM_TAIL_NAMES_MIN)
+        return false;
+    uint32_t z[64];
+    unsigned n = 0;
+    for (unsigned c = 0; c < 256; c++) {
+        if (!cm_name_first((uint8_t)c)) continue;
+        int32_t to = t->trans[(size_t)y * t->n_classes + t->byte_class[c]];
+        if (to < 0) return false;
+        unsigned i = 0;
+        while (i < n && z[i] != (uint32_t)to) i++;
+        if (i == n) {
+            if (n == 64) return false;
+            z[n++] = (uint32_t)to;
+        }
+    }
+    if (!cm_flat_names_after(g, z, n)) return false;
+    atomic_fetch_add_explicit(&g_own_names, 1, memory_order_relaxed);
+    return true;
+}
+
 /* The byte edge s -b-> y (tail_target(y)) from y's parts over b's subtree
  * [k, k_end): 1 done, 0 declined (a callee leaves too many tokens to check;
  * what was added is sound, and the caller walks the edge), < 0 error. */
@@ -270,10 +390,18 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
         hi[c] = second_byte_from(v, lo[c], k_end, c + 1);
         own += hi[c] - lo[c];
     }
-    /* Parts walk apart what one walk of y's chart walks once: where y's own
-     * bytes hold much of b's subtree (an operand whose name starts inline, and
-     * a callee's too), their walks and the callees' would cover it twice. */
-    if (k_end - k >= CM_TAIL_SMALL && own * CM_TAIL_OWN_SHARE > k_end - k) return 0;
+    /* b's name entries, each b.c... with c a byte y reads, at once.  Parts
+     * walk apart what one walk of y's chart walks once: where y's own bytes
+     * hold a name that starts inline and a callee reads names too (c.gbnf's
+     * `item`: a label's, a type's, an expression's), each part read them
+     * again, ~57 instructions an entry, so such a y walked b's subtree whole
+     * instead (when its own bytes held more than 1/8 of it); but that walk
+     * makes the configurations of y's chart, which predicts every callee
+     * (item's ' ' and '\t' tail parts: ~300 new ones, 9.7 M instructions of
+     * c.gbnf's mask after `{\n`).  With the names taken at once here, and
+     * the callees' taken the same way or by their own walks' bulk
+     * (cm_flat_walk at depth 1), every such y takes its parts. */
+    bool names = own > v->name_off[b + 1] - v->name_off[b] && own_names(g, y, b);
     for (uint32_t e = t->ref_off[y]; e < t->ref_off[y + 1] && !rc; e++) {
         cm_tail *tp, *owned;
         rc = tail_get(g, t->rule_start[t->ref_rule[e]], b, &tp, &owned);
@@ -287,10 +415,12 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
         tail_free(owned);
     }
     /* y's own bytes from (z, OUTER) at depth 2 */
+    if (names && !rc) w->n_accepted += cm_vocab_names(v, (uint8_t)b, w->bits);
     for (unsigned c = 0; c < 256 && !rc; c++)
         if (lo[c] < hi[c]) {
             int32_t z = t->trans[(size_t)y * t->n_classes + t->byte_class[c]];
-            rc = cm_flat_walk(g, (uint32_t)z, rule, lo[c], hi[c], 2, w);
+            rc = names && cm_name_first((uint8_t)c) ? cm_flat_walk_names_skipped(g, (uint32_t)z, rule, lo[c], hi[c], 2, w)
+                                                    : cm_flat_walk(g, (uint32_t)z, rule, lo[c], hi[c], 2, w);
         }
     if (!rc) atomic_fetch_add(&g->cache->tail_uses, 1);
     return rc ? rc : 1;

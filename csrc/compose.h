@@ -33,6 +33,17 @@ int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32
  * untouched), < 0 error.  Under the cache lock. */
 int cm_compose_edges(const cm_grammar *g, uint32_t state, cm_walk *w);
 
+/* Tail parts of the levels that pass a subtree through to their one callee
+ * taken as the callee's (compose.c, tail_through): on (the default) or off,
+ * process-wide; and how many were, in this process (for the tests). */
+void cm_tail_alias_enable(int on);
+size_t cm_tail_aliases(void);
+/* A tail part's name entries taken at once after a position's own bytes
+ * (compose.c, own_names): on (the default) or off, process-wide; and how
+ * many times they were, in this process (for the tests). */
+void cm_tail_names_enable(int on);
+size_t cm_tail_names_taken(void);
+
 /* Free the cache's tail parts. */
 typedef struct cm_tail cm_tail;
 void cm_tails_free(cm_tail **t, size_t n);

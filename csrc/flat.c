@@ -1162,3 +1162,40 @@ int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k
     return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, text ? FLAT_BULK_TEXT : FLAT_BULK_PLAIN)
                      : CM_OK;
 }
+
+/* ---- names after a position's own bytes (compose.c, walk_tails) ---- */
+
+bool cm_flat_names_after(const cm_grammar *g, const uint32_t *z, unsigned n_z) {
+    const cm_vocab *v = g->v;
+    if (!v->name_ids || !g->lim.name_skip || !g->lim.flat_walks || !n_z || n_z > FLAT_PLAIN_MAX) return false;
+    cm_flat *f = flat_get(g);
+    if (!f) return false;
+    uint8_t rep[256];  /* one name byte a column */
+    unsigned n_rep = 0;
+    bool seen[256] = {false};
+    for (unsigned b = '0'; b <= 'z'; b++) {
+        if (!cm_name_byte((uint8_t)b) || seen[f->col[b]]) continue;
+        seen[f->col[b]] = true;
+        rep[n_rep++] = (uint8_t)b;
+    }
+    uint32_t q[FLAT_PLAIN_MAX];
+    uint8_t depth[FLAT_PLAIN_MAX];  /* after the first byte and a name's first: 2 */
+    unsigned n = 0;
+    for (unsigned i = 0; i < n_z; i++) {
+        int32_t c = flat_start(g, f, z[i], false);
+        if (c < 0 || !flat_enqueue(q, depth, &n, (uint32_t)c, 2)) return false;
+    }
+    return flat_closure_live(g, f, q, depth, n, rep, n_rep);
+}
+
+int cm_flat_walk_names_skipped(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end,
+                               uint32_t d0, cm_walk *w) {
+    cm_flat *f = g->cache->flat;  /* cm_flat_names_after made it and state's configuration */
+    int32_t c0 = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
+    if (c0 < CM_FLAT_CHART) return c0 + 8;
+    if (c0 == CM_FLAT_CHART || !g->v->name_next || k_end > g->v->n_trie || d0 == 0) return CM_ERR_ARG;
+    size_t kn = g->v->name_next[k];
+    if (kn >= k_end) return CM_OK;
+    if (g->v->name_lcp[kn] > d0) return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, FLAT_BULK_NONE);  /* not expected */
+    return flat_walk_from(g, f, c0, rule, kn, k_end, d0, w, FLAT_BULK_NAMES);
+}

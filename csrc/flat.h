@@ -26,6 +26,20 @@ bool cm_flat_text_live(const cm_grammar *g, uint32_t state, uint8_t u);
  * the caller, in bulk); [k, k_end) is a subtree of its first d0 bytes. */
 int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
                     bool text, cm_walk *w);
+/* Whether from each (z[i], OUTER) -- the states a position's own bytes reach
+ * on the first byte of a name, after a first byte b (compose.c) -- every name
+ * byte steps to a flat live configuration, and so on to a name entry's
+ * greatest length: then every name entry of b whose second byte leads to one
+ * of them is accepted (flat_names_live's proof, one byte later).  False when
+ * the vocabulary has no name tables or lim.name_skip or lim.flat_walks is off. */
+bool cm_flat_names_after(const cm_grammar *g, const uint32_t *z, unsigned n_z);
+/* cm_flat_walk of the entries of [k, k_end) that are not names, from (state,
+ * OUTER) at depth d0 >= 1, for a state cm_flat_names_after proved (the names
+ * are accepted by the caller, in bulk); [k, k_end) is a subtree of its first
+ * d0 bytes and d0 is at least the prefix that its first entry that is not a
+ * name shares with the one before it (b.c... at depth 2: at most b). */
+int cm_flat_walk_names_skipped(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end,
+                               uint32_t d0, cm_walk *w);
 size_t cm_flat_configs(const cm_flat *f);
 /* How many transitions flat_step_plain made, and closures plain_closure_live
  * proved or refuted, in this process (for the tests). */

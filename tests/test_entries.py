@@ -239,9 +239,13 @@ def test_operand_ending_inside_a_whitespace_token_same_entries() -> None:
         [bytes([c]) for c in b" abc()+"] + [b" a+b", b" a+", b" (a", b"  a+b"]
     )
     compiled = cfgmask.compile(cfgmask.Grammar.from_gbnf(text), vocab, _strategy=EVERY_TAIL)
+    aliases = _core.tail_aliases()
     _tail_entries(compiled)
+    aliases = _core.tail_aliases() - aliases
     assert_same_entries(compiled.grammar, vocab, tail_parts=1)
-    assert compiled.stats["tail_walks"] >= 3, compiled.stats  # expr's, term's and atom's
+    # expr's, term's and atom's: a level that passes its one callee through takes that one's
+    # (csrc/compose.c, tail_through; tests/test_tail_levels.py)
+    assert compiled.stats["tail_walks"] + aliases >= 3, (compiled.stats, aliases)
 
 
 @given(expression_grammars(), vocabularies(EXPR_PIECES))
