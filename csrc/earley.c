@@ -262,6 +262,18 @@ int cm_chart_repeats(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t o
     return rc ? rc : found;
 }
 
+/* The end of a pushed set: closed and ended, or (rc, or the closure failing) the chart's
+ * items cut back to `n_items` and the set left open, as it was before the push. */
+static int close_pushed_set(cm_chart *c, const cm_grammar *g, int rc, size_t n_items) {
+    if (!rc) rc = close_set(c, g);
+    if (rc) {
+        c->n_items = n_items;
+        return rc;
+    }
+    cm_chart_end_set(c);
+    return CM_OK;
+}
+
 /* Append a set: the closure of `rule` completing, owing nothing, for an item begun
  * at set `origin` (what the callers do next, as cm_chart_repeats sees it).  Left
  * as it was on error. */
@@ -271,13 +283,7 @@ int cm_chart_push_completion(cm_chart *c, const cm_grammar *g, uint32_t rule, ui
     if (rc) return rc;
     c->set_byte[c->n_sets] = 256;
     rc = complete(c, g, rule, origin, (uint32_t)c->n_sets, 0);
-    if (!rc) rc = close_set(c, g);
-    if (rc) {
-        c->n_items = n_items;
-        return rc;
-    }
-    cm_chart_end_set(c);
-    return CM_OK;
+    return close_pushed_set(c, g, rc, n_items);
 }
 
 /* Append a set made by `byte` (256: by none): the closure of the given items (packed
@@ -290,13 +296,7 @@ int cm_chart_push_items(cm_chart *c, const cm_grammar *g, const cm_item *items, 
     c->exited = false;
     c->memo_used = NULL;
     for (size_t i = 0; !rc && i < n; i++) rc = add_item(c, g, items[i].state, items[i].origin);
-    if (!rc) rc = close_set(c, g);
-    if (rc) {
-        c->n_items = n_items;
-        return rc;
-    }
-    cm_chart_end_set(c);
-    return CM_OK;
+    return close_pushed_set(c, g, rc, n_items);
 }
 
 /* A chart whose first set is the closure of the given items (packed states),

@@ -146,3 +146,20 @@ def core_switch(enable: Callable[[Any], object], value: object, default: object 
     finally:
         enable(default)
         cfgmask.clear_caches()
+
+
+def stop_vocab(pieces: tuple[bytes, ...]) -> tuple[cfgmask.Vocabulary, list[bytes]]:
+    """A vocabulary of ``pieces`` and one stop token after them, with the reference's token bytes
+    (the stop token's as b"")."""
+    vocab = cfgmask.Vocabulary.from_token_bytes(
+        [*pieces, None], stop_token_ids=[len(pieces)], special_token_ids=[]
+    )
+    return vocab, [*pieces, b""]
+
+
+def mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
+    """The matcher's next mask, one bool a token."""
+    mask = cfgmask.allocate_bitmask(1, size)
+    m.fill_bitmask(mask, 0)
+    words = mask[0].tolist()
+    return [bool((words[i >> 5] >> (i & 31)) & 1) for i in range(size)]

@@ -22,7 +22,7 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch
+from .helpers import core_switch, mask_bools, stop_vocab
 from .reference import ReferenceMatcher
 
 SQL = (Path(__file__).resolve().parents[1] / "grammars" / "sql.lark").read_text()
@@ -41,27 +41,13 @@ PIECES = (
 )  # fmt: skip
 
 
-def _vocab(pieces: tuple[bytes, ...]) -> tuple[cfgmask.Vocabulary, list[bytes]]:
-    vocab = cfgmask.Vocabulary.from_token_bytes(
-        [*pieces, None], stop_token_ids=[len(pieces)], special_token_ids=[]
-    )
-    return vocab, [*pieces, b""]
-
-
-def _mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
-    mask = cfgmask.allocate_bitmask(1, size)
-    m.fill_bitmask(mask, 0)
-    words = mask[0].tolist()
-    return [bool((words[i >> 5] >> (i & 31)) & 1) for i in range(size)]
-
-
 def _masks(grammar: cfgmask.Grammar, walk: list[int], vocab: cfgmask.Vocabulary) -> list[list[bool]]:
     """The masks and acceptance verdicts along the walk, on a fresh compile (caches cleared)."""
     cfgmask.clear_caches()
     m = cfgmask.Matcher(cfgmask.compile(grammar, vocab))
     out = []
     for t in [*walk, None]:
-        out.append([*_mask_bools(m, vocab.size), m.is_accepting()])
+        out.append([*mask_bools(m, vocab.size), m.is_accepting()])
         if t is None:
             break
         assert m.accept_token(t)
@@ -100,7 +86,7 @@ def _check(pieces: tuple[bytes, ...], seed: int = 0, steps: int = 1) -> tuple[in
     subtrees the stops settled and how many entries reduced charts accepted, stops on."""
     grammar = cfgmask.Grammar.from_lark(SQL)
     ref = ReferenceMatcher(grammar.ir)
-    vocab, tokens = _vocab(pieces)
+    vocab, tokens = stop_vocab(pieces)
     walk = _walk(ref, tokens, random.Random(seed), steps)
     stops, reduced = _core.walk_loop_stops(), _core.walk_loop_reduced()
     got = _masks(grammar, walk, vocab)
@@ -165,7 +151,7 @@ def test_every_entry_as_without_stops(strategy: dict[str, bool]) -> None:
     `)` is an exit of the walk's rule where a caller reads on); with flat walks off every entry
     is a chart walk from its state."""
     grammar = cfgmask.Grammar.from_lark(SQL)
-    vocab, _ = _vocab(PIECES)
+    vocab, _ = stop_vocab(PIECES)
     stops = _core.walk_loop_stops()
     on = _entries(grammar, vocab, **strategy)
     assert _core.walk_loop_stops() > stops

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
+from .helpers import mask_bools, stop_vocab
 from .reference import ReferenceMatcher
 
 SQL = (Path(__file__).resolve().parents[1] / "grammars" / "sql.lark").read_text()
@@ -34,20 +35,6 @@ PIECES = (
     b"-a", b"a", b" a", b"ab", b"a1", b"1", b" 1", b";", b"(", b")", b" (", b" *", b"*", b" *---", b",",
     b" +", b"-1", b" AS", b"ASx", b"x",
 )  # fmt: skip
-
-
-def _vocab(pieces: tuple[bytes, ...]) -> tuple[cfgmask.Vocabulary, list[bytes]]:
-    vocab = cfgmask.Vocabulary.from_token_bytes(
-        [*pieces, None], stop_token_ids=[len(pieces)], special_token_ids=[]
-    )
-    return vocab, [*pieces, b""]
-
-
-def _mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
-    mask = cfgmask.allocate_bitmask(1, size)
-    m.fill_bitmask(mask, 0)
-    words = mask[0].tolist()
-    return [bool((words[i >> 5] >> (i & 31)) & 1) for i in range(size)]
 
 
 def _walk(ref: ReferenceMatcher, tokens: list[bytes], rng: random.Random, steps: int) -> list[int]:
@@ -76,7 +63,7 @@ def _replay(
     prefix = b""
     for t in [*walk, None]:
         expected = ref.mask(prefix, tokens, (stop,), ())
-        assert _mask_bools(m, vocab.size) == expected, f"prefix {prefix!r}"
+        assert mask_bools(m, vocab.size) == expected, f"prefix {prefix!r}"
         assert m.is_accepting() == ref.accepts(prefix)
         if t is None:
             break
@@ -88,7 +75,7 @@ def test_after_select_hashed_kernels_match_reference() -> None:
     """The mask after SELECT walks the dash runs through a chart whose kernels grow an item set per
     dash: past the compared few they go on in the dedup table; the masks equal the reference's."""
     grammar = cfgmask.Grammar.from_lark(SQL)
-    vocab, tokens = _vocab(PIECES)
+    vocab, tokens = stop_vocab(PIECES)
     cfgmask.clear_caches()
     before = _core.chart_scans_hashed()
     _replay(grammar, [tokens.index(b"SELECT")], tokens, vocab)
@@ -99,7 +86,7 @@ def test_after_select_hashed_kernels_match_reference() -> None:
 def test_sql_walks_match_reference(seed: int) -> None:
     grammar = cfgmask.Grammar.from_lark(SQL)
     ref = ReferenceMatcher(grammar.ir)
-    vocab, tokens = _vocab(PIECES)
+    vocab, tokens = stop_vocab(PIECES)
     walk = _walk(ref, tokens, random.Random(seed), 8)
     cfgmask.clear_caches()
     before = _core.chart_scans_hashed()
@@ -119,7 +106,7 @@ NAME: /[0-9]+/
               b"select ", b" sel", b"SEL", b"Sel", b"x")  # fmt: skip
     grammar = cfgmask.Grammar.from_lark(text)
     ref = ReferenceMatcher(grammar.ir)
-    vocab, tokens = _vocab(pieces)
+    vocab, tokens = stop_vocab(pieces)
     for seed in range(4):
         walk = _walk(ref, tokens, random.Random(seed), 10)
         cfgmask.clear_caches()
@@ -133,7 +120,7 @@ def test_sql_random_vocabularies(seed: int) -> None:
     ref = ReferenceMatcher(grammar.ir)
     rng = random.Random(seed)
     pieces = tuple(rng.sample(PIECES, k=rng.randint(10, len(PIECES))))
-    vocab, tokens = _vocab(pieces)
+    vocab, tokens = stop_vocab(pieces)
     walk = _walk(ref, tokens, rng, 6)
     cfgmask.clear_caches()
     _replay(grammar, walk, tokens, vocab)
