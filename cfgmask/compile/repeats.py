@@ -108,6 +108,10 @@ def rule_sizes(
 
 
 class RepeatRewriter:
+    # one family of counting rules per distinct block unit (tests/test_shared_repeats.py turns it
+    # off to compare with a family per repetition)
+    share_counts = True
+
     def __init__(self, rules: dict[str, ir.Expr], limits: CompileLimits, sess: Session | None = None) -> None:
         self.rules = dict(rules)
         self.limits = limits
@@ -119,6 +123,7 @@ class RepeatRewriter:
         self._rule_size: dict[str, int] | None = None
         self._clean: dict[int, bool] = {}
         self.compiled = sess is not None  # clean() by the compiled walk (tests compare it with clean_py)
+        self._families: dict[object, list[str]] = {}  # unit (its DAG id) -> its counting rules
 
     @property
     def rule_size(self) -> dict[str, int]:
@@ -222,6 +227,28 @@ class RepeatRewriter:
             return ir.Repeat(item, e.lo, e.hi)
         return self.helpers(item, e.lo, e.hi, rule)
 
+    def family(self, unit: ir.Expr, rule: str, n: int) -> list[str]:
+        """The first ``n`` rules ``P_j = unit^(2^j)`` counting ``unit``.  With ``share_counts``
+        one family per distinct unit (by content) serves every count of it in the grammar, each
+        count using the powers it needs: the strings of one schema with different
+        ``maxLength`` (and the partial tails' callers) share their blocks' states and entries."""
+        key: object = None
+        if self.share_counts:
+            key = self.sess.cid(unit) if self.sess is not None else unit
+            names = self._families.get(key)
+        if not self.share_counts or names is None:
+            self.count += 1
+            names = [f"{rule}#rep{self.count}.p0"]
+            self.rules[names[0]] = unit
+            if key is not None:
+                self._families[key] = names
+        while len(names) < n:  # the family grown in place: the rules made so far keep their names
+            j = len(names)
+            names.append(f"{names[0][:-1]}{j}")
+            self.rules[names[j]] = ir.Seq((ir.Ref(names[j - 1]), ir.Ref(names[j - 1])))
+            self.outlined.add(names[j])
+        return names[:n]
+
     def helpers(self, item: ir.Expr, lo: int, hi: int | None, rule: str) -> ir.Expr:
         """``item{lo,hi}`` as unrolled blocks of B items counted by helper rules.
 
@@ -233,14 +260,8 @@ class RepeatRewriter:
         # a minimum below one block (a string's minLength 1 under a maxLength 255) stays in the
         # first block's chain instead of leading it as positions of their own (see below)
         low_min = 0 < lo < block and hi is not None and hi >= block
-        self.count += 1
-        base = f"{rule}#rep{self.count}"
         top = (hi if low_min and hi is not None else max(lo, (hi - lo) if hi is not None else 0)) // block
-        names = [f"{base}.p{j}" for j in range(max(1, top.bit_length()))]
-        self.rules[names[0]] = unit
-        for j in range(1, len(names)):
-            self.rules[names[j]] = ir.Seq((ir.Ref(names[j - 1]), ir.Ref(names[j - 1])))
-            self.outlined.add(names[j])
+        names = self.family(unit, rule, max(1, top.bit_length()))
         if len(self.rules) > self.limits.max_rules:
             raise LimitError(f"grammar exceeds max_rules={self.limits.max_rules}", limit="max_rules")
 
