@@ -231,7 +231,9 @@ class RepeatRewriter:
         """The first ``n`` rules ``P_j = unit^(2^j)`` counting ``unit``.  With ``share_counts``
         one family per distinct unit (by content) serves every count of it in the grammar, each
         count using the powers it needs: the strings of one schema with different
-        ``maxLength`` (and the partial tails' callers) share their blocks' states and entries."""
+        ``maxLength`` share their blocks' states and entries (docs/design.md §7, session 32).
+        The key is the unit's DAG id: the session keeps every interned object, so no id of a
+        unit dropped after its lookup is reused."""
         key: object = None
         if self.share_counts:
             key = self.sess.cid(unit) if self.sess is not None else unit
