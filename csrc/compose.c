@@ -700,6 +700,72 @@ static size_t byte_at_from(const cm_vocab *v, size_t k, size_t k_end, uint32_t d
 static int exit_split(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, size_t k_end, uint32_t d,
                       cm_walk *w);
 
+/* How many of the entries [k, k_end), or of the listed ones, are accepted in bits. */
+static uint32_t accepted_in(const cm_vocab *v, const uint32_t *bits, size_t k, size_t k_end) {
+    uint32_t n = 0;
+    for (size_t i = k; i < k_end; i++) n += cm_bit(bits, v->trie_ids[i]);
+    return n;
+}
+
+static uint32_t accepted_of(const cm_vocab *v, const uint32_t *bits, const uint32_t *ks, size_t n_k) {
+    uint32_t n = 0;
+    for (size_t i = 0; i < n_k; i++) n += cm_bit(bits, v->trie_ids[ks[i]]);
+    return n;
+}
+
+/* The bytes that (s, OUTER) may read first, or'ed into f[8]: s's own and those of
+ * the starts its calls predict (and of the states after nullable callees), every
+ * byte where a token edge or a lookahead marker is met; seen[n_states] marks the
+ * states visited.  The depth of the recursion is that of the calls: bounded by
+ * the states, each visited once. */
+static void first_bytes(const cm_grammar *g, uint32_t s, uint32_t *f, uint8_t *seen) {
+    const cm_tables *t = &g->t;
+    if (seen[s]) return;
+    seen[s] = 1;
+    if (g->has_tokens[s]) {
+        memset(f, 0xff, 8 * sizeof *f);
+        return;
+    }
+    for (int j = 0; j < 8; j++) f[j] |= g->next_bytes[(size_t)s * 8 + j];
+    for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) {
+        uint32_t r = t->ref_rule[e];
+        if (marker_rule(g, r)) {
+            memset(f, 0xff, 8 * sizeof *f);
+            return;
+        }
+        first_bytes(g, t->rule_start[r], f, seen);
+        if (t->rule_nullable[r]) first_bytes(g, t->ref_target[e], f, seen);
+    }
+}
+
+/* The bytes the starts of a split may read first: each one's, their union, and
+ * whether two share one; made on first need. */
+typedef struct exit_firsts {
+    uint32_t n_s;
+    const uint32_t *starts;
+    bool made, overlap;
+    uint32_t any[8];
+} exit_firsts;
+
+static int firsts_make(const cm_grammar *g, exit_firsts *fs) {
+    uint8_t *seen = calloc(g->t.n_states, 1);
+    if (!seen) return CM_ERR_NOMEM;
+    memset(fs->any, 0, sizeof fs->any);
+    fs->overlap = false;
+    for (uint32_t i = 0; i < fs->n_s; i++) {
+        uint32_t f[8] = {0};
+        if (i) memset(seen, 0, g->t.n_states);
+        first_bytes(g, fs->starts[i], f, seen);
+        for (int j = 0; j < 8; j++) {
+            fs->overlap |= (fs->any[j] & f[j]) != 0;
+            fs->any[j] |= f[j];
+        }
+    }
+    free(seen);
+    fs->made = true;
+    return CM_OK;
+}
+
 /* Entries [k, k_end) from (z, OUTER) at depth d: split where z allows, else its run walk. */
 static int exit_part(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, size_t k_end, uint32_t d,
                      cm_walk *w) {
@@ -720,33 +786,56 @@ static int exit_split(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, 
     for (uint32_t i = 0; i < n_s; i++)
         if (starts[i] == z) return 0;
     atomic_fetch_add_explicit(&g_exit_tails, 1, memory_order_relaxed);
-    size_t before = 0, unc0 = w->n_unc;
-    uint32_t acc0 = w->n_accepted;
-    for (size_t i = k; i < k_end; i++) before += cm_bit(w->bits, v->trie_ids[i]);
-    /* the calls' parts, their uncertain entries apart: the candidates */
+    size_t k1 = k;
+    while (k1 < k_end && v->trie_off[k1 + 1] - v->trie_off[k1] <= d) k1++;
+    /* the bytes each start may read first (made when asked: exit_firsts) */
+    exit_firsts fs = {.n_s = n_s, .starts = starts};
+    int rc = n_s > 1 ? firsts_make(g, &fs) : CM_OK;
+    if (rc) return rc;
+    /* the calls' parts first (nothing of [k, k_end) is accepted yet: their counts hold), their
+     * uncertain entries apart: the candidates */
+    size_t unc0 = w->n_unc;
     uint32_t *unc = w->unc;
     size_t n_unc = w->n_unc, cap = w->cap_unc;
     w->unc = NULL;
     w->n_unc = w->cap_unc = 0;
-    int rc = CM_OK;
+    /* two starts may accept the same token (one of d bytes alone: every start): then their
+     * count is the bits they added */
+    size_t k_c = fs.overlap ? k_end : k1;
+    uint32_t acc0 = w->n_accepted, before = n_s > 1 ? accepted_in(v, w->bits, k, k_c) : 0;
     for (uint32_t i = 0; i < n_s && !rc; i++) rc = cm_flat_walk(g, starts[i], t->state_rule[starts[i]], k, k_end, d, w);
+    if (n_s > 1) w->n_accepted = acc0 + (accepted_in(v, w->bits, k, k_c) - before);
     uint32_t *cand = w->unc;
     size_t n_cand = w->n_unc;
     w->unc = unc;
     w->n_unc = n_unc;
     w->cap_unc = cap;
-    /* z's own bytes: the entries longer than d, by their byte there */
-    size_t k1 = k;
-    while (k1 < k_end && v->trie_off[k1 + 1] - v->trie_off[k1] <= d) k1++;
-    for (unsigned c = 0; c < 256 && k1 < k_end && !rc; c++) {
+    /* z's own bytes: the entries longer than d, by their byte there; on a byte a start may
+     * read first, a part may accept what a call's part did: its count is the bits it added */
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    for (size_t lo = k1, hi; lo < k_end && !rc; lo = hi) {  /* each byte at d present, once */
+        uint8_t c = data[off[lo] + d];
+        hi = v->skip[off[lo] + d];
+        if (hi > k_end || hi <= lo || data[off[hi - 1] + d] != c) hi = byte_at_from(v, lo, k_end, d, c + 1u);
         int32_t to = t->trans[(size_t)z * t->n_classes + t->byte_class[c]];
         if (to < 0) continue;
-        size_t lo = byte_at_from(v, k1, k_end, d, c), hi = byte_at_from(v, lo, k_end, d, c + 1);
-        if (lo < hi) rc = exit_part(g, (uint32_t)to, rule, lo, hi, d + 1, w);
+        if (!fs.made && (rc = firsts_make(g, &fs))) break;
+        if (!cm_bit(fs.any, c)) {  /* no start reads c: nothing of [lo, hi) accepted yet */
+            rc = exit_part(g, (uint32_t)to, rule, lo, hi, d + 1, w);
+            continue;
+        }
+        acc0 = w->n_accepted;
+        before = accepted_in(v, w->bits, lo, hi);
+        rc = exit_part(g, (uint32_t)to, rule, lo, hi, d + 1, w);
+        w->n_accepted = acc0 + (accepted_in(v, w->bits, lo, hi) - before);
     }
+    /* the candidates on z's chart (which counts nothing) */
     if (!rc && n_cand) {
         n_cand = cm_sort_unique_u32(cand, n_cand);
+        before = accepted_of(v, w->bits, cand, n_cand);
         rc = cm_walk_listed_at(g, z, cand, n_cand, d, w);
+        w->n_accepted += accepted_of(v, w->bits, cand, n_cand) - before;
     }
     free(cand);
     if (rc) return rc;
@@ -756,9 +845,6 @@ static int exit_split(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, 
     for (size_t i = unc0; i < unc0 + n; i++)
         if (!cm_bit(w->bits, v->trie_ids[w->unc[i]])) w->unc[kept++] = w->unc[i];
     w->n_unc = kept;
-    size_t after = 0;
-    for (size_t i = k; i < k_end; i++) after += cm_bit(w->bits, v->trie_ids[i]);
-    w->n_accepted = acc0 + (uint32_t)(after - before);
     return 1;
 }
 
