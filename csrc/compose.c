@@ -785,6 +785,18 @@ static int exit_split(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, 
         return 0;
     for (uint32_t i = 0; i < n_s; i++)
         if (starts[i] == z) return 0;
+    /* only starts that another position stood on already: a position alone over its starts
+     * (a JSON Schema's property, its own value rule below it) would make their configurations
+     * for itself, where its walk finds its own */
+    cm_cache *ca = g->cache;
+    if (!ca->exit_asker && !(ca->exit_asker = calloc(t->n_states, sizeof *ca->exit_asker))) return 0;
+    bool shared = false;
+    for (uint32_t i = 0; i < n_s; i++) {
+        uint32_t a = ca->exit_asker[starts[i]];
+        if (!a) ca->exit_asker[starts[i]] = z + 1;
+        else shared |= a != z + 1;
+    }
+    if (!shared) return 0;
     atomic_fetch_add_explicit(&g_exit_tails, 1, memory_order_relaxed);
     size_t k1 = k;
     while (k1 < k_end && v->trie_off[k1 + 1] - v->trie_off[k1] <= d) k1++;
