@@ -360,6 +360,8 @@ cdef extern from "compose.h" nogil:
     size_t cm_tail_aliases()
     void cm_tail_names_enable(int on)
     size_t cm_tail_names_taken()
+    void cm_exit_tails_enable(int on)
+    size_t cm_exit_tails()
 
 
 cdef extern from "tokclass.h" nogil:

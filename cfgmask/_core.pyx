@@ -1600,6 +1600,20 @@ def tail_names_taken():
     return cm_tail_names_taken()
 
 
+def exit_tails_enable(bint on):
+    """Walk a loop's or a run's exit into a position before an operand (after an operator and
+    its blanks) as that position's byte edges and the walks of the starts its calls stand for,
+    their uncertain tokens decided by the position's chart (csrc/compose.c, exit_split; the
+    default), or, off, through the position's whole chart: the reference the tests compare
+    against.  Process-wide; clear the caches after a change.  The entries are the same."""
+    cm_exit_tails_enable(1 if on else 0)
+
+
+def exit_tails():
+    """How many loop or run exits were split so far in this process (for the tests)."""
+    return cm_exit_tails()
+
+
 def tokclass_enable(int mode):
     """Take a loop's or run's walk's entries whose bytes all stay inside it at once, from the
     vocabulary's byte features (csrc/tokclass.c): 1 where it pays (the default), 2 wherever it

@@ -37,6 +37,8 @@ struct cm_cache {
     uint32_t *loop_lab;             /* [n_states] scratch of the loop finder, all UINT32_MAX between uses */
     cm_tail **tails;                /* compose.c: tail parts by (callee start, byte), [n_tails] */
     size_t n_tails, cap_tails;
+    uint32_t *exit_asker;           /* compose.c: [n_states] per start, the position + 1 whose exit split first
+                                       stood on it (exit_split); NULL until one did */
     cm_follow_memo *follow;         /* walk.c: by (rule, bytes after an exit), built lazily */
     uint32_t *spare_bits[CM_SPARE_BITS];  /* zeroed [n_words] bitsets for the next builds' walks */
     uint32_t n_spare;

@@ -35,6 +35,7 @@
 #include "chains.h"
 #include "compose.h"
 #include "flat.h"
+#include "loops.h"
 
 static inline bool marker_rule(const cm_grammar *g, uint32_t r) { return g->t.rule_la[r] != 0; }
 
@@ -602,4 +603,263 @@ int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32
     free(x.k);
     free(cand);
     return rc;
+}
+
+/* ---- loop exits into an operand (loops.c) ----
+ *
+ * A loop's or a run's exit on byte x leaves its subtree [k, k_end) (entries
+ * sharing their first D bytes, x the last of them) to the chart (z, OUTER) at
+ * depth D, z the state x leads to.  Where z is a position before an operand
+ * (`ws unary` after `*` in c.gbnf's multiplicative: a blank run, a comment,
+ * then the operand), its chart predicts the operand's whole chain, and a walk
+ * from it makes configurations of that chart which no other level's exits
+ * meet (each level's z predicts the chain from its own operand down), ~10-16 K
+ * instructions an entry past the operator.  When tail_target(z) allows, the
+ * chart of (z, OUTER) is the union of its parts, as in walk_tails, only over
+ * [k, k_end) from depth D instead of a first byte's subtree from depth 1:
+ *   - a byte edge z -c-> z': the entries with c at depth D, from (z', OUTER)
+ *     at depth D + 1 (a blank: z again, or the next blank's position), through
+ *     the same split where z' allows, else its run walk;
+ *   - a call z -R-> z'': R's derivation from (start(R), OUTER) at depth D.
+ *     A start that reads no byte of its own, does not accept, and calls only
+ *     non-nullable rules without lookahead markers (the chain's levels: each
+ *     start only calls the next, assign's calls unary and cond) is the union
+ *     of its callees' derivations and its own items, which read nothing until
+ *     a callee completes; so its callees stand for it, and the walks are made
+ *     from the starts where that stops (c.gbnf's expression chain: unary's
+ *     alone, whichever level's operator was read), whose configurations every
+ *     level's exits share.  A token such a walk accepts is alive in z's chart;
+ *     one it rejects with no completion of its rule followed by a byte of its
+ *     FOLLOW dies in that part; the others (its uncertain ones) are decided by
+ *     z's real chart from depth D (cm_walk_listed_at), which holds every part.
+ * Entries exactly as the walk from z: the parts' accepted tokens are z's, the
+ * uncertain ones of the byte parts that another part accepts go. */
+
+static atomic_int g_exit_on = 1;
+static atomic_size_t g_exit_tails;
+void cm_exit_tails_enable(int on) { atomic_store(&g_exit_on, on ? 1 : 0); }
+size_t cm_exit_tails(void) { return atomic_load(&g_exit_tails); }
+
+/* the fewest entries an exit's subtree needs to be split */
+#define CM_EXIT_MIN 8
+/* the most starts the parts of one z may stand for */
+#define CM_EXIT_STARTS 16
+
+/* Does start state s stand for its callees (no byte of its own, no accept, no
+ * token edge, only calls of non-nullable rules without lookahead markers)? */
+static bool exit_passes(const cm_grammar *g, uint32_t s) {
+    const cm_tables *t = &g->t;
+    if (!tail_target(g, s)) return false;
+    const int32_t *row = t->trans + (size_t)s * t->n_classes;
+    for (uint32_t c = 0; c < t->n_classes; c++)
+        if (row[c] >= 0) return false;
+    return true;
+}
+
+/* The starts z's calls stand for, into out[CM_EXIT_STARTS]: their number, 0
+ * if more (or a level recurs without a start of its own: the walk then). */
+static uint32_t exit_starts(const cm_grammar *g, uint32_t z, uint32_t *out) {
+    const cm_tables *t = &g->t;
+    uint32_t q[CM_EXIT_STARTS * 2], n_q = 0, n = 0;
+    for (uint32_t e = t->ref_off[z]; e < t->ref_off[z + 1]; e++) {
+        uint32_t s = t->rule_start[t->ref_rule[e]], i = 0;
+        while (i < n_q && q[i] != s) i++;
+        if (i < n_q) continue;
+        if (n_q == CM_EXIT_STARTS * 2) return 0;
+        q[n_q++] = s;
+    }
+    for (uint32_t h = 0; h < n_q; h++) {  /* breadth first, each start once */
+        uint32_t s = q[h];
+        if (!exit_passes(g, s)) {
+            if (n == CM_EXIT_STARTS) return 0;
+            out[n++] = s;
+            continue;
+        }
+        for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) {
+            uint32_t r = t->rule_start[t->ref_rule[e]], i = 0;
+            while (i < n_q && q[i] != r) i++;
+            if (i < n_q) continue;
+            if (n_q == CM_EXIT_STARTS * 2) return 0;
+            q[n_q++] = r;
+        }
+    }
+    return n;
+}
+
+/* The first entry in [k, k_end) (entries sharing their first d bytes, each
+ * longer than d, so sorted by their byte at d) whose byte at d is >= c. */
+static size_t byte_at_from(const cm_vocab *v, size_t k, size_t k_end, uint32_t d, unsigned c) {
+    while (k < k_end) {
+        size_t mid = k + (k_end - k) / 2;
+        if (v->trie_data[v->trie_off[mid] + d] < c) k = mid + 1;
+        else k_end = mid;
+    }
+    return k;
+}
+
+static int exit_split(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, size_t k_end, uint32_t d,
+                      cm_walk *w);
+
+/* How many of the entries [k, k_end), or of the listed ones, are accepted in bits. */
+static uint32_t accepted_in(const cm_vocab *v, const uint32_t *bits, size_t k, size_t k_end) {
+    uint32_t n = 0;
+    for (size_t i = k; i < k_end; i++) n += cm_bit(bits, v->trie_ids[i]);
+    return n;
+}
+
+static uint32_t accepted_of(const cm_vocab *v, const uint32_t *bits, const uint32_t *ks, size_t n_k) {
+    uint32_t n = 0;
+    for (size_t i = 0; i < n_k; i++) n += cm_bit(bits, v->trie_ids[ks[i]]);
+    return n;
+}
+
+/* The bytes that (s, OUTER) may read first, or'ed into f[8]: s's own and those of
+ * the starts its calls predict (and of the states after nullable callees), every
+ * byte where a token edge or a lookahead marker is met; seen[n_states] marks the
+ * states visited.  The depth of the recursion is that of the calls: bounded by
+ * the states, each visited once. */
+static void first_bytes(const cm_grammar *g, uint32_t s, uint32_t *f, uint8_t *seen) {
+    const cm_tables *t = &g->t;
+    if (seen[s]) return;
+    seen[s] = 1;
+    if (g->has_tokens[s]) {
+        memset(f, 0xff, 8 * sizeof *f);
+        return;
+    }
+    for (int j = 0; j < 8; j++) f[j] |= g->next_bytes[(size_t)s * 8 + j];
+    for (uint32_t e = t->ref_off[s]; e < t->ref_off[s + 1]; e++) {
+        uint32_t r = t->ref_rule[e];
+        if (marker_rule(g, r)) {
+            memset(f, 0xff, 8 * sizeof *f);
+            return;
+        }
+        first_bytes(g, t->rule_start[r], f, seen);
+        if (t->rule_nullable[r]) first_bytes(g, t->ref_target[e], f, seen);
+    }
+}
+
+/* The bytes the starts of a split may read first: each one's, their union, and
+ * whether two share one; made on first need. */
+typedef struct exit_firsts {
+    uint32_t n_s;
+    const uint32_t *starts;
+    bool made, overlap;
+    uint32_t any[8];
+} exit_firsts;
+
+static int firsts_make(const cm_grammar *g, exit_firsts *fs) {
+    uint8_t *seen = calloc(g->t.n_states, 1);
+    if (!seen) return CM_ERR_NOMEM;
+    memset(fs->any, 0, sizeof fs->any);
+    fs->overlap = false;
+    for (uint32_t i = 0; i < fs->n_s; i++) {
+        uint32_t f[8] = {0};
+        if (i) memset(seen, 0, g->t.n_states);
+        first_bytes(g, fs->starts[i], f, seen);
+        for (int j = 0; j < 8; j++) {
+            fs->overlap |= (fs->any[j] & f[j]) != 0;
+            fs->any[j] |= f[j];
+        }
+    }
+    free(seen);
+    fs->made = true;
+    return CM_OK;
+}
+
+/* Entries [k, k_end) from (z, OUTER) at depth d: split where z allows, else its run walk. */
+static int exit_part(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, size_t k_end, uint32_t d,
+                     cm_walk *w) {
+    int rc = exit_split(g, z, rule, k, k_end, d, w);
+    if (rc) return rc < 0 ? rc : CM_OK;
+    return cm_run_walk(g, z, rule, k, k_end, d, w);
+}
+
+/* 1 done, 0 declined (w untouched), < 0 error. */
+static int exit_split(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, size_t k_end, uint32_t d,
+                      cm_walk *w) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t starts[CM_EXIT_STARTS], n_s;
+    if (!atomic_load_explicit(&g_exit_on, memory_order_relaxed) || k_end - k < CM_EXIT_MIN ||
+        k_end > v->n_trie || d > v->max_len || !tail_target(g, z) || !(n_s = exit_starts(g, z, starts)))
+        return 0;
+    for (uint32_t i = 0; i < n_s; i++)
+        if (starts[i] == z) return 0;
+    /* only starts that another position stood on already: a position alone over its starts
+     * (a JSON Schema's property, its own value rule below it) would make their configurations
+     * for itself, where its walk finds its own */
+    cm_cache *ca = g->cache;
+    if (!ca->exit_asker && !(ca->exit_asker = calloc(t->n_states, sizeof *ca->exit_asker))) return 0;
+    bool shared = false;
+    for (uint32_t i = 0; i < n_s; i++) {
+        uint32_t a = ca->exit_asker[starts[i]];
+        if (!a) ca->exit_asker[starts[i]] = z + 1;
+        else shared |= a != z + 1;
+    }
+    if (!shared) return 0;
+    atomic_fetch_add_explicit(&g_exit_tails, 1, memory_order_relaxed);
+    size_t k1 = k;
+    while (k1 < k_end && v->trie_off[k1 + 1] - v->trie_off[k1] <= d) k1++;
+    /* the bytes each start may read first (made when asked: exit_firsts) */
+    exit_firsts fs = {.n_s = n_s, .starts = starts};
+    int rc = n_s > 1 ? firsts_make(g, &fs) : CM_OK;
+    if (rc) return rc;
+    /* the calls' parts first (nothing of [k, k_end) is accepted yet: their counts hold), their
+     * uncertain entries apart: the candidates */
+    size_t unc0 = w->n_unc;
+    uint32_t *unc = w->unc;
+    size_t n_unc = w->n_unc, cap = w->cap_unc;
+    w->unc = NULL;
+    w->n_unc = w->cap_unc = 0;
+    /* two starts may accept the same token (one of d bytes alone: every start): then their
+     * count is the bits they added */
+    size_t k_c = fs.overlap ? k_end : k1;
+    uint32_t acc0 = w->n_accepted, before = n_s > 1 ? accepted_in(v, w->bits, k, k_c) : 0;
+    for (uint32_t i = 0; i < n_s && !rc; i++) rc = cm_flat_walk(g, starts[i], t->state_rule[starts[i]], k, k_end, d, w);
+    if (n_s > 1) w->n_accepted = acc0 + (accepted_in(v, w->bits, k, k_c) - before);
+    uint32_t *cand = w->unc;
+    size_t n_cand = w->n_unc;
+    w->unc = unc;
+    w->n_unc = n_unc;
+    w->cap_unc = cap;
+    /* z's own bytes: the entries longer than d, by their byte there; on a byte a start may
+     * read first, a part may accept what a call's part did: its count is the bits it added */
+    const uint8_t *data = v->trie_data;
+    const uint64_t *off = v->trie_off;
+    for (size_t lo = k1, hi; lo < k_end && !rc; lo = hi) {  /* each byte at d present, once */
+        uint8_t c = data[off[lo] + d];
+        hi = v->skip[off[lo] + d];
+        if (hi > k_end || hi <= lo || data[off[hi - 1] + d] != c) hi = byte_at_from(v, lo, k_end, d, c + 1u);
+        int32_t to = t->trans[(size_t)z * t->n_classes + t->byte_class[c]];
+        if (to < 0) continue;
+        if (!fs.made && (rc = firsts_make(g, &fs))) break;
+        if (!cm_bit(fs.any, c)) {  /* no start reads c: nothing of [lo, hi) accepted yet */
+            rc = exit_part(g, (uint32_t)to, rule, lo, hi, d + 1, w);
+            continue;
+        }
+        acc0 = w->n_accepted;
+        before = accepted_in(v, w->bits, lo, hi);
+        rc = exit_part(g, (uint32_t)to, rule, lo, hi, d + 1, w);
+        w->n_accepted = acc0 + (accepted_in(v, w->bits, lo, hi) - before);
+    }
+    /* the candidates on z's chart (which counts nothing) */
+    if (!rc && n_cand) {
+        n_cand = cm_sort_unique_u32(cand, n_cand);
+        before = accepted_of(v, w->bits, cand, n_cand);
+        rc = cm_walk_listed_at(g, z, cand, n_cand, d, w);
+        w->n_accepted += accepted_of(v, w->bits, cand, n_cand) - before;
+    }
+    free(cand);
+    if (rc) return rc;
+    /* this subtree's uncertain entries once, those accepted by another part gone */
+    size_t n = w->n_unc - unc0, kept = unc0;
+    if (n) n = cm_sort_unique_u32(w->unc + unc0, n);
+    for (size_t i = unc0; i < unc0 + n; i++)
+        if (!cm_bit(w->bits, v->trie_ids[w->unc[i]])) w->unc[kept++] = w->unc[i];
+    w->n_unc = kept;
+    return 1;
+}
+
+int cm_compose_exit(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, size_t k_end, uint32_t d, cm_walk *w) {
+    return exit_split(g, z, rule, k, k_end, d, w);
 }

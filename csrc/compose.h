@@ -44,6 +44,17 @@ size_t cm_tail_aliases(void);
 void cm_tail_names_enable(int on);
 size_t cm_tail_names_taken(void);
 
+/* A loop's or a run's exit subtree [k, k_end) (entries sharing their first d
+ * bytes) from (z, OUTER) at depth d, z a position before an operand, split
+ * into z's byte edges and the walks of the starts its calls stand for, their
+ * uncertain tokens decided by z's chart (compose.c, exit_split): 1 done, 0
+ * declined (w untouched), < 0 error.  Under the cache lock.  On (the default)
+ * or off, process-wide; and how many were split, in this process (for the
+ * tests). */
+int cm_compose_exit(const cm_grammar *g, uint32_t z, uint32_t rule, size_t k, size_t k_end, uint32_t d, cm_walk *w);
+void cm_exit_tails_enable(int on);
+size_t cm_exit_tails(void);
+
 /* Free the cache's tail parts. */
 typedef struct cm_tail cm_tail;
 void cm_tails_free(cm_tail **t, size_t n);

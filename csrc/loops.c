@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "chains.h"
+#include "compose.h"
 #include "flat.h"
 #include "loops.h"
 #include "tokclass.h"
@@ -961,7 +962,10 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
                 rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, false, w);
             continue;
         }
-        rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+        /* a position before an operand: its byte edges and its calls' parts (compose.c) */
+        int done = cm_compose_exit(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+        if (done < 0) rc = done;
+        else if (!done) rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
     reset_labels(g, ls, lw->n_sig / t->n_classes);
     free(ls);
@@ -1192,6 +1196,10 @@ static int run_exit(const cm_grammar *g, uint32_t state, uint32_t rule, const cm
     /* no flag: after the byte the chart is the one item (z, OUTER), as a walk from z starts */
     if (z >= 0 && !f && run_bytes(g, (uint32_t)z, rule, r))
         return cm_run_walk(g, (uint32_t)z, rule, x->k, x->k_end, x->depth + 1, w);
+    if (z >= 0 && !f) {  /* a position before an operand (compose.c) */
+        int done = cm_compose_exit(g, (uint32_t)z, rule, x->k, x->k_end, x->depth + 1, w);
+        if (done) return done < 0 ? done : CM_OK;
+    }
     return cm_flat_walk(g, state, rule, x->k, x->k_end, x->depth, w);
 }
 
