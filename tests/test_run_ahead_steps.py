@@ -24,7 +24,7 @@ from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.strategy import Strategy
 
 from .test_entries import WALKS_ONLY, entries
-from .test_filter_runs import OWN_RULES, RUN_BYTES, RUN_GRAMMARS, TAILS, _run_vocab
+from .test_filter_runs import OWN_RULES, RUN_BYTES, RUN_GRAMMARS, TAILS
 
 # the read-ahead only by the steps of one scan (the count never reaches its bound)
 BY_STEPS = Strategy(filter_runs=1, run_ahead=1_000_000, run_ahead_steps=4)
@@ -111,27 +111,41 @@ def test_long_json_strings_llama3_same_entries() -> None:
     assert _entries_same(g, cfgmask.Vocabulary.llama3()) > 0
 
 
-@pytest.mark.parametrize("index", range(len(RUN_GRAMMARS)))
-@pytest.mark.parametrize("seed", range(3))
-def test_random_run_vocab_same_entries(index: int, seed: int) -> None:
-    """Grammars bounding runs of `=`, `-` and spaces, random run tokens of lengths 1-24: the
-    read-ahead by steps against every rest read through the chart, and against plain walks."""
-    rng = np.random.default_rng(300 + seed)
-    a, b = int(rng.integers(2, 12)), int(rng.integers(1, 9))
-    text = RUN_GRAMMARS[index].format(a=a, b=b, c=b + int(rng.integers(1, 12)))
-    _entries_same(cfgmask.Grammar.from_gbnf(text), _run_vocab(seed), OWN_RULES)
+RUN_TAILS = [b"", b"", b'"', b'",', b'"}', b"\n", b"\\n", b"a"]
 
 
-def test_unbounded_runs_steps_taken() -> None:
-    """Runs the chart reads whole at any length (`"="*` after a name): long runs read on at once."""
-    text = RUN_GRAMMARS[0].format(a=3, b=2, c=5)
-    toks = {bytes([x]) for x in range(256)} | {b"(a)" + b"=" * k for k in range(1, 40)}
-    toks |= {b")" + b"=" * k for k in range(1, 40)}
-    vocab = cfgmask.Vocabulary.from_token_bytes(sorted(toks))
-    assert _entries_same(cfgmask.Grammar.from_gbnf(text), vocab, OWN_RULES) > 0
+def _run_vocab_long(seed: int) -> cfgmask.Vocabulary:
+    """Every byte, and tokens of a short head, a run of 1-128 spaces, `=`, `-` or `#`, maybe a
+    tail (a quote ending the string, a raw newline it cannot hold, an escape): runs that cross
+    a block's end at one position and a block and more at the next."""
+    rng = np.random.default_rng(seed)
+    toks = {bytes([b]) for b in range(256)}
+    for _ in range(400):
+        head = bytes(rng.choice([*b'ab "'], size=int(rng.integers(0, 3))).astype(np.uint8))
+        run = bytes([int(rng.choice([*b" =-#"]))]) * int(rng.integers(1, 129))
+        toks.add(head + run + RUN_TAILS[int(rng.integers(len(RUN_TAILS)))])
+    return cfgmask.Vocabulary.from_token_bytes(sorted(toks))
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.parametrize("seed", range(5))
+def test_random_bounds_and_runs_same_entries(seed: int) -> None:
+    """A string cut into blocks (maxLength 250-500) and a short one beside it, random run tokens:
+    every state's entry against the runs off and plain walks; the steps started read-aheads."""
+    rng = np.random.default_rng(500 + seed)
+    long, short = int(rng.integers(250, 501)), int(rng.integers(1, 80))
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": long},
+            "b": {"type": ["string", "null"], "maxLength": short},
+        },
+        "required": ["a"],
+    }
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
+    assert _entries_same(g, _run_vocab_long(seed)) > 0, (long, short)
+
+
+@settings(max_examples=30, deadline=None)
 @given(
     st.integers(0, len(RUN_GRAMMARS) - 1),
     st.integers(1, 12),
@@ -148,7 +162,8 @@ def test_unbounded_runs_steps_taken() -> None:
         max_size=80,
     ),
 )
-def test_run_ahead_steps_same_entries_hypothesis(index: int, a: int, b: int, more: int, pieces: list) -> None:
+def test_run_grammars_same_entries_hypothesis(index: int, a: int, b: int, more: int, pieces: list) -> None:
+    """test_filter_runs' grammars bounding runs after a name, under the read-ahead by steps."""
     text = RUN_GRAMMARS[index].format(a=a, b=b, c=b + more)
     toks = {bytes([x]) for x in range(256)} | {
         head + bytes([byte]) * k + tail for head, byte, k, tail in pieces
@@ -156,3 +171,21 @@ def test_run_ahead_steps_same_entries_hypothesis(index: int, a: int, b: int, mor
     _entries_same(
         cfgmask.Grammar.from_gbnf(text), cfgmask.Vocabulary.from_token_bytes(sorted(toks)), OWN_RULES
     )
+
+
+@pytest.mark.parametrize(("budget", "bound"), [(16, 40), (16, 60), (16, 90), (24, 100)])
+def test_bounded_string_blocks_same_entries(budget: int, bound: int) -> None:
+    """A string of bounded length cut into small blocks, tokens of runs of 1-69 bytes (with a
+    quote after them or not): the block rule's upward chart reads a run only so far, so what the
+    read-ahead learns (where it dies too) decides rests; against the runs off and plain walks."""
+    text = f'root ::= item ("," item)*\nitem ::= "\\"" [a-z= -]{{0,{bound}}} "\\""'
+    toks = {bytes([x]) for x in range(256)} | {
+        head + byte * k + tail
+        for head in (b"", b"a", b'"')
+        for byte in (b"=", b" ", b"-")
+        for k in range(1, 70)
+        for tail in (b"", b'"', b'",')
+    }
+    vocab = cfgmask.Vocabulary.from_token_bytes(sorted(toks))
+    limits = CompileLimits(unroll_budget=budget, unroll_whole=0)
+    assert _entries_same(cfgmask.Grammar.from_gbnf(text), vocab, limits) > 0
