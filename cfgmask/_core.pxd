@@ -78,6 +78,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t filter_runs
         size_t run_stops
         size_t run_ahead
+        size_t run_ahead_steps
         size_t filter_pairs
         size_t stack_verdicts
         size_t flat_plain_steps
@@ -324,6 +325,7 @@ cdef extern from "stackmemo.h" nogil:
 cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
     size_t cm_walk_filter_run_hits()
+    size_t cm_walk_run_aheads_by_steps()
     size_t cm_walk_filter_pair_hits()
     size_t cm_walk_listed_unread()
     void cm_walk_loop_stop_enable(int on)

@@ -134,6 +134,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.filter_runs = s.filter_runs
     lim.run_stops = s.run_stops
     lim.run_ahead = s.run_ahead
+    lim.run_ahead_steps = s.run_ahead_steps
     lim.filter_pairs = s.filter_pairs
     lim.stack_verdicts = s.stack_verdicts
     lim.flat_plain_steps = 1 if s.flat_plain_steps else 0
@@ -1495,6 +1496,13 @@ def filter_run_hits():
     """How many of the upward filter's questions the runs of one byte it kept answered so far
     in this process (for the tests)."""
     return cm_walk_filter_run_hits()
+
+
+def run_aheads_by_steps():
+    """How many runs of one byte the upward filter read on to twice their length because one
+    scan of the run took Strategy.run_ahead_steps chart steps, so far in this process (for the
+    tests)."""
+    return cm_walk_run_aheads_by_steps()
 
 
 def filter_pair_hits():

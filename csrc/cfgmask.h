@@ -209,6 +209,11 @@ typedef struct cm_limits {
      * twice its length (walk.c, run_ahead); 0: never.  The entries are the
      * same. */
     size_t run_ahead;
+    /* n > 0 (and run_ahead): such a run that alone took n chart steps or
+     * more is read on at once, without waiting for run_ahead of them
+     * (walk.c, run_ahead_now); 0: only by the count.  The entries are the
+     * same. */
+    size_t run_ahead_steps;
     /* n > 0: once the upward filter has met n rests of a rule's tokens, the
      * bytes its upward chart reads second after each first byte are made
      * (one chart step a first byte it reads) and a rest whose second byte is

@@ -912,6 +912,24 @@ static uint32_t run_ahead(const cm_grammar *g, cm_chart *up, follow_run *r, uint
     return read < len ? read : len;
 }
 
+static atomic_size_t g_run_aheads_by_steps;
+
+size_t cm_walk_run_aheads_by_steps(void) { return atomic_load(&g_run_aheads_by_steps); }
+
+/* Whether a run the filter just read whole past r->lo (`steps` chart steps of it scanned now)
+ * is read on (run_ahead): after lim.run_ahead such runs of the (rule, byte), or at once when
+ * this one alone took lim.run_ahead_steps steps or more.  A long string's positions each rescan
+ * a run one byte longer than the last from its first byte (Llama-3's 70-128-byte runs of spaces,
+ * `-`, `#`, `=` after a block's end, a few K instructions a step through a shared block's upward
+ * chart), so the 16 misses the count waits for cost more than reading on to twice the length,
+ * which costs at most as many steps as this one did and then answers the longer ones. */
+static bool run_ahead_now(const cm_grammar *g, follow_run *r, uint32_t steps) {
+    bool counted = ++r->misses >= g->lim.run_ahead;
+    if (counted || !g->lim.run_ahead_steps || steps < g->lim.run_ahead_steps) return counted;
+    atomic_fetch_add(&g_run_aheads_by_steps, 1);
+    return true;
+}
+
 /* The bytes that some state of T reads, where T is every state reachable
  * from the rule's return states through r's byte, calls, markers and returns
  * (stops_reach): after any run of the byte, the upward chart's items are at
@@ -987,7 +1005,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
                 died = alive < len;
                 ok = alive == len;
                 if (r) run_learn(r, run, len, alive);
-                if (r && ok && run == len && g->lim.run_ahead && ++r->misses >= g->lim.run_ahead)
+                if (r && ok && run == len && g->lim.run_ahead && run_ahead_now(g, r, len - from))
                     have = run_ahead(g, up, r, len, have);
             }
         }

@@ -60,6 +60,7 @@ size_t cm_walk_name_stop_hits(void);
 /* How many of the filter's questions the runs of one byte answered so far in
  * this process (for the tests). */
 size_t cm_walk_filter_run_hits(void);
+size_t cm_walk_run_aheads_by_steps(void); /* read-aheads run_ahead_steps started (the tests read it) */
 /* How many of the filter's questions the pair stops answered so far in this
  * process (for the tests). */
 size_t cm_walk_filter_pair_hits(void);

@@ -103,6 +103,11 @@ class Strategy:
     # known to survive (a string's later positions: each rest a few bytes longer), it reads the
     # next one on to twice its length (0: never; 1: at once, as the tests use it)
     run_ahead: int = 16
+    # with run_ahead, a run that alone took this many chart steps to read whole past the length
+    # known to survive is read on at once (a long string's positions rescan 70-128-byte runs of
+    # Llama-3's spaces, `-`, `#` a byte longer each time from their first byte; 0: only by the
+    # count above)
+    run_ahead_steps: int = 32
     # once the upward filter has met this many rests of a rule's tokens, the bytes the rule's
     # upward chart reads second after each first byte it reads are made (one chart step a first
     # byte) and a rest whose second byte is not among them dies without being asked (after a
