@@ -279,7 +279,10 @@ static bool rule_pairs_equal(const int32_t *tr, uint32_t n, uint32_t nc, const u
 /* The root of c in a union-find forest of a rule's classes (up: the parent of each, halved
  * on the way). */
 static inline uint8_t class_root(uint8_t *up, uint8_t c) {
-    while (up[c] != c) c = up[c] = up[up[c]];
+    while (up[c] != c) {
+        uint8_t p = up[up[c]];
+        up[c] = p, c = p;
+    }
     return c;
 }
 
