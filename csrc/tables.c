@@ -304,7 +304,9 @@ static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256], const
         uint64_t classes = nc <= 64 ? 0 : ~(uint64_t)0; /* the pairs' classes, as bits where they fit */
         for (uint32_t c = 0; c < nc; c++) up[c] = (uint8_t)c;
         for (int x = 0; x < 256; x++) {
-            uint8_t c = class_root(up, cls[x]), c0 = class_root(up, cls[rep[x]]);
+            uint8_t c = cls[x], c0 = cls[rep[x]];
+            if (c == c0) continue; /* (most bytes: their key's first byte is in their class) */
+            c = class_root(up, c), c0 = class_root(up, c0);
             if (c == c0) continue;
             up[c] = c0;
             a[n_pairs] = c, b[n_pairs++] = c0; /* fewer than nc pairs: each joins two trees */
