@@ -100,6 +100,34 @@ static inline uint32_t cm_run_end(const int32_t *row, uint32_t c, uint32_t n) {
     return c1;
 }
 
+/* The starts of a row's runs (row[0..n), 1 <= n <= 64) as bits: bit c set where c == 0 or
+ * row[c] != row[c - 1], so the run at c ends at the next set bit (or n): the runs cm_run_end
+ * walks, from one pass over the row (four entries a compare, sixteen a movemask with SSE2)
+ * instead of a scan set up at every run.  Bits at n and above are 0. */
+static inline uint64_t cm_run_starts(const int32_t *row, uint32_t n) {
+    uint64_t m = 1;
+    uint32_t c = 1;
+#if defined(__SSE2__) && defined(__GNUC__)
+#define CM_RS_EQ(i)                                                                   \
+    _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c + (i))), \
+                    _mm_loadu_si128((const __m128i *)(const void *)(row + c + (i)-1)))
+    for (; c + 16 <= n; c += 16) { /* int32 -> int16 -> int8 saturating keeps -1 and 0 */
+        __m128i lo = _mm_packs_epi32(CM_RS_EQ(0), CM_RS_EQ(4)), hi = _mm_packs_epi32(CM_RS_EQ(8), CM_RS_EQ(12));
+        m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) & 0xFFFFu) << c;
+    }
+    for (; c + 4 <= n; c += 4)
+        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(CM_RS_EQ(0))) & 0xFu) << c;
+    if (c < n && n >= 5) { /* the last 1-3 entries: the row's last four compares, made again in part */
+        c = n - 4;
+        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(CM_RS_EQ(0))) & 0xFu) << c;
+        c = n;
+    }
+#undef CM_RS_EQ
+#endif
+    for (; c < n; c++) m |= (uint64_t)(row[c] != row[c - 1]) << c;
+    return m;
+}
+
 /* A DFA's byte rows as runs (cm_dfa_out.runs): state s's are off[s] .. off[s + 1], each the
  * bytes rng & 0xFF .. rng >> 8 of one class span to state to[] (no run for "no edge"), in class
  * order: what a walk of the row with cm_run_end yields.  One allocation (free(runs)). */

@@ -216,6 +216,11 @@ static inline uint64_t row_edges(const int32_t *row, uint32_t nc) {
         __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c)), none);
         m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << c;
     }
+    if (c < nc && nc >= 4) { /* the last 1-3 classes: the row's last four, read again in part */
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + nc - 4)), none);
+        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << (nc - 4);
+        c = nc;
+    }
 #endif
     for (; c < nc; c++) m |= (uint64_t)(row[c] != -1) << c;
     return m;

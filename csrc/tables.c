@@ -127,6 +127,29 @@ static int key_add(const uint8_t *cls, uint32_t n, uint32_t nc, uint64_t *part, 
     return CM_OK;
 }
 
+/* The bits [c, c1) of a word (c < c1 <= 64). */
+static inline uint64_t span_bits(uint32_t c, uint32_t c1) {
+    return (c1 < 64 ? (uint64_t)1 << c1 : 0) - ((uint64_t)1 << (c & 63));
+}
+
+/* A walk of a row's runs: a row of up to 64 classes has its runs' starts found at once
+ * (cm_run_starts), each run's end then the next start, where cm_run_end set up a scan at every
+ * run; a wider one is walked with cm_run_end. */
+typedef struct { const int32_t *row; uint32_t n; uint64_t st; } run_walk;
+
+static inline void runs_begin(run_walk *it, const int32_t *row, uint32_t n) {
+    it->row = row, it->n = n;
+    it->st = n && n <= 64 ? cm_run_starts(row, n) & ~(uint64_t)1 : 0;
+}
+
+/* The end of the run that starts at c (the next start, or n), that start taken off. */
+static inline uint32_t runs_next(run_walk *it, uint32_t c) {
+    if (it->n > 64) return cm_run_end(it->row, c, it->n);
+    uint32_t c1 = it->st ? (uint32_t)__builtin_ctzll(it->st) : it->n;
+    it->st &= it->st - 1;
+    return c1;
+}
+
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
  * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
  * nxt of the target after a nullable callee).  Only states with calls change in the
@@ -136,7 +159,7 @@ static int key_add(const uint8_t *cls, uint32_t n, uint32_t nc, uint64_t *part, 
  * the rows, not two); *key_rc: CM_ERR_ARG for a rule without states or with a byte of no class. */
 static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
                        bits256 *nxt, const int64_t *weights, uint64_t key[256], int *key_rc, uint32_t *run_off,
-                       uint16_t *run_end) {
+                       uint16_t *run_end, uint64_t *edges) {
     uint32_t n_runs = 0; /* (run_off: the runs' ends kept where every row is keyed, the only case they are read) */
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
@@ -158,26 +181,33 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
             bits256 *b = &nxt[lo + i];
             const int32_t *row = tr + (size_t)i * nc;
             if (keyed && run_off) run_off[lo + i] = n_runs;
-            if (d->tok_off[lo + i + 1] > d->tok_off[lo + i]) {
+            uint64_t em = 0; /* where keyed and edges: the row's classes with an edge, as bits */
+            bool tok = d->tok_off[lo + i + 1] > d->tok_off[lo + i];
+            run_walk it; /* (m == nc where keyed) */
+            if (keyed || !tok) runs_begin(&it, row, m);
+            if (tok) {
                 memset(b, 0xff, sizeof *b);
                 if (keyed) /* its row still counts in the columns */
                     for (uint32_t c = 0, c1; c < nc; c = c1) {
-                        c1 = cm_run_end(row, c, nc);
+                        c1 = runs_next(&it, c);
                         uint64_t v = (uint64_t)weights[lo + i] * (uint64_t)((int64_t)row[c] + 2);
                         part[c] += v, part[c1] -= v;
                         if (run_off) run_end[n_runs++] = (uint16_t)c1;
+                        if (row[c] != -1) em |= span_bits(c, c1);
                     }
+                if (keyed && edges) edges[lo + i] = nc <= 64 ? em : ~(uint64_t)0;
                 continue;
             }
             memset(b, 0, sizeof *b);
             uint64_t w = keyed ? (uint64_t)weights[lo + i] : 0;
             uint32_t live = UINT32_MAX; /* the start of the span of edges that c ends, if any */
-            for (uint32_t c = 0, c1; c < m; c = c1) { /* (m == nc where keyed) */
-                c1 = cm_run_end(row, c, m);
+            for (uint32_t c = 0, c1; c < m; c = c1) {
+                c1 = runs_next(&it, c);
                 if (keyed) {
                     uint64_t v = w * (uint64_t)((int64_t)row[c] + 2);
                     part[c] += v, part[c1] -= v;
                     if (run_off) run_end[n_runs++] = (uint16_t)c1;
+                    if (row[c] != -1) em |= span_bits(c, c1);
                 }
                 if (row[c] >= 0) {
                     if (live == UINT32_MAX) live = c;
@@ -187,6 +217,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                 }
             }
             if (live != UINT32_MAX) bits_or_span(b, pre, live, m);
+            if (keyed && edges) edges[lo + i] = nc <= 64 ? em : ~(uint64_t)0;
         }
         if (weights && !*key_rc) *key_rc = keyed ? key_add(cls, n, nc, part, key) : CM_ERR_ARG;
     }
@@ -235,45 +266,59 @@ typedef struct { int64_t key; uint32_t byte; } keyed;
  * table (n states, nc classes)?  One pass over the rows, read as they lie (a column compare
  * would read one line per row for each pair). */
 static bool rule_pairs_equal(const int32_t *tr, uint32_t n, uint32_t nc, const uint8_t *a, const uint8_t *b,
-                             uint32_t n_pairs) {
+                             uint32_t n_pairs, const uint64_t *edges, uint64_t classes) {
     bool same = true;
     for (uint32_t i = 0; same && n_pairs && i < n; i++) {
+        if (edges && !(edges[i] & classes)) continue; /* no edge in the pairs' classes: all -1 */
         const int32_t *row = tr + (size_t)i * nc;
         for (uint32_t k = 0; k < n_pairs; k++) same &= row[a[k]] == row[b[k]];
     }
     return same;
 }
 
+/* The root of c in a union-find forest of a rule's classes (up: the parent of each, halved
+ * on the way). */
+static inline uint8_t class_root(uint8_t *up, uint8_t c) {
+    while (up[c] != c) {
+        uint8_t p = up[up[c]];
+        up[c] = p, c = p;
+    }
+    return c;
+}
+
 /* Does some byte x's column of the [states, 256] matrix differ from byte rep[x]'s?  Rule by
  * rule, only the pairs of the rule's classes that the bytes grouped by key put together (class
- * of x, class of rep[x], where they differ) are compared, each pair once: the columns of bytes
- * with equal keys are equal unless two hashes collide, and a rule's classes that other rules
- * tell apart are never compared (a JSON string's character classes, split around '"' and '\',
- * against the literals of the keys). */
-static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256]) {
+ * of x, class of rep[x], where they differ) are compared: the columns of bytes with equal keys
+ * are equal unless two hashes collide, and a rule's classes that other rules tell apart are
+ * never compared (a JSON string's character classes, split around '"' and '\', against the
+ * literals of the keys).  Equality is transitive, so a pair whose classes earlier pairs join
+ * already (a union-find of the rule's classes) is not compared: at most a pair a class, where
+ * a class met with several partners was compared once a byte. */
+static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256], const uint64_t *edges) {
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n; /* n > 0, nc <= 256: key_add */
         const uint8_t *cls = f->byte_class + (size_t)r * 256;
-        uint8_t first[256], a[256], b[256];  /* first[c]: the partner c's first pair has (c: none) */
+        uint8_t up[256], a[256], b[256];
         uint32_t n_pairs = 0;
-        for (uint32_t c = 0; c < nc; c++) first[c] = (uint8_t)c;
+        uint64_t classes = nc <= 64 ? 0 : ~(uint64_t)0; /* the pairs' classes, as bits where they fit */
+        for (uint32_t c = 0; c < nc; c++) up[c] = (uint8_t)c;
         for (int x = 0; x < 256; x++) {
             uint8_t c = cls[x], c0 = cls[rep[x]];
-            if (c == c0 || first[c] == c0) continue;
-            if (first[c] == c) first[c] = c0;
-            a[n_pairs] = c, b[n_pairs++] = c0; /* (a class met again with another partner: a pair more) */
-            if (n_pairs == 256) { /* compare what is gathered, go on with the rest */
-                if (!rule_pairs_equal(f->trans + f->rule_trans[r], n, nc, a, b, n_pairs)) return true;
-                n_pairs = 0;
-            }
+            if (c == c0) continue; /* (most bytes: their key's first byte is in their class) */
+            c = class_root(up, c), c0 = class_root(up, c0);
+            if (c == c0) continue;
+            up[c] = c0;
+            a[n_pairs] = c, b[n_pairs++] = c0; /* fewer than nc pairs: each joins two trees */
+            if (nc <= 64) classes |= (uint64_t)1 << c | (uint64_t)1 << c0;
         }
-        if (!rule_pairs_equal(f->trans + f->rule_trans[r], n, nc, a, b, n_pairs)) return true;
+        if (!rule_pairs_equal(f->trans + f->rule_trans[r], n, nc, a, b, n_pairs, edges ? edges + lo : NULL, classes))
+            return true;
     }
     return false;
 }
 
-static int number_classes(const cm_flat_rules *f, const uint64_t key[256], cm_flat_derived *d);
+static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint64_t *edges, cm_flat_derived *d);
 
 /* The distinct keys (as int64), each with its first byte, sorted: uniq[0 .. return).  Bytes
  * are grouped by key through a hash of the keys, then the few groups sorted by insertion.
@@ -309,13 +354,13 @@ static int distinct_keys(const uint64_t key[256], keyed uniq[256], uint8_t slot_
  * over the rules), as tables.byte_classes numbers them; n_classes 0 (the caller's Python path
  * decides) on a hash collision.  The table by class is cm_flat_derive_trans's, written where
  * the caller keeps it. */
-static int number_classes(const cm_flat_rules *f, const uint64_t key[256], cm_flat_derived *d) {
+static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const uint64_t *edges, cm_flat_derived *d) {
     keyed uniq[256];
     uint8_t slot_of[256], order[256], rep_of[256];
     int rep[256], n_classes = distinct_keys(key, uniq, slot_of, order);
     for (int c = 0; c < n_classes; c++) rep[c] = (int)uniq[c].byte; /* the first byte of each key */
     for (int x = 0; x < 256; x++) rep_of[x] = (uint8_t)rep[order[slot_of[x]]];
-    if (columns_differ(f, rep_of)) return CM_OK; /* a collision */
+    if (columns_differ(f, rep_of, edges)) return CM_OK; /* a collision */
     for (int x = 0; x < 256; x++) d->byte_class[x] = order[slot_of[x]];
     d->n_classes = (uint32_t)n_classes;
     return CM_OK;
@@ -408,10 +453,14 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
             d->run_end = malloc(((size_t)f->rule_trans[f->n_rules] + 1) * sizeof *d->run_end);
             if (!d->run_off || !d->run_end) free(d->run_off), free(d->run_end), d->run_off = NULL, d->run_end = NULL;
         }
-        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc, d->run_off, d->run_end);
+        /* the classes with an edge of each row (next_bytes' walk): the pairs of columns_differ
+         * need not be read in a row with none in their classes (NULL: every row read) */
+        uint64_t *edges = weights ? malloc(((size_t)f->n_states + 1) * sizeof *edges) : NULL;
+        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc, d->run_off, d->run_end, edges);
         if (key_rc) free(d->run_off), free(d->run_end), d->run_off = NULL, d->run_end = NULL;
         follow_bytes(f, d, calls, n_calls, can_end, nxt, rule_of_state, follow);
-        if (weights) rc = key_rc ? key_rc : number_classes(f, key, d);
+        if (weights) rc = key_rc ? key_rc : number_classes(f, key, edges, d);
+        free(edges);
     }
     free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow), free(calls);
     return rc;
