@@ -30,7 +30,14 @@ if tsan:
 # and not to the C that Cython generates.
 c_core = (
     "cfgmask_core",
-    {"sources": sorted(glob("csrc/*.c")), "include_dirs": ["csrc"], "cflags": cflags + ["-fPIC"]},
+    {
+        "sources": sorted(glob("csrc/*.c")),
+        "include_dirs": ["csrc"],
+        "cflags": cflags + ["-fPIC"],
+        # every object depends on every header: without it an edit to a header alone left the
+        # objects built from the old one in place (build_clib compares each .o with its .c only)
+        "obj_deps": {"": sorted(glob("csrc/*.h"))},
+    },
 )
 
 core = Extension(
