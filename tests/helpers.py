@@ -163,3 +163,37 @@ def mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
     m.fill_bitmask(mask, 0)
     words = mask[0].tolist()
     return [bool((words[i >> 5] >> (i & 31)) & 1) for i in range(size)]
+
+
+def masks_along(compiled: cfgmask.CompiledGrammar, tokens: Iterable[int]) -> list[Any]:
+    """The masks a fresh matcher fills before each of ``tokens``, each token accepted after its mask."""
+    m = cfgmask.Matcher(compiled)
+    out = []
+    mask = cfgmask.allocate_bitmask(1, compiled.vocab.size)
+    for t in tokens:
+        m.fill_bitmask(mask, 0)
+        out.append(mask.copy())
+        assert m.accept_token(t)
+    return out
+
+
+def walk_agrees(
+    ref_m: ReferenceMatcher,
+    tokens: list[bytes],
+    stops: Any,
+    specials: Any,
+    ids: Iterable[int],
+    **matchers: cfgmask.Matcher,
+) -> None:
+    """Each matcher's mask equal to the reference's before every token of the walk ``ids`` and at
+    its end, each token accepted by every matcher (``tokens``: the reference's token bytes)."""
+    prefix = b""
+    size = len(tokens)
+    for t in [*ids, None]:
+        expected = ref_m.mask(prefix, tokens, stops, specials)
+        for name, m in matchers.items():
+            assert mask_bools(m, size) == expected, f"{name}, prefix {prefix!r}"
+        if t is None:
+            break
+        assert all(m.accept_token(t) for m in matchers.values())
+        prefix += tokens[t] or b""

@@ -29,7 +29,7 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch
+from .helpers import core_switch, masks_along
 from .test_entries import WALKS_ONLY, _longest_tokens, entries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,14 +82,7 @@ HELLO = b'#include <stdio.h>\n\nint main(void) {\n    printf("Hello, world!\\n")
 
 def _masks_along(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, tokens: list[int], on: bool) -> list:
     with core_switch(_core.exit_tails_enable, on):
-        m = cfgmask.Matcher(cfgmask.compile(g, vocab))
-        out = []
-        mask = cfgmask.allocate_bitmask(1, vocab.size)
-        for t in tokens:
-            m.fill_bitmask(mask, 0)
-            out.append(mask.copy())
-            assert m.accept_token(t)
-        return out
+        return masks_along(cfgmask.compile(g, vocab), tokens)
 
 
 def test_c_document_masks_same_in_document_order() -> None:

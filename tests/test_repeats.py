@@ -31,7 +31,7 @@ import cfgmask
 from cfgmask import ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import alt, chars, grammar, lit, ref, rep, seq
+from .helpers import alt, chars, grammar, lit, ref, rep, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, grammars, token_walks, vocabularies
 from .test_engine_differential import _mask_bools, _vocab
@@ -75,16 +75,15 @@ def test_blocks_masks_equal_reference(case: tuple[ir.Grammar, int], v: Vocab, da
     wrapped = _compile(g, vocab, budget, wrap=1)  # every block entry with an uncertain token wraps
     plain = _compile(g, vocab, budget, wrap=0, chains=False)  # and every position walks the trie
     walk = data.draw(token_walks(ref_m, v, max_steps=14))
-    m, p = cfgmask.Matcher(wrapped), cfgmask.Matcher(plain)
-    prefix = b""
-    for t in [*walk.token_ids, None]:
-        expected = ref_m.mask(prefix, v.tokens, v.stop_ids, v.special_ids)
-        assert _mask_bools(m, vocab.size) == expected, f"wraps on, prefix {prefix!r}"
-        assert _mask_bools(p, vocab.size) == expected, f"wraps off, prefix {prefix!r}"
-        if t is None:
-            break
-        assert m.accept_token(t) and p.accept_token(t)
-        prefix += v.tokens[t] or b""
+    walk_agrees(
+        ref_m,
+        v.tokens,
+        v.stop_ids,
+        v.special_ids,
+        walk.token_ids,
+        wraps_on=cfgmask.Matcher(wrapped),
+        wraps_off=cfgmask.Matcher(plain),
+    )
 
 
 def test_snowplow_strings_wrap_with_llama3() -> None:

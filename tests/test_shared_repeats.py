@@ -25,10 +25,10 @@ import cfgmask
 from cfgmask import ir
 from cfgmask.compile.repeats import RepeatRewriter
 
-from .helpers import alt, chars, grammar, lit, ref, rep, seq
+from .helpers import alt, chars, grammar, lit, ref, rep, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
-from .test_engine_differential import _mask_bools, _vocab
+from .test_engine_differential import _vocab
 
 UNIT = alt(chars("ac"), lit("\\n"), chars("\u00e9"))  # weighs 7 (repeats.size_estimate)
 OTHER = chars("bc")  # weighs 2: another family
@@ -95,16 +95,15 @@ def test_shared_counts_masks_equal_reference(
     with apart():
         unshared = _compile(g, vocab, budget)
     walk = data.draw(token_walks(ref_m, v, max_steps=16))
-    m, p = cfgmask.Matcher(shared), cfgmask.Matcher(unshared)
-    prefix = b""
-    for t in [*walk.token_ids, None]:
-        expected = ref_m.mask(prefix, v.tokens, v.stop_ids, v.special_ids)
-        assert _mask_bools(m, vocab.size) == expected, f"shared, prefix {prefix!r}"
-        assert _mask_bools(p, vocab.size) == expected, f"apart, prefix {prefix!r}"
-        if t is None:
-            break
-        assert m.accept_token(t) and p.accept_token(t)
-        prefix += v.tokens[t] or b""
+    walk_agrees(
+        ref_m,
+        v.tokens,
+        v.stop_ids,
+        v.special_ids,
+        walk.token_ids,
+        shared=cfgmask.Matcher(shared),
+        apart=cfgmask.Matcher(unshared),
+    )
 
 
 @given(counts())

@@ -36,7 +36,7 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch
+from .helpers import core_switch, masks_along
 from .test_entries import WALKS_ONLY, _longest_tokens, entries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,15 +98,7 @@ def test_shipped_grammars_same_entries(name: str) -> None:
 
 def _masks_along(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, tokens: list[int], on: bool) -> list:
     with _shortcuts(on):
-        compiled = cfgmask.compile(g, vocab)
-        m = cfgmask.Matcher(compiled)
-        out = []
-        mask = cfgmask.allocate_bitmask(1, vocab.size)
-        for t in tokens:
-            m.fill_bitmask(mask, 0)
-            out.append(mask.copy())
-            assert m.accept_token(t)
-        return out
+        return masks_along(cfgmask.compile(g, vocab), tokens)
 
 
 HELLO = b'#include <stdio.h>\n\nint main(void) {\n    printf("Hello, world!\\n");\n    return 0;\n}\n'
