@@ -22,7 +22,7 @@ from cfgmask import ir
 from cfgmask.compile import flat as flat_mod
 
 from .test_compile_tables import _door, assert_same, both
-from .test_derive_columns import _full
+from .test_derive_columns import _full, check_classes
 
 LETTERS = string.ascii_letters + string.digits + "!#$%&()*+,-./:;<=>?@[]^_{|}~"
 
@@ -77,33 +77,17 @@ def test_tables_against_the_python_passes(text: str) -> None:
     assert_same(fast, slow)
 
 
-def _check(door: tuple, weights: np.ndarray, full: np.ndarray) -> bool:  # type: ignore[type-arg]
-    """The door's byte classes against the full matrix; True where C made them."""
-    k, byte_class, by_class = door[9][0], np.frombuffer(door[9][1], dtype=np.uint8), door[9][2]
-    if k == 0:  # refused: two bytes with different columns hash alike
-        with np.errstate(over="ignore"):
-            keys = weights @ (full.astype(np.int64) + 2)
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        assert not np.array_equal(full, full[:, first[inverse.reshape(-1)]])
-        return False
-    table = np.frombuffer(by_class, dtype=np.int32).reshape(full.shape[0], k)
-    assert np.array_equal(table[:, byte_class], full)  # each byte's column is its class's
-    distinct = {table[:, c].tobytes() for c in range(k)}
-    assert len(distinct) == k  # and bytes of different classes differ
-    return True
-
-
 @pytest.mark.parametrize("text", [t for _, t in GRAMMARS], ids=[n for n, _ in GRAMMARS])
 def test_byte_classes_under_colliding_weights(text: str) -> None:
     g = _ir(text)
     probe = _door(g, flat_mod.class_weights(0))
     full = _full(probe)
     n = full.shape[0]
-    assert _check(probe, flat_mod.class_weights(0)[:n], full)
+    assert check_classes(probe, flat_mod.class_weights(0)[:n], full)
     rng = np.random.default_rng(n)
     for values in ((1,), (1, 3), (0, 1), (5, 7, 11)):
         weights = rng.choice(np.array(values, dtype=np.int64), size=n)
-        _check(_door(g, weights), weights, full)
+        check_classes(_door(g, weights), weights, full)
 
 
 def test_a_collision_of_an_edge_against_none_is_refused() -> None:
@@ -115,7 +99,7 @@ def test_a_collision_of_an_edge_against_none_is_refused() -> None:
         g = _ir(text)
         full = _full(_door(g, flat_mod.class_weights(0)))
         ones = np.ones(full.shape[0], dtype=np.int64)
-        if _check(_door(g, ones), ones, full):
+        if check_classes(_door(g, ones), ones, full):
             made += 1
         else:
             refused += 1

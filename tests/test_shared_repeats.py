@@ -16,7 +16,6 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +28,7 @@ from .helpers import alt, chars, grammar, lit, ref, rep, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
+from .test_repeats import _same_masks_along
 
 UNIT = alt(chars("ac"), lit("\\n"), chars("\u00e9"))  # weighs 7 (repeats.size_estimate)
 OTHER = chars("bc")  # weighs 2: another family
@@ -167,12 +167,4 @@ def test_json_strings_share_blocks_with_llama3() -> None:
     # strings across block ends (a block of a JSON string's character is well under 300)
     doc = {f"p{i}": ("ab\\u00e9 " * (n // 5))[: n - 2] for i, n in enumerate(bounds)}
     text = json.dumps(doc, separators=(",", ":"))
-    a, b = cfgmask.allocate_bitmask(1, vocab.size), cfgmask.allocate_bitmask(1, vocab.size)
-    m, p = cfgmask.Matcher(shared), cfgmask.Matcher(unshared)
-    for t in [*enc.encode_ordinary(text), None]:
-        m.fill_bitmask(a)
-        p.fill_bitmask(b)
-        assert np.array_equal(a, b)
-        if t is None:
-            break
-        assert m.accept_token(t) and p.accept_token(t)
+    _same_masks_along(shared, unshared, enc.encode_ordinary(text))
