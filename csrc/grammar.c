@@ -11,7 +11,7 @@ void cm_limits_default(cm_limits *out) {
     out->max_items_per_set = 200000;
     out->max_chart_items = 50000000;
     out->max_cache_bytes = (size_t)2 << 30;
-    out->direct_walk_states = 33;
+    out->direct_walk_states = 64;
     out->index_min_items = 32;
     out->mask_memo_min_items = 64;
     out->mask_memo_min_candidates = 1024;
