@@ -68,8 +68,7 @@ def test_many_property_object_builds_entries_below_the_threshold() -> None:
     base_masks, base_stats = runs["default"]
     for name in ("at 33", "never"):
         masks = runs[name][0]
-        assert len(masks) == len(base_masks)
-        for step, (a, b) in enumerate(zip(base_masks, masks)):
+        for step, (a, b) in enumerate(zip(base_masks, masks, strict=True)):
             assert np.array_equal(a, b), f"{name}: step {step}"
     # where the old threshold walked the trie (no state looked up, tokens checked), the default
     # looked up the entries of at least 33 states
