@@ -57,6 +57,9 @@ class Tables:
     la_next: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.uint8))
     la_union: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.uint8))
     stats: dict[str, int] = field(default_factory=dict)
+    # CompileLimits.counters: the runtime rules with their qualifying counts as segments
+    # (cfgmask/compile/segments.py), for the Python model until the C chart counts; None when off
+    segments: Any = None
 
     # Tables straight from the compiler (``_tables_raw``) hold ``_raw`` instead of their arrays:
     # the door's bytes, which GrammarHandle reads in place (numpy arrays made from C buffers
@@ -105,7 +108,7 @@ class Tables:
 
 
 _FROM_RAW = frozenset(
-    f.name for f in dataclasses.fields(Tables) if f.name not in ("rule_names", "start_rule", "stats")
+    f.name for f in dataclasses.fields(Tables) if f.name not in ("rule_names", "start_rule", "stats", "segments")
 )
 
 
@@ -232,7 +235,17 @@ def _build_tables_in(grammar: ir.Grammar, limits: CompileLimits, sess: Session |
         # Unrolled bounded repetitions can make subset construction explode
         # ((a x{0,20})* tracks every counter combination); helper rules never do.
         f = build_rules(grammar, dataclasses.replace(limits, unroll_budget=0), sess)
-    return tables_from_flat(grammar, f, sess, limits)
+    tables = tables_from_flat(grammar, f, sess, limits)
+    if limits.counters:  # beside the C tables, which stay unrolled (segments.py)
+        from .segments import segment_form
+
+        try:
+            tables.segments = segment_form(grammar, limits)
+        except LimitError as e:
+            if e.limit != "max_dfa_states" or limits.unroll_budget == 0:
+                raise
+            tables.segments = segment_form(grammar, dataclasses.replace(limits, unroll_budget=0))
+    return tables
 
 
 def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: CompileLimits) -> Tables:

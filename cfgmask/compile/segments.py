@@ -1,0 +1,428 @@
+"""Counted repetitions as *segments*: the compile side of counters in the parser (step (a) of
+docs/design.md §7, "Counters in the parser for counted repetition", and "Segments on the compile
+side", session 33).
+
+With ``CompileLimits.counters`` on, a bounded repetition ``x{lo,hi}`` that qualifies is not
+unrolled: the rule that holds it keeps x's loop ``x*`` once, its states tagged, and an Earley
+item in a tagged state carries a count ``k`` (the units read since it entered the loop).  Until
+the C chart counts (step (b)), nothing here reaches C: :func:`segment_form` builds this form
+beside the C tables (``Tables.segments``), which stay today's unrolled ones.
+
+**Qualifying** (:func:`qualifies` on the IR, then :func:`_splice` on the automata; the reason a
+count stays unrolled is kept in :attr:`SegmentForm.refused`):
+
+* ``hi`` bounded, ``lo <= hi`` and ``hi >= MIN_HI`` (a small count is cheaper unrolled);
+* x reads bytes only (literals, byte and character classes, and sequences, alternatives and
+  repetitions of them): no call, token terminal, lookahead marker or literal set;
+* the repetition is the outermost qualifying one (a count inside x stays unrolled in x);
+* x's trimmed minimal DFA is a *prefix code*: its start is not accepting and has no in-edge, and
+  it has one accepting state, with no out-edge (no word of x a proper prefix of another);
+* deterministic entry: in the rule's automaton built with the count as an opaque label
+  ``<segment N>`` (edge A -> B), A has that label as its only edge and is not accepting, so A
+  can *be* the loop's head;
+* deterministic exit: B has byte edges only (no call after the count in the same position), and
+  none of them reads a first byte of x;
+* no call before it: no path from the rule's start to A crosses a call edge.  Then the path of
+  bytes from an item's origin to its state is unique, so ``k`` is a function of (state, origin,
+  set); without this condition the claim is false (``P x{0,10}`` with ``P = x*``: the call ends
+  at several positions and the same item would need several counts, tests/test_segments.py).
+
+A key (x, lo, hi) refused at any of its places is unrolled at all of them.
+
+**Tags**, per rule automaton (:class:`SegmentRule`): ``seg[s]`` the segment id of state s or -1;
+per segment (:class:`Segment`) ``lo``, ``hi`` and its ``head``; per byte edge a flags word:
+
+* ``INTO``: an edge of the head into x (x's first bytes); needs ``k < hi``;
+* ``BACK``: an edge that completes a unit and lands on the head: ``k + 1`` (a one-byte unit's
+  edge is INTO and BACK at once, head -> head);
+* ``EXIT``: an edge of the head out of the segment (B's edges); needs ``k >= lo``, and the count
+  is dropped (an exit that lands on a head again enters it afresh, ``k = 0``).
+
+Any other edge into a head (or a prediction of a rule whose start is a head) enters with
+``k = 0``.  The head is accepting iff B was, and then only at ``k >= lo``.  Interior states
+(x's states but its start and its accepting state) only read on inside x or BACK to their head.
+
+**Minimisation** never merges a segment's state with a state outside it or with another
+segment's: the rule's automaton is minimised with the count as an opaque label (nothing of x in
+it), x's automaton alone, and the splice creates states but merges none; each place of a count
+gets its own copy of x's states (tests/test_segments.py minimises the result with the tags as
+the first partition's colours and checks that nothing merges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .. import ir
+from .automaton import DFA
+from .limits import CompileLimits
+
+MIN_HI = 8  # counts with a smaller hi stay unrolled
+INTO, BACK, EXIT = 1, 2, 4
+PLACEHOLDER = "<segment {}>"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One place of a counted repetition: ``key`` names the count (its unit and bounds), shared
+    by every place of the same count; ``rule`` and ``head`` where this place is."""
+
+    key: str
+    lo: int
+    hi: int
+    rule: str
+    head: int
+
+
+@dataclass
+class SegmentRule:
+    """One runtime rule's automaton in segment form.  State 0 is the start."""
+
+    edges: list[list[tuple[int, int, int, int]]]  # per state: (byte lo, byte hi, target, flags)
+    calls: list[list[tuple[str, int]]]  # per state: (callee or token label, target)
+    accepting: list[bool]  # for a head: accepting only at k >= lo
+    seg: list[int]  # per state: segment id (index in SegmentForm.segments) or -1
+
+    def __len__(self) -> int:
+        return len(self.accepting)
+
+
+@dataclass
+class SegmentForm:
+    """The runtime rules in segment form, and what became of each qualifying count."""
+
+    start: str
+    rules: dict[str, SegmentRule]
+    segments: list[Segment]
+    units: dict[str, tuple[ir.Expr, int, int]] = field(default_factory=dict)  # key -> (x, lo, hi)
+    refused: dict[str, str] = field(default_factory=dict)  # key -> why it stays unrolled
+    tokens: frozenset[str] = frozenset()  # labels that are token terminals
+    markers: frozenset[str] = frozenset()  # labels that are lookahead markers
+
+    @property
+    def n_states(self) -> int:
+        return sum(len(r) for r in self.rules.values())
+
+
+def bytes_only(e: ir.Expr) -> bool:
+    """Does ``e`` read bytes only (no call, token, lookahead marker or literal set)?"""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (ir.Seq, ir.Alt)):
+            stack.extend(x.items)
+        elif isinstance(x, ir.Repeat):
+            stack.append(x.item)
+        elif not isinstance(x, (ir.Literal, ir.ByteClass, ir.CharClass)):
+            return False
+    return True
+
+
+def qualifies(e: ir.Expr) -> bool:
+    """The IR tests of a count (the automaton tests come after the build)."""
+    return (
+        isinstance(e, ir.Repeat)
+        and e.hi is not None
+        and 0 <= e.lo <= e.hi
+        and e.hi >= MIN_HI
+        and bytes_only(e.item)
+    )
+
+
+def _placeholders(
+    rules: dict[str, ir.Expr], refused: set[tuple[ir.Expr, int, int]]
+) -> tuple[dict[str, ir.Expr], dict[str, tuple[ir.Expr, int, int]]]:
+    """The rules with each qualifying count (outermost first, not in ``refused``) replaced by a
+    call of its placeholder, the placeholder rules' bodies (x) added; and the units by key."""
+    names: dict[tuple[ir.Expr, int, int], str] = {}
+    units: dict[str, tuple[ir.Expr, int, int]] = {}
+    memo: dict[int, ir.Expr] = {}
+    k = 0
+
+    def name_of(x: ir.Expr, lo: int, hi: int) -> str:
+        nonlocal k
+        got = names.get((x, lo, hi))
+        if got is None:
+            while PLACEHOLDER.format(k) in rules:
+                k += 1
+            got = names[(x, lo, hi)] = PLACEHOLDER.format(k)
+            units[got] = (x, lo, hi)
+            k += 1
+        return got
+
+    def rewrite(e: ir.Expr) -> ir.Expr:
+        got = memo.get(id(e))
+        if got is not None:
+            return got
+        new: ir.Expr = e
+        if isinstance(e, ir.Repeat):
+            assert e.hi is not None or not qualifies(e)
+            if qualifies(e) and (e.item, e.lo, e.hi) not in refused:
+                new = ir.Ref(name_of(e.item, e.lo, e.hi))  # type: ignore[arg-type]
+            else:
+                item = rewrite(e.item)
+                new = e if item is e.item else ir.Repeat(item, e.lo, e.hi)
+        elif isinstance(e, (ir.Seq, ir.Alt)):
+            items = tuple(rewrite(x) for x in e.items)
+            if any(a is not b for a, b in zip(items, e.items, strict=True)):
+                new = type(e)(items)
+        memo[id(e)] = new
+        return new
+
+    out = {n: rewrite(b) for n, b in rules.items()}
+    for name, (x, _, _) in units.items():
+        out[name] = x
+    return out, units
+
+
+def _states(d: DFA) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]:
+    st = d.states
+    return [list(s.bytes) for s in st], [list(s.refs) for s in st], [s.accepting for s in st]
+
+
+def _trim(
+    dfas: dict[str, DFA], start: str, units: Iterable[str], tokens: frozenset[str]
+) -> dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]]:
+    """The runtime rules reachable from ``start``, productive ones only, each without dead or
+    unreachable states (calls of a placeholder count as reading its unit)."""
+    raw = {n: _states(d) for n, d in dfas.items()}
+    unit_set = set(units)
+    productive: set[str] = set(tokens) | unit_set
+    changed = True
+    while changed:
+        changed = False
+        for n, (edges, calls, acc) in raw.items():
+            if n not in productive and _live(edges, calls, acc, productive)[0]:
+                productive.add(n)
+                changed = True
+    if start not in productive:
+        raise ValueError(f"rule {start!r} derives no finite string")
+    out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
+    order = [start]
+    seen = {start}
+    while order:
+        n = order.pop()
+        edges, calls, acc = raw[n]
+        live = _live(edges, calls, acc, productive)
+        keep_e = [[(a, b, t) for a, b, t in es if live[t]] for es in edges]
+        keep_c = [[(c, t) for c, t in cs if live[t] and c in productive] for cs in calls]
+        reach = [False] * len(acc)
+        reach[0] = True
+        todo = [0]
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t in keep_e[s]] + [t for _, t in keep_c[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new = {}
+        for s in range(len(acc)):
+            if reach[s]:
+                new[s] = len(new)
+        out[n] = (
+            [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
+            [[(c, new[t]) for c, t in keep_c[s]] for s in new],
+            [acc[s] for s in new],
+        )
+        for cs in out[n][1]:
+            for c, _ in cs:
+                if c not in seen and c not in tokens and c not in unit_set:
+                    seen.add(c)
+                    order.append(c)
+    return out
+
+
+def _live(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
+) -> list[bool]:
+    """Per state: can it reach acceptance (calls of rules in ``ok`` count as steps)?"""
+    n = len(acc)
+    back: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for _, _, t in edges[s]:
+            back[t].append(s)
+        for c, t in calls[s]:
+            if c in ok:
+                back[t].append(s)
+    live = list(acc)
+    todo = [s for s in range(n) if acc[s]]
+    while todo:
+        t = todo.pop()
+        for s in back[t]:
+            if not live[s]:
+                live[s] = True
+                todo.append(s)
+    return live
+
+
+def _after_call(calls: list[list[tuple[str, int]]], edges: list[list[tuple[int, int, int]]], units: set[str]) -> list[bool]:
+    """Per state: is it reachable from the target of a call edge (a placeholder is no call)?"""
+    n = len(calls)
+    seen = [False] * n
+    todo = [t for cs in calls for c, t in cs if c not in units]
+    for t in todo:
+        seen[t] = True
+    while todo:
+        s = todo.pop()
+        for t in [t for _, _, t in edges[s]] + [t for _, t in calls[s]]:
+            if not seen[t]:
+                seen[t] = True
+                todo.append(t)
+    return seen
+
+
+def _unit_shape(
+    unit: tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]],
+) -> str | None:
+    """Why x's trimmed DFA is not a prefix code with a clean start, or None if it is."""
+    edges, calls, acc = unit
+    if any(calls):
+        return "the unit calls a rule"
+    if acc[0]:
+        return "the unit matches the empty string"
+    if any(t == 0 for es in edges for _, _, t in es):
+        return "the unit's start is re-entered"
+    finals = [s for s in range(len(acc)) if acc[s]]
+    if len(finals) != 1 or edges[finals[0]]:
+        return "the unit is not a prefix code"
+    return None
+
+
+def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, strict: bool = True) -> SegmentForm:
+    """``grammar``'s runtime rules with every qualifying count as a segment (a private session:
+    nothing of it reaches the automaton cache or the C tables).  ``strict=False`` drops the
+    "no call before it" test (tests/test_segments.py shows why it is needed)."""
+    from .components import outline_sets, rule_dfas
+    from .prepare import prepare, validate
+    from .repeats import RepeatRewriter
+
+    refused_keys: set[tuple[ir.Expr, int, int]] = set()
+    refused: dict[str, str] = {}
+    while True:
+        sess = prepare(grammar, limits)
+        validate(grammar, sess)
+        rules, units = _placeholders(grammar.rules, refused_keys)
+        if sess.literal_sets:
+            rules = outline_sets(rules, sess)
+        rw = RepeatRewriter(rules, limits, sess)
+        rules = rw.run()
+        for name in sess.markers:
+            rules[name] = ir.EPSILON
+        built = rule_dfas(rules, grammar.start, rw.outlined | set(sess.markers) | set(units), limits, sess)
+        dfas = {n: d for n, (d, _) in built.items()}
+        tokens = frozenset(sess.token_sets)
+        trimmed = _trim({n: d for n, d in dfas.items() if n not in units}, grammar.start, units, tokens)
+        shapes = {u: _trim({u: dfas[u]}, u, (), frozenset())[u] for u in units}
+        form, why = _splice(grammar.start, trimmed, shapes, units, strict)
+        if not why:
+            form.refused = refused
+            form.tokens = tokens
+            form.markers = frozenset(sess.markers)
+            return form
+        for u, reason in why.items():
+            x, lo, hi = units[u]
+            refused_keys.add((x, lo, hi))
+            refused[f"{u} {{{lo},{hi}}}"] = reason
+
+
+def _splice(
+    start: str,
+    trimmed: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
+    shapes: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
+    units: dict[str, tuple[ir.Expr, int, int]],
+    strict: bool,
+) -> tuple[SegmentForm, dict[str, str]]:
+    """Each placeholder edge A -> B replaced by x's loop with A as its head; or the keys that
+    failed a test, with why."""
+    why: dict[str, str] = {}
+    for u, shape in shapes.items():
+        bad = _unit_shape(shape)
+        if bad:
+            why[u] = bad
+    unit_set = set(units)
+    segments: list[Segment] = []
+    out: dict[str, SegmentRule] = {}
+    for name, (edges, calls, acc) in trimmed.items():
+        after = _after_call(calls, edges, unit_set) if strict else [False] * len(acc)
+        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
+        acc2 = list(acc)
+        seg = [-1] * len(acc)
+        for s in range(len(acc)):
+            placed = [(c, t) for c, t in calls[s] if c in unit_set]
+            if not placed:
+                continue
+            u, b = placed[0]
+            if u in why:
+                continue
+            if len(calls[s]) != 1 or edges[s] or acc[s]:
+                why[u] = "the entry is not deterministic"
+                continue
+            if calls[b]:
+                why[u] = "a call or another count follows it"
+                continue
+            if after[s]:
+                why[u] = "a call comes before it in its rule"
+                continue
+            xe, _, xacc = shapes[u]
+            first = [(a, c) for a, c, _ in xe[0]]
+            if any(a <= d and c >= e for a, c in first for e, d, _ in edges[b]):
+                why[u] = "the exit is not deterministic"
+                continue
+            _, lo, hi = units[u]
+            sid = len(segments)
+            segments.append(Segment(u, lo, hi, name, s))
+            final = xacc.index(True)
+            where = {0: s, final: s}
+            for q in range(1, len(xacc)):
+                if q != final:
+                    where[q] = len(acc2)
+                    acc2.append(False)
+                    seg.append(sid)
+                    e2.append([])
+                    c2.append([])
+            for q in range(len(xacc)):
+                if q == final:
+                    continue
+                row = [(a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0)) for a, c, t in xe[q]]
+                e2[where[q]] = row
+            seg[s] = sid
+            e2[s] = e2[s] + [(a, c, t, EXIT) for a, c, t in edges[b]]
+            e2[s].sort()
+            acc2[s] = acc[b]
+        out[name] = SegmentRule(e2, c2, acc2, seg)
+    if why:
+        return SegmentForm(start, {}, []), why
+    return _compact(start, out, segments, units), why
+
+
+def _compact(
+    start: str, rules: dict[str, SegmentRule], segments: list[Segment], units: dict[str, tuple[ir.Expr, int, int]]
+) -> SegmentForm:
+    """The states no longer reachable (a B only the count led to) dropped, renumbered."""
+    heads = {}
+    for name, r in rules.items():
+        n = len(r)
+        reach = [False] * n
+        reach[0] = True
+        todo = [0]
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t, _ in r.edges[s]] + [t for _, t in r.calls[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new = {}
+        for s in range(n):
+            if reach[s]:
+                new[s] = len(new)
+        rules[name] = SegmentRule(
+            [[(a, b, new[t], f) for a, b, t, f in r.edges[s]] for s in new],
+            [[(c, new[t]) for c, t in r.calls[s]] for s in new],
+            [r.accepting[s] for s in new],
+            [r.seg[s] for s in new],
+        )
+        heads[name] = new
+    segs = [Segment(g.key, g.lo, g.hi, g.rule, heads[g.rule][g.head]) for g in segments]
+    return SegmentForm(start, rules, segs, dict(units))
