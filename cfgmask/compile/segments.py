@@ -96,7 +96,7 @@ class SegmentForm:
     rules: dict[str, SegmentRule]
     segments: list[Segment]
     units: dict[str, tuple[ir.Expr, int, int]] = field(default_factory=dict)  # key -> (x, lo, hi)
-    refused: dict[str, str] = field(default_factory=dict)  # key -> why it stays unrolled
+    refused: list[tuple[ir.Expr, int, int, str]] = field(default_factory=list)  # (x, lo, hi, why unrolled)
     tokens: frozenset[str] = frozenset()  # labels that are token terminals
     markers: frozenset[str] = frozenset()  # labels that are lookahead markers
 
@@ -105,8 +105,12 @@ class SegmentForm:
         return sum(len(r) for r in self.rules.values())
 
 
-def bytes_only(e: ir.Expr) -> bool:
-    """Does ``e`` read bytes only (no call, token, lookahead marker or literal set)?"""
+def bytes_only(e: ir.Expr, rules: dict[str, ir.Expr], memo: dict[str, bool] | None = None) -> bool:
+    """Does ``e`` read bytes only: literals, byte and character classes, sequences, alternatives
+    and repetitions of them, and references to rules that read bytes only and do not recurse
+    (they are inlined into the unit's automaton; :func:`_unit_shape` checks that they were)?
+    No token terminal, lookahead marker or literal set."""
+    memo = {} if memo is None else memo
     stack = [e]
     while stack:
         x = stack.pop()
@@ -114,19 +118,27 @@ def bytes_only(e: ir.Expr) -> bool:
             stack.extend(x.items)
         elif isinstance(x, ir.Repeat):
             stack.append(x.item)
+        elif isinstance(x, ir.Ref):
+            got = memo.get(x.name)
+            if got is None:
+                memo[x.name] = False  # a cycle through it reads as "no"
+                body = rules.get(x.name)
+                got = memo[x.name] = body is not None and bytes_only(body, rules, memo)
+            if not got:
+                return False
         elif not isinstance(x, (ir.Literal, ir.ByteClass, ir.CharClass)):
             return False
     return True
 
 
-def qualifies(e: ir.Expr) -> bool:
+def qualifies(e: ir.Expr, rules: dict[str, ir.Expr], memo: dict[str, bool] | None = None) -> bool:
     """The IR tests of a count (the automaton tests come after the build)."""
     return (
         isinstance(e, ir.Repeat)
         and e.hi is not None
         and 0 <= e.lo <= e.hi
         and e.hi >= MIN_HI
-        and bytes_only(e.item)
+        and bytes_only(e.item, rules, memo)
     )
 
 
@@ -138,6 +150,7 @@ def _placeholders(
     names: dict[tuple[ir.Expr, int, int], str] = {}
     units: dict[str, tuple[ir.Expr, int, int]] = {}
     memo: dict[int, ir.Expr] = {}
+    plain: dict[str, bool] = {}
     k = 0
 
     def name_of(x: ir.Expr, lo: int, hi: int) -> str:
@@ -157,8 +170,7 @@ def _placeholders(
             return got
         new: ir.Expr = e
         if isinstance(e, ir.Repeat):
-            assert e.hi is not None or not qualifies(e)
-            if qualifies(e) and (e.item, e.lo, e.hi) not in refused:
+            if qualifies(e, rules, plain) and (e.item, e.lo, e.hi) not in refused:
                 new = ir.Ref(name_of(e.item, e.lo, e.hi))  # type: ignore[arg-type]
             else:
                 item = rewrite(e.item)
@@ -216,7 +228,7 @@ def _trim(
                 if not reach[t]:
                     reach[t] = True
                     todo.append(t)
-        new = {}
+        new: dict[int, int] = {}
         for s in range(len(acc)):
             if reach[s]:
                 new[s] = len(new)
@@ -256,7 +268,9 @@ def _live(
     return live
 
 
-def _after_call(calls: list[list[tuple[str, int]]], edges: list[list[tuple[int, int, int]]], units: set[str]) -> list[bool]:
+def _after_call(
+    calls: list[list[tuple[str, int]]], edges: list[list[tuple[int, int, int]]], units: set[str]
+) -> list[bool]:
     """Per state: is it reachable from the target of a call edge (a placeholder is no call)?"""
     n = len(calls)
     seen = [False] * n
@@ -298,7 +312,7 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, strict: bool = T
     from .repeats import RepeatRewriter
 
     refused_keys: set[tuple[ir.Expr, int, int]] = set()
-    refused: dict[str, str] = {}
+    refused: list[tuple[ir.Expr, int, int, str]] = []
     while True:
         sess = prepare(grammar, limits)
         validate(grammar, sess)
@@ -323,7 +337,7 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, strict: bool = T
         for u, reason in why.items():
             x, lo, hi = units[u]
             refused_keys.add((x, lo, hi))
-            refused[f"{u} {{{lo},{hi}}}"] = reason
+            refused.append((x, lo, hi, reason))
 
 
 def _splice(
@@ -385,7 +399,10 @@ def _splice(
             for q in range(len(xacc)):
                 if q == final:
                     continue
-                row = [(a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0)) for a, c, t in xe[q]]
+                row = [
+                    (a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0))
+                    for a, c, t in xe[q]
+                ]
                 e2[where[q]] = row
             seg[s] = sid
             e2[s] = e2[s] + [(a, c, t, EXIT) for a, c, t in edges[b]]
@@ -398,10 +415,13 @@ def _splice(
 
 
 def _compact(
-    start: str, rules: dict[str, SegmentRule], segments: list[Segment], units: dict[str, tuple[ir.Expr, int, int]]
+    start: str,
+    rules: dict[str, SegmentRule],
+    segments: list[Segment],
+    units: dict[str, tuple[ir.Expr, int, int]],
 ) -> SegmentForm:
     """The states no longer reachable (a B only the count led to) dropped, renumbered."""
-    heads = {}
+    heads: dict[str, dict[int, int]] = {}
     for name, r in rules.items():
         n = len(r)
         reach = [False] * n
@@ -413,7 +433,7 @@ def _compact(
                 if not reach[t]:
                     reach[t] = True
                     todo.append(t)
-        new = {}
+        new: dict[int, int] = {}
         for s in range(n):
             if reach[s]:
                 new[s] = len(new)

@@ -108,7 +108,9 @@ class Tables:
 
 
 _FROM_RAW = frozenset(
-    f.name for f in dataclasses.fields(Tables) if f.name not in ("rule_names", "start_rule", "stats", "segments")
+    f.name
+    for f in dataclasses.fields(Tables)
+    if f.name not in ("rule_names", "start_rule", "stats", "segments")
 )
 
 
