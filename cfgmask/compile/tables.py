@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -58,8 +58,10 @@ class Tables:
     la_union: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.uint8))
     stats: dict[str, int] = field(default_factory=dict)
     # CompileLimits.counters: the runtime rules with their qualifying counts as segments
-    # (cfgmask/compile/segments.py), for the Python model until the C chart counts; None when off
-    segments: Any = None
+    # (cfgmask/compile/segments.py, a SegmentForm), for the Python model until the C chart counts;
+    # None when off.  Not a field (no annotation): the tables' fields are what C reads and what
+    # benchmarks/fingerprint.py hashes, and this is neither.
+    segments = cast(Any, None)
 
     # Tables straight from the compiler (``_tables_raw``) hold ``_raw`` instead of their arrays:
     # the door's bytes, which GrammarHandle reads in place (numpy arrays made from C buffers
@@ -108,9 +110,7 @@ class Tables:
 
 
 _FROM_RAW = frozenset(
-    f.name
-    for f in dataclasses.fields(Tables)
-    if f.name not in ("rule_names", "start_rule", "stats", "segments")
+    f.name for f in dataclasses.fields(Tables) if f.name not in ("rule_names", "start_rule", "stats")
 )
 
 
