@@ -390,3 +390,21 @@ def test_json_schema_bounded_strings_become_segments() -> None:
     assert ReferenceMatcher(g.ir).accepts(doc)
     too_long = b'{"name": "' + b"a" * 41 + b'"'
     assert not SegmentModel(form).feed(too_long)
+
+
+@pytest.mark.parametrize("budget", [0, 16])
+def test_small_unroll_budgets_keep_working(budget: int) -> None:
+    """With ``unroll_budget`` 0 (the retry after max_dfa_states) or small, the counts that do not
+    qualify become helper rules and blocks as today, beside the segment."""
+    limits = CompileLimits(counters=True, unroll_budget=budget)
+    x = chars("az")
+    g = grammar(
+        root=seq(_string(x, 1, 12), lit(":"), rep(seq(ref("n"), lit(";")), 0, 40)),
+        n=alt(lit("0"), seq(lit("("), ref("n"), lit(")"))),
+    )
+    form = segment_form(g, limits)
+    assert [(s.lo, s.hi) for s in form.segments] == [(1, 12)]
+    vocab = cfgmask.Vocabulary.from_token_bytes([b"a"])
+    assert cfgmask.compile(g, vocab, limits=limits).tables.segments is not None
+    for _ in _walks(g, form, budget, [x, lit("0;"), lit("(0);")], n_walks=2, length=50):
+        pass

@@ -327,7 +327,8 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, strict: bool = T
         dfas = {n: d for n, (d, _) in built.items()}
         tokens = frozenset(sess.token_sets)
         trimmed = _trim({n: d for n, d in dfas.items() if n not in units}, grammar.start, units, tokens)
-        shapes = {u: _trim({u: dfas[u]}, u, (), frozenset())[u] for u in units}
+        # a count in a rule the start never reaches was not built: it has no place
+        shapes = {u: _trim({u: dfas[u]}, u, (), frozenset())[u] for u in units if u in dfas}
         form, why = _splice(grammar.start, trimmed, shapes, units, strict)
         if not why:
             form.refused = refused
