@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import ir
+from cfgmask.compile import segments
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.segments import BACK, EXIT, INTO, MIN_HI, SegmentForm, segment_form
 
@@ -77,7 +78,7 @@ def _string(x: ir.Expr, lo: int, hi: int) -> ir.Expr:
     return seq(lit('"'), rep(x, lo, hi), lit('"'))
 
 
-CONTEXTS = ["quoted", "followed", "called", "two", "array"]
+CONTEXTS = ["quoted", "followed", "called", "two", "array", "after_call", "after_number"]
 
 
 def _grammar(context: str, x: ir.Expr, lo: int, hi: int, y: ir.Expr, lo2: int, hi2: int) -> ir.Grammar:
@@ -90,8 +91,17 @@ def _grammar(context: str, x: ir.Expr, lo: int, hi: int, y: ir.Expr, lo2: int, h
         return grammar(root=seq(lit("("), ref("v"), lit(")")), v=alt(s, seq(lit("["), ref("v"), lit("]"))))
     if context == "two":  # two segments in one rule
         return grammar(root=seq(lit("{"), s, lit(":"), _string(y, lo2, hi2), lit("}")))
+    if context == "after_call":  # a call before it in its rule, ending where nothing extends it
+        return grammar(root=seq(lit("("), ref("v"), lit(","), s, lit(")")), v=_nested(lit("0")))
+    if context == "after_number":  # a call before it that a digit would extend, then a comma
+        return grammar(root=seq(ref("v"), lit(","), s), v=_nested(rep(chars("09"), 1)))
     assert context == "array"  # an array of bounded strings re-entering the segment
     return grammar(root=seq(lit("["), rep(seq(s, rep(seq(lit(","), s))), 0, 1), lit("]")))
+
+
+def _nested(leaf: ir.Expr) -> ir.Expr:
+    """``v = leaf | "[" v "]"``: center recursion, so v stays a rule of its own (a call)."""
+    return alt(leaf, seq(lit("["), ref("v"), lit("]")))
 
 
 def _samples(x: ir.Expr, rng: random.Random) -> bytes:
@@ -269,10 +279,66 @@ def test_call_before_the_count_breaks_the_claim() -> None:
         p=alt(rep(lit("a")), seq(lit("("), ref("p"), lit(")"))),
     )
     assert _refused(g) == ["a call comes before it in its rule"]
-    loose = segment_form(g, ON, strict=False)
+    assert not segment_form(g, ON, call_test="strict").segments
+    loose = segment_form(g, ON, call_test="none")
     assert len(loose.segments) == 1
     with pytest.raises(CountClash):
         SegmentModel(loose).feed(b"aaa")
+    # the same with a number: "12" then digits, the call's end and the count's start overlap
+    num = grammar(root=seq(ref("v"), rep(chars("09"), 0, 10), lit("!")), v=_nested(rep(chars("09"), 1)))
+    assert _refused(num) == ["a call comes before it in its rule"]
+    with pytest.raises(CountClash):
+        SegmentModel(segment_form(num, ON, call_test="none")).feed(b"123")
+
+
+@pytest.mark.parametrize("context", ["after_call", "after_number"])
+def test_follow_test_takes_calls_that_cannot_go_on(context: str) -> None:
+    """A call before the count whose completions cannot be extended by what follows it in the
+    rule (a bracketed value; a number followed by a comma) keeps the count a segment under the
+    "follow" test; the "strict" test refuses it."""
+    x = chars("az")
+    g = _grammar(context, x, 1, 12, x, 1, 12)
+    assert [(s.lo, s.hi) for s in segment_form(g, ON).segments] == [(1, 12)]
+    assert segment_form(g, ON, call_test="strict").refused[0][3] == "a call comes before it in its rule"
+    for _ in _walks(g, segment_form(g, ON), 3, [x, lit("[0]"), lit("12")], n_walks=2, length=40):
+        pass
+
+
+def test_late_entry_test_takes_ambiguous_calls_before_a_quote() -> None:
+    """Two calls from one state whose first bytes meet (the follow test fails), but the string
+    is entered by '"', which its unit never reads: no item can enter while another is inside."""
+    x = chars("az")
+    g = grammar(
+        root=seq(alt(ref("v"), ref("w")), lit(","), _string(x, 0, 10)),
+        v=_nested(lit("0")),
+        w=alt(lit("[1]"), seq(lit("("), ref("w"), lit(")"))),
+    )
+    assert [(s.lo, s.hi) for s in segment_form(g, ON).segments] == [(0, 10)]
+    with pytest.MonkeyPatch.context() as mp:  # the late-entry test is what takes it
+        mp.setattr(segments, "_late_entry_impossible", lambda *a: False)
+        assert not segment_form(g, ON).segments
+    for _ in _walks(g, segment_form(g, ON), 5, [x, lit("[[0]]"), lit("[1]")], n_walks=2, length=40):
+        pass
+
+
+def test_follow_test_takes_a_unit_that_reads_its_entry_byte() -> None:
+    """Entered by ',' after a call, and ',' is a unit too (the late-entry test fails); the call
+    (``v = 0 | [v]``) cannot go on past its end, so the path to the loop is unique."""
+    x = chars("az", ",")
+    g = grammar(root=seq(lit("("), ref("v"), lit(","), rep(x, 1, 12), lit(")")), v=_nested(lit("0")))
+    assert [(s.lo, s.hi) for s in segment_form(g, ON).segments] == [(1, 12)]
+    with pytest.MonkeyPatch.context() as mp:  # the follow test is what takes it
+        mp.setattr(segments._Follow, "local", lambda *a: False)
+        assert not segment_form(g, ON).segments
+    for _ in _walks(g, segment_form(g, ON), 9, [x, lit("[0]")], n_walks=3, length=40):
+        pass
+
+
+def test_entry_by_a_byte_the_unit_reads_after_a_call_that_goes_on_is_refused() -> None:
+    g = grammar(root=seq(ref("v"), lit("a"), rep(lit("a"), 0, 10), lit("!")), v=_nested(rep(lit("a"))))
+    assert _refused(g) == ["a call comes before it in its rule"]
+    with pytest.raises(CountClash):
+        SegmentModel(segment_form(g, ON, call_test="none")).feed(b"aaaa")
 
 
 # -- the tags

@@ -303,10 +303,193 @@ def _unit_shape(
     return None
 
 
-def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, strict: bool = True) -> SegmentForm:
+_ALL = (1 << 257) - 1  # a token terminal or a lookahead marker: meets every set
+_Auto = tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]
+
+
+def _bits(lo: int, hi: int) -> int:
+    return ((1 << (hi - lo + 1)) - 1) << lo
+
+
+class _Follow:
+    """FIRST, CONT and determinism of the runtime rules, for the call test ``"follow"``.
+
+    ``first(P, s)``: the bytes a path from state s of rule P may read next (through nullable
+    calls).  ``cont(P)``: the bytes that may extend a complete word of P to a longer one, sound
+    where ``det(P)``: every state of P (and of the rules it reaches) with calls has pairwise
+    disjoint FIRST sets on its edges, and each call ``s -Q-> t`` has CONT(Q) disjoint from
+    first(P, t).  Then a text has at most one path through P, and two completions of a call
+    cannot both go on.  A placeholder counts as a call of ``x{lo,hi}``: nullable iff lo = 0, its
+    FIRST x's first bytes, its CONT the same (conservative); token terminals and markers meet
+    every set."""
+
+    def __init__(
+        self, rules: dict[str, _Auto], shapes: dict[str, _Auto], units: dict[str, tuple[ir.Expr, int, int]]
+    ) -> None:
+        self.rules = rules
+        self.fixed: dict[str, tuple[bool, int]] = {}  # label -> (nullable, FIRST = CONT)
+        for u, (xe, _, _) in shapes.items():
+            f = 0
+            for a, b, _ in xe[0]:
+                f |= _bits(a, b)
+            self.fixed[u] = (units[u][1] == 0, f)
+        self.null_acc: dict[str, list[bool]] = {n: list(acc) for n, (_, _, acc) in rules.items()}
+        self.firsts: dict[str, list[int]] = {n: [0] * len(acc) for n, (_, _, acc) in rules.items()}
+        self.conts: dict[str, int] = dict.fromkeys(rules, 0)
+        self._fix()
+        self._det: dict[str, bool] = {}
+
+    def nullable(self, c: str) -> bool:
+        if c in self.rules:
+            return self.null_acc[c][0]
+        return self.fixed.get(c, (True, _ALL))[0]
+
+    def first_of(self, c: str) -> int:
+        if c in self.rules:
+            return self.firsts[c][0]
+        return self.fixed.get(c, (True, _ALL))[1]
+
+    def cont_of(self, c: str) -> int:
+        if c in self.rules:
+            return self.conts[c]
+        return self.fixed.get(c, (True, _ALL))[1]
+
+    def _fix(self) -> None:
+        changed = True
+        while changed:  # least fixpoints, all three together
+            changed = False
+            for n, (edges, calls, _) in self.rules.items():
+                na, fs = self.null_acc[n], self.firsts[n]
+                cont = self.conts[n]
+                for s in reversed(range(len(edges))):
+                    f = fs[s]
+                    for a, b, _ in edges[s]:
+                        f |= _bits(a, b)
+                    for c, t in calls[s]:
+                        f |= self.first_of(c)
+                        if self.nullable(c):
+                            f |= fs[t]
+                            if na[t] and not na[s]:
+                                na[s] = changed = True
+                        if na[t]:
+                            cont |= self.cont_of(c)
+                    if na[s]:
+                        cont |= f
+                    if f != fs[s]:
+                        fs[s] = f
+                        changed = True
+                if cont != self.conts[n]:
+                    self.conts[n] = cont
+                    changed = True
+
+    def local(self, n: str, states: Iterable[int]) -> bool:
+        """The conditions at ``states`` of rule ``n`` (calls only: byte edges are deterministic)."""
+        edges, calls, _ = self.rules[n]
+        fs = self.firsts[n]
+        for s in states:
+            real = [(c, t) for c, t in calls[s] if c not in self.fixed]
+            if not real:
+                continue
+            seen = 0
+            for a, b, _ in edges[s]:
+                seen |= _bits(a, b)
+            for c, t in calls[s]:
+                f = self.first_of(c) | (fs[t] if self.nullable(c) else 0)
+                if f & seen:
+                    return False
+                seen |= f
+            for c, t in real:
+                if self.cont_of(c) & fs[t] or not self.det(c):
+                    return False
+        return True
+
+    def det(self, c: str) -> bool:
+        """Has every rule ``c`` reaches (``c`` included) the local conditions at every state?"""
+        if c not in self.rules:
+            return True  # a token terminal or marker: one step, CONT _ALL does the rest
+        got = self._det.get(c)
+        if got is None:
+            self._det[c] = True  # a cycle: assumed, checked by the rules on it
+            got = self._det[c] = self.local(c, range(len(self.rules[c][0])))
+            if not got:
+                for k in [k for k, v in self._det.items() if v and k != c]:
+                    del self._det[k]  # they may have leaned on the assumption
+        return got
+
+
+def _late_entry_impossible(
+    edges: list[list[tuple[int, int, int]]],
+    calls: list[list[tuple[str, int]]],
+    head: int,
+    unit: _Auto,
+) -> bool:
+    """Can no item enter this place's loop (from outside) while another item of the same rule and
+    origin is already inside it on the same bytes?  Such a pair is what gives one item two counts.
+    At the later entry, the entering item is at an outside state z reading byte b into the head,
+    the other at a unit state p reading b inside the loop; both got there by the byte before
+    (or by a call's end or a prediction: any byte).  So it is impossible when, for every entry
+    edge z -b-> head and every unit edge p -c-> with b and c meeting, the bytes that lead into z
+    and into p are disjoint (a JSON string: entered by '"' after ':', ',', '[' or whitespace;
+    inside, '"' is read only after a backslash).  An entry by a call's end refuses."""
+    n = len(edges)
+    inb = [0] * n
+    inb[0] = _ALL  # predicted: any byte came before
+    for s in range(n):
+        for a, b, t in edges[s]:
+            inb[t] |= _bits(a, b)
+        for _, t in calls[s]:
+            inb[t] = _ALL
+    entries = [(s, _bits(a, b)) for s in range(n) for a, b, t in edges[s] if t == head]
+    if any(t == head for s in range(n) for _, t in calls[s]):
+        return False
+    xe, _, xacc = unit
+    final = xacc.index(True)
+    xin = [0] * len(xacc)
+    for q in range(len(xacc)):
+        for a, b, t in xe[q]:
+            xin[t] |= _bits(a, b)
+    xin[0] = xin[final] | inb[head]  # the head: after a unit, or as the rule's edges enter it
+    for z, zb in entries:
+        for q in range(len(xacc)):
+            for a, b, _ in xe[q]:
+                if _bits(a, b) & zb and inb[z] & xin[q]:
+                    return False
+    return True
+
+
+def _ancestors(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], target: int
+) -> list[int]:
+    """The states from which ``target`` is reachable (itself excluded unless on a cycle)."""
+    back: list[list[int]] = [[] for _ in edges]
+    for s in range(len(edges)):
+        for _, _, t in edges[s]:
+            back[t].append(s)
+        for _, t in calls[s]:
+            back[t].append(s)
+    seen = [False] * len(edges)
+    todo = [target]
+    while todo:
+        t = todo.pop()
+        for s in back[t]:
+            if not seen[s]:
+                seen[s] = True
+                todo.append(s)
+    return [s for s in range(len(edges)) if seen[s]]
+
+
+CALL_TESTS = ("follow", "strict", "none")
+
+
+def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str = "follow") -> SegmentForm:
     """``grammar``'s runtime rules with every qualifying count as a segment (a private session:
-    nothing of it reaches the automaton cache or the C tables).  ``strict=False`` drops the
-    "no call before it" test (tests/test_segments.py shows why it is needed)."""
+    nothing of it reaches the automaton cache or the C tables).  ``call_test``: what a place
+    after a call in its rule must satisfy -- ``"follow"``: no second entry while an item is inside
+    (:func:`_late_entry_impossible`) or the calls before it complete at one position per path
+    (:class:`_Follow`); ``"strict"``: no call before it; ``"none"``: the design's tests alone
+    (unsound: tests/test_segments.py shows a grammar where an item gets two counts)."""
+    if call_test not in CALL_TESTS:
+        raise ValueError(f"call_test must be one of {CALL_TESTS}")
     from .components import outline_sets, rule_dfas
     from .prepare import prepare, validate
     from .repeats import RepeatRewriter
@@ -329,7 +512,7 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, strict: bool = T
         trimmed = _trim({n: d for n, d in dfas.items() if n not in units}, grammar.start, units, tokens)
         # a count in a rule the start never reaches was not built: it has no place
         shapes = {u: _trim({u: dfas[u]}, u, (), frozenset())[u] for u in units if u in dfas}
-        form, why = _splice(grammar.start, trimmed, shapes, units, strict)
+        form, why = _splice(grammar.start, trimmed, shapes, units, call_test)
         if not why:
             form.refused = refused
             form.tokens = tokens
@@ -346,7 +529,7 @@ def _splice(
     trimmed: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
     shapes: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
     units: dict[str, tuple[ir.Expr, int, int]],
-    strict: bool,
+    call_test: str,
 ) -> tuple[SegmentForm, dict[str, str]]:
     """Each placeholder edge A -> B replaced by x's loop with A as its head; or the keys that
     failed a test, with why."""
@@ -356,10 +539,11 @@ def _splice(
         if bad:
             why[u] = bad
     unit_set = set(units)
+    follow = _Follow(trimmed, {u: sh for u, sh in shapes.items() if u not in why}, units)
     segments: list[Segment] = []
     out: dict[str, SegmentRule] = {}
     for name, (edges, calls, acc) in trimmed.items():
-        after = _after_call(calls, edges, unit_set) if strict else [False] * len(acc)
+        after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
         e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
         c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
         acc2 = list(acc)
@@ -377,7 +561,13 @@ def _splice(
             if calls[b]:
                 why[u] = "a call or another count follows it"
                 continue
-            if after[s]:
+            if after[s] and (
+                call_test == "strict"
+                or not (
+                    _late_entry_impossible(edges, calls, s, shapes[u])
+                    or follow.local(name, _ancestors(edges, calls, s))
+                )
+            ):
                 why[u] = "a call comes before it in its rule"
                 continue
             xe, _, xacc = shapes[u]
