@@ -322,15 +322,16 @@ def test_late_entry_test_takes_ambiguous_calls_before_a_quote() -> None:
 
 
 def test_follow_test_takes_a_unit_that_reads_its_entry_byte() -> None:
-    """Entered by ',' after a call, and ',' is a unit too (the late-entry test fails); the call
-    (``v = 0 | [v]``) cannot go on past its end, so the path to the loop is unique."""
+    """Entered by ',' after a call that may end with 'a', and ',' and 'a' are units too (the
+    late-entry test fails); the call (``v = a | [v]``) cannot go on past its end, so the path to
+    the loop is unique."""
     x = chars("az", ",")
-    g = grammar(root=seq(lit("("), ref("v"), lit(","), rep(x, 1, 12), lit(")")), v=_nested(lit("0")))
+    g = grammar(root=seq(lit("("), ref("v"), lit(","), rep(x, 1, 12), lit(")")), v=_nested(lit("a")))
     assert [(s.lo, s.hi) for s in segment_form(g, ON).segments] == [(1, 12)]
     with pytest.MonkeyPatch.context() as mp:  # the follow test is what takes it
         mp.setattr(segments._Follow, "local", lambda *a: False)
         assert not segment_form(g, ON).segments
-    for _ in _walks(g, segment_form(g, ON), 9, [x, lit("[0]")], n_walks=3, length=40):
+    for _ in _walks(g, segment_form(g, ON), 9, [x, lit("[a]")], n_walks=3, length=40):
         pass
 
 

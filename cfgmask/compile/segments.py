@@ -328,16 +328,62 @@ class _Follow:
     ) -> None:
         self.rules = rules
         self.fixed: dict[str, tuple[bool, int]] = {}  # label -> (nullable, FIRST = CONT)
-        for u, (xe, _, _) in shapes.items():
-            f = 0
-            for a, b, _ in xe[0]:
-                f |= _bits(a, b)
+        self.fixed_last: dict[str, int] = {}  # label -> LAST
+        for u, (xe, _, xacc) in shapes.items():
+            f = last = 0
+            for q in range(len(xe)):
+                for a, b, t in xe[q]:
+                    if q == 0:
+                        f |= _bits(a, b)
+                    if xacc[t]:
+                        last |= _bits(a, b)
             self.fixed[u] = (units[u][1] == 0, f)
+            self.fixed_last[u] = last
         self.null_acc: dict[str, list[bool]] = {n: list(acc) for n, (_, _, acc) in rules.items()}
         self.firsts: dict[str, list[int]] = {n: [0] * len(acc) for n, (_, _, acc) in rules.items()}
         self.conts: dict[str, int] = dict.fromkeys(rules, 0)
         self._fix()
+        self.lasts: dict[str, int] = dict.fromkeys(rules, 0)
         self._det: dict[str, bool] = {}
+        changed = True
+        while changed:  # LAST of every rule: the last bytes of its non-empty words
+            changed = False
+            for n in rules:
+                inb = self.inb(n, 0)
+                last = 0
+                for st, ok in enumerate(self.null_acc[n]):
+                    if ok:
+                        last |= inb[st]
+                if last != self.lasts[n]:
+                    self.lasts[n] = last
+                    changed = True
+
+    def last_of(self, c: str) -> int:
+        if c in self.rules:
+            return self.lasts[c]
+        return self.fixed_last.get(c, _ALL)
+
+    def inb(self, n: str, start: int = _ALL) -> list[int]:
+        """Per state of rule ``n``: the bytes that may be the last one read before an item is
+        there (``start``: before the rule's own first byte, where the caller's context is)."""
+        edges, calls, _ = self.rules[n]
+        inb = [0] * len(edges)
+        inb[0] = start
+        changed = True
+        while changed:
+            changed = False
+            for st in range(len(edges)):
+                for a, b, t in edges[st]:
+                    got = inb[t] | _bits(a, b)
+                    if got != inb[t]:
+                        inb[t] = got
+                        changed = True
+                for c, t in calls[st]:
+                    got = inb[t] | self.last_of(c) | (inb[st] if self.nullable(c) else 0)
+                    if got != inb[t]:
+                        inb[t] = got
+                        changed = True
+        return inb
 
     def nullable(self, c: str) -> bool:
         if c in self.rules:
@@ -422,23 +468,18 @@ def _late_entry_impossible(
     calls: list[list[tuple[str, int]]],
     head: int,
     unit: _Auto,
+    inb: list[int],
 ) -> bool:
     """Can no item enter this place's loop (from outside) while another item of the same rule and
     origin is already inside it on the same bytes?  Such a pair is what gives one item two counts.
     At the later entry, the entering item is at an outside state z reading byte b into the head,
     the other at a unit state p reading b inside the loop; both got there by the byte before
-    (or by a call's end or a prediction: any byte).  So it is impossible when, for every entry
-    edge z -b-> head and every unit edge p -c-> with b and c meeting, the bytes that lead into z
-    and into p are disjoint (a JSON string: entered by '"' after ':', ',', '[' or whitespace;
-    inside, '"' is read only after a backslash).  An entry by a call's end refuses."""
+    (``inb``, :meth:`_Follow.inb`: a call's last bytes, and before a nullable call what came
+    before it; a prediction: any byte).  So it is impossible when, for every entry edge
+    z -b-> head and every unit edge p -c-> with b and c meeting, the bytes that lead into z and
+    into p are disjoint (a JSON string: entered by '"' after ':', ',', '[' or whitespace; inside,
+    '"' is read only after a backslash).  An entry by a call's end refuses."""
     n = len(edges)
-    inb = [0] * n
-    inb[0] = _ALL  # predicted: any byte came before
-    for s in range(n):
-        for a, b, t in edges[s]:
-            inb[t] |= _bits(a, b)
-        for _, t in calls[s]:
-            inb[t] = _ALL
     entries = [(s, _bits(a, b)) for s in range(n) for a, b, t in edges[s] if t == head]
     if any(t == head for s in range(n) for _, t in calls[s]):
         return False
@@ -564,7 +605,7 @@ def _splice(
             if after[s] and (
                 call_test == "strict"
                 or not (
-                    _late_entry_impossible(edges, calls, s, shapes[u])
+                    _late_entry_impossible(edges, calls, s, shapes[u], follow.inb(name))
                     or follow.local(name, _ancestors(edges, calls, s))
                 )
             ):
