@@ -12,8 +12,9 @@ beside the C tables (``Tables.segments``), which stay today's unrolled ones.
 count stays unrolled is kept in :attr:`SegmentForm.refused`):
 
 * ``hi`` bounded, ``lo <= hi`` and ``hi >= MIN_HI`` (a small count is cheaper unrolled);
-* x reads bytes only (literals, byte and character classes, and sequences, alternatives and
-  repetitions of them): no call, token terminal, lookahead marker or literal set;
+* x reads bytes only (literals, byte and character classes, sequences, alternatives and
+  repetitions of them, and references to non-recursive rules of those, which are inlined): no
+  call, token terminal, lookahead marker or literal set;
 * the repetition is the outermost qualifying one (a count inside x stays unrolled in x);
 * x's trimmed minimal DFA is a *prefix code*: its start is not accepting and has no in-edge, and
   it has one accepting state, with no out-edge (no word of x a proper prefix of another);
@@ -22,10 +23,14 @@ count stays unrolled is kept in :attr:`SegmentForm.refused`):
   can *be* the loop's head;
 * deterministic exit: B has byte edges only (no call after the count in the same position), and
   none of them reads a first byte of x;
-* no call before it: no path from the rule's start to A crosses a call edge.  Then the path of
-  bytes from an item's origin to its state is unique, so ``k`` is a function of (state, origin,
-  set); without this condition the claim is false (``P x{0,10}`` with ``P = x*``: the call ends
-  at several positions and the same item would need several counts, tests/test_segments.py).
+* after a call in its rule, a call test (``call_test``): ``k`` must be a function of (state,
+  origin, set), which is false in general (``P x{0,10}`` with ``P = x* | "(" P ")"``: the call
+  ends at several positions and one item would need several counts, tests/test_segments.py).
+  Two counts for one item need two entries into the loop at different positions; the default
+  ``"follow"`` takes a place if no item can enter while another is inside
+  (:func:`_late_entry_impossible`, by the bytes that may precede the entry and the unit's edges:
+  every JSON string passes) or if the calls before it complete at one position per path
+  (:class:`_Follow`).  Without a call before it, the bytes from an item's origin follow one path.
 
 A key (x, lo, hi) refused at any of its places is unrolled at all of them.
 
