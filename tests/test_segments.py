@@ -475,3 +475,34 @@ def test_small_unroll_budgets_keep_working(budget: int) -> None:
     assert cfgmask.compile(g, vocab, limits=limits).tables.segments is not None
     for _ in _walks(g, form, budget, [x, lit("0;"), lit("(0);")], n_walks=2, length=50):
         pass
+
+
+def test_json_schema_strings_after_calls_walks() -> None:
+    """Bounded strings after calls (a nested object, optional properties, an array of bounded
+    strings): segments under the call tests, and the model in step with the reference and the C
+    engine along random walks."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "inner": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+            "name": {"type": "string", "minLength": 1, "maxLength": 9},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
+            "note": {"type": "string", "maxLength": 10},
+        },
+        "required": ["inner", "name"],
+    }
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema)).ir
+    form = segment_form(g, ON)
+    assert {(1, 9), (0, 8), (0, 10)} <= {(s.lo, s.hi) for s in form.segments}
+    assert not any(why == "a call comes before it in its rule" for _, _, _, why in form.refused)
+    words = [
+        lit("a"),
+        lit('\\"'),
+        lit("\u00e9"),
+        lit('{"n":1}'),
+        lit('","'),
+        lit('"tags":["'),
+        lit('"note":"'),
+    ]
+    for _ in _walks(g, form, 11, words + [lit("ab"), lit("xyz")], n_walks=3, length=120):
+        pass
