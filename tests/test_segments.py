@@ -10,6 +10,7 @@ the model's viable next bytes and acceptance equal the reference's and the C mat
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from collections.abc import Iterator
 
@@ -418,6 +419,7 @@ def test_counters_leave_the_c_tables_unrolled() -> None:
     assert on.tables.segments.n_states < on.tables.n_states == off.tables.n_states
     for name in ("trans", "accepting", "byte_class", "ref_off", "ref_target", "state_rule"):
         assert np.array_equal(getattr(on.tables, name), getattr(off.tables, name)), name
+    assert pickle.loads(pickle.dumps(on)).tables.segments.segments == on.tables.segments.segments
     # the C matcher runs the unrolled tables: the bound holds
     m = cfgmask.Matcher(on)
     assert m.accept_bytes(b'["' + b"a" * 30)
