@@ -116,7 +116,7 @@ NAMES = ("[a-z_] [a-z0-9_]*", "[a-zA-Z_] [a-zA-Z0-9_]*", "[a-m] [a-m_]*", '[a-z]
 
 
 def _vocab(pieces: list[bytes]) -> cfgmask.Vocabulary:
-    """Single bytes (every text reachable), the pieces, and 200 names after each blank byte."""
+    """Single bytes (every text reachable), the pieces, and 107 names after each blank byte."""
     stems = ["".join(p) for p in itertools.product("abmxz_", repeat=3)][:100]
     names = [f"{lead}{s}".encode() for lead in (" ", "\t") for s in stems]
     tails = zip(stems, "qAZ09y_", strict=False)
