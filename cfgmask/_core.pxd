@@ -355,6 +355,8 @@ cdef extern from "chains.h" nogil:
 cdef extern from "flat.h" nogil:
     size_t cm_flat_plain_steps()
     size_t cm_flat_plain_proofs()
+    void cm_flat_names_memo_enable(int on)
+    size_t cm_flat_names_memo_hits()
 
 
 cdef extern from "compose.h" nogil:

@@ -1581,6 +1581,18 @@ def flat_plain_proofs():
     return cm_flat_plain_proofs()
 
 
+def flat_names_memo_enable(bint on):
+    """Keep each flat configuration's name proof (whether every name entry after a first byte
+    is accepted from it) instead of proving it again at each walk that meets it (csrc/flat.c,
+    flat_names_ok; on by default; the entries are the same either way)."""
+    cm_flat_names_memo_enable(1 if on else 0)
+
+
+def flat_names_memo_hits():
+    """How many name proofs were read back from that memo so far in this process (for the tests)."""
+    return cm_flat_names_memo_hits()
+
+
 def tail_alias_enable(bint on):
     """Take the tail part of an expression level that passes a blank's subtree through to its one
     callee as that callee's, its uncertain tokens left to the caller's chart (csrc/compose.c,

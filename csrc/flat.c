@@ -1009,13 +1009,42 @@ static bool flat_names_live(const cm_grammar *g, cm_flat *f, uint32_t c) {
     return flat_closure_live(g, f, q, depth, n, rep, n_rep);
 }
 
+/* flat_names_live's answer, once a configuration: like flat_plain_live's it
+ * depends on the DFA and the name bytes only, but every walk that meets c
+ * after a first byte with names asked it again (sql.lark's mask after
+ * `SELECT`: 179 proofs, ~2.8 M instructions, of a few configurations: the
+ * blank after a keyword reached by each blank byte and tail part).  Two bits
+ * of plain_ok above flat_text_live's, the same way (1 yes, 2 no; a failure
+ * out of memory or past FLAT_PLAIN_MAX stays a no, as the walk without the
+ * memo would have found it again).  `Strategy`-free switch and counter for
+ * the tests: cm_flat_names_memo_enable, cm_flat_names_memo_hits. */
+#define FLAT_NAMES_SH (2u * CM_UTF8_STATES + 2u)
+_Static_assert(FLAT_NAMES_SH + 2u <= 32u, "plain_ok holds the names' two bits");
+static atomic_int g_names_memo = 1;
+static atomic_size_t g_names_memo_hits;
+
+void cm_flat_names_memo_enable(int on) { atomic_store(&g_names_memo, on ? 1 : 0); }
+size_t cm_flat_names_memo_hits(void) { return atomic_load(&g_names_memo_hits); }
+
+static bool flat_names_ok(const cm_grammar *g, cm_flat *f, uint32_t c) {
+    if (!atomic_load_explicit(&g_names_memo, memory_order_relaxed)) return flat_names_live(g, f, c);
+    uint32_t known = f->plain_ok[c] >> FLAT_NAMES_SH & 3;
+    if (known) {
+        atomic_fetch_add_explicit(&g_names_memo_hits, 1, memory_order_relaxed);
+        return known == 1;
+    }
+    bool ok = flat_names_live(g, f, c);  /* may add configurations: plain_ok moves */
+    f->plain_ok[c] |= (ok ? 1u : 2u) << FLAT_NAMES_SH;
+    return ok;
+}
+
 /* First byte b's name entries into w if flat_names_live(c) proves them
  * accepted (c: the configuration after b): whether it did. */
 static bool flat_names_bulk(const cm_grammar *g, cm_flat *f, uint32_t c, uint8_t b, cm_walk *w) {
     const cm_vocab *v = g->v;
     if (!v->name_ids || !g->lim.name_skip) return false;
     uint32_t n0 = v->name_off[b], n1 = v->name_off[b + 1];
-    if (n1 - n0 < CM_FLAT_NAMES_MIN || !flat_names_live(g, f, c)) return false;
+    if (n1 - n0 < CM_FLAT_NAMES_MIN || !flat_names_ok(g, f, c)) return false;
     w->n_accepted += cm_vocab_names(v, b, w->bits);
     return true;
 }

@@ -45,6 +45,10 @@ size_t cm_flat_configs(const cm_flat *f);
  * proved or refuted, in this process (for the tests). */
 size_t cm_flat_plain_steps(void);
 size_t cm_flat_plain_proofs(void);
+/* flat_names_live answered once a configuration (on by default), and how often
+ * the answer was read back, in this process (for the tests). */
+void cm_flat_names_memo_enable(int on);
+size_t cm_flat_names_memo_hits(void);
 void cm_flat_free(cm_flat *f);
 
 #endif

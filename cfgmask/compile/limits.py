@@ -30,6 +30,11 @@ class CompileLimits:
     # session 17).  0: no separate threshold (unroll_budget alone).  Never below unroll_budget, and
     # off when unroll_budget is 0 (the retry after max_dfa_states).
     unroll_whole: int = 6_144
+    # Counted repetitions as *segments* (docs/design.md §7, session 33, "Segments on the compile
+    # side"): a bounded ``x{lo,hi}`` that qualifies (cfgmask/compile/segments.py) is also compiled
+    # as x's loop with its states tagged, kept in ``Tables.segments`` beside the C tables.  Until
+    # the C chart counts (step (b)), the C tables stay today's unrolled ones: same masks.
+    counters: bool = False
     # Guards against hostile input (tests/test_hostile.py); no grammar of the corpora comes near.
     deadline_ms: int = 30_000  # wall clock for one compile (front end and automata); 0 = none
     max_compile_mb: int = 1024  # memory of one automaton build (NFA, subset sets, DFAs); 0 = none

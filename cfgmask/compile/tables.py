@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -57,6 +57,11 @@ class Tables:
     la_next: np.ndarray = field(default_factory=lambda: np.zeros(256, dtype=np.uint8))
     la_union: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.uint8))
     stats: dict[str, int] = field(default_factory=dict)
+    # CompileLimits.counters: the runtime rules with their qualifying counts as segments
+    # (cfgmask/compile/segments.py, a SegmentForm), for the Python model until the C chart counts;
+    # None when off.  Not a field (no annotation): the tables' fields are what C reads and what
+    # benchmarks/fingerprint.py hashes, and this is neither.
+    segments = cast(Any, None)
 
     # Tables straight from the compiler (``_tables_raw``) hold ``_raw`` instead of their arrays:
     # the door's bytes, which GrammarHandle reads in place (numpy arrays made from C buffers
@@ -232,7 +237,17 @@ def _build_tables_in(grammar: ir.Grammar, limits: CompileLimits, sess: Session |
         # Unrolled bounded repetitions can make subset construction explode
         # ((a x{0,20})* tracks every counter combination); helper rules never do.
         f = build_rules(grammar, dataclasses.replace(limits, unroll_budget=0), sess)
-    return tables_from_flat(grammar, f, sess, limits)
+    tables = tables_from_flat(grammar, f, sess, limits)
+    if limits.counters:  # beside the C tables, which stay unrolled (segments.py)
+        from .segments import segment_form
+
+        try:
+            tables.segments = segment_form(grammar, limits)
+        except LimitError as e:
+            if e.limit != "max_dfa_states" or limits.unroll_budget == 0:
+                raise
+            tables.segments = segment_form(grammar, dataclasses.replace(limits, unroll_budget=0))
+    return tables
 
 
 def tables_from_flat(grammar: ir.Grammar, f: Flat, sess: Session, limits: CompileLimits) -> Tables:

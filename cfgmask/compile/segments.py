@@ -1,0 +1,685 @@
+"""Counted repetitions as *segments*: the compile side of counters in the parser (step (a) of
+docs/design.md §7, "Counters in the parser for counted repetition", and "Segments on the compile
+side", session 33).
+
+With ``CompileLimits.counters`` on, a bounded repetition ``x{lo,hi}`` that qualifies is not
+unrolled: the rule that holds it keeps x's loop ``x*`` once, its states tagged, and an Earley
+item in a tagged state carries a count ``k`` (the units read since it entered the loop).  Until
+the C chart counts (step (b)), nothing here reaches C: :func:`segment_form` builds this form
+beside the C tables (``Tables.segments``), which stay today's unrolled ones.
+
+**Qualifying** (:func:`qualifies` on the IR, then :func:`_splice` on the automata; the reason a
+count stays unrolled is kept in :attr:`SegmentForm.refused`):
+
+* ``hi`` bounded, ``lo <= hi`` and ``hi >= MIN_HI`` (a small count is cheaper unrolled);
+* x reads bytes only (literals, byte and character classes, sequences, alternatives and
+  repetitions of them, and references to non-recursive rules of those, which are inlined): no
+  call, token terminal, lookahead marker or literal set;
+* the repetition is the outermost qualifying one (a count inside x stays unrolled in x);
+* x's trimmed minimal DFA is a *prefix code*: its start is not accepting and has no in-edge, and
+  it has one accepting state, with no out-edge (no word of x a proper prefix of another);
+* deterministic entry: in the rule's automaton built with the count as an opaque label
+  ``<segment N>`` (edge A -> B), A has that label as its only edge and is not accepting, so A
+  can *be* the loop's head;
+* deterministic exit: B has byte edges only (no call after the count in the same position), and
+  none of them reads a first byte of x;
+* after a call in its rule, a call test (``call_test``): ``k`` must be a function of (state,
+  origin, set), which is false in general (``P x{0,10}`` with ``P = x* | "(" P ")"``: the call
+  ends at several positions and one item would need several counts, tests/test_segments.py).
+  Two counts for one item need two entries into the loop at different positions; the default
+  ``"follow"`` takes a place if no item can enter while another is inside
+  (:func:`_late_entry_impossible`, by the bytes that may precede the entry and the unit's edges:
+  every JSON string passes) or if the calls before it complete at one position per path
+  (:class:`_Follow`).  Without a call before it, the bytes from an item's origin follow one path.
+
+A key (x, lo, hi) refused at any of its places is unrolled at all of them.
+
+**Tags**, per rule automaton (:class:`SegmentRule`): ``seg[s]`` the segment id of state s or -1;
+per segment (:class:`Segment`) ``lo``, ``hi`` and its ``head``; per byte edge a flags word:
+
+* ``INTO``: an edge of the head into x (x's first bytes); needs ``k < hi``;
+* ``BACK``: an edge that completes a unit and lands on the head: ``k + 1`` (a one-byte unit's
+  edge is INTO and BACK at once, head -> head);
+* ``EXIT``: an edge of the head out of the segment (B's edges); needs ``k >= lo``, and the count
+  is dropped (an exit that lands on a head again enters it afresh, ``k = 0``).
+
+Any other edge into a head (or a prediction of a rule whose start is a head) enters with
+``k = 0``.  The head is accepting iff B was, and then only at ``k >= lo``.  Interior states
+(x's states but its start and its accepting state) only read on inside x or BACK to their head.
+
+**Minimisation** never merges a segment's state with a state outside it or with another
+segment's: the rule's automaton is minimised with the count as an opaque label (nothing of x in
+it), x's automaton alone, and the splice creates states but merges none; each place of a count
+gets its own copy of x's states (tests/test_segments.py minimises the result with the tags as
+the first partition's colours and checks that nothing merges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .. import ir
+from .automaton import DFA
+from .limits import CompileLimits
+
+MIN_HI = 8  # counts with a smaller hi stay unrolled
+INTO, BACK, EXIT = 1, 2, 4
+PLACEHOLDER = "<segment {}>"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One place of a counted repetition: ``key`` names the count (its unit and bounds), shared
+    by every place of the same count; ``rule`` and ``head`` where this place is."""
+
+    key: str
+    lo: int
+    hi: int
+    rule: str
+    head: int
+
+
+@dataclass
+class SegmentRule:
+    """One runtime rule's automaton in segment form.  State 0 is the start."""
+
+    edges: list[list[tuple[int, int, int, int]]]  # per state: (byte lo, byte hi, target, flags)
+    calls: list[list[tuple[str, int]]]  # per state: (callee or token label, target)
+    accepting: list[bool]  # for a head: accepting only at k >= lo
+    seg: list[int]  # per state: segment id (index in SegmentForm.segments) or -1
+
+    def __len__(self) -> int:
+        return len(self.accepting)
+
+
+@dataclass
+class SegmentForm:
+    """The runtime rules in segment form, and what became of each qualifying count."""
+
+    start: str
+    rules: dict[str, SegmentRule]
+    segments: list[Segment]
+    units: dict[str, tuple[ir.Expr, int, int]] = field(default_factory=dict)  # key -> (x, lo, hi)
+    refused: list[tuple[ir.Expr, int, int, str]] = field(default_factory=list)  # (x, lo, hi, why unrolled)
+    tokens: frozenset[str] = frozenset()  # labels that are token terminals
+    markers: frozenset[str] = frozenset()  # labels that are lookahead markers
+
+    @property
+    def n_states(self) -> int:
+        return sum(len(r) for r in self.rules.values())
+
+
+def bytes_only(e: ir.Expr, rules: dict[str, ir.Expr], memo: dict[str, bool] | None = None) -> bool:
+    """Does ``e`` read bytes only: literals, byte and character classes, sequences, alternatives
+    and repetitions of them, and references to rules that read bytes only and do not recurse
+    (they are inlined into the unit's automaton; :func:`_unit_shape` checks that they were)?
+    No token terminal, lookahead marker or literal set."""
+    memo = {} if memo is None else memo
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (ir.Seq, ir.Alt)):
+            stack.extend(x.items)
+        elif isinstance(x, ir.Repeat):
+            stack.append(x.item)
+        elif isinstance(x, ir.Ref):
+            got = memo.get(x.name)
+            if got is None:
+                memo[x.name] = False  # a cycle through it reads as "no"
+                body = rules.get(x.name)
+                got = memo[x.name] = body is not None and bytes_only(body, rules, memo)
+            if not got:
+                return False
+        elif not isinstance(x, (ir.Literal, ir.ByteClass, ir.CharClass)):
+            return False
+    return True
+
+
+def qualifies(e: ir.Expr, rules: dict[str, ir.Expr], memo: dict[str, bool] | None = None) -> bool:
+    """The IR tests of a count (the automaton tests come after the build)."""
+    return (
+        isinstance(e, ir.Repeat)
+        and e.hi is not None
+        and 0 <= e.lo <= e.hi
+        and e.hi >= MIN_HI
+        and bytes_only(e.item, rules, memo)
+    )
+
+
+def _placeholders(
+    rules: dict[str, ir.Expr], refused: set[tuple[ir.Expr, int, int]]
+) -> tuple[dict[str, ir.Expr], dict[str, tuple[ir.Expr, int, int]]]:
+    """The rules with each qualifying count (outermost first, not in ``refused``) replaced by a
+    call of its placeholder, the placeholder rules' bodies (x) added; and the units by key."""
+    names: dict[tuple[ir.Expr, int, int], str] = {}
+    units: dict[str, tuple[ir.Expr, int, int]] = {}
+    memo: dict[int, ir.Expr] = {}
+    plain: dict[str, bool] = {}
+    k = 0
+
+    def name_of(x: ir.Expr, lo: int, hi: int) -> str:
+        nonlocal k
+        got = names.get((x, lo, hi))
+        if got is None:
+            while PLACEHOLDER.format(k) in rules:
+                k += 1
+            got = names[(x, lo, hi)] = PLACEHOLDER.format(k)
+            units[got] = (x, lo, hi)
+            k += 1
+        return got
+
+    def rewrite(e: ir.Expr) -> ir.Expr:
+        got = memo.get(id(e))
+        if got is not None:
+            return got
+        new: ir.Expr = e
+        if isinstance(e, ir.Repeat):
+            if qualifies(e, rules, plain) and (e.item, e.lo, e.hi) not in refused:
+                new = ir.Ref(name_of(e.item, e.lo, e.hi))  # type: ignore[arg-type]
+            else:
+                item = rewrite(e.item)
+                new = e if item is e.item else ir.Repeat(item, e.lo, e.hi)
+        elif isinstance(e, (ir.Seq, ir.Alt)):
+            items = tuple(rewrite(x) for x in e.items)
+            if any(a is not b for a, b in zip(items, e.items, strict=True)):
+                new = type(e)(items)
+        memo[id(e)] = new
+        return new
+
+    out = {n: rewrite(b) for n, b in rules.items()}
+    for name, (x, _, _) in units.items():
+        out[name] = x
+    return out, units
+
+
+def _states(d: DFA) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]:
+    st = d.states
+    return [list(s.bytes) for s in st], [list(s.refs) for s in st], [s.accepting for s in st]
+
+
+def _trim(
+    dfas: dict[str, DFA], start: str, units: Iterable[str], tokens: frozenset[str]
+) -> dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]]:
+    """The runtime rules reachable from ``start``, productive ones only, each without dead or
+    unreachable states (calls of a placeholder count as reading its unit)."""
+    raw = {n: _states(d) for n, d in dfas.items()}
+    unit_set = set(units)
+    productive: set[str] = set(tokens) | unit_set
+    changed = True
+    while changed:
+        changed = False
+        for n, (edges, calls, acc) in raw.items():
+            if n not in productive and _live(edges, calls, acc, productive)[0]:
+                productive.add(n)
+                changed = True
+    if start not in productive:
+        raise ValueError(f"rule {start!r} derives no finite string")
+    out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
+    order = [start]
+    seen = {start}
+    while order:
+        n = order.pop()
+        edges, calls, acc = raw[n]
+        live = _live(edges, calls, acc, productive)
+        keep_e = [[(a, b, t) for a, b, t in es if live[t]] for es in edges]
+        keep_c = [[(c, t) for c, t in cs if live[t] and c in productive] for cs in calls]
+        reach = [False] * len(acc)
+        reach[0] = True
+        todo = [0]
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t in keep_e[s]] + [t for _, t in keep_c[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new: dict[int, int] = {}
+        for s in range(len(acc)):
+            if reach[s]:
+                new[s] = len(new)
+        out[n] = (
+            [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
+            [[(c, new[t]) for c, t in keep_c[s]] for s in new],
+            [acc[s] for s in new],
+        )
+        for cs in out[n][1]:
+            for c, _ in cs:
+                if c not in seen and c not in tokens and c not in unit_set:
+                    seen.add(c)
+                    order.append(c)
+    return out
+
+
+def _live(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
+) -> list[bool]:
+    """Per state: can it reach acceptance (calls of rules in ``ok`` count as steps)?"""
+    n = len(acc)
+    back: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for _, _, t in edges[s]:
+            back[t].append(s)
+        for c, t in calls[s]:
+            if c in ok:
+                back[t].append(s)
+    live = list(acc)
+    todo = [s for s in range(n) if acc[s]]
+    while todo:
+        t = todo.pop()
+        for s in back[t]:
+            if not live[s]:
+                live[s] = True
+                todo.append(s)
+    return live
+
+
+def _after_call(
+    calls: list[list[tuple[str, int]]], edges: list[list[tuple[int, int, int]]], units: set[str]
+) -> list[bool]:
+    """Per state: is it reachable from the target of a call edge (a placeholder is no call)?"""
+    n = len(calls)
+    seen = [False] * n
+    todo = [t for cs in calls for c, t in cs if c not in units]
+    for t in todo:
+        seen[t] = True
+    while todo:
+        s = todo.pop()
+        for t in [t for _, _, t in edges[s]] + [t for _, t in calls[s]]:
+            if not seen[t]:
+                seen[t] = True
+                todo.append(t)
+    return seen
+
+
+def _unit_shape(
+    unit: tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]],
+) -> str | None:
+    """Why x's trimmed DFA is not a prefix code with a clean start, or None if it is."""
+    edges, calls, acc = unit
+    if any(calls):
+        return "the unit calls a rule"
+    if acc[0]:
+        return "the unit matches the empty string"
+    if any(t == 0 for es in edges for _, _, t in es):
+        return "the unit's start is re-entered"
+    finals = [s for s in range(len(acc)) if acc[s]]
+    if len(finals) != 1 or edges[finals[0]]:
+        return "the unit is not a prefix code"
+    return None
+
+
+_ALL = (1 << 257) - 1  # a token terminal or a lookahead marker: meets every set
+_Auto = tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]
+
+
+def _bits(lo: int, hi: int) -> int:
+    return ((1 << (hi - lo + 1)) - 1) << lo
+
+
+class _Follow:
+    """FIRST, CONT and determinism of the runtime rules, for the call test ``"follow"``.
+
+    ``first(P, s)``: the bytes a path from state s of rule P may read next (through nullable
+    calls).  ``cont(P)``: the bytes that may extend a complete word of P to a longer one, sound
+    where ``det(P)``: every state of P (and of the rules it reaches) with calls has pairwise
+    disjoint FIRST sets on its edges, and each call ``s -Q-> t`` has CONT(Q) disjoint from
+    first(P, t).  Then a text has at most one path through P, and two completions of a call
+    cannot both go on.  A placeholder counts as a call of ``x{lo,hi}``: nullable iff lo = 0, its
+    FIRST x's first bytes, its CONT the same (conservative); token terminals and markers meet
+    every set."""
+
+    def __init__(
+        self, rules: dict[str, _Auto], shapes: dict[str, _Auto], units: dict[str, tuple[ir.Expr, int, int]]
+    ) -> None:
+        self.rules = rules
+        self.fixed: dict[str, tuple[bool, int]] = {}  # label -> (nullable, FIRST = CONT)
+        self.fixed_last: dict[str, int] = {}  # label -> LAST
+        for u, (xe, _, xacc) in shapes.items():
+            f = last = 0
+            for q in range(len(xe)):
+                for a, b, t in xe[q]:
+                    if q == 0:
+                        f |= _bits(a, b)
+                    if xacc[t]:
+                        last |= _bits(a, b)
+            self.fixed[u] = (units[u][1] == 0, f)
+            self.fixed_last[u] = last
+        self.null_acc: dict[str, list[bool]] = {n: list(acc) for n, (_, _, acc) in rules.items()}
+        self.firsts: dict[str, list[int]] = {n: [0] * len(acc) for n, (_, _, acc) in rules.items()}
+        self.conts: dict[str, int] = dict.fromkeys(rules, 0)
+        self._fix()
+        self.lasts: dict[str, int] = dict.fromkeys(rules, 0)
+        self._det: dict[str, bool] = {}
+        changed = True
+        while changed:  # LAST of every rule: the last bytes of its non-empty words
+            changed = False
+            for n in rules:
+                inb = self.inb(n, 0)
+                last = 0
+                for st, ok in enumerate(self.null_acc[n]):
+                    if ok:
+                        last |= inb[st]
+                if last != self.lasts[n]:
+                    self.lasts[n] = last
+                    changed = True
+
+    def last_of(self, c: str) -> int:
+        if c in self.rules:
+            return self.lasts[c]
+        return self.fixed_last.get(c, _ALL)
+
+    def inb(self, n: str, start: int = _ALL) -> list[int]:
+        """Per state of rule ``n``: the bytes that may be the last one read before an item is
+        there (``start``: before the rule's own first byte, where the caller's context is)."""
+        edges, calls, _ = self.rules[n]
+        inb = [0] * len(edges)
+        inb[0] = start
+        changed = True
+        while changed:
+            changed = False
+            for st in range(len(edges)):
+                for a, b, t in edges[st]:
+                    got = inb[t] | _bits(a, b)
+                    if got != inb[t]:
+                        inb[t] = got
+                        changed = True
+                for c, t in calls[st]:
+                    got = inb[t] | self.last_of(c) | (inb[st] if self.nullable(c) else 0)
+                    if got != inb[t]:
+                        inb[t] = got
+                        changed = True
+        return inb
+
+    def nullable(self, c: str) -> bool:
+        if c in self.rules:
+            return self.null_acc[c][0]
+        return self.fixed.get(c, (True, _ALL))[0]
+
+    def first_of(self, c: str) -> int:
+        if c in self.rules:
+            return self.firsts[c][0]
+        return self.fixed.get(c, (True, _ALL))[1]
+
+    def cont_of(self, c: str) -> int:
+        if c in self.rules:
+            return self.conts[c]
+        return self.fixed.get(c, (True, _ALL))[1]
+
+    def _fix(self) -> None:
+        changed = True
+        while changed:  # least fixpoints, all three together
+            changed = False
+            for n, (edges, calls, _) in self.rules.items():
+                na, fs = self.null_acc[n], self.firsts[n]
+                cont = self.conts[n]
+                for s in reversed(range(len(edges))):
+                    f = fs[s]
+                    for a, b, _ in edges[s]:
+                        f |= _bits(a, b)
+                    for c, t in calls[s]:
+                        f |= self.first_of(c)
+                        if self.nullable(c):
+                            f |= fs[t]
+                            if na[t] and not na[s]:
+                                na[s] = changed = True
+                        if na[t]:
+                            cont |= self.cont_of(c)
+                    if na[s]:
+                        cont |= f
+                    if f != fs[s]:
+                        fs[s] = f
+                        changed = True
+                if cont != self.conts[n]:
+                    self.conts[n] = cont
+                    changed = True
+
+    def local(self, n: str, states: Iterable[int]) -> bool:
+        """The conditions at ``states`` of rule ``n`` (calls only: byte edges are deterministic)."""
+        edges, calls, _ = self.rules[n]
+        fs = self.firsts[n]
+        for s in states:
+            real = [(c, t) for c, t in calls[s] if c not in self.fixed]
+            if not real:
+                continue
+            seen = 0
+            for a, b, _ in edges[s]:
+                seen |= _bits(a, b)
+            for c, t in calls[s]:
+                f = self.first_of(c) | (fs[t] if self.nullable(c) else 0)
+                if f & seen:
+                    return False
+                seen |= f
+            for c, t in real:
+                if self.cont_of(c) & fs[t] or not self.det(c):
+                    return False
+        return True
+
+    def det(self, c: str) -> bool:
+        """Has every rule ``c`` reaches (``c`` included) the local conditions at every state?"""
+        if c not in self.rules:
+            return True  # a token terminal or marker: one step, CONT _ALL does the rest
+        got = self._det.get(c)
+        if got is None:
+            self._det[c] = True  # a cycle: assumed, checked by the rules on it
+            got = self._det[c] = self.local(c, range(len(self.rules[c][0])))
+            if not got:
+                for k in [k for k, v in self._det.items() if v and k != c]:
+                    del self._det[k]  # they may have leaned on the assumption
+        return got
+
+
+def _late_entry_impossible(
+    edges: list[list[tuple[int, int, int]]],
+    calls: list[list[tuple[str, int]]],
+    head: int,
+    unit: _Auto,
+    inb: list[int],
+) -> bool:
+    """Can no item enter this place's loop (from outside) while another item of the same rule and
+    origin is already inside it on the same bytes?  Such a pair is what gives one item two counts.
+    At the later entry, the entering item is at an outside state z reading byte b into the head,
+    the other at a unit state p reading b inside the loop; both got there by the byte before
+    (``inb``, :meth:`_Follow.inb`: a call's last bytes, and before a nullable call what came
+    before it; a prediction: any byte).  So it is impossible when, for every entry edge
+    z -b-> head and every unit edge p -c-> with b and c meeting, the bytes that lead into z and
+    into p are disjoint (a JSON string: entered by '"' after ':', ',', '[' or whitespace; inside,
+    '"' is read only after a backslash).  An entry by a call's end refuses."""
+    n = len(edges)
+    entries = [(s, _bits(a, b)) for s in range(n) for a, b, t in edges[s] if t == head]
+    if any(t == head for s in range(n) for _, t in calls[s]):
+        return False
+    xe, _, xacc = unit
+    final = xacc.index(True)
+    xin = [0] * len(xacc)
+    for q in range(len(xacc)):
+        for a, b, t in xe[q]:
+            xin[t] |= _bits(a, b)
+    xin[0] = xin[final] | inb[head]  # the head: after a unit, or as the rule's edges enter it
+    for z, zb in entries:
+        for q in range(len(xacc)):
+            for a, b, _ in xe[q]:
+                if _bits(a, b) & zb and inb[z] & xin[q]:
+                    return False
+    return True
+
+
+def _ancestors(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], target: int
+) -> list[int]:
+    """The states from which ``target`` is reachable (itself excluded unless on a cycle)."""
+    back: list[list[int]] = [[] for _ in edges]
+    for s in range(len(edges)):
+        for _, _, t in edges[s]:
+            back[t].append(s)
+        for _, t in calls[s]:
+            back[t].append(s)
+    seen = [False] * len(edges)
+    todo = [target]
+    while todo:
+        t = todo.pop()
+        for s in back[t]:
+            if not seen[s]:
+                seen[s] = True
+                todo.append(s)
+    return [s for s in range(len(edges)) if seen[s]]
+
+
+CALL_TESTS = ("follow", "strict", "none")
+
+
+def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str = "follow") -> SegmentForm:
+    """``grammar``'s runtime rules with every qualifying count as a segment (a private session:
+    nothing of it reaches the automaton cache or the C tables).  ``call_test``: what a place
+    after a call in its rule must satisfy -- ``"follow"``: no second entry while an item is inside
+    (:func:`_late_entry_impossible`) or the calls before it complete at one position per path
+    (:class:`_Follow`); ``"strict"``: no call before it; ``"none"``: the design's tests alone
+    (unsound: tests/test_segments.py shows a grammar where an item gets two counts)."""
+    if call_test not in CALL_TESTS:
+        raise ValueError(f"call_test must be one of {CALL_TESTS}")
+    from .components import outline_sets, rule_dfas
+    from .prepare import prepare, validate
+    from .repeats import RepeatRewriter
+
+    refused_keys: set[tuple[ir.Expr, int, int]] = set()
+    refused: list[tuple[ir.Expr, int, int, str]] = []
+    while True:
+        sess = prepare(grammar, limits)
+        validate(grammar, sess)
+        rules, units = _placeholders(grammar.rules, refused_keys)
+        if sess.literal_sets:
+            rules = outline_sets(rules, sess)
+        rw = RepeatRewriter(rules, limits, sess)
+        rules = rw.run()
+        for name in sess.markers:
+            rules[name] = ir.EPSILON
+        built = rule_dfas(rules, grammar.start, rw.outlined | set(sess.markers) | set(units), limits, sess)
+        dfas = {n: d for n, (d, _) in built.items()}
+        tokens = frozenset(sess.token_sets)
+        trimmed = _trim({n: d for n, d in dfas.items() if n not in units}, grammar.start, units, tokens)
+        # a count in a rule the start never reaches was not built: it has no place
+        shapes = {u: _trim({u: dfas[u]}, u, (), frozenset())[u] for u in units if u in dfas}
+        form, why = _splice(grammar.start, trimmed, shapes, units, call_test)
+        if not why:
+            form.refused = refused
+            form.tokens = tokens
+            form.markers = frozenset(sess.markers)
+            return form
+        for u, reason in why.items():
+            x, lo, hi = units[u]
+            refused_keys.add((x, lo, hi))
+            refused.append((x, lo, hi, reason))
+
+
+def _splice(
+    start: str,
+    trimmed: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
+    shapes: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
+    units: dict[str, tuple[ir.Expr, int, int]],
+    call_test: str,
+) -> tuple[SegmentForm, dict[str, str]]:
+    """Each placeholder edge A -> B replaced by x's loop with A as its head; or the keys that
+    failed a test, with why."""
+    why: dict[str, str] = {}
+    for u, shape in shapes.items():
+        bad = _unit_shape(shape)
+        if bad:
+            why[u] = bad
+    unit_set = set(units)
+    follow = _Follow(trimmed, {u: sh for u, sh in shapes.items() if u not in why}, units)
+    segments: list[Segment] = []
+    out: dict[str, SegmentRule] = {}
+    for name, (edges, calls, acc) in trimmed.items():
+        after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
+        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
+        acc2 = list(acc)
+        seg = [-1] * len(acc)
+        for s in range(len(acc)):
+            placed = [(c, t) for c, t in calls[s] if c in unit_set]
+            if not placed:
+                continue
+            u, b = placed[0]
+            if u in why:
+                continue
+            if len(calls[s]) != 1 or edges[s] or acc[s]:
+                why[u] = "the entry is not deterministic"
+                continue
+            if calls[b]:
+                why[u] = "a call or another count follows it"
+                continue
+            if after[s] and (
+                call_test == "strict"
+                or not (
+                    _late_entry_impossible(edges, calls, s, shapes[u], follow.inb(name))
+                    or follow.local(name, _ancestors(edges, calls, s))
+                )
+            ):
+                why[u] = "a call comes before it in its rule"
+                continue
+            xe, _, xacc = shapes[u]
+            first = [(a, c) for a, c, _ in xe[0]]
+            if any(a <= d and c >= e for a, c in first for e, d, _ in edges[b]):
+                why[u] = "the exit is not deterministic"
+                continue
+            _, lo, hi = units[u]
+            sid = len(segments)
+            segments.append(Segment(u, lo, hi, name, s))
+            final = xacc.index(True)
+            where = {0: s, final: s}
+            for q in range(1, len(xacc)):
+                if q != final:
+                    where[q] = len(acc2)
+                    acc2.append(False)
+                    seg.append(sid)
+                    e2.append([])
+                    c2.append([])
+            for q in range(len(xacc)):
+                if q == final:
+                    continue
+                row = [
+                    (a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0))
+                    for a, c, t in xe[q]
+                ]
+                e2[where[q]] = row
+            seg[s] = sid
+            e2[s] = e2[s] + [(a, c, t, EXIT) for a, c, t in edges[b]]
+            e2[s].sort()
+            acc2[s] = acc[b]
+        out[name] = SegmentRule(e2, c2, acc2, seg)
+    if why:
+        return SegmentForm(start, {}, []), why
+    return _compact(start, out, segments, units), why
+
+
+def _compact(
+    start: str,
+    rules: dict[str, SegmentRule],
+    segments: list[Segment],
+    units: dict[str, tuple[ir.Expr, int, int]],
+) -> SegmentForm:
+    """The states no longer reachable (a B only the count led to) dropped, renumbered."""
+    heads: dict[str, dict[int, int]] = {}
+    for name, r in rules.items():
+        n = len(r)
+        reach = [False] * n
+        reach[0] = True
+        todo = [0]
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t, _ in r.edges[s]] + [t for _, t in r.calls[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new: dict[int, int] = {}
+        for s in range(n):
+            if reach[s]:
+                new[s] = len(new)
+        rules[name] = SegmentRule(
+            [[(a, b, new[t], f) for a, b, t, f in r.edges[s]] for s in new],
+            [[(c, new[t]) for c, t in r.calls[s]] for s in new],
+            [r.accepting[s] for s in new],
+            [r.seg[s] for s in new],
+        )
+        heads[name] = new
+    segs = [Segment(g.key, g.lo, g.hi, g.rule, heads[g.rule][g.head]) for g in segments]
+    return SegmentForm(start, rules, segs, dict(units))
