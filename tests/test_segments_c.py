@@ -42,16 +42,17 @@ def _model_counts(model: SegmentModel) -> dict[tuple[str, int, int], int | None]
 
 def _walk_c(
     g: ir.Grammar, form: SegmentForm, seed: int, words: list[ir.Expr], n_walks: int = 3, length: int = 60
-) -> int:
+) -> tuple[int, int]:
     """Random walks of viable bytes, mostly words of ``words``: at every position the C chart's
     viable bytes, acceptance and every item's count equal the model's, and the viable bytes and
     acceptance the reference's; forks and rollbacks on the way give the same sets back.  The
-    number of positions checked."""
+    number of positions checked, and of steps that scanned a segment item with an edge on its
+    byte (each must count in ``_core.counted_scans()``)."""
     tab = c_tables(form)
     handle = _core.SegTablesHandle(tab)
     refm = ReferenceMatcher(g)
     rng = random.Random(seed)
-    checked = 0
+    checked = counted = 0
     for _ in range(n_walks):
         model = SegmentModel(form)
         chart = handle.chart()
@@ -86,11 +87,13 @@ def _walk_c(
             bad = rng.randrange(256)
             if bad not in viable:
                 assert not chart.step(bad) and len(chart) == len(prefix)
+            cls = tab.byte_class[b]
+            counted += any(k is not None and tab.trans[s, cls] >= 0 for s, _, k in chart.items())
             assert model.step(b)
             assert chart.step(b)
             prefix += bytes([b])
             ref_chart.append(refm._step(ref_chart, b))
-    return checked
+    return checked, counted
 
 
 # -- the chart with counts against the model and the reference
@@ -103,9 +106,11 @@ def test_c_chart_equals_model_and_reference(
     g = _grammar(context, x, *b1, y, *b2)
     form = segment_form(g, ON)
     before = _core.counted_scans()
-    assert _walk_c(g, form, seed, [x, y]) > 0
-    if form.segments:
-        assert _core.counted_scans() > before  # the counted path ran
+    checked, counted = _walk_c(g, form, seed, [x, y])
+    assert checked > 0
+    assert _core.counted_scans() - before >= counted  # the counted path ran
+    if not form.segments:
+        assert _core.counted_scans() == before
 
 
 @given(units(), bounds(), st.integers(0, 2**16))
@@ -164,7 +169,9 @@ def test_json_schema_documents_through_the_c_chart() -> None:
         c_ok = chart.feed(doc) and chart.accepting()
         assert c_ok == (model.feed(doc) and model.accepting()) == refm.accepts(doc), doc
     words = [lit("a"), lit('\\"'), lit("\u00e9"), lit('{"n":1}'), lit('","'), lit('"tags":["'), lit("xyz")]
-    assert _walk_c(g, form, 5, words, n_walks=2, length=100) > 0
+    before = _core.counted_scans()
+    checked, counted = _walk_c(g, form, 5, words, n_walks=2, length=100)
+    assert checked > 0 and counted > 0 and _core.counted_scans() - before >= counted
 
 
 def test_no_segments_runs_as_a_plain_chart() -> None:
