@@ -384,3 +384,32 @@ cdef extern from "loops.h" nogil:
 
 cdef extern from "chart.h" nogil:
     size_t cm_chart_scans_hashed()
+
+
+cdef extern from "cfgmask.h" nogil:
+    # counted repetitions as segments (csrc/segments.c)
+    ctypedef struct cm_seg_tables:
+        cm_tables t
+        uint32_t n_segments
+        const uint32_t *state_seg
+        const uint8_t *edge_flags
+        const uint32_t *seg_lo
+        const uint32_t *seg_hi
+        const uint32_t *seg_rule
+        const uint32_t *seg_head
+    ctypedef struct cm_segtab:
+        pass
+    ctypedef struct cm_segchart:
+        pass
+    int cm_segtab_new(const cm_seg_tables *inp, cm_segtab **out)
+    void cm_segtab_free(cm_segtab *st)
+    int cm_segchart_new(const cm_segtab *st, size_t max_items, cm_segchart **out)
+    int cm_segchart_fork(const cm_segchart *c, cm_segchart **out)
+    void cm_segchart_free(cm_segchart *c)
+    int cm_segchart_step(cm_segchart *c, uint8_t b)
+    int cm_segchart_accepting(const cm_segchart *c)
+    int cm_segchart_viable(const cm_segchart *c, uint32_t *out)
+    size_t cm_segchart_len(const cm_segchart *c)
+    int cm_segchart_rollback(cm_segchart *c, size_t n)
+    size_t cm_segchart_items(const cm_segchart *c, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap)
+    size_t cm_counted_scans()

@@ -1712,3 +1712,132 @@ def compile_stats(size_t max_recs=65536):
 import os as _os
 if _os.environ.get("CFGMASK_COMPILE_STATS") == "1":
     cm_compile_stats_enable(1)
+
+
+# ---- counted repetitions as segments (csrc/segments.c; private, for the tests) -----------
+
+
+cdef class SegTablesHandle:
+    """The segment form's tables (cfgmask/compile/segments.py ``c_tables``), validated and copied
+    by the core: an object with a Tables' fields and ``state_seg``, ``edge_flags`` (shaped as
+    ``trans``), ``seg_lo``, ``seg_hi``, ``seg_rule``, ``seg_head``.  Private: step (b) of the
+    counters plan (docs/design.md §7); matchers do not use it."""
+    cdef cm_segtab *ptr
+
+    def __cinit__(self, tables):
+        cdef cm_seg_tables st
+        cdef int rc
+        _tables_from_arrays(tables, &st.t)
+        st.t.start_rule = <uint32_t>tables.start_rule
+        cdef const uint32_t[::1] state_seg = tables.state_seg
+        cdef const uint8_t[:, ::1] edge_flags = tables.edge_flags
+        cdef const uint32_t[::1] seg_lo = tables.seg_lo
+        cdef const uint32_t[::1] seg_hi = tables.seg_hi
+        cdef const uint32_t[::1] seg_rule = tables.seg_rule
+        cdef const uint32_t[::1] seg_head = tables.seg_head
+        cdef size_t nseg = seg_lo.shape[0]
+        if (state_seg.shape[0] != st.t.n_states or edge_flags.shape[0] != st.t.n_states
+                or edge_flags.shape[1] != st.t.n_classes or seg_hi.shape[0] != nseg
+                or seg_rule.shape[0] != nseg or seg_head.shape[0] != nseg):
+            raise ValueError("inconsistent segment tables")
+        st.n_segments = <uint32_t>nseg
+        st.state_seg = &state_seg[0]
+        st.edge_flags = &edge_flags[0, 0]
+        st.seg_lo = &seg_lo[0] if nseg else NULL
+        st.seg_hi = &seg_hi[0] if nseg else NULL
+        st.seg_rule = &seg_rule[0] if nseg else NULL
+        st.seg_head = &seg_head[0] if nseg else NULL
+        with nogil:
+            rc = cm_segtab_new(&st, &self.ptr)
+        if rc:
+            _raise(rc, "compile")
+
+    def __dealloc__(self):
+        cm_segtab_free(self.ptr)
+
+    def chart(self, size_t max_items=0):
+        """A private byte-level chart with counts over these tables (no tokens or markers)."""
+        return SegChart._new(self, max_items)
+
+
+cdef class SegChart:
+    """The private byte-level Earley chart with a count beside each item (csrc/segments.c)."""
+    cdef cm_segchart *ptr
+    cdef SegTablesHandle tables
+
+    @staticmethod
+    cdef SegChart _new(SegTablesHandle tables, size_t max_items):
+        cdef SegChart c = SegChart.__new__(SegChart)
+        cdef int rc = cm_segchart_new(tables.ptr, max_items, &c.ptr)
+        if rc:
+            _raise(rc, "run")
+        c.tables = tables
+        return c
+
+    def __dealloc__(self):
+        cm_segchart_free(self.ptr)
+
+    def step(self, int b):
+        """Read byte ``b``: True, or False (nothing read) if no item survives."""
+        if not 0 <= b <= 255:
+            raise ValueError("a byte is 0..255")
+        cdef int rc = cm_segchart_step(self.ptr, <uint8_t>b)
+        if rc == CM_ERR_STATE:
+            raise MatcherError("an item was met again with another count (segment tables)")
+        if rc < 0:
+            _raise(rc, "run")
+        return rc == 1
+
+    def feed(self, bytes data):
+        for b in data:
+            if not self.step(b):
+                return False
+        return True
+
+    def accepting(self):
+        return cm_segchart_accepting(self.ptr) == 1
+
+    def viable(self):
+        """The bytes that may come next, as a set."""
+        cdef uint32_t out[8]
+        cdef int rc = cm_segchart_viable(self.ptr, out)
+        if rc == CM_ERR_STATE:
+            raise MatcherError("an item was met again with another count (segment tables)")
+        if rc:
+            _raise(rc, "run")
+        return {b for b in range(256) if out[b >> 5] >> (b & 31) & 1}
+
+    def __len__(self):
+        return cm_segchart_len(self.ptr)
+
+    def rollback(self, size_t n):
+        cdef int rc = cm_segchart_rollback(self.ptr, n)
+        if rc:
+            _raise(rc, "run")
+
+    def fork(self):
+        cdef SegChart c = SegChart.__new__(SegChart)
+        cdef int rc = cm_segchart_fork(self.ptr, &c.ptr)
+        if rc:
+            _raise(rc, "run")
+        c.tables = self.tables
+        return c
+
+    def items(self):
+        """The last set's items: a list of (state, origin, k), k None outside segments."""
+        cdef size_t n = cm_segchart_items(self.ptr, NULL, NULL, NULL, 0)
+        cdef uint32_t *s = <uint32_t *>malloc(max(n, 1) * 12)
+        if s == NULL:
+            raise MemoryError()
+        cdef uint32_t *o = s + n
+        cdef uint32_t *k = s + 2 * n
+        cm_segchart_items(self.ptr, s, o, k, n)
+        out = [(s[i], o[i], None if k[i] == 0xFFFFFFFF else k[i]) for i in range(n)]
+        free(s)
+        return out
+
+
+def counted_scans():
+    """How many scans of items in segment states (their count guards read) the private
+    segment chart made so far in this process (csrc/segments.c; for the tests)."""
+    return cm_counted_scans()

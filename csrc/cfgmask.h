@@ -625,6 +625,52 @@ int cm_apply_mask(const cm_logits_view *l, const cm_mask_view *m, const int64_t 
 enum cm_simd { CM_SIMD_BASE = 1, CM_SIMD_AVX2 = 2, CM_SIMD_AVX512 = 3 };
 int cm_apply_mask_simd(void);
 
+/* Counted repetitions as segments (docs/design.md §7, "Segments on the compile side" and "The
+ * segment form in C", session 33; csrc/segments.c).  A spliced automaton: the rules' tables as
+ * cm_tables (byte edges and calls), and beside them per state its segment (CM_SEG_NONE: none),
+ * per byte cell (state * n_classes + class) the flags of that edge, per segment its bounds, rule
+ * and head.  INTO: a head's edge into the unit (needs k < hi); BACK: completes a unit onto the
+ * head (k + 1); EXIT: a head's edge out of the segment (needs k >= lo; the count is dropped).
+ * Any other edge onto a head, a call's target and a rule's start on a head enter with k = 0; a
+ * head accepts only at k >= lo.  cm_segtab_new validates (CM_ERR_ARG for anything that breaks
+ * these rules: ids out of range, lo > hi, flags on no edge or out of place, an interior state
+ * entered from outside, calls or tokens or acceptance inside) and copies. */
+#define CM_SEG_NONE UINT32_MAX
+enum cm_seg_flags { CM_SEG_INTO = 1, CM_SEG_BACK = 2, CM_SEG_EXIT = 4 };
+typedef struct cm_seg_tables {
+    cm_tables t;
+    uint32_t n_segments;
+    const uint32_t *state_seg;   /* [n_states] */
+    const uint8_t *edge_flags;   /* [n_states * n_classes] */
+    const uint32_t *seg_lo;      /* [n_segments] */
+    const uint32_t *seg_hi;      /* [n_segments], lo <= hi < CM_SEG_NONE */
+    const uint32_t *seg_rule;    /* [n_segments] */
+    const uint32_t *seg_head;    /* [n_segments] */
+} cm_seg_tables;
+typedef struct cm_segtab cm_segtab;
+typedef struct cm_segchart cm_segchart;
+int cm_segtab_new(const cm_seg_tables *in, cm_segtab **out);
+void cm_segtab_free(cm_segtab *st);
+/* A private byte-level Earley chart with a count beside each item, over a cm_segtab with no
+ * token edges and no lookahead markers (CM_ERR_ARG otherwise): the count rules in C, for the
+ * tests against tests/segment_model.py, until the engine's chart counts (step (b)(2)).  The
+ * chart borrows the tables: free it first.  step: 1 read, 0 rejected (nothing read), or an
+ * error: CM_ERR_STATE when an item is added twice with two counts (the debug check of the
+ * design's claim), CM_ERR_LIMIT past max_items. */
+int cm_segchart_new(const cm_segtab *st, size_t max_items, cm_segchart **out);
+int cm_segchart_fork(const cm_segchart *c, cm_segchart **out);
+void cm_segchart_free(cm_segchart *c);
+int cm_segchart_step(cm_segchart *c, uint8_t b);
+int cm_segchart_accepting(const cm_segchart *c);
+int cm_segchart_viable(const cm_segchart *c, uint32_t out[8]);
+size_t cm_segchart_len(const cm_segchart *c);  /* bytes read */
+int cm_segchart_rollback(cm_segchart *c, size_t n);
+/* The last set's items (state, origin, count: CM_SEG_NONE outside segments), up to cap; the
+ * number of items. */
+size_t cm_segchart_items(const cm_segchart *c, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap);
+/* Scans of items in segment states (their guards read), in this process: for the tests. */
+size_t cm_counted_scans(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -475,3 +475,6 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->blob);
     free(g);
 }
+
+/* validate, for tables that are not a grammar's (segments.c). */
+int cm_tables_validate(const cm_tables *t) { return t ? validate(t) : CM_ERR_ARG; }

@@ -91,4 +91,7 @@ static inline bool cm_token_in_set(const cm_grammar *g, uint32_t k, uint32_t tok
     return false;
 }
 
+/* The checks cm_grammar_new makes of its tables but the byte cells' (grammar.c). */
+int cm_tables_validate(const cm_tables *t);
+
 #endif

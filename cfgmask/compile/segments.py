@@ -56,8 +56,11 @@ the first partition's colours and checks that nothing merges).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .. import ir
 from .automaton import DFA
@@ -683,3 +686,142 @@ def _compact(
         heads[name] = new
     segs = [Segment(g.key, g.lo, g.hi, g.rule, heads[g.rule][g.head]) for g in segments]
     return SegmentForm(start, rules, segs, dict(units))
+
+
+@dataclass
+class SegTables:
+    """The segment form as C reads it (csrc/segments.c, ``cm_seg_tables``): a Tables' fields for
+    the spliced automata (byte edges and calls; no token sets, no lookahead markers) and the
+    tags beside them.  ``rules[i]`` names rule i; ``states[name][s]`` is the global id of state s
+    of that rule."""
+
+    rules: list[str]
+    states: dict[str, list[int]]
+    start_rule: int
+    byte_class: np.ndarray
+    trans: np.ndarray
+    state_rule: np.ndarray
+    accepting: np.ndarray
+    ref_off: np.ndarray
+    ref_rule: np.ndarray
+    ref_target: np.ndarray
+    rule_start: np.ndarray
+    rule_nullable: np.ndarray
+    rule_follow: np.ndarray
+    state_seg: np.ndarray
+    edge_flags: np.ndarray
+    seg_lo: np.ndarray
+    seg_hi: np.ndarray
+    seg_rule: np.ndarray
+    seg_head: np.ndarray
+    tok_off: np.ndarray  # [n_states + 1]: no token edges
+    tok_set: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    tok_target: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    set_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.uint32))
+    set_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    set_negated: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    rule_la: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    la_next: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    la_union: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+
+
+def c_tables(form: SegmentForm) -> SegTables:
+    """``form`` flattened for C: rules numbered with the start first, each rule's states in a
+    row, byte classes the coarsest partition of 0..255 that every edge's range respects, one
+    cell per (state, class) holding its target and its edge's flags.  Byte-only forms: a call of
+    a token terminal or a marker raises ValueError (the private chart reads bytes), as do two
+    edges of one state meeting on a byte (the splice's tests rule that out)."""
+    names = [form.start] + sorted(n for n in form.rules if n != form.start)
+    rid = {n: i for i, n in enumerate(names)}
+    base: dict[str, list[int]] = {}
+    n = 0
+    for name in names:
+        base[name] = list(range(n, n + len(form.rules[name])))
+        n += len(form.rules[name])
+    cuts = {0, 256}
+    for r in form.rules.values():
+        for es in r.edges:
+            for a, b, _, _ in es:
+                cuts.update((a, b + 1))
+    bounds = sorted(cuts)
+    byte_class = np.zeros(256, np.uint8)
+    for c, (a, b) in enumerate(itertools.pairwise(bounds)):
+        byte_class[a:b] = c
+    nc = len(bounds) - 1
+    trans = np.full((n, nc), -1, np.int32)
+    flags = np.zeros((n, nc), np.uint8)
+    state_rule = np.zeros(n, np.uint32)
+    accepting = np.zeros(n, np.uint8)
+    state_seg = np.full(n, 0xFFFFFFFF, np.uint32)
+    ref_off = np.zeros(n + 1, np.uint32)
+    ref_rule: list[int] = []
+    ref_target: list[int] = []
+    for name in names:
+        r = form.rules[name]
+        ids = base[name]
+        for s, g in enumerate(ids):
+            state_rule[g] = rid[name]
+            accepting[g] = r.accepting[s]
+            if r.seg[s] >= 0:
+                state_seg[g] = r.seg[s]
+            for a, b, t, f in r.edges[s]:
+                for c in range(int(byte_class[a]), int(byte_class[b]) + 1):
+                    if trans[g, c] >= 0:
+                        raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
+                    trans[g, c] = ids[t]
+                    flags[g, c] = f
+            for c_name, t in r.calls[s]:
+                if c_name not in rid:
+                    raise ValueError(f"rule {name!r} calls {c_name!r}: not a byte-only rule")
+                ref_rule.append(rid[c_name])
+                ref_target.append(ids[t])
+            ref_off[g + 1] = len(ref_rule)
+    segs = form.segments
+    return SegTables(
+        rules=names,
+        states=base,
+        start_rule=0,
+        byte_class=byte_class,
+        trans=trans,
+        state_rule=state_rule,
+        accepting=accepting,
+        ref_off=ref_off,
+        ref_rule=np.array(ref_rule, np.uint32),
+        ref_target=np.array(ref_target, np.uint32),
+        rule_start=np.array([base[nm][0] for nm in names], np.uint32),
+        rule_nullable=_nullable(form, names),
+        rule_follow=np.full(8 * len(names), 0xFFFFFFFF, np.uint32),  # every byte: an over-approximation
+        state_seg=state_seg,
+        edge_flags=flags,
+        seg_lo=np.array([g.lo for g in segs], np.uint32),
+        seg_hi=np.array([g.hi for g in segs], np.uint32),
+        seg_rule=np.array([rid[g.rule] for g in segs], np.uint32),
+        seg_head=np.array([base[g.rule][g.head] for g in segs], np.uint32),
+        tok_off=np.zeros(n + 1, np.uint32),
+    )
+
+
+def _nullable(form: SegmentForm, names: list[str]) -> np.ndarray:
+    """Per rule: does it match the empty string (a head entered at k = 0 accepts iff lo = 0)?"""
+    null: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name in names:
+            if name in null:
+                continue
+            r = form.rules[name]
+            seen = {0}
+            todo = [0]
+            while todo:
+                s = todo.pop()
+                sid = r.seg[s]
+                if r.accepting[s] and (sid < 0 or form.segments[sid].lo == 0):
+                    null.add(name)
+                    changed = True
+                    break
+                for c, t in r.calls[s]:
+                    if c in null and t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+    return np.array([n in null for n in names], np.uint8)
