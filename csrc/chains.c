@@ -1433,9 +1433,10 @@ CM_PLAIN_LOOPS static size_t gather_nodes(
  * walk's suffix of greatest needs holds them all: checked).  Near a block's end 10^4-10^5
  * tokens stand at the end nodes and a few thousand of them die: what gather_nodes read token
  * by token (its id, a bit test, two stores) is then the few thousand and two bitset passes.
- * Mode 0: off; 1: on where the dying subtrees are fewer than the nodes' tokens; 2: on
- * wherever it applies; 3: as 2, and each split compared with gather_nodes' (a difference is
- * CM_ERR_STATE: for the tests). */
+ * Its fixed cost (three bitset passes, the long tokens sorted) is ~70-90 K instructions,
+ * so mode 1 (the default) takes it where the nodes hold 16 K tokens or more (a block's
+ * last positions with Llama-3); 0: off; 2: wherever it applies; 3: as 2, and
+ * each split compared with gather_nodes' (a difference is CM_ERR_STATE: for the tests). */
 static atomic_int g_wrap_ranges = 1;
 static atomic_size_t g_wrap_ranges_hits;  /* positions split from the lists (the tests read it) */
 
@@ -1443,12 +1444,12 @@ void cm_chain_wrap_ranges_mode(int mode) { atomic_store(&g_wrap_ranges, mode); }
 
 size_t cm_chain_wrap_ranges_hits(void) { return atomic_load(&g_wrap_ranges_hits); }
 
-/* Does the split from the lists apply to budget B (and pay, in mode 1, for `bound` tokens)? */
-static bool ranges_apply(const cm_grammar *g, const chain_walk *cd, uint32_t rule, int32_t B, int64_t b2,
-                         size_t bound) {
+/* Does the split from the lists apply to budget B (and pay, in mode 1)? */
+static bool ranges_apply(const cm_grammar *g, const chain_walk *cd, uint32_t rule, int32_t B, int64_t b2) {
     int mode = atomic_load(&g_wrap_ranges);
     if (!mode || !cd->ranged || (cd->n_nodes && !cd->all_off) || B < 1 || b2 < 0) return false;
-    if (mode == 1 && bound < 2 * cd->n_dies + 4096) return false;  /* gather_nodes reads so few */
+    /* gather_nodes costs less where the nodes hold fewer tokens (their span is no measure) */
+    if (mode == 1 && (B > cd->max_budget || cd->all_off[B + 1] - cd->all_off[B] < 16384)) return false;
     const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
     for (int j = 0; j < 8; j++)
         if (cd->first_bytes[j] & ~row[j]) return false;
@@ -1582,7 +1583,7 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
         const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
         for (int c = 0; c < 256; c++) follows[c] = row[c >> 5] >> (c & 31) & 1u;
         size_t got = SIZE_MAX;
-        bool ranged = ranges_apply(g, cd, rule, B, b2, bound);
+        bool ranged = ranges_apply(g, cd, rule, B, b2);
         if (ranged) {
             got = gather_ranges(g, cd, B, b2, follows, acc, w->unc, bits, rest, bound, &n_rest, &n_items);
             if (got != SIZE_MAX) atomic_fetch_add(&g_wrap_ranges_hits, 1);
