@@ -347,6 +347,8 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_kept_batched()
     void cm_chain_wrap_direct_enable(int on)
     size_t cm_chain_wrap_direct_hits()
+    void cm_chain_wrap_ranges_mode(int mode)
+    size_t cm_chain_wrap_ranges_hits()
     size_t cm_chain_memo_hits()
     size_t cm_chain_prefix_hits()
     size_t cm_chain_bulk_takes()

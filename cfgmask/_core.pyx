@@ -1481,6 +1481,23 @@ def chain_wrap_direct_hits():
     return cm_chain_wrap_direct_hits()
 
 
+def chain_wrap_ranges_mode(int mode):
+    """How a ranged block position's wrap split is made (csrc/chains.c, gather_ranges): 0 a
+    token at a time (the reference the tests compare against), 1 from the walk's lists where
+    that pays (the default), 2 from the lists wherever they apply, 3 as 2 and each split
+    compared with the token-at-a-time one (a difference is an error).  Process-wide; clear the
+    caches after a change."""
+    if mode < 0 or mode > 3:
+        raise ValueError("mode must be 0-3")
+    cm_chain_wrap_ranges_mode(mode)
+
+
+def chain_wrap_ranges_hits():
+    """How many block positions' splits were made from the walk's lists so far in this process
+    (for the tests)."""
+    return cm_chain_wrap_ranges_hits()
+
+
 def chain_memo_hits():
     """How many chain analyses were taken from memos so far in this process (for the tests)."""
     return cm_chain_memo_hits()

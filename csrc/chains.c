@@ -500,7 +500,39 @@ typedef struct chain_walk {
     /* the greatest need of a token, exit, acc point or end node's budget that some budget
      * below CM_CHAIN_MAX sees (-1: none): every budget above it has the same entry */
     int32_t max_need;
+    /* A plain block's walk (ranged_key) keeps what its wrapping positions' splits read
+     * (gather_ranges): the subtrees that die in U after at least one whole unit
+     * (trie order), the trie entry of each suffix token (ks[i] of ids[i]), and the bytes
+     * alive at label 0.  NULL / 0 / false for other forms. */
+    struct chain_die *dies;
+    size_t n_dies, cap_dies;
+    /* and its end nodes by budget: those whose byte is alive at label 0 (every grammar's
+     * position takes them: ranges_apply) as their tokens, all[all_off[B] .. all_off[B + 1]) in
+     * trie order for budget B <= max_budget; the others (the byte dies there: taken where it
+     * follows the rule) as edges, by budget then trie order */
+    uint32_t *all, *all_off;
+    int32_t max_budget;
+    struct chain_run *edges;
+    size_t n_edges;
+    uint32_t *ks;
+    uint32_t first_bytes[8];
+    bool ranged;
 } chain_walk;
+
+typedef struct chain_run {
+    int32_t budget;
+    uint32_t k, k_end;
+    uint8_t byte;
+} chain_run;
+
+/* A subtree of the trie that dies in a plain block's U at a byte read after `units` >= 1
+ * whole units (the boundaries 1 .. units all stand before it); `at_end`: the byte is read
+ * at a boundary itself (label 0), so the end node of budget `units` has it as its byte. */
+typedef struct chain_die {
+    uint32_t k, k_end;
+    int32_t units;
+    uint8_t byte, at_end;
+} chain_die;
 
 /* The uncertain tokens of an end node or an acc point (a trie subtree) that the
  * filter keeps, by rule: the same at every position where the node is alive
@@ -547,6 +579,11 @@ static void chain_walk_release(chain_walk *cw) {
     free(cw->exits);
     free(cw->nodes);
     free(cw->accs);
+    free(cw->dies);
+    free(cw->all);
+    free(cw->all_off);
+    free(cw->edges);
+    free(cw->ks);
     free(cw);
 }
 
@@ -597,6 +634,42 @@ static int walk_tables(const chain_form *f, walk_tabs *wt) {
 }
 
 static int32_t max32(int32_t a, int32_t b) { return a > b ? a : b; }
+
+/* A form (its key) of one accepting end, at the end of label 0's own orbit, no exits, and
+ * every transition alive to the end of its orbit (delta 0): a block of x^b (plain_block). */
+static bool plain_key(const uint32_t *key) {
+    const uint32_t *k = key + 2;
+    for (uint32_t l = 0; l < key[1]; l++) {
+        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) return false;
+        for (int b = 0; b < 256; b++, k += 3)
+            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) return false;
+    }
+    return true;
+}
+
+/* A plain block whose units are whole trips from label 0 back to it: every transition into
+ * label 0 shifts by one and every other shifts by none.  Then after d bytes read alive from
+ * label 0, the shift k counts the boundaries passed, a token stands at label 0 exactly at
+ * them, and its prefix's need is k - 1 there: each boundary d >= 1 before its last byte is an
+ * end node of budget k.  So a position of budget B holds uncertain (the end nodes of budget
+ * B) the tokens that end inside U with need >= B and those that die in U after reading at
+ * least B units, and takes the latter from the walk's list of such subtrees
+ * (gather_ranges).  Where it holds, the walk keeps that list (ranged). */
+static bool ranged_key(const uint32_t *key, uint32_t *first_bytes) {
+    if (!plain_key(key)) return false;
+    const uint32_t *k = key + 2;
+    memset(first_bytes, 0, 8 * sizeof *first_bytes);
+    for (uint32_t l = 0; l < key[1]; l++) {
+        k += 2;
+        for (int b = 0; b < 256; b++, k += 3) {
+            if (k[0] == CODE_DEAD) continue;
+            uint32_t to = k[0] & 0xff, shift = k[0] >> 8;
+            if (shift > 1 || (shift == 1) != (to == 0)) return false;
+            if (l == 0) first_bytes[b >> 5] |= 1u << (b & 31);
+        }
+    }
+    return true;
+}
 
 /* A need as recorded: every budget is in [0, CM_CHAIN_MAX), so needs below 0 all
  * mean "alive at any budget" and needs from CM_CHAIN_MAX on "at none" (this
@@ -730,7 +803,7 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const uint8_t *data = v->trie_data;
     const uint64_t *toff = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
-    bulk_take bt = rc ? (bulk_take){NULL, 0, 0, 0} : chain_bulk(v, wt);
+    bulk_take bt = rc || cd->ranged ? (bulk_take){NULL, 0, 0, 0} : chain_bulk(v, wt);
     const uint32_t *outside = bt.outside;
     size_t k = 0, prev = SIZE_MAX;  /* the entry walked last, to depth pv */
     uint32_t pv = 0;
@@ -749,16 +822,19 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     while (k < v->n_trie && !rc) {
         size_t run = outside ? inside_run(outside, k, v->n_trie) : 0;  /* entries of X only from k */
         if (cd->n_ids + run + 1 > cap_ids) {
-            size_t c1 = cap_ids, c2 = cap_ids;
+            size_t c1 = cap_ids, c2 = cap_ids, c3 = cap_ids;
             rc = cm_grow_to((void **)&cd->ids, &c1, cd->n_ids + run + 1, sizeof *cd->ids);
             if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, cd->n_ids + run + 1, sizeof *cd->need);
+            if (!rc && cd->ranged) rc = cm_grow_to((void **)&cd->ks, &c3, cd->n_ids + run + 1, sizeof *cd->ks);
             if (rc) break;
             cap_ids = c1 < c2 ? c1 : c2;
+            if (cd->ranged && c3 < cap_ids) cap_ids = c3;
         }
         if (run) {  /* accepted, each its need by its length */
             uint32_t *ids = cd->ids + cd->n_ids;
             int32_t *need = cd->need + cd->n_ids;
             memcpy(ids, v->trie_ids + k, run * sizeof *ids);
+            for (size_t i = 0; cd->ranged && i < run; i++) cd->ks[cd->n_ids + i] = (uint32_t)(k + i);
             for (size_t i = 0; i < run; i++) {  /* (a trie entry is not empty) */
                 need[i] = clamp_need((int64_t)(toff[k + i + 1] - toff[k + i] - 1) * bt.s - bt.d);
             }
@@ -788,6 +864,12 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
             uint16_t code = wt->code[at];
             if (code == CODE_DEAD || code == CODE_OUT) {
                 size_t end = skip[toff[k] + d];
+                if (code == CODE_DEAD && cd->ranged && d >= 1 && kk[d] >= 1 && kk[d] < CM_CHAIN_MAX) {
+                    rc = grow((void **)&cd->dies, &cd->cap_dies, cd->n_dies, sizeof *cd->dies);
+                    if (rc) break;
+                    cd->dies[cd->n_dies++] =
+                        (chain_die){(uint32_t)k, (uint32_t)end, (int32_t)kk[d], p[d], (uint8_t)(l == 0)};
+                }
                 if (code == CODE_DEAD && wt->acc[l] && d >= 1 && nd[d] < CM_CHAIN_MAX) {
                     rc = grow((void **)&cd->accs, &cd->cap_accs, cd->n_accs, sizeof *cd->accs);
                     if (!rc) cd->accs[cd->n_accs++] = (chain_exit){(uint32_t)k, (uint32_t)end, d, l, nd[d], kk[d], p[d]};
@@ -808,6 +890,7 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
         }
         pv = d;
         if (rc || d < len) continue;
+        if (cd->ranged) cd->ks[cd->n_ids] = (uint32_t)k;
         cd->ids[cd->n_ids] = v->trie_ids[k++];
         cd->need[cd->n_ids++] = nd[len];
     }
@@ -848,6 +931,7 @@ static int chain_levels(const cm_grammar *g, chain_walk *cd) {
     cd->n_suffix = n - cut;  /* only the suffix is read from now on */
     memmove(cd->ids, cd->ids + cut, (size_t)(n - cut) * sizeof *cd->ids);
     memmove(cd->need, cd->need + cut, (size_t)(n - cut) * sizeof *cd->need);
+    if (cd->ks) memmove(cd->ks, cd->ks + cut, (size_t)(n - cut) * sizeof *cd->ks);
     return CM_OK;
 }
 
@@ -890,6 +974,42 @@ static void walk_max_need(chain_walk *cd) {
     cd->max_need = m;
 }
 
+/* A ranged walk's end nodes as gather_ranges reads them (nodes by budget, then trie order;
+ * a node whose prefix's need reaches its budget is never taken: gather_nodes reads a node at
+ * its own budget only). */
+static int ranged_nodes(chain_walk *cd) {
+    int32_t top = cd->nodes[cd->n_nodes - 1].budget;
+    size_t n_all = 0, n_edges = 0;
+    for (size_t i = 0; i < cd->n_nodes; i++) {
+        const chain_node *x = &cd->nodes[i];
+        if (x->need >= x->budget || x->budget < 0) continue;
+        if (cd->first_bytes[x->byte >> 5] >> (x->byte & 31) & 1) n_all += x->k_end - x->k;
+        else n_edges++;
+    }
+    if (top < 0 || n_all >= UINT32_MAX) {  /* (cannot happen: budgets are >= 0, tokens < 2^32) */
+        cd->ranged = false;
+        return CM_OK;
+    }
+    cd->all_off = calloc((size_t)top + 2, sizeof *cd->all_off);
+    cd->all = malloc((n_all ? n_all : 1) * sizeof *cd->all);
+    cd->edges = malloc((n_edges ? n_edges : 1) * sizeof *cd->edges);
+    if (!cd->all_off || !cd->all || !cd->edges) return CM_ERR_NOMEM;
+    cd->max_budget = top;
+    size_t a = 0;
+    for (size_t i = 0; i < cd->n_nodes; i++) {
+        const chain_node *x = &cd->nodes[i];
+        if (x->need >= x->budget || x->budget < 0) continue;
+        if (cd->first_bytes[x->byte >> 5] >> (x->byte & 31) & 1)
+            for (uint32_t k = x->k; k < x->k_end; k++) cd->all[a++] = k;
+        else
+            cd->edges[cd->n_edges++] = (chain_run){x->budget, x->k, x->k_end, x->byte};
+        cd->all_off[x->budget + 1] = (uint32_t)a;
+    }
+    for (int32_t b = 1; b <= top + 1; b++)  /* budgets without nodes: empty */
+        if (cd->all_off[b] < cd->all_off[b - 1]) cd->all_off[b] = cd->all_off[b - 1];
+    return CM_OK;
+}
+
 /* ids by need, nodes by budget (both stable), and the accepted tokens of each
  * budget up to the greatest need as bitsets (levels). */
 static int chain_sort(const cm_grammar *g, chain_walk *cd) {
@@ -898,7 +1018,8 @@ static int chain_sort(const cm_grammar *g, chain_walk *cd) {
     uint32_t *ids = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *ids);
     int32_t *need = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *need);
     chain_node *nodes = malloc((cd->n_nodes ? cd->n_nodes : 1) * sizeof *nodes);
-    int rc = order && ids && need && nodes ? CM_OK : CM_ERR_NOMEM;
+    uint32_t *ks = cd->ranged ? malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *ks) : NULL;
+    int rc = order && ids && need && nodes && (ks || !cd->ranged) ? CM_OK : CM_ERR_NOMEM;
     key_range(cd->need, sizeof *cd->need, cd->n_ids, &lo, &hi);
     if (!rc && cd->n_ids) {  /* a stable counting sort of the ids by need, the needs filled by bucket */
         size_t span = (size_t)(hi - lo) + 1;
@@ -911,7 +1032,11 @@ static int chain_sort(const cm_grammar *g, chain_walk *cd) {
                 for (uint32_t i = at[j - 1]; i < at[j - 1] + at[j]; i++) need[i] = lo + (int32_t)(j - 1);
                 at[j] += at[j - 1];
             }
-            for (uint32_t i = 0; i < n; i++) ids[at[key[i] - lo]++] = from[i];
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t to = at[key[i] - lo]++;
+                ids[to] = from[i];
+                if (ks) ks[to] = cd->ks[i];
+            }
         }
         rc = at ? CM_OK : CM_ERR_NOMEM;
         free(at);
@@ -926,21 +1051,28 @@ static int chain_sort(const cm_grammar *g, chain_walk *cd) {
         free(ids);
         free(need);
         free(nodes);
+        free(ks);
         return rc;
     }
     free(cd->ids);
     free(cd->need);
     free(cd->nodes);
+    free(cd->ks);
+    cd->ks = ks;
     cd->ids = ids;
     cd->need = need;
     cd->nodes = nodes;
     cd->cap_nodes = cd->n_nodes;
+    if (cd->ranged && cd->n_nodes && (rc = ranged_nodes(cd))) return rc;
     walk_max_need(cd);
     return chain_levels(g, cd);
 }
 
 static size_t chain_data_bytes(const cm_grammar *g, const chain_walk *cd) {
-    return sizeof *cd + (size_t)cd->n_suffix * 8 + cd->n_exits * sizeof *cd->exits +
+    return sizeof *cd + (size_t)cd->n_suffix * (cd->ks ? 12 : 8) + cd->n_dies * sizeof *cd->dies +
+           (cd->all_off ? ((size_t)cd->max_budget + 2 + cd->all_off[cd->max_budget + 1]) * 4 : 0) +
+           cd->n_edges * sizeof *cd->edges +
+           cd->n_exits * sizeof *cd->exits +
            cd->n_nodes * sizeof *cd->nodes + cd->n_accs * sizeof *cd->accs + (size_t)cd->n_levels * (g->n_words + 1) * 4;
 }
 
@@ -968,6 +1100,7 @@ static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, c
     } else {
         free(cw);
     }
+    if (!rc) cd->w->ranged = ranged_key(f->key, cd->w->first_bytes);
     if (!rc) rc = walk_trie(g, &wt, cd->w);
     if (!rc) rc = chain_sort(g, cd->w);
     free(wt.code);
@@ -1290,6 +1423,137 @@ CM_PLAIN_LOOPS static size_t gather_nodes(
     return n;
 }
 
+/* The split of a ranged block's position (ranged_key) from its walk's lists instead of a
+ * token at a time.  Its uncertain tokens are still its end nodes' (the node ranges written
+ * out: no token read); of those, the ones that go on inside the next block are the tokens
+ * ending inside U with need in [B, B + b2), so the wrap bits are accepted_at(B + b2) less
+ * accepted_at(B) (the bytes alive at label 0 all follow the rule: checked); the rest are the
+ * subtrees that die after at least B units (at exactly B, where the dying byte is the node's,
+ * only if it follows the rule) and the tokens ending inside U with need >= B + b2 (the
+ * walk's suffix of greatest needs holds them all: checked).  Near a block's end 10^4-10^5
+ * tokens stand at the end nodes and a few thousand of them die: what gather_nodes read token
+ * by token (its id, a bit test, two stores) is then the few thousand and two bitset passes.
+ * Its fixed cost (three bitset passes, the long tokens sorted) is ~70-90 K instructions,
+ * so mode 1 (the default) takes it where the nodes hold 16 K tokens or more (a block's
+ * last positions with Llama-3); 0: off; 2: wherever it applies; 3: as 2, and
+ * each split compared with gather_nodes' (a difference is CM_ERR_STATE: for the tests). */
+static atomic_int g_wrap_ranges = 1;
+static atomic_size_t g_wrap_ranges_hits;  /* positions split from the lists (the tests read it) */
+
+void cm_chain_wrap_ranges_mode(int mode) { atomic_store(&g_wrap_ranges, mode); }
+
+size_t cm_chain_wrap_ranges_hits(void) { return atomic_load(&g_wrap_ranges_hits); }
+
+/* Does the split from the lists apply to budget B (and pay, in mode 1)? */
+static bool ranges_apply(const cm_grammar *g, const chain_walk *cd, uint32_t rule, int32_t B, int64_t b2) {
+    int mode = atomic_load(&g_wrap_ranges);
+    if (!mode || !cd->ranged || (cd->n_nodes && !cd->all_off) || B < 1 || b2 < 0) return false;
+    /* gather_nodes costs less where the nodes hold fewer tokens (their span is no measure) */
+    if (mode == 1 && (B > cd->max_budget || cd->all_off[B + 1] - cd->all_off[B] < 16384)) return false;
+    const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
+    for (int j = 0; j < 8; j++)
+        if (cd->first_bytes[j] & ~row[j]) return false;
+    int64_t T = (int64_t)B + b2;  /* the suffix must hold every token of need >= T */
+    return !cd->n_ids || cd->n_suffix == cd->n_ids || (cd->n_suffix && T >= cd->need[0]);
+}
+
+/* gather_nodes' outputs from the lists (ranges_apply): the number of entries, or SIZE_MAX
+ * where the nodes are not in trie order, or the rest would not fit `cap` or does not
+ * complete the wrap bits to the nodes' tokens (none of which can happen). */
+static size_t gather_ranges(const cm_grammar *g, const chain_walk *cd, int32_t B, int64_t b2, const uint8_t *follows,
+                            const uint32_t *acc, uint32_t *restrict all, uint32_t *restrict bits,
+                            uint32_t *restrict rest, size_t cap, size_t *n_rest, size_t *n_items) {
+    size_t n = 0, kept = 0, r = 0, nw = g->n_words, a = 0, b = cd->n_edges;
+    if (B <= cd->max_budget && cd->all_off) {
+        /* the alive nodes' tokens, and the edges of budget B that follow the rule merged in */
+        const uint32_t *seg = cd->all + cd->all_off[B];
+        size_t m = cd->all_off[B + 1] - cd->all_off[B], at = 0;
+        if (m > cap) return SIZE_MAX;
+        kept += m > 0;
+        while (a < b) {  /* the first edge of budget B */
+            size_t mid = (a + b) / 2;
+            if (cd->edges[mid].budget < B) a = mid + 1;
+            else b = mid;
+        }
+        uint32_t end = 0;
+        for (const chain_run *x = cd->edges + a; x < cd->edges + cd->n_edges && x->budget == B; x++) {
+            if (!follows[x->byte]) continue;
+            if (x->k < end) return SIZE_MAX;
+            end = x->k_end;
+            size_t lo = at, hi = m;  /* the alive tokens before it */
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (seg[mid] < x->k) lo = mid + 1;
+                else hi = mid;
+            }
+            if (n + (lo - at) + (x->k_end - x->k) > cap || x->k_end < x->k || (lo < m && seg[lo] < x->k_end))
+                return SIZE_MAX;
+            memcpy(all + n, seg + at, (lo - at) * sizeof *all);
+            n += lo - at;
+            at = lo;
+            for (uint32_t k = x->k; k < x->k_end; k++) all[n++] = k;
+            kept++;
+        }
+        if (n + (m - at) > cap) return SIZE_MAX;
+        memcpy(all + n, seg + at, (m - at) * sizeof *all);
+        n += m - at;
+    }
+    uint32_t *lo = malloc((nw ? nw : 1) * sizeof *lo), *longs = NULL;
+    if (!lo) return SIZE_MAX;
+    if (!accepted_at(g, cd, B, lo)) memset(lo, 0, nw * sizeof *lo);
+    for (size_t i = 0; i < nw; i++) bits[i] = acc[i] & ~lo[i];
+    free(lo);
+    /* the tokens ending inside U with need >= B + b2, by trie entry */
+    int64_t T = (int64_t)B + b2;
+    size_t j0 = cd->n_suffix, m = 0;
+    while (j0 > 0 && cd->need[j0 - 1] >= T) j0--;  /* (the suffix is by need, ascending) */
+    if (j0 < cd->n_suffix) {
+        m = cd->n_suffix - j0;
+        if (!(longs = malloc(m * sizeof *longs))) return SIZE_MAX;
+        memcpy(longs, cd->ks + j0, m * sizeof *longs);
+        qsort(longs, m, sizeof *longs, cmp_u32);
+    }
+    size_t li = 0;
+    for (size_t i = 0; i < cd->n_dies && r != SIZE_MAX; i++) {
+        const chain_die *d = &cd->dies[i];
+        if (d->units < B || (d->units == B && d->at_end && !follows[d->byte])) continue;
+        for (; li < m && longs[li] < d->k && r < cap; li++) rest[r++] = longs[li];
+        if (r + (d->k_end - d->k) > cap) r = SIZE_MAX;
+        else
+            for (uint32_t k = d->k; k < d->k_end; k++) rest[r++] = k;
+    }
+    for (; r != SIZE_MAX && li < m && r < cap; li++) rest[r++] = longs[li];
+    free(longs);
+    if (r == SIZE_MAX || li < m || cm_count_bits(bits, nw) + r != n) return SIZE_MAX;
+    *n_items += kept;
+    *n_rest = r;
+    return n;
+}
+
+/* Mode 3: the split from the lists against gather_nodes' (CM_OK, or CM_ERR_STATE where they
+ * differ; CM_ERR_NOMEM). */
+static int ranges_check(const cm_grammar *g, const chain_walk *cd, size_t lo, size_t hi, int32_t B,
+                        const uint8_t *follows, const uint32_t *acc, const uint32_t *all, const uint32_t *bits,
+                        const uint32_t *rest, size_t n, size_t n_rest) {
+    size_t bound = lo < hi ? cd->nodes[hi - 1].k_end - cd->nodes[lo].k : 0, nw = g->n_words ? g->n_words : 1;
+    size_t n_rest2 = 0, n_items2 = 0;
+    uint32_t *all2 = malloc((bound ? bound : 1) * sizeof *all2), *rest2 = malloc((bound ? bound : 1) * sizeof *rest2);
+    uint32_t *bits2 = calloc(nw, sizeof *bits2);
+    int rc = all2 && rest2 && bits2 ? CM_OK : CM_ERR_NOMEM;
+    if (!rc) {
+        size_t n2 = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, g->v->trie_ids, acc, all2, bits2,
+                                           rest2, &n_rest2, &n_items2)
+                            : 0;
+        if (n2 != n || n_rest2 != n_rest || memcmp(all2, all, n * sizeof *all) ||
+            memcmp(rest2, rest, n_rest * sizeof *rest) || memcmp(bits2, bits, g->n_words * sizeof *bits))
+            rc = CM_ERR_STATE;
+    }
+    free(all2);
+    free(rest2);
+    free(bits2);
+    return rc;
+}
+
 /* uncertain_items and push_items for a position of a plain block that wraps (b2 >= 0;
  * no exits, no acc points: its items are the end nodes of budget B, disjoint subtrees in
  * trie order), w empty: every node's token into w in trie order, and at once split by
@@ -1318,11 +1582,23 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
         uint8_t follows[256];  /* (the rule's FOLLOW row, cm_follows, a byte a byte) */
         const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
         for (int c = 0; c < 256; c++) follows[c] = row[c >> 5] >> (c & 31) & 1u;
-        size_t got = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, trie_ids, acc, w->unc, bits,
-                                            rest, &n_rest, &n_items)
-                             : 0;
-        if (got == SIZE_MAX) rc = 1;
-        else n = got;
+        size_t got = SIZE_MAX;
+        bool ranged = ranges_apply(g, cd, rule, B, b2);
+        if (ranged) {
+            got = gather_ranges(g, cd, B, b2, follows, acc, w->unc, bits, rest, bound, &n_rest, &n_items);
+            if (got != SIZE_MAX) atomic_fetch_add(&g_wrap_ranges_hits, 1);
+            if (got != SIZE_MAX && atomic_load(&g_wrap_ranges) == 3) rc = ranges_check(g, cd, lo, hi, B, follows, acc,
+                                                                                     w->unc, bits, rest, got, n_rest);
+        }
+        if (!rc && got == SIZE_MAX) {
+            if (ranged) memset(bits, 0, nw * sizeof *bits);
+            n_items = 0;
+            got = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, trie_ids, acc, w->unc, bits, rest,
+                                         &n_rest, &n_items)
+                          : 0;
+        }
+        if (!rc && got == SIZE_MAX) rc = 1;
+        else if (!rc) n = got;
     }
     free(acc);
     bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
@@ -2392,13 +2668,7 @@ void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries,
 static bool plain_block(const cm_loop_walk *lw) {
     cm_chain_data *cd = lw->chain;  /* (its answer kept: asked for each entry, 3 * 256 words a label) */
     if (cd->plain) return cd->plain == 1;
-    const uint32_t *k = lw->sig + 2;
-    bool plain = true;
-    for (uint32_t l = 0; l < lw->sig[1] && plain; l++) {
-        if (*k++ != (l == 0 ? 0u : (uint32_t)END_NONE) || *k++ != ACC_NEVER) plain = false;
-        for (int b = 0; b < 256 && plain; b++, k += 3)
-            if (k[0] == CODE_OUT || (k[0] != CODE_DEAD && (k[1] != 0 || k[2] != 0))) plain = false;
-    }
+    bool plain = plain_key(lw->sig);
     cd->plain = plain ? 1 : 2;
     return plain;
 }

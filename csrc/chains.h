@@ -47,6 +47,13 @@ size_t cm_chain_kept_batched(void);
 void cm_chain_wrap_direct_enable(int on);
 /* How many entries were split so far (process-wide). */
 size_t cm_chain_wrap_direct_hits(void);
+/* A ranged block position's wrap split from its walk's lists: 0 off (token at a time: the
+ * reference the tests compare against), 1 where it pays (the default), 2 wherever it
+ * applies, 3 as 2 and checked against the token-at-a-time split (a difference is
+ * CM_ERR_STATE).  Process-wide. */
+void cm_chain_wrap_ranges_mode(int mode);
+/* How many positions were split from the lists so far (process-wide). */
+size_t cm_chain_wrap_ranges_hits(void);
 /* How many analyses were taken from memos so far (process-wide). */
 size_t cm_chain_memo_hits(void);
 /* How many chains' first positions were taken from prefix memos (a kept chain of another
