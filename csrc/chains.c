@@ -1544,8 +1544,10 @@ static int ranges_check(const cm_grammar *g, const chain_walk *cd, size_t lo, si
         size_t n2 = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, g->v->trie_ids, acc, all2, bits2,
                                            rest2, &n_rest2, &n_items2)
                             : 0;
-        if (n2 != n || n_rest2 != n_rest || memcmp(all2, all, n * sizeof *all) ||
-            memcmp(rest2, rest, n_rest * sizeof *rest) || memcmp(bits2, bits, g->n_words * sizeof *bits))
+        /* (no memcmp of an empty list: its pointer may be NULL, which memcmp may not be given) */
+        if (n2 != n || n_rest2 != n_rest || (n && memcmp(all2, all, n * sizeof *all)) ||
+            (n_rest && memcmp(rest2, rest, n_rest * sizeof *rest)) ||
+            (g->n_words && memcmp(bits2, bits, g->n_words * sizeof *bits)))
             rc = CM_ERR_STATE;
     }
     free(all2);
