@@ -167,8 +167,12 @@ def mask_bools(m: cfgmask.Matcher, size: int) -> list[bool]:
     return [bool((words[i >> 5] >> (i & 31)) & 1) for i in range(size)]
 
 
-def masks_along(compiled: cfgmask.CompiledGrammar, tokens: Iterable[int]) -> list[Any]:
-    """The masks a fresh matcher fills before each of ``tokens``, each token accepted after its mask."""
+def masks_along(
+    compiled: cfgmask.CompiledGrammar, tokens: Iterable[int], *, final: bool = False
+) -> list[Any]:
+    """The masks a fresh matcher fills before each of ``tokens``, each token accepted after its mask;
+    with ``final``, also the mask after the last token, and the matcher must then accept (a whole
+    document)."""
     m = cfgmask.Matcher(compiled)
     out = []
     mask = cfgmask.allocate_bitmask(1, compiled.vocab.size)
@@ -176,6 +180,10 @@ def masks_along(compiled: cfgmask.CompiledGrammar, tokens: Iterable[int]) -> lis
         m.fill_bitmask(mask, 0)
         out.append(mask.copy())
         assert m.accept_token(t)
+    if final:
+        m.fill_bitmask(mask, 0)
+        out.append(mask.copy())
+        assert m.is_accepting()
     return out
 
 

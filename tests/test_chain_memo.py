@@ -25,7 +25,7 @@ import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import alt, chars, core_switch, grammar, lit, ref, rep, seq
+from .helpers import alt, chars, core_switch, grammar, lit, masks_along, ref, rep, seq
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_repeats import CHAIN_PIECES, UNITS, _entries
@@ -221,16 +221,8 @@ def test_llama3_long_string_takes_the_pinned_memo() -> None:
     for on in (False, True):
         with _memos(on):
             hits = _core.chain_memo_hits()
-            m = cfgmask.Matcher(cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab))
-            out = []
-            mask = cfgmask.allocate_bitmask(1, vocab.size)
-            for t in [*tokens, None]:
-                m.fill_bitmask(mask)
-                out.append(mask.copy())
-                if t is None:
-                    break
-                assert m.accept_token(t)
-            masks[on] = out
+            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
+            masks[on] = masks_along(c, tokens, final=True)
             assert (_core.chain_memo_hits() > hits) == on
     assert all(np.array_equal(x, y) for x, y in zip(masks[False], masks[True], strict=True))
 

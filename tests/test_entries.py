@@ -29,6 +29,7 @@ from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 from cfgmask.vocab import FORMAT_SAMPLES
 
+from .helpers import masks_along
 from .strategies import Vocab, grammars, vocabularies
 from .test_engine_differential import _vocab
 
@@ -492,18 +493,6 @@ def _longest_tokens(vocab: cfgmask.Vocabulary, text: bytes) -> list[int]:
     return out
 
 
-def _masks_along(compiled: cfgmask.CompiledGrammar, tokens: list[int]) -> list[np.ndarray]:
-    m = cfgmask.Matcher(compiled)
-    out = []
-    for t in [*tokens, None]:
-        mask = cfgmask.allocate_bitmask(1, compiled.vocab.size)
-        m.fill_bitmask(mask)
-        out.append(mask[0].copy())
-        if t is not None:
-            assert m.accept_token(t)
-    return out
-
-
 @pytest.mark.parametrize("direct", [False, True], ids=["cached", "direct-walks"])
 def test_entries_in_document_order_same_masks_and_entries(direct: bool) -> None:
     vocab = cfgmask.Vocabulary.llama3()
@@ -512,7 +501,7 @@ def test_entries_in_document_order_same_masks_and_entries(direct: bool) -> None:
     strategy = Strategy(direct_walk_states=1) if direct else Strategy()
     fast = cfgmask.compile(g, vocab, _strategy=strategy)
     slow = cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)
-    fast_masks, slow_masks = _masks_along(fast, tokens), _masks_along(slow, tokens)
+    fast_masks, slow_masks = masks_along(fast, tokens, final=True), masks_along(slow, tokens, final=True)
     for step, (a, b) in enumerate(zip(fast_masks, slow_masks, strict=True)):
         assert np.array_equal(a, b), f"mask {step} differs after {vocab.decode(tokens[:step])!r}"
     if direct:

@@ -23,7 +23,7 @@ import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, grammar, lit, ref, rep, seq, walk_agrees
+from .helpers import core_switch, grammar, lit, masks_along, ref, rep, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
@@ -156,13 +156,7 @@ def test_llama3_documents_masks(sid: str) -> None:
     for on in (True, False):
         hits = _core.chain_past_hits()
         with core_switch(_core.chain_past_memo_enable, on, True):
-            m = cfgmask.Matcher(cfgmask.compile(cfgmask.Grammar.from_json_schema(case["schema"]), vocab))
-            got = []
-            for t in [*tokens, None]:
-                mask = cfgmask.allocate_bitmask(1, vocab.size)
-                m.fill_bitmask(mask)
-                got.append(mask)
-                assert t is None or m.accept_token(t)
-            masks.append(got)
+            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(case["schema"]), vocab)
+            masks.append(masks_along(c, tokens, final=True))
         assert (_core.chain_past_hits() > hits) == on
     assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True))

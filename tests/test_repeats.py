@@ -31,7 +31,7 @@ import cfgmask
 from cfgmask import ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import alt, chars, grammar, lit, ref, rep, same_block_entries, seq, walk_agrees
+from .helpers import alt, chars, grammar, lit, masks_along, ref, rep, same_block_entries, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, grammars, token_walks, vocabularies
 from .test_engine_differential import _mask_bools, _vocab
@@ -605,15 +605,8 @@ def test_llama3_block_wrap_split_with_the_entry(max_length: int) -> None:
     for direct in (True, False):  # (entries are built as the masks are filled)
         _core.chain_wrap_direct_enable(direct)
         try:
-            m = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo)))
-            got = []
-            for t in [*tokens, None]:
-                mask = cfgmask.allocate_bitmask(1, vocab.size)
-                m.fill_bitmask(mask)
-                got.append(mask)
-                assert t is None or m.accept_token(t)
-            assert m.is_accepting()
-            masks.append(got)
+            c = cfgmask.compile(g, vocab, _strategy=Strategy(**no_memo))
+            masks.append(masks_along(c, tokens, final=True))
         finally:
             _core.chain_wrap_direct_enable(True)
     assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True))

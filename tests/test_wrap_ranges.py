@@ -28,7 +28,7 @@ import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, grammar, lit, rep, same_block_entries, seq, walk_agrees
+from .helpers import core_switch, grammar, lit, masks_along, rep, same_block_entries, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
@@ -175,13 +175,6 @@ def test_llama3_snowplow_document_checked() -> None:
         hits = _core.chain_wrap_ranges_hits()
         with core_switch(_core.chain_wrap_ranges_mode, mode, 1):
             c = cfgmask.compile(cfgmask.Grammar.from_json_schema(case["schema"]), vocab)
-            m = cfgmask.Matcher(c)
-            got = []
-            for t in [*tokens, None]:
-                mask = cfgmask.allocate_bitmask(1, vocab.size)
-                m.fill_bitmask(mask)
-                got.append(mask)
-                assert t is None or m.accept_token(t)
-            masks.append(got)
+            masks.append(masks_along(c, tokens, final=True))
         assert (_core.chain_wrap_ranges_hits() > hits) == (mode == 3)
     assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True))
