@@ -415,3 +415,6 @@ cdef extern from "cfgmask.h" nogil:
     int cm_segchart_rollback(cm_segchart *c, size_t n)
     size_t cm_segchart_items(const cm_segchart *c, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap)
     size_t cm_counted_scans()
+    int cm_grammar_new_segments(const cm_seg_tables *inp, const cm_vocab *v, const uint32_t *stop_ids,
+                                size_t n_stop, const cm_limits *limits, cm_grammar **out)
+    size_t cm_matcher_seg_items(const cm_matcher *m, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap)

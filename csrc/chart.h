@@ -40,6 +40,9 @@ typedef struct cm_wslot {
 typedef struct cm_chart {
     cm_item *items;
     size_t n_items, cap_items;
+    uint32_t *counts;           /* [cap_counts] a segment grammar's count per item, parallel to
+                                   items (CM_SEG_NONE outside segments); NULL without segments */
+    size_t cap_counts;
     uint32_t *set_start;        /* [n_sets + 1] */
     uint16_t *set_byte;         /* [cap_sets] the byte whose scan made each set; 256: none
                                    (set 0, a whole-token scan) */
