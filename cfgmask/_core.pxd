@@ -386,6 +386,7 @@ cdef extern from "loops.h" nogil:
 
 cdef extern from "chart.h" nogil:
     size_t cm_chart_scans_hashed()
+    size_t cm_chart_seg_memo_hits()
 
 
 cdef extern from "cfgmask.h" nogil:

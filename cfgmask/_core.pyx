@@ -1915,6 +1915,12 @@ cdef class SegChart:
         return out
 
 
+def seg_memo_hits():
+    """How many closures of a segment grammar's chart sets came from the closure memo (keyed by
+    the kernel and its items' k >= lo bits; csrc/earley.c) so far in this process (tests)."""
+    return cm_chart_seg_memo_hits()
+
+
 def counted_scans():
     """How many scans of items in segment states (their count guards read) the private
     segment chart made so far in this process (csrc/segments.c; for the tests)."""

@@ -19,6 +19,7 @@
 static int same_count(const cm_chart *c, const cm_grammar *g, size_t start, uint32_t state, uint32_t origin,
                       uint32_t k) {
     if (g->state_seg[cm_st(state)] == CM_SEG_NONE) return CM_OK;
+    ((cm_chart *)c)->seg_touched = true;
     for (size_t i = start; i < c->n_items; i++)
         if (c->items[i].state == state && c->items[i].origin == origin) return c->counts[i] == k ? CM_OK : CM_ERR_STATE;
     return CM_ERR_STATE; /* the dedup table holds only the open set's items */
@@ -187,9 +188,10 @@ static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
 }
 
-static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t cur) {
+static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t cur,
+                     uint32_t seg_bits) {
     if (mm->n_kernel != n_kernel || mm->vset >= cur || mm->version != c->version[mm->vset] ||
-        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]))
+        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]) || mm->seg_bits != seg_bits)
         return false;
     return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
 }
@@ -222,6 +224,23 @@ static int close_kernel(cm_chart *c, const cm_grammar *g, bool indexed) {
     return rc ? rc : close_set(c, g);
 }
 
+static atomic_size_t g_seg_memo_hits;
+
+size_t cm_chart_seg_memo_hits(void) { return atomic_load_explicit(&g_seg_memo_hits, memory_order_relaxed); }
+
+/* A segment grammar's kernel (n <= CM_MEMO_KERNEL items from k0): bit i for item i in a segment
+ * with k >= lo.  A closure reads no other count (only a head accepts, at k >= lo; prediction and
+ * completion give every item they add cm_seg_enter's count), so a kernel and these bits decide
+ * it, and the closure's items past the kernel get their counts back from their states. */
+static uint32_t kernel_seg_bits(const cm_chart *c, const cm_grammar *g, size_t k0, uint32_t n) {
+    uint32_t bits = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t sid = g->state_seg[cm_st(c->items[k0 + i].state)];
+        if (sid != CM_SEG_NONE && c->counts[k0 + i] >= g->seg_lo[sid]) bits |= 1u << i;
+    }
+    return bits;
+}
+
 /* close_set, reusing the closure of an identical kernel over an unchanged chart;
  * `indexed`: the kernel is in the dedup table (a hit never needs it). */
 static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
@@ -232,7 +251,8 @@ static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
     if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_kernel(c, g, indexed);
     cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
     if (max_origin >= cur) return close_kernel(c, g, indexed);
-    if (mm && memo_hit(c, mm, k0, n_kernel, cur)) {
+    uint32_t seg_bits = g->has_segments ? kernel_seg_bits(c, g, k0, n_kernel) : 0;
+    if (mm && memo_hit(c, mm, k0, n_kernel, cur, seg_bits)) {
         c->memo_used = mm;
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
@@ -242,13 +262,22 @@ static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
             cm_item it = mm->closure[i];
             c->items[k0 + i] = (cm_item){it.state, it.origin == CM_MEMO_HERE ? cur : it.origin};
         }
+        if (g->has_segments) {
+            if ((rc = cm_grow((void **)&c->counts, &c->cap_counts, k0 + mm->n_closure, sizeof *c->counts)))
+                return rc;
+            for (uint32_t i = n_kernel; i < mm->n_closure; i++)
+                c->counts[k0 + i] = cm_seg_enter(g, cm_st(mm->closure[i].state));
+            atomic_fetch_add_explicit(&g_seg_memo_hits, 1, memory_order_relaxed);
+        }
         c->n_items = k0 + mm->n_closure;
         c->exited = mm->exited;
         return CM_OK;
     }
     c->read_hi = 0;
+    c->seg_touched = false;
     int rc = close_kernel(c, g, indexed);
     if (rc) return rc;
+    if (c->seg_touched) return CM_OK; /* its count check must run again: not memoized */
     /* The closure depends on the sets up to max_origin, and, where a waiter's lookahead
      * debt read the first bytes of a completed span (advance_waiter), on the sets those
      * bytes made, this one's included. */
@@ -275,6 +304,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
     mm->version = c->version[vset];
     mm->exited = c->exited;
     mm->note = 0;
+    mm->seg_bits = seg_bits;
     c->memo_used = mm;
     return CM_OK;
 }
@@ -526,8 +556,8 @@ static inline bool seg_step(const cm_grammar *g, uint32_t st, size_t cell, uint3
 }
 
 /* cm_chart_scan on a segment grammar: every item through add_item_k with its count (no
- * single-item shortcut, no small-kernel path), and the closure not memoized (a memo keyed by
- * the counts' guard bits is step (b)(2)'s next piece). */
+ * single-item shortcut, no small-kernel path); the closure memoized by kernel and the kernel's
+ * acceptance bits (kernel_seg_bits), except where the closure met a segment item again. */
 static int scan_counted(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
@@ -550,7 +580,7 @@ static int scan_counted(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     }
     if (guarded) cm_counted_scans_add(guarded);
     if (c->n_items == c->set_start[c->n_sets]) return 0;
-    if ((rc = close_set_k(c, g, true))) goto fail;
+    if ((rc = close_memoized(c, g, true))) goto fail;
     cm_chart_end_set(c);
     return 1;
 fail:

@@ -223,8 +223,33 @@ def test_json_schema_documents_through_the_engine() -> None:
         lit('"tags":["'),
         lit("xyz"),
     ]
+    hits = _core.seg_memo_hits()
     checked, counted, engine_scans = _walk(g, form, 5, words, n_walks=2, length=100)
     assert checked > 0 and counted > 0 and engine_scans >= counted
+    assert _core.seg_memo_hits() > hits  # closures came from the memo, and the counts still agree
+
+
+@given(units(), bounds(), st.integers(0, 2**16))
+def test_a_called_rule_ending_in_a_segment(x: ir.Expr, b: tuple[int, int], seed: int) -> None:
+    """The head accepts (the segment ends a called rule), so a closure reads k >= lo: the same
+    kernel before and after lo closes differently, and the closure memo must tell them apart
+    (its key holds the bit).  Walks against the private chart, the model and the reference, and
+    the memo answered some of the closures."""
+    lo, hi = b
+    v = alt(seq(lit("<"), rep(x, lo, hi)), seq(lit("["), ref("v"), lit("]")))
+    g = grammar(
+        root=seq(lit("("), ref("v"), lit(")"), rep(seq(lit(","), lit("("), ref("v"), lit(")")), 0, 1)), v=v
+    )
+    form = segment_form(g, ON)
+    if hi < MIN_HI:
+        assert not form.segments
+        return
+    assert form.segments
+    hits = _core.seg_memo_hits()
+    words: list[ir.Expr] = [x, x, x, lit(")"), lit(",(<"), lit("[<")]
+    checked, counted, engine_scans = _walk(g, form, seed, words, n_walks=2, length=40)
+    assert checked > 0 and engine_scans >= counted
+    assert _core.seg_memo_hits() > hits
 
 
 def test_masks_are_refused_until_counts_are_read() -> None:
