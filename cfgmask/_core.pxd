@@ -391,6 +391,10 @@ cdef extern from "chart.h" nogil:
 
 cdef extern from "cfgmask.h" nogil:
     # counted repetitions as segments (csrc/segments.c)
+    enum cm_seg_flags:
+        CM_SEG_INTO
+        CM_SEG_BACK
+        CM_SEG_EXIT
     ctypedef struct cm_seg_tables:
         cm_tables t
         uint32_t n_segments
