@@ -27,7 +27,7 @@ static int same_count(const cm_chart *c, const cm_grammar *g, size_t start, uint
 
 /* Add an item to the set under construction unless it is there already; `counted` (a constant
  * at every call: a segment grammar's chart) keeps its count k beside it. */
-static CM_ALWAYS_INLINE int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
+static int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
                                        bool counted, uint32_t k) {
     size_t start = c->set_start[c->n_sets];
     uint64_t key = cm_item_key(state, origin);
@@ -54,7 +54,7 @@ static CM_ALWAYS_INLINE int add_item_k(cm_chart *c, const cm_grammar *g, uint32_
 
 /* add_item_k for an item arriving from outside any segment's unit (every add but a scan's): on
  * a segment grammar its count is cm_seg_enter's. */
-static CM_ALWAYS_INLINE int add_entered(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
+static int add_entered(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
                                         bool counted) {
     return add_item_k(c, g, state, origin, counted, counted ? cm_seg_enter(g, cm_st(state)) : 0);
 }
@@ -69,7 +69,7 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
  * itself let the callee start only with bytes that pay it: the callee's span
  * is read until the debt is paid or found forbidden; a callee that matched
  * nothing passes the waiter's debt on to what follows. */
-static CM_ALWAYS_INLINE int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule,
+static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule,
                                            uint32_t la, uint32_t origin, uint32_t cur, bool counted) {
     const cm_tables *t = &g->t;
     uint32_t st = cm_st(it.state), owed = cm_la(it.state);
@@ -93,7 +93,7 @@ static CM_ALWAYS_INLINE int advance_waiter(cm_chart *c, const cm_grammar *g, cm_
 
 /* Rule `rule` completed in the open set `cur`, owing class `la`, for an item that
  * started at `origin`: advance every item of set `origin` waiting on it. */
-static CM_ALWAYS_INLINE int complete_k(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin,
+static int complete_k(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin,
                                        uint32_t cur, uint32_t la, bool counted) {
     if (origin != cur && c->set_start[origin + 1] - c->set_start[origin] >= g->lim.index_min_items) {
         const uint32_t *waiting = NULL;
@@ -189,9 +189,9 @@ static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *
 }
 
 static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t cur,
-                     uint32_t seg_bits) {
+                     bool counted, uint32_t seg_bits) {
     if (mm->n_kernel != n_kernel || mm->vset >= cur || mm->version != c->version[mm->vset] ||
-        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]) || mm->seg_bits != seg_bits)
+        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]) || (counted && mm->seg_bits != seg_bits))
         return false;
     return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
 }
@@ -219,9 +219,9 @@ static int index_open_set(cm_chart *c) {
 }
 
 /* close_set over a kernel the dedup table holds (indexed) or not yet. */
-static int close_kernel(cm_chart *c, const cm_grammar *g, bool indexed) {
+static int close_kernel(cm_chart *c, const cm_grammar *g, bool indexed, bool counted) {
     int rc = indexed ? CM_OK : index_open_set(c);
-    return rc ? rc : close_set(c, g);
+    return rc ? rc : counted ? close_set_k(c, g, true) : close_set_k(c, g, false);
 }
 
 static atomic_size_t g_seg_memo_hits;
@@ -243,16 +243,16 @@ static uint32_t kernel_seg_bits(const cm_chart *c, const cm_grammar *g, size_t k
 
 /* close_set, reusing the closure of an identical kernel over an unchanged chart;
  * `indexed`: the kernel is in the dedup table (a hit never needs it). */
-static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
+static CM_ALWAYS_INLINE int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed, bool counted) {
     uint32_t cur = (uint32_t)c->n_sets;
     size_t k0 = c->set_start[cur];
     uint32_t n_kernel = (uint32_t)(c->n_items - k0), max_origin;
-    if (n_kernel > CM_MEMO_KERNEL) return close_kernel(c, g, indexed);
-    if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_kernel(c, g, indexed);
+    if (n_kernel > CM_MEMO_KERNEL) return close_kernel(c, g, indexed, counted);
+    if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_kernel(c, g, indexed, counted);
     cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
-    if (max_origin >= cur) return close_kernel(c, g, indexed);
-    uint32_t seg_bits = g->has_segments ? kernel_seg_bits(c, g, k0, n_kernel) : 0;
-    if (mm && memo_hit(c, mm, k0, n_kernel, cur, seg_bits)) {
+    if (max_origin >= cur) return close_kernel(c, g, indexed, counted);
+    uint32_t seg_bits = counted ? kernel_seg_bits(c, g, k0, n_kernel) : 0;
+    if (mm && memo_hit(c, mm, k0, n_kernel, cur, counted, seg_bits)) {
         c->memo_used = mm;
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
@@ -262,7 +262,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
             cm_item it = mm->closure[i];
             c->items[k0 + i] = (cm_item){it.state, it.origin == CM_MEMO_HERE ? cur : it.origin};
         }
-        if (g->has_segments) {
+        if (counted) {
             if ((rc = cm_grow((void **)&c->counts, &c->cap_counts, k0 + mm->n_closure, sizeof *c->counts)))
                 return rc;
             for (uint32_t i = n_kernel; i < mm->n_closure; i++)
@@ -274,10 +274,10 @@ static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
         return CM_OK;
     }
     c->read_hi = 0;
-    c->seg_touched = false;
-    int rc = close_kernel(c, g, indexed);
+    if (counted) c->seg_touched = false;
+    int rc = close_kernel(c, g, indexed, counted);
     if (rc) return rc;
-    if (c->seg_touched) return CM_OK; /* its count check must run again: not memoized */
+    if (counted && c->seg_touched) return CM_OK; /* its count check must run again: not memoized */
     /* The closure depends on the sets up to max_origin, and, where a waiter's lookahead
      * debt read the first bytes of a completed span (advance_waiter), on the sets those
      * bytes made, this one's included. */
@@ -580,7 +580,7 @@ static int scan_counted(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     }
     if (guarded) cm_counted_scans_add(guarded);
     if (c->n_items == c->set_start[c->n_sets]) return 0;
-    if ((rc = close_memoized(c, g, true))) goto fail;
+    if ((rc = close_memoized(c, g, true, true))) goto fail;
     cm_chart_end_set(c);
     return 1;
 fail:
@@ -635,7 +635,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
         }
     }
     if (c->n_items == c->set_start[c->n_sets]) return 0;
-    if ((rc = close_memoized(c, g, indexed))) goto fail;
+    if ((rc = close_memoized(c, g, indexed, false))) goto fail;
     cm_chart_end_set(c);
     return 1;
 fail:
@@ -666,11 +666,18 @@ bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g) {
     const cm_tables *t = &g->t;
     size_t last = c->n_sets - 1;
+    if (g->has_segments) {
+        for (size_t i = c->set_start[last]; i < c->set_start[last + 1]; i++) {
+            uint32_t st = cm_st(c->items[i].state);
+            if (c->items[i].origin == 0 && t->state_rule[st] == t->start_rule && cm_seg_accepts(g, st, c->counts[i]))
+                return true;
+        }
+        return false;
+    }
     for (size_t i = c->set_start[last]; i < c->set_start[last + 1]; i++) {
         cm_item it = c->items[i];
         uint32_t st = cm_st(it.state);  /* a lookahead owed is met by the end of the text */
-        bool acc = g->has_segments ? cm_seg_accepts(g, st, c->counts[i]) : t->accepting[st];
-        if (it.origin == 0 && acc && t->state_rule[st] == t->start_rule) return true;
+        if (it.origin == 0 && t->accepting[st] && t->state_rule[st] == t->start_rule) return true;
     }
     return false;
 }
