@@ -25,10 +25,10 @@ static int same_count(const cm_chart *c, const cm_grammar *g, size_t start, uint
     return CM_ERR_STATE; /* the dedup table holds only the open set's items */
 }
 
-/* Add an item to the set under construction unless it is there already; `counted` (a constant
- * at every call: a segment grammar's chart) keeps its count k beside it. */
-static int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
-                                       bool counted, uint32_t k) {
+/* Add an item to the set under construction unless it is there already; `counted` (a segment
+ * grammar's chart) keeps its count k beside it. */
+static int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, bool counted,
+                      uint32_t k) {
     size_t start = c->set_start[c->n_sets];
     uint64_t key = cm_item_key(state, origin);
     size_t mask = c->hcap - 1, s = cm_hslot(key, mask);
@@ -54,8 +54,7 @@ static int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t
 
 /* add_item_k for an item arriving from outside any segment's unit (every add but a scan's): on
  * a segment grammar its count is cm_seg_enter's. */
-static int add_entered(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
-                                        bool counted) {
+static int add_entered(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, bool counted) {
     return add_item_k(c, g, state, origin, counted, counted ? cm_seg_enter(g, cm_st(state)) : 0);
 }
 
@@ -69,8 +68,8 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
  * itself let the callee start only with bytes that pay it: the callee's span
  * is read until the debt is paid or found forbidden; a callee that matched
  * nothing passes the waiter's debt on to what follows. */
-static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule,
-                                           uint32_t la, uint32_t origin, uint32_t cur, bool counted) {
+static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule, uint32_t la,
+                          uint32_t origin, uint32_t cur, bool counted) {
     const cm_tables *t = &g->t;
     uint32_t st = cm_st(it.state), owed = cm_la(it.state);
     for (uint32_t j = origin + 1; owed && j <= cur; j++) {
@@ -93,8 +92,8 @@ static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t
 
 /* Rule `rule` completed in the open set `cur`, owing class `la`, for an item that
  * started at `origin`: advance every item of set `origin` waiting on it. */
-static int complete_k(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin,
-                                       uint32_t cur, uint32_t la, bool counted) {
+static int complete_k(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur,
+                      uint32_t la, bool counted) {
     if (origin != cur && c->set_start[origin + 1] - c->set_start[origin] >= g->lim.index_min_items) {
         const uint32_t *waiting = NULL;
         uint32_t n = 0;
