@@ -1505,6 +1505,18 @@ def chain_kept_batched():
     return cm_chain_kept_batched()
 
 
+def chain_past_memo_enable(bint on):
+    """Copy the entry walk of a chain position past every need from an earlier position's of the
+    same walk, rule and accepting labels (csrc/chains.c, the default) or, off, assemble it at
+    each position: the reference the tests compare against.  Process-wide."""
+    cm_chain_past_memo_enable(1 if on else 0)
+
+
+def chain_past_hits():
+    """How many chain positions took a copied walk so far in this process (for the tests)."""
+    return cm_chain_past_hits()
+
+
 def chain_wrap_direct_enable(bint on):
     """Split a wrapping block position's uncertain tokens as its entry is assembled from the
     chain's bitsets (csrc/chains.c, the default) or, off, afterwards a token at a time: the

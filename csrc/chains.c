@@ -471,6 +471,8 @@ typedef struct chain_inst {
     int32_t *aam;               /* [n_lab] chain_form's */
     uint32_t *head;             /* [n_head]: budget + 1, or fewer for a chain's prefix (prefix_first) */
     uint32_t n_head;
+    int64_t past;               /* past_threshold's answer, once past_known */
+    bool past_known;
 } chain_inst;
 
 /* What one walk of the trie through U found: immutable once built, and shared
@@ -542,6 +544,17 @@ typedef struct kept_slot {
     uint32_t off, n;            /* in pool */
 } kept_slot;
 
+/* What chain_assemble gives every position of a rule past every need (assemble_past), by the
+ * labels whose orbits accept from their start (aam NO_LAM): the uncertain list and whether it
+ * was filtered (the bits are the last level's, taken again by accepted_at). */
+typedef struct past_entry {
+    uint32_t rule, n_lab;
+    uint32_t open[(CM_CHAIN_LABELS + 31) / 32];
+    uint32_t *unc;
+    size_t n_unc;
+    bool filtered;
+} past_entry;
+
 struct cm_chain_data {
     chain_walk *w;              /* shared */
     size_t n_entries;           /* entries taken from it (under the cache lock) */
@@ -553,6 +566,8 @@ struct cm_chain_data {
     uint32_t *pool;
     size_t n_pool, cap_pool;
     uint8_t plain;              /* plain_block's answer: 0 not asked yet, 1 yes, 2 no */
+    struct past_entry *past;    /* the assembled lists of positions past every need (assemble_past) */
+    size_t n_past, cap_past;
     /* the wrap split of the entry push_wrapping built last, for cm_chain_wrap to take over
      * (split_bits NULL: no token wraps); has_split false once taken */
     bool has_split;
@@ -597,6 +612,8 @@ void cm_chain_data_free(cm_chain_data *cd) {
         free(cd->insts[i].aam);
     }
     free(cd->insts);
+    for (size_t i = 0; i < cd->n_past; i++) free(cd->past[i].unc);
+    free(cd->past);
     free(cd->kept);
     free(cd->pool);
     split_drop(cd);
@@ -1544,8 +1561,10 @@ static int ranges_check(const cm_grammar *g, const chain_walk *cd, size_t lo, si
         size_t n2 = lo < hi ? gather_nodes(cd->nodes + lo, cd->nodes + hi, B, follows, g->v->trie_ids, acc, all2, bits2,
                                            rest2, &n_rest2, &n_items2)
                             : 0;
-        if (n2 != n || n_rest2 != n_rest || memcmp(all2, all, n * sizeof *all) ||
-            memcmp(rest2, rest, n_rest * sizeof *rest) || memcmp(bits2, bits, g->n_words * sizeof *bits))
+        /* (no memcmp of an empty list: its pointer may be NULL, which memcmp may not be given) */
+        if (n2 != n || n_rest2 != n_rest || (n && memcmp(all2, all, n * sizeof *all)) ||
+            (n_rest && memcmp(rest2, rest, n_rest * sizeof *rest)) ||
+            (g->n_words && memcmp(bits2, bits, g->n_words * sizeof *bits)))
             rc = CM_ERR_STATE;
     }
     free(all2);
@@ -1743,6 +1762,101 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
     return rc;
 }
 
+/* ---- positions past every need (issue 12, session 33) ----
+ *
+ * chain_assemble reads its budget B in five places: accepted_at (the level, the suffix tokens of
+ * need >= B), the exits (need >= B, shift - lam < B), the end nodes of budget B, the acc points
+ * (need >= B, shift - aam < B) and the wraps (b2 >= 0).  Above past_threshold -- the walk's
+ * max_need (every need, node budget and the levels' top), every exit's and acc point's
+ * shift - lam / shift - aam -- with b2 < 0 and no exit alive from its orbit's start (such an
+ * exit is walked at every budget and its tokens filtered from `state`), each of those reads
+ * gives the same at every B: the last level with no suffix token taken out, no exit walked, no
+ * end node, and the acc points of need < CM_CHAIN_MAX whose label's aam is NO_LAM and whose
+ * byte follows the rule.  Nothing uncertain is pushed before the acc points, so the filter of
+ * push_items is not called from `state`, and the acc points' kept tokens are kept by (rule,
+ * item) (kept_of).  So two such positions of chains of one walk, one rule and one NO_LAM
+ * pattern get the same walk w; the first keeps its uncertain list and filtered flag, the
+ * others copy them (and the bits from accepted_at) instead of the acc points' loop and their
+ * kept lookups.  Off: cm_chain_past_memo_enable(0). */
+
+static atomic_int g_past_memo = 1;
+static atomic_size_t g_past_hits;  /* positions that took a kept list (the tests read it) */
+
+void cm_chain_past_memo_enable(int on) { atomic_store(&g_past_memo, on); }
+
+size_t cm_chain_past_hits(void) { return atomic_load(&g_past_hits); }
+
+/* The budget above which every position of the chain (lam, aam) has the same walk: INT64_MAX none. */
+static int64_t past_threshold(const chain_walk *cd, const int32_t *lam, const int32_t *aam) {
+    int64_t t = cd->max_need;
+    if (cd->n_ids && (int64_t)cd->min_need + (int64_t)cd->n_levels - 1 > t)
+        t = (int64_t)cd->min_need + (int64_t)cd->n_levels - 1;
+    for (size_t i = 0; i < cd->n_exits; i++) {
+        const chain_exit *x = &cd->exits[i];
+        if (x->need >= CM_CHAIN_MAX) continue;  /* skipped at every budget */
+        int32_t l = lam[(size_t)x->label * 256 + x->byte];
+        if (l == NO_LAM) return INT64_MAX;
+        if ((int64_t)x->shift - l > t) t = (int64_t)x->shift - l;
+    }
+    for (size_t i = 0; i < cd->n_accs; i++) {
+        const chain_exit *x = &cd->accs[i];
+        int32_t a = aam[x->label];
+        if (x->need < CM_CHAIN_MAX && a != NO_LAM && (int64_t)x->shift - a > t) t = (int64_t)x->shift - a;
+    }
+    return t;
+}
+
+/* chain_assemble for a position of chain (lam, aam) of walk lw, through the kept lists where B is
+ * past the threshold (*past, computed here if !*known). */
+static int assemble_past(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
+                         const int32_t *aam, const cm_loop_walk *lw, int64_t b2, bool prefilter, int64_t *past,
+                         bool *known, cm_walk *w) {
+    cm_chain_data *cdata = lw->chain;
+    const chain_walk *cd = cdata->w;
+    uint32_t n_lab = lw->n_sig > 1 ? lw->sig[1] : UINT32_MAX;
+    bool on = atomic_load(&g_past_memo) && prefilter && b2 < 0 && B >= 0 && B < CM_CHAIN_MAX && !w->n_unc &&
+              !w->filtered && n_lab <= CM_CHAIN_LABELS;
+    if (on && !*known) {
+        *past = past_threshold(cd, lam, aam);
+        *known = true;
+    }
+    if (!on || (int64_t)B <= *past) return chain_assemble(g, state, B, lam, out, aam, cdata, b2, prefilter, w);
+    past_entry key = {.rule = g->t.state_rule[state], .n_lab = n_lab};
+    for (uint32_t l = 0; l < n_lab; l++)
+        if (aam[l] == NO_LAM) key.open[l >> 5] |= 1u << (l & 31);
+    for (size_t i = 0; i < cdata->n_past; i++) {
+        const past_entry *p = &cdata->past[i];
+        if (p->rule != key.rule || p->n_lab != n_lab || memcmp(p->open, key.open, sizeof key.open)) continue;
+        w->n_accepted = accepted_at(g, cd, B, w->bits);
+        if (p->n_unc > w->cap_unc) {
+            uint32_t *u = realloc(w->unc, p->n_unc * sizeof *u);
+            if (!u) return CM_ERR_NOMEM;
+            w->unc = u;
+            w->cap_unc = p->n_unc;
+        }
+        if (p->n_unc) memcpy(w->unc, p->unc, p->n_unc * sizeof *w->unc);
+        w->n_unc = p->n_unc;
+        w->filtered = p->filtered;
+        atomic_fetch_add(&g_past_hits, 1);
+        return CM_OK;
+    }
+    int rc = chain_assemble(g, state, B, lam, out, aam, cdata, b2, prefilter, w);
+    if (rc) return rc;
+    size_t cap = cdata->cap_past;  /* (on failure only a shortcut is lost) */
+    key.unc = malloc((w->n_unc ? w->n_unc : 1) * sizeof *key.unc);
+    if (!key.unc ||
+        (cdata->n_past == cap && cm_grow_to((void **)&cdata->past, &cap, cdata->n_past + 1, sizeof *cdata->past))) {
+        free(key.unc);
+        return CM_OK;
+    }
+    cdata->cap_past = cap;
+    if (w->n_unc) memcpy(key.unc, w->unc, w->n_unc * sizeof *key.unc);
+    key.n_unc = w->n_unc;
+    key.filtered = w->filtered;
+    cdata->past[cdata->n_past++] = key;
+    return CM_OK;
+}
+
 /* The analysed chain `state` is a later position of: its walk, instance and place. */
 static cm_loop_walk *find_position(const cm_grammar *g, uint32_t state, const chain_inst **inst, uint32_t *at) {
     for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
@@ -1765,7 +1879,7 @@ static void keep_instance(cm_chain_data *cd, chain_form *f, uint32_t n_head) {
     size_t cap = cd->cap_insts;
     if (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts)) return;
     cd->cap_insts = cap;  /* (on failure only a shortcut is lost) */
-    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head, n_head};
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head, n_head, 0, false};
     f->head = NULL;
     f->lam = f->to = f->aam = NULL;
 }
@@ -2617,10 +2731,17 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
     int rc = CM_OK;
     const cm_loop_walk *lw = chain_shared(g, &f, &rc);
     if (lw) {
-        rc = chain_assemble(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw->chain,
-                            wrap_budget(g, state, lw, f.head, f.budget, f.budget + 1), !open, w);
+        int64_t past = 0;
+        bool known = false;
+        size_t n_insts = lw->chain->n_insts;
+        rc = assemble_past(g, state, (int32_t)f.budget, f.lam, f.to, f.aam, lw,
+                           wrap_budget(g, state, lw, f.head, f.budget, f.budget + 1), !open, &past, &known, w);
         lw->chain->n_entries++;
         keep_instance(lw->chain, &f, f.budget + 1);
+        if (lw->chain->n_insts > n_insts) {
+            lw->chain->insts[n_insts].past = past;
+            lw->chain->insts[n_insts].past_known = known;
+        }
     }
     free(f.head);
     free(f.lam);
@@ -2635,8 +2756,10 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t at;
     cm_loop_walk *found = find_position(g, state, &inst, &at);
     if (found) {
-        int rc = chain_assemble(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found->chain,
-                                wrap_budget(g, state, found, inst->head, inst->budget, inst->n_head), true, w);
+        chain_inst *x = (chain_inst *)inst;  /* (its threshold kept with it) */
+        int rc = assemble_past(g, state, (int32_t)(inst->budget - at), inst->lam, inst->to, inst->aam, found,
+                               wrap_budget(g, state, found, inst->head, inst->budget, inst->n_head), true, &x->past,
+                               &x->past_known, w);
         found->chain->n_entries++;
         return rc ? rc : 1;
     }

@@ -41,6 +41,12 @@ size_t cm_chain_gathered_rows(void);
 void cm_chain_kept_batch_enable(int on);
 /* How many acc points were filtered in a batch so far (process-wide). */
 size_t cm_chain_kept_batched(void);
+/* The entry walk of a chain position past every need copied from an earlier one's of the same
+ * walk, rule and accepting labels (on, the default), or assembled at each (off: the reference
+ * the tests compare against).  Process-wide. */
+void cm_chain_past_memo_enable(int on);
+/* How many positions took a copied walk so far (process-wide). */
+size_t cm_chain_past_hits(void);
 /* A wrapping block position's wrap split made with its entry, from its chain's
  * bitsets (on, the default), or by cm_chain_wrap a token at a time (off: the
  * reference the tests compare against).  Process-wide. */

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+import numpy as np
+
 import cfgmask
 from cfgmask import ir
 
@@ -197,3 +199,18 @@ def walk_agrees(
             break
         assert all(m.accept_token(t) for m in matchers.values())
         prefix += tokens[t] or b""
+
+
+def same_block_entries(on: Any, off: Any, plain: Any, off_name: str) -> None:
+    """Entries ``(accepted, uncertain, split)`` of every state, one list a way of building them:
+    ``on`` equal to ``off`` (named ``off_name`` in the messages) and to ``plain`` (a plain walk)
+    in accepted and uncertain tokens, and to ``off`` in the block split (wrap bits, rest) where
+    either has one."""
+    for s, (a, b, c) in enumerate(zip(on, off, plain, strict=True)):
+        for x, what in ((b, off_name), (c, "plain walk")):
+            assert np.array_equal(a[0], x[0]), f"state {s}: accepted tokens differ from the {what}"
+            assert np.array_equal(a[1], x[1]), f"state {s}: uncertain tokens differ from the {what}"
+        assert (a[2] is None) == (b[2] is None), f"state {s}: split by one of them only ({off_name})"
+        if a[2] is not None and b[2] is not None:
+            assert np.array_equal(a[2][0], b[2][0]), f"state {s}: wrap bits differ"
+            assert np.array_equal(a[2][1], b[2][1]), f"state {s}: rest differs"

@@ -31,7 +31,7 @@ import cfgmask
 from cfgmask import ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import alt, chars, grammar, lit, ref, rep, seq, walk_agrees
+from .helpers import alt, chars, grammar, lit, ref, rep, same_block_entries, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, grammars, token_walks, vocabularies
 from .test_engine_differential import _mask_bools, _vocab
@@ -567,14 +567,7 @@ def _assert_same_block_entries(
     off = _block_entries(cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(**kw, **no_memo)), False)
     walk = Strategy(count_chains=False, share_loop_walks=False, wrap_repeats=0, **no_memo)
     plain = _block_entries(cfgmask.compile(g, vocab, limits=limits, _strategy=walk), False)
-    for s, (a, b, c) in enumerate(zip(on, off, plain, strict=True)):
-        for x, what in ((b, "split afterwards"), (c, "plain walk")):
-            assert np.array_equal(a[0], x[0]), f"state {s}: accepted tokens differ from the {what}"
-            assert np.array_equal(a[1], x[1]), f"state {s}: uncertain tokens differ from the {what}"
-        assert (a[2] is None) == (b[2] is None), f"state {s}: split once only"
-        if a[2] is not None and b[2] is not None:
-            assert np.array_equal(a[2][0], b[2][0]), f"state {s}: wrap bits differ"
-            assert np.array_equal(a[2][1], b[2][1]), f"state {s}: rest differs"
+    same_block_entries(on, off, plain, "split afterwards")
     return taken
 
 

@@ -28,7 +28,7 @@ import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, grammar, lit, rep, seq, walk_agrees
+from .helpers import core_switch, grammar, lit, rep, same_block_entries, seq, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
@@ -67,14 +67,7 @@ def assert_same_splits(
     taken = _core.chain_wrap_ranges_hits() - hits
     off = _entries(g, vocab, 0, **dict(kw))
     plain = _plain(g, vocab, kw.get("limits"))
-    for s, (a, b, c) in enumerate(zip(on, off, plain, strict=True)):
-        for x, what in ((b, "token by token"), (c, "plain walk")):
-            assert np.array_equal(a[0], x[0]), f"state {s}: accepted tokens differ from the {what}"
-            assert np.array_equal(a[1], x[1]), f"state {s}: uncertain tokens differ from the {what}"
-        assert (a[2] is None) == (b[2] is None), f"state {s}: split in one mode only"
-        if a[2] is not None and b[2] is not None:
-            assert np.array_equal(a[2][0], b[2][0]), f"state {s}: wrap bits differ"
-            assert np.array_equal(a[2][1], b[2][1]), f"state {s}: rest differs"
+    same_block_entries(on, off, plain, "token by token")
     return taken
 
 
