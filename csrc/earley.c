@@ -27,8 +27,8 @@ static int same_count(const cm_chart *c, const cm_grammar *g, size_t start, uint
 
 /* Add an item to the set under construction unless it is there already; `counted` (a segment
  * grammar's chart) keeps its count k beside it. */
-static int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, bool counted,
-                      uint32_t k) {
+static CM_ALWAYS_INLINE int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
+                                        bool counted, uint32_t k) {
     size_t start = c->set_start[c->n_sets];
     uint64_t key = cm_item_key(state, origin);
     size_t mask = c->hcap - 1, s = cm_hslot(key, mask);
@@ -52,15 +52,27 @@ static int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t
     return CM_OK;
 }
 
-/* add_item_k for an item arriving from outside any segment's unit (every add but a scan's): on
- * a segment grammar its count is cm_seg_enter's. */
-static int add_entered(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, bool counted) {
-    return add_item_k(c, g, state, origin, counted, counted ? cm_seg_enter(g, cm_st(state)) : 0);
+/* add_item_k's two specialisations, each one function: a plain grammar's add is main's add_item
+ * exactly (no count, no flag test; the callers with a constant flag pick one at compile time). */
+static int add_plain(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
+    return add_item_k(c, g, state, origin, false, 0);
+}
+
+static int add_counted(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, uint32_t k) {
+    return add_item_k(c, g, state, origin, true, k);
+}
+
+/* An item arriving from outside any segment's unit (every add but a scan's): on a segment
+ * grammar its count is cm_seg_enter's. */
+static CM_ALWAYS_INLINE int add_entered(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
+                                        bool counted) {
+    return counted ? add_counted(c, g, state, origin, cm_seg_enter(g, cm_st(state)))
+                   : add_item_k(c, g, state, origin, false, 0);
 }
 
 /* add_entered, the grammar deciding (the entry points: a test per item they add). */
 static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
-    return g->has_segments ? add_entered(c, g, state, origin, true) : add_entered(c, g, state, origin, false);
+    return g->has_segments ? add_entered(c, g, state, origin, true) : add_plain(c, g, state, origin);
 }
 
 /* Advance waiter `it` over its calls of `rule`, which completed in set `cur`
@@ -575,7 +587,7 @@ static int scan_counted(cm_chart *c, const cm_grammar *g, uint8_t byte) {
         if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
         guarded += g->state_seg[st] != CM_SEG_NONE;
         if (!seg_step(g, st, cell, c->counts[i], (uint32_t)next, &nk)) continue;
-        if ((rc = add_item_k(c, g, cm_pack((uint32_t)next, la), it.origin, true, nk))) goto fail;
+        if ((rc = add_counted(c, g, cm_pack((uint32_t)next, la), it.origin, nk))) goto fail;
     }
     if (guarded) cm_counted_scans_add(guarded);
     if (c->n_items == c->set_start[c->n_sets]) return 0;
