@@ -388,6 +388,7 @@ cdef extern from "loops.h" nogil:
 
 cdef extern from "chart.h" nogil:
     size_t cm_chart_scans_hashed()
+    size_t cm_chart_seg_memo_hits()
 
 
 cdef extern from "cfgmask.h" nogil:
@@ -421,3 +422,6 @@ cdef extern from "cfgmask.h" nogil:
     int cm_segchart_rollback(cm_segchart *c, size_t n)
     size_t cm_segchart_items(const cm_segchart *c, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap)
     size_t cm_counted_scans()
+    int cm_grammar_new_segments(const cm_seg_tables *inp, const cm_vocab *v, const uint32_t *stop_ids,
+                                size_t n_stop, const cm_limits *limits, cm_grammar **out)
+    size_t cm_matcher_seg_items(const cm_matcher *m, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap)

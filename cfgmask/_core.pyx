@@ -57,6 +57,17 @@ cdef object _raise(int rc, str what):
     raise _error(rc, what, _RUN_TIME)
 
 
+_SEG_MASKS = ("masks are not made yet for a grammar with counted segments (step (c) of the "
+              "counters plan, docs/design.md §7): its matchers accept and reject only")
+
+
+cdef object _raise_fill(int rc, GrammarHandle grammar, str what):
+    """_raise, saying why where a mask was asked of a grammar with segments."""
+    if rc == CM_ERR_ARG and grammar.segments:
+        raise MatcherError(f"{what}: {_SEG_MASKS}")
+    _raise(rc, what)
+
+
 cdef int _check_build(int rc, str what, size_t max_states, size_t max_bytes) except -1:
     """Raise the exception of an automaton build's status (none for CM_OK)."""
     if rc:
@@ -279,6 +290,7 @@ cdef class GrammarHandle:
     cdef cm_grammar *ptr
     cdef readonly VocabHandle vocab
     cdef object _borrowed  # Tables._raw: the bytes the core reads in place (freed after it)
+    cdef readonly bint segments  # made from the segment form's tables, with segments: no masks yet
 
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, settings):
         """settings: an object with an attribute per field of cm_limits (MatcherLimits and the
@@ -287,11 +299,19 @@ cdef class GrammarHandle:
         ``Tables._raw``): read in place, no numpy array or buffer view made for them, and
         borrowed by the core (not copied) while this handle holds them."""
         cdef cm_tables t
+        cdef cm_seg_tables st
         cdef cm_limits lim
         cdef int rc
         raw = getattr(tables, "_raw", None)
         cdef bint borrow = raw is not None
-        if raw is None:
+        # the segment form's tables (segments.c_tables): a grammar whose matchers count
+        cdef bint seg = getattr(tables, "state_seg", None) is not None
+        if seg:
+            raw = None
+            borrow = False
+            _seg_tables(tables, &st)
+            t = st.t
+        elif raw is None:
             _tables_from_arrays(tables, &t)
         else:
             _tables_from_raw(raw, &t)
@@ -304,7 +324,9 @@ cdef class GrammarHandle:
         for i, s in enumerate(stop_ids):
             sp[i] = <uint32_t>s
         with nogil:
-            if not borrow:
+            if seg:
+                rc = cm_grammar_new_segments(&st, vocab.ptr, sp, n_stop, &lim, &self.ptr)
+            elif not borrow:
                 rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
             else:  # bytes are immutable: the core borrows them while this handle holds them
                 rc = cm_grammar_new_borrowed(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
@@ -313,6 +335,7 @@ cdef class GrammarHandle:
             _raise(rc, "compile")
         self._borrowed = raw
         self.vocab = vocab
+        self.segments = seg and len(tables.seg_lo) > 0
 
     def __dealloc__(self):
         cm_grammar_free(self.ptr)
@@ -323,7 +346,7 @@ cdef class GrammarHandle:
         with nogil:
             rc = cm_grammar_warm(self.ptr, deadline)
         if rc:
-            _raise(rc, "warm")
+            _raise_fill(rc, self, "warm")
 
     def entry(self, uint32_t state):
         """The mask-cache entry of one automaton state: (accepted token bitmask as int32
@@ -339,7 +362,7 @@ cdef class GrammarHandle:
         with nogil:
             rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
         if rc:
-            _raise(rc, "entry")
+            _raise_fill(rc, self, "entry")
         return words[:n_words].view(np.int32), unc[:n_unc].copy()
 
     def entry_wrap(self, uint32_t state):
@@ -357,7 +380,7 @@ cdef class GrammarHandle:
         with nogil:
             rc = cm_grammar_entry_wrap(self.ptr, state, &wv[0], &rv[0], &n_rest)
         if rc < 0:
-            _raise(rc, "entry_wrap")
+            _raise_fill(rc, self, "entry_wrap")
         if rc == 0:
             return None
         return words[:n_words].view(np.int32), rest[:n_rest].copy()
@@ -551,7 +574,7 @@ cdef class MatcherHandle:
         with nogil:
             rc = cm_matcher_fill_mask(self.ptr, <uint32_t *>&row[0], row.shape[0])
         if rc:
-            _raise(rc, "fill_bitmask")
+            _raise_fill(rc, self.grammar, "fill_bitmask")
 
     def fill_row(self, object bitmask, object row):
         """``fill_mask`` into ``bitmask[row]`` of a 2-D, C-contiguous, writable int32 numpy
@@ -583,7 +606,7 @@ cdef class MatcherHandle:
                 with nogil:
                     rc = cm_matcher_fill_mask(self.ptr, words, n_words)
                 if rc:
-                    _raise(rc, "fill_bitmask")
+                    _raise_fill(rc, self.grammar, "fill_bitmask")
                 return True
         try:
             PyObject_GetBuffer(bitmask, &buf, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT)
@@ -601,7 +624,7 @@ cdef class MatcherHandle:
         finally:
             PyBuffer_Release(&buf)
         if rc:
-            _raise(rc, "fill_bitmask")
+            _raise_fill(rc, self.grammar, "fill_bitmask")
         return True
 
     def fill_mask_timed(self, int32_t[::1] row):
@@ -615,7 +638,7 @@ cdef class MatcherHandle:
             rc = cm_matcher_fill_mask(self.ptr, <uint32_t *>&row[0], row.shape[0])
             clock_gettime(CLOCK_MONOTONIC, &t1)
         if rc:
-            _raise(rc, "fill_bitmask")
+            _raise_fill(rc, self.grammar, "fill_bitmask")
         return (t0.tv_sec + 1e-9 * t0.tv_nsec, t1.tv_sec + 1e-9 * t1.tv_nsec)
 
     def is_accepting(self):
@@ -632,6 +655,20 @@ cdef class MatcherHandle:
 
     def chart_items(self):
         return cm_matcher_chart_items(self.ptr)
+
+    def seg_items(self):
+        """The last chart set's items: a list of (state, origin, k), k None outside segments
+        (and on a grammar without segments).  For the tests (tests/test_segments_chart.py)."""
+        cdef size_t n = cm_matcher_seg_items(self.ptr, NULL, NULL, NULL, 0)
+        cdef uint32_t *s = <uint32_t *>malloc(max(n, 1) * 12)
+        if s == NULL:
+            raise MemoryError()
+        cdef uint32_t *o = s + n
+        cdef uint32_t *k = s + 2 * n
+        cm_matcher_seg_items(self.ptr, s, o, k, n)
+        out = [(s[i], o[i], None if k[i] == 0xFFFFFFFF else k[i]) for i in range(n)]
+        free(s)
+        return out
 
     def mask_stats(self):
         cdef cm_mask_stats st
@@ -664,7 +701,7 @@ def fill_masks(list handles, int32_t[:, ::1] mask, list rows):
         with nogil:
             rc = cm_matcher_fill_mask(h.ptr, <uint32_t *>&mask[r, 0], mask.shape[1])
         if rc:
-            _raise(rc, "fill_bitmask")
+            _raise_fill(rc, h.grammar, "fill_bitmask")
 
 
 # ---- applying a bitmask to logits --------------------------------------------------------
@@ -1746,6 +1783,30 @@ if _os.environ.get("CFGMASK_COMPILE_STATS") == "1":
 # ---- counted repetitions as segments (csrc/segments.c; private, for the tests) -----------
 
 
+cdef _seg_tables(tables, cm_seg_tables *st):
+    """Fill st from the segment form's tables (pointers into its arrays, which tables holds)."""
+    _tables_from_arrays(tables, &st.t)
+    st.t.start_rule = <uint32_t>tables.start_rule
+    cdef const uint32_t[::1] state_seg = tables.state_seg
+    cdef const uint8_t[:, ::1] edge_flags = tables.edge_flags
+    cdef const uint32_t[::1] seg_lo = tables.seg_lo
+    cdef const uint32_t[::1] seg_hi = tables.seg_hi
+    cdef const uint32_t[::1] seg_rule = tables.seg_rule
+    cdef const uint32_t[::1] seg_head = tables.seg_head
+    cdef size_t nseg = seg_lo.shape[0]
+    if (state_seg.shape[0] != st.t.n_states or edge_flags.shape[0] != st.t.n_states
+            or edge_flags.shape[1] != st.t.n_classes or seg_hi.shape[0] != nseg
+            or seg_rule.shape[0] != nseg or seg_head.shape[0] != nseg):
+        raise ValueError("inconsistent segment tables")
+    st.n_segments = <uint32_t>nseg
+    st.state_seg = &state_seg[0]
+    st.edge_flags = &edge_flags[0, 0]
+    st.seg_lo = &seg_lo[0] if nseg else NULL
+    st.seg_hi = &seg_hi[0] if nseg else NULL
+    st.seg_rule = &seg_rule[0] if nseg else NULL
+    st.seg_head = &seg_head[0] if nseg else NULL
+
+
 cdef class SegTablesHandle:
     """The segment form's tables (cfgmask/compile/segments.py ``c_tables``), validated and copied
     by the core: an object with a Tables' fields and ``state_seg``, ``edge_flags`` (shaped as
@@ -1864,6 +1925,12 @@ cdef class SegChart:
         out = [(s[i], o[i], None if k[i] == 0xFFFFFFFF else k[i]) for i in range(n)]
         free(s)
         return out
+
+
+def seg_memo_hits():
+    """How many closures of a segment grammar's chart sets came from the closure memo (keyed by
+    the kernel and its items' k >= lo bits; csrc/earley.c) so far in this process (tests)."""
+    return cm_chart_seg_memo_hits()
 
 
 def counted_scans():

@@ -292,7 +292,7 @@ static double now_seconds(void) {
 }
 
 int cm_grammar_warm(const cm_grammar *g, double deadline) {
-    if (!g) return CM_ERR_ARG;
+    if (!g || g->has_segments) return CM_ERR_ARG; /* entries read no counts yet (step (c)) */
     for (uint32_t s = 0; s < g->t.n_states; s++) {
         if (!g->has_bytes[s] && g->t.ref_off[s] == g->t.ref_off[s + 1]) continue;  /* see mask.c, looked_up */
         if (deadline > 0 && now_seconds() > deadline) return CM_ERR_TIMEOUT;
@@ -330,7 +330,7 @@ void cm_grammar_run_stats(const cm_grammar *g, size_t *walked, size_t *from_voca
 }
 
 int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
-    if (!g || !words || !unc || !n_unc || state >= g->t.n_states) return CM_ERR_ARG;
+    if (!g || !words || !unc || !n_unc || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
     cm_entry *owned;
     int rc;
     const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);

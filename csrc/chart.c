@@ -105,6 +105,7 @@ void cm_chart_free(cm_chart *c) {
     free(c->wtmp);
     free(c->version);
     free(c->items);
+    free(c->counts);
     free(c->set_start);
     free(c->set_byte);
     free(c->hkeys);
@@ -128,6 +129,15 @@ int cm_chart_copy(cm_chart *dst, const cm_chart *src) {
         !dst->wseen || !dst->set_byte) {
         cm_chart_free(dst);
         return CM_ERR_NOMEM;
+    }
+    if (src->counts) {
+        dst->counts = malloc((src->n_items ? src->n_items : 1) * sizeof *dst->counts);
+        if (!dst->counts) {
+            cm_chart_free(dst);
+            return CM_ERR_NOMEM;
+        }
+        memcpy(dst->counts, src->counts, src->n_items * sizeof *dst->counts);
+        dst->cap_counts = src->n_items ? src->n_items : 1;
     }
     memcpy(dst->items, src->items, src->n_items * sizeof *dst->items);
     memcpy(dst->set_start, src->set_start, (src->n_sets + 1) * sizeof *dst->set_start);

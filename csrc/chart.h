@@ -28,6 +28,8 @@ typedef struct cm_memo {
     bool exited;
     uint32_t note;              /* the chart's user's, about this closure; 0 when stored
                                    (flat.c: the configuration it makes + 4) */
+    uint32_t seg_bits;          /* a segment grammar's kernel: bit i set if kernel item i is in a
+                                   segment with k >= lo (the only count a closure reads) */
 } cm_memo;
 
 typedef struct cm_wslot {
@@ -40,6 +42,9 @@ typedef struct cm_wslot {
 typedef struct cm_chart {
     cm_item *items;
     size_t n_items, cap_items;
+    uint32_t *counts;           /* [cap_counts] a segment grammar's count per item, parallel to
+                                   items (CM_SEG_NONE outside segments); NULL without segments */
+    size_t cap_counts;
     uint32_t *set_start;        /* [n_sets + 1] */
     uint16_t *set_byte;         /* [cap_sets] the byte whose scan made each set; 256: none
                                    (set 0, a whole-token scan) */
@@ -51,6 +56,8 @@ typedef struct cm_chart {
     uint32_t gen;
     bool exited;                /* the last set completed a CM_OUTER item */
     uint32_t read_hi;           /* the last set a lookahead debt read the byte of (close_memoized) */
+    bool seg_touched;           /* a segment grammar's closure met a segment item again (earley.c:
+                                   such a closure is not memoized, its count check must run) */
     bool upward;                /* a completed CM_OUTER item returns to every caller of its
                                    rule (g->ret_*), each as a new CM_OUTER item */
     uint64_t *version;          /* [cap_sets] when each set was last built */
@@ -150,6 +157,8 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
 int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge);
+/* How many closures of segment grammars' sets came from the closure memo (tests). */
+size_t cm_chart_seg_memo_hits(void);
 /* How many scans' kernels went past the small-kernel comparison into the dedup table (tests). */
 size_t cm_chart_scans_hashed(void);
 

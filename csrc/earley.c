@@ -10,13 +10,30 @@
 
 #include "chart.h"
 
-/* Add an item to the set under construction unless it is there already. */
-static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
+#define CM_ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* A segment grammar's item (state, origin) met again while the open set is built: the design's
+ * claim (docs/design.md §7, counters: k is a function of state, origin and set) says it has the
+ * same count; another count is CM_ERR_STATE, always checked.  Outside segments every count is
+ * CM_SEG_NONE.  A linear look for the item: segment grammars only (tests, step (b)(2)). */
+static int same_count(const cm_chart *c, const cm_grammar *g, size_t start, uint32_t state, uint32_t origin,
+                      uint32_t k) {
+    if (g->state_seg[cm_st(state)] == CM_SEG_NONE) return CM_OK;
+    ((cm_chart *)c)->seg_touched = true;
+    for (size_t i = start; i < c->n_items; i++)
+        if (c->items[i].state == state && c->items[i].origin == origin) return c->counts[i] == k ? CM_OK : CM_ERR_STATE;
+    return CM_ERR_STATE; /* the dedup table holds only the open set's items */
+}
+
+/* Add an item to the set under construction unless it is there already; `counted` (a segment
+ * grammar's chart) keeps its count k beside it. */
+static CM_ALWAYS_INLINE int add_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
+                                        bool counted, uint32_t k) {
     size_t start = c->set_start[c->n_sets];
     uint64_t key = cm_item_key(state, origin);
     size_t mask = c->hcap - 1, s = cm_hslot(key, mask);
     while (c->hgen[s] == c->gen) {
-        if (c->hkeys[s] == key) return CM_OK;
+        if (c->hkeys[s] == key) return counted ? same_count(c, g, start, state, origin, k) : CM_OK;
         s = (s + 1) & mask;
     }
     size_t n_set = c->n_items - start + 1;
@@ -24,11 +41,38 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
     if (c->n_items + 1 > g->lim.max_chart_items) return CM_ERR_LIMIT;
     int rc = cm_grow((void **)&c->items, &c->cap_items, c->n_items + 1, sizeof *c->items);
     if (rc) return rc;
+    if (counted) {
+        if ((rc = cm_grow((void **)&c->counts, &c->cap_counts, c->n_items + 1, sizeof *c->counts))) return rc;
+        c->counts[c->n_items] = k;
+    }
     c->items[c->n_items++] = (cm_item){state, origin};
     if (n_set * 2 > c->hcap) return cm_chart_rehash(c, start);
     c->hgen[s] = c->gen;
     c->hkeys[s] = key;
     return CM_OK;
+}
+
+/* add_item_k's two specialisations, each one function: a plain grammar's add is main's add_item
+ * exactly (no count, no flag test; the callers with a constant flag pick one at compile time). */
+static int add_plain(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
+    return add_item_k(c, g, state, origin, false, 0);
+}
+
+static int add_counted(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, uint32_t k) {
+    return add_item_k(c, g, state, origin, true, k);
+}
+
+/* An item arriving from outside any segment's unit (every add but a scan's): on a segment
+ * grammar its count is cm_seg_enter's. */
+static CM_ALWAYS_INLINE int add_entered(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin,
+                                        bool counted) {
+    return counted ? add_counted(c, g, state, origin, cm_seg_enter(g, cm_st(state)))
+                   : add_item_k(c, g, state, origin, false, 0);
+}
+
+/* add_entered, the grammar deciding (the entry points: a test per item they add). */
+static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {
+    return g->has_segments ? add_entered(c, g, state, origin, true) : add_plain(c, g, state, origin);
 }
 
 /* Advance waiter `it` over its calls of `rule`, which completed in set `cur`
@@ -37,7 +81,7 @@ static int add_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t o
  * is read until the debt is paid or found forbidden; a callee that matched
  * nothing passes the waiter's debt on to what follows. */
 static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t rule, uint32_t la,
-                          uint32_t origin, uint32_t cur) {
+                          uint32_t origin, uint32_t cur, bool counted) {
     const cm_tables *t = &g->t;
     uint32_t st = cm_st(it.state), owed = cm_la(it.state);
     for (uint32_t j = origin + 1; owed && j <= cur; j++) {
@@ -52,7 +96,7 @@ static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t
     if (owed) la = cm_la_union(g, la, owed);
     for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
         if (t->ref_rule[e] != rule) continue;
-        int rc = add_item(c, g, cm_pack(t->ref_target[e], la), it.origin);
+        int rc = add_entered(c, g, cm_pack(t->ref_target[e], la), it.origin, counted);
         if (rc) return rc;
     }
     return CM_OK;
@@ -60,14 +104,15 @@ static int advance_waiter(cm_chart *c, const cm_grammar *g, cm_item it, uint32_t
 
 /* Rule `rule` completed in the open set `cur`, owing class `la`, for an item that
  * started at `origin`: advance every item of set `origin` waiting on it. */
-static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur, uint32_t la) {
+static int complete_k(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur,
+                      uint32_t la, bool counted) {
     if (origin != cur && c->set_start[origin + 1] - c->set_start[origin] >= g->lim.index_min_items) {
         const uint32_t *waiting = NULL;
         uint32_t n = 0;
         int indexed = cm_waiters(c, g, origin, rule, &waiting, &n);
         if (indexed < 0) return indexed;
         for (uint32_t k = 0; indexed && k < n; k++) {
-            int rc = advance_waiter(c, g, c->items[waiting[k]], rule, la, origin, cur);
+            int rc = advance_waiter(c, g, c->items[waiting[k]], rule, la, origin, cur, counted);
             if (rc) return rc;
         }
         if (indexed) return CM_OK;
@@ -78,7 +123,7 @@ static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t or
         const cm_item *items = c->items;
         for (size_t i = c->set_start[origin], end = c->set_start[origin + 1]; i < end; i++) {
             if (!(calls[cm_st(items[i].state)] & bit)) continue;
-            int rc = advance_waiter(c, g, items[i], rule, la, origin, cur);
+            int rc = advance_waiter(c, g, items[i], rule, la, origin, cur, counted);
             if (rc) return rc;
             items = c->items;
         }
@@ -87,10 +132,15 @@ static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t or
     for (size_t i = c->set_start[origin]; i < c->n_items; i++) {
         cm_item it = c->items[i];
         if (!(calls[cm_st(it.state)] & bit)) continue;
-        int rc = advance_waiter(c, g, it, rule, la, origin, cur);
+        int rc = advance_waiter(c, g, it, rule, la, origin, cur, counted);
         if (rc) return rc;
     }
     return CM_OK;
+}
+
+static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t origin, uint32_t cur, uint32_t la) {
+    return g->has_segments ? complete_k(c, g, rule, origin, cur, la, true)
+                           : complete_k(c, g, rule, origin, cur, la, false);
 }
 
 /* Close the open set under prediction and completion.  An item owing a
@@ -98,37 +148,44 @@ static int complete(cm_chart *c, const cm_grammar *g, uint32_t rule, uint32_t or
  * next byte) and, through a nullable callee, to its own next state; a marker
  * edge adds its class to the debt; a completion passes the completed item's
  * debt to its callers. */
-static int close_set(cm_chart *c, const cm_grammar *g) {
+static CM_ALWAYS_INLINE int close_set_k(cm_chart *c, const cm_grammar *g, bool counted) {
     const cm_tables *t = &g->t;
     uint32_t cur = (uint32_t)c->n_sets;
     for (size_t i = c->set_start[cur]; i < c->n_items; i++) {
         cm_item it = c->items[i];
         uint32_t st = cm_st(it.state), la = cm_la(it.state);
         int rc;
-        if (t->accepting[st]) {
+        if (counted ? cm_seg_accepts(g, st, c->counts[i]) : t->accepting[st]) {
             if (it.origin == CM_OUTER) {
                 c->exited = true;
                 if (c->upward) {
                     uint32_t r = t->state_rule[st];
                     for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++)
-                        if ((rc = add_item(c, g, cm_pack(g->ret_state[k], la), CM_OUTER))) return rc;
+                        if ((rc = add_entered(c, g, cm_pack(g->ret_state[k], la), CM_OUTER, counted))) return rc;
                 }
-            } else if ((rc = complete(c, g, t->state_rule[st], it.origin, cur, la))) {
+            } else if ((rc = complete_k(c, g, t->state_rule[st], it.origin, cur, la, counted))) {
                 return rc;
             }
         }
         for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++) {
             uint32_t callee = t->ref_rule[e];
             if (t->rule_la[callee]) {
-                rc = add_item(c, g, cm_pack(t->ref_target[e], cm_la_union(g, la, t->rule_la[callee])), it.origin);
+                rc = add_entered(c, g, cm_pack(t->ref_target[e], cm_la_union(g, la, t->rule_la[callee])), it.origin,
+                                 counted);
             } else {
-                rc = add_item(c, g, cm_pack(t->rule_start[callee], la), cur);
-                if (!rc && t->rule_nullable[callee]) rc = add_item(c, g, cm_pack(t->ref_target[e], la), it.origin);
+                rc = add_entered(c, g, cm_pack(t->rule_start[callee], la), cur, counted);
+                if (!rc && t->rule_nullable[callee])
+                    rc = add_entered(c, g, cm_pack(t->ref_target[e], la), it.origin, counted);
             }
             if (rc) return rc;
         }
     }
     return CM_OK;
+}
+
+/* One flag test a set: a segment grammar's closure keeps counts. */
+static int close_set(cm_chart *c, const cm_grammar *g) {
+    return g->has_segments ? close_set_k(c, g, true) : close_set_k(c, g, false);
 }
 
 static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *max_origin) {
@@ -142,9 +199,10 @@ static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
 }
 
-static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t cur) {
+static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t cur,
+                     bool counted, uint32_t seg_bits) {
     if (mm->n_kernel != n_kernel || mm->vset >= cur || mm->version != c->version[mm->vset] ||
-        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]))
+        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]) || (counted && mm->seg_bits != seg_bits))
         return false;
     return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
 }
@@ -172,22 +230,40 @@ static int index_open_set(cm_chart *c) {
 }
 
 /* close_set over a kernel the dedup table holds (indexed) or not yet. */
-static int close_kernel(cm_chart *c, const cm_grammar *g, bool indexed) {
+static int close_kernel(cm_chart *c, const cm_grammar *g, bool indexed, bool counted) {
     int rc = indexed ? CM_OK : index_open_set(c);
-    return rc ? rc : close_set(c, g);
+    return rc ? rc : counted ? close_set_k(c, g, true) : close_set_k(c, g, false);
+}
+
+static atomic_size_t g_seg_memo_hits;
+
+size_t cm_chart_seg_memo_hits(void) { return atomic_load_explicit(&g_seg_memo_hits, memory_order_relaxed); }
+
+/* A segment grammar's kernel (n <= CM_MEMO_KERNEL items from k0): bit i for item i in a segment
+ * with k >= lo.  A closure reads no other count (only a head accepts, at k >= lo; prediction and
+ * completion give every item they add cm_seg_enter's count), so a kernel and these bits decide
+ * it, and the closure's items past the kernel get their counts back from their states. */
+static uint32_t kernel_seg_bits(const cm_chart *c, const cm_grammar *g, size_t k0, uint32_t n) {
+    uint32_t bits = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t sid = g->state_seg[cm_st(c->items[k0 + i].state)];
+        if (sid != CM_SEG_NONE && c->counts[k0 + i] >= g->seg_lo[sid]) bits |= 1u << i;
+    }
+    return bits;
 }
 
 /* close_set, reusing the closure of an identical kernel over an unchanged chart;
  * `indexed`: the kernel is in the dedup table (a hit never needs it). */
-static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
+static CM_ALWAYS_INLINE int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed, bool counted) {
     uint32_t cur = (uint32_t)c->n_sets;
     size_t k0 = c->set_start[cur];
     uint32_t n_kernel = (uint32_t)(c->n_items - k0), max_origin;
-    if (n_kernel > CM_MEMO_KERNEL) return close_kernel(c, g, indexed);
-    if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_kernel(c, g, indexed);
+    if (n_kernel > CM_MEMO_KERNEL) return close_kernel(c, g, indexed, counted);
+    if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_kernel(c, g, indexed, counted);
     cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
-    if (max_origin >= cur) return close_kernel(c, g, indexed);
-    if (mm && memo_hit(c, mm, k0, n_kernel, cur)) {
+    if (max_origin >= cur) return close_kernel(c, g, indexed, counted);
+    uint32_t seg_bits = counted ? kernel_seg_bits(c, g, k0, n_kernel) : 0;
+    if (mm && memo_hit(c, mm, k0, n_kernel, cur, counted, seg_bits)) {
         c->memo_used = mm;
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
@@ -197,13 +273,22 @@ static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
             cm_item it = mm->closure[i];
             c->items[k0 + i] = (cm_item){it.state, it.origin == CM_MEMO_HERE ? cur : it.origin};
         }
+        if (counted) {
+            if ((rc = cm_grow((void **)&c->counts, &c->cap_counts, k0 + mm->n_closure, sizeof *c->counts)))
+                return rc;
+            for (uint32_t i = n_kernel; i < mm->n_closure; i++)
+                c->counts[k0 + i] = cm_seg_enter(g, cm_st(mm->closure[i].state));
+            atomic_fetch_add_explicit(&g_seg_memo_hits, 1, memory_order_relaxed);
+        }
         c->n_items = k0 + mm->n_closure;
         c->exited = mm->exited;
         return CM_OK;
     }
     c->read_hi = 0;
-    int rc = close_kernel(c, g, indexed);
+    if (counted) c->seg_touched = false;
+    int rc = close_kernel(c, g, indexed, counted);
     if (rc) return rc;
+    if (counted && c->seg_touched) return CM_OK; /* its count check must run again: not memoized */
     /* The closure depends on the sets up to max_origin, and, where a waiter's lookahead
      * debt read the first bytes of a completed span (advance_waiter), on the sets those
      * bytes made, this one's included. */
@@ -230,6 +315,7 @@ static int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed) {
     mm->version = c->version[vset];
     mm->exited = c->exited;
     mm->note = 0;
+    mm->seg_bits = seg_bits;
     c->memo_used = mm;
     return CM_OK;
 }
@@ -332,6 +418,7 @@ int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *state
  * pairs], an origin being CM_OUTER or the position of a set in sig.  No set
  * records a byte (256), so no lookahead debt may read one. */
 int cm_chart_load(cm_chart *c, const cm_grammar *g, const uint32_t *sig) {
+    if (g->has_segments) return CM_ERR_ARG; /* signatures carry no counts yet (step (c)) */
     uint32_t n_sets = *sig++;
     int rc = CM_OK;
     cm_chart_truncate(c, 0);
@@ -462,10 +549,61 @@ static int scan_kernel(cm_chart *c, const cm_grammar *g, uint32_t cls, uint8_t b
     return CM_OK;
 }
 
+/* The guards of a segment grammar's scan: item i of the chart reading the edge at `cell` from
+ * state st.  INTO needs k < hi, EXIT k >= lo; BACK gives k + 1 (k < hi: validated tables reach
+ * BACK only through an INTO), any other edge inside the segment keeps k, an EXIT or an edge from
+ * outside enters its target afresh.  false: the guard refuses. */
+static inline bool seg_step(const cm_grammar *g, uint32_t st, size_t cell, uint32_t k, uint32_t next, uint32_t *nk) {
+    uint32_t sid = g->state_seg[st];
+    uint8_t f = g->edge_flags[cell];
+    if (sid != CM_SEG_NONE) {
+        if ((f & CM_SEG_INTO) && k >= g->seg_hi[sid]) return false;
+        if ((f & CM_SEG_EXIT) && k < g->seg_lo[sid]) return false;
+    }
+    if (f & CM_SEG_BACK) *nk = k + 1;
+    else if (sid != CM_SEG_NONE && !(f & CM_SEG_EXIT)) *nk = k;
+    else *nk = cm_seg_enter(g, next);
+    return true;
+}
+
+/* cm_chart_scan on a segment grammar: every item through add_item_k with its count (no
+ * single-item shortcut, no small-kernel path); the closure memoized by kernel and the kernel's
+ * acceptance bits (kernel_seg_bits), except where the closure met a segment item again. */
+static int scan_counted(cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    const cm_tables *t = &g->t;
+    uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
+    c->exited = false;
+    c->memo_used = NULL;
+    int rc = cm_chart_begin_set(c);
+    if (rc) return rc;
+    c->set_byte[c->n_sets] = byte;
+    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1], guarded = 0;
+    for (size_t i = lo; i < hi; i++) {
+        cm_item it = c->items[i];
+        uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte), nk;
+        if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
+        size_t cell = (size_t)st * t->n_classes + cls;
+        int32_t next = t->trans[cell];
+        if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
+        guarded += g->state_seg[st] != CM_SEG_NONE;
+        if (!seg_step(g, st, cell, c->counts[i], (uint32_t)next, &nk)) continue;
+        if ((rc = add_counted(c, g, cm_pack((uint32_t)next, la), it.origin, nk))) goto fail;
+    }
+    if (guarded) cm_counted_scans_add(guarded);
+    if (c->n_items == c->set_start[c->n_sets]) return 0;
+    if ((rc = close_memoized(c, g, true, true))) goto fail;
+    cm_chart_end_set(c);
+    return 1;
+fail:
+    c->n_items = c->set_start[c->n_sets];
+    return rc;
+}
+
 /* Scan one byte from the last set: 1 = a non-empty set was appended,
  * 0 = the byte is not viable here (chart unchanged), < 0 = error. */
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
+    if (g->has_segments) return scan_counted(c, g, byte);
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
     c->exited = false;
     c->memo_used = NULL;
@@ -508,7 +646,7 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
         }
     }
     if (c->n_items == c->set_start[c->n_sets]) return 0;
-    if ((rc = close_memoized(c, g, indexed))) goto fail;
+    if ((rc = close_memoized(c, g, indexed, false))) goto fail;
     cm_chart_end_set(c);
     return 1;
 fail:
@@ -522,12 +660,16 @@ fail:
 bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
+    bool seg = g->has_segments; /* counts guard the segment states' edges */
     for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
         cm_item it = c->items[i];
         uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
         if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
-        int32_t next = t->trans[(size_t)st * t->n_classes + cls];
-        if (next >= 0 && (!la || debt_payable(g, (uint32_t)next, la, 0))) return true;
+        size_t cell = (size_t)st * t->n_classes + cls;
+        int32_t next = t->trans[cell];
+        uint32_t nk;
+        if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
+        if (!seg || seg_step(g, st, cell, c->counts[i], (uint32_t)next, &nk)) return true;
     }
     return false;
 }
@@ -535,6 +677,14 @@ bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g) {
     const cm_tables *t = &g->t;
     size_t last = c->n_sets - 1;
+    if (g->has_segments) {
+        for (size_t i = c->set_start[last]; i < c->set_start[last + 1]; i++) {
+            uint32_t st = cm_st(c->items[i].state);
+            if (c->items[i].origin == 0 && t->state_rule[st] == t->start_rule && cm_seg_accepts(g, st, c->counts[i]))
+                return true;
+        }
+        return false;
+    }
     for (size_t i = c->set_start[last]; i < c->set_start[last + 1]; i++) {
         cm_item it = c->items[i];
         uint32_t st = cm_st(it.state);  /* a lookahead owed is met by the end of the text */

@@ -472,6 +472,11 @@ void cm_grammar_free(cm_grammar *g) {
     free(g->la_pending_off);
     free(g->la_pending);
     free(g->stop_ids);
+    free(g->state_seg);
+    free(g->edge_flags);
+    free(g->seg_lo);
+    free(g->seg_hi);
+    free(g->seg_head);
     free(g->blob);
     free(g);
 }

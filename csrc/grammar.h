@@ -38,6 +38,14 @@ struct cm_grammar {
                                    (debt 0: unused) */
     uint32_t *la_pending_off;   /* [n_la + 1] per debt, the trie entries that end inside a */
     uint32_t *la_pending;       /*   character still owing it: la_pending[off[d] .. off[d+1]) */
+    /* counted repetitions (segments.c, cm_grammar_new_segments; NULL / 0 without): per state its
+       segment (CM_SEG_NONE: none), per byte cell its edge's flags, per segment lo, hi, head.  The
+       matcher's chart keeps a count per item only when has_segments (earley.c). */
+    bool has_segments;
+    uint32_t n_segments;
+    uint32_t *state_seg;
+    uint8_t *edge_flags;
+    uint32_t *seg_lo, *seg_hi, *seg_head;
     /* the limits it was compiled with */
     cm_limits lim;
     /* everything filled in later, by whichever thread needs it first */
@@ -90,6 +98,22 @@ static inline bool cm_token_in_set(const cm_grammar *g, uint32_t k, uint32_t tok
         if (t->set_ids[i] == token) return true;
     return false;
 }
+
+/* A segment grammar's count on arriving at `st` from outside its segment (a prediction, a
+ * completion's target, an EXIT, an edge from outside): 0 on a head, CM_SEG_NONE elsewhere. */
+static inline uint32_t cm_seg_enter(const cm_grammar *g, uint32_t st) {
+    return g->state_seg[st] == CM_SEG_NONE ? CM_SEG_NONE : 0;
+}
+
+/* Does `st` accept with count k (a head only at k >= lo)? */
+static inline bool cm_seg_accepts(const cm_grammar *g, uint32_t st, uint32_t k) {
+    if (!g->t.accepting[st]) return false;
+    uint32_t sid = g->state_seg[st];
+    return sid == CM_SEG_NONE || k >= g->seg_lo[sid];
+}
+
+/* Count scans of items in segment states (segments.c's counter, `_core.counted_scans()`). */
+void cm_counted_scans_add(size_t n);
 
 /* The checks cm_grammar_new makes of its tables but the byte cells' (grammar.c). */
 int cm_tables_validate(const cm_tables *t);

@@ -620,6 +620,10 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     size_t from = fresh ? g->n_words : 0;
     if (n_words > from) memset(words + from, 0, (n_words - from) * sizeof *words);
     if (m->err) return CM_ERR_STATE;
+    if (g->has_segments) { /* masks read no counts yet (step (c)): none made, the row zeroed */
+        memset(words, 0, g->n_words * sizeof *words);
+        return CM_ERR_ARG;
+    }
     memset(&m->stats, 0, sizeof m->stats);
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
     memo_key key = {0, 0, false};

@@ -234,11 +234,13 @@ long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap) {
         for (size_t i = c->set_start[c->n_sets - 1]; i < c->n_items; i++) {
             uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
             tokens |= g->has_tokens[s];
-            for (int b = 0; b < 256; b++)
+            for (int b = 0; b < 256 && !g->has_segments; b++)
                 if (cm_bit(g->next_bytes + (size_t)s * 8, (unsigned)b) && !cm_la_forbids(g, la, (unsigned)b))
                     next[b >> 5] |= 1u << (b & 31);
         }
         if (tokens) break;  /* a whole token may come next */
+        for (int b = 0; b < 256 && g->has_segments; b++)  /* a head's next bytes depend on its count */
+            if (cm_chart_viable(c, g, (uint8_t)b)) next[b >> 5] |= 1u << (b & 31);
         int only = -1, count = 0;
         for (int b = 0; b < 256 && count < 2; b++)
             if ((next[b >> 5] >> (b & 31)) & 1u) only = b, count++;
@@ -253,4 +255,16 @@ long cm_matcher_jump_forward(cm_matcher *m, uint8_t *buf, size_t cap) {
     }
     cm_chart_truncate(&m->c, n_sets);
     return (long)n;
+}
+
+size_t cm_matcher_seg_items(const cm_matcher *m, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap) {
+    if (!m) return 0;
+    const cm_chart *c = &m->c;
+    size_t lo = c->set_start[c->n_sets - 1], n = c->set_start[c->n_sets] - lo;
+    for (size_t i = 0; i < n && i < cap; i++) {
+        if (state) state[i] = cm_st(c->items[lo + i].state);
+        if (origin) origin[i] = c->items[lo + i].origin;
+        if (k) k[i] = m->g->has_segments ? c->counts[lo + i] : CM_SEG_NONE;
+    }
+    return n;
 }

@@ -35,6 +35,8 @@ static atomic_size_t g_counted_scans;
 
 size_t cm_counted_scans(void) { return atomic_load(&g_counted_scans); }
 
+void cm_counted_scans_add(size_t n) { atomic_fetch_add(&g_counted_scans, n); }
+
 /* Is s an interior state (in a segment, not its head)? */
 static inline bool interior(const cm_seg_tables *in, uint32_t s) {
     uint32_t sid = in->state_seg[s];
@@ -164,6 +166,33 @@ int cm_segtab_new(const cm_seg_tables *in, cm_segtab **out) {
         return CM_ERR_NOMEM;
     }
     *out = st;
+    return CM_OK;
+}
+
+int cm_grammar_new_segments(const cm_seg_tables *in, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
+                            const cm_limits *limits, cm_grammar **out) {
+    if (!in || !out) return CM_ERR_ARG;
+    *out = NULL;
+    int rc = validate(in);
+    cm_grammar *g = NULL;
+    if (!rc) rc = cm_grammar_new(&in->t, v, stop_ids, n_stop, limits, &g);
+    if (rc || !in->n_segments) {
+        *out = g;
+        return rc;
+    }
+    size_t ns = in->t.n_states, nseg = in->n_segments;
+    g->n_segments = in->n_segments;
+    g->state_seg = dup(in->state_seg, ns, sizeof(uint32_t));
+    g->edge_flags = dup(in->edge_flags, ns * in->t.n_classes, 1);
+    g->seg_lo = dup(in->seg_lo, nseg, sizeof(uint32_t));
+    g->seg_hi = dup(in->seg_hi, nseg, sizeof(uint32_t));
+    g->seg_head = dup(in->seg_head, nseg, sizeof(uint32_t));
+    if (!g->state_seg || !g->edge_flags || !g->seg_lo || !g->seg_hi || !g->seg_head) {
+        cm_grammar_free(g);
+        return CM_ERR_NOMEM;
+    }
+    g->has_segments = true;
+    *out = g;
     return CM_OK;
 }
 

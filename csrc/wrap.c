@@ -92,7 +92,7 @@ int cm_wrap_split(const cm_grammar *g, uint32_t state, cm_entry *e) {
 }
 
 int cm_grammar_entry_wrap(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *rest, size_t *n_rest) {
-    if (!g || !words || !rest || !n_rest || state >= g->t.n_states) return CM_ERR_ARG;
+    if (!g || !words || !rest || !n_rest || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
     cm_entry *owned;
     int rc;
     const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
