@@ -290,7 +290,7 @@ cdef class GrammarHandle:
     cdef cm_grammar *ptr
     cdef readonly VocabHandle vocab
     cdef object _borrowed  # Tables._raw: the bytes the core reads in place (freed after it)
-    cdef readonly bint segments  # made from the segment form's tables, with segments: no masks yet
+    cdef readonly bint segments  # made from the segment form's tables, with segments: no warm/entry
 
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, settings):
         """settings: an object with an attribute per field of cm_limits (MatcherLimits and the
