@@ -390,6 +390,10 @@ cdef extern from "chart.h" nogil:
     size_t cm_chart_scans_hashed()
     size_t cm_chart_seg_memo_hits()
 
+cdef extern from "cache.h" nogil:
+    size_t cm_seg_entry_builds()
+    size_t cm_seg_entry_hits()
+
 
 cdef extern from "cfgmask.h" nogil:
     # counted repetitions as segments (csrc/segments.c)

@@ -57,8 +57,8 @@ cdef object _raise(int rc, str what):
     raise _error(rc, what, _RUN_TIME)
 
 
-_SEG_MASKS = ("masks are not made yet for a grammar with counted segments (step (c) of the "
-              "counters plan, docs/design.md §7): its matchers accept and reject only")
+_SEG_MASKS = ("warm and entry copies are not made yet for a grammar with counted segments (its "
+              "entries of segment states are keyed by counts: docs/design.md §7, counters)")
 
 
 cdef object _raise_fill(int rc, GrammarHandle grammar, str what):
@@ -290,7 +290,7 @@ cdef class GrammarHandle:
     cdef cm_grammar *ptr
     cdef readonly VocabHandle vocab
     cdef object _borrowed  # Tables._raw: the bytes the core reads in place (freed after it)
-    cdef readonly bint segments  # made from the segment form's tables, with segments: no masks yet
+    cdef readonly bint segments  # made from the segment form's tables, with segments: no warm/entry
 
     def __cinit__(self, tables, VocabHandle vocab, stop_ids, settings):
         """settings: an object with an attribute per field of cm_limits (MatcherLimits and the
@@ -1931,6 +1931,12 @@ def seg_memo_hits():
     """How many closures of a segment grammar's chart sets came from the closure memo (keyed by
     the kernel and its items' k >= lo bits; csrc/earley.c) so far in this process (tests)."""
     return cm_chart_seg_memo_hits()
+
+
+def seg_entry_stats():
+    """(built, found again): a segment grammar's entries of segment states keyed by their clipped
+    pair (csrc/cache.c, cm_grammar_seg_entry) so far in this process (for the tests)."""
+    return cm_seg_entry_builds(), cm_seg_entry_hits()
 
 
 def counted_scans():

@@ -16,10 +16,12 @@
 #include <time.h>
 
 #include "cache.h"
+#include "chart.h"
 #include "compose.h"
 #include "donor.h"
 #include "flat.h"
 #include "loops.h"
+#include "walk.h"
 #include "wrap.h"
 
 int cm_cache_new(const cm_grammar *g, cm_cache **out) {
@@ -58,6 +60,7 @@ void cm_cache_free(cm_cache *c) {
     if (!c) return;
     for (size_t i = 0; i < c->entries_cap; i++) cm_entry_free(c->entries[i]);  /* slots[] shares them */
     free(c->entries);
+    free(c->seg_slots);
     free(c->slots);
     free(c->building);
     cm_flat_free(c->flat);
@@ -204,8 +207,21 @@ static int try_donor(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return 1;
 }
 
+/* A segment grammar's walk: the whole trie through a private counted chart of (state, OUTER),
+ * at count k where state is in a segment.  No other rung: they read the automata without
+ * counts. */
+static int plain_walk(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w) {
+    cm_chart c;
+    int rc = g->state_seg[state] == CM_SEG_NONE ? cm_chart_init_item(&c, g, state, CM_OUTER)
+                                                 : cm_chart_init_item_k(&c, g, state, CM_OUTER, k);
+    if (!rc) rc = cm_walk_chart(g, &c, g->t.state_rule[state], 0, g->v->n_trie, 0, 0, -1, w);
+    cm_chart_free(&c);
+    return rc;
+}
+
 /* The walk of `state`'s entry, by the first rung that applies. */
 static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (g->has_segments) return plain_walk(g, state, CM_SEG_NONE, w);
     int done = try_compose(g, state, w);
     if (!done) done = try_donor(g, state, w);
     if (!done && g->lim.share_loop_walks && g->solo[state]) done = cm_loop_entry(g, state, w);
@@ -226,7 +242,7 @@ size_t cm_entry_spare_takes(void) { return atomic_load(&g_spare_takes); }
  * kept as ids: their walk's bitset, zeroed again as the ids are taken out, serves the next
  * build instead of a 16 KB calloc and free per entry (a JSON Schema's first document builds
  * ~35 entries). */
-static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
+static cm_entry *build_entry_k(const cm_grammar *g, uint32_t state, uint32_t k, int *status) {
     cm_cache *c = g->cache;
     cm_walk w;
     uint32_t *spare = c->n_spare ? c->spare_bits[--c->n_spare] : NULL;
@@ -234,11 +250,14 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
     int rc = cm_walk_init_spare(&w, g, spare);
     cm_entry *e = calloc(1, sizeof *e);
     if (!rc && !e) rc = CM_ERR_NOMEM;
-    if (!rc) rc = build_walk(g, state, &w);
-    if (!rc && !w.filtered && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
+    /* a segment grammar: the plain walk, kept as it is (the filter's upward charts and the
+     * wrap split read no counts) */
+    bool seg = g->has_segments;
+    if (!rc) rc = seg ? plain_walk(g, state, k, &w) : build_walk(g, state, &w);
+    if (!rc && !seg && !w.filtered && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
         cm_walk_filter_uncertain(g, state, &w);
     if (!rc) rc = cm_walk_finish(g, &w, e);
-    if (!rc && cm_wrap_applies(g, state, e->n_uncertain)) rc = cm_wrap_split(g, state, e);
+    if (!rc && !seg && cm_wrap_applies(g, state, e->n_uncertain)) rc = cm_wrap_split(g, state, e);
     if (w.bits && w.bits_zero && c->n_spare < CM_SPARE_BITS) {
         c->spare_bits[c->n_spare++] = w.bits;
         w.bits = NULL;
@@ -250,6 +269,10 @@ static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
         return NULL;
     }
     return e;
+}
+
+static cm_entry *build_entry(const cm_grammar *g, uint32_t state, int *status) {
+    return build_entry_k(g, state, CM_SEG_NONE, status);
 }
 
 /* The entry of `state`, built if need be; under the cache lock. */
@@ -281,6 +304,99 @@ const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry *
     const cm_entry *r = entry_locked(g, state, owned, status);
     pthread_mutex_unlock(&c->lock);
     return r;
+}
+
+/* ---- a segment grammar's entries of segment states, keyed by the clipped pair ---- */
+
+typedef struct cm_seg_slot {
+    uint32_t state, need, budget; /* state UINT32_MAX: empty */
+    cm_entry *e;                  /* the interned entry (the cache's entries own it) */
+} cm_seg_slot;
+
+static atomic_size_t g_seg_builds, g_seg_hits;
+
+size_t cm_seg_entry_builds(void) { return atomic_load(&g_seg_builds); }
+size_t cm_seg_entry_hits(void) { return atomic_load(&g_seg_hits); }
+
+static void seg_key(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *need, uint32_t *budget) {
+    uint32_t sid = g->state_seg[state], lo = g->seg_lo[sid], hi = g->seg_hi[sid], L = g->v->max_len;
+    *need = lo > k ? (lo - k < L ? lo - k : L) : 0;
+    *budget = hi > k ? (hi - k < L ? hi - k : L) : 0;  /* k <= hi: INTO guards every BACK */
+}
+
+static size_t seg_hash(uint32_t state, uint32_t need, uint32_t budget, size_t mask) {
+    uint64_t h = ((uint64_t)state << 32) ^ ((uint64_t)need << 16) ^ budget;
+    return cm_hslot(h, mask);
+}
+
+/* The slot of the key, or the empty slot where it goes; under lock, seg_cap > 0. */
+static cm_seg_slot *seg_find(const cm_cache *c, uint32_t state, uint32_t need, uint32_t budget) {
+    size_t mask = c->seg_cap - 1, s = seg_hash(state, need, budget, mask);
+    while (c->seg_slots[s].state != UINT32_MAX &&
+           (c->seg_slots[s].state != state || c->seg_slots[s].need != need || c->seg_slots[s].budget != budget))
+        s = (s + 1) & mask;
+    return &c->seg_slots[s];
+}
+
+/* Room for one more key: 0 or CM_ERR_NOMEM; under lock. */
+static int seg_grow(cm_cache *c) {
+    if (c->seg_cap && (c->seg_used + 1) * 2 <= c->seg_cap) return CM_OK;
+    size_t cap = c->seg_cap ? c->seg_cap * 2 : 64;
+    cm_seg_slot *old = c->seg_slots, *t = malloc(cap * sizeof *t);
+    if (!t) return CM_ERR_NOMEM;
+    for (size_t i = 0; i < cap; i++) t[i].state = UINT32_MAX;
+    size_t old_cap = c->seg_cap;
+    c->seg_slots = t;
+    c->seg_cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].state != UINT32_MAX) *seg_find(c, old[i].state, old[i].need, old[i].budget) = old[i];
+    free(old);
+    return CM_OK;
+}
+
+const cm_entry *cm_grammar_seg_entry(const cm_grammar *g, uint32_t state, uint32_t k, cm_entry **owned, int *status) {
+    if (g->state_seg[state] == CM_SEG_NONE) return cm_grammar_entry(g, state, owned, status);
+    cm_cache *c = g->cache;
+    uint32_t need, budget;
+    seg_key(g, state, k, &need, &budget);
+    *owned = NULL;
+    *status = CM_OK;
+    pthread_mutex_lock(&c->lock);
+    if (c->seg_cap) {
+        cm_seg_slot *sl = seg_find(c, state, need, budget);
+        if (sl->state != UINT32_MAX) {
+            cm_entry *e = sl->e;
+            pthread_mutex_unlock(&c->lock);
+            atomic_fetch_add_explicit(&g_seg_hits, 1, memory_order_relaxed);
+            return e;
+        }
+    }
+    cm_entry *e = build_entry_k(g, state, k, status), *shared = NULL;
+    if (e) {
+        atomic_fetch_add_explicit(&g_seg_builds, 1, memory_order_relaxed);
+        if (atomic_load(&c->bytes) + e->bytes > g->lim.max_cache_bytes || seg_grow(c) || !(shared = entry_intern(g, e))) {
+            *owned = e;
+        } else {
+            if (shared == e) atomic_fetch_add(&c->bytes, e->bytes);
+            cm_seg_slot *sl = seg_find(c, state, need, budget);
+            *sl = (cm_seg_slot){state, need, budget, shared};
+            c->seg_used++;
+            e = shared;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return e;
+}
+
+bool cm_grammar_seg_peek(const cm_grammar *g, uint32_t state, uint32_t k) {
+    if (g->state_seg[state] == CM_SEG_NONE) return cm_cache_peek(g, state) != NULL;
+    cm_cache *c = g->cache;
+    uint32_t need, budget;
+    seg_key(g, state, k, &need, &budget);
+    pthread_mutex_lock(&c->lock);
+    bool found = c->seg_cap && seg_find(c, state, need, budget)->state != UINT32_MAX;
+    pthread_mutex_unlock(&c->lock);
+    return found;
 }
 
 /* ---- the public face ---- */

@@ -46,6 +46,10 @@ struct cm_cache {
     atomic_size_t composed, donated, loops_from_vocab;
     atomic_size_t tail_walks, tail_uses;  /* tail parts walked, and taken by byte edges */
     atomic_size_t run_walks, runs_from_vocab;  /* run walks walked, and found in the vocabulary */
+    /* a segment grammar's entries of segment states, keyed by (state, clipped pair): see
+       cm_grammar_seg_entry; under lock, open addressing [seg_cap], NULL until the first */
+    struct cm_seg_slot *seg_slots;
+    size_t seg_cap, seg_used;
     /* finished masks, under memo.lock */
     cm_mask_memo memo;
     /* uncertain tokens' verdicts by enclosing stack, under stacks.lock */
@@ -59,6 +63,22 @@ void cm_cache_free(cm_cache *c);
  * entry is built for this call only and handed back in *owned for the caller
  * to free.  Readers never lock. */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+
+/* A segment grammar's entry of `state` for an item at count k (docs/design.md §7, "Masks on a
+ * grammar with counted segments").  Outside segments it is cm_grammar_entry's (a state's walk
+ * enters every segment afresh, at count 0).  In a segment it is keyed by (state, need, budget),
+ * need = min(max(lo - k, 0), L), budget = min(hi - k, L), L the vocabulary's longest token in
+ * bytes, and built by the plain trie walk of a private counted chart from (state, k).  Equal
+ * keys have equal entries: a token of n <= L bytes completes j <= n units, and the guards read
+ * k + j only before one of its bytes is read (INTO: k + j < hi, EXIT and a completion that
+ * the token goes on after: k + j >= lo), so with j <= n - 1 <= L - 1 every k with the same
+ * clipped pair gives every guard the same answer.  Locks the cache: not yet fast. */
+const cm_entry *cm_grammar_seg_entry(const cm_grammar *g, uint32_t state, uint32_t k, cm_entry **owned, int *status);
+/* Is that entry built (cm_cache_peek's)? */
+bool cm_grammar_seg_peek(const cm_grammar *g, uint32_t state, uint32_t k);
+/* Keyed entries built and found again, in this process (for the tests). */
+size_t cm_seg_entry_builds(void);
+size_t cm_seg_entry_hits(void);
 
 /* How many entry builds took a spare bitset, zeroed by an earlier build, so far in this
  * process (for the tests). */

@@ -672,8 +672,9 @@ size_t cm_segchart_items(const cm_segchart *c, uint32_t *state, uint32_t *origin
 size_t cm_counted_scans(void);
 /* A grammar over the spliced automaton (step (b)(2)): cm_grammar_new on in->t, the segment tags
  * validated as cm_segtab_new does and kept.  Its matchers keep a count per chart item and accept
- * or reject by the counts; masks are not made for it yet (step (c)): cm_matcher_fill_mask and the
- * entry builds answer CM_ERR_ARG.  With no segments it is cm_grammar_new's grammar. */
+ * or reject by the counts, and its masks read them (step (c): a segment state's entry is keyed by
+ * its count's clipped pair, cache.c); cm_grammar_warm, the entry copies and cm_chart_load answer
+ * CM_ERR_ARG.  With no segments it is cm_grammar_new's grammar. */
 int cm_grammar_new_segments(const cm_seg_tables *in, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
                             const cm_limits *limits, cm_grammar **out);
 /* A matcher's last chart set: per item its automaton state, origin and count (CM_SEG_NONE

@@ -136,6 +136,7 @@ int cm_waiters(cm_chart *c, const cm_grammar *g, uint32_t origin, uint32_t rule,
 
 int cm_chart_init(cm_chart *c, const cm_grammar *g);
 int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin);
+int cm_chart_init_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, uint32_t k);
 int cm_chart_init_returns(cm_chart *c, const cm_grammar *g, uint32_t rule);
 int cm_chart_init_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);
 int cm_chart_reset_items(cm_chart *c, const cm_grammar *g, const uint32_t *states, size_t n);

@@ -328,6 +328,17 @@ int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_
     return rc;
 }
 
+/* cm_chart_init_item for a segment grammar's item in a segment state at count k (an entry
+ * keyed by its clipped pair is built from it: mask.c, cache.c). */
+int cm_chart_init_item_k(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin, uint32_t k) {
+    if (!g->has_segments) return CM_ERR_ARG;
+    int rc = cm_chart_open(c, false);
+    if (!rc) rc = add_item_k(c, g, state, origin, true, k);
+    if (!rc) rc = close_set(c, g);
+    if (!rc) cm_chart_end_set(c);
+    return rc;
+}
+
 /* Would `rule`, begun at set `origin`, be followed by itself if it completed
  * after the last set?  Completes it in a scratch set and looks for its start
  * state predicted there; the chart is left as it was.  1 yes, 0 no, < 0 error. */

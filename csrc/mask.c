@@ -187,6 +187,56 @@ static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
     return CM_OK;
 }
 
+/* gather on a segment grammar: an item in a segment state looks up the entry of its state at its
+ * count (cm_grammar_seg_entry: keyed by the clipped pair, so two items of one state with
+ * different counts may need two entries: no stamp for them, the entries' list deduplicates);
+ * the others their state's, built by the plain counted walk.  No wrap split is made. */
+static int gather_counted(cm_matcher *m, uint32_t *words, bool *fresh) {
+    const cm_grammar *g = m->g;
+    const cm_chart *c = &m->c;
+    if (++m->stamp_gen == 0) {
+        memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
+        m->stamp_gen = 1;
+    }
+    const cm_entry *done[CM_GATHER_SEEN];
+    uint32_t done_la[CM_GATHER_SEEN];
+    size_t n_done = 0;
+    for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
+        uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
+        bool in_seg = g->state_seg[s] != CM_SEG_NONE;
+        if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) {
+            zero_if_fresh(g, words, fresh);
+            or_token_edges(g, s, words);
+        }
+        if ((!in_seg && m->stamp[s] == m->stamp_gen) || !looked_up(g, c, c->items[i])) continue;
+        if (!la && !in_seg) m->stamp[s] = m->stamp_gen;
+        m->stats.n_states++;
+        cm_entry *owned;
+        int rc;
+        const cm_entry *e = cm_grammar_seg_entry(g, s, in_seg ? c->counts[i] : CM_SEG_NONE, &owned, &rc);
+        if (rc) return rc;
+        if (!owned) {
+            size_t j = 0;
+            while (j < n_done && (done[j] != e || done_la[j] != la)) j++;
+            if (j < n_done) continue;
+            if (n_done < CM_GATHER_SEEN) {
+                done[n_done] = e;
+                done_la[n_done++] = la;
+            }
+        }
+        if (la) {
+            zero_if_fresh(g, words, fresh);
+            or_entry_owing(m, words, e, la);
+        } else {
+            or_accepted_first(m, words, e, fresh);
+            mark_sorted(m, e->uncertain, e->n_uncertain);
+        }
+        m->stats.n_candidates += e->n_uncertain;
+        cm_entry_free(owned);
+    }
+    return CM_OK;
+}
+
 typedef struct check_state {
     size_t base;                /* index of the current (real) set */
     const uint8_t *prev;
@@ -437,7 +487,10 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     check_state cs = {n_sets - 1, NULL, 0, UINT32_MAX, NULL, &m->g->cache->stacks};
     /* a grammar with lookahead debts: completions read the bytes between too; and a store
      * costs more than it saves until the grammar's checks have run a few thousand steps */
-    size_t steps = m->stats.n_steps, want = m->g->lim.stack_verdicts;
+    /* a segment grammar: every candidate through the counted chart (the stack verdicts and the
+     * closing verdicts read the automata and the stacks without counts) */
+    bool seg = m->g->has_segments;
+    size_t steps = m->stats.n_steps, want = seg ? 0 : m->g->lim.stack_verdicts;
     bool counting = want && m->g->t.n_la <= 1 && atomic_load_explicit(&cs.store->steps, memory_order_relaxed) + 1 < want;
     if (lo < hi && want && m->g->t.n_la <= 1 && !counting && cm_stack_store_open(cs.store) &&
         !cm_stackmemo_begin(&m->stacks, n_sets - 1, v->max_len))
@@ -445,7 +498,7 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     split sp;
     sp.at = -1;
     size_t min = m->g->lim.closing_verdicts;  /* fewer candidates: the split's sets cost more than it saves */
-    int rc = min && m->stats.n_candidates >= min ? split_current(m, &sp, n_sets - 1) : 0;
+    int rc = min && !seg && m->stats.n_candidates >= min ? split_current(m, &sp, n_sets - 1) : 0;
     bool splits = rc > 0;
     if (rc > 0) rc = CM_OK;
     m->cand_lo = UINT32_MAX;
@@ -503,6 +556,10 @@ static size_t uncached_states(cm_matcher *m) {
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state);
         if (m->stamp[s] == m->stamp_gen || !looked_up(g, c, c->items[i])) continue;
+        if (g->has_segments && g->state_seg[s] != CM_SEG_NONE) {  /* keyed by its count too */
+            n += !cm_grammar_seg_peek(g, s, c->counts[i]);
+            continue;
+        }
         m->stamp[s] = m->stamp_gen;
         n += cm_cache_peek(g, s) == NULL;
     }
@@ -559,10 +616,17 @@ static int fill_some(cm_matcher *m, size_t n) {
     const cm_chart *c = &m->c;
     for (size_t i = c->set_start[c->n_sets - 1]; n && i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state);
-        if (!looked_up(g, c, c->items[i]) || cm_cache_peek(g, s)) continue;
+        if (!looked_up(g, c, c->items[i])) continue;
         cm_entry *owned;
         int rc;
-        cm_grammar_entry(g, s, &owned, &rc);
+        if (g->has_segments) {
+            uint32_t k = g->state_seg[s] != CM_SEG_NONE ? c->counts[i] : CM_SEG_NONE;
+            if (cm_grammar_seg_peek(g, s, k)) continue;
+            cm_grammar_seg_entry(g, s, k, &owned, &rc);
+        } else {
+            if (cm_cache_peek(g, s)) continue;
+            cm_grammar_entry(g, s, &owned, &rc);
+        }
         cm_entry_free(owned);
         if (rc) return rc;
         n--;
@@ -600,7 +664,7 @@ static int compute(cm_matcher *m, uint32_t *words, memo_key *key, bool *fresh) {
         if (!rc && g->lim.direct_walk_states > 1) rc = fill_some(m, CM_FILL_PER_WALK);
         return rc;
     }
-    rc = gather(m, words, fresh);
+    rc = g->has_segments ? gather_counted(m, words, fresh) : gather(m, words, fresh);
     zero_if_fresh(g, words, fresh);
     /* many candidates to check: worth a signature */
     if (!rc && !key->tried && m->stats.n_candidates >= g->lim.mask_memo_min_candidates && memo_hit(m, key, words)) {
@@ -620,14 +684,12 @@ int cm_matcher_fill_mask(cm_matcher *m, uint32_t *words, size_t n_words) {
     size_t from = fresh ? g->n_words : 0;
     if (n_words > from) memset(words + from, 0, (n_words - from) * sizeof *words);
     if (m->err) return CM_ERR_STATE;
-    if (g->has_segments) { /* masks read no counts yet (step (c)): none made, the row zeroed */
-        memset(words, 0, g->n_words * sizeof *words);
-        return CM_ERR_ARG;
-    }
     memset(&m->stats, 0, sizeof m->stats);
     m->stats.n_items = m->c.set_start[m->c.n_sets] - m->c.set_start[m->c.n_sets - 1];
-    memo_key key = {0, 0, false};
-    if (!m->terminated && m->stats.n_items >= g->lim.mask_memo_min_items && memo_hit(m, &key, words)) return CM_OK;
+    /* a segment grammar: no whole-mask memo (its signature carries no counts): tried already */
+    memo_key key = {0, 0, g->has_segments};
+    if (!m->terminated && !key.tried && m->stats.n_items >= g->lim.mask_memo_min_items && memo_hit(m, &key, words))
+        return CM_OK;
     if (!m->terminated) {
         int rc = compute(m, words, &key, &fresh);
         if (rc > 0) return CM_OK;

@@ -206,7 +206,8 @@ int cm_walk_chart(const cm_grammar *g, cm_chart *c, uint32_t rule, size_t k, siz
     uint8_t *ex = w->ex, *fl = w->fl;
     size_t base = c->n_sets;  /* sets at depth d0 and before */
     int rc = CM_OK;
-    bool loops = atomic_load_explicit(&g_loop_stop, memory_order_relaxed);
+    /* a loop stop settles a subtree from an automaton's self edge: no counts (segment grammars) */
+    bool loops = atomic_load_explicit(&g_loop_stop, memory_order_relaxed) && !g->has_segments;
     /* an exit at depth 0 is another item of the same set; deeper, it is an exit
      * (ex0 >= 0: the exit of the set the items were taken from) */
     ex[d0] = d0 ? (ex0 >= 0 ? (uint8_t)ex0 : c->exited) : 0;

@@ -5,7 +5,7 @@ reject by the counts.  Along test_segments' hypothesis walks the engine's viable
 acceptance and every item's count equal the private counted chart's (csrc/segments.c), the
 model's (tests/segment_model.py) and, for bytes and acceptance, the reference's (which unrolls
 every count); forks read ahead, rollbacks give the same sets back; ``_core.counted_scans()``
-proves the engine's counted scan ran.  Masks are refused on such grammars until step (c).
+proves the engine's counted scan ran.  Masks: tests/test_segment_masks.py (step (c)).
 """
 
 from __future__ import annotations
@@ -252,18 +252,19 @@ def test_a_called_rule_ending_in_a_segment(x: ir.Expr, b: tuple[int, int], seed:
     assert _core.seg_memo_hits() > hits
 
 
-def test_masks_are_refused_until_counts_are_read() -> None:
+def test_masks_are_made_but_warm_and_entries_refused() -> None:
+    """Masks read the counts now (tests/test_segment_masks.py checks them); warm and the entry
+    copies, keyed by state alone, still refuse a grammar with segments."""
     g = grammar(root=_string(chars("az"), 1, 12))
     form = segment_form(g, ON)
     assert form.segments
     gh = _handle(c_tables(form))
     m = _core.MatcherHandle(gh)
-    row = np.full(BYTES.size // 32 + 1, -1, dtype=np.int32)
+    row = np.zeros(BYTES.size // 32 + 1, dtype=np.int32)
     assert gh.segments
-    with pytest.raises(MatcherError, match="counted segments"):
-        m.fill_mask(row)
-    assert not row.any()  # no stale row is left behind
-    assert m.accept_bytes(b'"ab')  # the matcher still reads
+    assert m.accept_bytes(b'"ab')
+    m.fill_mask(row)
+    assert row.any()
     with pytest.raises(MatcherError, match="counted segments"):
         gh.warm()
     with pytest.raises(MatcherError, match="counted segments"):
