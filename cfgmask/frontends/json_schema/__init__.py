@@ -51,7 +51,8 @@ def clear_memos() -> None:
     patterns, their products with formats and lengths, number ranges and divisors, keys,
     literals and rule-name stems (``cfgmask.clear_caches()`` calls it, so that a cold compile
     reuses nothing an earlier schema taught).  What depends on no schema stays: the
-    metaschemas, the named formats' languages, the JSON spellings of classes."""
+    metaschemas, the named formats' languages, the JSON spellings of classes, the automaton of
+    every string (``strings.everywhere``'s)."""
     from . import _ir_util, canonical, containers, lexical, numbers, strings, wellformed
 
     for memo in (

@@ -35,6 +35,11 @@ from .formats import FORMAT_READINGS, FORMATS
 from .lexical import ALL_CHARS, Encoder, encode_class
 from .report import pointer
 
+try:  # Python 3.11+
+    from re import _constants as _c  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - older Pythons
+    import sre_constants as _c  # type: ignore[no-redef]
+
 if TYPE_CHECKING:
     from .walk import SchemaCompiler
 
@@ -73,7 +78,72 @@ def format_language(fmt: str) -> ir.Expr:
 # the deadline's LimitError) are not kept.
 @functools.lru_cache(maxsize=256)
 def pattern_dfa(p: str) -> chardfa.CharDFA:
+    if everywhere(p):  # ".*": every string; the general path spends ~280 us to say so
+        return _every_dfa()
     return chardfa.from_expr(ir.alt(*search_language(p)))
+
+
+def everywhere(p: str) -> bool:
+    """Whether the search language of ``p`` is surely every string, by its shape: a sequence
+    of unbounded ``*`` / ``*?`` repeats of one character or class each (``.*``, ``[a-z]*``,
+    ``\\w*x*``, maybe in groups), or nothing.  That matches the empty string with no assertion,
+    so ``/p/u`` finds a match in any string, and the general path (``search_language``, then
+    ``chardfa.from_expr``) cannot fail on it.  Only a text ending in ``*``, ``*?`` or ``)`` (or
+    empty) is parsed; False on anything else (the general path decides)."""
+    if p and not p.endswith(("*", "*?", ")")):
+        return False
+    from .. import ecmascript  # the regex modules load on the first pattern, as search_language's
+
+    try:
+        nodes = ecmascript.parse(p).nodes
+    except GrammarError:
+        return False  # the general path raises it, with its message
+    return _nullable_plain(nodes)
+
+
+def _nullable_plain(nodes: list[Any]) -> bool:
+    c = _c
+    for op, av in nodes:
+        if op is c.SUBPATTERN:
+            if not _nullable_plain(list(av[-1])):
+                return False
+        elif op is c.MAX_REPEAT or op is c.MIN_REPEAT:
+            lo, hi, item = av
+            if lo != 0 or hi != c.MAXREPEAT or len(item) != 1 or not _one_char(item[0]):
+                return False
+        else:
+            return False
+    return True
+
+
+def _one_char(node: Any) -> bool:
+    """A literal or class of code points outside the surrogates (what ``.``, ``[^]``, ``\\d``
+    and ``[a-z]`` parse to), nothing else."""
+    c = _c
+    op, av = node
+    if op is c.LITERAL:
+        return not 0xD800 <= av <= 0xDFFF
+    if op is not c.IN:
+        return False
+    for kind, x in av:
+        if kind is c.LITERAL:
+            if 0xD800 <= x <= 0xDFFF:
+                return False
+        elif kind is c.RANGE:
+            if x[0] <= 0xDFFF and x[1] >= 0xD800:
+                return False
+        else:
+            return False
+    return True
+
+
+@functools.cache  # depends on no schema: kept by clear_caches, as the formats' automata are
+def _every_dfa() -> chardfa.CharDFA:
+    """The automaton of every string (of code points JSON text can spell): what
+    ``chardfa.from_expr`` makes of ``.*``'s search language (tests/test_pattern_everywhere.py)."""
+    from ..ecmascript import everything
+
+    return chardfa.from_expr(ir.Repeat(ir.CharClass(everything()), 0, None))
 
 
 @functools.lru_cache(maxsize=64)
