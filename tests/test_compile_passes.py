@@ -19,10 +19,11 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import cfgmask
@@ -37,6 +38,7 @@ from cfgmask.errors import GrammarError, LimitError
 
 from . import reference_encode, reference_pipeline
 from . import reference_fsm as fsm
+from .helpers import alt, chars, grammar, lit, ref, rep, seq
 from .reference_encode import ReferenceSession, utf8_code
 from .strategies import SMALL, grammars
 
@@ -57,10 +59,13 @@ def _cold() -> None:
 
 
 def _outcome(fn):  # type: ignore[no-untyped-def]
+    """The result, or the error's kind and message.  The compile names the rule whose component
+    failed (``rule 'r0': automaton build: ...``); the references build without that plan, so the
+    name is left out of the comparison."""
     try:
         return fn()
     except (GrammarError, LimitError) as e:
-        return (type(e).__name__, str(e))
+        return (type(e).__name__, re.sub(r"^rule '[^']*': ", "", str(e)))
 
 
 def _tables(g: ir.Grammar, c_builder: bool, limits: CompileLimits | None = None) -> object:
@@ -128,6 +133,9 @@ def assert_c_automata_match_reference(g: ir.Grammar) -> tuple[dict | None, dict 
 
 
 @given(grammars_with_tokens())
+@example(  # a subset blow-up: C names the rule, the reference does not (a false failure once)
+    grammar("r0", r0=alt(seq(ref("r0"), lit("a")), rep(seq(lit("a"), rep(chars("ab"), 0, 20)))))
+)
 def test_c_builder_gives_the_python_builders_automata(g: ir.Grammar) -> None:
     """Every rule's automaton (untrimmed, inlined callees included), state for state.  The
     reference builds every rule on its own; C expands a rule used once in its caller
