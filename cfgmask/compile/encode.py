@@ -78,9 +78,9 @@ class Interner:
         self.uses: Sequence[dict[str, int]] = _dag.Lazy(self.facts, True)
         self.sizes = _dag.Sizes(self)  # repeats.dag_size over these ids, kept in size0
         # node ids by object id that every session of this generation looks up after its memo
-        # (``Session.seed``, read only): the prelude's IR objects (kept alive by it) where the prelude is installed
-        # (``cache._Prelude.install``), so the front end's constant bodies (a JSON string's
-        # character, whitespace) are not walked again by every compile
+        # (``Session.seed``, read only): the prelude's IR objects (kept alive by it) where the
+        # prelude is installed (``cache._Prelude.install``), so the front end's constant bodies
+        # (a JSON string's character, whitespace) are not walked again by every compile
         self.seed: dict[int, int] = {}
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
