@@ -173,12 +173,16 @@ def test_seeded_node_ids_are_the_ids_interning_gives() -> None:
     for _ in range(2):
         cfgmask.clear_caches()
         seed = CACHE._interner.seed
-        assert seed and CACHE.session().memo == seed and set(seed) <= set(held)
+        # a session reads the seed where it is (no copy) and starts its own memo empty
+        sess = CACHE.session()
+        assert seed and sess.seed is seed and sess.memo == {} and set(seed) <= set(held)
+        assert all(sess.known(held[k]) == i for k, i in seed.items())
         walk = Session(CACHE._interner, CACHE)
-        walk.memo.clear()
+        walk.seed = {}  # every object walked again
         assert {k: walk.cid(held[k]) for k in seed} == seed
+        assert seed == prel.seed  # read, never written
     # a generation without the prelude (a cache that pinned none) seeds nothing
-    assert AutomatonCache().session().memo == {}
+    assert AutomatonCache().session().seed == {}
 
 
 def test_pin_seeds_only_generations_with_the_prelude() -> None:
@@ -190,9 +194,9 @@ def test_pin_seeds_only_generations_with_the_prelude() -> None:
     sess = prepare(g2, DEFAULT_LIMITS, own.session())
     build_tables(g2, DEFAULT_LIMITS, sess)
     cache.pin(own, lambda members: "root" not in members, dict(sess.memo), list(sess.keep))
-    assert cache.session().memo == {}  # the used generation has other ids: no seed
+    assert cache.session().seed == {}  # the used generation has other ids: no seed
     cache.clear()
-    assert cache.session().memo == sess.memo
+    assert cache.session().seed == sess.memo
 
 
 def test_a_compile_begun_before_a_clear_files_nothing() -> None:

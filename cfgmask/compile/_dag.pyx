@@ -533,6 +533,7 @@ cdef class Interning:
     """One call of ``Session.cid``: the recursive walk of ``Session._cid_rec``."""
     cdef object sess
     cdef dict memo, ids
+    cdef dict seed  # the prelude's objects' ids (Session.seed): asked where memo misses, never written
     cdef list keep
     cdef Facts facts
     cdef object max_nodes
@@ -603,6 +604,7 @@ cdef class Interning:
     def __init__(self, sess, Facts facts):
         self.sess = sess
         self.memo = sess.memo
+        self.seed = sess.seed
         self.keep = sess.keep
         self.facts = facts
         self.ids = facts.ids
@@ -655,6 +657,8 @@ cdef class Interning:
                 if g is None:
                     ox = oid(x)
                     got = PyDict_GetItemWithError(memo, ox)
+                    if got == NULL:
+                        got = PyDict_GetItemWithError(self.seed, ox)
                     g = self.rec(x, depth + 1, ox) if got == NULL else <object>got
                 self.seen_put(x, g)
                 set_item(kids, k, g)
@@ -665,6 +669,8 @@ cdef class Interning:
             x = (<Repeat>e).item
             ox = oid(x)
             got = PyDict_GetItemWithError(memo, ox)
+            if got == NULL:
+                got = PyDict_GetItemWithError(self.seed, ox)
             g = self.rec(x, depth + 1, ox) if got == NULL else <object>got
             i = self.facts.add_repeat((REPEAT, g, (<Repeat>e).lo, (<Repeat>e).hi), <Py_ssize_t>g)
         else:
@@ -700,12 +706,14 @@ def intern_all(sess, dict rules):
     cdef Interning walk = Interning(sess, facts)
     # the rules' names, each value replaced by its body's id: a dict made at its size, where
     # one grown by an insert a name cost ~0.3 K instructions a name
-    cdef dict out = PyDict_Copy(rules), memo = walk.memo
+    cdef dict out = PyDict_Copy(rules), memo = walk.memo, seed = walk.seed
     facts.acquire()
     try:
         for name, body in rules.items():
             ob = oid(body)
             got = memo.get(ob)
+            if got is None:
+                got = seed.get(ob)
             if got is None:
                 try:
                     got = walk.rec(body, 0, ob)
@@ -1793,10 +1801,13 @@ def dirty_rules(sess, dict rules, Clean clean, max_product):
     """The names of ``rules`` that ``RepeatRewriter.expr`` may rewrite, in order: each rule
     whose body is not interned (a literal set outlined), not clean, or whose repetition
     bounds multiply past ``max_product``; the others it would keep as they are."""
-    cdef dict memo = sess.memo
+    cdef dict memo = sess.memo, seed = sess.seed
     cdef list maxprod = sess.interner.maxprod, out = []
     for name, body in rules.items():
-        c = memo.get(oid(body))
+        ob = oid(body)
+        c = memo.get(ob)
+        if c is None:
+            c = seed.get(ob)
         try:
             if c is None or not clean.walk(<Py_ssize_t>c, 0) or maxprod[c] > max_product:
                 out.append(name)

@@ -101,8 +101,16 @@ class AutomatonCache:
             for dfas in kept.values():  # their runs for every copy from now on (csrc/dfa.c)
                 for dfa in dfas:
                     dfa.handle.keep_runs()
+            it = other._interner
             prelude = _Prelude(
-                other._interner.gen, list(other._interner.keys), keys, kept, seed or {}, list(held or ())
+                it.gen,
+                list(it.keys),
+                keys,
+                kept,
+                seed or {},
+                list(held or ()),
+                {i: u for i, u in enumerate(it._uses) if u is not None},
+                {i: r for i, r in enumerate(it._refs) if r is not None},
             )
         with self._lock:
             self._prelude = prelude
@@ -145,6 +153,11 @@ class _Prelude:
     components: dict[int, list[DFA]]
     seed: dict[int, int]  # node ids by object id (Interner.seed), of the objects in ``held``
     held: list[Any]
+    # the nodes' references per rule and rule sets (Interner._uses, _refs) that the prelude's
+    # builds made, by node id: facts of a node's subtree, the same in every generation (equal
+    # ids, equal keys), and read only (the compiled walks share them between nodes too)
+    uses: dict[int, dict[str, int]]
+    refs: dict[int, frozenset[str]]
 
     def install(self, cache: AutomatonCache) -> None:
         """Into the fresh generation of ``cache`` (its lock held): the nodes added again in
@@ -154,6 +167,13 @@ class _Prelude:
         for i, node in enumerate(self.nodes):
             if interner.add(node) != i:  # cannot happen: ids are handed out in order
                 raise AssertionError(f"prelude node {i} got another id")
+        # what the prelude's builds worked out of its nodes, so that no compile makes it again
+        # (a schema's compile asked the rule sets and uses of ~5 prelude rule bodies each time)
+        uses, refs = interner._uses, interner._refs
+        for i, u in self.uses.items():
+            uses[i] = u
+        for i, r in self.refs.items():
+            refs[i] = r
         gen = interner.gen
         cache._key_ids = {
             (gen, *k[1:]) if isinstance(k, tuple) and k and k[0] == self.gen else k: i

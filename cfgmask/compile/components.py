@@ -52,7 +52,7 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
     out = dict(rules)
     named: dict[int, str] = {}  # set id -> its rule
     memo: dict[int, ir.Expr] = {}  # id(node) -> node rewritten
-    keys, ids = sess.interner.keys, sess.memo
+    keys, known = sess.interner.keys, sess.known
     below: dict[int, bool] = {}  # DAG id -> a literal set inside
     has_set_c = _dag.SetsBelow(keys, below)
 
@@ -90,7 +90,7 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
         got = memo.get(id(e))
         if got is not None:
             return got
-        c = ids.get(id(e))
+        c = known(e)
         if c is not None and not has_set(c):  # nothing to outline below (a rule body's node)
             new: ir.Expr = e
         elif isinstance(e, ir.LiteralSet):

@@ -77,10 +77,10 @@ class Interner:
         self.refs: Sequence[frozenset[str]] = _dag.Lazy(self.facts, False)
         self.uses: Sequence[dict[str, int]] = _dag.Lazy(self.facts, True)
         self.sizes = _dag.Sizes(self)  # repeats.dag_size over these ids, kept in size0
-        # node ids by object id that every session of this generation starts its memo with:
-        # the prelude's IR objects (kept alive by it) where the prelude is installed
-        # (``cache._Prelude.install``), so the front end's constant bodies (a JSON string's
-        # character, whitespace) are not walked again by every compile
+        # node ids by object id that every session of this generation looks up after its memo
+        # (``Session.seed``, read only): the prelude's IR objects (kept alive by it) where the
+        # prelude is installed (``cache._Prelude.install``), so the front end's constant bodies
+        # (a JSON string's character, whitespace) are not walked again by every compile
         self.seed: dict[int, int] = {}
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
@@ -127,7 +127,11 @@ class Session:
         self.cache = cache
         self.gen = self.interner.gen
         # node ids by object id; ``keep`` holds the objects, so no id is reused meanwhile
-        self.memo: dict[int, int] = self.interner.seed.copy()
+        self.memo: dict[int, int] = {}
+        # the prelude's objects' ids (``Interner.seed``), read through, never written: every
+        # lookup of ``memo`` that misses asks it next, where a copy a session cost a cold
+        # compile ~10 K instructions and the cache lines of ~200 entries (docs/design.md §7)
+        self.seed: dict[int, int] = self.interner.seed
         self.keep: list[ir.Expr] = []
         self._next_check = 1024
         self.code = array("I")
@@ -147,7 +151,7 @@ class Session:
     def cid(self, root: ir.Expr, max_nodes: int | None = None) -> int:
         """The id of ``root`` (interned with its subtree if new).  Raises TooBig past
         ``max_nodes`` nodes visited in this session."""
-        got = self.memo.get(id(root))
+        got = self.known(root)
         if got is not None:
             return got
         self.max_nodes = max_nodes
@@ -158,6 +162,11 @@ class Session:
 
     max_nodes: int | None = None
 
+    def known(self, e: ir.Expr) -> int | None:
+        """The id of ``e`` if this session or the prelude (``seed``) has met it, else None."""
+        got = self.memo.get(id(e))
+        return self.seed.get(id(e)) if got is None else got
+
     def cids(self, rules: dict[str, ir.Expr], max_nodes: int | None = None) -> dict[str, int]:
         """``cid`` of every rule body, by rule name."""
         self.max_nodes = max_nodes
@@ -165,15 +174,21 @@ class Session:
 
     def _cid_iter(self, root: ir.Expr, max_nodes: int | None) -> int:
         memo = self.memo
-        got = memo.get(id(root))
+        got = self.known(root)
         if got is not None:
             return got
+        seed = self.seed
+
+        def look(x: object) -> int | None:  # ``known``, its dicts bound once
+            g = memo.get(id(x))
+            return seed.get(id(x)) if g is None else g
+
         interner = self.interner
         ids = interner.ids
         stack = [root]
         while stack:
             e = stack[-1]
-            got = memo.get(id(e))
+            got = look(e)
             if got is not None:
                 stack.pop()
                 continue
@@ -183,7 +198,7 @@ class Session:
                 kids = []
                 missing = False
                 for x in e.items:  # type: ignore[attr-defined]
-                    g = memo.get(id(x))
+                    g = look(x)
                     if g is None:
                         stack.append(x)
                         missing = True
@@ -193,7 +208,7 @@ class Session:
                     continue
                 key = (_SEQ if isinstance(e, ir.Seq) else _ALT, tuple(kids))
             elif isinstance(e, ir.Repeat):
-                g = memo.get(id(e.item))
+                g = look(e.item)
                 if g is None:
                     stack.append(e.item)
                     continue
