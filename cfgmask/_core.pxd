@@ -359,6 +359,8 @@ cdef extern from "chains.h" nogil:
 cdef extern from "flat.h" nogil:
     size_t cm_flat_plain_steps()
     size_t cm_flat_plain_proofs()
+    void cm_flat_sets_cap(unsigned n)
+    size_t cm_flat_sets_capped()
     void cm_flat_names_memo_enable(int on)
     size_t cm_flat_names_memo_hits()
 
@@ -385,6 +387,9 @@ cdef extern from "loops.h" nogil:
     size_t cm_text_loop_walks()
     size_t cm_loop_walks_past_dead()
     size_t cm_run_name_scans()
+    void cm_name_runs_enable(int on)
+    size_t cm_name_run_hits()
+    size_t cm_run_gaps_skipped()
 
 cdef extern from "chart.h" nogil:
     size_t cm_chart_scans_hashed()

@@ -1647,6 +1647,19 @@ def flat_plain_proofs():
     return cm_flat_plain_proofs()
 
 
+def flat_sets_cap(unsigned int n):
+    """The most sets of a flat configuration's chart suffix (csrc/flat.c, flat_suffix; 16 by
+    default, 0: none but the items' cap): a deeper configuration is walked on with a chart instead
+    of interned, as one past the items' cap is.  Process-wide; clear the caches after a change.
+    The entries are the same."""
+    cm_flat_sets_cap(n)
+
+
+def flat_sets_capped():
+    """How many configurations that cap left to a chart so far in this process (for the tests)."""
+    return cm_flat_sets_capped()
+
+
 def flat_names_memo_enable(bint on):
     """Keep each flat configuration's name proof (whether every name entry after a first byte
     is accepted from it) instead of proving it again at each walk that meets it (csrc/flat.c,
@@ -1738,6 +1751,28 @@ def run_name_scans():
     list and read only the other entries (csrc/loops.c, run_scan_names) so far in this process
     (for the tests)."""
     return cm_run_name_scans()
+
+
+def name_runs_enable(bint on):
+    """Take a run walk the vocabulary holds already (an identifier's, made by another state with
+    the same run over the same range) where a state's entry would walk that range another way: a
+    loop entry over the whole trie, a composed state's byte edge into the name (arithmetic's
+    `primary` variable beside `call`'s name); and skip a run entry's ranges of first bytes that
+    its state does not read (csrc/loops.c, cm_run_stored, gap_dead; the default).  Off: those
+    walks as before, the reference the tests compare against.  Process-wide; clear the caches
+    after a change.  The entries are the same."""
+    cm_name_runs_enable(1 if on else 0)
+
+
+def name_run_hits():
+    """How many stored run walks were taken that way so far in this process (for the tests)."""
+    return cm_name_run_hits()
+
+
+def run_gaps_skipped():
+    """How many ranges of first bytes a run entry left unwalked, its state reading none of them,
+    so far in this process (for the tests)."""
+    return cm_run_gaps_skipped()
 
 
 def chart_scans_hashed():

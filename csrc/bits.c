@@ -38,8 +38,15 @@ void cm_set_bits(uint32_t *restrict set, const uint32_t *restrict ids, size_t n)
 
 /* the clone has the popcnt instruction (the baseline calls libgcc per word) */
 CM_VECTOR_CLONES static size_t count_bits(const uint32_t *words, size_t n) {
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += (size_t)__builtin_popcount(words[i]);
+    /* two words a popcnt: an entry's 4,008 words (Llama-3) counted in ~2,000 steps
+     * where a word a step took ~24 K instructions, once or twice per entry built */
+    size_t c = 0, i = 0;
+    for (; i + 2 <= n; i += 2) {
+        uint64_t x;
+        memcpy(&x, words + i, sizeof x);
+        c += (size_t)__builtin_popcountll(x);
+    }
+    if (i < n) c += (size_t)__builtin_popcount(words[i]);
     return c;
 }
 

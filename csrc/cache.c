@@ -224,6 +224,8 @@ static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (g->has_segments) return plain_walk(g, state, CM_SEG_NONE, w);
     int done = try_compose(g, state, w);
     if (!done) done = try_donor(g, state, w);
+    /* a name whose whole run walk another state made already (before a loop entry walks it again) */
+    if (!done) done = cm_run_entry_stored(g, state, w);
     if (!done && g->lim.share_loop_walks && g->solo[state]) done = cm_loop_entry(g, state, w);
     if (!done) done = cm_compose_edges(g, state, w);
     if (!done) done = cm_run_entry(g, state, w);

@@ -37,6 +37,7 @@
 
 #define CM_FLAT_MAX 16384       /* configurations; past it, charts take over */
 #define CM_FLAT_MAX_ITEMS 128   /* items of one configuration's chart suffix */
+#define CM_FLAT_SETS_CAP 16     /* sets of one configuration's chart suffix (cm_flat_sets_cap) */
 #define CM_FLAT_UNKNOWN (-1)     /* all bits set: a new row is one memset */
 #define CM_FLAT_DEAD (-2)
 #define CM_FLAT_CHART (-3)      /* not flat: a chart from here */
@@ -283,6 +284,17 @@ static int flat_scratch(cm_flat *f, size_t n_sets, size_t n) {
  * and their number; 0 when it cannot be interned.  The first `kept` sets are a
  * configuration's sets before its last, as loaded: flat_keeps kept each of
  * their items, and keeps it again (neither is the last set). */
+/* A configuration whose chart suffix holds more sets than this is not interned: the
+ * walk goes on with a chart (flat_leave), as past CM_FLAT_MAX_ITEMS.  A right-recursive
+ * rule read again and again nests one set deeper at each step (arithmetic's unary
+ * minus: Llama-3's runs of up to 96 dashes), so each step was a new configuration,
+ * its whole suffix encoded, sorted and hashed for a transition met once.  0: no cap;
+ * how many suffixes the cap refused, in this process (for the tests). */
+static atomic_uint g_sets_cap = CM_FLAT_SETS_CAP;
+static atomic_size_t g_sets_capped;
+void cm_flat_sets_cap(unsigned n) { atomic_store(&g_sets_cap, n); }
+size_t cm_flat_sets_capped(void) { return atomic_load(&g_sets_capped); }
+
 static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c, size_t kept) {
     size_t last = c->n_sets - 1, n_items = 0;
     uint32_t n_sets = 0;
@@ -291,6 +303,11 @@ static uint32_t flat_suffix(const cm_grammar *g, cm_flat *f, const cm_chart *c, 
     for (size_t j = last + 1; j-- > 0;) {  /* origins point back: one pass down marks them all */
         if (f->pos[j] == UINT32_MAX) continue;
         if (++n_sets > CM_FLAT_MAX_ITEMS + 1) return 0;  /* enc has room for that many */
+        unsigned cap = atomic_load_explicit(&g_sets_cap, memory_order_relaxed);
+        if (cap && n_sets > cap) {
+            atomic_fetch_add_explicit(&g_sets_capped, 1, memory_order_relaxed);
+            return 0;
+        }
         for (size_t i = c->set_start[j]; i < c->set_start[j + 1]; i++) {
             int keep = j < kept ? 1 : flat_keeps(g, c->items[i], j, last);
             if (keep < 0 || (keep && ++n_items > CM_FLAT_MAX_ITEMS)) return 0;

@@ -47,6 +47,10 @@ size_t cm_flat_plain_steps(void);
 size_t cm_flat_plain_proofs(void);
 /* flat_names_live answered once a configuration (on by default), and how often
  * the answer was read back, in this process (for the tests). */
+/* The most sets of a flat configuration's chart suffix (0: no cap but CM_FLAT_MAX_ITEMS);
+ * process-wide, clear the caches after a change.  How many suffixes it refused. */
+void cm_flat_sets_cap(unsigned n);
+size_t cm_flat_sets_capped(void);
 void cm_flat_names_memo_enable(int on);
 size_t cm_flat_names_memo_hits(void);
 void cm_flat_free(cm_flat *f);

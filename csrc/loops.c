@@ -1162,9 +1162,8 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
 /* The run walk of (r, k, k_end, d0): its tokens set in w, its exits into
  * *exits (the caller frees them); from the vocabulary's store, else walked
  * and put there. */
-static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_end, uint32_t d0, cm_walk *w,
-                   cm_loop_exit **exits, size_t *n_exits) {
-    uint32_t key[CM_RUN_KEY] = {CM_RUN_MARK};
+static uint64_t run_key(const uint32_t *r, size_t k, size_t k_end, uint32_t d0, uint32_t *key) {
+    key[0] = CM_RUN_MARK;
     memcpy(key + 1, r, 8 * sizeof *r);
     key[9] = (uint32_t)k;
     key[10] = (uint32_t)k_end;
@@ -1172,6 +1171,13 @@ static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_en
     uint64_t h = 0x52554E57ULL;
     for (int i = 0; i < CM_RUN_KEY; i++) h = (h ^ key[i]) * 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 29;
+    return h;
+}
+
+static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_end, uint32_t d0, cm_walk *w,
+                   cm_loop_exit **exits, size_t *n_exits) {
+    uint32_t key[CM_RUN_KEY];
+    uint64_t h = run_key(r, k, k_end, d0, key);
     int rc = cm_walk_store_get_run(g, key, h, w, exits, n_exits);
     atomic_fetch_add(rc == 1 ? &g->cache->runs_from_vocab : &g->cache->run_walks, rc >= 0);
     if (rc) return rc < 0 ? rc : CM_OK;
@@ -1242,6 +1248,50 @@ static int run_edges(const cm_grammar *g, uint32_t state, uint32_t rule, bool *e
     return n;
 }
 
+/* Stored run walks taken where another strategy would walk (cm_run_stored), and
+ * run entries' first-byte gaps skipped (cm_run_entry): on by default; how many,
+ * in this process. */
+static atomic_int g_name_runs_on = 1;
+static atomic_size_t g_name_run_hits, g_run_gaps_skipped;
+void cm_name_runs_enable(int on) { atomic_store(&g_name_runs_on, on ? 1 : 0); }
+size_t cm_name_run_hits(void) { return atomic_load(&g_name_run_hits); }
+size_t cm_run_gaps_skipped(void) { return atomic_load(&g_run_gaps_skipped); }
+
+bool cm_run_stored(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0) {
+    uint32_t r[8], key[CM_RUN_KEY];
+    if (!atomic_load_explicit(&g_name_runs_on, memory_order_relaxed) || !g->lim.run_walks ||
+        !g->lim.share_loop_walks || k_end - k < g->lim.run_walks || k_end > g->v->n_trie || k >= k_end ||
+        !run_bytes(g, state, rule, r))
+        return false;
+    uint64_t h = run_key(r, k, k_end, d0, key);
+    if (!cm_walk_store_has_run(g, key, h)) return false;
+    atomic_fetch_add_explicit(&g_name_run_hits, 1, memory_order_relaxed);
+    return true;
+}
+
+int cm_run_entry_stored(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    uint32_t rule = g->t.state_rule[state];
+    if (!g->solo[state] || !cm_run_stored(g, state, rule, 0, g->v->n_trie, 0)) return 0;
+    int rc = cm_run_walk(g, state, rule, 0, g->v->n_trie, 0, w);
+    return rc ? rc : 1;
+}
+
+/* Does `state` read none of the first bytes [b0, b1) and nothing else from (state,
+ * OUTER)?  It calls nothing and reads no token, so every entry of those first bytes
+ * dies at depth 0 (where an exit is another item of the same set): the walk of
+ * their range finds nothing. */
+static bool gap_dead(const cm_grammar *g, uint32_t state, unsigned b0, unsigned b1) {
+    const cm_tables *t = &g->t;
+    if (!atomic_load_explicit(&g_name_runs_on, memory_order_relaxed) || g->has_tokens[state] ||
+        t->ref_off[state] != t->ref_off[state + 1])
+        return false;
+    const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    for (unsigned c = b0; c < b1; c++)
+        if (row[t->byte_class[c]] >= 0) return false;
+    atomic_fetch_add_explicit(&g_run_gaps_skipped, 1, memory_order_relaxed);
+    return true;
+}
+
 int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[state], r[8];
@@ -1255,15 +1305,17 @@ int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!run_edges(g, state, rule, edge)) return 0;
     const uint32_t *fo = g->v->first_off;
     int rc = CM_OK;
+    unsigned lo_b = 0;  /* the first byte of entry lo (or past it) */
     for (int b = 0; b < 256 && !rc; b++) {
         if (!edge[b]) continue;
         /* the first bytes between, in one range walked as the whole walk would */
-        if (lo < fo[b]) rc = cm_flat_walk(g, state, rule, lo, fo[b], 0, w);
+        if (lo < fo[b] && !gap_dead(g, state, lo_b, (unsigned)b)) rc = cm_flat_walk(g, state, rule, lo, fo[b], 0, w);
         int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
         if (!rc) rc = cm_run_walk(g, (uint32_t)z, rule, fo[b], fo[b + 1], 1, w);
         lo = fo[b + 1];
+        lo_b = (unsigned)b + 1;
     }
-    if (!rc && lo < n) rc = cm_flat_walk(g, state, rule, lo, n, 0, w);
+    if (!rc && lo < n && !gap_dead(g, state, lo_b, 256)) rc = cm_flat_walk(g, state, rule, lo, n, 0, w);
     return rc ? rc : 1;
 }
 

@@ -75,6 +75,22 @@ int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, si
  * byte's subtree through cm_run_walk: 1 done, 0 declined (w untouched), < 0
  * error.  Under the cache lock. */
 int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* Does the vocabulary hold the run walk that cm_run_walk(state, rule, k, k_end, d0)
+ * would take (state has a run, the range is one a run walk takes)?  Then that
+ * call finds it instead of walking, and a caller that would otherwise walk the
+ * range another way (a loop entry, a composed state's byte edge) takes it: the
+ * same tokens either way.  Counted (cm_name_run_hits) when it does; false when
+ * switched off (cm_name_runs_enable). */
+bool cm_run_stored(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0);
+/* The entry of `state` as its whole run walk where the vocabulary holds it
+ * (arithmetic's `call` name after `primary`'s variable, the same run over the
+ * whole trie): 1 done, 0 declined (w untouched), < 0 error. */
+int cm_run_entry_stored(const cm_grammar *g, uint32_t state, cm_walk *w);
+void cm_name_runs_enable(int on);
+size_t cm_name_run_hits(void);
+/* Ranges of first bytes that cm_run_entry left unwalked, the state reading none of
+ * them (so far in this process, for the tests). */
+size_t cm_run_gaps_skipped(void);
 /* The whole walk of a solo state that reads a few bytes (CM_LITERAL_BYTES), into
  * states that call nothing, cannot complete and do the same (the rest of a JSON
  * key, a choice of keys, a keyword): the ranges of tokens that read on found by
@@ -125,6 +141,8 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
 /* A copy of a run walk kept by the vocabulary under that key; nothing when the
  * run walks' budget (CM_VOCAB_RUN_BYTES) is spent, memory is short, or it is
  * there already. */
+/* Does the vocabulary hold the run walk of key[0..CM_RUN_KEY)? */
+bool cm_walk_store_has_run(const cm_grammar *g, const uint32_t *key, uint64_t hash);
 void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
                            uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits);
 

@@ -288,6 +288,14 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
     return found;
 }
 
+bool cm_walk_store_has_run(const cm_grammar *g, const uint32_t *key, uint64_t hash) {
+    cm_walk_store *s = g->v->walks;
+    pthread_mutex_lock(&s->lock);
+    bool found = find_run(s, key, hash) != NULL;
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
 void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
                            uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits) {
     cm_walk_store *s = g->v->walks;
