@@ -257,6 +257,11 @@ uint32_t cm_segcut_states(const cm_segcut *c, uint32_t *states, uint32_t cap) {
 
 /* ---- one state's tables: the trie walk, then the cut's sets and lists ---- */
 
+static int by_id(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int by_count_desc(const void *a, const void *b) {
     const uint32_t *x = a, *y = b; /* (count, token) pairs */
     if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
@@ -290,12 +295,12 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
     uint32_t *count = malloc(nt * sizeof *count), *off = malloc(nt * sizeof *off);
     uint32_t *qs = malloc(((size_t)v->max_len + 1) * sizeof *qs);
     uint32_t *ks = malloc(((size_t)v->max_len + 1) * sizeof *ks);
-    uint32_t *pairs = malloc(2 * nt * sizeof *pairs);
+    uint32_t *pairs = malloc(2 * nt * sizeof *pairs), *live = malloc(nt * sizeof *live), n_live = 0;
     if (cs) {
         cs->kind = calloc(nt, 1);
         cs->cnt = calloc(nt, 1);
     }
-    if (!cs || !count || !off || !qs || !ks || !pairs || !cs->kind || !cs->cnt) goto fail;
+    if (!cs || !count || !off || !qs || !ks || !pairs || !live || !cs->kind || !cs->cnt) goto fail;
     /* the walk: qs[d], ks[d] the state and units completed after d bytes of the entry walked */
     qs[0] = q0;
     ks[0] = 0;
@@ -316,6 +321,7 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
                         cs->kind[t] = CM_SEGCUT_EXIT;
                         count[t] = ks[d];
                         off[t] = d;
+                        live[n_live++] = t;
                     }
                 k = end;
                 stopped = true;
@@ -333,17 +339,24 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
             uint32_t t = v->trie_ids[k];
             cs->kind[t] = qs[len] ? CM_SEGCUT_MID : CM_SEGCUT_STAY;
             count[t] = ks[len] + (qs[len] ? 1 : 0);
+            live[n_live++] = t;
             k++;
         }
     }
+    /* the live tokens by token: a scan where they are many, else their list sorted */
+    if ((size_t)n_live * 8 >= nt) {
+        n_live = 0;
+        for (size_t t = 0; t < nt; t++)
+            if (cs->kind[t] != CM_SEGCUT_DEAD) live[n_live++] = (uint32_t)t;
+    } else if (n_live) {
+        qsort(live, n_live, sizeof *live, by_id);
+    }
     /* the stored counts, the overflow and exit lists (by token), the bit sets */
-    uint32_t n_over = 0, n_exit = 0, n_long = 0, n_live = 0;
-    for (size_t t = 0; t < nt; t++) {
-        if (cs->kind[t] == CM_SEGCUT_DEAD) continue;
-        uint32_t c = count[t];
+    uint32_t n_over = 0, n_exit = 0, n_long = 0;
+    for (uint32_t i = 0; i < n_live; i++) {
+        uint32_t t = live[i], c = count[t];
         n_over += c >= CNT_OVER;
         n_exit += cs->kind[t] == CM_SEGCUT_EXIT;
-        n_live++;
     }
     /* the sets where a list of the live tokens would be longer than a set's words */
     cs->list_min = n_live > nw ? T : 1;
@@ -354,9 +367,8 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
     cs->exit_off = malloc((n_exit ? n_exit : 1) * sizeof *cs->exit_off);
     if (!cs->over_tok || !cs->over_cnt || !cs->exit_tok || !cs->exit_off) goto fail;
     uint32_t nl = 0, ne = 0;
-    for (size_t t = 0; t < nt; t++) {
-        if (cs->kind[t] == CM_SEGCUT_DEAD) continue;
-        uint32_t c = count[t];
+    for (uint32_t i = 0; i < n_live; i++) {
+        uint32_t t = live[i], c = count[t];
         cs->cnt[t] = (uint8_t)(c < CNT_OVER ? c : CNT_OVER);
         if (c >= CNT_OVER) {
             cs->over_tok[cs->n_over] = (uint32_t)t;
@@ -366,12 +378,18 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
             cs->exit_tok[cs->n_exit] = (uint32_t)t;
             cs->exit_off[cs->n_exit++] = off[t];
         }
-        for (uint32_t b = 0; cs->gt && b < T && b < c; b++) cm_set_bit(cs->gt + (size_t)b * nw, (unsigned)t);
+        if (cs->gt && c) /* in set min(c, T) - 1 alone here; the sets below take it in the OR after */
+            cm_set_bit(cs->gt + (size_t)(c < T ? c - 1 : T - 1) * nw, (unsigned)t);
         if (c >= cs->list_min) {
             pairs[2 * nl] = c;
             pairs[2 * nl + 1] = (uint32_t)t;
             nl++;
         }
+    }
+    for (uint32_t b = T - 1; cs->gt && b-- > 0;) { /* set b: counts over b, i.e. exactly b + 1 or over b + 1 */
+        uint32_t *lo = cs->gt + (size_t)b * nw;
+        const uint32_t *up = lo + nw;
+        for (size_t w = 0; w < nw; w++) lo[w] |= up[w];
     }
     if (split_pairs(pairs, nl, by_count_desc, &cs->long_tok, &cs->long_cnt)) goto fail;
     cs->n_long = n_long = nl;
@@ -389,6 +407,7 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
     free(qs);
     free(ks);
     free(pairs);
+    free(live);
     return cs;
 fail:
     state_free(cs);
@@ -397,6 +416,7 @@ fail:
     free(qs);
     free(ks);
     free(pairs);
+    free(live);
     return NULL;
 }
 
