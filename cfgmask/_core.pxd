@@ -446,6 +446,8 @@ cdef extern from "cfgmask.h" nogil:
                         size_t n_words)
     int cm_segcut_kill(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *out, size_t cap,
                        size_t *n_out)
+    int cm_segcut_leavers(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *tok, uint32_t *off,
+                          size_t cap, size_t *n_out)
     size_t cm_segcut_bytes(const cm_segcut *c)
     size_t cm_segcut_store_hits()
     size_t cm_segcut_state_builds()

@@ -2053,6 +2053,24 @@ cdef class SegCutHandle:
         free(out)
         return res
 
+    def leavers(self, uint32_t state, uint32_t need, uint32_t budget):
+        """The leavers the cut keeps: a list of (token, offset of its EXIT byte), by count."""
+        cdef size_t n = 0
+        cdef int rc = cm_segcut_leavers(self.ptr, state, need, budget, NULL, NULL, 0, &n)
+        if rc:
+            _segcut_raise(rc)
+        cdef uint32_t *buf = <uint32_t *>malloc(max(n, 1) * 8)
+        if buf == NULL:
+            raise MemoryError()
+        cdef size_t m = 0
+        rc = cm_segcut_leavers(self.ptr, state, need, budget, buf, buf + n, n, &m)
+        if rc or m != n:
+            free(buf)
+            _segcut_raise(rc or CM_ERR_STATE)
+        res = [(buf[i], buf[n + i]) for i in range(n)]
+        free(buf)
+        return res
+
 
 def segcut_store_hits():
     """How many segment cuts found their unit's tables in the vocabulary's store so far in

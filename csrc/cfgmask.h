@@ -715,6 +715,11 @@ int cm_segcut_apply(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget
 /* The cut's tokens (each once, up to cap written) into *n_out: how many there are. */
 int cm_segcut_kill(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *out, size_t cap,
                    size_t *n_out);
+/* The leavers the cut keeps (counting need to budget), by count, with their EXIT bytes' offsets
+ * (each token's walk goes on from there: cm_segcut_answer's target), up to cap written, into
+ * *n_out: how many there are. */
+int cm_segcut_leavers(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *tok, uint32_t *off,
+                      size_t cap, size_t *n_out);
 /* The bytes of the tables made so far for c's unit. */
 size_t cm_segcut_bytes(const cm_segcut *c);
 /* In this process: the cuts that found their unit's tables in the vocabulary's store, and the

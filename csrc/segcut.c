@@ -45,6 +45,7 @@ typedef struct cut_state {
     uint32_t list_min;               /* T with the sets, else 1 (the list answers every budget) */
     uint32_t n_long;
     uint32_t *leave_tok, *leave_cnt; /* the leavers by count ascending */
+    uint32_t *leave_off;             /* and their EXIT bytes' offsets */
     uint32_t n_leave;
     size_t bytes;
 } cut_state;
@@ -93,6 +94,7 @@ static void state_free(cut_state *cs) {
     free(cs->long_cnt);
     free(cs->leave_tok);
     free(cs->leave_cnt);
+    free(cs->leave_off);
     free(cs);
 }
 
@@ -400,8 +402,10 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
         ne++;
     }
     if (split_pairs(pairs, ne, by_count_asc, &cs->leave_tok, &cs->leave_cnt)) goto fail;
+    if (!(cs->leave_off = malloc((ne ? ne : 1) * sizeof *cs->leave_off))) goto fail;
+    for (uint32_t i = 0; i < ne; i++) cs->leave_off[i] = off[cs->leave_tok[i]];
     cs->n_leave = ne;
-    cs->bytes = sizeof *cs + 2 * nt + (cs->gt ? (size_t)T * nw * 4 : 0) + 8 * ((size_t)n_over + n_exit + n_long + ne);
+    cs->bytes = sizeof *cs + 2 * nt + (cs->gt ? (size_t)T * nw * 4 : 0) + 8 * ((size_t)n_over + n_exit + n_long) + 12 * (size_t)ne;
     free(count);
     free(off);
     free(qs);
@@ -549,6 +553,28 @@ int cm_segcut_kill(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget,
     /* the leavers short of the need, but those counted above (more than budget) */
     for (uint32_t i = 0; i < cs->n_leave && cs->leave_cnt[i] < need && cs->leave_cnt[i] <= budget; i++, n++)
         if (n < cap) out[n] = cs->leave_tok[i];
+    *n_out = n;
+    return CM_OK;
+}
+
+int cm_segcut_leavers(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *tok, uint32_t *off,
+                      size_t cap, size_t *n_out) {
+    cut_state *cs;
+    int rc = state_of(c, state, NULL, &cs);
+    if (rc) return rc;
+    if (!n_out || (cap && (!tok || !off))) return CM_ERR_ARG;
+    uint32_t lo = 0, hi = cs->n_leave; /* the first leaver counting need or more */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (cs->leave_cnt[mid] < need) lo = mid + 1;
+        else hi = mid;
+    }
+    size_t n = 0;
+    for (uint32_t i = lo; i < cs->n_leave && cs->leave_cnt[i] <= budget; i++, n++)
+        if (n < cap) {
+            tok[n] = cs->leave_tok[i];
+            off[n] = cs->leave_off[i];
+        }
     *n_out = n;
     return CM_OK;
 }

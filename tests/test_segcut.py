@@ -88,6 +88,10 @@ def _check_cut(
     n = len(answers)
     want = _ref_kill(answers, need, budget)
     assert cut.kill(state, need, budget) == want, (state, need, budget)
+    kept = sorted((t, a[2]) for t, a in enumerate(answers) if a[0] == LEAVE and need <= a[1] <= budget)
+    got = cut.leavers(state, need, budget)
+    assert sorted(got) == kept, (state, need, budget)
+    assert [answers[t][1] for t, _ in got] == sorted(answers[t][1] for t, _ in got)  # by count
     nw = (n + 31) // 32
     for row in (np.full(nw, U32, np.uint32), np.array([rng.getrandbits(32) for _ in range(nw)], np.uint32)):
         expect = row.copy()
