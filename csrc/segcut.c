@@ -264,15 +264,15 @@ static int by_id(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static int by_count_then_id(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b; /* (token, offset, count) triples */
+    if (x[2] != y[2]) return x[2] < y[2] ? -1 : 1;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
 static int by_count_desc(const void *a, const void *b) {
     const uint32_t *x = a, *y = b; /* (count, token) pairs */
     if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
-    return x[1] < y[1] ? -1 : x[1] > y[1];
-}
-
-static int by_count_asc(const void *a, const void *b) {
-    const uint32_t *x = a, *y = b;
-    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
     return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
@@ -298,12 +298,15 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
     uint32_t *qs = malloc(((size_t)v->max_len + 1) * sizeof *qs);
     uint32_t *ks = malloc(((size_t)v->max_len + 1) * sizeof *ks);
     uint32_t *pairs = malloc(2 * nt * sizeof *pairs), *live = malloc(nt * sizeof *live), n_live = 0;
+    uint32_t *exits = malloc(3 * nt * sizeof *exits), *over = malloc(2 * nt * sizeof *over);
     if (cs) {
         cs->kind = calloc(nt, 1);
         cs->cnt = calloc(nt, 1);
     }
-    if (!cs || !count || !off || !qs || !ks || !pairs || !live || !cs->kind || !cs->cnt) goto fail;
-    /* the walk: qs[d], ks[d] the state and units completed after d bytes of the entry walked */
+    if (!cs || !count || !off || !qs || !ks || !pairs || !live || !exits || !over || !cs->kind || !cs->cnt) goto fail;
+    /* the walk: qs[d], ks[d] the state and units completed after d bytes of the entry walked;
+     * count[k], off[k] by trie entry (a walk's writes stay in the pages of its subtrees), live[]
+     * the live entries in trie order */
     qs[0] = q0;
     ks[0] = 0;
     for (size_t k = 0; k < v->n_trie;) {
@@ -319,11 +322,10 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
                 if (end <= k || end > v->n_trie) end = k + 1;
                 if (code == C_EXIT)
                     for (size_t j = k; j < end; j++) {
-                        uint32_t t = v->trie_ids[j];
-                        cs->kind[t] = CM_SEGCUT_EXIT;
-                        count[t] = ks[d];
-                        off[t] = d;
-                        live[n_live++] = t;
+                        cs->kind[v->trie_ids[j]] = CM_SEGCUT_EXIT;
+                        count[j] = ks[d];
+                        off[j] = d;
+                        live[n_live++] = (uint32_t)j;
                     }
                 k = end;
                 stopped = true;
@@ -338,53 +340,37 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
             }
         }
         if (!stopped) {
-            uint32_t t = v->trie_ids[k];
-            cs->kind[t] = qs[len] ? CM_SEGCUT_MID : CM_SEGCUT_STAY;
-            count[t] = ks[len] + (qs[len] ? 1 : 0);
-            live[n_live++] = t;
+            cs->kind[v->trie_ids[k]] = qs[len] ? CM_SEGCUT_MID : CM_SEGCUT_STAY;
+            count[k] = ks[len] + (qs[len] ? 1 : 0);
+            live[n_live++] = (uint32_t)k;
             k++;
         }
-    }
-    /* the live tokens by token: a scan where they are many, else their list sorted */
-    if ((size_t)n_live * 8 >= nt) {
-        n_live = 0;
-        for (size_t t = 0; t < nt; t++)
-            if (cs->kind[t] != CM_SEGCUT_DEAD) live[n_live++] = (uint32_t)t;
-    } else if (n_live) {
-        qsort(live, n_live, sizeof *live, by_id);
-    }
-    /* the stored counts, the overflow and exit lists (by token), the bit sets */
-    uint32_t n_over = 0, n_exit = 0, n_long = 0;
-    for (uint32_t i = 0; i < n_live; i++) {
-        uint32_t t = live[i], c = count[t];
-        n_over += c >= CNT_OVER;
-        n_exit += cs->kind[t] == CM_SEGCUT_EXIT;
     }
     /* the sets where a list of the live tokens would be longer than a set's words */
     cs->list_min = n_live > nw ? T : 1;
     if (n_live > nw && !(cs->gt = calloc((size_t)T * nw, sizeof *cs->gt))) goto fail;
-    cs->over_tok = malloc((n_over ? n_over : 1) * sizeof *cs->over_tok);
-    cs->over_cnt = malloc((n_over ? n_over : 1) * sizeof *cs->over_cnt);
-    cs->exit_tok = malloc((n_exit ? n_exit : 1) * sizeof *cs->exit_tok);
-    cs->exit_off = malloc((n_exit ? n_exit : 1) * sizeof *cs->exit_off);
-    if (!cs->over_tok || !cs->over_cnt || !cs->exit_tok || !cs->exit_off) goto fail;
-    uint32_t nl = 0, ne = 0;
+    /* the stored counts and the bit sets in trie order; the leavers and the counts past a byte
+     * gathered as (token, offset or count, count) and ordered after */
+    uint32_t nl = 0, ne = 0, no = 0;
     for (uint32_t i = 0; i < n_live; i++) {
-        uint32_t t = live[i], c = count[t];
+        uint32_t k = live[i], t = v->trie_ids[k], c = count[k];
         cs->cnt[t] = (uint8_t)(c < CNT_OVER ? c : CNT_OVER);
         if (c >= CNT_OVER) {
-            cs->over_tok[cs->n_over] = (uint32_t)t;
-            cs->over_cnt[cs->n_over++] = c;
+            over[2 * no] = t;
+            over[2 * no + 1] = c;
+            no++;
         }
         if (cs->kind[t] == CM_SEGCUT_EXIT) {
-            cs->exit_tok[cs->n_exit] = (uint32_t)t;
-            cs->exit_off[cs->n_exit++] = off[t];
+            exits[3 * ne] = t;
+            exits[3 * ne + 1] = off[k];
+            exits[3 * ne + 2] = c;
+            ne++;
         }
         if (cs->gt && c) /* in set min(c, T) - 1 alone here; the sets below take it in the OR after */
             cm_set_bit(cs->gt + (size_t)(c < T ? c - 1 : T - 1) * nw, (unsigned)t);
         if (c >= cs->list_min) {
             pairs[2 * nl] = c;
-            pairs[2 * nl + 1] = (uint32_t)t;
+            pairs[2 * nl + 1] = t;
             nl++;
         }
     }
@@ -394,24 +380,45 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
         for (size_t w = 0; w < nw; w++) lo[w] |= up[w];
     }
     if (split_pairs(pairs, nl, by_count_desc, &cs->long_tok, &cs->long_cnt)) goto fail;
-    cs->n_long = n_long = nl;
-    for (uint32_t i = 0; i < cs->n_exit; i++) {
-        uint32_t t = cs->exit_tok[i];
-        pairs[2 * ne] = count[t];
-        pairs[2 * ne + 1] = t;
-        ne++;
+    cs->n_long = nl;
+    if (no) qsort(over, no, 2 * sizeof *over, by_id); /* (token, count) by token */
+    cs->over_tok = malloc((no ? no : 1) * sizeof *cs->over_tok);
+    cs->over_cnt = malloc((no ? no : 1) * sizeof *cs->over_cnt);
+    cs->exit_tok = malloc((ne ? ne : 1) * sizeof *cs->exit_tok);
+    cs->exit_off = malloc((ne ? ne : 1) * sizeof *cs->exit_off);
+    cs->leave_tok = malloc((ne ? ne : 1) * sizeof *cs->leave_tok);
+    cs->leave_cnt = malloc((ne ? ne : 1) * sizeof *cs->leave_cnt);
+    cs->leave_off = malloc((ne ? ne : 1) * sizeof *cs->leave_off);
+    if (!cs->over_tok || !cs->over_cnt || !cs->exit_tok || !cs->exit_off || !cs->leave_tok || !cs->leave_cnt ||
+        !cs->leave_off)
+        goto fail;
+    for (uint32_t i = 0; i < no; i++) {
+        cs->over_tok[i] = over[2 * i];
+        cs->over_cnt[i] = over[2 * i + 1];
     }
-    if (split_pairs(pairs, ne, by_count_asc, &cs->leave_tok, &cs->leave_cnt)) goto fail;
-    if (!(cs->leave_off = malloc((ne ? ne : 1) * sizeof *cs->leave_off))) goto fail;
-    for (uint32_t i = 0; i < ne; i++) cs->leave_off[i] = off[cs->leave_tok[i]];
+    cs->n_over = no;
+    if (ne) qsort(exits, ne, 3 * sizeof *exits, by_id); /* by token */
+    for (uint32_t i = 0; i < ne; i++) {
+        cs->exit_tok[i] = exits[3 * i];
+        cs->exit_off[i] = exits[3 * i + 1];
+    }
+    cs->n_exit = ne;
+    if (ne) qsort(exits, ne, 3 * sizeof *exits, by_count_then_id); /* by count, then token */
+    for (uint32_t i = 0; i < ne; i++) {
+        cs->leave_tok[i] = exits[3 * i];
+        cs->leave_off[i] = exits[3 * i + 1];
+        cs->leave_cnt[i] = exits[3 * i + 2];
+    }
     cs->n_leave = ne;
-    cs->bytes = sizeof *cs + 2 * nt + (cs->gt ? (size_t)T * nw * 4 : 0) + 8 * ((size_t)n_over + n_exit + n_long) + 12 * (size_t)ne;
+    cs->bytes = sizeof *cs + 2 * nt + (cs->gt ? (size_t)T * nw * 4 : 0) + 8 * ((size_t)no + ne + nl) + 12 * (size_t)ne;
     free(count);
     free(off);
     free(qs);
     free(ks);
     free(pairs);
     free(live);
+    free(exits);
+    free(over);
     return cs;
 fail:
     state_free(cs);
@@ -421,6 +428,8 @@ fail:
     free(ks);
     free(pairs);
     free(live);
+    free(exits);
+    free(over);
     return NULL;
 }
 
