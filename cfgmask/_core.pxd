@@ -434,3 +434,29 @@ cdef extern from "cfgmask.h" nogil:
     int cm_grammar_new_segments(const cm_seg_tables *inp, const cm_vocab *v, const uint32_t *stop_ids,
                                 size_t n_stop, const cm_limits *limits, cm_grammar **out)
     size_t cm_matcher_seg_items(const cm_matcher *m, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap)
+    # the cut of counted segments (csrc/segcut.c)
+    enum cm_segcut_kind:
+        CM_SEGCUT_DEAD
+        CM_SEGCUT_STAY
+        CM_SEGCUT_MID
+        CM_SEGCUT_EXIT
+    enum:
+        CM_SEGCUT_SMALL
+    ctypedef struct cm_segcut:
+        pass
+    int cm_segcut_new(const cm_segtab *st, uint32_t seg, const cm_vocab *v, cm_segcut **out)
+    void cm_segcut_free(cm_segcut *c)
+    uint32_t cm_segcut_states(const cm_segcut *c, uint32_t *states, uint32_t cap)
+    int cm_segcut_build_all(cm_segcut *c)
+    int cm_segcut_answer(cm_segcut *c, uint32_t state, uint32_t token, uint32_t *kind, uint32_t *count,
+                         uint32_t *offset, uint32_t *target)
+    int cm_segcut_answers(cm_segcut *c, uint32_t state, uint8_t *kind, uint32_t *count)
+    int cm_segcut_apply(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *row,
+                        size_t n_words)
+    int cm_segcut_kill(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *out, size_t cap,
+                       size_t *n_out)
+    int cm_segcut_leavers(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *tok, uint32_t *off,
+                          size_t cap, size_t *n_out)
+    size_t cm_segcut_bytes(const cm_segcut *c)
+    size_t cm_segcut_store_hits()
+    size_t cm_segcut_state_builds()

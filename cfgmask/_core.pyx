@@ -1978,3 +1978,147 @@ def counted_scans():
     """How many scans of items in segment states (their count guards read) the private
     segment chart made so far in this process (csrc/segments.c; for the tests)."""
     return cm_counted_scans()
+
+
+# ---- the cut of counted segments (csrc/segcut.c) ------------------------------------------
+
+
+cdef object _segcut_raise(int rc):
+    """A segment cut's status as an exception: a bad segment, state, token or row is a
+    ValueError."""
+    if rc == CM_ERR_ARG:
+        raise ValueError("segment cut: no such segment, state of the segment or token, or a row of another size")
+    _raise(rc, "segment cut")
+
+
+cdef class SegCutHandle:
+    """The cut of segment ``seg`` of a SegTablesHandle for a vocabulary (csrc/segcut.c): every
+    segment state's walk of every token (its kind -- ``DEAD``, ``STAY``, ``MID``, ``EXIT`` --
+    and count), kept by the vocabulary under the unit's byte form, and the cut of an item at
+    (need, budget) as a kill list or ANDed into a row.  Private: step (c) of the counters plan
+    (docs/design.md §7)."""
+    cdef cm_segcut *ptr
+    cdef SegTablesHandle tables
+    cdef VocabHandle vocab
+    DEAD = CM_SEGCUT_DEAD
+    STAY = CM_SEGCUT_STAY
+    MID = CM_SEGCUT_MID
+    EXIT = CM_SEGCUT_EXIT
+    SMALL = CM_SEGCUT_SMALL
+
+    def __cinit__(self, SegTablesHandle tables, uint32_t seg, VocabHandle vocab):
+        cdef int rc = cm_segcut_new(tables.ptr, seg, vocab.ptr, &self.ptr)
+        if rc:
+            _segcut_raise(rc)
+        self.tables = tables
+        self.vocab = vocab
+
+    def __dealloc__(self):
+        cm_segcut_free(self.ptr)
+
+    def states(self):
+        """The segment's states (the tables' numbers), the head first."""
+        cdef uint32_t n = cm_segcut_states(self.ptr, NULL, 0)
+        cdef uint32_t *s = <uint32_t *>malloc(max(n, 1) * 4)
+        if s == NULL:
+            raise MemoryError()
+        cm_segcut_states(self.ptr, s, n)
+        out = [s[i] for i in range(n)]
+        free(s)
+        return out
+
+    def build_all(self):
+        """Make every state's tables now (otherwise each on first use)."""
+        cdef int rc
+        with nogil:
+            rc = cm_segcut_build_all(self.ptr)
+        if rc:
+            _segcut_raise(rc)
+
+    @property
+    def bytes(self):
+        """The bytes of the tables made so far for this unit (shared by its cuts)."""
+        return cm_segcut_bytes(self.ptr)
+
+    def answer(self, uint32_t state, uint32_t token):
+        """(kind, count, offset, target) of ``token``'s walk from ``state``; offset and target
+        (the EXIT byte's place in the token and the state it lands on) None but for EXIT."""
+        cdef uint32_t kind, count, offset, target
+        cdef int rc = cm_segcut_answer(self.ptr, state, token, &kind, &count, &offset, &target)
+        if rc:
+            _segcut_raise(rc)
+        if kind != CM_SEGCUT_EXIT:
+            return kind, count, None, None
+        return kind, count, offset, target
+
+    def answers(self, uint32_t state):
+        """Every token's (kind, count) from ``state``: two numpy arrays (uint8, uint32)."""
+        import numpy as np
+        kind = np.zeros(self.vocab.size, dtype=np.uint8)
+        count = np.zeros(self.vocab.size, dtype=np.uint32)
+        cdef uint8_t[::1] kv = kind
+        cdef uint32_t[::1] cv = count
+        cdef int rc
+        with nogil:
+            rc = cm_segcut_answers(self.ptr, state, &kv[0], &cv[0])
+        if rc:
+            _segcut_raise(rc)
+        return kind, count
+
+    def apply(self, uint32_t state, uint32_t need, uint32_t budget, uint32_t[::1] row):
+        """row &= ~cut(state, need, budget), in place (ceil(vocabulary size / 32) words)."""
+        cdef int rc
+        cdef uint32_t *p = &row[0] if row.shape[0] else NULL
+        cdef size_t n = row.shape[0]
+        with nogil:
+            rc = cm_segcut_apply(self.ptr, state, need, budget, p, n)
+        if rc:
+            _segcut_raise(rc)
+
+    def kill(self, uint32_t state, uint32_t need, uint32_t budget):
+        """The cut's tokens, a sorted list."""
+        cdef size_t n = 0
+        cdef int rc = cm_segcut_kill(self.ptr, state, need, budget, NULL, 0, &n)
+        if rc:
+            _segcut_raise(rc)
+        cdef uint32_t *out = <uint32_t *>malloc(max(n, 1) * 4)
+        if out == NULL:
+            raise MemoryError()
+        cdef size_t m = 0
+        with nogil:
+            rc = cm_segcut_kill(self.ptr, state, need, budget, out, n, &m)
+        if rc or m != n:
+            free(out)
+            _segcut_raise(rc or CM_ERR_STATE)
+        res = sorted(out[i] for i in range(n))
+        free(out)
+        return res
+
+    def leavers(self, uint32_t state, uint32_t need, uint32_t budget):
+        """The leavers the cut keeps: a list of (token, offset of its EXIT byte), by count."""
+        cdef size_t n = 0
+        cdef int rc = cm_segcut_leavers(self.ptr, state, need, budget, NULL, NULL, 0, &n)
+        if rc:
+            _segcut_raise(rc)
+        cdef uint32_t *buf = <uint32_t *>malloc(max(n, 1) * 8)
+        if buf == NULL:
+            raise MemoryError()
+        cdef size_t m = 0
+        rc = cm_segcut_leavers(self.ptr, state, need, budget, buf, buf + n, n, &m)
+        if rc or m != n:
+            free(buf)
+            _segcut_raise(rc or CM_ERR_STATE)
+        res = [(buf[i], buf[n + i]) for i in range(n)]
+        free(buf)
+        return res
+
+
+def segcut_store_hits():
+    """How many segment cuts found their unit's tables in the vocabulary's store so far in
+    this process (csrc/segcut.c; for the tests)."""
+    return cm_segcut_store_hits()
+
+
+def segcut_state_builds():
+    """How many segment states' tables (one trie walk each) were made so far in this process."""
+    return cm_segcut_state_builds()

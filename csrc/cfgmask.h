@@ -681,6 +681,53 @@ int cm_grammar_new_segments(const cm_seg_tables *in, const cm_vocab *v, const ui
  * outside segments, and on a grammar without segments), up to cap; the number of items. */
 size_t cm_matcher_seg_items(const cm_matcher *m, uint32_t *state, uint32_t *origin, uint32_t *k, size_t cap);
 
+/* The cut of a counted segment (docs/design.md §7, "The cut of counted segments", session 34;
+ * csrc/segcut.c).  For segment `seg` of a cm_segtab and a vocabulary: for every state s of the
+ * segment (its head and interior states) and every token t, the walk of t's bytes from s, made
+ * by one trie walk per s (on first use of s) and kept by the vocabulary, keyed by the unit's
+ * byte form (a second grammar with the same unit shares them):
+ *   CM_SEGCUT_DEAD  the bytes die inside the unit (also a token outside the trie);
+ *   CM_SEGCUT_STAY  t ends on the head, `count` units completed (BACK edges read);
+ *   CM_SEGCUT_MID   t ends inside a unit: `count` = units completed + 1 (the partial one);
+ *   CM_SEGCUT_EXIT  t leaves by an EXIT edge of the head after `count` units: its byte is at
+ *                   `offset` of t's bytes, and lands on `target` (a state of the tables).
+ * The cut for an item at s with count k, need = max(lo - k, 0) and budget = hi - k: the tokens
+ * that stay (STAY, MID) with count > budget, and the leavers (EXIT) with count outside
+ * [need, budget]; never a DEAD token.  Budgets below CM_SEGCUT_SMALL read a precomputed bit set
+ * per budget, larger ones the list of the tokens counting at least CM_SEGCUT_SMALL; the leavers
+ * short of the need come from the leavers' list by count.  A state outside the segment, a token
+ * out of range or a row of the wrong size is CM_ERR_ARG. */
+enum cm_segcut_kind { CM_SEGCUT_DEAD = 0, CM_SEGCUT_STAY = 1, CM_SEGCUT_MID = 2, CM_SEGCUT_EXIT = 3 };
+#define CM_SEGCUT_SMALL 16
+typedef struct cm_segcut cm_segcut;
+int cm_segcut_new(const cm_segtab *st, uint32_t seg, const cm_vocab *v, cm_segcut **out);
+void cm_segcut_free(cm_segcut *c);
+/* The segment's states, the head first (up to cap written); their number. */
+uint32_t cm_segcut_states(const cm_segcut *c, uint32_t *states, uint32_t cap);
+/* Make every state's tables now (otherwise each on first use). */
+int cm_segcut_build_all(cm_segcut *c);
+int cm_segcut_answer(cm_segcut *c, uint32_t state, uint32_t token, uint32_t *kind, uint32_t *count,
+                     uint32_t *offset, uint32_t *target);
+/* Every token's kind and count from `state` ([vocabulary size] each). */
+int cm_segcut_answers(cm_segcut *c, uint32_t state, uint8_t *kind, uint32_t *count);
+/* row &= ~cut(state, need, budget); n_words = ceil(vocabulary size / 32). */
+int cm_segcut_apply(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *row,
+                    size_t n_words);
+/* The cut's tokens (each once, up to cap written) into *n_out: how many there are. */
+int cm_segcut_kill(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *out, size_t cap,
+                   size_t *n_out);
+/* The leavers the cut keeps (counting need to budget), by count, with their EXIT bytes' offsets
+ * (each token's walk goes on from there: cm_segcut_answer's target), up to cap written, into
+ * *n_out: how many there are. */
+int cm_segcut_leavers(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, uint32_t *tok, uint32_t *off,
+                      size_t cap, size_t *n_out);
+/* The bytes of the tables made so far for c's unit. */
+size_t cm_segcut_bytes(const cm_segcut *c);
+/* In this process: the cuts that found their unit's tables in the vocabulary's store, and the
+ * states' tables made (one trie walk each).  For the tests. */
+size_t cm_segcut_store_hits(void);
+size_t cm_segcut_state_builds(void);
+
 #ifdef __cplusplus
 }
 #endif

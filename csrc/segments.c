@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "grammar.h"
+#include "segcut.h"
 
 struct cm_segtab {
     uint32_t n_states, n_rules, n_classes, start_rule, n_segments;
@@ -424,4 +425,17 @@ size_t cm_segchart_items(const cm_segchart *c, uint32_t *state, uint32_t *origin
         if (k) k[i] = it.k;
     }
     return n;
+}
+
+/* -- for segcut.c */
+
+void cm_segtab_raw(const cm_segtab *st, cm_seg_raw *r) {
+    r->n_states = st->n_states;
+    r->n_classes = st->n_classes;
+    r->n_segments = st->n_segments;
+    r->byte_class = st->byte_class;
+    r->trans = st->trans;
+    r->flags = st->flags;
+    r->state_seg = st->state_seg;
+    r->seg_head = st->seg_head;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "loops.h"
+#include "segcut.h"
 #include "tokclass.h"
 
 typedef struct {
@@ -220,12 +221,13 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
     if (!v) return CM_ERR_NOMEM;
     v->n_tokens = n_tokens;
     v->walks = cm_walk_store_new();
+    v->segcuts = cm_segcut_store_new();
     v->data = malloc(total ? total : 1);
     v->offsets = malloc((n_tokens + 1) * sizeof *v->offsets);
     v->in_trie = malloc(n_tokens);
     v->trie_ids = malloc(n_tokens * sizeof *v->trie_ids);
     v->trie_lcp = malloc(n_tokens * sizeof *v->trie_lcp);
-    if (!v->walks || !v->data || !v->offsets || !v->in_trie || !v->trie_ids || !v->trie_lcp) {
+    if (!v->walks || !v->segcuts || !v->data || !v->offsets || !v->in_trie || !v->trie_ids || !v->trie_lcp) {
         cm_vocab_free(v);
         return CM_ERR_NOMEM;
     }
@@ -256,6 +258,7 @@ int cm_vocab_new(const uint8_t *data, const uint64_t *offsets, const uint8_t *in
 void cm_vocab_free(cm_vocab *v) {
     if (!v) return;
     cm_walk_store_free(v->walks);
+    cm_segcut_store_free(v->segcuts);
     free(v->data);
     free(v->offsets);
     free(v->in_trie);

@@ -57,6 +57,7 @@ struct cm_vocab {
      * the words costs less than setting the ids one by one; NULL elsewhere (cm_vocab_names). */
     uint32_t *name_bits[256];
     cm_walk_store *walks;
+    struct cm_segcut_store *segcuts;  /* segcut.c: segment walk tables by unit form */
     _Atomic(cm_tokclass *) tokclass;
 };
 
