@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
+from .helpers import masks_along
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
-from .test_entries import ROOT, WALKS_ONLY, _longest_tokens, _masks_along, assert_same_entries, entries
+from .test_entries import ROOT, WALKS_ONLY, _longest_tokens, assert_same_entries, entries
 
 # Levels whose blank runs leave on different operators: after an operand the blanks of `sum`
 # leave on + and -, those of `prod` on * and /, those of `pow` on ^, each dying on the others.
@@ -66,7 +67,9 @@ def _same_masks_along(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, text: bytes
     before = _core.loop_walks_past_dead()
     fast = cfgmask.compile(g, vocab)
     slow = cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)
-    for step, (a, b) in enumerate(zip(_masks_along(fast, tokens), _masks_along(slow, tokens), strict=True)):
+    for step, (a, b) in enumerate(
+        zip(masks_along(fast, tokens, final=True), masks_along(slow, tokens, final=True), strict=True)
+    ):
         assert np.array_equal(a, b), f"mask {step} differs after {vocab.decode(tokens[:step])!r}"
     assert _core.loop_walks_past_dead() > before
     for s, (a, b) in enumerate(zip(entries(fast), entries(slow), strict=True)):

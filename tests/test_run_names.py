@@ -26,9 +26,10 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
+from .helpers import masks_along
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
-from .test_entries import WALKS_ONLY, _longest_tokens, _masks_along, shipped
+from .test_entries import WALKS_ONLY, _longest_tokens, shipped
 from .test_run_walks import EVERY_RUN, assert_run_entries
 
 # Identifiers: the run [a-zA-Z0-9_] after a first byte, as a variable (the rule may end after
@@ -76,7 +77,9 @@ def test_arithmetic_first_mask_takes_names_llama3() -> None:
     fast = cfgmask.compile(shipped("arithmetic.gbnf"), vocab)
     slow = cfgmask.compile(shipped("arithmetic.gbnf"), vocab, _strategy=WALKS_ONLY)
     tokens = _longest_tokens(vocab, text)
-    for i, (a, b) in enumerate(zip(_masks_along(fast, tokens), _masks_along(slow, tokens), strict=True)):
+    for i, (a, b) in enumerate(
+        zip(masks_along(fast, tokens, final=True), masks_along(slow, tokens, final=True), strict=True)
+    ):
         assert (a == b).all(), f"mask {i} differs"
 
 
