@@ -209,13 +209,20 @@ def _trim(
     raw = {n: _states(d) for n, d in dfas.items()}
     unit_set = set(units)
     productive: set[str] = set(tokens) | unit_set
-    changed = True
-    while changed:
-        changed = False
-        for n, (edges, calls, acc) in raw.items():
-            if n not in productive and _live(edges, calls, acc, productive)[0]:
-                productive.add(n)
-                changed = True
+    callers: dict[str, set[str]] = {}
+    for n, (_, calls, _) in raw.items():
+        for cs in calls:
+            for c, _ in cs:
+                callers.setdefault(c, set()).add(n)
+    todo = list(raw)  # a rule is rechecked when a rule it calls turns productive
+    while todo:
+        n = todo.pop()
+        if n in productive:
+            continue
+        edges, calls, acc = raw[n]
+        if _live(edges, calls, acc, productive)[0]:
+            productive.add(n)
+            todo.extend(c for c in callers.get(n, ()) if c not in productive)
     if start not in productive:
         raise ValueError(f"rule {start!r} derives no finite string")
     out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
@@ -350,21 +357,48 @@ class _Follow:
         self.null_acc: dict[str, list[bool]] = {n: list(acc) for n, (_, _, acc) in rules.items()}
         self.firsts: dict[str, list[int]] = {n: [0] * len(acc) for n, (_, _, acc) in rules.items()}
         self.conts: dict[str, int] = dict.fromkeys(rules, 0)
+        # per rule: per state the bytes of its own edges (out) and of the edges into it (into)
+        self.out_bits: dict[str, list[int]] = {}
+        self.into_bits: dict[str, list[int]] = {}
+        self.callers: dict[str, set[str]] = {}  # rule -> the rules that call it
+        for n, (edges, calls, _) in rules.items():
+            out = [0] * len(edges)
+            into = [0] * len(edges)
+            for st, es in enumerate(edges):
+                for a, b, t in es:
+                    bits = _bits(a, b)
+                    out[st] |= bits
+                    into[t] |= bits
+            self.out_bits[n] = out
+            self.into_bits[n] = into
+            for cs in calls:
+                for c, _ in cs:
+                    if c in rules:
+                        self.callers.setdefault(c, set()).add(n)
+        self._inb: dict[str, list[int]] = {}  # inb(n) with start _ALL, once the fixpoints are done
+        self._done = False
         self._fix()
         self.lasts: dict[str, int] = dict.fromkeys(rules, 0)
         self._det: dict[str, bool] = {}
-        changed = True
-        while changed:  # LAST of every rule: the last bytes of its non-empty words
-            changed = False
-            for n in rules:
-                inb = self.inb(n, 0)
-                last = 0
-                for st, ok in enumerate(self.null_acc[n]):
-                    if ok:
-                        last |= inb[st]
-                if last != self.lasts[n]:
-                    self.lasts[n] = last
-                    changed = True
+        # LAST of every rule (the last bytes of its non-empty words), a least fixpoint: a rule is
+        # recomputed when the LAST of a rule it calls grows
+        todo = list(rules)
+        queued = set(todo)
+        while todo:
+            n = todo.pop()
+            queued.discard(n)
+            inb = self.inb(n, 0)
+            last = 0
+            for st, ok in enumerate(self.null_acc[n]):
+                if ok:
+                    last |= inb[st]
+            if last != self.lasts[n]:
+                self.lasts[n] = last
+                for c in self.callers.get(n, ()):
+                    if c not in queued:
+                        queued.add(c)
+                        todo.append(c)
+        self._done = True
 
     def last_of(self, c: str) -> int:
         if c in self.rules:
@@ -373,24 +407,34 @@ class _Follow:
 
     def inb(self, n: str, start: int = _ALL) -> list[int]:
         """Per state of rule ``n``: the bytes that may be the last one read before an item is
-        there (``start``: before the rule's own first byte, where the caller's context is)."""
-        edges, calls, _ = self.rules[n]
-        inb = [0] * len(edges)
-        inb[0] = start
-        changed = True
-        while changed:
-            changed = False
-            for st in range(len(edges)):
-                for a, b, t in edges[st]:
-                    got = inb[t] | _bits(a, b)
-                    if got != inb[t]:
-                        inb[t] = got
-                        changed = True
-                for c, t in calls[st]:
-                    got = inb[t] | self.last_of(c) | (inb[st] if self.nullable(c) else 0)
-                    if got != inb[t]:
-                        inb[t] = got
-                        changed = True
+        there (``start``: before the rule's own first byte, where the caller's context is).
+        The list is shared: read it, do not change it."""
+        done = self._done
+        if done and start == _ALL:
+            got = self._inb.get(n)
+            if got is not None:
+                return got
+        _, calls, _ = self.rules[n]
+        inb = list(self.into_bits[n])
+        inb[0] |= start
+        fwd: list[list[int]] = [[] for _ in calls]  # the nullable calls st -> t: inb[st] flows on
+        for st, cs in enumerate(calls):
+            for c, t in cs:
+                inb[t] |= self.last_of(c)
+                if self.nullable(c):
+                    fwd[st].append(t)
+        todo = [st for st, f in enumerate(fwd) if f]
+        while todo:
+            st = todo.pop()
+            v = inb[st]
+            for t in fwd[st]:
+                got = inb[t] | v
+                if got != inb[t]:
+                    inb[t] = got
+                    if fwd[t]:
+                        todo.append(t)
+        if done and start == _ALL:
+            self._inb[n] = inb
         return inb
 
     def nullable(self, c: str) -> bool:
@@ -409,16 +453,23 @@ class _Follow:
         return self.fixed.get(c, (True, _ALL))[1]
 
     def _fix(self) -> None:
-        changed = True
-        while changed:  # least fixpoints, all three together
-            changed = False
-            for n, (edges, calls, _) in self.rules.items():
-                na, fs = self.null_acc[n], self.firsts[n]
+        """NULL_ACC, FIRST and CONT, least fixpoints, all three together: a rule is swept until
+        it settles, and its callers again when what they read of it (its start's nullability
+        and FIRST, its CONT) grew."""
+        todo = list(self.rules)
+        queued = set(todo)
+        while todo:
+            n = todo.pop()
+            queued.discard(n)
+            _, calls, _ = self.rules[n]
+            na, fs, out = self.null_acc[n], self.firsts[n], self.out_bits[n]
+            before = (na[0], fs[0], self.conts[n])
+            changed = True
+            while changed:
+                changed = False
                 cont = self.conts[n]
-                for s in reversed(range(len(edges))):
-                    f = fs[s]
-                    for a, b, _ in edges[s]:
-                        f |= _bits(a, b)
+                for s in reversed(range(len(calls))):
+                    f = fs[s] | out[s]
                     for c, t in calls[s]:
                         f |= self.first_of(c)
                         if self.nullable(c):
@@ -435,18 +486,21 @@ class _Follow:
                 if cont != self.conts[n]:
                     self.conts[n] = cont
                     changed = True
+            if (na[0], fs[0], self.conts[n]) != before:
+                for c in self.callers.get(n, ()):
+                    if c not in queued:
+                        queued.add(c)
+                        todo.append(c)
 
     def local(self, n: str, states: Iterable[int]) -> bool:
         """The conditions at ``states`` of rule ``n`` (calls only: byte edges are deterministic)."""
-        edges, calls, _ = self.rules[n]
+        _, calls, _ = self.rules[n]
         fs = self.firsts[n]
         for s in states:
             real = [(c, t) for c, t in calls[s] if c not in self.fixed]
             if not real:
                 continue
-            seen = 0
-            for a, b, _ in edges[s]:
-                seen |= _bits(a, b)
+            seen = self.out_bits[n][s]
             for c, t in calls[s]:
                 f = self.first_of(c) | (fs[t] if self.nullable(c) else 0)
                 if f & seen:
@@ -748,6 +802,7 @@ def c_tables(form: SegmentForm) -> SegTables:
     for c, (a, b) in enumerate(itertools.pairwise(bounds)):
         byte_class[a:b] = c
     nc = len(bounds) - 1
+    cls = byte_class.tolist()
     trans = np.full((n, nc), -1, np.int32)
     flags = np.zeros((n, nc), np.uint8)
     state_rule = np.zeros(n, np.uint32)
@@ -765,11 +820,11 @@ def c_tables(form: SegmentForm) -> SegTables:
             if r.seg[s] >= 0:
                 state_seg[g] = r.seg[s]
             for a, b, t, f in r.edges[s]:
-                for c in range(int(byte_class[a]), int(byte_class[b]) + 1):
-                    if trans[g, c] >= 0:
-                        raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
-                    trans[g, c] = ids[t]
-                    flags[g, c] = f
+                ca, cb = cls[a], cls[b] + 1
+                if (trans[g, ca:cb] >= 0).any():
+                    raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
+                trans[g, ca:cb] = ids[t]
+                flags[g, ca:cb] = f
             for c_name, t in r.calls[s]:
                 if c_name not in rid:
                     raise ValueError(f"rule {name!r} calls {c_name!r}: not a byte-only rule")
