@@ -215,14 +215,19 @@ def _trim(
             for c, _ in cs:
                 callers.setdefault(c, set()).add(n)
     todo = list(raw)  # a rule is rechecked when a rule it calls turns productive
+    queued = set(todo)
     while todo:
         n = todo.pop()
+        queued.discard(n)
         if n in productive:
             continue
         edges, calls, acc = raw[n]
-        if _live(edges, calls, acc, productive)[0]:
+        if _reaches_acceptance(edges, calls, acc, productive):
             productive.add(n)
-            todo.extend(c for c in callers.get(n, ()) if c not in productive)
+            for c in callers.get(n, ()):
+                if c not in productive and c not in queued:
+                    queued.add(c)
+                    todo.append(c)
     if start not in productive:
         raise ValueError(f"rule {start!r} derives no finite string")
     out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
@@ -258,6 +263,29 @@ def _trim(
                     seen.add(c)
                     order.append(c)
     return out
+
+
+def _reaches_acceptance(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
+) -> bool:
+    """Can the start state reach acceptance (calls of rules in ``ok`` count as steps)?  That is
+    ``_live(...)[0]``, by a forward search that stops at the first accepting state."""
+    seen = [False] * len(acc)
+    seen[0] = True
+    todo = [0]
+    while todo:
+        s = todo.pop()
+        if acc[s]:
+            return True
+        for _, _, t in edges[s]:
+            if not seen[t]:
+                seen[t] = True
+                todo.append(t)
+        for c, t in calls[s]:
+            if not seen[t] and c in ok:
+                seen[t] = True
+                todo.append(t)
+    return False
 
 
 def _live(
@@ -803,8 +831,8 @@ def c_tables(form: SegmentForm) -> SegTables:
         byte_class[a:b] = c
     nc = len(bounds) - 1
     cls = byte_class.tolist()
-    trans = np.full((n, nc), -1, np.int32)
-    flags = np.zeros((n, nc), np.uint8)
+    rows = [[-1] * nc for _ in range(n)]  # trans and flags, filled as lists (cell by cell in numpy is slow)
+    frows = [[0] * nc for _ in range(n)]
     state_rule = np.zeros(n, np.uint32)
     accepting = np.zeros(n, np.uint8)
     state_seg = np.full(n, 0xFFFFFFFF, np.uint32)
@@ -819,18 +847,22 @@ def c_tables(form: SegmentForm) -> SegTables:
             accepting[g] = r.accepting[s]
             if r.seg[s] >= 0:
                 state_seg[g] = r.seg[s]
+            row, frow = rows[g], frows[g]
             for a, b, t, f in r.edges[s]:
-                ca, cb = cls[a], cls[b] + 1
-                if (trans[g, ca:cb] >= 0).any():
-                    raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
-                trans[g, ca:cb] = ids[t]
-                flags[g, ca:cb] = f
+                tg = ids[t]
+                for c in range(cls[a], cls[b] + 1):
+                    if row[c] >= 0:
+                        raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
+                    row[c] = tg
+                    frow[c] = f
             for c_name, t in r.calls[s]:
                 if c_name not in rid:
                     raise ValueError(f"rule {name!r} calls {c_name!r}: not a byte-only rule")
                 ref_rule.append(rid[c_name])
                 ref_target.append(ids[t])
             ref_off[g + 1] = len(ref_rule)
+    trans = np.array(rows, np.int32).reshape(n, nc)
+    flags = np.array(frows, np.uint8).reshape(n, nc)
     segs = form.segments
     return SegTables(
         rules=names,
