@@ -197,8 +197,16 @@ def _placeholders(
 
 
 def _states(d: DFA) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]:
-    st = d.states
-    return [list(s.bytes) for s in st], [list(s.refs) for s in st], [s.accepting for s in st]
+    # straight from the C handle (what DFA.states holds, without its DState objects)
+    names = d.names
+    edges: list[list[tuple[int, int, int]]] = []
+    calls: list[list[tuple[str, int]]] = []
+    acc: list[bool] = []
+    for es, labels, a in d.handle.states():
+        edges.append(list(es))
+        calls.append([(names[lab], t) for lab, t in labels])
+        acc.append(a)
+    return edges, calls, acc
 
 
 def _trim(
@@ -214,10 +222,10 @@ def _trim(
         for cs in calls:
             for c, _ in cs:
                 callers.setdefault(c, set()).add(n)
-    todo = list(raw)  # a rule is rechecked when a rule it calls turns productive
-    queued = set(todo)
-    while todo:
-        n = todo.pop()
+    pending = list(raw)  # a rule is rechecked when a rule it calls turns productive
+    queued = set(pending)
+    while pending:
+        n = pending.pop()
         queued.discard(n)
         if n in productive:
             continue
@@ -227,7 +235,7 @@ def _trim(
             for c in callers.get(n, ()):
                 if c not in productive and c not in queued:
                     queued.add(c)
-                    todo.append(c)
+                    pending.append(c)
     if start not in productive:
         raise ValueError(f"rule {start!r} derives no finite string")
     out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
@@ -439,9 +447,9 @@ class _Follow:
         The list is shared: read it, do not change it."""
         done = self._done
         if done and start == _ALL:
-            got = self._inb.get(n)
-            if got is not None:
-                return got
+            memo = self._inb.get(n)
+            if memo is not None:
+                return memo
         _, calls, _ = self.rules[n]
         inb = list(self.into_bits[n])
         inb[0] |= start
@@ -831,8 +839,9 @@ def c_tables(form: SegmentForm) -> SegTables:
         byte_class[a:b] = c
     nc = len(bounds) - 1
     cls = byte_class.tolist()
-    rows = [[-1] * nc for _ in range(n)]  # trans and flags, filled as lists (cell by cell in numpy is slow)
-    frows = [[0] * nc for _ in range(n)]
+    cells: list[int] = []  # the cells with an edge (g * nc + class), their targets and flags
+    tgts: list[int] = []
+    fls: list[int] = []
     state_rule = np.zeros(n, np.uint32)
     accepting = np.zeros(n, np.uint8)
     state_seg = np.full(n, 0xFFFFFFFF, np.uint32)
@@ -847,22 +856,29 @@ def c_tables(form: SegmentForm) -> SegTables:
             accepting[g] = r.accepting[s]
             if r.seg[s] >= 0:
                 state_seg[g] = r.seg[s]
-            row, frow = rows[g], frows[g]
-            for a, b, t, f in r.edges[s]:
-                tg = ids[t]
-                for c in range(cls[a], cls[b] + 1):
-                    if row[c] >= 0:
-                        raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
-                    row[c] = tg
-                    frow[c] = f
+            es = r.edges[s]
+            if es:
+                first = len(cells)
+                row = g * nc
+                for a, b, t, f in es:
+                    tg = ids[t]
+                    for c in range(cls[a], cls[b] + 1):
+                        cells.append(row + c)
+                        tgts.append(tg)
+                        fls.append(f)
+                if len(set(cells[first:])) != len(cells) - first:
+                    raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
             for c_name, t in r.calls[s]:
                 if c_name not in rid:
                     raise ValueError(f"rule {name!r} calls {c_name!r}: not a byte-only rule")
                 ref_rule.append(rid[c_name])
                 ref_target.append(ids[t])
             ref_off[g + 1] = len(ref_rule)
-    trans = np.array(rows, np.int32).reshape(n, nc)
-    flags = np.array(frows, np.uint8).reshape(n, nc)
+    trans = np.full((n, nc), -1, np.int32)
+    flags = np.zeros((n, nc), np.uint8)
+    if cells:
+        trans.reshape(-1)[cells] = tgts
+        flags.reshape(-1)[cells] = fls
     segs = form.segments
     return SegTables(
         rules=names,
