@@ -678,11 +678,12 @@ def _splice(
         if bad:
             why[u] = bad
     unit_set = set(units)
-    follow = _Follow(trimmed, {u: sh for u, sh in shapes.items() if u not in why}, units)
+    ok_shapes = {u: sh for u, sh in shapes.items() if u not in why}
+    follow: _Follow | None = None  # built at the first place that needs it
     segments: list[Segment] = []
     out: dict[str, SegmentRule] = {}
     for name, (edges, calls, acc) in trimmed.items():
-        after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
+        after: list[bool] | None = None  # _after_call, computed at the rule's first place
         e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
         c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
         acc2 = list(acc)
@@ -700,8 +701,12 @@ def _splice(
             if calls[b]:
                 why[u] = "a call or another count follows it"
                 continue
+            if after is None:
+                after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
+            if after[s] and call_test != "strict" and follow is None:
+                follow = _Follow(trimmed, ok_shapes, units)
             if after[s] and (
-                call_test == "strict"
+                follow is None
                 or not (
                     _late_entry_impossible(edges, calls, s, shapes[u], follow.inb(name))
                     or follow.local(name, _ancestors(edges, calls, s))
@@ -831,8 +836,8 @@ def c_tables(form: SegmentForm) -> SegTables:
     cuts = {0, 256}
     for r in form.rules.values():
         for es in r.edges:
-            for a, b, _, _ in es:
-                cuts.update((a, b + 1))
+            cuts.update([a for a, _, _, _ in es])
+            cuts.update([b + 1 for _, b, _, _ in es])
     bounds = sorted(cuts)
     byte_class = np.zeros(256, np.uint8)
     for c, (a, b) in enumerate(itertools.pairwise(bounds)):
