@@ -252,19 +252,26 @@ def _trim(
         todo = [0]
         while todo:
             s = todo.pop()
-            for t in [t for _, _, t in keep_e[s]] + [t for _, t in keep_c[s]]:
+            for _, _, t in keep_e[s]:
                 if not reach[t]:
                     reach[t] = True
                     todo.append(t)
-        new: dict[int, int] = {}
-        for s in range(len(acc)):
-            if reach[s]:
-                new[s] = len(new)
-        out[n] = (
-            [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
-            [[(c, new[t]) for c, t in keep_c[s]] for s in new],
-            [acc[s] for s in new],
-        )
+            for _, t in keep_c[s]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        if all(reach):  # the renumbering is the identity
+            out[n] = (keep_e, keep_c, list(acc))
+        else:
+            new: dict[int, int] = {}
+            for s in range(len(acc)):
+                if reach[s]:
+                    new[s] = len(new)
+            out[n] = (
+                [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
+                [[(c, new[t]) for c, t in keep_c[s]] for s in new],
+                [acc[s] for s in new],
+            )
         for cs in out[n][1]:
             for c, _ in cs:
                 if c not in seen and c not in tokens and c not in unit_set:
