@@ -57,6 +57,7 @@ the first partition's colours and checks that nothing merges).
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -851,23 +852,24 @@ def c_tables(form: SegmentForm) -> SegTables:
         byte_class[a:b] = c
     nc = len(bounds) - 1
     cls = byte_class.tolist()
-    cells: list[int] = []  # the cells with an edge (g * nc + class), their targets and flags
-    tgts: list[int] = []
-    fls: list[int] = []
-    state_rule = np.zeros(n, np.uint32)
-    accepting = np.zeros(n, np.uint8)
-    state_seg = np.full(n, 0xFFFFFFFF, np.uint32)
-    ref_off = np.zeros(n + 1, np.uint32)
+    # per state and per edge cell, gathered in arrays and written once (numpy's per-item writes,
+    # and its conversion of Python lists, cost more than the cells)
+    cells = array("q")  # the cells with an edge (g * nc + class), their targets and flags
+    tgts = array("i")
+    fls = array("B")
+    state_rule: list[int] = []
+    acc_list: list[bool] = []
+    seg_list: list[int] = []
+    ref_off = array("I", [0])
     ref_rule: list[int] = []
     ref_target: list[int] = []
     for name in names:
         r = form.rules[name]
         ids = base[name]
+        state_rule.extend([rid[name]] * len(ids))
+        acc_list.extend(r.accepting)
+        seg_list.extend([x if x >= 0 else 0xFFFFFFFF for x in r.seg])
         for s, g in enumerate(ids):
-            state_rule[g] = rid[name]
-            accepting[g] = r.accepting[s]
-            if r.seg[s] >= 0:
-                state_seg[g] = r.seg[s]
             es = r.edges[s]
             if es:
                 first = len(cells)
@@ -885,12 +887,13 @@ def c_tables(form: SegmentForm) -> SegTables:
                     raise ValueError(f"rule {name!r} calls {c_name!r}: not a byte-only rule")
                 ref_rule.append(rid[c_name])
                 ref_target.append(ids[t])
-            ref_off[g + 1] = len(ref_rule)
+            ref_off.append(len(ref_rule))
     trans = np.full((n, nc), -1, np.int32)
     flags = np.zeros((n, nc), np.uint8)
     if cells:
-        trans.reshape(-1)[cells] = tgts
-        flags.reshape(-1)[cells] = fls
+        where = np.frombuffer(cells, np.int64)
+        trans.reshape(-1)[where] = np.frombuffer(tgts, np.int32)
+        flags.reshape(-1)[where] = np.frombuffer(fls, np.uint8)
     segs = form.segments
     return SegTables(
         rules=names,
@@ -898,15 +901,15 @@ def c_tables(form: SegmentForm) -> SegTables:
         start_rule=0,
         byte_class=byte_class,
         trans=trans,
-        state_rule=state_rule,
-        accepting=accepting,
-        ref_off=ref_off,
+        state_rule=np.array(state_rule, np.uint32),
+        accepting=np.array(acc_list, np.uint8),
+        ref_off=np.frombuffer(ref_off, np.uint32).copy(),
         ref_rule=np.array(ref_rule, np.uint32),
         ref_target=np.array(ref_target, np.uint32),
         rule_start=np.array([base[nm][0] for nm in names], np.uint32),
         rule_nullable=_nullable(form, names),
         rule_follow=np.full(8 * len(names), 0xFFFFFFFF, np.uint32),  # every byte: an over-approximation
-        state_seg=state_seg,
+        state_seg=np.array(seg_list, np.uint32),
         edge_flags=flags,
         seg_lo=np.array([g.lo for g in segs], np.uint32),
         seg_hi=np.array([g.hi for g in segs], np.uint32),
