@@ -688,14 +688,10 @@ def _splice(
     unit_set = set(units)
     ok_shapes = {u: sh for u, sh in shapes.items() if u not in why}
     follow: _Follow | None = None  # built at the first place that needs it
-    segments: list[Segment] = []
-    out: dict[str, SegmentRule] = {}
+    places: dict[str, list[tuple[int, str, int]]] = {}  # per rule: the places that passed (s, u, b)
     for name, (edges, calls, acc) in trimmed.items():
         after: list[bool] | None = None  # _after_call, computed at the rule's first place
-        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
-        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
-        acc2 = list(acc)
-        seg = [-1] * len(acc)
+        passed = places[name] = []
         for s in range(len(acc)):
             placed = [(c, t) for c, t in calls[s] if c in unit_set]
             if not placed:
@@ -722,11 +718,22 @@ def _splice(
             ):
                 why[u] = "a call comes before it in its rule"
                 continue
-            xe, _, xacc = shapes[u]
-            first = [(a, c) for a, c, _ in xe[0]]
+            first = [(a, c) for a, c, _ in shapes[u][0][0]]
             if any(a <= d and c >= e for a, c in first for e, d, _ in edges[b]):
                 why[u] = "the exit is not deterministic"
                 continue
+            passed.append((s, u, b))
+    if why:  # the round is retried with these keys unrolled: nothing to splice
+        return SegmentForm(start, {}, []), why
+    segments: list[Segment] = []
+    out: dict[str, SegmentRule] = {}
+    for name, (edges, calls, acc) in trimmed.items():
+        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
+        acc2 = list(acc)
+        seg = [-1] * len(acc)
+        for s, u, b in places[name]:
+            xe, _, xacc = shapes[u]
             _, lo, hi = units[u]
             sid = len(segments)
             segments.append(Segment(u, lo, hi, name, s))
@@ -752,8 +759,6 @@ def _splice(
             e2[s].sort()
             acc2[s] = acc[b]
         out[name] = SegmentRule(e2, c2, acc2, seg)
-    if why:
-        return SegmentForm(start, {}, []), why
     return _compact(start, out, segments, units), why
 
 
