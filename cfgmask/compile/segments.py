@@ -57,6 +57,7 @@ the first partition's colours and checks that nothing merges).
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -197,8 +198,16 @@ def _placeholders(
 
 
 def _states(d: DFA) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]:
-    st = d.states
-    return [list(s.bytes) for s in st], [list(s.refs) for s in st], [s.accepting for s in st]
+    # straight from the C handle (what DFA.states holds, without its DState objects)
+    names = d.names
+    edges: list[list[tuple[int, int, int]]] = []
+    calls: list[list[tuple[str, int]]] = []
+    acc: list[bool] = []
+    for es, labels, a in d.handle.states():
+        edges.append(list(es))
+        calls.append([(names[lab], t) for lab, t in labels])
+        acc.append(a)
+    return edges, calls, acc
 
 
 def _trim(
@@ -209,13 +218,25 @@ def _trim(
     raw = {n: _states(d) for n, d in dfas.items()}
     unit_set = set(units)
     productive: set[str] = set(tokens) | unit_set
-    changed = True
-    while changed:
-        changed = False
-        for n, (edges, calls, acc) in raw.items():
-            if n not in productive and _live(edges, calls, acc, productive)[0]:
-                productive.add(n)
-                changed = True
+    callers: dict[str, set[str]] = {}
+    for n, (_, calls, _) in raw.items():
+        for cs in calls:
+            for c, _ in cs:
+                callers.setdefault(c, set()).add(n)
+    pending = list(raw)  # a rule is rechecked when a rule it calls turns productive
+    queued = set(pending)
+    while pending:
+        n = pending.pop()
+        queued.discard(n)
+        if n in productive:
+            continue
+        edges, calls, acc = raw[n]
+        if _reaches_acceptance(edges, calls, acc, productive):
+            productive.add(n)
+            for c in callers.get(n, ()):
+                if c not in productive and c not in queued:
+                    queued.add(c)
+                    pending.append(c)
     if start not in productive:
         raise ValueError(f"rule {start!r} derives no finite string")
     out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
@@ -232,25 +253,55 @@ def _trim(
         todo = [0]
         while todo:
             s = todo.pop()
-            for t in [t for _, _, t in keep_e[s]] + [t for _, t in keep_c[s]]:
+            for _, _, t in keep_e[s]:
                 if not reach[t]:
                     reach[t] = True
                     todo.append(t)
-        new: dict[int, int] = {}
-        for s in range(len(acc)):
-            if reach[s]:
-                new[s] = len(new)
-        out[n] = (
-            [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
-            [[(c, new[t]) for c, t in keep_c[s]] for s in new],
-            [acc[s] for s in new],
-        )
+            for _, t in keep_c[s]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        if all(reach):  # the renumbering is the identity
+            out[n] = (keep_e, keep_c, list(acc))
+        else:
+            new: dict[int, int] = {}
+            for s in range(len(acc)):
+                if reach[s]:
+                    new[s] = len(new)
+            out[n] = (
+                [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
+                [[(c, new[t]) for c, t in keep_c[s]] for s in new],
+                [acc[s] for s in new],
+            )
         for cs in out[n][1]:
             for c, _ in cs:
                 if c not in seen and c not in tokens and c not in unit_set:
                     seen.add(c)
                     order.append(c)
     return out
+
+
+def _reaches_acceptance(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
+) -> bool:
+    """Can the start state reach acceptance (calls of rules in ``ok`` count as steps)?  That is
+    ``_live(...)[0]``, by a forward search that stops at the first accepting state."""
+    seen = [False] * len(acc)
+    seen[0] = True
+    todo = [0]
+    while todo:
+        s = todo.pop()
+        if acc[s]:
+            return True
+        for _, _, t in edges[s]:
+            if not seen[t]:
+                seen[t] = True
+                todo.append(t)
+        for c, t in calls[s]:
+            if not seen[t] and c in ok:
+                seen[t] = True
+                todo.append(t)
+    return False
 
 
 def _live(
@@ -350,21 +401,48 @@ class _Follow:
         self.null_acc: dict[str, list[bool]] = {n: list(acc) for n, (_, _, acc) in rules.items()}
         self.firsts: dict[str, list[int]] = {n: [0] * len(acc) for n, (_, _, acc) in rules.items()}
         self.conts: dict[str, int] = dict.fromkeys(rules, 0)
+        # per rule: per state the bytes of its own edges (out) and of the edges into it (into)
+        self.out_bits: dict[str, list[int]] = {}
+        self.into_bits: dict[str, list[int]] = {}
+        self.callers: dict[str, set[str]] = {}  # rule -> the rules that call it
+        for n, (edges, calls, _) in rules.items():
+            out = [0] * len(edges)
+            into = [0] * len(edges)
+            for st, es in enumerate(edges):
+                for a, b, t in es:
+                    bits = _bits(a, b)
+                    out[st] |= bits
+                    into[t] |= bits
+            self.out_bits[n] = out
+            self.into_bits[n] = into
+            for cs in calls:
+                for c, _ in cs:
+                    if c in rules:
+                        self.callers.setdefault(c, set()).add(n)
+        self._inb: dict[str, list[int]] = {}  # inb(n) with start _ALL, once the fixpoints are done
+        self._done = False
         self._fix()
         self.lasts: dict[str, int] = dict.fromkeys(rules, 0)
         self._det: dict[str, bool] = {}
-        changed = True
-        while changed:  # LAST of every rule: the last bytes of its non-empty words
-            changed = False
-            for n in rules:
-                inb = self.inb(n, 0)
-                last = 0
-                for st, ok in enumerate(self.null_acc[n]):
-                    if ok:
-                        last |= inb[st]
-                if last != self.lasts[n]:
-                    self.lasts[n] = last
-                    changed = True
+        # LAST of every rule (the last bytes of its non-empty words), a least fixpoint: a rule is
+        # recomputed when the LAST of a rule it calls grows
+        todo = list(rules)
+        queued = set(todo)
+        while todo:
+            n = todo.pop()
+            queued.discard(n)
+            inb = self.inb(n, 0)
+            last = 0
+            for st, ok in enumerate(self.null_acc[n]):
+                if ok:
+                    last |= inb[st]
+            if last != self.lasts[n]:
+                self.lasts[n] = last
+                for c in self.callers.get(n, ()):
+                    if c not in queued:
+                        queued.add(c)
+                        todo.append(c)
+        self._done = True
 
     def last_of(self, c: str) -> int:
         if c in self.rules:
@@ -373,24 +451,34 @@ class _Follow:
 
     def inb(self, n: str, start: int = _ALL) -> list[int]:
         """Per state of rule ``n``: the bytes that may be the last one read before an item is
-        there (``start``: before the rule's own first byte, where the caller's context is)."""
-        edges, calls, _ = self.rules[n]
-        inb = [0] * len(edges)
-        inb[0] = start
-        changed = True
-        while changed:
-            changed = False
-            for st in range(len(edges)):
-                for a, b, t in edges[st]:
-                    got = inb[t] | _bits(a, b)
-                    if got != inb[t]:
-                        inb[t] = got
-                        changed = True
-                for c, t in calls[st]:
-                    got = inb[t] | self.last_of(c) | (inb[st] if self.nullable(c) else 0)
-                    if got != inb[t]:
-                        inb[t] = got
-                        changed = True
+        there (``start``: before the rule's own first byte, where the caller's context is).
+        The list is shared: read it, do not change it."""
+        done = self._done
+        if done and start == _ALL:
+            memo = self._inb.get(n)
+            if memo is not None:
+                return memo
+        _, calls, _ = self.rules[n]
+        inb = list(self.into_bits[n])
+        inb[0] |= start
+        fwd: list[list[int]] = [[] for _ in calls]  # the nullable calls st -> t: inb[st] flows on
+        for st, cs in enumerate(calls):
+            for c, t in cs:
+                inb[t] |= self.last_of(c)
+                if self.nullable(c):
+                    fwd[st].append(t)
+        todo = [st for st, f in enumerate(fwd) if f]
+        while todo:
+            st = todo.pop()
+            v = inb[st]
+            for t in fwd[st]:
+                got = inb[t] | v
+                if got != inb[t]:
+                    inb[t] = got
+                    if fwd[t]:
+                        todo.append(t)
+        if done and start == _ALL:
+            self._inb[n] = inb
         return inb
 
     def nullable(self, c: str) -> bool:
@@ -409,16 +497,23 @@ class _Follow:
         return self.fixed.get(c, (True, _ALL))[1]
 
     def _fix(self) -> None:
-        changed = True
-        while changed:  # least fixpoints, all three together
-            changed = False
-            for n, (edges, calls, _) in self.rules.items():
-                na, fs = self.null_acc[n], self.firsts[n]
+        """NULL_ACC, FIRST and CONT, least fixpoints, all three together: a rule is swept until
+        it settles, and its callers again when what they read of it (its start's nullability
+        and FIRST, its CONT) grew."""
+        todo = list(self.rules)
+        queued = set(todo)
+        while todo:
+            n = todo.pop()
+            queued.discard(n)
+            _, calls, _ = self.rules[n]
+            na, fs, out = self.null_acc[n], self.firsts[n], self.out_bits[n]
+            before = (na[0], fs[0], self.conts[n])
+            changed = True
+            while changed:
+                changed = False
                 cont = self.conts[n]
-                for s in reversed(range(len(edges))):
-                    f = fs[s]
-                    for a, b, _ in edges[s]:
-                        f |= _bits(a, b)
+                for s in reversed(range(len(calls))):
+                    f = fs[s] | out[s]
                     for c, t in calls[s]:
                         f |= self.first_of(c)
                         if self.nullable(c):
@@ -435,18 +530,21 @@ class _Follow:
                 if cont != self.conts[n]:
                     self.conts[n] = cont
                     changed = True
+            if (na[0], fs[0], self.conts[n]) != before:
+                for c in self.callers.get(n, ()):
+                    if c not in queued:
+                        queued.add(c)
+                        todo.append(c)
 
     def local(self, n: str, states: Iterable[int]) -> bool:
         """The conditions at ``states`` of rule ``n`` (calls only: byte edges are deterministic)."""
-        edges, calls, _ = self.rules[n]
+        _, calls, _ = self.rules[n]
         fs = self.firsts[n]
         for s in states:
             real = [(c, t) for c, t in calls[s] if c not in self.fixed]
             if not real:
                 continue
-            seen = 0
-            for a, b, _ in edges[s]:
-                seen |= _bits(a, b)
+            seen = self.out_bits[n][s]
             for c, t in calls[s]:
                 f = self.first_of(c) | (fs[t] if self.nullable(c) else 0)
                 if f & seen:
@@ -588,15 +686,12 @@ def _splice(
         if bad:
             why[u] = bad
     unit_set = set(units)
-    follow = _Follow(trimmed, {u: sh for u, sh in shapes.items() if u not in why}, units)
-    segments: list[Segment] = []
-    out: dict[str, SegmentRule] = {}
+    ok_shapes = {u: sh for u, sh in shapes.items() if u not in why}
+    follow: _Follow | None = None  # built at the first place that needs it
+    places: dict[str, list[tuple[int, str, int]]] = {}  # per rule: the places that passed (s, u, b)
     for name, (edges, calls, acc) in trimmed.items():
-        after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
-        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
-        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
-        acc2 = list(acc)
-        seg = [-1] * len(acc)
+        after: list[bool] | None = None  # _after_call, computed at the rule's first place
+        passed = places[name] = []
         for s in range(len(acc)):
             placed = [(c, t) for c, t in calls[s] if c in unit_set]
             if not placed:
@@ -610,8 +705,12 @@ def _splice(
             if calls[b]:
                 why[u] = "a call or another count follows it"
                 continue
+            if after is None:
+                after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
+            if after[s] and call_test != "strict" and follow is None:
+                follow = _Follow(trimmed, ok_shapes, units)
             if after[s] and (
-                call_test == "strict"
+                follow is None
                 or not (
                     _late_entry_impossible(edges, calls, s, shapes[u], follow.inb(name))
                     or follow.local(name, _ancestors(edges, calls, s))
@@ -619,11 +718,22 @@ def _splice(
             ):
                 why[u] = "a call comes before it in its rule"
                 continue
-            xe, _, xacc = shapes[u]
-            first = [(a, c) for a, c, _ in xe[0]]
+            first = [(a, c) for a, c, _ in shapes[u][0][0]]
             if any(a <= d and c >= e for a, c in first for e, d, _ in edges[b]):
                 why[u] = "the exit is not deterministic"
                 continue
+            passed.append((s, u, b))
+    if why:  # the round is retried with these keys unrolled: nothing to splice
+        return SegmentForm(start, {}, []), why
+    segments: list[Segment] = []
+    out: dict[str, SegmentRule] = {}
+    for name, (edges, calls, acc) in trimmed.items():
+        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
+        acc2 = list(acc)
+        seg = [-1] * len(acc)
+        for s, u, b in places[name]:
+            xe, _, xacc = shapes[u]
             _, lo, hi = units[u]
             sid = len(segments)
             segments.append(Segment(u, lo, hi, name, s))
@@ -649,8 +759,6 @@ def _splice(
             e2[s].sort()
             acc2[s] = acc[b]
         out[name] = SegmentRule(e2, c2, acc2, seg)
-    if why:
-        return SegmentForm(start, {}, []), why
     return _compact(start, out, segments, units), why
 
 
@@ -741,41 +849,56 @@ def c_tables(form: SegmentForm) -> SegTables:
     cuts = {0, 256}
     for r in form.rules.values():
         for es in r.edges:
-            for a, b, _, _ in es:
-                cuts.update((a, b + 1))
+            cuts.update([a for a, _, _, _ in es])
+            cuts.update([b + 1 for _, b, _, _ in es])
     bounds = sorted(cuts)
     byte_class = np.zeros(256, np.uint8)
     for c, (a, b) in enumerate(itertools.pairwise(bounds)):
         byte_class[a:b] = c
     nc = len(bounds) - 1
-    trans = np.full((n, nc), -1, np.int32)
-    flags = np.zeros((n, nc), np.uint8)
-    state_rule = np.zeros(n, np.uint32)
-    accepting = np.zeros(n, np.uint8)
-    state_seg = np.full(n, 0xFFFFFFFF, np.uint32)
-    ref_off = np.zeros(n + 1, np.uint32)
+    cls = byte_class.tolist()
+    # per state and per edge cell, gathered in arrays and written once (numpy's per-item writes,
+    # and its conversion of Python lists, cost more than the cells)
+    cells = array("q")  # the cells with an edge (g * nc + class), their targets and flags
+    tgts = array("i")
+    fls = array("B")
+    state_rule: list[int] = []
+    acc_list: list[bool] = []
+    seg_list: list[int] = []
+    ref_off = array("I", [0])
     ref_rule: list[int] = []
     ref_target: list[int] = []
     for name in names:
         r = form.rules[name]
         ids = base[name]
+        state_rule.extend([rid[name]] * len(ids))
+        acc_list.extend(r.accepting)
+        seg_list.extend([x if x >= 0 else 0xFFFFFFFF for x in r.seg])
         for s, g in enumerate(ids):
-            state_rule[g] = rid[name]
-            accepting[g] = r.accepting[s]
-            if r.seg[s] >= 0:
-                state_seg[g] = r.seg[s]
-            for a, b, t, f in r.edges[s]:
-                for c in range(int(byte_class[a]), int(byte_class[b]) + 1):
-                    if trans[g, c] >= 0:
-                        raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
-                    trans[g, c] = ids[t]
-                    flags[g, c] = f
+            es = r.edges[s]
+            if es:
+                first = len(cells)
+                row = g * nc
+                for a, b, t, f in es:
+                    tg = ids[t]
+                    for c in range(cls[a], cls[b] + 1):
+                        cells.append(row + c)
+                        tgts.append(tg)
+                        fls.append(f)
+                if len(set(cells[first:])) != len(cells) - first:
+                    raise ValueError(f"rule {name!r} state {s}: two edges on one byte")
             for c_name, t in r.calls[s]:
                 if c_name not in rid:
                     raise ValueError(f"rule {name!r} calls {c_name!r}: not a byte-only rule")
                 ref_rule.append(rid[c_name])
                 ref_target.append(ids[t])
-            ref_off[g + 1] = len(ref_rule)
+            ref_off.append(len(ref_rule))
+    trans = np.full((n, nc), -1, np.int32)
+    flags = np.zeros((n, nc), np.uint8)
+    if cells:
+        where = np.frombuffer(cells, np.int64)
+        trans.reshape(-1)[where] = np.frombuffer(tgts, np.int32)
+        flags.reshape(-1)[where] = np.frombuffer(fls, np.uint8)
     segs = form.segments
     return SegTables(
         rules=names,
@@ -783,15 +906,15 @@ def c_tables(form: SegmentForm) -> SegTables:
         start_rule=0,
         byte_class=byte_class,
         trans=trans,
-        state_rule=state_rule,
-        accepting=accepting,
-        ref_off=ref_off,
+        state_rule=np.array(state_rule, np.uint32),
+        accepting=np.array(acc_list, np.uint8),
+        ref_off=np.frombuffer(ref_off, np.uint32).copy(),
         ref_rule=np.array(ref_rule, np.uint32),
         ref_target=np.array(ref_target, np.uint32),
         rule_start=np.array([base[nm][0] for nm in names], np.uint32),
         rule_nullable=_nullable(form, names),
         rule_follow=np.full(8 * len(names), 0xFFFFFFFF, np.uint32),  # every byte: an over-approximation
-        state_seg=state_seg,
+        state_seg=np.array(seg_list, np.uint32),
         edge_flags=flags,
         seg_lo=np.array([g.lo for g in segs], np.uint32),
         seg_hi=np.array([g.hi for g in segs], np.uint32),

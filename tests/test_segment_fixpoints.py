@@ -1,0 +1,248 @@
+"""The segment form's fixpoints (cfgmask/compile/segments.py) against plain round-robin
+references: productive rules in ``_trim``, NULL/FIRST/CONT, LAST and ``inb`` of ``_Follow``
+(worklists and memos since session 34, helper segcomp), and ``c_tables``' transition cells
+against a cell-by-cell fill.  The references iterate every rule or state until nothing changes,
+the way the first version did; a least fixpoint does not depend on the order, so both must agree
+exactly.  The grammars: test_segments' contexts (hypothesis) and JSON Schema strings."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cfgmask
+from cfgmask import ir
+from cfgmask.compile import segments
+from cfgmask.compile.limits import CompileLimits
+from cfgmask.compile.segments import SegmentForm, SegmentRule, c_tables, segment_form
+from cfgmask.errors import NotEnforceable
+
+from .test_segments import CONTEXTS, _grammar, bounds, units
+
+ON = CompileLimits(counters=True)
+_ALL = segments._ALL
+_bits = segments._bits
+
+
+# ---- references ---------------------------------------------------------------------------------
+
+
+def _ref_productive(raw: dict[str, Any], tokens: frozenset[str], unit_set: set[str]) -> set[str]:
+    productive = set(tokens) | unit_set
+    changed = True
+    while changed:
+        changed = False
+        for n, (edges, calls, acc) in raw.items():
+            if n not in productive and segments._live(edges, calls, acc, productive)[0]:
+                productive.add(n)
+                changed = True
+    return productive
+
+
+class _RefFollow:
+    """NULL_ACC, FIRST, CONT, LAST and inb by sweeping every rule and state until no change."""
+
+    def __init__(self, f: segments._Follow) -> None:
+        self.rules = f.rules
+        self.fixed = f.fixed
+        self.fixed_last = f.fixed_last
+        self.null_acc = {n: list(acc) for n, (_, _, acc) in self.rules.items()}
+        self.firsts = {n: [0] * len(acc) for n, (_, _, acc) in self.rules.items()}
+        self.conts = dict.fromkeys(self.rules, 0)
+        changed = True
+        while changed:
+            changed = False
+            for n, (edges, calls, _) in self.rules.items():
+                na, fs = self.null_acc[n], self.firsts[n]
+                cont = self.conts[n]
+                for s in reversed(range(len(edges))):
+                    f = fs[s]
+                    for a, b, _ in edges[s]:
+                        f |= _bits(a, b)
+                    for c, t in calls[s]:
+                        f |= self.first_of(c)
+                        if self.nullable(c):
+                            f |= fs[t]
+                            if na[t] and not na[s]:
+                                na[s] = changed = True
+                        if na[t]:
+                            cont |= self.cont_of(c)
+                    if na[s]:
+                        cont |= f
+                    if f != fs[s]:
+                        fs[s] = f
+                        changed = True
+                if cont != self.conts[n]:
+                    self.conts[n] = cont
+                    changed = True
+        self.lasts = dict.fromkeys(self.rules, 0)
+        changed = True
+        while changed:
+            changed = False
+            for n in self.rules:
+                inb = self.inb(n, 0)
+                last = 0
+                for st_, ok in enumerate(self.null_acc[n]):
+                    if ok:
+                        last |= inb[st_]
+                if last != self.lasts[n]:
+                    self.lasts[n] = last
+                    changed = True
+
+    def nullable(self, c: str) -> bool:
+        return self.null_acc[c][0] if c in self.rules else self.fixed.get(c, (True, _ALL))[0]
+
+    def first_of(self, c: str) -> int:
+        return self.firsts[c][0] if c in self.rules else self.fixed.get(c, (True, _ALL))[1]
+
+    def cont_of(self, c: str) -> int:
+        return self.conts[c] if c in self.rules else self.fixed.get(c, (True, _ALL))[1]
+
+    def last_of(self, c: str) -> int:
+        return self.lasts[c] if c in self.rules else self.fixed_last.get(c, _ALL)
+
+    def inb(self, n: str, start: int = _ALL) -> list[int]:
+        edges, calls, _ = self.rules[n]
+        inb = [0] * len(edges)
+        inb[0] = start
+        changed = True
+        while changed:
+            changed = False
+            for st_ in range(len(edges)):
+                for a, b, t in edges[st_]:
+                    got = inb[t] | _bits(a, b)
+                    if got != inb[t]:
+                        inb[t] = got
+                        changed = True
+                for c, t in calls[st_]:
+                    got = inb[t] | self.last_of(c) | (inb[st_] if self.nullable(c) else 0)
+                    if got != inb[t]:
+                        inb[t] = got
+                        changed = True
+        return inb
+
+
+def _ref_trans(form: SegmentForm) -> tuple[np.ndarray, np.ndarray]:
+    t = c_tables(form)
+    n, nc = t.trans.shape
+    trans = np.full((n, nc), -1, np.int32)
+    flags = np.zeros((n, nc), np.uint8)
+    for name in t.rules:
+        ids = t.states[name]
+        for s, es in enumerate(form.rules[name].edges):
+            for a, b, tgt, f in es:
+                for byte in range(a, b + 1):
+                    c = int(t.byte_class[byte])
+                    assert trans[ids[s], c] in (-1, ids[tgt])
+                    trans[ids[s], c] = ids[tgt]
+                    flags[ids[s], c] = f
+    return trans, flags
+
+
+# ---- the checks ---------------------------------------------------------------------------------
+
+
+class _Seen:
+    follows = 0  # _Follow objects compared
+    calls_into = 0  # rules whose inb took a call's LAST (the worklist part)
+    trims = 0
+
+
+def _check(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> SegmentForm:
+    real_trim, real_splice, real_follow = segments._trim, segments._splice, segments._Follow
+
+    def trim(dfas: dict[str, Any], start: str, us: Any, tokens: frozenset[str]) -> Any:
+        out = real_trim(dfas, start, us, tokens)
+        raw = {n: segments._states(d) for n, d in dfas.items()}
+        productive = _ref_productive(raw, tokens, set(us))
+        for n, (edges, calls, acc) in raw.items():
+            assert segments._reaches_acceptance(edges, calls, acc, productive) == (n in productive)
+        assert set(out) <= productive
+        _Seen.trims += 1
+        return out
+
+    made: list[segments._Follow] = []
+
+    def follow(*args: Any) -> segments._Follow:
+        f = real_follow(*args)
+        made.append(f)
+        return f
+
+    def splice(start: str, trimmed: Any, shapes: Any, us: Any, call_test: str) -> Any:
+        got = real_splice(start, trimmed, shapes, us, call_test)
+        # every place's _Follow the splice built, and one built here whether or not it needed one
+        ok = {u: sh for u, sh in shapes.items() if segments._unit_shape(sh) is None}
+        for f in [*made, real_follow(trimmed, ok, us)]:
+            ref = _RefFollow(f)
+            assert f.null_acc == ref.null_acc and f.firsts == ref.firsts and f.conts == ref.conts
+            assert f.lasts == ref.lasts
+            for n in trimmed:
+                assert f.inb(n) == ref.inb(n), n
+                assert f.inb(n) == ref.inb(n), n  # the memo
+                assert f.inb(n, 0) == ref.inb(n, 0), n
+                if any(c in trimmed for cs in trimmed[n][1] for c, _ in cs):
+                    _Seen.calls_into += 1
+            _Seen.follows += 1
+        made.clear()
+        return got
+
+    monkeypatch.setattr(segments, "_trim", trim)
+    monkeypatch.setattr(segments, "_splice", splice)
+    monkeypatch.setattr(segments, "_Follow", follow)
+    form = segment_form(g, ON)
+    monkeypatch.undo()
+    if form.rules:
+        t = c_tables(form)
+        trans, flags = _ref_trans(form)
+        assert np.array_equal(t.trans, trans) and np.array_equal(t.edge_flags, flags)
+    return form
+
+
+@settings(max_examples=60, deadline=None)
+@given(units(), bounds(), st.sampled_from(CONTEXTS), units(), bounds())
+def test_fixpoints_on_the_contexts(
+    x: ir.Expr, b: tuple[int, int], context: str, y: ir.Expr, b2: tuple[int, int]
+) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        _check(_grammar(context, x, b[0], b[1], y, b2[0], b2[1]), mp)
+
+
+_CORPUS = Path(__file__).parent / "corpora" / "jsonschemabench"
+
+
+def _schemas(k: int) -> list[str]:
+    from benchmarks.bench_maskbench import job_of, load_corpus
+
+    jobs = [job_of(r) for r in load_corpus(_CORPUS, None, False)]
+    jobs.sort(key=lambda j: j["id"])
+    return [j["text"] for j in itertools.islice(jobs, 0, None, max(1, len(jobs) // k))]
+
+
+@pytest.mark.skipif(not _CORPUS.exists(), reason="no JSONSchemaBench corpus")
+def test_fixpoints_on_json_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
+    _Seen.follows = _Seen.calls_into = _Seen.trims = 0
+    spliced = 0
+    for text in _schemas(12):
+        try:
+            g = cfgmask.Grammar.from_json_schema(text)
+        except NotEnforceable:
+            continue
+        form = _check(g.ir, monkeypatch)
+        spliced += len(form.segments)
+    # the comparisons ran, on rules with calls, and counts were spliced
+    assert _Seen.follows > 0 and _Seen.calls_into > 0 and _Seen.trims > 0 and spliced > 0
+
+
+def test_two_edges_on_one_byte_are_refused() -> None:
+    rule = SegmentRule([[(0x61, 0x62, 1, 0), (0x62, 0x63, 1, 0)], []], [[], []], [False, True], [-1, -1])
+    with pytest.raises(ValueError, match="two edges on one byte"):
+        c_tables(SegmentForm("root", {"root": rule}, []))
+    ok = SegmentRule([[(0x61, 0x61, 1, 0), (0x62, 0x63, 1, 0)], []], [[], []], [False, True], [-1, -1])
+    t = c_tables(SegmentForm("root", {"root": ok}, []))
+    assert int(t.trans[0, t.byte_class[0x62]]) == 1 and int(t.trans[0, t.byte_class[0x64]]) == -1
