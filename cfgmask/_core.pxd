@@ -83,6 +83,7 @@ cdef extern from "cfgmask.h" nogil:
         size_t stack_verdicts
         size_t flat_plain_steps
         size_t listed_reads
+        size_t lazy_follow
 
     void cm_limits_default(cm_limits *out)
     int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
@@ -327,6 +328,9 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_run_hits()
     size_t cm_walk_run_aheads_by_steps()
     size_t cm_walk_filter_pair_hits()
+    size_t cm_walk_follow_lazy_held()
+    size_t cm_walk_follow_lazy_inserts()
+    size_t cm_walk_follow_hits()
     size_t cm_walk_listed_unread()
     void cm_walk_loop_stop_enable(int on)
     size_t cm_walk_loop_stops()

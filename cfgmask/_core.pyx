@@ -150,6 +150,7 @@ cdef void _fill_limits(cm_limits *lim, object s) except *:
     lim.stack_verdicts = s.stack_verdicts
     lim.flat_plain_steps = 1 if s.flat_plain_steps else 0
     lim.listed_reads = 1 if s.listed_reads else 0
+    lim.lazy_follow = 1 if s.lazy_follow else 0
 
 
 cdef uint32_t _NO_SETS[1]
@@ -1575,6 +1576,13 @@ def filter_pair_hits():
     """How many of the upward filter's questions its pair stops (the bytes a rule's upward chart
     reads second after each first byte) answered so far in this process (for the tests)."""
     return cm_walk_filter_pair_hits()
+
+
+def follow_memo_counts():
+    """The upward filter's lazy verdict memo so far in this process (for the tests): (verdicts
+    held unhashed by a rule's first filter, those hashed into the memo when a second filter of
+    the rule came, questions the memo answered)."""
+    return (cm_walk_follow_lazy_held(), cm_walk_follow_lazy_inserts(), cm_walk_follow_hits())
 
 
 def listed_unread():

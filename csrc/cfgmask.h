@@ -241,6 +241,12 @@ typedef struct cm_limits {
      * byte none reads dies there without a scan (walk.c, cm_walk_listed_at);
      * 0: every byte is scanned.  The entries are the same. */
     size_t listed_reads;
+    /* 1: the upward filter's verdicts of a rule's first filter that asks are
+     * held as the asks had them (no hash, lookup or growth of the memo) and
+     * hashed into the memo only when a second filter of the rule comes
+     * (walk.c, follow_lazy_state); 0: every verdict is hashed at once.  The
+     * entries are the same. */
+    size_t lazy_follow;
 } cm_limits;
 
 void cm_limits_default(cm_limits *out);

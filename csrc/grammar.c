@@ -36,6 +36,7 @@ void cm_limits_default(cm_limits *out) {
     out->stack_verdicts = 4096;
     out->flat_plain_steps = 1;
     out->listed_reads = 1;
+    out->lazy_follow = 1;
 }
 
 static int validate_tokens(const cm_tables *t) {

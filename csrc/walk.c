@@ -482,7 +482,28 @@ struct cm_follow_memo {
      * string's chain filter a few tokens each, 100-200 times in one mask) */
     cm_chart item, up;
     bool item_ok, up_ok;
+    /* the lazy memo (lim.lazy_follow): per rule, 0 no verdict of it yet, 1 its first asking
+     * filter's verdicts held unhashed in held[rule], 2 hashed into slots (every filter of
+     * the rule asks the memo from then on); NULL: not made */
+    uint8_t *lazy;           /* [n_lazy_rules] */
+    struct follow_held **held; /* [n_lazy_rules] */
+    uint32_t n_lazy_rules;
 };
+
+/* One verdict of a rule's first asking filter, kept as the ask had it (the
+ * bytes: the trie's data from off), hashed into the memo only when a second
+ * filter of the rule comes: a `ws` rule's start entry asks ~4,000 rests and
+ * a compact document never filters another of its states. */
+typedef struct {
+    uint32_t off;
+    uint16_t len;
+    uint16_t alive;
+} follow_verdict;
+
+typedef struct follow_held {
+    size_t n;
+    follow_verdict v[];
+} follow_held;
 
 #define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1 MB of slots */
 
@@ -497,6 +518,10 @@ void cm_follow_memo_free(cm_follow_memo *m) {
         for (uint32_t r = 0; r < m->n_pair_rules; r++) free(m->pairs[r]);
     free(m->pairs);
     free(m->pair_met);
+    if (m->held)
+        for (uint32_t r = 0; r < m->n_lazy_rules; r++) free(m->held[r]);
+    free(m->held);
+    free(m->lazy);
     free(m->slots);
     for (size_t i = 0; i < m->runs_cap; i++) free(m->runs[i].stops);
     free(m->runs);
@@ -786,6 +811,11 @@ static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len
 }
 
 static atomic_size_t g_pair_hits;
+static atomic_size_t g_lazy_held, g_lazy_inserts, g_follow_hits;
+
+size_t cm_walk_follow_lazy_held(void) { return atomic_load(&g_lazy_held); }
+size_t cm_walk_follow_lazy_inserts(void) { return atomic_load(&g_lazy_inserts); }
+size_t cm_walk_follow_hits(void) { return atomic_load(&g_follow_hits); }
 
 size_t cm_walk_filter_pair_hits(void) { return atomic_load(&g_pair_hits); }
 
@@ -964,7 +994,7 @@ static bool run_stops_of(const cm_grammar *g, uint32_t rule, follow_run *r) {
  * predecessor died on dies there too.  Each verdict goes to the memo, and a
  * surviving one keeps its token.  0, or < 0 on error. */
 static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep,
-                         size_t *run_hits) {
+                         size_t *run_hits, follow_held *held) {
     cm_follow_memo *m = follow_memo(g);
     if (!m) return CM_ERR_NOMEM;
     cm_chart *up = &m->up;
@@ -1010,10 +1040,50 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
                     have = run_ahead(g, up, r, len, have);
             }
         }
-        follow_put(g, q[j].h, rule, p, len, ok);
+        if (!held) follow_put(g, q[j].h, rule, p, len, ok);
+        else if (follow_fits(g->v, p, len))
+            held->v[held->n++] = (follow_verdict){(uint32_t)(p - g->v->trie_data), (uint16_t)len, (uint16_t)ok};
         if (ok) keep[q[j].i] = 1;
     }
     return rc;
+}
+
+/* The lazy memo's state of `rule`, its arrays made on first use: 2 (ask the
+ * memo and put every verdict) when lim.lazy_follow is off or memory is short.
+ * A rule's held verdicts are hashed into the memo here when a second filter of
+ * the rule comes (1 -> 2). */
+static uint8_t follow_lazy_state(const cm_grammar *g, cm_follow_memo *m, uint32_t rule) {
+    if (!g->lim.lazy_follow) return 2;
+    if (!m->lazy) {
+        uint32_t n = g->t.n_rules;
+        m->lazy = calloc(n ? n : 1, sizeof *m->lazy);
+        m->held = calloc(n ? n : 1, sizeof *m->held);
+        if (!m->lazy || !m->held) {
+            free(m->lazy);
+            free(m->held);
+            m->lazy = NULL;
+            m->held = NULL;
+            return 2;
+        }
+        m->n_lazy_rules = n;
+        atomic_fetch_add(&g->cache->bytes, n * (sizeof *m->lazy + sizeof *m->held));
+    }
+    if (rule >= m->n_lazy_rules) return 2;
+    if (m->lazy[rule] == 1) {
+        follow_held *h = m->held[rule];
+        size_t n = h ? h->n : 0;
+        if (n) follow_reserve(g, n);
+        for (size_t i = 0; i < n; i++) {
+            const uint8_t *p = g->v->trie_data + h->v[i].off;
+            follow_put(g, follow_hash(rule, p, h->v[i].len), rule, p, h->v[i].len, h->v[i].alive != 0);
+        }
+        if (n) atomic_fetch_add(&g_lazy_inserts, n);
+        if (h) atomic_fetch_sub(&g->cache->bytes, sizeof *h + h->n * sizeof *h->v);
+        free(h);
+        m->held[rule] = NULL;
+        m->lazy[rule] = 2;
+    }
+    return m->lazy[rule];
 }
 
 /* The common prefix of trie entries a and b (bytes pa, pb): from the trie's
@@ -1067,6 +1137,10 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     size_t stops_after = runs_on ? g->lim.run_stops : 0;
     /* the pair stops, once made for the rule; until then the rests they would have read are counted */
     pair_stops *ps = m->pairs ? m->pairs[rule] : NULL;
+    /* no verdict of the rule in the memo yet (lazy 0): nothing to look up, and this filter's
+     * verdicts are held unhashed until a second filter of the rule comes */
+    uint8_t lazy = follow_lazy_state(g, m, rule);
+    size_t memo_hits = 0;
     size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
@@ -1126,21 +1200,40 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                     continue;
                 }
             }
-            uint32_t h = follow_hash(rule, p + e, len - e);
-            int known = follow_get(g, h, rule, p + e, len - e);
-            if (known >= 0) {
-                keep[i] = (uint8_t)known;
-                continue;
+            uint32_t h = 0;
+            if (lazy == 2) {
+                h = follow_hash(rule, p + e, len - e);
+                int known = follow_get(g, h, rule, p + e, len - e);
+                if (known >= 0) {
+                    memo_hits++;
+                    keep[i] = (uint8_t)known;
+                    continue;
+                }
             }
             if (n_ask == cap_ask && (rc = cm_grow_to((void **)&ask, &cap_ask, n_ask + 1, sizeof *ask))) break;
             ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
     }
     if (!rc && n_ask) {
-        follow_reserve(g, n_ask);
+        follow_held *held = NULL;
+        if (lazy == 2) follow_reserve(g, n_ask);
+        else if (n_ask <= CM_FOLLOW_MEMO_MAX && (held = malloc(sizeof *held + n_ask * sizeof *held->v)))
+            held->n = 0;
         rc = follow_sort(ask, n_ask);
-        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep, &run_hits);
+        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep, &run_hits, held);
+        if (held && !rc) {
+            /* the rule's first verdicts, hashed at its next filter */
+            atomic_fetch_add(&g->cache->bytes, sizeof *held + held->n * sizeof *held->v);
+            atomic_fetch_add(&g_lazy_held, held->n);
+            m->held[rule] = held;
+            m->lazy[rule] = 1;
+        } else {
+            free(held);
+            /* too many to hold, or none made: the rule's later filters look up and put as before */
+            if (lazy == 0) m->lazy[rule] = 2;
+        }
     }
+    if (memo_hits) atomic_fetch_add(&g_follow_hits, memo_hits);
     if (!ps && pair_met && g->lim.filter_pairs) pair_stops_of(g, m, rule, pair_met);
     if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
     if (paired) atomic_fetch_add(&g_pair_hits, paired);

@@ -64,6 +64,13 @@ size_t cm_walk_run_aheads_by_steps(void); /* read-aheads run_ahead_steps started
 /* How many of the filter's questions the pair stops answered so far in this
  * process (for the tests). */
 size_t cm_walk_filter_pair_hits(void);
+/* The lazy verdict memo (lim.lazy_follow), so far in this process (for the
+ * tests): verdicts held unhashed by a rule's first filter, those hashed into
+ * the memo when a second filter of the rule came, and the filter's questions
+ * the memo answered. */
+size_t cm_walk_follow_lazy_held(void);
+size_t cm_walk_follow_lazy_inserts(void);
+size_t cm_walk_follow_hits(void);
 /* How many tokens of listed walks (cm_walk_listed_at) died on a byte no item of
  * their set reads, without a scan, so far in this process (for the tests). */
 size_t cm_walk_listed_unread(void);

@@ -134,6 +134,11 @@ class Strategy:
     # scan looping over an item per rule of an object's chain of optional properties; False:
     # every byte scanned)
     listed_reads: bool = True
+    # the upward filter's verdicts of a rule's first filter are held as asked (no hash, lookup or
+    # growth of the memo) and hashed into the memo only when a second filter of the rule comes
+    # (a compact JSON document filters one `ws` state, an indented one many; False: every
+    # verdict hashed at once)
+    lazy_follow: bool = True
 
 
 DEFAULT = Strategy()
