@@ -1111,6 +1111,33 @@ static int run_scan_part(const cm_vocab *v, const uint16_t *tab, size_t k0, size
     return rc;
 }
 
+static uint64_t run_key(const uint32_t *r, size_t k, size_t k_end, uint32_t d0, uint32_t *key);
+
+/* A whole-trie run walk built from the stored walks of its first bytes' subtrees
+ * (the keys (run, fo[b], fo[b + 1], 1) that a name start's run entry stores):
+ * on by default; how many subtrees were taken so, in this process. */
+static atomic_int g_run_parts_on = 1;
+static atomic_size_t g_run_parts_hits;
+void cm_run_parts_enable(int on) { atomic_store(&g_run_parts_on, on ? 1 : 0); }
+size_t cm_run_parts_hits(void) { return atomic_load(&g_run_parts_hits); }
+
+/* First byte b's subtree [lo, hi) of the whole-trie walk of run r, from the
+ * vocabulary's stored walk of that subtree (r, lo, hi, 1): the same scan
+ * (run_scan_part of [lo, hi) from depth 1, names from the list), so the same
+ * tokens and the same exits in the same order.  Its ids appended at *idp (the
+ * buffer ids0 holds cap_ids), its exits to *exits: 1 taken, 0 not stored, < 0
+ * error. */
+static int run_part_stored(const cm_grammar *g, const uint32_t *r, size_t lo, size_t hi, uint32_t *bits,
+                           const uint32_t *ids0, uint32_t **idp, size_t cap_ids, cm_loop_exit **exits,
+                           size_t *n_exits, size_t *cap_x) {
+    uint32_t key[CM_RUN_KEY];
+    uint64_t h = run_key(r, lo, hi, 1, key);
+    size_t used = (size_t)(*idp - ids0);
+    int rc = cm_walk_store_append_run(g, key, h, bits, idp, cap_ids - used, exits, n_exits, cap_x);
+    if (rc == 1) atomic_fetch_add_explicit(&g_run_parts_hits, 1, memory_order_relaxed);
+    return rc;
+}
+
 /* The run walk of r over [k0, k_end) from d0: the tokens that end in the run
  * set in bits and their ids into *ids, the subtrees that leave it (label
  * unused) into *exits.  A first byte's subtree (d0 = 1) of a run holding every
@@ -1140,11 +1167,14 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
     uint8_t b0 = k0 < k_end ? v->trie_data[off[k0]] : 0;
     int rc = CM_OK;
     if (names && d0 == 0 && k0 == 0 && k_end == v->n_trie) {
+        bool parts = atomic_load_explicit(&g_run_parts_on, memory_order_relaxed);
         for (unsigned b = 0; b < 256 && !rc; b++) {
             size_t lo = fo[b], hi = fo[b + 1];
             if (lo == hi) continue;
             if ((r[b >> 5] >> (b & 31)) & 1u) {
-                rc = run_scan_part(v, tab, lo, hi, 1, true, bits, &idv, exits, n_exits, &cap_x);
+                int got = parts ? run_part_stored(g, r, lo, hi, bits, *ids, &idv, k_end - k0, exits, n_exits, &cap_x) : 0;
+                if (got < 0) rc = got;
+                else if (!got) rc = run_scan_part(v, tab, lo, hi, 1, true, bits, &idv, exits, n_exits, &cap_x);
             } else {
                 size_t end = v->skip[off[lo]];
                 if (end > k_end || end <= lo) end = k_end;

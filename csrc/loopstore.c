@@ -288,6 +288,37 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
     return found;
 }
 
+int cm_walk_store_append_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, uint32_t *bits,
+                             uint32_t **idp, size_t max_ids, cm_loop_exit **exits, size_t *n_exits, size_t *cap) {
+    cm_walk_store *s = g->v->walks;
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    const cm_loop_walk *x = find_run(s, key, hash);
+    if (x && x->n_accepted <= max_ids) {
+        found = 1;
+        if (*n_exits + x->n_exits > *cap) {
+            size_t c = *cap ? *cap : 64;
+            while (c < *n_exits + x->n_exits) c *= 2;
+            cm_loop_exit *q = realloc(*exits, c * sizeof *q);
+            if (q) {
+                *exits = q;
+                *cap = c;
+            } else {
+                found = CM_ERR_NOMEM;
+            }
+        }
+    }
+    if (found == 1) {
+        if (x->n_exits) memcpy(*exits + *n_exits, x->exits, x->n_exits * sizeof **exits);
+        *n_exits += x->n_exits;
+        if (x->n_accepted) memcpy(*idp, x->bits, x->n_accepted * sizeof **idp);
+        *idp += x->n_accepted;
+        cm_set_bits(bits, x->bits, x->n_accepted);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
 bool cm_walk_store_has_run(const cm_grammar *g, const uint32_t *key, uint64_t hash) {
     cm_walk_store *s = g->v->walks;
     pthread_mutex_lock(&s->lock);
