@@ -28,6 +28,9 @@ struct cm_loop_walk {
     uint32_t *bits;             /* tokens that end inside the loop (a run walk's, sig[0]
                                    CM_RUN_MARK: their ids, n_accepted of them) */
     uint32_t n_accepted;
+    uint32_t n_named;           /* a run walk's: of its n_accepted tokens, the name entries of its
+                                   run's first bytes (its key's range), left out of bits and set
+                                   from the vocabulary's per-byte name sets (cm_vocab_names) */
     cm_loop_exit *exits;
     size_t n_exits;
     struct cm_loop_walk *next;  /* in its bucket */
@@ -152,11 +155,12 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
  * max_ids fit there), its exits appended to *exits (*n_exits of them, *cap
  * allocated, grown as needed): 1 found, 0 not (nothing touched), < 0 error. */
 int cm_walk_store_append_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, uint32_t *bits,
-                             uint32_t **idp, size_t max_ids, cm_loop_exit **exits, size_t *n_exits, size_t *cap);
+                             uint32_t **idp, size_t max_ids, uint32_t *named, cm_loop_exit **exits, size_t *n_exits,
+                             size_t *cap);
 /* Does the vocabulary hold the run walk of key[0..CM_RUN_KEY)? */
 bool cm_walk_store_has_run(const cm_grammar *g, const uint32_t *key, uint64_t hash);
 void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
-                           uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits);
+                           uint32_t n_ids, uint32_t n_named, const cm_loop_exit *exits, size_t n_exits);
 
 /* ---- chain analyses kept by their rows (chains.c's memos, loopstore.c's store) ---- */
 
