@@ -394,6 +394,8 @@ cdef extern from "loops.h" nogil:
     void cm_name_runs_enable(int on)
     size_t cm_name_run_hits()
     size_t cm_run_gaps_skipped()
+    void cm_run_parts_enable(int on)
+    size_t cm_run_parts_hits()
 
 cdef extern from "chart.h" nogil:
     size_t cm_chart_scans_hashed()

@@ -1783,6 +1783,22 @@ def run_gaps_skipped():
     return cm_run_gaps_skipped()
 
 
+def run_parts_enable(bint on):
+    """Build the whole-trie walk of a name's run (an identifier state's own walk) from the
+    vocabulary's stored walks of its first bytes' subtrees, made by a name start's run entry of
+    the same run (arithmetic's variable after `call`'s letters), where they are stored; the others
+    scanned as before (csrc/loops.c, run_part_stored; the default).  Off: every subtree scanned,
+    the reference the tests compare against.  Process-wide; clear the caches after a change.  The
+    entries are the same."""
+    cm_run_parts_enable(1 if on else 0)
+
+
+def run_parts_hits():
+    """How many first bytes' subtrees a whole-trie run walk took from the store so far in this
+    process (for the tests)."""
+    return cm_run_parts_hits()
+
+
 def chart_scans_hashed():
     """How many Earley scans' kernels grew past the few items kept distinct by comparison and
     went on in the set's dedup table (csrc/earley.c, scan_kernel) so far in this process (for the

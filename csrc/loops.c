@@ -1078,7 +1078,8 @@ static int run_push_exit(cm_loop_exit **exits, size_t *n_exits, size_t *cap, cm_
  * to *exits; with names (first byte b's whole subtree at depth 1, the run
  * holding every name byte) b's name entries from the vocabulary's list. */
 static int run_scan_part(const cm_vocab *v, const uint16_t *tab, size_t k0, size_t k_end, uint32_t d0, bool names,
-                         uint32_t *bits, uint32_t **idp, cm_loop_exit **exits, size_t *n_exits, size_t *cap_x) {
+                         uint32_t *bits, uint32_t **idp, uint32_t *named, cm_loop_exit **exits, size_t *n_exits,
+                         size_t *cap_x) {
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
@@ -1086,11 +1087,8 @@ static int run_scan_part(const cm_vocab *v, const uint16_t *tab, size_t k0, size
     size_t k = k0;
     int rc = CM_OK;
     if (names) {
-        uint8_t b = data[off[k0]];
-        uint32_t n0 = v->name_off[b], n = v->name_off[b + 1] - n0;
-        memcpy(idv, v->name_ids + n0, n * sizeof *idv);
-        cm_vocab_names(v, b, bits);
-        idv += n;
+        /* b's name entries counted, not listed: the store sets them from the list again */
+        *named += cm_vocab_names(v, data[off[k0]], bits);
         k = v->name_next[k0];
         atomic_fetch_add(&g_run_name_scans, 1);
     }
@@ -1111,6 +1109,33 @@ static int run_scan_part(const cm_vocab *v, const uint16_t *tab, size_t k0, size
     return rc;
 }
 
+static uint64_t run_key(const uint32_t *r, size_t k, size_t k_end, uint32_t d0, uint32_t *key);
+
+/* A whole-trie run walk built from the stored walks of its first bytes' subtrees
+ * (the keys (run, fo[b], fo[b + 1], 1) that a name start's run entry stores):
+ * on by default; how many subtrees were taken so, in this process. */
+static atomic_int g_run_parts_on = 1;
+static atomic_size_t g_run_parts_hits;
+void cm_run_parts_enable(int on) { atomic_store(&g_run_parts_on, on ? 1 : 0); }
+size_t cm_run_parts_hits(void) { return atomic_load(&g_run_parts_hits); }
+
+/* First byte b's subtree [lo, hi) of the whole-trie walk of run r, from the
+ * vocabulary's stored walk of that subtree (r, lo, hi, 1): the same scan
+ * (run_scan_part of [lo, hi) from depth 1, names from the list), so the same
+ * tokens and the same exits in the same order.  Its ids appended at *idp (the
+ * buffer ids0 holds cap_ids), its exits to *exits: 1 taken, 0 not stored, < 0
+ * error. */
+static int run_part_stored(const cm_grammar *g, const uint32_t *r, size_t lo, size_t hi, uint32_t *bits,
+                           const uint32_t *ids0, uint32_t **idp, size_t cap_ids, uint32_t *named,
+                           cm_loop_exit **exits, size_t *n_exits, size_t *cap_x) {
+    uint32_t key[CM_RUN_KEY];
+    uint64_t h = run_key(r, lo, hi, 1, key);
+    size_t used = (size_t)(*idp - ids0);
+    int rc = cm_walk_store_append_run(g, key, h, bits, idp, cap_ids - used, named, exits, n_exits, cap_x);
+    if (rc == 1) atomic_fetch_add_explicit(&g_run_parts_hits, 1, memory_order_relaxed);
+    return rc;
+}
+
 /* The run walk of r over [k0, k_end) from d0: the tokens that end in the run
  * set in bits and their ids into *ids, the subtrees that leave it (label
  * unused) into *exits.  A first byte's subtree (d0 = 1) of a run holding every
@@ -1123,14 +1148,14 @@ static int run_scan_part(const cm_vocab *v, const uint16_t *tab, size_t k0, size
  * byte outside the run is one exit at depth 0, as the scan would find it, a
  * byte inside it that subtree from depth 1. */
 static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_end, uint32_t d0, uint32_t *bits,
-                    uint32_t **ids, uint32_t *n_ids, cm_loop_exit **exits, size_t *n_exits) {
+                    uint32_t **ids, uint32_t *n_ids, uint32_t *n_named, cm_loop_exit **exits, size_t *n_exits) {
     const cm_vocab *v = g->v;
     const uint64_t *off = v->trie_off;
     uint16_t tab[256];  /* the run as a loop of one state */
     for (int b = 0; b < 256; b++) tab[b] = (r[b >> 5] >> (b & 31)) & 1u ? 0 : LT_OUT;
     size_t cap_x = 0;
     *exits = NULL;
-    *n_ids = 0;
+    *n_ids = *n_named = 0;
     *n_exits = 0;
     /* at most one id an entry */
     uint32_t *idv = *ids = malloc((k_end > k0 ? k_end - k0 : 1) * sizeof *idv);
@@ -1140,11 +1165,15 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
     uint8_t b0 = k0 < k_end ? v->trie_data[off[k0]] : 0;
     int rc = CM_OK;
     if (names && d0 == 0 && k0 == 0 && k_end == v->n_trie) {
+        bool parts = atomic_load_explicit(&g_run_parts_on, memory_order_relaxed);
         for (unsigned b = 0; b < 256 && !rc; b++) {
             size_t lo = fo[b], hi = fo[b + 1];
             if (lo == hi) continue;
             if ((r[b >> 5] >> (b & 31)) & 1u) {
-                rc = run_scan_part(v, tab, lo, hi, 1, true, bits, &idv, exits, n_exits, &cap_x);
+                int got = parts ? run_part_stored(g, r, lo, hi, bits, *ids, &idv, k_end - k0, n_named, exits, n_exits, &cap_x)
+                                : 0;
+                if (got < 0) rc = got;
+                else if (!got) rc = run_scan_part(v, tab, lo, hi, 1, true, bits, &idv, n_named, exits, n_exits, &cap_x);
             } else {
                 size_t end = v->skip[off[lo]];
                 if (end > k_end || end <= lo) end = k_end;
@@ -1153,7 +1182,7 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
         }
     } else {
         names = names && d0 == 1 && k0 == fo[b0] && k_end == fo[b0 + 1];
-        rc = run_scan_part(v, tab, k0, k_end, d0, names, bits, &idv, exits, n_exits, &cap_x);
+        rc = run_scan_part(v, tab, k0, k_end, d0, names, bits, &idv, n_named, exits, n_exits, &cap_x);
     }
     *n_ids = (uint32_t)(idv - *ids);
     return rc;
@@ -1181,11 +1210,11 @@ static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_en
     int rc = cm_walk_store_get_run(g, key, h, w, exits, n_exits);
     atomic_fetch_add(rc == 1 ? &g->cache->runs_from_vocab : &g->cache->run_walks, rc >= 0);
     if (rc) return rc < 0 ? rc : CM_OK;
-    uint32_t *ids, n_ids;
-    rc = run_scan(g, r, k, k_end, d0, w->bits, &ids, &n_ids, exits, n_exits);
+    uint32_t *ids, n_ids, n_named;
+    rc = run_scan(g, r, k, k_end, d0, w->bits, &ids, &n_ids, &n_named, exits, n_exits);
     if (!rc) {
-        w->n_accepted += n_ids;
-        cm_walk_store_put_run(g, key, h, ids, n_ids, *exits, *n_exits);
+        w->n_accepted += n_ids + n_named;
+        cm_walk_store_put_run(g, key, h, ids, n_ids, n_named, *exits, *n_exits);
     }
     free(ids);
     return rc;

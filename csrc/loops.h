@@ -28,6 +28,9 @@ struct cm_loop_walk {
     uint32_t *bits;             /* tokens that end inside the loop (a run walk's, sig[0]
                                    CM_RUN_MARK: their ids, n_accepted of them) */
     uint32_t n_accepted;
+    uint32_t n_named;           /* a run walk's: of its n_accepted tokens, the name entries of its
+                                   run's first bytes (its key's range), left out of bits and set
+                                   from the vocabulary's per-byte name sets (cm_vocab_names) */
     cm_loop_exit *exits;
     size_t n_exits;
     struct cm_loop_walk *next;  /* in its bucket */
@@ -86,6 +89,12 @@ bool cm_run_stored(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k,
  * (arithmetic's `call` name after `primary`'s variable, the same run over the
  * whole trie): 1 done, 0 declined (w untouched), < 0 error. */
 int cm_run_entry_stored(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The whole-trie walk of a run that holds every name byte takes each first
+ * byte's subtree from the vocabulary's stored walk of it where there is one
+ * (arithmetic's variable inside `(a` after `call`'s per-letter walks of the
+ * first mask): on by default; the subtrees taken so, in this process. */
+void cm_run_parts_enable(int on);
+size_t cm_run_parts_hits(void);
 void cm_name_runs_enable(int on);
 size_t cm_name_run_hits(void);
 /* Ranges of first bytes that cm_run_entry left unwalked, the state reading none of
@@ -141,10 +150,17 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
 /* A copy of a run walk kept by the vocabulary under that key; nothing when the
  * run walks' budget (CM_VOCAB_RUN_BYTES) is spent, memory is short, or it is
  * there already. */
+/* The vocabulary's run walk of key[0..CM_RUN_KEY) appended to a walk being
+ * built: its tokens set in bits and their ids copied to *idp (advanced; at most
+ * max_ids fit there), its exits appended to *exits (*n_exits of them, *cap
+ * allocated, grown as needed): 1 found, 0 not (nothing touched), < 0 error. */
+int cm_walk_store_append_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, uint32_t *bits,
+                             uint32_t **idp, size_t max_ids, uint32_t *named, cm_loop_exit **exits, size_t *n_exits,
+                             size_t *cap);
 /* Does the vocabulary hold the run walk of key[0..CM_RUN_KEY)? */
 bool cm_walk_store_has_run(const cm_grammar *g, const uint32_t *key, uint64_t hash);
 void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
-                           uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits);
+                           uint32_t n_ids, uint32_t n_named, const cm_loop_exit *exits, size_t n_exits);
 
 /* ---- chain analyses kept by their rows (chains.c's memos, loopstore.c's store) ---- */
 

@@ -265,6 +265,19 @@ static const cm_loop_walk *find_run(const cm_walk_store *s, const uint32_t *key,
     return NULL;
 }
 
+/* The name entries a run walk of key left out of its ids (n_named of them): those of
+ * its range's first byte (a subtree's walk, from depth 1), or of every byte of the
+ * run (the whole trie's, from depth 0), set in bits from the vocabulary's lists. */
+static void run_named_bits(const cm_vocab *v, const uint32_t *key, uint32_t *bits) {
+    const uint32_t *r = key + 1, *fo = v->first_off;
+    if (key[11] == 1) {
+        cm_vocab_names(v, v->trie_data[v->trie_off[key[9]]], bits);
+        return;
+    }
+    for (unsigned b = 0; b < 256; b++)
+        if (((r[b >> 5] >> (b & 31)) & 1u) && fo[b] < fo[b + 1]) cm_vocab_names(v, (uint8_t)b, bits);
+}
+
 int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, cm_walk *w,
                           cm_loop_exit **exits, size_t *n_exits) {
     cm_walk_store *s = g->v->walks;
@@ -281,8 +294,44 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
     if (found == 1) {
         memcpy(*exits, x->exits, x->n_exits * sizeof **exits);
         *n_exits = x->n_exits;
-        cm_set_bits(w->bits, x->bits, x->n_accepted);
+        cm_set_bits(w->bits, x->bits, x->n_accepted - x->n_named);
+        if (x->n_named) run_named_bits(g->v, key, w->bits);
         w->n_accepted += x->n_accepted;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return found;
+}
+
+int cm_walk_store_append_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, uint32_t *bits,
+                             uint32_t **idp, size_t max_ids, uint32_t *named, cm_loop_exit **exits, size_t *n_exits,
+                             size_t *cap) {
+    cm_walk_store *s = g->v->walks;
+    int found = 0;
+    pthread_mutex_lock(&s->lock);
+    const cm_loop_walk *x = find_run(s, key, hash);
+    if (x && x->n_accepted - x->n_named <= max_ids) {
+        found = 1;
+        if (*n_exits + x->n_exits > *cap) {
+            size_t c = *cap ? *cap : 64;
+            while (c < *n_exits + x->n_exits) c *= 2;
+            cm_loop_exit *q = realloc(*exits, c * sizeof *q);
+            if (q) {
+                *exits = q;
+                *cap = c;
+            } else {
+                found = CM_ERR_NOMEM;
+            }
+        }
+    }
+    if (found == 1) {
+        if (x->n_exits) memcpy(*exits + *n_exits, x->exits, x->n_exits * sizeof **exits);
+        *n_exits += x->n_exits;
+        uint32_t n_ids = x->n_accepted - x->n_named;
+        if (n_ids) memcpy(*idp, x->bits, n_ids * sizeof **idp);
+        *idp += n_ids;
+        cm_set_bits(bits, x->bits, n_ids);
+        if (x->n_named) run_named_bits(g->v, key, bits);
+        *named += x->n_named;
     }
     pthread_mutex_unlock(&s->lock);
     return found;
@@ -297,7 +346,7 @@ bool cm_walk_store_has_run(const cm_grammar *g, const uint32_t *key, uint64_t ha
 }
 
 void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,
-                           uint32_t n_ids, const cm_loop_exit *exits, size_t n_exits) {
+                           uint32_t n_ids, uint32_t n_named, const cm_loop_exit *exits, size_t n_exits) {
     cm_walk_store *s = g->v->walks;
     cm_loop_walk *x = calloc(1, sizeof *x);
     if (!x || !(x->sig = malloc(CM_RUN_KEY * sizeof *key)) ||
@@ -312,7 +361,8 @@ void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t ha
     if (n_exits) memcpy(x->exits, exits, n_exits * sizeof *exits);
     x->hash = hash;
     x->n_sig = CM_RUN_KEY;
-    x->n_accepted = n_ids;
+    x->n_accepted = n_ids + n_named;
+    x->n_named = n_named;
     x->n_exits = n_exits;
     x->bytes = sizeof *x + CM_RUN_KEY * 4 + (size_t)n_ids * 4 + n_exits * sizeof *exits;
     pthread_mutex_lock(&s->lock);
