@@ -1876,26 +1876,7 @@ cdef class SegTablesHandle:
     def __cinit__(self, tables):
         cdef cm_seg_tables st
         cdef int rc
-        _tables_from_arrays(tables, &st.t)
-        st.t.start_rule = <uint32_t>tables.start_rule
-        cdef const uint32_t[::1] state_seg = tables.state_seg
-        cdef const uint8_t[:, ::1] edge_flags = tables.edge_flags
-        cdef const uint32_t[::1] seg_lo = tables.seg_lo
-        cdef const uint32_t[::1] seg_hi = tables.seg_hi
-        cdef const uint32_t[::1] seg_rule = tables.seg_rule
-        cdef const uint32_t[::1] seg_head = tables.seg_head
-        cdef size_t nseg = seg_lo.shape[0]
-        if (state_seg.shape[0] != st.t.n_states or edge_flags.shape[0] != st.t.n_states
-                or edge_flags.shape[1] != st.t.n_classes or seg_hi.shape[0] != nseg
-                or seg_rule.shape[0] != nseg or seg_head.shape[0] != nseg):
-            raise ValueError("inconsistent segment tables")
-        st.n_segments = <uint32_t>nseg
-        st.state_seg = &state_seg[0]
-        st.edge_flags = &edge_flags[0, 0]
-        st.seg_lo = &seg_lo[0] if nseg else NULL
-        st.seg_hi = &seg_hi[0] if nseg else NULL
-        st.seg_rule = &seg_rule[0] if nseg else NULL
-        st.seg_head = &seg_head[0] if nseg else NULL
+        _seg_tables(tables, &st)
         with nogil:
             rc = cm_segtab_new(&st, &self.ptr)
         if rc:
