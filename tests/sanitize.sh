@@ -50,9 +50,25 @@ if [ $# -eq 0 ]; then
         tests/test_literal_sets.py tests/test_prefetch.py
 fi
 
-# a fresh copy of the working tree (sources only), then an in-place sanitizer build
+# a fresh copy of the working tree (sources only), then an in-place sanitizer build.  The copy's
+# folder is emptied first, so refuse one that is not a copy made here: the tree itself, a folder
+# above it, a git checkout or any other folder with files in it.
+if [ -e "$dst" ]; then
+    real=$(cd "$dst" && pwd -P)
+    case "$(cd "$src" && pwd -P)/" in
+    "$real"/*)
+        echo "$0: CFGMASK_SANITIZE_DIR=$dst holds this tree; name a scratch folder" >&2
+        exit 2
+        ;;
+    esac
+    if [ -e "$dst/.git" ] || { [ -n "$(ls -A "$dst")" ] && [ ! -e "$dst/.cfgmask-sanitize-copy" ]; }; then
+        echo "$0: $dst is not a copy made by this script (no .cfgmask-sanitize-copy); it is emptied before each run, so name a scratch folder" >&2
+        exit 2
+    fi
+fi
 rm -rf "$dst"
 mkdir -p "$dst"
+touch "$dst/.cfgmask-sanitize-copy"
 (cd "$src" && tar cf - --exclude=./.git --exclude=./.venv --exclude=./build --exclude='*.so' \
     --exclude=./cfgmask/_core.c --exclude=./cfgmask/compile/_dag.c --exclude=./cfgmask/_ir.c --exclude=.hypothesis --exclude=__pycache__ .) | (cd "$dst" && tar xf -)
 cd "$dst"
