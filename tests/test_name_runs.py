@@ -22,6 +22,8 @@ random vocabularies, entries and the masks along random walks against the refere
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -126,6 +128,19 @@ def _grammar(name: str, call: str) -> cfgmask.Grammar:
     return cfgmask.Grammar.from_gbnf(GRAMMAR.format(name=name, call=call))
 
 
+def names_walk_agrees(name: str, call: str, v: Vocab, data: st.DataObject, enable: Any) -> None:
+    """The masks along a random walk of the grammar of NAME and CALL with the switch ``enable`` on
+    (RUNS): the reference matcher's, and those of whole walks."""
+    g = _grammar(name, call)
+    ref_m = ReferenceMatcher(g.ir)
+    vocab = _vocab(v)
+    walk = data.draw(token_walks(ref_m, v, max_steps=12))
+    with core_switch(enable, True):
+        runs = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=RUNS))
+        whole = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
+        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, runs=runs, whole=whole)
+
+
 def test_same_run_twice_takes_the_stored_walk() -> None:
     """The hypothesis grammars reach both shortcuts where the two names share their run (else
     the random tests would compare the switch's absence with itself)."""
@@ -152,11 +167,4 @@ def test_random_name_grammars_masks_equal_reference(
 ) -> None:
     """The masks along random walks with the shortcuts on: the reference matcher's, and those of
     whole walks."""
-    g = _grammar(name, call)
-    ref_m = ReferenceMatcher(g.ir)
-    vocab = _vocab(v)
-    walk = data.draw(token_walks(ref_m, v, max_steps=12))
-    with core_switch(_core.name_runs_enable, True):
-        runs = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=RUNS))
-        whole = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
-        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, runs=runs, whole=whole)
+    names_walk_agrees(name, call, v, data, _core.name_runs_enable)

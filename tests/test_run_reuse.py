@@ -24,12 +24,11 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along, same_document_masks, same_entries, walk_agrees
-from .reference import ReferenceMatcher
-from .strategies import Vocab, token_walks, vocabularies
+from .helpers import core_switch, masks_along, same_document_masks, same_entries
+from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
-from .test_name_runs import ARITHMETIC_DOCS, RUNS, RUNS_COMPOSED, _grammar
+from .test_name_runs import ARITHMETIC_DOCS, RUNS, RUNS_COMPOSED, _grammar, names_walk_agrees
 
 
 def _entries(
@@ -147,11 +146,4 @@ def test_random_name_grammars_masks_equal_reference(
 ) -> None:
     """The masks along random walks with the stored subtrees on: the reference matcher's, and
     those of whole walks."""
-    g = _grammar(name, call)
-    ref_m = ReferenceMatcher(g.ir)
-    vocab = _vocab(v)
-    walk = data.draw(token_walks(ref_m, v, max_steps=12))
-    with core_switch(_core.run_parts_enable, True):
-        runs = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=RUNS))
-        whole = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
-        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, runs=runs, whole=whole)
+    names_walk_agrees(name, call, v, data, _core.run_parts_enable)
