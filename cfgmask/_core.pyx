@@ -1996,6 +1996,35 @@ cdef object _segcut_raise(int rc):
     _raise(rc, "segment cut")
 
 
+cdef list _segcut_list(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, bint leavers):
+    """The cut's tokens sorted (cm_segcut_kill) or, with ``leavers``, the leavers it keeps as
+    (token, offset of its EXIT byte) by count (cm_segcut_leavers): counted by a first call, then
+    written by a second into a buffer of that size."""
+    cdef size_t n = 0
+    cdef size_t m = 0
+    cdef int rc
+    if leavers:
+        rc = cm_segcut_leavers(c, state, need, budget, NULL, NULL, 0, &n)
+    else:
+        rc = cm_segcut_kill(c, state, need, budget, NULL, 0, &n)
+    if rc:
+        _segcut_raise(rc)
+    cdef uint32_t *buf = <uint32_t *>malloc(max(n, 1) * (8 if leavers else 4))
+    if buf == NULL:
+        raise MemoryError()
+    if leavers:
+        rc = cm_segcut_leavers(c, state, need, budget, buf, buf + n, n, &m)
+    else:
+        with nogil:
+            rc = cm_segcut_kill(c, state, need, budget, buf, n, &m)
+    if rc or m != n:
+        free(buf)
+        _segcut_raise(rc or CM_ERR_STATE)
+    res = [(buf[i], buf[n + i]) for i in range(n)] if leavers else sorted(buf[i] for i in range(n))
+    free(buf)
+    return res
+
+
 cdef class SegCutHandle:
     """The cut of segment ``seg`` of a SegTablesHandle for a vocabulary (csrc/segcut.c): every
     segment state's walk of every token (its kind -- ``DEAD``, ``STAY``, ``MID``, ``EXIT`` --
@@ -2082,40 +2111,11 @@ cdef class SegCutHandle:
 
     def kill(self, uint32_t state, uint32_t need, uint32_t budget):
         """The cut's tokens, a sorted list."""
-        cdef size_t n = 0
-        cdef int rc = cm_segcut_kill(self.ptr, state, need, budget, NULL, 0, &n)
-        if rc:
-            _segcut_raise(rc)
-        cdef uint32_t *out = <uint32_t *>malloc(max(n, 1) * 4)
-        if out == NULL:
-            raise MemoryError()
-        cdef size_t m = 0
-        with nogil:
-            rc = cm_segcut_kill(self.ptr, state, need, budget, out, n, &m)
-        if rc or m != n:
-            free(out)
-            _segcut_raise(rc or CM_ERR_STATE)
-        res = sorted(out[i] for i in range(n))
-        free(out)
-        return res
+        return _segcut_list(self.ptr, state, need, budget, False)
 
     def leavers(self, uint32_t state, uint32_t need, uint32_t budget):
         """The leavers the cut keeps: a list of (token, offset of its EXIT byte), by count."""
-        cdef size_t n = 0
-        cdef int rc = cm_segcut_leavers(self.ptr, state, need, budget, NULL, NULL, 0, &n)
-        if rc:
-            _segcut_raise(rc)
-        cdef uint32_t *buf = <uint32_t *>malloc(max(n, 1) * 8)
-        if buf == NULL:
-            raise MemoryError()
-        cdef size_t m = 0
-        rc = cm_segcut_leavers(self.ptr, state, need, budget, buf, buf + n, n, &m)
-        if rc or m != n:
-            free(buf)
-            _segcut_raise(rc or CM_ERR_STATE)
-        res = [(buf[i], buf[n + i]) for i in range(n)]
-        free(buf)
-        return res
+        return _segcut_list(self.ptr, state, need, budget, True)
 
 
 def segcut_store_hits():

@@ -126,19 +126,42 @@ static int repeats(cm_matcher *m, uint32_t rule, uint32_t origin) {
     return r;
 }
 
+/* A stamp no state holds yet (every state's cleared when the generation wraps). */
+static inline void new_stamp(cm_matcher *m) {
+    if (++m->stamp_gen == 0) {
+        memset(m->stamp, 0, m->g->t.n_states * sizeof *m->stamp);
+        m->stamp_gen = 1;
+    }
+}
+
+/* The (entry, debt) pairs a gather has ORed in (the first CM_GATHER_SEEN of them). */
+typedef struct gather_seen {
+    const cm_entry *e[CM_GATHER_SEEN];
+    uint32_t la[CM_GATHER_SEEN];
+    size_t n;
+} gather_seen;
+
+/* Whether (e, la) was ORed in already; if not, it is noted (while there is room). */
+static inline bool seen_before(gather_seen *seen, const cm_entry *e, uint32_t la) {
+    size_t j = 0;
+    while (j < seen->n && (seen->e[j] != e || seen->la[j] != la)) j++;
+    if (j < seen->n) return true;
+    if (seen->n < CM_GATHER_SEEN) {
+        seen->e[seen->n] = e;
+        seen->la[seen->n++] = la;
+    }
+    return false;
+}
+
 /* Steps 1-3 for the states of the last set; fills `words` (zeroed or copied over first
  * while *fresh) and `cand`. */
 static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
     const cm_grammar *g = m->g;
     const cm_chart *c = &m->c;
-    if (++m->stamp_gen == 0) {
-        memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
-        m->stamp_gen = 1;
-    }
+    new_stamp(m);
     m->n_rep = 0;
-    const cm_entry *done[CM_GATHER_SEEN];  /* (entry, debt) ORed already: states may share one */
-    uint32_t done_la[CM_GATHER_SEEN];
-    size_t n_done = 0;
+    gather_seen seen;  /* (entry, debt) ORed already: states may share one (arrays unset) */
+    seen.n = 0;
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
         if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) {
@@ -152,15 +175,7 @@ static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
         int rc;
         const cm_entry *e = cm_grammar_entry(g, s, &owned, &rc);
         if (rc) return rc;
-        if (!owned) {
-            size_t j = 0;
-            while (j < n_done && (done[j] != e || done_la[j] != la)) j++;
-            if (j < n_done) continue;
-            if (n_done < CM_GATHER_SEEN) {
-                done[n_done] = e;
-                done_la[n_done++] = la;
-            }
-        }
+        if (!owned && seen_before(&seen, e, la)) continue;
         int wrap = 0;
         if (!la && e->wrap_bits && g->lim.wrap_repeats) {
             wrap = repeats(m, g->t.state_rule[s], c->items[i].origin);
@@ -194,13 +209,9 @@ static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
 static int gather_counted(cm_matcher *m, uint32_t *words, bool *fresh) {
     const cm_grammar *g = m->g;
     const cm_chart *c = &m->c;
-    if (++m->stamp_gen == 0) {
-        memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
-        m->stamp_gen = 1;
-    }
-    const cm_entry *done[CM_GATHER_SEEN];
-    uint32_t done_la[CM_GATHER_SEEN];
-    size_t n_done = 0;
+    new_stamp(m);
+    gather_seen seen;
+    seen.n = 0;
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
         bool in_seg = g->state_seg[s] != CM_SEG_NONE;
@@ -215,15 +226,7 @@ static int gather_counted(cm_matcher *m, uint32_t *words, bool *fresh) {
         int rc;
         const cm_entry *e = cm_grammar_seg_entry(g, s, in_seg ? c->counts[i] : CM_SEG_NONE, &owned, &rc);
         if (rc) return rc;
-        if (!owned) {
-            size_t j = 0;
-            while (j < n_done && (done[j] != e || done_la[j] != la)) j++;
-            if (j < n_done) continue;
-            if (n_done < CM_GATHER_SEEN) {
-                done[n_done] = e;
-                done_la[n_done++] = la;
-            }
-        }
+        if (!owned && seen_before(&seen, e, la)) continue;
         if (la) {
             zero_if_fresh(g, words, fresh);
             or_entry_owing(m, words, e, la);
@@ -549,10 +552,7 @@ static size_t uncached_states(cm_matcher *m) {
     const cm_grammar *g = m->g;
     const cm_chart *c = &m->c;
     size_t n = 0;
-    if (++m->stamp_gen == 0) {
-        memset(m->stamp, 0, g->t.n_states * sizeof *m->stamp);
-        m->stamp_gen = 1;
-    }
+    new_stamp(m);
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state);
         if (m->stamp[s] == m->stamp_gen || !looked_up(g, c, c->items[i])) continue;

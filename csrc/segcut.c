@@ -411,6 +411,11 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
     }
     cs->n_leave = ne;
     cs->bytes = sizeof *cs + 2 * nt + (cs->gt ? (size_t)T * nw * 4 : 0) + 8 * ((size_t)no + ne + nl) + 12 * (size_t)ne;
+    goto done;
+fail:
+    state_free(cs);
+    cs = NULL;
+done:
     free(count);
     free(off);
     free(qs);
@@ -420,17 +425,6 @@ static cut_state *build_state(const cut_tab *tab, uint32_t q0) {
     free(exits);
     free(over);
     return cs;
-fail:
-    state_free(cs);
-    free(count);
-    free(off);
-    free(qs);
-    free(ks);
-    free(pairs);
-    free(live);
-    free(exits);
-    free(over);
-    return NULL;
 }
 
 /* The tables of the tables' state `state` (made on first use). */

@@ -207,6 +207,23 @@ def walk_agrees(
         prefix += tokens[t] or b""
 
 
+def same_entries(a: Any, b: Any, what: str) -> None:
+    """Entries ``(accepted, uncertain, ...)`` of every state, one list a way of building them:
+    ``a`` equal to ``b`` (named ``what`` in the messages) in accepted and uncertain tokens."""
+    for s, (x, y) in enumerate(zip(a, b, strict=True)):
+        assert np.array_equal(x[0], y[0]), f"{what}: state {s}: accepted tokens differ"
+        assert np.array_equal(x[1], y[1]), f"{what}: state {s}: uncertain tokens differ"
+
+
+def same_document_masks(a: Any, b: Any, docs: Any) -> None:
+    """The masks along each of ``docs`` (token lists), one ``masks_along`` list a document in ``a``
+    and in ``b``: one mask a token, every mask the same."""
+    for d, (x, y) in enumerate(zip(a, b, strict=True)):
+        assert len(x) == len(y) == len(docs[d])
+        for i, (p, q) in enumerate(zip(x, y, strict=True)):
+            assert np.array_equal(p, q), f"document {d}: mask {i} differs"
+
+
 def same_block_entries(on: Any, off: Any, plain: Any, off_name: str) -> None:
     """Entries ``(accepted, uncertain, split)`` of every state, one list a way of building them:
     ``on`` equal to ``off`` (named ``off_name`` in the messages) and to ``plain`` (a plain walk)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +26,7 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
-from .helpers import core_switch, walk_agrees
+from .helpers import core_switch, same_entries, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
@@ -47,12 +46,6 @@ def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, cap: int) -> list:
         return entries(cfgmask.compile(g, vocab))
 
 
-def _same(a: list, b: list, what: str) -> None:
-    for s, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert np.array_equal(x[0], y[0]), f"{what}: state {s}: accepted tokens differ"
-        assert np.array_equal(x[1], y[1]), f"{what}: state {s}: uncertain tokens differ"
-
-
 def assert_same_entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, cap: int, walks: bool = True) -> int:
     """Every state's entry under the cap equal to the uncapped ones and (walks) whole walks; how
     many configurations the cap refused."""
@@ -60,11 +53,11 @@ def assert_same_entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, cap: int,
     on = _entries(g, vocab, cap)
     refused = _core.flat_sets_capped() - before
     before = _core.flat_sets_capped()
-    _same(on, _entries(g, vocab, 0), "no cap")
+    same_entries(on, _entries(g, vocab, 0), "no cap")
     assert _core.flat_sets_capped() == before, "the cap refused while off"
     if walks:
         with capped(cap):
-            _same(on, entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)), "whole walks")
+            same_entries(on, entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)), "whole walks")
     return refused
 
 

@@ -29,11 +29,12 @@ from cfgmask import _core
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import masks_along, walk_agrees
+from .helpers import masks_along, same_entries, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
 from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
+from .test_filter_pairs import ANY_VALUES as PAIR_VALUES
 
 LAZY = Strategy(lazy_follow=True)
 EAGER = Strategy(lazy_follow=False)
@@ -51,12 +52,6 @@ def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, strategy: Strategy, 
     return entries(cfgmask.compile(g, vocab, _strategy=strategy, **kw))
 
 
-def _same(a: list, b: list, what: str) -> None:
-    for s, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert np.array_equal(x[0], y[0]), f"{what}: state {s}: accepted tokens differ"
-        assert np.array_equal(x[1], y[1]), f"{what}: state {s}: uncertain tokens differ"
-
-
 def assert_same_entries(
     g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, whole: bool = True, **kw: Any
 ) -> tuple[int, ...]:
@@ -66,25 +61,23 @@ def assert_same_entries(
     lazy = _entries(g, vocab, LAZY, **kw)
     moved = tuple(a - b for a, b in zip(_counts(), before, strict=True))
     before = _counts()
-    _same(lazy, _entries(g, vocab, EAGER, **kw), "eager memo")
+    same_entries(lazy, _entries(g, vocab, EAGER, **kw), "eager memo")
     after = _counts()
     assert after[:2] == before[:2], "verdicts held while the switch was off"
     if whole:
-        _same(lazy, _entries(g, vocab, WHOLE, **kw), "whole walks")
+        same_entries(lazy, _entries(g, vocab, WHOLE, **kw), "whole walks")
     return moved
 
 
-# Values of every kind after `ws` (blank-led tokens leave it with a rest each).
+# test_filter_pairs's values of every kind after `ws` (blank-led tokens leave it with a rest
+# each), and a required object of two more.
 ANY_VALUES = {
-    "type": "object",
+    **PAIR_VALUES,
     "properties": {
-        "a": {"type": "boolean"},
-        "b": {},
-        "c": {"type": "array", "items": {"type": "integer"}},
-        "d": {"type": "string", "maxLength": 40},
+        **PAIR_VALUES["properties"],
         "e": {"type": "object", "properties": {"x": {"type": "null"}, "y": {"type": "number"}}},
     },
-    "required": ["a", "b", "e"],
+    "required": [*PAIR_VALUES["required"], "e"],
 }
 INSTANCE = {"a": True, "b": [1, {"k": None}], "c": [1, 2], "d": "the end", "e": {"x": None, "y": 2.5}}
 

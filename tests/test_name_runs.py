@@ -22,6 +22,8 @@ random vocabularies, entries and the masks along random walks against the refere
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -31,7 +33,7 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along, walk_agrees
+from .helpers import core_switch, masks_along, same_document_masks, same_entries, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
@@ -47,12 +49,6 @@ def _entries(
         return entries(cfgmask.compile(g, vocab, _strategy=strategy or Strategy()))
 
 
-def _same(a: list, b: list, what: str) -> None:
-    for s, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert np.array_equal(x[0], y[0]), f"{what}: state {s}: accepted tokens differ"
-        assert np.array_equal(x[1], y[1]), f"{what}: state {s}: uncertain tokens differ"
-
-
 def _counts() -> tuple[int, int]:
     return _core.name_run_hits(), _core.run_gaps_skipped()
 
@@ -66,10 +62,10 @@ def assert_same_entries(
     on = _entries(g, vocab, True, strategy)
     taken = tuple(a - b for a, b in zip(_counts(), before, strict=True))
     before = _counts()
-    _same(on, _entries(g, vocab, False, strategy), "switch off")
+    same_entries(on, _entries(g, vocab, False, strategy), "switch off")
     assert _counts() == before, "a shortcut was taken while off"
     if walks:
-        _same(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
+        same_entries(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
     return taken  # type: ignore[return-value]
 
 
@@ -105,10 +101,7 @@ def test_arithmetic_documents_cold_pass_same_masks() -> None:
             out[on] = [masks_along(compiled, doc) for doc in docs]
         taken = [a - b for a, b in zip(_counts(), before, strict=True)]
         assert (taken[0] > 0 and taken[1] > 0) if on else taken == [0, 0], (on, taken)
-    for d, (a, b) in enumerate(zip(out[True], out[False], strict=True)):
-        assert len(a) == len(b) == len(docs[d])
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert np.array_equal(x, y), f"document {d}: mask {i} differs"
+    same_document_masks(out[True], out[False], docs)
 
 
 # A name in two places: inline in `primary` (where the rule may end after it) and before a
@@ -133,6 +126,19 @@ RUNS_COMPOSED = Strategy(run_walks=1)
 
 def _grammar(name: str, call: str) -> cfgmask.Grammar:
     return cfgmask.Grammar.from_gbnf(GRAMMAR.format(name=name, call=call))
+
+
+def names_walk_agrees(name: str, call: str, v: Vocab, data: st.DataObject, enable: Any) -> None:
+    """The masks along a random walk of the grammar of NAME and CALL with the switch ``enable`` on
+    (RUNS): the reference matcher's, and those of whole walks."""
+    g = _grammar(name, call)
+    ref_m = ReferenceMatcher(g.ir)
+    vocab = _vocab(v)
+    walk = data.draw(token_walks(ref_m, v, max_steps=12))
+    with core_switch(enable, True):
+        runs = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=RUNS))
+        whole = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
+        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, runs=runs, whole=whole)
 
 
 def test_same_run_twice_takes_the_stored_walk() -> None:
@@ -161,11 +167,4 @@ def test_random_name_grammars_masks_equal_reference(
 ) -> None:
     """The masks along random walks with the shortcuts on: the reference matcher's, and those of
     whole walks."""
-    g = _grammar(name, call)
-    ref_m = ReferenceMatcher(g.ir)
-    vocab = _vocab(v)
-    walk = data.draw(token_walks(ref_m, v, max_steps=12))
-    with core_switch(_core.name_runs_enable, True):
-        runs = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=RUNS))
-        whole = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
-        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, runs=runs, whole=whole)
+    names_walk_agrees(name, call, v, data, _core.name_runs_enable)

@@ -30,7 +30,7 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along
+from .helpers import core_switch, masks_along, same_entries
 from .test_entries import WALKS_ONLY, _longest_tokens, entries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,12 +48,6 @@ def _entries(
         return entries(cfgmask.compile(g, vocab, _strategy=strategy or Strategy()))
 
 
-def _same(a: list, b: list, what: str) -> None:
-    for s, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert np.array_equal(x[0], y[0]), f"{what}: state {s}: accepted tokens differ"
-        assert np.array_equal(x[1], y[1]), f"{what}: state {s}: uncertain tokens differ"
-
-
 def _assert_same_entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, walks: bool) -> int:
     """Every state's entry with the memo equal to it off and (walks) to whole walks: the memo's
     answers in the first build."""
@@ -61,10 +55,10 @@ def _assert_same_entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, walks: b
     fast = _entries(g, vocab, True)
     hits = _core.flat_names_memo_hits() - before
     before = _core.flat_names_memo_hits()
-    _same(fast, _entries(g, vocab, False), "memo off")
+    same_entries(fast, _entries(g, vocab, False), "memo off")
     assert _core.flat_names_memo_hits() == before, "the memo answered while off"
     if walks:
-        _same(fast, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
+        same_entries(fast, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
     return hits
 
 

@@ -16,7 +16,6 @@ entries on, off and whole walks, and the masks along random walks against the re
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,11 +24,11 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along, walk_agrees
-from .reference import ReferenceMatcher
-from .strategies import Vocab, token_walks, vocabularies
+from .helpers import core_switch, masks_along, same_document_masks, same_entries
+from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
+from .test_name_runs import ARITHMETIC_DOCS, RUNS, RUNS_COMPOSED, _grammar, names_walk_agrees
 
 
 def _entries(
@@ -49,12 +48,6 @@ def _entries(
         return [compiled._handle.entry(s) for s in range(n - 1, -1, -1)][::-1]
 
 
-def _same(a: list, b: list, what: str) -> None:
-    for s, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert np.array_equal(x[0], y[0]), f"{what}: state {s}: accepted tokens differ"
-        assert np.array_equal(x[1], y[1]), f"{what}: state {s}: uncertain tokens differ"
-
-
 def assert_same_entries(
     g: cfgmask.Grammar,
     vocab: cfgmask.Vocabulary,
@@ -69,10 +62,10 @@ def assert_same_entries(
     on = _entries(g, vocab, True, strategy, reverse)
     taken = _core.run_parts_hits() - before
     before = _core.run_parts_hits()
-    _same(on, _entries(g, vocab, False, strategy, reverse), "switch off")
+    same_entries(on, _entries(g, vocab, False, strategy, reverse), "switch off")
     assert _core.run_parts_hits() == before, "a stored subtree was taken while off"
     if walks:
-        _same(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
+        same_entries(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
     return taken
 
 
@@ -82,15 +75,6 @@ def test_shipped_grammars_same_entries(name: str) -> None:
     hits = assert_same_entries(shipped(name), cfgmask.Vocabulary.llama3(), walks=name != "c.gbnf")
     if name == "arithmetic.gbnf":
         assert hits > 0
-
-
-ARITHMETIC_DOCS = (
-    b"1 + 2 * 3",
-    b"(a + b) * (c - d) / 2",
-    b"sqrt(b ^ 2 - 4 * a * c) / (2 * a)",
-    b"max(1, min(x, 10)) % 3",
-    b"total_cost / (1 + tax_rate) * 100",
-)
 
 
 def test_arithmetic_documents_cold_pass_same_masks() -> None:
@@ -108,35 +92,21 @@ def test_arithmetic_documents_cold_pass_same_masks() -> None:
             out[on] = [masks_along(compiled, doc) for doc in docs]
         taken = _core.run_parts_hits() - before
         assert taken > 0 if on else taken == 0, (on, taken)
-    for d, (a, b) in enumerate(zip(out[True], out[False], strict=True)):
-        assert len(a) == len(b) == len(docs[d])
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert np.array_equal(x, y), f"document {d}: mask {i} differs"
+    same_document_masks(out[True], out[False], docs)
 
 
-# A name in two places: inline in `primary` (a name state of its own, over the whole trie) and
-# before a call's parenthesis (a name start, its first bytes' subtrees); NAME and CALL the same
-# run or not.  Only a run holding every name byte ([0-9A-Za-z_]) is walked a first byte at a time.
-GRAMMAR = """root ::= ws expr ws
-expr ::= primary ( ws [-+*] ws primary )*
-primary ::= {name} | call | [0-9]+ | "(" ws expr ws ")"
-call ::= {call} ws "(" ws ( expr ( ws "," ws expr )* )? ws ")"
-ws ::= [ \\t]{{0,3}}
-"""
+# test_name_runs's grammar, a name in two places: inline in `primary` (a name state of its own,
+# over the whole trie) and before a call's parenthesis (a name start, its first bytes' subtrees);
+# NAME and CALL the same run or not.  Only a run holding every name byte ([0-9A-Za-z_]) is walked
+# a first byte at a time.
 NAMES = ("[a-zA-Z_] [a-zA-Z0-9_]*", "[a-zA-Z0-9_]+", "[a-z] [a-z0-9]*", "[a-b] [a-zA-Z0-9_]*")
 PIECES = (
     b"a", b"ab", b"ab(", b"(a", b"(ab", b"a1", b"a_b", b" a", b"x", b"xy", b"b)", b"1", b"12",
     b"(", b")", b",", b", ", b" ", b"  ", b"+", b" +", b"-", b"*", b"z(", b"m,", b"a b", b"Q_9",
 )  # fmt: skip
-# every run walk kept, however few entries a first byte leads; without chains and composed
+# RUNS keeps every run walk, however few entries a first byte leads; without chains and composed
 # entries (which take these small grammars' name states otherwise) the stored subtrees are
-# reached, with them the default's order is checked
-RUNS = Strategy(run_walks=1, count_chains=False, compose_entries=False)
-RUNS_COMPOSED = Strategy(run_walks=1)
-
-
-def _grammar(name: str, call: str) -> cfgmask.Grammar:
-    return cfgmask.Grammar.from_gbnf(GRAMMAR.format(name=name, call=call))
+# reached, with them (RUNS_COMPOSED) the default's order is checked.
 
 
 def _all_names_vocab() -> cfgmask.Vocabulary:
@@ -176,11 +146,4 @@ def test_random_name_grammars_masks_equal_reference(
 ) -> None:
     """The masks along random walks with the stored subtrees on: the reference matcher's, and
     those of whole walks."""
-    g = _grammar(name, call)
-    ref_m = ReferenceMatcher(g.ir)
-    vocab = _vocab(v)
-    walk = data.draw(token_walks(ref_m, v, max_steps=12))
-    with core_switch(_core.run_parts_enable, True):
-        runs = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=RUNS))
-        whole = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
-        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, runs=runs, whole=whole)
+    names_walk_agrees(name, call, v, data, _core.run_parts_enable)
