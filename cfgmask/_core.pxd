@@ -378,6 +378,11 @@ cdef extern from "compose.h" nogil:
     size_t cm_exit_tails()
 
 
+cdef extern from "vocab.h" nogil:
+    void cm_vocab_name_sets_div(unsigned div)
+    unsigned cm_vocab_name_sets(const cm_vocab *v)
+
+
 cdef extern from "tokclass.h" nogil:
     void cm_tokclass_enable(int mode)
     size_t cm_tokclass_walks()

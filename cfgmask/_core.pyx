@@ -106,6 +106,10 @@ cdef class VocabHandle:
     def trie_size(self):
         return cm_vocab_trie_size(self.ptr)
 
+    def name_sets(self):
+        """How many first bytes hold their name tokens as a bit set (name_sets_div)."""
+        return cm_vocab_name_sets(self.ptr)
+
     def clear_walks(self):
         """Drop the loop walks kept for the grammars compiled for this vocabulary (all but
         the pinned ones)."""
@@ -1727,6 +1731,13 @@ def tokclass_enable(int mode):
     applies (small vocabularies), 0 never (every entry read: the reference the tests compare
     against).  Process-wide."""
     cm_tokclass_enable(mode)
+
+
+def name_sets_div(unsigned div):
+    """The vocabulary's per-first-byte name sets (csrc/vocab.c): a first byte gets one when it
+    opens at least n_words / div name tokens, for vocabularies built from now on (0: the
+    default, 8; 1: the rule before session 35, three sets at Llama-3).  Process-wide."""
+    cm_vocab_name_sets_div(div)
 
 
 def tokclass_walks():

@@ -113,6 +113,17 @@ static inline __attribute__((always_inline)) void build_bulk(cm_vocab *v, bool t
     *n_out = n;
 }
 
+/* A first byte's name tokens get a bit set (vocab.h: name_bits) when there are at least
+ * n_words / div of them: an id set one by one costs ~7 instructions, an OR of the words ~0.6 a
+ * word (two AVX2 lanes), so the set pays from ~n_words / 11 ids on.  The divisor was 1 (three
+ * sets at Llama-3: ' ', '.', '_'); 8 gives 28 (each 16 KB, built with the vocabulary), and a
+ * name walk under 'a', 'i', '(', '-', 'e', 'p', ... takes its 500-2,400 ids in one OR: c's
+ * and sql's cold masks call cm_vocab_names 130-290 times each.  Read when a vocabulary is
+ * built (process-wide; cm_vocab_name_sets_div(1): the old rule, for the tests). */
+static atomic_size_t g_name_sets_div = CM_NAME_SETS_DIV;
+
+void cm_vocab_name_sets_div(unsigned div) { atomic_store(&g_name_sets_div, div ? div : CM_NAME_SETS_DIV); }
+
 /* The name entries' tables (vocab.h), in the plain ones' shape; left NULL
  * when memory is short. */
 static void build_names(cm_vocab *v) {
@@ -145,13 +156,19 @@ static void build_names(cm_vocab *v) {
         }
     for (unsigned b = 0; b < 256; b++)
         if (v->name_off[b + 1] < v->name_off[b]) v->name_off[b + 1] = v->name_off[b];
-    size_t n_words = (v->n_tokens + 31) / 32;
+    size_t n_words = (v->n_tokens + 31) / 32, div = atomic_load(&g_name_sets_div);
     for (unsigned b = 0; b < 256; b++) {
         uint32_t n0 = v->name_off[b], n_b = v->name_off[b + 1] - n0;
         /* no set (memory short): the ids one by one */
-        if (n_b >= n_words && (v->name_bits[b] = calloc(n_words, sizeof(uint32_t))))
+        if (n_b && n_b * div >= n_words && (v->name_bits[b] = calloc(n_words, sizeof(uint32_t))))
             cm_set_bits(v->name_bits[b], v->name_ids + n0, n_b);
     }
+}
+
+unsigned cm_vocab_name_sets(const cm_vocab *v) {
+    unsigned n = 0;
+    for (unsigned b = 0; b < 256; b++) n += v->name_bits[b] != NULL;
+    return n;
 }
 
 uint32_t cm_vocab_names(const cm_vocab *v, uint8_t b, uint32_t *bits) {

@@ -53,8 +53,9 @@ struct cm_vocab {
     uint32_t *name_next, *name_lcp, *name_ids;
     uint32_t name_off[257];
     /* name_bits[b]: first byte b's name tokens as a bit set, [ceil(n_tokens / 32)], for the
-     * first bytes with at least that many (Llama-3: ' ' 42,839, '.', '_'), where one OR of
-     * the words costs less than setting the ids one by one; NULL elsewhere (cm_vocab_names). */
+     * first bytes with at least an eighth that many (Llama-3: 28 of them, ' ' 42,839 down to
+     * 'm' 526; vocab.c, CM_NAME_SETS_DIV), where one OR of the words costs less than setting
+     * the ids one by one; NULL elsewhere (cm_vocab_names). */
     uint32_t *name_bits[256];
     cm_walk_store *walks;
     struct cm_segcut_store *segcuts;  /* segcut.c: segment walk tables by unit form */
@@ -97,6 +98,11 @@ static inline bool cm_name_byte(uint8_t b) { return cm_name_first(b) || (unsigne
 
 /* First byte b's name entries' tokens set in bits ([ceil(n_tokens / 32)]): their count. */
 uint32_t cm_vocab_names(const cm_vocab *v, uint8_t b, uint32_t *bits);
+/* The divisor of the name sets' threshold (vocab.c), for vocabularies built from now on
+ * (process-wide; 0: the default CM_NAME_SETS_DIV), and how many first bytes of v have a set. */
+#define CM_NAME_SETS_DIV 8
+void cm_vocab_name_sets_div(unsigned div);
+unsigned cm_vocab_name_sets(const cm_vocab *v);
 
 static inline const uint8_t *cm_trie_bytes(const cm_vocab *v, size_t k, uint32_t *len) {
     *len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);
