@@ -366,6 +366,24 @@ cdef class GrammarHandle:
             _raise_fill(rc, self, "entry")
         return words[:n_words].view(np.int32), unc[:n_unc].copy()
 
+    def seg_entry(self, uint32_t state, uint32_t k):
+        """A segment grammar's mask-cache entry of one state at count k (keyed by the clipped
+        pair, csrc/cache.c; a state outside segments: its entry by state), as `entry` gives
+        it.  For tests."""
+        import numpy as np
+        n_words = (self.vocab.size + 31) // 32
+        words = np.zeros(max(1, n_words), dtype=np.uint32)
+        unc = np.zeros(max(1, self.vocab.size), dtype=np.uint32)
+        cdef uint32_t[::1] wv = words
+        cdef uint32_t[::1] uv = unc
+        cdef size_t n_unc = 0
+        cdef int rc
+        with nogil:
+            rc = cm_grammar_seg_entry_copy(self.ptr, state, k, &wv[0], &uv[0], &n_unc)
+        if rc:
+            _raise(rc, "seg_entry")
+        return words[:n_words].view(np.int32), unc[:n_unc].copy()
+
     def entry_wrap(self, uint32_t state):
         """The wrap split of one state's mask-cache entry (csrc/wrap.c): (the tokens taken whole
         where the block may start again, as int32 words; the rest's token ids), or None when the
@@ -1977,6 +1995,19 @@ def seg_entry_stats():
     """(built, found again): a segment grammar's entries of segment states keyed by their clipped
     pair (csrc/cache.c, cm_grammar_seg_entry) so far in this process (for the tests)."""
     return cm_seg_entry_builds(), cm_seg_entry_hits()
+
+
+def seg_far_enable(bint on):
+    """Build a segment state's far entries (clipped pair (L, L) or (0, L): no token reaches a
+    bound) from its loop's shared walk (csrc/loops.c, cm_seg_far_entry; on by default); off,
+    every keyed entry is the plain counted walk (the tests' reference)."""
+    cm_seg_far_enable(1 if on else 0)
+
+
+def seg_far_builds():
+    """How many keyed entries were built as far entries from the loop's shared walk so far in
+    this process (for the tests)."""
+    return cm_seg_far_builds()
 
 
 def counted_scans():
