@@ -53,7 +53,9 @@ def _far(lo: int, hi: int, k: int, L: int) -> bool:
     return hi - k >= L and (lo - k >= L or k >= lo)
 
 
-def _entries(g: ir.Grammar, vocab: cfgmask.Vocabulary, far: bool) -> dict[tuple[int, int], tuple[bytes, list[int]]]:
+def _entries(
+    g: ir.Grammar, vocab: cfgmask.Vocabulary, far: bool
+) -> dict[tuple[int, int], tuple[bytes, list[int]]]:
     """Every segment state's entry at the counts of _counts, built with the far entries on or
     off (a fresh grammar handle: its cache holds only what this builds)."""
     form = segment_form(g, ON)
@@ -99,8 +101,7 @@ def _vocabulary(rng: random.Random, pieces: list[bytes], n: int) -> cfgmask.Voca
     texts = {bytes([b]) for b in range(256)}
     while len(texts) < 256 + n:
         texts.add(b"".join(rng.choice(pieces) for _ in range(rng.randint(2, 5))))
-    tokens: list[bytes | None] = sorted(texts)
-    tokens.append(None)
+    tokens: list[bytes | None] = [*sorted(texts), None]
     return cfgmask.Vocabulary.from_token_bytes(tokens, stop_token_ids=[len(tokens) - 1])
 
 
