@@ -352,24 +352,15 @@ cdef class GrammarHandle:
     def entry(self, uint32_t state):
         """The mask-cache entry of one automaton state: (accepted token bitmask as int32
         words, uncertain token ids).  For tests and inspection."""
-        import numpy as np
-        n_words = (self.vocab.size + 31) // 32
-        words = np.zeros(max(1, n_words), dtype=np.uint32)
-        unc = np.zeros(max(1, self.vocab.size), dtype=np.uint32)
-        cdef uint32_t[::1] wv = words
-        cdef uint32_t[::1] uv = unc
-        cdef size_t n_unc = 0
-        cdef int rc
-        with nogil:
-            rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
-        if rc:
-            _raise_fill(rc, self, "entry")
-        return words[:n_words].view(np.int32), unc[:n_unc].copy()
+        return self._entry(state, 0, False)
 
     def seg_entry(self, uint32_t state, uint32_t k):
         """A segment grammar's mask-cache entry of one state at count k (keyed by the clipped
         pair, csrc/cache.c; a state outside segments: its entry by state), as `entry` gives
         it.  For tests."""
+        return self._entry(state, k, True)
+
+    def _entry(self, uint32_t state, uint32_t k, bint seg):
         import numpy as np
         n_words = (self.vocab.size + 31) // 32
         words = np.zeros(max(1, n_words), dtype=np.uint32)
@@ -379,9 +370,14 @@ cdef class GrammarHandle:
         cdef size_t n_unc = 0
         cdef int rc
         with nogil:
-            rc = cm_grammar_seg_entry_copy(self.ptr, state, k, &wv[0], &uv[0], &n_unc)
-        if rc:
+            if seg:
+                rc = cm_grammar_seg_entry_copy(self.ptr, state, k, &wv[0], &uv[0], &n_unc)
+            else:
+                rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
+        if rc and seg:
             _raise(rc, "seg_entry")
+        if rc:
+            _raise_fill(rc, self, "entry")
         return words[:n_words].view(np.int32), unc[:n_unc].copy()
 
     def entry_wrap(self, uint32_t state):

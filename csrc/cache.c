@@ -471,11 +471,9 @@ void cm_grammar_run_stats(const cm_grammar *g, size_t *walked, size_t *from_voca
     *from_vocab = atomic_load(&g->cache->runs_from_vocab);
 }
 
-int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
-    if (!g || !words || !unc || !n_unc || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
-    cm_entry *owned;
-    int rc;
-    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+/* An entry copied out (words zeroed first, then its accepted tokens; its uncertain ids). */
+static int copy_out(const cm_grammar *g, const cm_entry *e, cm_entry *owned, int rc, uint32_t *words, uint32_t *unc,
+                    size_t *n_unc) {
     if (rc) return rc;
     memset(words, 0, g->n_words * sizeof *words);
     cm_or_accepted(g, words, e, NULL);
@@ -483,6 +481,14 @@ int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, 
     *n_unc = e->n_uncertain;
     cm_entry_free(owned);
     return CM_OK;
+}
+
+int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+    if (!g || !words || !unc || !n_unc || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
+    cm_entry *owned;
+    int rc;
+    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+    return copy_out(g, e, owned, rc, words, unc, n_unc);
 }
 
 int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,
@@ -493,11 +499,5 @@ int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, u
     cm_entry *owned;
     int rc;
     const cm_entry *e = cm_grammar_seg_entry(g, state, k, &owned, &rc);
-    if (rc) return rc;
-    memset(words, 0, g->n_words * sizeof *words);
-    cm_or_accepted(g, words, e, NULL);
-    for (uint32_t i = 0; i < e->n_uncertain; i++) unc[i] = g->v->trie_ids[e->uncertain[i]];
-    *n_unc = e->n_uncertain;
-    cm_entry_free(owned);
-    return CM_OK;
+    return copy_out(g, e, owned, rc, words, unc, n_unc);
 }
