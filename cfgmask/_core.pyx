@@ -356,6 +356,15 @@ cdef class GrammarHandle:
     def entry(self, uint32_t state):
         """The mask-cache entry of one automaton state: (accepted token bitmask as int32
         words, uncertain token ids).  For tests and inspection."""
+        return self._entry(state, 0, False)
+
+    def seg_entry(self, uint32_t state, uint32_t k):
+        """A segment grammar's mask-cache entry of one state at count k (keyed by the clipped
+        pair, csrc/cache.c; a state outside segments: its entry by state), as `entry` gives
+        it.  For tests."""
+        return self._entry(state, k, True)
+
+    def _entry(self, uint32_t state, uint32_t k, bint seg):
         import numpy as np
         n_words = (self.vocab.size + 31) // 32
         words = np.zeros(max(1, n_words), dtype=np.uint32)
@@ -365,7 +374,12 @@ cdef class GrammarHandle:
         cdef size_t n_unc = 0
         cdef int rc
         with nogil:
-            rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
+            if seg:
+                rc = cm_grammar_seg_entry_copy(self.ptr, state, k, &wv[0], &uv[0], &n_unc)
+            else:
+                rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
+        if rc and seg:
+            _raise(rc, "seg_entry")
         if rc:
             _raise_fill(rc, self, "entry")
         return words[:n_words].view(np.int32), unc[:n_unc].copy()
@@ -1988,6 +2002,19 @@ def seg_entry_stats():
     """(built, found again): a segment grammar's entries of segment states keyed by their clipped
     pair (csrc/cache.c, cm_grammar_seg_entry) so far in this process (for the tests)."""
     return cm_seg_entry_builds(), cm_seg_entry_hits()
+
+
+def seg_far_enable(bint on):
+    """Build a segment state's far entries (clipped pair (L, L) or (0, L): no token reaches a
+    bound) from its loop's shared walk (csrc/loops.c, cm_seg_far_entry; on by default); off,
+    every keyed entry is the plain counted walk (the tests' reference)."""
+    cm_seg_far_enable(1 if on else 0)
+
+
+def seg_far_builds():
+    """How many keyed entries were built as far entries from the loop's shared walk so far in
+    this process (for the tests)."""
+    return cm_seg_far_builds()
 
 
 def counted_scans():

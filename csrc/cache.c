@@ -219,6 +219,30 @@ static int plain_walk(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *
     return rc;
 }
 
+static atomic_int g_seg_far = 1;
+static atomic_size_t g_seg_far_builds;
+
+void cm_seg_far_enable(int on) { atomic_store(&g_seg_far, on); }
+size_t cm_seg_far_builds(void) { return atomic_load(&g_seg_far_builds); }
+
+/* A segment grammar's walk of `state` at count k: a far pair's (no token reaches a bound) from
+ * the loop's shared walk (loops.c, cm_seg_far_entry), else the plain walk. */
+static int seg_walk(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w) {
+    uint32_t sid = g->state_seg[state];
+    if (sid != CM_SEG_NONE && atomic_load_explicit(&g_seg_far, memory_order_relaxed)) {
+        uint32_t lo = g->seg_lo[sid], hi = g->seg_hi[sid], L = g->v->max_len;
+        bool budget_far = hi >= k && hi - k >= L, need_far = lo >= k && lo - k >= L;
+        if (budget_far && (need_far || k >= lo)) {
+            int done = cm_seg_far_entry(g, state, k, !need_far, w);
+            if (done) {
+                if (done > 0) atomic_fetch_add_explicit(&g_seg_far_builds, 1, memory_order_relaxed);
+                return done < 0 ? done : CM_OK;
+            }
+        }
+    }
+    return plain_walk(g, state, k, w);
+}
+
 /* The walk of `state`'s entry, by the first rung that applies. */
 static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (g->has_segments) return plain_walk(g, state, CM_SEG_NONE, w);
@@ -255,7 +279,7 @@ static cm_entry *build_entry_k(const cm_grammar *g, uint32_t state, uint32_t k, 
     /* a segment grammar: the plain walk, kept as it is (the filter's upward charts and the
      * wrap split read no counts) */
     bool seg = g->has_segments;
-    if (!rc) rc = seg ? plain_walk(g, state, k, &w) : build_walk(g, state, &w);
+    if (!rc) rc = seg ? seg_walk(g, state, k, &w) : build_walk(g, state, &w);
     if (!rc && !seg && !w.filtered && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
         cm_walk_filter_uncertain(g, state, &w);
     if (!rc) rc = cm_walk_finish(g, &w, e);
@@ -447,11 +471,9 @@ void cm_grammar_run_stats(const cm_grammar *g, size_t *walked, size_t *from_voca
     *from_vocab = atomic_load(&g->cache->runs_from_vocab);
 }
 
-int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
-    if (!g || !words || !unc || !n_unc || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
-    cm_entry *owned;
-    int rc;
-    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+/* An entry copied out (words zeroed first, then its accepted tokens; its uncertain ids). */
+static int copy_out(const cm_grammar *g, const cm_entry *e, cm_entry *owned, int rc, uint32_t *words, uint32_t *unc,
+                    size_t *n_unc) {
     if (rc) return rc;
     memset(words, 0, g->n_words * sizeof *words);
     cm_or_accepted(g, words, e, NULL);
@@ -459,4 +481,23 @@ int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, 
     *n_unc = e->n_uncertain;
     cm_entry_free(owned);
     return CM_OK;
+}
+
+int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+    if (!g || !words || !unc || !n_unc || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
+    cm_entry *owned;
+    int rc;
+    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+    return copy_out(g, e, owned, rc, words, unc, n_unc);
+}
+
+int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,
+                              size_t *n_unc) {
+    if (!g || !words || !unc || !n_unc || state >= g->t.n_states || !g->has_segments) return CM_ERR_ARG;
+    uint32_t sid = g->state_seg[state];
+    if (sid != CM_SEG_NONE && k > g->seg_hi[sid]) return CM_ERR_ARG;
+    cm_entry *owned;
+    int rc;
+    const cm_entry *e = cm_grammar_seg_entry(g, state, k, &owned, &rc);
+    return copy_out(g, e, owned, rc, words, unc, n_unc);
 }

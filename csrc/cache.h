@@ -76,6 +76,15 @@ const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry *
 const cm_entry *cm_grammar_seg_entry(const cm_grammar *g, uint32_t state, uint32_t k, cm_entry **owned, int *status);
 /* Is that entry built (cm_cache_peek's)? */
 bool cm_grammar_seg_peek(const cm_grammar *g, uint32_t state, uint32_t k);
+/* The far pairs' entries from the loop's shared walk (loops.c, cm_seg_far_entry): on by
+ * default; off, every keyed entry is the plain walk (the tests' reference).  And how many
+ * entries were built so, in this process. */
+void cm_seg_far_enable(int on);
+size_t cm_seg_far_builds(void);
+/* A segment grammar's entry of `state` at count k (cm_grammar_seg_entry; a state outside
+ * segments: its entry by state) copied out as cm_grammar_entry_copy does: for the tests. */
+int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,
+                              size_t *n_unc);
 /* Keyed entries built and found again, in this process (for the tests). */
 size_t cm_seg_entry_builds(void);
 size_t cm_seg_entry_hits(void);

@@ -877,9 +877,10 @@ size_t cm_loop_walks_past_dead(void) { return atomic_load(&g_dead_shared); }
  * states in ls with their labels set, and *np whether the loop takes every
  * plain token (1: loop_plain_live) or every text token (2: loop_text_live; the
  * walk then may leave them out: lw->np); NULL when the state is in no loop (or
- * on failure, *status set), labels reset. */
+ * on failure, *status set), labels reset.  all: a walk of every entry (np 0;
+ * the far entries of a segment, whose exits may be dead). */
 static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, uint8_t *np,
-                                       int *status) {
+                                       bool all, int *status) {
     cm_cache *cache = g->cache;
     uint32_t *sig;
     uint64_t hash = 0, dies = 0;
@@ -888,7 +889,7 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
         reset_labels(g, ls, n);
         return NULL;
     }
-    *np = loop_plain_live(g, ls, n) ? 1 + loop_text_live(g, ls, n) : 0;
+    *np = !all && loop_plain_live(g, ls, n) ? 1 + loop_text_live(g, ls, n) : 0;
     size_t nsig = (size_t)n * g->t.n_classes, b = hash % CM_LOOP_BUCKETS;
     /* a walk of more entries (np less) serves a loop that takes the plain or text ones too */
     const cm_loop_walk *whole = NULL;
@@ -928,7 +929,7 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
     int rc = CM_OK;
     uint8_t np = 0;
-    const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &np, &rc) : NULL;
+    const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &np, false, &rc) : NULL;
     if (!lw) {
         free(ls);
         return rc || !ls || !g->lim.count_chains ? rc : cm_chain_entry(g, state, w);  /* chains.c */
@@ -970,6 +971,48 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     reset_labels(g, ls, lw->n_sig / t->n_classes);
     free(ls);
     return rc ? rc : 1;
+}
+
+int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    uint32_t sid = g->state_seg[state];
+    if (sid == CM_SEG_NONE || !g->plain[state]) return 0;
+    uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
+    if (!ls) return CM_ERR_NOMEM;
+    int rc = CM_OK;
+    uint8_t np = 0;
+    const cm_loop_walk *lw = shared_walk(g, state, ls, &np, true, &rc);
+    if (!lw) {
+        free(ls);
+        return rc;
+    }
+    uint32_t n = lw->n_sig / t->n_classes;
+    bool inside = true;  /* the loop's DFA walk reads no guard: every state of it in this segment */
+    for (uint32_t i = 0; i < n && inside; i++) inside = g->state_seg[ls[i]] == sid;
+    if (inside) {
+        memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
+        w->n_accepted = lw->n_accepted;
+    }
+    uint32_t rule = t->state_rule[state];
+    for (size_t i = 0; inside && !rc && i < lw->n_exits; i++) {
+        const cm_loop_exit *x = &lw->exits[i];
+        size_t cell = (size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte];
+        int32_t to = t->trans[cell];
+        if (to < 0) continue;
+        bool exit = g->edge_flags[cell] & CM_SEG_EXIT;
+        if (exit && !exits_open) continue;  /* lo - k >= L: no token reaches an EXIT's guard */
+        /* on from the edge's target: an EXIT's afresh, an edge inside the segment at count k
+         * (the real count is k plus the units read so far, but both are as far from the bounds
+         * as the rest of the token can see) */
+        cm_chart c;
+        rc = exit ? cm_chart_init_item(&c, g, (uint32_t)to, CM_OUTER)
+                  : cm_chart_init_item_k(&c, g, (uint32_t)to, CM_OUTER, k);
+        if (!rc) rc = cm_walk_chart(g, &c, rule, x->k, x->k_end, x->depth + 1, 0, -1, w);
+        cm_chart_free(&c);
+    }
+    reset_labels(g, ls, n);
+    free(ls);
+    return rc ? rc : inside;
 }
 
 /* ---- run walks ----

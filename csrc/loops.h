@@ -52,6 +52,15 @@ struct cm_loop_walk {
  * state) or of its counted chain (chains.c): 1 done, 0 in neither (w
  * untouched), < 0 error.  Under the cache lock. */
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* The far entry of a segment grammar's state in a counted segment at count k, where no token
+ * reaches a bound: the clipped pair (need, budget) = (L, L) (exits_open false: every EXIT
+ * dead, every INTO open) or (0, L) (exits_open true: every guard open).  Inside its loop the
+ * segment is then `unit*` without or with its exits: the loop's shared walk of every entry
+ * (the vocabulary's store) gives the tokens that end inside, and each exit's subtree is walked
+ * on through a counted chart from the edge's target (an EXIT's afresh, so a later segment is
+ * counted from 0).  1 done, 0 declined (w untouched: the state is in no loop, or its loop
+ * leaves the segment), < 0 error.  Exactness: tests/test_far_entries.py. */
+int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w);
 /* The loop entries that took every plain token at once (their exits walking
  * only the other entries, lim.plain_skip) so far in this process (for the tests). */
 size_t cm_plain_loop_walks(void);
