@@ -114,13 +114,13 @@ def _names_vocab() -> Vocab:
 
 
 @pytest.mark.parametrize("strategy", [RUNS, RUNS_COMPOSED, COMPOSED])
-def test_same_run_twice_takes_both(strategy: Strategy) -> None:
-    """The hypothesis grammars reach both shortcuts where the two names share a run of every name
-    byte (else the random tests would compare the switch's absence with itself)."""
-    unions, skipped = assert_same_entries(_grammar(NAMES[0], NAMES[0]), _vocab(_names_vocab()), strategy)
+def test_same_run_twice_takes_union(strategy: Strategy) -> None:
+    """The hypothesis grammars reach the union where the two names share a run of every name byte
+    (else the random tests would compare the switch's absence with itself).  They do not reach
+    the skip (no composed state of theirs ORs a part with its letters' names marked): the
+    shipped arithmetic with Llama-3 does, above."""
+    unions, _ = assert_same_entries(_grammar(NAMES[0], NAMES[0]), _vocab(_names_vocab()), strategy)
     assert unions > 0, unions
-    if strategy is not RUNS:  # composed: `primary` after `call`'s letters
-        assert skipped > 0, skipped
 
 
 def test_other_runs_take_no_union() -> None:
