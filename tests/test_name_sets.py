@@ -31,7 +31,9 @@ from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
 from .test_run_reuse import ARITHMETIC_DOCS, GRAMMAR, NAMES, PIECES, RUNS, RUNS_COMPOSED
 
 
-def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: Strategy | None = None) -> list:
+def _entries(
+    g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: Strategy | None = None
+) -> list:
     with core_switch(_core.name_sets_enable, on):
         return entries(cfgmask.compile(g, vocab, _strategy=strategy or Strategy()))
 
@@ -142,7 +144,9 @@ def test_random_name_grammars_same_entries(name: str, call: str, v: Vocab, strat
 
 @settings(max_examples=30, deadline=None)
 @given(st.sampled_from(NAMES), st.sampled_from(NAMES), vocabularies(PIECES), st.data())
-def test_random_name_grammars_masks_equal_reference(name: str, call: str, v: Vocab, data: st.DataObject) -> None:
+def test_random_name_grammars_masks_equal_reference(
+    name: str, call: str, v: Vocab, data: st.DataObject
+) -> None:
     """The masks along random walks with the shortcuts on: the reference matcher's, and those of
     whole walks."""
     g = _grammar(name, call)
@@ -153,4 +157,6 @@ def test_random_name_grammars_masks_equal_reference(name: str, call: str, v: Voc
     with core_switch(_core.name_sets_enable, True):
         composed = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=COMPOSED))
         whole = cfgmask.Matcher(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
-        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, composed=composed, whole=whole)
+        walk_agrees(
+            ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, composed=composed, whole=whole
+        )
