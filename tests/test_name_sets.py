@@ -72,24 +72,26 @@ def test_shipped_grammars_same_entries(name: str) -> None:
         assert unions > 0 and skipped > 0, (unions, skipped)
 
 
+def _cold_pass(docs: list[list[int]], on: bool) -> tuple[list, np.ndarray]:
+    """The masks along each document from a cold cache, with the switch on or off, and the
+    (unions, skips) counted meanwhile."""
+    before = _hits()
+    with core_switch(_core.name_sets_enable, on):
+        compiled = cfgmask.compile(shipped("arithmetic.gbnf"), cfgmask.Vocabulary.llama3())
+        masks = [m for doc in docs for m in masks_along(compiled, doc)]
+    return masks, _hits() - before
+
+
 def test_arithmetic_documents_cold_pass_same_masks() -> None:
     """bench_gbnf's cold pass: every mask the same with the switch on and off, both shortcuts
     counted only when on."""
     vocab = cfgmask.Vocabulary.llama3()
-    g = shipped("arithmetic.gbnf")
     docs = [_longest_tokens(vocab, d) for d in ARITHMETIC_DOCS]
-    out = {}
-    for on in (True, False):
-        before = _hits()
-        with core_switch(_core.name_sets_enable, on):
-            compiled = cfgmask.compile(g, vocab)
-            out[on] = [masks_along(compiled, doc) for doc in docs]
-        unions, skipped = _hits() - before
-        assert (unions > 0 and skipped > 0) if on else unions == skipped == 0, (on, unions, skipped)
-    for d, (a, b) in enumerate(zip(out[True], out[False], strict=True)):
-        assert len(a) == len(b) == len(docs[d])
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert np.array_equal(x, y), f"document {d}: mask {i} differs"
+    (on, counted), (off, none) = _cold_pass(docs, True), _cold_pass(docs, False)
+    assert (counted > 0).all() and (none == 0).all(), (counted, none)
+    assert len(on) == len(off) == sum(len(d) for d in docs)
+    differ = [i for i, (x, y) in enumerate(zip(on, off, strict=True)) if not np.array_equal(x, y)]
+    assert not differ, f"masks {differ} differ"
 
 
 # 80 names after `a` (a flat walk takes a first byte's names in bulk from 64 on), a few
