@@ -401,6 +401,9 @@ cdef extern from "loops.h" nogil:
     size_t cm_run_gaps_skipped()
     void cm_run_parts_enable(int on)
     size_t cm_run_parts_hits()
+    void cm_name_sets_enable(int on)
+    size_t cm_name_unions_taken()
+    size_t cm_name_sets_skipped()
 
 cdef extern from "chart.h" nogil:
     size_t cm_chart_scans_hashed()

@@ -1824,6 +1824,23 @@ def run_parts_hits():
     return cm_run_parts_hits()
 
 
+def name_sets_enable(bint on):
+    """Set each name set once (csrc/loops.h; the default): a name state's whole run walk taken
+    from the vocabulary's store ORs the set of every name byte's name tokens in one pass instead
+    of setting each letter's ids; a walk that holds a first byte's name tokens already -- its own,
+    or a part's that a composed entry ORed in first (arithmetic's `primary`: its variable's
+    letters after `call`'s) -- does not set them again; a run entry finds its letters' run once.
+    Off: every set set where it was, the reference the tests compare against.  Process-wide;
+    clear the caches after a change.  The entries are the same."""
+    cm_name_sets_enable(1 if on else 0)
+
+
+def name_sets_hits():
+    """(whole-trie unions taken, name sets skipped as held already) so far in this process (for
+    the tests)."""
+    return cm_name_unions_taken(), cm_name_sets_skipped()
+
+
 def chart_scans_hashed():
     """How many Earley scans' kernels grew past the few items kept distinct by comparison and
     went on in the set's dedup table (csrc/earley.c, scan_kernel) so far in this process (for the

@@ -416,7 +416,7 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
         tail_free(owned);
     }
     /* y's own bytes from (z, OUTER) at depth 2 */
-    if (names && !rc) w->n_accepted += cm_vocab_names(v, (uint8_t)b, w->bits);
+    if (names && !rc) w->n_accepted += cm_walk_names(v, (uint8_t)b, w);
     for (unsigned c = 0; c < 256 && !rc; c++)
         if (lo[c] < hi[c]) {
             int32_t z = t->trans[(size_t)y * t->n_classes + t->byte_class[c]];
@@ -550,13 +550,24 @@ static size_t merge_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_
     return n;
 }
 
-/* The parts' accepted tokens into w, their candidates into cand (sorted, distinct): their number. */
-static size_t gather_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_parts, size_t n_max, cm_walk *w,
-                           uint32_t *cand) {
+/* The parts' accepted tokens into w (those their debts allow). */
+static void or_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_parts, cm_walk *w) {
     for (uint32_t i = 0; i < n_parts; i++) {
         uint32_t la = parts[i].la;
         cm_or_accepted(g, w->bits, parts[i].e, la ? g->la_allow + (size_t)la * g->n_words : NULL);
     }
+}
+
+/* The first bytes whose names a part without a debt holds (cm_entry.names) into w->names:
+ * or_parts sets them in w's bits. */
+static void parts_names(const cm_part *parts, uint32_t n_parts, cm_walk *w) {
+    for (uint32_t i = 0; i < n_parts; i++)
+        if (!parts[i].la)
+            for (int j = 0; j < 8; j++) w->names[j] |= parts[i].e->names[j];
+}
+
+/* The parts' candidates into cand (sorted, distinct): their number. */
+static size_t gather_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_parts, size_t n_max, uint32_t *cand) {
     size_t n_cand = merge_parts(g, parts, n_parts, n_max, cand);
     if (n_cand != SIZE_MAX) return n_cand;
     n_cand = 0;
@@ -579,13 +590,19 @@ int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32
     const cm_vocab *v = g->v;
     cands x = {0};
     uint32_t *cand = NULL;
+    /* The first bytes whose names a part holds (name sets on): the byte edges' walks do not
+     * set those names (cm_walk_names), the parts' tokens ORed in after them bring them.  The
+     * parts' bits themselves after the edges, as always: a chain's walk of the edges
+     * (cm_chain_bytes) writes the bits whole. */
+    if (cm_name_sets_on()) parts_names(parts, n_parts, w);
     int rc = walk_byte_edges(g, state, w, &x);
     if (!rc) {
         cand = malloc((n_cand + x.n ? n_cand + x.n : 1) * sizeof *cand);
         if (!cand) rc = CM_ERR_NOMEM;
     }
     if (!rc) {
-        n_cand = gather_parts(g, parts, n_parts, n_cand, w, cand);
+        or_parts(g, parts, n_parts, w);
+        n_cand = gather_parts(g, parts, n_parts, n_cand, cand);
         if (x.n) {
             memcpy(cand + n_cand, x.k, x.n * sizeof *cand);
             n_cand = cm_sort_unique_u32(cand, n_cand + x.n);

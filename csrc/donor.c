@@ -12,6 +12,7 @@
 #include "cache.h"
 #include "donor.h"
 #include "flat.h"
+#include "loops.h"
 
 #define CM_DONOR_MAX_REDO 4   /* walk at most 1/4 of the trie again */
 
@@ -66,6 +67,10 @@ int cm_donor_build(const cm_grammar *g, uint32_t state, const cm_entry *de, cons
     const uint32_t *lo = v->first_off;
     int rc = CM_OK;
     cm_or_accepted(g, w->bits, de, NULL);  /* w->bits is empty */
+    /* the donor's name sets but those of the first bytes walked again (cleared below) */
+    if (cm_name_sets_on())
+        for (unsigned b = 0; b < 256; b++)
+            if (!part[b] && ((de->names[b >> 5] >> (b & 31)) & 1u)) w->names[b >> 5] |= 1u << (b & 31);
     for (uint32_t i = 0; !rc && i < de->n_uncertain; i++)
         if (!part[v->trie_data[v->trie_off[de->uncertain[i]]]]) rc = cm_walk_push_uncertain(w, de->uncertain[i]);
     uint32_t rule = t->state_rule[state];

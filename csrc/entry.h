@@ -23,6 +23,9 @@ typedef struct cm_entry {
     uint32_t n_rest;
     size_t bytes;
     uint64_t hash;              /* of the content (cm_entry_hash): states with equal entries share one */
+    /* first bytes b whose every name entry the accepted tokens hold (its walk's cm_walk.names;
+     * zero where not known): a composed entry ORing this one in need not set them again */
+    uint32_t names[8];
 } cm_entry;
 
 void cm_entry_free(cm_entry *e);

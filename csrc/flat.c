@@ -1062,7 +1062,7 @@ static bool flat_names_bulk(const cm_grammar *g, cm_flat *f, uint32_t c, uint8_t
     if (!v->name_ids || !g->lim.name_skip) return false;
     uint32_t n0 = v->name_off[b], n1 = v->name_off[b + 1];
     if (n1 - n0 < CM_FLAT_NAMES_MIN || !flat_names_ok(g, f, c)) return false;
-    w->n_accepted += cm_vocab_names(v, b, w->bits);
+    w->n_accepted += cm_walk_names(v, b, w);
     return true;
 }
 

@@ -1119,10 +1119,11 @@ static int run_push_exit(cm_loop_exit **exits, size_t *n_exits, size_t *cap, cm_
 
 /* run_scan over [k0, k_end) from d0, its ids appended at *idp and its exits
  * to *exits; with names (first byte b's whole subtree at depth 1, the run
- * holding every name byte) b's name entries from the vocabulary's list. */
+ * holding every name byte) b's name entries from the vocabulary's list (set in
+ * bits with set_names, else only counted: the caller set them). */
 static int run_scan_part(const cm_vocab *v, const uint16_t *tab, size_t k0, size_t k_end, uint32_t d0, bool names,
-                         uint32_t *bits, uint32_t **idp, uint32_t *named, cm_loop_exit **exits, size_t *n_exits,
-                         size_t *cap_x) {
+                         bool set_names, uint32_t *bits, uint32_t **idp, uint32_t *named, cm_loop_exit **exits,
+                         size_t *n_exits, size_t *cap_x) {
     const uint8_t *data = v->trie_data;
     const uint64_t *off = v->trie_off;
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
@@ -1131,7 +1132,8 @@ static int run_scan_part(const cm_vocab *v, const uint16_t *tab, size_t k0, size
     int rc = CM_OK;
     if (names) {
         /* b's name entries counted, not listed: the store sets them from the list again */
-        *named += cm_vocab_names(v, data[off[k0]], bits);
+        uint8_t b = data[off[k0]];
+        *named += set_names ? cm_vocab_names(v, b, bits) : v->name_off[b + 1] - v->name_off[b];
         k = v->name_next[k0];
         atomic_fetch_add(&g_run_name_scans, 1);
     }
@@ -1170,11 +1172,11 @@ size_t cm_run_parts_hits(void) { return atomic_load(&g_run_parts_hits); }
  * error. */
 static int run_part_stored(const cm_grammar *g, const uint32_t *r, size_t lo, size_t hi, uint32_t *bits,
                            const uint32_t *ids0, uint32_t **idp, size_t cap_ids, uint32_t *named,
-                           cm_loop_exit **exits, size_t *n_exits, size_t *cap_x) {
+                           cm_loop_exit **exits, size_t *n_exits, size_t *cap_x, bool set_names) {
     uint32_t key[CM_RUN_KEY];
     uint64_t h = run_key(r, lo, hi, 1, key);
     size_t used = (size_t)(*idp - ids0);
-    int rc = cm_walk_store_append_run(g, key, h, bits, idp, cap_ids - used, named, exits, n_exits, cap_x);
+    int rc = cm_walk_store_append_run(g, key, h, bits, idp, cap_ids - used, named, exits, n_exits, cap_x, set_names);
     if (rc == 1) atomic_fetch_add_explicit(&g_run_parts_hits, 1, memory_order_relaxed);
     return rc;
 }
@@ -1190,12 +1192,38 @@ static int run_part_stored(const cm_grammar *g, const uint32_t *r, size_t lo, si
  * walk: arithmetic's identifier after `(a`) goes a first byte at a time: a
  * byte outside the run is one exit at depth 0, as the scan would find it, a
  * byte inside it that subtree from depth 1. */
+/* The run r as a loop of one state (0 inside, LT_OUT outside) and whether it holds
+ * every name byte (run_holds_names): made in own, or with name sets on (loops.h) kept
+ * for the last run this thread asked, which a run entry asks for each of its letters
+ * (256 stores: 0.14 M instructions of arithmetic's first mask, 51 letters).  Read
+ * only inside run_scan, which walks nothing on while it reads it. */
+static const uint16_t *run_tab(const uint32_t *r, uint16_t *own, bool *holds) {
+    static _Thread_local uint32_t last[8];
+    static _Thread_local uint16_t tab[256];
+    static _Thread_local bool made, held;
+    bool keep = cm_name_sets_on();
+    if (keep && made && !memcmp(last, r, sizeof last)) {
+        *holds = held;
+        return tab;
+    }
+    uint16_t *t = keep ? tab : own;
+    for (int b = 0; b < 256; b++) t[b] = (r[b >> 5] >> (b & 31)) & 1u ? 0 : LT_OUT;
+    *holds = run_holds_names(r);
+    if (keep) {
+        memcpy(last, r, sizeof last);
+        made = true;
+        held = *holds;
+    }
+    return t;
+}
+
 static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_end, uint32_t d0, uint32_t *bits,
                     uint32_t **ids, uint32_t *n_ids, uint32_t *n_named, cm_loop_exit **exits, size_t *n_exits) {
     const cm_vocab *v = g->v;
     const uint64_t *off = v->trie_off;
-    uint16_t tab[256];  /* the run as a loop of one state */
-    for (int b = 0; b < 256; b++) tab[b] = (r[b >> 5] >> (b & 31)) & 1u ? 0 : LT_OUT;
+    uint16_t own[256];
+    bool holds;
+    const uint16_t *tab = run_tab(r, own, &holds);
     size_t cap_x = 0;
     *exits = NULL;
     *n_ids = *n_named = 0;
@@ -1204,19 +1232,28 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
     uint32_t *idv = *ids = malloc((k_end > k0 ? k_end - k0 : 1) * sizeof *idv);
     if (!idv) return CM_ERR_NOMEM;
     const uint32_t *fo = v->first_off;
-    bool names = k0 < k_end && v->name_ids && g->lim.name_skip && run_holds_names(r);
+    bool names = k0 < k_end && v->name_ids && g->lim.name_skip && holds;
     uint8_t b0 = k0 < k_end ? v->trie_data[off[k0]] : 0;
     int rc = CM_OK;
     if (names && d0 == 0 && k0 == 0 && k_end == v->n_trie) {
         bool parts = atomic_load_explicit(&g_run_parts_on, memory_order_relaxed);
+        /* the name bytes' name entries in one OR (the run holds every name byte), the
+         * subtrees' walks counting them without setting them again */
+        bool all = v->name_all && cm_name_sets_on();
+        if (all) {
+            cm_or_words(bits, v->name_all, (v->n_tokens + 31) / 32);
+            cm_name_unions_count();
+        }
         for (unsigned b = 0; b < 256 && !rc; b++) {
             size_t lo = fo[b], hi = fo[b + 1];
             if (lo == hi) continue;
             if ((r[b >> 5] >> (b & 31)) & 1u) {
-                int got = parts ? run_part_stored(g, r, lo, hi, bits, *ids, &idv, k_end - k0, n_named, exits, n_exits, &cap_x)
+                bool set = !(all && cm_name_byte((uint8_t)b));
+                int got = parts ? run_part_stored(g, r, lo, hi, bits, *ids, &idv, k_end - k0, n_named, exits, n_exits,
+                                                  &cap_x, set)
                                 : 0;
                 if (got < 0) rc = got;
-                else if (!got) rc = run_scan_part(v, tab, lo, hi, 1, true, bits, &idv, n_named, exits, n_exits, &cap_x);
+                else if (!got) rc = run_scan_part(v, tab, lo, hi, 1, true, set, bits, &idv, n_named, exits, n_exits, &cap_x);
             } else {
                 size_t end = v->skip[off[lo]];
                 if (end > k_end || end <= lo) end = k_end;
@@ -1225,7 +1262,7 @@ static int run_scan(const cm_grammar *g, const uint32_t *r, size_t k0, size_t k_
         }
     } else {
         names = names && d0 == 1 && k0 == fo[b0] && k_end == fo[b0 + 1];
-        rc = run_scan_part(v, tab, k0, k_end, d0, names, bits, &idv, n_named, exits, n_exits, &cap_x);
+        rc = run_scan_part(v, tab, k0, k_end, d0, names, true, bits, &idv, n_named, exits, n_exits, &cap_x);
     }
     *n_ids = (uint32_t)(idv - *ids);
     return rc;
@@ -1257,6 +1294,7 @@ static int run_get(const cm_grammar *g, const uint32_t *r, size_t k, size_t k_en
     rc = run_scan(g, r, k, k_end, d0, w->bits, &ids, &n_ids, &n_named, exits, n_exits);
     if (!rc) {
         w->n_accepted += n_ids + n_named;
+        if (n_named) cm_run_key_names(g->v, key, w->names);
         cm_walk_store_put_run(g, key, h, ids, n_ids, n_named, *exits, *n_exits);
     }
     free(ids);
@@ -1281,17 +1319,23 @@ static int run_exit(const cm_grammar *g, uint32_t state, uint32_t rule, const cm
     return cm_flat_walk(g, state, rule, x->k, x->k_end, x->depth, w);
 }
 
-int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
-                cm_walk *w) {
-    uint32_t r[8];
-    if (!g->lim.run_walks || !g->lim.share_loop_walks || k_end - k < g->lim.run_walks || k_end > g->v->n_trie || !run_bytes(g, state, rule, r))
-        return cm_flat_walk(g, state, rule, k, k_end, d0, w);
+/* cm_run_walk of a state whose run r is known (run_bytes) over a range it takes. */
+static int run_walk_r(const cm_grammar *g, uint32_t state, uint32_t rule, const uint32_t *r, size_t k, size_t k_end,
+                      uint32_t d0, cm_walk *w) {
     cm_loop_exit *xs;
     size_t n_xs;
     int rc = run_get(g, r, k, k_end, d0, w, &xs, &n_xs);
     for (size_t i = 0; !rc && i < n_xs; i++) rc = run_exit(g, state, rule, &xs[i], w);
     free(xs);
     return rc;
+}
+
+int cm_run_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, size_t k_end, uint32_t d0,
+                cm_walk *w) {
+    uint32_t r[8];
+    if (!g->lim.run_walks || !g->lim.share_loop_walks || k_end - k < g->lim.run_walks || k_end > g->v->n_trie || !run_bytes(g, state, rule, r))
+        return cm_flat_walk(g, state, rule, k, k_end, d0, w);
+    return run_walk_r(g, state, rule, r, k, k_end, d0, w);
 }
 
 /* Which subtrees of first byte b of `state` may go through a run walk, into
@@ -1319,6 +1363,16 @@ static int run_edges(const cm_grammar *g, uint32_t state, uint32_t rule, bool *e
     }
     return n;
 }
+
+/* Name sets (loops.h): on by default; the counters, in this process. */
+static atomic_int g_name_sets_on = 1;
+static atomic_size_t g_name_unions, g_name_sets_known;
+void cm_name_sets_enable(int on) { atomic_store(&g_name_sets_on, on ? 1 : 0); }
+bool cm_name_sets_on(void) { return atomic_load_explicit(&g_name_sets_on, memory_order_relaxed); }
+size_t cm_name_unions_taken(void) { return atomic_load(&g_name_unions); }
+size_t cm_name_sets_skipped(void) { return atomic_load(&g_name_sets_known); }
+void cm_name_unions_count(void) { atomic_fetch_add_explicit(&g_name_unions, 1, memory_order_relaxed); }
+void cm_name_sets_count(void) { atomic_fetch_add_explicit(&g_name_sets_known, 1, memory_order_relaxed); }
 
 /* Stored run walks taken where another strategy would walk (cm_run_stored), and
  * run entries' first-byte gaps skipped (cm_run_entry): on by default; how many,
@@ -1378,12 +1432,18 @@ int cm_run_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const uint32_t *fo = g->v->first_off;
     int rc = CM_OK;
     unsigned lo_b = 0;  /* the first byte of entry lo (or past it) */
+    int32_t last = -1;  /* the last target and its run: a name's letters all lead to one state */
+    bool sets = cm_name_sets_on();
     for (int b = 0; b < 256 && !rc; b++) {
         if (!edge[b]) continue;
         /* the first bytes between, in one range walked as the whole walk would */
         if (lo < fo[b] && !gap_dead(g, state, lo_b, (unsigned)b)) rc = cm_flat_walk(g, state, rule, lo, fo[b], 0, w);
         int32_t z = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
-        if (!rc) rc = cm_run_walk(g, (uint32_t)z, rule, fo[b], fo[b + 1], 1, w);
+        /* edge[b]: z has a run (run_bytes) and b's subtree is one a run walk takes (run_edges),
+         * so the run found once for z serves each of its letters (run_bytes reads 256 bytes) */
+        if (!rc && sets && z != last) last = run_bytes(g, (uint32_t)z, rule, r) ? z : -1;
+        if (!rc) rc = sets && z == last ? run_walk_r(g, (uint32_t)z, rule, r, fo[b], fo[b + 1], 1, w)
+                                        : cm_run_walk(g, (uint32_t)z, rule, fo[b], fo[b + 1], 1, w);
         lo = fo[b + 1];
         lo_b = (unsigned)b + 1;
     }

@@ -106,6 +106,20 @@ void cm_run_parts_enable(int on);
 size_t cm_run_parts_hits(void);
 void cm_name_runs_enable(int on);
 size_t cm_name_run_hits(void);
+/* Name sets set once: a whole-trie run walk taken from the store (a name state's own
+ * entry) ORs the vocabulary's set of every name byte's name entries (vocab.h: name_all)
+ * instead of setting each byte's ids one by one; a walk that holds a first byte's name
+ * entries already (cm_walk.names: set by its own walks, or by the parts a composed entry
+ * ORed in, cm_entry.names) does not set them again (arithmetic's `primary`: its
+ * variable's letters after `call`'s); a run entry finds its letters' run once.  On by
+ * default (cm_name_sets_enable); the unions taken and the sets skipped, in this process.
+ * The entries are the same. */
+void cm_name_sets_enable(int on);
+bool cm_name_sets_on(void);
+size_t cm_name_unions_taken(void);
+size_t cm_name_sets_skipped(void);
+void cm_name_unions_count(void);
+void cm_name_sets_count(void);
 /* Ranges of first bytes that cm_run_entry left unwalked, the state reading none of
  * them (so far in this process, for the tests). */
 size_t cm_run_gaps_skipped(void);
@@ -160,12 +174,17 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
  * run walks' budget (CM_VOCAB_RUN_BYTES) is spent, memory is short, or it is
  * there already. */
 /* The vocabulary's run walk of key[0..CM_RUN_KEY) appended to a walk being
- * built: its tokens set in bits and their ids copied to *idp (advanced; at most
- * max_ids fit there), its exits appended to *exits (*n_exits of them, *cap
- * allocated, grown as needed): 1 found, 0 not (nothing touched), < 0 error. */
+ * built: its tokens set in bits (its name entries only with set_names: else the
+ * caller set them) and their ids copied to *idp (advanced; at most max_ids fit
+ * there), its exits appended to *exits (*n_exits of them, *cap allocated, grown
+ * as needed): 1 found, 0 not (nothing touched), < 0 error. */
 int cm_walk_store_append_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, uint32_t *bits,
                              uint32_t **idp, size_t max_ids, uint32_t *named, cm_loop_exit **exits, size_t *n_exits,
-                             size_t *cap);
+                             size_t *cap, bool set_names);
+/* The first bytes whose name entries the run walk of key[0..CM_RUN_KEY) counts (its
+ * range's first byte from depth 1, or each byte of its run over the whole trie), for a
+ * walk that counted some (n_named > 0), into names[8]. */
+void cm_run_key_names(const cm_vocab *v, const uint32_t *key, uint32_t *names);
 /* Does the vocabulary hold the run walk of key[0..CM_RUN_KEY)? */
 bool cm_walk_store_has_run(const cm_grammar *g, const uint32_t *key, uint64_t hash);
 void cm_walk_store_put_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, const uint32_t *ids,

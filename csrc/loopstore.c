@@ -274,8 +274,28 @@ static void run_named_bits(const cm_vocab *v, const uint32_t *key, uint32_t *bit
         cm_vocab_names(v, v->trie_data[v->trie_off[key[9]]], bits);
         return;
     }
+    /* a name's run (it holds every name byte, or it would have no name entries counted:
+     * run_holds_names): name_all is the union of its name bytes' sets, the others one by one */
+    bool all = v->name_all && cm_name_sets_on();
+    for (unsigned b = '0'; b <= 'z' && all; b++) all = !cm_name_byte((uint8_t)b) || ((r[b >> 5] >> (b & 31)) & 1u);
+    if (all) {
+        cm_or_words(bits, v->name_all, (v->n_tokens + 31) / 32);
+        cm_name_unions_count();
+    }
     for (unsigned b = 0; b < 256; b++)
-        if (((r[b >> 5] >> (b & 31)) & 1u) && fo[b] < fo[b + 1]) cm_vocab_names(v, (uint8_t)b, bits);
+        if (((r[b >> 5] >> (b & 31)) & 1u) && fo[b] < fo[b + 1] && !(all && cm_name_byte((uint8_t)b)))
+            cm_vocab_names(v, (uint8_t)b, bits);
+}
+
+void cm_run_key_names(const cm_vocab *v, const uint32_t *key, uint32_t *names) {
+    const uint32_t *r = key + 1, *fo = v->first_off;
+    if (key[11] == 1) {
+        uint8_t b = v->trie_data[v->trie_off[key[9]]];
+        names[b >> 5] |= 1u << (b & 31);
+        return;
+    }
+    for (unsigned b = 0; b < 256; b++)
+        if (((r[b >> 5] >> (b & 31)) & 1u) && fo[b] < fo[b + 1]) names[b >> 5] |= 1u << (b & 31);
 }
 
 int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, cm_walk *w,
@@ -295,7 +315,10 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
         memcpy(*exits, x->exits, x->n_exits * sizeof **exits);
         *n_exits = x->n_exits;
         cm_set_bits(w->bits, x->bits, x->n_accepted - x->n_named);
-        if (x->n_named) run_named_bits(g->v, key, w->bits);
+        if (x->n_named) {
+            run_named_bits(g->v, key, w->bits);
+            cm_run_key_names(g->v, key, w->names);
+        }
         w->n_accepted += x->n_accepted;
     }
     pthread_mutex_unlock(&s->lock);
@@ -304,7 +327,7 @@ int cm_walk_store_get_run(const cm_grammar *g, const uint32_t *key, uint64_t has
 
 int cm_walk_store_append_run(const cm_grammar *g, const uint32_t *key, uint64_t hash, uint32_t *bits,
                              uint32_t **idp, size_t max_ids, uint32_t *named, cm_loop_exit **exits, size_t *n_exits,
-                             size_t *cap) {
+                             size_t *cap, bool set_names) {
     cm_walk_store *s = g->v->walks;
     int found = 0;
     pthread_mutex_lock(&s->lock);
@@ -330,7 +353,7 @@ int cm_walk_store_append_run(const cm_grammar *g, const uint32_t *key, uint64_t 
         if (n_ids) memcpy(*idp, x->bits, n_ids * sizeof **idp);
         *idp += n_ids;
         cm_set_bits(bits, x->bits, n_ids);
-        if (x->n_named) run_named_bits(g->v, key, bits);
+        if (x->n_named && set_names) run_named_bits(g->v, key, bits);
         *named += x->n_named;
     }
     pthread_mutex_unlock(&s->lock);

@@ -163,6 +163,9 @@ static void build_names(cm_vocab *v) {
         if (n_b && n_b * div >= n_words && (v->name_bits[b] = calloc(n_words, sizeof(uint32_t))))
             cm_set_bits(v->name_bits[b], v->name_ids + n0, n_b);
     }
+    if ((v->name_all = calloc(n_words ? n_words : 1, sizeof(uint32_t))))
+        for (unsigned b = '0'; b <= 'z'; b++)
+            if (cm_name_byte((uint8_t)b)) cm_vocab_names(v, (uint8_t)b, v->name_all);
 }
 
 unsigned cm_vocab_name_sets(const cm_vocab *v) {
@@ -295,6 +298,7 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->name_lcp);
     free(v->name_ids);
     for (unsigned b = 0; b < 256; b++) free(v->name_bits[b]);
+    free(v->name_all);
     free(v);
 }
 

@@ -57,6 +57,10 @@ struct cm_vocab {
      * 'm' 526; vocab.c, CM_NAME_SETS_DIV), where one OR of the words costs less than setting
      * the ids one by one; NULL elsewhere (cm_vocab_names). */
     uint32_t *name_bits[256];
+    /* name_all: the name entries of every name byte ([0-9A-Z_a-z], cm_name_byte) as one bit
+     * set, [ceil(n_tokens / 32)] (Llama-3: 32,910 tokens), which a whole-trie run walk of a
+     * name takes in one OR (loopstore.c, run_named_bits); NULL when memory was short. */
+    uint32_t *name_all;
     cm_walk_store *walks;
     struct cm_segcut_store *segcuts;  /* segcut.c: segment walk tables by unit form */
     _Atomic(cm_tokclass *) tokclass;

@@ -15,6 +15,7 @@
 
 #include "cache.h"
 #include "chart.h"
+#include "loops.h"
 #include "walk.h"
 
 int cm_walk_init(cm_walk *w, const cm_grammar *g) { return cm_walk_init_spare(w, g, NULL); }
@@ -36,6 +37,15 @@ void cm_walk_free(cm_walk *w) {
     free(w->fl);
     free(w->st);
     memset(w, 0, sizeof *w);
+}
+
+uint32_t cm_walk_names(const cm_vocab *v, uint8_t b, cm_walk *w) {
+    if (((w->names[b >> 5] >> (b & 31)) & 1u) && cm_name_sets_on()) {
+        cm_name_sets_count();
+        return 0;
+    }
+    w->names[b >> 5] |= 1u << (b & 31);
+    return cm_vocab_names(v, b, w->bits);
 }
 
 int cm_walk_push_uncertain(cm_walk *w, uint32_t k) {
@@ -1255,6 +1265,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
 
 int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e) {
     e->n_accepted = w->n_accepted;
+    memcpy(e->names, w->names, sizeof e->names);
     e->n_uncertain = (uint32_t)w->n_unc;
     e->uncertain = w->unc;
     w->unc = NULL;

@@ -17,6 +17,9 @@ typedef struct cm_walk {
     uint32_t *st;               /* flat walks: the configuration there */
     bool filtered;              /* unc went through cm_walk_filter_uncertain already (chains.c) */
     bool bits_zero;             /* cm_walk_finish took the accepted ids out: bits is all zero again */
+    /* first bytes b whose name entries (vocab.h: name_off) bits holds: set where a walk sets
+     * them (cm_walk_names, a run walk's names) or ORs in an entry that holds them (cm_compose) */
+    uint32_t names[8];
 } cm_walk;
 
 int cm_walk_init(cm_walk *w, const cm_grammar *g);
@@ -25,6 +28,9 @@ int cm_walk_init(cm_walk *w, const cm_grammar *g);
 int cm_walk_init_spare(cm_walk *w, const cm_grammar *g, uint32_t *zero_bits);
 void cm_walk_free(cm_walk *w);
 int cm_walk_push_uncertain(cm_walk *w, uint32_t k);
+/* First byte b's name entries into w (cm_vocab_names) and into w->names: their number;
+ * 0 (nothing set) where w->names holds b already and name sets are on (loops.h). */
+uint32_t cm_walk_names(const cm_vocab *v, uint8_t b, cm_walk *w);
 
 static inline void cm_walk_accept(cm_walk *w, uint32_t id) {
     cm_set_bit(w->bits, id);
