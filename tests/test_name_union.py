@@ -23,12 +23,13 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along, walk_agrees
+from .helpers import core_switch, masks_along, same_entries, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
 from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
-from .test_run_reuse import ARITHMETIC_DOCS, GRAMMAR, NAMES, PIECES, RUNS, RUNS_COMPOSED
+from .test_name_runs import ARITHMETIC_DOCS, RUNS, RUNS_COMPOSED, _grammar
+from .test_run_reuse import NAMES, PIECES
 
 
 def _entries(
@@ -36,12 +37,6 @@ def _entries(
 ) -> list:
     with core_switch(_core.name_sets_enable, on):
         return entries(cfgmask.compile(g, vocab, _strategy=strategy or Strategy()))
-
-
-def _same(a: list, b: list, what: str) -> None:
-    for s, (x, y) in enumerate(zip(a, b, strict=True)):
-        assert np.array_equal(x[0], y[0]), f"{what}: state {s}: accepted tokens differ"
-        assert np.array_equal(x[1], y[1]), f"{what}: state {s}: uncertain tokens differ"
 
 
 def _hits() -> np.ndarray:
@@ -57,10 +52,10 @@ def assert_same_entries(
     on = _entries(g, vocab, True, strategy)
     taken = _hits() - before
     before = _hits()
-    _same(on, _entries(g, vocab, False, strategy), "switch off")
+    same_entries(on, _entries(g, vocab, False, strategy), "switch off")
     assert (_hits() == before).all(), "a name set was taken or skipped while off"
     if walks:
-        _same(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
+        same_entries(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
     return taken
 
 
@@ -103,10 +98,6 @@ NAME_BLOCK = (
 )  # fmt: skip
 # a composed `primary` beside `call` (the name start whose letters mark the names)
 COMPOSED = Strategy(run_walks=1, count_chains=False)
-
-
-def _grammar(name: str, call: str) -> cfgmask.Grammar:
-    return cfgmask.Grammar.from_gbnf(GRAMMAR.format(name=name, call=call))
 
 
 def _with_names(v: Vocab) -> Vocab:
