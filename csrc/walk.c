@@ -1235,7 +1235,8 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
          * before was no exit, did not follow, or met a pair stop within those bytes):
          * every later token of that prefix's subtree is dropped alike, with as many pair
          * stops, and its scan would leave the sets and exits of p[0..have) as they are. */
-        if (skip_on && by_prefix && !rc && read <= len) {
+        if (skip_on && by_prefix && !rc && read <= len && k + 1 < v->n_trie && v->trie_lcp[k + 1] >= read) {
+            /* (trie_lcp[k + 1] < read: no later entry shares the prefix, nothing to skip) */
             uint32_t end = v->skip[v->trie_off[k] + read - 1];
             while (i + 1 < n && w->unc[i + 1] > k && w->unc[i + 1] < end) {
                 keep[++i] = 0;
