@@ -328,6 +328,8 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_run_hits()
     size_t cm_walk_run_aheads_by_steps()
     size_t cm_walk_filter_pair_hits()
+    void cm_walk_filter_skip_enable(int on)
+    size_t cm_walk_filter_skipped()
     size_t cm_walk_follow_lazy_held()
     size_t cm_walk_follow_lazy_inserts()
     size_t cm_walk_follow_hits()

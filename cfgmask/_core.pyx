@@ -1596,6 +1596,19 @@ def filter_pair_hits():
     return cm_walk_filter_pair_hits()
 
 
+def filter_skip_enable(bint on):
+    """Skip, unread, the later uncertain tokens of a trie subtree whose first token the upward
+    filter dropped for bytes of that subtree's prefix alone (csrc/walk.c, the default) or, off,
+    read each token on its own: the reference the tests compare against.  Process-wide."""
+    cm_walk_filter_skip_enable(1 if on else 0)
+
+
+def filter_skipped():
+    """How many uncertain tokens the upward filter skipped with their subtree so far in this
+    process (for the tests)."""
+    return cm_walk_filter_skipped()
+
+
 def follow_memo_counts():
     """The upward filter's lazy verdict memo so far in this process (for the tests): (verdicts
     held unhashed by a rule's first filter, those hashed into the memo when a second filter of

@@ -829,6 +829,15 @@ size_t cm_walk_follow_hits(void) { return atomic_load(&g_follow_hits); }
 
 size_t cm_walk_filter_pair_hits(void) { return atomic_load(&g_pair_hits); }
 
+/* A token the filter drops for bytes of its prefix alone drops every token of
+ * that prefix's trie subtree (cm_walk_filter_uncertain): those are skipped, not
+ * scanned.  Off, each is read on its own: the reference the tests compare against. */
+static atomic_int g_subtree_skip = 1;
+static atomic_size_t g_subtree_skipped;
+
+void cm_walk_filter_skip_enable(int on) { atomic_store(&g_subtree_skip, on); }
+size_t cm_walk_filter_skipped(void) { return atomic_load(&g_subtree_skipped); }
+
 /* The bytes some item of up's last set reads (next_bytes: a byte no item reads
  * is one cm_chart_scan appends no set for), into reads. */
 static void set_reads(const cm_grammar *g, const cm_chart *up, uint32_t *reads) {
@@ -1153,12 +1162,14 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     size_t memo_hits = 0;
     size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     const uint8_t *prev = NULL;
-    uint32_t plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
-    bool died = false;            /* prev died on prev[have] */
+    uint32_t prev_k = 0, plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
+    bool died = false;                        /* prev died on prev[have] */
+    bool skip_on = atomic_load_explicit(&g_subtree_skip, memory_order_relaxed) != 0;
+    size_t skipped = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t d = prev ? trie_prefix(v, w->unc[i - 1], k, prev, plen, p, len) : 0;
+        uint32_t d = prev ? trie_prefix(v, prev_k, k, prev, plen, p, len) : 0;
         long dead = have;
         if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
             dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
@@ -1169,8 +1180,12 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             died = dead < len;
         }
         prev = p;
+        prev_k = k;
         plen = len;
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
+        /* the bytes the drop read: through the one the chart died on, and each pair stop's second */
+        uint32_t read = (uint32_t)dead + 1, pairs_here = 0;
+        bool by_prefix = !keep[i];
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
             /* not with lookahead debts (Lark's): there the rules' upward charts read on after
@@ -1183,9 +1198,12 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                 const uint32_t *second = ps ? pair_second(g, m, ps, rule, p[e]) : NULL;
                 if (second && !cm_bit(second, p[e + 1])) {
                     paired++;
+                    pairs_here++;
+                    if (e + 2 > read) read = e + 2;
                     continue;
                 }
             }
+            by_prefix = false;  /* the exit reads past its pair: the rest decides */
             if (stops_on && !ns) {
                 uint32_t j = name_run(p + e, len - e);
                 if (j < len - e && p[e + j] >= 0x80 && ++non_ascii >= g->lim.name_stops)
@@ -1223,6 +1241,19 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             if (n_ask == cap_ask && (rc = cm_grow_to((void **)&ask, &cap_ask, n_ask + 1, sizeof *ask))) break;
             ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
+        /* Dropped by p[0..read) alone (the chart died on p[read - 1], and every exit
+         * before was no exit, did not follow, or met a pair stop within those bytes):
+         * every later token of that prefix's subtree is dropped alike, with as many pair
+         * stops, and its scan would leave the sets and exits of p[0..have) as they are. */
+        if (skip_on && by_prefix && !rc && read <= len && k + 1 < v->n_trie && v->trie_lcp[k + 1] >= read) {
+            /* (trie_lcp[k + 1] < read: no later entry shares the prefix, nothing to skip) */
+            uint32_t end = v->skip[v->trie_off[k] + read - 1];
+            while (i + 1 < n && w->unc[i + 1] > k && w->unc[i + 1] < end) {
+                keep[++i] = 0;
+                skipped++;
+                paired += pairs_here;
+            }
+        }
     }
     if (!rc && n_ask) {
         follow_held *held = NULL;
@@ -1247,6 +1278,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!ps && pair_met && g->lim.filter_pairs) pair_stops_of(g, m, rule, pair_met);
     if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
     if (paired) atomic_fetch_add(&g_pair_hits, paired);
+    if (skipped) atomic_fetch_add(&g_subtree_skipped, skipped);
     if (run_hits) atomic_fetch_add(&g_run_hits, run_hits);
     /* on a failure, every token stays */
     size_t kept = 0;

@@ -70,6 +70,12 @@ size_t cm_walk_run_aheads_by_steps(void); /* read-aheads run_ahead_steps started
 /* How many of the filter's questions the pair stops answered so far in this
  * process (for the tests). */
 size_t cm_walk_filter_pair_hits(void);
+/* The filter's subtree skip (on by default): a token dropped for bytes of its prefix
+ * alone drops the later uncertain tokens of that prefix's trie subtree unread.  Off,
+ * each token is read on its own (the reference the tests compare against).  Process-wide;
+ * cm_walk_filter_skipped: the tokens skipped so far in this process (for the tests). */
+void cm_walk_filter_skip_enable(int on);
+size_t cm_walk_filter_skipped(void);
 /* The lazy verdict memo (lim.lazy_follow), so far in this process (for the
  * tests): verdicts held unhashed by a rule's first filter, those hashed into
  * the memo when a second filter of the rule came, and the filter's questions
