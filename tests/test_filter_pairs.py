@@ -107,17 +107,18 @@ def test_pairs_same_entries_random_vocab(index: int, seed: int) -> None:
     assert _pairs_same(g, _pair_vocab(seed), limits=OWN_RULES, plain=True) > 0, PAIR_GRAMMARS[index]
 
 
-@given(
-    st.integers(0, len(PAIR_GRAMMARS) - 1),
-    st.lists(
-        st.tuples(
-            st.sampled_from([b"a", b"ab", b"'", b"z9", b"a "]),
-            st.lists(st.sampled_from(PAIR_BYTES), min_size=1, max_size=5).map(bytes),
-        ),
-        min_size=1,
-        max_size=80,
+# (head, rest) pieces of a random vocabulary for PAIR_GRAMMARS: a name's few bytes, then pair bytes
+PAIR_PIECES = st.lists(
+    st.tuples(
+        st.sampled_from([b"a", b"ab", b"'", b"z9", b"a "]),
+        st.lists(st.sampled_from(PAIR_BYTES), min_size=1, max_size=5).map(bytes),
     ),
+    min_size=1,
+    max_size=80,
 )
+
+
+@given(st.integers(0, len(PAIR_GRAMMARS) - 1), PAIR_PIECES)
 def test_pairs_same_entries_hypothesis(index: int, pieces: list) -> None:
     toks = {bytes([x]) for x in range(256)} | {head + rest for head, rest in pieces}
     g = cfgmask.Grammar.from_gbnf(PAIR_GRAMMARS[index])
