@@ -61,7 +61,10 @@ if [ -e "$dst" ]; then
         exit 2
         ;;
     esac
-    if [ -e "$dst/.git" ] || { [ -n "$(ls -A "$dst")" ] && [ ! -e "$dst/.cfgmask-sanitize-copy" ]; }; then
+    # a copy made before the marker existed: this tree's files without its .git
+    old_copy=false
+    [ -e "$dst/tests/sanitize.sh" ] && [ -d "$dst/csrc" ] && old_copy=true
+    if [ -e "$dst/.git" ] || { [ -n "$(ls -A "$dst")" ] && [ ! -e "$dst/.cfgmask-sanitize-copy" ] && ! $old_copy; }; then
         echo "$0: $dst is not a copy made by this script (no .cfgmask-sanitize-copy); it is emptied before each run, so name a scratch folder" >&2
         exit 2
     fi
