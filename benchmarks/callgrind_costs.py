@@ -148,6 +148,10 @@ def inner(args: argparse.Namespace) -> None:
     from .common import llama3
 
     tokens = llama3()
+    if os.environ.get("CM_DIV_TMP"):
+        from cfgmask import _core
+
+        _core.name_sets_div(int(os.environ["CM_DIV_TMP"]))
     vocab = cm.Vocabulary.from_token_bytes(
         list(tokens.token_bytes), stop_token_ids=tokens.stops, special_token_ids=sorted(tokens.special)
     )
