@@ -16,6 +16,9 @@ compiled on first use) and dumps each one under its label:
 dumps) for ``callgrind_annotate``.  Without it the labels' counts go to ``--out`` (JSON); sums by
 kind and the largest regions are printed, and ``--compare A B`` sets two such files side by side.
 
+``--name-sets-div N`` builds the vocabulary with ``_core.name_sets_div(N)`` (a first byte's name
+tokens as a bit set from n_words / N of them; 1 is the rule before session 35).
+
 ``--cache-sim`` runs callgrind's cache simulation too and keeps, besides each region's
 instructions, its data reads that miss the first-level cache (``D1mr``) and the last level
 (``DLmr``); the JSON then maps each label to ``{"Ir": .., "D1mr": .., "DLmr": ..}`` and the summary
@@ -148,10 +151,10 @@ def inner(args: argparse.Namespace) -> None:
     from .common import llama3
 
     tokens = llama3()
-    if os.environ.get("CM_DIV_TMP"):
+    if args.name_sets_div is not None:  # read when the vocabulary's trie is built
         from cfgmask import _core
 
-        _core.name_sets_div(int(os.environ["CM_DIV_TMP"]))
+        _core.name_sets_div(args.name_sets_div)
     vocab = cm.Vocabulary.from_token_bytes(
         list(tokens.token_bytes), stop_token_ids=tokens.stops, special_token_ids=sorted(tokens.special)
     )
@@ -211,6 +214,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cmd += ["--limit", str(args.limit)]
         if args.profile:
             cmd += ["--profile", str(args.profile)]
+        if args.name_sets_div is not None:
+            cmd += ["--name-sets-div", str(args.name_sets_div)]
         env = dict(os.environ, PYTHONHASHSEED="0")
         subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=sys.stderr)
         if args.profile:
@@ -295,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--cache-sim", action="store_true", help="count D1 and LL read misses too")
     ap.add_argument("--ll", default="1048576,8,64", help="the simulated last level (size,assoc,line)")
+    ap.add_argument("--name-sets-div", type=int, help="name sets from n_words / N names (1: old rule)")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.inner:

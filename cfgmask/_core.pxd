@@ -374,8 +374,6 @@ cdef extern from "flat.h" nogil:
 cdef extern from "compose.h" nogil:
     void cm_tail_alias_enable(int on)
     size_t cm_tail_aliases()
-    void cm_tail_ids_enable(int mode)
-    size_t cm_tail_ids()
     void cm_tail_names_enable(int on)
     size_t cm_tail_names_taken()
     void cm_exit_tails_enable(int on)

@@ -1724,19 +1724,6 @@ def tail_aliases():
     return cm_tail_aliases()
 
 
-def tail_ids_enable(int mode):
-    """Keep a tail part that accepts at most n_words / 4 tokens as their ids, its walk's bitset a
-    zero spare of the cache's (csrc/compose.c, tail_keep; mode 1 or True, the default), every
-    tail part so (2: for small vocabularies, whose n_words / 4 is 0), or, off, each as a bitset
-    of its own.  Process-wide; clear the caches after a change.  The entries are the same."""
-    cm_tail_ids_enable(mode)
-
-
-def tail_ids():
-    """How many tail parts were kept as ids so far in this process (for the tests)."""
-    return cm_tail_ids()
-
-
 def tail_names_enable(bint on):
     """Accept a tail part's name entries (a blank, then a name) at once where the position reads
     every name's first byte into states that stay live on names (csrc/compose.c, own_names; the

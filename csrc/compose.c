@@ -99,72 +99,19 @@ size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p) {
 
 struct cm_tail {
     uint32_t state, byte;       /* a callee's start state, the first byte */
-    uint32_t *bits;             /* the accepted tokens, [n_words]; NULL when kept as ids */
+    uint32_t *bits;             /* the accepted tokens, [n_words] */
     uint32_t *unc;              /* the uncertain trie entries, ascending */
     size_t n_unc;
     const cm_tail *alias;       /* a level that passes through: bits and unc are this one's */
-    uint32_t *ids;              /* or the accepted tokens' ids, ascending (tail_keep) */
-    size_t n_ids;
 };
 
 static void tail_free(cm_tail *t) {
     if (!t) return;
     if (!t->alias) {
         free(t->bits);
-        free(t->ids);
         free(t->unc);
     }
     free(t);
-}
-
-/* A tail part that accepts few tokens is kept as their ids (mode 1, the default; 2: every
- * tail part, for the tests' small vocabularies; 0 off; how many were, in this process).  Its walk's bitset is a zero spare of the cache (cache.c, build_entry_k) and
- * goes back zero when the ids are taken out: a tail is one first byte's subtree, and
- * sql.lark's mask after `SELECT id` walked 99 of them, 97 accepting fewer tokens than the
- * bitset has words (5-2,409 of 4,008 at Llama-3), each a 16 KB calloc kept by the cache and
- * ORed whole by every state that took it. */
-static atomic_int g_tail_ids_on = 1;
-static atomic_size_t g_tail_ids;
-/* as ids when n_words / CM_TAIL_IDS_DIV ids or fewer: an id set costs ~9 instructions, an OR
- * ~0.6 a word, and the ids spare the zeroing (~2.5 instructions a word) */
-#define CM_TAIL_IDS_DIV 4
-
-void cm_tail_ids_enable(int mode) { atomic_store(&g_tail_ids_on, mode < 0 ? 0 : mode > 2 ? 2 : mode); }
-size_t cm_tail_ids(void) { return atomic_load(&g_tail_ids); }
-
-/* The accepted tokens of tp into bits. */
-static void tail_or(const cm_grammar *g, uint32_t *bits, const cm_tail *tp) {
-    if (tp->bits) cm_or_words(bits, tp->bits, g->n_words);
-    else cm_set_bits(bits, tp->ids, tp->n_ids);
-}
-
-/* A zero bitset for a tail's walk: a spare of the cache's while ids may be kept, else NULL (the
- * walk callocs its own). */
-static uint32_t *tail_spare(const cm_grammar *g) {
-    cm_cache *c = g->cache;
-    if (!atomic_load_explicit(&g_tail_ids_on, memory_order_relaxed) || !c->n_spare) return NULL;
-    return c->spare_bits[--c->n_spare];
-}
-
-/* t takes tw's accepted tokens: as ids when they are few (tw's bitset left zero, back to the
- * spares or freed), else the bitset itself.  0 or CM_ERR_NOMEM. */
-static int tail_keep(const cm_grammar *g, cm_tail *t, cm_walk *tw) {
-    cm_cache *c = g->cache;
-    int mode = atomic_load_explicit(&g_tail_ids_on, memory_order_relaxed);
-    size_t n = mode ? cm_count_bits(tw->bits, g->n_words) : SIZE_MAX;
-    if (n > (mode == 2 ? g->n_words * 32 : g->n_words / CM_TAIL_IDS_DIV)) {
-        t->bits = tw->bits;
-        tw->bits = NULL;
-        return CM_OK;
-    }
-    if (!(t->ids = malloc((n ? n : 1) * sizeof *t->ids))) return CM_ERR_NOMEM;
-    t->n_ids = cm_bits_take(tw->bits, g->n_words, t->ids, n);
-    if (c->n_spare < CM_SPARE_BITS) {
-        c->spare_bits[c->n_spare++] = tw->bits;
-        tw->bits = NULL;
-    }
-    atomic_fetch_add_explicit(&g_tail_ids, 1, memory_order_relaxed);
-    return CM_OK;
 }
 
 /* Pass-through levels (tail_through) and names in bulk after a position's own
@@ -309,7 +256,7 @@ static int tail_alias(const cm_grammar *g, uint32_t start, unsigned b, cm_tail *
     const cm_tail *root = sub->alias ? sub->alias : sub;
     cm_tail *t = calloc(1, sizeof *t);
     if (!t) return CM_ERR_NOMEM;
-    *t = (cm_tail){start, b, root->bits, root->unc, root->n_unc, root, root->ids, root->n_ids};
+    *t = (cm_tail){start, b, root->bits, root->unc, root->n_unc, root};
     atomic_fetch_add_explicit(&g_tail_aliases, 1, memory_order_relaxed);
     *out = t;
     *owned = NULL;
@@ -346,11 +293,10 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
     int rc = tail_alias(g, start, b, out, owned);
     if (rc) return rc < 0 ? rc : CM_OK;
     cm_walk tw;
-    rc = cm_walk_init_spare(&tw, g, tail_spare(g));
+    rc = cm_walk_init(&tw, g);
     cm_tail *t = calloc(1, sizeof *t);
     if (!rc && !t) rc = CM_ERR_NOMEM;
     if (!rc) rc = tail_build(g, start, b, &tw);
-    if (!rc) rc = tail_keep(g, t, &tw);
     if (rc) {
         cm_walk_free(&tw);
         free(t);
@@ -358,13 +304,14 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
     }
     t->state = start;
     t->byte = b;
+    t->bits = tw.bits;
     t->n_unc = tw.n_unc;
     t->unc = tw.unc;
-    tw.unc = NULL;
+    tw.bits = tw.unc = NULL;
     cm_walk_free(&tw);
     atomic_fetch_add(&c->tail_walks, 1);
     *out = t;
-    size_t bytes = sizeof *t + ((t->bits ? g->n_words : t->n_ids) + t->n_unc) * sizeof(uint32_t);
+    size_t bytes = sizeof *t + (g->n_words + t->n_unc) * sizeof(uint32_t);
     if (atomic_load(&c->bytes) + bytes > g->lim.max_cache_bytes) {
         *owned = t;
         return CM_OK;
@@ -464,7 +411,7 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
             tail_free(owned);
             return 0;
         }
-        tail_or(g, w->bits, tp);
+        cm_or_words(w->bits, tp->bits, g->n_words);
         rc = cands_add(x, tp->unc, tp->n_unc);
         tail_free(owned);
     }
@@ -517,7 +464,7 @@ static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cand
             cm_tail *tp, *owned;
             rc = tail_get(g, (uint32_t)y, b, &tp, &owned);
             if (rc) break;
-            tail_or(g, w->bits, tp);
+            cm_or_words(w->bits, tp->bits, g->n_words);
             for (size_t i = 0; i < tp->n_unc && !rc; i++) rc = cm_walk_push_uncertain(w, tp->unc[i]);
             tail_free(owned);
             atomic_fetch_add(&g->cache->tail_uses, 1);

@@ -38,11 +38,6 @@ int cm_compose_edges(const cm_grammar *g, uint32_t state, cm_walk *w);
  * process-wide; and how many were, in this process (for the tests). */
 void cm_tail_alias_enable(int on);
 size_t cm_tail_aliases(void);
-/* A tail part that accepts at most n_words / 4 tokens kept as their ids, its walk's bitset a
- * zero spare of the cache's (mode 1, the default; 2 every tail part; 0 off), and how many
- * were so kept, in this process. */
-void cm_tail_ids_enable(int mode);
-size_t cm_tail_ids(void);
 /* A tail part's name entries taken at once after a position's own bytes
  * (compose.c, own_names): on (the default) or off, process-wide; and how
  * many times they were, in this process (for the tests). */
