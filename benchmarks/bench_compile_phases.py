@@ -18,6 +18,17 @@ from pathlib import Path
 import cfgmask
 from benchmarks.bench_compile import CORPUS, clear, pct
 from cfgmask import _core
+from cfgmask.compile import components
+
+# The records name a rule by its index in the compile's session (``sess.names``), which compile does
+# not keep: the session's names of the latest build, caught on their way into ``rule_dfas``.
+_names: list[list[str]] = [[]]
+_rule_dfas = components.rule_dfas
+
+
+def _rule_dfas_naming(*args, **kwargs):  # type: ignore[no-untyped-def]
+    _names[0] = args[-1].names  # rule_dfas(rules, start, outlined, limits, sess); grows in it
+    return _rule_dfas(*args, **kwargs)
 
 
 def corpus() -> list[tuple[str, cfgmask.Grammar]]:
@@ -45,6 +56,7 @@ def measure(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, rounds: int) -> dict 
             return None
         st = _core.compile_stats()
         st["total"] = sum(st["ns"].values())
+        st["names"] = _names[0]
         if best is None or st["total"] < best["total"]:
             best = st
     return best
@@ -57,6 +69,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="per schema phases (JSON)")
     args = ap.parse_args()
     _core.compile_stats_enable(True)
+    components.rule_dfas = _rule_dfas_naming
     vocab = cfgmask.Vocabulary.llama3()
     rows = [(name, st) for name, g in corpus() if (st := measure(g, vocab, args.rounds))]
     phases = list(rows[0][1]["ns"])
@@ -73,14 +86,16 @@ def main() -> None:
             f"  {st['builds']} subset constructions: NFA {st['nfa_states']} -> DFA {st['dfa_states']}"
             f" -> minimal {st['min_states']} states"
         )
+        names = st["names"]
         for rec in sorted(st["records"], key=lambda r: -(r[4] + r[5]))[:5]:
+            name = names[rec[0]] if rec[0] < len(names) else f"name {rec[0]}"
             print(
-                f"  name {rec[0]}: {rec[1]} -> {rec[2]} -> {rec[3]} states,"
+                f"  {name}: {rec[1]} -> {rec[2]} -> {rec[3]} states,"
                 f" subsets {rec[4] / 1e6:.2f} ms, minimize {rec[5] / 1e6:.2f} ms"
             )
     if args.out:
         args.out.write_text(
-            json.dumps({n: {k: v for k, v in st.items() if k != "records"} for n, st in rows})
+            json.dumps({n: {k: v for k, v in st.items() if k not in ("records", "names")} for n, st in rows})
         )
 
 
