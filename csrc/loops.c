@@ -973,7 +973,10 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return rc ? rc : 1;
 }
 
-int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w) {
+/* cm_seg_far_entry; strict: declined (0, w untouched) too where a live exit of the loop walk is
+ * an edge inside the segment, whose subtree's walk would start at count k (the near entries'
+ * base, cm_seg_near_base, is read at every count of the state). */
+static int seg_far(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, bool strict, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t sid = g->state_seg[state];
     if (sid == CM_SEG_NONE || !g->plain[state]) return 0;
@@ -989,6 +992,11 @@ int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits
     uint32_t n = lw->n_sig / t->n_classes;
     bool inside = true;  /* the loop's DFA walk reads no guard: every state of it in this segment */
     for (uint32_t i = 0; i < n && inside; i++) inside = g->state_seg[ls[i]] == sid;
+    for (size_t i = 0; strict && inside && i < lw->n_exits; i++) {
+        const cm_loop_exit *x = &lw->exits[i];
+        size_t cell = (size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte];
+        inside = t->trans[cell] < 0 || (g->edge_flags[cell] & CM_SEG_EXIT);
+    }
     if (inside) {
         memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
         w->n_accepted = lw->n_accepted;
@@ -1013,6 +1021,14 @@ int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits
     reset_labels(g, ls, n);
     free(ls);
     return rc ? rc : inside;
+}
+
+int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w) {
+    return seg_far(g, state, k, exits_open, false, w);
+}
+
+int cm_seg_near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_walk *w) {
+    return seg_far(g, state, 0, exits_open, true, w);
 }
 
 /* ---- run walks ----

@@ -61,6 +61,11 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
  * counted from 0).  1 done, 0 declined (w untouched: the state is in no loop, or its loop
  * leaves the segment), < 0 error.  Exactness: tests/test_far_entries.py. */
 int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w);
+/* The base of the near entries (cache.c, seg_near): cm_seg_far_entry's walk, declined too where
+ * an exit of the loop walk is an edge inside the segment (never, where the loop is the whole
+ * unit), so that it reads no count at all: the unit's `unit*` with its exits dead (exits_open
+ * false) or open, each EXIT's subtree walked on afresh. */
+int cm_seg_near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_walk *w);
 /* The loop entries that took every plain token at once (their exits walking
  * only the other entries, lim.plain_skip) so far in this process (for the tests). */
 size_t cm_plain_loop_walks(void);
