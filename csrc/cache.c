@@ -273,8 +273,8 @@ static int seg_cut(const cm_grammar *g, uint32_t sid, cm_segcut **out) {
 /* A base the near entries of a state cannot take (cm_seg_near_base declined). */
 static const cm_entry g_near_declined;
 
-/* The near entries' base of `state`: its entry at (0, L) (exits open) or (L, L), built once
- * by cm_seg_near_base and interned (it reads no count); &g_near_declined where that declines.
+/* The near entries' base of `state`: cm_seg_near_base's walk with its EXITs open or dead, built
+ * once and interned (it reads no count); &g_near_declined where that declines.
  * An entry past the cache's memory limit comes back in *owned.  Under the cache lock. */
 static const cm_entry *near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_entry **owned, int *rc) {
     cm_cache *c = g->cache;
@@ -302,16 +302,18 @@ static const cm_entry *near_base(const cm_grammar *g, uint32_t state, bool exits
     return *slot = shared;
 }
 
-/* A near pair's walk (need < L or budget < L): the base entry less the cut of (need, budget),
- * segcut.c's per-token unit counts: a token that stays must read at most budget units (a
- * partial one counting one), one that leaves between need and budget before its EXIT byte (the
- * rest of it after the EXIT was walked afresh by the base, as a real chart enters its target).
- * With need = L no token reaches an EXIT's guard open: the base (L, L), whose exits are dead.
- * Exact where the segment's states are the base's whole loop (no exit inside the segment) and
- * only EXIT edges leave it: declined (0) where the head accepts (the rule's completion reads
- * k + j >= lo) and inside a unit at budget 0 (count hi: no item gets there, and the plain walk
- * reads no guard for the unit begun). */
-static int seg_near(const cm_grammar *g, uint32_t state, uint32_t need, uint32_t budget, cm_walk *w) {
+/* A near pair's walk (need < L or budget < L) at count k: the base entry less the cut of (need,
+ * budget), segcut.c's per-token unit counts: a token that stays must read at most budget units
+ * (a partial one counting one), one that leaves between need and budget before its EXIT byte
+ * (the rest of it after the EXIT was walked afresh by the base, as a real chart enters its
+ * target).  With need = L no token reaches an EXIT's guard open: the base with its EXITs dead.
+ * Then the subtrees the base leaves out, those that go on from its loop into the unit's other
+ * states, through counted charts at the counts they reach there (cm_seg_near_inner: exact, the
+ * cut would take none of them).  Only EXIT edges leave the segment and only the guards read
+ * counts: declined (0) where the head accepts (the rule's completion reads k + j >= lo) and
+ * inside a unit at budget 0 (count hi: no item gets there, and the plain walk reads no guard
+ * for the unit begun). */
+static int seg_near(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t need, uint32_t budget, cm_walk *w) {
     uint32_t sid = g->state_seg[state], head = g->seg_head[sid], L = g->v->max_len;
     if (g->t.accepting[head] || (state != head && !budget)) return 0;
     cm_segcut *cut;
@@ -334,6 +336,10 @@ static int seg_near(const cm_grammar *g, uint32_t state, uint32_t need, uint32_t
         free(unc);
     }
     cm_entry_free(owned);
+    if (!rc) {  /* the base's exits into the unit's states outside its loop, at their counts */
+        int done = cm_seg_near_inner(g, state, k, w);
+        rc = done < 0 ? done : done ? CM_OK : CM_ERR_STATE;  /* the base's loop, found again */
+    }
     if (!rc) atomic_fetch_add_explicit(&g_seg_near_builds, 1, memory_order_relaxed);
     return rc ? rc : 1;
 }
@@ -353,7 +359,7 @@ static int seg_walk(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w)
         } else if (atomic_load_explicit(&g_seg_near, memory_order_relaxed)) {
             uint32_t need, budget;
             seg_key(g, state, k, &need, &budget);
-            done = seg_near(g, state, need, budget, w);
+            done = seg_near(g, state, k, need, budget, w);
         }
         if (done) return done < 0 ? done : CM_OK;
     }
