@@ -52,7 +52,7 @@ struct cm_cache {
     size_t seg_cap, seg_used;
     /* the near entries (cache.c, seg_near), under lock, NULL until the first: per segment its
        cut (segcut.c; NULL where its unit's form is refused) and whether it was made; per state
-       and base pair ((0, L) at 2 s, (L, L) at 2 s + 1) the base entry they cut (interned) */
+       the base entries they cut (cm_seg_near_base, interned; EXITs open at 2 s, dead at 2 s + 1) */
     struct cm_segcut **segcuts;
     uint8_t *segcut_tried;
     uint32_t n_segcuts;
