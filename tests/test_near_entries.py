@@ -28,7 +28,7 @@ from cfgmask import _core, ir
 from cfgmask.compile.segments import c_tables, segment_form
 
 from .helpers import chars, grammar, lit, seq
-from .test_far_entries import _max_len, _vocabulary
+from .test_far_entries import _max_len, _vocabulary, assert_same_entries
 from .test_segment_masks import _STRUCT, _handle
 from .test_segments import CONTEXTS, ON, _grammar, _samples, _string, units
 
@@ -88,18 +88,7 @@ def _check(g: ir.Grammar, vocab: cfgmask.Vocabulary, **kw: object) -> int:
     before = _core.seg_near_builds()
     fast = _entries(g, vocab, True, **kw)  # type: ignore[arg-type]
     built = _core.seg_near_builds() - before
-    assert fast.keys() == plain.keys()
-    for key, e in plain.items():
-        assert fast[key][1] == e[1], f"uncertain tokens differ at (state, k) = {key}"
-        if fast[key][0] != e[0]:
-            a = np.frombuffer(fast[key][0], np.uint8)
-            b = np.frombuffer(e[0], np.uint8)
-            ta = set(np.nonzero(np.unpackbits(a, bitorder="little"))[0].tolist())
-            tb = set(np.nonzero(np.unpackbits(b, bitorder="little"))[0].tolist())
-            raise AssertionError(
-                f"(state, k) = {key}: near only {[vocab.decode([t]) for t in sorted(ta - tb)[:8]]}, "
-                f"plain only {[vocab.decode([t]) for t in sorted(tb - ta)[:8]]}"
-            )
+    assert_same_entries(fast, plain, vocab, "near")
     return built
 
 
