@@ -2047,6 +2047,19 @@ def seg_far_builds():
     return cm_seg_far_builds()
 
 
+def seg_near_enable(bint on):
+    """Build a segment state's near entries (clipped pair with need < L or budget < L) as its
+    far entry less the cut of the bounds (csrc/cache.c, seg_near; csrc/segcut.c; on by
+    default); off, they are plain counted walks (the tests' reference)."""
+    cm_seg_near_enable(1 if on else 0)
+
+
+def seg_near_builds():
+    """How many keyed entries were built as near entries from the far entry and the cut so far
+    in this process (for the tests)."""
+    return cm_seg_near_builds()
+
+
 def counted_scans():
     """How many scans of items in segment states (their count guards read) the private
     segment chart made so far in this process (csrc/segments.c; for the tests)."""

@@ -21,6 +21,7 @@
 #include "donor.h"
 #include "flat.h"
 #include "loops.h"
+#include "segcut.h"
 #include "walk.h"
 #include "wrap.h"
 
@@ -61,6 +62,10 @@ void cm_cache_free(cm_cache *c) {
     for (size_t i = 0; i < c->entries_cap; i++) cm_entry_free(c->entries[i]);  /* slots[] shares them */
     free(c->entries);
     free(c->seg_slots);
+    for (uint32_t i = 0; c->segcuts && i < c->n_segcuts; i++) cm_segcut_free(c->segcuts[i]);
+    free(c->segcuts);
+    free(c->segcut_tried);
+    free((void *)c->near_base);  /* the entries are the interned ones, or the sentinel */
     free(c->slots);
     free(c->building);
     cm_flat_free(c->flat);
@@ -225,20 +230,138 @@ static atomic_size_t g_seg_far_builds;
 void cm_seg_far_enable(int on) { atomic_store(&g_seg_far, on); }
 size_t cm_seg_far_builds(void) { return atomic_load(&g_seg_far_builds); }
 
+static void seg_key(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *need, uint32_t *budget);
+
+static atomic_int g_seg_near = 1;
+static atomic_size_t g_seg_near_builds;
+
+void cm_seg_near_enable(int on) { atomic_store(&g_seg_near, on); }
+size_t cm_seg_near_builds(void) { return atomic_load(&g_seg_near_builds); }
+
+/* The cut of segment sid (segcut.c) from the grammar's own tables, made on first use; NULL
+ * where the unit's form is refused (too many states: the near entries stay plain walks).
+ * Under the cache lock. */
+static int seg_cut(const cm_grammar *g, uint32_t sid, cm_segcut **out) {
+    cm_cache *c = g->cache;
+    *out = NULL;
+    if (!c->segcuts) {
+        c->segcuts = calloc(g->n_segments, sizeof *c->segcuts);
+        c->segcut_tried = calloc(g->n_segments, 1);
+        c->near_base = calloc(2 * (size_t)g->t.n_states, sizeof *c->near_base);
+        if (!c->segcuts || !c->segcut_tried || !c->near_base) {
+            free(c->segcuts);
+            free(c->segcut_tried);
+            free((void *)c->near_base);
+            c->segcuts = NULL;
+            c->segcut_tried = NULL;
+            c->near_base = NULL;
+            return CM_ERR_NOMEM;
+        }
+        c->n_segcuts = g->n_segments;
+    }
+    if (!c->segcut_tried[sid]) {
+        const cm_seg_raw r = {g->t.n_states, g->t.n_classes, g->n_segments, g->t.byte_class,
+                              g->t.trans,    g->edge_flags,  g->state_seg,  g->seg_head};
+        int rc = cm_segcut_new_raw(&r, sid, g->v, &c->segcuts[sid]);
+        if (rc == CM_ERR_NOMEM) return rc;
+        c->segcut_tried[sid] = 1;
+    }
+    *out = c->segcuts[sid];
+    return CM_OK;
+}
+
+/* A base the near entries of a state cannot take (cm_seg_near_base declined). */
+static const cm_entry g_near_declined;
+
+/* The near entries' base of `state`: cm_seg_near_base's walk with its EXITs open or dead, built
+ * once and interned (it reads no count); &g_near_declined where that declines.
+ * An entry past the cache's memory limit comes back in *owned.  Under the cache lock. */
+static const cm_entry *near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_entry **owned, int *rc) {
+    cm_cache *c = g->cache;
+    const cm_entry **slot = &c->near_base[2 * (size_t)state + !exits_open];
+    *owned = NULL;
+    if (*slot) return *slot;
+    cm_walk bw;
+    cm_entry *e = calloc(1, sizeof *e), *shared;
+    *rc = cm_walk_init(&bw, g);
+    if (!*rc && !e) *rc = CM_ERR_NOMEM;
+    int done = *rc ? 0 : cm_seg_near_base(g, state, exits_open, &bw);
+    if (done < 0) *rc = done;
+    if (!*rc && done) *rc = cm_walk_finish(g, &bw, e);
+    cm_walk_free(&bw);
+    if (*rc || !done) {
+        cm_entry_free(e);
+        if (!*rc) *slot = &g_near_declined;
+        return *rc ? NULL : *slot;
+    }
+    if (atomic_load(&c->bytes) + e->bytes > g->lim.max_cache_bytes || !(shared = entry_intern(g, e))) {
+        *owned = e;
+        return e;
+    }
+    if (shared == e) atomic_fetch_add(&c->bytes, e->bytes);
+    return *slot = shared;
+}
+
+/* A near pair's walk (need < L or budget < L) at count k: the base entry less the cut of (need,
+ * budget), segcut.c's per-token unit counts: a token that stays must read at most budget units
+ * (a partial one counting one), one that leaves between need and budget before its EXIT byte
+ * (the rest of it after the EXIT was walked afresh by the base, as a real chart enters its
+ * target).  With need = L no token reaches an EXIT's guard open: the base with its EXITs dead.
+ * Then the subtrees the base leaves out, those that go on from its loop into the unit's other
+ * states, through counted charts at the counts they reach there (cm_seg_near_inner: exact, the
+ * cut would take none of them).  Only EXIT edges leave the segment and only the guards read
+ * counts: declined (0) where the head accepts (the rule's completion reads k + j >= lo) and
+ * inside a unit at budget 0 (count hi: no item gets there, and the plain walk reads no guard
+ * for the unit begun). */
+static int seg_near(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t need, uint32_t budget, cm_walk *w) {
+    uint32_t sid = g->state_seg[state], head = g->seg_head[sid], L = g->v->max_len;
+    if (g->t.accepting[head] || (state != head && !budget)) return 0;
+    cm_segcut *cut;
+    int rc = seg_cut(g, sid, &cut);
+    if (rc || !cut) return rc;
+    cm_entry *owned;
+    const cm_entry *base = near_base(g, state, need < L, &owned, &rc);
+    if (rc || base == &g_near_declined) return rc;
+    size_t nw = (g->v->n_tokens + 31) / 32;
+    cm_or_accepted(g, w->bits, base, NULL);
+    rc = cm_segcut_apply(cut, state, need, budget, w->bits, nw);
+    w->n_accepted = (uint32_t)cm_count_bits(w->bits, nw);
+    if (!rc && base->n_uncertain) {
+        size_t n = base->n_uncertain;
+        uint32_t *unc = malloc(n * sizeof *unc);
+        if (!unc) rc = CM_ERR_NOMEM;
+        if (!rc) memcpy(unc, base->uncertain, n * sizeof *unc);
+        if (!rc) rc = cm_segcut_keep(cut, state, need, budget, g->v->trie_ids, unc, &n);
+        for (size_t i = 0; !rc && i < n; i++) rc = cm_walk_push_uncertain(w, unc[i]);
+        free(unc);
+    }
+    cm_entry_free(owned);
+    if (!rc) {  /* the base's exits into the unit's states outside its loop, at their counts */
+        int done = cm_seg_near_inner(g, state, k, w);
+        rc = done < 0 ? done : done ? CM_OK : CM_ERR_STATE;  /* the base's loop, found again */
+    }
+    if (!rc) atomic_fetch_add_explicit(&g_seg_near_builds, 1, memory_order_relaxed);
+    return rc ? rc : 1;
+}
+
 /* A segment grammar's walk of `state` at count k: a far pair's (no token reaches a bound) from
- * the loop's shared walk (loops.c, cm_seg_far_entry), else the plain walk. */
+ * the loop's shared walk (loops.c, cm_seg_far_entry), a near pair's from the far one less the
+ * bounds' cut (seg_near), else the plain walk. */
 static int seg_walk(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w) {
     uint32_t sid = g->state_seg[state];
     if (sid != CM_SEG_NONE && atomic_load_explicit(&g_seg_far, memory_order_relaxed)) {
         uint32_t lo = g->seg_lo[sid], hi = g->seg_hi[sid], L = g->v->max_len;
         bool budget_far = hi >= k && hi - k >= L, need_far = lo >= k && lo - k >= L;
+        int done = 0;
         if (budget_far && (need_far || k >= lo)) {
-            int done = cm_seg_far_entry(g, state, k, !need_far, w);
-            if (done) {
-                if (done > 0) atomic_fetch_add_explicit(&g_seg_far_builds, 1, memory_order_relaxed);
-                return done < 0 ? done : CM_OK;
-            }
+            done = cm_seg_far_entry(g, state, k, !need_far, w);
+            if (done > 0) atomic_fetch_add_explicit(&g_seg_far_builds, 1, memory_order_relaxed);
+        } else if (atomic_load_explicit(&g_seg_near, memory_order_relaxed)) {
+            uint32_t need, budget;
+            seg_key(g, state, k, &need, &budget);
+            done = seg_near(g, state, k, need, budget, w);
         }
+        if (done) return done < 0 ? done : CM_OK;
     }
     return plain_walk(g, state, k, w);
 }

@@ -50,6 +50,13 @@ struct cm_cache {
        cm_grammar_seg_entry; under lock, open addressing [seg_cap], NULL until the first */
     struct cm_seg_slot *seg_slots;
     size_t seg_cap, seg_used;
+    /* the near entries (cache.c, seg_near), under lock, NULL until the first: per segment its
+       cut (segcut.c; NULL where its unit's form is refused) and whether it was made; per state
+       the base entries they cut (cm_seg_near_base, interned; EXITs open at 2 s, dead at 2 s + 1) */
+    struct cm_segcut **segcuts;
+    uint8_t *segcut_tried;
+    uint32_t n_segcuts;
+    const cm_entry **near_base;
     /* finished masks, under memo.lock */
     cm_mask_memo memo;
     /* uncertain tokens' verdicts by enclosing stack, under stacks.lock */
@@ -81,6 +88,11 @@ bool cm_grammar_seg_peek(const cm_grammar *g, uint32_t state, uint32_t k);
  * entries were built so, in this process. */
 void cm_seg_far_enable(int on);
 size_t cm_seg_far_builds(void);
+/* The near pairs' entries (need < L or budget < L) as the far pair's entry less the cut of
+ * the segment's bounds (cache.c, seg_near; segcut.c): on by default (counters stay off by
+ * default), off for the tests' reference; how many were built so far in this process. */
+void cm_seg_near_enable(int on);
+size_t cm_seg_near_builds(void);
 /* A segment grammar's entry of `state` at count k (cm_grammar_seg_entry; a state outside
  * segments: its entry by state) copied out as cm_grammar_entry_copy does: for the tests. */
 int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,

@@ -973,7 +973,29 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return rc ? rc : 1;
 }
 
-int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w) {
+/* What seg_far walks: the far entry at count k; the near entries' base (no count read: the
+ * exits inside the segment left out); or only those exits, at the counts they are reached at. */
+enum { SEG_FAR, SEG_BASE, SEG_INNER };
+
+/* The count an exit of the loop walk inside the segment is reached at from `state` at count k
+ * (k plus the BACK edges of its prefix and edge), or UINT32_MAX where an INTO guard on the way
+ * refuses: the subtree is dead. */
+static uint32_t inner_count(const cm_grammar *g, uint32_t state, uint32_t k, const cm_loop_exit *x) {
+    const cm_tables *t = &g->t;
+    const uint8_t *p = g->v->trie_data + g->v->trie_off[x->k];
+    uint32_t hi = g->seg_hi[g->state_seg[state]], q = state;
+    for (uint32_t d = 0; d <= x->depth; d++) {
+        size_t cell = (size_t)q * t->n_classes + t->byte_class[d < x->depth ? p[d] : x->byte];
+        uint8_t f = g->edge_flags[cell];
+        if ((f & CM_SEG_INTO) && k >= hi) return UINT32_MAX;
+        k += (f & CM_SEG_BACK) != 0;
+        q = (uint32_t)t->trans[cell];
+    }
+    return k;
+}
+
+/* cm_seg_far_entry (SEG_FAR), cm_seg_near_base (SEG_BASE), cm_seg_near_inner (SEG_INNER). */
+static int seg_far(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, int mode, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t sid = g->state_seg[state];
     if (sid == CM_SEG_NONE || !g->plain[state]) return 0;
@@ -989,7 +1011,15 @@ int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits
     uint32_t n = lw->n_sig / t->n_classes;
     bool inside = true;  /* the loop's DFA walk reads no guard: every state of it in this segment */
     for (uint32_t i = 0; i < n && inside; i++) inside = g->state_seg[ls[i]] == sid;
-    if (inside) {
+    /* the base's tokens that end inside the loop are cut by their units (segcut.c): none may
+     * have left by an EXIT edge back into the loop */
+    for (uint32_t i = 0; mode == SEG_BASE && i < n && inside; i++)
+        for (uint32_t c = 0; c < t->n_classes && inside; c++) {
+            size_t cell = (size_t)ls[i] * t->n_classes + c;
+            inside = t->trans[cell] < 0 || !(g->edge_flags[cell] & CM_SEG_EXIT) ||
+                     g->cache->loop_lab[t->trans[cell]] >= n;
+        }
+    if (inside && mode != SEG_INNER) {
         memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
         w->n_accepted = lw->n_accepted;
     }
@@ -1001,18 +1031,33 @@ int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits
         if (to < 0) continue;
         bool exit = g->edge_flags[cell] & CM_SEG_EXIT;
         if (exit && !exits_open) continue;  /* lo - k >= L: no token reaches an EXIT's guard */
-        /* on from the edge's target: an EXIT's afresh, an edge inside the segment at count k
-         * (the real count is k plus the units read so far, but both are as far from the bounds
-         * as the rest of the token can see) */
+        if (exit ? mode == SEG_INNER : mode == SEG_BASE) continue;
+        /* on from the edge's target: an EXIT's afresh; an edge inside the segment at count k far
+         * from the bounds (the real count is k plus the units read so far, but both are as far
+         * from the bounds as the rest of the token can see), at the real count near them */
+        uint32_t kx = mode == SEG_INNER ? inner_count(g, state, k, x) : k;
+        if (kx == UINT32_MAX) continue;
         cm_chart c;
         rc = exit ? cm_chart_init_item(&c, g, (uint32_t)to, CM_OUTER)
-                  : cm_chart_init_item_k(&c, g, (uint32_t)to, CM_OUTER, k);
+                  : cm_chart_init_item_k(&c, g, (uint32_t)to, CM_OUTER, kx);
         if (!rc) rc = cm_walk_chart(g, &c, rule, x->k, x->k_end, x->depth + 1, 0, -1, w);
         cm_chart_free(&c);
     }
     reset_labels(g, ls, n);
     free(ls);
     return rc ? rc : inside;
+}
+
+int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w) {
+    return seg_far(g, state, k, exits_open, SEG_FAR, w);
+}
+
+int cm_seg_near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_walk *w) {
+    return seg_far(g, state, 0, exits_open, SEG_BASE, w);
+}
+
+int cm_seg_near_inner(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w) {
+    return seg_far(g, state, k, false, SEG_INNER, w);
 }
 
 /* ---- run walks ----

@@ -61,6 +61,15 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
  * counted from 0).  1 done, 0 declined (w untouched: the state is in no loop, or its loop
  * leaves the segment), < 0 error.  Exactness: tests/test_far_entries.py. */
 int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w);
+/* The near entries' base and the rest of them (cache.c, seg_near): cm_seg_far_entry's walk
+ * without the exits of the loop walk that stay in the segment (an edge into a state of the unit
+ * outside the loop: a JSON string's `\u` escape, longer than CM_LOOP_REACH), which reads no count
+ * at all: `unit*` with its EXITs dead (exits_open false) or open, each EXIT's subtree walked on
+ * afresh; declined (0) as cm_seg_far_entry, or where an EXIT edge lands back in the loop.  And
+ * those exits alone (cm_seg_near_inner), each walked on through a counted chart at the count it
+ * is reached at from count k (an INTO refused on the way: skipped), ORed into w. */
+int cm_seg_near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_walk *w);
+int cm_seg_near_inner(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w);
 /* The loop entries that took every plain token at once (their exits walking
  * only the other entries, lim.plain_skip) so far in this process (for the tests). */
 size_t cm_plain_loop_walks(void);

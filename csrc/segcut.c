@@ -581,3 +581,21 @@ int cm_segcut_leavers(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budg
     *n_out = n;
     return CM_OK;
 }
+
+int cm_segcut_keep(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, const uint32_t *ids, uint32_t *xs,
+                   size_t *n) {
+    cut_state *cs;
+    int rc = state_of(c, state, NULL, &cs);
+    if (rc) return rc;
+    size_t m = 0, nt = c->tab->v->n_tokens;
+    for (size_t i = 0; i < *n; i++) {
+        uint32_t t = ids ? ids[xs[i]] : xs[i];
+        if (t >= nt) return CM_ERR_ARG;
+        uint8_t kind = cs->kind[t];
+        uint32_t cnt = kind == CM_SEGCUT_DEAD ? 0 : count_of(cs, t);
+        bool cut = kind != CM_SEGCUT_DEAD && (cnt > budget || (kind == CM_SEGCUT_EXIT && cnt < need));
+        if (!cut) xs[m++] = xs[i];
+    }
+    *n = m;
+    return CM_OK;
+}

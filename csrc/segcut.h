@@ -22,6 +22,12 @@ void cm_segtab_raw(const cm_segtab *st, cm_seg_raw *r);
  * that unit's form, found or made): as cm_segcut_new. */
 int cm_segcut_new_raw(const cm_seg_raw *r, uint32_t seg, const cm_vocab *v, cm_segcut **out);
 
+/* xs[0 .. *n) less the tokens cut at (state, need, budget) (cm_segcut_apply's), in order, *n
+ * their number after: each x the token ids[x] (ids NULL: x itself; the near entries' uncertain
+ * trie entries with the vocabulary's trie_ids). */
+int cm_segcut_keep(cm_segcut *c, uint32_t state, uint32_t need, uint32_t budget, const uint32_t *ids, uint32_t *xs,
+                   size_t *n);
+
 /* The vocabulary's store of segment walk tables by unit form (vocab.c makes and frees it). */
 typedef struct cm_segcut_store cm_segcut_store;
 cm_segcut_store *cm_segcut_store_new(void);

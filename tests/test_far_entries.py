@@ -74,13 +74,13 @@ def _entries(
     return out
 
 
-def _check(g: ir.Grammar, vocab: cfgmask.Vocabulary) -> int:
-    """The entries with the far ones on equal those with every entry a plain walk; returns how
-    many far entries were built from shared walks."""
-    plain = _entries(g, vocab, False)
-    before = _core.seg_far_builds()
-    fast = _entries(g, vocab, True)
-    built = _core.seg_far_builds() - before
+def assert_same_entries(
+    fast: dict[tuple[int, int], tuple[bytes, list[int]]],
+    plain: dict[tuple[int, int], tuple[bytes, list[int]]],
+    vocab: cfgmask.Vocabulary,
+    what: str,
+) -> None:
+    """Each (state, k)'s entry of `fast` equals the plain walks' (the tokens told apart)."""
     assert fast.keys() == plain.keys()
     for key, e in plain.items():
         assert fast[key][1] == e[1], f"uncertain tokens differ at (state, k) = {key}"
@@ -90,9 +90,19 @@ def _check(g: ir.Grammar, vocab: cfgmask.Vocabulary) -> int:
             ta = set(np.nonzero(np.unpackbits(a, bitorder="little"))[0].tolist())
             tb = set(np.nonzero(np.unpackbits(b, bitorder="little"))[0].tolist())
             raise AssertionError(
-                f"(state, k) = {key}: far only {[vocab.decode([t]) for t in sorted(ta - tb)[:8]]}, "
+                f"(state, k) = {key}: {what} only {[vocab.decode([t]) for t in sorted(ta - tb)[:8]]}, "
                 f"plain only {[vocab.decode([t]) for t in sorted(tb - ta)[:8]]}"
             )
+
+
+def _check(g: ir.Grammar, vocab: cfgmask.Vocabulary) -> int:
+    """The entries with the far ones on equal those with every entry a plain walk; returns how
+    many far entries were built from shared walks."""
+    plain = _entries(g, vocab, False)
+    before = _core.seg_far_builds()
+    fast = _entries(g, vocab, True)
+    built = _core.seg_far_builds() - before
+    assert_same_entries(fast, plain, vocab, "far")
     return built
 
 
