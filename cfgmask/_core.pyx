@@ -1007,6 +1007,35 @@ cdef class DfaHandle:
             out.append((edges, labels, d.accepting[s] != 0))
         return out
 
+    def named_states(self, names):
+        """``states()`` as three lists, each label edge named (``names[label]``): per state its byte
+        edges [(lo, hi, target)] (runs merged), its label edges [(name, target)], whether it
+        accepts -- the rule automata of the segment form (cfgmask/compile/segments.py)."""
+        cdef cm_dfa_out *d = self.ptr
+        cdef uint32_t s, c, c1, nc = d.n_classes
+        cdef uint32_t e
+        cdef int32_t to
+        cdef const int32_t *row
+        all_edges = []
+        all_calls = []
+        acc = []
+        for s in range(d.n_states):
+            row = d.trans + <size_t>s * nc
+            edges = []
+            c = 0
+            while c < nc:
+                to = row[c]
+                c1 = c + 1
+                while c1 < nc and row[c1] == to:
+                    c1 += 1
+                if to >= 0:
+                    edges.append((d.class_lo[c], d.class_lo[c1] - 1, to))
+                c = c1
+            all_edges.append(edges)
+            all_calls.append([(names[d.lab[e]], d.lab_to[e]) for e in range(d.lab_off[s], d.lab_off[s + 1])])
+            acc.append(d.accepting[s] != 0)
+        return all_edges, all_calls, acc
+
     def flat(self, int32_t base):
         """For the compiler's tables: (class of each byte as bytes [256], transitions as
         int32 bytes [n_states * n_classes] with base added to every target (-1 stays),

@@ -1,9 +1,10 @@
 """The segment form's fixpoints (cfgmask/compile/segments.py) against plain round-robin
-references: productive rules in ``_trim``, NULL/FIRST/CONT, LAST and ``inb`` of ``_Follow``
-(worklists and memos since session 34, helper segcomp), and ``c_tables``' transition cells
-against a cell-by-cell fill.  The references iterate every rule or state until nothing changes,
-the way the first version did; a least fixpoint does not depend on the order, so both must agree
-exactly.  The grammars: test_segments' contexts (hypothesis) and JSON Schema strings."""
+references: ``_trim`` (in C since session 36, helper segform) against its former Python loops,
+NULL/FIRST/CONT, LAST and ``inb`` of ``_Follow`` (worklists and memos since session 34, helper
+segcomp), and ``c_tables``' transition cells against a cell-by-cell fill.  The references iterate
+every rule or state until nothing changes, the way the first version did; a least fixpoint does
+not depend on the order, so both must agree exactly.  The grammars: test_segments' contexts
+(hypothesis) and JSON Schema strings."""
 
 from __future__ import annotations
 
@@ -33,16 +34,70 @@ _bits = segments._bits
 # ---- references ---------------------------------------------------------------------------------
 
 
+def _ref_live(edges: Any, calls: Any, acc: list[bool], ok: set[str]) -> list[bool]:
+    """Per state: can it reach acceptance (calls of rules in ``ok`` count as steps)?"""
+    live = list(acc)
+    changed = True
+    while changed:
+        changed = False
+        for s in range(len(acc)):
+            if not live[s] and (
+                any(live[t] for _, _, t in edges[s]) or any(live[t] for c, t in calls[s] if c in ok)
+            ):
+                live[s] = changed = True
+    return live
+
+
+def _ref_states(d: Any) -> Any:
+    """A rule's automaton as lists, through DFA.states (not the handle's named_states)."""
+    return [x.bytes for x in d.states], [x.refs for x in d.states], [x.accepting for x in d.states]
+
+
 def _ref_productive(raw: dict[str, Any], tokens: frozenset[str], unit_set: set[str]) -> set[str]:
     productive = set(tokens) | unit_set
     changed = True
     while changed:
         changed = False
         for n, (edges, calls, acc) in raw.items():
-            if n not in productive and segments._live(edges, calls, acc, productive)[0]:
+            if n not in productive and _ref_live(edges, calls, acc, productive)[0]:
                 productive.add(n)
                 changed = True
     return productive
+
+
+def _ref_trim(raw: dict[str, Any], start: str, unit_set: set[str], tokens: frozenset[str]) -> dict[str, Any]:
+    """_trim's Python loops (before session 36): the reachable productive rules in the order a
+    depth-first walk from the start meets them, each without dead or unreachable states, the
+    kept states in their order."""
+    productive = _ref_productive(raw, tokens, unit_set)
+    out: dict[str, Any] = {}
+    order, seen = [start], {start}
+    while order:
+        n = order.pop()
+        edges, calls, acc = raw[n]
+        live = _ref_live(edges, calls, acc, productive)
+        keep_e = [[(a, b, t) for a, b, t in es if live[t]] for es in edges]
+        keep_c = [[(c, t) for c, t in cs if live[t] and c in productive] for cs in calls]
+        reach, todo = [False] * len(acc), [0]
+        reach[0] = True
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t in keep_e[s]] + [t for _, t in keep_c[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new = {s: i for i, s in enumerate(s for s in range(len(acc)) if reach[s])}
+        out[n] = (
+            [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
+            [[(c, new[t]) for c, t in keep_c[s]] for s in new],
+            [acc[s] for s in new],
+        )
+        for cs in out[n][1]:
+            for c, _ in cs:
+                if c not in seen and c not in tokens and c not in unit_set:
+                    seen.add(c)
+                    order.append(c)
+    return out
 
 
 class _RefFollow:
@@ -152,6 +207,7 @@ class _Seen:
     follows = 0  # _Follow objects compared
     calls_into = 0  # rules whose inb took a call's LAST (the worklist part)
     trims = 0
+    cut = 0  # trims that dropped a state (the C trim's copy, not its shared path)
 
 
 def _check(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> SegmentForm:
@@ -159,12 +215,13 @@ def _check(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> SegmentForm:
 
     def trim(dfas: dict[str, Any], start: str, us: Any, tokens: frozenset[str]) -> Any:
         out = real_trim(dfas, start, us, tokens)
-        raw = {n: segments._states(d) for n, d in dfas.items()}
-        productive = _ref_productive(raw, tokens, set(us))
-        for n, (edges, calls, acc) in raw.items():
-            assert segments._reaches_acceptance(edges, calls, acc, productive) == (n in productive)
-        assert set(out) <= productive
+        raw = {n: _ref_states(d) for n, d in dfas.items()}
+        for n, d in dfas.items():
+            assert segments._states(d) == raw[n]
+        want = _ref_trim(raw, start, set(us), tokens)
+        assert list(out) == list(want) and out == want  # the same rules, in the same order
         _Seen.trims += 1
+        _Seen.cut += any(len(out[n][2]) < len(raw[n][2]) for n in out)
         return out
 
     made: list[segments._Follow] = []
@@ -246,3 +303,16 @@ def test_two_edges_on_one_byte_are_refused() -> None:
     ok = SegmentRule([[(0x61, 0x61, 1, 0), (0x62, 0x63, 1, 0)], []], [[], []], [False, True], [-1, -1])
     t = c_tables(SegmentForm("root", {"root": ok}, []))
     assert int(t.trans[0, t.byte_class[0x62]]) == 1 and int(t.trans[0, t.byte_class[0x64]]) == -1
+
+
+def test_trim_drops_an_unproductive_branch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule with a branch through an unproductive rule (``dead``): _trim's C trim copies the rule
+    without that branch's states (not the shared path of a rule kept whole), as the loops do."""
+    text = (
+        'root ::= "a" [a-z]{0,20} "b" | "c" dead | "e" item item\n'
+        'item ::= "(" [0-9]{0,12} ")" | "[" item "]"\n'
+        'dead ::= "(" dead ")"\n'
+    )
+    _Seen.cut = 0
+    form = _check(cfgmask.Grammar.from_gbnf(text).ir, monkeypatch)
+    assert _Seen.cut > 0 and form.segments

@@ -70,6 +70,9 @@ from .limits import CompileLimits
 MIN_HI = 8  # counts with a smaller hi stay unrolled
 INTO, BACK, EXIT = 1, 2, 4
 PLACEHOLDER = "<segment {}>"
+# a rule automaton as lists: per state its byte edges (lo, hi, target), its calls (name, target),
+# whether it accepts
+_Auto = tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]
 
 
 @dataclass(frozen=True)
@@ -197,41 +200,31 @@ def _placeholders(
     return out, units
 
 
-def _states(d: DFA) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]:
+def _states(d: DFA) -> _Auto:
     # straight from the C handle (what DFA.states holds, without its DState objects)
-    names = d.names
-    edges: list[list[tuple[int, int, int]]] = []
-    calls: list[list[tuple[str, int]]] = []
-    acc: list[bool] = []
-    for es, labels, a in d.handle.states():
-        edges.append(list(es))
-        calls.append([(names[lab], t) for lab, t in labels])
-        acc.append(a)
-    return edges, calls, acc
+    return d.handle.named_states(d.names)  # type: ignore[no-any-return]
 
 
-def _trim(
-    dfas: dict[str, DFA], start: str, units: Iterable[str], tokens: frozenset[str]
-) -> dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]]:
+def _trim(dfas: dict[str, DFA], start: str, units: Iterable[str], tokens: frozenset[str]) -> dict[str, _Auto]:
     """The runtime rules reachable from ``start``, productive ones only, each without dead or
-    unreachable states (calls of a placeholder count as reading its unit)."""
-    raw = {n: _states(d) for n, d in dfas.items()}
+    unreachable states (calls of a placeholder count as reading its unit).  In C on the rules'
+    handles (csrc/dfa.c: ``cm_dfa_can_accept``, ``cm_dfa_trim``, the compile's own trim): only
+    the kept rules' states become lists (tests/test_segment_fixpoints.py has the Python loops)."""
     unit_set = set(units)
     productive: set[str] = set(tokens) | unit_set
     callers: dict[str, set[str]] = {}
-    for n, (_, calls, _) in raw.items():
-        for cs in calls:
-            for c, _ in cs:
-                callers.setdefault(c, set()).add(n)
-    pending = list(raw)  # a rule is rechecked when a rule it calls turns productive
+    for n, d in dfas.items():
+        for c in d.names:  # every label's name: a spare caller only rechecks a rule
+            callers.setdefault(c, set()).add(n)
+    pending = list(dfas)  # a rule is rechecked when a rule it calls turns productive
     queued = set(pending)
     while pending:
         n = pending.pop()
         queued.discard(n)
         if n in productive:
             continue
-        edges, calls, acc = raw[n]
-        if _reaches_acceptance(edges, calls, acc, productive):
+        d = dfas[n]
+        if d.handle.can_accept(bytes([c in productive for c in d.names]) or b"\0"):
             productive.add(n)
             for c in callers.get(n, ()):
                 if c not in productive and c not in queued:
@@ -239,92 +232,26 @@ def _trim(
                     pending.append(c)
     if start not in productive:
         raise ValueError(f"rule {start!r} derives no finite string")
-    out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
+    out: dict[str, _Auto] = {}
     order = [start]
     seen = {start}
     while order:
         n = order.pop()
-        edges, calls, acc = raw[n]
-        live = _live(edges, calls, acc, productive)
-        keep_e = [[(a, b, t) for a, b, t in es if live[t]] for es in edges]
-        keep_c = [[(c, t) for c, t in cs if live[t] and c in productive] for cs in calls]
-        reach = [False] * len(acc)
-        reach[0] = True
-        todo = [0]
-        while todo:
-            s = todo.pop()
-            for _, _, t in keep_e[s]:
-                if not reach[t]:
-                    reach[t] = True
-                    todo.append(t)
-            for _, t in keep_c[s]:
-                if not reach[t]:
-                    reach[t] = True
-                    todo.append(t)
-        if all(reach):  # the renumbering is the identity
-            out[n] = (keep_e, keep_c, list(acc))
+        d = dfas[n]
+        ok = [c in productive for c in d.names]
+        if d.handle.live and all(ok):  # minimization's mark: every state kept, every label
+            out[n] = _states(d)
         else:
-            new: dict[int, int] = {}
-            for s in range(len(acc)):
-                if reach[s]:
-                    new[s] = len(new)
-            out[n] = (
-                [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
-                [[(c, new[t]) for c, t in keep_c[s]] for s in new],
-                [acc[s] for s in new],
-            )
+            got = d.handle.trim(bytes(ok) or b"\0")
+            assert got is not None  # n is productive: its start is live
+            h, old = got
+            out[n] = h.named_states([d.names[i] for i in old])
         for cs in out[n][1]:
             for c, _ in cs:
                 if c not in seen and c not in tokens and c not in unit_set:
                     seen.add(c)
                     order.append(c)
     return out
-
-
-def _reaches_acceptance(
-    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
-) -> bool:
-    """Can the start state reach acceptance (calls of rules in ``ok`` count as steps)?  That is
-    ``_live(...)[0]``, by a forward search that stops at the first accepting state."""
-    seen = [False] * len(acc)
-    seen[0] = True
-    todo = [0]
-    while todo:
-        s = todo.pop()
-        if acc[s]:
-            return True
-        for _, _, t in edges[s]:
-            if not seen[t]:
-                seen[t] = True
-                todo.append(t)
-        for c, t in calls[s]:
-            if not seen[t] and c in ok:
-                seen[t] = True
-                todo.append(t)
-    return False
-
-
-def _live(
-    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
-) -> list[bool]:
-    """Per state: can it reach acceptance (calls of rules in ``ok`` count as steps)?"""
-    n = len(acc)
-    back: list[list[int]] = [[] for _ in range(n)]
-    for s in range(n):
-        for _, _, t in edges[s]:
-            back[t].append(s)
-        for c, t in calls[s]:
-            if c in ok:
-                back[t].append(s)
-    live = list(acc)
-    todo = [s for s in range(n) if acc[s]]
-    while todo:
-        t = todo.pop()
-        for s in back[t]:
-            if not live[s]:
-                live[s] = True
-                todo.append(s)
-    return live
 
 
 def _after_call(
@@ -346,7 +273,7 @@ def _after_call(
 
 
 def _unit_shape(
-    unit: tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]],
+    unit: _Auto,
 ) -> str | None:
     """Why x's trimmed DFA is not a prefix code with a clean start, or None if it is."""
     edges, calls, acc = unit
@@ -363,7 +290,6 @@ def _unit_shape(
 
 
 _ALL = (1 << 257) - 1  # a token terminal or a lookahead marker: meets every set
-_Auto = tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]
 
 
 def _bits(lo: int, hi: int) -> int:
@@ -673,8 +599,8 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str =
 
 def _splice(
     start: str,
-    trimmed: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
-    shapes: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
+    trimmed: dict[str, _Auto],
+    shapes: dict[str, _Auto],
     units: dict[str, tuple[ir.Expr, int, int]],
     call_test: str,
 ) -> tuple[SegmentForm, dict[str, str]]:
