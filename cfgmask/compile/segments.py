@@ -155,14 +155,21 @@ def qualifies(e: ir.Expr, rules: dict[str, ir.Expr], memo: dict[str, bool] | Non
 
 
 def _placeholders(
-    rules: dict[str, ir.Expr], refused: set[tuple[ir.Expr, int, int]]
+    rules: dict[str, ir.Expr],
+    refused: set[tuple[ir.Expr, int, int]],
+    plain: dict[str, bool] | None = None,
+    same: set[int] | None = None,
 ) -> tuple[dict[str, ir.Expr], dict[str, tuple[ir.Expr, int, int]]]:
     """The rules with each qualifying count (outermost first, not in ``refused``) replaced by a
-    call of its placeholder, the placeholder rules' bodies (x) added; and the units by key."""
+    call of its placeholder, the placeholder rules' bodies (x) added; and the units by key.
+    Across the rounds of one form (``refused`` only grows): ``plain``, bytes_only's memo by rule;
+    ``same``, the ids of ``rules``' nodes that came out unchanged (every count in them refused,
+    so they stay unchanged), gathered here and skipped."""
     names: dict[tuple[ir.Expr, int, int], str] = {}
     units: dict[str, tuple[ir.Expr, int, int]] = {}
     memo: dict[int, ir.Expr] = {}
-    plain: dict[str, bool] = {}
+    plain = {} if plain is None else plain
+    same = set() if same is None else same
     k = 0
 
     def name_of(x: ir.Expr, lo: int, hi: int) -> str:
@@ -177,6 +184,8 @@ def _placeholders(
         return got
 
     def rewrite(e: ir.Expr) -> ir.Expr:
+        if id(e) in same:
+            return e
         got = memo.get(id(e))
         if got is not None:
             return got
@@ -192,6 +201,8 @@ def _placeholders(
             if any(a is not b for a, b in zip(items, e.items, strict=True)):
                 new = type(e)(items)
         memo[id(e)] = new
+        if new is e:
+            same.add(id(e))
         return new
 
     out = {n: rewrite(b) for n, b in rules.items()}
@@ -332,13 +343,15 @@ class _Follow:
         self.into_bits: dict[str, list[int]] = {}
         self.callers: dict[str, set[str]] = {}  # rule -> the rules that call it
         for n, (edges, calls, _) in rules.items():
-            out = [0] * len(edges)
+            out = []
             into = [0] * len(edges)
-            for st, es in enumerate(edges):
+            for es in edges:
+                o = 0
                 for a, b, t in es:
-                    bits = _bits(a, b)
-                    out[st] |= bits
+                    bits = ((2 << (b - a)) - 1) << a  # _bits(a, b), inlined: the form's hottest loop
+                    o |= bits
                     into[t] |= bits
+                out.append(o)
             self.out_bits[n] = out
             self.into_bits[n] = into
             for cs in calls:
@@ -569,10 +582,12 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str =
 
     refused_keys: set[tuple[ir.Expr, int, int]] = set()
     refused: list[tuple[ir.Expr, int, int, str]] = []
+    plain: dict[str, bool] = {}  # _placeholders' memos, kept across the rounds
+    same: set[int] = set()
     while True:
         sess = prepare(grammar, limits)
         validate(grammar, sess)
-        rules, units = _placeholders(grammar.rules, refused_keys)
+        rules, units = _placeholders(grammar.rules, refused_keys, plain, same)
         if sess.literal_sets:
             rules = outline_sets(rules, sess)
         rw = RepeatRewriter(rules, limits, sess)
@@ -654,72 +669,103 @@ def _splice(
     segments: list[Segment] = []
     out: dict[str, SegmentRule] = {}
     for name, (edges, calls, acc) in trimmed.items():
-        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
-        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
-        acc2 = list(acc)
-        seg = [-1] * len(acc)
-        for s, u, b in places[name]:
-            xe, _, xacc = shapes[u]
-            _, lo, hi = units[u]
-            sid = len(segments)
-            segments.append(Segment(u, lo, hi, name, s))
-            final = xacc.index(True)
-            where = {0: s, final: s}
-            for q in range(1, len(xacc)):
-                if q != final:
-                    where[q] = len(acc2)
-                    acc2.append(False)
-                    seg.append(sid)
-                    e2.append([])
-                    c2.append([])
-            for q in range(len(xacc)):
-                if q == final:
-                    continue
-                row = [
-                    (a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0))
-                    for a, c, t in xe[q]
-                ]
-                e2[where[q]] = row
-            seg[s] = sid
-            e2[s] = e2[s] + [(a, c, t, EXIT) for a, c, t in edges[b]]
-            e2[s].sort()
-            acc2[s] = acc[b]
-        out[name] = SegmentRule(e2, c2, acc2, seg)
-    return _compact(start, out, segments, units), why
+        if places[name]:
+            out[name] = _spliced(name, edges, calls, acc, places[name], shapes, units, unit_set, segments)
+        else:  # trimmed: every state is reached, and nothing changes but the flags
+            flagged = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+            out[name] = SegmentRule(flagged, calls, acc, [-1] * len(acc))
+    return SegmentForm(start, out, segments, dict(units)), why
 
 
-def _compact(
-    start: str,
-    rules: dict[str, SegmentRule],
-    segments: list[Segment],
+def _spliced(
+    name: str,
+    edges: list[list[tuple[int, int, int]]],
+    calls: list[list[tuple[str, int]]],
+    acc: list[bool],
+    places: list[tuple[int, str, int]],
+    shapes: dict[str, _Auto],
     units: dict[str, tuple[ir.Expr, int, int]],
-) -> SegmentForm:
-    """The states no longer reachable (a B only the count led to) dropped, renumbered."""
-    heads: dict[str, dict[int, int]] = {}
-    for name, r in rules.items():
-        n = len(r)
-        reach = [False] * n
-        reach[0] = True
-        todo = [0]
-        while todo:
-            s = todo.pop()
-            for t in [t for _, _, t, _ in r.edges[s]] + [t for _, t in r.calls[s]]:
-                if not reach[t]:
-                    reach[t] = True
-                    todo.append(t)
-        new: dict[int, int] = {}
-        for s in range(n):
-            if reach[s]:
-                new[s] = len(new)
-        rules[name] = SegmentRule(
-            [[(a, b, new[t], f) for a, b, t, f in r.edges[s]] for s in new],
-            [[(c, new[t]) for c, t in r.calls[s]] for s in new],
-            [r.accepting[s] for s in new],
-            [r.seg[s] for s in new],
-        )
-        heads[name] = new
-    segs = [Segment(g.key, g.lo, g.hi, g.rule, heads[g.rule][g.head]) for g in segments]
-    return SegmentForm(start, rules, segs, dict(units))
+    unit_set: set[str],
+    segments: list[Segment],
+) -> SegmentRule:
+    """Rule ``name`` with each place's placeholder edge s -> b replaced by x's loop with s as its
+    head (its states appended after the rule's, a copy per place), numbered as the states that
+    are still reached (a b only the count led to is dropped), in their order; the segments
+    appended to ``segments``.  Reach first, then each kept state's row built once."""
+    n = len(acc)
+    head_of = {s: (u, b) for s, u, b in places}
+    # reach: a head reads on as its b did (b has no calls: the splice's tests); x's states are
+    # reached with their head
+    reach = [False] * n
+    reach[0] = True
+    todo = [0]
+    while todo:
+        s = todo.pop()
+        got = head_of.get(s)
+        for _, _, t in edges[s] if got is None else edges[got[1]]:
+            if not reach[t]:
+                reach[t] = True
+                todo.append(t)
+        for c, t in calls[s]:
+            if not reach[t] and c not in unit_set:
+                reach[t] = True
+                todo.append(t)
+    new = [-1] * n
+    k = 0
+    for s in range(n):
+        if reach[s]:
+            new[s] = k
+            k += 1
+    # x's states but its start and its accepting state, per place in turn, after the rule's
+    where: list[tuple[dict[int, int], int]] = []
+    for s, u, _ in places:
+        xacc = shapes[u][2]
+        final = xacc.index(True)
+        w = {0: new[s], final: new[s]}
+        for q in range(1, len(xacc)):
+            if q != final:
+                w[q] = k
+                k += 1
+        where.append((w, final))
+    e2: list[list[tuple[int, int, int, int]]] = []
+    c2: list[list[tuple[str, int]]] = []
+    acc2: list[bool] = []
+    seg: list[int] = []
+    sid0 = len(segments)
+    heads: dict[int, int] = {}
+    for i, (s, u, _) in enumerate(places):
+        heads[s] = sid0 + i
+        _, lo, hi = units[u]
+        segments.append(Segment(u, lo, hi, name, new[s]))
+    rows: dict[int, list[tuple[int, int, int, int]]] = {}  # a head's row: x's first edges, then b's
+    for (s, u, b), (w, final) in zip(places, where, strict=True):
+        xe = shapes[u][0]
+        row = [(a, c, w[t], INTO | (BACK if t == final else 0)) for a, c, t in xe[0]]
+        row += [(a, c, new[t], EXIT) for a, c, t in edges[b]]
+        row.sort()
+        rows[s] = row
+    for s in range(n):
+        if not reach[s]:
+            continue
+        if s in heads:
+            e2.append(rows[s])
+            c2.append([(c, new[t]) for c, t in calls[s] if c not in unit_set])
+            acc2.append(acc[head_of[s][1]])
+            seg.append(heads[s])
+        else:
+            e2.append([(a, b, new[t], 0) for a, b, t in edges[s]])
+            c2.append([(c, new[t]) for c, t in calls[s]])
+            acc2.append(acc[s])
+            seg.append(-1)
+    for i, ((_, u, _), (w, final)) in enumerate(zip(places, where, strict=True)):
+        xe = shapes[u][0]
+        for q in range(1, len(xe)):
+            if q != final:
+                e2.append([(a, c, w[t], BACK if t == final else 0) for a, c, t in xe[q]])
+                c2.append([])
+                acc2.append(False)
+                seg.append(sid0 + i)
+    return SegmentRule(e2, c2, acc2, seg)
 
 
 @dataclass
