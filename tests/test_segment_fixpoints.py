@@ -8,7 +8,9 @@ not depend on the order, so both must agree exactly.  The grammars: test_segment
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -203,10 +205,66 @@ def _ref_trans(form: SegmentForm) -> tuple[np.ndarray, np.ndarray]:
 # ---- the checks ---------------------------------------------------------------------------------
 
 
+def _ref_spliced(start: str, trimmed: Any, shapes: Any, us: Any) -> SegmentForm:
+    """The splice of a round that passed, as it was built before session 36: every rule copied
+    with the places' loops appended, then a pass that drops the states no longer reached and
+    renumbers the rest in order."""
+    INTO, BACK, EXIT = segments.INTO, segments.BACK, segments.EXIT
+    segs: list[segments.Segment] = []
+    rules: dict[str, SegmentRule] = {}
+    for name, (edges, calls, acc) in trimmed.items():
+        e2 = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+        c2 = [[(c, t) for c, t in cs if c not in us] for cs in calls]
+        acc2, seg = list(acc), [-1] * len(acc)
+        for s in range(len(acc)):
+            placed = [(c, t) for c, t in calls[s] if c in us]
+            if not placed:
+                continue
+            (u, b), (xe, _, xacc) = placed[0], shapes[placed[0][0]]
+            sid = len(segs)
+            segs.append(segments.Segment(u, us[u][1], us[u][2], name, s))
+            final = xacc.index(True)
+            where = {0: s, final: s}
+            for q in range(1, len(xacc)):
+                if q != final:
+                    where[q] = len(acc2)
+                    acc2.append(False)
+                    seg.append(sid)
+                    e2.append([])
+                    c2.append([])
+            for q in range(len(xacc)):
+                if q != final:
+                    e2[where[q]] = [
+                        (a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0))
+                        for a, c, t in xe[q]
+                    ]
+            seg[s] = sid
+            e2[s] = sorted(e2[s] + [(a, c, t, EXIT) for a, c, t in edges[b]])
+            acc2[s] = acc[b]
+        reach, todo = [False] * len(acc2), [0]
+        reach[0] = True
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t, _ in e2[s]] + [t for _, t in c2[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new = {s: i for i, s in enumerate(s for s in range(len(acc2)) if reach[s])}
+        rules[name] = SegmentRule(
+            [[(a, b, new[t], f) for a, b, t, f in e2[s]] for s in new],
+            [[(c, new[t]) for c, t in c2[s]] for s in new],
+            [acc2[s] for s in new],
+            [seg[s] for s in new],
+        )
+        segs = [g if g.rule != name else dataclasses.replace(g, head=new[g.head]) for g in segs]
+    return SegmentForm(start, rules, segs, dict(us))
+
+
 class _Seen:
     follows = 0  # _Follow objects compared
     calls_into = 0  # rules whose inb took a call's LAST (the worklist part)
     trims = 0
+    spliced = 0  # rounds that passed, their splice compared
     cut = 0  # trims that dropped a state (the C trim's copy, not its shared path)
 
 
@@ -247,6 +305,11 @@ def _check(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> SegmentForm:
                     _Seen.calls_into += 1
             _Seen.follows += 1
         made.clear()
+        if not got[1]:  # a round that passed: its splice against the former build
+            want = _ref_spliced(start, trimmed, shapes, us)
+            assert got[0].rules == want.rules and got[0].segments == want.segments
+            assert got[0].units == want.units
+            _Seen.spliced += 1
         return got
 
     monkeypatch.setattr(segments, "_trim", trim)
@@ -283,7 +346,7 @@ def _schemas(k: int) -> list[str]:
 
 @pytest.mark.skipif(not _CORPUS.exists(), reason="no JSONSchemaBench corpus")
 def test_fixpoints_on_json_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
-    _Seen.follows = _Seen.calls_into = _Seen.trims = 0
+    _Seen.follows = _Seen.calls_into = _Seen.trims = _Seen.spliced = 0
     spliced = 0
     for text in _schemas(12):
         try:
@@ -294,6 +357,7 @@ def test_fixpoints_on_json_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
         spliced += len(form.segments)
     # the comparisons ran, on rules with calls, and counts were spliced
     assert _Seen.follows > 0 and _Seen.calls_into > 0 and _Seen.trims > 0 and spliced > 0
+    assert _Seen.spliced > 0
 
 
 def test_two_edges_on_one_byte_are_refused() -> None:
@@ -316,3 +380,48 @@ def test_trim_drops_an_unproductive_branch(monkeypatch: pytest.MonkeyPatch) -> N
     _Seen.cut = 0
     form = _check(cfgmask.Grammar.from_gbnf(text).ir, monkeypatch)
     assert _Seen.cut > 0 and form.segments
+
+
+@settings(max_examples=60, deadline=None)
+@given(units(), bounds(), st.sampled_from(CONTEXTS), units(), bounds(), st.data())
+def test_placeholders_memos_across_rounds(
+    x: ir.Expr, b: tuple[int, int], context: str, y: ir.Expr, b2: tuple[int, int], data: st.DataObject
+) -> None:
+    """segment_form's rounds keep _placeholders' memos (``plain``, ``same``) while the refused
+    keys grow: each round's rules and units equal a fresh call's."""
+    g = _grammar(context, x, b[0], b[1], y, b2[0], b2[1])
+    plain: dict[str, bool] = {}
+    same: set[int] = set()
+    refused: set[tuple[ir.Expr, int, int]] = set()
+    for _ in range(4):
+        got = segments._placeholders(g.rules, refused, plain, same)
+        assert got == segments._placeholders(g.rules, set(refused))
+        if not got[1]:
+            break
+        keys = sorted(got[1])
+        refused |= {got[1][k] for k in data.draw(st.lists(st.sampled_from(keys), min_size=1, unique=True))}
+
+
+def test_placeholders_memos_across_rounds_on_a_schema() -> None:
+    """The same on a JSON Schema with several keys (strings of three maxLengths, integers,
+    whitespace), refusing them one at a time in three orders."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 10},
+            "b": {"type": "string", "maxLength": 20},
+            "c": {"type": "array", "items": {"type": "string", "maxLength": 30}},
+            "d": {"type": "integer"},
+        },
+    }
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema)).ir
+    keys = list(segments._placeholders(g.rules, set())[1].values())
+    assert len(keys) >= 4
+    for order in (keys, keys[::-1], keys[2:] + keys[:2]):
+        plain: dict[str, bool] = {}
+        same: set[int] = set()
+        refused: set[tuple[ir.Expr, int, int]] = set()
+        for key in order:
+            got = segments._placeholders(g.rules, refused, plain, same)
+            assert got == segments._placeholders(g.rules, set(refused))
+            refused.add(key)
