@@ -425,3 +425,68 @@ def test_placeholders_memos_across_rounds_on_a_schema() -> None:
             got = segments._placeholders(g.rules, refused, plain, same)
             assert got == segments._placeholders(g.rules, set(refused))
             refused.add(key)
+
+
+class _Collect:
+    """components._dag with ``collect`` counting the components a round took from the cache."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.cached = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def collect(self, plan: Any, args: Any, built: list[Any], *rest: Any) -> Any:
+        self.cached += sum(b is None for b in built)
+        return self.real.collect(plan, args, built, *rest)
+
+
+def _fresh_rounds(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> tuple[SegmentForm, SegmentForm, int]:
+    """segment_form with its rounds' private cache and with none (every round from scratch);
+    and how many components the cached run's rounds took from the cache."""
+    from cfgmask.compile import components
+
+    spy = _Collect(components._dag)
+    monkeypatch.setattr(components, "_dag", spy)
+    shared = segment_form(g, ON)
+    monkeypatch.setattr(segments, "_round_cache", lambda: None)
+    fresh = segment_form(g, ON)
+    monkeypatch.undo()
+    return shared, fresh, spy.cached
+
+
+def _same_form(a: SegmentForm, b: SegmentForm) -> bool:
+    return (a.rules, a.segments, a.units, a.refused, a.tokens, a.markers) == (
+        b.rules,
+        b.segments,
+        b.units,
+        b.refused,
+        b.tokens,
+        b.markers,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(units(), bounds(), st.sampled_from(CONTEXTS), units(), bounds())
+def test_round_cache_on_the_contexts(
+    x: ir.Expr, b: tuple[int, int], context: str, y: ir.Expr, b2: tuple[int, int]
+) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        shared, fresh, _ = _fresh_rounds(_grammar(context, x, b[0], b[1], y, b2[0], b2[1]), mp)
+    assert _same_form(shared, fresh)
+
+
+@pytest.mark.skipif(not _CORPUS.exists(), reason="no JSONSchemaBench corpus")
+def test_round_cache_on_json_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rounds after a refusal take components from the cache, and the form is the same."""
+    cached = 0
+    for text in _schemas(12):
+        try:
+            g = cfgmask.Grammar.from_json_schema(text)
+        except NotEnforceable:
+            continue
+        shared, fresh, hits = _fresh_rounds(g.ir, monkeypatch)
+        assert _same_form(shared, fresh)
+        cached += hits
+    assert cached > 0

@@ -65,6 +65,7 @@ import numpy as np
 
 from .. import ir
 from .automaton import DFA
+from .cache import AutomatonCache
 from .limits import CompileLimits
 
 MIN_HI = 8  # counts with a smaller hi stay unrolled
@@ -276,7 +277,11 @@ def _after_call(
         seen[t] = True
     while todo:
         s = todo.pop()
-        for t in [t for _, _, t in edges[s]] + [t for _, t in calls[s]]:
+        for _, _, t in edges[s]:
+            if not seen[t]:
+                seen[t] = True
+                todo.append(t)
+        for _, t in calls[s]:
             if not seen[t]:
                 seen[t] = True
                 todo.append(t)
@@ -567,6 +572,15 @@ def _ancestors(
 CALL_TESTS = ("follow", "strict", "none")
 
 
+def _round_cache() -> AutomatonCache | None:
+    """The automaton cache of one form's rounds: private (nothing of the form reaches the
+    process's cache), shared by its rounds, so that a round after a refusal builds only the
+    components the refused keys changed (a component's key is its members' IR, its callees'
+    keys and the limits: a placeholder renamed in the next round is another key).  None:
+    each round from scratch (tests/test_segment_fixpoints.py compares the two)."""
+    return AutomatonCache()
+
+
 def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str = "follow") -> SegmentForm:
     """``grammar``'s runtime rules with every qualifying count as a segment (a private session:
     nothing of it reaches the automaton cache or the C tables).  ``call_test``: what a place
@@ -584,8 +598,9 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str =
     refused: list[tuple[ir.Expr, int, int, str]] = []
     plain: dict[str, bool] = {}  # _placeholders' memos, kept across the rounds
     same: set[int] = set()
+    cache = _round_cache()
     while True:
-        sess = prepare(grammar, limits)
+        sess = prepare(grammar, limits, cache.session() if cache is not None else None)
         validate(grammar, sess)
         rules, units = _placeholders(grammar.rules, refused_keys, plain, same)
         if sess.literal_sets:
@@ -633,8 +648,10 @@ def _splice(
     for name, (edges, calls, acc) in trimmed.items():
         after: list[bool] | None = None  # _after_call, computed at the rule's first place
         passed = places[name] = []
-        for s in range(len(acc)):
-            placed = [(c, t) for c, t in calls[s] if c in unit_set]
+        for s, cs in enumerate(calls):
+            if not cs:
+                continue
+            placed = [(c, t) for c, t in cs if c in unit_set]
             if not placed:
                 continue
             u, b = placed[0]
