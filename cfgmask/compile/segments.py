@@ -358,6 +358,7 @@ class _Follow:
                     into[t] |= bits
                 out.append(o)
             self.out_bits[n] = out
+            self.firsts[n] = list(out)  # FIRST starts at a state's own bytes (below every fixpoint)
             self.into_bits[n] = into
             for cs in calls:
                 for c, _ in cs:
@@ -444,37 +445,54 @@ class _Follow:
         """NULL_ACC, FIRST and CONT, least fixpoints, all three together: a rule is swept until
         it settles, and its callers again when what they read of it (its start's nullability
         and FIRST, its CONT) grew."""
-        todo = list(self.rules)
+        rules, firsts, null_acc, conts, fixed = self.rules, self.firsts, self.null_acc, self.conts, self.fixed
+        # per rule: its states with calls, last first (a sweep's order), and what the others give
+        # CONT, which never changes (their FIRST is their own bytes, set at the start)
+        swept: dict[str, tuple[list[int], int]] = {}
+        for n, (_, calls, _) in rules.items():
+            na, fs = null_acc[n], firsts[n]
+            base = 0
+            for st in range(len(calls)):
+                if not calls[st] and na[st]:
+                    base |= fs[st]
+            swept[n] = ([st for st in reversed(range(len(calls))) if calls[st]], base)
+        todo = list(rules)
         queued = set(todo)
         while todo:
             n = todo.pop()
             queued.discard(n)
-            _, calls, _ = self.rules[n]
-            na, fs, out = self.null_acc[n], self.firsts[n], self.out_bits[n]
-            before = (na[0], fs[0], self.conts[n])
+            calls = rules[n][1]
+            na, fs = null_acc[n], firsts[n]
+            states, base = swept[n]
+            before = (na[0], fs[0], conts[n])
             changed = True
             while changed:
                 changed = False
-                cont = self.conts[n]
-                for s in reversed(range(len(calls))):
-                    f = fs[s] | out[s]
+                cont = conts[n] | base
+                for s in states:
+                    f = fs[s]
                     for c, t in calls[s]:
-                        f |= self.first_of(c)
-                        if self.nullable(c):
+                        if c in rules:
+                            fc, nc, cc = firsts[c][0], null_acc[c][0], conts[c]
+                        else:
+                            nc, fc = fixed.get(c, (True, _ALL))
+                            cc = fc
+                        f |= fc
+                        if nc:
                             f |= fs[t]
                             if na[t] and not na[s]:
                                 na[s] = changed = True
                         if na[t]:
-                            cont |= self.cont_of(c)
+                            cont |= cc
                     if na[s]:
                         cont |= f
                     if f != fs[s]:
                         fs[s] = f
                         changed = True
-                if cont != self.conts[n]:
-                    self.conts[n] = cont
+                if cont != conts[n]:
+                    conts[n] = cont
                     changed = True
-            if (na[0], fs[0], self.conts[n]) != before:
+            if (na[0], fs[0], conts[n]) != before:
                 for c in self.callers.get(n, ()):
                     if c not in queued:
                         queued.add(c)
@@ -513,9 +531,20 @@ class _Follow:
         return got
 
 
+def _into(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]]
+) -> tuple[list[list[tuple[int, int]]], set[int]]:
+    """A rule's edges by target: per state the (source, bytes) of its byte edges in, in order;
+    and the targets of its calls."""
+    into: list[list[tuple[int, int]]] = [[] for _ in edges]
+    for s, es in enumerate(edges):
+        for a, b, t in es:
+            into[t].append((s, ((2 << (b - a)) - 1) << a))
+    return into, {t for cs in calls for _, t in cs}
+
+
 def _late_entry_impossible(
-    edges: list[list[tuple[int, int, int]]],
-    calls: list[list[tuple[str, int]]],
+    into: tuple[list[list[tuple[int, int]]], set[int]],
     head: int,
     unit: _Auto,
     inb: list[int],
@@ -529,10 +558,9 @@ def _late_entry_impossible(
     z -b-> head and every unit edge p -c-> with b and c meeting, the bytes that lead into z and
     into p are disjoint (a JSON string: entered by '"' after ':', ',', '[' or whitespace; inside,
     '"' is read only after a backslash).  An entry by a call's end refuses."""
-    n = len(edges)
-    entries = [(s, _bits(a, b)) for s in range(n) for a, b, t in edges[s] if t == head]
-    if any(t == head for s in range(n) for _, t in calls[s]):
+    if head in into[1]:
         return False
+    entries = into[0][head]  # (z, the bytes z -> head)
     xe, _, xacc = unit
     final = xacc.index(True)
     xin = [0] * len(xacc)
@@ -647,6 +675,7 @@ def _splice(
     places: dict[str, list[tuple[int, str, int]]] = {}  # per rule: the places that passed (s, u, b)
     for name, (edges, calls, acc) in trimmed.items():
         after: list[bool] | None = None  # _after_call, computed at the rule's first place
+        into: tuple[list[list[tuple[int, int]]], set[int]] | None = None  # _into, at its first use
         passed = places[name] = []
         for s, cs in enumerate(calls):
             if not cs:
@@ -667,10 +696,13 @@ def _splice(
                 after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
             if after[s] and call_test != "strict" and follow is None:
                 follow = _Follow(trimmed, ok_shapes, units)
+            if after[s] and follow is not None and into is None:
+                into = _into(edges, calls)
             if after[s] and (
                 follow is None
+                or into is None  # (never: made above)
                 or not (
-                    _late_entry_impossible(edges, calls, s, shapes[u], follow.inb(name))
+                    _late_entry_impossible(into, s, shapes[u], follow.inb(name))
                     or follow.local(name, _ancestors(edges, calls, s))
                 )
             ):
