@@ -952,6 +952,23 @@ def dfa_trim(const int32_t[::1] trans, uint32_t n, uint32_t m, const uint8_t[::1
         free(eps_to)
 
 
+cdef list _row_edges(const cm_dfa_out *d, uint32_t s):
+    """State s's byte edges [(lo, hi, target)], adjacent classes with one target merged."""
+    cdef uint32_t c = 0, c1, nc = d.n_classes
+    cdef int32_t to
+    cdef const int32_t *row = d.trans + <size_t>s * nc
+    edges = []
+    while c < nc:
+        to = row[c]
+        c1 = c + 1
+        while c1 < nc and row[c1] == to:
+            c1 += 1
+        if to >= 0:
+            edges.append((d.class_lo[c], d.class_lo[c1] - 1, to))
+        c = c1
+    return edges
+
+
 cdef class DfaHandle:
     """A minimal DFA built by csrc/fsm.c (owned).  Labels are numbered 0..n-1."""
     cdef cm_dfa_out *ptr
@@ -986,26 +1003,27 @@ cdef class DfaHandle:
         """Per state: (byte edges [(lo, hi, target)], adjacent ranges merged; label edges
         [(label, target)], by label; accepting)."""
         cdef cm_dfa_out *d = self.ptr
-        cdef uint32_t s, c, c1, nc = d.n_classes
-        cdef uint32_t e
-        cdef int32_t to
-        cdef const int32_t *row
+        cdef uint32_t s, e
         out = []
         for s in range(d.n_states):
-            row = d.trans + <size_t>s * nc
-            edges = []
-            c = 0
-            while c < nc:
-                to = row[c]
-                c1 = c + 1
-                while c1 < nc and row[c1] == to:
-                    c1 += 1
-                if to >= 0:
-                    edges.append((d.class_lo[c], d.class_lo[c1] - 1, to))
-                c = c1
             labels = [(d.lab[e], d.lab_to[e]) for e in range(d.lab_off[s], d.lab_off[s + 1])]
-            out.append((edges, labels, d.accepting[s] != 0))
+            out.append((_row_edges(d, s), labels, d.accepting[s] != 0))
         return out
+
+    def named_states(self, names):
+        """``states()`` as three lists, each label edge named (``names[label]``): per state its byte
+        edges [(lo, hi, target)] (runs merged), its label edges [(name, target)], whether it
+        accepts -- the rule automata of the segment form (cfgmask/compile/segments.py)."""
+        cdef cm_dfa_out *d = self.ptr
+        cdef uint32_t s, e
+        all_edges = []
+        all_calls = []
+        acc = []
+        for s in range(d.n_states):
+            all_edges.append(_row_edges(d, s))
+            all_calls.append([(names[d.lab[e]], d.lab_to[e]) for e in range(d.lab_off[s], d.lab_off[s + 1])])
+            acc.append(d.accepting[s] != 0)
+        return all_edges, all_calls, acc
 
     def flat(self, int32_t base):
         """For the compiler's tables: (class of each byte as bytes [256], transitions as

@@ -1,13 +1,16 @@
 """The segment form's fixpoints (cfgmask/compile/segments.py) against plain round-robin
-references: productive rules in ``_trim``, NULL/FIRST/CONT, LAST and ``inb`` of ``_Follow``
-(worklists and memos since session 34, helper segcomp), and ``c_tables``' transition cells
-against a cell-by-cell fill.  The references iterate every rule or state until nothing changes,
-the way the first version did; a least fixpoint does not depend on the order, so both must agree
-exactly.  The grammars: test_segments' contexts (hypothesis) and JSON Schema strings."""
+references: ``_trim`` (in C since session 36, helper segform) against its former Python loops,
+NULL/FIRST/CONT, LAST and ``inb`` of ``_Follow`` (worklists and memos since session 34, helper
+segcomp), and ``c_tables``' transition cells against a cell-by-cell fill.  The references iterate
+every rule or state until nothing changes, the way the first version did; a least fixpoint does
+not depend on the order, so both must agree exactly.  The grammars: test_segments' contexts
+(hypothesis) and JSON Schema strings."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +36,70 @@ _bits = segments._bits
 # ---- references ---------------------------------------------------------------------------------
 
 
+def _ref_live(edges: Any, calls: Any, acc: list[bool], ok: set[str]) -> list[bool]:
+    """Per state: can it reach acceptance (calls of rules in ``ok`` count as steps)?"""
+    live = list(acc)
+    changed = True
+    while changed:
+        changed = False
+        for s in range(len(acc)):
+            if not live[s] and (
+                any(live[t] for _, _, t in edges[s]) or any(live[t] for c, t in calls[s] if c in ok)
+            ):
+                live[s] = changed = True
+    return live
+
+
+def _ref_states(d: Any) -> Any:
+    """A rule's automaton as lists, through DFA.states (not the handle's named_states)."""
+    return [x.bytes for x in d.states], [x.refs for x in d.states], [x.accepting for x in d.states]
+
+
 def _ref_productive(raw: dict[str, Any], tokens: frozenset[str], unit_set: set[str]) -> set[str]:
     productive = set(tokens) | unit_set
     changed = True
     while changed:
         changed = False
         for n, (edges, calls, acc) in raw.items():
-            if n not in productive and segments._live(edges, calls, acc, productive)[0]:
+            if n not in productive and _ref_live(edges, calls, acc, productive)[0]:
                 productive.add(n)
                 changed = True
     return productive
+
+
+def _ref_trim(raw: dict[str, Any], start: str, unit_set: set[str], tokens: frozenset[str]) -> dict[str, Any]:
+    """_trim's Python loops (before session 36): the reachable productive rules in the order a
+    depth-first walk from the start meets them, each without dead or unreachable states, the
+    kept states in their order."""
+    productive = _ref_productive(raw, tokens, unit_set)
+    out: dict[str, Any] = {}
+    order, seen = [start], {start}
+    while order:
+        n = order.pop()
+        edges, calls, acc = raw[n]
+        live = _ref_live(edges, calls, acc, productive)
+        keep_e = [[(a, b, t) for a, b, t in es if live[t]] for es in edges]
+        keep_c = [[(c, t) for c, t in cs if live[t] and c in productive] for cs in calls]
+        reach, todo = [False] * len(acc), [0]
+        reach[0] = True
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t in keep_e[s]] + [t for _, t in keep_c[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new = {s: i for i, s in enumerate(s for s in range(len(acc)) if reach[s])}
+        out[n] = (
+            [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
+            [[(c, new[t]) for c, t in keep_c[s]] for s in new],
+            [acc[s] for s in new],
+        )
+        for cs in out[n][1]:
+            for c, _ in cs:
+                if c not in seen and c not in tokens and c not in unit_set:
+                    seen.add(c)
+                    order.append(c)
+    return out
 
 
 class _RefFollow:
@@ -148,10 +205,67 @@ def _ref_trans(form: SegmentForm) -> tuple[np.ndarray, np.ndarray]:
 # ---- the checks ---------------------------------------------------------------------------------
 
 
+def _ref_spliced(start: str, trimmed: Any, shapes: Any, us: Any) -> SegmentForm:
+    """The splice of a round that passed, as it was built before session 36: every rule copied
+    with the places' loops appended, then a pass that drops the states no longer reached and
+    renumbers the rest in order."""
+    INTO, BACK, EXIT = segments.INTO, segments.BACK, segments.EXIT
+    segs: list[segments.Segment] = []
+    rules: dict[str, SegmentRule] = {}
+    for name, (edges, calls, acc) in trimmed.items():
+        e2 = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+        c2 = [[(c, t) for c, t in cs if c not in us] for cs in calls]
+        acc2, seg = list(acc), [-1] * len(acc)
+        for s in range(len(acc)):
+            placed = [(c, t) for c, t in calls[s] if c in us]
+            if not placed:
+                continue
+            (u, b), (xe, _, xacc) = placed[0], shapes[placed[0][0]]
+            sid = len(segs)
+            segs.append(segments.Segment(u, us[u][1], us[u][2], name, s))
+            final = xacc.index(True)
+            where = {0: s, final: s}
+            for q in range(1, len(xacc)):
+                if q != final:
+                    where[q] = len(acc2)
+                    acc2.append(False)
+                    seg.append(sid)
+                    e2.append([])
+                    c2.append([])
+            for q in range(len(xacc)):
+                if q != final:
+                    e2[where[q]] = [
+                        (a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0))
+                        for a, c, t in xe[q]
+                    ]
+            seg[s] = sid
+            e2[s] = sorted(e2[s] + [(a, c, t, EXIT) for a, c, t in edges[b]])
+            acc2[s] = acc[b]
+        reach, todo = [False] * len(acc2), [0]
+        reach[0] = True
+        while todo:
+            s = todo.pop()
+            for t in [t for _, _, t, _ in e2[s]] + [t for _, t in c2[s]]:
+                if not reach[t]:
+                    reach[t] = True
+                    todo.append(t)
+        new = {s: i for i, s in enumerate(s for s in range(len(acc2)) if reach[s])}
+        rules[name] = SegmentRule(
+            [[(a, b, new[t], f) for a, b, t, f in e2[s]] for s in new],
+            [[(c, new[t]) for c, t in c2[s]] for s in new],
+            [acc2[s] for s in new],
+            [seg[s] for s in new],
+        )
+        segs = [g if g.rule != name else dataclasses.replace(g, head=new[g.head]) for g in segs]
+    return SegmentForm(start, rules, segs, dict(us))
+
+
 class _Seen:
     follows = 0  # _Follow objects compared
     calls_into = 0  # rules whose inb took a call's LAST (the worklist part)
     trims = 0
+    spliced = 0  # rounds that passed, their splice compared
+    cut = 0  # trims that dropped a state (the C trim's copy, not its shared path)
 
 
 def _check(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> SegmentForm:
@@ -159,12 +273,13 @@ def _check(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> SegmentForm:
 
     def trim(dfas: dict[str, Any], start: str, us: Any, tokens: frozenset[str]) -> Any:
         out = real_trim(dfas, start, us, tokens)
-        raw = {n: segments._states(d) for n, d in dfas.items()}
-        productive = _ref_productive(raw, tokens, set(us))
-        for n, (edges, calls, acc) in raw.items():
-            assert segments._reaches_acceptance(edges, calls, acc, productive) == (n in productive)
-        assert set(out) <= productive
+        raw = {n: _ref_states(d) for n, d in dfas.items()}
+        for n, d in dfas.items():
+            assert segments._states(d) == raw[n]
+        want = _ref_trim(raw, start, set(us), tokens)
+        assert list(out) == list(want) and out == want  # the same rules, in the same order
         _Seen.trims += 1
+        _Seen.cut += any(len(out[n][2]) < len(raw[n][2]) for n in out)
         return out
 
     made: list[segments._Follow] = []
@@ -190,6 +305,11 @@ def _check(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> SegmentForm:
                     _Seen.calls_into += 1
             _Seen.follows += 1
         made.clear()
+        if not got[1]:  # a round that passed: its splice against the former build
+            want = _ref_spliced(start, trimmed, shapes, us)
+            assert got[0].rules == want.rules and got[0].segments == want.segments
+            assert got[0].units == want.units
+            _Seen.spliced += 1
         return got
 
     monkeypatch.setattr(segments, "_trim", trim)
@@ -226,7 +346,7 @@ def _schemas(k: int) -> list[str]:
 
 @pytest.mark.skipif(not _CORPUS.exists(), reason="no JSONSchemaBench corpus")
 def test_fixpoints_on_json_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
-    _Seen.follows = _Seen.calls_into = _Seen.trims = 0
+    _Seen.follows = _Seen.calls_into = _Seen.trims = _Seen.spliced = 0
     spliced = 0
     for text in _schemas(12):
         try:
@@ -237,6 +357,7 @@ def test_fixpoints_on_json_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
         spliced += len(form.segments)
     # the comparisons ran, on rules with calls, and counts were spliced
     assert _Seen.follows > 0 and _Seen.calls_into > 0 and _Seen.trims > 0 and spliced > 0
+    assert _Seen.spliced > 0
 
 
 def test_two_edges_on_one_byte_are_refused() -> None:
@@ -246,3 +367,126 @@ def test_two_edges_on_one_byte_are_refused() -> None:
     ok = SegmentRule([[(0x61, 0x61, 1, 0), (0x62, 0x63, 1, 0)], []], [[], []], [False, True], [-1, -1])
     t = c_tables(SegmentForm("root", {"root": ok}, []))
     assert int(t.trans[0, t.byte_class[0x62]]) == 1 and int(t.trans[0, t.byte_class[0x64]]) == -1
+
+
+def test_trim_drops_an_unproductive_branch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule with a branch through an unproductive rule (``dead``): _trim's C trim copies the rule
+    without that branch's states (not the shared path of a rule kept whole), as the loops do."""
+    text = (
+        'root ::= "a" [a-z]{0,20} "b" | "c" dead | "e" item item\n'
+        'item ::= "(" [0-9]{0,12} ")" | "[" item "]"\n'
+        'dead ::= "(" dead ")"\n'
+    )
+    _Seen.cut = 0
+    form = _check(cfgmask.Grammar.from_gbnf(text).ir, monkeypatch)
+    assert _Seen.cut > 0 and form.segments
+
+
+@settings(max_examples=60, deadline=None)
+@given(units(), bounds(), st.sampled_from(CONTEXTS), units(), bounds(), st.data())
+def test_placeholders_memos_across_rounds(
+    x: ir.Expr, b: tuple[int, int], context: str, y: ir.Expr, b2: tuple[int, int], data: st.DataObject
+) -> None:
+    """segment_form's rounds keep _placeholders' memos (``plain``, ``same``) while the refused
+    keys grow: each round's rules and units equal a fresh call's."""
+    g = _grammar(context, x, b[0], b[1], y, b2[0], b2[1])
+    plain: dict[str, bool] = {}
+    same: set[int] = set()
+    refused: set[tuple[ir.Expr, int, int]] = set()
+    for _ in range(4):
+        got = segments._placeholders(g.rules, refused, plain, same)
+        assert got == segments._placeholders(g.rules, set(refused))
+        if not got[1]:
+            break
+        keys = sorted(got[1])
+        refused |= {got[1][k] for k in data.draw(st.lists(st.sampled_from(keys), min_size=1, unique=True))}
+
+
+def test_placeholders_memos_across_rounds_on_a_schema() -> None:
+    """The same on a JSON Schema with several keys (strings of three maxLengths, integers,
+    whitespace), refusing them one at a time in three orders."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 10},
+            "b": {"type": "string", "maxLength": 20},
+            "c": {"type": "array", "items": {"type": "string", "maxLength": 30}},
+            "d": {"type": "integer"},
+        },
+    }
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema)).ir
+    keys = list(segments._placeholders(g.rules, set())[1].values())
+    assert len(keys) >= 4
+    for order in (keys, keys[::-1], keys[2:] + keys[:2]):
+        plain: dict[str, bool] = {}
+        same: set[int] = set()
+        refused: set[tuple[ir.Expr, int, int]] = set()
+        for key in order:
+            got = segments._placeholders(g.rules, refused, plain, same)
+            assert got == segments._placeholders(g.rules, set(refused))
+            refused.add(key)
+
+
+class _Collect:
+    """components._dag with ``collect`` counting the components a round took from the cache."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.cached = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+    def collect(self, plan: Any, args: Any, built: list[Any], *rest: Any) -> Any:
+        self.cached += sum(b is None for b in built)
+        return self.real.collect(plan, args, built, *rest)
+
+
+def _fresh_rounds(g: ir.Grammar, monkeypatch: pytest.MonkeyPatch) -> tuple[SegmentForm, SegmentForm, int]:
+    """segment_form with its rounds' private cache and with none (every round from scratch);
+    and how many components the cached run's rounds took from the cache."""
+    from cfgmask.compile import components
+
+    spy = _Collect(components._dag)
+    monkeypatch.setattr(components, "_dag", spy)
+    shared = segment_form(g, ON)
+    monkeypatch.setattr(segments, "_round_cache", lambda: None)
+    fresh = segment_form(g, ON)
+    monkeypatch.undo()
+    return shared, fresh, spy.cached
+
+
+def _same_form(a: SegmentForm, b: SegmentForm) -> bool:
+    return (a.rules, a.segments, a.units, a.refused, a.tokens, a.markers) == (
+        b.rules,
+        b.segments,
+        b.units,
+        b.refused,
+        b.tokens,
+        b.markers,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(units(), bounds(), st.sampled_from(CONTEXTS), units(), bounds())
+def test_round_cache_on_the_contexts(
+    x: ir.Expr, b: tuple[int, int], context: str, y: ir.Expr, b2: tuple[int, int]
+) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        shared, fresh, _ = _fresh_rounds(_grammar(context, x, b[0], b[1], y, b2[0], b2[1]), mp)
+    assert _same_form(shared, fresh)
+
+
+@pytest.mark.skipif(not _CORPUS.exists(), reason="no JSONSchemaBench corpus")
+def test_round_cache_on_json_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rounds after a refusal take components from the cache, and the form is the same."""
+    cached = 0
+    for text in _schemas(12):
+        try:
+            g = cfgmask.Grammar.from_json_schema(text)
+        except NotEnforceable:
+            continue
+        shared, fresh, hits = _fresh_rounds(g.ir, monkeypatch)
+        assert _same_form(shared, fresh)
+        cached += hits
+    assert cached > 0

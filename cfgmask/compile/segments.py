@@ -65,11 +65,15 @@ import numpy as np
 
 from .. import ir
 from .automaton import DFA
+from .cache import AutomatonCache
 from .limits import CompileLimits
 
 MIN_HI = 8  # counts with a smaller hi stay unrolled
 INTO, BACK, EXIT = 1, 2, 4
 PLACEHOLDER = "<segment {}>"
+# a rule automaton as lists: per state its byte edges (lo, hi, target), its calls (name, target),
+# whether it accepts
+_Auto = tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]
 
 
 @dataclass(frozen=True)
@@ -152,14 +156,21 @@ def qualifies(e: ir.Expr, rules: dict[str, ir.Expr], memo: dict[str, bool] | Non
 
 
 def _placeholders(
-    rules: dict[str, ir.Expr], refused: set[tuple[ir.Expr, int, int]]
+    rules: dict[str, ir.Expr],
+    refused: set[tuple[ir.Expr, int, int]],
+    plain: dict[str, bool] | None = None,
+    same: set[int] | None = None,
 ) -> tuple[dict[str, ir.Expr], dict[str, tuple[ir.Expr, int, int]]]:
     """The rules with each qualifying count (outermost first, not in ``refused``) replaced by a
-    call of its placeholder, the placeholder rules' bodies (x) added; and the units by key."""
+    call of its placeholder, the placeholder rules' bodies (x) added; and the units by key.
+    Across the rounds of one form (``refused`` only grows): ``plain``, bytes_only's memo by rule;
+    ``same``, the ids of ``rules``' nodes that came out unchanged (every count in them refused,
+    so they stay unchanged), gathered here and skipped."""
     names: dict[tuple[ir.Expr, int, int], str] = {}
     units: dict[str, tuple[ir.Expr, int, int]] = {}
     memo: dict[int, ir.Expr] = {}
-    plain: dict[str, bool] = {}
+    plain = {} if plain is None else plain
+    same = set() if same is None else same
     k = 0
 
     def name_of(x: ir.Expr, lo: int, hi: int) -> str:
@@ -174,6 +185,8 @@ def _placeholders(
         return got
 
     def rewrite(e: ir.Expr) -> ir.Expr:
+        if id(e) in same:
+            return e
         got = memo.get(id(e))
         if got is not None:
             return got
@@ -189,6 +202,8 @@ def _placeholders(
             if any(a is not b for a, b in zip(items, e.items, strict=True)):
                 new = type(e)(items)
         memo[id(e)] = new
+        if new is e:
+            same.add(id(e))
         return new
 
     out = {n: rewrite(b) for n, b in rules.items()}
@@ -197,41 +212,31 @@ def _placeholders(
     return out, units
 
 
-def _states(d: DFA) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]:
+def _states(d: DFA) -> _Auto:
     # straight from the C handle (what DFA.states holds, without its DState objects)
-    names = d.names
-    edges: list[list[tuple[int, int, int]]] = []
-    calls: list[list[tuple[str, int]]] = []
-    acc: list[bool] = []
-    for es, labels, a in d.handle.states():
-        edges.append(list(es))
-        calls.append([(names[lab], t) for lab, t in labels])
-        acc.append(a)
-    return edges, calls, acc
+    return d.handle.named_states(d.names)  # type: ignore[no-any-return]
 
 
-def _trim(
-    dfas: dict[str, DFA], start: str, units: Iterable[str], tokens: frozenset[str]
-) -> dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]]:
+def _trim(dfas: dict[str, DFA], start: str, units: Iterable[str], tokens: frozenset[str]) -> dict[str, _Auto]:
     """The runtime rules reachable from ``start``, productive ones only, each without dead or
-    unreachable states (calls of a placeholder count as reading its unit)."""
-    raw = {n: _states(d) for n, d in dfas.items()}
+    unreachable states (calls of a placeholder count as reading its unit).  In C on the rules'
+    handles (csrc/dfa.c: ``cm_dfa_can_accept``, ``cm_dfa_trim``, the compile's own trim): only
+    the kept rules' states become lists (tests/test_segment_fixpoints.py has the Python loops)."""
     unit_set = set(units)
     productive: set[str] = set(tokens) | unit_set
     callers: dict[str, set[str]] = {}
-    for n, (_, calls, _) in raw.items():
-        for cs in calls:
-            for c, _ in cs:
-                callers.setdefault(c, set()).add(n)
-    pending = list(raw)  # a rule is rechecked when a rule it calls turns productive
+    for n, d in dfas.items():
+        for c in d.names:  # every label's name: a spare caller only rechecks a rule
+            callers.setdefault(c, set()).add(n)
+    pending = list(dfas)  # a rule is rechecked when a rule it calls turns productive
     queued = set(pending)
     while pending:
         n = pending.pop()
         queued.discard(n)
         if n in productive:
             continue
-        edges, calls, acc = raw[n]
-        if _reaches_acceptance(edges, calls, acc, productive):
+        d = dfas[n]
+        if d.handle.can_accept(bytes([c in productive for c in d.names]) or b"\0"):
             productive.add(n)
             for c in callers.get(n, ()):
                 if c not in productive and c not in queued:
@@ -239,92 +244,26 @@ def _trim(
                     pending.append(c)
     if start not in productive:
         raise ValueError(f"rule {start!r} derives no finite string")
-    out: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]] = {}
+    out: dict[str, _Auto] = {}
     order = [start]
     seen = {start}
     while order:
         n = order.pop()
-        edges, calls, acc = raw[n]
-        live = _live(edges, calls, acc, productive)
-        keep_e = [[(a, b, t) for a, b, t in es if live[t]] for es in edges]
-        keep_c = [[(c, t) for c, t in cs if live[t] and c in productive] for cs in calls]
-        reach = [False] * len(acc)
-        reach[0] = True
-        todo = [0]
-        while todo:
-            s = todo.pop()
-            for _, _, t in keep_e[s]:
-                if not reach[t]:
-                    reach[t] = True
-                    todo.append(t)
-            for _, t in keep_c[s]:
-                if not reach[t]:
-                    reach[t] = True
-                    todo.append(t)
-        if all(reach):  # the renumbering is the identity
-            out[n] = (keep_e, keep_c, list(acc))
+        d = dfas[n]
+        ok = [c in productive for c in d.names]
+        if d.handle.live and all(ok):  # minimization's mark: every state kept, every label
+            out[n] = _states(d)
         else:
-            new: dict[int, int] = {}
-            for s in range(len(acc)):
-                if reach[s]:
-                    new[s] = len(new)
-            out[n] = (
-                [[(a, b, new[t]) for a, b, t in keep_e[s]] for s in new],
-                [[(c, new[t]) for c, t in keep_c[s]] for s in new],
-                [acc[s] for s in new],
-            )
+            got = d.handle.trim(bytes(ok) or b"\0")
+            assert got is not None  # n is productive: its start is live
+            h, old = got
+            out[n] = h.named_states([d.names[i] for i in old])
         for cs in out[n][1]:
             for c, _ in cs:
                 if c not in seen and c not in tokens and c not in unit_set:
                     seen.add(c)
                     order.append(c)
     return out
-
-
-def _reaches_acceptance(
-    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
-) -> bool:
-    """Can the start state reach acceptance (calls of rules in ``ok`` count as steps)?  That is
-    ``_live(...)[0]``, by a forward search that stops at the first accepting state."""
-    seen = [False] * len(acc)
-    seen[0] = True
-    todo = [0]
-    while todo:
-        s = todo.pop()
-        if acc[s]:
-            return True
-        for _, _, t in edges[s]:
-            if not seen[t]:
-                seen[t] = True
-                todo.append(t)
-        for c, t in calls[s]:
-            if not seen[t] and c in ok:
-                seen[t] = True
-                todo.append(t)
-    return False
-
-
-def _live(
-    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]], acc: list[bool], ok: set[str]
-) -> list[bool]:
-    """Per state: can it reach acceptance (calls of rules in ``ok`` count as steps)?"""
-    n = len(acc)
-    back: list[list[int]] = [[] for _ in range(n)]
-    for s in range(n):
-        for _, _, t in edges[s]:
-            back[t].append(s)
-        for c, t in calls[s]:
-            if c in ok:
-                back[t].append(s)
-    live = list(acc)
-    todo = [s for s in range(n) if acc[s]]
-    while todo:
-        t = todo.pop()
-        for s in back[t]:
-            if not live[s]:
-                live[s] = True
-                todo.append(s)
-    return live
 
 
 def _after_call(
@@ -338,7 +277,11 @@ def _after_call(
         seen[t] = True
     while todo:
         s = todo.pop()
-        for t in [t for _, _, t in edges[s]] + [t for _, t in calls[s]]:
+        for _, _, t in edges[s]:
+            if not seen[t]:
+                seen[t] = True
+                todo.append(t)
+        for _, t in calls[s]:
             if not seen[t]:
                 seen[t] = True
                 todo.append(t)
@@ -346,7 +289,7 @@ def _after_call(
 
 
 def _unit_shape(
-    unit: tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]],
+    unit: _Auto,
 ) -> str | None:
     """Why x's trimmed DFA is not a prefix code with a clean start, or None if it is."""
     edges, calls, acc = unit
@@ -363,7 +306,6 @@ def _unit_shape(
 
 
 _ALL = (1 << 257) - 1  # a token terminal or a lookahead marker: meets every set
-_Auto = tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]
 
 
 def _bits(lo: int, hi: int) -> int:
@@ -406,14 +348,17 @@ class _Follow:
         self.into_bits: dict[str, list[int]] = {}
         self.callers: dict[str, set[str]] = {}  # rule -> the rules that call it
         for n, (edges, calls, _) in rules.items():
-            out = [0] * len(edges)
+            out = []
             into = [0] * len(edges)
-            for st, es in enumerate(edges):
+            for es in edges:
+                o = 0
                 for a, b, t in es:
-                    bits = _bits(a, b)
-                    out[st] |= bits
+                    bits = ((2 << (b - a)) - 1) << a  # _bits(a, b), inlined: the form's hottest loop
+                    o |= bits
                     into[t] |= bits
+                out.append(o)
             self.out_bits[n] = out
+            self.firsts[n] = list(out)  # FIRST starts at a state's own bytes (below every fixpoint)
             self.into_bits[n] = into
             for cs in calls:
                 for c, _ in cs:
@@ -500,37 +445,54 @@ class _Follow:
         """NULL_ACC, FIRST and CONT, least fixpoints, all three together: a rule is swept until
         it settles, and its callers again when what they read of it (its start's nullability
         and FIRST, its CONT) grew."""
-        todo = list(self.rules)
+        rules, firsts, null_acc, conts, fixed = self.rules, self.firsts, self.null_acc, self.conts, self.fixed
+        # per rule: its states with calls, last first (a sweep's order), and what the others give
+        # CONT, which never changes (their FIRST is their own bytes, set at the start)
+        swept: dict[str, tuple[list[int], int]] = {}
+        for n, (_, calls, _) in rules.items():
+            na, fs = null_acc[n], firsts[n]
+            base = 0
+            for st in range(len(calls)):
+                if not calls[st] and na[st]:
+                    base |= fs[st]
+            swept[n] = ([st for st in reversed(range(len(calls))) if calls[st]], base)
+        todo = list(rules)
         queued = set(todo)
         while todo:
             n = todo.pop()
             queued.discard(n)
-            _, calls, _ = self.rules[n]
-            na, fs, out = self.null_acc[n], self.firsts[n], self.out_bits[n]
-            before = (na[0], fs[0], self.conts[n])
+            calls = rules[n][1]
+            na, fs = null_acc[n], firsts[n]
+            states, base = swept[n]
+            before = (na[0], fs[0], conts[n])
             changed = True
             while changed:
                 changed = False
-                cont = self.conts[n]
-                for s in reversed(range(len(calls))):
-                    f = fs[s] | out[s]
+                cont = conts[n] | base
+                for s in states:
+                    f = fs[s]
                     for c, t in calls[s]:
-                        f |= self.first_of(c)
-                        if self.nullable(c):
+                        if c in rules:
+                            fc, nc, cc = firsts[c][0], null_acc[c][0], conts[c]
+                        else:
+                            nc, fc = fixed.get(c, (True, _ALL))
+                            cc = fc
+                        f |= fc
+                        if nc:
                             f |= fs[t]
                             if na[t] and not na[s]:
                                 na[s] = changed = True
                         if na[t]:
-                            cont |= self.cont_of(c)
+                            cont |= cc
                     if na[s]:
                         cont |= f
                     if f != fs[s]:
                         fs[s] = f
                         changed = True
-                if cont != self.conts[n]:
-                    self.conts[n] = cont
+                if cont != conts[n]:
+                    conts[n] = cont
                     changed = True
-            if (na[0], fs[0], self.conts[n]) != before:
+            if (na[0], fs[0], conts[n]) != before:
                 for c in self.callers.get(n, ()):
                     if c not in queued:
                         queued.add(c)
@@ -569,9 +531,20 @@ class _Follow:
         return got
 
 
+def _into(
+    edges: list[list[tuple[int, int, int]]], calls: list[list[tuple[str, int]]]
+) -> tuple[list[list[tuple[int, int]]], set[int]]:
+    """A rule's edges by target: per state the (source, bytes) of its byte edges in, in order;
+    and the targets of its calls."""
+    into: list[list[tuple[int, int]]] = [[] for _ in edges]
+    for s, es in enumerate(edges):
+        for a, b, t in es:
+            into[t].append((s, ((2 << (b - a)) - 1) << a))
+    return into, {t for cs in calls for _, t in cs}
+
+
 def _late_entry_impossible(
-    edges: list[list[tuple[int, int, int]]],
-    calls: list[list[tuple[str, int]]],
+    into: tuple[list[list[tuple[int, int]]], set[int]],
     head: int,
     unit: _Auto,
     inb: list[int],
@@ -585,10 +558,9 @@ def _late_entry_impossible(
     z -b-> head and every unit edge p -c-> with b and c meeting, the bytes that lead into z and
     into p are disjoint (a JSON string: entered by '"' after ':', ',', '[' or whitespace; inside,
     '"' is read only after a backslash).  An entry by a call's end refuses."""
-    n = len(edges)
-    entries = [(s, _bits(a, b)) for s in range(n) for a, b, t in edges[s] if t == head]
-    if any(t == head for s in range(n) for _, t in calls[s]):
+    if head in into[1]:
         return False
+    entries = into[0][head]  # (z, the bytes z -> head)
     xe, _, xacc = unit
     final = xacc.index(True)
     xin = [0] * len(xacc)
@@ -628,6 +600,15 @@ def _ancestors(
 CALL_TESTS = ("follow", "strict", "none")
 
 
+def _round_cache() -> AutomatonCache | None:
+    """The automaton cache of one form's rounds: private (nothing of the form reaches the
+    process's cache), shared by its rounds, so that a round after a refusal builds only the
+    components the refused keys changed (a component's key is its members' IR, its callees'
+    keys and the limits: a placeholder renamed in the next round is another key).  None:
+    each round from scratch (tests/test_segment_fixpoints.py compares the two)."""
+    return AutomatonCache()
+
+
 def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str = "follow") -> SegmentForm:
     """``grammar``'s runtime rules with every qualifying count as a segment (a private session:
     nothing of it reaches the automaton cache or the C tables).  ``call_test``: what a place
@@ -643,10 +624,13 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str =
 
     refused_keys: set[tuple[ir.Expr, int, int]] = set()
     refused: list[tuple[ir.Expr, int, int, str]] = []
+    plain: dict[str, bool] = {}  # _placeholders' memos, kept across the rounds
+    same: set[int] = set()
+    cache = _round_cache()
     while True:
-        sess = prepare(grammar, limits)
+        sess = prepare(grammar, limits, cache.session() if cache is not None else None)
         validate(grammar, sess)
-        rules, units = _placeholders(grammar.rules, refused_keys)
+        rules, units = _placeholders(grammar.rules, refused_keys, plain, same)
         if sess.literal_sets:
             rules = outline_sets(rules, sess)
         rw = RepeatRewriter(rules, limits, sess)
@@ -673,8 +657,8 @@ def segment_form(grammar: ir.Grammar, limits: CompileLimits, *, call_test: str =
 
 def _splice(
     start: str,
-    trimmed: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
-    shapes: dict[str, tuple[list[list[tuple[int, int, int]]], list[list[tuple[str, int]]], list[bool]]],
+    trimmed: dict[str, _Auto],
+    shapes: dict[str, _Auto],
     units: dict[str, tuple[ir.Expr, int, int]],
     call_test: str,
 ) -> tuple[SegmentForm, dict[str, str]]:
@@ -691,9 +675,12 @@ def _splice(
     places: dict[str, list[tuple[int, str, int]]] = {}  # per rule: the places that passed (s, u, b)
     for name, (edges, calls, acc) in trimmed.items():
         after: list[bool] | None = None  # _after_call, computed at the rule's first place
+        into: tuple[list[list[tuple[int, int]]], set[int]] | None = None  # _into, at its first use
         passed = places[name] = []
-        for s in range(len(acc)):
-            placed = [(c, t) for c, t in calls[s] if c in unit_set]
+        for s, cs in enumerate(calls):
+            if not cs:
+                continue
+            placed = [(c, t) for c, t in cs if c in unit_set]
             if not placed:
                 continue
             u, b = placed[0]
@@ -709,10 +696,13 @@ def _splice(
                 after = _after_call(calls, edges, unit_set) if call_test != "none" else [False] * len(acc)
             if after[s] and call_test != "strict" and follow is None:
                 follow = _Follow(trimmed, ok_shapes, units)
+            if after[s] and follow is not None and into is None:
+                into = _into(edges, calls)
             if after[s] and (
                 follow is None
+                or into is None  # (never: made above)
                 or not (
-                    _late_entry_impossible(edges, calls, s, shapes[u], follow.inb(name))
+                    _late_entry_impossible(into, s, shapes[u], follow.inb(name))
                     or follow.local(name, _ancestors(edges, calls, s))
                 )
             ):
@@ -728,72 +718,103 @@ def _splice(
     segments: list[Segment] = []
     out: dict[str, SegmentRule] = {}
     for name, (edges, calls, acc) in trimmed.items():
-        e2: list[list[tuple[int, int, int, int]]] = [[(a, b, t, 0) for a, b, t in es] for es in edges]
-        c2 = [[(c, t) for c, t in cs if c not in unit_set] for cs in calls]
-        acc2 = list(acc)
-        seg = [-1] * len(acc)
-        for s, u, b in places[name]:
-            xe, _, xacc = shapes[u]
-            _, lo, hi = units[u]
-            sid = len(segments)
-            segments.append(Segment(u, lo, hi, name, s))
-            final = xacc.index(True)
-            where = {0: s, final: s}
-            for q in range(1, len(xacc)):
-                if q != final:
-                    where[q] = len(acc2)
-                    acc2.append(False)
-                    seg.append(sid)
-                    e2.append([])
-                    c2.append([])
-            for q in range(len(xacc)):
-                if q == final:
-                    continue
-                row = [
-                    (a, c, where[t], (INTO if q == 0 else 0) | (BACK if t == final else 0))
-                    for a, c, t in xe[q]
-                ]
-                e2[where[q]] = row
-            seg[s] = sid
-            e2[s] = e2[s] + [(a, c, t, EXIT) for a, c, t in edges[b]]
-            e2[s].sort()
-            acc2[s] = acc[b]
-        out[name] = SegmentRule(e2, c2, acc2, seg)
-    return _compact(start, out, segments, units), why
+        if places[name]:
+            out[name] = _spliced(name, edges, calls, acc, places[name], shapes, units, unit_set, segments)
+        else:  # trimmed: every state is reached, and nothing changes but the flags
+            flagged = [[(a, b, t, 0) for a, b, t in es] for es in edges]
+            out[name] = SegmentRule(flagged, calls, acc, [-1] * len(acc))
+    return SegmentForm(start, out, segments, dict(units)), why
 
 
-def _compact(
-    start: str,
-    rules: dict[str, SegmentRule],
-    segments: list[Segment],
+def _spliced(
+    name: str,
+    edges: list[list[tuple[int, int, int]]],
+    calls: list[list[tuple[str, int]]],
+    acc: list[bool],
+    places: list[tuple[int, str, int]],
+    shapes: dict[str, _Auto],
     units: dict[str, tuple[ir.Expr, int, int]],
-) -> SegmentForm:
-    """The states no longer reachable (a B only the count led to) dropped, renumbered."""
-    heads: dict[str, dict[int, int]] = {}
-    for name, r in rules.items():
-        n = len(r)
-        reach = [False] * n
-        reach[0] = True
-        todo = [0]
-        while todo:
-            s = todo.pop()
-            for t in [t for _, _, t, _ in r.edges[s]] + [t for _, t in r.calls[s]]:
-                if not reach[t]:
-                    reach[t] = True
-                    todo.append(t)
-        new: dict[int, int] = {}
-        for s in range(n):
-            if reach[s]:
-                new[s] = len(new)
-        rules[name] = SegmentRule(
-            [[(a, b, new[t], f) for a, b, t, f in r.edges[s]] for s in new],
-            [[(c, new[t]) for c, t in r.calls[s]] for s in new],
-            [r.accepting[s] for s in new],
-            [r.seg[s] for s in new],
-        )
-        heads[name] = new
-    segs = [Segment(g.key, g.lo, g.hi, g.rule, heads[g.rule][g.head]) for g in segments]
-    return SegmentForm(start, rules, segs, dict(units))
+    unit_set: set[str],
+    segments: list[Segment],
+) -> SegmentRule:
+    """Rule ``name`` with each place's placeholder edge s -> b replaced by x's loop with s as its
+    head (its states appended after the rule's, a copy per place), numbered as the states that
+    are still reached (a b only the count led to is dropped), in their order; the segments
+    appended to ``segments``.  Reach first, then each kept state's row built once."""
+    n = len(acc)
+    head_of = {s: (u, b) for s, u, b in places}
+    # reach: a head reads on as its b did (b has no calls: the splice's tests); x's states are
+    # reached with their head
+    reach = [False] * n
+    reach[0] = True
+    todo = [0]
+    while todo:
+        s = todo.pop()
+        got = head_of.get(s)
+        for _, _, t in edges[s] if got is None else edges[got[1]]:
+            if not reach[t]:
+                reach[t] = True
+                todo.append(t)
+        for c, t in calls[s]:
+            if not reach[t] and c not in unit_set:
+                reach[t] = True
+                todo.append(t)
+    new = [-1] * n
+    k = 0
+    for s in range(n):
+        if reach[s]:
+            new[s] = k
+            k += 1
+    # x's states but its start and its accepting state, per place in turn, after the rule's
+    where: list[tuple[dict[int, int], int]] = []
+    for s, u, _ in places:
+        xacc = shapes[u][2]
+        final = xacc.index(True)
+        w = {0: new[s], final: new[s]}
+        for q in range(1, len(xacc)):
+            if q != final:
+                w[q] = k
+                k += 1
+        where.append((w, final))
+    e2: list[list[tuple[int, int, int, int]]] = []
+    c2: list[list[tuple[str, int]]] = []
+    acc2: list[bool] = []
+    seg: list[int] = []
+    sid0 = len(segments)
+    heads: dict[int, int] = {}
+    for i, (s, u, _) in enumerate(places):
+        heads[s] = sid0 + i
+        _, lo, hi = units[u]
+        segments.append(Segment(u, lo, hi, name, new[s]))
+    rows: dict[int, list[tuple[int, int, int, int]]] = {}  # a head's row: x's first edges, then b's
+    for (s, u, b), (w, final) in zip(places, where, strict=True):
+        xe = shapes[u][0]
+        row = [(a, c, w[t], INTO | (BACK if t == final else 0)) for a, c, t in xe[0]]
+        row += [(a, c, new[t], EXIT) for a, c, t in edges[b]]
+        row.sort()
+        rows[s] = row
+    for s in range(n):
+        if not reach[s]:
+            continue
+        if s in heads:
+            e2.append(rows[s])
+            c2.append([(c, new[t]) for c, t in calls[s] if c not in unit_set])
+            acc2.append(acc[head_of[s][1]])
+            seg.append(heads[s])
+        else:
+            e2.append([(a, b, new[t], 0) for a, b, t in edges[s]])
+            c2.append([(c, new[t]) for c, t in calls[s]])
+            acc2.append(acc[s])
+            seg.append(-1)
+    for i, ((_, u, _), (w, final)) in enumerate(zip(places, where, strict=True)):
+        xe = shapes[u][0]
+        for q in range(1, len(xe)):
+            if q != final:
+                e2.append([(a, c, w[t], BACK if t == final else 0) for a, c, t in xe[q]])
+                c2.append([])
+                acc2.append(False)
+                seg.append(sid0 + i)
+    return SegmentRule(e2, c2, acc2, seg)
 
 
 @dataclass
