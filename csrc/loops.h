@@ -61,6 +61,11 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
  * counted from 0).  1 done, 0 declined (w untouched: the state is in no loop, or its loop
  * leaves the segment), < 0 error.  Exactness: tests/test_far_entries.py. */
 int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w);
+/* A segment grammar's entry of a plain state outside segments whose loop stays outside them:
+ * the loop's shared walk of every entry, each exit's subtree on through a counted chart from
+ * the edge's target (cm_walk_range).  1 done, 0 declined (w untouched: in a segment, no
+ * loop, or a loop through a segment), < 0 error.  Exactness: tests/test_seg_ladder.py. */
+int cm_seg_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 /* The loop entries that took every plain token at once (their exits walking
  * only the other entries, lim.plain_skip) so far in this process (for the tests). */
 size_t cm_plain_loop_walks(void);
