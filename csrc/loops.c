@@ -973,19 +973,26 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return rc ? rc : 1;
 }
 
+/* The shared walk of every entry (np 0) of the loop of `state`, its states in *ls (allocated;
+ * labels set, for the caller to reset and free): a segment grammar's far entries and loops
+ * outside segments.  NULL (nothing left allocated; *status set on failure) when in no loop. */
+static const cm_loop_walk *walk_of_all(const cm_grammar *g, uint32_t state, uint32_t **ls, int *status) {
+    uint8_t np = 0;
+    const cm_loop_walk *lw = NULL;
+    *ls = malloc(CM_LOOP_MAX * sizeof **ls);
+    if (!*ls) *status = CM_ERR_NOMEM;
+    else if (!(lw = shared_walk(g, state, *ls, &np, true, status))) free(*ls);
+    return lw;
+}
+
 int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t sid = g->state_seg[state];
     if (sid == CM_SEG_NONE || !g->plain[state]) return 0;
-    uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
-    if (!ls) return CM_ERR_NOMEM;
+    uint32_t *ls;
     int rc = CM_OK;
-    uint8_t np = 0;
-    const cm_loop_walk *lw = shared_walk(g, state, ls, &np, true, &rc);
-    if (!lw) {
-        free(ls);
-        return rc;
-    }
+    const cm_loop_walk *lw = walk_of_all(g, state, &ls, &rc);
+    if (!lw) return rc;
     uint32_t n = lw->n_sig / t->n_classes;
     bool inside = true;  /* the loop's DFA walk reads no guard: every state of it in this segment */
     for (uint32_t i = 0; i < n && inside; i++) inside = g->state_seg[ls[i]] == sid;
@@ -1023,15 +1030,10 @@ int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits
 int cm_seg_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     if (g->state_seg[state] != CM_SEG_NONE || !g->plain[state] || !g->lim.share_loop_walks) return 0;
-    uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
-    if (!ls) return CM_ERR_NOMEM;
+    uint32_t *ls;
     int rc = CM_OK;
-    uint8_t np = 0;
-    const cm_loop_walk *lw = shared_walk(g, state, ls, &np, true, &rc);
-    if (!lw) {
-        free(ls);
-        return rc;
-    }
+    const cm_loop_walk *lw = walk_of_all(g, state, &ls, &rc);
+    if (!lw) return rc;
     uint32_t n_ls = lw->n_sig / t->n_classes, m = 0;
     while (m < n_ls && g->state_seg[ls[m]] == CM_SEG_NONE) m++;
     bool unguarded = m == n_ls;  /* no state of the loop in a segment: its DFA walk reads no count */

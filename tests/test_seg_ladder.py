@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.segments import c_tables, segment_form
+from cfgmask.errors import LimitError
 
 from .helpers import alt, chars, grammar, lit, rep, seq
 from .test_far_entries import _vocabulary
@@ -113,7 +114,10 @@ def test_outside_entries_equal_plain_walks(
     words = [_samples(x, rng) for _ in range(6)] + [_samples(y, rng) for _ in range(4)]
     vocab = _vocabulary(rng, words * 3 + _STRUCT + [b'":"', b'","', b'"ab"', b'"a', b"|", b">"], 100)
     g = _grammar(context, x, *b, y)
-    if not segment_form(g, ON).segments:
+    try:
+        if not segment_form(g, ON).segments:
+            return
+    except LimitError:  # "adjacent" with a free part that overlaps the unit: too many DFA states
         return
     donated, looped = _check(g, vocab)
     assert looped > 0  # the free string's inside
