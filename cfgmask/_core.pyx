@@ -2078,6 +2078,21 @@ def seg_near_builds():
     return cm_seg_near_builds()
 
 
+def seg_ladder_enable(bint on):
+    """Build a segment grammar's entries of states outside segments by the rungs that read no
+    count (csrc/cache.c, seg_outside_walk: a donor state's entry, a loop's shared walk; on by
+    default); off, each is the plain counted walk of the whole trie (the tests' reference)."""
+    cm_seg_ladder_enable(1 if on else 0)
+
+
+def seg_ladder_builds():
+    """(from a donor, from a loop's shared walk): entries of states outside segments built so
+    far in this process (for the tests)."""
+    cdef size_t donated = 0, looped = 0
+    cm_seg_ladder_builds(&donated, &looped)
+    return donated, looped
+
+
 def counted_scans():
     """How many scans of items in segment states (their count guards read) the private
     segment chart made so far in this process (csrc/segments.c; for the tests)."""

@@ -366,6 +366,28 @@ static int seg_walk(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w)
     return plain_walk(g, state, k, w);
 }
 
+static atomic_int g_seg_ladder = 1;
+static atomic_size_t g_seg_ladder_builds[2];
+
+void cm_seg_ladder_enable(int on) { atomic_store(&g_seg_ladder, on); }
+void cm_seg_ladder_builds(size_t *donated, size_t *looped) {
+    *donated = atomic_load(&g_seg_ladder_builds[0]);
+    *looped = atomic_load(&g_seg_ladder_builds[1]);
+}
+
+/* A segment grammar's walk of a state outside segments: the rungs that read no count (a donor
+ * outside segments, its parts walked through the counted chart; the shared walk of a loop
+ * outside segments, its exits through the counted chart), else the plain walk. */
+static int seg_outside_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (atomic_load_explicit(&g_seg_ladder, memory_order_relaxed)) {
+        int done = try_donor(g, state, w), rung = 0;
+        if (!done && g->solo[state]) done = cm_seg_loop_entry(g, state, w), rung = 1;
+        if (done > 0) atomic_fetch_add_explicit(&g_seg_ladder_builds[rung], 1, memory_order_relaxed);
+        if (done) return done < 0 ? done : CM_OK;
+    }
+    return plain_walk(g, state, CM_SEG_NONE, w);
+}
+
 /* The walk of `state`'s entry, by the first rung that applies. */
 static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (g->has_segments) return plain_walk(g, state, CM_SEG_NONE, w);
@@ -402,7 +424,8 @@ static cm_entry *build_entry_k(const cm_grammar *g, uint32_t state, uint32_t k, 
     /* a segment grammar: the plain walk, kept as it is (the filter's upward charts and the
      * wrap split read no counts) */
     bool seg = g->has_segments;
-    if (!rc) rc = seg ? seg_walk(g, state, k, &w) : build_walk(g, state, &w);
+    if (!rc && seg) rc = g->state_seg[state] == CM_SEG_NONE ? seg_outside_walk(g, state, &w) : seg_walk(g, state, k, &w);
+    else if (!rc) rc = build_walk(g, state, &w);
     if (!rc && !seg && !w.filtered && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
         cm_walk_filter_uncertain(g, state, &w);
     if (!rc) rc = cm_walk_finish(g, &w, e);

@@ -93,6 +93,12 @@ size_t cm_seg_far_builds(void);
  * default), off for the tests' reference; how many were built so far in this process. */
 void cm_seg_near_enable(int on);
 size_t cm_seg_near_builds(void);
+
+/* A segment grammar's entries of states outside segments from the rungs that read no count
+ * (cache.c, seg_outside_walk: a donor's, a loop's shared walk): on by default; off, each is the
+ * plain counted walk (the tests' reference).  And how many were built by each, in this process. */
+void cm_seg_ladder_enable(int on);
+void cm_seg_ladder_builds(size_t *donated, size_t *looped);
 /* A segment grammar's entry of `state` at count k (cm_grammar_seg_entry; a state outside
  * segments: its entry by state) copied out as cm_grammar_entry_copy does: for the tests. */
 int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,

@@ -52,6 +52,9 @@ int32_t cm_donor_of(const cm_grammar *g, uint32_t state, bool *part) {
     if (!g->lim.compose_entries || !g->solo[state] || g->cache->compose_depth >= CM_COMPOSE_MAX_DEPTH) return -1;
     int32_t donor = donor_state(g, state);
     if (donor < 0) return -1;
+    /* a segment grammar: both outside segments (their entries by state; after a shared first
+     * byte both charts are the one item, a segment's head entered at count 0 in each) */
+    if (g->has_segments && (g->state_seg[state] != CM_SEG_NONE || g->state_seg[donor] != CM_SEG_NONE)) return -1;
     size_t redo = 0;
     for (unsigned b = 0; b < 256; b++) {
         size_t cb = t->byte_class[b];
@@ -78,7 +81,10 @@ int cm_donor_build(const cm_grammar *g, uint32_t state, const cm_entry *de, cons
         if (!part[b]) continue;
         for (size_t k = lo[b]; k < lo[b + 1]; k++) w->bits[v->trie_ids[k] >> 5] &= ~(1u << (v->trie_ids[k] & 31));
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
-        if (y >= 0 && lo[b] < lo[b + 1]) rc = cm_flat_walk(g, (uint32_t)y, rule, lo[b], lo[b + 1], 1, w);
+        if (y < 0 || lo[b] == lo[b + 1]) continue;
+        uint32_t from = (uint32_t)y;  /* a segment grammar's through the counted chart: flat walks read no count */
+        rc = g->has_segments ? cm_walk_range(g, &from, 1, rule, lo[b], lo[b + 1], 1, 0, -1, w)
+                             : cm_flat_walk(g, from, rule, lo[b], lo[b + 1], 1, w);
     }
     if (rc) return rc;
     w->n_unc = w->n_unc ? cm_sort_unique_u32(w->unc, w->n_unc) : 0;

@@ -994,20 +994,27 @@ static uint32_t inner_count(const cm_grammar *g, uint32_t state, uint32_t k, con
     return k;
 }
 
+/* The shared walk of every entry (np 0) of the loop of `state`, its states in *ls (allocated;
+ * labels set, for the caller to reset and free): a segment grammar's far entries and loops
+ * outside segments.  NULL (nothing left allocated; *status set on failure) when in no loop. */
+static const cm_loop_walk *walk_of_all(const cm_grammar *g, uint32_t state, uint32_t **ls, int *status) {
+    uint8_t np = 0;
+    const cm_loop_walk *lw = NULL;
+    *ls = malloc(CM_LOOP_MAX * sizeof **ls);
+    if (!*ls) *status = CM_ERR_NOMEM;
+    else if (!(lw = shared_walk(g, state, *ls, &np, true, status))) free(*ls);
+    return lw;
+}
+
 /* cm_seg_far_entry (SEG_FAR), cm_seg_near_base (SEG_BASE), cm_seg_near_inner (SEG_INNER). */
 static int seg_far(const cm_grammar *g, uint32_t state, uint32_t k, bool exits_open, int mode, cm_walk *w) {
     const cm_tables *t = &g->t;
     uint32_t sid = g->state_seg[state];
     if (sid == CM_SEG_NONE || !g->plain[state]) return 0;
-    uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
-    if (!ls) return CM_ERR_NOMEM;
+    uint32_t *ls;
     int rc = CM_OK;
-    uint8_t np = 0;
-    const cm_loop_walk *lw = shared_walk(g, state, ls, &np, true, &rc);
-    if (!lw) {
-        free(ls);
-        return rc;
-    }
+    const cm_loop_walk *lw = walk_of_all(g, state, &ls, &rc);
+    if (!lw) return rc;
     uint32_t n = lw->n_sig / t->n_classes;
     bool inside = true;  /* the loop's DFA walk reads no guard: every state of it in this segment */
     for (uint32_t i = 0; i < n && inside; i++) inside = g->state_seg[ls[i]] == sid;
@@ -1058,6 +1065,36 @@ int cm_seg_near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_wa
 
 int cm_seg_near_inner(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w) {
     return seg_far(g, state, k, false, SEG_INNER, w);
+}
+
+/* A segment grammar's loop outside its segments (an unbounded string beside bounded ones): the
+ * chart of a plain state in it reads no guard until a token leaves the loop, so the loop's
+ * shared walk of every entry (np 0) gives the tokens that end inside, as on a grammar without
+ * segments; each exit's subtree goes on through a counted chart from the edge's target, which
+ * enters a segment's head at count 0 (cm_seg_enter) as the real chart does. */
+int cm_seg_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    if (g->state_seg[state] != CM_SEG_NONE || !g->plain[state] || !g->lim.share_loop_walks) return 0;
+    uint32_t *ls;
+    int rc = CM_OK;
+    const cm_loop_walk *lw = walk_of_all(g, state, &ls, &rc);
+    if (!lw) return rc;
+    uint32_t n_ls = lw->n_sig / t->n_classes, m = 0;
+    while (m < n_ls && g->state_seg[ls[m]] == CM_SEG_NONE) m++;
+    bool unguarded = m == n_ls;  /* no state of the loop in a segment: its DFA walk reads no count */
+    if (unguarded) {
+        memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
+        w->n_accepted = lw->n_accepted;
+    }
+    for (size_t i = 0; unguarded && !rc && i < lw->n_exits; i++) {
+        const cm_loop_exit *x = &lw->exits[i];
+        int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
+        uint32_t from = (uint32_t)to;
+        if (to >= 0) rc = cm_walk_range(g, &from, 1, t->state_rule[state], x->k, x->k_end, x->depth + 1, 0, -1, w);
+    }
+    reset_labels(g, ls, n_ls);
+    free(ls);
+    return rc ? rc : unguarded;
 }
 
 /* ---- run walks ----

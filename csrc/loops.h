@@ -70,6 +70,12 @@ int cm_seg_far_entry(const cm_grammar *g, uint32_t state, uint32_t k, bool exits
  * is reached at from count k (an INTO refused on the way: skipped), ORed into w. */
 int cm_seg_near_base(const cm_grammar *g, uint32_t state, bool exits_open, cm_walk *w);
 int cm_seg_near_inner(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *w);
+
+/* A segment grammar's entry of a plain state outside segments whose loop stays outside them:
+ * the loop's shared walk of every entry, each exit's subtree on through a counted chart from
+ * the edge's target (cm_walk_range).  1 done, 0 declined (w untouched: in a segment, no
+ * loop, or a loop through a segment), < 0 error.  Exactness: tests/test_seg_ladder.py. */
+int cm_seg_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 /* The loop entries that took every plain token at once (their exits walking
  * only the other entries, lim.plain_skip) so far in this process (for the tests). */
 size_t cm_plain_loop_walks(void);
