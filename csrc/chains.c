@@ -2277,10 +2277,12 @@ typedef struct shape_plans {
     uint16_t *gather;   /* [n_shapes * 2 * n_pad]: per shape each other class, then its slot's first
                          * pair's class, each run padded with class 0 to n_pad; NULL: the scalar loop */
     uint32_t n_pad;     /* n_pairs rounded up to a multiple of 8 */
-    uint8_t *perm;      /* [n_shapes * n_cls]: per shape each class of ours its slot (the order of the
-                         * slot's first pair), 0xff: the shape has more than 8 slots; NULL: none (a class
-                         * of ours in two pairs, no AVX2, the switch off, the gathers on) */
+    uint8_t *perm;      /* [n_shapes * perm_pad]: per shape each class of ours its slot (the order of
+                         * the slot's first pair), padded with 0; 0xff first: the shape has more than 8
+                         * slots; NULL: none (a class of ours in two pairs, no AVX2, the switch off, the
+                         * gathers on) */
     uint32_t n_cls;     /* our classes */
+    uint32_t perm_pad;  /* n_cls rounded up to a multiple of 8 */
     size_t n_rows;      /* rows checked by a plan */
     size_t n_gathered;  /* of them, rows whose other classes were compared 8 at a time */
     size_t n_permuted;  /* of them, rows whose classes were compared by permutes */
@@ -2325,9 +2327,16 @@ __attribute__((target("avx2"))) static uint32_t slots_differ_avx2(const int32_t 
         __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(row + at));
         acc = _mm256_or_si256(acc, _mm256_xor_si256(a, _mm256_permutevar8x32_epi32(t, idx)));
     }
-    uint32_t rest = 0;
-    for (; at < n; at++) rest |= (uint32_t)(row[at] ^ first[perm[at]]);
-    return rest || !_mm256_testz_si256(acc, acc);
+    if (at < n) {  /* the last classes: their lanes loaded under a mask, the rest masked out (perm
+                    * is padded to a multiple of 8) */
+        __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - at)), lane);
+        __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(perm + at)));
+        __m256i a = _mm256_maskload_epi32(row + at, live);
+        __m256i d = _mm256_xor_si256(a, _mm256_permutevar8x32_epi32(t, idx));
+        acc = _mm256_or_si256(acc, _mm256_and_si256(d, live));
+    }
+    return !_mm256_testz_si256(acc, acc);
 }
 #endif
 
@@ -2347,7 +2356,7 @@ size_t cm_chain_permuted_rows(void) { return atomic_load(&g_permuted_rows); }
 
 static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc, const uint16_t *pm,
                        uint32_t n_pairs, uint32_t n_cls) {
-    *sp = (shape_plans){m, pc, pm, n_pairs, NULL, NULL, NULL, 0, NULL, n_cls, 0, 0, 0};
+    *sp = (shape_plans){m, pc, pm, n_pairs, NULL, NULL, NULL, 0, NULL, n_cls, (n_cls + 7) & ~7u, 0, 0, 0};
     if (!m->shape || !n_pairs || !atomic_load(&g_row_shapes)) return;
     sp->plans = malloc((size_t)m->n_shapes * 4 * n_pairs * sizeof *sp->plans);
     sp->n_first = malloc((size_t)m->n_shapes * sizeof *sp->n_first);
@@ -2368,7 +2377,7 @@ static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc,
     bool each_once = n_pairs == n_cls;
     for (uint32_t p = 0; each_once && p < n_pairs; p++) each_once = pc[p] < n_cls && !once[pc[p]]++;
     if (!sp->gather && each_once && atomic_load(&g_row_permute) && row_gather_supported())
-        sp->perm = malloc((size_t)m->n_shapes * n_cls);  /* NULL: the scalar loop */
+        sp->perm = malloc((size_t)m->n_shapes * sp->perm_pad);  /* NULL: the scalar loop */
 #endif
     for (uint32_t x = 0; x < m->n_shapes; x++) sp->n_first[x] = UINT16_MAX;
 }
@@ -2414,7 +2423,8 @@ static void plan_shape(shape_plans *sp, uint32_t x) {
         for (; at < sp->n_pad; at++) oc[at] = fc[at] = 0;  /* row[0] ^ row[0]: no difference */
     }
     if (sp->perm) {  /* each class of ours (in one pair each) its slot's order; 0xff: past 8 slots */
-        uint8_t *pr = sp->perm + (size_t)x * sp->n_cls;
+        uint8_t *pr = sp->perm + (size_t)x * sp->perm_pad;
+        memset(pr, 0, sp->perm_pad);
         if (n_first > 8)
             pr[0] = 0xff;
         else
@@ -2450,7 +2460,7 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
         uint32_t n_others = n_first ? ends[n_first - 1] : 0;
         const uint16_t *oc = sp->gather + (size_t)s * 2 * sp->n_pad;
         differ = n_others ? others_differ_avx2(row, oc, oc + sp->n_pad, n_others) : 0;
-    } else if (sp->perm && sp->perm[(size_t)s * sp->n_cls] != 0xff) {  /* the names, then every class */
+    } else if (sp->perm && sp->perm[(size_t)s * sp->perm_pad] != 0xff) {  /* the names, then every class */
         sp->n_permuted++;
         int32_t first[8] = {0};
         for (uint32_t k = 0; k < n_first; k++) {
@@ -2461,7 +2471,7 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
             if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
             first[k] = r;
         }
-        differ = slots_differ_avx2(row, sp->perm + (size_t)s * sp->n_cls, first, sp->n_cls);
+        differ = slots_differ_avx2(row, sp->perm + (size_t)s * sp->perm_pad, first, sp->n_cls);
     } else
 #endif
     for (uint32_t k = 0, at = 0; k < n_first; k++) {
