@@ -1526,6 +1526,13 @@ def chain_permuted_rows():
     return cm_chain_permuted_rows()
 
 
+def chain_rows_fused_enable(bint on):
+    """Read a whole chain's permuted rows against a memo in one loop (csrc/chains.c,
+    ``memo_rows_permuted``: on, the default) or through the row check a row at a time (off: the
+    reference the tests compare against).  Process-wide."""
+    cm_chain_rows_fused_enable(1 if on else 0)
+
+
 def chain_kept_batch_enable(bint on):
     """Filter a chain position's acc points not filtered yet in one call (csrc/chains.c, the
     default) or, off, each in a call of its own: the reference the tests compare against.

@@ -2318,7 +2318,7 @@ static bool row_gather_supported(void) {
  * target out of the (at most 8) first pairs' targets with one permute.  The same answer as
  * the others compared one by one: whether any class's target differs, bit for bit, from its
  * slot's first pair's (a first pair's own lane compares its target with itself). */
-__attribute__((target("avx2"))) static uint32_t slots_differ_avx2(const int32_t *row, const uint8_t *perm,
+__attribute__((target("avx2"))) static inline uint32_t slots_differ_avx2(const int32_t *row, const uint8_t *perm,
                                                                 const int32_t *first, uint32_t n) {
     __m256i t = _mm256_loadu_si256((const __m256i *)(const void *)first), acc = _mm256_setzero_si256();
     uint32_t at = 0;
@@ -2351,6 +2351,10 @@ static atomic_int g_row_permute = 1;
 static atomic_size_t g_permuted_rows;  /* rows compared class by class with permutes (the tests read it) */
 
 void cm_chain_row_permute_enable(int on) { atomic_store(&g_row_permute, on); }
+
+static atomic_int g_rows_fused = 1;  /* a check's permuted rows in one loop (rows_permuted) */
+
+void cm_chain_rows_fused_enable(int on) { atomic_store(&g_rows_fused, on); }
 
 size_t cm_chain_permuted_rows(void) { return atomic_load(&g_permuted_rows); }
 
@@ -2488,6 +2492,61 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
     return true;
 }
 
+#ifdef CM_ROW_GATHER
+/* A check's rows where the plans permute (memo_match's, prefix_match's, suffix_match's loops):
+ * the locals order[0 .. *n_order) in turn (order NULL: 0, 1, ...; *n_order read at each step, as
+ * suffix_match's queue grows), each named by a row read before; for each its flags, then, unless
+ * dist puts it at the depth or past, its row_check -- in one loop, the same verdict and the same
+ * names in the same order as the callers' loops (a row of no shape, or of more than 8 slots, goes
+ * to row_check itself; a row whose classes differ from their slots' targets somewhere, to the
+ * plan's exact loop, which tells dead targets apart). */
+__attribute__((target("avx2"))) static bool rows_permuted(shape_plans *sp, const cm_grammar *g, const uint32_t *order,
+                                                          const uint32_t *n_order, const uint16_t *dist,
+                                                          uint32_t depth, bool out_flags, uint32_t *new_of,
+                                                          uint32_t *lab, uint32_t *queue, uint32_t *n_q) {
+    const chain_memo *m = sp->m;
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, np = sp->n_pairs;
+    size_t n_rows = 0;
+    bool ok = true;
+    for (uint32_t j = 0; ok && j < *n_order; j++) {
+        uint32_t i = order ? order[j] : j, q = new_of[i];
+        if (q == NONE || state_flags(g, q) != m->flags[i]) {
+            ok = false;
+            break;
+        }
+        if (dist && dist[i] >= depth) continue;
+        const int32_t *row = t->trans + (size_t)q * nc;
+        uint32_t s = m->shape[i];
+        if (s != MEMO_NO_SHAPE && sp->n_first[s] == UINT16_MAX) plan_shape(sp, s);
+        if (s == MEMO_NO_SHAPE || sp->perm[(size_t)s * sp->perm_pad] == 0xff) {
+            ok = row_check(sp, g, i, row, new_of, lab, out_flags, queue, n_q);
+            continue;
+        }
+        const uint16_t *mrow = m->rows + (size_t)i * m->n_cls, *pl = sp->plans + (size_t)s * 4 * np;
+        uint32_t n_first = sp->n_first[s];
+        int32_t first[8] = {0};
+        n_rows++;
+        for (uint32_t k = 0; ok && k < n_first; k++) {
+            uint32_t e = mrow[pl[2 * k + 1]];
+            int32_t r = row[pl[2 * k]];
+            int named = pair_name(g, m, e, r, new_of, lab, out_flags);
+            ok = named >= 0;
+            if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
+            first[k] = r;
+        }
+        if (!ok || !slots_differ_avx2(row, sp->perm + (size_t)s * sp->perm_pad, first, nc)) continue;
+        const uint16_t *ends = pl + 2 * np, *others = pl + 3 * np;
+        for (uint32_t k = 0, at = 0; ok && k < n_first; k++)  /* (dead: any negative target) */
+            for (int32_t r = first[k]; ok && at < ends[k]; at++)
+                ok = row[others[at]] == r || (row[others[at]] < 0 && r < 0);
+    }
+    sp->n_rows += n_rows;
+    sp->n_permuted += n_rows;
+    return ok;
+}
+#endif
+
 /* Are state's rows memo m's, renamed?  Then f is its analysis, renamed to
  * state's chain (f's arrays allocated; false: none). */
 static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state, bool open, chain_form *f) {
@@ -2504,6 +2563,11 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
         new_of[0] = state;
         lab[state] = 0;
     }
+#ifdef CM_ROW_GATHER
+    if (ok && sp.perm && atomic_load(&g_rows_fused))
+        ok = rows_permuted(&sp, g, NULL, &m->n_loc, NULL, 0, false, new_of, lab, NULL, NULL);
+    else
+#endif
     for (uint32_t i = 0; ok && i < m->n_loc; i++) {
         uint32_t q = new_of[i];
         if (q == NONE || state_flags(g, q) != m->flags[i]) {
@@ -2635,6 +2699,11 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
         lab[state] = 0;
     }
     ok = ok && follows_fit(g, m, state);  /* first what is not the rows (cheap) */
+#ifdef CM_ROW_GATHER
+    if (ok && sp.perm && atomic_load(&g_rows_fused))
+        ok = rows_permuted(&sp, g, a->bfs, &a->n_bfs, a->dist, depth, true, new_of, lab, NULL, NULL);
+    else
+#endif
     for (uint32_t i = 0; ok && i < a->n_bfs; i++) {  /* nearest first: each named by a row read before */
         uint32_t x = a->bfs[i], q = new_of[x];
         if (q == NONE || state_flags(g, q) != m->flags[x]) {
@@ -2718,6 +2787,11 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
         lab[state] = m->head[p];
         queue[n_q++] = m->head[p];
     }
+#ifdef CM_ROW_GATHER
+    if (ok && sp.perm && atomic_load(&g_rows_fused))
+        ok = rows_permuted(&sp, g, queue, &n_q, NULL, 0, true, new_of, lab, queue, &n_q);
+    else
+#endif
     for (uint32_t i = 0; ok && i < n_q; i++) {
         uint32_t x = queue[i], q = new_of[x];
         if (state_flags(g, q) != m->flags[x]) {

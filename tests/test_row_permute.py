@@ -6,9 +6,11 @@ pair of each distinct target is named, and every other class of our row must lea
 slot's first pair leads.  Where the CPU has AVX2, each class of ours is in one class pair and the
 shape has at most 8 slots, our row is read as it lies, 8 classes at a time, each lane's slot
 picking its target out of the first pairs' with one permute, instead of the other classes one by
-one.  The references: with the permutes off (``_core.chain_row_permute_enable(False)``: the plan's
-scalar loop) the memos are taken exactly as often, and every entry and mask equals the permutes
-on, every chain analysed and plain walks; a row whose one differing class sits in any lane (the
+one; a whole check's rows so taken are read in one loop (``rows_permuted``), not through the row
+check a row at a time (``_core.chain_rows_fused_enable(False)``).  The references: with the
+permutes off (``_core.chain_row_permute_enable(False)``: the plan's scalar loop) or the loop off
+the memos are taken exactly as often, and every entry and mask equals the permutes on, every
+chain analysed and plain walks; a row whose one differing class sits in any lane (the
 first block, a later one, the tail past the last full block) is refused either way.
 """
 
@@ -39,22 +41,34 @@ def _permute(on: bool) -> AbstractContextManager[None]:
     return core_switch(_core.chain_row_permute_enable, on)
 
 
-def _entries_taken(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary, on: bool) -> tuple[list, int, int]:
+def _fused(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.chain_rows_fused_enable, on)
+
+
+def _entries_taken(
+    gs: list[ir.Grammar], vocab: cfgmask.Vocabulary, on: bool, fused: bool = True
+) -> tuple[list, int, int]:
     """Every state's entries of gs compiled one after the other (the later may take the earlier's
-    memos), with the permutes on or off; the memos taken and the rows permuted."""
-    with _permute(on):
+    memos), with the permutes on or off (and a check's rows in one loop or through the row check
+    a row at a time); the memos taken and the rows permuted."""
+    with _permute(on), _fused(fused):
         taken, permuted = _taken(), _core.chain_permuted_rows()
         out = [_all_entries(g, vocab) for g in gs]
         return out, _taken() - taken, _core.chain_permuted_rows() - permuted
 
 
 def _assert_permutes_change_nothing(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary) -> tuple[int, int]:
-    """Permutes on and off: the same memos taken, every entry equal to each other's, to every chain
-    analysed and to plain walks.  Returns the memos taken and the rows permuted."""
+    """Permutes on (a check's rows in one loop or not) and off: the same memos taken, the same
+    rows permuted, every entry equal to each other's, to every chain analysed and to plain walks.
+    Returns the memos taken and the rows permuted."""
     on, taken_on, permuted = _entries_taken(gs, vocab, True)
+    unfused, taken_unfused, permuted_unfused = _entries_taken(gs, vocab, True, fused=False)
     off, taken_off, permuted_off = _entries_taken(gs, vocab, False)
-    assert taken_on == taken_off
+    assert taken_on == taken_unfused == taken_off
     assert permuted_off == 0
+    assert permuted == permuted_unfused
+    for x, y in zip(on, unfused, strict=True):
+        _assert_same(x, y)
     if not AVX2:
         assert permuted == 0
     with _memos(False):
@@ -125,11 +139,12 @@ def test_llama3_documents_masks(sid: str) -> None:
     tokens = enc.encode_ordinary(doc)
     vocab = cfgmask.Vocabulary.llama3()
     masks = []
-    for on in (True, False):
+    for on, fused in ((True, True), (True, False), (False, False)):
         cfgmask.clear_caches()
         permuted = _core.chain_permuted_rows()
-        with _permute(on):
+        with _permute(on), _fused(fused):
             c = cfgmask.compile(cfgmask.Grammar.from_json_schema(case["schema"]), vocab)
             masks.append(masks_along(c, tokens, final=True))
         assert (_core.chain_permuted_rows() > permuted) == (on and AVX2)
-    assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True))
+    for other in masks[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(masks[0], other, strict=True))
