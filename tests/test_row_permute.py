@@ -16,9 +16,7 @@ first block, a later one, the tail past the last full block) is refused either w
 
 from __future__ import annotations
 
-import json
 from contextlib import AbstractContextManager
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,12 +27,11 @@ from cfgmask import _core, ir
 
 from .helpers import core_switch, masks_along
 from .strategies import Vocab, vocabularies
-from .test_chain_memo import VOCAB, _all_entries, _assert_same, _memos, _taken, _two_values, repeated
+from .test_chain_memo import VOCAB, _all_entries, _assert_references, _taken, _two_values, repeated
 from .test_engine_differential import _vocab
+from .test_past_positions import _first_document
 from .test_repeats import CHAIN_PIECES, UNITS
-from .test_row_gather import AVX2, LETTERS, WIDE_VOCAB, _wide
-
-ROOT = Path(__file__).resolve().parent.parent
+from .test_row_gather import AVX2, LETTERS, _wide_pair
 
 
 def _permute(on: bool) -> AbstractContextManager[None]:
@@ -67,16 +64,9 @@ def _assert_permutes_change_nothing(gs: list[ir.Grammar], vocab: cfgmask.Vocabul
     assert taken_on == taken_unfused == taken_off
     assert permuted_off == 0
     assert permuted == permuted_unfused
-    for x, y in zip(on, unfused, strict=True):
-        _assert_same(x, y)
     if not AVX2:
         assert permuted == 0
-    with _memos(False):
-        ref = [_all_entries(g, vocab) for g in gs]
-    for g, x, y, z in zip(gs, on, off, ref, strict=True):
-        _assert_same(x, y)
-        _assert_same(x, z)
-        _assert_same(x, _all_entries(g, vocab, count_chains=False))
+    _assert_references(gs, vocab, on, unfused, off)
     return taken_on, permuted
 
 
@@ -101,18 +91,7 @@ def test_each_lane_checked(skip: str) -> None:
     block, later block, tail) the letter's class sits in, permutes on as off, and the entries are
     plain walks'.  (Not s: the memos' hint follows the greatest byte, so a string without s looks
     up no memo of the kept one.)"""
-    vocab = _vocab(WIDE_VOCAB)
-    gs = [_wide("", ""), _wide(skip, "{")]
-    with _memos(True), _permute(True):
-        before = _taken()
-        _all_entries(gs[1], vocab)
-        alone = _taken() - before  # (its own chains' memos)
-    with _memos(True), _permute(True):
-        _all_entries(gs[0], vocab)
-        before, permuted = _taken(), _core.chain_permuted_rows()
-        _all_entries(gs[1], vocab)
-        assert (_taken() - before > alone) == (skip == "")
-        assert (_core.chain_permuted_rows() > permuted) == AVX2
+    gs, vocab = _wide_pair(skip, lambda: _permute(True), _core.chain_permuted_rows, skip == "")
     _assert_permutes_change_nothing(gs, vocab)
 
 
@@ -130,20 +109,14 @@ def test_llama3_documents_masks(sid: str) -> None:
     """JSONSchemaBench documents whose strings' chain starts check the pinned chains' rows (a
     maxLength-255 string's ~2,000 rows): replayed cold, every mask the same with the permutes on
     and off, and rows permuted with them on only (with AVX2)."""
-    quicktok = pytest.importorskip("quicktok")
-    enc = quicktok.get_encoding("llama3")
-    split = sid.split("/")[0]
-    bench = ROOT / "tests" / "corpora" / "jsonschemabench" / f"{split}.jsonl"
-    case = next(json.loads(x) for x in bench.read_text().splitlines() if f'"{sid}"' in x)
-    doc = next(json.dumps(t["data"], separators=(",", ":")) for t in case["tests"] if t["valid"])
-    tokens = enc.encode_ordinary(doc)
+    schema, tokens = _first_document(sid)
     vocab = cfgmask.Vocabulary.llama3()
     masks = []
     for on, fused in ((True, True), (True, False), (False, False)):
         cfgmask.clear_caches()
         permuted = _core.chain_permuted_rows()
         with _permute(on), _fused(fused):
-            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(case["schema"]), vocab)
+            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
             masks.append(masks_along(c, tokens, final=True))
         assert (_core.chain_permuted_rows() > permuted) == (on and AVX2)
     for other in masks[1:]:
