@@ -1529,6 +1529,28 @@ def chain_gathered_rows():
     return cm_chain_gathered_rows()
 
 
+def chain_row_permute_enable(bint on):
+    """Compare a shaped row of at most 8 slots class by class with AVX2 permutes, each class's
+    slot picking the slot's target out of the first pairs' (csrc/chains.c, on: the default), or
+    its other classes one by one (off: the reference the tests compare against).  Taken where
+    the CPU has AVX2, each class of ours is in one class pair and the gathers are off.
+    Process-wide."""
+    cm_chain_row_permute_enable(1 if on else 0)
+
+
+def chain_permuted_rows():
+    """How many shaped rows were compared with permutes so far in this process (for the tests; 0
+    on a CPU without AVX2)."""
+    return cm_chain_permuted_rows()
+
+
+def chain_rows_fused_enable(bint on):
+    """Read a whole chain's permuted rows against a memo in one loop (csrc/chains.c,
+    ``memo_rows_permuted``: on, the default) or through the row check a row at a time (off: the
+    reference the tests compare against).  Process-wide."""
+    cm_chain_rows_fused_enable(1 if on else 0)
+
+
 def chain_kept_batch_enable(bint on):
     """Filter a chain position's acc points not filtered yet in one call (csrc/chains.c, the
     default) or, off, each in a call of its own: the reference the tests compare against.

@@ -2277,8 +2277,15 @@ typedef struct shape_plans {
     uint16_t *gather;   /* [n_shapes * 2 * n_pad]: per shape each other class, then its slot's first
                          * pair's class, each run padded with class 0 to n_pad; NULL: the scalar loop */
     uint32_t n_pad;     /* n_pairs rounded up to a multiple of 8 */
+    uint8_t *perm;      /* [n_shapes * perm_pad]: per shape each class of ours its slot (the order of
+                         * the slot's first pair), padded with 0; 0xff first: the shape has more than 8
+                         * slots; NULL: none (a class of ours in two pairs, no AVX2, the switch off, the
+                         * gathers on) */
+    uint32_t n_cls;     /* our classes */
+    uint32_t perm_pad;  /* n_cls rounded up to a multiple of 8 */
     size_t n_rows;      /* rows checked by a plan */
     size_t n_gathered;  /* of them, rows whose other classes were compared 8 at a time */
+    size_t n_permuted;  /* of them, rows whose classes were compared by permutes */
 } shape_plans;
 
 /* A row's other classes against their slots' first pairs' 8 lanes at a time: AVX2 gathers
@@ -2305,6 +2312,32 @@ static bool row_gather_supported(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2");
 }
+
+/* Every class of our row against its slot's target, 8 lanes at a time without a gather:
+ * our row loaded as it lies, each lane's slot (perm, one byte a class) picking the slot's
+ * target out of the (at most 8) first pairs' targets with one permute.  The same answer as
+ * the others compared one by one: whether any class's target differs, bit for bit, from its
+ * slot's first pair's (a first pair's own lane compares its target with itself). */
+__attribute__((target("avx2"))) static inline uint32_t slots_differ_avx2(const int32_t *row, const uint8_t *perm,
+                                                                const int32_t *first, uint32_t n) {
+    __m256i t = _mm256_loadu_si256((const __m256i *)(const void *)first), acc = _mm256_setzero_si256();
+    uint32_t at = 0;
+    for (; at + 8 <= n; at += 8) {
+        __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(perm + at)));
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(row + at));
+        acc = _mm256_or_si256(acc, _mm256_xor_si256(a, _mm256_permutevar8x32_epi32(t, idx)));
+    }
+    if (at < n) {  /* the last classes: their lanes loaded under a mask, the rest masked out (perm
+                    * is padded to a multiple of 8) */
+        __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - at)), lane);
+        __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(perm + at)));
+        __m256i a = _mm256_maskload_epi32(row + at, live);
+        __m256i d = _mm256_xor_si256(a, _mm256_permutevar8x32_epi32(t, idx));
+        acc = _mm256_or_si256(acc, _mm256_and_si256(d, live));
+    }
+    return !_mm256_testz_si256(acc, acc);
+}
 #endif
 
 static atomic_int g_row_gather = 0;  /* off: on this AMD EPYC a gather is microcoded, +9-10 % wall on the chain starts (design.md §7) */
@@ -2314,9 +2347,20 @@ void cm_chain_row_gather_enable(int on) { atomic_store(&g_row_gather, on); }
 
 size_t cm_chain_gathered_rows(void) { return atomic_load(&g_gathered_rows); }
 
+static atomic_int g_row_permute = 1;
+static atomic_size_t g_permuted_rows;  /* rows compared class by class with permutes (the tests read it) */
+
+void cm_chain_row_permute_enable(int on) { atomic_store(&g_row_permute, on); }
+
+static atomic_int g_rows_fused = 1;  /* a check's permuted rows in one loop (rows_permuted) */
+
+void cm_chain_rows_fused_enable(int on) { atomic_store(&g_rows_fused, on); }
+
+size_t cm_chain_permuted_rows(void) { return atomic_load(&g_permuted_rows); }
+
 static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc, const uint16_t *pm,
-                       uint32_t n_pairs) {
-    *sp = (shape_plans){m, pc, pm, n_pairs, NULL, NULL, NULL, 0, 0, 0};
+                       uint32_t n_pairs, uint32_t n_cls) {
+    *sp = (shape_plans){m, pc, pm, n_pairs, NULL, NULL, NULL, 0, NULL, n_cls, (n_cls + 7) & ~7u, 0, 0, 0};
     if (!m->shape || !n_pairs || !atomic_load(&g_row_shapes)) return;
     sp->plans = malloc((size_t)m->n_shapes * 4 * n_pairs * sizeof *sp->plans);
     sp->n_first = malloc((size_t)m->n_shapes * sizeof *sp->n_first);
@@ -2331,6 +2375,13 @@ static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc,
         sp->n_pad = (n_pairs + 7) & ~7u;
         sp->gather = malloc((size_t)m->n_shapes * 2 * sp->n_pad * sizeof *sp->gather);  /* NULL: scalar */
     }
+    /* the permutes read our row whole: each class of ours must be in exactly one pair (ours
+     * refine the memo's classes: always on the pinned chains) */
+    uint8_t once[256] = {0};
+    bool each_once = n_pairs == n_cls;
+    for (uint32_t p = 0; each_once && p < n_pairs; p++) each_once = pc[p] < n_cls && !once[pc[p]]++;
+    if (!sp->gather && each_once && atomic_load(&g_row_permute) && row_gather_supported())
+        sp->perm = malloc((size_t)m->n_shapes * sp->perm_pad);  /* NULL: the scalar loop */
 #endif
     for (uint32_t x = 0; x < m->n_shapes; x++) sp->n_first[x] = UINT16_MAX;
 }
@@ -2338,6 +2389,8 @@ static void plans_init(shape_plans *sp, const chain_memo *m, const uint16_t *pc,
 static void plans_done(shape_plans *sp) {
     if (sp->n_rows) atomic_fetch_add(&g_shaped_rows, sp->n_rows);
     if (sp->n_gathered) atomic_fetch_add(&g_gathered_rows, sp->n_gathered);
+    if (sp->n_permuted) atomic_fetch_add(&g_permuted_rows, sp->n_permuted);
+    free(sp->perm);
     free(sp->plans);
     free(sp->n_first);
     free(sp->gather);
@@ -2373,6 +2426,14 @@ static void plan_shape(shape_plans *sp, uint32_t x) {
             }
         for (; at < sp->n_pad; at++) oc[at] = fc[at] = 0;  /* row[0] ^ row[0]: no difference */
     }
+    if (sp->perm) {  /* each class of ours (in one pair each) its slot's order; 0xff: past 8 slots */
+        uint8_t *pr = sp->perm + (size_t)x * sp->perm_pad;
+        memset(pr, 0, sp->perm_pad);
+        if (n_first > 8)
+            pr[0] = 0xff;
+        else
+            for (uint32_t p = 0; p < np; p++) pr[sp->pc[p]] = (uint8_t)order[slot[sp->pm[p]]];
+    }
     sp->n_first[x] = (uint16_t)n_first;
 }
 
@@ -2403,6 +2464,18 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
         uint32_t n_others = n_first ? ends[n_first - 1] : 0;
         const uint16_t *oc = sp->gather + (size_t)s * 2 * sp->n_pad;
         differ = n_others ? others_differ_avx2(row, oc, oc + sp->n_pad, n_others) : 0;
+    } else if (sp->perm && sp->perm[(size_t)s * sp->perm_pad] != 0xff) {  /* the names, then every class */
+        sp->n_permuted++;
+        int32_t first[8] = {0};
+        for (uint32_t k = 0; k < n_first; k++) {
+            uint32_t e = mrow[pl[2 * k + 1]];
+            int32_t r = row[pl[2 * k]];
+            int named = pair_name(g, m, e, r, new_of, lab, out_flags);
+            if (named < 0) return false;
+            if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
+            first[k] = r;
+        }
+        differ = slots_differ_avx2(row, sp->perm + (size_t)s * sp->perm_pad, first, sp->n_cls);
     } else
 #endif
     for (uint32_t k = 0, at = 0; k < n_first; k++) {
@@ -2419,6 +2492,61 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
     return true;
 }
 
+#ifdef CM_ROW_GATHER
+/* A check's rows where the plans permute (memo_match's, prefix_match's, suffix_match's loops):
+ * the locals order[0 .. *n_order) in turn (order NULL: 0, 1, ...; *n_order read at each step, as
+ * suffix_match's queue grows), each named by a row read before; for each its flags, then, unless
+ * dist puts it at the depth or past, its row_check -- in one loop, the same verdict and the same
+ * names in the same order as the callers' loops (a row of no shape, or of more than 8 slots, goes
+ * to row_check itself; a row whose classes differ from their slots' targets somewhere, to the
+ * plan's exact loop, which tells dead targets apart). */
+__attribute__((target("avx2"))) static bool rows_permuted(shape_plans *sp, const cm_grammar *g, const uint32_t *order,
+                                                          const uint32_t *n_order, const uint16_t *dist,
+                                                          uint32_t depth, bool out_flags, uint32_t *new_of,
+                                                          uint32_t *lab, uint32_t *queue, uint32_t *n_q) {
+    const chain_memo *m = sp->m;
+    const cm_tables *t = &g->t;
+    uint32_t nc = t->n_classes, np = sp->n_pairs;
+    size_t n_rows = 0;
+    bool ok = true;
+    for (uint32_t j = 0; ok && j < *n_order; j++) {
+        uint32_t i = order ? order[j] : j, q = new_of[i];
+        if (q == NONE || state_flags(g, q) != m->flags[i]) {
+            ok = false;
+            break;
+        }
+        if (dist && dist[i] >= depth) continue;
+        const int32_t *row = t->trans + (size_t)q * nc;
+        uint32_t s = m->shape[i];
+        if (s != MEMO_NO_SHAPE && sp->n_first[s] == UINT16_MAX) plan_shape(sp, s);
+        if (s == MEMO_NO_SHAPE || sp->perm[(size_t)s * sp->perm_pad] == 0xff) {
+            ok = row_check(sp, g, i, row, new_of, lab, out_flags, queue, n_q);
+            continue;
+        }
+        const uint16_t *mrow = m->rows + (size_t)i * m->n_cls, *pl = sp->plans + (size_t)s * 4 * np;
+        uint32_t n_first = sp->n_first[s];
+        int32_t first[8] = {0};
+        n_rows++;
+        for (uint32_t k = 0; ok && k < n_first; k++) {
+            uint32_t e = mrow[pl[2 * k + 1]];
+            int32_t r = row[pl[2 * k]];
+            int named = pair_name(g, m, e, r, new_of, lab, out_flags);
+            ok = named >= 0;
+            if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
+            first[k] = r;
+        }
+        if (!ok || !slots_differ_avx2(row, sp->perm + (size_t)s * sp->perm_pad, first, nc)) continue;
+        const uint16_t *ends = pl + 2 * np, *others = pl + 3 * np;
+        for (uint32_t k = 0, at = 0; ok && k < n_first; k++)  /* (dead: any negative target) */
+            for (int32_t r = first[k]; ok && at < ends[k]; at++)
+                ok = row[others[at]] == r || (row[others[at]] < 0 && r < 0);
+    }
+    sp->n_rows += n_rows;
+    sp->n_permuted += n_rows;
+    return ok;
+}
+#endif
+
 /* Are state's rows memo m's, renamed?  Then f is its analysis, renamed to
  * state's chain (f's arrays allocated; false: none). */
 static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state, bool open, chain_form *f) {
@@ -2429,12 +2557,17 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
     bool ok = new_of && class_pairs(t, m, pc, pm, &n_pairs);
     shape_plans sp;
-    plans_init(&sp, m, pc, pm, n_pairs);
+    plans_init(&sp, m, pc, pm, n_pairs, nc);
     for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[0] = state;
         lab[state] = 0;
     }
+#ifdef CM_ROW_GATHER
+    if (ok && sp.perm && atomic_load(&g_rows_fused))
+        ok = rows_permuted(&sp, g, NULL, &m->n_loc, NULL, 0, false, new_of, lab, NULL, NULL);
+    else
+#endif
     for (uint32_t i = 0; ok && i < m->n_loc; i++) {
         uint32_t q = new_of[i];
         if (q == NONE || state_flags(g, q) != m->flags[i]) {
@@ -2559,13 +2692,18 @@ static bool prefix_match(const cm_grammar *g, const chain_memo *a, uint32_t stat
     uint32_t *new_of = malloc((size_t)n_all * sizeof *new_of), *lab = g->cache->loop_lab;
     bool ok = new_of && class_pairs(t, m, pc, pm, &n_pairs);
     shape_plans sp;
-    plans_init(&sp, m, pc, pm, n_pairs);
+    plans_init(&sp, m, pc, pm, n_pairs, nc);
     for (uint32_t i = 0; ok && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
         new_of[0] = state;
         lab[state] = 0;
     }
     ok = ok && follows_fit(g, m, state);  /* first what is not the rows (cheap) */
+#ifdef CM_ROW_GATHER
+    if (ok && sp.perm && atomic_load(&g_rows_fused))
+        ok = rows_permuted(&sp, g, a->bfs, &a->n_bfs, a->dist, depth, true, new_of, lab, NULL, NULL);
+    else
+#endif
     for (uint32_t i = 0; ok && i < a->n_bfs; i++) {  /* nearest first: each named by a row read before */
         uint32_t x = a->bfs[i], q = new_of[x];
         if (q == NONE || state_flags(g, q) != m->flags[x]) {
@@ -2641,7 +2779,7 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
     uint32_t *queue = malloc((size_t)m->n_loc * sizeof *queue);
     bool ok = new_of && queue && !m->open && class_pairs(t, m, pc, pm, &n_pairs);
     shape_plans sp;
-    plans_init(&sp, m, pc, pm, n_pairs);
+    plans_init(&sp, m, pc, pm, n_pairs, nc);
     ok = ok && follows_fit(g, m, state);  /* first what is not the rows (cheap) */
     for (uint32_t i = 0; new_of && i < n_all; i++) new_of[i] = NONE;
     if (ok) {
@@ -2649,6 +2787,11 @@ static bool suffix_match(const cm_grammar *g, const chain_memo *m, uint32_t p, u
         lab[state] = m->head[p];
         queue[n_q++] = m->head[p];
     }
+#ifdef CM_ROW_GATHER
+    if (ok && sp.perm && atomic_load(&g_rows_fused))
+        ok = rows_permuted(&sp, g, queue, &n_q, NULL, 0, true, new_of, lab, queue, &n_q);
+    else
+#endif
     for (uint32_t i = 0; ok && i < n_q; i++) {
         uint32_t x = queue[i], q = new_of[x];
         if (state_flags(g, q) != m->flags[x]) {

@@ -35,6 +35,17 @@ size_t cm_chain_shaped_rows(void);
 void cm_chain_row_gather_enable(int on);
 /* How many rows had their other classes gathered so far (process-wide). */
 size_t cm_chain_gathered_rows(void);
+/* A shaped row of at most 8 slots compared class by class with AVX2 permutes (each class's
+ * slot picks the slot's target; our row read as it lies), where the CPU has them and each
+ * class of ours is in one class pair (on, the default), or its other classes one by one
+ * (off: the reference the tests compare against).  Process-wide. */
+void cm_chain_row_permute_enable(int on);
+/* How many rows were compared with permutes so far (process-wide). */
+size_t cm_chain_permuted_rows(void);
+/* A whole chain's check of a memo (memo_match) reading its permuted rows in one loop (on, the
+ * default), or through row_check a row at a time (off: the reference the tests compare
+ * against).  Process-wide. */
+void cm_chain_rows_fused_enable(int on);
 /* A chain position's acc points not filtered yet filtered in one call (on, the
  * default), or each in a call of its own (off: the reference the tests compare
  * against).  Process-wide. */

@@ -241,6 +241,17 @@ def _replay(c: cfgmask.CompiledGrammar, docs: list[list[int]]) -> list[np.ndarra
     return out
 
 
+def _assert_references(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary, on: list, *others: list) -> None:
+    """Each grammar's entries in `on` equal its entries in each of `others`, with every chain
+    analysed (memos off) and by plain walks."""
+    with _memos(False):
+        ref = [_all_entries(g, vocab) for g in gs]
+    for g, x, *ys in zip(gs, on, *others, ref, strict=True):
+        for y in ys:
+            _assert_same(x, y)
+        _assert_same(x, _all_entries(g, vocab, count_chains=False))
+
+
 def _assert_same_masks(masks: dict[str, list[np.ndarray]]) -> None:
     """The masks with memos off and on equal the plain walks'."""
     for mode in ("off", "on"):

@@ -140,23 +140,28 @@ def test_llama3_shared_max_length_entries() -> None:
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), f"state {i}"
 
 
-@pytest.mark.parametrize("sid", ["Github_medium/o6766", "Github_medium/o82377"])
-def test_llama3_documents_masks(sid: str) -> None:
-    """JSONSchemaBench documents whose strings' positions lie past every need, replayed cold: the
-    masks the same with the copies on and off, and the copies taken with them on only."""
+def _first_document(sid: str) -> tuple[dict, list[int]]:
+    """A JSONSchemaBench schema (by id) and its first valid instance's Llama-3 tokens."""
     quicktok = pytest.importorskip("quicktok")
     enc = quicktok.get_encoding("llama3")
     split = sid.split("/")[0]
     bench = ROOT / "tests" / "corpora" / "jsonschemabench" / f"{split}.jsonl"
     case = next(json.loads(x) for x in bench.read_text().splitlines() if f'"{sid}"' in x)
     doc = next(json.dumps(t["data"], separators=(",", ":")) for t in case["tests"] if t["valid"])
-    tokens = enc.encode_ordinary(doc)
+    return case["schema"], enc.encode_ordinary(doc)
+
+
+@pytest.mark.parametrize("sid", ["Github_medium/o6766", "Github_medium/o82377"])
+def test_llama3_documents_masks(sid: str) -> None:
+    """JSONSchemaBench documents whose strings' positions lie past every need, replayed cold: the
+    masks the same with the copies on and off, and the copies taken with them on only."""
+    schema, tokens = _first_document(sid)
     vocab = cfgmask.Vocabulary.llama3()
     masks = []
     for on in (True, False):
         hits = _core.chain_past_hits()
         with core_switch(_core.chain_past_memo_enable, on, True):
-            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(case["schema"]), vocab)
+            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
             masks.append(masks_along(c, tokens, final=True))
         assert (_core.chain_past_hits() > hits) == on
     assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True))

@@ -11,6 +11,7 @@ whose one differing class sits past the first 8 lanes are refused either way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -116,19 +117,28 @@ def test_wide_slot_checked_past_the_first_lanes(skip: str, taken: bool) -> None:
     memo's leads on (the hint, the steps along s, is the same): the check refuses it on the first
     row, gathers on as off, and the entries are plain walks'.  b's and d's classes sit past the
     first 8 lanes (a check of those alone took their memos)."""
+    gs, vocab = _wide_pair(skip, lambda: _gather(True), _core.chain_gathered_rows, taken)
+    _assert_gathers_change_nothing(gs, vocab)
+
+
+def _wide_pair(
+    skip: str, switch: Callable[[], AbstractContextManager[None]], counter: Callable[[], int], taken: bool
+) -> tuple[list[ir.Grammar], cfgmask.Vocabulary]:
+    """The kept string of a..s and the one without skip (switch on): the second takes the first's
+    memo exactly when `taken`, and counter rises there (with AVX2).  Returns both and the vocabulary."""
     vocab = _vocab(WIDE_VOCAB)
     gs = [_wide("", ""), _wide(skip, "{")]
-    with _memos(True), _gather(True):
+    with _memos(True), switch():
         before = _taken()
         _all_entries(gs[1], vocab)
         alone = _taken() - before  # (its own chains' memos)
-    with _memos(True), _gather(True):
+    with _memos(True), switch():
         _all_entries(gs[0], vocab)
-        before, gathered = _taken(), _core.chain_gathered_rows()
+        before, rows = _taken(), counter()
         _all_entries(gs[1], vocab)
         assert (_taken() - before > alone) == taken
-        assert (_core.chain_gathered_rows() > gathered) == AVX2
-    _assert_gathers_change_nothing(gs, vocab)
+        assert (counter() > rows) == AVX2
+    return gs, vocab
 
 
 @given(repeated(), vocabularies(CHAIN_PIECES))
