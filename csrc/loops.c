@@ -1119,8 +1119,7 @@ int cm_seg_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
 /* The plain states outside segments reached from `state` (itself one) through plain states
  * outside segments, numbered breadth first by class as loop_number does, into ls (labels set),
  * each transition's code into sig: inside, CM_LOOP_OUT (a state that accepts, calls or reads a
- * token, or a segment's), CM_LOOP_DEAD (as find_loop codes it in a narrow set); 0 past
- * CM_LOOP_MAX states (labels reset). */
+ * token, or a segment's), CM_LOOP_DEAD; 0 past CM_LOOP_MAX states (labels reset). */
 static uint32_t chain_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t *sig) {
     const cm_tables *t = &g->t;
     uint32_t *lab = g->cache->loop_lab, nc = t->n_classes, n = 0;
@@ -1143,9 +1142,6 @@ static uint32_t chain_number(const cm_grammar *g, uint32_t state, uint32_t *ls, 
             }
             sig[(size_t)i * nc + c] = code;
         }
-    if (cm_loop_dead_out(g, ls, n))
-        for (size_t i = 0; i < (size_t)n * nc; i++)
-            if (sig[i] == CM_LOOP_DEAD) sig[i] = CM_LOOP_OUT;
     return n;
 }
 
@@ -1155,10 +1151,20 @@ static uint32_t chain_number(const cm_grammar *g, uint32_t state, uint32_t *ls, 
  * completion, no guard), so the walk of the DFA over those states (a loop walk of a set with no
  * cycle, kept by signature beside the loops') gives the tokens that end there, and each subtree
  * that leaves goes on through the counted chart from the edge's target, as cm_seg_loop_entry's
- * exits do.  0 (declined) where the set is that state alone or too big. */
+ * exits do (the set wide from `state`: not narrow as cm_loop_dead_out tells it, so the form's
+ * dead transitions stay dead).  0 (declined) where narrow, that state alone or too big. */
 int cm_seg_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     if (g->state_seg[state] != CM_SEG_NONE || !g->plain[state] || !g->lim.share_loop_walks) return 0;
+    /* wide (a string's first unit): a narrow one (a key's prefix) has a short plain walk, shorter
+     * than a set's numbering and form (~1 M instructions where the set is the keys' trie) */
+    const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    uint32_t stays = 0;
+    for (int b = 0; b < 256 && stays <= CM_LOOP_NARROW; b++) {
+        int32_t to = row[t->byte_class[b]];
+        stays += to >= 0 && g->plain[to] && g->state_seg[to] == CM_SEG_NONE;
+    }
+    if (stays <= CM_LOOP_NARROW) return 0;
     uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls), *sig = malloc((size_t)CM_LOOP_MAX * t->n_classes * sizeof *sig);
     uint32_t n = ls && sig ? chain_number(g, state, ls, sig) : 0;
     int rc = ls && sig ? CM_OK : CM_ERR_NOMEM;

@@ -41,8 +41,9 @@ def chain_on() -> Iterator[None]:
 
 
 def _short(y: ir.Expr, n: int) -> ir.Expr:
-    """A string of at most n units of y: unrolled (no segment), its states in no loop."""
-    return seq(lit('"'), rep(y, 0, n), lit('"'))
+    """A string of at most n units of y, letters or digits: unrolled (no segment), its states in
+    no loop, wide (a narrow first state, a key's prefix, is declined)."""
+    return seq(lit('"'), rep(alt(y, chars("az", "09")), 0, n), lit('"'))
 
 
 def _grammar(context: str, x: ir.Expr, lo: int, hi: int, y: ir.Expr, n: int) -> ir.Grammar:
