@@ -93,7 +93,8 @@ def test_chain_entries_equal_plain_walks(
 def test_chain_off_builds_none() -> None:
     """The switch: off, no entry comes from the chain rung (and they still equal the plain walks)."""
     g = _grammar("short_then_bounded", chars("ab"), 2, 9, chars("xy"), 3)
-    tokens: list[bytes | None] = [bytes([c]) for c in range(256)] + [b'"xy"', b'"x', b'xy":"', b'"ab', b"ab"] + [None]
+    extra = [b'"xy"', b'"x', b'xy":"', b'"ab', b"ab"]
+    tokens: list[bytes | None] = [bytes([c]) for c in range(256)] + extra + [None]
     vocab = cfgmask.Vocabulary.from_token_bytes(tokens, stop_token_ids=[len(tokens) - 1])
     assert _built(g, vocab) > 0
     _core.seg_chain_enable(False)
