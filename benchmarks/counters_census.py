@@ -217,7 +217,11 @@ def census(args: argparse.Namespace) -> dict[str, Any]:
                     cold.append(sum(per))
                     fills.append(per)
                     w: list[float] = []
-                    _replay(_core.MatcherHandle(gh), toks, row, lambda i, t, w=w: w.append(t))
+
+                    def keep(i: int, t: float, w: list[float] = w) -> None:
+                        w.append(t)
+
+                    _replay(_core.MatcherHandle(gh), toks, row, keep)
                     warm.append(sum(w))
                 med = [statistics.median(x) for x in zip(*fills, strict=True)]
                 top = sorted(range(len(med)), key=lambda i: -med[i])[:3]
@@ -231,10 +235,10 @@ def census(args: argparse.Namespace) -> dict[str, Any]:
                     "builds": [sum(b[k] for b in builds) for k in range(6)],
                 }
         results[sid] = rec
-        e = rec["exact"]
+        ex = rec["exact"]
         print(
             sid,
-            f"inst {e['instances']} masks {e['masks']} diffs {len(e['diffs'])}",
+            f"inst {ex['instances']} masks {ex['masks']} diffs {len(ex['diffs'])}",
             *(
                 f"{m} c {rec[m]['compile_ms']:.1f} f {rec[m]['fills_ms']:.1f} w {rec[m]['warm_ms']:.1f}"
                 for m in ("off", "on")
