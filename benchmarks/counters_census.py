@@ -255,13 +255,13 @@ def _cg_inner(args: argparse.Namespace) -> None:
 
     cm, _core, vocab, (on_compile, form_of) = _setup()
     row = np.zeros(vocab.size // 32 + 1, dtype=np.int32)
-    count = Counter(profile=False)
+    count = Counter(profile=args.profile is not None)
     jobs = {j["id"]: j for j in _jobs(set(args.callgrind.split(",")))}
     first = True
     for sid in args.callgrind.split(","):
         job = jobs[sid]
         toks = job["valid"][0]
-        for mode in ("off", "on"):
+        for mode in args.modes.split(","):
             g = cm.Grammar.from_json_schema(job["text"])
             if first and mode == "on":  # prime the vocabulary outside the counted regions
                 _replay(_core.MatcherHandle(on_compile(form_of(g))), toks, row, lambda i, t: None)
@@ -271,12 +271,16 @@ def _cg_inner(args: argparse.Namespace) -> None:
             def build(g: Any = g, mode: str = mode) -> Any:
                 return on_compile(form_of(g)) if mode == "on" else cm.compile(g, vocab)._handle
 
-            gh = count.region(f"{mode}:compile:{sid}", build)
-            for phase in ("fill", "warm"):
+            phases = args.phases.split(",")
+            gh = count.region(f"{mode}:compile:{sid}", build) if "compile" in phases else build()
+            for phase in ("fill", "warm"):  # warm: a second matcher, after the first (counted or not)
                 mh = _core.MatcherHandle(gh)
                 for i in range(len(toks) + 1):
                     b0 = _builds(_core)
-                    count.region(f"{mode}:{phase}:{sid}:{i}", mh.fill_mask, row)
+                    if phase in phases:
+                        count.region(f"{mode}:{phase}:{sid}:{i}", mh.fill_mask, row)
+                    else:
+                        mh.fill_mask(row)
                     if mode == "on" and phase == "fill":
                         d = [x - y for x, y in zip(_builds(_core), b0, strict=True)]
                         if any(d[k] for k in (0, 4, 5)):
@@ -293,13 +297,18 @@ def _cg_outer(args: argparse.Namespace) -> dict[str, Any]:
             "--tool=callgrind",
             "--instr-atstart=no",
             "--collect-atstart=no",
-            f"--callgrind-out-file={tmp}/cg.out",
+            f"--callgrind-out-file={args.profile or f'{tmp}/cg.out'}",
             sys.executable,
             "-m",
             "benchmarks.counters_census",
             "--inner",
             "--callgrind",
             args.callgrind,
+            "--modes",
+            args.modes,
+            "--phases",
+            args.phases,
+            *(["--profile", args.profile] if args.profile else []),
         ]
         env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(ROOT))
         subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=sys.stderr)
@@ -327,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         "(what a piece the counted grammar lacks is worth on the unrolled one)",
     )
     ap.add_argument("--callgrind", help="comma-separated schema ids to count in instructions instead")
+    ap.add_argument("--modes", default="off,on", help="with --callgrind: which compiles (off, on)")
+    ap.add_argument("--phases", default="compile,fill,warm", help="with --callgrind: which regions")
+    ap.add_argument(
+        "--profile", help="with --callgrind: every region into this one callgrind file (callgrind_annotate)"
+    )
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.inner:
