@@ -17,8 +17,14 @@ by one schema first.
   counted grammar (``seg_entry_stats``, ``seg_far_builds``, ``seg_near_builds``,
   ``seg_ladder_builds``; a keyed build neither far nor near is a plain counted walk);
 * ``--callgrind IDS``: the same compile and fills, cold and warm, on and off, counted in
-  instructions under callgrind (one process; ``--out`` gets ``{label: Ir}``, labels
-  ``MODE:compile:ID``, ``MODE:fill:ID:STEP``, ``MODE:warm:ID:STEP``).
+  instructions under callgrind (one process, each schema cold, the vocabulary primed by the first;
+  ``--out`` gets ``{label: Ir}``, labels
+  ``MODE:compile:ID``, ``MODE:fill:ID:STEP``, ``MODE:warm:ID:STEP``); ``--modes``/``--phases`` pick
+  which are counted (a warm replay always follows the first), ``--profile F`` collects them into one
+  callgrind file for ``callgrind_annotate`` instead;
+* ``--off-strategy k=v,...`` (census mode): the off compile with Strategy fields replaced, to see what
+  a piece the counted grammar lacks (``closing_verdicts=0``, ``stack_verdicts=0``,
+  ``filter_uncertain=0``, ``mask_memo_min_items=2**63``) is worth on the unrolled one.
 
     python -m benchmarks.counters_census --out /tmp/census.json
     python -m benchmarks.counters_census --callgrind o6199,sp_4 --out /tmp/cg.json
