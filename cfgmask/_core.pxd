@@ -423,6 +423,8 @@ cdef extern from "cache.h" nogil:
     size_t cm_seg_near_builds()
     void cm_seg_ladder_enable(int on)
     void cm_seg_ladder_builds(size_t *donated, size_t *looped)
+    void cm_seg_chain_enable(int on)
+    size_t cm_seg_chain_builds()
     int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,
                                   size_t *n_unc)
 

@@ -2115,6 +2115,20 @@ def seg_ladder_builds():
     return donated, looped
 
 
+def seg_chain_enable(bint on):
+    """Build a segment grammar's entries of states outside segments in no loop the ladder takes by
+    the DFA walk of the plain states outside segments they lead through, each subtree that leaves
+    through the counted chart (csrc/loops.c, cm_seg_chain_entry; on by default, under
+    seg_ladder_enable); off, the plain counted walk."""
+    cm_seg_chain_enable(1 if on else 0)
+
+
+def seg_chain_builds():
+    """How many entries of states outside segments cm_seg_chain_entry built so far in this
+    process (for the tests)."""
+    return cm_seg_chain_builds()
+
+
 def counted_scans():
     """How many scans of items in segment states (their count guards read) the private
     segment chart made so far in this process (csrc/segments.c; for the tests)."""

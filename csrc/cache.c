@@ -375,14 +375,26 @@ void cm_seg_ladder_builds(size_t *donated, size_t *looped) {
     *looped = atomic_load(&g_seg_ladder_builds[1]);
 }
 
+static atomic_int g_seg_chain = 1;
+static atomic_size_t g_seg_chain_builds;
+
+void cm_seg_chain_enable(int on) { atomic_store(&g_seg_chain, on); }
+size_t cm_seg_chain_builds(void) { return atomic_load(&g_seg_chain_builds); }
+
 /* A segment grammar's walk of a state outside segments: the rungs that read no count (a donor
  * outside segments, its parts walked through the counted chart; the shared walk of a loop
- * outside segments, its exits through the counted chart), else the plain walk. */
+ * outside segments, its exits through the counted chart; the DFA walk of the plain states
+ * outside segments a state in no such loop leads through, its exits the same), else the plain
+ * walk. */
 static int seg_outside_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (atomic_load_explicit(&g_seg_ladder, memory_order_relaxed)) {
         int done = try_donor(g, state, w), rung = 0;
         if (!done && g->solo[state]) done = cm_seg_loop_entry(g, state, w), rung = 1;
         if (done > 0) atomic_fetch_add_explicit(&g_seg_ladder_builds[rung], 1, memory_order_relaxed);
+        if (!done && g->solo[state] && atomic_load_explicit(&g_seg_chain, memory_order_relaxed)) {
+            done = cm_seg_chain_entry(g, state, w);
+            if (done > 0) atomic_fetch_add_explicit(&g_seg_chain_builds, 1, memory_order_relaxed);
+        }
         if (done) return done < 0 ? done : CM_OK;
     }
     return plain_walk(g, state, CM_SEG_NONE, w);

@@ -99,6 +99,12 @@ size_t cm_seg_near_builds(void);
  * plain counted walk (the tests' reference).  And how many were built by each, in this process. */
 void cm_seg_ladder_enable(int on);
 void cm_seg_ladder_builds(size_t *donated, size_t *looped);
+/* A segment grammar's entries of states outside segments in no loop the ladder takes, by the DFA
+ * walk of the plain states outside segments they lead through (cache.c, seg_outside_walk;
+ * loops.c, cm_seg_chain_entry): on by default, under seg_ladder_enable; off, the plain counted
+ * walk (the tests' reference).  And how many were built so, in this process. */
+void cm_seg_chain_enable(int on);
+size_t cm_seg_chain_builds(void);
 /* A segment grammar's entry of `state` at count k (cm_grammar_seg_entry; a state outside
  * segments: its entry by state) copied out as cm_grammar_entry_copy does: for the tests. */
 int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,

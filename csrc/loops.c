@@ -873,6 +873,9 @@ static cm_loop_walk *new_walk(const cm_grammar *g, const uint32_t *ls, uint32_t 
 static atomic_size_t g_dead_shared;
 size_t cm_loop_walks_past_dead(void) { return atomic_load(&g_dead_shared); }
 
+static const cm_loop_walk *intern_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n, uint32_t *sig,
+                                       uint64_t hash, uint64_t dies, uint8_t np, int *status);
+
 /* The shared walk for the loop of `state` (built under the cache lock), its
  * states in ls with their labels set, and *np whether the loop takes every
  * plain token (1: loop_plain_live) or every text token (2: loop_text_live; the
@@ -881,7 +884,6 @@ size_t cm_loop_walks_past_dead(void) { return atomic_load(&g_dead_shared); }
  * the far entries of a segment, whose exits may be dead). */
 static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint32_t *ls, uint8_t *np,
                                        bool all, int *status) {
-    cm_cache *cache = g->cache;
     uint32_t *sig;
     uint64_t hash = 0, dies = 0;
     uint32_t n = find_loop(g, state, ls, &sig, &hash, &dies);
@@ -890,23 +892,31 @@ static const cm_loop_walk *shared_walk(const cm_grammar *g, uint32_t state, uint
         return NULL;
     }
     *np = !all && loop_plain_live(g, ls, n) ? 1 + loop_text_live(g, ls, n) : 0;
+    return intern_walk(g, ls, n, sig, hash, dies, *np, status);
+}
+
+/* The cache's walk of signature sig (taken) with np as shared_walk asks for it, made and kept
+ * where there is none; NULL on failure (*status set), labels reset. */
+static const cm_loop_walk *intern_walk(const cm_grammar *g, const uint32_t *ls, uint32_t n, uint32_t *sig,
+                                       uint64_t hash, uint64_t dies, uint8_t np, int *status) {
+    cm_cache *cache = g->cache;
     size_t nsig = (size_t)n * g->t.n_classes, b = hash % CM_LOOP_BUCKETS;
     /* a walk of more entries (np less) serves a loop that takes the plain or text ones too */
     const cm_loop_walk *whole = NULL;
     for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
         if (lw->hash == hash && lw->n_sig == nsig && !memcmp(lw->sig, sig, nsig * sizeof *sig)) {
-            if (lw->np == *np) {
+            if (lw->np == np) {
                 whole = lw;
                 break;
             }
-            if (lw->np < *np && (!whole || whole->np < lw->np)) whole = lw;
+            if (lw->np < np && (!whole || whole->np < lw->np)) whole = lw;
         }
     if (whole) {  /* labels stay set for the caller */
         if (whole->dies != dies) atomic_fetch_add(&g_dead_shared, 1);
         free(sig);
         return whole;
     }
-    cm_loop_walk *lw = new_walk(g, ls, n, sig, hash, *np, status);
+    cm_loop_walk *lw = new_walk(g, ls, n, sig, hash, np, status);
     if (!lw) {
         reset_labels(g, ls, n);
         return NULL;
@@ -1067,6 +1077,20 @@ int cm_seg_near_inner(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *
     return seg_far(g, state, k, false, SEG_INNER, w);
 }
 
+/* Each exit of lw's walk (the states ls) on from the edge's target through the counted chart,
+ * which enters a segment's head at count 0 (cm_seg_enter) as the real chart does. */
+static int seg_exits(const cm_grammar *g, uint32_t state, const uint32_t *ls, const cm_loop_walk *lw, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    int rc = CM_OK;
+    for (size_t i = 0; !rc && i < lw->n_exits; i++) {
+        const cm_loop_exit *x = &lw->exits[i];
+        int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
+        uint32_t from = (uint32_t)to;
+        if (to >= 0) rc = cm_walk_range(g, &from, 1, t->state_rule[state], x->k, x->k_end, x->depth + 1, 0, -1, w);
+    }
+    return rc;
+}
+
 /* A segment grammar's loop outside its segments (an unbounded string beside bounded ones): the
  * chart of a plain state in it reads no guard until a token leaves the loop, so the loop's
  * shared walk of every entry (np 0) gives the tokens that end inside, as on a grammar without
@@ -1086,15 +1110,81 @@ int cm_seg_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
         memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
         w->n_accepted = lw->n_accepted;
     }
-    for (size_t i = 0; unguarded && !rc && i < lw->n_exits; i++) {
-        const cm_loop_exit *x = &lw->exits[i];
-        int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
-        uint32_t from = (uint32_t)to;
-        if (to >= 0) rc = cm_walk_range(g, &from, 1, t->state_rule[state], x->k, x->k_end, x->depth + 1, 0, -1, w);
-    }
+    if (unguarded) rc = seg_exits(g, state, ls, lw, w);
     reset_labels(g, ls, n_ls);
     free(ls);
     return rc ? rc : unguarded;
+}
+
+/* The plain states outside segments reached from `state` (itself one) through plain states
+ * outside segments, numbered breadth first by class as loop_number does, into ls (labels set),
+ * each transition's code into sig: inside, CM_LOOP_OUT (a state that accepts, calls or reads a
+ * token, or a segment's), CM_LOOP_DEAD; 0 past CM_LOOP_MAX states (labels reset). */
+static uint32_t chain_number(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t *sig) {
+    const cm_tables *t = &g->t;
+    uint32_t *lab = g->cache->loop_lab, nc = t->n_classes, n = 0;
+    ls[n] = state;
+    lab[state] = n++;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t c = 0; c < nc; c++) {
+            int32_t to = t->trans[(size_t)ls[i] * nc + c];
+            uint32_t code = to < 0 ? CM_LOOP_DEAD : CM_LOOP_OUT;
+            if (to >= 0 && g->plain[to] && g->state_seg[to] == CM_SEG_NONE) {
+                if (lab[to] == UINT32_MAX) {
+                    if (n == CM_LOOP_MAX) {
+                        reset_labels(g, ls, n);
+                        return 0;
+                    }
+                    ls[n] = (uint32_t)to;
+                    lab[to] = n++;
+                }
+                code = lab[to];
+            }
+            sig[(size_t)i * nc + c] = code;
+        }
+    return n;
+}
+
+/* A segment grammar's plain state outside segments in no loop (a short bounded string unrolled,
+ * an ISO code's `maxLength: 3`, and its `\u` escapes): its chart is the one item (q, OUTER) for
+ * as long as the token's bytes lead through plain states outside segments (no call, no
+ * completion, no guard), so the walk of the DFA over those states (a loop walk of a set with no
+ * cycle, kept by signature beside the loops') gives the tokens that end there, and each subtree
+ * that leaves goes on through the counted chart from the edge's target, as cm_seg_loop_entry's
+ * exits do (the set wide from `state`: not narrow as cm_loop_dead_out tells it, so the form's
+ * dead transitions stay dead).  0 (declined) where narrow, that state alone or too big. */
+int cm_seg_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    const cm_tables *t = &g->t;
+    if (g->state_seg[state] != CM_SEG_NONE || !g->plain[state] || !g->lim.share_loop_walks) return 0;
+    /* wide (a string's first unit): a narrow one (a key's prefix) has a short plain walk, shorter
+     * than a set's numbering and form (~1 M instructions where the set is the keys' trie) */
+    const int32_t *row = t->trans + (size_t)state * t->n_classes;
+    uint32_t stays = 0;
+    for (int b = 0; b < 256 && stays <= CM_LOOP_NARROW; b++) {
+        int32_t to = row[t->byte_class[b]];
+        stays += to >= 0 && g->plain[to] && g->state_seg[to] == CM_SEG_NONE;
+    }
+    if (stays <= CM_LOOP_NARROW) return 0;
+    uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls), *sig = malloc((size_t)CM_LOOP_MAX * t->n_classes * sizeof *sig);
+    uint32_t n = ls && sig ? chain_number(g, state, ls, sig) : 0;
+    int rc = ls && sig ? CM_OK : CM_ERR_NOMEM;
+    if (n < 2) {  /* one state: every first byte leaves, nothing to share */
+        reset_labels(g, ls, n);
+        free(ls);
+        free(sig);
+        return rc;
+    }
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    for (size_t i = 0; i < (size_t)n * t->n_classes; i++) h = (h ^ sig[i]) * 0xbf58476d1ce4e5b9ULL;
+    const cm_loop_walk *lw = intern_walk(g, ls, n, sig, h ^ (h >> 29), 0, 0, &rc);
+    if (lw) {
+        memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
+        w->n_accepted = lw->n_accepted;
+        rc = seg_exits(g, state, ls, lw, w);
+        reset_labels(g, ls, n);
+    }
+    free(ls);
+    return rc ? rc : lw != NULL;
 }
 
 /* ---- run walks ----

@@ -76,6 +76,10 @@ int cm_seg_near_inner(const cm_grammar *g, uint32_t state, uint32_t k, cm_walk *
  * the edge's target (cm_walk_range).  1 done, 0 declined (w untouched: in a segment, no
  * loop, or a loop through a segment), < 0 error.  Exactness: tests/test_seg_ladder.py. */
 int cm_seg_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
+/* A segment grammar's plain state outside segments in no loop: the DFA walk of the plain states
+ * outside segments it leads through (shared by signature), each subtree that leaves them through
+ * the counted chart; 1 done, 0 declined (that state alone, or too many), < 0 an error. */
+int cm_seg_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 /* The loop entries that took every plain token at once (their exits walking
  * only the other entries, lim.plain_skip) so far in this process (for the tests). */
 size_t cm_plain_loop_walks(void);
