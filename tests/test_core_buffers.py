@@ -98,9 +98,11 @@ def test_finish_reads_any_buffer_of_its_types_alike() -> None:
     plain = _core.compile_finish(rank, by_name, is_token, start, 0, 0.0, None)
     assert plain == want[:9]
     labels = (rank, np.frombuffer(rank.tobytes(), dtype=np.uint32), memoryview(rank))
-    tokens = (is_token, bytearray(is_token), np.frombuffer(bytes(is_token), dtype=np.uint8), memoryview(is_token))
+    as_u8 = np.frombuffer(bytes(is_token), dtype=np.uint8)
+    tokens = (is_token, bytearray(is_token), as_u8, memoryview(is_token))
     short = weights[: len(want[5])]  # one weight a state: enough
-    weight_forms = (weights, short.copy(), array("q", short.tolist()), short.astype(np.longlong), memoryview(short))
+    as_q = array("q", short.tolist())
+    weight_forms = (weights, short.copy(), as_q, short.astype(np.longlong), memoryview(short))
     for lab in labels:
         for tok in tokens:
             assert _flat(_core.compile_finish(lab, by_name, tok, start, 0, 0.0, weights)) == want
@@ -120,7 +122,7 @@ def test_finish_reads_any_buffer_of_its_types_alike() -> None:
         with pytest.raises(ValueError):
             _core.compile_finish(rank, by_name, is_token, start, 0, 0.0, bad_w)
     with pytest.raises(ValueError, match="dtype mismatch"):
-        _core.compile_finish(rank, by_name, np.frombuffer(is_token, np.uint8).astype(np.int16), start, 0, 0.0, weights)
+        _core.compile_finish(rank, by_name, as_u8.astype(np.int16), start, 0, 0.0, weights)
     with pytest.raises(ValueError, match="dtype mismatch"):
         _core.compile_finish(np.asarray(rank, dtype=np.int64), by_name, is_token, start, 0, 0.0, weights)
 
