@@ -8,6 +8,7 @@ from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer,
     PyObject_GetBuffer,
 )
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -309,8 +310,10 @@ cdef class GrammarHandle:
         cdef int rc
         raw = getattr(tables, "_raw", None)
         cdef bint borrow = raw is not None
-        # the segment form's tables (segments.c_tables): a grammar whose matchers count
-        cdef bint seg = getattr(tables, "state_seg", None) is not None
+        # the segment form's tables (segments.c_tables): a grammar whose matchers count.  Tables
+        # with ``_raw`` are the compiler's, never the segment form's: not asked (Tables'
+        # ``__getattr__`` answers an absent field by raising, ~4 us a compile)
+        cdef bint seg = not borrow and getattr(tables, "state_seg", None) is not None
         if seg:
             raw = None
             borrow = False
@@ -835,6 +838,82 @@ cdef const uint32_t *_u32(const uint32_t[::1] a):
     return &a[0] if a.shape[0] else NULL
 
 
+# compile_components' and compile_finish's arrays, read in place.  A typed memoryview argument
+# costs its call ~5 K instructions (Cython makes a memoryview object for it, and numpy a format
+# string), five of them a compile: the compiler's own types are read directly, anything else
+# goes through the typed memoryview as before (its checks, its errors), which the caller holds
+# (returned) while it reads the pointer.
+
+cdef object _in_u32(object a, const uint32_t **p, Py_ssize_t *n):
+    """``a`` as ``const uint32_t[::1]``: an ``array('I')`` read in place (the caller holds it)."""
+    cdef const uint32_t[::1] mv
+    if type(a) is array and (<array>a).ob_descr.typecode == c'I' and (<array>a).ob_descr.itemsize == 4:
+        n[0] = len(<array>a)
+        p[0] = <const uint32_t *>(<array>a).data.as_uints if n[0] else NULL
+        return None
+    mv = a
+    n[0] = mv.shape[0]
+    p[0] = &mv[0] if n[0] else NULL
+    return mv
+
+
+cdef object _in_u8(object a, const uint8_t **p, Py_ssize_t *n):
+    """``a`` as ``const uint8_t[::1]``: a ``bytearray`` or ``bytes`` read in place."""
+    cdef const uint8_t[::1] mv
+    if type(a) is bytearray:
+        n[0] = PyByteArray_GET_SIZE(a)
+        p[0] = <const uint8_t *>PyByteArray_AS_STRING(a) if n[0] else NULL
+        return None
+    if type(a) is bytes:
+        n[0] = PyBytes_GET_SIZE(a)
+        p[0] = <const uint8_t *>PyBytes_AS_STRING(a) if n[0] else NULL
+        return None
+    mv = a
+    n[0] = mv.shape[0]
+    p[0] = &mv[0] if n[0] else NULL
+    return mv
+
+
+cdef bint _c_buffer(object a, Py_buffer *b):
+    """``a``'s buffer, C-contiguous with its format, into ``b`` (True), or False (b not filled:
+    not contiguous, say; the typed memoryview then raises its own error)."""
+    try:
+        PyObject_GetBuffer(a, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except BufferError:
+        return False
+    return True
+
+
+cdef object _in_i64(object a, const int64_t **p, Py_ssize_t *n):
+    """``a`` as ``const int64_t[::1]`` (None stays None, n 0): a one-dimensional C-contiguous
+    buffer of 8-byte signed ints (numpy's int64: format ``l`` or ``q``) read through the
+    buffer protocol, released before return (the caller holds ``a``: a numpy array's data does
+    not move while it is referenced)."""
+    cdef const int64_t[::1] mv
+    cdef Py_buffer b
+    cdef const char *f
+    cdef bint ok = False
+    if a is None:
+        n[0] = 0
+        p[0] = NULL
+        return None
+    if type(a) is not array and PyObject_CheckBuffer(a) and _c_buffer(a, &b):
+        f = b.format
+        if f != NULL and (f[0] == c'@' or f[0] == c'=' or f[0] == c'<'):
+            f += 1
+        ok = b.ndim == 1 and b.itemsize == 8 and f != NULL and (f[0] == c'l' or f[0] == c'q') and f[1] == 0
+        if ok:
+            n[0] = b.shape[0]
+            p[0] = <const int64_t *>b.buf if n[0] else NULL
+        PyBuffer_Release(&b)
+        if ok:
+            return a
+    mv = a
+    n[0] = mv.shape[0]
+    p[0] = &mv[0] if n[0] else NULL
+    return mv
+
+
 cdef const uint8_t *_u8(const uint8_t[::1] a):
     return &a[0] if a.shape[0] else NULL
 
@@ -1223,11 +1302,16 @@ cdef int _frag(object pair, cm_ir_frag *f, uint32_t n_names, list keep) except -
 
 
 cdef cm_ir_input _ir_input(const uint32_t[::1] code, const uint32_t[::1] label):
+    return _ir_input_at(_u32(code), code.shape[0], _u32(label), label.shape[0])
+
+
+cdef cm_ir_input _ir_input_at(const uint32_t *code, Py_ssize_t code_len, const uint32_t *label,
+                              Py_ssize_t n_label) noexcept:
     cdef cm_ir_input inp
-    inp.code = _u32(code)
-    inp.code_len = code.shape[0]
-    inp.label = _u32(label)
-    inp.n_names = <uint32_t>label.shape[0]
+    inp.code = code
+    inp.code_len = code_len
+    inp.label = label
+    inp.n_names = <uint32_t>n_label
     inp.refs = NULL
     inp.n_refs = 0
     inp.frags = NULL
@@ -1235,19 +1319,28 @@ cdef cm_ir_input _ir_input(const uint32_t[::1] code, const uint32_t[::1] label):
     return inp
 
 
-def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list comps, size_t max_states,
+def compile_components(code, label, list comps, size_t max_states,
                        size_t inline_max_states, size_t max_bytes=0, double deadline=0):
     """The automata of every component in one call (csrc/components.c).  comps, callees
     first: (members [(name, root, inline_cap)], callees [name], right_linear, cached: per
     member (DfaHandle, label values of its labels), or None to build[, expand: built in its
     caller's NFA, csrc/components.c]).  Returns per component None (cached, or expanded in
     its caller) or per member (DfaHandle, label values of its labels 0..n-1).
-    An error carries .component: the index of the component that failed."""
-    cdef cm_ir_input inp = _ir_input(code, label)
+    An error carries .component: the index of the component that failed.  ``code`` and
+    ``label``: uint32 buffers (``const uint32_t[::1]``; an ``array('I')`` read in place)."""
+    cdef const uint32_t *code_p
+    cdef const uint32_t *label_p
+    cdef Py_ssize_t code_len, n_label
+    code_held = _in_u32(code, &code_p, &code_len)
+    label_held = _in_u32(label, &label_p, &n_label)
+    cdef cm_ir_input inp = _ir_input_at(code_p, code_len, label_p, n_label)
     cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
     cdef uint32_t n_comps = <uint32_t>len(comps), failed = 0
-    cdef size_t n_members = sum(len(c[0]) for c in comps), n_callees = sum(len(c[1]) for c in comps)
+    cdef size_t n_members = 0, n_callees = 0
     cdef size_t i, k, at = 0, j = 0
+    for c in comps:
+        n_members += len(c[0])
+        n_callees += len(c[1])
     cdef cm_component *cs = <cm_component *>malloc((n_comps + 1) * sizeof(cm_component))
     cdef cm_comp_member *ms = <cm_comp_member *>malloc((n_members + 1) * sizeof(cm_comp_member))
     cdef uint32_t *cl = <uint32_t *>malloc((n_callees + 1) * sizeof(uint32_t))
@@ -1259,18 +1352,20 @@ def compile_components(const uint32_t[::1] code, const uint32_t[::1] label, list
         if cs == NULL or ms == NULL or cl == NULL or given == NULL or out == NULL:
             raise MemoryError("compile_components: out of memory")
         for k in range(n_comps):
-            members, callees, right_linear, cached = comps[k][:4]
+            spec = comps[k]  # indexed, not sliced and unpacked: no tuple made a component
+            members, callees, right_linear, cached = spec[0], spec[1], spec[2], spec[3]
             cs[k].members = ms + at
             cs[k].n_members = <uint32_t>len(members)
             cs[k].callees = cl + j
             cs[k].n_callees = <uint32_t>len(callees)
             cs[k].right_linear = 1 if right_linear else 0
             cs[k].cached = NULL
-            cs[k].expand = 1 if len(comps[k]) > 4 and comps[k][4] else 0
-            for i, (name, root, cap) in enumerate(members):
+            cs[k].expand = 1 if len(spec) > 4 and spec[4] else 0
+            for i in range(cs[k].n_members):
+                name, root, cap = members[i]
                 ms[at + i].name, ms[at + i].root, ms[at + i].inline_cap = name, root, cap
-            for i, name in enumerate(callees):
-                cl[j + i] = name
+            for i in range(cs[k].n_callees):
+                cl[j + i] = callees[i]
             if cached is not None:
                 if len(cached) != len(members):
                     raise ValueError("compile_components: one cached DFA per member")
@@ -1368,8 +1463,8 @@ cdef class FlatDoor:
         raise AssertionError("FlatDoor: an item made at once is missing")
 
 
-def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_token, uint32_t start,
-                   size_t max_bytes=0, double deadline=0, const int64_t[::1] weights=None):
+def compile_finish(label, list rules, is_token, uint32_t start,
+                   size_t max_bytes=0, double deadline=0, weights=None):
     """Runtime rules, productive rules, trimming and the flat tables in one call
     (csrc/flatten.c).  rules[name index]: (DfaHandle, label values of its labels) or None.
     Returns None when the start rule derives no finite string, else (rule names as name
@@ -1379,18 +1474,28 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
     hash weights, int64) a tenth item, the tables that follow from those (csrc/tables.c):
     (n_classes, byte_class [256], trans int32 [n_states * n_classes], nullable uint8 [n_rules],
     follow uint32 [n_rules * 8], ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target
-    (uint32), token sets' name indices); n_classes 0: no byte classes, the caller makes them."""
-    cdef cm_ir_input inp = _ir_input(label[:0], label)
+    (uint32), token sets' name indices); n_classes 0: no byte classes, the caller makes them.
+    ``label``, ``is_token``, ``weights``: ``const uint32_t[::1]``, ``const uint8_t[::1]`` and
+    ``const int64_t[::1]`` buffers (the compiler's ``array('I')``, ``bytearray`` and numpy
+    array read in place)."""
+    cdef const uint32_t *label_p
+    cdef const uint8_t *tok_p
+    cdef const int64_t *w_p
+    cdef Py_ssize_t n_label, n_tok, n_w
+    label_held = _in_u32(label, &label_p, &n_label)
+    tok_held = _in_u8(is_token, &tok_p, &n_tok)
+    w_held = _in_i64(weights, &w_p, &n_w)
+    cdef cm_ir_input inp = _ir_input_at(NULL, 0, label_p, n_label)
     cdef cm_flat_derived *d = NULL
     cdef int32_t *out
     cdef size_t k, nr, nt
     cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
-    cdef uint32_t n_names = <uint32_t>label.shape[0], i, n, ns
+    cdef uint32_t n_names = <uint32_t>n_label, i, n, ns
     cdef cm_ir_frag *fr = NULL
     cdef cm_flat_rules *f = NULL
     cdef FlatDoor door
     cdef int rc
-    if len(rules) != n_names or <uint32_t>is_token.shape[0] != n_names or start >= n_names:
+    if len(rules) != n_names or <uint32_t>n_tok != n_names or start >= n_names:
         raise ValueError("compile_finish: bad arguments")
     keep = []
     fr = <cm_ir_frag *>calloc(n_names + 1, sizeof(cm_ir_frag))
@@ -1401,7 +1506,7 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
             if rules[i] is not None:
                 _frag(rules[i], &fr[i], n_names, keep)
         with nogil:
-            rc = cm_compile_finish(&inp, fr, &is_token[0], start, &budget, &f)
+            rc = cm_compile_finish(&inp, fr, tok_p, start, &budget, &f)
         _check_build(rc, "compile_finish", 0, max_bytes)
         if f.n_rules == 0:
             return None
@@ -1420,8 +1525,7 @@ def compile_finish(const uint32_t[::1] label, list rules, const uint8_t[::1] is_
                 bytes((<char *>f.lab_to)[:4 * nl]) if nl else b"",
             )
         with nogil:
-            rc = cm_flat_derive(f, &is_token[0], n_names, &weights[0] if weights.shape[0] else NULL,
-                                <size_t>weights.shape[0], &d)
+            rc = cm_flat_derive(f, tok_p, n_names, w_p, <size_t>n_w, &d)
         _check_build(rc, "compile_finish", 0, max_bytes)
         k = d.n_classes
         nr, nt = d.ref_off[ns], d.tok_off[ns]
