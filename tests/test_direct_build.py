@@ -141,6 +141,7 @@ def test_used() -> None:
 
 
 BIG = 1 << 20
+COPY_900 = 'root ::= "<" c ">" | "x" c\nc ::= [a-z]{0,900}'
 
 
 @pytest.mark.parametrize(
@@ -154,8 +155,8 @@ BIG = 1 << 20
         ),
         ('root ::= [a-z]{0,2000} "."', CompileLimits(max_compile_mb=1, unroll_budget=BIG)),
         ('root ::= [a-z]{0,2000} "."', CompileLimits(max_total_states=500, unroll_budget=BIG)),
-        ('root ::= "<" c ">" | "x" c\nc ::= [a-z]{0,900}', CompileLimits(max_dfa_states=1_000, unroll_budget=BIG)),
-        ('root ::= "<" c ">" | "x" c\nc ::= [a-z]{0,900}', CompileLimits(max_dfa_states=3_000, unroll_budget=BIG)),
+        (COPY_900, CompileLimits(max_dfa_states=1_000, unroll_budget=BIG)),  # a body copying a big callee
+        (COPY_900, CompileLimits(max_dfa_states=3_000, unroll_budget=BIG)),
     ],
 )
 def test_limits(text: str, limits: CompileLimits) -> None:
@@ -248,7 +249,7 @@ def test_copies_built_direct(a: str, c: str, thompson: bool) -> None:
 
 
 CALLEES = [
-    '[a-z]{0,5}',  # a counted class: every position accepts
+    "[a-z]{0,5}",  # a counted class: every position accepts
     '"ab" | "ac" | "a"',  # a shared prefix, not prefix-free
     '"é" | [0-9]{1,2} | "日本"',  # multi-byte
     '"x" r "y"',  # a call: label edges (r is recursive, not inlined)
@@ -261,7 +262,7 @@ CALLEES = [
     c=st.sampled_from(CALLEES),
     d=st.sampled_from(CALLEES),
     shape=st.sampled_from(
-        ['"<" c ">"', 'c d', '"n" | "<" c ">"', '( c | d ) "."', 'c? d', '"a" c | "a" d', 'c | d', 'c c "z"']
+        ['"<" c ">"', "c d", '"n" | "<" c ">"', '( c | d ) "."', "c? d", '"a" c | "a" d', "c | d", 'c c "z"']
     ),
 )
 def test_copied_callees(c: str, d: str, shape: str) -> None:
