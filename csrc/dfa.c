@@ -45,29 +45,80 @@ const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d) {
     return r;
 }
 
+/* Append the runs of row (nc classes) to (rng, to) from *k on (room for nc more), no run for
+ * "no edge": from its run starts (cm_run_starts, one pass) where nc <= 64, else cm_run_end. */
+static void row_runs(const cm_dfa_out *d, const int32_t *row, uint32_t nc, uint16_t *rng, uint32_t *to, size_t *k) {
+    if (nc && nc <= 64) {
+        uint64_t st = cm_run_starts(row, nc);
+        while (st) {
+            uint32_t c = (uint32_t)__builtin_ctzll(st);
+            st &= st - 1;
+            uint32_t c1 = st ? (uint32_t)__builtin_ctzll(st) : nc;
+            if (row[c] < 0) continue;
+            rng[*k] = (uint16_t)(d->class_lo[c] | (d->class_lo[c1] - 1u) << 8), to[(*k)++] = (uint32_t)row[c];
+        }
+        return;
+    }
+    for (uint32_t c = 0, c1; c < nc; c = c1) {
+        c1 = cm_run_end(row, c, nc);
+        if (row[c] < 0) continue;
+        rng[*k] = (uint16_t)(d->class_lo[c] | (d->class_lo[c1] - 1u) << 8), to[(*k)++] = (uint32_t)row[c];
+    }
+}
+
+/* d's runs, made from its rows (NULL: out of memory): one pass into scratch that grows (a row
+ * has at most nc runs), then copied into one allocation of their size, where counting them
+ * first walked every row twice. */
+static cm_dfa_runs *make_runs(const cm_dfa_out *d) {
+    uint32_t n = d->n_states, nc = d->n_classes;
+    size_t cap = 2 * (size_t)n + nc + 1, k = 0;
+    uint32_t *off = malloc(((size_t)n + 1) * sizeof *off), *to = malloc(cap * sizeof *to);
+    uint16_t *rng = malloc(cap * sizeof *rng);
+    bool ok = off && to && rng;
+    for (uint32_t s = 0; ok && s < n; s++) {
+        if (k + nc > cap) { /* room for this row's runs */
+            cap = 2 * cap + nc;
+            uint32_t *t2 = realloc(to, cap * sizeof *to);
+            if (t2) to = t2;
+            uint16_t *r2 = t2 ? realloc(rng, cap * sizeof *rng) : NULL;
+            if (r2) rng = r2;
+            ok = t2 && r2;
+            if (!ok) break;
+        }
+        off[s] = (uint32_t)k;
+        row_runs(d, d->trans + (size_t)s * nc, nc, rng, to, &k);
+    }
+    cm_dfa_runs *r = ok ? cm_dfa_runs_alloc(n, k) : NULL;
+    if (r) {
+        memcpy(r->off, off, (size_t)n * sizeof *off);
+        r->off[n] = (uint32_t)k;
+        if (k) memcpy(r->to, to, k * sizeof *to), memcpy(r->rng, rng, k * sizeof *rng);
+    }
+    free(off), free(to), free(rng);
+    return r;
+}
+
 int cm_dfa_keep_runs(const cm_dfa_out *d) {
     if (!d) return CM_ERR_ARG;
     if (atomic_load_explicit((_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs, memory_order_acquire)) return CM_OK;
-    uint32_t n = d->n_states, nc = d->n_classes;
-    size_t m = 0;
-    for (int pass = 0; pass < 2; pass++) { /* count, then write */
-        cm_dfa_runs *r = pass ? cm_dfa_runs_alloc(n, m) : NULL;
-        if (pass && !r) return CM_ERR_NOMEM;
-        uint32_t k = 0;
-        for (uint32_t s = 0; s < n; s++) {
-            const int32_t *row = d->trans + (size_t)s * nc;
-            if (r) r->off[s] = k;
-            for (uint32_t c = 0, c1; c < nc; c = c1) {
-                c1 = cm_run_end(row, c, nc);
-                if (row[c] < 0) continue;
-                if (r) r->rng[k] = (uint16_t)(d->class_lo[c] | (d->class_lo[c1] - 1u) << 8), r->to[k] = (uint32_t)row[c];
-                k++;
-            }
-        }
-        if (r) r->off[n] = k, cm_dfa_runs_keep(d, r);
-        m = k;
-    }
+    cm_dfa_runs *r = make_runs(d);
+    if (!r) return CM_ERR_NOMEM;
+    cm_dfa_runs_keep(d, r);
     return CM_OK;
+}
+
+static int g_dfa_runs = 1;
+
+void cm_dfa_runs_enable(int on) { g_dfa_runs = on; }
+
+bool cm_dfa_runs_on(void) { return g_dfa_runs; }
+
+const cm_dfa_runs *cm_dfa_runs_for_copy(const cm_dfa_out *d, cm_dfa_runs **own) {
+    *own = NULL;
+    if (!g_dfa_runs) return *own = make_runs(d);
+    const cm_dfa_runs *r = cm_dfa_runs_of(d);
+    if (r || cm_dfa_keep_runs(d)) return r;
+    return atomic_load_explicit((_Atomic(cm_dfa_runs *) *)&((cm_dfa_out *)d)->runs, memory_order_acquire);
 }
 
 /* As tokclass.c's cm_tokclass_of: a DFA shared between compiles (a cached component's) may be

@@ -1,7 +1,8 @@
 /* A rule's DFA built directly from its encoded IR, without Thompson's NFA and subset
  * construction (issue 12, the cold path).  components.c tries it first for a component of one
  * member that is not right-linear; it is taken for a body with a bounded count of two or more
- * items and no loop (db_worth), and gives up (DB_NO: Thompson's path then) on anything else.
+ * items, or a copy of a callee's DFA, and no loop (db_worth), and gives up (DB_NO: Thompson's
+ * path then) on anything else.
  *
  * Built from the end: db_build(node, K) makes a state whose language is node's followed by
  * state K's, K already built.  A literal is a chain of states into K; a byte class one state;
@@ -41,6 +42,7 @@
 #define DB_NO CM_DIRECT_NO
 #define DB_MAX_DEPTH 10000
 #define DB_MARGIN 4
+#define DB_EMBED_MIN 512 /* copied states from which a body without a count is built here (db_worth_it) */
 #define PENDING 2u /* acc[] of a state made before its edges (a loop's, a copied DFA's) */
 
 typedef struct {
@@ -55,7 +57,9 @@ typedef struct {
     uint32_t *hc;                 /* made states by content (id + 1, 0 free): open addressing */
     size_t hc_n, hc_cap;
     const cm_dfa_out *frag;       /* the copied DFA whose runs and order are below (the last one copied) */
-    cm_vec32 run_off, run_rng, run_to, topo, map, tmap;
+    const cm_dfa_runs *runs;      /* frag's byte rows as runs (kept on it: cm_dfa_runs_for_copy) */
+    cm_dfa_runs *own_runs;        /* those runs where they are this build's alone (the runs off) */
+    cm_vec32 topo, map, tmap;
     cm_vec32 upool;               /* unions made: [n, state * n, result] each (UINT32_MAX: in progress) */
     uint32_t *um;                 /* their offsets in upool + 1 (0 free), by the set: open addressing */
     size_t um_n, um_cap;
@@ -64,7 +68,7 @@ typedef struct {
 
 static cm_vec32 *db_vec(dbuilder *b, size_t i) {
     cm_vec32 *v[] = {&b->acc, &b->e0,  &b->e1,      &b->l0,      &b->l1,     &b->rng,  &b->to,  &b->lab,
-                     &b->lto, &b->stk, &b->run_off, &b->run_rng, &b->run_to, &b->topo, &b->map, &b->tmap, &b->upool};
+                     &b->lto, &b->stk, &b->topo, &b->map, &b->tmap, &b->upool};
     return i < sizeof v / sizeof *v ? v[i] : NULL;
 }
 
@@ -427,29 +431,30 @@ static int db_union2(dbuilder *b, uint32_t x, uint32_t y, uint32_t into, uint32_
     return rc ? rc : db_union(b, at, into, out, 0);
 }
 
-/* d's rows as runs of classes with one target, and (acyclic) its states targets first. */
+/* Are d's runs (cm_dfa_runs_for_copy) and label edges within its states, each run a byte range? */
+static bool db_runs_valid(const cm_dfa_out *d, const cm_dfa_runs *r) {
+    uint32_t n = d->n_states;
+    for (uint32_t k = 0; k < r->off[n]; k++)
+        if (r->to[k] >= n || (r->rng[k] & 0xFF) > (r->rng[k] >> 8)) return false;
+    for (uint32_t e = 0; e < d->lab_off[n]; e++)
+        if (d->lab_to[e] >= n) return false;
+    return true;
+}
+
+/* d's rows as runs of classes with one target (the runs kept on d: a callee copied into several
+ * callers is walked once), and (acyclic) its states targets first. */
 static int db_runs(dbuilder *b, const cm_dfa_out *d) {
     if (b->frag == d) return CM_OK;
     b->frag = NULL;
-    b->run_off.n = b->run_rng.n = b->run_to.n = b->topo.n = 0;
+    b->topo.n = 0;
     uint32_t n = d->n_states;
-    int rc = cm_vec_push(&b->run_off, 0);
-    for (uint32_t s = 0; !rc && s < n; s++) {
-        const int32_t *row = d->trans + (size_t)s * d->n_classes;
-        for (uint32_t c = 0, c1; !rc && c < d->n_classes; c = c1) {
-            c1 = cm_run_end(row, c, d->n_classes);
-            if (row[c] < 0) continue;
-            if ((uint32_t)row[c] >= n || d->class_lo[c1] <= d->class_lo[c] || d->class_lo[c1] > 256) return DB_NO;
-            rc = cm_vec_push(&b->run_rng, d->class_lo[c] | (d->class_lo[c1] - 1u) << 8);
-            if (!rc) rc = cm_vec_push(&b->run_to, (uint32_t)row[c]);
-        }
-        if (!rc) rc = cm_vec_push(&b->run_off, (uint32_t)b->run_rng.n);
-    }
-    for (uint32_t s = 0; !rc && s < n; s++)
-        for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++)
-            if (d->lab_to[e] >= n) return DB_NO;
+    free(b->own_runs);
+    const cm_dfa_runs *runs = cm_dfa_runs_for_copy(d, &b->own_runs);
+    if (!runs) return CM_ERR_NOMEM;
+    if (!db_runs_valid(d, runs)) return DB_NO;
+    b->runs = runs;
     /* postorder by an iterative DFS (map: 0 new, 1 on the stack, 2 done); a back edge: cyclic */
-    if (!rc) rc = cm_vec_reserve(&b->map, n);
+    int rc = cm_vec_reserve(&b->map, n);
     size_t base = b->stk.n;
     b->frag_acyclic = true;
     for (uint32_t s = 0; !rc && s < n; s++) b->map.data[s] = 0;
@@ -459,8 +464,8 @@ static int db_runs(dbuilder *b, const cm_dfa_out *d) {
         if ((rc = cm_vec_push2(&b->stk, r, 0))) break;
         while (!rc && b->stk.n > base && b->frag_acyclic) {
             uint32_t s = b->stk.data[b->stk.n - 2], i = b->stk.data[b->stk.n - 1]++;
-            uint32_t nr = b->run_off.data[s + 1] - b->run_off.data[s], t;
-            if (i < nr) t = b->run_to.data[b->run_off.data[s] + i];
+            uint32_t nr = runs->off[s + 1] - runs->off[s], t;
+            if (i < nr) t = runs->to[runs->off[s] + i];
             else if (i < nr + d->lab_off[s + 1] - d->lab_off[s]) t = d->lab_to[d->lab_off[s] + i - nr];
             else {
                 b->map.data[s] = 2;
@@ -486,7 +491,8 @@ static int db_embed(dbuilder *b, const cm_ir_frag *f, uint32_t K, uint32_t *out)
     int rc = db_runs(b, d);
     if (!rc) rc = cm_vec_reserve(&b->map, n);
     if (rc) return rc;
-    const uint32_t *ro = b->run_off.data;
+    const uint32_t *ro = b->runs->off, *rt = b->runs->to;
+    const uint16_t *rr = b->runs->rng;
     if (b->frag_acyclic) {
         for (size_t i = 0; !rc && i < b->topo.n; i++) {
             uint32_t s = b->topo.data[i], x, *map = b->map.data;
@@ -496,7 +502,7 @@ static int db_embed(dbuilder *b, const cm_ir_frag *f, uint32_t K, uint32_t *out)
             }
             if ((rc = db_new(b, 0, &x))) break;
             for (uint32_t e = ro[s]; !rc && e < ro[s + 1]; e++)
-                rc = db_edge(b, b->run_rng.data[e] & 0xFF, b->run_rng.data[e] >> 8, map[b->run_to.data[e]], x);
+                rc = db_edge(b, rr[e] & 0xFFu, rr[e] >> 8, map[rt[e]], x);
             size_t at = b->stk.n; /* labels by value */
             for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
                 rc = cm_vec_push2(&b->stk, f->labels[d->lab[e]], map[d->lab_to[e]]);
@@ -531,7 +537,7 @@ static int db_embed(dbuilder *b, const cm_ir_frag *f, uint32_t K, uint32_t *out)
         size_t at = b->stk.n;
         rc = cm_vec_push(&b->stk, q);
         for (uint32_t e = ro[s]; !rc && e < ro[s + 1]; e++) /* f's edges first, then K's: ascending */
-            rc = cm_vec_push2(&b->stk, b->run_rng.data[e], map[b->run_to.data[e]]);
+            rc = cm_vec_push2(&b->stk, rr[e], map[rt[e]]);
         if (rc) break;
         db_open(b, q);
         uint32_t ke = d->accepting[s] ? b->e0.data[K] : 0, ke1 = d->accepting[s] ? b->e1.data[K] : 0;
@@ -986,36 +992,38 @@ out:
     return rc;
 }
 
-/* Is d's graph (byte and label edges) cyclic?  An iterative DFS; scratch from bud. */
+/* Is d's graph (byte and label edges) cyclic?  An iterative DFS over its runs (kept on d for the
+ * copy that follows, cm_dfa_runs_for_copy), where reading its rows entry by entry cost more than
+ * the copy; scratch from bud. */
 static int db_dfa_cyclic(const cm_dfa_out *d, cm_budget *bud, bool *cyclic) {
     uint32_t n = d->n_states;
     int rc = CM_OK;
+    cm_dfa_runs *own = NULL;
+    const cm_dfa_runs *runs = cm_dfa_runs_for_copy(d, &own);
     uint8_t *color = cm_balloc(bud, (size_t)n + 1, true, &rc);
     uint32_t *st = cm_balloc(bud, 2 * ((size_t)n + 1) * sizeof *st, false, &rc);
+    if (!rc && !runs) rc = CM_ERR_NOMEM;
     *cyclic = false;
     for (uint32_t r = 0; !rc && r < n && !*cyclic; r++) {
         if (color[r]) continue;
         size_t sp = 0;
         color[r] = 1, st[sp++] = r, st[sp++] = 0;
         while (sp && !*cyclic) {
-            uint32_t s = st[sp - 2], i = st[sp - 1]++, t;
-            if (i < d->n_classes) {
-                int32_t x = d->trans[(size_t)s * d->n_classes + i];
-                if (x < 0 || (uint32_t)x >= n) continue;
-                t = (uint32_t)x;
-            } else if (i - d->n_classes < d->lab_off[s + 1] - d->lab_off[s]) {
-                t = d->lab_to[d->lab_off[s] + i - d->n_classes];
-                if (t >= n) continue;
-            } else {
+            uint32_t s = st[sp - 2], i = st[sp - 1]++, nr = runs->off[s + 1] - runs->off[s], t;
+            if (i < nr) t = runs->to[runs->off[s] + i];
+            else if (i - nr < d->lab_off[s + 1] - d->lab_off[s]) t = d->lab_to[d->lab_off[s] + i - nr];
+            else {
                 color[s] = 2, sp -= 2;
                 continue;
             }
+            if (t >= n) continue;
             if (color[t] == 1) *cyclic = true;
             else if (!color[t]) color[t] = 1, st[sp++] = t, st[sp++] = 0;
         }
     }
     cm_bfree(bud, color);
     cm_bfree(bud, st);
+    free(own);
     return rc;
 }
 
@@ -1025,7 +1033,8 @@ static int db_dfa_cyclic(const cm_dfa_out *d, cm_budget *bud, bool *cyclic) {
  * whose states this build cannot share by content, so its DFA before minimization can be
  * far larger than subset construction's)?  The IR is scanned first (at most `*budget` nodes;
  * *bad: something this build does not make), the copied DFAs' cycles looked for only once it
- * has a count and no repetition (most rules have no count: no DFS of their callees). */
+ * has no repetition (over their runs, kept on them for the copy: db_dfa_cyclic); a copied
+ * acyclic DFA makes the body worth it without a count (db_worth_it). */
 static void db_worth(const cm_ir_input *in, uint32_t pc, int depth, size_t *budget, bool *count, bool *bad,
                      cm_vec32 *embeds) {
     if (*bad) return;
@@ -1066,17 +1075,21 @@ static void db_worth(const cm_ir_input *in, uint32_t pc, int depth, size_t *budg
     }
 }
 
-/* db_worth's answer: CM_OK to build, DB_NO (or an error) not. */
+/* db_worth's answer: CM_OK to build, DB_NO (or an error) not.  A body without a count that
+ * copies a callee's acyclic DFA is worth it too (a bounded JSON string's body copied into its
+ * property, `"null" | "\"" chars-0-128 "\""`): Thompson's path copies each of its states into
+ * the NFA, determinises what is deterministic already and minimizes what is minimal already,
+ * where this build makes a state for each, kept by content (2.5% fewer instructions in
+ * compile_components on sp_333, every threshold on the copied states tried costing more). */
 static int db_worth_it(const cm_ir_input *in, uint32_t root, cm_budget *bud) {
     bool count = false, bad = false, loop = false;
     size_t look = 4096;
     cm_vec32 embeds = {.bud = bud};
     db_worth(in, root, 0, &look, &count, &bad, &embeds);
     int rc = CM_OK;
-    if (count && !bad) {
-        size_t k = embeds.n ? cm_sort_unique_u32(embeds.data, embeds.n) : 0; /* (each callee's DFA once) */
-        for (size_t i = 0; !rc && !loop && i < k; i++) rc = db_dfa_cyclic(in->frags[embeds.data[i]].dfa, bud, &loop);
-    }
+    size_t k = !bad && embeds.n ? cm_sort_unique_u32(embeds.data, embeds.n) : 0; /* (each callee's DFA once) */
+    if (k) count = true;
+    for (size_t i = 0; !rc && !loop && i < k; i++) rc = db_dfa_cyclic(in->frags[embeds.data[i]].dfa, bud, &loop);
     cm_vec_free(&embeds);
     return rc ? rc : count && !bad && !loop ? CM_OK : DB_NO;
 }
@@ -1110,6 +1123,7 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     for (size_t i = 0; db_vec(&b, i); i++) cm_vec_free(db_vec(&b, i));
     cm_bfree(bud, b.hc);
     cm_bfree(bud, b.um);
+    free(b.own_runs);
     uint32_t n_dfa = d ? d->n_states : 0;
     cm_stats_add(CM_PH_DIRECT, t0);
     uint64_t t1 = cm_stats_now();

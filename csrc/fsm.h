@@ -140,6 +140,12 @@ typedef struct cm_dfa_runs {
 /* d's runs if they were kept (cm_dfa_runs_keep; counted in cm_dfa_runs_reused), else NULL.  A
  * finished DFA does not change, so runs kept once stay true. */
 const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d);
+/* Are copies to take a DFA's kept runs (cm_dfa_runs_enable: off, every copy walks its rows)? */
+bool cm_dfa_runs_on(void);
+/* d's runs for a copy (direct.c): those kept on d (counted in cm_dfa_runs_reused), else made
+ * from its rows and kept; with the runs off, made for this copy alone (*own: the caller frees
+ * them).  NULL: out of memory. */
+const cm_dfa_runs *cm_dfa_runs_for_copy(const cm_dfa_out *d, cm_dfa_runs **own);
 /* Room for the runs of a DFA of n_states states with n_runs runs in all (NULL: out of memory). */
 cm_dfa_runs *cm_dfa_runs_alloc(uint32_t n_states, size_t n_runs);
 /* Keep `made` (cm_dfa_runs_alloc, filled) as d's runs unless some are kept already (another

@@ -63,10 +63,6 @@ static int tb_label(tbuilder *t, uint32_t s, uint32_t label, uint32_t d) {
     return rc ? rc : cm_vec_push(&t->ldst, d);
 }
 
-static int g_dfa_runs = 1;
-
-void cm_dfa_runs_enable(int on) { g_dfa_runs = on; }
-
 /* d's byte edges from its runs kept on it (cm_dfa_runs_of), states base on: the edges, in the
  * order the walk of its rows pushes them (tb_embed). */
 static int tb_embed_runs(tbuilder *t, const cm_dfa_runs *r, uint32_t n_states, uint32_t base) {
@@ -108,7 +104,7 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
     int rc = cm_budget_time(t->bud);
     uint32_t base = t->n;
     t->n += d->n_states;
-    const cm_dfa_runs *runs = g_dfa_runs && !rc ? cm_dfa_runs_of(d) : NULL;
+    const cm_dfa_runs *runs = cm_dfa_runs_on() && !rc ? cm_dfa_runs_of(d) : NULL;
     if (runs) { /* the byte edges at once (each kind of edge has its own arrays: the same NFA) */
         rc = tb_embed_runs(t, runs, d->n_states, base);
         for (uint32_t s = 0; !rc && s < d->n_states; s++) {
@@ -137,7 +133,7 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
             rc = tb_label(t, base + s, f->labels[d->lab[e]], base + d->lab_to[e]);
         if (!rc && d->accepting[s]) rc = tb_eps(t, base + s, end);
     }
-    if (!rc && g_dfa_runs) tb_keep_runs(t, d, from, base);
+    if (!rc && cm_dfa_runs_on()) tb_keep_runs(t, d, from, base);
     return rc ? rc : tb_eps(t, start, base);
 }
 

@@ -141,6 +141,7 @@ def test_used() -> None:
 
 
 BIG = 1 << 20
+COPY_900 = 'root ::= "<" c ">" | "x" c\nc ::= [a-z]{0,900}'
 
 
 @pytest.mark.parametrize(
@@ -154,6 +155,8 @@ BIG = 1 << 20
         ),
         ('root ::= [a-z]{0,2000} "."', CompileLimits(max_compile_mb=1, unroll_budget=BIG)),
         ('root ::= [a-z]{0,2000} "."', CompileLimits(max_total_states=500, unroll_budget=BIG)),
+        (COPY_900, CompileLimits(max_dfa_states=1_000, unroll_budget=BIG)),  # a body copying a big callee
+        (COPY_900, CompileLimits(max_dfa_states=3_000, unroll_budget=BIG)),
     ],
 )
 def test_limits(text: str, limits: CompileLimits) -> None:
@@ -210,4 +213,60 @@ def test_gate(text: str, direct: bool) -> None:
     finally:
         _core.compile_stats_enable(False)
     assert (ns["direct"] > 0) == direct
+    _same(_gbnf(text))
+
+
+def _phases(text: str) -> dict[str, int]:
+    _core.compile_stats_enable(True)
+    try:
+        with _direct(True):
+            _core.compile_stats()
+            build_tables(_gbnf(text))
+            return _core.compile_stats()["ns"]  # type: ignore[no-any-return]
+    finally:
+        _core.compile_stats_enable(False)
+
+
+# c is called from two rules (a and b, expanded into root): its DFA is copied, not its body expanded
+COPIES = 'root ::= a | b\na ::= {a}\nb ::= "<" c ">"\nc ::= {c}'
+
+
+@pytest.mark.parametrize(
+    ("a", "c", "thompson"),
+    [
+        ('"\\"" c "\\""', "[a-z]{0,40}", False),  # a bounded string's body in its quotes
+        ('"null" | "\\"" c "\\""', '([a-z] | "é"){0,9}', False),
+        ('"\\"" c "\\""', "[a-z]*", True),  # a copied callee with a cycle
+        ('"a" | "b"', '"x" "y"', True),  # no count and no copy in c, nor in a
+    ],
+)
+def test_copies_built_direct(a: str, c: str, thompson: bool) -> None:
+    """A body without a count that copies acyclic callees is built here, Thompson's path not
+    taken at all (the callee's own count included); the tables are the same either way."""
+    text = COPIES.format(a=a, c=c)
+    assert (_phases(text)["thompson"] > 0) == thompson
+    _same(_gbnf(text))
+
+
+CALLEES = [
+    "[a-z]{0,5}",  # a counted class: every position accepts
+    '"ab" | "ac" | "a"',  # a shared prefix, not prefix-free
+    '"é" | [0-9]{1,2} | "日本"',  # multi-byte
+    '"x" r "y"',  # a call: label edges (r is recursive, not inlined)
+    '( [a-c] | "\\\\u" [0-9]{2} ){2,4}',
+]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    c=st.sampled_from(CALLEES),
+    d=st.sampled_from(CALLEES),
+    shape=st.sampled_from(
+        ['"<" c ">"', "c d", '"n" | "<" c ">"', '( c | d ) "."', "c? d", '"a" c | "a" d', "c | d", 'c c "z"']
+    ),
+)
+def test_copied_callees(c: str, d: str, shape: str) -> None:
+    """Bodies without a count made of copies of acyclic callees (unions of copies, copies in
+    sequence, shared prefixes, label edges): the same tables on both paths."""
+    text = f'root ::= {shape} | "#" c d\nc ::= {c}\nd ::= {d}\nr ::= "(" r ")" | "-"\n'  # copied: used twice
     _same(_gbnf(text))
