@@ -56,7 +56,9 @@ def _same(a: list, b: list, what: str) -> None:
     assert not differ, f"states {differ[:8]}: entries differ from {what}"
 
 
-def assert_classes_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = False, **kw: Any) -> int:
+def assert_classes_same(
+    g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = False, **kw: Any
+) -> int:
     """Entries with the class prefix on equal to it off (and, plain, to plain walks'); the bytes
     taken by class."""
     on, shared = _entries(g, vocab, True, **kw)
@@ -139,11 +141,11 @@ def test_random_vocab_same_entries(index: int, seed: int) -> None:
 
 @given(
     st.integers(0, len(CLASS_GRAMMARS) - 1),
-    st.lists(st.lists(st.sampled_from(CLASS_BYTES), min_size=2, max_size=14).map(bytes), min_size=1, max_size=80),
+    st.lists(
+        st.lists(st.sampled_from(CLASS_BYTES), min_size=2, max_size=14).map(bytes), min_size=1, max_size=80
+    ),
 )
 def test_hypothesis_same_entries(index: int, pieces: list) -> None:
     toks = {bytes([x]) for x in range(256)} | set(pieces)
     g = cfgmask.Grammar.from_gbnf(CLASS_GRAMMARS[index])
-    assert_classes_same(
-        g, cfgmask.Vocabulary.from_token_bytes(sorted(toks)), plain=True, limits=OWN_RULES
-    )
+    assert_classes_same(g, cfgmask.Vocabulary.from_token_bytes(sorted(toks)), plain=True, limits=OWN_RULES)
