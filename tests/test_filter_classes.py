@@ -27,6 +27,7 @@ from cfgmask import _core
 from .helpers import masks_along
 from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
 from .test_filter_pairs import OWN_RULES
+from .test_filter_skip import _same
 
 
 @contextmanager
@@ -45,15 +46,6 @@ def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, **kw: Any)
     with _classes(on):
         got = entries(cfgmask.compile(g, vocab, **kw))
     return got, _core.filter_class_shared() - shared
-
-
-def _same(a: list, b: list, what: str) -> None:
-    differ = [
-        s
-        for s, (x, y) in enumerate(zip(a, b, strict=True))
-        if not (np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]))
-    ]
-    assert not differ, f"states {differ[:8]}: entries differ from {what}"
 
 
 def assert_classes_same(
