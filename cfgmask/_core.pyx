@@ -1753,6 +1753,19 @@ def filter_skipped():
     return cm_walk_filter_skipped()
 
 
+def filter_class_prefix_enable(bint on):
+    """Let the upward filter's charts keep the sets of the token before for the common prefix of
+    byte classes (csrc/walk.c, the default; only where a chart reads bytes through their class
+    alone) or, off, of bytes only: the reference the tests compare against.  Process-wide."""
+    cm_walk_filter_class_prefix_enable(1 if on else 0)
+
+
+def filter_class_shared():
+    """How many bytes the upward filter's charts took from the token before by class, past the
+    common prefix of bytes, so far in this process (for the tests)."""
+    return cm_walk_filter_class_shared()
+
+
 def follow_memo_counts():
     """The upward filter's lazy verdict memo so far in this process (for the tests): (verdicts
     held unhashed by a rule's first filter, those hashed into the memo when a second filter of

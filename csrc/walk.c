@@ -838,6 +838,35 @@ static atomic_size_t g_subtree_skipped;
 void cm_walk_filter_skip_enable(int on) { atomic_store(&g_subtree_skip, on); }
 size_t cm_walk_filter_skipped(void) { return atomic_load(&g_subtree_skipped); }
 
+/* A chart scan reads a byte only through its class (t->byte_class) where no lookahead debt
+ * reads the byte itself (n_la <= 1) and no count is kept (has_segments: scan_counted), so two
+ * byte strings of the same classes leave the same sets and exits.  The filter's charts then
+ * keep the sets of the token before for the common prefix of classes, not only of bytes: at a
+ * long string's block end the uncertain tokens are runs of `#`, `*`, `/`, `=`, `|` ... (one
+ * class inside a JSON string), each read from its first byte before.  Off: bytes only. */
+static atomic_int g_class_prefix = 1;
+static atomic_size_t g_class_shared;
+
+void cm_walk_filter_class_prefix_enable(int on) { atomic_store(&g_class_prefix, on); }
+size_t cm_walk_filter_class_shared(void) { return atomic_load(&g_class_shared); }
+
+/* The byte classes of the grammar where its charts read bytes through them alone, else NULL. */
+static const uint8_t *scan_classes(const cm_grammar *g) {
+    if (!atomic_load_explicit(&g_class_prefix, memory_order_relaxed) || g->t.n_la > 1 || g->has_segments) return NULL;
+    return g->t.byte_class;
+}
+
+/* The common prefix of a and b by class, from d (a common prefix of them) on, but not past
+ * `have` (the sets kept); the bytes it adds to d counted into *shared. */
+static uint32_t class_prefix(const uint8_t *bc, const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb,
+                             uint32_t d, uint32_t have, size_t *shared) {
+    uint32_t m = la < lb ? la : lb, from = d;
+    if (m > have) m = have;
+    while (d < m && bc[a[d]] == bc[b[d]]) d++;
+    *shared += d > from ? d - from : 0;
+    return d;
+}
+
 /* The bytes some item of up's last set reads (next_bytes: a byte no item reads
  * is one cm_chart_scan appends no set for), into reads. */
 static void set_reads(const cm_grammar *g, const cm_chart *up, uint32_t *reads) {
@@ -1025,18 +1054,21 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
                            g->ret_off[rule + 1] - g->ret_off[rule]);
     m->up_rule = rc ? 0 : rule + 1;  /* (its first set: what pair_second reads) */
     bool runs_on = g->lim.filter_runs != 0;
-    const uint8_t *prev = NULL;
+    const uint8_t *prev = NULL, *bc = scan_classes(g);
     uint32_t plen = 0, have = 0;  /* prev[0..have) has sets in up */
     bool died = false;            /* prev died on prev[have] */
+    size_t shared = 0;
     for (size_t j = 0; !rc && j < n; j++) {
         if (keep[q[j].i]) continue;
         const uint8_t *p = q[j].p;
-        uint32_t len = q[j].len, d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
+        uint32_t len = q[j].len, d = prev ? cm_common_prefix(prev, plen, p, len) : 0, d_bytes = d;
+        if (prev && bc) d = class_prefix(bc, prev, plen, p, len, d, died ? have + 1 : have, &shared);
         int ok;
         if (prev && died && d > have) {
             ok = 0;  /* reads the byte prev died on */
         } else {
-            uint32_t from = d < have ? d : have, run = runs_on && len > 1 && p[1] == p[0] ? run_length(p, len) : 0;
+            /* (a read-ahead is due by the bytes past the byte prefix: as without the classes) */
+            uint32_t from = d < have ? d : have, from_bytes = d_bytes < have ? d_bytes : have, run = runs_on && len > 1 && p[1] == p[0] ? run_length(p, len) : 0;
             /* the runs known answer a run when that saves at least
              * lim.filter_runs steps: scanning one or two more bytes keeps the
              * sets the next ask (sorted, often the run one byte longer) shares */
@@ -1055,7 +1087,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
                 died = alive < len;
                 ok = alive == len;
                 if (r) run_learn(r, run, len, alive);
-                if (r && ok && run == len && g->lim.run_ahead && run_ahead_now(g, r, len - from))
+                if (r && ok && run == len && g->lim.run_ahead && run_ahead_now(g, r, len - from_bytes))
                     have = run_ahead(g, up, r, len, have);
             }
         }
@@ -1064,6 +1096,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
             held->v[held->n++] = (follow_verdict){(uint32_t)(p - g->v->trie_data), (uint16_t)len, (uint16_t)ok};
         if (ok) keep[q[j].i] = 1;
     }
+    if (shared) atomic_fetch_add(&g_class_shared, shared);
     return rc;
 }
 
@@ -1165,11 +1198,13 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t prev_k = 0, plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
     bool died = false;                        /* prev died on prev[have] */
     bool skip_on = atomic_load_explicit(&g_subtree_skip, memory_order_relaxed) != 0;
-    size_t skipped = 0;
+    size_t skipped = 0, class_shared = 0;
+    const uint8_t *bc = scan_classes(g);
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         uint32_t d = prev ? trie_prefix(v, prev_k, k, prev, plen, p, len) : 0;
+        if (prev && bc) d = class_prefix(bc, prev, plen, p, len, d, died ? have + 1 : have, &class_shared);
         long dead = have;
         if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
             dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
@@ -1279,6 +1314,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
     if (paired) atomic_fetch_add(&g_pair_hits, paired);
     if (skipped) atomic_fetch_add(&g_subtree_skipped, skipped);
+    if (class_shared) atomic_fetch_add(&g_class_shared, class_shared);
     if (run_hits) atomic_fetch_add(&g_run_hits, run_hits);
     /* on a failure, every token stays */
     size_t kept = 0;

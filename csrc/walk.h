@@ -76,6 +76,12 @@ size_t cm_walk_filter_pair_hits(void);
  * cm_walk_filter_skipped: the tokens skipped so far in this process (for the tests). */
 void cm_walk_filter_skip_enable(int on);
 size_t cm_walk_filter_skipped(void);
+/* The filter's class prefix (on by default): where the charts read bytes through their class
+ * alone (no lookahead debts, no segments), a token takes the sets of the token before for their
+ * common prefix of classes, not only of bytes.  Off: bytes only (the tests' reference).
+ * Process-wide; cm_walk_filter_class_shared: the bytes so taken in this process (for the tests). */
+void cm_walk_filter_class_prefix_enable(int on);
+size_t cm_walk_filter_class_shared(void);
 /* The lazy verdict memo (lim.lazy_follow), so far in this process (for the
  * tests): verdicts held unhashed by a rule's first filter, those hashed into
  * the memo when a second filter of the rule came, and the filter's questions
