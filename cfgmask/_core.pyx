@@ -1301,10 +1301,6 @@ cdef int _frag(object pair, cm_ir_frag *f, uint32_t n_names, list keep) except -
     return 0
 
 
-cdef cm_ir_input _ir_input(const uint32_t[::1] code, const uint32_t[::1] label):
-    return _ir_input_at(_u32(code), code.shape[0], _u32(label), label.shape[0])
-
-
 cdef cm_ir_input _ir_input_at(const uint32_t *code, Py_ssize_t code_len, const uint32_t *label,
                               Py_ssize_t n_label) noexcept:
     cdef cm_ir_input inp
