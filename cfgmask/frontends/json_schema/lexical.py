@@ -279,6 +279,9 @@ class Encoder:
         # ``share_classes`` each such class is one rule, used by reference
         self.share_classes = share_classes
         self._shared: dict[tuple[tuple[int, int], ...], str] = {}  # ranges -> their rule's name
+        # leaf (class, literal) -> its encoding: an automaton's states repeat their classes, and
+        # a leaf's encoding adds no rule but a shared class's, already in ``rules`` on a repeat
+        self._leaves: dict[ir.Expr, ir.Expr] = {}
 
     def encode_all(self, e: ir.Expr, source: dict[str, ir.Expr]) -> ir.Expr:
         """``encode(e, source)`` with every rule of ``source`` named first, so that long chains
@@ -319,8 +322,16 @@ class Encoder:
             name = self.done.get(e.name) if e.name in source else None  # type: ignore[attr-defined]
             if name is not None:
                 return ir.Ref(name)
-        elif t is ir.CharClass and self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:  # type: ignore[attr-defined]
-            return self._shared_class(e.ranges)  # type: ignore[attr-defined]
+            return self.encode(e, source)
+        if t is ir.CharClass or t is ir.Literal:
+            out = self._leaves.get(e)
+            if out is None:
+                if t is ir.CharClass and self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:  # type: ignore[attr-defined]
+                    out = self._shared_class(e.ranges)  # type: ignore[attr-defined]
+                else:
+                    out = self.encode(e, source)
+                self._leaves[e] = out
+            return out
         return self.encode(e, source)
 
     def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:

@@ -207,13 +207,14 @@ def restrict_length(e: ir.Expr, lo: int, hi: int | None, rules: dict[str, ir.Exp
         parts = [restrict_length(x, lo, hi, rules) for x in e.items]
         return None if any(p is None for p in parts) else ir.alt(*parts)  # type: ignore[arg-type]
     items = list(e.items) if isinstance(e, ir.Seq) else [e]
-    var = [i for i, x in enumerate(items) if U.char_lengths(x, rules)[0] != U.char_lengths(x, rules)[1]]
+    spans = [U.char_lengths(x, rules) for x in items]  # each item's once
+    var = [i for i, (a, b) in enumerate(spans) if a != b]
     if len(var) != 1:
         return None
     x = items[var[0]]
     if not isinstance(x, ir.Repeat) or U.char_lengths(x.item, rules) != (1, 1):
         return None
-    fixed = sum(U.char_lengths(y, rules)[0] for i, y in enumerate(items) if i != var[0])
+    fixed = sum(a for i, (a, _) in enumerate(spans) if i != var[0])
     nlo = max(x.lo, lo - fixed)
     nhi = None if hi is None else hi - fixed
     if x.hi is not None:
@@ -341,6 +342,11 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
     # the end of a name with nothing after it (most of the trie's leaves): any non-empty tail
     leaf = ir.seq(encode_class(ALL_CHARS, canonical), anything)
 
+    # per call: a character's spelling, and the tail after the characters a node does not
+    # continue with (most nodes have one child, and the same few characters recur)
+    spelled: dict[int, ir.Expr] = {}
+    rest: dict[tuple[tuple[int, int], ...], ir.Expr | None] = {}
+
     def build(node: dict[str, Any], top: bool) -> ir.Expr:
         if len(node) == 1 and "" in node:
             return leaf
@@ -349,17 +355,25 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
             rules[name] = build(node, True)
             return ir.Ref(name)
         alts: list[ir.Expr] = [] if "" in node else [ir.EPSILON]
-        chars = sorted(ord(k) for k in node if k)
+        chars = sorted([ord(k) for k in node if k])
         taken: list[tuple[int, int]] = []  # ``chars`` as merged ranges (sorted, distinct)
         for cp in chars:
-            alts.append(ir.seq(encode_class(((cp, cp),), canonical), build(node[chr(cp)], False)))
+            cls = spelled.get(cp)
+            if cls is None:
+                cls = spelled[cp] = encode_class(((cp, cp),), canonical)
+            alts.append(ir.seq(cls, build(node[chr(cp)], False)))
             if taken and taken[-1][1] + 1 == cp:
                 taken[-1] = (taken[-1][0], cp)
             else:
                 taken.append((cp, cp))
-        others = ir.complement_ranges(tuple(taken))
-        if others:
-            alts.append(ir.seq(encode_class(others, canonical), anything))
+        key = tuple(taken)
+        if key in rest:
+            tail = rest[key]
+        else:
+            others = ir.complement_ranges(key)
+            tail = rest[key] = ir.seq(encode_class(others, canonical), anything) if others else None
+        if tail is not None:
+            alts.append(tail)
         return ir.alt(*alts)
 
     return build(trie, True)
