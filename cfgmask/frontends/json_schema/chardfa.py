@@ -403,10 +403,11 @@ def _determinize(
     labs = memoryview(lab).cast("I").tolist()
     tos = memoryview(lab_to).cast("I").tolist()
     trans = []
+    blank = [-1] * len(atoms)
     for s in range(len(acc)):
-        row = [-1] * len(atoms)
-        for a, t in zip(labs[off[s] : off[s + 1]], tos[off[s] : off[s + 1]], strict=True):
-            row[a] = t
+        row = blank.copy()
+        for j in range(off[s], off[s + 1]):
+            row[labs[j]] = tos[j]
         trans.append(row)
     return _merge_atoms(atoms, trans, [bool(x) for x in acc])
 
@@ -505,8 +506,9 @@ def regions(dfas: Sequence[CharDFA]) -> tuple[CharDFA, list[tuple[bool, ...]]]:
     for i, d in enumerate(dfas):
         cols = [c[i] for c in comp_atom]
         dead = len(d.trans)
+        to = [*range(dead), dead]  # a target as the C core takes it: -1 (to[-1]) is ``dead``
         for row in d.trans:
-            rows += [t if t >= 0 else dead for t in (row[a] for a in cols)]
+            rows += [to[row[a]] for a in cols]
         rows += [dead] * n
         sizes.append(dead + 1)
     deadline.check("string automaton")
