@@ -87,6 +87,25 @@ def _refine(sets: Sequence[Ranges]) -> tuple[list[Ranges], list[list[int]]]:
     return [tuple(a) for a in atoms], members
 
 
+def _pieces(atoms: Sequence[Ranges]) -> list[tuple[int, int, int]]:
+    """Every range of every atom as ``(lo, hi, atom)``, in code-point order."""
+    return sorted([(lo, hi, a) for a, rs in enumerate(atoms) for lo, hi in rs])
+
+
+def _union(pieces: list[tuple[int, int, int]], member: set[int]) -> Ranges:
+    """The code points of the atoms in ``member`` as ``ir.normalize_ranges`` gives them (sorted,
+    touching ranges merged), from :func:`_pieces` of atoms that partition the code points: their
+    pieces taken in order, each merged into the last when it starts right after it."""
+    out: list[tuple[int, int]] = []
+    for lo, hi, a in pieces:
+        if a in member:
+            if out and out[-1][1] + 1 == lo:
+                out[-1] = (out[-1][0], hi)
+            else:
+                out.append((lo, hi))
+    return tuple(out)
+
+
 def _coreachable(succ: Sequence[Iterable[int]], seeds: Iterable[int]) -> list[bool]:
     """The states from which one of ``seeds`` can be reached (``succ``: state -> successors,
     ``-1`` ignored)."""
@@ -130,6 +149,8 @@ class CharDFA:
         return _coreachable([set(row) for row in self.trans], [s for s, a in enumerate(self.accept) if a])
 
     def is_empty(self) -> bool:
+        if self.minimal:  # trimmed: every state is live, so only the empty automaton's start is not
+            return not self.accept[0] and all(t < 0 for t in self.trans[0])
         return not self.live()[0]
 
     def matches(self, text: str) -> bool:
@@ -224,6 +245,7 @@ class CharDFA:
         cut = {s for s in range(len(d)) if preds[s] > 1 or (s == 0 and preds[s])}
         names: dict[int, str] = {}
         classes: dict[tuple[int, ...], ir.Expr] = {}  # atoms -> their class (states share groups)
+        pieces: list[tuple[int, int, int]] = []  # the atoms' ranges in order, once a group needs them
 
         def ref(s: int) -> ir.Expr:
             if s not in names:
@@ -236,13 +258,22 @@ class CharDFA:
             groups: dict[int, list[int]] = {}
             for a, t in enumerate(d.trans[s]):
                 if t >= 0:
-                    groups.setdefault(t, []).append(a)
+                    g = groups.get(t)
+                    if g is None:
+                        groups[t] = [a]
+                    else:
+                        g.append(a)
             alts: list[ir.Expr] = [ir.EPSILON] if d.accept[s] else []
             for t, group in groups.items():
                 key = tuple(group)
                 cls = classes.get(key)
                 if cls is None:
-                    ranges = ir.normalize_ranges([r for a in group for r in d.atoms[a]])
+                    if len(group) == 1:
+                        ranges = ir.normalize_ranges(d.atoms[group[0]])
+                    else:  # (a complement's group holds most atoms: no sort of all their ranges)
+                        if not pieces:
+                            pieces.extend(_pieces(d.atoms))
+                        ranges = _union(pieces, set(group))
                     cls = classes[key] = ir.CharClass(ranges)
                 alts.append(ir.seq(cls, nxt(t, depth + 1)))
             return ir.alt(*alts) if alts else ir.NOTHING
@@ -423,7 +454,11 @@ def _merge_atoms(atoms: list[Ranges], trans: list[list[int]], accept: list[bool]
     for a, col in enumerate(zip(*trans, strict=True)):  # each atom's column
         cols.setdefault(col, []).append(a)
     if len(cols) < len(atoms):
-        atoms = [ir.normalize_ranges([r for a in group for r in atoms[a]]) for group in cols.values()]
+        pieces = _pieces(atoms)
+        atoms = [
+            ir.normalize_ranges(atoms[group[0]]) if len(group) == 1 else _union(pieces, set(group))
+            for group in cols.values()
+        ]
         trans = [[row[group[0]] for group in cols.values()] for row in trans]
     return CharDFA(atoms, trans, accept, minimal=True)
 

@@ -327,7 +327,10 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
     for n in names:
         node = trie
         for ch in n:
-            node = node.setdefault(ch, {})
+            nxt = node.get(ch)
+            if nxt is None:
+                nxt = node[ch] = {}
+            node = nxt
         node[""] = {}
     anything = ir.Repeat(encode_class(ALL_CHARS, canonical), 0, None)
 
@@ -336,32 +339,40 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
     def size(node: dict[str, Any]) -> int:
         n = sizes.get(id(node))
         if n is None:
-            n = sizes[id(node)] = 1 + sum(size(v) for k, v in node.items() if k)
+            n = 1
+            for k, v in node.items():
+                if k:
+                    n += size(v)
+            sizes[id(node)] = n
         return n
 
     # the end of a name with nothing after it (most of the trie's leaves): any non-empty tail
     leaf = ir.seq(encode_class(ALL_CHARS, canonical), anything)
-
     # per call: a character's spelling, and the tail after the characters a node does not
     # continue with (most nodes have one child, and the same few characters recur)
     spelled: dict[int, ir.Expr] = {}
     rest: dict[tuple[tuple[int, int], ...], ir.Expr | None] = {}
+    seq, alt, eps = ir.seq, ir.alt, ir.EPSILON
 
-    def build(node: dict[str, Any], top: bool) -> ir.Expr:
+    def build(node: dict[str, Any], top: bool, small: bool) -> ir.Expr:
+        """``small``: the subtree is below ``NOT_IN_RULE_SIZE`` (so is every subtree in it), or
+        no rules are made: nothing under it is cut out."""
         if len(node) == 1 and "" in node:
             return leaf
-        if rules is not None and not top and size(node) >= NOT_IN_RULE_SIZE:
-            name = U.fresh(rules, "key-not-in")
-            rules[name] = build(node, True)
-            return ir.Ref(name)
-        alts: list[ir.Expr] = [] if "" in node else [ir.EPSILON]
+        if not small and not top:
+            if size(node) >= NOT_IN_RULE_SIZE:
+                name = U.fresh(rules, "key-not-in")  # type: ignore[arg-type]
+                rules[name] = build(node, True, False)  # type: ignore[index]
+                return ir.Ref(name)
+            small = True
+        alts: list[ir.Expr] = [] if "" in node else [eps]
         chars = sorted([ord(k) for k in node if k])
         taken: list[tuple[int, int]] = []  # ``chars`` as merged ranges (sorted, distinct)
         for cp in chars:
             cls = spelled.get(cp)
             if cls is None:
                 cls = spelled[cp] = encode_class(((cp, cp),), canonical)
-            alts.append(ir.seq(cls, build(node[chr(cp)], False)))
+            alts.append(seq(cls, build(node[chr(cp)], False, small)))
             if taken and taken[-1][1] + 1 == cp:
                 taken[-1] = (taken[-1][0], cp)
             else:
@@ -371,9 +382,9 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
             tail = rest[key]
         else:
             others = ir.complement_ranges(key)
-            tail = rest[key] = ir.seq(encode_class(others, canonical), anything) if others else None
+            tail = rest[key] = seq(encode_class(others, canonical), anything) if others else None
         if tail is not None:
             alts.append(tail)
-        return ir.alt(*alts)
+        return alt(*alts)
 
-    return build(trie, True)
+    return build(trie, True, rules is None)
