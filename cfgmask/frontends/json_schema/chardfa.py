@@ -243,45 +243,48 @@ class CharDFA:
                 if t >= 0:
                     preds[t] += 1
         cut = {s for s in range(len(d)) if preds[s] > 1 or (s == 0 and preds[s])}
-        names: dict[int, str] = {}
         classes: dict[tuple[int, ...], ir.Expr] = {}  # atoms -> their class (states share groups)
         pieces: list[tuple[int, int, int]] = []  # the atoms' ranges in order, once a group needs them
 
+        refs: dict[int, ir.Ref] = {}  # a state's rule's reference, one node for all its uses
+        trans, accept, atoms = d.trans, d.accept, d.atoms
+        seq, CharClass = ir.seq, ir.CharClass
+
         def ref(s: int) -> ir.Expr:
-            if s not in names:
+            r = refs.get(s)
+            if r is None:
                 deadline.check("string automaton")  # once a rule: every chain is cut into rules
-                names[s] = U.fresh(rules, f"{prefix}-q{s}")
-                rules[names[s]] = body(s, 0)
-            return ir.Ref(names[s])
+                name = U.fresh(rules, f"{prefix}-q{s}")
+                r = refs[s] = ir.Ref(name)
+                rules[name] = body(s, 0)
+            return r
 
         def body(s: int, depth: int) -> ir.Expr:
             groups: dict[int, list[int]] = {}
-            for a, t in enumerate(d.trans[s]):
+            for a, t in enumerate(trans[s]):
                 if t >= 0:
                     g = groups.get(t)
                     if g is None:
                         groups[t] = [a]
                     else:
                         g.append(a)
-            alts: list[ir.Expr] = [ir.EPSILON] if d.accept[s] else []
+            alts: list[ir.Expr] = [ir.EPSILON] if accept[s] else []
+            depth += 1  # the targets' depth (nxt, inline)
             for t, group in groups.items():
                 key = tuple(group)
                 cls = classes.get(key)
                 if cls is None:
                     if len(group) == 1:
-                        ranges = ir.normalize_ranges(d.atoms[group[0]])
+                        ranges = ir.normalize_ranges(atoms[group[0]])
                     else:  # (a complement's group holds most atoms: no sort of all their ranges)
                         if not pieces:
-                            pieces.extend(_pieces(d.atoms))
+                            pieces.extend(_pieces(atoms))
                         ranges = _union(pieces, set(group))
-                    cls = classes[key] = ir.CharClass(ranges)
-                alts.append(ir.seq(cls, nxt(t, depth + 1)))
+                    cls = classes[key] = CharClass(ranges)
+                alts.append(seq(cls, ref(t) if t in cut or depth >= MAX_INLINE_DEPTH else body(t, depth)))
             return ir.alt(*alts) if alts else ir.NOTHING
 
-        def nxt(t: int, depth: int) -> ir.Expr:
-            return ref(t) if t in cut or depth >= MAX_INLINE_DEPTH else body(t, depth)
-
-        return nxt(0, 0)
+        return ref(0) if 0 in cut else body(0, 0)
 
 
 # --------------------------------------------------------------------------- construction
