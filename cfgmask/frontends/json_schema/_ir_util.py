@@ -19,7 +19,7 @@ dumps_sorted_key = json.JSONEncoder(default=str, sort_keys=True).encode
 
 
 # (the rules dict fresh last served, stem -> the first suffix not known taken there): the
-# names ``stem``, ``stem-2`` .. ``stem-(n-1)`` were all in that dict when fresh last named one,
+# names ``stem-2`` .. ``stem-(n-1)`` were all in that dict when fresh last named one,
 # and the front end's rule dicts only grow, so they still are and the search starts at ``n``.
 # Without it the k-th rule of one stem probed k names (``obj-3`` in every object of a schema,
 # ``key-not-in`` 80 times in Snowplow sp_0): quadratic.  One dict at a time (a tuple, swapped
@@ -39,11 +39,14 @@ def fresh(rules: dict[str, ir.Expr], base: str) -> str:
         stem = (base if plain else _NOT_NAME.sub("-", base)).strip("-")[:60] or "r"
         if len(_STEMS) < _MEMO_MAX:
             _STEMS[base] = stem
+    if stem not in rules:  # the stem itself (most names): no hint read or kept
+        rules[stem] = ir.NOTHING  # reserved; the caller sets the body
+        return stem
     hint = _HINT
     if hint[0] is not rules:
         hint = _HINT = (rules, {})
-    n = hint[1].get(stem, 1)
-    name = stem if n == 1 else f"{stem}-{n}"
+    n = hint[1].get(stem, 2)
+    name = f"{stem}-{n}"
     while name in rules:
         n += 1
         name = f"{stem}-{n}"
