@@ -38,6 +38,7 @@ from typing import Any
 
 from ... import ir
 from ...errors import GrammarError
+from . import _ir_util
 from .lexical import whitespace as _whitespace
 from .refs import plain_text
 from .report import ReportEntry, SchemaReport
@@ -53,7 +54,7 @@ def clear_memos() -> None:
     reuses nothing an earlier schema taught).  What depends on no schema stays: the
     metaschemas, the named formats' languages, the JSON spellings of classes, the automaton of
     every string (``strings.everywhere``'s)."""
-    from . import _ir_util, canonical, containers, lexical, numbers, strings, wellformed
+    from . import canonical, containers, lexical, numbers, strings, wellformed
 
     for memo in (
         strings.pattern_dfa,
@@ -69,6 +70,7 @@ def clear_memos() -> None:
     containers._KEYS.clear()
     _ir_util._STEMS.clear()
     _ir_util._LITERALS.clear()
+    _ir_util.release()
 
 
 def schema_to_grammar(
@@ -104,6 +106,7 @@ def schema_to_grammar(
         # nodes, tuples and dicts a schema) is freed here, not left to the collector, whose
         # passes during the compile that follows it would walk and then clear it
         c.strings = c.containers = None  # type: ignore[assignment]
+        _ir_util.release()  # fresh's hint holds this schema's rules: freed with the walk
 
 
 # json.loads without its three Python frames (loads, decode, raw_decode) and two regex matches:

@@ -18,8 +18,20 @@ dumps_key = json.JSONEncoder(default=str).encode
 dumps_sorted_key = json.JSONEncoder(default=str, sort_keys=True).encode
 
 
+# (the rules dict fresh last served, stem -> the first suffix not known taken there): the
+# names ``stem-2`` .. ``stem-(n-1)`` were all in that dict when fresh last named one,
+# and the front end's rule dicts only grow, so they still are and the search starts at ``n``.
+# Without it the k-th rule of one stem probed k names (``obj-3`` in every object of a schema,
+# ``key-not-in`` 80 times in Snowplow sp_0): quadratic.  One dict at a time (a tuple, swapped
+# whole: a thread that meets another's dict starts over, which is always right); the dict is
+# held until fresh serves another one or :func:`release` runs.
+_HINT: tuple[dict[str, ir.Expr] | None, dict[str, int]] = (None, {})
+
+
 def fresh(rules: dict[str, ir.Expr], base: str) -> str:
-    """A rule name derived from ``base`` not yet used in ``rules`` (reserved on return)."""
+    """A rule name derived from ``base`` not yet used in ``rules`` (reserved on return): the
+    stem itself, else ``stem-2``, ``stem-3`` .. the first free."""
+    global _HINT
     stem = _STEMS.get(base)
     if stem is None:
         # a base of name characters only (most: "prop-" and a key) is kept as it is, no regex run
@@ -27,13 +39,26 @@ def fresh(rules: dict[str, ir.Expr], base: str) -> str:
         stem = (base if plain else _NOT_NAME.sub("-", base)).strip("-")[:60] or "r"
         if len(_STEMS) < _MEMO_MAX:
             _STEMS[base] = stem
-    base = stem
-    name, n = base, 1
+    if stem not in rules:  # the stem itself (most names): no hint read or kept
+        rules[stem] = ir.NOTHING  # reserved; the caller sets the body
+        return stem
+    hint = _HINT
+    if hint[0] is not rules:
+        hint = _HINT = (rules, {})
+    n = hint[1].get(stem, 2)
+    name = f"{stem}-{n}"
     while name in rules:
         n += 1
-        name = f"{base}-{n}"
+        name = f"{stem}-{n}"
+    hint[1][stem] = n + 1
     rules[name] = ir.NOTHING  # reserved; the caller sets the body
     return name
+
+
+def release() -> None:
+    """Drop :func:`fresh`'s hint and the dict it holds (a front end run's end)."""
+    global _HINT
+    _HINT = (None, {})
 
 
 def spent(i: int) -> ir.Expr:

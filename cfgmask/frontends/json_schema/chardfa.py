@@ -87,6 +87,25 @@ def _refine(sets: Sequence[Ranges]) -> tuple[list[Ranges], list[list[int]]]:
     return [tuple(a) for a in atoms], members
 
 
+def _pieces(atoms: Sequence[Ranges]) -> list[tuple[int, int, int]]:
+    """Every range of every atom as ``(lo, hi, atom)``, in code-point order."""
+    return sorted([(lo, hi, a) for a, rs in enumerate(atoms) for lo, hi in rs])
+
+
+def _union(pieces: list[tuple[int, int, int]], member: set[int]) -> Ranges:
+    """The code points of the atoms in ``member`` as ``ir.normalize_ranges`` gives them (sorted,
+    touching ranges merged), from :func:`_pieces` of atoms that partition the code points: their
+    pieces taken in order, each merged into the last when it starts right after it."""
+    out: list[tuple[int, int]] = []
+    for lo, hi, a in pieces:
+        if a in member:
+            if out and out[-1][1] + 1 == lo:
+                out[-1] = (out[-1][0], hi)
+            else:
+                out.append((lo, hi))
+    return tuple(out)
+
+
 def _coreachable(succ: Sequence[Iterable[int]], seeds: Iterable[int]) -> list[bool]:
     """The states from which one of ``seeds`` can be reached (``succ``: state -> successors,
     ``-1`` ignored)."""
@@ -130,6 +149,8 @@ class CharDFA:
         return _coreachable([set(row) for row in self.trans], [s for s, a in enumerate(self.accept) if a])
 
     def is_empty(self) -> bool:
+        if self.minimal:  # trimmed: every state is live, so only the empty automaton's start is not
+            return not self.accept[0] and all(t < 0 for t in self.trans[0])
         return not self.live()[0]
 
     def matches(self, text: str) -> bool:
@@ -222,35 +243,48 @@ class CharDFA:
                 if t >= 0:
                     preds[t] += 1
         cut = {s for s in range(len(d)) if preds[s] > 1 or (s == 0 and preds[s])}
-        names: dict[int, str] = {}
         classes: dict[tuple[int, ...], ir.Expr] = {}  # atoms -> their class (states share groups)
+        pieces: list[tuple[int, int, int]] = []  # the atoms' ranges in order, once a group needs them
+
+        refs: dict[int, ir.Ref] = {}  # a state's rule's reference, one node for all its uses
+        trans, accept, atoms = d.trans, d.accept, d.atoms
+        seq, CharClass = ir.seq, ir.CharClass
 
         def ref(s: int) -> ir.Expr:
-            if s not in names:
+            r = refs.get(s)
+            if r is None:
                 deadline.check("string automaton")  # once a rule: every chain is cut into rules
-                names[s] = U.fresh(rules, f"{prefix}-q{s}")
-                rules[names[s]] = body(s, 0)
-            return ir.Ref(names[s])
+                name = U.fresh(rules, f"{prefix}-q{s}")
+                r = refs[s] = ir.Ref(name)
+                rules[name] = body(s, 0)
+            return r
 
         def body(s: int, depth: int) -> ir.Expr:
             groups: dict[int, list[int]] = {}
-            for a, t in enumerate(d.trans[s]):
+            for a, t in enumerate(trans[s]):
                 if t >= 0:
-                    groups.setdefault(t, []).append(a)
-            alts: list[ir.Expr] = [ir.EPSILON] if d.accept[s] else []
+                    g = groups.get(t)
+                    if g is None:
+                        groups[t] = [a]
+                    else:
+                        g.append(a)
+            alts: list[ir.Expr] = [ir.EPSILON] if accept[s] else []
+            depth += 1  # the targets' depth (nxt, inline)
             for t, group in groups.items():
                 key = tuple(group)
                 cls = classes.get(key)
                 if cls is None:
-                    ranges = ir.normalize_ranges([r for a in group for r in d.atoms[a]])
-                    cls = classes[key] = ir.CharClass(ranges)
-                alts.append(ir.seq(cls, nxt(t, depth + 1)))
+                    if len(group) == 1:
+                        ranges = ir.normalize_ranges(atoms[group[0]])
+                    else:  # (a complement's group holds most atoms: no sort of all their ranges)
+                        if not pieces:
+                            pieces.extend(_pieces(atoms))
+                        ranges = _union(pieces, set(group))
+                    cls = classes[key] = CharClass(ranges)
+                alts.append(seq(cls, ref(t) if t in cut or depth >= MAX_INLINE_DEPTH else body(t, depth)))
             return ir.alt(*alts) if alts else ir.NOTHING
 
-        def nxt(t: int, depth: int) -> ir.Expr:
-            return ref(t) if t in cut or depth >= MAX_INLINE_DEPTH else body(t, depth)
-
-        return nxt(0, 0)
+        return ref(0) if 0 in cut else body(0, 0)
 
 
 # --------------------------------------------------------------------------- construction
@@ -403,10 +437,11 @@ def _determinize(
     labs = memoryview(lab).cast("I").tolist()
     tos = memoryview(lab_to).cast("I").tolist()
     trans = []
+    blank = [-1] * len(atoms)
     for s in range(len(acc)):
-        row = [-1] * len(atoms)
-        for a, t in zip(labs[off[s] : off[s + 1]], tos[off[s] : off[s + 1]], strict=True):
-            row[a] = t
+        row = blank.copy()
+        for j in range(off[s], off[s + 1]):
+            row[labs[j]] = tos[j]
         trans.append(row)
     return _merge_atoms(atoms, trans, [bool(x) for x in acc])
 
@@ -422,7 +457,11 @@ def _merge_atoms(atoms: list[Ranges], trans: list[list[int]], accept: list[bool]
     for a, col in enumerate(zip(*trans, strict=True)):  # each atom's column
         cols.setdefault(col, []).append(a)
     if len(cols) < len(atoms):
-        atoms = [ir.normalize_ranges([r for a in group for r in atoms[a]]) for group in cols.values()]
+        pieces = _pieces(atoms)
+        atoms = [
+            ir.normalize_ranges(atoms[group[0]]) if len(group) == 1 else _union(pieces, set(group))
+            for group in cols.values()
+        ]
         trans = [[row[group[0]] for group in cols.values()] for row in trans]
     return CharDFA(atoms, trans, accept, minimal=True)
 
@@ -505,8 +544,9 @@ def regions(dfas: Sequence[CharDFA]) -> tuple[CharDFA, list[tuple[bool, ...]]]:
     for i, d in enumerate(dfas):
         cols = [c[i] for c in comp_atom]
         dead = len(d.trans)
+        to = [*range(dead), dead]  # a target as the C core takes it: -1 (to[-1]) is ``dead``
         for row in d.trans:
-            rows += [t if t >= 0 else dead for t in (row[a] for a in cols)]
+            rows += [to[row[a]] for a in cols]
         rows += [dead] * n
         sizes.append(dead + 1)
     deadline.check("string automaton")

@@ -279,6 +279,10 @@ class Encoder:
         # ``share_classes`` each such class is one rule, used by reference
         self.share_classes = share_classes
         self._shared: dict[tuple[tuple[int, int], ...], str] = {}  # ranges -> their rule's name
+        # leaf (class, literal) -> its encoding: an automaton's states repeat their classes, and
+        # a leaf's encoding adds no rule but a shared class's, already in ``rules`` on a repeat
+        self._leaves: dict[ir.Expr, ir.Expr] = {}
+        self._refs: dict[str, ir.Ref] = {}  # a renamed rule's reference, one node for all uses
 
     def encode_all(self, e: ir.Expr, source: dict[str, ir.Expr]) -> ir.Expr:
         """``encode(e, source)`` with every rule of ``source`` named first, so that long chains
@@ -309,19 +313,49 @@ class Encoder:
         named reference is renamed at once; the same expression and the same rules, in the
         same order, as :meth:`encode`."""
         t = e.__class__
-        if t is ir.Seq:
+        if t is ir.Seq or t is ir.Alt:
             items = e.items  # type: ignore[attr-defined]
-            return ir.seq(*[self._encode_linked(x, source) for x in items]) if items else ir.EPSILON
-        if t is ir.Alt:
-            items = e.items  # type: ignore[attr-defined]
-            return ir.alt(*[self._encode_linked(x, source) for x in items]) if items else ir.NOTHING
+            if not items:
+                return ir.EPSILON if t is ir.Seq else ir.NOTHING
+            # the items' references and leaves (most of an automaton's states) handled here,
+            # without a call each
+            done, leaves, refs = self.done, self._leaves, self._refs
+            parts: list[ir.Expr] = []
+            for x in items:
+                tx = x.__class__
+                if tx is ir.Ref:
+                    name = done.get(x.name) if x.name in source else None  # type: ignore[attr-defined]
+                    if name is None:
+                        parts.append(self.encode(x, source))
+                    else:
+                        r = refs.get(name)
+                        if r is None:
+                            r = refs[name] = ir.Ref(name)
+                        parts.append(r)
+                elif tx is ir.CharClass or tx is ir.Literal:
+                    y = leaves.get(x)
+                    parts.append(self._leaf(x, source) if y is None else y)
+                else:
+                    parts.append(self._encode_linked(x, source))
+            return ir.seq(*parts) if t is ir.Seq else ir.alt(*parts)
         if t is ir.Ref:
             name = self.done.get(e.name) if e.name in source else None  # type: ignore[attr-defined]
             if name is not None:
                 return ir.Ref(name)
-        elif t is ir.CharClass and self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:  # type: ignore[attr-defined]
-            return self._shared_class(e.ranges)  # type: ignore[attr-defined]
+            return self.encode(e, source)
+        if t is ir.CharClass or t is ir.Literal:
+            out = self._leaves.get(e)
+            return self._leaf(e, source) if out is None else out
         return self.encode(e, source)
+
+    def _leaf(self, e: ir.Expr, source: dict[str, ir.Expr]) -> ir.Expr:
+        """A class's or literal's encoding, remembered for this encoder."""
+        if e.__class__ is ir.CharClass and self.share_classes and len(e.ranges) > SHARED_CLASS_RANGES:  # type: ignore[attr-defined]
+            out: ir.Expr = self._shared_class(e.ranges)  # type: ignore[attr-defined]
+        else:
+            out = self.encode(e, source)
+        self._leaves[e] = out
+        return out
 
     def encode(self, e: ir.Expr, source: dict[str, ir.Expr] | None = None) -> ir.Expr:
         out = _encode_pure(e, self.canonical, self.share_classes)

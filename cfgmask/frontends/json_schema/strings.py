@@ -207,13 +207,14 @@ def restrict_length(e: ir.Expr, lo: int, hi: int | None, rules: dict[str, ir.Exp
         parts = [restrict_length(x, lo, hi, rules) for x in e.items]
         return None if any(p is None for p in parts) else ir.alt(*parts)  # type: ignore[arg-type]
     items = list(e.items) if isinstance(e, ir.Seq) else [e]
-    var = [i for i, x in enumerate(items) if U.char_lengths(x, rules)[0] != U.char_lengths(x, rules)[1]]
+    spans = [U.char_lengths(x, rules) for x in items]  # each item's once
+    var = [i for i, (a, b) in enumerate(spans) if a != b]
     if len(var) != 1:
         return None
     x = items[var[0]]
     if not isinstance(x, ir.Repeat) or U.char_lengths(x.item, rules) != (1, 1):
         return None
-    fixed = sum(U.char_lengths(y, rules)[0] for i, y in enumerate(items) if i != var[0])
+    fixed = sum(a for i, (a, _) in enumerate(spans) if i != var[0])
     nlo = max(x.lo, lo - fixed)
     nhi = None if hi is None else hi - fixed
     if x.hi is not None:
@@ -326,7 +327,10 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
     for n in names:
         node = trie
         for ch in n:
-            node = node.setdefault(ch, {})
+            nxt = node.get(ch)
+            if nxt is None:
+                nxt = node[ch] = {}
+            node = nxt
         node[""] = {}
     anything = ir.Repeat(encode_class(ALL_CHARS, canonical), 0, None)
 
@@ -335,31 +339,52 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
     def size(node: dict[str, Any]) -> int:
         n = sizes.get(id(node))
         if n is None:
-            n = sizes[id(node)] = 1 + sum(size(v) for k, v in node.items() if k)
+            n = 1
+            for k, v in node.items():
+                if k:
+                    n += size(v)
+            sizes[id(node)] = n
         return n
 
     # the end of a name with nothing after it (most of the trie's leaves): any non-empty tail
     leaf = ir.seq(encode_class(ALL_CHARS, canonical), anything)
+    # per call: a character's spelling, and the tail after the characters a node does not
+    # continue with (most nodes have one child, and the same few characters recur)
+    spelled: dict[int, ir.Expr] = {}
+    rest: dict[tuple[tuple[int, int], ...], ir.Expr | None] = {}
+    seq, alt, eps = ir.seq, ir.alt, ir.EPSILON
 
-    def build(node: dict[str, Any], top: bool) -> ir.Expr:
+    def build(node: dict[str, Any], top: bool, small: bool) -> ir.Expr:
+        """``small``: the subtree is below ``NOT_IN_RULE_SIZE`` (so is every subtree in it), or
+        no rules are made: nothing under it is cut out."""
         if len(node) == 1 and "" in node:
             return leaf
-        if rules is not None and not top and size(node) >= NOT_IN_RULE_SIZE:
-            name = U.fresh(rules, "key-not-in")
-            rules[name] = build(node, True)
-            return ir.Ref(name)
-        alts: list[ir.Expr] = [] if "" in node else [ir.EPSILON]
-        chars = sorted(ord(k) for k in node if k)
+        if not small and not top:
+            if size(node) >= NOT_IN_RULE_SIZE:
+                name = U.fresh(rules, "key-not-in")  # type: ignore[arg-type]
+                rules[name] = build(node, True, False)  # type: ignore[index]
+                return ir.Ref(name)
+            small = True
+        alts: list[ir.Expr] = [] if "" in node else [eps]
+        chars = sorted([ord(k) for k in node if k])
         taken: list[tuple[int, int]] = []  # ``chars`` as merged ranges (sorted, distinct)
         for cp in chars:
-            alts.append(ir.seq(encode_class(((cp, cp),), canonical), build(node[chr(cp)], False)))
+            cls = spelled.get(cp)
+            if cls is None:
+                cls = spelled[cp] = encode_class(((cp, cp),), canonical)
+            alts.append(seq(cls, build(node[chr(cp)], False, small)))
             if taken and taken[-1][1] + 1 == cp:
                 taken[-1] = (taken[-1][0], cp)
             else:
                 taken.append((cp, cp))
-        others = ir.complement_ranges(tuple(taken))
-        if others:
-            alts.append(ir.seq(encode_class(others, canonical), anything))
-        return ir.alt(*alts)
+        key = tuple(taken)
+        if key in rest:
+            tail = rest[key]
+        else:
+            others = ir.complement_ranges(key)
+            tail = rest[key] = seq(encode_class(others, canonical), anything) if others else None
+        if tail is not None:
+            alts.append(tail)
+        return alt(*alts)
 
-    return build(trie, True)
+    return build(trie, True, rules is None)
