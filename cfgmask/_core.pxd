@@ -90,6 +90,9 @@ cdef extern from "cfgmask.h" nogil:
                        size_t n_stop, const cm_limits *limits, cm_grammar **out)
     int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                                 size_t n_stop, const cm_limits *limits, cm_grammar **out)
+    int cm_grammar_new_derived(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block,
+                               const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
+                               const cm_limits *limits, cm_grammar **out)
     void cm_grammar_free(cm_grammar *g)
     int cm_grammar_warm(const cm_grammar *g, double deadline)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
@@ -255,6 +258,8 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *set_name
         uint32_t *run_off
         uint16_t *run_end
+        uint32_t *state_bytes
+        uint8_t *rule_block
 
     int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
                        const int64_t *weights, size_t n_weights, cm_flat_derived **out)

@@ -13,6 +13,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from cfgmask.errors import LimitError, MatcherError, VocabularyError
@@ -232,17 +233,20 @@ cdef inline const char *_raw_buf(object b, size_t size) except NULL:
     return PyBytes_AS_STRING(b)
 
 
-cdef void _tables_from_raw(tuple raw, cm_tables *out) except *:
+cdef void _tables_from_raw(tuple raw, cm_tables *out, const uint8_t **facts) except *:
     """``out`` pointing into the bytes of ``Tables._raw`` (see there: the door's buffers as
     compile_finish returned them), each checked for its length; sets and lookahead None when
-    the grammar has none (no token sets; the core's own tables of no debt)."""
+    the grammar has none (no token sets; the core's own tables of no debt).  ``*facts``: the
+    door's state bytes and rule blocks (csrc/tables.c, for cm_grammar_new_derived), NULL where
+    ``_raw`` has None."""
     cdef size_t ns, nr, k, ne, nt, nk, n_la
     cdef const uint32_t *ref_off
     cdef const uint32_t *tok_off
     cdef const uint32_t *set_off
     (n_states, n_rules, n_classes, byte_class, trans, state_rule, accepting, ref_off_b, ref_rule, ref_target,
-     rule_state, nullable, follow, tok_off_b, tok_set, tok_target, sets, la) = raw
+     rule_state, nullable, follow, tok_off_b, tok_set, tok_target, sets, la, given) = raw
     ns, nr, k = n_states, n_rules, n_classes
+    facts[0] = NULL if given is None else <const uint8_t *>_raw_buf(given, 32 * ns + nr)
     if not 0 < k <= 256:
         raise ValueError("inconsistent automaton tables")
     ref_off = <const uint32_t *>_raw_buf(ref_off_b, 4 * (ns + 1))
@@ -308,6 +312,7 @@ cdef class GrammarHandle:
         cdef cm_seg_tables st
         cdef cm_limits lim
         cdef int rc
+        cdef const uint8_t *facts = NULL
         raw = getattr(tables, "_raw", None)
         cdef bint borrow = raw is not None
         # the segment form's tables (segments.c_tables): a grammar whose matchers count.  Tables
@@ -322,7 +327,7 @@ cdef class GrammarHandle:
         elif raw is None:
             _tables_from_arrays(tables, &t)
         else:
-            _tables_from_raw(raw, &t)
+            _tables_from_raw(raw, &t, &facts)
         t.start_rule = <uint32_t>tables.start_rule
         _fill_limits(&lim, settings)
         cdef size_t n_stop = len(stop_ids)
@@ -336,8 +341,11 @@ cdef class GrammarHandle:
                 rc = cm_grammar_new_segments(&st, vocab.ptr, sp, n_stop, &lim, &self.ptr)
             elif not borrow:
                 rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
-            else:  # bytes are immutable: the core borrows them while this handle holds them
+            elif facts == NULL:  # bytes are immutable: the core borrows them while this handle holds them
                 rc = cm_grammar_new_borrowed(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
+            else:  # and what the compiler's walk of the rows found of them, not found again
+                rc = cm_grammar_new_derived(&t, <const uint32_t *>facts, facts + 32 * t.n_states, vocab.ptr, sp,
+                                            n_stop, &lim, &self.ptr)
         free(sp)
         if rc:
             _raise(rc, "compile")
@@ -1470,7 +1478,9 @@ def compile_finish(label, list rules, is_token, uint32_t start,
     hash weights, int64) a tenth item, the tables that follow from those (csrc/tables.c):
     (n_classes, byte_class [256], trans int32 [n_states * n_classes], nullable uint8 [n_rules],
     follow uint32 [n_rules * 8], ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target
-    (uint32), token sets' name indices); n_classes 0: no byte classes, the caller makes them.
+    (uint32), token sets' name indices, then the grammar's facts of the rows: state bytes uint32
+    [n_states * 8] and rule blocks uint8 [n_rules] in one bytes object, or None (csrc/tables.c,
+    for cm_grammar_new_derived)); n_classes 0: no byte classes, the caller makes them.
     ``label``, ``is_token``, ``weights``: ``const uint32_t[::1]``, ``const uint8_t[::1]`` and
     ``const int64_t[::1]`` buffers (the compiler's ``array('I')``, ``bytearray`` and numpy
     array read in place)."""
@@ -1525,6 +1535,11 @@ def compile_finish(label, list rules, is_token, uint32_t start,
         _check_build(rc, "compile_finish", 0, max_bytes)
         k = d.n_classes
         nr, nt = d.ref_off[ns], d.tok_off[ns]
+        given = None
+        if k and d.state_bytes != NULL:  # one bytes object: the state bytes, then the rule blocks
+            given = PyBytes_FromStringAndSize(NULL, 32 * ns + n)
+            memcpy(PyBytes_AS_STRING(given), d.state_bytes, 32 * ns)
+            memcpy(PyBytes_AS_STRING(given) + 32 * ns, d.rule_block, n)
         trans = b""
         if k:  # written in place in its bytes object (csrc/tables.c), not made and copied
             trans = PyBytes_FromStringAndSize(NULL, 4 * ns * k)
@@ -1556,6 +1571,7 @@ def compile_finish(label, list rules, is_token, uint32_t start,
             bytes((<char *>d.tok_set)[:4 * nt]) if nt else b"",
             bytes((<char *>d.tok_target)[:4 * nt]) if nt else b"",
             [d.set_name[i] for i in range(d.n_sets)],
+            given,
             ),
         ]
         door.f = f  # the door frees it

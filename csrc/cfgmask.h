@@ -258,6 +258,12 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
  * (GrammarHandle keeps the compiler's bytes; no copy of the transition matrix). */
 int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                             size_t n_stop, const cm_limits *limits, cm_grammar **out);
+/* The same, borrowing the tables, with what the grammar derives of the rows given: the
+ * state_bytes and rule_block of cm_flat_derived for the tables cm_flat_derive_trans wrote
+ * (which checked the rows' targets, so the rows are not walked again).  Both are copied. */
+int cm_grammar_new_derived(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block,
+                           const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop, const cm_limits *limits,
+                           cm_grammar **out);
 void cm_grammar_free(cm_grammar *g);
 /* Precompute the mask-cache entry of every state that scans bytes.  deadline:
  * seconds on CLOCK_MONOTONIC (Python's time.monotonic()), <= 0 for none; past
@@ -546,6 +552,12 @@ typedef struct cm_flat_derived {
      * run_end[run_off[s] .. run_off[s + 1]), in order.  NULL when not found (no byte classes). */
     uint32_t *run_off;             /* [n_states + 1] */
     uint16_t *run_end;
+    /* What the grammar derives of each state's row and each rule (grammar.c), found by the
+     * same walk of the rows, for cm_grammar_new_derived: the bytes each state has a byte
+     * transition on (8 words, byte b at bit b % 32 of word b / 32; a state with token edges
+     * too) and whether each rule is a block (wrap.c).  NULL without byte classes. */
+    uint32_t *state_bytes;         /* [n_states * 8] */
+    uint8_t *rule_block;           /* [n_rules] */
 } cm_flat_derived;
 
 /* From f (n_rules > 0) and is_token[n_names]; byte classes only if n_weights >= n_states. */

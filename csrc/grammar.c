@@ -227,11 +227,25 @@ static inline uint64_t row_edges(const int32_t *row, uint32_t nc) {
     return m;
 }
 
+/* derive with the rows' part given (cm_grammar_new_derived): next_bytes and rule_block copied
+ * from what the compiler's one walk of the rows found (csrc/tables.c), has_bytes read off
+ * next_bytes (every byte class has a byte), the rows not read. */
+static void derive_given(cm_grammar *g, const uint32_t *state_bytes, const uint8_t *rule_block) {
+    const cm_tables *t = &g->t;
+    memcpy(g->next_bytes, state_bytes, (size_t)t->n_states * 8 * sizeof *g->next_bytes);
+    memcpy(g->rule_block, rule_block, t->n_rules);
+    for (uint32_t s = 0; s < t->n_states; s++) {
+        const uint32_t *nb = state_bytes + (size_t)s * 8;
+        g->has_bytes[s] = (nb[0] | nb[1] | nb[2] | nb[3] | nb[4] | nb[5] | nb[6] | nb[7]) != 0;
+    }
+}
+
 /* Per state, what the mask and the parser ask of it often; also the last of validate (the byte
  * transitions' targets), so that the rows are walked once (CM_ERR_ARG: the grammar is freed).
  * A row of up to 64 classes is read as a bit per class (row_edges), its spans of edges taken
- * from the bits; a wider one as runs of one target. */
-static int derive(cm_grammar *g) {
+ * from the bits; a wider one as runs of one target.  With state_bytes and rule_block (both or
+ * neither) the rows' part is given (derive_given) and the rows are not read. */
+static int derive(cm_grammar *g, const uint32_t *state_bytes, const uint8_t *rule_block) {
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
     g->simple = calloc(t->n_states, 1);
@@ -245,23 +259,16 @@ static int derive(cm_grammar *g) {
         !g->rule_block)
         return CM_ERR_NOMEM;
     memset(g->rule_block, 1, t->n_rules);
-    /* the bytes of classes [0, c) at pre[c * 4]: classes are disjoint, so XOR is their union and
-     * pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row (4 words a span instead of 4 a class) */
-    uint64_t pre[257 * 4];  /* [0, n_classes] used */
-    memset(pre, 0, ((size_t)t->n_classes + 1) * 4 * sizeof *pre);
-    for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 4 + (b >> 6)] |= (uint64_t)1 << (b & 63);
-    for (uint32_t c = 0; c < t->n_classes; c++)
-        for (int w = 0; w < 4; w++) pre[(c + 1) * 4 + w] ^= pre[c * 4 + w];
     /* the tables' fields in locals: the byte flags' stores may alias them (uint8_t) */
     const uint32_t ns = t->n_states, nc = t->n_classes, *ref_off = t->ref_off, *tok_off = t->tok_off;
     const uint32_t *state_rule = t->state_rule, *ref_rule = t->ref_rule;
     const uint8_t *accepting = t->accepting;
     const int32_t *trans = t->trans;
     uint8_t *simple = g->simple, *plain = g->plain, *solo = g->solo, *has_tokens = g->has_tokens;
-    uint8_t *has_bytes = g->has_bytes, *rule_block = g->rule_block;
-    for (uint32_t s = 0; s < ns; s++) {
-        uint32_t r0 = ref_off[s], r1 = ref_off[s + 1], k0 = tok_off[s], k1 = tok_off[s + 1];
-        bool no_refs = r0 == r1, no_toks = k0 == k1;
+    uint8_t *has_bytes = g->has_bytes;
+    for (uint32_t s = 0; s < ns; s++) { /* the flags the rows do not decide */
+        uint32_t r0 = ref_off[s], r1 = ref_off[s + 1];
+        bool no_refs = r0 == r1, no_toks = tok_off[s] == tok_off[s + 1];
         simple[s] = !accepting[s] && no_refs;
         plain[s] = !accepting[s] && no_refs && no_toks;
         solo[s] = no_refs && no_toks;
@@ -269,6 +276,20 @@ static int derive(cm_grammar *g) {
         uint64_t calls = 0;
         for (uint32_t e = r0; e < r1; e++) calls |= 1ull << (ref_rule[e] & 63);
         g->calls[s] = calls;
+    }
+    if (state_bytes) { /* the rows' part given */
+        derive_given(g, state_bytes, rule_block);
+        return derive_returns(g);
+    }
+    /* the bytes of classes [0, c) at pre[c * 4]: classes are disjoint, so XOR is their union and
+     * pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row (4 words a span instead of 4 a class) */
+    uint64_t pre[257 * 4];  /* [0, n_classes] used */
+    memset(pre, 0, ((size_t)t->n_classes + 1) * 4 * sizeof *pre);
+    for (int b = 0; b < 256; b++) pre[(t->byte_class[b] + 1) * 4 + (b >> 6)] |= (uint64_t)1 << (b & 63);
+    for (uint32_t c = 0; c < t->n_classes; c++)
+        for (int w = 0; w < 4; w++) pre[(c + 1) * 4 + w] ^= pre[c * 4 + w];
+    uint8_t *rule_block_out = g->rule_block;
+    for (uint32_t s = 0; s < ns; s++) {
         const int32_t *row = trans + (size_t)s * nc;
         uint64_t next[4] = {0};
         uint32_t *nb = g->next_bytes + (size_t)s * 8;
@@ -276,7 +297,7 @@ static int derive(cm_grammar *g) {
             uint32_t r = state_rule[s];
             uint64_t m = row_edges(row, nc);
             has_bytes[s] = m != 0;
-            if (!solo[s] || (accepting[s] && m)) rule_block[r] = 0; /* see wrap.c */
+            if (!solo[s] || (accepting[s] && m)) rule_block_out[r] = 0; /* see wrap.c */
 #if defined(__SSE2__) && defined(__GNUC__)
             __m128i lo = _mm_setzero_si128(), hi = lo; /* next's words 0-1 and 2-3 */
 #define PRE_AT(i) _mm_loadu_si128((const __m128i *)(const void *)(pre + (i)))
@@ -328,7 +349,7 @@ static int derive(cm_grammar *g) {
             for (int w = 0; w < 4; w++) next[w] |= pre[t->n_classes * 4 + w] ^ pre[live * 4 + w];
         for (int w = 0; w < 4; w++)  /* to the table's 32-bit words, whatever the byte order */
             nb[2 * w] = (uint32_t)next[w], nb[2 * w + 1] = (uint32_t)(next[w] >> 32);
-        if (!solo[s] || (accepting[s] && has_bytes[s])) rule_block[state_rule[s]] = 0; /* see wrap.c */
+        if (!solo[s] || (accepting[s] && has_bytes[s])) rule_block_out[state_rule[s]] = 0; /* see wrap.c */
     }
     return derive_returns(g);
 }
@@ -412,9 +433,11 @@ static int derive_la_allow(cm_grammar *g) {
     return CM_OK;
 }
 
-static int grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
-                       const cm_limits *limits, bool borrow, cm_grammar **out) {
-    if (!t || !v || !out || (n_stop && !stop_ids)) return CM_ERR_ARG;
+/* state_bytes, rule_block: the rows' part of derive given (cm_grammar_new_derived), or NULL */
+static int grammar_new(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block, const cm_vocab *v,
+                       const uint32_t *stop_ids, size_t n_stop, const cm_limits *limits, bool borrow,
+                       cm_grammar **out) {
+    if (!t || !v || !out || (n_stop && !stop_ids) || !state_bytes != !rule_block) return CM_ERR_ARG;
     *out = NULL;
     uint64_t t0 = cm_stats_now();
     int rc = validate(t);
@@ -432,7 +455,7 @@ static int grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *st
     if (n_stop && !rc) memcpy(g->stop_ids, stop_ids, n_stop * sizeof *stop_ids);
     g->n_stop = n_stop;
     if (!rc) rc = borrow ? borrow_tables(g, t) : copy_tables(g, t);
-    if (!rc) rc = derive(g);
+    if (!rc) rc = derive(g, state_bytes, rule_block);
     if (!rc) rc = derive_token_sets(g);
     if (!rc) rc = derive_la_allow(g);
     if (!rc) rc = cm_cache_new(g, &g->cache);
@@ -447,12 +470,19 @@ static int grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *st
 
 int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
                    const cm_limits *limits, cm_grammar **out) {
-    return grammar_new(t, v, stop_ids, n_stop, limits, false, out);
+    return grammar_new(t, NULL, NULL, v, stop_ids, n_stop, limits, false, out);
 }
 
 int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
                             const cm_limits *limits, cm_grammar **out) {
-    return grammar_new(t, v, stop_ids, n_stop, limits, true, out);
+    return grammar_new(t, NULL, NULL, v, stop_ids, n_stop, limits, true, out);
+}
+
+int cm_grammar_new_derived(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block,
+                           const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop, const cm_limits *limits,
+                           cm_grammar **out) {
+    if (!state_bytes || !rule_block) return CM_ERR_ARG;
+    return grammar_new(t, state_bytes, rule_block, v, stop_ids, n_stop, limits, true, out);
 }
 
 void cm_grammar_free(cm_grammar *g) {

@@ -51,11 +51,16 @@ static void bits_or_span(bits256 *a, const bits256 *pre, uint32_t c, uint32_t c1
 
 static bool bits_eq(const bits256 *a, const bits256 *b) { return !memcmp(a, b, sizeof *a); }
 
+/* a as 8 32-bit words, byte b at bit b % 32 of word b / 32 (the grammar's next_bytes) */
+static void bits_words(const bits256 *a, uint32_t out[8]) {
+    for (int w = 0; w < 4; w++) out[2 * w] = (uint32_t)a->w[w], out[2 * w + 1] = (uint32_t)(a->w[w] >> 32);
+}
+
 void cm_flat_derived_free(cm_flat_derived *d) {
     if (!d) return;
     free(d->nullable), free(d->follow), free(d->ref_off), free(d->ref_rule);
     free(d->ref_target), free(d->tok_off), free(d->tok_set), free(d->tok_target), free(d->set_name);
-    free(d->run_off), free(d->run_end);
+    free(d->run_off), free(d->run_end), free(d->state_bytes), free(d->rule_block);
     free(d);
 }
 
@@ -159,7 +164,7 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
  * the rows, not two); *key_rc: CM_ERR_ARG for a rule without states or with a byte of no class. */
 static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
                        bits256 *nxt, const int64_t *weights, uint64_t key[256], int *key_rc, uint32_t *run_off,
-                       uint16_t *run_end, uint64_t *edges) {
+                       uint16_t *run_end, uint64_t *edges, uint32_t *state_bytes) {
     uint32_t n_runs = 0; /* (run_off: the runs' ends kept where every row is keyed, the only case they are read) */
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
@@ -187,6 +192,8 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
             if (keyed || !tok) runs_begin(&it, row, m);
             if (tok) {
                 memset(b, 0xff, sizeof *b);
+                bits256 own = {{0}}; /* its byte edges alone, for state_bytes */
+                uint32_t live = UINT32_MAX;
                 if (keyed) /* its row still counts in the columns */
                     for (uint32_t c = 0, c1; c < nc; c = c1) {
                         c1 = runs_next(&it, c);
@@ -194,8 +201,16 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                         part[c] += v, part[c1] -= v;
                         if (run_off) run_end[n_runs++] = (uint16_t)c1;
                         if (row[c] != -1) em |= span_bits(c, c1);
+                        if (row[c] >= 0) {
+                            if (live == UINT32_MAX) live = c;
+                        } else if (live != UINT32_MAX) {
+                            bits_or_span(&own, pre, live, c);
+                            live = UINT32_MAX;
+                        }
                     }
+                if (live != UINT32_MAX) bits_or_span(&own, pre, live, nc);
                 if (keyed && edges) edges[lo + i] = nc <= 64 ? em : ~(uint64_t)0;
+                if (keyed && state_bytes) bits_words(&own, state_bytes + (size_t)(lo + i) * 8);
                 continue;
             }
             memset(b, 0, sizeof *b);
@@ -218,6 +233,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
             }
             if (live != UINT32_MAX) bits_or_span(b, pre, live, m);
             if (keyed && edges) edges[lo + i] = nc <= 64 ? em : ~(uint64_t)0;
+            if (keyed && state_bytes) bits_words(b, state_bytes + (size_t)(lo + i) * 8); /* before the fixpoint */
         }
         if (weights && !*key_rc) *key_rc = keyed ? key_add(cls, n, nc, part, key) : CM_ERR_ARG;
     }
@@ -400,6 +416,10 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
             const uint16_t *ends = d->run_off ? d->run_end + d->run_off[lo + i] : NULL;
             int32_t v = row[0];
             uint32_t j1 = ends ? ends[0] : cm_run_end(row, 0, nc);
+            /* each run's target in range and in the rule (states [lo, lo + n)): the check the
+             * grammar's walk of the rows makes, which cm_grammar_new_derived skips */
+#define TARGET_OK(v) ((v) == -1 || ((v) >= 0 && (uint32_t)(v) - lo < n))
+            if (!TARGET_OK(v)) return CM_ERR_ARG;
             if (j1 == nc) { /* one target (most often none: calls only): a fill */
                 for (uint32_t c = 0; c < k; c++) o[c] = v;
                 continue;
@@ -410,12 +430,29 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
             for (uint32_t c = 0; c < k; c++) o[c] = -1;
             for (uint32_t j = 0; j < nc; j = j1, j1 = j < nc ? (ends ? *++ends : cm_run_end(row, j, nc)) : nc) {
                 if ((v = row[j]) == -1) continue;
+                if (!TARGET_OK(v)) return CM_ERR_ARG;
                 for (uint32_t x = inv_off[j]; x < inv_off[j1]; x++) o[inv[x]] = v;
             }
         }
     }
+#undef TARGET_OK
     cm_stats_add(CM_PH_DERIVE, t0);
     return CM_OK;
+}
+
+/* rule_block[r] (wrap.c; grammar.c derives the same from the rows): every state of r without
+ * calls and token edges, and no accepting state of r with a byte edge. */
+static void rule_blocks(const cm_flat_rules *f, const cm_flat_derived *d) {
+    for (uint32_t r = 0; r < f->n_rules; r++) {
+        uint8_t block = 1;
+        for (uint32_t s = f->rule_state[r]; block && s < f->rule_state[r + 1]; s++) {
+            bool solo = d->ref_off[s + 1] == d->ref_off[s] && d->tok_off[s + 1] == d->tok_off[s];
+            const uint32_t *nb = d->state_bytes + (size_t)s * 8;
+            bool bytes = (nb[0] | nb[1] | nb[2] | nb[3] | nb[4] | nb[5] | nb[6] | nb[7]) != 0;
+            if (!solo || (f->accepting[s] && bytes)) block = 0;
+        }
+        d->rule_block[r] = block;
+    }
 }
 
 /* The parts that need scratch: rule of each state and of each name, can_end, nxt, FOLLOW. */
@@ -456,10 +493,18 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
         /* the classes with an edge of each row (next_bytes' walk): the pairs of columns_differ
          * need not be read in a row with none in their classes (NULL: every row read) */
         uint64_t *edges = weights ? malloc(((size_t)f->n_states + 1) * sizeof *edges) : NULL;
-        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc, d->run_off, d->run_end, edges);
+        if (weights) { /* (out of memory: none, and the grammar walks the rows itself) */
+            d->state_bytes = malloc(((size_t)f->n_states * 8 + 1) * sizeof *d->state_bytes);
+            d->rule_block = malloc((size_t)f->n_rules + 1);
+            if (!d->state_bytes || !d->rule_block)
+                free(d->state_bytes), free(d->rule_block), d->state_bytes = NULL, d->rule_block = NULL;
+        }
+        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc, d->run_off, d->run_end, edges, d->state_bytes);
         if (key_rc) free(d->run_off), free(d->run_end), d->run_off = NULL, d->run_end = NULL;
         follow_bytes(f, d, calls, n_calls, can_end, nxt, rule_of_state, follow);
         if (weights) rc = key_rc ? key_rc : number_classes(f, key, edges, d);
+        if (!rc && d->state_bytes && d->n_classes) rule_blocks(f, d);
+        else free(d->state_bytes), free(d->rule_block), d->state_bytes = NULL, d->rule_block = NULL;
         free(edges);
     }
     free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow), free(calls);

@@ -95,6 +95,7 @@ def _as_raw(t: Tables) -> Tables:
             t.tok_target.tobytes(),
             sets,
             la,
+            None,  # no state facts: the core walks the rows (and checks them)
         ),
     )
     return out
@@ -128,7 +129,7 @@ def test_token_sets_and_lookahead_travel_raw() -> None:
     assert t.__dict__["_raw"][16] is not None and t.max_token_id == 5
     t = _compiled("lookahead").tables
     assert t.__dict__["_raw"][17] is not None and t.rule_la.any()
-    assert _compiled("json").tables.__dict__["_raw"][16:] == (None, None)
+    assert _compiled("json").tables.__dict__["_raw"][16:18] == (None, None)
 
 
 @pytest.mark.parametrize("name", ["json", "lookahead"])

@@ -148,7 +148,7 @@ def _open(flat: Flat, got: Sequence[Any], names: list[str], token_sets: Containe
 
 def _derived(got: tuple[Any, ...], names: list[str], rule_start: np.ndarray) -> Derived:
     k, byte_class, trans, null, follow, ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target, sets = (
-        got
+        got[:12]  # (got[12]: the C grammar's facts of the rows, not the reference's)
     )
     u32 = np.uint32
     return Derived(

@@ -71,7 +71,9 @@ class Tables:
     # (n_states, n_rules, n_classes, byte_class, trans, state_rule, accepting, ref_off, ref_rule,
     # ref_target, rule_state (rule_start and the state count: uint32 [n_rules + 1]), nullable,
     # follow, tok_off, tok_set, tok_target, (set_off, set_ids, set_negated) or None for no token
-    # sets, (rule_la, la_next, la_union) or None for no lookahead markers), every buffer bytes.
+    # sets, (rule_la, la_next, la_union) or None for no lookahead markers, what csrc/tables.c found
+    # of the rows for the C grammar (state bytes and rule blocks, compile_finish's last item: the
+    # core does not walk the rows again; None: it does)), every buffer bytes.
 
     def __getattr__(self, name: str) -> Any:
         raw = self.__dict__.get("_raw")
@@ -272,8 +274,9 @@ def _tables_raw(grammar: ir.Grammar, got: Sequence[Any], names: list[str], sess:
     array made, and the token-set and lookahead tables only for a grammar that has them."""
     rule_names, rule_state, acc = got[0], got[1], got[5]
     k, byte_class, trans, null, follow, ref_off, ref_rule, ref_target, tok_off, tok_set, tok_target, sets = (
-        got[9]
+        got[9][:12]
     )
+    given = got[9][12]
     order = [names[i] for i in rule_names]
     n, ns = len(order), len(acc)
     set_tables = None
@@ -308,6 +311,7 @@ def _tables_raw(grammar: ir.Grammar, got: Sequence[Any], names: list[str], sess:
             tok_target,
             set_tables,
             la,
+            given,
         ),
     )
     return t

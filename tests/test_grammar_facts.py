@@ -1,0 +1,83 @@
+"""What the compiler's one walk of the rows hands the C grammar (csrc/tables.c ``state_bytes``
+and ``rule_block``, compile_finish's last item, ``Tables._raw``'s last; cm_grammar_new_derived
+copies them instead of walking the rows again): the same state bytes, has-bytes flags, rule
+blocks and entries as the grammar that walks its rows (the same tables without the facts),
+for JSON schemas, grammars with token edges (a token state's own byte edges, not the FOLLOW
+pass's every byte), lookahead markers and wide rows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import cfgmask
+from cfgmask import _core
+from cfgmask.compile.compiled import clear_caches
+from cfgmask.compile.tables import Tables
+
+from .test_grammar_rows import BYTES, SCHEMAS, _handle
+from .test_tables_raw import _as_raw
+
+GBNF = {
+    "tokens": 'root ::= "a" <[5]> [b-d]+ ("e" | <[7]>)',
+    "token_rows": 'root ::= x | "q"\nx ::= ([a-f] | <[3]> | "zz") x | <[4]> "!" | ""',
+    "nullable": 'root ::= <[5]> x | !<[1]> root | "a"\nx ::= "b" x | <[3]> | ""',
+    "blocks": 'root ::= "[" item ("," item)* "]"\nitem ::= [0-9]+ | "\\"" [a-z]* "\\""',
+}
+
+
+def _compiled(kind: str, name: str) -> Tables:
+    clear_caches()
+    if kind == "schema":
+        g = cfgmask.Grammar.from_json_schema(json.dumps(SCHEMAS[name]))
+    elif kind == "gbnf":
+        g = cfgmask.Grammar.from_gbnf(GBNF[name])
+    else:  # a lookahead marker (lark's (?!...)) in a regular expression's terminal
+        g = cfgmask.Grammar.from_lark('start: A "b"\nA: /a+(?!c)/')
+    return cfgmask.compile(g, BYTES, limits=cfgmask.CompileLimits(unroll_budget=1 << 12)).tables
+
+
+def _facts(h: _core.GrammarHandle, t: Tables) -> tuple[list[Any], list[int]]:
+    return [h.state_bytes(s) for s in range(t.n_states)], [h.rule_block(r) for r in range(len(t.rule_names))]
+
+
+CASES = [("schema", n) for n in sorted(SCHEMAS)] + [("gbnf", n) for n in sorted(GBNF)]
+CASES.append(("lark", "lookahead"))
+
+
+@pytest.mark.parametrize(("kind", "name"), CASES)
+def test_handed_facts_match_the_rows(kind: str, name: str) -> None:
+    t = _compiled(kind, name)
+    raw = vars(t)["_raw"]
+    assert raw[18] is not None  # the compiler's facts travel: the grammar does not walk the rows
+    assert len(raw[18]) == 32 * t.n_states + len(t.rule_names)
+    given = _handle(t)
+    walked = _handle(_as_raw(t))  # the same bytes without the facts: derive walks the rows
+    assert _facts(given, t) == _facts(walked, t)
+    for s in range(0, t.n_states, max(1, t.n_states // 12)):
+        a, b = given.entry(s), walked.entry(s)
+        assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
+
+
+def test_token_states_have_their_own_bytes() -> None:
+    """A state with token edges and byte edges: its bytes are the byte edges' (the FOLLOW pass
+    sets every byte for it), and a state with token edges alone has none."""
+    t = _compiled("gbnf", "token_rows")
+    h = _handle(t)
+    tok = [s for s in range(t.n_states) if t.tok_off[s + 1] > t.tok_off[s]]
+    assert tok
+    got = [h.state_bytes(s) for s in tok]
+    assert any(on for on, _ in got) and all(words != [0xFFFFFFFF] * 8 for _, words in got)
+    assert got == [_handle(_as_raw(t)).state_bytes(s) for s in tok]
+
+
+def test_some_rule_is_a_block_and_some_is_not() -> None:
+    """Both values of rule_block come through (a fact always 0 or always 1 would pass the
+    comparison above only where the walk agrees)."""
+    seen = set()
+    for kind, name in CASES:
+        t = _compiled(kind, name)
+        seen |= set(_facts(_handle(t), t)[1])
+    assert seen == {0, 1}
