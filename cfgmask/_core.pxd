@@ -388,6 +388,8 @@ cdef extern from "compose.h" nogil:
     size_t cm_tail_names_taken()
     void cm_exit_tails_enable(int on)
     size_t cm_exit_tails()
+    void cm_compose_self_enable(int on)
+    size_t cm_compose_self_built()
 
 
 cdef extern from "vocab.h" nogil:

@@ -1921,6 +1921,20 @@ def exit_tails():
     return cm_exit_tails()
 
 
+def compose_self_enable(bint on):
+    """Compose the entry of a left-recursive start (a star compiled `R: R tail | tail`, whose
+    start calls R itself) from its byte edges, the walks' uncertain tokens decided by its
+    chart (csrc/compose.c, cm_compose_self_ref; the default), or, off, walk it whole: the
+    reference the tests compare against.  Process-wide; clear the caches after a change.  The
+    entries are the same."""
+    cm_compose_self_enable(1 if on else 0)
+
+
+def compose_self_built():
+    """How many entries were composed so in this process (for the tests)."""
+    return cm_compose_self_built()
+
+
 def tokclass_enable(int mode):
     """Take a loop's or run's walk's entries whose bytes all stay inside it at once, from the
     vocabulary's byte features (csrc/tokclass.c): 1 where it pays (the default), 2 wherever it

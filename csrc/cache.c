@@ -156,6 +156,7 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
     c->compose_depth++;
     lend_bits(c, w);
     for (uint32_t e = lo; e < hi && !rc && done; e++) {
+        if (cm_compose_self_ref(g, state, e)) continue;  /* no part: its walk is the state's own */
         cm_part *pt = &parts[n_parts];
         pt->e = entry_locked(g, cm_compose_part_state(g, e, &pt->la), &pt->owned, &rc);
         if (rc) break;

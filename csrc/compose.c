@@ -39,6 +39,18 @@
 
 static inline bool marker_rule(const cm_grammar *g, uint32_t r) { return g->t.rule_la[r] != 0; }
 
+static atomic_int g_self_on = 1;
+static atomic_size_t g_self_built;
+void cm_compose_self_enable(int on) { atomic_store(&g_self_on, on ? 1 : 0); }
+size_t cm_compose_self_built(void) { return atomic_load(&g_self_built); }
+
+bool cm_compose_self_ref(const cm_grammar *g, uint32_t state, uint32_t e) {
+    const cm_tables *t = &g->t;
+    uint32_t r = t->ref_rule[e];
+    return r == t->state_rule[state] && t->rule_start[r] == state && !t->rule_nullable[r] && !marker_rule(g, r) &&
+           atomic_load_explicit(&g_self_on, memory_order_relaxed);
+}
+
 bool cm_compose_can(const cm_grammar *g, uint32_t state) {
     const cm_tables *t = &g->t;
     if (!g->lim.compose_entries || g->has_tokens[state] || g->cache->compose_depth >= CM_COMPOSE_MAX_DEPTH ||
@@ -47,6 +59,7 @@ bool cm_compose_can(const cm_grammar *g, uint32_t state) {
     for (uint32_t e = t->ref_off[state]; e < t->ref_off[state + 1]; e++) {
         uint32_t r = t->ref_rule[e], after;
         uint32_t part = marker_rule(g, r) ? t->ref_target[e] : t->rule_start[r];
+        if (part == state && cm_compose_self_ref(g, state, e)) continue;
         if (part == state || g->cache->building[part]) return false;
         if (!t->rule_nullable[r] || marker_rule(g, r)) continue;
         /* an empty R may owe a lookahead debt when the grammar has any: not composed */
@@ -596,6 +609,12 @@ int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32
      * (cm_chain_bytes) writes the bits whole. */
     if (cm_name_sets_on()) parts_names(parts, n_parts, w);
     int rc = walk_byte_edges(g, state, w, &x);
+    /* a left-recursive start (its rule calls itself first): the byte walks' uncertain tokens,
+     * those that end the rule, may go on after the call in the real chart: checked too */
+    bool self = false;
+    for (uint32_t e = g->t.ref_off[state]; e < g->t.ref_off[state + 1] && !self; e++)
+        self = cm_compose_self_ref(g, state, e);
+    if (!rc && self && w->n_unc) rc = cands_add(&x, w->unc, w->n_unc);
     if (!rc) {
         cand = malloc((n_cand + x.n ? n_cand + x.n : 1) * sizeof *cand);
         if (!cand) rc = CM_ERR_NOMEM;
@@ -608,6 +627,7 @@ int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32
             n_cand = cm_sort_unique_u32(cand, n_cand + x.n);
         }
         rc = cm_walk_listed(g, state, cand, n_cand, w);
+        if (!rc && self) atomic_fetch_add_explicit(&g_self_built, 1, memory_order_relaxed);
     }
     if (!rc) {
         /* the byte walks' uncertain tokens that a call accepts, and repeats, go */

@@ -14,6 +14,16 @@ typedef struct cm_part {
     uint32_t la;
 } cm_part;
 
+/* Is ref edge e of `state` its rule's call of itself from its start (left
+ * recursion: a star compiled `R: R tail | tail`), not nullable and no marker,
+ * with the switch on?  Such a call is no part: its derivation until R completes
+ * is the state's own (its byte edges), and what follows is decided by the real
+ * chart (cm_compose checks the byte walks' uncertain tokens there). */
+bool cm_compose_self_ref(const cm_grammar *g, uint32_t state, uint32_t e);
+/* That composition on (the default) or off, process-wide; how many entries were so
+ * composed in this process (for the tests). */
+void cm_compose_self_enable(int on);
+size_t cm_compose_self_built(void);
 /* May the entry of `state` be composed (under the cache lock)? */
 bool cm_compose_can(const cm_grammar *g, uint32_t state);
 /* Does ref edge e call a nullable rule (no lookahead marker)?  Then the state
