@@ -16,6 +16,9 @@ compiled on first use) and dumps each one under its label:
 dumps) for ``callgrind_annotate``.  Without it the labels' counts go to ``--out`` (JSON); sums by
 kind and the largest regions are printed, and ``--compare A B`` sets two such files side by side.
 
+``--only REGEX`` counts only the regions whose label matches (the others run uncounted): a
+profile of a few fills, ``--only 'fill:.*/o6193:18$'``.
+
 ``--name-sets-div N`` builds the vocabulary with ``_core.name_sets_div(N)`` (a first byte's name
 tokens as a bit set from n_words / N of them; 1 is the rule before session 35).
 
@@ -73,12 +76,15 @@ class Counter:
     """Marks regions: ``with counter("label"):`` collects the block, then dumps it under the label
     (or, profiling, keeps collecting into one total)."""
 
-    def __init__(self, profile: bool) -> None:
+    def __init__(self, profile: bool, only: str | None = None) -> None:
         self.lib = _shim()
         self.profile = profile
+        self.only = re.compile(only) if only else None
         self.lib.cg_on()
 
     def region(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.only and not self.only.search(label):
+            return fn(*args)  # run, not counted
         self.lib.cg_toggle()
         try:
             return fn(*args)
@@ -159,7 +165,7 @@ def inner(args: argparse.Namespace) -> None:
         list(tokens.token_bytes), stop_token_ids=tokens.stops, special_token_ids=sorted(tokens.special)
     )
     vocab._handle()
-    count = Counter(profile=bool(args.profile))
+    count = Counter(profile=bool(args.profile), only=args.only)
     work = (
         _first_docs(cm, vocab, count, args.splits, args.limit)
         if args.what == "first-docs"
@@ -216,6 +222,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cmd += ["--profile", str(args.profile)]
         if args.name_sets_div is not None:
             cmd += ["--name-sets-div", str(args.name_sets_div)]
+        if args.only:
+            cmd += ["--only", args.only]
         env = dict(os.environ, PYTHONHASHSEED="0")
         subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=sys.stderr)
         if args.profile:
@@ -294,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--splits", type=Path, default=ROOT / "tests" / "corpora" / "jsonschemabench")
     ap.add_argument("--limit", type=int, default=None, help="schemas a split")
     ap.add_argument("--grammars", default="json,arithmetic,c,sql,sql.lark")
+    ap.add_argument("--only", help="count only the regions whose label matches this regular expression")
     ap.add_argument("--profile", help="one callgrind file of every region, for callgrind_annotate")
     ap.add_argument("--out", type=Path, help="the regions' counts (JSON)")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"))

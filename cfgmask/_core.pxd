@@ -370,6 +370,8 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_memo_hits()
     size_t cm_chain_prefix_hits()
     size_t cm_chain_bulk_takes()
+    void cm_chain_bulk_by_len_enable(int on)
+    size_t cm_chain_bulk_listed()
 
 
 cdef extern from "flat.h" nogil:

@@ -1842,6 +1842,18 @@ def chain_bulk_takes():
     return cm_chain_bulk_takes()
 
 
+def chain_bulk_by_len_enable(bint on):
+    """Whether a counted chain's walk lists the entries it takes at once by need, from the
+    vocabulary's entries of each first byte by length (default on), or copies them in trie
+    order for its sort of every id (off: the tests' reference).  Process-wide."""
+    cm_chain_bulk_by_len_enable(1 if on else 0)
+
+
+def chain_bulk_listed():
+    """How many counted chains' walks listed their bulk entries by length so far (for the tests)."""
+    return cm_chain_bulk_listed()
+
+
 def flat_plain_steps():
     """How many flat walks' transitions were made from the automaton's transitions, without a
     chart, so far in this process (csrc/flat.c, flat_step_plain; for the tests)."""

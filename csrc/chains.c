@@ -810,8 +810,64 @@ static size_t inside_run(const uint32_t *outside, size_t k, size_t n) {
     return n - k;
 }
 
-/* The trie through U from label 0: tokens inside with their need, exits, end nodes. */
-static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
+/* The entries taken in bulk listed by need (issue 12, session 37, helper `patstart`): an entry
+ * taken in bulk is made of X only, so its first byte is in X and its need, clamp((len - 1) * s
+ * - D), grows with its length (s >= 0).  So instead of copying each run of them in trie order,
+ * each with its need, for chain_sort's counting sort of every id (with the needs' range, ~25
+ * instructions an id, ~1 M at o6193's `^[0-9a-zA-Z_-]{1,255}$`), the walk skips the runs and
+ * then lists them by length from the vocabulary's entries of each first byte by length
+ * (tokclass.c's by_len), X's first bytes only: already by need, after the walked ids, which
+ * chain_sort sorts alone and merges with them.  Within one need the order differs from trie
+ * order, which nothing reads (the levels are sets; accepted_at clears the suffix's ids of need
+ * >= B whatever their order).  Off: cm_chain_bulk_by_len_enable(0). */
+static atomic_int g_bulk_by_len = 1;
+static atomic_size_t g_bulk_listed;
+
+void cm_chain_bulk_by_len_enable(int on) { atomic_store(&g_bulk_by_len, on); }
+
+size_t cm_chain_bulk_listed(void) { return atomic_load(&g_bulk_listed); }
+
+/* ids[0..n_in + n_w) := the entries not `outside` whose first byte is in X (label 0's bytes of
+ * shift s and delta d), by length (each length's need), merged by need with the walked ids
+ * ids[n_in..n_in + n_w) (sorted by need): one list by need, written from the front (never past
+ * what is still to read: at most n_in entries are listed). */
+static int bulk_by_len(const cm_vocab *v, const cm_tokclass *tc, const walk_tabs *wt, const bulk_take *bt,
+                       uint32_t *ids, int32_t *need, size_t n_w) {
+    uint8_t xs[256];
+    uint32_t n_x = 0, top = 0;
+    for (int b = 0; b < 256; b++) {
+        uint32_t n_len = tc->len_base[b + 1] - tc->len_base[b];
+        if (!self_loop(wt->code[b]) || (wt->code[b] >> 8) != bt->s || wt->delta[b] != bt->d || !n_len) continue;
+        xs[n_x++] = (uint8_t)b;
+        if (n_len - 1 > top) top = n_len - 1;
+    }
+    const uint32_t *outside = bt->outside, *by_len = tc->by_len, *tids = v->trie_ids;
+    size_t o = 0, i = bt->n_in, w_end = bt->n_in + n_w, listed = 0, n_in = bt->n_in;
+    for (uint32_t L = 1; L <= top; L++) {
+        int32_t nd = clamp_need((int64_t)(L - 1) * bt->s - bt->d);
+        for (; i < w_end && need[i] < nd; i++, o++) ids[o] = ids[i], need[o] = need[i];
+        for (uint32_t x = 0; x < n_x; x++) {
+            uint32_t base = tc->len_base[xs[x]], n_len = tc->len_base[xs[x] + 1] - base;
+            if (L >= n_len) continue;
+            for (uint32_t j = tc->len_at[base + L - 1], e = tc->len_at[base + L]; j < e; j++) {
+                uint32_t k = by_len[j];
+                if (outside[k >> 5] >> (k & 31) & 1) continue;
+                if (listed++ == n_in) return CM_ERR_ARG;  /* cannot happen: n_in counts them */
+                ids[o] = tids[k];
+                need[o++] = nd;
+            }
+        }
+    }
+    for (; i < w_end; i++, o++) ids[o] = ids[i], need[o] = need[i];
+    if (listed != n_in) return CM_ERR_ARG;  /* cannot happen: X's entries are all of them */
+    atomic_fetch_add(&g_bulk_listed, 1);
+    return CM_OK;
+}
+
+/* The trie through U from label 0: tokens inside with their need, exits, end nodes.  Where the
+ * entries taken in bulk are to be listed by need (bulk_by_len), they are left out of the ids and
+ * *keep is their take (its outside the caller's to free), else keep->outside is NULL. */
+static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd, bulk_take *keep) {
     const cm_vocab *v = g->v;
     size_t depths = (size_t)v->max_len + 1, cap_ids = 0;
     uint32_t *st = malloc(depths * sizeof *st), *kk = malloc(depths * sizeof *kk);
@@ -822,10 +878,11 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
     const uint32_t *lcp = v->trie_lcp, *skip = v->skip;
     bulk_take bt = rc || cd->ranged ? (bulk_take){NULL, 0, 0, 0} : chain_bulk(v, wt);
     const uint32_t *outside = bt.outside;
+    const cm_tokclass *tc = outside && atomic_load(&g_bulk_by_len) ? cm_tokclass_of(v) : NULL;
     size_t k = 0, prev = SIZE_MAX;  /* the entry walked last, to depth pv */
     uint32_t pv = 0;
     if (outside && !rc) {  /* room for the entries taken and as many again walked, at once */
-        size_t n_in = bt.n_in;
+        size_t n_in = tc ? 0 : bt.n_in;
         size_t c1 = 0, c2 = 0;
         rc = cm_grow_to((void **)&cd->ids, &c1, 2 * n_in + 64, sizeof *cd->ids);
         if (!rc) rc = cm_grow_to((void **)&cd->need, &c2, 2 * n_in + 64, sizeof *cd->need);
@@ -847,7 +904,10 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
             cap_ids = c1 < c2 ? c1 : c2;
             if (cd->ranged && c3 < cap_ids) cap_ids = c3;
         }
-        if (run) {  /* accepted, each its need by its length */
+        if (run && tc) {  /* listed by need after the walk */
+            k += run;
+            if (k >= v->n_trie) break;
+        } else if (run) {  /* accepted, each its need by its length */
             uint32_t *ids = cd->ids + cd->n_ids;
             int32_t *need = cd->need + cd->n_ids;
             memcpy(ids, v->trie_ids + k, run * sizeof *ids);
@@ -911,7 +971,9 @@ static int walk_trie(const cm_grammar *g, const walk_tabs *wt, chain_walk *cd) {
         cd->ids[cd->n_ids] = v->trie_ids[k++];
         cd->need[cd->n_ids++] = nd[len];
     }
-    free(bt.outside);
+    *keep = (bulk_take){NULL, 0, 0, 0};
+    if (tc) *keep = bt;
+    else free(bt.outside);
     free(st);
     free(kk);
     free(nd);
@@ -1029,11 +1091,14 @@ static int ranged_nodes(chain_walk *cd) {
 
 /* ids by need, nodes by budget (both stable), and the accepted tokens of each
  * budget up to the greatest need as bitsets (levels). */
-static int chain_sort(const cm_grammar *g, chain_walk *cd) {
+static int chain_sort(const cm_grammar *g, chain_walk *cd, const walk_tabs *wt, const bulk_take *bt) {
     int32_t lo, hi;
+    const cm_tokclass *tc = bt->outside ? cm_tokclass_of(g->v) : NULL;
+    size_t n_in = tc ? bt->n_in : 0, n_all = n_in + cd->n_ids;  /* the walked ids sorted after the listed */
+    if (n_all >= UINT32_MAX) return CM_ERR_LIMIT;
     uint32_t *order = malloc((cd->n_nodes ? cd->n_nodes : 1) * sizeof *order);
-    uint32_t *ids = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *ids);
-    int32_t *need = malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *need);
+    uint32_t *ids = malloc((n_all ? n_all : 1) * sizeof *ids);
+    int32_t *need = malloc((n_all ? n_all : 1) * sizeof *need);
     chain_node *nodes = malloc((cd->n_nodes ? cd->n_nodes : 1) * sizeof *nodes);
     uint32_t *ks = cd->ranged ? malloc((cd->n_ids ? cd->n_ids : 1) * sizeof *ks) : NULL;
     int rc = order && ids && need && nodes && (ks || !cd->ranged) ? CM_OK : CM_ERR_NOMEM;
@@ -1046,18 +1111,20 @@ static int chain_sort(const cm_grammar *g, chain_walk *cd) {
         if (at) {
             for (uint32_t i = 0; i < n; i++) at[key[i] - lo + 1]++;
             for (size_t j = 1; j <= span; j++) {
-                for (uint32_t i = at[j - 1]; i < at[j - 1] + at[j]; i++) need[i] = lo + (int32_t)(j - 1);
+                for (uint32_t i = at[j - 1]; i < at[j - 1] + at[j]; i++) need[n_in + i] = lo + (int32_t)(j - 1);
                 at[j] += at[j - 1];
             }
             for (uint32_t i = 0; i < n; i++) {
                 uint32_t to = at[key[i] - lo]++;
-                ids[to] = from[i];
+                ids[n_in + to] = from[i];
                 if (ks) ks[to] = cd->ks[i];
             }
         }
         rc = at ? CM_OK : CM_ERR_NOMEM;
         free(at);
     }
+    if (!rc && tc) rc = bulk_by_len(g->v, tc, wt, bt, ids, need, cd->n_ids);
+    if (!rc) cd->n_ids = (uint32_t)n_all;
     if (cd->n_nodes) key_range(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, &lo, &hi);
     if (!rc && cd->n_nodes &&
         !counting_order(&cd->nodes[0].budget, sizeof *cd->nodes, cd->n_nodes, lo, (size_t)(hi - lo) + 1, order))
@@ -1118,8 +1185,10 @@ static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, c
         free(cw);
     }
     if (!rc) cd->w->ranged = ranged_key(f->key, cd->w->first_bytes);
-    if (!rc) rc = walk_trie(g, &wt, cd->w);
-    if (!rc) rc = chain_sort(g, cd->w);
+    bulk_take bt = {NULL, 0, 0, 0};
+    if (!rc) rc = walk_trie(g, &wt, cd->w, &bt);
+    if (!rc) rc = chain_sort(g, cd->w, &wt, &bt);
+    free(bt.outside);
     free(wt.code);
     free(wt.delta);
     free(wt.end);

@@ -79,5 +79,10 @@ size_t cm_chain_prefix_hits(void);
 /* How many chain walks took the entries of label 0's loop bytes at once, from the
  * vocabulary's byte features, so far (process-wide; off with cm_tokclass_enable(0)). */
 size_t cm_chain_bulk_takes(void);
+/* Whether such a walk lists the entries it takes by need from the vocabulary's entries by
+ * length (default on; 0: copies them in trie order for the sort, the tests' reference), and
+ * how many walks did so far (process-wide). */
+void cm_chain_bulk_by_len_enable(int on);
+size_t cm_chain_bulk_listed(void);
 
 #endif

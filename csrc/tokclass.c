@@ -19,6 +19,8 @@
 #include "bits.h"
 #include "tokclass.h"
 
+#define CM_TC_NOMEM 1
+
 static atomic_int g_enabled = 1;
 static atomic_size_t g_walks;
 
@@ -47,6 +49,41 @@ static void mark(uint32_t *has, size_t n_words, int f, size_t i) {
     has[(size_t)f * n_words + (i >> 5)] |= 1u << (i & 31);
 }
 
+/* tc's by_len, len_at and len_base: each first byte's entries by length (a counting sort). */
+static int by_length(const cm_vocab *v, cm_tokclass *tc) {
+    size_t n_at = 0;
+    for (int b = 0; b < 256; b++) {
+        uint32_t top = 0;
+        for (uint32_t k = v->first_off[b]; k < v->first_off[b + 1]; k++) {
+            uint32_t len = (uint32_t)(v->trie_off[k + 1] - v->trie_off[k]);
+            if (len > top) top = len;
+        }
+        tc->len_base[b] = (uint32_t)n_at;
+        n_at += top ? top + 1 : 0;
+    }
+    tc->len_base[256] = (uint32_t)n_at;
+    tc->by_len = malloc((v->n_trie ? v->n_trie : 1) * sizeof *tc->by_len);
+    tc->len_at = calloc(n_at ? n_at : 1, sizeof *tc->len_at);
+    if (!tc->by_len || !tc->len_at) return CM_TC_NOMEM;
+    for (int b = 0; b < 256; b++) {
+        uint32_t *at = tc->len_at + tc->len_base[b], n_len = tc->len_base[b + 1] - tc->len_base[b];
+        if (!n_len) continue;
+        for (uint32_t k = v->first_off[b]; k < v->first_off[b + 1]; k++)
+            at[v->trie_off[k + 1] - v->trie_off[k]]++;  /* at[L]: how many of length L (>= 1) */
+        uint32_t sum = v->first_off[b];
+        for (uint32_t L = 0; L < n_len; L++) {  /* at[L - 1] := where length L starts */
+            uint32_t c = L + 1 < n_len ? at[L + 1] : 0;
+            at[L] = sum;
+            sum += c;
+        }
+        for (uint32_t k = v->first_off[b]; k < v->first_off[b + 1]; k++)
+            tc->by_len[at[v->trie_off[k + 1] - v->trie_off[k] - 1]++] = k;
+        for (uint32_t L = n_len - 1; L > 0; L--) at[L] = at[L - 1];  /* back to the starts */
+        at[0] = v->first_off[b];
+    }
+    return 0;
+}
+
 static cm_tokclass *build(const cm_vocab *v) {
     cm_tokclass *tc = calloc(1, sizeof *tc);
     if (!tc) return NULL;
@@ -73,6 +110,10 @@ static cm_tokclass *build(const cm_vocab *v) {
             i += (uint32_t)n;
         }
     }
+    if (by_length(v, tc)) {
+        cm_tokclass_free(tc);
+        return NULL;
+    }
     return tc;
 }
 
@@ -93,6 +134,8 @@ void cm_tokclass_free(cm_tokclass *tc) {
     free(tc->has);
     free(tc->has_id);
     free(tc->trie_ids);
+    free(tc->by_len);
+    free(tc->len_at);
     free(tc);
 }
 

@@ -23,6 +23,13 @@ struct cm_tokclass {
     uint32_t *has;              /* [CM_TC_FEATURES * n_words]: bit k of set f, trie entry k holds a byte of f */
     uint32_t *has_id;           /* [CM_TC_FEATURES * n_id_words]: the same sets by token id */
     uint32_t *trie_ids;         /* [n_id_words]: the ids of the trie's tokens */
+    /* The trie entries of each first byte b ([first_off[b], first_off[b+1])) by length, stably:
+     * by_len[len_at[len_base[b] + L - 1] .. len_at[len_base[b] + L]) those of length L, for
+     * L in 1..len_base[b+1] - len_base[b] - 1 (a chain's walk lists the entries it takes in
+     * bulk by need, which grows with the length: chains.c) */
+    uint32_t *by_len;           /* [n_trie] */
+    uint32_t *len_at;           /* [len_base[256]] */
+    uint32_t len_base[257];
 };
 
 /* The vocabulary's summary, made on first use (thread-safe); NULL when out of memory. */
