@@ -142,13 +142,16 @@ def regex_to_expr(pattern: str, flags: int = 0, *, anchors: bool = True, flavor:
     return _Translator(pattern, tree.state.flags, anchors).sequence(list(tree), tree.state.flags, ZERO, ZERO)
 
 
-def ecmascript_search(pattern: str) -> list[ir.Expr]:
+def ecmascript_search(pattern: str, parsed: ecmascript.Parsed | None = None) -> list[ir.Expr]:
     """Alternatives whose union is the strings an ECMAScript ``u`` regex *finds* a match in
     (``/pattern/u.test(s)``, JSON Schema's ``pattern``): each top-level branch becomes
     ``[^]* branch [^]*``, the left (right) side dropped where the branch starts with ``^``
     (ends with ``$``).  A branch with an assertion gets the wrapping in its own sequence, so
-    that an assertion at its edge (``\\bcat\\b``) sees the text around the match."""
-    branches = _top_branches(ecmascript.parse(pattern).nodes)
+    that an assertion at its edge (``\\bcat\\b``) sees the text around the match.  ``parsed``:
+    ``ecmascript.parse(pattern)`` when the caller has it (read here, never changed)."""
+    if parsed is None:
+        parsed = ecmascript.parse(pattern)
+    branches = _top_branches(parsed.nodes)
     anything: Node = (_c.MAX_REPEAT, (0, _MAXREPEAT, [ecmascript.ranges_node(ecmascript.everything())]))
     start, end = (_c.AT, _c.AT_BEGINNING_STRING), (_c.AT, _c.AT_END_STRING)
     translator = _Translator(pattern, 0, True, ecmascript=True)
@@ -422,7 +425,10 @@ def _node_min(node: Node) -> int:
 
 
 def _can_consume(nodes: list[Node]) -> bool:
-    return any(_node_consumes(n) for n in nodes)
+    for n in nodes:  # not any() of a generator: one stopped early raises GeneratorExit inside it
+        if _node_consumes(n):
+            return True
+    return False
 
 
 def _node_consumes(node: Node) -> bool:

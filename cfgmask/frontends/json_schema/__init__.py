@@ -61,6 +61,7 @@ def clear_memos() -> None:
         strings._product,
         strings._search_language,
         wellformed._regex_text,
+        wellformed.pattern_tree,
         numbers.number_range,
         numbers.multiples_within,
         canonical.canonical_string,

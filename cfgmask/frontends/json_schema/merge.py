@@ -184,8 +184,8 @@ def _all_of(a: Any, b: Any) -> Any:
 
 
 def _merge_objects(a: dict[str, Any], b: dict[str, Any], out: dict[str, Any]) -> None:
-    has_a = any(k in a for k in _OBJECT_KEYS)
-    has_b = any(k in b for k in _OBJECT_KEYS)
+    has_a = not a.keys().isdisjoint(_OBJECT_KEYS)
+    has_b = not b.keys().isdisjoint(_OBJECT_KEYS)
     if not (has_a and has_b):
         src = a if has_a else b
         for k in _OBJECT_KEYS:

@@ -325,7 +325,7 @@ def _sci_positive(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool,
 
 
 def _dead(e: ir.Expr) -> bool:
-    return isinstance(e, ir.Seq) and any(x == ir.NOTHING for x in e.items)
+    return isinstance(e, ir.Seq) and ir.NOTHING in e.items  # each x == NOTHING, as any() asked
 
 
 # How an integer may be spelled: "all" (``3``, ``3.0``, ``3e0`` past 1e16: every spelling whose
@@ -430,8 +430,12 @@ def _cap_digits(e: ir.Expr) -> ir.Expr:
     if isinstance(e, (ir.Seq, ir.Alt)):
         t, old = type(e), e.items
         new = [_capped_child(x) for x in old]
-        if len(old) != 1 and all(a is b and type(a) is not t for a, b in zip(new, old, strict=True)):
-            return e  # what the constructor would make of the same items: an equal node
+        if len(old) != 1:  # a loop, not all() of a generator: one stopped early raises inside it
+            for a, b in zip(new, old):
+                if a is not b or type(a) is t:
+                    break
+            else:
+                return e  # what the constructor would make of the same items: an equal node
         return ir.seq(*new) if t is ir.Seq else ir.alt(*new)
     return e
 

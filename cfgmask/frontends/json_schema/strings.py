@@ -62,8 +62,9 @@ def search_language(p: str) -> list[ir.Expr]:
 @functools.lru_cache(maxsize=1024)  # IR is immutable; schemas repeat their patterns
 def _search_language(p: str) -> tuple[ir.Expr, ...]:
     from ..regex import ecmascript_search
+    from .wellformed import pattern_tree
 
-    return tuple(ecmascript_search(p))
+    return tuple(ecmascript_search(p, pattern_tree(p)))
 
 
 @functools.cache  # one expression per format name (FORMATS is fixed)
@@ -92,13 +93,12 @@ def everywhere(p: str) -> bool:
     empty) is parsed; False on anything else (the general path decides)."""
     if p and not p.endswith(("*", "*?", ")")):
         return False
-    from .. import ecmascript  # the regex modules load on the first pattern, as search_language's
+    from .wellformed import pattern_tree  # the parse the well-formedness check made
 
-    try:
-        nodes = ecmascript.parse(p).nodes
-    except GrammarError:
-        return False  # the general path raises it, with its message
-    return _nullable_plain(nodes)
+    parsed = pattern_tree(p)
+    if parsed is None:
+        return False  # the general path raises the error, with its message
+    return _nullable_plain(parsed.nodes)
 
 
 def _nullable_plain(nodes: list[Any]) -> bool:

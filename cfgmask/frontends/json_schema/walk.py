@@ -520,11 +520,8 @@ class SchemaCompiler:
             self._branch(key, subs[i], b, pointer(where, i), base)
             for i, b in enumerate(subs if trivial else merged)
         ]
-        return (
-            ir.alt(*[e for e in exprs if e != ir.NOTHING])
-            if any(e != ir.NOTHING for e in exprs)
-            else ir.NOTHING
-        )
+        live = [e for e in exprs if e != ir.NOTHING]
+        return ir.alt(*live) if live else ir.NOTHING
 
     def _branch(self, key: str, written: Any, b: Any, where: str, base: str) -> ir.Expr:
         """A branch that had a ``$ref`` inlined (``b`` is not what was ``written``): walked with a

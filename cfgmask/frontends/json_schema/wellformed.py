@@ -95,11 +95,13 @@ def _regex(v: Any) -> Bad | None:
     return _regex_text(v)
 
 
-@functools.lru_cache(maxsize=1024)  # a pattern is parsed once: schemas repeat their patterns
+@functools.lru_cache(maxsize=1024)  # a pattern is checked once: schemas repeat their patterns
 def _regex_text(v: str) -> Bad | None:
+    if pattern_tree(v) is not None:
+        return None  # parsed: well-formed (the tree is kept for the walk, pattern_tree's memo)
     from ..ecmascript import syntax_error
 
-    e = syntax_error(v)
+    e = syntax_error(v)  # parses again, for the error (a malformed pattern: the rare case)
     if e is not None:
         return (
             (),
@@ -209,6 +211,22 @@ FORMS = {
 }
 CONDITIONAL = {k: FORMS["not"] for k in ("if", "then", "else")}  # keywords from draft-07 on
 FORMS_07 = {**FORMS, **CONDITIONAL}
+
+
+# A pattern's parse (an ECMA-262 pattern, ``u`` flag) serves every reader of it in the front end:
+# this check, :func:`.strings.everywhere` and the search language (:func:`..regex.ecmascript_search`),
+# which each parsed it again (~0.2 M instructions a pattern, cold).  The tree is read, never
+# written, by all three.  Schema content: ``clear_memos`` forgets it.
+@functools.lru_cache(maxsize=256)
+def pattern_tree(p: str) -> Any:
+    """``ecmascript.parse(p)`` (an ``ecmascript.Parsed``, shared: read it, never change it), or
+    None when ``p`` does not parse (the caller parses it again for the error)."""
+    from ..ecmascript import parse
+
+    try:
+        return parse(p)
+    except GrammarError:
+        return None
 
 
 def abbreviate(v: Any, width: int = 40) -> str:
