@@ -53,7 +53,7 @@ def clear_memos() -> None:
     literals and rule-name stems (``cfgmask.clear_caches()`` calls it, so that a cold compile
     reuses nothing an earlier schema taught).  What depends on no schema stays: the
     metaschemas, the named formats' languages, the JSON spellings of classes, the automaton of
-    every string (``strings.everywhere``'s)."""
+    every string (``strings.everywhere``'s), the rules of any JSON value (``walk.add_builtin``'s)."""
     from . import canonical, containers, lexical, numbers, strings, wellformed
 
     for memo in (

@@ -628,9 +628,11 @@ class Containers:
         return ir.seq(U.lit("{"), c.ws(), body)
 
     def _repeats_note(self, o: _Object, path: str) -> None:
-        kw = next(
-            (k for k in ("additionalProperties", "patternProperties", "properties") if k in o.s), "type"
-        )
+        kw = "type"
+        for k in ("additionalProperties", "patternProperties", "properties"):  # the first present
+            if k in o.s:
+                kw = k
+                break
         why = "keys not tracked may appear twice, each value checked (RFC 8259: names SHOULD be unique)"
         self.c.rep.enforced(pointer(path, kw), kw, why)
 

@@ -97,7 +97,10 @@ def detect_draft(schema: Any) -> int:
 
 
 def constraining(s: dict[str, Any]) -> bool:
-    return any(not is_annotation(k) for k in s)
+    for k in s:  # not any() of a generator: one stopped early raises GeneratorExit inside it
+        if not is_annotation(k):
+            return True
+    return False
 
 
 class SchemaCompiler:
@@ -1124,6 +1127,23 @@ def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr, canonical: bool = False)
     """Generic JSON values as rules ``json-value`` and friends (canonical: strings and numbers
     in canonical spelling; keys may still come in any order and repeat)."""
     rules.setdefault("json-char", CANONICAL_CHAR if canonical else JSON_CHAR)
+    made = _BUILTIN.get((ws, canonical))
+    if made is None:
+        made = _builtin_rules(ws, canonical)
+        if len(_BUILTIN) < 16:
+            _BUILTIN[(ws, canonical)] = made
+    rules.update(made)
+
+
+# add_builtin's rules (after json-char) by (whitespace expression, canonical): no schema's content,
+# so clear_memos keeps them; IR is immutable, so every grammar may hold the same nodes.  Made per
+# call they were ~40 k instructions of each cold schema with an unconstrained value in it.
+_BUILTIN: dict[tuple[ir.Expr, bool], dict[str, ir.Expr]] = {}
+
+
+def _builtin_rules(ws: ir.Expr, canonical: bool) -> dict[str, ir.Expr]:
+    """The rules ``add_builtin`` sets after ``json-char``, in the order it sets them."""
+    rules: dict[str, ir.Expr] = {}
     rules["json-string"] = ir.seq(U.lit('"'), ir.Repeat(ir.Ref("json-char"), 0, None), U.lit('"'))
     rules["json-number"] = cap_digits(JSON_NUMBER) if canonical else JSON_NUMBER
     comma = ir.seq(ws, U.lit(","), ws)
@@ -1143,6 +1163,7 @@ def add_builtin(rules: dict[str, ir.Expr], ws: ir.Expr, canonical: bool = False)
         ir.Ref("json-object"), ir.Ref("json-array"), ir.Ref("json-string"), ir.Ref("json-number"),
         U.lit("true"), U.lit("false"), U.lit("null"),
     )  # fmt: skip
+    return rules
 
 
 __all__ = ["SchemaCompiler", "TYPES", "Walk", "add_builtin", "detect_draft"]
