@@ -135,7 +135,7 @@ class Containers:
             return value
         ref = self._shared.get(value)
         if ref is None:
-            ref = self._shared[value] = ir.Ref(U.fresh(self.c.rules, "value"))
+            ref = self._shared[value] = ir.Ref(U.fresh_stem(self.c.rules, "value"))
             self.c.rules[ref.name] = value
         return ref
 
@@ -172,7 +172,7 @@ class Containers:
             opts = [(e, n) for e, n in moves(st) if e != ir.NOTHING and is_live(n)]
             if not opts and free == ir.NOTHING:
                 return None
-            name = U.fresh(c.rules, f"{prefix}-s{len(names)}")
+            name = U.fresh_stem(c.rules, f"{prefix}-s{len(names)}")  # prefix: a fixed name
             names[st] = name
             alts = [ir.seq(e, tail(n)) for e, n in opts]
             if free != ir.NOTHING:
@@ -237,7 +237,7 @@ class Containers:
 
         def ref(key: tuple[int, Any, bool]) -> ir.Ref:
             if key not in names:
-                names[key] = U.fresh(c.rules, f"{prefix}-{key[0]}")
+                names[key] = U.fresh_stem(c.rules, f"{prefix}-{key[0]}")  # prefix: a fixed name
                 bodies.append((names[key], key))
             return ir.Ref(names[key])
 
@@ -297,7 +297,7 @@ class Containers:
         # name reserved, its body queued) on first reference, as ``ordered`` does
         names: list[str | None] = [None] * (2 * n + 2)
         bodies: list[tuple[str, int, bool]] = []
-        rules, fresh, seq, alt, Ref, eps = c.rules, U.fresh, ir.seq, ir.alt, ir.Ref, ir.EPSILON
+        rules, fresh, seq, alt, Ref, eps = c.rules, U.fresh_stem, ir.seq, ir.alt, ir.Ref, ir.EPSILON
         comma: ir.Expr | None = None  # c.sep(","), asked for where ordered asks for it first
         close = U.lit("}")
 
@@ -673,7 +673,7 @@ class Containers:
             self._repeats_note(o, path)
         free = ir.alt(*untracked, *free_parts) if untracked or free_parts else ir.NOTHING
         if free != ir.NOTHING:  # one shared rule: every key-subset state refers to it
-            fname = U.fresh(self.c.rules, "members")
+            fname = U.fresh_stem(self.c.rules, "members")
             self.c.rules[fname] = free
             free = ir.Ref(fname)
         if len(tracked) > MAX_TRACKED:
@@ -866,7 +866,7 @@ class Containers:
         r = c.schema(rest, pointer(path, "items"), base)
         if r not in (ir.NOTHING, ir.EPSILON) and not isinstance(r, ir.Ref):
             # the item grammar is used twice below: share it, or nested arrays double per level
-            name = U.fresh(c.rules, "items")
+            name = U.fresh_stem(c.rules, "items")
             c.rules[name] = r
             r = ir.Ref(name)
         sep = c.sep(",")

@@ -361,7 +361,7 @@ def not_in(names: list[str], rules: dict[str, ir.Expr] | None = None, canonical:
             return leaf
         if not small and not top:
             if size(node) >= NOT_IN_RULE_SIZE:
-                name = U.fresh(rules, "key-not-in")  # type: ignore[arg-type]
+                name = U.fresh_stem(rules, "key-not-in")  # type: ignore[arg-type]
                 rules[name] = build(node, True, False)  # type: ignore[index]
                 return ir.Ref(name)
             small = True

@@ -252,7 +252,7 @@ class SchemaCompiler:
         if walk is None:
             walk = self.walks[key] = Walk(key)
         elif walk.name is None:  # the first meeting inside its own walk
-            walk.name = U.fresh(self.rules, "walk")
+            walk.name = U.fresh_stem(self.rules, "walk")
             self.rules[walk.name] = ir.NOTHING  # its body when the walk ends
         return walk
 
@@ -1060,9 +1060,9 @@ class SchemaCompiler:
                 self.rep.rejected(where, "multipleOf", f"multipleOf with bounds: {e.message}")
                 return number_range(lo, lo_incl, hi, hi_incl, integer, self.int_forms)
             self.rep.enforced(where, "multipleOf", "integers divisible by k in range (plain spelling)")
-            return bounded.to_expr(self.rules, U.fresh(self.rules, f"mult{k}"))
+            return bounded.to_expr(self.rules, U.fresh_stem(self.rules, f"mult{k}"))
         self.rep.enforced(where, "multipleOf", "integers divisible by k (plain spelling)")
-        return multiple_of(k, self.rules, U.fresh(self.rules, f"mult{k}"), fraction)
+        return multiple_of(k, self.rules, U.fresh_stem(self.rules, f"mult{k}"), fraction)
 
     def _decimal_multiple(
         self,
