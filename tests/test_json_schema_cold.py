@@ -167,3 +167,7 @@ def test_cap_digits_keeps_what_it_does_not_change() -> None:
     capped = numbers._cap_digits(grows)
     assert capped is not grows
     assert capped == ir.seq(ir.Literal(b"1"), ir.Repeat(digits, 0, numbers.CANONICAL_EXTRA_DIGITS))
+    # a part of the node's own type: the constructor would flatten it, so the node is rebuilt
+    nested = ir.Seq((ir.Seq((ir.Literal(b"1"), ir.Literal(b"2"))), ir.Literal(b"3")))
+    flat = numbers._cap_digits(nested)
+    assert flat is not nested and flat == ir.seq(ir.Literal(b"1"), ir.Literal(b"2"), ir.Literal(b"3"))
