@@ -34,6 +34,7 @@ from . import chardfa
 from .formats import FORMAT_READINGS, FORMATS
 from .lexical import ALL_CHARS, Encoder, encode_class
 from .report import pointer
+from .wellformed import pattern_tree
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -62,7 +63,6 @@ def search_language(p: str) -> list[ir.Expr]:
 @functools.lru_cache(maxsize=1024)  # IR is immutable; schemas repeat their patterns
 def _search_language(p: str) -> tuple[ir.Expr, ...]:
     from ..regex import ecmascript_search
-    from .wellformed import pattern_tree
 
     return tuple(ecmascript_search(p, pattern_tree(p)))
 
@@ -93,9 +93,7 @@ def everywhere(p: str) -> bool:
     empty) is parsed; False on anything else (the general path decides)."""
     if p and not p.endswith(("*", "*?", ")")):
         return False
-    from .wellformed import pattern_tree  # the parse the well-formedness check made
-
-    parsed = pattern_tree(p)
+    parsed = pattern_tree(p)  # the parse the well-formedness check made
     if parsed is None:
         return False  # the general path raises the error, with its message
     return _nullable_plain(parsed.nodes)
