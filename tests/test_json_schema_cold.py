@@ -171,3 +171,28 @@ def test_cap_digits_keeps_what_it_does_not_change() -> None:
     nested = ir.Seq((ir.Seq((ir.Literal(b"1"), ir.Literal(b"2"))), ir.Literal(b"3")))
     flat = numbers._cap_digits(nested)
     assert flat is not nested and flat == ir.seq(ir.Literal(b"1"), ir.Literal(b"2"), ir.Literal(b"3"))
+
+
+def _draft_as_before(schema: Any) -> int:
+    uri = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    for n in (4, 6, 7):
+        if f"draft-0{n}" in str(uri):
+            return n
+    return 2019 if "2019-09" in str(uri) else 2020
+
+
+_URI_PARTS = st.sampled_from(["draft-04", "draft-06", "draft-07", "2019-09", "draft/2020-12", "http://", "#", "x"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(
+        st.lists(_URI_PARTS, max_size=4).map("".join),
+        st.sampled_from([None, 0, 0.0, False, True, 4, 7.5, [], {}, ["draft-04"], {"a": "draft-07"}]),
+    ),
+    st.booleans(),
+)
+def test_detect_draft_as_before(uri: Any, present: bool) -> None:
+    schema: Any = {"$schema": uri} if present else {"type": "string"}
+    assert walk.detect_draft(schema) == _draft_as_before(schema)
+    assert walk.detect_draft(True) == _draft_as_before(True) == 2020
