@@ -136,7 +136,11 @@ def test_fresh_stem_gets_only_names_that_are_their_own_stems() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["value", "obj-1", "items", "mult3", "x"])), max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from(["value", "obj-1", "items", "mult3", "x"])), max_size=30
+    )
+)
 def test_fresh_stem_names_as_fresh_does(calls: list[tuple[bool, str]]) -> None:
     a: dict[str, ir.Expr] = {}
     b: dict[str, ir.Expr] = {}
@@ -181,7 +185,9 @@ def _draft_as_before(schema: Any) -> int:
     return 2019 if "2019-09" in str(uri) else 2020
 
 
-_URI_PARTS = st.sampled_from(["draft-04", "draft-06", "draft-07", "2019-09", "draft/2020-12", "http://", "#", "x"])
+_URI_PARTS = st.sampled_from(
+    ["draft-04", "draft-06", "draft-07", "2019-09", "draft/2020-12", "http://", "#", "x"]
+)
 
 
 @settings(max_examples=150, deadline=None)

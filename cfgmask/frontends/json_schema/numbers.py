@@ -431,7 +431,7 @@ def _cap_digits(e: ir.Expr) -> ir.Expr:
         t, old = type(e), e.items
         new = [_capped_child(x) for x in old]
         if len(old) != 1:  # a loop, not all() of a generator: one stopped early raises inside it
-            for a, b in zip(new, old):
+            for a, b in zip(new, old, strict=True):
                 if a is not b or type(a) is t:
                     break
             else:
