@@ -19,6 +19,10 @@ kind and the largest regions are printed, and ``--compare A B`` sets two such fi
 ``--only REGEX`` counts only the regions whose label matches (the others run uncounted): a
 profile of a few fills, ``--only 'fill:.*/o6193:18$'``.
 
+``--compile-alone`` (first-docs): count ``cfgmask.compile`` only, after the front end,
+``clear_caches()`` and ``gc.collect()``, and replay nothing (the compile glue's own figures:
+``--only`` picks the schemas, ``--profile`` makes their profile).
+
 ``--name-sets-div N`` builds the vocabulary with ``_core.name_sets_div(N)`` (a first byte's name
 tokens as a bit set from n_words / N of them; 1 is the rule before session 35).
 
@@ -82,8 +86,12 @@ class Counter:
         self.only = re.compile(only) if only else None
         self.lib.cg_on()
 
+    def wanted(self, label: str) -> bool:
+        """Whether ``label``'s region is counted."""
+        return not self.only or bool(self.only.search(label))
+
     def region(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
-        if self.only and not self.only.search(label):
+        if not self.wanted(label):
             return fn(*args)  # run, not counted
         self.lib.cg_toggle()
         try:
@@ -97,7 +105,11 @@ class Counter:
 # ---- the workloads (run inside valgrind) -----------------------------------------------------
 
 
-def _first_docs(cm: Any, vocab: Any, count: Counter, splits: Path, limit: int | None) -> Iterator[str]:
+def _first_docs(
+    cm: Any, vocab: Any, count: Counter, splits: Path, limit: int | None, alone: bool = False
+) -> Iterator[str]:
+    import gc
+
     from .bench_maskbench import job_of, load_corpus
 
     mask = cm.allocate_bitmask(1, vocab.size)
@@ -108,6 +120,15 @@ def _first_docs(cm: Any, vocab: Any, count: Counter, splits: Path, limit: int | 
         sid = job["id"]
         cm.clear_caches()
         try:
+            if alone:
+                if not count.wanted(f"compile:{sid}"):
+                    continue
+                g = cm.Grammar.from_json_schema(job["text"])
+                cm.clear_caches()
+                gc.collect()
+                count.region(f"compile:{sid}", cm.compile, g, vocab)
+                yield sid
+                continue
             cg = count.region(f"compile:{sid}", _compile, cm.Grammar.from_json_schema, job["text"], vocab)
         except (cm.GrammarError, cm.LimitError, ValueError, NotImplementedError):
             continue
@@ -167,7 +188,7 @@ def inner(args: argparse.Namespace) -> None:
     vocab._handle()
     count = Counter(profile=bool(args.profile), only=args.only)
     work = (
-        _first_docs(cm, vocab, count, args.splits, args.limit)
+        _first_docs(cm, vocab, count, args.splits, args.limit, args.compile_alone)
         if args.what == "first-docs"
         else _gbnf(cm, vocab, count, args.grammars.split(","))
     )
@@ -224,6 +245,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cmd += ["--name-sets-div", str(args.name_sets_div)]
         if args.only:
             cmd += ["--only", args.only]
+        if args.compile_alone:
+            cmd += ["--compile-alone"]
         env = dict(os.environ, PYTHONHASHSEED="0")
         subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=sys.stderr)
         if args.profile:
@@ -309,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--cache-sim", action="store_true", help="count D1 and LL read misses too")
     ap.add_argument("--ll", default="1048576,8,64", help="the simulated last level (size,assoc,line)")
+    ap.add_argument("--compile-alone", action="store_true", help="first-docs: count cfgmask.compile alone")
     ap.add_argument("--name-sets-div", type=int, help="name sets from n_words / N names (1: old rule)")
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -90,15 +90,15 @@ cdef extern from "cfgmask.h" nogil:
                        size_t n_stop, const cm_limits *limits, cm_grammar **out)
     int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                                 size_t n_stop, const cm_limits *limits, cm_grammar **out)
-    int cm_grammar_new_derived(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block,
-                               const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
-                               const cm_limits *limits, cm_grammar **out)
+    int cm_grammar_new_facts(const cm_tables *t, const uint8_t *facts, const cm_vocab *v,
+                             const uint32_t *stop_ids, size_t n_stop, const cm_limits *limits, cm_grammar **out)
     void cm_grammar_free(cm_grammar *g)
     int cm_grammar_warm(const cm_grammar *g, double deadline)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
     int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
     int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t *out)
     int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule)
+    int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls)
     size_t cm_grammar_cache_entries(const cm_grammar *g)
     void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                                 size_t *vocab_loops)
@@ -260,9 +260,13 @@ cdef extern from "cfgmask.h" nogil:
         uint16_t *run_end
         uint32_t *state_bytes
         uint8_t *rule_block
+        uint8_t *facts
 
+    size_t cm_facts_size(uint32_t n_states, uint32_t n_rules)
     int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
                        const int64_t *weights, size_t n_weights, cm_flat_derived **out)
+    int cm_flat_derive_facts(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names,
+                             const int64_t *weights, size_t n_weights, uint8_t *facts, cm_flat_derived **out)
     void cm_flat_derived_free(cm_flat_derived *d)
     int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out)
 

@@ -237,8 +237,8 @@ cdef void _tables_from_raw(tuple raw, cm_tables *out, const uint8_t **facts) exc
     """``out`` pointing into the bytes of ``Tables._raw`` (see there: the door's buffers as
     compile_finish returned them), each checked for its length; sets and lookahead None when
     the grammar has none (no token sets; the core's own tables of no debt).  ``*facts``: the
-    door's state bytes and rule blocks (csrc/tables.c, for cm_grammar_new_derived), NULL where
-    ``_raw`` has None."""
+    door's facts (csrc/tables.c ``cm_facts_size``: the state bytes and flags, the rule blocks, for
+    cm_grammar_new_facts, which borrows them), NULL where ``_raw`` has None."""
     cdef size_t ns, nr, k, ne, nt, nk, n_la
     cdef const uint32_t *ref_off
     cdef const uint32_t *tok_off
@@ -246,7 +246,7 @@ cdef void _tables_from_raw(tuple raw, cm_tables *out, const uint8_t **facts) exc
     (n_states, n_rules, n_classes, byte_class, trans, state_rule, accepting, ref_off_b, ref_rule, ref_target,
      rule_state, nullable, follow, tok_off_b, tok_set, tok_target, sets, la, given) = raw
     ns, nr, k = n_states, n_rules, n_classes
-    facts[0] = NULL if given is None else <const uint8_t *>_raw_buf(given, 32 * ns + nr)
+    facts[0] = NULL if given is None else <const uint8_t *>_raw_buf(given, cm_facts_size(<uint32_t>ns, <uint32_t>nr))
     if not 0 < k <= 256:
         raise ValueError("inconsistent automaton tables")
     ref_off = <const uint32_t *>_raw_buf(ref_off_b, 4 * (ns + 1))
@@ -343,9 +343,8 @@ cdef class GrammarHandle:
                 rc = cm_grammar_new(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
             elif facts == NULL:  # bytes are immutable: the core borrows them while this handle holds them
                 rc = cm_grammar_new_borrowed(&t, vocab.ptr, sp, n_stop, &lim, &self.ptr)
-            else:  # and what the compiler's walk of the rows found of them, not found again
-                rc = cm_grammar_new_derived(&t, <const uint32_t *>facts, facts + 32 * t.n_states, vocab.ptr, sp,
-                                            n_stop, &lim, &self.ptr)
+            else:  # and what the compiler's walk of the rows found of them (borrowed too), not found again
+                rc = cm_grammar_new_facts(&t, facts, vocab.ptr, sp, n_stop, &lim, &self.ptr)
         free(sp)
         if rc:
             _raise(rc, "compile")
@@ -423,6 +422,15 @@ cdef class GrammarHandle:
         if rc < 0:
             raise IndexError(state)
         return bool(rc), [out[i] for i in range(8)]
+
+    def state_flags(self, uint32_t state):
+        """The flags the core keeps of one state (for tests): (bits: 1 has_bytes, 2 simple, 4
+        has_tokens, 8 plain, 16 solo; its calls' bits, rule r at bit r % 64)."""
+        cdef uint64_t calls = 0
+        cdef int rc = cm_grammar_state_flags(self.ptr, state, &calls)
+        if rc < 0:
+            raise IndexError(state)
+        return rc, calls
 
     def rule_block(self, uint32_t rule):
         """Whether the core found ``rule`` a block (for tests): every state without calls or
@@ -1493,6 +1501,7 @@ def compile_finish(label, list rules, is_token, uint32_t start,
     w_held = _in_i64(weights, &w_p, &n_w)
     cdef cm_ir_input inp = _ir_input_at(NULL, 0, label_p, n_label)
     cdef cm_flat_derived *d = NULL
+    cdef uint8_t *facts_p
     cdef int32_t *out
     cdef size_t k, nr, nt
     cdef cm_budget budget = cm_budget(max_bytes=max_bytes, used=0, peak=0, deadline=deadline)
@@ -1530,16 +1539,16 @@ def compile_finish(label, list rules, is_token, uint32_t start,
                 bytes((<char *>f.lab_name)[:4 * nl]) if nl else b"",
                 bytes((<char *>f.lab_to)[:4 * nl]) if nl else b"",
             )
+        # the facts for the grammar (cm_facts_size), written in place in their bytes object
+        given = PyBytes_FromStringAndSize(NULL, cm_facts_size(ns, n))
+        facts_p = <uint8_t *>PyBytes_AS_STRING(given)
         with nogil:
-            rc = cm_flat_derive(f, tok_p, n_names, w_p, <size_t>n_w, &d)
+            rc = cm_flat_derive_facts(f, tok_p, n_names, w_p, <size_t>n_w, facts_p, &d)
         _check_build(rc, "compile_finish", 0, max_bytes)
         k = d.n_classes
         nr, nt = d.ref_off[ns], d.tok_off[ns]
-        given = None
-        if k and d.state_bytes != NULL:  # one bytes object: the state bytes, then the rule blocks
-            given = PyBytes_FromStringAndSize(NULL, 32 * ns + n)
-            memcpy(PyBytes_AS_STRING(given), d.state_bytes, 32 * ns)
-            memcpy(PyBytes_AS_STRING(given) + 32 * ns, d.rule_block, n)
+        if not k or d.facts == NULL:  # not written: the grammar walks the rows
+            given = None
         trans = b""
         if k:  # written in place in its bytes object (csrc/tables.c), not made and copied
             trans = PyBytes_FromStringAndSize(NULL, 4 * ns * k)

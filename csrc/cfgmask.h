@@ -258,12 +258,12 @@ int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_i
  * (GrammarHandle keeps the compiler's bytes; no copy of the transition matrix). */
 int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids,
                             size_t n_stop, const cm_limits *limits, cm_grammar **out);
-/* The same, borrowing the tables, with what the grammar derives of the rows given: the
- * state_bytes and rule_block of cm_flat_derived for the tables cm_flat_derive_trans wrote
- * (which checked the rows' targets, so the rows are not walked again).  Both are copied. */
-int cm_grammar_new_derived(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block,
-                           const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop, const cm_limits *limits,
-                           cm_grammar **out);
+/* The same, borrowing the tables, with what the grammar derives of each state and rule given:
+ * the facts cm_flat_derive_facts wrote (cm_facts_size bytes, 8-byte aligned) for the tables
+ * cm_flat_derive_trans wrote (which checked the rows' targets, so the rows are not walked
+ * again).  Borrowed too: unchanged and alive until cm_grammar_free. */
+int cm_grammar_new_facts(const cm_tables *t, const uint8_t *facts, const cm_vocab *v, const uint32_t *stop_ids,
+                         size_t n_stop, const cm_limits *limits, cm_grammar **out);
 void cm_grammar_free(cm_grammar *g);
 /* Precompute the mask-cache entry of every state that scans bytes.  deadline:
  * seconds on CLOCK_MONOTONIC (Python's time.monotonic()), <= 0 for none; past
@@ -281,6 +281,9 @@ int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8])
 /* Whether cm_grammar_new found every state of a rule without calls or token edges, its
  * accepting states reading no byte (wrap.c's rule_block; tests): 1 or 0 (-1: no such rule). */
 int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule);
+/* A state's flags as the grammar keeps them (tests): bit 0 has_bytes, 1 simple, 2 has_tokens,
+ * 3 plain, 4 solo; *calls its calls' bits (rule r % 64).  -1: no such state. */
+int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
 /* How entries were built so far: composed from callees', taken from a donor state's,
  * the configurations of the flat-walk DFA, and loop walks found in the vocabulary's
@@ -558,11 +561,27 @@ typedef struct cm_flat_derived {
      * too) and whether each rule is a block (wrap.c).  NULL without byte classes. */
     uint32_t *state_bytes;         /* [n_states * 8] */
     uint8_t *rule_block;           /* [n_rules] */
+    /* Where cm_flat_derive_facts wrote them, with the per-state flags (the caller's buffer, not
+     * freed here), or NULL: state_bytes and rule_block are this struct's own. */
+    uint8_t *facts;
 } cm_flat_derived;
+
+/* The facts of cm_flat_derive_facts for n_states states and n_rules rules: the bytes of one
+ * buffer, laid out as state_bytes uint32 [n_states * 8], calls uint64 [n_states] (bit r % 64: the
+ * state calls rule r), has_bytes, simple, has_tokens, plain, solo uint8 [n_states] each (the
+ * grammar's flags, grammar.h) and rule_block uint8 [n_rules]. */
+size_t cm_facts_size(uint32_t n_states, uint32_t n_rules);
 
 /* From f (n_rules > 0) and is_token[n_names]; byte classes only if n_weights >= n_states. */
 int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
                    size_t n_weights, cm_flat_derived **out);
+/* The same, with what the grammar derives of the states and rules (cm_grammar_new_facts)
+ * written into facts (cm_facts_size(f->n_states, f->n_rules) bytes, 8-byte aligned: the
+ * caller's, a Python bytes object) instead of state_bytes and rule_block of their own; facts
+ * NULL: as cm_flat_derive.  (*out)->facts is facts when they were written (byte classes
+ * numbered), else NULL. */
+int cm_flat_derive_facts(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
+                         size_t n_weights, uint8_t *facts, cm_flat_derived **out);
 void cm_flat_derived_free(cm_flat_derived *d);
 /* The transition table by global byte class, int32 [n_states * d->n_classes] (d from f, with
  * byte classes: n_classes > 0), into out: written where the caller keeps it (a Python bytes

@@ -225,4 +225,28 @@ static inline const cm_ir_ref *cm_ir_find_ref(const cm_ir_input *in, uint32_t na
     return (lo < in->n_refs && in->refs[lo].name == name) ? &in->refs[lo] : NULL;
 }
 
+/* ---- the facts a compile hands the grammar (cm_facts_size; tables.c writes, grammar.c borrows) -- */
+
+typedef struct cm_facts_parts {
+    uint32_t *state_bytes;   /* [n_states * 8] */
+    uint64_t *calls;         /* [n_states] */
+    uint8_t *has_bytes, *simple, *has_tokens, *plain, *solo; /* [n_states] each */
+    uint8_t *rule_block;     /* [n_rules] */
+} cm_facts_parts;
+
+/* The parts of a facts buffer of n_states states (laid out as cm_facts_size says). */
+static inline cm_facts_parts cm_facts_at(uint8_t *facts, uint32_t n_states) {
+    size_t ns = n_states;
+    cm_facts_parts p;
+    p.state_bytes = (uint32_t *)(void *)facts;
+    p.calls = (uint64_t *)(void *)(facts + 32 * ns);
+    p.has_bytes = facts + 40 * ns;
+    p.simple = p.has_bytes + ns;
+    p.has_tokens = p.simple + ns;
+    p.plain = p.has_tokens + ns;
+    p.solo = p.plain + ns;
+    p.rule_block = p.solo + ns;
+    return p;
+}
+
 #endif

@@ -227,25 +227,24 @@ static inline uint64_t row_edges(const int32_t *row, uint32_t nc) {
     return m;
 }
 
-/* derive with the rows' part given (cm_grammar_new_derived): next_bytes and rule_block copied
- * from what the compiler's one walk of the rows found (csrc/tables.c), has_bytes read off
- * next_bytes (every byte class has a byte), the rows not read. */
-static void derive_given(cm_grammar *g, const uint32_t *state_bytes, const uint8_t *rule_block) {
-    const cm_tables *t = &g->t;
-    memcpy(g->next_bytes, state_bytes, (size_t)t->n_states * 8 * sizeof *g->next_bytes);
-    memcpy(g->rule_block, rule_block, t->n_rules);
-    for (uint32_t s = 0; s < t->n_states; s++) {
-        const uint32_t *nb = state_bytes + (size_t)s * 8;
-        g->has_bytes[s] = (nb[0] | nb[1] | nb[2] | nb[3] | nb[4] | nb[5] | nb[6] | nb[7]) != 0;
-    }
+/* derive with every per-state flag, next_bytes and rule_block given (cm_grammar_new_facts):
+ * borrowed from what the compiler's one walk of the rows and states found (csrc/tables.c,
+ * state_facts; read only from here on), the rows not read. */
+static int derive_facts(cm_grammar *g, const uint8_t *facts) {
+    cm_facts_parts p = cm_facts_at((uint8_t *)(uintptr_t)facts, g->t.n_states);
+    g->facts_borrowed = true;
+    g->next_bytes = p.state_bytes, g->calls = p.calls, g->has_bytes = p.has_bytes, g->simple = p.simple;
+    g->has_tokens = p.has_tokens, g->plain = p.plain, g->solo = p.solo, g->rule_block = p.rule_block;
+    return derive_returns(g);
 }
 
 /* Per state, what the mask and the parser ask of it often; also the last of validate (the byte
  * transitions' targets), so that the rows are walked once (CM_ERR_ARG: the grammar is freed).
  * A row of up to 64 classes is read as a bit per class (row_edges), its spans of edges taken
- * from the bits; a wider one as runs of one target.  With state_bytes and rule_block (both or
- * neither) the rows' part is given (derive_given) and the rows are not read. */
-static int derive(cm_grammar *g, const uint32_t *state_bytes, const uint8_t *rule_block) {
+ * from the bits; a wider one as runs of one target.  With facts (cm_grammar_new_facts) all of
+ * it is given (derive_facts) and the rows are not read. */
+static int derive(cm_grammar *g, const uint8_t *facts) {
+    if (facts) return derive_facts(g, facts);
     const cm_tables *t = &g->t;
     g->has_bytes = calloc(t->n_states, 1);
     g->simple = calloc(t->n_states, 1);
@@ -276,10 +275,6 @@ static int derive(cm_grammar *g, const uint32_t *state_bytes, const uint8_t *rul
         uint64_t calls = 0;
         for (uint32_t e = r0; e < r1; e++) calls |= 1ull << (ref_rule[e] & 63);
         g->calls[s] = calls;
-    }
-    if (state_bytes) { /* the rows' part given */
-        derive_given(g, state_bytes, rule_block);
-        return derive_returns(g);
     }
     /* the bytes of classes [0, c) at pre[c * 4]: classes are disjoint, so XOR is their union and
      * pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row (4 words a span instead of 4 a class) */
@@ -359,6 +354,13 @@ int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule) {
     return g->rule_block[rule];
 }
 
+int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls) {
+    if (!g || !calls || state >= g->t.n_states) return -1;
+    *calls = g->calls[state];
+    return (g->has_bytes[state] != 0) | (g->simple[state] != 0) << 1 | (g->has_tokens[state] != 0) << 2 |
+           (g->plain[state] != 0) << 3 | (g->solo[state] != 0) << 4;
+}
+
 int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]) {
     if (!g || !out || state >= g->t.n_states) return -1;
     memcpy(out, g->next_bytes + (size_t)state * 8, 8 * sizeof *out);
@@ -433,11 +435,10 @@ static int derive_la_allow(cm_grammar *g) {
     return CM_OK;
 }
 
-/* state_bytes, rule_block: the rows' part of derive given (cm_grammar_new_derived), or NULL */
-static int grammar_new(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block, const cm_vocab *v,
-                       const uint32_t *stop_ids, size_t n_stop, const cm_limits *limits, bool borrow,
-                       cm_grammar **out) {
-    if (!t || !v || !out || (n_stop && !stop_ids) || !state_bytes != !rule_block) return CM_ERR_ARG;
+/* facts: what derive finds given (cm_grammar_new_facts), or NULL */
+static int grammar_new(const cm_tables *t, const uint8_t *facts, const cm_vocab *v, const uint32_t *stop_ids,
+                       size_t n_stop, const cm_limits *limits, bool borrow, cm_grammar **out) {
+    if (!t || !v || !out || (n_stop && !stop_ids) || ((uintptr_t)facts & 7)) return CM_ERR_ARG;
     *out = NULL;
     uint64_t t0 = cm_stats_now();
     int rc = validate(t);
@@ -455,7 +456,7 @@ static int grammar_new(const cm_tables *t, const uint32_t *state_bytes, const ui
     if (n_stop && !rc) memcpy(g->stop_ids, stop_ids, n_stop * sizeof *stop_ids);
     g->n_stop = n_stop;
     if (!rc) rc = borrow ? borrow_tables(g, t) : copy_tables(g, t);
-    if (!rc) rc = derive(g, state_bytes, rule_block);
+    if (!rc) rc = derive(g, facts);
     if (!rc) rc = derive_token_sets(g);
     if (!rc) rc = derive_la_allow(g);
     if (!rc) rc = cm_cache_new(g, &g->cache);
@@ -470,34 +471,35 @@ static int grammar_new(const cm_tables *t, const uint32_t *state_bytes, const ui
 
 int cm_grammar_new(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
                    const cm_limits *limits, cm_grammar **out) {
-    return grammar_new(t, NULL, NULL, v, stop_ids, n_stop, limits, false, out);
+    return grammar_new(t, NULL, v, stop_ids, n_stop, limits, false, out);
 }
 
 int cm_grammar_new_borrowed(const cm_tables *t, const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop,
                             const cm_limits *limits, cm_grammar **out) {
-    return grammar_new(t, NULL, NULL, v, stop_ids, n_stop, limits, true, out);
+    return grammar_new(t, NULL, v, stop_ids, n_stop, limits, true, out);
 }
 
-int cm_grammar_new_derived(const cm_tables *t, const uint32_t *state_bytes, const uint8_t *rule_block,
-                           const cm_vocab *v, const uint32_t *stop_ids, size_t n_stop, const cm_limits *limits,
-                           cm_grammar **out) {
-    if (!state_bytes || !rule_block) return CM_ERR_ARG;
-    return grammar_new(t, state_bytes, rule_block, v, stop_ids, n_stop, limits, true, out);
+int cm_grammar_new_facts(const cm_tables *t, const uint8_t *facts, const cm_vocab *v, const uint32_t *stop_ids,
+                         size_t n_stop, const cm_limits *limits, cm_grammar **out) {
+    if (!facts) return CM_ERR_ARG;
+    return grammar_new(t, facts, v, stop_ids, n_stop, limits, true, out);
 }
 
 void cm_grammar_free(cm_grammar *g) {
     if (!g) return;
     cm_cache_free(g->cache);
-    free(g->has_bytes);
-    free(g->simple);
-    free(g->has_tokens);
-    free(g->plain);
-    free(g->solo);
-    free(g->calls);
-    free(g->next_bytes);
+    if (!g->facts_borrowed) {
+        free(g->has_bytes);
+        free(g->simple);
+        free(g->has_tokens);
+        free(g->plain);
+        free(g->solo);
+        free(g->calls);
+        free(g->next_bytes);
+        free(g->rule_block);
+    }
     free(g->ret_off);
     free(g->ret_state);
-    free(g->rule_block);
     free(g->negated_bits);
     free(g->la_allow);
     free(g->la_pending_off);

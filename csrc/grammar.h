@@ -33,6 +33,8 @@ struct cm_grammar {
     uint32_t *ret_off;          /* [n_rules + 1] return states of rule r: */
     uint32_t *ret_state;        /*   ret_state[ret_off[r] .. ret_off[r+1]), distinct */
     uint8_t *rule_block;        /* [n_rules] every state solo, accepting states read no more */
+    bool facts_borrowed;        /* has_bytes .. next_bytes and rule_block point into the compiler's
+                                   facts (cm_grammar_new_facts): not freed here */
     uint32_t *negated_bits;     /* [n_token_sets * n_words]: members of negated token sets */
     uint32_t *la_allow;         /* [n_la * n_words] per lookahead debt, the tokens that pay it
                                    (debt 0: unused) */

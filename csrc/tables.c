@@ -60,7 +60,8 @@ void cm_flat_derived_free(cm_flat_derived *d) {
     if (!d) return;
     free(d->nullable), free(d->follow), free(d->ref_off), free(d->ref_rule);
     free(d->ref_target), free(d->tok_off), free(d->tok_set), free(d->tok_target), free(d->set_name);
-    free(d->run_off), free(d->run_end), free(d->state_bytes), free(d->rule_block);
+    free(d->run_off), free(d->run_end);
+    if (!d->facts) free(d->state_bytes), free(d->rule_block); /* else the caller's buffer */
     free(d);
 }
 
@@ -440,9 +441,43 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
     return CM_OK;
 }
 
+size_t cm_facts_size(uint32_t n_states, uint32_t n_rules) { return (size_t)n_states * 45 + n_rules; }
+
+/* With a facts buffer (d->facts), rule_blocks' walk of the states writes the grammar's
+ * per-state flags too (grammar.c's derive reads them instead of deriving them again): one
+ * pass over every state, its ref_off, tok_off and state_bytes read once. */
+static void state_facts(const cm_flat_rules *f, const cm_flat_derived *d) {
+    cm_facts_parts p = cm_facts_at(d->facts, f->n_states);
+    const uint32_t *ref_off = d->ref_off, *tok_off = d->tok_off, *ref_rule = d->ref_rule;
+    const uint8_t *accepting = f->accepting;
+    for (uint32_t r = 0; r < f->n_rules; r++) {
+        uint8_t block = 1;
+        for (uint32_t s = f->rule_state[r]; s < f->rule_state[r + 1]; s++) {
+            uint32_t r0 = ref_off[s], r1 = ref_off[s + 1];
+            bool no_refs = r0 == r1, no_toks = tok_off[s] == tok_off[s + 1], acc = accepting[s] != 0;
+            const uint32_t *nb = p.state_bytes + (size_t)s * 8;
+            bool bytes = (nb[0] | nb[1] | nb[2] | nb[3] | nb[4] | nb[5] | nb[6] | nb[7]) != 0;
+            uint64_t calls = 0;
+            for (uint32_t e = r0; e < r1; e++) calls |= 1ull << (ref_rule[e] & 63);
+            p.calls[s] = calls;
+            p.has_bytes[s] = bytes;
+            p.simple[s] = !acc && no_refs;
+            p.has_tokens[s] = !no_toks;
+            p.plain[s] = !acc && no_refs && no_toks;
+            p.solo[s] = no_refs && no_toks;
+            if (!(no_refs && no_toks) || (acc && bytes)) block = 0; /* as rule_blocks */
+        }
+        p.rule_block[r] = block;
+    }
+}
+
 /* rule_block[r] (wrap.c; grammar.c derives the same from the rows): every state of r without
  * calls and token edges, and no accepting state of r with a byte edge. */
 static void rule_blocks(const cm_flat_rules *f, const cm_flat_derived *d) {
+    if (d->facts) {
+        state_facts(f, d);
+        return;
+    }
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint8_t block = 1;
         for (uint32_t s = f->rule_state[r]; block && s < f->rule_state[r + 1]; s++) {
@@ -457,7 +492,7 @@ static void rule_blocks(const cm_flat_rules *f, const cm_flat_derived *d) {
 
 /* The parts that need scratch: rule of each state and of each name, can_end, nxt, FOLLOW. */
 static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
-                  cm_flat_derived *d) {
+                  uint8_t *facts, cm_flat_derived *d) {
     uint32_t *rule_of_name = malloc(((size_t)n_names + 1) * sizeof *rule_of_name);
     uint32_t *set_of_name = malloc(((size_t)n_names + 1) * sizeof *set_of_name);
     uint32_t *rule_of_state = malloc(((size_t)f->n_states + 1) * sizeof *rule_of_state);
@@ -493,7 +528,10 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
         /* the classes with an edge of each row (next_bytes' walk): the pairs of columns_differ
          * need not be read in a row with none in their classes (NULL: every row read) */
         uint64_t *edges = weights ? malloc(((size_t)f->n_states + 1) * sizeof *edges) : NULL;
-        if (weights) { /* (out of memory: none, and the grammar walks the rows itself) */
+        if (weights && facts) { /* written where the caller keeps them */
+            cm_facts_parts p = cm_facts_at(facts, f->n_states);
+            d->facts = facts, d->state_bytes = p.state_bytes, d->rule_block = p.rule_block;
+        } else if (weights) { /* (out of memory: none, and the grammar walks the rows itself) */
             d->state_bytes = malloc(((size_t)f->n_states * 8 + 1) * sizeof *d->state_bytes);
             d->rule_block = malloc((size_t)f->n_rules + 1);
             if (!d->state_bytes || !d->rule_block)
@@ -504,7 +542,10 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
         follow_bytes(f, d, calls, n_calls, can_end, nxt, rule_of_state, follow);
         if (weights) rc = key_rc ? key_rc : number_classes(f, key, edges, d);
         if (!rc && d->state_bytes && d->n_classes) rule_blocks(f, d);
-        else free(d->state_bytes), free(d->rule_block), d->state_bytes = NULL, d->rule_block = NULL;
+        else {
+            if (!d->facts) free(d->state_bytes), free(d->rule_block);
+            d->state_bytes = NULL, d->rule_block = NULL, d->facts = NULL;
+        }
         free(edges);
     }
     free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow), free(calls);
@@ -513,7 +554,13 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
 
 int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
                    size_t n_weights, cm_flat_derived **out) {
-    if (!f || !is_token || !out || !f->n_rules || f->rule_state[0] != 0 || f->rule_state[f->n_rules] != f->n_states)
+    return cm_flat_derive_facts(f, is_token, n_names, weights, n_weights, NULL, out);
+}
+
+int cm_flat_derive_facts(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_names, const int64_t *weights,
+                         size_t n_weights, uint8_t *facts, cm_flat_derived **out) {
+    if (!f || !is_token || !out || !f->n_rules || f->rule_state[0] != 0 || f->rule_state[f->n_rules] != f->n_states ||
+        ((uintptr_t)facts & 7))
         return CM_ERR_ARG;
     *out = NULL;
     uint64_t t0 = cm_stats_now();
@@ -522,7 +569,7 @@ int cm_flat_derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_n
     d->nullable = calloc((size_t)f->n_rules + 1, 1);
     d->follow = calloc((size_t)f->n_rules * 8 + 1, sizeof *d->follow);
     int rc = d->nullable && d->follow
-                 ? derive(f, is_token, n_names, weights && n_weights >= f->n_states ? weights : NULL, d)
+                 ? derive(f, is_token, n_names, weights && n_weights >= f->n_states ? weights : NULL, facts, d)
                  : CM_ERR_NOMEM;
     if (rc) cm_flat_derived_free(d);
     else *out = d;

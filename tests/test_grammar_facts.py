@@ -1,6 +1,7 @@
-"""What the compiler's one walk of the rows hands the C grammar (csrc/tables.c ``state_bytes``
-and ``rule_block``, compile_finish's last item, ``Tables._raw``'s last; cm_grammar_new_derived
-copies them instead of walking the rows again): the same state bytes, has-bytes flags, rule
+"""What the compiler's one walk of the rows hands the C grammar (csrc/tables.c's facts:
+``state_bytes``, the per-state flags and ``rule_block``, written in place in compile_finish's
+last item, ``Tables._raw``'s last; cm_grammar_new_facts borrows them instead of walking the rows
+again): the same state bytes, flags (has_bytes, simple, has_tokens, plain, solo, calls), rule
 blocks and entries as the grammar that walks its rows (the same tables without the facts),
 for JSON schemas, grammars with token edges (a token state's own byte edges, not the FOLLOW
 pass's every byte), lookahead markers and wide rows."""
@@ -43,6 +44,10 @@ def _facts(h: _core.GrammarHandle, t: Tables) -> tuple[list[Any], list[int]]:
     return [h.state_bytes(s) for s in range(t.n_states)], [h.rule_block(r) for r in range(len(t.rule_names))]
 
 
+def _flags(h: _core.GrammarHandle, t: Tables) -> list[tuple[int, int]]:
+    return [h.state_flags(s) for s in range(t.n_states)]
+
+
 CASES = [("schema", n) for n in sorted(SCHEMAS)] + [("gbnf", n) for n in sorted(GBNF)]
 CASES.append(("lark", "lookahead"))
 
@@ -52,10 +57,11 @@ def test_handed_facts_match_the_rows(kind: str, name: str) -> None:
     t = _compiled(kind, name)
     raw = vars(t)["_raw"]
     assert raw[18] is not None  # the compiler's facts travel: the grammar does not walk the rows
-    assert len(raw[18]) == 32 * t.n_states + len(t.rule_names)
+    assert len(raw[18]) == 45 * t.n_states + len(t.rule_names)  # csrc/cfgmask.h cm_facts_size
     given = _handle(t)
     walked = _handle(_as_raw(t))  # the same bytes without the facts: derive walks the rows
     assert _facts(given, t) == _facts(walked, t)
+    assert _flags(given, t) == _flags(walked, t)
     for s in range(0, t.n_states, max(1, t.n_states // 12)):
         a, b = given.entry(s), walked.entry(s)
         assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist()
@@ -81,3 +87,32 @@ def test_some_rule_is_a_block_and_some_is_not() -> None:
         t = _compiled(kind, name)
         seen |= set(_facts(_handle(t), t)[1])
     assert seen == {0, 1}
+
+
+def test_every_flag_takes_both_values() -> None:
+    """Each per-state flag handed over is 0 somewhere and 1 somewhere, and some state calls
+    (a flag constant in the facts would pass the comparison only where the walk agrees)."""
+    seen: set[tuple[int, bool]] = set()
+    calls = False
+    for kind, name in CASES:
+        t = _compiled(kind, name)
+        for bits, c in _flags(_handle(t), t):
+            seen |= {(b, bool(bits >> b & 1)) for b in range(5)}
+            calls |= c != 0
+    assert seen == {(b, v) for b in range(5) for v in (False, True)}
+    assert calls
+
+
+def test_the_grammar_outlives_nothing_it_borrows() -> None:
+    """The handle keeps the facts' bytes it borrows: dropping the tables and collecting leaves
+    its entries and flags as they were (ASan would see a read of freed memory)."""
+    import gc
+
+    t = _compiled("schema", sorted(SCHEMAS)[0])
+    h = _handle(t)
+    want = _flags(h, t), [h.entry(s)[0].tolist() for s in range(t.n_states)]
+    n = t.n_states
+    del t
+    gc.collect()
+    assert [h.state_flags(s) for s in range(n)] == want[0]
+    assert [h.entry(s)[0].tolist() for s in range(n)] == want[1]
