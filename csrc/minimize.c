@@ -299,20 +299,22 @@ static int hopcroft(refiner *r) {
  * classes). */
 static uint32_t merged_classes(const cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block,
                                const uint32_t *rep, uint32_t n_blocks, uint8_t keep[256]) {
-    uint32_t nc = d->n_classes, k = 0;
+    uint32_t nc = d->n_classes, k = 1; /* k: the classes kept so far */
     memset(keep, 0, nc);
     keep[0] = 1;
-    for (uint32_t b = 0; b < n_blocks; b++) {
+    /* once every class is kept no row can merge any: the rows after are not read (the classes
+     * of a DFA built from its own edges mostly all stay, found in its first rows) */
+    for (uint32_t b = 0; b < n_blocks && k < nc; b++) {
         uint32_t s = rep[b], e0 = sp->off.data[s], e1 = sp->off.data[s + 1];
         for (uint32_t e = e0; e < e1; e++) {
             uint32_t c = sp->cls.data[e], u = sp->to.data[e];
-            if (c && !(e > e0 && sp->cls.data[e - 1] == c - 1
-                       && (sp->to.data[e - 1] == u || block[sp->to.data[e - 1]] == block[u])))
-                keep[c] = 1;
-            if (c + 1 < nc && !(e + 1 < e1 && sp->cls.data[e + 1] == c + 1)) keep[c + 1] = 1;
+            if (c && !keep[c]
+                && !(e > e0 && sp->cls.data[e - 1] == c - 1
+                     && (sp->to.data[e - 1] == u || block[sp->to.data[e - 1]] == block[u])))
+                keep[c] = 1, k++;
+            if (c + 1 < nc && !keep[c + 1] && !(e + 1 < e1 && sp->cls.data[e + 1] == c + 1)) keep[c + 1] = 1, k++;
         }
     }
-    for (uint32_t c = 0; c < nc; c++) k += keep[c];
     return k;
 }
 

@@ -28,6 +28,7 @@ from cfgmask import _core, ir
 from cfgmask.compile.limits import CompileLimits
 from cfgmask.compile.tables import build_tables
 
+from .engine import EngineRecognizer
 from .helpers import core_switch
 from .strategies import SMALL, grammars
 
@@ -270,3 +271,22 @@ def test_copied_callees(c: str, d: str, shape: str) -> None:
     sequence, shared prefixes, label edges): the same tables on both paths."""
     text = f'root ::= {shape} | "#" c d\nc ::= {c}\nd ::= {d}\nr ::= "(" r ")" | "-"\n'  # copied: used twice
     _same(_gbnf(text))
+
+
+@pytest.mark.parametrize("count", ["", "{2}"])
+@pytest.mark.parametrize("on", [True, False])
+def test_class_kept_by_the_last_row(count: str, on: bool) -> None:
+    """Ranges that narrow row by row: in breadth-first order each row is the first to tell one
+    more pair of adjacent byte classes apart, the last row ('c' from 'd') the last pair.
+    Merging a DFA's equal adjacent classes (minimize.c, merged_classes, on either path) stops
+    reading rows once every class is kept, not before: 'd' after "aaaa" is refused."""
+    text = f"root ::= [a-h] [a-d] [a-b] [a] ( [a-c] ){count}"
+    g = _gbnf(text)
+    with _direct(on):
+        cfgmask.clear_caches()
+        rec = EngineRecognizer(g)
+        n = 2 if count else 1
+        for tail in ("a", "b", "c"):
+            assert rec.accepts(b"haba" + tail.encode() * n), tail
+        for tail in ("d", "e", "h"):
+            assert not rec.accepts(b"aaaa" + tail.encode() * n), tail
