@@ -363,6 +363,8 @@ cdef extern from "chains.h" nogil:
     void cm_chain_row_permute_enable(int on)
     size_t cm_chain_permuted_rows()
     void cm_chain_rows_fused_enable(int on)
+    void cm_chain_memo_out_early_enable(int on)
+    size_t cm_chain_memo_named()
     void cm_chain_kept_batch_enable(int on)
     size_t cm_chain_kept_batched()
     void cm_chain_past_memo_enable(int on)

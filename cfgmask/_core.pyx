@@ -1676,6 +1676,19 @@ def chain_rows_fused_enable(bint on):
     cm_chain_rows_fused_enable(1 if on else 0)
 
 
+def chain_memo_out_early_enable(bint on):
+    """Refuse a memo at the first out state whose flags differ (csrc/chains.c ``memo_match``: on,
+    the default), or only after every row (off: the reference the tests compare against).
+    Process-wide."""
+    cm_chain_memo_out_early_enable(1 if on else 0)
+
+
+def chain_memo_named():
+    """The locals and out states whole-chain memo checks named so far in this process, summed
+    (for the tests: how far the checks read)."""
+    return cm_chain_memo_named()
+
+
 def chain_kept_batch_enable(bint on):
     """Filter a chain position's acc points not filtered yet in one call (csrc/chains.c, the
     default) or, off, each in a call of its own: the reference the tests compare against.

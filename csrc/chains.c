@@ -2616,6 +2616,20 @@ __attribute__((target("avx2"))) static bool rows_permuted(shape_plans *sp, const
 }
 #endif
 
+/* A whole chain's check refuses a memo at the first out state whose flags differ, as the prefix
+ * and suffix checks do (pair_name's out_flags): off, every row is read first.  Llama-3's pinned
+ * string blocks (631 locals) are kept for three followers, and the first one tried has the rows
+ * of a JSON Schema string's block and an out state of other flags: that check read every row for
+ * nothing.  The same verdict either way (every out state's flags are still required after the
+ * rows; follows_fit stays last: read first it cost the checks that fail at their first row more
+ * than it saved); the states the checks named, summed, for the tests. */
+static atomic_int g_memo_out_early = 1;
+static atomic_size_t g_memo_named;
+
+void cm_chain_memo_out_early_enable(int on) { atomic_store(&g_memo_out_early, on); }
+
+size_t cm_chain_memo_named(void) { return atomic_load(&g_memo_named); }
+
 /* Are state's rows memo m's, renamed?  Then f is its analysis, renamed to
  * state's chain (f's arrays allocated; false: none). */
 static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state, bool open, chain_form *f) {
@@ -2632,9 +2646,10 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
         new_of[0] = state;
         lab[state] = 0;
     }
+    bool early = atomic_load(&g_memo_out_early) != 0;
 #ifdef CM_ROW_GATHER
     if (ok && sp.perm && atomic_load(&g_rows_fused))
-        ok = rows_permuted(&sp, g, NULL, &m->n_loc, NULL, 0, false, new_of, lab, NULL, NULL);
+        ok = rows_permuted(&sp, g, NULL, &m->n_loc, NULL, 0, early, new_of, lab, NULL, NULL);
     else
 #endif
     for (uint32_t i = 0; ok && i < m->n_loc; i++) {
@@ -2643,14 +2658,16 @@ static bool memo_match(const cm_grammar *g, const chain_memo *m, uint32_t state,
             ok = false;
             break;
         }
-        ok = row_check(&sp, g, i, t->trans + (size_t)q * nc, new_of, lab, false, NULL, NULL);
+        ok = row_check(&sp, g, i, t->trans + (size_t)q * nc, new_of, lab, early, NULL, NULL);
     }
     plans_done(&sp);
     for (uint32_t j = m->n_loc; ok && j < n_all; j++)
         ok = new_of[j] != NONE && (state_flags(g, new_of[j]) & OUT_FLAGS) == m->flags[j];
     ok = ok && follows_fit(g, m, state);  /* not the rows */
+    size_t named = 0;
     for (uint32_t i = 0; new_of && i < n_all; i++)
-        if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX;
+        if (new_of[i] != NONE) lab[new_of[i]] = UINT32_MAX, named++;
+    atomic_fetch_add_explicit(&g_memo_named, named, memory_order_relaxed);
     ok = ok && form_renamed(f, m, new_of, 0, m->budget + 1, m->budget);
     free(new_of);
     return ok;

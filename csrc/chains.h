@@ -46,6 +46,12 @@ size_t cm_chain_permuted_rows(void);
  * default), or through row_check a row at a time (off: the reference the tests compare
  * against).  Process-wide. */
 void cm_chain_rows_fused_enable(int on);
+/* A whole chain's check of a memo refusing it at the first out state whose flags differ (on,
+ * the default), or only after every row (off: the reference the tests compare against).
+ * Process-wide. */
+void cm_chain_memo_out_early_enable(int on);
+/* The locals (and out states) whole-chain memo checks named so far, summed (process-wide). */
+size_t cm_chain_memo_named(void);
 /* A chain position's acc points not filtered yet filtered in one call (on, the
  * default), or each in a call of its own (off: the reference the tests compare
  * against).  Process-wide. */
