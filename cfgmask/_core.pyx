@@ -1969,6 +1969,19 @@ def compose_self_built():
     return cm_compose_self_built()
 
 
+def scan_notes_enable(bint on):
+    """Keep a composed entry's chart scans of the tokens it leaves uncertain for its upward
+    filter, which then does not scan them again (csrc/walk.c, cm_walk_listed_noted; the
+    default), or, off, scan them in the filter: the reference the tests compare against.
+    Process-wide; clear the caches after a change.  The entries are the same."""
+    cm_scan_notes_enable(1 if on else 0)
+
+
+def scan_notes_used():
+    """How many tokens the filter took from a kept scan in this process (for the tests)."""
+    return cm_scan_notes_used()
+
+
 def tokclass_enable(int mode):
     """Take a loop's or run's walk's entries whose bytes all stay inside it at once, from the
     vocabulary's byte features (csrc/tokclass.c): 1 where it pays (the default), 2 wherever it

@@ -413,7 +413,12 @@ static int build_walk(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!done) done = cm_run_entry(g, state, w);
     if (!done && g->lim.flat_walks) done = cm_literal_entry(g, state, w);
     if (done) return done < 0 ? done : CM_OK;
-    return cm_flat_walk(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, w);
+    /* the whole walk of (state, OUTER): its scans of the tokens it leaves uncertain are the
+     * filter's (build_entry_k) */
+    w->noting = cm_scan_notes_on();
+    int rc = cm_flat_walk(g, state, g->t.state_rule[state], 0, g->v->n_trie, 0, w);
+    w->noting = false;
+    return rc;
 }
 
 /* How many entry builds took a spare bitset (zeroed by the last sparse build), in this

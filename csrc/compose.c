@@ -626,7 +626,8 @@ int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32
             memcpy(cand + n_cand, x.k, x.n * sizeof *cand);
             n_cand = cm_sort_unique_u32(cand, n_cand + x.n);
         }
-        rc = cm_walk_listed(g, state, cand, n_cand, w);
+        /* its scans of the tokens it leaves uncertain are the filter's (cache.c): kept */
+        rc = cm_walk_listed_noted(g, state, cand, n_cand, w);
         if (!rc && self) atomic_fetch_add_explicit(&g_self_built, 1, memory_order_relaxed);
     }
     if (!rc) {

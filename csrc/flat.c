@@ -621,6 +621,14 @@ static size_t flat_leave(const cm_grammar *g, cm_flat *f, int32_t to, uint32_t i
                          uint32_t d, uint8_t fl, uint8_t ex, uint8_t fd, cm_walk *w, int *rc) {
     const cm_vocab *v = g->v;
     size_t end = v->skip[v->trie_off[k] + d];
+    /* the entry's own whole walk (build_walk): the subtree's scan, its exits along the path,
+     * kept for the filter */
+    bool note = to == CM_FLAT_DEAD && fd && w->noting && k < end;
+    uint8_t *nx = note ? cm_walk_note_ex(w, (uint32_t)k, (uint32_t)end, d) : NULL;
+    if (nx) {
+        nx[0] = 0;
+        for (uint32_t e = 1; e <= d; e++) nx[e] = f->exited[flat_id(f, w->st[e] & FLAT_ROW)];
+    }
     if (to == CM_FLAT_CHART) {
         *rc = flat_walk_chart(f);
         if (!*rc) *rc = cm_chart_load(&f->walk, g, f->items + f->off[id]);

@@ -36,7 +36,39 @@ void cm_walk_free(cm_walk *w) {
     free(w->ex);
     free(w->fl);
     free(w->st);
+    free(w->notes);
+    free(w->note_ex);
     memset(w, 0, sizeof *w);
+}
+
+static atomic_int g_notes_on = 1;
+static atomic_size_t g_notes_used;
+void cm_scan_notes_enable(int on) { atomic_store(&g_notes_on, on ? 1 : 0); }
+size_t cm_scan_notes_used(void) { return atomic_load(&g_notes_used); }
+
+bool cm_scan_notes_on(void) { return atomic_load_explicit(&g_notes_on, memory_order_relaxed) != 0; }
+
+/* Notes are optional: out of memory, or out of order, the walk keeps none (the filter scans
+ * those tokens). */
+uint8_t *cm_walk_note_ex(cm_walk *w, uint32_t k, uint32_t k_end, uint32_t dead) {
+    if (w->n_notes && w->notes[w->n_notes - 1].k_end > k) {
+        w->n_notes = w->n_note_ex = 0;
+        return NULL;
+    }
+    if (cm_grow((void **)&w->notes, &w->cap_notes, w->n_notes + 1, sizeof *w->notes) ||
+        cm_grow((void **)&w->note_ex, &w->cap_note_ex, w->n_note_ex + dead + 1, 1)) {
+        w->n_notes = w->n_note_ex = 0;
+        return NULL;
+    }
+    w->notes[w->n_notes++] = (cm_scan_note){k, k_end, dead, (uint32_t)w->n_note_ex};
+    w->n_note_ex += (size_t)dead + 1;
+    return w->note_ex + w->n_note_ex - dead - 1;
+}
+
+/* Keep the scan of entries [k, k_end): ex[1 .. dead] the exit flags after dead bytes. */
+static void walk_note(cm_walk *w, uint32_t k, uint32_t k_end, uint32_t dead, const uint8_t *ex) {
+    uint8_t *x = cm_walk_note_ex(w, k, k_end, dead);
+    if (x) memcpy(x, ex, (size_t)dead + 1);
 }
 
 uint32_t cm_walk_names(const cm_vocab *v, uint8_t b, cm_walk *w) {
@@ -327,7 +359,8 @@ static bool listed_reads_byte(listed_reads *lr, const cm_grammar *g, const cm_ch
     return cm_bit(reads, b);
 }
 
-int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, cm_walk *w) {
+static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, bool note,
+                       cm_walk *w) {
     const cm_vocab *v = g->v;
     uint8_t *ex = w->ex, *fl = w->fl;
     uint32_t rule = g->t.state_rule[state];
@@ -372,8 +405,13 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
         prev = p;
         have = d;
         if (rc) break;
-        if (!dead) cm_set_bit(w->bits, id);
-        else if (f) rc = cm_walk_push_uncertain(w, ks[i]);
+        if (!dead) {
+            cm_set_bit(w->bits, id);
+        } else if (f) {
+            rc = cm_walk_push_uncertain(w, ks[i]);
+            /* the chart died on p[d]: its exits after p[0 .. d) are ex[1 .. d] */
+            if (note) walk_note(w, ks[i], ks[i] + 1, d, ex);
+        }
     }
     free(lr.words);
     free(lr.version);
@@ -382,8 +420,16 @@ int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, s
     return rc;
 }
 
+int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, cm_walk *w) {
+    return walk_listed(g, state, ks, n, d0, false, w);
+}
+
 int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w) {
-    return cm_walk_listed_at(g, state, ks, n, 0, w);
+    return walk_listed(g, state, ks, n, 0, false, w);
+}
+
+int cm_walk_listed_noted(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w) {
+    return walk_listed(g, state, ks, n, 0, cm_scan_notes_on(), w);
 }
 
 /* Scan p[d..len) into c, whose sets for p[0..d) are built: the number of bytes
@@ -1200,29 +1246,41 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     bool skip_on = atomic_load_explicit(&g_subtree_skip, memory_order_relaxed) != 0;
     size_t skipped = 0, class_shared = 0;
     const uint8_t *bc = scan_classes(g);
+    /* the walk's own scans of its tokens through the same chart (cm_walk_listed_noted), in
+     * trie order as the tokens are */
+    const cm_scan_note *note = w->n_notes && n ? w->notes : NULL, *note_end = note ? w->notes + w->n_notes : NULL;
+    size_t noted = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         uint32_t k = w->unc[i], len;
-        const uint8_t *p = cm_trie_bytes(v, k, &len);
-        uint32_t d = prev ? trie_prefix(v, prev_k, k, prev, plen, p, len) : 0;
-        if (prev && bc) d = class_prefix(bc, prev, plen, p, len, d, died ? have + 1 : have, &class_shared);
+        const uint8_t *p = cm_trie_bytes(v, k, &len), *exv = ex;
+        while (note && note < note_end && note->k_end <= k) note++;
         long dead = have;
-        if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
-            dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
-            if (dead < 0) {
-                rc = (int)dead;
-                break;
+        if (note && note < note_end && note->k <= k && note->dead < len) {
+            /* its scan is kept: the chart's sets for prev stay as they are */
+            dead = note->dead;
+            exv = w->note_ex + note->ex_off;
+            noted++;
+        } else {
+            uint32_t d = prev ? trie_prefix(v, prev_k, k, prev, plen, p, len) : 0;
+            if (prev && bc) d = class_prefix(bc, prev, plen, p, len, d, died ? have + 1 : have, &class_shared);
+            if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
+                dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
+                if (dead < 0) {
+                    rc = (int)dead;
+                    break;
+                }
+                died = dead < len;
             }
-            died = dead < len;
+            prev = p;
+            prev_k = k;
+            plen = len;
         }
-        prev = p;
-        prev_k = k;
-        plen = len;
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         /* the bytes the drop read: through the one the chart died on, and each pair stop's second */
         uint32_t read = (uint32_t)dead + 1, pairs_here = 0;
         bool by_prefix = !keep[i];
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
-            if (!ex[e] || !cm_follows(g, rule, p[e])) continue;
+            if (!exv[e] || !cm_follows(g, rule, p[e])) continue;
             /* not with lookahead debts (Lark's): there the rules' upward charts read on after
              * most pairs, and the rows cost sql.lark's cold pass +0.27 % */
             if (e + 1 < len && g->lim.filter_pairs && g->t.n_la <= 1) {
@@ -1316,6 +1374,8 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (skipped) atomic_fetch_add(&g_subtree_skipped, skipped);
     if (class_shared) atomic_fetch_add(&g_class_shared, class_shared);
     if (run_hits) atomic_fetch_add(&g_run_hits, run_hits);
+    if (noted) atomic_fetch_add(&g_notes_used, noted);
+    w->n_notes = w->n_note_ex = 0;
     /* on a failure, every token stays */
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)

@@ -5,6 +5,14 @@
 
 #include "entry.h"
 
+/* An item scan a walk made of uncertain trie entries [k, k_end) through the private chart of
+ * the entry's own state (cm_walk_listed_noted): the bytes the chart survived (dead, fewer than
+ * each entry's length) and its exit flags after 1 .. dead of them (the walk's note_ex from
+ * ex_off).  The upward filter reads them for those entries instead of scanning them again. */
+typedef struct cm_scan_note {
+    uint32_t k, k_end, dead, ex_off;
+} cm_scan_note;
+
 /* An entry under construction, and the per-depth scratch of its walks. */
 typedef struct cm_walk {
     uint32_t *bits;             /* accepted tokens, [n_words] */
@@ -20,6 +28,12 @@ typedef struct cm_walk {
     /* first bytes b whose name entries (vocab.h: name_off) bits holds: set where a walk sets
      * them (cm_walk_names, a run walk's names) or ORs in an entry that holds them (cm_compose) */
     uint32_t names[8];
+    /* the scans kept for the filter, ascending by k (walk_note) */
+    cm_scan_note *notes;
+    size_t n_notes, cap_notes;
+    uint8_t *note_ex;
+    size_t n_note_ex, cap_note_ex;
+    bool noting;                /* a whole flat walk of the entry's own state keeps its scans (flat.c) */
 } cm_walk;
 
 int cm_walk_init(cm_walk *w, const cm_grammar *g);
@@ -53,6 +67,18 @@ int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size
 /* The same from depth d0: the listed entries share their first d0 bytes, which
  * the chart of (state, OUTER) does not read (the tail parts of compose.c). */
 int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, cm_walk *w);
+/* cm_walk_listed, keeping the item scan of each token it leaves uncertain (cm_scan_note) for
+ * the filter of state's entry: the same chart, so the filter need not scan them again. */
+int cm_walk_listed_noted(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w);
+/* The scan notes (on by default): off, the filter scans every token (the reference the tests
+ * compare against).  Process-wide; cm_scan_notes_used: the tokens the filter took from a note
+ * so far in this process (for the tests). */
+void cm_scan_notes_enable(int on);
+bool cm_scan_notes_on(void);
+/* A note of entries [k, k_end) that died after dead bytes: where their exit flags after 0 ..
+ * dead bytes go (the caller writes them), NULL where none is kept (the filter scans them). */
+uint8_t *cm_walk_note_ex(cm_walk *w, uint32_t k, uint32_t k_end, uint32_t dead);
+size_t cm_scan_notes_used(void);
 /* Drop the uncertain tokens that no context can take (failures keep them).
  * Entries with more uncertain tokens than CM_FILTER_MAX_UNCERTAIN skip the filter:
  * the tokens that cross a block boundary of a counted repetition (a JSON Schema
