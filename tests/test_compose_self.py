@@ -20,6 +20,8 @@ documents of sql.lark, sql and c cold, in order, with it on and off.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -66,22 +68,44 @@ def _grammar(op: str, op2: str, ignore: str) -> cfgmask.Grammar:
     return cfgmask.Grammar.from_lark(GRAMMAR.format(op=op, op2=op2, ignore=ignore))
 
 
-def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: Strategy) -> list:
-    with core_switch(_core.compose_self_enable, on):
+def switch_entries(
+    g: cfgmask.Grammar,
+    vocab: cfgmask.Vocabulary,
+    enable: Callable[[bool], object],
+    on: bool,
+    strategy: Strategy,
+) -> list:
+    """Every state's entry of ``g`` compiled with the core switch ``enable`` set to ``on``."""
+    with core_switch(enable, on):
         return entries(cfgmask.compile(g, vocab, _strategy=strategy))
+
+
+def switch_same_entries(
+    g: cfgmask.Grammar,
+    vocab: cfgmask.Vocabulary,
+    enable: Callable[[bool], object],
+    counter: Callable[[], int],
+) -> int:
+    """Every state's entry the same with the switch on and off, and equal to whole walks; what
+    ``counter`` counted with it on (nothing while off)."""
+    before = counter()
+    on = switch_entries(g, vocab, enable, True, Strategy())
+    counted = counter() - before
+    before = counter()
+    same_entries(on, switch_entries(g, vocab, enable, False, Strategy()), "switch off")
+    assert counter() == before, "counted while off"
+    same_entries(on, switch_entries(g, vocab, enable, True, WALKS_ONLY), "whole walks")
+    return counted
+
+
+def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: Strategy) -> list:
+    return switch_entries(g, vocab, _core.compose_self_enable, on, strategy)
 
 
 def assert_same_entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary) -> int:
     """Every state's entry the same with the switch on and off, and equal to whole walks; the
     entries composed so with it on."""
-    before = _core.compose_self_built()
-    on = _entries(g, vocab, True, Strategy())
-    built = _core.compose_self_built() - before
-    before = _core.compose_self_built()
-    same_entries(on, _entries(g, vocab, False, Strategy()), "switch off")
-    assert _core.compose_self_built() == before, "composed so while off"
-    same_entries(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
-    return built
+    return switch_same_entries(g, vocab, _core.compose_self_enable, _core.compose_self_built)
 
 
 def test_fixed_grammars_compose_their_stars() -> None:

@@ -28,27 +28,19 @@ from cfgmask.compile.strategy import Strategy
 
 from .helpers import core_switch, masks_along, same_document_masks, same_entries
 from .strategies import Vocab, vocabularies
-from .test_compose_self import IGNORES, OPS, OPS2, PIECES, _grammar
+from .test_compose_self import IGNORES, OPS, OPS2, PIECES, _grammar, switch_entries, switch_same_entries
 from .test_engine_differential import _vocab
-from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
+from .test_entries import _longest_tokens, shipped
 
 
 def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: Strategy) -> list:
-    with core_switch(_core.scan_notes_enable, on):
-        return entries(cfgmask.compile(g, vocab, _strategy=strategy))
+    return switch_entries(g, vocab, _core.scan_notes_enable, on, strategy)
 
 
 def assert_same_entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary) -> int:
     """Every state's entry the same with notes on and off, and equal to whole walks: the tokens
     the filter took from notes with them on."""
-    before = _core.scan_notes_used()
-    on = _entries(g, vocab, True, Strategy())
-    used = _core.scan_notes_used() - before
-    before = _core.scan_notes_used()
-    same_entries(on, _entries(g, vocab, False, Strategy()), "notes off")
-    assert _core.scan_notes_used() == before, "notes read while off"
-    same_entries(on, _entries(g, vocab, True, WALKS_ONLY), "whole walks")
-    return used
+    return switch_same_entries(g, vocab, _core.scan_notes_enable, _core.scan_notes_used)
 
 
 def test_fixed_grammars_use_notes() -> None:
