@@ -123,5 +123,5 @@ def test_a_counted_copy_of_a_prefix_free_callee_is_bounded_by_its_chain() -> Non
         g = parse_gbnf(f'root ::= "q" s "q" | "<" c ">"\ns ::= c{{0,{n}}}\nc ::= {body}\n')
         for cap, builds in ((bound - 1, 3), (bound, 2)):  # c, s on its own, root; or c, root
             limits = CompileLimits(inline_max_states=cap)
-            got = _builds(lambda limits=limits: _tables(g, True, limits))
+            got = _builds(lambda g=g, limits=limits: _tables(g, True, limits))
             assert got == (_tables(g, False, limits), builds), (body, cap)
