@@ -141,6 +141,30 @@ static size_t count_states(const session *s, uint32_t pc, size_t cap, uint32_t l
     }
 }
 
+/* A true bound on the minimal DFA of node pc where it is x{lo,hi} (hi finite) of a copied
+ * callee x whose DFA D has no labels and is prefix-free (its start not accepting, its
+ * accepting states without edges): hi x (|D| - 1) + 1 states, copy k's accepting states being
+ * copy k + 1's start (D's edges from each; the last's cut).  SIZE_MAX where it is not such a
+ * node.  count_states's NFA count of the same node is hi x (|D| + 1), ~1.14x on a char class
+ * of 15 states: the cap turned down strings whose DFA fits it (issue 12, helper `inline38`). */
+static size_t chain_bound(const session *s, uint32_t pc) {
+    const cm_ir_input *in = s->in;
+    if ((size_t)pc + 4 > in->code_len || in->code[pc] != CM_IR_REPEAT) return SIZE_MAX;
+    uint32_t hi = in->code[pc + 2], item = in->code[pc + 3];
+    if (hi == CM_IR_INF || hi == 0 || (size_t)item + 2 > in->code_len || in->code[item] != CM_IR_REF) return SIZE_MAX;
+    uint32_t y = in->code[item + 1];
+    if (y >= in->n_names) return SIZE_MAX;
+    const name_info *x = &s->names[y];
+    const cm_dfa_out *d = x->expand || x->stamp != s->stamp ? NULL : x->dfa; /* copied (count_states's REF) */
+    if (!d || d->n_states < 2 || d->accepting[0] || d->lab_off[d->n_states]) return SIZE_MAX;
+    for (uint32_t q = 0; q < d->n_states; q++) {
+        if (!d->accepting[q]) continue;
+        for (uint32_t k = 0; k < d->n_classes; k++)
+            if (d->trans[(size_t)q * d->n_classes + k] >= 0) return SIZE_MAX;
+    }
+    return (size_t)hi * (d->n_states - 1) + 1;
+}
+
 /* Every name below c's callees settled for c's first attempt, and picked under `budget`:
  * an expanded callee whose estimate (its NFA's states, a bound in practice of its minimal
  * DFA's) is within its inline cap and the budget stays expanded (its own callees picked the
@@ -158,6 +182,8 @@ static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_
             if ((rc = pick_expanding(s, c->callees, c->n_callees, budget))) break;
             uint32_t depth = 0, cap = x->inline_cap < budget ? x->inline_cap : (uint32_t)budget;
             size_t est = count_states(s, c->members[0].root, cap, 0, &depth);
+            size_t chain = chain_bound(s, c->members[0].root); /* (a bound of the DFA, start and final included) */
+            if (chain != SIZE_MAX && chain < est + 2) est = chain - 2;
             if (est + 2 <= cap) { /* its own NFA: these and a start and a final state */
                 x->est = (uint32_t)est;
                 rc = cm_vec_push(&s->expanded, y);

@@ -111,3 +111,17 @@ def test_expansions_compile_what_the_reference_compiles(g: ir.Grammar, max_state
     if got != want and not isinstance(got, dict):
         assert isinstance(want, tuple) and want[0] == "LimitError" and "max_dfa_states" in want[1]
         assert got == _same(lambda: _tables(g, False))
+
+
+def test_a_counted_copy_of_a_prefix_free_callee_is_bounded_by_its_chain() -> None:
+    """s ::= c{0,N} with c's DFA D copied (used twice) and prefix-free: s's DFA has at most
+    N x (|D| - 1) + 1 states (components.c, chain_bound), below the NFA count N x (|D| + 1), so s
+    is expanded at that cap and not one state under it (a call then: its DFA is over the cap).
+    A c with a word that is a prefix of another ("a" | "ab") keeps the NFA count."""
+    n = 10
+    for body, bound in (('[a-c] | "\\\\" [nt]', 2 * n + 1), ('"a" | "ab"', 4 * n + 2)):
+        g = parse_gbnf(f'root ::= "q" s "q" | "<" c ">"\ns ::= c{{0,{n}}}\nc ::= {body}\n')
+        for cap, builds in ((bound - 1, 3), (bound, 2)):  # c, s on its own, root; or c, root
+            limits = CompileLimits(inline_max_states=cap)
+            got = _builds(lambda g=g, limits=limits: _tables(g, True, limits))
+            assert got == (_tables(g, False, limits), builds), (body, cap)
