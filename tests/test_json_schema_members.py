@@ -121,7 +121,7 @@ def test_member_value_leaves_the_walk_as_schema_does() -> None:
         assert outs[0] == outs[1], v
 
 
-_BOUNDS = [None, "0", "1", "7", "0.5", "200", "1e15", "9999999999999999", "1e16", "10000000000000001", "3.5e17"]
+_BOUNDS = [None, "0", "1", "7", "0.5", "200", "1e15", "9999999999999999", "1e16", "10000000000000001"]
 
 
 @pytest.mark.parametrize("integer", [True, False])

@@ -12,7 +12,9 @@ _STEMS: dict[str, str] = {}  # base -> its rule-name stem; a few thousand distin
 _LITERALS: dict[str, ir.Literal] = {}  # text -> its literal: IR is immutable, so one node serves
 # the JSON punctuation and literal names every schema asks for: no schema's content, so
 # :func:`clear_literals` keeps them (each cost a cold schema a miss, ~1 k instructions)
-_PUNCTUATION = {s: ir.Literal(s.encode()) for s in ('"', ",", ":", "{", "}", "[", "]", "null", "true", "false")}
+_PUNCTUATION = {
+    s: ir.Literal(s.encode()) for s in ('"', ",", ":", "{", "}", "[", "]", "null", "true", "false")
+}
 _MEMO_MAX = 8192
 # json.dumps(x, default=str) and json.dumps(x, sort_keys=True, default=str) (memo keys of subschemas)
 # without a JSONEncoder made per call: the same encoder settings, made once (it keeps no state
