@@ -17,21 +17,20 @@ from typing import Any
 
 import pytest
 
-from cfgmask import Grammar, ir
+from cfgmask import ir
 from cfgmask.errors import CfgmaskError
 from cfgmask.frontends import json_schema
 from cfgmask.frontends.json_schema import _ir_util, containers, numbers, walk
 
 
 def _output(schema: Any, canonical: bool) -> str:
+    """The IR (rule names in order, bodies, start, meta) and report of a cold front end run."""
     json_schema.clear_memos()
     try:
-        g = Grammar.from_json_schema(json.dumps(schema), canonical=canonical, strict=False)
+        g, report = json_schema.schema_to_grammar(schema, strict=False, canonical=canonical)
     except CfgmaskError as e:
         return f"{type(e).__name__}: {e}"
-    rules = [(name, repr(body)) for name, body in g.ir.rules.items()]
-    report = [(e.path, e.keyword, e.status, e.reason) for e in g.schema_report]
-    return repr((g.ir.start, g.ir.meta, rules, report))
+    return repr((g.start, g.meta, list(g.rules.items()), list(report)))
 
 
 # values a property may have: scalar leaves (with annotations, an "x-" key, a "/" or "~" in an
