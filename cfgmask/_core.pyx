@@ -1787,6 +1787,19 @@ def filter_skipped():
     return cm_walk_filter_skipped()
 
 
+def listed_reuse_enable(bint on):
+    """Let a composed entry's listed walk take the upward filter's item chart, reset to the
+    walk's first set (csrc/walk.c, the default) or, off, open a chart of its own each walk: the
+    reference the tests compare against.  Process-wide."""
+    cm_walk_listed_reuse_enable(1 if on else 0)
+
+
+def listed_reused():
+    """How many listed walks took the filter's item chart so far in this process (for the
+    tests)."""
+    return cm_walk_listed_reused()
+
+
 def filter_class_prefix_enable(bint on):
     """Let the upward filter's charts keep the sets of the token before for the common prefix of
     byte classes (csrc/walk.c, the default; only where a chart reads bytes through their class
