@@ -99,6 +99,7 @@ cdef extern from "cfgmask.h" nogil:
     int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t *out)
     int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule)
     int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls)
+    int cm_grammar_rule_returns(const cm_grammar *g, uint32_t rule, const uint32_t **states)
     size_t cm_grammar_cache_entries(const cm_grammar *g)
     void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                                 size_t *vocab_loops)

@@ -432,6 +432,15 @@ cdef class GrammarHandle:
             raise IndexError(state)
         return rc, calls
 
+    def rule_returns(self, uint32_t rule):
+        """The distinct states ``rule``'s callers go on in after it completes, ascending, as
+        the core derived them (for tests)."""
+        cdef const uint32_t *states = NULL
+        cdef int n = cm_grammar_rule_returns(self.ptr, rule, &states)
+        if n < 0:
+            raise IndexError(rule)
+        return [states[i] for i in range(n)]
+
     def rule_block(self, uint32_t rule):
         """Whether the core found ``rule`` a block (for tests): every state without calls or
         token edges, its accepting states reading no byte (csrc/wrap.c)."""
