@@ -328,11 +328,14 @@ class SchemaCompiler:
             self.empty_why = because(s, path, self.empty_why)
             return out
         self.empty_why = saved
-        if len(self.rules) == n_rules:
+        if len(self.rules) == n_rules:  # kept: a further compile would add none either
             n = len(path)
-            made = rows[first:]
-            if all(row[0][:n] == path for row in made):
-                self._leaves[key] = (out, [(row[0][n:], row[1], row[2], row[3]) for row in made])
+            made = []
+            for row in rows[first:]:
+                if row[0][:n] != path:  # not under the value's path: not replayed
+                    return out
+                made.append((row[0][n:], row[1], row[2], row[3]))
+            self._leaves[key] = (out, made)
         return out
 
     def walked(self, s: dict[str, Any], base: str) -> Walk | None:
