@@ -255,7 +255,11 @@ def test_a_repeated_leaf_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> No
         return number(self, s, path, integer, excluded)
 
     monkeypatch.setattr(walk.SchemaCompiler, "number", counted)
-    for v, n in (({"type": "integer", "minimum": 1, "maximum": 200}, 1), ({"type": "integer", "multipleOf": 7}, 4)):
+    bounded, multiples = (
+        {"type": "integer", "minimum": 1, "maximum": 200},
+        {"type": "integer", "multipleOf": 7},
+    )
+    for v, n in ((bounded, 1), (multiples, 4)):
         calls.clear()
         json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
         assert len(calls) == n, v
