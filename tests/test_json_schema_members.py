@@ -23,11 +23,11 @@ from cfgmask.frontends import json_schema
 from cfgmask.frontends.json_schema import _ir_util, containers, numbers, walk
 
 
-def _output(schema: Any, canonical: bool) -> str:
+def _output(schema: Any, canonical: bool, strict: bool = False) -> str:
     """The IR (rule names in order, bodies, start, meta) and report of a cold front end run."""
     json_schema.clear_memos()
     try:
-        g, report = json_schema.schema_to_grammar(schema, strict=False, canonical=canonical)
+        g, report = json_schema.schema_to_grammar(schema, strict=strict, canonical=canonical)
     except CfgmaskError as e:
         return f"{type(e).__name__}: {e}"
     return repr((g.start, g.meta, list(g.rules.items()), list(report)))
@@ -208,23 +208,14 @@ def test_leaves_with_keywords_equal_the_general_path(
 ) -> None:
     """A scalar with its own keywords (and each replay of one met before) gives the IR, report
     or error of the general path, in lenient and strict mode, draft-04 and 2020-12."""
-
-    def output(schema: Any) -> str:
-        json_schema.clear_memos()
-        try:
-            g, report = json_schema.schema_to_grammar(schema, strict=strict, canonical=canonical)
-        except CfgmaskError as e:
-            return f"{type(e).__name__}: {e}"
-        return repr((g.start, g.meta, list(g.rules.items()), list(report)))
-
     schemas = _leaf_schemas(_LEAVES, draft) + [s for b in _BAD_LEAVES for s in _leaf_schemas([b], draft)]
     for i in range(len(_LEAVES)):  # each one alone too: an empty language is the schema's
         schemas += _leaf_schemas([_LEAVES[i], _LEAVES[i]], draft)
-    got = [output(s) for s in schemas]
+    got = [_output(s, canonical, strict) for s in schemas]
     if not strict:
         assert "NotEnforceable" not in "".join(got) and not got[0].startswith("GrammarError")
     _general(monkeypatch)
-    assert got == [output(s) for s in schemas]
+    assert got == [_output(s, canonical, strict) for s in schemas]
 
 
 def test_leaves_leave_the_walk_as_schema_does() -> None:
