@@ -23,11 +23,11 @@ from cfgmask.frontends import json_schema
 from cfgmask.frontends.json_schema import _ir_util, containers, numbers, walk
 
 
-def _output(schema: Any, canonical: bool) -> str:
+def _output(schema: Any, canonical: bool, strict: bool = False) -> str:
     """The IR (rule names in order, bodies, start, meta) and report of a cold front end run."""
     json_schema.clear_memos()
     try:
-        g, report = json_schema.schema_to_grammar(schema, strict=False, canonical=canonical)
+        g, report = json_schema.schema_to_grammar(schema, strict=strict, canonical=canonical)
     except CfgmaskError as e:
         return f"{type(e).__name__}: {e}"
     return repr((g.start, g.meta, list(g.rules.items()), list(report)))
@@ -143,3 +143,114 @@ def test_punctuation_is_kept_and_spelled() -> None:
     assert _ir_util._LITERALS == _ir_util._PUNCTUATION
     for s, lit in _ir_util._PUNCTUATION.items():
         assert lit == ir.Literal(s.encode()) and _ir_util.lit(s) is lit
+
+
+# scalar leaves with their own keywords (SchemaCompiler.leaf), each twice or more so that the
+# kept expression and rows are replayed; values that look alike to a coarse key (1 / 1.0 / True,
+# 0.0 / -0.0), normalized ones (draft-04 exclusives, a float count, const), empty languages,
+# errors, rules made afresh each time (multipleOf), known and unknown formats, a pattern
+_LEAVES: list[Any] = [
+    {"type": "integer", "minimum": 1, "maximum": 200},
+    {"type": "integer", "minimum": 0},
+    {"type": "number", "minimum": 0, "exclusiveMaximum": 1.5, "description": "d"},
+    {"type": "number", "maximum": 1, "exclusiveMaximum": True},
+    {"type": "integer", "minimum": 1, "exclusiveMinimum": True, "x-k": 1},
+    {"type": "integer", "minimum": 5, "maximum": 1},
+    {"type": "integer", "multipleOf": 3, "maximum": 30},
+    {"type": "number", "multipleOf": 0.5},
+    {"type": "string", "maxLength": 100},
+    {"type": "string", "maxLength": 3.0, "title": "t"},
+    {"type": "string", "minLength": 4, "maxLength": 2},
+    {"type": "string", "format": "date-time"},
+    {"type": "string", "format": "no-such-format"},
+    {"type": "string", "pattern": "^[a-z]+$", "maxLength": 8},
+    {"type": "string", "enum": ["alpha", "beta", 3]},
+    {"type": "string", "enum": ["a"], "maxLength": 0},
+    {"type": "string", "const": "k"},
+    {"type": "integer", "enum": [1, 2]},
+    {"type": "integer", "enum": [1.0, 2]},
+    {"type": "number", "enum": [0.0]},
+    {"type": "number", "enum": [-0.0]},
+    {"type": "boolean", "enum": [True]},
+    {"type": "boolean", "const": False, "examples": [False]},
+    {"type": "null", "enum": [None]},
+    {"description": "a/b", "type": "string", "x-a~b": 0, "minLength": 1},
+    {"type": "integer", "maxLength": 3},
+    {"type": "string", "minimum": 3},
+]
+_BAD_LEAVES: list[Any] = [
+    {"type": "integer", "minimum": "3"},
+    {"type": "string", "maxLength": -1},
+    {"type": "string", "enum": "a"},
+    {"type": "integer", "minimum": True},
+    {"type": "string", "format": 3},
+    {"type": "string", "pattern": "("},
+]
+
+
+def _leaf_schemas(values: list[Any], draft: str) -> list[Any]:
+    props = {f"p{i}": v for i, v in enumerate(values * 3)}
+    out = [
+        {"$schema": draft, "type": "object", "properties": props},
+        {"$schema": draft, "type": "object", "properties": props, "required": ["p0", "p5"]},
+        {"type": "object", "properties": {"a": values[0], "b/c": values[0], "d~e": values[0]}},
+    ]
+    return out
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize(
+    "draft", ["http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema"]
+)
+def test_leaves_with_keywords_equal_the_general_path(
+    canonical: bool, strict: bool, draft: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scalar with its own keywords (and each replay of one met before) gives the IR, report
+    or error of the general path, in lenient and strict mode, draft-04 and 2020-12."""
+    schemas = _leaf_schemas(_LEAVES, draft) + [s for b in _BAD_LEAVES for s in _leaf_schemas([b], draft)]
+    for i in range(len(_LEAVES)):  # each one alone too: an empty language is the schema's
+        schemas += _leaf_schemas([_LEAVES[i], _LEAVES[i]], draft)
+    got = [_output(s, canonical, strict) for s in schemas]
+    if not strict:
+        assert "NotEnforceable" not in "".join(got) and not got[0].startswith("GrammarError")
+    _general(monkeypatch)
+    assert got == [_output(s, canonical, strict) for s in schemas]
+
+
+def test_leaves_leave_the_walk_as_schema_does() -> None:
+    """A leaf with keywords, compiled or replayed, leaves depth, scope and empty reason (an empty
+    language's own) as schema leaves them."""
+    for v in _LEAVES:
+        outs = []
+        for f in (walk.SchemaCompiler.member_value, walk.SchemaCompiler.schema):
+            c = walk.SchemaCompiler({}, False, "default")
+            c.depth = 1
+            got = []
+            for p in ("/properties/p", "/properties/q"):
+                c.empty_why = "before"
+                out = f(c, v, p, walk.ROOT_BASE)
+                got.append((out, c.depth, c.scope, c.empty_why))
+            outs.append((got, list(c.rules), c.rep.report))
+        assert outs[0] == outs[1], v
+
+
+def test_a_repeated_leaf_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept expression is what replays: four equal bounded integers build one range; a leaf
+    whose compile makes rules afresh (multipleOf's automaton) is compiled each time."""
+    calls: list[str] = []
+    number = walk.SchemaCompiler.number
+
+    def counted(self: Any, s: Any, path: str, integer: bool, excluded: list[Any]) -> ir.Expr:
+        calls.append(path)
+        return number(self, s, path, integer, excluded)
+
+    monkeypatch.setattr(walk.SchemaCompiler, "number", counted)
+    bounded, multiples = (
+        {"type": "integer", "minimum": 1, "maximum": 200},
+        {"type": "integer", "multipleOf": 7},
+    )
+    for v, n in ((bounded, 1), (multiples, 4)):
+        calls.clear()
+        json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
+        assert len(calls) == n, v

@@ -86,6 +86,14 @@ PRESENCE = "\x00presence"  # where negation() hands one back
 MAX_MULTIPLE_OF = 1000
 # The type names :meth:`SchemaCompiler.scalar` compiles: a schema ``{"type": one of these}``.
 SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+# a scalar type's own keywords: member_value compiles a leaf of one type with these beside it
+LEAF_KW = {
+    "string": frozenset({*STRING_KW, "enum", "const"}),
+    "integer": frozenset({*NUMBER_KW, "enum", "const"}),
+    "number": frozenset({*NUMBER_KW, "enum", "const"}),
+    "boolean": frozenset({"enum", "const"}),
+    "null": frozenset({"enum", "const"}),
+}
 
 
 # what names a draft in ``$schema``'s text, in the order detect_draft tests them
@@ -138,6 +146,9 @@ class SchemaCompiler:
         self._ws: ir.Expr | None = None  # ws(), once made
         self._seps: dict[str, ir.Expr] = {}  # sep(text), once made
         self._scalars: dict[str, ir.Expr] = {}  # scalar(): each type's expression, once made
+        # member_value's scalars with keywords: (type, keywords' repr) -> the expression and the
+        # report rows it made (their pointers' ends after the value's path)
+        self._leaves: dict[tuple[str, str], tuple[ir.Expr, list[tuple[str, str, str, str]]]] = {}
         self.resolver = Resolver(root, self.draft, resources, plain)  # plain: see Resolver
         self.ref_rules: dict[str, str] = {}
         # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
@@ -259,9 +270,18 @@ class SchemaCompiler:
         if t.__class__ is not str or t not in SCALAR_TYPES or self.depth >= MAX_DEPTH:
             return self.schema(s, path, base)
         if len(s) > 1:
-            for k in s:  # annotations only beside "type" (none of them is an INLINING keyword)
+            own = LEAF_KW[t]
+            kws = None
+            for k in s:  # annotations beside "type" (none of them is an INLINING keyword)
                 if k != "type" and k not in ANNOTATIONS and not k.startswith("x-"):
-                    return self.schema(s, path, base)
+                    if k not in own:
+                        return self.schema(s, path, base)
+                    if kws is None:
+                        kws = [(k, s[k])]
+                    else:
+                        kws.append((k, s[k]))
+            if kws is not None:
+                return self.leaf(s, path, base, t, kws)
         deadline.check("JSON Schema")
         if len(s) > 1:
             for k in s:
@@ -272,6 +292,50 @@ class SchemaCompiler:
         if out is None:
             return self.scalar(s, path)
         self.rep.enforced(path + "/type", "type")  # scalar's report, its expression made
+        return out
+
+    def leaf(self, s: dict[str, Any], path: str, base: str, t: str, kws: list[tuple[str, Any]]) -> ir.Expr:
+        """:meth:`member_value` of a scalar type with its own keywords beside it (``LEAF_KW``:
+        ``{"type": "integer", "minimum": 0}``, ``maxLength``, ``enum``): what :meth:`schema`,
+        :meth:`_schema` and :meth:`simple` do for it, without their checks for every other type
+        (the value is normalized as there, and its report rows come in the same order).  Its
+        expression and rows are kept per (type, keywords) -- ``repr`` tells ``1`` from ``1.0``
+        and ``True`` -- when a compile of it added no rule (so a further one adds none and
+        gives the same): a repeated leaf replays them, its rows under its own path."""
+        deadline.check("JSON Schema")
+        for k in s if len(kws) + 1 < len(s) else ():  # _schema's rows come first
+            if k in ANNOTATIONS or k.startswith("x-"):
+                where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
+                self.rep.enforced(where, k, "annotation")
+        key = (t, repr(kws))
+        kept = self._leaves.get(key)
+        rows = self.rep.rows
+        if kept is not None:
+            for row in kept[1]:
+                rows.append((path + row[0], row[1], row[2], row[3]))
+            return kept[0]
+        saved, self.empty_why = self.empty_why, None  # as schema() keeps it
+        first, n_rules = len(rows), len(self.rules)
+        n_s = normalize(s, self.draft)
+        self.rep.enforced(path + "/type", "type")  # simple's rows, for this type
+        if "enum" in n_s:
+            out = self.enum(n_s, path, base)
+        elif t == "string":
+            out = self.strings.string(n_s, path, [])
+        else:  # "enum" is the only keyword of null and boolean
+            out = self.number_form(self.number(n_s, path, t == "integer", []))
+        if out == ir.NOTHING:
+            self.empty_why = because(s, path, self.empty_why)
+            return out
+        self.empty_why = saved
+        if len(self.rules) == n_rules:  # kept: a further compile would add none either
+            n = len(path)
+            made = []
+            for row in rows[first:]:
+                if row[0][:n] != path:  # not under the value's path: not replayed
+                    return out
+                made.append((row[0][n:], row[1], row[2], row[3]))
+            self._leaves[key] = (out, made)
         return out
 
     def walked(self, s: dict[str, Any], base: str) -> Walk | None:
