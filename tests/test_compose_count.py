@@ -24,7 +24,7 @@ from cfgmask import _core
 
 from .helpers import masks_along
 from .test_entries import WALKS_ONLY, entries
-from .test_listed_reuse import VOCAB, _optional_object
+from .test_listed_reuse import VOCAB, _optional_object, _same
 
 
 @contextmanager
@@ -45,15 +45,6 @@ def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, **kw: obje
         n0 = _core.compose_counted_later()
         got = entries(cfgmask.compile(g, vocab, **kw))
         return got, _core.compose_counted_later() - n0
-
-
-def _same(a: list, b: list, what: str) -> None:
-    differ = [
-        s
-        for s, (x, y) in enumerate(zip(a, b, strict=True))
-        if not (np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]))
-    ]
-    assert not differ, f"states {differ[:8]}: entries differ from {what}"
 
 
 # the object's pieces and numbers: ~1,100 tokens, 35 words, ids below 4 (an eighth of the words),
