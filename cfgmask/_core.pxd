@@ -403,6 +403,8 @@ cdef extern from "compose.h" nogil:
     size_t cm_exit_tails()
     void cm_compose_self_enable(int on)
     size_t cm_compose_self_built()
+    void cm_compose_count_later_enable(int on)
+    size_t cm_compose_counted_later()
 
 
 cdef extern from "vocab.h" nogil:

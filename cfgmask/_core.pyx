@@ -1991,6 +1991,19 @@ def compose_self_built():
     return cm_compose_self_built()
 
 
+def compose_count_later_enable(bint on):
+    """Leave a composed entry's count of accepted tokens to the end of its build, found as its
+    ids are taken out of the bitset (csrc/compose.c, cm_walk.count_later; the default), or, off,
+    count its bitset at once: the reference the tests compare against.  Process-wide; clear the
+    caches after a change.  The entries are the same."""
+    cm_compose_count_later_enable(1 if on else 0)
+
+
+def compose_counted_later():
+    """How many composed entries left their count so in this process (for the tests)."""
+    return cm_compose_counted_later()
+
+
 def scan_notes_enable(bint on):
     """Keep a composed entry's chart scans of the tokens it leaves uncertain for its upward
     filter, which then does not scan them again (csrc/walk.c, cm_walk_listed_noted; the

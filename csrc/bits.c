@@ -64,16 +64,21 @@ static inline size_t take_word(uint32_t *restrict words, size_t t, uint32_t *res
     return j;
 }
 
+/* Does the block of CM_TAKE_BLOCK words at w hold a bit? */
+static inline bool block_any(const uint32_t *w) {
+    uint64_t any = 0;
+    for (size_t t = 0; t < CM_TAKE_BLOCK; t += 2) {
+        uint64_t two;
+        memcpy(&two, w + t, sizeof two);
+        any |= two;
+    }
+    return any != 0;
+}
+
 CM_VECTOR_CLONES static size_t bits_take(uint32_t *restrict words, size_t n, uint32_t *restrict out, size_t cap) {
     size_t j = 0, i = 0;
     for (; i + CM_TAKE_BLOCK <= n && j < cap; i += CM_TAKE_BLOCK) {
-        uint64_t any = 0;
-        for (size_t t = 0; t < CM_TAKE_BLOCK; t += 2) {
-            uint64_t two;
-            memcpy(&two, words + i + t, sizeof two);
-            any |= two;
-        }
-        if (!any) continue;
+        if (!block_any(words + i)) continue;
         for (size_t t = i; t < i + CM_TAKE_BLOCK; t++)
             if (words[t]) j = take_word(words, t, out, cap, j);
     }
@@ -85,6 +90,33 @@ CM_VECTOR_CLONES static size_t bits_take(uint32_t *restrict words, size_t n, uin
 
 size_t cm_bits_take(uint32_t *restrict words, size_t n, uint32_t *restrict out, size_t cap) {
     return bits_take(words, n, out, cap);
+}
+
+/* bits_take for a set whose count is not known: a word is taken only if all its bits fit in
+ * cap, so where the set holds more than cap the ids taken so far are set again and the set is
+ * left as it was (SIZE_MAX).  cm_compose's entries (a chain of optional properties composes
+ * one per property) no longer count their 4,008 words before the ids are taken out. */
+CM_VECTOR_CLONES static size_t bits_take_max(uint32_t *restrict words, size_t n, uint32_t *restrict out, size_t cap) {
+    size_t j = 0, i = 0;
+    for (; i < n; i += CM_TAKE_BLOCK) {
+        size_t end = i + CM_TAKE_BLOCK <= n ? i + CM_TAKE_BLOCK : n;
+        if (end == i + CM_TAKE_BLOCK && !block_any(words + i)) continue;
+        for (size_t t = i; t < end; t++) {
+            uint32_t w = words[t];
+            if (!w) continue;
+            if (j + (size_t)__builtin_popcount(w) > cap) {
+                for (size_t q = 0; q < j; q++) words[out[q] >> 5] |= 1u << (out[q] & 31);
+                return SIZE_MAX;
+            }
+            for (; w; w &= w - 1) out[j++] = (uint32_t)(t * 32 + (unsigned)__builtin_ctz(w));
+            words[t] = 0;
+        }
+    }
+    return j;
+}
+
+size_t cm_bits_take_max(uint32_t *restrict words, size_t n, uint32_t *restrict out, size_t cap) {
+    return bits_take_max(words, n, out, cap);
 }
 
 int cm_grow_to(void **p, size_t *cap, size_t need, size_t elem) {

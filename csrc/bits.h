@@ -21,6 +21,9 @@ void cm_set_bits(uint32_t *restrict set, const uint32_t *restrict ids, size_t n)
 /* The set bits of words[0..n) as ascending indices into out, their words left zero: how many
  * (cap at most; more than cap: some bits past the first cap are left set). */
 size_t cm_bits_take(uint32_t *restrict words, size_t n, uint32_t *restrict out, size_t cap);
+/* cm_bits_take for a set of unknown count: all its bits (at most cap: how many, the words
+ * left zero), or SIZE_MAX (more than cap: the set left as it was). */
+size_t cm_bits_take_max(uint32_t *restrict words, size_t n, uint32_t *restrict out, size_t cap);
 
 /* Sort v[0..n) and drop repeats; returns the number kept (fsm.c). */
 size_t cm_sort_unique_u32(uint32_t *v, size_t n);

@@ -24,6 +24,11 @@ bool cm_compose_self_ref(const cm_grammar *g, uint32_t state, uint32_t e);
  * composed in this process (for the tests). */
 void cm_compose_self_enable(int on);
 size_t cm_compose_self_built(void);
+/* A composed entry's count left to cm_walk_finish (cm_walk.count_later: found as its ids are
+ * taken out) on (the default) or off (counted at once, the reference); how many composed
+ * entries left it so in this process (for the tests). */
+void cm_compose_count_later_enable(int on);
+size_t cm_compose_counted_later(void);
 /* May the entry of `state` be composed (under the cache lock)? */
 bool cm_compose_can(const cm_grammar *g, uint32_t state);
 /* Does ref edge e call a nullable rule (no lookahead marker)?  Then the state

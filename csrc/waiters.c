@@ -16,8 +16,9 @@
 
 static inline uint64_t wkey(uint32_t set, uint32_t rule) { return (((uint64_t)set << 32) | rule) + 1; }
 
-static void widx_clear(cm_chart *c) {
-    if (c->wslots) memset(c->wslots, 0, c->wcap * sizeof *c->wslots);
+/* slots_zero: the slots were just calloc'd (make_room), not zeroed again */
+static void widx_clear(cm_chart *c, bool slots_zero) {
+    if (c->wslots && !slots_zero) memset(c->wslots, 0, c->wcap * sizeof *c->wslots);
     memset(c->wbuilt, 0, c->cap_sets * sizeof *c->wbuilt);
     c->wused = 0;
     c->wpool_n = 0;
@@ -127,15 +128,20 @@ static int make_room(cm_chart *c, size_t groups, size_t n) {
     }
     if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
         size_t cap = c->wcap ? c->wcap : 256;
+        bool first = !c->wslots, fresh = cap != c->wcap;
         while (groups * 4 > cap) cap *= 2;
-        if (cap != c->wcap) {
+        fresh = fresh || cap != c->wcap;
+        if (fresh) {
             cm_wslot *p = calloc(cap, sizeof *p);
             if (!p) return CM_ERR_NOMEM;
             free(c->wslots);
             c->wslots = p;
             c->wcap = cap;
         }
-        widx_clear(c);
+        /* a chart's first index: no set was indexed yet, so wbuilt is zero as its growth left
+         * it (cm_chart_grow_sets); a chart a cold mask opens is indexed once or twice */
+        if (first) c->wused = c->wpool_n = 0;
+        else widx_clear(c, fresh);
     }
     return cm_grow((void **)&c->wpool, &c->wpool_cap, c->wpool_n + n, sizeof *c->wpool);
 }

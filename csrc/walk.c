@@ -1421,18 +1421,36 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
  * the mask, a copy), and taking them out of the walk's bitset visits each word that has one. */
 #define CM_IDS_FRACTION 8
 
+size_t cm_walk_ids_limit(const cm_grammar *g) { return g->n_words / CM_IDS_FRACTION; }
+
+/* The ids of a walk not counted (count_later) into out, which has room for cap: all of them
+ * taken out of the bitset where they fit (how many), else counted, the bitset as it was
+ * (SIZE_MAX).  w->n_accepted is the count either way. */
+#define CM_TAKE_STACK 1024
+static size_t count_taking(const cm_grammar *g, cm_walk *w, uint32_t *out, size_t cap) {
+    size_t lim = cm_walk_ids_limit(g), n = SIZE_MAX;
+    w->count_later = false;
+    if (lim && lim - 1 <= cap) n = cm_bits_take_max(w->bits, g->n_words, out, lim - 1);
+    w->n_accepted = (uint32_t)(n != SIZE_MAX ? n : cm_count_bits(w->bits, g->n_words));
+    return n;
+}
+
 int cm_walk_finish(const cm_grammar *g, cm_walk *w, cm_entry *e) {
+    uint32_t taken[CM_TAKE_STACK];
+    size_t n_taken = w->count_later ? count_taking(g, w, taken, CM_TAKE_STACK) : SIZE_MAX;
     e->n_accepted = w->n_accepted;
     memcpy(e->names, w->names, sizeof e->names);
     e->n_uncertain = (uint32_t)w->n_unc;
     e->uncertain = w->unc;
     w->unc = NULL;
     e->bytes = sizeof *e + w->n_unc * 4;
-    if ((size_t)w->n_accepted < g->n_words / CM_IDS_FRACTION) {
+    if ((size_t)w->n_accepted < cm_walk_ids_limit(g)) {
         e->accepted_ids = malloc((w->n_accepted ? w->n_accepted : 1) * sizeof *e->accepted_ids);
         if (!e->accepted_ids) return CM_ERR_NOMEM;
         /* the ids taken out of the bitset, which is left zero for the next walk (cm_walk_init_spare) */
-        size_t n = cm_bits_take(w->bits, g->n_words, e->accepted_ids, w->n_accepted);
+        size_t n = n_taken;
+        if (n != SIZE_MAX) memcpy(e->accepted_ids, taken, n * sizeof *taken);
+        else n = cm_bits_take(w->bits, g->n_words, e->accepted_ids, w->n_accepted);
         if (n != w->n_accepted) return CM_ERR_STATE;  /* the count and the bits disagree */
         w->bits_zero = true;
         e->bytes += w->n_accepted * 4;

@@ -25,6 +25,7 @@ typedef struct cm_walk {
     uint32_t *st;               /* flat walks: the configuration there */
     bool filtered;              /* unc went through cm_walk_filter_uncertain already (chains.c) */
     bool bits_zero;             /* cm_walk_finish took the accepted ids out: bits is all zero again */
+    bool count_later;           /* n_accepted not counted (cm_compose): cm_walk_finish counts */
     /* first bytes b whose name entries (vocab.h: name_off) bits holds: set where a walk sets
      * them (cm_walk_names, a run walk's names) or ORs in an entry that holds them (cm_compose) */
     uint32_t names[8];
@@ -37,6 +38,8 @@ typedef struct cm_walk {
 } cm_walk;
 
 int cm_walk_init(cm_walk *w, const cm_grammar *g);
+/* An entry keeps its accepted tokens as ids where they are fewer than this (cm_walk_finish). */
+size_t cm_walk_ids_limit(const cm_grammar *g);
 /* cm_walk_init with zero_bits (n_words, all zero) as its bitset if not NULL: an entry build
  * reuses the last sparse one's (cache.c), not a fresh 16 KB calloc and its free. */
 int cm_walk_init_spare(cm_walk *w, const cm_grammar *g, uint32_t *zero_bits);
