@@ -125,3 +125,29 @@ def test_a_counted_copy_of_a_prefix_free_callee_is_bounded_by_its_chain() -> Non
             limits = CompileLimits(inline_max_states=cap)
             got = _builds(lambda g=g, limits=limits: _tables(g, True, limits))
             assert got == (_tables(g, False, limits), builds), (body, cap)
+
+
+def test_a_body_over_its_estimate_is_expanded_on_trial_within_the_cap() -> None:
+    """y's NFA count (3 a branch, 30) is over the cap while its minimal DFA has 4 states: it is
+    expanded in root on trial, root's subset construction counting y's own state sets
+    (components.c, fsm.c cm_expand_watch): within the cap one build, root's; one state under
+    it, the count passes the cap, the build stops and y is built on its own, then called (its
+    DFA is over the cap), as the reference decides."""
+    branches = " | ".join(f'[{a}-{b}] "q" [0-9]' for a, b in zip("acegikmoqs", "bdfhjlnprt", strict=True))
+    g = parse_gbnf(f'root ::= "x" y "z" | "<" [a-z] ">"\ny ::= {branches}\n')
+    for cap, builds in ((3, 2), (4, 1), (29, 1)):  # y alone then root; or root alone
+        limits = CompileLimits(inline_max_states=cap)
+        got = _builds(lambda limits=limits: _tables(g, True, limits))
+        assert got == (_tables(g, False, limits), builds), cap
+
+
+def test_a_trial_entered_again_while_running_is_refused() -> None:
+    """y under a loop of its caller, its language a count of itself: a set of root's subset
+    construction holds y's entry beside states of an earlier entry, so the count says nothing
+    of y's own DFA and the trial stops there (y built on its own and copied): the reference's
+    tables at every cap."""
+    g = parse_gbnf('root ::= ("x" y)+\ny ::= [a-b] "x"? [0-9] | [c-d] "x"? [0-9] | [e-f] "xx"? [0-9]\n')
+    for cap in range(2, 14):
+        limits = CompileLimits(inline_max_states=cap)
+        want = _same(lambda limits=limits: _tables(g, False, limits))
+        assert _same(lambda limits=limits: _tables(g, True, limits)) == want
