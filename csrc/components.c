@@ -65,7 +65,8 @@ static int materialize(session *s, uint32_t k) {
     name_info *x = &s->names[c->members[0].name];
     cm_comp_dfa *o = &s->out[s->at[k]];
     cm_dfa_out *d = NULL;
-    uint32_t root = c->members[0].root, name = cm_stats_name, stamp = s->stamp, n_watch = s->n_watch, watch[CM_WATCH_MAX];
+    uint32_t root = c->members[0].root, name = cm_stats_name, stamp = s->stamp;
+    uint32_t n_watch = s->n_watch, watch[CM_WATCH_MAX]; /* the caller's trials, kept */
     size_t watch_cap[CM_WATCH_MAX];
     memcpy(watch, s->watch, sizeof watch), memcpy(watch_cap, s->watch_cap, sizeof watch_cap);
     cm_vec32 usable = s->usable, expanded = s->expanded, prev = s->prev; /* the caller's pick, kept */
@@ -197,7 +198,9 @@ static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_
                 continue;
             }
             uint32_t op = c->members[0].root < s->in->code_len ? s->in->code[c->members[0].root] : 0;
-            if (trial && (op == CM_IR_ALT || op == CM_IR_SEQ) && s->n_watch < CM_WATCH_MAX) { /* expanded on trial: the caller's subset construction counts */
+            /* an ALT/SEQ body (its NFA count far over its DFA in practice) of the component being
+             * built: expanded on trial, the caller's subset construction counting it (fsm.h) */
+            if (trial && (op == CM_IR_ALT || op == CM_IR_SEQ) && s->n_watch < CM_WATCH_MAX) {
                 s->watch[s->n_watch] = y, s->watch_cap[s->n_watch++] = cap;
                 x->est = cap;
                 rc = cm_vec_push(&s->expanded, y);
@@ -254,7 +257,8 @@ static int attempt(session *s, const cm_component *c, const uint32_t *roots, cm_
     rc = CM_DIRECT_NO;
     if (s->n_watch) { /* Thompson's path: its subset construction counts them */
         cm_watch = (cm_expand_watch){.n = s->n_watch};
-        for (uint32_t k = 0; k < s->n_watch; k++) cm_watch.w[k].name = s->watch[k], cm_watch.w[k].cap = s->watch_cap[k];
+        for (uint32_t k = 0; k < s->n_watch; k++)
+            cm_watch.w[k].name = s->watch[k], cm_watch.w[k].cap = s->watch_cap[k];
     } else if (c->n_members == 1 && !c->right_linear) { /* straight to its DFA where it can be (direct.c) */
         rc = cm_direct_build(&in, roots[0], s->max_states, s->bud, dfas);
         if (rc == CM_ERR_LIMIT_MEM) rc = CM_DIRECT_NO; /* Thompson's path decides */
