@@ -99,6 +99,7 @@ cdef extern from "cfgmask.h" nogil:
     int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t *out)
     int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule)
     int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls)
+    int cm_grammar_rule_returns(const cm_grammar *g, uint32_t rule, const uint32_t **states)
     size_t cm_grammar_cache_entries(const cm_grammar *g)
     void cm_grammar_build_stats(const cm_grammar *g, size_t *composed, size_t *donated, size_t *flat_configs,
                                 size_t *vocab_loops)
@@ -339,6 +340,8 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_pair_hits()
     void cm_walk_filter_skip_enable(int on)
     size_t cm_walk_filter_skipped()
+    void cm_walk_listed_reuse_enable(int on)
+    size_t cm_walk_listed_reused()
     void cm_walk_filter_class_prefix_enable(int on)
     size_t cm_walk_filter_class_shared()
     size_t cm_walk_follow_lazy_held()

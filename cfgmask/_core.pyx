@@ -432,6 +432,15 @@ cdef class GrammarHandle:
             raise IndexError(state)
         return rc, calls
 
+    def rule_returns(self, uint32_t rule):
+        """The distinct states ``rule``'s callers go on in after it completes, ascending, as
+        the core derived them (for tests)."""
+        cdef const uint32_t *states = NULL
+        cdef int n = cm_grammar_rule_returns(self.ptr, rule, &states)
+        if n < 0:
+            raise IndexError(rule)
+        return [states[i] for i in range(n)]
+
     def rule_block(self, uint32_t rule):
         """Whether the core found ``rule`` a block (for tests): every state without calls or
         token edges, its accepting states reading no byte (csrc/wrap.c)."""
@@ -1785,6 +1794,19 @@ def filter_skipped():
     """How many uncertain tokens the upward filter skipped with their subtree so far in this
     process (for the tests)."""
     return cm_walk_filter_skipped()
+
+
+def listed_reuse_enable(bint on):
+    """Let a composed entry's listed walk take the upward filter's item chart, reset to the
+    walk's first set (csrc/walk.c, the default) or, off, open a chart of its own each walk: the
+    reference the tests compare against.  Process-wide."""
+    cm_walk_listed_reuse_enable(1 if on else 0)
+
+
+def listed_reused():
+    """How many listed walks took the filter's item chart so far in this process (for the
+    tests)."""
+    return cm_walk_listed_reused()
 
 
 def filter_class_prefix_enable(bint on):

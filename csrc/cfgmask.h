@@ -284,6 +284,9 @@ int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule);
 /* A state's flags as the grammar keeps them (tests): bit 0 has_bytes, 1 simple, 2 has_tokens,
  * 3 plain, 4 solo; *calls its calls' bits (rule r % 64).  -1: no such state. */
 int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls);
+/* The distinct states a rule's callers go on in after it completes, ascending (tests): *states
+ * points at them in the grammar; their count, -1: no such rule. */
+int cm_grammar_rule_returns(const cm_grammar *g, uint32_t rule, const uint32_t **states);
 size_t cm_grammar_cache_entries(const cm_grammar *g);
 /* How entries were built so far: composed from callees', taken from a donor state's,
  * the configurations of the flat-walk DFA, and loop walks found in the vocabulary's

@@ -41,11 +41,11 @@ void cm_limits_default(cm_limits *out) {
 
 static int validate_tokens(const cm_tables *t) {
     if (!t->tok_off || !t->set_off || t->tok_off[0] != 0 || t->set_off[0] != 0) return CM_ERR_ARG;
-    for (uint32_t s = 0; s < t->n_states; s++)
-        if (t->tok_off[s + 1] < t->tok_off[s]) return CM_ERR_ARG;
     uint32_t n_edges = t->tok_off[t->n_states];
     if (n_edges && (!t->tok_set || !t->tok_target)) return CM_ERR_ARG;
+    /* one walk: offsets that never fall nor pass the last are those that rise to it */
     for (uint32_t s = 0; s < t->n_states; s++) {
+        if (t->tok_off[s + 1] < t->tok_off[s] || t->tok_off[s + 1] > n_edges) return CM_ERR_ARG;
         for (uint32_t e = t->tok_off[s]; e < t->tok_off[s + 1]; e++) {
             if (t->tok_set[e] >= t->n_token_sets || t->tok_target[e] >= t->n_states) return CM_ERR_ARG;
             if (t->state_rule[t->tok_target[e]] != t->state_rule[s]) return CM_ERR_ARG;
@@ -168,6 +168,36 @@ static int copy_tables(cm_grammar *g, const cm_tables *t) {
     return CM_OK;
 }
 
+/* v[0 .. n) (states < the bits' count) sorted with repeats dropped, in place; returns the number
+ * kept.  A short list by insertion into the kept prefix; a longer one (a rule called from many
+ * states: JSON's value) as a set of bits, read back in order and cleared (bits: all zero before
+ * and after).  Where cm_sort_unique_u32's qsort called its comparator per pair (~18 K
+ * instructions a list of a few hundred). */
+static uint32_t sort_unique_states(uint32_t *v, uint32_t n, uint64_t *bits) {
+    uint32_t k = 0;
+    if (n <= 16) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t x = v[i], j = k; /* v[i] read before any store: the prefix ends at k <= i */
+            while (j && v[j - 1] > x) j--;
+            if (j && v[j - 1] == x) continue;
+            for (uint32_t m = k; m > j; m--) v[m] = v[m - 1];
+            v[j] = x, k++;
+        }
+        return k;
+    }
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t x = v[i];
+        bits[x >> 6] |= 1ull << (x & 63);
+        lo = x < lo ? x : lo, hi = x > hi ? x : hi;
+    }
+    for (uint32_t w = lo >> 6; w <= hi >> 6; w++) { /* every v[i] read above: k <= n */
+        for (uint64_t m = bits[w]; m; m &= m - 1) v[k++] = w * 64 + (uint32_t)__builtin_ctzll(m);
+        bits[w] = 0;
+    }
+    return k;
+}
+
 /* Per rule, the distinct states its callers go on in after it completes. */
 static int derive_returns(cm_grammar *g) {
     const cm_tables *t = &g->t;
@@ -175,8 +205,9 @@ static int derive_returns(cm_grammar *g) {
     g->ret_off = calloc((size_t)t->n_rules + 1, sizeof *g->ret_off);
     g->ret_state = malloc((ne ? ne : 1) * sizeof *g->ret_state);
     uint32_t *fill = calloc(t->n_rules ? t->n_rules : 1, sizeof *fill);
-    if (!g->ret_off || !g->ret_state || !fill) {
-        free(fill);
+    uint64_t *bits = calloc(((size_t)t->n_states + 63) / 64, sizeof *bits); /* sort_unique_states' */
+    if (!g->ret_off || !g->ret_state || !fill || !bits) {
+        free(fill), free(bits);
         return CM_ERR_NOMEM;
     }
     for (size_t e = 0; e < ne; e++) g->ret_off[t->ref_rule[e] + 1]++;
@@ -188,13 +219,13 @@ static int derive_returns(cm_grammar *g) {
     /* distinct targets, compacted in place */
     uint32_t w = 0;
     for (uint32_t r = 0; r < t->n_rules; r++) {
-        uint32_t lo = g->ret_off[r], n = fill[r] ? (uint32_t)cm_sort_unique_u32(g->ret_state + lo, fill[r]) : 0;
+        uint32_t lo = g->ret_off[r], n = sort_unique_states(g->ret_state + lo, fill[r], bits);
         memmove(g->ret_state + w, g->ret_state + lo, n * sizeof *g->ret_state);
         g->ret_off[r] = w;
         w += n;
     }
     g->ret_off[t->n_rules] = w;
-    free(fill);
+    free(fill), free(bits);
     return CM_OK;
 }
 
@@ -359,6 +390,12 @@ int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls)
     *calls = g->calls[state];
     return (g->has_bytes[state] != 0) | (g->simple[state] != 0) << 1 | (g->has_tokens[state] != 0) << 2 |
            (g->plain[state] != 0) << 3 | (g->solo[state] != 0) << 4;
+}
+
+int cm_grammar_rule_returns(const cm_grammar *g, uint32_t rule, const uint32_t **states) {
+    if (!g || !states || rule >= g->t.n_rules) return -1;
+    *states = g->ret_state + g->ret_off[rule];
+    return (int)(g->ret_off[rule + 1] - g->ret_off[rule]);
 }
 
 int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t out[8]) {

@@ -359,13 +359,16 @@ static bool listed_reads_byte(listed_reads *lr, const cm_grammar *g, const cm_ch
     return cm_bit(reads, b);
 }
 
+static cm_chart *listed_chart(const cm_grammar *g, uint32_t state);
+
 static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, bool note,
-                       cm_walk *w) {
+                       bool reuse, cm_walk *w) {
     const cm_vocab *v = g->v;
     uint8_t *ex = w->ex, *fl = w->fl;
     uint32_t rule = g->t.state_rule[state];
-    cm_chart c;
-    int rc = cm_chart_init_item(&c, g, state, CM_OUTER);
+    cm_chart own, *cp = reuse ? listed_chart(g, state) : NULL;
+    int rc = cp ? CM_OK : cm_chart_init_item(&own, g, state, CM_OUTER);
+    if (!cp) cp = &own;
     const uint8_t *prev = NULL;
     uint32_t have = d0;  /* sets are built for prev[d0..have) */
     listed_reads lr = {0};
@@ -385,21 +388,21 @@ static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, 
         if (d < d0) d = d0;  /* the first d0 bytes are shared, and not read */
         bool dead = false;
         uint8_t f = 0;
-        cm_chart_truncate(&c, (size_t)(d - d0) + 1);
-        if (prev && d < len && lr.n_sets && !listed_reads_byte(&lr, g, &c, d - d0, p[d])) {
+        cm_chart_truncate(cp, (size_t)(d - d0) + 1);
+        if (prev && d < len && lr.n_sets && !listed_reads_byte(&lr, g, cp, d - d0, p[d])) {
             f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
             atomic_fetch_add_explicit(&g_listed_unread, 1, memory_order_relaxed);
             dead = true;
         }
         for (; d < len && !dead; d++) {
             f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
-            int r = cm_chart_scan(&c, g, p[d]);
+            int r = cm_chart_scan(cp, g, p[d]);
             if (r < 0) rc = r;
             if (r <= 0) {
                 dead = true;
                 break;
             }
-            ex[d + 1] = c.exited;
+            ex[d + 1] = cp->exited;
             fl[d + 1] = f;
         }
         prev = p;
@@ -416,20 +419,20 @@ static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, 
     free(lr.words);
     free(lr.version);
     free(lr.resumed);
-    cm_chart_free(&c);
+    if (cp == &own) cm_chart_free(&own);
     return rc;
 }
 
 int cm_walk_listed_at(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, uint32_t d0, cm_walk *w) {
-    return walk_listed(g, state, ks, n, d0, false, w);
+    return walk_listed(g, state, ks, n, d0, false, false, w);
 }
 
 int cm_walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w) {
-    return walk_listed(g, state, ks, n, 0, false, w);
+    return walk_listed(g, state, ks, n, 0, false, false, w);
 }
 
 int cm_walk_listed_noted(const cm_grammar *g, uint32_t state, const uint32_t *ks, size_t n, cm_walk *w) {
-    return walk_listed(g, state, ks, n, 0, cm_scan_notes_on(), w);
+    return walk_listed(g, state, ks, n, 0, cm_scan_notes_on(), true, w);
 }
 
 /* Scan p[d..len) into c, whose sets for p[0..d) are built: the number of bytes
@@ -603,6 +606,33 @@ static int follow_chart(const cm_grammar *g, cm_chart *c, bool *ok, bool upward,
         *ok = true;
     }
     return cm_chart_reset_items(c, g, states, n);
+}
+
+/* cm_compose's listed walk (cm_walk_listed_noted) starts from the closure of its state's item,
+ * as the filter's item chart does: it takes that chart of the memo, reset, instead of a chart
+ * of its own, opened and freed each time.  A composed entry of a long chain of optional
+ * properties (Snowplow's sp_339 after a value: ~160 entries built in one mask) paid ~1.9 K
+ * instructions a walk for the opening and ~0.8 K for the freeing, and each chart rebuilt its
+ * closure memo and waiter index from nothing; kept, a walk's closures of the same kernels
+ * (after `,"` in every property's rest) are found in the memo.  The sets are the same: the
+ * chart is truncated to nothing and its first set made again (cm_chart_reset_items); the memo
+ * and the waiter index are checked against the sets' versions.  Under the cache lock, as the
+ * filter, which resets the chart again before it reads it.  Off: a chart of its own each walk,
+ * the reference the tests compare against. */
+static atomic_int g_listed_reuse = 1;
+static atomic_size_t g_listed_reused;
+
+void cm_walk_listed_reuse_enable(int on) { atomic_store(&g_listed_reuse, on); }
+size_t cm_walk_listed_reused(void) { return atomic_load(&g_listed_reused); }
+
+/* The memo's item chart reset to the closure of (state, CM_OUTER); NULL: off, or memory or a
+ * limit ran out (the walk then makes its own, and meets the same limit). */
+static cm_chart *listed_chart(const cm_grammar *g, uint32_t state) {
+    if (!atomic_load_explicit(&g_listed_reuse, memory_order_relaxed)) return NULL;
+    cm_follow_memo *m = follow_memo(g);
+    if (!m || follow_chart(g, &m->item, &m->item_ok, false, &state, 1)) return NULL;
+    atomic_fetch_add_explicit(&g_listed_reused, 1, memory_order_relaxed);
+    return &m->item;
 }
 
 static uint32_t follow_hash(uint32_t rule, const uint8_t *p, uint32_t len) {

@@ -102,6 +102,12 @@ size_t cm_walk_filter_pair_hits(void);
  * cm_walk_filter_skipped: the tokens skipped so far in this process (for the tests). */
 void cm_walk_filter_skip_enable(int on);
 size_t cm_walk_filter_skipped(void);
+/* cm_compose's listed walk takes the filter's item chart, reset, instead of a chart of its own
+ * (on by default: the same sets; its closure memo and waiter index kept).  Off, a chart of its
+ * own each walk: the reference the tests compare against.  Process-wide; cm_walk_listed_reused:
+ * the walks that took it so far in this process. */
+void cm_walk_listed_reuse_enable(int on);
+size_t cm_walk_listed_reused(void);
 /* The filter's class prefix (on by default): where the charts read bytes through their class
  * alone (no lookahead debts, no segments), a token takes the sets of the token before for their
  * common prefix of classes, not only of bytes.  Off: bytes only (the tests' reference).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 import cfgmask
@@ -26,6 +27,13 @@ GBNF = {
     "token_rows": 'root ::= x | "q"\nx ::= ([a-f] | <[3]> | "zz") x | <[4]> "!" | ""',
     "nullable": 'root ::= <[5]> x | !<[1]> root | "a"\nx ::= "b" x | <[3]> | ""',
     "blocks": 'root ::= "[" item ("," item)* "]"\nitem ::= [0-9]+ | "\\"" [a-z]* "\\""',
+    "returns": 'root ::= x "c" | "d" x "c" | "e" x "f" x\nx ::= "(" x ")" | "y"',
+    # x called from more states than derive_returns sorts by insertion (16): its bit set
+    "many_returns": "root ::= "
+    + " | ".join(
+        f'"{c}" (x | "{c}{c}") "{"z" if i % 3 else c}"' for i, c in enumerate("abcdefghijklmnopqrstu")
+    )
+    + '\nx ::= "(" x ")" | "y"',
 }
 
 
@@ -116,3 +124,30 @@ def test_the_grammar_outlives_nothing_it_borrows() -> None:
     gc.collect()
     assert [h.state_flags(s) for s in range(n)] == want[0]
     assert [h.entry(s)[0].tolist() for s in range(n)] == want[1]
+
+
+def _returns(t: Tables) -> list[list[int]]:
+    """Per rule, the distinct targets of the call edges that call it, ascending (from the tables)."""
+    out: list[set[int]] = [set() for _ in t.rule_names]
+    for r, s in zip(np.asarray(t.ref_rule).tolist(), np.asarray(t.ref_target).tolist(), strict=True):
+        out[r].add(s)
+    return [sorted(x) for x in out]
+
+
+@pytest.mark.parametrize(("kind", "name"), CASES)
+def test_each_rule_returns_to_its_callers_targets_once_ascending(kind: str, name: str) -> None:
+    """grammar.c's derive_returns (a counting sort of the call edges by target): each rule's
+    return states are its call edges' distinct targets, ascending, in the grammar with the
+    compiler's facts and in the one that walks its rows."""
+    t = _compiled(kind, name)
+    want = _returns(t)
+    for h in (_handle(t), _handle(_as_raw(t))):
+        assert [h.rule_returns(r) for r in range(len(t.rule_names))] == want
+    ref = list(zip(np.asarray(t.ref_rule).tolist(), np.asarray(t.ref_target).tolist(), strict=True))
+    if name == "returns":  # two calls of x go on in one state, and x returns to two states
+        assert len(ref) > len(set(ref))
+        assert any(len(w) > 1 for w in want)
+    if name == "many_returns":  # a rule with over 16 call edges, repeats among them
+        calls = [sum(r == k for r, _ in ref) for k in range(len(t.rule_names))]
+        big = calls.index(max(calls))
+        assert calls[big] > 16 and 1 < len(want[big]) < calls[big]

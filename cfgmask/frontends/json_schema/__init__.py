@@ -70,7 +70,7 @@ def clear_memos() -> None:
         memo.cache_clear()
     containers._KEYS.clear()
     _ir_util._STEMS.clear()
-    _ir_util._LITERALS.clear()
+    _ir_util.clear_literals()  # JSON's punctuation kept
     _ir_util.release()
 
 

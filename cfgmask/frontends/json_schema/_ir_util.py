@@ -10,6 +10,11 @@ from ... import ir
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _STEMS: dict[str, str] = {}  # base -> its rule-name stem; a few thousand distinct bases at most
 _LITERALS: dict[str, ir.Literal] = {}  # text -> its literal: IR is immutable, so one node serves
+# the JSON punctuation and literal names every schema asks for: no schema's content, so
+# :func:`clear_literals` keeps them (each cost a cold schema a miss, ~1 k instructions)
+_PUNCTUATION = {
+    s: ir.Literal(s.encode()) for s in ('"', ",", ":", "{", "}", "[", "]", "null", "true", "false")
+}
 _MEMO_MAX = 8192
 # json.dumps(x, default=str) and json.dumps(x, sort_keys=True, default=str) (memo keys of subschemas)
 # without a JSONEncoder made per call: the same encoder settings, made once (it keeps no state
@@ -81,6 +86,12 @@ def spent(i: int) -> ir.Expr:
     raise AssertionError("a walk called after it finished")
 
 
+def clear_literals() -> None:
+    """Forget the literals schemas asked for, but JSON's punctuation (``clear_memos``)."""
+    _LITERALS.clear()
+    _LITERALS.update(_PUNCTUATION)
+
+
 def opt(e: ir.Expr) -> ir.Expr:
     return ir.Repeat(e, 0, 1)
 
@@ -92,6 +103,9 @@ def lit(s: str) -> ir.Literal:
         if len(_LITERALS) < _MEMO_MAX:
             _LITERALS[s] = out
     return out
+
+
+_LITERALS.update(_PUNCTUATION)
 
 
 def char_lengths(

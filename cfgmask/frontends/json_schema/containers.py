@@ -31,6 +31,7 @@ prefix apply.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from .walk import SchemaCompiler
 
 MAX_TRACKED = 8
+# a key whose rule-name stem is "prop-" and itself (``U.stem_of``: name characters only, no
+# "-" at the end, at most 60 in all) and whose canonical spelling is itself in quotes (ASCII, no
+# character JSON escapes)
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{0,54}[A-Za-z0-9_]").fullmatch
 _QUOTE = U.lit('"')
 # Keywords that say what the keys an object does not list may be.
 OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
@@ -513,23 +518,36 @@ class Containers:
     ) -> dict[str, ir.Expr] | None:
         """Each listed key that may appear -> its member rule; None when a required one cannot."""
         c = self.c
+        rules, canonical = c.rules, c.canonical
+        colon: ir.Expr | None = None  # c.sep(":"), asked for where it was asked for first
         member: dict[str, ir.Expr] = {}
         for n in names:
-            if n in required and values[n] is False:
-                return None
-            if values[n] is False:
+            v = values[n]
+            if v is False:
+                if n in required:
+                    return None
                 continue
             where = (
                 path + "/properties/" + n if "~" not in n and "/" not in n else pointer(path, "properties", n)
             )
-            value = self.shared(c.schema(values[n], where, base))
+            value = self.shared(c.member_value(v, where, base))
             if value == ir.NOTHING:  # the key cannot appear: the object neither, if it is required
                 if n in required:
                     c.empty_why = f"{pointer(path, 'required')} names {n!r}, and {c.empty_why}"
                     return None
                 continue
-            name = U.fresh(c.rules, f"prop-{n}")
-            c.rules[name] = ir.seq(self.key(n), c.sep(":"), value)
+            # a key of name characters (most): its rule's stem is "prop-" and the key as they
+            # are, and its canonical spelling the key in quotes, each made here in one step
+            # (fresh's stem, key's encoding: several calls a property, each cold)
+            if _PLAIN_KEY(n) is not None:
+                name = U.fresh_stem(rules, "prop-" + n)
+                key = ir.seq(_QUOTE, ir.Literal(n.encode()), _QUOTE) if canonical else self.key(n)
+            else:
+                name = U.fresh(rules, f"prop-{n}")
+                key = self.key(n)
+            if colon is None:
+                colon = c.sep(":")
+            rules[name] = ir.seq(key, colon, value)
             member[n] = ir.Ref(name)
         return member
 

@@ -279,6 +279,11 @@ def sci_positive(lo: Decimal, lo_incl: bool, hi: Decimal | None, hi_incl: bool, 
         # an integer's scientific spellings start at 1e16: below it, the lower bound cuts
         # nothing, and every such range (``minimum: 0``, ``1``, ...) has the same ones
         return _int_sci_unbounded()
+    if integer and hi is not None and hi.adjusted() < MIN_INT_SCI_EXPONENT:
+        # every part's exponent is at most hi's, below the least an integer's scientific
+        # spelling has: each part is dead, so _sci_positive would build its mantissas (three
+        # plain_nonneg, most of a bounded integer property's cold cost) to drop them all
+        return ir.NOTHING
     return _sci_positive(lo, lo_incl, hi, hi_incl, integer)
 
 

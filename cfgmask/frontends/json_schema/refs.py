@@ -47,9 +47,16 @@ def _draft_of(uri: str) -> int:
 
 
 def _join(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base``; a reference urllib cannot parse (``//[``: an unclosed
+    IPv6 host) is the schema's error, named, not urllib's bare ``ValueError``."""
     if ref.startswith("#"):
         return (base if "#" not in base else urldefrag(base)[0]) + ref  # urldefrag keeps a base without '#'
-    return urljoin(base, ref)
+    try:
+        return urljoin(base, ref)
+    except ValueError as e:
+        raise GrammarError(
+            f"invalid JSON Schema: the URI reference {ref!r} (against {base!r}) is malformed: {e}"
+        ) from None
 
 
 _ROOT_HASH = ROOT_BASE + "#"

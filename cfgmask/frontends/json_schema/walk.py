@@ -248,6 +248,32 @@ class SchemaCompiler:
         self.empty_why = because(s, path, self.empty_why) if out == ir.NOTHING else saved
         return out
 
+    def member_value(self, s: Any, path: str, base: str) -> ir.Expr:
+        """:meth:`schema` of a property's value.  The commonest, ``{"type": "string"}`` (one
+        scalar type, annotations beside it), is compiled here as :meth:`_schema` and
+        :meth:`scalar` would, with the same report entries in the same order, without the
+        bookkeeping :meth:`schema` keeps for a value that holds schemas (the nesting depth, the
+        dynamic scope, the walks of inlining keywords, the reason for an empty language: a
+        scalar's language is never empty, and it reads none of them)."""
+        t = s.get("type") if s.__class__ is dict else None
+        if t.__class__ is not str or t not in SCALAR_TYPES or self.depth >= MAX_DEPTH:
+            return self.schema(s, path, base)
+        if len(s) > 1:
+            for k in s:  # annotations only beside "type" (none of them is an INLINING keyword)
+                if k != "type" and k not in ANNOTATIONS and not k.startswith("x-"):
+                    return self.schema(s, path, base)
+        deadline.check("JSON Schema")
+        if len(s) > 1:
+            for k in s:
+                if k != "type":
+                    where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
+                    self.rep.enforced(where, k, "annotation")
+        out = self._scalars.get(t)
+        if out is None:
+            return self.scalar(s, path)
+        self.rep.enforced(path + "/type", "type")  # scalar's report, its expression made
+        return out
+
     def walked(self, s: dict[str, Any], base: str) -> Walk | None:
         """The record of ``s``'s walk in this base and dynamic scope while it lasts, when ``s``
         holds a keyword that may inline a ``$ref`` (``INLINING``); None otherwise.  A schema's
