@@ -149,6 +149,29 @@ static size_t count_states(const session *s, uint32_t pc, size_t cap, uint32_t l
     }
 }
 
+/* count_states with each SEQ/ALT child and expanded body counted once (seen: a bit per code
+ * word), the way Thompson's tail memo shares them in practice: where count_states adds the same
+ * nodes per path (sp_0, o88605: 2,000-3,343 for NFAs of 105-861) this is near the NFA, where
+ * nothing is shared (sp_333/339) it is count_states.  Not a bound either way: it only decides
+ * whether a trial is worth making (the trial's count is the guard). */
+static size_t dag_states(const session *s, uint32_t pc, size_t cap, uint32_t level, uint8_t *seen) {
+    const cm_ir_input *in = s->in;
+    if (level > EST_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return cap + 1;
+    if (seen[pc >> 3] & 1u << (pc & 7)) return 0;
+    seen[pc >> 3] |= (uint8_t)(1u << (pc & 7));
+    const uint32_t *code = in->code;
+    uint32_t op = code[pc], n = code[pc + 1], depth = 0;
+    if (op == CM_IR_SEQ || op == CM_IR_ALT) {
+        if ((size_t)pc + 2 + n > in->code_len) return cap + 1;
+        size_t got = op == CM_IR_ALT ? n : n ? n - 1u : 0;
+        for (uint32_t i = 0; i < n && got <= cap; i++) got += dag_states(s, code[pc + 2 + i], cap, level + 1, seen);
+        return got;
+    }
+    if (op == CM_IR_REF && n < in->n_names && s->names[n].expand)
+        return dag_states(s, s->comps[s->names[n].expand - 1].members[0].root, cap, level + 1, seen);
+    return count_states(s, pc, cap, level, &depth);
+}
+
 /* A true bound on the minimal DFA of node pc where it is x{lo,hi} (hi finite) of a copied
  * callee x whose DFA D has no labels and is prefix-free (its start not accepting, its
  * accepting states without edges): hi x (|D| - 1) + 1 states, copy k's accepting states being
@@ -200,7 +223,14 @@ static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_
             uint32_t op = c->members[0].root < s->in->code_len ? s->in->code[c->members[0].root] : 0;
             /* an ALT/SEQ body (its NFA count far over its DFA in practice) of the component being
              * built: expanded on trial, the caller's subset construction counting it (fsm.h) */
-            if (trial && (op == CM_IR_ALT || op == CM_IR_SEQ) && s->n_watch < CM_WATCH_MAX) {
+            bool on_trial = trial && (op == CM_IR_ALT || op == CM_IR_SEQ) && s->n_watch < CM_WATCH_MAX;
+            if (on_trial) { /* (x's own NFA over its cap: a trial would only be refused) */
+                uint8_t *seen = cm_balloc(s->bud, s->in->code_len / 8 + 1, true, &rc);
+                on_trial = !rc && dag_states(s, c->members[0].root, cap, 0, seen) <= cap;
+                cm_bfree(s->bud, seen);
+                if (rc) break;
+            }
+            if (on_trial) {
                 s->watch[s->n_watch] = y, s->watch_cap[s->n_watch++] = cap;
                 x->est = cap;
                 rc = cm_vec_push(&s->expanded, y);

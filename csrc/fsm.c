@@ -31,12 +31,13 @@ typedef struct {
     cm_vec32 *keys, *targets;             /* where the moves of the state being expanded go (expand) */
     cm_vec32 lab, lab_to, lab_off;        /* the DFA being built (cm_dfa_out's arrays; its rows: minimize.c) */
     cm_sparse_edges sp;                   /* its byte edges as lists, for minimization */
-    struct {                              /* per cm_watch entry: */
+    struct watch_sets {                   /* per cm_watch entry (NULL without one: most builds): */
         cm_vec32 pool, off;               /* the distinct sets of its states (as pool, off) */
         uint32_t *tab;                    /* open addressing: their ids + 1 */
         size_t cap;
         uint32_t entry;                   /* id + 1 of the set holding its entry (0: none yet) */
-    } ws[CM_WATCH_MAX];
+    } *ws;
+    uint32_t n_ws;
 } builder;
 
 _Thread_local cm_expand_watch cm_watch;
@@ -53,11 +54,12 @@ static void builder_free(builder *b) {
     cm_bfree(b->bud, b->htab);
     cm_bfree(b->bud, b->single);
     cm_bfree(b->bud, b->closed);
-    for (size_t i = 0; i < CM_WATCH_MAX; i++) {
+    for (size_t i = 0; b->ws && i < b->n_ws; i++) {
         cm_vec_free(&b->ws[i].pool), cm_vec_free(&b->ws[i].off);
         cm_bfree(b->bud, b->ws[i].tab);
-        b->ws[i].tab = NULL;
     }
+    cm_bfree(b->bud, b->ws);
+    b->ws = NULL;
     b->stamp = b->htab = b->single = b->closed = NULL;
 }
 
@@ -221,7 +223,7 @@ static int watch_note1(builder *b, uint32_t k) {
 
 static int watch_note(builder *b) {
     int rc = CM_OK;
-    for (uint32_t k = 0; !rc && k < cm_watch.n; k++)
+    for (uint32_t k = 0; !rc && k < b->n_ws; k++)
         if (cm_watch.w[k].lo < cm_watch.w[k].hi) rc = watch_note1(b, k);
     return rc;
 }
@@ -234,7 +236,7 @@ static int64_t intern(builder *b) {
         uint32_t x = b->tmp.data[0];
         if (b->single[x]) return b->single[x] - 1;
         if (n_states >= b->max_states) return CM_ERR_LIMIT;
-        int rc = cm_watch.n ? watch_note(b) : CM_OK;
+        int rc = b->ws ? watch_note(b) : CM_OK;
         if (!rc) rc = cm_vec_push(&b->pool, x);
         if (!rc) rc = cm_vec_push(&b->off, (uint32_t)b->pool.n);
         if (rc) return rc;
@@ -250,7 +252,7 @@ static int64_t intern(builder *b) {
         if (len == b->tmp.n && !memcmp(b->pool.data + b->off.data[k], b->tmp.data, len * 4)) return k;
     }
     if (n_states >= b->max_states) return CM_ERR_LIMIT;
-    if (cm_watch.n && (rc = watch_note(b))) return rc;
+    if (b->ws && (rc = watch_note(b))) return rc;
     if ((rc = cm_vec_reserve(&b->pool, b->pool.n + b->tmp.n))) return rc;
     memcpy(b->pool.data + b->pool.n, b->tmp.data, b->tmp.n * sizeof *b->tmp.data);
     b->pool.n += b->tmp.n;
@@ -548,12 +550,17 @@ int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size
     builder b;
     memset(&b, 0, sizeof b);
     for (size_t i = 0; builder_vec(&b, i); i++) builder_vec(&b, i)->bud = budget;
-    for (size_t i = 0; i < CM_WATCH_MAX; i++) b.ws[i].pool.bud = b.ws[i].off.bud = budget;
     b.nfa = nfa;
     b.bud = budget;
     b.final = final;
     b.max_states = max_states;
     int rc = CM_OK;
+    if (cm_watch.n) {
+        b.ws = cm_balloc(budget, cm_watch.n * sizeof *b.ws, true, &rc);
+        if (rc) return rc;
+        b.n_ws = cm_watch.n;
+        for (size_t i = 0; i < b.n_ws; i++) b.ws[i].pool.bud = b.ws[i].off.bud = budget;
+    }
     uint64_t t0 = cm_stats_now(), t1;
     b.stamp = cm_balloc(budget, nfa->n_states * sizeof *b.stamp, true, &rc);
     b.single = cm_balloc(budget, nfa->n_states * sizeof *b.single, true, &rc);

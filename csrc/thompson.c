@@ -305,6 +305,9 @@ static int tb_watched(tbuilder *t, uint32_t k, uint32_t pc, uint32_t start, uint
     cm_bfree(t->bud, t->memo_val);
     t->memo_key = keys, t->memo_val = vals, t->memo_n = n, t->memo_cap = cap;
     if (!rc) cm_watch.w[k].lo = in_at, cm_watch.w[k].hi = t->n;
+    /* its own NFA over its cap: refused now, before the rest and the subset construction (sp_333:
+     * an NFA of ~2,300 states, its count of subset states past the cap of 2,000 late in the caller's) */
+    if (!rc && t->n - in_at > cm_watch.w[k].cap) cm_watch.over = k + 1, rc = CM_ERR_LIMIT;
     return rc;
 }
 
