@@ -35,6 +35,9 @@ typedef struct {
     cm_comp_dfa *out;
     size_t *at;                    /* [n_comps] where each component's members start in out */
     uint32_t *by_root, cap;        /* open addressing: built one-member component + 1, by body */
+    uint32_t n_watch;              /* callees expanded on trial in this attempt (cm_expand_watch) */
+    uint32_t watch[CM_WATCH_MAX];
+    size_t watch_cap[CM_WATCH_MAX]; /* the DFA states each may have */
 } session;
 
 static bool inlined(const name_info *x) { return x->dfa && x->dfa->n_states <= x->inline_cap; }
@@ -63,12 +66,17 @@ static int materialize(session *s, uint32_t k) {
     cm_comp_dfa *o = &s->out[s->at[k]];
     cm_dfa_out *d = NULL;
     uint32_t root = c->members[0].root, name = cm_stats_name, stamp = s->stamp;
+    uint32_t n_watch = s->n_watch, watch[CM_WATCH_MAX]; /* the caller's trials, kept */
+    size_t watch_cap[CM_WATCH_MAX];
+    memcpy(watch, s->watch, sizeof watch), memcpy(watch_cap, s->watch_cap, sizeof watch_cap);
     cm_vec32 usable = s->usable, expanded = s->expanded, prev = s->prev; /* the caller's pick, kept */
     s->usable = (cm_vec32){.bud = s->bud}, s->expanded = (cm_vec32){.bud = s->bud}, s->prev = (cm_vec32){.bud = s->bud};
     cm_stats_name = c->members[0].name;
     x->expand = 0;
     int rc = build_component(s, c, &root, &d);
     cm_stats_name = name;
+    s->n_watch = n_watch; /* (the caller's trials, if its pick made some) */
+    memcpy(s->watch, watch, sizeof watch), memcpy(s->watch_cap, watch_cap, sizeof watch_cap);
     cm_vec_free(&s->usable), cm_vec_free(&s->expanded), cm_vec_free(&s->prev);
     s->usable = usable, s->expanded = expanded, s->prev = prev;
     if (s->stamp != stamp) { /* its picks stamped names of its own: the caller's again */
@@ -141,6 +149,29 @@ static size_t count_states(const session *s, uint32_t pc, size_t cap, uint32_t l
     }
 }
 
+/* count_states with each SEQ/ALT child and expanded body counted once (seen: a bit per code
+ * word), the way Thompson's tail memo shares them in practice: where count_states adds the same
+ * nodes per path (sp_0, o88605: 2,000-3,343 for NFAs of 105-861) this is near the NFA, where
+ * nothing is shared (sp_333/339) it is count_states.  Not a bound either way: it only decides
+ * whether a trial is worth making (the trial's count is the guard). */
+static size_t dag_states(const session *s, uint32_t pc, size_t cap, uint32_t level, uint8_t *seen) {
+    const cm_ir_input *in = s->in;
+    if (level > EST_MAX_DEPTH || (size_t)pc + 2 > in->code_len) return cap + 1;
+    if (seen[pc >> 3] & 1u << (pc & 7)) return 0;
+    seen[pc >> 3] |= (uint8_t)(1u << (pc & 7));
+    const uint32_t *code = in->code;
+    uint32_t op = code[pc], n = code[pc + 1], depth = 0;
+    if (op == CM_IR_SEQ || op == CM_IR_ALT) {
+        if ((size_t)pc + 2 + n > in->code_len) return cap + 1;
+        size_t got = op == CM_IR_ALT ? n : n ? n - 1u : 0;
+        for (uint32_t i = 0; i < n && got <= cap; i++) got += dag_states(s, code[pc + 2 + i], cap, level + 1, seen);
+        return got;
+    }
+    if (op == CM_IR_REF && n < in->n_names && s->names[n].expand)
+        return dag_states(s, s->comps[s->names[n].expand - 1].members[0].root, cap, level + 1, seen);
+    return count_states(s, pc, cap, level, &depth);
+}
+
 /* A true bound on the minimal DFA of node pc where it is x{lo,hi} (hi finite) of a copied
  * callee x whose DFA D has no labels and is prefix-free (its start not accepting, its
  * accepting states without edges): hi x (|D| - 1) + 1 states, copy k's accepting states being
@@ -170,7 +201,7 @@ static size_t chain_bound(const session *s, uint32_t pc) {
  * DFA's) is within its inline cap and the budget stays expanded (its own callees picked the
  * same way), any other is built now (materialize) and copied if inlined within the budget.
  * s->usable and s->expanded receive them (expanded callees first). */
-static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_t budget) {
+static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_t budget, bool trial) {
     int rc = CM_OK;
     for (uint32_t i = 0; !rc && i < n; i++) {
         uint32_t y = callees[i];
@@ -179,13 +210,29 @@ static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_
         x->stamp = s->stamp;
         if (x->expand) {
             const cm_component *c = &s->comps[x->expand - 1];
-            if ((rc = pick_expanding(s, c->callees, c->n_callees, budget))) break;
+            if ((rc = pick_expanding(s, c->callees, c->n_callees, budget, false))) break;
             uint32_t depth = 0, cap = x->inline_cap < budget ? x->inline_cap : (uint32_t)budget;
             size_t est = count_states(s, c->members[0].root, cap, 0, &depth);
             size_t chain = chain_bound(s, c->members[0].root); /* (a bound of the DFA, start and final included) */
             if (chain != SIZE_MAX && chain < est + 2) est = chain - 2;
             if (est + 2 <= cap) { /* its own NFA: these and a start and a final state */
                 x->est = (uint32_t)est;
+                rc = cm_vec_push(&s->expanded, y);
+                continue;
+            }
+            uint32_t op = c->members[0].root < s->in->code_len ? s->in->code[c->members[0].root] : 0;
+            /* an ALT/SEQ body (its NFA count far over its DFA in practice) of the component being
+             * built: expanded on trial, the caller's subset construction counting it (fsm.h) */
+            bool on_trial = trial && (op == CM_IR_ALT || op == CM_IR_SEQ) && s->n_watch < CM_WATCH_MAX;
+            if (on_trial) { /* (x's own NFA over its cap: a trial would only be refused) */
+                uint8_t *seen = cm_balloc(s->bud, s->in->code_len / 8 + 1, true, &rc);
+                on_trial = !rc && dag_states(s, c->members[0].root, cap, 0, seen) <= cap;
+                cm_bfree(s->bud, seen);
+                if (rc) break;
+            }
+            if (on_trial) {
+                s->watch[s->n_watch] = y, s->watch_cap[s->n_watch++] = cap;
+                x->est = cap;
                 rc = cm_vec_push(&s->expanded, y);
                 continue;
             }
@@ -238,11 +285,16 @@ static int attempt(session *s, const cm_component *c, const uint32_t *roots, cm_
     in.frags = frags;
     in.n_frags = n_usable;
     rc = CM_DIRECT_NO;
-    if (c->n_members == 1 && !c->right_linear) { /* straight to its DFA where it can be (direct.c) */
+    if (s->n_watch) { /* Thompson's path: its subset construction counts them */
+        cm_watch = (cm_expand_watch){.n = s->n_watch};
+        for (uint32_t k = 0; k < s->n_watch; k++)
+            cm_watch.w[k].name = s->watch[k], cm_watch.w[k].cap = s->watch_cap[k];
+    } else if (c->n_members == 1 && !c->right_linear) { /* straight to its DFA where it can be (direct.c) */
         rc = cm_direct_build(&in, roots[0], s->max_states, s->bud, dfas);
         if (rc == CM_ERR_LIMIT_MEM) rc = CM_DIRECT_NO; /* Thompson's path decides */
     }
     if (rc == CM_DIRECT_NO) rc = cm_fsm_build_ir(&in, roots, c->n_members, c->right_linear, s->max_states, s->bud, dfas);
+    cm_watch.n = 0;
 out:
     cm_bfree(s->bud, refs);
     cm_bfree(s->bud, frags);
@@ -268,15 +320,25 @@ static int build_component(session *s, const cm_component *c, const uint32_t *ro
         cm_stats_add(CM_PH_WORDS, t0);
         return rc;
     }
-    if (expands(s, c)) { /* its expanded callees in its NFA, unless that fails a limit */
+    for (bool again = expands(s, c); again;) { /* its expanded callees in its NFA, unless that fails a limit */
+        again = false;
         s->usable.n = s->expanded.n = 0;
         if (++s->stamp == 0) {
             for (uint32_t i = 0; i < s->in->n_names; i++) s->names[i].stamp = 0;
             s->stamp = 1;
         }
-        rc = pick_expanding(s, c->callees, c->n_callees, budgets[0]);
+        s->n_watch = 0;
+        rc = pick_expanding(s, c->callees, c->n_callees, budgets[0], true);
         if (!rc && s->expanded.n) {
+            cm_watch.over = 0;
             rc = attempt(s, c, roots, dfas);
+            uint32_t over = s->n_watch ? cm_watch.over : 0, w = over ? s->watch[over - 1] : 0;
+            s->n_watch = 0;
+            if (rc == CM_ERR_LIMIT && over) { /* a trial's DFA may be over its cap: built on its own, and again */
+                if ((rc = materialize(s, s->names[w].expand - 1))) return rc;
+                again = true;
+                continue;
+            }
             if (rc != CM_ERR_LIMIT && rc != CM_ERR_LIMIT_MEM) return rc;
             /* build them on their own (the list is callees first) and run the ladder */
             cm_vec32 todo = {.bud = s->bud};

@@ -31,7 +31,16 @@ typedef struct {
     cm_vec32 *keys, *targets;             /* where the moves of the state being expanded go (expand) */
     cm_vec32 lab, lab_to, lab_off;        /* the DFA being built (cm_dfa_out's arrays; its rows: minimize.c) */
     cm_sparse_edges sp;                   /* its byte edges as lists, for minimization */
+    struct watch_sets {                   /* per cm_watch entry (NULL without one: most builds): */
+        cm_vec32 pool, off;               /* the distinct sets of its states (as pool, off) */
+        uint32_t *tab;                    /* open addressing: their ids + 1 */
+        size_t cap;
+        uint32_t entry;                   /* id + 1 of the set holding its entry (0: none yet) */
+    } *ws;
+    uint32_t n_ws;
 } builder;
+
+_Thread_local cm_expand_watch cm_watch;
 
 static cm_vec32 *builder_vec(builder *b, size_t i) {
     cm_vec32 *v[] = {&b->pool, &b->off,    &b->stack,   &b->pairs,  &b->tmp,    &b->prev,
@@ -45,6 +54,12 @@ static void builder_free(builder *b) {
     cm_bfree(b->bud, b->htab);
     cm_bfree(b->bud, b->single);
     cm_bfree(b->bud, b->closed);
+    for (size_t i = 0; b->ws && i < b->n_ws; i++) {
+        cm_vec_free(&b->ws[i].pool), cm_vec_free(&b->ws[i].off);
+        cm_bfree(b->bud, b->ws[i].tab);
+    }
+    cm_bfree(b->bud, b->ws);
+    b->ws = NULL;
     b->stamp = b->htab = b->single = b->closed = NULL;
 }
 
@@ -153,6 +168,66 @@ static int grow_table(builder *b) {
     return CM_OK;
 }
 
+/* cm_watch's note of the new DFA state b->tmp (sorted): watch k's states in it, counted if new
+ * (CM_ERR_LIMIT, cm_watch.over = k + 1, past its cap or where its entry's set is not the first). */
+static int watch_note1(builder *b, uint32_t k) {
+    const uint32_t *v = b->tmp.data;
+    uint32_t lo = cm_watch.w[k].lo, hi = cm_watch.w[k].hi;
+    size_t n = b->tmp.n, i0 = 0, i1 = n;
+    while (i0 < i1) { /* i0: the first >= lo */
+        size_t mid = i0 + (i1 - i0) / 2;
+        if (v[mid] < lo) i0 = mid + 1;
+        else i1 = mid;
+    }
+    for (i1 = i0; i1 < n && v[i1] < hi; i1++) {}
+    if (i1 == i0) return CM_OK;
+    bool entry = v[i0] == lo;
+    cm_vec32 *pool = &b->ws[k].pool, *off = &b->ws[k].off;
+    size_t len = i1 - i0, count = off->n ? off->n - 1 : 0;
+    int rc = CM_OK;
+    if (!off->n && (rc = cm_vec_push(off, 0))) return rc;
+    if ((count + 1) * 2 > b->ws[k].cap) { /* grow (rehash) */
+        size_t cap = b->ws[k].cap ? 2 * b->ws[k].cap : 64;
+        uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc);
+        if (rc) return rc;
+        for (size_t x = 0; x < count; x++) {
+            size_t j = hash_set(pool->data + off->data[x], off->data[x + 1] - off->data[x]) & (cap - 1);
+            while (t[j]) j = (j + 1) & (cap - 1);
+            t[j] = (uint32_t)x + 1;
+        }
+        cm_bfree(b->bud, b->ws[k].tab);
+        b->ws[k].tab = t, b->ws[k].cap = cap;
+    }
+    uint32_t *tab = b->ws[k].tab;
+    size_t j = hash_set(v + i0, len) & (b->ws[k].cap - 1);
+    for (; tab[j]; j = (j + 1) & (b->ws[k].cap - 1)) {
+        uint32_t x = tab[j] - 1;
+        if (off->data[x + 1] - off->data[x] == len && !memcmp(pool->data + off->data[x], v + i0, len * 4)) {
+            if (!entry || b->ws[k].entry == x + 1) return CM_OK;
+            cm_watch.over = k + 1;
+            return CM_ERR_LIMIT;
+        }
+    }
+    if ((entry && b->ws[k].entry) || count + 1 > cm_watch.w[k].cap) {
+        cm_watch.over = k + 1;
+        return CM_ERR_LIMIT;
+    }
+    if ((rc = cm_vec_reserve(pool, pool->n + len))) return rc;
+    memcpy(pool->data + pool->n, v + i0, len * sizeof *v);
+    pool->n += len;
+    if ((rc = cm_vec_push(off, (uint32_t)pool->n))) return rc;
+    tab[j] = (uint32_t)count + 1;
+    if (entry) b->ws[k].entry = (uint32_t)count + 1;
+    return CM_OK;
+}
+
+static int watch_note(builder *b) {
+    int rc = CM_OK;
+    for (uint32_t k = 0; !rc && k < b->n_ws; k++)
+        if (cm_watch.w[k].lo < cm_watch.w[k].hi) rc = watch_note1(b, k);
+    return rc;
+}
+
 /* The DFA state for the closed, non-empty set in b->tmp, created if new (or < 0: a status). */
 static int64_t intern(builder *b) {
     if (!b->tmp.n) return CM_ERR_ARG;
@@ -161,7 +236,8 @@ static int64_t intern(builder *b) {
         uint32_t x = b->tmp.data[0];
         if (b->single[x]) return b->single[x] - 1;
         if (n_states >= b->max_states) return CM_ERR_LIMIT;
-        int rc = cm_vec_push(&b->pool, x);
+        int rc = b->ws ? watch_note(b) : CM_OK;
+        if (!rc) rc = cm_vec_push(&b->pool, x);
         if (!rc) rc = cm_vec_push(&b->off, (uint32_t)b->pool.n);
         if (rc) return rc;
         b->single[x] = (uint32_t)n_states + 1;
@@ -176,6 +252,7 @@ static int64_t intern(builder *b) {
         if (len == b->tmp.n && !memcmp(b->pool.data + b->off.data[k], b->tmp.data, len * 4)) return k;
     }
     if (n_states >= b->max_states) return CM_ERR_LIMIT;
+    if (b->ws && (rc = watch_note(b))) return rc;
     if ((rc = cm_vec_reserve(&b->pool, b->pool.n + b->tmp.n))) return rc;
     memcpy(b->pool.data + b->pool.n, b->tmp.data, b->tmp.n * sizeof *b->tmp.data);
     b->pool.n += b->tmp.n;
@@ -478,6 +555,12 @@ int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size
     b.final = final;
     b.max_states = max_states;
     int rc = CM_OK;
+    if (cm_watch.n) {
+        b.ws = cm_balloc(budget, cm_watch.n * sizeof *b.ws, true, &rc);
+        if (rc) return rc;
+        b.n_ws = cm_watch.n;
+        for (size_t i = 0; i < b.n_ws; i++) b.ws[i].pool.bud = b.ws[i].off.bud = budget;
+    }
     uint64_t t0 = cm_stats_now(), t1;
     b.stamp = cm_balloc(budget, nfa->n_states * sizeof *b.stamp, true, &rc);
     b.single = cm_balloc(budget, nfa->n_states * sizeof *b.single, true, &rc);

@@ -199,6 +199,24 @@ int cm_fsm_emit_minimal(cm_dfa_out *d, const cm_sparse_edges *sp, bool merge, cm
 enum { CM_DIRECT_NO = 1 };
 int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_budget *budget, cm_dfa_out **out);
 
+/* A callee expanded in its caller's NFA on trial (components.c, issue 12 helper `altbound`):
+ * thompson.c builds the REF_EXPAND of `name` (its first expansion) into NFA states of its own,
+ * [lo, hi), entered at lo alone and left through one epsilon edge, sharing no tail with the
+ * rest; subset construction (fsm.c) counts the distinct non-empty sets of those states among
+ * its DFA states and fails (CM_ERR_LIMIT, `over` set) once they pass `cap` or a set holding lo
+ * differs from the first such set (the callee entered again while still running).  Otherwise
+ * each such set is one of the callee's own subset-construction states, all of them occur, and
+ * so its minimal DFA has at most `cap` states.  Several at once, nested or not, each on its own. */
+#define CM_WATCH_MAX 32
+typedef struct {
+    uint32_t n, over;              /* watches; over: the one that failed + 1 (0: none) */
+    struct {
+        uint32_t name, lo, hi;
+        size_t cap;
+    } w[CM_WATCH_MAX];
+} cm_expand_watch;
+extern _Thread_local cm_expand_watch cm_watch;
+
 /* cm_fsm_build, with `merge`: the DFA's classes merged (cm_fsm_minimize). */
 int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size_t max_states, bool merge,
                     cm_budget *budget, cm_dfa_out **out);

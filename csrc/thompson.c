@@ -289,6 +289,28 @@ static int tb_repeat(tbuilder *t, uint32_t pc, uint32_t start, uint32_t end, int
     return rc ? rc : tb_eps(t, cur, end);
 }
 
+/* Node pc from start to end in states of its own (cm_watch.w[k]): entered by an epsilon edge into
+ * the first, left by one from another, its shared tails its own (a memo of its own). */
+static int tb_watched(tbuilder *t, uint32_t k, uint32_t pc, uint32_t start, uint32_t end, int depth) {
+    uint64_t *keys = t->memo_key;
+    uint32_t *vals = t->memo_val, in_at, out_at;
+    size_t n = t->memo_n, cap = t->memo_cap;
+    t->memo_key = NULL, t->memo_val = NULL, t->memo_n = t->memo_cap = 0;
+    int rc = tb_state(t, &in_at);
+    if (!rc) rc = tb_state(t, &out_at);
+    if (!rc) rc = tb_eps(t, start, in_at);
+    if (!rc) rc = tb_build(t, pc, in_at, out_at, depth);
+    if (!rc) rc = tb_eps(t, out_at, end);
+    cm_bfree(t->bud, t->memo_key);
+    cm_bfree(t->bud, t->memo_val);
+    t->memo_key = keys, t->memo_val = vals, t->memo_n = n, t->memo_cap = cap;
+    if (!rc) cm_watch.w[k].lo = in_at, cm_watch.w[k].hi = t->n;
+    /* its own NFA over its cap: refused now, before the rest and the subset construction (sp_333:
+     * an NFA of ~2,300 states, its count of subset states past the cap of 2,000 late in the caller's) */
+    if (!rc && t->n - in_at > cm_watch.w[k].cap) cm_watch.over = k + 1, rc = CM_ERR_LIMIT;
+    return rc;
+}
+
 /* REF [op, name]: a label edge, an epsilon edge to a member's entry, a copied fragment, or
  * the referenced body built in place. */
 static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end, int depth) {
@@ -303,7 +325,12 @@ static int tb_ref(tbuilder *t, uint32_t name, uint32_t start, uint32_t end, int 
         if (r->arg >= in->n_frags) return CM_ERR_ARG;
         return tb_embed(t, &in->frags[r->arg], start, end);
     }
-    if (r && r->kind == CM_IR_REF_EXPAND) return tb_build(t, r->arg, start, end, depth + 1);
+    if (r && r->kind == CM_IR_REF_EXPAND) {
+        for (uint32_t k = 0; k < cm_watch.n; k++)
+            if (name == cm_watch.w[k].name && cm_watch.w[k].lo == cm_watch.w[k].hi)
+                return tb_watched(t, k, r->arg, start, end, depth + 1);
+        return tb_build(t, r->arg, start, end, depth + 1);
+    }
     return tb_label(t, start, in->label[name], end);
 }
 
@@ -435,6 +462,7 @@ static int thompson(const cm_ir_input *in, const uint32_t *roots, uint32_t n, bo
     t.bud = bud;
     t.n = 1 + n;
     t.n_entries = entries ? n : 0;
+    for (uint32_t k = 0; k < cm_watch.n; k++) cm_watch.w[k].lo = cm_watch.w[k].hi = 0; /* (a root's NFA of its own) */
     int rc = CM_OK;
     for (uint32_t i = 0; !rc && i < n; i++) rc = tb_build(&t, roots[i], 1 + i, 0, 0);
     cm_bfree(bud, t.memo_key);

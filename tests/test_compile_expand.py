@@ -125,3 +125,53 @@ def test_a_counted_copy_of_a_prefix_free_callee_is_bounded_by_its_chain() -> Non
             limits = CompileLimits(inline_max_states=cap)
             got = _builds(lambda g=g, limits=limits: _tables(g, True, limits))
             assert got == (_tables(g, False, limits), builds), (body, cap)
+
+
+def test_a_body_over_its_estimate_is_expanded_on_trial_within_the_cap() -> None:
+    """y's branches share t (a group: one node): its NFA count (count_states, 22) with a start and
+    a final state is over the cap, its count with shared nodes once (dag_states) and its minimal
+    DFA (12) are not: it is expanded in root on trial, root's subset construction counting y's own
+    state sets (components.c, fsm.c cm_expand_watch): one build, root's, the reference's tables."""
+    t = " ".join(f'"{c}" [0-9]' for c in "qrstu")
+    g = parse_gbnf(f'root ::= "x" y "z" | "<" [a-z] ">"\ny ::= [a-b] ({t}) | [c-d] ({t})\n')
+    for cap in (22, 23):  # (the reference: y alone, then root)
+        limits = CompileLimits(inline_max_states=cap)
+        got = _builds(lambda limits=limits: _tables(g, True, limits))
+        assert got == (_tables(g, False, limits), 1), cap
+
+
+def test_a_body_with_no_shared_node_is_not_tried() -> None:
+    """y's NFA count (3 a branch, 30) is over the cap while its minimal DFA has 4 states, but no
+    node of y is shared: its count with shared nodes once is 30 too, so no trial is made (sp_333's
+    was refused late in its caller's build, +2 %): y is built on its own, then copied or called,
+    as the reference decides (with a trial at cap 4 or 29: one build)."""
+    branches = " | ".join(f'[{a}-{b}] "q" [0-9]' for a, b in zip("acegikmoqs", "bdfhjlnprt", strict=True))
+    g = parse_gbnf(f'root ::= "x" y "z" | "<" [a-z] ">"\ny ::= {branches}\n')
+    for cap in (3, 4, 29):  # y alone then root
+        limits = CompileLimits(inline_max_states=cap)
+        got = _builds(lambda limits=limits: _tables(g, True, limits))
+        assert got == (_tables(g, False, limits), 2), cap
+
+
+def test_a_trial_whose_own_nfa_is_over_the_cap_is_refused() -> None:
+    """y = x x x x x x with x one shared node ("ab" [0-9]): counted once (dag_states, 5 + 2 = 7)
+    it is within the cap, so y is tried, but its own NFA (x built six times) and its DFA (19
+    states) are over it: the trial is refused (in Thompson's pass or by the count) and y is
+    built on its own, then called; the reference's tables."""
+    g = parse_gbnf('root ::= "<" y ">" | "z"\ny ::= ' + " ".join(['("ab" [0-9])'] * 6) + "\n")
+    for cap in (7, 12, 18):
+        limits = CompileLimits(inline_max_states=cap)
+        got = _builds(lambda limits=limits: _tables(g, True, limits))
+        assert got == (_tables(g, False, limits), 2), cap
+
+
+def test_a_trial_entered_again_while_running_is_refused() -> None:
+    """y under a loop of its caller, its language a count of itself: a set of root's subset
+    construction holds y's entry beside states of an earlier entry, so the count says nothing
+    of y's own DFA and the trial stops there (y built on its own and copied): the reference's
+    tables at every cap."""
+    g = parse_gbnf('root ::= ("x" y)+\ny ::= [a-b] "x"? [0-9] | [c-d] "x"? [0-9] | [e-f] "xx"? [0-9]\n')
+    for cap in range(2, 14):
+        limits = CompileLimits(inline_max_states=cap)
+        want = _same(lambda limits=limits: _tables(g, False, limits))
+        assert _same(lambda limits=limits: _tables(g, True, limits)) == want
