@@ -22,9 +22,8 @@ import pytest
 import cfgmask
 from cfgmask import _core
 
-from .helpers import masks_along
 from .test_entries import WALKS_ONLY, entries
-from .test_listed_reuse import VOCAB, _optional_object, _same
+from .test_listed_reuse import VOCAB, _optional_object, _same, llama3_chain_masks_same
 
 
 @contextmanager
@@ -71,22 +70,4 @@ def test_optional_chain_entries_same(n: int) -> None:
 def test_llama3_optional_chain_masks_same() -> None:
     """Llama-3 along an instance of 40 optional properties: every mask equal with the count left
     to the take and counted at once, and equal to plain walks'."""
-    quicktok = pytest.importorskip("quicktok")
-    enc = quicktok.get_encoding("llama3")
-    doc = {"p00_a": True, "p01_b": 12.5, "p02_c": 'Re,"x', "p08_d": None, "p09_e": {"x": False}}
-    doc |= {"p11_b": -3, "p17_c": "", "p18_d": 7, "p36_b": 0.25, "p39_e": {}}
-    tokens = enc.encode(json.dumps(doc, separators=(",", ":")))
-    vocab = cfgmask.Vocabulary.llama3()
-    g = cfgmask.Grammar.from_json_schema(json.dumps(_optional_object(40)))
-    masks = {}
-    for mode in ("plain", "off", "on"):
-        with _later(mode != "off"):
-            n0 = _core.compose_counted_later()
-            kw = {"_strategy": WALKS_ONLY} if mode == "plain" else {}
-            masks[mode] = masks_along(cfgmask.compile(g, vocab, **kw), tokens, final=True)
-            if mode == "on":
-                assert _core.compose_counted_later() - n0 > 10
-    for mode in ("off", "on"):
-        assert len(masks[mode]) == len(masks["plain"])
-        for i, (x, y) in enumerate(zip(masks["plain"], masks[mode], strict=True)):
-            assert np.array_equal(x, y), f"{mode}: mask {i} differs"
+    llama3_chain_masks_same(_later, _core.compose_counted_later, 10)

@@ -12,8 +12,8 @@ document equal too; the walks take the chart on and never off."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import numpy as np
 import pytest
@@ -130,22 +130,29 @@ def test_llama3_optional_chain_masks_same() -> None:
     """Llama-3 along an instance of 40 optional properties (values of every kind, then the same
     object again nested): every mask, and every state's entry, equal with the reuse on and off,
     and the masks equal plain walks'."""
+    llama3_chain_masks_same(_reuse, _core.listed_reused, 20)
+
+
+def llama3_chain_masks_same(
+    switch: Callable[[bool], AbstractContextManager[None]], counter: Callable[[], int], least: int
+) -> None:
+    """Llama-3's masks along an instance of 40 optional properties equal with ``switch`` on, off
+    and plain walks'; with it on, ``counter`` moves by more than ``least``."""
     quicktok = pytest.importorskip("quicktok")
     enc = quicktok.get_encoding("llama3")
-    schema = _optional_object(40)
     doc = {"p00_a": True, "p01_b": 12.5, "p02_c": 'Re,"x', "p08_d": None, "p09_e": {"x": False}}
     doc |= {"p11_b": -3, "p17_c": "", "p18_d": 7, "p36_b": 0.25, "p39_e": {}}
     tokens = enc.encode(json.dumps(doc, separators=(",", ":")))
     vocab = cfgmask.Vocabulary.llama3()
-    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
+    g = cfgmask.Grammar.from_json_schema(json.dumps(_optional_object(40)))
     masks = {}
     for mode in ("plain", "off", "on"):
-        with _reuse(mode != "off"):
-            n0 = _core.listed_reused()
+        with switch(mode != "off"):
+            n0 = counter()
             kw = {"_strategy": WALKS_ONLY} if mode == "plain" else {}
             masks[mode] = masks_along(cfgmask.compile(g, vocab, **kw), tokens, final=True)
             if mode == "on":
-                assert _core.listed_reused() - n0 > 20
+                assert counter() - n0 > least
     for mode in ("off", "on"):
         assert len(masks[mode]) == len(masks["plain"])
         for i, (x, y) in enumerate(zip(masks["plain"], masks[mode], strict=True)):
