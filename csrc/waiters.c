@@ -128,9 +128,9 @@ static int make_room(cm_chart *c, size_t groups, size_t n) {
     }
     if (!c->wslots || c->wpool_n + n > CM_WPOOL_MAX || (c->wused + groups) * 2 > c->wcap) {
         size_t cap = c->wcap ? c->wcap : 256;
-        bool first = !c->wslots, fresh = cap != c->wcap;
+        bool first = !c->wslots;
         while (groups * 4 > cap) cap *= 2;
-        fresh = fresh || cap != c->wcap;
+        bool fresh = cap != c->wcap; /* a new calloc'd table (always so for a chart's first) */
         if (fresh) {
             cm_wslot *p = calloc(cap, sizeof *p);
             if (!p) return CM_ERR_NOMEM;
