@@ -405,6 +405,8 @@ cdef extern from "compose.h" nogil:
     size_t cm_compose_self_built()
     void cm_compose_count_later_enable(int on)
     size_t cm_compose_counted_later()
+    void cm_compose_unread_enable(int on)
+    size_t cm_compose_unread_skipped()
 
 
 cdef extern from "vocab.h" nogil:

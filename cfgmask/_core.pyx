@@ -2004,6 +2004,20 @@ def compose_counted_later():
     return cm_compose_counted_later()
 
 
+def compose_unread_enable(bint on):
+    """Leave out of a composed entry's listed walk the uncertain tokens of a call part that the
+    call's return state cannot read on (no byte after the first is one of its byte edges': it is
+    no final state and calls nothing; csrc/compose.c ``part_cands``; the default), or, off, walk
+    every candidate: the reference the tests compare against.  Process-wide; clear the caches
+    after a change.  The entries are the same."""
+    cm_compose_unread_enable(1 if on else 0)
+
+
+def compose_unread_skipped():
+    """How many candidates were left out so in this process (for the tests)."""
+    return cm_compose_unread_skipped()
+
+
 def scan_notes_enable(bint on):
     """Keep a composed entry's chart scans of the tokens it leaves uncertain for its upward
     filter, which then does not scan them again (csrc/walk.c, cm_walk_listed_noted; the

@@ -160,6 +160,7 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
         cm_part *pt = &parts[n_parts];
         pt->e = entry_locked(g, cm_compose_part_state(g, e, &pt->la), &pt->owned, &rc);
         if (rc) break;
+        if (!pt->la) pt->ret1 = g->t.ref_target[e] + 1;
         n_parts++;
         n_cand += cm_compose_part_candidates(g, pt);
         uint32_t after;

@@ -537,6 +537,55 @@ static bool ascending(const uint32_t *v, size_t n) {
     return true;
 }
 
+/* A call part's uncertain tokens are those in which its callee R completes, at some position j
+ * inside the token, followed by a byte of FOLLOW(R).  In the composed state's chart the call's
+ * path then goes on at the state y it returns to, from byte j.  Where y is no final state,
+ * calls nothing and reads no tokens, that path reads on only through y's byte edges, and it
+ * exits nowhere: a token none of whose bytes after the first y reads dies there on this path
+ * (j >= 1: R's empty derivation is the nullable part after it, a part of its own; and R does
+ * not complete at the token's end, or the part would have accepted it).  So the token is
+ * that part's candidate for nothing: the walk through the state's real chart classifies it as
+ * if the part had not listed it, and it is left out unless another part (or a tail part)
+ * lists it.  After a value in an object of optional properties, each property's rest calls
+ * `ws` before its comma (y reads `,` alone) and the next rest: `ws`'s ~200 uncertain tokens
+ * (blanks followed by a byte of its wide FOLLOW) were walked again at every level of the
+ * chain (Snowplow's sp_339 after `"br_cookies":true`: 37 levels, ~7,900 candidates), to be
+ * kept by none. */
+static atomic_int g_unread_on = 1;
+static atomic_size_t g_unread_skipped;
+void cm_compose_unread_enable(int on) { atomic_store(&g_unread_on, on ? 1 : 0); }
+size_t cm_compose_unread_skipped(void) { return atomic_load(&g_unread_skipped); }
+
+/* The bytes the state part p returns to reads, where only they can take its candidates on
+ * (above); NULL where every candidate stays. */
+static const uint32_t *unread_row(const cm_grammar *g, const cm_part *p) {
+    const cm_tables *t = &g->t;
+    if (!p->ret1 || p->la || !atomic_load_explicit(&g_unread_on, memory_order_relaxed)) return NULL;
+    uint32_t y = p->ret1 - 1;
+    if (t->accepting[y] || g->has_tokens[y] || t->ref_off[y] != t->ref_off[y + 1]) return NULL;
+    return g->next_bytes + (size_t)y * 8;
+}
+
+/* p's candidates: its uncertain tokens, less those no byte of which after the first `reads`
+ * holds (into buf, room for them all, where some are left out). */
+static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_t *buf, size_t *n) {
+    const cm_entry *ce = p->e;
+    const uint32_t *reads = unread_row(g, p);
+    *n = ce->n_uncertain;
+    if (!reads || !*n) return ce->uncertain;
+    size_t kept = 0;
+    for (size_t i = 0; i < ce->n_uncertain; i++) {
+        uint32_t len;
+        const uint8_t *b = cm_trie_bytes(g->v, ce->uncertain[i], &len);
+        bool on = false;
+        for (uint32_t j = 1; j < len && !on; j++) on = cm_bit(reads, b[j]);
+        if (on) buf[kept++] = ce->uncertain[i];
+    }
+    atomic_fetch_add_explicit(&g_unread_skipped, *n - kept, memory_order_relaxed);
+    *n = kept;
+    return buf;
+}
+
 /* cand[0 .. n) (ascending, distinct) merged with v[0 .. m) (the same) in
  * place, cand having room for n + m, through tmp (as much room): the number. */
 static size_t merge_into(uint32_t *cand, size_t n, const uint32_t *v, size_t m, uint32_t *tmp) {
@@ -565,13 +614,14 @@ static size_t merge_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_
         if (la && !ascending(g->la_pending + g->la_pending_off[la], g->la_pending_off[la + 1] - g->la_pending_off[la]))
             return SIZE_MAX;
     }
-    uint32_t *tmp = malloc((n_max ? n_max : 1) * sizeof *tmp);
+    uint32_t *tmp = malloc(2 * (n_max ? n_max : 1) * sizeof *tmp), *buf = tmp + (n_max ? n_max : 1);
     if (!tmp) return SIZE_MAX;
     size_t n = 0;
     for (uint32_t i = 0; i < n_parts; i++) {
-        const cm_entry *ce = parts[i].e;
         uint32_t la = parts[i].la;
-        n = merge_into(cand, n, ce->uncertain, ce->n_uncertain, tmp);
+        size_t m;
+        const uint32_t *pc = part_cands(g, &parts[i], buf, &m);
+        n = merge_into(cand, n, pc, m, tmp);
         if (la) n = merge_into(cand, n, g->la_pending + g->la_pending_off[la],
                                g->la_pending_off[la + 1] - g->la_pending_off[la], tmp);
     }
@@ -601,10 +651,11 @@ static size_t gather_parts(const cm_grammar *g, const cm_part *parts, uint32_t n
     if (n_cand != SIZE_MAX) return n_cand;
     n_cand = 0;
     for (uint32_t i = 0; i < n_parts; i++) {
-        const cm_entry *ce = parts[i].e;
         uint32_t la = parts[i].la;
-        if (ce->n_uncertain) memcpy(cand + n_cand, ce->uncertain, ce->n_uncertain * sizeof *cand);
-        n_cand += ce->n_uncertain;
+        size_t m;
+        const uint32_t *pc = part_cands(g, &parts[i], cand + n_cand, &m);
+        if (m && pc != cand + n_cand) memcpy(cand + n_cand, pc, m * sizeof *cand);
+        n_cand += m;
         if (la) {
             uint32_t a = g->la_pending_off[la], z = g->la_pending_off[la + 1];
             if (z > a) memcpy(cand + n_cand, g->la_pending + a, (z - a) * sizeof *cand);

@@ -12,6 +12,8 @@ typedef struct cm_part {
     const cm_entry *e;
     cm_entry *owned;            /* e when the cache could not keep it */
     uint32_t la;
+    uint32_t ret1;              /* a call's return state + 1; 0 for the state after a nullable
+                                 * callee or a marker (cm_compose_unread) */
 } cm_part;
 
 /* Is ref edge e of `state` its rule's call of itself from its start (left
@@ -29,6 +31,11 @@ size_t cm_compose_self_built(void);
  * entries left it so in this process (for the tests). */
 void cm_compose_count_later_enable(int on);
 size_t cm_compose_counted_later(void);
+/* A call part's uncertain tokens that its return state cannot read on (cm_compose_unread)
+ * left out of the composed state's listed walk: on (the default) or off (all walked, the
+ * reference); how many were left out in this process (for the tests). */
+void cm_compose_unread_enable(int on);
+size_t cm_compose_unread_skipped(void);
 /* May the entry of `state` be composed (under the cache lock)? */
 bool cm_compose_can(const cm_grammar *g, uint32_t state);
 /* Does ref edge e call a nullable rule (no lookahead marker)?  Then the state
