@@ -15,11 +15,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
 
 import cfgmask
 from cfgmask.compile.strategy import Strategy
 
 from .helpers import same_block_entries
+from .strategies import Vocab, vocabularies
+from .test_engine_differential import _vocab
+from .test_repeats import PIECES, bounded
 
 NO_MEMO = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
 
@@ -110,3 +114,28 @@ def test_llama3_deep_wrap_masks_along_a_document() -> None:
         finally:
             _core.chain_wrap_deep_enable(True)
     assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True))
+
+
+def _small_entries(g: Any, vocab: Any, deep: bool, budget: int, **kw: Any) -> list[tuple[Any, Any, Any]]:
+    from cfgmask import _core
+
+    _core.chain_wrap_deep_enable(deep)
+    try:
+        limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0)
+        return _entries(cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(**kw, **NO_MEMO)))
+    finally:
+        _core.chain_wrap_deep_enable(True)
+
+
+@given(bounded(), vocabularies(PIECES + (b"aaaaaaaaaaaaa", b"abcabcabcabcabcabc")))
+def test_small_blocks_deep_wrap_same_entries(case: tuple[Any, int], v: Vocab) -> None:
+    """Blocks of random counts (few in a row: the upward chart can start fewer blocks than a long
+    token needs) and vocabularies of long runs, wraps on every block entry: every entry and split
+    with the cut on equal to it off and to plain walks'."""
+    g, budget = case
+    vocab = _vocab(v)
+    on = _small_entries(g, vocab, True, budget, wrap_repeats=1)
+    off = _small_entries(g, vocab, False, budget, wrap_repeats=1)
+    walk = {"count_chains": False, "share_loop_walks": False, "wrap_repeats": 0}
+    plain = _small_entries(g, vocab, False, budget, **walk)
+    same_block_entries(on, off, plain, "rests asked")
