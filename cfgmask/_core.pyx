@@ -1736,6 +1736,19 @@ def chain_wrap_direct_hits():
     return cm_chain_wrap_direct_hits()
 
 
+def chain_wrap_deep_enable(bint on):
+    """Keep a wrapping block position's rests that stay inside as many blocks after the next
+    as the rule's upward chart reads in a row without asking the filter (csrc/chains.c,
+    wrap_sure; the default) or, off, ask about each: the reference the tests compare against.
+    Process-wide; clear the caches after a change."""
+    cm_chain_wrap_deep_enable(1 if on else 0)
+
+
+def chain_wrap_deep_hits():
+    """How many rests were kept without a question so far in this process (for the tests)."""
+    return cm_chain_wrap_deep_hits()
+
+
 def chain_wrap_ranges_mode(int mode):
     """How a ranged block position's wrap split is made (csrc/chains.c, gather_ranges): 0 a
     token at a time (the reference the tests compare against), 1 from the walk's lists where

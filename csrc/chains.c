@@ -1642,6 +1642,99 @@ static int ranges_check(const cm_grammar *g, const chain_walk *cd, size_t lo, si
     return rc;
 }
 
+/* The rests a wrapping block position's filter is sure to keep (issue 12, session 40).  The
+ * filter reads a rest's first B units through `state`'s item chart to the block's end, then
+ * the rest through the rule's upward chart, seeded with every return state of the rule.
+ * wrap_budget found one that calls the block again, so every token that stays inside the
+ * next block (b2 units, need < B + b2) is kept: the wrap bits.  Where the upward chart can
+ * start d blocks in a row (blocks_follow: from a return state, by calls, completions and
+ * outer returns, no byte between; a string's blocks nest, `#rep1.p1` calls `.p0` twice), it
+ * reads d whole blocks after the first's end in one context: every token of need < B + d *
+ * b2 is kept too, and is not asked.  A string start's rests are the long runs
+ * (Llama-3: 96-128 spaces, dashes, slashes) that a maxLength of 1024 holds in its third
+ * block; each read through an upward chart of every string property's count states.
+ * Off: cm_chain_wrap_deep_enable(0), every rest asked (the reference the tests compare). */
+static atomic_int g_wrap_deep = 1;
+static atomic_size_t g_wrap_deep_hits;  /* rests kept without a question (the tests read it) */
+
+void cm_chain_wrap_deep_enable(int on) { atomic_store(&g_wrap_deep, on); }
+
+size_t cm_chain_wrap_deep_hits(void) { return atomic_load(&g_wrap_deep_hits); }
+
+/* Can `d` more blocks of `rule` follow at once (no byte between) where the upward chart
+ * stands at state x, with the return states stack[0 .. n) above it (the rest outer: a
+ * completion there goes to every return state of its rule, as the chart's outer items do)?
+ * A path of calls (the block itself, or a rule whose start calls on), completions and
+ * outer returns; calls of nullable or lookahead rules are not taken (fewer blocks found is
+ * still exact), and the search gives up (false) after *steps reaches 0. */
+#define CM_WRAP_STACK 8
+static bool blocks_follow(const cm_grammar *g, uint32_t rule, uint32_t x, uint32_t *stack, uint32_t n, uint32_t d,
+                          uint32_t *steps) {
+    const cm_tables *t = &g->t;
+    if (!d) return true;
+    if (!*steps) return false;
+    --*steps;
+    for (uint32_t e = t->ref_off[x]; e < t->ref_off[x + 1]; e++) {
+        uint32_t r = t->ref_rule[e];
+        if (t->n_la > 1 && t->rule_la[r]) continue;
+        if (r == rule) {
+            if (blocks_follow(g, rule, t->ref_target[e], stack, n, d - 1, steps)) return true;
+        } else if (n < CM_WRAP_STACK) {
+            stack[n] = t->ref_target[e];
+            if (blocks_follow(g, rule, t->rule_start[r], stack, n + 1, d, steps)) return true;
+        }
+    }
+    if (!t->accepting[x]) return false;
+    if (n) return blocks_follow(g, rule, stack[n - 1], stack, n - 1, d, steps);
+    uint32_t q = t->state_rule[x];
+    for (uint32_t k = g->ret_off[q]; k < g->ret_off[q + 1]; k++)
+        if (blocks_follow(g, rule, g->ret_state[k], stack, 0, d, steps)) return true;
+    return false;
+}
+
+#define CM_WRAP_DEEP_MAX 8 /* blocks after the first's end (Llama-3's longest token: 3 of 46) */
+
+/* Takes the rests of need < B + d * b2 (d >= 2 blocks the upward chart reads in a row, as
+ * many as some rest needs) out of rest[0 .. *n_rest) into *sure (both in order); how many
+ * (0: none, *sure NULL), or SIZE_MAX (no memory). */
+static size_t wrap_sure(const cm_grammar *g, const chain_walk *cd, uint32_t rule, int32_t B, int64_t b2,
+                        uint32_t *rest, size_t *n_rest, uint32_t **sure) {
+    *sure = NULL;
+    int64_t d = 1;
+    for (int64_t want = 2; want <= CM_WRAP_DEEP_MAX && B + (want - 1) * b2 <= cd->max_need; want++) {
+        bool found = false;
+        uint32_t stack[CM_WRAP_STACK], steps = 256;
+        for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1] && !found && steps; k++)
+            found = blocks_follow(g, rule, g->ret_state[k], stack, 0, (uint32_t)want, &steps);
+        if (!found) break;
+        d = want;
+    }
+    if (d < 2) return 0;
+    size_t nw = g->n_words ? g->n_words : 1, n = *n_rest, s = 0, r = 0;
+    uint32_t *acc = malloc(nw * sizeof *acc), *out = malloc(n * sizeof *out);
+    if (!acc || !out) {
+        free(acc);
+        free(out);
+        return SIZE_MAX;
+    }
+    if (!accepted_at(g, cd, B + d * b2, acc)) memset(acc, 0, nw * sizeof *acc);
+    const uint32_t *trie_ids = g->v->trie_ids;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = rest[i];
+        if (cm_bit(acc, trie_ids[k])) out[s++] = k;
+        else rest[r++] = k;
+    }
+    free(acc);
+    if (!s) {
+        free(out);
+        return 0;
+    }
+    *n_rest = r;
+    *sure = out;
+    atomic_fetch_add(&g_wrap_deep_hits, s);
+    return s;
+}
+
 /* uncertain_items and push_items for a position of a plain block that wraps (b2 >= 0;
  * no exits, no acc points: its items are the end nodes of budget B, disjoint subtrees in
  * trie order), w empty: every node's token into w in trie order, and at once split by
@@ -1691,13 +1784,30 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     free(acc);
     bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
     if (!rc && filter && n_rest) {  /* the rest through the filter (as w), then out of the whole */
-        uint32_t *all = w->unc;
-        size_t cap_all = w->cap_unc, n_kept;
+        uint32_t *all = w->unc, *sure = NULL;
+        size_t cap_all = w->cap_unc, n_kept, n_asked = n_rest, n_sure = 0;
+        if (atomic_load(&g_wrap_deep) && (n_sure = wrap_sure(g, cd, rule, B, b2, rest, &n_asked, &sure)) == SIZE_MAX)
+            rc = CM_ERR_NOMEM, n_sure = 0;
         w->unc = rest;
-        w->n_unc = n_rest;
+        w->n_unc = n_asked;
         w->cap_unc = bound;
-        cm_walk_filter_uncertain(g, state, w);
+        if (n_asked && !rc) cm_walk_filter_uncertain(g, state, w);
         n_kept = w->n_unc;
+        if (n_sure) {  /* the sure ones back among the kept, in order */
+            uint32_t *kept = malloc((n_kept + n_sure) * sizeof *kept);
+            if (kept) {
+                size_t a = 0, b = 0, o = 0;
+                while (a < n_kept || b < n_sure)
+                    kept[o++] = b == n_sure || (a < n_kept && w->unc[a] < sure[b]) ? w->unc[a++] : sure[b++];
+                free(w->unc);
+                w->unc = kept;
+                n_kept += n_sure;
+            } else {
+                rc = CM_ERR_NOMEM;
+            }
+            free(sure);
+        }
+        rest = w->unc;  /* (the filter may have moved it, the merge did) */
         if (n_kept < n_rest) {
             size_t o = 0, j = 0;
             for (size_t i = 0; i < n; i++) {
@@ -1707,7 +1817,6 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
             }
             n = o;
         }
-        rest = w->unc;  /* (the filter may have moved it) */
         n_rest = n_kept;
         w->unc = all;
         w->cap_unc = cap_all;

@@ -70,6 +70,12 @@ size_t cm_chain_past_hits(void);
 void cm_chain_wrap_direct_enable(int on);
 /* How many entries were split so far (process-wide). */
 size_t cm_chain_wrap_direct_hits(void);
+/* A wrapping block position's rests that stay inside as many blocks after the next as the
+ * rule's upward chart reads in a row kept without a question to the filter (on, the
+ * default), or asked (off: the reference the tests compare against).  Process-wide. */
+void cm_chain_wrap_deep_enable(int on);
+/* How many rests were kept so far (process-wide). */
+size_t cm_chain_wrap_deep_hits(void);
 /* A ranged block position's wrap split from its walk's lists: 0 off (token at a time: the
  * reference the tests compare against), 1 where it pays (the default), 2 wherever it
  * applies, 3 as 2 and checked against the token-at-a-time split (a difference is
