@@ -159,7 +159,8 @@ def test_a_nested_trial_over_the_cap_is_refused() -> None:
     tried inside p (p itself expanded, or tried at caps 15-16) and refused, then built on its own
     (a call: over the cap) and p counted again: two builds, y's and root's, and the reference's
     tables (a nested trial without its guard expands y: its tables differ)."""
-    g = parse_gbnf('root ::= "<" p ">" | "z"\np ::= "(" y | "-"\ny ::= ' + " ".join(['("ab" [0-9])'] * 6) + "\n")
+    y = " ".join(['("ab" [0-9])'] * 6)
+    g = parse_gbnf(f'root ::= "<" p ">" | "z"\np ::= "(" y | "-"\ny ::= {y}\n')
     for cap in (15, 16, 17, 18):
         limits = CompileLimits(inline_max_states=cap)
         got = _builds(lambda limits=limits: _tables(g, True, limits))
