@@ -210,7 +210,8 @@ static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_
         x->stamp = s->stamp;
         if (x->expand) {
             const cm_component *c = &s->comps[x->expand - 1];
-            if ((rc = pick_expanding(s, c->callees, c->n_callees, budget, false))) break;
+            uint32_t w0 = s->n_watch; /* x's nested trials are s->watch[w0..] */
+            if ((rc = pick_expanding(s, c->callees, c->n_callees, budget, trial))) break;
             uint32_t depth = 0, cap = x->inline_cap < budget ? x->inline_cap : (uint32_t)budget;
             size_t est = count_states(s, c->members[0].root, cap, 0, &depth);
             size_t chain = chain_bound(s, c->members[0].root); /* (a bound of the DFA, start and final included) */
@@ -222,20 +223,23 @@ static int pick_expanding(session *s, const uint32_t *callees, uint32_t n, size_
             }
             uint32_t op = c->members[0].root < s->in->code_len ? s->in->code[c->members[0].root] : 0;
             /* an ALT/SEQ body (its NFA count far over its DFA in practice) of the component being
-             * built: expanded on trial, the caller's subset construction counting it (fsm.h) */
+             * built or of a callee expanded in it (sp_0: 12 of its 18 trials): expanded on trial,
+             * the caller's subset construction counting it (fsm.h) */
             bool on_trial = trial && (op == CM_IR_ALT || op == CM_IR_SEQ) && s->n_watch < CM_WATCH_MAX;
+            size_t dag = 0;
             if (on_trial) { /* (x's own NFA over its cap: a trial would only be refused) */
                 uint8_t *seen = cm_balloc(s->bud, s->in->code_len / 8 + 1, true, &rc);
-                on_trial = !rc && dag_states(s, c->members[0].root, cap, 0, seen) <= cap;
+                on_trial = !rc && (dag = dag_states(s, c->members[0].root, cap, 0, seen)) <= cap;
                 cm_bfree(s->bud, seen);
                 if (rc) break;
             }
             if (on_trial) {
                 s->watch[s->n_watch] = y, s->watch_cap[s->n_watch++] = cap;
-                x->est = cap;
+                x->est = (uint32_t)dag; /* (its size in its caller's count: the trial guards its own cap) */
                 rc = cm_vec_push(&s->expanded, y);
                 continue;
             }
+            s->n_watch = w0; /* (its nested trials go with it: picked again in its own build) */
             if ((rc = materialize(s, x->expand - 1))) break;
             x->stamp = s->stamp; /* (materialize moved the stamp on) */
         }

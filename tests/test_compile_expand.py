@@ -140,6 +140,33 @@ def test_a_body_over_its_estimate_is_expanded_on_trial_within_the_cap() -> None:
         assert got == (_tables(g, False, limits), 1), cap
 
 
+def test_a_body_inside_an_expanded_callee_is_tried_too() -> None:
+    """y's branches share a group (an ALT: one node): NFA count 38, dag_states 21.  y sits inside
+    p, itself expanded in root: y is tried there too (sp_0's 12 such trials were built on their
+    own), p counts y by its dag_states (25: within the cap) and stays expanded: one build, root's,
+    the reference's tables (the reference: y alone, p alone, then root)."""
+    t = " ".join(f'"{c}" [0-9]' for c in "qrstuvwx")
+    y = f'[a-b] ({t} | "k") | [c-d] ({t} | "k")'
+    g = parse_gbnf(f'root ::= "x" p "z" | "<" [a-z] ">"\np ::= "(" y ")" | "-"\ny ::= {y}\n')
+    for cap in (28, 32, 38):
+        limits = CompileLimits(inline_max_states=cap)
+        got = _builds(lambda limits=limits: _tables(g, True, limits))
+        assert got == (_tables(g, False, limits), 1), cap
+
+
+def test_a_nested_trial_over_the_cap_is_refused() -> None:
+    """y = x x x x x x (x one shared node: dag_states 12, DFA 19) inside p, expanded in root:
+    tried inside p (p itself expanded, or tried at caps 15-16) and refused, then built on its own
+    (a call: over the cap) and p counted again: two builds, y's and root's, and the reference's
+    tables (a nested trial without its guard expands y: its tables differ)."""
+    y = " ".join(['("ab" [0-9])'] * 6)
+    g = parse_gbnf(f'root ::= "<" p ">" | "z"\np ::= "(" y | "-"\ny ::= {y}\n')
+    for cap in (15, 16, 17, 18):
+        limits = CompileLimits(inline_max_states=cap)
+        got = _builds(lambda limits=limits: _tables(g, True, limits))
+        assert got == (_tables(g, False, limits), 2), cap
+
+
 def test_a_body_with_no_shared_node_is_not_tried() -> None:
     """y's NFA count (3 a branch, 30) is over the cap while its minimal DFA has 4 states, but no
     node of y is shared: its count with shared nodes once is 30 too, so no trial is made (sp_333's
