@@ -86,6 +86,9 @@ PRESENCE = "\x00presence"  # where negation() hands one back
 MAX_MULTIPLE_OF = 1000
 # The type names :meth:`SchemaCompiler.scalar` compiles: a schema ``{"type": one of these}``.
 SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+# an object schema's keywords that _schema sends to Containers.object directly (neither
+# normalize nor simple would change or report anything beside "type" for them)
+PLAIN_OBJECT_KW = frozenset({"type", "properties", "required", "additionalProperties"})
 # a scalar type's own keywords: member_value compiles a leaf of one type with these beside it
 LEAF_KW = {
     "string": frozenset({*STRING_KW, "enum", "const"}),
@@ -358,16 +361,27 @@ class SchemaCompiler:
 
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         plain = 0  # keywords that are not annotations
+        listed = True  # each of them one of PLAIN_OBJECT_KW
         for k in s:
             if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
                 where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
                 self.rep.enforced(where, k, "annotation")
             else:
                 plain += 1
+                if k not in PLAIN_OBJECT_KW:
+                    listed = False
         if plain == 1:
             t = s.get("type")
             if t.__class__ is str and t in SCALAR_TYPES:
                 return self.scalar(s, path)
+        if listed and s.get("type") == "object" and s["type"].__class__ is str:
+            # {"type": "object", "properties": .., "required": .., "additionalProperties": ..}
+            # (most objects): what normalize and simple do for it -- the type's row, then the
+            # object -- without their checks for every other keyword and type (none is there)
+            self.rep.enforced(path + "/type", "type")
+            if self.canonical:
+                return self.containers.listed_object(s, path, base)
+            return self.containers.object(s, path, base)
         if "$dynamicRef" in s and self.draft >= 2020:
             s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
