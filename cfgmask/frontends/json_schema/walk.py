@@ -86,9 +86,12 @@ PRESENCE = "\x00presence"  # where negation() hands one back
 MAX_MULTIPLE_OF = 1000
 # The type names :meth:`SchemaCompiler.scalar` compiles: a schema ``{"type": one of these}``.
 SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
-# an object schema's keywords that _schema sends to Containers.object directly (neither
-# normalize nor simple would change or report anything beside "type" for them)
-PLAIN_OBJECT_KW = frozenset({"type", "properties", "required", "additionalProperties"})
+# The keywords of a plain object (1) and a plain array (2), that _schema sends to Containers'
+# object or array directly: with these alone (annotations aside) and "type" the one type,
+# neither normalize nor simple changes or reports anything but "type" (an array's "items" a
+# schema, its counts nonnegative ints); _schema reads each keyword's bits here in one lookup
+PLAIN_KW = {"type": 3, "properties": 1, "required": 1, "additionalProperties": 1, "items": 2,
+            "minItems": 2, "maxItems": 2}  # fmt: skip
 # a scalar type's own keywords: member_value compiles a leaf of one type with these beside it
 LEAF_KW = {
     "string": frozenset({*STRING_KW, "enum", "const"}),
@@ -115,6 +118,18 @@ def detect_draft(schema: Any) -> int:
         if mark in text:
             return n
     return 2020
+
+
+def _plain_array(s: dict[str, Any]) -> bool:
+    """An array of PLAIN_KW's keywords that normalize leaves as it is: ``items`` one schema (not
+    a list), ``minItems`` and ``maxItems`` nonnegative ints."""
+    if s.get("items").__class__ is list:
+        return False
+    for k in ("minItems", "maxItems"):
+        v = s.get(k, 0)
+        if v.__class__ is not int or v < 0:
+            return False
+    return True
 
 
 def constraining(s: dict[str, Any]) -> bool:
@@ -361,27 +376,28 @@ class SchemaCompiler:
 
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         plain = 0  # keywords that are not annotations
-        listed = True  # each of them one of PLAIN_OBJECT_KW
+        kinds = 3  # the PLAIN_KW bits every one of them has
         for k in s:
             if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
                 where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
                 self.rep.enforced(where, k, "annotation")
             else:
                 plain += 1
-                if k not in PLAIN_OBJECT_KW:
-                    listed = False
-        if plain == 1:
-            t = s.get("type")
-            if t.__class__ is str and t in SCALAR_TYPES:
+                kinds &= PLAIN_KW.get(k, 0)
+        t = s.get("type")
+        if t.__class__ is str:
+            if plain == 1 and t in SCALAR_TYPES:
                 return self.scalar(s, path)
-        if listed and s.get("type") == "object" and s["type"].__class__ is str:
-            # {"type": "object", "properties": .., "required": .., "additionalProperties": ..}
-            # (most objects): what normalize and simple do for it -- the type's row, then the
-            # object -- without their checks for every other keyword and type (none is there)
-            self.rep.enforced(path + "/type", "type")
-            if self.canonical:
-                return self.containers.listed_object(s, path, base)
-            return self.containers.object(s, path, base)
+            if kinds:  # what normalize and simple do for a plain object or array: the type's
+                # row, then the container, without their checks for every other keyword and type
+                if t == "object" and kinds & 1:
+                    self.rep.enforced(path + "/type", "type")
+                    if self.canonical:
+                        return self.containers.listed_object(s, path, base)
+                    return self.containers.object(s, path, base)
+                if t == "array" and kinds & 2 and _plain_array(s):
+                    self.rep.enforced(path + "/type", "type")
+                    return self.containers.array(s, path, base)
         if "$dynamicRef" in s and self.draft >= 2020:
             s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
