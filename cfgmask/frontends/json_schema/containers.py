@@ -312,6 +312,8 @@ class Containers:
         close = U.lit("}")
 
         mem = [member[x] for x in order]  # each position's member
+        if not has_free and required.isdisjoint(order):
+            return self._optional_walk(mem)
         optional = [x not in required for x in order]
         forced = [False] * n if everywhere else [not x for x in optional]  # one way on
 
@@ -374,6 +376,34 @@ class Containers:
             body = alt(*alts)
             rules[name] = seq(*run, body) if run else body
         return first
+
+    def _optional_walk(self, mem: list[ir.Expr]) -> ir.Ref:
+        """:meth:`_ordered_constant` for members that are all optional and no free one: its
+        search reaches every (position, written) but (0, written) and names them in the order
+        it meets them, (0, not), then (j, written) and (j, not) for each j -- named here in
+        that order, without the search; each rule is its member or a skip to the next
+        position, the last one the close."""
+        c = self.c
+        rules, fresh, seq, alt, Ref, eps = c.rules, U.fresh_stem, ir.seq, ir.alt, ir.Ref, ir.EPSILON
+        n = len(mem)
+        first = fresh(rules, "obj-0")
+        close = U.lit("}")
+        if not n:
+            rules[first] = close
+            return Ref(first)
+        names = [first]  # at 2 * j - written, j >= 1: (j, written) then (j, not)
+        for j in range(1, n + 1):
+            stem = f"obj-{j}"
+            names += [fresh(rules, stem), fresh(rules, stem)]
+        comma = c.sep(",")
+        rules[first] = alt(seq(eps, mem[0], Ref(names[1])), Ref(names[2]))
+        for i in range(1, n):
+            on = Ref(names[2 * i + 1])
+            rules[names[2 * i - 1]] = alt(seq(comma, mem[i], on), on)
+            rules[names[2 * i]] = alt(seq(eps, mem[i], on), Ref(names[2 * i + 2]))
+        rules[names[2 * n - 1]] = seq(c.ws(), close)
+        rules[names[2 * n]] = close
+        return Ref(first)
 
     @staticmethod
     def _live(
