@@ -311,11 +311,16 @@ class Containers:
         comma: ir.Expr | None = None  # c.sep(","), asked for where ordered asks for it first
         close = U.lit("}")
 
-        mem = [member[x] for x in order]  # each position's member
         if not has_free and required.isdisjoint(order):
-            return self._optional_walk(mem)
-        optional = [x not in required for x in order]
-        forced = [False] * n if everywhere else [not x for x in optional]  # one way on
+            return self._optional_walk([member[x] for x in order])
+        mem: list[ir.Expr] = []  # each position's member, whether it may be skipped, and
+        optional: list[bool] = []  # whether it is one way on (required, no free one beside)
+        forced: list[bool] = []
+        for x in order:
+            mem.append(member[x])
+            skips = x not in required
+            optional.append(skips)
+            forced.append(not skips and not everywhere)
 
         name = names[0] = fresh(rules, "obj-0")
         bodies.append((name, 0, False))

@@ -25,6 +25,7 @@ from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
     ANNOTATIONS,
+    NORMALIZED,
     TYPES,
     Unmergeable,
     evaluate,
@@ -58,6 +59,7 @@ UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}  # $dynamicRef: 2019-09 has none;
 # "reject" to refuse them in strict mode instead.
 UNKNOWN_KEYWORDS = "annotate"
 UNKNOWN_REASON = "unknown keyword: an annotation (no vocabulary defines it), as JSON Schema says"
+NOT_PLAIN = frozenset(KNOWN | UNSUPPORTED | NORMALIZED)  # see PLAIN_KW
 KNOWN_META = {
     f"{scheme}://json-schema.org/{d}/schema"
     for scheme in ("http", "https")
@@ -92,6 +94,9 @@ SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
 # schema, its counts nonnegative ints); _schema reads each keyword's bits here in one lookup
 PLAIN_KW = {"type": 3, "properties": 1, "required": 1, "additionalProperties": 1, "items": 2,
             "minItems": 2, "maxItems": 2}  # fmt: skip
+# keywords that keep a schema off that path (those of PLAIN_KW aside): every other known one,
+# and those normalize respells; a keyword of none of these is unknown, an annotation that
+# simple reports (_unknown), which the plain path does as well
 # a scalar type's own keywords: member_value compiles a leaf of one type with these beside it
 LEAF_KW = {
     "string": frozenset({*STRING_KW, "enum", "const"}),
@@ -377,25 +382,41 @@ class SchemaCompiler:
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         plain = 0  # keywords that are not annotations
         kinds = 3  # the PLAIN_KW bits every one of them has
+        unknown: list[str] | None = None  # keywords of no vocabulary, in schema order
         for k in s:
             if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
                 where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
                 self.rep.enforced(where, k, "annotation")
             else:
                 plain += 1
-                kinds &= PLAIN_KW.get(k, 0)
+                bits = PLAIN_KW.get(k)
+                if bits is not None:
+                    kinds &= bits
+                elif k in NOT_PLAIN:
+                    kinds = 0
+                elif unknown is None:
+                    unknown = [k]
+                else:
+                    unknown.append(k)
         t = s.get("type")
         if t.__class__ is str:
             if plain == 1 and t in SCALAR_TYPES:
                 return self.scalar(s, path)
-            if kinds:  # what normalize and simple do for a plain object or array: the type's
-                # row, then the container, without their checks for every other keyword and type
+            if kinds:  # what normalize and simple do for a plain object or array: the unknown
+                # keywords' rows, the type's, then the container, without their checks for
+                # every other keyword and type
                 if t == "object" and kinds & 1:
+                    if unknown is not None:
+                        for k in unknown:
+                            self._unknown(k, path)
                     self.rep.enforced(path + "/type", "type")
                     if self.canonical:
                         return self.containers.listed_object(s, path, base)
                     return self.containers.object(s, path, base)
                 if t == "array" and kinds & 2 and _plain_array(s):
+                    if unknown is not None:
+                        for k in unknown:
+                            self._unknown(k, path)
                     self.rep.enforced(path + "/type", "type")
                     return self.containers.array(s, path, base)
         if "$dynamicRef" in s and self.draft >= 2020:
@@ -939,10 +960,7 @@ class SchemaCompiler:
             if k in UNSUPPORTED:
                 self.rep.rejected(pointer(path, k), k, "not supported")
             elif not k.startswith("x-"):  # neither known nor an annotation (is_annotation)
-                if UNKNOWN_KEYWORDS == "reject":
-                    self.rep.rejected(pointer(path, k), k, "unknown keyword")
-                else:
-                    self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)
+                self._unknown(k, path)
         if "if" not in s and ("then" in s or "else" in s):
             for k in ("then", "else"):
                 if k in s:
@@ -988,6 +1006,13 @@ class SchemaCompiler:
             self._ignore(s, ARRAY_KW, path)
         live = [a for a in alts if a != ir.NOTHING]
         return ir.alt(*live) if live else ir.NOTHING
+
+    def _unknown(self, k: str, path: str) -> None:
+        """The row of a keyword of no vocabulary (see UNKNOWN_KEYWORDS)."""
+        if UNKNOWN_KEYWORDS == "reject":
+            self.rep.rejected(pointer(path, k), k, "unknown keyword")
+        else:
+            self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)
 
     def scalar(self, s: dict[str, Any], path: str) -> ir.Expr:
         """A schema whose one keyword is ``"type"`` naming one scalar type (annotations aside): the
