@@ -127,14 +127,11 @@ def detect_draft(schema: Any) -> int:
 
 def _plain_array(s: dict[str, Any]) -> bool:
     """An array of PLAIN_KW's keywords that normalize leaves as it is: ``items`` one schema (not
-    a list), ``minItems`` and ``maxItems`` nonnegative ints."""
+    a list), ``minItems`` and ``maxItems`` ints (the well-formedness check let through no
+    other count but a float such as ``1.0``, which normalize makes an int)."""
     if s.get("items").__class__ is list:
         return False
-    for k in ("minItems", "maxItems"):
-        v = s.get(k, 0)
-        if v.__class__ is not int or v < 0:
-            return False
-    return True
+    return s.get("minItems", 0).__class__ is int and s.get("maxItems", 0).__class__ is int
 
 
 def constraining(s: dict[str, Any]) -> bool:
