@@ -131,6 +131,8 @@ _PLAIN: list[Any] = [
     {"type": "array", "items": _S, "uniqueItems": True},
     {"type": "array", "items": _S, "properties": {"a": _S}},
     {"type": "array", "items": _S, "maxLength": 1},
+    {"type": "object", "items": _S, "minItems": 1},  # the array's keywords alone beside "object"
+    {"type": "array", "required": ["a"], "additionalProperties": False},  # and the object's
 ]
 
 
