@@ -221,3 +221,13 @@ def _arrays(draw: Any, depth: int = 1) -> Any:
 @given(_objects(), st.booleans(), st.booleans())
 def test_drawn_plain_objects_as_the_general_path(schema: Any, canonical: bool, strict: bool) -> None:
     assert _output(schema, canonical, strict) == _general(schema, canonical, strict), json.dumps(schema)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_unknown_keywords_rejected_as_the_general_path(monkeypatch: pytest.MonkeyPatch, strict: bool) -> None:
+    """With ``UNKNOWN_KEYWORDS = "reject"`` a plain container's keyword of no vocabulary is
+    refused as ``simple`` refuses it."""
+    monkeypatch.setattr(walk, "UNKNOWN_KEYWORDS", "reject")
+    for schema in _PLAIN:
+        if "self" in schema or "javaName" in schema or "self" in json.dumps(schema):
+            assert _output(schema, True, strict) == _general(schema, True, strict), schema

@@ -379,7 +379,7 @@ class SchemaCompiler:
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         plain = 0  # keywords that are not annotations
         kinds = 3  # the PLAIN_KW bits every one of them has
-        unknown: list[str] | None = None  # keywords of no vocabulary, in schema order
+        unknown = False  # a keyword of no vocabulary among them
         for k in s:
             if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
                 where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
@@ -391,31 +391,17 @@ class SchemaCompiler:
                     kinds &= bits
                 elif k in NOT_PLAIN:
                     kinds = 0
-                elif unknown is None:
-                    unknown = [k]
                 else:
-                    unknown.append(k)
-        t = s.get("type")
-        if t.__class__ is str:
-            if plain == 1 and t in SCALAR_TYPES:
-                return self.scalar(s, path)
-            if kinds:  # what normalize and simple do for a plain object or array: the unknown
-                # keywords' rows, the type's, then the container, without their checks for
-                # every other keyword and type
-                if t == "object" and kinds & 1:
-                    if unknown is not None:
-                        for k in unknown:
-                            self._unknown(k, path)
-                    self.rep.enforced(path + "/type", "type")
-                    if self.canonical:
-                        return self.containers.listed_object(s, path, base)
-                    return self.containers.object(s, path, base)
-                if t == "array" and kinds & 2 and _plain_array(s):
-                    if unknown is not None:
-                        for k in unknown:
-                            self._unknown(k, path)
-                    self.rep.enforced(path + "/type", "type")
-                    return self.containers.array(s, path, base)
+                    unknown = True
+        if plain == 1 or kinds:
+            t = s.get("type")
+            if t.__class__ is str:
+                if plain == 1 and t in SCALAR_TYPES:
+                    return self.scalar(s, path)
+                if kinds and (
+                    (t == "object" and kinds & 1) or (t == "array" and kinds & 2 and _plain_array(s))
+                ):
+                    return self._plain_container(s, path, base, t, unknown)
         if "$dynamicRef" in s and self.draft >= 2020:
             s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
@@ -440,6 +426,23 @@ class SchemaCompiler:
         if "anyOf" in s or "oneOf" in s:
             return self.branches(s, path, base)
         return self.simple(s, path, base)
+
+    def _plain_container(self, s: dict[str, Any], path: str, base: str, t: str, unknown: bool) -> ir.Expr:
+        """What normalize and simple do for a plain object or array (PLAIN_KW): the rows of the
+        keywords of no vocabulary, the type's, then the container, without their checks for
+        every other keyword and type."""
+        if unknown:
+            if UNKNOWN_KEYWORDS == "reject":
+                return self.simple(normalize(s, self.draft), path, base)
+            for k in s:
+                if k not in PLAIN_KW and k not in ANNOTATIONS and not k.startswith("x-"):
+                    self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)  # as simple does
+        self.rep.enforced(path + "/type", "type")
+        if t == "array":
+            return self.containers.array(s, path, base)
+        if self.canonical:
+            return self.containers.listed_object(s, path, base)
+        return self.containers.object(s, path, base)
 
     def static_dynamic_ref(self, s: dict[str, Any], base: str) -> dict[str, Any]:
         """``s`` with its ``$dynamicRef`` made a ``$ref`` to what it names in today's dynamic
@@ -957,7 +960,10 @@ class SchemaCompiler:
             if k in UNSUPPORTED:
                 self.rep.rejected(pointer(path, k), k, "not supported")
             elif not k.startswith("x-"):  # neither known nor an annotation (is_annotation)
-                self._unknown(k, path)
+                if UNKNOWN_KEYWORDS == "reject":
+                    self.rep.rejected(pointer(path, k), k, "unknown keyword")
+                else:
+                    self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)
         if "if" not in s and ("then" in s or "else" in s):
             for k in ("then", "else"):
                 if k in s:
@@ -1003,13 +1009,6 @@ class SchemaCompiler:
             self._ignore(s, ARRAY_KW, path)
         live = [a for a in alts if a != ir.NOTHING]
         return ir.alt(*live) if live else ir.NOTHING
-
-    def _unknown(self, k: str, path: str) -> None:
-        """The row of a keyword of no vocabulary (see UNKNOWN_KEYWORDS)."""
-        if UNKNOWN_KEYWORDS == "reject":
-            self.rep.rejected(pointer(path, k), k, "unknown keyword")
-        else:
-            self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)
 
     def scalar(self, s: dict[str, Any], path: str) -> ir.Expr:
         """A schema whose one keyword is ``"type"`` naming one scalar type (annotations aside): the
