@@ -58,6 +58,7 @@ _QUOTE = U.lit('"')
 OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 ORDERED_RUN = 32  # forced members laid out in one rule before the next rule is referenced
 MAX_ORDERED_STATES = 100_000  # (position, state) pairs of an object walked in order
+_TOO_MANY = f"more than {MAX_ORDERED_STATES} states of keys to remember"  # (dependentRequired's row)
 MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their automata
 MAX_UNIQUE_VALUES = 8
 MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, each
@@ -518,9 +519,10 @@ class Containers:
             c.rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
         if free is not ir.NOTHING:
             self._repeats_note(s, path)
-        body = self._ordered_constant(order, member, {n for n in required if n in member}, free, False, _closes)
+        req = {n for n in required if n in member}
+        body = self._ordered_constant(order, member, req, free, False, _closes)
         if body is None:
-            c.rep.rejected(path, "dependentRequired", f"more than {MAX_ORDERED_STATES} states of keys to remember")
+            c.rep.rejected(path, "dependentRequired", _TOO_MANY)
             return ir.NOTHING
         if body == ir.NOTHING:
             return body
@@ -697,9 +699,7 @@ class Containers:
                 rep.enforced(pointer(path, k), k)
         out = self._walk(o, o.order, free, False, lo, hi)
         if out is None:
-            rep.rejected(
-                path, "dependentRequired", f"more than {MAX_ORDERED_STATES} states of keys to remember"
-            )
+            rep.rejected(path, "dependentRequired", _TOO_MANY)
             return ir.NOTHING
         return out
 
