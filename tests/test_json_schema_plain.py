@@ -21,19 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cfgmask import ir
-from cfgmask.errors import CfgmaskError
-from cfgmask.frontends import json_schema
 from cfgmask.frontends.json_schema import containers, walk
 
-
-def _output(schema: Any, canonical: bool, strict: bool) -> str:
-    """The IR (rule names in order, bodies, start, meta) and report of a cold front end run."""
-    json_schema.clear_memos()
-    try:
-        g, report = json_schema.schema_to_grammar(schema, strict=strict, canonical=canonical)
-    except CfgmaskError as e:
-        return f"{type(e).__name__}: {e}"
-    return repr((g.start, g.meta, list(g.rules.items()), list(report)))
+from .test_json_schema_members import _output  # IR and report of a cold run, or the error
 
 
 def _searched(
