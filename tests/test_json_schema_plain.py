@@ -87,6 +87,16 @@ _PLAIN: list[Any] = [
         "properties": {f"k{i}": _S for i in range(40)},
         "required": [f"k{i}" for i in range(40)],
     },
+    {
+        "type": "object",
+        "properties": {f"k{i}": _S for i in range(32)},
+        "required": [f"k{i}" for i in range(32)],
+    },
+    {
+        "type": "object",
+        "properties": {f"k{i}": _S for i in range(33)},
+        "required": [f"k{i}" for i in range(33)],
+    },
     {"type": "object", "properties": {"a/b": _S, "c~d": _I, "": _S, "é": _S}, "required": ["a/b"]},
     {"title": "t", "type": "object", "description": "d", "x-y": 1, "properties": {"a": _S}},
     {"self": {"vendor": "v"}, "type": "object", "properties": {"a": _S}, "required": ["a"]},
