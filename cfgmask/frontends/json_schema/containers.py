@@ -318,10 +318,10 @@ class Containers:
             # required members only, one run: the one rule the loop below makes for them
             name = fresh(rules, "obj-0")
             comma = c.sep(",")
-            run = [eps, member[order[0]]]
+            items = [eps, member[order[0]]]
             for x in order[1:]:
-                run += [comma, member[x]]
-            rules[name] = seq(*run, seq(c.ws(), close))
+                items += [comma, member[x]]
+            rules[name] = seq(*items, seq(c.ws(), close))
             return Ref(name)
         mem: list[ir.Expr] = []  # each position's member, whether it may be skipped, and
         optional: list[bool] = []  # whether it is one way on (required, no free one beside)

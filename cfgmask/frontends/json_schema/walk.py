@@ -378,30 +378,20 @@ class SchemaCompiler:
 
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         plain = 0  # keywords that are not annotations
-        kinds = 3  # the PLAIN_KW bits every one of them has
-        unknown = False  # a keyword of no vocabulary among them
         for k in s:
             if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
                 where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
                 self.rep.enforced(where, k, "annotation")
             else:
                 plain += 1
-                bits = PLAIN_KW.get(k)
-                if bits is not None:
-                    kinds &= bits
-                elif k in NOT_PLAIN:
-                    kinds = 0
-                else:
-                    unknown = True
-        if plain == 1 or kinds:
-            t = s.get("type")
-            if t.__class__ is str:
-                if plain == 1 and t in SCALAR_TYPES:
-                    return self.scalar(s, path)
-                if kinds and (
-                    (t == "object" and kinds & 1) or (t == "array" and kinds & 2 and _plain_array(s))
-                ):
-                    return self._plain_container(s, path, base, t, unknown)
+        t = s.get("type")
+        if t.__class__ is str:
+            if plain == 1 and t in SCALAR_TYPES:
+                return self.scalar(s, path)
+            if t == "object" or t == "array":
+                out = self._plain_container(s, path, base, t)
+                if out is not None:
+                    return out
         if "$dynamicRef" in s and self.draft >= 2020:
             s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
@@ -427,13 +417,26 @@ class SchemaCompiler:
             return self.branches(s, path, base)
         return self.simple(s, path, base)
 
-    def _plain_container(self, s: dict[str, Any], path: str, base: str, t: str, unknown: bool) -> ir.Expr:
-        """What normalize and simple do for a plain object or array (PLAIN_KW): the rows of the
-        keywords of no vocabulary, the type's, then the container, without their checks for
-        every other keyword and type."""
+    def _plain_container(self, s: dict[str, Any], path: str, base: str, t: str) -> ir.Expr | None:
+        """What normalize and simple do for a plain object or array (its keywords' PLAIN_KW bits,
+        read in one lookup each, hold its type's; an array's ``items`` not a list, its counts
+        ints): the rows of the keywords of no vocabulary, the type's, then the container,
+        without their checks for every other keyword and type; None for another schema."""
+        kinds = 1 if t == "object" else 2
+        unknown = False  # a keyword of no vocabulary
+        for k in s:
+            bits = PLAIN_KW.get(k)
+            if bits is not None:
+                kinds &= bits
+            elif k in NOT_PLAIN:
+                return None
+            elif k not in ANNOTATIONS and not k.startswith("x-"):
+                unknown = True
+        if not kinds or (t == "array" and not _plain_array(s)):
+            return None
         if unknown:
             if UNKNOWN_KEYWORDS == "reject":
-                return self.simple(normalize(s, self.draft), path, base)
+                return None
             for k in s:
                 if k not in PLAIN_KW and k not in ANNOTATIONS and not k.startswith("x-"):
                     self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)  # as simple does
