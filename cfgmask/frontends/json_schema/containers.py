@@ -42,7 +42,7 @@ from . import _ir_util as U
 from . import chardfa
 from .lexical import Encoder, encode_text
 from .merge import ANNOTATIONS, Unmergeable, equal, evaluate, intersect, is_annotation, type_set
-from .report import pointer
+from .report import ENFORCED, pointer
 from .strings import not_in, pattern_dfa
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ _QUOTE = U.lit('"')
 OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 ORDERED_RUN = 32  # forced members laid out in one rule before the next rule is referenced
 MAX_ORDERED_STATES = 100_000  # (position, state) pairs of an object walked in order
+_TOO_MANY = f"more than {MAX_ORDERED_STATES} states of keys to remember"  # (dependentRequired's row)
 MAX_PATTERNS = 6  # patternProperties: the key regions are a product of their automata
 MAX_UNIQUE_VALUES = 8
 MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, each
@@ -65,6 +66,11 @@ MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, 
 # _ir_util's literals are: the first _KEYS_MAX keys met are kept, later ones made each time
 _KEYS: dict[tuple[str, bool], ir.Expr] = {}
 _KEYS_MAX = 8192
+
+
+def _closes(x: Any) -> bool:
+    """The final test of a walk that remembers and counts nothing (:meth:`listed_object`)."""
+    return True
 
 
 def _trivial(s: Any) -> bool:
@@ -306,36 +312,61 @@ class Containers:
         comma: ir.Expr | None = None  # c.sep(","), asked for where ordered asks for it first
         close = U.lit("}")
 
+        if not has_free and required.isdisjoint(order):
+            return self._optional_walk([member[x] for x in order])
+        if not has_free and n <= ORDERED_RUN and required.issuperset(order):
+            # required members only, one run: the one rule the loop below makes for them
+            name = fresh(rules, "obj-0")
+            comma = c.sep(",")
+            items = [eps, member[order[0]]]
+            for x in order[1:]:
+                items += [comma, member[x]]
+            rules[name] = seq(*items, seq(c.ws(), close))
+            return Ref(name)
+        mem: list[ir.Expr] = []  # each position's member, whether it may be skipped, and
+        optional: list[bool] = []  # whether it is one way on (required, no free one beside)
+        forced: list[bool] = []
+        for x in order:
+            mem.append(member[x])
+            skips = x not in required
+            optional.append(skips)
+            forced.append(not skips and not everywhere)
+
         name = names[0] = fresh(rules, "obj-0")
         bodies.append((name, 0, False))
         first = Ref(name)
         while bodies:
             name, i, written = bodies.pop()
             # a run of required members (one way on) goes into one flat sequence (see ordered)
-            run: list[ir.Expr] = []
-            for _ in range(ORDERED_RUN):
-                if i == n or everywhere or order[i] not in required:
-                    break
-                if written:
-                    if comma is None:
-                        comma = c.sep(",")
-                    run += [comma, member[order[i]]]
-                else:
-                    run += [eps, member[order[i]]]
-                i += 1
-                written = True
+            run: list[ir.Expr] | None = None
+            if i < n and forced[i]:
+                run = []
+                for _ in range(ORDERED_RUN):
+                    if i == n or not forced[i]:
+                        break
+                    if written:
+                        if comma is None:
+                            comma = c.sep(",")
+                        run += [comma, mem[i]]
+                    else:
+                        run += [eps, mem[i]]
+                    i += 1
+                    written = True
             lead: ir.Expr = eps
             if written:
                 if comma is None:
                     comma = c.sep(",")
                 lead = comma
-            alts: list[ir.Expr] = []
             if i == n:
-                alts.append(seq(c.ws(), close) if written else close)
+                end = seq(c.ws(), close) if written else close
                 if not has_free:
-                    rules[name] = seq(*run, alt(*alts))
+                    rules[name] = seq(*run, end) if run else end
                     continue
-            j = i + 1 if i < n else n  # where a member (or a free one at the end) leads
+                alts = [end]
+                j = n  # where a free member at the end leads
+            else:
+                alts = []
+                j = i + 1  # where a member leads
             nxt = names[2 * j + 1]
             if nxt is None:
                 nxt = names[2 * j + 1] = fresh(rules, f"obj-{j}")
@@ -343,8 +374,8 @@ class Containers:
             if i == n:
                 alts.append(seq(lead, free, Ref(nxt)))
             else:
-                alts.append(seq(lead, member[order[i]], Ref(nxt)))
-                if order[i] not in required:
+                alts.append(seq(lead, mem[i], Ref(nxt)))
+                if optional[i]:
                     k = 2 * j + written
                     skip = names[k]
                     if skip is None:
@@ -357,8 +388,37 @@ class Containers:
                         here = names[2 * i + 1] = fresh(rules, f"obj-{i}")
                         bodies.append((here, i, True))
                     alts.append(seq(lead, free, Ref(here)))
-            rules[name] = seq(*run, alt(*alts))
+            body = alt(*alts)
+            rules[name] = seq(*run, body) if run else body
         return first
+
+    def _optional_walk(self, mem: list[ir.Expr]) -> ir.Ref:
+        """:meth:`_ordered_constant` for members that are all optional and no free one: its
+        search reaches every (position, written) but (0, written) and names them in the order
+        it meets them, (0, not), then (j, written) and (j, not) for each j -- named here in
+        that order, without the search; each rule is its member or a skip to the next
+        position, the last one the close."""
+        c = self.c
+        rules, fresh, seq, alt, Ref, eps = c.rules, U.fresh_stem, ir.seq, ir.alt, ir.Ref, ir.EPSILON
+        n = len(mem)
+        first = fresh(rules, "obj-0")
+        close = U.lit("}")
+        if not n:
+            rules[first] = close
+            return Ref(first)
+        names = [first]  # at 2 * j - written, j >= 1: (j, written) then (j, not)
+        for j in range(1, n + 1):
+            stem = f"obj-{j}"
+            names += [fresh(rules, stem), fresh(rules, stem)]
+        comma = c.sep(",")
+        rules[first] = alt(seq(eps, mem[0], Ref(names[1])), Ref(names[2]))
+        for i in range(1, n):
+            on = Ref(names[2 * i + 1])
+            rules[names[2 * i - 1]] = alt(seq(comma, mem[i], on), on)
+            rules[names[2 * i]] = alt(seq(eps, mem[i], on), Ref(names[2 * i + 2]))
+        rules[names[2 * n - 1]] = seq(c.ws(), close)
+        rules[names[2 * n]] = close
+        return Ref(first)
 
     @staticmethod
     def _live(
@@ -411,6 +471,71 @@ class Containers:
         if c.canonical:
             return self._canonical(o, path)
         return self._any_order(o, path)
+
+    def listed_object(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
+        """:meth:`object` in canonical mode for a schema whose keywords are ``type``,
+        ``properties``, ``required`` and ``additionalProperties`` (annotations aside; most
+        objects): what :meth:`_members`, :meth:`_canonical` and :meth:`_walk` do for it, the
+        same rules and report rows in the same order, in one step -- nothing is remembered or
+        counted (no ``dependentRequired``, condition or ``min/maxProperties``), so the walk is
+        :meth:`_ordered_constant`'s and closing is always allowed."""
+        c = self.c
+        rows = c.rep.rows
+        props = s.get("properties")
+        if props is None:
+            props = {}
+        else:
+            rows.append((path + "/properties", "properties", ENFORCED, ""))
+        req = s.get("required")
+        if req is None:
+            required = []
+        else:
+            rows.append((path + "/required", "required", ENFORCED, ""))
+            required = list(dict.fromkeys(req))
+        addl = s.get("additionalProperties", True)
+        closed = bool(props) and "additionalProperties" not in s  # as _members' canon_closed
+        names = list(dict.fromkeys([*props, *required])) if required else list(props)
+        values: dict[str, Any] = {}
+        for n in names:
+            if n in props:  # _all_of([p]), inline
+                p = props[n]
+                values[n] = False if p is False else True if _trivial(p) else p
+            else:
+                values[n] = addl
+        if "additionalProperties" in s:
+            rows.append((path + "/additionalProperties", "additionalProperties", ENFORCED, ""))
+        elif closed:  # canonical: keys the schema does not list are not generated
+            addl = False
+        member = self._listed(names, values, set(required), path, base)
+        if member is None:
+            return ir.NOTHING
+        free: ir.Expr = ir.NOTHING
+        if addl is not False:
+            key_lang = not_in(names, c.rules, True) if names else ir.Repeat(c.char_generic(), 0, None)
+            value = c.schema(addl, path + "/additionalProperties", base)
+            if value != ir.NOTHING:
+                free = ir.seq(U.lit('"'), key_lang, U.lit('"'), c.sep(":"), value)
+        order = [n for n in names if n in member] if len(member) < len(names) else names
+        why = []
+        if len(order) > 1:
+            why.append("properties in the order the schema lists them")
+        if order:
+            why.append("listed keys spelled literally")
+        if closed:
+            why.append("keys the schema does not list are not generated")
+        if why:
+            where = path + "/properties" if "properties" in s else path
+            c.rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
+        if free is not ir.NOTHING:
+            self._repeats_note(s, path)
+        req = {n for n in required if n in member}
+        body = self._ordered_constant(order, member, req, free, False, _closes)
+        if body is None:
+            c.rep.rejected(path, "dependentRequired", _TOO_MANY)
+            return ir.NOTHING
+        if body == ir.NOTHING:
+            return body
+        return ir.seq(U.lit("{"), c.ws(), body)
 
     def _members(
         self, s: dict[str, Any], path: str, base: str, presence: list[tuple[str, list[frozenset[str]]]]
@@ -569,7 +694,7 @@ class Containers:
             rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
         free = ir.alt(*o.free) if o.free else ir.NOTHING
         if o.free:
-            self._repeats_note(o, path)
+            self._repeats_note(o.s, path)
         lo, hi = o.lo, o.hi
         if o.free and lo > len(o.required) + 1:
             rep.rejected(
@@ -583,9 +708,7 @@ class Containers:
                 rep.enforced(pointer(path, k), k)
         out = self._walk(o, o.order, free, False, lo, hi)
         if out is None:
-            rep.rejected(
-                path, "dependentRequired", f"more than {MAX_ORDERED_STATES} states of keys to remember"
-            )
+            rep.rejected(path, "dependentRequired", _TOO_MANY)
             return ir.NOTHING
         return out
 
@@ -645,10 +768,10 @@ class Containers:
             return body
         return ir.seq(U.lit("{"), c.ws(), body)
 
-    def _repeats_note(self, o: _Object, path: str) -> None:
+    def _repeats_note(self, s: dict[str, Any], path: str) -> None:
         kw = "type"
         for k in ("additionalProperties", "patternProperties", "properties"):  # the first present
-            if k in o.s:
+            if k in s:
                 kw = k
                 break
         why = "keys not tracked may appear twice, each value checked (RFC 8259: names SHOULD be unique)"
@@ -688,7 +811,7 @@ class Containers:
                 rep.enforced(pointer(path, k), k)
         untracked = [member[n] for n in o.order if n not in tracked]
         if untracked or free_parts:
-            self._repeats_note(o, path)
+            self._repeats_note(o.s, path)
         free = ir.alt(*untracked, *free_parts) if untracked or free_parts else ir.NOTHING
         if free != ir.NOTHING:  # one shared rule: every key-subset state refers to it
             fname = U.fresh_stem(self.c.rules, "members")

@@ -35,7 +35,7 @@ _COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "m
 
 
 # The keywords normalize() may respell or check.
-_NORMALIZED = frozenset(
+NORMALIZED = frozenset(
     (*_COUNTS, "exclusiveMaximum", "exclusiveMinimum", "items", "additionalItems", "dependencies", "const")
 )
 
@@ -58,7 +58,7 @@ def normalize(s: dict[str, Any], draft: int) -> dict[str, Any]:
     numeric ones; draft-07 array ``items``/``additionalItems`` become ``prefixItems``/``items``;
     ``dependencies`` splits into ``dependentRequired``/``dependentSchemas``."""
     out = dict(s)
-    if out.keys().isdisjoint(_NORMALIZED):  # nothing to respell (most subschemas)
+    if out.keys().isdisjoint(NORMALIZED):  # nothing to respell (most subschemas)
         return out
     for k in _COUNTS:
         v = out.get(k)

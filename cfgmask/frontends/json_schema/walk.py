@@ -25,6 +25,7 @@ from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
     ANNOTATIONS,
+    NORMALIZED,
     TYPES,
     Unmergeable,
     evaluate,
@@ -58,6 +59,7 @@ UNSUPPORTED = {"$dynamicRef", "$recursiveRef"}  # $dynamicRef: 2019-09 has none;
 # "reject" to refuse them in strict mode instead.
 UNKNOWN_KEYWORDS = "annotate"
 UNKNOWN_REASON = "unknown keyword: an annotation (no vocabulary defines it), as JSON Schema says"
+NOT_PLAIN = frozenset(KNOWN | UNSUPPORTED | NORMALIZED)  # see PLAIN_KW
 KNOWN_META = {
     f"{scheme}://json-schema.org/{d}/schema"
     for scheme in ("http", "https")
@@ -86,6 +88,15 @@ PRESENCE = "\x00presence"  # where negation() hands one back
 MAX_MULTIPLE_OF = 1000
 # The type names :meth:`SchemaCompiler.scalar` compiles: a schema ``{"type": one of these}``.
 SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+# The keywords of a plain object (1) and a plain array (2), that _schema sends to Containers'
+# object or array directly: with these alone (annotations aside) and "type" the one type,
+# neither normalize nor simple changes or reports anything but "type" (an array's "items" a
+# schema, its counts nonnegative ints); _schema reads each keyword's bits here in one lookup
+PLAIN_KW = {"type": 3, "properties": 1, "required": 1, "additionalProperties": 1, "items": 2,
+            "minItems": 2, "maxItems": 2}  # fmt: skip
+# keywords that keep a schema off that path (those of PLAIN_KW aside): every other known one,
+# and those normalize respells; a keyword of none of these is unknown, an annotation that
+# simple reports (_unknown), which the plain path does as well
 # a scalar type's own keywords: member_value compiles a leaf of one type with these beside it
 LEAF_KW = {
     "string": frozenset({*STRING_KW, "enum", "const"}),
@@ -112,6 +123,15 @@ def detect_draft(schema: Any) -> int:
         if mark in text:
             return n
     return 2020
+
+
+def _plain_array(s: dict[str, Any]) -> bool:
+    """An array of PLAIN_KW's keywords that normalize leaves as it is: ``items`` one schema (not
+    a list), ``minItems`` and ``maxItems`` ints (the well-formedness check let through no
+    other count but a float such as ``1.0``, which normalize makes an int)."""
+    if s.get("items").__class__ is list:
+        return False
+    return s.get("minItems", 0).__class__ is int and s.get("maxItems", 0).__class__ is int
 
 
 def constraining(s: dict[str, Any]) -> bool:
@@ -364,10 +384,14 @@ class SchemaCompiler:
                 self.rep.enforced(where, k, "annotation")
             else:
                 plain += 1
-        if plain == 1:
-            t = s.get("type")
-            if t.__class__ is str and t in SCALAR_TYPES:
+        t = s.get("type")
+        if t.__class__ is str:
+            if plain == 1 and t in SCALAR_TYPES:
                 return self.scalar(s, path)
+            if t == "object" or t == "array":
+                out = self._plain_container(s, path, base, t)
+                if out is not None:
+                    return out
         if "$dynamicRef" in s and self.draft >= 2020:
             s = self.static_dynamic_ref(s, base)
         if "$ref" in s:
@@ -392,6 +416,36 @@ class SchemaCompiler:
         if "anyOf" in s or "oneOf" in s:
             return self.branches(s, path, base)
         return self.simple(s, path, base)
+
+    def _plain_container(self, s: dict[str, Any], path: str, base: str, t: str) -> ir.Expr | None:
+        """What normalize and simple do for a plain object or array (its keywords' PLAIN_KW bits,
+        read in one lookup each, hold its type's; an array's ``items`` not a list, its counts
+        ints): the rows of the keywords of no vocabulary, the type's, then the container,
+        without their checks for every other keyword and type; None for another schema."""
+        kinds = 1 if t == "object" else 2
+        unknown = False  # a keyword of no vocabulary
+        for k in s:
+            bits = PLAIN_KW.get(k)
+            if bits is not None:
+                kinds &= bits
+            elif k in NOT_PLAIN:
+                return None
+            elif k not in ANNOTATIONS and not k.startswith("x-"):
+                unknown = True
+        if not kinds or (t == "array" and not _plain_array(s)):
+            return None
+        if unknown:
+            if UNKNOWN_KEYWORDS == "reject":
+                return None
+            for k in s:
+                if k not in PLAIN_KW and k not in ANNOTATIONS and not k.startswith("x-"):
+                    self.rep.enforced(pointer(path, k), k, UNKNOWN_REASON)  # as simple does
+        self.rep.enforced(path + "/type", "type")
+        if t == "array":
+            return self.containers.array(s, path, base)
+        if self.canonical:
+            return self.containers.listed_object(s, path, base)
+        return self.containers.object(s, path, base)
 
     def static_dynamic_ref(self, s: dict[str, Any], base: str) -> dict[str, Any]:
         """``s`` with its ``$dynamicRef`` made a ``$ref`` to what it names in today's dynamic
