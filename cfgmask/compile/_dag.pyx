@@ -1206,7 +1206,55 @@ cdef list sorted_calls(object calls):
     return out
 
 
-cdef list tarjan(dict graph, object root, dict num, list kids):
+cdef struct Numbered:
+    # What ``tarjan`` records for ``plan`` by Tarjan number, so the plan reads numbers where it
+    # looked each member and callee up by name (``num[name]``, ~0.1 K instructions a probe,
+    # several a component) and each rule's call set (``graph[m]``, ``m in calls``)
+    Py_ssize_t *order  # every rule's number, in the order the components list their members
+    Py_ssize_t *edge_at  # per rule: where its callees' numbers start in ``edges``
+    Py_ssize_t *edges  # the callees' numbers, each rule's in its sorted callees' order
+    unsigned char *loop  # per rule: it calls itself
+    Py_ssize_t n_order, n_edges, edges_cap
+
+
+cdef int numbered_init(Numbered *nb, Py_ssize_t n) except -1:
+    """Room for ``n`` rules (the edges grow as they are met)."""
+    nb.n_order = nb.n_edges = 0
+    nb.edges_cap = 2 * n + 8
+    nb.order = <Py_ssize_t *>PyMem_Malloc((2 * n + 1) * sizeof(Py_ssize_t))
+    nb.edges = <Py_ssize_t *>PyMem_Malloc(nb.edges_cap * sizeof(Py_ssize_t))
+    nb.loop = <unsigned char *>PyMem_Calloc(n + 1, 1)
+    if nb.order == NULL or nb.edges == NULL or nb.loop == NULL:
+        raise MemoryError
+    nb.edge_at = nb.order + n
+    return 0
+
+
+cdef void numbered_free(Numbered *nb) noexcept:
+    PyMem_Free(nb.order)
+    PyMem_Free(nb.edges)
+    PyMem_Free(nb.loop)
+    nb.order = nb.edges = nb.edge_at = NULL
+    nb.loop = NULL
+
+
+cdef int numbered_reserve(Numbered *nb, Py_ssize_t w, Py_ssize_t n) except -1:
+    """Slots for the ``n`` callees of rule ``w`` (numbered just now)."""
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t *e
+    if nb.n_edges + n > nb.edges_cap:
+        cap = 2 * (nb.n_edges + n)
+        e = <Py_ssize_t *>PyMem_Realloc(nb.edges, cap * sizeof(Py_ssize_t))
+        if e == NULL:
+            raise MemoryError
+        nb.edges = e
+        nb.edges_cap = cap
+    nb.edge_at[w] = nb.n_edges
+    nb.n_edges += n
+    return 0
+
+
+cdef list tarjan(dict graph, object root, dict num, list kids, Numbered *nb=NULL):
     """``graph.sccs(graph, root)``: Tarjan's components of the part reachable from ``root``,
     callees before callers, children visited in sorted order (the same components in the
     same order).  Rules are numbered as they are reached (their Tarjan index), and the index,
@@ -1214,7 +1262,9 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
     an edge one lookup, where dicts and a set of names cost ~10 operations a rule.  Fills
     ``num`` (rule -> its number) and ``kids`` (by number: the rules it calls, sorted), which
     the plan reads again.  With ``num`` and ``kids`` of earlier calls (``sccs_all``), the
-    rules they numbered are skipped (their components are complete) and numbering goes on."""
+    rules they numbered are skipped (their components are complete) and numbering goes on.
+    With ``nb`` (``plan``'s, ``num`` empty): each component's members' numbers, each rule's
+    callees' numbers and whether it calls itself, as they are met (``Numbered``)."""
     cdef list names = [], out = [], comp, kl
     cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x, first = len(num)
     if len(kids) != first:
@@ -1228,8 +1278,12 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
     cdef Py_ssize_t *stk = mem + 2 * cap  # Tarjan's stack
     cdef Py_ssize_t *path = mem + 3 * cap  # the rules on the path from the root
     cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
+    if nb != NULL and first != 0:
+        raise ValueError("tarjan: numbers for the plan start at 0")
     try:
         kids.append(sorted_calls(graph[root]))
+        if nb != NULL:
+            numbered_reserve(nb, 0, len(<list>kids[0]))
         num[root] = first
         names.append(root)
         low[0] = 0
@@ -1251,6 +1305,9 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                         raise ValueError("tarjan: more rules reached than the graph holds")
                     w = count
                     count += 1
+                    if nb != NULL:
+                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                        numbered_reserve(nb, w, len(<list>kids[w]))
                     num[child] = first + w
                     names.append(child)
                     low[w] = w
@@ -1262,6 +1319,10 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                     top += 1
                 else:
                     w = PyLong_AsSsize_t(<object>got) - first  # < 0: numbered by an earlier call
+                    if nb != NULL:
+                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                        if w == v:
+                            nb.loop[v] = 1
                     if w >= 0 and on[w] and w < low[v]:
                         low[v] = w
                 continue
@@ -1277,6 +1338,9 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                     x = stk[sp]
                     on[x] = 0
                     comp.append(names[x])
+                    if nb != NULL:
+                        nb.order[nb.n_order] = x
+                        nb.n_order += 1
                     if x == v:
                         break
                 out.append(comp)
@@ -1412,38 +1476,48 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef Py_ssize_t *nest  # a rule marked or left to expand: the expansions nested in it, itself included
     cdef Py_ssize_t *callee_num  # the current component's callees' numbers
     cdef Py_ssize_t *member_num  # the current component's members' numbers
+    cdef Numbered nb  # by Tarjan: the members' and callees' numbers (no lookup by name)
+    cdef Py_ssize_t at_order = 0, first_w
+    cdef bint by_number  # the callees' numbers are tarjan's (a component of one rule, no self call)
+    nb.order = nb.edges = nb.edge_at = NULL
+    nb.loop = NULL
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
         key_ids = cache._key_ids
         components = cache._components
-    comps = tarjan(graph, start, num, called)
-    n_rules = len(num)
-    key_by = [None] * n_rules
-    cap_by = [None] * n_rules
-    cid_by = [None] * n_rules
-    idx_by = [None] * n_rules
-    mem = <Py_ssize_t *>PyMem_Malloc((4 * n_rules + 1) * sizeof(Py_ssize_t))
-    if mem == NULL:
-        raise MemoryError
-    once = mem
-    nest = mem + n_rules
-    callee_num = mem + 2 * n_rules
-    member_num = mem + 3 * n_rules
-    for i in range(n_rules):
-        once[i] = -1
     try:
+        numbered_init(&nb, len(graph) + 1)
+        comps = tarjan(graph, start, num, called, &nb)
+        n_rules = len(num)
+        key_by = [None] * n_rules
+        cap_by = [None] * n_rules
+        cid_by = [None] * n_rules
+        idx_by = [None] * n_rules
+        mem = <Py_ssize_t *>PyMem_Malloc((4 * n_rules + 1) * sizeof(Py_ssize_t))
+        if mem == NULL:
+            raise MemoryError
+        once = mem
+        nest = mem + n_rules
+        callee_num = mem + 2 * n_rules
+        member_num = mem + 3 * n_rules
+        for i in range(n_rules):
+            once[i] = -1
         for comp in comps:
             n_comp = len(comp)
             m = comp[0]
+            first_w = at_order  # the members' numbers: nb.order[first_w:], as comp lists them
+            at_order += n_comp
+            by_number = False
             if n_comp == 1:  # most components: one rule
-                calls = graph[m]
-                recursive = m in calls
+                w = nb.order[first_w]
+                recursive = nb.loop[w]  # m in graph[m]
                 if recursive:
                     members = {m}
                     regular = tail_only(sess, refs, keys, cids[m], members)
-                    callees = sorted(calls - members)
+                    callees = sorted(graph[m] - members)
                 else:
                     regular = True
-                    callees = <list>called[<Py_ssize_t>num[m]]  # sorted(calls), by tarjan
+                    callees = <list>called[w]  # sorted(graph[m]), by tarjan
+                    by_number = True
             else:
                 members = set(comp)
                 recursive = True
@@ -1457,8 +1531,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 deadline_check("rule loop")
             done += 1
             n_callees = len(callees)
-            for i in range(n_callees):  # reached from a member: numbered, in an earlier component
-                callee_num[i] = <Py_ssize_t>num[callees[i]]
+            if by_number:  # tarjan's numbers of called[w], in its order
+                for i in range(n_callees):
+                    callee_num[i] = nb.edges[nb.edge_at[w] + i]
+            else:
+                for i in range(n_callees):  # reached from a member: numbered, in an earlier component
+                    callee_num[i] = <Py_ssize_t>num[callees[i]]
             # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
             # then each callee's (name, key, cap), flat (equal keys, equal components); a
             # member's name is None in a component of one rule that does not call itself
@@ -1476,7 +1554,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
                 # big automata are copied only into a single caller.
                 m = comp[i]
-                w = member_num[i] = <Py_ssize_t>num[m]
+                w = member_num[i] = nb.order[first_w + i]
                 u = uses.get(m, 0)
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
@@ -1563,6 +1641,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             out.append((comp, key, (spec_members, callee_idx, recursive and regular, cached, False)))
     finally:
         PyMem_Free(mem)
+        numbered_free(&nb)
         if locked:
             lock_release()
     return out
