@@ -147,7 +147,15 @@ cdef class Facts:
     one node, a compiled walk (``intern``, ``intern_all``) once for all of its nodes, and the
     ``add_*`` methods and ``insert`` run with it held, each key looked up once."""
     cdef dict ids
-    cdef list keys, count, height, maxlit, refs, uses, maxprod, plain
+    cdef list keys, refs, uses
+    # A node's tree size, height, longest literal, largest repetition product and plainness
+    # live in ``fa`` alone (``Interner.count`` and the others are :class:`Column` views of it),
+    # where five lists appended a node cost ~0.2 K instructions a new node and their growth
+    # reallocations as much again (docs/design.md §7); a size or product past 2**62 is kept
+    # in ``big`` (id -> (count, maxprod)).  ``lists``: a subclass that registers nodes its
+    # own way (tests/reference_encode.py) gives its five lists, and they are read instead.
+    cdef dict big
+    cdef list count, height, maxlit, maxprod, plain  # a subclass's lists, or None
     cdef object acquire, release  # the interner's lock (bound once: ``with`` looks them up a call)
     cdef object marker_name  # encode.marker_name: the rule a lookahead refers to
     # The facts a new sequence or alternation reads of its children, per id in one C array
@@ -167,16 +175,72 @@ cdef class Facts:
     def __init__(self, interner, marker_name):
         self.ids = interner.ids
         self.keys = interner.keys
-        self.count = interner.count
-        self.height = interner.height
-        self.maxlit = interner.maxlit
         self.refs = interner._refs
         self.uses = interner._uses
-        self.maxprod = interner.maxprod
-        self.plain = interner.plain
+        self.big = {}
         self.acquire = interner.lock.acquire
         self.release = interner.lock.release
         self.marker_name = marker_name
+
+    def use_lists(self, list count, list height, list maxlit, list maxprod, list plain):
+        """Keep the five facts in these lists too, and read them from there (a subclass's
+        ``add`` appends to them itself; the C facts are then out of step)."""
+        self.count, self.height, self.maxlit, self.maxprod, self.plain = count, height, maxlit, maxprod, plain
+
+    cdef inline bint in_c(self, Py_ssize_t c) noexcept:
+        """Are node ``c``'s five facts read from ``fa``?"""
+        return self.count is None and 0 <= c < self.fa_len
+
+    cdef object count_of(self, Py_ssize_t c):
+        if self.in_c(c):
+            return self.fa[c].count if self.fa[c].count >= 0 else (<tuple>self.big[c])[0]
+        if self.count is None:
+            raise IndexError("list index out of range")
+        return self.count[c]
+
+    cdef object maxprod_of(self, Py_ssize_t c):
+        if self.in_c(c):
+            return self.fa[c].maxprod if self.fa[c].maxprod >= 0 else (<tuple>self.big[c])[1]
+        if self.maxprod is None:
+            raise IndexError("list index out of range")
+        return self.maxprod[c]
+
+    cdef long height_of(self, Py_ssize_t c) except? -1:
+        if self.in_c(c):
+            return self.fa[c].height
+        if self.height is None:
+            raise IndexError("list index out of range")
+        return self.height[c]
+
+    cdef Py_ssize_t maxlit_of(self, Py_ssize_t c) except? -1:
+        if self.in_c(c):
+            return self.fa[c].maxlit
+        if self.maxlit is None:
+            raise IndexError("list index out of range")
+        return self.maxlit[c]
+
+    cdef int plain_of(self, Py_ssize_t c) except -1:
+        if self.in_c(c):
+            return self.fa[c].plain
+        if self.plain is None:
+            raise IndexError("list index out of range")
+        return 1 if self.plain[c] else 0
+
+    def fact(self, Py_ssize_t c, int field):
+        """Node ``c``'s fact ``field`` (0 count, 1 height, 2 longest literal, 3 largest
+        repetition product, 4 plain): what :class:`Column` reads."""
+        if field == 0:
+            return self.count_of(c)
+        if field == 1:
+            return self.height_of(c)
+        if field == 2:
+            return self.maxlit_of(c)
+        if field == 3:
+            return self.maxprod_of(c)
+        return self.plain_of(c) == 1
+
+    def __len__(self):
+        return len(self.keys)
 
     cpdef Py_ssize_t add(self, tuple key) except -1:
         """The id of the node ``key`` (kind, data, children's ids), registered with its facts if
@@ -256,14 +320,17 @@ cdef class Facts:
             f.maxlit = maxlit
             f.plain = plain
             f.has_refs = has_refs
+            if f.count < 0 or f.maxprod < 0:
+                self.big[self.fa_len] = (count, maxprod)
             self.fa_len += 1
-        self.count.append(count)
-        self.height.append(height)
-        self.maxlit.append(maxlit)
+        if self.count is not None:  # a subclass's lists
+            self.count.append(count)
+            self.height.append(height)
+            self.maxlit.append(maxlit)
+            self.maxprod.append(maxprod)
+            self.plain.append(plain)
         self.refs.append(None if has_refs else NO_REFS)
         self.uses.append(None if has_refs else NO_USES)
-        self.maxprod.append(maxprod)
-        self.plain.append(plain)
         self.keys.append(key)
         if not claimed:
             self.ids[key] = i
@@ -294,14 +361,13 @@ cdef class Facts:
         """``add_list`` of a new node, its id ``cid`` claimed."""
         if not kids:
             return self.insert(key, cid, 1, 1, 0, False, 1, True)
-        cdef list count = self.count, maxprod = self.maxprod
         cdef object total, prod, p
         cdef long h = 0
         cdef Py_ssize_t lit = 0, k, n = len(kids), i
         cdef long long tc = 1, pc = 0
         cdef bint all_plain = True, big = False, has_refs = False
         cdef const Fact *f
-        if self.fa_len != len(self.keys):
+        if self.fa_len != len(self.keys) or self.count is not None:
             return self.add_list_py(key, kids, cid)
         for i in range(n):
             o = kids[i]
@@ -330,8 +396,8 @@ cdef class Facts:
             prod = None
             for o in kids:
                 k = <Py_ssize_t>o
-                total = total + count[k]
-                p = maxprod[k]
+                total = total + self.count_of(k)
+                p = self.maxprod_of(k)
                 if prod is None or p > prod:
                     prod = p
         else:
@@ -342,25 +408,23 @@ cdef class Facts:
     cdef object add_list_py(self, tuple key, tuple kids, object i):
         """``add_list`` of a new node from the lists alone (the C facts out of step with them:
         a subclass registered ids its own way)."""
-        cdef list count = self.count, height = self.height, maxlit = self.maxlit
-        cdef list maxprod = self.maxprod, plain = self.plain
         cdef object total = 1, prod = None, p
         cdef long h = 0, x
         cdef Py_ssize_t lit = 0, y, k
         cdef bint all_plain = True, has_refs = False
         for o in kids:
             k = <Py_ssize_t>o
-            total = total + count[k]
-            x = height[k]
+            total = total + self.count_of(k)
+            x = self.height_of(k)
             if x > h:
                 h = x
-            y = maxlit[k]
+            y = self.maxlit_of(k)
             if y > lit:
                 lit = y
-            p = maxprod[k]
+            p = self.maxprod_of(k)
             if prod is None or p > prod:
                 prod = p
-            if not plain[k]:
+            if not self.plain_of(k):
                 all_plain = False
             if self.uses_of(k):
                 has_refs = True
@@ -375,8 +439,8 @@ cdef class Facts:
         try:
             bound = max(key[2], key[3] or 0, 1)
             has_refs = self.fa[k].has_refs if 0 <= k < self.fa_len else len(self.uses_of(k)) != 0
-            return self.insert(key, i, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], has_refs,
-                               bound * self.maxprod[k], False)
+            return self.insert(key, i, 1 + self.count_of(k), 1 + self.height_of(k), self.maxlit_of(k), has_refs,
+                               bound * self.maxprod_of(k), False)
         except BaseException:
             self.unclaim(key, i)
             raise
@@ -514,6 +578,42 @@ cdef class Lazy:
 
     def __iter__(self):
         return iter([self[c] for c in range(len(self))])
+
+
+cdef class Column:
+    """``Interner.count``, ``height``, ``maxlit``, ``maxprod`` or ``plain``: a read-only list
+    of one fact of every node, read from the C facts (``Facts.fact``)."""
+    cdef Facts facts
+    cdef int field
+
+    def __init__(self, Facts facts, int field):
+        self.facts = facts
+        self.field = field
+
+    def __len__(self):
+        return len(self.facts.keys)
+
+    def __getitem__(self, index):
+        cdef Py_ssize_t n = len(self.facts.keys), c
+        if type(index) is slice:
+            return [self[i] for i in range(*index.indices(n))]
+        c = index
+        if c < 0:
+            c += n
+        if not 0 <= c < n:
+            raise IndexError("list index out of range")
+        return self.facts.fact(c, self.field)
+
+    def __iter__(self):
+        return iter([self[c] for c in range(len(self))])
+
+    def __eq__(self, other):
+        if isinstance(other, (Column, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self):
+        return f"Column({list(self)!r})"
 
 
 cdef dict merge_uses(list use_list):
@@ -1816,13 +1916,14 @@ cdef class Clean:
     estimate of a repeated item (``repeats.dag_size`` with the rule sizes it needs), asked only
     of a repetition bounded above 1.  Past the recursion cap it raises :class:`Deep` (what is
     done is kept) and the caller walks the rest in Python."""
-    cdef list plain, keys
+    cdef list keys
+    cdef Facts facts  # the interner's: whether a node is plain (repeats nothing)
     cdef dict memo
     cdef object size, budget
     cdef Sizes sizes  # the interner's, for the reference-free items' sizes (or None)
 
     def __init__(self, interner, dict memo, size, budget):
-        self.plain = interner.plain
+        self.facts = interner.facts
         self.keys = interner.keys
         self.memo = memo
         self.size = size
@@ -1848,7 +1949,7 @@ cdef class Clean:
         cdef tuple key
         cdef int kind
         cdef bint got
-        if self.plain[cid]:
+        if self.facts.plain_of(cid):
             return True
         g = self.memo.get(cid)
         if g is not None:
@@ -1881,14 +1982,15 @@ def dirty_rules(sess, dict rules, Clean clean, max_product):
     whose body is not interned (a literal set outlined), not clean, or whose repetition
     bounds multiply past ``max_product``; the others it would keep as they are."""
     cdef dict memo = sess.memo, seed = sess.seed
-    cdef list maxprod = sess.interner.maxprod, out = []
+    cdef Facts facts = sess.interner.facts
+    cdef list out = []
     for name, body in rules.items():
         ob = oid(body)
         c = memo.get(ob)
         if c is None:
             c = seed.get(ob)
         try:
-            if c is None or not clean.walk(<Py_ssize_t>c, 0) or maxprod[c] > max_product:
+            if c is None or not clean.walk(<Py_ssize_t>c, 0) or facts.maxprod_of(<Py_ssize_t>c) > max_product:
                 out.append(name)
         except Deep:
             out.append(name)
@@ -1920,15 +2022,16 @@ def state_rules(bytes rule_state):
 def root_facts(interner, roots):
     """Over the ids ``roots``: the sum of their tree sizes, their greatest height and their
     longest literal (what ``prepare`` checks against the limits)."""
-    cdef list count = interner.count, height = interner.height, maxlit = interner.maxlit
+    cdef Facts facts = interner.facts
     cdef object total = 0
-    cdef Py_ssize_t h = 0, lit = 0, x
+    cdef Py_ssize_t h = 0, lit = 0, x, k
     for c in roots:
-        total += count[c]
-        x = height[c]
+        k = c
+        total += facts.count_of(k)
+        x = facts.height_of(k)
         if x > h:
             h = x
-        x = maxlit[c]
+        x = facts.maxlit_of(k)
         if x > lit:
             lit = x
     return total, h, lit
