@@ -13,7 +13,7 @@ and trees deeper than the recursion cap are left to the Python iterative walks o
 
 from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_Contains, PyDict_Copy, PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
+from cpython.dict cimport PyDict_Contains, PyDict_Copy, PyDict_DelItem, PyDict_GetItemWithError, PyDict_Next, PyDict_SetDefault
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
@@ -1846,12 +1846,26 @@ def comp_args(list plan, array rank, sess):
 
 def undefined_ref(dict cids, refs, dict rules, dict markers):
     """``prepare.validate``'s loop: the first (rule, reference) of ``cids`` (rule -> DAG id)
-    whose reference is neither a rule nor a lookahead's marker, or None."""
+    whose reference is neither a rule nor a lookahead's marker, or None (a rule's references
+    in the order its body meets them, with the interner's facts)."""
     cdef Facts facts = (<Lazy>refs).facts if type(refs) is Lazy and not (<Lazy>refs).uses else None
+    cdef dict u
+    cdef Py_ssize_t pos
+    cdef PyObject *k
+    cdef PyObject *v
     for name, c in cids.items():
-        for ref in (refs[c] if facts is None else facts.refs_of(c)):  # the same sets, without Lazy's call
-            if PyDict_Contains(rules, ref) != 1 and PyDict_Contains(markers, ref) != 1:
-                return name, ref
+        if facts is None:
+            for ref in refs[c]:
+                if PyDict_Contains(rules, ref) != 1 and PyDict_Contains(markers, ref) != 1:
+                    return name, ref
+            continue
+        # the rules referred to are the keys of the node's uses (``refs_of`` makes its set of
+        # them), read in place: no iterator object a rule, the first met first
+        u = <dict>facts.uses_of(c)
+        pos = 0
+        while PyDict_Next(u, &pos, &k, &v):
+            if PyDict_Contains(rules, <object>k) != 1 and PyDict_Contains(markers, <object>k) != 1:
+                return name, <object>k
     return None
 
 
