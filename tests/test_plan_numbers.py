@@ -22,9 +22,11 @@ def _wide() -> ir.Grammar:
     """More call edges than rules several times over (the edge slots grow), a callee shared
     by callers in different components, a rule that calls itself beside other callees, a
     cycle of three with callees outside it, and a callee first reached through another."""
-    rules: dict[str, ir.Expr] = {f"leaf{i}": ir.literal(f"v{i}") for i in range(6)}
-    leaves = [ir.Ref(f"leaf{i}") for i in range(6)]
-    rules["fan"] = ir.Alt(tuple(ir.Seq((x, y)) for x in leaves for y in leaves[:3]))
+    rules: dict[str, ir.Expr] = {f"leaf{i}": ir.literal(f"v{i}") for i in range(12)}
+    leaves = [ir.Ref(f"leaf{i}") for i in range(12)]
+    for k in range(6):  # 72 call edges: past the first room (2 a rule and 8), the slots grow
+        rules[f"fan{k}"] = ir.Alt(tuple(ir.Seq((x, ir.literal(f"{k}"))) for x in leaves[k:] + leaves[:k]))
+    rules["fan"] = ir.Alt(tuple(ir.Ref(f"fan{k}") for k in range(6)))
     rules["self"] = ir.Alt((ir.literal("s"), ir.Seq((ir.literal("("), ir.Ref("self"), ir.Ref("leaf2")))))
     rules["c0"] = ir.Seq((ir.literal("a"), ir.Ref("c1"), ir.Ref("leaf4")))
     rules["c1"] = ir.Alt((ir.Ref("c2"), ir.Ref("leaf5")))

@@ -239,9 +239,6 @@ cdef class Facts:
             return self.maxprod_of(c)
         return self.plain_of(c) == 1
 
-    def __len__(self):
-        return len(self.keys)
-
     cpdef Py_ssize_t add(self, tuple key) except -1:
         """The id of the node ``key`` (kind, data, children's ids), registered with its facts if
         new: tree size (a shared subtree counted per use), height, longest literal, rules
@@ -562,6 +559,10 @@ cdef class Lazy:
         self.facts = facts
         self.uses = uses
 
+    cdef object at(self, Py_ssize_t c):
+        """Node ``c``'s item (``c`` in range)."""
+        return self.facts.uses_of(c) if self.uses else self.facts.refs_of(c)
+
     def __len__(self):
         return len(self.facts.keys)
 
@@ -574,38 +575,23 @@ cdef class Lazy:
             c += n
         if not 0 <= c < n:
             raise IndexError("list index out of range")
-        return self.facts.uses_of(c) if self.uses else self.facts.refs_of(c)
+        return self.at(c)
 
     def __iter__(self):
         return iter([self[c] for c in range(len(self))])
 
 
-cdef class Column:
+cdef class Column(Lazy):
     """``Interner.count``, ``height``, ``maxlit``, ``maxprod`` or ``plain``: a read-only list
     of one fact of every node, read from the C facts (``Facts.fact``)."""
-    cdef Facts facts
     cdef int field
 
     def __init__(self, Facts facts, int field):
         self.facts = facts
         self.field = field
 
-    def __len__(self):
-        return len(self.facts.keys)
-
-    def __getitem__(self, index):
-        cdef Py_ssize_t n = len(self.facts.keys), c
-        if type(index) is slice:
-            return [self[i] for i in range(*index.indices(n))]
-        c = index
-        if c < 0:
-            c += n
-        if not 0 <= c < n:
-            raise IndexError("list index out of range")
+    cdef object at(self, Py_ssize_t c):
         return self.facts.fact(c, self.field)
-
-    def __iter__(self):
-        return iter([self[c] for c in range(len(self))])
 
     def __eq__(self, other):
         if isinstance(other, (Column, list)):
