@@ -83,6 +83,13 @@ class ReferenceInterner(Interner):
         super().__init__(gen)
         self.refs: list[frozenset[str]] = self._refs  # type: ignore[assignment]
         self.uses: list[dict[str, int]] = self._uses  # type: ignore[assignment]
+        # the facts as Python lists, appended here (the compiled interner keeps them in C)
+        self.count: list[int] = []  # type: ignore[assignment]
+        self.height: list[int] = []  # type: ignore[assignment]
+        self.maxlit: list[int] = []  # type: ignore[assignment]
+        self.maxprod: list[int] = []  # type: ignore[assignment]
+        self.plain: list[bool] = []  # type: ignore[assignment]
+        self.facts.use_lists(self.count, self.height, self.maxlit, self.maxprod, self.plain)
 
     def add(self, key: tuple) -> int:  # type: ignore[type-arg]
         kind = key[0]

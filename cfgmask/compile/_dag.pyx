@@ -13,7 +13,7 @@ and trees deeper than the recursion cap are left to the Python iterative walks o
 
 from cpython.array cimport array, clone, resize_smart
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_Contains, PyDict_Copy, PyDict_DelItem, PyDict_GetItemWithError, PyDict_SetDefault
+from cpython.dict cimport PyDict_Contains, PyDict_Copy, PyDict_DelItem, PyDict_GetItemWithError, PyDict_Next, PyDict_SetDefault
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
@@ -147,7 +147,15 @@ cdef class Facts:
     one node, a compiled walk (``intern``, ``intern_all``) once for all of its nodes, and the
     ``add_*`` methods and ``insert`` run with it held, each key looked up once."""
     cdef dict ids
-    cdef list keys, count, height, maxlit, refs, uses, maxprod, plain
+    cdef list keys, refs, uses
+    # A node's tree size, height, longest literal, largest repetition product and plainness
+    # live in ``fa`` alone (``Interner.count`` and the others are :class:`Column` views of it),
+    # where five lists appended a node cost ~0.2 K instructions a new node and their growth
+    # reallocations as much again (docs/design.md §7); a size or product past 2**62 is kept
+    # in ``big`` (id -> (count, maxprod)).  ``lists``: a subclass that registers nodes its
+    # own way (tests/reference_encode.py) gives its five lists, and they are read instead.
+    cdef dict big
+    cdef list count, height, maxlit, maxprod, plain  # a subclass's lists, or None
     cdef object acquire, release  # the interner's lock (bound once: ``with`` looks them up a call)
     cdef object marker_name  # encode.marker_name: the rule a lookahead refers to
     # The facts a new sequence or alternation reads of its children, per id in one C array
@@ -167,16 +175,69 @@ cdef class Facts:
     def __init__(self, interner, marker_name):
         self.ids = interner.ids
         self.keys = interner.keys
-        self.count = interner.count
-        self.height = interner.height
-        self.maxlit = interner.maxlit
         self.refs = interner._refs
         self.uses = interner._uses
-        self.maxprod = interner.maxprod
-        self.plain = interner.plain
+        self.big = {}
         self.acquire = interner.lock.acquire
         self.release = interner.lock.release
         self.marker_name = marker_name
+
+    def use_lists(self, list count, list height, list maxlit, list maxprod, list plain):
+        """Keep the five facts in these lists too, and read them from there (a subclass's
+        ``add`` appends to them itself; the C facts are then out of step)."""
+        self.count, self.height, self.maxlit, self.maxprod, self.plain = count, height, maxlit, maxprod, plain
+
+    cdef inline bint in_c(self, Py_ssize_t c) noexcept:
+        """Are node ``c``'s five facts read from ``fa``?"""
+        return self.count is None and 0 <= c < self.fa_len
+
+    cdef object count_of(self, Py_ssize_t c):
+        if self.in_c(c):
+            return self.fa[c].count if self.fa[c].count >= 0 else (<tuple>self.big[c])[0]
+        if self.count is None:
+            raise IndexError("list index out of range")
+        return self.count[c]
+
+    cdef object maxprod_of(self, Py_ssize_t c):
+        if self.in_c(c):
+            return self.fa[c].maxprod if self.fa[c].maxprod >= 0 else (<tuple>self.big[c])[1]
+        if self.maxprod is None:
+            raise IndexError("list index out of range")
+        return self.maxprod[c]
+
+    cdef long height_of(self, Py_ssize_t c) except? -1:
+        if self.in_c(c):
+            return self.fa[c].height
+        if self.height is None:
+            raise IndexError("list index out of range")
+        return self.height[c]
+
+    cdef Py_ssize_t maxlit_of(self, Py_ssize_t c) except? -1:
+        if self.in_c(c):
+            return self.fa[c].maxlit
+        if self.maxlit is None:
+            raise IndexError("list index out of range")
+        return self.maxlit[c]
+
+    cdef int plain_of(self, Py_ssize_t c) except -1:
+        if self.in_c(c):
+            return self.fa[c].plain
+        if self.plain is None:
+            raise IndexError("list index out of range")
+        return 1 if self.plain[c] else 0
+
+    def fact(self, Py_ssize_t c, int field):
+        """Node ``c``'s fact ``field`` (0 count, 1 height, 2 longest literal, 3 largest
+        repetition product, 4 plain): what :class:`Column` reads."""
+        if field == 0:
+            return self.count_of(c)
+        if field == 1:
+            return self.height_of(c)
+        if field == 2:
+            return self.maxlit_of(c)
+        if field == 3:
+            return self.maxprod_of(c)
+        return self.plain_of(c) == 1
 
     cpdef Py_ssize_t add(self, tuple key) except -1:
         """The id of the node ``key`` (kind, data, children's ids), registered with its facts if
@@ -256,14 +317,17 @@ cdef class Facts:
             f.maxlit = maxlit
             f.plain = plain
             f.has_refs = has_refs
+            if f.count < 0 or f.maxprod < 0:
+                self.big[self.fa_len] = (count, maxprod)
             self.fa_len += 1
-        self.count.append(count)
-        self.height.append(height)
-        self.maxlit.append(maxlit)
+        if self.count is not None:  # a subclass's lists
+            self.count.append(count)
+            self.height.append(height)
+            self.maxlit.append(maxlit)
+            self.maxprod.append(maxprod)
+            self.plain.append(plain)
         self.refs.append(None if has_refs else NO_REFS)
         self.uses.append(None if has_refs else NO_USES)
-        self.maxprod.append(maxprod)
-        self.plain.append(plain)
         self.keys.append(key)
         if not claimed:
             self.ids[key] = i
@@ -294,14 +358,13 @@ cdef class Facts:
         """``add_list`` of a new node, its id ``cid`` claimed."""
         if not kids:
             return self.insert(key, cid, 1, 1, 0, False, 1, True)
-        cdef list count = self.count, maxprod = self.maxprod
         cdef object total, prod, p
         cdef long h = 0
         cdef Py_ssize_t lit = 0, k, n = len(kids), i
         cdef long long tc = 1, pc = 0
         cdef bint all_plain = True, big = False, has_refs = False
         cdef const Fact *f
-        if self.fa_len != len(self.keys):
+        if self.fa_len != len(self.keys) or self.count is not None:
             return self.add_list_py(key, kids, cid)
         for i in range(n):
             o = kids[i]
@@ -330,8 +393,8 @@ cdef class Facts:
             prod = None
             for o in kids:
                 k = <Py_ssize_t>o
-                total = total + count[k]
-                p = maxprod[k]
+                total = total + self.count_of(k)
+                p = self.maxprod_of(k)
                 if prod is None or p > prod:
                     prod = p
         else:
@@ -342,25 +405,23 @@ cdef class Facts:
     cdef object add_list_py(self, tuple key, tuple kids, object i):
         """``add_list`` of a new node from the lists alone (the C facts out of step with them:
         a subclass registered ids its own way)."""
-        cdef list count = self.count, height = self.height, maxlit = self.maxlit
-        cdef list maxprod = self.maxprod, plain = self.plain
         cdef object total = 1, prod = None, p
         cdef long h = 0, x
         cdef Py_ssize_t lit = 0, y, k
         cdef bint all_plain = True, has_refs = False
         for o in kids:
             k = <Py_ssize_t>o
-            total = total + count[k]
-            x = height[k]
+            total = total + self.count_of(k)
+            x = self.height_of(k)
             if x > h:
                 h = x
-            y = maxlit[k]
+            y = self.maxlit_of(k)
             if y > lit:
                 lit = y
-            p = maxprod[k]
+            p = self.maxprod_of(k)
             if prod is None or p > prod:
                 prod = p
-            if not plain[k]:
+            if not self.plain_of(k):
                 all_plain = False
             if self.uses_of(k):
                 has_refs = True
@@ -375,8 +436,8 @@ cdef class Facts:
         try:
             bound = max(key[2], key[3] or 0, 1)
             has_refs = self.fa[k].has_refs if 0 <= k < self.fa_len else len(self.uses_of(k)) != 0
-            return self.insert(key, i, 1 + self.count[k], 1 + <long>self.height[k], self.maxlit[k], has_refs,
-                               bound * self.maxprod[k], False)
+            return self.insert(key, i, 1 + self.count_of(k), 1 + self.height_of(k), self.maxlit_of(k), has_refs,
+                               bound * self.maxprod_of(k), False)
         except BaseException:
             self.unclaim(key, i)
             raise
@@ -498,6 +559,10 @@ cdef class Lazy:
         self.facts = facts
         self.uses = uses
 
+    cdef object at(self, Py_ssize_t c):
+        """Node ``c``'s item (``c`` in range)."""
+        return self.facts.uses_of(c) if self.uses else self.facts.refs_of(c)
+
     def __len__(self):
         return len(self.facts.keys)
 
@@ -510,10 +575,31 @@ cdef class Lazy:
             c += n
         if not 0 <= c < n:
             raise IndexError("list index out of range")
-        return self.facts.uses_of(c) if self.uses else self.facts.refs_of(c)
+        return self.at(c)
 
     def __iter__(self):
         return iter([self[c] for c in range(len(self))])
+
+
+cdef class Column(Lazy):
+    """``Interner.count``, ``height``, ``maxlit``, ``maxprod`` or ``plain``: a read-only list
+    of one fact of every node, read from the C facts (``Facts.fact``)."""
+    cdef int field
+
+    def __init__(self, Facts facts, int field):
+        self.facts = facts
+        self.field = field
+
+    cdef object at(self, Py_ssize_t c):
+        return self.facts.fact(c, self.field)
+
+    def __eq__(self, other):
+        if isinstance(other, (Column, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self):
+        return f"Column({list(self)!r})"
 
 
 cdef dict merge_uses(list use_list):
@@ -1206,7 +1292,55 @@ cdef list sorted_calls(object calls):
     return out
 
 
-cdef list tarjan(dict graph, object root, dict num, list kids):
+cdef struct Numbered:
+    # What ``tarjan`` records for ``plan`` by Tarjan number, so the plan reads numbers where it
+    # looked each member and callee up by name (``num[name]``, ~0.1 K instructions a probe,
+    # several a component) and each rule's call set (``graph[m]``, ``m in calls``)
+    Py_ssize_t *order  # every rule's number, in the order the components list their members
+    Py_ssize_t *edge_at  # per rule: where its callees' numbers start in ``edges``
+    Py_ssize_t *edges  # the callees' numbers, each rule's in its sorted callees' order
+    unsigned char *loop  # per rule: it calls itself
+    Py_ssize_t n_order, n_edges, edges_cap
+
+
+cdef int numbered_init(Numbered *nb, Py_ssize_t n) except -1:
+    """Room for ``n`` rules (the edges grow as they are met)."""
+    nb.n_order = nb.n_edges = 0
+    nb.edges_cap = 2 * n + 8
+    nb.order = <Py_ssize_t *>PyMem_Malloc((2 * n + 1) * sizeof(Py_ssize_t))
+    nb.edges = <Py_ssize_t *>PyMem_Malloc(nb.edges_cap * sizeof(Py_ssize_t))
+    nb.loop = <unsigned char *>PyMem_Calloc(n + 1, 1)
+    if nb.order == NULL or nb.edges == NULL or nb.loop == NULL:
+        raise MemoryError
+    nb.edge_at = nb.order + n
+    return 0
+
+
+cdef void numbered_free(Numbered *nb) noexcept:
+    PyMem_Free(nb.order)
+    PyMem_Free(nb.edges)
+    PyMem_Free(nb.loop)
+    nb.order = nb.edges = nb.edge_at = NULL
+    nb.loop = NULL
+
+
+cdef int numbered_reserve(Numbered *nb, Py_ssize_t w, Py_ssize_t n) except -1:
+    """Slots for the ``n`` callees of rule ``w`` (numbered just now)."""
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t *e
+    if nb.n_edges + n > nb.edges_cap:
+        cap = 2 * (nb.n_edges + n)
+        e = <Py_ssize_t *>PyMem_Realloc(nb.edges, cap * sizeof(Py_ssize_t))
+        if e == NULL:
+            raise MemoryError
+        nb.edges = e
+        nb.edges_cap = cap
+    nb.edge_at[w] = nb.n_edges
+    nb.n_edges += n
+    return 0
+
+
+cdef list tarjan(dict graph, object root, dict num, list kids, Numbered *nb=NULL):
     """``graph.sccs(graph, root)``: Tarjan's components of the part reachable from ``root``,
     callees before callers, children visited in sorted order (the same components in the
     same order).  Rules are numbered as they are reached (their Tarjan index), and the index,
@@ -1214,7 +1348,9 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
     an edge one lookup, where dicts and a set of names cost ~10 operations a rule.  Fills
     ``num`` (rule -> its number) and ``kids`` (by number: the rules it calls, sorted), which
     the plan reads again.  With ``num`` and ``kids`` of earlier calls (``sccs_all``), the
-    rules they numbered are skipped (their components are complete) and numbering goes on."""
+    rules they numbered are skipped (their components are complete) and numbering goes on.
+    With ``nb`` (``plan``'s, ``num`` empty): each component's members' numbers, each rule's
+    callees' numbers and whether it calls itself, as they are met (``Numbered``)."""
     cdef list names = [], out = [], comp, kl
     cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x, first = len(num)
     if len(kids) != first:
@@ -1228,8 +1364,12 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
     cdef Py_ssize_t *stk = mem + 2 * cap  # Tarjan's stack
     cdef Py_ssize_t *path = mem + 3 * cap  # the rules on the path from the root
     cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
+    if nb != NULL and first != 0:
+        raise ValueError("tarjan: numbers for the plan start at 0")
     try:
         kids.append(sorted_calls(graph[root]))
+        if nb != NULL:
+            numbered_reserve(nb, 0, len(<list>kids[0]))
         num[root] = first
         names.append(root)
         low[0] = 0
@@ -1251,6 +1391,9 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                         raise ValueError("tarjan: more rules reached than the graph holds")
                     w = count
                     count += 1
+                    if nb != NULL:
+                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                        numbered_reserve(nb, w, len(<list>kids[w]))
                     num[child] = first + w
                     names.append(child)
                     low[w] = w
@@ -1262,6 +1405,10 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                     top += 1
                 else:
                     w = PyLong_AsSsize_t(<object>got) - first  # < 0: numbered by an earlier call
+                    if nb != NULL:
+                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                        if w == v:
+                            nb.loop[v] = 1
                     if w >= 0 and on[w] and w < low[v]:
                         low[v] = w
                 continue
@@ -1277,6 +1424,9 @@ cdef list tarjan(dict graph, object root, dict num, list kids):
                     x = stk[sp]
                     on[x] = 0
                     comp.append(names[x])
+                    if nb != NULL:
+                        nb.order[nb.n_order] = x
+                        nb.n_order += 1
                     if x == v:
                         break
                 out.append(comp)
@@ -1412,38 +1562,48 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef Py_ssize_t *nest  # a rule marked or left to expand: the expansions nested in it, itself included
     cdef Py_ssize_t *callee_num  # the current component's callees' numbers
     cdef Py_ssize_t *member_num  # the current component's members' numbers
+    cdef Numbered nb  # by Tarjan: the members' and callees' numbers (no lookup by name)
+    cdef Py_ssize_t at_order = 0, first_w
+    cdef bint by_number  # the callees' numbers are tarjan's (a component of one rule, no self call)
+    nb.order = nb.edges = nb.edge_at = NULL
+    nb.loop = NULL
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
         key_ids = cache._key_ids
         components = cache._components
-    comps = tarjan(graph, start, num, called)
-    n_rules = len(num)
-    key_by = [None] * n_rules
-    cap_by = [None] * n_rules
-    cid_by = [None] * n_rules
-    idx_by = [None] * n_rules
-    mem = <Py_ssize_t *>PyMem_Malloc((4 * n_rules + 1) * sizeof(Py_ssize_t))
-    if mem == NULL:
-        raise MemoryError
-    once = mem
-    nest = mem + n_rules
-    callee_num = mem + 2 * n_rules
-    member_num = mem + 3 * n_rules
-    for i in range(n_rules):
-        once[i] = -1
     try:
+        numbered_init(&nb, len(graph) + 1)
+        comps = tarjan(graph, start, num, called, &nb)
+        n_rules = len(num)
+        key_by = [None] * n_rules
+        cap_by = [None] * n_rules
+        cid_by = [None] * n_rules
+        idx_by = [None] * n_rules
+        mem = <Py_ssize_t *>PyMem_Malloc((4 * n_rules + 1) * sizeof(Py_ssize_t))
+        if mem == NULL:
+            raise MemoryError
+        once = mem
+        nest = mem + n_rules
+        callee_num = mem + 2 * n_rules
+        member_num = mem + 3 * n_rules
+        for i in range(n_rules):
+            once[i] = -1
         for comp in comps:
             n_comp = len(comp)
             m = comp[0]
+            first_w = at_order  # the members' numbers: nb.order[first_w:], as comp lists them
+            at_order += n_comp
+            by_number = False
             if n_comp == 1:  # most components: one rule
-                calls = graph[m]
-                recursive = m in calls
+                w = nb.order[first_w]
+                recursive = nb.loop[w]  # m in graph[m]
                 if recursive:
                     members = {m}
                     regular = tail_only(sess, refs, keys, cids[m], members)
-                    callees = sorted(calls - members)
+                    callees = sorted(graph[m] - members)
                 else:
                     regular = True
-                    callees = <list>called[<Py_ssize_t>num[m]]  # sorted(calls), by tarjan
+                    callees = <list>called[w]  # sorted(graph[m]), by tarjan
+                    by_number = True
             else:
                 members = set(comp)
                 recursive = True
@@ -1457,8 +1617,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 deadline_check("rule loop")
             done += 1
             n_callees = len(callees)
-            for i in range(n_callees):  # reached from a member: numbered, in an earlier component
-                callee_num[i] = <Py_ssize_t>num[callees[i]]
+            if by_number:  # tarjan's numbers of called[w], in its order
+                for i in range(n_callees):
+                    callee_num[i] = nb.edges[nb.edge_at[w] + i]
+            else:
+                for i in range(n_callees):  # reached from a member: numbered, in an earlier component
+                    callee_num[i] = <Py_ssize_t>num[callees[i]]
             # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
             # then each callee's (name, key, cap), flat (equal keys, equal components); a
             # member's name is None in a component of one rule that does not call itself
@@ -1476,7 +1640,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
                 # big automata are copied only into a single caller.
                 m = comp[i]
-                w = member_num[i] = <Py_ssize_t>num[m]
+                w = member_num[i] = nb.order[first_w + i]
                 u = uses.get(m, 0)
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
@@ -1563,6 +1727,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             out.append((comp, key, (spec_members, callee_idx, recursive and regular, cached, False)))
     finally:
         PyMem_Free(mem)
+        numbered_free(&nb)
         if locked:
             lock_release()
     return out
@@ -1667,12 +1832,26 @@ def comp_args(list plan, array rank, sess):
 
 def undefined_ref(dict cids, refs, dict rules, dict markers):
     """``prepare.validate``'s loop: the first (rule, reference) of ``cids`` (rule -> DAG id)
-    whose reference is neither a rule nor a lookahead's marker, or None."""
+    whose reference is neither a rule nor a lookahead's marker, or None (a rule's references
+    in the order its body meets them, with the interner's facts)."""
     cdef Facts facts = (<Lazy>refs).facts if type(refs) is Lazy and not (<Lazy>refs).uses else None
+    cdef dict u
+    cdef Py_ssize_t pos
+    cdef PyObject *k
+    cdef PyObject *v
     for name, c in cids.items():
-        for ref in (refs[c] if facts is None else facts.refs_of(c)):  # the same sets, without Lazy's call
-            if PyDict_Contains(rules, ref) != 1 and PyDict_Contains(markers, ref) != 1:
-                return name, ref
+        if facts is None:
+            for ref in refs[c]:
+                if PyDict_Contains(rules, ref) != 1 and PyDict_Contains(markers, ref) != 1:
+                    return name, ref
+            continue
+        # the rules referred to are the keys of the node's uses (``refs_of`` makes its set of
+        # them), read in place: no iterator object a rule, the first met first
+        u = <dict>facts.uses_of(c)
+        pos = 0
+        while PyDict_Next(u, &pos, &k, &v):
+            if PyDict_Contains(rules, <object>k) != 1 and PyDict_Contains(markers, <object>k) != 1:
+                return name, <object>k
     return None
 
 
@@ -1737,13 +1916,14 @@ cdef class Clean:
     estimate of a repeated item (``repeats.dag_size`` with the rule sizes it needs), asked only
     of a repetition bounded above 1.  Past the recursion cap it raises :class:`Deep` (what is
     done is kept) and the caller walks the rest in Python."""
-    cdef list plain, keys
+    cdef list keys
+    cdef Facts facts  # the interner's: whether a node is plain (repeats nothing)
     cdef dict memo
     cdef object size, budget
     cdef Sizes sizes  # the interner's, for the reference-free items' sizes (or None)
 
     def __init__(self, interner, dict memo, size, budget):
-        self.plain = interner.plain
+        self.facts = interner.facts
         self.keys = interner.keys
         self.memo = memo
         self.size = size
@@ -1769,7 +1949,7 @@ cdef class Clean:
         cdef tuple key
         cdef int kind
         cdef bint got
-        if self.plain[cid]:
+        if self.facts.plain_of(cid):
             return True
         g = self.memo.get(cid)
         if g is not None:
@@ -1802,14 +1982,15 @@ def dirty_rules(sess, dict rules, Clean clean, max_product):
     whose body is not interned (a literal set outlined), not clean, or whose repetition
     bounds multiply past ``max_product``; the others it would keep as they are."""
     cdef dict memo = sess.memo, seed = sess.seed
-    cdef list maxprod = sess.interner.maxprod, out = []
+    cdef Facts facts = sess.interner.facts
+    cdef list out = []
     for name, body in rules.items():
         ob = oid(body)
         c = memo.get(ob)
         if c is None:
             c = seed.get(ob)
         try:
-            if c is None or not clean.walk(<Py_ssize_t>c, 0) or maxprod[c] > max_product:
+            if c is None or not clean.walk(<Py_ssize_t>c, 0) or facts.maxprod_of(<Py_ssize_t>c) > max_product:
                 out.append(name)
         except Deep:
             out.append(name)
@@ -1841,15 +2022,16 @@ def state_rules(bytes rule_state):
 def root_facts(interner, roots):
     """Over the ids ``roots``: the sum of their tree sizes, their greatest height and their
     longest literal (what ``prepare`` checks against the limits)."""
-    cdef list count = interner.count, height = interner.height, maxlit = interner.maxlit
+    cdef Facts facts = interner.facts
     cdef object total = 0
-    cdef Py_ssize_t h = 0, lit = 0, x
+    cdef Py_ssize_t h = 0, lit = 0, x, k
     for c in roots:
-        total += count[c]
-        x = height[c]
+        k = c
+        total += facts.count_of(k)
+        x = facts.height_of(k)
         if x > h:
             h = x
-        x = maxlit[c]
+        x = facts.maxlit_of(k)
         if x > lit:
             lit = x
     return total, h, lit

@@ -62,18 +62,20 @@ class Interner:
         self.gen = gen
         self.ids: dict[tuple, int] = {}  # type: ignore[type-arg]
         self.keys: list[tuple] = []  # type: ignore[type-arg]
-        self.count: list[int] = []
-        self.height: list[int] = []
-        self.maxlit: list[int] = []
         # per id: rules referenced and references per rule, None until first read through
         # ``refs`` and ``uses`` (made then: most nodes' are never read, docs/design.md §7)
         self._refs: list[frozenset[str] | None] = []
         self._uses: list[dict[str, int] | None] = []
-        self.maxprod: list[int] = []  # largest product of repetition bounds on a path down
-        self.plain: list[bool] = []  # no repetition at all
         self.size0: dict[int, int] = {}  # size_estimate of reference-free subtrees
         self.lock = threading.RLock()  # a compiled walk holds it while its nodes call add
         self.facts = _dag.Facts(self, marker_name)  # the lists above, bound for the compiled walks
+        # per id, read-only views of the facts kept in C (``_dag.Facts``): tree size, height,
+        # longest literal, largest product of repetition bounds on a path down, no repetition
+        self.count: Sequence[int] = _dag.Column(self.facts, 0)
+        self.height: Sequence[int] = _dag.Column(self.facts, 1)
+        self.maxlit: Sequence[int] = _dag.Column(self.facts, 2)
+        self.maxprod: Sequence[int] = _dag.Column(self.facts, 3)
+        self.plain: Sequence[bool] = _dag.Column(self.facts, 4)
         self.refs: Sequence[frozenset[str]] = _dag.Lazy(self.facts, False)
         self.uses: Sequence[dict[str, int]] = _dag.Lazy(self.facts, True)
         self.sizes = _dag.Sizes(self)  # repeats.dag_size over these ids, kept in size0
