@@ -49,15 +49,17 @@ static atomic_size_t g_counted_later;
 void cm_compose_count_later_enable(int on) { atomic_store(&g_count_later_on, on ? 1 : 0); }
 size_t cm_compose_counted_later(void) { return atomic_load(&g_counted_later); }
 
-/* May cm_walk_finish count the composed entry as it takes its ids out?  Not where it is big
- * anyway (a part without a debt kept as a bitset, or the byte walks' own count past the ids'
- * limit): its ids would be taken only to be set again, and then counted. */
+/* May cm_walk_finish count the composed entry as it takes its ids out?  Only where its ids
+ * surely fit under the ids' limit: the walks' own count (the bits they set that were not set)
+ * plus every part's count bounds the union.  Past it the take may meet more ids than the limit,
+ * set back the ones it took and count the words anyway (sql.lark's composed identifiers, some
+ * hundred entries a mask: +1.1 % of its fills when the parts were not summed). */
 static bool count_later(const cm_grammar *g, const cm_part *parts, uint32_t n_parts, const cm_walk *w) {
-    if (!atomic_load_explicit(&g_count_later_on, memory_order_relaxed) || w->n_accepted >= cm_walk_ids_limit(g))
-        return false;
-    for (uint32_t i = 0; i < n_parts; i++)
-        if (!parts[i].la && parts[i].e->accepted_bits) return false;
-    return true;
+    size_t lim = cm_walk_ids_limit(g), bound = w->n_accepted;
+    if (!atomic_load_explicit(&g_count_later_on, memory_order_relaxed)) return false;
+    for (uint32_t i = 0; i < n_parts && bound < lim; i++)
+        bound += parts[i].e->accepted_bits ? lim : parts[i].e->n_accepted;
+    return bound < lim;
 }
 
 bool cm_compose_self_ref(const cm_grammar *g, uint32_t state, uint32_t e) {
