@@ -13,8 +13,7 @@ document equal too."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import numpy as np
 import pytest
@@ -22,19 +21,13 @@ import pytest
 import cfgmask
 from cfgmask import _core
 
+from .helpers import core_switch
 from .test_entries import WALKS_ONLY, entries
 from .test_listed_reuse import VOCAB, _optional_object, _same, llama3_chain_masks_same
 
 
-@contextmanager
-def _later(on: bool) -> Iterator[None]:
-    _core.compose_count_later_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.compose_count_later_enable(True)
-        cfgmask.clear_caches()
+def _later(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.compose_count_later_enable, on)
 
 
 def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, **kw: object) -> tuple[list, int]:

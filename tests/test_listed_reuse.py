@@ -12,8 +12,8 @@ document equal too; the walks take the chart on and never off."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import numpy as np
 import pytest
@@ -21,19 +21,12 @@ import pytest
 import cfgmask
 from cfgmask import _core
 
-from .helpers import masks_along
+from .helpers import core_switch, masks_along
 from .test_entries import WALKS_ONLY, entries
 
 
-@contextmanager
-def _reuse(on: bool) -> Iterator[None]:
-    _core.listed_reuse_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.listed_reuse_enable(True)
-        cfgmask.clear_caches()
+def _reuse(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.listed_reuse_enable, on)
 
 
 def _optional_object(n: int) -> dict:
