@@ -138,11 +138,12 @@ class _Object:
 
 
 class Containers:
-    def __init__(self, c: SchemaCompiler) -> None:
+    def __init__(self, c: SchemaCompiler, max_depth: int) -> None:
         self.c = c
         self._shared: dict[ir.Expr, ir.Ref] = {}  # value expression -> its rule
         # _listed: a scalar type T -> shared(member_value({"type": T})), once made
         self._scalar_values: dict[str, ir.Expr] = {}
+        self.max_depth = max_depth  # walk.MAX_DEPTH (tests lower it): member_value's test
 
     def shared(self, value: ir.Expr) -> ir.Expr:
         """``value`` as one rule per distinct expression: the members of a wide object whose
@@ -671,7 +672,7 @@ class Containers:
             # {"type": T} (annotations beside it): member_value's scalar path, which gives the
             # same value for every such T (SchemaCompiler.scalar's, once per schema) and adds the
             # annotations' rows and then the type's; after the first, here in one step
-            t = v.get("type") if v.__class__ is dict and ONE_STEP and c.depth < c.max_depth else None
+            t = v.get("type") if v.__class__ is dict and ONE_STEP and c.depth < self.max_depth else None
             if t is not None:
                 if t.__class__ is not str or t not in SCALAR_TYPES:
                     t = None

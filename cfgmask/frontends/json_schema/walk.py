@@ -176,14 +176,13 @@ class SchemaCompiler:
         # the dynamic scope: each $dynamicAnchor name -> its outermost definition (refs.Resolver.bind)
         self.scope: dict[str, str] = {}
         self.depth = 0
-        self.max_depth = MAX_DEPTH  # read once (tests lower it): Containers._listed's test
         self.inlined_refs = 0  # branches walked with a $ref inlined, nested (see _branch)
         self.inlined_root = ""  # the outermost of them
         self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
         self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
         self.walks: dict[str, Walk] = {}  # schemas with an INLINING keyword, by content (see walked)
         self.strings = Strings(self)
-        self.containers = Containers(self)
+        self.containers = Containers(self, MAX_DEPTH)
 
     # ------------------------------------------------------------------ lexical rules
 
