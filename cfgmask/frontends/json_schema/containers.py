@@ -539,7 +539,7 @@ class Containers:
             c.rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
         if free is not ir.NOTHING:
             self._repeats_note(s, path)
-        req = {n for n in required if n in member}
+        req = member.keys() & required  # one C call, not a comprehension's frame (read by membership)
         body = self._ordered_constant(order, member, req, free, False, _closes)
         if body is None:
             c.rep.rejected(path, "dependentRequired", _TOO_MANY)
