@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from cfgmask.frontends.json_schema import containers, walk
 
+from .test_json_schema_members import _VALUES as _MEMBER_VALUES
 from .test_json_schema_members import _output  # IR and report of a cold run, or the error
 
 
@@ -32,28 +33,9 @@ def _both(schema: Any, canonical: bool, strict: bool) -> tuple[str, str]:
 
 
 _S = {"type": "string"}
-_VALUES: list[Any] = [
-    _S,
-    {"type": "integer"},
-    {"type": "number"},
-    {"type": "boolean"},
-    {"type": "null"},
-    {"description": "d", "type": "string", "title": "t"},
-    {"type": "integer", "x-order": 3, "default": 1},
-    {"examples": ["a"], "type": "number", "$comment": "c"},
-    {"type": "string", "x-a/b": 1, "x-c~d": 2},
-    {"title": "t"},
-    {"type": ["string", "null"]},
-    {"type": "string", "maxLength": 3},
-    {"type": "string", "unknown": 1},
-    {"type": "String"},
-    {"type": "object"},
-    {"$ref": "#/$defs/s"},
-    {"$id": "http://example.com/s", "type": "string"},
-    True,
-    False,
-    {},
-]
+# test_json_schema_members' values (scalar leaves with annotations, and what is not one), and
+# an annotation alone, a type name of no type, an object with no keyword beside its type
+_VALUES: list[Any] = [*_MEMBER_VALUES, {"title": "t"}, {"type": "String"}, {"type": "object"}]
 _KEYS = ["a", "b", "c", "a/b", "c~d", "é", "x" * 60, "", "a b", "z"]
 
 
@@ -66,6 +48,8 @@ def _object(values: list[Any], required: list[str], **more: Any) -> dict[str, An
 _FIXED: list[Any] = [
     _object(_VALUES, []),
     _object(_VALUES[3:] + _VALUES[:3], ["a", "c~d"]),
+    _object(_VALUES[10:] + _VALUES[:10], ["b"]),
+    _object(_VALUES[16:] + _VALUES[:16], []),
     _object([_S, _S, {"type": "string", "title": "t"}], ["z"]),
     _object([{"type": "integer"}, {"type": "integer", "description": "n"}], [], additionalProperties=_S),
     _object([_S], [], minProperties=2),  # the general object path (_members)
