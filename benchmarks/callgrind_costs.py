@@ -9,6 +9,8 @@ compiled on first use) and dumps each one under its label:
   ``tests/corpora/jsonschemabench``) as MaskBench takes it: caches cleared, ``compile:ID``, then its
   first valid instance (compact JSON, Llama-3 tokens) on a fresh matcher: ``fill:ID:STEP`` for each
   mask, ``accept:ID:STEP`` for each token (the matcher's construction counts in the first accept);
+* ``--what frontend``: the JSON Schema front end alone (``front:ID``: ``Grammar.from_json_schema``
+  per schema of ``--splits``, caches cleared before each, as ``bench_frontend --cold``);
 * ``--what gbnf``: every grammar of bench_gbnf, caches cleared, ``compile:G``, then one cold pass over
   its documents (``fill:G:DOC:STEP``, ``accept:G:DOC:STEP``).
 
@@ -152,6 +154,36 @@ def _gbnf(cm: Any, vocab: Any, count: Counter, names: Sequence[str]) -> Iterator
             yield from _replay(cm, cg, count, mask, f"{name}:{i}", tokenize(text))
 
 
+def _frontend(cm: Any, count: Counter, splits: Path, limit: int | None) -> Iterator[str]:
+    """``front:ID``: ``Grammar.from_json_schema`` alone per schema, cold as ``bench_frontend
+    --cold`` and MaskBench (``clear_caches()``, the front end's memo tables cleared and
+    ``gc.collect()`` before each), after one uncounted pass over the corpus (imports and first
+    calls out of the figures)."""
+    import gc
+
+    from .bench_frontend import front_end_caches, load_texts, run_once
+
+    front, refused = cm.Grammar.from_json_schema, cm.GrammarError
+
+    def one(text: str) -> None:  # run_once without its imports (~15 k instructions a call)
+        try:
+            front(text)
+        except refused:
+            pass
+
+    texts = load_texts(splits, limit)
+    for _, text in texts:
+        run_once(text)
+    caches = front_end_caches()
+    for sid, text in texts:
+        cm.clear_caches()
+        for c in caches:
+            c.cache_clear()
+        gc.collect()
+        count.region(f"front:{sid}", one, text)
+        yield sid
+
+
 def _compile(front: Callable[..., Any], text: str, vocab: Any, limits: Any = None) -> Any:
     import cfgmask as cm
 
@@ -177,6 +209,11 @@ def inner(args: argparse.Namespace) -> None:
 
     from .common import llama3
 
+    if args.what == "frontend":
+        count = Counter(profile=bool(args.profile), only=args.only)
+        for _ in _frontend(cm, count, args.splits, args.limit):
+            pass
+        return
     tokens = llama3()
     if args.name_sets_div is not None:  # read when the vocabulary's trie is built
         from cfgmask import _core
@@ -321,7 +358,7 @@ def compare(a: dict[str, int], b: dict[str, int], top: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--what", choices=("first-docs", "gbnf"), default="first-docs")
+    ap.add_argument("--what", choices=("first-docs", "gbnf", "frontend"), default="first-docs")
     ap.add_argument("--splits", type=Path, default=ROOT / "tests" / "corpora" / "jsonschemabench")
     ap.add_argument("--limit", type=int, default=None, help="schemas a split")
     ap.add_argument("--grammars", default="json,arithmetic,c,sql,sql.lark")

@@ -19,6 +19,7 @@ from types import TracebackType
 from .errors import LimitError
 
 _local = threading.local()
+_monotonic = time.monotonic  # check's clock, without the module attribute's lookup per call
 
 
 class Deadline:
@@ -56,7 +57,7 @@ def remaining() -> float:
 def check(where: str = "") -> None:
     """Raise LimitError if the innermost active deadline of this thread has passed."""
     d = getattr(_local, "current", None)
-    if d is not None and time.monotonic() > d.end:
+    if d is not None and _monotonic() > d.end:
         at = f" (in {where})" if where else ""
         raise LimitError(
             f"{d.what} took longer than deadline_ms={d.ms}{at}; raise CompileLimits.deadline_ms "

@@ -181,7 +181,7 @@ def test_a_kept_key_is_the_key_spelled_afresh(name: str) -> None:
     quote = ir.Literal(b'"')
     for canonical in (True, False, True):
         c = SimpleNamespace(canonical=canonical)
-        got = containers.Containers(c).key(name)  # type: ignore[arg-type]
+        got = containers.Containers(c, 2_000).key(name)  # type: ignore[arg-type]
         assert got == ir.seq(quote, encode_text(name, canonical), quote)
     assert len(containers._KEYS) == 2
 

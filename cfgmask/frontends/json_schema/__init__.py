@@ -93,13 +93,17 @@ def schema_to_grammar(
             schema = _loads(text)
         except json.JSONDecodeError as e:
             raise GrammarError.at(f"schema is not valid JSON: {e.msg}", e.doc, e.pos) from None
-        plain = plain_text(text, detect_draft(schema))
+        draft = detect_draft(schema)
+        plain = plain_text(text, draft)
     elif isinstance(schema, dict):
         _check_json_data(schema)  # a text is JSON by construction; a Python value may not be
+        draft = detect_draft(schema)
+    else:
+        draft = 2020  # detect_draft's answer for a boolean schema
     if not isinstance(schema, (dict, bool)):
         raise GrammarError("a JSON Schema must be an object or a boolean")
-    _whitespace(whitespace)  # validates the policy name
-    c = SchemaCompiler(schema, strict, whitespace, canonical, resources, plain)
+    ws = _whitespace(whitespace)  # validates the policy name
+    c = SchemaCompiler(schema, strict, whitespace, canonical, resources, plain, draft, ws)
     try:
         return c.compile(), c.rep.report
     finally:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ... import ir
+from ... import deadline, ir
 from ...errors import GrammarError
 from . import _ir_util as U
 from . import chardfa
@@ -54,6 +54,11 @@ MAX_TRACKED = 8
 # character JSON escapes)
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{0,54}[A-Za-z0-9_]").fullmatch
 _QUOTE = U.lit('"')
+# The type names :meth:`SchemaCompiler.scalar` compiles: a schema ``{"type": one of these}``.
+SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+# _listed's one step: a property value ``{"type": T}`` (T in SCALAR_TYPES, annotations beside
+# it) whose member value is built takes it without member_value (off: every value goes there)
+ONE_STEP = True
 # Keywords that say what the keys an object does not list may be.
 OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
 ORDERED_RUN = 32  # forced members laid out in one rule before the next rule is referenced
@@ -133,9 +138,12 @@ class _Object:
 
 
 class Containers:
-    def __init__(self, c: SchemaCompiler) -> None:
+    def __init__(self, c: SchemaCompiler, max_depth: int) -> None:
         self.c = c
         self._shared: dict[ir.Expr, ir.Ref] = {}  # value expression -> its rule
+        # _listed: a scalar type T -> shared(member_value({"type": T})), once made
+        self._scalar_values: dict[str, ir.Expr] = {}
+        self.max_depth = max_depth  # walk.MAX_DEPTH (tests lower it): member_value's test
 
     def shared(self, value: ir.Expr) -> ir.Expr:
         """``value`` as one rule per distinct expression: the members of a wide object whose
@@ -499,7 +507,10 @@ class Containers:
         for n in names:
             if n in props:  # _all_of([p]), inline
                 p = props[n]
-                values[n] = False if p is False else True if _trivial(p) else p
+                if p.__class__ is dict and "type" in p:  # typed: not trivial, no _trivial loop
+                    values[n] = p
+                else:
+                    values[n] = False if p is False else True if _trivial(p) else p
             else:
                 values[n] = addl
         if "additionalProperties" in s:
@@ -528,7 +539,7 @@ class Containers:
             c.rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
         if free is not ir.NOTHING:
             self._repeats_note(s, path)
-        req = {n for n in required if n in member}
+        req = member.keys() & required  # one C call, not a comprehension's frame (read by membership)
         body = self._ordered_constant(order, member, req, free, False, _closes)
         if body is None:
             c.rep.rejected(path, "dependentRequired", _TOO_MANY)
@@ -579,7 +590,10 @@ class Containers:
                 region_of[n] = ()
                 if n in props:  # _all_of([p]), inline: the commonest case, once per property
                     p = props[n]
-                    values[n] = False if p is False else True if _trivial(p) else p
+                    if p.__class__ is dict and "type" in p:  # typed: not trivial, no _trivial loop
+                        values[n] = p
+                    else:
+                        values[n] = False if p is False else True if _trivial(p) else p
                 else:
                     values[n] = addl
                 continue
@@ -643,7 +657,7 @@ class Containers:
     ) -> dict[str, ir.Expr] | None:
         """Each listed key that may appear -> its member rule; None when a required one cannot."""
         c = self.c
-        rules, canonical = c.rules, c.canonical
+        rules, canonical, rows, scalars = c.rules, c.canonical, c.rep.rows, self._scalar_values
         colon: ir.Expr | None = None  # c.sep(":"), asked for where it was asked for first
         member: dict[str, ir.Expr] = {}
         for n in names:
@@ -655,7 +669,31 @@ class Containers:
             where = (
                 path + "/properties/" + n if "~" not in n and "/" not in n else pointer(path, "properties", n)
             )
-            value = self.shared(c.member_value(v, where, base))
+            # {"type": T} (annotations beside it): member_value's scalar path, which gives the
+            # same value for every such T (SchemaCompiler.scalar's, once per schema) and adds the
+            # annotations' rows and then the type's; after the first, here in one step
+            t = v.get("type") if v.__class__ is dict and ONE_STEP and c.depth < self.max_depth else None
+            if t is not None:
+                if t.__class__ is not str or t not in SCALAR_TYPES:
+                    t = None
+                elif len(v) > 1:
+                    for k in v:  # is_annotation(k), inline
+                        if k != "type" and k not in ANNOTATIONS and not k.startswith("x-"):
+                            t = None
+                            break
+            value = scalars.get(t) if t is not None else None
+            if value is None:
+                value = self.shared(c.member_value(v, where, base))
+                if t is not None:
+                    scalars[t] = value
+            else:
+                deadline.check("JSON Schema")
+                if len(v) > 1:
+                    for k in v:
+                        if k != "type":
+                            at = where + "/" + k if "~" not in k and "/" not in k else pointer(where, k)
+                            rows.append((at, k, ENFORCED, "annotation"))
+                rows.append((where + "/type", "type", ENFORCED, ""))
             if value == ir.NOTHING:  # the key cannot appear: the object neither, if it is required
                 if n in required:
                     c.empty_why = f"{pointer(path, 'required')} names {n!r}, and {c.empty_why}"

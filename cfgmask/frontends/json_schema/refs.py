@@ -207,7 +207,10 @@ class Resolver:
     def bind(self, scope: dict[str, str], base: str) -> dict[str, str]:
         """The dynamic scope ``scope`` (each ``$dynamicAnchor`` name -> the URI of its outermost
         definition) after entering the resource ``base``: the outermost definition wins."""
-        names = self.dynamic_names.get(base, set()) - scope.keys()
+        names = self.dynamic_names.get(base)
+        if not names:  # the resource defines none (most): no set made and subtracted, ~2 k a call
+            return scope
+        names = names - scope.keys()
         return {**scope, **{n: f"{base}#{n}" for n in names}} if names else scope
 
     def scoped_ref(self, uri: str, scope: dict[str, str]) -> str:

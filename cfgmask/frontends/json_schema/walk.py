@@ -18,7 +18,7 @@ from ...errors import GrammarError, NotEnforceable
 from . import _ir_util as U
 from . import chardfa
 from .canonical import canonical_string, unspellable
-from .containers import Containers
+from .containers import SCALAR_TYPES, Containers
 from .disjoint import disjoint
 from .empty import because
 from .enums import canonical_set, full_set, kept_values
@@ -86,8 +86,6 @@ NEGATABLE_BOUNDS = {
 Presence = tuple[str, list[frozenset[str]]]
 PRESENCE = "\x00presence"  # where negation() hands one back
 MAX_MULTIPLE_OF = 1000
-# The type names :meth:`SchemaCompiler.scalar` compiles: a schema ``{"type": one of these}``.
-SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
 # The keywords of a plain object (1) and a plain array (2), that _schema sends to Containers'
 # object or array directly: with these alone (annotations aside) and "type" the one type,
 # neither normalize nor simple changes or reports anything but "type" (an array's "items" a
@@ -150,9 +148,13 @@ class SchemaCompiler:
         canonical: bool = True,
         resources: Mapping[str, Any] | None = None,
         plain: bool = False,
+        draft: int | None = None,
+        ws_body: ir.Expr | None = None,
     ) -> None:
+        """``draft`` and ``ws_body``: ``detect_draft(root)`` and ``whitespace(policy)``, when
+        the caller has them (schema_to_grammar: each worked out once a schema)."""
         self.root = root
-        self.draft = detect_draft(root)
+        self.draft = detect_draft(root) if draft is None else draft
         check_document(root, self.draft)  # a malformed schema raises here, in either mode
         self.rules: dict[str, ir.Expr] = {}
         # canonical: one spelling per instance (see Grammar.from_json_schema); else every one
@@ -162,7 +164,7 @@ class SchemaCompiler:
         self.rep = Reporter(strict, narrowing=canonical)
         self.strict = strict
         self.policy = policy
-        self.ws_body = whitespace(policy)
+        self.ws_body = whitespace(policy) if ws_body is None else ws_body
         self._ws: ir.Expr | None = None  # ws(), once made
         self._seps: dict[str, ir.Expr] = {}  # sep(text), once made
         self._scalars: dict[str, ir.Expr] = {}  # scalar(): each type's expression, once made
@@ -180,7 +182,7 @@ class SchemaCompiler:
         self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
         self.walks: dict[str, Walk] = {}  # schemas with an INLINING keyword, by content (see walked)
         self.strings = Strings(self)
-        self.containers = Containers(self)
+        self.containers = Containers(self, MAX_DEPTH)
 
     # ------------------------------------------------------------------ lexical rules
 
