@@ -409,6 +409,8 @@ cdef extern from "compose.h" nogil:
     size_t cm_compose_counted_later()
     void cm_compose_unread_enable(int on)
     size_t cm_compose_unread_skipped()
+    void cm_compose_cands_memo_enable(int on)
+    size_t cm_compose_cands_memo_hits()
 
 
 cdef extern from "vocab.h" nogil:

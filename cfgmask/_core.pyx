@@ -2031,6 +2031,20 @@ def compose_unread_skipped():
     return cm_compose_unread_skipped()
 
 
+def compose_cands_memo_enable(bint on):
+    """Keep a call part's candidates after that cut (``compose_unread_enable``) in the cache,
+    keyed by (the part's entry, the bytes its return state reads), and take them from there when
+    the pair comes again (csrc/compose.c ``part_cands``; the default), or, off, filter them each
+    time: the reference the tests compare against.  Process-wide; clear the caches after a
+    change.  The entries are the same."""
+    cm_compose_cands_memo_enable(1 if on else 0)
+
+
+def compose_cands_memo_hits():
+    """How many candidate lists were found so in this process (for the tests)."""
+    return cm_compose_cands_memo_hits()
+
+
 def scan_notes_enable(bint on):
     """Keep a composed entry's chart scans of the tokens it leaves uncertain for its upward
     filter, which then does not scan them again (csrc/walk.c, cm_walk_listed_noted; the
