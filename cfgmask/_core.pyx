@@ -1822,6 +1822,19 @@ def listed_reused():
     return cm_walk_listed_reused()
 
 
+def item_keep_enable(bint on):
+    """Let the upward filter of a composed entry's uncertain tokens take the item chart as the
+    entry's listed walk left it, truncated to their shared first set (csrc/walk.c ``item_chart``;
+    the default), or, off, make that set again: the reference the tests compare against.
+    Process-wide; clear the caches after a change.  The entries are the same."""
+    cm_walk_item_keep_enable(1 if on else 0)
+
+
+def item_kept():
+    """How many filters took the item chart so in this process (for the tests)."""
+    return cm_walk_item_kept()
+
+
 def filter_class_prefix_enable(bint on):
     """Let the upward filter's charts keep the sets of the token before for the common prefix of
     byte classes (csrc/walk.c, the default; only where a chart reads bytes through their class
