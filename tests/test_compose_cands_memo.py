@@ -11,8 +11,8 @@ limit so small that parts and lists are not kept); Llama-3 masks along a documen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
@@ -22,6 +22,8 @@ from cfgmask import _core
 from .test_compose_unread import BLANKS
 from .test_entries import WALKS_ONLY, entries
 from .test_listed_reuse import VOCAB, _optional_object, _same, llama3_chain_masks_same
+
+Switch = Callable[[bool], AbstractContextManager[None]]
 
 
 @contextmanager
@@ -35,41 +37,60 @@ def _memo(on: bool) -> Iterator[None]:
         cfgmask.clear_caches()
 
 
-def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, **kw: object) -> tuple[list, int]:
-    """Every state's entry, caches cleared, the memo on or off; how many lists it found again."""
-    with _memo(on):
-        n0 = _core.compose_cands_memo_hits()
+def switched_entries(
+    switch: Switch,
+    counter: Callable[[], int],
+    g: cfgmask.Grammar,
+    vocab: cfgmask.Vocabulary,
+    on: bool,
+    **kw: object,
+) -> tuple[list, int]:
+    """Every state's entry, caches cleared, ``switch`` on or off; how far ``counter`` moved."""
+    with switch(on):
+        n0 = counter()
         got = entries(cfgmask.compile(g, vocab, **kw))
-        return got, _core.compose_cands_memo_hits() - n0
+        return got, counter() - n0
 
 
-def _vocab() -> cfgmask.Vocabulary:
+def chain_vocab() -> cfgmask.Vocabulary:
+    """The optional chain's pieces, with blanks before them."""
     toks = list(dict.fromkeys([*VOCAB, *BLANKS]))
     return cfgmask.Vocabulary.from_token_bytes([*toks, b""], stop_token_ids=[len(toks)])
+
+
+def chain_entries_same(switch: Switch, counter: Callable[[], int], n: int) -> None:
+    """Every state's entry of n optional properties with ``switch`` on equals it off and plain
+    walks'; on, ``counter`` moved, off not."""
+    g = cfgmask.Grammar.from_json_schema(json.dumps(_optional_object(n)))
+    vocab = chain_vocab()
+    on, moved = switched_entries(switch, counter, g, vocab, True)
+    off, none = switched_entries(switch, counter, g, vocab, False)
+    assert moved > 0 and none == 0, (moved, none)
+    _same(on, off, "the switch off")
+    _same(on, switched_entries(switch, counter, g, vocab, True, _strategy=WALKS_ONLY)[0], "plain walks")
+
+
+def small_cache_entries_same(switch: Switch, counter: Callable[[], int], limit: int) -> None:
+    """The same entries with ``switch`` on and off under a cache limit of ``limit`` bytes."""
+    g = cfgmask.Grammar.from_json_schema(json.dumps(_optional_object(17)))
+    vocab = chain_vocab()
+    lim = cfgmask.MatcherLimits(max_cache_bytes=limit)
+    on, _ = switched_entries(switch, counter, g, vocab, True, matcher_limits=lim)
+    off, _ = switched_entries(switch, counter, g, vocab, False, matcher_limits=lim)
+    _same(on, off, "the switch off")
 
 
 @pytest.mark.parametrize("n", [6, 17])
 def test_optional_chain_entries_same(n: int) -> None:
     """Every state's entry with the memo on equals it off and plain walks'; on, lists were found
     again, off none."""
-    g = cfgmask.Grammar.from_json_schema(json.dumps(_optional_object(n)))
-    vocab = _vocab()
-    on, hits = _entries(g, vocab, True)
-    off, none = _entries(g, vocab, False)
-    assert hits > 0 and none == 0, (hits, none)
-    _same(on, off, "the memo off")
-    _same(on, _entries(g, vocab, True, _strategy=WALKS_ONLY)[0], "plain walks")
+    chain_entries_same(_memo, _core.compose_cands_memo_hits, n)
 
 
 @pytest.mark.parametrize("limit", [1, 1 << 12, 1 << 16])
 def test_small_cache_entries_same(limit: int) -> None:
     """Past the cache's limit parts and lists are not kept (filtered each time): entries equal."""
-    g = cfgmask.Grammar.from_json_schema(json.dumps(_optional_object(17)))
-    vocab = _vocab()
-    lim = cfgmask.MatcherLimits(max_cache_bytes=limit)
-    on, _ = _entries(g, vocab, True, matcher_limits=lim)
-    off, _ = _entries(g, vocab, False, matcher_limits=lim)
-    _same(on, off, "the memo off")
+    small_cache_entries_same(_memo, _core.compose_cands_memo_hits, limit)
 
 
 def test_llama3_optional_chain_masks_same() -> None:
