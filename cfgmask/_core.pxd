@@ -342,6 +342,8 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_skipped()
     void cm_walk_listed_reuse_enable(int on)
     size_t cm_walk_listed_reused()
+    void cm_walk_item_keep_enable(int on)
+    size_t cm_walk_item_kept()
     void cm_walk_filter_class_prefix_enable(int on)
     size_t cm_walk_filter_class_shared()
     size_t cm_walk_follow_lazy_held()
@@ -409,6 +411,8 @@ cdef extern from "compose.h" nogil:
     size_t cm_compose_counted_later()
     void cm_compose_unread_enable(int on)
     size_t cm_compose_unread_skipped()
+    void cm_compose_cands_memo_enable(int on)
+    size_t cm_compose_cands_memo_hits()
 
 
 cdef extern from "vocab.h" nogil:

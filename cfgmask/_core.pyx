@@ -1822,6 +1822,19 @@ def listed_reused():
     return cm_walk_listed_reused()
 
 
+def item_keep_enable(bint on):
+    """Let the upward filter of a composed entry's uncertain tokens take the item chart as the
+    entry's listed walk left it, truncated to their shared first set (csrc/walk.c ``item_chart``;
+    the default), or, off, make that set again: the reference the tests compare against.
+    Process-wide; clear the caches after a change.  The entries are the same."""
+    cm_walk_item_keep_enable(1 if on else 0)
+
+
+def item_kept():
+    """How many filters took the item chart so in this process (for the tests)."""
+    return cm_walk_item_kept()
+
+
 def filter_class_prefix_enable(bint on):
     """Let the upward filter's charts keep the sets of the token before for the common prefix of
     byte classes (csrc/walk.c, the default; only where a chart reads bytes through their class
@@ -2029,6 +2042,20 @@ def compose_unread_enable(bint on):
 def compose_unread_skipped():
     """How many candidates were left out so in this process (for the tests)."""
     return cm_compose_unread_skipped()
+
+
+def compose_cands_memo_enable(bint on):
+    """Keep a call part's candidates after that cut (``compose_unread_enable``) in the cache,
+    keyed by (the part's entry, the bytes its return state reads), and take them from there when
+    the pair comes again (csrc/compose.c ``part_cands``; the default), or, off, filter them each
+    time: the reference the tests compare against.  Process-wide; clear the caches after a
+    change.  The entries are the same."""
+    cm_compose_cands_memo_enable(1 if on else 0)
+
+
+def compose_cands_memo_hits():
+    """How many candidate lists were found so in this process (for the tests)."""
+    return cm_compose_cands_memo_hits()
 
 
 def scan_notes_enable(bint on):

@@ -472,6 +472,19 @@ static bool edge_shared(const cm_grammar *g, uint32_t y, unsigned b) {
     return false;
 }
 
+/* The bytes `state` has an edge on (next_bytes: those whose class has a transition), ascending,
+ * into out: how many.  Most states these walks meet read a few (a key's next letter, `,` or
+ * `}`), and a loop over all 256 bytes, each looked up in the transition table, was ~2.5 K
+ * instructions a state: ~0.25 M of sp_339:36's 5.0 M (cm_compose_edges' and the composed
+ * states' own loops). */
+static unsigned edge_bytes(const cm_grammar *g, uint32_t state, uint8_t *out) {
+    const uint32_t *nb = g->next_bytes + (size_t)state * 8;
+    unsigned n = 0;
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = nb[j]; m; m &= m - 1) out[n++] = (uint8_t)(j * 32 + (unsigned)__builtin_ctz(m));
+    return n;
+}
+
 /* Byte edges: each first byte's subtree walked from the state it leads to (or
  * from that state's parts, walk_tails).  The walk of a big subtree, b's from
  * (y, OUTER) at depth 1, depends on y and b only: it is the tail part of
@@ -486,7 +499,10 @@ static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cand
     uint32_t rule = t->state_rule[state];
     int rc = cm_chain_bytes(g, state, w);  /* a long string's start: its chain's walk */
     if (rc) return rc < 0 ? rc : CM_OK;
-    for (unsigned b = 0; b < 256 && !rc; b++) {
+    uint8_t bytes[256];
+    unsigned n_bytes = edge_bytes(g, state, bytes);
+    for (unsigned i = 0; i < n_bytes && !rc; i++) {
+        unsigned b = bytes[i];
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
         if (y < 0) continue;
         size_t k = v->first_off[b], k_end = v->first_off[b + 1];
@@ -522,8 +538,11 @@ int cm_compose_edges(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     if (!g->lim.compose_entries || g->has_tokens[state] || t->ref_off[state] < t->ref_off[state + 1]) return 0;
+    uint8_t bytes[256];
+    unsigned n_bytes = edge_bytes(g, state, bytes);
     bool tails = false;
-    for (unsigned b = 0; b < 256 && !tails; b++) {
+    for (unsigned i = 0; i < n_bytes && !tails; i++) {
+        unsigned b = bytes[i];
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
         tails = y >= 0 && v->first_off[b + 1] - v->first_off[b] >= g->lim.tail_parts && tail_target(g, (uint32_t)y);
     }
@@ -568,13 +587,9 @@ static const uint32_t *unread_row(const cm_grammar *g, const cm_part *p) {
     return g->next_bytes + (size_t)y * 8;
 }
 
-/* p's candidates: its uncertain tokens, less those no byte of which after the first `reads`
- * holds (into buf, room for them all, where some are left out). */
-static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_t *buf, size_t *n) {
-    const cm_entry *ce = p->e;
-    const uint32_t *reads = unread_row(g, p);
-    *n = ce->n_uncertain;
-    if (!reads || !*n) return ce->uncertain;
+/* p's uncertain tokens, less those no byte of which after the first `reads` holds, into buf
+ * (room for them all): how many. */
+static size_t unread_filter(const cm_grammar *g, const cm_entry *ce, const uint32_t *reads, uint32_t *buf) {
     size_t kept = 0;
     for (size_t i = 0; i < ce->n_uncertain; i++) {
         uint32_t len;
@@ -583,7 +598,97 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
         for (uint32_t j = 1; j < len && !on; j++) on = cm_bit(reads, b[j]);
         if (on) buf[kept++] = ce->uncertain[i];
     }
+    return kept;
+}
+
+/* The filtered lists kept (cands_memo): sp_339's chain of ~37 optional properties filters the
+ * same part (`ws`'s start entry, ~200 uncertain tokens) against the same return row (a state
+ * that reads `,` alone) at every level of the chain, in every mask that composes it: ~7,900
+ * candidates read byte by byte in one mask.  The list depends on the part's entry and the
+ * row's bytes alone, so it is kept by the cache, keyed by the entry (interned: equal entries
+ * are one, freed with the cache; a part the cache could not keep, p->owned, is filtered and
+ * not kept) and the row's eight words.  Under the cache lock (cm_compose's), as the tail
+ * parts; its bytes count against the cache's limit, past which lists are filtered each time. */
+struct cm_cands_slot {
+    const cm_entry *e;          /* NULL: an empty slot */
+    uint32_t row[8];
+    uint32_t *cands;            /* the kept tokens; NULL: all of e's (none left out) */
+    size_t n;
+};
+
+static atomic_int g_cands_memo_on = 1;
+static atomic_size_t g_cands_memo_hits;
+void cm_compose_cands_memo_enable(int on) { atomic_store(&g_cands_memo_on, on ? 1 : 0); }
+size_t cm_compose_cands_memo_hits(void) { return atomic_load(&g_cands_memo_hits); }
+
+void cm_cands_free(cm_cands_slot *s, size_t cap) {
+    for (size_t i = 0; s && i < cap; i++) free(s[i].cands);
+    free(s);
+}
+
+static size_t cands_hash(const cm_entry *e, const uint32_t *row) {
+    uint64_t h = (uint64_t)(uintptr_t)e * 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < 8; i++) h = (h ^ row[i]) * 0x100000001B3ULL;
+    return (size_t)(h ^ (h >> 31));
+}
+
+/* The slot of (e, row), or the empty one where it goes; cap > 0. */
+static cm_cands_slot *cands_find(cm_cands_slot *t, size_t cap, const cm_entry *e, const uint32_t *row) {
+    size_t s = cands_hash(e, row) & (cap - 1);
+    while (t[s].e && (t[s].e != e || memcmp(t[s].row, row, sizeof t[s].row))) s = (s + 1) & (cap - 1);
+    return &t[s];
+}
+
+/* Room for one more list: false where memory or the cache's limit is short. */
+static bool cands_grow(const cm_grammar *g) {
+    cm_cache *c = g->cache;
+    if ((c->cands_used + 1) * 2 <= c->cands_cap) return true;
+    size_t cap = c->cands_cap ? c->cands_cap * 2 : 64;
+    if (atomic_load(&c->bytes) + (cap - c->cands_cap) * sizeof(cm_cands_slot) > g->lim.max_cache_bytes) return false;
+    cm_cands_slot *t = calloc(cap, sizeof *t);
+    if (!t) return false;
+    for (size_t i = 0; i < c->cands_cap; i++)
+        if (c->cands_slots[i].e) *cands_find(t, cap, c->cands_slots[i].e, c->cands_slots[i].row) = c->cands_slots[i];
+    free(c->cands_slots);
+    atomic_fetch_add(&c->bytes, (cap - c->cands_cap) * sizeof *t);
+    c->cands_slots = t;
+    c->cands_cap = cap;
+    return true;
+}
+
+/* p's candidates: its uncertain tokens, less those no byte of which after the first `reads`
+ * holds (the cache's list, or into buf, room for them all, where some are left out). */
+static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_t *buf, size_t *n) {
+    cm_cache *c = g->cache;
+    const cm_entry *ce = p->e;
+    const uint32_t *reads = unread_row(g, p);
+    *n = ce->n_uncertain;
+    if (!reads || !*n) return ce->uncertain;
+    bool memo = !p->owned && atomic_load_explicit(&g_cands_memo_on, memory_order_relaxed);
+    cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads) : NULL;
+    if (x && x->e) {
+        atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
+        *n = x->n;
+        return x->cands ? x->cands : ce->uncertain;
+    }
+    size_t kept = unread_filter(g, ce, reads, buf);
     atomic_fetch_add_explicit(&g_unread_skipped, *n - kept, memory_order_relaxed);
+    size_t bytes = kept < *n ? kept * sizeof *buf : 0;
+    if (memo && atomic_load(&c->bytes) + bytes <= g->lim.max_cache_bytes && cands_grow(g)) {
+        uint32_t *keep = kept < *n ? malloc(bytes ? bytes : 1) : NULL;
+        if (keep || kept == *n) {
+            if (bytes) memcpy(keep, buf, bytes);
+            x = cands_find(c->cands_slots, c->cands_cap, ce, reads);
+            x->e = ce;
+            memcpy(x->row, reads, sizeof x->row);
+            x->cands = keep;
+            x->n = kept;
+            c->cands_used++;
+            atomic_fetch_add(&c->bytes, bytes);
+        }
+    }
+    if (kept == *n) return ce->uncertain;
     *n = kept;
     return buf;
 }

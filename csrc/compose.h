@@ -36,6 +36,11 @@ size_t cm_compose_counted_later(void);
  * reference); how many were left out in this process (for the tests). */
 void cm_compose_unread_enable(int on);
 size_t cm_compose_unread_skipped(void);
+/* Those candidate lists kept by the cache, keyed by (part entry, return state's row), and found
+ * again rather than filtered anew (compose.c, cands_memo): on (the default) or off (filtered each
+ * time, the reference); how many were found so in this process (for the tests). */
+void cm_compose_cands_memo_enable(int on);
+size_t cm_compose_cands_memo_hits(void);
 /* May the entry of `state` be composed (under the cache lock)? */
 bool cm_compose_can(const cm_grammar *g, uint32_t state);
 /* Does ref edge e call a nullable rule (no lookahead marker)?  Then the state
@@ -80,5 +85,7 @@ size_t cm_exit_tails(void);
 /* Free the cache's tail parts. */
 typedef struct cm_tail cm_tail;
 void cm_tails_free(cm_tail **t, size_t n);
+/* The cache's memo of call parts' candidates (cm_cache.cands_slots), [cap] slots. */
+void cm_cands_free(cm_cands_slot *s, size_t cap);
 
 #endif

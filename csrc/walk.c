@@ -541,6 +541,10 @@ struct cm_follow_memo {
      * string's chain filter a few tokens each, 100-200 times in one mask) */
     cm_chart item, up;
     bool item_ok, up_ok;
+    /* the item chart's first set is the closure of (item_of - 1, CM_OUTER), unchanged since it
+     * was made, and item_exited / item_read_hi the chart's flags then (item_keep); 0: not known */
+    uint32_t item_of, item_read_hi;
+    bool item_exited;
     /* the lazy memo (lim.lazy_follow): per rule, 0 no verdict of it yet, 1 its first asking
      * filter's verdicts held unhashed in held[rule], 2 hashed into slots (every filter of
      * the rule asks the memo from then on); NULL: not made */
@@ -625,12 +629,52 @@ static atomic_size_t g_listed_reused;
 void cm_walk_listed_reuse_enable(int on) { atomic_store(&g_listed_reuse, on); }
 size_t cm_walk_listed_reused(void) { return atomic_load(&g_listed_reused); }
 
+/* The filter of a composed entry's uncertain tokens (cm_walk_filter_uncertain) starts from the
+ * same closure as its listed walk just did, in the same chart: it reset the chart again, the
+ * closure of a state that predicts a chain of optional properties made anew (~5 K instructions
+ * in sp_339's chain, once a level).  Every scan of either appends sets after the first and
+ * truncates back to it, and nothing else takes the chart between them (both under the cache
+ * lock, the listed walk last in cm_compose, the filter right after in build_entry_k), so while
+ * the chart is known to hold (state, CM_OUTER)'s closure as its first set, the filter
+ * truncates it to that set and restores the flags the closure left, instead of making it
+ * again: the sets it then scans are the ones a reset chart makes (versions, closure memo and
+ * waiter index are checked against the sets' versions, and the first set's is unchanged).
+ * Off: every use resets, the reference the tests compare against. */
+static atomic_int g_item_keep = 1;
+static atomic_size_t g_item_kept;
+
+void cm_walk_item_keep_enable(int on) { atomic_store(&g_item_keep, on); }
+size_t cm_walk_item_kept(void) { return atomic_load(&g_item_kept); }
+
+/* The memo's item chart holding the closure of (state, CM_OUTER) as its only set: kept
+ * (item_keep) or reset.  0 or an error (the chart then not known). */
+static int item_chart(const cm_grammar *g, cm_follow_memo *m, uint32_t state) {
+    cm_chart *c = &m->item;
+    if (m->item_ok && m->item_of == state + 1 && c->n_sets >= 1 &&
+        atomic_load_explicit(&g_item_keep, memory_order_relaxed)) {
+        cm_chart_truncate(c, 1);
+        c->exited = m->item_exited;
+        c->read_hi = m->item_read_hi;
+        atomic_fetch_add_explicit(&g_item_kept, 1, memory_order_relaxed);
+        return CM_OK;
+    }
+    m->item_of = 0;
+    int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
+    if (rc) return rc;
+    m->item_of = state + 1;
+    m->item_exited = c->exited;
+    m->item_read_hi = c->read_hi;
+    return CM_OK;
+}
+
 /* The memo's item chart reset to the closure of (state, CM_OUTER); NULL: off, or memory or a
  * limit ran out (the walk then makes its own, and meets the same limit). */
 static cm_chart *listed_chart(const cm_grammar *g, uint32_t state) {
     if (!atomic_load_explicit(&g_listed_reuse, memory_order_relaxed)) return NULL;
     cm_follow_memo *m = follow_memo(g);
-    if (!m || follow_chart(g, &m->item, &m->item_ok, false, &state, 1)) return NULL;
+    if (!m) return NULL;
+    m->item_of = 0;  /* the walk's own reset: made anew, as before */
+    if (item_chart(g, m, state)) return NULL;
     atomic_fetch_add_explicit(&g_listed_reused, 1, memory_order_relaxed);
     return &m->item;
 }
@@ -737,12 +781,33 @@ static uint32_t follow_key(const follow_ask *a) {
     return k;
 }
 
+#define FOLLOW_SORT_SMALL 64
+
 static int follow_sort(follow_ask *ask, size_t n) {
     /* trie order often is sorted (the exits of one depth, one after another):
      * then nothing is allocated (a `ws` start's 4,302 asks) */
     size_t run = 1;
     for (uint32_t a = n ? follow_key(ask) : 0, b; run < n && a <= (b = follow_key(ask + run)); run++) a = b;
     if (run >= n) return CM_OK;
+    if (n <= FOLLOW_SORT_SMALL) {
+        /* a stable insertion sort by the same key: the radix sort's order (it is stable too),
+         * without its four passes over 257 counts and two mallocs (a filter of a few dozen asks
+         * paid ~3 K instructions for those: ~0.2 M of sp_339:36's first-use fill) */
+        uint32_t key[FOLLOW_SORT_SMALL];
+        for (size_t i = 0; i < n; i++) key[i] = follow_key(ask + i);
+        for (size_t i = run; i < n; i++) {
+            follow_ask a = ask[i];
+            uint32_t k = key[i];
+            size_t j = i;
+            for (; j > 0 && key[j - 1] > k; j--) {
+                key[j] = key[j - 1];
+                ask[j] = ask[j - 1];
+            }
+            key[j] = k;
+            ask[j] = a;
+        }
+        return CM_OK;
+    }
     uint32_t *key = malloc(2 * n * sizeof *key);
     uint32_t *ix = malloc(2 * n * sizeof *ix);
     follow_ask *out = malloc(n * sizeof *out);
@@ -1253,7 +1318,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         return;
     }
     cm_chart *c = &m->item;
-    int rc = follow_chart(g, c, &m->item_ok, false, &state, 1);
+    int rc = item_chart(g, m, state);
     /* The name stops answer a name's rests at once, made once a filter meets
      * enough rests that stop on a non-ASCII byte after a name (what they
      * decide best; making them costs a pass over the states, ~0.2 M

@@ -111,6 +111,12 @@ size_t cm_walk_filter_skipped(void);
  * the walks that took it so far in this process. */
 void cm_walk_listed_reuse_enable(int on);
 size_t cm_walk_listed_reused(void);
+/* The filter of a composed entry's uncertain tokens takes the item chart as its listed walk left
+ * it, truncated to the first set they share, instead of making that set again (walk.c,
+ * item_chart): on (the default) or off (reset each time, the reference); how many filters took
+ * it so in this process (for the tests). */
+void cm_walk_item_keep_enable(int on);
+size_t cm_walk_item_kept(void);
 /* The filter's class prefix (on by default): where the charts read bytes through their class
  * alone (no lookahead debts, no segments), a token takes the sets of the token before for their
  * common prefix of classes, not only of bytes.  Off: bytes only (the tests' reference).
