@@ -414,6 +414,10 @@ cdef extern from "compose.h" nogil:
     void cm_compose_cands_memo_enable(int on)
     size_t cm_compose_cands_memo_hits()
 
+cdef extern from "donor.h" nogil:
+    void cm_donor_alike_enable(int on)
+    size_t cm_donor_alike_hits()
+
 
 cdef extern from "vocab.h" nogil:
     void cm_vocab_name_sets_div(unsigned div)

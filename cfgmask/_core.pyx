@@ -2058,6 +2058,21 @@ def compose_cands_memo_hits():
     return cm_compose_cands_memo_hits()
 
 
+def donor_alike_enable(bint on):
+    """Take a donor entry's subtree of a first byte on which the state and its donor part where
+    every token of it reads alike from both (the two reach one state, or differ only between
+    states alike in rule, acceptance and live bytes; csrc/donor.c ``alike_subtree``: the
+    positions of an unanchored counted class far from its end; the default), or, off, walk it
+    again: the reference the tests compare against.  Process-wide; clear the caches after a
+    change.  The entries are the same."""
+    cm_donor_alike_enable(1 if on else 0)
+
+
+def donor_alike_hits():
+    """How many first bytes' subtrees were taken so in this process (for the tests)."""
+    return cm_donor_alike_hits()
+
+
 def scan_notes_enable(bint on):
     """Keep a composed entry's chart scans of the tokens it leaves uncertain for its upward
     filter, which then does not scan them again (csrc/walk.c, cm_walk_listed_noted; the

@@ -208,7 +208,7 @@ static int try_donor(const cm_grammar *g, uint32_t state, cm_walk *w) {
         cm_entry_free(owned);
         return rc;
     }
-    rc = cm_donor_build(g, state, de, part, w);
+    rc = cm_donor_build(g, state, (uint32_t)donor, de, part, w);
     cm_entry_free(owned);
     if (rc) return rc;
     atomic_fetch_add(&c->donated, 1);

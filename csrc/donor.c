@@ -9,6 +9,10 @@
  * entry is the donor's -- the state most of its bytes lead to -- with the
  * subtrees of the few first bytes where the two part walked again: a key
  * position costs tens of microseconds instead of a walk of the whole trie. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cache.h"
 #include "donor.h"
 #include "flat.h"
@@ -64,11 +68,90 @@ int32_t cm_donor_of(const cm_grammar *g, uint32_t state, bool *part) {
     return redo * CM_DONOR_MAX_REDO > v->n_trie ? -1 : donor;
 }
 
-int cm_donor_build(const cm_grammar *g, uint32_t state, const cm_entry *de, const bool *part, cm_walk *w) {
+/* Alike states (alike_subtree): both solo, in one rule, accepting alike and alive on the
+ * same classes, so a token's next byte does the same in both (dies, with an exit flag alike,
+ * or goes on). */
+static bool alike(const cm_grammar *g, uint32_t x, uint32_t y) {
+    const cm_tables *t = &g->t;
+    if (!g->solo[x] || !g->solo[y] || t->accepting[x] != t->accepting[y] || t->state_rule[x] != t->state_rule[y])
+        return false;
+    const int32_t *rx = t->trans + (size_t)x * t->n_classes, *ry = t->trans + (size_t)y * t->n_classes;
+    for (uint32_t c = 0; c < t->n_classes; c++)
+        if ((rx[c] < 0) != (ry[c] < 0)) return false;
+    return true;
+}
+
+static atomic_int g_alike = 1;
+static atomic_size_t g_alike_hits;  /* first bytes' subtrees taken from the donor so (the tests read it) */
+
+void cm_donor_alike_enable(int on) { atomic_store(&g_alike, on); }
+size_t cm_donor_alike_hits(void) { return atomic_load(&g_alike_hits); }
+
+/* Does every token of first byte b have the same fate from `state` as from the donor d (in the
+ * same rule)?  Each trie entry is read from both in step: where the two reach one state (or
+ * both die) the rest of its subtree is the same in both; while they differ they must be alike
+ * (same rule, accepting, live classes: the walk's exits and deaths are the same) -- so a
+ * token's fate from either is the other's.  A counted class with resets (an unanchored
+ * `[0-9a-f]{32}`: a byte outside the class goes back to the first position) has positions far
+ * from the end alike to the first: the pairs differ only along the class's runs, shorter in any
+ * token than the distance to the end.  The walk reads only the entries where the two differ
+ * (tens of nodes a run), and stops at the first pair not alike. */
+static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsigned b, uint32_t *xs) {
+    const cm_tables *t = &g->t;
+    const cm_vocab *v = g->v;
+    uint32_t *ys = xs + v->max_len + 1;
+    memset(xs, 0xff, 2 * ((size_t)v->max_len + 1) * sizeof *xs);  /* no pair kept (alike: never dead) */
+    xs[0] = state;
+    ys[0] = d;
+    for (size_t k = v->first_off[b], end = v->first_off[b + 1]; k < end;) {
+        uint32_t len, i = k == v->first_off[b] ? 0 : v->trie_lcp[k];  /* the pairs up to i hold */
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        size_t next = k + 1;
+        for (; i < len; i++) {
+            size_t cb = t->byte_class[p[i]];
+            int32_t x = t->trans[(size_t)xs[i] * t->n_classes + cb], y = t->trans[(size_t)ys[i] * t->n_classes + cb];
+            if (x == y) {  /* one state, or both dead: the subtree of the first i + 1 bytes settled */
+                next = v->skip[v->trie_off[k] + i];
+                break;
+            }
+            /* a pair kept at this depth was found alike already (most are: the same pair a depth) */
+            bool kept = xs[i + 1] == (uint32_t)x && ys[i + 1] == (uint32_t)y;
+            if (x < 0 || y < 0 || (!kept && !alike(g, (uint32_t)x, (uint32_t)y))) return false;
+            xs[i + 1] = (uint32_t)x;
+            ys[i + 1] = (uint32_t)y;
+        }
+        k = next;
+    }
+    return true;
+}
+
+/* The first bytes to walk again: part's, less those whose subtrees are alike (alike_subtree). */
+static int redo_bytes(const cm_grammar *g, uint32_t state, uint32_t donor, const bool *part, bool *redo) {
+    memcpy(redo, part, 256 * sizeof *redo);
+    if (!atomic_load_explicit(&g_alike, memory_order_relaxed) || g->has_segments ||
+        g->t.state_rule[state] != g->t.state_rule[donor] || !alike(g, state, donor))
+        return CM_OK;
+    uint32_t *xs = NULL;
+    for (unsigned b = 0; b < 256; b++) {
+        if (!part[b] || g->v->first_off[b] == g->v->first_off[b + 1]) continue;
+        if (!xs && !(xs = malloc(2 * ((size_t)g->v->max_len + 1) * sizeof *xs))) return CM_ERR_NOMEM;
+        if (alike_subtree(g, state, donor, b, xs)) {
+            redo[b] = false;
+            atomic_fetch_add_explicit(&g_alike_hits, 1, memory_order_relaxed);
+        }
+    }
+    free(xs);
+    return CM_OK;
+}
+
+int cm_donor_build(const cm_grammar *g, uint32_t state, uint32_t donor, const cm_entry *de, const bool *part_in,
+                   cm_walk *w) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     const uint32_t *lo = v->first_off;
-    int rc = CM_OK;
+    bool part[256];
+    int rc = redo_bytes(g, state, donor, part_in, part);
+    if (rc) return rc;
     cm_or_accepted(g, w->bits, de, NULL);  /* w->bits is empty */
     /* the donor's name sets but those of the first bytes walked again (cleared below) */
     if (cm_name_sets_on())
@@ -88,6 +171,11 @@ int cm_donor_build(const cm_grammar *g, uint32_t state, const cm_entry *de, cons
     }
     if (rc) return rc;
     w->n_unc = w->n_unc ? cm_sort_unique_u32(w->unc, w->n_unc) : 0;
+    /* every part byte's subtree alike: the donor's uncertain tokens, as its filter left them (the
+     * filter reads a token's exits, the same in both, and the rule's upward chart: one rule) */
+    bool all = memcmp(part, part_in, sizeof part) != 0;
+    for (unsigned b = 0; all && b < 256; b++) all = !part[b];
+    if (all) w->filtered = true;
     w->n_accepted = (uint32_t)cm_count_bits(w->bits, g->n_words);
     return CM_OK;
 }

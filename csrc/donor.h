@@ -7,7 +7,14 @@
 /* The donor of `state` (-1: none, or too much to walk again), and the first
  * bytes on which the two part (part[256]).  Under the cache lock. */
 int32_t cm_donor_of(const cm_grammar *g, uint32_t state, bool *part);
-/* The entry of `state` (w empty) from its donor's entry de. */
-int cm_donor_build(const cm_grammar *g, uint32_t state, const cm_entry *de, const bool *part, cm_walk *w);
+/* The entry of `state` (w empty) from its donor's entry de: the first bytes of part walked
+ * again, but those whose subtrees read alike from both (donor.c, alike_subtree). */
+int cm_donor_build(const cm_grammar *g, uint32_t state, uint32_t donor, const cm_entry *de, const bool *part,
+                   cm_walk *w);
+/* A part byte's subtree taken from the donor where every token reads alike from both (on, the
+ * default), or walked again (off: the reference the tests compare against).  Process-wide. */
+void cm_donor_alike_enable(int on);
+/* How many first bytes' subtrees were taken so far (process-wide). */
+size_t cm_donor_alike_hits(void);
 
 #endif
