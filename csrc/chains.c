@@ -1799,6 +1799,7 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
         size_t cap_all = w->cap_unc, n_kept, n_asked = n_rest, n_sure = 0;
         if (atomic_load(&g_wrap_deep) && (n_sure = wrap_sure(g, cd, rule, B, b2, rest, &n_asked, &sure)) == SIZE_MAX)
             rc = CM_ERR_NOMEM, n_sure = 0;
+        if (!rc) n_asked = cm_walk_drop_dead(g, state, rest, n_asked);
         w->unc = rest;
         w->n_unc = n_asked;
         w->cap_unc = bound;
