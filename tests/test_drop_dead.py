@@ -25,6 +25,7 @@ from .helpers import same_block_entries
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_repeats import PIECES, bounded
+from .test_wrap_deep import _props
 
 NO_MEMO = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
 PLAIN = {"count_chains": False, "share_loop_walks": False, "wrap_repeats": 0}
@@ -49,14 +50,6 @@ def _switched(on: bool, build: Any) -> Any:
 def _built(schema: dict, vocab: cfgmask.Vocabulary, on: bool, **kw: Any) -> list[tuple[Any, Any, Any]]:
     g = cfgmask.Grammar.from_json_schema(schema)
     return _switched(on, lambda: _entries(cfgmask.compile(g, vocab, _strategy=Strategy(**kw, **NO_MEMO))))
-
-
-def _props(*bounds: int) -> dict:
-    return {
-        "type": "object",
-        "properties": {f"p{i}": {"type": "string", "maxLength": b} for i, b in enumerate(bounds)},
-        "required": [f"p{i}" for i in range(len(bounds))],
-    }
 
 
 @pytest.mark.parametrize(
