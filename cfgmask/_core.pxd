@@ -337,6 +337,8 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
     size_t cm_walk_filter_run_hits()
     size_t cm_walk_run_aheads_by_steps()
+    void cm_walk_drop_dead_enable(int on)
+    size_t cm_walk_dead_dropped()
     size_t cm_walk_filter_pair_hits()
     void cm_walk_filter_skip_enable(int on)
     size_t cm_walk_filter_skipped()

@@ -1790,6 +1790,19 @@ def run_aheads_by_steps():
     return cm_walk_run_aheads_by_steps()
 
 
+def walk_drop_dead_enable(bint on):
+    """Drop a wrapping block position's rests that no state of the block's region reads on
+    (the first byte the block does not read) before its filter asks them (on by default; off
+    only for tests)."""
+    cm_walk_drop_dead_enable(1 if on else 0)
+
+
+def walk_dead_dropped():
+    """How many wrapping block rests were dropped so without a question, so far in this process
+    (for the tests)."""
+    return cm_walk_dead_dropped()
+
+
 def filter_pair_hits():
     """How many of the upward filter's questions its pair stops (the bytes a rule's upward chart
     reads second after each first byte) answered so far in this process (for the tests)."""

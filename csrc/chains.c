@@ -1263,6 +1263,21 @@ static uint32_t accepted_at(const cm_grammar *g, const chain_walk *cd, int64_t B
     return n;
 }
 
+/* accepted_at read in place: the level holding the tokens that end inside U with need < B
+ * (NULL: none), less the suffix's ids[*from .. n_suffix) (need >= B; none but on the last
+ * level, which holds every token).  No copy of the level (n_words words, 16 KB with Llama-3)
+ * where a caller asks of a few tokens. */
+static const uint32_t *level_below(const cm_grammar *g, const chain_walk *cd, int64_t B, uint32_t *from) {
+    *from = cd->n_suffix;
+    if (!cd->n_ids || B <= cd->min_need) return NULL;
+    int64_t j = B - 1 - cd->min_need;
+    if (j >= (int64_t)cd->n_levels - 1) {
+        j = cd->n_levels - 1;
+        while (*from > 0 && cd->need[*from - 1] >= B) --*from;
+    }
+    return cd->levels + (size_t)j * g->n_words;
+}
+
 /* The trie subtrees a position's entry holds uncertain: the end nodes of budget B
  * and the acc points alive there (an orbit accepting from acc_from on: from shift
  * aam + B on), each where its byte follows the rule (a dead byte: see
@@ -1710,21 +1725,17 @@ static size_t wrap_sure(const cm_grammar *g, const chain_walk *cd, uint32_t rule
         d = want;
     }
     if (d < 2) return 0;
-    size_t nw = g->n_words ? g->n_words : 1, n = *n_rest, s = 0, r = 0;
-    uint32_t *acc = malloc(nw * sizeof *acc), *out = malloc(n * sizeof *out);
-    if (!acc || !out) {
-        free(acc);
-        free(out);
-        return SIZE_MAX;
-    }
-    if (!accepted_at(g, cd, B + d * b2, acc)) memset(acc, 0, nw * sizeof *acc);
-    const uint32_t *trie_ids = g->v->trie_ids;
+    size_t n = *n_rest, s = 0, r = 0;
+    uint32_t from, *out = malloc((n ? n : 1) * sizeof *out);
+    if (!out) return SIZE_MAX;
+    const uint32_t *acc = level_below(g, cd, B + d * b2, &from), *trie_ids = g->v->trie_ids;
     for (size_t i = 0; i < n; i++) {
-        uint32_t k = rest[i];
-        if (cm_bit(acc, trie_ids[k])) out[s++] = k;
+        uint32_t k = rest[i], id = trie_ids[k];
+        bool in = acc && cm_bit(acc, id);
+        for (uint32_t j = from; in && j < cd->n_suffix; j++) in = cd->ids[j] != id;  /* (need >= B + d * b2) */
+        if (in) out[s++] = k;
         else rest[r++] = k;
     }
-    free(acc);
     if (!s) {
         free(out);
         return 0;
@@ -1788,6 +1799,7 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
         size_t cap_all = w->cap_unc, n_kept, n_asked = n_rest, n_sure = 0;
         if (atomic_load(&g_wrap_deep) && (n_sure = wrap_sure(g, cd, rule, B, b2, rest, &n_asked, &sure)) == SIZE_MAX)
             rc = CM_ERR_NOMEM, n_sure = 0;
+        if (!rc) n_asked = cm_walk_drop_dead(g, state, rest, n_asked);
         w->unc = rest;
         w->n_unc = n_asked;
         w->cap_unc = bound;

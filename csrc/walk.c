@@ -526,6 +526,14 @@ typedef struct {
     uint32_t second[256][8];  /* by the first byte: the bytes some item of the set after it reads */
 } pair_stops;
 
+/* A block rule's region for the rests its wrapping positions drop (cm_walk_drop_dead). */
+typedef struct wrap_region {
+    uint32_t bytes[8];  /* the bytes T is reached through */
+    uint64_t *in;       /* T's states, a bit each */
+    uint32_t reads[8];  /* the bytes some state of T reads */
+    struct wrap_region *next;
+} wrap_region;
+
 struct cm_follow_memo {
     follow_slot *slots;  /* open addressing, [cap] */
     size_t cap, n;
@@ -551,6 +559,8 @@ struct cm_follow_memo {
     uint8_t *lazy;           /* [n_lazy_rules] */
     struct follow_held **held; /* [n_lazy_rules] */
     uint32_t n_lazy_rules;
+    struct wrap_region **regions; /* [n_region_rules], a block rule's (cm_walk_drop_dead); NULL: not yet */
+    uint32_t n_region_rules;
 };
 
 /* One verdict of a rule's first asking filter, kept as the ask had it (the
@@ -588,6 +598,14 @@ void cm_follow_memo_free(cm_follow_memo *m) {
     free(m->slots);
     for (size_t i = 0; i < m->runs_cap; i++) free(m->runs[i].stops);
     free(m->runs);
+    if (m->regions)
+        for (uint32_t r = 0; r < m->n_region_rules; r++)
+            for (wrap_region *x = m->regions[r], *nx; x; x = nx) {
+                nx = x->next;
+                free(x->in);
+                free(x);
+            }
+    free(m->regions);
     free(m);
 }
 
@@ -1176,6 +1194,115 @@ static bool run_stops_of(const cm_grammar *g, uint32_t rule, follow_run *r) {
     atomic_fetch_add(&g->cache->bytes, 8 * sizeof *stops);
     r->stops = stops;
     return true;
+}
+
+/* The rests a wrapping block position's filter is sure to drop (issue 12, session 41, helper
+ * `rest41`).  A string start's rests that the blocks in a row do not keep (wrap_sure) are
+ * Llama-3's long runs that end on a raw newline (spaces, `-`, `/`, `*`, 49-128 bytes): each
+ * was read through the item chart to the block's end and then through the upward chart of
+ * every string property's count states until it died on the newline.  A rest's lead: its
+ * bytes before the first one the block's start does not read (a unit's first bytes), and
+ * X, the bytes of some leads.  The region of (rule, X): T, every state reachable from the
+ * rule's return states through bytes of X's classes, calls, markers and returns (stops_reach,
+ * as the run stops), and the bytes some state of T reads; one made for the leads of a
+ * position's rests that no kept region holds (X: their union), kept in the memo.
+ * Where `state` is in T, the filter's item chart (from `state`) and its upward charts (from
+ * the return states, after any exit inside the lead) stand at states of T while they read the
+ * lead: the byte after it, read by no state of T, kills every one of them, and the filter
+ * would drop the rest.  Off: cm_walk_drop_dead_enable(0), every rest asked (the reference
+ * the tests compare). */
+static atomic_int g_drop_dead = 1;
+static atomic_size_t g_dead_dropped;
+
+void cm_walk_drop_dead_enable(int on) { atomic_store(&g_drop_dead, on); }
+
+size_t cm_walk_dead_dropped(void) { return atomic_load(&g_dead_dropped); }
+
+#define CM_REGIONS_MAX 16 /* regions kept a rule, at most */
+
+/* The first region of `rule` whose bytes hold all of `bytes` (NULL: none). */
+static const wrap_region *region_over(const cm_follow_memo *m, uint32_t rule, const uint32_t *bytes) {
+    if (!m->regions || rule >= m->n_region_rules) return NULL;
+    for (const wrap_region *x = m->regions[rule]; x; x = x->next) {
+        int w = 0;
+        while (w < 8 && !(bytes[w] & ~x->bytes[w])) w++;
+        if (w == 8) return x;
+    }
+    return NULL;
+}
+
+/* The region of (rule, bytes) made and kept (CM_REGIONS_MAX a rule at most); false when it
+ * is not (memory, or the rule has as many). */
+static bool region_make(const cm_grammar *g, cm_follow_memo *m, uint32_t rule, const uint32_t *bytes) {
+    const cm_tables *t = &g->t;
+    if (!m->regions) {
+        if (!(m->regions = calloc(t->n_rules ? t->n_rules : 1, sizeof *m->regions))) return false;
+        m->n_region_rules = t->n_rules;
+        atomic_fetch_add(&g->cache->bytes, t->n_rules * sizeof *m->regions);
+    }
+    if (rule >= m->n_region_rules) return false;
+    uint32_t n_kept = 0;
+    for (const wrap_region *x = m->regions[rule]; x; x = x->next) n_kept++;
+    if (n_kept >= CM_REGIONS_MAX) return false;
+    size_t nw = ((size_t)t->n_states + 63) / 64;
+    wrap_region *r = calloc(1, sizeof *r);
+    uint64_t *in = calloc(nw ? nw : 1, sizeof *in);
+    uint32_t *list = malloc((t->n_states ? t->n_states : 1) * sizeof *list), cls[256], n_cls = 0;
+    if (!r || !in || !list) {
+        free(r);
+        free(in);
+        free(list);
+        return false;
+    }
+    bool seen[256] = {false};
+    for (unsigned b = 0; b < 256; b++) {
+        uint8_t c = t->byte_class[b];
+        if (cm_bit(bytes, b) && !seen[c]) seen[c] = true, cls[n_cls++] = c;
+    }
+    memcpy(r->bytes, bytes, sizeof r->bytes);
+    stops_reads(g, list, 0, stops_reach(g, rule, cls, n_cls, in, list), r->reads);
+    free(list);
+    r->in = in;
+    r->next = m->regions[rule];
+    m->regions[rule] = r;
+    atomic_fetch_add(&g->cache->bytes, sizeof *r + nw * sizeof *in);
+    return true;
+}
+
+/* Rest p[0 .. len)'s lead (the bytes before the first that `first` lacks) into lead; its length. */
+static uint32_t rest_lead(const uint32_t *first, const uint8_t *p, uint32_t len, uint32_t *lead) {
+    uint32_t j = 0;
+    memset(lead, 0, 8 * sizeof *lead);
+    for (; j < len && cm_bit(first, p[j]); j++) cm_set_bit(lead, p[j]);
+    return j;
+}
+
+size_t cm_walk_drop_dead(const cm_grammar *g, uint32_t state, uint32_t *ks, size_t n) {
+    const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[state], start = t->rule_start[rule];
+    if (!n || t->n_la > 1 || !g->has_bytes[start] || !atomic_load_explicit(&g_drop_dead, memory_order_relaxed))
+        return n;
+    cm_follow_memo *m = follow_memo(g);
+    if (!m) return n;
+    const uint32_t *first = g->next_bytes + (size_t)start * 8;
+    uint32_t lead[8], all[8] = {0}, len;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {  /* the leads no region holds: one region for all of them */
+        const uint8_t *p = cm_trie_bytes(g->v, ks[i], &len);
+        if (rest_lead(first, p, len, lead) == len || region_over(m, rule, lead)) continue;
+        for (int w = 0; w < 8; w++) all[w] |= lead[w];
+        any = true;
+    }
+    if (any) region_make(g, m, rule, all);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p = cm_trie_bytes(g->v, ks[i], &len);
+        uint32_t j = rest_lead(first, p, len, lead);
+        const wrap_region *r = j < len ? region_over(m, rule, lead) : NULL;
+        if (!r || !(r->in[state >> 6] >> (state & 63) & 1) || cm_bit(r->reads, p[j])) ks[o++] = ks[i];
+    }
+    if (o < n) atomic_fetch_add(&g_dead_dropped, n - o);
+    return o;
 }
 
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones

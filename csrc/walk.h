@@ -96,6 +96,12 @@ size_t cm_walk_name_stop_hits(void);
  * this process (for the tests). */
 size_t cm_walk_filter_run_hits(void);
 size_t cm_walk_run_aheads_by_steps(void); /* read-aheads run_ahead_steps started (the tests read it) */
+/* Drops from ks[0 .. n) (trie entries, a wrapping block position's rests) those the filter of
+ * `state` is sure to drop: no state of the block's region reads the first byte of theirs that
+ * the block does not (walk.c, region_of); how many are left, in order.  Under the cache lock. */
+size_t cm_walk_drop_dead(const cm_grammar *g, uint32_t state, uint32_t *ks, size_t n);
+void cm_walk_drop_dead_enable(int on);
+size_t cm_walk_dead_dropped(void); /* rests dropped so (the tests read it) */
 /* How many of the filter's questions the pair stops answered so far in this
  * process (for the tests). */
 size_t cm_walk_filter_pair_hits(void);
