@@ -2208,6 +2208,19 @@ def chart_scans_hashed():
     return cm_chart_scans_hashed()
 
 
+def chart_memo_big_enable(bint on):
+    """Let the upward filter's chart keep the closures of big kernels (over 32 items) in its
+    closure memo too (csrc/earley.c, the default) or, off, only those of small kernels: the
+    reference the tests compare against.  Process-wide."""
+    cm_chart_memo_big_enable(1 if on else 0)
+
+
+def chart_memo_big_hits():
+    """How many closures of big kernels were taken from a chart's closure memo so far in this
+    process (for the tests)."""
+    return cm_chart_memo_big_hits()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

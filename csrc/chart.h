@@ -12,7 +12,10 @@ typedef struct cm_item {
 
 /* A memoized closure: the items a set's kernel (the items a byte scan produced)
  * closes to.  It depends only on the kernel and the sets up to the kernel's
- * newest origin, so it stays valid while that set's version is unchanged. */
+ * newest origin, so it stays valid while that set's version is unchanged.  A
+ * kernel of more than CM_MEMO_KERNEL items (memoized only in a chart with
+ * memo_big) is the closure's first n_kernel items: a kernel's origins are
+ * earlier sets, never CM_MEMO_HERE. */
 #define CM_MEMO_SLOTS 256
 #define CM_MEMO_KERNEL 32
 #define CM_MEMO_HERE UINT32_MAX - 1    /* origin = the set being built */
@@ -60,6 +63,8 @@ typedef struct cm_chart {
                                    such a closure is not memoized, its count check must run) */
     bool upward;                /* a completed CM_OUTER item returns to every caller of its
                                    rule (g->ret_*), each as a new CM_OUTER item */
+    bool memo_big;              /* memoize closures of kernels over CM_MEMO_KERNEL items too
+                                   (walk.c's upward chart: its sets of hundreds of items recur) */
     uint64_t *version;          /* [cap_sets] when each set was last built */
     uint64_t clock;
     cm_memo **memo;             /* [CM_MEMO_SLOTS], allocated on first use, and each slot
@@ -162,5 +167,12 @@ int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t
 size_t cm_chart_seg_memo_hits(void);
 /* How many scans' kernels went past the small-kernel comparison into the dedup table (tests). */
 size_t cm_chart_scans_hashed(void);
+/* The closure memo of big kernels (on by default) in the charts that ask for it (memo_big: the
+ * upward filter's chart, walk.c), whose sets of hundreds of items recur at other positions and
+ * after other bytes of its rests.  Off: kernels up to CM_MEMO_KERNEL items only (the tests'
+ * reference).  Process-wide; cm_chart_memo_big_hits: the closures of big kernels so taken from
+ * the memo in this process (for the tests). */
+void cm_chart_memo_big_enable(int on);
+size_t cm_chart_memo_big_hits(void);
 
 #endif

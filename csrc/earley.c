@@ -199,12 +199,12 @@ static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
 }
 
-static bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel, uint32_t cur,
-                     bool counted, uint32_t seg_bits) {
+static CM_ALWAYS_INLINE bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel,
+                                       uint32_t cur, bool counted, uint32_t seg_bits, bool big) {
     if (mm->n_kernel != n_kernel || mm->vset >= cur || mm->version != c->version[mm->vset] ||
         (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]) || (counted && mm->seg_bits != seg_bits))
         return false;
-    return memcmp(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
+    return memcmp(big ? mm->closure : mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
 }
 
 /* Put the open set's items, which the dedup table does not hold (a kernel scan_kernel
@@ -252,18 +252,32 @@ static uint32_t kernel_seg_bits(const cm_chart *c, const cm_grammar *g, size_t k
     return bits;
 }
 
+/* Closures of big kernels memoized where a chart asks for it (memo_big), the default; off:
+ * kernels up to CM_MEMO_KERNEL items only (the tests' reference).  Process-wide. */
+static atomic_int g_memo_big = 1;
+static atomic_size_t g_memo_big_hits;
+
+void cm_chart_memo_big_enable(int on) { atomic_store(&g_memo_big, on); }
+size_t cm_chart_memo_big_hits(void) { return atomic_load_explicit(&g_memo_big_hits, memory_order_relaxed); }
+
+static int close_memo_big(cm_chart *c, const cm_grammar *g, bool indexed);
+
 /* close_set, reusing the closure of an identical kernel over an unchanged chart;
- * `indexed`: the kernel is in the dedup table (a hit never needs it). */
-static CM_ALWAYS_INLINE int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed, bool counted) {
+ * `indexed`: the kernel is in the dedup table (a hit never needs it).  `big`: the kernel has
+ * more than CM_MEMO_KERNEL items (close_memo_big), so it is compared with the closure's head. */
+static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, bool indexed, bool counted, bool big) {
     uint32_t cur = (uint32_t)c->n_sets;
     size_t k0 = c->set_start[cur];
     uint32_t n_kernel = (uint32_t)(c->n_items - k0), max_origin;
-    if (n_kernel > CM_MEMO_KERNEL) return close_kernel(c, g, indexed, counted);
+    if (!big && n_kernel > CM_MEMO_KERNEL)
+        return !counted && c->memo_big && atomic_load_explicit(&g_memo_big, memory_order_relaxed)
+                   ? close_memo_big(c, g, indexed)
+                   : close_kernel(c, g, indexed, counted);
     if (!c->memo && !(c->memo = calloc(CM_MEMO_SLOTS, sizeof *c->memo))) return close_kernel(c, g, indexed, counted);
     cm_memo **slot = memo_slot(c, k0, n_kernel, &max_origin), *mm = *slot;
     if (max_origin >= cur) return close_kernel(c, g, indexed, counted);
     uint32_t seg_bits = counted ? kernel_seg_bits(c, g, k0, n_kernel) : 0;
-    if (mm && memo_hit(c, mm, k0, n_kernel, cur, counted, seg_bits)) {
+    if (mm && memo_hit(c, mm, k0, n_kernel, cur, counted, seg_bits, big)) {
         c->memo_used = mm;
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
@@ -282,6 +296,7 @@ static CM_ALWAYS_INLINE int close_memoized(cm_chart *c, const cm_grammar *g, boo
         }
         c->n_items = k0 + mm->n_closure;
         c->exited = mm->exited;
+        if (big) atomic_fetch_add_explicit(&g_memo_big_hits, 1, memory_order_relaxed);
         return CM_OK;
     }
     c->read_hi = 0;
@@ -306,7 +321,7 @@ static CM_ALWAYS_INLINE int close_memoized(cm_chart *c, const cm_grammar *g, boo
         cm_item it = c->items[k0 + i];
         mm->closure[i] = (cm_item){it.state, it.origin == cur ? CM_MEMO_HERE : it.origin};
     }
-    memcpy(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item));
+    if (!big) memcpy(mm->kernel, c->items + k0, n_kernel * sizeof(cm_item));
     mm->n_kernel = n_kernel;
     mm->n_closure = n;
     mm->max_origin = max_origin;
@@ -318,6 +333,16 @@ static CM_ALWAYS_INLINE int close_memoized(cm_chart *c, const cm_grammar *g, boo
     mm->seg_bits = seg_bits;
     c->memo_used = mm;
     return CM_OK;
+}
+
+static CM_ALWAYS_INLINE int close_memoized(cm_chart *c, const cm_grammar *g, bool indexed, bool counted) {
+    return close_memoized_k(c, g, indexed, counted, false);
+}
+
+/* A big kernel's closure through the memo (a chart with memo_big, no counts): out of line, so
+ * that the scans of every other chart run the code they ran before. */
+static __attribute__((noinline)) int close_memo_big(cm_chart *c, const cm_grammar *g, bool indexed) {
+    return close_memoized_k(c, g, indexed, false, true);
 }
 
 int cm_chart_init_item(cm_chart *c, const cm_grammar *g, uint32_t state, uint32_t origin) {

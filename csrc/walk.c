@@ -625,6 +625,7 @@ static int follow_chart(const cm_grammar *g, cm_chart *c, bool *ok, bool upward,
             cm_chart_free(c);
             return rc;
         }
+        c->memo_big = upward;  /* (the upward chart's closures of hundreds of items recur) */
         *ok = true;
     }
     return cm_chart_reset_items(c, g, states, n);
