@@ -33,6 +33,10 @@ typedef struct cm_memo {
                                    (flat.c: the configuration it makes + 4) */
     uint32_t seg_bits;          /* a segment grammar's kernel: bit i set if kernel item i is in a
                                    segment with k >= lo (the only count a closure reads) */
+    uint64_t stored;            /* when the closure was stored (the chart's memo_stores) */
+    bool reads_known;           /* reads holds the closure's byte set (learned on a dead scan) */
+    uint32_t reads[8];          /* the bytes some item of the closure has a transition on (the
+                                   OR of their states' next_bytes): a byte outside it kills */
 } cm_memo;
 
 typedef struct cm_wslot {
@@ -40,6 +44,14 @@ typedef struct cm_wslot {
     uint64_t version;
     uint32_t off, n;
 } cm_wslot;
+
+/* A set made from a memo entry's closure (cm_chart_scan in a memo_big chart): while the set's
+ * version and the entry's `stored` are those kept, its items' states are the closure's. */
+#define CM_READS_SLOTS 64
+typedef struct cm_reads_slot {
+    uint64_t version, stored;
+    cm_memo *mm;
+} cm_reads_slot;
 
 /* An Earley chart over bytes: set i holds items[set_start[i] .. set_start[i+1]). */
 typedef struct cm_chart {
@@ -70,6 +82,9 @@ typedef struct cm_chart {
     cm_memo **memo;             /* [CM_MEMO_SLOTS], allocated on first use, and each slot
                                    when first stored (a private chart of a few bytes stores few) */
     cm_memo *memo_used;         /* the entry the last scan's closure hit or stored; NULL: none */
+    struct cm_reads_slot *reads_tab;  /* a memo_big chart's [CM_READS_SLOTS], by set % slots: the
+                                   memo entry whose closure a big set made by a scan holds */
+    uint64_t memo_stores;       /* closures stored in the memo (their cm_memo.stored) */
     /* Waiter index of closed sets (built on demand for big sets): the items of
      * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
      * slot keyed (o, r) whose version is o's current one. */
@@ -174,5 +189,13 @@ size_t cm_chart_scans_hashed(void);
  * the memo in this process (for the tests). */
 void cm_chart_memo_big_enable(int on);
 size_t cm_chart_memo_big_hits(void);
+/* The byte sets of big memoized closures (on by default): in a memo_big chart, a last set of
+ * CM_READS_MIN items or more made from a memo entry answers a byte that no item has a transition
+ * on at once (cm_chart_scan 0, cm_chart_viable false), from the bytes its items read, learned
+ * with the entry on the first such death.  Off: every such set is scanned (the tests'
+ * reference).  Process-wide; cm_chart_memo_reads_dead: the deaths so answered. */
+#define CM_READS_MIN 48
+void cm_chart_memo_reads_enable(int on);
+size_t cm_chart_memo_reads_dead(void);
 
 #endif

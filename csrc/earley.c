@@ -311,6 +311,8 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     uint16_t byte = c->read_hi >= cur ? c->set_byte[cur] : CM_MEMO_ANY_BYTE;
     uint32_t n = (uint32_t)(c->n_items - k0);
     if (!mm && !(mm = *slot = calloc(1, sizeof *mm))) return CM_OK;  /* memo is an optimisation only */
+    mm->stored = ++c->memo_stores;  /* the sets made from the closure replaced are not this one's */
+    mm->reads_known = false;
     if (n > mm->cap_closure) {
         cm_item *p = realloc(mm->closure, n * sizeof *p);
         if (!p) return CM_OK;  /* memo is an optimisation only */
@@ -635,6 +637,51 @@ fail:
     return rc;
 }
 
+/* The byte sets of big memoized closures (cm_chart_memo_reads_enable). */
+static atomic_int g_memo_reads = 1;
+static atomic_size_t g_memo_reads_dead;
+
+void cm_chart_memo_reads_enable(int on) { atomic_store(&g_memo_reads, on); }
+size_t cm_chart_memo_reads_dead(void) { return atomic_load_explicit(&g_memo_reads_dead, memory_order_relaxed); }
+
+/* The last set, of CM_READS_MIN items or more, holds memo_used's closure (cm_chart_scan). */
+static void keep_reads(cm_chart *c) {
+    if (!c->reads_tab && !(c->reads_tab = calloc(CM_READS_SLOTS, sizeof *c->reads_tab))) return;
+    uint32_t set = (uint32_t)c->n_sets - 1;
+    c->reads_tab[set % CM_READS_SLOTS] = (cm_reads_slot){c->version[set], c->memo_used->stored, c->memo_used};
+}
+
+/* Set `prev` (the last, of CM_READS_MIN items or more) is known to read no `byte`: it holds the
+ * closure of its reads_tab slot's entry (made from it, the entry not stored again since), whose byte set is
+ * learned and lacks the byte.  A superset of the bytes that a scan's items read on (a lookahead
+ * debt can only refuse more), so a death so answered is one the scan finds. */
+static inline bool reads_dead(const cm_chart *c, uint32_t prev, uint8_t byte) {
+    const cm_reads_slot *r = c->reads_tab ? &c->reads_tab[prev % CM_READS_SLOTS] : NULL;
+    if (!r || r->version != c->version[prev] || r->mm->stored != r->stored || !r->mm->reads_known ||
+        cm_bit(r->mm->reads, byte))
+        return false;
+    if (!atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) return false;
+    atomic_fetch_add_explicit(&g_memo_reads_dead, 1, memory_order_relaxed);
+    return true;
+}
+
+/* A byte died on set `prev` (of CM_READS_MIN items or more) by a scan: where the set holds the
+ * closure of its reads_tab slot's entry, learn the entry's byte set (from the set's items: their states are
+ * the closure's), for the next deaths on it and on the sets later made from the entry. */
+static void reads_learn(const cm_chart *c, const cm_grammar *g, uint32_t prev) {
+    const cm_reads_slot *rs = c->reads_tab ? &c->reads_tab[prev % CM_READS_SLOTS] : NULL;
+    if (!rs || rs->version != c->version[prev] || rs->mm->stored != rs->stored || rs->mm->reads_known) return;
+    cm_memo *mm = rs->mm;
+    if (!atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) return;
+    uint32_t r[8] = {0};
+    for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
+        const uint32_t *nb = g->next_bytes + (size_t)cm_st(c->items[i].state) * 8;
+        for (int j = 0; j < 8; j++) r[j] |= nb[j];
+    }
+    memcpy(mm->reads, r, sizeof r);
+    mm->reads_known = true;
+}
+
 /* Scan one byte from the last set: 1 = a non-empty set was appended,
  * 0 = the byte is not viable here (chart unchanged), < 0 = error. */
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
@@ -661,10 +708,11 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
             return 1;
         }
     }
+    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
+    if (hi - lo >= CM_READS_MIN && reads_dead(c, prev, byte)) return 0;
     int rc = cm_chart_begin_set(c);
     if (rc) return rc;
     c->set_byte[c->n_sets] = byte;
-    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
     bool indexed = true;
     if (hi - lo <= g->lim.max_items_per_set && c->n_items + (hi - lo) <= g->lim.max_chart_items) {
         /* no add can trip a limit: the kernel is added without add_item's checks */
@@ -681,9 +729,14 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
             if ((rc = add_item(c, g, cm_pack((uint32_t)next, la), it.origin))) goto fail;
         }
     }
-    if (c->n_items == c->set_start[c->n_sets]) return 0;
+    if (c->n_items == c->set_start[c->n_sets]) {
+        if (hi - lo >= CM_READS_MIN) reads_learn(c, g, prev);
+        return 0;
+    }
     if ((rc = close_memoized(c, g, indexed, false))) goto fail;
     cm_chart_end_set(c);
+    if (c->memo_big && c->memo_used && c->n_items - c->set_start[c->n_sets - 1] >= CM_READS_MIN)
+        keep_reads(c);
     return 1;
 fail:
     c->n_items = c->set_start[c->n_sets];
@@ -697,7 +750,9 @@ bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
     bool seg = g->has_segments; /* counts guard the segment states' edges */
-    for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
+    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
+    if (hi - lo >= CM_READS_MIN && reads_dead(c, prev, byte)) return false;
+    for (size_t i = lo; i < hi; i++) {
         cm_item it = c->items[i];
         uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
         if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
@@ -707,6 +762,7 @@ bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
         if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
         if (!seg || seg_step(g, st, cell, c->counts[i], (uint32_t)next, &nk)) return true;
     }
+    if (hi - lo >= CM_READS_MIN) reads_learn(c, g, prev);
     return false;
 }
 
