@@ -48,6 +48,7 @@ typedef struct cm_wslot {
 /* A set made from a memo entry's closure (cm_chart_scan in a memo_big chart): while the set's
  * version and the entry's `stored` are those kept, its items' states are the closure's. */
 #define CM_READS_SLOTS 64
+#define CM_READS_MIN 48
 typedef struct cm_reads_slot {
     uint64_t version, stored;
     cm_memo *mm;
@@ -176,6 +177,43 @@ static inline int cm_chart_push_empty(cm_chart *c, uint16_t byte) {
 }
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte);
+
+/* The byte sets of big sets (cm_chart_memo_reads_enable), out of line: a set made by
+ * cm_chart_scan from memo_used's closure, of CM_READS_MIN items or more, kept with the entry
+ * (its reads_tab slot); set `prev` (of CM_READS_MIN items or more) known to read no `byte` (it
+ * holds its slot's entry's closure, the entry not stored again since, whose byte set is learned
+ * and lacks the byte); a death on set `prev` found by a scan teaching its entry the byte set, for
+ * the next deaths on it and on the sets later made from the entry. */
+void cm_chart_keep_reads(cm_chart *c);
+bool cm_chart_reads_dead(const cm_chart *c, uint32_t prev, uint8_t byte);
+void cm_chart_reads_learn(const cm_chart *c, const cm_grammar *g, uint32_t prev);
+
+/* cm_chart_scan where the chart keeps the byte sets of its big sets (walk.c's upward chart:
+ * memo_big): a byte that no item of the last set has a transition on, known from its memo
+ * entry's byte set, dies without the scan.  The same answers (the switch off: cm_chart_scan's). */
+static inline int cm_chart_scan_reads(cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    uint32_t prev = (uint32_t)c->n_sets - 1;
+    bool big = c->reads_tab && c->set_start[prev + 1] - c->set_start[prev] >= CM_READS_MIN;
+    if (big && cm_chart_reads_dead(c, prev, byte)) {
+        c->exited = false;  /* as cm_chart_scan leaves a dead scan */
+        c->memo_used = NULL;
+        return 0;
+    }
+    int r = cm_chart_scan(c, g, byte);
+    if (r > 0 && c->memo_used && c->memo_big && !g->has_segments) cm_chart_keep_reads(c);
+    else if (!r && big) cm_chart_reads_learn(c, g, prev);
+    return r;
+}
+
+/* cm_chart_viable through the byte sets of big sets, as cm_chart_scan_reads. */
+static inline bool cm_chart_viable_reads(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    uint32_t prev = (uint32_t)c->n_sets - 1;
+    bool big = c->reads_tab && c->set_start[prev + 1] - c->set_start[prev] >= CM_READS_MIN;
+    if (big && cm_chart_reads_dead(c, prev, byte)) return false;
+    bool v = cm_chart_viable(c, g, byte);
+    if (!v && big) cm_chart_reads_learn(c, g, prev);
+    return v;
+}
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
 int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge);
 /* How many closures of segment grammars' sets came from the closure memo (tests). */
@@ -194,7 +232,6 @@ size_t cm_chart_memo_big_hits(void);
  * on at once (cm_chart_scan 0, cm_chart_viable false), from the bytes its items read, learned
  * with the entry on the first such death.  Off: every such set is scanned (the tests'
  * reference).  Process-wide; cm_chart_memo_reads_dead: the deaths so answered. */
-#define CM_READS_MIN 48
 void cm_chart_memo_reads_enable(int on);
 size_t cm_chart_memo_reads_dead(void);
 

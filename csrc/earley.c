@@ -644,20 +644,18 @@ static atomic_size_t g_memo_reads_dead;
 void cm_chart_memo_reads_enable(int on) { atomic_store(&g_memo_reads, on); }
 size_t cm_chart_memo_reads_dead(void) { return atomic_load_explicit(&g_memo_reads_dead, memory_order_relaxed); }
 
-/* The last set, of CM_READS_MIN items or more, holds memo_used's closure (cm_chart_scan). */
-static void keep_reads(cm_chart *c) {
+void cm_chart_keep_reads(cm_chart *c) {
+    uint32_t last = (uint32_t)c->n_sets - 1;
+    if (c->n_items - c->set_start[last] < CM_READS_MIN) return;
     if (!c->reads_tab && !(c->reads_tab = calloc(CM_READS_SLOTS, sizeof *c->reads_tab))) return;
-    uint32_t set = (uint32_t)c->n_sets - 1;
-    c->reads_tab[set % CM_READS_SLOTS] = (cm_reads_slot){c->version[set], c->memo_used->stored, c->memo_used};
+    c->reads_tab[last % CM_READS_SLOTS] = (cm_reads_slot){c->version[last], c->memo_used->stored, c->memo_used};
 }
 
-/* Set `prev` (the last, of CM_READS_MIN items or more) is known to read no `byte`: it holds the
- * closure of its reads_tab slot's entry (made from it, the entry not stored again since), whose byte set is
- * learned and lacks the byte.  A superset of the bytes that a scan's items read on (a lookahead
- * debt can only refuse more), so a death so answered is one the scan finds. */
-static inline bool reads_dead(const cm_chart *c, uint32_t prev, uint8_t byte) {
-    const cm_reads_slot *r = c->reads_tab ? &c->reads_tab[prev % CM_READS_SLOTS] : NULL;
-    if (!r || r->version != c->version[prev] || r->mm->stored != r->stored || !r->mm->reads_known ||
+/* A death answered by a set's byte set is one the scan finds: the byte set is a superset of
+ * the bytes that the set's items read on (a lookahead debt can only refuse more). */
+bool cm_chart_reads_dead(const cm_chart *c, uint32_t prev, uint8_t byte) {
+    const cm_reads_slot *r = &c->reads_tab[prev % CM_READS_SLOTS];
+    if (r->version != c->version[prev] || r->mm->stored != r->stored || !r->mm->reads_known ||
         cm_bit(r->mm->reads, byte))
         return false;
     if (!atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) return false;
@@ -665,12 +663,10 @@ static inline bool reads_dead(const cm_chart *c, uint32_t prev, uint8_t byte) {
     return true;
 }
 
-/* A byte died on set `prev` (of CM_READS_MIN items or more) by a scan: where the set holds the
- * closure of its reads_tab slot's entry, learn the entry's byte set (from the set's items: their states are
- * the closure's), for the next deaths on it and on the sets later made from the entry. */
-static void reads_learn(const cm_chart *c, const cm_grammar *g, uint32_t prev) {
-    const cm_reads_slot *rs = c->reads_tab ? &c->reads_tab[prev % CM_READS_SLOTS] : NULL;
-    if (!rs || rs->version != c->version[prev] || rs->mm->stored != rs->stored || rs->mm->reads_known) return;
+/* Learned from the set's items: their states are the closure's. */
+void cm_chart_reads_learn(const cm_chart *c, const cm_grammar *g, uint32_t prev) {
+    const cm_reads_slot *rs = &c->reads_tab[prev % CM_READS_SLOTS];
+    if (rs->version != c->version[prev] || rs->mm->stored != rs->stored || rs->mm->reads_known) return;
     cm_memo *mm = rs->mm;
     if (!atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) return;
     uint32_t r[8] = {0};
@@ -708,11 +704,10 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
             return 1;
         }
     }
-    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
-    if (hi - lo >= CM_READS_MIN && reads_dead(c, prev, byte)) return 0;
     int rc = cm_chart_begin_set(c);
     if (rc) return rc;
     c->set_byte[c->n_sets] = byte;
+    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
     bool indexed = true;
     if (hi - lo <= g->lim.max_items_per_set && c->n_items + (hi - lo) <= g->lim.max_chart_items) {
         /* no add can trip a limit: the kernel is added without add_item's checks */
@@ -729,14 +724,9 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
             if ((rc = add_item(c, g, cm_pack((uint32_t)next, la), it.origin))) goto fail;
         }
     }
-    if (c->n_items == c->set_start[c->n_sets]) {
-        if (hi - lo >= CM_READS_MIN) reads_learn(c, g, prev);
-        return 0;
-    }
+    if (c->n_items == c->set_start[c->n_sets]) return 0;
     if ((rc = close_memoized(c, g, indexed, false))) goto fail;
     cm_chart_end_set(c);
-    if (c->memo_big && c->memo_used && c->n_items - c->set_start[c->n_sets - 1] >= CM_READS_MIN)
-        keep_reads(c);
     return 1;
 fail:
     c->n_items = c->set_start[c->n_sets];
@@ -750,9 +740,7 @@ bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
     const cm_tables *t = &g->t;
     uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
     bool seg = g->has_segments; /* counts guard the segment states' edges */
-    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
-    if (hi - lo >= CM_READS_MIN && reads_dead(c, prev, byte)) return false;
-    for (size_t i = lo; i < hi; i++) {
+    for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
         cm_item it = c->items[i];
         uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
         if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
@@ -762,7 +750,6 @@ bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
         if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
         if (!seg || seg_step(g, st, cell, c->counts[i], (uint32_t)next, &nk)) return true;
     }
-    if (hi - lo >= CM_READS_MIN) reads_learn(c, g, prev);
     return false;
 }
 

@@ -155,3 +155,66 @@ def test_hypothesis_same_entries(n: int, pieces: list) -> None:
     toks = {bytes([x]) for x in range(256)} | {b' "' + p for p in pieces} | set(pieces)
     g = cfgmask.Grammar.from_gbnf(_grammar(n))
     assert_big_same(g, cfgmask.Vocabulary.from_token_bytes(sorted(toks)), plain=True, limits=OWN_RULES)
+
+
+# ws41b: the byte set of a big memoized closure (csrc/earley.c, reads_dead; the chart's
+# reads_tab; `_core.chart_memo_reads_enable`): a big set made from a memo entry answers a byte
+# that none of its items has a transition on without the scan.  Every state's entry with it on
+# must equal it off, and plain walks'; the deaths so answered are counted.
+
+
+@contextmanager
+def _reads(on: bool) -> Iterator[None]:
+    _core.chart_memo_reads_enable(on)
+    try:
+        yield
+    finally:
+        _core.chart_memo_reads_enable(True)
+
+
+def _entries_reads(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, **kw: Any) -> tuple[list, int]:
+    """Every state's entry, caches cleared, the byte sets on or off; the deaths they answered."""
+    cfgmask.clear_caches()
+    dead = _core.chart_memo_reads_dead()
+    with _reads(on):
+        got = entries(cfgmask.compile(g, vocab, **kw))
+    return got, _core.chart_memo_reads_dead() - dead
+
+
+def assert_reads_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = False, **kw: Any) -> int:
+    """Entries with the byte sets on equal to them off (and, plain, to plain walks'); the deaths
+    the byte sets answered."""
+    on, dead = _entries_reads(g, vocab, True, **kw)
+    off, none = _entries_reads(g, vocab, False, **kw)
+    assert none == 0, "deaths answered with the switch off"
+    _same(on, off, "the byte sets off")
+    if plain:
+        _same(on, _entries_reads(g, vocab, True, _strategy=WALKS_ONLY, **kw)[0], "plain walks")
+    return dead
+
+
+def test_reads_json_many_values_answers_deaths() -> None:
+    """Llama-3's ` "...` tokens after the value start's `ws`: bytes that no item of a string's
+    close or content reads die on the set's byte set."""
+    dead = assert_reads_same(_many(), cfgmask.Vocabulary.llama3(), plain=True)
+    assert dead > 0, dead
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reads_random_vocab_same_entries(seed: int) -> None:
+    dead = assert_reads_same(
+        cfgmask.Grammar.from_gbnf(_grammar(40)), _big_vocab(seed), plain=True, limits=OWN_RULES
+    )
+    assert dead > 0, seed
+
+
+@given(
+    st.integers(20, 48),
+    st.lists(
+        st.lists(st.sampled_from(BIG_BYTES), min_size=1, max_size=10).map(bytes), min_size=1, max_size=80
+    ),
+)
+def test_reads_hypothesis_same_entries(n: int, pieces: list) -> None:
+    toks = {bytes([x]) for x in range(256)} | {b' "' + p for p in pieces} | set(pieces)
+    g = cfgmask.Grammar.from_gbnf(_grammar(n))
+    assert_reads_same(g, cfgmask.Vocabulary.from_token_bytes(sorted(toks)), plain=True, limits=OWN_RULES)
