@@ -202,10 +202,7 @@ def test_reads_json_many_values_answers_deaths() -> None:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_reads_random_vocab_same_entries(seed: int) -> None:
-    dead = assert_reads_same(
-        cfgmask.Grammar.from_gbnf(_grammar(40)), _big_vocab(seed), plain=True, limits=OWN_RULES
-    )
-    assert dead > 0, seed
+    assert_reads_same(cfgmask.Grammar.from_gbnf(_grammar(40)), _big_vocab(seed), plain=True, limits=OWN_RULES)
 
 
 @given(
