@@ -34,7 +34,8 @@ typedef struct cm_memo {
     uint32_t seg_bits;          /* a segment grammar's kernel: bit i set if kernel item i is in a
                                    segment with k >= lo (the only count a closure reads) */
     uint64_t stored;            /* when the closure was stored (the chart's memo_stores) */
-    bool reads_known;           /* reads holds the closure's byte set (learned on a dead scan) */
+    bool reads_known;           /* reads holds the closure's byte set (learned on a second death) */
+    uint8_t reads_deaths;       /* deaths found by scans on sets made from the closure (to 2) */
     uint32_t reads[8];          /* the bytes some item of the closure has a transition on (the
                                    OR of their states' next_bytes): a byte outside it kills */
 } cm_memo;

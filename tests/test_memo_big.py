@@ -181,7 +181,9 @@ def _entries_reads(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, **kw
     return got, _core.chart_memo_reads_dead() - dead
 
 
-def assert_reads_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = False, **kw: Any) -> int:
+def assert_reads_same(
+    g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = False, **kw: Any
+) -> int:
     """Entries with the byte sets on equal to them off (and, plain, to plain walks'); the deaths
     the byte sets answered."""
     on, dead = _entries_reads(g, vocab, True, **kw)
