@@ -453,8 +453,6 @@ cdef extern from "chart.h" nogil:
     size_t cm_chart_seg_memo_hits()
     void cm_chart_memo_big_enable(int on)
     size_t cm_chart_memo_big_hits()
-    void cm_chart_memo_reads_enable(int on)
-    size_t cm_chart_memo_reads_dead()
 
 cdef extern from "cache.h" nogil:
     size_t cm_seg_entry_builds()

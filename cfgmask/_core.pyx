@@ -2221,20 +2221,6 @@ def chart_memo_big_hits():
     return cm_chart_memo_big_hits()
 
 
-def chart_memo_reads_enable(bint on):
-    """Let the upward filter's chart answer a byte that no item of a big set made from its
-    closure memo has a transition on at once, from the bytes the memoized closure's items read
-    (csrc/earley.c, cm_chart_scan_reads; the default) or, off, scan every such set: the
-    reference the tests compare against.  Process-wide."""
-    cm_chart_memo_reads_enable(1 if on else 0)
-
-
-def chart_memo_reads_dead():
-    """How many scans and viability checks of a byte on a big set were answered dead from its
-    memoized closure's byte set so far in this process (for the tests)."""
-    return cm_chart_memo_reads_dead()
-
-
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

@@ -98,7 +98,6 @@ void cm_chart_free(cm_chart *c) {
                 free(c->memo[i]);
             }
     free(c->memo);
-    free(c->reads_tab);
     free(c->wslots);
     free(c->wpool);
     free(c->wbuilt);

@@ -33,11 +33,6 @@ typedef struct cm_memo {
                                    (flat.c: the configuration it makes + 4) */
     uint32_t seg_bits;          /* a segment grammar's kernel: bit i set if kernel item i is in a
                                    segment with k >= lo (the only count a closure reads) */
-    uint64_t stored;            /* when the closure was stored (the chart's memo_stores) */
-    bool reads_known;           /* reads holds the closure's byte set (learned on a second death) */
-    uint8_t reads_deaths;       /* deaths found by scans on sets made from the closure (to 2) */
-    uint32_t reads[8];          /* the bytes some item of the closure has a transition on (the
-                                   OR of their states' next_bytes): a byte outside it kills */
 } cm_memo;
 
 typedef struct cm_wslot {
@@ -45,15 +40,6 @@ typedef struct cm_wslot {
     uint64_t version;
     uint32_t off, n;
 } cm_wslot;
-
-/* A set made from a memo entry's closure (cm_chart_scan in a memo_big chart): while the set's
- * version and the entry's `stored` are those kept, its items' states are the closure's. */
-#define CM_READS_SLOTS 64
-#define CM_READS_MIN 48
-typedef struct cm_reads_slot {
-    uint64_t version, stored;
-    cm_memo *mm;
-} cm_reads_slot;
 
 /* An Earley chart over bytes: set i holds items[set_start[i] .. set_start[i+1]). */
 typedef struct cm_chart {
@@ -84,9 +70,6 @@ typedef struct cm_chart {
     cm_memo **memo;             /* [CM_MEMO_SLOTS], allocated on first use, and each slot
                                    when first stored (a private chart of a few bytes stores few) */
     cm_memo *memo_used;         /* the entry the last scan's closure hit or stored; NULL: none */
-    struct cm_reads_slot *reads_tab;  /* a memo_big chart's [CM_READS_SLOTS], by set % slots: the
-                                   memo entry whose closure a big set made by a scan holds */
-    uint64_t memo_stores;       /* closures stored in the memo (their cm_memo.stored) */
     /* Waiter index of closed sets (built on demand for big sets): the items of
      * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
      * slot keyed (o, r) whose version is o's current one. */
@@ -178,43 +161,6 @@ static inline int cm_chart_push_empty(cm_chart *c, uint16_t byte) {
 }
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte);
 bool cm_chart_viable(const cm_chart *c, const cm_grammar *g, uint8_t byte);
-
-/* The byte sets of big sets (cm_chart_memo_reads_enable), out of line: a set made by
- * cm_chart_scan from memo_used's closure, of CM_READS_MIN items or more, kept with the entry
- * (its reads_tab slot); set `prev` (of CM_READS_MIN items or more) known to read no `byte` (it
- * holds its slot's entry's closure, the entry not stored again since, whose byte set is learned
- * and lacks the byte); a death on set `prev` found by a scan teaching its entry the byte set, for
- * the next deaths on it and on the sets later made from the entry. */
-void cm_chart_keep_reads(cm_chart *c);
-bool cm_chart_reads_dead(const cm_chart *c, uint32_t prev, uint8_t byte);
-void cm_chart_reads_learn(const cm_chart *c, const cm_grammar *g, uint32_t prev);
-
-/* cm_chart_scan where the chart keeps the byte sets of its big sets (walk.c's upward chart:
- * memo_big): a byte that no item of the last set has a transition on, known from its memo
- * entry's byte set, dies without the scan.  The same answers (the switch off: cm_chart_scan's). */
-static inline int cm_chart_scan_reads(cm_chart *c, const cm_grammar *g, uint8_t byte) {
-    uint32_t prev = (uint32_t)c->n_sets - 1;
-    bool big = c->reads_tab && c->set_start[prev + 1] - c->set_start[prev] >= CM_READS_MIN;
-    if (big && cm_chart_reads_dead(c, prev, byte)) {
-        c->exited = false;  /* as cm_chart_scan leaves a dead scan */
-        c->memo_used = NULL;
-        return 0;
-    }
-    int r = cm_chart_scan(c, g, byte);
-    if (r > 0 && c->memo_used && c->memo_big && !g->has_segments) cm_chart_keep_reads(c);
-    else if (!r && big) cm_chart_reads_learn(c, g, prev);
-    return r;
-}
-
-/* cm_chart_viable through the byte sets of big sets, as cm_chart_scan_reads. */
-static inline bool cm_chart_viable_reads(const cm_chart *c, const cm_grammar *g, uint8_t byte) {
-    uint32_t prev = (uint32_t)c->n_sets - 1;
-    bool big = c->reads_tab && c->set_start[prev + 1] - c->set_start[prev] >= CM_READS_MIN;
-    if (big && cm_chart_reads_dead(c, prev, byte)) return false;
-    bool v = cm_chart_viable(c, g, byte);
-    if (!v && big) cm_chart_reads_learn(c, g, prev);
-    return v;
-}
 bool cm_chart_accepting(const cm_chart *c, const cm_grammar *g);
 int cm_chart_token_scan(cm_chart *c, const cm_grammar *g, uint32_t token, size_t from, bool merge);
 /* How many closures of segment grammars' sets came from the closure memo (tests). */
@@ -228,12 +174,5 @@ size_t cm_chart_scans_hashed(void);
  * the memo in this process (for the tests). */
 void cm_chart_memo_big_enable(int on);
 size_t cm_chart_memo_big_hits(void);
-/* The byte sets of big memoized closures (on by default): in a memo_big chart, a last set of
- * CM_READS_MIN items or more made from a memo entry answers a byte that no item has a transition
- * on at once (cm_chart_scan 0, cm_chart_viable false), from the bytes its items read, learned
- * with the entry on the first such death.  Off: every such set is scanned (the tests'
- * reference).  Process-wide; cm_chart_memo_reads_dead: the deaths so answered. */
-void cm_chart_memo_reads_enable(int on);
-size_t cm_chart_memo_reads_dead(void);
 
 #endif

@@ -311,9 +311,6 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     uint16_t byte = c->read_hi >= cur ? c->set_byte[cur] : CM_MEMO_ANY_BYTE;
     uint32_t n = (uint32_t)(c->n_items - k0);
     if (!mm && !(mm = *slot = calloc(1, sizeof *mm))) return CM_OK;  /* memo is an optimisation only */
-    mm->stored = ++c->memo_stores;  /* the sets made from the closure replaced are not this one's */
-    mm->reads_known = false;
-    mm->reads_deaths = 0;
     if (n > mm->cap_closure) {
         cm_item *p = realloc(mm->closure, n * sizeof *p);
         if (!p) return CM_OK;  /* memo is an optimisation only */
@@ -636,51 +633,6 @@ static int scan_counted(cm_chart *c, const cm_grammar *g, uint8_t byte) {
 fail:
     c->n_items = c->set_start[c->n_sets];
     return rc;
-}
-
-/* The byte sets of big memoized closures (cm_chart_memo_reads_enable). */
-static atomic_int g_memo_reads = 1;
-static atomic_size_t g_memo_reads_dead;
-
-void cm_chart_memo_reads_enable(int on) { atomic_store(&g_memo_reads, on); }
-size_t cm_chart_memo_reads_dead(void) {
-    return atomic_load_explicit(&g_memo_reads_dead, memory_order_relaxed);
-}
-
-void cm_chart_keep_reads(cm_chart *c) {
-    uint32_t last = (uint32_t)c->n_sets - 1;
-    if (c->n_items - c->set_start[last] < CM_READS_MIN) return;
-    if (!c->reads_tab && !(c->reads_tab = calloc(CM_READS_SLOTS, sizeof *c->reads_tab))) return;
-    cm_memo *mm = c->memo_used;
-    c->reads_tab[last % CM_READS_SLOTS] = (cm_reads_slot){c->version[last], mm->stored, mm};
-}
-
-/* A death answered by a set's byte set is one the scan finds: the byte set is a superset of
- * the bytes that the set's items read on (a lookahead debt can only refuse more). */
-bool cm_chart_reads_dead(const cm_chart *c, uint32_t prev, uint8_t byte) {
-    const cm_reads_slot *r = &c->reads_tab[prev % CM_READS_SLOTS];
-    if (r->version != c->version[prev] || r->mm->stored != r->stored || !r->mm->reads_known ||
-        cm_bit(r->mm->reads, byte))
-        return false;
-    if (!atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) return false;
-    atomic_fetch_add_explicit(&g_memo_reads_dead, 1, memory_order_relaxed);
-    return true;
-}
-
-/* Learned from the set's items (their states are the closure's) on the entry's second death:
- * a closure that dies once does not pay for its byte set. */
-void cm_chart_reads_learn(const cm_chart *c, const cm_grammar *g, uint32_t prev) {
-    const cm_reads_slot *rs = &c->reads_tab[prev % CM_READS_SLOTS];
-    if (rs->version != c->version[prev] || rs->mm->stored != rs->stored || rs->mm->reads_known) return;
-    cm_memo *mm = rs->mm;
-    if (++mm->reads_deaths < 2 || !atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) return;
-    uint32_t r[8] = {0};
-    for (size_t i = c->set_start[prev]; i < c->set_start[prev + 1]; i++) {
-        const uint32_t *nb = g->next_bytes + (size_t)cm_st(c->items[i].state) * 8;
-        for (int j = 0; j < 8; j++) r[j] |= nb[j];
-    }
-    memcpy(mm->reads, r, sizeof r);
-    mm->reads_known = true;
 }
 
 /* Scan one byte from the last set: 1 = a non-empty set was appended,

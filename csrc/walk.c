@@ -442,17 +442,16 @@ int cm_walk_listed_noted(const cm_grammar *g, uint32_t state, const uint32_t *ks
  * the filter's verdicts are mostly decided there (a `ws` start's rests after
  * the quote, ` "abc`, end a byte after the prefix they share), while the set
  * cost a closure through every caller.  A later text that reads on from the
- * whole of p scans that byte again.  `reads`: c is the upward chart, scanned through the byte
- * sets of its big sets (cm_chart_scan_reads). */
+ * whole of p scans that byte again. */
 static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32_t d, uint32_t len,
-                      uint8_t *ex, uint32_t *built, bool reads) {
+                      uint8_t *ex, uint32_t *built) {
     cm_chart_truncate(c, (size_t)d + 1);
     for (; d < len; d++) {
         if (d + 1 == len) {
             *built = d;
-            return (reads ? cm_chart_viable_reads(c, g, p[d]) : cm_chart_viable(c, g, p[d])) ? len : d;
+            return cm_chart_viable(c, g, p[d]) ? len : d;
         }
-        int r = reads ? cm_chart_scan_reads(c, g, p[d]) : cm_chart_scan(c, g, p[d]);
+        int r = cm_chart_scan(c, g, p[d]);
         if (r < 0) return r;
         if (r == 0) {
             *built = d;
@@ -1079,7 +1078,7 @@ static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_
         m->up_rule = rule + 1;
     }
     cm_chart_truncate(up, 1);
-    int sc = cm_chart_scan_reads(up, g, x);  /* 0: no item reads x, and every rest led by x dies on it */
+    int sc = cm_chart_scan(up, g, x);  /* 0: no item reads x, and every rest led by x dies on it */
     if (sc < 0) return NULL;
     if (sc > 0) set_reads(g, up, ps->second[x]);
     cm_set_bit(ps->made, x);
@@ -1144,7 +1143,7 @@ static void run_learn(follow_run *r, uint32_t j, uint32_t len, long alive) {
 static uint32_t run_ahead(const cm_grammar *g, cm_chart *up, follow_run *r, uint32_t len, uint32_t built) {
     uint32_t read = built, max = g->v->max_len, target = 2 * len < max ? 2 * len : max;
     int sr = 1;
-    while (read < target && (sr = cm_chart_scan_reads(up, g, (uint8_t)(r->byte - 1))) > 0) read++;
+    while (read < target && (sr = cm_chart_scan(up, g, (uint8_t)(r->byte - 1))) > 0) read++;
     if (sr >= 0) {  /* a failed scan (a limit) leaves up as it was, and r */
         if (read > r->lo) r->lo = read;
         if (!sr && (!r->hi || read + 1 < r->hi)) r->hi = read + 1;
@@ -1347,7 +1346,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
             if (ok >= 0) {
                 (*run_hits)++;
             } else {
-                long alive = scan_rest(up, g, p, from, len, NULL, &have, true);
+                long alive = scan_rest(up, g, p, from, len, NULL, &have);
                 if (alive < 0) {
                     rc = (int)alive;
                     break;
@@ -1488,7 +1487,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             uint32_t d = prev ? trie_prefix(v, prev_k, k, prev, plen, p, len) : 0;
             if (prev && bc) d = class_prefix(bc, prev, plen, p, len, d, died ? have + 1 : have, &class_shared);
             if (!prev || !died || d <= have) {  /* else p dies on the byte prev died on */
-                dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have, false);
+                dead = scan_rest(c, g, p, d < have ? d : have, len, ex, &have);
                 if (dead < 0) {
                     rc = (int)dead;
                     break;
