@@ -100,13 +100,14 @@ size_t cm_donor_resume_hits(void) { return atomic_load(&g_resume_hits); }
  * `[0-9a-f]{32}`: a byte outside the class goes back to the first position) has positions far
  * from the end alike to the first: the pairs differ only along the class's runs, shorter in any
  * token than the distance to the end.  The walk reads only the entries where the two differ
- * (tens of nodes a run), and stops at the first pair not alike.  There, if the entries before
- * it are to be kept (*from, the entry, and *depth, its bytes read alike: the walk resumes there,
- * cm_donor_build), the path to it must cross no accepting state: its walk from the state after
- * *depth bytes then starts with the configuration and exit flags a walk from the first byte
- * reaches there (an exit on the path would have added items and flags); else *depth is 0. */
-static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsigned b, uint32_t *xs, size_t *from,
-                          uint32_t *depth) {
+ * (tens of nodes a run), and stops at the first pair not alike.  Its walk then resumes (cnt41b,
+ * cm_donor_build) at *depth bytes of the failing entry's path, above its first accepting state:
+ * the walk from the state there starts with the configuration and exit flags a walk from the
+ * first byte reaches there (an exit on the path would have added items and flags), from *from,
+ * where the subtree of the path's first *depth + 1 bytes starts (the entries before it read
+ * alike: the donor's fate, kept); *depth 0: the whole subtree walked again. */
+static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsigned b, uint32_t *xs, size_t *sub,
+                          size_t *from, uint32_t *depth) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     uint32_t *ys = xs + v->max_len + 1;
@@ -125,14 +126,15 @@ static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsig
                 next = v->skip[v->trie_off[k] + i];
                 break;
             }
+            sub[i + 1] = k;  /* i >= k's lcp: the subtree of its first i + 1 bytes starts here */
             /* a pair kept at this depth was found alike already (most are: the same pair a depth) */
             bool kept = xs[i + 1] == (uint32_t)x && ys[i + 1] == (uint32_t)y;
             if (x < 0 || y < 0 || (!kept && !alike(g, (uint32_t)x, (uint32_t)y))) {
-                uint32_t j = 1;
+                uint32_t j = 1;  /* resumed above the first accepting state on the path */
                 while (j <= i && !t->accepting[xs[j]]) j++;
-                if (i && j > i && atomic_load_explicit(&g_resume, memory_order_relaxed)) {
-                    *from = k;
-                    *depth = i;
+                if (j > 1 && atomic_load_explicit(&g_resume, memory_order_relaxed)) {
+                    *depth = j - 1;
+                    *from = sub[j];
                 }
                 return false;
             }
@@ -154,15 +156,29 @@ static int redo_bytes(const cm_grammar *g, uint32_t state, uint32_t donor, const
         g->t.state_rule[state] != g->t.state_rule[donor] || !alike(g, state, donor))
         return CM_OK;
     uint32_t *xs = NULL;
+    size_t *sub = NULL;  /* where the subtree of the walked entry's first i bytes starts (alike_subtree) */
     for (unsigned b = 0; b < 256; b++) {
         if (!part[b] || g->v->first_off[b] == g->v->first_off[b + 1]) continue;
         if (!xs && !(xs = malloc(2 * ((size_t)g->v->max_len + 1) * sizeof *xs))) return CM_ERR_NOMEM;
-        if (alike_subtree(g, state, donor, b, xs, from + b, depth + b)) {
+        if (!sub && !(sub = malloc(((size_t)g->v->max_len + 1) * sizeof *sub))) {
+            free(xs);
+            return CM_ERR_NOMEM;
+        }
+        if (alike_subtree(g, state, donor, b, xs, sub, from + b, depth + b)) {
             redo[b] = false;
             atomic_fetch_add_explicit(&g_alike_hits, 1, memory_order_relaxed);
+        } else if (depth[b]) {
+            /* the whole walk may take b's names in bulk (flat_names_bulk), a resumed one reads them:
+             * resumed where it reads fewer entries than the whole walk's others */
+            const cm_vocab *v = g->v;
+            size_t rest = v->first_off[b + 1] - from[b], others = v->first_off[b + 1] - v->first_off[b];
+            others -= v->name_off[b + 1] - v->name_off[b];
+            uint32_t y = (uint32_t)g->t.trans[(size_t)state * g->t.n_classes + g->t.byte_class[b]];
+            if (rest >= others && cm_flat_names_bulk_ok(g, y, (uint8_t)b)) depth[b] = 0;
         }
     }
     free(xs);
+    free(sub);
     return CM_OK;
 }
 
