@@ -419,8 +419,6 @@ cdef extern from "compose.h" nogil:
 cdef extern from "donor.h" nogil:
     void cm_donor_alike_enable(int on)
     size_t cm_donor_alike_hits()
-    void cm_donor_resume_enable(int on)
-    size_t cm_donor_resume_hits()
 
 
 cdef extern from "vocab.h" nogil:

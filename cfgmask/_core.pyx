@@ -2086,20 +2086,6 @@ def donor_alike_hits():
     return cm_donor_alike_hits()
 
 
-def donor_resume_enable(bint on):
-    """Where a part byte's subtree is not alike (csrc/donor.c ``alike_subtree`` stopped at an
-    entry whose path, no state on it accepting, reached a pair not alike), keep the donor's fate
-    of the entries before that entry and walk the rest from the states on its path (the
-    default), or, off, walk the whole subtree again: the reference the tests compare against.
-    Process-wide; clear the caches after a change.  The entries are the same."""
-    cm_donor_resume_enable(1 if on else 0)
-
-
-def donor_resume_hits():
-    """How many part bytes' walks were resumed so in this process (for the tests)."""
-    return cm_donor_resume_hits()
-
-
 def scan_notes_enable(bint on):
     """Keep a composed entry's chart scans of the tokens it leaves uncertain for its upward
     filter, which then does not scan them again (csrc/walk.c, cm_walk_listed_noted; the

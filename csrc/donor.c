@@ -84,13 +84,8 @@ static bool alike(const cm_grammar *g, uint32_t x, uint32_t y) {
 static atomic_int g_alike = 1;
 static atomic_size_t g_alike_hits;  /* first bytes' subtrees taken from the donor so (the tests read it) */
 
-static atomic_int g_resume = 1;
-static atomic_size_t g_resume_hits;  /* part byte's walks resumed at a failed pair walk's entry (the tests read it) */
-
 void cm_donor_alike_enable(int on) { atomic_store(&g_alike, on); }
 size_t cm_donor_alike_hits(void) { return atomic_load(&g_alike_hits); }
-void cm_donor_resume_enable(int on) { atomic_store(&g_resume, on); }
-size_t cm_donor_resume_hits(void) { return atomic_load(&g_resume_hits); }
 
 /* Does every token of first byte b have the same fate from `state` as from the donor d (in the
  * same rule)?  Each trie entry is read from both in step: where the two reach one state (or
@@ -100,21 +95,14 @@ size_t cm_donor_resume_hits(void) { return atomic_load(&g_resume_hits); }
  * `[0-9a-f]{32}`: a byte outside the class goes back to the first position) has positions far
  * from the end alike to the first: the pairs differ only along the class's runs, shorter in any
  * token than the distance to the end.  The walk reads only the entries where the two differ
- * (tens of nodes a run), and stops at the first pair not alike.  Its walk then resumes (cnt41b,
- * cm_donor_build) at *depth bytes of the failing entry's path, above its first accepting state:
- * the walk from the state there starts with the configuration and exit flags a walk from the
- * first byte reaches there (an exit on the path would have added items and flags), from *from,
- * where the subtree of the path's first *depth + 1 bytes starts (the entries before it read
- * alike: the donor's fate, kept); *depth 0: the whole subtree walked again. */
-static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsigned b, uint32_t *xs, size_t *sub,
-                          size_t *from, uint32_t *depth) {
+ * (tens of nodes a run), and stops at the first pair not alike. */
+static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsigned b, uint32_t *xs) {
     const cm_tables *t = &g->t;
     const cm_vocab *v = g->v;
     uint32_t *ys = xs + v->max_len + 1;
     memset(xs, 0xff, 2 * ((size_t)v->max_len + 1) * sizeof *xs);  /* no pair kept (alike: never dead) */
     xs[0] = state;
     ys[0] = d;
-    *depth = 0;
     for (size_t k = v->first_off[b], end = v->first_off[b + 1]; k < end;) {
         uint32_t len, i = k == v->first_off[b] ? 0 : v->trie_lcp[k];  /* the pairs up to i hold */
         const uint8_t *p = cm_trie_bytes(v, k, &len);
@@ -126,18 +114,9 @@ static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsig
                 next = v->skip[v->trie_off[k] + i];
                 break;
             }
-            sub[i + 1] = k;  /* i >= k's lcp: the subtree of its first i + 1 bytes starts here */
             /* a pair kept at this depth was found alike already (most are: the same pair a depth) */
             bool kept = xs[i + 1] == (uint32_t)x && ys[i + 1] == (uint32_t)y;
-            if (x < 0 || y < 0 || (!kept && !alike(g, (uint32_t)x, (uint32_t)y))) {
-                uint32_t j = 1;  /* resumed above the first accepting state on the path */
-                while (j <= i && !t->accepting[xs[j]]) j++;
-                if (j > 1 && atomic_load_explicit(&g_resume, memory_order_relaxed)) {
-                    *depth = j - 1;
-                    *from = sub[j];
-                }
-                return false;
-            }
+            if (x < 0 || y < 0 || (!kept && !alike(g, (uint32_t)x, (uint32_t)y))) return false;
             xs[i + 1] = (uint32_t)x;
             ys[i + 1] = (uint32_t)y;
         }
@@ -146,63 +125,23 @@ static bool alike_subtree(const cm_grammar *g, uint32_t state, uint32_t d, unsig
     return true;
 }
 
-/* The first bytes to walk again: part's, less those whose subtrees are alike (alike_subtree);
- * of those walked again, from[b] the entry where the walk resumes at depth[b] (0: the whole). */
-static int redo_bytes(const cm_grammar *g, uint32_t state, uint32_t donor, const bool *part, bool *redo, size_t *from,
-                      uint32_t *depth) {
+/* The first bytes to walk again: part's, less those whose subtrees are alike (alike_subtree). */
+static int redo_bytes(const cm_grammar *g, uint32_t state, uint32_t donor, const bool *part, bool *redo) {
     memcpy(redo, part, 256 * sizeof *redo);
-    memset(depth, 0, 256 * sizeof *depth);
     if (!atomic_load_explicit(&g_alike, memory_order_relaxed) || g->has_segments ||
         g->t.state_rule[state] != g->t.state_rule[donor] || !alike(g, state, donor))
         return CM_OK;
     uint32_t *xs = NULL;
-    size_t *sub = NULL;  /* where the subtree of the walked entry's first i bytes starts (alike_subtree) */
     for (unsigned b = 0; b < 256; b++) {
         if (!part[b] || g->v->first_off[b] == g->v->first_off[b + 1]) continue;
         if (!xs && !(xs = malloc(2 * ((size_t)g->v->max_len + 1) * sizeof *xs))) return CM_ERR_NOMEM;
-        if (!sub && !(sub = malloc(((size_t)g->v->max_len + 1) * sizeof *sub))) {
-            free(xs);
-            return CM_ERR_NOMEM;
-        }
-        if (alike_subtree(g, state, donor, b, xs, sub, from + b, depth + b)) {
+        if (alike_subtree(g, state, donor, b, xs)) {
             redo[b] = false;
             atomic_fetch_add_explicit(&g_alike_hits, 1, memory_order_relaxed);
-        } else if (depth[b]) {
-            /* the whole walk may take b's names in bulk (flat_names_bulk), a resumed one reads them:
-             * resumed where it reads fewer entries than the whole walk's others */
-            const cm_vocab *v = g->v;
-            size_t rest = v->first_off[b + 1] - from[b], others = v->first_off[b + 1] - v->first_off[b];
-            others -= v->name_off[b + 1] - v->name_off[b];
-            uint32_t y = (uint32_t)g->t.trans[(size_t)state * g->t.n_classes + g->t.byte_class[b]];
-            if (rest >= others && cm_flat_names_bulk_ok(g, y, (uint8_t)b)) depth[b] = 0;
         }
     }
     free(xs);
-    free(sub);
     return CM_OK;
-}
-
-/* Byte b's subtree from entry k on, its first `depth` bytes read alike from state and donor
- * (alike_subtree): the entries before k have the donor's fate, kept; the rest walked, from the
- * state after each depth of k's path (j), the entries that share k's first j bytes but not j + 1
- * (k's own, at j = depth, from k on). */
-static int resume_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, uint32_t depth, cm_walk *w) {
-    const cm_tables *t = &g->t;
-    const cm_vocab *v = g->v;
-    uint32_t len, *at = malloc(((size_t)depth + 1) * sizeof *at);
-    if (!at) return CM_ERR_NOMEM;
-    const uint8_t *p = cm_trie_bytes(v, k, &len);
-    at[0] = state;
-    for (uint32_t j = 0; j < depth; j++) at[j + 1] = (uint32_t)t->trans[(size_t)at[j] * t->n_classes + t->byte_class[p[j]]];
-    const uint32_t *skip = v->skip + v->trie_off[k];
-    int rc = CM_OK;
-    for (uint32_t j = depth; !rc && j >= 1; j--) {
-        size_t lo = j == depth ? k : skip[j], hi = skip[j - 1];
-        if (lo < hi) rc = cm_flat_walk(g, at[j], rule, lo, hi, j, w);
-    }
-    free(at);
-    atomic_fetch_add_explicit(&g_resume_hits, 1, memory_order_relaxed);
-    return rc;
 }
 
 int cm_donor_build(const cm_grammar *g, uint32_t state, uint32_t donor, const cm_entry *de, const bool *part_in,
@@ -211,28 +150,19 @@ int cm_donor_build(const cm_grammar *g, uint32_t state, uint32_t donor, const cm
     const cm_vocab *v = g->v;
     const uint32_t *lo = v->first_off;
     bool part[256];
-    size_t from[256];
-    uint32_t depth[256];
-    int rc = redo_bytes(g, state, donor, part_in, part, from, depth);
+    int rc = redo_bytes(g, state, donor, part_in, part);
     if (rc) return rc;
     cm_or_accepted(g, w->bits, de, NULL);  /* w->bits is empty */
     /* the donor's name sets but those of the first bytes walked again (cleared below) */
     if (cm_name_sets_on())
         for (unsigned b = 0; b < 256; b++)
             if (!part[b] && ((de->names[b >> 5] >> (b & 31)) & 1u)) w->names[b >> 5] |= 1u << (b & 31);
-    for (uint32_t i = 0; !rc && i < de->n_uncertain; i++) {
-        uint32_t u = de->uncertain[i], b = v->trie_data[v->trie_off[u]];
-        if (!part[b] || (depth[b] && u < from[b])) rc = cm_walk_push_uncertain(w, u);
-    }
+    for (uint32_t i = 0; !rc && i < de->n_uncertain; i++)
+        if (!part[v->trie_data[v->trie_off[de->uncertain[i]]]]) rc = cm_walk_push_uncertain(w, de->uncertain[i]);
     uint32_t rule = t->state_rule[state];
     for (unsigned b = 0; !rc && b < 256; b++) {
         if (!part[b]) continue;
-        for (size_t k = depth[b] ? from[b] : lo[b]; k < lo[b + 1]; k++)
-            w->bits[v->trie_ids[k] >> 5] &= ~(1u << (v->trie_ids[k] & 31));
-        if (depth[b]) {  /* the entries before from[b] read alike: the donor's fate, kept */
-            rc = resume_walk(g, state, rule, from[b], depth[b], w);
-            continue;
-        }
+        for (size_t k = lo[b]; k < lo[b + 1]; k++) w->bits[v->trie_ids[k] >> 5] &= ~(1u << (v->trie_ids[k] & 31));
         int32_t y = t->trans[(size_t)state * t->n_classes + t->byte_class[b]];
         if (y < 0 || lo[b] == lo[b + 1]) continue;
         uint32_t from = (uint32_t)y;  /* a segment grammar's through the counted chart: flat walks read no count */

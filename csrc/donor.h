@@ -16,11 +16,5 @@ int cm_donor_build(const cm_grammar *g, uint32_t state, uint32_t donor, const cm
 void cm_donor_alike_enable(int on);
 /* How many first bytes' subtrees were taken so far (process-wide). */
 size_t cm_donor_alike_hits(void);
-/* Where a part byte's subtree is not alike, its walk resumed at the entry where the pair walk
- * failed, the entries before it kept from the donor (on, the default), or the whole subtree
- * walked again (off).  Process-wide. */
-void cm_donor_resume_enable(int on);
-/* How many part bytes' walks were resumed so far (process-wide). */
-size_t cm_donor_resume_hits(void);
 
 #endif

@@ -1217,15 +1217,6 @@ int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k
                      : CM_OK;
 }
 
-bool cm_flat_names_bulk_ok(const cm_grammar *g, uint32_t state, uint8_t b) {
-    const cm_vocab *v = g->v;
-    if (!v->name_ids || !g->lim.name_skip || !g->lim.flat_walks) return false;
-    if (v->name_off[b + 1] - v->name_off[b] < CM_FLAT_NAMES_MIN) return false;
-    cm_flat *f = flat_get(g);
-    int32_t c = f ? flat_start(g, f, state, false) : CM_FLAT_CHART;
-    return c >= 0 && flat_names_ok(g, f, (uint32_t)c);
-}
-
 /* ---- names after a position's own bytes (compose.c, walk_tails) ---- */
 
 bool cm_flat_names_after(const cm_grammar *g, const uint32_t *z, unsigned n_z) {

@@ -33,9 +33,6 @@ int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k
  * of them is accepted (flat_names_live's proof, one byte later).  False when
  * the vocabulary has no name tables or lim.name_skip or lim.flat_walks is off. */
 bool cm_flat_names_after(const cm_grammar *g, const uint32_t *z, unsigned n_z);
-/* Would cm_flat_walk of first byte b's whole subtree from `state` (after b) take b's name
- * entries in bulk (flat_names_bulk)?  A walk of part of it (donor.c's resumed walks) would not. */
-bool cm_flat_names_bulk_ok(const cm_grammar *g, uint32_t state, uint8_t b);
 /* cm_flat_walk of the entries of [k, k_end) that are not names, from (state,
  * OUTER) at depth d0 >= 1, for a state cm_flat_names_after proved (the names
  * are accepted by the caller, in bulk); [k, k_end) is a subtree of its first
