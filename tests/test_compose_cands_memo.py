@@ -11,14 +11,15 @@ limit so small that parts and lists are not kept); Llama-3 masks along a documen
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 
 import cfgmask
 from cfgmask import _core
 
+from .helpers import core_switch
 from .test_compose_unread import BLANKS
 from .test_entries import WALKS_ONLY, entries
 from .test_listed_reuse import VOCAB, _optional_object, _same, llama3_chain_masks_same
@@ -26,15 +27,8 @@ from .test_listed_reuse import VOCAB, _optional_object, _same, llama3_chain_mask
 Switch = Callable[[bool], AbstractContextManager[None]]
 
 
-@contextmanager
-def _memo(on: bool) -> Iterator[None]:
-    _core.compose_cands_memo_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.compose_cands_memo_enable(True)
-        cfgmask.clear_caches()
+def _memo(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.compose_cands_memo_enable, on)
 
 
 def switched_entries(

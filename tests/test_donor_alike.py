@@ -15,8 +15,7 @@ masks along o78129's document equal too."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import numpy as np
 import pytest
@@ -26,19 +25,13 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
+from .helpers import core_switch
 from .test_entries import WALKS_ONLY, entries
 from .test_listed_reuse import _same
 
 
-@contextmanager
-def _alike(on: bool) -> Iterator[None]:
-    _core.donor_alike_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.donor_alike_enable(True)
-        cfgmask.clear_caches()
+def _alike(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.donor_alike_enable, on)
 
 
 def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, **kw: object) -> tuple[list, int]:

@@ -9,14 +9,14 @@ Llama-3 masks along a document of 40 optional properties equal too."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import pytest
 
 import cfgmask
 from cfgmask import _core
 
+from .helpers import core_switch
 from .test_compose_cands_memo import (
     chain_entries_same,
     chain_vocab,
@@ -26,15 +26,8 @@ from .test_compose_cands_memo import (
 from .test_listed_reuse import _optional_object, _same, llama3_chain_masks_same
 
 
-@contextmanager
-def _keep(on: bool) -> Iterator[None]:
-    _core.item_keep_enable(on)
-    cfgmask.clear_caches()
-    try:
-        yield
-    finally:
-        _core.item_keep_enable(True)
-        cfgmask.clear_caches()
+def _keep(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.item_keep_enable, on)
 
 
 @pytest.mark.parametrize("n", [6, 17])
