@@ -382,6 +382,8 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_wrap_direct_hits()
     void cm_chain_wrap_deep_enable(int on)
     size_t cm_chain_wrap_deep_hits()
+    void cm_chain_split_dead_enable(int on)
+    size_t cm_chain_split_dead_dropped()
     void cm_chain_wrap_ranges_mode(int mode)
     size_t cm_chain_wrap_ranges_hits()
     size_t cm_chain_memo_hits()

@@ -1749,6 +1749,19 @@ def chain_wrap_deep_hits():
     return cm_chain_wrap_deep_hits()
 
 
+def chain_split_dead_enable(bint on):
+    """Take the rests that no state of the block's region reads on out of the split of a
+    wrapping block position too wide for the filter (csrc/chains.c, g_split_dead; the default),
+    its uncertain tokens unchanged, or, off, keep them for the mask to check: the reference the
+    tests compare against.  Process-wide; clear the caches after a change."""
+    cm_chain_split_dead_enable(1 if on else 0)
+
+
+def chain_split_dead_dropped():
+    """How many rests were taken out of such splits so far in this process (for the tests)."""
+    return cm_chain_split_dead_dropped()
+
+
 def chain_wrap_ranges_mode(int mode):
     """How a ranged block position's wrap split is made (csrc/chains.c, gather_ranges): 0 a
     token at a time (the reference the tests compare against), 1 from the walk's lists where

@@ -1746,6 +1746,22 @@ static size_t wrap_sure(const cm_grammar *g, const chain_walk *cd, uint32_t rule
     return s;
 }
 
+/* A wrapping position whose tokens are too many for the filter (n > CM_FILTER_MAX_UNCERTAIN:
+ * a block's last positions with Llama-3, 10^4-10^5 tokens at its end nodes) keeps every one of
+ * them uncertain, so its split's rest held the runs that end on a raw newline or tab, and each
+ * was stepped through check_split at the mask (both items, then its rest's verdict) and found
+ * dead there, at every such position.  cm_walk_drop_dead proves a rest dead in every context
+ * (the filter would drop it: no state of the block's region reads the byte after its lead), so
+ * it is taken out of the split's rest only; the entry's uncertain list stays whole (a mask
+ * whose block cannot start again still reads it) and the wrap bits are unchanged.  Off:
+ * cm_chain_split_dead_enable(0), the rest is every token that does not wrap (the tests). */
+static atomic_int g_split_dead = 1;
+static atomic_size_t g_split_dead_hits;  /* rests taken out of unfiltered splits (the tests read it) */
+
+void cm_chain_split_dead_enable(int on) { atomic_store(&g_split_dead, on); }
+
+size_t cm_chain_split_dead_dropped(void) { return atomic_load(&g_split_dead_hits); }
+
 /* uncertain_items and push_items for a position of a plain block that wraps (b2 >= 0;
  * no exits, no acc points: its items are the end nodes of budget B, disjoint subtrees in
  * trie order), w empty: every node's token into w in trie order, and at once split by
@@ -1794,6 +1810,13 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     }
     free(acc);
     bool filter = g->lim.filter_uncertain && n && n <= CM_FILTER_MAX_UNCERTAIN && n_items;
+    if (!rc && !filter && n_rest && n > n_rest && atomic_load(&g_split_dead)) {
+        /* too many tokens to filter (a block's last positions): the rest's dead ones out of
+         * the split alone, the entry's uncertain list kept whole (see g_split_dead) */
+        size_t live = cm_walk_drop_dead(g, state, rest, n_rest);
+        if (live < n_rest) atomic_fetch_add(&g_split_dead_hits, n_rest - live);
+        n_rest = live;
+    }
     if (!rc && filter && n_rest) {  /* the rest through the filter (as w), then out of the whole */
         uint32_t *all = w->unc, *sure = NULL;
         size_t cap_all = w->cap_unc, n_kept, n_asked = n_rest, n_sure = 0;

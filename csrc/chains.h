@@ -76,6 +76,12 @@ size_t cm_chain_wrap_direct_hits(void);
 void cm_chain_wrap_deep_enable(int on);
 /* How many rests were kept so far (process-wide). */
 size_t cm_chain_wrap_deep_hits(void);
+/* A wrapping block position too wide for the filter: the rests that cm_walk_drop_dead proves
+ * dead taken out of its split's rest (on, the default; its uncertain list unchanged), or kept
+ * (off: the reference the tests compare against).  Process-wide. */
+void cm_chain_split_dead_enable(int on);
+/* How many rests were taken out so far (process-wide). */
+size_t cm_chain_split_dead_dropped(void);
 /* A ranged block position's wrap split from its walk's lists: 0 off (token at a time: the
  * reference the tests compare against), 1 where it pays (the default), 2 wherever it
  * applies, 3 as 2 and checked against the token-at-a-time split (a difference is

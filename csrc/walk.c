@@ -1270,11 +1270,18 @@ static bool region_make(const cm_grammar *g, cm_follow_memo *m, uint32_t rule, c
     return true;
 }
 
-/* Rest p[0 .. len)'s lead (the bytes before the first that `first` lacks) into lead; its length. */
+/* Rest p[0 .. len)'s lead (the bytes before the first that `first` lacks) into lead; its length.
+ * (A byte equal to the one before is in already: Llama-3's rests are mostly runs.) */
 static uint32_t rest_lead(const uint32_t *first, const uint8_t *p, uint32_t len, uint32_t *lead) {
     uint32_t j = 0;
+    int prev = -1;
     memset(lead, 0, 8 * sizeof *lead);
-    for (; j < len && cm_bit(first, p[j]); j++) cm_set_bit(lead, p[j]);
+    for (; j < len; j++) {
+        if (p[j] == prev) continue;
+        if (!cm_bit(first, p[j])) break;
+        cm_set_bit(lead, p[j]);
+        prev = p[j];
+    }
     return j;
 }
 
@@ -1285,23 +1292,43 @@ size_t cm_walk_drop_dead(const cm_grammar *g, uint32_t state, uint32_t *ks, size
         return n;
     cm_follow_memo *m = follow_memo(g);
     if (!m) return n;
-    const uint32_t *first = g->next_bytes + (size_t)start * 8;
-    uint32_t lead[8], all[8] = {0}, len;
-    bool any = false;
+    /* each rest's lead read once (its end in at[i], UINT32_MAX: the whole rest), and a region
+     * looked up once for a run of rests of one lead (trie order: neighbours share theirs) */
+    uint32_t *at = malloc(n * sizeof *at), (*leads)[8] = malloc(n * sizeof *leads);
+    if (!at || !leads) {
+        free(at);
+        free(leads);
+        return n;  /* (none dropped: the filter asks them) */
+    }
+    const uint32_t *first = g->next_bytes + (size_t)start * 8, *prev = NULL;
+    uint32_t all[8] = {0}, len;
+    bool any = false, held = false;
     for (size_t i = 0; i < n; i++) {  /* the leads no region holds: one region for all of them */
         const uint8_t *p = cm_trie_bytes(g->v, ks[i], &len);
-        if (rest_lead(first, p, len, lead) == len || region_over(m, rule, lead)) continue;
-        for (int w = 0; w < 8; w++) all[w] |= lead[w];
+        uint32_t j = rest_lead(first, p, len, leads[i]);
+        at[i] = j < len ? j : UINT32_MAX;
+        if (j == len) continue;
+        if (!prev || memcmp(prev, leads[i], sizeof leads[i])) held = region_over(m, rule, leads[i]) != NULL;
+        prev = leads[i];
+        if (held) continue;
+        for (int w = 0; w < 8; w++) all[w] |= leads[i][w];
         any = true;
     }
     if (any) region_make(g, m, rule, all);
     size_t o = 0;
+    const wrap_region *r = NULL;
+    prev = NULL;
     for (size_t i = 0; i < n; i++) {
-        const uint8_t *p = cm_trie_bytes(g->v, ks[i], &len);
-        uint32_t j = rest_lead(first, p, len, lead);
-        const wrap_region *r = j < len ? region_over(m, rule, lead) : NULL;
-        if (!r || !(r->in[state >> 6] >> (state & 63) & 1) || cm_bit(r->reads, p[j])) ks[o++] = ks[i];
+        if (at[i] != UINT32_MAX) {
+            if (!prev || memcmp(prev, leads[i], sizeof leads[i])) r = region_over(m, rule, leads[i]);
+            prev = leads[i];
+            const uint8_t *p = cm_trie_bytes(g->v, ks[i], &len);
+            if (r && r->in[state >> 6] >> (state & 63) & 1 && !cm_bit(r->reads, p[at[i]])) continue;
+        }
+        ks[o++] = ks[i];
     }
+    free(at);
+    free(leads);
     if (o < n) atomic_fetch_add(&g_dead_dropped, n - o);
     return o;
 }
