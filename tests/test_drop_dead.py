@@ -41,10 +41,12 @@ def _switched(on: bool, build: Any) -> Any:
 
     cfgmask.clear_caches()
     _core.walk_drop_dead_enable(on)
+    _core.chain_split_dead_enable(False)  # (its cut of unfiltered splits reads the same proof)
     try:
         return build()
     finally:
         _core.walk_drop_dead_enable(True)
+        _core.chain_split_dead_enable(True)
 
 
 def _built(schema: dict, vocab: cfgmask.Vocabulary, on: bool, **kw: Any) -> list[tuple[Any, Any, Any]]:
