@@ -14,6 +14,7 @@ walks of random blocks and vocabularies (the filter off, so small vocabularies t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,15 @@ def _same(on: list, off: list, plain: list) -> int:
     return fewer
 
 
-def _schema_entries(schema: dict, vocab: cfgmask.Vocabulary, on: bool, **kw: Any) -> list:
-    g = cfgmask.Grammar.from_json_schema(schema)
-    return _built(on, lambda: _entries(cfgmask.compile(g, vocab, _strategy=Strategy(**kw, **NO_MEMO))))
+def _three(build: Callable[[bool], list]) -> tuple[int, int]:
+    """``build(plain)``'s entries with the cut on, off, and as plain walks' (``build(True)``)
+    compared (_same): the rests they lose, and how far the counter moved."""
+    before = _core.chain_split_dead_dropped()
+    on = _built(True, lambda: build(False))
+    taken = _core.chain_split_dead_dropped() - before
+    off = _built(False, lambda: build(False))
+    plain = _built(False, lambda: build(True))
+    return _same(on, off, plain), taken
 
 
 @pytest.mark.parametrize("schema", [{"type": "string", "maxLength": 2000}, _props(45, 2000, 4096)])
@@ -77,12 +84,13 @@ def test_llama3_split_dead_same_entries(schema: dict) -> None:
     walks'; the block's last positions (past the filter's limit) lose dead rests."""
     pytest.importorskip("quicktok")
     vocab = cfgmask.Vocabulary.llama3()
-    before = _core.chain_split_dead_dropped()
-    on = _schema_entries(schema, vocab, True)
-    taken = _core.chain_split_dead_dropped() - before
-    off = _schema_entries(schema, vocab, False)
-    plain = _schema_entries(schema, vocab, False, **PLAIN)
-    assert _same(on, off, plain) == taken > 0
+    g = cfgmask.Grammar.from_json_schema(schema)
+    fewer, taken = _three(
+        lambda plain: _entries(
+            cfgmask.compile(g, vocab, _strategy=Strategy(**(PLAIN if plain else {}), **NO_MEMO))
+        )
+    )
+    assert fewer == taken > 0
 
 
 def _sp4() -> tuple[dict, dict]:
@@ -110,13 +118,14 @@ def test_llama3_split_dead_masks_along_a_document(doc: str) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(on, off, strict=True))
 
 
-def _small(g: Any, vocab: cfgmask.Vocabulary, budget: int, **kw: Any) -> cfgmask.CompiledGrammar:
+def _small(g: Any, vocab: cfgmask.Vocabulary, budget: int, plain: bool) -> cfgmask.CompiledGrammar:
+    """Blocks of `budget` units, the filter off (every wrapping position's rest is the unfiltered
+    one the cut reads), wraps on every block entry or (plain) plain walks."""
     limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0)
-    return cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(**kw, **NO_MEMO))
-
-
-# the filter off: every wrapping position's rest is the unfiltered one the cut reads
-UNFILTERED = {"wrap_repeats": 1, "filter_uncertain": False}
+    kw = PLAIN if plain else {"wrap_repeats": 1}
+    return cfgmask.compile(
+        g, vocab, limits=limits, _strategy=Strategy(**kw, filter_uncertain=False, **NO_MEMO)
+    )
 
 
 def test_small_block_split_dead_moves() -> None:
@@ -125,13 +134,8 @@ def test_small_block_split_dead_moves() -> None:
     v = Vocab(
         tokens=[*PIECES, *DEAD_RUNS, b"aaaaaaaaaaa", None], stop_ids=(len(PIECES) + len(DEAD_RUNS) + 1,)
     )
-    vocab = _vocab(v)
-    before = _core.chain_split_dead_dropped()
-    on = _built(True, lambda: _entries(_small(g, vocab, 8, **UNFILTERED)))
-    taken = _core.chain_split_dead_dropped() - before
-    off = _built(False, lambda: _entries(_small(g, vocab, 8, **UNFILTERED)))
-    plain = _built(False, lambda: _entries(_small(g, vocab, 8, **PLAIN, filter_uncertain=False)))
-    assert _same(on, off, plain) == taken > 0
+    fewer, taken = _three(lambda plain: _entries(_small(g, _vocab(v), 8, plain)))
+    assert fewer == taken > 0
 
 
 @given(bounded(), vocabularies(PIECES + DEAD_RUNS))
@@ -140,10 +144,7 @@ def test_small_blocks_split_dead_same_entries(case: tuple[Any, int], v: Vocab) -
     escape, the filter off: every entry the same with the cut on and off and as plain walks'."""
     g, budget = case
     vocab = _vocab(v)
-    on = _built(True, lambda: _entries(_small(g, vocab, budget, **UNFILTERED)))
-    off = _built(False, lambda: _entries(_small(g, vocab, budget, **UNFILTERED)))
-    plain = _built(False, lambda: _entries(_small(g, vocab, budget, **PLAIN, filter_uncertain=False)))
-    _same(on, off, plain)
+    _three(lambda plain: _entries(_small(g, vocab, budget, plain)))
 
 
 @given(bounded(), vocabularies(PIECES + DEAD_RUNS), st.data())
@@ -157,12 +158,5 @@ def test_small_blocks_split_dead_masks_equal_reference(
     vocab = _vocab(v)
     walk = data.draw(token_walks(ref_m, v, max_steps=14))
     with core_switch(_core.chain_split_dead_enable, True):
-        walk_agrees(
-            ref_m,
-            v.tokens,
-            v.stop_ids,
-            v.special_ids,
-            walk.token_ids,
-            cut=cfgmask.Matcher(_small(g, vocab, budget, **UNFILTERED)),
-            plain=cfgmask.Matcher(_small(g, vocab, budget, **PLAIN, filter_uncertain=False)),
-        )
+        cut, plain = (cfgmask.Matcher(_small(g, vocab, budget, p)) for p in (False, True))
+        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, cut=cut, plain=plain)
