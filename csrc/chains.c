@@ -1535,8 +1535,9 @@ CM_PLAIN_LOOPS static size_t gather_nodes(
  * tokens stand at the end nodes and a few thousand of them die: what gather_nodes read token
  * by token (its id, a bit test, two stores) is then the few thousand and two bitset passes.
  * Its fixed cost (three bitset passes, the long tokens sorted) is ~70-90 K instructions,
- * so mode 1 (the default) takes it where the nodes hold 16 K tokens or more (a block's
- * last positions with Llama-3); 0: off; 2: wherever it applies; 3: as 2, and
+ * against gather_nodes' ~45 a token (sp_4:102, 8.6 K tokens: 408 K), so mode 1 (the
+ * default) takes it where the nodes hold 4 K tokens or more (a block's last ten positions
+ * with Llama-3; 16 K before session 42); 0: off; 2: wherever it applies; 3: as 2, and
  * each split compared with gather_nodes' (a difference is CM_ERR_STATE: for the tests). */
 static atomic_int g_wrap_ranges = 1;
 static atomic_size_t g_wrap_ranges_hits;  /* positions split from the lists (the tests read it) */
@@ -1550,7 +1551,7 @@ static bool ranges_apply(const cm_grammar *g, const chain_walk *cd, uint32_t rul
     int mode = atomic_load(&g_wrap_ranges);
     if (!mode || !cd->ranged || (cd->n_nodes && !cd->all_off) || B < 1 || b2 < 0) return false;
     /* gather_nodes costs less where the nodes hold fewer tokens (their span is no measure) */
-    if (mode == 1 && (B > cd->max_budget || cd->all_off[B + 1] - cd->all_off[B] < 16384)) return false;
+    if (mode == 1 && (B > cd->max_budget || cd->all_off[B + 1] - cd->all_off[B] < 4096)) return false;
     const uint32_t *row = g->t.rule_follow + (size_t)rule * 8;
     for (int j = 0; j < 8; j++)
         if (cd->first_bytes[j] & ~row[j]) return false;
