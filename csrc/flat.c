@@ -59,7 +59,8 @@
 typedef struct flat_cls {
     uint32_t x[8];
     uint32_t *nxt, *lcp, *ids, *len_at;
-    uint32_t top;  /* the longest X-only entry */
+    uint32_t top;  /* the longest X-only entry (the arrays may have room for more) */
+    uint32_t **upto;  /* [top + 1]: upto[L] the ids of length <= L as a bitset, made on first use */
 } flat_cls;
 
 /* Sets 0..j of a loaded chart: the prefix of sets 0..j-1 (UINT32_MAX: none)
@@ -134,6 +135,8 @@ void cm_flat_free(cm_flat *f) {
         free(f->cls[i].lcp);
         free(f->cls[i].ids);
         free(f->cls[i].len_at);
+        for (uint32_t L = 0; f->cls[i].upto && L <= f->cls[i].top; L++) free(f->cls[i].upto[L]);
+        free(f->cls[i].upto);
     }
     if (f->chart_ok) cm_chart_free(&f->chart);
     if (f->walk_ok) cm_chart_free(&f->walk);
@@ -1144,7 +1147,7 @@ size_t cm_flat_class_bulk_walks(void) { return atomic_load(&g_class_bulk_walks);
  * (~1 k words over [0-9A-Za-z]'s first bytes at Llama-3), each one's prefix shared with the one
  * before by comparing their bytes, the runs of X-only entries between two of them filled in
  * nxt at once; the X-only ones listed by length from the vocabulary's entries by length. */
-static __attribute__((noinline)) const flat_cls *class_table(const cm_grammar *g, cm_flat *f, const uint32_t *x) {
+static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_flat *f, const uint32_t *x) {
     for (uint32_t i = 0; i < f->n_cls; i++)
         if (!memcmp(f->cls[i].x, x, sizeof f->cls[i].x)) return &f->cls[i];
     if (f->n_cls == FLAT_CLS_MAX) return NULL;
@@ -1169,7 +1172,8 @@ static __attribute__((noinline)) const flat_cls *class_table(const cm_grammar *g
     c.nxt = malloc(((size_t)v->n_trie + 1) * sizeof *c.nxt);
     c.lcp = malloc(((size_t)v->n_trie + 1) * sizeof *c.lcp);
     c.len_at = calloc((size_t)top + 1, sizeof *c.len_at);
-    if (!outside || !c.nxt || !c.lcp || !c.len_at) goto fail;
+    c.upto = calloc((size_t)top + 1, sizeof *c.upto);
+    if (!outside || !c.nxt || !c.lcp || !c.len_at || !c.upto) goto fail;
     /* words w0..w1 of the entries holding a byte of a feature not wholly in X */
     memset(outside, 0, (w1 - w0) * sizeof *outside);
     for (int ft = 0; ft < CM_TC_FEATURES; ft++)
@@ -1215,6 +1219,7 @@ static __attribute__((noinline)) const flat_cls *class_table(const cm_grammar *g
         }
         c.len_at[L] = (uint32_t)o;
     }
+    while (c.top && c.len_at[c.top] == c.len_at[c.top - 1]) c.top--;  /* the longest X-only entry */
     (void)n_out;
     free(outside);
     f->cls[f->n_cls] = c;
@@ -1224,20 +1229,13 @@ fail:
     free(c.nxt);
     free(c.lcp);
     free(c.len_at);
+    free(c.upto);
     return NULL;
 }
 
-/* The deepest chain class_chain follows: a count further from its end is no count near it (and
- * each new depth may cost a new configuration). */
-#define CM_FLAT_CLASS_DEPTH 40
-
-/* Whether c0 is a count of a class near its end: *x the bytes of `reads` that lead c0 to the
- * configuration most of them lead to, each step of the chain after it the same for every byte
- * of X (read a column at a time: a column's bytes step alike) with no exit on the way, and
- * every byte of X dead at depth *r (<= CM_FLAT_CLASS_DEPTH), or the chain back on itself (*r
- * UINT32_MAX: every X-only entry lives); false where that does not hold. */
-static bool class_chain(const cm_grammar *g, cm_flat *f, uint32_t c0, const uint32_t *reads, uint32_t *x,
-                        uint32_t *r) {
+/* The bytes of `reads` that lead c0 to the configuration most of them lead to, into x; that
+ * configuration (< 0: none). */
+static int32_t class_first(const cm_grammar *g, cm_flat *f, uint32_t c0, const uint32_t *reads, uint32_t *x) {
     int32_t to[256];
     uint32_t cand[8], votes[8] = {0}, n_cand = 0;
     for (unsigned b = 0; b < 256; b++) {
@@ -1248,21 +1246,27 @@ static bool class_chain(const cm_grammar *g, cm_flat *f, uint32_t c0, const uint
         if (i == n_cand && n_cand < 8) cand[n_cand++] = (uint32_t)to[b];
         if (i < n_cand) votes[i]++;
     }
-    if (!n_cand) return false;
+    if (!n_cand) return CM_FLAT_DEAD;
     uint32_t best = 0;
     for (uint32_t i = 1; i < n_cand; i++)
         if (votes[i] > votes[best]) best = i;
     memset(x, 0, 8 * sizeof *x);
+    for (unsigned b = 0; b < 256; b++)
+        if (to[b] >= 0 && (uint32_t)to[b] == cand[best]) cm_set_bit(x, b);
+    return (int32_t)cand[best];
+}
+
+/* Whether the chain from c (X's step from c0) is one configuration a depth for every byte of X
+ * (read a column at a time: a column's bytes step alike) with no exit on the way, up to the
+ * depth *r at which every byte of X dies or `top` (no X-only entry is longer); false where not. */
+static bool class_chain(const cm_grammar *g, cm_flat *f, uint32_t c, const uint32_t *x, uint32_t top, uint32_t *r) {
     uint8_t rep[256], seen[256] = {0};  /* one byte of each column of X */
     unsigned n_rep = 0;
-    for (unsigned b = 0; b < 256; b++) {
-        if (to[b] < 0 || (uint32_t)to[b] != cand[best]) continue;
-        cm_set_bit(x, b);
-        if (!seen[f->col[b]]) seen[f->col[b]] = 1, rep[n_rep++] = (uint8_t)b;
-    }
-    uint32_t c = cand[best];
-    for (uint32_t d = 1; d <= CM_FLAT_CLASS_DEPTH; d++) {  /* c: the configuration after d bytes of X */
+    for (unsigned b = 0; b < 256; b++)
+        if (cm_bit(x, b) && !seen[f->col[b]]) seen[f->col[b]] = 1, rep[n_rep++] = (uint8_t)b;
+    for (uint32_t d = 1;; d++) {  /* c: the configuration after d bytes of X */
         if (f->exited[c]) return false;
+        if (d >= top) break;
         int32_t nx = CM_FLAT_UNKNOWN;
         for (unsigned i = 0; i < n_rep; i++) {
             int32_t t = flat_live_step(g, f, c, rep[i]);
@@ -1273,23 +1277,22 @@ static bool class_chain(const cm_grammar *g, cm_flat *f, uint32_t c0, const uint
             *r = d;
             return true;
         }
-        if ((uint32_t)nx == c) {  /* X loops: every X-only entry lives */
-            *r = UINT32_MAX;
-            return true;
-        }
+        if ((uint32_t)nx == c) break;  /* X loops: every X-only entry lives */
         c = (uint32_t)nx;
     }
-    return false;
+    *r = top;
+    return true;
 }
 
-/* Where class_chain holds for c0 and pays: the walk's X-only entries of length <= r set
- * (*xc X's tables), else *xc NULL. */
+/* Where c0 is a count of a class near its end (class_first, class_chain) and it pays: the
+ * walk's X-only entries of length <= r set (*xc X's tables), else *xc NULL. */
 static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f, uint32_t c0,
                                                   const uint32_t *reads, cm_walk *w, const flat_cls **xc) {
     *xc = NULL;
     int mode = atomic_load_explicit(&g_class_bulk, memory_order_relaxed);
     uint32_t x[8], r;
-    if (!mode || !class_chain(g, f, c0, reads, x, &r)) return;
+    int32_t c1 = mode ? class_first(g, f, c0, reads, x) : CM_FLAT_DEAD;
+    if (c1 < 0) return;
     const cm_vocab *v = g->v;
     if (mode == 1) {
         size_t n = 0;
@@ -1297,10 +1300,20 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
             if (cm_bit(x, b)) n += v->first_off[b + 1] - v->first_off[b];
         if (n < CM_FLAT_CLASS_MIN) return;
     }
-    const flat_cls *c = class_table(g, f, x);
-    if (!c) return;
-    uint32_t n = c->len_at[r < c->top ? r : c->top];
-    for (uint32_t i = 0; i < n; i++) cm_set_bit(w->bits, c->ids[i]);
+    flat_cls *c = class_table(g, f, x);
+    if (!c || !c->top || !class_chain(g, f, (uint32_t)c1, x, c->top, &r)) return;
+    uint32_t L = r, n = c->len_at[L];
+    if (!c->upto[L]) {  /* from the longest made below it */
+        uint32_t L0 = L;
+        while (L0 && !c->upto[L0]) L0--;
+        uint32_t *u = malloc(g->n_words * sizeof *u);
+        if (!u) return;
+        if (L0) memcpy(u, c->upto[L0], g->n_words * sizeof *u);
+        else memset(u, 0, g->n_words * sizeof *u);
+        for (uint32_t i = c->len_at[L0]; i < n; i++) cm_set_bit(u, c->ids[i]);
+        c->upto[L] = u;
+    }
+    cm_or_words(w->bits, c->upto[L], g->n_words);
     w->n_accepted += n;
     atomic_fetch_add_explicit(&g_class_bulk_walks, 1, memory_order_relaxed);
     *xc = c;
