@@ -111,6 +111,8 @@ struct cm_flat {
     size_t cap_tmp, cap_pos;
     flat_cls cls[FLAT_CLS_MAX]; /* the class tables of flat_walk_whole's counted classes (class_table) */
     uint32_t n_cls;
+    uint32_t met[FLAT_CLS_MAX][8];  /* classes met once, their table not made (class_bulk) */
+    uint32_t n_met;
 };
 
 void cm_flat_free(cm_flat *f) {
@@ -1236,37 +1238,51 @@ fail:
 /* The bytes of `reads` that lead c0 to the configuration most of them lead to, into x; that
  * configuration (< 0: none). */
 static int32_t class_first(const cm_grammar *g, cm_flat *f, uint32_t c0, const uint32_t *reads, uint32_t *x) {
-    int32_t to[256];
+    int32_t to[256];  /* by byte, of the bytes read */
     uint32_t cand[8], votes[8] = {0}, n_cand = 0;
-    for (unsigned b = 0; b < 256; b++) {
-        to[b] = cm_bit(reads, b) ? flat_live_step(g, f, c0, (uint8_t)b) : CM_FLAT_DEAD;
-        if (to[b] < 0) continue;
-        uint32_t i = 0;
-        while (i < n_cand && cand[i] != (uint32_t)to[b]) i++;
-        if (i == n_cand && n_cand < 8) cand[n_cand++] = (uint32_t)to[b];
-        if (i < n_cand) votes[i]++;
-    }
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = reads[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            int32_t t = to[b] = flat_live_step(g, f, c0, (uint8_t)b);
+            if (t < 0) continue;
+            uint32_t i = 0;
+            while (i < n_cand && cand[i] != (uint32_t)t) i++;
+            if (i == n_cand && n_cand < 8) cand[n_cand++] = (uint32_t)t;
+            if (i < n_cand) votes[i]++;
+        }
     if (!n_cand) return CM_FLAT_DEAD;
     uint32_t best = 0;
     for (uint32_t i = 1; i < n_cand; i++)
         if (votes[i] > votes[best]) best = i;
     memset(x, 0, 8 * sizeof *x);
-    for (unsigned b = 0; b < 256; b++)
-        if (to[b] >= 0 && (uint32_t)to[b] == cand[best]) cm_set_bit(x, b);
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = reads[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            if (to[b] == (int32_t)cand[best]) cm_set_bit(x, b);
+        }
     return (int32_t)cand[best];
 }
 
+/* The deepest count class_chain reads, and the most configurations it may add on the way (the
+ * walk makes those of a count near its end anyway; a long bounded string's are not asked). */
+#define CM_FLAT_CLASS_DEPTH 40
+#define CM_FLAT_CLASS_NEW 16
+
 /* Whether the chain from c (X's step from c0) is one configuration a depth for every byte of X
- * (read a column at a time: a column's bytes step alike) with no exit on the way, up to the
- * depth *r at which every byte of X dies or `top` (no X-only entry is longer); false where not. */
+ * (a column at a time) with no exit on the way, every byte of X dead at depth *r + 1 (<= top,
+ * the longest entry of X's first bytes, and CM_FLAT_CLASS_DEPTH); false where not. */
 static bool class_chain(const cm_grammar *g, cm_flat *f, uint32_t c, const uint32_t *x, uint32_t top, uint32_t *r) {
-    uint8_t rep[256], seen[256] = {0};  /* one byte of each column of X */
+    uint8_t rep[256];  /* one byte of each column of X */
+    uint32_t seen[8] = {0};
     unsigned n_rep = 0;
-    for (unsigned b = 0; b < 256; b++)
-        if (cm_bit(x, b) && !seen[f->col[b]]) seen[f->col[b]] = 1, rep[n_rep++] = (uint8_t)b;
-    for (uint32_t d = 1;; d++) {  /* c: the configuration after d bytes of X */
-        if (f->exited[c]) return false;
-        if (d >= top) break;
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = x[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            if (!cm_bit(seen, f->col[b])) cm_set_bit(seen, f->col[b]), rep[n_rep++] = (uint8_t)b;
+        }
+    uint32_t n0 = f->n;
+    for (uint32_t d = 1; d <= top && d <= CM_FLAT_CLASS_DEPTH; d++) {  /* c: the configuration after d bytes */
+        if (f->exited[c] || f->n - n0 > CM_FLAT_CLASS_NEW) return false;
         int32_t nx = CM_FLAT_UNKNOWN;
         for (unsigned i = 0; i < n_rep; i++) {
             int32_t t = flat_live_step(g, f, c, rep[i]);
@@ -1277,11 +1293,9 @@ static bool class_chain(const cm_grammar *g, cm_flat *f, uint32_t c, const uint3
             *r = d;
             return true;
         }
-        if ((uint32_t)nx == c) break;  /* X loops: every X-only entry lives */
         c = (uint32_t)nx;
     }
-    *r = top;
-    return true;
+    return false;
 }
 
 /* Where c0 is a count of a class near its end (class_first, class_chain) and it pays: the
@@ -1294,15 +1308,35 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
     int32_t c1 = mode ? class_first(g, f, c0, reads, x) : CM_FLAT_DEAD;
     if (c1 < 0) return;
     const cm_vocab *v = g->v;
-    if (mode == 1) {
-        size_t n = 0;
-        for (unsigned b = 0; b < 256; b++)
-            if (cm_bit(x, b)) n += v->first_off[b + 1] - v->first_off[b];
-        if (n < CM_FLAT_CLASS_MIN) return;
+    size_t n_first = 0;
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = x[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            n_first += v->first_off[b + 1] - v->first_off[b];
+        }
+    if (mode == 1 && n_first < CM_FLAT_CLASS_MIN) return;
+    const cm_tokclass *tc = cm_tokclass_of(v);
+    if (!tc) return;
+    uint32_t top = 0;  /* the longest entry of X's first bytes */
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = x[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            uint32_t n_len = tc->len_base[b + 1] - tc->len_base[b];
+            if (n_len && n_len - 1 > top) top = n_len - 1;
+        }
+    if (!class_chain(g, f, (uint32_t)c1, x, top, &r)) return;
+    if (mode == 1) {  /* a class's table (~20 instructions an entry of its first bytes) from its second count on */
+        bool made = false, met = false;
+        for (uint32_t i = 0; i < f->n_cls && !made; i++) made = !memcmp(f->cls[i].x, x, sizeof f->cls[i].x);
+        for (uint32_t i = 0; i < f->n_met && !made && !met; i++) met = !memcmp(f->met[i], x, sizeof f->met[i]);
+        if (!made && !met) {
+            if (f->n_met < FLAT_CLS_MAX) memcpy(f->met[f->n_met++], x, sizeof f->met[0]);
+            return;
+        }
     }
     flat_cls *c = class_table(g, f, x);
-    if (!c || !c->top || !class_chain(g, f, (uint32_t)c1, x, c->top, &r)) return;
-    uint32_t L = r, n = c->len_at[L];
+    if (!c || !c->top) return;
+    uint32_t L = r < c->top ? r : c->top, n = c->len_at[L];
     if (!c->upto[L]) {  /* from the longest made below it */
         uint32_t L0 = L;
         while (L0 && !c->upto[L0]) L0--;
