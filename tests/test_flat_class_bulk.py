@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
-from .helpers import core_switch
+from .helpers import core_switch, masks_along
 from .test_entries import WALKS_ONLY, entries
 from .test_listed_reuse import _same
 
@@ -108,14 +108,7 @@ def test_llama3_o61627_masks_same() -> None:
     for mode in (0, 1):
         with _bulk(mode):
             n0 = _core.flat_class_bulk_walks()
-            m = cfgmask.Matcher(cfgmask.compile(g, vocab))
-            row = cfgmask.allocate_bitmask(1, vocab.size)
-            got = []
-            for t in tokens:
-                m.fill_bitmask(row, 0)
-                got.append(np.array(row).copy())
-                assert m.accept_token(t)
-            masks[mode] = got
+            masks[mode] = masks_along(cfgmask.compile(g, vocab), tokens)
             assert (_core.flat_class_bulk_walks() - n0 > 5) == (mode == 1)
     for i, (x, y) in enumerate(zip(masks[0], masks[1], strict=True)):
         assert np.array_equal(x, y), f"mask {i} differs"
