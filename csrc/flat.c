@@ -1180,7 +1180,6 @@ static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_f
     memset(outside, 0, (w1 - w0) * sizeof *outside);
     for (int ft = 0; ft < CM_TC_FEATURES; ft++)
         if (!in[ft]) cm_or_words(outside, tc->has + (size_t)ft * tc->n_words + w0, w1 - w0);
-    size_t n_out = 0;
     for (uint32_t b = b0; b <= b1; b++) {
         if (!cm_bit(x, b) || lo[b] == lo[b + 1]) continue;
         uint32_t k0 = lo[b], k1 = lo[b + 1], at = k0;  /* nxt[at..] still to fill */
@@ -1200,7 +1199,6 @@ static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_f
                 while (pp && m < len && m < plen && p[m] == pp[m]) m++;
                 c.lcp[k] = m;  /* 0 for b's first: the walk starts there from depth 0 */
                 pp = p, plen = len;
-                n_out++;
             }
         }
         for (uint32_t j = at; j <= k1; j++) c.nxt[j] = k1;  /* X's next first byte, if any, sets nxt[k1] again */
@@ -1222,7 +1220,6 @@ static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_f
         c.len_at[L] = (uint32_t)o;
     }
     while (c.top && c.len_at[c.top] == c.len_at[c.top - 1]) c.top--;  /* the longest X-only entry */
-    (void)n_out;
     free(outside);
     f->cls[f->n_cls] = c;
     return &f->cls[f->n_cls++];
