@@ -400,6 +400,8 @@ cdef extern from "flat.h" nogil:
     size_t cm_flat_sets_capped()
     void cm_flat_names_memo_enable(int on)
     size_t cm_flat_names_memo_hits()
+    void cm_flat_class_bulk_enable(int mode)
+    size_t cm_flat_class_bulk_walks()
 
 
 cdef extern from "compose.h" nogil:

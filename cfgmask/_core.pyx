@@ -1988,6 +1988,20 @@ def flat_names_memo_hits():
     return cm_flat_names_memo_hits()
 
 
+def flat_class_bulk_enable(int mode):
+    """A whole walk from a count of a class near its end (an anchored ``[0-9A-Za-z]{8}``'s
+    positions) takes the tokens made of the class only from a table of them by length, made
+    once a class and grammar, and walks the others (csrc/flat.c, class_bulk): 1 where the
+    class's first bytes open enough entries (the default), 2 wherever it applies (small
+    vocabularies), 0 never (every entry walked: the reference).  Process-wide."""
+    cm_flat_class_bulk_enable(mode)
+
+
+def flat_class_bulk_walks():
+    """How many whole walks took a class's tokens by length so far in this process (for the tests)."""
+    return cm_flat_class_bulk_walks()
+
+
 def tail_alias_enable(bint on):
     """Take the tail part of an expression level that passes a blank's subtree through to its one
     callee as that callee's, its uncertain tokens left to the caller's chart (csrc/compose.c,

@@ -34,6 +34,7 @@
 
 #include "chart.h"
 #include "flat.h"
+#include "tokclass.h"
 
 #define CM_FLAT_MAX 16384       /* configurations; past it, charts take over */
 #define CM_FLAT_MAX_ITEMS 128   /* items of one configuration's chart suffix */
@@ -49,6 +50,18 @@
 #define FLAT_ROW (FLAT_ANY - 1)
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
+
+/* A class X's tables for the walks that take its X-only entries by length (class_table): over
+ * the entries of X's first bytes, the next entry not made of X only (nxt) and the prefix such an
+ * entry shares with the one before it (lcp), as the name tables are for names; and the X-only
+ * entries' token ids by length (ids[0 .. len_at[L]): those of length <= L). */
+#define FLAT_CLS_MAX 4
+typedef struct flat_cls {
+    uint32_t x[8];
+    uint32_t *nxt, *lcp, *ids, *len_at;
+    uint32_t top;  /* the longest X-only entry (the arrays may have room for more) */
+    uint32_t **upto;  /* [top + 1]: upto[L] the ids of length <= L as a bitset, made on first use */
+} flat_cls;
 
 /* Sets 0..j of a loaded chart: the prefix of sets 0..j-1 (UINT32_MAX: none)
  * and set j as a configuration encodes it (items[off]: its count, then pairs). */
@@ -96,6 +109,10 @@ struct cm_flat {
     uint8_t text_rep[CM_UTF8_STATES][256], text_rep_u[CM_UTF8_STATES][256];
     uint16_t text_n_rep[CM_UTF8_STATES];
     size_t cap_tmp, cap_pos;
+    flat_cls cls[FLAT_CLS_MAX]; /* the class tables of flat_walk_whole's counted classes (class_table) */
+    uint32_t n_cls;
+    uint32_t met[FLAT_CLS_MAX][8];  /* classes met once, their table not made (class_bulk) */
+    uint32_t n_met;
 };
 
 void cm_flat_free(cm_flat *f) {
@@ -115,6 +132,14 @@ void cm_flat_free(cm_flat *f) {
     free(f->pos);
     free(f->start_of);
     free(f->plain_ok);
+    for (uint32_t i = 0; i < f->n_cls; i++) {
+        free(f->cls[i].nxt);
+        free(f->cls[i].lcp);
+        free(f->cls[i].ids);
+        free(f->cls[i].len_at);
+        for (uint32_t L = 0; f->cls[i].upto && L <= f->cls[i].top; L++) free(f->cls[i].upto[L]);
+        free(f->cls[i].upto);
+    }
     if (f->chart_ok) cm_chart_free(&f->chart);
     if (f->walk_ok) cm_chart_free(&f->walk);
     free(f);
@@ -730,7 +755,7 @@ static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const uint8
 }
 
 /* The bulk tables a walk skips by: the plain entries', the text entries', the name entries', none. */
-typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_TEXT, FLAT_BULK_NAMES } flat_bulk;
+typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_TEXT, FLAT_BULK_NAMES, FLAT_BULK_CLASS } flat_bulk;
 
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
  *
@@ -740,15 +765,19 @@ typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_TEXT, FLAT_BULK_NAMES 
  * from the depth up to which they are known (fl_ok, at most the prefix length
  * of each entry read since: k_fl the last one counted). */
 static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, size_t k, size_t k_end,
-                          uint32_t d0, cm_walk *w, flat_bulk bulk) {
+                          uint32_t d0, cm_walk *w, flat_bulk bulk, const flat_cls *xc) {
     const cm_vocab *v = g->v;
     bool np = bulk != FLAT_BULK_NONE;
     const uint32_t *fol = g->t.rule_follow + (size_t)rule * 8;
     const uint32_t *lcp = bulk == FLAT_BULK_PLAIN  ? v->plain_lcp
                           : bulk == FLAT_BULK_TEXT ? v->text_lcp
                           : bulk == FLAT_BULK_NAMES ? v->name_lcp
+                          : bulk == FLAT_BULK_CLASS ? xc->lcp
                                                     : v->trie_lcp;
-    const uint32_t *nxt = bulk == FLAT_BULK_NAMES ? v->name_next : bulk == FLAT_BULK_TEXT ? v->text_next : v->plain_next;
+    const uint32_t *nxt = bulk == FLAT_BULK_NAMES   ? v->name_next
+                          : bulk == FLAT_BULK_TEXT  ? v->text_next
+                          : bulk == FLAT_BULK_CLASS ? xc->nxt
+                                                    : v->plain_next;
     uint8_t *fl = w->fl;
     uint32_t *st = w->st, fl_ok = d0;
     int rc = CM_OK;
@@ -794,7 +823,8 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
         uint8_t ex = d && exited[id];
         k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
         if (np && k < k_end) k = nxt[k];  /* a subtree left so holds no plain entry (flat_plain_live),
-                                             no text entry (flat_text_live), no name (flat_names_live) */
+                                             no text entry (flat_text_live), no name (flat_names_live),
+                                             no X-only entry (class_chain) */
         if (rc || k >= k_end) break;
         k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
         at.k = k;
@@ -1095,6 +1125,231 @@ static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u
     return (f->plain_ok[c0] >> sh & 3) == 1;
 }
 
+/* ---- a counted class near its end, its X-only entries listed by length (issue 12, session 42) ----
+ *
+ * A count position of an anchored class (`^[0-9A-Za-z]{8}-...$`, o61627's UUID) is a
+ * configuration c0 from which every byte of a class X leads to one configuration c1, from it
+ * to one c2, and so on, until at some depth r every byte of X dies: the class's bytes left to
+ * count.  A token made of X only then lives iff its length is <= r, with no exit on its way (the
+ * chain's configurations checked), so nothing of it is uncertain; yet the whole walk read each
+ * of them (~29 k at Llama-3's [0-9A-Za-z], ~1 M instructions a position).  So the walk lists
+ * the X-only entries of length <= r from a table of them by length, made once a class and
+ * grammar, and walks over X's first bytes only the other entries (nxt, lcp, as the name tables
+ * do for names).  Off: cm_flat_class_bulk_enable(0); 2 takes it wherever it applies (the tests'
+ * small vocabularies), 1 where X's first bytes open CM_FLAT_CLASS_MIN entries. */
+#define CM_FLAT_CLASS_MIN 4096
+static atomic_int g_class_bulk = 1;
+static atomic_size_t g_class_bulk_walks;
+
+void cm_flat_class_bulk_enable(int mode) { atomic_store(&g_class_bulk, mode < 0 || mode > 2 ? 1 : mode); }
+size_t cm_flat_class_bulk_walks(void) { return atomic_load(&g_class_bulk_walks); }
+
+/* X's tables (flat_cls), made on first use a grammar; NULL when out of memory or past
+ * FLAT_CLS_MAX classes.  The entries not X-only are found a word of the byte features at a time
+ * (~1 k words over [0-9A-Za-z]'s first bytes at Llama-3), each one's prefix shared with the one
+ * before by comparing their bytes, the runs of X-only entries between two of them filled in
+ * nxt at once; the X-only ones listed by length from the vocabulary's entries by length. */
+static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_flat *f, const uint32_t *x) {
+    for (uint32_t i = 0; i < f->n_cls; i++)
+        if (!memcmp(f->cls[i].x, x, sizeof f->cls[i].x)) return &f->cls[i];
+    if (f->n_cls == FLAT_CLS_MAX) return NULL;
+    const cm_vocab *v = g->v;
+    const cm_tokclass *tc = cm_tokclass_of(v);
+    bool in[CM_TC_FEATURES];
+    if (!tc || !cm_tokclass_inside(x, false, in)) return NULL;
+    const uint32_t *lo = v->first_off;
+    uint32_t b0 = 256, b1 = 0, top = 0;
+    for (uint32_t b = 0; b < 256; b++) {
+        if (!cm_bit(x, b) || lo[b] == lo[b + 1]) continue;
+        if (b0 == 256) b0 = b;
+        b1 = b;
+        uint32_t n_len = tc->len_base[b + 1] - tc->len_base[b];
+        if (n_len - 1 > top) top = n_len - 1;
+    }
+    if (b0 == 256) return NULL;
+    size_t w0 = lo[b0] / 32, w1 = ((size_t)lo[b1 + 1] + 31) / 32;
+    flat_cls c = {.top = top};
+    memcpy(c.x, x, sizeof c.x);
+    uint32_t *outside = malloc((w1 - w0) * sizeof *outside);
+    c.nxt = malloc(((size_t)v->n_trie + 1) * sizeof *c.nxt);
+    c.lcp = malloc(((size_t)v->n_trie + 1) * sizeof *c.lcp);
+    c.len_at = calloc((size_t)top + 1, sizeof *c.len_at);
+    c.upto = calloc((size_t)top + 1, sizeof *c.upto);
+    if (!outside || !c.nxt || !c.lcp || !c.len_at || !c.upto) goto fail;
+    /* words w0..w1 of the entries holding a byte of a feature not wholly in X */
+    memset(outside, 0, (w1 - w0) * sizeof *outside);
+    for (int ft = 0; ft < CM_TC_FEATURES; ft++)
+        if (!in[ft]) cm_or_words(outside, tc->has + (size_t)ft * tc->n_words + w0, w1 - w0);
+    for (uint32_t b = b0; b <= b1; b++) {
+        if (!cm_bit(x, b) || lo[b] == lo[b + 1]) continue;
+        uint32_t k0 = lo[b], k1 = lo[b + 1], at = k0;  /* nxt[at..] still to fill */
+        const uint8_t *pp = NULL;
+        uint32_t plen = 0;
+        for (size_t wi = k0 / 32 - w0; wi <= (k1 - 1) / 32 - w0; wi++) {
+            uint32_t word = outside[wi];
+            while (word) {
+                uint32_t k = (uint32_t)((wi + w0) * 32) + (uint32_t)__builtin_ctz(word);
+                word &= word - 1;
+                if (k < k0) continue;
+                if (k >= k1) break;
+                for (uint32_t j = at; j <= k; j++) c.nxt[j] = k;
+                at = k + 1;
+                uint32_t len, m = 0;
+                const uint8_t *p = cm_trie_bytes(v, k, &len);
+                while (pp && m < len && m < plen && p[m] == pp[m]) m++;
+                c.lcp[k] = m;  /* 0 for b's first: the walk starts there from depth 0 */
+                pp = p, plen = len;
+            }
+        }
+        for (uint32_t j = at; j <= k1; j++) c.nxt[j] = k1;  /* X's next first byte, if any, sets nxt[k1] again */
+    }
+    size_t n_x = lo[b1 + 1] - lo[b0];
+    c.ids = malloc((n_x ? n_x : 1) * sizeof *c.ids);
+    if (!c.ids) goto fail;
+    size_t o = 0;
+    for (uint32_t L = 1; L <= top; L++) {
+        for (uint32_t b = b0; b <= b1; b++) {
+            if (!cm_bit(x, b) || lo[b] == lo[b + 1]) continue;
+            uint32_t base = tc->len_base[b], n_len = tc->len_base[b + 1] - base;
+            if (L >= n_len) continue;
+            for (uint32_t j = tc->len_at[base + L - 1], e = tc->len_at[base + L]; j < e; j++) {
+                uint32_t k = tc->by_len[j];
+                if (!(outside[k / 32 - w0] >> (k & 31) & 1u)) c.ids[o++] = v->trie_ids[k];
+            }
+        }
+        c.len_at[L] = (uint32_t)o;
+    }
+    while (c.top && c.len_at[c.top] == c.len_at[c.top - 1]) c.top--;  /* the longest X-only entry */
+    free(outside);
+    f->cls[f->n_cls] = c;
+    return &f->cls[f->n_cls++];
+fail:
+    free(outside);
+    free(c.nxt);
+    free(c.lcp);
+    free(c.len_at);
+    free(c.upto);
+    return NULL;
+}
+
+/* The bytes of `reads` that lead c0 to the configuration most of them lead to, into x; that
+ * configuration (< 0: none). */
+static int32_t class_first(const cm_grammar *g, cm_flat *f, uint32_t c0, const uint32_t *reads, uint32_t *x) {
+    int32_t to[256];  /* by byte, of the bytes read */
+    uint32_t cand[8], votes[8] = {0}, n_cand = 0;
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = reads[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            int32_t t = to[b] = flat_live_step(g, f, c0, (uint8_t)b);
+            if (t < 0) continue;
+            uint32_t i = 0;
+            while (i < n_cand && cand[i] != (uint32_t)t) i++;
+            if (i == n_cand && n_cand < 8) cand[n_cand++] = (uint32_t)t;
+            if (i < n_cand) votes[i]++;
+        }
+    if (!n_cand) return CM_FLAT_DEAD;
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n_cand; i++)
+        if (votes[i] > votes[best]) best = i;
+    memset(x, 0, 8 * sizeof *x);
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = reads[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            if (to[b] == (int32_t)cand[best]) cm_set_bit(x, b);
+        }
+    return (int32_t)cand[best];
+}
+
+/* The deepest count class_chain reads, and the most configurations it may add on the way (the
+ * walk makes those of a count near its end anyway; a long bounded string's are not asked). */
+#define CM_FLAT_CLASS_DEPTH 40
+#define CM_FLAT_CLASS_NEW 16
+
+/* Whether the chain from c (X's step from c0) is one configuration a depth for every byte of X
+ * (a column at a time) with no exit on the way, every byte of X dead at depth *r + 1 (<= top,
+ * the longest entry of X's first bytes, and CM_FLAT_CLASS_DEPTH); false where not. */
+static bool class_chain(const cm_grammar *g, cm_flat *f, uint32_t c, const uint32_t *x, uint32_t top, uint32_t *r) {
+    uint8_t rep[256];  /* one byte of each column of X */
+    uint32_t seen[8] = {0};
+    unsigned n_rep = 0;
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = x[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            if (!cm_bit(seen, f->col[b])) cm_set_bit(seen, f->col[b]), rep[n_rep++] = (uint8_t)b;
+        }
+    uint32_t n0 = f->n;
+    for (uint32_t d = 1; d <= top && d <= CM_FLAT_CLASS_DEPTH; d++) {  /* c: the configuration after d bytes */
+        if (f->exited[c] || f->n - n0 > CM_FLAT_CLASS_NEW) return false;
+        int32_t nx = CM_FLAT_UNKNOWN;
+        for (unsigned i = 0; i < n_rep; i++) {
+            int32_t t = flat_live_step(g, f, c, rep[i]);
+            if (t < CM_FLAT_DEAD || (nx != CM_FLAT_UNKNOWN && t != nx)) return false;
+            nx = t;
+        }
+        if (nx == CM_FLAT_DEAD) {
+            *r = d;
+            return true;
+        }
+        c = (uint32_t)nx;
+    }
+    return false;
+}
+
+/* Where c0 is a count of a class near its end (class_first, class_chain) and it pays: the
+ * walk's X-only entries of length <= r set (*xc X's tables), else *xc NULL. */
+static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f, uint32_t c0,
+                                                  const uint32_t *reads, cm_walk *w, const flat_cls **xc) {
+    *xc = NULL;
+    int mode = atomic_load_explicit(&g_class_bulk, memory_order_relaxed);
+    uint32_t x[8], r;
+    int32_t c1 = mode ? class_first(g, f, c0, reads, x) : CM_FLAT_DEAD;
+    if (c1 < 0) return;
+    const cm_vocab *v = g->v;
+    size_t n_first = 0;
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = x[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            n_first += v->first_off[b + 1] - v->first_off[b];
+        }
+    if (mode == 1 && n_first < CM_FLAT_CLASS_MIN) return;
+    const cm_tokclass *tc = cm_tokclass_of(v);
+    if (!tc) return;
+    uint32_t top = 0;  /* the longest entry of X's first bytes */
+    for (unsigned j = 0; j < 8; j++)
+        for (uint32_t m = x[j]; m; m &= m - 1) {
+            unsigned b = j * 32 + (unsigned)__builtin_ctz(m);
+            uint32_t n_len = tc->len_base[b + 1] - tc->len_base[b];
+            if (n_len && n_len - 1 > top) top = n_len - 1;
+        }
+    if (!class_chain(g, f, (uint32_t)c1, x, top, &r)) return;
+    if (mode == 1) {  /* a class's table (~20 instructions an entry of its first bytes) from its second count on */
+        bool made = false, met = false;
+        for (uint32_t i = 0; i < f->n_cls && !made; i++) made = !memcmp(f->cls[i].x, x, sizeof f->cls[i].x);
+        for (uint32_t i = 0; i < f->n_met && !made && !met; i++) met = !memcmp(f->met[i], x, sizeof f->met[i]);
+        if (!made && !met) {
+            if (f->n_met < FLAT_CLS_MAX) memcpy(f->met[f->n_met++], x, sizeof f->met[0]);
+            return;
+        }
+    }
+    flat_cls *c = class_table(g, f, x);
+    if (!c || !c->top) return;
+    uint32_t L = r < c->top ? r : c->top, n = c->len_at[L];
+    if (!c->upto[L]) {  /* from the longest made below it */
+        uint32_t L0 = L;
+        while (L0 && !c->upto[L0]) L0--;
+        uint32_t *u = malloc(g->n_words * sizeof *u);
+        if (!u) return;
+        if (L0) memcpy(u, c->upto[L0], g->n_words * sizeof *u);
+        else memset(u, 0, g->n_words * sizeof *u);
+        for (uint32_t i = c->len_at[L0]; i < n; i++) cm_set_bit(u, c->ids[i]);
+        c->upto[L] = u;
+    }
+    cm_or_words(w->bits, c->upto[L], g->n_words);
+    w->n_accepted += n;
+    atomic_fetch_add_explicit(&g_class_bulk_walks, 1, memory_order_relaxed);
+    *xc = c;
+}
+
 /* The whole trie from configuration c0, one first byte at a time: a first byte
  * c0 cannot read rejects its subtree (no exit at depth 0, so nothing is
  * uncertain) without reading it.  Through the skip links each dead subtree
@@ -1114,6 +1369,8 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
         for (size_t i = 0; i < g->n_words && i < (v->n_tokens + 31) / 32; i++) w->bits[i] |= bits[i];
         w->n_accepted += tx ? v->n_text : v->n_plain;
     }
+    const flat_cls *xc = NULL;
+    if (!np) class_bulk(g, f, (uint32_t)c0, reads, w, &xc);
     int rc = CM_OK;
     for (unsigned b = 0; b < 256 && !rc; b++) {
         if (lo[b] == lo[b + 1] || !cm_bit(reads, b)) continue;
@@ -1124,14 +1381,17 @@ static int flat_walk_whole(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t
         bool npb = np && (tx ? cm_utf8_step(0, (uint8_t)b) >= 0 : cm_plain_byte((uint8_t)b));
         flat_bulk bulk = !npb ? FLAT_BULK_NONE : tx ? FLAT_BULK_TEXT : FLAT_BULK_PLAIN;
         size_t k = !npb ? lo[b] : tx ? v->text_next[lo[b]] : v->plain_next[lo[b]];
-        if (!npb && to >= 0) {
+        if (xc && cm_bit(xc->x, b)) {  /* its X-only entries listed (class_bulk) */
+            bulk = FLAT_BULK_CLASS;
+            k = xc->nxt[lo[b]];
+        } else if (!npb && to >= 0) {
             int32_t c = flat_live_step(g, f, (uint32_t)c0, (uint8_t)b);
             if (c >= 0 && flat_names_bulk(g, f, (uint32_t)c, (uint8_t)b, w)) {
                 bulk = FLAT_BULK_NAMES;
                 k = v->name_next[lo[b]];
             }
         }
-        if (k < lo[b + 1]) rc = flat_walk_from(g, f, c0, rule, k, lo[b + 1], 0, w, bulk);
+        if (k < lo[b + 1]) rc = flat_walk_from(g, f, c0, rule, k, lo[b + 1], 0, w, bulk, xc);
     }
     return rc;
 }
@@ -1188,7 +1448,7 @@ int cm_flat_walk(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k, s
             if (k >= k_end) return CM_OK;
         }
     }
-    return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, bulk);
+    return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, bulk, NULL);
 }
 
 bool cm_flat_plain_live(const cm_grammar *g, uint32_t state) {
@@ -1213,7 +1473,7 @@ int cm_flat_walk_np(const cm_grammar *g, uint32_t state, uint32_t rule, size_t k
     if (c0 < CM_FLAT_CHART) return c0 + 8;
     if (c0 == CM_FLAT_CHART || k_end > g->v->n_trie) return CM_ERR_ARG;  /* not a proven start */
     k = (text ? g->v->text_next : g->v->plain_next)[k];
-    return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, text ? FLAT_BULK_TEXT : FLAT_BULK_PLAIN)
+    return k < k_end ? flat_walk_from(g, f, c0, rule, k, k_end, d0, w, text ? FLAT_BULK_TEXT : FLAT_BULK_PLAIN, NULL)
                      : CM_OK;
 }
 
@@ -1250,6 +1510,6 @@ int cm_flat_walk_names_skipped(const cm_grammar *g, uint32_t state, uint32_t rul
     if (c0 == CM_FLAT_CHART || !g->v->name_next || k_end > g->v->n_trie || d0 == 0) return CM_ERR_ARG;
     size_t kn = g->v->name_next[k];
     if (kn >= k_end) return CM_OK;
-    if (g->v->name_lcp[kn] > d0) return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, FLAT_BULK_NONE);  /* not expected */
-    return flat_walk_from(g, f, c0, rule, kn, k_end, d0, w, FLAT_BULK_NAMES);
+    if (g->v->name_lcp[kn] > d0) return flat_walk_from(g, f, c0, rule, k, k_end, d0, w, FLAT_BULK_NONE, NULL);  /* not expected */
+    return flat_walk_from(g, f, c0, rule, kn, k_end, d0, w, FLAT_BULK_NAMES, NULL);
 }

@@ -53,6 +53,11 @@ void cm_flat_sets_cap(unsigned n);
 size_t cm_flat_sets_capped(void);
 void cm_flat_names_memo_enable(int on);
 size_t cm_flat_names_memo_hits(void);
+/* A whole walk from a count of a class near its end takes the class-only entries by length
+ * (flat.c, class_bulk): 1 where it pays (the default), 2 wherever it applies, 0 never; and how
+ * many walks took them, in this process (for the tests). */
+void cm_flat_class_bulk_enable(int mode);
+size_t cm_flat_class_bulk_walks(void);
 void cm_flat_free(cm_flat *f);
 
 #endif
