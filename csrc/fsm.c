@@ -7,6 +7,8 @@
  * labels.  DFA state 0 is the start state.  Every array is counted against the
  * caller's cm_budget: the sets of NFA states that name the DFA states are what
  * explodes on hostile input. */
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,11 +76,52 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* A list this long or longer is sorted by radix_sort_u32 (the switch on), a shorter one by qsort. */
+#define CM_RADIX_MIN 64
+
+static atomic_int g_radix_on = 1;
+static atomic_size_t g_radix_sorts;
+
+void cm_radix_sort_enable(int on) { atomic_store(&g_radix_on, on ? 1 : 0); }
+size_t cm_radix_sorts(void) { return atomic_load(&g_radix_sorts); }
+
+/* v[0..n) sorted ascending by an LSD radix sort, 8 bits a pass, as many passes as the largest
+ * value needs (trie entries < 2^24: three), through a scratch copy; false (v untouched) out of
+ * memory.  The composed entries' candidate lists (a few hundred trie entries each, ~40 a mask
+ * in sql.lark's largest) went through qsort's comparator per pair, ~20 instructions a
+ * comparison, n log n of them. */
+static bool radix_sort_u32(uint32_t *v, size_t n) {
+    uint32_t hi = 0;
+    for (size_t i = 0; i < n; i++) hi |= v[i];
+    uint32_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) return false;
+    uint32_t *a = v, *b = tmp;
+    for (unsigned sh = 0; sh < 32 && (hi >> sh); sh += 8) {
+        size_t cnt[256] = {0}, sum = 0;
+        for (size_t i = 0; i < n; i++) cnt[(a[i] >> sh) & 255]++;
+        for (unsigned c = 0; c < 256; c++) {
+            size_t x = cnt[c];
+            cnt[c] = sum;
+            sum += x;
+        }
+        for (size_t i = 0; i < n; i++) b[cnt[(a[i] >> sh) & 255]++] = a[i];
+        uint32_t *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != v) memcpy(v, a, n * sizeof *v);
+    free(tmp);
+    atomic_fetch_add_explicit(&g_radix_sorts, 1, memory_order_relaxed);
+    return true;
+}
+
 /* Sort v[0..n) and drop repeats; returns the number kept (n > 0: v is not NULL). */
 size_t cm_sort_unique_u32(uint32_t *v, size_t n) {
     size_t i = 1;
     while (i < n && v[i - 1] <= v[i]) i++;
-    if (i < n) qsort(v, n, sizeof *v, cmp_u32);  /* else sorted already (a composed entry's uncertain tokens) */
+    /* else sorted already (a composed entry's uncertain tokens) */
+    if (i < n && !(n >= CM_RADIX_MIN && atomic_load_explicit(&g_radix_on, memory_order_relaxed) && radix_sort_u32(v, n)))
+        qsort(v, n, sizeof *v, cmp_u32);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!k || v[k - 1] != v[i]) v[k++] = v[i];
