@@ -411,6 +411,7 @@ cdef extern from "compose.h" nogil:
     size_t cm_tail_names_taken()
     void cm_exit_tails_enable(int on)
     size_t cm_exit_tails()
+    void cm_tail_index_enable(int on)
     void cm_compose_self_enable(int on)
     size_t cm_compose_self_built()
     void cm_compose_count_later_enable(int on)
@@ -419,6 +420,12 @@ cdef extern from "compose.h" nogil:
     size_t cm_compose_unread_skipped()
     void cm_compose_cands_memo_enable(int on)
     size_t cm_compose_cands_memo_hits()
+
+cdef extern from "bits.h" nogil:
+    void cm_radix_sort_enable(int on)
+    size_t cm_radix_sorts()
+    size_t cm_sort_unique_u32(uint32_t *v, size_t n)
+
 
 cdef extern from "donor.h" nogil:
     void cm_donor_alike_enable(int on)

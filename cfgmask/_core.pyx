@@ -2070,6 +2070,34 @@ def compose_counted_later():
     return cm_compose_counted_later()
 
 
+def tail_index_enable(bint on):
+    """Find a kept tail part by its index, by (callee start, byte) (csrc/compose.c,
+    tail_find; the default), or, off, by a scan of them all: the reference the tests compare
+    against.  Process-wide; clear the caches after a change.  The parts are the same."""
+    cm_tail_index_enable(1 if on else 0)
+
+
+def radix_sort_enable(bint on):
+    """Sort a list of 64 or more trie entries or states by an LSD radix sort (csrc/fsm.c,
+    cm_sort_unique_u32; the default), or, off, by qsort: the reference the tests compare
+    against.  Process-wide; clear the caches after a change.  The lists, so the entries, are
+    the same."""
+    cm_radix_sort_enable(1 if on else 0)
+
+
+def radix_sorts():
+    """How many lists were sorted by radix in this process (for the tests)."""
+    return cm_radix_sorts()
+
+
+def sort_unique_u32(uint32_t[::1] values):
+    """``values`` sorted in place with repeats dropped, by the core's own sort
+    (cm_sort_unique_u32, as the switch stands): how many are kept (for the tests)."""
+    if values.shape[0] == 0:
+        return 0
+    return cm_sort_unique_u32(&values[0], values.shape[0])
+
+
 def compose_unread_enable(bint on):
     """Leave out of a composed entry's listed walk the uncertain tokens of a call part that the
     call's return state cannot read on (no byte after the first is one of its byte edges': it is

@@ -27,6 +27,10 @@ size_t cm_bits_take_max(uint32_t *restrict words, size_t n, uint32_t *restrict o
 
 /* Sort v[0..n) and drop repeats; returns the number kept (fsm.c). */
 size_t cm_sort_unique_u32(uint32_t *v, size_t n);
+/* Lists of 64 or more sorted by radix (on by default) or by qsort, the reference the tests
+ * compare against; how many were sorted by radix, in this process (fsm.c). */
+void cm_radix_sort_enable(int on);
+size_t cm_radix_sorts(void);
 
 /* Length of the common prefix of a[0..la) and b[0..lb). */
 static inline uint32_t cm_common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {

@@ -71,6 +71,7 @@ void cm_cache_free(cm_cache *c) {
     cm_flat_free(c->flat);
     cm_loop_walks_free(c->loops);
     cm_tails_free(c->tails, c->n_tails);
+    free(c->tail_slots);
     cm_cands_free(c->cands_slots, c->cands_cap);
     free(c->exit_asker);
     cm_follow_memo_free(c->follow);

@@ -38,6 +38,9 @@ struct cm_cache {
     uint32_t *loop_lab;             /* [n_states] scratch of the loop finder, all UINT32_MAX between uses */
     cm_tail **tails;                /* compose.c: tail parts by (callee start, byte), [n_tails] */
     size_t n_tails, cap_tails;
+    uint32_t *tail_slots;           /* compose.c: tails' index by (start, byte), open addressing
+                                       [tail_slots_cap]: i + 1, 0 empty; NULL: none (scanned) */
+    size_t tail_slots_cap;
     uint32_t *exit_asker;           /* compose.c: [n_states] per start, the position + 1 whose exit split first
                                        stood on it (exit_split); NULL until one did */
     cm_follow_memo *follow;         /* walk.c: by (rule, bytes after an exit), built lazily */

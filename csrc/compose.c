@@ -267,6 +267,62 @@ static uint32_t tail_through(const cm_grammar *g, uint32_t start, unsigned b) {
     return t->rule_start[t->ref_rule[t->ref_off[start]]];
 }
 
+/* The tails' index: open addressing by (start, byte), each slot a position in c->tails plus
+ * one.  A mask of sql.lark built ~130 tail parts and asked for them ~700 times, and the cache
+ * holds every tail part its grammar built so far: a scan of them all per ask was ~0.2 M
+ * instructions of `sql.lark:0:2` and grew along the documents. */
+static atomic_int g_tail_index_on = 1;
+void cm_tail_index_enable(int on) { atomic_store(&g_tail_index_on, on ? 1 : 0); }
+
+static size_t tail_slot(uint32_t start, unsigned b, size_t mask) {
+    uint64_t h = ((uint64_t)start << 8 | b) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & mask;
+}
+
+/* c->tails[i] into the index (a free slot exists: at most half are used). */
+static void tail_slot_put(cm_cache *c, size_t i) {
+    size_t mask = c->tail_slots_cap - 1, h = tail_slot(c->tails[i]->state, c->tails[i]->byte, mask);
+    while (c->tail_slots[h]) h = (h + 1) & mask;
+    c->tail_slots[h] = (uint32_t)i + 1;
+}
+
+/* After c->tails[n_tails - 1] was added: index it, the index rebuilt twice as large when over
+ * half full (or made when there was none); out of memory, or off, no index (tail_find scans). */
+static void tail_index_add(cm_cache *c) {
+    if (!atomic_load_explicit(&g_tail_index_on, memory_order_relaxed) || c->n_tails >= UINT32_MAX) {
+        free(c->tail_slots);
+        c->tail_slots = NULL;
+        c->tail_slots_cap = 0;
+        return;
+    }
+    if (c->tail_slots && 2 * c->n_tails <= c->tail_slots_cap) {
+        tail_slot_put(c, c->n_tails - 1);
+        return;
+    }
+    size_t cap = c->tail_slots_cap ? c->tail_slots_cap : 64;
+    while (2 * c->n_tails > cap) cap *= 2;
+    free(c->tail_slots);
+    c->tail_slots_cap = 0;
+    if (!(c->tail_slots = calloc(cap, sizeof *c->tail_slots))) return;
+    c->tail_slots_cap = cap;
+    for (size_t i = 0; i < c->n_tails; i++) tail_slot_put(c, i);
+}
+
+/* The cache's tail part of (start, b), the first added, or NULL. */
+static cm_tail *tail_find(const cm_cache *c, uint32_t start, unsigned b) {
+    if (!c->tail_slots) {
+        for (size_t i = 0; i < c->n_tails; i++)
+            if (c->tails[i]->state == start && c->tails[i]->byte == b) return c->tails[i];
+        return NULL;
+    }
+    size_t mask = c->tail_slots_cap - 1;
+    for (size_t h = tail_slot(start, b, mask); c->tail_slots[h]; h = (h + 1) & mask) {
+        cm_tail *t = c->tails[c->tail_slots[h] - 1];
+        if (t->state == start && t->byte == b) return t;
+    }
+    return NULL;
+}
+
 /* The tail part of (start, b) as its callee's (tail_through), kept by the
  * cache: 1 done, 0 not such a level (or the callee's part is not kept, or
  * the levels recur), < 0 error. */
@@ -307,6 +363,7 @@ static int tail_alias(const cm_grammar *g, uint32_t start, unsigned b, cm_tail *
         c->cap_tails = cap;
     }
     c->tails[c->n_tails++] = t;
+    tail_index_add(c);
     atomic_fetch_add(&c->bytes, sizeof *t);
     return 1;
 }
@@ -316,11 +373,11 @@ static int tail_alias(const cm_grammar *g, uint32_t start, unsigned b, cm_tail *
 static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **out, cm_tail **owned) {
     cm_cache *c = g->cache;
     *owned = NULL;
-    for (size_t i = 0; i < c->n_tails; i++)
-        if (c->tails[i]->state == start && c->tails[i]->byte == b) {
-            *out = c->tails[i];
-            return CM_OK;
-        }
+    cm_tail *have = tail_find(c, start, b);
+    if (have) {
+        *out = have;
+        return CM_OK;
+    }
     int rc = tail_alias(g, start, b, out, owned);
     if (rc) return rc < 0 ? rc : CM_OK;
     cm_walk tw;
@@ -358,6 +415,7 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
         c->cap_tails = cap;
     }
     c->tails[c->n_tails++] = t;
+    tail_index_add(c);
     atomic_fetch_add(&c->bytes, bytes);
     return CM_OK;
 }

@@ -24,6 +24,9 @@ typedef struct cm_part {
 bool cm_compose_self_ref(const cm_grammar *g, uint32_t state, uint32_t e);
 /* That composition on (the default) or off, process-wide; how many entries were so
  * composed in this process (for the tests). */
+/* The tail parts found by an index (on by default) or by a scan of them all, the reference
+ * the tests compare against. */
+void cm_tail_index_enable(int on);
 void cm_compose_self_enable(int on);
 size_t cm_compose_self_built(void);
 /* A composed entry's count left to cm_walk_finish (cm_walk.count_later: found as its ids are
