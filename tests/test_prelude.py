@@ -77,6 +77,40 @@ def test_tables_on_the_prelude_equal_a_cacheless_build(schema: Any, canonical: b
     assert_same(tables, _cold(schema, canonical=canonical))
 
 
+# the commonest property values, each in two properties (prelude.VALUES): their rules' automata
+# are the prelude's in the default generation mode
+PROPERTY_VALUES = [
+    {"type": "object", "properties": {k: {"type": t} for k in ("x", "y")}}
+    for t in ("number", "integer", "boolean", "string", ["number", "null"], ["boolean", "null"])
+] + [
+    {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}, "z": {}}},
+    {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["y"]},
+]
+
+
+@pytest.mark.parametrize("schema", PROPERTY_VALUES, ids=[json.dumps(s) for s in PROPERTY_VALUES])
+def test_property_values_on_the_prelude_equal_a_cacheless_build(schema: Any) -> None:
+    built: list[list[str]] = []
+    plan = components._plan
+
+    def spy(*a: Any, **k: Any) -> Any:
+        out = plan(*a, **k)
+        built.extend(members for members, _, spec in out if spec[3] is None)
+        return out
+
+    components._plan = spy  # type: ignore[assignment]
+    try:
+        tables, used = _on_prelude(schema)
+    finally:
+        components._plan = plan  # type: ignore[assignment]
+    assert used & CACHE.pinned()
+    # the value's component was taken from the prelude, not built again
+    assert not [m for members in built for m in members if m.startswith("value")], built
+    assert_same(tables, _cold(schema))
+    # the other generation mode has none of VALUES pinned, and the same tables as a cold build
+    assert_same(_on_prelude(schema, canonical=False)[0], _cold(schema, canonical=False))
+
+
 def _corpus(per_split: int = 6) -> list[tuple[str, Any]]:
     out = []
     for path in sorted(SPLITS.glob("*.jsonl")):

@@ -13,6 +13,7 @@ A schema's own rules (the start rule's component) are not kept.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from .cache import CACHE, AutomatonCache
 from .limits import DEFAULT_LIMITS
@@ -20,8 +21,23 @@ from .prepare import prepare
 from .tables import build_tables
 
 # The schemas whose shared rules are pinned, each in both generation modes: any value, an
-# object or an array of any values, and a plain string.
+# object or an array of any values, and a plain string; and VALUES in the default mode.
 SCHEMAS: tuple[dict[str, str], ...] = ({}, {"type": "object"}, {"type": "array"}, {"type": "string"})
+
+# The values of the commonest properties, each twice (a rule with two callers is built on its
+# own, and so cached: one with one caller is built inside its caller's automaton), in the
+# default generation mode only: a number, an integer, a boolean, a string, each or null.
+_TYPES = ("number", "integer", "boolean", "string")
+VALUES: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        f"{t}{null}{i}": {"type": [t, "null"] if null else t}
+        for t in _TYPES
+        for null in ("", "-null")
+        for i in (0, 1)
+    },
+}
+VALUES["required"] = list(VALUES["properties"])
 
 _LOCK = threading.Lock()
 _pinned = False
@@ -41,8 +57,8 @@ def pin() -> None:
         starts = set()
         seed: dict[int, int] = {}  # the IR objects met, their node ids (the same every generation)
         held: list[object] = []
-        for canonical in (True, False):
-            for schema in SCHEMAS:
+        for canonical, schemas in ((True, (*SCHEMAS, VALUES)), (False, SCHEMAS)):
+            for schema in schemas:
                 g, _ = schema_to_grammar(schema, canonical=canonical)
                 starts.add(g.start)
                 sess = prepare(g, DEFAULT_LIMITS, own.session())
