@@ -59,11 +59,13 @@ def generate_in_process(smollm2_cache: Path) -> Callable[..., subprocess.Complet
 
     load_model = functools.cache(cli.load_model)
 
-    def go(*argv: str) -> subprocess.CompletedProcess[str]:
+    def go(*argv: str, load_once: bool = True) -> subprocess.CompletedProcess[str]:
+        """``load_once=False``: this run loads the model (or converts it) as a process would."""
         out, err = io.StringIO(), io.StringIO()
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("CFGMASK_CACHE_DIR", str(smollm2_cache))
-            mp.setattr(cli, "load_model", load_model)
+            if load_once:
+                mp.setattr(cli, "load_model", load_model)
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 rc = cli.main(["generate", *argv])
         return subprocess.CompletedProcess(["cfgmask", "generate", *argv], rc, out.getvalue(), err.getvalue())

@@ -79,7 +79,8 @@ def run(name, cmd, cwd):
         sys.exit(1)
 
 
-run("wheel", [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "src"], work)
+dist, src = str(work / "dist"), str(work / "src")  # paths: a bare "src" is a name for pip
+run("wheel", [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, src], work)
 wheels = sorted((work / "dist").glob("*.whl"))
 if len(wheels) != 1:
     sys.exit(1)
