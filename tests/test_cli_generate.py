@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).parent.parent
 SCHEMA = ROOT / "examples" / "person.schema.json"
 PROMPT = (ROOT / "examples" / "person.prompt.txt").read_text().strip()
+PERSON_GBNF = ("--gbnf", str(ROOT / "examples" / "person.gbnf"), "--prompt", PROMPT)
 
 pytestmark = pytest.mark.slow
 
@@ -69,15 +70,7 @@ def test_generate_json_schema(run):
 
 def test_generate_gbnf_with_jump_forward(run):
     jsonschema = pytest.importorskip("jsonschema")
-    p = run(
-        "--gbnf",
-        str(ROOT / "examples" / "person.gbnf"),
-        "--prompt",
-        PROMPT,
-        "--max-tokens",
-        "200",
-        in_process=True,
-    )
+    p = run(*PERSON_GBNF, "--max-tokens", "200", in_process=True)
     assert p.returncode == 0, p.stderr
     jsonschema.validate(json.loads(p.stdout), json.loads(SCHEMA.read_text()))
     s = _summary(p.stderr)
@@ -91,15 +84,7 @@ def test_generate_truncated_is_a_valid_prefix(run):
     from .reference import ReferenceMatcher
 
     gbnf = (ROOT / "examples" / "person.gbnf").read_text()
-    p = run(
-        "--gbnf",
-        str(ROOT / "examples" / "person.gbnf"),
-        "--prompt",
-        PROMPT,
-        "--max-tokens",
-        "4",
-        in_process=True,
-    )
+    p = run(*PERSON_GBNF, "--max-tokens", "4", in_process=True)
     assert p.returncode == 3, p.stderr
     assert "incomplete" in p.stderr
     out = p.stdout.removesuffix("\n").encode()

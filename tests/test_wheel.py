@@ -100,9 +100,17 @@ class _Build:
         self.work = config._tmp_path_factory.mktemp("wheel")  # what the tmp_path_factory fixture is
         shutil.copytree(ROOT, self.work / "src", ignore=_NOT_SOURCE)
         cmd = [sys.executable, "-c", _BUILD, str(self.work)]
-        self.proc = subprocess.Popen(
-            cmd, cwd=self.work, env=_clean_env(), stdin=subprocess.DEVNULL, start_new_session=True
-        )
+        self.log = self.work / "build.log"  # the script's own output (its steps' is in NAME.json)
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.work,
+                env=_clean_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         config.add_cleanup(self.stop)
 
     def stop(self) -> None:
@@ -114,7 +122,9 @@ class _Build:
         """Waits for the build; asserts that step ``name`` ran and succeeded, as _run does."""
         self.proc.wait(timeout=1800)
         result = self.work / f"{name}.json"
-        assert result.is_file(), f"the build stopped before its {name} step ({self.proc.returncode})"
+        assert result.is_file(), (
+            f"the build stopped before its {name} step ({self.proc.returncode}):\n{self.log.read_text()}"
+        )
         r = json.loads(result.read_text())
         assert r["rc"] == 0, f"{' '.join(r['cmd'])} failed ({r['rc']}):\n{r['stdout']}\n{r['stderr']}"
         return self.work
