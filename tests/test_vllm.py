@@ -103,7 +103,7 @@ if not _VLLM_ERROR:
 @pytest.fixture(scope="module")
 def llm(model_dir: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Any:
     if any("server" in item.fixturenames for item in request.session.items if item.module is request.module):
-        request.getfixturevalue("server_process")  # the server starts meanwhile (not pinned to a core)
+        request.getfixturevalue("server_process")  # the server starts while this engine does
     for k, v in _env().items():
         os.environ.setdefault(k, v)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: stats visible
