@@ -1,6 +1,10 @@
 """Hypothesis profiles: "ci" (small, reproducible) when CI is set, "dev" otherwise.
 
 Select another with ``--hypothesis-profile=NAME``; "thorough" runs many more examples.
+
+Also what the slow tests share so that a run of the suite pays once for it: the SmolLM2
+conversion and the loaded model (``smollm2_cache``, ``generate_in_process``, ``smollm2_dir``),
+and the start of test_wheel.py's wheel build, in the background from the end of the collection.
 """
 
 from __future__ import annotations
