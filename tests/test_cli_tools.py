@@ -6,17 +6,16 @@ call's arguments validate against its tool's schema (``jsonschema``), and a run 
 calls makes exactly one and ends.  With parallel calls SmolLM2 tends to repeat its calls until
 ``--max-tokens``; the test accepts that cut (exit 3) when every complete call validates.
 Runs with ``--tool-choice auto`` on a prompt no tool fits: the model
-writes plain text, and any call it does make validates too.  Slow (about a minute a run on two
-busy cores); run with ``pytest -m slow``.
+writes plain text, and any call it does make validates too.  The runs call ``cfgmask generate``
+in this process (``cli.main``) with the model loaded once.  Slow (a few seconds to half a minute
+a run on two busy cores); run with ``pytest -m slow``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,23 +29,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def generate(tmp_path_factory):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
-    pytest.importorskip("accelerate")
-    from cfgmask import cli
-
-    try:
-        cli.default_gguf()
-    except cli.CliError as e:
-        pytest.skip(str(e))
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    env.setdefault("CFGMASK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+def generate(generate_in_process):
+    """``cfgmask generate --tools examples/tools.json ARGS``, in this process (the model loaded
+    once; see conftest.py)."""
 
     def go(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "cfgmask", "generate", "--tools", str(TOOLS_FILE), *args]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
+        return generate_in_process("--tools", str(TOOLS_FILE), *args)
 
     return go
 

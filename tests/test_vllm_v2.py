@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,14 +47,10 @@ EOS = 2  # SmolLM2's <|im_end|>: what vLLM stops on
 
 
 @pytest.fixture(scope="module")
-def vllm_config(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def vllm_config(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """SmolLM2's VllmConfig, built under the V1 runner (VllmConfig refuses V2 without Triton)
     and then switched to V2 for what reads the switch afterwards (the front end's validator)."""
-    from cfgmask.cli import cache_dir, load_model
-
-    d = cache_dir() / "smollm2"
-    if not (d / "cfgmask-source.json").is_file():
-        load_model(None)
+    d = smollm2_dir
     os.environ["CFGMASK_VLLM_CACHE_DIR"] = str(tmp_path_factory.mktemp("grammars"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from vllm.engine.arg_utils import EngineArgs

@@ -4,7 +4,8 @@ An editable install or the source tree on sys.path hides packaging mistakes (a s
 left out, a missing stub or py.typed, a C file not compiled in), so here the wheel is built
 from a copy of the working tree (build isolation: the build-system requirements come from the
 package index), installed into a new venv, and used from a directory outside the repository.
-Needs pip to reach an index for the build requirements and numpy; about a minute on 2 cores.
+Needs pip to reach an index for the build requirements and numpy; about a minute on 2 cores,
+started in the background once the tests are collected (conftest.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -59,23 +61,96 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complete
     return proc
 
 
+# The wheel build, the venv and the install into it, one step after the other in a process of
+# their own.  Run by _Build in the background from the end of the collection on (conftest.py),
+# so that the suite's other tests run meanwhile on the second core; the fixtures wait for it.
+_BUILD = r"""
+import json, subprocess, sys
+from pathlib import Path
+
+work = Path(sys.argv[1])
+
+
+def run(name, cmd, cwd):
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    result = {"cmd": cmd, "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+    (work / f"{name}.json").write_text(json.dumps(result))
+    if p.returncode:
+        sys.exit(1)
+
+
+dist, src = str(work / "dist"), str(work / "src")  # paths: a bare "src" is a name for pip
+run("wheel", [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, src], work)
+wheels = sorted((work / "dist").glob("*.whl"))
+if len(wheels) != 1:
+    sys.exit(1)
+env = work / "venv" / "env"
+env.parent.mkdir()
+run("venv", [sys.executable, "-m", "venv", str(env)], env.parent)
+run("install", [str(env / "bin" / "python"), "-m", "pip", "install", "-q", str(wheels[0])], env.parent)
+"""
+
+_BUILD_KEY = pytest.StashKey["_Build"]()
+
+
+class _Build:
+    """``_BUILD`` on a copy of the working tree, in a temporary directory of the session."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.work = config._tmp_path_factory.mktemp("wheel")  # what the tmp_path_factory fixture is
+        shutil.copytree(ROOT, self.work / "src", ignore=_NOT_SOURCE)
+        cmd = [sys.executable, "-c", _BUILD, str(self.work)]
+        self.log = self.work / "build.log"  # the script's own output (its steps' is in NAME.json)
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.work,
+                env=_clean_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        config.add_cleanup(self.stop)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:  # the session ended before test_wheel.py ran: pip and gcc too
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def step(self, name: str) -> Path:
+        """Waits for the build; asserts that step ``name`` ran and succeeded, as _run does."""
+        self.proc.wait(timeout=1800)
+        result = self.work / f"{name}.json"
+        assert result.is_file(), (
+            f"the build stopped before its {name} step ({self.proc.returncode}):\n{self.log.read_text()}"
+        )
+        r = json.loads(result.read_text())
+        assert r["rc"] == 0, f"{' '.join(r['cmd'])} failed ({r['rc']}):\n{r['stdout']}\n{r['stderr']}"
+        return self.work
+
+
+def start_build(config: pytest.Config) -> _Build:
+    """The build, started now unless it already was (conftest.py starts it once the tests are
+    collected, when one of this file's is among them)."""
+    if _BUILD_KEY not in config.stash:
+        config.stash[_BUILD_KEY] = _Build(config)
+    return config.stash[_BUILD_KEY]
+
+
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("wheel")
-    src = work / "src"
-    shutil.copytree(ROOT, src, ignore=_NOT_SOURCE)
-    out = work / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)], cwd=work)
-    (whl,) = out.glob(f"{PACKAGE}-*.whl")
+def wheel(request: pytest.FixtureRequest) -> Path:
+    work = start_build(request.config).step("wheel")
+    (whl,) = (work / "dist").glob(f"{PACKAGE}-*.whl")
     return whl
 
 
 @pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    env_dir = tmp_path_factory.mktemp("venv") / "env"
-    _run([sys.executable, "-m", "venv", str(env_dir)], cwd=env_dir.parent)
-    _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], cwd=env_dir.parent)
-    return env_dir
+def venv(wheel: Path, request: pytest.FixtureRequest) -> Path:
+    build = start_build(request.config)
+    build.step("venv")
+    build.step("install")
+    return build.work / "venv" / "env"
 
 
 @pytest.fixture
