@@ -1358,15 +1358,21 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
     uint32_t L = r < c->top ? r : c->top, n = c->len_at[L];
     size_t n_words = (v->n_tokens + 31) / 32;
     uint32_t *u = atomic_load_explicit(&c->upto[L], memory_order_acquire);
-    if (!u) {  /* from the longest made below it */
-        uint32_t L0 = L;
-        const uint32_t *u0 = NULL;
+    if (!u) {  /* from the nearest made: the longest below it, ids set, or the shortest above, ids cleared */
+        uint32_t L0 = L, L1 = L;
+        const uint32_t *u0 = NULL, *u1 = NULL;
         while (L0 && !(u0 = atomic_load_explicit(&c->upto[--L0], memory_order_acquire))) {}
+        while (L1 < c->top && !(u1 = atomic_load_explicit(&c->upto[++L1], memory_order_acquire))) {}
         u = malloc(n_words * sizeof *u);
         if (!u) return;
-        if (u0) memcpy(u, u0, n_words * sizeof *u);
-        else memset(u, 0, n_words * sizeof *u);
-        for (uint32_t i = c->len_at[L0]; i < n; i++) cm_set_bit(u, c->ids[i]);
+        if (u1 && c->len_at[L1] - n < n - c->len_at[L0]) {  /* the ids are distinct tokens */
+            memcpy(u, u1, n_words * sizeof *u);
+            for (uint32_t i = n; i < c->len_at[L1]; i++) u[c->ids[i] >> 5] &= ~(1u << (c->ids[i] & 31));
+        } else {
+            if (u0) memcpy(u, u0, n_words * sizeof *u);
+            else memset(u, 0, n_words * sizeof *u);
+            for (uint32_t i = c->len_at[L0]; i < n; i++) cm_set_bit(u, c->ids[i]);
+        }
         uint32_t *none = NULL;
         if (!atomic_compare_exchange_strong_explicit(&c->upto[L], &none, u, memory_order_acq_rel,
                                                      memory_order_acquire)) {
