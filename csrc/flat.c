@@ -92,6 +92,8 @@ struct cm_flat {
     bool chart_ok;
     uint32_t loaded;            /* the configuration whose sets begin the scratch chart, as
                                    cm_chart_load left them; UINT32_MAX: none */
+    uint32_t met[4][8];         /* classes met once, their table not made (class_bulk) */
+    uint32_t n_met;
     flat_prefix *pfx;           /* the loaded sets' contents, interned (flat_versions) */
     uint32_t n_pfx, cap_pfx;
     uint32_t *pslots;           /* open addressing, prefix id + 1, [pcap] */
@@ -1235,6 +1237,17 @@ fail:
     return NULL;
 }
 
+/* X's tables if the vocabulary has them, else NULL. */
+static flat_cls *class_find(const cm_vocab *v, const uint32_t *x) {
+    _Atomic(flat_cls *) *slot = ((cm_vocab *)v)->classes;
+    for (unsigned i = 0; i < CM_VOCAB_CLASSES; i++) {
+        flat_cls *c = atomic_load_explicit(&slot[i], memory_order_acquire);
+        if (!c) break;
+        if (!memcmp(c->x, x, sizeof c->x)) return c;
+    }
+    return NULL;
+}
+
 /* X's tables, the vocabulary's (made on first use, by the first thread to publish them); NULL
  * when out of memory or past CM_VOCAB_CLASSES classes. */
 static flat_cls *class_table(const cm_vocab *v, const uint32_t *x) {
@@ -1353,7 +1366,17 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
             if (n_len && n_len - 1 > top) top = n_len - 1;
         }
     if (!class_chain(g, f, (uint32_t)c1, x, top, &r)) return;
-    flat_cls *c = class_table(v, x);  /* ~25 instructions an entry of X's first bytes, once a process */
+    flat_cls *c = class_find(v, x);
+    if (!c && mode == 1) {  /* a table (~25 instructions an entry of X's first bytes, once a process)
+                               from a grammar's second count of the class on: met once, it may walk cheaply */
+        bool met = false;
+        for (uint32_t i = 0; i < f->n_met && !met; i++) met = !memcmp(f->met[i], x, sizeof f->met[i]);
+        if (!met) {
+            if (f->n_met < 4) memcpy(f->met[f->n_met++], x, sizeof f->met[0]);
+            return;
+        }
+    }
+    if (!c) c = class_table(v, x);
     if (!c || !c->top) return;
     uint32_t L = r < c->top ? r : c->top, n = c->len_at[L];
     size_t n_words = (v->n_tokens + 31) / 32;
