@@ -1130,6 +1130,7 @@ static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u
  * do for names).  Off: cm_flat_class_bulk_enable(0); 2 takes it wherever it applies (the tests'
  * small vocabularies), 1 where X's first bytes open CM_FLAT_CLASS_MIN entries. */
 #define CM_FLAT_CLASS_MIN 4096
+#define CM_FLAT_CLASS_BUILD 4
 static atomic_int g_class_bulk = 1;
 static atomic_size_t g_class_bulk_walks;
 
@@ -1367,8 +1368,9 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
         }
     if (!class_chain(g, f, (uint32_t)c1, x, top, &r)) return;
     flat_cls *c = class_find(v, x);
-    if (!c && mode == 1) {  /* a table (~25 instructions an entry of X's first bytes, once a process)
-                               from a grammar's second count of the class on: met once, it may walk cheaply */
+    if (!c && mode == 1 && r < CM_FLAT_CLASS_BUILD) {  /* a table (~25 instructions an entry of X's
+        first bytes, once a process) from the first count r >= CM_FLAT_CLASS_BUILD, else from a grammar's
+        second count of the class on: a walk dying within 3 bytes reads few prefixes of X's entries */
         bool met = false;
         for (uint32_t i = 0; i < f->n_met && !met; i++) met = !memcmp(f->met[i], x, sizeof f->met[i]);
         if (!met) {
