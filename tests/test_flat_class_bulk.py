@@ -128,33 +128,31 @@ def _tables() -> int:
     return _core.flat_class_tables()
 
 
+def _reuse(vocab: cfgmask.Vocabulary, pattern: str, mode: int) -> None:
+    """After o61627's value on `vocab` (its tables made, or found), a second grammar of the same
+    classes makes no table and takes the X-only entries from them; its entries equal with the take off."""
+    _, hits = _entries(_valued(UUID), vocab, mode)
+    assert hits > 0
+    t1 = _tables()
+    g2 = _valued(pattern)
+    on, hits2 = _entries(g2, vocab, mode)
+    assert hits2 > 0 and _tables() == t1
+    _same(on, _entries(g2, vocab, 0)[0], "the take off")
+
+
 def test_second_grammar_reuses_table() -> None:
-    """The class tables are the vocabulary's: a second grammar of the same classes on the same
-    (fresh) vocabulary makes none and takes the X-only entries from the first's; its entries equal
-    with the take off."""
+    """The class tables are the vocabulary's: on a fresh small vocabulary the first grammar makes
+    them, a second of the same classes reuses them."""
     toks = list(dict.fromkeys([*ALNUM, *DASHED, *CLOSE, *FILLER]))
     vocab = cfgmask.Vocabulary.from_token_bytes([*toks, b""], stop_token_ids=[len(toks)])
     t0 = _tables()
-    _, hits = _entries(_valued(UUID), vocab, 2)
-    assert hits > 0 and _tables() > t0
-    t1 = _tables()
-    g2 = _valued("^[0-9A-Za-z]{3}-[0-9A-Za-z]{5}-[0-9A-Za-z]{2}$")
-    on, hits2 = _entries(g2, vocab, 2)
-    assert hits2 > 0 and _tables() == t1
-    _same(on, _entries(g2, vocab, 0)[0], "the take off")
+    _reuse(vocab, "^[0-9A-Za-z]{3}-[0-9A-Za-z]{5}-[0-9A-Za-z]{2}$", 2)
+    assert _tables() > t0
 
 
 def test_llama3_second_grammar_reuses_table() -> None:
-    """Llama-3: after o61627's value, another count of [0-9A-Za-z] takes the class's table made
-    for it (no new one); its entries equal with the take off."""
-    vocab = cfgmask.Vocabulary.llama3()
-    _, hits = _entries(_valued(UUID), vocab, 1)
-    assert hits > 0
-    t1 = _tables()
-    g2 = _valued("^[0-9A-Za-z]{6}:[0-9A-Za-z]{4}$")
-    on, hits2 = _entries(g2, vocab, 1)
-    assert hits2 > 0 and _tables() == t1
-    _same(on, _entries(g2, vocab, 0)[0], "the take off")
+    """Llama-3 (the default mode): another count of [0-9A-Za-z] takes the table made for o61627's value."""
+    _reuse(cfgmask.Vocabulary.llama3(), "^[0-9A-Za-z]{6}:[0-9A-Za-z]{4}$", 1)
 
 
 def test_threads_share_tables() -> None:
