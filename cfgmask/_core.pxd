@@ -402,6 +402,7 @@ cdef extern from "flat.h" nogil:
     size_t cm_flat_names_memo_hits()
     void cm_flat_class_bulk_enable(int mode)
     size_t cm_flat_class_bulk_walks()
+    size_t cm_flat_class_tables()
 
 
 cdef extern from "compose.h" nogil:

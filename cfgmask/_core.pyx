@@ -1991,7 +1991,7 @@ def flat_names_memo_hits():
 def flat_class_bulk_enable(int mode):
     """A whole walk from a count of a class near its end (an anchored ``[0-9A-Za-z]{8}``'s
     positions) takes the tokens made of the class only from a table of them by length, made
-    once a class and grammar, and walks the others (csrc/flat.c, class_bulk): 1 where the
+    once a class and vocabulary (its grammars share it), and walks the others (csrc/flat.c, class_bulk): 1 where the
     class's first bytes open enough entries (the default), 2 wherever it applies (small
     vocabularies), 0 never (every entry walked: the reference).  Process-wide."""
     cm_flat_class_bulk_enable(mode)
@@ -2000,6 +2000,12 @@ def flat_class_bulk_enable(int mode):
 def flat_class_bulk_walks():
     """How many whole walks took a class's tokens by length so far in this process (for the tests)."""
     return cm_flat_class_bulk_walks()
+
+
+def flat_class_tables():
+    """How many class tables (flat_class_bulk_enable's) were made so far in this process: one a
+    class and vocabulary, whatever the grammars (for the tests)."""
+    return cm_flat_class_tables()
 
 
 def tail_alias_enable(bint on):

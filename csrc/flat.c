@@ -54,13 +54,15 @@
 /* A class X's tables for the walks that take its X-only entries by length (class_table): over
  * the entries of X's first bytes, the next entry not made of X only (nxt) and the prefix such an
  * entry shares with the one before it (lcp), as the name tables are for names; and the X-only
- * entries' token ids by length (ids[0 .. len_at[L]): those of length <= L). */
-#define FLAT_CLS_MAX 4
-typedef struct flat_cls {
+ * entries' token ids by length (ids[0 .. len_at[L]): those of length <= L).  They depend on the
+ * vocabulary and X only: the vocabulary keeps them (cm_vocab.classes), read by every thread,
+ * written once; upto's slots are set once each the same way (compare and swap). */
+typedef struct cm_flat_cls {
     uint32_t x[8];
     uint32_t *nxt, *lcp, *ids, *len_at;
     uint32_t top;  /* the longest X-only entry (the arrays may have room for more) */
-    uint32_t **upto;  /* [top + 1]: upto[L] the ids of length <= L as a bitset, made on first use */
+    uint32_t n_upto;  /* upto's slots: the longest entry of X's first bytes, + 1 */
+    _Atomic(uint32_t *) *upto;  /* upto[L] the ids of length <= L as a bitset, made on first use */
 } flat_cls;
 
 /* Sets 0..j of a loaded chart: the prefix of sets 0..j-1 (UINT32_MAX: none)
@@ -90,6 +92,8 @@ struct cm_flat {
     bool chart_ok;
     uint32_t loaded;            /* the configuration whose sets begin the scratch chart, as
                                    cm_chart_load left them; UINT32_MAX: none */
+    uint32_t met[4][8];         /* classes met once, their table not made (class_bulk) */
+    uint32_t n_met;
     flat_prefix *pfx;           /* the loaded sets' contents, interned (flat_versions) */
     uint32_t n_pfx, cap_pfx;
     uint32_t *pslots;           /* open addressing, prefix id + 1, [pcap] */
@@ -109,10 +113,6 @@ struct cm_flat {
     uint8_t text_rep[CM_UTF8_STATES][256], text_rep_u[CM_UTF8_STATES][256];
     uint16_t text_n_rep[CM_UTF8_STATES];
     size_t cap_tmp, cap_pos;
-    flat_cls cls[FLAT_CLS_MAX]; /* the class tables of flat_walk_whole's counted classes (class_table) */
-    uint32_t n_cls;
-    uint32_t met[FLAT_CLS_MAX][8];  /* classes met once, their table not made (class_bulk) */
-    uint32_t n_met;
 };
 
 void cm_flat_free(cm_flat *f) {
@@ -132,14 +132,6 @@ void cm_flat_free(cm_flat *f) {
     free(f->pos);
     free(f->start_of);
     free(f->plain_ok);
-    for (uint32_t i = 0; i < f->n_cls; i++) {
-        free(f->cls[i].nxt);
-        free(f->cls[i].lcp);
-        free(f->cls[i].ids);
-        free(f->cls[i].len_at);
-        for (uint32_t L = 0; f->cls[i].upto && L <= f->cls[i].top; L++) free(f->cls[i].upto[L]);
-        free(f->cls[i].upto);
-    }
     if (f->chart_ok) cm_chart_free(&f->chart);
     if (f->walk_ok) cm_chart_free(&f->walk);
     free(f);
@@ -1138,22 +1130,36 @@ static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u
  * do for names).  Off: cm_flat_class_bulk_enable(0); 2 takes it wherever it applies (the tests'
  * small vocabularies), 1 where X's first bytes open CM_FLAT_CLASS_MIN entries. */
 #define CM_FLAT_CLASS_MIN 4096
+#define CM_FLAT_CLASS_BUILD 4
 static atomic_int g_class_bulk = 1;
 static atomic_size_t g_class_bulk_walks;
 
 void cm_flat_class_bulk_enable(int mode) { atomic_store(&g_class_bulk, mode < 0 || mode > 2 ? 1 : mode); }
 size_t cm_flat_class_bulk_walks(void) { return atomic_load(&g_class_bulk_walks); }
 
-/* X's tables (flat_cls), made on first use a grammar; NULL when out of memory or past
- * FLAT_CLS_MAX classes.  The entries not X-only are found a word of the byte features at a time
+static void class_free(flat_cls *c) {
+    if (!c) return;
+    free(c->nxt);
+    free(c->lcp);
+    free(c->ids);
+    free(c->len_at);
+    for (uint32_t L = 0; c->upto && L < c->n_upto; L++) free(atomic_load_explicit(&c->upto[L], memory_order_relaxed));
+    free(c->upto);
+    free(c);
+}
+
+void cm_flat_classes_free(cm_vocab *v) {
+    for (unsigned i = 0; i < CM_VOCAB_CLASSES; i++) class_free(atomic_load(&v->classes[i]));
+}
+
+static atomic_size_t g_class_tables;
+size_t cm_flat_class_tables(void) { return atomic_load(&g_class_tables); }
+
+/* X's tables (flat_cls), made anew; NULL when out of memory or X opens no entry.  The entries not X-only are found a word of the byte features at a time
  * (~1 k words over [0-9A-Za-z]'s first bytes at Llama-3), each one's prefix shared with the one
  * before by comparing their bytes, the runs of X-only entries between two of them filled in
  * nxt at once; the X-only ones listed by length from the vocabulary's entries by length. */
-static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_flat *f, const uint32_t *x) {
-    for (uint32_t i = 0; i < f->n_cls; i++)
-        if (!memcmp(f->cls[i].x, x, sizeof f->cls[i].x)) return &f->cls[i];
-    if (f->n_cls == FLAT_CLS_MAX) return NULL;
-    const cm_vocab *v = g->v;
+static __attribute__((noinline)) flat_cls *class_make(const cm_vocab *v, const uint32_t *x) {
     const cm_tokclass *tc = cm_tokclass_of(v);
     bool in[CM_TC_FEATURES];
     if (!tc || !cm_tokclass_inside(x, false, in)) return NULL;
@@ -1168,7 +1174,9 @@ static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_f
     }
     if (b0 == 256) return NULL;
     size_t w0 = lo[b0] / 32, w1 = ((size_t)lo[b1 + 1] + 31) / 32;
-    flat_cls c = {.top = top};
+    flat_cls *cp = calloc(1, sizeof *cp);
+    if (!cp) return NULL;
+    flat_cls c = {.top = top, .n_upto = top + 1};
     memcpy(c.x, x, sizeof c.x);
     uint32_t *outside = malloc((w1 - w0) * sizeof *outside);
     c.nxt = malloc(((size_t)v->n_trie + 1) * sizeof *c.nxt);
@@ -1221,16 +1229,53 @@ static __attribute__((noinline)) flat_cls *class_table(const cm_grammar *g, cm_f
     }
     while (c.top && c.len_at[c.top] == c.len_at[c.top - 1]) c.top--;  /* the longest X-only entry */
     free(outside);
-    f->cls[f->n_cls] = c;
-    return &f->cls[f->n_cls++];
+    *cp = c;
+    return cp;
 fail:
     free(outside);
-    free(c.nxt);
-    free(c.lcp);
-    free(c.len_at);
-    free(c.upto);
+    *cp = c;
+    class_free(cp);
     return NULL;
 }
+
+/* X's tables if the vocabulary has them, else NULL. */
+static flat_cls *class_find(const cm_vocab *v, const uint32_t *x) {
+    _Atomic(flat_cls *) *slot = ((cm_vocab *)v)->classes;
+    for (unsigned i = 0; i < CM_VOCAB_CLASSES; i++) {
+        flat_cls *c = atomic_load_explicit(&slot[i], memory_order_acquire);
+        if (!c) break;
+        if (!memcmp(c->x, x, sizeof c->x)) return c;
+    }
+    return NULL;
+}
+
+/* X's tables, the vocabulary's (made on first use, by the first thread to publish them); NULL
+ * when out of memory or past CM_VOCAB_CLASSES classes. */
+static flat_cls *class_table(const cm_vocab *v, const uint32_t *x) {
+    _Atomic(flat_cls *) *slot = ((cm_vocab *)v)->classes;  /* the one field made after the vocabulary */
+    unsigned i = 0;
+    for (; i < CM_VOCAB_CLASSES; i++) {
+        flat_cls *c = atomic_load_explicit(&slot[i], memory_order_acquire);
+        if (!c) break;
+        if (!memcmp(c->x, x, sizeof c->x)) return c;
+    }
+    if (i == CM_VOCAB_CLASSES) return NULL;
+    flat_cls *made = class_make(v, x);
+    if (!made) return NULL;
+    for (; i < CM_VOCAB_CLASSES; i++) {
+        flat_cls *none = NULL;
+        if (atomic_compare_exchange_strong_explicit(&slot[i], &none, made, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            atomic_fetch_add_explicit(&g_class_tables, 1, memory_order_relaxed);
+            return made;
+        }
+        if (!memcmp(none->x, x, sizeof none->x)) break;  /* another thread made it first */
+    }
+    class_free(made);
+    return i < CM_VOCAB_CLASSES ? atomic_load_explicit(&slot[i], memory_order_acquire) : NULL;
+}
+
+
 
 /* The bytes of `reads` that lead c0 to the configuration most of them lead to, into x; that
  * configuration (< 0: none). */
@@ -1322,29 +1367,45 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
             if (n_len && n_len - 1 > top) top = n_len - 1;
         }
     if (!class_chain(g, f, (uint32_t)c1, x, top, &r)) return;
-    if (mode == 1) {  /* a class's table (~20 instructions an entry of its first bytes) from its second count on */
-        bool made = false, met = false;
-        for (uint32_t i = 0; i < f->n_cls && !made; i++) made = !memcmp(f->cls[i].x, x, sizeof f->cls[i].x);
-        for (uint32_t i = 0; i < f->n_met && !made && !met; i++) met = !memcmp(f->met[i], x, sizeof f->met[i]);
-        if (!made && !met) {
-            if (f->n_met < FLAT_CLS_MAX) memcpy(f->met[f->n_met++], x, sizeof f->met[0]);
+    flat_cls *c = class_find(v, x);
+    if (!c && mode == 1 && r < CM_FLAT_CLASS_BUILD) {  /* a table (~25 instructions an entry of X's
+        first bytes, once a process) from the first count r >= CM_FLAT_CLASS_BUILD, else from a grammar's
+        second count of the class on: a walk dying within 3 bytes reads few prefixes of X's entries */
+        bool met = false;
+        for (uint32_t i = 0; i < f->n_met && !met; i++) met = !memcmp(f->met[i], x, sizeof f->met[i]);
+        if (!met) {
+            if (f->n_met < 4) memcpy(f->met[f->n_met++], x, sizeof f->met[0]);
             return;
         }
     }
-    flat_cls *c = class_table(g, f, x);
+    if (!c) c = class_table(v, x);
     if (!c || !c->top) return;
     uint32_t L = r < c->top ? r : c->top, n = c->len_at[L];
-    if (!c->upto[L]) {  /* from the longest made below it */
-        uint32_t L0 = L;
-        while (L0 && !c->upto[L0]) L0--;
-        uint32_t *u = malloc(g->n_words * sizeof *u);
+    size_t n_words = (v->n_tokens + 31) / 32;
+    uint32_t *u = atomic_load_explicit(&c->upto[L], memory_order_acquire);
+    if (!u) {  /* from the nearest made: the longest below it, ids set, or the shortest above, ids cleared */
+        uint32_t L0 = L, L1 = L;
+        const uint32_t *u0 = NULL, *u1 = NULL;
+        while (L0 && !(u0 = atomic_load_explicit(&c->upto[--L0], memory_order_acquire))) {}
+        while (L1 < c->top && !(u1 = atomic_load_explicit(&c->upto[++L1], memory_order_acquire))) {}
+        u = malloc(n_words * sizeof *u);
         if (!u) return;
-        if (L0) memcpy(u, c->upto[L0], g->n_words * sizeof *u);
-        else memset(u, 0, g->n_words * sizeof *u);
-        for (uint32_t i = c->len_at[L0]; i < n; i++) cm_set_bit(u, c->ids[i]);
-        c->upto[L] = u;
+        if (u1 && c->len_at[L1] - n < n - c->len_at[L0]) {  /* the ids are distinct tokens */
+            memcpy(u, u1, n_words * sizeof *u);
+            for (uint32_t i = n; i < c->len_at[L1]; i++) u[c->ids[i] >> 5] &= ~(1u << (c->ids[i] & 31));
+        } else {
+            if (u0) memcpy(u, u0, n_words * sizeof *u);
+            else memset(u, 0, n_words * sizeof *u);
+            for (uint32_t i = c->len_at[L0]; i < n; i++) cm_set_bit(u, c->ids[i]);
+        }
+        uint32_t *none = NULL;
+        if (!atomic_compare_exchange_strong_explicit(&c->upto[L], &none, u, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+            free(u);  /* another thread made it first, the same */
+            u = none;
+        }
     }
-    cm_or_words(w->bits, c->upto[L], g->n_words);
+    cm_or_words(w->bits, u, g->n_words < n_words ? g->n_words : n_words);
     w->n_accepted += n;
     atomic_fetch_add_explicit(&g_class_bulk_walks, 1, memory_order_relaxed);
     *xc = c;

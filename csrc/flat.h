@@ -58,6 +58,8 @@ size_t cm_flat_names_memo_hits(void);
  * many walks took them, in this process (for the tests). */
 void cm_flat_class_bulk_enable(int mode);
 size_t cm_flat_class_bulk_walks(void);
+/* How many class tables were made in this process (kept by the vocabulary, shared by its grammars). */
+size_t cm_flat_class_tables(void);
 void cm_flat_free(cm_flat *f);
 
 #endif

@@ -288,6 +288,7 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->trie_off);
     free(v->skip);
     cm_tokclass_free(atomic_load(&v->tokclass));
+    cm_flat_classes_free(v);
     free(v->plain_next);
     free(v->plain_lcp);
     free(v->plain_bits);

@@ -9,6 +9,9 @@
 typedef struct cm_walk_store cm_walk_store;
 /* Which bytes each trie entry holds (tokclass.c), made on first use. */
 typedef struct cm_tokclass cm_tokclass;
+/* A byte class's X-only entries by length (flat.c, class_table), made on first use. */
+struct cm_flat_cls;
+#define CM_VOCAB_CLASSES 8
 
 struct cm_vocab {
     size_t n_tokens;
@@ -64,7 +67,13 @@ struct cm_vocab {
     cm_walk_store *walks;
     struct cm_segcut_store *segcuts;  /* segcut.c: segment walk tables by unit form */
     _Atomic(cm_tokclass *) tokclass;
+    /* flat.c's class tables: they depend on the vocabulary and the class's bytes only, so the
+       grammars of the vocabulary share them; a slot set once (compare and swap), never changed */
+    _Atomic(struct cm_flat_cls *) classes[CM_VOCAB_CLASSES];
 };
+
+/* Frees the class tables (flat.c). */
+void cm_flat_classes_free(cm_vocab *v);
 
 /* A plain entry is at most this long: a walk whose start dies on plain bytes only
  * past this depth (a counted key, a maxLength string) still skips them. */

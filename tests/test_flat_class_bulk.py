@@ -122,3 +122,51 @@ def test_llama3_uuid_entries_same() -> None:
     off, _ = _entries(g, vocab, 0)
     assert hits > 0
     _same(on, off, "the take off")
+
+
+def _tables() -> int:
+    return _core.flat_class_tables()
+
+
+def _reuse(vocab: cfgmask.Vocabulary, pattern: str, mode: int) -> None:
+    """After o61627's value on `vocab` (its tables made, or found), a second grammar of the same
+    classes makes no table and takes the X-only entries from them; its entries equal with the take off."""
+    _, hits = _entries(_valued(UUID), vocab, mode)
+    assert hits > 0
+    t1 = _tables()
+    g2 = _valued(pattern)
+    on, hits2 = _entries(g2, vocab, mode)
+    assert hits2 > 0 and _tables() == t1
+    _same(on, _entries(g2, vocab, 0)[0], "the take off")
+
+
+def test_second_grammar_reuses_table() -> None:
+    """The class tables are the vocabulary's: on a fresh small vocabulary the first grammar makes
+    them, a second of the same classes reuses them."""
+    toks = list(dict.fromkeys([*ALNUM, *DASHED, *CLOSE, *FILLER]))
+    vocab = cfgmask.Vocabulary.from_token_bytes([*toks, b""], stop_token_ids=[len(toks)])
+    t0 = _tables()
+    _reuse(vocab, "^[0-9A-Za-z]{3}-[0-9A-Za-z]{5}-[0-9A-Za-z]{2}$", 2)
+    assert _tables() > t0
+
+
+def test_llama3_second_grammar_reuses_table() -> None:
+    """Llama-3 (the default mode): another count of [0-9A-Za-z] takes the table made for o61627's value."""
+    _reuse(cfgmask.Vocabulary.llama3(), "^[0-9A-Za-z]{6}:[0-9A-Za-z]{4}$", 1)
+
+
+def test_threads_share_tables() -> None:
+    """Threads compiling grammars of one class on one fresh vocabulary at once, each making or
+    finding its tables: every entry equal to the take off's, computed alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    toks = list(dict.fromkeys([*ALNUM, *DASHED, *CLOSE, *FILLER]))
+    vocab = cfgmask.Vocabulary.from_token_bytes([*toks, b""], stop_token_ids=[len(toks)])
+    pats = [UUID, "^[0-9A-Za-z]{3}-[0-9A-Za-z]{5}$", "^[0-9A-Za-z]{7}$", "[0-9A-Za-z]{2}-[0-9A-Za-z]{9}"]
+    grammars = [_valued(p) for p in pats * 2]
+    with _bulk(0):
+        want = [entries(cfgmask.compile(g, vocab)) for g in grammars]
+    with _bulk(2), ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda g: entries(cfgmask.compile(g, vocab)), grammars))
+    for x, y in zip(got, want, strict=True):
+        _same(x, y, "the take off")
