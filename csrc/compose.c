@@ -130,7 +130,9 @@ size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p) {
 
 struct cm_tail {
     uint32_t state, byte;       /* a callee's start state, the first byte */
-    uint32_t *bits;             /* the accepted tokens, [n_words] */
+    uint32_t *bits;             /* the accepted tokens, [n_words]; NULL where ids holds them */
+    uint32_t *ids;              /* a sparse part's accepted tokens, ascending (tail_sparse) */
+    size_t n_ids;
     uint32_t *unc;              /* the uncertain trie entries, ascending */
     size_t n_unc;
     const cm_tail *alias;       /* a level that passes through: bits and unc are this one's */
@@ -140,6 +142,7 @@ static void tail_free(cm_tail *t) {
     if (!t) return;
     if (!t->alias) {
         free(t->bits);
+        free(t->ids);
         free(t->unc);
     }
     free(t);
@@ -323,6 +326,47 @@ static cm_tail *tail_find(const cm_cache *c, uint32_t start, unsigned b) {
     return NULL;
 }
 
+/* Sparse tail parts.  A tail part's walk wrote a bitset of [n_words] (16 KB for Llama-3),
+ * each zeroed before its walk (calloc: ~16 K instructions, a byte an instruction), though
+ * most parts accept few tokens: `sql.lark:0:2` built 126 parts (2.34 M of zeroing).  So the
+ * walk writes into a zero spare of the cache (lend_bits' pool), and where it accepted at
+ * most n_words / 4 tokens (at most ~5 instructions an id to OR in, against a word loop over
+ * n_words) the ids are taken out (cm_bits_take_max: ~1 instruction a word where a block is
+ * zero, leaving the bitset zero again) and the bitset goes back to the pool; else the part
+ * keeps it, as before.  Off: every part a calloc'd bitset of its own. */
+static atomic_int g_sparse_on = 1;
+static atomic_size_t g_sparse_parts;
+void cm_tail_sparse_enable(int on) { atomic_store(&g_sparse_on, on ? 1 : 0); }
+size_t cm_tail_sparse_parts(void) { return atomic_load(&g_sparse_parts); }
+
+/* t's bitset, just walked, as ids where it holds at most n_words / 4 (the bitset, zero
+ * again, back to the cache's spares, or freed). */
+static int tail_sparse(const cm_grammar *g, cm_tail *t) {
+    size_t cap = g->n_words / 4;
+    uint32_t *ids = malloc((cap ? cap : 1) * sizeof *ids);
+    if (!ids) return CM_ERR_NOMEM;
+    size_t n = cm_bits_take_max(t->bits, g->n_words, ids, cap);
+    if (n == SIZE_MAX) {
+        free(ids);
+        return CM_OK;
+    }
+    uint32_t *fit = realloc(ids, (n ? n : 1) * sizeof *ids);
+    t->ids = fit ? fit : ids;
+    t->n_ids = n;
+    cm_cache *c = g->cache;
+    if (c->n_spare < CM_SPARE_BITS) c->spare_bits[c->n_spare++] = t->bits;
+    else free(t->bits);
+    t->bits = NULL;
+    atomic_fetch_add_explicit(&g_sparse_parts, 1, memory_order_relaxed);
+    return CM_OK;
+}
+
+/* dst |= tp's accepted tokens. */
+static void tail_or(const cm_grammar *g, uint32_t *dst, const cm_tail *tp) {
+    if (tp->bits) cm_or_words(dst, tp->bits, g->n_words);
+    else cm_set_bits(dst, tp->ids, tp->n_ids);
+}
+
 /* The tail part of (start, b) as its callee's (tail_through), kept by the
  * cache: 1 done, 0 not such a level (or the callee's part is not kept, or
  * the levels recur), < 0 error. */
@@ -343,7 +387,7 @@ static int tail_alias(const cm_grammar *g, uint32_t start, unsigned b, cm_tail *
     const cm_tail *root = sub->alias ? sub->alias : sub;
     cm_tail *t = calloc(1, sizeof *t);
     if (!t) return CM_ERR_NOMEM;
-    *t = (cm_tail){start, b, root->bits, root->unc, root->n_unc, root};
+    *t = (cm_tail){start, b, root->bits, root->ids, root->n_ids, root->unc, root->n_unc, root};
     atomic_fetch_add_explicit(&g_tail_aliases, 1, memory_order_relaxed);
     *out = t;
     *owned = NULL;
@@ -381,7 +425,8 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
     int rc = tail_alias(g, start, b, out, owned);
     if (rc) return rc < 0 ? rc : CM_OK;
     cm_walk tw;
-    rc = cm_walk_init(&tw, g);
+    bool sparse = atomic_load_explicit(&g_sparse_on, memory_order_relaxed) && g->n_words;
+    rc = cm_walk_init_spare(&tw, g, sparse && c->n_spare ? c->spare_bits[--c->n_spare] : NULL);
     cm_tail *t = calloc(1, sizeof *t);
     if (!rc && !t) rc = CM_ERR_NOMEM;
     if (!rc) rc = tail_build(g, start, b, &tw);
@@ -397,9 +442,13 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
     t->unc = tw.unc;
     tw.bits = tw.unc = NULL;
     cm_walk_free(&tw);
+    if (sparse && (rc = tail_sparse(g, t)) != CM_OK) {
+        tail_free(t);
+        return rc;
+    }
     atomic_fetch_add(&c->tail_walks, 1);
     *out = t;
-    size_t bytes = sizeof *t + (g->n_words + t->n_unc) * sizeof(uint32_t);
+    size_t bytes = sizeof *t + ((t->bits ? g->n_words : t->n_ids) + t->n_unc) * sizeof(uint32_t);
     if (atomic_load(&c->bytes) + bytes > g->lim.max_cache_bytes) {
         *owned = t;
         return CM_OK;
@@ -500,7 +549,7 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
             tail_free(owned);
             return 0;
         }
-        cm_or_words(w->bits, tp->bits, g->n_words);
+        tail_or(g, w->bits, tp);
         rc = cands_add(x, tp->unc, tp->n_unc);
         tail_free(owned);
     }
@@ -569,7 +618,7 @@ static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cand
             cm_tail *tp, *owned;
             rc = tail_get(g, (uint32_t)y, b, &tp, &owned);
             if (rc) break;
-            cm_or_words(w->bits, tp->bits, g->n_words);
+            tail_or(g, w->bits, tp);
             for (size_t i = 0; i < tp->n_unc && !rc; i++) rc = cm_walk_push_uncertain(w, tp->unc[i]);
             tail_free(owned);
             atomic_fetch_add(&g->cache->tail_uses, 1);
