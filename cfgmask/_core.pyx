@@ -2079,10 +2079,11 @@ def tail_index_enable(bint on):
 
 
 def tail_sparse_enable(bint on):
-    """Keep a tail part that accepts at most n_words / 4 tokens as their ids, its walk
-    written into a zero spare bitset that goes back to the cache (csrc/compose.c, tail_sparse;
-    the default), or, off, each part a zeroed bitset of its own: the reference the tests
-    compare against.  Process-wide; clear the caches after a change.  The masks are the same."""
+    """Keep a tail part of a small first byte's subtree (1,024 trie entries at most) as its
+    accepted ids, its walk written into a zero spare bitset that goes back to the cache
+    (csrc/compose.c, tail_sparse; the default), or, off, each part a zeroed bitset of its own:
+    the reference the tests compare against.  Process-wide; clear the caches after a change.
+    The masks are the same."""
     cm_tail_sparse_enable(1 if on else 0)
 
 
