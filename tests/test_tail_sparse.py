@@ -1,12 +1,13 @@
 """Tail parts kept as their accepted ids (csrc/compose.c ``tail_sparse``).
 
 A tail part's walk (a callee's walk of one first byte's subtree) wrote a bitset of its own,
-each zeroed first (16 KB for Llama-3); most parts accept few tokens.  The walk now writes into
-a zero spare bitset of the cache, and a part of a small subtree (1,024 entries at most) keeps
-its accepted ids, read off the subtree, the bitset, zero again, going back to the spares.  ``_core.tail_sparse_enable``
-switches it (on by default; off: a bitset a part, the reference); ``tail_sparse_parts()``
-counts the parts kept as ids.  Checked: every state's entry of sql.lark, sql and c with
-Llama-3 on, off and by whole walks; bench_gbnf's documents of the three cold, on and off.
+each zeroed first (16 KB for Llama-3); most parts walk a small subtree.  The walk now writes
+into a zero spare bitset of the cache, and a part of a small subtree (1,024 entries at most)
+keeps its accepted ids, read off the subtree, the bitset, zero again, going back to the
+spares.  ``_core.tail_sparse_enable`` switches it (on by default; off: a bitset a part, the
+reference); ``tail_sparse_parts()`` counts the parts kept as ids.  Checked: every state's
+entry of sql.lark, sql and c with Llama-3 on, off and by whole walks; bench_gbnf's documents
+of the three cold, on and off.
 """
 
 from __future__ import annotations
