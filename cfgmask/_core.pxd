@@ -413,6 +413,8 @@ cdef extern from "compose.h" nogil:
     void cm_exit_tails_enable(int on)
     size_t cm_exit_tails()
     void cm_tail_index_enable(int on)
+    void cm_tail_sparse_enable(int on)
+    size_t cm_tail_sparse_parts()
     void cm_compose_self_enable(int on)
     size_t cm_compose_self_built()
     void cm_compose_count_later_enable(int on)

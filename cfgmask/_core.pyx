@@ -2083,6 +2083,21 @@ def tail_index_enable(bint on):
     cm_tail_index_enable(1 if on else 0)
 
 
+
+def tail_sparse_enable(bint on):
+    """Keep a tail part of a small first byte's subtree (1,024 trie entries at most) as its
+    accepted ids, its walk written into a zero spare bitset that goes back to the cache
+    (csrc/compose.c, tail_sparse; the default), or, off, each part a zeroed bitset of its own:
+    the reference the tests compare against.  Process-wide; clear the caches after a change.
+    The masks are the same."""
+    cm_tail_sparse_enable(1 if on else 0)
+
+
+def tail_sparse_parts():
+    """How many tail parts were kept as ids in this process (for the tests)."""
+    return cm_tail_sparse_parts()
+
+
 def radix_sort_enable(bint on):
     """Sort a list of 64 or more trie entries or states by an LSD radix sort (csrc/fsm.c,
     cm_sort_unique_u32; the default), or, off, by qsort: the reference the tests compare

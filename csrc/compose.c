@@ -28,6 +28,7 @@
  * end s's rule too, and are checked).  A callee whose entry is being built
  * (recursion through start states; s' == s), token edges, or too many tokens
  * to check send s back to the walk (cache.c fetches the parts). */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,7 +131,9 @@ size_t cm_compose_part_candidates(const cm_grammar *g, const cm_part *p) {
 
 struct cm_tail {
     uint32_t state, byte;       /* a callee's start state, the first byte */
-    uint32_t *bits;             /* the accepted tokens, [n_words] */
+    uint32_t *bits;             /* the accepted tokens, [n_words]; NULL where ids holds them */
+    uint32_t *ids;              /* a sparse part's accepted tokens, in trie order (tail_sparse) */
+    size_t n_ids;
     uint32_t *unc;              /* the uncertain trie entries, ascending */
     size_t n_unc;
     const cm_tail *alias;       /* a level that passes through: bits and unc are this one's */
@@ -140,6 +143,7 @@ static void tail_free(cm_tail *t) {
     if (!t) return;
     if (!t->alias) {
         free(t->bits);
+        free(t->ids);
         free(t->unc);
     }
     free(t);
@@ -323,6 +327,65 @@ static cm_tail *tail_find(const cm_cache *c, uint32_t start, unsigned b) {
     return NULL;
 }
 
+/* Sparse tail parts.  A tail part's walk wrote a bitset of [n_words] (16 KB for Llama-3),
+ * each zeroed before its walk (calloc: ~16 K instructions, a byte an instruction), though
+ * most parts walk a small subtree: `sql.lark:0:2` built 126 parts (2.34 M of zeroing), most
+ * a letter's (Llama-3: 26 to 2,478 entries, ~600 on average).  A walk of b's subtree sets
+ * bits of that subtree's tokens only (its flat walks, the names after b, its callees' parts
+ * of b, its candidates), so where the subtree holds at most CM_TAIL_SPARSE_ENTRIES entries
+ * the walk writes into a zero spare of the cache (lend_bits' pool), its accepted ids are read
+ * off the subtree (~6 instructions an entry) and kept (OR-ed in at ~5 instructions an id),
+ * their words cleared and the bitset given back; else the part keeps a bitset, as before.
+ * (Taking the ids by a scan of the bitset's words costs more than the zeroing: a few hundred
+ * ids leave few 16-word blocks zero, 4.0 M over the 126 parts; keeping only the parts of at
+ * most 256 ids wasted the reading of the others: +0.8 M over sql.lark's fills; subtrees of up
+ * to 2,048 entries, a few letters more, read more than they saved: +0.13 M.)  Off: every
+ * part a calloc'd bitset of its own. */
+#define CM_TAIL_SPARSE_ENTRIES 1024
+static atomic_int g_sparse_on = 1;
+static atomic_size_t g_sparse_parts;
+void cm_tail_sparse_enable(int on) { atomic_store(&g_sparse_on, on ? 1 : 0); }
+size_t cm_tail_sparse_parts(void) { return atomic_load(&g_sparse_parts); }
+
+/* May (start, b)'s part be kept as ids: its walk written into a spare? */
+static bool tail_sparse_can(const cm_grammar *g, unsigned b) {
+    const cm_vocab *v = g->v;
+    return atomic_load_explicit(&g_sparse_on, memory_order_relaxed) && g->n_words &&
+           v->first_off[b + 1] - v->first_off[b] <= CM_TAIL_SPARSE_ENTRIES;
+}
+
+/* t's bitset, just walked over b's subtree (tail_sparse_can), as ids (the bitset, zero
+ * again, back to the cache's spares, or freed). */
+static int tail_sparse(const cm_grammar *g, cm_tail *t) {
+    const cm_vocab *v = g->v;
+    uint32_t ids[CM_TAIL_SPARSE_ENTRIES], *bits = t->bits;
+    size_t n = 0;
+    for (size_t k = v->first_off[t->byte]; k < v->first_off[t->byte + 1]; k++) {
+        uint32_t id = v->trie_ids[k];
+        if (!cm_bit(bits, id)) continue;
+        ids[n++] = id;
+    }
+    if (!(t->ids = malloc((n ? n : 1) * sizeof *t->ids))) return CM_ERR_NOMEM;
+    if (n) memcpy(t->ids, ids, n * sizeof *ids);
+    t->n_ids = n;
+    for (size_t i = 0; i < n; i++) bits[ids[i] >> 5] = 0;
+#ifndef NDEBUG
+    for (size_t i = 0; i < g->n_words; i++) assert(!bits[i]);  /* no bit outside b's subtree */
+#endif
+    cm_cache *c = g->cache;
+    if (c->n_spare < CM_SPARE_BITS) c->spare_bits[c->n_spare++] = bits;
+    else free(bits);
+    t->bits = NULL;
+    atomic_fetch_add_explicit(&g_sparse_parts, 1, memory_order_relaxed);
+    return CM_OK;
+}
+
+/* dst |= tp's accepted tokens. */
+static void tail_or(const cm_grammar *g, uint32_t *dst, const cm_tail *tp) {
+    if (tp->bits) cm_or_words(dst, tp->bits, g->n_words);
+    else cm_set_bits(dst, tp->ids, tp->n_ids);
+}
+
 /* The tail part of (start, b) as its callee's (tail_through), kept by the
  * cache: 1 done, 0 not such a level (or the callee's part is not kept, or
  * the levels recur), < 0 error. */
@@ -343,7 +406,7 @@ static int tail_alias(const cm_grammar *g, uint32_t start, unsigned b, cm_tail *
     const cm_tail *root = sub->alias ? sub->alias : sub;
     cm_tail *t = calloc(1, sizeof *t);
     if (!t) return CM_ERR_NOMEM;
-    *t = (cm_tail){start, b, root->bits, root->unc, root->n_unc, root};
+    *t = (cm_tail){start, b, root->bits, root->ids, root->n_ids, root->unc, root->n_unc, root};
     atomic_fetch_add_explicit(&g_tail_aliases, 1, memory_order_relaxed);
     *out = t;
     *owned = NULL;
@@ -381,7 +444,8 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
     int rc = tail_alias(g, start, b, out, owned);
     if (rc) return rc < 0 ? rc : CM_OK;
     cm_walk tw;
-    rc = cm_walk_init(&tw, g);
+    bool sparse = tail_sparse_can(g, b);
+    rc = cm_walk_init_spare(&tw, g, sparse && c->n_spare ? c->spare_bits[--c->n_spare] : NULL);
     cm_tail *t = calloc(1, sizeof *t);
     if (!rc && !t) rc = CM_ERR_NOMEM;
     if (!rc) rc = tail_build(g, start, b, &tw);
@@ -397,9 +461,13 @@ static int tail_get(const cm_grammar *g, uint32_t start, unsigned b, cm_tail **o
     t->unc = tw.unc;
     tw.bits = tw.unc = NULL;
     cm_walk_free(&tw);
+    if (sparse && (rc = tail_sparse(g, t)) != CM_OK) {
+        tail_free(t);
+        return rc;
+    }
     atomic_fetch_add(&c->tail_walks, 1);
     *out = t;
-    size_t bytes = sizeof *t + (g->n_words + t->n_unc) * sizeof(uint32_t);
+    size_t bytes = sizeof *t + ((t->bits ? g->n_words : t->n_ids) + t->n_unc) * sizeof(uint32_t);
     if (atomic_load(&c->bytes) + bytes > g->lim.max_cache_bytes) {
         *owned = t;
         return CM_OK;
@@ -500,7 +568,7 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
             tail_free(owned);
             return 0;
         }
-        cm_or_words(w->bits, tp->bits, g->n_words);
+        tail_or(g, w->bits, tp);
         rc = cands_add(x, tp->unc, tp->n_unc);
         tail_free(owned);
     }
@@ -569,7 +637,7 @@ static int walk_byte_edges(const cm_grammar *g, uint32_t state, cm_walk *w, cand
             cm_tail *tp, *owned;
             rc = tail_get(g, (uint32_t)y, b, &tp, &owned);
             if (rc) break;
-            cm_or_words(w->bits, tp->bits, g->n_words);
+            tail_or(g, w->bits, tp);
             for (size_t i = 0; i < tp->n_unc && !rc; i++) rc = cm_walk_push_uncertain(w, tp->unc[i]);
             tail_free(owned);
             atomic_fetch_add(&g->cache->tail_uses, 1);

@@ -27,6 +27,11 @@ bool cm_compose_self_ref(const cm_grammar *g, uint32_t state, uint32_t e);
 /* The tail parts found by an index (on by default) or by a scan of them all, the reference
  * the tests compare against. */
 void cm_tail_index_enable(int on);
+/* A tail part of a small first byte's subtree kept as its accepted ids, its walk's bitset a zero spare given
+ * back (on by default), or, off, a bitset of its own: the reference; how many parts were kept
+ * as ids in this process (for the tests). */
+void cm_tail_sparse_enable(int on);
+size_t cm_tail_sparse_parts(void);
 void cm_compose_self_enable(int on);
 size_t cm_compose_self_built(void);
 /* A composed entry's count left to cm_walk_finish (cm_walk.count_later: found as its ids are
