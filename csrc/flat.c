@@ -1131,6 +1131,11 @@ static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u
  * small vocabularies), 1 where X's first bytes open CM_FLAT_CLASS_MIN entries. */
 #define CM_FLAT_CLASS_MIN 4096
 #define CM_FLAT_CLASS_BUILD 4
+/* No table is made (mode 1) for a class whose first bytes open more entries than this: a string's
+ * printable bytes open ~110 K at Llama-3, and their table (~3.8 M instructions) would be the
+ * largest first mask of all (sp_0:222, r = 1, was 0.70 M walking); [0-9A-Za-z]'s ~30 K take
+ * ~0.8 M.  Such a class's counts walk as before. */
+#define CM_FLAT_CLASS_MAX 65536
 static atomic_int g_class_bulk = 1;
 static atomic_size_t g_class_bulk_walks;
 
@@ -1368,6 +1373,7 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
         }
     if (!class_chain(g, f, (uint32_t)c1, x, top, &r)) return;
     flat_cls *c = class_find(v, x);
+    if (!c && mode == 1 && n_first > CM_FLAT_CLASS_MAX) return;
     if (!c && mode == 1 && r < CM_FLAT_CLASS_BUILD) {  /* a table (~25 instructions an entry of X's
         first bytes, once a process) from the first count r >= CM_FLAT_CLASS_BUILD, else from a grammar's
         second count of the class on: a walk dying within 3 bytes reads few prefixes of X's entries */

@@ -170,3 +170,20 @@ def test_threads_share_tables() -> None:
         got = list(ex.map(lambda g: entries(cfgmask.compile(g, vocab)), grammars))
     for x, y in zip(got, want, strict=True):
         _same(x, y, "the take off")
+
+
+def test_llama3_wide_class_makes_no_table() -> None:
+    """Llama-3 (the default mode): sp_0's `maxLength: 1` strings count a class (the printable
+    bytes) whose first bytes open most of the vocabulary, more than CM_FLAT_CLASS_MAX entries: no
+    table for it, whose making would cost more than the walks it saves; mode 2, which takes the
+    table wherever it applies, makes one, and the entries are the same in both."""
+    vocab = cfgmask.Vocabulary.llama3()
+    value = {"type": ["string", "null"], "maxLength": 1}
+    schema = {"type": "object", "properties": {"is_organic": value, "is_impression_based": value}}
+    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
+    t0 = _tables()
+    default, hits = _entries(g, vocab, 1)
+    assert hits == 0 and _tables() == t0
+    forced, hits = _entries(g, vocab, 2)
+    assert hits > 0 and _tables() == t0 + 1
+    _same(default, forced, "the take forced")
