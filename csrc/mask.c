@@ -554,6 +554,7 @@ static int split_run(cm_matcher *m, split *sp, size_t base, const uint8_t *p, ui
         }
         uint32_t d = plain_stretch(g, sp, (uint32_t)next, c, len - at - 1, &s[i]);
         e[i] = d >= len - at - 1 ? len : at + 1 + d;
+        if (!d) sp->run_short[t->byte_class[c] >> 5] |= 1u << (t->byte_class[c] & 31);  /* acts at bytes running */
     }
 }
 
