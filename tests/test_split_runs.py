@@ -28,7 +28,7 @@ from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_engine_differential import _vocab
 from .test_repeats import PIECES, UNIT, bounded
-from .test_split_dead import NO_MEMO, _sp4
+from .test_split_dead import NO_MEMO, sp4_document
 
 # runs of a byte the string reads, of the closing quote, and of one it does not, 8 bytes and up
 RUNS = (b"a" * 8, b"a" * 13, b"c" * 21, b'"' * 9, b"-" * 10, b"\n" * 8, b"aaaaaaaaaaaaaaaa")
@@ -38,16 +38,7 @@ RUNS = (b"a" * 8, b"a" * 13, b"c" * 21, b'"' * 9, b"-" * 10, b"\n" * 8, b"aaaaaa
 def test_llama3_split_runs_masks_along_a_document(doc: str) -> None:
     """The masks along sp_4's first valid document (its user agent crosses a block's positions),
     and along one of long runs, the same with the stretches on and off; the on pass takes some."""
-    import json
-
-    quicktok = pytest.importorskip("quicktok")
-    enc = quicktok.get_encoding("llama3")
-    vocab = cfgmask.Vocabulary.llama3()
-    schema, data = _sp4()
-    if doc == "runs":
-        data = {**data, "csUserAgent": "Mozilla/5.0 " + " " * 70 + "x" * 30 + "-" * 60, "csHost": "=" * 50}
-    tokens = enc.encode_ordinary(json.dumps(data, separators=(",", ":")))
-    g = cfgmask.Grammar.from_json_schema(schema)
+    g, vocab, tokens = sp4_document(doc)
     before = _core.split_runs_taken()
     with core_switch(_core.split_runs_enable, True):
         on = masks_along(cfgmask.compile(g, vocab), tokens, final=True)
