@@ -1134,7 +1134,8 @@ static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u
 /* No table is made (mode 1) for a class whose first bytes open more entries than this: a string's
  * printable bytes open ~110 K at Llama-3, and their table (~3.8 M instructions) would be the
  * largest first mask of all (sp_0:222, r = 1, was 0.70 M walking); [0-9A-Za-z]'s ~30 K take
- * ~0.8 M.  Such a class's counts walk as before. */
+ * ~0.8 M.  Such a class's counts walk as before, asked before the chain's check (its new
+ * configurations grew sp_0's flat table at those fills, +100 K each). */
 #define CM_FLAT_CLASS_MAX 65536
 static atomic_int g_class_bulk = 1;
 static atomic_size_t g_class_bulk_walks;
@@ -1362,6 +1363,8 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
             n_first += v->first_off[b + 1] - v->first_off[b];
         }
     if (mode == 1 && n_first < CM_FLAT_CLASS_MIN) return;
+    flat_cls *c = class_find(v, x);
+    if (!c && mode == 1 && n_first > CM_FLAT_CLASS_MAX) return;
     const cm_tokclass *tc = cm_tokclass_of(v);
     if (!tc) return;
     uint32_t top = 0;  /* the longest entry of X's first bytes */
@@ -1372,8 +1375,6 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
             if (n_len && n_len - 1 > top) top = n_len - 1;
         }
     if (!class_chain(g, f, (uint32_t)c1, x, top, &r)) return;
-    flat_cls *c = class_find(v, x);
-    if (!c && mode == 1 && n_first > CM_FLAT_CLASS_MAX) return;
     if (!c && mode == 1 && r < CM_FLAT_CLASS_BUILD) {  /* a table (~25 instructions an entry of X's
         first bytes, once a process) from the first count r >= CM_FLAT_CLASS_BUILD, else from a grammar's
         second count of the class on: a walk dying within 3 bytes reads few prefixes of X's entries */
