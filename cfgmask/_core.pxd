@@ -383,8 +383,6 @@ cdef extern from "chains.h" nogil:
     void cm_chain_wrap_deep_enable(int on)
     size_t cm_chain_wrap_deep_hits()
     void cm_chain_split_dead_enable(int on)
-    void cm_mask_split_runs_enable(int on)
-    size_t cm_mask_split_runs_taken()
     size_t cm_chain_split_dead_dropped()
     void cm_chain_wrap_ranges_mode(int mode)
     size_t cm_chain_wrap_ranges_hits()

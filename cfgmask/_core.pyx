@@ -1762,19 +1762,6 @@ def chain_split_dead_dropped():
     return cm_chain_split_dead_dropped()
 
 
-def split_runs_enable(bint on):
-    """Read a mask's uncertain runs of one byte (`    `, `----`) through its closing split's
-    items a plain stretch at a time, kept per (state, byte) for the mask (csrc/mask.c,
-    split_run; the default), or, off, a byte at a time: the reference the tests compare
-    against.  Process-wide."""
-    cm_mask_split_runs_enable(1 if on else 0)
-
-
-def split_runs_taken():
-    """How many runs were decided through the stretches so far in this process (for the tests)."""
-    return cm_mask_split_runs_taken()
-
-
 def chain_wrap_ranges_mode(int mode):
     """How a ranged block position's wrap split is made (csrc/chains.c, gather_ranges): 0 a
     token at a time (the reference the tests compare against), 1 from the walk's lists where

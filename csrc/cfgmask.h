@@ -621,11 +621,6 @@ void cm_direct_build_enable(int on);
 void cm_dfa_runs_enable(int on);
 /* How many copies took a DFA's runs already made for an earlier copy, so far in this process. */
 size_t cm_dfa_runs_reused(void);
-/* A mask's runs of one byte read through its closing split's items a plain stretch at a time
- * (mask.c split_run; on by default): off, a byte at a time (the reference the tests compare
- * against).  How many runs took the stretches so far in this process. */
-void cm_mask_split_runs_enable(int on);
-size_t cm_mask_split_runs_taken(void);
 /* Keep d's runs now (a walk of its rows) unless it has them: the prelude's automata, pinned for
  * every compile, get theirs when pinned, not from whichever compile first copies them (so a
  * compile after the caches are cleared finds what every other does). */

@@ -7,7 +7,6 @@
  *      the sets of the common prefix with the previous candidate;
  *   4. stop tokens iff the set is accepting.
  */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,11 +320,6 @@ typedef struct split {
     int at;                             /* the completion whose set is the chart's set base + 1; -1 none */
     const uint8_t *prev;                /* the rest read after it last: its sets follow in the chart */
     uint32_t prev_len, dead_at;         /* ... and its prefix of this length is dead */
-    uint64_t run_used;                  /* the slots of runs[] filled in this mask (split_run) */
-    uint32_t run_short[8];              /* the classes whose runs the items' stretches do not pay for */
-    struct {
-        uint32_t state, byte, d, end;   /* from state, d plain steps on a byte of class `byte` lead to end */
-    } runs[64];
 } split;
 
 /* Make set base + 1 the set of completion x. */
@@ -364,8 +358,6 @@ static int split_current(cm_matcher *m, split *sp, size_t base) {
     if (c->set_start[base + 1] - c->set_start[base] > CM_SPLIT_ITEMS) return 0;
     sp->n = sp->n_exit = 0;
     sp->at = -1;
-    sp->run_used = 0;
-    memset(sp->run_short, 0, sizeof sp->run_short);
     for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++) {
         uint32_t s = cm_st(c->items[i].state), o = c->items[i].origin, r = g->t.state_rule[s], x = 0;
         if (cm_la(c->items[i].state) || o == base || g->t.ref_off[s] != g->t.ref_off[s + 1]) return 0;
@@ -446,120 +438,6 @@ static int rest_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x, const
     return r;
 }
 
-/* ---- runs through the split's items (issue 12, session 42) ----
- *
- * At a block position of a maxLength string (a 46-character block with Llama-3) the
- * candidates are ~105 closing tokens and ~110 runs of one byte (`    `, `----`, 16-128 bytes)
- * that cross the block's end.  check_split stepped each run through every item a byte at a
- * time, ~2 B steps a run at budget B, though every run of that byte reads the same states
- * from the same items.  A state is plain for byte c when reading c there does nothing but
- * advance: not accepting (no rest verdict asked), no call (no fallback), and c read.  Past
- * the token's first byte (where accepting states are not asked) the bytes of a run are all
- * c, so an item's way through it is its plain stretches and, between them, the positions
- * where something happens (a rest verdict, a fallback, the item's end); those are taken in
- * the order of the byte loop (position, then item), so the same rest verdicts are asked in
- * the same order and the result is the loop's.  A stretch's length from a state is kept for
- * the mask per (state, c), the next state's length read on where it is kept: the first run
- * of a byte walks it once, the others read it.  Off: split_runs_enable(0), a byte at a time
- * (the reference the tests compare against). */
-static atomic_int g_split_runs = 1;
-static atomic_size_t g_split_runs_hits;  /* runs decided through the stretches (the tests read it) */
-
-void cm_mask_split_runs_enable(int on) { atomic_store(&g_split_runs, on); }
-
-size_t cm_mask_split_runs_taken(void) { return atomic_load(&g_split_runs_hits); }
-
-#define CM_RUN_MIN 8    /* shorter runs: the loop's steps cost less than the slots */
-#define CM_RUN_WORTH 4  /* shorter stretches: nor do theirs */
-
-static bool plain_for(const cm_grammar *g, uint32_t s, uint8_t c, uint32_t *next) {
-    const cm_tables *t = &g->t;
-    if (t->accepting[s] || t->ref_off[s] != t->ref_off[s + 1] || !g->has_bytes[s]) return false;
-    int32_t to = t->trans[(size_t)s * t->n_classes + t->byte_class[c]];
-    if (to < 0) return false;
-    *next = (uint32_t)to;
-    return true;
-}
-
-/* How many plain steps on c from s (at least cap, or to the first state that is not plain),
- * the state they reach in *end. */
-static uint32_t plain_stretch(const cm_grammar *g, split *sp, uint32_t s, uint8_t byte, uint32_t cap, uint32_t *end) {
-    uint32_t d = 0, cur = s, next, c = g->t.byte_class[byte];  /* (the automata read classes) */
-    unsigned slot = (unsigned)((s * 0x9e3779b1u ^ c) >> 26);
-    if (sp->run_used >> slot & 1 && sp->runs[slot].state == s && sp->runs[slot].byte == c) {
-        d = sp->runs[slot].d;  /* kept: its end is not plain, or it reaches past cap */
-        *end = sp->runs[slot].end;
-        if (d >= cap || !plain_for(g, *end, byte, &next)) return d;
-        cur = *end;
-    }
-    while (d < cap) {
-        unsigned h = (unsigned)((cur * 0x9e3779b1u ^ c) >> 26);
-        if (sp->run_used >> h & 1 && sp->runs[h].state == cur && sp->runs[h].byte == c) {
-            d += sp->runs[h].d;  /* (> 0: only stretches are kept) */
-            cur = sp->runs[h].end;
-            continue;
-        }
-        if (!plain_for(g, cur, byte, &next)) break;
-        cur = next;
-        d++;
-    }
-    if (d) {
-        sp->run_used |= 1ull << slot;
-        sp->runs[slot].state = s;
-        sp->runs[slot].byte = c;
-        sp->runs[slot].d = d;
-        sp->runs[slot].end = cur;
-    }
-    *end = cur;
-    return d;
-}
-
-/* check_split's loop from position 1 on for a run of len bytes c (s, x: the n live items after
- * position 0), through the items' plain stretches: the loop's result. */
-static int split_run(cm_matcher *m, split *sp, size_t base, const uint8_t *p, uint32_t len, uint32_t *s,
-                     const uint32_t *x, uint32_t n) {
-    const cm_grammar *g = m->g;
-    const cm_tables *t = &g->t;
-    uint8_t c = p[0];
-    uint32_t e[CM_SPLIT_ITEMS], shortest = UINT32_MAX;  /* each item's next position where something happens (len: none) */
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t d = plain_stretch(g, sp, s[i], c, len - 1, &s[i]);
-        e[i] = d >= len - 1 ? len : 1 + d;
-        if (d < shortest) shortest = d;
-    }
-    /* an item acts within a few bytes (a block's last positions): the next runs of c's class a
-     * byte at a time (the same items read them: the same stretches) */
-    if (shortest < CM_RUN_WORTH) sp->run_short[t->byte_class[c] >> 5] |= 1u << (t->byte_class[c] & 31);
-    atomic_fetch_add(&g_split_runs_hits, 1);
-    for (;;) {
-        uint32_t i = n;
-        for (uint32_t j = 0; j < n; j++)
-            if (e[j] != UINT32_MAX && (i == n || e[j] < e[i])) i = j;
-        if (i == n) return 0;       /* every item died */
-        if (e[i] >= len) return 1;  /* the first to act reads to the end: so does it */
-        uint32_t at = e[i], st = s[i];
-        if (t->accepting[st]) {
-            int r = rest_verdict(m, sp, base, x[i], p + at, len - at);
-            if (r) return r;
-        }
-        if (t->ref_off[st] != t->ref_off[st + 1]) return CM_SPLIT_FALLBACK;
-        int32_t next = g->has_bytes[st] ? t->trans[(size_t)st * t->n_classes + t->byte_class[c]] : -1;
-        if (next < 0) {
-            e[i] = UINT32_MAX;
-            continue;
-        }
-        if (at + 1 == len) {
-            e[i] = len;
-            continue;
-        }
-        uint32_t d = plain_stretch(g, sp, (uint32_t)next, c, len - at - 1, &s[i]);
-        e[i] = d >= len - at - 1 ? len : at + 1 + d;
-        if (!d) sp->run_short[t->byte_class[c] >> 5] |= 1u << (t->byte_class[c] & 31);  /* acts at bytes running */
-    }
-}
-
-static bool is_run(const uint8_t *p, uint32_t len) { return p[1] == p[0] && !memcmp(p, p + 1, len - 1); }
-
 /* Decide one uncertain token through the split: 1 allowed, 0 not,
  * CM_SPLIT_FALLBACK (the chart must), < 0 error. */
 static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
@@ -569,10 +447,7 @@ static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
     const uint8_t *p = cm_trie_bytes(g->v, k, &len);
     memcpy(s, sp->state, n * sizeof *s);
     memcpy(x, sp->exit, n * sizeof *x);
-    bool run = len >= CM_RUN_MIN && !cm_bit(sp->run_short, t->byte_class[p[0]]) &&
-               atomic_load_explicit(&g_split_runs, memory_order_relaxed) && is_run(p, len);
     for (uint32_t j = 0; j < len; j++) {
-        if (j == 1 && run) return split_run(m, sp, base, p, len, s, x, n);
         uint32_t live = 0;
         for (uint32_t i = 0; i < n; i++) {
             if (j && t->accepting[s[i]]) {

@@ -99,23 +99,18 @@ def _sp4() -> tuple[dict, dict]:
     return case["schema"], next(t["data"] for t in case["tests"] if t["valid"])
 
 
-def sp4_document(doc: str) -> tuple[Any, cfgmask.Vocabulary, list[int]]:
-    """sp_4's grammar, Llama-3 and the tokens of its first valid document ("sp_4") or of one with
-    long runs in its user agent and host ("runs")."""
-    quicktok = pytest.importorskip("quicktok")
-    enc = quicktok.get_encoding("llama3")
-    schema, data = _sp4()
-    if doc == "runs":
-        data = {**data, "csUserAgent": "Mozilla/5.0 " + " " * 70 + "x" * 30 + "-" * 60, "csHost": "=" * 50}
-    tokens = enc.encode_ordinary(json.dumps(data, separators=(",", ":")))
-    return cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3(), tokens
-
-
 @pytest.mark.parametrize("doc", ["sp_4", "runs"])
 def test_llama3_split_dead_masks_along_a_document(doc: str) -> None:
     """The masks along sp_4's first valid document (its user agent crosses a block's last
     positions), and along one of long runs, the same with the cut on and off."""
-    g, vocab, tokens = sp4_document(doc)
+    quicktok = pytest.importorskip("quicktok")
+    enc = quicktok.get_encoding("llama3")
+    vocab = cfgmask.Vocabulary.llama3()
+    schema, data = _sp4()
+    if doc == "runs":
+        data = {**data, "csUserAgent": "Mozilla/5.0 " + " " * 70 + "x" * 30 + "-" * 60, "csHost": "=" * 50}
+    tokens = enc.encode_ordinary(json.dumps(data, separators=(",", ":")))
+    g = cfgmask.Grammar.from_json_schema(schema)
     before = _core.chain_split_dead_dropped()
     on = _built(True, lambda: masks_along(cfgmask.compile(g, vocab), tokens, final=True))
     assert _core.chain_split_dead_dropped() > before
