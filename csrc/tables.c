@@ -162,7 +162,11 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
  * fixpoint: its passes walk those (calls[0 .. n_calls), ascending), in the order a pass
  * over every state would.  With weights (one per state), the same walk of the rows as runs
  * also sums the column hashes of the global byte classes into key (byte_classes: one walk of
- * the rows, not two); *key_rc: CM_ERR_ARG for a rule without states or with a byte of no class. */
+ * the rows, not two); *key_rc: CM_ERR_ARG for a rule without states or with a byte of no class.
+ * ROW_TERMS: a row's term w * (target + 2) of each column is w + w * (target + 1) (mod 2^64):
+ * the w of every column is added once a row (part[0]: key_add's prefix sum spreads it over
+ * every class), the rest over the runs with an edge only (a run of -1, most of a row's runs,
+ * adds nothing), where each run added both. */
 static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
                        bits256 *nxt, const int64_t *weights, uint64_t key[256], int *key_rc, uint32_t *run_off,
                        uint16_t *run_end, uint64_t *edges, uint32_t *state_bytes) {
@@ -195,13 +199,17 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                 memset(b, 0xff, sizeof *b);
                 bits256 own = {{0}}; /* its byte edges alone, for state_bytes */
                 uint32_t live = UINT32_MAX;
-                if (keyed) /* its row still counts in the columns */
+                if (keyed) { /* its row still counts in the columns */
+                    uint64_t w = (uint64_t)weights[lo + i];
+                    part[0] += w; /* (ROW_TERMS) */
                     for (uint32_t c = 0, c1; c < nc; c = c1) {
                         c1 = runs_next(&it, c);
-                        uint64_t v = (uint64_t)weights[lo + i] * (uint64_t)((int64_t)row[c] + 2);
-                        part[c] += v, part[c1] -= v;
                         if (run_off) run_end[n_runs++] = (uint16_t)c1;
-                        if (row[c] != -1) em |= span_bits(c, c1);
+                        if (row[c] != -1) {
+                            uint64_t v = w * (uint64_t)((int64_t)row[c] + 1);
+                            part[c] += v, part[c1] -= v;
+                            em |= span_bits(c, c1);
+                        }
                         if (row[c] >= 0) {
                             if (live == UINT32_MAX) live = c;
                         } else if (live != UINT32_MAX) {
@@ -209,6 +217,7 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
                             live = UINT32_MAX;
                         }
                     }
+                }
                 if (live != UINT32_MAX) bits_or_span(&own, pre, live, nc);
                 if (keyed && edges) edges[lo + i] = nc <= 64 ? em : ~(uint64_t)0;
                 if (keyed && state_bytes) bits_words(&own, state_bytes + (size_t)(lo + i) * 8);
@@ -217,13 +226,16 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
             memset(b, 0, sizeof *b);
             uint64_t w = keyed ? (uint64_t)weights[lo + i] : 0;
             uint32_t live = UINT32_MAX; /* the start of the span of edges that c ends, if any */
+            if (keyed) part[0] += w; /* (ROW_TERMS) */
             for (uint32_t c = 0, c1; c < m; c = c1) {
                 c1 = runs_next(&it, c);
                 if (keyed) {
-                    uint64_t v = w * (uint64_t)((int64_t)row[c] + 2);
-                    part[c] += v, part[c1] -= v;
                     if (run_off) run_end[n_runs++] = (uint16_t)c1;
-                    if (row[c] != -1) em |= span_bits(c, c1);
+                    if (row[c] != -1) {
+                        uint64_t v = w * (uint64_t)((int64_t)row[c] + 1);
+                        part[c] += v, part[c1] -= v;
+                        em |= span_bits(c, c1);
+                    }
                 }
                 if (row[c] >= 0) {
                     if (live == UINT32_MAX) live = c;
