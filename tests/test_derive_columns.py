@@ -69,3 +69,26 @@ def test_byte_classes_against_the_full_matrix(g: ir.Grammar, values: tuple[int, 
     door = _door_or_none(g, weights)
     assert door is not None
     check_classes(door, weights, full)
+
+
+@settings(max_examples=40, deadline=None)
+@given(grammars(), st.integers(0, 2**32 - 1))
+def test_class_numbers_follow_the_column_hashes(g: ir.Grammar, seed: int) -> None:
+    """Classes are numbered in the order of each column's hash sum_s w[s] * (target + 2), mod
+    2^64 as int64 (next_bytes adds each row's w once and w * (target + 1) over its runs with an
+    edge only): odd weights over the whole 64-bit range, so the sums wrap, against numpy's."""
+    probe = _door_or_none(g, np.ones(1 << 16, dtype=np.int64))
+    if probe is None or len(probe) < 10:
+        return
+    full = _full(probe)
+    n = full.shape[0]
+    weights = np.random.default_rng(seed).integers(-(2**63), 2**63 - 1, size=n, dtype=np.int64) | 1
+    door = _door_or_none(g, weights)
+    assert door is not None
+    if not check_classes(door, weights, full):
+        return  # a real collision (checked there)
+    with np.errstate(over="ignore"):
+        keys = weights @ (full.astype(np.int64) + 2)
+    byte_class = np.frombuffer(door[9][1], dtype=np.uint8)
+    _, first = np.unique(keys, return_index=True)  # the keys ascending, each one's first byte
+    assert np.array_equal(byte_class[first], np.arange(len(first)))

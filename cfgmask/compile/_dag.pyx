@@ -164,10 +164,25 @@ cdef class Facts:
     # are cold (docs/design.md §7).  Written by ``insert``, under the lock, for every id.
     cdef Fact *fa
     cdef Py_ssize_t fa_len, fa_cap
+    # The next id as an int object (``next_id``), made once a new node, not once a lookup: an
+    # id past 256 is no cached small int, and ``len(self.keys)`` made one (an allocation and a
+    # free) for every child key looked up, ~35 K instructions a median schema's compile once
+    # the prelude's nodes push the new ids past 256.
+    cdef object next_obj
+    cdef Py_ssize_t next_n
 
     def __cinit__(self):
         self.fa = NULL
         self.fa_len = self.fa_cap = 0
+        self.next_n = -1
+
+    cdef inline object next_id(self):
+        """``len(self.keys)``, the id a new node gets, as the int object kept for it."""
+        cdef Py_ssize_t n = len(self.keys)
+        if n != self.next_n:
+            self.next_obj = n
+            self.next_n = n
+        return self.next_obj
 
     def __dealloc__(self):
         PyMem_Free(self.fa)
@@ -278,7 +293,7 @@ cdef class Facts:
 
     cdef object leaf_id(self, tuple key):
         """The id of the leaf ``key`` but a lookahead, registered if new."""
-        cdef object i = len(self.keys)
+        cdef object i = self.next_id()
         cdef PyObject *got = self.claim(key, i)
         if got != <PyObject *>i:
             return <object>got
@@ -344,7 +359,7 @@ cdef class Facts:
     cdef object add_list(self, int kind, tuple kids):
         """``add`` of a sequence or alternation of interned ``kids``."""
         cdef tuple key = (kind, kids)
-        cdef object i = len(self.keys)
+        cdef object i = self.next_id()
         cdef PyObject *got = self.claim(key, i)
         if got != <PyObject *>i:
             return <object>got
@@ -429,7 +444,7 @@ cdef class Facts:
 
     cdef object add_repeat(self, tuple key, Py_ssize_t k):
         """``add`` of a repetition of interned ``k``."""
-        cdef object i = len(self.keys)
+        cdef object i = self.next_id()
         cdef PyObject *got = self.claim(key, i)
         if got != <PyObject *>i:
             return <object>got
@@ -1945,23 +1960,26 @@ cdef class Clean:
     def __call__(self, Py_ssize_t cid):
         return self.walk(cid, 0)
 
-    cdef bint walk(self, Py_ssize_t cid, int depth) except -1:
+    cdef bint walk(self, object cid, int depth) except -1:
+        """``cid``: the id as the int object the keys hold (the memo's key: an id past 256
+        made into a new int object for each lookup cost an allocation and a free)."""
         cdef tuple key
         cdef int kind
         cdef bint got
-        if self.facts.plain_of(cid):
+        cdef Py_ssize_t c = cid
+        if self.facts.plain_of(c):
             return True
         g = self.memo.get(cid)
         if g is not None:
             return <bint>g
         if depth > MAX_DEPTH:
             raise Deep
-        key = <tuple>self.keys[cid]
+        key = <tuple>self.keys[c]
         kind = key[0]
         got = True
         if kind == SEQ or kind == ALT:
             for k in <tuple>key[1]:
-                if not self.walk(<Py_ssize_t>k, depth + 1):
+                if not self.walk(k, depth + 1):
                     got = False
                     break
         elif kind == REPEAT:
@@ -1970,7 +1988,7 @@ cdef class Clean:
             got = (
                 lo >= 0
                 and (hi is None or hi >= lo)
-                and self.walk(<Py_ssize_t>item, depth + 1)
+                and self.walk(item, depth + 1)
                 and (bound <= 1 or self.item_size(item) * bound <= self.budget)
             )
         self.memo[cid] = got
@@ -1990,7 +2008,7 @@ def dirty_rules(sess, dict rules, Clean clean, max_product):
         if c is None:
             c = seed.get(ob)
         try:
-            if c is None or not clean.walk(<Py_ssize_t>c, 0) or facts.maxprod_of(<Py_ssize_t>c) > max_product:
+            if c is None or not clean.walk(c, 0) or facts.maxprod_of(<Py_ssize_t>c) > max_product:
                 out.append(name)
         except Deep:
             out.append(name)
