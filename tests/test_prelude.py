@@ -86,6 +86,20 @@ PROPERTY_VALUES = [
     {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}, "z": {}}},
     {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["y"]},
 ]
+# the commonest string formats (prelude.FORMATS), alone and beside a plain string's value
+PROPERTY_VALUES += [
+    {"type": "object", "properties": {k: {"type": "string", "format": f} for k in ("x", "y")}}
+    for f in prelude.FORMATS
+]
+PROPERTY_VALUES.append(
+    {
+        "type": "object",
+        "properties": {
+            k: {"type": "string", "format": "date-time"} if k in "se" else {"type": "string"} for k in "abse"
+        },
+        "required": ["a", "s"],
+    }
+)
 
 
 @pytest.mark.parametrize("schema", PROPERTY_VALUES, ids=[json.dumps(s) for s in PROPERTY_VALUES])
