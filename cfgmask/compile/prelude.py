@@ -37,8 +37,8 @@ VALUES: dict[str, Any] = {
         for i in (0, 1)
     },
 }
-# and the commonest string formats (a date-time's value, built from a ~400-state NFA, is ~0.4 M
-# instructions of a median compile that has it twice)
+# and the commonest string formats: a date-time's value, built from a ~400-state NFA, was ~0.9 M
+# instructions (~40 %) of a median compile that has it twice (docs/design.md §7, ttfd43)
 FORMATS = ("date-time", "date", "time", "email", "uri", "uuid")
 VALUES["properties"].update(
     {f"{fmt}{i}": {"type": "string", "format": fmt} for fmt in FORMATS for i in (0, 1)}
