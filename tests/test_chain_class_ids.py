@@ -13,7 +13,6 @@ exactly where a table of the chain's bytes is held (its counter).
 
 from __future__ import annotations
 
-import json
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -26,7 +25,7 @@ from cfgmask import _core
 
 from .helpers import core_switch, masks_along
 from .test_entries import entries
-from .test_flat_class_bulk import ALNUM, CLOSE, DASHED, FILLER, UUID, _bulk, _valued
+from .test_flat_class_bulk import ALNUM, CLOSE, DASHED, FILLER, UUID, _bulk, _valued, o61627_document
 from .test_repeats import assert_chain_entries
 from .test_tokclass import _llama3, _mode
 
@@ -79,18 +78,9 @@ def test_llama3_other_class_not_copied() -> None:
 def test_llama3_o61627_masks_same() -> None:
     """Llama-3 along o61627's document (two UUID values), the table made first: every mask equal
     with the copy on and off, and on it was taken."""
-    quicktok = pytest.importorskip("quicktok")
-    enc = quicktok.get_encoding("llama3")
-    doc = {
-        "PayloadCertificateUUID": "12345678-1234-1234-1234-123456789012",
-        "PayloadUUID": "2345abcd-2345-EF45-2345-234567890123",
-    }
-    tokens = enc.encode(json.dumps(doc, separators=(",", ":")))
+    g, tokens = o61627_document()
     vocab = _llama3()
     _make_table(vocab, 1)
-    value = {"type": "string", "pattern": UUID}
-    schema = {"type": "object", "properties": {"PayloadCertificateUUID": value, "PayloadUUID": value}}
-    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
     masks = {}
     for on in (False, True):
         with _ids(on):
