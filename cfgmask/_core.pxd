@@ -391,6 +391,8 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_bulk_takes()
     void cm_chain_bulk_by_len_enable(int on)
     size_t cm_chain_bulk_listed()
+    void cm_chain_class_ids_enable(int on)
+    size_t cm_chain_class_ids_taken()
 
 
 cdef extern from "flat.h" nogil:

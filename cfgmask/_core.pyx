@@ -1950,6 +1950,18 @@ def chain_bulk_listed():
     return cm_chain_bulk_listed()
 
 
+def chain_class_ids_enable(bint on):
+    """Whether a counted chain's listing by length copies its runs from the vocabulary's class
+    table where the vocabulary holds one for the chain's bytes (default on), or filters the
+    first bytes' entries one by one (off: the tests' reference).  Process-wide."""
+    cm_chain_class_ids_enable(1 if on else 0)
+
+
+def chain_class_ids_taken():
+    """How many counted chains' listings copied the vocabulary's class table so far (for the tests)."""
+    return cm_chain_class_ids_taken()
+
+
 def flat_plain_steps():
     """How many flat walks' transitions were made from the automaton's transitions, without a
     chart, so far in this process (csrc/flat.c, flat_step_plain; for the tests)."""

@@ -825,7 +825,40 @@ static atomic_size_t g_bulk_listed;
 
 void cm_chain_bulk_by_len_enable(int on) { atomic_store(&g_bulk_by_len, on); }
 
+/* Where the vocabulary holds X's class table (flat.c, made by a flat walk's count of X: o61627's
+ * UUID), its X-only ids by length are this listing, in the same order (by length, then first
+ * byte, then by_len), so bulk_by_len copies each length's run instead of filtering X's entries
+ * one by one through `outside` (~20 instructions an entry, ~0.2 M a chain of [0-9A-Za-z] at
+ * Llama-3).  Off: cm_chain_class_ids_enable(0), the filter. */
+static atomic_int g_class_ids = 1;
+static atomic_size_t g_class_ids_taken;
+
+void cm_chain_class_ids_enable(int on) { atomic_store(&g_class_ids, on); }
+size_t cm_chain_class_ids_taken(void) { return atomic_load(&g_class_ids_taken); }
+
 size_t cm_chain_bulk_listed(void) { return atomic_load(&g_bulk_listed); }
+
+/* bulk_by_len from the vocabulary's class table of X (x: X's first bytes that open entries), where
+ * it holds one: each length's run copied; false (nothing written) where not. */
+static __attribute__((noinline)) bool class_ids_by_len(const cm_vocab *v, const bulk_take *bt, const uint32_t *x,
+                                                       uint32_t *ids, int32_t *need, size_t n_w) {
+    uint32_t c_top;
+    const uint32_t *c_ids, *c_at;
+    if (!cm_flat_class_ids(v, x, &c_ids, &c_at, &c_top) || c_at[c_top] != bt->n_in) return false;
+    size_t o = 0, i = bt->n_in, w_end = bt->n_in + n_w;
+    for (uint32_t L = 1; L <= c_top; L++) {
+        int32_t nd = clamp_need((int64_t)(L - 1) * bt->s - bt->d);
+        for (; i < w_end && need[i] < nd; i++, o++) ids[o] = ids[i], need[o] = need[i];
+        uint32_t n_run = c_at[L] - c_at[L - 1];  /* written before the walked ids still to read */
+        memcpy(ids + o, c_ids + c_at[L - 1], n_run * sizeof *ids);
+        for (uint32_t j = 0; j < n_run; j++) need[o + j] = nd;
+        o += n_run;
+    }
+    for (; i < w_end; i++, o++) ids[o] = ids[i], need[o] = need[i];
+    atomic_fetch_add_explicit(&g_class_ids_taken, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g_bulk_listed, 1, memory_order_relaxed);
+    return true;
+}
 
 /* ids[0..n_in + n_w) := the entries not `outside` whose first byte is in X (label 0's bytes of
  * shift s and delta d), by length (each length's need), merged by need with the walked ids
@@ -833,6 +866,14 @@ size_t cm_chain_bulk_listed(void) { return atomic_load(&g_bulk_listed); }
  * what is still to read: at most n_in entries are listed). */
 static int bulk_by_len(const cm_vocab *v, const cm_tokclass *tc, const walk_tabs *wt, const bulk_take *bt,
                        uint32_t *ids, int32_t *need, size_t n_w) {
+    if (atomic_load_explicit(&g_class_ids, memory_order_relaxed)) {
+        uint32_t x[8] = {0};
+        for (int b = 0; b < 256; b++)
+            if (self_loop(wt->code[b]) && (wt->code[b] >> 8) == bt->s && wt->delta[b] == bt->d &&
+                tc->len_base[b + 1] != tc->len_base[b])
+                x[b >> 5] |= 1u << (b & 31);
+        if (class_ids_by_len(v, bt, x, ids, need, n_w)) return CM_OK;
+    }
     uint8_t xs[256];
     uint32_t n_x = 0, top = 0;
     for (int b = 0; b < 256; b++) {

@@ -102,5 +102,9 @@ size_t cm_chain_bulk_takes(void);
  * how many walks did so far (process-wide). */
 void cm_chain_bulk_by_len_enable(int on);
 size_t cm_chain_bulk_listed(void);
+/* The listing copied from the vocabulary's class table where it holds X's (on by default), and how
+ * many listings did so in this process (for the tests). */
+void cm_chain_class_ids_enable(int on);
+size_t cm_chain_class_ids_taken(void);
 
 #endif

@@ -59,6 +59,7 @@
  * written once; upto's slots are set once each the same way (compare and swap). */
 typedef struct cm_flat_cls {
     uint32_t x[8];
+    uint32_t xe[8];  /* the bytes of x that open entries (what the tables read) */
     uint32_t *nxt, *lcp, *ids, *len_at;
     uint32_t top;  /* the longest X-only entry (the arrays may have room for more) */
     uint32_t n_upto;  /* upto's slots: the longest entry of X's first bytes, + 1 */
@@ -1161,11 +1162,16 @@ void cm_flat_classes_free(cm_vocab *v) {
 static atomic_size_t g_class_tables;
 size_t cm_flat_class_tables(void) { return atomic_load(&g_class_tables); }
 
+/* p[0 .. n) := val (a loop the compiler widens). */
+static void fill_u32(uint32_t *restrict p, size_t n, uint32_t val) {
+    for (size_t i = 0; i < n; i++) p[i] = val;
+}
+
 /* X's tables (flat_cls), made anew; NULL when out of memory or X opens no entry.  The entries not X-only are found a word of the byte features at a time
  * (~1 k words over [0-9A-Za-z]'s first bytes at Llama-3), each one's prefix shared with the one
  * before by comparing their bytes, the runs of X-only entries between two of them filled in
  * nxt at once; the X-only ones listed by length from the vocabulary's entries by length. */
-static __attribute__((noinline)) flat_cls *class_make(const cm_vocab *v, const uint32_t *x) {
+static __attribute__((noinline)) flat_cls *class_make(const cm_vocab *v, const uint32_t *x, uint32_t want) {
     const cm_tokclass *tc = cm_tokclass_of(v);
     bool in[CM_TC_FEATURES];
     if (!tc || !cm_tokclass_inside(x, false, in)) return NULL;
@@ -1206,7 +1212,7 @@ static __attribute__((noinline)) flat_cls *class_make(const cm_vocab *v, const u
                 word &= word - 1;
                 if (k < k0) continue;
                 if (k >= k1) break;
-                for (uint32_t j = at; j <= k; j++) c.nxt[j] = k;
+                fill_u32(c.nxt + at, k + 1 - at, k);
                 at = k + 1;
                 uint32_t len, m = 0;
                 const uint8_t *p = cm_trie_bytes(v, k, &len);
@@ -1215,25 +1221,44 @@ static __attribute__((noinline)) flat_cls *class_make(const cm_vocab *v, const u
                 pp = p, plen = len;
             }
         }
-        for (uint32_t j = at; j <= k1; j++) c.nxt[j] = k1;  /* X's next first byte, if any, sets nxt[k1] again */
+        fill_u32(c.nxt + at, k1 + 1 - at, k1);  /* X's next first byte, if any, sets nxt[k1] again */
     }
     size_t n_x = lo[b1 + 1] - lo[b0];
     c.ids = malloc((n_x ? n_x : 1) * sizeof *c.ids);
     if (!c.ids) goto fail;
-    size_t o = 0;
+    uint8_t xs[256];  /* X's first bytes that open entries */
+    uint32_t n_xs = 0;
+    for (uint32_t b = b0; b <= b1; b++)
+        if (cm_bit(x, b) && lo[b] != lo[b + 1]) xs[n_xs++] = (uint8_t)b, cm_set_bit(c.xe, b);
+    const uint32_t *by_len = tc->by_len, *tids = v->trie_ids, *outw = outside - w0;
+    uint32_t *ids = c.ids, o = 0;
+    size_t n_words = (v->n_tokens + 31) / 32;
+    uint32_t *u = want ? calloc(n_words ? n_words : 1, sizeof *u) : NULL;  /* upto[want], set on the way */
     for (uint32_t L = 1; L <= top; L++) {
-        for (uint32_t b = b0; b <= b1; b++) {
-            if (!cm_bit(x, b) || lo[b] == lo[b + 1]) continue;
-            uint32_t base = tc->len_base[b], n_len = tc->len_base[b + 1] - base;
+        for (uint32_t i = 0; i < n_xs; i++) {
+            uint32_t base = tc->len_base[xs[i]], n_len = tc->len_base[xs[i] + 1] - base;
             if (L >= n_len) continue;
-            for (uint32_t j = tc->len_at[base + L - 1], e = tc->len_at[base + L]; j < e; j++) {
-                uint32_t k = tc->by_len[j];
-                if (!(outside[k / 32 - w0] >> (k & 31) & 1u)) c.ids[o++] = v->trie_ids[k];
+            uint32_t j = tc->len_at[base + L - 1], e = tc->len_at[base + L];
+            if (u && L <= want) {
+                for (; j < e; j++) {
+                    uint32_t k = by_len[j], t = tids[k], in = !(outw[k >> 5] >> (k & 31) & 1u);
+                    ids[o] = t;  /* written always, kept if X-only: no branch to mispredict */
+                    o += in;
+                    u[t >> 5] |= in << (t & 31);
+                }
+            } else {
+                for (; j < e; j++) {
+                    uint32_t k = by_len[j];
+                    ids[o] = tids[k];
+                    o += !(outw[k >> 5] >> (k & 31) & 1u);
+                }
             }
         }
-        c.len_at[L] = (uint32_t)o;
+        c.len_at[L] = o;
     }
     while (c.top && c.len_at[c.top] == c.len_at[c.top - 1]) c.top--;  /* the longest X-only entry */
+    if (u)  /* the X-only ids of length <= want (none is longer than top); published with the table */
+        atomic_store_explicit(&c.upto[want < c.top ? want : c.top], u, memory_order_relaxed);
     free(outside);
     *cp = c;
     return cp;
@@ -1255,9 +1280,26 @@ static flat_cls *class_find(const cm_vocab *v, const uint32_t *x) {
     return NULL;
 }
 
+/* X's X-only ids by length if the vocabulary holds X's table (a flat walk made it), x given and
+ * compared as the bytes that open entries (the table reads only those): ids[len_at[L - 1] .. len_at[L]) those
+ * of length L for L <= *top, in class_make's order (by length, then first byte, then tokclass.c's
+ * by_len); false if none is held (nothing is made here). */
+bool cm_flat_class_ids(const cm_vocab *v, const uint32_t *x, const uint32_t **ids, const uint32_t **len_at,
+                       uint32_t *top) {
+    _Atomic(flat_cls *) *slot = ((cm_vocab *)v)->classes;
+    for (unsigned i = 0; i < CM_VOCAB_CLASSES; i++) {
+        const flat_cls *c = atomic_load_explicit(&slot[i], memory_order_acquire);
+        if (!c) break;
+        if (memcmp(c->xe, x, sizeof c->xe)) continue;
+        *ids = c->ids, *len_at = c->len_at, *top = c->top;
+        return true;
+    }
+    return false;
+}
+
 /* X's tables, the vocabulary's (made on first use, by the first thread to publish them); NULL
  * when out of memory or past CM_VOCAB_CLASSES classes. */
-static flat_cls *class_table(const cm_vocab *v, const uint32_t *x) {
+static flat_cls *class_table(const cm_vocab *v, const uint32_t *x, uint32_t want) {
     _Atomic(flat_cls *) *slot = ((cm_vocab *)v)->classes;  /* the one field made after the vocabulary */
     unsigned i = 0;
     for (; i < CM_VOCAB_CLASSES; i++) {
@@ -1266,7 +1308,7 @@ static flat_cls *class_table(const cm_vocab *v, const uint32_t *x) {
         if (!memcmp(c->x, x, sizeof c->x)) return c;
     }
     if (i == CM_VOCAB_CLASSES) return NULL;
-    flat_cls *made = class_make(v, x);
+    flat_cls *made = class_make(v, x, want);
     if (!made) return NULL;
     for (; i < CM_VOCAB_CLASSES; i++) {
         flat_cls *none = NULL;
@@ -1385,7 +1427,7 @@ static __attribute__((noinline)) void class_bulk(const cm_grammar *g, cm_flat *f
             return;
         }
     }
-    if (!c) c = class_table(v, x);
+    if (!c) c = class_table(v, x, r);
     if (!c || !c->top) return;
     uint32_t L = r < c->top ? r : c->top, n = c->len_at[L];
     size_t n_words = (v->n_tokens + 31) / 32;

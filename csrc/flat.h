@@ -60,6 +60,10 @@ void cm_flat_class_bulk_enable(int mode);
 size_t cm_flat_class_bulk_walks(void);
 /* How many class tables were made in this process (kept by the vocabulary, shared by its grammars). */
 size_t cm_flat_class_tables(void);
+/* X's class-only ids by length where the vocabulary holds X's table (flat.c, for chains.c; x the
+ * class's bytes that open entries). */
+bool cm_flat_class_ids(const cm_vocab *v, const uint32_t *x, const uint32_t **ids, const uint32_t **len_at,
+                       uint32_t *top);
 void cm_flat_free(cm_flat *f);
 
 #endif

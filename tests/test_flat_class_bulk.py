@@ -90,9 +90,8 @@ def test_counted_classes_entries_same(
     _check(_valued(f"^{pattern}$" if anchored else pattern), [*picks, *(r.encode() for r in runs)])
 
 
-def test_llama3_o61627_masks_same() -> None:
-    """Llama-3 along o61627's document (two UUID values): every mask equal with the take on (the
-    default mode) and off, and the count positions took it."""
+def o61627_document() -> tuple[cfgmask.Grammar, list[int]]:
+    """o61627's two UUID values: the grammar and a document's Llama-3 tokens."""
     quicktok = pytest.importorskip("quicktok")
     enc = quicktok.get_encoding("llama3")
     doc = {
@@ -100,10 +99,16 @@ def test_llama3_o61627_masks_same() -> None:
         "PayloadUUID": "2345abcd-2345-EF45-2345-234567890123",
     }
     tokens = enc.encode(json.dumps(doc, separators=(",", ":")))
-    vocab = cfgmask.Vocabulary.llama3()
     value = {"type": "string", "pattern": UUID}
     schema = {"type": "object", "properties": {"PayloadCertificateUUID": value, "PayloadUUID": value}}
-    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
+    return cfgmask.Grammar.from_json_schema(json.dumps(schema)), tokens
+
+
+def test_llama3_o61627_masks_same() -> None:
+    """Llama-3 along o61627's document (two UUID values): every mask equal with the take on (the
+    default mode) and off, and the count positions took it."""
+    g, tokens = o61627_document()
+    vocab = cfgmask.Vocabulary.llama3()
     masks = {}
     for mode in (0, 1):
         with _bulk(mode):
