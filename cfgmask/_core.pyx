@@ -1723,6 +1723,18 @@ def chain_past_hits():
     return cm_chain_past_hits()
 
 
+def chain_bytes_memo_enable(bint on):
+    """Copy a long string start's byte walk from a kept state's whose region pairs with its own
+    one-to-one (csrc/chains.c, the default) or, off, analyse each start's chain: the reference
+    the tests compare against.  Process-wide."""
+    cm_chain_bytes_memo_enable(1 if on else 0)
+
+
+def chain_bytes_memo_hits():
+    """How many string starts took a copied byte walk so far in this process (for the tests)."""
+    return cm_chain_bytes_memo_hits()
+
+
 def chain_wrap_direct_enable(bint on):
     """Split a wrapping block position's uncertain tokens as its entry is assembled from the
     chain's bitsets (csrc/chains.c, the default) or, off, afterwards a token at a time: the
