@@ -3168,25 +3168,25 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return chain_first(g, state, false, w);
 }
 
-/* ---- a string start's byte walk shared by states whose regions read alike (issue 12, session 43) ----
+/* ---- a block boundary's byte walk shared with its string's start (issue 12, session 43) ----
  *
- * A long string's start is composed (cm_compose): its calls of the counting rules are parts, and
- * its byte edges, the partial tail x{0,B-1} and the closing quote, are the chain's walk from the
- * state with its calls left out (cm_chain_bytes: chain_first, ~0.59 M instructions at Llama-3:
- * the memo's check of the chain's rows, its renaming, the shared walk's lookup and the assembly).
- * Every string of one block unit has such a tail, and each bound's value rule its own copy of it
- * (sp_4's 4096, 2000 and 8192: the same 46 states and the closing quote's end in three rules), and
- * inside one rule every block boundary's state (after `P_j`, whose optional rest is `(P_0|e)
- * x{0,45} "`) leads into the same tail: each was analysed and assembled anew.  The walk depends on
- * the state's region alone -- where each byte leads from each state reachable by bytes and calls
- * from it (the first position's calls left out, as the walk leaves them out), their flags, and
- * the rules whose ends those states reach (FOLLOW, nullable; not a block) -- and on the names the
- * walk finds set (cm_walk_names).  So a state whose region pairs one-to-one with a kept state's
- * region (region_pair: the same classes lead to pairs, calls of the same rule return to pairs,
- * neither first position met again) takes that state's walk: its bits, count, uncertain list and
- * names, and the kept chain instance renamed through the pairing (so the tail's later positions
- * find their place, as after chain_first).  Off: cm_chain_bytes_memo_enable(0), every start
- * analysed (the reference the tests compare against). */
+ * A long string's start is composed (cm_compose): its calls of the counting rules are parts,
+ * and its byte edges -- the partial tail x{0,B-1} and the closing quote -- are the chain's walk
+ * from the state with its calls left out (cm_chain_bytes: chain_first, ~0.59 M instructions at
+ * Llama-3: the vocabulary memo's check of the tail's rows, their renaming, the shared walk's
+ * lookup and the assembly).  Inside one value rule every block boundary's state (after `P_j`,
+ * whose rest is `(P_0|e) ... x{0,B-1} "`) reads its bytes into the same states as the string's
+ * start: the same tail, analysed and assembled again at each boundary (sp_4:121, after 92
+ * characters of a maxLength-2000 string).  Such a state s and a kept start s0 have the same
+ * row (every class leads to the same state), the same flags and rule; s0's chain did not lead
+ * back to s0 (chain_first refuses a transition into the first position), and s is no state it
+ * leaves to (its instance's `to`; s, calling, is no local either: the pair walk takes only solo
+ * ones).  So chain_first from s finds s0's locals, outs and form with s in place of s0, and the
+ * walk (which reads the calls of neither) is s0's: its bits, count, uncertain list and names
+ * are copied, given the same names before (cm_walk_names skips a first byte whose names are
+ * set), and s0's instance is kept again with s at its head, as chain_first keeps s's.  Off:
+ * cm_chain_bytes_memo_enable(0), every such state analysed (the reference the tests compare
+ * against). */
 static atomic_int g_bytes_memo = 1;
 static atomic_size_t g_bytes_memo_hits;  /* walks copied (the tests read it) */
 
@@ -3194,110 +3194,41 @@ void cm_chain_bytes_memo_enable(int on) { atomic_store(&g_bytes_memo, on); }
 
 size_t cm_chain_bytes_memo_hits(void) { return atomic_load(&g_bytes_memo_hits); }
 
-#define CM_BYTES_REGION 4096 /* states a pairing visits at most */
-
-/* Do two rules' ends read alike (the walk's exits from a state of either)? */
-static bool rules_alike(const cm_grammar *g, uint32_t r0, uint32_t r) {
+/* Does state s read as kept s0 does (above), s0's instance x of cd? */
+static bool bytes_alike(const cm_grammar *g, const cm_chain_data *cd, const bytes_memo *m, uint32_t s) {
     const cm_tables *t = &g->t;
-    if (r0 == r) return true;
-    return t->rule_nullable[r0] == t->rule_nullable[r] && !g->rule_block[r0] && !g->rule_block[r] &&
-           !memcmp(t->rule_follow + (size_t)r0 * 8, t->rule_follow + (size_t)r * 8, 8 * sizeof *t->rule_follow);
-}
-
-typedef struct region_pairs {
-    uint32_t *pr;               /* [2 * CM_BYTES_REGION]: x0 at 2i, x at 2i + 1 */
-    size_t n;
-    uint32_t s0, s;
-    uint32_t *lab;              /* the cache's loop_lab: i at x0 while paired */
-} region_pairs;
-
-/* (r0, r) paired: kept, or already so; false where r0 is paired otherwise, either is a first
- * position met again, or the region is too big. */
-static bool pair_add(region_pairs *rp, uint32_t r0, uint32_t r) {
-    if (r0 == rp->s0 || r0 == rp->s || r == rp->s0 || r == rp->s) return false;
-    if (rp->lab[r0] != UINT32_MAX) return rp->pr[2 * (size_t)rp->lab[r0] + 1] == r;
-    if (rp->n == CM_BYTES_REGION) return false;
-    rp->pr[2 * rp->n] = r0;
-    rp->pr[2 * rp->n + 1] = r;
-    rp->lab[r0] = (uint32_t)rp->n++;
+    uint32_t s0 = m->state, nc = t->n_classes;
+    if (s0 == s || t->state_rule[s0] != t->state_rule[s] || state_flags(g, s0) != state_flags(g, s) ||
+        memcmp(t->trans + (size_t)s0 * nc, t->trans + (size_t)s * nc, nc * sizeof *t->trans))
+        return false;
+    const chain_inst *in = &cd->insts[m->inst];
+    size_t n_tab = (size_t)in->n_lab * 256;
+    if (!in->n_head || in->head[0] != s0) return false;
+    for (uint32_t j = 1; j < in->n_head; j++)
+        if (in->head[j] == s || in->head[j] == s0) return false;
+    for (size_t j = 0; j < n_tab; j++)
+        if (in->to[j] == (int32_t)s || in->to[j] == (int32_t)s0) return false;
     return true;
 }
 
-/* Pairs s0's region with s's, breadth first from (s0, s): true where every pair's states are
- * alike and their rows and calls (but the first pair's) lead to pairs.  rp->lab stays set for
- * the x0s: region_unpair resets it. */
-static bool region_pair(const cm_grammar *g, region_pairs *rp) {
-    const cm_tables *t = &g->t;
-    uint32_t nc = t->n_classes;
-    rp->pr[0] = rp->s0;
-    rp->pr[1] = rp->s;
-    rp->lab[rp->s0] = 0;
-    rp->n = 1;
-    bool ok = true;
-    for (size_t i = 0; ok && i < rp->n; i++) {
-        uint32_t x0 = rp->pr[2 * i], x = rp->pr[2 * i + 1];
-        ok = g->solo[x0] == g->solo[x] && t->accepting[x0] == t->accepting[x] && g->plain[x0] == g->plain[x] &&
-             g->has_bytes[x0] == g->has_bytes[x] && !g->has_tokens[x0] && !g->has_tokens[x] &&
-             rules_alike(g, t->state_rule[x0], t->state_rule[x]);
-        if (ok && i) {  /* calls of the same rule, returning to pairs */
-            uint32_t e0 = t->ref_off[x0], e0_end = t->ref_off[x0 + 1], e = t->ref_off[x];
-            ok = e0_end - e0 == t->ref_off[x + 1] - e;
-            for (; ok && e0 < e0_end; e0++, e++)
-                ok = t->ref_rule[e0] == t->ref_rule[e] && pair_add(rp, t->ref_target[e0], t->ref_target[e]);
-        }
-        const int32_t *row0 = t->trans + (size_t)x0 * nc, *row = t->trans + (size_t)x * nc;
-        for (uint32_t c = 0; ok && c < nc; c++) {
-            int32_t r0 = row0[c], r = row[c];
-            if (r0 < 0 || r < 0) ok = r0 < 0 && r < 0;
-            else if (!c || r0 != row0[c - 1] || r != row[c - 1]) ok = pair_add(rp, (uint32_t)r0, (uint32_t)r);
-        }
-    }
-    if (ok) {  /* one-to-one: no two x0s paired with one x */
-        uint32_t *img = malloc(rp->n * sizeof *img);
-        ok = img != NULL;
-        for (size_t i = 0; ok && i < rp->n; i++) img[i] = rp->pr[2 * i + 1];
-        ok = ok && cm_sort_unique_u32(img, rp->n) == rp->n;
-        free(img);
-    }
-    return ok;
-}
-
-static void region_unpair(region_pairs *rp) {
-    for (size_t i = 0; i < rp->n; i++) rp->lab[rp->pr[2 * i]] = UINT32_MAX;
-    rp->n = 0;
-}
-
-/* x0's pair (x0 in the region), or -1. */
-static int64_t paired(const region_pairs *rp, uint32_t x0) {
-    uint32_t i = rp->lab[x0];
-    return i == UINT32_MAX ? -1 : (int64_t)rp->pr[2 * (size_t)i + 1];
-}
-
-/* The kept instance x renamed through the pairs into cd's insts (as chain_first keeps s's);
- * false where a state of it is outside the region or memory is short (only a shortcut lost). */
-static bool instance_renamed(cm_chain_data *cd, size_t x, const region_pairs *rp) {
+/* cd's instance x kept again with s at its head (as chain_first keeps s's); false where memory
+ * is short (only a shortcut is lost). */
+static bool instance_again(cm_chain_data *cd, size_t x, uint32_t s) {
     const chain_inst *in = &cd->insts[x];
     size_t n_tab = (size_t)in->n_lab * 256;
-    chain_inst o = {in->budget, NULL, NULL, NULL, NULL, in->n_head, in->past, in->past_known, in->n_lab};
+    chain_inst o = *in;
     o.head = malloc((in->n_head ? in->n_head : 1) * sizeof *o.head);
     o.lam = malloc((n_tab ? n_tab : 1) * sizeof *o.lam);
     o.to = malloc((n_tab ? n_tab : 1) * sizeof *o.to);
     o.aam = malloc((in->n_lab ? in->n_lab : 1) * sizeof *o.aam);
     bool ok = o.head && o.lam && o.to && o.aam;
-    for (uint32_t j = 0; ok && j < in->n_head; j++) {
-        int64_t y = paired(rp, in->head[j]);
-        ok = y >= 0;
-        if (ok) o.head[j] = (uint32_t)y;
-    }
-    for (size_t j = 0; ok && j < n_tab; j++) {
-        int64_t y = in->to[j] < 0 ? in->to[j] : paired(rp, (uint32_t)in->to[j]);
-        ok = in->to[j] < 0 || y >= 0;
-        o.to[j] = (int32_t)y;
-    }
     if (ok) {
+        memcpy(o.head, in->head, in->n_head * sizeof *o.head);
+        o.head[0] = s;
         memcpy(o.lam, in->lam, n_tab * sizeof *o.lam);
+        memcpy(o.to, in->to, n_tab * sizeof *o.to);
         memcpy(o.aam, in->aam, in->n_lab * sizeof *o.aam);
-        size_t cap = cd->cap_insts;
+        size_t cap = cd->cap_insts;  /* (in is not read past here: the grow may move it) */
         ok = !(cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts));
         cd->cap_insts = cap;
     }
@@ -3312,23 +3243,13 @@ static bool instance_renamed(cm_chain_data *cd, size_t x, const region_pairs *rp
     return true;
 }
 
-/* state's walk copied from a kept one whose region pairs with its own: 1, or 0 (none: w
- * untouched), or < 0 (no memory). */
+/* state's walk copied from a kept one that reads alike: 1, 0 (none: w untouched) or < 0. */
 static int bytes_recall(const cm_grammar *g, uint32_t state, cm_walk *w) {
-    cm_cache *c = g->cache;
-    region_pairs rp = {.pr = NULL, .n = 0, .s = state, .lab = c->loop_lab};
-    for (cm_loop_walk *lw = c->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
+    for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
         cm_chain_data *cd = lw->chain;
         for (size_t i = 0; cd && i < cd->n_bmemo; i++) {
             const bytes_memo *m = &cd->bmemo[i];
-            if (m->state == state || memcmp(m->names_in, w->names, sizeof w->names)) continue;
-            if (!rp.pr && !(rp.pr = malloc(2 * CM_BYTES_REGION * sizeof *rp.pr))) return CM_ERR_NOMEM;
-            rp.s0 = m->state;
-            bool ok = region_pair(g, &rp);
-            if (ok && m->inst != UINT32_MAX) instance_renamed(cd, m->inst, &rp);
-            region_unpair(&rp);
-            if (!ok) continue;
-            free(rp.pr);
+            if (memcmp(m->names_in, w->names, sizeof w->names) || !bytes_alike(g, cd, m, state)) continue;
             size_t cap = w->cap_unc;
             if (m->n_unc && cm_grow((void **)&w->unc, &cap, m->n_unc, sizeof *w->unc)) return CM_ERR_NOMEM;
             w->cap_unc = cap;
@@ -3338,17 +3259,17 @@ static int bytes_recall(const cm_grammar *g, uint32_t state, cm_walk *w) {
             w->n_accepted = m->n_accepted;
             memcpy(w->names, m->names_out, sizeof w->names);
             w->filtered = m->filtered;
-            lw->chain->n_entries++;
+            instance_again(cd, m->inst, state);
+            cd->n_entries++;
             atomic_fetch_add(&g_bytes_memo_hits, 1);
             return 1;
         }
     }
-    free(rp.pr);
     return 0;
 }
 
 /* Keep state's walk w (chain_first's, from a fresh walk whose names were names_in) with the
- * chain whose instance starts at state. */
+ * chain whose last instance starts at state. */
 static void bytes_keep(const cm_grammar *g, uint32_t state, const uint32_t *names_in, const cm_walk *w) {
     for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
         cm_chain_data *cd = lw->chain;
