@@ -581,29 +581,13 @@ struct cm_chain_data {
     size_t n_bmemo;
 };
 
-/* A first position's byte walk (cm_chain_bytes) as chain_first made it, kept to be copied to a
- * state whose region reads alike (bytes_recall): the state, its instance in the chain's insts,
- * the walk's names before and after, its bits, count and uncertain list. */
+/* A string start whose byte walk (cm_chain_bytes) chain_first analysed: the state and its
+ * instance in the chain's insts, for a state that reads alike to take (bytes_recall). */
 typedef struct bytes_memo {
     uint32_t state, inst;
-    uint32_t names_in[8], names_out[8];
-    uint32_t *bits, *unc;
-    uint32_t n_accepted;
-    size_t n_unc;
-    bool filtered;
 } bytes_memo;
 
-#define CM_BYTES_MEMOS 8 /* kept a chain (a schema's string bounds: a few) */
-
-static void bytes_memos_free(cm_chain_data *cd) {
-    for (size_t i = 0; i < cd->n_bmemo; i++) {
-        free(cd->bmemo[i].bits);
-        free(cd->bmemo[i].unc);
-    }
-    free(cd->bmemo);
-    cd->bmemo = NULL;
-    cd->n_bmemo = 0;
-}
+#define CM_BYTES_MEMOS 16 /* kept a chain (a schema's string bounds and their copies: a few) */
 
 static void split_drop(cm_chain_data *cd) {
     free(cd->split_bits);
@@ -644,7 +628,7 @@ void cm_chain_data_free(cm_chain_data *cd) {
     free(cd->kept);
     free(cd->pool);
     split_drop(cd);
-    bytes_memos_free(cd);
+    free(cd->bmemo);
     free(cd);
 }
 
@@ -3168,45 +3152,32 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return chain_first(g, state, false, w);
 }
 
-/* ---- a block boundary's byte walk shared with its string's start (issue 12, session 43) ----
+/* ---- a block boundary's byte walk from its string start's analysis (issue 12, session 43) ----
  *
  * A long string's start is composed (cm_compose): its calls of the counting rules are parts,
  * and its byte edges -- the partial tail x{0,B-1} and the closing quote -- are the chain's walk
  * from the state with its calls left out (cm_chain_bytes: chain_first, ~0.59 M instructions at
- * Llama-3: the vocabulary memo's check of the tail's rows, their renaming, the shared walk's
- * lookup and the assembly).  Inside one value rule every block boundary's state (after `P_j`,
- * whose rest is `(P_0|e) ... x{0,B-1} "`) reads its bytes into the same states as the string's
- * start: the same tail, analysed and assembled again at each boundary (sp_4:121, after 92
- * characters of a maxLength-2000 string).  Such a state s and a kept start s0 have the same
- * row (every class leads to the same state), the same flags and rule; s0's chain did not lead
- * back to s0 (chain_first refuses a transition into the first position), and s is no state it
- * leaves to (its instance's `to`; s, calling, is no local either: the pair walk takes only solo
- * ones).  So chain_first from s finds s0's locals, outs and form with s in place of s0, and the
- * walk (which reads the calls of neither) is s0's: its bits, count, uncertain list and names
- * are copied, given the same names before (cm_walk_names skips a first byte whose names are
- * set), and s0's instance is kept again with s at its head, as chain_first keeps s's.  Off:
- * cm_chain_bytes_memo_enable(0), every such state analysed (the reference the tests compare
- * against). */
+ * Llama-3, of which ~0.45 M the analysis: the vocabulary memo's check of the tail's rows, their
+ * renaming and the shared walk's lookup; the rest the assembly).  Inside one value rule every
+ * block boundary's state (after `P_j`, whose rest is `(P_0|e) ... x{0,B-1} "`) reads its bytes
+ * into the same states as the string's start, so its tail was analysed again at each boundary
+ * (sp_4:121, after 92 characters of a maxLength-2000 string).  Such a state s and a kept start
+ * s0 have the same rule, flags and row (every class leads to the same state); s0's chain does
+ * not lead back to s0 (chain_first refuses a transition into the first position), and s is no
+ * state of it, neither on its head orbit nor where it leaves (the instance's `to`; s, calling,
+ * could not be a local: the pair walk takes solo ones only).  So chain_first from s finds s0's
+ * locals, outs and form with s in place of s0, the same shared walk, and assembles from them:
+ * s0's instance is kept again with s at its head and assembled as chain_first would (the
+ * analysis and the lookup skipped).  Off: cm_chain_bytes_memo_enable(0), every such state
+ * analysed (the reference the tests compare against). */
 static atomic_int g_bytes_memo = 1;
-static atomic_size_t g_bytes_memo_hits;  /* walks copied (the tests read it) */
+static atomic_size_t g_bytes_memo_hits;  /* walks assembled from a kept start's (the tests read it) */
 
 void cm_chain_bytes_memo_enable(int on) { atomic_store(&g_bytes_memo, on); }
 
 size_t cm_chain_bytes_memo_hits(void) { return atomic_load(&g_bytes_memo_hits); }
 
-/* n words copied by a loop the compiler vectorizes (not turned into memcpy, whose 16 KB copy
- * of a Llama-3 bitset is a `rep movsb` that callgrind counts a byte an instruction: the memo's
- * keep measured +16 K at each string start with it, ~2 K with this loop). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define CM_COPY_LOOP __attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
-#else
-#define CM_COPY_LOOP __attribute__((noinline))
-#endif
-CM_COPY_LOOP static void words_copy(uint32_t *restrict dst, const uint32_t *restrict src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = src[i];
-}
-
-/* Does state s read as kept s0 does (above), s0's instance x of cd? */
+/* Does state s read as the kept start m does (above)? */
 static bool bytes_alike(const cm_grammar *g, const cm_chain_data *cd, const bytes_memo *m, uint32_t s) {
     const cm_tables *t = &g->t;
     uint32_t s0 = m->state, nc = t->n_classes;
@@ -3215,7 +3186,7 @@ static bool bytes_alike(const cm_grammar *g, const cm_chain_data *cd, const byte
         return false;
     const chain_inst *in = &cd->insts[m->inst];
     size_t n_tab = (size_t)in->n_lab * 256;
-    if (!in->n_head || in->head[0] != s0) return false;
+    if (in->n_head != in->budget + 1 || in->head[0] != s0) return false;
     for (uint32_t j = 1; j < in->n_head; j++)
         if (in->head[j] == s || in->head[j] == s0) return false;
     for (size_t j = 0; j < n_tab; j++)
@@ -3223,9 +3194,9 @@ static bool bytes_alike(const cm_grammar *g, const cm_chain_data *cd, const byte
     return true;
 }
 
-/* cd's instance x kept again with s at its head (as chain_first keeps s's); false where memory
- * is short (only a shortcut is lost). */
-static bool instance_again(cm_chain_data *cd, size_t x, uint32_t s) {
+/* cd's instance x kept again with s at its head (as chain_first keeps s's): its index, or
+ * SIZE_MAX where memory is short. */
+static size_t instance_again(cm_chain_data *cd, size_t x, uint32_t s) {
     const chain_inst *in = &cd->insts[x];
     size_t n_tab = (size_t)in->n_lab * 256;
     chain_inst o = *in;
@@ -3249,79 +3220,64 @@ static bool instance_again(cm_chain_data *cd, size_t x, uint32_t s) {
         free(o.lam);
         free(o.to);
         free(o.aam);
-        return false;
+        return SIZE_MAX;
     }
-    cd->insts[cd->n_insts++] = o;
-    return true;
+    cd->insts[cd->n_insts] = o;
+    return cd->n_insts++;
 }
 
-/* state's walk copied from a kept one that reads alike: 1, 0 (none: w untouched) or < 0. */
+/* state's byte walk assembled from a kept start's instance that reads alike: 1, 0 (none: w
+ * untouched) or < 0 (an error). */
 static int bytes_recall(const cm_grammar *g, uint32_t state, cm_walk *w) {
     for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
         cm_chain_data *cd = lw->chain;
         for (size_t i = 0; cd && i < cd->n_bmemo; i++) {
-            const bytes_memo *m = &cd->bmemo[i];
-            if (memcmp(m->names_in, w->names, sizeof w->names) || !bytes_alike(g, cd, m, state)) continue;
-            size_t cap = w->cap_unc;
-            if (m->n_unc && cm_grow((void **)&w->unc, &cap, m->n_unc, sizeof *w->unc)) return CM_ERR_NOMEM;
-            w->cap_unc = cap;
-            if (m->n_unc) memcpy(w->unc, m->unc, m->n_unc * sizeof *w->unc);
-            w->n_unc = m->n_unc;
-            words_copy(w->bits, m->bits, g->n_words);
-            w->n_accepted = m->n_accepted;
-            memcpy(w->names, m->names_out, sizeof w->names);
-            w->filtered = m->filtered;
-            instance_again(cd, m->inst, state);
+            if (!bytes_alike(g, cd, &cd->bmemo[i], state)) continue;
+            size_t x = instance_again(cd, cd->bmemo[i].inst, state);
+            if (x == SIZE_MAX) return 0;
+            chain_inst *in = &cd->insts[x];
+            int64_t past = 0;
+            bool known = false;
+            int rc = assemble_past(g, state, (int32_t)in->budget, in->lam, in->to, in->aam, lw,
+                                   wrap_budget(g, state, lw, in->head, in->budget, in->budget + 1), false, &past,
+                                   &known, w);
             cd->n_entries++;
+            in->past = past;
+            in->past_known = known;
             atomic_fetch_add(&g_bytes_memo_hits, 1);
-            return 1;
+            return rc ? rc : 1;
         }
     }
     return 0;
 }
 
-/* Keep state's walk w (chain_first's, from a fresh walk whose names were names_in) with the
- * chain whose last instance starts at state. */
-static void bytes_keep(const cm_grammar *g, uint32_t state, const uint32_t *names_in, const cm_walk *w) {
+/* Keep the start `state` chain_first has just analysed, with the chain whose last instance it
+ * heads. */
+static void bytes_keep(const cm_grammar *g, uint32_t state) {
     for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
         cm_chain_data *cd = lw->chain;
         if (!cd) continue;
         size_t x = cd->n_insts;
         while (x > 0 && !(cd->insts[x - 1].n_head && cd->insts[x - 1].head[0] == state)) x--;
         if (!x) continue;
-        if (cd->n_bmemo == CM_BYTES_MEMOS) return;
-        bytes_memo m = {.state = state, .inst = (uint32_t)(x - 1), .n_accepted = w->n_accepted,
-                        .n_unc = w->n_unc, .filtered = w->filtered};
-        memcpy(m.names_in, names_in, sizeof m.names_in);
-        memcpy(m.names_out, w->names, sizeof m.names_out);
-        m.bits = malloc((g->n_words ? g->n_words : 1) * sizeof *m.bits);
-        m.unc = malloc((w->n_unc ? w->n_unc : 1) * sizeof *m.unc);
-        bytes_memo *grown = m.bits && m.unc ? realloc(cd->bmemo, (cd->n_bmemo + 1) * sizeof *grown) : NULL;
-        if (!grown) {
-            free(m.bits);
-            free(m.unc);
-            return;
+        bytes_memo *grown = cd->n_bmemo < CM_BYTES_MEMOS ? realloc(cd->bmemo, (cd->n_bmemo + 1) * sizeof *grown) : NULL;
+        if (grown) {
+            cd->bmemo = grown;
+            cd->bmemo[cd->n_bmemo++] = (bytes_memo){state, (uint32_t)(x - 1)};
         }
-        words_copy(m.bits, w->bits, g->n_words);
-        if (w->n_unc) memcpy(m.unc, w->unc, w->n_unc * sizeof *m.unc);
-        cd->bmemo = grown;
-        cd->bmemo[cd->n_bmemo++] = m;
         return;
     }
 }
 
 int cm_chain_bytes(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!g->lim.count_chains || !g->lim.share_loop_walks || g->has_tokens[state] || g->solo[state]) return 0;
-    /* a fresh walk (cm_compose's first step) in a grammar without lookahead debts */
-    bool memo = atomic_load(&g_bytes_memo) && g->t.n_la <= 1 && !w->n_unc && !w->n_accepted;
+    bool memo = atomic_load(&g_bytes_memo);
     if (memo) {
         int got = bytes_recall(g, state, w);
         if (got) return got;
     }
-    uint32_t names_in[8];
-    memcpy(names_in, w->names, sizeof names_in);
     int rc = chain_first(g, state, true, w);
-    if (rc > 0 && memo) bytes_keep(g, state, names_in, w);
+    if (rc > 0 && memo) bytes_keep(g, state);
     return rc;
 }
 
