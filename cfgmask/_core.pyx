@@ -1724,14 +1724,15 @@ def chain_past_hits():
 
 
 def chain_bytes_memo_enable(bint on):
-    """Copy a long string start's byte walk from a kept state's whose region pairs with its own
-    one-to-one (csrc/chains.c, the default) or, off, analyse each start's chain: the reference
-    the tests compare against.  Process-wide."""
+    """Assemble a block boundary's byte walk from a kept string start's chain instance where
+    the boundary reads its bytes into the start's states (csrc/chains.c, the default) or, off,
+    analyse its chain again: the reference the tests compare against.  Process-wide."""
     cm_chain_bytes_memo_enable(1 if on else 0)
 
 
 def chain_bytes_memo_hits():
-    """How many string starts took a copied byte walk so far in this process (for the tests)."""
+    """How many byte walks were assembled from a kept start's instance so far in this process
+    (for the tests)."""
     return cm_chain_bytes_memo_hits()
 
 

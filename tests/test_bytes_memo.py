@@ -1,13 +1,14 @@
-"""A block boundary's byte walk copied from its string's start (csrc/chains.c ``bytes_recall``;
-issue 12, session 43).  A long string's start is composed, its byte edges (the partial tail and the
-closing quote) walked by the chain from the state with its calls left out; every block boundary's
-state of the same value rule reads its bytes into the same states, so it takes the start's walk
-and instance instead of analysing the tail again.
+"""A block boundary's byte walk assembled from its string start's analysis (csrc/chains.c
+``bytes_recall``; issue 12, session 43).  A long string's start is composed, its byte edges (the
+partial tail and the closing quote) walked by the chain from the state with its calls left out;
+every block boundary's state of the same value rule reads its bytes into the same states, so it
+takes the start's chain instance instead of analysing the tail again.
 
-With the copy on and off: every state's entry equal each other's and plain walks' (Llama-3's
+With the shortcut on and off: every state's entry equal each other's and plain walks' (Llama-3's
 strings of sp_4's bounds, random blocks over small vocabularies), the masks equal along sp_4's
-first valid document (whose user agent stops on a block boundary) and along random walks, where
-they equal the reference's too."""
+first valid document (whose user agent stops on a block boundary).  The masks along random walks
+of the same blocks, with the shortcut on (the default), equal the reference's in
+tests/test_repeats.py (``test_blocks_masks_equal_reference``)."""
 
 from __future__ import annotations
 
@@ -18,17 +19,15 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along, same_entries, walk_agrees
-from .reference import ReferenceMatcher
-from .strategies import Vocab, token_walks, vocabularies
+from .helpers import core_switch, masks_along, same_entries
+from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
-from .test_repeats import PIECES, bounded
+from .test_repeats import PIECES, _compile, bounded
 from .test_wrap_deep import _props
 
 NO_MEMO = {"mask_memo_min_items": 2**63, "mask_memo_min_candidates": 2**63}
@@ -43,8 +42,8 @@ def _entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[Any, Any]]:
 
 
 def _three(build: Any) -> int:
-    """``build(plain)``'s entries with the copy on, off, and as plain walks' compared; how many
-    walks the copy took."""
+    """``build(plain)``'s entries with the shortcut on, off, and as plain walks' compared; how
+    many walks took a kept start's instance."""
     before = _core.chain_bytes_memo_hits()
     with core_switch(_core.chain_bytes_memo_enable, True):
         on = build(False)
@@ -52,15 +51,15 @@ def _three(build: Any) -> int:
     with core_switch(_core.chain_bytes_memo_enable, False):
         off = build(False)
         plain = build(True)
-    same_entries(on, off, "copy off")
+    same_entries(on, off, "shortcut off")
     same_entries(on, plain, "plain walks")
     return hits
 
 
 @pytest.mark.parametrize("schema", [{"type": "string", "maxLength": 2000}, _props(45, 2000, 4096, 8192)])
 def test_llama3_bytes_memo_same_entries(schema: dict) -> None:
-    """sp_4's string bounds with Llama-3: every entry the same with the copy on and off and as
-    plain walks'; the boundaries take their start's walk."""
+    """sp_4's string bounds with Llama-3: every entry the same with the shortcut on and off and as
+    plain walks'; the boundaries take their start's instance."""
     pytest.importorskip("quicktok")
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(schema)
@@ -79,8 +78,8 @@ def _sp4() -> tuple[dict, dict]:
 
 
 def test_llama3_bytes_memo_masks_along_sp4() -> None:
-    """The masks along sp_4's first valid document the same with the copy on and off; its user
-    agent's second block boundary (fill 121) takes the string start's walk."""
+    """The masks along sp_4's first valid document the same with the shortcut on and off; its user
+    agent's second block boundary (fill 121) takes the string start's instance."""
     quicktok = pytest.importorskip("quicktok")
     enc = quicktok.get_encoding("llama3")
     vocab = cfgmask.Vocabulary.llama3()
@@ -97,29 +96,14 @@ def test_llama3_bytes_memo_masks_along_sp4() -> None:
 
 
 def _small(g: Any, vocab: cfgmask.Vocabulary, budget: int, plain: bool) -> cfgmask.CompiledGrammar:
-    limits = cfgmask.CompileLimits(unroll_budget=budget, unroll_whole=0)
-    kw = PLAIN if plain else {"wrap_repeats": 1}
-    return cfgmask.compile(g, vocab, limits=limits, _strategy=Strategy(**kw, **NO_MEMO))
+    """Wraps on every block entry or (plain) no chains and every position walking the trie."""
+    return _compile(g, vocab, budget, wrap=0 if plain else 1, chains=not plain)
 
 
 @given(bounded(), vocabularies(PIECES))
 def test_small_blocks_bytes_memo_same_entries(case: tuple[Any, int], v: Vocab) -> None:
-    """Random blocks and vocabularies: every entry the same with the copy on and off and as
+    """Random blocks and vocabularies: every entry the same with the shortcut on and off and as
     plain walks'."""
     g, budget = case
     vocab = _vocab(v)
     _three(lambda plain: _entries(_small(g, vocab, budget, plain)))
-
-
-@given(bounded(), vocabularies(PIECES), st.data())
-def test_small_blocks_bytes_memo_masks_equal_reference(
-    case: tuple[Any, int], v: Vocab, data: st.DataObject
-) -> None:
-    """The masks with the copy on along random walks equal the reference's and plain walks'."""
-    g, budget = case
-    ref_m = ReferenceMatcher(g)
-    vocab = _vocab(v)
-    walk = data.draw(token_walks(ref_m, v, max_steps=14))
-    with core_switch(_core.chain_bytes_memo_enable, True):
-        copy, plain = (cfgmask.Matcher(_small(g, vocab, budget, p)) for p in (False, True))
-        walk_agrees(ref_m, v.tokens, v.stop_ids, v.special_ids, walk.token_ids, copy=copy, plain=plain)
