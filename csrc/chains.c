@@ -577,7 +577,7 @@ struct cm_chain_data {
     size_t split_n_unc;
     uint32_t *split_bits, *split_rest;
     uint32_t n_split_rest;
-    struct bytes_memo *bmemo;   /* string starts' byte walks made from this chain (bytes_recall) */
+    struct bytes_memo *bmemo;   /* string starts analysed with this chain (bytes_recall) */
     size_t n_bmemo;
 };
 
