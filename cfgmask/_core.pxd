@@ -378,6 +378,8 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_kept_batched()
     void cm_chain_past_memo_enable(int on)
     size_t cm_chain_past_hits()
+    void cm_chain_bytes_memo_enable(int on)
+    size_t cm_chain_bytes_memo_hits()
     void cm_chain_wrap_direct_enable(int on)
     size_t cm_chain_wrap_direct_hits()
     void cm_chain_wrap_deep_enable(int on)

@@ -1723,6 +1723,19 @@ def chain_past_hits():
     return cm_chain_past_hits()
 
 
+def chain_bytes_memo_enable(bint on):
+    """Assemble a block boundary's byte walk from a kept string start's chain instance where
+    the boundary reads its bytes into the start's states (csrc/chains.c, the default) or, off,
+    analyse its chain again: the reference the tests compare against.  Process-wide."""
+    cm_chain_bytes_memo_enable(1 if on else 0)
+
+
+def chain_bytes_memo_hits():
+    """How many byte walks were assembled from a kept start's instance so far in this process
+    (for the tests)."""
+    return cm_chain_bytes_memo_hits()
+
+
 def chain_wrap_direct_enable(bint on):
     """Split a wrapping block position's uncertain tokens as its entry is assembled from the
     chain's bitsets (csrc/chains.c, the default) or, off, afterwards a token at a time: the

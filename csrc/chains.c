@@ -473,6 +473,7 @@ typedef struct chain_inst {
     uint32_t n_head;
     int64_t past;               /* past_threshold's answer, once past_known */
     bool past_known;
+    uint32_t n_lab;             /* chain_form's: lam and to hold n_lab * 256, aam n_lab */
 } chain_inst;
 
 /* What one walk of the trie through U found: immutable once built, and shared
@@ -576,7 +577,17 @@ struct cm_chain_data {
     size_t split_n_unc;
     uint32_t *split_bits, *split_rest;
     uint32_t n_split_rest;
+    struct bytes_memo *bmemo;   /* string starts analysed with this chain (bytes_recall) */
+    size_t n_bmemo;
 };
+
+/* A string start whose byte walk (cm_chain_bytes) chain_first analysed: the state and its
+ * instance in the chain's insts, for a state that reads alike to take (bytes_recall). */
+typedef struct bytes_memo {
+    uint32_t state, inst;
+} bytes_memo;
+
+#define CM_BYTES_MEMOS 16 /* kept a chain (a schema's string bounds and their copies: a few) */
 
 static void split_drop(cm_chain_data *cd) {
     free(cd->split_bits);
@@ -617,6 +628,7 @@ void cm_chain_data_free(cm_chain_data *cd) {
     free(cd->kept);
     free(cd->pool);
     split_drop(cd);
+    free(cd->bmemo);
     free(cd);
 }
 
@@ -2134,7 +2146,7 @@ static void keep_instance(cm_chain_data *cd, chain_form *f, uint32_t n_head) {
     size_t cap = cd->cap_insts;
     if (cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts)) return;
     cd->cap_insts = cap;  /* (on failure only a shortcut is lost) */
-    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head, n_head, 0, false};
+    cd->insts[cd->n_insts++] = (chain_inst){f->budget, f->lam, f->to, f->aam, f->head, n_head, 0, false, f->n_lab};
     f->head = NULL;
     f->lam = f->to = f->aam = NULL;
 }
@@ -3181,9 +3193,133 @@ int cm_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     return chain_first(g, state, false, w);
 }
 
+/* ---- a block boundary's byte walk from its string start's analysis (issue 12, session 43) ----
+ *
+ * A long string's start is composed (cm_compose): its calls of the counting rules are parts,
+ * and its byte edges -- the partial tail x{0,B-1} and the closing quote -- are the chain's walk
+ * from the state with its calls left out (cm_chain_bytes: chain_first, ~0.59 M instructions at
+ * Llama-3, of which ~0.45 M the analysis: the vocabulary memo's check of the tail's rows, their
+ * renaming and the shared walk's lookup; the rest the assembly).  Inside one value rule every
+ * block boundary's state (after `P_j`, whose rest is `(P_0|e) ... x{0,B-1} "`) reads its bytes
+ * into the same states as the string's start, so its tail was analysed again at each boundary
+ * (sp_4:121, after 92 characters of a maxLength-2000 string).  Such a state s and a kept start
+ * s0 have the same rule, flags and row (every class leads to the same state); s0's chain does
+ * not lead back to s0 (chain_first refuses a transition into the first position), and s is no
+ * state of it, neither on its head orbit nor where it leaves (the instance's `to`; s, calling,
+ * could not be a local: the pair walk takes solo ones only).  So chain_first from s finds s0's
+ * locals, outs and form with s in place of s0, the same shared walk, and assembles from them:
+ * s0's instance is kept again with s at its head and assembled as chain_first would (the
+ * analysis and the lookup skipped).  Off: cm_chain_bytes_memo_enable(0), every such state
+ * analysed (the reference the tests compare against). */
+static atomic_int g_bytes_memo = 1;
+static atomic_size_t g_bytes_memo_hits;  /* walks assembled from a kept start's (the tests read it) */
+
+void cm_chain_bytes_memo_enable(int on) { atomic_store(&g_bytes_memo, on); }
+
+size_t cm_chain_bytes_memo_hits(void) { return atomic_load(&g_bytes_memo_hits); }
+
+/* Does state s read as the kept start m does (above)? */
+static bool bytes_alike(const cm_grammar *g, const cm_chain_data *cd, const bytes_memo *m, uint32_t s) {
+    const cm_tables *t = &g->t;
+    uint32_t s0 = m->state, nc = t->n_classes;
+    if (s0 == s || t->state_rule[s0] != t->state_rule[s] || state_flags(g, s0) != state_flags(g, s) ||
+        memcmp(t->trans + (size_t)s0 * nc, t->trans + (size_t)s * nc, nc * sizeof *t->trans))
+        return false;
+    const chain_inst *in = &cd->insts[m->inst];
+    size_t n_tab = (size_t)in->n_lab * 256;
+    if (in->n_head != in->budget + 1 || in->head[0] != s0) return false;
+    for (uint32_t j = 1; j < in->n_head; j++)
+        if (in->head[j] == s || in->head[j] == s0) return false;
+    for (size_t j = 0; j < n_tab; j++)
+        if (in->to[j] == (int32_t)s || in->to[j] == (int32_t)s0) return false;
+    return true;
+}
+
+/* cd's instance x kept again with s at its head (as chain_first keeps s's): its index, or
+ * SIZE_MAX where memory is short. */
+static size_t instance_again(cm_chain_data *cd, size_t x, uint32_t s) {
+    const chain_inst *in = &cd->insts[x];
+    size_t n_tab = (size_t)in->n_lab * 256;
+    chain_inst o = *in;
+    o.head = malloc((in->n_head ? in->n_head : 1) * sizeof *o.head);
+    o.lam = malloc((n_tab ? n_tab : 1) * sizeof *o.lam);
+    o.to = malloc((n_tab ? n_tab : 1) * sizeof *o.to);
+    o.aam = malloc((in->n_lab ? in->n_lab : 1) * sizeof *o.aam);
+    bool ok = o.head && o.lam && o.to && o.aam;
+    if (ok) {
+        memcpy(o.head, in->head, in->n_head * sizeof *o.head);
+        o.head[0] = s;
+        memcpy(o.lam, in->lam, n_tab * sizeof *o.lam);
+        memcpy(o.to, in->to, n_tab * sizeof *o.to);
+        memcpy(o.aam, in->aam, in->n_lab * sizeof *o.aam);
+        size_t cap = cd->cap_insts;  /* (in is not read past here: the grow may move it) */
+        ok = !(cd->n_insts == cap && cm_grow_to((void **)&cd->insts, &cap, cap + 1, sizeof *cd->insts));
+        cd->cap_insts = cap;
+    }
+    if (!ok) {
+        free(o.head);
+        free(o.lam);
+        free(o.to);
+        free(o.aam);
+        return SIZE_MAX;
+    }
+    cd->insts[cd->n_insts] = o;
+    return cd->n_insts++;
+}
+
+/* state's byte walk assembled from a kept start's instance that reads alike: 1, 0 (none: w
+ * untouched) or < 0 (an error). */
+static int bytes_recall(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
+        cm_chain_data *cd = lw->chain;
+        for (size_t i = 0; cd && i < cd->n_bmemo; i++) {
+            if (!bytes_alike(g, cd, &cd->bmemo[i], state)) continue;
+            size_t x = instance_again(cd, cd->bmemo[i].inst, state);
+            if (x == SIZE_MAX) return 0;
+            chain_inst *in = &cd->insts[x];
+            int64_t past = 0;
+            bool known = false;
+            int rc = assemble_past(g, state, (int32_t)in->budget, in->lam, in->to, in->aam, lw,
+                                   wrap_budget(g, state, lw, in->head, in->budget, in->budget + 1), false, &past,
+                                   &known, w);
+            cd->n_entries++;
+            in->past = past;
+            in->past_known = known;
+            atomic_fetch_add(&g_bytes_memo_hits, 1);
+            return rc ? rc : 1;
+        }
+    }
+    return 0;
+}
+
+/* Keep the start `state` chain_first has just analysed, with the chain whose last instance it
+ * heads. */
+static void bytes_keep(const cm_grammar *g, uint32_t state) {
+    for (cm_loop_walk *lw = g->cache->loops[CM_CHAIN_BUCKET]; lw; lw = lw->next) {
+        cm_chain_data *cd = lw->chain;
+        if (!cd) continue;
+        size_t x = cd->n_insts;
+        while (x > 0 && !(cd->insts[x - 1].n_head && cd->insts[x - 1].head[0] == state)) x--;
+        if (!x) continue;
+        bytes_memo *grown = cd->n_bmemo < CM_BYTES_MEMOS ? realloc(cd->bmemo, (cd->n_bmemo + 1) * sizeof *grown) : NULL;
+        if (grown) {
+            cd->bmemo = grown;
+            cd->bmemo[cd->n_bmemo++] = (bytes_memo){state, (uint32_t)(x - 1)};
+        }
+        return;
+    }
+}
+
 int cm_chain_bytes(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!g->lim.count_chains || !g->lim.share_loop_walks || g->has_tokens[state] || g->solo[state]) return 0;
-    return chain_first(g, state, true, w);
+    bool memo = atomic_load(&g_bytes_memo);
+    if (memo) {
+        int got = bytes_recall(g, state, w);
+        if (got) return got;
+    }
+    int rc = chain_first(g, state, true, w);
+    if (rc > 0 && memo) bytes_keep(g, state);
+    return rc;
 }
 
 void cm_grammar_chain_stats(const cm_grammar *g, size_t *walks, size_t *entries, size_t *from_vocab) {

@@ -62,6 +62,12 @@ size_t cm_chain_kept_batched(void);
  * walk, rule and accepting labels (on, the default), or assembled at each (off: the reference
  * the tests compare against).  Process-wide. */
 void cm_chain_past_memo_enable(int on);
+/* A block boundary's byte walk (cm_chain_bytes) assembled from a kept string start's chain
+ * instance where the boundary reads its bytes into the start's states (on, the default), or its
+ * chain analysed again (off: the reference the tests compare against).  Process-wide. */
+void cm_chain_bytes_memo_enable(int on);
+/* How many walks were assembled so far from a kept start's instance (process-wide). */
+size_t cm_chain_bytes_memo_hits(void);
 /* How many positions took a copied walk so far (process-wide). */
 size_t cm_chain_past_hits(void);
 /* A wrapping block position's wrap split made with its entry, from its chain's
