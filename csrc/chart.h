@@ -38,7 +38,7 @@ typedef struct cm_memo {
                                    still holds the closure it kept */
 } cm_memo;
 
-/* A scan of a big set kept (earley.c, cm_chart_scan in a memo_big chart of a grammar without
+/* A scan of a big set kept (earley.c, cm_chart_scan_kept in a memo_big chart of a grammar without
  * lookahead debts): the set's version and the byte's class decide the kernel, so the same scan
  * again takes the closure from the memo entry it made or hit (mm, while its stamp holds), or
  * dies at once (mm NULL). */

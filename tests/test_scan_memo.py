@@ -125,13 +125,13 @@ def test_random_vocab_same_entries(seed: int) -> None:
     assert_kept_same(cfgmask.Grammar.from_gbnf(_grammar(40)), _big_vocab(seed), plain=True, limits=OWN_RULES)
 
 
-@given(
-    st.integers(20, 48),
-    st.lists(
-        st.lists(st.sampled_from(BIG_BYTES), min_size=1, max_size=10).map(bytes), min_size=1, max_size=80
-    ),
-)
+PIECE = st.lists(st.sampled_from(BIG_BYTES), min_size=1, max_size=10).map(bytes)
+PIECES = st.lists(PIECE, min_size=1, max_size=80)
+
+
+@given(st.integers(20, 48), PIECES)
 def test_hypothesis_same_entries(n: int, pieces: list) -> None:
-    toks = {bytes([x]) for x in range(256)} | {b' "' + p for p in pieces} | set(pieces)
-    g = cfgmask.Grammar.from_gbnf(_grammar(n))
-    assert_kept_same(g, cfgmask.Vocabulary.from_token_bytes(sorted(toks)), plain=True, limits=OWN_RULES)
+    """test_memo_big's blank before n string rules, over random blank-and-quote led pieces."""
+    bare = {bytes([x]) for x in range(256)}
+    vocab = cfgmask.Vocabulary.from_token_bytes(sorted(bare | set(pieces) | {b' "' + p for p in pieces}))
+    assert_kept_same(cfgmask.Grammar.from_gbnf(_grammar(n)), vocab, plain=True, limits=OWN_RULES)
