@@ -2322,6 +2322,20 @@ def chart_memo_big_hits():
     return cm_chart_memo_big_hits()
 
 
+def chart_scan_memo_enable(bint on):
+    """Let the upward filter's chart keep its scans of big sets (32 items or more) by the set's
+    version and the byte's class, answering the same scan again from the closure memo entry it
+    made (csrc/earley.c, the default) or, off, scan every time: the reference the tests compare
+    against.  Process-wide."""
+    cm_chart_scan_memo_enable(1 if on else 0)
+
+
+def chart_scan_memo_hits():
+    """How many scans of big sets were answered by a kept scan so far in this process (for the
+    tests)."""
+    return cm_chart_scan_memo_hits()
+
+
 def chain_prefix_hits():
     """How many chains' first positions were taken from the first rows of a kept chain of another
     bound (csrc/chains.c, prefix memos) so far in this process (for the tests)."""

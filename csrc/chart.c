@@ -98,6 +98,7 @@ void cm_chart_free(cm_chart *c) {
                 free(c->memo[i]);
             }
     free(c->memo);
+    free(c->scans);
     free(c->wslots);
     free(c->wpool);
     free(c->wbuilt);

@@ -33,7 +33,24 @@ typedef struct cm_memo {
                                    (flat.c: the configuration it makes + 4) */
     uint32_t seg_bits;          /* a segment grammar's kernel: bit i set if kernel item i is in a
                                    segment with k >= lo (the only count a closure reads) */
+    uint64_t stamp;             /* the chart's clock when stored (one store a tick: the set the
+                                   closure makes ends next); a kept scan's check that the entry
+                                   still holds the closure it kept */
 } cm_memo;
+
+/* A scan of a big set kept (earley.c, cm_chart_scan_kept in a memo_big chart of a grammar without
+ * lookahead debts): the set's version and the byte's class decide the kernel, so the same scan
+ * again takes the closure from the memo entry it made or hit (mm, while its stamp holds), or
+ * dies at once (mm NULL). */
+#define CM_SCAN_SLOTS 128
+#define CM_SCAN_MIN 32          /* sets of fewer items are scanned as before */
+typedef struct cm_scan_slot {
+    uint64_t version;           /* the scanned set's version; 0: empty */
+    cm_memo *mm;
+    uint64_t stamp;
+    uint32_t set;
+    uint32_t cls;
+} cm_scan_slot;
 
 typedef struct cm_wslot {
     uint64_t key;               /* set << 32 | rule; 0 = empty (set 0 rule 0 is stored as key ~0) */
@@ -70,6 +87,7 @@ typedef struct cm_chart {
     cm_memo **memo;             /* [CM_MEMO_SLOTS], allocated on first use, and each slot
                                    when first stored (a private chart of a few bytes stores few) */
     cm_memo *memo_used;         /* the entry the last scan's closure hit or stored; NULL: none */
+    cm_scan_slot *scans;        /* [CM_SCAN_SLOTS] memo_big charts' kept scans, on first use */
     /* Waiter index of closed sets (built on demand for big sets): the items of
      * set o that call rule r are wpool[slot.off .. slot.off + slot.n) for the
      * slot keyed (o, r) whose version is o's current one. */
@@ -174,5 +192,17 @@ size_t cm_chart_scans_hashed(void);
  * the memo in this process (for the tests). */
 void cm_chart_memo_big_enable(int on);
 size_t cm_chart_memo_big_hits(void);
+/* The scans of big sets kept in memo_big charts (cm_scan_slot), the default; off: every scan
+ * reads its set (the tests' reference).  Process-wide; cm_chart_scan_memo_hits: the scans so
+ * answered, in this process. */
+void cm_chart_scan_memo_enable(int on);
+int cm_chart_scan_kept(cm_chart *c, const cm_grammar *g, uint8_t byte);
+/* walk.c's upward chart: a set of CM_SCAN_MIN items or more scanned through cm_chart_scan_kept. */
+static inline int cm_chart_scan_up(cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    size_t last = c->n_sets - 1;
+    return c->set_start[last + 1] - c->set_start[last] >= CM_SCAN_MIN ? cm_chart_scan_kept(c, g, byte)
+                                                                       : cm_chart_scan(c, g, byte);
+}
+size_t cm_chart_scan_memo_hits(void);
 
 #endif

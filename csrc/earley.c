@@ -331,6 +331,7 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     mm->exited = c->exited;
     mm->note = 0;
     mm->seg_bits = seg_bits;
+    mm->stamp = c->clock; /* the set this closure makes ends next: one store a clock tick */
     c->memo_used = mm;
     return CM_OK;
 }
@@ -535,7 +536,7 @@ size_t cm_chart_scans_hashed(void) { return atomic_load_explicit(&g_scan_hashed,
  * order), with room for hi - lo items made and no limit reachable.  A small kernel
  * is kept distinct without the dedup table (*indexed false: close_memoized puts it
  * there when a closure is computed; a memo hit never needs it). */
-static int scan_kernel(cm_chart *c, const cm_grammar *g, uint32_t cls, uint8_t byte, size_t lo, size_t hi,
+static CM_ALWAYS_INLINE int scan_kernel(cm_chart *c, const cm_grammar *g, uint32_t cls, uint8_t byte, size_t lo, size_t hi,
                        bool *indexed) {
     const cm_tables *t = &g->t;
     const int32_t *trans = t->trans;
@@ -635,6 +636,99 @@ fail:
     return rc;
 }
 
+static atomic_int g_scan_memo = 1;
+static atomic_size_t g_scan_memo_hits;
+
+void cm_chart_scan_memo_enable(int on) { atomic_store(&g_scan_memo, on); }
+size_t cm_chart_scan_memo_hits(void) { return atomic_load_explicit(&g_scan_memo_hits, memory_order_relaxed); }
+
+/* The slot of a scan of set `prev` by class `cls` (made on first use; NULL when memory is
+ * short).  A set's version names its items and every earlier set's (a set is only ever rebuilt
+ * after the chart is cut back to or before it, and each build takes a new version from the
+ * chart's clock), and without lookahead debts a scan reads a byte only through its class: the
+ * kernel, and so its closure, is the same while the version is. */
+static cm_scan_slot *scan_slot(cm_chart *c, uint32_t prev, uint32_t cls) {
+    if (!c->scans && !(c->scans = calloc(CM_SCAN_SLOTS, sizeof *c->scans))) return NULL;
+    uint64_t h = (c->version[prev] * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)cls * 0xbf58476d1ce4e5b9ULL);
+    return &c->scans[(h >> 40) % CM_SCAN_SLOTS];
+}
+
+/* A kept scan's answer: 0 it died, 1 its closure appended as the memo entry holds it, -1 not
+ * kept (scan it).  The closure memo's own checks are made again (they hold while the version
+ * does); a closure past the limits is left to the scan, which fails as before. */
+static int scan_kept(cm_chart *c, const cm_grammar *g, const cm_scan_slot *ss, uint32_t prev, uint32_t cls,
+                     uint8_t byte) {
+    if (ss->version != c->version[prev] || ss->set != prev || ss->cls != cls) return -1;
+    const cm_memo *mm = ss->mm;
+    uint32_t cur = prev + 1;
+    if (!mm) return 0;
+    if (mm->stamp != ss->stamp || mm->vset >= cur || mm->version != c->version[mm->vset] ||
+        (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != byte) || mm->n_closure > g->lim.max_items_per_set ||
+        c->n_items + mm->n_closure > g->lim.max_chart_items)
+        return -1;
+    if (cm_chart_begin_set(c) ||
+        cm_grow((void **)&c->items, &c->cap_items, c->n_items + mm->n_closure, sizeof *c->items))
+        return -1;
+    c->set_byte[c->n_sets] = byte;
+    cm_item *out = c->items + c->n_items;
+    for (uint32_t i = 0; i < mm->n_closure; i++) {
+        cm_item it = mm->closure[i];
+        out[i] = (cm_item){it.state, it.origin == CM_MEMO_HERE ? cur : it.origin};
+    }
+    c->n_items += mm->n_closure;
+    c->exited = mm->exited;
+    c->memo_used = (cm_memo *)mm;
+    cm_chart_end_set(c);
+    return 1;
+}
+
+/* cm_chart_scan's scan of a set of many items, in a memo_big chart of a grammar without
+ * lookahead debts (cm_chart_scan_kept): a kept scan is looked for first, and this one kept.  Out
+ * of line, so that every other chart's scans run the code they ran before. */
+static __attribute__((noinline)) int scan_set_kept(cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    const cm_tables *t = &g->t;
+    uint32_t cls = t->byte_class[byte], prev = (uint32_t)c->n_sets - 1;
+    cm_scan_slot *ss = NULL;
+    if ((ss = scan_slot(c, prev, cls))) {
+        int kept = scan_kept(c, g, ss, prev, cls, byte);
+        if (kept >= 0) {
+            atomic_fetch_add_explicit(&g_scan_memo_hits, 1, memory_order_relaxed);
+            return kept;
+        }
+    }
+    int rc = cm_chart_begin_set(c);
+    if (rc) return rc;
+    c->set_byte[c->n_sets] = byte;
+    size_t lo = c->set_start[prev], hi = c->set_start[prev + 1];
+    bool indexed = true;
+    if (hi - lo <= g->lim.max_items_per_set && c->n_items + (hi - lo) <= g->lim.max_chart_items) {
+        /* no add can trip a limit: the kernel is added without add_item's checks */
+        if ((rc = cm_grow((void **)&c->items, &c->cap_items, c->n_items + (hi - lo), sizeof *c->items)))
+            goto fail;
+        if ((rc = scan_kernel(c, g, cls, byte, lo, hi, &indexed))) goto fail;
+    } else {
+        for (size_t i = lo; i < hi; i++) {
+            cm_item it = c->items[i];
+            uint32_t st = cm_st(it.state), la = cm_la_next(g, cm_la(it.state), byte);
+            if (!g->has_bytes[st] || la == CM_LA_DEAD) continue;
+            int32_t next = t->trans[(size_t)st * t->n_classes + cls];
+            if (next < 0 || (la && !debt_payable(g, (uint32_t)next, la, 0))) continue;
+            if ((rc = add_item(c, g, cm_pack((uint32_t)next, la), it.origin))) goto fail;
+        }
+    }
+    if (c->n_items == c->set_start[c->n_sets]) {
+        if (ss) *ss = (cm_scan_slot){c->version[prev], NULL, 0, prev, cls};
+        return 0;
+    }
+    if ((rc = close_memoized(c, g, indexed, false))) goto fail;
+    if (ss && c->memo_used) *ss = (cm_scan_slot){c->version[prev], c->memo_used, c->memo_used->stamp, prev, cls};
+    cm_chart_end_set(c);
+    return 1;
+fail:
+    c->n_items = c->set_start[c->n_sets];
+    return rc;
+}
+
 /* Scan one byte from the last set: 1 = a non-empty set was appended,
  * 0 = the byte is not viable here (chart unchanged), < 0 = error. */
 int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
@@ -688,6 +782,17 @@ int cm_chart_scan(cm_chart *c, const cm_grammar *g, uint8_t byte) {
 fail:
     c->n_items = c->set_start[c->n_sets];
     return rc;
+}
+
+/* cm_chart_scan, a scan of a big set kept (scan_slot) where the chart asks for it (memo_big, a
+ * grammar without lookahead debts): walk.c's upward filter reads its rests through this, so
+ * every other chart's scans run the code they ran before. */
+int cm_chart_scan_kept(cm_chart *c, const cm_grammar *g, uint8_t byte) {
+    if (!c->memo_big || g->has_segments || g->t.n_la > 1 || !atomic_load_explicit(&g_scan_memo, memory_order_relaxed))
+        return cm_chart_scan(c, g, byte);
+    c->exited = false;
+    c->memo_used = NULL;
+    return scan_set_kept(c, g, byte);
 }
 
 /* Would cm_chart_scan of this byte append a set (barring errors)?  The set

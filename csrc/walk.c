@@ -451,7 +451,7 @@ static long scan_rest(cm_chart *c, const cm_grammar *g, const uint8_t *p, uint32
             *built = d;
             return cm_chart_viable(c, g, p[d]) ? len : d;
         }
-        int r = cm_chart_scan(c, g, p[d]);
+        int r = cm_chart_scan_up(c, g, p[d]);
         if (r < 0) return r;
         if (r == 0) {
             *built = d;
@@ -1078,7 +1078,7 @@ static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_
         m->up_rule = rule + 1;
     }
     cm_chart_truncate(up, 1);
-    int sc = cm_chart_scan(up, g, x);  /* 0: no item reads x, and every rest led by x dies on it */
+    int sc = cm_chart_scan_up(up, g, x);  /* 0: no item reads x, and every rest led by x dies on it */
     if (sc < 0) return NULL;
     if (sc > 0) set_reads(g, up, ps->second[x]);
     cm_set_bit(ps->made, x);
