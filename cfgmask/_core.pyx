@@ -2084,6 +2084,14 @@ def tail_index_enable(bint on):
 
 
 
+def flat_lcp_jump_enable(bint on):
+    """Know a flat walk's exit flags at its next stop to the common prefix of the two stops'
+    entries, their bytes compared (csrc/flat.c, flat_known_upto; the default), or, off, by a
+    scan of every trie entry between them: the reference the tests compare against.
+    Process-wide; clear the caches after a change.  The masks are the same."""
+    cm_flat_lcp_jump_enable(1 if on else 0)
+
+
 def tail_sparse_enable(bint on):
     """Keep a tail part of a small first byte's subtree (1,024 trie entries at most) as its
     accepted ids, its walk written into a zero spare bitset that goes back to the cache

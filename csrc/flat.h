@@ -60,6 +60,10 @@ void cm_flat_class_bulk_enable(int mode);
 size_t cm_flat_class_bulk_walks(void);
 /* How many class tables were made in this process (kept by the vocabulary, shared by its grammars). */
 size_t cm_flat_class_tables(void);
+/* A flat walk's exit flags known to the common prefix of two stops' entries, their bytes
+ * compared (flat.c, flat_known_upto; on by default), or, off, by a scan of every entry
+ * between: process-wide, clear the caches after a change. */
+void cm_flat_lcp_jump_enable(int on);
 void cm_flat_free(cm_flat *f);
 
 #endif
