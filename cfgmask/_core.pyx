@@ -2084,12 +2084,13 @@ def tail_index_enable(bint on):
 
 
 
-def flat_lcp_jump_enable(bint on):
+def flat_lcp_jump_enable(int mode):
     """Know a flat walk's exit flags at its next stop to the common prefix of the two stops'
-    entries, their bytes compared (csrc/flat.c, flat_known_upto; the default), or, off, by a
-    scan of every trie entry between them: the reference the tests compare against.
-    Process-wide; clear the caches after a change.  The masks are the same."""
-    cm_flat_lcp_jump_enable(1 if on else 0)
+    entries, their bytes compared (csrc/flat.c, flat_known_upto): 1 (or True, the default)
+    where more than a few trie entries lie between the stops, 2 at every stop (for the tests),
+    0 (or False) never: a scan of every entry between, the reference the tests compare
+    against.  Process-wide; clear the caches after a change.  The masks are the same."""
+    cm_flat_lcp_jump_enable(mode)
 
 
 def tail_sparse_enable(bint on):

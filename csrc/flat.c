@@ -754,11 +754,13 @@ typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_TEXT, FLAT_BULK_NAMES,
  * share.  The trie is sorted, so the least common prefix of consecutive entries from a to b
  * (what the walk took, entry after entry: each entry of every dead subtree skipped, ~3
  * instructions an entry, 57,875 of them under ` `) is a's common prefix with b: their bytes,
- * compared up to fl_ok.  On by default; off: the scan of every entry between (the reference). */
+ * compared up to fl_ok.  Mode 1 (the default) where more than CM_FLAT_LCP_SCAN entries lie
+ * between, 2 at every stop (for the tests), 0 never: the scan of every entry between (the
+ * reference). */
 static atomic_int g_flat_lcp_jump = 1;
 /* up to this many entries between, the scan (~3 instructions an entry) costs less */
 #define CM_FLAT_LCP_SCAN 4
-void cm_flat_lcp_jump_enable(int on) { atomic_store(&g_flat_lcp_jump, on ? 1 : 0); }
+void cm_flat_lcp_jump_enable(int mode) { atomic_store(&g_flat_lcp_jump, mode < 0 ? 0 : mode > 2 ? 2 : mode); }
 
 static inline uint32_t flat_known_upto(const cm_vocab *v, size_t a, size_t b, uint32_t fl_ok) {
     const uint8_t *x = v->trie_data + v->trie_off[a], *y = v->trie_data + v->trie_off[b];
@@ -801,7 +803,9 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     if (k >= k_end) return rc;
     uint32_t d = lcp[k] > d0 ? lcp[k] : d0;
     size_t k_fl = k;
-    bool jump = atomic_load_explicit(&g_flat_lcp_jump, memory_order_relaxed) != 0;
+    int jump_mode = atomic_load_explicit(&g_flat_lcp_jump, memory_order_relaxed);
+    bool jump = jump_mode != 0;
+    size_t jump_over = jump_mode == 2 ? 0 : CM_FLAT_LCP_SCAN;
     flat_pos at = {k, d, st[d], 0, 0};
     for (;;) {
         if (np)
@@ -825,7 +829,7 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
             rc = to + 8;
             break;
         }
-        if (jump && at.k - k_fl > CM_FLAT_LCP_SCAN) {
+        if (jump && at.k - k_fl > jump_over) {
             fl_ok = flat_known_upto(v, k_fl, at.k, fl_ok);
             if (fl_ok > d) fl_ok = d;  /* as the scan's (at.k's own prefix length is at most d) */
             k_fl = at.k;

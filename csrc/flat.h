@@ -61,9 +61,10 @@ size_t cm_flat_class_bulk_walks(void);
 /* How many class tables were made in this process (kept by the vocabulary, shared by its grammars). */
 size_t cm_flat_class_tables(void);
 /* A flat walk's exit flags known to the common prefix of two stops' entries, their bytes
- * compared (flat.c, flat_known_upto; on by default), or, off, by a scan of every entry
- * between: process-wide, clear the caches after a change. */
-void cm_flat_lcp_jump_enable(int on);
+ * compared (flat.c, flat_known_upto): 1 where more than a few entries lie between (the
+ * default), 2 at every stop, 0 never (a scan of every entry between); process-wide, clear
+ * the caches after a change. */
+void cm_flat_lcp_jump_enable(int mode);
 void cm_flat_free(cm_flat *f);
 
 #endif
