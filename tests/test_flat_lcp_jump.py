@@ -34,14 +34,21 @@ from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
 SHIPPED = ["sql.lark", "sql.gbnf", "c.gbnf", "json.gbnf", "arithmetic.gbnf"]
 
 
+def _modes_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary) -> list:
+    """Every state's entry the same in modes 1 and 2 as in 0 (the scan); mode 0's entries."""
+    off = switch_entries(g, vocab, _core.flat_lcp_jump_enable, 0, Strategy())
+    for mode in (1, 2):
+        on = switch_entries(g, vocab, _core.flat_lcp_jump_enable, mode, Strategy())
+        same_entries(on, off, f"mode {mode}")
+    return off
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_same_entries(name: str) -> None:
     """Every state's entry with Llama-3 the same in each mode; by whole walks for two."""
     vocab = cfgmask.Vocabulary.llama3()
     g = shipped(name)
-    off = switch_entries(g, vocab, _core.flat_lcp_jump_enable, 0, Strategy())
-    for mode in (1, 2):
-        same_entries(switch_entries(g, vocab, _core.flat_lcp_jump_enable, mode, Strategy()), off, f"mode {mode}")
+    off = _modes_same(g, vocab)
     if name in ("sql.lark", "json.gbnf"):
         same_entries(off, switch_entries(g, vocab, _core.flat_lcp_jump_enable, 1, WALKS_ONLY), "whole walks")
 
@@ -72,7 +79,7 @@ name ::= [a-z_] [a-z0-9_]*
 ws ::= {ws}
 ws1 ::= [ ]+
 """
-KW = ('"sel"', '( "sel" | "select" )', '( "se" | "sel" "ect"? | "from" )', '[sS] [eE] [lL]')
+KW = ('"sel"', '( "sel" | "select" )', '( "se" | "sel" "ect"? | "from" )', "[sS] [eE] [lL]")
 WS = ("[ ]*", "[ \\t]?", '" "?')
 PIECES = (
     b" ", b"  ", b" s", b" se", b" sel", b" select", b" selector", b"sel", b"select", b"selects",
@@ -82,9 +89,7 @@ PIECES = (
 
 
 def _all_modes_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary) -> None:
-    off = switch_entries(g, vocab, _core.flat_lcp_jump_enable, 0, Strategy())
-    for mode in (1, 2):
-        same_entries(switch_entries(g, vocab, _core.flat_lcp_jump_enable, mode, Strategy()), off, f"mode {mode}")
+    off = _modes_same(g, vocab)
     with core_switch(_core.flat_lcp_jump_enable, 2, 1):
         same_entries(off, entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)), "whole walks")
 
@@ -98,7 +103,7 @@ def test_random_keyword_grammars_same_entries(kw: str, ws: str, v: Vocab) -> Non
 
 @settings(max_examples=25, deadline=None)
 @given(st.sampled_from(KW), st.sampled_from(WS), vocabularies(PIECES), st.data())
-def test_random_keyword_grammars_masks_equal_reference(kw: str, ws: str, v: Vocab, data: st.DataObject) -> None:
+def test_random_keyword_grammars_masks(kw: str, ws: str, v: Vocab, data: st.DataObject) -> None:
     """The masks along random walks, jumping at every stop: the reference matcher's, and those
     of whole walks."""
     g = cfgmask.Grammar.from_gbnf(GRAMMAR.format(kw=kw, ws=ws))
@@ -116,14 +121,3 @@ def test_llama3_keyword_grammar_same_entries() -> None:
     stops (every name under ` s`), in each mode and by whole walks."""
     g = cfgmask.Grammar.from_gbnf(GRAMMAR.format(kw=KW[2], ws=WS[0]))
     _all_modes_same(g, cfgmask.Vocabulary.llama3())
-
-
-def test_flags_made_on_another_path() -> None:
-    """Two stops two bytes deep whose entries share one byte: `item` may end after `a`, and
-    `b` follows it where `c` does not, so `abz` dies after an exit that `b` follows (uncertain)
-    and `acz` after one `c` does not (rejected): the flags at depth 2 made on `abz`'s path do
-    not hold on `acz`'s.  Every state's entry the same in each mode and by whole walks."""
-    g = cfgmask.Grammar.from_gbnf('root ::= item "b" | item\nitem ::= "a" | "ab" "x" | "ac" "x"\n')
-    pieces = [b"a", b"ab", b"abz", b"abzz", b"ac", b"acz", b"aczz", b"acx", b"abx", b"b", b"c", b"x", b"z"]
-    v = Vocab(tokens=[None, *pieces], stop_ids=(0,))
-    _all_modes_same(g, _vocab(v))
