@@ -768,6 +768,11 @@ static inline uint32_t flat_known_upto(const cm_vocab *v, size_t a, size_t b, ui
     uint32_t n = fl_ok, m = 0;
     if (la < n) n = (uint32_t)la;
     if (lb < n) n = (uint32_t)lb;
+    for (uint64_t p, q; m + 8 <= n; m += 8) {  /* eight bytes a step: deep in a string, fl_ok is large */
+        memcpy(&p, x + m, 8);
+        memcpy(&q, y + m, 8);
+        if (p != q) break;
+    }
     while (m < n && x[m] == y[m]) m++;
     return m;
 }
@@ -802,10 +807,9 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     fl[d0] = 0;
     if (k >= k_end) return rc;
     uint32_t d = lcp[k] > d0 ? lcp[k] : d0;
-    size_t k_fl = k;
+    size_t k_fl = k, k_ref = k;  /* k_ref: the entry the flags were last made on */
     int jump_mode = atomic_load_explicit(&g_flat_lcp_jump, memory_order_relaxed);
-    bool jump = jump_mode != 0;
-    size_t jump_over = jump_mode == 2 ? 0 : CM_FLAT_LCP_SCAN;
+    size_t jump_over = jump_mode == 2 ? 0 : jump_mode ? CM_FLAT_LCP_SCAN : SIZE_MAX;
     flat_pos at = {k, d, st[d], 0, 0};
     for (;;) {
         if (np)
@@ -829,8 +833,8 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
             rc = to + 8;
             break;
         }
-        if (jump && at.k - k_fl > jump_over) {
-            fl_ok = flat_known_upto(v, k_fl, at.k, fl_ok);
+        if (at.k - k_fl > jump_over) {
+            fl_ok = flat_known_upto(v, k_ref, at.k, fl_ok);
             if (fl_ok > d) fl_ok = d;  /* as the scan's (at.k's own prefix length is at most d) */
             k_fl = at.k;
         } else {
@@ -844,6 +848,7 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
         const uint8_t *exited = f->exited;
         for (; fl_ok < d; fl_ok++)
             fl[fl_ok + 1] = fl[fl_ok] | (fl_ok && exited[flat_id(f, st[fl_ok] & FLAT_ROW)] && cm_bit(fol, p[fl_ok]));
+        k_ref = at.k;
         uint32_t id = flat_id(f, s & FLAT_ROW);
         uint8_t ex = d && exited[id];
         k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);
@@ -851,7 +856,7 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
                                              no text entry (flat_text_live), no name (flat_names_live),
                                              no X-only entry (class_chain) */
         if (rc || k >= k_end) break;
-        if (!jump) k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
+        k_fl = k - 1;  /* the entries skipped share k's first d + 1 bytes: k's prefix length is next */
         at.k = k;
         at.d = lcp[k];  /* at least d0, at most d */
         at.s = st[at.d];
