@@ -407,6 +407,7 @@ cdef extern from "flat.h" nogil:
     void cm_flat_class_bulk_enable(int mode)
     size_t cm_flat_class_bulk_walks()
     size_t cm_flat_class_tables()
+    void cm_flat_lcp_jump_enable(int mode)
 
 
 cdef extern from "compose.h" nogil:

@@ -2109,6 +2109,15 @@ def tail_index_enable(bint on):
 
 
 
+def flat_lcp_jump_enable(int mode):
+    """Know a flat walk's exit flags at its next stop to the common prefix of the two stops'
+    entries, their bytes compared (csrc/flat.c, flat_known_upto): 1 (or True, the default)
+    where more than a few trie entries lie between the stops, 2 at every stop (for the tests),
+    0 (or False) never: a scan of every entry between, the reference the tests compare
+    against.  Process-wide; clear the caches after a change.  The masks are the same."""
+    cm_flat_lcp_jump_enable(mode)
+
+
 def tail_sparse_enable(bint on):
     """Keep a tail part of a small first byte's subtree (1,024 trie entries at most) as its
     accepted ids, its walk written into a zero spare bitset that goes back to the cache

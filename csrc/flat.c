@@ -750,13 +750,42 @@ static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const uint8
 /* The bulk tables a walk skips by: the plain entries', the text entries', the name entries', none. */
 typedef enum { FLAT_BULK_NONE, FLAT_BULK_PLAIN, FLAT_BULK_TEXT, FLAT_BULK_NAMES, FLAT_BULK_CLASS } flat_bulk;
 
+/* How far the exit flags of a flat walk are known at its next stop (flat_walk_from): fl[0 ..
+ * fl_ok] were made along entry a's path, and hold on entry b's path up to the bytes the two
+ * share.  The trie is sorted, so the least common prefix of consecutive entries from a to b
+ * (what the walk took, entry after entry: each entry of every dead subtree skipped, ~3
+ * instructions an entry, 57,875 of them under ` `) is a's common prefix with b: their bytes,
+ * compared up to fl_ok.  Mode 1 (the default) where more than CM_FLAT_LCP_SCAN entries lie
+ * between, 2 at every stop (for the tests), 0 never: the scan of every entry between (the
+ * reference). */
+static atomic_int g_flat_lcp_jump = 1;
+/* up to this many entries between, the scan (~3 instructions an entry) costs less */
+#define CM_FLAT_LCP_SCAN 4
+void cm_flat_lcp_jump_enable(int mode) { atomic_store(&g_flat_lcp_jump, mode < 0 ? 0 : mode > 2 ? 2 : mode); }
+
+static inline uint32_t flat_known_upto(const cm_vocab *v, size_t a, size_t b, uint32_t fl_ok) {
+    const uint8_t *x = v->trie_data + v->trie_off[a], *y = v->trie_data + v->trie_off[b];
+    uint64_t la = v->trie_off[a + 1] - v->trie_off[a], lb = v->trie_off[b + 1] - v->trie_off[b];
+    uint32_t n = fl_ok, m = 0;
+    if (la < n) n = (uint32_t)la;
+    if (lb < n) n = (uint32_t)lb;
+    for (uint64_t p, q; m + 8 <= n; m += 8) {  /* eight bytes a step: deep in a string, fl_ok is large */
+        memcpy(&p, x + m, 8);
+        memcpy(&q, y + m, 8);
+        if (p != q) break;
+    }
+    while (m < n && x[m] == y[m]) m++;
+    return m;
+}
+
 /* The flat walk of entries [k, k_end) from configuration c0 at depth d0.
  *
  * A trie node costs a byte, its column and a cell: st[d] holds the cell that
  * led there (the configuration's row).  The flags of an exit before (fl) are
  * computed only where a subtree ends dead or leaves the DFA, along the path
  * from the depth up to which they are known (fl_ok, at most the prefix length
- * of each entry read since: k_fl the last one counted). */
+ * of each entry read since: k_fl the last one counted; or, jumping, the common
+ * prefix of k_fl, the entry they were made on, with the stop's: flat_known_upto). */
 static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t rule, size_t k, size_t k_end,
                           uint32_t d0, cm_walk *w, flat_bulk bulk, const flat_cls *xc) {
     const cm_vocab *v = g->v;
@@ -779,7 +808,9 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     fl[d0] = 0;
     if (k >= k_end) return rc;
     uint32_t d = lcp[k] > d0 ? lcp[k] : d0;
-    size_t k_fl = k;
+    size_t k_fl = k, k_ref = k;  /* k_ref: the entry the flags were last made on */
+    int jump_mode = atomic_load_explicit(&g_flat_lcp_jump, memory_order_relaxed);
+    size_t jump_over = jump_mode == 2 ? 0 : jump_mode ? CM_FLAT_LCP_SCAN : SIZE_MAX;
     flat_pos at = {k, d, st[d], 0, 0};
     for (;;) {
         if (np)
@@ -803,15 +834,22 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
             rc = to + 8;
             break;
         }
-        for (size_t kn; k_fl < at.k; k_fl = kn) {
-            kn = np ? nxt[k_fl + 1] : k_fl + 1;
-            if (fl_ok > lcp[kn]) fl_ok = lcp[kn];
+        if (at.k - k_fl > jump_over) {
+            fl_ok = flat_known_upto(v, k_ref, at.k, fl_ok);
+            if (fl_ok > d) fl_ok = d;  /* as the scan's (at.k's own prefix length is at most d) */
+            k_fl = at.k;
+        } else {
+            for (size_t kn; k_fl < at.k; k_fl = kn) {
+                kn = np ? nxt[k_fl + 1] : k_fl + 1;
+                if (fl_ok > lcp[kn]) fl_ok = lcp[kn];
+            }
         }
         /* the flags along the path, from where they are known; an exit at depth 0 is
          * another item of the same set */
         const uint8_t *exited = f->exited;
         for (; fl_ok < d; fl_ok++)
             fl[fl_ok + 1] = fl[fl_ok] | (fl_ok && exited[flat_id(f, st[fl_ok] & FLAT_ROW)] && cm_bit(fol, p[fl_ok]));
+        k_ref = at.k;
         uint32_t id = flat_id(f, s & FLAT_ROW);
         uint8_t ex = d && exited[id];
         k = flat_leave(g, f, to, id, rule, at.k, d, fl[d], ex, fl[d] | (ex && cm_bit(fol, p[d])), w, &rc);

@@ -64,6 +64,11 @@ size_t cm_flat_class_tables(void);
  * class's bytes that open entries). */
 bool cm_flat_class_ids(const cm_vocab *v, const uint32_t *x, const uint32_t **ids, const uint32_t **len_at,
                        uint32_t *top);
+/* A flat walk's exit flags known to the common prefix of two stops' entries, their bytes
+ * compared (flat.c, flat_known_upto): 1 where more than a few entries lie between (the
+ * default), 2 at every stop, 0 never (a scan of every entry between); process-wide, clear
+ * the caches after a change. */
+void cm_flat_lcp_jump_enable(int mode);
 void cm_flat_free(cm_flat *f);
 
 #endif
