@@ -24,7 +24,7 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along, same_document_masks, same_entries, walk_agrees
+from .helpers import core_switch, masks_along, same_document_masks, same_entries, stop_vocab, walk_agrees
 from .reference import ReferenceMatcher
 from .strategies import Vocab, token_walks, vocabularies
 from .test_compose_self import switch_entries
@@ -121,3 +121,33 @@ def test_llama3_keyword_grammar_same_entries() -> None:
     stops (every name under ` s`), in each mode and by whole walks."""
     g = cfgmask.Grammar.from_gbnf(GRAMMAR.format(kw=KW[2], ws=WS[0]))
     _all_modes_same(g, cfgmask.Vocabulary.llama3())
+
+
+# A name that exits `item` and reads on (` ` follows an item, and ` as` goes on in it) after
+# entries that share only its first byte: `aaa(` stops (dead after its exits, whose next bytes
+# follow no item) with its flags made to depth 3, none set; `aab` .. `aaf` die before any exit,
+# skipped (more than CM_FLAT_LCP_SCAN entries, so mode 1 jumps too); `ab ,` stops at depth 3
+# after `ab` exited before ` `, the flag at depth 3 set on its own path only.  Flags trusted
+# past the two stops' common prefix (`a`) reject `ab ,`, which `sel ab ,` completes.
+EXIT_PIECES = (
+    b"sel ", b"aaa(", b"aab", b"aac", b"aad", b"aae", b"aaf", b"ab ,", b"ab", b"a", b" ", b",",
+    b"as", b"(", b")",
+)  # fmt: skip
+
+
+def test_exit_flags_past_common_prefix() -> None:
+    """An exit's flag on a stop's path past its common prefix with the stop before, the token
+    kept uncertain (and accepted) in each mode: masks against the reference, entries against
+    the scan's."""
+    g = cfgmask.Grammar.from_gbnf(GRAMMAR.format(kw='"sel"', ws="[ ]*"))
+    vocab, tokens = stop_vocab(EXIT_PIECES)
+    stops = [len(EXIT_PIECES)]
+    ref_m = ReferenceMatcher(g.ir)
+    sel, ab_comma = EXIT_PIECES.index(b"sel "), EXIT_PIECES.index(b"ab ,")
+    assert ref_m.mask(b"sel ", tokens, stops, [])[ab_comma]  # what the test is about
+    walk = [sel, ab_comma, EXIT_PIECES.index(b"(")]
+    for mode in (0, 1, 2):
+        with core_switch(_core.flat_lcp_jump_enable, mode, 1):
+            m = cfgmask.Matcher(cfgmask.compile(g, vocab))
+            walk_agrees(ref_m, tokens, stops, [], walk, **{f"mode {mode}": m})
+    _modes_same(g, vocab)
