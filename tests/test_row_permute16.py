@@ -23,9 +23,9 @@ from hypothesis import given
 import cfgmask
 from cfgmask import _core, ir
 
-from .helpers import alt, chars, core_switch, lit, masks_along
+from .helpers import alt, chars, core_switch, grammar, lit, masks_along, seq
 from .strategies import Vocab, vocabularies
-from .test_chain_memo import VOCAB, _all_entries, _assert_references, _taken, _two_values, repeated
+from .test_chain_memo import VOCAB, _all_entries, _assert_references, _string, _taken, _two_values, repeated
 from .test_engine_differential import _vocab
 from .test_past_positions import _first_document
 from .test_repeats import CHAIN_PIECES, UNITS
@@ -79,7 +79,8 @@ def _leads(skip: str = "") -> ir.Expr:
 
 
 def _leads_vocab() -> cfgmask.Vocabulary:
-    return _vocab(Vocab([*VOCAB.tokens, *(c.encode() for c in LEADS if c.encode() not in VOCAB.tokens)], (), ()))
+    more = (c.encode() for c in LEADS + "\u0129" if c.encode() not in VOCAB.tokens)
+    return _vocab(Vocab([*VOCAB.tokens, *more], (), ()))
 
 
 @pytest.mark.parametrize(("lo", "hi"), [(0, 20), (3, 40)])
@@ -98,6 +99,26 @@ def test_each_lead_checked(skip: str) -> None:
     permutes on and off, and the plain walks'."""
     gs = [_two_values(_leads(), 3, 40, ""), _two_values(_leads(skip), 3, 40, "{{")]
     _assert_wide_changes_nothing(gs, _leads_vocab())
+
+
+def _shared_lead(prefix: str, second: str) -> ir.Grammar:
+    """The leads' strings but \u0101 (lead C4) swapped for second, then \u0129 (C4 A9) after both:
+    C3 and C4 stay classes of their own, and with second \u0129 both lead to the state reading A9
+    (one slot of the memo's row, its other class C4), with \u0101 C4 leads elsewhere."""
+    unit = alt(chars("ac"), lit("\\n"), *[chars(c) for c in LEADS if c != "\u0101"], chars(second))
+    return grammar(root=seq(lit(prefix), _string(unit, 3, 40), lit(","), _string(unit, 3, 40), lit("\u0129")))
+
+
+@pytest.mark.parametrize("second", ["\u0129", "\u0101"])
+def test_other_class_in_a_late_slot_checked(second: str) -> None:
+    """A memo whose row leads C3 and C4 into one slot (past the first 8), then our rows leading
+    them to one state (the memo taken: 3) or C4 elsewhere (refused by the other class's lane: 2),
+    on as off; every entry the plain walks'."""
+    gs = [_shared_lead("", "\u0129"), _shared_lead("{{", second)]
+    vocab = _leads_vocab()
+    assert _assert_wide_changes_nothing(gs, vocab) > 0 or not AVX2
+    _, taken, _ = _entries_taken(gs, vocab, True)
+    assert taken == (3 if second == "\u0129" else 2)
 
 
 @given(repeated(), vocabularies(CHAIN_PIECES))
