@@ -145,3 +145,33 @@ def test_llama3_documents_masks(sid: str) -> None:
         permuted.append(_core.chain_permuted_rows() - before)
     assert (permuted[0] > permuted[1]) == AVX2
     assert all(np.array_equal(a, b) for a, b in zip(masks[0], masks[1], strict=True))
+
+
+# six leads of one continuation each (C3 80 .. C8 86): slots of their own before the leads below
+FILL = "\u00c0\u0102\u0143\u0184\u01c5\u0206"
+# DA and DB both reading {A9, B1} (one slot), DC reading {81, B1}; in MOVED, DB reads {81, B1} as DC
+SWAPPED = "\u06a9\u06b1\u06e9\u06f1\u0701\u0731"
+MOVED = "\u06a9\u06b1\u06c1\u06f1\u0701\u0731"
+
+
+def _late_other(leads: str, prefix: str) -> ir.Grammar:
+    """Two strings of the same count of ASCII, an escape, FILL and leads, then DB 81 (\u06c1: DB
+    a class of its own apart from DA and DC in either grammar)."""
+    unit = alt(chars("ac"), lit("\\n"), *[chars(c) for c in FILL + leads])
+    return grammar(root=seq(lit(prefix), _string(unit, 3, 40), lit(","), _string(unit, 3, 40), lit("\u06c1")))
+
+
+def test_only_an_other_class_in_a_late_slot_differs() -> None:
+    """A memo whose positions' main row leads DA and DB to one state (a slot past the first 8:
+    the dead bytes, ASCII, the escape and FILL's six come first), DC to another; then our rows
+    leading DB with DC instead -- the same states, the same slots' first pairs, only DB's lane
+    differs.  Refused on as off (ours analysed: 2 memos taken, not 3), every entry the plain
+    walks' (a match would take DB to DA's state: DB A9 accepted, DB 81 not)."""
+    gs = [_late_other(SWAPPED, ""), _late_other(MOVED, "{{")]
+    more = (c.encode() for c in FILL + SWAPPED + MOVED if c.encode() not in VOCAB.tokens)
+    vocab = _vocab(Vocab([*VOCAB.tokens, *more], (), ()))
+    on, taken_on, permuted_on = _entries_taken(gs, vocab, True)
+    off, taken_off, permuted_off = _entries_taken(gs, vocab, False)
+    _assert_references(gs, vocab, on, off)
+    assert taken_on == taken_off == 2
+    assert (permuted_on > permuted_off) == AVX2
