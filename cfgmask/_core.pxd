@@ -370,6 +370,7 @@ cdef extern from "chains.h" nogil:
     void cm_chain_row_gather_enable(int on)
     size_t cm_chain_gathered_rows()
     void cm_chain_row_permute_enable(int on)
+    void cm_chain_row_permute16_enable(int on)
     size_t cm_chain_permuted_rows()
     void cm_chain_rows_fused_enable(int on)
     void cm_chain_memo_out_early_enable(int on)

@@ -1672,6 +1672,14 @@ def chain_row_permute_enable(bint on):
     cm_chain_row_permute_enable(1 if on else 0)
 
 
+def chain_row_permute16_enable(bint on):
+    """Permute a shaped row of 9 to 16 slots too, each class's slot picking its target out of
+    the first 8 first pairs' or the next 8 (csrc/chains.c, on: the default), or compare its other
+    classes one by one (off: such rows as before, the reference the tests compare against).
+    Only where chain_row_permute_enable's permutes are taken.  Process-wide."""
+    cm_chain_row_permute16_enable(1 if on else 0)
+
+
 def chain_permuted_rows():
     """How many shaped rows were compared with permutes so far in this process (for the tests; 0
     on a CPU without AVX2)."""

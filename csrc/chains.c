@@ -2605,6 +2605,39 @@ __attribute__((target("avx2"))) static inline uint32_t slots_differ_avx2(const i
     }
     return !_mm256_testz_si256(acc, acc);
 }
+
+/* The same for a shape of 9 to 16 slots: each lane's slot picked out of the first 8 first
+ * pairs' targets and out of the next 8 (a permute reads its index's low 3 bits), the second
+ * taken where the slot is 8 or more.  The same answer as slots_differ_avx2 would give with
+ * 16 lanes of targets (a string position's main state: ~10 slots, its ~30 other classes
+ * compared one by one otherwise, ~300 instructions a row). */
+__attribute__((target("avx2"))) static inline uint32_t slots16_differ_avx2(const int32_t *row, const uint8_t *perm,
+                                                                  const int32_t *first, uint32_t n) {
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)first),
+            hi = _mm256_loadu_si256((const __m256i *)(const void *)(first + 8)), acc = _mm256_setzero_si256(),
+            seven = _mm256_set1_epi32(7);
+    for (uint32_t at = 0; at < n; at += 8) {
+        __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(perm + at)));
+        __m256i t = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(lo, idx), _mm256_permutevar8x32_epi32(hi, idx),
+                                       _mm256_cmpgt_epi32(idx, seven));
+        __m256i a;
+        if (at + 8 <= n) {
+            a = _mm256_loadu_si256((const __m256i *)(const void *)(row + at));
+        } else {  /* the last classes under a mask, the rest masked out (perm padded with 0) */
+            __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - at)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            a = _mm256_and_si256(_mm256_maskload_epi32(row + at, live), live);
+            t = _mm256_and_si256(t, live);
+        }
+        acc = _mm256_or_si256(acc, _mm256_xor_si256(a, t));
+    }
+    return !_mm256_testz_si256(acc, acc);
+}
+
+/* Every class of our row against its slot's target by permutes, a shape of at most 16 slots. */
+__attribute__((target("avx2"))) static inline uint32_t row_differs(const int32_t *row, const uint8_t *perm,
+                                                          const int32_t *first, uint32_t n_first, uint32_t n) {
+    return n_first > 8 ? slots16_differ_avx2(row, perm, first, n) : slots_differ_avx2(row, perm, first, n);
+}
 #endif
 
 static atomic_int g_row_gather = 0;  /* off: on this AMD EPYC a gather is microcoded, +9-10 % wall on the chain starts (design.md §7) */
@@ -2618,6 +2651,10 @@ static atomic_int g_row_permute = 1;
 static atomic_size_t g_permuted_rows;  /* rows compared class by class with permutes (the tests read it) */
 
 void cm_chain_row_permute_enable(int on) { atomic_store(&g_row_permute, on); }
+
+static atomic_int g_row_permute16 = 1;  /* shapes of 9 to 16 slots permuted too (slots16_differ_avx2) */
+
+void cm_chain_row_permute16_enable(int on) { atomic_store(&g_row_permute16, on); }
 
 static atomic_int g_rows_fused = 1;  /* a check's permuted rows in one loop (rows_permuted) */
 
@@ -2693,10 +2730,11 @@ static void plan_shape(shape_plans *sp, uint32_t x) {
             }
         for (; at < sp->n_pad; at++) oc[at] = fc[at] = 0;  /* row[0] ^ row[0]: no difference */
     }
-    if (sp->perm) {  /* each class of ours (in one pair each) its slot's order; 0xff: past 8 slots */
+    if (sp->perm) {  /* each class of ours (in one pair each) its slot's order; 0xff: past 8 slots (16
+                      * with the second permute) */
         uint8_t *pr = sp->perm + (size_t)x * sp->perm_pad;
         memset(pr, 0, sp->perm_pad);
-        if (n_first > 8)
+        if (n_first > (atomic_load(&g_row_permute16) ? 16u : 8u))
             pr[0] = 0xff;
         else
             for (uint32_t p = 0; p < np; p++) pr[sp->pc[p]] = (uint8_t)order[slot[sp->pm[p]]];
@@ -2733,7 +2771,7 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
         differ = n_others ? others_differ_avx2(row, oc, oc + sp->n_pad, n_others) : 0;
     } else if (sp->perm && sp->perm[(size_t)s * sp->perm_pad] != 0xff) {  /* the names, then every class */
         sp->n_permuted++;
-        int32_t first[8] = {0};
+        int32_t first[16] = {0};
         for (uint32_t k = 0; k < n_first; k++) {
             uint32_t e = mrow[pl[2 * k + 1]];
             int32_t r = row[pl[2 * k]];
@@ -2742,7 +2780,7 @@ static bool row_check(shape_plans *sp, const cm_grammar *g, uint32_t x, const in
             if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
             first[k] = r;
         }
-        differ = slots_differ_avx2(row, sp->perm + (size_t)s * sp->perm_pad, first, sp->n_cls);
+        differ = row_differs(row, sp->perm + (size_t)s * sp->perm_pad, first, n_first, sp->n_cls);
     } else
 #endif
     for (uint32_t k = 0, at = 0; k < n_first; k++) {
@@ -2792,7 +2830,7 @@ __attribute__((target("avx2"))) static bool rows_permuted(shape_plans *sp, const
         }
         const uint16_t *mrow = m->rows + (size_t)i * m->n_cls, *pl = sp->plans + (size_t)s * 4 * np;
         uint32_t n_first = sp->n_first[s];
-        int32_t first[8] = {0};
+        int32_t first[16] = {0};
         n_rows++;
         for (uint32_t k = 0; ok && k < n_first; k++) {
             uint32_t e = mrow[pl[2 * k + 1]];
@@ -2802,7 +2840,7 @@ __attribute__((target("avx2"))) static bool rows_permuted(shape_plans *sp, const
             if (named > 0 && queue && e < m->n_loc) queue[(*n_q)++] = e;
             first[k] = r;
         }
-        if (!ok || !slots_differ_avx2(row, sp->perm + (size_t)s * sp->perm_pad, first, nc)) continue;
+        if (!ok || !row_differs(row, sp->perm + (size_t)s * sp->perm_pad, first, n_first, nc)) continue;
         const uint16_t *ends = pl + 2 * np, *others = pl + 3 * np;
         for (uint32_t k = 0, at = 0; ok && k < n_first; k++)  /* (dead: any negative target) */
             for (int32_t r = first[k]; ok && at < ends[k]; at++)

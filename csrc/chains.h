@@ -40,6 +40,7 @@ size_t cm_chain_gathered_rows(void);
  * class of ours is in one class pair (on, the default), or its other classes one by one
  * (off: the reference the tests compare against).  Process-wide. */
 void cm_chain_row_permute_enable(int on);
+void cm_chain_row_permute16_enable(int on);
 /* How many rows were compared with permutes so far (process-wide). */
 size_t cm_chain_permuted_rows(void);
 /* A whole chain's check of a memo (memo_match) reading its permuted rows in one loop (on, the
