@@ -89,13 +89,6 @@ static bool skeleton_same(const reg *r, uint32_t s, uint32_t t) {
            && (!nl || !memcmp(d->lab + d->lab_off[s], d->lab + d->lab_off[t], nl * sizeof *d->lab));
 }
 
-/* The skeleton (hashed as sk) and the classes of s's successors (all final). */
-static uint64_t full_hash(const reg *r, uint32_t s, uint64_t sk) {
-    uint64_t h = sk;
-    for (uint32_t i = 0, m = n_edges(r, s); i < m; i++) h = MIX(h, r->cls[target(r, s, i)]);
-    return h ^ (h >> 31);
-}
-
 static bool full_same(const reg *r, uint32_t s, uint32_t t) {
     if (!skeleton_same(r, s, t)) return false;
     for (uint32_t i = 0, m = n_edges(r, s); i < m; i++)
@@ -117,9 +110,28 @@ static uint32_t new_class(reg *r, uint32_t s, uint64_t h, uint64_t sk) {
     return c;
 }
 
+/* skeleton_hash(r, s) into *sk and, in the same pass over s's edges, a hash of what full_same
+ * compares (each edge's symbol with its target's final class): the signature table's hash of s
+ * (register_trivial and new classes alike take it from here, so states full_same finds the same
+ * hash the same). */
+static uint64_t signature_hash(const reg *r, uint32_t s, uint64_t *sk) {
+    const cm_dfa_out *d = r->d;
+    uint64_t k = MIX(1469598103934665603ULL, d->accepting[s]), h = k;
+    for (uint32_t e = r->spo[s]; e < r->spo[s + 1]; e++) {
+        k = MIX(k, r->spc[e]);
+        h = MIX(MIX(h, r->spc[e]), r->cls[r->spt[e]]);
+    }
+    for (uint32_t e = d->lab_off[s]; e < d->lab_off[s + 1]; e++) {
+        k = MIX(k, d->lab[e] | 1ULL << 40);
+        h = MIX(MIX(h, d->lab[e] | 1ULL << 40), r->cls[d->lab_to[e]]);
+    }
+    *sk = k ^ (k >> 29);
+    return h ^ (h >> 31);
+}
+
 /* A state on no cycle. */
 static void register_trivial(reg *r, uint32_t s) {
-    uint64_t sk = skeleton_hash(r, s), h = full_hash(r, s, sk);
+    uint64_t sk, h = signature_hash(r, s, &sk);
     for (size_t i = h & (r->cap - 1); r->sig_tab[i]; i = (i + 1) & (r->cap - 1))
         if (full_same(r, s, r->rep[r->sig_tab[i] - 1])) {
             r->cls[s] = r->sig_tab[i] - 1;
@@ -246,8 +258,8 @@ static void register_cycle(reg *r, uint32_t k) {
         uint32_t first = r->n_cls;
         for (uint32_t i = 0; i < k; i++) r->cls[r->memb[i]] = first + r->blk[i];
         for (uint32_t b = 0; b < n_blk; b++) {
-            uint64_t sk = skeleton_hash(r, r->brep[b]);
-            new_class(r, r->brep[b], full_hash(r, r->brep[b], sk), sk);
+            uint64_t sk, h = signature_hash(r, r->brep[b], &sk); /* (its targets' classes are set now) */
+            new_class(r, r->brep[b], h, sk);
         }
     }
     for (uint32_t i = 0; i < k; i++) r->pos[r->memb[i]] = NONE;
@@ -279,9 +291,13 @@ static void components(reg *r, tarjan *t, bool *done) {
         t->index[root] = t->low[root] = idx++, t->stack[sp++] = root, t->on[root] = 1;
         r->live[root] = r->d->accepting[root];
         while (cp) {
-            uint32_t s = t->call[cp - 1], e = t->next[cp - 1]++; /* next: s's next edge, in et */
-            if (e < r->eo[s + 1]) {
-                uint32_t u = r->et[e];
+            uint32_t s = t->call[cp - 1], e = t->next[cp - 1], e1 = r->eo[s + 1]; /* next: s's next edge, in et */
+            if (e < e1) {
+                uint32_t u = r->et[e++];
+                /* the edges after it to the same target (a run of byte classes) tell nothing
+                 * new: u is numbered now, its low link or liveness taken once */
+                while (e < e1 && r->et[e] == u) e++;
+                t->next[cp - 1] = e;
                 if (t->index[u] == NONE) {
                     t->call[cp] = u, t->next[cp++] = r->eo[u];
                     t->index[u] = t->low[u] = idx++, t->stack[sp++] = u, t->on[u] = 1;
