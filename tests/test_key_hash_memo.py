@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given
 
@@ -20,9 +19,9 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along, same_entries
+from .helpers import core_switch, same_entries
 from .strategies import Vocab, vocabularies
-from .test_bytes_memo import _sp4
+from .test_bytes_memo import sp4_masks_on_off
 from .test_engine_differential import _vocab
 from .test_repeats import PIECES, _compile, bounded
 from .test_wrap_deep import _props
@@ -81,23 +80,7 @@ def test_llama3_key_hash_same_entries(schema: dict) -> None:
 def test_llama3_key_hash_masks_along_sp4() -> None:
     """The masks along sp_4's first valid document the same with the kept hashes on and off (off:
     no kept hash differs from its key's)."""
-    import json
-
-    quicktok = pytest.importorskip("quicktok")
-    enc = quicktok.get_encoding("llama3")
-    vocab = cfgmask.Vocabulary.llama3()
-    schema, data = _sp4()
-    tokens = enc.encode_ordinary(json.dumps(data, separators=(",", ":")))
-    g = cfgmask.Grammar.from_json_schema(schema)
-    before = _core.chain_key_hash_hits()
-    with core_switch(_core.chain_key_hash_memo_enable, True):
-        on = masks_along(cfgmask.compile(g, vocab), tokens, final=True)
-    assert _core.chain_key_hash_hits() > before
-    missed = _core.chain_key_hash_misses()
-    with core_switch(_core.chain_key_hash_memo_enable, False):
-        off = masks_along(cfgmask.compile(g, vocab), tokens, final=True)
-    assert _core.chain_key_hash_misses() == missed
-    assert all(np.array_equal(a, b) for a, b in zip(on, off, strict=True))
+    sp4_masks_on_off(_core.chain_key_hash_memo_enable, _core.chain_key_hash_hits, _core.chain_key_hash_misses)
 
 
 @given(bounded(), vocabularies(PIECES))
