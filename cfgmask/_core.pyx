@@ -1744,6 +1744,25 @@ def chain_bytes_memo_hits():
     return cm_chain_bytes_memo_hits()
 
 
+def chain_key_hash_memo_enable(bint on):
+    """Look a chain's shared walk up by the key hash its memo kept, where a memo served the form
+    (csrc/chains.c, the default) or, off, hash the key at each lookup: the reference the tests
+    compare against.  Process-wide."""
+    cm_chain_key_hash_memo_enable(1 if on else 0)
+
+
+def chain_key_hash_hits():
+    """How many shared-walk lookups took a memo's kept key hash so far in this process (for the
+    tests)."""
+    return cm_chain_key_hash_hits()
+
+
+def chain_key_hash_misses():
+    """With the kept hashes off: how many lookups so far found a form's kept key hash unequal to
+    its key's own in this process (for the tests, which require none)."""
+    return cm_chain_key_hash_misses()
+
+
 def chain_wrap_direct_enable(bint on):
     """Split a wrapping block position's uncertain tokens as its entry is assembled from the
     chain's bitsets (csrc/chains.c, the default) or, off, afterwards a token at a time: the

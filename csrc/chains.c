@@ -299,6 +299,8 @@ typedef struct chain_form {
     uint32_t *key;
     size_t n_key;
     uint32_t budget;            /* B: how far s is from the end of its orbit */
+    uint64_t key_hash;          /* key_hash_of(key), where hashed (taken from a kept memo's) */
+    bool hashed;
 } chain_form;
 
 /* The model of representative u, checked on every state of its orbit: per
@@ -365,6 +367,7 @@ static void form_free(chain_form *f) {
     free(f->aam);
     f->key = f->head = NULL;
     f->lam = f->to = f->aam = NULL;
+    f->hashed = false;
 }
 
 static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
@@ -380,6 +383,7 @@ static bool chain_form_of(chain_scan *cs, uint32_t s_local, chain_form *f) {
     uint32_t len[CM_CHAIN_LABELS], acc_from[CM_CHAIN_LABELS];
     bool ends[CM_CHAIN_LABELS], ok = lbl && code && lim && lo && first;
     f->key = NULL;
+    f->hashed = false;
     f->n_lab = 0;
     if (ok) {
         for (uint32_t i = 0; i < cs->n; i++) lbl[i] = NONE;
@@ -1255,13 +1259,53 @@ static int chain_data_of(const cm_grammar *g, const chain_form *f, uint64_t h, c
     return CM_OK;
 }
 
+/* ---- a form's key hash kept with its memo (issue 12, session 44) ----
+ *
+ * A chain's shared walk is looked up (in the grammar's cache, then the vocabulary's store) by a
+ * hash of its form's key: 2 + 770 words a label, ~11.5 K words for a JSON string's tail or a
+ * Llama-3 block, which one multiply chain a word read in ~32 K instructions (and ~4 cycles a
+ * word of latency) at each chain start, after a memo had already served the form.  The key
+ * hashed two words at a time in two independent lanes, then mixed; and a memo keeps its key's
+ * hash (computed where the memo is made, from the form that made it), which a form renamed from
+ * it (memo_match, prefix_match, suffix_match) carries to chain_shared.  A hash only picks where
+ * to look: both lookups compare the whole key.  Off: cm_chain_key_hash_memo_enable(0), every
+ * lookup hashes its key (the reference the tests compare against). */
+static atomic_int g_key_hash_memo = 1;
+static atomic_size_t g_key_hash_hits;    /* lookups by a memo's kept hash (the tests read it) */
+static atomic_size_t g_key_hash_misses;  /* off: kept hashes found unequal to their key's */
+
+void cm_chain_key_hash_memo_enable(int on) { atomic_store(&g_key_hash_memo, on); }
+
+size_t cm_chain_key_hash_hits(void) { return atomic_load(&g_key_hash_hits); }
+
+size_t cm_chain_key_hash_misses(void) { return atomic_load(&g_key_hash_misses); }
+
+static uint64_t key_hash_of(const uint32_t *key, size_t n) {
+    uint64_t a = 0x9E3779B97F4A7C15ULL ^ n, b = 0xC2B2AE3D27D4EB4FULL;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {  /* two lanes of two words each */
+        uint64_t x, y;
+        memcpy(&x, key + i, sizeof x);
+        memcpy(&y, key + i + 2, sizeof y);
+        a = (a ^ x) * 0xbf58476d1ce4e5b9ULL;
+        b = (b ^ y) * 0x94d049bb133111ebULL;
+    }
+    for (; i < n; i++) a = (a ^ key[i]) * 0xbf58476d1ce4e5b9ULL;
+    uint64_t h = a ^ ((b << 32) | (b >> 32));  /* splitmix64's finish: every bit on every bit */
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+}
+
 /* The shared walk of form f: found in the cache, else walked and kept there.
  * NULL with *status set on failure (f->key is taken over either way). */
 static const cm_loop_walk *chain_shared(const cm_grammar *g, chain_form *f, int *status) {
     cm_cache *cache = g->cache;
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ f->n_key;
-    for (size_t i = 0; i < f->n_key; i++) h = (h ^ f->key[i]) * 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 29;
+    bool kept = f->hashed && atomic_load(&g_key_hash_memo);
+    uint64_t h = kept ? f->key_hash : key_hash_of(f->key, f->n_key);
+    if (kept) atomic_fetch_add_explicit(&g_key_hash_hits, 1, memory_order_relaxed);
+    if (!kept && f->hashed && f->key_hash != h)  /* off, the reference: a kept hash checked */
+        atomic_fetch_add_explicit(&g_key_hash_misses, 1, memory_order_relaxed);
     size_t b = CM_CHAIN_BUCKET;
     for (cm_loop_walk *lw = cache->loops[b]; lw; lw = lw->next)
         if (lw->chain && lw->hash == h && lw->n_sig == f->n_key &&
@@ -2204,6 +2248,7 @@ typedef struct chain_memo {
     uint32_t budget, n_lab;
     uint32_t *key;              /* chain_form's */
     size_t n_key;
+    uint64_t key_hash;          /* key_hash_of(key) */
     int32_t *lam, *aam;         /* chain_form's */
     int32_t *to;                /* [n_lab * 256] chain_form's, by out number (-1: none) */
     uint32_t *head;             /* [budget + 1] by local number */
@@ -2314,6 +2359,7 @@ static chain_memo *memo_alloc(uint32_t n_cls, uint32_t n_loc, uint32_t n_out, co
     m->n_lab = f->n_lab;
     m->n_key = f->n_key;
     memcpy(m->key, f->key, f->n_key * sizeof *m->key);
+    m->key_hash = f->hashed ? f->key_hash : key_hash_of(f->key, f->n_key);
     memcpy(m->lam, f->lam, (size_t)f->n_lab * 256 * sizeof *m->lam);
     memcpy(m->aam, f->aam, (size_t)f->n_lab * sizeof *m->aam);
     m->link.bytes = sizeof *m + (size_t)n_loc + n_out + (size_t)n_loc * n_cls * 2 + f->n_key * 4 +
@@ -2458,6 +2504,8 @@ static bool form_renamed(chain_form *f, const chain_memo *m, const uint32_t *new
         return false;
     }
     memcpy(f->key, m->key, m->n_key * sizeof *f->key);
+    f->key_hash = m->key_hash;
+    f->hashed = true;
     memcpy(f->lam, m->lam, (size_t)m->n_lab * 256 * sizeof *f->lam);
     memcpy(f->aam, m->aam, (size_t)m->n_lab * sizeof *f->aam);
     for (size_t j = 0; j < (size_t)m->n_lab * 256; j++)
@@ -3188,6 +3236,10 @@ static int chain_first(const cm_grammar *g, uint32_t state, bool open, cm_walk *
              last_positions(&cs) && orbits(&cs) && chain_form_of(&cs, 0, &f);
         if (ok && memo && cm_walk_store_memo_wanted(g, hint)) kept = memo_keep(&cs, &f, hint);
         scan_free(&cs);
+    }
+    if (kept) {  /* its key's hash, made with it, serves the lookup below */
+        f.key_hash = kept->key_hash;
+        f.hashed = true;
     }
     if (kept && cm_walk_store_priming(g)) pre = prefix_keep(g, kept, &f, prefix, steps);
     if (kept) cm_walk_store_put_memo(g, &kept->link);

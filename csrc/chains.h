@@ -69,6 +69,15 @@ void cm_chain_past_memo_enable(int on);
 void cm_chain_bytes_memo_enable(int on);
 /* How many walks were assembled so far from a kept start's instance (process-wide). */
 size_t cm_chain_bytes_memo_hits(void);
+/* A chain's shared walk looked up by its memo's kept key hash where a memo served the form (on,
+ * the default), or by the key hashed at each lookup (off: the reference the tests compare
+ * against).  Process-wide. */
+void cm_chain_key_hash_memo_enable(int on);
+/* How many lookups took a memo's kept hash so far (process-wide). */
+size_t cm_chain_key_hash_hits(void);
+/* Off: how many lookups so far found a form's kept hash unequal to its key's (process-wide; the
+ * tests require none). */
+size_t cm_chain_key_hash_misses(void);
 /* How many positions took a copied walk so far (process-wide). */
 size_t cm_chain_past_hits(void);
 /* A wrapping block position's wrap split made with its entry, from its chain's

@@ -77,22 +77,30 @@ def _sp4() -> tuple[dict, dict]:
     return case["schema"], next(t["data"] for t in case["tests"] if t["valid"])
 
 
-def test_llama3_bytes_memo_masks_along_sp4() -> None:
-    """The masks along sp_4's first valid document the same with the shortcut on and off; its user
-    agent's second block boundary (fill 121) takes the string start's instance."""
+def sp4_masks_on_off(enable: Any, hits: Any, unmoved: Any = None) -> None:
+    """The masks along sp_4's first valid document with the switch ``enable`` on and off, equal;
+    ``hits()`` moves with it on, and ``unmoved()`` (where given) does not with it off."""
     quicktok = pytest.importorskip("quicktok")
     enc = quicktok.get_encoding("llama3")
     vocab = cfgmask.Vocabulary.llama3()
     schema, data = _sp4()
     tokens = enc.encode_ordinary(json.dumps(data, separators=(",", ":")))
     g = cfgmask.Grammar.from_json_schema(schema)
-    before = _core.chain_bytes_memo_hits()
-    with core_switch(_core.chain_bytes_memo_enable, True):
+    before = hits()
+    with core_switch(enable, True):
         on = masks_along(cfgmask.compile(g, vocab), tokens, final=True)
-    assert _core.chain_bytes_memo_hits() > before
-    with core_switch(_core.chain_bytes_memo_enable, False):
+    assert hits() > before
+    kept = unmoved() if unmoved else None
+    with core_switch(enable, False):
         off = masks_along(cfgmask.compile(g, vocab), tokens, final=True)
+    assert (unmoved() if unmoved else None) == kept
     assert all(np.array_equal(a, b) for a, b in zip(on, off, strict=True))
+
+
+def test_llama3_bytes_memo_masks_along_sp4() -> None:
+    """The masks along sp_4's first valid document the same with the shortcut on and off; its user
+    agent's second block boundary (fill 121) takes the string start's instance."""
+    sp4_masks_on_off(_core.chain_bytes_memo_enable, _core.chain_bytes_memo_hits)
 
 
 def _small(g: Any, vocab: cfgmask.Vocabulary, budget: int, plain: bool) -> cfgmask.CompiledGrammar:
