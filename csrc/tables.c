@@ -51,9 +51,14 @@ static void bits_or_span(bits256 *a, const bits256 *pre, uint32_t c, uint32_t c1
 
 static bool bits_eq(const bits256 *a, const bits256 *b) { return !memcmp(a, b, sizeof *a); }
 
-/* a as 8 32-bit words, byte b at bit b % 32 of word b / 32 (the grammar's next_bytes) */
+/* a as 8 32-bit words, byte b at bit b % 32 of word b / 32 (the grammar's next_bytes): on a
+ * little-endian machine the words as they lie, a copy (where the word loop split each) */
 static void bits_words(const bits256 *a, uint32_t out[8]) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(out, a, sizeof *a);
+#else
     for (int w = 0; w < 4; w++) out[2 * w] = (uint32_t)a->w[w], out[2 * w + 1] = (uint32_t)(a->w[w] >> 32);
+#endif
 }
 
 void cm_flat_derived_free(cm_flat_derived *d) {
@@ -156,6 +161,88 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
     return c1;
 }
 
+/* The classes of a row (row[0 .. n), 1 <= n <= 64) with an edge, row[c] != -1, as bits: four
+ * entries a compare, sixteen a movemask (as cm_run_starts, against -1 where it compares
+ * neighbours).  Bits at n and above are 0. */
+static inline uint64_t row_edges(const int32_t *row, uint32_t n) {
+    uint64_t m = 0;
+    uint32_t c = 0;
+#if defined(__SSE2__) && defined(__GNUC__)
+    const __m128i none = _mm_set1_epi32(-1);
+#define RE_EQ(i) _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c + (i))), none)
+    for (; c + 16 <= n; c += 16) { /* int32 -> int16 -> int8 saturating keeps -1 and 0 */
+        __m128i lo = _mm_packs_epi32(RE_EQ(0), RE_EQ(4)), hi = _mm_packs_epi32(RE_EQ(8), RE_EQ(12));
+        m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) & 0xFFFFu) << c;
+    }
+    for (; c + 4 <= n; c += 4) m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(RE_EQ(0))) & 0xFu) << c;
+    if (c < n && n >= 4) { /* the last 1-3 entries: the row's last four compares, made again in part */
+        c = n - 4;
+        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(RE_EQ(0))) & 0xFu) << c;
+        c = n;
+    }
+#undef RE_EQ
+#endif
+    for (; c < n; c++) m |= (uint64_t)(row[c] != -1) << c;
+    return m;
+}
+
+/* ROW_BITS: next_bytes' walk of the rows of a keyed rule of 1 <= nc <= 64 classes as bit masks,
+ * where every output is kept (run_off, run_end, edges, state_bytes): per row, e, the classes
+ * with an edge (row_edges); st, the starts of its runs (cm_run_starts' bits), from where e
+ * changes and, inside a stretch of e, a compare of each class with the one before (a run of -1,
+ * most of a row, needs none); then every run's end, the hash terms w * (target + 1) of the runs
+ * with an edge only (ROW_TERMS: the w of every row summed into part[0] once a rule), and the
+ * bytes of each span of classes with a target (own: nxt before the fixpoint, or every byte with
+ * a token edge, and the row's state_bytes), each found from the bits where the walk went run by
+ * run (a step of cm_run_starts' bits, a compare, a span's bits and a store each), the bounds and
+ * outputs in locals once a rule (where the walk tested them again at every row).  edges[s] is e:
+ * the union of the runs with an edge. */
+static int g_row_bits = 1;
+
+void cm_derive_row_bits_enable(int on) { g_row_bits = on; }
+
+static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, const uint32_t *tok_off,
+                       const int64_t *weights, uint64_t *part, const bits256 *pre, bits256 *nxt, uint32_t *run_off,
+                       uint16_t *run_end, uint32_t *n_runs, uint64_t *edges, uint32_t *state_bytes) {
+    uint64_t full = nc < 64 ? ((uint64_t)1 << nc) - 1 : ~(uint64_t)0, w_sum = 0;
+    uint32_t k = *n_runs;
+    for (uint32_t i = 0; i < n; i++) {
+        const int32_t *row = tr + (size_t)i * nc;
+        uint32_t s = lo + i;
+        uint64_t w = (uint64_t)weights[s];
+        w_sum += w;
+        run_off[s] = k;
+        uint64_t e = row_edges(row, nc), st = ((e ^ (e << 1)) & full) | 1, bad = 0;
+        for (uint64_t x = e & (e << 1); x; x &= x - 1) { /* an edge class after an edge class */
+            uint32_t c = (uint32_t)__builtin_ctzll(x);
+            if (row[c] != row[c - 1]) st |= (uint64_t)1 << c;
+        }
+        for (uint64_t x = st & (st - 1); x; x &= x - 1) run_end[k++] = (uint16_t)__builtin_ctzll(x);
+        run_end[k++] = (uint16_t)nc; /* each run ends at the next start, the last at nc */
+        for (uint64_t x = st & e; x; x &= x - 1) { /* the runs with an edge */
+            uint32_t c = (uint32_t)__builtin_ctzll(x);
+            uint64_t after = st & ((~(uint64_t)0 << c) << 1);
+            uint32_t c1 = after ? (uint32_t)__builtin_ctzll(after) : nc;
+            uint64_t v = w * (uint64_t)((int64_t)row[c] + 1);
+            part[c] += v, part[c1] -= v;
+            if (row[c] < 0) bad |= span_bits(c, c1); /* a target below -1: no bytes, as the walk */
+        }
+        bits256 own = {{0}};
+        for (uint64_t g = e & ~bad; g;) { /* each span of classes with a target: one OR */
+            uint32_t c = (uint32_t)__builtin_ctzll(g);
+            uint64_t t = g + (g & (0 - g)); /* the span carried away: its end's bit, or 0 at bit 64 */
+            bits_or_span(&own, pre, c, t ? (uint32_t)__builtin_ctzll(t) : 64);
+            g &= t;
+        }
+        if (tok_off[s + 1] > tok_off[s]) memset(&nxt[s], 0xff, sizeof nxt[s]);
+        else nxt[s] = own;
+        edges[s] = e;
+        bits_words(&own, state_bytes + (size_t)s * 8);
+    }
+    part[0] += w_sum; /* (ROW_TERMS) */
+    *n_runs = k;
+}
+
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
  * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
  * nxt of the target after a nullable callee).  Only states with calls change in the
@@ -187,6 +274,11 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         for (int x = 0; x < 256; x++)
             if (cls[x] < m) pre[cls[x] + 1].w[x >> 6] |= (uint64_t)1 << (x & 63);
         for (uint32_t c = 0; c < m; c++) bits_xor(&pre[c + 1], &pre[c]);
+        if (keyed && nc && nc <= 64 && run_off && edges && state_bytes && g_row_bits) { /* (ROW_BITS) */
+            keyed_rows(tr, lo, n, nc, d->tok_off, weights, part, pre, nxt, run_off, run_end, &n_runs, edges, state_bytes);
+            *key_rc = key_add(cls, n, nc, part, key);
+            continue;
+        }
         for (uint32_t i = 0; i < n; i++) {
             bits256 *b = &nxt[lo + i];
             const int32_t *row = tr + (size_t)i * nc;
