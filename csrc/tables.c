@@ -71,10 +71,11 @@ void cm_flat_derived_free(cm_flat_derived *d) {
 }
 
 /* The edges of f split into calls (callee as rule index) and token terminals (set
- * numbers in order of first use), each as CSR over the states.  rule_of_name: [n_names]. */
+ * numbers in order of first use), each as CSR over the states.  rule_of_name: [n_names].
+ * calls[0 .. *n_calls): the states with calls, ascending (the same walk, not one more). */
 static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t *rule_of_name,
-                 uint32_t *set_of_name, cm_flat_derived *d) {
-    uint32_t ns = f->n_states, nl = f->lab_off[ns], nr = 0, nt = 0;
+                 uint32_t *set_of_name, cm_flat_derived *d, uint32_t *calls, uint32_t *n_calls) {
+    uint32_t ns = f->n_states, nl = f->lab_off[ns], nr = 0, nt = 0, nk = 0;
     d->ref_off = calloc((size_t)ns + 1, sizeof *d->ref_off);
     d->tok_off = calloc((size_t)ns + 1, sizeof *d->tok_off);
     d->ref_rule = malloc(((size_t)nl + 1) * sizeof *d->ref_rule);
@@ -86,6 +87,7 @@ static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t
         || !d->set_name)
         return CM_ERR_NOMEM;
     for (uint32_t s = 0; s < ns; s++) {
+        uint32_t nr0 = nr;
         for (uint32_t e = f->lab_off[s]; e < f->lab_off[s + 1]; e++) {
             uint32_t name = f->lab_name[e];
             if (is_token[name]) {
@@ -96,8 +98,10 @@ static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t
                 d->ref_rule[nr] = rule_of_name[name], d->ref_target[nr++] = f->lab_to[e];
             }
         }
+        if (nr > nr0) calls[nk++] = s;
         d->ref_off[s + 1] = nr, d->tok_off[s + 1] = nt;
     }
+    *n_calls = nk;
     return CM_OK;
 }
 
@@ -213,20 +217,33 @@ static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, 
         w_sum += w;
         run_off[s] = k;
         uint64_t e = row_edges(row, nc), st = ((e ^ (e << 1)) & full) | 1, bad = 0;
-        for (uint64_t x = e & (e << 1); x; x &= x - 1) { /* an edge class after an edge class */
-            uint32_t c = (uint32_t)__builtin_ctzll(x);
-            if (row[c] != row[c - 1]) st |= (uint64_t)1 << c;
-        }
-        for (uint64_t x = st & (st - 1); x; x &= x - 1) run_end[k++] = (uint16_t)__builtin_ctzll(x);
-        run_end[k++] = (uint16_t)nc; /* each run ends at the next start, the last at nc */
+        uint64_t x = e & (e << 1), y = x & (x - 1); /* the edge classes after an edge class */
+        y &= y - 1, y &= y - 1, y &= y - 1;
+        if (y) st = cm_run_starts(row, nc); /* more than four (a string's characters): one pass */
+        else
+            for (; x; x &= x - 1) {
+                uint32_t c = (uint32_t)__builtin_ctzll(x);
+                if (row[c] != row[c - 1]) st |= (uint64_t)1 << c;
+            }
+        uint16_t *end = run_end + k;
+        for (uint64_t x = st & (st - 1); x; x &= x - 1) *end++ = (uint16_t)__builtin_ctzll(x);
+        *end++ = (uint16_t)nc; /* each run ends at the next start, the last at nc */
+        k = (uint32_t)(end - run_end);
+        int32_t neg = 0; /* the OR of the runs' targets: negative where one is below -1 */
         for (uint64_t x = st & e; x; x &= x - 1) { /* the runs with an edge */
             uint32_t c = (uint32_t)__builtin_ctzll(x);
             uint64_t after = st & ((~(uint64_t)0 << c) << 1);
             uint32_t c1 = after ? (uint32_t)__builtin_ctzll(after) : nc;
             uint64_t v = w * (uint64_t)((int64_t)row[c] + 1);
             part[c] += v, part[c1] -= v;
-            if (row[c] < 0) bad |= span_bits(c, c1); /* a target below -1: no bytes, as the walk */
+            neg |= row[c];
         }
+        if (neg < 0) /* a target below -1 (no state): its run has no bytes, as the walk */
+            for (uint64_t x = st & e; x; x &= x - 1) {
+                uint32_t c = (uint32_t)__builtin_ctzll(x);
+                uint64_t after = st & ((~(uint64_t)0 << c) << 1);
+                if (row[c] < 0) bad |= span_bits(c, after ? (uint32_t)__builtin_ctzll(after) : nc);
+            }
         bits256 own = {{0}};
         for (uint64_t g = e & ~bad; g;) { /* each span of classes with a target: one OR */
             uint32_t c = (uint32_t)__builtin_ctzll(g);
@@ -564,8 +581,9 @@ static void state_facts(const cm_flat_rules *f, const cm_flat_derived *d) {
             uint32_t r0 = r1, t0 = t1;
             r1 = ref_off[s + 1], t1 = tok_off[s + 1];
             bool no_refs = r0 == r1, no_toks = t0 == t1, acc = accepting[s] != 0;
-            const uint32_t *nb = p.state_bytes + (size_t)s * 8;
-            bool bytes = (nb[0] | nb[1] | nb[2] | nb[3] | nb[4] | nb[5] | nb[6] | nb[7]) != 0;
+            uint64_t nb[4]; /* (its 8 words as 4: 4 loads and ORs, not 8) */
+            memcpy(nb, p.state_bytes + (size_t)s * 8, sizeof nb);
+            bool bytes = (nb[0] | nb[1] | nb[2] | nb[3]) != 0;
             uint64_t calls = 0;
             for (uint32_t e = r0; e < r1; e++) calls |= 1ull << (ref_rule[e] & 63);
             p.calls[s] = calls;
@@ -621,11 +639,9 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
         }
         for (uint32_t e = 0; !rc && e < f->lab_off[f->n_states]; e++)
             if (f->lab_name[e] >= n_names || f->lab_to[e] >= f->n_states) rc = CM_ERR_ARG;
-        if (!rc) rc = edges(f, is_token, rule_of_name, set_of_name, d);
+        if (!rc) rc = edges(f, is_token, rule_of_name, set_of_name, d, calls, &n_calls);
     }
     if (!rc) {
-        for (uint32_t s = 0; s < f->n_states; s++)
-            if (d->ref_off[s + 1] > d->ref_off[s]) calls[n_calls++] = s;
         uint64_t key[256] = {0};
         int key_rc = CM_OK;
         nullable_rules(f, d, calls, n_calls, can_end);
