@@ -165,34 +165,9 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
     return c1;
 }
 
-/* The classes of a row (row[0 .. n), 1 <= n <= 64) with an edge, row[c] != -1, as bits: four
- * entries a compare, sixteen a movemask (as cm_run_starts, against -1 where it compares
- * neighbours).  Bits at n and above are 0. */
-static inline uint64_t row_edges(const int32_t *row, uint32_t n) {
-    uint64_t m = 0;
-    uint32_t c = 0;
-#if defined(__SSE2__) && defined(__GNUC__)
-    const __m128i none = _mm_set1_epi32(-1);
-#define RE_EQ(i) _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c + (i))), none)
-    for (; c + 16 <= n; c += 16) { /* int32 -> int16 -> int8 saturating keeps -1 and 0 */
-        __m128i lo = _mm_packs_epi32(RE_EQ(0), RE_EQ(4)), hi = _mm_packs_epi32(RE_EQ(8), RE_EQ(12));
-        m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) & 0xFFFFu) << c;
-    }
-    for (; c + 4 <= n; c += 4) m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(RE_EQ(0))) & 0xFu) << c;
-    if (c < n && n >= 4) { /* the last 1-3 entries: the row's last four compares, made again in part */
-        c = n - 4;
-        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(RE_EQ(0))) & 0xFu) << c;
-        c = n;
-    }
-#undef RE_EQ
-#endif
-    for (; c < n; c++) m |= (uint64_t)(row[c] != -1) << c;
-    return m;
-}
-
 /* ROW_BITS: next_bytes' walk of the rows of a keyed rule of 1 <= nc <= 64 classes as bit masks,
  * where every output is kept (run_off, run_end, edges, state_bytes): per row, e, the classes
- * with an edge (row_edges); st, the starts of its runs (cm_run_starts' bits), from where e
+ * with an edge (cm_row_edges); st, the starts of its runs (cm_run_starts' bits), from where e
  * changes and, inside a stretch of e, a compare of each class with the one before (a run of -1,
  * most of a row, needs none); then every run's end, the hash terms w * (target + 1) of the runs
  * with an edge only (ROW_TERMS: the w of every row summed into part[0] once a rule), and the
@@ -216,7 +191,7 @@ static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, 
         uint64_t w = (uint64_t)weights[s];
         w_sum += w;
         run_off[s] = k;
-        uint64_t e = row_edges(row, nc), st = ((e ^ (e << 1)) & full) | 1, bad = 0;
+        uint64_t e = cm_row_edges(row, nc), st = ((e ^ (e << 1)) & full) | 1, bad = 0;
         uint64_t x = e & (e << 1), y = x & (x - 1); /* the edge classes after an edge class */
         y &= y - 1, y &= y - 1, y &= y - 1;
         if (y) st = cm_run_starts(row, nc); /* more than four (a string's characters): one pass */
