@@ -1624,6 +1624,13 @@ def dfa_runs_enable(bint on):
     cm_dfa_runs_enable(1 if on else 0)
 
 
+def derive_row_bits_enable(bint on):
+    """Walk each keyed row of up to 64 classes in ``compile_finish``'s derived tables as bit masks
+    of its edges and run starts (csrc/tables.c, ROW_BITS; the default) or, off, run by run: the
+    reference the tests compare against.  Process-wide; the tables are the same."""
+    cm_derive_row_bits_enable(1 if on else 0)
+
+
 def dfa_runs_reused():
     """How many copies of a DFA into a caller's NFA took its runs made for an earlier copy, so far
     in this process (for the tests)."""

@@ -590,6 +590,10 @@ void cm_flat_derived_free(cm_flat_derived *d);
  * byte classes: n_classes > 0), into out: written where the caller keeps it (a Python bytes
  * object), not made and copied. */
 int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out);
+/* cm_flat_derive's walk of a keyed row of up to 64 classes as bit masks of its edges and run
+ * starts (tables.c, ROW_BITS; on by default): off, run by run (the reference the tests compare
+ * against).  The derived tables are the same. */
+void cm_derive_row_bits_enable(int on);
 
 /* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */
 

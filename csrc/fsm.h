@@ -128,6 +128,36 @@ static inline uint64_t cm_run_starts(const int32_t *row, uint32_t n) {
     return m;
 }
 
+/* Bit c: row[c] != -1, for a row of nc <= 64 classes (grammar.c's derive, tables.c's ROW_BITS;
+ * one compare a 4 classes, where a walk of the row as runs set up a scan at every run: most rows
+ * are a few edges among ~45 classes).
+ * Sixteen classes' compares are packed into one byte mask (int32 -> int16 -> int8, saturating:
+ * -1 stays -1, 0 stays 0, in class order), one movemask for them, then four at a time. */
+static inline uint64_t cm_row_edges(const int32_t *row, uint32_t nc) {
+    uint64_t m = 0;
+    uint32_t c = 0;
+#if defined(__SSE2__) && defined(__GNUC__)
+    const __m128i none = _mm_set1_epi32(-1);
+#define ROW_EQ(i) _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c + (i))), none)
+    for (; c + 16 <= nc; c += 16) {
+        __m128i lo = _mm_packs_epi32(ROW_EQ(0), ROW_EQ(4)), hi = _mm_packs_epi32(ROW_EQ(8), ROW_EQ(12));
+        m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) & 0xFFFFu) << c;
+    }
+#undef ROW_EQ
+    for (; c + 4 <= nc; c += 4) {
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c)), none);
+        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << c;
+    }
+    if (c < nc && nc >= 4) { /* the last 1-3 classes: the row's last four, read again in part */
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + nc - 4)), none);
+        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << (nc - 4);
+        c = nc;
+    }
+#endif
+    for (; c < nc; c++) m |= (uint64_t)(row[c] != -1) << c;
+    return m;
+}
+
 /* A DFA's byte rows as runs (cm_dfa_out.runs): state s's are off[s] .. off[s + 1], each the
  * bytes rng & 0xFF .. rng >> 8 of one class span to state to[] (no run for "no edge"), in class
  * order: what a walk of the row with cm_run_end yields.  One allocation (free(runs)). */

@@ -229,35 +229,6 @@ static int derive_returns(cm_grammar *g) {
     return CM_OK;
 }
 
-/* Bit c: row[c] != -1, for a row of nc <= 64 classes (one compare a 4 classes, where a walk of
- * the row as runs set up a scan at every run: most rows are a few edges among ~45 classes).
- * Sixteen classes' compares are packed into one byte mask (int32 -> int16 -> int8, saturating:
- * -1 stays -1, 0 stays 0, in class order), one movemask for them, then four at a time. */
-static inline uint64_t row_edges(const int32_t *row, uint32_t nc) {
-    uint64_t m = 0;
-    uint32_t c = 0;
-#if defined(__SSE2__) && defined(__GNUC__)
-    const __m128i none = _mm_set1_epi32(-1);
-#define ROW_EQ(i) _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c + (i))), none)
-    for (; c + 16 <= nc; c += 16) {
-        __m128i lo = _mm_packs_epi32(ROW_EQ(0), ROW_EQ(4)), hi = _mm_packs_epi32(ROW_EQ(8), ROW_EQ(12));
-        m |= (uint64_t)(~(unsigned)_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) & 0xFFFFu) << c;
-    }
-#undef ROW_EQ
-    for (; c + 4 <= nc; c += 4) {
-        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c)), none);
-        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << c;
-    }
-    if (c < nc && nc >= 4) { /* the last 1-3 classes: the row's last four, read again in part */
-        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + nc - 4)), none);
-        m |= (uint64_t)(~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu) << (nc - 4);
-        c = nc;
-    }
-#endif
-    for (; c < nc; c++) m |= (uint64_t)(row[c] != -1) << c;
-    return m;
-}
-
 /* derive with every per-state flag, next_bytes and rule_block given (cm_grammar_new_facts):
  * borrowed from what the compiler's one walk of the rows and states found (csrc/tables.c,
  * state_facts; read only from here on), the rows not read. */
@@ -271,7 +242,7 @@ static int derive_facts(cm_grammar *g, const uint8_t *facts) {
 
 /* Per state, what the mask and the parser ask of it often; also the last of validate (the byte
  * transitions' targets), so that the rows are walked once (CM_ERR_ARG: the grammar is freed).
- * A row of up to 64 classes is read as a bit per class (row_edges), its spans of edges taken
+ * A row of up to 64 classes is read as a bit per class (cm_row_edges), its spans of edges taken
  * from the bits; a wider one as runs of one target.  With facts (cm_grammar_new_facts) all of
  * it is given (derive_facts) and the rows are not read. */
 static int derive(cm_grammar *g, const uint8_t *facts) {
@@ -321,7 +292,7 @@ static int derive(cm_grammar *g, const uint8_t *facts) {
         uint32_t *nb = g->next_bytes + (size_t)s * 8;
         if (nc <= 64) { /* the spans of edges from a bit per class */
             uint32_t r = state_rule[s];
-            uint64_t m = row_edges(row, nc);
+            uint64_t m = cm_row_edges(row, nc);
             has_bytes[s] = m != 0;
             if (!solo[s] || (accepting[s] && m)) rule_block_out[r] = 0; /* see wrap.c */
 #if defined(__SSE2__) && defined(__GNUC__)

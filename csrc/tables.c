@@ -51,9 +51,14 @@ static void bits_or_span(bits256 *a, const bits256 *pre, uint32_t c, uint32_t c1
 
 static bool bits_eq(const bits256 *a, const bits256 *b) { return !memcmp(a, b, sizeof *a); }
 
-/* a as 8 32-bit words, byte b at bit b % 32 of word b / 32 (the grammar's next_bytes) */
+/* a as 8 32-bit words, byte b at bit b % 32 of word b / 32 (the grammar's next_bytes): on a
+ * little-endian machine the words as they lie, a copy (where the word loop split each) */
 static void bits_words(const bits256 *a, uint32_t out[8]) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(out, a, sizeof *a);
+#else
     for (int w = 0; w < 4; w++) out[2 * w] = (uint32_t)a->w[w], out[2 * w + 1] = (uint32_t)(a->w[w] >> 32);
+#endif
 }
 
 void cm_flat_derived_free(cm_flat_derived *d) {
@@ -66,10 +71,11 @@ void cm_flat_derived_free(cm_flat_derived *d) {
 }
 
 /* The edges of f split into calls (callee as rule index) and token terminals (set
- * numbers in order of first use), each as CSR over the states.  rule_of_name: [n_names]. */
+ * numbers in order of first use), each as CSR over the states.  rule_of_name: [n_names].
+ * calls[0 .. *n_calls): the states with calls, ascending (the same walk, not one more). */
 static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t *rule_of_name,
-                 uint32_t *set_of_name, cm_flat_derived *d) {
-    uint32_t ns = f->n_states, nl = f->lab_off[ns], nr = 0, nt = 0;
+                 uint32_t *set_of_name, cm_flat_derived *d, uint32_t *calls, uint32_t *n_calls) {
+    uint32_t ns = f->n_states, nl = f->lab_off[ns], nr = 0, nt = 0, nk = 0;
     d->ref_off = calloc((size_t)ns + 1, sizeof *d->ref_off);
     d->tok_off = calloc((size_t)ns + 1, sizeof *d->tok_off);
     d->ref_rule = malloc(((size_t)nl + 1) * sizeof *d->ref_rule);
@@ -81,6 +87,7 @@ static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t
         || !d->set_name)
         return CM_ERR_NOMEM;
     for (uint32_t s = 0; s < ns; s++) {
+        uint32_t nr0 = nr;
         for (uint32_t e = f->lab_off[s]; e < f->lab_off[s + 1]; e++) {
             uint32_t name = f->lab_name[e];
             if (is_token[name]) {
@@ -91,8 +98,10 @@ static int edges(const cm_flat_rules *f, const uint8_t *is_token, const uint32_t
                 d->ref_rule[nr] = rule_of_name[name], d->ref_target[nr++] = f->lab_to[e];
             }
         }
+        if (nr > nr0) calls[nk++] = s;
         d->ref_off[s + 1] = nr, d->tok_off[s + 1] = nt;
     }
+    *n_calls = nk;
     return CM_OK;
 }
 
@@ -156,6 +165,76 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
     return c1;
 }
 
+/* ROW_BITS: next_bytes' walk of the rows of a keyed rule of 1 <= nc <= 64 classes as bit masks,
+ * where every output is kept (run_off, run_end, edges, state_bytes): per row, e, the classes
+ * with an edge (cm_row_edges); st, the starts of its runs (cm_run_starts' bits), from where e
+ * changes and, inside a stretch of e, a compare of each class with the one before (a run of -1,
+ * most of a row, needs none); then every run's end, the hash terms w * (target + 1) of the runs
+ * with an edge only (ROW_TERMS: the w of every row summed into part[0] once a rule), and the
+ * bytes of each span of classes with a target (own: nxt before the fixpoint, or every byte with
+ * a token edge, and the row's state_bytes), each found from the bits where the walk went run by
+ * run (a step of cm_run_starts' bits, a compare, a span's bits and a store each), the bounds and
+ * outputs in locals once a rule (where the walk tested them again at every row).  edges[s] is e:
+ * the union of the runs with an edge. */
+static int g_row_bits = 1;
+
+void cm_derive_row_bits_enable(int on) { g_row_bits = on; }
+
+static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, const uint32_t *tok_off,
+                       const int64_t *weights, uint64_t *part, const bits256 *pre, bits256 *nxt, uint32_t *run_off,
+                       uint16_t *run_end, uint32_t *n_runs, uint64_t *edges, uint32_t *state_bytes) {
+    uint64_t full = nc < 64 ? ((uint64_t)1 << nc) - 1 : ~(uint64_t)0, w_sum = 0;
+    uint32_t k = *n_runs;
+    for (uint32_t i = 0; i < n; i++) {
+        const int32_t *row = tr + (size_t)i * nc;
+        uint32_t s = lo + i;
+        uint64_t w = (uint64_t)weights[s];
+        w_sum += w;
+        run_off[s] = k;
+        uint64_t e = cm_row_edges(row, nc), st = ((e ^ (e << 1)) & full) | 1, bad = 0;
+        uint64_t x = e & (e << 1), y = x & (x - 1); /* the edge classes after an edge class */
+        y &= y - 1, y &= y - 1, y &= y - 1;
+        if (y) st = cm_run_starts(row, nc); /* more than four (a string's characters): one pass */
+        else
+            for (; x; x &= x - 1) {
+                uint32_t c = (uint32_t)__builtin_ctzll(x);
+                if (row[c] != row[c - 1]) st |= (uint64_t)1 << c;
+            }
+        uint16_t *end = run_end + k;
+        for (uint64_t x = st & (st - 1); x; x &= x - 1) *end++ = (uint16_t)__builtin_ctzll(x);
+        *end++ = (uint16_t)nc; /* each run ends at the next start, the last at nc */
+        k = (uint32_t)(end - run_end);
+        int32_t neg = 0; /* the OR of the runs' targets: negative where one is below -1 */
+        for (uint64_t x = st & e; x; x &= x - 1) { /* the runs with an edge */
+            uint32_t c = (uint32_t)__builtin_ctzll(x);
+            uint64_t after = st & ((~(uint64_t)0 << c) << 1);
+            uint32_t c1 = after ? (uint32_t)__builtin_ctzll(after) : nc;
+            uint64_t v = w * (uint64_t)((int64_t)row[c] + 1);
+            part[c] += v, part[c1] -= v;
+            neg |= row[c];
+        }
+        if (neg < 0) /* a target below -1 (no state): its run has no bytes, as the walk */
+            for (uint64_t x = st & e; x; x &= x - 1) {
+                uint32_t c = (uint32_t)__builtin_ctzll(x);
+                uint64_t after = st & ((~(uint64_t)0 << c) << 1);
+                if (row[c] < 0) bad |= span_bits(c, after ? (uint32_t)__builtin_ctzll(after) : nc);
+            }
+        bits256 own = {{0}};
+        for (uint64_t g = e & ~bad; g;) { /* each span of classes with a target: one OR */
+            uint32_t c = (uint32_t)__builtin_ctzll(g);
+            uint64_t t = g + (g & (0 - g)); /* the span carried away: its end's bit, or 0 at bit 64 */
+            bits_or_span(&own, pre, c, t ? (uint32_t)__builtin_ctzll(t) : 64);
+            g &= t;
+        }
+        if (tok_off[s + 1] > tok_off[s]) memset(&nxt[s], 0xff, sizeof nxt[s]);
+        else nxt[s] = own;
+        edges[s] = e;
+        bits_words(&own, state_bytes + (size_t)s * 8);
+    }
+    part[0] += w_sum; /* (ROW_TERMS) */
+    *n_runs = k;
+}
+
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
  * fixpoint with what its calls may start with (first[c] = nxt of c's start state, and
  * nxt of the target after a nullable callee).  Only states with calls change in the
@@ -187,6 +266,11 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         for (int x = 0; x < 256; x++)
             if (cls[x] < m) pre[cls[x] + 1].w[x >> 6] |= (uint64_t)1 << (x & 63);
         for (uint32_t c = 0; c < m; c++) bits_xor(&pre[c + 1], &pre[c]);
+        if (keyed && nc && nc <= 64 && run_off && edges && state_bytes && g_row_bits) { /* (ROW_BITS) */
+            keyed_rows(tr, lo, n, nc, d->tok_off, weights, part, pre, nxt, run_off, run_end, &n_runs, edges, state_bytes);
+            *key_rc = key_add(cls, n, nc, part, key);
+            continue;
+        }
         for (uint32_t i = 0; i < n; i++) {
             bits256 *b = &nxt[lo + i];
             const int32_t *row = tr + (size_t)i * nc;
@@ -472,8 +556,9 @@ static void state_facts(const cm_flat_rules *f, const cm_flat_derived *d) {
             uint32_t r0 = r1, t0 = t1;
             r1 = ref_off[s + 1], t1 = tok_off[s + 1];
             bool no_refs = r0 == r1, no_toks = t0 == t1, acc = accepting[s] != 0;
-            const uint32_t *nb = p.state_bytes + (size_t)s * 8;
-            bool bytes = (nb[0] | nb[1] | nb[2] | nb[3] | nb[4] | nb[5] | nb[6] | nb[7]) != 0;
+            uint64_t nb[4]; /* (its 8 words as 4: 4 loads and ORs, not 8) */
+            memcpy(nb, p.state_bytes + (size_t)s * 8, sizeof nb);
+            bool bytes = (nb[0] | nb[1] | nb[2] | nb[3]) != 0;
             uint64_t calls = 0;
             for (uint32_t e = r0; e < r1; e++) calls |= 1ull << (ref_rule[e] & 63);
             p.calls[s] = calls;
@@ -529,11 +614,9 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
         }
         for (uint32_t e = 0; !rc && e < f->lab_off[f->n_states]; e++)
             if (f->lab_name[e] >= n_names || f->lab_to[e] >= f->n_states) rc = CM_ERR_ARG;
-        if (!rc) rc = edges(f, is_token, rule_of_name, set_of_name, d);
+        if (!rc) rc = edges(f, is_token, rule_of_name, set_of_name, d, calls, &n_calls);
     }
     if (!rc) {
-        for (uint32_t s = 0; s < f->n_states; s++)
-            if (d->ref_off[s + 1] > d->ref_off[s]) calls[n_calls++] = s;
         uint64_t key[256] = {0};
         int key_rc = CM_OK;
         nullable_rules(f, d, calls, n_calls, can_end);
