@@ -28,7 +28,9 @@ from .test_entries import EXPR_PIECES, WALKS_ONLY, _longest_tokens, entries, exp
 from .test_name_stops import FIRST, NAME_BYTES, NAME_STOP_GRAMMARS, TAILS
 
 
-def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: Strategy) -> tuple[list, int, int]:
+def _entries(
+    g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: Strategy
+) -> tuple[list, int, int]:
     """Every state's entry with the skip after name stops on or off, caches cleared; the tokens it
     skipped and the name stops' answers while building them."""
     with core_switch(_core.filter_stop_skip_enable, on):
@@ -40,7 +42,7 @@ def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool, strategy: 
 def assert_stop_skip_same(
     g: cfgmask.Grammar,
     vocab: cfgmask.Vocabulary,
-    strategy: Strategy = Strategy(),
+    strategy: Strategy | None = None,
     *,
     plain: bool = False,
     lark: bool = False,
@@ -49,6 +51,7 @@ def assert_stop_skip_same(
     grammar the name stops' count the same (a GBNF grammar's pair stops are made after a count
     of the exits read, so there a skip moves exits from the name stops to the pair stops); how
     many tokens the skip after name stops skipped."""
+    strategy = strategy or Strategy()
     on, skipped, stops_on = _entries(g, vocab, True, strategy)
     off, none, stops_off = _entries(g, vocab, False, strategy)
     assert none == 0, "tokens skipped after a name stop with the switch off"
