@@ -25,7 +25,7 @@ from .helpers import core_switch, masks_along, same_document_masks, same_entries
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
 from .test_entries import EXPR_PIECES, WALKS_ONLY, _longest_tokens, entries, expression_grammars, shipped
-from .test_name_stops import FIRST, NAME_BYTES, NAME_STOP_GRAMMARS, TAILS
+from .test_name_stops import NAME_STOP_GRAMMARS, name_vocab
 
 
 def _entries(
@@ -88,26 +88,13 @@ def test_documents_cold_pass_same_masks() -> None:
     same_document_masks(out[True], out[False], docs)
 
 
-def _random_vocab(seed: int) -> cfgmask.Vocabulary:
-    """test_name_stops' random name tokens: a blank, a quote or a letter, name bytes, then what
-    may or may not go on after a name, and a few more name bytes."""
-    rng = np.random.default_rng(seed)
-    toks = {bytes([b]) for b in range(256)}
-    for _ in range(1200):
-        body = bytes(rng.choice(NAME_BYTES, size=int(rng.integers(1, 12))).astype(np.uint8))
-        tail = "".join(rng.choice(TAILS, size=int(rng.integers(0, 3)))).encode()
-        more = bytes(rng.choice(NAME_BYTES, size=int(rng.integers(0, 4))).astype(np.uint8))
-        toks.add(bytes([int(rng.choice(FIRST))]) + body + tail + more)
-    return cfgmask.Vocabulary.from_token_bytes(sorted(toks))
-
-
 @pytest.mark.parametrize("index", range(len(NAME_STOP_GRAMMARS)))
 @pytest.mark.parametrize("seed", range(3))
 def test_random_vocab_same_entries(index: int, seed: int) -> None:
     """Name stops in every filter (``name_stops=1``) over random name tokens: entries on = off
     and whole walks'."""
     g = NAME_STOP_GRAMMARS[index]
-    assert_stop_skip_same(g, _random_vocab(seed), Strategy(name_stops=1), plain=True, lark=index == 0)
+    assert_stop_skip_same(g, name_vocab(seed), Strategy(name_stops=1), plain=True, lark=index == 0)
 
 
 # An alias may follow a name with no blank and ends in é (C3 A9) or ễ (E1 BB 85).  At an item's
