@@ -1562,23 +1562,23 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                     continue;
                 }
             }
-            bool before = by_prefix;
-            by_prefix = false;  /* the exit reads past its pair: the rest decides */
             if (stops_on && !ns) {
                 uint32_t j = name_run(p + e, len - e);
                 if (j < len - e && p[e + j] >= 0x80 && ++non_ascii >= g->lim.name_stops)
                     stops_on = (ns = name_stops_of(g, m, rule)) != NULL;
             }
-            uint32_t stop_read = 0;
+            uint32_t stop_read;
             if (ns && name_stops_dead(ns, p + e, len - e, &stop_read)) {
                 stopped++;
-                if (stop_skip) {  /* decided by p[0 .. e + stop_read) */
-                    by_prefix = before;
+                if (!stop_skip) {
+                    by_prefix = false;
+                } else {  /* decided by p[0 .. e + stop_read) */
                     stops_here++;
                     if (e + stop_read > read) read = e + stop_read;
                 }
                 continue;
             }
+            by_prefix = false;  /* the exit reads past its pair: the rest decides */
             if (runs_on && e + 1 < len && p[e + 1] == p[e]) {
                 /* the stops after a run are made once the rule's filters have
                  * read enough rests die on the byte that ends their run (making
