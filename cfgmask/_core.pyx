@@ -1882,6 +1882,20 @@ def filter_skipped():
     return cm_walk_filter_skipped()
 
 
+def filter_stop_skip_enable(bint on):
+    """Let a token whose exits the name stops drop (decided by the name run and the byte or two
+    that end it) skip its prefix's subtree as ``filter_skip_enable``'s do (csrc/walk.c, the
+    default) or, off, end the skip at a name stop: the reference the tests compare against.
+    Process-wide."""
+    cm_walk_filter_stop_skip_enable(1 if on else 0)
+
+
+def filter_stop_skipped():
+    """How many uncertain tokens the upward filter skipped after a name stop so far in this
+    process (for the tests)."""
+    return cm_walk_filter_stop_skipped()
+
+
 def listed_reuse_enable(bint on):
     """Let a composed entry's listed walk take the upward filter's item chart, reset to the
     walk's first set (csrc/walk.c, the default) or, off, open a chart of its own each walk: the

@@ -972,11 +972,13 @@ static uint32_t name_run(const uint8_t *p, uint32_t len) {
     return j;
 }
 
-static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len) {
+static bool name_stops_dead(const name_stops *ns, const uint8_t *p, uint32_t len, uint32_t *read) {
     uint32_t j = name_run(p, len);
     if (j == len) return false;
     uint8_t x = p[j];
+    *read = j + 1;
     if (!cm_bit(ns->first, x)) return true;
+    *read = j + 2;
     return x >= 0x80 && j + 1 < len && !cm_bit(ns->second[x - 0x80], p[j + 1]);
 }
 
@@ -997,6 +999,19 @@ static atomic_size_t g_subtree_skipped;
 
 void cm_walk_filter_skip_enable(int on) { atomic_store(&g_subtree_skip, on); }
 size_t cm_walk_filter_skipped(void) { return atomic_load(&g_subtree_skipped); }
+
+/* A name stop decides its exit by the name run after it and the byte (or two) that ends the run
+ * (name_stops_dead), bytes of the token's prefix like the pair stops': an exit the name stops
+ * drop leaves the token's drop to that prefix too, so a token whose every exit no pair stop
+ * takes is a name stop's drops its prefix's subtree as above.  sql.lark's `qualified_name`
+ * start: 2,827 uncertain names that run into a non-ASCII letter (` Am\xc3\xa9rica`), each
+ * dropped by the stops.  Off (cm_walk_filter_stop_skip_enable(0)), a name stop ends the skip:
+ * the reference the tests compare against. */
+static atomic_int g_stop_skip = 1;
+static atomic_size_t g_stop_skipped;
+
+void cm_walk_filter_stop_skip_enable(int on) { atomic_store(&g_stop_skip, on); }
+size_t cm_walk_filter_stop_skipped(void) { return atomic_load(&g_stop_skipped); }
 
 /* A chart scan reads a byte only through its class (t->byte_class) where no lookahead debt
  * reads the byte itself (n_la <= 1) and no count is kept (has_segments: scan_counted), so two
@@ -1494,7 +1509,8 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t prev_k = 0, plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
     bool died = false;                        /* prev died on prev[have] */
     bool skip_on = atomic_load_explicit(&g_subtree_skip, memory_order_relaxed) != 0;
-    size_t skipped = 0, class_shared = 0;
+    bool stop_skip = skip_on && atomic_load_explicit(&g_stop_skip, memory_order_relaxed) != 0;
+    size_t skipped = 0, class_shared = 0, stop_skipped = 0;
     const uint8_t *bc = scan_classes(g);
     /* the walk's own scans of its tokens through the same chart (cm_walk_listed_noted), in
      * trie order as the tokens are */
@@ -1527,7 +1543,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         }
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         /* the bytes the drop read: through the one the chart died on, and each pair stop's second */
-        uint32_t read = (uint32_t)dead + 1, pairs_here = 0;
+        uint32_t read = (uint32_t)dead + 1, pairs_here = 0, stops_here = 0;
         bool by_prefix = !keep[i];
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!exv[e] || !cm_follows(g, rule, p[e])) continue;
@@ -1546,16 +1562,23 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                     continue;
                 }
             }
-            by_prefix = false;  /* the exit reads past its pair: the rest decides */
             if (stops_on && !ns) {
                 uint32_t j = name_run(p + e, len - e);
                 if (j < len - e && p[e + j] >= 0x80 && ++non_ascii >= g->lim.name_stops)
                     stops_on = (ns = name_stops_of(g, m, rule)) != NULL;
             }
-            if (ns && name_stops_dead(ns, p + e, len - e)) {
+            uint32_t stop_read;
+            if (ns && name_stops_dead(ns, p + e, len - e, &stop_read)) {
                 stopped++;
+                if (!stop_skip) {
+                    by_prefix = false;
+                } else {  /* decided by p[0 .. e + stop_read) */
+                    stops_here++;
+                    if (e + stop_read > read) read = e + stop_read;
+                }
                 continue;
             }
+            by_prefix = false;  /* the exit reads past its pair: the rest decides */
             if (runs_on && e + 1 < len && p[e + 1] == p[e]) {
                 /* the stops after a run are made once the rule's filters have
                  * read enough rests die on the byte that ends their run (making
@@ -1595,6 +1618,8 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                 keep[++i] = 0;
                 skipped++;
                 paired += pairs_here;
+                stopped += stops_here;
+                stop_skipped += stops_here != 0;
             }
         }
     }
@@ -1622,6 +1647,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
     if (paired) atomic_fetch_add(&g_pair_hits, paired);
     if (skipped) atomic_fetch_add(&g_subtree_skipped, skipped);
+    if (stop_skipped) atomic_fetch_add(&g_stop_skipped, stop_skipped);
     if (class_shared) atomic_fetch_add(&g_class_shared, class_shared);
     if (run_hits) atomic_fetch_add(&g_run_hits, run_hits);
     if (noted) atomic_fetch_add(&g_notes_used, noted);

@@ -111,6 +111,12 @@ size_t cm_walk_filter_pair_hits(void);
  * cm_walk_filter_skipped: the tokens skipped so far in this process (for the tests). */
 void cm_walk_filter_skip_enable(int on);
 size_t cm_walk_filter_skipped(void);
+/* The subtree skip after name stops (on by default): a token whose exits the name stops drop
+ * (by the name run and the byte or two that end it) drops its prefix's subtree as above.  Off,
+ * a name stop ends the skip (the reference the tests compare against).  Process-wide;
+ * cm_walk_filter_stop_skipped: the tokens skipped so far after a name stop (for the tests). */
+void cm_walk_filter_stop_skip_enable(int on);
+size_t cm_walk_filter_stop_skipped(void);
 /* cm_compose's listed walk takes the filter's item chart, reset, instead of a chart of its own
  * (on by default: the same sets; its closure memo and waiter index kept).  Off, a chart of its
  * own each walk: the reference the tests compare against.  Process-wide; cm_walk_listed_reused:

@@ -90,12 +90,9 @@ TAILS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("index", range(len(NAME_STOP_GRAMMARS)))
-@pytest.mark.parametrize("seed", range(3))
-def test_name_stops_same_entries_random_vocab(index: int, seed: int) -> None:
-    """Random name tokens (a blank, a quote or a letter, then name bytes) ending in what may or may
-    not go on after a name, one or two of them: the name stops in every filter against every rest
-    read through the upward chart, and against plain walks."""
+def name_vocab(seed: int) -> cfgmask.Vocabulary:
+    """Every byte and 1,200 random name tokens: a blank, a quote or a letter, name bytes, then
+    what may or may not go on after a name (none, one or two of TAILS), and a few more name bytes."""
     rng = np.random.default_rng(seed)
     toks = {bytes([b]) for b in range(256)}
     for _ in range(1200):
@@ -103,7 +100,16 @@ def test_name_stops_same_entries_random_vocab(index: int, seed: int) -> None:
         tail = "".join(rng.choice(TAILS, size=int(rng.integers(0, 3)))).encode()
         more = bytes(rng.choice(NAME_BYTES, size=int(rng.integers(0, 4))).astype(np.uint8))
         toks.add(bytes([int(rng.choice(FIRST))]) + body + tail + more)
-    vocab = cfgmask.Vocabulary.from_token_bytes(sorted(toks))
+    return cfgmask.Vocabulary.from_token_bytes(sorted(toks))
+
+
+@pytest.mark.parametrize("index", range(len(NAME_STOP_GRAMMARS)))
+@pytest.mark.parametrize("seed", range(3))
+def test_name_stops_same_entries_random_vocab(index: int, seed: int) -> None:
+    """Random name tokens (a blank, a quote or a letter, then name bytes) ending in what may or may
+    not go on after a name, one or two of them: the name stops in every filter against every rest
+    read through the upward chart, and against plain walks."""
+    vocab = name_vocab(seed)
     g = NAME_STOP_GRAMMARS[index]
     assert _name_stops_same(g, vocab, every=True) > 0
     assert_same_entries(g, vocab, name_stops=1)
