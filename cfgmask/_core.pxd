@@ -438,6 +438,8 @@ cdef extern from "bits.h" nogil:
 cdef extern from "donor.h" nogil:
     void cm_donor_alike_enable(int on)
     size_t cm_donor_alike_hits()
+    void cm_donor_mode_bytes_enable(int on)
+    size_t cm_donor_mode_bytes_hits()
 
 
 cdef extern from "vocab.h" nogil:
