@@ -64,9 +64,11 @@ def _schema(props: dict[str, object], required: list[str], extra: bool) -> cfgma
 
 
 KEYS = ["base", "height", "length", "radius", "width", "bill", "billing_address", "x"]
-VALUES = [{"type": "number"}, {"type": "string"}, {"type": "string", "format": "date-time"}, {"type": "boolean"}]
+DATE_TIME = {"type": "string", "format": "date-time"}
+VALUES = [{"type": "number"}, {"type": "string"}, DATE_TIME, {"type": "boolean"}]
 PIECES = [b'{"', b'"', b'":', b'":"', b",", b',"', b"}", b'"}', b'","', b"10", b"0", b"2", b"-", b".", b"e"]
-PIECES += [b"ba", b"se", b"height", b"len", b"gth", b"ra", b"dius", b"wid", b"th", b"bill", b"ing", b"_address"]
+PIECES += [b"ba", b"se", b"height", b"len", b"gth", b"ra", b"dius", b"wid", b"th"]
+PIECES += [b"bill", b"ing", b"_address"]
 PIECES += [b"true", b"false", b"202", b"4", b"T", b":", b"Z", b"a", b"b", b" ", b"\\", b"\\n", b"\xc3\xa9"]
 
 
