@@ -552,3 +552,6 @@ cdef extern from "cfgmask.h" nogil:
     size_t cm_segcut_bytes(const cm_segcut *c)
     size_t cm_segcut_store_hits()
     size_t cm_segcut_state_builds()
+
+cdef extern from "entry.h" nogil:
+    void cm_entry_hash_sampled_enable(int on)

@@ -2204,6 +2204,13 @@ def donor_mode_bytes_enable(bint on):
     cm_donor_mode_bytes_enable(1 if on else 0)
 
 
+def entry_hash_sampled_enable(bint on):
+    """Hash a bitset entry to intern it over one 64-bit word of every four (the default), or, off,
+    over all of them: the reference the tests compare against.  The hash only picks the slot where
+    the whole content is compared.  Process-wide; clear the caches after a change."""
+    cm_entry_hash_sampled_enable(1 if on else 0)
+
+
 def donor_mode_bytes_hits():
     """How many states' mode targets were counted by their bytes in this process (for the tests)."""
     return cm_donor_mode_bytes_hits()
