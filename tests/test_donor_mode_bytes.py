@@ -16,7 +16,6 @@ import json
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
-from .helpers import core_switch
+from .helpers import core_switch, masks_along, same_document_masks
 from .test_entries import WALKS_ONLY, entries
 from .test_listed_reuse import _same
 
@@ -98,7 +97,7 @@ def test_objects_entries_same(
     _check(_schema(props, keys[:n_required], extra), [*picks, *(w.encode() for w in words)])
 
 
-def _first_document(split: str, sid: str) -> tuple[str, str]:
+def first_document(split: str, sid: str) -> tuple[str, str]:
     for line in (CORPUS / f"{split}.jsonl").read_text().splitlines():
         rec = json.loads(line)
         if rec["id"] == f"{split}/{sid}":
@@ -119,7 +118,7 @@ def test_llama3_first_documents_masks_same(split: str, sid: str) -> None:
     """Llama-3 along the first document of median JSONSchemaBench schemas: every mask and the
     build statistics equal with the count on and off; on, states were counted by their bytes."""
     quicktok = pytest.importorskip("quicktok")
-    schema, doc = _first_document(split, sid)
+    schema, doc = first_document(split, sid)
     tokens = quicktok.get_encoding("llama3").encode(doc)
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(schema)
@@ -128,15 +127,7 @@ def test_llama3_first_documents_masks_same(split: str, sid: str) -> None:
         with _bytes_on(on):
             n0 = _core.donor_mode_bytes_hits()
             c = cfgmask.compile(g, vocab)
-            m = cfgmask.Matcher(c)
-            row = cfgmask.allocate_bitmask(1, vocab.size)
-            got = []
-            for t in tokens:
-                m.fill_bitmask(row, 0)
-                got.append(np.array(row).copy())
-                assert m.accept_token(t)
-            masks[on], stats[on] = got, c._handle.build_stats
+            masks[on], stats[on] = masks_along(c, tokens), c._handle.build_stats
             assert (_core.donor_mode_bytes_hits() - n0 > 0) == on
     assert stats[True] == stats[False]
-    for i, (x, y) in enumerate(zip(masks[False], masks[True], strict=True)):
-        assert np.array_equal(x, y), f"mask {i} differs"
+    same_document_masks([masks[False]], [masks[True]], [tokens])

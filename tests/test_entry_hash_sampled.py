@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,11 +21,10 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
-from .helpers import core_switch
+from .helpers import core_switch, masks_along, same_document_masks
+from .test_donor_mode_bytes import first_document
 from .test_entries import entries
 from .test_listed_reuse import _same
-
-CORPUS = Path(__file__).parent / "corpora" / "jsonschemabench"
 
 
 def _sampled(on: bool) -> AbstractContextManager[None]:
@@ -72,15 +69,6 @@ def test_entries_and_interning_same(n: int, extra: bool, picks: list[bytes], wor
     assert bytes_on == bytes_off
 
 
-def _first_document(split: str, sid: str) -> tuple[str, str]:
-    for line in (CORPUS / f"{split}.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec["id"] == f"{split}/{sid}":
-            doc = next(t["data"] for t in rec["tests"] if t["valid"])
-            return json.dumps(rec["schema"]), json.dumps(doc, separators=(",", ":"))
-    raise LookupError(sid)
-
-
 @pytest.mark.parametrize(
     ("split", "sid"),
     [("Glaiveai2K", "calculate_area_2540405e"), ("Snowplow", "sp_272_Normalized")],
@@ -89,7 +77,7 @@ def test_llama3_first_documents_same(split: str, sid: str) -> None:
     """Llama-3 along the first document of median JSONSchemaBench schemas: every mask, the cache's
     entries and bytes equal with the sampling on and off."""
     quicktok = pytest.importorskip("quicktok")
-    schema, doc = _first_document(split, sid)
+    schema, doc = first_document(split, sid)
     tokens = quicktok.get_encoding("llama3").encode(doc)
     vocab = cfgmask.Vocabulary.llama3()
     g = cfgmask.Grammar.from_json_schema(schema)
@@ -97,14 +85,7 @@ def test_llama3_first_documents_same(split: str, sid: str) -> None:
     for on in (False, True):
         with _sampled(on):
             c = cfgmask.compile(g, vocab)
-            m = cfgmask.Matcher(c)
-            row = cfgmask.allocate_bitmask(1, vocab.size)
-            got = []
-            for t in tokens:
-                m.fill_bitmask(row, 0)
-                got.append(np.array(row).copy())
-                assert m.accept_token(t)
-            masks[on], kept[on] = got, (c._handle.cache_entries, c._handle.cache_bytes)
+            masks[on] = masks_along(c, tokens)
+            kept[on] = (c._handle.cache_entries, c._handle.cache_bytes)
     assert kept[True] == kept[False]
-    for i, (x, y) in enumerate(zip(masks[False], masks[True], strict=True)):
-        assert np.array_equal(x, y), f"mask {i} differs"
+    same_document_masks([masks[False]], [masks[True]], [tokens])
