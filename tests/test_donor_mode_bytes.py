@@ -106,6 +106,14 @@ def first_document(split: str, sid: str) -> tuple[str, str]:
     raise LookupError(sid)
 
 
+def llama3_document(split: str, sid: str) -> tuple[cfgmask.Grammar, cfgmask.Vocabulary, list[int]]:
+    """The schema's grammar, Llama-3 and its first document's tokens (skipped without quicktok)."""
+    quicktok = pytest.importorskip("quicktok")
+    schema, doc = first_document(split, sid)
+    tokens = quicktok.get_encoding("llama3").encode(doc)
+    return cfgmask.Grammar.from_json_schema(schema), cfgmask.Vocabulary.llama3(), tokens
+
+
 @pytest.mark.parametrize(
     ("split", "sid"),
     [
@@ -117,11 +125,7 @@ def first_document(split: str, sid: str) -> tuple[str, str]:
 def test_llama3_first_documents_masks_same(split: str, sid: str) -> None:
     """Llama-3 along the first document of median JSONSchemaBench schemas: every mask and the
     build statistics equal with the count on and off; on, states were counted by their bytes."""
-    quicktok = pytest.importorskip("quicktok")
-    schema, doc = first_document(split, sid)
-    tokens = quicktok.get_encoding("llama3").encode(doc)
-    vocab = cfgmask.Vocabulary.llama3()
-    g = cfgmask.Grammar.from_json_schema(schema)
+    g, vocab, tokens = llama3_document(split, sid)
     masks, stats = {}, {}
     for on in (False, True):
         with _bytes_on(on):

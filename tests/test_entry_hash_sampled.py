@@ -22,7 +22,7 @@ import cfgmask
 from cfgmask import _core
 
 from .helpers import core_switch, masks_along, same_document_masks
-from .test_donor_mode_bytes import first_document
+from .test_donor_mode_bytes import llama3_document
 from .test_entries import entries
 from .test_listed_reuse import _same
 
@@ -76,11 +76,7 @@ def test_entries_and_interning_same(n: int, extra: bool, picks: list[bytes], wor
 def test_llama3_first_documents_same(split: str, sid: str) -> None:
     """Llama-3 along the first document of median JSONSchemaBench schemas: every mask, the cache's
     entries and bytes equal with the sampling on and off."""
-    quicktok = pytest.importorskip("quicktok")
-    schema, doc = first_document(split, sid)
-    tokens = quicktok.get_encoding("llama3").encode(doc)
-    vocab = cfgmask.Vocabulary.llama3()
-    g = cfgmask.Grammar.from_json_schema(schema)
+    g, vocab, tokens = llama3_document(split, sid)
     masks, kept = {}, {}
     for on in (False, True):
         with _sampled(on):
