@@ -445,6 +445,8 @@ cdef extern from "bits.h" nogil:
 cdef extern from "donor.h" nogil:
     void cm_donor_alike_enable(int on)
     size_t cm_donor_alike_hits()
+    void cm_donor_mode_bytes_enable(int on)
+    size_t cm_donor_mode_bytes_hits()
 
 
 cdef extern from "vocab.h" nogil:
@@ -557,3 +559,6 @@ cdef extern from "cfgmask.h" nogil:
     size_t cm_segcut_bytes(const cm_segcut *c)
     size_t cm_segcut_store_hits()
     size_t cm_segcut_state_builds()
+
+cdef extern from "entry.h" nogil:
+    void cm_entry_hash_sampled_enable(int on)

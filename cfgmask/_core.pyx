@@ -2244,6 +2244,26 @@ def donor_alike_hits():
     return cm_donor_alike_hits()
 
 
+def donor_mode_bytes_enable(bint on):
+    """Find the state most of a state's bytes lead to (the donor's pick, csrc/donor.c
+    ``mode_target``) by counting its own bytes where it has at most 32 (the default), or, off, by
+    its classes: the reference the tests compare against.  Process-wide; the entries are the
+    same."""
+    cm_donor_mode_bytes_enable(1 if on else 0)
+
+
+def entry_hash_sampled_enable(bint on):
+    """Hash a bitset entry to intern it over one 64-bit word of every four (the default), or, off,
+    over all of them: the reference the tests compare against.  The hash only picks the slot where
+    the whole content is compared.  Process-wide; clear the caches after a change."""
+    cm_entry_hash_sampled_enable(1 if on else 0)
+
+
+def donor_mode_bytes_hits():
+    """How many states' mode targets were counted by their bytes in this process (for the tests)."""
+    return cm_donor_mode_bytes_hits()
+
+
 def scan_notes_enable(bint on):
     """Keep a composed entry's chart scans of the tokens it leaves uncertain for its upward
     filter, which then does not scan them again (csrc/walk.c, cm_walk_listed_noted; the

@@ -16,5 +16,9 @@ int cm_donor_build(const cm_grammar *g, uint32_t state, uint32_t donor, const cm
 void cm_donor_alike_enable(int on);
 /* How many first bytes' subtrees were taken so far (process-wide). */
 size_t cm_donor_alike_hits(void);
+/* A state's mode target (the donor's pick) counted by its own bytes where it has few: on (the
+ * default), or by its classes (the reference the tests compare against); how many so far. */
+void cm_donor_mode_bytes_enable(int on);
+size_t cm_donor_mode_bytes_hits(void);
 
 #endif

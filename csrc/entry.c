@@ -1,4 +1,5 @@
 /* Mask-cache entries: reading, comparing and freeing them. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,13 +46,18 @@ static uint64_t hash_u32(uint64_t h, const uint32_t *p, size_t n) {
 }
 
 /* hash_u32 over a bitset read as 64-bit words: half the multiplies (a bitset entry is 4,008
- * words at Llama-3's size, and every entry built is hashed to be interned). */
-static uint64_t hash_bits(uint64_t h, const uint32_t *p, size_t n) {
+ * words at Llama-3's size, and every entry built is hashed to be interned).  With `step` 32, one
+ * 64-bit word of every four (the first of each 32 bytes), the rest whole: the hash only picks the
+ * slot where cm_entry_equal compares the whole content, so equal entries still meet and a
+ * collision costs one compare.  At the median schemas' first documents every number, string or
+ * value start is a bitset entry, a sibling's equal entry hashed again, and a quarter tells them
+ * apart: they differ in their counts (hashed too) or in runs of ids far wider than 32 bytes. */
+static inline uint64_t hash_bits(uint64_t h, const uint32_t *p, size_t n, size_t step) {
     uint64_t a = h, b = h ^ 0x632BE59BD9B4E019ULL, c = h ^ 0x8CB92BA72F3D8DD7ULL, d = h ^ 0xD6E8FEB86659FD93ULL;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    size_t i = 0, lane = step / 4;
+    for (; i + step <= n; i += step) {
         uint64_t q[4];
-        memcpy(q, p + i, sizeof q);
+        for (size_t k = 0; k < 4; k++) memcpy(&q[k], p + i + k * lane, sizeof q[k]);
         a = (a ^ q[0]) * CM_HASH_MUL;
         b = (b ^ q[1]) * CM_HASH_MUL;
         c = (c ^ q[2]) * CM_HASH_MUL;
@@ -61,12 +67,18 @@ static uint64_t hash_bits(uint64_t h, const uint32_t *p, size_t n) {
     return (a ^ (b << 16 | b >> 48) ^ (c << 32 | c >> 32) ^ (d << 48 | d >> 16)) * CM_HASH_MUL;
 }
 
+static atomic_int g_hash_sampled = 1;
+
+void cm_entry_hash_sampled_enable(int on) { atomic_store(&g_hash_sampled, on); }
+
 uint64_t cm_entry_hash(const cm_grammar *g, const cm_entry *e) {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ e->n_accepted ^ ((uint64_t)e->n_uncertain << 32);
-    h = e->accepted_bits ? hash_bits(h, e->accepted_bits, g->n_words) : hash_u32(h, e->accepted_ids, e->n_accepted);
+    size_t step = atomic_load_explicit(&g_hash_sampled, memory_order_relaxed) ? 32 : 8;
+    if (e->accepted_bits) h = hash_bits(h, e->accepted_bits, g->n_words, step);
+    else h = hash_u32(h, e->accepted_ids, e->n_accepted);
     /* a split entry's uncertain tokens are its wrap bits' and its rest: near a block's end
      * 10^5 of them, where the bits are n_words (equal entries are split alike) */
-    if (e->wrap_bits && e->n_uncertain > g->n_words) h = hash_bits(h ^ 1, e->wrap_bits, g->n_words);
+    if (e->wrap_bits && e->n_uncertain > g->n_words) h = hash_bits(h ^ 1, e->wrap_bits, g->n_words, 8);
     else h = hash_u32(h, e->uncertain, e->n_uncertain);
     h = hash_u32(h ^ e->n_rest, e->rest, e->n_rest);
     h ^= h >> 29;

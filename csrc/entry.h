@@ -32,6 +32,9 @@ void cm_entry_free(cm_entry *e);
 /* words |= the entry's accepted tokens (those `allow` has, unless NULL). */
 void cm_or_accepted(const cm_grammar *g, uint32_t *words, const cm_entry *e, const uint32_t *allow);
 uint64_t cm_entry_hash(const cm_grammar *g, const cm_entry *e);
+/* A bitset entry's hash over a quarter of its words (on, the default) or all of them (off: the
+ * reference the tests compare against).  Process-wide: clear the caches after a change. */
+void cm_entry_hash_sampled_enable(int on);
 bool cm_entry_equal(const cm_grammar *g, const cm_entry *a, const cm_entry *b);
 
 #endif
