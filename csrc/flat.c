@@ -1025,6 +1025,21 @@ static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
     return flat_closure_live(g, f, q, depth, 1, rep, n_rep);
 }
 
+/* The text proofs' bytes: from each UTF-8 state, one byte a (column, next state) pair. */
+static void text_reps(cm_flat *f) {
+    if (f->text_n_rep[0]) return;
+    for (int u = 0; u < CM_UTF8_STATES; u++) {
+        uint8_t seen[256] = {0};  /* per column: the next states seen, a bit each */
+        for (unsigned b = u ? 0x80 : 0x20; b < (u ? 0xC0u : 0xF5u); b++) {
+            int u2 = cm_utf8_step(u, (uint8_t)b);
+            if (u2 < 0 || (seen[f->col[b]] >> u2 & 1)) continue;
+            seen[f->col[b]] |= (uint8_t)(1u << u2);
+            f->text_rep_u[u][f->text_n_rep[u]] = (uint8_t)u2;
+            f->text_rep[u][f->text_n_rep[u]++] = (uint8_t)b;
+        }
+    }
+}
+
 /* ---- text proofs past characters no text entry holds (issue 12, session 44) ----
  *
  * flat_text_live fails at the first (configuration, byte) step that dies, yet a pattern's `.`
@@ -1100,13 +1115,15 @@ static bool text_step_unused(const cm_vocab *v, const cm_flat *f, uint32_t pf, u
 }
 
 /* flat_text_live's proof, a dead step passed over where it holds no text entry
- * (text_step_unused).  A pair (configuration, UTF-8 state) keeps the beginnings of every path
- * that reached it before it was expanded (breadth first: all those of its least depth); one
- * that reaches it after adds nothing to the steps already passed over, so with a step passed
- * over and such a late beginning the proof says no (as it does past FLAT_TEXT_UNUSED_MAX
- * pairs, or on a step that dies and is not passed over). */
+ * (text_step_unused).  A pair (configuration, UTF-8 state) keeps the beginnings of the paths
+ * that reach it (those of a character's start: none); one that reaches it after it was
+ * expanded sends it back to the queue, to check its dead steps and pass the beginning on (the
+ * steps are known then: no new pair).  The pairs are first expanded in the order they are met,
+ * breadth first, so each has its least depth.  No past FLAT_TEXT_UNUSED_MAX pairs, or on a step
+ * that dies and is not passed over. */
 static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
     const cm_vocab *v = g->v;
+    text_reps(f);
     if (!f->text_slot) {
         f->text_slot = calloc(FLAT_TEXT_SLOTS, sizeof *f->text_slot);
         if (!f->text_slot) return false;
@@ -1117,18 +1134,27 @@ static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, 
     }
     uint64_t stamp = (uint64_t)f->text_stamp << 44, *slot = f->text_slot;
     uint32_t q[FLAT_TEXT_UNUSED_MAX], pf[FLAT_TEXT_UNUSED_MAX][FLAT_TEXT_PFS];
+    uint16_t work[2 * FLAT_TEXT_UNUSED_MAX];  /* a ring: each pair at most once in it */
     uint8_t depth[FLAT_TEXT_UNUSED_MAX], us[FLAT_TEXT_UNUSED_MAX], n_pf[FLAT_TEXT_UNUSED_MAX];
+    uint8_t done_pf[FLAT_TEXT_UNUSED_MAX], queued[FLAT_TEXT_UNUSED_MAX];  /* beginnings passed on so far */
     q[0] = c0;
     depth[0] = 0;
     us[0] = u0;
     n_pf[0] = 1;
+    done_pf[0] = 0;
+    queued[0] = 1;
     pf[0][0] = u0 ? FLAT_PF_UNKNOWN : 0;
     uint64_t key0 = (uint64_t)c0 << 3 | u0;
-    size_t h0 = (size_t)((key0 * 0x9E3779B97F4A7C15ull) >> 53);
-    slot[h0] = stamp | (key0 + 1) << 12;  /* the pair + 1, then its queue index (0) */
-    unsigned n = 1;
-    bool passed = false, late = false;
-    for (unsigned i = 0; i < n; i++) {
+    slot[(size_t)((key0 * 0x9E3779B97F4A7C15ull) >> 53)] = stamp | (key0 + 1) << 12;  /* the pair + 1, its index (0) */
+    unsigned n = 1, w_lo = 0, w_hi = 1;
+    work[0] = 0;
+    bool passed = false;
+    while (w_lo != w_hi) {
+        unsigned i = work[w_lo];
+        w_lo = (w_lo + 1) % (2 * FLAT_TEXT_UNUSED_MAX);
+        queued[i] = 0;
+        unsigned a0 = done_pf[i], a1 = n_pf[i];
+        done_pf[i] = (uint8_t)a1;
         if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
         const uint32_t *rd = f->reads + (size_t)q[i] * 8;
         const uint8_t *r = f->text_rep[us[i]], *ru = f->text_rep_u[us[i]];
@@ -1136,7 +1162,7 @@ static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, 
         for (unsigned j = 0; j < n_rep; j++) {
             int32_t to = cm_bit(rd, r[j]) ? flat_live_step(g, f, q[i], r[j]) : CM_FLAT_DEAD;
             if (to == CM_FLAT_DEAD) {
-                for (unsigned a = 0; a < n_pf[i]; a++)
+                for (unsigned a = a0; a < a1; a++)
                     if (!text_step_unused(v, f, pf[i][a], r[j])) return false;
                 passed = true;
                 continue;
@@ -1146,7 +1172,7 @@ static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, 
             size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 53);
             unsigned at = UINT32_MAX;
             while ((slot[h] & ~((1ull << 44) - 1)) == stamp) {
-                if ((slot[h] >> 12 & ((1ull << 32) - 1)) == key + 1) {
+                if ((slot[h] >> 12 & 0xFFFFFFFFull) == key + 1) {
                     at = (unsigned)(slot[h] & 0xFFF);
                     break;
                 }
@@ -1159,25 +1185,38 @@ static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, 
                 q[at] = (uint32_t)to;
                 us[at] = ru[j];
                 depth[at] = (uint8_t)(depth[i] + 1u);
-                n_pf[at] = 0;
+                n_pf[at] = done_pf[at] = queued[at] = 0;
             }
             /* the beginnings it is reached with: none at a character's start */
-            for (unsigned a = 0; a < n_pf[i]; a++) {
+            bool added = false;
+            for (unsigned a = a0; a < a1; a++) {
                 uint32_t p = pf[i][a], m = 0;
-                if (ru[j] == 0) p = 0;
-                else if (p != FLAT_PF_UNKNOWN) {
+                if (ru[j] == 0) {
+                    p = 0;
+                } else if (p != FLAT_PF_UNKNOWN) {
                     while (m < 3 && (p >> 8 * m & 0xFF)) m++;
                     p = m == 3 ? FLAT_PF_UNKNOWN : p | (uint32_t)r[j] << 8 * m;
                 }
                 unsigned e = 0;
                 while (e < n_pf[at] && pf[at][e] != p) e++;
                 if (e < n_pf[at]) continue;
-                if (at <= i) late = true;  /* expanded already (or expanding) */
-                if (n_pf[at] < FLAT_TEXT_PFS) pf[at][n_pf[at]++] = p;
-                else pf[at][0] = FLAT_PF_UNKNOWN;  /* too many: any dead step from it fails */
+                if (n_pf[at] == FLAT_TEXT_PFS) {  /* too many: not known, from a new slot */
+                    p = FLAT_PF_UNKNOWN;
+                    for (e = 0; e < n_pf[at] && pf[at][e] != p; e++) {}
+                    if (e < n_pf[at]) continue;
+                    if (done_pf[at] == FLAT_TEXT_PFS) done_pf[at]--;  /* its last slot checked again */
+                    pf[at][FLAT_TEXT_PFS - 1] = p;
+                } else {
+                    pf[at][n_pf[at]++] = p;
+                }
+                added = true;
+            }
+            if (added && !queued[at]) {
+                queued[at] = 1;
+                work[w_hi] = (uint16_t)at;
+                w_hi = (w_hi + 1) % (2 * FLAT_TEXT_UNUSED_MAX);
             }
         }
-        if (passed && late) return false;
     }
     if (passed) atomic_fetch_add_explicit(&g_text_unused_proofs, 1, memory_order_relaxed);
     return true;
@@ -1193,17 +1232,7 @@ static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, 
  * From u0 > 0 (a loop's exit inside a character, loops.c) the entries read on
  * from there are the text entries' rest. */
 static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
-    if (!f->text_n_rep[0])
-        for (int u = 0; u < CM_UTF8_STATES; u++) {
-            uint8_t seen[256] = {0};  /* per column: the next states seen, a bit each */
-            for (unsigned b = u ? 0x80 : 0x20; b < (u ? 0xC0u : 0xF5u); b++) {
-                int u2 = cm_utf8_step(u, (uint8_t)b);
-                if (u2 < 0 || (seen[f->col[b]] >> u2 & 1)) continue;
-                seen[f->col[b]] |= (uint8_t)(1u << u2);
-                f->text_rep_u[u][f->text_n_rep[u]] = (uint8_t)u2;
-                f->text_rep[u][f->text_n_rep[u]++] = (uint8_t)b;
-            }
-        }
+    text_reps(f);
     uint32_t q[FLAT_TEXT_MAX] = {c0};
     uint8_t depth[FLAT_TEXT_MAX] = {0}, us[FLAT_TEXT_MAX] = {u0};  /* breadth first: the least depth */
     uint32_t slot[4 * FLAT_TEXT_MAX];  /* the pairs queued, open addressing: (c << 3 | u) + 1 */
