@@ -70,7 +70,10 @@ def test_llama3_same_entries(schema: dict) -> None:
     are loops, walked by their own proofs)."""
     vocab = cfgmask.Vocabulary.llama3()
     counted = switch_same_entries(
-        cfgmask.Grammar.from_json_schema(schema), vocab, _core.flat_text_unused_enable, _core.flat_text_unused_proofs
+        cfgmask.Grammar.from_json_schema(schema),
+        vocab,
+        _core.flat_text_unused_enable,
+        _core.flat_text_unused_proofs,
     )
     assert counted > 0 or schema is not SEMVER
 
@@ -124,7 +127,5 @@ def test_random_vocabularies_same_entries(schema: dict, v: Vocab) -> None:
     g = cfgmask.Grammar.from_json_schema(schema)
     vocab = _vocab(v)
     on = switch_entries(g, vocab, _core.flat_text_unused_enable, True, Strategy())
-    same_entries(
-        on, switch_entries(g, vocab, _core.flat_text_unused_enable, False, Strategy()), "off"
-    )
+    same_entries(on, switch_entries(g, vocab, _core.flat_text_unused_enable, False, Strategy()), "off")
     same_entries(on, entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)), "whole walks")
