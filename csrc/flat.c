@@ -1050,8 +1050,10 @@ static void text_reps(cm_flat *f) {
  * entry holds a character that begins with a byte of each of those reps' columns (taking the
  * same UTF-8 states) and then one of the dead byte's (vocab.h, text_used).  A semver pattern
  * under a maxLength (`^(\d+\.\d+\.\d+.*)$`, 32) counts its characters: its pairs (count, UTF-8
- * state) pass FLAT_TEXT_MAX, hence the larger cap here.  Off (cm_flat_text_unused_enable(0)):
- * flat_text_live alone, the reference. */
+ * state) pass FLAT_TEXT_MAX, hence the larger cap here.  It runs only where flat_text_live
+ * failed so (its -1: a step dead on a byte of 0x80 or more, or the cap), at ~2x its cost a
+ * step (the beginnings kept).  Off (cm_flat_text_unused_enable(0)): flat_text_live alone, the
+ * reference. */
 static atomic_int g_text_unused = 1;
 static atomic_size_t g_text_unused_proofs;
 void cm_flat_text_unused_enable(int on) { atomic_store(&g_text_unused, on); }
@@ -1228,10 +1230,12 @@ static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, 
  * chart holds none (flat_plain_live's argument, with partial characters).  A
  * proof: the closure of (c0, UTF-8 state u0: 0 at a character's start) under one
  * byte a (column, next UTF-8 state) pair (cm_utf8_step), breadth first to depth
- * CM_PLAIN_MAX_LEN in bytes; past FLAT_TEXT_MAX pairs, or on any failure, no.
+ * CM_PLAIN_MAX_LEN in bytes; past FLAT_TEXT_MAX pairs, or on any failure, no.  1 yes, 0 no,
+ * -1 no past the cap or at a step that dies on a byte of 0x80 or more (flat_text_unused_live
+ * may say yes then).
  * From u0 > 0 (a loop's exit inside a character, loops.c) the entries read on
  * from there are the text entries' rest. */
-static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
+static int flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
     text_reps(f);
     uint32_t q[FLAT_TEXT_MAX] = {c0};
     uint8_t depth[FLAT_TEXT_MAX] = {0}, us[FLAT_TEXT_MAX] = {u0};  /* breadth first: the least depth */
@@ -1245,14 +1249,14 @@ static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t
         const uint8_t *r = f->text_rep[us[i]], *ru = f->text_rep_u[us[i]];
         unsigned n_rep = f->text_n_rep[us[i]];
         for (unsigned j = 0; j < n_rep; j++)
-            if (!cm_bit(rd, r[j])) return false;
+            if (!cm_bit(rd, r[j])) return r[j] < 0x80 ? 0 : -1;
         for (unsigned j = 0; j < n_rep; j++) {
             int32_t to = flat_live_step(g, f, q[i], r[j]);
-            if (to < 0) return false;
+            if (to < 0) return to == CM_FLAT_DEAD && r[j] >= 0x80 ? -1 : 0;
             uint32_t key = (uint32_t)to << 3 | ru[j], h = key * 0x9E3779B1u >> 23;
             while (slot[h] && slot[h] != key + 1) h = (h + 1) & (4 * FLAT_TEXT_MAX - 1);
             if (slot[h]) continue;
-            if (n == FLAT_TEXT_MAX) return false;
+            if (n == FLAT_TEXT_MAX) return -1;
             slot[h] = key + 1;
             q[n] = (uint32_t)to;
             us[n] = ru[j];
@@ -1350,9 +1354,10 @@ static bool flat_plain_ok(const cm_grammar *g, cm_flat *f, uint32_t c0) {
 static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u) {
     unsigned sh = 2u * u + 2u;
     if (!(f->plain_ok[c0] >> sh & 3)) {
-        bool ok = g->v->text_used && atomic_load_explicit(&g_text_unused, memory_order_relaxed)
-                      ? flat_text_unused_live(g, f, c0, u)
-                      : flat_text_live(g, f, c0, u);  /* may add configurations: plain_ok moves */
+        int live = flat_text_live(g, f, c0, u);  /* may add configurations: plain_ok moves */
+        if (live < 0 && g->v->text_used && atomic_load_explicit(&g_text_unused, memory_order_relaxed))
+            live = flat_text_unused_live(g, f, c0, u);
+        bool ok = live > 0;
         f->plain_ok[c0] |= (ok ? 1u : 2u) << sh;
     }
     return (f->plain_ok[c0] >> sh & 3) == 1;
