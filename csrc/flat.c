@@ -1158,11 +1158,11 @@ static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, 
         unsigned a0 = done_pf[i], a1 = n_pf[i];
         done_pf[i] = (uint8_t)a1;
         if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
-        const uint32_t *rd = f->reads + (size_t)q[i] * 8;
         const uint8_t *r = f->text_rep[us[i]], *ru = f->text_rep_u[us[i]];
         unsigned n_rep = f->text_n_rep[us[i]];
         for (unsigned j = 0; j < n_rep; j++) {
-            int32_t to = cm_bit(rd, r[j]) ? flat_live_step(g, f, q[i], r[j]) : CM_FLAT_DEAD;
+            /* reads read again each step: a step that interns a configuration may move it */
+            int32_t to = cm_bit(f->reads + (size_t)q[i] * 8, r[j]) ? flat_live_step(g, f, q[i], r[j]) : CM_FLAT_DEAD;
             if (to == CM_FLAT_DEAD) {
                 for (unsigned a = a0; a < a1; a++)
                     if (!text_step_unused(v, f, pf[i][a], r[j])) return false;
