@@ -415,6 +415,8 @@ cdef extern from "flat.h" nogil:
     size_t cm_flat_class_bulk_walks()
     size_t cm_flat_class_tables()
     void cm_flat_lcp_jump_enable(int mode)
+    void cm_flat_text_unused_enable(int on)
+    size_t cm_flat_text_unused_proofs()
 
 
 cdef extern from "compose.h" nogil:

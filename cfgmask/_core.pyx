@@ -2166,6 +2166,20 @@ def flat_lcp_jump_enable(int mode):
     cm_flat_lcp_jump_enable(mode)
 
 
+def flat_text_unused_enable(bint on):
+    """Let a whole walk's text proof pass over a step that dies inside a character no text entry
+    of the vocabulary holds (a pattern's ``.`` without U+2028 and U+2029), up to 512 pairs
+    (csrc/flat.c, flat_text_unused_live; on by default), or, off, stop at it (flat_text_live,
+    up to 128 pairs): the reference the tests compare against.  Process-wide; clear the caches
+    after a change.  The masks are the same."""
+    cm_flat_text_unused_enable(1 if on else 0)
+
+
+def flat_text_unused_proofs():
+    """How many text proofs held past a dead step so far in this process (for the tests)."""
+    return cm_flat_text_unused_proofs()
+
+
 def tail_sparse_enable(bint on):
     """Keep a tail part of a small first byte's subtree (1,024 trie entries at most) as its
     accepted ids, its walk written into a zero spare bitset that goes back to the cache

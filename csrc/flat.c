@@ -48,6 +48,15 @@
  * depth above 0): with none, a dead subtree holds nothing uncertain. */
 #define FLAT_ANY (1u << 30)
 #define FLAT_ROW (FLAT_ANY - 1)
+/* Whether a text entry holds a character beginning with the m (1-3) bytes p: a lead byte,
+ * then continuation bytes (vocab.h, text_used). */
+static inline bool cm_text_used(const uint32_t *used, const uint8_t *p, unsigned m) {
+    if (m == 1) return cm_bit(used + CM_TEXT_USED1, p[0]);
+    if (m == 2) return cm_bit(used + CM_TEXT_USED2, (unsigned)p[0] << 8 | p[1]);
+    if (p[0] < 0xE0) return false;  /* a 2-byte character has no third byte */
+    return cm_bit(used + CM_TEXT_USED3, (unsigned)(p[0] - 0xE0) << 12 | (unsigned)(p[1] & 0x3F) << 6 | (p[2] & 0x3Fu));
+}
+
 /* errors come back as (status - 8), below CM_FLAT_CHART */
 #define FLAT_ERR(rc) ((rc) - 8)
 
@@ -113,6 +122,9 @@ struct cm_flat {
        that state; made on first use (text_n_rep[0] 0: not yet) */
     uint8_t text_rep[CM_UTF8_STATES][256], text_rep_u[CM_UTF8_STATES][256];
     uint16_t text_n_rep[CM_UTF8_STATES];
+    uint64_t *text_slot;        /* flat_text_unused_live's pairs queued, [FLAT_TEXT_SLOTS]: its call's stamp << 44
+                                   | the pair + 1 (made on first use; stamps instead of a clear a call) */
+    uint32_t text_stamp;
     size_t cap_tmp, cap_pos;
 };
 
@@ -133,6 +145,7 @@ void cm_flat_free(cm_flat *f) {
     free(f->pos);
     free(f->start_of);
     free(f->plain_ok);
+    free(f->text_slot);
     if (f->chart_ok) cm_chart_free(&f->chart);
     if (f->walk_ok) cm_chart_free(&f->walk);
     free(f);
@@ -1012,27 +1025,218 @@ static bool flat_plain_live(const cm_grammar *g, cm_flat *f, uint32_t c0) {
     return flat_closure_live(g, f, q, depth, 1, rep, n_rep);
 }
 
+/* The text proofs' bytes: from each UTF-8 state, one byte a (column, next state) pair. */
+static void text_reps(cm_flat *f) {
+    if (f->text_n_rep[0]) return;
+    for (int u = 0; u < CM_UTF8_STATES; u++) {
+        uint8_t seen[256] = {0};  /* per column: the next states seen, a bit each */
+        for (unsigned b = u ? 0x80 : 0x20; b < (u ? 0xC0u : 0xF5u); b++) {
+            int u2 = cm_utf8_step(u, (uint8_t)b);
+            if (u2 < 0 || (seen[f->col[b]] >> u2 & 1)) continue;
+            seen[f->col[b]] |= (uint8_t)(1u << u2);
+            f->text_rep_u[u][f->text_n_rep[u]] = (uint8_t)u2;
+            f->text_rep[u][f->text_n_rep[u]++] = (uint8_t)b;
+        }
+    }
+}
+
+/* ---- text proofs past characters no text entry holds (issue 12, session 44) ----
+ *
+ * flat_text_live fails at the first (configuration, byte) step that dies, yet a pattern's `.`
+ * (ECMAScript: no U+2028, U+2029) dies inside characters that no text entry of the vocabulary
+ * holds (Llama-3 has none): such a step holds no entry, so the proof may go on past it.  The
+ * proof's pairs carry the beginnings of the characters they are in (pf: the rep bytes since
+ * the character's lead, the first in the low byte); a dead step is passed over where no text
+ * entry holds a character that begins with a byte of each of those reps' columns (taking the
+ * same UTF-8 states) and then one of the dead byte's (vocab.h, text_used).  A semver pattern
+ * under a maxLength (`^(\d+\.\d+\.\d+.*)$`, 32) counts its characters: its pairs (count, UTF-8
+ * state) pass FLAT_TEXT_MAX, hence the larger cap here.  It runs only where flat_text_live
+ * failed so (its -1: a step dead on a byte of 0x80 or more, or the cap), at ~2x its cost a
+ * step (the beginnings kept).  Off (cm_flat_text_unused_enable(0)): flat_text_live alone, the
+ * reference. */
+static atomic_int g_text_unused = 1;
+static atomic_size_t g_text_unused_proofs;
+void cm_flat_text_unused_enable(int on) { atomic_store(&g_text_unused, on); }
+size_t cm_flat_text_unused_proofs(void) { return atomic_load(&g_text_unused_proofs); }  /* that passed a step over */
+
+#define FLAT_TEXT_UNUSED_MAX 512   /* pairs */
+#define FLAT_TEXT_SLOTS 2048       /* a power of two, at least twice the pairs */
+#define FLAT_TEXT_PFS 4            /* the beginnings a pair keeps; past them, not known */
+#define FLAT_PF_UNKNOWN 0xFF000000u  /* before the start's character began (u0 > 0) or too many */
+#define FLAT_TEXT_PRODUCT_MAX 4096 /* the character beginnings a dead step looks up */
+
+/* The bytes of UTF-8 state u's text steps in the column of rep (0x80 and up) that take u where
+ * rep takes it, into out; their count. */
+static unsigned text_alike(const cm_flat *f, unsigned u, uint8_t rep, uint8_t *out) {
+    int u2 = cm_utf8_step((int)u, rep);
+    unsigned n = 0;
+    for (unsigned b = 0x80; b < 0xF5; b++)
+        if (f->col[b] == f->col[rep] && cm_utf8_step((int)u, (uint8_t)b) == u2) out[n++] = (uint8_t)b;
+    return n;
+}
+
+/* Whether no text entry holds a character beginning with a byte alike (text_alike) to each rep
+ * of pf, then one alike to b: a dead step on b from a pair of beginning pf passes over no entry. */
+static bool text_step_unused(const cm_vocab *v, const cm_flat *f, uint32_t pf, uint8_t b) {
+    if (pf == FLAT_PF_UNKNOWN || b < 0x80) return false;
+    uint8_t reps[3];
+    unsigned m = 0;
+    for (; m < 3 && (pf >> 8 * m & 0xFF); m++) reps[m] = (uint8_t)(pf >> 8 * m);
+    if (m == 3) return false;  /* a 4-byte character's last byte: not kept */
+    reps[m++] = b;
+    uint8_t alike[3][128];
+    unsigned n[3], u = 0;
+    size_t product = 1;
+    for (unsigned i = 0; i < m; i++) {
+        n[i] = text_alike(f, u, reps[i], alike[i]);
+        product *= n[i];
+        int u2 = cm_utf8_step((int)u, reps[i]);
+        if (u2 < 0 || product > FLAT_TEXT_PRODUCT_MAX) return false;
+        u = (unsigned)u2;
+    }
+    uint8_t p[3];
+    for (unsigned a = 0; a < n[0]; a++) {
+        p[0] = alike[0][a];
+        if (m == 1) {
+            if (cm_text_used(v->text_used, p, 1)) return false;
+            continue;
+        }
+        for (unsigned c = 0; c < n[1]; c++) {
+            p[1] = alike[1][c];
+            if (m == 2) {
+                if (cm_text_used(v->text_used, p, 2)) return false;
+                continue;
+            }
+            for (unsigned e = 0; e < n[2]; e++) {
+                p[2] = alike[2][e];
+                if (cm_text_used(v->text_used, p, 3)) return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* flat_text_live's proof, a dead step passed over where it holds no text entry
+ * (text_step_unused).  A pair (configuration, UTF-8 state) keeps the beginnings of the paths
+ * that reach it (those of a character's start: none); one that reaches it after it was
+ * expanded sends it back to the queue, to check its dead steps and pass the beginning on (the
+ * steps are known then: no new pair).  The pairs are first expanded in the order they are met,
+ * breadth first, so each has its least depth.  No past FLAT_TEXT_UNUSED_MAX pairs, or on a step
+ * that dies and is not passed over. */
+static bool flat_text_unused_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
+    const cm_vocab *v = g->v;
+    text_reps(f);
+    if (!f->text_slot) {
+        f->text_slot = calloc(FLAT_TEXT_SLOTS, sizeof *f->text_slot);
+        if (!f->text_slot) return false;
+    }
+    if (++f->text_stamp == 1u << 20) {  /* the stamps wrap: a clear */
+        memset(f->text_slot, 0, FLAT_TEXT_SLOTS * sizeof *f->text_slot);
+        f->text_stamp = 1;
+    }
+    uint64_t stamp = (uint64_t)f->text_stamp << 44, *slot = f->text_slot;
+    uint32_t q[FLAT_TEXT_UNUSED_MAX], pf[FLAT_TEXT_UNUSED_MAX][FLAT_TEXT_PFS];
+    uint16_t work[2 * FLAT_TEXT_UNUSED_MAX];  /* a ring: each pair at most once in it */
+    uint8_t depth[FLAT_TEXT_UNUSED_MAX], us[FLAT_TEXT_UNUSED_MAX], n_pf[FLAT_TEXT_UNUSED_MAX];
+    uint8_t done_pf[FLAT_TEXT_UNUSED_MAX], queued[FLAT_TEXT_UNUSED_MAX];  /* beginnings passed on so far */
+    q[0] = c0;
+    depth[0] = 0;
+    us[0] = u0;
+    n_pf[0] = 1;
+    done_pf[0] = 0;
+    queued[0] = 1;
+    pf[0][0] = u0 ? FLAT_PF_UNKNOWN : 0;
+    uint64_t key0 = (uint64_t)c0 << 3 | u0;
+    slot[(size_t)((key0 * 0x9E3779B97F4A7C15ull) >> 53)] = stamp | (key0 + 1) << 12;  /* the pair + 1, its index (0) */
+    unsigned n = 1, w_lo = 0, w_hi = 1;
+    work[0] = 0;
+    bool passed = false;
+    while (w_lo != w_hi) {
+        unsigned i = work[w_lo];
+        w_lo = (w_lo + 1) % (2 * FLAT_TEXT_UNUSED_MAX);
+        queued[i] = 0;
+        unsigned a0 = done_pf[i], a1 = n_pf[i];
+        done_pf[i] = (uint8_t)a1;
+        if (depth[i] >= CM_PLAIN_MAX_LEN) continue;  /* reached by whole entries only */
+        const uint8_t *r = f->text_rep[us[i]], *ru = f->text_rep_u[us[i]];
+        unsigned n_rep = f->text_n_rep[us[i]];
+        for (unsigned j = 0; j < n_rep; j++) {
+            /* reads read again each step: a step that interns a configuration may move it */
+            int32_t to = cm_bit(f->reads + (size_t)q[i] * 8, r[j]) ? flat_live_step(g, f, q[i], r[j]) : CM_FLAT_DEAD;
+            if (to == CM_FLAT_DEAD) {
+                for (unsigned a = a0; a < a1; a++)
+                    if (!text_step_unused(v, f, pf[i][a], r[j])) return false;
+                passed = true;
+                continue;
+            }
+            if (to < 0) return false;
+            uint64_t key = (uint64_t)(uint32_t)to << 3 | ru[j];
+            size_t h = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 53);
+            unsigned at = UINT32_MAX;
+            while ((slot[h] & ~((1ull << 44) - 1)) == stamp) {
+                if ((slot[h] >> 12 & 0xFFFFFFFFull) == key + 1) {
+                    at = (unsigned)(slot[h] & 0xFFF);
+                    break;
+                }
+                h = (h + 1) & (FLAT_TEXT_SLOTS - 1);
+            }
+            if (at == UINT32_MAX) {
+                if (n == FLAT_TEXT_UNUSED_MAX) return false;
+                slot[h] = stamp | (key + 1) << 12 | n;
+                at = n++;
+                q[at] = (uint32_t)to;
+                us[at] = ru[j];
+                depth[at] = (uint8_t)(depth[i] + 1u);
+                n_pf[at] = done_pf[at] = queued[at] = 0;
+            }
+            /* the beginnings it is reached with: none at a character's start */
+            bool added = false;
+            for (unsigned a = a0; a < a1; a++) {
+                uint32_t p = pf[i][a], m = 0;
+                if (ru[j] == 0) {
+                    p = 0;
+                } else if (p != FLAT_PF_UNKNOWN) {
+                    while (m < 3 && (p >> 8 * m & 0xFF)) m++;
+                    p = m == 3 ? FLAT_PF_UNKNOWN : p | (uint32_t)r[j] << 8 * m;
+                }
+                unsigned e = 0;
+                while (e < n_pf[at] && pf[at][e] != p) e++;
+                if (e < n_pf[at]) continue;
+                if (n_pf[at] == FLAT_TEXT_PFS) {  /* too many: not known, from a new slot */
+                    p = FLAT_PF_UNKNOWN;
+                    for (e = 0; e < n_pf[at] && pf[at][e] != p; e++) {}
+                    if (e < n_pf[at]) continue;
+                    if (done_pf[at] == FLAT_TEXT_PFS) done_pf[at]--;  /* its last slot checked again */
+                    pf[at][FLAT_TEXT_PFS - 1] = p;
+                } else {
+                    pf[at][n_pf[at]++] = p;
+                }
+                added = true;
+            }
+            if (added && !queued[at]) {
+                queued[at] = 1;
+                work[w_hi] = (uint16_t)at;
+                w_hi = (w_hi + 1) % (2 * FLAT_TEXT_UNUSED_MAX);
+            }
+        }
+    }
+    if (passed) atomic_fetch_add_explicit(&g_text_unused_proofs, 1, memory_order_relaxed);
+    return true;
+}
+
 /* Whether every configuration c0 reaches on a prefix of a text entry (vocab.h)
  * steps to a flat live one on each byte that continues it as text: then every
  * text entry is accepted, and a subtree a walk from c0 leaves dead or through a
  * chart holds none (flat_plain_live's argument, with partial characters).  A
  * proof: the closure of (c0, UTF-8 state u0: 0 at a character's start) under one
  * byte a (column, next UTF-8 state) pair (cm_utf8_step), breadth first to depth
- * CM_PLAIN_MAX_LEN in bytes; past FLAT_TEXT_MAX pairs, or on any failure, no.
+ * CM_PLAIN_MAX_LEN in bytes; past FLAT_TEXT_MAX pairs, or on any failure, no.  1 yes, 0 no,
+ * -1 no past the cap or at a step that dies on a byte of 0x80 or more (flat_text_unused_live
+ * may say yes then).
  * From u0 > 0 (a loop's exit inside a character, loops.c) the entries read on
  * from there are the text entries' rest. */
-static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
-    if (!f->text_n_rep[0])
-        for (int u = 0; u < CM_UTF8_STATES; u++) {
-            uint8_t seen[256] = {0};  /* per column: the next states seen, a bit each */
-            for (unsigned b = u ? 0x80 : 0x20; b < (u ? 0xC0u : 0xF5u); b++) {
-                int u2 = cm_utf8_step(u, (uint8_t)b);
-                if (u2 < 0 || (seen[f->col[b]] >> u2 & 1)) continue;
-                seen[f->col[b]] |= (uint8_t)(1u << u2);
-                f->text_rep_u[u][f->text_n_rep[u]] = (uint8_t)u2;
-                f->text_rep[u][f->text_n_rep[u]++] = (uint8_t)b;
-            }
-        }
+static int flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u0) {
+    text_reps(f);
     uint32_t q[FLAT_TEXT_MAX] = {c0};
     uint8_t depth[FLAT_TEXT_MAX] = {0}, us[FLAT_TEXT_MAX] = {u0};  /* breadth first: the least depth */
     uint32_t slot[4 * FLAT_TEXT_MAX];  /* the pairs queued, open addressing: (c << 3 | u) + 1 */
@@ -1045,14 +1249,14 @@ static bool flat_text_live(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t
         const uint8_t *r = f->text_rep[us[i]], *ru = f->text_rep_u[us[i]];
         unsigned n_rep = f->text_n_rep[us[i]];
         for (unsigned j = 0; j < n_rep; j++)
-            if (!cm_bit(rd, r[j])) return false;
+            if (!cm_bit(rd, r[j])) return r[j] < 0x80 ? 0 : -1;
         for (unsigned j = 0; j < n_rep; j++) {
             int32_t to = flat_live_step(g, f, q[i], r[j]);
-            if (to < 0) return false;
+            if (to < 0) return to == CM_FLAT_DEAD && r[j] >= 0x80 ? -1 : 0;
             uint32_t key = (uint32_t)to << 3 | ru[j], h = key * 0x9E3779B1u >> 23;
             while (slot[h] && slot[h] != key + 1) h = (h + 1) & (4 * FLAT_TEXT_MAX - 1);
             if (slot[h]) continue;
-            if (n == FLAT_TEXT_MAX) return false;
+            if (n == FLAT_TEXT_MAX) return -1;
             slot[h] = key + 1;
             q[n] = (uint32_t)to;
             us[n] = ru[j];
@@ -1150,7 +1354,10 @@ static bool flat_plain_ok(const cm_grammar *g, cm_flat *f, uint32_t c0) {
 static bool flat_text_ok(const cm_grammar *g, cm_flat *f, uint32_t c0, uint8_t u) {
     unsigned sh = 2u * u + 2u;
     if (!(f->plain_ok[c0] >> sh & 3)) {
-        bool ok = flat_text_live(g, f, c0, u);  /* may add configurations: plain_ok moves */
+        int live = flat_text_live(g, f, c0, u);  /* may add configurations: plain_ok moves */
+        if (live < 0 && g->v->text_used && atomic_load_explicit(&g_text_unused, memory_order_relaxed))
+            live = flat_text_unused_live(g, f, c0, u);
+        bool ok = live > 0;
         f->plain_ok[c0] |= (ok ? 1u : 2u) << sh;
     }
     return (f->plain_ok[c0] >> sh & 3) == 1;

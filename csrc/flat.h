@@ -69,6 +69,11 @@ bool cm_flat_class_ids(const cm_vocab *v, const uint32_t *x, const uint32_t **id
  * default), 2 at every stop, 0 never (a scan of every entry between); process-wide, clear
  * the caches after a change. */
 void cm_flat_lcp_jump_enable(int mode);
+/* A whole walk's text proof passes over the dead steps inside characters that no text entry
+ * holds (flat.c, flat_text_unused_live): on by default, 0 the proof that stops at them; and
+ * how many of its proofs held past such a step, in this process (for the tests). */
+void cm_flat_text_unused_enable(int on);
+size_t cm_flat_text_unused_proofs(void);
 void cm_flat_free(cm_flat *f);
 
 #endif

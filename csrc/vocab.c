@@ -113,6 +113,32 @@ static inline __attribute__((always_inline)) void build_bulk(cm_vocab *v, bool t
     *n_out = n;
 }
 
+/* text_used (vocab.h): the beginnings of the characters of 2-4 bytes in the text entries
+ * (those that are not plain: the others hold none); left NULL when memory is short. */
+static void build_text_used(cm_vocab *v) {
+    if (!v->text_bits) return;
+    uint32_t *used = calloc(CM_TEXT_USED_WORDS, sizeof *used);
+    if (!used) return;
+    for (size_t k = 0; k < v->n_trie; k++) {
+        uint32_t id = v->trie_ids[k], len;
+        if (!cm_bit(v->text_bits, id) || (v->plain_bits && cm_bit(v->plain_bits, id))) continue;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        for (uint32_t i = 0; i < len;) {
+            uint8_t b = p[i];
+            uint32_t n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;  /* a text entry's characters are whole */
+            if (n > 1) {
+                cm_set_bit(used + CM_TEXT_USED1, b);
+                cm_set_bit(used + CM_TEXT_USED2, (unsigned)b << 8 | p[i + 1]);
+                if (n > 2)
+                    cm_set_bit(used + CM_TEXT_USED3,
+                               (unsigned)(b - 0xE0) << 12 | (unsigned)(p[i + 1] & 0x3F) << 6 | (p[i + 2] & 0x3Fu));
+            }
+            i += n;
+        }
+    }
+    v->text_used = used;
+}
+
 /* A first byte's name tokens get a bit set (vocab.h: name_bits) when there are at least
  * n_words / div of them: an id set one by one costs ~7 instructions, an OR of the words ~0.6 a
  * word (two AVX2 lanes), so the set pays from ~n_words / 11 ids on.  The divisor was 1 (three
@@ -223,6 +249,7 @@ static int build_trie_data(cm_vocab *v) {
     for (int b = 0; b < 256; b++) v->first_off[b + 1] = v->first_off[b] + count[b];
     build_bulk(v, false, &v->plain_next, &v->plain_lcp, &v->plain_bits, &v->n_plain);
     build_bulk(v, true, &v->text_next, &v->text_lcp, &v->text_bits, &v->n_text);
+    build_text_used(v);
     build_names(v);
     return CM_OK;
 }
@@ -295,6 +322,7 @@ void cm_vocab_free(cm_vocab *v) {
     free(v->text_next);
     free(v->text_lcp);
     free(v->text_bits);
+    free(v->text_used);
     free(v->name_next);
     free(v->name_lcp);
     free(v->name_ids);

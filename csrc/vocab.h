@@ -46,6 +46,12 @@ struct cm_vocab {
      * was short. */
     uint32_t *text_next, *text_lcp, *text_bits;
     uint32_t n_text;
+    /* The beginnings of the characters of 2-4 bytes that the text entries hold, as bit sets
+     * (cm_text_used): a lead byte [256 bits], a lead and a second byte [256 x 256], a lead
+     * E0-F4 and two more bytes [21 x 64 x 64].  A flat text proof may leave a character's
+     * step dead where no text entry holds it (flat.c, flat_text_live: a pattern's `.` that
+     * excludes U+2028).  NULL when memory was short or there are no text tables. */
+    uint32_t *text_used;
     /* The name entries: a first byte, then a name ([A-Za-z_][A-Za-z0-9_]*), at most
      * CM_PLAIN_MAX_LEN long (` foo`, `foo`), which a whole flat walk accepts in bulk
      * under a first byte whose configuration stays live on every such name (flat.c:
@@ -104,6 +110,13 @@ static inline int cm_utf8_step(int u, uint8_t b) {
     if (u == 6) return b >= 0x90 ? 2 : -1;
     return b <= 0x8F ? 2 : -1;
 }
+
+/* text_used's words: the lead bytes, then the (lead, second byte) pairs, then the (lead
+ * E0-F4, second, third byte) triples */
+#define CM_TEXT_USED1 0u
+#define CM_TEXT_USED2 8u
+#define CM_TEXT_USED3 (8u + 2048u)
+#define CM_TEXT_USED_WORDS (8u + 2048u + 21u * 128u)
 
 /* A name's first byte ([A-Za-z_]) and its other bytes ([A-Za-z0-9_]). */
 static inline bool cm_name_first(uint8_t b) { return (unsigned)((b | 0x20) - 'a') < 26u || b == '_'; }
