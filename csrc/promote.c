@@ -1,0 +1,274 @@
+/* Uncertain tokens that every caller reads on, taken as accepted (issue 12, session 44).
+ *
+ * A token is uncertain when the item's rule R completes inside it, at depth e >= 1, with its next
+ * byte in FOLLOW(R): the rest p[e..) is read by whoever called R, which the entry does not know.
+ * But an item of R with origin o exists only because a caller at set o predicted R (R is not the
+ * start rule), and every call of R returns to one of R's return states (g->ret_state).  So if the
+ * rest survives the private chart of (r, CM_OUTER) for EVERY return state r, whichever caller the
+ * real stack holds reads it on, and the token is allowed in every context: accepted.  Where the
+ * chart of r dies but r's own rule completes before (at depth e' >= 0, the next byte following it),
+ * the same question is asked of that rule and the rest after e' (one level further down the real
+ * stack).  A question met again while it is being answered (statement -> while -> statement) is
+ * taken as true: every real stack is finite, so by induction on its depth the answer holds for
+ * every stack where the proof's other branches hold (the start rule, completed with bytes left,
+ * answers false: its stack is empty).  An answer that leant on a question still open further up
+ * is not memoized, so the memo holds only what a question asked alone answers.  Lookahead debts (Lark's) are
+ * left out: there a completion reads the bytes between and the charts are not monotone in items.
+ *
+ * c.gbnf after a name at a statement's start (`for`, `return`, `s`): `item`'s label tokens
+ * (` :\n`, 252) and `statement`'s ` ;\n` (89) were checked by the real chart at every such mask,
+ * ~3.5 K instructions a token.  Off: the entries as before, the reference the tests compare against.
+ * Under the cache lock (build_entry_k). */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "chart.h"
+#include "promote.h"
+
+static atomic_int g_promote = 1;
+static atomic_size_t g_promoted;
+
+void cm_promote_enable(int on) { atomic_store(&g_promote, on ? 1 : 0); }
+size_t cm_promoted(void) { return atomic_load(&g_promoted); }
+bool cm_promote_on(void) { return atomic_load_explicit(&g_promote, memory_order_relaxed) != 0; }
+
+#define PROM_DEPTH 128    /* questions open at once (c's expression ladder is 17 levels) */
+#define PROM_EXITS 16     /* exits of one return state's chart followed (more: not followed) */
+#define PROM_BUDGET 4096  /* return-state charts one token may run (a safety valve: c's most are ~40) */
+
+/* A question's answer: (rule, rest bytes) -> verdict. */
+typedef struct prom_slot {
+    const uint8_t *p;     /* the vocabulary's trie data: outlives the cache */
+    uint32_t rule, len, hash;
+    uint8_t verdict;      /* 0: empty; 1: false; 2: true */
+} prom_slot;
+
+/* What the chart of (r, CM_OUTER) does before any byte, made once a state: the bytes its first
+ * set reads and whether that set completed r's rule already.  A rest whose first byte r does not
+ * read needs no chart: dead at once, or read on below with the same bytes. */
+typedef struct prom_first {
+    uint32_t first[8];
+    uint8_t known, exits0;
+} prom_first;
+
+struct cm_promote {
+    cm_chart item, rest;
+    prom_first *firsts;   /* [n_states], made on first use */
+    bool item_ok, rest_ok;
+    uint32_t item_of;     /* + 1: the state whose closure is item's first set */
+    uint8_t *ex;          /* [max_len + 1]: item's exit flags by depth */
+    prom_slot *slots;
+    size_t cap, n;
+    uint32_t open_rule[PROM_DEPTH], open_len[PROM_DEPTH];
+    uint32_t n_open;
+    uint32_t budget;
+};
+
+void cm_promote_free(cm_promote *x) {
+    if (!x) return;
+    if (x->item_ok) cm_chart_free(&x->item);
+    if (x->rest_ok) cm_chart_free(&x->rest);
+    free(x->ex);
+    free(x->firsts);
+    free(x->slots);
+    free(x);
+}
+
+static uint32_t prom_hash(uint32_t rule, const uint8_t *p, uint32_t len) {
+    uint32_t h = 2166136261u ^ rule;
+    for (uint32_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+    return h ? h : 1;
+}
+
+static prom_slot *prom_find(cm_promote *x, uint32_t h, uint32_t rule, const uint8_t *p, uint32_t len) {
+    if (!x->cap) return NULL;
+    for (size_t i = h & (x->cap - 1);; i = (i + 1) & (x->cap - 1)) {
+        prom_slot *s = &x->slots[i];
+        if (!s->verdict) return s;
+        if (s->hash == h && s->rule == rule && s->len == len && !memcmp(s->p, p, len)) return s;
+    }
+}
+
+static void prom_put(const cm_grammar *g, cm_promote *x, uint32_t rule, const uint8_t *p, uint32_t len, bool ok) {
+    if (2 * (x->n + 1) > x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 256;
+        prom_slot *old = x->slots, *s = calloc(cap, sizeof *s);
+        if (!s) return;  /* not kept: asked again */
+        size_t old_cap = x->cap;
+        x->slots = s;
+        x->cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].verdict) *prom_find(x, old[i].hash, old[i].rule, old[i].p, old[i].len) = old[i];
+        free(old);
+        atomic_fetch_add(&g->cache->bytes, (cap - old_cap) * sizeof *s);
+    }
+    uint32_t h = prom_hash(rule, p, len);
+    prom_slot *s = prom_find(x, h, rule, p, len);
+    if (s->verdict) return;
+    *s = (prom_slot){p, rule, len, h, (uint8_t)(ok ? 2 : 1)};
+    x->n++;
+}
+
+static int prom_rule(const cm_grammar *g, cm_promote *x, uint32_t rule, const uint8_t *p, uint32_t len,
+                     uint32_t *low);
+
+/* Does every derivation of return state r read p[0..len), or leave r's rule where the rest is
+ * read on below (prom_rule)?  1, 0, < 0 error.  *low: the lowest open question leant on. */
+static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint8_t *p, uint32_t len,
+                      uint32_t *low) {
+    if (!x->budget) return 0;
+    x->budget--;
+    uint32_t st = cm_pack(r, 0), exits[PROM_EXITS], n_ex = 0, rule = g->t.state_rule[r];
+    prom_first *f = &x->firsts[r];
+    if (f->known && !cm_bit(f->first, p[0]))
+        return f->exits0 && cm_follows(g, rule, p[0]) ? prom_rule(g, x, rule, p, len, low) : 0;
+    int rc = cm_chart_reset_items(&x->rest, g, &st, 1);
+    if (rc) return rc;
+    if (!f->known) {
+        const cm_chart *c = &x->rest;
+        for (size_t i = c->set_start[0]; i < c->set_start[1]; i++)
+            for (int j = 0; j < 8; j++) f->first[j] |= g->next_bytes[(size_t)cm_st(c->items[i].state) * 8 + j];
+        f->exits0 = c->exited;
+        f->known = 1;
+    }
+    if (x->rest.exited) exits[n_ex++] = 0;
+    uint32_t d = 0;
+    for (; d < len; d++) {
+        int s = cm_chart_scan(&x->rest, g, p[d]);
+        if (s < 0) return s;
+        if (!s) break;
+        if (x->rest.exited && d + 1 < len && n_ex < PROM_EXITS) exits[n_ex++] = d + 1;
+    }
+    if (d == len) return 1;
+    /* the chart is scratch from here: each exit's question resets it */
+    for (uint32_t i = 0; i < n_ex; i++) {
+        uint32_t e = exits[i];
+        if (!cm_follows(g, rule, p[e])) continue;
+        int ok = prom_rule(g, x, rule, p + e, len - e, low);
+        if (ok) return ok;
+    }
+    return 0;
+}
+
+/* Is p[0..len) read on after `rule` completes, whatever called it?  1, 0, < 0 error. */
+static int prom_rule(const cm_grammar *g, cm_promote *x, uint32_t rule, const uint8_t *p, uint32_t len,
+                     uint32_t *low) {
+    if (rule == g->t.start_rule || g->ret_off[rule] == g->ret_off[rule + 1]) return 0;
+    /* open already (the rests are suffixes of one token: the length names the bytes) */
+    for (uint32_t i = 0; i < x->n_open; i++)
+        if (x->open_rule[i] == rule && x->open_len[i] == len) {
+            if (i < *low) *low = i;
+            return 1;
+        }
+    prom_slot *s = prom_find(x, prom_hash(rule, p, len), rule, p, len);
+    if (s && s->verdict) return s->verdict == 2;
+    if (x->n_open == PROM_DEPTH) return 0;
+    uint32_t me = x->n_open++, mine = UINT32_MAX;
+    x->open_rule[me] = rule;
+    x->open_len[me] = len;
+    int ok = 1;
+    for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1] && ok > 0; k++)
+        ok = prom_state(g, x, g->ret_state[k], p, len, &mine);
+    x->n_open = me;
+    if (ok < 0) return ok;
+    if (mine < me) {
+        /* the answer leant on a question further up: true only while that holds, and a false
+         * might be true under another stack; kept for neither, so that what the memo holds is
+         * what the question asked alone would answer (the entries do not depend on the order
+         * they are built in) */
+        if (mine < *low) *low = mine;
+        return ok;
+    }
+    if (x->budget) prom_put(g, x, rule, p, len, ok != 0);
+    return ok;
+}
+
+static int open_chart(cm_chart *c, bool *ok) {
+    if (*ok) return CM_OK;
+    int rc = cm_chart_open(c, false);
+    if (rc) {
+        cm_chart_free(c);
+        return rc;
+    }
+    *ok = true;
+    return CM_OK;
+}
+
+bool cm_promote_applies(const cm_grammar *g) { return cm_promote_on() && g->t.n_la <= 1 && !g->has_segments; }
+
+/* Move w's uncertain tokens that every context reads on into its accepted set.  Any failure
+ * leaves the rest uncertain (the checks stay exact). */
+void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    if (!w->n_unc || !cm_promote_applies(g)) return;
+    cm_cache *cache = g->cache;
+    if (!cache->promote) {
+        cache->promote = calloc(1, sizeof *cache->promote);
+        if (!cache->promote) return;
+        atomic_fetch_add(&cache->bytes, sizeof *cache->promote);
+    }
+    cm_promote *x = cache->promote;
+    const cm_vocab *v = g->v;
+    if (!x->ex && !(x->ex = calloc((size_t)v->max_len + 1, 1))) return;
+    if (!x->firsts) {
+        if (!(x->firsts = calloc(g->t.n_states ? g->t.n_states : 1, sizeof *x->firsts))) return;
+        atomic_fetch_add(&cache->bytes, g->t.n_states * sizeof *x->firsts);
+    }
+    if (open_chart(&x->item, &x->item_ok) || open_chart(&x->rest, &x->rest_ok)) return;
+    uint32_t st = cm_pack(state, 0), rule = g->t.state_rule[state];
+    if (cm_chart_reset_items(&x->item, g, &st, 1)) return;
+    const uint8_t *prev = NULL;
+    uint32_t plen = 0, have = 0;  /* item holds the sets of prev[0..have) */
+    size_t kept = 0, promoted = 0;
+    int rc = CM_OK;
+    for (size_t i = 0; i < w->n_unc; i++) {
+        uint32_t k = w->unc[i], len;
+        const uint8_t *p = cm_trie_bytes(v, k, &len);
+        uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
+        if (d > have) d = have;
+        cm_chart_truncate(&x->item, (size_t)d + 1);
+        uint32_t dead = d;
+        for (; rc == CM_OK && dead < len; dead++) {
+            int s = cm_chart_scan(&x->item, g, p[dead]);
+            if (s <= 0) {
+                if (s < 0) rc = s;
+                break;
+            }
+            x->ex[dead + 1] = x->item.exited;
+        }
+        if (rc) break;
+        prev = p;
+        plen = len;
+        have = dead;
+        /* read whole by the item's own chart, or read on below an exit by every caller */
+        int ok = dead == len;
+        x->budget = PROM_BUDGET;
+        for (uint32_t e = 1; !ok && e <= dead && e < len; e++) {
+            if (!x->ex[e] || !cm_follows(g, rule, p[e])) continue;
+            uint32_t low = UINT32_MAX;
+            ok = prom_rule(g, x, rule, p + e, len - e, &low);
+            if (ok < 0) {
+                rc = ok;
+                break;
+            }
+            /* the rest's charts reset `rest` only: item's sets stand */
+        }
+        if (rc) break;
+        if (ok) {
+            uint32_t id = v->trie_ids[k];
+            if (!cm_bit(w->bits, id)) cm_walk_accept(w, id);
+            promoted++;
+            continue;
+        }
+        w->unc[kept++] = k;
+    }
+    if (rc) {
+        /* the loop stopped at some token: it and those after it stay uncertain, in order */
+        size_t i = kept + promoted;
+        memmove(w->unc + kept, w->unc + i, (w->n_unc - i) * sizeof *w->unc);
+        kept += w->n_unc - i;
+    }
+    w->n_unc = kept;
+    if (promoted) atomic_fetch_add(&g_promoted, promoted);
+}
