@@ -53,9 +53,27 @@ typedef struct prom_first {
     uint8_t known, exits0;
 } prom_first;
 
+/* A return state's chart, kept with the sets of the rest it read last: the rests of tokens next in
+ * trie order share most of their bytes (`;\n`, `;\n\n`, `;\n    `), so the next rest from the
+ * same state scans only past the common prefix, as the filter's item chart does. */
+#define PROM_CHARTS 16
+typedef struct prom_chart {
+    cm_chart c;
+    bool ok;
+    bool died;            /* the rest read last died on its byte `have` */
+    uint32_t of;          /* + 1: the state whose closure is the first set; 0: none */
+    const uint8_t *p;     /* the rest read last */
+    uint32_t len, have;   /* ... its sets for bytes 0 .. have are in c */
+    uint8_t *ex;          /* [max_len + 1]: the exit flag of each set */
+    uint64_t used;
+} prom_chart;
+
 struct cm_promote {
-    cm_chart item, rest;
+    cm_chart item;
+    prom_chart pool[PROM_CHARTS];
+    uint64_t clock;
     prom_first *firsts;   /* [n_states], made on first use */
+    uint32_t *fail_first; /* [n_rules]: + 1, the return state (its index) that last answered false */
     bool item_ok, rest_ok;
     uint32_t item_of;     /* + 1: the state whose closure is item's first set */
     uint8_t *ex;          /* [max_len + 1]: item's exit flags by depth */
@@ -69,9 +87,13 @@ struct cm_promote {
 void cm_promote_free(cm_promote *x) {
     if (!x) return;
     if (x->item_ok) cm_chart_free(&x->item);
-    if (x->rest_ok) cm_chart_free(&x->rest);
+    for (int i = 0; i < PROM_CHARTS; i++) {
+        if (x->pool[i].ok) cm_chart_free(&x->pool[i].c);
+        free(x->pool[i].ex);
+    }
     free(x->ex);
     free(x->firsts);
+    free(x->fail_first);
     free(x->slots);
     free(x);
 }
@@ -124,25 +146,66 @@ static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint
     prom_first *f = &x->firsts[r];
     if (f->known && !cm_bit(f->first, p[0]))
         return f->exits0 && cm_follows(g, rule, p[0]) ? prom_rule(g, x, rule, p, len, low) : 0;
-    int rc = cm_chart_reset_items(&x->rest, g, &st, 1);
-    if (rc) return rc;
+    prom_chart *pc = NULL, *lru = &x->pool[0];
+    for (int i = 0; i < PROM_CHARTS && !pc; i++) {
+        if (x->pool[i].of == r + 1) pc = &x->pool[i];
+        else if (x->pool[i].used < lru->used) lru = &x->pool[i];
+    }
+    int rc;
+    if (!pc) {
+        pc = lru;
+        if (!pc->ex && !(pc->ex = calloc((size_t)g->v->max_len + 1, 1))) return CM_ERR_NOMEM;
+        if (!pc->ok) {
+            if ((rc = cm_chart_open(&pc->c, false))) {
+                cm_chart_free(&pc->c);
+                return rc;
+            }
+            pc->ok = true;
+        }
+        pc->of = 0;
+        if ((rc = cm_chart_reset_items(&pc->c, g, &st, 1))) return rc;
+        pc->of = r + 1;
+        pc->p = NULL;
+        pc->have = 0;
+        pc->died = false;
+        pc->ex[0] = pc->c.exited;
+    }
+    pc->used = ++x->clock;
     if (!f->known) {
-        const cm_chart *c = &x->rest;
+        const cm_chart *c = &pc->c;
         for (size_t i = c->set_start[0]; i < c->set_start[1]; i++)
             for (int j = 0; j < 8; j++) f->first[j] |= g->next_bytes[(size_t)cm_st(c->items[i].state) * 8 + j];
-        f->exits0 = c->exited;
+        f->exits0 = pc->ex[0];
         f->known = 1;
     }
-    if (x->rest.exited) exits[n_ex++] = 0;
-    uint32_t d = 0;
-    for (; d < len; d++) {
-        int s = cm_chart_scan(&x->rest, g, p[d]);
-        if (s < 0) return s;
-        if (!s) break;
-        if (x->rest.exited && d + 1 < len && n_ex < PROM_EXITS) exits[n_ex++] = d + 1;
+    /* the sets of the common prefix with the rest read last stand */
+    uint32_t d = pc->p ? cm_common_prefix(pc->p, pc->len, p, len) : 0;
+    if (pc->died && d > pc->have) {
+        d = pc->have;  /* dies on the byte the last one died on */
+    } else {
+        if (d > pc->have) d = pc->have;
+        cm_chart_truncate(&pc->c, (size_t)d + 1);
+        pc->died = false;
+        for (; d < len; d++) {
+            int sc = cm_chart_scan(&pc->c, g, p[d]);
+            if (sc < 0) {
+                pc->of = 0;
+                return sc;
+            }
+            if (!sc) {
+                pc->died = true;
+                break;
+            }
+            pc->ex[d + 1] = pc->c.exited;
+        }
+        pc->have = d;
     }
+    pc->p = p;
+    pc->len = len;
+    for (uint32_t e = 0; e <= d && e < len && n_ex < PROM_EXITS; e++)
+        if (pc->ex[e]) exits[n_ex++] = e;
     if (d == len) return 1;
-    /* the chart is scratch from here: each exit's question resets it */
+    /* the exits are copied: each exit's question may take this chart for another state */
     for (uint32_t i = 0; i < n_ex; i++) {
         uint32_t e = exits[i];
         if (!cm_follows(g, rule, p[e])) continue;
@@ -168,9 +231,14 @@ static int prom_rule(const cm_grammar *g, cm_promote *x, uint32_t rule, const ui
     uint32_t me = x->n_open++, mine = UINT32_MAX;
     x->open_rule[me] = rule;
     x->open_len[me] = len;
+    /* every return state must answer true: the one that last answered false is asked first (the
+     * answer does not depend on the order: what the memo holds is what a question alone answers) */
+    uint32_t lo = g->ret_off[rule], n = g->ret_off[rule + 1] - lo, first = x->fail_first[rule];
     int ok = 1;
-    for (uint32_t k = g->ret_off[rule]; k < g->ret_off[rule + 1] && ok > 0; k++)
-        ok = prom_state(g, x, g->ret_state[k], p, len, &mine);
+    for (uint32_t j = 0; j < n && ok > 0; j++) {
+        uint32_t k = first ? (first - 1 + j) % n : j;
+        if ((ok = prom_state(g, x, g->ret_state[lo + k], p, len, &mine)) == 0) x->fail_first[rule] = k + 1;
+    }
     x->n_open = me;
     if (ok < 0) return ok;
     if (mine < me) {
@@ -211,11 +279,15 @@ void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     cm_promote *x = cache->promote;
     const cm_vocab *v = g->v;
     if (!x->ex && !(x->ex = calloc((size_t)v->max_len + 1, 1))) return;
+    if (!x->fail_first) {
+        if (!(x->fail_first = calloc(g->t.n_rules ? g->t.n_rules : 1, sizeof *x->fail_first))) return;
+        atomic_fetch_add(&cache->bytes, g->t.n_rules * sizeof *x->fail_first);
+    }
     if (!x->firsts) {
         if (!(x->firsts = calloc(g->t.n_states ? g->t.n_states : 1, sizeof *x->firsts))) return;
         atomic_fetch_add(&cache->bytes, g->t.n_states * sizeof *x->firsts);
     }
-    if (open_chart(&x->item, &x->item_ok) || open_chart(&x->rest, &x->rest_ok)) return;
+    if (open_chart(&x->item, &x->item_ok)) return;
     uint32_t st = cm_pack(state, 0), rule = g->t.state_rule[state];
     if (cm_chart_reset_items(&x->item, g, &st, 1)) return;
     const uint8_t *prev = NULL;
@@ -252,7 +324,6 @@ void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                 rc = ok;
                 break;
             }
-            /* the rest's charts reset `rest` only: item's sets stand */
         }
         if (rc) break;
         if (ok) {
