@@ -74,6 +74,8 @@ struct cm_promote {
     uint64_t clock;
     prom_first *firsts;   /* [n_states], made on first use */
     uint32_t *fail_first; /* [n_rules]: + 1, the return state (its index) that last answered false */
+    uint32_t *pf;         /* [n_rules * 8]: the bytes a rest that rule's question answers true for
+                             can start with (prom_pf); NULL: not made */
     bool item_ok, rest_ok;
     uint32_t item_of;     /* + 1: the state whose closure is item's first set */
     uint8_t *ex;          /* [max_len + 1]: item's exit flags by depth */
@@ -94,6 +96,7 @@ void cm_promote_free(cm_promote *x) {
     free(x->ex);
     free(x->firsts);
     free(x->fail_first);
+    free(x->pf);
     free(x->slots);
     free(x);
 }
@@ -218,7 +221,7 @@ static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint
 /* Is p[0..len) read on after `rule` completes, whatever called it?  1, 0, < 0 error. */
 static int prom_rule(const cm_grammar *g, cm_promote *x, uint32_t rule, const uint8_t *p, uint32_t len,
                      uint32_t *low) {
-    if (rule == g->t.start_rule || g->ret_off[rule] == g->ret_off[rule + 1]) return 0;
+    if (!cm_bit(x->pf + (size_t)rule * 8, p[0])) return 0;  /* the start rule's and a rule's without returns: none */
     /* open already (the rests are suffixes of one token: the length names the bytes) */
     for (uint32_t i = 0; i < x->n_open; i++)
         if (x->open_rule[i] == rule && x->open_len[i] == len) {
@@ -264,6 +267,62 @@ static int open_chart(cm_chart *c, bool *ok) {
     return CM_OK;
 }
 
+/* The closure of (r, CM_OUTER) in chart c: its first bytes and exit into x->firsts[r]. */
+static int prom_first_of(const cm_grammar *g, cm_promote *x, cm_chart *c, uint32_t r) {
+    prom_first *f = &x->firsts[r];
+    if (f->known) return CM_OK;
+    uint32_t st = cm_pack(r, 0);
+    int rc = cm_chart_reset_items(c, g, &st, 1);
+    if (rc) return rc;
+    for (size_t i = c->set_start[0]; i < c->set_start[1]; i++)
+        for (int j = 0; j < 8; j++) f->first[j] |= g->next_bytes[(size_t)cm_st(c->items[i].state) * 8 + j];
+    f->exits0 = c->exited;
+    f->known = 1;
+    return CM_OK;
+}
+
+/* The first bytes a true answer's rest can have, per rule: the greatest sets with, for every rule
+ * R that is not the start rule and has return states, PF(R) = the bytes every return state r reads
+ * first, or, where r's rule completes at once, that rule's PF (none for the others).  A true
+ * answer's proof meets these equations on its rests' first bytes (a question open again included:
+ * it is in the proof), so a rest whose first byte is outside PF(R) is answered false with no chart
+ * (the ladder's rests after `)`, `;`, `,`: some caller reads none of them).  Made once, from the
+ * return states' first sets (a chart reset each). */
+static int prom_pf(const cm_grammar *g, cm_promote *x, cm_chart *c) {
+    uint32_t n = g->t.n_rules;
+    uint32_t *pf = calloc((size_t)(n ? n : 1) * 8, sizeof *pf);
+    if (!pf) return CM_ERR_NOMEM;
+    for (uint32_t r = 0; r < n; r++) {
+        if (r == g->t.start_rule || g->ret_off[r] == g->ret_off[r + 1]) continue;
+        for (int j = 0; j < 8; j++) pf[(size_t)r * 8 + j] = UINT32_MAX;
+        for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++) {
+            int rc = prom_first_of(g, x, c, g->ret_state[k]);
+            if (rc) {
+                free(pf);
+                return rc;
+            }
+        }
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t r = 0; r < n; r++) {
+            uint32_t *to = pf + (size_t)r * 8;
+            for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++) {
+                const prom_first *f = &x->firsts[g->ret_state[k]];
+                const uint32_t *up = pf + (size_t)g->t.state_rule[g->ret_state[k]] * 8;
+                for (int j = 0; j < 8; j++) {
+                    uint32_t w = to[j] & (f->first[j] | (f->exits0 ? up[j] : 0));
+                    changed |= w != to[j];
+                    to[j] = w;
+                }
+            }
+        }
+    }
+    x->pf = pf;
+    atomic_fetch_add(&g->cache->bytes, (size_t)n * 8 * sizeof *pf);
+    return CM_OK;
+}
+
 bool cm_promote_applies(const cm_grammar *g) { return cm_promote_on() && g->t.n_la <= 1 && !g->has_segments; }
 
 /* Move w's uncertain tokens that every context reads on into its accepted set.  Any failure
@@ -288,7 +347,9 @@ void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         atomic_fetch_add(&cache->bytes, g->t.n_states * sizeof *x->firsts);
     }
     if (open_chart(&x->item, &x->item_ok)) return;
+    if (!x->pf && prom_pf(g, x, &x->item)) return;
     uint32_t st = cm_pack(state, 0), rule = g->t.state_rule[state];
+    const uint32_t *pf = x->pf + (size_t)rule * 8;
     if (cm_chart_reset_items(&x->item, g, &st, 1)) return;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* item holds the sets of prev[0..have) */
@@ -297,6 +358,13 @@ void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     for (size_t i = 0; i < w->n_unc; i++) {
         uint32_t k = w->unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
+        /* a rest can be taken only where its first byte is in the rule's PF: none, no scan */
+        uint32_t j = 1;
+        while (j < len && !cm_bit(pf, p[j])) j++;
+        if (j >= len) {
+            w->unc[kept++] = k;
+            continue;
+        }
         uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
         if (d > have) d = have;
         cm_chart_truncate(&x->item, (size_t)d + 1);
@@ -313,11 +381,11 @@ void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         prev = p;
         plen = len;
         have = dead;
-        /* read whole by the item's own chart, or read on below an exit by every caller */
-        int ok = dead == len;
+        /* read on below an exit by every caller */
+        int ok = 0;
         x->budget = PROM_BUDGET;
         for (uint32_t e = 1; !ok && e <= dead && e < len; e++) {
-            if (!x->ex[e] || !cm_follows(g, rule, p[e])) continue;
+            if (!x->ex[e] || !cm_bit(pf, p[e])) continue;
             uint32_t low = UINT32_MAX;
             ok = prom_rule(g, x, rule, p + e, len - e, &low);
             if (ok < 0) {
