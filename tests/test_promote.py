@@ -26,7 +26,16 @@ from cfgmask import _core
 
 from .helpers import core_switch, mask_bools, masks_along
 from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
-from .test_tail_levels import HELLO, PIECES, STMT_ALTS, STMT_ATOMS, STMT_NAMES, STMT_WS, _stmt_grammar, _stmt_vocab
+from .test_tail_levels import (
+    HELLO,
+    PIECES,
+    STMT_ALTS,
+    STMT_ATOMS,
+    STMT_NAMES,
+    STMT_WS,
+    _stmt_grammar,
+    _stmt_vocab,
+)
 
 DOCS = {
     "c.gbnf": HELLO
@@ -95,7 +104,9 @@ def test_c_entries_only_move_uncertain_tokens() -> None:
     with core_switch(_core.promote_enable, True):
         plain = entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
     for s, (a, b) in enumerate(zip(got[True], plain, strict=True)):
-        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), f"state {s} differs from plain walks"
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), (
+            f"state {s} differs from plain walks"
+        )
 
 
 # A name rule that two callers return from into states reading different bytes; the start rule
@@ -119,7 +130,22 @@ SMALL = {
 }
 SMALL_TOKENS = [
     *(bytes([c]) for c in b"abcqwx;(){}[]"),
-    *(b"q;", b"q)", b"q;}", b"q))", b"q;q", b"q;w", b"q;x", b"q;(", b"qq;", b"q;;", b"q)q", b"q);", b"q}", b"wq;"),
+    *(
+        b"q;",
+        b"q)",
+        b"q;}",
+        b"q))",
+        b"q;q",
+        b"q;w",
+        b"q;x",
+        b"q;(",
+        b"qq;",
+        b"q;;",
+        b"q)q",
+        b"q);",
+        b"q}",
+        b"wq;",
+    ),
     *(b"q]", b"q];", b"q])", b"q]]", b"];", b"])", b"];w", b"q;w["),
 ]
 
