@@ -36,6 +36,9 @@ bool cm_promote_on(void) { return atomic_load_explicit(&g_promote, memory_order_
 
 #define PROM_DEPTH 128    /* questions open at once (c's expression ladder is 17 levels) */
 #define PROM_EXITS 16     /* exits of one return state's chart followed (more: not followed) */
+#define PROM_MAX_RETURNS 16  /* a rule returning to more states is not asked (PF none): a JSON
+                                Schema's value rule returns into every property, each a chart a rest */
+#define PROM_MAX_LEN 16   /* longer tokens (a string's text) are left uncertain: not scanned */
 #define PROM_BUDGET 4096  /* return-state charts one token may run (a safety valve: c's most are ~40) */
 
 /* A question's answer: (rule, rest bytes) -> verdict. */
@@ -293,7 +296,8 @@ static int prom_pf(const cm_grammar *g, cm_promote *x, cm_chart *c) {
     uint32_t *pf = calloc((size_t)(n ? n : 1) * 8, sizeof *pf);
     if (!pf) return CM_ERR_NOMEM;
     for (uint32_t r = 0; r < n; r++) {
-        if (r == g->t.start_rule || g->ret_off[r] == g->ret_off[r + 1]) continue;
+        uint32_t n_ret = g->ret_off[r + 1] - g->ret_off[r];
+        if (r == g->t.start_rule || !n_ret || n_ret > PROM_MAX_RETURNS) continue;
         for (int j = 0; j < 8; j++) pf[(size_t)r * 8 + j] = UINT32_MAX;
         for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++) {
             int rc = prom_first_of(g, x, c, g->ret_state[k]);
@@ -307,6 +311,7 @@ static int prom_pf(const cm_grammar *g, cm_promote *x, cm_chart *c) {
         changed = false;
         for (uint32_t r = 0; r < n; r++) {
             uint32_t *to = pf + (size_t)r * 8;
+            if (g->ret_off[r + 1] - g->ret_off[r] > PROM_MAX_RETURNS) continue;  /* none already */
             for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++) {
                 const prom_first *f = &x->firsts[g->ret_state[k]];
                 const uint32_t *up = pf + (size_t)g->t.state_rule[g->ret_state[k]] * 8;
@@ -361,7 +366,7 @@ void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         /* a rest can be taken only where its first byte is in the rule's PF: none, no scan */
         uint32_t j = 1;
         while (j < len && !cm_bit(pf, p[j])) j++;
-        if (j >= len) {
+        if (j >= len || len > PROM_MAX_LEN) {
             w->unc[kept++] = k;
             continue;
         }
