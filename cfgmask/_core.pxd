@@ -410,11 +410,6 @@ cdef extern from "flat.h" nogil:
     void cm_flat_lcp_jump_enable(int mode)
 
 
-cdef extern from "promote.h" nogil:
-    void cm_promote_enable(int on)
-    size_t cm_promoted()
-
-
 cdef extern from "compose.h" nogil:
     void cm_tail_alias_enable(int on)
     size_t cm_tail_aliases()
