@@ -596,8 +596,9 @@ void cm_flat_derived_free(cm_flat_derived *d);
  * object), not made and copied. */
 int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out);
 /* cm_flat_derive's walk of a keyed row of up to 64 classes as bit masks of its edges and run
- * starts (tables.c, ROW_BITS; on by default): off, run by run (the reference the tests compare
- * against).  The derived tables are the same. */
+ * starts (tables.c, ROW_BITS; on by default), kept for cm_flat_derive_trans (run_bits, edges):
+ * off, run by run, the runs' ends kept in run_end (the reference the tests compare against).
+ * The derived tables are the same. */
 void cm_derive_row_bits_enable(int on);
 
 /* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */
