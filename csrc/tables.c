@@ -170,8 +170,8 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
  * with an edge (cm_row_edges); st, the starts of its runs (cm_run_starts' bits), from where e
  * changes and, inside a stretch of e, a compare of each class with the one before (a run of -1,
  * most of a row, needs none), kept as run_bits[s] (one store a row, where every run's end was
- * stored: cm_flat_derive_trans takes each run's end from the next start); then the hash terms w * (target + 1) of the runs
- * with an edge only (ROW_TERMS: the w of every row summed into part[0] once a rule), and the
+ * stored: cm_flat_derive_trans takes each run's end from the next start); then the hash terms
+ * w * (target + 1) of the runs with an edge only (ROW_TERMS: the w of every row summed into part[0] once a rule), and the
  * bytes of each span of classes with a target (own: nxt before the fixpoint, or every byte with
  * a token edge, and the row's state_bytes), each found from the bits where the walk went run by
  * run (a step of cm_run_starts' bits, a compare, a span's bits and a store each), the bounds and
@@ -516,14 +516,16 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
                     continue;
                 }
                 /* a fill of -1, then each run with an edge (its start in st & edge: the runs of
-                 * -1, half a row's, are not visited) written to its global classes */
+                 * -1, half a row's, are not visited) written to its global classes; a run at j
+                 * ends after the first of the runs' last classes (last) from j on, its target
+                 * not -1 (an edge) */
                 for (uint32_t c = 0; c < k; c++) o[c] = -1;
+                uint64_t last = st >> 1 | (uint64_t)1 << (nc - 1);
                 for (uint64_t x = st & edge[i]; x; x &= x - 1) {
                     uint32_t j = (uint32_t)__builtin_ctzll(x);
-                    uint64_t after = st & ((~(uint64_t)0 << j) << 1);
-                    uint32_t j1 = after ? (uint32_t)__builtin_ctzll(after) : nc;
+                    uint32_t j1 = (uint32_t)__builtin_ctzll(last & (~(uint64_t)0 << j)) + 1;
                     int32_t v = row[j];
-                    if (!TARGET_OK(v)) return CM_ERR_ARG;
+                    if (v < 0 || (uint32_t)v - lo >= n) return CM_ERR_ARG; /* (TARGET_OK) */
                     for (uint32_t y = inv_off[j]; y < inv_off[j1]; y++) o[inv[y]] = v;
                 }
             }
