@@ -166,17 +166,18 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
 }
 
 /* ROW_BITS: next_bytes' walk of the rows of a keyed rule of 1 <= nc <= 64 classes as bit masks,
- * where every output is kept (run_off, run_end, edges, state_bytes): per row, e, the classes
+ * where every output is kept (run_off, run_bits, edges, state_bytes): per row, e, the classes
  * with an edge (cm_row_edges); st, the starts of its runs (cm_run_starts' bits), from where e
  * changes and, inside a stretch of e, a compare of each class with the one before (a run of -1,
  * most of a row, needs none), kept as run_bits[s] (one store a row, where every run's end was
  * stored: cm_flat_derive_trans takes each run's end from the next start); then the hash terms
- * w * (target + 1) of the runs with an edge only (ROW_TERMS: the w of every row summed into part[0] once a rule), and the
- * bytes of each span of classes with a target (own: nxt before the fixpoint, or every byte with
- * a token edge, and the row's state_bytes), each found from the bits where the walk went run by
- * run (a step of cm_run_starts' bits, a compare, a span's bits and a store each), the bounds and
- * outputs in locals once a rule (where the walk tested them again at every row).  edges[s] is e:
- * the union of the runs with an edge.  run_off[s] is n_runs: no ends in run_end. */
+ * w * (target + 1) of the runs with an edge only (ROW_TERMS: the w of every row summed into
+ * part[0] once a rule), and the bytes of each span of classes with a target (own: nxt before the
+ * fixpoint, or every byte with a token edge, and the row's state_bytes), each found from the bits
+ * where the walk went run by run (a step of cm_run_starts' bits, a compare, a span's bits and a
+ * store each), the bounds and outputs in locals once a rule (where the walk tested them again at
+ * every row).  edges[s] is e: the union of the runs with an edge.  run_off[s] is n_runs: no ends
+ * in run_end. */
 static int g_row_bits = 1;
 
 void cm_derive_row_bits_enable(int on) { g_row_bits = on; }
