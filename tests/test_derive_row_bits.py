@@ -33,15 +33,20 @@ from .test_compile_tables import GRAMMARS, SCHEMAS, _ir, assert_same, both
 _core: Any = importlib.import_module("cfgmask._core")
 
 
-def _derived(g: ir.Grammar) -> tuple[Any, tuple[int, ...]]:
-    """compile_finish's derived item for ``g`` (as ``compile`` calls it) and the number of classes
-    of each rule."""
+def _finished(g: ir.Grammar) -> Any:
+    """compile_finish's items for ``g`` (as ``compile`` calls it): the flat rules, the derived
+    item at 9."""
     limits = CompileLimits()
     clear_caches()
     with deadline.Deadline(limits.deadline_ms, "compile"):
         sess = prepare(g, limits)
         validate(g, sess)
-        got = build_rules(g, limits, sess).__dict__["_got"][0]
+        return build_rules(g, limits, sess).__dict__["_got"][0]
+
+
+def _derived(g: ir.Grammar) -> tuple[Any, tuple[int, ...]]:
+    """compile_finish's derived item for ``g`` and the number of classes of each rule."""
+    got = _finished(g)
     rs = np.frombuffer(got[1], dtype=np.uint32).astype(np.int64)
     rt = np.frombuffer(got[2], dtype=np.uint32).astype(np.int64)
     n = np.diff(rs)
@@ -53,12 +58,7 @@ def _by_class_from_rows(g: ir.Grammar) -> None:
     """The table by global class that ``cm_flat_derive_trans`` wrote (from the ROW_BITS rows'
     run-start and edge bits where the switch is on) equal to one read off the rules' own rows:
     state s's entry of global class c is its row's entry of its rule's class of c's first byte."""
-    limits = CompileLimits()
-    clear_caches()
-    with deadline.Deadline(limits.deadline_ms, "compile"):
-        sess = prepare(g, limits)
-        validate(g, sess)
-        got = build_rules(g, limits, sess).__dict__["_got"][0]
+    got = _finished(g)
     k, classes, trans = got[9][0], np.frombuffer(got[9][1], dtype=np.uint8), got[9][2]
     assert k > 0
     rs = np.frombuffer(got[1], dtype=np.uint32).astype(np.int64)
