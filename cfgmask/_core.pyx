@@ -1626,8 +1626,9 @@ def dfa_runs_enable(bint on):
 
 def derive_row_bits_enable(bint on):
     """Walk each keyed row of up to 64 classes in ``compile_finish``'s derived tables as bit masks
-    of its edges and run starts (csrc/tables.c, ROW_BITS; the default) or, off, run by run: the
-    reference the tests compare against.  Process-wide; the tables are the same."""
+    of its edges and run starts (csrc/tables.c, ROW_BITS; the default; the table by class then
+    walks the same bits) or, off, run by run: the reference the tests compare against.
+    Process-wide; the tables are the same."""
     cm_derive_row_bits_enable(1 if on else 0)
 
 
