@@ -1950,6 +1950,18 @@ def listed_unread():
     return cm_walk_listed_unread()
 
 
+def listed_last_viable_enable(bint on):
+    """Let a listed walk only check the last byte of each text (cm_chart_viable) instead of
+    building its set (csrc/walk.c, the default; a longer text scans it again) or, off, scan every
+    byte: the reference the tests compare against.  Process-wide."""
+    cm_walk_listed_last_viable_enable(1 if on else 0)
+
+
+def listed_last_checked():
+    """How many last bytes listed walks only checked so far in this process (for the tests)."""
+    return cm_walk_listed_last_checked()
+
+
 def walk_loop_stop_enable(bint on):
     """Loop stops of chart walks on (the default) or off: the trie subtree below a growing chart
     set that holds an item, owing no debt, whose state goes to itself on the next byte is
