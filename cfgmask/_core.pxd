@@ -259,6 +259,8 @@ cdef extern from "cfgmask.h" nogil:
         uint32_t *set_name
         uint32_t *run_off
         uint16_t *run_end
+        uint64_t *run_bits
+        uint64_t *edges
         uint32_t *state_bytes
         uint8_t *rule_block
         uint8_t *facts

@@ -347,11 +347,12 @@ def test_matcher_dropped_with_a_queued_prefetch_cancels_it(compiled, one_worker)
 
 
 AMBIGUOUS = 'root ::= x\nx ::= x x | "a"'  # Earley sets grow with the input
-A_TOKENS: list[bytes | None] = [b"a", b"aa", b"aaa", b"b", None]
+# "aaaa": a mask walks its first three bytes' sets (a listed walk only checks a text's last byte)
+A_TOKENS: list[bytes | None] = [b"a", b"aa", b"aaa", b"aaaa", b"b", None]
 
 
 def _ambiguous(**limits: int) -> cfgmask.CompiledGrammar:
-    vocab = cfgmask.Vocabulary.from_token_bytes(A_TOKENS, stop_token_ids=[4])
+    vocab = cfgmask.Vocabulary.from_token_bytes(A_TOKENS, stop_token_ids=[5])
     return cfgmask.compile(
         cfgmask.Grammar.from_gbnf(AMBIGUOUS), vocab, matcher_limits=MatcherLimits(**limits)
     )
