@@ -554,10 +554,9 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
     return CM_OK;
 }
 
-int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out) {
-    uint32_t k = d ? d->n_classes : 0;
-    if (!f || !out || !k || k > 256) return CM_ERR_ARG;
-    uint64_t t0 = cm_stats_now();
+/* cm_flat_derive_trans's table (cloned for AVX2: its -1 fill of each row, k classes, is most of
+ * its stores). */
+CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out, uint32_t k) {
     int rep[256];
     for (uint32_t c = 0; c < k; c++) rep[c] = -1;
     for (int x = 255; x >= 0; x--) rep[d->byte_class[x]] = x; /* the first byte of each class */
@@ -635,8 +634,16 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         }
     }
 #undef TARGET_OK
-    cm_stats_add(CM_PH_DERIVE, t0);
     return CM_OK;
+}
+
+int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out) {
+    uint32_t k = d ? d->n_classes : 0;
+    if (!f || !out || !k || k > 256) return CM_ERR_ARG;
+    uint64_t t0 = cm_stats_now();
+    int rc = derive_trans(f, d, out, k);
+    cm_stats_add(CM_PH_DERIVE, t0);
+    return rc;
 }
 
 size_t cm_facts_size(uint32_t n_states, uint32_t n_rules) { return (size_t)n_states * 45 + n_rules; }
