@@ -600,6 +600,7 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
  * off, run by run, the runs' ends kept in run_end (the reference the tests compare against).
  * The derived tables are the same. */
 void cm_derive_row_bits_enable(int on);
+void cm_derive_class_spans_enable(int on);
 
 /* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */
 

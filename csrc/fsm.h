@@ -13,6 +13,15 @@
 
 #include "cfgmask.h"
 
+/* A loop over a whole table (a compile's rows, written once) in a static function cloned for
+ * AVX2 (8 lanes, where the x86-64 baseline's SSE2 has 4), picked at load time where the CPU has
+ * it (glibc's ifunc; bits.c's clones, static for the same reason); elsewhere the one build. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
+#define CM_TABLE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CM_TABLE_CLONES
+#endif
+
 /* ---- budget (cm_budget in cfgmask.h; b == NULL: no budget) ------------------ */
 
 /* CLOCK_MONOTONIC seconds: the clock of Python's time.monotonic(). */

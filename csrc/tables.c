@@ -147,6 +147,78 @@ static inline uint64_t span_bits(uint32_t c, uint32_t c1) {
     return (c1 < 64 ? (uint64_t)1 << c1 : 0) - ((uint64_t)1 << (c & 63));
 }
 
+/* CLASS_SPANS: a rule's byte classes as spans.  A rule's classes from a DFA (cm_compile_finish
+ * writes byte_class from its class_lo) are contiguous: byte 0 in class 0 and each byte in the
+ * class of the byte before or the next one.  Then starts (bit x: class cls[x] starts at byte x,
+ * x > 0) is all there is to them: next_bytes' prefix unions pre[c] (the bytes of classes below
+ * c: [0, the start of c)) are a word mask each, and key_add's adds go a span of bytes at a time
+ * with no class looked up and none to check, where both read cls a byte at a time (the two
+ * 256-byte loops of every rule).  found by compares of 16 bytes (SSE2) or a byte loop; a rule
+ * whose classes are not contiguous (or above nc) takes the byte loops, the reference (switch
+ * off: always). */
+static int g_class_spans = 1;
+
+void cm_derive_class_spans_enable(int on) { g_class_spans = on; }
+
+/* Are cls's classes contiguous, from class 0 at byte 0 up by one at each start, the last below
+ * nc?  starts: the bytes where a class starts (byte 0 not set). */
+static bool class_spans(const uint8_t *cls, uint32_t nc, uint64_t starts[4]) {
+    if (cls[0] != 0 || cls[255] >= nc) return false;
+#if defined(__SSE2__) && defined(__GNUC__)
+    const __m128i one = _mm_set1_epi8(1), high = _mm_set1_epi8((char)0xFE), zero = _mm_setzero_si128();
+    uint32_t bad = 0;
+    for (int j = 0; j < 4; j++) {
+        uint64_t w = 0;
+        for (int q = 0; q < 4; q++) {
+            int x = 64 * j + 16 * q;
+            __m128i cur = _mm_loadu_si128((const __m128i *)(const void *)(cls + x));
+            __m128i prev = x ? _mm_loadu_si128((const __m128i *)(const void *)(cls + x - 1)) : _mm_slli_si128(cur, 1);
+            __m128i d = _mm_sub_epi8(cur, prev); /* 0 or 1 where contiguous */
+            bad |= (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(d, high), zero)) ^ 0xFFFFu;
+            w |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(d, one)) << (16 * q);
+        }
+        starts[j] = w;
+    }
+    return !bad;
+#else
+    memset(starts, 0, 4 * sizeof *starts);
+    for (int x = 1; x < 256; x++) {
+        int d = (int)cls[x] - (int)cls[x - 1];
+        if (d != 0 && d != 1) return false;
+        if (d) starts[x >> 6] |= (uint64_t)1 << (x & 63);
+    }
+    return true;
+#endif
+}
+
+/* pre[0 .. m]: pre[c] the bytes of classes below c, from the starts of contiguous classes (as
+ * next_bytes' byte loop and prefix XOR make them: every byte past the last class's start for a
+ * class without bytes). */
+static void pre_from_starts(bits256 *pre, const uint64_t starts[4], uint32_t m) {
+    memset(&pre[0], 0, sizeof pre[0]);
+    uint32_t c = 1;
+    for (int j = 0; j < 4; j++)
+        for (uint64_t w = starts[j]; w; w &= w - 1, c++) { /* pre[c]: [0, the start of class c) */
+            uint64_t below = ((uint64_t)1 << __builtin_ctzll(w)) - 1;
+            for (int q = 0; q < 4; q++) pre[c].w[q] = q < j ? ~(uint64_t)0 : q > j ? 0 : below;
+        }
+    for (; c <= m; c++) memset(&pre[c], 0xFF, sizeof pre[c]);
+}
+
+/* key_add for contiguous classes (class_spans: each below nc): the same sums, a span at a time. */
+static int key_add_spans(const uint64_t starts[4], uint32_t n, uint32_t nc, uint64_t *part, uint64_t key[256]) {
+    if (!n || nc > 256) return CM_ERR_ARG;
+    for (uint32_t c = 1; c < nc; c++) part[c] += part[c - 1];
+    uint32_t x = 0, c = 0;
+    for (int j = 0; j < 4; j++)
+        for (uint64_t w = starts[j]; w; w &= w - 1, c++) {
+            uint32_t end = 64 * (uint32_t)j + (uint32_t)__builtin_ctzll(w);
+            for (uint64_t v = part[c]; x < end; x++) key[x] += v;
+        }
+    for (uint64_t v = part[c]; x < 256; x++) key[x] += v;
+    return CM_OK;
+}
+
 /* A walk of a row's runs: a row of up to 64 classes has its runs' starts found at once
  * (cm_run_starts), each run's end then the next start, where cm_run_end set up a scan at every
  * run; a wider one is walked with cm_run_end. */
@@ -259,13 +331,18 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
          * and pre[c1] ^ pre[c] the bytes of a span [c, c1) of a row: one OR a span of edges
          * (a row read as runs), where one OR a class scanned every class of every row */
         bits256 pre[257];
-        memset(pre, 0, (m + 1) * sizeof *pre);
-        for (int x = 0; x < 256; x++)
-            if (cls[x] < m) pre[cls[x] + 1].w[x >> 6] |= (uint64_t)1 << (x & 63);
-        for (uint32_t c = 0; c < m; c++) bits_xor(&pre[c + 1], &pre[c]);
+        uint64_t starts[4];
+        bool spans = g_class_spans && n && m == nc && class_spans(cls, nc, starts); /* (CLASS_SPANS) */
+        if (spans) pre_from_starts(pre, starts, m);
+        else {
+            memset(pre, 0, (m + 1) * sizeof *pre);
+            for (int x = 0; x < 256; x++)
+                if (cls[x] < m) pre[cls[x] + 1].w[x >> 6] |= (uint64_t)1 << (x & 63);
+            for (uint32_t c = 0; c < m; c++) bits_xor(&pre[c + 1], &pre[c]);
+        }
         if (keyed && nc && nc <= 64 && run_bits) { /* (ROW_BITS: run_bits only with run_off, edges, state_bytes) */
             keyed_rows(tr, lo, n, nc, d->tok_off, weights, part, pre, nxt, run_off, n_runs, run_bits, edges, state_bytes);
-            *key_rc = key_add(cls, n, nc, part, key);
+            *key_rc = spans ? key_add_spans(starts, n, nc, part, key) : key_add(cls, n, nc, part, key);
             continue;
         }
         for (uint32_t i = 0; i < n; i++) {
@@ -329,7 +406,8 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
             if (keyed && edges) edges[lo + i] = nc <= 64 ? em : ~(uint64_t)0;
             if (keyed && state_bytes) bits_words(b, state_bytes + (size_t)(lo + i) * 8); /* before the fixpoint */
         }
-        if (weights && !*key_rc) *key_rc = keyed ? key_add(cls, n, nc, part, key) : CM_ERR_ARG;
+        if (weights && !*key_rc)
+            *key_rc = !keyed ? CM_ERR_ARG : spans ? key_add_spans(starts, n, nc, part, key) : key_add(cls, n, nc, part, key);
     }
     if (run_off) run_off[f->n_states] = n_runs;
     for (bool changed = true; changed;) {
@@ -476,10 +554,9 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
     return CM_OK;
 }
 
-int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out) {
-    uint32_t k = d ? d->n_classes : 0;
-    if (!f || !out || !k || k > 256) return CM_ERR_ARG;
-    uint64_t t0 = cm_stats_now();
+/* cm_flat_derive_trans's table (cloned for AVX2: its -1 fill of each row, k classes, is most of
+ * its stores). */
+CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out, uint32_t k) {
     int rep[256];
     for (uint32_t c = 0; c < k; c++) rep[c] = -1;
     for (int x = 255; x >= 0; x--) rep[d->byte_class[x]] = x; /* the first byte of each class */
@@ -557,8 +634,16 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         }
     }
 #undef TARGET_OK
-    cm_stats_add(CM_PH_DERIVE, t0);
     return CM_OK;
+}
+
+int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out) {
+    uint32_t k = d ? d->n_classes : 0;
+    if (!f || !out || !k || k > 256) return CM_ERR_ARG;
+    uint64_t t0 = cm_stats_now();
+    int rc = derive_trans(f, d, out, k);
+    cm_stats_add(CM_PH_DERIVE, t0);
+    return rc;
 }
 
 size_t cm_facts_size(uint32_t n_states, uint32_t n_rules) { return (size_t)n_states * 45 + n_rules; }
