@@ -419,6 +419,11 @@ cdef extern from "flat.h" nogil:
     size_t cm_flat_text_unused_proofs()
 
 
+cdef extern from "promote.h" nogil:
+    void cm_promote_enable(int on)
+    size_t cm_promoted()
+
+
 cdef extern from "compose.h" nogil:
     void cm_tail_alias_enable(int on)
     size_t cm_tail_aliases()

@@ -2081,6 +2081,19 @@ def flat_class_tables():
     return cm_flat_class_tables()
 
 
+def promote_enable(bint on):
+    """Take an uncertain token as accepted where every return state of the item's rule reads its
+    rest on (or leaves its own rule where the rest is read on below, recursively; csrc/promote.c;
+    the default), or, off, leave it to the run-time check: the reference the tests compare
+    against.  Process-wide; clear the caches after a change.  The masks are the same."""
+    cm_promote_enable(1 if on else 0)
+
+
+def promoted():
+    """Uncertain tokens taken as accepted that way, in this process (for the tests)."""
+    return cm_promoted()
+
+
 def tail_alias_enable(bint on):
     """Take the tail part of an expression level that passes a blank's subtree through to its one
     callee as that callee's, its uncertain tokens left to the caller's chart (csrc/compose.c,

@@ -21,6 +21,7 @@
 #include "donor.h"
 #include "flat.h"
 #include "loops.h"
+#include "promote.h"
 #include "segcut.h"
 #include "walk.h"
 #include "wrap.h"
@@ -75,6 +76,7 @@ void cm_cache_free(cm_cache *c) {
     cm_cands_free(c->cands_slots, c->cands_cap);
     free(c->exit_asker);
     cm_follow_memo_free(c->follow);
+    cm_promote_free(c->promote);
     for (uint32_t i = 0; i < c->n_spare; i++) free(c->spare_bits[i]);
     free(c->loop_lab);
     cm_mask_memo_destroy(&c->memo);
@@ -449,6 +451,7 @@ static cm_entry *build_entry_k(const cm_grammar *g, uint32_t state, uint32_t k, 
     else if (!rc) rc = build_walk(g, state, &w);
     if (!rc && !seg && !w.filtered && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN && g->lim.filter_uncertain)
         cm_walk_filter_uncertain(g, state, &w);
+    if (!rc && !seg && w.n_unc && w.n_unc <= CM_FILTER_MAX_UNCERTAIN) cm_promote_uncertain(g, state, &w);
     if (!rc) rc = cm_walk_finish(g, &w, e);
     if (!rc && !seg && cm_wrap_applies(g, state, e->n_uncertain)) rc = cm_wrap_split(g, state, e);
     if (w.bits && w.bits_zero && c->n_spare < CM_SPARE_BITS) {

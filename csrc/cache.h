@@ -20,6 +20,7 @@ typedef struct cm_flat cm_flat;            /* flat.c: the DFA of flat private ch
 typedef struct cm_loop_walk cm_loop_walk;  /* loops.c: a trie walk shared by equal loops */
 typedef struct cm_tail cm_tail;            /* compose.c: a callee's walk of one first byte's subtree */
 typedef struct cm_follow_memo cm_follow_memo;  /* walk.c: the upward filter's verdicts */
+typedef struct cm_promote cm_promote;          /* promote.c: uncertain tokens every caller reads on */
 typedef struct cm_cands_slot cm_cands_slot;    /* compose.c: a call part's candidates by return row */
 
 struct cm_cache {
@@ -44,6 +45,7 @@ struct cm_cache {
     uint32_t *exit_asker;           /* compose.c: [n_states] per start, the position + 1 whose exit split first
                                        stood on it (exit_split); NULL until one did */
     cm_follow_memo *follow;         /* walk.c: by (rule, bytes after an exit), built lazily */
+    cm_promote *promote;            /* promote.c: its charts and verdicts, built lazily */
     cm_cands_slot *cands_slots;     /* compose.c: part_cands' lists by (part entry, return row),
                                        open addressing [cands_cap], NULL until the first */
     size_t cands_cap, cands_used;

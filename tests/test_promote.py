@@ -1,0 +1,210 @@
+"""Uncertain tokens that every caller reads on, taken as accepted (csrc/promote.c;
+``_core.promote_enable``).
+
+A token is uncertain where the item's rule completes inside it with bytes left: its callers read
+the rest.  When every return state of the rule reads the rest on (or leaves its own rule where the
+rest is read on below, recursively; a question met again while open taken as true, the start rule
+never), the token is allowed whatever the stack holds, and the entry takes it as accepted instead
+of leaving it to a check at every mask (c.gbnf after a name at a statement's start: `item`'s label
+tokens ` :\\n`, `statement`'s ` ;\\n`).  The masks must not move: along documents of the shipped
+grammars and along random walks of statement grammars with the switch on and off.  Each entry
+with it on may only move tokens from its uncertain list to its accepted set.  Small grammars pin
+the cases a wrong answer would show: a rule whose two return states read different bytes, the
+start rule called from inside itself, a statement that recurses through itself."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cfgmask
+from cfgmask import _core
+
+from .helpers import core_switch, mask_bools, masks_along
+from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
+from .test_tail_levels import (
+    HELLO,
+    PIECES,
+    STMT_ALTS,
+    STMT_ATOMS,
+    STMT_NAMES,
+    STMT_WS,
+    _stmt_grammar,
+    _stmt_vocab,
+)
+
+DOCS = {
+    "c.gbnf": HELLO
+    + b"enum color { RED, GREEN };\nstatic int f(int *s) {\n    for (int i = 0; i < 3; i++) s[i] = i;\n"
+    b"    while (x) { c += 1; }\n    switch (c) {\n    case RED:\n        break;\n    default:\n"
+    b"        return -1;\n    }\n    return s[0];\n}\n",
+    "json.gbnf": b'{"a": [1, 2.5, {"b": null}], "c": "x y", "d": true}',
+    "arithmetic.gbnf": b"(1 + 2) * 3 - 4 / (5 - 6)",
+    "sql.gbnf": b"SELECT a, b FROM t WHERE a = 1 AND b > 2 ORDER BY a;",
+}
+
+
+def _masks(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, tokens: list[int], on: bool) -> list:
+    """The masks along tokens, compiled afresh with the switch as given (a compiled grammar keeps
+    its entries until it is dropped)."""
+    with core_switch(_core.promote_enable, on):
+        return masks_along(cfgmask.compile(g, vocab), tokens, final=True)
+
+
+def _assert_same_masks(a: list, b: list) -> None:
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if not np.array_equal(x, y):
+            diff = np.flatnonzero(np.unpackbits((x ^ y).view(np.uint8), bitorder="little"))
+            raise AssertionError(f"mask {i} differs at ids {diff[:8].tolist()}")
+
+
+def _only_moved(on: list, off: list, vocab_size: int) -> int:
+    """Each state's entry with the switch on: off's, some uncertain tokens moved to accepted; how
+    many moved."""
+    moved = 0
+    for s, ((acc_on, unc_on), (acc_off, unc_off)) in enumerate(zip(on, off, strict=True)):
+        a_on = np.unpackbits(acc_on.view(np.uint8), bitorder="little")[:vocab_size].astype(bool)
+        a_off = np.unpackbits(acc_off.view(np.uint8), bitorder="little")[:vocab_size].astype(bool)
+        assert not (a_off & ~a_on).any(), f"state {s}: an accepted token lost"
+        new = set(np.flatnonzero(a_on & ~a_off).tolist())
+        u_on, u_off = set(unc_on.tolist()), set(unc_off.tolist())
+        assert u_on <= u_off, f"state {s}: an uncertain token appeared"
+        assert new == u_off - u_on, f"state {s}: accepted tokens that were not uncertain"
+        moved += len(new)
+    return moved
+
+
+@pytest.mark.parametrize("name", list(DOCS))
+def test_shipped_document_masks_same(name: str) -> None:
+    vocab = cfgmask.Vocabulary.llama3()
+    g = shipped(name)
+    tokens = _longest_tokens(vocab, DOCS[name])
+    before = _core.promoted()
+    on = _masks(g, vocab, tokens, True)
+    moved = _core.promoted() - before
+    _assert_same_masks(on, _masks(g, vocab, tokens, False))
+    if name == "c.gbnf":
+        assert moved > 300, moved  # the statement starts' label and `;` tokens
+
+
+def test_c_entries_only_move_uncertain_tokens() -> None:
+    """Every state's entry of c.gbnf with the switch on against off; and on, the same with plain
+    walks (what a token's answer is does not depend on the order the entries are built in)."""
+    vocab = cfgmask.Vocabulary.llama3()
+    g = shipped("c.gbnf")
+    got = {}
+    for on in (True, False):
+        with core_switch(_core.promote_enable, on):
+            got[on] = entries(cfgmask.compile(g, vocab))
+    assert _only_moved(got[True], got[False], vocab.size) > 1000
+    with core_switch(_core.promote_enable, True):
+        plain = entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
+    for s, (a, b) in enumerate(zip(got[True], plain, strict=True)):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), (
+            f"state {s} differs from plain walks"
+        )
+
+
+# A name rule that two callers return from into states reading different bytes; the start rule
+# called from inside itself (completing it at the top leaves nothing to read the rest); a
+# statement that recurses through itself (`w` s: the question of s's rest asked again while open).
+SMALL = {
+    "two_returns": (
+        'root ::= "a" x ";" | "b" x ")" | "c" x ";" x\nx ::= [a-z]+ | "[" x "]"\n',
+        b"bq)",
+        b"aq;",
+        b"cq;q",
+        b"b[q])",
+    ),
+    "start_again": ('root ::= x | "(" root ")"\nx ::= [a-z]+\n', b"(q)", b"((qq))", b"q"),
+    "recursion": (
+        'root ::= "{" s* "}"\ns ::= "w" s | e ";" | "x" e ";"\ne ::= [a-z]+ | "[" e "]"\n',
+        b"{q;}",
+        b"{wq;xq;w[q];}",
+        b"{wwxq;q;}",
+    ),
+}
+SMALL_TOKENS = [
+    *(bytes([c]) for c in b"abcqwx;(){}[]"),
+    *(
+        b"q;",
+        b"q)",
+        b"q;}",
+        b"q))",
+        b"q;q",
+        b"q;w",
+        b"q;x",
+        b"q;(",
+        b"qq;",
+        b"q;;",
+        b"q)q",
+        b"q);",
+        b"q}",
+        b"wq;",
+    ),
+    *(b"q]", b"q];", b"q])", b"q]]", b"];", b"])", b"];w", b"q;w["),
+]
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_small_grammars_masks_same(name: str) -> None:
+    text, *docs = SMALL[name]
+    vocab = cfgmask.Vocabulary.from_token_bytes(SMALL_TOKENS)
+    g = cfgmask.Grammar.from_gbnf(text)
+    for doc in docs:
+        tokens = [SMALL_TOKENS.index(bytes([c])) for c in doc]
+        _assert_same_masks(_masks(g, vocab, tokens, True), _masks(g, vocab, tokens, False))
+
+
+def _walk(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, seed: int, steps: int) -> tuple[list[int], list]:
+    """A random walk of allowed tokens with the switch off: the tokens and the masks."""
+    rng = random.Random(seed)
+    mask = cfgmask.allocate_bitmask(1, vocab.size)
+    tokens, masks, stops = [], [], set(vocab.stop_ids)
+    with core_switch(_core.promote_enable, False):
+        compiled = cfgmask.compile(g, vocab)
+        m = cfgmask.Matcher(compiled)
+        for _ in range(steps):
+            m.fill_bitmask(mask, 0)
+            masks.append(mask.copy())
+            ids = [i for i, ok in enumerate(mask_bools(m, vocab.size)) if ok and i not in stops]
+            if not ids:
+                break
+            t = rng.choice(ids)
+            tokens.append(t)
+            assert m.accept_token(t)
+    return tokens, masks
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(STMT_ALTS), min_size=1, max_size=4, unique=True),
+    st.lists(st.sampled_from(STMT_ATOMS), min_size=1, max_size=3, unique=True),
+    st.sampled_from(STMT_NAMES),
+    st.sampled_from(STMT_WS),
+    st.lists(st.sampled_from(PIECES), max_size=16, unique=True),
+    st.integers(0, 2**16),
+)
+def test_statement_grammars_walks_same(
+    stmts: list[str], atoms: list[str], name: str, ws: str, pieces: list[bytes], seed: int
+) -> None:
+    """c.gbnf's shape in small: statements in a block, an expression chain, labels; random walks
+    of allowed tokens (switch off), their masks again with the switch on."""
+    if all("(" in a for a in atoms):
+        atoms = [*atoms, "[0-9]+"]  # a base case
+    if all("stmt" in s for s in stmts):
+        stmts = [*stmts, 'expr ws ";"']
+    g, vocab = _stmt_grammar(stmts, atoms, name, ws), _stmt_vocab(pieces)
+    tokens, off = _walk(g, vocab, seed, 24)
+    mask = cfgmask.allocate_bitmask(1, vocab.size)
+    with core_switch(_core.promote_enable, True):
+        m = cfgmask.Matcher(cfgmask.compile(g, vocab))
+        for i, want in enumerate(off):
+            m.fill_bitmask(mask, 0)
+            assert np.array_equal(mask, want), f"mask {i} differs"
+            if i < len(tokens):
+                assert m.accept_token(tokens[i])
