@@ -374,7 +374,13 @@ cdef class GrammarHandle:
         it.  For tests."""
         return self._entry(state, k, True)
 
-    def _entry(self, uint32_t state, uint32_t k, bint seg):
+    def fill_entry(self, uint32_t state):
+        """The entry a mask's gather reads for one state (csrc/cache.c, cm_grammar_fill_entry),
+        as `entry` gives it, counting a use: its promoted copy once the uses reach
+        `promote_uses`' number.  For tests."""
+        return self._entry(state, 0, False, True)
+
+    def _entry(self, uint32_t state, uint32_t k, bint seg, bint fill=False):
         import numpy as np
         n_words = (self.vocab.size + 31) // 32
         words = np.zeros(max(1, n_words), dtype=np.uint32)
@@ -386,6 +392,8 @@ cdef class GrammarHandle:
         with nogil:
             if seg:
                 rc = cm_grammar_seg_entry_copy(self.ptr, state, k, &wv[0], &uv[0], &n_unc)
+            elif fill:
+                rc = cm_grammar_fill_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
             else:
                 rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
         if rc and seg:
@@ -2092,6 +2100,13 @@ def promote_enable(bint on):
 def promoted():
     """Uncertain tokens taken as accepted that way, in this process (for the tests)."""
     return cm_promoted()
+
+
+def promote_uses(unsigned n):
+    """The use of a state's entry by a mask's gather that promotes it (1-255, default 2: an entry
+    read once, as most of a JSON Schema's first document's are, is not asked); returns the number
+    before.  Process-wide; clear the caches after a change."""
+    return cm_promote_uses(n)
 
 
 def tail_alias_enable(bint on):

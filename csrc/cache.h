@@ -26,6 +26,10 @@ typedef struct cm_cands_slot cm_cands_slot;    /* compose.c: a call part's candi
 struct cm_cache {
     /* the entries: slots are published with release stores and read without the lock */
     _Atomic(cm_entry *) *slots;     /* [n_states] */
+    _Atomic(const cm_entry *) *fill_slots;  /* [n_states]: what a mask's gather reads once the
+                                       state's uses reached the promotion's (promote.c): its
+                                       promoted copy, or slots[]'s entry; NULL before */
+    _Atomic uint8_t *uses;          /* [n_states]: gathers that read the state, up to that */
     pthread_mutex_t lock;           /* builds entries; guards what follows but the atomics */
     cm_entry **entries;             /* distinct entries, open addressing [entries_cap]; */
     size_t entries_cap, n_entries;  /*   they own the memory slots[] points to */
@@ -79,6 +83,13 @@ void cm_cache_free(cm_cache *c);
  * entry is built for this call only and handed back in *owned for the caller
  * to free.  Readers never lock. */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+/* The entry a mask's gather reads: cm_grammar_entry's until the state's uses reach
+ * cm_promote_uses' number (default 2), then its promoted copy (promote.c); the use that reaches it
+ * builds the copy under the lock.  The copy of it (as cm_grammar_entry_copy), counting a use. */
+const cm_entry *cm_grammar_fill_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);
+/* Sets the use that promotes (1-255; 1: the first); returns the number before. */
+unsigned cm_promote_uses(unsigned n);
 
 /* A segment grammar's entry of `state` for an item at count k (docs/design.md §7, "Masks on a
  * grammar with counted segments").  Outside segments it is cm_grammar_entry's (a state's walk

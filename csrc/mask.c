@@ -173,7 +173,7 @@ static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
         m->stats.n_states++;
         cm_entry *owned;
         int rc;
-        const cm_entry *e = cm_grammar_entry(g, s, &owned, &rc);
+        const cm_entry *e = cm_grammar_fill_entry(g, s, &owned, &rc);
         if (rc) return rc;
         if (!owned && seen_before(&seen, e, la)) continue;
         int wrap = 0;
