@@ -2103,9 +2103,9 @@ def promoted():
 
 
 def promote_uses(unsigned n):
-    """The use of a state's entry by a mask's gather that promotes it (1-255, default 2: an entry
-    read once, as most of a JSON Schema's first document's are, is not asked); returns the number
-    before.  Process-wide; clear the caches after a change."""
+    """The use of a state's entry by a mask's gather that promotes it (1-255, default 4: an entry
+    read a few times, as most of a JSON Schema's first document's are, is not asked); returns the
+    number before.  Process-wide; clear the caches after a change."""
     return cm_promote_uses(n)
 
 

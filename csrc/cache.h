@@ -84,7 +84,7 @@ void cm_cache_free(cm_cache *c);
  * to free.  Readers never lock. */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
 /* The entry a mask's gather reads: cm_grammar_entry's until the state's uses reach
- * cm_promote_uses' number (default 2), then its promoted copy (promote.c); the use that reaches it
+ * cm_promote_uses' number (default 4), then its promoted copy (promote.c); the use that reaches it
  * builds the copy under the lock.  The copy of it (as cm_grammar_entry_copy), counting a use. */
 const cm_entry *cm_grammar_fill_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
 int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);

@@ -18,7 +18,8 @@
  * c.gbnf after a name at a statement's start (`for`, `return`, `s`): `item`'s label tokens
  * (` :\n`, 252) and `statement`'s ` ;\n` (89) were checked by the real chart at every such mask,
  * ~3.5 K instructions a token.  Off: the entries as before, the reference the tests compare against.
- * Under the cache lock (build_entry_k). */
+ * Asked at an entry's fourth use by a mask, not its first build (cache.c, cm_grammar_fill_entry:
+ * a promoted copy beside the plain entry), under the cache lock. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
