@@ -548,9 +548,6 @@ static const cm_entry *promote_entry(const cm_grammar *g, uint32_t state, const 
     return shared;
 }
 
-static int copy_out(const cm_grammar *g, const cm_entry *e, cm_entry *owned, int rc, uint32_t *words, uint32_t *unc,
-                    size_t *n_unc);
-
 static atomic_uint g_promote_uses = 4;
 
 unsigned cm_promote_uses(unsigned n) { return atomic_exchange(&g_promote_uses, n < 1 ? 1 : n > 255 ? 255 : n); }
@@ -581,14 +578,6 @@ const cm_entry *cm_grammar_fill_entry(const cm_grammar *g, uint32_t state, cm_en
     }
     pthread_mutex_unlock(&c->lock);
     return p;
-}
-
-int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
-    if (!g || !words || !unc || !n_unc || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
-    cm_entry *owned;
-    int rc;
-    const cm_entry *e = cm_grammar_fill_entry(g, state, &owned, &rc);
-    return copy_out(g, e, owned, rc, words, unc, n_unc);
 }
 
 /* ---- a segment grammar's entries of segment states, keyed by the clipped pair ---- */
@@ -742,12 +731,21 @@ static int copy_out(const cm_grammar *g, const cm_entry *e, cm_entry *owned, int
     return CM_OK;
 }
 
-int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+/* The plain entry (cm_grammar_entry) or the one a mask's gather reads (cm_grammar_fill_entry). */
+static int entry_copy(const cm_grammar *g, uint32_t state, bool fill, uint32_t *words, uint32_t *unc, size_t *n_unc) {
     if (!g || !words || !unc || !n_unc || state >= g->t.n_states || g->has_segments) return CM_ERR_ARG;
     cm_entry *owned;
     int rc;
-    const cm_entry *e = cm_grammar_entry(g, state, &owned, &rc);
+    const cm_entry *e = (fill ? cm_grammar_fill_entry : cm_grammar_entry)(g, state, &owned, &rc);
     return copy_out(g, e, owned, rc, words, unc, n_unc);
+}
+
+int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+    return entry_copy(g, state, false, words, unc, n_unc);
+}
+
+int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+    return entry_copy(g, state, true, words, unc, n_unc);
 }
 
 int cm_grammar_seg_entry_copy(const cm_grammar *g, uint32_t state, uint32_t k, uint32_t *words, uint32_t *unc,
