@@ -28,11 +28,7 @@ from .helpers import core_switch, mask_bools, masks_along
 from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
 from .test_tail_levels import (
     HELLO,
-    PIECES,
-    STMT_ALTS,
-    STMT_ATOMS,
-    STMT_NAMES,
-    STMT_WS,
+    STMT_DRAWS,
     _stmt_grammar,
     _stmt_vocab,
 )
@@ -211,14 +207,7 @@ def _walk(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, seed: int, steps: int) 
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    st.lists(st.sampled_from(STMT_ALTS), min_size=1, max_size=4, unique=True),
-    st.lists(st.sampled_from(STMT_ATOMS), min_size=1, max_size=3, unique=True),
-    st.sampled_from(STMT_NAMES),
-    st.sampled_from(STMT_WS),
-    st.lists(st.sampled_from(PIECES), max_size=16, unique=True),
-    st.integers(0, 2**16),
-)
+@given(*STMT_DRAWS, st.integers(0, 2**16))
 def test_statement_grammars_walks_same(
     stmts: list[str], atoms: list[str], name: str, ws: str, pieces: list[bytes], seed: int
 ) -> None:
