@@ -357,6 +357,8 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_follow_lazy_inserts()
     size_t cm_walk_follow_hits()
     size_t cm_walk_listed_unread()
+    void cm_walk_listed_last_viable_enable(int on)
+    size_t cm_walk_listed_last_checked()
     void cm_scan_notes_enable(int on)
     size_t cm_scan_notes_used()
     void cm_walk_loop_stop_enable(int on)

@@ -1634,8 +1634,9 @@ def dfa_runs_enable(bint on):
 
 def derive_row_bits_enable(bint on):
     """Walk each keyed row of up to 64 classes in ``compile_finish``'s derived tables as bit masks
-    of its edges and run starts (csrc/tables.c, ROW_BITS; the default) or, off, run by run: the
-    reference the tests compare against.  Process-wide; the tables are the same."""
+    of its edges and run starts (csrc/tables.c, ROW_BITS; the default; the table by class then
+    walks the same bits) or, off, run by run: the reference the tests compare against.
+    Process-wide; the tables are the same."""
     cm_derive_row_bits_enable(1 if on else 0)
 
 
@@ -1955,6 +1956,18 @@ def listed_unread():
     reads, without a scan, so far in this process (csrc/walk.c, cm_walk_listed_at; for the
     tests)."""
     return cm_walk_listed_unread()
+
+
+def listed_last_viable_enable(bint on):
+    """Let a listed walk only check the last byte of each text (cm_chart_viable) instead of
+    building its set (csrc/walk.c, the default; a longer text scans it again) or, off, scan every
+    byte: the reference the tests compare against.  Process-wide."""
+    cm_walk_listed_last_viable_enable(1 if on else 0)
+
+
+def listed_last_checked():
+    """How many last bytes listed walks only checked so far in this process (for the tests)."""
+    return cm_walk_listed_last_checked()
 
 
 def walk_loop_stop_enable(bint on):

@@ -558,6 +558,11 @@ typedef struct cm_flat_derived {
      * run_end[run_off[s] .. run_off[s + 1]), in order.  NULL when not found (no byte classes). */
     uint32_t *run_off;             /* [n_states + 1] */
     uint16_t *run_end;
+    /* Where ROW_BITS walked the rows (a rule of 1-64 classes) its runs are bits instead, its
+     * range of run_end empty: run_bits[s], the starts of s's runs (bit c: c == 0 or a class of
+     * another target than c - 1's), and edges[s], its classes with an edge (target != -1).
+     * NULL (run_end for every row) with ROW_BITS off or without byte classes. */
+    uint64_t *run_bits, *edges;    /* [n_states] each */
     /* What the grammar derives of each state's row and each rule (grammar.c), found by the
      * same walk of the rows, for cm_grammar_new_derived: the bytes each state has a byte
      * transition on (8 words, byte b at bit b % 32 of word b / 32; a state with token edges
@@ -591,8 +596,9 @@ void cm_flat_derived_free(cm_flat_derived *d);
  * object), not made and copied. */
 int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out);
 /* cm_flat_derive's walk of a keyed row of up to 64 classes as bit masks of its edges and run
- * starts (tables.c, ROW_BITS; on by default): off, run by run (the reference the tests compare
- * against).  The derived tables are the same. */
+ * starts (tables.c, ROW_BITS; on by default), kept for cm_flat_derive_trans (run_bits, edges):
+ * off, run by run, the runs' ends kept in run_end (the reference the tests compare against).
+ * The derived tables are the same. */
 void cm_derive_row_bits_enable(int on);
 
 /* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */

@@ -65,7 +65,7 @@ void cm_flat_derived_free(cm_flat_derived *d) {
     if (!d) return;
     free(d->nullable), free(d->follow), free(d->ref_off), free(d->ref_rule);
     free(d->ref_target), free(d->tok_off), free(d->tok_set), free(d->tok_target), free(d->set_name);
-    free(d->run_off), free(d->run_end);
+    free(d->run_off), free(d->run_end), free(d->run_bits), free(d->edges);
     if (!d->facts) free(d->state_bytes), free(d->rule_block); /* else the caller's buffer */
     free(d);
 }
@@ -166,31 +166,32 @@ static inline uint32_t runs_next(run_walk *it, uint32_t c) {
 }
 
 /* ROW_BITS: next_bytes' walk of the rows of a keyed rule of 1 <= nc <= 64 classes as bit masks,
- * where every output is kept (run_off, run_end, edges, state_bytes): per row, e, the classes
+ * where every output is kept (run_off, run_bits, edges, state_bytes): per row, e, the classes
  * with an edge (cm_row_edges); st, the starts of its runs (cm_run_starts' bits), from where e
  * changes and, inside a stretch of e, a compare of each class with the one before (a run of -1,
- * most of a row, needs none); then every run's end, the hash terms w * (target + 1) of the runs
- * with an edge only (ROW_TERMS: the w of every row summed into part[0] once a rule), and the
- * bytes of each span of classes with a target (own: nxt before the fixpoint, or every byte with
- * a token edge, and the row's state_bytes), each found from the bits where the walk went run by
- * run (a step of cm_run_starts' bits, a compare, a span's bits and a store each), the bounds and
- * outputs in locals once a rule (where the walk tested them again at every row).  edges[s] is e:
- * the union of the runs with an edge. */
+ * most of a row, needs none), kept as run_bits[s] (one store a row, where every run's end was
+ * stored: cm_flat_derive_trans takes each run's end from the next start); then the hash terms
+ * w * (target + 1) of the runs with an edge only (ROW_TERMS: the w of every row summed into
+ * part[0] once a rule), and the bytes of each span of classes with a target (own: nxt before the
+ * fixpoint, or every byte with a token edge, and the row's state_bytes), each found from the bits
+ * where the walk went run by run (a step of cm_run_starts' bits, a compare, a span's bits and a
+ * store each), the bounds and outputs in locals once a rule (where the walk tested them again at
+ * every row).  edges[s] is e: the union of the runs with an edge.  run_off[s] is n_runs: no ends
+ * in run_end. */
 static int g_row_bits = 1;
 
 void cm_derive_row_bits_enable(int on) { g_row_bits = on; }
 
 static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, const uint32_t *tok_off,
                        const int64_t *weights, uint64_t *part, const bits256 *pre, bits256 *nxt, uint32_t *run_off,
-                       uint16_t *run_end, uint32_t *n_runs, uint64_t *edges, uint32_t *state_bytes) {
+                       uint32_t n_runs, uint64_t *run_bits, uint64_t *edges, uint32_t *state_bytes) {
     uint64_t full = nc < 64 ? ((uint64_t)1 << nc) - 1 : ~(uint64_t)0, w_sum = 0;
-    uint32_t k = *n_runs;
     for (uint32_t i = 0; i < n; i++) {
         const int32_t *row = tr + (size_t)i * nc;
         uint32_t s = lo + i;
         uint64_t w = (uint64_t)weights[s];
         w_sum += w;
-        run_off[s] = k;
+        run_off[s] = n_runs; /* (no run ends: the starts' bits, run_bits) */
         uint64_t e = cm_row_edges(row, nc), st = ((e ^ (e << 1)) & full) | 1, bad = 0;
         uint64_t x = e & (e << 1), y = x & (x - 1); /* the edge classes after an edge class */
         y &= y - 1, y &= y - 1, y &= y - 1;
@@ -200,10 +201,7 @@ static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, 
                 uint32_t c = (uint32_t)__builtin_ctzll(x);
                 if (row[c] != row[c - 1]) st |= (uint64_t)1 << c;
             }
-        uint16_t *end = run_end + k;
-        for (uint64_t x = st & (st - 1); x; x &= x - 1) *end++ = (uint16_t)__builtin_ctzll(x);
-        *end++ = (uint16_t)nc; /* each run ends at the next start, the last at nc */
-        k = (uint32_t)(end - run_end);
+        run_bits[s] = st; /* each run ends at the next start, the last at nc */
         int32_t neg = 0; /* the OR of the runs' targets: negative where one is below -1 */
         for (uint64_t x = st & e; x; x &= x - 1) { /* the runs with an edge */
             uint32_t c = (uint32_t)__builtin_ctzll(x);
@@ -232,7 +230,6 @@ static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, 
         bits_words(&own, state_bytes + (size_t)s * 8);
     }
     part[0] += w_sum; /* (ROW_TERMS) */
-    *n_runs = k;
 }
 
 /* nxt[s]: the bytes s consumes (every byte after a token terminal), then the least
@@ -248,7 +245,7 @@ static void keyed_rows(const int32_t *tr, uint32_t lo, uint32_t n, uint32_t nc, 
  * adds nothing), where each run added both. */
 static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const uint32_t *calls, uint32_t n_calls,
                        bits256 *nxt, const int64_t *weights, uint64_t key[256], int *key_rc, uint32_t *run_off,
-                       uint16_t *run_end, uint64_t *edges, uint32_t *state_bytes) {
+                       uint16_t *run_end, uint64_t *run_bits, uint64_t *edges, uint32_t *state_bytes) {
     uint32_t n_runs = 0; /* (run_off: the runs' ends kept where every row is keyed, the only case they are read) */
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
@@ -266,8 +263,8 @@ static void next_bytes(const cm_flat_rules *f, const cm_flat_derived *d, const u
         for (int x = 0; x < 256; x++)
             if (cls[x] < m) pre[cls[x] + 1].w[x >> 6] |= (uint64_t)1 << (x & 63);
         for (uint32_t c = 0; c < m; c++) bits_xor(&pre[c + 1], &pre[c]);
-        if (keyed && nc && nc <= 64 && run_off && edges && state_bytes && g_row_bits) { /* (ROW_BITS) */
-            keyed_rows(tr, lo, n, nc, d->tok_off, weights, part, pre, nxt, run_off, run_end, &n_runs, edges, state_bytes);
+        if (keyed && nc && nc <= 64 && run_bits) { /* (ROW_BITS: run_bits only with run_off, edges, state_bytes) */
+            keyed_rows(tr, lo, n, nc, d->tok_off, weights, part, pre, nxt, run_off, n_runs, run_bits, edges, state_bytes);
             *key_rc = key_add(cls, n, nc, part, key);
             continue;
         }
@@ -507,6 +504,34 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
         }
         for (uint32_t j = 0; j < nc; j++) inv_off[j + 2] += inv_off[j + 1];
         for (uint32_t c = 0; c < k; c++) inv[inv_off[cls[rep[c]] + 1]++] = (uint8_t)c;
+#define TARGET_OK(v) ((v) == -1 || ((v) >= 0 && (uint32_t)(v) - lo < n))
+        if (d->run_bits && nc <= 64) { /* (ROW_BITS: the runs as bits, walked as keyed_rows found them) */
+            const uint64_t *starts = d->run_bits + lo, *edge = d->edges + lo;
+            for (uint32_t i = 0; i < n; i++, o += k) {
+                const int32_t *row = tr + (size_t)i * nc;
+                uint64_t st = starts[i];
+                if (st == 1) { /* one target (most often none: calls only): a fill */
+                    int32_t v = row[0];
+                    if (!TARGET_OK(v)) return CM_ERR_ARG;
+                    for (uint32_t c = 0; c < k; c++) o[c] = v;
+                    continue;
+                }
+                /* a fill of -1, then each run with an edge (its start in st & edge: the runs of
+                 * -1, half a row's, are not visited) written to its global classes; a run at j
+                 * ends after the first of the runs' last classes (last) from j on, its target
+                 * not -1 (an edge) */
+                for (uint32_t c = 0; c < k; c++) o[c] = -1;
+                uint64_t last = st >> 1 | (uint64_t)1 << (nc - 1);
+                for (uint64_t x = st & edge[i]; x; x &= x - 1) {
+                    uint32_t j = (uint32_t)__builtin_ctzll(x);
+                    uint32_t j1 = (uint32_t)__builtin_ctzll(last & (~(uint64_t)0 << j)) + 1;
+                    int32_t v = row[j];
+                    if (v < 0 || (uint32_t)v - lo >= n) return CM_ERR_ARG; /* (TARGET_OK) */
+                    for (uint32_t y = inv_off[j]; y < inv_off[j1]; y++) o[inv[y]] = v;
+                }
+            }
+            continue;
+        }
         for (uint32_t i = 0; i < n; i++, o += k) {
             const int32_t *row = tr + (size_t)i * nc;
             /* the row's runs as the FOLLOW pass found them (d->run_end), else walked again */
@@ -515,7 +540,6 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
             uint32_t j1 = ends ? ends[0] : cm_run_end(row, 0, nc);
             /* each run's target in range and in the rule (states [lo, lo + n)): the check the
              * grammar's walk of the rows makes, which cm_grammar_new_derived skips */
-#define TARGET_OK(v) ((v) == -1 || ((v) >= 0 && (uint32_t)(v) - lo < n))
             if (!TARGET_OK(v)) return CM_ERR_ARG;
             if (j1 == nc) { /* one target (most often none: calls only): a fill */
                 for (uint32_t c = 0; c < k; c++) o[c] = v;
@@ -637,8 +661,14 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
             if (!d->state_bytes || !d->rule_block)
                 free(d->state_bytes), free(d->rule_block), d->state_bytes = NULL, d->rule_block = NULL;
         }
-        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc, d->run_off, d->run_end, edges, d->state_bytes);
-        if (key_rc) free(d->run_off), free(d->run_end), d->run_off = NULL, d->run_end = NULL;
+        if (g_row_bits && d->run_off && edges && d->state_bytes) /* (ROW_BITS) */
+            d->run_bits = malloc(((size_t)f->n_states + 1) * sizeof *d->run_bits);
+        next_bytes(f, d, calls, n_calls, nxt, weights, key, &key_rc, d->run_off, d->run_end, d->run_bits, edges,
+                   d->state_bytes);
+        if (key_rc) {
+            free(d->run_off), free(d->run_end), free(d->run_bits);
+            d->run_off = NULL, d->run_end = NULL, d->run_bits = NULL;
+        }
         follow_bytes(f, d, calls, n_calls, can_end, nxt, rule_of_state, follow);
         if (weights) rc = key_rc ? key_rc : number_classes(f, key, edges, d);
         if (!rc && d->state_bytes && d->n_classes) rule_blocks(f, d);
@@ -646,7 +676,8 @@ static int derive(const cm_flat_rules *f, const uint8_t *is_token, uint32_t n_na
             if (!d->facts) free(d->state_bytes), free(d->rule_block);
             d->state_bytes = NULL, d->rule_block = NULL, d->facts = NULL;
         }
-        free(edges);
+        if (!rc && d->run_bits && d->n_classes) d->edges = edges; /* (cm_flat_derive_trans reads them) */
+        else free(d->run_bits), free(edges), d->run_bits = NULL;
     }
     free(rule_of_name), free(set_of_name), free(rule_of_state), free(can_end), free(nxt), free(follow), free(calls);
     return rc;

@@ -338,6 +338,15 @@ static atomic_size_t g_listed_unread;
 
 size_t cm_walk_listed_unread(void) { return atomic_load(&g_listed_unread); }
 
+/* A listed walk's last byte of a text only checked (cm_chart_viable), its set not built, as
+ * scan_rest does: the default; off, every byte scanned (the tests' reference).  A later text that
+ * reads on from the whole of this one scans that byte again.  Process-wide. */
+static atomic_int g_listed_last_viable = 1;
+static atomic_size_t g_listed_last_checked;
+
+void cm_walk_listed_last_viable_enable(int on) { atomic_store(&g_listed_last_viable, on); }
+size_t cm_walk_listed_last_checked(void) { return atomic_load(&g_listed_last_checked); }
+
 /* Whether set k of c (its last) reads byte b, as far as its row tells; true
  * while it has no row (the first candidate to resume from it scans). */
 static bool listed_reads_byte(listed_reads *lr, const cm_grammar *g, const cm_chart *c, size_t k, uint8_t b) {
@@ -380,6 +389,8 @@ static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, 
         if (!lr.words || !lr.version || !lr.resumed) lr.n_sets = 0;
     }
     ex[d0] = fl[d0] = 0;
+    bool last_viable = atomic_load_explicit(&g_listed_last_viable, memory_order_relaxed);
+    size_t checked = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         uint32_t len, id = v->trie_ids[ks[i]];
         if (cm_bit(w->bits, id)) continue;
@@ -396,6 +407,12 @@ static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, 
         }
         for (; d < len && !dead; d++) {
             f = fl[d] | (ex[d] && cm_follows(g, rule, p[d]));
+            if (last_viable && d + 1 == len) {
+                /* the last byte: its verdict only (d stays: its set is not built, have = len - 1) */
+                checked++;
+                dead = !cm_chart_viable(cp, g, p[d]);
+                break;
+            }
             int r = cm_chart_scan(cp, g, p[d]);
             if (r < 0) rc = r;
             if (r <= 0) {
@@ -416,6 +433,7 @@ static int walk_listed(const cm_grammar *g, uint32_t state, const uint32_t *ks, 
             if (note) walk_note(w, ks[i], ks[i] + 1, d, ex);
         }
     }
+    if (checked) atomic_fetch_add_explicit(&g_listed_last_checked, checked, memory_order_relaxed);
     free(lr.words);
     free(lr.version);
     free(lr.resumed);

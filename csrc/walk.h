@@ -145,6 +145,8 @@ size_t cm_walk_follow_hits(void);
 /* How many tokens of listed walks (cm_walk_listed_at) died on a byte no item of
  * their set reads, without a scan, so far in this process (for the tests). */
 size_t cm_walk_listed_unread(void);
+void cm_walk_listed_last_viable_enable(int on);
+size_t cm_walk_listed_last_checked(void);
 /* Loop stops of chart walks (cm_walk_chart): the subtree below a growing set that holds an
  * item, owing nothing, whose state goes to itself on the next byte is settled from that item
  * (walk.c).  On by default; off: every byte is scanned (the entries are the same). */

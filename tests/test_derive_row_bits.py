@@ -33,20 +33,57 @@ from .test_compile_tables import GRAMMARS, SCHEMAS, _ir, assert_same, both
 _core: Any = importlib.import_module("cfgmask._core")
 
 
-def _derived(g: ir.Grammar) -> tuple[Any, tuple[int, ...]]:
-    """compile_finish's derived item for ``g`` (as ``compile`` calls it) and the number of classes
-    of each rule."""
+def _finished(g: ir.Grammar) -> Any:
+    """compile_finish's items for ``g`` (as ``compile`` calls it): the flat rules, the derived
+    item at 9."""
     limits = CompileLimits()
     clear_caches()
     with deadline.Deadline(limits.deadline_ms, "compile"):
         sess = prepare(g, limits)
         validate(g, sess)
-        got = build_rules(g, limits, sess).__dict__["_got"][0]
+        return build_rules(g, limits, sess).__dict__["_got"][0]
+
+
+def _derived(g: ir.Grammar) -> tuple[Any, tuple[int, ...]]:
+    """compile_finish's derived item for ``g`` and the number of classes of each rule."""
+    got = _finished(g)
     rs = np.frombuffer(got[1], dtype=np.uint32).astype(np.int64)
     rt = np.frombuffer(got[2], dtype=np.uint32).astype(np.int64)
     n = np.diff(rs)
     widths = tuple(int(w) for w in np.diff(rt)[n > 0] // n[n > 0])
     return tuple(got[9]), widths
+
+
+def _by_class_from_rows(g: ir.Grammar) -> None:
+    """The table by global class that ``cm_flat_derive_trans`` wrote (from the ROW_BITS rows'
+    run-start and edge bits where the switch is on) equal to one read off the rules' own rows:
+    state s's entry of global class c is its row's entry of its rule's class of c's first byte."""
+    got = _finished(g)
+    k, classes, trans = got[9][0], np.frombuffer(got[9][1], dtype=np.uint8), got[9][2]
+    assert k > 0
+    rs = np.frombuffer(got[1], dtype=np.uint32).astype(np.int64)
+    rt = np.frombuffer(got[2], dtype=np.uint32).astype(np.int64)
+    cls = np.frombuffer(got[3], dtype=np.uint8).reshape(-1, 256)
+    rows = np.frombuffer(got[4], dtype=np.int32)
+    first = np.array([int(np.flatnonzero(classes == c)[0]) for c in range(k)])
+    want = np.empty((int(rs[-1]), k), dtype=np.int32)
+    for r in range(len(rs) - 1):
+        n = int(rs[r + 1] - rs[r])
+        if n:
+            t = rows[rt[r] : rt[r + 1]].reshape(n, -1)
+            want[rs[r] : rs[r + 1]] = t[:, cls[r][first]]
+    assert np.array_equal(np.frombuffer(trans, dtype=np.int32).reshape(-1, k), want)
+
+
+@pytest.mark.parametrize("k", [15, 62, 63, 64])
+def test_table_by_class_from_the_rows(k: int) -> None:
+    """Runs with an edge that end at the row's last class (bit 63 of the masks at k = 63, and at
+    65 classes the run-by-run walk), a string's many edge runs, with ROW_BITS on and off."""
+    text = 'root ::= "\\"" ([a-z] | [A-Z] "x" | [0-9] "y" | "_" "z")* "\\"" | [a-e] "q" [f-j]'
+    for g in (_pairs(k), _pairs(k, last=0x7F), cfgmask.Grammar.from_gbnf(text).ir):
+        _by_class_from_rows(g)
+        with core_switch(_core.derive_row_bits_enable, False):
+            _by_class_from_rows(g)
 
 
 def same_either_way(g: ir.Grammar) -> tuple[int, ...]:
