@@ -426,6 +426,7 @@ cdef extern from "flat.h" nogil:
 cdef extern from "promote.h" nogil:
     void cm_promote_enable(int on)
     size_t cm_promoted()
+    unsigned long long cm_promote_piece(unsigned long long work)
 
 
 cdef extern from "compose.h" nogil:

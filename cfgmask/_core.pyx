@@ -2122,6 +2122,15 @@ def promote_uses(unsigned n):
     return cm_promote_uses(n)
 
 
+def promote_piece(unsigned long long work):
+    """The work (the items of the sets its charts make) of a state's first piece of promotion:
+    from its `promote_uses`-th use, each use asks the next of its uncertain tokens until k times
+    this much is spent at its k-th piece, and the copy is read once every token is asked (0: all
+    at once, at that use).  Returns the number before.  Process-wide; clear the caches after a
+    change.  The masks and the copy are the same whatever it is."""
+    return cm_promote_piece(work)
+
+
 def tail_alias_enable(bint on):
     """Take the tail part of an expression level that passes a blank's subtree through to its one
     callee as that callee's, its uncertain tokens left to the caller's chart (csrc/compose.c,

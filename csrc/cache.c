@@ -527,8 +527,7 @@ static const cm_entry *promote_entry(const cm_grammar *g, uint32_t state, const 
         memcpy(w.names, plain->names, sizeof w.names);
         memcpy(w.unc, plain->uncertain, n * sizeof *w.unc);
         w.n_unc = w.cap_unc = n;
-        cm_promote_uncertain(g, state, &w);
-        if (w.n_unc == n) rc = 1; /* nothing moved */
+        if (!cm_promote_take(g, state, &w)) rc = 1; /* nothing moved */
     }
     if (!rc && !(e = calloc(1, sizeof *e))) rc = CM_ERR_NOMEM;
     if (!rc) rc = cm_walk_finish(g, &w, e);
@@ -556,7 +555,11 @@ unsigned cm_promote_uses(unsigned n) { return atomic_exchange(&g_promote_uses, n
  * g_promote_uses (4), then its promoted copy (the first builds, where JSON Schema's block rules ask
  * deep questions once, pay nothing; c's statement starts, read dozens of times, pay once).  At 2,
  * sp_4's block entries are read twice and pay 11 M; at 4 nothing of the JSON Schema first
- * documents rises in sum (-0.3 %) and c.gbnf keeps -14 % of c44's -19 %; at 8 c keeps -11 %. */
+ * documents rises in sum (-0.3 %) and c.gbnf keeps -14 % of c44's -19 %; at 8 c keeps -11 %.
+ * From that use on, each use asks a piece of the state's tokens (cm_promote_step: a mask's
+ * pieces together bounded), reading the plain entry until the last piece, which publishes the
+ * copy (whole: the same copy however the work was cut); a copy that would move nothing is not
+ * made. */
 const cm_entry *cm_grammar_fill_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status) {
     cm_cache *c = g->cache;
     const cm_entry *p = atomic_load_explicit(&c->fill_slots[state], memory_order_acquire);
@@ -573,11 +576,14 @@ const cm_entry *cm_grammar_fill_entry(const cm_grammar *g, uint32_t state, cm_en
     pthread_mutex_lock(&c->lock);
     p = atomic_load_explicit(&c->fill_slots[state], memory_order_acquire);
     if (!p) {
-        p = promote_entry(g, state, e);
-        atomic_store_explicit(&c->fill_slots[state], p, memory_order_release);
+        int done = cm_promote_step(g, state, e->uncertain, e->n_uncertain);
+        if (done) {
+            p = done > 0 && cm_promote_any(g, state) ? promote_entry(g, state, e) : e;
+            atomic_store_explicit(&c->fill_slots[state], p, memory_order_release);
+        }
     }
     pthread_mutex_unlock(&c->lock);
-    return p;
+    return p ? p : e;
 }
 
 /* ---- a segment grammar's entries of segment states, keyed by the clipped pair ---- */
@@ -745,6 +751,7 @@ int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, 
 }
 
 int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc) {
+    cm_promote_fill_begin();  /* a use as one mask's */
     return entry_copy(g, state, true, words, unc, n_unc);
 }
 

@@ -19,7 +19,9 @@
  * (` :\n`, 252) and `statement`'s ` ;\n` (89) were checked by the real chart at every such mask,
  * ~3.5 K instructions a token.  Off: the entries as before, the reference the tests compare against.
  * Asked at an entry's fourth use by a mask, not its first build (cache.c, cm_grammar_fill_entry:
- * a promoted copy beside the plain entry), under the cache lock. */
+ * a promoted copy beside the plain entry), under the cache lock, in pieces (cm_promote_step): a
+ * state's k-th piece asks its next tokens until k x PROM_PIECE work is spent, a mask's pieces
+ * together PROM_FILL x PROM_PIECE, so no one mask pays a whole entry's questions. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,10 @@ bool cm_promote_on(void) { return atomic_load_explicit(&g_promote, memory_order_
                                 Schema's value rule returns into every property, each a chart a rest */
 #define PROM_MAX_LEN 16   /* longer tokens (a string's text) are left uncertain: not scanned */
 #define PROM_BUDGET 4096  /* return-state charts one token may run (a safety valve: c's most are ~40) */
+#define PROM_PIECE 2000   /* work (PROM_COUNT) of a state's first piece; its k-th may do k times that */
+#define PROM_FILL 4       /* a mask's pieces together: that many first pieces' work */
+
+typedef struct prom_prog prom_prog;
 
 /* A question's answer: (rule, rest bytes) -> verdict. */
 typedef struct prom_slot {
@@ -72,14 +78,24 @@ typedef struct prom_chart {
     uint64_t used;
 } prom_chart;
 
+/* What a promotion keeps of each rule, in blocks of PROM_BLK rules made on first use (a JSON
+ * Schema grammar of thousands of rules asks of few: tables by rule or state, zeroed whole at the
+ * first promotion, were most of `sp_333:29`'s 2 M). */
+#define PROM_BLK 64
+typedef struct prom_rules {
+    uint32_t pf[PROM_BLK][8];       /* the bytes a rest that the rule's question answers true for
+                                       can start with (prom_pf) */
+    uint32_t fail_first[PROM_BLK];  /* + 1, the return state (its index) that last answered false */
+    uint8_t known[PROM_BLK];        /* pf: 0 not made, 1 made, 2 being made */
+} prom_rules;
+
 struct cm_promote {
     cm_chart item;
     prom_chart pool[PROM_CHARTS];
     uint64_t clock;
-    prom_first *firsts;   /* [n_states], made on first use */
-    uint32_t *fail_first; /* [n_rules]: + 1, the return state (its index) that last answered false */
-    uint32_t *pf;         /* [n_rules * 8]: the bytes a rest that rule's question answers true for
-                             can start with (prom_pf); NULL: not made */
+    prom_first **firsts;  /* [n_states / PROM_BLK + 1]: blocks of PROM_BLK states, made on first use */
+    prom_rules **rules;   /* [n_rules / PROM_BLK + 1]: blocks, made on first use */
+    uint32_t *pf_todo;    /* [n_rules]: prom_pf's scratch */
     bool item_ok, rest_ok;
     uint32_t item_of;     /* + 1: the state whose closure is item's first set */
     uint8_t *ex;          /* [max_len + 1]: item's exit flags by depth */
@@ -88,7 +104,14 @@ struct cm_promote {
     uint32_t open_rule[PROM_DEPTH], open_len[PROM_DEPTH];
     uint32_t n_open;
     uint32_t budget;
+    prom_prog ***prog;    /* [n_states / PROM_BLK + 1]: blocks of the promotions under way
+                             (cm_promote_step), made on first use */
+    size_t n_states, n_rules;
+    uint64_t work;        /* the items of the sets made since the piece began */
 };
+
+/* A piece's work: the items of each set a chart made (a scan's or a reset's closure), + 1. */
+#define PROM_COUNT(x, c) ((x)->work += (c)->set_start[(c)->n_sets] - (c)->set_start[(c)->n_sets - 1] + 1)
 
 void cm_promote_free(cm_promote *x) {
     if (!x) return;
@@ -98,10 +121,17 @@ void cm_promote_free(cm_promote *x) {
         free(x->pool[i].ex);
     }
     free(x->ex);
+    for (size_t b = 0; x->firsts && b <= x->n_states / PROM_BLK; b++) free(x->firsts[b]);
     free(x->firsts);
-    free(x->fail_first);
-    free(x->pf);
+    for (size_t b = 0; x->rules && b <= x->n_rules / PROM_BLK; b++) free(x->rules[b]);
+    free(x->rules);
+    free(x->pf_todo);
     free(x->slots);
+    for (size_t b = 0; x->prog && b <= x->n_states / PROM_BLK; b++) {
+        for (size_t i = 0; x->prog[b] && i < PROM_BLK; i++) free(x->prog[b][i]);
+        free(x->prog[b]);
+    }
+    free(x->prog);
     free(x);
 }
 
@@ -143,6 +173,30 @@ static void prom_put(const cm_grammar *g, cm_promote *x, uint32_t rule, const ui
 static int prom_rule(const cm_grammar *g, cm_promote *x, uint32_t rule, const uint8_t *p, uint32_t len,
                      uint32_t *low);
 
+/* A block's slot, its block made (zeroed) on first use; NULL: out of memory. */
+static void *prom_block(const cm_grammar *g, void **dir, size_t i, size_t size) {
+    void **b = &dir[i / PROM_BLK];
+    if (!*b) {
+        if (!(*b = calloc(1, size))) return NULL;
+        atomic_fetch_add(&g->cache->bytes, size);
+    }
+    return *b;
+}
+
+static prom_first *prom_firsts(const cm_grammar *g, cm_promote *x, uint32_t r) {
+    prom_first *b = prom_block(g, (void **)x->firsts, r, PROM_BLK * sizeof *b);
+    return b ? &b[r % PROM_BLK] : NULL;
+}
+
+static prom_rules *prom_rules_of(const cm_grammar *g, cm_promote *x, uint32_t rule) {
+    return prom_block(g, (void **)x->rules, rule, sizeof(prom_rules));
+}
+
+/* The rule's PF (made: prom_pf ran for a rule below it). */
+static const uint32_t *prom_pf_of(const cm_promote *x, uint32_t rule) {
+    return x->rules[rule / PROM_BLK]->pf[rule % PROM_BLK];
+}
+
 /* Does every derivation of return state r read p[0..len), or leave r's rule where the rest is
  * read on below (prom_rule)?  1, 0, < 0 error.  *low: the lowest open question leant on. */
 static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint8_t *p, uint32_t len,
@@ -150,7 +204,8 @@ static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint
     if (!x->budget) return 0;
     x->budget--;
     uint32_t st = cm_pack(r, 0), exits[PROM_EXITS], n_ex = 0, rule = g->t.state_rule[r];
-    prom_first *f = &x->firsts[r];
+    prom_first *f = prom_firsts(g, x, r);
+    if (!f) return CM_ERR_NOMEM;
     if (f->known && !cm_bit(f->first, p[0]))
         return f->exits0 && cm_follows(g, rule, p[0]) ? prom_rule(g, x, rule, p, len, low) : 0;
     prom_chart *pc = NULL, *lru = &x->pool[0];
@@ -171,6 +226,7 @@ static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint
         }
         pc->of = 0;
         if ((rc = cm_chart_reset_items(&pc->c, g, &st, 1))) return rc;
+        PROM_COUNT(x, &pc->c);
         pc->of = r + 1;
         pc->p = NULL;
         pc->have = 0;
@@ -195,6 +251,7 @@ static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint
         pc->died = false;
         for (; d < len; d++) {
             int sc = cm_chart_scan(&pc->c, g, p[d]);
+            PROM_COUNT(x, &pc->c);
             if (sc < 0) {
                 pc->of = 0;
                 return sc;
@@ -225,7 +282,7 @@ static int prom_state(const cm_grammar *g, cm_promote *x, uint32_t r, const uint
 /* Is p[0..len) read on after `rule` completes, whatever called it?  1, 0, < 0 error. */
 static int prom_rule(const cm_grammar *g, cm_promote *x, uint32_t rule, const uint8_t *p, uint32_t len,
                      uint32_t *low) {
-    if (!cm_bit(x->pf + (size_t)rule * 8, p[0])) return 0;  /* the start rule's and a rule's without returns: none */
+    if (!cm_bit(prom_pf_of(x, rule), p[0])) return 0;  /* the start rule's and a rule's without returns: none */
     /* open already (the rests are suffixes of one token: the length names the bytes) */
     for (uint32_t i = 0; i < x->n_open; i++)
         if (x->open_rule[i] == rule && x->open_len[i] == len) {
@@ -240,11 +297,12 @@ static int prom_rule(const cm_grammar *g, cm_promote *x, uint32_t rule, const ui
     x->open_len[me] = len;
     /* every return state must answer true: the one that last answered false is asked first (the
      * answer does not depend on the order: what the memo holds is what a question alone answers) */
-    uint32_t lo = g->ret_off[rule], n = g->ret_off[rule + 1] - lo, first = x->fail_first[rule];
+    uint32_t *fail_first = &x->rules[rule / PROM_BLK]->fail_first[rule % PROM_BLK];
+    uint32_t lo = g->ret_off[rule], n = g->ret_off[rule + 1] - lo, first = *fail_first;
     int ok = 1;
     for (uint32_t j = 0; j < n && ok > 0; j++) {
         uint32_t k = first ? (first - 1 + j) % n : j;
-        if ((ok = prom_state(g, x, g->ret_state[lo + k], p, len, &mine)) == 0) x->fail_first[rule] = k + 1;
+        if ((ok = prom_state(g, x, g->ret_state[lo + k], p, len, &mine)) == 0) *fail_first = k + 1;
     }
     x->n_open = me;
     if (ok < 0) return ok;
@@ -271,9 +329,10 @@ static int open_chart(cm_chart *c, bool *ok) {
     return CM_OK;
 }
 
-/* The closure of (r, CM_OUTER) in chart c: its first bytes and exit into x->firsts[r]. */
+/* The closure of (r, CM_OUTER) in chart c: its first bytes and exit into r's prom_first. */
 static int prom_first_of(const cm_grammar *g, cm_promote *x, cm_chart *c, uint32_t r) {
-    prom_first *f = &x->firsts[r];
+    prom_first *f = prom_firsts(g, x, r);
+    if (!f) return CM_ERR_NOMEM;
     if (f->known) return CM_OK;
     uint32_t st = cm_pack(r, 0);
     int rc = cm_chart_reset_items(c, g, &st, 1);
@@ -290,32 +349,44 @@ static int prom_first_of(const cm_grammar *g, cm_promote *x, cm_chart *c, uint32
  * first, or, where r's rule completes at once, that rule's PF (none for the others).  A true
  * answer's proof meets these equations on its rests' first bytes (a question open again included:
  * it is in the proof), so a rest whose first byte is outside PF(R) is answered false with no chart
- * (the ladder's rests after `)`, `;`, `,`: some caller reads none of them).  Made once, from the
- * return states' first sets (a chart reset each). */
-static int prom_pf(const cm_grammar *g, cm_promote *x, cm_chart *c) {
-    uint32_t n = g->t.n_rules;
-    uint32_t *pf = calloc((size_t)(n ? n : 1) * 8, sizeof *pf);
-    if (!pf) return CM_ERR_NOMEM;
-    for (uint32_t r = 0; r < n; r++) {
-        uint32_t n_ret = g->ret_off[r + 1] - g->ret_off[r];
-        if (r == g->t.start_rule || !n_ret || n_ret > PROM_MAX_RETURNS) continue;
-        for (int j = 0; j < 8; j++) pf[(size_t)r * 8 + j] = UINT32_MAX;
-        for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++) {
-            int rc = prom_first_of(g, x, c, g->ret_state[k]);
-            if (rc) {
-                free(pf);
-                return rc;
+ * (the ladder's rests after `)`, `;`, `,`: some caller reads none of them).  Made for `rule` and
+ * the rules above it (those its return states are in, up to the ones of more than
+ * PROM_MAX_RETURNS return states, whose PF is none), from the return states' first sets (a chart
+ * reset each): the equations of a set of rules closed upward read only rules in it, so its
+ * greatest solution is the whole grammar's there, whichever rules were made before. */
+static int prom_pf(const cm_grammar *g, cm_promote *x, cm_chart *c, uint32_t rule) {
+    prom_rules *b = prom_rules_of(g, x, rule);
+    if (!b) return CM_ERR_NOMEM;
+    if (b->known[rule % PROM_BLK]) return CM_OK;
+    uint32_t *todo = x->pf_todo, n_todo = 0;
+    int rc = CM_OK;
+    b->known[rule % PROM_BLK] = 2;
+    todo[n_todo++] = rule;
+    for (uint32_t i = 0; i < n_todo && !rc; i++) {
+        uint32_t r = todo[i], n_ret = g->ret_off[r + 1] - g->ret_off[r];
+        if (r == g->t.start_rule || !n_ret || n_ret > PROM_MAX_RETURNS) continue;  /* none: zero */
+        uint32_t *to = x->rules[r / PROM_BLK]->pf[r % PROM_BLK];
+        for (int j = 0; j < 8; j++) to[j] = UINT32_MAX;
+        for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1] && !rc; k++) {
+            if ((rc = prom_first_of(g, x, c, g->ret_state[k]))) break;
+            uint32_t up = g->t.state_rule[g->ret_state[k]];
+            prom_rules *ub = prom_rules_of(g, x, up);
+            if (!ub) rc = CM_ERR_NOMEM;
+            else if (!ub->known[up % PROM_BLK]) {
+                ub->known[up % PROM_BLK] = 2;
+                todo[n_todo++] = up;
             }
         }
     }
-    for (bool changed = true; changed;) {
+    for (bool changed = !rc; changed;) {
         changed = false;
-        for (uint32_t r = 0; r < n; r++) {
-            uint32_t *to = pf + (size_t)r * 8;
-            if (g->ret_off[r + 1] - g->ret_off[r] > PROM_MAX_RETURNS) continue;  /* none already */
+        for (uint32_t i = 0; i < n_todo; i++) {
+            uint32_t r = todo[i], n_ret = g->ret_off[r + 1] - g->ret_off[r];
+            if (r == g->t.start_rule || !n_ret || n_ret > PROM_MAX_RETURNS) continue;
+            uint32_t *to = x->rules[r / PROM_BLK]->pf[r % PROM_BLK];
             for (uint32_t k = g->ret_off[r]; k < g->ret_off[r + 1]; k++) {
-                const prom_first *f = &x->firsts[g->ret_state[k]];
-                const uint32_t *up = pf + (size_t)g->t.state_rule[g->ret_state[k]] * 8;
+                const prom_first *f = prom_firsts(g, x, g->ret_state[k]);  /* made above */
+                const uint32_t *up = prom_pf_of(x, g->t.state_rule[g->ret_state[k]]);
                 for (int j = 0; j < 8; j++) {
                     uint32_t w = to[j] & (f->first[j] | (f->exits0 ? up[j] : 0));
                     changed |= w != to[j];
@@ -324,66 +395,78 @@ static int prom_pf(const cm_grammar *g, cm_promote *x, cm_chart *c) {
             }
         }
     }
-    x->pf = pf;
-    atomic_fetch_add(&g->cache->bytes, (size_t)n * 8 * sizeof *pf);
-    return CM_OK;
+    for (uint32_t i = 0; i < n_todo; i++) {
+        uint32_t r = todo[i];
+        prom_rules *rb = x->rules[r / PROM_BLK];
+        rb->known[r % PROM_BLK] = rc ? 0 : 1;
+        if (rc) memset(rb->pf[r % PROM_BLK], 0, sizeof rb->pf[0]);
+    }
+    return rc;
 }
 
 bool cm_promote_applies(const cm_grammar *g) { return cm_promote_on() && g->t.n_la <= 1 && !g->has_segments; }
 
-/* Move w's uncertain tokens that every context reads on into its accepted set.  Any failure
- * leaves the rest uncertain (the checks stay exact). */
-void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
-    if (!w->n_unc || !cm_promote_applies(g)) return;
+/* The cache's promotion state, made on first use; NULL where an allocation failed. */
+static cm_promote *prom_setup(const cm_grammar *g) {
     cm_cache *cache = g->cache;
     if (!cache->promote) {
         cache->promote = calloc(1, sizeof *cache->promote);
-        if (!cache->promote) return;
+        if (!cache->promote) return NULL;
         atomic_fetch_add(&cache->bytes, sizeof *cache->promote);
     }
     cm_promote *x = cache->promote;
-    const cm_vocab *v = g->v;
-    if (!x->ex && !(x->ex = calloc((size_t)v->max_len + 1, 1))) return;
-    if (!x->fail_first) {
-        if (!(x->fail_first = calloc(g->t.n_rules ? g->t.n_rules : 1, sizeof *x->fail_first))) return;
-        atomic_fetch_add(&cache->bytes, g->t.n_rules * sizeof *x->fail_first);
-    }
+    if (!x->ex && !(x->ex = calloc((size_t)g->v->max_len + 1, 1))) return NULL;
     if (!x->firsts) {
-        if (!(x->firsts = calloc(g->t.n_states ? g->t.n_states : 1, sizeof *x->firsts))) return;
-        atomic_fetch_add(&cache->bytes, g->t.n_states * sizeof *x->firsts);
+        size_t ns = g->t.n_states / PROM_BLK + 1, nr = g->t.n_rules / PROM_BLK + 1;
+        x->n_states = g->t.n_states;
+        x->n_rules = g->t.n_rules;
+        x->firsts = calloc(ns, sizeof *x->firsts);
+        x->prog = calloc(ns, sizeof *x->prog);
+        x->rules = calloc(nr, sizeof *x->rules);
+        x->pf_todo = malloc((g->t.n_rules + 1) * sizeof *x->pf_todo);
+        atomic_fetch_add(&cache->bytes, ns * (sizeof *x->firsts + sizeof *x->prog) + nr * sizeof *x->rules +
+                                            (g->t.n_rules + 1) * sizeof *x->pf_todo);
     }
-    if (open_chart(&x->item, &x->item_ok)) return;
-    if (!x->pf && prom_pf(g, x, &x->item)) return;
+    if (!x->firsts || !x->prog || !x->rules || !x->pf_todo) return NULL;
+    if (open_chart(&x->item, &x->item_ok)) return NULL;
+    return x;
+}
+
+/* Asks state's uncertain tokens unc[from..n) (trie order) in turn, setting the bit of each that
+ * moves in `moved`, until `budget` work is spent after a token (0: no limit); the position it
+ * stopped at, or < 0 on error (the token there and those after it stay uncertain). */
+static long prom_ask(const cm_grammar *g, cm_promote *x, uint32_t state, const uint32_t *unc, size_t from,
+                     size_t n, uint64_t budget, uint8_t *moved) {
+    const cm_vocab *v = g->v;
     uint32_t st = cm_pack(state, 0), rule = g->t.state_rule[state];
-    const uint32_t *pf = x->pf + (size_t)rule * 8;
-    if (cm_chart_reset_items(&x->item, g, &st, 1)) return;
+    int rc = prom_pf(g, x, &x->item, rule);
+    if (rc) return rc;
+    const uint32_t *pf = prom_pf_of(x, rule);
+    if ((rc = cm_chart_reset_items(&x->item, g, &st, 1))) return rc;
+    x->work = 0;
     const uint8_t *prev = NULL;
     uint32_t plen = 0, have = 0;  /* item holds the sets of prev[0..have) */
-    size_t kept = 0, promoted = 0;
-    int rc = CM_OK;
-    for (size_t i = 0; i < w->n_unc; i++) {
-        uint32_t k = w->unc[i], len;
+    size_t i = from;
+    for (; i < n && !(budget && x->work >= budget); i++) {
+        uint32_t k = unc[i], len;
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         /* a rest can be taken only where its first byte is in the rule's PF: none, no scan */
         uint32_t j = 1;
         while (j < len && !cm_bit(pf, p[j])) j++;
-        if (j >= len || len > PROM_MAX_LEN) {
-            w->unc[kept++] = k;
-            continue;
-        }
+        if (j >= len || len > PROM_MAX_LEN) continue;
         uint32_t d = prev ? cm_common_prefix(prev, plen, p, len) : 0;
         if (d > have) d = have;
         cm_chart_truncate(&x->item, (size_t)d + 1);
         uint32_t dead = d;
-        for (; rc == CM_OK && dead < len; dead++) {
+        for (; dead < len; dead++) {
             int s = cm_chart_scan(&x->item, g, p[dead]);
+            PROM_COUNT(x, &x->item);
             if (s <= 0) {
-                if (s < 0) rc = s;
+                if (s < 0) return s;
                 break;
             }
             x->ex[dead + 1] = x->item.exited;
         }
-        if (rc) break;
         prev = p;
         plen = len;
         have = dead;
@@ -394,26 +477,108 @@ void cm_promote_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             if (!x->ex[e] || !cm_bit(pf, p[e])) continue;
             uint32_t low = UINT32_MAX;
             ok = prom_rule(g, x, rule, p + e, len - e, &low);
-            if (ok < 0) {
-                rc = ok;
-                break;
-            }
+            if (ok < 0) return ok;
         }
-        if (rc) break;
-        if (ok) {
-            uint32_t id = v->trie_ids[k];
+        if (ok) moved[i >> 3] |= (uint8_t)(1u << (i & 7));
+    }
+    return (long)i;
+}
+
+/* A state's promotion under way (cm_promote_step): its uncertain tokens asked so far, the pieces
+ * that asked them, and the positions (in its plain entry's list) of those that moved. */
+struct prom_prog {
+    size_t next, n;
+    uint32_t pieces;
+    bool done;
+    uint8_t moved[];  /* [(n + 7) / 8] */
+};
+
+static atomic_ullong g_piece = PROM_PIECE;
+
+unsigned long long cm_promote_piece(unsigned long long work) { return atomic_exchange(&g_piece, work); }
+
+/* The work the pieces of this thread's mask may still do (a mask's gather reads many states;
+ * their pieces together do at most PROM_FILL first pieces' work). */
+static _Thread_local unsigned long long t_left;
+
+void cm_promote_fill_begin(void) {
+    unsigned long long piece = atomic_load_explicit(&g_piece, memory_order_relaxed);
+    t_left = piece ? PROM_FILL * piece : ~0ull;
+}
+
+int cm_promote_step(const cm_grammar *g, uint32_t state, const uint32_t *unc, size_t n) {
+    cm_promote *x = prom_setup(g);
+    if (!x) return CM_ERR_NOMEM;
+    prom_prog **at_r = prom_block(g, (void **)x->prog, state, PROM_BLK * sizeof *at_r);
+    if (!at_r) return CM_ERR_NOMEM;
+    at_r += state % PROM_BLK;
+    prom_prog *r = *at_r;
+    if (!r) {
+        size_t bytes = sizeof *r + (n + 7) / 8;
+        if (!(r = calloc(1, bytes))) return CM_ERR_NOMEM;
+        r->n = n;
+        *at_r = r;
+        atomic_fetch_add(&g->cache->bytes, bytes);
+    }
+    if (r->done) return 1;
+    unsigned long long piece = atomic_load_explicit(&g_piece, memory_order_relaxed), budget = 0;
+    if (piece) {
+        if (!t_left) return 0;  /* this mask's pieces are done: the next mask asks on */
+        budget = piece * (r->pieces + 1);
+        if (budget > t_left) budget = t_left;
+    }
+    r->pieces++;
+    long at = prom_ask(g, x, state, unc, r->next, r->n, budget, r->moved);
+    t_left = x->work < t_left ? t_left - x->work : 0;
+    if (at < 0) {
+        r->done = true;  /* the rest stay uncertain: what moved before the error moves */
+        return 1;
+    }
+    r->next = (size_t)at;
+    r->done = r->next == r->n;
+    return r->done;
+}
+
+/* The record of a promotion under way; NULL: none. */
+static prom_prog *prom_prog_of(const cm_grammar *g, uint32_t state) {
+    cm_promote *x = g->cache->promote;
+    return x && x->prog && x->prog[state / PROM_BLK] ? x->prog[state / PROM_BLK][state % PROM_BLK] : NULL;
+}
+
+static void prom_drop(const cm_grammar *g, cm_promote *x, uint32_t state) {
+    prom_prog *r = x->prog[state / PROM_BLK][state % PROM_BLK];
+    x->prog[state / PROM_BLK][state % PROM_BLK] = NULL;
+    atomic_fetch_sub(&g->cache->bytes, sizeof *r + (r->n + 7) / 8);
+    free(r);
+}
+
+bool cm_promote_any(const cm_grammar *g, uint32_t state) {
+    cm_promote *x = g->cache->promote;
+    prom_prog *r = prom_prog_of(g, state);
+    if (!r || !r->done) return false;
+    for (size_t i = 0; i < (r->n + 7) / 8; i++)
+        if (r->moved[i]) return true;
+    prom_drop(g, x, state);
+    return false;
+}
+
+size_t cm_promote_take(const cm_grammar *g, uint32_t state, cm_walk *w) {
+    cm_promote *x = g->cache->promote;
+    prom_prog *r = prom_prog_of(g, state);
+    if (!r || !r->done || r->n != w->n_unc) return 0;
+    size_t kept = 0, promoted = 0;
+    for (size_t i = 0; i < w->n_unc; i++) {
+        uint32_t k = w->unc[i];
+        if (r->moved[i >> 3] >> (i & 7) & 1) {
+            uint32_t id = g->v->trie_ids[k];
             if (!cm_bit(w->bits, id)) cm_walk_accept(w, id);
             promoted++;
-            continue;
+        } else {
+            w->unc[kept++] = k;
         }
-        w->unc[kept++] = k;
-    }
-    if (rc) {
-        /* the loop stopped at some token: it and those after it stay uncertain, in order */
-        size_t i = kept + promoted;
-        memmove(w->unc + kept, w->unc + i, (w->n_unc - i) * sizeof *w->unc);
-        kept += w->n_unc - i;
     }
     w->n_unc = kept;
+    prom_drop(g, x, state);
     if (promoted) atomic_fetch_add(&g_promoted, promoted);
+    return promoted;
 }

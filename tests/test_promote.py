@@ -91,6 +91,20 @@ def _fill_entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, n
     return [compiled._handle.fill_entry(s) for s in range(compiled.tables.n_states)]
 
 
+def _piece_default() -> int:
+    """promote_piece's default (read by setting it and putting it back)."""
+    old = _core.promote_piece(0)
+    _core.promote_piece(old)
+    return old
+
+
+PIECE = _piece_default()
+
+
+def _same(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
+    return np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
 def test_c_entries_only_move_uncertain_tokens() -> None:
     """Every state's entry of c.gbnf as a mask reads it, promoted at its first use, against the
     plain entry; and the same with plain walks (what a token's answer is does not depend on the
@@ -99,7 +113,7 @@ def test_c_entries_only_move_uncertain_tokens() -> None:
     g = shipped("c.gbnf")
     with core_switch(_core.promote_enable, False):
         off = entries(cfgmask.compile(g, vocab))
-    with core_switch(_core.promote_uses, 1, 4):
+    with core_switch(_core.promote_uses, 1, 4), core_switch(_core.promote_piece, 0, PIECE):
         on = _fill_entries(cfgmask.compile(g, vocab))
         plain = _fill_entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
     assert _only_moved(on, off, vocab.size) > 1000
@@ -119,7 +133,7 @@ def test_promotion_at_fourth_use_leaves_plain_entries() -> None:
     tokens = _longest_tokens(vocab, DOCS["c.gbnf"])
     with core_switch(_core.promote_enable, False):
         off = entries(cfgmask.compile(g, vocab))
-    with core_switch(_core.promote_enable, True):
+    with core_switch(_core.promote_enable, True), core_switch(_core.promote_piece, 0, PIECE):
         compiled = cfgmask.compile(g, vocab)
         early = [_fill_entries(compiled) for _ in range(3)]
         fourth = _fill_entries(compiled)
@@ -132,6 +146,42 @@ def test_promotion_at_fourth_use_leaves_plain_entries() -> None:
         for s, (a, b) in enumerate(zip(got, off, strict=True)):
             assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), f"state {s}: {what}"
     assert _only_moved(fourth, off, vocab.size) > 1000
+
+
+def test_pieces_publish_only_the_whole_copy() -> None:
+    """Asked in pieces (the smallest: a state's k-th use asks its next tokens until k units of
+    work are spent, at least one token), a state's entry as a mask reads it is its plain entry
+    until every uncertain token is asked, then the copy one piece makes: never a part of it (the
+    copy, like the masks, must not depend on how the work was cut); and the c.gbnf document's
+    masks stay the switch-off ones."""
+    vocab = cfgmask.Vocabulary.llama3()
+    g = shipped("c.gbnf")
+    with core_switch(_core.promote_uses, 1, 4), core_switch(_core.promote_piece, 0, PIECE):
+        compiled = cfgmask.compile(g, vocab)
+        plain = entries(compiled)
+        whole = _fill_entries(compiled)
+    moved = [s for s in range(len(plain)) if not _same(whole[s], plain[s])]
+    assert len(moved) > 20
+    published: dict[int, int] = {}
+    with core_switch(_core.promote_uses, 1, 4), core_switch(_core.promote_piece, 1, PIECE):
+        compiled = cfgmask.compile(g, vocab)
+        for use in range(1, 1000):
+            for s in moved:
+                if s in published:
+                    continue
+                got = compiled._handle.fill_entry(s)
+                if _same(got, plain[s]):
+                    continue
+                assert _same(got, whole[s]), f"state {s}: a part of its copy read at use {use}"
+                published[s] = use
+            if len(published) == len(moved):
+                break
+        assert len(published) == len(moved), "copies never published"
+        assert max(published.values()) > 3, published  # the pieces took several uses
+        tokens = _longest_tokens(vocab, DOCS["c.gbnf"])
+        on = masks_along(cfgmask.compile(g, vocab), tokens, final=True)
+    with core_switch(_core.promote_enable, False):
+        _assert_same_masks(on, masks_along(cfgmask.compile(g, vocab), tokens, final=True))
 
 
 # A name rule that two callers return from into states reading different bytes; the start rule
@@ -207,12 +257,13 @@ def _walk(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, seed: int, steps: int) 
 
 
 @settings(max_examples=40, deadline=None)
-@given(*STMT_DRAWS, st.integers(0, 2**16))
+@given(*STMT_DRAWS, st.integers(0, 2**16), st.sampled_from([0, 1, 8, PIECE]))
 def test_statement_grammars_walks_same(
-    stmts: list[str], atoms: list[str], name: str, ws: str, pieces: list[bytes], seed: int
+    stmts: list[str], atoms: list[str], name: str, ws: str, pieces: list[bytes], seed: int, work: int
 ) -> None:
     """c.gbnf's shape in small: statements in a block, an expression chain, labels; random walks
-    of allowed tokens (switch off), their masks again with the switch on."""
+    of allowed tokens (switch off), their masks again with the switch on, its copies asked in
+    pieces of `work` (0: at once)."""
     if all("(" in a for a in atoms):
         atoms = [*atoms, "[0-9]+"]  # a base case
     if all("stmt" in s for s in stmts):
@@ -220,7 +271,11 @@ def test_statement_grammars_walks_same(
     g, vocab = _stmt_grammar(stmts, atoms, name, ws), _stmt_vocab(pieces)
     tokens, off = _walk(g, vocab, seed, 24)
     mask = cfgmask.allocate_bitmask(1, vocab.size)
-    with core_switch(_core.promote_enable, True), core_switch(_core.promote_uses, 1, 4):
+    with (
+        core_switch(_core.promote_enable, True),
+        core_switch(_core.promote_uses, 1, 4),
+        core_switch(_core.promote_piece, work, PIECE),
+    ):
         m = cfgmask.Matcher(cfgmask.compile(g, vocab))
         for i, want in enumerate(off):
             m.fill_bitmask(mask, 0)
