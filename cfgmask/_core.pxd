@@ -96,6 +96,8 @@ cdef extern from "cfgmask.h" nogil:
     int cm_grammar_warm(const cm_grammar *g, double deadline)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
     int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
+    int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
+    unsigned cm_promote_uses(unsigned n)
     int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t *out)
     int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule)
     int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls)
@@ -422,6 +424,12 @@ cdef extern from "flat.h" nogil:
     void cm_flat_lcp_jump_enable(int mode)
     void cm_flat_text_unused_enable(int on)
     size_t cm_flat_text_unused_proofs()
+
+
+cdef extern from "promote.h" nogil:
+    void cm_promote_enable(int on)
+    size_t cm_promoted()
+    unsigned long long cm_promote_piece(unsigned long long work)
 
 
 cdef extern from "compose.h" nogil:

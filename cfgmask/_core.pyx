@@ -374,7 +374,13 @@ cdef class GrammarHandle:
         it.  For tests."""
         return self._entry(state, k, True)
 
-    def _entry(self, uint32_t state, uint32_t k, bint seg):
+    def fill_entry(self, uint32_t state):
+        """The entry a mask's gather reads for one state (csrc/cache.c, cm_grammar_fill_entry),
+        as `entry` gives it, counting a use: its promoted copy once the uses reach
+        `promote_uses`' number.  For tests."""
+        return self._entry(state, 0, False, True)
+
+    def _entry(self, uint32_t state, uint32_t k, bint seg, bint fill=False):
         import numpy as np
         n_words = (self.vocab.size + 31) // 32
         words = np.zeros(max(1, n_words), dtype=np.uint32)
@@ -386,6 +392,8 @@ cdef class GrammarHandle:
         with nogil:
             if seg:
                 rc = cm_grammar_seg_entry_copy(self.ptr, state, k, &wv[0], &uv[0], &n_unc)
+            elif fill:
+                rc = cm_grammar_fill_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
             else:
                 rc = cm_grammar_entry_copy(self.ptr, state, &wv[0], &uv[0], &n_unc)
         if rc and seg:
@@ -2100,6 +2108,35 @@ def flat_class_tables():
     """How many class tables (flat_class_bulk_enable's) were made so far in this process: one a
     class and vocabulary, whatever the grammars (for the tests)."""
     return cm_flat_class_tables()
+
+
+def promote_enable(bint on):
+    """Take an uncertain token as accepted where every return state of the item's rule reads its
+    rest on (or leaves its own rule where the rest is read on below, recursively; csrc/promote.c;
+    the default), or, off, leave it to the run-time check: the reference the tests compare
+    against.  Process-wide; clear the caches after a change.  The masks are the same."""
+    cm_promote_enable(1 if on else 0)
+
+
+def promoted():
+    """Uncertain tokens taken as accepted that way, in this process (for the tests)."""
+    return cm_promoted()
+
+
+def promote_uses(unsigned n):
+    """The use of a state's entry by a mask's gather that promotes it (1-255, default 4: an entry
+    read a few times, as most of a JSON Schema's first document's are, is not asked); returns the
+    number before.  Process-wide; clear the caches after a change."""
+    return cm_promote_uses(n)
+
+
+def promote_piece(unsigned long long work):
+    """The work (the items of the sets its charts make) of a state's first piece of promotion:
+    from its `promote_uses`-th use, each use asks the next of its uncertain tokens until k times
+    this much is spent at its k-th piece, and the copy is read once every token is asked (0: all
+    at once, at that use).  Returns the number before.  Process-wide; clear the caches after a
+    change.  The masks and the copy are the same whatever it is."""
+    return cm_promote_piece(work)
 
 
 def tail_alias_enable(bint on):

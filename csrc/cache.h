@@ -20,11 +20,16 @@ typedef struct cm_flat cm_flat;            /* flat.c: the DFA of flat private ch
 typedef struct cm_loop_walk cm_loop_walk;  /* loops.c: a trie walk shared by equal loops */
 typedef struct cm_tail cm_tail;            /* compose.c: a callee's walk of one first byte's subtree */
 typedef struct cm_follow_memo cm_follow_memo;  /* walk.c: the upward filter's verdicts */
+typedef struct cm_promote cm_promote;          /* promote.c: uncertain tokens every caller reads on */
 typedef struct cm_cands_slot cm_cands_slot;    /* compose.c: a call part's candidates by return row */
 
 struct cm_cache {
     /* the entries: slots are published with release stores and read without the lock */
     _Atomic(cm_entry *) *slots;     /* [n_states] */
+    _Atomic(const cm_entry *) *fill_slots;  /* [n_states]: what a mask's gather reads once the
+                                       state's uses reached the promotion's (promote.c): its
+                                       promoted copy, or slots[]'s entry; NULL before */
+    _Atomic uint8_t *uses;          /* [n_states]: gathers that read the state, up to that */
     pthread_mutex_t lock;           /* builds entries; guards what follows but the atomics */
     cm_entry **entries;             /* distinct entries, open addressing [entries_cap]; */
     size_t entries_cap, n_entries;  /*   they own the memory slots[] points to */
@@ -44,6 +49,7 @@ struct cm_cache {
     uint32_t *exit_asker;           /* compose.c: [n_states] per start, the position + 1 whose exit split first
                                        stood on it (exit_split); NULL until one did */
     cm_follow_memo *follow;         /* walk.c: by (rule, bytes after an exit), built lazily */
+    cm_promote *promote;            /* promote.c: its charts and verdicts, built lazily */
     cm_cands_slot *cands_slots;     /* compose.c: part_cands' lists by (part entry, return row),
                                        open addressing [cands_cap], NULL until the first */
     size_t cands_cap, cands_used;
@@ -77,6 +83,13 @@ void cm_cache_free(cm_cache *c);
  * entry is built for this call only and handed back in *owned for the caller
  * to free.  Readers never lock. */
 const cm_entry *cm_grammar_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+/* The entry a mask's gather reads: cm_grammar_entry's until the state's uses reach
+ * cm_promote_uses' number (default 4), then its promoted copy (promote.c); the use that reaches it
+ * builds the copy under the lock.  The copy of it (as cm_grammar_entry_copy), counting a use. */
+const cm_entry *cm_grammar_fill_entry(const cm_grammar *g, uint32_t state, cm_entry **owned, int *status);
+int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc);
+/* Sets the use that promotes (1-255; 1: the first); returns the number before. */
+unsigned cm_promote_uses(unsigned n);
 
 /* A segment grammar's entry of `state` for an item at count k (docs/design.md §7, "Masks on a
  * grammar with counted segments").  Outside segments it is cm_grammar_entry's (a state's walk

@@ -12,6 +12,7 @@
 
 #include "cache.h"
 #include "maskmemo.h"
+#include "promote.h"
 #include "matcher.h"
 #include "stackmemo.h"
 #include "verdict.h"
@@ -162,6 +163,7 @@ static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
     m->n_rep = 0;
     gather_seen seen;  /* (entry, debt) ORed already: states may share one (arrays unset) */
     seen.n = 0;
+    cm_promote_fill_begin();
     for (size_t i = c->set_start[c->n_sets - 1]; i < c->set_start[c->n_sets]; i++) {
         uint32_t s = cm_st(c->items[i].state), la = cm_la(c->items[i].state);
         if (g->has_tokens[s] && m->stamp[s] != m->stamp_gen) {
@@ -173,7 +175,7 @@ static int gather(cm_matcher *m, uint32_t *words, bool *fresh) {
         m->stats.n_states++;
         cm_entry *owned;
         int rc;
-        const cm_entry *e = cm_grammar_entry(g, s, &owned, &rc);
+        const cm_entry *e = cm_grammar_fill_entry(g, s, &owned, &rc);
         if (rc) return rc;
         if (!owned && seen_before(&seen, e, la)) continue;
         int wrap = 0;

@@ -192,14 +192,18 @@ def test_statement_grammar_same_entries(name: str) -> None:
         assert names > 0, (aliases, names)
 
 
-@settings(max_examples=40, deadline=None)
-@given(
+# A statement grammar and its vocabulary's pieces drawn (_stmt_grammar, _stmt_vocab); test_promote's too.
+STMT_DRAWS = (
     st.lists(st.sampled_from(STMT_ALTS), min_size=1, max_size=4, unique=True),
     st.lists(st.sampled_from(STMT_ATOMS), min_size=1, max_size=3, unique=True),
     st.sampled_from(STMT_NAMES),
     st.sampled_from(STMT_WS),
     st.lists(st.sampled_from(PIECES), max_size=16, unique=True),
 )
+
+
+@settings(max_examples=40, deadline=None)
+@given(*STMT_DRAWS)
 def test_statement_grammars_same_entries(
     stmts: list[str], atoms: list[str], name: str, ws: str, pieces: list[bytes]
 ) -> None:
