@@ -96,8 +96,6 @@ cdef extern from "cfgmask.h" nogil:
     int cm_grammar_warm(const cm_grammar *g, double deadline)
     size_t cm_grammar_cache_bytes(const cm_grammar *g)
     int cm_grammar_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
-    int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
-    unsigned cm_promote_uses(unsigned n)
     int cm_grammar_state_bytes(const cm_grammar *g, uint32_t state, uint32_t *out)
     int cm_grammar_rule_block(const cm_grammar *g, uint32_t rule)
     int cm_grammar_state_flags(const cm_grammar *g, uint32_t state, uint64_t *calls)
@@ -371,6 +369,8 @@ cdef extern from "walk.h" nogil:
 
 cdef extern from "cache.h" nogil:
     size_t cm_entry_spare_takes()
+    int cm_grammar_fill_entry_copy(const cm_grammar *g, uint32_t state, uint32_t *words, uint32_t *unc, size_t *n_unc)
+    unsigned cm_promote_uses(unsigned n)
 
 
 cdef extern from "chains.h" nogil:
