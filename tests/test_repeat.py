@@ -11,7 +11,6 @@ documents of median JSONSchemaBench schemas, where proofs held."""
 
 from __future__ import annotations
 
-import json
 from contextlib import AbstractContextManager
 
 from hypothesis import given, settings
@@ -21,7 +20,7 @@ import cfgmask
 from cfgmask import _core
 
 from .helpers import core_switch, masks_along, same_document_masks
-from .test_donor_mode_bytes import DATE_TIME, KEYS, PIECES, llama3_document
+from .test_donor_mode_bytes import DATE_TIME, KEYS, PIECES, _schema, llama3_document
 from .test_entries import WALKS_ONLY, entries
 from .test_listed_reuse import _same
 
@@ -48,11 +47,6 @@ def _check(g: cfgmask.Grammar, toks: list[bytes]) -> int:
     return hits
 
 
-def _schema(props: dict[str, object], required: list[str], extra: bool) -> cfgmask.Grammar:
-    schema = {"type": "object", "properties": props, "required": required, "additionalProperties": extra}
-    return cfgmask.Grammar.from_json_schema(json.dumps(schema))
-
-
 VALUES = [{"type": "number"}, {"type": "integer"}, {"type": "string"}, DATE_TIME, {"type": "boolean"}]
 
 
@@ -65,22 +59,21 @@ def test_optional_numbers_entries_same() -> None:
 
 @settings(max_examples=50, deadline=None)
 @given(
-    keys=st.lists(st.sampled_from(KEYS), min_size=1, max_size=5, unique=True),
-    values=st.lists(st.sampled_from(VALUES), min_size=5, max_size=5),
+    props=st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), min_size=1, max_size=5),
     n_required=st.integers(0, 5),
     extra=st.booleans(),
-    picks=st.lists(st.sampled_from(PIECES), min_size=6, max_size=30),
+    toks=st.lists(st.sampled_from(PIECES), min_size=6, max_size=30)
+    | st.lists(st.binary(min_size=1, max_size=6).map(bytes), min_size=6, max_size=30),
     words=st.lists(st.text('abeghilnrstwx_"{},:.-0129', min_size=1, max_size=6), max_size=12),
 )
 def test_objects_entries_same(
-    keys: list[str], values: list[dict], n_required: int, extra: bool, picks: list[bytes], words: list[str]
+    props: dict[str, dict], n_required: int, extra: bool, toks: list[bytes], words: list[str]
 ) -> None:
     """Hypothesis: objects of optional and required properties (numbers, integers, strings,
-    date-times, booleans; additional properties or not) over small vocabularies whose tokens
-    reach past the siblings' differences or not: every entry equal with the sharing on, off and
-    the plain walks'."""
-    props = dict(zip(keys, values, strict=False))
-    _check(_schema(props, keys[:n_required], extra), [*picks, *(w.encode() for w in words)])
+    date-times, booleans; additional properties or not) over small vocabularies of the pieces or
+    of random bytes, with words whose tokens reach past the siblings' differences or not: every
+    entry equal with the sharing on, off and the plain walks'."""
+    _check(_schema(props, list(props)[:n_required], extra), [*toks, *(w.encode() for w in words)])
 
 
 @settings(max_examples=30, deadline=None)
