@@ -32,7 +32,7 @@
 
 #define REPEAT_BUCKETS 64
 #define REPEAT_WAYS 2
-#define REPEAT_BUDGET 1024     /* trie entries one proof may visit */
+#define REPEAT_BUDGET 512      /* bytes one proof's token walks may read */
 #define REPEAT_MAX_BYTES 32    /* next bytes of a candidate */
 #define REPEAT_SUM_ENTRIES 2048 /* a first byte's subtree summed up (summary) */
 #define REPEAT_SUM_BYTES 16
@@ -130,11 +130,11 @@ static int walk_range(const cm_grammar *g, cm_repeat *r, uint32_t a, uint32_t b,
     uint32_t ra = g->t.state_rule[a], rb = g->t.state_rule[b];
     sa[0] = (int32_t)a, sb[0] = (int32_t)b, fa[0] = fb[0] = 0;
     while (k < k_end) {
-        if (++*visits > REPEAT_BUDGET) return 0;
         uint32_t len, d = v->trie_lcp[k];
         const uint8_t *p = cm_trie_bytes(v, k, &len);
         bool both_dead = false;
         for (; d < len; d++) {
+            if (++*visits > REPEAT_BUDGET) return 0;
             uint8_t b8 = p[d], f1 = 0, f2 = 0;
             bool unc = false;
             int32_t n1 = side_step(g, ra, sa, fa, d, b8, &f1, &unc);
