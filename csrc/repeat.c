@@ -38,6 +38,7 @@
 #define REPEAT_SUM_BYTES 16
 #define REPEAT_SUM_DEPTH 8
 #define REPEAT_PAIRS 64        /* pairs of states one subtree's strings may reach */
+#define REPEAT_FAILS 8         /* a grammar stops asking past this many failed proofs over twice its hits */
 
 enum { SUM_NONE, SUM_SMALL, SUM_BIG };
 
@@ -51,6 +52,7 @@ struct cm_repeat {
     int32_t *st;                                 /* [2 * (max_len + 1)]: both automata per depth */
     uint8_t *fl;                                 /* [2 * (max_len + 1)]: an exit before, per side */
     cm_repeat_sum sum[256];                      /* per first byte, summary() */
+    uint32_t fails, hits;                        /* proofs of this grammar so far */
 };
 
 static atomic_int g_repeat = 1;
@@ -266,6 +268,7 @@ const cm_entry *cm_repeat_take(const cm_grammar *g, uint32_t state) {
     cm_repeat *r;
     if (bk < 0 || repeat_get(g, &r)) return NULL;
     cm_cache *c = g->cache;
+    if (r->fails > 2 * r->hits + REPEAT_FAILS) return NULL;  /* its siblings differ within tokens */
     for (int i = 0; i < REPEAT_WAYS; i++) {
         uint32_t s = r->cand[bk][i];
         if (s == UINT32_MAX) break;
@@ -274,8 +277,10 @@ const cm_entry *cm_repeat_take(const cm_grammar *g, uint32_t state) {
         atomic_fetch_add_explicit(&g_repeat_tries, 1, memory_order_relaxed);
         if (same_horizon(g, r, s, state)) {
             atomic_fetch_add_explicit(&g_repeat_hits, 1, memory_order_relaxed);
+            r->hits++;
             return e;
         }
+        r->fails++;
     }
     return NULL;
 }
