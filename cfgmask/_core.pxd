@@ -464,6 +464,11 @@ cdef extern from "donor.h" nogil:
     size_t cm_donor_mode_bytes_hits()
 
 
+cdef extern from "repeat.h" nogil:
+    void cm_repeat_enable(int on)
+    void cm_repeat_counts(size_t *tries, size_t *hits)
+
+
 cdef extern from "vocab.h" nogil:
     void cm_vocab_name_sets_div(unsigned div)
     unsigned cm_vocab_name_sets(const cm_vocab *v)

@@ -2324,6 +2324,21 @@ def donor_mode_bytes_enable(bint on):
     cm_donor_mode_bytes_enable(1 if on else 0)
 
 
+def repeat_enable(bint on):
+    """Let a solo state take an earlier solo state's entry where a joint walk of the trie through
+    both automata proves every token's outcome the same and none uncertain (csrc/repeat.c; the
+    default), or, off, build every entry: the reference the tests compare against.  Process-wide;
+    the entries are the same."""
+    cm_repeat_enable(1 if on else 0)
+
+
+def repeat_counts():
+    """(proofs tried, proofs that held) of repeat.c so far in this process (for the tests)."""
+    cdef size_t tries = 0, hits = 0
+    cm_repeat_counts(&tries, &hits)
+    return tries, hits
+
+
 def entry_hash_sampled_enable(bint on):
     """Hash a bitset entry to intern it over one 64-bit word of every four (the default), or, off,
     over all of them: the reference the tests compare against.  The hash only picks the slot where

@@ -22,6 +22,7 @@
 #include "flat.h"
 #include "loops.h"
 #include "promote.h"
+#include "repeat.h"
 #include "segcut.h"
 #include "walk.h"
 #include "wrap.h"
@@ -81,6 +82,7 @@ void cm_cache_free(cm_cache *c) {
     free(c->exit_asker);
     cm_follow_memo_free(c->follow);
     cm_promote_free(c->promote);
+    cm_repeat_free(c->repeat);
     for (uint32_t i = 0; i < c->n_spare; i++) free(c->spare_bits[i]);
     free(c->loop_lab);
     cm_mask_memo_destroy(&c->memo);
@@ -480,6 +482,12 @@ static const cm_entry *entry_locked(const cm_grammar *g, uint32_t state, cm_entr
     *owned = NULL;
     cm_entry *e = atomic_load_explicit(&c->slots[state], memory_order_acquire);
     if (e) return e;
+    const cm_entry *same = g->solo[state] ? cm_repeat_take(g, state) : NULL;  /* repeat.c */
+    if (same) {
+        atomic_fetch_add(&c->n_cached, 1);
+        atomic_store_explicit(&c->slots[state], (cm_entry *)same, memory_order_release);
+        return same;
+    }
     e = build_entry(g, state, status);
     cm_entry *shared;
     if (!e) return NULL;
@@ -490,6 +498,7 @@ static const cm_entry *entry_locked(const cm_grammar *g, uint32_t state, cm_entr
     if (shared == e) atomic_fetch_add(&c->bytes, e->bytes);
     atomic_fetch_add(&c->n_cached, 1);
     atomic_store_explicit(&c->slots[state], shared, memory_order_release);
+    if (g->solo[state]) cm_repeat_note(g, state, shared);
     return shared;
 }
 

@@ -22,6 +22,7 @@ typedef struct cm_tail cm_tail;            /* compose.c: a callee's walk of one 
 typedef struct cm_follow_memo cm_follow_memo;  /* walk.c: the upward filter's verdicts */
 typedef struct cm_promote cm_promote;          /* promote.c: uncertain tokens every caller reads on */
 typedef struct cm_cands_slot cm_cands_slot;    /* compose.c: a call part's candidates by return row */
+typedef struct cm_repeat cm_repeat;            /* repeat.c: solo states offering their entries */
 
 struct cm_cache {
     /* the entries: slots are published with release stores and read without the lock */
@@ -55,6 +56,7 @@ struct cm_cache {
     size_t cands_cap, cands_used;
     uint32_t *spare_bits[CM_SPARE_BITS];  /* zeroed [n_words] bitsets for the next builds' walks */
     uint32_t n_spare;
+    cm_repeat *repeat;              /* repeat.c, NULL until the first */
     /* how entries were built (cm_grammar_build_stats) */
     atomic_size_t composed, donated, loops_from_vocab;
     atomic_size_t tail_walks, tail_uses;  /* tail parts walked, and taken by byte edges */
