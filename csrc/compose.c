@@ -740,6 +740,7 @@ struct cm_cands_slot {
     uint32_t row[8];
     uint32_t *cands;            /* the kept tokens; NULL: all of e's (none left out) */
     size_t n;
+    bool ascending;             /* the list is ascending and distinct (checked when kept) */
 };
 
 static atomic_int g_cands_memo_on = 1;
@@ -783,12 +784,16 @@ static bool cands_grow(const cm_grammar *g) {
 }
 
 /* p's candidates: its uncertain tokens, less those no byte of which after the first `reads`
- * holds (the cache's list, or into buf, room for them all, where some are left out). */
-static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_t *buf, size_t *n) {
+ * holds (the cache's list, or into buf, room for them all, where some are left out).
+ * *ascending: the list is known ascending and distinct (a kept list, checked when it was kept);
+ * false where the caller must check it. */
+static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_t *buf, size_t *n,
+                                  bool *ascending_known) {
     cm_cache *c = g->cache;
     const cm_entry *ce = p->e;
     const uint32_t *reads = unread_row(g, p);
     *n = ce->n_uncertain;
+    *ascending_known = false;
     if (!reads || !*n) return ce->uncertain;
     bool memo = !p->owned && atomic_load_explicit(&g_cands_memo_on, memory_order_relaxed);
     cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads) : NULL;
@@ -796,6 +801,7 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
         atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
         *n = x->n;
+        *ascending_known = x->ascending;
         return x->cands ? x->cands : ce->uncertain;
     }
     size_t kept = unread_filter(g, ce, reads, buf);
@@ -810,6 +816,7 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
             memcpy(x->row, reads, sizeof x->row);
             x->cands = keep;
             x->n = kept;
+            x->ascending = ascending(keep ? keep : ce->uncertain, kept);
             c->cands_used++;
             atomic_fetch_add(&c->bytes, bytes);
         }
@@ -837,13 +844,16 @@ static size_t merge_into(uint32_t *cand, size_t n, const uint32_t *v, size_t m, 
 
 /* The parts' candidate lists, each ascending and distinct (an entry's
  * uncertain trie entries are), merged into cand: their number; SIZE_MAX (cand
- * untouched) if some list is not, or out of memory.  A qsort through a
- * comparison function of a few hundred candidates was 43 K instructions a
- * composed entry: sp_339's chain of 37 optional properties composes each. */
+ * then undefined: gather_parts writes it again) if some list is not, or out of
+ * memory.  A qsort through a comparison function of a few hundred candidates
+ * was 43 K instructions a composed entry: sp_339's chain of 37 optional
+ * properties composes each.  The lists checked are the ones merged (a part's
+ * kept list: checked once, when it was kept), not the entries' whole lists:
+ * `ws`'s ~200 uncertain tokens checked at every level of that chain were
+ * ~1.5 K instructions a level for a list of ~36 candidates. */
 static size_t merge_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_parts, size_t n_max, uint32_t *cand) {
     for (uint32_t i = 0; i < n_parts; i++) {
         uint32_t la = parts[i].la;
-        if (!ascending(parts[i].e->uncertain, parts[i].e->n_uncertain)) return SIZE_MAX;
         if (la && !ascending(g->la_pending + g->la_pending_off[la], g->la_pending_off[la + 1] - g->la_pending_off[la]))
             return SIZE_MAX;
     }
@@ -853,7 +863,12 @@ static size_t merge_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_
     for (uint32_t i = 0; i < n_parts; i++) {
         uint32_t la = parts[i].la;
         size_t m;
-        const uint32_t *pc = part_cands(g, &parts[i], buf, &m);
+        bool known;
+        const uint32_t *pc = part_cands(g, &parts[i], buf, &m, &known);
+        if (!known && !ascending(pc, m)) {
+            free(tmp);
+            return SIZE_MAX;
+        }
         n = merge_into(cand, n, pc, m, tmp);
         if (la) n = merge_into(cand, n, g->la_pending + g->la_pending_off[la],
                                g->la_pending_off[la + 1] - g->la_pending_off[la], tmp);
@@ -886,7 +901,8 @@ static size_t gather_parts(const cm_grammar *g, const cm_part *parts, uint32_t n
     for (uint32_t i = 0; i < n_parts; i++) {
         uint32_t la = parts[i].la;
         size_t m;
-        const uint32_t *pc = part_cands(g, &parts[i], cand + n_cand, &m);
+        bool known;
+        const uint32_t *pc = part_cands(g, &parts[i], cand + n_cand, &m, &known);
         if (m && pc != cand + n_cand) memcpy(cand + n_cand, pc, m * sizeof *cand);
         n_cand += m;
         if (la) {
