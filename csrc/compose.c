@@ -727,6 +727,72 @@ static size_t unread_filter(const cm_grammar *g, const cm_entry *ce, const uint3
     return kept;
 }
 
+/* The exit check (unread_exits, the default): the byte check above asks whether the return state
+ * y reads some byte of the token after its first, where the call's path goes on at y only from a
+ * position j at which R completes: R's derivation from the composed state's first set is the
+ * chart of (start(R), OUTER) with CM_OUTER read as set 0, so its completions are that chart's
+ * exits (c->exited after j bytes), where no item of that chart's first set calls R (else the
+ * call's R@0 is also an inner call's, whose completions are no exits there).  A token is kept
+ * where y reads the byte after one of its exits (j from 1: R's empty derivation is the part
+ * after it; j = len: the part would have accepted it); every other one dies on this path at y,
+ * which exits nowhere, as the byte check argues.  After a value in sp_339's chain of optional
+ * properties, `ws`'s tokens `" "..."` (a blank, then a quote: `ws` ends after the blank, and y
+ * reads `,` alone) have a comma later and passed the byte check: ~19 of the ~36 candidates `ws`
+ * gave each of the 37 levels.  A chart over the part's uncertain tokens in trie order, each
+ * resuming from the sets of its common prefix with the one before, once per (entry, return
+ * row, state) kept.  Off: the byte check alone (the tests' reference).  Process-wide. */
+static atomic_int g_exits_on = 1;
+static atomic_size_t g_exit_lists;
+void cm_compose_unread_exits_enable(int on) { atomic_store(&g_exits_on, on ? 1 : 0); }
+size_t cm_compose_unread_exit_lists(void) { return atomic_load(&g_exit_lists); }
+
+/* May p's candidates be chosen by its exits? */
+static bool exits_can(const cm_grammar *g, const cm_part *p) {
+    return atomic_load_explicit(&g_exits_on, memory_order_relaxed) && !g->has_segments && g->t.n_la <= 1 &&
+           p->ret1 && !p->la;
+}
+
+/* unread_filter by p's exits (above): how many kept into buf; SIZE_MAX where it declines (an item
+ * of the first set calls R, a limit or memory ran out). */
+static size_t unread_exits(const cm_grammar *g, uint32_t start, const cm_entry *ce, const uint32_t *reads,
+                           uint32_t *buf) {
+    const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[start];
+    cm_chart c;
+    if (cm_chart_init_item(&c, g, start, CM_OUTER)) return SIZE_MAX;
+    size_t kept = 0;
+    for (size_t i = c.set_start[0]; i < c.set_start[1]; i++) {
+        uint32_t st = cm_st(c.items[i].state);
+        for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++)
+            if (t->ref_rule[e] == rule) kept = SIZE_MAX;
+    }
+    const uint8_t *prev = NULL;
+    uint32_t have = 0;  /* sets are built for prev[0 .. have) */
+    uint8_t ex[256];    /* ex[j]: the chart exited after j bytes (j <= have) */
+    ex[0] = 0;
+    for (size_t i = 0; i < ce->n_uncertain && kept != SIZE_MAX; i++) {
+        uint32_t len;
+        const uint8_t *b = cm_trie_bytes(g->v, ce->uncertain[i], &len);
+        uint32_t d = prev ? cm_common_prefix(prev, have, b, len) : 0;
+        bool on = false;
+        for (uint32_t j = 1; j <= d && j < len && !on; j++) on = ex[j] && cm_bit(reads, b[j]);
+        cm_chart_truncate(&c, (size_t)d + 1);
+        for (; !on && d + 1 < len && d + 1 < sizeof ex; d++) {
+            int r = cm_chart_scan(&c, g, b[d]);
+            if (r < 0) kept = SIZE_MAX;
+            if (r <= 0) break;
+            ex[d + 1] = c.exited;
+            on = c.exited && cm_bit(reads, b[d + 1]);
+        }
+        if (d + 1 >= sizeof ex && !on) kept = SIZE_MAX;  /* past ex's room: not decided here */
+        prev = b;
+        have = d;
+        if (on && kept != SIZE_MAX) buf[kept++] = ce->uncertain[i];
+    }
+    cm_chart_free(&c);
+    return kept;
+}
+
 /* The filtered lists kept (cands_memo): sp_339's chain of ~37 optional properties filters the
  * same part (`ws`'s start entry, ~200 uncertain tokens) against the same return row (a state
  * that reads `,` alone) at every level of the chain, in every mask that composes it: ~7,900
@@ -738,6 +804,8 @@ static size_t unread_filter(const cm_grammar *g, const cm_entry *ce, const uint3
 struct cm_cands_slot {
     const cm_entry *e;          /* NULL: an empty slot */
     uint32_t row[8];
+    uint32_t state;             /* the part's state where its exits chose the list (unread_exits);
+                                 * UINT32_MAX where the byte check alone did */
     uint32_t *cands;            /* the kept tokens; NULL: all of e's (none left out) */
     size_t n;
     bool ascending;             /* the list is ascending and distinct (checked when kept) */
@@ -753,16 +821,18 @@ void cm_cands_free(cm_cands_slot *s, size_t cap) {
     free(s);
 }
 
-static size_t cands_hash(const cm_entry *e, const uint32_t *row) {
-    uint64_t h = (uint64_t)(uintptr_t)e * 0x9E3779B97F4A7C15ULL;
+static size_t cands_hash(const cm_entry *e, const uint32_t *row, uint32_t state) {
+    uint64_t h = (uint64_t)(uintptr_t)e * 0x9E3779B97F4A7C15ULL ^ state;
     for (int i = 0; i < 8; i++) h = (h ^ row[i]) * 0x100000001B3ULL;
     return (size_t)(h ^ (h >> 31));
 }
 
-/* The slot of (e, row), or the empty one where it goes; cap > 0. */
-static cm_cands_slot *cands_find(cm_cands_slot *t, size_t cap, const cm_entry *e, const uint32_t *row) {
-    size_t s = cands_hash(e, row) & (cap - 1);
-    while (t[s].e && (t[s].e != e || memcmp(t[s].row, row, sizeof t[s].row))) s = (s + 1) & (cap - 1);
+/* The slot of (e, row, state), or the empty one where it goes; cap > 0. */
+static cm_cands_slot *cands_find(cm_cands_slot *t, size_t cap, const cm_entry *e, const uint32_t *row,
+                                 uint32_t state) {
+    size_t s = cands_hash(e, row, state) & (cap - 1);
+    while (t[s].e && (t[s].e != e || t[s].state != state || memcmp(t[s].row, row, sizeof t[s].row)))
+        s = (s + 1) & (cap - 1);
     return &t[s];
 }
 
@@ -775,7 +845,9 @@ static bool cands_grow(const cm_grammar *g) {
     cm_cands_slot *t = calloc(cap, sizeof *t);
     if (!t) return false;
     for (size_t i = 0; i < c->cands_cap; i++)
-        if (c->cands_slots[i].e) *cands_find(t, cap, c->cands_slots[i].e, c->cands_slots[i].row) = c->cands_slots[i];
+        if (c->cands_slots[i].e)
+            *cands_find(t, cap, c->cands_slots[i].e, c->cands_slots[i].row, c->cands_slots[i].state) =
+                c->cands_slots[i];
     free(c->cands_slots);
     atomic_fetch_add(&c->bytes, (cap - c->cands_cap) * sizeof *t);
     c->cands_slots = t;
@@ -795,8 +867,9 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
     *n = ce->n_uncertain;
     *ascending_known = false;
     if (!reads || !*n) return ce->uncertain;
+    uint32_t key = exits_can(g, p) ? p->state : UINT32_MAX;
     bool memo = !p->owned && atomic_load_explicit(&g_cands_memo_on, memory_order_relaxed);
-    cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads) : NULL;
+    cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, key) : NULL;
     if (x && x->e) {
         atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
@@ -804,15 +877,21 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
         *ascending_known = x->ascending;
         return x->cands ? x->cands : ce->uncertain;
     }
-    size_t kept = unread_filter(g, ce, reads, buf);
+    size_t kept = key != UINT32_MAX ? unread_exits(g, p->state, ce, reads, buf) : SIZE_MAX;
+    if (kept == SIZE_MAX) {  /* the byte check alone (the exit check declined: kept under its key all the same) */
+        kept = unread_filter(g, ce, reads, buf);
+    } else {
+        atomic_fetch_add_explicit(&g_exit_lists, 1, memory_order_relaxed);
+    }
     atomic_fetch_add_explicit(&g_unread_skipped, *n - kept, memory_order_relaxed);
     size_t bytes = kept < *n ? kept * sizeof *buf : 0;
     if (memo && atomic_load(&c->bytes) + bytes <= g->lim.max_cache_bytes && cands_grow(g)) {
         uint32_t *keep = kept < *n ? malloc(bytes ? bytes : 1) : NULL;
         if (keep || kept == *n) {
             if (bytes) memcpy(keep, buf, bytes);
-            x = cands_find(c->cands_slots, c->cands_cap, ce, reads);
+            x = cands_find(c->cands_slots, c->cands_cap, ce, reads, key);
             x->e = ce;
+            x->state = key;
             memcpy(x->row, reads, sizeof x->row);
             x->cands = keep;
             x->n = kept;
