@@ -729,18 +729,24 @@ static size_t unread_filter(const cm_grammar *g, const cm_entry *ce, const uint3
 
 /* The exit check (unread_exits, the default): the byte check above asks whether the return state
  * y reads some byte of the token after its first, where the call's path goes on at y only from a
- * position j at which R completes: R's derivation from the composed state's first set is the
- * chart of (start(R), OUTER) with CM_OUTER read as set 0, so its completions are that chart's
- * exits (c->exited after j bytes), where no item of that chart's first set calls R (else the
- * call's R@0 is also an inner call's, whose completions are no exits there).  A token is kept
+ * position j at which R completes: R completes from set 0 after j bytes where those bytes are a
+ * text of R, whoever called it, and so does the chart of (start(R), OUTER), whose exits
+ * (c->exited after j bytes) are those j (no lookahead debts, no counts).  Where an item of that
+ * chart's first set calls R (left recursion) the check declines all the same, a margin the
+ * argument does not need.  A token is kept
  * where y reads the byte after one of its exits (j from 1: R's empty derivation is the part
  * after it; j = len: the part would have accepted it); every other one dies on this path at y,
  * which exits nowhere, as the byte check argues.  After a value in sp_339's chain of optional
- * properties, `ws`'s tokens `" "..."` (a blank, then a quote: `ws` ends after the blank, and y
- * reads `,` alone) have a comma later and passed the byte check: ~19 of the ~36 candidates `ws`
- * gave each of the 37 levels.  A chart over the part's uncertain tokens in trie order, each
- * resuming from the sets of its common prefix with the one before, once per (entry, return
- * row, state) kept.  Off: the byte check alone (the tests' reference).  Process-wide. */
+ * properties, `ws`'s tokens such as ` "",` (a blank, then a quote: `ws` ends after the blank,
+ * and y reads `,` alone) have a comma later and passed the byte check: 35 of the 36 candidates
+ * `ws` gave each of the 37 levels of sp_339's mask after `"br_cookies":true` now go.  A chart
+ * over the byte check's survivors (a few: CM_EXIT_CHECK_MAX) in trie order, each resuming from
+ * the sets of its common prefix with the one before, once per (entry, return row, state) kept
+ * beside the byte check's list.  Off: the byte check alone (the tests' reference).
+ * Process-wide. */
+/* only over a byte check's list of at most this many (ws's after sp_339's values: 36); a string
+ * body's list of thousands cost a first mask ~0.26 M to choose from */
+#define CM_EXIT_CHECK_MAX 64
 static atomic_int g_exits_on = 1;
 static atomic_size_t g_exit_lists;
 void cm_compose_unread_exits_enable(int on) { atomic_store(&g_exits_on, on ? 1 : 0); }
@@ -752,10 +758,11 @@ static bool exits_can(const cm_grammar *g, const cm_part *p) {
            p->ret1 && !p->la;
 }
 
-/* unread_filter by p's exits (above): how many kept into buf; SIZE_MAX where it declines (an item
- * of the first set calls R, a limit or memory ran out). */
-static size_t unread_exits(const cm_grammar *g, uint32_t start, const cm_entry *ce, const uint32_t *reads,
-                           uint32_t *buf) {
+/* unread_filter by p's exits (above) over list[0 .. n), the byte check's survivors: how many kept
+ * into buf; SIZE_MAX where it declines (an item of the first set calls R, a limit or memory ran
+ * out). */
+static size_t unread_exits(const cm_grammar *g, uint32_t start, const uint32_t *list, size_t n,
+                           const uint32_t *reads, uint32_t *buf) {
     const cm_tables *t = &g->t;
     uint32_t rule = t->state_rule[start];
     cm_chart c;
@@ -770,9 +777,9 @@ static size_t unread_exits(const cm_grammar *g, uint32_t start, const cm_entry *
     uint32_t have = 0;  /* sets are built for prev[0 .. have) */
     uint8_t ex[256];    /* ex[j]: the chart exited after j bytes (j <= have) */
     ex[0] = 0;
-    for (size_t i = 0; i < ce->n_uncertain && kept != SIZE_MAX; i++) {
+    for (size_t i = 0; i < n && kept != SIZE_MAX; i++) {
         uint32_t len;
-        const uint8_t *b = cm_trie_bytes(g->v, ce->uncertain[i], &len);
+        const uint8_t *b = cm_trie_bytes(g->v, list[i], &len);
         uint32_t d = prev ? cm_common_prefix(prev, have, b, len) : 0;
         bool on = false;
         for (uint32_t j = 1; j <= d && j < len && !on; j++) on = ex[j] && cm_bit(reads, b[j]);
@@ -787,7 +794,7 @@ static size_t unread_exits(const cm_grammar *g, uint32_t start, const cm_entry *
         if (d + 1 >= sizeof ex && !on) kept = SIZE_MAX;  /* past ex's room: not decided here */
         prev = b;
         have = d;
-        if (on && kept != SIZE_MAX) buf[kept++] = ce->uncertain[i];
+        if (on && kept != SIZE_MAX) buf[kept++] = list[i];
     }
     cm_chart_free(&c);
     return kept;
@@ -855,6 +862,27 @@ static bool cands_grow(const cm_grammar *g) {
     return true;
 }
 
+/* Keep list[0 .. kept) (NULL: all of ce's uncertain tokens) under (ce, reads, key), where the
+ * cache's limit allows. */
+static void cands_keep(const cm_grammar *g, const cm_entry *ce, const uint32_t *reads, uint32_t key,
+                       const uint32_t *list, size_t kept) {
+    cm_cache *c = g->cache;
+    size_t bytes = list ? kept * sizeof *list : 0;
+    if (atomic_load(&c->bytes) + bytes > g->lim.max_cache_bytes || !cands_grow(g)) return;
+    uint32_t *keep = list ? malloc(bytes ? bytes : 1) : NULL;
+    if (list && !keep) return;
+    if (bytes) memcpy(keep, list, bytes);
+    cm_cands_slot *x = cands_find(c->cands_slots, c->cands_cap, ce, reads, key);
+    x->e = ce;
+    x->state = key;
+    memcpy(x->row, reads, sizeof x->row);
+    x->cands = keep;
+    x->n = kept;
+    x->ascending = ascending(keep ? keep : ce->uncertain, kept);
+    c->cands_used++;
+    atomic_fetch_add(&c->bytes, bytes);
+}
+
 /* p's candidates: its uncertain tokens, less those no byte of which after the first `reads`
  * holds (the cache's list, or into buf, room for them all, where some are left out).
  * *ascending: the list is known ascending and distinct (a kept list, checked when it was kept);
@@ -867,41 +895,41 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
     *n = ce->n_uncertain;
     *ascending_known = false;
     if (!reads || !*n) return ce->uncertain;
-    uint32_t key = exits_can(g, p) ? p->state : UINT32_MAX;
     bool memo = !p->owned && atomic_load_explicit(&g_cands_memo_on, memory_order_relaxed);
-    cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, key) : NULL;
+    const uint32_t *list = NULL;
+    cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, UINT32_MAX) : NULL;
     if (x && x->e) {
         atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
         *n = x->n;
         *ascending_known = x->ascending;
-        return x->cands ? x->cands : ce->uncertain;
-    }
-    size_t kept = key != UINT32_MAX ? unread_exits(g, p->state, ce, reads, buf) : SIZE_MAX;
-    if (kept == SIZE_MAX) {  /* the byte check alone (the exit check declined: kept under its key all the same) */
-        kept = unread_filter(g, ce, reads, buf);
+        list = x->cands ? x->cands : ce->uncertain;
     } else {
-        atomic_fetch_add_explicit(&g_exit_lists, 1, memory_order_relaxed);
+        size_t kept = unread_filter(g, ce, reads, buf);
+        atomic_fetch_add_explicit(&g_unread_skipped, *n - kept, memory_order_relaxed);
+        if (memo) cands_keep(g, ce, reads, UINT32_MAX, kept < *n ? buf : NULL, kept);
+        list = kept < *n ? buf : ce->uncertain;
+        *n = kept;
     }
+    if (!*n || *n > CM_EXIT_CHECK_MAX || !exits_can(g, p)) return list;
+    /* the exit check over the byte check's few survivors, kept under the part's state */
+    x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, p->state) : NULL;
+    if (x && x->e) {
+        atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
+        *n = x->n;
+        *ascending_known = x->ascending;
+        return x->cands;
+    }
+    uint32_t out[CM_EXIT_CHECK_MAX];
+    size_t kept = unread_exits(g, p->state, list, *n, reads, out);
+    if (kept == SIZE_MAX) return list;  /* declined: the byte check's list */
+    atomic_fetch_add_explicit(&g_exit_lists, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&g_unread_skipped, *n - kept, memory_order_relaxed);
-    size_t bytes = kept < *n ? kept * sizeof *buf : 0;
-    if (memo && atomic_load(&c->bytes) + bytes <= g->lim.max_cache_bytes && cands_grow(g)) {
-        uint32_t *keep = kept < *n ? malloc(bytes ? bytes : 1) : NULL;
-        if (keep || kept == *n) {
-            if (bytes) memcpy(keep, buf, bytes);
-            x = cands_find(c->cands_slots, c->cands_cap, ce, reads, key);
-            x->e = ce;
-            x->state = key;
-            memcpy(x->row, reads, sizeof x->row);
-            x->cands = keep;
-            x->n = kept;
-            x->ascending = ascending(keep ? keep : ce->uncertain, kept);
-            c->cands_used++;
-            atomic_fetch_add(&c->bytes, bytes);
-        }
-    }
-    if (kept == *n) return ce->uncertain;
+    if (kept) memcpy(buf, out, kept * sizeof *buf);
+    if (memo) cands_keep(g, ce, reads, p->state, buf, kept);
     *n = kept;
+    *ascending_known = false;
     return buf;
 }
 
