@@ -744,8 +744,9 @@ static size_t unread_filter(const cm_grammar *g, const cm_entry *ce, const uint3
  * the sets of its common prefix with the one before, once per (entry, return row, state) kept
  * beside the byte check's list.  Off: the byte check alone (the tests' reference).
  * Process-wide. */
-/* only over a byte check's list of at most this many (ws's after sp_339's values: 36); a string
- * body's list of thousands cost a first mask ~0.26 M to choose from */
+/* only over a byte check's list of at most this many (ws's after sp_339's values: 36), taken
+ * again: over a string body's list of thousands a first mask paid ~0.26 M, and over every list
+ * at its first use 88 of the first-docs row's fills rose by 5 K or more */
 #define CM_EXIT_CHECK_MAX 64
 static atomic_int g_exits_on = 1;
 static atomic_size_t g_exit_lists;
@@ -897,8 +898,10 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
     if (!reads || !*n) return ce->uncertain;
     bool memo = !p->owned && atomic_load_explicit(&g_cands_memo_on, memory_order_relaxed);
     const uint32_t *list = NULL;
+    bool again = false;  /* the byte check's list found kept: a list taken more than once */
     cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, UINT32_MAX) : NULL;
     if (x && x->e) {
+        again = true;
         atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
         *n = x->n;
@@ -911,8 +914,9 @@ static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_
         list = kept < *n ? buf : ce->uncertain;
         *n = kept;
     }
-    if (!*n || *n > CM_EXIT_CHECK_MAX || !exits_can(g, p)) return list;
-    /* the exit check over the byte check's few survivors, kept under the part's state */
+    if (!again || !*n || *n > CM_EXIT_CHECK_MAX || !exits_can(g, p)) return list;
+    /* the exit check over the byte check's few survivors, kept under the part's state, from the
+     * list's second use on (a chain's `ws` at every level; a list taken once pays no chart) */
     x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, p->state) : NULL;
     if (x && x->e) {
         atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
