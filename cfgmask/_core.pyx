@@ -2301,6 +2301,21 @@ def compose_cands_memo_hits():
     return cm_compose_cands_memo_hits()
 
 
+def compose_unread_exits_enable(bint on):
+    """Choose a call part's candidates by the positions where its callee completes (the chart of
+    the part's start, once per (part entry, return row, state) kept): a token is kept where the
+    return state reads the byte after one of those positions (csrc/compose.c ``unread_exits``;
+    the default), or, off, where it reads some byte after the first (``compose_unread_enable``'s
+    check alone): the reference the tests compare against.  Process-wide; clear the caches after
+    a change.  The entries are the same."""
+    cm_compose_unread_exits_enable(1 if on else 0)
+
+
+def compose_unread_exit_lists():
+    """How many candidate lists were chosen so in this process (for the tests)."""
+    return cm_compose_unread_exit_lists()
+
+
 def donor_alike_enable(bint on):
     """Take a donor entry's subtree of a first byte on which the state and its donor part where
     every token of it reads alike from both (the two reach one state, or differ only between

@@ -168,7 +168,8 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
     for (uint32_t e = lo; e < hi && !rc && done; e++) {
         if (cm_compose_self_ref(g, state, e)) continue;  /* no part: its walk is the state's own */
         cm_part *pt = &parts[n_parts];
-        pt->e = entry_locked(g, cm_compose_part_state(g, e, &pt->la), &pt->owned, &rc);
+        pt->state = cm_compose_part_state(g, e, &pt->la);
+        pt->e = entry_locked(g, pt->state, &pt->owned, &rc);
         if (rc) break;
         if (!pt->la) pt->ret1 = g->t.ref_target[e] + 1;
         n_parts++;
@@ -176,6 +177,7 @@ static int try_compose(const cm_grammar *g, uint32_t state, cm_walk *w) {
         uint32_t after;
         if (cm_compose_null_part(g, e, &after) && n_cand <= CM_COMPOSE_MAX_CANDIDATES) {
             pt = &parts[n_parts];
+            pt->state = after;
             pt->e = entry_locked(g, after, &pt->owned, &rc);
             if (rc) break;
             n_parts++;

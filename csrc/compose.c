@@ -727,6 +727,80 @@ static size_t unread_filter(const cm_grammar *g, const cm_entry *ce, const uint3
     return kept;
 }
 
+/* The exit check (unread_exits, the default): the byte check above asks whether the return state
+ * y reads some byte of the token after its first, where the call's path goes on at y only from a
+ * position j at which R completes: R completes from set 0 after j bytes where those bytes are a
+ * text of R, whoever called it, and so does the chart of (start(R), OUTER), whose exits
+ * (c->exited after j bytes) are those j (no lookahead debts, no counts).  Where an item of that
+ * chart's first set calls R (left recursion) the check declines all the same, a margin the
+ * argument does not need.  A token is kept
+ * where y reads the byte after one of its exits (j from 1: R's empty derivation is the part
+ * after it; j = len: the part would have accepted it); every other one dies on this path at y,
+ * which exits nowhere, as the byte check argues.  After a value in sp_339's chain of optional
+ * properties, `ws`'s tokens such as ` "",` (a blank, then a quote: `ws` ends after the blank,
+ * and y reads `,` alone) have a comma later and passed the byte check: 35 of the 36 candidates
+ * `ws` gave each of the 37 levels of sp_339's mask after `"br_cookies":true` now go.  A chart
+ * over the byte check's survivors (a few: CM_EXIT_CHECK_MAX) in trie order, each resuming from
+ * the sets of its common prefix with the one before, once per (entry, return row, state) kept
+ * beside the byte check's list.  Off: the byte check alone (the tests' reference).
+ * Process-wide. */
+/* only over a byte check's list of at most this many (ws's after sp_339's values: 36), taken
+ * again: over a string body's list of thousands a first mask paid ~0.26 M, and over every list
+ * at its first use 88 of the first-docs row's fills rose by 5 K or more */
+#define CM_EXIT_CHECK_MAX 64
+static atomic_int g_exits_on = 1;
+static atomic_size_t g_exit_lists;
+void cm_compose_unread_exits_enable(int on) { atomic_store(&g_exits_on, on ? 1 : 0); }
+size_t cm_compose_unread_exit_lists(void) { return atomic_load(&g_exit_lists); }
+
+/* May p's candidates be chosen by its exits? */
+static bool exits_can(const cm_grammar *g, const cm_part *p) {
+    return atomic_load_explicit(&g_exits_on, memory_order_relaxed) && !g->has_segments && g->t.n_la <= 1 &&
+           p->ret1 && !p->la;
+}
+
+/* unread_filter by p's exits (above) over list[0 .. n), the byte check's survivors: how many kept
+ * into buf; SIZE_MAX where it declines (an item of the first set calls R, a limit or memory ran
+ * out). */
+static size_t unread_exits(const cm_grammar *g, uint32_t start, const uint32_t *list, size_t n,
+                           const uint32_t *reads, uint32_t *buf) {
+    const cm_tables *t = &g->t;
+    uint32_t rule = t->state_rule[start];
+    cm_chart c;
+    if (cm_chart_init_item(&c, g, start, CM_OUTER)) return SIZE_MAX;
+    size_t kept = 0;
+    for (size_t i = c.set_start[0]; i < c.set_start[1]; i++) {
+        uint32_t st = cm_st(c.items[i].state);
+        for (uint32_t e = t->ref_off[st]; e < t->ref_off[st + 1]; e++)
+            if (t->ref_rule[e] == rule) kept = SIZE_MAX;
+    }
+    const uint8_t *prev = NULL;
+    uint32_t have = 0;  /* sets are built for prev[0 .. have) */
+    uint8_t ex[256];    /* ex[j]: the chart exited after j bytes (j <= have) */
+    ex[0] = 0;
+    for (size_t i = 0; i < n && kept != SIZE_MAX; i++) {
+        uint32_t len;
+        const uint8_t *b = cm_trie_bytes(g->v, list[i], &len);
+        uint32_t d = prev ? cm_common_prefix(prev, have, b, len) : 0;
+        bool on = false;
+        for (uint32_t j = 1; j <= d && j < len && !on; j++) on = ex[j] && cm_bit(reads, b[j]);
+        cm_chart_truncate(&c, (size_t)d + 1);
+        for (; !on && d + 1 < len && d + 1 < sizeof ex; d++) {
+            int r = cm_chart_scan(&c, g, b[d]);
+            if (r < 0) kept = SIZE_MAX;
+            if (r <= 0) break;
+            ex[d + 1] = c.exited;
+            on = c.exited && cm_bit(reads, b[d + 1]);
+        }
+        if (d + 1 >= sizeof ex && !on) kept = SIZE_MAX;  /* past ex's room: not decided here */
+        prev = b;
+        have = d;
+        if (on && kept != SIZE_MAX) buf[kept++] = list[i];
+    }
+    cm_chart_free(&c);
+    return kept;
+}
+
 /* The filtered lists kept (cands_memo): sp_339's chain of ~37 optional properties filters the
  * same part (`ws`'s start entry, ~200 uncertain tokens) against the same return row (a state
  * that reads `,` alone) at every level of the chain, in every mask that composes it: ~7,900
@@ -738,8 +812,11 @@ static size_t unread_filter(const cm_grammar *g, const cm_entry *ce, const uint3
 struct cm_cands_slot {
     const cm_entry *e;          /* NULL: an empty slot */
     uint32_t row[8];
+    uint32_t state;             /* the part's state where its exits chose the list (unread_exits);
+                                 * UINT32_MAX where the byte check alone did */
     uint32_t *cands;            /* the kept tokens; NULL: all of e's (none left out) */
     size_t n;
+    bool ascending;             /* the list is ascending and distinct (checked when kept) */
 };
 
 static atomic_int g_cands_memo_on = 1;
@@ -752,16 +829,18 @@ void cm_cands_free(cm_cands_slot *s, size_t cap) {
     free(s);
 }
 
-static size_t cands_hash(const cm_entry *e, const uint32_t *row) {
-    uint64_t h = (uint64_t)(uintptr_t)e * 0x9E3779B97F4A7C15ULL;
+static size_t cands_hash(const cm_entry *e, const uint32_t *row, uint32_t state) {
+    uint64_t h = (uint64_t)(uintptr_t)e * 0x9E3779B97F4A7C15ULL ^ state;
     for (int i = 0; i < 8; i++) h = (h ^ row[i]) * 0x100000001B3ULL;
     return (size_t)(h ^ (h >> 31));
 }
 
-/* The slot of (e, row), or the empty one where it goes; cap > 0. */
-static cm_cands_slot *cands_find(cm_cands_slot *t, size_t cap, const cm_entry *e, const uint32_t *row) {
-    size_t s = cands_hash(e, row) & (cap - 1);
-    while (t[s].e && (t[s].e != e || memcmp(t[s].row, row, sizeof t[s].row))) s = (s + 1) & (cap - 1);
+/* The slot of (e, row, state), or the empty one where it goes; cap > 0. */
+static cm_cands_slot *cands_find(cm_cands_slot *t, size_t cap, const cm_entry *e, const uint32_t *row,
+                                 uint32_t state) {
+    size_t s = cands_hash(e, row, state) & (cap - 1);
+    while (t[s].e && (t[s].e != e || t[s].state != state || memcmp(t[s].row, row, sizeof t[s].row)))
+        s = (s + 1) & (cap - 1);
     return &t[s];
 }
 
@@ -774,7 +853,9 @@ static bool cands_grow(const cm_grammar *g) {
     cm_cands_slot *t = calloc(cap, sizeof *t);
     if (!t) return false;
     for (size_t i = 0; i < c->cands_cap; i++)
-        if (c->cands_slots[i].e) *cands_find(t, cap, c->cands_slots[i].e, c->cands_slots[i].row) = c->cands_slots[i];
+        if (c->cands_slots[i].e)
+            *cands_find(t, cap, c->cands_slots[i].e, c->cands_slots[i].row, c->cands_slots[i].state) =
+                c->cands_slots[i];
     free(c->cands_slots);
     atomic_fetch_add(&c->bytes, (cap - c->cands_cap) * sizeof *t);
     c->cands_slots = t;
@@ -782,40 +863,77 @@ static bool cands_grow(const cm_grammar *g) {
     return true;
 }
 
+/* Keep list[0 .. kept) (NULL: all of ce's uncertain tokens) under (ce, reads, key), where the
+ * cache's limit allows. */
+static void cands_keep(const cm_grammar *g, const cm_entry *ce, const uint32_t *reads, uint32_t key,
+                       const uint32_t *list, size_t kept) {
+    cm_cache *c = g->cache;
+    size_t bytes = list ? kept * sizeof *list : 0;
+    if (atomic_load(&c->bytes) + bytes > g->lim.max_cache_bytes || !cands_grow(g)) return;
+    uint32_t *keep = list ? malloc(bytes ? bytes : 1) : NULL;
+    if (list && !keep) return;
+    if (bytes) memcpy(keep, list, bytes);
+    cm_cands_slot *x = cands_find(c->cands_slots, c->cands_cap, ce, reads, key);
+    x->e = ce;
+    x->state = key;
+    memcpy(x->row, reads, sizeof x->row);
+    x->cands = keep;
+    x->n = kept;
+    x->ascending = ascending(keep ? keep : ce->uncertain, kept);
+    c->cands_used++;
+    atomic_fetch_add(&c->bytes, bytes);
+}
+
 /* p's candidates: its uncertain tokens, less those no byte of which after the first `reads`
- * holds (the cache's list, or into buf, room for them all, where some are left out). */
-static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_t *buf, size_t *n) {
+ * holds (the cache's list, or into buf, room for them all, where some are left out).
+ * *ascending: the list is known ascending and distinct (a kept list, checked when it was kept);
+ * false where the caller must check it. */
+static const uint32_t *part_cands(const cm_grammar *g, const cm_part *p, uint32_t *buf, size_t *n,
+                                  bool *ascending_known) {
     cm_cache *c = g->cache;
     const cm_entry *ce = p->e;
     const uint32_t *reads = unread_row(g, p);
     *n = ce->n_uncertain;
+    *ascending_known = false;
     if (!reads || !*n) return ce->uncertain;
     bool memo = !p->owned && atomic_load_explicit(&g_cands_memo_on, memory_order_relaxed);
-    cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads) : NULL;
+    const uint32_t *list = NULL;
+    bool again = false;  /* the byte check's list found kept: a list taken more than once */
+    cm_cands_slot *x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, UINT32_MAX) : NULL;
+    if (x && x->e) {
+        again = true;
+        atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
+        *n = x->n;
+        *ascending_known = x->ascending;
+        list = x->cands ? x->cands : ce->uncertain;
+    } else {
+        size_t kept = unread_filter(g, ce, reads, buf);
+        atomic_fetch_add_explicit(&g_unread_skipped, *n - kept, memory_order_relaxed);
+        if (memo) cands_keep(g, ce, reads, UINT32_MAX, kept < *n ? buf : NULL, kept);
+        list = kept < *n ? buf : ce->uncertain;
+        *n = kept;
+    }
+    if (!again || !*n || *n > CM_EXIT_CHECK_MAX || !exits_can(g, p)) return list;
+    /* the exit check over the byte check's few survivors, kept under the part's state, from the
+     * list's second use on (a chain's `ws` at every level; a list taken once pays no chart) */
+    x = memo && c->cands_cap ? cands_find(c->cands_slots, c->cands_cap, ce, reads, p->state) : NULL;
     if (x && x->e) {
         atomic_fetch_add_explicit(&g_cands_memo_hits, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&g_unread_skipped, *n - x->n, memory_order_relaxed);
         *n = x->n;
-        return x->cands ? x->cands : ce->uncertain;
+        *ascending_known = x->ascending;
+        return x->cands;
     }
-    size_t kept = unread_filter(g, ce, reads, buf);
+    uint32_t out[CM_EXIT_CHECK_MAX];
+    size_t kept = unread_exits(g, p->state, list, *n, reads, out);
+    if (kept == SIZE_MAX) return list;  /* declined: the byte check's list */
+    atomic_fetch_add_explicit(&g_exit_lists, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&g_unread_skipped, *n - kept, memory_order_relaxed);
-    size_t bytes = kept < *n ? kept * sizeof *buf : 0;
-    if (memo && atomic_load(&c->bytes) + bytes <= g->lim.max_cache_bytes && cands_grow(g)) {
-        uint32_t *keep = kept < *n ? malloc(bytes ? bytes : 1) : NULL;
-        if (keep || kept == *n) {
-            if (bytes) memcpy(keep, buf, bytes);
-            x = cands_find(c->cands_slots, c->cands_cap, ce, reads);
-            x->e = ce;
-            memcpy(x->row, reads, sizeof x->row);
-            x->cands = keep;
-            x->n = kept;
-            c->cands_used++;
-            atomic_fetch_add(&c->bytes, bytes);
-        }
-    }
-    if (kept == *n) return ce->uncertain;
+    if (kept) memcpy(buf, out, kept * sizeof *buf);
+    if (memo) cands_keep(g, ce, reads, p->state, buf, kept);
     *n = kept;
+    *ascending_known = false;
     return buf;
 }
 
@@ -837,13 +955,16 @@ static size_t merge_into(uint32_t *cand, size_t n, const uint32_t *v, size_t m, 
 
 /* The parts' candidate lists, each ascending and distinct (an entry's
  * uncertain trie entries are), merged into cand: their number; SIZE_MAX (cand
- * untouched) if some list is not, or out of memory.  A qsort through a
- * comparison function of a few hundred candidates was 43 K instructions a
- * composed entry: sp_339's chain of 37 optional properties composes each. */
+ * then undefined: gather_parts writes it again) if some list is not, or out of
+ * memory.  A qsort through a comparison function of a few hundred candidates
+ * was 43 K instructions a composed entry: sp_339's chain of 37 optional
+ * properties composes each.  The lists checked are the ones merged (a part's
+ * kept list: checked once, when it was kept), not the entries' whole lists:
+ * `ws`'s ~200 uncertain tokens checked at every level of that chain were
+ * ~1.5 K instructions a level for a list of ~36 candidates. */
 static size_t merge_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_parts, size_t n_max, uint32_t *cand) {
     for (uint32_t i = 0; i < n_parts; i++) {
         uint32_t la = parts[i].la;
-        if (!ascending(parts[i].e->uncertain, parts[i].e->n_uncertain)) return SIZE_MAX;
         if (la && !ascending(g->la_pending + g->la_pending_off[la], g->la_pending_off[la + 1] - g->la_pending_off[la]))
             return SIZE_MAX;
     }
@@ -853,7 +974,12 @@ static size_t merge_parts(const cm_grammar *g, const cm_part *parts, uint32_t n_
     for (uint32_t i = 0; i < n_parts; i++) {
         uint32_t la = parts[i].la;
         size_t m;
-        const uint32_t *pc = part_cands(g, &parts[i], buf, &m);
+        bool known;
+        const uint32_t *pc = part_cands(g, &parts[i], buf, &m, &known);
+        if (!known && !ascending(pc, m)) {
+            free(tmp);
+            return SIZE_MAX;
+        }
         n = merge_into(cand, n, pc, m, tmp);
         if (la) n = merge_into(cand, n, g->la_pending + g->la_pending_off[la],
                                g->la_pending_off[la + 1] - g->la_pending_off[la], tmp);
@@ -886,7 +1012,8 @@ static size_t gather_parts(const cm_grammar *g, const cm_part *parts, uint32_t n
     for (uint32_t i = 0; i < n_parts; i++) {
         uint32_t la = parts[i].la;
         size_t m;
-        const uint32_t *pc = part_cands(g, &parts[i], cand + n_cand, &m);
+        bool known;
+        const uint32_t *pc = part_cands(g, &parts[i], cand + n_cand, &m, &known);
         if (m && pc != cand + n_cand) memcpy(cand + n_cand, pc, m * sizeof *cand);
         n_cand += m;
         if (la) {

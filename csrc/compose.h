@@ -14,6 +14,7 @@ typedef struct cm_part {
     uint32_t la;
     uint32_t ret1;              /* a call's return state + 1; 0 for the state after a nullable
                                  * callee or a marker (cm_compose_unread) */
+    uint32_t state;             /* the state whose entry e is (part_cands' exit check) */
 } cm_part;
 
 /* Is ref edge e of `state` its rule's call of itself from its start (left
@@ -49,6 +50,11 @@ size_t cm_compose_unread_skipped(void);
  * time, the reference); how many were found so in this process (for the tests). */
 void cm_compose_cands_memo_enable(int on);
 size_t cm_compose_cands_memo_hits(void);
+/* A call part's candidates chosen by the positions where its callee completes, in the chart of
+ * its start (part_cands' exit check): on by default; off, the byte check alone (the tests'
+ * reference).  cm_compose_unread_exit_lists: the lists so chosen in this process. */
+void cm_compose_unread_exits_enable(int on);
+size_t cm_compose_unread_exit_lists(void);
 /* May the entry of `state` be composed (under the cache lock)? */
 bool cm_compose_can(const cm_grammar *g, uint32_t state);
 /* Does ref edge e call a nullable rule (no lookahead marker)?  Then the state
