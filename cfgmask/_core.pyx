@@ -1913,6 +1913,20 @@ def filter_stop_skipped():
     return cm_walk_filter_stop_skipped()
 
 
+def verdict_share_enable(bint on):
+    """Let a rule whose upward chart's first set holds the same items that read bytes, tokens
+    or call as an earlier rule's read and keep that rule's upward verdicts (csrc/walk.c,
+    ``verdict_rule``; the default) or, off, each rule its own: the reference the tests compare
+    against.  Process-wide."""
+    cm_walk_verdict_share_enable(1 if on else 0)
+
+
+def verdict_shared():
+    """How many rules the upward filter found alike an earlier rule so far in this process (for
+    the tests)."""
+    return cm_walk_verdict_shared()
+
+
 def listed_reuse_enable(bint on):
     """Let a composed entry's listed walk take the upward filter's item chart, reset to the
     walk's first set (csrc/walk.c, the default) or, off, open a chart of its own each walk: the

@@ -579,6 +579,10 @@ struct cm_follow_memo {
     uint32_t n_lazy_rules;
     struct wrap_region **regions; /* [n_region_rules], a block rule's (cm_walk_drop_dead); NULL: not yet */
     uint32_t n_region_rules;
+    /* per rule + 1, the rule whose upward verdicts it shares (verdict_rule); 0: not known yet */
+    uint32_t *vrule;     /* [n_vrule_rules]; NULL: not made */
+    uint32_t n_vrule_rules;
+    struct up_class *classes; /* the upward charts' first sets met so far, one a class */
 };
 
 /* One verdict of a rule's first asking filter, kept as the ask had it (the
@@ -597,6 +601,15 @@ typedef struct follow_held {
 } follow_held;
 
 #define CM_FOLLOW_MEMO_MAX ((size_t)1 << 15)  /* verdicts kept at most: 1 MB of slots */
+
+/* The first set of some rule's upward chart, cut to the items that can act after it
+ * (verdict_rule): (packed state << 32 | origin), in the chart's order until compared. */
+typedef struct up_class {
+    struct up_class *next;
+    uint64_t hash;
+    uint32_t rule, n;
+    uint64_t items[];
+} up_class;
 
 void cm_follow_memo_free(cm_follow_memo *m) {
     if (!m) return;
@@ -624,6 +637,11 @@ void cm_follow_memo_free(cm_follow_memo *m) {
                 free(x);
             }
     free(m->regions);
+    free(m->vrule);
+    for (struct up_class *x = m->classes, *nx; x; x = nx) {
+        nx = x->next;
+        free(x);
+    }
     free(m);
 }
 
@@ -1368,10 +1386,10 @@ size_t cm_walk_drop_dead(const cm_grammar *g, uint32_t state, uint32_t *ks, size
 
 /* The questions (sorted) through the upward chart of `rule`: consecutive ones
  * share the sets of their common prefix, and one that holds the byte its
- * predecessor died on dies there too.  Each verdict goes to the memo, and a
- * surviving one keeps its token.  0, or < 0 on error. */
-static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q, size_t n, uint8_t *keep,
-                         size_t *run_hits, follow_held *held) {
+ * predecessor died on dies there too.  Each verdict goes to the memo (as
+ * vrule's: verdict_rule), and a surviving one keeps its token.  0, or < 0 on error. */
+static int follow_answer(const cm_grammar *g, uint32_t rule, uint32_t vrule, const follow_ask *q, size_t n,
+                         uint8_t *keep, size_t *run_hits, follow_held *held) {
     cm_follow_memo *m = follow_memo(g);
     if (!m) return CM_ERR_NOMEM;
     cm_chart *up = &m->up;
@@ -1420,7 +1438,7 @@ static int follow_answer(const cm_grammar *g, uint32_t rule, const follow_ask *q
                     have = run_ahead(g, up, r, len, have);
             }
         }
-        if (!held) follow_put(g, q[j].h, rule, p, len, ok);
+        if (!held) follow_put(g, q[j].h, vrule, p, len, ok);
         else if (follow_fits(g->v, p, len))
             held->v[held->n++] = (follow_verdict){(uint32_t)(p - g->v->trie_data), (uint16_t)len, (uint16_t)ok};
         if (ok) keep[q[j].i] = 1;
@@ -1465,6 +1483,105 @@ static uint8_t follow_lazy_state(const cm_grammar *g, cm_follow_memo *m, uint32_
         m->lazy[rule] = 2;
     }
     return m->lazy[rule];
+}
+
+/* Verdicts shared between rules whose upward charts read alike (issue 12, session 45, helper
+ * `lark45`).  A rest's verdict is the upward chart's, and that chart's first set is the closure
+ * of the rule's return states.  Of that set only two kinds of item act after it: one whose state
+ * reads bytes (or tokens) makes the next set's kernel, and one whose state calls a rule is a
+ * waiter that a callee begun in the set and completed later advances; an item of neither kind
+ * (a state that only completes: `?unary: primary` after primary) did all it does while the set
+ * was closed.  So two rules whose first sets hold the same items of those kinds make the same
+ * later sets on every rest, and the same verdicts: the second rule's filters read and keep
+ * the first one's (the memo, the lazy memo's held verdicts), by that rule's number.  sql.lark's
+ * expression chain, where a level's rule only ends a rule of the level above (`?expr: or_expr`,
+ * `?not_expr: ... | predicate`, `?unary: ... | primary`), asks 139-182 rests a level through
+ * an upward chart of 55-69 such items; three of its nine levels are alike another.  The key is
+ * made from the chart the rule's first ask or lookup makes anyway (its asks read that chart;
+ * only the memo's entries change hands), hashed as a sum, compared whole when the hashes agree.
+ * Off: each rule its own verdicts, the reference the tests compare against. */
+static atomic_int g_verdict_share = 1;
+static atomic_size_t g_verdict_shared;
+
+void cm_walk_verdict_share_enable(int on) { atomic_store(&g_verdict_share, on); }
+size_t cm_walk_verdict_shared(void) { return atomic_load(&g_verdict_shared); }
+
+/* A first set of more items than this is not keyed: its rule keeps its own verdicts (a JSON
+ * schema's `ws` rules' upward charts hold hundreds to thousands of items; keying every rule cost
+ * the 56 first documents' fills +0.07 %, sp_333:16's `ws` filter +33 K). */
+#define CM_SHARE_ITEMS_MAX 192
+
+static int u64_order(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether a and b (n items each, no item twice in either) hold the same items: sorted, in place
+ * (asked only when the two hashes agree, once a rule that shares). */
+static bool same_items(uint64_t *a, uint64_t *b, uint32_t n) {
+    qsort(a, n, sizeof *a, u64_order);
+    qsort(b, n, sizeof *b, u64_order);
+    return !memcmp(a, b, n * sizeof *a);
+}
+
+/* The rule whose verdicts `rule`'s filters read and keep: an earlier rule whose upward chart's
+ * first set holds the same acting items, else `rule` (also when off, or memory or a limit ran
+ * out: then the rule's own verdicts, as before).  Leaves m->up holding rule's first set. */
+static uint32_t verdict_rule(const cm_grammar *g, cm_follow_memo *m, uint32_t rule) {
+    const cm_tables *t = &g->t;
+    if (!atomic_load_explicit(&g_verdict_share, memory_order_relaxed)) return rule;
+    if (!m->vrule) {
+        if (!(m->vrule = calloc(t->n_rules ? t->n_rules : 1, sizeof *m->vrule))) return rule;
+        m->n_vrule_rules = t->n_rules;
+        atomic_fetch_add(&g->cache->bytes, t->n_rules * sizeof *m->vrule);
+    }
+    if (rule >= m->n_vrule_rules) return rule;
+    if (m->vrule[rule]) return m->vrule[rule] - 1;
+    cm_chart *up = &m->up;
+    if (m->up_rule != rule + 1) {
+        m->up_rule = 0;
+        if (follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule], g->ret_off[rule + 1] - g->ret_off[rule]))
+            return rule;  /* (not kept: a later filter tries again) */
+        m->up_rule = rule + 1;
+    }
+    size_t lo = up->set_start[0], hi = up->set_start[1];
+    if (hi - lo > CM_SHARE_ITEMS_MAX) {  /* (a `ws` rule's thousands: its own verdicts, unkeyed) */
+        m->vrule[rule] = rule + 1;
+        return rule;
+    }
+    up_class *x = malloc(sizeof *x + (hi > lo ? hi - lo : 1) * sizeof *x->items);
+    if (!x) return rule;
+    uint32_t n = 0;
+    for (size_t i = lo; i < hi; i++) {
+        cm_item it = up->items[i];
+        uint32_t st = cm_st(it.state);
+        if (!g->has_bytes[st] && !g->has_tokens[st] && t->ref_off[st] == t->ref_off[st + 1]) continue;
+        x->items[n++] = (uint64_t)it.state << 32 | it.origin;
+    }
+    uint64_t h = n;  /* a sum: the items' order does not count */
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t k = (x->items[i] ^ (x->items[i] >> 31)) * 0x9E3779B97F4A7C15ULL;
+        h += k ^ (k >> 29);
+    }
+    for (up_class *y = m->classes; y; y = y->next) {
+        if (y->hash != h || y->n != n || !same_items(y->items, x->items, n)) continue;
+        free(x);
+        m->vrule[rule] = y->rule + 1;
+        atomic_fetch_add(&g_verdict_shared, 1);
+        return y->rule;
+    }
+    *x = (up_class){.next = m->classes, .hash = h, .rule = rule, .n = n};
+    m->classes = x;
+    atomic_fetch_add(&g->cache->bytes, sizeof *x + (hi > lo ? hi - lo : 1) * sizeof *x->items);
+    m->vrule[rule] = rule + 1;
+    return rule;
+}
+
+/* The filter's vr (verdict_rule) and its lazy state (follow_lazy_state), out of the loop's line. */
+static __attribute__((noinline)) uint8_t verdict_lazy(const cm_grammar *g, cm_follow_memo *m, uint32_t rule,
+                                                      uint32_t *vr) {
+    *vr = verdict_rule(g, m, rule);
+    return follow_lazy_state(g, m, *vr);
 }
 
 /* The common prefix of trie entries a and b (bytes pa, pb): from the trie's
@@ -1519,8 +1636,11 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     /* the pair stops, once made for the rule; until then the rests they would have read are counted */
     pair_stops *ps = m->pairs ? m->pairs[rule] : NULL;
     /* no verdict of the rule in the memo yet (lazy 0): nothing to look up, and this filter's
-     * verdicts are held unhashed until a second filter of the rule comes */
-    uint8_t lazy = follow_lazy_state(g, m, rule);
+     * verdicts are held unhashed until a second filter of the rule comes; both by vr, the rule
+     * whose verdicts this one shares (verdict_rule), found at the first rest that needs them */
+    uint8_t lazy = 0;
+    uint32_t vr = rule;
+    bool vr_known = false;
     size_t memo_hits = 0;
     size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     const uint8_t *prev = NULL;
@@ -1612,10 +1732,14 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                     continue;
                 }
             }
+            if (__builtin_expect(!vr_known, 0)) {
+                lazy = verdict_lazy(g, m, rule, &vr);
+                vr_known = true;
+            }
             uint32_t h = 0;
             if (lazy == 2) {
-                h = follow_hash(rule, p + e, len - e);
-                int known = follow_get(g, h, rule, p + e, len - e);
+                h = follow_hash(vr, p + e, len - e);
+                int known = follow_get(g, h, vr, p + e, len - e);
                 if (known >= 0) {
                     memo_hits++;
                     keep[i] = (uint8_t)known;
@@ -1647,17 +1771,17 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         else if (n_ask <= CM_FOLLOW_MEMO_MAX && (held = malloc(sizeof *held + n_ask * sizeof *held->v)))
             held->n = 0;
         rc = follow_sort(ask, n_ask);
-        if (!rc) rc = follow_answer(g, rule, ask, n_ask, keep, &run_hits, held);
+        if (!rc) rc = follow_answer(g, rule, vr, ask, n_ask, keep, &run_hits, held);
         if (held && !rc) {
             /* the rule's first verdicts, hashed at its next filter */
             atomic_fetch_add(&g->cache->bytes, sizeof *held + held->n * sizeof *held->v);
             atomic_fetch_add(&g_lazy_held, held->n);
-            m->held[rule] = held;
-            m->lazy[rule] = 1;
+            m->held[vr] = held;
+            m->lazy[vr] = 1;
         } else {
             free(held);
             /* too many to hold, or none made: the rule's later filters look up and put as before */
-            if (lazy == 0) m->lazy[rule] = 2;
+            if (lazy == 0) m->lazy[vr] = 2;
         }
     }
     if (memo_hits) atomic_fetch_add(&g_follow_hits, memo_hits);

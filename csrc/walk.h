@@ -117,6 +117,12 @@ size_t cm_walk_filter_skipped(void);
  * cm_walk_filter_stop_skipped: the tokens skipped so far after a name stop (for the tests). */
 void cm_walk_filter_stop_skip_enable(int on);
 size_t cm_walk_filter_stop_skipped(void);
+/* Upward verdicts shared between rules whose upward charts' first sets hold the same items that
+ * read bytes, tokens or call (on by default: the same verdicts).  Off, each rule its own: the
+ * reference the tests compare against.  Process-wide; cm_walk_verdict_shared: the rules found
+ * alike an earlier one so far in this process (for the tests). */
+void cm_walk_verdict_share_enable(int on);
+size_t cm_walk_verdict_shared(void);
 /* cm_compose's listed walk takes the filter's item chart, reset, instead of a chart of its own
  * (on by default: the same sets; its closure memo and waiter index kept).  Off, a chart of its
  * own each walk: the reference the tests compare against.  Process-wide; cm_walk_listed_reused:

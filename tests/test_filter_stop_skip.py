@@ -13,6 +13,8 @@ byte decides (a prefix one byte shorter would skip a token that lives)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -72,9 +74,9 @@ def test_shipped_grammars_same_entries(name: str) -> None:
         assert skipped > 5000, skipped
 
 
-def test_documents_cold_pass_same_masks() -> None:
+def sql_cold_pass_same(enable: Callable[[bool], None]) -> None:
     """bench_gbnf's cold pass of sql.lark: compiled once, its documents in order from cold
-    caches; every mask the same with the skip and without."""
+    caches; every mask the same with the `enable` switch on and off."""
     from benchmarks.documents import DOCUMENTS
 
     vocab = cfgmask.Vocabulary.llama3()
@@ -82,10 +84,15 @@ def test_documents_cold_pass_same_masks() -> None:
     docs = [_longest_tokens(vocab, d.encode()) for d in DOCUMENTS["sql"]()]
     out = {}
     for on in (True, False):
-        with core_switch(_core.filter_stop_skip_enable, on):
+        with core_switch(enable, on):
             compiled = cfgmask.compile(g, vocab)
             out[on] = [masks_along(compiled, doc) for doc in docs]
     same_document_masks(out[True], out[False], docs)
+
+
+def test_documents_cold_pass_same_masks() -> None:
+    """The cold pass of sql.lark: every mask the same with the skip and without."""
+    sql_cold_pass_same(_core.filter_stop_skip_enable)
 
 
 @pytest.mark.parametrize("index", range(len(NAME_STOP_GRAMMARS)))
