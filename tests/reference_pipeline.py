@@ -55,8 +55,14 @@ def rule_dfas(
     limits: CompileLimits,
     sess: Session,
     build: Build | None = None,
+    expanded: frozenset[str] = frozenset(),
 ) -> dict[str, DFA]:
-    """Every rule's DFA, inlined callees included, a component at a time (no cache)."""
+    """Every rule's DFA, inlined callees included, a component at a time (no cache).
+
+    ``expanded``: rules copied into their callers whatever their DFA's size.  C's plan expands a
+    rule used once by an estimate of its NFA (csrc/components.c ``pick_expanding``), which can
+    be under ``inline_max_states`` where the minimal DFA is over it; a test that compares
+    automata passes C's choice here so that both build the same automata."""
     build = build or build_in_c
     cids, graph, uses = call_graph(rules, sess)
     fragments: dict[str, DFA] = {}
@@ -68,7 +74,7 @@ def rule_dfas(
         deadline.check("rule loop")
         callees = sorted({c for m in comp for c in graph[m]} - members)
         dfas = build_component(
-            rules, comp, recursive and regular, fragments, inline, limits, sess, callees, build
+            rules, comp, recursive and regular, fragments, inline, limits, sess, callees, build, expanded
         )
         fragments.update(dfas)
         for m in comp:
@@ -76,7 +82,7 @@ def rule_dfas(
             # but copies of copies grow exponentially (e.g. one rule per subset of object keys):
             # big automata are copied only into a single caller.
             cap = limits.inline_max_states if uses.get(m, 0) <= 1 else limits.inline_shared_states
-            if regular and m not in outlined and len(dfas[m]) <= cap:
+            if regular and m not in outlined and (len(dfas[m]) <= cap or m in expanded):
                 inline.add(m)
     return fragments
 
@@ -91,10 +97,17 @@ def build_component(
     sess: Session,
     callees: list[str],
     build: Build,
+    expanded: frozenset[str] = frozenset(),
 ) -> dict[str, DFA]:
-    """A component's automata, with less inlining if the full inlining blows up."""
+    """A component's automata, with less inlining if the full inlining blows up (``expanded``
+    callees stay copied at the first budget)."""
     for budget in (limits.inline_max_states, 64, 0):
-        usable = [n for n in callees if n in inline and len(fragments[n]) <= budget]
+        usable = [
+            n
+            for n in callees
+            if n in inline
+            and (len(fragments[n]) <= budget or (n in expanded and budget == limits.inline_max_states))
+        ]
         try:
             return build(sess, rules, comp, right_linear, usable, fragments, limits)
         except LimitError as e:
