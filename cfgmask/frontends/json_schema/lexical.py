@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 
 from ... import ir
 from ...errors import GrammarError
@@ -128,11 +129,22 @@ def hex_in(ranges: tuple[tuple[int, int], ...], width: int = 4) -> ir.Expr:
     if width == 1:
         return _hex_digit_class([v for a, b in ranges for v in range(a, b + 1)])
     size = 16 ** (width - 1)
+    # each first digit's ranges below it (what clipping ``ranges`` to the digit's block gives),
+    # in one pass over the sorted ranges: a range's inner digits are whole blocks
+    subs: list[list[tuple[int, int]]] = [[] for _ in range(16)]
+    for a, b in ranges:
+        da, db = a // size, b // size
+        if da == db:
+            subs[da].append((a - da * size, b - da * size))
+            continue
+        subs[da].append((a - da * size, size - 1))
+        for d in range(da + 1, db):
+            subs[d].append((0, size - 1))
+        subs[db].append((0, b - db * size))
     groups: dict[tuple[tuple[int, int], ...], list[int]] = {}
     for d in range(16):
-        sub = tuple((a - d * size, b - d * size) for a, b in _clip(ranges, d * size, d * size + size - 1))
-        if sub:
-            groups.setdefault(sub, []).append(d)
+        if subs[d]:
+            groups.setdefault(tuple(subs[d]), []).append(d)
     alts = [ir.seq(_hex_digit_class(ds), hex_in(sub, width - 1)) for sub, ds in groups.items()]
     return ir.alt(*alts)
 
@@ -164,6 +176,8 @@ def encode_class(ranges: tuple[tuple[int, int], ...], canonical: bool = False) -
     with ``canonical``, only its canonical spelling."""
     if canonical:
         return canonical_class(ranges)
+    if ranges == ALL_CHARS and _ENC_ANY:  # made once, at import (the keys of ``.*`` ask for it)
+        return _ENC_ANY[0]
     ranges = ir.normalize_ranges(ranges)
     raw = ir.normalize_ranges([r for r in _intersect(ranges, RAW_OK)])
     short = sorted(letter[0] for cp, letter in SHORT_ESCAPES.items() if _contains(ranges, cp))
@@ -233,7 +247,9 @@ def _intersect(x: tuple[tuple[int, int], ...], y: tuple[tuple[int, int], ...]) -
 
 
 # Any one character, every spelling; generic string characters (lone surrogate escapes too).
+_ENC_ANY: list[ir.Expr] = []  # ENC_ANY once made: what encode_class returns for ALL_CHARS after
 ENC_ANY = encode_class(ALL_CHARS)
+_ENC_ANY.append(ENC_ANY)
 JSON_CHAR = ir.Alt(
     (
         ir.CharClass(RAW_OK),
@@ -263,6 +279,8 @@ def encode_text(text: str, canonical: bool = False) -> ir.Expr:
 
 
 SHARED_CLASS_RANGES = 16
+# a nonempty text of printable ASCII characters but '"' and '\\': JSON writes each as itself
+_PLAIN_TEXT = re.compile(rb"[ !#-\[\]-~]+").fullmatch
 
 
 class Encoder:
@@ -417,6 +435,8 @@ def _encode_pure(e: ir.Expr, canonical: bool, share_classes: bool) -> ir.Expr | 
             return None
         return encode_class(e.ranges, canonical)  # type: ignore[attr-defined]
     if t is ir.Literal:
+        if canonical and _PLAIN_TEXT(e.data):  # type: ignore[attr-defined]
+            return e  # printable ASCII but '"' and '\\': its own canonical spelling
         try:
             return encode_text(e.data.decode("utf-8"), canonical)  # type: ignore[attr-defined]
         except UnicodeDecodeError:
