@@ -215,11 +215,35 @@ def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     """The canonical JSON spelling of each character in ``ranges`` (module doc); lone
     surrogates have none."""
     ranges = ir.normalize_ranges(ranges)
+    plain = True  # none escaped: a control character, '"' (0x22) or '\\' (0x5C)
+    every = 0  # which of the escaped ones ``ranges`` holds whole: controls 1, '"' 2, '\\' 4
+    for a, b in ranges:  # (sorted)
+        if a < 0x20:
+            plain = False
+            if a == 0 and b >= 0x1F:
+                every |= 1
+        if a <= 0x22 <= b:
+            plain = False
+            every |= 2
+        if a <= 0x5C <= b:
+            plain = False
+            every |= 4
+    if plain:  # every one spelled as itself (most classes of patterns and formats)
+        return ir.CharClass(ranges) if ranges else ir.NOTHING
     raw = _intersect(ranges, RAW_OK)
+    if every == 7 and _ALL_ESCAPED:  # every escaped character (a key not in the listed names'
+        # "any character but one"): their spellings are the same for each such class
+        return ir.alt(ir.CharClass(raw), _ALL_ESCAPED[0]) if raw else _ALL_ESCAPED[0]
     alts: list[ir.Expr] = [ir.CharClass(raw)] if raw else []
+    escaped = _escapes({cp for a, b in _intersect(ranges, _ESCAPED) for cp in range(a, b + 1)})
+    if escaped is not None:
+        alts.append(escaped)
+    return ir.alt(*alts) if alts else ir.NOTHING
+
+
+def _escapes(esc: set[int]) -> ir.Expr | None:
+    """The canonical escapes (backslash included) of the code points ``esc`` (escaped ones)."""
     escaped: list[ir.Expr] = []
-    # the characters spelled escaped, as a set: a handful of code points, each range visited once
-    esc = {cp for a, b in _intersect(ranges, _ESCAPED) for cp in range(a, b + 1)}
     short = sorted(letter[0] for cp, letter in CONTROL_SHORT.items() if cp in esc)
     if short:
         escaped.append(ir.ByteClass(ir.normalize_ranges([(c, c) for c in short], 0xFF)))
@@ -232,9 +256,13 @@ def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
             u_alts.append(ir.seq(ir.Literal(b"%d" % first), ir.ByteClass(ir.normalize_ranges(digits, 0xFF))))
     if u_alts:
         escaped.append(ir.seq(ir.Literal(b"u00"), ir.alt(*u_alts)))
-    if escaped:
-        alts.append(ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)))
-    return ir.alt(*alts) if alts else ir.NOTHING
+    return ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)) if escaped else None
+
+
+# the escapes of every escaped code point (made once: what canonical_class reuses)
+_ALL_ESCAPED: list[ir.Expr] = [
+    x for x in [_escapes({cp for a, b in _ESCAPED for cp in range(a, b + 1)})] if x is not None
+]
 
 
 def _contains(ranges: tuple[tuple[int, int], ...], cp: int) -> bool:
