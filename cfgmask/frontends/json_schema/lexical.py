@@ -259,9 +259,10 @@ def _escapes(esc: set[int]) -> ir.Expr | None:
     return ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)) if escaped else None
 
 
-# the escapes of every escaped code point, made once (below, after CANONICAL_CHAR): what
-# canonical_class reuses
-_ALL_ESCAPED: list[ir.Expr] = []
+# the escapes of every escaped code point (made once: what canonical_class reuses)
+_ALL_ESCAPED: list[ir.Expr] = [
+    x for x in [_escapes({cp for a, b in _ESCAPED for cp in range(a, b + 1)})] if x is not None
+]
 
 
 def _contains(ranges: tuple[tuple[int, int], ...], cp: int) -> bool:
@@ -293,10 +294,6 @@ JSON_CHAR = ir.Alt(
 
 # Any one character, its canonical spelling (canonical mode's generic string character).
 CANONICAL_CHAR = canonical_class(ALL_CHARS)
-# made apart from CANONICAL_CHAR's escapes, an equal node: the prelude (any JSON value's automata)
-# holds CANONICAL_CHAR, and the compile gives a node it meets by identity the prelude's id (a key
-# class sharing that one node took +0.7 M more to compile in o61627, --what first-docs)
-_ALL_ESCAPED.extend(x for x in [_escapes({cp for a, b in _ESCAPED for cp in range(a, b + 1)})] if x)
 
 
 def encode_text(text: str, canonical: bool = False) -> ir.Expr:
