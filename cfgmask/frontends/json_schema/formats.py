@@ -90,7 +90,7 @@ ALPHA = C("a-z", "A-Z")
 
 def _two(lo: int, hi: int) -> ir.Expr:
     """Two-digit numbers lo..hi (zero padded)."""
-    return ir.alt(*(L(f"{v:02d}") for v in range(lo, hi + 1)))
+    return ir.alt(*[ir.Literal(b"%02d" % v) for v in range(lo, hi + 1)])  # L(f"{v:02d}"), no call each
 
 
 def _leap_year() -> ir.Expr:
@@ -115,13 +115,14 @@ def date() -> ir.Expr:
     )
 
 
-def _offset() -> ir.Expr:
-    return ir.alt(C("Zz"), ir.seq(C("+-"), _two(0, 23), L(":"), _two(0, 59)))
+def _offset(hours: ir.Expr, minutes: ir.Expr) -> ir.Expr:
+    return ir.alt(C("Zz"), ir.seq(C("+-"), hours, L(":"), minutes))
 
 
 def time() -> ir.Expr:
     frac = opt(ir.seq(L("."), R(DIGIT, 1, None)))
-    regular = ir.seq(_two(0, 23), L(":"), _two(0, 59), L(":"), _two(0, 59), frac, _offset())
+    hours, minutes = _two(0, 23), _two(0, 59)  # each made once: IR is immutable, equal either way
+    regular = ir.seq(hours, L(":"), minutes, L(":"), minutes, frac, _offset(hours, minutes))
     utc = ir.alt(C("Zz"), L("+00:00"), L("-00:00"))
     leap = ir.seq(L("23:59:60"), frac, utc)
     return ir.alt(regular, leap)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 
 from ... import ir
 from ...errors import GrammarError
@@ -128,11 +129,22 @@ def hex_in(ranges: tuple[tuple[int, int], ...], width: int = 4) -> ir.Expr:
     if width == 1:
         return _hex_digit_class([v for a, b in ranges for v in range(a, b + 1)])
     size = 16 ** (width - 1)
+    # each first digit's ranges below it (what clipping ``ranges`` to the digit's block gives),
+    # in one pass over the sorted ranges: a range's inner digits are whole blocks
+    subs: list[list[tuple[int, int]]] = [[] for _ in range(16)]
+    for a, b in ranges:
+        da, db = a // size, b // size
+        if da == db:
+            subs[da].append((a - da * size, b - da * size))
+            continue
+        subs[da].append((a - da * size, size - 1))
+        for d in range(da + 1, db):
+            subs[d].append((0, size - 1))
+        subs[db].append((0, b - db * size))
     groups: dict[tuple[tuple[int, int], ...], list[int]] = {}
     for d in range(16):
-        sub = tuple((a - d * size, b - d * size) for a, b in _clip(ranges, d * size, d * size + size - 1))
-        if sub:
-            groups.setdefault(sub, []).append(d)
+        if subs[d]:
+            groups.setdefault(tuple(subs[d]), []).append(d)
     alts = [ir.seq(_hex_digit_class(ds), hex_in(sub, width - 1)) for sub, ds in groups.items()]
     return ir.alt(*alts)
 
@@ -164,6 +176,8 @@ def encode_class(ranges: tuple[tuple[int, int], ...], canonical: bool = False) -
     with ``canonical``, only its canonical spelling."""
     if canonical:
         return canonical_class(ranges)
+    if ranges == ALL_CHARS and _ENC_ANY:  # made once, at import (the keys of ``.*`` ask for it)
+        return _ENC_ANY[0]
     ranges = ir.normalize_ranges(ranges)
     raw = ir.normalize_ranges([r for r in _intersect(ranges, RAW_OK)])
     short = sorted(letter[0] for cp, letter in SHORT_ESCAPES.items() if _contains(ranges, cp))
@@ -201,11 +215,35 @@ def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
     """The canonical JSON spelling of each character in ``ranges`` (module doc); lone
     surrogates have none."""
     ranges = ir.normalize_ranges(ranges)
+    plain = True  # none escaped: a control character, '"' (0x22) or '\\' (0x5C)
+    every = 0  # which of the escaped ones ``ranges`` holds whole: controls 1, '"' 2, '\\' 4
+    for a, b in ranges:  # (sorted)
+        if a < 0x20:
+            plain = False
+            if a == 0 and b >= 0x1F:
+                every |= 1
+        if a <= 0x22 <= b:
+            plain = False
+            every |= 2
+        if a <= 0x5C <= b:
+            plain = False
+            every |= 4
+    if plain:  # every one spelled as itself (most classes of patterns and formats)
+        return ir.CharClass(ranges) if ranges else ir.NOTHING
     raw = _intersect(ranges, RAW_OK)
+    if every == 7 and _ALL_ESCAPED:  # every escaped character (a key not in the listed names'
+        # "any character but one"): their spellings are the same for each such class
+        return ir.alt(ir.CharClass(raw), _ALL_ESCAPED[0]) if raw else _ALL_ESCAPED[0]
     alts: list[ir.Expr] = [ir.CharClass(raw)] if raw else []
+    escaped = _escapes({cp for a, b in _intersect(ranges, _ESCAPED) for cp in range(a, b + 1)})
+    if escaped is not None:
+        alts.append(escaped)
+    return ir.alt(*alts) if alts else ir.NOTHING
+
+
+def _escapes(esc: set[int]) -> ir.Expr | None:
+    """The canonical escapes (backslash included) of the code points ``esc`` (escaped ones)."""
     escaped: list[ir.Expr] = []
-    # the characters spelled escaped, as a set: a handful of code points, each range visited once
-    esc = {cp for a, b in _intersect(ranges, _ESCAPED) for cp in range(a, b + 1)}
     short = sorted(letter[0] for cp, letter in CONTROL_SHORT.items() if cp in esc)
     if short:
         escaped.append(ir.ByteClass(ir.normalize_ranges([(c, c) for c in short], 0xFF)))
@@ -218,9 +256,13 @@ def canonical_class(ranges: tuple[tuple[int, int], ...]) -> ir.Expr:
             u_alts.append(ir.seq(ir.Literal(b"%d" % first), ir.ByteClass(ir.normalize_ranges(digits, 0xFF))))
     if u_alts:
         escaped.append(ir.seq(ir.Literal(b"u00"), ir.alt(*u_alts)))
-    if escaped:
-        alts.append(ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)))
-    return ir.alt(*alts) if alts else ir.NOTHING
+    return ir.seq(ir.Literal(b"\\"), ir.alt(*escaped)) if escaped else None
+
+
+# the escapes of every escaped code point (made once: what canonical_class reuses)
+_ALL_ESCAPED: list[ir.Expr] = [
+    x for x in [_escapes({cp for a, b in _ESCAPED for cp in range(a, b + 1)})] if x is not None
+]
 
 
 def _contains(ranges: tuple[tuple[int, int], ...], cp: int) -> bool:
@@ -233,7 +275,9 @@ def _intersect(x: tuple[tuple[int, int], ...], y: tuple[tuple[int, int], ...]) -
 
 
 # Any one character, every spelling; generic string characters (lone surrogate escapes too).
+_ENC_ANY: list[ir.Expr] = []  # ENC_ANY once made: what encode_class returns for ALL_CHARS after
 ENC_ANY = encode_class(ALL_CHARS)
+_ENC_ANY.append(ENC_ANY)
 JSON_CHAR = ir.Alt(
     (
         ir.CharClass(RAW_OK),
@@ -263,6 +307,8 @@ def encode_text(text: str, canonical: bool = False) -> ir.Expr:
 
 
 SHARED_CLASS_RANGES = 16
+# a nonempty text of printable ASCII characters but '"' and '\\': JSON writes each as itself
+_PLAIN_TEXT = re.compile(rb"[ !#-\[\]-~]+").fullmatch
 
 
 class Encoder:
@@ -417,6 +463,8 @@ def _encode_pure(e: ir.Expr, canonical: bool, share_classes: bool) -> ir.Expr | 
             return None
         return encode_class(e.ranges, canonical)  # type: ignore[attr-defined]
     if t is ir.Literal:
+        if canonical and _PLAIN_TEXT(e.data):  # type: ignore[attr-defined]
+            return e  # printable ASCII but '"' and '\\': its own canonical spelling
         try:
             return encode_text(e.data.decode("utf-8"), canonical)  # type: ignore[attr-defined]
         except UnicodeDecodeError:
