@@ -1625,6 +1625,14 @@ def direct_build_enable(bint on):
     cm_direct_build_enable(1 if on else 0)
 
 
+def direct_loops_enable(bint on):
+    """Let the direct build (csrc/direct.c) take bodies with a count and unbounded repetitions too
+    (no cyclic copied DFA), minimized after, while it makes at most 1.5x their NFA's states (the
+    default), or, off, leave them to Thompson's path: the reference the tests compare against.
+    Process-wide; clear the caches after a change."""
+    cm_direct_loops_enable(1 if on else 0)
+
+
 def dfa_runs_enable(bint on):
     """Copy an inlined callee's DFA into its callers' NFAs from its rows kept as runs on it at its
     first copy (csrc/thompson.c, tb_embed; the default), or, off, from a walk of its rows at each

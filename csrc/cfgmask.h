@@ -627,6 +627,10 @@ void cm_compile_stats_enable(int on);
 /* Rules built straight to their DFA where they can be (direct.c; on by default): off, every
  * rule takes Thompson's path (the reference the tests compare against). */
 void cm_direct_build_enable(int on);
+/* The direct build also takes bodies with a count and unbounded repetitions (no cyclic copied
+ * DFA), minimized after, while it makes at most 1.5x their NFA's states (direct.c; on by
+ * default): off, those take Thompson's path (the reference the tests compare against). */
+void cm_direct_loops_enable(int on);
 /* The copies of a DFA into callers' NFAs take its rows as runs kept on it (cm_dfa_out.runs; on by
  * default): off, each copy walks the rows (the reference the tests compare against). */
 void cm_dfa_runs_enable(int on);

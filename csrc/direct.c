@@ -1,8 +1,9 @@
 /* A rule's DFA built directly from its encoded IR, without Thompson's NFA and subset
  * construction (issue 12, the cold path).  components.c tries it first for a component of one
  * member that is not right-linear; it is taken for a body with a bounded count of two or more
- * items, or a copy of a callee's DFA, and no loop (db_worth), and gives up (DB_NO: Thompson's
- * path then) on anything else.
+ * items, or a copy of a callee's DFA, and no loop (db_worth) -- or, the loops switch on, a body
+ * with a count and unbounded repetitions (minimized after, given up past 1.5x its NFA's states) --
+ * and gives up (DB_NO: Thompson's path then) on anything else.
  *
  * Built from the end: db_build(node, K) makes a state whose language is node's followed by
  * state K's, K already built.  A literal is a chain of states into K; a byte class one state;
@@ -49,6 +50,7 @@ typedef struct {
     const cm_ir_input *in;
     cm_budget *bud;
     size_t made, max_made;        /* states made (those found made already included) and the cap on those kept */
+    size_t loop_made;             /* a body with a loop: the states it may make (DB_NO past it: Thompson's path) */
     size_t fills;                 /* pending states filled so far */
     cm_vec32 acc, e0, e1, l0, l1; /* per state: accepting (0, 1, PENDING), its byte and label edges */
     cm_vec32 rng, to;             /* byte edges: lo | hi << 8, target; a state's ascending, disjoint, maximal */
@@ -74,7 +76,7 @@ static cm_vec32 *db_vec(dbuilder *b, size_t i) {
 
 /* A new state (its edges: those pushed until db_close or db_finish), accepting acc. */
 static int db_new(dbuilder *b, uint32_t acc, uint32_t *s) {
-    if (b->acc.n >= b->max_made || b->made >= DB_MARGIN * b->max_made) return DB_NO;
+    if (b->acc.n >= b->max_made || b->made >= DB_MARGIN * b->max_made || b->made >= b->loop_made) return DB_NO;
     if ((++b->made & 0x3FF) == 0 && cm_budget_time(b->bud)) return CM_ERR_TIMEOUT;
     *s = (uint32_t)b->acc.n;
     uint32_t ne = (uint32_t)b->rng.n, nl = (uint32_t)b->lab.n;
@@ -1027,16 +1029,54 @@ static int db_dfa_cyclic(const cm_dfa_out *d, cm_budget *bud, bool *cyclic) {
     return rc;
 }
 
+static int g_direct_loops = 1;
+
+void cm_direct_loops_enable(int on) { g_direct_loops = on; }
+
+#define DB_EST_MAX ((size_t)1 << 40)
+
+/* The states of node pc's NFA on Thompson's path, about (as components.c's count_states: a
+ * literal's bytes, a count's copies of its item, a copied DFA's states), at most DB_EST_MAX. */
+static size_t db_est(const cm_ir_input *in, uint32_t pc, int depth) {
+    if (depth > 64 || !cm_ir_node_fits(in, pc)) return DB_EST_MAX;
+    const uint32_t *code = in->code;
+    uint32_t op = code[pc], n = code[pc + 1];
+    size_t got = 0;
+    switch (op) {
+    case CM_IR_LIT:
+        return n;
+    case CM_IR_SEQ:
+    case CM_IR_ALT:
+        got = n;
+        for (uint32_t i = 0; i < n && got < DB_EST_MAX; i++) got += db_est(in, code[pc + 2 + i], depth + 1);
+        return got < DB_EST_MAX ? got : DB_EST_MAX;
+    case CM_IR_REPEAT: {
+        size_t item = db_est(in, code[pc + 3], depth + 1) + 1;
+        size_t times = code[pc + 2] == CM_IR_INF ? (size_t)code[pc + 1] + 1 : code[pc + 2];
+        return item < DB_EST_MAX && times < DB_EST_MAX / item ? item * times + 1 : DB_EST_MAX;
+    }
+    case CM_IR_REF: {
+        const cm_ir_ref *r = n < in->n_names ? cm_ir_find_ref(in, n) : NULL;
+        if (r && r->kind == CM_IR_REF_EXPAND) return db_est(in, r->arg, depth + 1);
+        if (r && r->kind == CM_IR_REF_EMBED && r->arg < in->n_frags) return in->frags[r->arg].dfa->n_states;
+        return 1;
+    }
+    default:
+        return 1; /* a byte class, a UTF-8 class (its sequences: a few states) */
+    }
+}
+
 /* Is the body at pc one this build is for: a bounded count of two or more items (a chain of
  * positions, which Thompson's NFA makes with an epsilon edge each and subset construction
- * walks state by state), and no loop (an unbounded repetition or a copied DFA with a cycle,
+ * walks state by state), and no loop (an unbounded repetition -- allowed where `loop` is given:
+ * *loop set -- or a copied DFA with a cycle,
  * whose states this build cannot share by content, so its DFA before minimization can be
  * far larger than subset construction's)?  The IR is scanned first (at most `*budget` nodes;
  * *bad: something this build does not make), the copied DFAs' cycles looked for only once it
  * has no repetition (over their runs, kept on them for the copy: db_dfa_cyclic); a copied
  * acyclic DFA makes the body worth it without a count (db_worth_it). */
 static void db_worth(const cm_ir_input *in, uint32_t pc, int depth, size_t *budget, bool *count, bool *bad,
-                     cm_vec32 *embeds) {
+                     bool *loop, cm_vec32 *embeds) {
     if (*bad) return;
     if (!*budget || depth > 64 || (size_t)pc + 2 > in->code_len) {
         *bad = true;
@@ -1049,19 +1089,21 @@ static void db_worth(const cm_ir_input *in, uint32_t pc, int depth, size_t *budg
     case CM_IR_SEQ:
     case CM_IR_ALT:
         if ((size_t)pc + 2 + n > in->code_len) *bad = true;
-        for (uint32_t i = 0; !*bad && i < n; i++) db_worth(in, code[pc + 2 + i], depth + 1, budget, count, bad, embeds);
+        for (uint32_t i = 0; !*bad && i < n; i++)
+            db_worth(in, code[pc + 2 + i], depth + 1, budget, count, bad, loop, embeds);
         return;
     case CM_IR_REPEAT:
-        if ((size_t)pc + 4 > in->code_len || code[pc + 2] == CM_IR_INF) {
-            *bad = true; /* (a loop) */
+        if ((size_t)pc + 4 > in->code_len || (code[pc + 2] == CM_IR_INF && !loop)) {
+            *bad = true; /* (a loop, not allowed) */
             return;
         }
-        if (code[pc + 2] >= 2) *count = true;
-        db_worth(in, code[pc + 3], depth + 1, budget, count, bad, embeds);
+        if (code[pc + 2] == CM_IR_INF) *loop = true;
+        else if (code[pc + 2] >= 2) *count = true;
+        db_worth(in, code[pc + 3], depth + 1, budget, count, bad, loop, embeds);
         return;
     case CM_IR_REF: {
         const cm_ir_ref *r = n < in->n_names ? cm_ir_find_ref(in, n) : NULL;
-        if (r && r->kind == CM_IR_REF_EXPAND) db_worth(in, r->arg, depth + 1, budget, count, bad, embeds);
+        if (r && r->kind == CM_IR_REF_EXPAND) db_worth(in, r->arg, depth + 1, budget, count, bad, loop, embeds);
         else if (r && r->kind == CM_IR_REF_EMBED && r->arg < in->n_frags && cm_vec_push(embeds, r->arg)) *bad = true;
         else if (r && r->kind == CM_IR_REF_ENTRY) *bad = true;
         return;
@@ -1080,17 +1122,22 @@ static void db_worth(const cm_ir_input *in, uint32_t pc, int depth, size_t *budg
  * property, `"null" | "\"" chars-0-128 "\""`): Thompson's path copies each of its states into
  * the NFA, determinises what is deterministic already and minimizes what is minimal already,
  * where this build makes a state for each, kept by content (2.5% fewer instructions in
- * compile_components on sp_333, every threshold on the copied states tried costing more). */
-static int db_worth_it(const cm_ir_input *in, uint32_t root, cm_budget *bud) {
+ * compile_components on sp_333, every threshold on the copied states tried costing more).
+ * With the loops switch on (*loopy), a body with a count may also hold unbounded repetitions
+ * (not a cyclic copied DFA): *est is then its NFA's states as Thompson's path counts them,
+ * about (cm_direct_build caps the states this build may make by it). */
+static int db_worth_it(const cm_ir_input *in, uint32_t root, cm_budget *bud, bool *loopy, size_t *est) {
     bool count = false, bad = false, loop = false;
     size_t look = 4096;
     cm_vec32 embeds = {.bud = bud};
-    db_worth(in, root, 0, &look, &count, &bad, &embeds);
+    *loopy = false;
+    db_worth(in, root, 0, &look, &count, &bad, g_direct_loops ? loopy : NULL, &embeds);
     int rc = CM_OK;
     size_t k = !bad && embeds.n ? cm_sort_unique_u32(embeds.data, embeds.n) : 0; /* (each callee's DFA once) */
     if (k) count = true;
     for (size_t i = 0; !rc && !loop && i < k; i++) rc = db_dfa_cyclic(in->frags[embeds.data[i]].dfa, bud, &loop);
     cm_vec_free(&embeds);
+    if (!rc && count && !bad && !loop && *loopy) *est = db_est(in, root, 0);
     return rc ? rc : count && !bad && !loop ? CM_OK : DB_NO;
 }
 
@@ -1102,7 +1149,9 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     if (!in || !out) return CM_ERR_ARG;
     *out = NULL;
     if (!g_direct) return DB_NO;
-    int wrc = db_worth_it(in, root, bud);
+    bool loopy = false;
+    size_t est = 0;
+    int wrc = db_worth_it(in, root, bud, &loopy, &est);
     if (wrc) return wrc;
     dbuilder b;
     memset(&b, 0, sizeof b);
@@ -1110,6 +1159,11 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     b.in = in;
     b.bud = bud;
     b.max_made = max_states / DB_MARGIN;
+    /* a loop's states are not kept by content (made before their edges): where a count holds a
+     * loop that its positions copy, this build can make many times the states subset construction
+     * does (sp_194: 2,825 made for an NFA of 123 states, 495 kept, 53 from subsets); past 1.5x the
+     * NFA's states (+64) it gives up, Thompson's path then */
+    b.loop_made = loopy ? est + est / 2 + 64 : SIZE_MAX;
     uint64_t t0 = cm_stats_now();
     uint32_t final = 0, start = 0;
     int rc = db_new(&b, 1, &final);
@@ -1127,11 +1181,11 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     uint32_t n_dfa = d ? d->n_states : 0;
     cm_stats_add(CM_PH_DIRECT, t0);
     uint64_t t1 = cm_stats_now();
-    /* taken only without loops (db_worth): acyclic, every state kept by content and leading to
+    /* without loops (db_worth; a body with them is minimized): acyclic, every state kept by content and leading to
      * the final state, so minimal as built (an acyclic trim DFA whose states differ in acceptance
      * or edges; equal right languages would give equal edges, by induction on the height), and
      * live when no path ends in a state that neither accepts nor goes on */
-    if (!rc) rc = dead_end ? cm_fsm_minimize(d, &sp, true, bud) : cm_fsm_emit_minimal(d, &sp, true, bud);
+    if (!rc) rc = dead_end || loopy ? cm_fsm_minimize(d, &sp, true, bud) : cm_fsm_emit_minimal(d, &sp, true, bud);
     cm_stats_add(CM_PH_MINIMIZE, t1);
     if (cm_stats_on() && !rc) cm_stats_build((uint32_t)n_made, n_dfa, d->n_states, t1 - t0, cm_stats_now() - t1);
     cm_vec_free(&sp.off), cm_vec_free(&sp.cls), cm_vec_free(&sp.to);
