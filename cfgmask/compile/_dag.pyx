@@ -1288,9 +1288,11 @@ def utf8_code_py(tuple ranges):
 
 cdef list sorted_calls(object calls):
     """``sorted(calls)``: a frozenset of rule names (most hold none or one) as a new list, or
-    the shared empty one (read only)."""
+    the shared empty one (read only); a list is ``call_graph``'s, sorted already (read only)."""
     cdef Py_ssize_t n
     cdef list out
+    if type(calls) is list:
+        return <list>calls
     if type(calls) is not frozenset:
         return sorted(calls)
     n = len(<frozenset>calls)
@@ -1614,7 +1616,9 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 if recursive:
                     members = {m}
                     regular = tail_only(sess, refs, keys, cids[m], members)
-                    callees = sorted(graph[m] - members)
+                    calls = graph[m]
+                    # call_graph's sorted list: the others in its order (no set made and sorted)
+                    callees = [c for c in <list>calls if c != m] if type(calls) is list else sorted(calls - members)
                 else:
                     regular = True
                     callees = <list>called[w]  # sorted(graph[m]), by tarjan
@@ -1871,21 +1875,40 @@ def undefined_ref(dict cids, refs, dict rules, dict markers):
 
 
 def call_graph(sess, dict rules):
-    """``components.call_graph``: each rule's DAG id, the rules it calls, and its uses capped
-    at 2; every rule name numbered in sorted order, then the token terminals."""
+    """``components.call_graph``: each rule's DAG id, the rules it calls (a sorted list, read
+    only: what Tarjan's walk and the plan read, in that order), and its uses capped at 2; every
+    rule name numbered in sorted order, then the token terminals.
+
+    A rule's callees are its body's uses' keys, sorted here once: the rule set ``refs_of``
+    would make (a frozenset a rule, ~0.6 K instructions) is not made, and neither ``tarjan``
+    nor a recursive rule's callees in ``plan`` sort a set again."""
     cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {}, name_idx = sess.name_idx, u
-    cdef Facts facts = sess.interner.facts  # its rule sets and uses read without ``Lazy``
-    cdef list names = sess.names
+    cdef Facts facts = sess.interner.facts  # its uses read without ``Lazy``
+    cdef list names = sess.names, calls
     cdef object c, n, v, got
-    cdef Py_ssize_t k
+    cdef Py_ssize_t k, k2, pos
+    cdef PyObject *pk
+    cdef PyObject *pv
     for name, c in cids.items():
-        graph[name] = facts.refs_of(c)
-    for c in cids.values():
         u = <dict>facts.uses_of(c)
-        for n, v in u.items():
+        k = len(u)
+        if k == 0:
+            graph[name] = NO_CALLEES
+            continue
+        calls = PyList_New(k)
+        k = 0
+        pos = 0
+        while PyDict_Next(u, &pos, &pk, &pv):
+            n = <object>pk
+            Py_INCREF(n)
+            PyList_SET_ITEM(calls, k, n)
+            k += 1
             got = uses.get(n)
-            k = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t>v
-            uses[n] = 2 if k > 2 else k
+            k2 = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t><object>pv
+            uses[n] = 2 if k2 > 2 else k2
+        if k > 1:
+            calls.sort()
+        graph[name] = calls
     k = len(names)
     for name in sorted(rules):
         if name not in name_idx:
