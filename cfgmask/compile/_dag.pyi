@@ -48,7 +48,7 @@ class Emitting:
 
 def plan(
     sess: Any,
-    graph: dict[str, frozenset[str]],
+    graph: dict[str, list[str]],
     cids: dict[str, int],
     uses: dict[str, int],
     start: str,
@@ -68,7 +68,7 @@ def collect(
 ) -> dict[str, tuple[Any, Any]]: ...
 def call_graph(
     sess: Any, rules: dict[str, ir.Expr]
-) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]: ...
+) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int]]: ...
 def ranks(names: list[str], name_idx: dict[str, int]) -> tuple[Any, list[str]]: ...
 def comp_args(
     plan: list[tuple[list[str], int, tuple[Any, ...]]], rank: Any, sess: Any

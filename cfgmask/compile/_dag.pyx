@@ -17,9 +17,11 @@ from cpython.dict cimport PyDict_Contains, PyDict_Copy, PyDict_DelItem, PyDict_G
 from cpython.long cimport PyLong_AsLong, PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t, PyLong_CheckExact, PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_CheckExact, PyUnicode_Compare
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.set cimport PyFrozenSet_New, PySet_Add
-from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.sequence cimport PySequence_Fast_ITEMS
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport qsort
 
@@ -85,14 +87,33 @@ cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *o)
 
 
+cdef extern from *:
+    """
+    /* no item of tuple t is of a type the cycle collector tracks (str, int, None, bool...) */
+    static CYTHON_INLINE int cfgmask_atomic_items(PyObject *t) {
+        Py_ssize_t i, n = PyTuple_GET_SIZE(t);
+        for (i = 0; i < n; i++)
+            if (PyType_IS_GC(Py_TYPE(PyTuple_GET_ITEM(t, i))))
+                return 0;
+        return 1;
+    }
+    """
+    bint cfgmask_atomic_items(object t)
+
+
 cdef object untrack(object x):
     """``x``, a tuple or frozenset the plan made to keep (a component's key, a member's spec),
     untracked by the cycle collector when none of its items is tracked: it can then be part
     of no cycle, and CPython's collector would untrack such a tuple itself, but only after
     walking it.  The collections that a cold compile's allocations set off in the plan
-    walked each of them once or twice: 12 % of the plan's instructions, 6 % after this."""
+    walked each of them once or twice: 12 % of the plan's instructions, 6 % after this.
+    A tuple of atomic items (the plan's keys and specs: names, ids, caps) is told by its
+    items' type flags inline, where a call a item cost ~0.15 K instructions a tuple."""
     cdef Py_ssize_t i
     if type(x) is tuple:
+        if cfgmask_atomic_items(x):
+            PyObject_GC_UnTrack(<void *>x)
+            return x
         for i in range(len(<tuple>x)):
             if PyObject_GC_IsTracked((<tuple>x)[i]):
                 return x
@@ -1288,9 +1309,11 @@ def utf8_code_py(tuple ranges):
 
 cdef list sorted_calls(object calls):
     """``sorted(calls)``: a frozenset of rule names (most hold none or one) as a new list, or
-    the shared empty one (read only)."""
+    the shared empty one (read only); a list is ``call_graph``'s, sorted already (read only)."""
     cdef Py_ssize_t n
     cdef list out
+    if type(calls) is list:
+        return <list>calls
     if type(calls) is not frozenset:
         return sorted(calls)
     n = len(<frozenset>calls)
@@ -1614,7 +1637,9 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 if recursive:
                     members = {m}
                     regular = tail_only(sess, refs, keys, cids[m], members)
-                    callees = sorted(graph[m] - members)
+                    calls = graph[m]
+                    # call_graph's sorted list: the others in its order (no set made and sorted)
+                    callees = [c for c in <list>calls if c != m] if type(calls) is list else sorted(calls - members)
                 else:
                     regular = True
                     callees = <list>called[w]  # sorted(graph[m]), by tarjan
@@ -1720,8 +1745,9 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 k = once[w]
                 once[w] = -1
                 if k >= 0 and (cached is None or not any(callees[i] in d.names for d in cached)):
-                    spec = out[k][2]
-                    out[k] = (out[k][0], out[k][1], (*spec[:4], True))
+                    item = <tuple>out[k]
+                    spec = <tuple>item[2]  # (its spec's first four, True): no slice and unpacking
+                    out[k] = (item[0], item[1], (spec[0], spec[1], spec[2], spec[3], True))
                     if nest[w] > depth:
                         depth = nest[w]
             m = comp[0]
@@ -1870,22 +1896,66 @@ def undefined_ref(dict cids, refs, dict rules, dict markers):
     return None
 
 
+cdef int sort_names(list names, Py_ssize_t n) except -1:
+    """``names.sort()`` of ``n`` distinct rule names: a few (most rules call two to six) by
+    insertion, comparing str objects in place (``list.sort`` costs ~0.8 K instructions a call
+    whatever the length; the order is the same: code point order, no ties)."""
+    cdef Py_ssize_t i, j
+    cdef PyObject *x
+    cdef PyObject **p
+    if n > 8:
+        names.sort()
+        return 0
+    for i in range(n):
+        if not PyUnicode_CheckExact(<object>PyList_GET_ITEM(names, i)):
+            names.sort()
+            return 0
+    p = PySequence_Fast_ITEMS(names)
+    for i in range(1, n):
+        x = p[i]
+        j = i
+        while j > 0 and PyUnicode_Compare(<object>p[j - 1], <object>x) > 0:
+            p[j] = p[j - 1]
+            j -= 1
+        p[j] = x
+    return 0
+
+
 def call_graph(sess, dict rules):
-    """``components.call_graph``: each rule's DAG id, the rules it calls, and its uses capped
-    at 2; every rule name numbered in sorted order, then the token terminals."""
+    """``components.call_graph``: each rule's DAG id, the rules it calls (a sorted list, read
+    only: what Tarjan's walk and the plan read, in that order), and its uses capped at 2; every
+    rule name numbered in sorted order, then the token terminals.
+
+    A rule's callees are its body's uses' keys, sorted here once: the rule set ``refs_of``
+    would make (a frozenset a rule, ~0.6 K instructions) is not made, and neither ``tarjan``
+    nor a recursive rule's callees in ``plan`` sort a set again."""
     cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {}, name_idx = sess.name_idx, u
-    cdef Facts facts = sess.interner.facts  # its rule sets and uses read without ``Lazy``
-    cdef list names = sess.names
+    cdef Facts facts = sess.interner.facts  # its uses read without ``Lazy``
+    cdef list names = sess.names, calls
     cdef object c, n, v, got
-    cdef Py_ssize_t k
+    cdef Py_ssize_t k, k2, pos
+    cdef PyObject *pk
+    cdef PyObject *pv
     for name, c in cids.items():
-        graph[name] = facts.refs_of(c)
-    for c in cids.values():
         u = <dict>facts.uses_of(c)
-        for n, v in u.items():
+        k = len(u)
+        if k == 0:
+            graph[name] = NO_CALLEES
+            continue
+        calls = PyList_New(k)
+        k = 0
+        pos = 0
+        while PyDict_Next(u, &pos, &pk, &pv):
+            n = <object>pk
+            Py_INCREF(n)
+            PyList_SET_ITEM(calls, k, n)
+            k += 1
             got = uses.get(n)
-            k = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t>v
-            uses[n] = 2 if k > 2 else k
+            k2 = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t><object>pv
+            uses[n] = 2 if k2 > 2 else k2
+        if k > 1:
+            sort_names(calls, k)
+        graph[name] = calls
     k = len(names)
     for name in sorted(rules):
         if name not in name_idx:

@@ -145,9 +145,9 @@ def rule_dfas(
 
 def call_graph(
     rules: dict[str, ir.Expr], sess: Session
-) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int]]:
-    """Each rule's DAG id, the rules it calls, and how often each rule is used; names and
-    token terminals numbered once, in order (label values need it)."""
+) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int]]:
+    """Each rule's DAG id, the rules it calls (sorted, read only), and how often each rule is
+    used; names and token terminals numbered once, in order (label values need it)."""
     return _dag.call_graph(sess, rules)  # compiled: tests/reference_encode.py has the Python loop
 
 

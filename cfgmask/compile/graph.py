@@ -6,7 +6,7 @@ tail position (right-linear); :mod:`.components` inlines regular rules into thei
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 
 from .. import ir
@@ -15,7 +15,7 @@ from .encode import _ALT, _REF, _REPEAT, _SEQ, Session, marker_name
 
 
 def sccs(
-    graph: Mapping[str, AbstractSet[str]],
+    graph: Mapping[str, Collection[str]],
     root: str,
     index: dict[str, int] | None = None,
     low: dict[str, int] | None = None,

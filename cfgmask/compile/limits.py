@@ -6,7 +6,7 @@ states, repetition products, rules, IR size and depth, memory and wall-clock tim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .. import ir
 from ..errors import LimitError
@@ -41,6 +41,18 @@ class CompileLimits:
     max_grammar_bytes: int = 16_000_000  # grammar / schema / regex source text (UTF-8 bytes)
     max_ir_nodes: int = 1_000_000  # IR expression nodes, all rules (a shared subtree counts per use)
     max_ir_depth: int = 200  # nesting of IR expressions inside one rule (passes recurse on it)
+
+    def __hash__(self) -> int:
+        """The generated hash (of the fields' tuple), kept once made: a compile hashes its limits
+        three times (the table cache's key, read and written, and the automaton cache's
+        ``key_id``), ~1.5 K instructions each; the fields are ints and bools, so the kept value
+        is what any process computes (a pickled copy may carry it)."""
+        try:
+            return self._hash  # type: ignore[attr-defined,no-any-return]
+        except AttributeError:  # (not ``__dict__``: reading it makes every field's read slower)
+            got = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", got)
+            return got
 
 
 DEFAULT_LIMITS = CompileLimits()  # shared (frozen): one made a compile costs ~10 us with the caches cold
