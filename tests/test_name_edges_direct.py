@@ -67,21 +67,18 @@ def test_documents_cold_pass_same_masks() -> None:
 
 
 def _random_vocab(seed: int) -> cfgmask.Vocabulary:
-    """Names of every length (a letter, then letters, digits, `_`, a non-ASCII letter), keywords,
-    blanks and operators before and after them."""
+    """Names of every length (a letter, then letters, digits, `_`), alone, after a blank, a quote,
+    a dot, a bracket or a dash, and running into an operator, a bracket or a non-ASCII letter
+    (an alias may follow a name with no blank)."""
     rng = np.random.default_rng(seed)
-    name = [*b"abcsxyzSELECTelt_019"]
-    first = [*b' "x_a.\t(-']
+    letters = np.frombuffer(b"abcsxyzSELECTelt_019", dtype=np.uint8)
+    names = [letters[rng.integers(0, letters.size, int(n))].tobytes() for n in rng.integers(1, 14, 1500)]
+    before = [b"", b" ", b'"', b"x", b"_", b".", b"\t", b"(", b"-"]
+    after = [b"", b"", b"", b"(", b")", b",", b";", b" .", b'"', b"-", b"+", b"\xc3\xa9ab"]
     toks = {bytes([b]) for b in range(256)}
-    for _ in range(1500):
-        body = bytes(rng.choice(name, size=int(rng.integers(1, 14))).astype(np.uint8))
-        toks.add(body)
-        toks.add(bytes([int(rng.choice(first))]) + body)
-        if rng.random() < 0.3:  # a name that runs into something else
-            after = bytes([int(rng.choice([*b'(),; ."-+']))])
-            toks.add(body + after + bytes(rng.choice(name, size=2).astype(np.uint8)))
-        if rng.random() < 0.1:  # a name into a non-ASCII letter (an alias may follow with no blank)
-            toks.add(body + b"\xc3\xa9" + bytes(rng.choice(name, size=2).astype(np.uint8)))
+    for name in names:
+        toks.add(before[int(rng.integers(len(before)))] + name + after[int(rng.integers(len(after)))])
+        toks.add(name)
     return cfgmask.Vocabulary.from_token_bytes(sorted(toks))
 
 
