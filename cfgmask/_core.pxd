@@ -438,6 +438,8 @@ cdef extern from "promote.h" nogil:
 cdef extern from "compose.h" nogil:
     void cm_tail_alias_enable(int on)
     size_t cm_tail_aliases()
+    void cm_name_edges_direct_enable(int on)
+    size_t cm_name_edges_direct()
     void cm_tail_names_enable(int on)
     size_t cm_tail_names_taken()
     void cm_exit_tails_enable(int on)

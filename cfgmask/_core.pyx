@@ -2174,6 +2174,19 @@ def tail_aliases():
     return cm_tail_aliases()
 
 
+def name_edges_direct_enable(bint on):
+    """Walk a Lark name run's letter edges into the entry where they are met (csrc/compose.c,
+    edge_shared; the default), or, off, keep each letter's walk from the run per (run, letter) as
+    the blanks' are: the reference the tests compare against.  Process-wide; clear the caches
+    after a change.  The entries are the same."""
+    cm_name_edges_direct_enable(1 if on else 0)
+
+
+def name_edges_direct():
+    """How many name-first byte edges were walked directly so far in this process (for the tests)."""
+    return cm_name_edges_direct()
+
+
 def tail_names_enable(bint on):
     """Accept a tail part's name entries (a blank, then a name) at once where the position reads
     every name's first byte into states that stay live on names (csrc/compose.c, own_names; the

@@ -584,6 +584,22 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
     return rc ? rc : 1;
 }
 
+/* A name run's letters walked where they are met (issue 12, session 46, helper `lark46`).  A
+ * Lark name inlined (sql.lark's NAME: a letter, then letters and digits) is a run y that loops on
+ * its bytes and calls the lookahead marker that ends it, so edge_shared took its letters too:
+ * each letter b of a rule's start into y kept the walk of b's subtree from y as a tail part of
+ * its own, ~20 a run (`select_item`'s, `qualified_name`'s), each a 16 KB bitset made (~16.5 K
+ * instructions counted) and read back into ids (tail_sparse, ~10-15 K) around a walk of ~4-11 K
+ * (most of b's subtree is names, taken in bulk): 0.81 M of `sql.lark:0:1`, 1.84 M of `0:2`, and
+ * the kept walks found few later users.  Now a name-first byte's edge is walked into the entry
+ * where it is met (the same walk: the kept one only cached it); the blanks, which a run reads
+ * whole at every position, are kept as before.  Off: every such edge kept, the reference the
+ * tests compare against. */
+static atomic_int g_name_edges_direct = 1;
+static atomic_size_t g_name_edges_walked;
+void cm_name_edges_direct_enable(int on) { atomic_store(&g_name_edges_direct, on ? 1 : 0); }
+size_t cm_name_edges_direct(void) { return atomic_load(&g_name_edges_walked); }
+
 /* Is the walk of (y, b) met again?  Kept, it costs a bitset, and c.gbnf's
  * blank runs' walks are not met again in a cold pass (keeping every edge into
  * a state that loops on its byte, and composing the states before them: +12 %
@@ -593,9 +609,13 @@ static int walk_tails(const cm_grammar *g, uint32_t rule, uint32_t y, unsigned b
 static bool edge_shared(const cm_grammar *g, uint32_t y, unsigned b) {
     const cm_tables *t = &g->t;
     if (t->trans[(size_t)y * t->n_classes + t->byte_class[b]] != (int32_t)y) return false;
-    for (uint32_t e = t->ref_off[y]; e < t->ref_off[y + 1]; e++)
-        if (marker_rule(g, t->ref_rule[e])) return true;
-    return false;
+    bool marker = false;
+    for (uint32_t e = t->ref_off[y]; e < t->ref_off[y + 1] && !marker; e++) marker = marker_rule(g, t->ref_rule[e]);
+    if (marker && cm_name_first((uint8_t)b) && atomic_load_explicit(&g_name_edges_direct, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&g_name_edges_walked, 1, memory_order_relaxed);
+        return false;  /* a name run's letter: walked where it is met */
+    }
+    return marker;
 }
 
 /* The bytes `state` has an edge on (next_bytes: those whose class has a transition), ascending,

@@ -79,6 +79,11 @@ int cm_compose_edges(const cm_grammar *g, uint32_t state, cm_walk *w);
  * process-wide; and how many were, in this process (for the tests). */
 void cm_tail_alias_enable(int on);
 size_t cm_tail_aliases(void);
+/* A name run's letter edges walked into the entry rather than kept per (run, letter)
+ * (compose.c, edge_shared): on (the default) or off, process-wide; and how many edges were, in
+ * this process (for the tests). */
+void cm_name_edges_direct_enable(int on);
+size_t cm_name_edges_direct(void);
 /* A tail part's name entries taken at once after a position's own bytes
  * (compose.c, own_names): on (the default) or off, process-wide; and how
  * many times they were, in this process (for the tests). */
