@@ -11,6 +11,7 @@ entry and mask is the same, and equal to every chain analysed and to plain walks
 
 from __future__ import annotations
 
+import itertools
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -23,8 +24,9 @@ from cfgmask.compile.strategy import Strategy
 
 from .helpers import core_switch, masks_along
 from .strategies import Vocab, vocabularies
-from .test_chain_memo import VOCAB, _all_entries, _assert_same, _memos, _two_values, repeated
+from .test_chain_memo import VOCAB, _assert_same, _two_values, repeated
 from .test_engine_differential import _vocab
+from .test_kept_batch import assert_switch_changes_nothing
 from .test_past_positions import _first_document
 from .test_repeats import CHAIN_PIECES, UNITS
 
@@ -35,44 +37,21 @@ def _memo(on: bool) -> AbstractContextManager[None]:
     return core_switch(_core.chain_exit_memo_enable, on)
 
 
-def _assert_memo_changes_nothing(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary) -> int:
-    """Memo on and off: every entry equal to each other's, to every chain analysed and to plain
-    walks.  Returns the exits replayed."""
-    out = {}
-    n_hits = 0
-    for on in (True, False):
-        with _memo(on):
-            hits = _core.chain_exit_memo_hits()
-            out[on] = [_all_entries(g, vocab) for g in gs]
-            hits = _core.chain_exit_memo_hits() - hits
-            if on:
-                n_hits = hits
-            else:
-                assert hits == 0, "an exit was replayed with the memo off"
-    with _memos(False):
-        ref = [_all_entries(g, vocab) for g in gs]
-    for g, x, y, z in zip(gs, out[True], out[False], ref, strict=True):
-        _assert_same(x, y)
-        _assert_same(x, z)
-        _assert_same(x, _all_entries(g, vocab, count_chains=False))
-    return n_hits
-
-
-@pytest.mark.parametrize("unit", sorted(UNITS))
-@pytest.mark.parametrize(("lo", "hi"), [(0, 20), (3, 40)])
-def test_entries_equal_with_memo_off(unit: str, lo: int, hi: int) -> None:
-    """Grammars with a count twice: every entry the same with the memo on and off, and equal to
-    every chain analysed and to plain walks."""
+def test_entries_equal_with_memo_off() -> None:
+    """Grammars with a count twice, of each unit and two bounds: every entry the same with the
+    memo on and off, and equal to every chain analysed and to plain walks."""
     vocab = _vocab(VOCAB)
-    gs = [_two_values(UNITS[unit], lo, hi, ""), _two_values(UNITS[unit], lo, hi, "{{")]
-    _assert_memo_changes_nothing(gs, vocab)
+    for unit, (lo, hi) in itertools.product(sorted(UNITS), [(0, 20), (3, 40)]):
+        gs = [_two_values(UNITS[unit], lo, hi, prefix) for prefix in ("", "{{")]
+        assert_switch_changes_nothing(_core.chain_exit_memo_enable, _core.chain_exit_memo_hits, gs, vocab)
 
 
 @given(repeated(), vocabularies(CHAIN_PIECES))
 def test_random_entries_equal_plain_walks(case: tuple[ir.Grammar, ir.Grammar], v: Vocab) -> None:
     """Hypothesis grammars with counts: every entry equal, memo on or off, to every chain analysed
     and to plain walks."""
-    _assert_memo_changes_nothing(list(case), _vocab(v))
+    gs, vocab = list(case), _vocab(v)
+    assert_switch_changes_nothing(_core.chain_exit_memo_enable, _core.chain_exit_memo_hits, gs, vocab)
 
 
 def _state_entries(c: cfgmask.CompiledGrammar) -> list[Entry]:
