@@ -1751,6 +1751,19 @@ def chain_kept_batched():
     return cm_chain_kept_batched()
 
 
+def chain_exit_memo_enable(bint on):
+    """Replay a chain position's exits from their walks kept by (rule, exit, target), with the
+    tokens the filter kept of them (csrc/chains.c, the default), or, off, walk and filter each
+    exit at every position: the reference the tests compare against.  Process-wide."""
+    cm_chain_exit_memo_enable(1 if on else 0)
+
+
+def chain_exit_memo_hits():
+    """How many chain exits were replayed from their kept walks so far in this process (for the
+    tests)."""
+    return cm_chain_exit_memo_hits()
+
+
 def chain_past_memo_enable(bint on):
     """Copy the entry walk of a chain position past every need from an earlier position's of the
     same walk, rule and accepting labels (csrc/chains.c, the default) or, off, assemble it at

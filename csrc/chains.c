@@ -560,6 +560,22 @@ typedef struct past_entry {
     bool filtered;
 } past_entry;
 
+#define EXIT_NEW (-1)  /* exit_slot.to: not walked yet */
+#define EXIT_NONE (-2) /* not kept: walked each time */
+
+/* A chain position's exit walked and kept for its rule (push_exits). */
+typedef struct exit_slot {
+    int32_t to;                 /* the target it was walked from, or EXIT_NEW / EXIT_NONE */
+    uint32_t n_acc;             /* the walk's accepted tokens: their ids at xpool[ids_off] */
+    uint32_t ids_off, unc_off, n_unc, kept_off, n_kept;
+    bool has_kept;              /* kept_off / n_kept: what the filter keeps of the n_unc */
+} exit_slot;
+
+typedef struct exit_group {    /* one rule's exits of the walk, by the walk's exit index */
+    uint32_t rule;
+    exit_slot *slot;            /* [n_exits]; NULL until the rule's second position */
+} exit_group;
+
 struct cm_chain_data {
     chain_walk *w;              /* shared */
     size_t n_entries;           /* entries taken from it (under the cache lock) */
@@ -583,6 +599,12 @@ struct cm_chain_data {
     uint32_t n_split_rest;
     struct bytes_memo *bmemo;   /* string starts analysed with this chain (bytes_recall) */
     size_t n_bmemo;
+    /* the exits' walks and the tokens the filter keeps of them, by rule and exit, their lists
+     * in xpool (push_exits) */
+    struct exit_group *xg;
+    size_t n_xg, cap_xg;
+    uint32_t *xpool;
+    size_t n_xpool, cap_xpool;
 };
 
 /* A string start whose byte walk (cm_chain_bytes) chain_first analysed: the state and its
@@ -633,6 +655,9 @@ void cm_chain_data_free(cm_chain_data *cd) {
     free(cd->pool);
     split_drop(cd);
     free(cd->bmemo);
+    for (size_t i = 0; i < cd->n_xg; i++) free(cd->xg[i].slot);
+    free(cd->xg);
+    free(cd->xpool);
     free(cd);
 }
 
@@ -1981,10 +2006,28 @@ static int push_wrapping(const cm_grammar *g, uint32_t state, cm_chain_data *cda
     return rc < 0 ? rc : 0;
 }
 
+/* cm_walk_filter_uncertain of w's tokens from `done` on (those before it filtered already). */
+static void filter_from(const cm_grammar *g, uint32_t state, cm_walk *w, size_t done) {
+    if (w->n_unc <= done) return;
+    uint32_t *unc = w->unc;
+    size_t n = w->n_unc, cap = w->cap_unc;
+    w->unc = unc + done;  /* (the filter keeps its tokens in place: no realloc) */
+    w->n_unc = n - done;
+    w->cap_unc = cap - done;
+    cm_walk_filter_uncertain(g, state, w);
+    n = done + w->n_unc;
+    w->unc = unc;
+    w->n_unc = n;
+    w->cap_unc = cap;
+}
+
+/* (raw_pre: how many tokens w's first ones stand for before any filter; done: how many of
+ * them went through it already, push_exits) */
 static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata, const uint32_t *items,
-                      size_t n_items, int32_t B, int64_t b2, bool prefilter, cm_walk *w) {
+                      size_t n_items, int32_t B, int64_t b2, bool prefilter, size_t raw_pre, size_t done,
+                      cm_walk *w) {
     const chain_walk *cd = cdata->w;
-    size_t raw = w->n_unc;
+    size_t raw = raw_pre;
     for (size_t i = 0; i < n_items; i++) {
         uint32_t k, k_end;
         item_range(cd, items[i], &k, &k_end);
@@ -2006,7 +2049,7 @@ static int push_items(const cm_grammar *g, uint32_t state, cm_chain_data *cdata,
     while (i < n_items && items[i] < cd->n_nodes) i++;
     cm_walk tmp = {0};  /* the wraps' tokens; kept_of makes it a whole scratch walk if it must filter */
     rc = push_nodes(g, cd, items, i, B, b2, w, &tmp);
-    if (!rc && w->n_unc) cm_walk_filter_uncertain(g, state, w);
+    if (!rc) filter_from(g, state, w, done);
     for (size_t j = 0; !rc && j < tmp.n_unc; j++) rc = cm_walk_push_uncertain(w, tmp.unc[j]);
     if (!rc && i < n_items) rc = kept_batch(g, state, cdata, items + i, n_items - i, &tmp);
     for (; !rc && i < n_items; i++) {
@@ -2041,6 +2084,186 @@ static int64_t wrap_budget(const cm_grammar *g, uint32_t state, const cm_loop_wa
     return -1;
 }
 
+/* ---- the exits' walks kept by (rule, exit, target) (issue 12, session 46) ----
+ *
+ * Each position of a chain walks every exit alive there, the subtree [k, k_end) of the exit's
+ * byte from the out state its (label, byte) leads to (a JSON string's tail at Llama-3: 189
+ * exits, ~0.11 M instructions a position), and its entry then filters the exits' uncertain
+ * tokens (~0.08 M more), again at every later position of the string.  The walk reads nothing
+ * but (to, rule, k, k_end, depth): its accepted ids, the name sets it marks and its uncertain
+ * tokens are the same at each position, so they are kept the first time by (rule, exit, to)
+ * and replayed after.  The filter's verdict on a token is the token's (kept_batch), and an
+ * exit's token reads the same bytes through the same model at every position where the exit
+ * is alive (need < B: its bytes before the exit stay in the chain, whose rows and flags the
+ * positions share, then leave into the same target), so the tokens the filter keeps of each
+ * exit are kept as well, where the entry's exits go through the filter at all (prefilter, and
+ * the entry's count within CM_FILTER_MAX_UNCERTAIN, as push_items and build_entry decide): the
+ * exits lacking them filtered in one call and split, the entry given the kept ones (then the
+ * end nodes' tokens alone go through push_items' filter; with none, w->filtered is set).
+ * Off: cm_chain_exit_memo_enable(0), every exit walked and filtered at each position. */
+static atomic_int g_exit_memo = 1;
+static atomic_size_t g_exit_memo_hits;  /* exits replayed from the memo (the tests read it) */
+
+void cm_chain_exit_memo_enable(int on) { atomic_store(&g_exit_memo, on); }
+
+size_t cm_chain_exit_memo_hits(void) { return atomic_load(&g_exit_memo_hits); }
+
+/* A larger subtree is walked each time: a walk that takes it in bulk (a name set, a class's
+ * ids) costs less than reading its ids would. */
+#define CM_EXIT_MEMO_SPAN 2048
+
+
+/* The slots of `rule`'s exits: NULL at its first position (noted: most rules of a grammar meet
+ * a chain once, where keeping the walks would only cost), made at its second, or NULL out of
+ * memory. */
+static exit_slot *exit_slots(cm_chain_data *cd, uint32_t rule) {
+    exit_group *xg = NULL;
+    for (size_t i = 0; i < cd->n_xg && !xg; i++)
+        if (cd->xg[i].rule == rule) xg = &cd->xg[i];
+    if (!xg) {
+        size_t cap = cd->cap_xg;
+        if (cd->n_xg == cap && cm_grow_to((void **)&cd->xg, &cap, cd->n_xg + 1, sizeof *cd->xg)) return NULL;
+        cd->cap_xg = cap;
+        cd->xg[cd->n_xg++] = (exit_group){rule, NULL};
+        return NULL;
+    }
+    if (!xg->slot && (xg->slot = malloc(cd->w->n_exits * sizeof *xg->slot)))
+        for (size_t i = 0; i < cd->w->n_exits; i++) xg->slot[i].to = EXIT_NEW;
+    return xg->slot;
+}
+
+static int xpool_reserve(cm_chain_data *cd, size_t more) {
+    size_t cap = cd->cap_xpool;
+    if (cd->n_xpool + more > cap && cm_grow_to((void **)&cd->xpool, &cap, cd->n_xpool + more, sizeof *cd->xpool))
+        return CM_ERR_NOMEM;
+    cd->cap_xpool = cap;
+    return CM_OK;
+}
+
+/* Exit i's walk from `to` into w, kept in s (a new slot) where it can be: its subtree within
+ * CM_EXIT_MEMO_SPAN, no name set marked (cm_walk_names: what it adds depends on w's marks),
+ * and its accepted tokens those of the subtree w holds now (none held before). */
+static int exit_walk(const cm_grammar *g, cm_chain_data *cd, uint32_t i, int32_t to, uint32_t rule, exit_slot *s,
+                     cm_walk *w) {
+    const chain_exit *x = &cd->w->exits[i];
+    size_t u0 = w->n_unc;
+    uint32_t a0 = w->n_accepted, names0[8];
+    if (s) memcpy(names0, w->names, sizeof names0);
+    int rc = cm_flat_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
+    if (rc || !s) return rc;
+    s->to = EXIT_NONE;
+    uint32_t n_acc = w->n_accepted - a0, n_unc = (uint32_t)(w->n_unc - u0), n = 0;
+    if (x->k_end - x->k > CM_EXIT_MEMO_SPAN || memcmp(names0, w->names, sizeof names0) ||
+        xpool_reserve(cd, (size_t)n_acc + n_unc))
+        return CM_OK;  /* (only a shortcut is lost) */
+    const uint32_t *trie_ids = g->v->trie_ids;
+    uint32_t *ids = cd->xpool + cd->n_xpool;
+    for (uint32_t k = x->k; k < x->k_end && n <= n_acc; k++)
+        if (cm_bit(w->bits, trie_ids[k])) {
+            if (n < n_acc) ids[n] = trie_ids[k];
+            n++;
+        }
+    if (n != n_acc) return CM_OK;
+    *s = (exit_slot){.to = to, .n_acc = n_acc, .ids_off = (uint32_t)cd->n_xpool, .n_unc = n_unc};
+    s->unc_off = s->ids_off + n_acc;
+    if (n_unc) memcpy(cd->xpool + s->unc_off, w->unc + u0, n_unc * sizeof *w->unc);
+    cd->n_xpool += (size_t)n_acc + n_unc;
+    return CM_OK;
+}
+
+/* Slot s's walk into w, as exit_walk made it. */
+static int exit_replay(const cm_chain_data *cd, const exit_slot *s, cm_walk *w) {
+    size_t cap = w->cap_unc;
+    if (w->n_unc + s->n_unc > cap && cm_grow_to((void **)&w->unc, &cap, w->n_unc + s->n_unc, sizeof *w->unc))
+        return CM_ERR_NOMEM;
+    w->cap_unc = cap;
+    const uint32_t *ids = cd->xpool + s->ids_off;
+    for (uint32_t j = 0; j < s->n_acc; j++) cm_set_bit(w->bits, ids[j]);
+    w->n_accepted += s->n_acc;
+    if (s->n_unc) memcpy(w->unc + w->n_unc, cd->xpool + s->unc_off, s->n_unc * sizeof *w->unc);
+    w->n_unc += s->n_unc;
+    return CM_OK;
+}
+
+/* The exits alive at B into w (walked or replayed), in order; *raw: how many uncertain tokens
+ * they hold.  Where `filter` (the entry's exits go through the filter from `state`: raw_items
+ * more tokens join them there), w holds an empty list to begin with and every alive exit has
+ * a slot, w is given the tokens the filter keeps instead (*filtered). */
+static int push_exits(const cm_grammar *g, uint32_t state, uint32_t rule, int32_t B, const int32_t *lam,
+                      const int32_t *out, cm_chain_data *cdata, bool filter, size_t raw_items, size_t *raw,
+                      bool *filtered, cm_walk *w) {
+    const chain_walk *cd = cdata->w;
+    *filtered = false;
+    exit_slot *slot = exit_slots(cdata, rule);
+    uint32_t *alive = slot ? malloc((cd->n_exits ? cd->n_exits : 1) * sizeof *alive) : NULL;
+    if (slot && !alive) return CM_ERR_NOMEM;
+    size_t n_alive = 0, u0 = w->n_unc, hits = 0;
+    bool all = slot != NULL;
+    int rc = CM_OK;
+    for (size_t i = 0; !rc && i < cd->n_exits; i++) {
+        const chain_exit *x = &cd->exits[i];
+        int32_t l = lam[(size_t)x->label * 256 + x->byte];  /* alive from shift l + B on */
+        if (x->need >= B || (l != NO_LAM && (int64_t)x->shift - l < B)) continue;
+        int32_t to = out[(size_t)x->label * 256 + x->byte];
+        if (to < 0) {
+            rc = CM_ERR_ARG;  /* cannot happen: an exit's code is CODE_OUT */
+            break;
+        }
+        exit_slot *s = slot ? &slot[i] : NULL;
+        if (s && s->to == to) {
+            rc = exit_replay(cdata, s, w);
+            hits++;
+        } else {
+            rc = exit_walk(g, cdata, (uint32_t)i, to, rule, s && s->to == EXIT_NEW ? s : NULL, w);
+        }
+        if (alive) alive[n_alive++] = (uint32_t)i;
+        all = all && s->to == to;
+    }
+    *raw = w->n_unc - u0;
+    if (hits) atomic_fetch_add(&g_exit_memo_hits, hits);
+    if (rc || !filter || !all || u0 || !*raw || *raw + raw_items > CM_FILTER_MAX_UNCERTAIN ||
+        xpool_reserve(cdata, *raw)) {
+        free(alive);
+        return rc;
+    }
+    /* the raw tokens of the exits that lack kept ones (a subsequence of w's, in order) filtered */
+    size_t n = 0, at = 0;
+    for (size_t a = 0; a < n_alive; a++) {
+        const exit_slot *s = &slot[alive[a]];
+        if (!s->has_kept) {
+            memmove(w->unc + n, w->unc + at, s->n_unc * sizeof *w->unc);
+            n += s->n_unc;
+        }
+        at += s->n_unc;
+    }
+    if (n) {
+        w->n_unc = n;
+        cm_walk_filter_uncertain(g, state, w);
+        size_t j = 0;
+        for (size_t a = 0; a < n_alive; a++) {  /* each exit's share, matched against its raw ones */
+            exit_slot *s = &slot[alive[a]];
+            if (s->has_kept) continue;
+            const uint32_t *r = cdata->xpool + s->unc_off;
+            s->kept_off = (uint32_t)cdata->n_xpool;
+            for (uint32_t e = 0; e < s->n_unc; e++)
+                if (j < w->n_unc && w->unc[j] == r[e]) cdata->xpool[cdata->n_xpool++] = w->unc[j++];
+            s->n_kept = (uint32_t)cdata->n_xpool - s->kept_off;
+            s->has_kept = true;
+        }
+        if (j != w->n_unc) rc = CM_ERR_STATE;  /* not a subsequence: cannot happen */
+    }
+    size_t o = 0;  /* (kept <= raw: w->unc has room) */
+    for (size_t a = 0; !rc && a < n_alive; a++) {
+        const exit_slot *s = &slot[alive[a]];
+        if (s->n_kept) memcpy(w->unc + o, cdata->xpool + s->kept_off, s->n_kept * sizeof *w->unc);
+        o += s->n_kept;
+    }
+    w->n_unc = o;
+    *filtered = !rc;
+    free(alive);
+    return rc;
+}
+
 static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const int32_t *lam, const int32_t *out,
                           const int32_t *aam, cm_chain_data *cdata, int64_t b2, bool prefilter, cm_walk *w) {
     const cm_tables *t = &g->t;
@@ -2048,6 +2271,28 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
     uint32_t rule = t->state_rule[state];
     w->n_accepted = accepted_at(g, cd, B, w->bits);
     int rc = CM_OK;
+    if (cd->n_exits && atomic_load(&g_exit_memo)) {  /* (then no wraps: push_wrapping takes no exits) */
+        uint32_t *items = NULL;
+        size_t n_items = 0, raw_items = 0, raw = 0;
+        bool filtered = false;
+        rc = uncertain_items(g, rule, B, aam, cd, &items, &n_items);
+        for (size_t i = 0; !rc && i < n_items; i++) {
+            uint32_t k, k_end;
+            item_range(cd, items[i], &k, &k_end);
+            raw_items += k_end - k;
+        }
+        if (!rc)
+            rc = push_exits(g, state, rule, B, lam, out, cdata, prefilter && g->lim.filter_uncertain, raw_items, &raw,
+                            &filtered, w);
+        size_t done = filtered ? w->n_unc : 0;
+        if (!rc) rc = push_items(g, state, cdata, items, n_items, B, b2, prefilter, filtered ? raw : w->n_unc, done, w);
+        if (!rc && filtered && !n_items) w->filtered = true;  /* (the entry's filter would have read them all) */
+        free(items);
+        bool sorted = true;
+        for (size_t i = 1; !rc && sorted && i < w->n_unc; i++) sorted = w->unc[i - 1] < w->unc[i];
+        if (!rc && !sorted) qsort(w->unc, w->n_unc, sizeof *w->unc, cmp_u32);
+        return rc;
+    }
     for (size_t i = 0; !rc && i < cd->n_exits; i++) {
         const chain_exit *x = &cd->exits[i];
         int32_t l = lam[(size_t)x->label * 256 + x->byte];  /* alive from shift l + B on */
@@ -2064,7 +2309,7 @@ static int chain_assemble(const cm_grammar *g, uint32_t state, int32_t B, const 
     uint32_t *items = NULL;
     size_t n_items = 0;
     if (!rc) rc = uncertain_items(g, rule, B, aam, cd, &items, &n_items);
-    if (!rc) rc = push_items(g, state, cdata, items, n_items, B, b2, prefilter, w);
+    if (!rc) rc = push_items(g, state, cdata, items, n_items, B, b2, prefilter, w->n_unc, 0, w);
     free(items);
     /* the tokens come by source (exits, nodes, wraps, acc points), each in trie order */
     bool sorted = true;

@@ -59,6 +59,12 @@ size_t cm_chain_memo_named(void);
 void cm_chain_kept_batch_enable(int on);
 /* How many acc points were filtered in a batch so far (process-wide). */
 size_t cm_chain_kept_batched(void);
+/* A chain position's exits replayed from their walks kept by (rule, exit, target), with the
+ * tokens the filter kept of them (on, the default), or each walked and filtered at every
+ * position (off: the reference the tests compare against).  Process-wide. */
+void cm_chain_exit_memo_enable(int on);
+/* How many exits were replayed from those walks so far (process-wide). */
+size_t cm_chain_exit_memo_hits(void);
 /* The entry walk of a chain position past every need copied from an earlier one's of the same
  * walk, rule and accepting labels (on, the default), or assembled at each (off: the reference
  * the tests compare against).  Process-wide. */

@@ -10,6 +10,7 @@ mask is the same, and equal to every chain analysed and to plain walks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -31,26 +32,38 @@ def _batch(on: bool) -> AbstractContextManager[None]:
     return core_switch(_core.chain_kept_batch_enable, on)
 
 
-def _assert_batch_changes_nothing(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary) -> int:
-    """Batch on and off: every entry equal to each other's, to every chain analysed and to plain
-    walks.  Returns the acc points filtered in batches."""
+def assert_switch_changes_nothing(
+    enable: Callable[[bool], object],
+    counter: Callable[[], int],
+    gs: list[ir.Grammar],
+    vocab: cfgmask.Vocabulary,
+) -> int:
+    """A chain strategy's switch (``enable``) on and off: every entry equal to each other's, to
+    every chain analysed and to plain walks.  Returns how far ``counter`` moved with it on (it
+    must not move with it off)."""
     out = {}
     for on in (True, False):
-        with _batch(on):
-            batched = _core.chain_kept_batched()
+        with core_switch(enable, on):
+            before = counter()
             out[on] = [_all_entries(g, vocab) for g in gs]
-            batched = _core.chain_kept_batched() - batched
+            moved = counter() - before
             if on:
-                n_batched = batched
+                n_moved = moved
             else:
-                assert batched == 0
+                assert moved == 0
     with _memos(False):
         ref = [_all_entries(g, vocab) for g in gs]
     for g, x, y, z in zip(gs, out[True], out[False], ref, strict=True):
         _assert_same(x, y)
         _assert_same(x, z)
         _assert_same(x, _all_entries(g, vocab, count_chains=False))
-    return n_batched
+    return n_moved
+
+
+def _assert_batch_changes_nothing(gs: list[ir.Grammar], vocab: cfgmask.Vocabulary) -> int:
+    """Batch on and off: every entry equal to each other's, to every chain analysed and to plain
+    walks.  Returns the acc points filtered in batches."""
+    return assert_switch_changes_nothing(_core.chain_kept_batch_enable, _core.chain_kept_batched, gs, vocab)
 
 
 @pytest.mark.parametrize("unit", sorted(UNITS))
