@@ -22,7 +22,15 @@
  * does not, an uncertain token, a state that is not solo, more than REPEAT_BUDGET trie entries)
  * declines: the state is built as before.  Candidates: the last two solo states whose entries
  * have no uncertain tokens, by a hash of their own next bytes and acceptance (a state with more
- * than REPEAT_MAX_BYTES next bytes -- a string's inside, cheap by its loop walk -- is neither). */
+ * than REPEAT_MAX_BYTES next bytes -- a string's inside, cheap by its loop walk -- is neither).
+ *
+ * Failed proofs are the cost (session 46): before a walk, a state whose first two bytes (a
+ * token's) reach a state that is not solo or die after an exit takes no part (deep_ok, once a
+ * state: JSON's `"`, C's whitespace before ` )`), and a pair that a token of at most two bytes
+ * tells apart is not walked (short_differ); neither changes a verdict.  A grammar stops asking
+ * once its failed proofs have read REPEAT_WASTE0 trie entries plus REPEAT_WASTE_HIT a hit, and
+ * a bucket (one family of siblings: C's comments, a hex pattern's positions) once two of its
+ * proofs ran past the budget. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +53,7 @@
 #define REPEAT_WASTE0 1024
 #define REPEAT_WASTE_HIT 1024
 #define REPEAT_PAIR_COST 4
+#define REPEAT_BUDGET_FAILS 2  /* proofs past the budget that close a bucket (one family of states) */
 #define REPEAT_CHECK_COST 8
 
 enum { SUM_NONE, SUM_SMALL, SUM_BIG };
@@ -72,6 +81,7 @@ struct cm_repeat {
     cm_repeat_kids *kids;                        /* [256] per first byte, kids_of(); NULL until then */
     uint32_t kids_done[8];                       /* the first bytes kids_of() summed up */
     size_t waste, hits;                          /* entries failed proofs read; proofs that held */
+    uint8_t over[REPEAT_BUCKETS];                /* proofs of the bucket that ran past the budget */
 };
 
 static atomic_int g_repeat = 1;
@@ -366,7 +376,7 @@ static bool short_differ(const cm_grammar *g, cm_repeat *r, uint32_t a, uint32_t
  * byte by first byte, those either reads (the others die at depth 0 in both, where no exit
  * counts): a subtree of few bytes by the pairs of states its strings reach, else (or where
  * that is undecided) by its tokens. */
-static bool same_horizon(const cm_grammar *g, cm_repeat *r, uint32_t a, uint32_t b, size_t *work) {
+static bool same_horizon(const cm_grammar *g, cm_repeat *r, uint32_t a, uint32_t b, size_t *work, bool *over) {
     const cm_vocab *v = g->v;
     const uint32_t *na = g->next_bytes + (size_t)a * 8, *nb = g->next_bytes + (size_t)b * 8;
     const int32_t *trans = g->t.trans;
@@ -388,6 +398,7 @@ static bool same_horizon(const cm_grammar *g, cm_repeat *r, uint32_t a, uint32_t
             if (!ok) ok = walk_range(g, r, a, b, k0, k1, &visits);
             if (ok <= 0) {
                 *work += visits;
+                *over = visits > REPEAT_BUDGET;
                 return false;
             }
         }
@@ -402,6 +413,7 @@ const cm_entry *cm_repeat_take(const cm_grammar *g, uint32_t state) {
     if (bk < 0 || repeat_get(g, &r)) return NULL;
     cm_cache *c = g->cache;
     if (r->waste > REPEAT_WASTE0 + REPEAT_WASTE_HIT * r->hits) return NULL;  /* its siblings differ within tokens */
+    if (r->over[bk] >= REPEAT_BUDGET_FAILS) return NULL;  /* its states' subtrees are too wide */
     if (g_repeat_checks && !deep_ok(g, r, state)) return NULL;  /* no proof could hold */
     for (int i = 0; i < REPEAT_WAYS; i++) {
         uint32_t s = r->cand[bk][i];
@@ -413,13 +425,16 @@ const cm_entry *cm_repeat_take(const cm_grammar *g, uint32_t state) {
             continue;
         }
         size_t work;
+        bool over = false;
         atomic_fetch_add_explicit(&g_repeat_tries, 1, memory_order_relaxed);
-        if (same_horizon(g, r, s, state, &work)) {
+        if (same_horizon(g, r, s, state, &work, &over)) {
             atomic_fetch_add_explicit(&g_repeat_hits, 1, memory_order_relaxed);
             r->hits++;
             return e;
         }
         r->waste += work;
+        r->over[bk] += over;
+        if (over) break;  /* the other candidate's subtrees are as wide */
     }
     return NULL;
 }
