@@ -2402,6 +2402,14 @@ def repeat_counts():
     return tries, hits
 
 
+def repeat_checks_enable(bint on):
+    """Before repeat.c's joint walk, rule out a state whose first two bytes reach a state that is
+    not solo (the default), or, off, walk every candidate pair: the reference the tests compare
+    against.  Only proofs that would fail are skipped (and their cost towards a grammar's stop),
+    so the proofs that hold can only grow; the entries are the same."""
+    cm_repeat_checks_enable(1 if on else 0)
+
+
 def entry_hash_sampled_enable(bint on):
     """Hash a bitset entry to intern it over one 64-bit word of every four (the default), or, off,
     over all of them: the reference the tests compare against.  The hash only picks the slot where

@@ -17,5 +17,9 @@ void cm_repeat_free(cm_repeat *r);
  * against).  Process-wide; the proofs tried and those that held so far in this process. */
 void cm_repeat_enable(int on);
 void cm_repeat_counts(size_t *tries, size_t *hits);
+/* The check before a proof (deep_ok: a state whose first two bytes reach a state that is not
+ * solo takes no part): on (the default) or off (every candidate pair walked).  Process-wide;
+ * it only skips proofs that would fail. */
+void cm_repeat_checks_enable(int on);
 
 #endif

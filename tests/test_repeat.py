@@ -7,12 +7,18 @@ the `,` after a value with different keys left) differ as automata only past the
 vocabulary's tokens.  The references: every state's entry equal with the sharing on, off and to
 the plain walks (no composition, flat walks or loop walks, sharing off), over calculate_area's
 object and hypothesis objects on small vocabularies, and Llama-3's masks equal along the first
-documents of median JSONSchemaBench schemas, where proofs held."""
+documents of median JSONSchemaBench schemas, where proofs held.
+
+The checks before a proof (``_core.repeat_checks_enable``: a state whose first two bytes reach a
+state that is not solo takes no part, a pair that a token of at most two bytes tells apart is not
+walked) only skip proofs that would fail: every entry and mask the same with them on and off,
+here and along bench_gbnf's C and SQL documents, whose whitespace states they rule out."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +27,7 @@ from cfgmask import _core
 
 from .helpers import core_switch, masks_along, same_document_masks
 from .test_donor_mode_bytes import DATE_TIME, KEYS, PIECES, _schema, llama3_document
-from .test_entries import WALKS_ONLY, entries
+from .test_entries import WALKS_ONLY, _longest_tokens, entries, shipped
 from .test_listed_reuse import _same
 
 
@@ -29,20 +35,28 @@ def _on(on: bool) -> AbstractContextManager[None]:
     return core_switch(_core.repeat_enable, on)
 
 
+def _checks(on: bool) -> AbstractContextManager[None]:
+    return core_switch(_core.repeat_checks_enable, on)
+
+
 def _check(g: cfgmask.Grammar, toks: list[bytes]) -> int:
-    """Every entry equal with the sharing on, off and the plain walks'; the proofs that held."""
+    """Every entry equal with the sharing on (the checks on and off), off and the plain walks';
+    the proofs that held with the checks on."""
     toks = list(dict.fromkeys(t for t in toks if t))
     vocab = cfgmask.Vocabulary.from_token_bytes([*toks, b""], stop_token_ids=[len(toks)])
     with _on(True):
         h0 = _core.repeat_counts()[1]
         on = entries(cfgmask.compile(g, vocab))
         hits = _core.repeat_counts()[1] - h0
+    with _on(True), _checks(False):
+        unchecked = entries(cfgmask.compile(g, vocab))
     with _on(False):
         h0 = _core.repeat_counts()
         off = entries(cfgmask.compile(g, vocab))
         plain = entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY))
         assert _core.repeat_counts() == h0
     _same(on, off, "the sharing off")
+    _same(on, unchecked, "the checks off")
     _same(on, plain, "plain walks")
     return hits
 
@@ -106,3 +120,25 @@ def test_llama3_first_documents_masks_same() -> None:
                 masks[on] = masks_along(cfgmask.compile(g, vocab), tokens)
                 assert (_core.repeat_counts()[1] > h0) == on, sid
         same_document_masks([masks[False]], [masks[True]], [tokens])
+
+
+@pytest.mark.parametrize("name", ["c", "sql"])
+def test_gbnf_documents_checks_masks_same(name: str) -> None:
+    """bench_gbnf's cold pass over the first documents of c.gbnf and sql.gbnf with Llama-3 (their
+    whitespace states reach calls at ` )`: proofs that failed after ~500 trie entries each):
+    every mask the same with the checks on, off and the sharing off; proofs walked both ways."""
+    from benchmarks.documents import DOCUMENTS
+
+    vocab = cfgmask.Vocabulary.llama3()
+    g = shipped(f"{name}.gbnf")
+    docs = [_longest_tokens(vocab, d.encode()) for d in DOCUMENTS[name]()[:3]]
+    out, tries = {}, {}
+    for sharing, checks in [(True, True), (True, False), (False, True)]:
+        with _on(sharing), _checks(checks):
+            t0 = _core.repeat_counts()[0]
+            compiled = cfgmask.compile(g, vocab)
+            out[sharing, checks] = [masks_along(compiled, doc) for doc in docs]
+            tries[sharing, checks] = _core.repeat_counts()[0] - t0
+    same_document_masks(out[True, True], out[True, False], docs)
+    same_document_masks(out[True, True], out[False, True], docs)
+    assert tries[True, True] > 0 and tries[True, False] > 0 and tries[False, True] == 0, tries
