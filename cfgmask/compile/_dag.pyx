@@ -1703,7 +1703,10 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                     set_item(whole, at + 2, cap_by[w])
                     at += 3
                 untrack(whole)
-                got = PyDict_GetItemWithError(key_ids, whole)
+                # once the lock is held (a key not seen yet was met), a key is looked up and, if
+                # new, inserted in one probe: the tuple hashed once, where a lookup then an insert
+                # hashed it twice (a cold compile's components are mostly new)
+                got = NULL if locked else PyDict_GetItemWithError(key_ids, whole)
                 if got != NULL:
                     key = <object>got
                 else:
@@ -1713,7 +1716,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                         locked = True
                         key_ids = cache._key_ids  # as key_id reads them, under the lock
                         components = cache._components
-                    key = key_ids.setdefault(whole, len(key_ids))
+                    key = <object>PyDict_SetDefault(key_ids, whole, len(key_ids))
                 got = PyDict_GetItemWithError(components, key)
                 cached = None if got == NULL else <object>got
             else:
@@ -1936,6 +1939,7 @@ def call_graph(sess, dict rules):
     cdef Py_ssize_t k, k2, pos
     cdef PyObject *pk
     cdef PyObject *pv
+    cdef PyObject *pu
     for name, c in cids.items():
         u = <dict>facts.uses_of(c)
         k = len(u)
@@ -1950,9 +1954,15 @@ def call_graph(sess, dict rules):
             Py_INCREF(n)
             PyList_SET_ITEM(calls, k, n)
             k += 1
-            got = uses.get(n)
-            k2 = (0 if got is None else <Py_ssize_t>got) + <Py_ssize_t><object>pv
-            uses[n] = 2 if k2 > 2 else k2
+            # the name's uses so far and this rule's, capped at 2: a name met first (most)
+            # inserted in the probe that looks it up (the dict read once, not twice)
+            k2 = len(uses)
+            pu = PyDict_SetDefault(uses, n, <object>pv)
+            if len(uses) == k2:  # met before
+                k2 = PyLong_AsSsize_t(<object>pu) + <Py_ssize_t><object>pv
+                uses[n] = 2 if k2 > 2 else k2
+            elif <Py_ssize_t><object>pv > 2:
+                uses[n] = 2
         if k > 1:
             sort_names(calls, k)
         graph[name] = calls
