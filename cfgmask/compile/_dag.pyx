@@ -1935,7 +1935,7 @@ def call_graph(sess, dict rules):
     cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {}, name_idx = sess.name_idx, u
     cdef Facts facts = sess.interner.facts  # its uses read without ``Lazy``
     cdef list names = sess.names, calls
-    cdef object c, n, v, got
+    cdef object c, n, v
     cdef Py_ssize_t k, k2, pos
     cdef PyObject *pk
     cdef PyObject *pv
