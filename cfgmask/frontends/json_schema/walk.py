@@ -96,6 +96,8 @@ PLAIN_KW = {"type": 3, "properties": 1, "required": 1, "additionalProperties": 1
 # and those normalize respells; a keyword of none of these is unknown, an annotation that
 # simple reports (_unknown), which the plain path does as well
 # a scalar type's own keywords: member_value compiles a leaf of one type with these beside it
+# annotations that name a resource or an anchor: a value holding one takes schema()'s path
+BASE_KEYWORDS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor"})
 LEAF_KW = {
     "string": frozenset({*STRING_KW, "enum", "const"}),
     "integer": frozenset({*NUMBER_KW, "enum", "const"}),
@@ -290,6 +292,8 @@ class SchemaCompiler:
         scalar's language is never empty, and it reads none of them)."""
         t = s.get("type") if s.__class__ is dict else None
         if t.__class__ is not str or t not in SCALAR_TYPES or self.depth >= MAX_DEPTH:
+            if t.__class__ is list and self.depth < MAX_DEPTH:
+                return self.union_leaf(s, path, base, t)
             return self.schema(s, path, base)
         if len(s) > 1:
             own = LEAF_KW[t]
@@ -354,6 +358,58 @@ class SchemaCompiler:
             n = len(path)
             made = []
             for row in rows[first:]:
+                if row[0][:n] != path:  # not under the value's path: not replayed
+                    return out
+                made.append((row[0][n:], row[1], row[2], row[3]))
+            self._leaves[key] = (out, made)
+        return out
+
+    def union_leaf(self, s: dict[str, Any], path: str, base: str, t: list[Any]) -> ir.Expr:
+        """:meth:`member_value` of a value whose ``type`` lists scalar types (``["string",
+        "null"]``) with their own keywords (``LEAF_KW``) and annotations beside it: compiled by
+        :meth:`schema`, and its expression and rows (but the annotations', which come first)
+        kept per (types, keywords) when that compile added no rule, as :meth:`leaf` keeps
+        them -- the language of such a value is a function of its keywords alone (no
+        subschema, reference or base) -- and replayed for a repeat, its annotations' rows
+        first (Snowplow's wide objects repeat a few such values tens of times)."""
+        for x in t:
+            if x.__class__ is not str or x not in SCALAR_TYPES:
+                return self.schema(s, path, base)
+        kws: list[tuple[str, Any]] = []
+        notes = 0  # annotations: _schema's first rows
+        for k in s:
+            if k == "type":
+                continue
+            if k in ANNOTATIONS or k.startswith("x-"):
+                if k in BASE_KEYWORDS:  # a resource or anchor: the walk's own bookkeeping
+                    return self.schema(s, path, base)
+                notes += 1
+                continue
+            for x in t:
+                if k in LEAF_KW[x]:
+                    break
+            else:
+                return self.schema(s, path, base)
+            kws.append((k, s[k]))
+        key = (repr(t), repr(kws))  # never a leaf's key: that one's first item is a type name
+        rows = self.rep.rows
+        kept = self._leaves.get(key)
+        if kept is not None:
+            deadline.check("JSON Schema")
+            if notes:
+                for k in s:
+                    if k in ANNOTATIONS or k.startswith("x-"):
+                        where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
+                        self.rep.enforced(where, k, "annotation")
+            for row in kept[1]:
+                rows.append((path + row[0], row[1], row[2], row[3]))
+            return kept[0]
+        first, n_rules = len(rows), len(self.rules)
+        out = self.schema(s, path, base)
+        if out != ir.NOTHING and len(self.rules) == n_rules:  # kept: a repeat would add none either
+            n = len(path)
+            made = []
+            for row in rows[first + notes :]:
                 if row[0][:n] != path:  # not under the value's path: not replayed
                     return out
                 made.append((row[0][n:], row[1], row[2], row[3]))
