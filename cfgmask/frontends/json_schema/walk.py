@@ -525,7 +525,7 @@ class SchemaCompiler:
         return key + "\x00" + json.dumps(sorted(self.scope.items())) if self.scope else key
 
     def ref(self, ref: Any, path: str, base: str) -> ir.Expr:
-        where = pointer(path, "$ref")
+        where = path + "/$ref"
         if not isinstance(ref, str):
             raise GrammarError(f"$ref at {where} is not a string")
         try:
@@ -582,7 +582,7 @@ class SchemaCompiler:
         try:
             _, _, uri = self.resolver.resolve(ref, base)
         except GrammarError as e:
-            return self.unresolved(pointer(path, "$ref"), e)
+            return self.unresolved(path + "/$ref", e)
         siblings = {k: v for k, v in s.items() if k != "$ref"}
         key = self.scoped(uri + "\x00" + U.dumps_sorted_key(siblings))
         if key not in self.ref_rules:
@@ -656,7 +656,7 @@ class SchemaCompiler:
         return self.close_unevaluated(part)  # it sees only its own subschema
 
     def merge_all_of(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
-        where = pointer(path, "allOf")
+        where = path + "/allOf"
         keep: dict[str, Any] = {k: s[k] for k in ("unevaluatedProperties", "unevaluatedItems") if k in s}
         acc = {k: v for k, v in s.items() if k != "allOf" and k not in keep}
         budget = [MAX_REF_EXPANSIONS]
@@ -805,7 +805,7 @@ class SchemaCompiler:
         ``type``, ``required`` and ``properties`` whose schemas are scalar ``enum``/``const``.
         ``¬if`` is then a union: another type, a required key absent, or a tested key present
         with another value."""
-        where = pointer(path, "if")
+        where = path + "/if"
         rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
         if (
             "then" not in s
@@ -846,7 +846,7 @@ class SchemaCompiler:
             out = intersect(rest, {"anyOf": negs}) if negs else intersect(rest, {"type": []})
         except Unmergeable:
             return s
-        self.rep.enforced(pointer(path, "not"), "not", "the complement written as a union")
+        self.rep.enforced(path + "/not", "not", "the complement written as a union")
         return out
 
     def dependent(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
@@ -1030,18 +1030,18 @@ class SchemaCompiler:
                 if k in s:
                     self.rep.enforced(pointer(path, k), k, "no effect without 'if'")
         if "if" in s and self.draft >= 7:
-            self.rep.rejected(pointer(path, "if"), "if", "if/then/else is not supported here")
+            self.rep.rejected(path + "/if", "if", "if/then/else is not supported here")
         elif "if" in s:
-            self.rep.enforced(pointer(path, "if"), "if", "not a keyword before draft-07: an annotation")
+            self.rep.enforced(path + "/if", "if", "not a keyword before draft-07: an annotation")
         types = type_set(s)
         extra: dict[str, Any] = {}
         excluded: list[Any] = []
         if "not" in s:
-            types, excluded, extra = self.negation(s["not"], types, pointer(path, "not"), base)
+            types, excluded, extra = self.negation(s["not"], types, path + "/not", base)
             if PRESENCE in extra:
                 presence.append(extra.pop(PRESENCE))
         if "type" in s:
-            self.rep.enforced(pointer(path, "type"), "type")
+            self.rep.enforced(path + "/type", "type")
         if "enum" in s:
             return self.enum(s, path, base)
         alts: list[ir.Expr] = []
@@ -1076,7 +1076,7 @@ class SchemaCompiler:
         commonest property value, compiled as :meth:`simple` would (same expression, same report
         entries) without its checks for every other keyword."""
         t = s["type"]
-        self.rep.enforced(path + "/type", "type")  # pointer(path, "type")
+        self.rep.enforced(path + "/type", "type")  # path + "/type"
         # with no other keyword the expression depends on the type alone: made once per schema
         # (the first string also adds the json-char rule, as it did)
         out = self._scalars.get(t)
@@ -1099,7 +1099,7 @@ class SchemaCompiler:
         try:
             return intersect(s, extra)
         except Unmergeable as e:  # lenient mode: the 'not' is left out (a superset)
-            self.rep.rejected(pointer(path, "not"), "not", e.reason)
+            self.rep.rejected(path + "/not", "not", e.reason)
             return s
 
     def _ignore(self, s: dict[str, Any], kws: set[str], path: str) -> None:
@@ -1146,7 +1146,7 @@ class SchemaCompiler:
     def enum(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         """The values of ``s["enum"]`` that satisfy the keywords beside it, as one literal set
         (:mod:`.enums`): canonical mode spells each value once, the full language every way."""
-        where = pointer(path, "enum")
+        where = path + "/enum"
         values = s["enum"]
         if not isinstance(values, list):
             raise GrammarError(f"enum at {where} is not a list")
@@ -1246,7 +1246,7 @@ class SchemaCompiler:
         excluded: list[Any],
     ) -> ir.Expr:
         lo, lo_incl, hi, hi_incl = bounds
-        where = pointer(path, "multipleOf")
+        where = path + "/multipleOf"
         k = s["multipleOf"]
         if isinstance(k, float) and k.is_integer():
             k = int(k)
