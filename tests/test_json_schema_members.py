@@ -188,74 +188,6 @@ _BAD_LEAVES: list[Any] = [
 ]
 
 
-def _leaf_schemas(values: list[Any], draft: str) -> list[Any]:
-    props = {f"p{i}": v for i, v in enumerate(values * 3)}
-    out = [
-        {"$schema": draft, "type": "object", "properties": props},
-        {"$schema": draft, "type": "object", "properties": props, "required": ["p0", "p5"]},
-        {"type": "object", "properties": {"a": values[0], "b/c": values[0], "d~e": values[0]}},
-    ]
-    return out
-
-
-@pytest.mark.parametrize("canonical", [True, False])
-@pytest.mark.parametrize("strict", [False, True])
-@pytest.mark.parametrize(
-    "draft", ["http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema"]
-)
-def test_leaves_with_keywords_equal_the_general_path(
-    canonical: bool, strict: bool, draft: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A scalar with its own keywords (and each replay of one met before) gives the IR, report
-    or error of the general path, in lenient and strict mode, draft-04 and 2020-12."""
-    schemas = _leaf_schemas(_LEAVES, draft) + [s for b in _BAD_LEAVES for s in _leaf_schemas([b], draft)]
-    for i in range(len(_LEAVES)):  # each one alone too: an empty language is the schema's
-        schemas += _leaf_schemas([_LEAVES[i], _LEAVES[i]], draft)
-    got = [_output(s, canonical, strict) for s in schemas]
-    if not strict:
-        assert "NotEnforceable" not in "".join(got) and not got[0].startswith("GrammarError")
-    _general(monkeypatch)
-    assert got == [_output(s, canonical, strict) for s in schemas]
-
-
-def test_leaves_leave_the_walk_as_schema_does() -> None:
-    """A leaf with keywords, compiled or replayed, leaves depth, scope and empty reason (an empty
-    language's own) as schema leaves them."""
-    for v in _LEAVES:
-        outs = []
-        for f in (walk.SchemaCompiler.member_value, walk.SchemaCompiler.schema):
-            c = walk.SchemaCompiler({}, False, "default")
-            c.depth = 1
-            got = []
-            for p in ("/properties/p", "/properties/q"):
-                c.empty_why = "before"
-                out = f(c, v, p, walk.ROOT_BASE)
-                got.append((out, c.depth, c.scope, c.empty_why))
-            outs.append((got, list(c.rules), c.rep.report))
-        assert outs[0] == outs[1], v
-
-
-def test_a_repeated_leaf_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kept expression is what replays: four equal bounded integers build one range; a leaf
-    whose compile makes rules afresh (multipleOf's automaton) is compiled each time."""
-    calls: list[str] = []
-    number = walk.SchemaCompiler.number
-
-    def counted(self: Any, s: Any, path: str, integer: bool, excluded: list[Any]) -> ir.Expr:
-        calls.append(path)
-        return number(self, s, path, integer, excluded)
-
-    monkeypatch.setattr(walk.SchemaCompiler, "number", counted)
-    bounded, multiples = (
-        {"type": "integer", "minimum": 1, "maximum": 200},
-        {"type": "integer", "multipleOf": 7},
-    )
-    for v, n in ((bounded, 1), (multiples, 4)):
-        calls.clear()
-        json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
-        assert len(calls) == n, v
-
-
 # values whose type lists scalar types, with their keywords (SchemaCompiler.union_leaf), each
 # twice or more so that the kept expression and rows are replayed: with annotations (their rows
 # come first) and without, the types in either order, normalized keywords, rules made afresh
@@ -291,19 +223,32 @@ _BAD_UNIONS: list[Any] = [
 ]
 
 
+def _leaf_schemas(values: list[Any], draft: str) -> list[Any]:
+    props = {f"p{i}": v for i, v in enumerate(values * 3)}
+    out = [
+        {"$schema": draft, "type": "object", "properties": props},
+        {"$schema": draft, "type": "object", "properties": props, "required": ["p0", "p5"]},
+        {"type": "object", "properties": {"a": values[0], "b/c": values[0], "d~e": values[0]}},
+    ]
+    return out
+
+
 @pytest.mark.parametrize("canonical", [True, False])
 @pytest.mark.parametrize("strict", [False, True])
 @pytest.mark.parametrize(
     "draft", ["http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema"]
 )
-def test_type_lists_equal_the_general_path(
-    canonical: bool, strict: bool, draft: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("kind", ["leaves", "type lists"])
+def test_leaves_with_keywords_equal_the_general_path(
+    canonical: bool, strict: bool, draft: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A value whose type lists scalar types (and each replay of one met before) gives the IR,
-    report or error of the general path, in lenient and strict mode, draft-04 and 2020-12."""
-    schemas = _leaf_schemas(_UNIONS, draft) + [s for b in _BAD_UNIONS for s in _leaf_schemas([b], draft)]
-    for i in range(len(_UNIONS)):  # each one alone too: an empty language is the schema's
-        schemas += _leaf_schemas([_UNIONS[i], _UNIONS[i]], draft)
+    """A scalar with its own keywords, or a type list of scalars with theirs (and each replay of
+    one met before) gives the IR, report or error of the general path, in lenient and strict
+    mode, draft-04 and 2020-12."""
+    good, bad = (_LEAVES, _BAD_LEAVES) if kind == "leaves" else (_UNIONS, _BAD_UNIONS)
+    schemas = _leaf_schemas(good, draft) + [s for b in bad for s in _leaf_schemas([b], draft)]
+    for i in range(len(good)):  # each one alone too: an empty language is the schema's
+        schemas += _leaf_schemas([good[i], good[i]], draft)
     got = [_output(s, canonical, strict) for s in schemas]
     if not strict:
         assert "NotEnforceable" not in "".join(got) and not got[0].startswith("GrammarError")
@@ -311,10 +256,10 @@ def test_type_lists_equal_the_general_path(
     assert got == [_output(s, canonical, strict) for s in schemas]
 
 
-def test_type_lists_leave_the_walk_as_schema_does() -> None:
-    """A type list with keywords, compiled or replayed, leaves depth, scope and empty reason (an
-    empty language's own) as schema leaves them."""
-    for v in _UNIONS:
+def test_leaves_leave_the_walk_as_schema_does() -> None:
+    """A leaf with keywords or a type list, compiled or replayed, leaves depth, scope and empty
+    reason (an empty language's own) as schema leaves them."""
+    for v in _LEAVES + _UNIONS:
         outs = []
         for f in (walk.SchemaCompiler.member_value, walk.SchemaCompiler.schema):
             c = walk.SchemaCompiler({}, False, "default")
@@ -326,6 +271,27 @@ def test_type_lists_leave_the_walk_as_schema_does() -> None:
                 got.append((out, c.depth, c.scope, c.empty_why))
             outs.append((got, list(c.rules), c.rep.report))
         assert outs[0] == outs[1], v
+
+
+def test_a_repeated_leaf_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept expression is what replays: four equal bounded integers build one range; a leaf
+    whose compile makes rules afresh (multipleOf's automaton) is compiled each time."""
+    calls: list[str] = []
+    number = walk.SchemaCompiler.number
+
+    def counted(self: Any, s: Any, path: str, integer: bool, excluded: list[Any]) -> ir.Expr:
+        calls.append(path)
+        return number(self, s, path, integer, excluded)
+
+    monkeypatch.setattr(walk.SchemaCompiler, "number", counted)
+    bounded, multiples = (
+        {"type": "integer", "minimum": 1, "maximum": 200},
+        {"type": "integer", "multipleOf": 7},
+    )
+    for v, n in ((bounded, 1), (multiples, 4)):
+        calls.clear()
+        json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
+        assert len(calls) == n, v
 
 
 def test_a_repeated_type_list_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
