@@ -41,7 +41,14 @@ def _quick(quick: int, k: str, v: Any, at: W.Place, subs: list[tuple[Any, W.Plac
     the row's ``children`` would); False: ask the row's check."""
     cls = v.__class__
     if quick == W._TYPE:
-        return cls is str and v in W.TYPES
+        if cls is str:
+            return v in W.TYPES
+        if cls is not list or not v:
+            return False
+        for x in v:
+            if x.__class__ is not str or x not in W.TYPES:
+                return False
+        return len(set(v)) == len(v)
     if quick == W._STR:
         return cls is str
     if quick == W._ONE or (quick == W._ITEMS and cls is not list):

@@ -188,6 +188,41 @@ _BAD_LEAVES: list[Any] = [
 ]
 
 
+# values whose type lists scalar types, with their keywords (SchemaCompiler.union_leaf), each
+# twice or more so that the kept expression and rows are replayed: with annotations (their rows
+# come first) and without, the types in either order, normalized keywords, rules made afresh
+# (multipleOf), a half-empty and an empty language, and what takes schema()'s path (a base, an
+# unknown keyword, a container type)
+_UNIONS: list[Any] = [
+    {"type": ["string", "null"]},
+    {"type": ["string", "null"], "maxLength": 255},
+    {"description": "d", "type": ["string", "null"], "maxLength": 255, "x-a/b": 1},
+    {"type": ["null", "string"], "maxLength": 255},
+    {"type": ["boolean", "null"], "title": "t"},
+    {"type": ["integer", "null"], "minimum": 0, "maximum": 10},
+    {"type": ["number", "string"], "minimum": 0, "maxLength": 3},
+    {"type": ["string", "null"], "enum": ["a", None]},
+    {"type": ["string", "null"], "const": None},
+    {"type": ["integer", "string"], "multipleOf": 3},
+    {"type": ["string", "null"], "pattern": "^[a-z]+$"},
+    {"type": ["string", "null"], "format": "date-time"},
+    {"type": ["string", "null"], "minLength": 4, "maxLength": 2},
+    {"type": ["string", "integer"], "minLength": 4, "maxLength": 2, "minimum": 5, "maximum": 1},
+    {"type": ["string", "null"], "maxLength": 3.0},
+    {"type": ["number", "null"], "maximum": 1, "exclusiveMaximum": True},
+    {"type": ["string", "null"], "$id": "http://example.com/u"},
+    {"type": ["string", "null"], "unknown": 1},
+    {"type": ["string", "object"], "maxLength": 2},
+    {"type": ["string", "null"], "minItems": 1},
+]
+_BAD_UNIONS: list[Any] = [
+    {"type": ["string", "string"]},
+    {"type": []},
+    {"type": ["string", "null"], "maxLength": -1},
+    {"type": ["string", "null"], "pattern": "("},
+]
+
+
 def _leaf_schemas(values: list[Any], draft: str) -> list[Any]:
     props = {f"p{i}": v for i, v in enumerate(values * 3)}
     out = [
@@ -203,14 +238,17 @@ def _leaf_schemas(values: list[Any], draft: str) -> list[Any]:
 @pytest.mark.parametrize(
     "draft", ["http://json-schema.org/draft-04/schema#", "https://json-schema.org/draft/2020-12/schema"]
 )
+@pytest.mark.parametrize("kind", ["leaves", "type lists"])
 def test_leaves_with_keywords_equal_the_general_path(
-    canonical: bool, strict: bool, draft: str, monkeypatch: pytest.MonkeyPatch
+    canonical: bool, strict: bool, draft: str, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A scalar with its own keywords (and each replay of one met before) gives the IR, report
-    or error of the general path, in lenient and strict mode, draft-04 and 2020-12."""
-    schemas = _leaf_schemas(_LEAVES, draft) + [s for b in _BAD_LEAVES for s in _leaf_schemas([b], draft)]
-    for i in range(len(_LEAVES)):  # each one alone too: an empty language is the schema's
-        schemas += _leaf_schemas([_LEAVES[i], _LEAVES[i]], draft)
+    """A scalar with its own keywords, or a type list of scalars with theirs (and each replay of
+    one met before) gives the IR, report or error of the general path, in lenient and strict
+    mode, draft-04 and 2020-12."""
+    good, bad = (_LEAVES, _BAD_LEAVES) if kind == "leaves" else (_UNIONS, _BAD_UNIONS)
+    schemas = _leaf_schemas(good, draft) + [s for b in bad for s in _leaf_schemas([b], draft)]
+    for i in range(len(good)):  # each one alone too: an empty language is the schema's
+        schemas += _leaf_schemas([good[i], good[i]], draft)
     got = [_output(s, canonical, strict) for s in schemas]
     if not strict:
         assert "NotEnforceable" not in "".join(got) and not got[0].startswith("GrammarError")
@@ -219,9 +257,9 @@ def test_leaves_with_keywords_equal_the_general_path(
 
 
 def test_leaves_leave_the_walk_as_schema_does() -> None:
-    """A leaf with keywords, compiled or replayed, leaves depth, scope and empty reason (an empty
-    language's own) as schema leaves them."""
-    for v in _LEAVES:
+    """A leaf with keywords or a type list, compiled or replayed, leaves depth, scope and empty
+    reason (an empty language's own) as schema leaves them."""
+    for v in _LEAVES + _UNIONS:
         outs = []
         for f in (walk.SchemaCompiler.member_value, walk.SchemaCompiler.schema):
             c = walk.SchemaCompiler({}, False, "default")
@@ -251,6 +289,28 @@ def test_a_repeated_leaf_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> No
         {"type": "integer", "multipleOf": 7},
     )
     for v, n in ((bounded, 1), (multiples, 4)):
+        calls.clear()
+        json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
+        assert len(calls) == n, v
+
+
+def test_a_repeated_type_list_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept expression is what replays: four equal type lists with a bound walk simple once
+    after the first (whose bound's rule is new); one whose compile makes rules afresh
+    (multipleOf's automaton) is compiled each time."""
+    calls: list[str] = []
+    simple = walk.SchemaCompiler.simple
+
+    def counted(self: Any, s: Any, path: str, base: str, presence: Any = None) -> ir.Expr:
+        calls.append(path)
+        return simple(self, s, path, base, presence)
+
+    monkeypatch.setattr(walk.SchemaCompiler, "simple", counted)
+    bounded, multiples = (
+        {"type": ["string", "null"], "maxLength": 9, "description": "d"},
+        {"type": ["integer", "null"], "multipleOf": 7},
+    )
+    for v, n in ((bounded, 2), (multiples, 4)):
         calls.clear()
         json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
         assert len(calls) == n, v

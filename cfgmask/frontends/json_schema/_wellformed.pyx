@@ -29,8 +29,15 @@ cdef bint quick_form(int quick, object k, object v, object at, list subs, tuple 
     """The reference's ``_quick``: True when ``v`` plainly has the form (its subschemas put on
     ``subs``); False: ask the row's check."""
     cdef object cls = type(v), x, name
-    if quick == TYPE:
-        return cls is str and v in types
+    if quick == TYPE:  # a name, or a list of distinct names (["string", "null"]: Snowplow's)
+        if cls is str:
+            return v in types
+        if cls is not list or not v:
+            return False
+        for x in <list>v:
+            if type(x) is not str or x not in types:
+                return False
+        return len(set(<list>v)) == len(<list>v)
     if quick == STR:
         return cls is str
     if quick == ONE or (quick == ITEMS and cls is not list):

@@ -249,12 +249,15 @@ class CharDFA:
         refs: dict[int, ir.Ref] = {}  # a state's rule's reference, one node for all its uses
         trans, accept, atoms = d.trans, d.accept, d.atoms
         seq, CharClass = ir.seq, ir.CharClass
+        # a prefix that is its own stem: so is "prefix-qN" up to the stem's 60 characters
+        own = U.stem_of(prefix) == prefix
 
         def ref(s: int) -> ir.Expr:
             r = refs.get(s)
             if r is None:
                 deadline.check("string automaton")  # once a rule: every chain is cut into rules
-                name = U.fresh(rules, f"{prefix}-q{s}")
+                base = f"{prefix}-q{s}"
+                name = U.fresh_stem(rules, base) if own and len(base) <= 60 else U.fresh(rules, base)
                 r = refs[s] = ir.Ref(name)
                 rules[name] = body(s, 0)
             return r

@@ -562,9 +562,9 @@ class Containers:
         dep_req: dict[str, list[str]] = dict(s.get("dependentRequired", {}))
         for k in ("properties", "required", "additionalProperties", "patternProperties", "dependentRequired"):
             if k in s:
-                rep.enforced(pointer(path, k), k)
+                rep.enforced(path + "/" + k, k)
         if "unevaluatedProperties" in s:
-            where = pointer(path, "unevaluatedProperties")
+            where = path + "/unevaluatedProperties"
             if "additionalProperties" not in s:
                 addl = s["unevaluatedProperties"]
             rep.enforced(where, "unevaluatedProperties", "no applicator left: acts as additionalProperties")
@@ -613,7 +613,7 @@ class Containers:
         pn = s.get("propertyNames", True)
         key_lang: ir.Expr | None = None  # spelling of additional keys, when propertyNames restricts them
         if "propertyNames" in s:
-            where = pointer(path, "propertyNames")
+            where = path + "/propertyNames"
             if pn is False:
                 names, patterns, addl = [], {}, False
             elif not _trivial(pn):
@@ -641,7 +641,7 @@ class Containers:
                 key_lang = (
                     not_in(names, c.rules, c.canonical) if names else ir.Repeat(c.char_generic(), 0, None)
                 )
-            value = c.schema(addl, pointer(path, "additionalProperties"), base)
+            value = c.schema(addl, path + "/additionalProperties", base)
             if value != ir.NOTHING:
                 free_parts.append(ir.seq(U.lit('"'), key_lang, U.lit('"'), c.sep(":"), value))
         for a, bs in dep_req.items():
@@ -728,7 +728,7 @@ class Containers:
         if o.closed:
             why.append("keys the schema does not list are not generated")
         if why:
-            where = pointer(path, "properties") if "properties" in o.s else path
+            where = path + "/properties" if "properties" in o.s else path
             rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
         free = ir.alt(*o.free) if o.free else ir.NOTHING
         if o.free:
@@ -736,14 +736,14 @@ class Containers:
         lo, hi = o.lo, o.hi
         if o.free and lo > len(o.required) + 1:
             rep.rejected(
-                pointer(path, "minProperties"),
+                path + "/minProperties",
                 "minProperties",
                 "counting properties when extra keys may repeat",
             )
             lo = 0
         for k in ("minProperties", "maxProperties"):
             if k in o.s:
-                rep.enforced(pointer(path, k), k)
+                rep.enforced(path + "/" + k, k)
         out = self._walk(o, o.order, free, False, lo, hi)
         if out is None:
             rep.rejected(path, "dependentRequired", _TOO_MANY)
@@ -859,7 +859,7 @@ class Containers:
             if o.presence:
                 rep.rejected(path, "oneOf", f"a condition on more than {MAX_TRACKED} tracked keys")
             why = f"more than {MAX_TRACKED} tracked keys: they come in schema order"
-            rep.narrowed(pointer(path, "required"), "required", why)
+            rep.narrowed(path + "/required", "required", why)
             order = [n for n in o.order if n in tracked]
             out = self._walk(o, order, free, True, lo if count else 0, hi if count else None)
             return ir.NOTHING if out is None else out
@@ -883,7 +883,7 @@ class Containers:
         """One automaton per pattern (its ECMA-262 search language), or None (reported)."""
         if not patterns:
             return None
-        where = pointer(path, "patternProperties")
+        where = path + "/patternProperties"
         if len(patterns) > MAX_PATTERNS:
             self.c.rep.rejected(where, "patternProperties", f"more than {MAX_PATTERNS} patterns")
             return None
@@ -909,7 +909,7 @@ class Containers:
         patterns' schemas, or ``additionalProperties`` where none matches.  A listed name is cut
         out of its region only when its own schema differs from the region's."""
         c, rep = self.c, self.c.rep
-        where = pointer(path, "patternProperties")
+        where = path + "/patternProperties"
         schemas = list(patterns.values())
         try:
             raw, flags = chardfa.regions(automata)
@@ -935,7 +935,7 @@ class Containers:
                 rep.rejected(where, "patternProperties", e.message)
                 continue
             at = (
-                pointer(path, "additionalProperties") if not hits
+                path + "/additionalProperties" if not hits
                 else pointer(where, next(p for p, hit in zip(patterns, region, strict=True) if hit))
             )  # fmt: skip
             v = c.schema(value, at, base)
@@ -1008,21 +1008,21 @@ class Containers:
         rest = s.get("items", True)
         if "unevaluatedItems" in s:
             if "items" in s:
-                rep.enforced(pointer(path, "unevaluatedItems"), "unevaluatedItems", "no effect beside items")
+                rep.enforced(path + "/unevaluatedItems", "unevaluatedItems", "no effect beside items")
             elif "contains" in s:
                 rep.rejected(
-                    pointer(path, "unevaluatedItems"), "unevaluatedItems", "unevaluatedItems beside contains"
+                    path + "/unevaluatedItems", "unevaluatedItems", "unevaluatedItems beside contains"
                 )
             else:
                 rest = s["unevaluatedItems"]
-                rep.enforced(pointer(path, "unevaluatedItems"), "unevaluatedItems", "acts as items here")
+                rep.enforced(path + "/unevaluatedItems", "unevaluatedItems", "acts as items here")
         lo = s.get("minItems", 0)
         hi = s.get("maxItems")
         if c.canonical and prefix and "items" not in s and "unevaluatedItems" not in s and lo <= len(prefix):
             # canonical: no items beyond those the schema lists (XGrammar's default)
             rest = False
             why = "canonical: no items beyond prefixItems are generated"
-            rep.narrowed(pointer(path, "prefixItems"), "prefixItems", why)
+            rep.narrowed(path + "/prefixItems", "prefixItems", why)
         for k in ("prefixItems", "items", "minItems", "maxItems"):
             if k in s:
                 rep.enforced(pointer(path, k), k)
@@ -1040,9 +1040,9 @@ class Containers:
             if out is not None:
                 return out
         elif "uniqueItems" in s:
-            rep.enforced(pointer(path, "uniqueItems"), "uniqueItems")
+            rep.enforced(path + "/uniqueItems", "uniqueItems")
         elems = [c.schema(x, pointer(path, "prefixItems", i), base) for i, x in enumerate(prefix)]
-        r = c.schema(rest, pointer(path, "items"), base)
+        r = c.schema(rest, path + "/items", base)
         if r not in (ir.NOTHING, ir.EPSILON) and not isinstance(r, ir.Ref):
             # the item grammar is used twice below: share it, or nested arrays double per level
             name = U.fresh_stem(c.rules, "items")
@@ -1083,7 +1083,7 @@ class Containers:
         self, s: dict[str, Any], prefix: list[Any], rest: Any, lo: int, hi: int | None, path: str, base: str
     ) -> ir.Expr | None:
         c, rep = self.c, self.c.rep
-        where = pointer(path, "contains")
+        where = path + "/contains"
         m = s.get("minContains", 1)
         if m == 0 and "maxContains" not in s:
             rep.enforced(where, "contains", "minContains 0")
@@ -1097,8 +1097,8 @@ class Containers:
             return None
         rep.enforced(where, "contains")
         if "minContains" in s:
-            rep.enforced(pointer(path, "minContains"), "minContains")
-        r = c.schema(rest, pointer(path, "items"), base)
+            rep.enforced(path + "/minContains", "minContains")
+        r = c.schema(rest, path + "/items", base)
         hit = c.schema(both, where, base)
         sep = c.sep(",")
         skip = ir.Repeat(ir.seq(r, sep), 0, None)
@@ -1114,7 +1114,7 @@ class Containers:
         ``contains`` or one of the schemas of its complement (:meth:`SchemaCompiler._negate`),
         and a machine on (position, matches) checks the counts and the length."""
         c, rep = self.c, self.c.rep
-        where = pointer(path, "contains")
+        where = path + "/contains"
         m = s.get("minContains", 1)
         top = s.get("maxContains")
         width = max(len(prefix), lo, hi or 0)
@@ -1144,7 +1144,7 @@ class Containers:
         def item(i: int) -> tuple[ir.Expr, ir.Expr]:
             j = min(i, len(prefix))
             if j not in exprs:
-                at = pointer(path, "prefixItems", j) if j < len(prefix) else pointer(path, "items")
+                at = pointer(path, "prefixItems", j) if j < len(prefix) else path + "/items"
                 hit = c.schema(hits[j], where, base)
                 miss = [c.schema(x, at, base) for x in misses[j]]
                 live = [x for x in miss if x != ir.NOTHING]
@@ -1169,7 +1169,7 @@ class Containers:
         self, s: dict[str, Any], prefix: list[Any], rest: Any, lo: int, hi: int | None, path: str, base: str
     ) -> ir.Expr | None:
         c, rep = self.c, self.c.rep
-        where = pointer(path, "uniqueItems")
+        where = path + "/uniqueItems"
         values = None
         if not prefix:
             try:

@@ -61,10 +61,14 @@ def normalize(s: dict[str, Any], draft: int) -> dict[str, Any]:
     if out.keys().isdisjoint(NORMALIZED):  # nothing to respell (most subschemas)
         return out
     for k in _COUNTS:
-        v = out.get(k)
+        if k not in out:
+            continue
+        v = out[k]
+        if v.__class__ is int and v >= 0:  # the count as JSON gives it (most): kept as it is
+            continue
         if isinstance(v, float) and v.is_integer():
             out[k] = int(v)
-        elif k in out and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise GrammarError(f"{k} must be a nonnegative integer")
     for bound, ex in (("maximum", "exclusiveMaximum"), ("minimum", "exclusiveMinimum")):
         if isinstance(out.get(ex), bool):

@@ -245,7 +245,7 @@ class Strings:
         langs: list[tuple[str, list[ir.Expr]]] = []
         keys: list[tuple[str, str]] = []
         if "pattern" in s:
-            where = pointer(path, "pattern")
+            where = path + "/pattern"
             try:
                 langs.append(("pattern", search_language(s["pattern"])))
                 keys.append(("pattern", s["pattern"]))
@@ -253,7 +253,7 @@ class Strings:
             except GrammarError as e:
                 c.rep.rejected(where, "pattern", e.message)
         if "format" in s:
-            where = pointer(path, "format")
+            where = path + "/format"
             fmt = s["format"]
             if not isinstance(fmt, str):
                 c.rep.rejected(where, "format", "format is not a string")
@@ -278,7 +278,7 @@ class Strings:
             # repetition once, not once per property that uses it.
             return c._rule(f"chars-{lo}-{hi}", lambda: ir.Repeat(c.char_wf(), lo, hi))
         if not langs and not bounded:
-            c.rep.enforced(pointer(path, "not"), "not")
+            c.rep.enforced(path + "/not", "not")
             return not_in(list(excluded or []), c.rules, c.canonical)
         if len(langs) == 1 and not excluded:
             lang = langs[0][1]

@@ -96,6 +96,8 @@ PLAIN_KW = {"type": 3, "properties": 1, "required": 1, "additionalProperties": 1
 # and those normalize respells; a keyword of none of these is unknown, an annotation that
 # simple reports (_unknown), which the plain path does as well
 # a scalar type's own keywords: member_value compiles a leaf of one type with these beside it
+# annotations that name a resource or an anchor: a value holding one takes schema()'s path
+BASE_KEYWORDS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor"})
 LEAF_KW = {
     "string": frozenset({*STRING_KW, "enum", "const"}),
     "integer": frozenset({*NUMBER_KW, "enum", "const"}),
@@ -290,6 +292,8 @@ class SchemaCompiler:
         scalar's language is never empty, and it reads none of them)."""
         t = s.get("type") if s.__class__ is dict else None
         if t.__class__ is not str or t not in SCALAR_TYPES or self.depth >= MAX_DEPTH:
+            if t.__class__ is list and self.depth < MAX_DEPTH:
+                return self.union_leaf(s, path, base, t)
             return self.schema(s, path, base)
         if len(s) > 1:
             own = LEAF_KW[t]
@@ -354,6 +358,58 @@ class SchemaCompiler:
             n = len(path)
             made = []
             for row in rows[first:]:
+                if row[0][:n] != path:  # not under the value's path: not replayed
+                    return out
+                made.append((row[0][n:], row[1], row[2], row[3]))
+            self._leaves[key] = (out, made)
+        return out
+
+    def union_leaf(self, s: dict[str, Any], path: str, base: str, t: list[Any]) -> ir.Expr:
+        """:meth:`member_value` of a value whose ``type`` lists scalar types (``["string",
+        "null"]``) with their own keywords (``LEAF_KW``) and annotations beside it: compiled by
+        :meth:`schema`, and its expression and rows (but the annotations', which come first)
+        kept per (types, keywords) when that compile added no rule, as :meth:`leaf` keeps
+        them -- the language of such a value is a function of its keywords alone (no
+        subschema, reference or base) -- and replayed for a repeat, its annotations' rows
+        first (Snowplow's wide objects repeat a few such values tens of times)."""
+        for x in t:
+            if x.__class__ is not str or x not in SCALAR_TYPES:
+                return self.schema(s, path, base)
+        kws: list[tuple[str, Any]] = []
+        notes = 0  # annotations: _schema's first rows
+        for k in s:
+            if k == "type":
+                continue
+            if k in ANNOTATIONS or k.startswith("x-"):
+                if k in BASE_KEYWORDS:  # a resource or anchor: the walk's own bookkeeping
+                    return self.schema(s, path, base)
+                notes += 1
+                continue
+            for x in t:
+                if k in LEAF_KW[x]:
+                    break
+            else:
+                return self.schema(s, path, base)
+            kws.append((k, s[k]))
+        key = (repr(t), repr(kws))  # never a leaf's key: that one's first item is a type name
+        rows = self.rep.rows
+        kept = self._leaves.get(key)
+        if kept is not None:
+            deadline.check("JSON Schema")
+            if notes:
+                for k in s:
+                    if k in ANNOTATIONS or k.startswith("x-"):
+                        where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
+                        self.rep.enforced(where, k, "annotation")
+            for row in kept[1]:
+                rows.append((path + row[0], row[1], row[2], row[3]))
+            return kept[0]
+        first, n_rules = len(rows), len(self.rules)
+        out = self.schema(s, path, base)
+        if out != ir.NOTHING and len(self.rules) == n_rules:  # kept: a repeat would add none either
+            n = len(path)
+            made = []
+            for row in rows[first + notes :]:
                 if row[0][:n] != path:  # not under the value's path: not replayed
                     return out
                 made.append((row[0][n:], row[1], row[2], row[3]))
@@ -469,7 +525,7 @@ class SchemaCompiler:
         return key + "\x00" + json.dumps(sorted(self.scope.items())) if self.scope else key
 
     def ref(self, ref: Any, path: str, base: str) -> ir.Expr:
-        where = pointer(path, "$ref")
+        where = path + "/$ref"
         if not isinstance(ref, str):
             raise GrammarError(f"$ref at {where} is not a string")
         try:
@@ -526,7 +582,7 @@ class SchemaCompiler:
         try:
             _, _, uri = self.resolver.resolve(ref, base)
         except GrammarError as e:
-            return self.unresolved(pointer(path, "$ref"), e)
+            return self.unresolved(path + "/$ref", e)
         siblings = {k: v for k, v in s.items() if k != "$ref"}
         key = self.scoped(uri + "\x00" + U.dumps_sorted_key(siblings))
         if key not in self.ref_rules:
@@ -600,7 +656,7 @@ class SchemaCompiler:
         return self.close_unevaluated(part)  # it sees only its own subschema
 
     def merge_all_of(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
-        where = pointer(path, "allOf")
+        where = path + "/allOf"
         keep: dict[str, Any] = {k: s[k] for k in ("unevaluatedProperties", "unevaluatedItems") if k in s}
         acc = {k: v for k, v in s.items() if k != "allOf" and k not in keep}
         budget = [MAX_REF_EXPANSIONS]
@@ -749,7 +805,7 @@ class SchemaCompiler:
         ``type``, ``required`` and ``properties`` whose schemas are scalar ``enum``/``const``.
         ``¬if`` is then a union: another type, a required key absent, or a tested key present
         with another value."""
-        where = pointer(path, "if")
+        where = path + "/if"
         rest = {k: v for k, v in s.items() if k not in ("if", "then", "else")}
         if (
             "then" not in s
@@ -790,7 +846,7 @@ class SchemaCompiler:
             out = intersect(rest, {"anyOf": negs}) if negs else intersect(rest, {"type": []})
         except Unmergeable:
             return s
-        self.rep.enforced(pointer(path, "not"), "not", "the complement written as a union")
+        self.rep.enforced(path + "/not", "not", "the complement written as a union")
         return out
 
     def dependent(self, s: dict[str, Any], path: str, base: str) -> dict[str, Any]:
@@ -974,18 +1030,18 @@ class SchemaCompiler:
                 if k in s:
                     self.rep.enforced(pointer(path, k), k, "no effect without 'if'")
         if "if" in s and self.draft >= 7:
-            self.rep.rejected(pointer(path, "if"), "if", "if/then/else is not supported here")
+            self.rep.rejected(path + "/if", "if", "if/then/else is not supported here")
         elif "if" in s:
-            self.rep.enforced(pointer(path, "if"), "if", "not a keyword before draft-07: an annotation")
+            self.rep.enforced(path + "/if", "if", "not a keyword before draft-07: an annotation")
         types = type_set(s)
         extra: dict[str, Any] = {}
         excluded: list[Any] = []
         if "not" in s:
-            types, excluded, extra = self.negation(s["not"], types, pointer(path, "not"), base)
+            types, excluded, extra = self.negation(s["not"], types, path + "/not", base)
             if PRESENCE in extra:
                 presence.append(extra.pop(PRESENCE))
         if "type" in s:
-            self.rep.enforced(pointer(path, "type"), "type")
+            self.rep.enforced(path + "/type", "type")
         if "enum" in s:
             return self.enum(s, path, base)
         alts: list[ir.Expr] = []
@@ -1020,7 +1076,7 @@ class SchemaCompiler:
         commonest property value, compiled as :meth:`simple` would (same expression, same report
         entries) without its checks for every other keyword."""
         t = s["type"]
-        self.rep.enforced(path + "/type", "type")  # pointer(path, "type")
+        self.rep.enforced(path + "/type", "type")  # path + "/type"
         # with no other keyword the expression depends on the type alone: made once per schema
         # (the first string also adds the json-char rule, as it did)
         out = self._scalars.get(t)
@@ -1043,7 +1099,7 @@ class SchemaCompiler:
         try:
             return intersect(s, extra)
         except Unmergeable as e:  # lenient mode: the 'not' is left out (a superset)
-            self.rep.rejected(pointer(path, "not"), "not", e.reason)
+            self.rep.rejected(path + "/not", "not", e.reason)
             return s
 
     def _ignore(self, s: dict[str, Any], kws: set[str], path: str) -> None:
@@ -1090,7 +1146,7 @@ class SchemaCompiler:
     def enum(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         """The values of ``s["enum"]`` that satisfy the keywords beside it, as one literal set
         (:mod:`.enums`): canonical mode spells each value once, the full language every way."""
-        where = pointer(path, "enum")
+        where = path + "/enum"
         values = s["enum"]
         if not isinstance(values, list):
             raise GrammarError(f"enum at {where} is not a list")
@@ -1190,7 +1246,7 @@ class SchemaCompiler:
         excluded: list[Any],
     ) -> ir.Expr:
         lo, lo_incl, hi, hi_incl = bounds
-        where = pointer(path, "multipleOf")
+        where = path + "/multipleOf"
         k = s["multipleOf"]
         if isinstance(k, float) and k.is_integer():
             k = int(k)
