@@ -128,6 +128,8 @@ cdef extern from "cfgmask.h" nogil:
         size_t n_steps, n_verdicts
         size_t copied
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
+    void cm_mask_split_late_enable(int mode)
+    size_t cm_mask_split_late_hits()
 
     ctypedef struct cm_budget:
         size_t max_bytes

@@ -2033,6 +2033,21 @@ def walk_loop_reduced():
     return cm_walk_loop_reduced()
 
 
+def mask_split_late_enable(int mode):
+    """1 (the default): a mask with few but long uncertain candidates decides the rest of them by
+    the closing-verdict split once the chart has run a few dozen steps on them (csrc/mask.c);
+    0: every such candidate through the chart, the reference the tests compare against; 2: the
+    split made at every such mask's first check (for the tests).  True/False read as 1/0.
+    Process-wide."""
+    cm_mask_split_late_enable(mode)
+
+
+def mask_split_late_hits():
+    """How many masks took the closing-verdict split late so far in this process (for the
+    tests)."""
+    return cm_mask_split_late_hits()
+
+
 def stack_verdict_hits():
     """How many uncertain tokens' verdicts masks took from their grammar's stack verdicts
     (csrc/stackmemo.c) so far in this process (for the tests)."""

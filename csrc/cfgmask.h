@@ -337,6 +337,11 @@ typedef struct cm_mask_stats {
     size_t copied;  /* the first entry's bitset was copied over the row, not ORed into zeros */
 } cm_mask_stats;
 void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
+/* A mask with few but long candidates makes the closing-verdict split once its checks have run
+ * a few dozen Earley steps (mask.c, mode 1, the default; 0 off: the chart decides them all,
+ * the reference; 2 at a mask's first check, for the tests), and how many masks did so in this process (for the tests).  Process-wide. */
+void cm_mask_split_late_enable(int mode);
+size_t cm_mask_split_late_hits(void);
 
 /* ---- compile-time automaton build (used by cfgmask/fsm.py) ---------------- */
 

@@ -473,10 +473,47 @@ static void clear_candidates(cm_matcher *m) {
     m->cand_hi = 0;
 }
 
+/* ---- the split taken late (issue 12, session 47) ----
+ *
+ * A mask with fewer than lim.closing_verdicts candidates runs each through the chart
+ * (check_token), the split's completion sets costing more than it saves -- unless the
+ * candidates are long: a block string's position near the block's end has a few dozen
+ * tokens that cross it (`   ...` runs of 30-128 spaces, ` ----...`, ` ####...`), each run
+ * through the chart byte by byte (o9813:13, 44 candidates, 1,499 Earley steps, 0.74 M
+ * instructions).  So such a mask starts with the chart and, once its checks have run
+ * CM_SPLIT_LATE_STEPS Earley steps (CM_SPLIT_LATE_COLD while the matcher has no closing
+ * verdict memo yet: its first use allocates and clears it), makes the split as the mask
+ * with many candidates would, and decides the rest by it.  Both decide each token exactly
+ * (the chart's verdict), so only the cost moves.  Off: cm_mask_split_late_enable(0); 2: at
+ * the first check of every such mask (the tests). */
+static atomic_int g_split_late = 1;  /* 0 off, 1 by the steps below, 2 at the first check (the tests) */
+static atomic_size_t g_split_late_hits;  /* masks that took the split late (the tests read it) */
+
+void cm_mask_split_late_enable(int mode) { atomic_store(&g_split_late, mode < 0 ? 0 : mode > 2 ? 2 : mode); }
+
+size_t cm_mask_split_late_hits(void) { return atomic_load(&g_split_late_hits); }
+
+#define CM_SPLIT_LATE_STEPS 64
+#define CM_SPLIT_LATE_COLD 512
+
+typedef struct late_split {
+    bool open;      /* the split may still be made late */
+    bool at_once;   /* ... at the first check (mode 2) */
+    size_t from;    /* m->stats.n_steps when the checks began */
+} late_split;
+
 /* Decide candidate k (not yet allowed): 1 allowed, 0 not, < 0 error. */
-static int decide(cm_matcher *m, check_state *cs, split *sp, bool splits, size_t k) {
+static int decide(cm_matcher *m, check_state *cs, split *sp, bool *splits, late_split *late, size_t k) {
     m->stats.n_checked++;
-    int rc = splits ? check_split(m, sp, cs->base, k) : CM_SPLIT_FALLBACK;
+    if (late->open && (late->at_once || m->stats.n_steps - late->from >=
+                                            (m->verdicts.slots ? CM_SPLIT_LATE_STEPS : CM_SPLIT_LATE_COLD))) {
+        late->open = false;
+        *splits = split_current(m, sp, cs->base) > 0;  /* (its sets replace the last candidate's) */
+        cs->prev = NULL;
+        if (*splits) atomic_fetch_add_explicit(&g_split_late_hits, 1, memory_order_relaxed);
+        else sp->at = -1;
+    }
+    int rc = *splits ? check_split(m, sp, cs->base, k) : CM_SPLIT_FALLBACK;
     if (rc == CM_SPLIT_FALLBACK) {
         if (sp->at >= 0) cs->prev = NULL;  /* the split's sets replaced the last candidate's */
         sp->at = -1;  /* and check_token replaces them */
@@ -503,9 +540,12 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
     split sp;
     sp.at = -1;
     size_t min = m->g->lim.closing_verdicts;  /* fewer candidates: the split's sets cost more than it saves */
-    int rc = min && !seg && m->stats.n_candidates >= min ? split_current(m, &sp, n_sets - 1) : 0;
+    bool wide = min && !seg && m->stats.n_candidates >= min;
+    int rc = wide ? split_current(m, &sp, n_sets - 1) : 0;
     bool splits = rc > 0;
     if (rc > 0) rc = CM_OK;
+    int late_mode = atomic_load_explicit(&g_split_late, memory_order_relaxed);
+    late_split late = {min && !seg && !wide && late_mode, late_mode == 2, m->stats.n_steps};
     m->cand_lo = UINT32_MAX;
     m->cand_hi = 0;
     /* the candidates with verdicts kept, 64 at once: the rest never touch the store */
@@ -521,7 +561,7 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
             if (cm_bit(words, id)) continue;
             /* a candidate with verdicts kept at some depth waits for them (one lock for all) */
             if (with >> (k & 63) & 1 && cm_stackmemo_ask(cs.sm, cs.store, (uint32_t)k)) continue;
-            rc = decide(m, &cs, &sp, splits, k);
+            rc = decide(m, &cs, &sp, &splits, &late, k);
             if (rc > 0) words[id >> 5] |= 1u << (id & 31);
         }
     }
@@ -535,7 +575,7 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
         sp.at = -1;
         for (size_t i = 0; i < cs.sm->n_ask && rc >= 0; i++) {
             uint32_t k = cs.sm->ask[i], id = v->trie_ids[k];
-            rc = decide(m, &cs, &sp, splits, k);
+            rc = decide(m, &cs, &sp, &splits, &late, k);
             if (rc > 0) words[id >> 5] |= 1u << (id & 31);
         }
     }
