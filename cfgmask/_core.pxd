@@ -461,6 +461,8 @@ cdef extern from "compose.h" nogil:
     size_t cm_compose_cands_memo_hits()
     void cm_compose_unread_exits_enable(int on)
     size_t cm_compose_unread_exit_lists()
+    void cm_compose_pass_enable(int on)
+    size_t cm_compose_pass_taken()
 
 cdef extern from "bits.h" nogil:
     void cm_radix_sort_enable(int on)

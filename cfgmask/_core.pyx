@@ -2350,6 +2350,20 @@ def compose_unread_skipped():
     return cm_compose_unread_skipped()
 
 
+def compose_pass_enable(bint on):
+    """A state that calls one rule R, does nothing else and returns to a final state that does
+    nothing either, R returning there alone with s's FOLLOW, takes R's entry whole (csrc/compose.c
+    ``pass_through``; the default), or, off, lists R's uncertain tokens through its own chart and
+    filters them again: the reference the tests compare against.  Process-wide; clear the caches
+    after a change.  The entries are the same."""
+    cm_compose_pass_enable(1 if on else 0)
+
+
+def compose_pass_taken():
+    """How many entries were taken so in this process (for the tests)."""
+    return cm_compose_pass_taken()
+
+
 def compose_cands_memo_enable(bint on):
     """Keep a call part's candidates after that cut (``compose_unread_enable``) in the cache,
     keyed by (the part's entry, the bytes its return state reads), and take them from there when

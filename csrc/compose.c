@@ -1045,11 +1045,69 @@ static size_t gather_parts(const cm_grammar *g, const cm_part *parts, uint32_t n
     return n_cand ? cm_sort_unique_u32(cand, n_cand) : 0;
 }
 
+/* A level that only passes its callee on (issue 12, session 47, helper `lark47`).  A state s
+ * that calls one rule R and does nothing else (no byte, no token, not final), whose call returns
+ * to a final state that does nothing either, is R under another name: `?expr: or_expr` in
+ * sql.lark (state 894 of rule 10 calls rule 22 and ends).  The chart of (s, OUTER) is R's chart
+ * with s's item advanced to the return wherever R completes, where s's rule completes too, so a
+ * token is accepted, exits and dies in it exactly where it does in R's, and where R's FOLLOW is
+ * s's rule's, the walk's uncertain tokens are R's.  Where R returns to that one state alone,
+ * every context R completes in is s's rule completing, so the upward filter asks the same
+ * question of each uncertain token for both and answers alike: the entry of s is R's entry, taken
+ * whole (its accepted tokens, its filtered uncertain list).  A walk would list R's ~117
+ * uncertain tokens through s's chart and filter them again: 0.23 M of `sql.lark:0:1` (the
+ * listed walk 137 K, the filter 96 K).  Off: the listed walk and the filter, the reference. */
+static atomic_int g_pass_on = 1;
+static atomic_size_t g_pass_taken;
+void cm_compose_pass_enable(int on) { atomic_store(&g_pass_on, on ? 1 : 0); }
+size_t cm_compose_pass_taken(void) { return atomic_load(&g_pass_taken); }
+
+static bool no_bytes(const cm_grammar *g, uint32_t state) {
+    const uint32_t *nb = g->next_bytes + (size_t)state * 8;
+    for (int j = 0; j < 8; j++)
+        if (nb[j]) return false;
+    return true;
+}
+
+/* Is s's entry its one part's (above)? */
+static bool pass_through(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32_t n_parts) {
+    const cm_tables *t = &g->t;
+    if (!atomic_load_explicit(&g_pass_on, memory_order_relaxed) || n_parts != 1 || g->has_segments) return false;
+    if (t->ref_off[state + 1] - t->ref_off[state] != 1) return false;
+    uint32_t e = t->ref_off[state], r = t->ref_rule[e], ret = t->ref_target[e], rule = t->state_rule[state];
+    if (r == rule || r == t->start_rule || marker_rule(g, r) || t->rule_nullable[r] || parts[0].la || parts[0].state != t->rule_start[r])
+        return false;
+    if (g->has_tokens[state] || t->accepting[state] || !no_bytes(g, state)) return false;
+    if (!t->accepting[ret] || g->has_tokens[ret] || t->ref_off[ret] != t->ref_off[ret + 1] || !no_bytes(g, ret) ||
+        t->state_rule[ret] != rule)
+        return false;
+    if (g->ret_off[r + 1] - g->ret_off[r] != 1 || g->ret_state[g->ret_off[r]] != ret) return false;
+    const cm_entry *pe = parts[0].e;
+    if (pe->wrap_bits || pe->n_rest) return false;
+    return !memcmp(t->rule_follow + (size_t)r * 8, t->rule_follow + (size_t)rule * 8, 8 * sizeof *t->rule_follow);
+}
+
+/* s's entry as its part's: accepted, uncertain (filtered already), names. */
+static int pass_take(const cm_grammar *g, const cm_part *part, cm_walk *w) {
+    const cm_entry *pe = part->e;
+    parts_names(part, 1, w);
+    or_parts(g, part, 1, w);
+    int rc = CM_OK;
+    for (uint32_t i = 0; i < pe->n_uncertain && !rc; i++) rc = cm_walk_push_uncertain(w, pe->uncertain[i]);
+    if (rc) return rc;
+    w->n_accepted = pe->n_accepted;
+    w->count_later = false;
+    w->filtered = true;
+    atomic_fetch_add_explicit(&g_pass_taken, 1, memory_order_relaxed);
+    return CM_OK;
+}
+
 int cm_compose(const cm_grammar *g, uint32_t state, const cm_part *parts, uint32_t n_parts, size_t n_cand,
                cm_walk *w) {
     const cm_vocab *v = g->v;
     cands x = {0};
     uint32_t *cand = NULL;
+    if (pass_through(g, state, parts, n_parts)) return pass_take(g, parts, w);
     /* The first bytes whose names a part holds (name sets on): the byte edges' walks do not
      * set those names (cm_walk_names), the parts' tokens ORed in after them bring them.  The
      * parts' bits themselves after the edges, as always: a chain's walk of the edges

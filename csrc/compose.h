@@ -55,6 +55,11 @@ size_t cm_compose_cands_memo_hits(void);
  * reference).  cm_compose_unread_exit_lists: the lists so chosen in this process. */
 void cm_compose_unread_exits_enable(int on);
 size_t cm_compose_unread_exit_lists(void);
+/* A state that calls one rule and returns to a final state doing nothing else takes that rule's
+ * entry whole (compose.c, pass_through): on (the default) or off (the listed walk and the filter,
+ * the reference); how many entries were taken so in this process (for the tests). */
+void cm_compose_pass_enable(int on);
+size_t cm_compose_pass_taken(void);
 /* May the entry of `state` be composed (under the cache lock)? */
 bool cm_compose_can(const cm_grammar *g, uint32_t state);
 /* Does ref edge e call a nullable rule (no lookahead marker)?  Then the state
