@@ -106,16 +106,27 @@ void cm_repeat_free(cm_repeat *r) {
     free(r);
 }
 
+/* The bytes of a 256-bit set, by bit counts per byte (the build has no popcnt instruction:
+ * __builtin_popcount is a libgcc call, ~21 instructions a word, 16 a bucket_of). */
+static inline uint32_t count_bytes(const uint32_t *set) {
+    uint64_t sum = 0;
+    for (int i = 0; i < 8; i += 2) {
+        uint64_t x = set[i] | (uint64_t)set[i + 1] << 32;
+        x -= (x >> 1) & 0x5555555555555555ull;
+        x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+        sum += (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;  /* a byte's count at most 8, 32 summed */
+    }
+    sum = (sum & 0x00ff00ff00ff00ffull) + ((sum >> 8) & 0x00ff00ff00ff00ffull);  /* 16-bit lanes: 256 fits */
+    return (uint32_t)((sum * 0x0001000100010001ull) >> 48);
+}
+
 /* The bucket of a solo state with at most REPEAT_MAX_BYTES next bytes, else -1. */
 static int bucket_of(const cm_grammar *g, uint32_t s) {
     if (!g->solo[s]) return -1;
     const uint32_t *nb = g->next_bytes + (size_t)s * 8;
-    uint32_t n = 0;
+    uint32_t n = count_bytes(nb);
     uint64_t h = g->t.accepting[s] ? 0x9e3779b97f4a7c15ull : 0;
-    for (int i = 0; i < 8; i++) {
-        n += (uint32_t)__builtin_popcount(nb[i]);
-        h = (h ^ nb[i]) * 0x100000001b3ull;
-    }
+    for (int i = 0; i < 8; i++) h = (h ^ nb[i]) * 0x100000001b3ull;
     if (!n || n > REPEAT_MAX_BYTES) return -1;
     return (int)((h ^ (h >> 29)) & (REPEAT_BUCKETS - 1));
 }
