@@ -481,6 +481,7 @@ cdef extern from "repeat.h" nogil:
     void cm_repeat_enable(int on)
     void cm_repeat_counts(size_t *tries, size_t *hits)
     void cm_repeat_checks_enable(int on)
+    void cm_repeat_pair_hash_enable(int on)
 
 
 cdef extern from "vocab.h" nogil:

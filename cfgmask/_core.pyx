@@ -2439,6 +2439,13 @@ def repeat_checks_enable(bint on):
     cm_repeat_checks_enable(1 if on else 0)
 
 
+def repeat_pair_hash_enable(bint on):
+    """Hash the pairs of states a proof of repeat.c explores to their home slots (the default),
+    or, off, put every pair in one home slot, so that each lookup reads every pair seen: the
+    reference the tests compare the hashed lookup against.  The same verdicts either way."""
+    cm_repeat_pair_hash_enable(1 if on else 0)
+
+
 def entry_hash_sampled_enable(bint on):
     """Hash a bitset entry to intern it over one 64-bit word of every four (the default), or, off,
     over all of them: the reference the tests compare against.  The hash only picks the slot where

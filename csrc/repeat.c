@@ -86,10 +86,12 @@ struct cm_repeat {
 
 static atomic_int g_repeat = 1;
 static atomic_int g_repeat_checks = 1;
+static atomic_int g_repeat_pair_hash = 1;
 static atomic_size_t g_repeat_hits, g_repeat_tries;
 
 void cm_repeat_enable(int on) { atomic_store(&g_repeat, on); }
 void cm_repeat_checks_enable(int on) { atomic_store(&g_repeat_checks, on); }
+void cm_repeat_pair_hash_enable(int on) { atomic_store(&g_repeat_pair_hash, on); }
 void cm_repeat_counts(size_t *tries, size_t *hits) {
     *tries = atomic_load(&g_repeat_tries);
     *hits = atomic_load(&g_repeat_hits);
@@ -104,16 +106,27 @@ void cm_repeat_free(cm_repeat *r) {
     free(r);
 }
 
+/* The bytes of a 256-bit set, by bit counts per byte (the build has no popcnt instruction:
+ * __builtin_popcount is a libgcc call, ~21 instructions a word, 16 a bucket_of). */
+static inline uint32_t count_bytes(const uint32_t *set) {
+    uint64_t sum = 0;
+    for (int i = 0; i < 8; i += 2) {
+        uint64_t x = set[i] | (uint64_t)set[i + 1] << 32;
+        x -= (x >> 1) & 0x5555555555555555ull;
+        x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+        sum += (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;  /* a byte's count at most 8, 32 summed */
+    }
+    sum = (sum & 0x00ff00ff00ff00ffull) + ((sum >> 8) & 0x00ff00ff00ff00ffull);  /* 16-bit lanes: 256 fits */
+    return (uint32_t)((sum * 0x0001000100010001ull) >> 48);
+}
+
 /* The bucket of a solo state with at most REPEAT_MAX_BYTES next bytes, else -1. */
 static int bucket_of(const cm_grammar *g, uint32_t s) {
     if (!g->solo[s]) return -1;
     const uint32_t *nb = g->next_bytes + (size_t)s * 8;
-    uint32_t n = 0;
+    uint32_t n = count_bytes(nb);
     uint64_t h = g->t.accepting[s] ? 0x9e3779b97f4a7c15ull : 0;
-    for (int i = 0; i < 8; i++) {
-        n += (uint32_t)__builtin_popcount(nb[i]);
-        h = (h ^ nb[i]) * 0x100000001b3ull;
-    }
+    for (int i = 0; i < 8; i++) h = (h ^ nb[i]) * 0x100000001b3ull;
     if (!n || n > REPEAT_MAX_BYTES) return -1;
     return (int)((h ^ (h >> 29)) & (REPEAT_BUCKETS - 1));
 }
@@ -231,8 +244,10 @@ typedef struct pair_node {
     uint8_t fx, fy, d;
 } pair_node;
 
-/* A pair's home slot in pairs_agree's table (2 * REPEAT_PAIRS, a power of two). */
-static inline size_t pair_slot(int32_t x, int32_t y, uint8_t fx, uint8_t fy) {
+/* A pair's home slot in pairs_agree's table (2 * REPEAT_PAIRS, a power of two); slot 0 for
+ * every pair with the hash off (the probe then reads every pair seen). */
+static inline size_t pair_slot(int32_t x, int32_t y, uint8_t fx, uint8_t fy, bool hashed) {
+    if (!hashed) return 0;
     uint64_t h = ((uint64_t)(uint32_t)x << 32 | (uint32_t)y) * 0x9e3779b97f4a7c15ull;
     return (size_t)((h >> 57) ^ (uint64_t)(fx << 1 | fy)) & (2 * REPEAT_PAIRS - 1);
 }
@@ -247,8 +262,9 @@ static int pairs_agree(const cm_grammar *g, const cm_repeat_sum *sm, uint32_t ra
     pair_node q[REPEAT_PAIRS];
     uint8_t at[2 * REPEAT_PAIRS] = {0};  /* open addressing: 1 + the pair's index in q, 0 free */
     size_t n = 1, head = 0;
+    bool hashed = atomic_load_explicit(&g_repeat_pair_hash, memory_order_relaxed);
     q[0] = (pair_node){x, y, 0, 0, 1};
-    at[pair_slot(x, y, 0, 0)] = 1;
+    at[pair_slot(x, y, 0, 0, hashed)] = 1;
     const int32_t *trans = g->t.trans;
     const uint8_t *cls = g->t.byte_class, *acc = g->t.accepting;
     size_t nc = g->t.n_classes;
@@ -266,7 +282,7 @@ static int pairs_agree(const cm_grammar *g, const cm_repeat_sum *sm, uint32_t ra
             }
             if ((nx < 0) != (ny < 0)) return 0;
             if (!g->solo[nx] || !g->solo[ny]) return -1;
-            size_t h = pair_slot(nx, ny, fx, fy);
+            size_t h = pair_slot(nx, ny, fx, fy, hashed);
             bool seen = false;
             for (; at[h]; h = (h + 1) & (2 * REPEAT_PAIRS - 1)) {
                 const pair_node *o = &q[at[h] - 1];

@@ -21,5 +21,9 @@ void cm_repeat_counts(size_t *tries, size_t *hits);
  * solo takes no part): on (the default) or off (every candidate pair walked).  Process-wide;
  * it only skips proofs that would fail. */
 void cm_repeat_checks_enable(int on);
+/* The pair table of a proof's exploration: pairs hashed to their home slots (the default), or,
+ * off, every pair in one home slot, so that each lookup probes every pair seen (rep45's linear
+ * check: what the tests compare the hashed lookup against).  Process-wide; same verdicts. */
+void cm_repeat_pair_hash_enable(int on);
 
 #endif
