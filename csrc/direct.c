@@ -58,6 +58,7 @@ typedef struct {
     cm_vec32 stk;                 /* scratch, a stack: each call pops what it pushed */
     uint32_t *hc;                 /* made states by content (id + 1, 0 free): open addressing */
     size_t hc_n, hc_cap;
+    cm_vec32 hv;                  /* per state in hc: its hash's low 32 bits (which give its slot) */
     const cm_dfa_out *frag;       /* the copied DFA whose runs and order are below (the last one copied) */
     const cm_dfa_runs *runs;      /* frag's byte rows as runs (kept on it: cm_dfa_runs_for_copy) */
     cm_dfa_runs *own_runs;        /* those runs where they are this build's alone (the runs off) */
@@ -70,7 +71,7 @@ typedef struct {
 
 static cm_vec32 *db_vec(dbuilder *b, size_t i) {
     cm_vec32 *v[] = {&b->acc, &b->e0,  &b->e1,      &b->l0,      &b->l1,     &b->rng,  &b->to,  &b->lab,
-                     &b->lto, &b->stk, &b->topo, &b->map, &b->tmap, &b->upool};
+                     &b->lto, &b->stk, &b->topo, &b->map, &b->tmap, &b->upool, &b->hv};
     return i < sizeof v / sizeof *v ? v[i] : NULL;
 }
 
@@ -129,31 +130,35 @@ static bool db_same(const dbuilder *b, uint32_t s, uint32_t t) {
            && (!nl || (!memcmp(l + ls, l + ltt, nl * sizeof *l) && !memcmp(lt + ls, lt + ltt, nl * sizeof *lt)));
 }
 
-static void db_place(dbuilder *b, uint32_t s) {
-    size_t i = db_hash(b, s) & (b->hc_cap - 1);
-    while (b->hc[i]) i = (i + 1) & (b->hc_cap - 1);
-    b->hc[i] = s + 1;
-}
-
 /* Close s, the last state made (its edges the last pushed), and keep it by content: *out is
  * a state made before with the same acceptance and edges (s dropped), or s.  (Shared tails:
- * an acyclic part is minimal this way; a cycle is left to minimization.) */
+ * an acyclic part is minimal this way; a cycle is left to minimization.)  Each state in the table
+ * has its hash kept (hv: the low 32 bits, which give its slot while the table holds at most 2^32),
+ * so a table that grows is rehashed without hashing a state again, and a state whose hash differs
+ * is passed over without comparing edges. */
 static int db_finish(dbuilder *b, uint32_t s, uint32_t *out) {
     db_close(b, s);
+    int rc = cm_vec_reserve(&b->hv, (size_t)s + 1);
+    if (rc) return rc;
+    const uint32_t *hv = b->hv.data;
     if (2 * (b->hc_n + 1) > b->hc_cap) {
         size_t old = b->hc_cap, cap = old ? 2 * old : 1024;
-        int rc = CM_OK;
         uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->hc;
         if (rc) return rc;
-        b->hc = t, b->hc_cap = cap;
         for (size_t i = 0; i < old; i++)
-            if (prev[i]) db_place(b, prev[i] - 1);
+            if (prev[i]) {
+                size_t j = hv[prev[i] - 1] & (cap - 1);
+                while (t[j]) j = (j + 1) & (cap - 1);
+                t[j] = prev[i];
+            }
+        b->hc = t, b->hc_cap = cap;
         cm_bfree(b->bud, prev);
     }
-    size_t i = db_hash(b, s) & (b->hc_cap - 1);
+    uint32_t h = (uint32_t)db_hash(b, s);
+    size_t i = h & (b->hc_cap - 1);
     for (; b->hc[i]; i = (i + 1) & (b->hc_cap - 1)) {
         uint32_t t = b->hc[i] - 1;
-        if (t != s && db_same(b, s, t)) { /* drop s: the last state, its edges the last */
+        if (hv[t] == h && t != s && db_same(b, s, t)) { /* drop s: the last state, its edges the last */
             b->rng.n = b->to.n = b->e0.data[s];
             b->lab.n = b->lto.n = b->l0.data[s];
             b->acc.n--, b->e0.n--, b->e1.n--, b->l0.n--, b->l1.n--;
@@ -161,6 +166,7 @@ static int db_finish(dbuilder *b, uint32_t s, uint32_t *out) {
             return CM_OK;
         }
     }
+    b->hv.data[s] = h;
     b->hc[i] = s + 1;
     b->hc_n++;
     *out = s;
