@@ -57,6 +57,7 @@ typedef struct {
     cm_vec32 lab, lto;            /* label edges: a state's ascending by label */
     cm_vec32 stk;                 /* scratch, a stack: each call pops what it pushed */
     uint32_t *hc;                 /* made states by content (id + 1, 0 free): open addressing */
+    uint32_t *hh;                 /* [hc_cap] the low 32 bits of the hash of the state in each slot of hc */
     size_t hc_n, hc_cap;
     const cm_dfa_out *frag;       /* the copied DFA whose runs and order are below (the last one copied) */
     const cm_dfa_runs *runs;      /* frag's byte rows as runs (kept on it: cm_dfa_runs_for_copy) */
@@ -109,7 +110,8 @@ static int db_edge(dbuilder *b, uint32_t lo, uint32_t hi, uint32_t to, uint32_t 
     return rc ? rc : cm_vec_push(&b->to, to);
 }
 
-static uint64_t db_hash(const dbuilder *b, uint32_t s) {
+/* (not inlined: inlined into db_finish it cost ~8 instructions more a state) */
+static __attribute__((noinline)) uint64_t db_hash(const dbuilder *b, uint32_t s) {
     uint64_t h = 1469598103934665603ULL ^ b->acc.data[s];
     for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++)
         h = (((h ^ b->rng.data[e]) * 1099511628211ULL) ^ b->to.data[e]) * 1099511628211ULL;
@@ -129,31 +131,38 @@ static bool db_same(const dbuilder *b, uint32_t s, uint32_t t) {
            && (!nl || (!memcmp(l + ls, l + ltt, nl * sizeof *l) && !memcmp(lt + ls, lt + ltt, nl * sizeof *lt)));
 }
 
-static void db_place(dbuilder *b, uint32_t s) {
-    size_t i = db_hash(b, s) & (b->hc_cap - 1);
-    while (b->hc[i]) i = (i + 1) & (b->hc_cap - 1);
-    b->hc[i] = s + 1;
-}
-
 /* Close s, the last state made (its edges the last pushed), and keep it by content: *out is
  * a state made before with the same acceptance and edges (s dropped), or s.  (Shared tails:
- * an acyclic part is minimal this way; a cycle is left to minimization.) */
+ * an acyclic part is minimal this way; a cycle is left to minimization.)  Each slot keeps its
+ * state's hash beside it (hh: the low 32 bits, which give the slot while the table has at most
+ * 2^32), so a table that grows is rehashed without hashing a state again, and a state whose
+ * hash differs is passed over without comparing edges. */
 static int db_finish(dbuilder *b, uint32_t s, uint32_t *out) {
     db_close(b, s);
     if (2 * (b->hc_n + 1) > b->hc_cap) {
         size_t old = b->hc_cap, cap = old ? 2 * old : 1024;
         int rc = CM_OK;
         uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->hc;
-        if (rc) return rc;
-        b->hc = t, b->hc_cap = cap;
+        uint32_t *th = cm_balloc(b->bud, cap * sizeof *th, false, &rc); /* (written with its slot) */
+        if (rc) {
+            cm_bfree(b->bud, t);
+            return rc;
+        }
         for (size_t i = 0; i < old; i++)
-            if (prev[i]) db_place(b, prev[i] - 1);
+            if (prev[i]) {
+                size_t j = b->hh[i] & (cap - 1);
+                while (t[j]) j = (j + 1) & (cap - 1);
+                t[j] = prev[i], th[j] = b->hh[i];
+            }
         cm_bfree(b->bud, prev);
+        cm_bfree(b->bud, b->hh);
+        b->hc = t, b->hh = th, b->hc_cap = cap;
     }
-    size_t i = db_hash(b, s) & (b->hc_cap - 1);
+    uint32_t h = (uint32_t)db_hash(b, s);
+    size_t i = h & (b->hc_cap - 1);
     for (; b->hc[i]; i = (i + 1) & (b->hc_cap - 1)) {
         uint32_t t = b->hc[i] - 1;
-        if (t != s && db_same(b, s, t)) { /* drop s: the last state, its edges the last */
+        if (b->hh[i] == h && t != s && db_same(b, s, t)) { /* drop s: the last state, its edges the last */
             b->rng.n = b->to.n = b->e0.data[s];
             b->lab.n = b->lto.n = b->l0.data[s];
             b->acc.n--, b->e0.n--, b->e1.n--, b->l0.n--, b->l1.n--;
@@ -162,6 +171,7 @@ static int db_finish(dbuilder *b, uint32_t s, uint32_t *out) {
         }
     }
     b->hc[i] = s + 1;
+    b->hh[i] = h;
     b->hc_n++;
     *out = s;
     return CM_OK;
@@ -1176,6 +1186,7 @@ int cm_direct_build(const cm_ir_input *in, uint32_t root, size_t max_states, cm_
     size_t n_made = b.made;
     for (size_t i = 0; db_vec(&b, i); i++) cm_vec_free(db_vec(&b, i));
     cm_bfree(bud, b.hc);
+    cm_bfree(bud, b.hh);
     cm_bfree(bud, b.um);
     free(b.own_runs);
     uint32_t n_dfa = d ? d->n_states : 0;
