@@ -353,6 +353,8 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_stop_skipped()
     void cm_walk_verdict_share_enable(int on)
     size_t cm_walk_verdict_shared()
+    void cm_walk_kern_share_enable(int on)
+    void cm_walk_kern_counts(size_t *shared, size_t *dead)
     void cm_walk_listed_reuse_enable(int on)
     size_t cm_walk_listed_reused()
     void cm_walk_item_keep_enable(int on)

@@ -1948,6 +1948,22 @@ def verdict_shared():
     return cm_walk_verdict_shared()
 
 
+def kern_share_enable(bint on):
+    """Key the upward filter's verdict on a rest by the kernel its first byte makes from the
+    rule's upward first set, where only items of origin CM_OUTER read that byte, so rules whose
+    kernels agree share verdicts and an empty kernel drops the rest (csrc/walk.c, ``kern_key``;
+    the default) or, off, by the rule: the reference the tests compare against.  Process-wide."""
+    cm_walk_kern_share_enable(1 if on else 0)
+
+
+def kern_counts():
+    """(rests answered from a kernel's verdicts, rests dropped by an empty kernel) so far in this
+    process (for the tests)."""
+    cdef size_t shared = 0, dead = 0
+    cm_walk_kern_counts(&shared, &dead)
+    return shared, dead
+
+
 def listed_reuse_enable(bint on):
     """Let a composed entry's listed walk take the upward filter's item chart, reset to the
     walk's first set (csrc/walk.c, the default) or, off, open a chart of its own each walk: the

@@ -583,6 +583,13 @@ struct cm_follow_memo {
     uint32_t *vrule;     /* [n_vrule_rules]; NULL: not made */
     uint32_t n_vrule_rules;
     struct up_class *classes; /* the upward charts' first sets met so far, one a class */
+    /* per rule, its upward first set's byte readers (kern_rule_of); NULL: not made / not yet */
+    struct kern_rule **kern;  /* [n_kern_rules] */
+    uint32_t n_kern_rules;
+    struct kern_class **kbucket; /* [CM_KERN_BUCKETS], the kernels met so far (kern_key_make) */
+    struct kern_class **kby_id;  /* [n_kclasses], by number */
+    uint32_t n_kclasses;
+    size_t cap_kclasses;
 };
 
 /* One verdict of a rule's first asking filter, kept as the ask had it (the
@@ -610,6 +617,8 @@ typedef struct up_class {
     uint32_t rule, n;
     uint64_t items[];
 } up_class;
+
+static void kern_free(cm_follow_memo *m);
 
 void cm_follow_memo_free(cm_follow_memo *m) {
     if (!m) return;
@@ -642,6 +651,7 @@ void cm_follow_memo_free(cm_follow_memo *m) {
         nx = x->next;
         free(x);
     }
+    kern_free(m);
     free(m);
 }
 
@@ -1596,6 +1606,248 @@ static uint32_t trie_prefix(const cm_vocab *v, uint32_t a, uint32_t b, const uin
     return d;
 }
 
+/* Verdicts shared by the rests' first byte (issue 12, session 46, helper `gx46`).  A rest's
+ * verdict is its run through the upward chart of the rule, whose first set S0 is the closure of
+ * the rule's return states.  Scanning the rest's first byte b makes the next set's kernel: the
+ * items of S0 that read b, advanced.  When every such item has origin CM_OUTER (none is a callee
+ * predicted in S0, origin 0), nothing the chart does after S0 reads S0 again: a set's closure
+ * reads S0 only to complete an item of origin 0 (its waiters there), and no item of origin 0
+ * lives past S0 (it would descend from a kernel item of origin 0); an upward completion adds
+ * return states whatever the set.  So the chart from the second set on, and the verdict, are a
+ * function of the kernel (its states, all of origin CM_OUTER) and the rest's later bytes: two
+ * rules whose kernels on b are the same share the verdict on every rest led by b.  An expression
+ * chain's levels ask the same rests (`)`, `);\n`, `,`, `]`) at each level: a level's upward first
+ * set is the one above's plus its own operator's items, which do not read `)`, so their kernels
+ * on `)` are one kernel, and each level's filter reads the level below's verdicts.  An empty
+ * kernel kills every rest led by b at once.  Keyed in the memo by the kernel's class number
+ * (above the rules' numbers, so no rule's own verdicts meet them).  Not with lookahead debts (a
+ * completion passes the debt: the kernel would need it) or counted segments.  Off: every rest
+ * by its rule, the reference the tests compare against. */
+static atomic_int g_kern_share = 1;
+static atomic_size_t g_kern_shared, g_kern_dead;
+
+void cm_walk_kern_share_enable(int on) { atomic_store(&g_kern_share, on); }
+void cm_walk_kern_counts(size_t *shared, size_t *dead) {
+    *shared = atomic_load(&g_kern_shared);
+    *dead = atomic_load(&g_kern_dead);
+}
+
+#define CM_KERN_BUCKETS 64
+/* A filter of more uncertain tokens than this keeps its rule's own (lazy) verdicts: a JSON `ws`
+ * rule's first state asks thousands of rests, which the lazy memo holds unhashed.  And a filter
+ * asks at most CM_KERN_MAX_ASKS rests by their kernels (each hashed and put in the memo at once,
+ * where the rule's own are held unhashed until a second filter of the rule comes): the rest by
+ * the rule.  A JSON string chain's position asks thousands of rests of a kernel no other rule
+ * meets (sp_333:210: +0.2 M put, sorted and rehashed); c.gbnf's levels ask at most 179. */
+#define CM_KERN_MAX_REST 1024
+#define CM_KERN_MAX_ASKS 256
+/* Only rules whose kernels other rules are likely to meet are keyed (session 47, cx47): a level of
+ * an expression ladder is called from a few places (c.gbnf's: 1-10 return states) and its upward
+ * first set reads every looser level's operators (10-31 CM_OUTER byte readers), while the first
+ * documents' JSON rules keyed 112 rules for 10 shared kernels (of 1-5 states), their kernels and
+ * per-rest keys costing the fills +0.24 %: a rule of more return states (a JSON value's 16-85) or
+ * fewer CM_OUTER readers keeps its own verdicts. */
+#define CM_KERN_MAX_RETURNS 10
+#define CM_KERN_MIN_OUTER 10
+#define CM_KERN_OWN 0u  /* the rule's own verdicts (an item of origin 0 reads the byte) */
+#define CM_KERN_DEAD 1u /* no item of S0 reads the byte: every rest led by it dies there */
+
+/* A rule's upward first set as the kernels read it: the states of its CM_OUTER items that read
+ * bytes, and per byte class whether an item of another origin reads it (own) and the class key
+ * found (0: not yet; else the key + 1). */
+typedef struct kern_rule {
+    uint32_t n;
+    uint32_t *states;  /* [n] */
+    uint8_t *near;     /* [n_classes]: read by an item of origin 0 */
+    uint32_t *key;     /* [n_classes] */
+} kern_rule;
+
+typedef struct kern_class {
+    struct kern_class *next;
+    uint64_t hash;
+    uint32_t id, n;
+    uint32_t rule;     /* the first rule that met it */
+    bool shared;       /* another rule met it too */
+    uint32_t st[];     /* the kernel's states, sorted */
+} kern_class;
+
+/* a rule whose upward first set is too big to key (CM_SHARE_ITEMS_MAX): its own verdicts */
+static kern_rule g_kern_none;
+
+static void kern_free(cm_follow_memo *m) {
+    if (m->kern)
+        for (uint32_t r = 0; r < m->n_kern_rules; r++) {
+            if (!m->kern[r] || m->kern[r] == &g_kern_none) continue;
+            free(m->kern[r]->states);
+            free(m->kern[r]->near);
+            free(m->kern[r]->key);
+            free(m->kern[r]);
+        }
+    free(m->kern);
+    if (m->kbucket)
+        for (uint32_t b = 0; b < CM_KERN_BUCKETS; b++)
+            for (kern_class *x = m->kbucket[b], *nx; x; x = nx) {
+                nx = x->next;
+                free(x);
+            }
+    free(m->kbucket);
+    free(m->kby_id);
+}
+
+/* Does the grammar allow kernel keys (no debts, no counts), and is it on? */
+static bool kern_applies(const cm_grammar *g) {
+    return atomic_load_explicit(&g_kern_share, memory_order_relaxed) && !g->has_segments && g->t.n_la <= 1;
+}
+
+/* rule's kern_rule, made from its upward first set (made in m->up if it is not there: the rule's
+ * asks or verdict_rule would make it anyway); NULL: memory or a chart limit ran out. */
+static __attribute__((noinline)) kern_rule *kern_rule_of(const cm_grammar *g, cm_follow_memo *m, uint32_t rule) {
+    const cm_tables *t = &g->t;
+    if (!m->kern) {
+        if (!(m->kern = calloc(t->n_rules ? t->n_rules : 1, sizeof *m->kern))) return NULL;
+        m->n_kern_rules = t->n_rules;
+        atomic_fetch_add(&g->cache->bytes, t->n_rules * sizeof *m->kern);
+    }
+    if (rule >= m->n_kern_rules) return NULL;
+    if (m->kern[rule]) return m->kern[rule] != &g_kern_none ? m->kern[rule] : NULL;
+    cm_chart *up = &m->up;
+    if (m->up_rule != rule + 1) {
+        m->up_rule = 0;
+        if (follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule], g->ret_off[rule + 1] - g->ret_off[rule]))
+            return NULL;
+        m->up_rule = rule + 1;
+    }
+    size_t lo = up->set_start[0], hi = up->set_start[1];
+    if (hi - lo > CM_SHARE_ITEMS_MAX || g->ret_off[rule + 1] - g->ret_off[rule] > CM_KERN_MAX_RETURNS) {
+        m->kern[rule] = &g_kern_none;  /* (a JSON `ws` rule's hundreds: its own, held lazily) */
+        return NULL;
+    }
+    uint32_t outer = 0;  /* (the rule's CM_OUTER byte readers: k->n below) */
+    for (size_t i = lo; i < hi; i++) outer += up->items[i].origin == CM_OUTER && g->has_bytes[cm_st(up->items[i].state)];
+    if (outer < CM_KERN_MIN_OUTER) {
+        m->kern[rule] = &g_kern_none;
+        return NULL;
+    }
+    kern_rule *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->states = malloc((hi > lo ? hi - lo : 1) * sizeof *k->states);
+    k->near = calloc(t->n_classes ? t->n_classes : 1, 1);
+    k->key = calloc(t->n_classes ? t->n_classes : 1, sizeof *k->key);
+    if (!k->states || !k->near || !k->key) {
+        free(k->states);
+        free(k->near);
+        free(k->key);
+        free(k);
+        return NULL;
+    }
+    for (size_t i = lo; i < hi; i++) {
+        cm_item it = up->items[i];
+        uint32_t st = cm_st(it.state);
+        if (!g->has_bytes[st]) continue;
+        if (it.origin == CM_OUTER) {
+            k->states[k->n++] = st;
+            continue;
+        }
+        const int32_t *row = t->trans + (size_t)st * t->n_classes;
+        for (uint32_t c = 0; c < t->n_classes; c++)
+            if (row[c] >= 0) k->near[c] = 1;
+    }
+    atomic_fetch_add(&g->cache->bytes, sizeof *k + k->n * sizeof *k->states + t->n_classes * (1 + sizeof *k->key));
+    m->kern[rule] = k;
+    return k;
+}
+
+static int u32_order(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The memo key of rule's rests led by byte b: CM_KERN_OWN (the rule's own verdicts), CM_KERN_DEAD,
+ * or the class of their kernel (t->n_rules + 2 + its number). */
+static __attribute__((noinline)) uint32_t kern_key_make(const cm_grammar *g, cm_follow_memo *m, kern_rule *k,
+                                                        uint32_t rule, uint32_t cls) {
+    const cm_tables *t = &g->t;
+    if (k->near[cls]) return k->key[cls] = CM_KERN_OWN + 1, CM_KERN_OWN;
+    uint32_t stack[256], *st = k->n <= 256 ? stack : malloc(k->n * sizeof *st), n = 0;
+    if (!st) return CM_KERN_OWN;  /* (not kept: asked again) */
+    for (uint32_t i = 0; i < k->n; i++) {
+        int32_t nx = t->trans[(size_t)k->states[i] * t->n_classes + cls];
+        if (nx >= 0) st[n++] = (uint32_t)nx;
+    }
+    uint32_t key = CM_KERN_OWN;
+    if (!n) {
+        key = CM_KERN_DEAD;
+        goto done;
+    }
+    if (n <= 32) {  /* (a few states: qsort's calls cost more than an insertion sort) */
+        for (uint32_t i = 1; i < n; i++) {
+            uint32_t x = st[i], j = i;
+            for (; j > 0 && st[j - 1] > x; j--) st[j] = st[j - 1];
+            st[j] = x;
+        }
+    } else {
+        qsort(st, n, sizeof *st, u32_order);
+    }
+    uint32_t u = 1;
+    for (uint32_t i = 1; i < n; i++)
+        if (st[i] != st[u - 1]) st[u++] = st[i];
+    n = u;
+    uint64_t h = 1469598103934665603ull ^ n;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ st[i]) * 1099511628211ull;
+    if (!m->kbucket && !(m->kbucket = calloc(CM_KERN_BUCKETS, sizeof *m->kbucket))) goto done;
+    kern_class **b = &m->kbucket[h % CM_KERN_BUCKETS];
+    for (kern_class *x = *b; x; x = x->next)
+        if (x->hash == h && x->n == n && !memcmp(x->st, st, n * sizeof *st)) {
+            if (x->rule != rule) x->shared = true;
+            key = t->n_rules + 2 + x->id;
+            goto done;
+        }
+    if (m->n_kclasses == m->cap_kclasses &&
+        cm_grow_to((void **)&m->kby_id, &m->cap_kclasses, m->n_kclasses + 1, sizeof *m->kby_id))
+        goto done;
+    kern_class *x = malloc(sizeof *x + n * sizeof *st);
+    if (!x) goto done;
+    *x = (kern_class){.next = *b, .hash = h, .id = m->n_kclasses, .n = n, .rule = rule};
+    m->kby_id[m->n_kclasses++] = x;
+    memcpy(x->st, st, n * sizeof *st);
+    *b = x;
+    atomic_fetch_add(&g->cache->bytes, sizeof *x + n * sizeof *st);
+    key = t->n_rules + 2 + x->id;
+done:
+    if (st != stack) free(st);
+    k->key[cls] = key + 1;
+    return key;
+}
+
+static inline uint32_t kern_key(const cm_grammar *g, cm_follow_memo *m, kern_rule *k, uint32_t rule, uint8_t b) {
+    uint32_t cls = g->t.byte_class[b], key = k->key[cls];
+    return key ? key - 1 : kern_key_make(g, m, k, rule, cls);
+}
+
+/* Whether a kernel key is worth its memo puts: only once a second rule has met the kernel.  The
+ * first rule's rests go by the rule (its verdicts held unhashed by the lazy memo, as without the
+ * keys: a JSON string chain's positions meet kernels no other rule meets, and putting their
+ * thousands of rests cost sp_333:210 +0.15 M); from the second on, by the kernel. */
+static inline bool kern_shared(const cm_grammar *g, const cm_follow_memo *m, uint32_t key) {
+    return m->kby_id[key - g->t.n_rules - 2]->shared;  /* (key: a class's, above CM_KERN_DEAD) */
+}
+
+/* The asks keyed by kernels (kern_key of their first byte), sorted, answered through rule's
+ * upward chart a run of one key at a time, each verdict put under its key. */
+static __attribute__((noinline)) int kern_answer(const cm_grammar *g, cm_follow_memo *m, uint32_t rule, kern_rule *k,
+                                                 follow_ask *q, size_t n, uint8_t *keep, size_t *run_hits) {
+    follow_reserve(g, n);
+    int rc = follow_sort(q, n);
+    for (size_t j = 0; !rc && j < n;) {
+        uint32_t key = kern_key(g, m, k, rule, q[j].p[0]);
+        size_t e = j + 1;
+        while (e < n && kern_key(g, m, k, rule, q[e].p[0]) == key) e++;
+        rc = follow_answer(g, rule, key, q + j, e - j, keep, run_hits, NULL);
+        j = e;
+    }
+    return rc;
+}
+
 /* A token is uncertain because the item's rule may complete inside it, at some
  * depth d >= 1 with the next byte in FOLLOW; from there on only the rule's
  * callers read it.  The rule's upward chart (every return state, each
@@ -1642,6 +1894,11 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     uint32_t vr = rule;
     bool vr_known = false;
     size_t memo_hits = 0;
+    /* the rests keyed by their first byte's kernel (kern_key): asked apart, after the others */
+    bool kern_on = n <= CM_KERN_MAX_REST && kern_applies(g);
+    kern_rule *kr = NULL;
+    follow_ask *kask = NULL;
+    size_t n_kask = 0, cap_kask = 0, kern_hits = 0, kern_dead = 0;
     size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     const uint8_t *prev = NULL;
     uint32_t prev_k = 0, plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
@@ -1746,6 +2003,31 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                     continue;
                 }
             }
+            /* (after the rule's own memo, which a rule filtered before answers at once) */
+            if (kern_on) {
+                if (__builtin_expect(!kr, 0) && !(kr = kern_rule_of(g, m, rule))) kern_on = false;
+                uint32_t key = kr ? kern_key(g, m, kr, rule, p[e]) : CM_KERN_OWN;
+                if (key > CM_KERN_DEAD && !kern_shared(g, m, key)) key = CM_KERN_OWN;
+                if (key == CM_KERN_DEAD) {
+                    kern_dead++;
+                    continue;
+                }
+                if (key != CM_KERN_OWN) {
+                    uint32_t kh = follow_hash(key, p + e, len - e);
+                    int known = follow_get(g, kh, key, p + e, len - e);
+                    if (known >= 0) {
+                        kern_hits++;
+                        keep[i] = (uint8_t)known;
+                        continue;
+                    }
+                    if (n_kask < CM_KERN_MAX_ASKS) {
+                        if (n_kask == cap_kask && (rc = cm_grow_to((void **)&kask, &cap_kask, n_kask + 1, sizeof *kask)))
+                            break;
+                        kask[n_kask++] = (follow_ask){p + e, len - e, (uint32_t)i, kh};
+                        continue;
+                    }
+                }
+            }
             if (n_ask == cap_ask && (rc = cm_grow_to((void **)&ask, &cap_ask, n_ask + 1, sizeof *ask))) break;
             ask[n_ask++] = (follow_ask){p + e, len - e, (uint32_t)i, h};
         }
@@ -1784,6 +2066,10 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
             if (lazy == 0) m->lazy[vr] = 2;
         }
     }
+    if (!rc && n_kask) rc = kern_answer(g, m, rule, kr, kask, n_kask, keep, &run_hits);
+    free(kask);
+    if (kern_hits) atomic_fetch_add(&g_kern_shared, kern_hits);
+    if (kern_dead) atomic_fetch_add(&g_kern_dead, kern_dead);
     if (memo_hits) atomic_fetch_add(&g_follow_hits, memo_hits);
     if (!ps && pair_met && g->lim.filter_pairs) pair_stops_of(g, m, rule, pair_met);
     if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);

@@ -123,6 +123,15 @@ size_t cm_walk_filter_stop_skipped(void);
  * alike an earlier one so far in this process (for the tests). */
 void cm_walk_verdict_share_enable(int on);
 size_t cm_walk_verdict_shared(void);
+/* Upward verdicts shared by the rests' first byte (on by default: the same verdicts): a rest
+ * whose first byte only items of origin CM_OUTER read in the rule's upward first set is keyed by
+ * the kernel that byte makes, not by the rule, so rules whose kernels agree read each other's
+ * verdicts (an expression chain's levels on `)`), and an empty kernel drops the rest at once.
+ * Off, by the rule: the reference the tests compare against.  Process-wide;
+ * cm_walk_kern_counts: the rests answered from a kernel's verdicts, and those dropped by an empty
+ * kernel, so far in this process (for the tests). */
+void cm_walk_kern_share_enable(int on);
+void cm_walk_kern_counts(size_t *shared, size_t *dead);
 /* cm_compose's listed walk takes the filter's item chart, reset, instead of a chart of its own
  * (on by default: the same sets; its closure memo and waiter index kept).  Off, a chart of its
  * own each walk: the reference the tests compare against.  Process-wide; cm_walk_listed_reused:
