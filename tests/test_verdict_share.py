@@ -103,8 +103,10 @@ def test_pass_through_chain_shares() -> None:
     toks = sorted({bytes([b]) for b in range(32, 127)} | set(CHAIN_PIECES))
     vocab = cfgmask.Vocabulary.from_token_bytes(toks)
     # with the kernel keys (test_kern_share.py) every rest here is keyed by its first byte's
-    # kernel and no rule's own verdicts are asked: off, so the rules' classes are made
-    with core_switch(_core.kern_share_enable, False):
+    # kernel and no rule's own verdicts are asked, and with pass-through levels taken whole
+    # (test_compose_pass.py) `l1`, `l3` and `l4` are not filtered at all: both off, so the rules'
+    # classes are made
+    with core_switch(_core.kern_share_enable, False), core_switch(_core.compose_pass_enable, False):
         shared = assert_share_same(cfgmask.Grammar.from_gbnf(text), vocab, plain=True)
     assert shared > 0, "no rule shared another's verdicts"
 
