@@ -20,24 +20,8 @@ import cfgmask
 from cfgmask import _core
 from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, same_entries
-from .test_entries import WALKS_ONLY, entries, shipped
+from .test_entries import assert_switch_same_entries, shipped
 from .test_filter_stop_skip import sql_cold_pass_same
-
-
-def _entries(
-    g: cfgmask.Grammar,
-    vocab: cfgmask.Vocabulary,
-    on: bool,
-    strategy: Strategy,
-    limits: cfgmask.CompileLimits | None,
-) -> tuple:
-    """Every state's entry with the switch on or off, and how many were taken whole."""
-    with core_switch(_core.compose_pass_enable, on):
-        before = _core.compose_pass_taken()
-        compiled = cfgmask.compile(g, vocab, limits=limits, _strategy=strategy)
-        got = entries(compiled)
-        return got, _core.compose_pass_taken() - before
 
 
 def assert_pass_same(
@@ -50,16 +34,16 @@ def assert_pass_same(
 ) -> int:
     """Entries with pass-through levels taken whole equal to them walked (and, plain, to whole
     walks'); how many were taken."""
-    strategy = strategy or Strategy()
-    on, taken = _entries(g, vocab, True, strategy, limits)
-    off, none = _entries(g, vocab, False, strategy, limits)
-    assert none == 0, "entries taken whole with the switch off"
-    same_entries(on, off, "pass-through levels walked")
-    if plain:
-        same_entries(
-            on, entries(cfgmask.compile(g, vocab, limits=limits, _strategy=WALKS_ONLY)), "whole walks"
-        )
-    return taken
+    return assert_switch_same_entries(
+        _core.compose_pass_enable,
+        _core.compose_pass_taken,
+        g,
+        vocab,
+        what="pass-through levels walked",
+        plain=plain,
+        limits=limits,
+        strategy=strategy,
+    )
 
 
 @pytest.mark.parametrize("name", ["sql.lark", "c.gbnf", "json.gbnf", "arithmetic.gbnf", "sql.gbnf"])

@@ -29,7 +29,7 @@ from cfgmask import _core, ir
 from cfgmask.compile.strategy import Strategy
 from cfgmask.vocab import FORMAT_SAMPLES
 
-from .helpers import masks_along
+from .helpers import core_switch, masks_along, same_entries
 from .strategies import Vocab, grammars, vocabularies
 from .test_engine_differential import _vocab
 
@@ -40,6 +40,38 @@ WALKS_ONLY = Strategy(compose_entries=False, flat_walks=False, share_loop_walks=
 
 def entries(compiled: cfgmask.CompiledGrammar) -> list[tuple[np.ndarray, np.ndarray]]:
     return [compiled._handle.entry(s) for s in range(compiled.tables.n_states)]
+
+
+def assert_switch_same_entries(
+    switch: Callable[..., object],
+    counter: Callable[[], int],
+    g: cfgmask.Grammar,
+    vocab: cfgmask.Vocabulary,
+    *,
+    what: str,
+    plain: bool = False,
+    limits: cfgmask.CompileLimits | None = None,
+    strategy: Strategy | None = None,
+) -> int:
+    """Every state's entry, caches cleared, with ``switch`` (a ``_core.*_enable``) on equal to it
+    off (``what`` names the off side in messages) and, with ``plain``, to whole walks'; how far
+    ``counter`` moved with it on (it must not move with it off)."""
+
+    def build(on: bool) -> tuple[list, int]:
+        with core_switch(switch, on):
+            n0 = counter()
+            got = entries(cfgmask.compile(g, vocab, limits=limits, _strategy=strategy or Strategy()))
+            return got, counter() - n0
+
+    on, moved = build(True)
+    off, none = build(False)
+    assert none == 0, f"{what}: the counter moved with the switch off"
+    same_entries(on, off, what)
+    if plain:
+        same_entries(
+            on, entries(cfgmask.compile(g, vocab, limits=limits, _strategy=WALKS_ONLY)), "whole walks"
+        )
+    return moved
 
 
 def assert_same_entries(g: cfgmask.Grammar | ir.Grammar, vocab: cfgmask.Vocabulary, **limits: int) -> dict:

@@ -18,32 +18,30 @@ from hypothesis import given, settings
 import cfgmask
 from cfgmask import _core
 
-from .helpers import core_switch, masks_along, same_document_masks, same_entries
+from .helpers import core_switch, masks_along, same_document_masks
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
-from .test_entries import EXPR_PIECES, WALKS_ONLY, _longest_tokens, entries, expression_grammars, shipped
+from .test_entries import (
+    EXPR_PIECES,
+    _longest_tokens,
+    assert_switch_same_entries,
+    expression_grammars,
+    shipped,
+)
 from .test_verdict_share import CHAIN_PIECES, chain_grammars
-
-
-def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool) -> tuple[list, int]:
-    """Every state's entry with the kernel keys on or off, caches cleared; the rests answered from a
-    kernel's verdicts or dropped by an empty one."""
-    with core_switch(_core.kern_share_enable, on):
-        before = sum(_core.kern_counts())
-        got = entries(cfgmask.compile(g, vocab))
-        return got, sum(_core.kern_counts()) - before
 
 
 def assert_kern_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = False) -> int:
     """Entries with the keys on equal to them off (and, plain, to whole walks'); how many rests the
-    keys answered."""
-    on, used = _entries(g, vocab, True)
-    off, none = _entries(g, vocab, False)
-    assert none == 0, "kernel keys answered rests with the switch off"
-    same_entries(on, off, "kernel keys off")
-    if plain:
-        same_entries(on, entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)), "whole walks")
-    return used
+    keys answered (from a kernel's verdicts or dropped by an empty one)."""
+    return assert_switch_same_entries(
+        _core.kern_share_enable,
+        lambda: sum(_core.kern_counts()),
+        g,
+        vocab,
+        what="kernel keys off",
+        plain=plain,
+    )
 
 
 @pytest.mark.parametrize("name", ["c.gbnf", "json.gbnf", "arithmetic.gbnf", "sql.gbnf"])

@@ -64,6 +64,25 @@ def test_random_masks_equal_reference_with_rollback_and_fork(
         rw.follow(m, 0)
 
 
+def _same_masks_in_modes(schema: dict, tokens: list[int]) -> list[int]:
+    """The masks along ``tokens`` (Llama-3, compiled cold) the same in modes 0, 1 and 2; the splits
+    made late in each mode (none in mode 0)."""
+    vocab = cfgmask.Vocabulary.llama3()
+    masks, late = [], []
+    for mode in (0, 1, 2):
+        hits = _core.mask_split_late_hits()
+        with core_switch(_core.mask_split_late_enable, mode, 1):
+            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
+            masks.append(masks_along(c, tokens, final=True))
+        late.append(_core.mask_split_late_hits() - hits)
+    assert late[0] == 0
+    for other in masks[1:]:
+        assert len(other) == len(masks[0])
+        for i, (a, b) in enumerate(zip(masks[0], other, strict=True)):
+            assert np.array_equal(a, b), f"mask {i} differs"
+    return late
+
+
 @pytest.mark.parametrize(
     "sid",
     ["Github_medium/o9813", "Snowplow/sp_333_Normalized", "Snowplow/sp_4_Normalized", "Github_medium/o61627"],
@@ -73,21 +92,10 @@ def test_llama3_documents_masks(sid: str) -> None:
     near a block's end: a few dozen long candidates), replayed cold with Llama-3: the masks along
     the document the same in the three modes; splits made late in modes 1 and 2 only."""
     schema, tokens = _first_document(sid)
-    vocab = cfgmask.Vocabulary.llama3()
-    masks, late = [], []
-    for mode in (0, 1, 2):
-        hits = _core.mask_split_late_hits()
-        with core_switch(_core.mask_split_late_enable, mode, 1):
-            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
-            masks.append(masks_along(c, tokens, final=True))
-        late.append(_core.mask_split_late_hits() - hits)
-    assert late[0] == 0 and late[2] >= late[1]
+    late = _same_masks_in_modes(schema, tokens)
+    assert late[2] >= late[1]
     if sid in ("Github_medium/o9813", "Snowplow/sp_333_Normalized"):
         assert late[1] > 0
-    for other in masks[1:]:
-        assert len(other) == len(masks[0])
-        for i, (a, b) in enumerate(zip(masks[0], other, strict=True)):
-            assert np.array_equal(a, b), f"mask {i} differs"
 
 
 def test_llama3_long_runs_near_a_block_end() -> None:
@@ -100,15 +108,5 @@ def test_llama3_long_runs_near_a_block_end() -> None:
     schema = {"type": "object", "properties": {"d": {"type": "string", "maxLength": 300}}, "required": ["d"]}
     text = " ".join(["This is an example data table"] * 9)[:290]
     tokens = enc.encode_ordinary('{"d":"' + text + '"}')
-    vocab = cfgmask.Vocabulary.llama3()
-    masks, late = [], []
-    for mode in (0, 1, 2):
-        hits = _core.mask_split_late_hits()
-        with core_switch(_core.mask_split_late_enable, mode, 1):
-            c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
-            masks.append(masks_along(c, tokens, final=True))
-        late.append(_core.mask_split_late_hits() - hits)
-    assert late[0] == 0 and late[1] > 0 and late[2] >= late[1]
-    for other in masks[1:]:
-        for i, (a, b) in enumerate(zip(masks[0], other, strict=True)):
-            assert np.array_equal(a, b), f"mask {i} differs"
+    late = _same_masks_in_modes(schema, tokens)
+    assert late[1] > 0 and late[2] >= late[1]

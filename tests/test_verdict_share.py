@@ -19,31 +19,19 @@ from hypothesis import strategies as st
 import cfgmask
 from cfgmask import _core
 
-from .helpers import core_switch, same_entries
+from .helpers import core_switch
 from .strategies import Vocab, vocabularies
 from .test_engine_differential import _vocab
-from .test_entries import EXPR_PIECES, WALKS_ONLY, entries, expression_grammars, shipped
+from .test_entries import EXPR_PIECES, assert_switch_same_entries, expression_grammars, shipped
 from .test_filter_stop_skip import sql_cold_pass_same
-
-
-def _entries(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, on: bool) -> tuple[list, int]:
-    """Every state's entry with the sharing on or off, caches cleared; the rules found alike."""
-    with core_switch(_core.verdict_share_enable, on):
-        before = _core.verdict_shared()
-        got = entries(cfgmask.compile(g, vocab))
-        return got, _core.verdict_shared() - before
 
 
 def assert_share_same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = False) -> int:
     """Entries with the sharing on equal to it off (and, plain, to whole walks'); how many rules
     shared another's verdicts."""
-    on, shared = _entries(g, vocab, True)
-    off, none = _entries(g, vocab, False)
-    assert none == 0, "rules shared verdicts with the switch off"
-    same_entries(on, off, "verdict sharing off")
-    if plain:
-        same_entries(on, entries(cfgmask.compile(g, vocab, _strategy=WALKS_ONLY)), "whole walks")
-    return shared
+    return assert_switch_same_entries(
+        _core.verdict_share_enable, _core.verdict_shared, g, vocab, what="verdict sharing off", plain=plain
+    )
 
 
 @pytest.mark.parametrize("name", ["sql.lark", "c.gbnf", "json.gbnf"])
