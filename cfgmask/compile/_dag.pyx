@@ -1473,6 +1473,134 @@ cdef list tarjan(dict graph, object root, dict num, list kids, Numbered *nb=NULL
     return out
 
 
+cdef class Calls:
+    """``call_graph``'s graph by name index (``sess.name_idx``): each rule's callees' indices in
+    its sorted list's order, and each rule's body id and callee list, so that Tarjan's walk and the plan read arrays by number where they looked each rule
+    and callee up by name (a dict probe a rule and an edge, ~0.1-0.3 K instructions each).
+    ``ok``: every callee of every rule has an index (else ``plan`` takes the names' way)."""
+    cdef Py_ssize_t n, n_edges, edges_cap
+    cdef Py_ssize_t *at  # per name index: where its callees' indices start in ``edges``
+    cdef Py_ssize_t *cnt  # per name index: its callees, -1 for a name that is no rule
+    cdef Py_ssize_t *edges
+    cdef list lists, cids, names  # per name index: the rule's callee list and body id (None: no rule)
+    cdef bint ok
+
+    def __cinit__(self):
+        self.at = self.cnt = self.edges = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self.at)
+        PyMem_Free(self.edges)
+
+    cdef int setup(self, list names) except -1:
+        cdef Py_ssize_t i, n = len(names)
+        self.n = n
+        self.names = names
+        self.at = <Py_ssize_t *>PyMem_Malloc((2 * n + 1) * sizeof(Py_ssize_t))
+        self.edges_cap = 2 * n + 8
+        self.edges = <Py_ssize_t *>PyMem_Malloc(self.edges_cap * sizeof(Py_ssize_t))
+        if self.at == NULL or self.edges == NULL:
+            raise MemoryError
+        self.cnt = self.at + n
+        for i in range(n):
+            self.cnt[i] = -1
+        self.lists = [None] * n
+        self.cids = [None] * n
+        self.ok = True
+        return 0
+
+    cdef int reserve(self, Py_ssize_t k) except -1:
+        cdef Py_ssize_t cap
+        cdef Py_ssize_t *e
+        if self.n_edges + k > self.edges_cap:
+            cap = 2 * (self.n_edges + k)
+            e = <Py_ssize_t *>PyMem_Realloc(self.edges, cap * sizeof(Py_ssize_t))
+            if e == NULL:
+                raise MemoryError
+            self.edges = e
+            self.edges_cap = cap
+        return 0
+
+
+cdef list tarjan_ids(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *idx, Numbered *nb):
+    """``tarjan(graph, root, {}, [], nb)`` over ``calls`` by name index (``root``: the start
+    rule's): the same components in the same order, the same ``nb``.  Fills ``num`` (per name
+    index its Tarjan number, or -1: all -1 on entry) and ``idx`` (per Tarjan number its name
+    index)."""
+    cdef list out = [], comp, names = calls.names
+    cdef Py_ssize_t cap = calls.n + 1, count, top, sp, v, w, x, r, child
+    cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
+    if mem == NULL:
+        raise MemoryError
+    cdef Py_ssize_t *low = mem
+    cdef Py_ssize_t *on = mem + cap
+    cdef Py_ssize_t *stk = mem + 2 * cap
+    cdef Py_ssize_t *path = mem + 3 * cap
+    cdef Py_ssize_t *pos = mem + 4 * cap
+    try:
+        if calls.cnt[root] < 0:
+            raise KeyError(names[root])
+        numbered_reserve(nb, 0, calls.cnt[root])
+        num[root] = 0
+        idx[0] = root
+        low[0] = 0
+        on[0] = 1
+        stk[0] = 0
+        path[0] = 0
+        pos[0] = 0
+        count = sp = top = 1
+        while top:
+            v = path[top - 1]
+            r = idx[v]
+            if pos[top - 1] < calls.cnt[r]:
+                child = calls.edges[calls.at[r] + pos[top - 1]]
+                pos[top - 1] += 1
+                w = num[child]
+                if w < 0:
+                    if calls.cnt[child] < 0:  # a rule not in graph raises, as tarjan
+                        raise KeyError(names[child])
+                    w = count
+                    count += 1
+                    nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                    numbered_reserve(nb, w, calls.cnt[child])
+                    num[child] = w
+                    idx[w] = child
+                    low[w] = w
+                    on[w] = 1
+                    stk[sp] = w
+                    sp += 1
+                    path[top] = w
+                    pos[top] = 0
+                    top += 1
+                else:
+                    nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                    if w == v:
+                        nb.loop[v] = 1
+                    if on[w] and w < low[v]:
+                        low[v] = w
+                continue
+            top -= 1
+            if top:
+                x = path[top - 1]
+                if low[v] < low[x]:
+                    low[x] = low[v]
+            if low[v] == v:
+                comp = []
+                while True:
+                    sp -= 1
+                    x = stk[sp]
+                    on[x] = 0
+                    comp.append(names[idx[x]])
+                    nb.order[nb.n_order] = x
+                    nb.n_order += 1
+                    if x == v:
+                        break
+                out.append(comp)
+    finally:
+        PyMem_Free(mem)
+    return out
+
+
 cdef bint all_in(frozenset calls, dict graph) except -1:
     """Is every rule of ``calls`` in ``graph``?  (Then ``sccs_all`` keeps the set as it is:
     most rules call only rules of the grammar, and a new set a rule cost more than the test.)"""
@@ -1502,18 +1630,44 @@ cdef class TailOnly:
     cdef list keys
     cdef object refs, members
     cdef dict memo
+    # The interner's facts when ``refs`` is its ``Lazy`` rule sets: a node's rules are then
+    # read as the keys of its uses (``uses_of``), each member probed there, and a node that
+    # refers to no rule is told by its flag -- where the rule set a node (made when first
+    # asked: a frozenset) and its ``isdisjoint``, a method call, cost ~1.5 K instructions a
+    # node visited
+    cdef Facts facts
 
     def __init__(self, refs, list keys, members):
         self.refs = refs
         self.keys = keys
         self.members = members
         self.memo = {}
+        self.facts = (<Lazy>refs).facts if type(refs) is Lazy and not (<Lazy>refs).uses else None
+
+    cdef bint disjoint(self, Py_ssize_t c) except -1:
+        """Does node ``c`` refer to no member (``refs[c].isdisjoint(members)``)?"""
+        cdef Facts f = self.facts
+        cdef dict u
+        if f is None:
+            return (<frozenset>self.refs[c]).isdisjoint(self.members)
+        if f.in_c(c) and not f.fa[c].has_refs:
+            return True
+        u = <dict>f.uses_of(c)
+        if len(u) < len(self.members):  # (a component of many rules)
+            for m in u:
+                if m in self.members:
+                    return False
+            return True
+        for m in self.members:
+            if PyDict_Contains(u, m) == 1:
+                return False
+        return True
 
     cdef int walk(self, Py_ssize_t c, bint tail, int depth) except -1:
         cdef tuple key, kids
         cdef int kind, got
         cdef Py_ssize_t i, last
-        if (<frozenset>self.refs[c]).isdisjoint(self.members):
+        if self.disjoint(c):
             return 1
         if depth > MAX_DEPTH:
             raise Deep
@@ -1558,11 +1712,13 @@ cdef bint tail_only(sess, refs, list keys, object cid, members) except -1:
         return tail_only_dag(sess, cid, members)
 
 
-def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim):
+def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim, Calls by_idx=None):
     """``components._plan`` after ``call_graph``: the components reachable from ``start``,
     callees first, each as (members, key id, what compile_components takes for it).
     ``graph``: the rules each rule calls; ``uses``: each rule's uses, capped at 2;
-    ``shared``, ``single``: the inline caps; ``lim``: the limits' key id (or the limits).
+    ``shared``, ``single``: the inline caps; ``lim``: the limits' key id (or the limits);
+    ``by_idx``: the same graph by name index (``call_graph_ids``), read instead of the dicts
+    (Tarjan's walk over arrays, each member's body id, uses and name index by number).
 
     A rule used once, not recursive, regular and not a literal set is marked to expand
     (the last item of what compile_components takes): C builds it inside its caller's NFA,
@@ -1582,7 +1738,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef Emitting em = Emitting(sess)
     cdef object gen = sess.gen, m, c, calls, members, cap, key, cached, off, cid, u
     cdef bint recursive, regular, locked = False
-    cdef Py_ssize_t k, n_comp, n_callees, at, i, w, n_rules, done = 0
+    cdef Py_ssize_t k, n_comp, n_callees, at, i, w, x, n_rules, done = 0
     cdef Py_ssize_t depth
     cdef object lock_release = None
     cdef dict key_ids = None, components = None
@@ -1603,15 +1759,31 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef Numbered nb  # by Tarjan: the members' and callees' numbers (no lookup by name)
     cdef Py_ssize_t at_order = 0, first_w
     cdef bint by_number  # the callees' numbers are tarjan's (a component of one rule, no self call)
+    cdef Py_ssize_t *tnum = NULL  # by_idx: per name index its Tarjan number, or -1
+    cdef Py_ssize_t *w_idx = NULL  # by_idx: per Tarjan number its name index
+    cdef list lists_by = None, cids_by = None
     nb.order = nb.edges = nb.edge_at = NULL
     nb.loop = NULL
+    if by_idx is not None and (not by_idx.ok or PyDict_Contains(name_idx, start) != 1):
+        by_idx = None  # a callee or the start with no index: by name
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
         key_ids = cache._key_ids
         components = cache._components
     try:
         numbered_init(&nb, len(graph) + 1)
-        comps = tarjan(graph, start, num, called, &nb)
-        n_rules = len(num)
+        if by_idx is not None:
+            tnum = <Py_ssize_t *>PyMem_Malloc(2 * (by_idx.n + 1) * sizeof(Py_ssize_t))
+            if tnum == NULL:
+                raise MemoryError
+            w_idx = tnum + by_idx.n + 1
+            for i in range(by_idx.n):
+                tnum[i] = -1
+            comps = tarjan_ids(by_idx, <Py_ssize_t>name_idx[start], tnum, w_idx, &nb)
+            n_rules = nb.n_order
+            lists_by, cids_by = by_idx.lists, by_idx.cids
+        else:
+            comps = tarjan(graph, start, num, called, &nb)
+            n_rules = len(num)
         key_by = [None] * n_rules
         cap_by = [None] * n_rules
         cid_by = [None] * n_rules
@@ -1637,12 +1809,13 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 if recursive:
                     members = {m}
                     regular = tail_only(sess, refs, keys, cids[m], members)
-                    calls = graph[m]
+                    calls = graph[m] if by_idx is None else lists_by[w_idx[w]]
                     # call_graph's sorted list: the others in its order (no set made and sorted)
                     callees = [c for c in <list>calls if c != m] if type(calls) is list else sorted(calls - members)
                 else:
                     regular = True
-                    callees = <list>called[w]  # sorted(graph[m]), by tarjan
+                    # sorted(graph[m]), by tarjan (or call_graph's list itself)
+                    callees = <list>called[w] if by_idx is None else <list>lists_by[w_idx[w]]
                     by_number = True
             else:
                 members = set(comp)
@@ -1660,6 +1833,9 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             if by_number:  # tarjan's numbers of called[w], in its order
                 for i in range(n_callees):
                     callee_num[i] = nb.edges[nb.edge_at[w] + i]
+            elif by_idx is not None:
+                for i in range(n_callees):  # reached from a member: numbered, in an earlier component
+                    callee_num[i] = tnum[<Py_ssize_t>name_idx[callees[i]]]
             else:
                 for i in range(n_callees):  # reached from a member: numbered, in an earlier component
                     callee_num[i] = <Py_ssize_t>num[callees[i]]
@@ -1682,10 +1858,16 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 m = comp[i]
                 w = member_num[i] = nb.order[first_w + i]
                 u = uses.get(m, 0)
+                if by_idx is not None:
+                    x = w_idx[w]
+                    cid = cid_by[w] = cids_by[x]
+                    idx_by[w] = x
+                else:
+                    cid = cid_by[w] = cids[m]
+                    idx_by[w] = name_idx[m]
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
                 cap_by[w] = cap
-                cid = cid_by[w] = cids[m]
                 if whole is not None:
                     # one rule that calls no member: its automaton is the same whatever the
                     # rule is called (labels name callees only), so its key has no name and a
@@ -1740,7 +1922,6 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                             off = em.rec(cid, 0)
                         except Deep:  # the rest without recursion (what is done is kept)
                             off = sess._emit_iter(cid)
-                idx_by[w] = name_idx[comp[i]]
                 spec_members.append(untrack((idx_by[w], off, cap_by[w])))
             depth = 0
             for i in range(n_callees):
@@ -1771,6 +1952,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
             out.append((comp, key, (spec_members, callee_idx, recursive and regular, cached, False)))
     finally:
         PyMem_Free(mem)
+        PyMem_Free(tnum)
         numbered_free(&nb)
         if locked:
             lock_release()
@@ -1932,19 +2114,47 @@ def call_graph(sess, dict rules):
     A rule's callees are its body's uses' keys, sorted here once: the rule set ``refs_of``
     would make (a frozenset a rule, ~0.6 K instructions) is not made, and neither ``tarjan``
     nor a recursive rule's callees in ``plan`` sort a set again."""
+    return graph_of(sess, rules, None)
+
+
+def call_graph_ids(sess, dict rules):
+    """``call_graph`` and the same graph by name index (:class:`Calls`), which ``plan`` reads."""
+    cdef Calls by_idx = Calls()
+    cids, graph, uses = graph_of(sess, rules, by_idx)
+    return cids, graph, uses, by_idx
+
+
+cdef tuple graph_of(sess, dict rules, Calls by_idx):
+    """``call_graph``, and with ``by_idx`` that filled too (the names numbered first)."""
     cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {}, name_idx = sess.name_idx, u
     cdef Facts facts = sess.interner.facts  # its uses read without ``Lazy``
     cdef list names = sess.names, calls
     cdef object c, n, v
-    cdef Py_ssize_t k, k2, pos
+    cdef Py_ssize_t k, k2, pos, r = 0, e = 0
     cdef PyObject *pk
     cdef PyObject *pv
     cdef PyObject *pu
+    k = len(names)
+    for name in sorted(rules):
+        if name not in name_idx:
+            name_idx[name] = len(names)
+            names.append(name)
+    if len(names) != k:
+        sess._rank = None
+    if by_idx is not None:
+        by_idx.setup(names)
     for name, c in cids.items():
         u = <dict>facts.uses_of(c)
         k = len(u)
+        if by_idx is not None:
+            r = <Py_ssize_t>name_idx[name]
+            by_idx.cids[r] = c
         if k == 0:
             graph[name] = NO_CALLEES
+            if by_idx is not None:
+                by_idx.lists[r] = NO_CALLEES
+                by_idx.cnt[r] = 0
+                by_idx.at[r] = 0
             continue
         calls = PyList_New(k)
         k = 0
@@ -1966,13 +2176,21 @@ def call_graph(sess, dict rules):
         if k > 1:
             sort_names(calls, k)
         graph[name] = calls
-    k = len(names)
-    for name in sorted(rules):
-        if name not in name_idx:
-            name_idx[name] = len(names)
-            names.append(name)
-    if len(names) != k:
-        sess._rank = None
+        if by_idx is not None:
+            # the callees' indices in the list's (sorted) order
+            by_idx.lists[r] = calls
+            by_idx.reserve(k)
+            e = by_idx.at[r] = by_idx.n_edges
+            by_idx.cnt[r] = k
+            by_idx.n_edges += k
+            for k2 in range(k):
+                pk = PyList_GET_ITEM(calls, k2)
+                pu = PyDict_GetItemWithError(name_idx, <object>pk)
+                if pu == NULL or not 0 <= PyLong_AsSsize_t(<object>pu) < by_idx.n:
+                    by_idx.ok = False  # a callee that is no rule (tarjan raises if it reaches it)
+                    by_idx.edges[e + k2] = 0
+                    continue
+                by_idx.edges[e + k2] = PyLong_AsSsize_t(<object>pu)
     if sess.tokens:
         for ids, negated in sorted(sess.tokens):
             if ids:

@@ -180,14 +180,14 @@ def _plan(
     """The components reachable from ``start``, callees first, each with its cache key:
     its members' IR, its callees' keys and what they may inline, and the limits."""
     cache = sess.cache
-    cids, graph, uses = call_graph(rules, sess)
+    # the graph by name too, as numbers (Tarjan's walk and the plan read arrays, not dicts)
+    cids, graph, uses, by_idx = _dag.call_graph_ids(sess, rules)
     # the limits in every key as a small id (hashing the dataclass costs more than the rest)
     lim = cache.key_id(limits) if cache is not None else limits
     # Tarjan, tail position, the inline caps, the keys and the emitted bodies, compiled
     # (tests/reference_encode.py has the Python loop it follows: same plan, same code)
-    return _dag.plan(
-        sess, graph, cids, uses, start, outlined, limits.inline_shared_states, limits.inline_max_states, lim
-    )
+    shared, single = limits.inline_shared_states, limits.inline_max_states
+    return _dag.plan(sess, graph, cids, uses, start, outlined, shared, single, lim, by_idx)
 
 
 def _given(dfas: list[DFA], rank: array[int], sess: Session) -> list[tuple[Any, array[int]]]:
