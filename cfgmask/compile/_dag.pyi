@@ -56,6 +56,7 @@ def plan(
     shared: int,
     single: int,
     lim: Any,
+    by_idx: Calls | None = None,
 ) -> list[tuple[list[str], int, tuple[Any, ...]]]: ...
 def collect(
     plan: list[tuple[list[str], int, tuple[Any, ...]]],
@@ -69,6 +70,12 @@ def collect(
 def call_graph(
     sess: Any, rules: dict[str, ir.Expr]
 ) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int]]: ...
+
+class Calls: ...
+
+def call_graph_ids(
+    sess: Any, rules: dict[str, ir.Expr]
+) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int], Calls]: ...
 def ranks(names: list[str], name_idx: dict[str, int]) -> tuple[Any, list[str]]: ...
 def comp_args(
     plan: list[tuple[list[str], int, tuple[Any, ...]]], rank: Any, sess: Any

@@ -144,6 +144,9 @@ ctypedef struct Fact:
     Py_ssize_t maxlit
     bint plain
     bint has_refs
+    # every repetition below has valid bounds (lo >= 0, hi None or >= lo): with maxprod 1
+    # (each bounded by 1) the subtree needs no rewriting whatever the budget (``Clean``)
+    bint valid
 
 cdef long long SMALL_MAX = 1LL << 62
 
@@ -158,6 +161,18 @@ cdef inline long long small_int(object x) noexcept:
     if ovf != 0 or v < 0 or v > SMALL_MAX:  # an exact int only overflows: no error is set
         return -1
     return v
+
+
+cdef bint valid_bounds(tuple key, const Fact *fa, Py_ssize_t fa_len, Py_ssize_t k):
+    """Are the bounds of the repetition ``key`` and all below its item ``k`` valid (as
+    ``Clean.walk`` tests them)?  False for bounds it cannot compare (left to the walk)."""
+    lo, hi = key[2], key[3]
+    if not 0 <= k < fa_len or not fa[k].valid:
+        return False
+    try:
+        return bool(lo >= 0 and (hi is None or hi >= lo))
+    except Exception:
+        return False
 
 
 cdef class Facts:
@@ -325,7 +340,7 @@ cdef class Facts:
             raise
 
     cdef object insert(self, tuple key, object i, object count, long height, Py_ssize_t maxlit, bint has_refs,
-                       object maxprod, bint plain):
+                       object maxprod, bint plain, bint valid=True):
         """Register ``key``, new (the lock held, the key looked up), with its facts; its id.
         ``i``: the id claimed for it in ``ids`` (``claim``), or None (then it is added here).
         ``has_refs``: it refers to a rule (its rules and uses are then made when first asked:
@@ -353,6 +368,7 @@ cdef class Facts:
             f.maxlit = maxlit
             f.plain = plain
             f.has_refs = has_refs
+            f.valid = valid
             if f.count < 0 or f.maxprod < 0:
                 self.big[self.fa_len] = (count, maxprod)
             self.fa_len += 1
@@ -398,7 +414,7 @@ cdef class Facts:
         cdef long h = 0
         cdef Py_ssize_t lit = 0, k, n = len(kids), i
         cdef long long tc = 1, pc = 0
-        cdef bint all_plain = True, big = False, has_refs = False
+        cdef bint all_plain = True, big = False, has_refs = False, valid = True
         cdef const Fact *f
         if self.fa_len != len(self.keys) or self.count is not None:
             return self.add_list_py(key, kids, cid)
@@ -424,6 +440,8 @@ cdef class Facts:
                 all_plain = False
             if f.has_refs:
                 has_refs = True
+            if not f.valid:
+                valid = False
         if big:
             total = 1
             prod = None
@@ -436,7 +454,7 @@ cdef class Facts:
         else:
             total = tc
             prod = pc
-        return self.insert(key, cid, total, 1 + h, lit, has_refs, prod, all_plain)
+        return self.insert(key, cid, total, 1 + h, lit, has_refs, prod, all_plain, valid)
 
     cdef object add_list_py(self, tuple key, tuple kids, object i):
         """``add_list`` of a new node from the lists alone (the C facts out of step with them:
@@ -461,7 +479,7 @@ cdef class Facts:
                 all_plain = False
             if self.uses_of(k):
                 has_refs = True
-        return self.insert(key, i, total, 1 + h, lit, has_refs, prod, all_plain)
+        return self.insert(key, i, total, 1 + h, lit, has_refs, prod, all_plain, False)
 
     cdef object add_repeat(self, tuple key, Py_ssize_t k):
         """``add`` of a repetition of interned ``k``."""
@@ -473,7 +491,7 @@ cdef class Facts:
             bound = max(key[2], key[3] or 0, 1)
             has_refs = self.fa[k].has_refs if 0 <= k < self.fa_len else len(self.uses_of(k)) != 0
             return self.insert(key, i, 1 + self.count_of(k), 1 + self.height_of(k), self.maxlit_of(k), has_refs,
-                               bound * self.maxprod_of(k), False)
+                               bound * self.maxprod_of(k), False, valid_bounds(key, self.fa, self.fa_len, k))
         except BaseException:
             self.unclaim(key, i)
             raise
@@ -2267,6 +2285,8 @@ cdef class Clean:
         cdef Py_ssize_t c = cid
         if self.facts.plain_of(c):
             return True
+        if self.facts.in_c(c) and self.facts.fa[c].valid and self.facts.fa[c].maxprod == 1:
+            return True  # each repetition below bounded by 1, with valid bounds: nothing to weigh
         g = self.memo.get(cid)
         if g is not None:
             return <bint>g
