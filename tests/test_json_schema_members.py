@@ -12,10 +12,13 @@ building them (``numbers.sci_positive``); JSON's punctuation literals stay throu
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cfgmask import ir
 from cfgmask.errors import CfgmaskError
@@ -72,7 +75,7 @@ def _schema(values: list[Any], keys: list[str], required: list[str]) -> dict[str
 
 def _general(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every property through the general path: no key plain, every value walked by schema."""
-    monkeypatch.setattr(containers, "_PLAIN_KEY", lambda n: None)
+    monkeypatch.setattr(containers, "_KEY_CHARS", "")  # strip leaves every key as it is
     monkeypatch.setattr(walk.SchemaCompiler, "member_value", walk.SchemaCompiler.schema)
 
 
@@ -99,11 +102,21 @@ def test_plain_keys_are_their_own_stems() -> None:
     """The one-step name is ``fresh``'s: ``"prop-" + key`` is its own stem exactly for the keys
     the pattern calls plain, and their canonical spelling is the key in quotes."""
     for n in _KEYS:
-        if containers._PLAIN_KEY(n) is not None:
+        if containers.plain_key(n):
             assert _ir_util.stem_of("prop-" + n) == "prop-" + n, n
             assert json.dumps(n) == '"' + n + '"', n
-    assert containers._PLAIN_KEY("x" * 55) is not None and containers._PLAIN_KEY("x" * 56) is None
-    assert containers._PLAIN_KEY("b-") is None and containers._PLAIN_KEY("") is None
+    assert containers.plain_key("x" * 55) and not containers.plain_key("x" * 56)
+    assert not containers.plain_key("b-") and not containers.plain_key("")
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{0,54}[A-Za-z0-9_]").fullmatch  # the pattern plain_key replaced
+
+
+@given(st.text(alphabet=st.sampled_from('aZ09_-é ~/\\"\x00'), max_size=60) | st.sampled_from(_KEYS))
+def test_plain_key_is_the_pattern(n: str) -> None:
+    """plain_key's strip test (and _listed's inline copy of it, which _general turns off) holds
+    exactly for the keys the pattern it replaced matches."""
+    assert containers.plain_key(n) == (_PLAIN_KEY(n) is not None), n
 
 
 def test_member_value_leaves_the_walk_as_schema_does() -> None:
