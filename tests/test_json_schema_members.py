@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cfgmask import ir
+from cfgmask import Grammar, ir
 from cfgmask.errors import CfgmaskError
 from cfgmask.frontends import json_schema
-from cfgmask.frontends.json_schema import _ir_util, containers, numbers, walk
+from cfgmask.frontends.json_schema import _ir_util, containers, empty, numbers, report, walk
 
 
 def _output(schema: Any, canonical: bool, strict: bool = False) -> str:
@@ -327,3 +327,39 @@ def test_a_repeated_type_list_is_compiled_once(monkeypatch: pytest.MonkeyPatch) 
         calls.clear()
         json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
         assert len(calls) == n, v
+
+
+def _said(s: Any, path: str, inner: str | None, name: str | None) -> str:
+    """What the walk wrote eagerly before Reason: because's text, or the required key's."""
+    if name is None:
+        return empty.because(s, path, inner)
+    return f"{report.pointer(path, 'required')} names {name!r}, and {inner}"
+
+
+@pytest.mark.parametrize("depth", [1, 3, 5000])
+def test_reasons_said_when_read_equal_the_eager_text(depth: int) -> None:
+    """A chain of Reasons (each link a schema or a required key, over a str, None or nothing)
+    says what the eager texts said, without recursion for a deep chain, and once."""
+    links: list[tuple[Any, str, str | None]] = [
+        ({}, "/a", None), ({"enum": []}, "/b~1c", None), (None, "/o", "k"), (False, "/f", None),
+        ({"minLength": 3, "maxLength": 1, "required": ["x"], "maxProperties": 0}, "", None),
+        ({"type": "string"}, "/s", None), (None, "", "a/b"),
+    ]  # fmt: skip
+    for start in (None, "the innermost"):
+        lazy: empty.Reason | str | None = start
+        eager = start
+        for i in range(depth):
+            s, path, name = links[i % len(links)]
+            lazy = empty.Reason(s, path, lazy, name)
+            eager = _said(s, path, eager, name)
+        assert str(lazy) == eager and str(lazy) == eager
+        assert lazy == eager
+
+
+def test_an_empty_schema_deep_down_is_said_from_its_innermost_reason() -> None:
+    inner: Any = {"type": "integer", "minimum": 3, "maximum": 1}
+    for _ in range(40):
+        inner = {"type": "object", "properties": {"k": inner}, "required": ["k"]}
+    said = str(Grammar.from_json_schema(inner).ir.meta["empty"])
+    assert said.startswith("the JSON Schema allows no value: /required names 'k', and /properties/k/required")
+    assert said.endswith("/minimum (3) is above " + "/properties/k" * 40 + "/maximum (1)")

@@ -39,6 +39,7 @@ from ... import deadline, ir
 from ...errors import GrammarError
 from . import _ir_util as U
 from . import chardfa
+from .empty import Reason
 from .lexical import Encoder, encode_text
 from .merge import ANNOTATIONS, Unmergeable, equal, evaluate, intersect, is_annotation, type_set
 from .report import ENFORCED, pointer
@@ -710,7 +711,7 @@ class Containers:
                 rows.append((where + "/type", "type", ENFORCED, ""))
             if value == nothing:  # the key cannot appear: the object neither, if it is required
                 if n in required:
-                    c.empty_why = f"{pointer(path, 'required')} names {n!r}, and {c.empty_why}"
+                    c.empty_why = Reason(None, path, c.empty_why, n)  # said when read
                     return None
                 continue
             # a key of name characters (most: plain_key, inline): its rule's stem is "prop-" and
