@@ -12,15 +12,18 @@ building them (``numbers.sci_positive``); JSON's punctuation literals stay throu
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from cfgmask import ir
+from cfgmask import Grammar, ir
 from cfgmask.errors import CfgmaskError
 from cfgmask.frontends import json_schema
-from cfgmask.frontends.json_schema import _ir_util, containers, numbers, walk
+from cfgmask.frontends.json_schema import _ir_util, containers, empty, numbers, report, walk
 
 
 def _output(schema: Any, canonical: bool, strict: bool = False) -> str:
@@ -72,7 +75,7 @@ def _schema(values: list[Any], keys: list[str], required: list[str]) -> dict[str
 
 def _general(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every property through the general path: no key plain, every value walked by schema."""
-    monkeypatch.setattr(containers, "_PLAIN_KEY", lambda n: None)
+    monkeypatch.setattr(containers, "_KEY_CHARS", "")  # strip leaves every key as it is
     monkeypatch.setattr(walk.SchemaCompiler, "member_value", walk.SchemaCompiler.schema)
 
 
@@ -99,11 +102,21 @@ def test_plain_keys_are_their_own_stems() -> None:
     """The one-step name is ``fresh``'s: ``"prop-" + key`` is its own stem exactly for the keys
     the pattern calls plain, and their canonical spelling is the key in quotes."""
     for n in _KEYS:
-        if containers._PLAIN_KEY(n) is not None:
+        if containers.plain_key(n):
             assert _ir_util.stem_of("prop-" + n) == "prop-" + n, n
             assert json.dumps(n) == '"' + n + '"', n
-    assert containers._PLAIN_KEY("x" * 55) is not None and containers._PLAIN_KEY("x" * 56) is None
-    assert containers._PLAIN_KEY("b-") is None and containers._PLAIN_KEY("") is None
+    assert containers.plain_key("x" * 55) and not containers.plain_key("x" * 56)
+    assert not containers.plain_key("b-") and not containers.plain_key("")
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{0,54}[A-Za-z0-9_]").fullmatch  # the pattern plain_key replaced
+
+
+@given(st.text(alphabet=st.sampled_from('aZ09_-é ~/\\"\x00'), max_size=60) | st.sampled_from(_KEYS))
+def test_plain_key_is_the_pattern(n: str) -> None:
+    """plain_key's strip test (and _listed's inline copy of it, which _general turns off) holds
+    exactly for the keys the pattern it replaced matches."""
+    assert containers.plain_key(n) == (_PLAIN_KEY(n) is not None), n
 
 
 def test_member_value_leaves_the_walk_as_schema_does() -> None:
@@ -314,3 +327,39 @@ def test_a_repeated_type_list_is_compiled_once(monkeypatch: pytest.MonkeyPatch) 
         calls.clear()
         json_schema.schema_to_grammar({"type": "object", "properties": {f"p{i}": v for i in range(4)}})
         assert len(calls) == n, v
+
+
+def _said(s: Any, path: str, inner: str | None, name: str | None) -> str:
+    """What the walk wrote eagerly before Reason: because's text, or the required key's."""
+    if name is None:
+        return empty.because(s, path, inner)
+    return f"{report.pointer(path, 'required')} names {name!r}, and {inner}"
+
+
+@pytest.mark.parametrize("depth", [1, 3, 5000])
+def test_reasons_said_when_read_equal_the_eager_text(depth: int) -> None:
+    """A chain of Reasons (each link a schema or a required key, over a str, None or nothing)
+    says what the eager texts said, without recursion for a deep chain, and once."""
+    links: list[tuple[Any, str, str | None]] = [
+        ({}, "/a", None), ({"enum": []}, "/b~1c", None), (None, "/o", "k"), (False, "/f", None),
+        ({"minLength": 3, "maxLength": 1, "required": ["x"], "maxProperties": 0}, "", None),
+        ({"type": "string"}, "/s", None), (None, "", "a/b"),
+    ]  # fmt: skip
+    for start in (None, "the innermost"):
+        lazy: empty.Reason | str | None = start
+        eager = start
+        for i in range(depth):
+            s, path, name = links[i % len(links)]
+            lazy = empty.Reason(s, path, lazy, name)
+            eager = _said(s, path, eager, name)
+        assert str(lazy) == eager and str(lazy) == eager
+        assert lazy == eager
+
+
+def test_an_empty_schema_deep_down_is_said_from_its_innermost_reason() -> None:
+    inner: Any = {"type": "integer", "minimum": 3, "maximum": 1}
+    for _ in range(40):
+        inner = {"type": "object", "properties": {"k": inner}, "required": ["k"]}
+    said = str(Grammar.from_json_schema(inner).ir.meta["empty"])
+    assert said.startswith("the JSON Schema allows no value: /required names 'k', and /properties/k/required")
+    assert said.endswith("/minimum (3) is above " + "/properties/k" * 40 + "/maximum (1)")

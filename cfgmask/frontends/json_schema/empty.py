@@ -3,7 +3,9 @@
 The walk notes the pointer of each schema that compiles to the empty language
 (:meth:`.walk.SchemaCompiler.schema`); the innermost one whose own keywords contradict each
 other (an empty ``enum``, ``minLength`` above ``maxLength``, a required property whose schema
-is ``false``...) is named.  Anything subtler gets the pointer of the schema alone.
+is ``false``...) is named.  Anything subtler gets the pointer of the schema alone.  The walk
+keeps each reason as a :class:`Reason`, said (its text made) only when read: most are never
+read (the empty branches of a ``oneOf`` written as a union, the outer links of a chain).
 """
 
 from __future__ import annotations
@@ -53,3 +55,41 @@ def because(s: Any, path: str, inner: str | None) -> str:
         return f"the schema at {path or '/'} is false"
     found = contradictions(s, path) if isinstance(s, dict) else []
     return "; ".join(found) if found else inner or f"the schema at {path or '/'} allows no value"
+
+
+class Reason:
+    """``because(s, path, inner)`` (or, with ``name``, a required key ``name`` of the object at
+    ``path`` that can have no value: ``"<path>/required names 'name', and <inner>"``), its
+    text made when first read (``str``); ``inner`` a str, a Reason or None.  A chain of reasons
+    is said innermost first, without recursion (a schema may nest 2,000 deep)."""
+
+    __slots__ = ("s", "path", "inner", "name", "text")
+
+    def __init__(self, s: Any, path: str, inner: Reason | str | None, name: str | None = None) -> None:
+        self.s = s
+        self.path = path
+        self.inner = inner
+        self.name = name
+        self.text: str | None = None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            chain: list[Reason] = []
+            r: Reason | str | None = self
+            while isinstance(r, Reason) and r.text is None:
+                chain.append(r)
+                r = r.inner
+            inner = r.text if isinstance(r, Reason) else r
+            for x in reversed(chain):
+                if x.name is None:
+                    inner = because(x.s, x.path, inner)
+                else:
+                    inner = f"{pointer(x.path, 'required')} names {x.name!r}, and {inner}"
+                x.text, x.s, x.inner = inner, None, None  # said: what it read is freed
+        return self.text  # type: ignore[return-value]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (Reason, str)) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))

@@ -20,7 +20,7 @@ from . import chardfa
 from .canonical import canonical_string, unspellable
 from .containers import SCALAR_TYPES, Containers
 from .disjoint import disjoint
-from .empty import because
+from .empty import Reason, because
 from .enums import canonical_set, full_set, kept_values
 from .lexical import CANONICAL_CHAR, ENC_ANY, JSON_CHAR, JSON_NUMBER, encode_text, whitespace
 from .merge import (
@@ -180,8 +180,9 @@ class SchemaCompiler:
         self.depth = 0
         self.inlined_refs = 0  # branches walked with a $ref inlined, nested (see _branch)
         self.inlined_root = ""  # the outermost of them
-        self.empty_why: str | None = None  # why the schema just walked allows no value, if it does not
-        self.empty_rules: dict[str, str] = {}  # $ref rules of the empty language, and why
+        # why the schema just walked allows no value, if it does not (said when read: Reason)
+        self.empty_why: Reason | str | None = None
+        self.empty_rules: dict[str, Reason | str] = {}  # $ref rules of the empty language, and why
         self.walks: dict[str, Walk] = {}  # schemas with an INLINING keyword, by content (see walked)
         self.strings = Strings(self)
         self.containers = Containers(self, MAX_DEPTH)
@@ -280,7 +281,7 @@ class SchemaCompiler:
             self.depth -= 1
             self.scope = scope
         # an empty schema keeps the innermost reason found under it; a live one forgets them
-        self.empty_why = because(s, path, self.empty_why) if out == ir.NOTHING else saved
+        self.empty_why = Reason(s, path, self.empty_why) if out == ir.NOTHING else saved
         return out
 
     def member_value(self, s: Any, path: str, base: str) -> ir.Expr:
@@ -351,7 +352,7 @@ class SchemaCompiler:
         else:  # "enum" is the only keyword of null and boolean
             out = self.number_form(self.number(n_s, path, t == "integer", []))
         if out == ir.NOTHING:
-            self.empty_why = because(s, path, self.empty_why)
+            self.empty_why = Reason(s, path, self.empty_why)
             return out
         self.empty_why = saved
         if len(self.rules) == n_rules:  # kept: a further compile would add none either
@@ -555,7 +556,7 @@ class SchemaCompiler:
                 raise GrammarError(f"$ref at {where} refers to itself without consuming input")
             self.rules[name] = body
             if body == ir.NOTHING:
-                self.empty_rules[name] = self.empty_why or because(target, tpath, None)
+                self.empty_rules[name] = self.empty_why or Reason(target, tpath, None)
         self.rep.enforced(where, "$ref")
         name = self.ref_rules[key]
         if name in self.empty_rules:  # said as nothing, so that the schemas around it can tell why
