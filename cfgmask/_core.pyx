@@ -1641,6 +1641,11 @@ def direct_fresh_copy_enable(bint on):
     cm_direct_fresh_copy_enable(1 if on else 0)
 
 
+def direct_fresh_copies():
+    """How many count positions the direct build copied without lookups so far in this process."""
+    return cm_direct_fresh_copies()
+
+
 def dfa_runs_enable(bint on):
     """Copy an inlined callee's DFA into its callers' NFAs from its rows kept as runs on it at its
     first copy (csrc/thompson.c, tb_embed; the default), or, off, from a walk of its rows at each

@@ -671,8 +671,10 @@ typedef struct {
 } db_tpl;
 
 static int g_fresh_copy = 1;
+static size_t g_fresh_copies;
 
 void cm_direct_fresh_copy_enable(int on) { g_fresh_copy = on; }
+size_t cm_direct_fresh_copies(void) { return g_fresh_copies; }
 
 static int db_template(dbuilder *b, uint32_t item, int depth, const uint32_t *with, uint32_t n_with, db_tpl *t) {
     *t = (db_tpl){item, UINT32_MAX, 0, 0, 0, 0, 0, 0, false};
@@ -782,6 +784,7 @@ static int db_copy_fresh(dbuilder *b, const db_tpl *t, uint32_t cur, bool *done,
         tm[s - first] = x++;
     }
     b->made = made + n_t;
+    g_fresh_copies++;
     *out = tm[t->T - first];
     *done = true;
     return CM_OK;
@@ -1078,12 +1081,15 @@ static int db_take(dbuilder *b, uint32_t start, cm_dfa_out **out, cm_sparse_edge
     for (uint32_t k = 0, nl = 0; !rc && k < n; k++) {
         uint32_t s = order[k];
         d->accepting[k] = (uint8_t)b->acc.data[s];
-        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+        /* a state's ranges are disjoint: at most nc classes (room once, not a check a class) */
+        if ((rc = cm_vec_reserve(&sp->cls, sp->cls.n + nc)) || (rc = cm_vec_reserve(&sp->to, sp->to.n + nc))) break;
+        uint32_t *sc = sp->cls.data, *st = sp->to.data, m = (uint32_t)sp->cls.n;
+        for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++) {
             uint32_t r = b->rng.data[e], t = id[b->to.data[e]];
-            for (uint32_t c = cls[r & 0xFF]; !rc && c <= cls[r >> 8]; c++)
-                if (!(rc = cm_vec_push(&sp->cls, c))) rc = cm_vec_push(&sp->to, t);
+            for (uint32_t c = cls[r & 0xFF]; c <= cls[r >> 8]; c++) sc[m] = c, st[m++] = t;
         }
-        if (!rc) rc = cm_vec_push(&sp->off, (uint32_t)sp->cls.n);
+        sp->cls.n = sp->to.n = m;
+        if (!rc) rc = cm_vec_push(&sp->off, m);
         for (uint32_t e = b->l0.data[s]; e < b->l1.data[s]; e++) d->lab[nl] = b->lab.data[e], d->lab_to[nl++] = id[b->lto.data[e]];
         d->lab_off[k + 1] = nl;
     }
