@@ -66,10 +66,10 @@ def _gbnf(text: str) -> ir.Grammar:
         # an item that may end where it may go on (the placeholder in a union): no template
         ('root ::= ( "ab" | "a" | "b" ){2,9} "."', False),
         ('root ::= ( [a-z] [0-9]? ){0,7} ";"', False),
-        ('root ::= [a-z]{0,5} | [a-z]{7} [0-9]{0,3}', True),  # branches counting the same item
+        ("root ::= [a-z]{0,5} | [a-z]{7} [0-9]{0,3}", True),  # branches counting the same item
         ('root ::= [a-z]{0,40} "-" [a-z]{3,40}', True),
         ('root ::= ( [a-z]* "," ){0,8} "."', False),  # a loop inside: no template
-        ('root ::= [0-9]{2}', True),  # the second position copies the first's template
+        ("root ::= [0-9]{2}", True),  # the second position copies the first's template
     ],
 )
 def test_shapes(text: str, fires: bool) -> None:
@@ -103,7 +103,7 @@ ITEMS = ["[a-z]", '"ab" | "a"', '"é" | [0-9]', "[a-c] [x-z]?", '"\\\\" [nrt] | 
 )
 def test_random_counts(item: str, lo: int, span: int, shape: str, rest: str) -> None:
     body = shape.format(x=item, lo=lo, hi=lo + span, rest=rest)
-    _same(_gbnf(f"root ::= {body}\nw ::= [ \\t] \"-\" | \"+\"\n"))
+    _same(_gbnf(f'root ::= {body}\nw ::= [ \\t] "-" | "+"\n'))
 
 
 SCHEMAS = [
