@@ -13,22 +13,19 @@ own, counts beside loops and the caps; the Llama-3 masks of corpus schemas along
 
 from __future__ import annotations
 
-import json
 from contextlib import AbstractContextManager
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cfgmask
-from benchmarks.common import tokenize
 from cfgmask import _core, ir
 from cfgmask.compile.tables import build_tables
 
-from .helpers import core_switch, masks_along
+from .helpers import core_switch
 from .test_direct_build import _digest
-from .test_direct_loops import _corpus_schemas
+from .test_direct_loops import assert_corpus_masks_same
 
 
 def _fresh(on: bool) -> AbstractContextManager[None]:
@@ -125,20 +122,6 @@ def test_json_shapes(schema: dict[str, object]) -> None:
     _same(cfgmask.Grammar.from_json_schema(schema).ir)
 
 
-def _masks(schema: str, tokens: list[int], vocab: cfgmask.Vocabulary, on: bool) -> list[object]:
-    with _fresh(on):
-        try:
-            cg = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
-        except (cfgmask.CfgmaskError, ValueError, NotImplementedError):
-            return []
-        return masks_along(cg, tokens)
-
-
 def test_corpus_masks() -> None:
     """Llama-3 masks along the first valid document of corpus schemas: the same on and off."""
-    vocab = cfgmask.Vocabulary.llama3()
-    for sid, schema, doc in _corpus_schemas(3):
-        tokens = tokenize(json.dumps(doc, separators=(",", ":")))[:40]
-        on, off = _masks(schema, tokens, vocab, True), _masks(schema, tokens, vocab, False)
-        assert len(on) == len(off), sid
-        assert all(np.array_equal(a, b) for a, b in zip(on, off, strict=True)), sid
+    assert_corpus_masks_same(_fresh)
