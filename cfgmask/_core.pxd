@@ -301,6 +301,8 @@ cdef extern from "cfgmask.h" nogil:
     void cm_compile_stats_enable(int on)
     void cm_direct_build_enable(int on)
     void cm_direct_loops_enable(int on)
+    void cm_direct_fresh_copy_enable(int on)
+    size_t cm_direct_fresh_copies()
     void cm_dfa_runs_enable(int on)
     void cm_derive_row_bits_enable(int on)
     void cm_derive_class_spans_enable(int on)

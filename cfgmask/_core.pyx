@@ -1633,6 +1633,19 @@ def direct_loops_enable(bint on):
     cm_direct_loops_enable(1 if on else 0)
 
 
+def direct_fresh_copy_enable(bint on):
+    """Copy a bounded count's positions in the direct build (csrc/direct.c) without looking up each
+    copied state where the position after it is a state no other refers to (each copy is new by
+    construction: the default), or, off, look up every copy: the reference the tests compare
+    against.  Process-wide; clear the caches after a change."""
+    cm_direct_fresh_copy_enable(1 if on else 0)
+
+
+def direct_fresh_copies():
+    """How many count positions the direct build copied without lookups so far in this process."""
+    return cm_direct_fresh_copies()
+
+
 def dfa_runs_enable(bint on):
     """Copy an inlined callee's DFA into its callers' NFAs from its rows kept as runs on it at its
     first copy (csrc/thompson.c, tb_embed; the default), or, off, from a walk of its rows at each

@@ -636,6 +636,12 @@ void cm_direct_build_enable(int on);
  * DFA), minimized after, while it makes at most 1.5x their NFA's states (direct.c; on by
  * default): off, those take Thompson's path (the reference the tests compare against). */
 void cm_direct_loops_enable(int on);
+/* A bounded count's positions copied in one pass where the position after is a state no other
+ * refers to (each copy new by construction: kept without looking for its equal; direct.c; on by
+ * default): off, each copied state is looked up (the reference the tests compare against). */
+void cm_direct_fresh_copy_enable(int on);
+/* How many count positions were copied that way so far in this process (a test's count; not atomic). */
+size_t cm_direct_fresh_copies(void);
 /* The copies of a DFA into callers' NFAs take its rows as runs kept on it (cm_dfa_out.runs; on by
  * default): off, each copy walks the rows (the reference the tests compare against). */
 void cm_dfa_runs_enable(int on);

@@ -52,6 +52,8 @@ typedef struct {
     size_t made, max_made;        /* states made (those found made already included) and the cap on those kept */
     size_t loop_made;             /* a body with a loop: the states it may make (DB_NO past it: Thompson's path) */
     size_t fills;                 /* pending states filled so far */
+    uint32_t fresh;               /* the start of the last position copied, while no state refers to it (db_item) */
+    size_t fresh_fills;           /* fills when fresh was set */
     cm_vec32 acc, e0, e1, l0, l1; /* per state: accepting (0, 1, PENDING), its byte and label edges */
     cm_vec32 rng, to;             /* byte edges: lo | hi << 8, target; a state's ascending, disjoint, maximal */
     cm_vec32 lab, lto;            /* label edges: a state's ascending by label */
@@ -137,27 +139,31 @@ static bool db_same(const dbuilder *b, uint32_t s, uint32_t t) {
  * state's hash beside it (hh: the low 32 bits, which give the slot while the table has at most
  * 2^32), so a table that grows is rehashed without hashing a state again, and a state whose
  * hash differs is passed over without comparing edges. */
+static int db_grow(dbuilder *b) {
+    size_t old = b->hc_cap, cap = old ? 2 * old : 1024;
+    int rc = CM_OK;
+    uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->hc;
+    uint32_t *th = cm_balloc(b->bud, cap * sizeof *th, false, &rc); /* (written with its slot) */
+    if (rc) {
+        cm_bfree(b->bud, t);
+        return rc;
+    }
+    for (size_t i = 0; i < old; i++)
+        if (prev[i]) {
+            size_t j = b->hh[i] & (cap - 1);
+            while (t[j]) j = (j + 1) & (cap - 1);
+            t[j] = prev[i], th[j] = b->hh[i];
+        }
+    cm_bfree(b->bud, prev);
+    cm_bfree(b->bud, b->hh);
+    b->hc = t, b->hh = th, b->hc_cap = cap;
+    return CM_OK;
+}
+
 static int db_finish(dbuilder *b, uint32_t s, uint32_t *out) {
     db_close(b, s);
-    if (2 * (b->hc_n + 1) > b->hc_cap) {
-        size_t old = b->hc_cap, cap = old ? 2 * old : 1024;
-        int rc = CM_OK;
-        uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc), *prev = b->hc;
-        uint32_t *th = cm_balloc(b->bud, cap * sizeof *th, false, &rc); /* (written with its slot) */
-        if (rc) {
-            cm_bfree(b->bud, t);
-            return rc;
-        }
-        for (size_t i = 0; i < old; i++)
-            if (prev[i]) {
-                size_t j = b->hh[i] & (cap - 1);
-                while (t[j]) j = (j + 1) & (cap - 1);
-                t[j] = prev[i], th[j] = b->hh[i];
-            }
-        cm_bfree(b->bud, prev);
-        cm_bfree(b->bud, b->hh);
-        b->hc = t, b->hh = th, b->hc_cap = cap;
-    }
+    int rc = 2 * (b->hc_n + 1) > b->hc_cap ? db_grow(b) : CM_OK;
+    if (rc) return rc;
     uint32_t h = (uint32_t)db_hash(b, s);
     size_t i = h & (b->hc_cap - 1);
     for (; b->hc[i]; i = (i + 1) & (b->hc_cap - 1)) {
@@ -655,13 +661,23 @@ static int db_bytes(dbuilder *b, uint32_t pc, uint32_t K, uint32_t *out) {
 }
 
 /* A counted item's template: the item built once into placeholder P (pending), its start T, its
- * states [first, last) (made targets first); tm: those reached from T (0), the rest UINT32_MAX. */
+ * states [first, last) (made targets first); tm: those reached from T (0 or 1), the rest
+ * UINT32_MAX.  n_t states reached from T, with n_e byte and n_l label edges; fresh: every one of
+ * them reaches P and no two adjacent byte edges of one share a target (db_copy_fresh). */
 typedef struct {
     uint32_t item, P, T, first, last;
+    uint32_t n_t, n_e, n_l;
+    bool fresh;
 } db_tpl;
 
+static int g_fresh_copy = 1;
+static size_t g_fresh_copies;
+
+void cm_direct_fresh_copy_enable(int on) { g_fresh_copy = on; }
+size_t cm_direct_fresh_copies(void) { return g_fresh_copies; }
+
 static int db_template(dbuilder *b, uint32_t item, int depth, const uint32_t *with, uint32_t n_with, db_tpl *t) {
-    *t = (db_tpl){item, UINT32_MAX, 0, 0, 0};
+    *t = (db_tpl){item, UINT32_MAX, 0, 0, 0, 0, 0, 0, false};
     size_t fills = b->fills;
     uint32_t P, T;
     int rc = db_new(b, PENDING, &P);
@@ -695,16 +711,95 @@ static int db_template(dbuilder *b, uint32_t item, int depth, const uint32_t *wi
         }
     }
     b->stk.n = base;
-    if (!rc) *t = (db_tpl){item, P, T, first, last};
+    if (rc) return rc;
+    /* which reached states reach P (targets first: one pass up), their edges counted */
+    uint32_t n_t = 0, n_e = 0, n_l = 0;
+    bool fresh = true;
+    for (uint32_t s = first; s < last; s++) {
+        if (tm[s - first] == UINT32_MAX) continue;
+        bool rp = false;
+        uint32_t e0 = b->e0.data[s], e1 = b->e1.data[s];
+        for (uint32_t e = e0; e < e1; e++) {
+            uint32_t x = b->to.data[e];
+            rp |= x == P || (x >= first && x < last && tm[x - first] == 1);
+            if (e > e0 && x == b->to.data[e - 1] && (b->rng.data[e - 1] >> 8) + 1 == (b->rng.data[e] & 0xFF))
+                fresh = false; /* (not as db_edge joins: copied edge by edge) */
+        }
+        for (uint32_t e = b->l0.data[s]; e < b->l1.data[s]; e++) {
+            uint32_t x = b->lto.data[e];
+            rp |= x == P || (x >= first && x < last && tm[x - first] == 1);
+        }
+        tm[s - first] = rp;
+        fresh &= rp;
+        n_t++, n_e += e1 - e0, n_l += b->l1.data[s] - b->l0.data[s];
+    }
+    *t = (db_tpl){item, P, T, first, last, n_t, n_e, n_l, fresh && g_fresh_copy};
     return rc;
+}
+
+/* db_item's copy where `cur` is a state no other refers to (the start of the position copied
+ * last, made last) and every state of the template reaches P: each copy then has an edge to cur
+ * or to a copy made before it in this pass, which no state made before this copy has, and two
+ * copies that were equal would be two template states that are equal (P to cur, each template
+ * state to its own new copy: one to one) -- so every copy is a new state, kept without looking
+ * for its equal (db_new's checks once, db_edge's joins none, db_finish's compares none: the same
+ * states, edges, ids and table slots as db_item's general loop).  CM_OK with *done false: the
+ * caps would stop the copy part way (db_item's loop then gives the same result as before). */
+static int db_copy_fresh(dbuilder *b, const db_tpl *t, uint32_t cur, bool *done, uint32_t *out) {
+    *done = false;
+    uint32_t *tm = b->tmap.data, P = t->P, first = t->first, span = t->last - t->first, n_t = t->n_t;
+    size_t n0 = b->acc.n, made = b->made;
+    if (n0 + n_t > b->max_made || made + n_t > DB_MARGIN * b->max_made || made + n_t > b->loop_made) return CM_OK;
+    if ((made + n_t) >> 10 != made >> 10 && cm_budget_time(b->bud)) return CM_ERR_TIMEOUT;
+    int rc = CM_OK;
+    cm_vec32 *pv[] = {&b->acc, &b->e0, &b->e1, &b->l0, &b->l1};
+    for (size_t i = 0; !rc && i < sizeof pv / sizeof *pv; i++) rc = cm_vec_reserve(pv[i], n0 + n_t);
+    if (!rc) rc = cm_vec_reserve(&b->rng, b->rng.n + t->n_e);
+    if (!rc) rc = cm_vec_reserve(&b->to, b->to.n + t->n_e);
+    if (!rc) rc = cm_vec_reserve(&b->lab, b->lab.n + t->n_l);
+    if (!rc) rc = cm_vec_reserve(&b->lto, b->lto.n + t->n_l);
+    if (rc) return rc;
+    uint32_t *acc = b->acc.data, *e0 = b->e0.data, *e1 = b->e1.data, *l0 = b->l0.data, *l1 = b->l1.data;
+    uint32_t *rng = b->rng.data, *to = b->to.data, *lab = b->lab.data, *lto = b->lto.data;
+    uint32_t x = (uint32_t)n0, ne = (uint32_t)b->rng.n, nl = (uint32_t)b->lab.n;
+    for (uint32_t s = first; s < first + span; s++) {
+        if (tm[s - first] == UINT32_MAX) continue;
+        acc[x] = acc[s], e0[x] = ne, l0[x] = nl;
+        for (uint32_t e = e0[s], end = e1[s]; e < end; e++) {
+            uint32_t v = to[e];
+            rng[ne] = rng[e], to[ne++] = v == P ? cur : v - first < span ? tm[v - first] : v;
+        }
+        for (uint32_t e = l0[s], end = l1[s]; e < end; e++) {
+            uint32_t v = lto[e];
+            lab[nl] = lab[e], lto[nl++] = v == P ? cur : v - first < span ? tm[v - first] : v;
+        }
+        e1[x] = ne, l1[x] = nl;
+        b->acc.n = b->e0.n = b->e1.n = b->l0.n = b->l1.n = x + 1;
+        b->rng.n = b->to.n = ne, b->lab.n = b->lto.n = nl;
+        if (2 * (b->hc_n + 1) > b->hc_cap && (rc = db_grow(b))) return rc;
+        uint32_t h = (uint32_t)db_hash(b, x);
+        size_t i = h & (b->hc_cap - 1);
+        while (b->hc[i]) i = (i + 1) & (b->hc_cap - 1);
+        b->hc[i] = x + 1, b->hh[i] = h, b->hc_n++;
+        tm[s - first] = x++;
+    }
+    b->made = made + n_t;
+    g_fresh_copies++;
+    *out = tm[t->T - first];
+    *done = true;
+    return CM_OK;
 }
 
 /* item into `cur`: a copy of the template with P replaced by cur, or (no template) item built
  * again.  (b->tmap is the template's until the caller is done: nothing builds in between.) */
 static int db_item(dbuilder *b, const db_tpl *t, uint32_t cur, int depth, uint32_t *out) {
     if (t->P == UINT32_MAX) return db_build(b, t->item, cur, depth + 1, out);
-    uint32_t *tm = b->tmap.data, P = t->P, first = t->first, last = t->last;
+    uint32_t *tm = b->tmap.data, P = t->P, first = t->first, last = t->last, n0 = (uint32_t)b->acc.n;
     int rc = CM_OK;
+    bool done = false;
+    if (t->fresh && cur == b->fresh && cur + 1 == n0 && b->fills == b->fresh_fills)
+        rc = db_copy_fresh(b, t, cur, &done, out);
+    if (rc || done) goto fresh;
     for (uint32_t s = first; !rc && s < last; s++) {
         if (tm[s - first] == UINT32_MAX) continue;
         uint32_t x;
@@ -722,6 +817,9 @@ static int db_item(dbuilder *b, const db_tpl *t, uint32_t cur, int depth, uint32
         if (!rc) rc = db_finish(b, x, &tm[s - first]);
     }
     if (!rc) *out = tm[t->T - first];
+fresh: /* the copy's start, made new and last: no state refers to it (until one is made or filled) */
+    b->fresh = !rc && *out >= n0 && *out + 1 == b->acc.n ? *out : UINT32_MAX;
+    b->fresh_fills = b->fills;
     return rc;
 }
 
@@ -738,7 +836,7 @@ typedef struct {
 static int db_counted(dbuilder *b, uint32_t item, const db_branch *br, uint32_t nb, int depth, uint32_t *out) {
     uint32_t hmax = 0, cur = UINT32_MAX, q, with[DB_SWEEP];
     for (uint32_t i = 0; i < nb; i++) hmax = br[i].hi > hmax ? br[i].hi : hmax;
-    db_tpl t = {item, UINT32_MAX, 0, 0, 0};
+    db_tpl t = {item, UINT32_MAX, 0, 0, 0, 0, 0, 0, false};
     uint64_t key = UINT64_MAX; /* the branches ending at the positions the template is for */
     int rc = CM_OK;
     for (uint32_t j = hmax + 1; !rc && j > 0; j--) {
@@ -790,7 +888,7 @@ static int db_repeat(dbuilder *b, uint32_t pc, uint32_t K, int depth, uint32_t *
         db_branch one = {lo, hi, K};
         return hi < lo ? DB_NO : db_counted(b, item, &one, 1, depth, out);
     }
-    db_tpl t = {item, UINT32_MAX, 0, 0, 0};
+    db_tpl t = {item, UINT32_MAX, 0, 0, 0, 0, 0, 0, false};
     uint32_t loop;
     int rc = lo >= 1 ? db_template(b, item, depth, NULL, 0, &t) : CM_OK;
     if (rc || (rc = db_new(b, PENDING, &loop)) || (rc = db_item(b, &t, loop, depth, &q))) return rc;
@@ -983,12 +1081,15 @@ static int db_take(dbuilder *b, uint32_t start, cm_dfa_out **out, cm_sparse_edge
     for (uint32_t k = 0, nl = 0; !rc && k < n; k++) {
         uint32_t s = order[k];
         d->accepting[k] = (uint8_t)b->acc.data[s];
-        for (uint32_t e = b->e0.data[s]; !rc && e < b->e1.data[s]; e++) {
+        /* a state's ranges are disjoint: at most nc classes (room once, not a check a class) */
+        if ((rc = cm_vec_reserve(&sp->cls, sp->cls.n + nc)) || (rc = cm_vec_reserve(&sp->to, sp->to.n + nc))) break;
+        uint32_t *sc = sp->cls.data, *st = sp->to.data, m = (uint32_t)sp->cls.n;
+        for (uint32_t e = b->e0.data[s]; e < b->e1.data[s]; e++) {
             uint32_t r = b->rng.data[e], t = id[b->to.data[e]];
-            for (uint32_t c = cls[r & 0xFF]; !rc && c <= cls[r >> 8]; c++)
-                if (!(rc = cm_vec_push(&sp->cls, c))) rc = cm_vec_push(&sp->to, t);
+            for (uint32_t c = cls[r & 0xFF]; c <= cls[r >> 8]; c++) sc[m] = c, st[m++] = t;
         }
-        if (!rc) rc = cm_vec_push(&sp->off, (uint32_t)sp->cls.n);
+        sp->cls.n = sp->to.n = m;
+        if (!rc) rc = cm_vec_push(&sp->off, m);
         for (uint32_t e = b->l0.data[s]; e < b->l1.data[s]; e++) d->lab[nl] = b->lab.data[e], d->lab_to[nl++] = id[b->lto.data[e]];
         d->lab_off[k + 1] = nl;
     }
