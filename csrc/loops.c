@@ -932,6 +932,22 @@ static atomic_size_t g_plain_loops, g_text_loops;
 size_t cm_plain_loop_walks(void) { return atomic_load(&g_plain_loops); }
 size_t cm_text_loop_walks(void) { return atomic_load(&g_text_loops); }
 
+/* An exit whose every entry ends with its byte (a token `s"` that closes a string, about half
+ * of a JSON string's ~180 exits at Llama-3) is accepted at once: the byte leads inside the rule
+ * to a live state and nothing completed before it, so each such token ends alive, as its walk
+ * (~500 instructions of set-up a call) would find.  On by default; the exits taken so. */
+static atomic_int g_exit_ends = 1;
+static atomic_size_t g_exit_ends_taken;
+void cm_loop_exit_ends_enable(int on) { atomic_store(&g_exit_ends, on ? 1 : 0); }
+size_t cm_loop_exit_ends_taken(void) { return atomic_load(&g_exit_ends_taken); }
+
+/* Whether entries [k, k_end) all end at depth d (the same bytes: several ids). */
+static inline bool exit_ends(const cm_vocab *v, size_t k, size_t k_end, uint32_t d) {
+    for (; k < k_end; k++)
+        if (v->trie_off[k + 1] - v->trie_off[k] != d) return false;
+    return true;
+}
+
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     /* a state where the rule may end is in no loop, but may be a position of a chain */
@@ -956,6 +972,8 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
         atomic_fetch_add(&g_plain_loops, 1);
         if (np == 2) atomic_fetch_add(&g_text_loops, 1);
     }
+    bool ends = atomic_load_explicit(&g_exit_ends, memory_order_relaxed);
+    size_t n_ends = 0;
     for (size_t i = 0; !rc && i < lw->n_exits; i++) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
@@ -973,11 +991,17 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
                 rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, false, w);
             continue;
         }
+        if (ends && exit_ends(v, x->k, x->k_end, x->depth + 1)) {
+            for (size_t k = x->k; k < x->k_end; k++) cm_walk_accept(w, v->trie_ids[k]);
+            n_ends++;
+            continue;
+        }
         /* a position before an operand: its byte edges and its calls' parts (compose.c) */
         int done = cm_compose_exit(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
         if (done < 0) rc = done;
         else if (!done) rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
+    if (n_ends) atomic_fetch_add_explicit(&g_exit_ends_taken, n_ends, memory_order_relaxed);
     reset_labels(g, ls, lw->n_sig / t->n_classes);
     free(ls);
     return rc ? rc : 1;
