@@ -15,7 +15,6 @@ import json
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import _core
