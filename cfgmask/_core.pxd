@@ -505,6 +505,8 @@ cdef extern from "loops.h" nogil:
     size_t cm_plain_loop_walks()
     size_t cm_text_loop_walks()
     size_t cm_loop_walks_past_dead()
+    void cm_loop_exit_ends_enable(int on)
+    size_t cm_loop_exit_ends_taken()
     size_t cm_run_name_scans()
     void cm_name_runs_enable(int on)
     size_t cm_name_run_hits()

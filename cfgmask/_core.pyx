@@ -2540,6 +2540,19 @@ def loop_walks_past_dead():
     return cm_loop_walks_past_dead()
 
 
+def loop_exit_ends_enable(bint on):
+    """Accept a loop exit whose every token ends with the exit's byte (`s"` closing a string)
+    without walking it on from the byte's target (csrc/loops.c, cm_loop_entry; the default).
+    Off: every exit walked, the reference the tests compare against.  Process-wide; clear the
+    caches after a change.  The entries are the same."""
+    cm_loop_exit_ends_enable(1 if on else 0)
+
+
+def loop_exit_ends_taken():
+    """How many loop exits were accepted that way so far in this process (for the tests)."""
+    return cm_loop_exit_ends_taken()
+
+
 def run_name_scans():
     """How many run walks of a first byte's subtree took its name tokens from the vocabulary's
     list and read only the other entries (csrc/loops.c, run_scan_names) so far in this process

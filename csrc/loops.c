@@ -62,18 +62,22 @@ static bool loop_reach(const cm_grammar *g, uint32_t state, uint32_t *fw, uint8_
 }
 
 /* Backward within fw: the states `state` is reached again from in at most
- * CM_LOOP_REACH transitions are labelled CM_LOOP_MARK, the others unlabelled.
- * Each state's successors in fw are listed once (its row read once, not once a
- * round): a round reads only those lists. */
-static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, uint32_t nf) {
+ * CM_LOOP_REACH transitions are labelled CM_LOOP_MARK, the others unlabelled;
+ * how many are marked into *n_marked.  Each state's successors in fw are listed
+ * once (its row read once, not once a round): a round reads only those lists.
+ * The scratch lives on the stack (~11 KB; the lists go to the heap past 2,048
+ * successors): a loop entry asks this of every plain state it builds, most of
+ * them in no loop (find_loop). */
+#define LOOP_ADJ_STACK 2048
+static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, uint32_t nf, uint32_t *n_marked) {
     const cm_tables *t = &g->t;
     uint32_t *lab = g->cache->loop_lab, nc = t->n_classes;
     _Static_assert(CM_LOOP_MAX * 4 <= UINT16_MAX, "an index of fw fits uint16");
-    size_t cap = (size_t)nf * 4, n = 0;
-    uint8_t *bd = malloc(nf);  /* bd[i]: transitions from fw[i] back to state */
-    uint16_t *seen = malloc(nf * sizeof *seen), *adj = malloc(cap * sizeof *adj);
-    uint32_t *aoff = malloc((nf + 1) * sizeof *aoff);
-    bool ok = bd && seen && adj && aoff;
+    size_t cap = LOOP_ADJ_STACK, n = 0;
+    uint8_t bd[CM_LOOP_MAX * 4];  /* bd[i]: transitions from fw[i] back to state */
+    uint16_t seen[CM_LOOP_MAX * 4], adj0[LOOP_ADJ_STACK], *adj = adj0;
+    uint32_t aoff[CM_LOOP_MAX * 4 + 1];
+    bool ok = true;
     for (uint32_t i = 0; ok && i < nf; i++) seen[i] = UINT16_MAX;
     for (uint32_t i = 0; ok && i < nf; i++) {
         aoff[i] = (uint32_t)n;
@@ -83,12 +87,14 @@ static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, u
             if (to < 0 || lab[to] == UINT32_MAX || seen[lab[to]] == i) continue;
             seen[lab[to]] = (uint16_t)i;
             if (n == cap) {
-                uint16_t *q = realloc(adj, (cap *= 2) * sizeof *q);
+                uint16_t *q = adj == adj0 ? malloc(cap * 2 * sizeof *q) : realloc(adj, cap * 2 * sizeof *q);
                 if (!q) {
                     ok = false;
                     break;
                 }
+                if (adj == adj0) memcpy(q, adj0, sizeof adj0);
                 adj = q;
+                cap *= 2;
             }
             adj[n++] = (uint16_t)lab[to];
         }
@@ -105,12 +111,13 @@ static bool loop_mark(const cm_grammar *g, uint32_t state, const uint32_t *fw, u
                         break;
                     }
             }
-        for (uint32_t i = 0; i < nf; i++) lab[fw[i]] = bd[i] != 0xff ? CM_LOOP_MARK : UINT32_MAX;
+        *n_marked = 0;
+        for (uint32_t i = 0; i < nf; i++) {
+            lab[fw[i]] = bd[i] != 0xff ? CM_LOOP_MARK : UINT32_MAX;
+            *n_marked += bd[i] != 0xff;
+        }
     }
-    free(bd);
-    free(seen);
-    free(adj);
-    free(aoff);
+    if (adj != adj0) free(adj);
     return ok;
 }
 
@@ -185,17 +192,26 @@ static void reset_labels(const cm_grammar *g, const uint32_t *ls, uint32_t n) {
  * control character ends would be thousands of exits to drop at every string. */
 static uint32_t find_loop(const cm_grammar *g, uint32_t state, uint32_t *ls, uint32_t **sig, uint64_t *hash,
                           uint64_t *dies) {
-    uint32_t nc = g->t.n_classes, nf = 0, n = 0;
+    uint32_t nc = g->t.n_classes, nf = 0, n = 0, n_marked = 0;
     *sig = NULL;
     if (!plain_state(g, (int32_t)state)) return 0;
-    uint32_t *fw = malloc(CM_LOOP_MAX * 4 * sizeof *fw), *s = NULL;
-    uint8_t *fd = malloc(CM_LOOP_MAX * 4);
-    bool looped = false, ok = fw && fd && loop_reach(g, state, fw, fd, &nf) && loop_mark(g, state, fw, nf);
-    free(fd);
-    ok = ok && (s = malloc((size_t)CM_LOOP_MAX * nc * sizeof *s)) && loop_number(g, state, ls, &n, s, &looped);
+    uint32_t fw[CM_LOOP_MAX * 4], *s = NULL;
+    uint8_t fd[CM_LOOP_MAX * 4];
+    bool looped = false, ok = loop_reach(g, state, fw, fd, &nf) && loop_mark(g, state, fw, nf, &n_marked);
+    if (ok && n_marked == 1) {  /* no cycle back through another state: a loop only if it loops to itself */
+        const int32_t *row = g->t.trans + (size_t)state * nc;
+        uint32_t c = 0;
+        while (c < nc && row[c] != (int32_t)state) c++;
+        if (c == nc) {  /* in no loop (most plain states a loop entry asks of): loop_number's one state */
+            ls[0] = state;
+            g->cache->loop_lab[state] = 0;
+            return 1;
+        }
+    }
+    size_t rows = n_marked < CM_LOOP_MAX ? n_marked : CM_LOOP_MAX;  /* loop_number numbers marked states only */
+    ok = ok && (s = malloc(rows * nc * sizeof *s)) && loop_number(g, state, ls, &n, s, &looped);
     for (uint32_t i = 0; i < nf; i++)  /* marked, never numbered; or all of them */
         if (!ok || g->cache->loop_lab[fw[i]] == CM_LOOP_MARK) g->cache->loop_lab[fw[i]] = UINT32_MAX;
-    free(fw);
     if (!ok) reset_labels(g, ls, n);
     if (!ok || !looped) {
         free(s);
@@ -932,18 +948,31 @@ static atomic_size_t g_plain_loops, g_text_loops;
 size_t cm_plain_loop_walks(void) { return atomic_load(&g_plain_loops); }
 size_t cm_text_loop_walks(void) { return atomic_load(&g_text_loops); }
 
+/* An exit whose every entry ends with its byte (a token `s"` that closes a string, about half
+ * of a JSON string's ~180 exits at Llama-3) is accepted at once: the byte leads inside the rule
+ * to a live state and nothing completed before it, so each such token ends alive, as its walk
+ * (~500 instructions of set-up a call) would find.  On by default; the exits taken so. */
+static atomic_int g_exit_ends = 1;
+static atomic_size_t g_exit_ends_taken;
+void cm_loop_exit_ends_enable(int on) { atomic_store(&g_exit_ends, on ? 1 : 0); }
+size_t cm_loop_exit_ends_taken(void) { return atomic_load(&g_exit_ends_taken); }
+
+/* Whether entries [k, k_end) all end at depth d (the same bytes: several ids). */
+static inline bool exit_ends(const cm_vocab *v, size_t k, size_t k_end, uint32_t d) {
+    for (; k < k_end; k++)
+        if (v->trie_off[k + 1] - v->trie_off[k] != d) return false;
+    return true;
+}
+
 int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
     const cm_tables *t = &g->t;
     /* a state where the rule may end is in no loop, but may be a position of a chain */
     if (!g->plain[state]) return g->lim.count_chains ? cm_chain_entry(g, state, w) : 0;
-    uint32_t *ls = malloc(CM_LOOP_MAX * sizeof *ls);
+    uint32_t ls[CM_LOOP_MAX];
     int rc = CM_OK;
     uint8_t np = 0;
-    const cm_loop_walk *lw = ls ? shared_walk(g, state, ls, &np, false, &rc) : NULL;
-    if (!lw) {
-        free(ls);
-        return rc || !ls || !g->lim.count_chains ? rc : cm_chain_entry(g, state, w);  /* chains.c */
-    }
+    const cm_loop_walk *lw = shared_walk(g, state, ls, &np, false, &rc);
+    if (!lw) return rc || !g->lim.count_chains ? rc : cm_chain_entry(g, state, w);  /* chains.c */
     memcpy(w->bits, lw->bits, g->n_words * sizeof *w->bits);
     w->n_accepted = lw->n_accepted;
     uint32_t rule = t->state_rule[state];
@@ -956,6 +985,8 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
         atomic_fetch_add(&g_plain_loops, 1);
         if (np == 2) atomic_fetch_add(&g_text_loops, 1);
     }
+    bool ends = atomic_load_explicit(&g_exit_ends, memory_order_relaxed);
+    size_t n_ends = 0;
     for (size_t i = 0; !rc && i < lw->n_exits; i++) {
         const cm_loop_exit *x = &lw->exits[i];
         int32_t to = t->trans[(size_t)ls[x->label] * t->n_classes + t->byte_class[x->byte]];
@@ -973,13 +1004,18 @@ int cm_loop_entry(const cm_grammar *g, uint32_t state, cm_walk *w) {
                 rc = cm_flat_walk_np(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, false, w);
             continue;
         }
+        if (ends && exit_ends(v, x->k, x->k_end, x->depth + 1)) {
+            for (size_t k = x->k; k < x->k_end; k++) cm_walk_accept(w, v->trie_ids[k]);
+            n_ends++;
+            continue;
+        }
         /* a position before an operand: its byte edges and its calls' parts (compose.c) */
         int done = cm_compose_exit(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
         if (done < 0) rc = done;
         else if (!done) rc = cm_run_walk(g, (uint32_t)to, rule, x->k, x->k_end, x->depth + 1, w);
     }
+    if (n_ends) atomic_fetch_add_explicit(&g_exit_ends_taken, n_ends, memory_order_relaxed);
     reset_labels(g, ls, lw->n_sig / t->n_classes);
-    free(ls);
     return rc ? rc : 1;
 }
 

@@ -85,6 +85,10 @@ int cm_seg_chain_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
 size_t cm_plain_loop_walks(void);
 /* Those of them that took every text token (vocab.h) at once too (loop_text_live). */
 size_t cm_text_loop_walks(void);
+/* Loop exits whose every entry ends with the exit's byte, accepted without a walk
+ * (cm_loop_entry): on by default; how many were taken so, in this process (for the tests). */
+void cm_loop_exit_ends_enable(int on);
+size_t cm_loop_exit_ends_taken(void);
 /* Whether the loop ls[0..n_loop) (labels set) is narrow: its dead transitions
  * coded as exits (loops.c, find_loop). */
 bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop);
