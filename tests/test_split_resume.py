@@ -61,7 +61,8 @@ def _same_masks_on_and_off(schema: dict, tokens: list[int], late: int) -> int:
     masks, skipped = [], []
     for on in (False, True):
         before = _core.mask_split_resumed()
-        with core_switch(_core.mask_split_late_enable, late, 1), core_switch(_core.mask_split_resume_enable, on):
+        late_on = core_switch(_core.mask_split_late_enable, late, 1)
+        with late_on, core_switch(_core.mask_split_resume_enable, on):
             c = cfgmask.compile(cfgmask.Grammar.from_json_schema(schema), vocab)
             masks.append(masks_along(c, tokens, final=True))
         skipped.append(_core.mask_split_resumed() - before)
