@@ -130,6 +130,8 @@ cdef extern from "cfgmask.h" nogil:
     void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out)
     void cm_mask_split_late_enable(int mode)
     size_t cm_mask_split_late_hits()
+    void cm_mask_split_resume_enable(int on)
+    size_t cm_mask_split_resumed()
 
     ctypedef struct cm_budget:
         size_t max_bytes

@@ -2077,6 +2077,20 @@ def mask_split_late_hits():
     return cm_mask_split_late_hits()
 
 
+def mask_split_resume_enable(bint on):
+    """On (the default): the closing-verdict split reads each uncertain candidate from where the
+    candidate before it (trie order) left its automata, asking only the rest verdicts of the
+    shared bytes again (csrc/mask.c, check_split); off: each from the split's states, the
+    reference the tests compare against.  Process-wide."""
+    cm_mask_split_resume_enable(on)
+
+
+def mask_split_resumed():
+    """How many bytes' transitions the split's resumes skipped so far in this process (for the
+    tests)."""
+    return cm_mask_split_resumed()
+
+
 def stack_verdict_hits():
     """How many uncertain tokens' verdicts masks took from their grammar's stack verdicts
     (csrc/stackmemo.c) so far in this process (for the tests)."""

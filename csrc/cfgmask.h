@@ -342,6 +342,11 @@ void cm_matcher_mask_stats(const cm_matcher *m, cm_mask_stats *out);
  * the reference; 2 at a mask's first check, for the tests), and how many masks did so in this process (for the tests).  Process-wide. */
 void cm_mask_split_late_enable(int mode);
 size_t cm_mask_split_late_hits(void);
+/* The split's candidates read from where the one before left its automata (mask.c, check_split:
+ * on by default; 0 each from the split's states, the reference), and how many bytes' transitions
+ * the resumes skipped in this process (for the tests).  Process-wide. */
+void cm_mask_split_resume_enable(int on);
+size_t cm_mask_split_resumed(void);
 
 /* ---- compile-time automaton build (used by cfgmask/fsm.py) ---------------- */
 

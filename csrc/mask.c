@@ -311,6 +311,7 @@ static int check_token(cm_matcher *m, check_state *cs, size_t k) {
 
 #define CM_SPLIT_ITEMS 8
 #define CM_SPLIT_FALLBACK 2     /* check_split: ask the chart */
+#define CM_SPLIT_ROWS 128       /* check_split's rows kept for the next candidate (split.rs) */
 
 typedef struct split {
     uint32_t n, n_exit;
@@ -322,6 +323,12 @@ typedef struct split {
     int at;                             /* the completion whose set is the chart's set base + 1; -1 none */
     const uint8_t *prev;                /* the rest read after it last: its sets follow in the chart */
     uint32_t prev_len, dead_at;         /* ... and its prefix of this length is dead */
+    /* check_split's automata after each of the first bytes of the candidate it read last (rk):
+     * rows 1 .. r_ok were read to their end (row 0: state, exit) */
+    const uint8_t *rk;
+    uint32_t rk_len, r_ok;
+    uint8_t rn[CM_SPLIT_ROWS + 1];
+    uint32_t rs[CM_SPLIT_ROWS + 1][CM_SPLIT_ITEMS], rx[CM_SPLIT_ROWS + 1][CM_SPLIT_ITEMS];
 } split;
 
 /* Make set base + 1 the set of completion x. */
@@ -360,6 +367,7 @@ static int split_current(cm_matcher *m, split *sp, size_t base) {
     if (c->set_start[base + 1] - c->set_start[base] > CM_SPLIT_ITEMS) return 0;
     sp->n = sp->n_exit = 0;
     sp->at = -1;
+    sp->rk = NULL;  /* new automata: no row holds */
     for (size_t i = c->set_start[base]; i < c->set_start[base + 1]; i++) {
         uint32_t s = cm_st(c->items[i].state), o = c->items[i].origin, r = g->t.state_rule[s], x = 0;
         if (cm_la(c->items[i].state) || o == base || g->t.ref_off[s] != g->t.ref_off[s + 1]) return 0;
@@ -440,16 +448,60 @@ static int rest_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x, const
     return r;
 }
 
+/* check_split's automata resumed where the candidate before left them (on by default; 0: each
+ * candidate read from the split's states, the reference the tests compare against). */
+static atomic_int g_split_resume = 1;
+static atomic_size_t g_split_resumed;  /* bytes whose transitions a resume skipped (the tests read it) */
+
+void cm_mask_split_resume_enable(int on) { atomic_store(&g_split_resume, on ? 1 : 0); }
+
+size_t cm_mask_split_resumed(void) { return atomic_load(&g_split_resumed); }
+
 /* Decide one uncertain token through the split: 1 allowed, 0 not,
- * CM_SPLIT_FALLBACK (the chart must), < 0 error. */
+ * CM_SPLIT_FALLBACK (the chart must), < 0 error.
+ *
+ * The candidates come in trie order, so one shares its first bytes with the one before; the
+ * automata after those bytes are that one's (rows kept in sp, the first CM_SPLIT_ROWS bytes),
+ * where it read past them.  Only the rest verdicts at their accepting states are asked again,
+ * in the same order (the rests differ): the transitions and call tests of the shared bytes are
+ * skipped, and every verdict and chart run is the one the read from the start makes. */
 static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
     const cm_grammar *g = m->g;
     const cm_tables *t = &g->t;
-    uint32_t len, s[CM_SPLIT_ITEMS], x[CM_SPLIT_ITEMS], n = sp->n;
+    uint32_t len, s[CM_SPLIT_ITEMS], x[CM_SPLIT_ITEMS], n = sp->n, from = 0;
     const uint8_t *p = cm_trie_bytes(g->v, k, &len);
-    memcpy(s, sp->state, n * sizeof *s);
-    memcpy(x, sp->exit, n * sizeof *x);
-    for (uint32_t j = 0; j < len; j++) {
+    bool keep = atomic_load_explicit(&g_split_resume, memory_order_relaxed);
+    if (keep && sp->rk) {
+        from = cm_common_prefix(sp->rk, sp->rk_len, p, len);
+        if (from > sp->r_ok) from = sp->r_ok;
+    }
+    /* rows 1 .. from - 1 hold for p: their accepting states' rests, as the read from the start asks them */
+    for (uint32_t j = 1; j < from; j++)
+        for (uint32_t i = 0; i < sp->rn[j]; i++)
+            if (t->accepting[sp->rs[j][i]]) {
+                int r = rest_verdict(m, sp, base, sp->rx[j][i], p + j, len - j);
+                if (r) {
+                    sp->rk = p;  /* rows 1 .. from hold for p too */
+                    sp->rk_len = len;
+                    sp->r_ok = from;
+                    return r;
+                }
+            }
+    if (from) {
+        n = sp->rn[from];
+        memcpy(s, sp->rs[from], n * sizeof *s);
+        memcpy(x, sp->rx[from], n * sizeof *x);
+        atomic_fetch_add_explicit(&g_split_resumed, from, memory_order_relaxed);
+    } else {
+        memcpy(s, sp->state, n * sizeof *s);
+        memcpy(x, sp->exit, n * sizeof *x);
+    }
+    if (keep) {
+        sp->rk = p;
+        sp->rk_len = len;
+        sp->r_ok = from;
+    }
+    for (uint32_t j = from; j < len; j++) {
         uint32_t live = 0;
         for (uint32_t i = 0; i < n; i++) {
             if (j && t->accepting[s[i]]) {
@@ -463,6 +515,12 @@ static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
             x[live++] = x[i];
         }
         if (!(n = live)) return 0;
+        if (keep && j < CM_SPLIT_ROWS) {  /* row j + 1, read to its end */
+            sp->rn[j + 1] = (uint8_t)n;
+            memcpy(sp->rs[j + 1], s, n * sizeof *s);
+            memcpy(sp->rx[j + 1], x, n * sizeof *x);
+            sp->r_ok = j + 1;
+        }
     }
     return 1;  /* an automaton read it all */
 }
@@ -539,6 +597,7 @@ static int check_candidates(cm_matcher *m, uint32_t *words) {
         cs.sm = &m->stacks;
     split sp;
     sp.at = -1;
+    sp.rk = NULL;
     size_t min = m->g->lim.closing_verdicts;  /* fewer candidates: the split's sets cost more than it saves */
     bool wide = min && !seg && m->stats.n_candidates >= min;
     int rc = wide ? split_current(m, &sp, n_sets - 1) : 0;
