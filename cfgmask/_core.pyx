@@ -1920,6 +1920,20 @@ def filter_pair_hits():
     return cm_walk_filter_pair_hits()
 
 
+def filter_triples_enable(bint on):
+    """Keep, after a first byte whose second bytes are few (a keyword's), the bytes a rule's upward
+    chart reads third after each such pair, and drop a rest whose third byte is not among them
+    without asking it (csrc/walk.c, ``pair_third``; the default) or, off, ask it: the reference the
+    tests compare against.  Process-wide."""
+    cm_walk_filter_triples_enable(1 if on else 0)
+
+
+def filter_triple_hits():
+    """How many of the upward filter's questions its triple stops answered so far in this process
+    (for the tests)."""
+    return cm_walk_filter_triple_hits()
+
+
 def filter_skip_enable(bint on):
     """Skip, unread, the later uncertain tokens of a trie subtree whose first token the upward
     filter dropped for bytes of that subtree's prefix alone (csrc/walk.c, the default) or, off,

@@ -80,14 +80,12 @@ uint32_t cm_walk_names(const cm_vocab *v, uint8_t b, cm_walk *w) {
     return cm_vocab_names(v, b, w->bits);
 }
 
-int cm_walk_push_uncertain(cm_walk *w, uint32_t k) {
-    if (w->n_unc == w->cap_unc) {
-        size_t n = w->cap_unc ? w->cap_unc * 2 : 64;
-        uint32_t *p = realloc(w->unc, n * sizeof *p);
-        if (!p) return CM_ERR_NOMEM;
-        w->unc = p;
-        w->cap_unc = n;
-    }
+int cm_walk_push_uncertain_grow(cm_walk *w, uint32_t k) {
+    size_t n = w->cap_unc ? w->cap_unc * 2 : 64;
+    uint32_t *p = realloc(w->unc, n * sizeof *p);
+    if (!p) return CM_ERR_NOMEM;
+    w->unc = p;
+    w->cap_unc = n;
     w->unc[w->n_unc++] = k;
     return CM_OK;
 }
@@ -542,7 +540,25 @@ typedef struct {
 typedef struct {
     uint32_t made[8];         /* the first bytes whose row of second is made */
     uint32_t second[256][8];  /* by the first byte: the bytes some item of the set after it reads */
+    /* the triple stops (pair_third): by the first byte x, its row in tri + 1; 0 not made yet,
+     * TRI_WIDE none (x's second bytes are too many to keep a third of each) */
+    uint8_t tri_of[256];
+    struct triple_row *tri;
+    size_t n_tri, cap_tri;
 } pair_stops;
+
+/* The third stops after a first byte x whose second bytes are few (a keyword's: `f` `a` of
+ * `false`, `n` `u`, `t` `r` after a JSON value's `ws`): per second byte y, the bytes the set
+ * after x y reads.  A rest of one of those pairs whose third byte is not among them dies there
+ * (` fabrication` -> `fabrication` dies on `b`), without being asked, and its token's prefix
+ * drops the rest of its trie subtree (the filter's subtree skip). */
+#define CM_TRIPLE_MAX_SECOND 4
+#define TRI_WIDE 255
+typedef struct triple_row {
+    uint8_t n;                              /* second bytes made */
+    uint8_t y[CM_TRIPLE_MAX_SECOND];
+    uint32_t third[CM_TRIPLE_MAX_SECOND][8];
+} triple_row;
 
 /* A block rule's region for the rests its wrapping positions drop (cm_walk_drop_dead). */
 typedef struct wrap_region {
@@ -628,7 +644,10 @@ void cm_follow_memo_free(cm_follow_memo *m) {
         for (uint32_t r = 0; r < m->n_rules; r++) free(m->stops[r]);
     free(m->stops);
     if (m->pairs)
-        for (uint32_t r = 0; r < m->n_pair_rules; r++) free(m->pairs[r]);
+        for (uint32_t r = 0; r < m->n_pair_rules; r++) {
+            if (m->pairs[r]) free(m->pairs[r]->tri);
+            free(m->pairs[r]);
+        }
     free(m->pairs);
     free(m->pair_met);
     if (m->held)
@@ -1144,6 +1163,54 @@ static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_
     if (sc > 0) set_reads(g, up, ps->second[x]);
     cm_set_bit(ps->made, x);
     return ps->second[x];
+}
+
+static atomic_int g_triples = 1;
+static atomic_size_t g_triple_hits;
+
+void cm_walk_filter_triples_enable(int on) { atomic_store(&g_triples, on); }
+size_t cm_walk_filter_triple_hits(void) { return atomic_load(&g_triple_hits); }
+
+/* The bytes the upward chart of `rule` reads third after x y (y one of pair_second's bytes
+ * after x): made now (two steps of up from its first set) unless made before; NULL where x's
+ * second bytes are more than CM_TRIPLE_MAX_SECOND, or a chart limit or memory ran out (asked). */
+static const uint32_t *pair_third(const cm_grammar *g, cm_follow_memo *m, pair_stops *ps, uint32_t rule, uint8_t x,
+                                  uint8_t y) {
+    uint32_t r = ps->tri_of[x];
+    if (r == TRI_WIDE) return NULL;
+    if (!r) {
+        uint32_t pop = 0;
+        for (int j = 0; j < 8; j++) pop += (uint32_t)__builtin_popcount(ps->second[x][j]);
+        if (pop > CM_TRIPLE_MAX_SECOND || ps->n_tri + 1 >= TRI_WIDE ||
+            (ps->n_tri == ps->cap_tri && cm_grow_to((void **)&ps->tri, &ps->cap_tri, ps->n_tri + 1, sizeof *ps->tri))) {
+            ps->tri_of[x] = TRI_WIDE;
+            return NULL;
+        }
+        memset(&ps->tri[ps->n_tri], 0, sizeof *ps->tri);
+        atomic_fetch_add(&g->cache->bytes, sizeof *ps->tri);
+        r = ps->tri_of[x] = (uint8_t)++ps->n_tri;
+    }
+    triple_row *row = &ps->tri[r - 1];
+    for (uint32_t i = 0; i < row->n; i++)
+        if (row->y[i] == y) return row->third[i];
+    if (row->n == CM_TRIPLE_MAX_SECOND) return NULL;
+    cm_chart *up = &m->up;
+    if (m->up_rule != rule + 1) {
+        m->up_rule = 0;
+        if (follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
+                         g->ret_off[rule + 1] - g->ret_off[rule]))
+            return NULL;
+        m->up_rule = rule + 1;
+    }
+    cm_chart_truncate(up, 1);
+    int sc = cm_chart_scan_up(up, g, x);
+    if (sc > 0) sc = cm_chart_scan_up(up, g, y);
+    if (sc < 0) return NULL;
+    uint32_t *third = row->third[row->n];
+    memset(third, 0, sizeof row->third[0]);
+    if (sc > 0) set_reads(g, up, third);  /* (0: the chart dies on x y, and every third byte with it) */
+    row->y[row->n++] = y;
+    return third;
 }
 
 static atomic_size_t g_run_hits;
@@ -1899,6 +1966,8 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     kern_rule *kr = NULL;
     follow_ask *kask = NULL;
     size_t n_kask = 0, cap_kask = 0, kern_hits = 0, kern_dead = 0;
+    bool triples_on = atomic_load_explicit(&g_triples, memory_order_relaxed) != 0;
+    size_t tripled = 0;
     size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     const uint8_t *prev = NULL;
     uint32_t prev_k = 0, plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
@@ -1938,7 +2007,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         }
         keep[i] = dead == len;  /* not an uncertain token after all: keep it */
         /* the bytes the drop read: through the one the chart died on, and each pair stop's second */
-        uint32_t read = (uint32_t)dead + 1, pairs_here = 0, stops_here = 0;
+        uint32_t read = (uint32_t)dead + 1, pairs_here = 0, stops_here = 0, triples_here = 0;
         bool by_prefix = !keep[i];
         for (uint32_t e = 1; !keep[i] && e <= (uint32_t)dead; e++) {
             if (!exv[e] || !cm_follows(g, rule, p[e])) continue;
@@ -1954,6 +2023,13 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
                     paired++;
                     pairs_here++;
                     if (e + 2 > read) read = e + 2;
+                    continue;
+                }
+                const uint32_t *third = second && triples_on && e + 2 < len ? pair_third(g, m, ps, rule, p[e], p[e + 1]) : NULL;
+                if (third && !cm_bit(third, p[e + 2])) {
+                    tripled++;
+                    triples_here++;
+                    if (e + 3 > read) read = e + 3;
                     continue;
                 }
             }
@@ -2038,13 +2114,15 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
         if (skip_on && by_prefix && !rc && read <= len && k + 1 < v->n_trie && v->trie_lcp[k + 1] >= read) {
             /* (trie_lcp[k + 1] < read: no later entry shares the prefix, nothing to skip) */
             uint32_t end = v->skip[v->trie_off[k] + read - 1];
-            while (i + 1 < n && w->unc[i + 1] > k && w->unc[i + 1] < end) {
-                keep[++i] = 0;
-                skipped++;
-                paired += pairs_here;
-                stopped += stops_here;
-                stop_skipped += stops_here != 0;
-            }
+            size_t j = i + 1;  /* (their keep[] stays 0, as calloc left it) */
+            while (j < n && w->unc[j] > k && w->unc[j] < end) j++;
+            size_t many = j - i - 1;
+            i = j - 1;
+            skipped += many;
+            paired += many * pairs_here;
+            tripled += many * triples_here;
+            stopped += many * stops_here;
+            stop_skipped += stops_here ? many : 0;
         }
     }
     if (!rc && n_ask) {
@@ -2074,6 +2152,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     if (!ps && pair_met && g->lim.filter_pairs) pair_stops_of(g, m, rule, pair_met);
     if (stopped) atomic_fetch_add(&g_name_stop_hits, stopped);
     if (paired) atomic_fetch_add(&g_pair_hits, paired);
+    if (tripled) atomic_fetch_add(&g_triple_hits, tripled);
     if (skipped) atomic_fetch_add(&g_subtree_skipped, skipped);
     if (stop_skipped) atomic_fetch_add(&g_stop_skipped, stop_skipped);
     if (class_shared) atomic_fetch_add(&g_class_shared, class_shared);

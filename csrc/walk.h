@@ -44,7 +44,14 @@ size_t cm_walk_ids_limit(const cm_grammar *g);
  * reuses the last sparse one's (cache.c), not a fresh 16 KB calloc and its free. */
 int cm_walk_init_spare(cm_walk *w, const cm_grammar *g, uint32_t *zero_bits);
 void cm_walk_free(cm_walk *w);
-int cm_walk_push_uncertain(cm_walk *w, uint32_t k);
+/* k onto w's uncertain entries: inline where there is room (a flat walk's ws start pushes some
+ * 4,000 of them one at a time, a call each), else cm_walk_push_uncertain_grow. */
+int cm_walk_push_uncertain_grow(cm_walk *w, uint32_t k);
+static inline int cm_walk_push_uncertain(cm_walk *w, uint32_t k) {
+    if (__builtin_expect(w->n_unc == w->cap_unc, 0)) return cm_walk_push_uncertain_grow(w, k);
+    w->unc[w->n_unc++] = k;
+    return CM_OK;
+}
 /* First byte b's name entries into w (cm_vocab_names) and into w->names: their number;
  * 0 (nothing set) where w->names holds b already and name sets are on (loops.h). */
 uint32_t cm_walk_names(const cm_vocab *v, uint8_t b, cm_walk *w);
@@ -105,6 +112,13 @@ size_t cm_walk_dead_dropped(void); /* rests dropped so (the tests read it) */
 /* How many of the filter's questions the pair stops answered so far in this
  * process (for the tests). */
 size_t cm_walk_filter_pair_hits(void);
+/* The triple stops (on by default): after a first byte the upward chart reads few second bytes
+ * after (a keyword's), the bytes it reads third after each such pair; a rest whose third byte is
+ * not among them dies unasked, and its token's prefix skips its subtree.  Off, such rests are
+ * asked (the reference the tests compare against).  Process-wide; cm_walk_filter_triple_hits:
+ * the rests they answered so far in this process (for the tests). */
+void cm_walk_filter_triples_enable(int on);
+size_t cm_walk_filter_triple_hits(void);
 /* The filter's subtree skip (on by default): a token dropped for bytes of its prefix
  * alone drops the later uncertain tokens of that prefix's trie subtree unread.  Off,
  * each token is read on its own (the reference the tests compare against).  Process-wide;
