@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +18,7 @@ import cfgmask
 from cfgmask import _core
 
 from .test_entries import assert_switch_same_entries, shipped
-from .test_filter_pairs import ANY_VALUES, EVERY, OWN_RULES
+from .test_filter_pairs import ANY_VALUES, EVERY, OWN_RULES, _pair_vocab
 
 
 def _same(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, **kw: object) -> int:
@@ -54,23 +53,14 @@ TRIPLE_GRAMMARS = [
 TRIPLE_BYTES = [*b"truefalsnbc -;,1"]
 
 
-def _triple_vocab(seed: int, n: int = 900) -> cfgmask.Vocabulary:
-    """Every byte, and tokens of a few digits then two to six keyword-ish bytes: their rests
-    after the number are pairs and triples the callers read, or not."""
-    rng = np.random.default_rng(seed)
-    toks = {bytes([b]) for b in range(256)}
-    for _ in range(n):
-        head = bytes(rng.choice([*b"129"], size=int(rng.integers(1, 3))).astype(np.uint8))
-        rest = bytes(rng.choice(TRIPLE_BYTES, size=int(rng.integers(2, 7))).astype(np.uint8))
-        toks.add(head + rest)
-    return cfgmask.Vocabulary.from_token_bytes(sorted(toks))
-
-
 @pytest.mark.parametrize("index", range(len(TRIPLE_GRAMMARS)))
 @pytest.mark.parametrize("seed", range(3))
 def test_triples_same_entries_random_vocab(index: int, seed: int) -> None:
+    """Random tokens of a number then two to six keyword-ish bytes (their rests are pairs and
+    triples the callers read, or not): on = off = whole walks, and they fire."""
     g = cfgmask.Grammar.from_gbnf(TRIPLE_GRAMMARS[index])
-    assert _same(g, _triple_vocab(seed), limits=OWN_RULES, plain=True) > 0, TRIPLE_GRAMMARS[index]
+    vocab = _pair_vocab(seed, heads=b"129", rests=TRIPLE_BYTES, longest=6)
+    assert _same(g, vocab, limits=OWN_RULES, plain=True) > 0, TRIPLE_GRAMMARS[index]
 
 
 @settings(max_examples=40, deadline=None)
