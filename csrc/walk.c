@@ -1143,12 +1143,9 @@ static pair_stops *pair_stops_of(const cm_grammar *g, cm_follow_memo *m, uint32_
     return m->pairs[rule];
 }
 
-/* The bytes the upward chart of `rule` reads after the first byte x: made
- * now (one step of up, the memo's upward chart, from its first set) unless
- * made before; NULL: a chart limit or memory ran out (asked, then). */
-static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_stops *ps, uint32_t rule,
-                                   uint8_t x) {
-    if (cm_bit(ps->made, x)) return ps->second[x];
+/* The memo's upward chart holding `rule`'s first set alone (made unless it is there); NULL: a
+ * chart limit or memory ran out. */
+static cm_chart *up_first(const cm_grammar *g, cm_follow_memo *m, uint32_t rule) {
     cm_chart *up = &m->up;
     if (m->up_rule != rule + 1) {
         m->up_rule = 0;
@@ -1158,6 +1155,17 @@ static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_
         m->up_rule = rule + 1;
     }
     cm_chart_truncate(up, 1);
+    return up;
+}
+
+/* The bytes the upward chart of `rule` reads after the first byte x: made
+ * now (one step of up, the memo's upward chart, from its first set) unless
+ * made before; NULL: a chart limit or memory ran out (asked, then). */
+static const uint32_t *pair_second(const cm_grammar *g, cm_follow_memo *m, pair_stops *ps, uint32_t rule,
+                                   uint8_t x) {
+    if (cm_bit(ps->made, x)) return ps->second[x];
+    cm_chart *up = up_first(g, m, rule);
+    if (!up) return NULL;
     int sc = cm_chart_scan_up(up, g, x);  /* 0: no item reads x, and every rest led by x dies on it */
     if (sc < 0) return NULL;
     if (sc > 0) set_reads(g, up, ps->second[x]);
@@ -1194,15 +1202,8 @@ static const uint32_t *pair_third(const cm_grammar *g, cm_follow_memo *m, pair_s
     for (uint32_t i = 0; i < row->n; i++)
         if (row->y[i] == y) return row->third[i];
     if (row->n == CM_TRIPLE_MAX_SECOND) return NULL;
-    cm_chart *up = &m->up;
-    if (m->up_rule != rule + 1) {
-        m->up_rule = 0;
-        if (follow_chart(g, up, &m->up_ok, true, g->ret_state + g->ret_off[rule],
-                         g->ret_off[rule + 1] - g->ret_off[rule]))
-            return NULL;
-        m->up_rule = rule + 1;
-    }
-    cm_chart_truncate(up, 1);
+    cm_chart *up = up_first(g, m, rule);
+    if (!up) return NULL;
     int sc = cm_chart_scan_up(up, g, x);
     if (sc > 0) sc = cm_chart_scan_up(up, g, y);
     if (sc < 0) return NULL;

@@ -86,14 +86,16 @@ PAIR_GRAMMARS = [
 PAIR_BYTES = [*b"abz09=:-(),; [']tfx\n"]
 
 
-def _pair_vocab(seed: int, n: int = 900) -> cfgmask.Vocabulary:
-    """Every byte, and tokens of a few name bytes then two to five bytes of the grammars' own:
-    their rests after the name are pairs the callers read, or not."""
+def _pair_vocab(
+    seed: int, n: int = 900, heads: bytes = b"abz'", rests: list[int] = PAIR_BYTES, longest: int = 5
+) -> cfgmask.Vocabulary:
+    """Every byte, and tokens of a few name bytes (of `heads`) then two to `longest` bytes of the
+    grammars' own (`rests`): their rests after the name are pairs the callers read, or not."""
     rng = np.random.default_rng(seed)
     toks = {bytes([b]) for b in range(256)}
     for _ in range(n):
-        head = bytes(rng.choice([*b"abz'"], size=int(rng.integers(1, 4))).astype(np.uint8))
-        rest = bytes(rng.choice(PAIR_BYTES, size=int(rng.integers(2, 6))).astype(np.uint8))
+        head = bytes(rng.choice([*heads], size=int(rng.integers(1, 4))).astype(np.uint8))
+        rest = bytes(rng.choice(rests, size=int(rng.integers(2, longest + 1))).astype(np.uint8))
         toks.add(head + rest)
     return cfgmask.Vocabulary.from_token_bytes(sorted(toks))
 
