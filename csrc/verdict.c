@@ -16,6 +16,7 @@
  * Completion sets are compared item for item (origins absolute: they name the
  * same sets; the set's own index as CM_MEMO_HERE), verdicts by their rest's
  * bytes; a full memo starts over. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,4 +164,124 @@ void cm_verdict_run_put(cm_verdicts *v, int stack, uint8_t byte, uint32_t lo, ui
     }
     if (lo > r->lo) r->lo = lo;
     if (hi && (!r->hi || hi < r->hi)) r->hi = hi;
+}
+
+/* Upward kernel keys in more rules (walk.c kern_key; issue 12, session 48, helper `lark48`).
+ *
+ * A rest's upward verdict is a chart run from S0, the closure of the rule's return states.  A
+ * scan of the rest's first byte b takes the items of S0 that read b, each to its next state owing
+ * what its debt leaves after b (scan_kernel: the item's own state, debt and origin decide it), so
+ * the items that read b's class, as (next state, debt before b, origin), decide the kernel with b.
+ * Later sets read S0 again only where an item of origin 0 completes: complete_k advances the
+ * items of S0 that call its rule (advance_waiter: the waiter's state and debt, and the bytes from
+ * b on), and an advanced waiter of origin 0 completes into S0 in turn.  So with R the rules of
+ * the origin-0 items that read b, closed under the rules of S0's origin-0 items that call a rule
+ * of R, and W the items of S0 that call a rule of R, the chart after b, and the verdict, are a
+ * function of the readers and W (and of the rest, b included, which the memo's key holds): two
+ * rules whose first sets agree on those share the verdict.  sql.lark's expression chain: its
+ * levels' first sets differ by each level's operators and its blank runs, while the callees that
+ * read `,` and `;` (a list's repetition rules predicted after a completed expression) and their
+ * waiters are the same in every level. */
+static atomic_int g_kern_wide = 1;
+static atomic_size_t g_kern_near, g_kern_debts;
+
+void cm_kern_wide_enable(int on) { atomic_store(&g_kern_wide, on); }
+
+bool cm_kern_wide_on(void) { return atomic_load_explicit(&g_kern_wide, memory_order_relaxed) != 0; }
+
+void cm_kern_wide_counts(size_t *near, size_t *debts) {
+    *near = atomic_load(&g_kern_near);
+    *debts = atomic_load(&g_kern_debts);
+}
+
+void cm_kern_wide_count(bool near, bool debts) {
+    if (near) atomic_fetch_add_explicit(&g_kern_near, 1, memory_order_relaxed);
+    if (debts) atomic_fetch_add_explicit(&g_kern_debts, 1, memory_order_relaxed);
+}
+
+/* Sorted, repeats dropped; the new length. */
+static size_t sort_unique(uint32_t *a, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        uint32_t x = a[i];
+        size_t j = i;
+        for (; j > 0 && a[j - 1] > x; j--) a[j] = a[j - 1];
+        a[j] = x;
+    }
+    size_t u = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++)
+        if (a[i] != a[u - 1]) a[u++] = a[i];
+    return u;
+}
+
+static bool has_rule(const uint32_t *rs, size_t n, uint32_t r) {
+    for (size_t i = 0; i < n; i++)
+        if (rs[i] == r) return true;
+    return false;
+}
+
+size_t cm_kern_near_key(const cm_grammar *g, const cm_item *s0, size_t n, uint32_t cls, uint32_t *out) {
+    const cm_tables *t = &g->t;
+    uint32_t *rs = malloc((n ? n : 1) * sizeof *rs);
+    uint64_t *w = malloc((n ? n : 1) * sizeof *w);
+    uint8_t *in_w = calloc(n ? n : 1, 1);
+    size_t na = 0, nb = 0, nr = 0, nw = 0;
+    if (!rs || !w || !in_w) goto fail;
+    uint32_t *a = out + 4;
+    for (size_t i = 0; i < n; i++) {  /* the CM_OUTER readers, then (b, after them) the origin-0 ones */
+        uint32_t st = cm_st(s0[i].state);
+        int32_t nx = g->has_bytes[st] ? t->trans[(size_t)st * t->n_classes + cls] : -1;
+        if (s0[i].origin != CM_OUTER && s0[i].origin != 0) goto fail;  /* (not a first set) */
+        if (nx >= 0 && s0[i].origin == CM_OUTER) a[na++] = cm_pack((uint32_t)nx, cm_la(s0[i].state));
+    }
+    na = sort_unique(a, na);
+    uint32_t *b = a + na;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t st = cm_st(s0[i].state);
+        int32_t nx = g->has_bytes[st] ? t->trans[(size_t)st * t->n_classes + cls] : -1;
+        if (nx < 0 || s0[i].origin == CM_OUTER) continue;
+        b[nb++] = cm_pack((uint32_t)nx, cm_la(s0[i].state));
+        if (!has_rule(rs, nr, t->state_rule[st])) rs[nr++] = t->state_rule[st];
+    }
+    nb = sort_unique(b, nb);
+    for (bool grew = true; grew;) {  /* W, and R closed under W's origin-0 items' rules */
+        grew = false;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t st = cm_st(s0[i].state);
+            if (in_w[i] || t->ref_off[st] == t->ref_off[st + 1]) continue;
+            bool calls = false;
+            for (uint32_t e = t->ref_off[st]; !calls && e < t->ref_off[st + 1]; e++)
+                calls = has_rule(rs, nr, t->ref_rule[e]);
+            if (!calls) continue;
+            in_w[i] = 1;
+            w[nw++] = (uint64_t)s0[i].state << 1 | (s0[i].origin == CM_OUTER);
+            if (s0[i].origin == 0 && !has_rule(rs, nr, t->state_rule[st])) {
+                rs[nr++] = t->state_rule[st];
+                grew = true;
+            }
+        }
+    }
+    for (size_t i = 1; i < nw; i++) {  /* (S0's order is the closure's, not the same in every rule) */
+        uint64_t x = w[i];
+        size_t j = i;
+        for (; j > 0 && w[j - 1] > x; j--) w[j] = w[j - 1];
+        w[j] = x;
+    }
+    uint32_t *c = b + nb;
+    for (size_t i = 0; i < nw; i++) {
+        c[2 * i] = (uint32_t)(w[i] >> 1);
+        c[2 * i + 1] = (uint32_t)(w[i] & 1);
+    }
+    out[0] = UINT32_MAX;  /* (no plain key starts so: no item owes CM_LA_DEAD) */
+    out[1] = (uint32_t)na;
+    out[2] = (uint32_t)nb;
+    out[3] = (uint32_t)nw;
+    free(rs);
+    free(w);
+    free(in_w);
+    return 4 + na + nb + 2 * nw;
+fail:
+    free(rs);
+    free(w);
+    free(in_w);
+    return 0;
 }
