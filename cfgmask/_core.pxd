@@ -340,11 +340,6 @@ cdef extern from "stackmemo.h" nogil:
     void cm_stack_verdict_gate_force(int mode)
 
 
-cdef extern from "verdict.h" nogil:
-    void cm_kern_wide_enable(int on)
-    void cm_kern_wide_counts(size_t *near, size_t *debts)
-
-
 cdef extern from "walk.h" nogil:
     size_t cm_walk_name_stop_hits()
     size_t cm_walk_filter_run_hits()

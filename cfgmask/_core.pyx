@@ -1964,23 +1964,6 @@ def kern_counts():
     return shared, dead
 
 
-def kern_wide_enable(bint on):
-    """Key the upward filter's verdicts by kernels in more rules (csrc/verdict.c,
-    ``cm_kern_near_key``; the default): in grammars with lookahead debts too, and on a byte that a
-    callee predicted in the rule's upward first set reads (keyed with that set's items the chart
-    can read again); or, off, only as ``kern_share_enable`` alone keys them: the reference the
-    tests compare against.  Process-wide."""
-    cm_kern_wide_enable(1 if on else 0)
-
-
-def kern_wide_counts():
-    """(keys made for a byte that a callee predicted in an upward first set reads, keys made in
-    grammars with lookahead debts) so far in this process (for the tests)."""
-    cdef size_t near = 0, debts = 0
-    cm_kern_wide_counts(&near, &debts)
-    return near, debts
-
-
 def listed_reuse_enable(bint on):
     """Let a composed entry's listed walk take the upward filter's item chart, reset to the
     walk's first set (csrc/walk.c, the default) or, off, open a chart of its own each walk: the

@@ -70,21 +70,4 @@ int cm_verdict_run_get(const cm_verdicts *v, int stack, uint8_t byte, uint32_t l
 /* Completion set `stack` reads lo bytes `byte` (and dies at the hi-th, hi > lo; 0 not known). */
 void cm_verdict_run_put(cm_verdicts *v, int stack, uint8_t byte, uint32_t lo, uint32_t hi);
 
-/* Upward verdicts keyed by kernels in more rules (issue 12, session 48, helper `lark48`; walk.c
- * kern_key).  On (the default): a grammar with lookahead debts keys its rests too (a kernel's items
- * keep the debts they owed), and a byte that a callee predicted in the rule's upward first set
- * reads is keyed by cm_kern_near_key's key instead of the rule's own verdicts.  Off: gx46's keys
- * alone (no debts, such a byte by the rule), the reference the tests compare against. */
-void cm_kern_wide_enable(int on);
-bool cm_kern_wide_on(void);
-/* The near keys made (cm_kern_near_key), and the keys of grammars with debts, in this process. */
-void cm_kern_wide_counts(size_t *near, size_t *debts);
-void cm_kern_wide_count(bool near, bool debts);
-/* The key of the chart an upward first set s0[0 .. n) (all its items that read bytes or call
- * rules; origins CM_OUTER or 0) makes from a byte of class cls, in out (room for 4 + 4 n): a
- * UINT32_MAX, the counts of its three parts and the parts, each sorted -- the CM_OUTER items that
- * read cls, advanced, the same of the origin-0 items, and the items of s0 that the chart can read
- * again (as state, origin pairs).  Its length. */
-size_t cm_kern_near_key(const cm_grammar *g, const cm_item *s0, size_t n, uint32_t cls, uint32_t *out);
-
 #endif

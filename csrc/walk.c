@@ -16,7 +16,6 @@
 #include "cache.h"
 #include "chart.h"
 #include "loops.h"
-#include "verdict.h"
 #include "walk.h"
 
 int cm_walk_init(cm_walk *w, const cm_grammar *g) { return cm_walk_init_spare(w, g, NULL); }
@@ -1658,9 +1657,7 @@ void cm_walk_kern_counts(size_t *shared, size_t *dead) {
  * found (0: not yet; else the key + 1). */
 typedef struct kern_rule {
     uint32_t n;
-    uint32_t *states;  /* [n], packed (their debts) */
-    cm_item *s0;       /* [n_s0] the first set's items that read or call (cm_kern_near_key); NULL: none */
-    uint32_t n_s0;
+    uint32_t *states;  /* [n] */
     uint8_t *near;     /* [n_classes]: read by an item of origin 0 */
     uint32_t *key;     /* [n_classes] */
 } kern_rule;
@@ -1682,7 +1679,6 @@ static void kern_free(cm_follow_memo *m) {
         for (uint32_t r = 0; r < m->n_kern_rules; r++) {
             if (!m->kern[r] || m->kern[r] == &g_kern_none) continue;
             free(m->kern[r]->states);
-            free(m->kern[r]->s0);
             free(m->kern[r]->near);
             free(m->kern[r]->key);
             free(m->kern[r]);
@@ -1698,10 +1694,9 @@ static void kern_free(cm_follow_memo *m) {
     free(m->kby_id);
 }
 
-/* Does the grammar allow kernel keys (no counts; debts with cm_kern_wide_on), and is it on? */
+/* Does the grammar allow kernel keys (no debts, no counts), and is it on? */
 static bool kern_applies(const cm_grammar *g) {
-    return atomic_load_explicit(&g_kern_share, memory_order_relaxed) && !g->has_segments &&
-           (g->t.n_la <= 1 || cm_kern_wide_on());
+    return atomic_load_explicit(&g_kern_share, memory_order_relaxed) && !g->has_segments && g->t.n_la <= 1;
 }
 
 /* rule's kern_rule, made from its upward first set (made in m->up if it is not there: the rule's
@@ -1745,28 +1740,19 @@ static __attribute__((noinline)) kern_rule *kern_rule_of(const cm_grammar *g, cm
         free(k);
         return NULL;
     }
-    bool near = false;
     for (size_t i = lo; i < hi; i++) {
         cm_item it = up->items[i];
         uint32_t st = cm_st(it.state);
         if (!g->has_bytes[st]) continue;
         if (it.origin == CM_OUTER) {
-            k->states[k->n++] = it.state;
+            k->states[k->n++] = st;
             continue;
         }
         const int32_t *row = t->trans + (size_t)st * t->n_classes;
         for (uint32_t c = 0; c < t->n_classes; c++)
             if (row[c] >= 0) k->near[c] = 1;
-        near = true;
     }
-    /* a near class keyed by what the chart reads of the first set again (cm_kern_near_key) */
-    if (near && cm_kern_wide_on() && (k->s0 = malloc((hi - lo) * sizeof *k->s0)))
-        for (size_t i = lo; i < hi; i++) {
-            uint32_t st = cm_st(up->items[i].state);
-            if (g->has_bytes[st] || t->ref_off[st] < t->ref_off[st + 1]) k->s0[k->n_s0++] = up->items[i];
-        }
-    atomic_fetch_add(&g->cache->bytes, sizeof *k + k->n * sizeof *k->states + k->n_s0 * sizeof *k->s0 +
-                                           t->n_classes * (1 + sizeof *k->key));
+    atomic_fetch_add(&g->cache->bytes, sizeof *k + k->n * sizeof *k->states + t->n_classes * (1 + sizeof *k->key));
     m->kern[rule] = k;
     return k;
 }
@@ -1781,22 +1767,14 @@ static int u32_order(const void *a, const void *b) {
 static __attribute__((noinline)) uint32_t kern_key_make(const cm_grammar *g, cm_follow_memo *m, kern_rule *k,
                                                         uint32_t rule, uint32_t cls) {
     const cm_tables *t = &g->t;
-    bool near = k->near[cls];
-    if (near && !k->s0) return k->key[cls] = CM_KERN_OWN + 1, CM_KERN_OWN;
-    size_t room = near ? 4 + 4 * (size_t)k->n_s0 : k->n;
-    uint32_t stack[256], *st = room <= 256 ? stack : malloc(room * sizeof *st), n = 0;
+    if (k->near[cls]) return k->key[cls] = CM_KERN_OWN + 1, CM_KERN_OWN;
+    uint32_t stack[256], *st = k->n <= 256 ? stack : malloc(k->n * sizeof *st), n = 0;
     if (!st) return CM_KERN_OWN;  /* (not kept: asked again) */
-    uint32_t key = CM_KERN_OWN;
-    if (near) {  /* sorted in its parts */
-        if (!(n = (uint32_t)cm_kern_near_key(g, k->s0, k->n_s0, cls, st))) goto done;
-        cm_kern_wide_count(true, false);
-        goto keyed;
-    }
     for (uint32_t i = 0; i < k->n; i++) {
-        int32_t nx = t->trans[(size_t)cm_st(k->states[i]) * t->n_classes + cls];
-        if (nx >= 0) st[n++] = cm_pack((uint32_t)nx, cm_la(k->states[i]));
+        int32_t nx = t->trans[(size_t)k->states[i] * t->n_classes + cls];
+        if (nx >= 0) st[n++] = (uint32_t)nx;
     }
-    cm_kern_wide_count(false, t->n_la > 1);
+    uint32_t key = CM_KERN_OWN;
     if (!n) {
         key = CM_KERN_DEAD;
         goto done;
@@ -1814,7 +1792,6 @@ static __attribute__((noinline)) uint32_t kern_key_make(const cm_grammar *g, cm_
     for (uint32_t i = 1; i < n; i++)
         if (st[i] != st[u - 1]) st[u++] = st[i];
     n = u;
-keyed:;
     uint64_t h = 1469598103934665603ull ^ n;
     for (uint32_t i = 0; i < n; i++) h = (h ^ st[i]) * 1099511628211ull;
     if (!m->kbucket && !(m->kbucket = calloc(CM_KERN_BUCKETS, sizeof *m->kbucket))) goto done;
