@@ -472,8 +472,7 @@ static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
     const uint8_t *p = cm_trie_bytes(g->v, k, &len);
     bool keep = atomic_load_explicit(&g_split_resume, memory_order_relaxed);
     if (keep && sp->rk) {
-        from = cm_common_prefix(sp->rk, sp->rk_len, p, len);
-        if (from > sp->r_ok) from = sp->r_ok;
+        from = cm_common_prefix(sp->rk, sp->rk_len < sp->r_ok ? sp->rk_len : sp->r_ok, p, len);  /* at most r_ok */
     }
     /* rows 1 .. from - 1 hold for p: their accepting states' rests, as the read from the start asks them */
     for (uint32_t j = 1; j < from; j++)
@@ -487,14 +486,14 @@ static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
                     return r;
                 }
             }
+    /* the automata before byte j (cs, cx) and after it (ns, nx): rows kept where they fit,
+     * else s, x in place */
+    const uint32_t *cs = sp->state, *cx = sp->exit;
     if (from) {
         n = sp->rn[from];
-        memcpy(s, sp->rs[from], n * sizeof *s);
-        memcpy(x, sp->rx[from], n * sizeof *x);
+        cs = sp->rs[from];
+        cx = sp->rx[from];
         atomic_fetch_add_explicit(&g_split_resumed, from, memory_order_relaxed);
-    } else {
-        memcpy(s, sp->state, n * sizeof *s);
-        memcpy(x, sp->exit, n * sizeof *x);
     }
     if (keep) {
         sp->rk = p;
@@ -502,25 +501,27 @@ static int check_split(cm_matcher *m, split *sp, size_t base, size_t k) {
         sp->r_ok = from;
     }
     for (uint32_t j = from; j < len; j++) {
-        uint32_t live = 0;
+        bool row = keep && j < CM_SPLIT_ROWS;
+        uint32_t live = 0, *ns = row ? sp->rs[j + 1] : s, *nx = row ? sp->rx[j + 1] : x;
         for (uint32_t i = 0; i < n; i++) {
-            if (j && t->accepting[s[i]]) {
-                int r = rest_verdict(m, sp, base, x[i], p + j, len - j);
+            uint32_t q = cs[i];
+            if (j && t->accepting[q]) {
+                int r = rest_verdict(m, sp, base, cx[i], p + j, len - j);
                 if (r) return r;
             }
-            if (t->ref_off[s[i]] != t->ref_off[s[i] + 1]) return CM_SPLIT_FALLBACK;
-            int32_t next = g->has_bytes[s[i]] ? t->trans[(size_t)s[i] * t->n_classes + t->byte_class[p[j]]] : -1;
+            if (t->ref_off[q] != t->ref_off[q + 1]) return CM_SPLIT_FALLBACK;
+            int32_t next = g->has_bytes[q] ? t->trans[(size_t)q * t->n_classes + t->byte_class[p[j]]] : -1;
             if (next < 0) continue;
-            s[live] = (uint32_t)next;
-            x[live++] = x[i];
+            ns[live] = (uint32_t)next;
+            nx[live++] = cx[i];
         }
         if (!(n = live)) return 0;
-        if (keep && j < CM_SPLIT_ROWS) {  /* row j + 1, read to its end */
+        if (row) {  /* row j + 1, read to its end */
             sp->rn[j + 1] = (uint8_t)n;
-            memcpy(sp->rs[j + 1], s, n * sizeof *s);
-            memcpy(sp->rx[j + 1], x, n * sizeof *x);
             sp->r_ok = j + 1;
         }
+        cs = ns;
+        cx = nx;
     }
     return 1;  /* an automaton read it all */
 }

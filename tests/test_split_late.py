@@ -45,23 +45,29 @@ def test_random_masks_equal_reference_with_rollback_and_fork(
     """JSON-like values whose strings are one rule, bounded or not: with the split made late at
     every mask with a candidate (2), by the steps (1) or never (0), the masks along a random walk,
     with a rollback into it and a fork, are the reference's."""
+    with core_switch(_core.mask_split_late_enable, mode, 1):
+        follow_with_rollback_and_fork(case, v, data)
+
+
+def follow_with_rollback_and_fork(case: tuple[ir.Grammar, int], v: Vocab, data: st.DataObject) -> None:
+    """A random walk of ``case``'s grammar (compiled cold over ``v``), with a rollback into it and a
+    fork: every mask along it the reference's."""
     g, budget = case
     ref_m = ReferenceMatcher(g)
     vocab = _vocab(v)
-    with core_switch(_core.mask_split_late_enable, mode, 1):
-        m = cfgmask.Matcher(_compile(g, vocab, budget))
-        walk = data.draw(token_walks(ref_m, v, max_steps=16))
-        ids = walk.token_ids
-        at = data.draw(st.integers(0, len(ids)))
-        back = data.draw(st.integers(0, at))
-        rw = ReferenceWalk(ref_m, v, vocab, ids)
-        rw.follow(m, 0, at)
-        f = m.fork()
-        m.rollback(back)
-        rw.follow(m, at - back)
-        rw.follow(f, at)
-        m.reset()
-        rw.follow(m, 0)
+    m = cfgmask.Matcher(_compile(g, vocab, budget))
+    walk = data.draw(token_walks(ref_m, v, max_steps=16))
+    ids = walk.token_ids
+    at = data.draw(st.integers(0, len(ids)))
+    back = data.draw(st.integers(0, at))
+    rw = ReferenceWalk(ref_m, v, vocab, ids)
+    rw.follow(m, 0, at)
+    f = m.fork()
+    m.rollback(back)
+    rw.follow(m, at - back)
+    rw.follow(f, at)
+    m.reset()
+    rw.follow(m, 0)
 
 
 def _same_masks_in_modes(schema: dict, tokens: list[int]) -> list[int]:

@@ -20,11 +20,9 @@ import cfgmask
 from cfgmask import _core, ir
 
 from .helpers import core_switch, masks_along
-from .reference import ReferenceMatcher
-from .strategies import Vocab, token_walks, vocabularies
-from .test_engine_differential import ReferenceWalk, _vocab
+from .strategies import Vocab, vocabularies
 from .test_past_positions import _first_document
-from .test_split_late import LONG, _compile
+from .test_split_late import LONG, follow_with_rollback_and_fork
 from .test_verdicts import PIECES, shared_strings
 
 
@@ -35,23 +33,8 @@ def test_random_masks_equal_reference_with_rollback_and_fork(
     """JSON-like values whose strings are one rule, bounded or not, the split made at every mask
     with a candidate: with the resume on and off, the masks along a random walk, with a rollback
     into it and a fork, are the reference's."""
-    g, budget = case
-    ref_m = ReferenceMatcher(g)
-    vocab = _vocab(v)
     with core_switch(_core.mask_split_late_enable, 2, 1), core_switch(_core.mask_split_resume_enable, on):
-        m = cfgmask.Matcher(_compile(g, vocab, budget))
-        walk = data.draw(token_walks(ref_m, v, max_steps=16))
-        ids = walk.token_ids
-        at = data.draw(st.integers(0, len(ids)))
-        back = data.draw(st.integers(0, at))
-        rw = ReferenceWalk(ref_m, v, vocab, ids)
-        rw.follow(m, 0, at)
-        f = m.fork()
-        m.rollback(back)
-        rw.follow(m, at - back)
-        rw.follow(f, at)
-        m.reset()
-        rw.follow(m, 0)
+        follow_with_rollback_and_fork(case, v, data)
 
 
 def _same_masks_on_and_off(schema: dict, tokens: list[int], late: int) -> int:
