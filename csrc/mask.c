@@ -419,7 +419,8 @@ static int run_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x, uint8_
 }
 
 /* The verdict of bytes p[0..len) read after the set of completion x. */
-static int rest_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x, const uint8_t *p, uint32_t len) {
+static inline __attribute__((always_inline)) int rest_verdict(cm_matcher *m, split *sp, size_t base, uint32_t x,
+                                                              const uint8_t *p, uint32_t len) {
     if (!cm_bit(sp->first[x], p[0])) return 0;
     uint32_t i = 1;
     while (i < len && p[i] == p[0]) i++;
