@@ -18,12 +18,27 @@ from hypothesis import strategies as st
 
 import cfgmask
 from cfgmask import _core, ir
+from cfgmask.compile.strategy import Strategy
 
-from .helpers import core_switch, masks_along
+from .helpers import (
+    alt,
+    chars,
+    core_switch,
+    grammar,
+    lit,
+    mask_bools,
+    masks_along,
+    opt,
+    ref,
+    rep,
+    seq,
+    stop_vocab,
+)
+from .reference import ReferenceMatcher
 from .strategies import Vocab, vocabularies
 from .test_past_positions import _first_document
 from .test_split_late import LONG, follow_with_rollback_and_fork
-from .test_verdicts import PIECES, shared_strings
+from .test_verdicts import NO_MEMO, PIECES, shared_strings
 
 
 @given(shared_strings(), vocabularies(PIECES + LONG), st.booleans(), st.data())
@@ -35,6 +50,50 @@ def test_random_masks_equal_reference_with_rollback_and_fork(
     into it and a fork, are the reference's."""
     with core_switch(_core.mask_split_late_enable, 2, 1), core_switch(_core.mask_split_resume_enable, on):
         follow_with_rollback_and_fork(case, v, data)
+
+
+# A word read past its accepting states, called where the caller reads on with a byte the word
+# reads too: after "<a", the rest "q1" of ``aq1`` closes ``tagged`` only from the row after the
+# first byte, where the word may end; the candidate before it in trie order, ``aq,``, dies at
+# its third byte with rows 1 and 2 kept, so ``aq1`` resumes at row 2 and must ask row 1's rest
+# again (JSON strings never test this: they die right after their accepting state, the quote).
+WORDS = grammar(
+    root=ref("value"),
+    word=rep(chars("a", "b", "q"), 1, None),
+    tagged=seq(lit("<"), ref("word"), lit("q1")),
+    value=alt(ref("word"), ref("tagged"), ref("array")),
+    array=seq(lit("["), opt(seq(ref("value"), rep(seq(lit(","), ref("value"))))), lit("]")),
+)
+WORD_PIECES = (b"<", b"a", b"aq,", b"aq1", b"aqa,", b"[", b"]", b",", b"q", b"1")
+
+
+def test_rests_asked_again_at_the_shared_rows_accepting_states() -> None:
+    """A word rule that reads on past its accepting states (its own automaton: not inlined into
+    its two callers, whose follows differ), the split made at every mask with a candidate: along
+    ``[<aaq1,aaq,<aaq1]`` the masks are the reference's with the resume on and off, ``aq1``
+    allowed after ``<a`` though it resumes past the row whose rest allows it; and the resume
+    fired."""
+    vocab, texts = stop_vocab(WORD_PIECES)
+    ref_m = ReferenceMatcher(WORDS)
+    doc = [b"[", b"<", b"a", b"aq1", b",", b"a", b"aq,", b"<", b"a", b"aq1", b"]"]
+    limits = cfgmask.CompileLimits(unroll_budget=64, unroll_whole=0, inline_shared_states=0)
+    skipped = []
+    for on in (False, True):
+        before = _core.mask_split_resumed()
+        with core_switch(_core.mask_split_late_enable, 2, 1), core_switch(_core.mask_split_resume_enable, on):
+            c = cfgmask.compile(
+                WORDS, vocab, limits=limits, _strategy=Strategy(closing_verdicts=1, **NO_MEMO)
+            )
+            m = cfgmask.Matcher(c)
+            for i in range(len(doc) + 1):
+                prefix = b"".join(doc[:i])
+                want = ref_m.mask(prefix, texts, [len(WORD_PIECES)], ())
+                assert mask_bools(m, vocab.size) == want, f"resume {on}, after {prefix!r}"
+                if i < len(doc):
+                    assert m.accept_token(WORD_PIECES.index(doc[i]))
+        skipped.append(_core.mask_split_resumed() - before)
+    assert skipped[0] == 0
+    assert skipped[1] > 0
 
 
 def _same_masks_on_and_off(schema: dict, tokens: list[int], late: int) -> int:
