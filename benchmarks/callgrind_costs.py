@@ -24,6 +24,11 @@ kind and the largest regions are printed, and ``--compare A B`` sets two such fi
 ``--only REGEX`` counts only the regions whose label matches (the others run uncounted): a
 profile of a few fills, ``--only 'fill:.*/o6193:18$'``.
 
+``--set NAME`` (first-docs): only the schemas of a named set of ``callgrind_sets.json`` -- ``mid``
+(the 20 around the median time to first document), ``p90`` (its p84-p96), ``band`` (the 12 with
+the largest first-use fills) -- picked once from a full run and kept, so that sessions compare
+the same schemas.
+
 ``--compile-alone`` (first-docs): count ``cfgmask.compile`` only, after the front end,
 ``clear_caches()`` and ``gc.collect()``, and replay nothing (the compile glue's own figures:
 ``--only`` picks the schemas, ``--profile`` makes their profile).
@@ -60,6 +65,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# Named sets of JSONSchemaBench schemas (ids) for ``--set``: the rows of issue 12's table in a few
+# minutes of callgrind, picked once from a full run and kept here so every session measures the
+# same schemas (how each was picked is the file's "how").
+SETS_FILE = Path(__file__).resolve().parent / "callgrind_sets.json"
+SETS: dict[str, list[str]] = {
+    k: v for k, v in (json.loads(SETS_FILE.read_text()) if SETS_FILE.exists() else {}).items() if k != "how"
+}
+
+
+def set_ids(name: str | None) -> frozenset[str] | None:
+    return None if name is None else frozenset(SETS[name])
+
 
 _SHIM = r"""
 #include <valgrind/callgrind.h>
@@ -111,7 +128,13 @@ class Counter:
 
 
 def _first_docs(
-    cm: Any, vocab: Any, count: Counter, splits: Path, limit: int | None, alone: bool = False
+    cm: Any,
+    vocab: Any,
+    count: Counter,
+    splits: Path,
+    limit: int | None,
+    alone: bool = False,
+    ids: frozenset[str] | None = None,
 ) -> Iterator[str]:
     import gc
 
@@ -119,6 +142,8 @@ def _first_docs(
 
     mask = cm.allocate_bitmask(1, vocab.size)
     for rec in load_corpus(splits, limit, sample=False):
+        if ids is not None and rec["id"] not in ids:
+            continue
         job = job_of(rec)
         if not job["valid"]:
             continue
@@ -237,7 +262,7 @@ def inner(args: argparse.Namespace) -> None:
     vocab._handle()
     count = Counter(profile=bool(args.profile), only=args.only)
     work = (
-        _first_docs(cm, vocab, count, args.splits, args.limit, args.compile_alone)
+        _first_docs(cm, vocab, count, args.splits, args.limit, args.compile_alone, set_ids(args.set))
         if args.what == "first-docs"
         else _gbnf(cm, vocab, count, args.grammars.split(","))
     )
@@ -294,6 +319,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cmd += ["--name-sets-div", str(args.name_sets_div)]
         if args.only:
             cmd += ["--only", args.only]
+        if args.set:
+            cmd += ["--set", args.set]
         if args.compile_alone:
             cmd += ["--compile-alone"]
         if args.warm_constants:
@@ -376,6 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--splits", type=Path, default=ROOT / "tests" / "corpora" / "jsonschemabench")
     ap.add_argument("--limit", type=int, default=None, help="schemas a split")
     ap.add_argument("--grammars", default="json,arithmetic,c,sql,sql.lark")
+    ap.add_argument("--set", choices=sorted(SETS), help="first-docs: only this named set of schemas")
     ap.add_argument("--only", help="count only the regions whose label matches this regular expression")
     ap.add_argument("--profile", help="one callgrind file of every region, for callgrind_annotate")
     ap.add_argument("--out", type=Path, help="the regions' counts (JSON)")
