@@ -11,6 +11,7 @@ mask along real schema documents too, and `_core.flat_plain_sets_steps()` shows 
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
@@ -24,6 +25,7 @@ from .strategies import Vocab, vocabularies
 from .test_donor_mode_bytes import llama3_document
 from .test_engine_differential import _vocab
 from .test_entries import ROOT, assert_switch_same_entries
+from .test_loop_exit_ends import llama3  # noqa: F401  (the fixture)
 
 # JSON's objects: keys after a called ws loop, strings called as a rule (json.gbnf).
 JSON = (ROOT / "grammars" / "json.gbnf").read_text()
@@ -33,48 +35,32 @@ PIECES = (
 )  # fmt: skip
 
 
-def _check(g: cfgmask.Grammar, vocab: cfgmask.Vocabulary, *, plain: bool = True) -> int:
-    return assert_switch_same_entries(
-        _core.flat_plain_sets_enable,
-        _core.flat_plain_sets_steps,
-        g,
-        vocab,
-        what="the chart's step",
-        plain=plain,
-    )
+_check = functools.partial(
+    assert_switch_same_entries,
+    _core.flat_plain_sets_enable,
+    _core.flat_plain_sets_steps,
+    what="the chart's step",
+)
 
 
 def test_objects_taken_same_entries() -> None:
     vocab = cfgmask.Vocabulary.from_token_bytes(
         list(dict.fromkeys([bytes([c]) for c in b'{}",: \nabc012'])) + list(PIECES)
     )
-    assert _check(cfgmask.Grammar.from_gbnf(JSON), vocab) > 0
+    assert _check(cfgmask.Grammar.from_gbnf(JSON), vocab, plain=True) > 0
 
 
 @given(vocabularies(PIECES))
 def test_objects_same_entries(v: Vocab) -> None:
-    _check(cfgmask.Grammar.from_gbnf(JSON), _vocab(v))
+    _check(cfgmask.Grammar.from_gbnf(JSON), _vocab(v), plain=True)
 
 
-@pytest.fixture(scope="module")
-def llama3() -> cfgmask.Vocabulary:
-    pytest.importorskip("quicktok")
-    return cfgmask.Vocabulary.llama3()
-
-
-def test_json_schema_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
-            "n": {"type": "integer"},
-        },
-        "required": ["name"],
-        "additionalProperties": {"type": "number"},
-    }
+def test_json_schema_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:  # noqa: F811
+    """Listed keys and any other key (a called string rule), after ws loops."""
+    props = {"name": {"type": "string"}, "n": {"type": "integer"}, "tags": {"type": "array"}}
+    schema = {"type": "object", "properties": props, "additionalProperties": {"type": "number"}}
     g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
-    assert _check(g, llama3) > 0
+    assert _check(g, llama3, plain=True) > 0
 
 
 @pytest.mark.parametrize(
