@@ -2172,6 +2172,19 @@ def flat_plain_proofs():
     return cm_flat_plain_proofs()
 
 
+def flat_plain_sets_enable(bint on):
+    """Make a flat walk's transition from the automaton's transitions, without a chart, also for
+    a configuration of several sets whose last set's items are all older than it (an object's key
+    string, a ws loop: csrc/flat.c, flat_step_plain_sets; on by default; off, the chart's step).
+    Process-wide; the entries are the same either way."""
+    cm_flat_plain_sets_enable(1 if on else 0)
+
+
+def flat_plain_sets_steps():
+    """How many transitions that step made so far in this process (for the tests)."""
+    return cm_flat_plain_sets_steps()
+
+
 def flat_sets_cap(unsigned int n):
     """The most sets of a flat configuration's chart suffix (csrc/flat.c, flat_suffix; 16 by
     default, 0: none but the items' cap): a deeper configuration is walked on with a chart instead

@@ -588,6 +588,130 @@ static int32_t flat_step_plain(const cm_grammar *g, cm_flat *f, const uint32_t *
     return flat_intern(g, f, enc, 2 + 2 * n, false);
 }
 
+/* The same step for a configuration of several sets (a rule called inside the token: an
+ * object's key string, a ws loop), its last set's items all older than that set (none
+ * predicted in it) and owing no debt, where the new set's closure predicts nothing: each item
+ * that reads b goes to a state with no call and no token edge, and an accepting one completes
+ * its rule into an older set, whose waiters (owing no debt) advance the same way, recursively.
+ * That closure is the chart's (close_set_k: completion reads only the origin's set, which the
+ * configuration holds whole, as the loaded chart does), and flat_of_set keeps of it the items
+ * with bytes, of the loaded sets before the last (kept) every item of those the new set's
+ * origins reach, recursively, and of the old last set nothing (no new item names it, and older
+ * sets name only older ones): so the configuration is the reached sets, renumbered in order
+ * (their items' order holds: the numbering keeps the order), and the new set's kept items,
+ * sorted, exited if a CM_OUTER item accepted.  Interned as that, as flat_of_set would, with no
+ * chart.  Where the chart could refuse it (the sets' or items' cap), on segments (no chart
+ * loads them), or not such a step: CM_FLAT_UNKNOWN. */
+static atomic_int g_plain_sets = 1;
+static atomic_size_t g_plain_sets_steps;
+void cm_flat_plain_sets_enable(int on) { atomic_store(&g_plain_sets, on ? 1 : 0); }
+size_t cm_flat_plain_sets_steps(void) { return atomic_load(&g_plain_sets_steps); }
+
+#define PLAIN_SETS_ITEMS (2 * CM_FLAT_MAX_ITEMS)  /* the new set's closure, kept or not */
+
+/* Add (st, o) to the new set's items unless there: false when full. */
+static inline bool sets_add(uint32_t *it, uint32_t *n, uint32_t st, uint32_t o) {
+    for (uint32_t i = 0; i < *n; i++)
+        if (it[2 * i] == st && it[2 * i + 1] == o) return true;
+    if (*n == PLAIN_SETS_ITEMS) return false;
+    it[2 * *n] = st;
+    it[2 * *n + 1] = o;
+    ++*n;
+    return true;
+}
+
+static int32_t flat_step_plain_sets(const cm_grammar *g, cm_flat *f, const uint32_t *sig, uint8_t b) {
+    const cm_tables *t = &g->t;
+    uint32_t n_sets = sig[0], at[CM_FLAT_SETS_CAP], reach[CM_FLAT_SETS_CAP];
+    if (!n_sets || n_sets > CM_FLAT_SETS_CAP || g->has_segments) return CM_FLAT_UNKNOWN;
+    uint32_t a = 1;
+    for (uint32_t j = 0; j < n_sets; j++) {
+        at[j] = a;
+        reach[j] = 0;
+        a += 1 + 2 * sig[a];
+    }
+    const uint32_t last = n_sets - 1, *ls = sig + at[last];
+    uint32_t it[2 * PLAIN_SETS_ITEMS], n = 0, cls = t->byte_class[b];
+    for (uint32_t i = 0; i < ls[0]; i++) {
+        uint32_t packed = ls[1 + 2 * i], st = cm_st(packed), o = ls[2 + 2 * i];
+        if (o == last || cm_la(packed)) return CM_FLAT_UNKNOWN;
+        int32_t next = g->has_bytes[st] ? t->trans[(size_t)st * t->n_classes + cls] : -1;
+        if (next >= 0 && !sets_add(it, &n, (uint32_t)next, o)) return CM_FLAT_UNKNOWN;
+    }
+    if (!n) return CM_FLAT_UNKNOWN;  /* not expected: the reads row said some item reads b */
+    bool exited = false;
+    for (uint32_t i = 0; i < n; i++) {  /* the closure: completions only */
+        uint32_t st = it[2 * i], o = it[2 * i + 1];
+        if (t->ref_off[st] != t->ref_off[st + 1] || g->has_tokens[st]) return CM_FLAT_UNKNOWN;
+        if (!t->accepting[st]) continue;
+        if (o == CM_OUTER) {
+            exited = true;
+            continue;
+        }
+        uint32_t rule = t->state_rule[st];
+        const uint32_t *ws = sig + at[o];
+        for (uint32_t w = 0; w < ws[0]; w++) {
+            uint32_t wp = ws[1 + 2 * w], wst = cm_st(wp);
+            if (!(g->calls[wst] & 1ull << (rule & 63))) continue;
+            if (cm_la(wp)) return CM_FLAT_UNKNOWN;
+            for (uint32_t e = t->ref_off[wst]; e < t->ref_off[wst + 1]; e++)
+                if (t->ref_rule[e] == rule && !sets_add(it, &n, t->ref_target[e], ws[2 + 2 * w]))
+                    return CM_FLAT_UNKNOWN;
+        }
+    }
+    /* the kept items (flat_keeps: bytes; none calls), ascending (origins renumbered below, in order) */
+    uint32_t to[2 * CM_FLAT_MAX_ITEMS], m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t st = it[2 * i], o = it[2 * i + 1];
+        if (!g->has_bytes[st]) continue;
+        if (m == CM_FLAT_MAX_ITEMS) return CM_FLAT_UNKNOWN;
+        uint64_t key = (uint64_t)st << 32 | o;
+        uint32_t j = m;
+        while (j && ((uint64_t)to[2 * j - 2] << 32 | to[2 * j - 1]) > key) j--;
+        memmove(to + 2 * j + 2, to + 2 * j, 2 * (m - j) * sizeof *to);
+        to[2 * j] = st;
+        to[2 * j + 1] = o;
+        if (o != CM_OUTER) reach[o] = 1;
+        m++;
+    }
+    /* the sets the new one's origins reach, down (origins point back); a set's new position */
+    uint32_t n_new = 1, n_items = m;
+    for (uint32_t j = last; j-- > 0;) {
+        if (!reach[j]) continue;
+        n_new++;
+        n_items += sig[at[j]];
+        for (uint32_t i = 0; i < sig[at[j]]; i++) {
+            uint32_t o = sig[at[j] + 2 + 2 * i];
+            if (o != CM_OUTER) reach[o] = 1;
+        }
+    }
+    unsigned cap = atomic_load_explicit(&g_sets_cap, memory_order_relaxed);
+    if ((cap && n_new > cap) || n_items > CM_FLAT_MAX_ITEMS) return CM_FLAT_UNKNOWN;
+    uint32_t *enc = f->enc, p = 0;
+    if (!enc && !(enc = f->enc = malloc((1 + 3 * CM_FLAT_MAX_ITEMS + 2) * sizeof *f->enc)))
+        return FLAT_ERR(CM_ERR_NOMEM);
+    for (uint32_t j = 0; j < last; j++)
+        if (reach[j]) reach[j] = ++p;  /* position + 1 */
+    uint32_t k = 1;
+    enc[0] = n_new;
+    for (uint32_t j = 0; j < last; j++) {
+        if (!reach[j]) continue;
+        const uint32_t *ss = sig + at[j];
+        enc[k++] = ss[0];
+        for (uint32_t i = 0; i < ss[0]; i++) {
+            enc[k++] = ss[1 + 2 * i];
+            enc[k++] = ss[2 + 2 * i] == CM_OUTER ? CM_OUTER : reach[ss[2 + 2 * i]] - 1;
+        }
+    }
+    enc[k++] = m;
+    for (uint32_t i = 0; i < m; i++) {
+        enc[k++] = to[2 * i];
+        enc[k++] = to[2 * i + 1] == CM_OUTER ? CM_OUTER : reach[to[2 * i + 1]] - 1;
+    }
+    atomic_fetch_add_explicit(&g_plain_sets_steps, 1, memory_order_relaxed);
+    return flat_intern(g, f, enc, k, exited);
+}
+
 /* The transition of configuration id on byte b, computed with the scratch chart
  * unless no item reads b (most of a trie node's children die so). */
 static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b) {
@@ -599,6 +723,11 @@ static int32_t flat_step(const cm_grammar *g, cm_flat *f, uint32_t id, uint8_t b
     if (g->lim.flat_plain_steps) {
         int32_t to = flat_step_plain(g, f, sig, b);
         if (to != CM_FLAT_UNKNOWN) {
+            if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = flat_cell(f, to);
+            return to;
+        }
+        if (atomic_load_explicit(&g_plain_sets, memory_order_relaxed) &&
+            (to = flat_step_plain_sets(g, f, sig, b)) != CM_FLAT_UNKNOWN) {
             if (to >= CM_FLAT_CHART) f->next[(size_t)id * f->width + f->col[b]] = flat_cell(f, to);
             return to;
         }

@@ -45,6 +45,11 @@ size_t cm_flat_configs(const cm_flat *f);
  * proved or refuted, in this process (for the tests). */
 size_t cm_flat_plain_steps(void);
 size_t cm_flat_plain_proofs(void);
+/* flat_step_plain's step taken also by configurations of several sets, their last set's items
+ * older than it (flat.c, flat_step_plain_sets: an object's key string, a ws loop; on by
+ * default, 0 the chart's step), and how many transitions it made, in this process (for the tests). */
+void cm_flat_plain_sets_enable(int on);
+size_t cm_flat_plain_sets_steps(void);
 /* flat_names_live answered once a configuration (on by default), and how often
  * the answer was read back, in this process (for the tests). */
 /* The most sets of a flat configuration's chart suffix (0: no cap but CM_FLAT_MAX_ITEMS);
