@@ -1326,12 +1326,27 @@ def utf8_code_py(tuple ranges):
 
 
 cdef list sorted_calls(object calls):
-    """``sorted(calls)``: a frozenset of rule names (most hold none or one) as a new list, or
-    the shared empty one (read only); a list is ``call_graph``'s, sorted already (read only)."""
-    cdef Py_ssize_t n
+    """``sorted(calls)``: a frozenset of rule names or a node's uses (a dict by rule name; most
+    hold none or one) as a new list, a few names sorted in place (``sort_names``), or the
+    shared empty one (read only); a list is ``call_graph``'s, sorted already (read only)."""
+    cdef Py_ssize_t n, pos = 0
     cdef list out
+    cdef PyObject *k
+    cdef PyObject *v
     if type(calls) is list:
         return <list>calls
+    if type(calls) is dict:
+        n = len(<dict>calls)
+        if n == 0:
+            return NO_CALLEES
+        out = PyList_New(n)
+        n = 0
+        while PyDict_Next(<dict>calls, &pos, &k, &v):
+            Py_INCREF(<object>k)
+            PyList_SET_ITEM(out, n, <object>k)
+            n += 1
+        sort_names(out, n)
+        return out
     if type(calls) is not frozenset:
         return sorted(calls)
     n = len(<frozenset>calls)
@@ -1344,7 +1359,7 @@ cdef list sorted_calls(object calls):
         PyList_SET_ITEM(out, n, x)
         n += 1
     if n > 1:
-        out.sort()
+        sort_names(out, n)
     return out
 
 
@@ -1412,12 +1427,15 @@ cdef class Calls:
     cdef Py_ssize_t *at  # per name index: where its callees' indices start in ``edges``
     cdef Py_ssize_t *cnt  # per name index: its callees, -1 for a name that is no rule
     cdef Py_ssize_t *edges
+    # per name index: its uses by the rules, capped at 2 (``call_graph_ids(sess, rules, False)``:
+    # counted here and no uses dict made, a probe a callee; else not counted, all 0)
+    cdef Py_ssize_t *used
     cdef list lists, cids, names  # per name index: the rule's callee list and body id (None: no rule)
     cdef dict index  # name -> its index
     cdef bint ok
 
     def __cinit__(self):
-        self.at = self.cnt = self.edges = NULL
+        self.at = self.cnt = self.edges = self.used = NULL
 
     def __dealloc__(self):
         PyMem_Free(self.at)
@@ -1429,14 +1447,16 @@ cdef class Calls:
         self.n = len(names)
         self.names = names
         self.index = index
-        self.at = <Py_ssize_t *>PyMem_Malloc((2 * n + 1) * sizeof(Py_ssize_t))
+        self.at = <Py_ssize_t *>PyMem_Malloc((3 * n + 1) * sizeof(Py_ssize_t))
         self.edges_cap = 2 * n + 8
         self.edges = <Py_ssize_t *>PyMem_Malloc(self.edges_cap * sizeof(Py_ssize_t))
         if self.at == NULL or self.edges == NULL:
             raise MemoryError
         self.cnt = self.at + n
+        self.used = self.at + 2 * n
         for i in range(n):
             self.cnt[i] = -1
+            self.used[i] = 0
         self.lists = [None] * self.n
         self.cids = [None] * self.n
         self.ok = True
@@ -1455,15 +1475,22 @@ cdef Calls calls_of(dict graph, bint drop):
     index after the rules' as it is met, as a name that is no rule (``tarjan`` raises
     KeyError if it reaches it, as ``graph[name]`` did)."""
     cdef Calls calls = Calls()
-    cdef list names = list(graph), lists = [], kl
+    cdef Py_ssize_t i, j, k, e, n = len(graph), room = 0, pos = 0
+    cdef list names = PyList_New(n), lists = PyList_New(n), kl
     cdef dict index = {}
-    cdef Py_ssize_t i, j, k, e, n = len(names), room = 0
     cdef PyObject *got
-    for i in range(n):
-        index[names[i]] = i
-        kl = sorted_calls(graph[names[i]])
-        lists.append(kl)
+    cdef PyObject *pk
+    cdef PyObject *pv
+    i = 0
+    while PyDict_Next(graph, &pos, &pk, &pv):
+        index[<object>pk] = i
+        Py_INCREF(<object>pk)
+        PyList_SET_ITEM(names, i, <object>pk)
+        kl = sorted_calls(<object>pv)
+        Py_INCREF(kl)
+        PyList_SET_ITEM(lists, i, kl)
         room += len(kl)
+        i += 1
     calls.setup(names, index, 0 if drop else room)
     calls.lists = lists
     for i in range(n):
@@ -1490,7 +1517,8 @@ cdef Calls calls_of(dict graph, bint drop):
     return calls
 
 
-cdef list tarjan(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *idx, Py_ssize_t *count, Numbered *nb):
+cdef list tarjan(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *idx, Py_ssize_t *count, Numbered *nb,
+                 Py_ssize_t *scratch=NULL):
     """``graph.sccs(graph, root)`` over ``calls`` (``root``: a name index): Tarjan's
     components of the part reachable from ``root``, callees before callers, children visited
     in their sorted lists' order (the same components in the same order), each a list of
@@ -1500,15 +1528,19 @@ cdef list tarjan(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *idx,
     call numbered are skipped, their components complete) and ``idx`` (per number its name
     index).  A name that is no rule raises KeyError when reached.  With ``nb`` (``plan``'s,
     numbers from 0): each component's members' numbers, each rule's callees' numbers and
-    whether it calls itself, as they are met (``Numbered``)."""
+    whether it calls itself, as they are met (``Numbered``).  ``scratch``: room for
+    ``5 * (calls.n + 1)`` numbers, the caller's (``sccs_all``: one for all its roots), or
+    None (then allocated here)."""
     cdef list out = [], comp, names = calls.names
     cdef Py_ssize_t cap = calls.n + 1, first = count[0], top, sp, v, w, x, r, child
     cdef Py_ssize_t n_num = first
     if nb != NULL and first != 0:
         raise ValueError("tarjan: numbers for the plan start at 0")
-    cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
+    cdef Py_ssize_t *mem = scratch
     if mem == NULL:
-        raise MemoryError
+        mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
+        if mem == NULL:
+            raise MemoryError
     cdef Py_ssize_t *low = mem  # per rule: its low link
     cdef Py_ssize_t *on = mem + cap  # per rule: on the stack
     cdef Py_ssize_t *stk = mem + 2 * cap  # Tarjan's stack
@@ -1579,7 +1611,8 @@ cdef list tarjan(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *idx,
                         break
                 out.append(comp)
     finally:
-        PyMem_Free(mem)
+        if scratch == NULL:
+            PyMem_Free(mem)
         count[0] = n_num
     return out
 
@@ -1589,9 +1622,10 @@ def sccs_all(dict graph):
     callers, each root in the graph's order, children in sorted order (the same components in
     the same order), edges to rules outside the graph dropped."""
     cdef Calls calls = calls_of(graph, True)
-    cdef list out = []
-    cdef Py_ssize_t i, count = 0, n = calls.n
-    cdef Py_ssize_t *num = <Py_ssize_t *>PyMem_Malloc(2 * (n + 1) * sizeof(Py_ssize_t))
+    cdef list out = [], comps
+    cdef Py_ssize_t i, j, count = 0, n = calls.n
+    # per name index its number, per number its name index, and tarjan's scratch, for every root
+    cdef Py_ssize_t *num = <Py_ssize_t *>PyMem_Malloc(7 * (n + 1) * sizeof(Py_ssize_t))
     if num == NULL:
         raise MemoryError
     cdef Py_ssize_t *idx = num + n + 1
@@ -1600,7 +1634,9 @@ def sccs_all(dict graph):
             num[i] = -1
         for i in range(n):
             if num[i] < 0:
-                out += tarjan(calls, i, num, idx, &count, NULL)
+                comps = tarjan(calls, i, num, idx, &count, NULL, num + 2 * (n + 1))
+                for j in range(len(comps)):
+                    out.append(comps[j])
     finally:
         PyMem_Free(num)
     return out
@@ -1694,10 +1730,11 @@ cdef bint tail_only(sess, refs, list keys, object cid, members) except -1:
         return tail_only_dag(sess, cid, members)
 
 
-def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim, Calls by_idx=None):
+def plan(sess, dict graph, dict cids, uses, start, outlined, shared, single, lim, Calls by_idx=None):
     """``components._plan`` after ``call_graph``: the components reachable from ``start``,
     callees first, each as (members, key id, what compile_components takes for it).
-    ``graph``: the rules each rule calls; ``uses``: each rule's uses, capped at 2;
+    ``graph``: the rules each rule calls; ``uses``: each rule's uses, capped at 2 (None: read
+    from ``by_idx``, which counted them: ``call_graph_ids(sess, rules, False)``);
     ``shared``, ``single``: the inline caps; ``lim``: the limits' key id (or the limits);
     ``by_idx``: the same graph by name index (``call_graph_ids``), read instead of the dicts
     (Tarjan's walk over arrays, each member's body id, uses and name index by number); without
@@ -1745,6 +1782,7 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef Py_ssize_t *w_idx = NULL  # per Tarjan number its index in by_idx
     cdef list lists_by, cids_by = None
     cdef dict index_of
+    cdef Calls counted = by_idx  # the uses by name index where ``uses`` is None
     cdef bint by_name = by_idx is None or not by_idx.ok or PyDict_Contains(name_idx, start) != 1
     nb.order = nb.edges = nb.edge_at = NULL
     nb.loop = NULL
@@ -1836,14 +1874,16 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 # big automata are copied only into a single caller.
                 m = comp[i]
                 w = member_num[i] = nb.order[first_w + i]
-                u = uses.get(m, 0)
                 if not by_name:
                     x = w_idx[w]
                     cid = cid_by[w] = cids_by[x]
                     idx_by[w] = x
+                    u = uses.get(m, 0) if uses is not None else counted.used[x]
                 else:
                     cid = cid_by[w] = cids[m]
-                    idx_by[w] = name_idx[m]
+                    x = name_idx[m]
+                    idx_by[w] = x
+                    u = uses.get(m, 0) if uses is not None else counted.used[x] if 0 <= x < counted.n else 0
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
                 cap_by[w] = cap
@@ -2060,11 +2100,13 @@ def undefined_ref(dict cids, refs, dict rules, dict markers):
     return None
 
 
-cdef int sort_names(list names, Py_ssize_t n) except -1:
+cdef int sort_names(list names, Py_ssize_t n, Py_ssize_t *par=NULL) except -1:
     """``names.sort()`` of ``n`` distinct rule names: a few (most rules call two to six) by
     insertion, comparing str objects in place (``list.sort`` costs ~0.8 K instructions a call
-    whatever the length; the order is the same: code point order, no ties)."""
-    cdef Py_ssize_t i, j
+    whatever the length; the order is the same: code point order, no ties).  ``par``: ``n``
+    numbers moved with the names by the insertion; returns 1 where they were, 0 where
+    ``list.sort`` ran (``par`` then as it was)."""
+    cdef Py_ssize_t i, j, y
     cdef PyObject *x
     cdef PyObject **p
     if n > 8:
@@ -2077,12 +2119,17 @@ cdef int sort_names(list names, Py_ssize_t n) except -1:
     p = PySequence_Fast_ITEMS(names)
     for i in range(1, n):
         x = p[i]
+        y = par[i] if par != NULL else 0
         j = i
         while j > 0 and PyUnicode_Compare(<object>p[j - 1], <object>x) > 0:
             p[j] = p[j - 1]
+            if par != NULL:
+                par[j] = par[j - 1]
             j -= 1
         p[j] = x
-    return 0
+        if par != NULL:
+            par[j] = y
+    return 1
 
 
 def call_graph(sess, dict rules):
@@ -2093,23 +2140,29 @@ def call_graph(sess, dict rules):
     A rule's callees are its body's uses' keys, sorted here once: the rule set ``refs_of``
     would make (a frozenset a rule, ~0.6 K instructions) is not made, and neither ``tarjan``
     nor a recursive rule's callees in ``plan`` sort a set again."""
-    return graph_of(sess, rules, None)
+    return graph_of(sess, rules, None, True)
 
 
-def call_graph_ids(sess, dict rules):
-    """``call_graph`` and the same graph by name index (:class:`Calls`), which ``plan`` reads."""
+def call_graph_ids(sess, dict rules, bint with_uses=True):
+    """``call_graph`` and the same graph by name index (:class:`Calls`), which ``plan`` reads.
+    Without ``with_uses`` the uses are counted in the arrays (``Calls.used``) and the uses
+    dict is None: a callee's name is looked up once, for its index, where the dict cost an
+    insert or a probe and a write a callee more (``components._plan``)."""
     cdef Calls by_idx = Calls()
-    cids, graph, uses = graph_of(sess, rules, by_idx)
+    cids, graph, uses = graph_of(sess, rules, by_idx, with_uses)
     return cids, graph, uses, by_idx
 
 
-cdef tuple graph_of(sess, dict rules, Calls by_idx):
-    """``call_graph``, and with ``by_idx`` that filled too (the names numbered first)."""
-    cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {}, name_idx = sess.name_idx, u
+cdef tuple graph_of(sess, dict rules, Calls by_idx, bint with_uses):
+    """``call_graph``, and with ``by_idx`` that filled too (the names numbered first); without
+    ``with_uses`` (``by_idx`` given) the uses are counted there and not in a dict (None)."""
+    cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {} if with_uses else None
+    cdef dict name_idx = sess.name_idx, u
     cdef Facts facts = sess.interner.facts  # its uses read without ``Lazy``
     cdef list names = sess.names, calls
     cdef object c, n, v
-    cdef Py_ssize_t k, k2, pos, r = 0, e = 0
+    cdef Py_ssize_t k, k2, r2, pos, r = 0, e = 0
+    cdef int in_step
     cdef PyObject *pk
     cdef PyObject *pv
     cdef PyObject *pu
@@ -2136,6 +2189,11 @@ cdef tuple graph_of(sess, dict rules, Calls by_idx):
                 by_idx.at[r] = 0
             continue
         calls = PyList_New(k)
+        if by_idx is not None:  # the callees' indices, in the uses' order, then sorted with the names
+            by_idx.reserve(k)
+            e = by_idx.at[r] = by_idx.n_edges
+            by_idx.cnt[r] = k
+            by_idx.n_edges += k
         k = 0
         pos = 0
         while PyDict_Next(u, &pos, &pk, &pv):
@@ -2143,6 +2201,18 @@ cdef tuple graph_of(sess, dict rules, Calls by_idx):
             Py_INCREF(n)
             PyList_SET_ITEM(calls, k, n)
             k += 1
+            if by_idx is not None:
+                pu = PyDict_GetItemWithError(name_idx, n)
+                r2 = PyLong_AsSsize_t(<object>pu) if pu != NULL else -1
+                if not 0 <= r2 < by_idx.n:
+                    r2 = -1  # a callee that is no rule (tarjan raises if it reaches it)
+                    by_idx.ok = False
+                elif not with_uses:  # its uses so far and this rule's, capped at 2
+                    k2 = by_idx.used[r2] + <Py_ssize_t><object>pv
+                    by_idx.used[r2] = 2 if k2 > 2 else k2
+                by_idx.edges[e + k - 1] = r2
+            if not with_uses:
+                continue
             # the name's uses so far and this rule's, capped at 2: a name met first (most)
             # inserted in the probe that looks it up (the dict read once, not twice)
             k2 = len(uses)
@@ -2152,24 +2222,21 @@ cdef tuple graph_of(sess, dict rules, Calls by_idx):
                 uses[n] = 2 if k2 > 2 else k2
             elif <Py_ssize_t><object>pv > 2:
                 uses[n] = 2
+        in_step = 1
         if k > 1:
-            sort_names(calls, k)
+            in_step = sort_names(calls, k, by_idx.edges + e if by_idx is not None else NULL)
         graph[name] = calls
         if by_idx is not None:
-            # the callees' indices in the list's (sorted) order
             by_idx.lists[r] = calls
-            by_idx.reserve(k)
-            e = by_idx.at[r] = by_idx.n_edges
-            by_idx.cnt[r] = k
-            by_idx.n_edges += k
-            for k2 in range(k):
-                pk = PyList_GET_ITEM(calls, k2)
-                pu = PyDict_GetItemWithError(name_idx, <object>pk)
-                if pu == NULL or not 0 <= PyLong_AsSsize_t(<object>pu) < by_idx.n:
-                    by_idx.ok = False  # a callee that is no rule (tarjan raises if it reaches it)
-                    by_idx.edges[e + k2] = 0
-                    continue
-                by_idx.edges[e + k2] = PyLong_AsSsize_t(<object>pu)
+            for k2 in range(k):  # the callees' indices in the list's (sorted) order
+                if in_step:
+                    r2 = by_idx.edges[e + k2]
+                else:  # sorted by list.sort: looked up again in its order
+                    pu = PyDict_GetItemWithError(name_idx, <object>PyList_GET_ITEM(calls, k2))
+                    r2 = PyLong_AsSsize_t(<object>pu) if pu != NULL else -1
+                    if not 0 <= r2 < by_idx.n:
+                        r2 = -1
+                by_idx.edges[e + k2] = 0 if r2 < 0 else r2
     if sess.tokens:
         for ids, negated in sorted(sess.tokens):
             if ids:
@@ -2430,7 +2497,9 @@ def rule_sizes(sess, dict rules, dict final, fallback):
     cdef bint settled
     cdef Py_ssize_t n_keys = len(sz.keys)
     for n, c in cids.items():
-        graph[n] = facts.refs_of(<Py_ssize_t>c)
+        # the body's uses (a dict by rule name, kept by the interner): its keys are the rules
+        # it refers to, where the rule set ``refs_of`` makes (a frozenset a rule) cost more
+        graph[n] = facts.uses_of(<Py_ssize_t>c)
     for comp in sccs_all(graph):
         for n in comp:
             if n not in sizes:
