@@ -50,7 +50,7 @@ def plan(
     sess: Any,
     graph: dict[str, list[str]],
     cids: dict[str, int],
-    uses: dict[str, int],
+    uses: dict[str, int] | None,
     start: str,
     outlined: set[str],
     shared: int,
@@ -74,8 +74,8 @@ def call_graph(
 class Calls: ...
 
 def call_graph_ids(
-    sess: Any, rules: dict[str, ir.Expr]
-) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int], Calls]: ...
+    sess: Any, rules: dict[str, ir.Expr], with_uses: bool = True
+) -> tuple[dict[str, int], dict[str, list[str]], dict[str, int] | None, Calls]: ...
 def ranks(names: list[str], name_idx: dict[str, int]) -> tuple[Any, list[str]]: ...
 def comp_args(
     plan: list[tuple[list[str], int, tuple[Any, ...]]], rank: Any, sess: Any

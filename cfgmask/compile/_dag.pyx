@@ -1326,12 +1326,27 @@ def utf8_code_py(tuple ranges):
 
 
 cdef list sorted_calls(object calls):
-    """``sorted(calls)``: a frozenset of rule names (most hold none or one) as a new list, or
-    the shared empty one (read only); a list is ``call_graph``'s, sorted already (read only)."""
-    cdef Py_ssize_t n
+    """``sorted(calls)``: a frozenset of rule names or a node's uses (a dict by rule name; most
+    hold none or one) as a new list, a few names sorted in place (``sort_names``), or the
+    shared empty one (read only); a list is ``call_graph``'s, sorted already (read only)."""
+    cdef Py_ssize_t n, pos = 0
     cdef list out
+    cdef PyObject *k
+    cdef PyObject *v
     if type(calls) is list:
         return <list>calls
+    if type(calls) is dict:
+        n = len(<dict>calls)
+        if n == 0:
+            return NO_CALLEES
+        out = PyList_New(n)
+        n = 0
+        while PyDict_Next(<dict>calls, &pos, &k, &v):
+            Py_INCREF(<object>k)
+            PyList_SET_ITEM(out, n, <object>k)
+            n += 1
+        sort_names(out, n)
+        return out
     if type(calls) is not frozenset:
         return sorted(calls)
     n = len(<frozenset>calls)
@@ -1344,7 +1359,7 @@ cdef list sorted_calls(object calls):
         PyList_SET_ITEM(out, n, x)
         n += 1
     if n > 1:
-        out.sort()
+        sort_names(out, n)
     return out
 
 
@@ -1380,193 +1395,171 @@ cdef void numbered_free(Numbered *nb) noexcept:
     nb.loop = NULL
 
 
-cdef int numbered_reserve(Numbered *nb, Py_ssize_t w, Py_ssize_t n) except -1:
-    """Slots for the ``n`` callees of rule ``w`` (numbered just now)."""
-    cdef Py_ssize_t cap
+cdef int grow_edges(Py_ssize_t **edges, Py_ssize_t *cap, Py_ssize_t need) except -1:
+    """Room for ``need`` edges in ``edges[0]`` (``cap[0]`` of them now), doubled as needed."""
     cdef Py_ssize_t *e
-    if nb.n_edges + n > nb.edges_cap:
-        cap = 2 * (nb.n_edges + n)
-        e = <Py_ssize_t *>PyMem_Realloc(nb.edges, cap * sizeof(Py_ssize_t))
+    if need > cap[0]:
+        e = <Py_ssize_t *>PyMem_Realloc(edges[0], 2 * need * sizeof(Py_ssize_t))
         if e == NULL:
             raise MemoryError
-        nb.edges = e
-        nb.edges_cap = cap
+        edges[0] = e
+        cap[0] = 2 * need
+    return 0
+
+
+cdef int numbered_reserve(Numbered *nb, Py_ssize_t w, Py_ssize_t n) except -1:
+    """Slots for the ``n`` callees of rule ``w`` (numbered just now)."""
+    if nb.n_edges + n > nb.edges_cap:
+        grow_edges(&nb.edges, &nb.edges_cap, nb.n_edges + n)
     nb.edge_at[w] = nb.n_edges
     nb.n_edges += n
     return 0
 
 
-cdef list tarjan(dict graph, object root, dict num, list kids, Numbered *nb=NULL):
-    """``graph.sccs(graph, root)``: Tarjan's components of the part reachable from ``root``,
-    callees before callers, children visited in sorted order (the same components in the
-    same order).  Rules are numbered as they are reached (their Tarjan index), and the index,
-    low link, stack and path are C arrays over those numbers: a rule costs one dict insert and
-    an edge one lookup, where dicts and a set of names cost ~10 operations a rule.  Fills
-    ``num`` (rule -> its number) and ``kids`` (by number: the rules it calls, sorted), which
-    the plan reads again.  With ``num`` and ``kids`` of earlier calls (``sccs_all``), the
-    rules they numbered are skipped (their components are complete) and numbering goes on.
-    With ``nb`` (``plan``'s, ``num`` empty): each component's members' numbers, each rule's
-    callees' numbers and whether it calls itself, as they are met (``Numbered``)."""
-    cdef list names = [], out = [], comp, kl
-    cdef Py_ssize_t cap = len(graph) + 1, count, top, sp, v, w, x, first = len(num)
-    if len(kids) != first:
-        raise ValueError("tarjan: num and kids out of step")
-    cdef PyObject *got
-    cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
-    if mem == NULL:
-        raise MemoryError
-    cdef Py_ssize_t *low = mem  # per rule: its low link
-    cdef Py_ssize_t *on = mem + cap  # per rule: on the stack
-    cdef Py_ssize_t *stk = mem + 2 * cap  # Tarjan's stack
-    cdef Py_ssize_t *path = mem + 3 * cap  # the rules on the path from the root
-    cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
-    if nb != NULL and first != 0:
-        raise ValueError("tarjan: numbers for the plan start at 0")
-    try:
-        kids.append(sorted_calls(graph[root]))
-        if nb != NULL:
-            numbered_reserve(nb, 0, len(<list>kids[0]))
-        num[root] = first
-        names.append(root)
-        low[0] = 0
-        on[0] = 1
-        stk[0] = 0
-        path[0] = 0
-        pos[0] = 0
-        count = sp = top = 1
-        while top:
-            v = path[top - 1]
-            kl = <list>kids[first + v]
-            if pos[top - 1] < len(kl):
-                child = kl[pos[top - 1]]
-                pos[top - 1] += 1
-                got = PyDict_GetItemWithError(num, child)
-                if got == NULL:
-                    kids.append(sorted_calls(graph[child]))  # a rule not in graph raises, as sccs
-                    if count >= cap:  # only names that hash unlike themselves get here
-                        raise ValueError("tarjan: more rules reached than the graph holds")
-                    w = count
-                    count += 1
-                    if nb != NULL:
-                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
-                        numbered_reserve(nb, w, len(<list>kids[w]))
-                    num[child] = first + w
-                    names.append(child)
-                    low[w] = w
-                    on[w] = 1
-                    stk[sp] = w
-                    sp += 1
-                    path[top] = w
-                    pos[top] = 0
-                    top += 1
-                else:
-                    w = PyLong_AsSsize_t(<object>got) - first  # < 0: numbered by an earlier call
-                    if nb != NULL:
-                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
-                        if w == v:
-                            nb.loop[v] = 1
-                    if w >= 0 and on[w] and w < low[v]:
-                        low[v] = w
-                continue
-            top -= 1
-            if top:
-                x = path[top - 1]
-                if low[v] < low[x]:
-                    low[x] = low[v]
-            if low[v] == v:
-                comp = []
-                while True:
-                    sp -= 1
-                    x = stk[sp]
-                    on[x] = 0
-                    comp.append(names[x])
-                    if nb != NULL:
-                        nb.order[nb.n_order] = x
-                        nb.n_order += 1
-                    if x == v:
-                        break
-                out.append(comp)
-    finally:
-        PyMem_Free(mem)
-    return out
-
-
 cdef class Calls:
-    """``call_graph``'s graph by name index (``sess.name_idx``): each rule's callees' indices in
-    its sorted list's order, and each rule's body id and callee list, so that Tarjan's walk and the plan read arrays by number where they looked each rule
-    and callee up by name (a dict probe a rule and an edge, ~0.1-0.3 K instructions each).
-    ``ok``: every callee of every rule has an index (else ``plan`` takes the names' way)."""
+    """A call graph by name index, which Tarjan's walk (``tarjan``) and the plan read as arrays
+    where they looked each rule and callee up by name (a dict probe a rule and an edge,
+    ~0.1-0.3 K instructions each): each rule's callees' indices in its sorted list's order,
+    and each rule's callee list and body id.  ``call_graph_ids`` fills one over the session's
+    names (``sess.name_idx``); ``calls_of`` makes one from a graph by name.
+    ``ok``: every callee of every rule has an index (else ``plan`` numbers the graph itself)."""
     cdef Py_ssize_t n, n_edges, edges_cap
     cdef Py_ssize_t *at  # per name index: where its callees' indices start in ``edges``
     cdef Py_ssize_t *cnt  # per name index: its callees, -1 for a name that is no rule
     cdef Py_ssize_t *edges
+    # per name index: its uses by the rules, capped at 2 (``call_graph_ids(sess, rules, False)``:
+    # counted here and no uses dict made, a probe a callee; else not counted, all 0)
+    cdef Py_ssize_t *used
     cdef list lists, cids, names  # per name index: the rule's callee list and body id (None: no rule)
+    cdef dict index  # name -> its index
     cdef bint ok
 
     def __cinit__(self):
-        self.at = self.cnt = self.edges = NULL
+        self.at = self.cnt = self.edges = self.used = NULL
 
     def __dealloc__(self):
         PyMem_Free(self.at)
         PyMem_Free(self.edges)
 
-    cdef int setup(self, list names) except -1:
-        cdef Py_ssize_t i, n = len(names)
-        self.n = n
+    cdef int setup(self, list names, dict index, Py_ssize_t room=0) except -1:
+        """Indices for ``names`` (and ``room`` more, added as met), none a rule yet."""
+        cdef Py_ssize_t i, n = len(names) + room
+        self.n = len(names)
         self.names = names
-        self.at = <Py_ssize_t *>PyMem_Malloc((2 * n + 1) * sizeof(Py_ssize_t))
+        self.index = index
+        self.at = <Py_ssize_t *>PyMem_Malloc((3 * n + 1) * sizeof(Py_ssize_t))
         self.edges_cap = 2 * n + 8
         self.edges = <Py_ssize_t *>PyMem_Malloc(self.edges_cap * sizeof(Py_ssize_t))
         if self.at == NULL or self.edges == NULL:
             raise MemoryError
         self.cnt = self.at + n
+        self.used = self.at + 2 * n
         for i in range(n):
             self.cnt[i] = -1
-        self.lists = [None] * n
-        self.cids = [None] * n
+            self.used[i] = 0
+        self.lists = [None] * self.n
+        self.cids = [None] * self.n
         self.ok = True
         return 0
 
     cdef int reserve(self, Py_ssize_t k) except -1:
-        cdef Py_ssize_t cap
-        cdef Py_ssize_t *e
         if self.n_edges + k > self.edges_cap:
-            cap = 2 * (self.n_edges + k)
-            e = <Py_ssize_t *>PyMem_Realloc(self.edges, cap * sizeof(Py_ssize_t))
-            if e == NULL:
-                raise MemoryError
-            self.edges = e
-            self.edges_cap = cap
+            grow_edges(&self.edges, &self.edges_cap, self.n_edges + k)
         return 0
 
 
-cdef list tarjan_ids(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *idx, Numbered *nb):
-    """``tarjan(graph, root, {}, [], nb)`` over ``calls`` by name index (``root``: the start
-    rule's): the same components in the same order, the same ``nb``.  Fills ``num`` (per name
-    index its Tarjan number, or -1: all -1 on entry) and ``idx`` (per Tarjan number its name
-    index)."""
+cdef Calls calls_of(dict graph, bint drop):
+    """``graph`` (rule -> the rules it calls, a sorted list or any set) as :class:`Calls`: the
+    rules indexed in the graph's order, each one's callees sorted (``sorted_calls``).  A
+    callee that is no rule of the graph is dropped with ``drop`` (``sccs_all``), else given an
+    index after the rules' as it is met, as a name that is no rule (``tarjan`` raises
+    KeyError if it reaches it, as ``graph[name]`` did)."""
+    cdef Calls calls = Calls()
+    cdef Py_ssize_t i, j, k, e, n = len(graph), room = 0, pos = 0
+    cdef list names = PyList_New(n), lists = PyList_New(n), kl
+    cdef dict index = {}
+    cdef PyObject *got
+    cdef PyObject *pk
+    cdef PyObject *pv
+    i = 0
+    while PyDict_Next(graph, &pos, &pk, &pv):
+        index[<object>pk] = i
+        Py_INCREF(<object>pk)
+        PyList_SET_ITEM(names, i, <object>pk)
+        kl = sorted_calls(<object>pv)
+        Py_INCREF(kl)
+        PyList_SET_ITEM(lists, i, kl)
+        room += len(kl)
+        i += 1
+    calls.setup(names, index, 0 if drop else room)
+    calls.lists = lists
+    for i in range(n):
+        kl = <list>lists[i]
+        k = len(kl)
+        calls.reserve(k)
+        e = calls.at[i] = calls.n_edges
+        for j in range(k):
+            c = kl[j]
+            got = PyDict_GetItemWithError(index, c)
+            if got != NULL:
+                calls.edges[e] = PyLong_AsSsize_t(<object>got)
+            elif drop:
+                continue
+            else:
+                calls.ok = False
+                calls.edges[e] = len(names)
+                index[c] = len(names)
+                names.append(c)
+            e += 1
+        calls.cnt[i] = e - calls.at[i]
+        calls.n_edges = e
+    calls.n = len(names)
+    return calls
+
+
+cdef list tarjan(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *idx, Py_ssize_t *count, Numbered *nb,
+                 Py_ssize_t *scratch=NULL):
+    """``graph.sccs(graph, root)`` over ``calls`` (``root``: a name index): Tarjan's
+    components of the part reachable from ``root``, callees before callers, children visited
+    in their sorted lists' order (the same components in the same order), each a list of
+    names.  Rules are numbered as they are reached (their Tarjan index, from ``count[0]``
+    on, which is moved past them), and the index, low link, stack and path are C arrays over
+    those numbers.  Fills ``num`` (per name index its number, or -1: the rules that an earlier
+    call numbered are skipped, their components complete) and ``idx`` (per number its name
+    index).  A name that is no rule raises KeyError when reached.  With ``nb`` (``plan``'s,
+    numbers from 0): each component's members' numbers, each rule's callees' numbers and
+    whether it calls itself, as they are met (``Numbered``).  ``scratch``: room for
+    ``5 * (calls.n + 1)`` numbers, the caller's (``sccs_all``: one for all its roots), or
+    None (then allocated here)."""
     cdef list out = [], comp, names = calls.names
-    cdef Py_ssize_t cap = calls.n + 1, count, top, sp, v, w, x, r, child
-    cdef Py_ssize_t *mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
+    cdef Py_ssize_t cap = calls.n + 1, first = count[0], top, sp, v, w, x, r, child
+    cdef Py_ssize_t n_num = first
+    if nb != NULL and first != 0:
+        raise ValueError("tarjan: numbers for the plan start at 0")
+    cdef Py_ssize_t *mem = scratch
     if mem == NULL:
-        raise MemoryError
-    cdef Py_ssize_t *low = mem
-    cdef Py_ssize_t *on = mem + cap
-    cdef Py_ssize_t *stk = mem + 2 * cap
-    cdef Py_ssize_t *path = mem + 3 * cap
-    cdef Py_ssize_t *pos = mem + 4 * cap
+        mem = <Py_ssize_t *>PyMem_Malloc(5 * cap * sizeof(Py_ssize_t))
+        if mem == NULL:
+            raise MemoryError
+    cdef Py_ssize_t *low = mem  # per rule: its low link
+    cdef Py_ssize_t *on = mem + cap  # per rule: on the stack
+    cdef Py_ssize_t *stk = mem + 2 * cap  # Tarjan's stack
+    cdef Py_ssize_t *path = mem + 3 * cap  # the rules on the path from the root
+    cdef Py_ssize_t *pos = mem + 4 * cap  # per rule on the path: its next callee
     try:
         if calls.cnt[root] < 0:
             raise KeyError(names[root])
-        numbered_reserve(nb, 0, calls.cnt[root])
-        num[root] = 0
-        idx[0] = root
-        low[0] = 0
-        on[0] = 1
-        stk[0] = 0
-        path[0] = 0
+        if nb != NULL:
+            numbered_reserve(nb, first, calls.cnt[root])
+        num[root] = first
+        idx[first] = root
+        low[first] = first
+        on[first] = 1
+        stk[0] = first
+        path[0] = first
         pos[0] = 0
-        count = sp = top = 1
+        n_num += 1
+        sp = top = 1
         while top:
             v = path[top - 1]
             r = idx[v]
@@ -1575,12 +1568,13 @@ cdef list tarjan_ids(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *
                 pos[top - 1] += 1
                 w = num[child]
                 if w < 0:
-                    if calls.cnt[child] < 0:  # a rule not in graph raises, as tarjan
+                    if calls.cnt[child] < 0:  # a rule not in the graph raises, as sccs
                         raise KeyError(names[child])
-                    w = count
-                    count += 1
-                    nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
-                    numbered_reserve(nb, w, calls.cnt[child])
+                    w = n_num
+                    n_num += 1
+                    if nb != NULL:
+                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                        numbered_reserve(nb, w, calls.cnt[child])
                     num[child] = w
                     idx[w] = child
                     low[w] = w
@@ -1590,11 +1584,12 @@ cdef list tarjan_ids(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *
                     path[top] = w
                     pos[top] = 0
                     top += 1
-                else:
-                    nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
-                    if w == v:
-                        nb.loop[v] = 1
-                    if on[w] and w < low[v]:
+                else:  # w < first: numbered by an earlier call
+                    if nb != NULL:
+                        nb.edges[nb.edge_at[v] + pos[top - 1] - 1] = w
+                        if w == v:
+                            nb.loop[v] = 1
+                    if w >= first and on[w] and w < low[v]:
                         low[v] = w
                 continue
             top -= 1
@@ -1609,36 +1604,41 @@ cdef list tarjan_ids(Calls calls, Py_ssize_t root, Py_ssize_t *num, Py_ssize_t *
                     x = stk[sp]
                     on[x] = 0
                     comp.append(names[idx[x]])
-                    nb.order[nb.n_order] = x
-                    nb.n_order += 1
+                    if nb != NULL:
+                        nb.order[nb.n_order] = x
+                        nb.n_order += 1
                     if x == v:
                         break
                 out.append(comp)
     finally:
-        PyMem_Free(mem)
+        if scratch == NULL:
+            PyMem_Free(mem)
+        count[0] = n_num
     return out
-
-
-cdef bint all_in(frozenset calls, dict graph) except -1:
-    """Is every rule of ``calls`` in ``graph``?  (Then ``sccs_all`` keeps the set as it is:
-    most rules call only rules of the grammar, and a new set a rule cost more than the test.)"""
-    for c in calls:
-        if PyDict_Contains(graph, c) != 1:
-            return False
-    return True
 
 
 def sccs_all(dict graph):
     """``graph.sccs_all_py(graph)``: Tarjan's components of the whole graph, callees before
     callers, each root in the graph's order, children in sorted order (the same components in
     the same order), edges to rules outside the graph dropped."""
-    cdef dict inside = {}, num = {}
-    cdef list out = [], kids = []
-    for k, v in graph.items():
-        inside[k] = v if type(v) is frozenset and all_in(<frozenset>v, graph) else frozenset([c for c in v if c in graph])
-    for root in graph:
-        if root not in num:
-            out += tarjan(inside, root, num, kids)
+    cdef Calls calls = calls_of(graph, True)
+    cdef list out = [], comps
+    cdef Py_ssize_t i, j, count = 0, n = calls.n
+    # per name index its number, per number its name index, and tarjan's scratch, for every root
+    cdef Py_ssize_t *num = <Py_ssize_t *>PyMem_Malloc(7 * (n + 1) * sizeof(Py_ssize_t))
+    if num == NULL:
+        raise MemoryError
+    cdef Py_ssize_t *idx = num + n + 1
+    try:
+        for i in range(n):
+            num[i] = -1
+        for i in range(n):
+            if num[i] < 0:
+                comps = tarjan(calls, i, num, idx, &count, NULL, num + 2 * (n + 1))
+                for j in range(len(comps)):
+                    out.append(comps[j])
+    finally:
+        PyMem_Free(num)
     return out
 
 
@@ -1730,13 +1730,16 @@ cdef bint tail_only(sess, refs, list keys, object cid, members) except -1:
         return tail_only_dag(sess, cid, members)
 
 
-def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single, lim, Calls by_idx=None):
+def plan(sess, dict graph, dict cids, uses, start, outlined, shared, single, lim, Calls by_idx=None):
     """``components._plan`` after ``call_graph``: the components reachable from ``start``,
     callees first, each as (members, key id, what compile_components takes for it).
-    ``graph``: the rules each rule calls; ``uses``: each rule's uses, capped at 2;
+    ``graph``: the rules each rule calls; ``uses``: each rule's uses, capped at 2 (None: read
+    from ``by_idx``, which counted them: ``call_graph_ids(sess, rules, False)``);
     ``shared``, ``single``: the inline caps; ``lim``: the limits' key id (or the limits);
     ``by_idx``: the same graph by name index (``call_graph_ids``), read instead of the dicts
-    (Tarjan's walk over arrays, each member's body id, uses and name index by number).
+    (Tarjan's walk over arrays, each member's body id, uses and name index by number); without
+    it, or where a callee or the start has no index, the plan numbers ``graph`` itself
+    (``calls_of``) and reads each member's body id and name index by name.
 
     A rule used once, not recursive, regular and not a literal set is marked to expand
     (the last item of what compile_components takes): C builds it inside its caller's NFA,
@@ -1762,8 +1765,6 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef dict key_ids = None, components = None
     cdef tuple whole
     cdef PyObject *got
-    cdef dict num = {}
-    cdef list called = []  # by Tarjan's number: the rules each calls, sorted
     # By Tarjan's number (every rule reached has one): each rule's key id, inline cap, body id
     # and name index, and whether it may expand, where dicts by name cost ~1 K instructions a
     # component more (a dict read or write for each member and callee, several times: 0.9 %
@@ -1777,31 +1778,33 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
     cdef Numbered nb  # by Tarjan: the members' and callees' numbers (no lookup by name)
     cdef Py_ssize_t at_order = 0, first_w
     cdef bint by_number  # the callees' numbers are tarjan's (a component of one rule, no self call)
-    cdef Py_ssize_t *tnum = NULL  # by_idx: per name index its Tarjan number, or -1
-    cdef Py_ssize_t *w_idx = NULL  # by_idx: per Tarjan number its name index
-    cdef list lists_by = None, cids_by = None
+    cdef Py_ssize_t *tnum = NULL  # per index of by_idx its Tarjan number, or -1
+    cdef Py_ssize_t *w_idx = NULL  # per Tarjan number its index in by_idx
+    cdef list lists_by, cids_by = None
+    cdef dict index_of
+    cdef Calls counted = by_idx  # the uses by name index where ``uses`` is None
+    cdef bint by_name = by_idx is None or not by_idx.ok or PyDict_Contains(name_idx, start) != 1
     nb.order = nb.edges = nb.edge_at = NULL
     nb.loop = NULL
-    if by_idx is not None and (not by_idx.ok or PyDict_Contains(name_idx, start) != 1):
-        by_idx = None  # a callee or the start with no index: by name
+    if by_name:  # a callee or the start with no index: the graph numbered here
+        by_idx = calls_of(graph, False)
     if cache is not None:  # AutomatonCache.key_id and get, without a Python call a component
         key_ids = cache._key_ids
         components = cache._components
     try:
         numbered_init(&nb, len(graph) + 1)
-        if by_idx is not None:
-            tnum = <Py_ssize_t *>PyMem_Malloc(2 * (by_idx.n + 1) * sizeof(Py_ssize_t))
-            if tnum == NULL:
-                raise MemoryError
-            w_idx = tnum + by_idx.n + 1
-            for i in range(by_idx.n):
-                tnum[i] = -1
-            comps = tarjan_ids(by_idx, <Py_ssize_t>name_idx[start], tnum, w_idx, &nb)
-            n_rules = nb.n_order
-            lists_by, cids_by = by_idx.lists, by_idx.cids
-        else:
-            comps = tarjan(graph, start, num, called, &nb)
-            n_rules = len(num)
+        tnum = <Py_ssize_t *>PyMem_Malloc(2 * (by_idx.n + 1) * sizeof(Py_ssize_t))
+        if tnum == NULL:
+            raise MemoryError
+        w_idx = tnum + by_idx.n + 1
+        for i in range(by_idx.n):
+            tnum[i] = -1
+        index_of = by_idx.index
+        n_rules = 0
+        comps = tarjan(by_idx, <Py_ssize_t>index_of[start], tnum, w_idx, &n_rules, &nb)
+        lists_by = by_idx.lists
+        if not by_name:
+            cids_by = by_idx.cids
         key_by = [None] * n_rules
         cap_by = [None] * n_rules
         cid_by = [None] * n_rules
@@ -1827,13 +1830,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 if recursive:
                     members = {m}
                     regular = tail_only(sess, refs, keys, cids[m], members)
-                    calls = graph[m] if by_idx is None else lists_by[w_idx[w]]
+                    calls = lists_by[w_idx[w]]
                     # call_graph's sorted list: the others in its order (no set made and sorted)
-                    callees = [c for c in <list>calls if c != m] if type(calls) is list else sorted(calls - members)
+                    callees = [c for c in <list>calls if c != m]
                 else:
                     regular = True
-                    # sorted(graph[m]), by tarjan (or call_graph's list itself)
-                    callees = <list>called[w] if by_idx is None else <list>lists_by[w_idx[w]]
+                    callees = <list>lists_by[w_idx[w]]  # sorted(graph[m]) (or call_graph's list itself)
                     by_number = True
             else:
                 members = set(comp)
@@ -1848,15 +1850,12 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 deadline_check("rule loop")
             done += 1
             n_callees = len(callees)
-            if by_number:  # tarjan's numbers of called[w], in its order
+            if by_number:  # tarjan's numbers of the callees, in their list's order
                 for i in range(n_callees):
                     callee_num[i] = nb.edges[nb.edge_at[w] + i]
-            elif by_idx is not None:
-                for i in range(n_callees):  # reached from a member: numbered, in an earlier component
-                    callee_num[i] = tnum[<Py_ssize_t>name_idx[callees[i]]]
             else:
                 for i in range(n_callees):  # reached from a member: numbered, in an earlier component
-                    callee_num[i] = <Py_ssize_t>num[callees[i]]
+                    callee_num[i] = tnum[<Py_ssize_t>index_of[callees[i]]]
             # the key: (generation, limits, right-linear, members), each member's (name, id, cap),
             # then each callee's (name, key, cap), flat (equal keys, equal components); a
             # member's name is None in a component of one rule that does not call itself
@@ -1875,14 +1874,16 @@ def plan(sess, dict graph, dict cids, dict uses, start, outlined, shared, single
                 # big automata are copied only into a single caller.
                 m = comp[i]
                 w = member_num[i] = nb.order[first_w + i]
-                u = uses.get(m, 0)
-                if by_idx is not None:
+                if not by_name:
                     x = w_idx[w]
                     cid = cid_by[w] = cids_by[x]
                     idx_by[w] = x
+                    u = uses.get(m, 0) if uses is not None else counted.used[x]
                 else:
                     cid = cid_by[w] = cids[m]
-                    idx_by[w] = name_idx[m]
+                    x = name_idx[m]
+                    idx_by[w] = x
+                    u = uses.get(m, 0) if uses is not None else counted.used[x] if 0 <= x < counted.n else 0
                 cap = single if u <= 1 else shared
                 cap = cap if regular and m not in outlined else 0
                 cap_by[w] = cap
@@ -2099,11 +2100,13 @@ def undefined_ref(dict cids, refs, dict rules, dict markers):
     return None
 
 
-cdef int sort_names(list names, Py_ssize_t n) except -1:
+cdef int sort_names(list names, Py_ssize_t n, Py_ssize_t *par=NULL) except -1:
     """``names.sort()`` of ``n`` distinct rule names: a few (most rules call two to six) by
     insertion, comparing str objects in place (``list.sort`` costs ~0.8 K instructions a call
-    whatever the length; the order is the same: code point order, no ties)."""
-    cdef Py_ssize_t i, j
+    whatever the length; the order is the same: code point order, no ties).  ``par``: ``n``
+    numbers moved with the names by the insertion; returns 1 where they were, 0 where
+    ``list.sort`` ran (``par`` then as it was)."""
+    cdef Py_ssize_t i, j, y
     cdef PyObject *x
     cdef PyObject **p
     if n > 8:
@@ -2116,12 +2119,17 @@ cdef int sort_names(list names, Py_ssize_t n) except -1:
     p = PySequence_Fast_ITEMS(names)
     for i in range(1, n):
         x = p[i]
+        y = par[i] if par != NULL else 0
         j = i
         while j > 0 and PyUnicode_Compare(<object>p[j - 1], <object>x) > 0:
             p[j] = p[j - 1]
+            if par != NULL:
+                par[j] = par[j - 1]
             j -= 1
         p[j] = x
-    return 0
+        if par != NULL:
+            par[j] = y
+    return 1
 
 
 def call_graph(sess, dict rules):
@@ -2132,23 +2140,29 @@ def call_graph(sess, dict rules):
     A rule's callees are its body's uses' keys, sorted here once: the rule set ``refs_of``
     would make (a frozenset a rule, ~0.6 K instructions) is not made, and neither ``tarjan``
     nor a recursive rule's callees in ``plan`` sort a set again."""
-    return graph_of(sess, rules, None)
+    return graph_of(sess, rules, None, True)
 
 
-def call_graph_ids(sess, dict rules):
-    """``call_graph`` and the same graph by name index (:class:`Calls`), which ``plan`` reads."""
+def call_graph_ids(sess, dict rules, bint with_uses=True):
+    """``call_graph`` and the same graph by name index (:class:`Calls`), which ``plan`` reads.
+    Without ``with_uses`` the uses are counted in the arrays (``Calls.used``) and the uses
+    dict is None: a callee's name is looked up once, for its index, where the dict cost an
+    insert or a probe and a write a callee more (``components._plan``)."""
     cdef Calls by_idx = Calls()
-    cids, graph, uses = graph_of(sess, rules, by_idx)
+    cids, graph, uses = graph_of(sess, rules, by_idx, with_uses)
     return cids, graph, uses, by_idx
 
 
-cdef tuple graph_of(sess, dict rules, Calls by_idx):
-    """``call_graph``, and with ``by_idx`` that filled too (the names numbered first)."""
-    cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {}, name_idx = sess.name_idx, u
+cdef tuple graph_of(sess, dict rules, Calls by_idx, bint with_uses):
+    """``call_graph``, and with ``by_idx`` that filled too (the names numbered first); without
+    ``with_uses`` (``by_idx`` given) the uses are counted there and not in a dict (None)."""
+    cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {} if with_uses else None
+    cdef dict name_idx = sess.name_idx, u
     cdef Facts facts = sess.interner.facts  # its uses read without ``Lazy``
     cdef list names = sess.names, calls
     cdef object c, n, v
-    cdef Py_ssize_t k, k2, pos, r = 0, e = 0
+    cdef Py_ssize_t k, k2, r2, pos, r = 0, e = 0
+    cdef int in_step
     cdef PyObject *pk
     cdef PyObject *pv
     cdef PyObject *pu
@@ -2160,7 +2174,7 @@ cdef tuple graph_of(sess, dict rules, Calls by_idx):
     if len(names) != k:
         sess._rank = None
     if by_idx is not None:
-        by_idx.setup(names)
+        by_idx.setup(names, name_idx)
     for name, c in cids.items():
         u = <dict>facts.uses_of(c)
         k = len(u)
@@ -2175,6 +2189,11 @@ cdef tuple graph_of(sess, dict rules, Calls by_idx):
                 by_idx.at[r] = 0
             continue
         calls = PyList_New(k)
+        if by_idx is not None:  # the callees' indices, in the uses' order, then sorted with the names
+            by_idx.reserve(k)
+            e = by_idx.at[r] = by_idx.n_edges
+            by_idx.cnt[r] = k
+            by_idx.n_edges += k
         k = 0
         pos = 0
         while PyDict_Next(u, &pos, &pk, &pv):
@@ -2182,6 +2201,18 @@ cdef tuple graph_of(sess, dict rules, Calls by_idx):
             Py_INCREF(n)
             PyList_SET_ITEM(calls, k, n)
             k += 1
+            if by_idx is not None:
+                pu = PyDict_GetItemWithError(name_idx, n)
+                r2 = PyLong_AsSsize_t(<object>pu) if pu != NULL else -1
+                if not 0 <= r2 < by_idx.n:
+                    r2 = -1  # a callee that is no rule (tarjan raises if it reaches it)
+                    by_idx.ok = False
+                elif not with_uses:  # its uses so far and this rule's, capped at 2
+                    k2 = by_idx.used[r2] + <Py_ssize_t><object>pv
+                    by_idx.used[r2] = 2 if k2 > 2 else k2
+                by_idx.edges[e + k - 1] = r2
+            if not with_uses:
+                continue
             # the name's uses so far and this rule's, capped at 2: a name met first (most)
             # inserted in the probe that looks it up (the dict read once, not twice)
             k2 = len(uses)
@@ -2191,24 +2222,21 @@ cdef tuple graph_of(sess, dict rules, Calls by_idx):
                 uses[n] = 2 if k2 > 2 else k2
             elif <Py_ssize_t><object>pv > 2:
                 uses[n] = 2
+        in_step = 1
         if k > 1:
-            sort_names(calls, k)
+            in_step = sort_names(calls, k, by_idx.edges + e if by_idx is not None else NULL)
         graph[name] = calls
         if by_idx is not None:
-            # the callees' indices in the list's (sorted) order
             by_idx.lists[r] = calls
-            by_idx.reserve(k)
-            e = by_idx.at[r] = by_idx.n_edges
-            by_idx.cnt[r] = k
-            by_idx.n_edges += k
-            for k2 in range(k):
-                pk = PyList_GET_ITEM(calls, k2)
-                pu = PyDict_GetItemWithError(name_idx, <object>pk)
-                if pu == NULL or not 0 <= PyLong_AsSsize_t(<object>pu) < by_idx.n:
-                    by_idx.ok = False  # a callee that is no rule (tarjan raises if it reaches it)
-                    by_idx.edges[e + k2] = 0
-                    continue
-                by_idx.edges[e + k2] = PyLong_AsSsize_t(<object>pu)
+            for k2 in range(k):  # the callees' indices in the list's (sorted) order
+                if in_step:
+                    r2 = by_idx.edges[e + k2]
+                else:  # sorted by list.sort: looked up again in its order
+                    pu = PyDict_GetItemWithError(name_idx, <object>PyList_GET_ITEM(calls, k2))
+                    r2 = PyLong_AsSsize_t(<object>pu) if pu != NULL else -1
+                    if not 0 <= r2 < by_idx.n:
+                        r2 = -1
+                by_idx.edges[e + k2] = 0 if r2 < 0 else r2
     if sess.tokens:
         for ids, negated in sorted(sess.tokens):
             if ids:
@@ -2469,7 +2497,9 @@ def rule_sizes(sess, dict rules, dict final, fallback):
     cdef bint settled
     cdef Py_ssize_t n_keys = len(sz.keys)
     for n, c in cids.items():
-        graph[n] = facts.refs_of(<Py_ssize_t>c)
+        # the body's uses (a dict by rule name, kept by the interner): its keys are the rules
+        # it refers to, where the rule set ``refs_of`` makes (a frozenset a rule) cost more
+        graph[n] = facts.uses_of(<Py_ssize_t>c)
     for comp in sccs_all(graph):
         for n in comp:
             if n not in sizes:

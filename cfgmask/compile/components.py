@@ -181,7 +181,8 @@ def _plan(
     its members' IR, its callees' keys and what they may inline, and the limits."""
     cache = sess.cache
     # the graph by name too, as numbers (Tarjan's walk and the plan read arrays, not dicts)
-    cids, graph, uses, by_idx = _dag.call_graph_ids(sess, rules)
+    # (the uses counted in the arrays: ``uses`` is None)
+    cids, graph, uses, by_idx = _dag.call_graph_ids(sess, rules, False)
     # the limits in every key as a small id (hashing the dataclass costs more than the rest)
     lim = cache.key_id(limits) if cache is not None else limits
     # Tarjan, tail position, the inline caps, the keys and the emitted bodies, compiled
