@@ -88,6 +88,17 @@ def test_unproductive_rule_is_found_both_ways() -> None:
     assert rows > 0
 
 
+def test_only_way_out_through_the_first_run() -> None:
+    """x accepts only through its start's first run of classes (bytes 0x00-0x01), then "c": the
+    upward path takes that run and then "a" into y, not productive, so the full walk decides, and
+    it must read the start row's first run."""
+    g = parse_gbnf('root ::= x\nx ::= [\\x00-\\x01] ("a" y | "c") | "b" y\ny ::= "(" y ")"\n')
+    got, want, rows = _both(lambda: _tables(g, True))
+    assert got == want
+    assert not isinstance(got, tuple)  # compiled: x is productive
+    assert rows > 0
+
+
 def _masks(grammar: str, on: bool) -> list[bytes]:
     with _starts(on):
         cfgmask.clear_caches()
