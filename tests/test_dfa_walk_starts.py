@@ -18,6 +18,7 @@ from cfgmask.frontends.gbnf import parse_gbnf
 
 from .helpers import core_switch
 from .test_compile_passes import _outcome, _rule_dfas, _tables, grammars_with_tokens
+from .test_dfa_runs import NUMBERS  # `num` inlined into five callers: its DFA copied into each
 from .test_direct_loops import assert_corpus_masks_same
 
 # b calls a, which the productive pass has not reached when it asks b first (it runs backwards
@@ -27,17 +28,6 @@ root ::= a | "{" b "}"
 a ::= "x" b | "y" [0-9a-f]{1,3} | "z" [a-zA-Z_]+
 b ::= "[" a ("," a)* "]" | "<" c ">"
 c ::= [^<>\x00-\x1f]* a
-"""
-
-# `num` inlined into five callers: its DFA copied into each caller's NFA
-NUMBERS = r"""
-root ::= "{" (a | b | c | d | e) "}" | "[" a b c d e "]"
-a ::= "a=" num ";"
-b ::= "bb=" num ","
-c ::= "c:" num
-d ::= "dd" num "!" num
-e ::= "e" num | num "e"
-num ::= "-"? ("0" | [1-9] [0-9]{0,7}) ("." [0-9]{1,6})? ([eE] [+-]? [0-9]{1,3})?
 """
 
 
