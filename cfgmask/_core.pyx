@@ -1669,6 +1669,21 @@ def derive_class_spans_enable(bint on):
     cm_derive_class_spans_enable(1 if on else 0)
 
 
+def dfa_walk_starts_enable(bint on):
+    """Walk a finished DFA's rows of at most 64 classes from their run starts (one pass a row)
+    where a walk pushes each run's target -- ``cm_dfa_can_accept``'s full walks, the copies of a
+    DFA into a caller's NFA (csrc/dfa.c, thompson.c; WALK_STARTS, the default) -- or, off, with
+    a scan at every run: the reference the tests compare against.  Process-wide; the same runs in
+    the same order."""
+    cm_dfa_walk_starts_enable(1 if on else 0)
+
+
+def dfa_walk_starts_rows():
+    """How many rows ``cm_dfa_can_accept``'s walks read from their run starts so far in this
+    process (for the tests)."""
+    return cm_dfa_walk_starts_rows()
+
+
 def dfa_runs_reused():
     """How many copies of a DFA into a caller's NFA took its runs made for an earlier copy, so far
     in this process (for the tests)."""

@@ -611,6 +611,13 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
  * The derived tables are the same. */
 void cm_derive_row_bits_enable(int on);
 void cm_derive_class_spans_enable(int on);
+/* The walks of a finished DFA's rows that push each run's target (dfa.c: cm_dfa_can_accept's,
+ * the trim's reach) find a row of at most 64 classes' runs from its run starts in one pass
+ * (WALK_STARTS; on by default): off, a scan at every run (the reference the tests compare
+ * against; the same runs in the same order). */
+void cm_dfa_walk_starts_enable(int on);
+/* How many rows were walked that way so far in this process (a test's count; not atomic). */
+size_t cm_dfa_walk_starts_rows(void);
 
 /* ---- where a compile's C time goes (cstats.c; debugging and benchmarks) ---------- */
 

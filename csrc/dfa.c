@@ -174,19 +174,42 @@ int cm_dfa_compact_labels(cm_dfa_out *d, uint32_t *used, uint32_t *n_used) {
 
 /* ---- trimming (automata._trim_all) --------------------------------------- */
 
+/* WALK_STARTS: push_successors finds a row of at most 64 classes' runs from its run starts
+ * (cm_run_starts: one pass, 16 classes a movemask) where it set up a cm_run_end scan at every
+ * run (a string's row: ~40 runs; cm_dfa_can_accept's full walks of a rule not yet productive
+ * read every reachable row, ~8,000 instructions a walk).  The same runs in the same order, so
+ * the same pushes (switch off: cm_run_end, the reference the tests compare against). */
+static int g_walk_starts = 1;
+static size_t g_walk_starts_rows;
+
+void cm_dfa_walk_starts_enable(int on) { g_walk_starts = on; }
+size_t cm_dfa_walk_starts_rows(void) { return g_walk_starts_rows; }
+bool cm_dfa_walk_starts_on(void) { return g_walk_starts; }
+
 /* Push the unmarked successors of s (byte edges, label edges with label_ok) that
  * `allowed` admits (NULL: all) onto stack, marking them in seen. */
 static int push_successors(const cm_dfa_out *d, const uint8_t *label_ok, uint32_t s, const uint8_t *allowed,
                            uint8_t *seen, cm_vec32 *stack) {
-    const int32_t *row = d->trans + (size_t)s * d->n_classes;
+    uint32_t nc = d->n_classes;
+    const int32_t *row = d->trans + (size_t)s * nc;
     int rc = CM_OK;
-    for (uint32_t c = 0; !rc && c < d->n_classes; c = cm_run_end(row, c, d->n_classes)) { /* a run: one target */
-        int32_t t = row[c];
-        if (t >= 0 && (!allowed || allowed[t]) && !seen[t]) {
-            seen[t] = 1;
-            rc = cm_vec_push(stack, (uint32_t)t);
+    if (g_walk_starts && nc && nc <= 64) { /* (WALK_STARTS) */
+        g_walk_starts_rows++;
+        for (uint64_t st = cm_run_starts(row, nc); !rc && st; st &= st - 1) {
+            int32_t t = row[__builtin_ctzll(st)];
+            if (t >= 0 && (!allowed || allowed[t]) && !seen[t]) {
+                seen[t] = 1;
+                rc = cm_vec_push(stack, (uint32_t)t);
+            }
         }
-    }
+    } else
+        for (uint32_t c = 0; !rc && c < nc; c = cm_run_end(row, c, nc)) { /* a run: one target */
+            int32_t t = row[c];
+            if (t >= 0 && (!allowed || allowed[t]) && !seen[t]) {
+                seen[t] = 1;
+                rc = cm_vec_push(stack, (uint32_t)t);
+            }
+        }
     for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++) {
         uint32_t t = d->lab_to[e];
         if (label_ok[d->lab[e]] && (!allowed || allowed[t]) && !seen[t]) {

@@ -340,11 +340,18 @@ static int byte_targets(builder *b, size_t k, uint32_t cnt[256], uint32_t at[256
     memset(cnt, 0, (size_t)b->n_classes * sizeof *cnt);
     memset(used, 0, 4 * sizeof *used);
     size_t n = 0;
-    for (uint32_t i = b->off.data[k]; i < b->off.data[k + 1]; i++) {
-        uint32_t s = b->pool.data[i];
-        for (uint32_t e = nfa->byte_off[s]; e < nfa->byte_off[s + 1]; e++)
-            for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++)
-                cnt[c]++, n++, used[c >> 6] |= 1ull << (c & 63);
+    /* the arrays and bounds in locals (here and below): the counts' and pairs' stores may alias
+     * them (b->cls, the NFA's pointers), so the compiler read them again at every class */
+    const uint8_t *cls = b->cls, *blo = nfa->byte_lo, *bhi = nfa->byte_hi;
+    const uint32_t *boff = nfa->byte_off, *bto = nfa->byte_to, *pool = b->pool.data;
+    uint32_t i0 = b->off.data[k], i1 = b->off.data[k + 1];
+    for (uint32_t i = i0; i < i1; i++) {
+        uint32_t s = pool[i];
+        for (uint32_t e = boff[s], e1 = boff[s + 1]; e < e1; e++) {
+            uint32_t c0 = cls[blo[e]], c1 = cls[bhi[e]];
+            if (c0 <= c1) n += c1 - c0 + 1;
+            for (uint32_t c = c0; c <= c1; c++) cnt[c]++, used[c >> 6] |= 1ull << (c & 63);
+        }
     }
     *total = n;
     if (!n) return CM_OK;
@@ -358,11 +365,13 @@ static int byte_targets(builder *b, size_t k, uint32_t cnt[256], uint32_t at[256
     b->pairs.n = 0;
     int rc = cm_vec_reserve(&b->pairs, n);
     if (rc) return rc;
-    for (uint32_t i = b->off.data[k]; i < b->off.data[k + 1]; i++) {
-        uint32_t s = b->pool.data[i];
-        for (uint32_t e = nfa->byte_off[s]; e < nfa->byte_off[s + 1]; e++)
-            for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++)
-                b->pairs.data[at[c]++] = nfa->byte_to[e];
+    uint32_t *pairs = b->pairs.data;
+    for (uint32_t i = i0; i < i1; i++) {
+        uint32_t s = pool[i];
+        for (uint32_t e = boff[s], e1 = boff[s + 1]; e < e1; e++) {
+            uint32_t c1 = cls[bhi[e]], to = bto[e];
+            for (uint32_t c = cls[blo[e]]; c <= c1; c++) pairs[at[c]++] = to;
+        }
     }
     return CM_OK;
 }
@@ -413,8 +422,11 @@ static int single_byte_moves(builder *b, uint32_t x, bool *done) {
     for (uint32_t e = e0; !rc && e < e1; e++) {
         int64_t t = target_of(b, nfa->byte_to[e]);
         if (t < 0) return (int)t;
-        for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= b->cls[nfa->byte_hi[e]]; c++) /* disjoint: <= n_classes */
-            keys->data[keys->n++] = c, targets->data[targets->n++] = (uint32_t)t;
+        uint32_t c1 = b->cls[nfa->byte_hi[e]], *kd = keys->data, *td = targets->data;
+        size_t mk = keys->n, mt = targets->n; /* (in locals: the stores may alias them) */
+        for (uint32_t c = b->cls[nfa->byte_lo[e]]; c <= c1; c++) /* disjoint: <= n_classes */
+            kd[mk++] = c, td[mt++] = (uint32_t)t;
+        keys->n = mk, targets->n = mt;
     }
     return rc;
 }

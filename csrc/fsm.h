@@ -181,6 +181,9 @@ typedef struct cm_dfa_runs {
 const cm_dfa_runs *cm_dfa_runs_of(const cm_dfa_out *d);
 /* Are copies to take a DFA's kept runs (cm_dfa_runs_enable: off, every copy walks its rows)? */
 bool cm_dfa_runs_on(void);
+/* Are rows of at most 64 classes walked from their run starts (cm_dfa_walk_starts_enable: off,
+ * cm_run_end at every run)? */
+bool cm_dfa_walk_starts_on(void);
 /* d's runs for a copy (direct.c): those kept on d (counted in cm_dfa_runs_reused), else made
  * from its rows and kept; with the runs off, made for this copy alone (*own: the caller frees
  * them).  NULL: out of memory. */

@@ -304,15 +304,16 @@ static uint32_t merged_classes(const cm_dfa_out *d, const cm_sparse_edges *sp, c
     keep[0] = 1;
     /* once every class is kept no row can merge any: the rows after are not read (the classes
      * of a DFA built from its own edges mostly all stay, found in its first rows) */
+    /* the edges' arrays in locals: keep's byte stores may alias anything, so the compiler read
+     * them again after each */
+    const uint32_t *off = sp->off.data, *ecls = sp->cls.data, *eto = sp->to.data;
     for (uint32_t b = 0; b < n_blocks && k < nc; b++) {
-        uint32_t s = rep[b], e0 = sp->off.data[s], e1 = sp->off.data[s + 1];
+        uint32_t s = rep[b], e0 = off[s], e1 = off[s + 1];
         for (uint32_t e = e0; e < e1; e++) {
-            uint32_t c = sp->cls.data[e], u = sp->to.data[e];
-            if (c && !keep[c]
-                && !(e > e0 && sp->cls.data[e - 1] == c - 1
-                     && (sp->to.data[e - 1] == u || block[sp->to.data[e - 1]] == block[u])))
+            uint32_t c = ecls[e], u = eto[e];
+            if (c && !keep[c] && !(e > e0 && ecls[e - 1] == c - 1 && (eto[e - 1] == u || block[eto[e - 1]] == block[u])))
                 keep[c] = 1, k++;
-            if (c + 1 < nc && !keep[c + 1] && !(e + 1 < e1 && sp->cls.data[e + 1] == c + 1)) keep[c + 1] = 1, k++;
+            if (c + 1 < nc && !keep[c + 1] && !(e + 1 < e1 && ecls[e + 1] == c + 1)) keep[c + 1] = 1, k++;
         }
     }
     return k;
@@ -343,11 +344,18 @@ static int emit(cm_dfa_out *d, const cm_sparse_edges *sp, const uint32_t *block,
         return rc;
     }
     size_t before = cm_dfa_bytes(d);
+    /* the edges' arrays and each row's bounds in locals: the row's stores may alias them, so the
+     * compiler read the bound again after every store (2 of an edge's 11 instructions); with
+     * no classes merged, no map (another) */
+    const uint32_t *off = sp->off.data, *ecls = sp->cls.data, *eto = sp->to.data;
     for (uint32_t b = 0; b < n_blocks; b++) { /* row by row: short memsets */
         int32_t *out = tr + (size_t)b * k;
         memset(out, 0xFF, k * sizeof *out);
-        for (uint32_t e = sp->off.data[rep[b]]; e < sp->off.data[rep[b] + 1]; e++)
-            out[cmap[sp->cls.data[e]]] = (int32_t)block[sp->to.data[e]];
+        uint32_t e0 = off[rep[b]], e1 = off[rep[b] + 1];
+        if (k == nc)
+            for (uint32_t e = e0; e < e1; e++) out[ecls[e]] = (int32_t)block[eto[e]];
+        else
+            for (uint32_t e = e0; e < e1; e++) out[cmap[ecls[e]]] = (int32_t)block[eto[e]];
     }
     if (n_blocks < n) { /* labels and acceptance of each block's first state, in place */
         uint32_t nl = 0, e0 = 0;

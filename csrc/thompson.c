@@ -115,6 +115,7 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
         return rc ? rc : tb_eps(t, start, base);
     }
     size_t from = t->bsrc.n;
+    bool walk_starts = cm_dfa_walk_starts_on();
     for (uint32_t s = 0; !rc && s < d->n_states; s++) {
         const int32_t *row = d->trans + (size_t)s * d->n_classes;
         size_t n = t->bsrc.n, k = 0; /* room for a row's runs, then one store each (ranges valid: classes) */
@@ -122,12 +123,23 @@ static int tb_embed(tbuilder *t, const cm_ir_frag *f, uint32_t start, uint32_t e
             || (rc = cm_vec_reserve(&t->bdst, n + d->n_classes)))
             break;
         uint32_t *src = t->bsrc.data + n, *range = t->brange.data + n, *dst = t->bdst.data + n;
-        for (uint32_t c = 0, c1; c < d->n_classes; c = c1) {
-            int32_t to = row[c];
-            c1 = cm_run_end(row, c, d->n_classes);
-            if (to < 0) continue;
-            src[k] = base + s, range[k] = d->class_lo[c] | (d->class_lo[c1] - 1u) << 8, dst[k++] = base + (uint32_t)to;
-        }
+        uint32_t nc = d->n_classes;
+        if (walk_starts && nc && nc <= 64) /* (WALK_STARTS, dfa.c: the runs from their starts) */
+            for (uint64_t st = cm_run_starts(row, nc); st;) {
+                uint32_t c = (uint32_t)__builtin_ctzll(st);
+                st &= st - 1;
+                uint32_t c1 = st ? (uint32_t)__builtin_ctzll(st) : nc;
+                int32_t to = row[c];
+                if (to < 0) continue;
+                src[k] = base + s, range[k] = d->class_lo[c] | (d->class_lo[c1] - 1u) << 8, dst[k++] = base + (uint32_t)to;
+            }
+        else
+            for (uint32_t c = 0, c1; c < d->n_classes; c = c1) {
+                int32_t to = row[c];
+                c1 = cm_run_end(row, c, d->n_classes);
+                if (to < 0) continue;
+                src[k] = base + s, range[k] = d->class_lo[c] | (d->class_lo[c1] - 1u) << 8, dst[k++] = base + (uint32_t)to;
+            }
         t->bsrc.n = t->brange.n = t->bdst.n = n + k;
         for (uint32_t e = d->lab_off[s]; !rc && e < d->lab_off[s + 1]; e++)
             rc = tb_label(t, base + s, f->labels[d->lab[e]], base + d->lab_to[e]);
