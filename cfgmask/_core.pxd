@@ -511,6 +511,8 @@ cdef extern from "loops.h" nogil:
     size_t cm_loop_walks_past_dead()
     void cm_loop_exit_ends_enable(int on)
     size_t cm_loop_exit_ends_taken()
+    void cm_loop_form_runs_enable(int on)
+    size_t cm_loop_form_runs_taken()
     size_t cm_run_name_scans()
     void cm_name_runs_enable(int on)
     size_t cm_name_run_hits()
