@@ -513,6 +513,8 @@ cdef extern from "loops.h" nogil:
     size_t cm_loop_exit_ends_taken()
     void cm_loop_form_runs_enable(int on)
     size_t cm_loop_form_runs_taken()
+    void cm_loop_no_back_enable(int on)
+    size_t cm_loop_no_back_taken()
     size_t cm_run_name_scans()
     void cm_name_runs_enable(int on)
     size_t cm_name_run_hits()

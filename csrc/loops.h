@@ -90,6 +90,10 @@ size_t cm_text_loop_walks(void);
  * (cm_loop_entry): on by default; how many were taken so, in this process (for the tests). */
 void cm_loop_exit_ends_enable(int on);
 size_t cm_loop_exit_ends_taken(void);
+/* A plain state that no state within reach leads back to answered in no loop
+ * without find_loop's backward marking: on by default; how many so far. */
+void cm_loop_no_back_enable(int on);
+size_t cm_loop_no_back_taken(void);
 /* Whether the loop ls[0..n_loop) (labels set) is narrow: its dead transitions
  * coded as exits (loops.c, find_loop). */
 bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop);
