@@ -2609,6 +2609,32 @@ def loop_exit_ends_taken():
     return cm_loop_exit_ends_taken()
 
 
+def loop_form_runs_enable(bint on):
+    """Make a loop's byte-level form (its key in the vocabulary's store of loop walks) by runs of
+    one byte class and keep it as its runs of one code (csrc/loopstore.c, form_by_runs; the
+    default).  Off: 256 codes a state, the reference the tests compare against.  Process-wide;
+    clear the caches after a change (a walk stored under one form is not found under the other).
+    The entries are the same."""
+    cm_loop_form_runs_enable(1 if on else 0)
+
+
+def loop_form_runs_taken():
+    """How many loop forms were made by runs so far in this process (for the tests)."""
+    return cm_loop_form_runs_taken()
+
+
+def loop_no_back_enable(bint on):
+    """Answer a plain state that no state within a loop's reach leads back to as in no loop
+    without the backward marking (csrc/loops.c, find_loop; the default).  Off: every state
+    marked, the reference the tests compare against.  Process-wide; the entries are the same."""
+    cm_loop_no_back_enable(1 if on else 0)
+
+
+def loop_no_back_taken():
+    """How many states were answered so so far in this process (for the tests)."""
+    return cm_loop_no_back_taken()
+
+
 def run_name_scans():
     """How many run walks of a first byte's subtree took its name tokens from the vocabulary's
     list and read only the other entries (csrc/loops.c, run_scan_names) so far in this process

@@ -43,6 +43,7 @@ struct cm_loop_walk {
 
 #define CM_CHAIN_MARK (UINT32_MAX - 7)  /* first word of a chain walk's key: never a loop's */
 #define CM_RUN_MARK (UINT32_MAX - 8)    /* first word of a run walk's key */
+#define CM_FORM_RUNS (UINT32_MAX - 9)   /* first word of a loop's form kept as runs (loopstore.c) */
 /* A run walk's key: the mark, the run's bytes (256 bits), k, k_end, d0. */
 #define CM_RUN_KEY 12
 
@@ -89,6 +90,10 @@ size_t cm_text_loop_walks(void);
  * (cm_loop_entry): on by default; how many were taken so, in this process (for the tests). */
 void cm_loop_exit_ends_enable(int on);
 size_t cm_loop_exit_ends_taken(void);
+/* A plain state that no state within reach leads back to answered in no loop
+ * without find_loop's backward marking: on by default; how many so far. */
+void cm_loop_no_back_enable(int on);
+size_t cm_loop_no_back_taken(void);
 /* Whether the loop ls[0..n_loop) (labels set) is narrow: its dead transitions
  * coded as exits (loops.c, find_loop). */
 bool cm_loop_dead_out(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop);
@@ -160,7 +165,7 @@ int cm_literal_entry(const cm_grammar *g, uint32_t state, cm_walk *w);
  * by byte, each byte's code.  canon[label] is a state's number in it,
  * from_canon the inverse. */
 typedef struct cm_loop_form {
-    uint32_t *form;             /* [n_loop * 256], NULL: none */
+    uint32_t *form;             /* [n_loop * 256] or runs (CM_FORM_RUNS: [n_form]), NULL: none */
     size_t n_form;
     uint64_t hash;
     uint32_t canon[CM_LOOP_MAX], from_canon[CM_LOOP_MAX];
@@ -170,6 +175,11 @@ typedef struct cm_loop_form {
  * NULL when there is none (a state not reached by bytes from the entry) or
  * memory is short. */
 void cm_loop_form_of(const cm_grammar *g, const uint32_t *ls, uint32_t n_loop, cm_loop_form *lf);
+/* The form read by runs of one byte class and kept as its runs of one code
+ * (first word CM_FORM_RUNS; loopstore.c, form_by_runs): on by default; off, the
+ * table of 256 codes a state.  How many forms were made so, in this process. */
+void cm_loop_form_runs_enable(int on);
+size_t cm_loop_form_runs_taken(void);
 /* The vocabulary's walk of that form (of the entries not plain only as lw->np)
  * copied into lw: 1 found, 0 not, < 0 error. */
 int cm_walk_store_get(const cm_grammar *g, const cm_loop_form *lf, cm_loop_walk *lw);
