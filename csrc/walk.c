@@ -1982,7 +1982,7 @@ void cm_walk_filter_uncertain(const cm_grammar *g, uint32_t state, cm_walk *w) {
     size_t tripled = 0;
     size_t pair_met = 0, paired = 0, pair_batch = g->lim.filter_pairs < 64 ? g->lim.filter_pairs : 64;
     /* (at least lim.filter_pairs tokens: the rule's pair stops at its first rest) */
-    bool pairs_early = !ps && n >= g->lim.filter_pairs && atomic_load_explicit(&g_pairs_early, memory_order_relaxed);
+    bool pairs_early = !ps && n >= pair_batch && atomic_load_explicit(&g_pairs_early, memory_order_relaxed);
     const uint8_t *prev = NULL;
     uint32_t prev_k = 0, plen = 0, have = 0;  /* bytes of prev with sets in c (and in ex) */
     bool died = false;                        /* prev died on prev[have] */
