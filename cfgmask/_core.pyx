@@ -1935,8 +1935,8 @@ def filter_triple_hits():
 
 
 def filter_pairs_early_enable(bint on):
-    """Make a rule's pair stops at the first rest of a filter of at least min(``filter_pairs``, 64)
-    uncertain tokens (csrc/walk.c; the default) or, off, only once the rule's filters have met
+    """Make a rule's pair stops at the first rest of a filter of at least ``filter_pairs`` uncertain
+    tokens (csrc/walk.c; the default) or, off, only once the rule's filters have met
     ``filter_pairs`` rests: the reference the tests compare against.  Process-wide."""
     cm_walk_filter_pairs_early_enable(1 if on else 0)
 

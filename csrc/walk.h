@@ -119,9 +119,9 @@ size_t cm_walk_filter_pair_hits(void);
  * the rests they answered so far in this process (for the tests). */
 void cm_walk_filter_triples_enable(int on);
 size_t cm_walk_filter_triple_hits(void);
-/* The early pair stops (on by default): a filter of at least min(lim.filter_pairs, 64) uncertain
- * tokens makes its rule's pair stops at its first rest, not once the rule's filters have met
- * lim.filter_pairs rests (the first 256 of a JSON `ws` start's 4,300 were each asked).  Off, as before (the
+/* The early pair stops (on by default): a filter of at least lim.filter_pairs uncertain tokens
+ * makes its rule's pair stops at its first rest, not once the rule's filters have met that many
+ * rests (the first 256 of a JSON `ws` start's 4,300 were each asked).  Off, as before (the
  * reference the tests compare against).  Process-wide; cm_walk_filter_pairs_early: the filters
  * that made them so far in this process (for the tests). */
 void cm_walk_filter_pairs_early_enable(int on);

@@ -1,5 +1,5 @@
 """The upward filter's early pair stops (csrc/walk.c, ``_core.filter_pairs_early_enable``): a
-filter of at least min(``Strategy.filter_pairs``, 64) uncertain tokens makes its rule's pair stops
+filter of at least ``Strategy.filter_pairs`` uncertain tokens makes its rule's pair stops
 at its first rest, where before the rule's filters counted ``filter_pairs`` rests first, each
 asked through the upward chart (a JSON `ws` start's 4,300 blank-led tokens: its first 256 rests,
 ` -------` and ` "#` among them, asked though the rows of `-` and `"` drop them).  The pair and
