@@ -355,6 +355,8 @@ cdef extern from "walk.h" nogil:
     size_t cm_walk_filter_pair_hits()
     void cm_walk_filter_triples_enable(int on)
     size_t cm_walk_filter_triple_hits()
+    void cm_walk_filter_pairs_early_enable(int on)
+    size_t cm_walk_filter_pairs_early()
     void cm_walk_filter_skip_enable(int on)
     size_t cm_walk_filter_skipped()
     void cm_walk_filter_stop_skip_enable(int on)

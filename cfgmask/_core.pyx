@@ -1949,6 +1949,19 @@ def filter_triple_hits():
     return cm_walk_filter_triple_hits()
 
 
+def filter_pairs_early_enable(bint on):
+    """Make a rule's pair stops at the first rest of a filter of at least ``filter_pairs`` uncertain
+    tokens (csrc/walk.c; the default) or, off, only once the rule's filters have met
+    ``filter_pairs`` rests: the reference the tests compare against.  Process-wide."""
+    cm_walk_filter_pairs_early_enable(1 if on else 0)
+
+
+def filter_pairs_early():
+    """How many filters made their rule's pair stops early so far in this process (for the
+    tests)."""
+    return cm_walk_filter_pairs_early()
+
+
 def filter_skip_enable(bint on):
     """Skip, unread, the later uncertain tokens of a trie subtree whose first token the upward
     filter dropped for bytes of that subtree's prefix alone (csrc/walk.c, the default) or, off,

@@ -119,6 +119,13 @@ size_t cm_walk_filter_pair_hits(void);
  * the rests they answered so far in this process (for the tests). */
 void cm_walk_filter_triples_enable(int on);
 size_t cm_walk_filter_triple_hits(void);
+/* The early pair stops (on by default): a filter of at least lim.filter_pairs uncertain tokens
+ * makes its rule's pair stops at its first rest, not once the rule's filters have met that many
+ * rests (the first 256 of a JSON `ws` start's 4,300 were each asked).  Off, as before (the
+ * reference the tests compare against).  Process-wide; cm_walk_filter_pairs_early: the filters
+ * that made them so far in this process (for the tests). */
+void cm_walk_filter_pairs_early_enable(int on);
+size_t cm_walk_filter_pairs_early(void);
 /* The filter's subtree skip (on by default): a token dropped for bytes of its prefix
  * alone drops the later uncertain tokens of that prefix's trie subtree unread.  Off,
  * each token is read on its own (the reference the tests compare against).  Process-wide;
