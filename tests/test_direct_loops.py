@@ -14,8 +14,8 @@ give-ups; the Llama-3 masks of corpus schemas are the same along their documents
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +184,23 @@ def assert_corpus_masks_same(switch: Callable[[bool], AbstractContextManager[Non
         on, off = _masks(schema, tokens, vocab, switch, True), _masks(schema, tokens, vocab, switch, False)
         assert len(on) == len(off), sid
         assert all(np.array_equal(a, b) for a, b in zip(on, off, strict=True)), sid
+
+
+def assert_corpus_masks_same_taken(enable: Callable[[bool], None], taken: Callable[[], int]) -> None:
+    """``assert_corpus_masks_same`` for a process-wide ``_core`` switch with a counter: the masks
+    the same on and off, and the counter moved on and only on."""
+    moved: list[tuple[bool, int]] = []
+
+    @contextmanager
+    def switch(on: bool) -> Iterator[None]:
+        with core_switch(enable, on):
+            n0 = taken()
+            yield
+            moved.append((on, taken() - n0))
+
+    assert_corpus_masks_same(switch)
+    assert sum(n for on, n in moved if on) > 0
+    assert sum(n for on, n in moved if not on) == 0
 
 
 def test_corpus_masks() -> None:

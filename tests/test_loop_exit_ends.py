@@ -12,6 +12,7 @@ vocabularies under hypothesis and on Llama-3 (json.gbnf, a JSON Schema of the co
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -64,12 +65,13 @@ def llama3() -> cfgmask.Vocabulary:
     return cfgmask.Vocabulary.llama3()
 
 
-def test_json_gbnf_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
-    g = cfgmask.Grammar.from_gbnf((ROOT / "grammars" / "json.gbnf").read_text())
-    assert _check(g, llama3) > 0
+def json_gbnf() -> cfgmask.Grammar:
+    return cfgmask.Grammar.from_gbnf((ROOT / "grammars" / "json.gbnf").read_text())
 
 
-def test_json_schema_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
+def mixed_schema() -> cfgmask.Grammar:
+    """An object of a string, an array of bounded strings, a pattern and an integer: string loops
+    of every kind a JSON Schema makes (the loop tests' Llama-3 case)."""
     schema = {
         "type": "object",
         "properties": {
@@ -80,5 +82,21 @@ def test_json_schema_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
         },
         "required": ["name", "n"],
     }
-    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
-    assert _check(g, llama3, plain=False) > 0
+    return cfgmask.Grammar.from_json_schema(json.dumps(schema))
+
+
+def assert_llama3_cases(check: Callable[..., int]) -> None:
+    """``check(grammar, vocab, plain=...)`` (entries the same with a loop switch on and off, the
+    count it took) at Llama-3 on json.gbnf and ``mixed_schema``, each taking the path."""
+    pytest.importorskip("quicktok")
+    vocab = cfgmask.Vocabulary.llama3()
+    assert check(json_gbnf(), vocab) > 0
+    assert check(mixed_schema(), vocab, plain=False) > 0
+
+
+def test_json_gbnf_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
+    assert _check(json_gbnf(), llama3) > 0
+
+
+def test_json_schema_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
+    assert _check(mixed_schema(), llama3, plain=False) > 0

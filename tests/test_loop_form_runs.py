@@ -13,10 +13,6 @@ through the key (adjacent class runs with one code merged).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 from hypothesis import given
 
@@ -25,9 +21,10 @@ from cfgmask import _core
 
 from .helpers import core_switch, same_entries
 from .strategies import Vocab, vocabularies
-from .test_direct_loops import assert_corpus_masks_same
+from .test_direct_loops import assert_corpus_masks_same_taken
 from .test_engine_differential import _vocab
-from .test_entries import ROOT, assert_switch_same_entries, entries
+from .test_entries import assert_switch_same_entries, entries
+from .test_loop_exit_ends import assert_llama3_cases
 
 # A string inside an object, closed by `"` and followed by `,` or `}`; an escape keeps the loop
 # of two states.  SPLIT's string is the same loop, but its `b` keyword splits [a-c] in three
@@ -92,45 +89,12 @@ def test_split_classes_share_the_walk(on: bool) -> None:
     same_entries(shared, alone, "SPLIT compiled alone")
 
 
-@pytest.fixture(scope="module")
-def llama3() -> cfgmask.Vocabulary:
-    pytest.importorskip("quicktok")
-    return cfgmask.Vocabulary.llama3()
-
-
-def test_json_gbnf_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
-    g = cfgmask.Grammar.from_gbnf((ROOT / "grammars" / "json.gbnf").read_text())
-    assert _check(g, llama3) > 0
-
-
-def test_json_schema_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
-            "id": {"type": "string", "pattern": "^[a-z]+-[0-9]+$"},
-            "n": {"type": "integer"},
-        },
-        "required": ["name", "n"],
-    }
-    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
-    assert _check(g, llama3, plain=False) > 0
+def test_llama3_same_entries() -> None:
+    assert_llama3_cases(_check)
 
 
 def test_corpus_masks_same() -> None:
     """Llama-3 masks along the first documents of corpus schemas: the same with the forms by runs
     and without, and the runs taken."""
     pytest.importorskip("quicktok")
-    taken = []
-
-    @contextmanager
-    def runs(on: bool) -> Iterator[None]:
-        with core_switch(_core.loop_form_runs_enable, on):
-            n0 = _core.loop_form_runs_taken()
-            yield
-            taken.append((on, _core.loop_form_runs_taken() - n0))
-
-    assert_corpus_masks_same(runs)
-    assert sum(n for on, n in taken if on) > 0
-    assert sum(n for on, n in taken if not on) == 0
+    assert_corpus_masks_same_taken(_core.loop_form_runs_enable, _core.loop_form_runs_taken)

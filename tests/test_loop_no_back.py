@@ -11,21 +11,17 @@ the first documents of corpus schemas), and `_core.loop_no_back_taken()` shows i
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 from hypothesis import given
 
 import cfgmask
 from cfgmask import _core
 
-from .helpers import core_switch
 from .strategies import Vocab, vocabularies
-from .test_direct_loops import assert_corpus_masks_same
+from .test_direct_loops import assert_corpus_masks_same_taken
 from .test_engine_differential import _vocab
-from .test_entries import ROOT, assert_switch_same_entries
+from .test_entries import assert_switch_same_entries
+from .test_loop_exit_ends import assert_llama3_cases
 from .test_loop_form_runs import SPLIT, STRING_PIECES, STRINGS, _small
 
 
@@ -45,45 +41,12 @@ def test_no_back_same_entries_any_vocab(v: Vocab) -> None:
     _check(cfgmask.Grammar.from_gbnf(SPLIT), _vocab(v))
 
 
-@pytest.fixture(scope="module")
-def llama3() -> cfgmask.Vocabulary:
-    pytest.importorskip("quicktok")
-    return cfgmask.Vocabulary.llama3()
-
-
-def test_json_gbnf_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
-    g = cfgmask.Grammar.from_gbnf((ROOT / "grammars" / "json.gbnf").read_text())
-    assert _check(g, llama3) > 0
-
-
-def test_json_schema_llama3_same_entries(llama3: cfgmask.Vocabulary) -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}},
-            "id": {"type": "string", "pattern": "^[a-z]+-[0-9]+$"},
-            "n": {"type": "integer", "minimum": 0, "maximum": 999},
-        },
-        "required": ["name", "n"],
-    }
-    g = cfgmask.Grammar.from_json_schema(json.dumps(schema))
-    assert _check(g, llama3, plain=False) > 0
+def test_llama3_same_entries() -> None:
+    assert_llama3_cases(_check)
 
 
 def test_corpus_masks_same() -> None:
     """Llama-3 masks along the first documents of corpus schemas: the same with the shortcut and
     without, and the shortcut taken."""
     pytest.importorskip("quicktok")
-    taken = []
-
-    @contextmanager
-    def no_back(on: bool) -> Iterator[None]:
-        with core_switch(_core.loop_no_back_enable, on):
-            n0 = _core.loop_no_back_taken()
-            yield
-            taken.append((on, _core.loop_no_back_taken() - n0))
-
-    assert_corpus_masks_same(no_back)
-    assert sum(n for on, n in taken if on) > 0
-    assert sum(n for on, n in taken if not on) == 0
+    assert_corpus_masks_same_taken(_core.loop_no_back_enable, _core.loop_no_back_taken)
