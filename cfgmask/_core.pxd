@@ -435,6 +435,8 @@ cdef extern from "flat.h" nogil:
     size_t cm_flat_plain_proofs()
     void cm_flat_plain_sets_enable(int on)
     size_t cm_flat_plain_sets_steps()
+    void cm_flat_run_reads_enable(int on)
+    size_t cm_flat_run_reads_dead()
     void cm_flat_sets_cap(unsigned n)
     size_t cm_flat_sets_capped()
     void cm_flat_names_memo_enable(int on)

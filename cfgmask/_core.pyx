@@ -2213,6 +2213,19 @@ def flat_plain_sets_steps():
     return cm_flat_plain_sets_steps()
 
 
+def flat_run_reads_enable(bint on):
+    """Let a flat walk's run mark a transition not yet computed dead where no item of the
+    configuration's last set reads the byte, and go on past its subtree, instead of stopping
+    for the step (csrc/flat.c, flat_run_g; on by default; off, the stop).  Process-wide; the
+    entries are the same either way."""
+    cm_flat_run_reads_enable(1 if on else 0)
+
+
+def flat_run_reads_dead():
+    """How many transitions the run marked dead so far in this process (for the tests)."""
+    return cm_flat_run_reads_dead()
+
+
 def flat_sets_cap(unsigned int n):
     """The most sets of a flat configuration's chart suffix (csrc/flat.c, flat_suffix; 16 by
     default, 0: none but the items' cap): a deeper configuration is walked on with a chart instead

@@ -50,6 +50,11 @@ size_t cm_flat_plain_proofs(void);
  * default, 0 the chart's step), and how many transitions it made, in this process (for the tests). */
 void cm_flat_plain_sets_enable(int on);
 size_t cm_flat_plain_sets_steps(void);
+/* A flat walk's run taking a cell not computed as dead where no item of the configuration's last
+ * set reads its byte (flat.c, flat_run_g: no stop for flat_step; on by default, 0 the stop), and
+ * how many cells it marked so, in this process (for the tests). */
+void cm_flat_run_reads_enable(int on);
+size_t cm_flat_run_reads_dead(void);
 /* flat_names_live answered once a configuration (on by default), and how often
  * the answer was read back, in this process (for the tests). */
 /* The most sets of a flat configuration's chart suffix (0: no cap but CM_FLAT_MAX_ITEMS);
