@@ -814,7 +814,8 @@ typedef struct flat_pos {
     size_t k;
     uint32_t d, s, n_acc;
     int32_t to;
-    uint32_t n_dead;  /* cells the run found dead by the set's reads (flat_run_reads) */
+    uint32_t n_dead;         /* cells the run found dead by the set's reads (flat_run_reads) */
+    cm_flat *f;              /* the table (its arrays move as it grows); NULL: flat_run_reads off */
 } flat_pos;
 
 /* The walk from `at` on through known live cells, entry after entry, accepting
@@ -822,10 +823,10 @@ typedef struct flat_pos {
  * on their path, until one meets another special cell (at.to: dead after an
  * exit, not flat, not computed) or k_end.  No call inside: the loop keeps
  * most of its pointers in registers. */
-static inline __attribute__((always_inline)) void flat_run_g(const cm_vocab *v, const cm_flat *f,
-                                                             const uint8_t *col, int32_t *next, size_t k_end,
-                                                             uint32_t *st, uint32_t *bits, flat_pos *at,
-                                                             const uint32_t *lcp, const uint32_t *nxt, bool rd) {
+static inline __attribute__((always_inline)) void flat_run_body(const cm_vocab *v, const uint8_t *col,
+                                                             const int32_t *next, size_t k_end, uint32_t *st,
+                                                             uint32_t *bits, flat_pos *at, const uint32_t *lcp,
+                                                             const uint32_t *nxt) {
     const uint32_t *ids = v->trie_ids, *skip = v->skip;
     const uint64_t *off = v->trie_off;
     const uint8_t *data = v->trie_data;
@@ -843,14 +844,13 @@ static inline __attribute__((always_inline)) void flat_run_g(const cm_vocab *v, 
                 q++;
                 continue;
             }
-            if (rd && to == CM_FLAT_UNKNOWN && !cm_bit(f->reads + (size_t)flat_id(f, s & FLAT_ROW) * 8, *q)) {
-                /* no item of the set reads the byte: dead, as flat_step would say, without a stop */
-                next[(s & FLAT_ROW) + col[*q]] = to = CM_FLAT_DEAD;
-                at->n_dead++;
-            }
             if (to != CM_FLAT_DEAD || (s & FLAT_ANY)) {
                 uint32_t acc = nxt ? at->n_acc + n : at->n_acc + (uint32_t)(k - k0);
-                *at = (flat_pos){k, (uint32_t)(sp - st), (uint32_t)s, acc, to, at->n_dead};
+                at->k = k;
+                at->d = (uint32_t)(sp - st);
+                at->s = (uint32_t)s;
+                at->n_acc = acc;
+                at->to = to;
                 return;
             }
             size_t end = skip[off[k] + (size_t)(sp - st)];  /* the dead subtree of the next byte */
@@ -891,18 +891,46 @@ static inline __attribute__((always_inline)) void flat_run_g(const cm_vocab *v, 
     at->n_acc += nxt ? n : (uint32_t)(k - k0);
 }
 
-static __attribute__((noinline)) void flat_run(const cm_vocab *v, const cm_flat *f, int32_t *next, size_t k_end,
-                                               uint32_t *st, uint32_t *bits, flat_pos *at, bool rd) {
-    flat_run_g(v, f, f->col, next, k_end, st, bits, at, v->trie_lcp, NULL, rd);
+/* flat_run_body, and on past a cell not computed whose byte no item of the set reads
+ * (flat_run_reads): marked dead, its subtree skipped where no exit lies on the path, as
+ * the body skips a dead cell's (here, not in the body: its registers are all taken). */
+static inline __attribute__((always_inline)) void flat_run_g(const cm_vocab *v, const uint8_t *col,
+                                                             const int32_t *next, size_t k_end, uint32_t *st,
+                                                             uint32_t *bits, flat_pos *at, const uint32_t *lcp,
+                                                             const uint32_t *nxt) {
+    for (;;) {
+        flat_run_body(v, col, next, k_end, st, bits, at, lcp, nxt);
+        if (at->k == k_end || at->to != CM_FLAT_UNKNOWN || !at->f || (at->s & FLAT_ANY)) return;
+        cm_flat *f = at->f;
+        uint32_t row = at->s & FLAT_ROW;
+        uint8_t b = v->trie_data[v->trie_off[at->k] + at->d];
+        if (cm_bit(f->reads + (size_t)flat_id(f, row) * 8, b)) return;
+        f->next[row + col[b]] = CM_FLAT_DEAD;
+        at->n_dead++;
+        size_t end = v->skip[v->trie_off[at->k] + at->d];
+        if (nxt && end < k_end) end = nxt[end];
+        if (end >= k_end) {
+            at->k = k_end;
+            return;
+        }
+        at->k = end;
+        at->d = lcp[end];
+        at->s = st[at->d];
+    }
+}
+
+static __attribute__((noinline)) void flat_run(const cm_vocab *v, const uint8_t *col, const int32_t *next,
+                                               size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at) {
+    flat_run_g(v, col, next, k_end, st, bits, at, v->trie_lcp, NULL);
 }
 
 /* flat_run over the entries that are not plain only (at->k one of them): the
  * plain ones are accepted in bulk (flat_walk_whole).  Likewise the entries that
  * are no names (lcp, nxt: the name tables). */
-static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const cm_flat *f, int32_t *next, size_t k_end,
-                                                  uint32_t *st, uint32_t *bits, flat_pos *at, const uint32_t *lcp,
-                                                  const uint32_t *nxt, bool rd) {
-    flat_run_g(v, f, f->col, next, k_end, st, bits, at, lcp, nxt, rd);
+static __attribute__((noinline)) void flat_run_np(const cm_vocab *v, const uint8_t *col, const int32_t *next,
+                                                  size_t k_end, uint32_t *st, uint32_t *bits, flat_pos *at,
+                                                  const uint32_t *lcp, const uint32_t *nxt) {
+    flat_run_g(v, col, next, k_end, st, bits, at, lcp, nxt);
 }
 
 /* The bulk tables a walk skips by: the plain entries', the text entries', the name entries', none. */
@@ -970,12 +998,12 @@ static int flat_walk_from(const cm_grammar *g, cm_flat *f, int32_t c0, uint32_t 
     int jump_mode = atomic_load_explicit(&g_flat_lcp_jump, memory_order_relaxed);
     size_t jump_over = jump_mode == 2 ? 0 : jump_mode ? CM_FLAT_LCP_SCAN : SIZE_MAX;
     bool rd = atomic_load_explicit(&g_run_reads, memory_order_relaxed);
-    flat_pos at = {k, d, st[d], 0, 0, 0};
+    flat_pos at = {k, d, st[d], 0, 0, 0, rd ? f : NULL};
     for (;;) {
         if (np)
-            flat_run_np(v, f, f->next, k_end, st, w->bits, &at, lcp, nxt, rd);
+            flat_run_np(v, f->col, f->next, k_end, st, w->bits, &at, lcp, nxt);
         else
-            flat_run(v, f, f->next, k_end, st, w->bits, &at, rd);
+            flat_run(v, f->col, f->next, k_end, st, w->bits, &at);
         if (at.k == k_end) break;
         const uint8_t *p = v->trie_data + v->trie_off[at.k];
         uint32_t s = at.s;
