@@ -823,13 +823,12 @@ typedef struct flat_pos {
  * on their path, until one meets another special cell (at.to: dead after an
  * exit, not flat, not computed) or k_end.  No call inside: the loop keeps
  * most of its pointers in registers. */
-static inline __attribute__((always_inline)) void flat_run_body(const cm_vocab *v, const uint8_t *col,
-                                                             const int32_t *next, size_t k_end, uint32_t *st,
-                                                             uint32_t *bits, flat_pos *at, const uint32_t *lcp,
-                                                             const uint32_t *nxt) {
-    const uint32_t *ids = v->trie_ids, *skip = v->skip;
-    const uint64_t *off = v->trie_off;
-    const uint8_t *data = v->trie_data;
+static inline __attribute__((always_inline)) void flat_run_body(const uint32_t *ids, const uint32_t *skip,
+                                                                const uint64_t *off, const uint8_t *data,
+                                                                const uint8_t *col, const int32_t *next,
+                                                                size_t k_end, uint32_t *st, uint32_t *bits,
+                                                                flat_pos *at, const uint32_t *lcp,
+                                                                const uint32_t *nxt) {
     size_t k = at->k, k0 = k;  /* each entry from k0 on is accepted but those of dead subtrees */
     uint32_t n = 0;             /* with nxt (only the entries nxt names): the entries accepted */
     size_t s = at->s;
@@ -898,16 +897,19 @@ static inline __attribute__((always_inline)) void flat_run_g(const cm_vocab *v, 
                                                              const int32_t *next, size_t k_end, uint32_t *st,
                                                              uint32_t *bits, flat_pos *at, const uint32_t *lcp,
                                                              const uint32_t *nxt) {
+    const uint32_t *ids = v->trie_ids, *skip = v->skip;
+    const uint64_t *off = v->trie_off;
+    const uint8_t *data = v->trie_data;
     for (;;) {
-        flat_run_body(v, col, next, k_end, st, bits, at, lcp, nxt);
+        flat_run_body(ids, skip, off, data, col, next, k_end, st, bits, at, lcp, nxt);
         if (at->k == k_end || at->to != CM_FLAT_UNKNOWN || !at->f || (at->s & FLAT_ANY)) return;
         cm_flat *f = at->f;
         uint32_t row = at->s & FLAT_ROW;
-        uint8_t b = v->trie_data[v->trie_off[at->k] + at->d];
+        uint8_t b = data[off[at->k] + at->d];
         if (cm_bit(f->reads + (size_t)flat_id(f, row) * 8, b)) return;
         f->next[row + col[b]] = CM_FLAT_DEAD;
         at->n_dead++;
-        size_t end = v->skip[v->trie_off[at->k] + at->d];
+        size_t end = skip[off[at->k] + at->d];
         if (nxt && end < k_end) end = nxt[end];
         if (end >= k_end) {
             at->k = k_end;
