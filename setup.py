@@ -17,7 +17,7 @@ sanitize = os.environ.get("CFGMASK_SANITIZE") == "1"
 tsan = os.environ.get("CFGMASK_TSAN") == "1"
 
 cflags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread", "-fno-strict-aliasing"]
-cflags += ["-O0", "-g"] if debug else ["-O3", "-g"]
+cflags += ["-O0", "-g"] if debug else ["-O3", "-g0"]
 ldflags = ["-pthread"]
 if sanitize:
     cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
