@@ -404,6 +404,8 @@ cdef extern from "chains.h" nogil:
     size_t cm_chain_memo_named()
     void cm_chain_kept_batch_enable(int on)
     size_t cm_chain_kept_batched()
+    void cm_chain_next_one_enable(int on)
+    size_t cm_chain_next_one_taken()
     void cm_chain_exit_memo_enable(int on)
     size_t cm_chain_exit_memo_hits()
     void cm_chain_past_memo_enable(int on)

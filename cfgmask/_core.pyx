@@ -1779,6 +1779,19 @@ def chain_kept_batched():
     return cm_chain_kept_batched()
 
 
+def chain_next_one_enable(bint on):
+    """Take a chain's only candidate for its next position without counting the bytes that
+    lead to it (csrc/chains.c, the default) or, off, count them always: the reference the
+    tests compare against.  Process-wide."""
+    cm_chain_next_one_enable(1 if on else 0)
+
+
+def chain_next_one_taken():
+    """How many chains' next positions were taken without counting their bytes so far in this
+    process (for the tests)."""
+    return cm_chain_next_one_taken()
+
+
 def chain_exit_memo_enable(bint on):
     """Replay a chain position's exits from their walks kept by (rule, exit, target), with the
     tokens the filter kept of them (csrc/chains.c, the default), or, off, walk and filter each

@@ -59,6 +59,12 @@ size_t cm_chain_memo_named(void);
 void cm_chain_kept_batch_enable(int on);
 /* How many acc points were filtered in a batch so far (process-wide). */
 size_t cm_chain_kept_batched(void);
+/* A state with one candidate for its chain's next position takes it without counting the
+ * bytes that lead to it (on, the default), or counts them always (off: the reference the
+ * tests compare against).  Process-wide. */
+void cm_chain_next_one_enable(int on);
+/* How many candidates were taken so (process-wide). */
+size_t cm_chain_next_one_taken(void);
 /* A chain position's exits replayed from their walks kept by (rule, exit, target), with the
  * tokens the filter kept of them (on, the default), or each walked and filtered at every
  * position (off: the reference the tests compare against).  Process-wide. */
