@@ -302,6 +302,8 @@ cdef extern from "cfgmask.h" nogil:
 
     void cm_compile_stats_enable(int on)
     void cm_direct_build_enable(int on)
+    void cm_fsm_lean_enable(int on)
+    size_t cm_fsm_lean_builds()
     void cm_direct_loops_enable(int on)
     void cm_direct_fresh_copy_enable(int on)
     size_t cm_direct_fresh_copies()

@@ -1625,6 +1625,19 @@ def direct_build_enable(bint on):
     cm_direct_build_enable(1 if on else 0)
 
 
+def fsm_lean_enable(bint on):
+    """Subset construction's lean bookkeeping (csrc/fsm.c, the default): a DFA state's acceptance
+    found by bisecting its sorted set of NFA states, its set table sized from the NFA at the start;
+    or, off, every set scanned and the table grown from 64: the reference the tests compare against.
+    Process-wide; clear the caches after a change."""
+    cm_fsm_lean_enable(1 if on else 0)
+
+
+def fsm_lean_builds():
+    """Subset constructions run with the lean switch on so far in this process (for the tests)."""
+    return cm_fsm_lean_builds()
+
+
 def direct_loops_enable(bint on):
     """Let the direct build (csrc/direct.c) take bodies with a count and unbounded repetitions too
     (no cyclic copied DFA), minimized after, while it makes at most 1.5x their NFA's states (the

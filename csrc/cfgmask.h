@@ -644,6 +644,12 @@ void cm_compile_stats_enable(int on);
 /* Rules built straight to their DFA where they can be (direct.c; on by default): off, every
  * rule takes Thompson's path (the reference the tests compare against). */
 void cm_direct_build_enable(int on);
+/* Subset construction's lean bookkeeping (fsm.c; on by default): a DFA state's acceptance found by
+ * bisecting its sorted set, its set table sized from the NFA at the start.  Off: the scan of every
+ * set and the table grown from 64 (the reference the tests compare against). */
+void cm_fsm_lean_enable(int on);
+/* Subset constructions run with it on so far in this process (a test's count). */
+size_t cm_fsm_lean_builds(void);
 /* The direct build also takes bodies with a count and unbounded repetitions (no cyclic copied
  * DFA), minimized after, while it makes at most 1.5x their NFA's states (direct.c; on by
  * default): off, those take Thompson's path (the reference the tests compare against). */

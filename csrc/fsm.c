@@ -22,6 +22,7 @@ typedef struct {
     uint32_t final;
     size_t max_states;
     uint8_t cls[256];
+    uint16_t class_lo[257];               /* the first byte of each class (init_classes) */
     uint32_t n_classes;
     uint32_t *stamp, gen;                 /* per NFA state */
     cm_vec32 pool, off;                   /* DFA state k = pool[off[k] .. off[k+1]) (sorted NFA states) */
@@ -196,8 +197,27 @@ static int closure(builder *b) {
     return rc;
 }
 
+static atomic_int g_lean_on = 1;
+static atomic_size_t g_lean_builds;
+
+void cm_fsm_lean_enable(int on) { atomic_store(&g_lean_on, on ? 1 : 0); }
+size_t cm_fsm_lean_builds(void) { return atomic_load(&g_lean_builds); }
+
+/* The set table's first size with the lean switch on: room for 3/4 as many sets as the NFA has
+ * states, where it grew from 64 a doubling (and a rehash of every set) at a time; most DFAs have
+ * about that many states.  At most FIRST_CAP_MAX slots (a shared NFA's roots each build a part
+ * of it: each would clear a table for the whole). */
+#define RESERVE_STATES 4096
+#define FIRST_CAP_MAX 1024
+static size_t first_cap(const builder *b) {
+    size_t cap = 64, n = b->nfa->n_states;
+    if (atomic_load_explicit(&g_lean_on, memory_order_relaxed))
+        while (cap < FIRST_CAP_MAX && cap < n + n / 2) cap *= 2;
+    return cap;
+}
+
 static int grow_table(builder *b) {
-    size_t n_states = b->off.n - 1, cap = b->hcap ? b->hcap * 2 : 64;
+    size_t n_states = b->off.n - 1, cap = b->hcap ? b->hcap * 2 : first_cap(b);
     int rc = CM_OK;
     uint32_t *t = cm_balloc(b->bud, cap * sizeof *t, true, &rc);
     if (rc) return rc;
@@ -384,11 +404,11 @@ static bool same_as_prev(const builder *b) {
     return true;
 }
 
-/* The DFA state of the closure of NFA state t alone (or < 0: a status), remembered per t.
+/* The DFA state of the closure of NFA state t alone (or < 0: a status), made and remembered per t
+ * (target_of looks it up first).
  * Most states of a Thompson NFA (inside literals, character classes and copied DFAs) have
  * no epsilon edges: their closure is themselves. */
-static int64_t target_of(builder *b, uint32_t t) {
-    if (b->closed[t]) return b->closed[t] - 1;
+static __attribute__((noinline)) int64_t target_of_new(builder *b, uint32_t t) {
     const cm_nfa_view *nfa = b->nfa;
     b->tmp.n = 0;
     int rc = cm_vec_push(&b->tmp, t);
@@ -396,6 +416,11 @@ static int64_t target_of(builder *b, uint32_t t) {
     int64_t k = rc ? rc : intern(b);
     if (k >= 0) b->closed[t] = (uint32_t)k + 1;
     return k;
+}
+
+/* (the lookup inlined where it is called, ~8,600 times a median schema's compile: most hit) */
+static inline int64_t target_of(builder *b, uint32_t t) {
+    return b->closed[t] ? (int64_t)b->closed[t] - 1 : target_of_new(b, t);
 }
 
 /* The DFA state of the seed set in b->tmp (its closure, interned); a CM_ERR_* (< 0) on failure. */
@@ -554,10 +579,11 @@ static void init_classes(builder *b) {
     }
     int c = -1;
     for (int x = 0; x < 256; x++) {
-        c += cut[x];
+        if (cut[x]) b->class_lo[++c] = (uint16_t)x;
         b->cls[x] = (uint8_t)c;
     }
     b->n_classes = (uint32_t)c + 1;
+    b->class_lo[b->n_classes] = 256;
 }
 
 /* The DFA that subset construction left in b's arrays (handed over to it). */
@@ -566,9 +592,7 @@ static int take_dfa(builder *b, cm_dfa_out **out) {
     if (!d) return CM_ERR_NOMEM;
     d->n_states = (uint32_t)(b->off.n - 1);
     d->n_classes = b->n_classes;
-    for (int x = 0, c = -1; x < 256; x++)
-        if (b->cls[x] != c) d->class_lo[++c] = (uint16_t)x;
-    d->class_lo[b->n_classes] = 256;
+    memcpy(d->class_lo, b->class_lo, ((size_t)b->n_classes + 1) * sizeof *d->class_lo);
     d->trans = NULL; /* written by cm_fsm_minimize from the sparse edges (charged below all the same) */
     d->lab = cm_vec_take(&b->lab);
     d->lab_to = cm_vec_take(&b->lab_to);
@@ -580,16 +604,27 @@ static int take_dfa(builder *b, cm_dfa_out **out) {
         cm_dfa_out_free(d);
         return rc;
     }
-    for (uint32_t k = 0; k < d->n_states; k++)
-        for (uint32_t i = b->off.data[k]; i < b->off.data[k + 1]; i++)
-            if (b->pool.data[i] == b->final) d->accepting[k] = 1;
+    const uint32_t *pool = b->pool.data, *off = b->off.data;
+    if (atomic_load_explicit(&g_lean_on, memory_order_relaxed))
+        for (uint32_t k = 0; k < d->n_states; k++) { /* a set is sorted: the final state found by bisection */
+            uint32_t lo = off[k], hi = off[k + 1];
+            while (lo < hi && pool[lo] < b->final) { /* (none for final 0, Thompson's NFAs': its first) */
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (pool[mid] < b->final) lo = mid + 1;
+                else hi = mid;
+            }
+            d->accepting[k] = lo < off[k + 1] && pool[lo] == b->final;
+        }
+    else
+        for (uint32_t k = 0; k < d->n_states; k++)
+            for (uint32_t i = off[k]; i < off[k + 1]; i++)
+                if (pool[i] == b->final) d->accepting[k] = 1;
     *out = d;
     return CM_OK;
 }
 
 /* Room for as many DFA states as the NFA has states (up to RESERVE_STATES; most DFAs are
  * about that size), so the arrays are not grown a doubling at a time. */
-#define RESERVE_STATES 4096
 static int reserve_guess(builder *b) {
     size_t n = b->nfa->n_states < RESERVE_STATES ? b->nfa->n_states : RESERVE_STATES;
     int rc = cm_vec_reserve(&b->pool, n + 1);
@@ -613,6 +648,8 @@ int cm_fsm_build_ex(const cm_nfa_view *nfa, uint32_t start, uint32_t final, size
     b.final = final;
     b.max_states = max_states;
     int rc = CM_OK;
+    if (atomic_load_explicit(&g_lean_on, memory_order_relaxed))
+        atomic_fetch_add_explicit(&g_lean_builds, 1, memory_order_relaxed);
     if (cm_watch.n) {
         b.ws = cm_balloc(budget, cm_watch.n * sizeof *b.ws, true, &rc);
         if (rc) return rc;
