@@ -1669,6 +1669,20 @@ def derive_class_spans_enable(bint on):
     cm_derive_class_spans_enable(1 if on else 0)
 
 
+def derive_trans_gather_enable(bint on):
+    """Make ``compile_finish``'s table by global class a rule's rows at a time as AVX2 gathers, 8
+    classes a gather, where the CPU has them and every class of the rule has bytes (csrc/tables.c,
+    TRANS_GATHER; the default) or, off, a -1 fill of each row and each run's classes stored: the
+    reference the tests compare against.  Process-wide; the table and the errors are the same."""
+    cm_derive_trans_gather_enable(1 if on else 0)
+
+
+def derive_trans_gather_rows():
+    """How many rows ``compile_finish``'s table by class made by gathers so far in this process
+    (a test's count; not atomic)."""
+    return cm_derive_trans_gather_rows()
+
+
 def dfa_walk_starts_enable(bint on):
     """Walk a finished DFA's rows of at most 64 classes from their run starts (one pass a row)
     where a walk pushes each run's target -- ``cm_dfa_can_accept``'s full walks, the copies of a

@@ -554,9 +554,68 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
     return CM_OK;
 }
 
+/* TRANS_GATHER: cm_flat_derive_trans's rows of a rule as AVX2 gathers where the CPU has them:
+ * global class c's entry is the row's entry of proj[c], the rule's class of c's first byte, 8
+ * classes a gather and a store (a row of ~45 global classes: 6 of each), each target checked 8
+ * lanes at a time (-1, or a state of the rule), where each row was a -1 fill (a memset) and a
+ * store a global class of each run with an edge (~146 instructions a row in the mid set).  Only
+ * where every class of the rule is some global class's (so every entry of a row is read and
+ * checked, as the run walk checks every run's target); else, and off, the run walk (the
+ * reference the tests compare against).  The table and the errors are the same. */
+static int g_trans_gather = 1;
+static size_t g_trans_gather_rows;
+
+void cm_derive_trans_gather_enable(int on) { g_trans_gather = on; }
+
+size_t cm_derive_trans_gather_rows(void) { return g_trans_gather_rows; }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define CM_TRANS_GATHER 1
+static bool trans_gather_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+/* Rows [0, n) of a rule's table (nc classes, first state lo) by global class into o (k a row):
+ * o[c] = row[proj[c]] (proj padded with 0 to a multiple of 8: a padding lane reads the row's
+ * class 0, an entry of the row checked as any).  CM_ERR_ARG where an entry read is neither -1 nor
+ * a state of [lo, lo + n): three bounds kept over every lane, not a test of each -- the signed
+ * least (-1 or more), the signed most (below lo + n) and the unsigned least (-1 the largest, so
+ * the least of the others: lo or more). */
+__attribute__((target("avx2"))) static int gather_rows(const int32_t *tr, uint32_t n, uint32_t nc, const int32_t *proj,
+                                                       uint32_t k, uint32_t lo, int32_t *o) {
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)(k & 7)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i smin = _mm256_set1_epi32(-1), smax = smin, umin = smin;
+    uint32_t k8 = k & ~7u;
+    for (uint32_t i = 0; i < n; i++, o += k) {
+        const int *row = (const int *)(tr + (size_t)i * nc);
+        uint32_t c = 0;
+        for (; c < k8; c += 8) {
+            __m256i v = _mm256_i32gather_epi32(row, _mm256_loadu_si256((const __m256i *)(const void *)(proj + c)), 4);
+            _mm256_storeu_si256((__m256i *)(void *)(o + c), v);
+            smin = _mm256_min_epi32(smin, v), smax = _mm256_max_epi32(smax, v), umin = _mm256_min_epu32(umin, v);
+        }
+        if (c < k) { /* the last k % 8 stored under a mask */
+            __m256i v = _mm256_i32gather_epi32(row, _mm256_loadu_si256((const __m256i *)(const void *)(proj + c)), 4);
+            _mm256_maskstore_epi32(o + c, tail, v);
+            smin = _mm256_min_epi32(smin, v), smax = _mm256_max_epi32(smax, v), umin = _mm256_min_epu32(umin, v);
+        }
+    }
+    int32_t a[8], b[8];
+    uint32_t u[8];
+    _mm256_storeu_si256((__m256i *)(void *)a, smin), _mm256_storeu_si256((__m256i *)(void *)b, smax);
+    _mm256_storeu_si256((__m256i *)(void *)u, umin);
+    for (int j = 0; j < 8; j++)
+        if (a[j] < -1 || (int64_t)b[j] >= (int64_t)lo + n || u[j] < lo) return CM_ERR_ARG;
+    return CM_OK;
+}
+#endif
+
 /* cm_flat_derive_trans's table (cloned for AVX2: its -1 fill of each row, k classes, is most of
- * its stores). */
-CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out, uint32_t k) {
+ * its stores).  gather: TRANS_GATHER's rows where a rule's classes allow them. */
+CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out, uint32_t k,
+                                        bool gather) {
     int rep[256];
     for (uint32_t c = 0; c < k; c++) rep[c] = -1;
     for (int x = 255; x >= 0; x--) rep[d->byte_class[x]] = x; /* the first byte of each class */
@@ -570,6 +629,33 @@ CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_de
         const int32_t *tr = f->trans + f->rule_trans[r];
         int32_t *o = out + (size_t)lo * k;
         if (nc > 256) return CM_ERR_ARG;
+#ifdef CM_TRANS_GATHER
+        if (gather) { /* (TRANS_GATHER) */
+            int32_t proj[264] = {0};
+            uint64_t cov[4] = {0}, all = 0;
+            for (uint32_t c = 0; c < k; c++) {
+                uint8_t j = cls[rep[c]];
+                if (j >= nc) return CM_ERR_ARG;
+                proj[c] = j;
+            }
+            uint64_t starts[4]; /* (contiguous classes, CLASS_SPANS: each of 0 .. cls[255] has bytes) */
+            if (class_spans(cls, nc, starts) && cls[255] == nc - 1) cov[0] = cov[1] = cov[2] = cov[3] = ~(uint64_t)0;
+            else
+                for (int x = 0; x < 256; x++) cov[cls[x] >> 6] |= (uint64_t)1 << (cls[x] & 63);
+            for (uint32_t w = 0; w < 4; w++) { /* every class j < nc some byte's */
+                uint32_t lo_w = 64 * w;
+                uint64_t want = nc <= lo_w ? 0 : nc - lo_w >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << (nc - lo_w)) - 1;
+                all |= want & ~cov[w];
+            }
+            if (!all) {
+                if (gather_rows(tr, n, nc, proj, k, lo, o)) return CM_ERR_ARG;
+                g_trans_gather_rows += n;
+                continue;
+            }
+        }
+#else
+        (void)gather;
+#endif
         /* the global classes of each class of the rule, grouped by it: inv[inv_off[j] ..
          * inv_off[j + 1]) (a counting sort of the rule's class of each global class) */
         uint16_t inv_off[258] = {0};
@@ -641,7 +727,11 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
     uint32_t k = d ? d->n_classes : 0;
     if (!f || !out || !k || k > 256) return CM_ERR_ARG;
     uint64_t t0 = cm_stats_now();
-    int rc = derive_trans(f, d, out, k);
+    bool gather = false;
+#ifdef CM_TRANS_GATHER
+    gather = g_trans_gather && trans_gather_supported();
+#endif
+    int rc = derive_trans(f, d, out, k, gather);
     cm_stats_add(CM_PH_DERIVE, t0);
     return rc;
 }
