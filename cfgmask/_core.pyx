@@ -1664,8 +1664,9 @@ def derive_row_bits_enable(bint on):
 def derive_class_spans_enable(bint on):
     """Read a rule's byte classes as spans where they are contiguous (every rule built from a DFA)
     in ``compile_finish``'s derived tables: the prefix unions of its classes' bytes and the column
-    hash sums a span at a time (csrc/tables.c, CLASS_SPANS; the default) or, off, a byte at a
-    time: the reference the tests compare against.  Process-wide; the tables are the same."""
+    hash sums a span at a time, and the hash collision check's joins of classes a run of bytes at
+    a time (csrc/tables.c, CLASS_SPANS; the default) or, off, a byte at a time: the reference the
+    tests compare against.  Process-wide; the tables are the same."""
     cm_derive_class_spans_enable(1 if on else 0)
 
 

@@ -12,16 +12,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
 import cfgmask
 from cfgmask import ir
+from cfgmask.compile import flat as flat_mod
 from cfgmask.errors import GrammarError
 
 from .helpers import core_switch
 from .strategies import grammars
-from .test_compile_tables import GRAMMARS, SCHEMAS, _ir
+from .test_compile_tables import GRAMMARS, SCHEMAS, _door, _ir
 from .test_derive_row_bits import _by_class_from_rows, _derived, _pairs
 from .test_direct_loops import assert_corpus_masks_same_taken
 from .test_row_gather import AVX2
@@ -95,3 +97,53 @@ def test_corpus_masks_llama3() -> None:
     if not AVX2:
         pytest.skip("no AVX2: the gathers are never taken")
     assert_corpus_masks_same_taken(_core.derive_trans_gather_enable, _core.derive_trans_gather_rows)
+
+
+def _doors_alike(g: ir.Grammar, weights: np.ndarray) -> int:
+    """compile_finish's derived item for ``g`` with these weights the same with CLASS_SPANS (the
+    collision check's joins by runs of bytes) and the gathers on and off; returns its n_classes."""
+    want = _door(g, weights)[9]
+    for enable in (_core.derive_class_spans_enable, _core.derive_trans_gather_enable):
+        with core_switch(enable, False):
+            got = _door(g, weights)[9]
+        assert len(got) == len(want)
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
+            assert a == b, i
+    return int(want[0])
+
+
+def test_collisions_found_alike() -> None:
+    """Weights with some states' zeroed: columns that differ only in those rows hash alike, a
+    collision that the check of the columns must find (n_classes 0) with the classes joined by
+    runs of bytes as a byte at a time; where none, the same classes and table."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "^[a-f0-9]{2,}$"}, "n": {"type": "integer"}},
+    }
+    gs = [
+        cfgmask.Grammar.from_gbnf('root ::= "a" [b-d]+ "e" | [0-9]+ "." [0-4x]').ir,
+        cfgmask.Grammar.from_json_schema(schema).ir,
+    ]
+    # x's [n-z] told apart from the bytes it has no edge on in its first row alone, y's [n-p] and
+    # "1" keyed apart everywhere: with that row's weight 0, [q-z] hashes as byte 0 though x's
+    # classes of the two differ, a pair joined only where the key's first byte changes (at q),
+    # inside x's class of [n-z]
+    nested = cfgmask.Grammar.from_gbnf(
+        'root ::= x y\nx ::= "1" | [n-z] "(" x ")"\ny ::= [n-p] "[" y "]" | "1"'
+    )
+    rng = np.random.default_rng(51)
+    found = [0, 0]
+    n = len(_door(nested.ir, flat_mod.class_weights(0))[5])
+    for s in range(n):  # each state's weight 0 in turn
+        w = flat_mod.class_weights(n)[:n].copy()
+        w[s] = 0
+        found[_doors_alike(nested.ir, w) > 0] += 1
+    assert found[0] > 0
+    for g in gs:
+        n = len(_door(g, flat_mod.class_weights(0))[5])  # accepting: one byte a state
+        for p in (0.02, 0.1, 0.3, 0.7):
+            for _ in range(3):
+                w = flat_mod.class_weights(n)[:n].copy()
+                w[rng.random(n) < p] = 0
+                found[_doors_alike(g, w) > 0] += 1
+    assert found[0] > 0 and found[1] > 0  # collisions found, and classes made
