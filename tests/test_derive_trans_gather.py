@@ -43,24 +43,19 @@ def same_either_way(g: ir.Grammar) -> int:
         off, widths_off = _derived(g)
         _by_class_from_rows(g)
         assert _core.derive_trans_gather_rows() == n1  # off: never gathered
-    assert widths == widths_off
-    assert on[0] > 0  # byte classes made
-    assert len(on) == len(off)
-    for i, (a, b) in enumerate(zip(on, off, strict=True)):
-        assert a == b, i
+    assert (widths, on[0] > 0) == (widths_off, True)  # byte classes made
+    assert tuple(on) == tuple(off)
     if AVX2:
         assert taken > 0
     return taken
 
 
-@pytest.mark.parametrize("path", GRAMMARS, ids=lambda p: p.name)
-def test_shipped_grammars(path: Any) -> None:
-    same_either_way(_ir(path))
+SHIPPED = [(p.name, p, None) for p in GRAMMARS] + [(i, None, s) for i, s in SCHEMAS]
 
 
-@pytest.mark.parametrize("schema", [s for _, s in SCHEMAS], ids=[i for i, _ in SCHEMAS])
-def test_json_schemas(schema: Any) -> None:
-    same_either_way(cfgmask.Grammar.from_json_schema(schema).ir)
+@pytest.mark.parametrize(("path", "schema"), [c[1:] for c in SHIPPED], ids=[c[0] for c in SHIPPED])
+def test_shipped_grammars_and_schemas(path: Any, schema: Any) -> None:
+    same_either_way(_ir(path) if path is not None else cfgmask.Grammar.from_json_schema(schema).ir)
 
 
 @pytest.mark.parametrize("k", [2, 3, 6, 7, 8, 9, 15, 16, 17, 24, 63, 64])
@@ -106,9 +101,7 @@ def _doors_alike(g: ir.Grammar, weights: np.ndarray) -> int:
     for enable in (_core.derive_class_spans_enable, _core.derive_trans_gather_enable):
         with core_switch(enable, False):
             got = _door(g, weights)[9]
-        assert len(got) == len(want)
-        for i, (a, b) in enumerate(zip(got, want, strict=True)):
-            assert a == b, i
+        assert tuple(got) == tuple(want)
     return int(want[0])
 
 
