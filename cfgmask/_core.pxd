@@ -310,6 +310,8 @@ cdef extern from "cfgmask.h" nogil:
     void cm_dfa_runs_enable(int on)
     void cm_derive_row_bits_enable(int on)
     void cm_derive_class_spans_enable(int on)
+    void cm_derive_trans_gather_enable(int on)
+    size_t cm_derive_trans_gather_rows()
     void cm_dfa_walk_starts_enable(int on)
     size_t cm_dfa_walk_starts_rows()
     size_t cm_dfa_runs_reused()

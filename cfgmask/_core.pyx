@@ -1677,9 +1677,24 @@ def derive_row_bits_enable(bint on):
 def derive_class_spans_enable(bint on):
     """Read a rule's byte classes as spans where they are contiguous (every rule built from a DFA)
     in ``compile_finish``'s derived tables: the prefix unions of its classes' bytes and the column
-    hash sums a span at a time (csrc/tables.c, CLASS_SPANS; the default) or, off, a byte at a
-    time: the reference the tests compare against.  Process-wide; the tables are the same."""
+    hash sums a span at a time, and the hash collision check's joins of classes a run of bytes at
+    a time (csrc/tables.c, CLASS_SPANS; the default) or, off, a byte at a time: the reference the
+    tests compare against.  Process-wide; the tables are the same."""
     cm_derive_class_spans_enable(1 if on else 0)
+
+
+def derive_trans_gather_enable(bint on):
+    """Make ``compile_finish``'s table by global class a rule's rows at a time as AVX2 gathers, 8
+    classes a gather, where the CPU has them and every class of the rule has bytes (csrc/tables.c,
+    TRANS_GATHER; the default) or, off, a -1 fill of each row and each run's classes stored: the
+    reference the tests compare against.  Process-wide; the table and the errors are the same."""
+    cm_derive_trans_gather_enable(1 if on else 0)
+
+
+def derive_trans_gather_rows():
+    """How many rows ``compile_finish``'s table by class made by gathers so far in this process
+    (a test's count; not atomic)."""
+    return cm_derive_trans_gather_rows()
 
 
 def dfa_walk_starts_enable(bint on):

@@ -611,6 +611,13 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
  * The derived tables are the same. */
 void cm_derive_row_bits_enable(int on);
 void cm_derive_class_spans_enable(int on);
+/* cm_flat_derive_trans's rows as AVX2 gathers, 8 global classes a gather, where the CPU has them
+ * and every class of the rule is some global class's (tables.c, TRANS_GATHER; on by default): off,
+ * a -1 fill and each run's classes stored (the reference the tests compare against).  The table
+ * and the errors are the same.  _rows: how many rows were made that way so far (a test's count;
+ * not atomic). */
+void cm_derive_trans_gather_enable(int on);
+size_t cm_derive_trans_gather_rows(void);
 /* The walks of a finished DFA's rows that push each run's target (dfa.c: cm_dfa_can_accept's,
  * the trim's reach) find a row of at most 64 classes' runs from its run starts in one pass
  * (WALK_STARTS; on by default): off, a scan at every run (the reference the tests compare

@@ -155,7 +155,8 @@ static inline uint64_t span_bits(uint32_t c, uint32_t c1) {
  * with no class looked up and none to check, where both read cls a byte at a time (the two
  * 256-byte loops of every rule).  found by compares of 16 bytes (SSE2) or a byte loop; a rule
  * whose classes are not contiguous (or above nc) takes the byte loops, the reference (switch
- * off: always). */
+ * off: always).  columns_differ's union of each byte's class with its key's first byte's goes by
+ * the runs of bytes alike in both (any rule's classes), where it went a byte at a time. */
 static int g_class_spans = 1;
 
 void cm_derive_class_spans_enable(int on) { g_class_spans = on; }
@@ -474,6 +475,27 @@ static inline uint8_t class_root(uint8_t *up, uint8_t c) {
     return c;
 }
 
+/* changes: bit x (x > 0) where v[x] != v[x - 1]: the starts of v's runs but byte 0. */
+static void byte_changes(const uint8_t v[256], uint64_t changes[4]) {
+#if defined(__SSE2__) && defined(__GNUC__)
+    for (int j = 0; j < 4; j++) {
+        uint64_t w = 0;
+        for (int q = 0; q < 4; q++) {
+            int x = 64 * j + 16 * q;
+            __m128i cur = _mm_loadu_si128((const __m128i *)(const void *)(v + x));
+            __m128i prev = x ? _mm_loadu_si128((const __m128i *)(const void *)(v + x - 1)) : _mm_slli_si128(cur, 1);
+            w |= (uint64_t)((uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(cur, prev)) ^ 0xFFFFu) << (16 * q);
+        }
+        changes[j] = w;
+    }
+    changes[0] &= ~(uint64_t)1;
+#else
+    memset(changes, 0, 4 * sizeof *changes);
+    for (int x = 1; x < 256; x++)
+        if (v[x] != v[x - 1]) changes[x >> 6] |= (uint64_t)1 << (x & 63);
+#endif
+}
+
 /* Does some byte x's column of the [states, 256] matrix differ from byte rep[x]'s?  Rule by
  * rule, only the pairs of the rule's classes that the bytes grouped by key put together (class
  * of x, class of rep[x], where they differ) are compared: the columns of bytes with equal keys
@@ -481,8 +503,13 @@ static inline uint8_t class_root(uint8_t *up, uint8_t c) {
  * never compared (a JSON string's character classes, split around '"' and '\', against the
  * literals of the keys).  Equality is transitive, so a pair whose classes earlier pairs join
  * already (a union-find of the rule's classes) is not compared: at most a pair a class, where
- * a class met with several partners was compared once a byte. */
+ * a class met with several partners was compared once a byte.  CLASS_SPANS: only the first byte
+ * of each run of bytes alike in the rule's class and in rep (the others join the same two classes
+ * again, nothing): the same pairs in the same order, at ~60 runs a rule where the byte loop made
+ * 256 steps (~3.5 K instructions a rule of the mid set). */
 static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256], const uint64_t *edges) {
+    uint64_t rep_runs[4]; /* (CLASS_SPANS) the bytes where rep changes, and byte 0 */
+    if (g_class_spans) byte_changes(rep, rep_runs), rep_runs[0] |= 1;
     for (uint32_t r = 0; r < f->n_rules; r++) {
         uint32_t lo = f->rule_state[r], n = f->rule_state[r + 1] - lo;
         uint32_t nc = (f->rule_trans[r + 1] - f->rule_trans[r]) / n; /* n > 0, nc <= 256: key_add */
@@ -491,15 +518,24 @@ static bool columns_differ(const cm_flat_rules *f, const uint8_t rep[256], const
         uint32_t n_pairs = 0;
         uint64_t classes = nc <= 64 ? 0 : ~(uint64_t)0; /* the pairs' classes, as bits where they fit */
         for (uint32_t c = 0; c < nc; c++) up[c] = (uint8_t)c;
-        for (int x = 0; x < 256; x++) {
-            uint8_t c = cls[x], c0 = cls[rep[x]];
-            if (c == c0) continue; /* (most bytes: their key's first byte is in their class) */
-            c = class_root(up, c), c0 = class_root(up, c0);
-            if (c == c0) continue;
-            up[c] = c0;
-            a[n_pairs] = c, b[n_pairs++] = c0; /* fewer than nc pairs: each joins two trees */
-            if (nc <= 64) classes |= (uint64_t)1 << c | (uint64_t)1 << c0;
-        }
+#define JOIN(x)                                                                                   \
+    do {                                                                                          \
+        uint8_t c = cls[x], c0 = cls[rep[x]];                                                     \
+        if (c == c0) break; /* (most bytes: their key's first byte is in their class) */          \
+        c = class_root(up, c), c0 = class_root(up, c0);                                           \
+        if (c == c0) break;                                                                       \
+        up[c] = c0;                                                                               \
+        a[n_pairs] = c, b[n_pairs++] = c0; /* fewer than nc pairs: each joins two trees */        \
+        if (nc <= 64) classes |= (uint64_t)1 << c | (uint64_t)1 << c0;                            \
+    } while (0)
+        if (g_class_spans) { /* (CLASS_SPANS) the bytes where the class or rep changes */
+            uint64_t runs[4];
+            byte_changes(cls, runs);
+            for (int w = 0; w < 4; w++)
+                for (uint64_t m = runs[w] | rep_runs[w]; m; m &= m - 1) JOIN(64 * w + __builtin_ctzll(m));
+        } else
+            for (int x = 0; x < 256; x++) JOIN(x);
+#undef JOIN
         if (!rule_pairs_equal(f->trans + f->rule_trans[r], n, nc, a, b, n_pairs, edges ? edges + lo : NULL, classes))
             return true;
     }
@@ -523,16 +559,23 @@ static int distinct_keys(const uint64_t key[256], keyed uniq[256], uint8_t slot_
         if (tab[i] < 0) tab[i] = (int16_t)n, uniq[n++] = (keyed){(int64_t)key[x], (uint32_t)x};
         slot_of[x] = (uint8_t)tab[i];
     }
-    uint8_t idx[256];
-    for (int j = 0; j < n; j++) idx[j] = (uint8_t)j;
-    for (int j = 1; j < n; j++) { /* by key; keys are distinct */
-        uint8_t v = idx[j];
+    /* by key (keys are distinct): the (key, group) pairs placed by their top 6 bits (a counting
+     * sort, signed order: the sign bit flipped), then an insertion sort that moves a pair only
+     * past the few of its bucket -- the keys are hashes, spread over the buckets -- where an
+     * insertion sort of all moved ~n * n / 4 (~5 K instructions a grammar of ~45 classes) */
+    keyed by[256];
+    uint16_t at[65] = {0};
+    for (int j = 0; j < n; j++) at[((uint64_t)uniq[j].key >> 58 ^ 32) + 1]++;
+    for (int b = 0; b < 64; b++) at[b + 1] += at[b];
+    for (int j = 0; j < n; j++) by[at[(uint64_t)uniq[j].key >> 58 ^ 32]++] = (keyed){uniq[j].key, (uint32_t)j};
+    for (int j = 1; j < n; j++) {
+        keyed v = by[j];
         int i = j;
-        for (; i && uniq[idx[i - 1]].key > uniq[v].key; i--) idx[i] = idx[i - 1];
-        idx[i] = v;
+        for (; i && by[i - 1].key > v.key; i--) by[i] = by[i - 1];
+        by[i] = v;
     }
     keyed sorted[256];
-    for (int j = 0; j < n; j++) sorted[j] = uniq[idx[j]], order[idx[j]] = (uint8_t)j;
+    for (int j = 0; j < n; j++) sorted[j] = uniq[by[j].byte], order[by[j].byte] = (uint8_t)j;
     memcpy(uniq, sorted, (size_t)n * sizeof *uniq);
     return n;
 }
@@ -554,9 +597,68 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
     return CM_OK;
 }
 
+/* TRANS_GATHER: cm_flat_derive_trans's rows of a rule as AVX2 gathers where the CPU has them:
+ * global class c's entry is the row's entry of proj[c], the rule's class of c's first byte, 8
+ * classes a gather and a store (a row of ~45 global classes: 6 of each), each target checked 8
+ * lanes at a time (-1, or a state of the rule), where each row was a -1 fill (a memset) and a
+ * store a global class of each run with an edge (~146 instructions a row in the mid set).  Only
+ * where every class of the rule is some global class's (so every entry of a row is read and
+ * checked, as the run walk checks every run's target); else, and off, the run walk (the
+ * reference the tests compare against).  The table and the errors are the same. */
+static int g_trans_gather = 1;
+static size_t g_trans_gather_rows;
+
+void cm_derive_trans_gather_enable(int on) { g_trans_gather = on; }
+
+size_t cm_derive_trans_gather_rows(void) { return g_trans_gather_rows; }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define CM_TRANS_GATHER 1
+static bool trans_gather_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+/* Rows [0, n) of a rule's table (nc classes, first state lo) by global class into o (k a row):
+ * o[c] = row[proj[c]] (proj padded with 0 to a multiple of 8: a padding lane reads the row's
+ * class 0, an entry of the row checked as any).  CM_ERR_ARG where an entry read is neither -1 nor
+ * a state of [lo, lo + n): three bounds kept over every lane, not a test of each -- the signed
+ * least (-1 or more), the signed most (below lo + n) and the unsigned least (-1 the largest, so
+ * the least of the others: lo or more). */
+__attribute__((target("avx2"))) static int gather_rows(const int32_t *tr, uint32_t n, uint32_t nc, const int32_t *proj,
+                                                       uint32_t k, uint32_t lo, int32_t *o) {
+    const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32((int32_t)(k & 7)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i smin = _mm256_set1_epi32(-1), smax = smin, umin = smin;
+    uint32_t k8 = k & ~7u;
+    for (uint32_t i = 0; i < n; i++, o += k) {
+        const int *row = (const int *)(tr + (size_t)i * nc);
+        uint32_t c = 0;
+        for (; c < k8; c += 8) {
+            __m256i v = _mm256_i32gather_epi32(row, _mm256_loadu_si256((const __m256i *)(const void *)(proj + c)), 4);
+            _mm256_storeu_si256((__m256i *)(void *)(o + c), v);
+            smin = _mm256_min_epi32(smin, v), smax = _mm256_max_epi32(smax, v), umin = _mm256_min_epu32(umin, v);
+        }
+        if (c < k) { /* the last k % 8 stored under a mask */
+            __m256i v = _mm256_i32gather_epi32(row, _mm256_loadu_si256((const __m256i *)(const void *)(proj + c)), 4);
+            _mm256_maskstore_epi32(o + c, tail, v);
+            smin = _mm256_min_epi32(smin, v), smax = _mm256_max_epi32(smax, v), umin = _mm256_min_epu32(umin, v);
+        }
+    }
+    int32_t a[8], b[8];
+    uint32_t u[8];
+    _mm256_storeu_si256((__m256i *)(void *)a, smin), _mm256_storeu_si256((__m256i *)(void *)b, smax);
+    _mm256_storeu_si256((__m256i *)(void *)u, umin);
+    for (int j = 0; j < 8; j++)
+        if (a[j] < -1 || (int64_t)b[j] >= (int64_t)lo + n || u[j] < lo) return CM_ERR_ARG;
+    return CM_OK;
+}
+#endif
+
 /* cm_flat_derive_trans's table (cloned for AVX2: its -1 fill of each row, k classes, is most of
- * its stores). */
-CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out, uint32_t k) {
+ * its stores).  gather: TRANS_GATHER's rows where a rule's classes allow them. */
+CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32_t *out, uint32_t k,
+                                        bool gather) {
     int rep[256];
     for (uint32_t c = 0; c < k; c++) rep[c] = -1;
     for (int x = 255; x >= 0; x--) rep[d->byte_class[x]] = x; /* the first byte of each class */
@@ -570,6 +672,33 @@ CM_TABLE_CLONES static int derive_trans(const cm_flat_rules *f, const cm_flat_de
         const int32_t *tr = f->trans + f->rule_trans[r];
         int32_t *o = out + (size_t)lo * k;
         if (nc > 256) return CM_ERR_ARG;
+#ifdef CM_TRANS_GATHER
+        if (gather) { /* (TRANS_GATHER) */
+            int32_t proj[264] = {0};
+            uint64_t cov[4] = {0}, all = 0;
+            for (uint32_t c = 0; c < k; c++) {
+                uint8_t j = cls[rep[c]];
+                if (j >= nc) return CM_ERR_ARG;
+                proj[c] = j;
+            }
+            uint64_t starts[4]; /* (contiguous classes, CLASS_SPANS: each of 0 .. cls[255] has bytes) */
+            if (class_spans(cls, nc, starts) && cls[255] == nc - 1) cov[0] = cov[1] = cov[2] = cov[3] = ~(uint64_t)0;
+            else
+                for (int x = 0; x < 256; x++) cov[cls[x] >> 6] |= (uint64_t)1 << (cls[x] & 63);
+            for (uint32_t w = 0; w < 4; w++) { /* every class j < nc some byte's */
+                uint32_t lo_w = 64 * w;
+                uint64_t want = nc <= lo_w ? 0 : nc - lo_w >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << (nc - lo_w)) - 1;
+                all |= want & ~cov[w];
+            }
+            if (!all) {
+                if (gather_rows(tr, n, nc, proj, k, lo, o)) return CM_ERR_ARG;
+                g_trans_gather_rows += n;
+                continue;
+            }
+        }
+#else
+        (void)gather;
+#endif
         /* the global classes of each class of the rule, grouped by it: inv[inv_off[j] ..
          * inv_off[j + 1]) (a counting sort of the rule's class of each global class) */
         uint16_t inv_off[258] = {0};
@@ -641,7 +770,11 @@ int cm_flat_derive_trans(const cm_flat_rules *f, const cm_flat_derived *d, int32
     uint32_t k = d ? d->n_classes : 0;
     if (!f || !out || !k || k > 256) return CM_ERR_ARG;
     uint64_t t0 = cm_stats_now();
-    int rc = derive_trans(f, d, out, k);
+    bool gather = false;
+#ifdef CM_TRANS_GATHER
+    gather = g_trans_gather && trans_gather_supported();
+#endif
+    int rc = derive_trans(f, d, out, k, gather);
     cm_stats_add(CM_PH_DERIVE, t0);
     return rc;
 }
