@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from . import _dag
 from .automaton import DFA
 from .encode import Interner, Session, _utf8_code
 
@@ -133,6 +134,9 @@ class AutomatonCache:
             self._prelude.install(self)
 
 
+_dag.set_put_all(AutomatonCache.put_all)  # _dag.collect does it inline for this class
+
+
 def _members(key: Hashable) -> list[str | None]:
     """The member rules named in a component's key (``_dag.plan``: generation, limits,
     right-linear, member count, then each member's name, id and cap).  A rule that is neither
@@ -143,6 +147,7 @@ def _members(key: Hashable) -> list[str | None]:
 
 
 @dataclass(frozen=True)
+
 class _Prelude:
     """What every generation starts with: the nodes (their keys, in id order), the component
     keys (in id order) and the kept components of the cache the prelude was built in."""
