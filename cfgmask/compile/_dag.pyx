@@ -2584,6 +2584,95 @@ def rule_sizes(sess, dict rules, dict final, fallback):
     return sizes
 
 
+cdef class Outlining:
+    """``components.outline_sets``' walk (its ``rewrite``), compiled: every literal set that is
+    not a rule's whole body replaced by a reference to a rule of its own (one per distinct
+    set, named and added to ``out`` in the order the walk meets them), the nodes above it
+    rebuilt, the rest kept as they are; each node rewritten once (``memo``, by identity).
+    Past the recursion cap it raises :class:`Deep` and the caller runs the Python walk from
+    the start (the same names in the same order: the sets' ids are kept)."""
+    cdef object sess
+    cdef dict out, named, memo, known, seed
+    cdef SetsBelow below
+
+    def __init__(self, sess, dict out):
+        self.sess = sess
+        self.out = out
+        self.named = {}  # set id -> its rule
+        self.memo = {}  # id(node) -> node rewritten
+        self.known = sess.memo  # Session.known's dicts
+        self.seed = sess.seed
+        self.below = SetsBelow(sess.interner.keys, {})  # DAG id -> a literal set inside
+
+    cdef object name_of(self, object e):
+        cdef object cid = self.sess.cid(e)
+        cdef object got = self.named.get(cid)
+        cdef Py_ssize_t k
+        if got is None:
+            k = len(self.named)
+            while ("<literal set %d>" % k) in self.out:
+                k += 1
+            got = "<literal set %d>" % k
+            self.named[cid] = got
+            self.out[got] = e
+        return got
+
+    cdef object rewrite(self, object e, int depth):
+        cdef object ob = oid(e), t, new, x, y
+        cdef PyObject *got = PyDict_GetItemWithError(self.memo, ob)
+        cdef tuple items, kids
+        cdef Py_ssize_t k, n
+        cdef bint changed
+        if got != NULL:
+            return <object>got
+        if depth > MAX_DEPTH:
+            raise Deep
+        got = PyDict_GetItemWithError(self.known, ob)
+        if got == NULL:
+            got = PyDict_GetItemWithError(self.seed, ob)
+        t = type(e)
+        if got != NULL and not self.below.walk(<object>got, 0):  # nothing to outline below
+            new = e
+        elif t is LiteralSet:
+            new = Ref(self.name_of(e))
+        elif t is Seq or t is Alt:
+            items = (<Seq>e).items if t is Seq else (<Alt>e).items
+            n = len(items)
+            kids = new_tuple(n)
+            changed = False
+            for k in range(n):
+                x = items[k]
+                y = self.rewrite(x, depth + 1)
+                set_item(kids, k, y)
+                if y is not x:
+                    changed = True
+            new = (Seq(kids) if t is Seq else Alt(kids)) if changed else e
+        elif t is Repeat:
+            x = (<Repeat>e).item
+            y = self.rewrite(x, depth + 1)
+            new = e if y is x else Repeat(y, (<Repeat>e).lo, (<Repeat>e).hi)
+        else:
+            new = e
+        self.memo[ob] = new
+        return new
+
+
+def outline_sets(dict rules, sess):
+    """``components.outline_sets_py`` compiled (the Python frames of its walk, its identity
+    memo's lookup and its test a node cost ~4 K instructions a node of an enum's schema);
+    raises :class:`Deep` past the recursion cap (the caller then runs the Python walk)."""
+    cdef dict out = PyDict_Copy(rules)
+    cdef Outlining walk = Outlining(sess, out)
+    cdef Py_ssize_t i = 0
+    for name, body in rules.items():
+        if i & 15 == 0:
+            deadline_check("literal sets")
+        i += 1
+        if type(body) is not LiteralSet:
+            out[name] = walk.rewrite(body, 0)
+    return out
+
+
 cdef class SetsBelow:
     """``components.outline_sets``' test, compiled: is there a literal set below the interned
     node ``c``?  Answers are kept in ``below`` (shared with the Python walk, which takes over
