@@ -147,7 +147,6 @@ def _members(key: Hashable) -> list[str | None]:
 
 
 @dataclass(frozen=True)
-
 class _Prelude:
     """What every generation starts with: the nodes (their keys, in id order), the component
     keys (in id order) and the kept components of the cache the prelude was built in."""
