@@ -2554,7 +2554,7 @@ def rule_sizes(sess, dict rules, dict final, fallback):
     cost a function call, a method call and dict operations a rule (~1 ms a cold compile of
     the largest JSON schemas, docs/design.md §7).  ``fallback``: ``repeats.dag_size_py``,
     which finishes a size past the compiled walk's recursion cap."""
-    cdef dict cids = known_cids(sess, rules), graph = {}, sizes = {}, memo
+    cdef dict cids = sess.cids(rules), graph = {}, sizes = {}, memo
     cdef Facts facts = sess.interner.facts
     cdef Sizes sz = sess.interner.sizes
     cdef list comp
