@@ -30,6 +30,7 @@ from .._ir cimport Alt, ByteClass, CharClass, Literal, LiteralSet, Ref, Repeat, 
 from .. import deadline
 from .. import ir
 from ..utf8 import without_surrogates
+from .automaton import DFA
 
 # CM_IR_* of csrc/cfgmask.h and the interned-only kinds, as encode.py numbers them (a test
 # checks that both agree)
@@ -85,6 +86,7 @@ cdef inline Py_ssize_t ptr_hash(PyObject *p) noexcept:
 cdef extern from "Python.h":
     int PyObject_GC_IsTracked(object o)
     void PyObject_GC_UnTrack(void *o)
+    object PyType_GenericAlloc(type t, Py_ssize_t n)
 
 
 cdef extern from *:
@@ -1990,6 +1992,7 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type, gen
     cdef array labs, tmpl = array("I")
     cdef Py_ssize_t k, i, j, n
     cdef unsigned int *p
+    cdef bint plain_dfa = dfa_type is DFA
     for k in range(len(plan)):
         members, key, spec = plan[k]
         got = built[k]
@@ -2013,13 +2016,54 @@ def collect(list plan, list args, list built, list ordered, cache, dfa_type, gen
                 v = values[j]
                 names[j] = ordered[v]
                 p[j] = v
-            dfa = dfa_type(pair[0], names)
+            if plain_dfa:  # DFA(handle, names) without its Python __init__ (a frame a DFA)
+                dfa = PyType_GenericAlloc(<type>DFA, 0)
+                dfa.handle = pair[0]
+                dfa.names = names
+                dfa._states = None
+            else:
+                dfa = dfa_type(pair[0], names)
             out[members[i]] = (dfa, labs)
             dfas.append(dfa)
         new.append((key, dfas))
     if cache is not None and new:
-        cache.put_all(new, gen)
+        if type(cache).put_all is AutomatonCache_put_all:
+            put_all(cache, new, gen)
+        else:
+            cache.put_all(new, gen)
     return out
+
+
+cdef object AutomatonCache_put_all = None  # cache.AutomatonCache.put_all, once imported
+
+
+def set_put_all(f):
+    """``cache.AutomatonCache.put_all`` (the cache module registers it at import): ``collect``
+    does what it does inline for that class, and calls any other's."""
+    global AutomatonCache_put_all
+    AutomatonCache_put_all = f
+
+
+cdef int put_all(cache, list built, gen) except -1:
+    """``AutomatonCache.put_all(built, gen)`` without its Python frame and ``with``: each
+    (key, automata) kept under the cache's lock, unless the generation moved on, the oldest
+    component dropped past ``MAX_COMPONENTS``."""
+    cdef object lock = cache._lock
+    cdef dict comps
+    cdef Py_ssize_t most
+    lock.acquire()
+    try:
+        if gen is not None and gen != cache._interner.gen:
+            return 0
+        comps = cache._components
+        most = cache.MAX_COMPONENTS
+        for key, dfas in built:
+            if len(comps) >= most:
+                comps.pop(next(iter(comps)), None)
+            comps[key] = dfas
+    finally:
+        lock.release()
+    return 0
 
 
 def ranks(list names, dict name_idx):
@@ -2153,10 +2197,31 @@ def call_graph_ids(sess, dict rules, bint with_uses=True):
     return cids, graph, uses, by_idx
 
 
+cdef dict known_cids(sess, dict rules):
+    """``sess.cids(rules)``, read from the memo where every body has an id already (the plan's
+    rules: ``prepare`` interned the grammar's and the rewriters intern what they make), without
+    the method's frame, a walk set up and the interner's lock taken; else ``sess.cids``."""
+    cdef dict memo = sess.memo, seed = sess.seed, out = PyDict_Copy(rules)
+    cdef PyObject *got
+    cdef PyObject *k
+    cdef PyObject *v
+    cdef Py_ssize_t pos = 0
+    while PyDict_Next(rules, &pos, &k, &v):
+        ob = oid(<object>v)
+        got = PyDict_GetItemWithError(memo, ob)
+        if got == NULL:
+            got = PyDict_GetItemWithError(seed, ob)
+            if got == NULL:
+                return sess.cids(rules)
+        out[<object>k] = <object>got
+    sess.max_nodes = None  # as sess.cids(rules) leaves it
+    return out
+
+
 cdef tuple graph_of(sess, dict rules, Calls by_idx, bint with_uses):
     """``call_graph``, and with ``by_idx`` that filled too (the names numbered first); without
     ``with_uses`` (``by_idx`` given) the uses are counted there and not in a dict (None)."""
-    cdef dict cids = sess.cids(rules), graph = PyDict_Copy(cids), uses = {} if with_uses else None
+    cdef dict cids = known_cids(sess, rules), graph = PyDict_Copy(cids), uses = {} if with_uses else None
     cdef dict name_idx = sess.name_idx, u
     cdef Facts facts = sess.interner.facts  # its uses read without ``Lazy``
     cdef list names = sess.names, calls
@@ -2517,6 +2582,95 @@ def rule_sizes(sess, dict rules, dict final, fallback):
                 size = fallback(sess, c, sizes, memo)
             sizes[n] = cap if size > cap else size
     return sizes
+
+
+cdef class Outlining:
+    """``components.outline_sets``' walk (its ``rewrite``), compiled: every literal set that is
+    not a rule's whole body replaced by a reference to a rule of its own (one per distinct
+    set, named and added to ``out`` in the order the walk meets them), the nodes above it
+    rebuilt, the rest kept as they are; each node rewritten once (``memo``, by identity).
+    Past the recursion cap it raises :class:`Deep` and the caller runs the Python walk from
+    the start (the same names in the same order: the sets' ids are kept)."""
+    cdef object sess
+    cdef dict out, named, memo, known, seed
+    cdef SetsBelow below
+
+    def __init__(self, sess, dict out):
+        self.sess = sess
+        self.out = out
+        self.named = {}  # set id -> its rule
+        self.memo = {}  # id(node) -> node rewritten
+        self.known = sess.memo  # Session.known's dicts
+        self.seed = sess.seed
+        self.below = SetsBelow(sess.interner.keys, {})  # DAG id -> a literal set inside
+
+    cdef object name_of(self, object e):
+        cdef object cid = self.sess.cid(e)
+        cdef object got = self.named.get(cid)
+        cdef Py_ssize_t k
+        if got is None:
+            k = len(self.named)
+            while ("<literal set %d>" % k) in self.out:
+                k += 1
+            got = "<literal set %d>" % k
+            self.named[cid] = got
+            self.out[got] = e
+        return got
+
+    cdef object rewrite(self, object e, int depth):
+        cdef object ob = oid(e), t, new, x, y
+        cdef PyObject *got = PyDict_GetItemWithError(self.memo, ob)
+        cdef tuple items, kids
+        cdef Py_ssize_t k, n
+        cdef bint changed
+        if got != NULL:
+            return <object>got
+        if depth > MAX_DEPTH:
+            raise Deep
+        got = PyDict_GetItemWithError(self.known, ob)
+        if got == NULL:
+            got = PyDict_GetItemWithError(self.seed, ob)
+        t = type(e)
+        if got != NULL and not self.below.walk(<object>got, 0):  # nothing to outline below
+            new = e
+        elif t is LiteralSet:
+            new = Ref(self.name_of(e))
+        elif t is Seq or t is Alt:
+            items = (<Seq>e).items if t is Seq else (<Alt>e).items
+            n = len(items)
+            kids = new_tuple(n)
+            changed = False
+            for k in range(n):
+                x = items[k]
+                y = self.rewrite(x, depth + 1)
+                set_item(kids, k, y)
+                if y is not x:
+                    changed = True
+            new = (Seq(kids) if t is Seq else Alt(kids)) if changed else e
+        elif t is Repeat:
+            x = (<Repeat>e).item
+            y = self.rewrite(x, depth + 1)
+            new = e if y is x else Repeat(y, (<Repeat>e).lo, (<Repeat>e).hi)
+        else:
+            new = e
+        self.memo[ob] = new
+        return new
+
+
+def outline_sets(dict rules, sess):
+    """``components.outline_sets_py`` compiled (the Python frames of its walk, its identity
+    memo's lookup and its test a node cost ~4 K instructions a node of an enum's schema);
+    raises :class:`Deep` past the recursion cap (the caller then runs the Python walk)."""
+    cdef dict out = PyDict_Copy(rules)
+    cdef Outlining walk = Outlining(sess, out)
+    cdef Py_ssize_t i = 0
+    for name, body in rules.items():
+        if i & 15 == 0:
+            deadline_check("literal sets")
+        i += 1
+        if type(body) is not LiteralSet:
+            out[name] = walk.rewrite(body, 0)
+    return out
 
 
 cdef class SetsBelow:

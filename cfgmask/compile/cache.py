@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from . import _dag
 from .automaton import DFA
 from .encode import Interner, Session, _utf8_code
 
@@ -131,6 +132,9 @@ class AutomatonCache:
         self._components = {}
         if self._prelude is not None:
             self._prelude.install(self)
+
+
+_dag.set_put_all(AutomatonCache.put_all)  # _dag.collect does it inline for this class
 
 
 def _members(key: Hashable) -> list[str | None]:

@@ -71,7 +71,22 @@ def outline_sets(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]
     """Every literal set that is not a rule's whole body becomes a rule of its own (one per
     distinct set), so C builds its automaton straight from the words, without subset
     construction (csrc/words.c); a small one is inlined back into its callers like any
-    regular rule."""
+    regular rule.  Compiled (``_dag.outline_sets``); past its recursion cap, or with
+    ``COMPILED_OUTLINE`` off (the tests' reference), :func:`outline_sets_py`."""
+    if COMPILED_OUTLINE:
+        try:
+            return _dag.outline_sets(rules, sess)
+        except _dag.Deep:
+            pass
+    return outline_sets_py(rules, sess)
+
+
+# ``outline_sets`` by its compiled walk (tests turn it off to compare with the Python one)
+COMPILED_OUTLINE = True
+
+
+def outline_sets_py(rules: dict[str, ir.Expr], sess: Session) -> dict[str, ir.Expr]:
+    """``outline_sets``' walk in Python (the compiled one's fallback and reference)."""
     out = dict(rules)
     named: dict[int, str] = {}  # set id -> its rule
     memo: dict[int, ir.Expr] = {}  # id(node) -> node rewritten
