@@ -25,7 +25,7 @@ cdef enum:
 QUICK_KINDS = (TYPE, STR, ONE, LIST, ITEMS, MAP, NAMES, ARRAY, COUNT, NUM)
 
 
-cdef bint quick_form(int quick, object k, object v, object at, list subs, tuple types) except -1:
+cdef bint quick_form(int quick, object k, object v, object at, list subs, frozenset types) except -1:
     """The reference's ``_quick``: True when ``v`` plainly has the form (its subschemas put on
     ``subs``); False: ask the row's check."""
     cdef object cls = type(v), x, name
@@ -75,10 +75,11 @@ cdef bint quick_form(int quick, object k, object v, object at, list subs, tuple 
     return cls is int  # NUM: an int is a number (a float goes through the check: finite?)
 
 
-def walk(object root, dict forms, tuple types, object slow, object not_schema):
+def walk(object root, dict forms, frozenset types, object slow, object not_schema):
     """``check_document(root, draft)`` with ``forms`` the draft's rows; ``slow(k, v, at, form,
     subs)`` checks a keyword the inline tests do not settle (raising if malformed) and puts its
-    subschemas on ``subs``; ``not_schema(s, at)`` raises for a root that is not a schema."""
+    subschemas on ``subs``; ``not_schema(s, at)`` raises for a root that is not a schema.
+    ``types``: the JSON type names, as a set (a hashed test, not up to seven comparisons)."""
     cdef list stack = [(root, None)], subs
     cdef set seen = set()
     cdef tuple item, form

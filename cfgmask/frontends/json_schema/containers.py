@@ -42,7 +42,7 @@ from . import chardfa
 from .empty import Reason
 from .lexical import Encoder, encode_text
 from .merge import ANNOTATIONS, Unmergeable, equal, evaluate, intersect, is_annotation, type_set
-from .report import ENFORCED, pointer
+from .report import ENFORCED, NARROWED, pointer
 from .strings import not_in, pattern_dfa
 
 if TYPE_CHECKING:
@@ -74,6 +74,22 @@ MAX_CONTAINS_STATES = 64  # positions and match counts of the contains machine, 
 # _ir_util's literals are: the first _KEYS_MAX keys met are kept, later ones made each time
 _KEYS: dict[tuple[str, bool], ir.Expr] = {}
 _KEYS_MAX = 8192
+
+
+def _why(several: bool, listed: bool, closed: bool) -> str:
+    """The reason of canonical mode's ``narrowed`` row for ``properties`` ("" for none)."""
+    why = []
+    if several:
+        why.append("properties in the order the schema lists them")
+    if listed:
+        why.append("listed keys spelled literally")
+    if closed:
+        why.append("keys the schema does not list are not generated")
+    return "canonical: " + ", ".join(why) if why else ""
+
+
+# listed_object's reasons, made once: (several keys listed, any, closed) -> _why's
+_WHY = {(a, b, d): _why(a, b, d) for a in (False, True) for b in (False, True) for d in (False, True)}
 
 
 def _closes(x: Any) -> bool:
@@ -537,16 +553,9 @@ class Containers:
             if value != ir.NOTHING:
                 free = ir.seq(U.lit('"'), key_lang, U.lit('"'), c.sep(":"), value)
         order = [n for n in names if n in member] if len(member) < len(names) else names
-        why = []
-        if len(order) > 1:
-            why.append("properties in the order the schema lists them")
-        if order:
-            why.append("listed keys spelled literally")
-        if closed:
-            why.append("keys the schema does not list are not generated")
-        if why:
-            where = path + "/properties" if "properties" in s else path
-            c.rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
+        why = _WHY[len(order) > 1, bool(order), closed]
+        if why:  # rep.narrowed's row: canonical mode (narrowing allowed), which never raises on it
+            rows.append((path + "/properties" if "properties" in s else path, "properties", NARROWED, why))
         if free is not ir.NOTHING:
             self._repeats_note(s, path)
         req = member.keys() & required  # one C call, not a comprehension's frame (read by membership)
@@ -678,8 +687,15 @@ class Containers:
                 if n in required:
                     return None
                 continue
+            # a key of name characters (most: plain_key, inline; letters and digits only, the
+            # commonest, by two C tests without the strip of _KEY_CHARS): no "~" or "/" in it
+            plain = 0 < len(n) <= _KEY_MAX and (
+                n.isalnum() and n.isascii() or not n.strip(chars) and n[-1] != "-"
+            )
             where = (
-                path + "/properties/" + n if "~" not in n and "/" not in n else pointer(path, "properties", n)
+                path + "/properties/" + n
+                if plain or ("~" not in n and "/" not in n)
+                else pointer(path, "properties", n)
             )
             # {"type": T} (annotations beside it): member_value's scalar path, which gives the
             # same value for every such T (SchemaCompiler.scalar's, once per schema) and adds the
@@ -706,7 +722,9 @@ class Containers:
                 if len(v) > 1:
                     for k in v:
                         if k != "type":
-                            at = where + "/" + k if "~" not in k and "/" not in k else pointer(where, k)
+                            # (an annotation's name, the commonest, has no "~" or "/")
+                            plain_k = k in ANNOTATIONS or ("~" not in k and "/" not in k)
+                            at = where + "/" + k if plain_k else pointer(where, k)
                             rows.append((at, k, ENFORCED, "annotation"))
                 rows.append((where + "/type", "type", ENFORCED, ""))
             if value == nothing:  # the key cannot appear: the object neither, if it is required
@@ -714,10 +732,9 @@ class Containers:
                     c.empty_why = Reason(None, path, c.empty_why, n)  # said when read
                     return None
                 continue
-            # a key of name characters (most: plain_key, inline): its rule's stem is "prop-" and
-            # the key as they are (fresh_stem, its first try inline), and its canonical
-            # spelling the key in quotes, in the member's one seq
-            if 0 < len(n) <= _KEY_MAX and not n.strip(chars) and n[-1] != "-":
+            # a plain key: its rule's stem is "prop-" and the key as they are (fresh_stem, its
+            # first try inline), and its canonical spelling the key in quotes, in the member's one seq
+            if plain:
                 name = "prop-" + n
                 if name in rules:
                     name = U.fresh_stem(rules, name)
@@ -742,16 +759,10 @@ class Containers:
         the number of keys: counters and the few keys ``dependentRequired`` or a condition on
         ``required`` names are remembered, never the set of keys seen."""
         rep = self.c.rep
-        why = []
-        if len(o.order) > 1:
-            why.append("properties in the order the schema lists them")
-        if o.order:
-            why.append("listed keys spelled literally")
-        if o.closed:
-            why.append("keys the schema does not list are not generated")
+        why = _WHY[len(o.order) > 1, bool(o.order), o.closed]
         if why:
             where = path + "/properties" if "properties" in o.s else path
-            rep.narrowed(where, "properties", "canonical: " + ", ".join(why))
+            rep.narrowed(where, "properties", why)
         free = ir.alt(*o.free) if o.free else ir.NOTHING
         if o.free:
             self._repeats_note(o.s, path)

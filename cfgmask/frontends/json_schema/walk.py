@@ -313,7 +313,9 @@ class SchemaCompiler:
         if len(s) > 1:
             for k in s:
                 if k != "type":
-                    where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
+                    # (an annotation's name, the commonest, has no "~" or "/")
+                    plain = k in ANNOTATIONS or ("~" not in k and "/" not in k)
+                    where = path + "/" + k if plain else pointer(path, k)
                     self.rep.enforced(where, k, "annotation")
         out = self._scalars.get(t)
         if out is None:
@@ -438,7 +440,9 @@ class SchemaCompiler:
     def _schema(self, s: dict[str, Any], path: str, base: str) -> ir.Expr:
         plain = 0  # keywords that are not annotations
         for k in s:
-            if k in ANNOTATIONS or k.startswith("x-"):  # is_annotation(k), inline: every subschema
+            if k in ANNOTATIONS:  # is_annotation(k), inline: every subschema (a name without "~", "/")
+                self.rep.enforced(path + "/" + k, k, "annotation")
+            elif k.startswith("x-"):
                 where = path + "/" + k if "~" not in k and "/" not in k else pointer(path, k)
                 self.rep.enforced(where, k, "annotation")
             else:

@@ -213,6 +213,9 @@ CONDITIONAL = {k: FORMS["not"] for k in ("if", "then", "else")}  # keywords from
 FORMS_07 = {**FORMS, **CONDITIONAL}
 
 
+_TYPE_SET = frozenset(TYPES)  # the compiled walk's test of a type name
+
+
 # A pattern's parse (an ECMA-262 pattern, ``u`` flag) serves every reader of it in the front end:
 # this check, :func:`.strings.everywhere` and the search language (:func:`..regex.ecmascript_search`),
 # which each parsed it again (~0.2 M instructions a pattern, cold).  The tree is read, never
@@ -242,7 +245,7 @@ Place = tuple[Any, str, tuple[object, ...]] | None
 def check_document(root: Any, draft: int) -> None:
     """Raise a GrammarError at the first keyword (in document order) whose value is malformed
     (compiled: ``tests/reference_wellformed.py`` has the Python it follows)."""
-    _walk(root, FORMS_07 if draft >= 7 else FORMS, TYPES, _slow, _not_schema)
+    _walk(root, FORMS_07 if draft >= 7 else FORMS, _TYPE_SET, _slow, _not_schema)
 
 
 def _not_schema(s: Any, at: Place) -> None:
