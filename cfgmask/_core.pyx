@@ -1686,7 +1686,8 @@ def derive_class_spans_enable(bint on):
 def derive_trans_gather_enable(bint on):
     """Make ``compile_finish``'s table by global class a rule's rows at a time as AVX2 gathers, 8
     classes a gather, where the CPU has them and every class of the rule has bytes (csrc/tables.c,
-    TRANS_GATHER; the default) or, off, a -1 fill of each row and each run's classes stored: the
+    TRANS_GATHER) or, off (the default: fewer instructions, but slower on a CPU whose gathers are
+    microcoded, as this AMD EPYC's), a -1 fill of each row and each run's classes stored: the
     reference the tests compare against.  Process-wide; the table and the errors are the same."""
     cm_derive_trans_gather_enable(1 if on else 0)
 

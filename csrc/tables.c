@@ -604,8 +604,12 @@ static int number_classes(const cm_flat_rules *f, const uint64_t key[256], const
  * store a global class of each run with an edge (~146 instructions a row in the mid set).  Only
  * where every class of the rule is some global class's (so every entry of a row is read and
  * checked, as the run walk checks every run's target); else, and off, the run walk (the
- * reference the tests compare against).  The table and the errors are the same. */
-static int g_trans_gather = 1;
+ * reference the tests compare against).  The table and the errors are the same.  Off by default:
+ * callgrind counts a gather as one instruction (0.48 M fewer in the mid set's compiles), but on
+ * this AMD EPYC (Zen 4) a gather is microcoded, and perf's samples of the p90 set's compiles put
+ * the gathered rows at 2.13 % against the run walk's 1.00 % (design.md §7, session 50), as
+ * chains.c's row gathers measured before. */
+static int g_trans_gather = 0;
 static size_t g_trans_gather_rows;
 
 void cm_derive_trans_gather_enable(int on) { g_trans_gather = on; }

@@ -1,6 +1,7 @@
 """The table by global byte class of ``compile_finish`` (csrc/tables.c ``cm_flat_derive_trans``) made
 a rule's rows at a time by AVX2 gathers (TRANS_GATHER, ``_core.derive_trans_gather_enable(True)``,
-the default where the CPU has AVX2) and by the run walk (off, the reference): every derived item the
+turned on for this module: off by default, as a microcoded gather costs more time than it saves
+instructions) and by the run walk (off, the reference): every derived item the
 same, the table equal to one read off the rules' own rows, on the shipped grammars, JSON Schemas,
 rules of 2 to 65 classes (global class counts around the gathers' 8 lanes), random grammars, and
 Llama-3 masks along corpus documents; the gathers taken (their row count moved) where the CPU has
@@ -10,6 +11,7 @@ AVX2.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,13 @@ from .test_direct_loops import assert_corpus_masks_same_taken
 from .test_row_gather import AVX2
 
 _core: Any = importlib.import_module("cfgmask._core")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _gathers_on() -> Iterator[None]:
+    """The gathers on for this module's tests (each test's own switch restores them on), off after."""
+    with core_switch(_core.derive_trans_gather_enable, True, default=False):
+        yield
 
 
 def same_either_way(g: ir.Grammar) -> int:
