@@ -199,9 +199,18 @@ static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
 }
 
+/* A memo entry's version when its closure read no older set (close_memoized_k): it holds in any
+ * chart state (no set's version is 0: the clock starts at 1, flat.c's have the top bit). */
+#define MEMO_NO_SET 0
+
+/* The sets an entry's closure read are as they were (its kernel aside). */
+static inline bool memo_sets_hold(const cm_chart *c, const cm_memo *mm, uint32_t cur) {
+    return mm->vset < cur && (mm->version == c->version[mm->vset] || mm->version == MEMO_NO_SET);
+}
+
 static CM_ALWAYS_INLINE bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel,
                                        uint32_t cur, bool counted, uint32_t seg_bits, bool big) {
-    if (mm->n_kernel != n_kernel || mm->vset >= cur || mm->version != c->version[mm->vset] ||
+    if (mm->n_kernel != n_kernel || !memo_sets_hold(c, mm, cur) ||
         (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]) || (counted && mm->seg_bits != seg_bits))
         return false;
     return memcmp(big ? mm->closure : mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
@@ -278,12 +287,13 @@ size_t cm_chart_memo_reads_hits(void) { return atomic_load_explicit(&g_memo_read
 
 /* The newest older set the open set's closure (of `n` items from k0) read: the newest origin
  * (below cur) of an accepting item, which complete_k read, or what a debt read (read_hi);
- * 0 if none (set 0's version then stands for the chart's). */
+ * UINT32_MAX if none. */
 static uint32_t closure_read_set(const cm_chart *c, const cm_grammar *g, size_t k0, uint32_t n, uint32_t cur) {
-    uint32_t r = c->read_hi < cur ? c->read_hi : cur - 1;
+    uint32_t r = c->read_hi ? (c->read_hi < cur ? c->read_hi : cur - 1) : UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
         cm_item it = c->items[k0 + i];
-        if (it.origin != CM_OUTER && it.origin < cur && it.origin > r && g->t.accepting[cm_st(it.state)])
+        if (it.origin != CM_OUTER && it.origin < cur && (r == UINT32_MAX || it.origin > r) &&
+            g->t.accepting[cm_st(it.state)])
             r = it.origin;
     }
     return r;
@@ -299,8 +309,10 @@ static inline void put_origin_version(cm_memo *mm, uint64_t v) {
     mm->kernel[CM_MEMO_KERNEL - 1] = (cm_item){(uint32_t)v, (uint32_t)(v >> 32)};
 }
 
+static inline bool loose_entry(const cm_memo *mm) { return mm->vset < mm->max_origin || mm->version == MEMO_NO_SET; }
+
 static inline bool origin_unchanged(const cm_chart *c, const cm_memo *mm) {
-    if (mm->vset >= mm->max_origin) return true;
+    if (!loose_entry(mm)) return true;
     cm_item v = mm->kernel[CM_MEMO_KERNEL - 1];
     return ((uint64_t)v.origin << 32 | v.state) == c->version[mm->max_origin];
 }
@@ -358,8 +370,12 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     uint16_t byte = c->read_hi >= cur ? c->set_byte[cur] : CM_MEMO_ANY_BYTE;
     uint32_t n = (uint32_t)(c->n_items - k0);
     /* (below max_origin only where no debt read past it: then vset is max_origin) */
-    if (!counted && (big || n_kernel < CM_MEMO_KERNEL) && atomic_load_explicit(&g_memo_reads, memory_order_relaxed))
-        vset = closure_read_set(c, g, k0, n, cur);
+    bool none_read = false;
+    if (!counted && (big || n_kernel < CM_MEMO_KERNEL) && atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) {
+        uint32_t r = closure_read_set(c, g, k0, n, cur);
+        none_read = r == UINT32_MAX;
+        vset = none_read ? 0 : r;
+    }
     if (!mm && !(mm = *slot = calloc(1, sizeof *mm))) return CM_OK;  /* memo is an optimisation only */
     if (n > mm->cap_closure) {
         cm_item *p = realloc(mm->closure, n * sizeof *p);
@@ -377,11 +393,11 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     mm->max_origin = max_origin;
     mm->vset = vset;
     mm->byte = byte;
-    mm->version = c->version[vset];
+    mm->version = none_read ? MEMO_NO_SET : c->version[vset];
     mm->exited = c->exited;
     mm->note = 0;
     mm->seg_bits = seg_bits;
-    if (vset < max_origin) put_origin_version(mm, c->version[max_origin]);
+    if (loose_entry(mm)) put_origin_version(mm, c->version[max_origin]);
     mm->stamp = c->clock; /* the set this closure makes ends next: one store a clock tick */
     c->memo_used = mm;
     return CM_OK;
@@ -713,7 +729,7 @@ static int scan_kept(cm_chart *c, const cm_grammar *g, const cm_scan_slot *ss, u
     const cm_memo *mm = ss->mm;
     uint32_t cur = prev + 1;
     if (!mm) return 0;
-    if (mm->stamp != ss->stamp || mm->vset >= cur || mm->version != c->version[mm->vset] ||
+    if (mm->stamp != ss->stamp || !memo_sets_hold(c, mm, cur) ||
         (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != byte) || mm->n_closure > g->lim.max_items_per_set ||
         c->n_items + mm->n_closure > g->lim.max_chart_items)
         return -1;
