@@ -544,6 +544,8 @@ cdef extern from "chart.h" nogil:
     size_t cm_chart_seg_memo_hits()
     void cm_chart_memo_big_enable(int on)
     size_t cm_chart_memo_big_hits()
+    void cm_chart_memo_reads_enable(int on)
+    size_t cm_chart_memo_reads_hits()
     void cm_chart_scan_memo_enable(int on)
     size_t cm_chart_scan_memo_hits()
 

@@ -2785,6 +2785,20 @@ def chart_memo_big_hits():
     return cm_chart_memo_big_hits()
 
 
+def chart_memo_reads_enable(bint on):
+    """Keep a chart's memoized closure while the sets it read are unchanged (the newest set one of
+    its items completes in), though a newer set its kernel names was rebuilt (csrc/earley.c, the
+    default), or, off, only while its kernel's newest origin is unchanged: the reference the tests
+    compare against.  Process-wide."""
+    cm_chart_memo_reads_enable(1 if on else 0)
+
+
+def chart_memo_reads_hits():
+    """How many closures were taken from a chart's memo that the old rule (the kernel's newest
+    origin unchanged) missed, so far in this process (for the tests)."""
+    return cm_chart_memo_reads_hits()
+
+
 def chart_scan_memo_enable(bint on):
     """Let the upward filter's chart keep its scans of big sets (32 items or more) by the set's
     version and the byte's class, answering the same scan again from the closure memo entry it

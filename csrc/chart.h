@@ -192,6 +192,11 @@ size_t cm_chart_scans_hashed(void);
  * the memo in this process (for the tests). */
 void cm_chart_memo_big_enable(int on);
 size_t cm_chart_memo_big_hits(void);
+/* A closure memoized by the sets it read (earley.c, the default); off: by its kernel's newest
+ * origin (the tests' reference).  Process-wide; cm_chart_memo_reads_hits: the closures taken from
+ * the memo that the old rule missed, in this process. */
+void cm_chart_memo_reads_enable(int on);
+size_t cm_chart_memo_reads_hits(void);
 /* The scans of big sets kept in memo_big charts (cm_scan_slot), the default; off: every scan
  * reads its set (the tests' reference).  Process-wide; cm_chart_scan_memo_hits: the scans so
  * answered, in this process. */

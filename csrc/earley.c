@@ -199,9 +199,18 @@ static cm_memo **memo_slot(cm_chart *c, size_t k0, uint32_t n_kernel, uint32_t *
     return &c->memo[(h >> 40) % CM_MEMO_SLOTS];
 }
 
+/* A memo entry's version when its closure read no older set (close_memoized_k): it holds in any
+ * chart state (no set's version is 0: the clock starts at 1, flat.c's have the top bit). */
+#define MEMO_NO_SET 0
+
+/* The sets an entry's closure read are as they were (its kernel aside). */
+static inline bool memo_sets_hold(const cm_chart *c, const cm_memo *mm, uint32_t cur) {
+    return mm->vset < cur && (mm->version == c->version[mm->vset] || mm->version == MEMO_NO_SET);
+}
+
 static CM_ALWAYS_INLINE bool memo_hit(const cm_chart *c, const cm_memo *mm, size_t k0, uint32_t n_kernel,
                                        uint32_t cur, bool counted, uint32_t seg_bits, bool big) {
-    if (mm->n_kernel != n_kernel || mm->vset >= cur || mm->version != c->version[mm->vset] ||
+    if (mm->n_kernel != n_kernel || !memo_sets_hold(c, mm, cur) ||
         (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != c->set_byte[cur]) || (counted && mm->seg_bits != seg_bits))
         return false;
     return memcmp(big ? mm->closure : mm->kernel, c->items + k0, n_kernel * sizeof(cm_item)) == 0;
@@ -262,6 +271,52 @@ size_t cm_chart_memo_big_hits(void) { return atomic_load_explicit(&g_memo_big_hi
 
 static int close_memo_big(cm_chart *c, const cm_grammar *g, bool indexed);
 
+/* A closure memoized by the sets it read (the default): a closure reads an older set only where
+ * one of its items completes there (complete_k), or a lookahead debt reads a set's byte (read_hi),
+ * so it holds while the newest set so read is unchanged, though a newer set its items name (the
+ * kernel's newest origin) was rebuilt since: the kernel's items, compared whole, name the same
+ * sets, and no item reads them.  Off: it holds while the kernel's newest origin is unchanged (the
+ * tests' reference).  A trie walk rebuilds the set a terminal's item began in for every token
+ * that reaches it, and most closures of the items inside the terminal complete nothing there.
+ * Process-wide; cm_chart_memo_reads_hits: the closures so taken that the old rule missed. */
+static atomic_int g_memo_reads = 1;
+static atomic_size_t g_memo_reads_hits;
+
+void cm_chart_memo_reads_enable(int on) { atomic_store(&g_memo_reads, on); }
+size_t cm_chart_memo_reads_hits(void) { return atomic_load_explicit(&g_memo_reads_hits, memory_order_relaxed); }
+
+/* The newest older set the open set's closure (of `n` items from k0) read: the newest origin
+ * (below cur) of an accepting item, which complete_k read, or what a debt read (read_hi);
+ * UINT32_MAX if none. */
+static uint32_t closure_read_set(const cm_chart *c, const cm_grammar *g, size_t k0, uint32_t n, uint32_t cur) {
+    uint32_t r = c->read_hi ? (c->read_hi < cur ? c->read_hi : cur - 1) : UINT32_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        cm_item it = c->items[k0 + i];
+        if (it.origin != CM_OUTER && it.origin < cur && (r == UINT32_MAX || it.origin > r) &&
+            g->t.accepting[cm_st(it.state)])
+            r = it.origin;
+    }
+    return r;
+}
+
+/* An entry kept by the sets it read (mm->vset below its kernel's newest origin) keeps that
+ * origin's version too, for the chart's user: flat.c's note on an entry (the configuration the
+ * closure makes, which names the kernel's origins' sets) holds only while it is unchanged.  The
+ * version goes in the kernel's last slot, free (close_memoized_k takes such an entry only from a
+ * kernel of fewer than CM_MEMO_KERNEL items, or a big one, which keeps its kernel in the
+ * closure). */
+static inline void put_origin_version(cm_memo *mm, uint64_t v) {
+    mm->kernel[CM_MEMO_KERNEL - 1] = (cm_item){(uint32_t)v, (uint32_t)(v >> 32)};
+}
+
+static inline bool loose_entry(const cm_memo *mm) { return mm->vset < mm->max_origin || mm->version == MEMO_NO_SET; }
+
+static inline bool origin_unchanged(const cm_chart *c, const cm_memo *mm) {
+    if (!loose_entry(mm)) return true;
+    cm_item v = mm->kernel[CM_MEMO_KERNEL - 1];
+    return ((uint64_t)v.origin << 32 | v.state) == c->version[mm->max_origin];
+}
+
 /* close_set, reusing the closure of an identical kernel over an unchanged chart;
  * `indexed`: the kernel is in the dedup table (a hit never needs it).  `big`: the kernel has
  * more than CM_MEMO_KERNEL items (close_memo_big), so it is compared with the closure's head. */
@@ -279,6 +334,10 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     uint32_t seg_bits = counted ? kernel_seg_bits(c, g, k0, n_kernel) : 0;
     if (mm && memo_hit(c, mm, k0, n_kernel, cur, counted, seg_bits, big)) {
         c->memo_used = mm;
+        if (!counted && !origin_unchanged(c, mm)) {
+            atomic_fetch_add_explicit(&g_memo_reads_hits, 1, memory_order_relaxed);
+            if (!c->memo_big) c->memo_used = NULL; /* its note, if any, is of another configuration */
+        }
         if (mm->n_closure > g->lim.max_items_per_set) return CM_ERR_LIMIT_SET;
         if (k0 + mm->n_closure > g->lim.max_chart_items) return CM_ERR_LIMIT;
         int rc = cm_grow((void **)&c->items, &c->cap_items, k0 + mm->n_closure, sizeof *c->items);
@@ -310,6 +369,13 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     uint32_t vset = c->read_hi > max_origin ? (c->read_hi < cur ? c->read_hi : cur - 1) : max_origin;
     uint16_t byte = c->read_hi >= cur ? c->set_byte[cur] : CM_MEMO_ANY_BYTE;
     uint32_t n = (uint32_t)(c->n_items - k0);
+    /* (below max_origin only where no debt read past it: then vset is max_origin) */
+    bool none_read = false;
+    if (!counted && (big || n_kernel < CM_MEMO_KERNEL) && atomic_load_explicit(&g_memo_reads, memory_order_relaxed)) {
+        uint32_t r = closure_read_set(c, g, k0, n, cur);
+        none_read = r == UINT32_MAX;
+        vset = none_read ? 0 : r;
+    }
     if (!mm && !(mm = *slot = calloc(1, sizeof *mm))) return CM_OK;  /* memo is an optimisation only */
     if (n > mm->cap_closure) {
         cm_item *p = realloc(mm->closure, n * sizeof *p);
@@ -327,10 +393,11 @@ static CM_ALWAYS_INLINE int close_memoized_k(cm_chart *c, const cm_grammar *g, b
     mm->max_origin = max_origin;
     mm->vset = vset;
     mm->byte = byte;
-    mm->version = c->version[vset];
+    mm->version = none_read ? MEMO_NO_SET : c->version[vset];
     mm->exited = c->exited;
     mm->note = 0;
     mm->seg_bits = seg_bits;
+    if (loose_entry(mm)) put_origin_version(mm, c->version[max_origin]);
     mm->stamp = c->clock; /* the set this closure makes ends next: one store a clock tick */
     c->memo_used = mm;
     return CM_OK;
@@ -662,7 +729,7 @@ static int scan_kept(cm_chart *c, const cm_grammar *g, const cm_scan_slot *ss, u
     const cm_memo *mm = ss->mm;
     uint32_t cur = prev + 1;
     if (!mm) return 0;
-    if (mm->stamp != ss->stamp || mm->vset >= cur || mm->version != c->version[mm->vset] ||
+    if (mm->stamp != ss->stamp || !memo_sets_hold(c, mm, cur) ||
         (mm->byte != CM_MEMO_ANY_BYTE && mm->byte != byte) || mm->n_closure > g->lim.max_items_per_set ||
         c->n_items + mm->n_closure > g->lim.max_chart_items)
         return -1;
