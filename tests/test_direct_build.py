@@ -51,14 +51,19 @@ def _direct(on: bool) -> AbstractContextManager[None]:
     return core_switch(_core.direct_build_enable, on)
 
 
+def tables_outcome(g: ir.Grammar, limits: CompileLimits | None) -> str:
+    """The digest of ``g``'s tables, or the error the build raised (its limit or its message)."""
+    try:
+        return _digest(build_tables(g, limits))
+    except cfgmask.LimitError as e:
+        return f"LimitError {e.limit}"
+    except cfgmask.GrammarError as e:
+        return f"GrammarError {e}"
+
+
 def _outcome(g: ir.Grammar, limits: CompileLimits | None, on: bool) -> str:
     with _direct(on):
-        try:
-            return _digest(build_tables(g, limits))
-        except cfgmask.LimitError as e:
-            return f"LimitError {e.limit}"
-        except cfgmask.GrammarError as e:
-            return f"GrammarError {e}"
+        return tables_outcome(g, limits)
 
 
 def _same(g: ir.Grammar, limits: CompileLimits | None = None) -> str:

@@ -19,11 +19,10 @@ from hypothesis import HealthCheck, given, settings
 import cfgmask
 from cfgmask import _core, ir
 from cfgmask.compile.limits import CompileLimits
-from cfgmask.compile.tables import build_tables
 
 from .helpers import core_switch
 from .strategies import SMALL, grammars
-from .test_direct_build import _digest
+from .test_direct_build import tables_outcome
 from .test_direct_loops import assert_corpus_masks_same_taken
 
 
@@ -35,12 +34,7 @@ def _outcome(g: ir.Grammar, limits: CompileLimits | None, lean: bool, direct: bo
     with ExitStack() as stack:
         stack.enter_context(core_switch(_core.direct_build_enable, direct))
         stack.enter_context(_lean(lean))
-        try:
-            return _digest(build_tables(g, limits))
-        except cfgmask.LimitError as e:
-            return f"LimitError {e.limit}"
-        except cfgmask.GrammarError as e:
-            return f"GrammarError {e}"
+        return tables_outcome(g, limits)
 
 
 def _same(g: ir.Grammar, limits: CompileLimits | None = None) -> int:
